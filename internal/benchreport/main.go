@@ -1,0 +1,169 @@
+// Command benchreport turns `go test -bench` output into the tables of BENCHMARKS.md: every
+// performance goal of the project is a ratio between our benchmark and an anchor measured in
+// the same run, so the report pairs them and says whether each goal holds.
+//
+//	go test -run '^$' -bench . -benchmem ./... | go run ./internal/benchreport -extra extra.md > BENCHMARKS.md
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// goal compares a metric of two benchmarks. ratio = anchor/ours for time-like units (lower is
+// better) and ours/anchor for rate-like units (higher is better), so ratio > 1 always means
+// "ours is better" and the goal is ratio ≥ min.
+type goal struct {
+	issue, what    string
+	ours, anchor   string  // benchmark names without the -GOMAXPROCS suffix
+	unit           string  // "ns/op" (default), "B/op", or a custom b.ReportMetric unit
+	higherIsBetter bool    // rate-like unit
+	min            float64 // goal: ratio ≥ min
+	want           string  // the goal as the issue words it
+}
+
+var goals = []goal{
+	{issue: "#2", what: "ingest into the store, existing series (count, sum, max, DDSketch)", ours: "BenchmarkObserve/ours", anchor: "BenchmarkObserve/anchor", min: 1.0 / 3, want: "≤ 3× ddsketch.Add"},
+	{issue: "#2", what: "5-minute p95 read, one series", ours: "BenchmarkWindowP95/ours", anchor: "BenchmarkWindowP95/anchor", min: 10, want: "≥ 10× faster than merging 30 sketches"},
+	{issue: "#2", what: "bytes per latency series, 30 full slots", ours: "BenchmarkSeriesMemory/ours", anchor: "BenchmarkSeriesMemory/anchor", unit: "B/series", min: 4, want: "≤ 0.25× 30 sketches-go sketches"},
+	{issue: "#2", what: "sliding max, 10M values, k=1000", ours: "BenchmarkSlidingMax/ours", anchor: "BenchmarkSlidingMax/anchor", min: 0.5, want: "≤ 2× a plain sum loop"},
+	{issue: "#2", what: "sliding max vs naive O(n·k) scan, k=1000", ours: "BenchmarkSlidingMax/ours", anchor: "BenchmarkSlidingMax/naive", unit: "ns/value", min: 1, want: "report the speed-up"},
+	{issue: "#3", what: "memory token bucket decision", ours: "BenchmarkTokenBucketMemory/ours", anchor: "BenchmarkTokenBucketMemory/anchor", min: 1, want: "no slower than x/time/rate AllowN"},
+	{issue: "#3", what: "Redis decisions/s, same goroutines", ours: "BenchmarkRedisDecision/ours", anchor: "BenchmarkRedisDecision/anchor", min: 1, want: "≥ redis_rate Allow"},
+	{issue: "#3", what: "Redis decisions/s, auto-pipelined", ours: "BenchmarkRedisDecision/ours_pipelined", anchor: "BenchmarkRedisDecision/anchor", min: 1, want: "stated"},
+	{issue: "#3", what: "hot key at 10× limit: Redis calls per denied request", ours: "BenchmarkHotKey/ours", anchor: "BenchmarkHotKey/anchor", unit: "calls/denied", min: 10, want: "≥ 10× fewer with the deny cache"},
+	{issue: "#4", what: "end-to-end events/s, embedded broker → windows", ours: "BenchmarkEndToEnd/ours", anchor: "BenchmarkEndToEnd/anchor", unit: "ns/event", min: 0.6, want: "≥ 0.6× a bare kafka-go fetch loop"},
+	{issue: "#4", what: "event decoding", ours: "BenchmarkDecode/ours", anchor: "BenchmarkDecode/anchor", min: 5, want: "≥ 5× encoding/json, 0 allocs"},
+	{issue: "#5", what: "/v1/window 5m p95 over loopback, 16 connections", ours: "BenchmarkHTTPWindow/ours", anchor: "BenchmarkHTTPWindow/anchor", unit: "req/s", higherIsBetter: true, min: 0.8, want: "≥ 0.8× /healthz"},
+	{issue: "#5", what: "/v1/allow (memory policy) over loopback, 16 connections", ours: "BenchmarkHTTPAllow/ours", anchor: "BenchmarkHTTPAllow/anchor", unit: "req/s", higherIsBetter: true, min: 0.8, want: "≥ 0.8× /healthz"},
+}
+
+// result is one benchmark line: its metrics by unit.
+type result map[string]float64
+
+var lineRE = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$`)
+
+func parse(r io.Reader, raw io.Writer) (map[string]result, []string, error) {
+	res := map[string]result{}
+	var order []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(raw, line)
+		m := lineRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		f := strings.Fields(m[3])
+		rr := result{}
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			rr[f[i+1]] = v
+		}
+		if _, ok := res[m[1]]; !ok {
+			order = append(order, m[1])
+		}
+		res[m[1]] = rr
+	}
+	return res, order, sc.Err()
+}
+
+func main() {
+	extra := flag.String("extra", "", "markdown file appended verbatim (e.g. the DuckDB comparison)")
+	rawOut := flag.String("raw", "", "also copy the raw benchmark output to this file")
+	cmd := flag.String("cmd", "make bench", "the command that reproduces the run, printed in the report")
+	flag.Parse()
+	raw := io.Discard
+	if *rawOut != "" {
+		f, err := os.Create(*rawOut)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		raw = f
+	}
+	res, order, err := parse(os.Stdin, raw)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reading benchmark output:", err)
+		os.Exit(1)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	fmt.Fprintf(w, "# Benchmarks\n\nGenerated by `%s` on %s (%s/%s, %d CPUs, %s). Each goal is a ratio of two\n",
+		*cmd, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(w, "benchmarks measured side by side in this one run; the machine is shared, so absolute\ntimes mean little and the ratios are what we hold ourselves to. Ratio > 1 means ours is better.\n\n")
+	fmt.Fprintln(w, "| issue | what | ours | anchor | ratio | goal | holds |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	failed := 0
+	for _, g := range goals {
+		unit := g.unit
+		if unit == "" {
+			unit = "ns/op"
+		}
+		o, a := res[g.ours][unit], res[g.anchor][unit]
+		if o == 0 || a == 0 {
+			fmt.Fprintf(w, "| %s | %s | – | – | – | %s | not measured |\n", g.issue, g.what, g.want)
+			continue
+		}
+		ratio := a / o
+		if g.higherIsBetter {
+			ratio = o / a
+		}
+		holds := "yes"
+		if ratio < g.min {
+			holds, failed = "**no**", failed+1
+		}
+		fmt.Fprintf(w, "| %s | %s | %s %s | %s %s | %.2f× | %s | %s |\n", g.issue, g.what, num(o), unit, num(a), unit, ratio, g.want, holds)
+	}
+	fmt.Fprintf(w, "\n## All results\n\n| benchmark | ns/op | B/op | allocs/op | other |\n|---|---|---|---|---|\n")
+	for _, name := range order {
+		r := res[name]
+		var other []string
+		for u, v := range r {
+			if u != "ns/op" && u != "B/op" && u != "allocs/op" && u != "MB/s" {
+				other = append(other, num(v)+" "+u)
+			}
+		}
+		if v, ok := r["MB/s"]; ok {
+			other = append(other, num(v)+" MB/s")
+		}
+		sort.Strings(other)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", name, num(r["ns/op"]), num(r["B/op"]), num(r["allocs/op"]), strings.Join(other, ", "))
+	}
+	if *extra != "" {
+		b, err := os.ReadFile(*extra)
+		if err == nil {
+			fmt.Fprintf(w, "\n%s", b)
+		}
+	}
+	if failed > 0 {
+		fmt.Fprintf(os.Stderr, "benchreport: %d goal(s) not met this run\n", failed)
+	}
+}
+
+func num(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+}
