@@ -1,0 +1,92 @@
+// Command slide is the streaming sliding-window metrics engine and rate limiter.
+//
+//	slide serve    run ingest, windows, limiter and the HTTP API
+//	slide batch    sliding-window jobs over CSV / NDJSON files
+//	slide version  print the version
+//
+// Every flag can also be set from the environment as SLIDE_<FLAG>, upper case with
+// dashes as underscores (--max-series → SLIDE_MAX_SERIES); a flag on the command
+// line wins over the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// stdio bundles the streams a subcommand may use, so tests can run them in process.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, s stdio) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run ingest, windows, limiter and the HTTP API", cmdServe},
+		{"batch", "sliding-window aggregates over a CSV or NDJSON file", cmdBatch},
+		{"version", "print the version", cmdVersion},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], stdio{os.Stdin, os.Stdout, os.Stderr})
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand and maps its error to an exit code:
+// 0 success, 2 usage error, 1 anything else.
+func run(ctx context.Context, args []string, s stdio) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(s.err)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], s)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, errUsage):
+			return 2
+		default:
+			fmt.Fprintf(s.err, "slide %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(s.err, "slide: unknown command %q\n\n", args[0])
+	usage(s.err)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: slide <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'slide <command> -h' for the flags of a command. Every flag can also be set as SLIDE_<FLAG>.")
+}
+
+func cmdVersion(_ context.Context, _ []string, s stdio) error {
+	_, err := fmt.Fprintf(s.out, "slide %s\n", version)
+	return err
+}
