@@ -1,0 +1,337 @@
+package window
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/slide-metrics/slide/sketch"
+)
+
+// Sentinel errors. Ingest counts refused events by these reasons.
+var (
+	ErrLate         = errors.New("window: event older than retention")
+	ErrFuture       = errors.New("window: event ahead of now beyond the allowed skew")
+	ErrInvalidValue = errors.New("window: value is NaN or infinite")
+	ErrSeriesCap    = errors.New("window: series cap reached")
+	ErrEmptyKey     = errors.New("window: empty metric or key")
+	ErrBadWindow    = errors.New("window: window must be a positive multiple of the slot width, at most the retention")
+	ErrBadQuantile  = errors.New("window: quantile must be in [0, 1]")
+	ErrNotFound     = errors.New("window: series not found")
+)
+
+// Defaults of RingConfig.
+const (
+	DefaultSlot  = 10 * time.Second
+	DefaultSlots = 30
+)
+
+// RingConfig is the shape of a ring. The zero value means 30 slots of 10 s (5 minutes of
+// retention), a skew of one slot, and DDSketch at 1% relative accuracy.
+type RingConfig struct {
+	Slot   time.Duration // slot width, a whole number of milliseconds; default 10s
+	Slots  int           // slots kept; retention = Slot × Slots; default 30
+	Skew   time.Duration // how far ahead of now an event may be; default one slot
+	Sketch sketch.Kind   // quantile sketch of every slot; zero = DDSketch 1%
+}
+
+// withDefaults fills the zero fields.
+func (c RingConfig) withDefaults() RingConfig {
+	if c.Slot == 0 {
+		c.Slot = DefaultSlot
+	}
+	if c.Slots == 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.Skew == 0 {
+		c.Skew = c.Slot
+	}
+	return c
+}
+
+// Validate reports a config that cannot make a ring. Zero fields are valid (defaults).
+func (c RingConfig) Validate() error {
+	d := c.withDefaults()
+	switch {
+	case d.Slot < time.Millisecond || d.Slot%time.Millisecond != 0:
+		return fmt.Errorf("slot %v: must be a positive whole number of milliseconds", c.Slot)
+	case d.Slots < 1 || d.Slots > 100_000:
+		return fmt.Errorf("slots %d: must be in [1, 100000]", c.Slots)
+	case d.Skew < 0:
+		return fmt.Errorf("skew %v: must not be negative", c.Skew)
+	}
+	if err := d.Sketch.Validate(); err != nil {
+		return fmt.Errorf("sketch: %w", err)
+	}
+	return nil
+}
+
+// Retention is how far back the ring keeps events: Slot × Slots.
+func (c RingConfig) Retention() time.Duration {
+	d := c.withDefaults()
+	return d.Slot * time.Duration(d.Slots)
+}
+
+// slot is one time bucket. bins is nil while the slot is empty: empty slots hold no sketch.
+type slot struct {
+	idx      int64 // absolute slot index (floor(ts / width)); meaningful only when count > 0
+	count    uint64
+	sum      float64
+	min, max float64
+	bins     *sketch.Bins
+}
+
+// Ring is the sliding window of one series: slots of a fixed width aligned to the epoch
+// (slot index = floor(ts / width)), each with count, sum, exact min and max, and quantile bins.
+//
+// The ring also keeps agg, the bins of every slot from the oldest live one up to the current
+// one, updated by adding what enters and subtracting what leaves, so a full-retention
+// quantile reads one set of bins instead of merging every slot.
+//
+// Time only moves forward: each call advances "now" to max(now, the latest now seen).
+// A Ring is not safe for concurrent use; the Store guards each ring with its shard's lock.
+type Ring struct {
+	cfg    RingConfig // defaults filled
+	width  int64      // slot width, ms
+	n      int64      // slots in a full window (retention)
+	skewMs int64
+	ix     sketch.Indexer
+	slots  []slot // n slots for the window plus enough for skew; position = idx mod len
+	cur    int64  // current slot index: floor(now / width)
+	curLo  int64  // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
+	agg    sketch.Bins
+	live   int // slots holding data
+	// started is false until the first call fixes cur.
+	started bool
+}
+
+// NewRing returns an empty ring. It fails only on an invalid config.
+func NewRing(cfg RingConfig) (*Ring, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Ring{}
+	r.init(cfg.withDefaults())
+	return r, nil
+}
+
+func (r *Ring) init(c RingConfig) {
+	ix, _ := c.Sketch.Indexer() // validated
+	r.cfg = c
+	r.width = c.Slot.Milliseconds()
+	r.n = int64(c.Slots)
+	r.skewMs = c.Skew.Milliseconds()
+	r.ix = ix
+	extra := (r.skewMs + r.width - 1) / r.width
+	r.slots = make([]slot, r.n+extra)
+}
+
+// floorDiv is floor(a / b) for b > 0, correct for negative a.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+func (r *Ring) pos(idx int64) int {
+	l := int64(len(r.slots))
+	p := idx % l
+	if p < 0 {
+		p += l
+	}
+	return int(p)
+}
+
+// advance moves the current slot to floor(now / width): slots that become current join agg,
+// slots older than the retention leave it and are cleared.
+func (r *Ring) advance(now int64) {
+	if r.started && now >= r.curLo && now < r.curLo+r.width {
+		return // still in the current slot: the common case costs two compares
+	}
+	next := floorDiv(now, r.width)
+	if !r.started {
+		r.started, r.cur, r.curLo = true, next, next*r.width
+		return
+	}
+	if next <= r.cur {
+		return // time does not go backwards
+	}
+	old := r.cur
+	r.cur, r.curLo = next, next*r.width
+	if r.live == 0 {
+		return
+	}
+	if next-old >= int64(len(r.slots)) {
+		// Jumped past everything the ring holds.
+		for i := range r.slots {
+			if r.slots[i].count > 0 {
+				r.clear(&r.slots[i])
+			}
+		}
+		r.agg.Reset()
+		return
+	}
+	// Slots that were ahead of now (accepted under the skew) become current: they join agg.
+	for i := old + 1; i <= next; i++ {
+		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
+			r.agg.AddBins(s.bins)
+		}
+	}
+	// Slots older than the window leave: every live slot has idx > old-n, so they are among (old-n, next-n].
+	for i := old - r.n + 1; i <= next-r.n; i++ {
+		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
+			r.agg.SubBins(s.bins)
+			r.clear(s)
+		}
+	}
+	if r.live == 0 {
+		r.agg.Reset() // nothing live: release the aggregate's memory too
+	}
+}
+
+func (r *Ring) clear(s *slot) {
+	s.bins.Reset()
+	*s = slot{}
+	r.live--
+}
+
+// Add records n observations of v at time ts (unix ms), with now as the current time.
+// It returns ErrLate for ts older than the retention, ErrFuture for ts beyond now + skew,
+// and ErrInvalidValue for NaN or ±Inf. n == 0 counts as 1. No allocation once the slot
+// and its bins exist.
+func (r *Ring) Add(now, ts int64, v float64, n uint64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return ErrInvalidValue
+	}
+	if n == 0 {
+		n = 1
+	}
+	r.advance(now)
+	var idx int64
+	switch {
+	case ts > now+r.skewMs:
+		return ErrFuture
+	case ts >= r.curLo && ts < r.curLo+r.width:
+		idx = r.cur // the common case needs no division
+	default:
+		idx = floorDiv(ts, r.width)
+		if idx <= r.cur-r.n {
+			return ErrLate
+		}
+	}
+	s := &r.slots[r.pos(idx)]
+	if s.count == 0 {
+		*s = slot{idx: idx, min: v, max: v, bins: new(sketch.Bins)}
+		r.live++
+	}
+	s.count += n
+	s.sum += v * float64(n)
+	if v < s.min {
+		s.min = v
+	}
+	if v > s.max {
+		s.max = v
+	}
+	s.bins.Add(r.ix, v, n)
+	if idx <= r.cur {
+		r.agg.Add(r.ix, v, n)
+	}
+	return nil
+}
+
+// Empty reports whether the ring holds no event at now.
+func (r *Ring) Empty(now int64) bool {
+	r.advance(now)
+	return r.live == 0
+}
+
+// span returns the slots a window of k slots covers at the current time: [cur-k+1, cur].
+func (r *Ring) span(k int64) (from, to int64) {
+	return (r.cur - k + 1) * r.width, (r.cur + 1) * r.width
+}
+
+// slotsFor converts a window to a slot count of a ring of config c (defaults filled), or ErrBadWindow.
+func slotsFor(c RingConfig, w time.Duration) (int64, error) {
+	width, ms := c.Slot.Milliseconds(), w.Milliseconds()
+	if w <= 0 || w%time.Millisecond != 0 || ms%width != 0 || ms/width > int64(c.Slots) {
+		return 0, fmt.Errorf("%w: %v with %v slots × %d", ErrBadWindow, w, c.Slot, c.Slots)
+	}
+	return ms / width, nil
+}
+
+// Read aggregates the last window (current slot and the ones before it) at now into a.
+// Quantiles go to a.Quantiles, one per q, clamped to the exact [min, max].
+func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
+	var a Agg
+	if err := checkQuantiles(qs); err != nil {
+		return a, err
+	}
+	r.advance(now)
+	k, err := slotsFor(r.cfg, w)
+	if err != nil {
+		return a, err
+	}
+	a.From, a.To = r.span(k)
+	a.Series = 1
+	var stack [32]*sketch.Bins
+	bins := stack[:0]
+	r.fold(&a, k, func(s *slot) { bins = append(bins, s.bins) })
+	a.Quantiles = make([]float64, len(qs))
+	if a.Count == 0 {
+		for i := range a.Quantiles {
+			a.Quantiles[i] = math.NaN()
+		}
+		return a, nil
+	}
+	if k == r.n {
+		r.agg.Quantiles(r.ix, qs, a.Quantiles[:0]) // one read: the kept aggregate
+	} else {
+		for i, q := range qs {
+			a.Quantiles[i] = sketch.Quantile(r.ix, q, bins...)
+		}
+	}
+	a.clampQuantiles()
+	return a, nil
+}
+
+// fold adds count, sum, min and max of the last k slots into a and calls each for every live one.
+func (r *Ring) fold(a *Agg, k int64, each func(*slot)) {
+	for i := r.cur - k + 1; i <= r.cur; i++ {
+		s := &r.slots[r.pos(i)]
+		if s.count == 0 || s.idx != i {
+			continue
+		}
+		if a.Count == 0 || s.min < a.Min {
+			a.Min = s.min
+		}
+		if a.Count == 0 || s.max > a.Max {
+			a.Max = s.max
+		}
+		a.Count += s.count
+		a.Sum += s.sum
+		each(s)
+	}
+}
+
+// mergeInto adds the last k slots of the ring into a (count, sum, min, max) and into bins.
+func (r *Ring) mergeInto(now int64, k int64, a *Agg, bins *sketch.Bins) {
+	r.advance(now)
+	if k == r.n {
+		r.fold(a, k, func(*slot) {})
+		bins.AddBins(&r.agg)
+		return
+	}
+	r.fold(a, k, func(s *slot) { bins.AddBins(s.bins) })
+}
+
+func checkQuantiles(qs []float64) error {
+	for _, q := range qs {
+		if !(q >= 0 && q <= 1) {
+			return fmt.Errorf("%w: %v", ErrBadQuantile, q)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,394 @@
+package window
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/slide-metrics/slide/sketch"
+)
+
+// Event is one observation of a series. TS is unix milliseconds; Count 0 means 1.
+type Event struct {
+	TS        int64
+	Metric    string
+	Key       string
+	Value     float64
+	Count     uint64
+	Partition int32 // source Kafka partition, -1 when none; a series remembers the last one
+}
+
+// Agg is the result of a window read over the span [From, To) (unix ms): the current slot
+// and the window/slot − 1 before it. Count and Sum are exact; Min and Max are exact (0 when
+// Count is 0); Quantiles are within the sketch's accuracy, clamped to [Min, Max], NaN when empty.
+type Agg struct {
+	From, To  int64
+	Count     uint64
+	Sum       float64
+	Min, Max  float64
+	Quantiles []float64 // one per requested quantile, in request order
+	Series    int       // series merged into this answer
+}
+
+// Avg is Sum / Count, NaN when Count is 0.
+func (a Agg) Avg() float64 {
+	if a.Count == 0 {
+		return math.NaN()
+	}
+	return a.Sum / float64(a.Count)
+}
+
+// RatePerSec is Count per second of the span that has elapsed at now: the current slot is
+// only partly over, so the divisor is min(now, To) − From, as Prometheus' rate divides by
+// the time actually covered.
+func (a Agg) RatePerSec(now int64) float64 {
+	end := min(now, a.To)
+	if end <= a.From {
+		return 0
+	}
+	return float64(a.Count) / (float64(end-a.From) / 1000)
+}
+
+func (a *Agg) clampQuantiles() {
+	for i, q := range a.Quantiles {
+		a.Quantiles[i] = min(max(q, a.Min), a.Max)
+	}
+}
+
+// StoreConfig configures a Store. The zero value is ready: default rings, 64 shards,
+// 1<<20 series at most, the wall clock.
+type StoreConfig struct {
+	Ring      RingConfig            // ring of every metric without an override
+	Metrics   map[string]RingConfig // per-metric rings, e.g. "cost": 60s × 60 for hourly quotas
+	Shards    int                   // lock shards, rounded up to a power of two; default 64
+	MaxSeries int                   // series beyond this are refused with ErrSeriesCap; default 1<<20
+	Now       func() int64          // unix ms; nil is the wall clock. Replay passes the largest event time.
+}
+
+// Validate reports a config NewStore would refuse.
+func (c StoreConfig) Validate() error {
+	if err := c.Ring.Validate(); err != nil {
+		return fmt.Errorf("ring: %w", err)
+	}
+	for m, rc := range c.Metrics {
+		if m == "" {
+			return fmt.Errorf("metrics: empty metric name")
+		}
+		if err := rc.Validate(); err != nil {
+			return fmt.Errorf("metric %q: %w", m, err)
+		}
+	}
+	if c.Shards < 0 || c.Shards > 1<<16 {
+		return fmt.Errorf("shards %d: must be in [0, 65536]", c.Shards)
+	}
+	if c.MaxSeries < 0 {
+		return fmt.Errorf("max series %d: must not be negative", c.MaxSeries)
+	}
+	return nil
+}
+
+// StoreStats are the Store's counters since it was made.
+type StoreStats struct {
+	Late, Future, Invalid uint64 // events refused, by reason
+	Refused               uint64 // events refused because their new series would pass MaxSeries
+	Evicted               uint64 // idle series removed
+	Series                int    // live series now
+}
+
+type series struct {
+	metric, key string
+	partition   int32
+	ring        Ring
+}
+
+// shard is padded so neighbouring shards' locks do not share a cache line.
+type shard struct {
+	mu     sync.Mutex
+	series map[string]*series // metric + "\x00" + key
+	_      [40]byte
+}
+
+// Store is the set of live series, (metric, key) → Ring, in shards each guarded by a mutex.
+// It is safe for concurrent use. Observe costs a hash, one uncontended lock and a map lookup
+// on top of Ring.Add, and allocates nothing for an existing series.
+type Store struct {
+	cfg     StoreConfig
+	ring    RingConfig
+	metrics map[string]RingConfig
+	seed    maphash.Seed
+	mask    uint64
+	shards  []shard
+	now     func() int64
+
+	count                                   atomic.Int64
+	late, future, invalid, refused, evicted atomic.Uint64
+}
+
+// NewStore returns an empty store, or the config's error.
+func NewStore(cfg StoreConfig) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("window store: %w", err)
+	}
+	n := 64
+	if cfg.Shards > 0 {
+		n = 1
+		for n < cfg.Shards {
+			n <<= 1
+		}
+	}
+	if cfg.MaxSeries == 0 {
+		cfg.MaxSeries = 1 << 20
+	}
+	s := &Store{
+		cfg:     cfg,
+		ring:    cfg.Ring.withDefaults(),
+		metrics: make(map[string]RingConfig, len(cfg.Metrics)),
+		seed:    maphash.MakeSeed(),
+		mask:    uint64(n - 1),
+		shards:  make([]shard, n),
+		now:     cfg.Now,
+	}
+	for m, rc := range cfg.Metrics {
+		s.metrics[m] = rc.withDefaults()
+	}
+	if s.now == nil {
+		s.now = func() int64 { return time.Now().UnixMilli() }
+	}
+	for i := range s.shards {
+		s.shards[i].series = make(map[string]*series)
+	}
+	return s, nil
+}
+
+// RingConfig is the ring config of metric's series, defaults filled in.
+func (s *Store) RingConfig(metric string) RingConfig {
+	if rc, ok := s.metrics[metric]; ok {
+		return rc
+	}
+	return s.ring
+}
+
+// seriesKey writes metric NUL key into buf; NUL cannot appear in a decoded metric name.
+func seriesKey(buf []byte, metric, key string) []byte {
+	buf = append(buf, metric...)
+	buf = append(buf, 0)
+	return append(buf, key...)
+}
+
+func (s *Store) shardOf(k []byte) *shard {
+	return &s.shards[maphash.Bytes(s.seed, k)&s.mask]
+}
+
+// Observe records ev at the store's now. See ObserveAt.
+func (s *Store) Observe(ev Event) error { return s.ObserveAt(s.now(), ev) }
+
+// ObserveAt records ev with now (unix ms) as the current time, creating its series if needed.
+// It returns nil or one of ErrLate, ErrFuture, ErrInvalidValue, ErrEmptyKey, ErrSeriesCap, and
+// counts each refusal in Stats.
+func (s *Store) ObserveAt(now int64, ev Event) error {
+	if ev.Metric == "" || ev.Key == "" {
+		return ErrEmptyKey
+	}
+	var buf [128]byte
+	k := seriesKey(buf[:0], ev.Metric, ev.Key)
+	sh := s.shardOf(k)
+	sh.mu.Lock()
+	se := sh.series[string(k)] // no allocation: the compiler looks up without converting
+	if se == nil {
+		var err error
+		if se, err = s.create(sh, string(k), ev); err != nil {
+			sh.mu.Unlock()
+			return err
+		}
+	}
+	se.partition = ev.Partition
+	err := se.ring.Add(now, ev.TS, ev.Value, ev.Count)
+	sh.mu.Unlock()
+	if err != nil {
+		s.countErr(err)
+	}
+	return err
+}
+
+// create adds a series under sh.mu, unless the cap is reached.
+func (s *Store) create(sh *shard, k string, ev Event) (*series, error) {
+	if s.count.Add(1) > int64(s.cfg.MaxSeries) {
+		s.count.Add(-1)
+		s.refused.Add(1)
+		return nil, ErrSeriesCap
+	}
+	se := &series{metric: ev.Metric, key: ev.Key}
+	se.ring.init(s.RingConfig(ev.Metric))
+	sh.series[k] = se
+	return se, nil
+}
+
+func (s *Store) countErr(err error) {
+	switch err {
+	case ErrLate:
+		s.late.Add(1)
+	case ErrFuture:
+		s.future.Add(1)
+	case ErrInvalidValue:
+		s.invalid.Add(1)
+	}
+}
+
+// Read aggregates one series over the last window at the store's now.
+func (s *Store) Read(metric, key string, window time.Duration, qs []float64) (Agg, error) {
+	return s.ReadAt(s.now(), metric, key, window, qs)
+}
+
+// ReadAt aggregates one series over the last window at now. It returns ErrNotFound for an
+// unknown series, ErrBadWindow, or ErrBadQuantile.
+func (s *Store) ReadAt(now int64, metric, key string, window time.Duration, qs []float64) (Agg, error) {
+	var buf [128]byte
+	k := seriesKey(buf[:0], metric, key)
+	sh := s.shardOf(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	se := sh.series[string(k)]
+	if se == nil {
+		return Agg{}, ErrNotFound
+	}
+	return se.ring.Read(now, window, qs)
+}
+
+// ReadMerged merges every series of metric whose key satisfies match into one answer over the
+// last window at now; Agg.Series says how many series matched. It returns ErrNotFound when
+// none did. Series are visited one shard at a time, so the merge is not one atomic snapshot.
+func (s *Store) ReadMerged(now int64, metric string, match func(key string) bool, window time.Duration, qs []float64) (Agg, error) {
+	var a Agg
+	if err := checkQuantiles(qs); err != nil {
+		return a, err
+	}
+	rc := s.RingConfig(metric)
+	k, err := slotsFor(rc, window)
+	if err != nil {
+		return a, err
+	}
+	ix, _ := rc.Sketch.Indexer() // validated by NewStore
+	var bins sketch.Bins
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, se := range sh.series {
+			if se.metric != metric || !match(se.key) {
+				continue
+			}
+			var one Agg
+			se.ring.mergeInto(now, k, &one, &bins)
+			a.From, a.To = se.ring.span(k)
+			a.Series++
+			if one.Count == 0 {
+				continue
+			}
+			if a.Count == 0 || one.Min < a.Min {
+				a.Min = one.Min
+			}
+			if a.Count == 0 || one.Max > a.Max {
+				a.Max = one.Max
+			}
+			a.Count += one.Count
+			a.Sum += one.Sum
+		}
+		sh.mu.Unlock()
+	}
+	if a.Series == 0 {
+		return a, ErrNotFound
+	}
+	a.Quantiles = make([]float64, len(qs))
+	if a.Count == 0 {
+		for i := range a.Quantiles {
+			a.Quantiles[i] = math.NaN()
+		}
+		return a, nil
+	}
+	bins.Quantiles(ix, qs, a.Quantiles[:0])
+	a.clampQuantiles()
+	return a, nil
+}
+
+// Keys lists the keys of metric's series that start with prefix, sorted.
+func (s *Store) Keys(metric, prefix string) []string {
+	var out []string
+	s.each(func(se *series) {
+		if se.metric == metric && strings.HasPrefix(se.key, prefix) {
+			out = append(out, se.key)
+		}
+	})
+	slices.Sort(out)
+	return out
+}
+
+// Metrics lists the metrics that have at least one series, sorted.
+func (s *Store) Metrics() []string {
+	seen := map[string]bool{}
+	s.each(func(se *series) { seen[se.metric] = true })
+	out := make([]string, 0, len(seen))
+	for m := range seen {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (s *Store) each(fn func(*series)) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, se := range sh.series {
+			fn(se)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// removeIf deletes the series for which drop returns true and returns how many it deleted.
+func (s *Store) removeIf(drop func(*series) bool) int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, se := range sh.series {
+			if drop(se) {
+				delete(sh.series, k)
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	s.count.Add(-int64(n))
+	return n
+}
+
+// Len is the number of live series.
+func (s *Store) Len() int { return int(s.count.Load()) }
+
+// DropPartition removes the series last fed by partition p (on revocation) and returns how many.
+func (s *Store) DropPartition(p int32) int {
+	return s.removeIf(func(se *series) bool { return se.partition == p })
+}
+
+// Reset removes every series.
+func (s *Store) Reset() { s.removeIf(func(*series) bool { return true }) }
+
+// Evict removes the series whose ring holds nothing at now and returns how many.
+func (s *Store) Evict(now int64) int {
+	n := s.removeIf(func(se *series) bool { return se.ring.Empty(now) })
+	s.evicted.Add(uint64(n))
+	return n
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() StoreStats {
+	return StoreStats{
+		Late: s.late.Load(), Future: s.future.Load(), Invalid: s.invalid.Load(),
+		Refused: s.refused.Load(), Evicted: s.evicted.Load(), Series: s.Len(),
+	}
+}
