@@ -1,0 +1,677 @@
+package sketch
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"sort"
+	"unsafe"
+)
+
+// Bins are invertible bucket counts keyed by an Indexer's bin index. The
+// window ring keeps one Bins per non-empty slot and one window aggregate,
+// maintained with the sliding-sum trick: aggregate.AddBins(newSlot) when a
+// slot enters the window, aggregate.SubBins(leavingSlot) when it leaves. A
+// 5-minute p95 is then one Quantile scan of the aggregate, not a merge of 30
+// sketches.
+//
+// The zero value is empty and ready to use. Bins are not safe for concurrent
+// use; the caller owns locking. Every call on one Bins must pass the same
+// Indexer (Bins do not store it, to stay pointer-free and small).
+//
+// Values <= ix.MinIndexableValue() in magnitude (including 0) go to a zero
+// count; negative values go to a mirrored range allocated on first use.
+// Counts are dense over the index range in use, 1, 2, 4 or 8 bytes wide
+// (promoted on overflow), with no per-bin pointers; see Bytes.
+//
+// Cost: Add is O(1) and allocation-free once the range covers the value.
+// AddBins and SubBins are O(bins of the argument). Quantile is O(bins in use).
+// A Bins never spans more than MaxSpan bins; values beyond collapse into the
+// edge bin (no real Indexer reaches this: DDSketch at 1% spans about 72k bins
+// from the smallest to the largest float64).
+type Bins struct {
+	pos  counts
+	neg  *counts // mirrored negative range, nil until the first negative value
+	zero uint64  // values with |v| <= MinIndexableValue
+}
+
+// MaxSpan is the largest number of bins one side (positive or negative) of a
+// Bins may span.
+const MaxSpan = 1 << 23
+
+// counts is a dense run of bin counts for indices [off, off+n), stored
+// little-endian in data with 1<<shift bytes per count. All of data is in use
+// (len == cap), so Bytes is exact and growth rounds up to the allocator's size
+// classes for free.
+type counts struct {
+	data  []byte
+	off   int    // bin index of data's first count
+	sum   uint64 // total of all counts
+	shift uint8  // log2 of the count width in bytes: 0..3
+}
+
+func (c *counts) n() int { return len(c.data) >> c.shift }
+
+// get returns the count at position j (not index), which must be in range.
+func (c *counts) get(j int) uint64 {
+	switch c.shift {
+	case 0:
+		return uint64(c.data[j])
+	case 1:
+		return uint64(binary.LittleEndian.Uint16(c.data[j<<1:]))
+	case 2:
+		return uint64(binary.LittleEndian.Uint32(c.data[j<<2:]))
+	default:
+		return binary.LittleEndian.Uint64(c.data[j<<3:])
+	}
+}
+
+// set stores x at position j; x must fit the current width.
+func (c *counts) set(j int, x uint64) {
+	switch c.shift {
+	case 0:
+		c.data[j] = uint8(x)
+	case 1:
+		binary.LittleEndian.PutUint16(c.data[j<<1:], uint16(x))
+	case 2:
+		binary.LittleEndian.PutUint32(c.data[j<<2:], uint32(x))
+	default:
+		binary.LittleEndian.PutUint64(c.data[j<<3:], x)
+	}
+}
+
+// shiftFor returns the smallest width (as log2 bytes) that holds x.
+func shiftFor(x uint64) uint8 {
+	switch {
+	case x <= math.MaxUint8:
+		return 0
+	case x <= math.MaxUint16:
+		return 1
+	case x <= math.MaxUint32:
+		return 2
+	}
+	return 3
+}
+
+// alloc returns a zeroed byte slice of at least n bytes whose len is its
+// capacity rounded up to the allocator's size class (the rounding is free).
+func alloc(n int) []byte {
+	b := append([]byte(nil), make([]byte, n)...)
+	return b[:cap(b)]
+}
+
+// widen re-encodes the counts with 1<<shift bytes each.
+func (c *counts) widen(shift uint8) {
+	n := c.n()
+	nc := counts{data: alloc(n << shift), off: c.off, sum: c.sum, shift: shift}
+	// Capacity rounding may leave room for more bins; keep the range exact in
+	// bins by trimming to a whole number of counts.
+	nc.data = nc.data[:len(nc.data)>>shift<<shift]
+	for j := 0; j < n; j++ {
+		nc.set(j, c.get(j))
+	}
+	*c = nc
+}
+
+// cover grows the range so that index i is in it and returns i's position.
+// Growth adds a quarter of the span (at least 8 bins) on the side that grew,
+// so a slot filling up with new extremes reallocates O(log span) times.
+func (c *counts) cover(i int) int {
+	if c.data == nil {
+		c.data = alloc(16 << c.shift)
+		c.data = c.data[:len(c.data)>>c.shift<<c.shift]
+		c.off = i - c.n()/2
+		return i - c.off
+	}
+	n := c.n()
+	lo, hi := c.off, c.off+n // half-open
+	slack := max(n/4, 8)
+	var nlo, nhi int
+	if i < lo {
+		nlo, nhi = i-slack, hi
+	} else {
+		nlo, nhi = lo, i+1+slack
+	}
+	if nhi-nlo > MaxSpan {
+		// Collapse into the edge bin rather than allocate without bound.
+		if i < lo {
+			return 0
+		}
+		return n - 1
+	}
+	data := alloc((nhi - nlo) << c.shift)
+	data = data[:len(data)>>c.shift<<c.shift]
+	if i >= hi {
+		// Spare capacity from size-class rounding goes to the growing side.
+		nhi = nlo + len(data)>>c.shift
+	} else {
+		nlo = nhi - len(data)>>c.shift
+	}
+	copy(data[(lo-nlo)<<c.shift:], c.data)
+	c.data, c.off = data, nlo
+	return i - nlo
+}
+
+// add adds x to the count of bin index i.
+func (c *counts) add(i int, x uint64) {
+	j := i - c.off
+	if uint(j) >= uint(c.n()) {
+		j = c.cover(i)
+	}
+	// Fast path: one byte per count, no overflow (the common case for slots).
+	if c.shift == 0 && x <= math.MaxUint8 {
+		if s := uint64(c.data[j]) + x; s <= math.MaxUint8 {
+			c.data[j] = uint8(s)
+			c.sum += x
+			return
+		}
+	}
+	s, carry := bits.Add64(c.get(j), x, 0)
+	if carry != 0 {
+		s = math.MaxUint64 // saturate: 2^64 events in one bin is not a real workload
+		x = s - c.get(j)
+	}
+	if w := shiftFor(s); w > c.shift {
+		c.widen(w)
+	}
+	c.set(j, s)
+	c.sum += x
+}
+
+// sub removes up to x from bin index i and returns how much it removed.
+func (c *counts) sub(i int, x uint64) uint64 {
+	j := i - c.off
+	if uint(j) >= uint(c.n()) {
+		return 0
+	}
+	cur := c.get(j)
+	if cur < x {
+		x = cur
+	}
+	c.set(j, cur-x)
+	c.sum -= x
+	return x
+}
+
+// addCounts adds o's counts into c.
+func (c *counts) addCounts(o *counts) {
+	if o.sum == 0 {
+		return
+	}
+	first, last := o.nonZeroRange()
+	lo, hi := o.off+first, o.off+last
+	c.add(lo, 0) // cover both ends before the loop so it does not reallocate
+	c.add(hi, 0)
+	if lo < c.off || hi >= c.off+c.n() {
+		// Beyond MaxSpan: add bin by bin, collapsing into the edges.
+		for j := first; j <= last; j++ {
+			if x := o.get(j); x > 0 {
+				c.add(o.off+j, x)
+			}
+		}
+		return
+	}
+	if c.shift == 0 && o.shift == 0 {
+		// Fast path: both one byte wide; widen only on overflow.
+		dst := c.data[lo-c.off : hi-c.off+1]
+		src := o.data[first : last+1]
+		for j, x := range src {
+			s := uint16(dst[j]) + uint16(x)
+			if s > math.MaxUint8 {
+				c.sum += addCountsSlow(c, o, lo+j, hi)
+				return
+			}
+			dst[j] = uint8(s)
+			c.sum += uint64(x)
+		}
+		return
+	}
+	c.sum += addCountsSlow(c, o, lo, hi)
+}
+
+// addCountsSlow adds o's counts for indices [from, to] into c, widening as
+// needed, and returns the total added. c must already cover [from, to].
+func addCountsSlow(c, o *counts, from, to int) uint64 {
+	var added uint64
+	for i := from; i <= to; i++ {
+		x := o.get(i - o.off)
+		if x == 0 {
+			continue
+		}
+		j := i - c.off
+		s, carry := bits.Add64(c.get(j), x, 0)
+		if carry != 0 {
+			s = math.MaxUint64
+			x = s - c.get(j)
+		}
+		if w := shiftFor(s); w > c.shift {
+			c.widen(w)
+		}
+		c.set(j, s)
+		added += x
+	}
+	return added
+}
+
+// subCounts removes o's counts from c, clamping at zero. It returns whether
+// every count of o was present in c.
+func (c *counts) subCounts(o *counts) bool {
+	if o.sum == 0 {
+		return true
+	}
+	ok := true
+	first, last := o.nonZeroRange()
+	for j := first; j <= last; j++ {
+		x := o.get(j)
+		if x == 0 {
+			continue
+		}
+		if got := c.sub(o.off+j, x); got != x {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// nonZeroRange returns the first and last positions holding a non-zero
+// count; c.sum must be > 0.
+func (c *counts) nonZeroRange() (first, last int) {
+	n := c.n()
+	for first < n && c.get(first) == 0 {
+		first++
+	}
+	last = n - 1
+	for last > first && c.get(last) == 0 {
+		last--
+	}
+	return first, last
+}
+
+// keyAtRank returns the bin index of the first bin whose cumulative count
+// exceeds rank, as sketches-go's stores do (DenseStore.KeyAtRank). c.sum must
+// be > 0.
+func (c *counts) keyAtRank(rank float64) int {
+	if !(rank > 0) {
+		rank = 0
+	}
+	target := uint64(rank) // cum > rank <=> cum > floor(rank) for integer cum
+	var cum uint64
+	switch c.shift {
+	case 0:
+		// Specialized for one-byte counts: the 5-minute read is this loop.
+		for j, x := range c.data {
+			cum += uint64(x)
+			if cum > target {
+				return c.off + j
+			}
+		}
+	default:
+		n := c.n()
+		for j := 0; j < n; j++ {
+			cum += c.get(j)
+			if cum > target {
+				return c.off + j
+			}
+		}
+	}
+	_, last := c.nonZeroRange()
+	return c.off + last
+}
+
+// Add records n occurrences of v. NaN and ±Inf are ignored (callers reject
+// them first, see CheckValue); n == 0 is a no-op. O(1), no allocation once the
+// range covers v.
+func (b *Bins) Add(ix Indexer, v float64, n uint64) {
+	if n == 0 {
+		return
+	}
+	minIdx := ix.MinIndexableValue()
+	switch {
+	case v > minIdx:
+		if v > math.MaxFloat64 {
+			return
+		}
+		b.pos.add(ix.Index(v), n)
+	case v < -minIdx:
+		if v < -math.MaxFloat64 {
+			return
+		}
+		if b.neg == nil {
+			b.neg = new(counts)
+		}
+		b.neg.add(ix.Index(-v), n)
+	case v == v: // not NaN
+		s, carry := bits.Add64(b.zero, n, 0)
+		if carry != 0 {
+			s = math.MaxUint64
+		}
+		b.zero = s
+	}
+}
+
+// CheckValue returns an error wrapping ErrValue when Bins.Add would ignore v
+// (NaN, ±Inf).
+func CheckValue(v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return errValue(v)
+	}
+	return nil
+}
+
+// Remove removes n occurrences of v, the inverse of Add; batch time windows
+// remove each row as it leaves. It clamps at zero and returns false when
+// fewer than n occurrences of v's bin were present. It never allocates.
+func (b *Bins) Remove(ix Indexer, v float64, n uint64) bool {
+	if n == 0 {
+		return true
+	}
+	minIdx := ix.MinIndexableValue()
+	var got uint64
+	switch {
+	case v > minIdx:
+		if v > math.MaxFloat64 {
+			return true // Add ignored it too
+		}
+		got = b.pos.sub(ix.Index(v), n)
+	case v < -minIdx:
+		if v < -math.MaxFloat64 {
+			return true
+		}
+		if b.neg != nil {
+			got = b.neg.sub(ix.Index(-v), n)
+		}
+	case v == v:
+		got = min(b.zero, n)
+		b.zero -= got
+	default:
+		return true
+	}
+	return got == n
+}
+
+// AddBins adds o's counts to b. o is not modified. b and o must use the same
+// Indexer.
+func (b *Bins) AddBins(o *Bins) {
+	if o == nil || o == b && b.Count() == 0 {
+		return
+	}
+	if o == b {
+		o = b.Clone()
+	}
+	b.pos.addCounts(&o.pos)
+	if o.neg != nil && o.neg.sum > 0 {
+		if b.neg == nil {
+			b.neg = new(counts)
+		}
+		b.neg.addCounts(o.neg)
+	}
+	s, carry := bits.Add64(b.zero, o.zero, 0)
+	if carry != 0 {
+		s = math.MaxUint64
+	}
+	b.zero = s
+}
+
+// SubBins subtracts o's counts from b, the inverse of AddBins. o's counts must
+// be contained in b (o was added earlier and not removed since). If they are
+// not, SubBins clamps each bin at zero and returns false; b then no longer
+// equals the sum of its parts and the caller should rebuild it. When b
+// becomes empty its memory is released, as by Reset.
+func (b *Bins) SubBins(o *Bins) bool {
+	if o == nil {
+		return true
+	}
+	if o == b {
+		b.Reset()
+		return true
+	}
+	ok := b.pos.subCounts(&o.pos)
+	if o.neg != nil && o.neg.sum > 0 {
+		if b.neg == nil {
+			ok = false
+		} else {
+			ok = b.neg.subCounts(o.neg) && ok
+		}
+	}
+	if b.zero < o.zero {
+		b.zero, ok = 0, false
+	} else {
+		b.zero -= o.zero
+	}
+	if b.Count() == 0 {
+		b.Reset()
+	}
+	return ok
+}
+
+// Count returns the number of values recorded (the sum of all counts). O(1).
+func (b *Bins) Count() uint64 {
+	n := b.zero + b.pos.sum
+	if b.neg != nil {
+		n += b.neg.sum
+	}
+	return n
+}
+
+// Quantile returns the value at quantile q in [0, 1] with DDSketch rank
+// semantics: rank = q*(count-1), the answer is the representative value
+// ix.Value of the first bin whose cumulative count exceeds rank (identical to
+// sketches-go's GetValueAtQuantile for the same mapping). It returns NaN when
+// b is empty or q is outside [0, 1]. The result is within
+// ix.RelativeAccuracy of an exact quantile of the recorded values; callers
+// that track the exact min and max clamp the result into [min, max]
+// (a sketch's p100 is a bin's value, not the exact max). O(bins in use), no
+// allocation.
+func (b *Bins) Quantile(ix Indexer, q float64) float64 {
+	count := b.Count()
+	if count == 0 || !(q >= 0 && q <= 1) {
+		return math.NaN()
+	}
+	rank := float64(q * float64(count-1)) // explicit conversion: no FMA, as sketches-go
+	var negCount float64
+	if b.neg != nil {
+		negCount = float64(b.neg.sum)
+	}
+	switch {
+	case rank < negCount:
+		return -ix.Value(b.neg.keyAtRank(negCount - 1 - rank))
+	case rank < float64(b.zero)+negCount:
+		return 0
+	}
+	return ix.Value(b.pos.keyAtRank(rank - float64(b.zero) - negCount))
+}
+
+// Quantiles appends to dst the value at each quantile of qs (NaN for an
+// invalid q or an empty b) and returns the extended slice. When qs is sorted
+// ascending, positive-range quantiles are answered in a single scan. It
+// allocates only if dst lacks capacity.
+func (b *Bins) Quantiles(ix Indexer, qs []float64, dst []float64) []float64 {
+	count := b.Count()
+	if count == 0 || len(qs) < 2 || !sort.Float64sAreSorted(qs) {
+		for _, q := range qs {
+			dst = append(dst, b.Quantile(ix, q))
+		}
+		return dst
+	}
+	var negCount float64
+	if b.neg != nil {
+		negCount = float64(b.neg.sum)
+	}
+	below := negCount + float64(b.zero)
+	c := &b.pos
+	j, n := 0, c.n()
+	var cum uint64
+	for _, q := range qs {
+		if !(q >= 0 && q <= 1) {
+			dst = append(dst, math.NaN())
+			continue
+		}
+		rank := float64(q * float64(count-1))
+		if rank < below {
+			dst = append(dst, b.Quantile(ix, q))
+			continue
+		}
+		r := rank - below
+		target := uint64(r)
+		// Continue the scan where the previous quantile stopped: ranks are
+		// non-decreasing, so the cumulative count only moves forward.
+		for j < n && cum+c.get(j) <= target {
+			cum += c.get(j)
+			j++
+		}
+		if j >= n {
+			_, last := c.nonZeroRange()
+			dst = append(dst, ix.Value(c.off+last))
+			continue
+		}
+		dst = append(dst, ix.Value(c.off+j))
+	}
+	return dst
+}
+
+// Quantile returns the value at quantile q of the union of bins (nil entries
+// are skipped), with the semantics of Bins.Quantile, without allocating or
+// modifying them: one scan over the union of their index ranges,
+// O(span × len(bins)). Use it for windows shorter than the retention, where
+// no aggregate is kept.
+func Quantile(ix Indexer, q float64, bins ...*Bins) float64 {
+	var count, zero, negCount uint64
+	for _, b := range bins {
+		if b == nil {
+			continue
+		}
+		count += b.Count()
+		zero += b.zero
+		if b.neg != nil {
+			negCount += b.neg.sum
+		}
+	}
+	if count == 0 || !(q >= 0 && q <= 1) {
+		return math.NaN()
+	}
+	rank := float64(q * float64(count-1))
+	switch {
+	case rank < float64(negCount):
+		return -ix.Value(unionKeyAtRank(bins, true, float64(negCount)-1-rank))
+	case rank < float64(zero+negCount):
+		return 0
+	}
+	return ix.Value(unionKeyAtRank(bins, false, rank-float64(zero)-float64(negCount)))
+}
+
+// unionKeyAtRank is counts.keyAtRank over the union of one side of bins.
+func unionKeyAtRank(bins []*Bins, negative bool, rank float64) int {
+	side := func(b *Bins) *counts {
+		if b == nil {
+			return nil
+		}
+		if negative {
+			return b.neg
+		}
+		return &b.pos
+	}
+	lo, hi := math.MaxInt, math.MinInt
+	for _, b := range bins {
+		if c := side(b); c != nil && c.sum > 0 {
+			lo = min(lo, c.off)
+			hi = max(hi, c.off+c.n()-1)
+		}
+	}
+	if !(rank > 0) {
+		rank = 0
+	}
+	target := uint64(rank)
+	var cum uint64
+	last := lo
+	for i := lo; i <= hi; i++ {
+		for _, b := range bins {
+			c := side(b)
+			if c == nil || c.sum == 0 {
+				continue
+			}
+			if j := i - c.off; uint(j) < uint(c.n()) {
+				if x := c.get(j); x > 0 {
+					cum += x
+					last = i
+				}
+			}
+		}
+		if cum > target {
+			return i
+		}
+	}
+	return last
+}
+
+// Reset empties b and releases its memory (an empty slot holds no bins).
+func (b *Bins) Reset() { *b = Bins{} }
+
+// Bytes returns the heap bytes b holds (its count arrays and the negative
+// range header), not counting the Bins struct itself, which lives wherever
+// the caller put it. See BinsSize.
+func (b *Bins) Bytes() int {
+	n := cap(b.pos.data)
+	if b.neg != nil {
+		n += int(unsafe.Sizeof(counts{})) + cap(b.neg.data)
+	}
+	return n
+}
+
+// BinsSize is the size of the Bins struct itself, for callers that account
+// for memory per slot: a slot's cost is BinsSize plus Bytes.
+const BinsSize = int(unsafe.Sizeof(Bins{}))
+
+// Clone returns a deep copy of b, trimmed to the bins in use.
+func (b *Bins) Clone() *Bins {
+	c := &Bins{zero: b.zero}
+	c.pos = b.pos.clone()
+	if b.neg != nil && b.neg.sum > 0 {
+		n := b.neg.clone()
+		c.neg = &n
+	}
+	return c
+}
+
+func (c *counts) clone() counts {
+	if c.sum == 0 {
+		return counts{}
+	}
+	first, last := c.nonZeroRange()
+	shift := uint8(0)
+	for j := first; j <= last; j++ {
+		shift = max(shift, shiftFor(c.get(j)))
+	}
+	n := counts{off: c.off + first, sum: c.sum, shift: shift}
+	n.data = alloc((last - first + 1) << shift)
+	n.data = n.data[:len(n.data)>>shift<<shift]
+	for j := first; j <= last; j++ {
+		n.set(j-first, c.get(j))
+	}
+	return n
+}
+
+// Compact trims b's storage to the bins in use at the narrowest width that
+// holds its counts. The ring calls it when a slot stops receiving values; a
+// compacted Bins costs exactly one byte per bin in its range for counts below
+// 256. Compact allocates; it is a no-op when nothing would shrink.
+func (b *Bins) Compact() {
+	b.pos.compact()
+	if b.neg != nil {
+		if b.neg.sum == 0 {
+			b.neg = nil
+		} else {
+			b.neg.compact()
+		}
+	}
+}
+
+func (c *counts) compact() {
+	if c.sum == 0 {
+		*c = counts{}
+		return
+	}
+	n := c.clone()
+	if len(n.data) < len(c.data) {
+		*c = n
+	}
+}
