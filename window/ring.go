@@ -85,9 +85,11 @@ type slot struct {
 // Ring is the sliding window of one series: slots of a fixed width aligned to the epoch
 // (slot index = floor(ts / width)), each with count, sum, exact min and max, and quantile bins.
 //
-// The ring also keeps agg, the bins of every slot from the oldest live one up to the current
-// one, updated by adding what enters and subtracting what leaves, so a full-retention
-// quantile reads one set of bins instead of merging every slot.
+// The ring also keeps agg, the bins of every live slot before the current one, updated by
+// adding the slot that stops being current and subtracting the one that leaves, so a
+// full-retention quantile reads two sets of bins (agg and the current slot) instead of
+// merging every slot. Keeping the current slot out of agg means an in-order event updates
+// one set of bins, not two.
 //
 // Time only moves forward: each call advances "now" to max(now, the latest now seen).
 // A Ring is not safe for concurrent use; the Store guards each ring with its shard's lock.
@@ -174,8 +176,9 @@ func (r *Ring) advance(now int64) {
 		r.agg.Reset()
 		return
 	}
-	// Slots that were ahead of now (accepted under the skew) become current: they join agg.
-	for i := old + 1; i <= next; i++ {
+	// The old current slot, and any slot accepted ahead of now under the skew that is now
+	// in the past, join agg.
+	for i := old; i < next; i++ {
 		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
 			r.agg.AddBins(s.bins)
 		}
@@ -236,8 +239,8 @@ func (r *Ring) Add(now, ts int64, v float64, n uint64) error {
 		s.max = v
 	}
 	s.bins.Add(r.ix, v, n)
-	if idx <= r.cur {
-		r.agg.Add(r.ix, v, n)
+	if idx < r.cur {
+		r.agg.Add(r.ix, v, n) // out of order: agg holds the completed slots
 	}
 	return nil
 }
@@ -246,6 +249,14 @@ func (r *Ring) Add(now, ts int64, v float64, n uint64) error {
 func (r *Ring) Empty(now int64) bool {
 	r.advance(now)
 	return r.live == 0
+}
+
+// current returns the bins of the current slot, nil when it is empty.
+func (r *Ring) current() *sketch.Bins {
+	if s := &r.slots[r.pos(r.cur)]; s.count > 0 && s.idx == r.cur {
+		return s.bins
+	}
+	return nil
 }
 
 // span returns the slots a window of k slots covers at the current time: [cur-k+1, cur].
@@ -279,6 +290,10 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 	var stack [32]*sketch.Bins
 	bins := stack[:0]
 	r.fold(&a, k, func(s *slot) { bins = append(bins, s.bins) })
+	if k == r.n {
+		// The kept aggregate plus the current slot, whatever the number of slots.
+		bins = append(bins[:0], &r.agg, r.current())
+	}
 	a.Quantiles = make([]float64, len(qs))
 	if a.Count == 0 {
 		for i := range a.Quantiles {
@@ -286,8 +301,8 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 		}
 		return a, nil
 	}
-	if k == r.n {
-		r.agg.Quantiles(r.ix, qs, a.Quantiles[:0]) // one read: the kept aggregate
+	if k == r.n && bins[1] == nil {
+		r.agg.Quantiles(r.ix, qs, a.Quantiles[:0]) // one pass over the kept aggregate
 	} else {
 		for i, q := range qs {
 			a.Quantiles[i] = sketch.Quantile(r.ix, q, bins...)
@@ -322,6 +337,9 @@ func (r *Ring) mergeInto(now int64, k int64, a *Agg, bins *sketch.Bins) {
 	if k == r.n {
 		r.fold(a, k, func(*slot) {})
 		bins.AddBins(&r.agg)
+		if c := r.current(); c != nil {
+			bins.AddBins(c)
+		}
 		return
 	}
 	r.fold(a, k, func(s *slot) { bins.AddBins(s.bins) })
@@ -334,4 +352,18 @@ func checkQuantiles(qs []float64) error {
 		}
 	}
 	return nil
+}
+
+// clone returns a deep copy of r (tests and memory benchmarks).
+func (r *Ring) clone() *Ring {
+	c := *r
+	c.slots = make([]slot, len(r.slots))
+	for i, s := range r.slots {
+		c.slots[i] = s
+		if s.bins != nil {
+			c.slots[i].bins = s.bins.Clone()
+		}
+	}
+	c.agg = *r.agg.Clone()
+	return &c
 }

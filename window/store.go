@@ -3,6 +3,7 @@ package window
 import (
 	"fmt"
 	"hash/maphash"
+	"iter"
 	"math"
 	"slices"
 	"strings"
@@ -103,13 +104,14 @@ type StoreStats struct {
 type series struct {
 	metric, key string
 	partition   int32
+	next        *series // another series whose key hashes the same (64-bit collisions are rare)
 	ring        Ring
 }
 
 // shard is padded so neighbouring shards' locks do not share a cache line.
 type shard struct {
 	mu     sync.Mutex
-	series map[string]*series // metric + "\x00" + key
+	series map[uint64]*series // by maphash of metric NUL key: one hash per event, not two
 	_      [40]byte
 }
 
@@ -160,7 +162,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		s.now = func() int64 { return time.Now().UnixMilli() }
 	}
 	for i := range s.shards {
-		s.shards[i].series = make(map[string]*series)
+		s.shards[i].series = make(map[uint64]*series)
 	}
 	return s, nil
 }
@@ -180,8 +182,32 @@ func seriesKey(buf []byte, metric, key string) []byte {
 	return append(buf, key...)
 }
 
-func (s *Store) shardOf(k []byte) *shard {
-	return &s.shards[maphash.Bytes(s.seed, k)&s.mask]
+func (s *Store) hash(metric, key string) uint64 {
+	var buf [128]byte
+	return maphash.Bytes(s.seed, seriesKey(buf[:0], metric, key))
+}
+
+// lookup returns the series, or nil, from its shard; the caller holds sh.mu.
+func (sh *shard) lookup(h uint64, metric, key string) *series {
+	for se := sh.series[h]; se != nil; se = se.next {
+		if se.key == key && se.metric == metric {
+			return se
+		}
+	}
+	return nil
+}
+
+// all yields every series of the shard; the caller holds sh.mu.
+func (sh *shard) all() iter.Seq[*series] {
+	return func(yield func(*series) bool) {
+		for _, head := range sh.series {
+			for se := head; se != nil; se = se.next {
+				if !yield(se) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // Observe records ev at the store's now. See ObserveAt.
@@ -194,14 +220,13 @@ func (s *Store) ObserveAt(now int64, ev Event) error {
 	if ev.Metric == "" || ev.Key == "" {
 		return ErrEmptyKey
 	}
-	var buf [128]byte
-	k := seriesKey(buf[:0], ev.Metric, ev.Key)
-	sh := s.shardOf(k)
+	h := s.hash(ev.Metric, ev.Key)
+	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	se := sh.series[string(k)] // no allocation: the compiler looks up without converting
+	se := sh.lookup(h, ev.Metric, ev.Key)
 	if se == nil {
 		var err error
-		if se, err = s.create(sh, string(k), ev); err != nil {
+		if se, err = s.create(sh, h, ev); err != nil {
 			sh.mu.Unlock()
 			return err
 		}
@@ -216,15 +241,15 @@ func (s *Store) ObserveAt(now int64, ev Event) error {
 }
 
 // create adds a series under sh.mu, unless the cap is reached.
-func (s *Store) create(sh *shard, k string, ev Event) (*series, error) {
+func (s *Store) create(sh *shard, h uint64, ev Event) (*series, error) {
 	if s.count.Add(1) > int64(s.cfg.MaxSeries) {
 		s.count.Add(-1)
 		s.refused.Add(1)
 		return nil, ErrSeriesCap
 	}
-	se := &series{metric: ev.Metric, key: ev.Key}
+	se := &series{metric: ev.Metric, key: ev.Key, next: sh.series[h]}
 	se.ring.init(s.RingConfig(ev.Metric))
-	sh.series[k] = se
+	sh.series[h] = se
 	return se, nil
 }
 
@@ -247,12 +272,11 @@ func (s *Store) Read(metric, key string, window time.Duration, qs []float64) (Ag
 // ReadAt aggregates one series over the last window at now. It returns ErrNotFound for an
 // unknown series, ErrBadWindow, or ErrBadQuantile.
 func (s *Store) ReadAt(now int64, metric, key string, window time.Duration, qs []float64) (Agg, error) {
-	var buf [128]byte
-	k := seriesKey(buf[:0], metric, key)
-	sh := s.shardOf(k)
+	h := s.hash(metric, key)
+	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	se := sh.series[string(k)]
+	se := sh.lookup(h, metric, key)
 	if se == nil {
 		return Agg{}, ErrNotFound
 	}
@@ -277,7 +301,7 @@ func (s *Store) ReadMerged(now int64, metric string, match func(key string) bool
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, se := range sh.series {
+		for se := range sh.all() {
 			if se.metric != metric || !match(se.key) {
 				continue
 			}
@@ -342,7 +366,7 @@ func (s *Store) each(fn func(*series)) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, se := range sh.series {
+		for se := range sh.all() {
 			fn(se)
 		}
 		sh.mu.Unlock()
@@ -355,10 +379,21 @@ func (s *Store) removeIf(drop func(*series) bool) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, se := range sh.series {
-			if drop(se) {
-				delete(sh.series, k)
-				n++
+		for h, head := range sh.series {
+			var keep *series
+			for se := head; se != nil; {
+				next := se.next
+				if drop(se) {
+					n++
+				} else {
+					se.next, keep = keep, se
+				}
+				se = next
+			}
+			if keep == nil {
+				delete(sh.series, h)
+			} else {
+				sh.series[h] = keep
 			}
 		}
 		sh.mu.Unlock()

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every benchmark pair side by side in one run and writes BENCHMARKS.md.
+# BENCHTIME (default 1s) and BENCH (regexp, default .) narrow a run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p bin
+benchtime=${BENCHTIME:-1s}
+pattern=${BENCH:-.}
+raw=bin/bench.txt
+extra=bin/bench-extra.md
+: > "$extra"
+echo "running go benchmarks (-benchtime $benchtime); raw output in $raw" >&2
+go test -run '^$' -bench "$pattern" -benchmem -benchtime "$benchtime" -count 1 -timeout 30m ./... | tee /dev/stderr |
+  go run ./internal/benchreport -raw "$raw" -extra "$extra" -cmd "make bench" > BENCHMARKS.md.tmp
+if [ -x testdata/duckdb/compare.sh ]; then
+  echo "running the slide batch vs DuckDB comparison" >&2
+  testdata/duckdb/compare.sh >> "$extra" || echo "DuckDB comparison failed; see above" >&2
+  go run ./internal/benchreport -extra "$extra" -cmd "make bench" < "$raw" > BENCHMARKS.md.tmp
+fi
+mv BENCHMARKS.md.tmp BENCHMARKS.md
+echo "wrote BENCHMARKS.md" >&2

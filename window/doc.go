@@ -1,0 +1,40 @@
+// Package window keeps sliding windows: per-series time rings of slots for the live engine,
+// and count windows (sliding sum, monotonic-deque max/min) for batch jobs.
+//
+// # Time rings
+//
+// A series is (metric, key). Its Ring has Slots slots of Slot width aligned to the epoch
+// (slot index = floor(ts / width)); the defaults are 10 s × 30 = 5 minutes of retention, and
+// StoreConfig.Metrics overrides them per metric (e.g. cost: 60 s × 60 for hourly quotas).
+// A slot holds count, sum, exact min and max, and quantile bins (package sketch); an empty
+// slot holds no bins at all.
+//
+// Semantics users rely on:
+//
+//   - "now" is an argument (ObserveAt, ReadAt); Observe and Read use StoreConfig.Now, the
+//     wall clock by default. A ring's time never goes backwards.
+//   - An event lands in its own slot even when it arrives out of order, as long as that
+//     slot is still inside the retention. Older events are refused with ErrLate; events more
+//     than Skew (default one slot) ahead of now are refused with ErrFuture. An event inside
+//     the skew is kept in its future slot and joins reads when now reaches that slot.
+//   - A read of window W (a positive multiple of the slot width, at most the retention)
+//     covers the current slot and the W/slot − 1 before it; Agg.From and Agg.To state that
+//     span, [From, To), so an exact oracle can be computed over the same events. Count and
+//     Sum are exact, Min and Max are exact (tracked beside the sketch: a sketch's p100 is
+//     not the max), quantiles are within the sketch's relative accuracy and clamped to
+//     [Min, Max]. RatePerSec divides by the part of the span already elapsed.
+//   - The ring keeps the bins of all its live slots summed in one aggregate, adding the slot
+//     that becomes current and subtracting the one that leaves, so a full-retention quantile
+//     is one read instead of a merge of 30 sketches. Shorter windows scan their few slots.
+//   - The window max is the max of the slot maxima, a scan of at most Slots values. A
+//     monotonic deque over slots would be O(1) amortized only for in-order data: an
+//     out-of-order event can raise an older slot's max, which a deque cannot absorb.
+//
+// # Store
+//
+// Store shards series over mutex-guarded maps; it is safe for concurrent use and allocates
+// nothing per event once a series exists. MaxSeries caps memory: events that would create a
+// series beyond it are refused (ErrSeriesCap) and counted. Evict removes series whose ring
+// is empty (call it periodically), DropPartition removes the series of a revoked Kafka
+// partition. Every refusal is counted in Stats by reason.
+package window
