@@ -1,0 +1,79 @@
+package ingest
+
+import (
+	"errors"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// Reason says why an event was refused. It is the `reason` label of
+// slide_ingest_rejected_total and the value of the dead-letter header HeaderReason.
+// The zero value, ReasonNone, means the event was accepted.
+type Reason uint8
+
+// Reasons an event is refused, in the order Decode checks them: a record that is not JSON
+// is invalid_json whatever else is wrong with it; otherwise the fields are checked in the
+// order key, metric, value, ts, count and the first failure is the reason.
+const (
+	ReasonNone         Reason = iota // accepted
+	ReasonInvalidJSON                // not JSON, not an object, or trailing bytes after it
+	ReasonMissingField               // key, metric or value absent or null; key or metric ""
+	ReasonBadField                   // a field of the wrong type: key/metric not a string (or metric with NUL), value not a number, ts neither an integer nor RFC 3339, count not an integer ≥ 1
+	ReasonInvalidValue               // value NaN, ±Infinity, or beyond float64
+	ReasonKeyTooLong                 // key or metric longer than DecoderConfig.MaxKeyLen bytes
+	ReasonFuture                     // ts ahead of now (and of the record's timestamp) by more than the ring's skew
+	ReasonLate                       // ts older than the metric's retention
+	ReasonSeriesCap                  // the event's series is new and the store is at its series cap
+	numReasons
+)
+
+var reasonNames = [numReasons]string{
+	ReasonNone:         "none",
+	ReasonInvalidJSON:  "invalid_json",
+	ReasonMissingField: "missing_field",
+	ReasonBadField:     "bad_field",
+	ReasonInvalidValue: "invalid_value",
+	ReasonKeyTooLong:   "key_too_long",
+	ReasonFuture:       "future",
+	ReasonLate:         "late",
+	ReasonSeriesCap:    "series_cap",
+}
+
+// String is the metric label of r ("invalid_json", "late", ...).
+func (r Reason) String() string {
+	if r < numReasons {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// RejectReasons lists every refusal reason (all but ReasonNone), e.g. to initialise the
+// label values of a counter so that each reason is exported from the start.
+func RejectReasons() []Reason {
+	out := make([]Reason, 0, numReasons-1)
+	for r := ReasonNone + 1; r < numReasons; r++ {
+		out = append(out, r)
+	}
+	return out
+}
+
+// ReasonOf maps an error returned by window.Store.ObserveAt to its Reason: nil → ReasonNone,
+// window.ErrLate → ReasonLate, and so on. Any other error maps to ReasonBadField.
+func ReasonOf(err error) Reason {
+	switch {
+	case err == nil:
+		return ReasonNone
+	case errors.Is(err, window.ErrLate):
+		return ReasonLate
+	case errors.Is(err, window.ErrFuture):
+		return ReasonFuture
+	case errors.Is(err, window.ErrSeriesCap):
+		return ReasonSeriesCap
+	case errors.Is(err, window.ErrInvalidValue):
+		return ReasonInvalidValue
+	case errors.Is(err, window.ErrEmptyKey):
+		return ReasonMissingField
+	default:
+		return ReasonBadField
+	}
+}

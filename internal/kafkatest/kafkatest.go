@@ -1,0 +1,101 @@
+// Package kafkatest starts an in-process Kafka-protocol cluster (github.com/twmb/franz-go/pkg/kfake)
+// for tests that drive the real segmentio/kafka-go client.
+//
+// Every cluster listens on a free loopback port, has its topic created with the requested
+// partition count, and is closed by t.Cleanup. Group session timeouts down to 100 ms are
+// allowed so tests of joins, leaves and rebalances finish in bounded time.
+package kafkatest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Cluster is a running in-process broker. Its zero value is not usable; call Start.
+type Cluster struct {
+	// Addr is the loopback host:port of the single broker.
+	Addr string
+	// Topic is the topic created at start.
+	Topic string
+	// Partitions is the topic's partition count.
+	Partitions int
+
+	c *kfake.Cluster
+}
+
+// Start launches a one-broker cluster on 127.0.0.1:<free port> with topic created with
+// partitions partitions (topics named in extra get the same count) and registers Close
+// with t.Cleanup. It fails the test on any error.
+func Start(t testing.TB, topic string, partitions int, extra ...string) *Cluster {
+	t.Helper()
+	if partitions < 1 {
+		t.Fatalf("kafkatest: partitions must be >= 1, got %d", partitions)
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.Ports(0),
+		kfake.SeedTopics(int32(partitions), append([]string{topic}, extra...)...),
+		kfake.DefaultNumPartitions(partitions),
+		kfake.AllowAutoTopicCreation(),
+		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatalf("kafkatest: starting kfake cluster: %v", err)
+	}
+	t.Cleanup(c.Close)
+	addrs := c.ListenAddrs()
+	if len(addrs) != 1 {
+		t.Fatalf("kafkatest: want 1 listen address, got %v", addrs)
+	}
+	return &Cluster{Addr: addrs[0], Topic: topic, Partitions: partitions, c: c}
+}
+
+// Kfake returns the underlying cluster, for tests that inject faults.
+func (c *Cluster) Kfake() *kfake.Cluster { return c.c }
+
+// Produce writes msgs to the cluster's topic synchronously, acknowledged, partitioned by key
+// with the Java-compatible murmur2 partitioner (as `slide produce` does). It fails the test on error.
+func (c *Cluster) Produce(t testing.TB, msgs ...kafka.Message) {
+	t.Helper()
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(c.Addr),
+		Topic:        c.Topic,
+		Balancer:     &kafka.Murmur2Balancer{},
+		BatchSize:    len(msgs) + 1,
+		BatchBytes:   64 << 20,
+		BatchTimeout: time.Millisecond,
+		RequiredAcks: kafka.RequireAll,
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatalf("kafkatest: producing %d messages: %v", len(msgs), err)
+	}
+}
+
+// ProduceTo writes msgs to partition p of the topic, bypassing the balancer.
+func (c *Cluster) ProduceTo(t testing.TB, p int, msgs ...kafka.Message) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := kafka.DialLeader(ctx, "tcp", c.Addr, c.Topic, p)
+	if err != nil {
+		t.Fatalf("kafkatest: dialing leader of %s/%d: %v", c.Topic, p, err)
+	}
+	defer conn.Close()
+	if _, err := conn.WriteMessages(msgs...); err != nil {
+		t.Fatalf("kafkatest: producing %d messages to %s/%d: %v", len(msgs), c.Topic, p, err)
+	}
+}
+
+// String returns a short description for test logs.
+func (c *Cluster) String() string {
+	return fmt.Sprintf("kfake %s topic %s/%d", c.Addr, c.Topic, c.Partitions)
+}
