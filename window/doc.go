@@ -23,9 +23,11 @@
 //     Sum are exact, Min and Max are exact (tracked beside the sketch: a sketch's p100 is
 //     not the max), quantiles are within the sketch's relative accuracy and clamped to
 //     [Min, Max]. RatePerSec divides by the part of the span already elapsed.
-//   - The ring keeps the bins of all its live slots summed in one aggregate, adding the slot
-//     that becomes current and subtracting the one that leaves, so a full-retention quantile
-//     is one read instead of a merge of 30 sketches. Shorter windows scan their few slots.
+//   - The ring keeps the bins of its live slots summed in one aggregate, adding the slot
+//     that completes and subtracting the one that leaves (the sliding-sum trick on bucket
+//     counts), so a full-retention quantile is one read instead of a merge of 30 sketches.
+//     The current slot joins the aggregate at its first full-window read, so a series that
+//     nobody reads updates one set of bins per event. Shorter windows scan their few slots.
 //   - The window max is the max of the slot maxima, a scan of at most Slots values. A
 //     monotonic deque over slots would be O(1) amortized only for in-order data: an
 //     out-of-order event can raise an older slot's max, which a deque cannot absorb.

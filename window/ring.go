@@ -80,16 +80,17 @@ type slot struct {
 	sum      float64
 	min, max float64
 	bins     *sketch.Bins
+	inAgg    bool // the current slot's bins were folded into agg by a read; later adds go to both
 }
 
 // Ring is the sliding window of one series: slots of a fixed width aligned to the epoch
 // (slot index = floor(ts / width)), each with count, sum, exact min and max, and quantile bins.
 //
-// The ring also keeps agg, the bins of every live slot before the current one, updated by
-// adding the slot that stops being current and subtracting the one that leaves, so a
-// full-retention quantile reads two sets of bins (agg and the current slot) instead of
-// merging every slot. Keeping the current slot out of agg means an in-order event updates
-// one set of bins, not two.
+// The ring also keeps agg, the bins of every completed live slot, updated by adding the
+// slot that stops being current and subtracting the one that leaves, so a full-retention
+// quantile reads one set of bins instead of merging every slot. The current slot joins agg
+// lazily: at the first full-window read in that slot (after which its events update both),
+// so a series nobody reads updates one set of bins per event.
 //
 // Time only moves forward: each call advances "now" to max(now, the latest now seen).
 // A Ring is not safe for concurrent use; the Store guards each ring with its shard's lock.
@@ -102,6 +103,7 @@ type Ring struct {
 	slots  []slot // n slots for the window plus enough for skew; position = idx mod len
 	cur    int64  // current slot index: floor(now / width)
 	curLo  int64  // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
+	curPos int    // pos(cur), so the common case needs no modulo either
 	agg    sketch.Bins
 	live   int // slots holding data
 	// started is false until the first call fixes cur.
@@ -155,14 +157,14 @@ func (r *Ring) advance(now int64) {
 	}
 	next := floorDiv(now, r.width)
 	if !r.started {
-		r.started, r.cur, r.curLo = true, next, next*r.width
+		r.started, r.cur, r.curLo, r.curPos = true, next, next*r.width, r.pos(next)
 		return
 	}
 	if next <= r.cur {
 		return // time does not go backwards
 	}
 	old := r.cur
-	r.cur, r.curLo = next, next*r.width
+	r.cur, r.curLo, r.curPos = next, next*r.width, r.pos(next)
 	if r.live == 0 {
 		return
 	}
@@ -179,8 +181,9 @@ func (r *Ring) advance(now int64) {
 	// The old current slot, and any slot accepted ahead of now under the skew that is now
 	// in the past, join agg.
 	for i := old; i < next; i++ {
-		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
+		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i && !s.inAgg {
 			r.agg.AddBins(s.bins)
+			s.inAgg = true
 		}
 	}
 	// Slots older than the window leave: every live slot has idx > old-n, so they are among (old-n, next-n].
@@ -214,18 +217,20 @@ func (r *Ring) Add(now, ts int64, v float64, n uint64) error {
 	}
 	r.advance(now)
 	var idx int64
+	var p int
 	switch {
 	case ts > now+r.skewMs:
 		return ErrFuture
 	case ts >= r.curLo && ts < r.curLo+r.width:
-		idx = r.cur // the common case needs no division
+		idx, p = r.cur, r.curPos // the common case needs no division
 	default:
 		idx = floorDiv(ts, r.width)
 		if idx <= r.cur-r.n {
 			return ErrLate
 		}
+		p = r.pos(idx)
 	}
-	s := &r.slots[r.pos(idx)]
+	s := &r.slots[p]
 	if s.count == 0 {
 		*s = slot{idx: idx, min: v, max: v, bins: new(sketch.Bins)}
 		r.live++
@@ -239,8 +244,8 @@ func (r *Ring) Add(now, ts int64, v float64, n uint64) error {
 		s.max = v
 	}
 	s.bins.Add(r.ix, v, n)
-	if idx < r.cur {
-		r.agg.Add(r.ix, v, n) // out of order: agg holds the completed slots
+	if idx < r.cur || s.inAgg {
+		r.agg.Add(r.ix, v, n) // out of order, or the current slot already folded in by a read
 	}
 	return nil
 }
@@ -251,12 +256,12 @@ func (r *Ring) Empty(now int64) bool {
 	return r.live == 0
 }
 
-// current returns the bins of the current slot, nil when it is empty.
-func (r *Ring) current() *sketch.Bins {
-	if s := &r.slots[r.pos(r.cur)]; s.count > 0 && s.idx == r.cur {
-		return s.bins
+// foldCurrent makes agg cover the current slot too.
+func (r *Ring) foldCurrent() {
+	if s := &r.slots[r.pos(r.cur)]; s.count > 0 && s.idx == r.cur && !s.inAgg {
+		r.agg.AddBins(s.bins)
+		s.inAgg = true
 	}
-	return nil
 }
 
 // span returns the slots a window of k slots covers at the current time: [cur-k+1, cur].
@@ -290,10 +295,6 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 	var stack [32]*sketch.Bins
 	bins := stack[:0]
 	r.fold(&a, k, func(s *slot) { bins = append(bins, s.bins) })
-	if k == r.n {
-		// The kept aggregate plus the current slot, whatever the number of slots.
-		bins = append(bins[:0], &r.agg, r.current())
-	}
 	a.Quantiles = make([]float64, len(qs))
 	if a.Count == 0 {
 		for i := range a.Quantiles {
@@ -301,7 +302,8 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 		}
 		return a, nil
 	}
-	if k == r.n && bins[1] == nil {
+	if k == r.n {
+		r.foldCurrent()
 		r.agg.Quantiles(r.ix, qs, a.Quantiles[:0]) // one pass over the kept aggregate
 	} else {
 		for i, q := range qs {
@@ -336,10 +338,8 @@ func (r *Ring) mergeInto(now int64, k int64, a *Agg, bins *sketch.Bins) {
 	r.advance(now)
 	if k == r.n {
 		r.fold(a, k, func(*slot) {})
+		r.foldCurrent()
 		bins.AddBins(&r.agg)
-		if c := r.current(); c != nil {
-			bins.AddBins(c)
-		}
 		return
 	}
 	r.fold(a, k, func(s *slot) { bins.AddBins(s.bins) })
