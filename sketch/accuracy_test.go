@@ -24,7 +24,7 @@ func TestWindowAccuracy(t *testing.T) {
 	}{
 		{Kind{}, 1, false},
 		{Kind{Name: NameHDR, SigFigs: 2, Lowest: 1, Highest: 3_600_000_000}, 1000, true}, // microseconds
-		{Kind{Name: NameHDR, SigFigs: 3}, 1, true},                                      // milliseconds
+		{Kind{Name: NameHDR, SigFigs: 3}, 1, true},                                       // milliseconds
 	}
 	qs := []float64{0.5, 0.95, 0.99}
 	for _, kc := range kinds {

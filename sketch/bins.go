@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"sort"
 	"unsafe"
+
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
 )
 
 // Bins are invertible bucket counts keyed by an Indexer's bin index. The
@@ -158,14 +160,35 @@ func (c *counts) add(i int, x uint64) {
 	if uint(j) >= uint(c.n()) {
 		j = c.cover(i)
 	}
-	// Fast path: one byte per count, no overflow (the common case for slots).
-	if c.shift == 0 && x <= math.MaxUint8 {
-		if s := uint64(c.data[j]) + x; s <= math.MaxUint8 {
+	// Fast paths per width while the sum fits (the ingest path).
+	switch c.shift {
+	case 0:
+		if s := uint64(c.data[j]) + x; x <= math.MaxUint8 && s <= math.MaxUint8 {
 			c.data[j] = uint8(s)
 			c.sum += x
 			return
 		}
+	case 1:
+		p := c.data[2*j : 2*j+2]
+		if s := uint64(binary.LittleEndian.Uint16(p)) + x; x <= math.MaxUint16 && s <= math.MaxUint16 {
+			binary.LittleEndian.PutUint16(p, uint16(s))
+			c.sum += x
+			return
+		}
+	case 2:
+		p := c.data[4*j : 4*j+4]
+		if s := uint64(binary.LittleEndian.Uint32(p)) + x; x <= math.MaxUint32 && s <= math.MaxUint32 {
+			binary.LittleEndian.PutUint32(p, uint32(s))
+			c.sum += x
+			return
+		}
 	}
+	c.addSlow(j, x)
+}
+
+// addSlow adds x at position j, widening the counts or saturating at
+// MaxUint64.
+func (c *counts) addSlow(j int, x uint64) {
 	s, carry := bits.Add64(c.get(j), x, 0)
 	if carry != 0 {
 		s = math.MaxUint64 // saturate: 2^64 events in one bin is not a real workload
@@ -211,22 +234,83 @@ func (c *counts) addCounts(o *counts) {
 		}
 		return
 	}
-	if c.shift == 0 && o.shift == 0 {
-		// Fast path: both one byte wide; widen only on overflow.
-		dst := c.data[lo-c.off : hi-c.off+1]
+	from := lo
+	if o.shift == 0 {
+		// Fast paths for one-byte source counts (a slot's usual width), one
+		// loop per destination width; an overflow hands over to the slow
+		// path, which widens.
 		src := o.data[first : last+1]
-		for j, x := range src {
-			s := uint16(dst[j]) + uint16(x)
-			if s > math.MaxUint8 {
-				c.sum += addCountsSlow(c, o, lo+j, hi)
-				return
-			}
-			dst[j] = uint8(s)
-			c.sum += uint64(x)
+		base := lo - c.off
+		var done int
+		var added uint64
+		switch c.shift {
+		case 0:
+			done, added = addRun8(c.data[base:base+len(src)], src)
+		case 1:
+			done, added = addRun16(c.data[base<<1:(base+len(src))<<1], src)
+		case 2:
+			done, added = addRun32(c.data[base<<2:(base+len(src))<<2], src)
 		}
-		return
+		c.sum += added
+		from += done
 	}
-	c.sum += addCountsSlow(c, o, lo, hi)
+	if from <= hi {
+		c.sum += addCountsSlow(c, o, from, hi)
+	}
+}
+
+// addRun8 adds src into dst (both one byte per count) until a sum would
+// overflow; it returns how many counts it added and their total.
+func addRun8(dst, src []byte) (int, uint64) {
+	dst = dst[:len(src)]
+	var added uint64
+	for j, x := range src {
+		s := uint16(dst[j]) + uint16(x)
+		if s > math.MaxUint8 {
+			return j, added
+		}
+		dst[j] = uint8(s)
+		added += uint64(x)
+	}
+	return len(src), added
+}
+
+// addRun16 is addRun8 into two-byte counts.
+func addRun16(dst, src []byte) (int, uint64) {
+	dst = dst[:2*len(src)]
+	var added uint64
+	for j, x := range src {
+		if x == 0 {
+			continue
+		}
+		p := dst[2*j : 2*j+2]
+		s := uint32(binary.LittleEndian.Uint16(p)) + uint32(x)
+		if s > math.MaxUint16 {
+			return j, added
+		}
+		binary.LittleEndian.PutUint16(p, uint16(s))
+		added += uint64(x)
+	}
+	return len(src), added
+}
+
+// addRun32 is addRun8 into four-byte counts.
+func addRun32(dst, src []byte) (int, uint64) {
+	dst = dst[:4*len(src)]
+	var added uint64
+	for j, x := range src {
+		if x == 0 {
+			continue
+		}
+		p := dst[4*j : 4*j+4]
+		s := uint64(binary.LittleEndian.Uint32(p)) + uint64(x)
+		if s > math.MaxUint32 {
+			return j, added
+		}
+		binary.LittleEndian.PutUint32(p, uint32(s))
+		added += uint64(x)
+	}
+	return len(src), added
 }
 
 // addCountsSlow adds o's counts for indices [from, to] into c, widening as
@@ -259,8 +343,44 @@ func (c *counts) subCounts(o *counts) bool {
 	if o.sum == 0 {
 		return true
 	}
-	ok := true
 	first, last := o.nonZeroRange()
+	lo, hi := o.off+first, o.off+last
+	if o.shift == 0 && c.shift <= 1 && lo >= c.off && hi < c.off+c.n() {
+		// Fast paths for a one-byte slot leaving a one- or two-byte aggregate.
+		src := o.data[first : last+1]
+		base := lo - c.off
+		var removed uint64
+		ok := true
+		if c.shift == 0 {
+			dst := c.data[base : base+len(src)]
+			for j, x := range src {
+				d := dst[j]
+				if d < x {
+					x, ok = d, false
+				}
+				dst[j] = d - x
+				removed += uint64(x)
+			}
+		} else {
+			dst := c.data[base<<1 : (base+len(src))<<1]
+			for j, x := range src {
+				if x == 0 {
+					continue
+				}
+				p := dst[2*j : 2*j+2]
+				d := binary.LittleEndian.Uint16(p)
+				y := uint16(x)
+				if d < y {
+					y, ok = d, false
+				}
+				binary.LittleEndian.PutUint16(p, d-y)
+				removed += uint64(y)
+			}
+		}
+		c.sum -= removed
+		return ok
+	}
+	ok := true
 	for j := first; j <= last; j++ {
 		x := o.get(j)
 		if x == 0 {
@@ -294,28 +414,66 @@ func (c *counts) keyAtRank(rank float64) int {
 	if !(rank > 0) {
 		rank = 0
 	}
-	target := uint64(rank) // cum > rank <=> cum > floor(rank) for integer cum
-	var cum uint64
+	// cum > rank <=> cum > floor(rank) for an integer cum.
+	j, _ := c.scan(0, 0, uint64(rank))
+	if j >= c.n() {
+		_, j = c.nonZeroRange() // rounding: the last bin holding anything
+	}
+	return c.off + j
+}
+
+// scan moves from position j, where cum is the total of the counts before j,
+// to the first position whose inclusive cumulative count exceeds target. It
+// returns that position (c.n() if none) and the total before it.
+func (c *counts) scan(j int, cum, target uint64) (int, uint64) {
+	d := c.data
 	switch c.shift {
 	case 0:
-		// Specialized for one-byte counts: the 5-minute read is this loop.
-		for j, x := range c.data {
-			cum += uint64(x)
-			if cum > target {
-				return c.off + j
+		// The 5-minute read is this loop: skip 8 one-byte counts at a time,
+		// summed as 4 lanes of 16 bits (SWAR), while the target lies beyond.
+		for ; j+8 <= len(d); j += 8 {
+			x := binary.LittleEndian.Uint64(d[j:])
+			y := x&0x00ff00ff00ff00ff + x>>8&0x00ff00ff00ff00ff
+			s := y * 0x0001000100010001 >> 48
+			if cum+s > target {
+				break
 			}
+			cum += s
+		}
+		for ; j < len(d); j++ {
+			if cum+uint64(d[j]) > target {
+				return j, cum
+			}
+			cum += uint64(d[j])
+		}
+	case 1:
+		// 4 two-byte counts at a time, as 2 lanes of 32 bits.
+		for ; 2*j+8 <= len(d); j += 4 {
+			x := binary.LittleEndian.Uint64(d[2*j:])
+			y := x&0x0000ffff0000ffff + x>>16&0x0000ffff0000ffff
+			s := y&0xffffffff + y>>32
+			if cum+s > target {
+				break
+			}
+			cum += s
+		}
+		for ; 2*j+2 <= len(d); j++ {
+			x := uint64(binary.LittleEndian.Uint16(d[2*j:]))
+			if cum+x > target {
+				return j, cum
+			}
+			cum += x
 		}
 	default:
-		n := c.n()
-		for j := 0; j < n; j++ {
-			cum += c.get(j)
-			if cum > target {
-				return c.off + j
+		for n := c.n(); j < n; j++ {
+			x := c.get(j)
+			if cum+x > target {
+				return j, cum
 			}
+			cum += x
 		}
 	}
-	_, last := c.nonZeroRange()
-	return c.off + last
+	return c.n(), cum
 }
 
 // Add records n occurrences of v. NaN and ±Inf are ignored (callers reject
@@ -325,13 +483,23 @@ func (b *Bins) Add(ix Indexer, v float64, n uint64) {
 	if n == 0 {
 		return
 	}
-	minIdx := ix.MinIndexableValue()
+	cubic, _ := ix.(*mapping.CubicallyInterpolatedMapping)
+	var minIdx float64
+	if cubic != nil {
+		minIdx = cubic.MinIndexableValue() // devirtualized: the default Indexer inlines
+	} else {
+		minIdx = ix.MinIndexableValue()
+	}
 	switch {
 	case v > minIdx:
 		if v > math.MaxFloat64 {
 			return
 		}
-		b.pos.add(ix.Index(v), n)
+		if cubic != nil {
+			b.pos.add(cubic.Index(v), n)
+		} else {
+			b.pos.add(ix.Index(v), n)
+		}
 	case v < -minIdx:
 		if v < -math.MaxFloat64 {
 			return
@@ -511,17 +679,13 @@ func (b *Bins) Quantiles(ix Indexer, qs []float64, dst []float64) []float64 {
 			dst = append(dst, b.Quantile(ix, q))
 			continue
 		}
-		r := rank - below
-		target := uint64(r)
-		// Continue the scan where the previous quantile stopped: ranks are
-		// non-decreasing, so the cumulative count only moves forward.
-		for j < n && cum+c.get(j) <= target {
-			cum += c.get(j)
-			j++
-		}
+		// Ranks are non-decreasing: continue the scan where the previous
+		// quantile stopped.
+		j, cum = c.scan(j, cum, uint64(rank-below))
 		if j >= n {
 			_, last := c.nonZeroRange()
 			dst = append(dst, ix.Value(c.off+last))
+			j, cum = 0, 0
 			continue
 		}
 		dst = append(dst, ix.Value(c.off+j))

@@ -111,7 +111,7 @@ func (d *decoder) varint(what string) int64 {
 }
 
 func (d *decoder) counts(side string) counts {
-	n := d.uvarint(side + " bin count")
+	n := d.uvarint("bin count")
 	if d.err != nil || n == 0 {
 		return counts{}
 	}
@@ -121,7 +121,7 @@ func (d *decoder) counts(side string) counts {
 		d.err = fmt.Errorf("%s: %d bins in %d bytes (max %d)", side, n, len(d.p), MaxSpan)
 		return counts{}
 	}
-	off := d.varint(side + " first index")
+	off := d.varint("first index")
 	if off < math.MinInt32 || off > math.MaxInt32 {
 		d.err = fmt.Errorf("%s: first index %d outside int32", side, off)
 		return counts{}
@@ -130,8 +130,9 @@ func (d *decoder) counts(side string) counts {
 	start := d.p
 	var sum, maxc uint64
 	for i := uint64(0); i < n; i++ {
-		x := d.uvarint(side + " count")
+		x := d.uvarint("count")
 		if d.err != nil {
+			d.err = fmt.Errorf("%s side: %w", side, d.err)
 			return counts{}
 		}
 		if (i == 0 || i == n-1) && x == 0 {
