@@ -1,0 +1,231 @@
+// Package redistest starts a real redis-server for tests: on a free loopback
+// port, without persistence, stopped by t.Cleanup. Stop and Start simulate an
+// outage: Start brings the server back on the same port.
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// NotFound is the failure message when redis-server is not on PATH.
+const NotFound = "redis-server not found: run `make deps` (installs it with apt-get) or apt-get install redis-server"
+
+// Server is a redis-server process owned by one test. Its methods may be
+// called from the test goroutine and from goroutines the test waits for.
+type Server struct {
+	// Addr is host:port, stable across Stop/Start.
+	Addr string
+
+	t    testing.TB
+	bin  string
+	port int
+	dir  string
+	args []string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	log *bytes.Buffer
+}
+
+// Start launches redis-server with `--save ” --appendonly no` plus args
+// (e.g. "--maxmemory", "1mb"), waits until it answers PING, and registers a
+// cleanup that stops it. It fails the test if redis-server is missing or does
+// not come up within 10 s.
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal(NotFound)
+	}
+	port, err := freePort()
+	if err != nil {
+		t.Fatalf("redistest: finding a free port: %v", err)
+	}
+	s := &Server{
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		t:    t,
+		bin:  bin,
+		port: port,
+		dir:  t.TempDir(),
+		args: args,
+	}
+	t.Cleanup(s.Stop)
+	s.Start()
+	return s
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start (re)starts the server on the same port and waits for PING. It is a
+// no-op while the server runs.
+func (s *Server) Start() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return
+	}
+	args := append([]string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--daemonize", "no",
+	}, s.args...)
+	cmd := exec.Command(s.bin, args...)
+	s.log = new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("redistest: starting redis-server: %v", err)
+	}
+	s.cmd = cmd
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ping(s.Addr) == nil {
+			// Hand the reaper over to Stop through cmd.Process only.
+			go func() { <-exited }()
+			return
+		}
+		select {
+		case err := <-exited:
+			s.cmd = nil
+			s.t.Fatalf("redistest: redis-server exited: %v\n%s", err, s.log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			s.cmd = nil
+			s.t.Fatalf("redistest: redis-server on %s did not answer PING within 10s\n%s", s.Addr, s.log.String())
+		}
+	}
+}
+
+// Stop kills the server (like a crash: no shutdown save) and waits until the
+// port refuses connections. Safe to call twice.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	s.cmd = nil
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond)
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Do sends one command over a fresh connection and returns the reply in
+// redis-cli's plain form: integers and bulk strings as text, arrays as one
+// element per line. For assertions that should not depend on go-redis.
+func (s *Server) Do(args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	var lines []string
+	if err := readReply(bufio.NewReader(c), &lines); err != nil {
+		return "", err
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+func readReply(r *bufio.Reader, out *[]string) error {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return fmt.Errorf("empty reply line")
+	}
+	switch line[0] {
+	case '+', ':':
+		*out = append(*out, line[1:])
+	case '-':
+		return fmt.Errorf("redis: %s", line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			*out = append(*out, "(nil)")
+			return nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return err
+		}
+		*out = append(*out, string(buf[:n]))
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			if err := readReply(r, out); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("unexpected reply %q", line)
+	}
+	return nil
+}
+
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}

@@ -1,0 +1,303 @@
+package limiter
+
+import (
+	"math"
+	"math/bits"
+	"time"
+)
+
+// The algorithms are pure state transitions: take(p, now, cost) reads and
+// updates a small struct and returns the decision. now is in nanoseconds
+// since the Unix epoch (windows align to the epoch); cost 0 peeks (reports
+// what cost 1 would get, changes nothing). The caller has checked
+// 0 ≤ cost ≤ p.quota and holds whatever lock guards the struct. The Redis
+// scripts in limiter/redis/scripts mirror these functions in microseconds.
+//
+// Each take returns, besides the decision, expires: the instant (ns) at which
+// the state is back to its initial value, so the memory backend can drop the
+// key (Redis gets the same as PEXPIRE).
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+func mkDecision(p *params, allowed bool, remaining, retry, reset int64) Decision {
+	if remaining < 0 {
+		remaining = 0
+	}
+	return Decision{
+		Allowed:    allowed,
+		Limit:      p.quota,
+		Remaining:  remaining,
+		RetryAfter: time.Duration(max(retry, 0)),
+		ResetAfter: time.Duration(max(reset, 0)),
+		Window:     p.quotaWin,
+	}
+}
+
+// fixedWindow counts units in window number index.
+type fixedWindow struct {
+	index int64
+	count int64
+}
+
+func (s *fixedWindow) take(p *params, now, cost int64) (Decision, int64) {
+	idx := floorDiv(now, p.window)
+	if s.count == 0 || idx > s.index {
+		s.index, s.count = idx, 0
+	} // idx < s.index: the clock went back; stay in the newer window.
+	end := (s.index + 1) * p.window
+	reset := int64(0)
+	if s.count > 0 {
+		reset = end - now
+	}
+	if cost == 0 {
+		ok := s.count+1 <= p.quota
+		retry := int64(0)
+		if !ok {
+			retry = end - now
+		}
+		return mkDecision(p, ok, p.quota-s.count, retry, reset), now + reset
+	}
+	if s.count+cost > p.quota {
+		return mkDecision(p, false, p.quota-s.count, end-now, reset), now + reset
+	}
+	s.count += cost
+	return mkDecision(p, true, p.quota-s.count, 0, end-now), end
+}
+
+// slidingLog is a ring of admitted timestamps, oldest at head. It grows up
+// to p.quota entries, so a steady key allocates nothing.
+type slidingLog struct {
+	ts   []int64
+	head int
+	n    int
+}
+
+func (s *slidingLog) at(i int) int64 { return s.ts[(s.head+i)%len(s.ts)] }
+
+func (s *slidingLog) push(t int64, quota int64) {
+	if s.n == len(s.ts) {
+		c := max(4, 2*len(s.ts))
+		c = int(min(int64(c), quota))
+		ts := make([]int64, c)
+		for i := 0; i < s.n; i++ {
+			ts[i] = s.at(i)
+		}
+		s.ts, s.head = ts, 0
+	}
+	s.ts[(s.head+s.n)%len(s.ts)] = t
+	s.n++
+}
+
+func (s *slidingLog) take(p *params, now, cost int64) (Decision, int64) {
+	if s.n > 0 {
+		if newest := s.at(s.n - 1); now < newest {
+			now = newest // the clock went back: keep the log ordered
+		}
+	}
+	// The window is (now-window, now]: an entry exactly window old has left.
+	cutoff := now - p.window
+	for s.n > 0 && s.ts[s.head] <= cutoff {
+		s.head = (s.head + 1) % len(s.ts)
+		s.n--
+	}
+	n := int64(s.n)
+	reset := int64(0)
+	if s.n > 0 {
+		reset = s.at(s.n-1) + p.window - now
+	}
+	want := cost
+	if cost == 0 {
+		want = 1
+	}
+	if n+want > p.quota {
+		// The (n+want-quota)-th oldest entry must leave the window first.
+		e := s.at(int(n + want - p.quota - 1))
+		return mkDecision(p, false, p.quota-n, e+p.window-now, reset), now + reset
+	}
+	if cost == 0 {
+		return mkDecision(p, true, p.quota-n, 0, reset), now + reset
+	}
+	for i := int64(0); i < cost; i++ {
+		s.push(now, p.quota)
+	}
+	return mkDecision(p, true, p.quota-n-cost, 0, p.window), now + p.window
+}
+
+// slidingCounter keeps the counts of window index (cur) and index-1 (prev).
+type slidingCounter struct {
+	index int64
+	cur   int64
+	prev  int64
+}
+
+// mulDiv returns floor(a*b/c) for non-negative a, b and positive c, and
+// whether it fits in int64; exact where a float64 product would round.
+func mulDiv(a, b, c int64) (int64, bool) {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return 0, false
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	if q > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(q), true
+}
+
+// decayedBelow returns the smallest elapsed e in [0, w] at which
+// floor(n*(w-e)/w) <= k, for n ≥ 0, k ≥ 0.
+func decayedBelow(n, k, w int64) int64 {
+	if n == 0 {
+		return 0
+	}
+	// floor(n(w-e)/w) <= k  ⟺  n(w-e) <= (k+1)w-1  ⟺  w-e <= floor(((k+1)w-1)/n)
+	hi, lo := bits.Mul64(uint64(k+1), uint64(w))
+	lo, borrow := bits.Sub64(lo, 1, 0)
+	hi -= borrow
+	if hi >= uint64(n) {
+		return 0 // quotient ≥ 2^64 > w
+	}
+	q, _ := bits.Div64(hi, lo, uint64(n))
+	if q >= uint64(w) {
+		return 0
+	}
+	return w - int64(q)
+}
+
+func (s *slidingCounter) take(p *params, now, cost int64) (Decision, int64) {
+	w := p.window
+	idx := floorDiv(now, w)
+	switch {
+	case s.cur == 0 && s.prev == 0:
+		s.index = idx
+	case idx == s.index+1:
+		s.index, s.prev, s.cur = idx, s.cur, 0
+	case idx > s.index+1:
+		s.index, s.prev, s.cur = idx, 0, 0
+	case idx < s.index:
+		now, idx = s.index*w, s.index // the clock went back
+	}
+	e := now - idx*w
+	decayed, _ := mulDiv(s.prev, w-e, w) // < prev, always fits
+	est := decayed + s.cur
+	want := max(cost, 1)
+	ok := est+want <= p.quota
+	if ok && cost > 0 {
+		s.cur += cost
+		est += cost
+	}
+	// Idle once cur has decayed through the next window, or prev through this one.
+	var expires int64
+	switch {
+	case s.cur > 0:
+		expires = (idx + 2) * w
+	case s.prev > 0:
+		expires = (idx + 1) * w
+	default:
+		expires = now
+	}
+	if ok {
+		return mkDecision(p, true, p.quota-est, 0, expires-now), expires
+	}
+	var retry int64
+	if k := p.quota - want - s.cur; k >= 0 && s.prev > 0 {
+		if at := decayedBelow(s.prev, k, w); at < w {
+			retry = at - e
+		}
+	}
+	if retry <= 0 {
+		// Not within this window: at the next one, cur becomes prev and decays.
+		retry = w - e + decayedBelow(s.cur, p.quota-want, w)
+	}
+	return mkDecision(p, false, p.quota-est, retry, expires-now), expires
+}
+
+// tokenBucket holds tokens as of last (ns); refilled lazily on each take.
+type tokenBucket struct {
+	tokens float64
+	last   int64
+	init   bool
+}
+
+// refill is the one formula used both to advance the bucket and to check a
+// computed RetryAfter, so waiting exactly RetryAfter is always enough.
+func refill(p *params, tokens float64, elapsed int64) float64 {
+	return min(float64(p.quota), tokens+float64(elapsed)*p.rate/1e9)
+}
+
+// waitFor returns the smallest wait in ns after which refill reaches want.
+func waitFor(p *params, tokens, want float64) int64 {
+	if tokens >= want {
+		return 0
+	}
+	d := int64(math.Ceil((want - tokens) * 1e9 / p.rate))
+	for step := int64(1); refill(p, tokens, d) < want; step *= 2 {
+		d += step // float rounding left us a hair short
+	}
+	return d
+}
+
+func (s *tokenBucket) take(p *params, now, cost int64) (Decision, int64) {
+	if !s.init {
+		s.tokens, s.last, s.init = float64(p.quota), now, true
+	}
+	if now < s.last {
+		now = s.last
+	}
+	tokens := refill(p, s.tokens, now-s.last)
+	if cost == 0 {
+		reset := waitFor(p, tokens, float64(p.quota))
+		ok := tokens >= 1
+		retry := int64(0)
+		if !ok {
+			retry = waitFor(p, tokens, 1)
+		}
+		return mkDecision(p, ok, int64(tokens), retry, reset), now + reset
+	}
+	s.last = now
+	c := float64(cost)
+	if tokens >= c {
+		tokens -= c
+		s.tokens = tokens
+		reset := waitFor(p, tokens, float64(p.quota))
+		return mkDecision(p, true, int64(tokens), 0, reset), now + reset
+	}
+	s.tokens = tokens
+	reset := waitFor(p, tokens, float64(p.quota))
+	return mkDecision(p, false, int64(tokens), waitFor(p, tokens, c), reset), now + reset
+}
+
+// gcra is the leaky bucket as a meter: tat is the theoretical arrival time
+// (ns) of the next unit if the bucket drained at exactly p.rate.
+type gcra struct {
+	tat int64
+}
+
+func (s *gcra) take(p *params, now, cost int64) (Decision, int64) {
+	tat := max(s.tat, now)
+	want := max(cost, 1)
+	newTat := tat + int64(math.Round(float64(want)*p.interval))
+	allowAt := newTat - p.burstOff
+	remaining := func(t int64) int64 {
+		return int64(math.Floor(float64(now-t+p.burstOff) / p.interval))
+	}
+	if now >= allowAt || allowAt-now <= p.maxDelay {
+		delay := max(allowAt-now, 0)
+		if cost == 0 {
+			d := mkDecision(p, true, remaining(tat), 0, tat-now)
+			d.Delay = time.Duration(delay)
+			return d, tat
+		}
+		s.tat = newTat
+		d := mkDecision(p, true, remaining(newTat), 0, newTat-now)
+		d.Delay = time.Duration(delay)
+		return d, newTat
+	}
+	return mkDecision(p, false, remaining(tat), allowAt-now-p.maxDelay, tat-now), tat
+}

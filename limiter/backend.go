@@ -1,0 +1,29 @@
+package limiter
+
+import (
+	"context"
+	"time"
+)
+
+// Request is one admission request handed to a Backend.
+type Request struct {
+	// Policy must have passed Validate; the backend does not check it again.
+	Policy *Policy
+	// Key is the caller's key (user, tenant, API key), already validated.
+	Key string
+	// Now is the caller's clock. A Redis backend uses Redis TIME instead
+	// unless configured otherwise.
+	Now time.Time
+	// Cost is 0 (peek) to Policy.Quota().
+	Cost int64
+}
+
+// Backend decides requests whose state lives outside the process (Redis).
+// Decide answers every request in one round trip (a pipelined or multi-key
+// call), writing out[i] for reqs[i]; len(out) ≥ len(reqs). An error means no
+// decision in out can be trusted: the caller applies each policy's failure
+// mode. Implementations must not retry a call that may have reached the
+// server, since a retried decision can count a request twice.
+type Backend interface {
+	Decide(ctx context.Context, reqs []Request, out []Decision) error
+}

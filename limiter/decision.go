@@ -1,0 +1,92 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"time"
+	"unicode/utf8"
+)
+
+// Decision is the answer to one admission request.
+//
+// Durations are relative to the instant the decision was taken (the `now`
+// passed to AllowN, or Redis TIME for a Redis policy). The zero value is a
+// denial with no quota, which is what a caller gets if it ignores an error.
+type Decision struct {
+	// Allowed reports whether the request may proceed. For a shadow policy it
+	// is always true; Shadowed then tells whether the policy would have denied.
+	Allowed bool
+	// Limit is the policy's quota: requests per window (fixed_window,
+	// sliding_log, sliding_counter) or the bucket capacity (token_bucket,
+	// leaky_bucket).
+	Limit int64
+	// Remaining is the cost that could still be admitted at once after this
+	// decision (never negative).
+	Remaining int64
+	// RetryAfter is, for a denied request, how long until the same request
+	// (same cost) would be admitted if nothing else happened; 0 when allowed.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the key is back to its initial state
+	// (Remaining == Limit); 0 when it already is.
+	ResetAfter time.Duration
+	// Delay is set only by a leaky_bucket policy with max_delay: the request is
+	// admitted but the caller must wait this long before serving it (shaping).
+	Delay time.Duration
+	// Window is the time over which Limit is measured (the policy window, or
+	// capacity / rate for the buckets); it feeds the RateLimit-Policy `w`.
+	Window time.Duration
+	// Policy names the policy or rule that produced the decision.
+	Policy string
+	// Shadowed reports that a shadow policy would have denied the request.
+	Shadowed bool
+	// Degraded reports that the backend failed and the decision came from the
+	// policy's on_backend_error mode (open or local) instead.
+	Degraded bool
+}
+
+// Limiter decides admission for one policy. Memory and the Redis backend both
+// implement it; the conformance suite in limitertest runs over any Limiter.
+type Limiter interface {
+	// AllowN decides whether cost units may be spent for key at now. A cost of
+	// 0 peeks: it reports what a request of cost 1 would get without
+	// consuming anything.
+	AllowN(ctx context.Context, key string, now time.Time, cost int64) (Decision, error)
+}
+
+// Errors callers branch on. HTTP maps the first four to 400, the last to 503.
+var (
+	// ErrUnknownPolicy: the request names no configured policy or rule.
+	ErrUnknownPolicy = errors.New("unknown policy")
+	// ErrInvalidKey: the key is empty, too long, not UTF-8 or has control bytes.
+	ErrInvalidKey = errors.New("invalid key")
+	// ErrInvalidCost: the cost is negative.
+	ErrInvalidCost = errors.New("invalid cost")
+	// ErrCostOverLimit: the cost exceeds the policy's quota, so no amount of
+	// waiting would admit it.
+	ErrCostOverLimit = errors.New("cost exceeds the policy quota")
+	// ErrBackendUnavailable: the backend failed or timed out and the policy's
+	// on_backend_error is closed.
+	ErrBackendUnavailable = errors.New("rate limit backend unavailable")
+	// ErrInvalidPolicy wraps every policy validation problem.
+	ErrInvalidPolicy = errors.New("invalid policy")
+)
+
+// MaxKeyLen is the longest key accepted, in bytes.
+const MaxKeyLen = 256
+
+// ValidateKey reports whether key is acceptable: 1..MaxKeyLen bytes of UTF-8
+// without control characters. It allocates nothing.
+func ValidateKey(key string) error {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return ErrInvalidKey
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c == 0x7f {
+			return ErrInvalidKey
+		}
+	}
+	if !utf8.ValidString(key) {
+		return ErrInvalidKey
+	}
+	return nil
+}

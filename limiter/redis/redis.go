@@ -1,0 +1,336 @@
+// Package redis is the cluster-wide backend of package limiter: one Lua
+// script per algorithm (scripts/*.lua, embedded), run with EVALSHA and a
+// NOSCRIPT fallback to EVAL, reading the server's TIME so every instance
+// shares one clock, setting the key's TTL in the same script, and using keys
+// with a hash tag, rl:{key}:policy:alg, so Redis Cluster works and every
+// policy of one key lands in one slot.
+//
+// The scripts mirror the pure algorithms of package limiter (which work in
+// nanoseconds; the scripts in microseconds, the resolution of TIME), and the
+// conformance suite in limiter/limitertest runs over both. Redis 5 or newer is
+// required (effects replication of scripts that call TIME).
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/slide-metrics/slide/limiter"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+// Script is one embedded Lua script and its SHA1, as EVALSHA wants it.
+type Script struct {
+	Name string // file name without .lua, e.g. "sliding_log"
+	Src  string
+	SHA  string
+}
+
+var scripts = func() [6]*Script {
+	var s [6]*Script
+	for a := limiter.FixedWindow; a <= limiter.LeakyBucket; a++ {
+		name := a.String()
+		src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+		if err != nil {
+			panic("limiter/redis: embedded script missing: " + name) // build-time invariant
+		}
+		sum := sha1.Sum(src)
+		s[a] = &Script{Name: name, Src: string(src), SHA: hex.EncodeToString(sum[:])}
+	}
+	return s
+}()
+
+// ScriptFor returns the script that implements algorithm a, or nil.
+func ScriptFor(a limiter.Algorithm) *Script {
+	if a < limiter.FixedWindow || a > limiter.LeakyBucket {
+		return nil
+	}
+	return scripts[a]
+}
+
+var algTag = [...]string{
+	limiter.FixedWindow:    "fw",
+	limiter.SlidingLog:     "sl",
+	limiter.SlidingCounter: "sc",
+	limiter.TokenBucket:    "tb",
+	limiter.LeakyBucket:    "lb",
+}
+
+// Client is the part of go-redis the backend uses. *goredis.Client,
+// *goredis.ClusterClient, *goredis.Ring and *goredis.AutoPipeliner satisfy it.
+type Client interface {
+	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *goredis.Cmd
+	Eval(ctx context.Context, script string, keys []string, args ...any) *goredis.Cmd
+	ScriptLoad(ctx context.Context, script string) *goredis.StringCmd
+	Pipeline() goredis.Pipeliner
+}
+
+// ErrUnsafeClient is returned by New for a client that would retry a failed
+// command (a retried decision can count a request twice) or ignore the
+// context deadline (the policy timeout would not bound the call).
+var ErrUnsafeClient = errors.New("redis client retries commands or ignores context deadlines")
+
+// Config tunes a Backend. The zero value is ready to use.
+type Config struct {
+	// KeyPrefix starts every key. Default "rl:".
+	KeyPrefix string
+	// ClientClock makes the scripts use the now passed in each Request
+	// instead of Redis TIME. For tests and replays only: instances with
+	// skewed clocks would disagree about windows. Default false.
+	ClientClock bool
+	// OnScriptCall, if set, is called once per script invocation sent to
+	// Redis (EVALSHA or EVAL), with the command name. For tests and metrics.
+	OnScriptCall func(cmd string)
+}
+
+// Options returns go-redis options suited to the backend: no retries (a
+// retried decision can count a request twice), context deadlines honoured
+// (the policy timeout bounds each call), and a short dial timeout.
+func Options(addr string) *goredis.Options {
+	return &goredis.Options{
+		Addr:                  addr,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+		ReadTimeout:           time.Second,
+		WriteTimeout:          time.Second,
+	}
+}
+
+// Backend implements limiter.Backend on Redis. It is safe for concurrent use;
+// it holds no per-key state. Each Decide costs one round trip: one EVALSHA
+// for a single request, one pipeline of EVALSHAs for several (plus one EVAL
+// round trip after a SCRIPT FLUSH or failover, the NOSCRIPT fallback).
+type Backend struct {
+	c        Client
+	prefix   string
+	client   bool
+	onCall   func(string)
+	idPrefix string
+	seq      atomic.Uint64
+}
+
+var _ limiter.Backend = (*Backend)(nil)
+
+// New returns a Backend using c. For *goredis.Client and
+// *goredis.ClusterClient it checks the options and returns ErrUnsafeClient
+// unless MaxRetries is -1 and ContextTimeoutEnabled is true (see Options).
+func New(c Client, cfg Config) (*Backend, error) {
+	if c == nil {
+		return nil, errors.New("creating redis limiter backend: nil client")
+	}
+	switch cl := c.(type) {
+	case *goredis.Client:
+		if o := cl.Options(); o.MaxRetries != 0 || !o.ContextTimeoutEnabled {
+			return nil, fmt.Errorf("creating redis limiter backend: %w (set MaxRetries: -1 and ContextTimeoutEnabled: true, see Options)", ErrUnsafeClient)
+		}
+	case *goredis.ClusterClient:
+		if o := cl.Options(); o.MaxRetries != 0 || !o.ContextTimeoutEnabled {
+			return nil, fmt.Errorf("creating redis limiter backend: %w (set MaxRetries: -1 and ContextTimeoutEnabled: true)", ErrUnsafeClient)
+		}
+	}
+	prefix := cfg.KeyPrefix
+	if prefix == "" {
+		prefix = "rl:"
+	}
+	var id [6]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("creating redis limiter backend: reading random id: %w", err)
+	}
+	return &Backend{
+		c:        c,
+		prefix:   prefix,
+		client:   cfg.ClientClock,
+		onCall:   cfg.OnScriptCall,
+		idPrefix: hex.EncodeToString(id[:]) + "-",
+	}, nil
+}
+
+// Key returns the Redis key holding policy p's state for key:
+// prefix + "{" + key + "}:" + name + ":" + algorithm tag. The hash tag is the
+// caller's key, so all policies of one key share a Cluster slot.
+func (b *Backend) Key(p *limiter.Policy, key string) string {
+	var sb strings.Builder
+	sb.Grow(len(b.prefix) + len(key) + len(p.Name) + 7)
+	sb.WriteString(b.prefix)
+	sb.WriteByte('{')
+	sb.WriteString(key)
+	sb.WriteString("}:")
+	sb.WriteString(p.Name)
+	sb.WriteByte(':')
+	sb.WriteString(algTag[p.Algorithm])
+	return sb.String()
+}
+
+// Load sends every script with SCRIPT LOAD, so the first decisions do not
+// pay the NOSCRIPT round trip. Optional.
+func (b *Backend) Load(ctx context.Context) error {
+	for _, s := range scripts[limiter.FixedWindow:] {
+		if err := b.c.ScriptLoad(ctx, s.Src).Err(); err != nil {
+			return fmt.Errorf("loading script %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+func formatMicros(d time.Duration) string {
+	return strconv.FormatInt(int64(d/time.Microsecond), 10)
+}
+
+// args returns KEYS and ARGV for r.
+func (b *Backend) args(r *limiter.Request) ([]string, []any) {
+	p := r.Policy
+	now := ""
+	if b.client {
+		now = strconv.FormatInt(r.Now.UnixMicro(), 10)
+	}
+	keys := []string{b.Key(p, r.Key)}
+	cost := strconv.FormatInt(r.Cost, 10)
+	switch p.Algorithm {
+	case limiter.FixedWindow, limiter.SlidingCounter:
+		return keys, []any{now, cost, strconv.FormatInt(p.Limit, 10), formatMicros(p.Window)}
+	case limiter.SlidingLog:
+		id := b.idPrefix + strconv.FormatUint(b.seq.Add(1), 36)
+		return keys, []any{now, cost, strconv.FormatInt(p.Limit, 10), formatMicros(p.Window), id}
+	case limiter.TokenBucket:
+		return keys, []any{now, cost, strconv.FormatInt(p.Capacity, 10), strconv.FormatFloat(p.RefillPerSecond, 'g', -1, 64)}
+	default: // LeakyBucket
+		return keys, []any{now, cost, strconv.FormatInt(p.Capacity, 10), strconv.FormatFloat(p.LeakPerSecond, 'g', -1, 64), formatMicros(p.MaxDelay)}
+	}
+}
+
+func isNoScript(err error) bool { return goredis.HasErrorPrefix(err, "NOSCRIPT") }
+
+func (b *Backend) called(cmd string) {
+	if b.onCall != nil {
+		b.onCall(cmd)
+	}
+}
+
+// Decide implements limiter.Backend: one EVALSHA, or one pipeline of them,
+// for all of reqs. Only NOSCRIPT is retried (with EVAL, which cannot have run
+// the script); any other error, a timeout included, is returned unretried.
+func (b *Backend) Decide(ctx context.Context, reqs []limiter.Request, out []limiter.Decision) error {
+	switch len(reqs) {
+	case 0:
+		return nil
+	case 1:
+		d, err := b.decideOne(ctx, &reqs[0])
+		out[0] = d
+		return err
+	}
+	type call struct {
+		keys []string
+		args []any
+		s    *Script
+		cmd  *goredis.Cmd
+	}
+	calls := make([]call, len(reqs))
+	pipe := b.c.Pipeline()
+	for i := range reqs {
+		c := &calls[i]
+		c.keys, c.args = b.args(&reqs[i])
+		c.s = scripts[reqs[i].Policy.Algorithm]
+		c.cmd = pipe.EvalSha(ctx, c.s.SHA, c.keys, c.args...)
+		b.called("evalsha")
+	}
+	_, _ = pipe.Exec(ctx) // errors are per command, read below
+	var retry goredis.Pipeliner
+	for i := range calls {
+		if err := calls[i].cmd.Err(); isNoScript(err) {
+			if retry == nil {
+				retry = b.c.Pipeline()
+			}
+			c := &calls[i]
+			c.cmd = retry.Eval(ctx, c.s.Src, c.keys, c.args...)
+			b.called("eval")
+		}
+	}
+	if retry != nil {
+		_, _ = retry.Exec(ctx)
+	}
+	for i := range calls {
+		d, err := decode(reqs[i].Policy, calls[i].cmd)
+		if err != nil {
+			return err
+		}
+		out[i] = d
+	}
+	return nil
+}
+
+func (b *Backend) decideOne(ctx context.Context, r *limiter.Request) (limiter.Decision, error) {
+	keys, args := b.args(r)
+	s := scripts[r.Policy.Algorithm]
+	cmd := b.c.EvalSha(ctx, s.SHA, keys, args...)
+	b.called("evalsha")
+	if isNoScript(cmd.Err()) {
+		cmd = b.c.Eval(ctx, s.Src, keys, args...)
+		b.called("eval")
+	}
+	return decode(r.Policy, cmd)
+}
+
+func decode(p *limiter.Policy, cmd *goredis.Cmd) (limiter.Decision, error) {
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return limiter.Decision{Policy: p.Name}, fmt.Errorf("running %s script: %w", p.Algorithm, err)
+	}
+	if len(v) != 5 {
+		return limiter.Decision{Policy: p.Name}, fmt.Errorf("running %s script: got %d values, want 5", p.Algorithm, len(v))
+	}
+	return limiter.Decision{
+		Allowed:    v[0] == 1,
+		Limit:      p.Quota(),
+		Remaining:  max(v[1], 0),
+		RetryAfter: time.Duration(max(v[2], 0)) * time.Microsecond,
+		ResetAfter: time.Duration(max(v[3], 0)) * time.Microsecond,
+		Delay:      time.Duration(max(v[4], 0)) * time.Microsecond,
+		Window:     p.QuotaWindow(),
+		Policy:     p.Name,
+	}, nil
+}
+
+// Limiter binds a Backend to one policy; it implements limiter.Limiter.
+// Safe for concurrent use.
+type Limiter struct {
+	b *Backend
+	p limiter.Policy
+}
+
+// Limiter returns a limiter.Limiter for policy p (validated).
+func (b *Backend) Limiter(p limiter.Policy) (*Limiter, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &Limiter{b: b, p: p}, nil
+}
+
+// AllowN decides one request with one round trip. now is used only with
+// Config.ClientClock; otherwise the script reads Redis TIME. Bad input gives
+// limiter.ErrInvalidKey, ErrInvalidCost or ErrCostOverLimit without a call.
+func (l *Limiter) AllowN(ctx context.Context, key string, now time.Time, cost int64) (limiter.Decision, error) {
+	if err := limiter.ValidateKey(key); err != nil {
+		return limiter.Decision{Policy: l.p.Name}, err
+	}
+	if cost < 0 {
+		return limiter.Decision{Policy: l.p.Name}, limiter.ErrInvalidCost
+	}
+	if cost > l.p.Quota() {
+		return limiter.Decision{Policy: l.p.Name}, limiter.ErrCostOverLimit
+	}
+	return l.b.decideOne(ctx, &limiter.Request{Policy: &l.p, Key: key, Now: now, Cost: cost})
+}

@@ -1,0 +1,52 @@
+-- Token bucket with lazy refill; mirrors tokenBucket.take in limiter/algorithms.go.
+-- KEYS[1] = rl:{key}:policy:tb, a hash {tokens = fractional tokens as a
+--           string (a Lua number returned to Redis would be cut to an
+--           integer), ts = time of tokens (µs)}
+-- ARGV: now_us ('' = Redis TIME), cost (0 = peek), capacity, refill_per_second
+-- returns {allowed, remaining, retry_after_us, reset_after_us, delay_us}
+local now
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local cost, cap, rate = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local function int(x) return string.format('%.0f', x) end
+
+-- one formula for refilling and for checking a computed wait
+local function refill(tokens, elapsed)
+  return math.min(cap, tokens + elapsed * rate / 1e6)
+end
+local function wait_for(tokens, want)
+  if tokens >= want then return 0 end
+  local d = math.ceil((want - tokens) * 1e6 / rate)
+  local step = 1
+  while refill(tokens, d) < want do
+    d = d + step
+    step = step * 2
+  end
+  return d
+end
+
+local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local tokens = tonumber(s[1]) or cap
+local ts = tonumber(s[2]) or now
+if now < ts then now = ts end
+tokens = refill(tokens, now - ts)
+if cost == 0 then
+  local ok, retry = 0, 0
+  if tokens >= 1 then ok = 1 else retry = wait_for(tokens, 1) end
+  return {ok, math.floor(tokens), retry, wait_for(tokens, cap), 0}
+end
+local ok = 0
+if tokens >= cost then
+  tokens = tokens - cost
+  ok = 1
+end
+local reset = wait_for(tokens, cap)
+redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', int(now))
+redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(reset / 1000)))
+local retry = 0
+if ok == 0 then retry = wait_for(tokens, cost) end
+return {ok, math.floor(tokens), retry, reset, 0}
