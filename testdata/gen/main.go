@@ -1,0 +1,97 @@
+// Command gen writes the orders files that slide batch is tested and benchmarked on.
+//
+//	go run ./testdata/gen -rows 100000 -o testdata/orders.csv                  # the article's orders
+//	go run ./testdata/gen -rows 10000000 -amounts cents -o testdata/bench/orders-10m.csv
+//
+// Every file has a header (CSV) or one object per line (NDJSON) with two fields: ts, the order
+// time in unix milliseconds (increasing, 0–1199 ms apart, starting at -start), and amount.
+// With -amounts article, amount is the article's ((i·7919) mod 1000) + 1, so every window of
+// 1,000 consecutive orders sums to 500500; with -amounts cents it is a pseudo-random price with
+// two decimals in [0.01, 999.99] from a fixed-seed generator, so windows differ and the best
+// one is a real search. The output is the same for the same flags on every machine.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+func main() {
+	rows := flag.Int("rows", 100_000, "number of orders")
+	out := flag.String("o", "-", "output file, - for stdout (parent directories are created)")
+	format := flag.String("format", "csv", "csv or ndjson")
+	amounts := flag.String("amounts", "article", "article ((i*7919)%1000+1) or cents (pseudo-random, two decimals)")
+	start := flag.Int64("start", 1_764_489_600_000, "timestamp of the first order, unix ms")
+	seed := flag.Uint64("seed", 1, "seed for -amounts cents and the time gaps")
+	flag.Parse()
+	if err := run(*out, *format, *amounts, *rows, *start, *seed); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(out, format, amounts string, rows int, start int64, seed uint64) error {
+	if format != "csv" && format != "ndjson" {
+		return fmt.Errorf("-format %q: want csv or ndjson", format)
+	}
+	if amounts != "article" && amounts != "cents" {
+		return fmt.Errorf("-amounts %q: want article or cents", amounts)
+	}
+	var w io.Writer = os.Stdout
+	if out != "-" {
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return err
+		}
+		f, err := os.Create(out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if format == "csv" {
+		bw.WriteString("ts,amount\n")
+	}
+	x := seed*0x9E3779B97F4A7C15 + 1 // splitmix64 state
+	next := func() uint64 {
+		x += 0x9E3779B97F4A7C15
+		z := x
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+		return z ^ (z >> 31)
+	}
+	ts := start
+	var line []byte
+	for i := 0; i < rows; i++ {
+		line = line[:0]
+		if format == "ndjson" {
+			line = append(line, `{"ts":`...)
+		}
+		line = strconv.AppendInt(line, ts, 10)
+		if format == "ndjson" {
+			line = append(line, `,"amount":`...)
+		} else {
+			line = append(line, ',')
+		}
+		if amounts == "article" {
+			line = strconv.AppendInt(line, int64((i*7919)%1000+1), 10)
+		} else {
+			c := next()%99_999 + 1 // cents
+			line = strconv.AppendUint(line, c/100, 10)
+			line = append(line, '.', byte('0'+c/10%10), byte('0'+c%10))
+		}
+		if format == "ndjson" {
+			line = append(line, '}')
+		}
+		line = append(line, '\n')
+		bw.Write(line)
+		ts += int64(next() % 1200)
+	}
+	return bw.Flush()
+}

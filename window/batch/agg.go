@@ -1,0 +1,210 @@
+package batch
+
+import (
+	"math"
+
+	"github.com/slide-metrics/slide/sketch"
+	"github.com/slide-metrics/slide/window"
+)
+
+// aggregator turns rows into window values: out[i] is the value of the window ending at row i
+// (ignored by the caller for count windows that are not full yet) and, for time windows,
+// start[i] and startTS[i] are the index and timestamp of the window's first row.
+type aggregator interface {
+	feed(vals []float64, ts []int64, out []float64, start, startTS []int64)
+}
+
+// twoSum adds x to the compensated pair (s, c); see window.SumWindow.
+func twoSum(s, c, x float64) (float64, float64) {
+	t := s + x
+	z := t - s
+	return t, c + ((s - (t - z)) + (x - z))
+}
+
+// quantileOf maps an aggregate name to its quantile, or -1.
+func quantileOf(agg string) float64 {
+	switch agg {
+	case AggP50:
+		return 0.50
+	case AggP95:
+		return 0.95
+	case AggP99:
+		return 0.99
+	}
+	return -1
+}
+
+// ---- count windows: the K most recent rows ----
+
+type countSum struct {
+	w   *window.SumWindow
+	avg bool
+}
+
+func (a *countSum) feed(vals []float64, _ []int64, out []float64, _, _ []int64) {
+	k := float64(a.w.Size())
+	for i, v := range vals {
+		s, _ := a.w.Push(v)
+		if a.avg {
+			s /= k
+		}
+		out[i] = s
+	}
+}
+
+type countCount struct{ n, k int }
+
+func (a *countCount) feed(vals []float64, _ []int64, out []float64, _, _ []int64) {
+	for i := range vals {
+		a.n = min(a.n+1, a.k)
+		out[i] = float64(a.n)
+	}
+}
+
+type countMax struct{ w *window.MaxWindow }
+
+func (a *countMax) feed(vals []float64, _ []int64, out []float64, _, _ []int64) {
+	for i, v := range vals {
+		out[i], _ = a.w.Push(v)
+	}
+}
+
+type countMin struct{ w *window.MinWindow }
+
+func (a *countMin) feed(vals []float64, _ []int64, out []float64, _, _ []int64) {
+	for i, v := range vals {
+		out[i], _ = a.w.Push(v)
+	}
+}
+
+// countQuantile keeps the K most recent values in a ring and in sketch bins: the newcomer is
+// added and the leaver removed, so a step is O(1) plus one quantile read (O(bins in use)).
+type countQuantile struct {
+	ring []float64
+	i, n int
+	bins sketch.Bins
+	ix   sketch.Indexer
+	q    float64
+	mx   *window.MaxWindow
+	mn   *window.MinWindow
+}
+
+func (a *countQuantile) feed(vals []float64, _ []int64, out []float64, _, _ []int64) {
+	for i, v := range vals {
+		if a.n == len(a.ring) {
+			a.bins.Remove(a.ix, a.ring[a.i], 1)
+		} else {
+			a.n++
+		}
+		a.ring[a.i] = v
+		if a.i++; a.i == len(a.ring) {
+			a.i = 0
+		}
+		a.bins.Add(a.ix, v, 1)
+		hi, _ := a.mx.Push(v)
+		lo, _ := a.mn.Push(v)
+		// A sketch answers a bin's representative value: clamp it to the exact range.
+		out[i] = min(max(a.bins.Quantile(a.ix, a.q), lo), hi)
+	}
+}
+
+// ---- time windows: rows with ts in (now − span, now], now = the row's own ts ----
+
+// timeAgg keeps the rows of the current time window in a ring (they are consecutive rows, so
+// the ring's head row index is all it needs to name them) and the running aggregate: a
+// compensated sum, the count, max/min deques keyed by timestamp, sketch bins for quantiles.
+type timeAgg struct {
+	agg     string
+	span    int64 // ms
+	ts      []int64
+	vals    []float64
+	head, n int   // ring
+	headRow int64 // row index of the oldest row in the window
+	row     int64 // row index of the next row
+	s, c    float64
+	mx, mn  window.Deque
+	bins    sketch.Bins
+	ix      sketch.Indexer
+	q       float64
+}
+
+func newTimeAgg(agg string, span int64, ix sketch.Indexer) *timeAgg {
+	a := &timeAgg{agg: agg, span: span, ix: ix, q: quantileOf(agg),
+		ts: make([]int64, 1024), vals: make([]float64, 1024)}
+	a.mn = *window.NewMinDeque()
+	return a
+}
+
+func (a *timeAgg) grow() {
+	ts, vals := make([]int64, 2*len(a.ts)), make([]float64, 2*len(a.vals))
+	mask := len(a.ts) - 1
+	for i := 0; i < a.n; i++ {
+		j := (a.head + i) & mask
+		ts[i], vals[i] = a.ts[j], a.vals[j]
+	}
+	a.ts, a.vals, a.head = ts, vals, 0
+}
+
+func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS []int64) {
+	needSum := a.agg == AggSum || a.agg == AggAvg
+	needExt := a.agg == AggMax || a.agg == AggMin || a.q >= 0
+	for i, v := range vals {
+		now := ts[i]
+		if a.n == len(a.ts) {
+			a.grow()
+		}
+		mask := len(a.ts) - 1
+		j := (a.head + a.n) & mask
+		a.ts[j], a.vals[j] = now, v
+		a.n++
+		a.row++
+		if needSum {
+			a.s, a.c = twoSum(a.s, a.c, v)
+		}
+		if a.q >= 0 {
+			a.bins.Add(a.ix, v, 1)
+		}
+		// Rows at or before now − span have left the window (it is (now − span, now]).
+		for a.ts[a.head] <= now-a.span {
+			old := a.vals[a.head]
+			if needSum {
+				a.s, a.c = twoSum(a.s, a.c, -old)
+			}
+			if a.q >= 0 {
+				a.bins.Remove(a.ix, old, 1)
+			}
+			a.head = (a.head + 1) & mask
+			a.n--
+			a.headRow++
+		}
+		if needExt {
+			a.mx.Push(now, v)
+			a.mx.Expire(now - a.span)
+			a.mn.Push(now, v)
+			a.mn.Expire(now - a.span)
+		}
+		var w float64
+		switch a.agg {
+		case AggSum:
+			w = a.s + a.c
+		case AggAvg:
+			w = (a.s + a.c) / float64(a.n)
+		case AggCount:
+			w = float64(a.n)
+		case AggMax:
+			w, _, _ = a.mx.Front()
+		case AggMin:
+			w, _, _ = a.mn.Front()
+		default:
+			hi, _, _ := a.mx.Front()
+			lo, _, _ := a.mn.Front()
+			w = min(max(a.bins.Quantile(a.ix, a.q), lo), hi)
+		}
+		out[i] = w
+		start[i] = a.headRow
+		startTS[i] = a.ts[a.head]
+	}
+}
+
+// finite reports whether v is neither NaN nor ±Inf.
+func finite(v float64) bool { return math.Abs(v) <= math.MaxFloat64 }

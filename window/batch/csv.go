@@ -1,0 +1,318 @@
+package batch
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+)
+
+// CSVReader streams a CSV file with a header row (RFC 4180: comma separated, optional "\r\n",
+// double-quoted fields with "" for a quote and line breaks inside quotes). Blank lines are
+// skipped, spaces around unquoted values are ignored, a UTF-8 byte order mark is dropped, and a
+// row with a different number of fields than the header is an error (ErrFieldCount).
+//
+// The fast path takes rows without a quote: it finds line ends and commas with
+// bytes.IndexByte inside one large buffer and parses numbers in place, allocating nothing per
+// row. Rows with a quote go through a full RFC 4180 field splitter. Quotes are found with one
+// scan per buffer, so files that never quote pay nothing for that support.
+//
+// Construct with NewCSVReader. Not safe for concurrent use.
+type CSVReader struct {
+	l        *lineBuf
+	cols     []string
+	first    [][]byte // fields of the first data row (copies), nil when none
+	pending  bool     // first has not been returned by Read yet
+	firstAt  int64    // line of the first data row
+	vi, ti   int      // selected columns; ti < 0 when no time column
+	need     int      // max(vi, ti)
+	row      int64    // data rows returned so far
+	err      error    // sticky error
+	rec      []byte   // a quoted record being assembled across lines
+	fbuf     []byte   // unescaped fields of a slow-path row
+	offs     []int
+	fields   [][]byte
+	selected bool
+}
+
+// NewCSVReader reads the header (and peeks at the first data row) of a CSV stream.
+func NewCSVReader(r io.Reader) (*CSVReader, error) {
+	c := &CSVReader{l: newLineBuf(r), vi: -1, ti: -1}
+	var line []byte
+	var start int
+	for len(line) == 0 { // blank lines before the header are skipped too (as encoding/csv)
+		var err error
+		line, start, err = c.l.next()
+		if err == io.EOF {
+			return nil, fmt.Errorf("reading CSV header: %w", ErrNoRows)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading CSV header: %w", err)
+		}
+	}
+	quoted := c.l.quoted(start, start+len(line))
+	line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
+	fields, err := c.record(line, quoted)
+	if err != nil {
+		return nil, fmt.Errorf("reading CSV header: %w", err)
+	}
+	for _, f := range fields {
+		c.cols = append(c.cols, string(trimSpace(f)))
+	}
+	// Peek at the first data row, for column detection; Read returns it first.
+	for {
+		line, start, err := c.l.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading CSV: %w", err)
+		}
+		if len(line) == 0 {
+			continue
+		}
+		c.firstAt = c.l.line
+		fields, err := c.record(line, c.l.quoted(start, start+len(line)))
+		if err != nil {
+			c.err = &RowError{Row: 0, Line: c.firstAt, Err: err}
+			break
+		}
+		for _, f := range fields {
+			c.first = append(c.first, bytes.Clone(f))
+		}
+		c.pending = true
+		break
+	}
+	return c, nil
+}
+
+// Columns returns the header names (spaces trimmed).
+func (c *CSVReader) Columns() []string { return c.cols }
+
+// FirstRow returns the fields of the first data row, unquoted, or nil.
+func (c *CSVReader) FirstRow() [][]byte { return c.first }
+
+// Select chooses the value column and the time column ("" for none) that Read parses.
+func (c *CSVReader) Select(value, time string) error {
+	vi := indexOf(c.cols, value)
+	if vi < 0 {
+		return missingColumn(value, c.cols)
+	}
+	ti := -1
+	if time != "" {
+		if ti = indexOf(c.cols, time); ti < 0 {
+			return missingColumn(time, c.cols)
+		}
+	}
+	c.vi, c.ti, c.need, c.selected = vi, ti, max(vi, ti), true
+	return nil
+}
+
+// Read parses the next rows: see Reader.
+func (c *CSVReader) Read(vals []float64, ts []int64) (int, error) {
+	if !c.selected {
+		return 0, fmt.Errorf("batch: CSVReader.Read before Select")
+	}
+	if c.pending && len(vals) > 0 {
+		c.pending = false
+		if len(c.first) != len(c.cols) {
+			c.err = c.fieldCount(len(c.first), c.firstAt)
+			return 0, c.err
+		}
+		if err := c.take(c.first, c.firstAt, vals, ts, 0); err != nil {
+			c.err = err
+			return 0, err
+		}
+		c.row++
+		if len(ts) > 0 {
+			ts = ts[1:]
+		}
+		return 1 + c.readN(vals[1:], ts), c.err
+	}
+	if c.err != nil {
+		return 0, c.err
+	}
+	n := c.readN(vals, ts)
+	if n == 0 && c.err == nil {
+		return 0, io.EOF
+	}
+	return n, c.err
+}
+
+// readN fills vals (and ts) until full, EOF or an error (left in c.err).
+func (c *CSVReader) readN(vals []float64, ts []int64) int {
+	if c.err != nil {
+		return 0
+	}
+	n := 0
+	for n < len(vals) {
+		line, start, err := c.l.next()
+		if err != nil {
+			if err != io.EOF {
+				c.err = err
+			}
+			return n
+		}
+		if len(line) == 0 {
+			continue
+		}
+		at := c.l.line
+		var fv, ft []byte
+		if !c.l.quoted(start, start+len(line)) {
+			var nf int
+			fv, ft, nf = c.split(line)
+			if nf != len(c.cols) {
+				c.err = c.fieldCount(nf, at)
+				return n
+			}
+			v, err := parseValue(fv)
+			if err != nil {
+				c.err = &RowError{Row: c.row, Line: at, Column: c.cols[c.vi], Value: shown(fv), Err: err}
+				return n
+			}
+			vals[n] = v
+			if c.ti >= 0 {
+				t, err := ParseTime(trimSpace(ft))
+				if err != nil {
+					c.err = &RowError{Row: c.row, Line: at, Column: c.cols[c.ti], Value: shown(ft), Err: err}
+					return n
+				}
+				ts[n] = t
+			}
+		} else {
+			fields, err := c.record(line, true)
+			if err != nil {
+				c.err = &RowError{Row: c.row, Line: at, Err: err}
+				return n
+			}
+			if len(fields) != len(c.cols) {
+				c.err = c.fieldCount(len(fields), at)
+				return n
+			}
+			if err := c.take(fields, at, vals, ts, n); err != nil {
+				c.err = err
+				return n
+			}
+		}
+		c.row++
+		n++
+	}
+	return n
+}
+
+// take parses the selected fields of a split row into vals[n] and ts[n].
+func (c *CSVReader) take(fields [][]byte, at int64, vals []float64, ts []int64, n int) error {
+	if c.need >= len(fields) {
+		return c.fieldCount(len(fields), at)
+	}
+	v, err := parseValue(fields[c.vi])
+	if err != nil {
+		return &RowError{Row: c.row, Line: at, Column: c.cols[c.vi], Value: shown(fields[c.vi]), Err: err}
+	}
+	vals[n] = v
+	if c.ti >= 0 {
+		t, err := ParseTime(trimSpace(fields[c.ti]))
+		if err != nil {
+			return &RowError{Row: c.row, Line: at, Column: c.cols[c.ti], Value: shown(fields[c.ti]), Err: err}
+		}
+		ts[n] = t
+	}
+	return nil
+}
+
+func (c *CSVReader) fieldCount(got int, at int64) error {
+	return &RowError{Row: c.row, Line: at,
+		Err: fmt.Errorf("%w: %d, the header has %d", ErrFieldCount, got, len(c.cols))}
+}
+
+// split finds the selected fields of a quote-free line and counts its fields: one byte loop
+// over the line (cheaper than an IndexByte call per field on short lines).
+func (c *CSVReader) split(line []byte) (fv, ft []byte, nf int) {
+	col, start := 0, 0
+	vi, ti := c.vi, c.ti
+	for i, b := range line {
+		if b != ',' {
+			continue
+		}
+		if col == vi {
+			fv = line[start:i]
+		} else if col == ti {
+			ft = line[start:i]
+		}
+		col++
+		start = i + 1
+	}
+	if col == vi {
+		fv = line[start:]
+	} else if col == ti {
+		ft = line[start:]
+	}
+	return fv, ft, col + 1
+}
+
+// record splits a full RFC 4180 record that starts with line, reading more lines while a quoted
+// field is open. Fields are unescaped; they stay valid until the next call.
+func (c *CSVReader) record(line []byte, quoted bool) ([][]byte, error) {
+	rec := line
+	if quoted {
+		c.rec = append(c.rec[:0], line...)
+		rec = c.rec
+	}
+	for {
+		fields, complete := c.splitRecord(rec)
+		if complete {
+			return fields, nil
+		}
+		next, _, err := c.l.next()
+		if err == io.EOF {
+			return nil, fmt.Errorf("%w: unterminated quoted field", ErrSyntax)
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.rec = append(append(c.rec, '\n'), next...)
+		rec = c.rec
+	}
+}
+
+// splitRecord splits rec into fields; complete is false when a quoted field is still open at
+// the end. Text after a closing quote is kept (as encoding/csv's LazyQuotes does).
+func (c *CSVReader) splitRecord(rec []byte) (fields [][]byte, complete bool) {
+	c.fbuf, c.offs = c.fbuf[:0], c.offs[:0]
+	i := 0
+	for {
+		start := len(c.fbuf)
+		if i < len(rec) && rec[i] == '"' {
+			i++
+			for {
+				j := bytes.IndexByte(rec[i:], '"')
+				if j < 0 {
+					return nil, false
+				}
+				c.fbuf = append(c.fbuf, rec[i:i+j]...)
+				i += j + 1
+				if i < len(rec) && rec[i] == '"' {
+					c.fbuf = append(c.fbuf, '"')
+					i++
+					continue
+				}
+				break
+			}
+		}
+		j := bytes.IndexByte(rec[i:], ',')
+		if j < 0 {
+			j = len(rec) - i
+		}
+		c.fbuf = append(c.fbuf, rec[i:i+j]...)
+		i += j
+		c.offs = append(c.offs, start, len(c.fbuf))
+		if i >= len(rec) {
+			break
+		}
+		i++ // the comma
+	}
+	c.fields = c.fields[:0]
+	for k := 0; k < len(c.offs); k += 2 {
+		c.fields = append(c.fields, c.fbuf[c.offs[k]:c.offs[k+1]:c.offs[k+1]])
+	}
+	return c.fields, true
+}

@@ -1,0 +1,435 @@
+package batch
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slide-metrics/slide/sketch"
+	"github.com/slide-metrics/slide/window"
+)
+
+// Aggregates a Job computes over every window.
+const (
+	AggSum   = "sum"
+	AggAvg   = "avg"
+	AggMin   = "min"
+	AggMax   = "max"
+	AggCount = "count"
+	AggP50   = "p50"
+	AggP95   = "p95"
+	AggP99   = "p99"
+)
+
+// Which window wins.
+const (
+	BestMax = "max"
+	BestMin = "min"
+)
+
+// Input formats.
+const (
+	FormatAuto   = "auto"
+	FormatCSV    = "csv"
+	FormatNDJSON = "ndjson"
+)
+
+// DefaultTimeColumn is the time column of a time window when Job.TimeColumn is empty.
+const DefaultTimeColumn = "ts"
+
+// Job errors that are not about one row.
+var (
+	ErrConfig     = errors.New("invalid batch job")
+	ErrColumn     = errors.New("cannot choose the value column")
+	ErrTooFewRows = errors.New("fewer rows than the window size")
+	ErrOverflow   = errors.New("window value overflows float64")
+)
+
+// Job is one streaming pass over a file that finds the best sliding window. Exactly one of Size
+// (a count window) and Span (a time window) is set.
+//
+// Zero fields take the documented defaults; Validate reports a config Run would refuse. A Job is
+// a value: Run may be called concurrently on the same Job with different inputs.
+type Job struct {
+	// Size is the count window: the Size most recent rows. A file of n rows has n − Size + 1
+	// windows; the first ends at row Size − 1.
+	Size int
+	// Span is the time window: the rows whose timestamp is in (ts − Span, ts], ts being the
+	// timestamp of the row that ends the window. Every row ends one window. A whole number of
+	// milliseconds.
+	Span time.Duration
+	// TimeColumn names the timestamp column (unix ms or RFC 3339) for Span; default "ts". It is
+	// never picked as the value column, with or without Span.
+	TimeColumn string
+	// Column names the value column. Default: the only column, other than TimeColumn, whose
+	// first-row value is a number; with none or several, Run fails with ErrColumn naming them.
+	Column string
+	// Agg is the aggregate of each window: sum, avg, min, max, count, p50, p95 or p99; default
+	// sum. Quantiles come from sketch bins (relative accuracy of Sketch) clamped to the window's
+	// exact min and max.
+	Agg string
+	// Best says which window wins: the one with the largest (max, default) or smallest (min)
+	// aggregate; the first one on ties.
+	Best string
+	// Format is csv, ndjson or auto (default): auto reads NDJSON when the first non-blank byte
+	// is '{', CSV otherwise.
+	Format string
+	// Sketch is the quantile sketch for p50/p95/p99; zero is DDSketch at 1% relative accuracy.
+	Sketch sketch.Kind
+	// Logger receives one debug line per run; nil discards.
+	Logger *slog.Logger
+}
+
+// batchRows is how many rows a Reader parses per call: big enough to amortize the call, small
+// enough to stay in L1/L2 (rows × 24 bytes).
+const batchRows = 2048
+
+func (j Job) withDefaults() Job {
+	if j.Agg == "" {
+		j.Agg = AggSum
+	}
+	if j.Best == "" {
+		j.Best = BestMax
+	}
+	if j.Format == "" {
+		j.Format = FormatAuto
+	}
+	if j.TimeColumn == "" {
+		j.TimeColumn = DefaultTimeColumn
+	}
+	return j
+}
+
+// Validate reports a config Run would refuse; the error wraps ErrConfig.
+func (j Job) Validate() error {
+	d := j.withDefaults()
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case j.Size < 0:
+		return bad("size %d: must be positive", j.Size)
+	case j.Span < 0:
+		return bad("span %v: must be positive", j.Span)
+	case j.Size > 0 && j.Span > 0:
+		return bad("set a count window (size) or a time window (span), not both")
+	case j.Size == 0 && j.Span == 0:
+		return bad("set a count window (size) or a time window (span)")
+	case j.Span > 0 && j.Span%time.Millisecond != 0:
+		return bad("span %v: must be a whole number of milliseconds", j.Span)
+	}
+	switch d.Agg {
+	case AggSum, AggAvg, AggMin, AggMax, AggCount, AggP50, AggP95, AggP99:
+	default:
+		return bad("agg %q: want sum, avg, min, max, count, p50, p95 or p99", j.Agg)
+	}
+	if d.Best != BestMax && d.Best != BestMin {
+		return bad("best %q: want max or min", j.Best)
+	}
+	if d.Format != FormatAuto && d.Format != FormatCSV && d.Format != FormatNDJSON {
+		return bad("format %q: want auto, csv or ndjson", j.Format)
+	}
+	if quantileOf(d.Agg) >= 0 {
+		if err := d.Sketch.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	return nil
+}
+
+// Result is the best window of a run. It marshals to the one-line JSON that slide batch prints:
+//
+//	{"agg":"sum","size":1000,"n":100000,"best":500500,"start":0,"end":999}
+//	{"agg":"max","span_ms":60000,"n":100000,"best":1000,"start":3,"end":88,"start_ts":…,"end_ts":…}
+//
+// Start and End are the 0-based, inclusive data-row indices of the best window (the header is
+// not a row); StartTS and EndTS (time windows only) are the timestamps of those two rows, in
+// unix ms.
+type Result struct {
+	Agg     string
+	Size    int           // count window, 0 for a time window
+	Span    time.Duration // time window, 0 for a count window
+	N       int64         // data rows read
+	Best    float64
+	Start   int64
+	End     int64
+	StartTS int64
+	EndTS   int64
+}
+
+// MarshalJSON writes the fields in the documented order, size or span_ms by window kind.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type countJSON struct {
+		Agg   string  `json:"agg"`
+		Size  int     `json:"size"`
+		N     int64   `json:"n"`
+		Best  float64 `json:"best"`
+		Start int64   `json:"start"`
+		End   int64   `json:"end"`
+	}
+	type timeJSON struct {
+		Agg     string  `json:"agg"`
+		SpanMS  int64   `json:"span_ms"`
+		N       int64   `json:"n"`
+		Best    float64 `json:"best"`
+		Start   int64   `json:"start"`
+		End     int64   `json:"end"`
+		StartTS int64   `json:"start_ts"`
+		EndTS   int64   `json:"end_ts"`
+	}
+	if r.Span > 0 {
+		return json.Marshal(timeJSON{r.Agg, r.Span.Milliseconds(), r.N, r.Best, r.Start, r.End, r.StartTS, r.EndTS})
+	}
+	return json.Marshal(countJSON{r.Agg, r.Size, r.N, r.Best, r.Start, r.End})
+}
+
+// NewReader returns the Reader for format (csv, ndjson, or auto: sniff the first non-blank
+// byte, '{' meaning NDJSON).
+func NewReader(r io.Reader, format string) (Reader, error) {
+	switch format {
+	case FormatCSV:
+		return NewCSVReader(r)
+	case FormatNDJSON:
+		return NewNDJSONReader(r)
+	case FormatAuto, "":
+	default:
+		return nil, fmt.Errorf("%w: format %q: want auto, csv or ndjson", ErrConfig, format)
+	}
+	br := bufio.NewReaderSize(r, 4096) // reads larger than this bypass its buffer
+	for n := 1; ; n++ {
+		p, err := br.Peek(n)
+		if len(p) < n {
+			if err == io.EOF || err == bufio.ErrBufferFull {
+				return NewCSVReader(br) // blank or huge leading whitespace: let CSV report it
+			}
+			return nil, fmt.Errorf("reading input: %w", err)
+		}
+		c := p[n-1]
+		if isJSONSpace(c) || (n <= 3 && c == "\xef\xbb\xbf"[n-1] && p[0] == 0xef) {
+			continue
+		}
+		if c == '{' {
+			return NewNDJSONReader(br)
+		}
+		return NewCSVReader(br)
+	}
+}
+
+// Run reads r in one pass (memory O(window), not O(file)), finds the best window and, when
+// seriesOut is not nil, writes every window's value to it, one per line in input order: a count
+// window has a value once Size rows are in (n − Size + 1 lines), a time window one per row.
+// It stops with ctx.Err() when ctx is done (checked every few thousand rows). Bad rows stop it
+// with a *RowError naming the row and column.
+func (j Job) Run(ctx context.Context, r io.Reader, seriesOut io.Writer) (Result, error) {
+	if err := j.Validate(); err != nil {
+		return Result{}, err
+	}
+	rd, err := NewReader(r, j.withDefaults().Format)
+	if err != nil {
+		return Result{}, err
+	}
+	return j.RunReader(ctx, rd, seriesOut)
+}
+
+// RunReader is Run over an already opened Reader.
+func (j Job) RunReader(ctx context.Context, rd Reader, seriesOut io.Writer) (Result, error) {
+	if err := j.Validate(); err != nil {
+		return Result{}, err
+	}
+	j = j.withDefaults()
+	log := j.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	began := time.Now()
+	col, err := j.valueColumn(rd)
+	if err != nil {
+		return Result{}, err
+	}
+	timeCol := ""
+	if j.Span > 0 {
+		timeCol = j.TimeColumn
+	}
+	if err := rd.Select(col, timeCol); err != nil {
+		return Result{}, err
+	}
+	agg, err := j.aggregator()
+	if err != nil {
+		return Result{}, err
+	}
+
+	res := Result{Agg: j.Agg, Size: j.Size, Span: j.Span, Best: math.NaN(), Start: -1, End: -1}
+	var series *bufio.Writer
+	if seriesOut != nil {
+		series = bufio.NewWriterSize(seriesOut, 256<<10)
+	}
+	var (
+		vals   = make([]float64, batchRows)
+		out    = make([]float64, batchRows)
+		start  = make([]int64, batchRows)
+		sts    = make([]int64, batchRows)
+		ts     []int64
+		num    []byte
+		row    int64
+		prevTS = int64(math.MinInt64)
+		isMax  = j.Best == BestMax
+		found  = false
+		first  = int64(j.Size - 1) // first row that ends a window
+	)
+	if j.Span > 0 {
+		ts = make([]int64, batchRows)
+		first = 0
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		n, rerr := rd.Read(vals, ts)
+		if j.Span > 0 {
+			for i, t := range ts[:n] {
+				if t < prevTS {
+					return res, &RowError{Row: row + int64(i), Column: timeCol,
+						Value: strconv.FormatInt(t, 10) + " < " + strconv.FormatInt(prevTS, 10), Err: ErrUnsorted}
+				}
+				prevTS = t
+			}
+		}
+		agg.feed(vals[:n], ts[:min(n, len(ts))], out[:n], start[:n], sts[:n])
+		i0 := 0
+		if row < first {
+			i0 = int(min(first-row, int64(n)))
+		}
+		for i := i0; i < n; i++ {
+			w := out[i]
+			if !finite(w) {
+				return res, &RowError{Row: row + int64(i), Column: col, Err: ErrOverflow}
+			}
+			if !found || (isMax && w > res.Best) || (!isMax && w < res.Best) {
+				found = true
+				res.Best, res.End = w, row+int64(i)
+				if j.Span > 0 {
+					res.Start, res.StartTS, res.EndTS = start[i], sts[i], ts[i]
+				} else {
+					res.Start = res.End - int64(j.Size) + 1
+				}
+			}
+			if series != nil {
+				num = appendNumber(num[:0], w)
+				num = append(num, '\n')
+				if _, err := series.Write(num); err != nil {
+					return res, fmt.Errorf("writing series: %w", err)
+				}
+			}
+		}
+		row += int64(n)
+		res.N = row
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return res, rerr
+		}
+	}
+	if series != nil {
+		if err := series.Flush(); err != nil {
+			return res, fmt.Errorf("writing series: %w", err)
+		}
+	}
+	if row == 0 {
+		return res, ErrNoRows
+	}
+	if !found {
+		return res, fmt.Errorf("%w: %d rows, window size %d", ErrTooFewRows, row, j.Size)
+	}
+	log.Debug("batch job done", "agg", j.Agg, "rows", row, "best", res.Best, "elapsed", time.Since(began))
+	return res, nil
+}
+
+// valueColumn returns Column, or the only numeric column of the first row besides TimeColumn.
+func (j Job) valueColumn(rd Reader) (string, error) {
+	if j.Column != "" {
+		return j.Column, nil
+	}
+	cols, first := rd.Columns(), rd.FirstRow()
+	if first == nil {
+		return "", fmt.Errorf("%w: no data row to look at (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
+	}
+	var numeric []string
+	for i, c := range cols {
+		if c == j.TimeColumn || i >= len(first) {
+			continue
+		}
+		if _, err := parseValue(first[i]); err == nil {
+			numeric = append(numeric, c)
+		}
+	}
+	switch len(numeric) {
+	case 1:
+		return numeric[0], nil
+	case 0:
+		return "", fmt.Errorf("%w: no numeric column in the first row (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
+	}
+	return "", fmt.Errorf("%w: several numeric columns (%s); choose one", ErrColumn, strings.Join(numeric, ", "))
+}
+
+func (j Job) aggregator() (aggregator, error) {
+	var ix sketch.Indexer
+	if quantileOf(j.Agg) >= 0 {
+		var err error
+		if ix, err = j.Sketch.Indexer(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	if j.Span > 0 {
+		return newTimeAgg(j.Agg, j.Span.Milliseconds(), ix), nil
+	}
+	k := j.Size
+	switch j.Agg {
+	case AggSum, AggAvg:
+		w, err := window.NewSumWindow(k)
+		return &countSum{w: w, avg: j.Agg == AggAvg}, err
+	case AggCount:
+		return &countCount{k: k}, nil
+	case AggMax:
+		w, err := window.NewMaxWindow(k)
+		return &countMax{w}, err
+	case AggMin:
+		w, err := window.NewMinWindow(k)
+		return &countMin{w}, err
+	}
+	mx, err := window.NewMaxWindow(k)
+	if err != nil {
+		return nil, err
+	}
+	mn, err := window.NewMinWindow(k)
+	if err != nil {
+		return nil, err
+	}
+	return &countQuantile{ring: make([]float64, k), ix: ix, q: quantileOf(j.Agg), mx: mx, mn: mn}, nil
+}
+
+// appendNumber formats v as encoding/json does: shortest round-trip digits, plain notation
+// between 1e-6 and 1e21.
+func appendNumber(b []byte, v float64) []byte {
+	abs := math.Abs(v)
+	f := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		f = 'e'
+	}
+	b = strconv.AppendFloat(b, v, f, -1, 64)
+	if f == 'e' { // e-07 → e-7, as encoding/json
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}

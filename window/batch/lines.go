@@ -1,0 +1,106 @@
+package batch
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+)
+
+const (
+	readSize = 1 << 20  // initial buffer; lines are found inside it without copying
+	maxLine  = 64 << 20 // the buffer grows to hold a longer line, up to this
+)
+
+// lineBuf hands out the lines of r as slices of its own buffer, valid until the next call:
+// one large read per buffer, no allocation per line (bufio.Scanner's job, without its per-call
+// overhead, and with the quote index the CSV fast path needs).
+type lineBuf struct {
+	r      io.Reader
+	buf    []byte
+	lo, hi int   // unread data is buf[lo:hi]
+	eof    bool  // r returned io.EOF
+	line   int64 // lines handed out so far (the current line's 1-based number)
+	qpos   int   // index of the next '"' at or after the last checked line start; -1 unknown
+}
+
+func newLineBuf(r io.Reader) *lineBuf {
+	return &lineBuf{r: r, buf: make([]byte, readSize), qpos: -1}
+}
+
+// next returns the next line without its "\n" or "\r\n" and its start offset in buf, or io.EOF.
+func (l *lineBuf) next() ([]byte, int, error) {
+	for {
+		if i := bytes.IndexByte(l.buf[l.lo:l.hi], '\n'); i >= 0 {
+			start, end := l.lo, l.lo+i
+			l.lo = end + 1
+			l.line++
+			if end > start && l.buf[end-1] == '\r' {
+				end--
+			}
+			return l.buf[start:end], start, nil
+		}
+		if l.eof {
+			if l.lo == l.hi {
+				return nil, 0, io.EOF
+			}
+			start, end := l.lo, l.hi
+			l.lo = l.hi
+			l.line++
+			if l.buf[end-1] == '\r' {
+				end--
+			}
+			return l.buf[start:end], start, nil
+		}
+		if err := l.fill(); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+// fill moves the partial line to the front and reads more, growing the buffer for a line
+// longer than it.
+func (l *lineBuf) fill() error {
+	if l.lo > 0 {
+		l.hi = copy(l.buf, l.buf[l.lo:l.hi])
+		l.lo = 0
+	}
+	if l.hi == len(l.buf) {
+		if len(l.buf) >= maxLine {
+			return ErrLineTooLong
+		}
+		nb := make([]byte, 2*len(l.buf))
+		copy(nb, l.buf[:l.hi])
+		l.buf = nb
+	}
+	l.qpos = -1
+	for tries := 0; ; tries++ {
+		n, err := l.r.Read(l.buf[l.hi:])
+		l.hi += n
+		if err == io.EOF {
+			l.eof = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading input: %w", err)
+		}
+		if n > 0 {
+			return nil
+		}
+		if tries == 100 {
+			return fmt.Errorf("reading input: %w", io.ErrNoProgress)
+		}
+	}
+}
+
+// quoted reports whether buf[start:end] (a line just returned) contains a '"'. One IndexByte
+// finds the next quote for many lines at once, so quote-free input pays almost nothing.
+func (l *lineBuf) quoted(start, end int) bool {
+	if l.qpos < start {
+		if j := bytes.IndexByte(l.buf[start:l.hi], '"'); j >= 0 {
+			l.qpos = start + j
+		} else {
+			l.qpos = l.hi
+		}
+	}
+	return l.qpos < end
+}
