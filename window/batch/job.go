@@ -250,13 +250,16 @@ func (j Job) RunReader(ctx context.Context, rd Reader, seriesOut io.Writer) (Res
 		log = slog.New(slog.DiscardHandler)
 	}
 	began := time.Now()
-	col, err := j.valueColumn(rd)
-	if err != nil {
-		return Result{}, err
-	}
 	timeCol := ""
 	if j.Span > 0 {
 		timeCol = j.TimeColumn
+		if indexOf(rd.Columns(), timeCol) < 0 {
+			return Result{}, missingColumn(timeCol, rd.Columns())
+		}
+	}
+	col, err := j.valueColumn(rd)
+	if err != nil {
+		return Result{}, err
 	}
 	if err := rd.Select(col, timeCol); err != nil {
 		return Result{}, err

@@ -18,10 +18,10 @@ var (
 	ErrNoRows        = errors.New("no data rows")
 )
 
-// RowError is a problem with one input row. Row is the 0-based data row index (the header is not
-// a row), Line the 1-based line of the file where the row starts, Column the column name ("" when
-// the problem is the row as a whole), Value the offending text (truncated), Err a sentinel above
-// or a parse error.
+// RowError is a problem with one input row. Row is the 0-based data row index (the header is
+// not a row), Line the 1-based line of the file where the row starts (0 when unknown), Column
+// the column name ("" when the problem is the row as a whole), Value the offending text
+// (truncated), Err a sentinel above or a parse error.
 type RowError struct {
 	Row    int64
 	Line   int64
@@ -32,7 +32,10 @@ type RowError struct {
 
 func (e *RowError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "row %d (line %d)", e.Row, e.Line)
+	fmt.Fprintf(&b, "row %d", e.Row)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, " (line %d)", e.Line)
+	}
 	if e.Column != "" {
 		fmt.Fprintf(&b, ", column %q", e.Column)
 	}

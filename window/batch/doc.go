@@ -1,0 +1,40 @@
+// Package batch runs sliding-window jobs over files: one streaming pass over a CSV or NDJSON
+// input that finds the best window ("largest revenue in 1,000 consecutive orders", "worst p95
+// minute") in memory O(window), never O(file).
+//
+// # Windows
+//
+// A count window of size K (Job.Size) ending at row i covers rows i−K+1 … i. The first window
+// ends at row K−1, so n rows have n−K+1 windows; a file with fewer than K rows is an error
+// (ErrTooFewRows), not an empty answer. Sum and avg slide in O(1) per row with a compensated sum
+// (window.SumWindow); max and min use the block algorithm of window.MaxWindow (2K values of
+// memory, no branches on the data); quantiles keep the K values in sketch bins, adding the
+// newcomer and removing the leaver.
+//
+// A time window of span W (Job.Span) ending at row i covers the rows whose timestamp t satisfies
+// ts_i − W < t ≤ ts_i, among rows 0 … i: the article's (now − W, now] with now = the row's own
+// timestamp. A row exactly W older than now has left. Every row ends one window, so n rows have
+// n windows. Rows must be sorted by time (equal timestamps are fine); an earlier timestamp is an
+// error naming the row (ErrUnsorted): slide never reorders input silently. Sum, avg and count
+// slide with the rows (a ring of the rows in the window), max and min use timestamp-keyed
+// monotonic deques (window.Deque), quantiles use sketch bins with Add/Remove.
+//
+// Quantiles (p50, p95, p99) are within the sketch's relative accuracy (DDSketch 1% by default)
+// and clamped to the window's exact min and max; a rank that falls between two values may
+// resolve to either neighbour. Every other aggregate is exact up to float64 rounding.
+//
+// # Best window and output
+//
+// The best window is the one with the largest (or, with Best = min, smallest) aggregate; the
+// first one wins ties. Result marshals to one JSON line with the 0-based inclusive row indices
+// of that window (and, for time windows, the timestamps of those rows in unix ms). The optional
+// series output has every window's value, one per line in input order, in the same number
+// format as encoding/json.
+//
+// # Input
+//
+// CSV needs a header row; NDJSON takes its columns from the first object. The value column is
+// Job.Column or, by default, the only column (other than the time column) whose first value is
+// a number. Values must be finite numbers; timestamps are unix milliseconds or RFC 3339. Every
+// bad row stops the job with a *RowError that names the row, line and column.
+package batch
