@@ -151,7 +151,8 @@ func parseBatchArgs(fs *flag.FlagSet, args []string) (string, error) {
 	case 1:
 		return pos[0], nil
 	}
-	fmt.Fprintf(fs.Output(), "slide batch: one input file, got %d: %s\n", len(pos), strings.Join(pos, " "))
+	fmt.Fprintf(fs.Output(), "slide batch: one input file, got %d: %s\n\n", len(pos), strings.Join(pos, " "))
+	fs.Usage()
 	return "", errUsage
 }
 

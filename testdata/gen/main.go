@@ -4,11 +4,13 @@
 //	go run ./testdata/gen -rows 10000000 -amounts cents -o testdata/bench/orders-10m.csv
 //
 // Every file has a header (CSV) or one object per line (NDJSON) with two fields: ts, the order
-// time in unix milliseconds (increasing, 0–1199 ms apart, starting at -start), and amount.
+// time (increasing, 0–1199 ms apart, starting at -start; unix ms or, with -time rfc3339, RFC
+// 3339 text), and the value field (-field, default amount).
 // With -amounts article, amount is the article's ((i·7919) mod 1000) + 1, so every window of
 // 1,000 consecutive orders sums to 500500; with -amounts cents it is a pseudo-random price with
 // two decimals in [0.01, 999.99] from a fixed-seed generator, so windows differ and the best
-// one is a real search. The output is the same for the same flags on every machine.
+// one is a real search; with -amounts latency it is a request latency in ms with a long tail.
+// The output is the same for the same flags on every machine.
 package main
 
 import (
@@ -19,28 +21,34 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 func main() {
 	rows := flag.Int("rows", 100_000, "number of orders")
 	out := flag.String("o", "-", "output file, - for stdout (parent directories are created)")
 	format := flag.String("format", "csv", "csv or ndjson")
-	amounts := flag.String("amounts", "article", "article ((i*7919)%1000+1) or cents (pseudo-random, two decimals)")
+	amounts := flag.String("amounts", "article", "article ((i*7919)%1000+1), cents (pseudo-random, two decimals) or latency (ms, long tail)")
+	field := flag.String("field", "amount", "name of the value field")
+	timeFmt := flag.String("time", "ms", "ts format: ms (unix milliseconds) or rfc3339")
 	start := flag.Int64("start", 1_764_489_600_000, "timestamp of the first order, unix ms")
 	seed := flag.Uint64("seed", 1, "seed for -amounts cents and the time gaps")
 	flag.Parse()
-	if err := run(*out, *format, *amounts, *rows, *start, *seed); err != nil {
+	if err := run(*out, *format, *amounts, *field, *timeFmt, *rows, *start, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, format, amounts string, rows int, start int64, seed uint64) error {
+func run(out, format, amounts, field, timeFmt string, rows int, start int64, seed uint64) error {
 	if format != "csv" && format != "ndjson" {
 		return fmt.Errorf("-format %q: want csv or ndjson", format)
 	}
-	if amounts != "article" && amounts != "cents" {
-		return fmt.Errorf("-amounts %q: want article or cents", amounts)
+	if amounts != "article" && amounts != "cents" && amounts != "latency" {
+		return fmt.Errorf("-amounts %q: want article, cents or latency", amounts)
+	}
+	if timeFmt != "ms" && timeFmt != "rfc3339" {
+		return fmt.Errorf("-time %q: want ms or rfc3339", timeFmt)
 	}
 	var w io.Writer = os.Stdout
 	if out != "-" {
@@ -56,7 +64,7 @@ func run(out, format, amounts string, rows int, start int64, seed uint64) error 
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	if format == "csv" {
-		bw.WriteString("ts,amount\n")
+		bw.WriteString("ts," + field + "\n")
 	}
 	x := seed*0x9E3779B97F4A7C15 + 1 // splitmix64 state
 	next := func() uint64 {
@@ -73,15 +81,32 @@ func run(out, format, amounts string, rows int, start int64, seed uint64) error 
 		if format == "ndjson" {
 			line = append(line, `{"ts":`...)
 		}
-		line = strconv.AppendInt(line, ts, 10)
+		if timeFmt == "rfc3339" {
+			if format == "ndjson" {
+				line = append(line, '"')
+			}
+			line = time.UnixMilli(ts).UTC().AppendFormat(line, "2006-01-02T15:04:05.000Z07:00")
+			if format == "ndjson" {
+				line = append(line, '"')
+			}
+		} else {
+			line = strconv.AppendInt(line, ts, 10)
+		}
 		if format == "ndjson" {
-			line = append(line, `,"amount":`...)
+			line = append(line, `,"`+field+`":`...)
 		} else {
 			line = append(line, ',')
 		}
-		if amounts == "article" {
+		switch amounts {
+		case "article":
 			line = strconv.AppendInt(line, int64((i*7919)%1000+1), 10)
-		} else {
+		case "latency": // 20–99 ms, with a 1-in-15 tail up to 2 s
+			ms := 20 + next()%80
+			if next()%15 == 0 {
+				ms += next() % 2000
+			}
+			line = strconv.AppendUint(line, ms, 10)
+		default:
 			c := next()%99_999 + 1 // cents
 			line = strconv.AppendUint(line, c/100, 10)
 			line = append(line, '.', byte('0'+c/10%10), byte('0'+c%10))
