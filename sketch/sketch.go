@@ -294,6 +294,13 @@ func decodeDDSketch(b []byte) (Sketch, error) {
 	if err := k.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
+	// Only gammas a Kind produces are accepted, so that equal kinds always
+	// have mappings sketches-go agrees to merge.
+	canon, err := mapping.NewCubicallyInterpolatedMapping(acc)
+	if err != nil || !canon.Equals(im) {
+		return nil, fmt.Errorf("%w: ddsketch gamma %v is not the gamma of %v", ErrCorrupt, gamma, k)
+	}
+	im = canon
 	// The library would allocate a dense array spanning whatever indices the
 	// input names, so bound them by what the mapping can produce first.
 	maxIndex := im.Index(im.MaxIndexableValue()) + 1

@@ -1,0 +1,161 @@
+package sketch
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"testing"
+)
+
+var fuzzQs = []float64{0, 0.01, 0.5, 0.95, 0.99, 1}
+
+// sketchSeeds returns real encodings of both kinds, empty and filled.
+func sketchSeeds(tb testing.TB) [][]byte {
+	var seeds [][]byte
+	for _, k := range []Kind{{}, {RelativeAccuracy: 0.05}, {Name: NameHDR}, {Name: NameHDR, SigFigs: 1, Lowest: 1000, Highest: 1 << 40}} {
+		s := mustNew(tb, k)
+		e, _ := s.MarshalBinary()
+		seeds = append(seeds, e)
+		r := newRand(8)
+		for i := 0; i < 200; i++ {
+			v := math.Floor(math.Exp(4 + 2*r.NormFloat64()))
+			if k.normalized().Name == NameDDSketch && i%10 == 0 {
+				v = -v
+			}
+			_ = s.Add(v, uint64(1+i%3))
+		}
+		e, _ = s.MarshalBinary()
+		seeds = append(seeds, e)
+	}
+	return seeds
+}
+
+// FuzzDecode feeds arbitrary bytes to Decode: it must not panic, must
+// report failures as ErrCorrupt, and whatever it accepts must survive a
+// round trip with its count and quantiles intact.
+func FuzzDecode(f *testing.F) {
+	for _, s := range sketchSeeds(f) {
+		f.Add(s)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{kindByteDDSketch})
+	f.Add([]byte{kindByteHDR, 0x1c, 0x84, 0x93, 0x14, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Decode(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Decode error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		if err := s.Kind().Validate(); err != nil {
+			t.Fatalf("decoded an invalid kind %+v: %v", s.Kind(), err)
+		}
+		enc, err := s.MarshalBinary()
+		if err != nil {
+			t.Fatalf("re-encoding a decoded sketch: %v", err)
+		}
+		back, err := Decode(enc)
+		if err != nil {
+			t.Fatalf("decoding our own encoding: %v", err)
+		}
+		if back.Count() != s.Count() {
+			t.Fatalf("round trip count %d, want %d", back.Count(), s.Count())
+		}
+		for _, q := range fuzzQs {
+			a, errA := s.Quantile(q)
+			b, errB := back.Quantile(q)
+			if (errA == nil) != (errB == nil) || errA == nil && !(a == b || math.IsNaN(a) && math.IsNaN(b)) {
+				t.Fatalf("round trip q=%v: %v (%v), want %v (%v)", q, b, errB, a, errA)
+			}
+		}
+		// Merging into a fresh sketch of the same kind must work.
+		m, err := s.Kind().New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Merge(s); err != nil && !errors.Is(err, ErrValue) {
+			t.Fatalf("merging a decoded sketch: %v", err)
+		}
+	})
+}
+
+func binsSeeds(tb testing.TB) [][]byte {
+	ix := mustIndexer(tb, Kind{})
+	var seeds [][]byte
+	var b Bins
+	e, _ := b.MarshalBinary()
+	seeds = append(seeds, e)
+	for _, vals := range lognormalSlots(3, 2, 300) {
+		for i, v := range vals {
+			if i%17 == 0 {
+				v = -v
+			}
+			if i%29 == 0 {
+				v = 0
+			}
+			b.Add(ix, v, uint64(1+i%300))
+		}
+		e, _ := b.MarshalBinary()
+		seeds = append(seeds, e)
+	}
+	return seeds
+}
+
+// FuzzBinsUnmarshal feeds arbitrary bytes to UnmarshalBinary: no panic,
+// ErrCorrupt on failure and the receiver untouched, and an accepted input
+// re-encodes to bytes that decode to the same bins.
+func FuzzBinsUnmarshal(f *testing.F) {
+	for _, s := range binsSeeds(f) {
+		f.Add(s)
+	}
+	f.Add([]byte{binsVersion, 0, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 1})
+	f.Add([]byte{binsVersion, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0, 0})
+	ix := mustIndexer(f, Kind{})
+	hix := mustIndexer(f, Kind{Name: NameHDR})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var b Bins
+		b.Add(ix, 42, 1) // must survive a failed decode
+		if err := b.UnmarshalBinary(data); err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
+			if b.Count() != 1 {
+				t.Fatal("failed UnmarshalBinary modified the receiver")
+			}
+			return
+		}
+		enc, err := b.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Bins
+		if err := back.UnmarshalBinary(enc); err != nil {
+			t.Fatalf("decoding our own encoding: %v", err)
+		}
+		enc2, _ := back.MarshalBinary()
+		if !bytes.Equal(enc, enc2) {
+			t.Fatal("encoding is not stable across a round trip")
+		}
+		if back.Count() != b.Count() {
+			t.Fatalf("round trip count %d, want %d", back.Count(), b.Count())
+		}
+		for _, x := range []Indexer{ix, hix} {
+			got := back.Quantiles(x, fuzzQs, nil)
+			for i, q := range fuzzQs {
+				want := b.Quantile(x, q)
+				if !(got[i] == want || math.IsNaN(got[i]) && math.IsNaN(want)) {
+					t.Fatalf("round trip q=%v: %v, want %v", q, got[i], want)
+				}
+			}
+		}
+		// Decoded bins behave like any other: add then subtract is exact.
+		if b.Count() < math.MaxUint64/4 {
+			c := b.Clone()
+			c.AddBins(&back)
+			if !c.SubBins(&back) || c.Count() != b.Count() {
+				t.Fatalf("AddBins/SubBins of decoded bins: count %d, want %d", c.Count(), b.Count())
+			}
+		}
+	})
+}
