@@ -1,0 +1,189 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/internal/kafkatest"
+)
+
+// deadLetter is one record read back from the dead-letter topic.
+type deadLetter struct {
+	reason, line, source string
+}
+
+// readDeadLetters reads every record of topic.
+func readDeadLetters(t *testing.T, c *kafkatest.Cluster, topic string) []deadLetter {
+	t.Helper()
+	var out []deadLetter
+	for p, end := range logEnd(t, c, topic) {
+		if end == 0 {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.Addr}, Topic: topic, Partition: int(p), MaxWait: 500 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		for {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatalf("reading dead letters of partition %d: %v", p, err)
+			}
+			h := map[string]string{}
+			for _, kv := range m.Headers {
+				h[kv.Key] = string(kv.Value)
+			}
+			out = append(out, deadLetter{h[HeaderReason], string(m.Value), h[HeaderTopic] + "/" + h[HeaderPartition] + "/" + h[HeaderOffset]})
+			if m.Offset+1 >= end {
+				break
+			}
+		}
+		cancel()
+		r.Close()
+	}
+	slices.SortFunc(out, func(a, b deadLetter) int { return strings.Compare(a.reason+a.line, b.reason+b.line) })
+	return out
+}
+
+// syncBuffer is a log sink the consumer's goroutines can write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) count(sub string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Count(s.b.String(), sub)
+}
+
+// TestConsumerBadInput feeds one record of each kind of bad input between good events: each
+// is counted under its reason, dead-lettered with the reason, and the stream after it is
+// processed. A second consumer of the group replays the same records without counting or
+// dead-lettering them again.
+func TestConsumerBadInput(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "events", 2, "events-dlq")
+	t0 := time.Now()
+	ms := t0.UnixMilli()
+	good := func(i int) string {
+		return fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":%d}`, ms-int64(i)*1000, i)
+	}
+	bad := []struct{ reason, line string }{
+		{"invalid_json", `not json`},
+		{"missing_field", `{"metric":"latency_ms","value":1}`},
+		{"bad_field", `{"key":"good","metric":"latency_ms","value":"fast"}`},
+		{"invalid_value", `{"key":"good","metric":"latency_ms","value":NaN}`},
+		{"key_too_long", `{"key":"` + strings.Repeat("k", 300) + `","metric":"latency_ms","value":1}`},
+		{"future", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, ms+time.Hour.Milliseconds())},
+		{"late", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, ms-time.Hour.Milliseconds())},
+		{"series_cap", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"one_too_many","value":1}`, ms)},
+	}
+	// Everything is keyed "good", so it all lands in one partition, in this order.
+	var msgs []kafka.Message
+	n := 0
+	add := func(value string) {
+		msgs = append(msgs, kafka.Message{Key: []byte("good"), Value: []byte(value), Time: t0})
+	}
+	add(good(n))
+	n++
+	for _, b := range bad {
+		add(b.line)
+		add(good(n))
+		n++
+	}
+	// One NDJSON record with a bad line between two good ones.
+	add(good(n) + "\n" + `{"key":"good","value":2}` + "\n" + good(n+1))
+	n += 2
+	c.Produce(t, msgs...)
+	want := make([]deadLetter, 0, len(bad)+1)
+	for _, b := range bad {
+		want = append(want, deadLetter{reason: b.reason, line: b.line})
+	}
+	want = append(want, deadLetter{reason: "missing_field", line: `{"key":"good","value":2}`})
+	slices.SortFunc(want, func(a, b deadLetter) int { return strings.Compare(a.reason+a.line, b.reason+b.line) })
+
+	cfg := testConfig(c, "bad")
+	cfg.DeadLetterTopic = "events-dlq"
+	cfg.RejectLogInterval = time.Hour // only the burst of 10 is logged
+	logs := &syncBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	store := newTestStore(t, 1) // one series: the second metric hits the cap
+	a := start(t, cfg, store, t0)
+	eventually(t, 10*time.Second, "the first consumer to catch up", func() bool { return caughtUp(t, c, a) }, progress(a))
+	a.stop(t) // commits and leaves
+
+	wantCounts := `
+# HELP slide_ingest_rejected_total Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap).
+# TYPE slide_ingest_rejected_total counter
+slide_ingest_rejected_total{reason="bad_field"} 1
+slide_ingest_rejected_total{reason="future"} 1
+slide_ingest_rejected_total{reason="invalid_json"} 1
+slide_ingest_rejected_total{reason="invalid_value"} 1
+slide_ingest_rejected_total{reason="key_too_long"} 1
+slide_ingest_rejected_total{reason="late"} 1
+slide_ingest_rejected_total{reason="missing_field"} 2
+slide_ingest_rejected_total{reason="series_cap"} 1
+`
+	if err := testutil.CollectAndCompare(a.m.rejected, strings.NewReader(wantCounts)); err != nil {
+		t.Error(err)
+	}
+	// The stream after every bad record was processed: all good events are in the window.
+	agg, err := store.ReadAt(ms, "latency_ms", "good", 5*time.Minute, nil)
+	if err != nil || agg.Count != uint64(n) || agg.Sum != float64(n*(n-1)/2) {
+		t.Errorf("good series: %+v %v; want %d events summing to %d", agg, err, n, n*(n-1)/2)
+	}
+	if got := sum(a.m.events); got != float64(n) {
+		t.Errorf("slide_ingest_events_total = %v, want %d", got, n)
+	}
+	if got := logs.count("event refused"); got != len(want) {
+		t.Errorf("logged %d refusals, want %d (all within the burst)", got, len(want))
+	}
+	letters := readDeadLetters(t, c, "events-dlq")
+	if len(letters) != len(want) {
+		t.Fatalf("dead letters:\n%v\nwant\n%v", letters, want)
+	}
+	for i, l := range letters {
+		if l.reason != want[i].reason || l.line != want[i].line || !strings.HasPrefix(l.source, "events/") {
+			t.Errorf("dead letter %d = %+v, want reason %q line %q from events/…", i, l, want[i].reason, want[i].line)
+		}
+	}
+	if got := testutil.ToFloat64(a.m.deadLetters); got != float64(len(want)) {
+		t.Errorf("slide_ingest_dead_letters_total = %v, want %d", got, len(want))
+	}
+
+	// A new instance replays the partition: same windows, no new refusals counted and no
+	// dead letters written twice: the records were below the committed offset.
+	store2 := newTestStore(t, 1)
+	cfg.Logger = nil
+	b := start(t, cfg, store2, t0)
+	eventually(t, 10*time.Second, "the second consumer to catch up", func() bool { return caughtUp(t, c, b) }, progress(b))
+	b.stop(t)
+	if got := sum(b.m.rejected); got != 0 {
+		t.Errorf("replay counted %v refusals again", got)
+	}
+	if got := sum(b.m.restoreSkipped); got != float64(len(want)) {
+		t.Errorf("slide_ingest_restore_skipped_total = %v, want %d", got, len(want))
+	}
+	if again := readDeadLetters(t, c, "events-dlq"); len(again) != len(want) {
+		t.Errorf("replay wrote dead letters again: %d now, %d before", len(again), len(want))
+	}
+	agg2, err := store2.ReadAt(ms, "latency_ms", "good", 5*time.Minute, nil)
+	if err != nil || agg2.Count != agg.Count || agg2.Sum != agg.Sum {
+		t.Errorf("replayed good series: %+v %v; want %+v", agg2, err, agg)
+	}
+}

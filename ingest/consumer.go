@@ -1,0 +1,743 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// Defaults of Config.
+const (
+	DefaultGroup             = "slide"
+	DefaultCommitInterval    = time.Second
+	DefaultSessionTimeout    = 10 * time.Second
+	DefaultHeartbeatInterval = time.Second
+	DefaultRebalanceTimeout  = 10 * time.Second
+	DefaultJoinGroupBackoff  = time.Second
+	DefaultMaxWait           = time.Second
+	DefaultMaxBytes          = 10 << 20
+	DefaultRejectLogInterval = time.Second
+)
+
+// ErrStarted is returned by Run when the consumer has already been run: a Consumer runs once.
+var ErrStarted = errors.New("ingest: consumer already started")
+
+// Config configures a Consumer. Every zero field takes the default documented on it;
+// Brokers is the only required field.
+type Config struct {
+	// Brokers are the bootstrap host:port addresses. Required.
+	Brokers []string
+	// Topic is the topic of events; default DefaultTopic ("events").
+	Topic string
+	// Group is the consumer group; default DefaultGroup ("slide"). Instances sharing a group
+	// split the topic's partitions, and with them its keys.
+	Group string
+	// DeadLetterTopic receives every refused line with its reason in the HeaderReason header;
+	// empty (the default) means no dead letters. It must differ from Topic.
+	DeadLetterTopic string
+	// Restore is how far back a newly assigned partition is replayed, measured on record
+	// timestamps from now. It must cover the longest retention plus skew of every metric in
+	// the store: use RestoreSpan. Default RestoreSpan(store), which covers the store's default
+	// ring only.
+	Restore time.Duration
+	// MaxKeyLen is the longest key or metric accepted, in bytes; default DefaultMaxKeyLen (256).
+	MaxKeyLen int
+	// CommitInterval is how often processed offsets are committed; default 1 s. Offsets are
+	// committed for lag monitoring and to mark what was already counted and dead-lettered;
+	// restores seek by time, not to the committed offset.
+	CommitInterval time.Duration
+	// SessionTimeout is how long the group coordinator waits for a heartbeat before it
+	// evicts this instance; default 10 s.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is how often this instance heartbeats, and so how fast it notices a
+	// rebalance; default 1 s. It must be below SessionTimeout.
+	HeartbeatInterval time.Duration
+	// RebalanceTimeout is how long the coordinator waits for members to rejoin during a
+	// rebalance; default 10 s.
+	RebalanceTimeout time.Duration
+	// JoinGroupBackoff is the wait before rejoining after a failed join; default 1 s.
+	JoinGroupBackoff time.Duration
+	// MaxWait is the longest a fetch waits for new records on an idle partition; default 1 s.
+	// It also bounds how long a reader takes to close on shutdown or revocation. kafka-go
+	// asks the broker to answer a quarter of it early, so very small values time out on a
+	// loaded broker and reconnect.
+	MaxWait time.Duration
+	// MaxBytes is the most a fetch returns per partition; default 10 MiB.
+	MaxBytes int
+	// RejectLogInterval is the minimum spacing of refused-event log lines (after a burst of
+	// 10); the metric counts them all. Default 1 s.
+	RejectLogInterval time.Duration
+	// Dialer connects to the brokers (TLS, SASL); nil is kafka.DefaultDialer.
+	Dialer *kafka.Dialer
+	// Logger receives assignment, restore and error logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the slide_ingest_* collectors; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+func (c Config) withDefaults(store *window.Store) Config {
+	if c.Topic == "" {
+		c.Topic = DefaultTopic
+	}
+	if c.Group == "" {
+		c.Group = DefaultGroup
+	}
+	if c.Restore == 0 && store != nil {
+		c.Restore = RestoreSpan(store)
+	}
+	if c.MaxKeyLen == 0 {
+		c.MaxKeyLen = DefaultMaxKeyLen
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.CommitInterval, DefaultCommitInterval)
+	def(&c.SessionTimeout, DefaultSessionTimeout)
+	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	def(&c.RebalanceTimeout, DefaultRebalanceTimeout)
+	def(&c.JoinGroupBackoff, DefaultJoinGroupBackoff)
+	def(&c.MaxWait, DefaultMaxWait)
+	def(&c.RejectLogInterval, DefaultRejectLogInterval)
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	return c
+}
+
+// Validate reports a config New would refuse. Zero fields are valid (defaults) except Brokers.
+func (c Config) Validate() error {
+	d := c.withDefaults(nil)
+	switch {
+	case len(d.Brokers) == 0:
+		return errors.New("no brokers")
+	case slices.Contains(d.Brokers, ""):
+		return errors.New("empty broker address")
+	case d.DeadLetterTopic == d.Topic:
+		return fmt.Errorf("dead-letter topic %q is the events topic", d.DeadLetterTopic)
+	case d.Restore < 0:
+		return fmt.Errorf("restore %v: must not be negative", d.Restore)
+	case d.MaxKeyLen < 0:
+		return fmt.Errorf("max key length %d: must not be negative", d.MaxKeyLen)
+	case d.MaxBytes < 0:
+		return fmt.Errorf("max bytes %d: must not be negative", d.MaxBytes)
+	}
+	for name, v := range map[string]time.Duration{
+		"commit interval": d.CommitInterval, "session timeout": d.SessionTimeout,
+		"heartbeat interval": d.HeartbeatInterval, "rebalance timeout": d.RebalanceTimeout,
+		"join group backoff": d.JoinGroupBackoff, "max wait": d.MaxWait, "reject log interval": d.RejectLogInterval,
+	} {
+		if v < 0 {
+			return fmt.Errorf("%s %v: must not be negative", name, v)
+		}
+	}
+	if d.HeartbeatInterval >= d.SessionTimeout {
+		return fmt.Errorf("heartbeat interval %v: must be below the session timeout %v", d.HeartbeatInterval, d.SessionTimeout)
+	}
+	return nil
+}
+
+// RestoreSpan is how far back a replay must reach to rebuild every window of the store's
+// default ring and of the named metrics: the longest retention plus that ring's skew (an
+// event may be up to the skew ahead of its record's timestamp).
+func RestoreSpan(store *window.Store, metrics ...string) time.Duration {
+	var span time.Duration
+	for _, m := range append(metrics, "") {
+		rc := store.RingConfig(m)
+		span = max(span, rc.Retention()+rc.Skew)
+	}
+	return span
+}
+
+// Option decorates a Consumer.
+type Option func(*Consumer)
+
+// WithClock sets the clock events are observed at (window.Store.ObserveAt's now) and
+// restores seek from; the default is time.Now. Tests pass a fixed instant.
+func WithClock(now func() time.Time) Option { return func(c *Consumer) { c.now = now } }
+
+// Consumer feeds a window.Store from a Kafka topic as a member of a consumer group.
+//
+// Each assigned partition is read by its own goroutine. When a partition is assigned (the
+// first join, a restart, a rebalance) its series are dropped and it is replayed from the
+// first record whose timestamp is at or after now − Config.Restore, so its windows are a
+// function of the log alone: a crash, restart or rebalance loses no event and counts none
+// twice. Until every assigned partition has caught up with the end of the log as it was at
+// assignment, Ready is false. A partition kept across a rebalance is not replayed; a
+// revoked one has its series dropped.
+//
+// Events are observed at the wall clock (WithClock). A line is refused as future when its
+// ts is ahead of its record's timestamp by more than the ring's skew, a check that gives the
+// same answer on every replay; the store adds its own checks against now (late, future,
+// series cap). Refusals are counted in slide_ingest_rejected_total{reason}, logged at a
+// bounded rate and written to the dead-letter topic — except while replaying records below
+// the offset the group had committed at assignment, which were counted and dead-lettered
+// when first processed (slide_ingest_restore_skipped_total counts them instead).
+//
+// Offsets are committed every CommitInterval, never per record, and never before the
+// dead letters of the records below them are written. Run stops gracefully when its
+// context ends: fetching stops, the record in hand is finished, offsets are committed and
+// the consumer leaves the group.
+//
+// Ready and Progress are safe for concurrent use with Run. The per-event path (decode,
+// observe, count) allocates nothing for existing series; kafka-go allocates each record.
+type Consumer struct {
+	cfg    Config
+	store  *window.Store
+	now    func() time.Time
+	log    *slog.Logger
+	m      *metrics
+	dlq    *deadLetters
+	client *kafka.Client
+	rejLim *rate.Limiter
+	errLim *rate.Limiter
+	hidden atomic.Uint64 // refusals not logged since the last logged one
+	used   atomic.Bool
+
+	mu     sync.Mutex
+	parts  map[int32]*partition // assigned partitions; guarded by mu
+	gen    int32                // current generation; guarded by mu
+	joined bool                 // a generation has been set up; guarded by mu
+}
+
+// New returns a consumer of cfg.Topic feeding store. It checks cfg and registers the
+// metrics; it does not connect (Run does).
+func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
+	if store == nil {
+		return nil, errors.New("ingest: nil store")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("ingest config: %w", err)
+	}
+	cfg = cfg.withDefaults(store)
+	c := &Consumer{
+		cfg:    cfg,
+		store:  store,
+		now:    time.Now,
+		log:    cfg.Logger,
+		m:      newMetrics(store),
+		rejLim: rate.NewLimiter(rate.Every(cfg.RejectLogInterval), 10),
+		errLim: rate.NewLimiter(rate.Every(time.Second), 5),
+		parts:  make(map[int32]*partition),
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	var transport *kafka.Transport
+	if d := cfg.Dialer; d != nil {
+		transport = &kafka.Transport{Dial: d.DialFunc, TLS: d.TLS, SASL: d.SASLMechanism, ClientID: d.ClientID}
+	}
+	c.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 10 * time.Second}
+	if transport != nil {
+		c.client.Transport = transport
+	}
+	if cfg.Registerer != nil {
+		if err := c.m.register(cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.DeadLetterTopic != "" {
+		w := &kafka.Writer{
+			Addr:                   kafka.TCP(cfg.Brokers...),
+			Topic:                  cfg.DeadLetterTopic,
+			Balancer:               &kafka.Murmur2Balancer{},
+			RequiredAcks:           kafka.RequireAll,
+			BatchTimeout:           10 * time.Millisecond,
+			AllowAutoTopicCreation: true,
+			ErrorLogger:            c.kafkaLogger("dead-letter writer"),
+		}
+		if transport != nil {
+			w.Transport = transport
+		}
+		c.dlq = newDeadLetters(w, c.log, c.m)
+	}
+	return c, nil
+}
+
+// kafkaLogger adapts kafka-go's error logs to slog, at most a few lines a second.
+func (c *Consumer) kafkaLogger(component string) kafka.Logger {
+	return kafka.LoggerFunc(func(msg string, args ...any) {
+		if c.errLim.Allow() {
+			c.log.Warn("ingest: "+component+": "+fmt.Sprintf(msg, args...), "group", c.cfg.Group)
+		}
+	})
+}
+
+// Run consumes until ctx ends, then stops gracefully and returns nil. It returns an error
+// only when it cannot start; connection and rebalance errors are logged and retried.
+// A Consumer runs once: a second call returns ErrStarted.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.used.CompareAndSwap(false, true) {
+		return ErrStarted
+	}
+	if c.dlq != nil {
+		defer c.dlq.close()
+	}
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                    c.cfg.Group,
+		Brokers:               c.cfg.Brokers,
+		Dialer:                c.cfg.Dialer,
+		Topics:                []string{c.cfg.Topic},
+		HeartbeatInterval:     c.cfg.HeartbeatInterval,
+		SessionTimeout:        c.cfg.SessionTimeout,
+		RebalanceTimeout:      c.cfg.RebalanceTimeout,
+		JoinGroupBackoff:      c.cfg.JoinGroupBackoff,
+		WatchPartitionChanges: true,
+		StartOffset:           kafka.FirstOffset,
+		ErrorLogger:           c.kafkaLogger("consumer group"),
+	})
+	if err != nil {
+		return fmt.Errorf("creating consumer group %q: %w", c.cfg.Group, err)
+	}
+	c.log.Info("ingest: joining consumer group", "group", c.cfg.Group, "topic", c.cfg.Topic, "brokers", c.cfg.Brokers)
+	for ctx.Err() == nil {
+		gen, err := cg.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
+				break
+			}
+			if c.errLim.Allow() {
+				c.log.Warn("ingest: joining consumer group", "group", c.cfg.Group, "err", err)
+			}
+			continue
+		}
+		done := make(chan struct{})
+		gen.Start(func(gctx context.Context) {
+			defer close(done)
+			c.runGeneration(gctx, gen)
+		})
+		select {
+		case <-done: // rebalance: join the next generation
+		case <-ctx.Done():
+		}
+	}
+	// Close ends the generation (its workers finish the record in hand, offsets are
+	// committed) and leaves the group, so the partitions move on without a session timeout.
+	err = cg.Close()
+	c.log.Info("ingest: left consumer group", "group", c.cfg.Group)
+	return err
+}
+
+// partition is the state of one assigned partition. It lives from assignment to
+// revocation, across generations that keep it.
+type partition struct {
+	id        int32
+	label     string
+	from      int64 // first offset replayed
+	target    int64 // end of the log at assignment: restored once next reaches it
+	committed int64 // group's committed offset at assignment: records below it were processed before
+	assigned  time.Time // wall clock at assignment, for the restore duration
+	restoreMs atomic.Int64 // restore duration, ms; set once restored
+	restored  atomic.Bool
+	next      atomic.Int64 // next offset to process
+	hwm       atomic.Int64 // high watermark at the last fetch
+	lastSent  int64        // last committed offset; only the committer touches it
+
+	// Owned by the partition's worker goroutine.
+	dec        *Decoder
+	lastMetric string
+	lastSkew   int64
+	events     prometheus.Counter
+	bytes      prometheus.Counter
+	lag        prometheus.Gauge
+}
+
+// runGeneration sets up the partitions of one group generation and runs them until the
+// generation ends (a rebalance, or Run's shutdown).
+func (c *Consumer) runGeneration(gctx context.Context, gen *kafka.Generation) {
+	c.m.generations.Inc()
+	assigned := map[int32]int64{} // partition → committed offset
+	for _, a := range gen.Assignments[c.cfg.Topic] {
+		assigned[int32(a.ID)] = a.Offset
+	}
+
+	// Revoke first: a partition that moved away must stop being served now.
+	c.mu.Lock()
+	c.gen = gen.ID
+	var revoked, added []int32
+	for id := range c.parts {
+		if _, ok := assigned[id]; !ok {
+			revoked = append(revoked, id)
+			delete(c.parts, id)
+		}
+	}
+	for id := range assigned {
+		if _, ok := c.parts[id]; !ok {
+			added = append(added, id)
+		}
+	}
+	c.setPartitionGaugesLocked()
+	c.mu.Unlock()
+	slices.Sort(revoked)
+	slices.Sort(added)
+	for _, id := range revoked {
+		n := c.store.DropPartition(id)
+		c.m.lag.DeleteLabelValues(partitionLabel(id))
+		c.log.Info("ingest: partition revoked", "partition", id, "series_dropped", n, "generation", gen.ID)
+	}
+
+	parts, err := c.plan(gctx, added, assigned)
+	if err != nil {
+		return // the generation ended while planning; the next one plans again
+	}
+	c.mu.Lock()
+	for _, p := range parts {
+		c.parts[p.id] = p
+	}
+	owned := make([]*partition, 0, len(c.parts))
+	for _, p := range c.parts {
+		owned = append(owned, p)
+	}
+	c.joined = true
+	c.setPartitionGaugesLocked()
+	c.mu.Unlock()
+	c.log.Info("ingest: generation", "generation", gen.ID, "member", gen.MemberID, "partitions", len(owned), "added", added, "revoked", revoked)
+
+	var wg sync.WaitGroup
+	for _, p := range owned {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.consume(gctx, p)
+		}()
+	}
+	tick := time.NewTicker(c.cfg.CommitInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			c.commit(gctx, gen, owned)
+		case <-gctx.Done():
+			wg.Wait()
+			// The generation's context is over; the final commit gets its own deadline.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			c.commit(ctx, gen, owned)
+			cancel()
+			return
+		}
+	}
+}
+
+// plan finds where each newly assigned partition's replay starts and ends, and drops its
+// series so the replay fills fresh windows. It retries until it succeeds or gctx ends.
+func (c *Consumer) plan(gctx context.Context, ids []int32, committed map[int32]int64) ([]*partition, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	for {
+		now := c.now()
+		req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+		for _, id := range ids {
+			req.Topics[c.cfg.Topic] = append(req.Topics[c.cfg.Topic],
+				kafka.TimeOffsetOf(int(id), now.Add(-c.cfg.Restore)), kafka.LastOffsetOf(int(id)))
+		}
+		resp, err := c.client.ListOffsets(gctx, req)
+		if err == nil {
+			parts, perr := c.partitionsFrom(resp, ids, committed, now)
+			if perr == nil {
+				return parts, nil
+			}
+			err = perr
+		}
+		if c.errLim.Allow() {
+			c.log.Warn("ingest: listing offsets to restore", "partitions", ids, "err", err)
+		}
+		select {
+		case <-gctx.Done():
+			return nil, gctx.Err()
+		case <-time.After(c.cfg.JoinGroupBackoff):
+		}
+	}
+}
+
+func (c *Consumer) partitionsFrom(resp *kafka.ListOffsetsResponse, ids []int32, committed map[int32]int64, now time.Time) ([]*partition, error) {
+	byID := map[int32]kafka.PartitionOffsets{}
+	for _, po := range resp.Topics[c.cfg.Topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("partition %d: %w", po.Partition, po.Error)
+		}
+		byID[int32(po.Partition)] = po
+	}
+	parts := make([]*partition, 0, len(ids))
+	for _, id := range ids {
+		po, ok := byID[id]
+		if !ok || po.LastOffset < 0 {
+			return nil, fmt.Errorf("partition %d: no offsets in the answer", id)
+		}
+		from := po.LastOffset // no record at or after the restore start: nothing to replay
+		for off := range po.Offsets {
+			if off >= 0 && off < from {
+				from = off
+			}
+		}
+		dec, err := NewDecoder(DecoderConfig{MaxKeyLen: c.cfg.MaxKeyLen})
+		if err != nil {
+			return nil, err
+		}
+		p := &partition{
+			id: id, label: partitionLabel(id), from: from, target: po.LastOffset,
+			committed: committed[id], assigned: time.Now(), lastSent: -1, dec: dec,
+		}
+		p.events = c.m.events.WithLabelValues(p.label)
+		p.bytes = c.m.bytes.WithLabelValues(p.label)
+		p.lag = c.m.lag.WithLabelValues(p.label)
+		p.next.Store(from)
+		p.hwm.Store(po.LastOffset)
+		p.lag.Set(float64(po.LastOffset - from))
+		n := c.store.DropPartition(id)
+		c.log.Info("ingest: partition assigned, restoring", "partition", id, "from", from, "to", po.LastOffset,
+			"committed", committed[id], "since", now.Add(-c.cfg.Restore).UTC().Format(time.RFC3339), "series_dropped", n)
+		if from >= po.LastOffset {
+			c.markRestored(p)
+		}
+		parts = append(parts, p)
+	}
+	return parts, nil
+}
+
+// consume reads partition p until gctx ends, recreating its reader after errors.
+func (c *Consumer) consume(gctx context.Context, p *partition) {
+	for gctx.Err() == nil {
+		rc := kafka.ReaderConfig{
+			Brokers:         c.cfg.Brokers,
+			Topic:           c.cfg.Topic,
+			Partition:       int(p.id),
+			Dialer:          c.cfg.Dialer,
+			MinBytes:        1,
+			MaxBytes:        c.cfg.MaxBytes,
+			MaxWait:         c.cfg.MaxWait,
+			QueueCapacity:   1024,
+			ReadLagInterval: -1,
+			ErrorLogger:     c.kafkaLogger(fmt.Sprintf("partition %d reader", p.id)),
+		}
+		if err := rc.Validate(); err != nil { // kafka.NewReader panics on what Validate refuses
+			c.log.Error("ingest: reader config", "partition", p.id, "err", err)
+			return
+		}
+		r := kafka.NewReader(rc)
+		if err := r.SetOffset(p.next.Load()); err != nil {
+			r.Close()
+			c.log.Error("ingest: seeking", "partition", p.id, "offset", p.next.Load(), "err", err)
+			return
+		}
+		err := c.fetchLoop(gctx, r, p)
+		r.Close()
+		if gctx.Err() != nil {
+			return
+		}
+		if c.errLim.Allow() {
+			c.log.Warn("ingest: fetching", "partition", p.id, "offset", p.next.Load(), "err", err)
+		}
+		select {
+		case <-gctx.Done():
+		case <-time.After(c.cfg.JoinGroupBackoff):
+		}
+	}
+}
+
+func (c *Consumer) fetchLoop(gctx context.Context, r *kafka.Reader, p *partition) error {
+	for {
+		m, err := r.FetchMessage(gctx)
+		if err != nil {
+			return err
+		}
+		c.handle(gctx, p, &m)
+	}
+}
+
+// handle observes every event of record m: the per-record hot path.
+func (c *Consumer) handle(ctx context.Context, p *partition, m *kafka.Message) {
+	recTS := m.Time.UnixMilli()
+	now := c.now().UnixMilli()
+	replay := m.Offset < p.committed
+	accepted := 0
+	p.dec.DecodeLines(m.Value, recTS, func(line []byte, ev window.Event, r Reason) {
+		if r == ReasonNone {
+			ev.Partition = p.id
+			if ev.TS > recTS+p.skew(c.store, ev.Metric) {
+				r = ReasonFuture
+			} else if err := c.store.ObserveAt(now, ev); err != nil {
+				r = ReasonOf(err)
+			} else {
+				accepted++
+				return
+			}
+		}
+		c.refuse(ctx, p, m, line, r, replay)
+	})
+	p.events.Add(float64(accepted))
+	p.bytes.Add(float64(len(m.Value)))
+	p.next.Store(m.Offset + 1)
+	p.hwm.Store(m.HighWaterMark)
+	p.lag.Set(float64(max(m.HighWaterMark-m.Offset-1, 0)))
+	if m.Offset+1 >= p.target && !p.restored.Load() {
+		c.markRestored(p)
+	}
+}
+
+// skew is the allowed skew of metric's ring in ms, cached for the last metric seen.
+func (p *partition) skew(store *window.Store, metric string) int64 {
+	if metric != p.lastMetric {
+		p.lastMetric = metric
+		p.lastSkew = store.RingConfig(metric).Skew.Milliseconds()
+	}
+	return p.lastSkew
+}
+
+// refuse counts, logs and dead-letters one refused line.
+func (c *Consumer) refuse(ctx context.Context, p *partition, m *kafka.Message, line []byte, r Reason, replay bool) {
+	if replay {
+		c.m.skippedBy[r].Inc()
+		return
+	}
+	c.m.rejectedBy[r].Inc()
+	if c.rejLim.Allow() {
+		const maxShown = 256
+		shown := line
+		if len(shown) > maxShown {
+			shown = shown[:maxShown]
+		}
+		c.log.Warn("ingest: event refused", "reason", r.String(), "topic", m.Topic, "partition", m.Partition,
+			"offset", m.Offset, "line", string(shown), "not_logged_before", c.hidden.Swap(0))
+	} else {
+		c.hidden.Add(1)
+	}
+	if c.dlq != nil {
+		c.dlq.send(ctx, letter(m, line, r))
+	}
+}
+
+func (c *Consumer) markRestored(p *partition) {
+	if p.restored.Swap(true) {
+		return
+	}
+	d := time.Since(p.assigned)
+	p.restoreMs.Store(max(d.Milliseconds(), 0))
+	c.m.restoreDuration.Observe(d.Seconds())
+	c.mu.Lock()
+	c.setPartitionGaugesLocked()
+	c.mu.Unlock()
+	c.log.Info("ingest: partition restored", "partition", p.id, "records", p.target-p.from, "duration", d.Round(time.Millisecond))
+}
+
+// setPartitionGaugesLocked requires c.mu.
+func (c *Consumer) setPartitionGaugesLocked() {
+	restoring := 0
+	for _, p := range c.parts {
+		if !p.restored.Load() {
+			restoring++
+		}
+	}
+	c.m.partitions.WithLabelValues("restoring").Set(float64(restoring))
+	c.m.partitions.WithLabelValues("live").Set(float64(len(c.parts) - restoring))
+}
+
+// commit commits the next offset of every partition that moved since its last commit,
+// after the dead letters of the records below it are written. It never moves a committed
+// offset back during a replay, so records once counted are not counted again after a crash.
+func (c *Consumer) commit(ctx context.Context, gen *kafka.Generation, parts []*partition) {
+	offsets := map[int]int64{}
+	for _, p := range parts {
+		off := max(p.next.Load(), p.committed)
+		if off != p.lastSent && off >= 0 {
+			offsets[int(p.id)] = off
+		}
+	}
+	if len(offsets) == 0 {
+		return
+	}
+	if c.dlq != nil {
+		if err := c.dlq.flush(ctx); err != nil {
+			return // the next tick (or the final commit) tries again
+		}
+	}
+	if err := gen.CommitOffsets(map[string]map[int]int64{c.cfg.Topic: offsets}); err != nil {
+		c.m.commitErrors.Inc()
+		if c.errLim.Allow() {
+			c.log.Warn("ingest: committing offsets", "generation", gen.ID, "err", err)
+		}
+		return
+	}
+	for _, p := range parts {
+		if off, ok := offsets[int(p.id)]; ok {
+			p.lastSent = off
+		}
+	}
+}
+
+// Ready reports whether this instance serves complete windows: it has joined the group and
+// every partition assigned to it has been replayed up to the end of the log as it was at
+// assignment. An instance assigned no partition is ready once it has joined.
+func (c *Consumer) Ready() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.joined {
+		return false
+	}
+	for _, p := range c.parts {
+		if !p.restored.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// Progress is a snapshot of the consumer's assignment, for /readyz.
+type Progress struct {
+	Ready      bool                // as Consumer.Ready
+	Generation int32               // consumer group generation; 0 before the first join
+	Partitions []PartitionProgress // assigned partitions, by partition number
+}
+
+// PartitionProgress is the restore and lag state of one assigned partition. Offsets are
+// Kafka offsets: From is the first replayed, Target the end of the log at assignment, Next
+// the next to process, HighWaterMark the end of the log at the last fetch.
+type PartitionProgress struct {
+	Partition       int32
+	Restored        bool
+	From, Target    int64
+	Next            int64
+	HighWaterMark   int64
+	RestoreDuration time.Duration // 0 until restored
+}
+
+// Fraction is the share of the replay done, in [0, 1]; 1 once restored.
+func (p PartitionProgress) Fraction() float64 {
+	if p.Restored || p.Target <= p.From {
+		return 1
+	}
+	return min(max(float64(p.Next-p.From)/float64(p.Target-p.From), 0), 1)
+}
+
+// Progress returns the consumer's current assignment and restore state.
+func (c *Consumer) Progress() Progress {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pr := Progress{Ready: c.joined, Generation: c.gen}
+	for _, p := range c.parts {
+		pp := PartitionProgress{
+			Partition: p.id, Restored: p.restored.Load(), From: p.from, Target: p.target,
+			Next: p.next.Load(), HighWaterMark: p.hwm.Load(),
+			RestoreDuration: time.Duration(p.restoreMs.Load()) * time.Millisecond,
+		}
+		pr.Ready = pr.Ready && pp.Restored
+		pr.Partitions = append(pr.Partitions, pp)
+	}
+	slices.SortFunc(pr.Partitions, func(a, b PartitionProgress) int { return int(a.Partition) - int(b.Partition) })
+	return pr
+}

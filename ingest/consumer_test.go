@@ -1,0 +1,503 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/internal/kafkatest"
+	"github.com/slide-metrics/slide/window"
+)
+
+// testEvent is one produced event, kept for the oracle.
+type testEvent struct {
+	ts          int64
+	key, metric string
+	value       float64
+}
+
+func (e testEvent) line() string {
+	return fmt.Sprintf(`{"ts":%d,"key":%q,"metric":%q,"value":%v}`, e.ts, e.key, e.metric, e.value)
+}
+
+// genEvents makes n events for keys tenant-0…tenant-(keys−1) over the 280 s before t0.
+// Values are multiples of 1/4 below 2^20, so every sum is exact in any order.
+func genEvents(rng *rand.Rand, t0 time.Time, n, keys int) []testEvent {
+	evs := make([]testEvent, n)
+	for i := range evs {
+		evs[i] = testEvent{
+			ts:     t0.UnixMilli() - rng.Int64N(280_000),
+			key:    fmt.Sprintf("tenant-%d", rng.IntN(keys)),
+			metric: []string{"latency_ms", "cost"}[rng.IntN(2)],
+			value:  float64(1+rng.IntN(1<<18)) / 4,
+		}
+	}
+	return evs
+}
+
+// records packs events into Kafka records keyed by event key: mostly one event a record,
+// sometimes several NDJSON lines of one key in a record.
+func records(rng *rand.Rand, evs []testEvent) []kafka.Message {
+	var msgs []kafka.Message
+	for i := 0; i < len(evs); {
+		n := 1
+		if rng.IntN(5) == 0 {
+			n = 1 + rng.IntN(4)
+		}
+		lines := []string{evs[i].line()}
+		j := i + 1
+		for ; j < len(evs) && len(lines) < n; j++ {
+			if evs[j].key != evs[i].key {
+				break
+			}
+			lines = append(lines, evs[j].line())
+		}
+		msgs = append(msgs, kafka.Message{Key: []byte(evs[i].key), Value: []byte(strings.Join(lines, "\n") + "\n")})
+		i = j
+	}
+	return msgs
+}
+
+// sortByKey groups events of a key together, so records() can pack NDJSON.
+func sortByKey(evs []testEvent) {
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].key < evs[j].key })
+}
+
+func newTestStore(t testing.TB, maxSeries int) *window.Store {
+	t.Helper()
+	s, err := window.NewStore(window.StoreConfig{MaxSeries: maxSeries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// testConfig has short group timeouts so joins, leaves and rebalances take well under a second.
+func testConfig(c *kafkatest.Cluster, group string) Config {
+	return Config{
+		Brokers:           []string{c.Addr},
+		Topic:             c.Topic,
+		Group:             group,
+		CommitInterval:    50 * time.Millisecond,
+		SessionTimeout:    2 * time.Second,
+		HeartbeatInterval: 100 * time.Millisecond,
+		RebalanceTimeout:  2 * time.Second,
+		JoinGroupBackoff:  100 * time.Millisecond,
+		MaxWait:           500 * time.Millisecond,
+	}
+}
+
+// running is a consumer started in a goroutine; stop cancels it and waits for Run.
+type running struct {
+	*Consumer
+	reg    *prometheus.Registry
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+func start(t *testing.T, cfg Config, store *window.Store, t0 time.Time) *running {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	c, err := New(cfg, store, WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Consumer: c, reg: reg, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case r.err = <-r.done:
+		case <-time.After(15 * time.Second):
+			r.err = errors.New("Run did not return 15 s after cancel")
+		}
+	})
+	if r.err != nil {
+		t.Errorf("Run: %v", r.err)
+	}
+}
+
+// eventually polls cond every 10 ms until it holds or timeout passes (real brokers need
+// real time for joins and fetches; the bound keeps failures fast).
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool, state ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for _, f := range state {
+				b.WriteString("\n" + f())
+			}
+			t.Fatalf("timed out after %v waiting for %s%s", timeout, what, b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// logEnd is the end offset of every partition of the cluster's topic.
+func logEnd(t *testing.T, c *kafkatest.Cluster, topic string) map[int32]int64 {
+	t.Helper()
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for p := range c.Partitions {
+		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
+	}
+	resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addr)}).ListOffsets(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	for _, po := range resp.Topics[topic] {
+		out[int32(po.Partition)] = po.LastOffset
+	}
+	return out
+}
+
+// caughtUp reports whether the consumers together own every partition and have processed
+// each up to the end of the log.
+// progress describes the consumers' assignments for a failure message.
+func progress(cs ...*running) func() string {
+	return func() string {
+		var b strings.Builder
+		for i, r := range cs {
+			fmt.Fprintf(&b, "consumer %d: %+v\n", i, r.Progress())
+		}
+		return b.String()
+	}
+}
+
+func caughtUp(t *testing.T, c *kafkatest.Cluster, cs ...*running) bool {
+	end := logEnd(t, c, c.Topic)
+	seen := map[int32]bool{}
+	for _, r := range cs {
+		pr := r.Progress()
+		if !pr.Ready {
+			return false
+		}
+		for _, p := range pr.Partitions {
+			if seen[p.Partition] || p.Next < end[p.Partition] {
+				return false
+			}
+			seen[p.Partition] = true
+		}
+	}
+	return len(seen) == c.Partitions
+}
+
+// sum adds up every series of a collector (a counter or gauge vector).
+func sum(c prometheus.Collector) float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	var total float64
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			panic(err)
+		}
+		total += pb.GetCounter().GetValue() + pb.GetGauge().GetValue()
+	}
+	return total
+}
+
+var testQs = []float64{0, 0.5, 0.95, 0.99, 1}
+
+// checkOracle compares every series of store with the events, over the span each read
+// reports: counts, sums, min and max exactly, quantiles within DDSketch's 1%.
+func checkOracle(t *testing.T, store *window.Store, now time.Time, evs []testEvent) {
+	t.Helper()
+	type id struct{ metric, key string }
+	bySeries := map[id][]testEvent{}
+	for _, e := range evs {
+		bySeries[id{e.metric, e.key}] = append(bySeries[id{e.metric, e.key}], e)
+	}
+	if got := store.Len(); got != len(bySeries) {
+		t.Errorf("store has %d series, events have %d", got, len(bySeries))
+	}
+	for sid, es := range bySeries {
+		a, err := store.ReadAt(now.UnixMilli(), sid.metric, sid.key, 5*time.Minute, testQs)
+		if err != nil {
+			t.Errorf("%v: %v", sid, err)
+			continue
+		}
+		var vals []float64
+		var sum float64
+		for _, e := range es {
+			if e.ts >= a.From && e.ts < a.To {
+				vals = append(vals, e.value)
+				sum += e.value
+			}
+		}
+		slices.Sort(vals)
+		if a.Count != uint64(len(vals)) || a.Sum != sum {
+			t.Errorf("%v over [%d,%d): count %d sum %v, oracle %d %v", sid, a.From, a.To, a.Count, a.Sum, len(vals), sum)
+			continue
+		}
+		if len(vals) == 0 {
+			continue
+		}
+		if a.Min != vals[0] || a.Max != vals[len(vals)-1] {
+			t.Errorf("%v: min %v max %v, oracle %v %v", sid, a.Min, a.Max, vals[0], vals[len(vals)-1])
+		}
+		for i, q := range testQs {
+			exact := vals[int(q*float64(len(vals)-1))]
+			if got := a.Quantiles[i]; math.Abs(got-exact) > 0.01*exact+1e-9 {
+				t.Errorf("%v: q%v = %v, oracle %v (beyond 1%%)", sid, q, got, exact)
+			}
+		}
+	}
+}
+
+func TestConsumerMatchesOracle(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "events", 4)
+	t0 := time.Now()
+	rng := rand.New(rand.NewPCG(1, 1))
+	before := genEvents(rng, t0, 3000, 40)
+	sortByKey(before)
+	c.Produce(t, records(rng, before)...)
+
+	store := newTestStore(t, 0)
+	r := start(t, testConfig(c, "oracle"), store, t0)
+	if r.Ready() {
+		t.Fatal("ready before joining the group")
+	}
+	eventually(t, 10*time.Second, "restore of the first 3000 events", func() bool { return caughtUp(t, c, r) }, progress(r))
+	pr := r.Progress()
+	if len(pr.Partitions) != 4 || pr.Generation == 0 {
+		t.Fatalf("progress %+v: want 4 partitions in a generation", pr)
+	}
+	for _, p := range pr.Partitions {
+		if !p.Restored || p.Fraction() != 1 || p.From != 0 {
+			t.Errorf("partition %+v: want restored from offset 0", p)
+		}
+	}
+	checkOracle(t, store, t0, before)
+
+	// Live events after the restore land in the same windows.
+	after := genEvents(rng, t0, 2000, 40)
+	c.Produce(t, records(rng, after)...)
+	eventually(t, 10*time.Second, "the live events", func() bool { return caughtUp(t, c, r) }, progress(r))
+	all := append(before, after...)
+	checkOracle(t, store, t0, all)
+	if got := sum(r.m.events); got != float64(len(all)) {
+		t.Errorf("slide_ingest_events_total = %v, want %d", got, len(all))
+	}
+	if got := sum(r.m.rejected); got != 0 {
+		t.Errorf("slide_ingest_rejected_total = %v, want 0", got)
+	}
+	if got := testutil.ToFloat64(r.m.series); got != float64(store.Len()) {
+		t.Errorf("slide_ingest_series = %v, want %d", got, store.Len())
+	}
+}
+
+// TestConsumerRestart stops a consumer mid-stream and starts a new one (a new process: a
+// fresh store, the same group): its windows equal the oracle, nothing lost, nothing twice.
+func TestConsumerRestart(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "events", 4)
+	t0 := time.Now()
+	rng := rand.New(rand.NewPCG(2, 2))
+	evs := genEvents(rng, t0, 6000, 30)
+	msgs := records(rng, evs)
+
+	first := newTestStore(t, 0)
+	a := start(t, testConfig(c, "restart"), first, t0)
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for i := 0; i < len(msgs); i += 200 {
+			c.Produce(t, msgs[i:min(i+200, len(msgs))]...)
+		}
+	}()
+	eventually(t, 10*time.Second, "the first consumer to process some events", func() bool {
+		return sum(a.m.events) >= 1000
+	})
+	a.stop(t) // mid-stream: the producer is still writing
+	stoppedAt := sum(a.m.events)
+	<-produced
+	if stoppedAt >= float64(len(evs)) {
+		t.Fatalf("first consumer saw all %v events before it was stopped: not mid-stream", stoppedAt)
+	}
+	second := newTestStore(t, 0)
+	b := start(t, testConfig(c, "restart"), second, t0)
+	eventually(t, 10*time.Second, "the second consumer to catch up", func() bool { return caughtUp(t, c, b) }, progress(b))
+	checkOracle(t, second, t0, evs)
+	// The replay re-read records the first consumer had committed: they are counted as
+	// events again (windows are rebuilt) but were not refused, so nothing is skipped.
+	if got := sum(b.m.events); got != float64(len(evs)) {
+		t.Errorf("second consumer accepted %v events, want %d", got, len(evs))
+	}
+	for _, p := range b.Progress().Partitions {
+		if p.From != 0 {
+			t.Errorf("partition %d replayed from %d, want 0 (every record is within the restore span)", p.Partition, p.From)
+		}
+	}
+}
+
+// TestConsumerGroupRebalance runs two consumers in one group: the partitions split between
+// them with no series on both; after one leaves, the other owns every partition and its
+// windows equal the oracle.
+func TestConsumerGroupRebalance(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "events", 4)
+	t0 := time.Now()
+	rng := rand.New(rand.NewPCG(3, 3))
+	evs := genEvents(rng, t0, 3000, 40)
+	c.Produce(t, records(rng, evs)...)
+
+	sa, sb := newTestStore(t, 0), newTestStore(t, 0)
+	a := start(t, testConfig(c, "split"), sa, t0)
+	eventually(t, 10*time.Second, "A to own all partitions", func() bool { return caughtUp(t, c, a) }, progress(a))
+	b := start(t, testConfig(c, "split"), sb, t0)
+	eventually(t, 15*time.Second, "A and B to split the partitions", func() bool {
+		return len(a.Progress().Partitions) == 2 && len(b.Progress().Partitions) == 2 && caughtUp(t, c, a, b)
+	}, progress(a, b))
+	// Each store holds exactly the series of its partitions: together, all of them, once.
+	if sa.Len()+sb.Len() != seriesCount(evs) || sa.Len() == 0 || sb.Len() == 0 {
+		t.Errorf("A has %d series, B %d; want %d together, split", sa.Len(), sb.Len(), seriesCount(evs))
+	}
+	for _, m := range []string{"latency_ms", "cost"} {
+		for _, k := range sa.Keys(m, "") {
+			if slices.Contains(sb.Keys(m, ""), k) {
+				t.Errorf("series %s/%s served by both A and B", m, k)
+			}
+		}
+	}
+	var ownedByA []testEvent
+	partsA := map[int32]bool{}
+	for _, p := range a.Progress().Partitions {
+		partsA[p.Partition] = true
+	}
+	for _, e := range evs {
+		if partsA[int32(murmurPartition(e.key, 4))] {
+			ownedByA = append(ownedByA, e)
+		}
+	}
+	checkOracle(t, sa, t0, ownedByA)
+
+	b.stop(t) // graceful: B leaves the group, A is assigned B's partitions and replays them
+	eventually(t, 15*time.Second, "A to own all partitions again", func() bool { return caughtUp(t, c, a) }, progress(a))
+	checkOracle(t, sa, t0, evs)
+	if g := testutil.ToFloat64(a.m.generations); g < 3 {
+		t.Errorf("A joined %v generations, want at least 3 (alone, split, alone)", g)
+	}
+}
+
+func seriesCount(evs []testEvent) int {
+	type id struct{ metric, key string }
+	seen := map[id]bool{}
+	for _, e := range evs {
+		seen[id{e.metric, e.key}] = true
+	}
+	return len(seen)
+}
+
+// murmurPartition is kafka-go's Murmur2Balancer choice for key among n partitions.
+func murmurPartition(key string, n int) int {
+	parts := make([]int, n)
+	for i := range parts {
+		parts[i] = i
+	}
+	return (&kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: []byte(key)}, parts...)
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Brokers: []string{"127.0.0.1:9092"}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("minimal config: %v", err)
+	}
+	bad := map[string]Config{
+		"no brokers":        {},
+		"empty broker":      {Brokers: []string{""}},
+		"dlq is the topic":  {Brokers: ok.Brokers, DeadLetterTopic: "events"},
+		"negative restore":  {Brokers: ok.Brokers, Restore: -time.Second},
+		"negative key len":  {Brokers: ok.Brokers, MaxKeyLen: -1},
+		"negative commit":   {Brokers: ok.Brokers, CommitInterval: -time.Second},
+		"heartbeat ≥ sess.": {Brokers: ok.Brokers, HeartbeatInterval: 10 * time.Second},
+		"negative bytes":    {Brokers: ok.Brokers, MaxBytes: -1},
+	}
+	for name, cfg := range bad {
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted %+v", name, cfg)
+		}
+	}
+	store := newTestStore(t, 0)
+	if _, err := New(Config{}, store); err == nil {
+		t.Error("New accepted a config without brokers")
+	}
+	if _, err := New(ok, nil); err == nil {
+		t.Error("New accepted a nil store")
+	}
+	c, err := New(ok, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Brokers: ok.Brokers, Topic: "events", Group: "slide", Restore: 5*time.Minute + 10*time.Second,
+		MaxKeyLen: 256, CommitInterval: time.Second, SessionTimeout: 10 * time.Second,
+		HeartbeatInterval: time.Second, RebalanceTimeout: 10 * time.Second, JoinGroupBackoff: time.Second,
+		MaxWait: time.Second, MaxBytes: 10 << 20, RejectLogInterval: time.Second,
+	}
+	if fmt.Sprint(c.cfg) != fmt.Sprint(want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", c.cfg, want)
+	}
+	if c.Ready() {
+		t.Error("a consumer that never ran is ready")
+	}
+}
+
+func TestRestoreSpan(t *testing.T) {
+	store, err := window.NewStore(window.StoreConfig{Metrics: map[string]window.RingConfig{
+		"cost": {Slot: time.Minute, Slots: 60},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := RestoreSpan(store), 5*time.Minute+10*time.Second; got != want {
+		t.Errorf("RestoreSpan(default) = %v, want %v", got, want)
+	}
+	if got, want := RestoreSpan(store, "cost"), time.Hour+time.Minute; got != want {
+		t.Errorf("RestoreSpan(cost) = %v, want %v", got, want)
+	}
+}
+
+func TestRunTwice(t *testing.T) {
+	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}}, newTestStore(t, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Run(ctx); err != nil {
+		t.Fatalf("Run with a done context: %v", err)
+	}
+	if err := c.Run(ctx); !errors.Is(err, ErrStarted) {
+		t.Fatalf("second Run: %v, want ErrStarted", err)
+	}
+}

@@ -1,0 +1,152 @@
+package ingest
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
+)
+
+// Dead-letter record headers. The record's key is the refused record's key, its value the
+// refused line (one line of an NDJSON record), its timestamp the refused record's.
+const (
+	HeaderReason    = "slide.reason"    // the Reason label, e.g. "invalid_json"
+	HeaderTopic     = "slide.topic"     // topic of the refused record
+	HeaderPartition = "slide.partition" // its partition, decimal
+	HeaderOffset    = "slide.offset"    // its offset, decimal
+)
+
+// deadLetters writes refused lines to the dead-letter topic from one goroutine, so a slow
+// or failing dead-letter topic slows the consumer down (the queue is bounded) instead of
+// losing track of what was refused. flush lets the committer wait until everything before
+// an offset is written, so a committed offset never skips an unwritten dead letter.
+type deadLetters struct {
+	w   *kafka.Writer
+	ch  chan kafka.Message
+	log *slog.Logger
+	lim *rate.Limiter // error logs
+	m   *metrics
+
+	queued atomic.Uint64 // messages handed to send
+
+	mu      sync.Mutex
+	settled uint64        // messages written or given up on; guarded by mu
+	changed chan struct{} // closed and replaced whenever settled grows; guarded by mu
+
+	done chan struct{}
+}
+
+const deadLetterQueue = 1024
+
+func newDeadLetters(w *kafka.Writer, log *slog.Logger, m *metrics) *deadLetters {
+	d := &deadLetters{
+		w:       w,
+		ch:      make(chan kafka.Message, deadLetterQueue),
+		log:     log,
+		lim:     rate.NewLimiter(rate.Every(time.Second), 5),
+		m:       m,
+		changed: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	go d.run()
+	return d
+}
+
+// send queues one dead letter, blocking while the queue is full. If ctx ends first the
+// letter is dropped and counted as an error.
+func (d *deadLetters) send(ctx context.Context, msg kafka.Message) {
+	d.queued.Add(1)
+	select {
+	case d.ch <- msg:
+	case <-ctx.Done():
+		d.m.deadLetterErrors.Inc()
+		d.settle(1)
+	}
+}
+
+func (d *deadLetters) run() {
+	defer close(d.done)
+	batch := make([]kafka.Message, 0, 128)
+	for msg := range d.ch {
+		batch = append(batch[:0], msg)
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case m, ok := <-d.ch:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		// Writes outlive shutdown on purpose: letters already queued are written before
+		// the final commit. The writer's own timeouts and retries bound the call.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := d.w.WriteMessages(ctx, batch...)
+		cancel()
+		if err != nil {
+			d.m.deadLetterErrors.Add(float64(len(batch)))
+			if d.lim.Allow() {
+				d.log.Error("ingest: writing dead letters", "topic", d.w.Topic, "letters", len(batch), "err", err)
+			}
+		} else {
+			d.m.deadLetters.Add(float64(len(batch)))
+		}
+		d.settle(uint64(len(batch)))
+	}
+}
+
+func (d *deadLetters) settle(n uint64) {
+	d.mu.Lock()
+	d.settled += n
+	close(d.changed)
+	d.changed = make(chan struct{})
+	d.mu.Unlock()
+}
+
+// flush waits until every letter queued before the call is written or given up on.
+func (d *deadLetters) flush(ctx context.Context) error {
+	target := d.queued.Load()
+	d.mu.Lock()
+	for d.settled < target {
+		ch := d.changed
+		d.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		d.mu.Lock()
+	}
+	d.mu.Unlock()
+	return nil
+}
+
+// close writes what is queued and closes the writer. No send may follow.
+func (d *deadLetters) close() error {
+	close(d.ch)
+	<-d.done
+	return d.w.Close()
+}
+
+// letter builds the dead letter for line of record m refused for r.
+func letter(m *kafka.Message, line []byte, r Reason) kafka.Message {
+	return kafka.Message{
+		Key:   m.Key,
+		Value: append([]byte(nil), line...),
+		Time:  m.Time,
+		Headers: []kafka.Header{
+			{Key: HeaderReason, Value: []byte(r.String())},
+			{Key: HeaderTopic, Value: []byte(m.Topic)},
+			{Key: HeaderPartition, Value: strconv.AppendInt(nil, int64(m.Partition), 10)},
+			{Key: HeaderOffset, Value: strconv.AppendInt(nil, m.Offset, 10)},
+		},
+	}
+}

@@ -1,0 +1,110 @@
+package ingest
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/slide-metrics/slide/window"
+)
+
+// metrics are the consumer's Prometheus collectors, all named slide_ingest_*.
+type metrics struct {
+	events           *prometheus.CounterVec   // {partition}
+	bytes            *prometheus.CounterVec   // {partition}
+	lag              *prometheus.GaugeVec     // {partition}
+	rejected         *prometheus.CounterVec   // {reason}
+	restoreSkipped   *prometheus.CounterVec   // {reason}
+	restoreDuration  prometheus.Histogram     //
+	partitions       *prometheus.GaugeVec     // {state}
+	deadLetters      prometheus.Counter       //
+	deadLetterErrors prometheus.Counter       //
+	commitErrors     prometheus.Counter       //
+	generations      prometheus.Counter       //
+	series           prometheus.GaugeFunc     //
+	seriesRefused    prometheus.CounterFunc   //
+	all              []prometheus.Collector   // for registration
+	rejectedBy       [numReasons]prometheus.Counter
+	skippedBy        [numReasons]prometheus.Counter
+}
+
+func newMetrics(store *window.Store) *metrics {
+	m := &metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slide_ingest_events_total",
+			Help: "Events accepted into the windows, by source partition; replays after an assignment count again.",
+		}, []string{"partition"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slide_ingest_bytes_total",
+			Help: "Record value bytes fetched, by partition.",
+		}, []string{"partition"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "slide_ingest_lag",
+			Help: "Records between the last processed offset and the partition's high watermark at the last fetch.",
+		}, []string{"partition"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slide_ingest_rejected_total",
+			Help: "Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap).",
+		}, []string{"reason"}),
+		restoreSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slide_ingest_restore_skipped_total",
+			Help: "Events refused again while replaying records the group had already processed (counted and dead-lettered then), by reason.",
+		}, []string{"reason"}),
+		restoreDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "slide_ingest_restore_duration_seconds",
+			Help:    "Time from a partition's assignment until its windows are rebuilt from the log.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 9), // 10 ms … 11 min
+		}),
+		partitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "slide_ingest_partitions",
+			Help: "Partitions assigned to this instance, by state (restoring, live).",
+		}, []string{"state"}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slide_ingest_dead_letters_total",
+			Help: "Refused lines written to the dead-letter topic.",
+		}),
+		deadLetterErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slide_ingest_dead_letter_errors_total",
+			Help: "Refused lines that could not be written to the dead-letter topic.",
+		}),
+		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slide_ingest_commit_errors_total",
+			Help: "Offset commits that failed (offsets are committed for lag monitoring only).",
+		}),
+		generations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slide_ingest_generations_total",
+			Help: "Consumer group generations joined (the first join and every rebalance).",
+		}),
+		series: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "slide_ingest_series",
+			Help: "Live series in the window store.",
+		}, func() float64 { return float64(store.Len()) }),
+		seriesRefused: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "slide_ingest_series_refused_total",
+			Help: "Events refused by the window store because their new series would pass the series cap.",
+		}, func() float64 { return float64(store.Stats().Refused) }),
+	}
+	for _, r := range RejectReasons() {
+		m.rejectedBy[r] = m.rejected.WithLabelValues(r.String())
+		m.skippedBy[r] = m.restoreSkipped.WithLabelValues(r.String())
+	}
+	m.partitions.WithLabelValues("restoring")
+	m.partitions.WithLabelValues("live")
+	m.all = []prometheus.Collector{m.events, m.bytes, m.lag, m.rejected, m.restoreSkipped, m.restoreDuration,
+		m.partitions, m.deadLetters, m.deadLetterErrors, m.commitErrors, m.generations, m.series, m.seriesRefused}
+	return m
+}
+
+func (m *metrics) register(reg prometheus.Registerer) error {
+	for _, c := range m.all {
+		if err := reg.Register(c); err != nil {
+			for _, done := range m.all {
+				if done == c {
+					break
+				}
+				reg.Unregister(done)
+			}
+			return fmt.Errorf("registering ingest metrics: %w", err)
+		}
+	}
+	return nil
+}
