@@ -338,10 +338,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 type partition struct {
 	id        int32
 	label     string
-	from      int64 // first offset replayed
-	target    int64 // end of the log at assignment: restored once next reaches it
-	committed int64 // group's committed offset at assignment: records below it were processed before
-	assigned  time.Time // wall clock at assignment, for the restore duration
+	from      int64        // first offset replayed
+	target    int64        // end of the log at assignment: restored once next reaches it
+	committed int64        // group's committed offset at assignment: records below it were processed before
+	assigned  time.Time    // wall clock at assignment, for the restore duration
 	restoreMs atomic.Int64 // restore duration, ms; set once restored
 	restored  atomic.Bool
 	next      atomic.Int64 // next offset to process

@@ -9,20 +9,20 @@ import (
 
 // metrics are the consumer's Prometheus collectors, all named slide_ingest_*.
 type metrics struct {
-	events           *prometheus.CounterVec   // {partition}
-	bytes            *prometheus.CounterVec   // {partition}
-	lag              *prometheus.GaugeVec     // {partition}
-	rejected         *prometheus.CounterVec   // {reason}
-	restoreSkipped   *prometheus.CounterVec   // {reason}
-	restoreDuration  prometheus.Histogram     //
-	partitions       *prometheus.GaugeVec     // {state}
-	deadLetters      prometheus.Counter       //
-	deadLetterErrors prometheus.Counter       //
-	commitErrors     prometheus.Counter       //
-	generations      prometheus.Counter       //
-	series           prometheus.GaugeFunc     //
-	seriesRefused    prometheus.CounterFunc   //
-	all              []prometheus.Collector   // for registration
+	events           *prometheus.CounterVec // {partition}
+	bytes            *prometheus.CounterVec // {partition}
+	lag              *prometheus.GaugeVec   // {partition}
+	rejected         *prometheus.CounterVec // {reason}
+	restoreSkipped   *prometheus.CounterVec // {reason}
+	restoreDuration  prometheus.Histogram   //
+	partitions       *prometheus.GaugeVec   // {state}
+	deadLetters      prometheus.Counter     //
+	deadLetterErrors prometheus.Counter     //
+	commitErrors     prometheus.Counter     //
+	generations      prometheus.Counter     //
+	series           prometheus.GaugeFunc   //
+	seriesRefused    prometheus.CounterFunc //
+	all              []prometheus.Collector // for registration
 	rejectedBy       [numReasons]prometheus.Counter
 	skippedBy        [numReasons]prometheus.Counter
 }
