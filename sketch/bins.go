@@ -394,17 +394,25 @@ func (c *counts) subCounts(o *counts) bool {
 }
 
 // nonZeroRange returns the first and last positions holding a non-zero
-// count; c.sum must be > 0.
+// count; c.sum must be > 0. It skips zero bytes a word at a time: a count's
+// bytes are all zero exactly when the count is.
 func (c *counts) nonZeroRange() (first, last int) {
-	n := c.n()
-	for first < n && c.get(first) == 0 {
-		first++
+	d := c.data
+	i := 0
+	for i+8 <= len(d) && binary.LittleEndian.Uint64(d[i:]) == 0 {
+		i += 8
 	}
-	last = n - 1
-	for last > first && c.get(last) == 0 {
-		last--
+	for i < len(d) && d[i] == 0 {
+		i++
 	}
-	return first, last
+	k := len(d) - 1
+	for k-7 > i && binary.LittleEndian.Uint64(d[k-7:]) == 0 {
+		k -= 8
+	}
+	for k > i && d[k] == 0 {
+		k--
+	}
+	return i >> c.shift, k >> c.shift
 }
 
 // keyAtRank returns the bin index of the first bin whose cumulative count
@@ -580,11 +588,13 @@ func (b *Bins) AddBins(o *Bins) {
 	b.zero = s
 }
 
-// SubBins subtracts o's counts from b, the inverse of AddBins. o's counts must
-// be contained in b (o was added earlier and not removed since). If they are
-// not, SubBins clamps each bin at zero and returns false; b then no longer
-// equals the sum of its parts and the caller should rebuild it. When b
-// becomes empty its memory is released, as by Reset.
+// SubBins subtracts o's counts from b, the inverse of AddBins, and reports
+// whether o was contained in b. o's counts must be contained in b (o was
+// added earlier and not removed since). If they are not, SubBins clamps each
+// bin at zero and returns false; b then no longer equals the sum of its parts
+// and the caller should rebuild it. When b becomes empty its memory is
+// released, as by Reset; when the bins in use span less than half its
+// storage, b is compacted. O(bins of o), amortized.
 func (b *Bins) SubBins(o *Bins) bool {
 	if o == nil {
 		return true
@@ -608,8 +618,36 @@ func (b *Bins) SubBins(o *Bins) bool {
 	}
 	if b.Count() == 0 {
 		b.Reset()
+		return ok
+	}
+	b.pos.shrink()
+	if b.neg != nil {
+		if b.neg.sum == 0 {
+			b.neg = nil
+		} else {
+			b.neg.shrink()
+		}
 	}
 	return ok
+}
+
+// shrink compacts c once the bins in use span less than half of its storage,
+// so that a long-lived aggregate does not keep the widest range it ever saw.
+// Compacting only after the range halves keeps the cost amortized O(1) per
+// subtracted bin.
+func (c *counts) shrink() {
+	n := c.n()
+	if n <= 64 {
+		return
+	}
+	if c.sum == 0 {
+		*c = counts{}
+		return
+	}
+	first, last := c.nonZeroRange()
+	if 2*(last-first+1) < n {
+		c.compact()
+	}
 }
 
 // Count returns the number of values recorded (the sum of all counts). O(1).

@@ -444,3 +444,34 @@ func TestBinsAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestBinsSubBinsShrinks checks that an aggregate gives back the range a
+// wide slot made it grow to once that slot leaves.
+func TestBinsSubBinsShrinks(t *testing.T) {
+	ix := mustIndexer(t, Kind{})
+	var agg, wide, narrow Bins
+	for v := 1.0; v < 1e6; v *= 1.01 {
+		wide.Add(ix, v, 1)
+	}
+	for v := 40.0; v < 60; v++ {
+		narrow.Add(ix, v, 3)
+	}
+	agg.AddBins(&wide)
+	agg.AddBins(&narrow)
+	grown := agg.Bytes()
+	if !agg.SubBins(&wide) {
+		t.Fatal("SubBins of a contained slot returned false")
+	}
+	if agg.Bytes() > grown/4 {
+		t.Fatalf("aggregate kept %d of %d bytes after the wide slot left (narrow slot alone: %d)", agg.Bytes(), grown, narrow.Bytes())
+	}
+	for _, q := range []float64{0, 0.5, 1} {
+		if agg.Quantile(ix, q) != narrow.Quantile(ix, q) {
+			t.Fatalf("q=%v after shrink: %v, want %v", q, agg.Quantile(ix, q), narrow.Quantile(ix, q))
+		}
+	}
+	agg.AddBins(&wide) // and it can grow again
+	if agg.Count() != wide.Count()+narrow.Count() {
+		t.Fatalf("Count after regrowth %d", agg.Count())
+	}
+}

@@ -76,6 +76,23 @@ func TestMemoryBudget(t *testing.T) {
 	anchorBytes := float64(liveHeap() - before)
 	runtime.KeepAlive(anchor)
 
+	// The alternative design: Two-Stacks over the same slot sketches, just
+	// after a flip (29 suffix merges in the front stack). Only its own
+	// structures are counted; the slot sketches are shared with the anchor.
+	before = liveHeap()
+	stacks := make([]*twoStacks, series)
+	for i := range stacks {
+		stacks[i] = newTwoStacks(anchor[i])
+		stacks[i].pop()
+	}
+	stacksBytes := float64(liveHeap() - before)
+	runtime.KeepAlive(stacks)
+	t.Logf("Two-Stacks over the sketches-go slots adds %.0f B per series on top of the slots (%.1fx ours in total)",
+		stacksBytes/series, (stacksBytes+anchorBytes)/oursBytes)
+	if stacksBytes+anchorBytes < 4*oursBytes {
+		t.Errorf("Two-Stacks total %.0f B is less than 4x ours %.0f B: revisit the package doc's choice", stacksBytes+anchorBytes, oursBytes)
+	}
+
 	ratio := oursBytes / anchorBytes
 	t.Logf("per series (30 slots x %d values): ours %.0f B (30 slot Bins + aggregate), sketches-go %.0f B (30 default sketches); ratio %.3f",
 		benchPerSlot, oursBytes/series, anchorBytes/series, ratio)
