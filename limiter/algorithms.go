@@ -237,8 +237,13 @@ func waitFor(p *params, tokens, want float64) int64 {
 		return 0
 	}
 	d := int64(math.Ceil((want - tokens) * 1e9 / p.rate))
+	// Float rounding can put the estimate a few ns off either way: settle on
+	// the smallest d the refill formula itself accepts.
 	for step := int64(1); refill(p, tokens, d) < want; step *= 2 {
-		d += step // float rounding left us a hair short
+		d += step
+	}
+	for i := 0; i < 64 && d > 1 && refill(p, tokens, d-1) >= want; i++ {
+		d--
 	}
 	return d
 }

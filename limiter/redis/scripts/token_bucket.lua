@@ -21,10 +21,17 @@ end
 local function wait_for(tokens, want)
   if tokens >= want then return 0 end
   local d = math.ceil((want - tokens) * 1e6 / rate)
+  -- float rounding can put the estimate off either way: settle on the
+  -- smallest d the refill formula itself accepts
   local step = 1
   while refill(tokens, d) < want do
     d = d + step
     step = step * 2
+  end
+  local i = 0
+  while i < 64 and d > 1 and refill(tokens, d - 1) >= want do
+    d = d - 1
+    i = i + 1
   end
   return d
 end

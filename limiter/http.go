@@ -1,0 +1,234 @@
+package limiter
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// MaxBodyBytes is the largest /v1/allow body accepted (larger: 413).
+const MaxBodyBytes = 64 << 10
+
+// MaxPoliciesPerRequest bounds the "policies" list of one request.
+const MaxPoliciesPerRequest = 16
+
+// allowRequest is the body of POST /v1/allow.
+type allowRequest struct {
+	Policy   string   `json:"policy"`
+	Policies []string `json:"policies"`
+	Key      string   `json:"key"`
+	Cost     *int64   `json:"cost"` // absent: 1
+}
+
+// DecisionJSON is one decision as /v1/allow and the middleware write it.
+type DecisionJSON struct {
+	Allowed      bool   `json:"allowed"`
+	Policy       string `json:"policy"`
+	Limit        int64  `json:"limit"`
+	Remaining    int64  `json:"remaining"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	ResetAfterMs int64  `json:"reset_after_ms"`
+	DelayMs      int64  `json:"delay_ms,omitempty"`
+	Shadowed     bool   `json:"shadowed,omitempty"`
+	Degraded     bool   `json:"degraded,omitempty"`
+}
+
+// AllowResponse is the body of a 200 or 429 from /v1/allow: the request's
+// decision, plus one entry per policy when several were named.
+type AllowResponse struct {
+	DecisionJSON
+	Decisions []DecisionJSON `json:"decisions,omitempty"`
+}
+
+func ceilMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// JSON returns d in the wire form (durations in milliseconds, rounded up).
+func (d Decision) JSON() DecisionJSON {
+	return DecisionJSON{
+		Allowed:      d.Allowed,
+		Policy:       d.Policy,
+		Limit:        d.Limit,
+		Remaining:    d.Remaining,
+		RetryAfterMs: ceilMillis(d.RetryAfter),
+		ResetAfterMs: ceilMillis(d.ResetAfter),
+		DelayMs:      ceilMillis(d.Delay),
+		Shadowed:     d.Shadowed,
+		Degraded:     d.Degraded,
+	}
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeError writes {"error":{"code":..,"message":..}}.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var b errorBody
+	b.Error.Code, b.Error.Message = code, msg
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set(HeaderRetryAfter, "1")
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(b)
+}
+
+// writeDecideError maps a Decide error to its HTTP answer.
+func writeDecideError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ErrUnknownPolicy):
+		writeError(w, http.StatusBadRequest, "unknown_policy", `parameter "policy": `+err.Error())
+	case errors.Is(err, ErrInvalidKey):
+		writeError(w, http.StatusBadRequest, "invalid_key",
+			fmt.Sprintf(`parameter "key": must be 1 to %d bytes of UTF-8 without control characters`, MaxKeyLen))
+	case errors.Is(err, ErrInvalidCost):
+		writeError(w, http.StatusBadRequest, "invalid_cost", `parameter "cost": must be an integer ≥ 0 (0 peeks without consuming)`)
+	case errors.Is(err, ErrCostOverLimit):
+		writeError(w, http.StatusBadRequest, "invalid_cost", `parameter "cost": `+err.Error())
+	case errors.Is(err, ErrBackendUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "backend_unavailable", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+// writeDecision writes headers, status (200, or 429 when denied) and body.
+func writeDecision(w http.ResponseWriter, now time.Time, main Decision, all []Decision) {
+	WriteHeaders(w.Header(), now, main, all)
+	resp := AllowResponse{DecisionJSON: main.JSON()}
+	if len(all) > 1 {
+		resp.Decisions = make([]DecisionJSON, len(all))
+		for i := range all {
+			resp.Decisions[i] = all[i].JSON()
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if main.Allowed {
+		w.WriteHeader(http.StatusOK)
+	} else {
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// AllowHandler serves POST /v1/allow:
+//
+//	{"policy":"login","key":"u42","cost":1}
+//	{"policies":["per-user","per-tenant"],"key":"u42"}
+//
+// cost defaults to 1; 0 peeks. It answers 200 (allowed) or 429 (denied)
+// with an AllowResponse and the headers of WriteHeaders; 400 with
+// {"error":{"code","message"}} naming the bad parameter; 405 for a method
+// other than POST; 413 for a body over MaxBodyBytes; 503 when a closed
+// policy's backend is down.
+func (s *Service) AllowHandler() http.Handler {
+	return http.HandlerFunc(s.serveAllow)
+}
+
+func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var req allowRequest
+	if err := dec.Decode(&req); err != nil {
+		writeJSONError(w, err)
+		return
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSONError(w, err)
+			return
+		}
+		writeError(w, http.StatusBadRequest, "invalid_json", "body must be one JSON object")
+		return
+	}
+	names := req.Policies
+	switch {
+	case req.Policy != "" && len(req.Policies) > 0:
+		writeError(w, http.StatusBadRequest, "invalid_parameter", `give either "policy" or "policies", not both`)
+		return
+	case req.Policy != "":
+		names = []string{req.Policy}
+	case len(names) == 0:
+		writeError(w, http.StatusBadRequest, "missing_parameter", `parameter "policy" (or "policies") is required`)
+		return
+	case len(names) > MaxPoliciesPerRequest:
+		writeError(w, http.StatusBadRequest, "invalid_parameter",
+			fmt.Sprintf(`parameter "policies": at most %d policies per request`, MaxPoliciesPerRequest))
+		return
+	}
+	for i, n := range names {
+		for _, m := range names[:i] {
+			if n == m {
+				writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf(`parameter "policies": %q named twice`, n))
+				return
+			}
+		}
+	}
+	cost := int64(1)
+	if req.Cost != nil {
+		cost = *req.Cost
+	}
+	checks := make([]Check, len(names))
+	for i, n := range names {
+		checks[i] = Check{Policy: n, Key: req.Key, Cost: cost}
+	}
+	out := make([]Decision, len(checks))
+	now := s.clock()
+	main, err := s.Decide(r.Context(), now, checks, out)
+	if err != nil {
+		writeDecideError(w, err)
+		return
+	}
+	var all []Decision
+	if len(out) > 1 {
+		all = out
+	}
+	writeDecision(w, now, main, all)
+}
+
+func writeJSONError(w http.ResponseWriter, err error) {
+	var mbe *http.MaxBytesError
+	var ute *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large",
+			fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))
+	case errors.As(err, &ute):
+		writeError(w, http.StatusBadRequest, "invalid_parameter",
+			fmt.Sprintf("parameter %q: must be %s", ute.Field, jsonKind(ute.Field)))
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		writeError(w, http.StatusBadRequest, "invalid_parameter",
+			strings.TrimPrefix(err.Error(), "json: ")+` (known: "policy", "policies", "key", "cost")`)
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_json", "body is not a JSON object: "+err.Error())
+	}
+}
+
+func jsonKind(field string) string {
+	switch field {
+	case "cost":
+		return "an integer"
+	case "policies":
+		return "an array of strings"
+	}
+	return "a string"
+}

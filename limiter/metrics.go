@@ -1,0 +1,79 @@
+package limiter
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names exported by a Service.
+const (
+	MetricDecisions      = "slide_limiter_decisions_total"
+	MetricBackendErrors  = "slide_limiter_backend_errors_total"
+	MetricBackendSeconds = "slide_limiter_backend_duration_seconds"
+	MetricDenyCacheHits  = "slide_limiter_deny_cache_hits_total"
+)
+
+// Values of the result label of slide_limiter_decisions_total.
+const (
+	ResultAllowed      = "allowed"
+	ResultDenied       = "denied"
+	ResultShadowDenied = "shadow_denied"
+	ResultError        = "error"
+)
+
+type metrics struct {
+	decisions *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	cacheHits *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricDecisions,
+			Help: "Admission decisions by policy and result (allowed, denied, shadow_denied; error when the backend failed and the failure mode decided).",
+		}, []string{"policy", "result"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricBackendErrors,
+			Help: "Backend calls that failed, by policy and reason (timeout or error).",
+		}, []string{"policy", "reason"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    MetricBackendSeconds,
+			Help:    "Duration of one backend round trip (all the Redis policies of a request), in seconds.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+		}, []string{"backend"}),
+		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricDenyCacheHits,
+			Help: "Denials answered from the local deny cache without a backend round trip, by policy.",
+		}, []string{"policy"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.decisions, m.errors, m.latency, m.cacheHits} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("registering limiter metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// policyMetrics are one policy's children, resolved once so the decision
+// path does no label lookups.
+type policyMetrics struct {
+	allowed, denied, shadowDenied, failed prometheus.Counter
+	errTimeout, errOther, cacheHit        prometheus.Counter
+}
+
+func (m *metrics) forPolicy(name string) policyMetrics {
+	return policyMetrics{
+		allowed:      m.decisions.WithLabelValues(name, ResultAllowed),
+		denied:       m.decisions.WithLabelValues(name, ResultDenied),
+		shadowDenied: m.decisions.WithLabelValues(name, ResultShadowDenied),
+		failed:       m.decisions.WithLabelValues(name, ResultError),
+		errTimeout:   m.errors.WithLabelValues(name, "timeout"),
+		errOther:     m.errors.WithLabelValues(name, "error"),
+		cacheHit:     m.cacheHits.WithLabelValues(name),
+	}
+}

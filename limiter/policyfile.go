@@ -1,0 +1,293 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// LoadPolicies reads and parses a policy file (see ParsePolicies).
+func LoadPolicies(path string) ([]Policy, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading policies: %w", err)
+	}
+	return ParsePolicies(data, path)
+}
+
+// ParsePolicies parses a policy file:
+//
+//	policies:
+//	  - name: login
+//	    algorithm: sliding_log   # fixed_window | sliding_log | sliding_counter | token_bucket | leaky_bucket
+//	    limit: 3
+//	    window: 60s
+//	    backend: redis           # memory (default) | redis
+//	    on_backend_error: closed # open (default) | closed | local
+//	    timeout: 50ms            # default 50ms
+//	    shadow: false
+//	  - name: api
+//	    algorithm: token_bucket
+//	    capacity: 10
+//	    refill_per_second: 5
+//	  - name: smooth
+//	    algorithm: leaky_bucket
+//	    capacity: 5
+//	    leak_per_second: 10
+//	    max_delay: 500ms
+//
+// Every problem is reported, each as a *PolicyError "source:line: policy
+// "name": field: problem" (joined with errors.Join; errors.Is(err,
+// ErrInvalidPolicy) holds): unknown fields, missing or invalid values, fields
+// that do not apply to the algorithm, duplicate names. source names the file
+// in messages. Each policy's Source is set to "source:line".
+func ParsePolicies(data []byte, source string) ([]Policy, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &PolicyError{Source: source, Msg: "not YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	at := func(n *yaml.Node) string { return fmt.Sprintf("%s:%d", source, n.Line) }
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, &PolicyError{Source: source + ":1", Msg: `empty file: want a "policies:" list`}
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, &PolicyError{Source: at(root), Msg: `want a mapping with a "policies:" list`}
+	}
+	var list *yaml.Node
+	var errs []error
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Value != "policies" {
+			errs = append(errs, &PolicyError{Source: at(k), Msg: fmt.Sprintf("unknown field %q (want policies)", k.Value)})
+			continue
+		}
+		list = v
+	}
+	if list == nil {
+		errs = append(errs, &PolicyError{Source: at(root), Msg: `missing "policies:" list`})
+		return nil, errors.Join(errs...)
+	}
+	if list.Kind != yaml.SequenceNode || len(list.Content) == 0 {
+		errs = append(errs, &PolicyError{Source: at(list), Field: "policies", Msg: "must be a non-empty list of policies"})
+		return nil, errors.Join(errs...)
+	}
+	var out []Policy
+	first := map[string]string{}
+	for _, item := range list.Content {
+		p, perrs := parsePolicy(item, at)
+		if len(perrs) > 0 {
+			errs = append(errs, perrs...)
+			continue
+		}
+		if prev, dup := first[p.Name]; dup {
+			errs = append(errs, &PolicyError{Source: p.Source, Policy: p.Name, Field: "name", Msg: "duplicate policy name" + suffixAt(prev)})
+			continue
+		}
+		first[p.Name] = p.Source
+		out = append(out, p)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+var policyFields = []string{"name", "algorithm", "limit", "window", "capacity", "refill_per_second",
+	"leak_per_second", "max_delay", "backend", "on_backend_error", "timeout", "shadow"}
+
+func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
+	p := Policy{Source: at(n)}
+	if n.Kind != yaml.MappingNode {
+		return p, []error{&PolicyError{Source: at(n), Msg: "a policy must be a mapping of fields"}}
+	}
+	// The name first, so every later message can carry it.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "name" && n.Content[i+1].Kind == yaml.ScalarNode {
+			p.Name = n.Content[i+1].Value
+		}
+	}
+	var errs []error
+	bad := func(v *yaml.Node, field, format string, args ...any) {
+		errs = append(errs, &PolicyError{Source: at(v), Policy: p.Name, Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		f := k.Value
+		if seen[f] {
+			bad(k, f, "given twice")
+			continue
+		}
+		seen[f] = true
+		if v.Kind != yaml.ScalarNode {
+			if isKnown(f) {
+				bad(v, f, "must be a single value")
+			} else {
+				bad(k, "", "unknown field %q (known: %s)", f, strings.Join(policyFields, ", "))
+			}
+			continue
+		}
+		s := v.Value
+		var err error
+		switch f {
+		case "name":
+			if !validName(s) {
+				bad(v, f, "must be 1 to 64 characters of A-Z a-z 0-9 _ . -")
+			}
+		case "algorithm":
+			p.Algorithm, err = ParseAlgorithm(s)
+		case "limit":
+			p.Limit, err = parseInt(v)
+		case "capacity":
+			p.Capacity, err = parseInt(v)
+		case "window":
+			p.Window, err = parseDuration(v)
+		case "max_delay":
+			p.MaxDelay, err = parseDuration(v)
+		case "timeout":
+			p.Timeout, err = parseDuration(v)
+			if err == nil && p.Timeout == 0 {
+				err = errors.New("must be above 0 (omit it for the 50ms default)")
+			}
+		case "refill_per_second":
+			p.RefillPerSecond, err = parseFloat(v)
+		case "leak_per_second":
+			p.LeakPerSecond, err = parseFloat(v)
+		case "backend":
+			switch s {
+			case "memory":
+				p.Backend = BackendMemory
+			case "redis":
+				p.Backend = BackendRedis
+			default:
+				bad(v, f, "must be memory or redis, not %q", s)
+			}
+		case "on_backend_error":
+			switch s {
+			case "open":
+				p.OnBackendError = FailOpen
+			case "closed":
+				p.OnBackendError = FailClosed
+			case "local":
+				p.OnBackendError = FailLocal
+			default:
+				bad(v, f, "must be open, closed or local, not %q", s)
+			}
+		case "shadow":
+			switch s {
+			case "true":
+				p.Shadow = true
+			case "false":
+			default:
+				bad(v, f, "must be true or false, not %q", s)
+			}
+		default:
+			bad(k, "", "unknown field %q (known: %s)", f, strings.Join(policyFields, ", "))
+		}
+		if err != nil {
+			bad(v, f, "%v", err)
+		}
+	}
+	if len(errs) > 0 {
+		return p, errs
+	}
+	if !seen["name"] {
+		return p, []error{&PolicyError{Source: p.Source, Field: "name", Msg: "missing"}}
+	}
+	if !seen["algorithm"] {
+		return p, []error{&PolicyError{Source: p.Source, Policy: p.Name, Field: "algorithm", Msg: "missing"}}
+	}
+	if err := p.Validate(); err != nil {
+		// Point at the offending field's line when it is present.
+		var pe *PolicyError
+		if errors.As(err, &pe) {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == pe.Field {
+					pe.Source = at(n.Content[i+1])
+				}
+			}
+			if !seen[pe.Field] && pe.Field != "" {
+				pe.Msg = "missing or " + pe.Msg
+			}
+		}
+		return p, []error{err}
+	}
+	return p, nil
+}
+
+func isKnown(f string) bool {
+	for _, k := range policyFields {
+		if k == f {
+			return true
+		}
+	}
+	return false
+}
+
+func parseInt(v *yaml.Node) (int64, error) {
+	x, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil || v.Tag == "!!str" {
+		return 0, fmt.Errorf("must be an integer, not %q", v.Value)
+	}
+	return x, nil
+}
+
+func parseFloat(v *yaml.Node) (float64, error) {
+	x, err := strconv.ParseFloat(v.Value, 64)
+	if err != nil || v.Tag == "!!str" {
+		return 0, fmt.Errorf("must be a number, not %q", v.Value)
+	}
+	return x, nil
+}
+
+func parseDuration(v *yaml.Node) (time.Duration, error) {
+	d, err := time.ParseDuration(v.Value)
+	if err != nil {
+		return 0, fmt.Errorf("must be a duration such as 50ms, 60s or 1h, not %q", v.Value)
+	}
+	return d, nil
+}
+
+// MarshalPolicies writes ps in the policy-file format; ParsePolicies reads
+// the result back to the same policies (Source aside).
+func MarshalPolicies(ps []Policy) ([]byte, error) {
+	type item struct {
+		Name            string  `yaml:"name"`
+		Algorithm       string  `yaml:"algorithm"`
+		Limit           int64   `yaml:"limit,omitempty"`
+		Window          string  `yaml:"window,omitempty"`
+		Capacity        int64   `yaml:"capacity,omitempty"`
+		RefillPerSecond float64 `yaml:"refill_per_second,omitempty"`
+		LeakPerSecond   float64 `yaml:"leak_per_second,omitempty"`
+		MaxDelay        string  `yaml:"max_delay,omitempty"`
+		Backend         string  `yaml:"backend"`
+		OnBackendError  string  `yaml:"on_backend_error,omitempty"`
+		Timeout         string  `yaml:"timeout,omitempty"`
+		Shadow          bool    `yaml:"shadow,omitempty"`
+	}
+	dur := func(d time.Duration) string {
+		if d == 0 {
+			return ""
+		}
+		return d.String()
+	}
+	var doc struct {
+		Policies []item `yaml:"policies"`
+	}
+	for _, p := range ps {
+		it := item{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Window: dur(p.Window),
+			Capacity: p.Capacity, RefillPerSecond: p.RefillPerSecond, LeakPerSecond: p.LeakPerSecond,
+			MaxDelay: dur(p.MaxDelay), Backend: p.Backend.String(), Timeout: dur(p.Timeout), Shadow: p.Shadow}
+		if p.Backend == BackendRedis {
+			it.OnBackendError = p.OnBackendError.String()
+		}
+		doc.Policies = append(doc.Policies, it)
+	}
+	return yaml.Marshal(&doc)
+}

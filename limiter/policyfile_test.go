@@ -1,0 +1,173 @@
+package limiter
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const goodPolicies = `policies:
+  - name: login
+    algorithm: sliding_log          # fixed_window | sliding_log | sliding_counter | token_bucket | leaky_bucket
+    limit: 3
+    window: 60s
+    backend: redis                  # memory | redis
+    on_backend_error: closed        # open | closed | local
+    timeout: 50ms
+  - name: api
+    algorithm: token_bucket
+    capacity: 10
+    refill_per_second: 5
+    backend: memory
+  - name: smooth
+    algorithm: leaky_bucket
+    capacity: 5
+    leak_per_second: 2.5
+    max_delay: 500ms
+    shadow: true
+`
+
+func TestParsePolicies(t *testing.T) {
+	ps, err := ParsePolicies([]byte(goodPolicies), "policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Policy{
+		{Name: "login", Algorithm: SlidingLog, Limit: 3, Window: time.Minute, Backend: BackendRedis,
+			OnBackendError: FailClosed, Timeout: 50 * time.Millisecond, Source: "policies.yaml:2"},
+		{Name: "api", Algorithm: TokenBucket, Capacity: 10, RefillPerSecond: 5, Source: "policies.yaml:9"},
+		{Name: "smooth", Algorithm: LeakyBucket, Capacity: 5, LeakPerSecond: 2.5, MaxDelay: 500 * time.Millisecond,
+			Shadow: true, Source: "policies.yaml:14"},
+	}
+	if !reflect.DeepEqual(ps, want) {
+		t.Errorf("got  %+v\nwant %+v", ps, want)
+	}
+}
+
+// A bad file is refused with the line and the problem, every problem at once.
+func TestParsePoliciesErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown field", "policies:\n  - name: a\n    algorithm: fixed_window\n    limt: 3\n    window: 1s\n",
+			[]string{`p.yaml:4: policy "a": unknown field "limt" (known: name, algorithm, limit, window, capacity, refill_per_second, leak_per_second, max_delay, backend, on_backend_error, timeout, shadow)`}},
+		{"missing limit", "policies:\n  - name: a\n    algorithm: fixed_window\n    window: 1s\n",
+			[]string{`p.yaml:2: policy "a": limit: missing or must be between 1 and 1099511627776`}},
+		{"invalid window", "policies:\n  - name: a\n    algorithm: sliding_log\n    limit: 3\n    window: sixty\n",
+			[]string{`p.yaml:5: policy "a": window: must be a duration such as 50ms, 60s or 1h, not "sixty"`}},
+		{"limit not an integer", "policies:\n  - name: a\n    algorithm: sliding_log\n    limit: \"3\"\n    window: 1s\n",
+			[]string{`p.yaml:4: policy "a": limit: must be an integer, not "3"`}},
+		{"zero limit", "policies:\n  - name: a\n    algorithm: sliding_log\n    limit: 0\n    window: 1s\n",
+			[]string{`p.yaml:4: policy "a": limit: must be between 1 and 100000`}},
+		{"unknown algorithm", "policies:\n  - name: a\n    algorithm: gcra\n",
+			[]string{`p.yaml:3: policy "a": algorithm: unknown algorithm "gcra"`}},
+		{"duplicate", "policies:\n  - name: a\n    algorithm: fixed_window\n    limit: 1\n    window: 1s\n  - name: a\n    algorithm: fixed_window\n    limit: 2\n    window: 1s\n",
+			[]string{`p.yaml:6: policy "a": name: duplicate policy name (first defined at p.yaml:2)`}},
+		{"bad backend and mode", "policies:\n  - name: a\n    algorithm: fixed_window\n    limit: 1\n    window: 1s\n    backend: etcd\n    on_backend_error: retry\n",
+			[]string{`p.yaml:6: policy "a": backend: must be memory or redis, not "etcd"`, `p.yaml:7: policy "a": on_backend_error: must be open, closed or local, not "retry"`}},
+		{"mode on memory", "policies:\n  - name: a\n    algorithm: fixed_window\n    limit: 1\n    window: 1s\n    on_backend_error: closed\n",
+			[]string{`p.yaml:6: policy "a": on_backend_error: applies only to backend redis`}},
+		{"field of another algorithm", "policies:\n  - name: a\n    algorithm: sliding_log\n    limit: 1\n    window: 1s\n    capacity: 3\n",
+			[]string{`p.yaml:6: policy "a": capacity: applies only to token_bucket and leaky_bucket`}},
+		{"missing name", "policies:\n  - algorithm: fixed_window\n",
+			[]string{`p.yaml:2: name: missing`}},
+		{"top-level typo", "policy:\n  - name: a\n",
+			[]string{`p.yaml:1: unknown field "policy" (want policies)`, `p.yaml:1: missing "policies:" list`}},
+		{"empty list", "policies: []\n", []string{`p.yaml:1: policies: must be a non-empty list of policies`}},
+		{"not yaml", "policies: [\n", []string{`p.yaml: not YAML:`}},
+		{"empty", "", []string{`p.yaml:1: empty file`}},
+		{"two bad policies", "policies:\n  - name: a\n    algorithm: x\n  - name: b\n    algorithm: token_bucket\n    capacity: -1\n    refill_per_second: 1\n",
+			[]string{`p.yaml:3: policy "a": algorithm: unknown algorithm "x"`, `p.yaml:6: policy "b": capacity: must be between 1 and`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParsePolicies([]byte(c.yaml), "p.yaml")
+			if err == nil {
+				t.Fatal("parsed, want an error")
+			}
+			if !errors.Is(err, ErrInvalidPolicy) {
+				t.Errorf("error %v does not wrap ErrInvalidPolicy", err)
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(c.want) {
+				t.Fatalf("got %d problems:\n%s\nwant %d", len(lines), err, len(c.want))
+			}
+			for i, w := range c.want {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("problem %d:\n got  %s\n want %s", i, lines[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestNewServiceRefusesRedisWithoutAddress(t *testing.T) {
+	ps, err := ParsePolicies([]byte(goodPolicies), "policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewService(Config{Policies: ps})
+	want := `policies.yaml:2: policy "login": backend: redis needs a Redis address (slide serve --redis ADDR)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("NewService error = %v\nwant %s", err, want)
+	}
+	if !errors.Is(err, ErrInvalidPolicy) {
+		t.Errorf("error does not wrap ErrInvalidPolicy")
+	}
+}
+
+func TestMarshalPoliciesRoundTrip(t *testing.T) {
+	ps, err := ParsePolicies([]byte(goodPolicies), "a.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := MarshalPolicies(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParsePolicies(out, "b.yaml")
+	if err != nil {
+		t.Fatalf("re-parsing\n%s: %v", out, err)
+	}
+	for i := range ps {
+		ps[i].Source, back[i].Source = "", ""
+	}
+	if !reflect.DeepEqual(ps, back) {
+		t.Errorf("round trip changed the policies:\n%+v\n%+v\n%s", ps, back, out)
+	}
+}
+
+func FuzzParsePolicies(f *testing.F) {
+	f.Add([]byte(goodPolicies))
+	f.Add([]byte("policies:\n  - name: a\n    algorithm: fixed_window\n    limit: 1\n    window: 1s\n"))
+	f.Add([]byte("policies:\n  - name: a\n    algorithm: sliding_counter\n    limit: 99999999\n    window: 8760h\n"))
+	f.Add([]byte("policies:\n  - {name: x, algorithm: token_bucket, capacity: 1e3, refill_per_second: 1e-300}\n"))
+	f.Add([]byte("policies: [[], {}, 1]\nextra: 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ps, err := ParsePolicies(data, "fuzz.yaml")
+		if err != nil {
+			return
+		}
+		for i := range ps {
+			if err := ps[i].Validate(); err != nil {
+				t.Fatalf("parsed an invalid policy: %v", err)
+			}
+		}
+		out, err := MarshalPolicies(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParsePolicies(out, "fuzz.yaml")
+		if err != nil {
+			t.Fatalf("round trip failed: %v\n%s", err, out)
+		}
+		for i := range ps {
+			ps[i].Source, back[i].Source = "", ""
+		}
+		if !reflect.DeepEqual(ps, back) {
+			t.Fatalf("round trip changed the policies:\n%+v\n%+v", ps, back)
+		}
+	})
+}

@@ -1,0 +1,410 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Checker is a named admission check that a Service consults like a policy:
+// a request may name it in "policy" or "policies", and its denial carries its
+// own name (Decision.Policy) and RetryAfter. It is the seam for usage rules
+// that read window.Store ("deny when sum(cost) over 1h > quota").
+//
+// Check must be safe for concurrent use and must not block beyond ctx. An
+// error fails the request: wrap ErrBackendUnavailable for a 503.
+type Checker interface {
+	Name() string
+	Check(ctx context.Context, key string, now time.Time, cost int64) (Decision, error)
+}
+
+// DenyCacheConfig tunes the local cache of Redis denials. Zero value: on,
+// 100,000 keys per policy.
+type DenyCacheConfig struct {
+	// Disabled turns the cache off: every request costs a round trip.
+	Disabled bool
+	// MaxKeys bounds the cached keys per policy. Default 100,000.
+	MaxKeys int
+}
+
+// Config builds a Service. Policies is required; the rest has defaults.
+type Config struct {
+	// Policies are validated by NewService; names must be unique.
+	Policies []Policy
+	// Redis decides the policies with backend redis (see limiter/redis).
+	// Required when one has; a nil Redis with such a policy is an error
+	// naming the policy's line.
+	Redis Backend
+	// Checkers are extra named checks (usage rules). Names must not clash
+	// with policies.
+	Checkers []Checker
+	// Registerer receives the metrics (see Metric*); nil: not registered.
+	Registerer prometheus.Registerer
+	// Logger receives backend failures, at most one line per policy per
+	// second. Nil: discard.
+	Logger *slog.Logger
+	// Clock is the now of Allow and of the HTTP handlers. Default
+	// MonotonicClock().
+	Clock func() time.Time
+	// Memory configures the memory policies and the local fallbacks.
+	Memory MemoryConfig
+	// DenyCache configures the local cache of Redis denials.
+	DenyCache DenyCacheConfig
+}
+
+// Service is the set of policies a process enforces, with their backends,
+// failure modes and metrics. Its HTTP face is AllowHandler; its library face
+// Allow, AllowN, Decide and NewMiddleware. Safe for concurrent use; holds no
+// goroutines, so it needs no Close.
+type Service struct {
+	byName  map[string]*runtime
+	names   []string
+	redis   Backend
+	clock   func() time.Time
+	log     *slog.Logger
+	metrics *metrics
+}
+
+// runtime is one policy or checker as the Service runs it.
+type runtime struct {
+	p       Policy // zero for a checker
+	checker Checker
+	mem     *Memory // memory policy, or the local fallback of a redis one
+	deny    *denyCache
+	m       policyMetrics
+	lastLog atomic.Int64
+}
+
+// NewService validates cfg and builds the policies' backends.
+func NewService(cfg Config) (*Service, error) {
+	if len(cfg.Policies) == 0 && len(cfg.Checkers) == 0 {
+		return nil, errors.New("creating limiter service: no policies")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = MonotonicClock()
+	}
+	mcfg := cfg.Memory
+	if mcfg.Clock == nil {
+		mcfg.Clock = clock
+	}
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{byName: map[string]*runtime{}, redis: cfg.Redis, clock: clock, log: log, metrics: met}
+	var errs []error
+	first := map[string]string{}
+	for _, p := range cfg.Policies {
+		if err := p.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if at, dup := first[p.Name]; dup {
+			errs = append(errs, &PolicyError{Source: p.Source, Policy: p.Name, Field: "name",
+				Msg: "duplicate policy name" + suffixAt(at)})
+			continue
+		}
+		first[p.Name] = p.Source
+		if p.Backend == BackendRedis && cfg.Redis == nil {
+			errs = append(errs, &PolicyError{Source: p.Source, Policy: p.Name, Field: "backend",
+				Msg: "redis needs a Redis address (slide serve --redis ADDR)"})
+			continue
+		}
+		rt := &runtime{p: p, m: met.forPolicy(p.Name)}
+		if p.Backend == BackendMemory || p.OnBackendError == FailLocal {
+			if rt.mem, err = NewMemory(p, mcfg); err != nil {
+				return nil, err
+			}
+		}
+		if p.Backend == BackendRedis && !cfg.DenyCache.Disabled {
+			n := cfg.DenyCache.MaxKeys
+			if n <= 0 {
+				n = 100_000
+			}
+			rt.deny = newDenyCache(n)
+		}
+		s.byName[p.Name] = rt
+		s.names = append(s.names, p.Name)
+	}
+	for _, c := range cfg.Checkers {
+		if c == nil || !validName(c.Name()) {
+			errs = append(errs, &PolicyError{Field: "checker", Msg: "nil checker or invalid name"})
+			continue
+		}
+		if _, dup := s.byName[c.Name()]; dup || first[c.Name()] != "" {
+			errs = append(errs, &PolicyError{Policy: c.Name(), Msg: "checker name clashes with a policy or checker"})
+			continue
+		}
+		s.byName[c.Name()] = &runtime{checker: c, m: met.forPolicy(c.Name())}
+		s.names = append(s.names, c.Name())
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+func suffixAt(src string) string {
+	if src == "" {
+		return ""
+	}
+	return " (first defined at " + src + ")"
+}
+
+// Names returns the policy and checker names, policies first, in
+// configuration order.
+func (s *Service) Names() []string { return append([]string(nil), s.names...) }
+
+// Policy returns the named policy.
+func (s *Service) Policy(name string) (Policy, bool) {
+	rt, ok := s.byName[name]
+	if !ok || rt.checker != nil {
+		return Policy{}, false
+	}
+	return rt.p, true
+}
+
+// Now returns the Service clock's reading.
+func (s *Service) Now() time.Time { return s.clock() }
+
+// Check is one entry of a multi-policy request.
+type Check struct {
+	Policy string
+	Key    string
+	Cost   int64
+}
+
+// Allow is AllowN(ctx, policy, key, Now(), 1).
+func (s *Service) Allow(ctx context.Context, policy, key string) (Decision, error) {
+	return s.AllowN(ctx, policy, key, s.clock(), 1)
+}
+
+// AllowN decides one request of the named policy or checker. For a memory
+// policy it allocates nothing. Errors: ErrUnknownPolicy, ErrInvalidKey,
+// ErrInvalidCost, ErrCostOverLimit (all wrapped, test with errors.Is), and
+// ErrBackendUnavailable when Redis fails under on_backend_error closed.
+func (s *Service) AllowN(ctx context.Context, policy, key string, now time.Time, cost int64) (Decision, error) {
+	checks := [1]Check{{Policy: policy, Key: key, Cost: cost}}
+	var out [1]Decision
+	return s.Decide(ctx, now, checks[:], out[:])
+}
+
+// Decide decides several checks as one request: every check is decided
+// (those that allow are charged even when another denies, as in Envoy's
+// ratelimit service and gubernator), all the Redis ones in one round trip,
+// and out[i] receives the decision of checks[i] (len(out) ≥ len(checks)).
+//
+// The returned decision is the request's: the denial with the longest
+// RetryAfter if any check denies, otherwise the allowed decision with the
+// least Remaining (the one nearest its limit). If nothing denies but a
+// closed policy's backend failed, the error is ErrBackendUnavailable. Input
+// errors are returned before anything is charged.
+func (s *Service) Decide(ctx context.Context, now time.Time, checks []Check, out []Decision) (Decision, error) {
+	if len(checks) == 0 {
+		return Decision{}, fmt.Errorf("%w: no policy named", ErrUnknownPolicy)
+	}
+	if len(out) < len(checks) {
+		return Decision{}, errors.New("deciding: out is shorter than checks")
+	}
+	for i := range checks {
+		c := &checks[i]
+		rt := s.byName[c.Policy]
+		if rt == nil {
+			return Decision{}, fmt.Errorf("%w %q", ErrUnknownPolicy, c.Policy)
+		}
+		if err := ValidateKey(c.Key); err != nil {
+			return Decision{}, err
+		}
+		if c.Cost < 0 {
+			return Decision{}, ErrInvalidCost
+		}
+		if rt.checker == nil && c.Cost > rt.p.Quota() {
+			return Decision{}, fmt.Errorf("%w: cost %d, policy %q allows at most %d", ErrCostOverLimit, c.Cost, c.Policy, rt.p.Quota())
+		}
+	}
+	nowNs := now.UnixNano()
+	var remote []int // indexes of checks that go to Redis
+	var failed error
+	for i := range checks {
+		c := &checks[i]
+		rt := s.byName[c.Policy]
+		switch {
+		case rt.checker != nil:
+			d, err := rt.checker.Check(ctx, c.Key, now, c.Cost)
+			if err != nil {
+				rt.m.failed.Inc()
+				return Decision{}, fmt.Errorf("checking rule %q: %w", c.Policy, err)
+			}
+			if d.Policy == "" {
+				d.Policy = c.Policy
+			}
+			out[i] = d
+			s.count(rt, &out[i])
+		case rt.p.Backend == BackendMemory:
+			out[i] = rt.mem.decide(c.Key, nowNs, c.Cost)
+			s.count(rt, &out[i])
+		default:
+			if rt.deny != nil {
+				if e, hit := rt.deny.get(c.Key, nowNs, c.Cost); hit {
+					rt.m.cacheHit.Inc()
+					out[i] = Decision{Limit: rt.p.Quota(), Remaining: e.remaining,
+						RetryAfter: time.Duration(e.until - nowNs), ResetAfter: time.Duration(max(e.resetAt-nowNs, e.until-nowNs)),
+						Window: rt.p.QuotaWindow(), Policy: rt.p.Name}
+					s.count(rt, &out[i])
+					continue
+				}
+			}
+			remote = append(remote, i)
+		}
+	}
+	var unavailable []int // closed policies whose backend failed
+	if len(remote) > 0 {
+		unavailable, failed = s.decideRemote(ctx, now, checks, remote, out)
+	}
+	best := -1
+	for i := range checks {
+		if contains(unavailable, i) {
+			continue
+		}
+		d := &out[i]
+		switch {
+		case best < 0:
+			best = i
+		case !d.Allowed && (out[best].Allowed || d.RetryAfter > out[best].RetryAfter):
+			best = i
+		case d.Allowed && out[best].Allowed && d.Remaining < out[best].Remaining:
+			best = i
+		}
+	}
+	// A real denial answers the request (429) even if a closed policy's
+	// backend failed; otherwise the failure does (503).
+	if failed != nil && (best < 0 || out[best].Allowed) {
+		return out[unavailable[0]], failed
+	}
+	return out[best], nil
+}
+
+func contains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// decide is AllowN without input checks, for the Service's hot path.
+func (m *Memory) decide(key string, now, cost int64) Decision {
+	d := m.store.take(&m.pr, key, now, cost)
+	d.Policy = m.p.Name
+	return d
+}
+
+// decideRemote decides checks[idx] in one backend call. On failure it applies
+// each policy's mode and returns the indexes of the closed ones (whose out
+// entry is a denial marked Degraded) and the error to report for them.
+func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Check, idx []int, out []Decision) ([]int, error) {
+	reqs := make([]Request, len(idx))
+	res := make([]Decision, len(idx))
+	timeout := time.Duration(0)
+	for j, i := range idx {
+		rt := s.byName[checks[i].Policy]
+		reqs[j] = Request{Policy: &rt.p, Key: checks[i].Key, Now: now, Cost: checks[i].Cost}
+		if t := rt.p.EffectiveTimeout(); timeout == 0 || t < timeout {
+			timeout = t // one round trip serves all: the strictest bound wins
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	start := time.Now()
+	err := s.redis.Decide(cctx, reqs, res)
+	s.metrics.latency.WithLabelValues("redis").Observe(time.Since(start).Seconds())
+	cancel()
+	nowNs := now.UnixNano()
+	var failed error
+	var unavailable []int
+	for j, i := range idx {
+		rt := s.byName[checks[i].Policy]
+		if err == nil {
+			out[i] = res[j]
+			if d := &out[i]; !d.Allowed && rt.deny != nil && d.RetryAfter > 0 {
+				rt.deny.put(checks[i].Key, denyEntry{until: nowNs + int64(d.RetryAfter), resetAt: nowNs + int64(d.ResetAfter),
+					cost: max(checks[i].Cost, 1), remaining: d.Remaining}, nowNs)
+			}
+			s.count(rt, &out[i])
+			continue
+		}
+		timedOut := errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
+		if timedOut {
+			rt.m.errTimeout.Inc()
+		} else {
+			rt.m.errOther.Inc()
+		}
+		rt.m.failed.Inc()
+		s.logFailure(rt, err)
+		switch rt.p.OnBackendError {
+		case FailOpen:
+			out[i] = Decision{Allowed: true, Limit: rt.p.Quota(), Remaining: rt.p.Quota(), Window: rt.p.QuotaWindow(),
+				Policy: rt.p.Name, Degraded: true}
+		case FailLocal:
+			out[i] = rt.mem.decide(checks[i].Key, nowNs, checks[i].Cost)
+			out[i].Degraded = true
+			s.shadow(rt, &out[i])
+		default: // FailClosed
+			out[i] = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name, Degraded: true}
+			if rt.p.Shadow {
+				out[i].Allowed = true
+				continue
+			}
+			if failed == nil {
+				failed = fmt.Errorf("policy %q: %w: %w", rt.p.Name, ErrBackendUnavailable, err)
+			}
+			unavailable = append(unavailable, i)
+		}
+	}
+	return unavailable, failed
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+func (s *Service) logFailure(rt *runtime, err error) {
+	now := time.Now().UnixNano()
+	last := rt.lastLog.Load()
+	if now-last < int64(time.Second) || !rt.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("rate limit backend failed", "policy", rt.p.Name, "on_backend_error", rt.p.OnBackendError.String(), "err", err)
+}
+
+// shadow turns a denial of a shadow policy into an admission.
+func (s *Service) shadow(rt *runtime, d *Decision) {
+	if rt.p.Shadow && !d.Allowed {
+		d.Allowed, d.Shadowed, d.RetryAfter = true, true, 0
+	}
+}
+
+// count applies shadow mode and records the decision's metric.
+func (s *Service) count(rt *runtime, d *Decision) {
+	s.shadow(rt, d)
+	switch {
+	case d.Shadowed:
+		rt.m.shadowDenied.Inc()
+	case d.Allowed:
+		rt.m.allowed.Inc()
+	default:
+		rt.m.denied.Inc()
+	}
+}

@@ -1,0 +1,316 @@
+package usage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/window"
+)
+
+// Checker evaluates one Rule against a window.Store. It implements limiter.Checker, so a
+// limiter.Service consults it like a policy (limiter.Config.Checkers) and a request may
+// name it alongside rate policies; its denial carries the rule's name and a RetryAfter
+// derived from the window. It is safe for concurrent use.
+//
+// Cost: an allowed decision is one window read (for a quantile rule, one sketch read when
+// Window is the metric's retention, a merge of Window/slot slot sketches otherwise; a glob
+// key merges every matching series). A denial adds O(log slots) reads to find RetryAfter
+// (O(slots) for a sum over negative values).
+type Checker struct {
+	rule  Rule
+	store *window.Store
+	width int64 // slot width of the metric, ms
+	slots int64 // slots in Window
+	qs    []float64
+	// keyPrefix, keySuffix: Rule.Key split at the placeholder; whole when there is none.
+	keyPrefix, keySuffix string
+	hasPlaceholder       bool
+	limit                int64 // Decision.Limit: Max rounded down, clamped to int64
+}
+
+var _ limiter.Checker = (*Checker)(nil)
+
+// NewChecker validates r and checks its Window against the ring of its metric in store.
+func NewChecker(store *window.Store, r Rule) (*Checker, error) {
+	if store == nil {
+		return nil, errors.New("creating usage checker: nil store")
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	rc := store.RingConfig(r.Metric)
+	if r.Window%rc.Slot != 0 || r.Window > rc.Retention() {
+		return nil, &RuleError{Source: r.Source, Rule: r.Name, Field: "window",
+			Msg: fmt.Sprintf("%v must be a multiple of the slot width %v of metric %q and at most its retention %v (give the metric a longer ring, e.g. cost=1m:60)",
+				r.Window, rc.Slot, r.Metric, rc.Retention())}
+	}
+	if r.Key == "" {
+		r.Key = KeyPlaceholder
+	}
+	c := &Checker{rule: r, store: store, width: rc.Slot.Milliseconds(), slots: int64(r.Window / rc.Slot)}
+	c.keyPrefix, c.keySuffix, c.hasPlaceholder = strings.Cut(r.Key, KeyPlaceholder)
+	if r.Agg.Kind == KindQuantile {
+		c.qs = []float64{r.Agg.Q}
+	}
+	switch {
+	case r.Max >= math.MaxInt64:
+		c.limit = math.MaxInt64
+	case r.Max <= 0:
+		c.limit = 0
+	default:
+		c.limit = int64(r.Max)
+	}
+	return c, nil
+}
+
+// NewCheckers builds one Checker per rule, as limiter.Config.Checkers wants them. Every
+// rule's error is reported.
+func NewCheckers(store *window.Store, rules []Rule) ([]limiter.Checker, error) {
+	out := make([]limiter.Checker, 0, len(rules))
+	var errs []error
+	for _, r := range rules {
+		c, err := NewChecker(store, r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, c)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// Name is the rule's name.
+func (c *Checker) Name() string { return c.rule.Name }
+
+// Rule returns the rule, defaults filled in.
+func (c *Checker) Rule() Rule { return c.rule }
+
+// seriesKey is the key the rule reads for a request's key.
+func (c *Checker) seriesKey(key string) string {
+	if !c.hasPlaceholder {
+		return c.keyPrefix
+	}
+	if c.keyPrefix == "" && c.keySuffix == "" {
+		return key // the default "{key}": no allocation
+	}
+	return c.keyPrefix + key + c.keySuffix
+}
+
+// read aggregates the newest n slots of the rule's series at now.
+func (c *Checker) read(now int64, series string, n int64, qs []float64) (window.Agg, error) {
+	w := time.Duration(n*c.width) * time.Millisecond
+	if strings.IndexByte(series, '*') >= 0 {
+		return c.store.ReadMerged(now, c.rule.Metric, func(k string) bool { return globMatch(series, k) }, w, qs)
+	}
+	return c.store.ReadAt(now, c.rule.Metric, series, w, qs)
+}
+
+// value is the rule's aggregate of a. It is NaN for an empty window's avg, min, max or
+// quantile, which never exceeds Max.
+func (c *Checker) value(a window.Agg, now int64) float64 {
+	switch c.rule.Agg.Kind {
+	case KindCount:
+		return float64(a.Count)
+	case KindSum:
+		return a.Sum
+	case KindAvg:
+		return a.Avg()
+	case KindMin:
+		if a.Count == 0 {
+			return math.NaN()
+		}
+		return a.Min
+	case KindMax:
+		if a.Count == 0 {
+			return math.NaN()
+		}
+		return a.Max
+	case KindRate:
+		return a.RatePerSec(now)
+	}
+	if a.Count == 0 {
+		return math.NaN()
+	}
+	return a.Quantiles[0]
+}
+
+// Check decides a request of key at now: denied while the rule's aggregate over its window
+// is greater than Max. cost is not added to the aggregate: the window holds usage already
+// recorded as events (the request's own usage arrives later through ingest), so a key can
+// overshoot a quota by the usage still in flight, as with any usage-based quota.
+//
+// Decision: Limit is Max rounded down; Remaining is Max − value rounded down for count and
+// sum rules (0 when denied), Limit for the others when allowed; Window is the rule's window;
+// ResetAfter bounds the time until everything now in the window has left it (the current
+// slot leaving, one window from its start). RetryAfter of a denial assumes no new events:
+//   - count, sum (of non-negative values), max: exact — the time until enough of the oldest
+//     slots leave for the value of the remaining ones to be at most Max (slots leave whole,
+//     at slot boundaries);
+//   - sum with negative values: the same, found by scanning instead of bisecting;
+//   - rate: as count, with the bound Max × (Window − one slot), the elapsed span just after
+//     a slot turns (the rate only falls later within that slot);
+//   - avg, min, quantiles: the time until the oldest slot holding data leaves, the first
+//     instant the value can change. It may still exceed Max then, and the client is told
+//     again; no later instant can be promised without knowing future events.
+//
+// An unknown series (no usage recorded) is allowed.
+func (c *Checker) Check(_ context.Context, key string, now time.Time, _ int64) (limiter.Decision, error) {
+	nowMs := now.UnixMilli()
+	series := c.seriesKey(key)
+	d := limiter.Decision{Allowed: true, Limit: c.limit, Remaining: c.limit, Window: c.rule.Window, Policy: c.rule.Name}
+	a, err := c.read(nowMs, series, c.slots, c.qs)
+	if errors.Is(err, window.ErrNotFound) {
+		return d, nil
+	}
+	if err != nil {
+		return limiter.Decision{}, fmt.Errorf("reading %s of %q: %w", c.rule.Metric, series, err)
+	}
+	if a.Count > 0 {
+		d.ResetAfter = c.after(a, nowMs, 0)
+	}
+	v := c.value(a, nowMs)
+	if c.rule.Agg.Kind == KindCount || c.rule.Agg.Kind == KindSum {
+		d.Remaining = remaining(c.rule.Max, v)
+	}
+	if !(v > c.rule.Max) {
+		return d, nil
+	}
+	d.Allowed, d.Remaining = false, 0
+	if d.RetryAfter, err = c.retryAfter(nowMs, series, a); err != nil {
+		return limiter.Decision{}, fmt.Errorf("reading %s of %q: %w", c.rule.Metric, series, err)
+	}
+	d.ResetAfter = max(d.ResetAfter, d.RetryAfter)
+	return d, nil
+}
+
+// after is the time from now until only the newest j slots of the window read as a are
+// left: the slot just older than them leaves when the current slot index reaches its own
+// plus the window's slot count, at a.To + (slots − j − 1) × width.
+func (c *Checker) after(a window.Agg, now, j int64) time.Duration {
+	return time.Duration(a.To+(c.slots-j-1)*c.width-now) * time.Millisecond
+}
+
+// retryAfter finds when a denial can lift; see Check.
+func (c *Checker) retryAfter(now int64, series string, a window.Agg) (time.Duration, error) {
+	k := c.slots
+	var err error
+	switch c.rule.Agg.Kind {
+	case KindAvg, KindMin, KindQuantile:
+		// The smallest j whose newest j slots hold every event of the window: the oldest slot
+		// with data is the j-th newest, and it leaves at a.To + (k − j) × width. Counts only
+		// grow with j, so bisect.
+		lo, hi := int64(0), k // count(lo) < a.Count, count(hi) == a.Count
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			s, e := c.read(now, series, mid, nil)
+			if e != nil {
+				return 0, e
+			}
+			if s.Count >= a.Count { // >=: events may land between reads
+				hi = mid
+			} else {
+				lo = mid
+			}
+		}
+		return c.after(a, now, hi-1), nil
+	}
+	// count, sum, rate, max: the largest j < k whose newest j slots are within the bound.
+	bound := c.rule.Max
+	if c.rule.Agg.Kind == KindRate {
+		bound = c.rule.Max * float64((k-1)*c.width) / 1000
+	}
+	within := func(j int64) bool {
+		if j == 0 {
+			return !(0 > bound) // nothing left: count and sum 0, max undefined
+		}
+		var s window.Agg
+		if s, err = c.read(now, series, j, nil); err != nil {
+			return false
+		}
+		var v float64
+		switch c.rule.Agg.Kind {
+		case KindCount, KindRate:
+			v = float64(s.Count)
+		case KindSum:
+			v = s.Sum
+		case KindMax:
+			if s.Count == 0 {
+				return true
+			}
+			v = s.Max
+		}
+		return !(v > bound)
+	}
+	if c.rule.Agg.Kind == KindSum && a.Min < 0 {
+		// Negative values: the newest-j sums are not monotone in j, so scan from the oldest
+		// slot leaving first.
+		for j := k - 1; j >= 0; j-- {
+			if within(j) {
+				return c.after(a, now, j), err
+			}
+			if err != nil {
+				return 0, err
+			}
+		}
+		return c.after(a, now, 0), nil
+	}
+	if !within(0) {
+		return c.after(a, now, 0), nil // a negative bound no emptying can meet: one window
+	}
+	lo, hi := int64(0), k // within(lo), !within(hi) (the whole window exceeds)
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if within(mid) {
+			lo = mid
+		} else {
+			if err != nil {
+				return 0, err
+			}
+			hi = mid
+		}
+	}
+	return c.after(a, now, lo), nil
+}
+
+func remaining(max, v float64) int64 {
+	r := math.Floor(max - v)
+	switch {
+	case !(r > 0):
+		return 0
+	case r >= math.MaxInt64:
+		return math.MaxInt64
+	}
+	return int64(r)
+}
+
+// globMatch reports whether s matches pattern, '*' matching any run of bytes (the same
+// glob as the query API's keys).
+func globMatch(pattern, s string) bool {
+	i := strings.IndexByte(pattern, '*')
+	if i < 0 {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, pattern[:i]) {
+		return false
+	}
+	s, pattern = s[i:], pattern[i+1:]
+	for {
+		j := strings.IndexByte(pattern, '*')
+		if j < 0 {
+			return strings.HasSuffix(s, pattern)
+		}
+		k := strings.Index(s, pattern[:j])
+		if k < 0 {
+			return false
+		}
+		s, pattern = s[k+j:], pattern[j+1:]
+	}
+}

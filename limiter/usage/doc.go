@@ -1,0 +1,35 @@
+// Package usage throttles on usage recorded in the windows: rules that read window.Store
+// and deny while an aggregate exceeds a bound, such as
+//
+//	rules:
+//	  - {name: tenant-quota, metric: cost, agg: sum, window: 1h, max: 1000}
+//	  - {name: shed-slow, metric: latency_ms, agg: p95, window: 5m, max: 800, key: "*"}
+//
+// "deny a tenant once the sum of its cost over the last hour exceeds 1000" and "shed every
+// request while the p95 latency of all series over 5 minutes exceeds 800 ms".
+//
+// Rules live in the policy file next to the limiter's policies; ParseRules reads its
+// "rules" list. Each rule becomes a Checker, which implements limiter.Checker: pass
+// NewCheckers' result as limiter.Config.Checkers and a request names a rule like a policy
+// (POST /v1/allow {"policies": ["per-tenant", "tenant-quota"], "key": "tenant-42"}), so
+// rate policies and usage rules are decided together and a denial names whichever denied.
+//
+// # Semantics
+//
+// A rule denies while its aggregate (count, sum, avg, min, max, rate per second, or a
+// quantile pNN) over Window of the selected series is strictly greater than Max. The window
+// is read at the decision's now like any window query: the current slot and the
+// Window/slot − 1 before it. Usage is what ingest recorded; the request's cost is not
+// added, so a key can overshoot a quota by the usage still in flight. An unknown series is
+// allowed: no usage.
+//
+// RetryAfter is derived from the window, assuming no new events: for count, sum and max it
+// is exactly the time until enough of the oldest slots leave for the rest to be within Max;
+// for avg, min and quantiles, which can move either way as slots leave, it is the time
+// until the oldest slot holding data leaves, the first instant the value can change (the
+// client may be told to wait again then). See Checker.Check for rate and negative sums.
+//
+// The window's metric must have a ring long enough for the rule: a 1 h quota on cost needs
+// cost slots whose retention is at least 1 h (StoreConfig.Metrics, slide serve's per-metric
+// rings); NewChecker refuses a window the ring cannot answer.
+package usage

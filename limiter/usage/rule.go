@@ -1,0 +1,373 @@
+package usage
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/slide-metrics/slide/limiter"
+)
+
+// ErrInvalidRule wraps every rule problem. A *RuleError also matches
+// limiter.ErrInvalidPolicy, so callers that load a whole policy file branch once.
+var ErrInvalidRule = errors.New("invalid usage rule")
+
+// RuleError describes one problem of one rule.
+type RuleError struct {
+	Source string // "file:line", may be empty
+	Rule   string // rule name, may be empty
+	Field  string // policy-file field, may be empty
+	Msg    string
+}
+
+func (e *RuleError) Error() string {
+	s := ""
+	if e.Source != "" {
+		s = e.Source + ": "
+	}
+	if e.Rule != "" {
+		s += fmt.Sprintf("rule %q: ", e.Rule)
+	}
+	if e.Field != "" {
+		s += e.Field + ": "
+	}
+	return s + e.Msg
+}
+
+// Unwrap returns ErrInvalidRule and limiter.ErrInvalidPolicy.
+func (e *RuleError) Unwrap() []error { return []error{ErrInvalidRule, limiter.ErrInvalidPolicy} }
+
+// Agg is the aggregate a rule compares with its Max.
+type Agg struct {
+	Kind AggKind
+	Q    float64 // the quantile of KindQuantile, in [0, 1]
+}
+
+// AggKind names an aggregate family.
+type AggKind uint8
+
+// The aggregates, named as in the policy file. The zero value is invalid.
+const (
+	KindCount    AggKind = iota + 1 // events (weights summed) in the window
+	KindSum                         // sum of the values
+	KindAvg                         // sum / count
+	KindMin                         // smallest value
+	KindMax                         // largest value
+	KindRate                        // events per second of the elapsed window
+	KindQuantile                    // a quantile, within the sketch's accuracy
+)
+
+var kindNames = [...]string{KindCount: "count", KindSum: "sum", KindAvg: "avg", KindMin: "min", KindMax: "max", KindRate: "rate"}
+
+// ParseAgg reads count, sum, avg, min, max, rate, a percentile (p95, p99.9, p999) or a
+// quantile written as a fraction (0.95).
+func ParseAgg(s string) (Agg, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	for k, n := range kindNames {
+		if n != "" && n == s {
+			return Agg{Kind: AggKind(k)}, nil
+		}
+	}
+	if q, ok := parseQuantile(s); ok {
+		return Agg{Kind: KindQuantile, Q: q}, nil
+	}
+	return Agg{}, fmt.Errorf("%q is not count, sum, avg, min, max, rate or a percentile such as p95", s)
+}
+
+// String is the policy-file name: "sum", "p95", "p99.9".
+func (a Agg) String() string {
+	if a.Kind == KindQuantile {
+		return formatPercentile(a.Q)
+	}
+	if int(a.Kind) < len(kindNames) && kindNames[a.Kind] != "" {
+		return kindNames[a.Kind]
+	}
+	return fmt.Sprintf("AggKind(%d)", a.Kind)
+}
+
+// additive reports aggregates that only grow as slots join the window (count, rate, and sum
+// of non-negative values), for which RetryAfter is exact.
+func (a Agg) additive() bool { return a.Kind == KindCount || a.Kind == KindSum || a.Kind == KindRate }
+
+// formatPercentile writes q as ParseAgg reads it, moving the point in text (q×100 is not
+// always exact in floating point): 0.95 → p95, 0.999 → p99.9, 0.05 → p5, 1 → p100.
+func formatPercentile(q float64) string {
+	switch {
+	case q == 1:
+		return "p100"
+	case q == 0:
+		return "p0"
+	}
+	t := strconv.FormatFloat(q, 'f', -1, 64) // "0.95"
+	d := t[2:]
+	for len(d) < 2 {
+		d += "0"
+	}
+	ip, frac := strings.TrimLeft(d[:2], "0"), d[2:]
+	if ip == "" {
+		ip = "0"
+	}
+	if frac == "" {
+		return "p" + ip
+	}
+	return "p" + ip + "." + frac
+}
+
+func parseQuantile(s string) (float64, bool) {
+	if len(s) > 1 && s[0] == 'p' {
+		// p95 = 0.95, p999 = 0.999, p99.9 = 0.999, p5 = 0.05, p100 = 1: move the point in text
+		// so the result is the exact float literal.
+		ip, frac, point := strings.Cut(s[1:], ".")
+		if ip == "" || (point && frac == "") || !digits(ip) || !digits(frac) || len(s) > 12 {
+			return 0, false
+		}
+		var text string
+		switch {
+		case point && len(ip) <= 2:
+			text = "0." + strings.Repeat("0", 2-len(ip)) + ip + frac
+		case ip == "100" && strings.Trim(frac, "0") == "":
+			return 1, true
+		case point:
+			return 0, false
+		case len(ip) == 1:
+			text = "0.0" + ip
+		default:
+			text = "0." + ip
+		}
+		q, err := strconv.ParseFloat(text, 64)
+		return q, err == nil && q <= 1
+	}
+	q, err := strconv.ParseFloat(s, 64)
+	return q, err == nil && q >= 0 && q <= 1
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// KeyPlaceholder in Rule.Key stands for the key of the request being decided.
+const KeyPlaceholder = "{key}"
+
+// Rule denies a request while an aggregate of a metric's window exceeds a bound:
+//
+//	rules:
+//	  - {name: tenant-quota, metric: cost, agg: sum, window: 1h, max: 1000}
+//	  - {name: shed-slow, metric: latency_ms, agg: p95, window: 5m, max: 800, key: "*"}
+//
+// The first denies a tenant once the sum of its cost events over the last hour exceeds
+// 1000; the second sheds every request while the p95 latency over all series exceeds
+// 800 ms. A request names a rule like a policy ("policy": "tenant-quota").
+//
+// A Rule is plain data; NewChecker validates it against the store and compiles it.
+type Rule struct {
+	// Name identifies the rule in requests, denials and metrics: 1..64 of [A-Za-z0-9_.-],
+	// unique among policies and rules.
+	Name string
+	// Metric is the window metric read, e.g. cost or latency_ms. Required.
+	Metric string
+	// Agg is the aggregate compared with Max. Required.
+	Agg Agg
+	// Window is the span read: a positive multiple of the metric's slot width, at most its
+	// retention (checked by NewChecker). Required.
+	Window time.Duration
+	// Max is the bound: the rule denies while the aggregate is strictly greater than Max.
+	// Must be finite; ≥ 0 for count and rate.
+	Max float64
+	// Key selects the series read. Default "{key}": the series of the request's key. The
+	// placeholder may sit inside a longer key ("{key}/checkout"); a key containing '*' is a
+	// glob whose matching series are merged ("*" alone: every series of the metric, for
+	// global shedding).
+	Key string
+	// Source is "file:line" of the rule in its file, set by ParseRules.
+	Source string
+}
+
+// Validate checks the rule's own fields; NewChecker also checks Window against the store.
+func (r *Rule) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &RuleError{Source: r.Source, Rule: r.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case !validName(r.Name):
+		return bad("name", "must be 1 to 64 characters of A-Z a-z 0-9 _ . -")
+	case r.Metric == "":
+		return bad("metric", "required")
+	case r.Agg.Kind == 0 || int(r.Agg.Kind) > int(KindQuantile):
+		return bad("agg", "required: count, sum, avg, min, max, rate or a percentile such as p95")
+	case r.Agg.Kind == KindQuantile && !(r.Agg.Q >= 0 && r.Agg.Q <= 1):
+		return bad("agg", "quantile %v outside [0, 1]", r.Agg.Q)
+	case r.Window <= 0:
+		return bad("window", "required, positive")
+	case math.IsNaN(r.Max) || math.IsInf(r.Max, 0):
+		return bad("max", "must be a finite number")
+	case r.Max < 0 && (r.Agg.Kind == KindCount || r.Agg.Kind == KindRate):
+		return bad("max", "%v: a %s is never negative, so the rule would deny everything", r.Max, r.Agg)
+	case strings.Count(r.Key, KeyPlaceholder) > 1:
+		return bad("key", "%q: the placeholder %s may appear once", r.Key, KeyPlaceholder)
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ruleFields are the keys a rule may have in the policy file.
+var ruleFields = []string{"name", "metric", "agg", "window", "max", "key"}
+
+// ParseRules reads the top-level "rules" list of a policy file (YAML); every other
+// top-level key (the limiter's "policies") is left to its own parser. source names the file
+// in errors ("policies.yaml:12: rule \"tenant-quota\": window: ..."). A file without rules
+// gives none. Unknown fields in a rule are errors, so a typo cannot silently disable it.
+// Names must be unique among the rules; NewService checks them against the policies.
+func ParseRules(data []byte, source string) ([]Rule, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%w: parsing %s: %v", ErrInvalidRule, source, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, &RuleError{Source: at(source, root), Msg: "a policy file is a mapping with policies and rules"}
+	}
+	var list *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "rules" {
+			list = root.Content[i+1]
+		}
+	}
+	if list == nil || list.Tag == "!!null" {
+		return nil, nil
+	}
+	if list.Kind != yaml.SequenceNode {
+		return nil, &RuleError{Source: at(source, list), Field: "rules", Msg: "must be a list of rules"}
+	}
+	var rules []Rule
+	var errs []error
+	seen := map[string]string{}
+	for _, n := range list.Content {
+		r, err := parseRule(n, source)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if first, dup := seen[r.Name]; dup {
+			errs = append(errs, &RuleError{Source: r.Source, Rule: r.Name, Field: "name", Msg: "duplicate rule name (first defined at " + first + ")"})
+			continue
+		}
+		seen[r.Name] = r.Source
+		rules = append(rules, r)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return rules, nil
+}
+
+func at(source string, n *yaml.Node) string {
+	if source == "" {
+		return "line " + strconv.Itoa(n.Line)
+	}
+	return source + ":" + strconv.Itoa(n.Line)
+}
+
+func parseRule(n *yaml.Node, source string) (Rule, error) {
+	src := at(source, n)
+	r := Rule{Source: src}
+	if n.Kind != yaml.MappingNode {
+		return r, &RuleError{Source: src, Msg: "a rule is a mapping such as {name: tenant-quota, metric: cost, agg: sum, window: 1h, max: 1000}"}
+	}
+	vals := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i].Value, n.Content[i+1]
+		if !contains(ruleFields, k) {
+			return r, &RuleError{Source: at(source, n.Content[i]), Field: k, Msg: "unknown field (a rule has " + strings.Join(ruleFields, ", ") + ")"}
+		}
+		if _, dup := vals[k]; dup {
+			return r, &RuleError{Source: src, Field: k, Msg: "given twice"}
+		}
+		vals[k] = v
+	}
+	str := func(k string) (string, error) {
+		v := vals[k]
+		if v == nil {
+			return "", nil
+		}
+		if v.Kind != yaml.ScalarNode {
+			return "", &RuleError{Source: src, Field: k, Msg: "must be a string"}
+		}
+		return v.Value, nil
+	}
+	var err error
+	if r.Name, err = str("name"); err != nil {
+		return r, err
+	}
+	bad := func(field, format string, args ...any) error {
+		return &RuleError{Source: src, Rule: r.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	if r.Metric, err = str("metric"); err != nil {
+		return r, err
+	}
+	if r.Key, err = str("key"); err != nil {
+		return r, err
+	}
+	agg, err := str("agg")
+	if err != nil {
+		return r, err
+	}
+	if agg != "" {
+		if r.Agg, err = ParseAgg(agg); err != nil {
+			return r, bad("agg", "%v", err)
+		}
+	}
+	win, err := str("window")
+	if err != nil {
+		return r, err
+	}
+	if win != "" {
+		if r.Window, err = time.ParseDuration(win); err != nil {
+			return r, bad("window", "%q is not a duration such as 5m or 1h", win)
+		}
+	}
+	mx, err := str("max")
+	if err != nil {
+		return r, err
+	}
+	if mx == "" {
+		return r, bad("max", "required")
+	}
+	if r.Max, err = strconv.ParseFloat(mx, 64); err != nil {
+		return r, bad("max", "%q is not a number", mx)
+	}
+	return r, r.Validate()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,122 @@
+package usage_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/usage"
+)
+
+const policyFile = `# policies.yaml
+policies:
+  - name: per-tenant
+    algorithm: sliding_counter
+    limit: 100
+    window: 1m
+rules:
+  - {name: tenant-quota, metric: cost, agg: sum, window: 1h, max: 1000}
+  - name: shed-slow
+    metric: latency_ms
+    agg: p95
+    window: 5m
+    max: 800
+    key: "*"
+`
+
+func TestParseRules(t *testing.T) {
+	rules, err := usage.ParseRules([]byte(policyFile), "policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []usage.Rule{
+		{Name: "tenant-quota", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 1000, Source: "policies.yaml:8"},
+		{Name: "shed-slow", Metric: "latency_ms", Agg: usage.Agg{Kind: usage.KindQuantile, Q: 0.95}, Window: 5 * time.Minute, Max: 800, Key: "*", Source: "policies.yaml:9"},
+	}
+	if fmt.Sprint(rules) != fmt.Sprint(want) {
+		t.Fatalf("rules\n got %+v\nwant %+v", rules, want)
+	}
+	if rules, err := usage.ParseRules([]byte("policies: []\n"), "p.yaml"); err != nil || rules != nil {
+		t.Fatalf("file without rules: %v, %v", rules, err)
+	}
+}
+
+func TestParseRulesErrorsNameTheLineAndField(t *testing.T) {
+	for _, c := range []struct{ yaml, msg string }{
+		{"rules:\n  - {name: q, metric: cost, agg: sum, window: 1h}\n", `p.yaml:2: rule "q": max: required`},
+		{"rules:\n  - {name: q, metric: cost, agg: sum, window: 1h, max: lots}\n", `max: "lots" is not a number`},
+		{"rules:\n  - {name: q, metric: cost, agg: median, window: 1h, max: 1}\n", `agg: "median" is not count`},
+		{"rules:\n  - {name: q, metric: cost, agg: sum, window: an hour, max: 1}\n", `window: "an hour" is not a duration`},
+		{"rules:\n  - name: q\n    metric: cost\n    agg: sum\n    window: 1h\n    max: 1\n    maximum: 2\n", "p.yaml:7: maximum: unknown field"},
+		{"rules:\n  - {name: q, metric: cost, agg: sum, window: 1h, max: 1}\n  - {name: q, metric: x, agg: sum, window: 1h, max: 1}\n", "duplicate rule name (first defined at p.yaml:2)"},
+		{"rules:\n  - {name: q, metric: cost, agg: sum, window: 1h, max: .nan}\n", `max: ".nan" is not a number`},
+		{"rules: {name: q}\n", "rules: must be a list"},
+		{"rules:\n  - just-a-string\n", "a rule is a mapping"},
+		{"rules:\n  - {name: [q], metric: cost}\n", "name: must be a string"},
+		{"- a\n- b\n", "a policy file is a mapping"},
+		{"rules: [\n", "parsing p.yaml"},
+	} {
+		_, err := usage.ParseRules([]byte(c.yaml), "p.yaml")
+		if !errors.Is(err, usage.ErrInvalidRule) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%q: err %v, want ErrInvalidRule containing %q", c.yaml, err, c.msg)
+		}
+	}
+	_, err := usage.ParseRules([]byte("rules:\n  - {name: q, metric: cost, agg: sum, window: 1h}\n"), "p.yaml")
+	if !errors.Is(err, limiter.ErrInvalidPolicy) {
+		t.Errorf("rule errors should match limiter.ErrInvalidPolicy too: %v", err)
+	}
+}
+
+func TestAggRoundTrip(t *testing.T) {
+	for in, want := range map[string]string{
+		"sum": "sum", "COUNT": "count", "avg": "avg", "min": "min", "max": "max", "rate": "rate",
+		"p95": "p95", "p99.9": "p99.9", "p999": "p99.9", "0.5": "p50", "p5": "p5", "p100": "p100", "0": "p0", "0.9999": "p99.99",
+	} {
+		a, err := usage.ParseAgg(in)
+		if err != nil || a.String() != want {
+			t.Errorf("ParseAgg(%q) = %v, %v; want %s", in, a, err, want)
+			continue
+		}
+		if back, err := usage.ParseAgg(a.String()); err != nil || back != a {
+			t.Errorf("%q: %s parses back as %v, %v", in, a, back, err)
+		}
+	}
+	for _, bad := range []string{"", "p", "p100.5", "p1000.1", "1.5", "median", "p9x", "-0.1"} {
+		if _, err := usage.ParseAgg(bad); err == nil {
+			t.Errorf("ParseAgg(%q) accepted", bad)
+		}
+	}
+}
+
+// formatRule writes r as a policy-file rule; ParseRules must read it back unchanged.
+func formatRule(r usage.Rule) string {
+	return fmt.Sprintf("rules:\n  - {name: %q, metric: %q, agg: %q, window: %q, max: %v, key: %q}\n",
+		r.Name, r.Metric, r.Agg.String(), r.Window.String(), r.Max, r.Key)
+}
+
+// FuzzParseRules: no panic on any file, and every rule accepted formats to a file that
+// parses back to the same rule.
+func FuzzParseRules(f *testing.F) {
+	f.Add([]byte(policyFile))
+	f.Add([]byte("rules:\n  - {name: q, metric: cost, agg: p99.9, window: 90s, max: -3.5, key: \"{key}/x\"}\n"))
+	f.Add([]byte("rules: [{name: a, metric: b, agg: rate, window: 1m, max: 1e9}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rules, err := usage.ParseRules(data, "f.yaml")
+		if err != nil {
+			return
+		}
+		for _, r := range rules {
+			back, err := usage.ParseRules([]byte(formatRule(r)), "f.yaml")
+			if err != nil || len(back) != 1 {
+				t.Fatalf("rule %+v formatted as %q: %v", r, formatRule(r), err)
+			}
+			back[0].Source, r.Source = "", ""
+			if back[0] != r {
+				t.Fatalf("round trip: %+v became %+v", r, back[0])
+			}
+		}
+	})
+}
