@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -296,6 +297,8 @@ func TestNewCheckerRefusesWindowsTheRingCannotAnswer(t *testing.T) {
 		{usage.Rule{Name: "q", Metric: "cost", Window: time.Hour, Max: 1}, "agg: required"},
 		{usage.Rule{Name: "q", Metric: "cost", Agg: usage.Agg{Kind: usage.KindCount}, Window: time.Hour, Max: -1}, "never negative"},
 		{usage.Rule{Name: "q", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 1, Key: "{key}-{key}"}, "once"},
+		{usage.Rule{Name: "q", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: math.NaN()}, "finite"},
+		{usage.Rule{Name: "q", Metric: "cost", Agg: usage.Agg{Kind: usage.KindQuantile, Q: 1.5}, Window: time.Hour, Max: 1}, "outside [0, 1]"},
 	} {
 		_, err := usage.NewChecker(st, c.r)
 		if !errors.Is(err, usage.ErrInvalidRule) || !errors.Is(err, limiter.ErrInvalidPolicy) || !strings.Contains(err.Error(), c.msg) {

@@ -120,3 +120,24 @@ func FuzzParseRules(f *testing.F) {
 		}
 	})
 }
+
+func TestParseFile(t *testing.T) {
+	policies, rules, err := usage.ParseFile([]byte(policyFile), "policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(policies) != 1 || policies[0].Name != "per-tenant" || policies[0].Source != "policies.yaml:3" || len(rules) != 2 {
+		t.Fatalf("policies %+v rules %+v", policies, rules)
+	}
+	// Rules first, then policies: the policy errors keep the file's line numbers.
+	bad := "rules:\n  - {name: q, metric: cost, agg: sum, window: 1h, max: 1}\n\npolicies:\n  - name: p\n    algorithm: fixed_window\n    limit: 0\n    window: 1m\n"
+	if _, _, err := usage.ParseFile([]byte(bad), "p.yaml"); !errors.Is(err, limiter.ErrInvalidPolicy) || !strings.Contains(err.Error(), "p.yaml:7: policy \"p\": limit") {
+		t.Fatalf("bad policy after the rules: %v, want an error at p.yaml:7, the limit line", err)
+	}
+	if _, rules, err := usage.ParseFile([]byte("rules: [{name: q, metric: cost, agg: sum, window: 1h, max: 1}]\n"), "p.yaml"); err != nil || len(rules) != 1 {
+		t.Fatalf("rules only: %v, %v", rules, err)
+	}
+	if _, _, err := usage.ParseFile([]byte("other: 1\n"), "p.yaml"); err == nil {
+		t.Fatal("a file with neither list was accepted")
+	}
+}

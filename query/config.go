@@ -1,0 +1,201 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes    = 1 << 20 // POST /v1/events body cap: 1 MiB
+	DefaultTopK            = 10      // /v1/top k when absent
+	DefaultMaxTopK         = 1000    // largest k /v1/top accepts
+	DefaultSeriesLimit     = 100     // /v1/series page size when absent
+	DefaultMaxSeriesLimit  = 10000   // largest page /v1/series accepts
+	DefaultExportMaxSeries = 1000    // window series exported as gauges per scrape, all specs together
+)
+
+// defaultQuantiles are the quantiles /v1/window answers when the request names none.
+var defaultQuantiles = []float64{0.5, 0.95, 0.99}
+
+// EventSink records the events of a POST /v1/events body: NDJSON, one event a line, the
+// same format, checks and refusal reasons as a Kafka record value. The ingest package's
+// decoder backs it in slide serve.
+//
+// IngestNDJSON must not retain body after it returns. now is the request time (unix ms):
+// the default timestamp of events without ts and the store's now. It returns an error only
+// when it could not process the body at all; refused events are counted in the result.
+// It must be safe for concurrent use.
+type EventSink interface {
+	IngestNDJSON(ctx context.Context, body []byte, now int64) (EventsResult, error)
+}
+
+// EventsResult is what became of the events of one body.
+type EventsResult struct {
+	Accepted int            // events recorded
+	Rejected map[string]int // refused events by reason ("invalid_json", "late", ...)
+}
+
+// EventSinkFunc adapts a function to EventSink.
+type EventSinkFunc func(ctx context.Context, body []byte, now int64) (EventsResult, error)
+
+// IngestNDJSON calls f.
+func (f EventSinkFunc) IngestNDJSON(ctx context.Context, body []byte, now int64) (EventsResult, error) {
+	return f(ctx, body, now)
+}
+
+// Config configures a Server. Only Store is required; every other zero field means the
+// documented default or "feature off".
+type Config struct {
+	// Store is the window store the read routes query. Required.
+	Store *window.Store
+
+	// Now is the clock. Every read passes Now().UnixMilli() to the store, so tests drive
+	// time explicitly. Default time.Now.
+	Now func() time.Time
+
+	// Ready reports whether the engine can answer: an error while ingest restores windows
+	// after a start or a rebalance. /readyz and the read routes (/v1/window, /v1/top,
+	// /v1/series, /v1/metrics) answer 503 with its message while it fails, since a window
+	// being replayed would give wrong answers. Nil means always ready.
+	Ready func() error
+
+	// Events records POST /v1/events bodies. Nil: the route answers 501 not_configured.
+	Events EventSink
+
+	// Allow serves POST /v1/allow: the limiter's handler, mounted behind the bearer-token
+	// check. Nil: the route answers 501 not_configured.
+	Allow http.Handler
+
+	// AuthToken, when not empty, is the bearer token the write routes (POST /v1/events,
+	// POST /v1/allow) require: "Authorization: Bearer <token>", compared in constant time.
+	// Missing or wrong gives 401. Empty: no authentication. See ReadTokenFile.
+	AuthToken string
+
+	// MaxBodyBytes caps a POST /v1/events body. A larger body is refused with 413 before any
+	// of its events is recorded. Default DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
+
+	// Quantiles are what /v1/window answers when q is absent. Default 0.5, 0.95, 0.99.
+	Quantiles []float64
+
+	// MaxTopK is the largest k /v1/top accepts. Default DefaultMaxTopK (1000).
+	MaxTopK int
+
+	// MaxSeriesLimit is the largest page /v1/series returns. Default DefaultMaxSeriesLimit.
+	MaxSeriesLimit int
+
+	// Export lists window aggregates published as gauges on /metrics, read from the store
+	// at scrape time (see ParseExportSpecs). Requires Registerer.
+	Export []ExportSpec
+
+	// ExportMaxSeries caps the series exported per scrape over all of Export; the rest are
+	// skipped in key order and counted in slide_window_export_skipped_series.
+	// Default DefaultExportMaxSeries (1000).
+	ExportMaxSeries int
+
+	// Registerer receives the server's own metrics (requests and latency by route, store
+	// counters, export gauges). Nil: nothing is registered and Export must be empty.
+	Registerer prometheus.Registerer
+
+	// Gatherer serves GET /metrics. Nil: /metrics answers 404.
+	Gatherer prometheus.Gatherer
+
+	// Logger receives request errors at warn level. Nil discards.
+	Logger *slog.Logger
+}
+
+// ErrConfig wraps every configuration problem New reports.
+var ErrConfig = errors.New("query: invalid config")
+
+// Validate reports a config New would refuse.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Store == nil:
+		return bad("store is required")
+	case c.MaxBodyBytes < 0:
+		return bad("max body bytes %d: must not be negative", c.MaxBodyBytes)
+	case c.MaxTopK < 0:
+		return bad("max top k %d: must not be negative", c.MaxTopK)
+	case c.MaxSeriesLimit < 0:
+		return bad("max series limit %d: must not be negative", c.MaxSeriesLimit)
+	case c.ExportMaxSeries < 0:
+		return bad("export max series %d: must not be negative", c.ExportMaxSeries)
+	case len(c.Export) > 0 && c.Registerer == nil:
+		return bad("export needs a registerer")
+	case len(c.Quantiles) > maxQuantiles:
+		return bad("%d default quantiles, at most %d", len(c.Quantiles), maxQuantiles)
+	case strings.ContainsAny(c.AuthToken, " \t\r\n"):
+		return bad("auth token contains white space")
+	}
+	for _, q := range c.Quantiles {
+		if !(q >= 0 && q <= 1) {
+			return bad("default quantile %v outside [0, 1]", q)
+		}
+	}
+	for _, e := range c.Export {
+		rc := c.Store.RingConfig(e.Metric)
+		if err := e.validate(rc); err != nil {
+			return bad("export %s: %v", e, err)
+		}
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if len(c.Quantiles) == 0 {
+		c.Quantiles = defaultQuantiles
+	}
+	if c.MaxTopK == 0 {
+		c.MaxTopK = DefaultMaxTopK
+	}
+	if c.MaxSeriesLimit == 0 {
+		c.MaxSeriesLimit = DefaultMaxSeriesLimit
+	}
+	if c.ExportMaxSeries == 0 {
+		c.ExportMaxSeries = DefaultExportMaxSeries
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// ErrEmptyToken is returned by ReadTokenFile for a file with no token in it.
+var ErrEmptyToken = errors.New("query: token file is empty")
+
+// ReadTokenFile reads a bearer token from path (--auth-token-file): the file's content
+// without surrounding white space, so a trailing newline does not count.
+func ReadTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%w: %s", ErrEmptyToken, path)
+	}
+	if strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("reading token file %s: token contains white space", path)
+	}
+	return tok, nil
+}

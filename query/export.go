@@ -1,0 +1,270 @@
+package query
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// ExportSpec publishes the window aggregates of every series of one metric as gauges on
+// /metrics: for "latency_ms:5m:0.95,0.99", slide_window_quantile{metric="latency_ms",
+// key=...,window="5m",quantile="0.95"} and so on, read from the store at scrape time.
+type ExportSpec struct {
+	Metric string
+	Window time.Duration
+	aggs   []aggSel
+}
+
+// defaultExportAggs are exported when a spec names no aggregate.
+const defaultExportAggs = "count,0.5,0.95,0.99"
+
+// ErrExportSpec wraps every problem ParseExportSpecs reports.
+var ErrExportSpec = errors.New("bad export spec")
+
+// ParseExportSpecs reads --export-windows: specs separated by ';', each
+// metric:window[:aggregates] where aggregates is a comma list of quantiles (0.95, p99) and
+// count, sum, avg, min, max, rate. Without aggregates a spec exports count, 0.5, 0.95 and
+// 0.99. Example: "latency_ms:5m:0.95,0.99;cost:1h:sum,count". An empty string is no spec.
+// Whether the window fits the metric's ring is checked by New.
+func ParseExportSpecs(s string) ([]ExportSpec, error) {
+	var out []ExportSpec
+	for part := range strings.SplitSeq(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		e, err := parseExportSpec(part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func parseExportSpec(s string) (ExportSpec, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %q: %s (want metric:window[:aggregates], e.g. latency_ms:5m:0.95,0.99)", ErrExportSpec, s, fmt.Sprintf(format, args...))
+	}
+	// The window and the aggregates contain no ':', so split from the right: metric names
+	// may hold colons, as Prometheus recording rules' do.
+	var metric, win, aggs string
+	fields := strings.Split(s, ":")
+	switch {
+	case len(fields) < 2:
+		return ExportSpec{}, bad("missing window")
+	case len(fields) == 2:
+		metric, win, aggs = fields[0], fields[1], defaultExportAggs
+	default:
+		// The last field is the window when it is a duration with a unit ("0" is a quantile).
+		last := strings.TrimSpace(fields[len(fields)-1])
+		_, durErr := time.ParseDuration(last)
+		_, numErr := strconv.ParseFloat(last, 64)
+		if durErr == nil && numErr != nil {
+			metric, win, aggs = strings.Join(fields[:len(fields)-1], ":"), last, defaultExportAggs
+		} else {
+			metric, win, aggs = strings.Join(fields[:len(fields)-2], ":"), fields[len(fields)-2], last
+		}
+	}
+	metric, win = strings.TrimSpace(metric), strings.TrimSpace(win)
+	if metric == "" {
+		return ExportSpec{}, bad("empty metric")
+	}
+	d, err := time.ParseDuration(win)
+	if err != nil || d <= 0 {
+		return ExportSpec{}, bad("window %q is not a positive duration such as 5m", win)
+	}
+	e := ExportSpec{Metric: metric, Window: d}
+	for f := range strings.SplitSeq(aggs, ",") {
+		a, ok := parseAgg(f)
+		if !ok {
+			return ExportSpec{}, bad("aggregate %q is not count, sum, avg, min, max, rate or a quantile such as 0.95", strings.TrimSpace(f))
+		}
+		if !containsAgg(e.aggs, a) {
+			e.aggs = append(e.aggs, a)
+		}
+	}
+	return e, nil
+}
+
+func containsAgg(as []aggSel, a aggSel) bool {
+	for _, x := range as {
+		if x.kind == a.kind && x.q == a.q {
+			return true
+		}
+	}
+	return false
+}
+
+// String formats the spec as ParseExportSpecs reads it, quantiles as fractions.
+func (e ExportSpec) String() string {
+	var b strings.Builder
+	b.WriteString(e.Metric)
+	b.WriteByte(':')
+	b.WriteString(formatDuration(e.Window))
+	for i, a := range e.aggs {
+		if i == 0 {
+			b.WriteByte(':')
+		} else {
+			b.WriteByte(',')
+		}
+		if a.kind == aggQuantile {
+			b.Write(formatQuantile(nil, a.q))
+		} else {
+			b.WriteString(a.name)
+		}
+	}
+	return b.String()
+}
+
+func (e ExportSpec) validate(rc window.RingConfig) error {
+	if e.Metric == "" {
+		return errors.New("empty metric")
+	}
+	if len(e.aggs) == 0 {
+		return errors.New("no aggregate (build specs with ParseExportSpecs)")
+	}
+	if _, err := parseWindow(formatDuration(e.Window), rc, e.Metric); err != nil {
+		var pe *paramError
+		if errors.As(err, &pe) {
+			return errors.New(pe.msg)
+		}
+		return err
+	}
+	return nil
+}
+
+// quantiles returns the spec's quantiles in order.
+func (e ExportSpec) quantiles() []float64 {
+	var qs []float64
+	for _, a := range e.aggs {
+		if a.kind == aggQuantile {
+			qs = append(qs, a.q)
+		}
+	}
+	return qs
+}
+
+// exportCollector reads the exported windows from the store at scrape time. Series are
+// taken in key order up to the cap, so the exported set is stable from one scrape to the
+// next (Prometheus dislikes series that come and go).
+type exportCollector struct {
+	s                                         *Server
+	count, sum, avg, min, max, rate, quantile *prometheus.Desc
+	skipped                                   *prometheus.Desc
+}
+
+func newExportCollector(s *Server) *exportCollector {
+	l := []string{"metric", "key", "window"}
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &exportCollector{
+		s:        s,
+		count:    d("slide_window_count", "Events in the window of a series (--export-windows).", l),
+		sum:      d("slide_window_sum", "Sum of the values in the window of a series.", l),
+		avg:      d("slide_window_avg", "Mean value in the window of a series; absent when the window is empty.", l),
+		min:      d("slide_window_min", "Smallest value in the window of a series; absent when the window is empty.", l),
+		max:      d("slide_window_max", "Largest value in the window of a series; absent when the window is empty.", l),
+		rate:     d("slide_window_rate_per_second", "Events per second over the elapsed part of the window of a series.", l),
+		quantile: d("slide_window_quantile", "Quantile of the values in the window of a series, within the sketch's accuracy; absent when empty.", append(l[:3:3], "quantile")),
+		skipped:  d("slide_window_export_skipped_series", "Series not exported at this scrape because of the export cap.", nil),
+	}
+}
+
+func (c *exportCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.count, c.sum, c.avg, c.min, c.max, c.rate, c.quantile, c.skipped} {
+		ch <- d
+	}
+}
+
+func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.s.now()
+	budget := c.s.cfg.ExportMaxSeries
+	skipped := 0
+	for _, e := range c.s.cfg.Export {
+		qs := e.quantiles()
+		win := formatDuration(e.Window)
+		for _, key := range c.s.store.Keys(e.Metric, "") {
+			if budget == 0 {
+				skipped++
+				continue
+			}
+			a, err := c.s.store.ReadAt(now, e.Metric, key, e.Window, qs)
+			if err != nil {
+				continue // evicted since Keys; the window was checked by New
+			}
+			budget--
+			qi := 0
+			for _, sel := range e.aggs {
+				v := sel.value(a, now, qi)
+				if sel.kind == aggQuantile {
+					qi++
+				}
+				if v != v { // NaN: nothing to say about an empty window
+					continue
+				}
+				var desc *prometheus.Desc
+				switch sel.kind {
+				case aggCount:
+					desc = c.count
+				case aggSum:
+					desc = c.sum
+				case aggAvg:
+					desc = c.avg
+				case aggMin:
+					desc = c.min
+				case aggMax:
+					desc = c.max
+				case aggRate:
+					desc = c.rate
+				case aggQuantile:
+					ch <- prometheus.MustNewConstMetric(c.quantile, prometheus.GaugeValue, v, e.Metric, key, win, string(formatQuantile(nil, sel.q)))
+					continue
+				}
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, e.Metric, key, win)
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.GaugeValue, float64(skipped))
+}
+
+// storeCollector publishes the store's series count and evictions at scrape time. Refused
+// events are counted by ingest (slide_ingest_rejected_total) with the same reasons, so they
+// are not repeated here.
+type storeCollector struct {
+	st              *window.Store
+	series, evicted *prometheus.Desc
+}
+
+func newStoreCollector(st *window.Store) *storeCollector {
+	return &storeCollector{
+		st:      st,
+		series:  prometheus.NewDesc("slide_store_series", "Live series in the window store.", nil, nil),
+		evicted: prometheus.NewDesc("slide_store_series_evicted_total", "Idle series evicted from the window store.", nil, nil),
+	}
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.series
+	ch <- c.evicted
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.st.Stats()
+	ch <- prometheus.MustNewConstMetric(c.series, prometheus.GaugeValue, float64(st.Series))
+	ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted))
+}
+
+// promLogger sends promhttp's errors to slog.
+type promLogger struct {
+	log interface{ Warn(string, ...any) }
+}
+
+func (l promLogger) Println(v ...any) { l.log.Warn("serving metrics", "err", fmt.Sprint(v...)) }

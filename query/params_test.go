@@ -1,0 +1,138 @@
+package query
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+func TestParseQuantile(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"0.95", 0.95, true}, {"0", 0, true}, {"1", 1, true}, {".5", 0.5, true},
+		{"p95", 0.95, true}, {"P99", 0.99, true}, {"p50", 0.5, true}, {"p5", 0.05, true},
+		{"p999", 0.999, true}, {"p9999", 0.9999, true}, {"p99.9", 0.999, true}, {"p99.99", 0.9999, true},
+		{"p100", 1, true}, {"p100.0", 1, true}, {"p0", 0, true}, {"p5.5", 0.055, true},
+		{"1.5", 0, false}, {"-0.1", 0, false}, {"NaN", 0, false}, {"p", 0, false}, {"p101.5", 0, false},
+		{"p-5", 0, false}, {"p9x", 0, false}, {"p99.", 0, false}, {"p.9", 0, false}, {"", 0, false}, {"Inf", 0, false},
+	} {
+		got, ok := parseQuantile(c.in)
+		if ok != c.ok || got != c.want {
+			t.Errorf("parseQuantile(%q) = %v, %v; want %v, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestParseQuantilesDedupes(t *testing.T) {
+	qs, err := parseQuantiles("q", []string{"0.5, p95", "0.95,0.99"})
+	if err != nil || len(qs) != 3 || qs[0] != 0.5 || qs[1] != 0.95 || qs[2] != 0.99 {
+		t.Fatalf("parseQuantiles = %v, %v; want [0.5 0.95 0.99]", qs, err)
+	}
+	_, err = parseQuantiles("q", []string{"0.5,,0.9"})
+	var pe *paramError
+	if !errors.As(err, &pe) || pe.name != "q" || !strings.Contains(err.Error(), `""`) {
+		t.Fatalf("empty item: err = %v, want a q parameter error", err)
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		5 * time.Minute: "5m", time.Hour: "1h", 90 * time.Second: "90s", 90 * time.Minute: "90m",
+		1500 * time.Millisecond: "1500ms", 10 * time.Second: "10s", 0: "0s", 1500 * time.Microsecond: "1.5ms",
+	} {
+		if got := formatDuration(d); got != want {
+			t.Errorf("formatDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestParseWindow(t *testing.T) {
+	rc := window.RingConfig{Slot: 10 * time.Second, Slots: 30}
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+		msg  string // substring of the error; "" = ok
+	}{
+		{"", 5 * time.Minute, ""},
+		{"5m", 5 * time.Minute, ""},
+		{"30s", 30 * time.Second, ""},
+		{"7s", 0, "not a multiple of the slot width 10s"},
+		{"6m", 0, "longer than the retention 5m"},
+		{"0s", 0, "must be positive"},
+		{"-10s", 0, "must be positive"},
+		{"five", 0, "not a duration"},
+	} {
+		got, err := parseWindow(c.in, rc, "latency_ms")
+		if c.msg == "" {
+			if err != nil || got != c.want {
+				t.Errorf("parseWindow(%q) = %v, %v; want %v", c.in, got, err, c.want)
+			}
+			continue
+		}
+		var pe *paramError
+		if !errors.As(err, &pe) || pe.name != "window" || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("parseWindow(%q) error = %v, want a window error containing %q", c.in, err, c.msg)
+		}
+	}
+}
+
+func TestParseParamsRefusesUnknownAndRepeated(t *testing.T) {
+	if _, err := parseParams("metric=a&windw=5m", "metric", "window"); err == nil || !strings.Contains(err.Error(), `"windw"`) {
+		t.Errorf("unknown parameter: err = %v", err)
+	}
+	if _, err := parseParams("metric=a&metric=b", "metric"); err == nil || !strings.Contains(err.Error(), `"metric": given 2 times`) {
+		t.Errorf("repeated parameter: err = %v", err)
+	}
+	if _, err := parseParams("q=0.5&q=0.9", "q"); err != nil {
+		t.Errorf("repeated q: %v", err)
+	}
+	if _, err := parseParams("a=%zz", "a"); err == nil {
+		t.Error("malformed escape accepted")
+	}
+}
+
+func TestParseExportSpecs(t *testing.T) {
+	specs, err := ParseExportSpecs(" latency_ms:5m:0.95,p99 ; cost:1h:sum,count,max ;; job:rate:1m ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range specs {
+		got = append(got, s.String())
+	}
+	want := []string{"latency_ms:5m:0.95,0.99", "cost:1h:sum,count,max", "job:rate:1m:count,0.5,0.95,0.99"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("specs = %q, want %q", got, want)
+	}
+	for _, bad := range []string{"latency_ms", ":5m", "latency_ms:five:0.9", "latency_ms:5m:p95,median", "latency_ms:-5m", "latency_ms:5m:"} {
+		if _, err := ParseExportSpecs(bad); !errors.Is(err, ErrExportSpec) || !strings.Contains(err.Error(), "e.g. latency_ms:5m:0.95,0.99") {
+			t.Errorf("ParseExportSpecs(%q) error = %v, want ErrExportSpec with an example", bad, err)
+		}
+	}
+}
+
+// FuzzParseExportSpecs: no panic, and every spec it accepts formats to a string that parses
+// back to the same spec.
+func FuzzParseExportSpecs(f *testing.F) {
+	for _, s := range []string{"latency_ms:5m:0.95,0.99", "cost:1h:sum;latency_ms:5m", "a:b:1m:p999,rate", ":", ";;"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		specs, err := ParseExportSpecs(s)
+		if err != nil {
+			return
+		}
+		for _, e := range specs {
+			back, err := ParseExportSpecs(e.String())
+			if err != nil || len(back) != 1 || back[0].String() != e.String() {
+				t.Fatalf("%q: spec %q reparsed as %v, %v", s, e.String(), back, err)
+			}
+		}
+	})
+}

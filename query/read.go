@@ -1,0 +1,426 @@
+package query
+
+import (
+	"cmp"
+	"container/heap"
+	"encoding/base64"
+	"errors"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+var nan = math.NaN()
+
+// handleWindow serves GET /v1/window?metric=&key=&window=&q=: one series' window aggregate,
+// or, when key holds '*', the merge of every matching series.
+func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
+	v, err := parseParams(r.URL.RawQuery, "metric", "key", "window", "q")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	metric, err := required(v, "metric")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	key, err := required(v, "key")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	win, err := parseWindow(v.Get("window"), s.store.RingConfig(metric), metric)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	qs := s.cfg.Quantiles
+	if vals, ok := v["q"]; ok {
+		if qs, err = parseQuantiles("q", vals); err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+	}
+	now := s.now()
+	var agg window.Agg
+	if isGlob(key) {
+		agg, err = s.store.ReadMerged(now, metric, func(k string) bool { return globMatch(key, k) }, win, qs)
+	} else {
+		agg, err = s.store.ReadAt(now, metric, key, win, qs)
+	}
+	if errors.Is(err, window.ErrNotFound) {
+		what := "no series"
+		if isGlob(key) {
+			what = "no series matches"
+		}
+		writeError(w, http.StatusNotFound, CodeNotFound, "", what+" metric="+quote(metric)+" key="+quote(key))
+		return
+	}
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	bp := bufPool.Get().(*[]byte)
+	b := append((*bp)[:0], `{"metric":`...)
+	b = appendString(b, metric)
+	b = append(b, `,"key":`...)
+	b = appendString(b, key)
+	b = append(b, `,"window":`...)
+	b = appendString(b, formatDuration(win))
+	b = append(b, ',')
+	b = appendAgg(b, agg, now, qs)
+	b = append(b, "}\n"...)
+	writeJSON(w, http.StatusOK, b)
+	putBuf(bp, b)
+}
+
+func quote(s string) string { return string(appendString(nil, s)) }
+
+// appendAgg writes the members of an aggregate (no braces): from, to, series, count, sum,
+// avg, min, max, rate_per_s and quantiles. An empty window has count 0, sum 0, rate 0 and
+// null avg, min, max and quantiles, since JSON has no NaN.
+func appendAgg(b []byte, a window.Agg, now int64, qs []float64) []byte {
+	b = append(b, `"from":`...)
+	b = appendInt(b, a.From)
+	b = append(b, `,"to":`...)
+	b = appendInt(b, a.To)
+	b = append(b, `,"series":`...)
+	b = appendInt(b, int64(a.Series))
+	b = appendStats(b, a, now, qs)
+	return b
+}
+
+// appendStats writes count .. quantiles, each member preceded by a comma.
+func appendStats(b []byte, a window.Agg, now int64, qs []float64) []byte {
+	b = append(b, `,"count":`...)
+	b = appendUint(b, a.Count)
+	b = append(b, `,"sum":`...)
+	b = appendFloat(b, a.Sum)
+	b = append(b, `,"avg":`...)
+	b = appendFloat(b, a.Avg())
+	mn, mx := a.Min, a.Max
+	if a.Count == 0 {
+		mn, mx = nan, nan
+	}
+	b = append(b, `,"min":`...)
+	b = appendFloat(b, mn)
+	b = append(b, `,"max":`...)
+	b = appendFloat(b, mx)
+	b = append(b, `,"rate_per_s":`...)
+	b = appendFloat(b, a.RatePerSec(now))
+	b = append(b, `,"quantiles":{`...)
+	for i, q := range qs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = formatQuantile(b, q)
+		b = append(b, `":`...)
+		v := nan
+		if a.Count > 0 && i < len(a.Quantiles) {
+			v = a.Quantiles[i]
+		}
+		b = appendFloat(b, v)
+	}
+	return append(b, '}')
+}
+
+// topEntry is one ranked series.
+type topEntry struct {
+	key   string
+	value float64
+	agg   window.Agg
+}
+
+// less orders entries by value, then by key descending, so that the heap's minimum is the
+// entry to drop and the final order is value descending, key ascending.
+func (e topEntry) less(o topEntry) bool {
+	if e.value != o.value {
+		return e.value < o.value
+	}
+	return e.key > o.key
+}
+
+// topHeap is a min-heap of the k best entries so far.
+type topHeap []topEntry
+
+func (h topHeap) Len() int           { return len(h) }
+func (h topHeap) Less(i, j int) bool { return h[i].less(h[j]) }
+func (h topHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *topHeap) Push(x any)        { *h = append(*h, x.(topEntry)) }
+func (h *topHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// handleTop serves GET /v1/top?metric=&by=&window=&k=&q=&key=: the k series of metric with
+// the largest value of by over the window. Series with an empty window are skipped. Ties
+// are broken by key, ascending. key (a glob) narrows the series considered; q adds
+// quantiles to each entry. The cost is one window read per series of the metric.
+func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
+	v, err := parseParams(r.URL.RawQuery, "metric", "by", "window", "k", "q", "key")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	metric, err := required(v, "metric")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	by := aggSel{kind: aggCount, name: "count"}
+	if b := v.Get("by"); b != "" {
+		var ok bool
+		if by, ok = parseAgg(b); !ok {
+			s.writeErr(w, r, badParam("by", "%q is not one of count, sum, avg, min, max, rate or a percentile such as p95", b))
+			return
+		}
+	}
+	win, err := parseWindow(v.Get("window"), s.store.RingConfig(metric), metric)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	k, err := parseInt(v, "k", DefaultTopK, 1, s.cfg.MaxTopK)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	var qs []float64
+	if vals, ok := v["q"]; ok {
+		if qs, err = parseQuantiles("q", vals); err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+	}
+	// The ranking quantile is read with the others; it is always first.
+	readQs := qs
+	if by.kind == aggQuantile {
+		readQs = append([]float64{by.q}, slices.DeleteFunc(slices.Clone(qs), func(q float64) bool { return q == by.q })...)
+	}
+	pattern := v.Get("key")
+	now := s.now()
+	keys := s.store.Keys(metric, globPrefix(pattern))
+	h := make(topHeap, 0, min(k, len(keys)))
+	matched := 0
+	var from, to int64
+	spanKnown := false
+	for _, key := range keys {
+		if pattern != "" && !globMatch(pattern, key) {
+			continue
+		}
+		a, err := s.store.ReadAt(now, metric, key, win, readQs)
+		if errors.Is(err, window.ErrNotFound) {
+			continue // evicted since Keys
+		}
+		if err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+		matched++
+		if !spanKnown {
+			from, to, spanKnown = a.From, a.To, true
+		}
+		if a.Count == 0 {
+			continue
+		}
+		e := topEntry{key: key, value: by.value(a, now, 0), agg: a}
+		if math.IsNaN(e.value) {
+			continue
+		}
+		if len(h) < k {
+			heap.Push(&h, e)
+		} else if h[0].less(e) {
+			h[0] = e
+			heap.Fix(&h, 0)
+		}
+	}
+	if !spanKnown {
+		rc := s.store.RingConfig(metric)
+		from, to = spanAt(now, rc, win)
+	}
+	slices.SortFunc(h, func(a, b topEntry) int {
+		if c := cmp.Compare(b.value, a.value); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
+
+	bp := bufPool.Get().(*[]byte)
+	b := append((*bp)[:0], `{"metric":`...)
+	b = appendString(b, metric)
+	b = append(b, `,"by":`...)
+	b = appendString(b, by.name)
+	b = append(b, `,"window":`...)
+	b = appendString(b, formatDuration(win))
+	b = append(b, `,"from":`...)
+	b = appendInt(b, from)
+	b = append(b, `,"to":`...)
+	b = appendInt(b, to)
+	b = append(b, `,"series":`...)
+	b = appendInt(b, int64(matched))
+	b = append(b, `,"top":[`...)
+	for i, e := range h {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		b = appendString(b, e.key)
+		b = append(b, `,"value":`...)
+		b = appendFloat(b, e.value)
+		b = appendStats(b, e.agg, now, readQs)
+		b = append(b, '}')
+	}
+	b = append(b, "]}\n"...)
+	writeJSON(w, http.StatusOK, b)
+	putBuf(bp, b)
+}
+
+// spanAt is the span [from, to) a window read at now covers, for answers with no series.
+func spanAt(now int64, rc window.RingConfig, win time.Duration) (from, to int64) {
+	width := rc.Slot.Milliseconds()
+	cur := now / width
+	if now < 0 && now%width != 0 {
+		cur--
+	}
+	k := win.Milliseconds() / width
+	return (cur - k + 1) * width, (cur + 1) * width
+}
+
+// cursor encoding: base64url of metric NUL key, the last series of the previous page.
+// Pages continue after it by value, so series created or evicted between pages neither
+// shift nor repeat the ones already returned.
+func encodeCursor(metric, key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(metric + "\x00" + key))
+}
+
+func decodeCursor(c string) (metric, key string, err error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", "", badParam("cursor", "not a cursor returned by this API")
+	}
+	m, k, ok := strings.Cut(string(raw), "\x00")
+	if !ok {
+		return "", "", badParam("cursor", "not a cursor returned by this API")
+	}
+	return m, k, nil
+}
+
+// handleSeries serves GET /v1/series?metric=&prefix=&limit=&cursor=: the series of metric
+// (or of every metric when absent) whose key starts with prefix, sorted by metric then key,
+// limit at a time. "next" is the cursor of the following page, absent on the last one.
+func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
+	v, err := parseParams(r.URL.RawQuery, "metric", "prefix", "limit", "cursor")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	limit, err := parseInt(v, "limit", min(DefaultSeriesLimit, s.cfg.MaxSeriesLimit), 1, s.cfg.MaxSeriesLimit)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	var afterM, afterK string
+	hasCursor := false
+	if c := v.Get("cursor"); c != "" {
+		if afterM, afterK, err = decodeCursor(c); err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+		hasCursor = true
+	}
+	metric, prefix := v.Get("metric"), v.Get("prefix")
+	metrics := []string{metric}
+	if metric == "" {
+		metrics = s.store.Metrics()
+	}
+	type entry struct{ metric, key string }
+	page := make([]entry, 0, min(limit, 256))
+	more := false
+	for _, m := range metrics {
+		if hasCursor && m < afterM {
+			continue
+		}
+		keys := s.store.Keys(m, prefix)
+		if hasCursor && m == afterM {
+			i, found := slices.BinarySearch(keys, afterK)
+			if found {
+				i++
+			}
+			keys = keys[i:]
+		}
+		for _, k := range keys {
+			if len(page) == limit {
+				more = true
+				break
+			}
+			page = append(page, entry{m, k})
+		}
+		if more {
+			break
+		}
+	}
+	bp := bufPool.Get().(*[]byte)
+	b := append((*bp)[:0], `{"metric":`...)
+	b = appendString(b, metric)
+	b = append(b, `,"prefix":`...)
+	b = appendString(b, prefix)
+	b = append(b, `,"series":[`...)
+	for i, e := range page {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"metric":`...)
+		b = appendString(b, e.metric)
+		b = append(b, `,"key":`...)
+		b = appendString(b, e.key)
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	if more {
+		last := page[len(page)-1]
+		b = append(b, `,"next":`...)
+		b = appendString(b, encodeCursor(last.metric, last.key))
+	}
+	b = append(b, "}\n"...)
+	writeJSON(w, http.StatusOK, b)
+	putBuf(bp, b)
+}
+
+// handleMetrics serves GET /v1/metrics: every metric with live series, its series count
+// and its ring (slot width, slots, retention). The dashboard starts here.
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if _, err := parseParams(r.URL.RawQuery); err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	bp := bufPool.Get().(*[]byte)
+	b := append((*bp)[:0], `{"metrics":[`...)
+	for i, m := range s.store.Metrics() {
+		rc := s.store.RingConfig(m)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = appendString(b, m)
+		b = append(b, `,"series":`...)
+		b = appendInt(b, int64(len(s.store.Keys(m, ""))))
+		b = append(b, `,"slot":`...)
+		b = appendString(b, formatDuration(rc.Slot))
+		b = append(b, `,"slots":`...)
+		b = appendInt(b, int64(rc.Slots))
+		b = append(b, `,"retention":`...)
+		b = appendString(b, formatDuration(rc.Retention()))
+		b = append(b, '}')
+	}
+	b = append(b, "]}\n"...)
+	writeJSON(w, http.StatusOK, b)
+	putBuf(bp, b)
+}

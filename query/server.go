@@ -1,0 +1,362 @@
+package query
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// Error codes of the JSON error body {"error": {"code": ..., "message": ...}}.
+const (
+	CodeBadParameter     = "bad_parameter"      // 400: a query parameter is missing or invalid; "param" names it
+	CodeBadBody          = "bad_body"           // 400: the request body could not be read
+	CodeUnauthorized     = "unauthorized"       // 401: bearer token missing or wrong
+	CodeNotFound         = "not_found"          // 404: unknown series or route
+	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeBodyTooLarge     = "body_too_large"     // 413: body over Config.MaxBodyBytes
+	CodeInternal         = "internal"           // 500
+	CodeNotConfigured    = "not_configured"     // 501: the route's hook (events sink, limiter) is not set
+	CodeNotReady         = "not_ready"          // 503: windows are being restored
+)
+
+// Server is the HTTP query API over a window store: window reads, top lists, series
+// listing, event intake, the limiter's allow route, health, metrics and the dashboard.
+// It is safe for concurrent use; build it once with New and serve Handler.
+type Server struct {
+	cfg       Config
+	store     *window.Store
+	handler   http.Handler
+	tokenHash *[sha256.Size]byte // nil: no authentication
+	metrics   *httpMetrics
+}
+
+// New builds a Server and registers its metrics with cfg.Registerer. It returns the
+// config's error (wrapping ErrConfig) or the registerer's.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, store: cfg.Store}
+	if cfg.AuthToken != "" {
+		h := sha256.Sum256([]byte(cfg.AuthToken))
+		s.tokenHash = &h
+	}
+	m, err := newHTTPMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(newStoreCollector(cfg.Store)); err != nil {
+			return nil, err
+		}
+		if len(cfg.Export) > 0 {
+			if err := cfg.Registerer.Register(newExportCollector(s)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler serves every route of the API. Mount it at the root of the server.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// now is the server's clock in unix milliseconds.
+func (s *Server) now() int64 { return s.cfg.Now().UnixMilli() }
+
+// route describes one endpoint: who may call it and how it is counted.
+type route struct {
+	name    string // metric label
+	methods string // "GET" also allows HEAD
+	auth    bool   // a write route: bearer token required when configured
+	ready   bool   // a read route: 503 while Config.Ready fails
+	h       http.HandlerFunc
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	add := func(pattern string, rt route) { mux.Handle(pattern, s.wrap(rt)) }
+	add("/v1/window", route{name: "window", methods: "GET", ready: true, h: s.handleWindow})
+	add("/v1/top", route{name: "top", methods: "GET", ready: true, h: s.handleTop})
+	add("/v1/series", route{name: "series", methods: "GET", ready: true, h: s.handleSeries})
+	add("/v1/metrics", route{name: "metrics_list", methods: "GET", ready: true, h: s.handleMetrics})
+	add("/v1/events", route{name: "events", methods: "POST", auth: true, h: s.handleEvents})
+	add("/v1/allow", route{name: "allow", methods: "POST", auth: true, h: s.handleAllow})
+	add("/healthz", route{name: "healthz", methods: "GET", h: handleHealthz})
+	add("/readyz", route{name: "readyz", methods: "GET", h: s.handleReadyz})
+	add("/metrics", route{name: "metrics", methods: "GET", h: s.metricsHandler()})
+	add("/{$}", route{name: "dashboard", methods: "GET", h: handleDashboard})
+	add("/", route{name: "not_found", methods: "GET POST PUT DELETE PATCH OPTIONS", h: func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, CodeNotFound, "", "no route "+r.URL.Path)
+	}})
+	return mux
+}
+
+// wrap adds the method check, authentication, readiness and metrics around a route.
+func (s *Server) wrap(rt route) http.Handler {
+	obs := s.metrics.forRoute(rt.name)
+	allow := strings.ReplaceAll(rt.methods, " ", ", ")
+	if strings.Contains(rt.methods, "GET") {
+		allow += ", HEAD"
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rw := statusWriterPool.Get().(*statusWriter)
+		rw.ResponseWriter, rw.status = w, 0
+		defer func() {
+			obs.done(rw.code(), time.Since(start))
+			rw.ResponseWriter = nil
+			statusWriterPool.Put(rw)
+		}()
+		if !methodAllowed(rt.methods, r.Method) {
+			rw.Header().Set("Allow", allow)
+			writeError(rw, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", r.Method+" not allowed on "+r.URL.Path+" (allowed: "+allow+")")
+			return
+		}
+		if rt.auth && !s.authorize(rw, r) {
+			return
+		}
+		if rt.ready && s.cfg.Ready != nil {
+			if err := s.cfg.Ready(); err != nil {
+				rw.Header().Set("Retry-After", "1")
+				writeError(rw, http.StatusServiceUnavailable, CodeNotReady, "", "not ready: "+err.Error())
+				return
+			}
+		}
+		rt.h(rw, r)
+	})
+}
+
+func methodAllowed(methods, m string) bool {
+	if m == http.MethodHead {
+		m = http.MethodGet
+	}
+	for f := range strings.FieldsSeq(methods) {
+		if f == m {
+			return true
+		}
+	}
+	return false
+}
+
+// authorize checks the bearer token of a write route and answers 401 itself when it fails.
+// Both sides are hashed before the constant-time compare, so neither the token's content
+// nor its length leaks through timing.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
+	if s.tokenHash == nil {
+		return true
+	}
+	h := r.Header.Get("Authorization")
+	const scheme = "bearer "
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="slide"`)
+		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "", "missing bearer token: send Authorization: Bearer <token>")
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(h[len(scheme):])))
+	if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="slide", error="invalid_token"`)
+		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "", "invalid bearer token")
+		return false
+	}
+	return true
+}
+
+// statusWriter remembers the status a handler wrote, for the request metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+var statusWriterPool = sync.Pool{New: func() any { return new(statusWriter) }}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines, flush).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// bufPool holds response buffers of the JSON routes.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// putBuf returns a response buffer to the pool, unless one large answer grew it past
+// 1 MiB: the pool should not pin that much memory.
+func putBuf(bp *[]byte, b []byte) {
+	if cap(b) > 1<<20 {
+		return
+	}
+	*bp = b
+	bufPool.Put(bp)
+}
+
+// writeJSON sends body (a complete JSON document) with status.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType // assigned, not Set: no canonicalization or allocation
+	h["Cache-Control"] = noStore
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+var (
+	jsonContentType = []string{"application/json"}
+	noStore         = []string{"no-store"}
+)
+
+// writeError sends {"error":{"code":...,"message":...,"param":...}}; param is omitted when empty.
+func writeError(w http.ResponseWriter, status int, code, param, msg string) {
+	bp := bufPool.Get().(*[]byte)
+	b := append((*bp)[:0], `{"error":{"code":`...)
+	b = appendString(b, code)
+	b = append(b, `,"message":`...)
+	b = appendString(b, msg)
+	if param != "" {
+		b = append(b, `,"param":`...)
+		b = appendString(b, param)
+	}
+	b = append(b, "}}\n"...)
+	writeJSON(w, status, b)
+	putBuf(bp, b)
+}
+
+// writeErr maps an error of a read to its status: parameter errors are 400, unknown series
+// 404, anything else 500.
+func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
+	var pe *paramError
+	switch {
+	case errors.As(err, &pe):
+		writeError(w, http.StatusBadRequest, CodeBadParameter, pe.name, pe.Error())
+	case errors.Is(err, window.ErrBadWindow):
+		writeError(w, http.StatusBadRequest, CodeBadParameter, "window", `parameter "window": `+err.Error())
+	case errors.Is(err, window.ErrBadQuantile):
+		writeError(w, http.StatusBadRequest, CodeBadParameter, "q", `parameter "q": `+err.Error())
+	default:
+		s.cfg.Logger.Warn("query failed", "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
+		writeError(w, http.StatusInternalServerError, CodeInternal, "", err.Error())
+	}
+}
+
+func handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, healthOK)
+}
+
+var healthOK = []byte(`{"status":"ok"}` + "\n")
+
+func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(); err != nil {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, CodeNotReady, "", "not ready: "+err.Error())
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
+}
+
+func (s *Server) metricsHandler() http.HandlerFunc {
+	if s.cfg.Gatherer == nil {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			writeError(w, http.StatusNotFound, CodeNotFound, "", "metrics are not exposed by this server")
+		}
+	}
+	h := promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{
+		ErrorLog:      promLogger{s.cfg.Logger},
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+	return h.ServeHTTP
+}
+
+func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Allow == nil {
+		writeError(w, http.StatusNotImplemented, CodeNotConfigured, "", "no limiter is configured on this server")
+		return
+	}
+	s.cfg.Allow.ServeHTTP(w, r)
+}
+
+// httpMetrics are the request counters and latency histograms by route and status code.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slide_http_requests_total",
+			Help: "HTTP requests served by the query API, by route and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "slide_http_request_duration_seconds",
+			Help:    "Time to serve an HTTP request of the query API, by route.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.requests, m.latency} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// routeMetrics caches a route's children so the request path looks nothing up by label
+// for the usual codes.
+type routeMetrics struct {
+	m       *httpMetrics
+	name    string
+	latency prometheus.Observer
+	byCode  map[int]prometheus.Counter // read-only after forRoute
+}
+
+var commonCodes = []int{200, 400, 401, 404, 405, 413, 429, 500, 501, 503}
+
+func (m *httpMetrics) forRoute(name string) *routeMetrics {
+	rm := &routeMetrics{m: m, name: name, latency: m.latency.WithLabelValues(name), byCode: map[int]prometheus.Counter{}}
+	for _, c := range commonCodes {
+		rm.byCode[c] = m.requests.WithLabelValues(name, strconv.Itoa(c))
+	}
+	return rm
+}
+
+func (rm *routeMetrics) done(code int, d time.Duration) {
+	c, ok := rm.byCode[code]
+	if !ok {
+		c = rm.m.requests.WithLabelValues(rm.name, strconv.Itoa(code))
+	}
+	c.Inc()
+	rm.latency.Observe(d.Seconds())
+}
