@@ -1,0 +1,431 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+const queryUsage = `usage: slide query <window|top|series|metrics> [flags]
+
+Asks a running slide serve and prints a table (--json: the API's JSON as it came).
+
+  slide query window  --metric latency_ms --key tenant-42 [--window 5m] [--q 0.5,0.95,0.99]
+  slide query top     --metric latency_ms [--by p95] [--window 5m] [--k 10] [--key 'tenant-*']
+  slide query series  [--metric latency_ms] [--prefix tenant-] [--limit 100] [--all]
+  slide query metrics
+
+A --key holding '*' merges every matching series. --window defaults to the metric's
+retention. Run 'slide query <command> -h' for its flags.
+`
+
+// queryClient is what every query subcommand shares: where the API is and how to print.
+type queryClient struct {
+	addr    string
+	json    bool
+	timeout time.Duration
+	http    *http.Client
+}
+
+func (c *queryClient) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.addr, "addr", "http://127.0.0.1:8080", "base URL of slide serve's HTTP API")
+	fs.BoolVar(&c.json, "json", false, "print the API's JSON instead of a table")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on a request after this long")
+}
+
+func cmdQuery(ctx context.Context, args []string, s stdio) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(s.err, queryUsage)
+		return errUsage
+	}
+	sub, args := args[0], args[1:]
+	var c queryClient
+	fs := newFlagSet("query "+sub, s.err)
+	c.register(fs)
+	v := url.Values{}
+	str := func(name, def, help string) *string { return fs.String(name, def, help) }
+	var run func() error
+	switch sub {
+	case "window":
+		metric, key := str("metric", "", "metric name (required)"), str("key", "", "series key, or a glob with '*' (required)")
+		win, q := str("window", "", "window, a multiple of the slot width (default: the retention)"), str("q", "0.5,0.95,0.99", "quantiles, fractions or pNN")
+		run = func() error {
+			if *metric == "" || *key == "" {
+				return queryUsageErr(fs, s, "--metric and --key are required")
+			}
+			set(v, "metric", *metric, "key", *key, "window", *win, "q", *q)
+			return c.window(ctx, v, s.out)
+		}
+	case "top":
+		metric, by := str("metric", "", "metric name (required)"), str("by", "p95", "rank by count, sum, avg, min, max, rate or pNN")
+		win, q := str("window", "", "window (default: the retention)"), str("q", "0.5,0.95,0.99", "quantiles to show per key")
+		key := str("key", "", "only keys matching this glob")
+		k := fs.Int("k", 10, "how many keys")
+		run = func() error {
+			if *metric == "" {
+				return queryUsageErr(fs, s, "--metric is required")
+			}
+			set(v, "metric", *metric, "by", *by, "window", *win, "q", *q, "key", *key, "k", strconv.Itoa(*k))
+			return c.top(ctx, v, s.out)
+		}
+	case "series":
+		metric, prefix := str("metric", "", "metric name (default: every metric)"), str("prefix", "", "only keys starting with this")
+		limit, cursor := fs.Int("limit", 100, "series per page"), str("cursor", "", "continue after this cursor (from a previous page)")
+		all := fs.Bool("all", false, "follow every page")
+		run = func() error {
+			set(v, "metric", *metric, "prefix", *prefix, "limit", strconv.Itoa(*limit), "cursor", *cursor)
+			return c.series(ctx, v, *all, s.out)
+		}
+	case "metrics":
+		run = func() error { return c.metrics(ctx, s.out) }
+	default:
+		fmt.Fprintf(s.err, "slide query: unknown command %q\n\n%s", sub, queryUsage)
+		return errUsage
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: slide query %s [flags]\n\nflags:\n", sub)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return queryUsageErr(fs, s, fmt.Sprintf("unexpected argument %q (flags go after the command: slide query %s --metric ...)", fs.Arg(0), sub))
+	}
+	base, err := normalizeAddr(c.addr)
+	if err != nil {
+		return queryUsageErr(fs, s, "--addr: "+err.Error())
+	}
+	c.addr = base
+	c.http = &http.Client{Timeout: c.timeout}
+	return run()
+}
+
+func queryUsageErr(fs *flag.FlagSet, s stdio, msg string) error {
+	fmt.Fprintf(s.err, "%s: %s\n\n", fs.Name(), msg)
+	fs.Usage()
+	return errUsage
+}
+
+// set adds the non-empty name/value pairs to v.
+func set(v url.Values, kv ...string) {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
+		}
+	}
+}
+
+// normalizeAddr accepts "http://host:port", "host:port" or ":port" (as serve's --addr is
+// written) and returns a base URL without a trailing slash.
+func normalizeAddr(addr string) (string, error) {
+	if !strings.Contains(addr, "://") {
+		if strings.HasPrefix(addr, ":") {
+			addr = "127.0.0.1" + addr
+		}
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("%q is not a base URL such as http://127.0.0.1:8080", addr)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// apiError is a JSON error answer of the API.
+type apiError struct {
+	status        int
+	code, message string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s (HTTP %d %s)", e.message, e.status, e.code)
+}
+
+// get fetches path?v and returns the body of a 200, or the API's error.
+func (c *queryClient) get(ctx context.Context, path string, v url.Values) ([]byte, error) {
+	u := c.addr + path
+	if len(v) > 0 {
+		u += "?" + v.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("building request: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("calling %s: %w (is slide serve running there? see --addr)", c.addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading answer of %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+			return nil, &apiError{resp.StatusCode, e.Error.Code, e.Error.Message}
+		}
+		return nil, &apiError{resp.StatusCode, "http", strings.TrimSpace(string(body))}
+	}
+	return body, nil
+}
+
+// printJSON writes an API body as it came, one document a line.
+func printJSON(w io.Writer, body []byte) error {
+	body = bytes.TrimRight(body, "\n")
+	_, err := fmt.Fprintf(w, "%s\n", body)
+	return err
+}
+
+type windowJSON struct {
+	Metric    string              `json:"metric"`
+	Key       string              `json:"key"`
+	Window    string              `json:"window"`
+	From      int64               `json:"from"`
+	To        int64               `json:"to"`
+	Series    int                 `json:"series"`
+	Count     uint64              `json:"count"`
+	Sum       float64             `json:"sum"`
+	Avg       *float64            `json:"avg"`
+	Min       *float64            `json:"min"`
+	Max       *float64            `json:"max"`
+	RatePerS  float64             `json:"rate_per_s"`
+	Quantiles map[string]*float64 `json:"quantiles"`
+}
+
+func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) error {
+	body, err := c.get(ctx, "/v1/window", v)
+	if err != nil || c.json {
+		if err != nil {
+			return err
+		}
+		return printJSON(w, body)
+	}
+	var a windowJSON
+	if err := json.Unmarshal(body, &a); err != nil {
+		return fmt.Errorf("decoding /v1/window answer: %w", err)
+	}
+	fmt.Fprintf(w, "%s %s over %s, %s\n", a.Metric, a.Key, a.Window, span(a.From, a.To))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if strings.Contains(a.Key, "*") {
+		fmt.Fprintf(tw, "series\t%d\n", a.Series)
+	}
+	fmt.Fprintf(tw, "count\t%d\nsum\t%s\navg\t%s\nmin\t%s\nmax\t%s\nrate/s\t%s\n",
+		a.Count, num(&a.Sum), num(a.Avg), num(a.Min), num(a.Max), num(&a.RatePerS))
+	for _, q := range sortedQuantiles(a.Quantiles) {
+		fmt.Fprintf(tw, "%s\t%s\n", pname(q), num(a.Quantiles[q]))
+	}
+	return tw.Flush()
+}
+
+type topJSON struct {
+	Metric string `json:"metric"`
+	By     string `json:"by"`
+	Window string `json:"window"`
+	From   int64  `json:"from"`
+	To     int64  `json:"to"`
+	Series int    `json:"series"`
+	Top    []struct {
+		Key       string              `json:"key"`
+		Value     float64             `json:"value"`
+		Count     uint64              `json:"count"`
+		RatePerS  float64             `json:"rate_per_s"`
+		Max       *float64            `json:"max"`
+		Quantiles map[string]*float64 `json:"quantiles"`
+	} `json:"top"`
+}
+
+func (c *queryClient) top(ctx context.Context, v url.Values, w io.Writer) error {
+	body, err := c.get(ctx, "/v1/top", v)
+	if err != nil || c.json {
+		if err != nil {
+			return err
+		}
+		return printJSON(w, body)
+	}
+	var a topJSON
+	if err := json.Unmarshal(body, &a); err != nil {
+		return fmt.Errorf("decoding /v1/top answer: %w", err)
+	}
+	fmt.Fprintf(w, "%s: top %d of %d series by %s over %s, %s\n", a.Metric, len(a.Top), a.Series, a.By, a.Window, span(a.From, a.To))
+	var qs []string
+	if len(a.Top) > 0 {
+		qs = sortedQuantiles(a.Top[0].Quantiles)
+	}
+	// The ranking value gets its own column unless one of the usual columns shows it.
+	by := strings.ToLower(a.By)
+	if _, err := strconv.ParseFloat(by, 64); err == nil {
+		by = pname(by)
+	}
+	byColumn := by != "count" && by != "rate" && by != "max" && !slices.ContainsFunc(qs, func(q string) bool { return pname(q) == by })
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "#\tkey\t")
+	if byColumn {
+		fmt.Fprintf(tw, "%s\t", by)
+	}
+	fmt.Fprint(tw, "count\trate/s")
+	for _, q := range qs {
+		fmt.Fprintf(tw, "\t%s", pname(q))
+	}
+	fmt.Fprint(tw, "\tmax\t\n")
+	for i, e := range a.Top {
+		fmt.Fprintf(tw, "%d\t%s\t", i+1, e.Key)
+		if byColumn {
+			fmt.Fprintf(tw, "%s\t", num(&e.Value))
+		}
+		fmt.Fprintf(tw, "%d\t%s", e.Count, num(&e.RatePerS))
+		for _, q := range qs {
+			fmt.Fprintf(tw, "\t%s", num(e.Quantiles[q]))
+		}
+		fmt.Fprintf(tw, "\t%s\t\n", num(e.Max))
+	}
+	return tw.Flush()
+}
+
+type seriesJSON struct {
+	Series []struct{ Metric, Key string } `json:"series"`
+	Next   string                         `json:"next"`
+}
+
+func (c *queryClient) series(ctx context.Context, v url.Values, all bool, w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if !c.json {
+		fmt.Fprint(tw, "metric\tkey\n")
+	}
+	for pages := 0; ; pages++ {
+		body, err := c.get(ctx, "/v1/series", v)
+		if err != nil {
+			return err
+		}
+		var a seriesJSON
+		if err := json.Unmarshal(body, &a); err != nil {
+			return fmt.Errorf("decoding /v1/series answer: %w", err)
+		}
+		if c.json {
+			if err := printJSON(w, body); err != nil {
+				return err
+			}
+		} else {
+			for _, s := range a.Series {
+				fmt.Fprintf(tw, "%s\t%s\n", s.Metric, s.Key)
+			}
+		}
+		if a.Next == "" {
+			break
+		}
+		if !all {
+			if !c.json {
+				tw.Flush()
+				fmt.Fprintf(w, "more: --cursor %s (or --all)\n", a.Next)
+			}
+			break
+		}
+		v.Set("cursor", a.Next)
+	}
+	return tw.Flush()
+}
+
+func (c *queryClient) metrics(ctx context.Context, w io.Writer) error {
+	body, err := c.get(ctx, "/v1/metrics", nil)
+	if err != nil || c.json {
+		if err != nil {
+			return err
+		}
+		return printJSON(w, body)
+	}
+	var a struct {
+		Metrics []struct {
+			Name            string
+			Series          int
+			Slot, Retention string
+			Slots           int
+		} `json:"metrics"`
+	}
+	if err := json.Unmarshal(body, &a); err != nil {
+		return fmt.Errorf("decoding /v1/metrics answer: %w", err)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "metric\tseries\tslot\tslots\tretention\n")
+	for _, m := range a.Metrics {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", m.Name, m.Series, m.Slot, m.Slots, m.Retention)
+	}
+	return tw.Flush()
+}
+
+// span formats [from, to) in UTC, as the API's unix milliseconds mean.
+func span(from, to int64) string {
+	return fmt.Sprintf("[%s, %s)", time.UnixMilli(from).UTC().Format("2006-01-02T15:04:05Z"), time.UnixMilli(to).UTC().Format("15:04:05Z"))
+}
+
+// num prints a number for a table: whole numbers and magnitudes from 1000 up as integers,
+// others with 4 significant digits (sketch quantiles are only 1% exact anyway), null as "-".
+func num(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	v := *p
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 || math.Abs(v) >= 1000 && math.Abs(v) < 1e15 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
+}
+
+// sortedQuantiles returns the quantile keys ("0.5", "0.95") in numeric order.
+func sortedQuantiles(m map[string]*float64) []string {
+	qs := make([]string, 0, len(m))
+	for q := range m {
+		qs = append(qs, q)
+	}
+	slices.SortFunc(qs, func(a, b string) int {
+		x, _ := strconv.ParseFloat(a, 64)
+		y, _ := strconv.ParseFloat(b, 64)
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	})
+	return qs
+}
+
+// pname turns a quantile key into a column name: 0.95 → p95, 0.999 → p99.9.
+func pname(q string) string {
+	if q == "1" {
+		return "p100"
+	}
+	if q == "0" {
+		return "p0"
+	}
+	d, ok := strings.CutPrefix(q, "0.")
+	if !ok {
+		return "q" + q
+	}
+	for len(d) < 2 {
+		d += "0"
+	}
+	ip := strings.TrimLeft(d[:2], "0")
+	if ip == "" {
+		ip = "0"
+	}
+	if len(d) > 2 {
+		return "p" + ip + "." + d[2:]
+	}
+	return "p" + ip
+}
