@@ -88,11 +88,13 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	cfg = cfg.withDefaults()
+	var bound string // the address actually listened on; Addrs reports the advertised one
 	listen := func(network, _ string) (net.Listener, error) {
 		ln, err := net.Listen(network, cfg.Addr)
 		if err != nil {
 			return nil, err
 		}
+		bound = ln.Addr().String()
 		adv := cfg.Advertise
 		if adv == "" {
 			host, port, _ := net.SplitHostPort(ln.Addr().String())
@@ -119,17 +121,17 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 		return nil, fmt.Errorf("starting embedded broker on %s: %w", cfg.Addr, err)
 	}
 	b := &Broker{c: c, addrs: c.ListenAddrs(), topic: cfg.Topic}
-	if err := b.waitReady(ctx); err != nil {
+	if err := b.waitReady(ctx, bound); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return b, nil
 }
 
-// waitReady dials the broker until it lists the topic's partitions.
-func (b *Broker) waitReady(ctx context.Context) error {
+// waitReady dials the broker at addr until it lists the topic's partitions.
+func (b *Broker) waitReady(ctx context.Context, addr string) error {
 	for {
-		conn, err := (&kafka.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", b.addrs[0])
+		conn, err := (&kafka.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
 		if err == nil {
 			_, err = conn.ReadPartitions(b.topic)
 			conn.Close()
@@ -139,7 +141,7 @@ func (b *Broker) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for embedded broker on %s: %w", b.addrs[0], errors.Join(ctx.Err(), err))
+			return fmt.Errorf("waiting for embedded broker on %s: %w", addr, errors.Join(ctx.Err(), err))
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

@@ -510,33 +510,10 @@ func (c *Consumer) partitionsFrom(resp *kafka.ListOffsetsResponse, ids []int32, 
 	return parts, nil
 }
 
-// consume reads partition p until gctx ends, recreating its reader after errors.
+// consume reads partition p until gctx ends, reconnecting after errors.
 func (c *Consumer) consume(gctx context.Context, p *partition) {
 	for gctx.Err() == nil {
-		rc := kafka.ReaderConfig{
-			Brokers:         c.cfg.Brokers,
-			Topic:           c.cfg.Topic,
-			Partition:       int(p.id),
-			Dialer:          c.cfg.Dialer,
-			MinBytes:        1,
-			MaxBytes:        c.cfg.MaxBytes,
-			MaxWait:         c.cfg.MaxWait,
-			QueueCapacity:   1024,
-			ReadLagInterval: -1,
-			ErrorLogger:     c.kafkaLogger(fmt.Sprintf("partition %d reader", p.id)),
-		}
-		if err := rc.Validate(); err != nil { // kafka.NewReader panics on what Validate refuses
-			c.log.Error("ingest: reader config", "partition", p.id, "err", err)
-			return
-		}
-		r := kafka.NewReader(rc)
-		if err := r.SetOffset(p.next.Load()); err != nil {
-			r.Close()
-			c.log.Error("ingest: seeking", "partition", p.id, "offset", p.next.Load(), "err", err)
-			return
-		}
-		err := c.fetchLoop(gctx, r, p)
-		r.Close()
+		err := c.fetch(gctx, p)
 		if gctx.Err() != nil {
 			return
 		}
@@ -550,20 +527,88 @@ func (c *Consumer) consume(gctx context.Context, p *partition) {
 	}
 }
 
-func (c *Consumer) fetchLoop(gctx context.Context, r *kafka.Reader, p *partition) error {
-	for {
-		m, err := r.FetchMessage(gctx)
-		if err != nil {
-			return err
-		}
-		c.handle(gctx, p, &m)
+// fetchMargin is how much longer than MaxWait a fetch may take before the connection times out.
+const fetchMargin = 10 * time.Second
+
+// fetch reads partition p from its leader, one fetch response (a batch) at a time, until
+// ctx ends or an error. It uses kafka-go's Conn directly rather than a Reader: a Reader
+// hands records over a channel one at a time and sets a socket deadline per record, which
+// costs more CPU than decoding and observing the event. A fetch on an idle partition
+// waits up to MaxWait, which bounds how long a stop takes; a batch in hand is finished.
+func (c *Consumer) fetch(ctx context.Context, p *partition) error {
+	conn, err := c.dialLeader(ctx, p.id)
+	if err != nil {
+		return err
 	}
+	defer conn.Close()
+	if _, err := conn.Seek(p.next.Load(), kafka.SeekAbsolute); err != nil {
+		return fmt.Errorf("seeking to offset %d: %w", p.next.Load(), err)
+	}
+	for ctx.Err() == nil {
+		if err := conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin)); err != nil {
+			return fmt.Errorf("setting the fetch deadline: %w", err)
+		}
+		batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: c.cfg.MaxBytes, MaxWait: c.cfg.MaxWait})
+		now := c.now().UnixMilli()
+		var accepted, size int
+		for {
+			m, err := batch.ReadMessage()
+			if err != nil {
+				break
+			}
+			accepted += c.record(ctx, p, &m, now)
+			size += len(m.Value)
+		}
+		hwm := batch.HighWaterMark()
+		err := batch.Close()
+		// The connection's offset is past the last record read, and past compacted gaps.
+		next, _ := conn.Offset()
+		p.events.Add(float64(accepted))
+		p.bytes.Add(float64(size))
+		p.next.Store(next)
+		if hwm >= 0 {
+			p.hwm.Store(hwm)
+			p.lag.Set(float64(max(hwm-next, 0)))
+		}
+		if next >= p.target && !p.restored.Load() {
+			c.markRestored(p)
+		}
+		if err != nil {
+			if errors.Is(err, kafka.OffsetOutOfRange) {
+				// Retention deleted records before we read them: they are gone.
+				first, _ := conn.ReadFirstOffset()
+				c.log.Warn("ingest: offset out of range, skipping to the log start", "partition", p.id, "offset", next, "log_start", first)
+				if first > next {
+					p.next.Store(first)
+				}
+			}
+			return fmt.Errorf("fetching at offset %d: %w", next, err)
+		}
+	}
+	return nil
 }
 
-// handle observes every event of record m: the per-record hot path.
-func (c *Consumer) handle(ctx context.Context, p *partition, m *kafka.Message) {
+// dialLeader connects to the leader of partition id through the first broker that answers.
+func (c *Consumer) dialLeader(ctx context.Context, id int32) (*kafka.Conn, error) {
+	d := c.cfg.Dialer
+	if d == nil {
+		d = kafka.DefaultDialer
+	}
+	var errs []error
+	for _, b := range c.cfg.Brokers {
+		conn, err := d.DialLeader(ctx, "tcp", b, c.cfg.Topic, int(id))
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("dialing the leader of partition %d: %w", id, errors.Join(errs...))
+}
+
+// record observes every event of record m at now (unix ms) and returns how many the store
+// accepted: the per-record hot path. Offsets, lag and counters are settled per batch.
+func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, now int64) int {
 	recTS := m.Time.UnixMilli()
-	now := c.now().UnixMilli()
 	replay := m.Offset < p.committed
 	accepted := 0
 	p.dec.DecodeLines(m.Value, recTS, func(line []byte, ev window.Event, r Reason) {
@@ -580,14 +625,7 @@ func (c *Consumer) handle(ctx context.Context, p *partition, m *kafka.Message) {
 		}
 		c.refuse(ctx, p, m, line, r, replay)
 	})
-	p.events.Add(float64(accepted))
-	p.bytes.Add(float64(len(m.Value)))
-	p.next.Store(m.Offset + 1)
-	p.hwm.Store(m.HighWaterMark)
-	p.lag.Set(float64(max(m.HighWaterMark-m.Offset-1, 0)))
-	if m.Offset+1 >= p.target && !p.restored.Load() {
-		c.markRestored(p)
-	}
+	return accepted
 }
 
 // skew is the allowed skew of metric's ring in ms, cached for the last metric seen.

@@ -162,7 +162,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 }
 
 // logEnd is the end offset of every partition of the cluster's topic.
-func logEnd(t *testing.T, c *kafkatest.Cluster, topic string) map[int32]int64 {
+func logEnd(t testing.TB, c *kafkatest.Cluster, topic string) map[int32]int64 {
 	t.Helper()
 	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 	for p := range c.Partitions {
@@ -499,5 +499,40 @@ func TestRunTwice(t *testing.T) {
 	}
 	if err := c.Run(ctx); !errors.Is(err, ErrStarted) {
 		t.Fatalf("second Run: %v, want ErrStarted", err)
+	}
+}
+
+// TestRecordAllocs proves the per-record path (decode, checks, observe) allocates nothing
+// once the record's series exist.
+func TestRecordAllocs(t *testing.T) {
+	store := newTestStore(t, 0)
+	t0 := time.Now()
+	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}}, store, WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := NewDecoder(DecoderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &partition{id: 1, label: "1", committed: -1, dec: dec,
+		events: c.m.events.WithLabelValues("1"), bytes: c.m.bytes.WithLabelValues("1"), lag: c.m.lag.WithLabelValues("1")}
+	p.restored.Store(true)
+	ms := t0.UnixMilli()
+	m := &kafka.Message{Topic: "events", Partition: 1, Offset: 7, HighWaterMark: 100, Time: t0, Value: []byte(
+		fmt.Sprintf(`{"ts":%d,"key":"tenant-1","metric":"latency_ms","value":87.5}`+"\n"+
+			`{"key":"tenant-2","metric":"cost","value":3,"count":2}`, ms-1000))}
+	ctx := context.Background()
+	accepted := c.record(ctx, p, m, ms) // creates the two series
+	allocs := testing.AllocsPerRun(1000, func() { accepted += c.record(ctx, p, m, ms) })
+	if allocs != 0 {
+		t.Fatalf("record allocates %v times per record for existing series, want 0", allocs)
+	}
+	const records = 1 + 1 + 1000 // the first call, AllocsPerRun's warm-up, the measured runs
+	if a, err := store.ReadAt(ms, "cost", "tenant-2", 5*time.Minute, nil); err != nil || a.Count != 2*records {
+		t.Fatalf("cost/tenant-2: %+v %v, want count %d", a, err, 2*records)
+	}
+	if accepted != 2*records {
+		t.Errorf("record accepted %d events, want %d", accepted, 2*records)
 	}
 }

@@ -360,7 +360,7 @@ var fuzzSeeds = []string{
 }
 
 // FuzzDecode checks that no input panics, that the decoder agrees with encoding/json, and
-// that an accepted event survives a round trip through encoding/json.
+// that an accepted event survives a round trip through encoding/json and through AppendEvent.
 func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
@@ -392,6 +392,11 @@ func FuzzDecode(f *testing.F) {
 		again, r2 := d.Decode(out, 0)
 		if r2 != ReasonNone || again != ev {
 			t.Fatalf("round trip of %q through %s: %+v %v, want %+v", line, out, again, r2, ev)
+		}
+		ours := AppendEvent(nil, ev)
+		again, r2 = d.Decode(ours, 0)
+		if r2 != ReasonNone || again != ev {
+			t.Fatalf("round trip of %q through AppendEvent %s: %+v %v, want %+v", line, ours, again, r2, ev)
 		}
 	})
 }

@@ -1,0 +1,129 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/internal/kafkatest"
+)
+
+// BenchmarkEndToEnd measures events per second from the embedded broker into the windows.
+// One op reads the whole pre-produced topic (100,000 one-event records over 4 partitions):
+// "ours" is a Consumer joining a fresh group, restoring every partition into a fresh store
+// (decode, checks, observe, metrics); "anchor" is a bare kafka-go fetch loop, one Reader
+// per partition with the same fetch settings, doing nothing with the records. Joining and
+// reader creation are timed for both; closing (which waits out an idle fetch) for neither.
+func BenchmarkEndToEnd(b *testing.B) {
+	const events = 100_000
+	c := kafkatest.Start(b, "events", 4)
+	t0 := time.Now()
+	clock := func() time.Time { return t0 }
+	g, err := NewDemoGen(Demo{Keys: 1000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := make([]kafka.Message, events)
+	var size int64
+	for i := range msgs {
+		ev := g.Next(t0.UnixMilli() - int64(events-i))
+		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: AppendEvent(nil, ev)}
+		size += int64(len(msgs[i].Value))
+	}
+	for i := 0; i < events; i += 10_000 {
+		c.Produce(b, msgs[i:i+10_000]...)
+	}
+	end := logEnd(b, c, c.Topic)
+	const maxWait = 500 * time.Millisecond
+
+	b.Run("ours", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		var busy time.Duration
+		for i := 0; i < b.N; i++ {
+			store := newTestStore(b, 0)
+			cfg := Config{Brokers: []string{c.Addr}, Topic: c.Topic, Group: fmt.Sprintf("bench-%d", i),
+				HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 2 * time.Second, MaxWait: maxWait}
+			cons, err := New(cfg, store, WithClock(clock))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() { done <- cons.Run(ctx) }()
+			for !consumedAll(cons.Progress(), end) {
+				time.Sleep(200 * time.Microsecond)
+			}
+			busy += time.Since(start)
+			b.StopTimer()
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			if got := sum(cons.m.events); got != events {
+				b.Fatalf("consumer accepted %v events, want %d", got, events)
+			}
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(events*b.N)/busy.Seconds(), "events/s")
+	})
+
+	b.Run("anchor", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		var busy time.Duration
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			var wg sync.WaitGroup
+			readers := make([]*kafka.Reader, c.Partitions)
+			counts := make([]int, c.Partitions)
+			for p := range c.Partitions {
+				r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.Addr}, Topic: c.Topic, Partition: p,
+					MinBytes: 1, MaxBytes: DefaultMaxBytes, MaxWait: maxWait, QueueCapacity: 1024, ReadLagInterval: -1})
+				readers[p] = r
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for int64(counts[p]) < end[int32(p)] {
+						if _, err := r.FetchMessage(context.Background()); err != nil {
+							b.Error(err)
+							return
+						}
+						counts[p]++
+					}
+				}()
+			}
+			wg.Wait()
+			busy += time.Since(start)
+			b.StopTimer()
+			total := 0
+			for p, r := range readers {
+				r.Close()
+				total += counts[p]
+			}
+			if total != events {
+				b.Fatalf("anchor read %d records, want %d", total, events)
+			}
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(events*b.N)/busy.Seconds(), "events/s")
+	})
+}
+
+// consumedAll reports whether every partition in end is processed to its end offset.
+func consumedAll(pr Progress, end map[int32]int64) bool {
+	if len(pr.Partitions) != len(end) {
+		return false
+	}
+	for _, p := range pr.Partitions {
+		if p.Next < end[p.Partition] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,301 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// Defaults of Demo.
+const (
+	DefaultDemoKeys       = 100
+	DefaultDemoRate       = 1000
+	DefaultDemoHeavy      = 3
+	DefaultDemoHeavyShare = 0.5
+	DefaultDemoMetric     = "latency_ms"
+	DefaultDemoCostMetric = "cost"
+)
+
+// Demo describes synthetic request traffic for demos, tests and benchmarks: keys
+// tenant-1…tenant-N, each request one latency event (lognormal, median 40 ms) followed by
+// one cost event (1 unit plus 1 per started 100 ms). The first Heavy keys are the noisy
+// neighbours: together they make HeavyShare of the requests and are slow (median 120 ms,
+// a longer tail). The zero value means the defaults.
+type Demo struct {
+	Keys       int     // distinct keys; default 100
+	Rate       float64 // events per second for Run, latency and cost events together; default 1000
+	Heavy      int     // heavy keys, at most Keys; default 3 (use a negative value for none)
+	HeavyShare float64 // share of requests from heavy keys, in [0, 1]; default 0.5
+	Metric     string  // latency metric; default "latency_ms"
+	CostMetric string  // cost metric; default "cost"
+	Seed       uint64  // random seed; the same seed gives the same events
+}
+
+func (d Demo) withDefaults() Demo {
+	if d.Keys == 0 {
+		d.Keys = DefaultDemoKeys
+	}
+	if d.Rate == 0 {
+		d.Rate = DefaultDemoRate
+	}
+	switch {
+	case d.Heavy == 0:
+		d.Heavy = min(DefaultDemoHeavy, d.Keys)
+	case d.Heavy < 0:
+		d.Heavy = 0
+	}
+	if d.HeavyShare == 0 {
+		d.HeavyShare = DefaultDemoHeavyShare
+	}
+	if d.Metric == "" {
+		d.Metric = DefaultDemoMetric
+	}
+	if d.CostMetric == "" {
+		d.CostMetric = DefaultDemoCostMetric
+	}
+	return d
+}
+
+// Validate reports a Demo NewDemoGen would refuse.
+func (d Demo) Validate() error {
+	d = d.withDefaults()
+	switch {
+	case d.Keys < 1:
+		return fmt.Errorf("keys %d: must be at least 1", d.Keys)
+	case d.Heavy > d.Keys:
+		return fmt.Errorf("heavy keys %d: more than the %d keys", d.Heavy, d.Keys)
+	case !(d.Rate > 0) || math.IsInf(d.Rate, 0):
+		return fmt.Errorf("rate %v: must be a positive number of events per second", d.Rate)
+	case !(d.HeavyShare >= 0 && d.HeavyShare <= 1):
+		return fmt.Errorf("heavy share %v: must be in [0, 1]", d.HeavyShare)
+	case d.Metric == d.CostMetric:
+		return fmt.Errorf("latency and cost metric are both %q", d.Metric)
+	}
+	return nil
+}
+
+// DemoGen generates the events of a Demo. It is deterministic for a seed and not safe
+// for concurrent use.
+type DemoGen struct {
+	d       Demo
+	rng     *rand.Rand
+	keys    []string
+	pending window.Event // the cost event of the last request, sent next
+	hasCost bool
+}
+
+// NewDemoGen returns a generator for d, or d's error.
+func NewDemoGen(d Demo) (*DemoGen, error) {
+	if err := d.Validate(); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	d = d.withDefaults()
+	g := &DemoGen{d: d, rng: rand.New(rand.NewPCG(d.Seed, 0x5eed)), keys: make([]string, d.Keys)}
+	for i := range g.keys {
+		g.keys[i] = "tenant-" + strconv.Itoa(i+1)
+	}
+	return g, nil
+}
+
+// Demo returns the generator's Demo with defaults filled in.
+func (g *DemoGen) Demo() Demo { return g.d }
+
+// Next returns the next event at time ts (unix ms): a request's latency event, then its
+// cost event, alternately. Partition is −1.
+func (g *DemoGen) Next(ts int64) window.Event {
+	if g.hasCost {
+		g.hasCost = false
+		ev := g.pending
+		ev.TS = ts
+		return ev
+	}
+	var i int
+	heavy := g.d.Heavy > 0 && g.rng.Float64() < g.d.HeavyShare
+	if heavy {
+		i = g.rng.IntN(g.d.Heavy)
+	} else {
+		i = g.rng.IntN(g.d.Keys)
+		heavy = i < g.d.Heavy
+	}
+	mu, sigma := math.Log(40), 0.5
+	if heavy {
+		mu, sigma = math.Log(120), 0.9
+	}
+	lat := math.Round(math.Exp(mu+sigma*g.rng.NormFloat64())*1000) / 1000
+	g.pending = window.Event{Metric: g.d.CostMetric, Key: g.keys[i], Value: 1 + math.Floor(lat/100), Count: 1, Partition: -1}
+	g.hasCost = true
+	return window.Event{TS: ts, Metric: g.d.Metric, Key: g.keys[i], Value: lat, Count: 1, Partition: -1}
+}
+
+// Run generates events at g's rate, stamped with the wall clock, and hands them to emit in
+// batches every 10 ms until ctx ends or emit fails. It returns how many events emit took.
+// When emit falls behind, Run drops the backlog beyond one second rather than bursting.
+// emit must not keep the batch slice.
+func (g *DemoGen) Run(ctx context.Context, emit func([]window.Event) error) (int64, error) {
+	const tick = 10 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	start := time.Now()
+	var sent int64
+	batch := make([]window.Event, 0, int(g.d.Rate/50)+16)
+	for {
+		select {
+		case <-ctx.Done():
+			return sent, nil
+		case now := <-t.C:
+			due := int64(g.d.Rate*now.Sub(start).Seconds()) - sent
+			if limit := int64(g.d.Rate) + 1; due > limit {
+				// Behind by more than a second: skip ahead instead of bursting.
+				start = now.Add(-time.Duration(float64(sent+limit) / g.d.Rate * float64(time.Second)))
+				due = limit
+			}
+			if due <= 0 {
+				continue
+			}
+			ts := now.UnixMilli()
+			batch = batch[:0]
+			for range due {
+				batch = append(batch, g.Next(ts))
+			}
+			if err := emit(batch); err != nil {
+				return sent, err
+			}
+			sent += due
+		}
+	}
+}
+
+// ProducerConfig configures a Producer. Brokers is required; zero fields are defaults.
+type ProducerConfig struct {
+	Brokers      []string      // bootstrap host:port addresses; required
+	Topic        string        // default "events"
+	BatchSize    int           // records per partition batch; default 1000
+	BatchTimeout time.Duration // longest a partial batch waits; default 10 ms
+	Dialer       *kafka.Dialer // TLS and SASL settings; nil means plain TCP
+}
+
+// Validate reports a config NewProducer would refuse.
+func (c ProducerConfig) Validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return errors.New("no brokers")
+	case c.BatchSize < 0:
+		return fmt.Errorf("batch size %d: must not be negative", c.BatchSize)
+	case c.BatchTimeout < 0:
+		return fmt.Errorf("batch timeout %v: must not be negative", c.BatchTimeout)
+	}
+	return nil
+}
+
+// Producer writes records to a topic asynchronously in batches, keyed so that all events
+// of a key land in one partition (kafka-go's Murmur2Balancer, the Java client's
+// partitioner). Send returns once the record is queued; Close flushes and waits. Stats
+// counts what the broker acknowledged. Safe for concurrent use.
+type Producer struct {
+	w                     *kafka.Writer
+	acked, failed, nbytes atomic.Int64
+	mu                    sync.Mutex
+	lastErr               error // guarded by mu
+}
+
+// ProducerStats are a Producer's counts of records and value bytes acknowledged or failed.
+type ProducerStats struct {
+	Sent, Failed int64
+	Bytes        int64 // value bytes of the records sent
+	LastErr      error // the last write error, nil if none
+}
+
+// NewProducer returns a producer of cfg.Topic. It does not connect until the first Send.
+func NewProducer(cfg ProducerConfig) (*Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("producer config: %w", err)
+	}
+	if cfg.Topic == "" {
+		cfg.Topic = DefaultTopic
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 1000
+	}
+	if cfg.BatchTimeout == 0 {
+		cfg.BatchTimeout = 10 * time.Millisecond
+	}
+	p := &Producer{}
+	p.w = &kafka.Writer{
+		Addr:                   kafka.TCP(cfg.Brokers...),
+		Topic:                  cfg.Topic,
+		Balancer:               &kafka.Murmur2Balancer{},
+		BatchSize:              cfg.BatchSize,
+		BatchBytes:             16 << 20,
+		BatchTimeout:           cfg.BatchTimeout,
+		RequiredAcks:           kafka.RequireOne,
+		Async:                  true,
+		AllowAutoTopicCreation: true,
+		Completion:             p.completed,
+	}
+	if d := cfg.Dialer; d != nil {
+		p.w.Transport = &kafka.Transport{Dial: d.DialFunc, TLS: d.TLS, SASL: d.SASLMechanism, ClientID: d.ClientID}
+	}
+	return p, nil
+}
+
+func (p *Producer) completed(msgs []kafka.Message, err error) {
+	if err != nil {
+		p.failed.Add(int64(len(msgs)))
+		p.mu.Lock()
+		p.lastErr = err
+		p.mu.Unlock()
+		return
+	}
+	var n int64
+	for _, m := range msgs {
+		n += int64(len(m.Value))
+	}
+	p.acked.Add(int64(len(msgs)))
+	p.nbytes.Add(n)
+}
+
+// Send queues one record. The producer keeps key and value: do not modify them afterwards.
+func (p *Producer) Send(ctx context.Context, key, value []byte) error {
+	if err := p.w.WriteMessages(ctx, kafka.Message{Key: key, Value: value}); err != nil {
+		return fmt.Errorf("queueing record: %w", err)
+	}
+	return nil
+}
+
+// SendEvents queues one record per event, keyed by the event's key, its value the JSON
+// line AppendEvent writes.
+func (p *Producer) SendEvents(ctx context.Context, evs []window.Event) error {
+	msgs := make([]kafka.Message, len(evs))
+	buf := make([]byte, 0, 96*len(evs)) // one allocation for the batch's values
+	for i, ev := range evs {
+		start := len(buf)
+		buf = AppendEvent(buf, ev)
+		// A full slice expression: a later append that grows buf cannot reach this value,
+		// and a reallocation leaves it in the old array, unchanged.
+		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: buf[start:len(buf):len(buf)]}
+	}
+	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("queueing %d events: %w", len(evs), err)
+	}
+	return nil
+}
+
+// Close flushes queued records, waits for their acknowledgements and closes the producer.
+func (p *Producer) Close() error { return p.w.Close() }
+
+// Stats returns the counts so far. After Close they are final.
+func (p *Producer) Stats() ProducerStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return ProducerStats{Sent: p.acked.Load(), Failed: p.failed.Load(), Bytes: p.nbytes.Load(), LastErr: p.lastErr}
+}

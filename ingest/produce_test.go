@@ -1,0 +1,220 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+func TestAppendEventRoundTrip(t *testing.T) {
+	d := newTestDecoder(t)
+	d.maxKey = 1 << 10
+	evs := []window.Event{
+		{TS: 1764489600123, Key: "tenant-42", Metric: "latency_ms", Value: 87.5, Count: 1},
+		{TS: -5, Key: "a\"b\\c\n\t\r\x00\x1f/", Metric: "m é 😀", Value: -0.1, Count: 1 << 40},
+		{TS: 0, Key: "k", Metric: "m", Value: 1e300, Count: 1},
+		{TS: math.MaxInt64, Key: "k", Metric: "m", Value: 5e-324, Count: 1},
+	}
+	for _, ev := range evs {
+		ev.Partition = -1
+		line := AppendEvent(nil, ev)
+		got, r := d.Decode(line, 0)
+		if r != ReasonNone || got != ev {
+			t.Errorf("%s decoded to %+v %v, want %+v", line, got, r, ev)
+		}
+	}
+	if got := string(AppendEvent(nil, window.Event{TS: 1, Key: "k\xff", Metric: "m", Value: 2, Count: 3})); got != `{"ts":1,"key":"k\ufffd","metric":"m","value":2,"count":3}` {
+		t.Errorf("AppendEvent = %s", got)
+	}
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		line := AppendEvent(nil, window.Event{TS: 1, Key: "k", Metric: "m", Value: v})
+		if _, r := d.Decode(line, 0); r != ReasonInvalidValue {
+			t.Errorf("%s: reason %v, want invalid_value", line, r)
+		}
+	}
+}
+
+func TestDemoGen(t *testing.T) {
+	for name, d := range map[string]Demo{
+		"no keys":         {Keys: -1},
+		"heavy > keys":    {Keys: 2, Heavy: 3},
+		"negative rate":   {Rate: -1},
+		"share above one": {HeavyShare: 1.5},
+		"same metrics":    {Metric: "x", CostMetric: "x"},
+	} {
+		if _, err := NewDemoGen(d); err == nil {
+			t.Errorf("%s: NewDemoGen accepted %+v", name, d)
+		}
+	}
+	g1, err := NewDemoGen(Demo{Keys: 20, Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, _ := NewDemoGen(Demo{Keys: 20, Seed: 9})
+	if d := g1.Demo(); d.Heavy != 3 || d.Rate != 1000 || d.Metric != "latency_ms" || d.CostMetric != "cost" {
+		t.Errorf("defaults: %+v", d)
+	}
+	lat := map[bool][]float64{}
+	requests := map[string]int{}
+	for i := range 20000 {
+		ev := g1.Next(int64(i))
+		if ev2 := g2.Next(int64(i)); ev2 != ev {
+			t.Fatalf("event %d differs for the same seed: %+v %+v", i, ev, ev2)
+		}
+		if ev.TS != int64(i) || ev.Partition != -1 || ev.Count != 1 {
+			t.Fatalf("event %d: %+v", i, ev)
+		}
+		switch i % 2 {
+		case 0:
+			if ev.Metric != "latency_ms" || !(ev.Value > 0) {
+				t.Fatalf("event %d is not a latency: %+v", i, ev)
+			}
+			requests[ev.Key]++
+			heavy := slices.Contains([]string{"tenant-1", "tenant-2", "tenant-3"}, ev.Key)
+			lat[heavy] = append(lat[heavy], ev.Value)
+		case 1:
+			if ev.Metric != "cost" || ev.Value < 1 {
+				t.Fatalf("event %d is not a cost: %+v", i, ev)
+			}
+		}
+	}
+	if len(requests) != 20 {
+		t.Errorf("%d keys seen, want 20", len(requests))
+	}
+	heavyShare := float64(len(lat[true])) / 10000
+	// 50% heavy by choice, plus the uniform draws that land on a heavy key: 0.5 + 0.5×3/20.
+	if math.Abs(heavyShare-0.575) > 0.02 {
+		t.Errorf("heavy keys made %.3f of the requests, want about 0.575", heavyShare)
+	}
+	median := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+	if mh, mn := median(lat[true]), median(lat[false]); math.Abs(mn-40) > 3 || math.Abs(mh-120) > 10 {
+		t.Errorf("median latency heavy %.1f (want ≈120), others %.1f (want ≈40)", mh, mn)
+	}
+}
+
+func TestDemoRunPaces(t *testing.T) {
+	g, err := NewDemoGen(Demo{Rate: 5000, Keys: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	var got int64
+	sent, err := g.Run(ctx, func(b []window.Event) error { got += int64(len(b)); return nil })
+	elapsed := time.Since(start)
+	if err != nil || sent != got {
+		t.Fatalf("Run = %d, %v; emit saw %d", sent, err, got)
+	}
+	// Real time: the pace is checked against the elapsed time, with room for a late tick.
+	if hi, lo := 5000*elapsed.Seconds()+1, 5000*(elapsed-150*time.Millisecond).Seconds(); float64(sent) > hi || float64(sent) < lo {
+		t.Errorf("sent %d events in %v at 5000/s, want within [%.0f, %.0f]", sent, elapsed, lo, hi)
+	}
+	stop := fmt.Errorf("emit failed")
+	if _, err := g.Run(context.Background(), func([]window.Event) error { return stop }); err != stop {
+		t.Errorf("Run returned %v, want emit's error", err)
+	}
+}
+
+func TestProducerAndBroker(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := StartBroker(ctx, BrokerConfig{Addr: "127.0.0.1:0", Partitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	addrs := b.Addrs()
+	if len(addrs) != 1 {
+		t.Fatalf("Addrs = %v", addrs)
+	}
+	if _, port, _ := net.SplitHostPort(addrs[0]); port == "0" {
+		t.Fatalf("Addrs reports port 0: %v", addrs)
+	}
+	// The address is taken: a second broker on it fails with an error, not a panic.
+	if _, err := StartBroker(ctx, BrokerConfig{Addr: addrs[0]}); err == nil {
+		t.Error("a second broker started on a taken address")
+	}
+
+	p, err := NewProducer(ProducerConfig{Brokers: addrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := NewDemoGen(Demo{Keys: 12})
+	evs := make([]window.Event, 3000)
+	for i := range evs {
+		evs[i] = g.Next(int64(i))
+	}
+	for i := 0; i < len(evs); i += 500 {
+		if err := p.SendEvents(ctx, evs[i:i+500]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	if st.Sent != int64(len(evs)) || st.Failed != 0 || st.LastErr != nil || st.Bytes == 0 {
+		t.Fatalf("stats %+v, want %d sent", st, len(evs))
+	}
+	// Every record of a key is in the partition the key hashes to, and decodes to its event.
+	d := newTestDecoder(t)
+	var total int
+	for part := range 3 {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: "events", Partition: part, MaxWait: 200 * time.Millisecond})
+		end, err := r.ReadLag(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range end {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, rs := d.Decode(m.Value, 0)
+			if rs != ReasonNone || ev.Key != string(m.Key) || murmurPartition(ev.Key, 3) != part {
+				t.Fatalf("partition %d record %s key %s: %v", part, m.Value, m.Key, rs)
+			}
+			total++
+		}
+		r.Close()
+	}
+	if total != len(evs) {
+		t.Errorf("read back %d records, want %d", total, len(evs))
+	}
+}
+
+func TestBrokerConfig(t *testing.T) {
+	for name, c := range map[string]BrokerConfig{
+		"no port":        {Addr: "127.0.0.1"},
+		"bad advertised": {Advertise: "somewhere"},
+		"advertised :0":  {Advertise: "example.com:0"},
+		"partitions":     {Partitions: -1},
+	} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted %+v", name, c)
+		}
+	}
+	if err := (BrokerConfig{}).Validate(); err != nil {
+		t.Errorf("zero config: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := StartBroker(ctx, BrokerConfig{Addr: "127.0.0.1:0", Advertise: "localhost:19092"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got := b.Addrs(); len(got) != 1 || got[0] != "localhost:19092" {
+		t.Errorf("Addrs = %v, want the advertised address", got)
+	}
+}
