@@ -44,7 +44,8 @@ func ordersCSV() []byte {
 
 // BenchmarkBatchSum: the best sum of 1000 consecutive rows of a 1M-row in-memory CSV.
 //
-//	ours   Job.Run: the hand-written scanner, fast float parser, compensated sliding sum
+//	ours       Job.Run: the hand-written scanner (parallel chunks), fast float parser, compensated sum
+//	sequential the same on one core (the pipeline disabled)
 //	anchor the obvious Go: encoding/csv + strconv.ParseFloat + the same SumWindow
 //
 // The end-to-end goal against DuckDB is measured by testdata/duckdb/compare.sh.
@@ -57,6 +58,18 @@ func BenchmarkBatchSum(b *testing.B) {
 			res, err := Job{Size: 1000}.Run(context.Background(), bytes.NewReader(data), nil)
 			if err != nil || res.N != benchRows {
 				b.Fatal(res, err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/benchRows, "ns/row")
+	})
+	b.Run("sequential", func(b *testing.B) { // ours on one core: no parallel pipeline
+		defer func(seq bool) { sequentialOnly = seq }(sequentialOnly)
+		sequentialOnly = true
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if _, err := (Job{Size: 1000}).Run(context.Background(), bytes.NewReader(data), nil); err != nil {
+				b.Fatal(err)
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/benchRows, "ns/row")

@@ -34,6 +34,16 @@ type CSVReader struct {
 	offs     []int
 	fields   [][]byte
 	selected bool
+
+	// Parallel mode (see pipeline): par is non-nil while chunks are coming; cur is the parsed
+	// chunk being handed out; when l is a chunk (or the rest of the input) being read
+	// sequentially, seqEOF marks its end. lineBase is the line count before the current chunk.
+	par      *pipeline
+	cur      *chunk
+	off      int
+	inChunk  bool
+	seqEOF   bool
+	lineBase int64
 }
 
 // NewCSVReader reads the header (and peeks at the first data row) of a CSV stream.
@@ -106,6 +116,12 @@ func (c *CSVReader) Select(value, time string) error {
 		}
 	}
 	c.vi, c.ti, c.need, c.selected = vi, ti, max(vi, ti), true
+	if c.err == nil && c.par == nil && c.cur == nil && !c.inChunk && c.l.line == c.firstAt {
+		// Nothing read past the first row yet: hand the rest of the input to the pipeline.
+		if c.par = startPipeline(c.l.buf[c.l.lo:c.l.hi], c.l.rest(), vi, ti, len(c.cols)); c.par != nil {
+			c.lineBase = c.l.line
+		}
+	}
 	return nil
 }
 
@@ -140,11 +156,89 @@ func (c *CSVReader) Read(vals []float64, ts []int64) (int, error) {
 	return n, c.err
 }
 
-// readN fills vals (and ts) until full, EOF or an error (left in c.err).
+// readN fills vals (and ts) until full, EOF or an error (left in c.err), from the pipeline's
+// chunks when it runs, else from the line buffer.
 func (c *CSVReader) readN(vals []float64, ts []int64) int {
-	if c.err != nil {
-		return 0
+	n := 0
+	for n < len(vals) && c.err == nil {
+		if c.par == nil || c.inChunk {
+			if len(ts) > 0 {
+				n += c.readSeq(vals[n:], ts[n:])
+			} else {
+				n += c.readSeq(vals[n:], nil)
+			}
+			if !c.seqEOF || c.par == nil {
+				break
+			}
+			c.inChunk, c.seqEOF = false, false // that chunk is done: back to parsed ones
+			continue
+		}
+		if c.cur == nil && !c.nextChunk() {
+			break
+		}
+		if c.cur == nil {
+			continue
+		}
+		k := copy(vals[n:], c.cur.vals[c.off:c.cur.n])
+		if len(ts) > 0 {
+			copy(ts[n:n+k], c.cur.ts[c.off:])
+		}
+		n += k
+		c.off += k
+		c.row += int64(k)
+		if c.off == c.cur.n {
+			c.par.put(c.cur)
+			c.cur = nil
+		}
 	}
+	return n
+}
+
+// nextChunk takes the next chunk in input order: parsed (cur), or to be read sequentially
+// (l, inChunk). It returns false at the end of the input or on an error.
+func (c *CSVReader) nextChunk() bool {
+	ch, ok := <-c.par.order
+	if !ok { // the end: leave an empty line buffer so later Reads see EOF
+		c.par.close()
+		c.par = nil
+		c.l = newLineBuf(eofReader{})
+		c.seqEOF = true
+		return false
+	}
+	<-ch.done
+	switch {
+	case ch.err != nil:
+		c.err = fmt.Errorf("reading input: %w", ch.err)
+		return false
+	case ch.rest != nil: // quotes ahead: everything else is sequential
+		c.par.close()
+		c.par = nil
+		c.l = newLineBuf(ch.rest)
+		c.l.line = c.lineBase
+		c.seqEOF = false
+	case !ch.ok: // a row scanRows would not take: the general path reports or skips it
+		c.l = newLineBuf(bytes.NewReader(ch.data))
+		c.l.line = c.lineBase
+		c.lineBase += ch.lines
+		c.inChunk, c.seqEOF = true, false
+	default:
+		c.cur, c.off = ch, 0
+		c.lineBase += ch.lines
+	}
+	return true
+}
+
+// Close stops the parallel pipeline, if any (a Job closes its reader when it stops early).
+// Reading after Close is an error-free EOF at the next chunk boundary.
+func (c *CSVReader) Close() error {
+	if c.par != nil {
+		c.par.close()
+	}
+	return nil
+}
+
+// readSeq is readN over the line buffer; it sets seqEOF at the buffer's end.
+func (c *CSVReader) readSeq(vals []float64, ts []int64) int {
 	n := 0
 	for n < len(vals) {
 		if c.ti < 0 {
@@ -162,6 +256,7 @@ func (c *CSVReader) readN(vals []float64, ts []int64) int {
 			if err != io.EOF {
 				c.err = err
 			}
+			c.seqEOF = true
 			return n
 		}
 		if len(line) == 0 {
@@ -211,18 +306,28 @@ func (c *CSVReader) readN(vals []float64, ts []int64) int {
 	return n
 }
 
-// fastRows parses complete, quote-free, well-formed rows straight out of the buffer while they
-// last: one loop over the bytes finds the commas and the newline, with no call per field or
-// per line. It stops at anything else (the buffer end, the next quote, a blank line, a wrong
-// field count, a value that does not parse) and leaves that row to the general path.
+// fastRows parses complete, quote-free, well-formed rows straight out of the line buffer while
+// they last (see scanRows) and leaves anything else to the general path.
 func (c *CSVReader) fastRows(vals []float64, ts []int64) int {
 	l := c.l
 	if l.qpos < l.lo {
 		l.quoted(l.lo, l.lo) // find the next quote at or after lo
 	}
 	buf := l.buf[:min(l.qpos, l.hi)] // rows must end before the next quote
-	p, n := l.lo, 0
-	vi, ti, ncols := c.vi, c.ti, len(c.cols)
+	n, p := scanRows(buf[l.lo:], c.vi, c.ti, len(c.cols), vals, ts)
+	c.row += int64(n)
+	l.line += int64(n)
+	l.lo += p
+	return n
+}
+
+// scanRows parses complete, quote-free, well-formed rows of buf (ncols fields, a finite value
+// in field vi, a timestamp in field ti when ti ≥ 0) into vals and ts, and returns how many and
+// the offset after the last one. One loop over the bytes finds the commas and the newline,
+// with no call per field or per line. It stops at anything else (an unterminated last line, a
+// blank line, a wrong field count, a value that does not parse) and leaves that row to the
+// general path, which reports errors with their line numbers.
+func scanRows(buf []byte, vi, ti, ncols int, vals []float64, ts []int64) (n, p int) {
 	for n < len(vals) {
 		col, fs := 0, p
 		vs, ve, tss, tse := 0, 0, 0, 0
@@ -278,10 +383,7 @@ func (c *CSVReader) fastRows(vals []float64, ts []int64) int {
 		n++
 		p = i + 1
 	}
-	c.row += int64(n)
-	l.line += int64(n)
-	l.lo = p
-	return n
+	return n, p
 }
 
 const (

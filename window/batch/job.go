@@ -250,6 +250,9 @@ func (j Job) RunReader(ctx context.Context, rd Reader, seriesOut io.Writer) (Res
 		log = slog.New(slog.DiscardHandler)
 	}
 	began := time.Now()
+	if c, ok := rd.(io.Closer); ok {
+		defer c.Close() // stops a parallel reader's goroutines when the job ends early
+	}
 	timeCol := ""
 	if j.Span > 0 {
 		timeCol = j.TimeColumn

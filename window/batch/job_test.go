@@ -138,7 +138,9 @@ func genRows(rng *rand.Rand, n int) []row {
 
 // TestJobMatchesOracle runs every aggregate over count and time windows, CSV and NDJSON, best
 // max and min, and compares the series, the best value and its rows with a naive oracle.
-func TestJobMatchesOracle(t *testing.T) {
+func TestJobMatchesOracle(t *testing.T) { inModes(t, testJobMatchesOracle) }
+
+func testJobMatchesOracle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	rows := genRows(rng, 600)
 	inputs := map[string]string{"csv": toCSV(rows), "ndjson": toNDJSON(rows)}
@@ -213,7 +215,9 @@ func TestTimeWindowJSONAndEdge(t *testing.T) {
 	}
 }
 
-func TestJobColumnChoice(t *testing.T) {
+func TestJobColumnChoice(t *testing.T) { inModes(t, testJobColumnChoice) }
+
+func testJobColumnChoice(t *testing.T) {
 	cases := []struct {
 		j    Job
 		in   string

@@ -104,3 +104,15 @@ func (l *lineBuf) quoted(start, end int) bool {
 	}
 	return l.qpos < end
 }
+
+// rest returns the unread part of the underlying reader (what follows buf[hi:]).
+func (l *lineBuf) rest() io.Reader {
+	if l.eof {
+		return eofReader{}
+	}
+	return l.r
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }

@@ -10,9 +10,23 @@ import (
 	"testing/iotest"
 )
 
+// inModes runs f with the sequential reader, then with the parallel pipeline cutting the input
+// into tiny chunks (so every test input spans many chunks, quotes and errors included).
+func inModes(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	defer func(seq bool, size int) { sequentialOnly, chunkSize = seq, size }(sequentialOnly, chunkSize)
+	t.Run("sequential", func(t *testing.T) { sequentialOnly = true; f(t) })
+	for _, size := range []int{8, 64, 1 << 20} {
+		t.Run(fmt.Sprintf("chunks=%d", size), func(t *testing.T) { sequentialOnly, chunkSize = false, size; f(t) })
+	}
+}
+
 // readAll selects value (and time) and reads every row with small batches.
 func readAll(t testing.TB, rd Reader, value, time string) ([]float64, []int64, error) {
 	t.Helper()
+	if c, ok := rd.(io.Closer); ok {
+		defer c.Close()
+	}
 	if err := rd.Select(value, time); err != nil {
 		return nil, nil, err
 	}
@@ -37,7 +51,9 @@ func readAll(t testing.TB, rd Reader, value, time string) ([]float64, []int64, e
 	}
 }
 
-func TestCSVReaderShapes(t *testing.T) {
+func TestCSVReaderShapes(t *testing.T) { inModes(t, testCSVReaderShapes) }
+
+func testCSVReaderShapes(t *testing.T) {
 	cases := []struct {
 		name, in string
 		want     []float64
@@ -89,7 +105,9 @@ func TestCSVReaderShapes(t *testing.T) {
 	}
 }
 
-func TestCSVReaderErrors(t *testing.T) {
+func TestCSVReaderErrors(t *testing.T) { inModes(t, testCSVReaderErrors) }
+
+func testCSVReaderErrors(t *testing.T) {
 	cases := []struct {
 		name, in, value string
 		want            error
@@ -125,7 +143,9 @@ func TestCSVReaderErrors(t *testing.T) {
 	}
 }
 
-func TestCSVReaderTimeColumn(t *testing.T) {
+func TestCSVReaderTimeColumn(t *testing.T) { inModes(t, testCSVReaderTimeColumn) }
+
+func testCSVReaderTimeColumn(t *testing.T) {
 	in := "ts,amount\n1764489600000,1\n2025-11-30T08:00:01Z,2\n\"2025-11-30T08:00:02.5+00:00\",3\n"
 	rd, err := NewCSVReader(strings.NewReader(in))
 	if err != nil {
@@ -146,7 +166,9 @@ func TestCSVReaderTimeColumn(t *testing.T) {
 }
 
 // TestCSVReaderLongLine forces the buffer to grow past its initial size.
-func TestCSVReaderLongLine(t *testing.T) {
+func TestCSVReaderLongLine(t *testing.T) { inModes(t, testCSVReaderLongLine) }
+
+func testCSVReaderLongLine(t *testing.T) {
 	long := strings.Repeat("x", 3*readSize)
 	in := "name,amount\n" + long + ",1\n\"" + long + "\",2\nshort,3\n"
 	rd, err := NewCSVReader(strings.NewReader(in))
@@ -159,7 +181,11 @@ func TestCSVReaderLongLine(t *testing.T) {
 	}
 }
 
+// TestCSVReaderAllocatesNothingPerRow checks the sequential reader; the pipeline recycles its
+// chunks and allocates one channel per chunk of about 1 MiB.
 func TestCSVReaderAllocatesNothingPerRow(t *testing.T) {
+	defer func(seq bool) { sequentialOnly = seq }(sequentialOnly)
+	sequentialOnly = true
 	var b strings.Builder
 	b.WriteString("ts,amount\n")
 	for i := 0; i < 50_000; i++ {
@@ -197,6 +223,8 @@ func FuzzCSVReader(f *testing.F) {
 	} {
 		f.Add(s)
 	}
+	defer func(size int) { chunkSize = size }(chunkSize)
+	chunkSize = 16 // many chunks per input: the pipeline's cuts and fallbacks get fuzzed too
 	f.Fuzz(func(t *testing.T, in string) {
 		rd, err := NewCSVReader(iotest.HalfReader(strings.NewReader(in)))
 		if err != nil {
