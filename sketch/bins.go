@@ -733,10 +733,20 @@ func (b *Bins) Quantiles(ix Indexer, qs []float64, dst []float64) []float64 {
 
 // Quantile returns the value at quantile q of the union of bins (nil entries
 // are skipped), with the semantics of Bins.Quantile, without allocating or
-// modifying them: one scan over the union of their index ranges,
-// O(span × len(bins)). Use it for windows shorter than the retention, where
-// no aggregate is kept.
+// modifying them. It sums the bins chunk by chunk into a buffer on the stack
+// and scans the sums: O(total bins of the arguments). Use it for windows
+// shorter than the retention, where no aggregate is kept; for several
+// quantiles use QuantilesOf, which makes one pass.
 func Quantile(ix Indexer, q float64, bins ...*Bins) float64 {
+	var one [1]float64
+	return QuantilesOf(ix, []float64{q}, one[:0], bins...)[0]
+}
+
+// QuantilesOf appends to dst the value at each quantile of qs for the union
+// of bins (nil entries skipped), as Quantile does, and returns the extended
+// slice. When qs is sorted ascending, the positive range is summed and
+// scanned once for all of them. It allocates only if dst lacks capacity.
+func QuantilesOf(ix Indexer, qs []float64, dst []float64, bins ...*Bins) []float64 {
 	var count, zero, negCount uint64
 	for _, b := range bins {
 		if b == nil {
@@ -748,61 +758,138 @@ func Quantile(ix Indexer, q float64, bins ...*Bins) float64 {
 			negCount += b.neg.sum
 		}
 	}
-	if count == 0 || !(q >= 0 && q <= 1) {
-		return math.NaN()
+	sorted := sort.Float64sAreSorted(qs)
+	u := unionScan{bins: bins}
+	for _, q := range qs {
+		if count == 0 || !(q >= 0 && q <= 1) {
+			dst = append(dst, math.NaN())
+			continue
+		}
+		rank := float64(q * float64(count-1))
+		switch {
+		case rank < float64(negCount):
+			n := unionScan{bins: bins, negative: true}
+			dst = append(dst, -ix.Value(n.keyAtRank(float64(negCount)-1-rank)))
+			continue
+		case rank < float64(zero+negCount):
+			dst = append(dst, 0)
+			continue
+		}
+		if !sorted {
+			u = unionScan{bins: bins} // restart: ranks may go backwards
+		}
+		dst = append(dst, ix.Value(u.keyAtRank(rank-float64(zero)-float64(negCount))))
 	}
-	rank := float64(q * float64(count-1))
-	switch {
-	case rank < float64(negCount):
-		return -ix.Value(unionKeyAtRank(bins, true, float64(negCount)-1-rank))
-	case rank < float64(zero+negCount):
-		return 0
-	}
-	return ix.Value(unionKeyAtRank(bins, false, rank-float64(zero)-float64(negCount)))
+	return dst
 }
 
-// unionKeyAtRank is counts.keyAtRank over the union of one side of bins.
-func unionKeyAtRank(bins []*Bins, negative bool, rank float64) int {
-	side := func(b *Bins) *counts {
-		if b == nil {
-			return nil
-		}
-		if negative {
-			return b.neg
-		}
-		return &b.pos
+// unionChunk is how many bin indices unionScan sums at a time (8 KiB of
+// stack).
+const unionChunk = 1024
+
+// unionScan finds ranks in the union of one side of several Bins. Successive
+// keyAtRank calls with non-decreasing ranks continue where the last stopped.
+type unionScan struct {
+	bins     []*Bins
+	negative bool
+	started  bool
+	lo, hi   int    // union index range
+	start    int    // first index of the current chunk
+	j        int    // position in the current chunk
+	cum      uint64 // total of the counts before start+j
+	last     int    // last index seen holding a count
+	acc      [unionChunk]uint64
+}
+
+func (u *unionScan) side(b *Bins) *counts {
+	if b == nil {
+		return nil
 	}
-	lo, hi := math.MaxInt, math.MinInt
-	for _, b := range bins {
-		if c := side(b); c != nil && c.sum > 0 {
-			lo = min(lo, c.off)
-			hi = max(hi, c.off+c.n()-1)
+	if u.negative {
+		return b.neg
+	}
+	return &b.pos
+}
+
+// keyAtRank is counts.keyAtRank over the union.
+func (u *unionScan) keyAtRank(rank float64) int {
+	if !u.started {
+		u.started = true
+		u.lo, u.hi = math.MaxInt, math.MinInt
+		for _, b := range u.bins {
+			if c := u.side(b); c != nil && c.sum > 0 {
+				first, last := c.nonZeroRange()
+				u.lo = min(u.lo, c.off+first)
+				u.hi = max(u.hi, c.off+last)
+			}
 		}
+		if u.lo > u.hi {
+			return 0
+		}
+		u.last = u.lo
+		u.fill(u.lo)
 	}
 	if !(rank > 0) {
 		rank = 0
 	}
 	target := uint64(rank)
-	var cum uint64
-	last := lo
-	for i := lo; i <= hi; i++ {
-		for _, b := range bins {
-			c := side(b)
-			if c == nil || c.sum == 0 {
+	for {
+		n := min(unionChunk, u.hi-u.start+1)
+		for ; u.j < n; u.j++ {
+			x := u.acc[u.j]
+			if x == 0 {
 				continue
 			}
-			if j := i - c.off; uint(j) < uint(c.n()) {
-				if x := c.get(j); x > 0 {
-					cum += x
-					last = i
-				}
+			u.last = u.start + u.j
+			if u.cum+x > target {
+				return u.start + u.j
 			}
+			u.cum += x
 		}
-		if cum > target {
-			return i
+		if u.start+n > u.hi {
+			return u.last // rounding: the last bin holding anything
+		}
+		u.fill(u.start + n)
+	}
+}
+
+// fill sums the counts of every Bins for indices [start, start+unionChunk).
+func (u *unionScan) fill(start int) {
+	u.start, u.j = start, 0
+	end := min(start+unionChunk-1, u.hi)
+	acc := u.acc[:end-start+1]
+	clear(acc)
+	for _, b := range u.bins {
+		c := u.side(b)
+		if c == nil || c.sum == 0 {
+			continue
+		}
+		from, to := max(start, c.off), min(end, c.off+c.n()-1)
+		if from > to {
+			continue
+		}
+		c.addTo(acc[from-start:to-start+1], from-c.off)
+	}
+}
+
+// addTo adds the counts at positions j, j+1, ... into dst, one per element.
+func (c *counts) addTo(dst []uint64, j int) {
+	switch c.shift {
+	case 0:
+		src := c.data[j : j+len(dst)]
+		for i, x := range src {
+			dst[i] += uint64(x)
+		}
+	case 1:
+		src := c.data[2*j : 2*(j+len(dst))]
+		for i := range dst {
+			dst[i] += uint64(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	default:
+		for i := range dst {
+			dst[i] += c.get(j + i)
 		}
 	}
-	return last
 }
 
 // Reset empties b and releases its memory (an empty slot holds no bins).

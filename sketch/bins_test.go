@@ -341,6 +341,37 @@ func TestUnionQuantileMatchesMerged(t *testing.T) {
 	if v := Quantile(ix, 1.5, parts...); !math.IsNaN(v) {
 		t.Errorf("union Quantile(1.5) = %v, want NaN", v)
 	}
+	for _, qs := range [][]float64{
+		{0, 0.05, 0.07, 0.1, 0.5, 0.95, 0.99, 1}, // sorted: one pass
+		{0.99, 0.5, 0.07, 1, 0, 0.95},            // unsorted: restarts
+		{0.5, 0.5, 2, 0.9},                       // invalid q
+	} {
+		got := QuantilesOf(ix, qs, []float64{-1}, parts...)
+		if len(got) != len(qs)+1 || got[0] != -1 {
+			t.Fatalf("QuantilesOf must append to dst: %v", got)
+		}
+		for i, q := range qs {
+			want := merged.Quantile(ix, q)
+			if !(got[i+1] == want || math.IsNaN(want) && math.IsNaN(got[i+1])) {
+				t.Errorf("QuantilesOf(%v)[%v] = %v, merged %v", qs, q, got[i+1], want)
+			}
+		}
+	}
+	// A union wider than one scan chunk.
+	var wide, wideMerged Bins
+	for v := 1e-3; v < 1e9; v *= 1.003 {
+		wide.Add(ix, v, 1)
+	}
+	wideMerged.AddBins(&wide)
+	wideMerged.AddBins(parts[0])
+	if wide.pos.n() <= unionChunk {
+		t.Fatalf("wide bins span %d <= one chunk: test does not cover chunking", wide.pos.n())
+	}
+	for _, q := range []float64{0, 0.3, 0.6, 0.99, 1} {
+		if got, want := Quantile(ix, q, &wide, parts[0]), wideMerged.Quantile(ix, q); got != want {
+			t.Errorf("chunked union Quantile(%v) = %v, merged %v", q, got, want)
+		}
+	}
 }
 
 func TestBinsCloneCompact(t *testing.T) {

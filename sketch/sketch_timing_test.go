@@ -215,6 +215,13 @@ func BenchmarkBinsOps(b *testing.B) {
 			_ = Quantile(f.ix, 0.95, f.slots[:6]...)
 		}
 	})
+	b.Run("UnionQuantiles29x4", func(b *testing.B) {
+		dst := make([]float64, 0, len(qs))
+		b.ReportAllocs()
+		for b.Loop() {
+			dst = QuantilesOf(f.ix, qs, dst[:0], f.slots[:29]...)
+		}
+	})
 	b.Run("Marshal", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
