@@ -184,7 +184,8 @@ func ParseKind(s string) (Kind, error) {
 // same relative-accuracy guarantee as the logarithmic mapping; verified by
 // TestIndexerAccuracy). For HDR it is a log-linear indexer whose bins are
 // exactly HdrHistogram's counts indices at k's precision, so Bins built with
-// it convert to an HDR histogram without loss. Each call builds a new
+// it convert to an HDR histogram without loss (values above Highest still get
+// log-linear bins; only ToSketch refuses them). Each call builds a new
 // Indexer; build one per configuration and share it (Indexers are immutable
 // and safe for concurrent use).
 func (k Kind) Indexer() (Indexer, error) {
