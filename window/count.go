@@ -67,6 +67,28 @@ func (w *SumWindow) Push(v float64) (sum float64, full bool) {
 	return w.s + w.c, w.n == len(w.buf)
 }
 
+// PushAll pushes every value of vs in order and appends to dst the window sum after each one;
+// the first max(0, Size() − Len()) of them (Len before the call) are sums of windows that are not
+// full yet. It is Push in a loop with the state kept in registers: the batch job's hot path.
+func (w *SumWindow) PushAll(dst, vs []float64) []float64 {
+	buf, i, n, s, c := w.buf, w.i, w.n, w.s, w.c
+	for _, v := range vs {
+		if n == len(buf) {
+			s, c = twoSum(s, c, -buf[i])
+		} else {
+			n++
+		}
+		s, c = twoSum(s, c, v)
+		buf[i] = v
+		if i++; i == len(buf) {
+			i = 0
+		}
+		dst = append(dst, s+c)
+	}
+	w.i, w.n, w.s, w.c = i, n, s, c
+	return dst
+}
+
 // Sum returns the sum of the values in the window (0 when empty).
 func (w *SumWindow) Sum() float64 { return w.s + w.c }
 

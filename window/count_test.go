@@ -273,6 +273,20 @@ func TestSumWindow(t *testing.T) {
 	if sum, full := w.Push(7); sum != 7 || full {
 		t.Errorf("after Reset Push(7) = %v, %v", sum, full)
 	}
+	// PushAll is Push in a loop.
+	a, _ := NewSumWindow(4)
+	b, _ := NewSumWindow(4)
+	xs := articleOrders(50)
+	got := a.PushAll(nil, xs[:3])
+	got = a.PushAll(got, xs[3:])
+	for i, x := range xs {
+		if s, _ := b.Push(x); s != got[i] {
+			t.Fatalf("PushAll[%d] = %v, Push = %v", i, got[i], s)
+		}
+	}
+	if a.Sum() != b.Sum() || a.Len() != b.Len() {
+		t.Fatalf("after PushAll: sum %v len %d, Push: %v %d", a.Sum(), a.Len(), b.Sum(), b.Len())
+	}
 }
 
 // TestSumWindowNoDrift runs a million steps of values that cancel badly in plain float64

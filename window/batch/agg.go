@@ -42,13 +42,12 @@ type countSum struct {
 }
 
 func (a *countSum) feed(vals []float64, _ []int64, out []float64, _, _ []int64) {
-	k := float64(a.w.Size())
-	for i, v := range vals {
-		s, _ := a.w.Push(v)
-		if a.avg {
-			s /= k
+	out = a.w.PushAll(out[:0], vals)
+	if a.avg {
+		k := float64(a.w.Size())
+		for i := range out {
+			out[i] /= k
 		}
-		out[i] = s
 	}
 }
 
