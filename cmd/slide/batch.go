@@ -113,7 +113,10 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	}
 	if err != nil {
 		var rowErr *batch.RowError
-		if errors.As(err, &rowErr) || errors.Is(err, batch.ErrColumn) || errors.Is(err, batch.ErrMissingColumn) {
+		switch {
+		case errors.Is(err, batch.ErrColumn):
+			return fmt.Errorf("%s: %w (set --column)", path, err)
+		case errors.As(err, &rowErr) || errors.Is(err, batch.ErrMissingColumn):
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		return err

@@ -122,7 +122,7 @@ func TestBatchErrors(t *testing.T) {
 		{"unsorted", "ts,amount\n2000,1\n1000,2\n", []string{"--span", "1s", "-"}, 1,
 			`row 1, column "ts": timestamp earlier than the previous row's`},
 		{"ambiguous column", "id,amount\n1,2\n", []string{"--size", "1", "-"}, 1,
-			"several numeric columns (id, amount); choose one"},
+			"several numeric columns (id, amount); choose one (set --column)"},
 		{"missing column", "ts,amount\n1,2\n", []string{"--size", "1", "--column", "price", "-"}, 1,
 			`missing column "price" (columns: ts, amount)`},
 	}
