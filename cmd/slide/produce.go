@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/window"
+)
+
+// produceConfig is what the produce flags parse into.
+type produceConfig struct {
+	brokers, topic, file string
+	rate                 float64
+	rateSet              bool
+	keys, heavy          int
+	duration             time.Duration
+	metric, costMetric   string
+	seed                 uint64
+	connectTimeout       time.Duration
+	brokerList           []string
+}
+
+// cmdProduce is `slide produce`: a load generator (lognormal latencies and costs for keys
+// tenant-1…N, a few heavy and slow) or, with --file, a replayer of NDJSON events. Records
+// are keyed by event key, so each series stays in one partition. It prints what it sent.
+func cmdProduce(ctx context.Context, args []string, s stdio) error {
+	fs := newFlagSet("produce", s.err)
+	var c produceConfig
+	fs.StringVar(&c.brokers, "brokers", ingest.DefaultBrokerAddr, "Kafka bootstrap brokers, comma-separated (default: the embedded broker of slide serve)")
+	fs.StringVar(&c.topic, "topic", ingest.DefaultTopic, "topic to write to")
+	fs.Float64Var(&c.rate, "rate", ingest.DefaultDemoRate, "events per second; with --file the replay pace, unlimited unless set")
+	fs.IntVar(&c.keys, "keys", ingest.DefaultDemoKeys, "distinct keys, tenant-1 … tenant-N")
+	fs.IntVar(&c.heavy, "heavy", ingest.DefaultDemoHeavy, "heavy, slow keys among them; half the requests are theirs (0 for none)")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to generate; 0 runs until interrupted")
+	fs.StringVar(&c.file, "file", "", "NDJSON file to replay, one record per line, instead of generating ('-' reads stdin)")
+	fs.StringVar(&c.metric, "metric", ingest.DefaultDemoMetric, "name of the latency metric")
+	fs.StringVar(&c.costMetric, "cost-metric", ingest.DefaultDemoCostMetric, "name of the cost metric")
+	fs.Uint64Var(&c.seed, "seed", 1, "random seed: the same seed sends the same events")
+	fs.DurationVar(&c.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the brokers before giving up")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(s.err, "slide produce: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	fs.Visit(func(f *flag.Flag) { c.rateSet = c.rateSet || f.Name == "rate" })
+	for _, b := range strings.Split(c.brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			c.brokerList = append(c.brokerList, b)
+		}
+	}
+	switch {
+	case len(c.brokerList) == 0:
+		return errors.New("--brokers: no broker address")
+	case c.topic == "":
+		return errors.New("--topic: empty")
+	case !(c.rate > 0):
+		return fmt.Errorf("--rate %v: must be positive", c.rate)
+	case c.duration < 0:
+		return fmt.Errorf("--duration %v: must not be negative", c.duration)
+	}
+	var g *ingest.DemoGen
+	if c.file == "" {
+		heavy := c.heavy
+		if heavy == 0 {
+			heavy = -1 // the flag's 0 means none; Demo's zero means the default
+		}
+		var err error
+		g, err = ingest.NewDemoGen(ingest.Demo{Keys: c.keys, Rate: c.rate, Heavy: heavy, Metric: c.metric, CostMetric: c.costMetric, Seed: c.seed})
+		if err != nil {
+			return fmt.Errorf("generator flags: %w", err)
+		}
+	}
+	if err := checkBrokers(ctx, c.brokerList, c.connectTimeout); err != nil {
+		return err
+	}
+	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: c.brokerList, Topic: c.topic})
+	if err != nil {
+		return err
+	}
+	if g == nil {
+		return produceFile(ctx, c, p, s)
+	}
+	return produceGenerated(ctx, c, g, p, s)
+}
+
+// checkBrokers fails fast, with a clear message, when no broker answers: the asynchronous
+// producer would otherwise retry for a long time before reporting anything.
+func checkBrokers(ctx context.Context, brokers []string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var errs []error
+	for _, b := range brokers {
+		conn, err := (&kafka.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", b)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("no broker of %s answers (is `slide serve` running, or is --brokers right?): %w",
+		strings.Join(brokers, ","), errors.Join(errs...))
+}
+
+func produceGenerated(ctx context.Context, c produceConfig, g *ingest.DemoGen, p *ingest.Producer, s stdio) error {
+	runCtx := ctx
+	if c.duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, c.duration)
+		defer cancel()
+	}
+	start := time.Now()
+	// Sends use ctx, not runCtx: the last batch of the duration must not fail for being late.
+	_, runErr := g.Run(runCtx, func(evs []window.Event) error { return p.SendEvents(ctx, evs) })
+	closeErr := p.Close()
+	elapsed := time.Since(start)
+	st := p.Stats()
+	d := g.Demo()
+	fmt.Fprintf(s.out, "sent %d events (%d requests, %d keys, %d heavy) to %s on %s in %s: %.0f events/s, %s\n",
+		st.Sent, st.Sent/2, d.Keys, d.Heavy, c.topic, c.brokers, elapsed.Round(time.Millisecond),
+		float64(st.Sent)/elapsed.Seconds(), produceBytes(st.Bytes))
+	return produceResult(st, runErr, closeErr)
+}
+
+func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s stdio) error {
+	var in io.Reader = s.in
+	name := "stdin"
+	if c.file != "-" {
+		f, err := os.Open(c.file)
+		if err != nil {
+			return fmt.Errorf("opening --file: %w", err)
+		}
+		defer f.Close()
+		in, name = f, c.file
+	}
+	dec, err := ingest.NewDecoder(ingest.DecoderConfig{})
+	if err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(in, 1<<20)
+	start := time.Now()
+	var records, undecodable int64
+	var readErr error
+	for ctx.Err() == nil {
+		line, err := r.ReadBytes('\n')
+		line = bytes.TrimRight(line, "\r\n")
+		if len(bytes.TrimSpace(line)) > 0 {
+			var key []byte
+			if ev, reason := dec.Decode(line, 0); reason == ingest.ReasonNone {
+				key = []byte(ev.Key)
+			} else {
+				undecodable++ // sent anyway, unkeyed: the consumer counts and dead-letters it
+			}
+			if err := p.Send(ctx, key, line); err != nil {
+				readErr = err
+				break
+			}
+			records++
+			if c.rateSet {
+				producePace(ctx, start, records, c.rate)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = fmt.Errorf("reading %s: %w", name, err)
+			}
+			break
+		}
+	}
+	closeErr := p.Close()
+	elapsed := time.Since(start)
+	st := p.Stats()
+	fmt.Fprintf(s.out, "sent %d records (%s) from %s to %s on %s in %s: %.0f records/s",
+		st.Sent, produceBytes(st.Bytes), name, c.topic, c.brokers, elapsed.Round(time.Millisecond), float64(st.Sent)/elapsed.Seconds())
+	if undecodable > 0 {
+		fmt.Fprintf(s.out, "; %d lines are not valid events and were sent unkeyed", undecodable)
+	}
+	fmt.Fprintln(s.out)
+	return produceResult(st, readErr, closeErr)
+}
+
+// producePace sleeps until n records at rate per second are due since start.
+func producePace(ctx context.Context, start time.Time, n int64, rate float64) {
+	ahead := time.Duration(float64(n)/rate*float64(time.Second)) - time.Since(start)
+	if ahead < 10*time.Millisecond {
+		return // sleep in chunks: a timer per record would cap the rate
+	}
+	t := time.NewTimer(ahead)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func produceResult(st ingest.ProducerStats, errs ...error) error {
+	if st.Failed > 0 {
+		errs = append(errs, fmt.Errorf("%d records failed: %w", st.Failed, st.LastErr))
+	}
+	return errors.Join(errs...)
+}
+
+func produceBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/ingest"
+)
+
+// startBroker starts the embedded broker on a free port with a 3-partition "events" topic.
+func startBroker(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := ingest.StartBroker(ctx, ingest.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b.Addrs()[0]
+}
+
+// topicRecords reads every record of topic.
+func topicRecords(t *testing.T, addr, topic string) []kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []kafka.Message
+	for p := range 3 {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: p, MaxWait: 200 * time.Millisecond})
+		lag, err := r.ReadLag(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range lag {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+		r.Close()
+	}
+	return out
+}
+
+func TestProduceGenerates(t *testing.T) {
+	addr := startBroker(t)
+	var out, errb bytes.Buffer
+	err := cmdProduce(context.Background(), []string{"--brokers", addr, "--rate", "4000", "--keys", "10", "--duration", "500ms"},
+		stdio{strings.NewReader(""), &out, &errb})
+	if err != nil {
+		t.Fatalf("produce: %v\n%s", err, errb.String())
+	}
+	re := regexp.MustCompile(`^sent (\d+) events \((\d+) requests, 10 keys, 3 heavy\) to events on ` + regexp.QuoteMeta(addr) + ` in [0-9.]+m?s: \d+ events/s, [0-9.]+ KiB\n$`)
+	m := re.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("output %q does not match %s", out.String(), re)
+	}
+	sent, _ := strconv.Atoi(m[1])
+	// 4000/s for 0.5 s, give or take a tick and a loaded machine.
+	if sent < 1200 || sent > 2100 {
+		t.Errorf("sent %d events in 500ms at 4000/s", sent)
+	}
+	recs := topicRecords(t, addr, "events")
+	if len(recs) != sent {
+		t.Fatalf("topic holds %d records, the command says it sent %d", len(recs), sent)
+	}
+	dec, _ := ingest.NewDecoder(ingest.DecoderConfig{})
+	metrics := map[string]int{}
+	for _, r := range recs {
+		ev, reason := dec.Decode(r.Value, 0)
+		if reason != ingest.ReasonNone || ev.Key != string(r.Key) || !strings.HasPrefix(ev.Key, "tenant-") {
+			t.Fatalf("record %s (key %s): %v", r.Value, r.Key, reason)
+		}
+		metrics[ev.Metric]++
+	}
+	if metrics["latency_ms"] == 0 || metrics["cost"] == 0 || metrics["latency_ms"]+metrics["cost"] != sent {
+		t.Errorf("metrics %v", metrics)
+	}
+}
+
+func TestProduceFile(t *testing.T) {
+	addr := startBroker(t)
+	path := filepath.Join(t.TempDir(), "events.ndjson")
+	lines := `{"ts":1764489600123,"key":"tenant-42","metric":"latency_ms","value":87.5}
+{"key":"tenant-7","metric":"cost","value":3}
+
+not an event
+{"key":"tenant-42","metric":"latency_ms","value":12}` // no final newline
+	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "replay", "--file", path},
+		stdio{strings.NewReader(""), &out, &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`^sent 4 records \(181 B\) from ` + regexp.QuoteMeta(path) + ` to replay on .* records/s; 1 lines are not valid events and were sent unkeyed\n$`)
+	if !re.MatchString(out.String()) {
+		t.Fatalf("output %q does not match %s", out.String(), re)
+	}
+	got := map[string]string{}
+	for _, r := range topicRecords(t, addr, "replay") {
+		got[string(r.Value)] = string(r.Key)
+	}
+	want := map[string]string{
+		`{"ts":1764489600123,"key":"tenant-42","metric":"latency_ms","value":87.5}`: "tenant-42",
+		`{"key":"tenant-7","metric":"cost","value":3}`:                              "tenant-7",
+		`not an event`: "",
+		`{"key":"tenant-42","metric":"latency_ms","value":12}`: "tenant-42",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("records %v, want %v", got, want)
+	}
+	for v, k := range want {
+		if gk, ok := got[v]; !ok || gk != k {
+			t.Errorf("record %s: key %q present %v, want key %q", v, gk, ok, k)
+		}
+	}
+
+	// stdin works the same way.
+	out.Reset()
+	err = cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "replay", "--file", "-"},
+		stdio{strings.NewReader(lines), &out, &bytes.Buffer{}})
+	if err != nil || !strings.HasPrefix(out.String(), "sent 4 records (181 B) from stdin to replay") {
+		t.Fatalf("stdin replay: %v, %q", err, out.String())
+	}
+}
+
+func TestProduceErrors(t *testing.T) {
+	var errb bytes.Buffer
+	s := stdio{strings.NewReader(""), &bytes.Buffer{}, &errb}
+	if err := cmdProduce(context.Background(), []string{"extra"}, s); !errors.Is(err, errUsage) {
+		t.Errorf("positional argument: %v, want errUsage", err)
+	}
+	if err := cmdProduce(context.Background(), []string{"--rate", "nope"}, s); !errors.Is(err, errUsage) {
+		t.Errorf("bad --rate: %v, want errUsage", err)
+	}
+	for _, args := range [][]string{
+		{"--rate", "-5"},
+		{"--brokers", " , "},
+		{"--duration", "-1s"},
+		{"--topic", ""},
+	} {
+		if err := cmdProduce(context.Background(), args, s); err == nil || errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a validation error", args, err)
+		}
+	}
+	if err := cmdProduce(context.Background(), []string{"--keys", "2", "--heavy", "5"}, s); err == nil || !strings.Contains(err.Error(), "heavy") {
+		t.Errorf("more heavy keys than keys: %v", err)
+	}
+	start := time.Now()
+	err := cmdProduce(context.Background(), []string{"--brokers", freeAddr(t), "--connect-timeout", "300ms"}, s)
+	if err == nil || !strings.Contains(err.Error(), "no broker") || time.Since(start) > 5*time.Second {
+		t.Errorf("unreachable broker: %v after %v", err, time.Since(start))
+	}
+}
