@@ -104,8 +104,8 @@ type Config struct {
 	// Default DefaultExportMaxSeries (1000).
 	ExportMaxSeries int
 
-	// Registerer receives the server's own metrics (requests and latency by route, store
-	// counters, export gauges). Nil: nothing is registered and Export must be empty.
+	// Registerer receives the server's own metrics (requests and latency by route, export
+	// gauges). Nil: nothing is registered and Export must be empty.
 	Registerer prometheus.Registerer
 
 	// Gatherer serves GET /metrics. Nil: /metrics answers 404.

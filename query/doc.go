@@ -60,9 +60,9 @@
 //
 // # Metrics
 //
-// The server registers slide_http_requests_total{route,code},
-// slide_http_request_duration_seconds{route}, slide_store_series and
-// slide_store_series_evicted_total. With Config.Export (--export-windows
+// The server registers slide_http_requests_total{route,code} and
+// slide_http_request_duration_seconds{route} (ingest exports the store's series count and
+// refusals as slide_ingest_*). With Config.Export (--export-windows
 // "latency_ms:5m:0.95,0.99") it also publishes window aggregates read at scrape time:
 // slide_window_quantile{metric,key,window,quantile}, slide_window_count, _sum, _avg, _min,
 // _max and _rate_per_second, at most Config.ExportMaxSeries series per scrape (in key order;

@@ -235,33 +235,6 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.GaugeValue, float64(skipped))
 }
 
-// storeCollector publishes the store's series count and evictions at scrape time. Refused
-// events are counted by ingest (slide_ingest_rejected_total) with the same reasons, so they
-// are not repeated here.
-type storeCollector struct {
-	st              *window.Store
-	series, evicted *prometheus.Desc
-}
-
-func newStoreCollector(st *window.Store) *storeCollector {
-	return &storeCollector{
-		st:      st,
-		series:  prometheus.NewDesc("slide_store_series", "Live series in the window store.", nil, nil),
-		evicted: prometheus.NewDesc("slide_store_series_evicted_total", "Idle series evicted from the window store.", nil, nil),
-	}
-}
-
-func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.series
-	ch <- c.evicted
-}
-
-func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.st.Stats()
-	ch <- prometheus.MustNewConstMetric(c.series, prometheus.GaugeValue, float64(st.Series))
-	ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted))
-}
-
 // promLogger sends promhttp's errors to slog.
 type promLogger struct {
 	log interface{ Warn(string, ...any) }

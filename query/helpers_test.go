@@ -214,3 +214,5 @@ func ndjson(evs []event) []byte {
 	}
 	return b.Bytes()
 }
+
+func jsonInto(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,6 +1,7 @@
 package query_test
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -110,4 +113,36 @@ func BenchmarkHTTPWindow(b *testing.B) {
 	}
 	b.Run("ours", func(b *testing.B) { runLoad(b, e.http, 200, get(windowURL)) })
 	b.Run("anchor", func(b *testing.B) { runLoad(b, e.http, 200, get(healthURL)) })
+}
+
+// BenchmarkHTTPAllow: POST /v1/allow with one memory policy through the query server
+// (ours, behind the route's auth and metrics wrapper) against GET /healthz on the same
+// server (anchor). Every request is admitted: the limit is far above the load. Goal: ours
+// ≥ 0.8× the anchor's req/s.
+func BenchmarkHTTPAllow(b *testing.B) {
+	e := newEnv(b, func(c *query.Config) {
+		svc, err := limiter.NewService(limiter.Config{
+			Policies: []limiter.Policy{{Name: "api", Algorithm: limiter.TokenBucket, Capacity: 1 << 40, RefillPerSecond: 1e6}},
+			Clock:    c.Now,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Allow = svc.AllowHandler()
+	})
+	allowURL, healthURL := e.http.URL+"/v1/allow", e.http.URL+"/healthz"
+	body := []byte(`{"policy":"api","key":"tenant-42"}`)
+	b.Run("ours", func(b *testing.B) {
+		runLoad(b, e.http, 200, func() *http.Request {
+			req, _ := http.NewRequest("POST", allowURL, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			return req
+		})
+	})
+	b.Run("anchor", func(b *testing.B) {
+		runLoad(b, e.http, 200, func() *http.Request {
+			req, _ := http.NewRequest("GET", healthURL, nil)
+			return req
+		})
+	})
 }

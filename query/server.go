@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -54,17 +55,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	m, err := newHTTPMetrics(cfg.Registerer)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("registering HTTP metrics: %w", err)
 	}
 	s.metrics = m
-	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(newStoreCollector(cfg.Store)); err != nil {
-			return nil, err
-		}
-		if len(cfg.Export) > 0 {
-			if err := cfg.Registerer.Register(newExportCollector(s)); err != nil {
-				return nil, err
-			}
+	if len(cfg.Export) > 0 { // Validate checked that Registerer is set
+		if err := cfg.Registerer.Register(newExportCollector(s)); err != nil {
+			return nil, fmt.Errorf("registering window export: %w", err)
 		}
 	}
 	s.handler = s.routes()
