@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# compare.sh — `slide batch --size K --agg sum` against DuckDB's
+#   sum(amount) OVER (ROWS BETWEEN K-1 PRECEDING AND CURRENT ROW) over read_csv
+# on the same CSV, end to end (process start to answer), best of 3 runs each (hyperfine when
+# installed, plain bash timing otherwise). Both must find the same best window sum (relative
+# difference ≤ 1e-9) or the script fails. Prints one markdown table row on stdout:
+#
+#   | slide batch --size 1000 --agg sum, 10000000-row CSV (209 MB) | 151 ms | DuckDB 1.4.1 | 1857 ms | 12.3× |
+#
+# Usage: testdata/duckdb/compare.sh [FILE]   (env: K=1000, ROWS=10000000 for a generated FILE)
+# The default FILE, testdata/bench/orders-10m.csv, is generated when missing (gitignored).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+FILE=${1:-testdata/bench/orders-10m.csv}
+K=${K:-1000}
+ROWS=${ROWS:-10000000}
+RUNS=3
+
+if [[ ! -f $FILE ]]; then
+  echo "generating $FILE ($ROWS rows)" >&2
+  go run ./testdata/gen -rows "$ROWS" -amounts cents -o "$FILE"
+fi
+go build -o bin/slide ./cmd/slide
+if [[ ! -d testdata/duckdb/node_modules/@duckdb/node-api ]]; then
+  echo "installing @duckdb/node-api" >&2
+  (cd testdata/duckdb && npm install --no-audit --no-fund --silent)
+fi
+
+SLIDE=(bin/slide batch --size "$K" --agg sum "$FILE")
+DUCK=(node testdata/duckdb/window_sum.mjs "$FILE" "$K")
+
+# Same answer first: a fast wrong answer is no answer.
+slide_json=$("${SLIDE[@]}")
+duck_json=$("${DUCK[@]}")
+echo "slide:  $slide_json" >&2
+echo "duckdb: $duck_json" >&2
+node -e '
+  const [s, d] = [JSON.parse(process.argv[1]), JSON.parse(process.argv[2])];
+  const rel = Math.abs(s.best - d.best) / Math.max(Math.abs(d.best), 1e-300);
+  if (!(rel <= 1e-9) || s.n !== d.n) {
+    console.error(`MISMATCH: slide best ${s.best} n ${s.n}, duckdb best ${d.best} n ${d.n} (rel ${rel})`);
+    process.exit(1);
+  }
+  console.error(`same best: slide ${s.best}, duckdb ${d.best} (rel diff ${rel.toExponential(2)})`);
+' "$slide_json" "$duck_json"
+
+# best_ms CMD…: the fastest of $RUNS runs, in milliseconds.
+best_ms() {
+  if command -v hyperfine >/dev/null 2>&1; then
+    local out
+    out=$(mktemp)
+    hyperfine --runs "$RUNS" --warmup 1 --style none --export-json "$out" "$(printf '%q ' "$@")" >&2
+    node -e 'const r = require(process.argv[1]).results[0]; console.log(Math.round(Math.min(...r.times) * 1000))' "$out"
+    rm -f "$out"
+    return
+  fi
+  "$@" >/dev/null # warm-up (page cache, node module cache)
+  local best=
+  for _ in $(seq "$RUNS"); do
+    local t0 t1 ms
+    t0=$(date +%s%N)
+    "$@" >/dev/null
+    t1=$(date +%s%N)
+    ms=$(( (t1 - t0) / 1000000 ))
+    if [[ -z $best || $ms -lt $best ]]; then best=$ms; fi
+  done
+  echo "$best"
+}
+
+slide_ms=$(best_ms "${SLIDE[@]}")
+duck_ms=$(best_ms "${DUCK[@]}")
+rows=$(node -e 'console.log(JSON.parse(process.argv[1]).n)' "$slide_json")
+mb=$(( $(stat -c %s "$FILE") / 1000000 ))
+duck_version=$(node -e 'console.log(require("./testdata/duckdb/node_modules/@duckdb/node-api/package.json").version)')
+ratio=$(awk -v a="$duck_ms" -v b="$slide_ms" 'BEGIN { printf "%.1f", a / (b > 0 ? b : 1) }')
+echo "| slide batch --size $K --agg sum, $rows-row CSV ($mb MB) | $slide_ms ms | DuckDB (@duckdb/node-api $duck_version) window sum | $duck_ms ms | ${ratio}× |"
