@@ -27,7 +27,8 @@
 // from and to (unix ms) are the span [from, to) the window covered: the current slot and
 // the window/slot − 1 slots before it (see package window), so an exact oracle over the
 // same events gives the same count and sum. count, sum, min and max are exact; quantiles
-// are within the sketch's relative accuracy (1% with the default DDSketch). rate_per_s is
+// are within the sketch's relative accuracy (1% with the default DDSketch), except q=0 and
+// q=1, which answer the exact min and max. rate_per_s is
 // count per second of the part of the span already elapsed. An empty window has count 0,
 // sum 0, rate 0 and null avg, min, max and quantiles (JSON has no NaN).
 //

@@ -256,5 +256,5 @@ func (s aggSel) value(a window.Agg, now int64, qi int) float64 {
 	case aggRate:
 		return a.RatePerSec(now)
 	}
-	return a.Quantiles[qi]
+	return quantileOf(a, qi, s.q)
 }

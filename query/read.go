@@ -121,13 +121,23 @@ func appendStats(b []byte, a window.Agg, now int64, qs []float64) []byte {
 		b = append(b, '"')
 		b = formatQuantile(b, q)
 		b = append(b, `":`...)
-		v := nan
-		if a.Count > 0 && i < len(a.Quantiles) {
-			v = a.Quantiles[i]
-		}
-		b = appendFloat(b, v)
+		b = appendFloat(b, quantileOf(a, i, q))
 	}
 	return append(b, '}')
+}
+
+// quantileOf is the i-th quantile (q) of a: NaN for an empty window, and the exact min and
+// max for q = 0 and q = 1, which the aggregate knows better than the sketch.
+func quantileOf(a window.Agg, i int, q float64) float64 {
+	switch {
+	case a.Count == 0 || i >= len(a.Quantiles):
+		return nan
+	case q == 0:
+		return a.Min
+	case q == 1:
+		return a.Max
+	}
+	return a.Quantiles[i]
 }
 
 // topEntry is one ranked series.
@@ -212,7 +222,10 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 	matched := 0
 	var from, to int64
 	spanKnown := false
-	for _, key := range keys {
+	for i, key := range keys {
+		if i%1024 == 1023 && r.Context().Err() != nil {
+			return // the client is gone (or the server's write timeout passed): stop reading
+		}
 		if pattern != "" && !globMatch(pattern, key) {
 			continue
 		}

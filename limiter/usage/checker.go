@@ -136,8 +136,13 @@ func (c *Checker) value(a window.Agg, now int64) float64 {
 	case KindRate:
 		return a.RatePerSec(now)
 	}
-	if a.Count == 0 {
+	switch {
+	case a.Count == 0:
 		return math.NaN()
+	case c.rule.Agg.Q == 0: // the exact extremes, not the sketch's estimates
+		return a.Min
+	case c.rule.Agg.Q == 1:
+		return a.Max
 	}
 	return a.Quantiles[0]
 }
