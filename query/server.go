@@ -32,7 +32,9 @@ const (
 
 // Server is the HTTP query API over a window store: window reads, top lists, series
 // listing, event intake, the limiter's allow route, health, metrics and the dashboard.
-// It is safe for concurrent use; build it once with New and serve Handler.
+// It is safe for concurrent use. The zero value is not usable: build it once with New and
+// serve Handler. A /v1/window read costs one window read of the store (a merge over every
+// series of the metric for a glob key); /v1/top one read per series of the metric.
 type Server struct {
 	cfg       Config
 	store     *window.Store
@@ -159,7 +161,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	const scheme = "bearer "
 	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="slide"`)
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "", "missing bearer token: send Authorization: Bearer <token>")
+		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "", "missing bearer token: send the header Authorization: Bearer TOKEN")
 		return false
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(h[len(scheme):])))

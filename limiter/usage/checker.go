@@ -15,7 +15,8 @@ import (
 // Checker evaluates one Rule against a window.Store. It implements limiter.Checker, so a
 // limiter.Service consults it like a policy (limiter.Config.Checkers) and a request may
 // name it alongside rate policies; its denial carries the rule's name and a RetryAfter
-// derived from the window. It is safe for concurrent use.
+// derived from the window. It is safe for concurrent use; the zero value is not usable,
+// call NewChecker.
 //
 // Cost: an allowed decision is one window read (for a quantile rule, one sketch read when
 // Window is the metric's retention, a merge of Window/slot slot sketches otherwise; a glob
