@@ -1,6 +1,15 @@
 // Package window keeps sliding windows: per-series time rings of slots for the live engine,
 // and count windows (sliding sum, monotonic-deque max/min) for batch jobs.
 //
+// # Count windows
+//
+// SumWindow keeps the sum of the last k values in O(1) a step (add the newcomer, subtract
+// the leaver), compensated so 10M steps do not drift. MaxWindow and MinWindow stream the
+// block (van Herk/Gil-Werman) algorithm over a buffer of 2k values; SlidingMax and SlidingMin
+// run it over a slice; Deque is the textbook monotonic deque, used for time windows. Counter
+// counts hits in the time window (now − span, now], the article's WindowCounter. The batch
+// jobs over files built on them, and their exact semantics, are in package window/batch.
+//
 // # Time rings
 //
 // A series is (metric, key). Its Ring has Slots slots of Slot width aligned to the epoch
