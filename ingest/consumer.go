@@ -735,31 +735,26 @@ func (c *Consumer) Ready() bool {
 	return true
 }
 
-// Progress is a snapshot of the consumer's assignment, for /readyz.
+// Progress is a snapshot of the consumer's assignment, for /readyz. It marshals to JSON
+// with snake_case names.
 type Progress struct {
-	Ready      bool                // as Consumer.Ready
-	Generation int32               // consumer group generation; 0 before the first join
-	Partitions []PartitionProgress // assigned partitions, by partition number
+	Ready      bool                `json:"ready"`      // as Consumer.Ready
+	Generation int32               `json:"generation"` // consumer group generation; 0 before the first join
+	Partitions []PartitionProgress `json:"partitions"` // assigned partitions, by partition number
 }
 
 // PartitionProgress is the restore and lag state of one assigned partition. Offsets are
 // Kafka offsets: From is the first replayed, Target the end of the log at assignment, Next
 // the next to process, HighWaterMark the end of the log at the last fetch.
 type PartitionProgress struct {
-	Partition       int32
-	Restored        bool
-	From, Target    int64
-	Next            int64
-	HighWaterMark   int64
-	RestoreDuration time.Duration // 0 until restored
-}
-
-// Fraction is the share of the replay done, in [0, 1]; 1 once restored.
-func (p PartitionProgress) Fraction() float64 {
-	if p.Restored || p.Target <= p.From {
-		return 1
-	}
-	return min(max(float64(p.Next-p.From)/float64(p.Target-p.From), 0), 1)
+	Partition      int32   `json:"partition"`
+	Restored       bool    `json:"restored"`
+	Done           float64 `json:"done"` // share of the replay done, in [0, 1]; 1 once restored
+	From           int64   `json:"from"`
+	Target         int64   `json:"target"`
+	Next           int64   `json:"next"`
+	HighWaterMark  int64   `json:"high_water_mark"`
+	RestoreSeconds float64 `json:"restore_seconds"` // time the replay took; 0 until restored
 }
 
 // Progress returns the consumer's current assignment and restore state.
@@ -769,9 +764,12 @@ func (c *Consumer) Progress() Progress {
 	pr := Progress{Ready: c.joined, Generation: c.gen}
 	for _, p := range c.parts {
 		pp := PartitionProgress{
-			Partition: p.id, Restored: p.restored.Load(), From: p.from, Target: p.target,
+			Partition: p.id, Restored: p.restored.Load(), Done: 1, From: p.from, Target: p.target,
 			Next: p.next.Load(), HighWaterMark: p.hwm.Load(),
-			RestoreDuration: time.Duration(p.restoreMs.Load()) * time.Millisecond,
+			RestoreSeconds: float64(p.restoreMs.Load()) / 1000,
+		}
+		if !pp.Restored && pp.Target > pp.From {
+			pp.Done = min(max(float64(pp.Next-pp.From)/float64(pp.Target-pp.From), 0), 1)
 		}
 		pr.Ready = pr.Ready && pp.Restored
 		pr.Partitions = append(pr.Partitions, pp)

@@ -1,7 +1,9 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -293,7 +295,7 @@ func TestConsumerMatchesOracle(t *testing.T) {
 		t.Fatalf("progress %+v: want 4 partitions in a generation", pr)
 	}
 	for _, p := range pr.Partitions {
-		if !p.Restored || p.Fraction() != 1 || p.From != 0 {
+		if !p.Restored || p.Done != 1 || p.From != 0 {
 			t.Errorf("partition %+v: want restored from offset 0", p)
 		}
 	}
@@ -534,5 +536,46 @@ func TestRecordAllocs(t *testing.T) {
 	}
 	if accepted != 2*records {
 		t.Errorf("record accepted %d events, want %d", accepted, 2*records)
+	}
+}
+
+// TestConsumerStopCommitsAndLeaves: a graceful stop commits the processed offsets and
+// leaves the group, so the next member is assigned every partition at once instead of
+// after the departed member's session timeout.
+func TestConsumerStopCommitsAndLeaves(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "events", 4)
+	t0 := time.Now()
+	rng := rand.New(rand.NewPCG(4, 4))
+	c.Produce(t, records(rng, genEvents(rng, t0, 1000, 20))...)
+	cfg := testConfig(c, "leave")
+	cfg.CommitInterval = time.Hour // only the stop commits
+	cfg.SessionTimeout = 30 * time.Second
+	cfg.RebalanceTimeout = 30 * time.Second
+	a := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 10*time.Second, "A to catch up", func() bool { return caughtUp(t, c, a) }, progress(a))
+	if out, err := json.Marshal(a.Progress()); err != nil || !bytes.Contains(out, []byte(`"ready":true,"generation":1,"partitions":[{"partition":0,"restored":true,"done":1,"from":0`)) {
+		t.Errorf("Progress JSON %s, %v", out, err)
+	}
+	a.stop(t)
+
+	end := logEnd(t, c, c.Topic)
+	resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addr)}).OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{
+		GroupID: "leave", Topics: map[string][]int{c.Topic: {0, 1, 2, 3}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range resp.Topics[c.Topic] {
+		if p.CommittedOffset != end[int32(p.Partition)] {
+			t.Errorf("partition %d: committed %d, log end %d", p.Partition, p.CommittedOffset, end[int32(p.Partition)])
+		}
+	}
+
+	began := time.Now()
+	b := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 10*time.Second, "B to own every partition", func() bool { return caughtUp(t, c, b) }, progress(b))
+	if waited := time.Since(began); waited > 5*time.Second {
+		t.Errorf("B needed %v to be assigned: A did not leave the group (session timeout 30s)", waited)
 	}
 }
