@@ -109,6 +109,13 @@ func TestConsumerBadInput(t *testing.T) {
 	// One NDJSON record with a bad line between two good ones.
 	add(good(n) + "\n" + `{"key":"good","value":2}` + "\n" + good(n+1))
 	n += 2
+	// An event that was in its window when produced, ten minutes ago, but is not now: it has
+	// expired, which is not bad input (not refused, not dead-lettered).
+	old := t0.Add(-10 * time.Minute)
+	msgs = append(msgs, kafka.Message{Key: []byte("good"), Time: old,
+		Value: fmt.Appendf(nil, `{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, old.UnixMilli())})
+	add(good(n))
+	n++
 	c.Produce(t, msgs...)
 	want := make([]deadLetter, 0, len(bad)+1)
 	for _, b := range bad {
@@ -120,6 +127,7 @@ func TestConsumerBadInput(t *testing.T) {
 	cfg := testConfig(c, "bad")
 	cfg.DeadLetterTopic = "events-dlq"
 	cfg.RejectLogInterval = time.Hour // only the burst of 10 is logged
+	cfg.Restore = time.Hour           // reach back to the expired event's record
 	logs := &syncBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	store := newTestStore(t, 1) // one series: the second metric hits the cap
@@ -150,6 +158,9 @@ slide_ingest_rejected_total{reason="series_cap"} 1
 	if got := sum(a.m.events); got != float64(n) {
 		t.Errorf("slide_ingest_events_total = %v, want %d", got, n)
 	}
+	if got := testutil.ToFloat64(a.m.expired); got != 1 {
+		t.Errorf("slide_ingest_expired_total = %v, want 1", got)
+	}
 	if got := logs.count("event refused"); got != len(want) {
 		t.Errorf("logged %d refusals, want %d (all within the burst)", got, len(want))
 	}
@@ -178,6 +189,9 @@ slide_ingest_rejected_total{reason="series_cap"} 1
 	}
 	if got := sum(b.m.restoreSkipped); got != float64(len(want)) {
 		t.Errorf("slide_ingest_restore_skipped_total = %v, want %d", got, len(want))
+	}
+	if got := testutil.ToFloat64(b.m.expired); got != 1 {
+		t.Errorf("replay: slide_ingest_expired_total = %v, want 1", got)
 	}
 	if again := readDeadLetters(t, c, "events-dlq"); len(again) != len(want) {
 		t.Errorf("replay wrote dead letters again: %d now, %d before", len(again), len(want))

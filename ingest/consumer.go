@@ -178,13 +178,15 @@ func WithClock(now func() time.Time) Option { return func(c *Consumer) { c.now =
 // assignment, Ready is false. A partition kept across a rebalance is not replayed; a
 // revoked one has its series dropped.
 //
-// Events are observed at the wall clock (WithClock). A line is refused as future when its
-// ts is ahead of its record's timestamp by more than the ring's skew, a check that gives the
-// same answer on every replay; the store adds its own checks against now (late, future,
-// series cap). Refusals are counted in slide_ingest_rejected_total{reason}, logged at a
+// Events are observed at the wall clock (WithClock). A line is refused as future or late
+// when its ts is beyond the ring's skew or retention measured from its record's timestamp,
+// checks that give the same answer on every replay; the store adds its own (series cap,
+// future against now). An event in its window when produced but not when read is skipped
+// as expired. Refusals are counted in slide_ingest_rejected_total{reason}, logged at a
 // bounded rate and written to the dead-letter topic — except while replaying records below
 // the offset the group had committed at assignment, which were counted and dead-lettered
-// when first processed (slide_ingest_restore_skipped_total counts them instead).
+// when first processed (slide_ingest_restore_skipped_total counts them instead). The
+// package documentation explains these choices.
 //
 // Offsets are committed every CommitInterval, never per record, and never before the
 // dead letters of the records below them are written. Run stops gracefully when its
@@ -351,7 +353,7 @@ type partition struct {
 	// Owned by the partition's worker goroutine.
 	dec        *Decoder
 	lastMetric string
-	lastSkew   int64
+	lastRing   ringShape // of lastMetric
 	events     prometheus.Counter
 	bytes      prometheus.Counter
 	lag        prometheus.Gauge
@@ -407,6 +409,9 @@ func (c *Consumer) runGeneration(gctx context.Context, gen *kafka.Generation) {
 	c.setPartitionGaugesLocked()
 	c.mu.Unlock()
 	c.log.Info("ingest: generation", "generation", gen.ID, "member", gen.MemberID, "partitions", len(owned), "added", added, "revoked", revoked)
+	if len(owned) == 0 {
+		c.log.Warn("ingest: no partition assigned: more instances than partitions, or the topic does not exist yet", "topic", c.cfg.Topic)
+	}
 
 	var wg sync.WaitGroup
 	for _, p := range owned {
@@ -614,13 +619,27 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 	p.dec.DecodeLines(m.Value, recTS, func(line []byte, ev window.Event, r Reason) {
 		if r == ReasonNone {
 			ev.Partition = p.id
-			if ev.TS > recTS+p.skew(c.store, ev.Metric) {
+			// Future and late are judged against the record's timestamp, which is part of the
+			// log, so every replay gives the same answer; a slot-exact copy of the ring's checks.
+			rs := p.ring(c.store, ev.Metric)
+			switch {
+			case ev.TS > recTS+rs.skew:
 				r = ReasonFuture
-			} else if err := c.store.ObserveAt(now, ev); err != nil {
+			case floorDiv(ev.TS, rs.width) <= floorDiv(recTS, rs.width)-rs.slots:
+				r = ReasonLate
+			default:
+				err := c.store.ObserveAt(now, ev)
+				if err == nil {
+					accepted++
+					return
+				}
+				if errors.Is(err, window.ErrLate) {
+					// In its window when produced, out of it by now (lag, or a replay reaching
+					// further back than this metric keeps): not bad input.
+					c.m.expired.Inc()
+					return
+				}
 				r = ReasonOf(err)
-			} else {
-				accepted++
-				return
 			}
 		}
 		c.refuse(ctx, p, m, line, r, replay)
@@ -628,13 +647,26 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 	return accepted
 }
 
-// skew is the allowed skew of metric's ring in ms, cached for the last metric seen.
-func (p *partition) skew(store *window.Store, metric string) int64 {
+// ringShape is what the per-record checks need of a metric's ring, in ms and slots.
+type ringShape struct{ width, slots, skew int64 }
+
+// ring returns metric's ring shape, cached for the last metric seen (most records repeat it).
+func (p *partition) ring(store *window.Store, metric string) ringShape {
 	if metric != p.lastMetric {
+		rc := store.RingConfig(metric)
 		p.lastMetric = metric
-		p.lastSkew = store.RingConfig(metric).Skew.Milliseconds()
+		p.lastRing = ringShape{width: rc.Slot.Milliseconds(), slots: int64(rc.Slots), skew: rc.Skew.Milliseconds()}
 	}
-	return p.lastSkew
+	return p.lastRing
+}
+
+// floorDiv is floor(a / b) for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
 }
 
 // refuse counts, logs and dead-letters one refused line.

@@ -29,22 +29,26 @@
 //
 // Decisions worth knowing:
 //
-//   - Late during replay. Records older than the restore span are not read at all. A
-//     replayed event that has since left its window is refused by the store as late and
-//     simply is not in the window, exactly as if it had expired live.
+//   - Future and late are judged against the record. An event whose ts is ahead of its
+//     record's timestamp by more than the ring's skew is refused as future; one that was
+//     already older than its metric's retention at the record's timestamp is refused as
+//     late. The record's timestamp is part of the log, so these checks give the same answer
+//     on every replay, where checks against the wall clock alone would accept on a replay
+//     what they refused live. (A producer clock ahead of ours by more than the skew still
+//     makes the store's own future check disagree; keep clocks in sync.)
+//   - Expired is not bad input. An event that was within its window when produced but is
+//     out of it when read — consumer lag, or a replay reaching back further than its metric
+//     keeps (latency_ms events during a replay sized for the 1 h cost windows) — is skipped
+//     and counted in slide_ingest_expired_total, not refused and not dead-lettered.
 //   - Refusals are counted and dead-lettered once. Records below the offset the group had
 //     committed at assignment were processed by some instance already: when they are
 //     refused again during a replay they are counted in slide_ingest_restore_skipped_total,
 //     not in slide_ingest_rejected_total, and not dead-lettered again. Offsets are committed
-//     only after the dead letters of the records below them are written, and a commit never
-//     moves an offset back during a replay. Dead letters are therefore at least once: a
-//     crash between writing a letter and the next commit repeats it.
-//   - Future is judged against the record. An event whose ts is ahead of its record's
-//     timestamp by more than the ring's skew is refused as future. The store's own check
-//     (ts ahead of the wall clock) alone would accept on a later replay what it refused
-//     live; the record's timestamp is part of the log, so this check gives the same answer
-//     every time. (Clocks of producers ahead of ours by more than the skew still make the
-//     two disagree; keep clocks in sync.)
+//     only after the dead letters of the records below them are written (or failed: a
+//     letter the dead-letter topic refuses after the writer's retries is counted in
+//     slide_ingest_dead_letter_errors_total and not retried), and a commit never moves an
+//     offset back during a replay. Dead letters are therefore at least once: a crash
+//     between writing a letter and the next commit repeats it.
 //   - A record with no non-blank line (a tombstone, an empty value) carries no event and is
 //     skipped without a reason.
 //   - Each line of an NDJSON record is its own event: one bad line is refused and
@@ -65,7 +69,7 @@
 // All on Config.Registerer: slide_ingest_events_total{partition} (accepted events,
 // replays included), slide_ingest_bytes_total{partition}, slide_ingest_lag{partition},
 // slide_ingest_rejected_total{reason}, slide_ingest_restore_skipped_total{reason},
-// slide_ingest_restore_duration_seconds, slide_ingest_partitions{state},
+// slide_ingest_expired_total, slide_ingest_restore_duration_seconds, slide_ingest_partitions{state},
 // slide_ingest_dead_letters_total, slide_ingest_dead_letter_errors_total,
 // slide_ingest_commit_errors_total, slide_ingest_generations_total, slide_ingest_series
 // and slide_ingest_series_refused_total (the store's, read at scrape time).

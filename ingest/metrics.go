@@ -14,6 +14,7 @@ type metrics struct {
 	lag              *prometheus.GaugeVec   // {partition}
 	rejected         *prometheus.CounterVec // {reason}
 	restoreSkipped   *prometheus.CounterVec // {reason}
+	expired          prometheus.Counter
 	restoreDuration  prometheus.Histogram   //
 	partitions       *prometheus.GaugeVec   // {state}
 	deadLetters      prometheus.Counter     //
@@ -49,6 +50,10 @@ func newMetrics(store *window.Store) *metrics {
 			Name: "slide_ingest_restore_skipped_total",
 			Help: "Events refused again while replaying records the group had already processed (counted and dead-lettered then), by reason.",
 		}, []string{"reason"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slide_ingest_expired_total",
+			Help: "Events within their window when produced but older than it when read (consumer lag, or a replay reaching further back than the metric's retention): skipped, not refused.",
+		}),
 		restoreDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "slide_ingest_restore_duration_seconds",
 			Help:    "Time from a partition's assignment until its windows are rebuilt from the log.",
@@ -89,7 +94,7 @@ func newMetrics(store *window.Store) *metrics {
 	}
 	m.partitions.WithLabelValues("restoring")
 	m.partitions.WithLabelValues("live")
-	m.all = []prometheus.Collector{m.events, m.bytes, m.lag, m.rejected, m.restoreSkipped, m.restoreDuration,
+	m.all = []prometheus.Collector{m.events, m.bytes, m.lag, m.rejected, m.restoreSkipped, m.expired, m.restoreDuration,
 		m.partitions, m.deadLetters, m.deadLetterErrors, m.commitErrors, m.generations, m.series, m.seriesRefused}
 	return m
 }

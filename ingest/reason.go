@@ -21,8 +21,8 @@ const (
 	ReasonBadField                   // a field of the wrong type: key/metric not a string (or metric with NUL), value not a number, ts neither an integer nor RFC 3339, count not an integer ≥ 1
 	ReasonInvalidValue               // value NaN, ±Infinity, or beyond float64
 	ReasonKeyTooLong                 // key or metric longer than DecoderConfig.MaxKeyLen bytes
-	ReasonFuture                     // ts ahead of now (and of the record's timestamp) by more than the ring's skew
-	ReasonLate                       // ts older than the metric's retention
+	ReasonFuture                     // ts ahead of the record's timestamp (or of now) by more than the ring's skew
+	ReasonLate                       // ts older than the metric's retention at the record's timestamp (or at now, over HTTP)
 	ReasonSeriesCap                  // the event's series is new and the store is at its series cap
 	numReasons
 )
