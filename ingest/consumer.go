@@ -190,7 +190,7 @@ func WithClock(now func() time.Time) Option { return func(c *Consumer) { c.now =
 //
 // Offsets are committed every CommitInterval, never per record, and never before the
 // dead letters of the records below them are written. Run stops gracefully when its
-// context ends: fetching stops, the record in hand is finished, offsets are committed and
+// context ends: fetching stops, the batch in hand is finished, offsets are committed and
 // the consumer leaves the group.
 //
 // Ready and Progress are safe for concurrent use with Run. The per-event path (decode,
@@ -328,7 +328,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
-	// Close ends the generation (its workers finish the record in hand, offsets are
+	// Close ends the generation (its workers finish the batch in hand, offsets are
 	// committed) and leaves the group, so the partitions move on without a session timeout.
 	err = cg.Close()
 	c.log.Info("ingest: left consumer group", "group", c.cfg.Group)
