@@ -352,8 +352,8 @@ type partition struct {
 
 	// Owned by the partition's worker goroutine.
 	dec        *Decoder
-	lastMetric string
-	lastRing   ringShape // of lastMetric
+	rings      [4]ringCache // the ring shapes of recently seen metrics
+	ringNext   int          // the entry of rings to replace next
 	events     prometheus.Counter
 	bytes      prometheus.Counter
 	lag        prometheus.Gauge
@@ -650,14 +650,25 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 // ringShape is what the per-record checks need of a metric's ring, in ms and slots.
 type ringShape struct{ width, slots, skew int64 }
 
-// ring returns metric's ring shape, cached for the last metric seen (most records repeat it).
+type ringCache struct {
+	metric string
+	shape  ringShape
+}
+
+// ring returns metric's ring shape from a four-entry cache: streams mix a few metrics, and
+// interned metric strings compare by pointer first.
 func (p *partition) ring(store *window.Store, metric string) ringShape {
-	if metric != p.lastMetric {
-		rc := store.RingConfig(metric)
-		p.lastMetric = metric
-		p.lastRing = ringShape{width: rc.Slot.Milliseconds(), slots: int64(rc.Slots), skew: rc.Skew.Milliseconds()}
+	for i := range p.rings {
+		if p.rings[i].metric == metric && metric != "" {
+			return p.rings[i].shape
+		}
 	}
-	return p.lastRing
+	rc := store.RingConfig(metric)
+	e := &p.rings[p.ringNext]
+	p.ringNext = (p.ringNext + 1) % len(p.rings)
+	e.metric = metric
+	e.shape = ringShape{width: rc.Slot.Milliseconds(), slots: int64(rc.Slots), skew: rc.Skew.Milliseconds()}
+	return e.shape
 }
 
 // floorDiv is floor(a / b) for b > 0.

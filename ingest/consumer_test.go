@@ -579,3 +579,61 @@ func TestConsumerStopCommitsAndLeaves(t *testing.T) {
 		t.Errorf("B needed %v to be assigned: A did not leave the group (session timeout 30s)", waited)
 	}
 }
+
+// TestRecordChecks drives the per-record checks with fixed instants: future and late are
+// measured from the record's timestamp with each metric's own ring, and an event that left
+// its window after it was produced is expired, not refused.
+func TestRecordChecks(t *testing.T) {
+	store, err := window.NewStore(window.StoreConfig{Metrics: map[string]window.RingConfig{"cost": {Slot: time.Minute, Slots: 60}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}}, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, _ := NewDecoder(DecoderConfig{})
+	p := &partition{id: 0, label: "0", committed: -1, dec: dec}
+	rec := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	recMs := rec.UnixMilli()
+	minute := time.Minute.Milliseconds()
+	tests := []struct {
+		metric string
+		ts     int64 // relative to the record's timestamp
+		now    int64 // relative to the record's timestamp
+		want   string
+	}{
+		{"latency_ms", 0, 0, "accepted"},
+		{"latency_ms", 5000, 0, "accepted"},                 // within the 10 s skew
+		{"latency_ms", 15000, 15000, "future"},              // beyond it, even if now has caught up
+		{"latency_ms", -6 * minute, 0, "late"},              // older than 5 min at the record's time
+		{"cost", -30 * minute, 0, "accepted"},               // cost keeps an hour
+		{"cost", 2 * minute, 2 * minute, "future"},          // cost's skew is one 60 s slot
+		{"cost", -61 * minute, 0, "late"},                   //
+		{"latency_ms", -2 * minute, 10 * minute, "expired"}, // fine when produced, gone when read
+		{"cost", -2 * minute, 10 * minute, "accepted"},      // the same delay is nothing to cost
+		{"latency_ms", 0, -20 * minute, "store future"},     // the store's own check against now
+	}
+	for _, tt := range tests {
+		before := map[string]float64{"late": sum(c.m.rejectedBy[ReasonLate]), "future": sum(c.m.rejectedBy[ReasonFuture]), "expired": sum(c.m.expired)}
+		m := &kafka.Message{Time: rec, Value: fmt.Appendf(nil, `{"ts":%d,"key":"k","metric":%q,"value":1}`, recMs+tt.ts, tt.metric)}
+		acc := c.record(context.Background(), p, m, recMs+tt.now)
+		got := "accepted"
+		switch {
+		case acc == 1:
+		case sum(c.m.rejectedBy[ReasonLate]) > before["late"]:
+			got = "late"
+		case sum(c.m.rejectedBy[ReasonFuture]) > before["future"] && tt.ts <= 10000:
+			got = "store future"
+		case sum(c.m.rejectedBy[ReasonFuture]) > before["future"]:
+			got = "future"
+		case sum(c.m.expired) > before["expired"]:
+			got = "expired"
+		default:
+			got = "dropped silently"
+		}
+		if got != tt.want {
+			t.Errorf("%s ts %+d ms now %+d ms: %s, want %s", tt.metric, tt.ts, tt.now, got, tt.want)
+		}
+	}
+}
