@@ -351,12 +351,12 @@ type partition struct {
 	lastSent  int64        // last committed offset; only the committer touches it
 
 	// Owned by the partition's worker goroutine.
-	dec        *Decoder
-	rings      [4]ringCache // the ring shapes of recently seen metrics
-	ringNext   int          // the entry of rings to replace next
-	events     prometheus.Counter
-	bytes      prometheus.Counter
-	lag        prometheus.Gauge
+	dec      *Decoder
+	rings    [4]ringCache // the ring shapes of recently seen metrics
+	ringNext int          // the entry of rings to replace next
+	events   prometheus.Counter
+	bytes    prometheus.Counter
+	lag      prometheus.Gauge
 }
 
 // runGeneration sets up the partitions of one group generation and runs them until the
