@@ -2,6 +2,8 @@
 //
 //	slide serve    run ingest, windows, limiter and the HTTP API
 //	slide batch    sliding-window jobs over CSV / NDJSON files
+//	slide query    ask a running server: window, top, series, metrics
+//	slide produce  send demo load or an NDJSON file of events to Kafka
 //	slide version  print the version
 //
 // Every flag can also be set from the environment as SLIDE_<FLAG>, upper case with
@@ -37,6 +39,8 @@ func commands() []command {
 	return []command{
 		{"serve", "run ingest, windows, limiter and the HTTP API", cmdServe},
 		{"batch", "sliding-window aggregates over a CSV or NDJSON file", cmdBatch},
+		{"query", "ask a running slide serve: window, top, series, metrics", cmdQuery},
+		{"produce", "send demo load or an NDJSON file of events to Kafka", cmdProduce},
 		{"version", "print the version", cmdVersion},
 	}
 }
@@ -52,7 +56,7 @@ func main() {
 // 0 success, 2 usage error, 1 anything else.
 func run(ctx context.Context, args []string, s stdio) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(s.err)
+		printUsage(s.err)
 		if len(args) == 0 {
 			return 2
 		}
@@ -74,11 +78,11 @@ func run(ctx context.Context, args []string, s stdio) int {
 		}
 	}
 	fmt.Fprintf(s.err, "slide: unknown command %q\n\n", args[0])
-	usage(s.err)
+	printUsage(s.err)
 	return 2
 }
 
-func usage(w io.Writer) {
+func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: slide <command> [flags]\n\ncommands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)

@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/window"
 )
 
 func runCmd(t *testing.T, ctx context.Context, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -75,38 +80,116 @@ func waitHTTP(t *testing.T, url string) *http.Response {
 	}
 }
 
-func TestServeHealthMetricsAndGracefulStop(t *testing.T) {
-	addr := freeAddr(t)
+func TestServeEndToEndAndGracefulStop(t *testing.T) {
+	addr, kafkaAddr := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var errb bytes.Buffer
+	var errb syncBuffer
 	go func() {
-		done <- run(ctx, []string{"serve", "--addr", addr}, stdio{strings.NewReader(""), io.Discard, &errb})
+		done <- run(ctx, []string{"serve", "--addr", addr, "--embedded-kafka-addr", kafkaAddr, "--embedded-kafka-partitions", "2"},
+			stdio{strings.NewReader(""), io.Discard, &errb})
 	}()
-	resp := waitHTTP(t, "http://"+addr+"/healthz")
+	base := "http://" + addr
+	resp := waitHTTP(t, base+"/healthz")
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"ok"`) {
 		t.Fatalf("/healthz: %d %s", resp.StatusCode, body)
 	}
-	resp = waitHTTP(t, "http://"+addr+"/metrics")
+
+	// Events through Kafka (the embedded broker, a real kafka-go producer) and over HTTP.
+	now := time.Now().UnixMilli()
+	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: []string{kafkaAddr}, BatchTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []window.Event
+	for i := range 50 {
+		evs = append(evs, window.Event{TS: now, Metric: "latency_ms", Key: "tenant-k", Value: float64(i + 1)})
+	}
+	if err := p.SendEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	post, err := http.Post(base+"/v1/events", "application/x-ndjson", strings.NewReader(
+		fmt.Sprintf(`{"ts":%d,"key":"tenant-h","metric":"latency_ms","value":5}`+"\n"+`{"key":"tenant-h","metric":"latency_ms","value":"x"}`+"\n", now)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(post.Body)
+	post.Body.Close()
+	if post.StatusCode != 200 || !strings.Contains(string(body), `"accepted":1`) || !strings.Contains(string(body), "bad_field") {
+		t.Fatalf("POST /v1/events: %d %s", post.StatusCode, body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp := waitHTTP(t, base+"/v1/window?metric=latency_ms&key=tenant-*&window=1m&q=0.5")
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), `"count":51`) && strings.Contains(string(body), `"series":2`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Kafka and HTTP events never showed up together in /v1/window: %s\n%s", body, errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp = waitHTTP(t, base+"/metrics")
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"go_goroutines", "process_start_time_seconds"} {
+	for _, want := range []string{"go_goroutines", "process_start_time_seconds", "slide_ingest_events_total"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+
 	cancel() // what SIGTERM does through signal.NotifyContext
 	select {
 	case code := <-done:
 		if code != 0 {
 			t.Fatalf("serve exited %d after shutdown: %s", code, errb.String())
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not stop after its context ended")
 	}
-	if _, err := http.Get("http://" + addr + "/healthz"); err == nil {
+	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Fatal("still serving after shutdown")
 	}
+	if !strings.Contains(errb.String(), "left consumer group") {
+		t.Errorf("the consumer did not leave its group on shutdown:\n%s", errb.String())
+	}
+}
+
+func TestServeRefusesBadConfig(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--sketch", "tdigest"},
+		{"serve", "--rings", "cost=1m"},
+		{"serve", "--policies", "/nonexistent/policies.yaml"},
+		{"serve", "--export-windows", "latency_ms:7"},
+	} {
+		code, _, errOut := runCmd(t, context.Background(), "", append(args, "--addr", "127.0.0.1:0", "--embedded-kafka-addr", "127.0.0.1:0")...)
+		if code != 1 || !strings.Contains(errOut, args[1]) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 1 naming %s", args, code, errOut, args[1])
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's logger and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

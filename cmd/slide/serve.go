@@ -2,31 +2,140 @@ package main
 
 import (
 	"context"
+	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/limiter"
+	limredis "github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/usage"
+	"github.com/slide-metrics/slide/query"
+	"github.com/slide-metrics/slide/sketch"
+	"github.com/slide-metrics/slide/window"
+
+	goredis "github.com/redis/go-redis/v9"
 )
+
+// demoPolicies is what `serve --demo` limits with when no --policies file is given.
+//
+//go:embed demo-policies.yaml
+var demoPolicies []byte
 
 // serveConfig is what the serve flags parse into.
 type serveConfig struct {
 	addr            string
 	shutdownTimeout time.Duration
 	logLevel        string
+
+	slot          time.Duration
+	slots         int
+	sketchKind    string
+	rings         string
+	maxSeries     int
+	evictInterval time.Duration
+
+	brokers            string
+	topic              string
+	group              string
+	deadLetterTopic    string
+	embeddedKafkaAddr  string
+	embeddedPartitions int
+
+	policies string
+	redis    string
+
+	authTokenFile   string
+	exportWindows   string
+	exportMaxSeries int
+	maxBodyBytes    int64
+
+	demo     bool
+	demoRate float64
+	demoKeys int
+}
+
+func (c *serveConfig) register(fs interface {
+	StringVar(*string, string, string, string)
+	DurationVar(*time.Duration, string, time.Duration, string)
+	IntVar(*int, string, int, string)
+	Int64Var(*int64, string, int64, string)
+	BoolVar(*bool, string, bool, string)
+	Float64Var(*float64, string, float64, string)
+}) {
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight work gets on SIGTERM")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+
+	fs.DurationVar(&c.slot, "slot", window.DefaultSlot, "slot width of every metric's ring")
+	fs.IntVar(&c.slots, "slots", window.DefaultSlots, "slots per ring (retention = slot × slots)")
+	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY] or hdr[:SIGFIGS:LOWEST:HIGHEST]")
+	fs.StringVar(&c.rings, "rings", "cost=1m:60", "per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (cost keeps an hour for usage quotas)")
+	fs.IntVar(&c.maxSeries, "max-series", 1<<20, "series cap; events of new series beyond it are refused and counted")
+	fs.DurationVar(&c.evictInterval, "evict-interval", 30*time.Second, "how often series with an empty ring are removed")
+
+	fs.StringVar(&c.brokers, "brokers", "", "Kafka bootstrap brokers, comma separated; empty starts the embedded broker")
+	fs.StringVar(&c.topic, "topic", ingest.DefaultTopic, "topic of events")
+	fs.StringVar(&c.group, "group", ingest.DefaultGroup, "consumer group")
+	fs.StringVar(&c.deadLetterTopic, "dead-letter-topic", "", "topic that receives refused events with their reason (empty: none)")
+	fs.StringVar(&c.embeddedKafkaAddr, "embedded-kafka-addr", ingest.DefaultBrokerAddr, "listen address of the embedded Kafka-protocol broker")
+	fs.IntVar(&c.embeddedPartitions, "embedded-kafka-partitions", 4, "partitions of the embedded broker's topic")
+
+	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
+	fs.StringVar(&c.redis, "redis", "", "Redis address (host:port) for policies with backend: redis")
+
+	fs.StringVar(&c.authTokenFile, "auth-token-file", "", "file holding the bearer token the write endpoints require (empty: no auth)")
+	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics, e.g. latency_ms:5m:0.95,0.99")
+	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape")
+	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", query.DefaultMaxBodyBytes, "largest POST /v1/events body; larger gets 413")
+
+	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N) and limit with demo policies")
+	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")
+	fs.IntVar(&c.demoKeys, "demo-keys", 20, "demo tenants")
+}
+
+// storeConfig builds the window store's config from the flags.
+func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
+	kind, err := sketch.ParseKind(c.sketchKind)
+	if err != nil {
+		return window.StoreConfig{}, fmt.Errorf("--sketch: %w", err)
+	}
+	rings, err := parseMetricRings(c.rings)
+	if err != nil {
+		return window.StoreConfig{}, fmt.Errorf("--rings: %w", err)
+	}
+	for m, rc := range rings {
+		if rc.Sketch == (sketch.Kind{}) {
+			rc.Sketch = kind
+			rings[m] = rc
+		}
+	}
+	sc := window.StoreConfig{
+		Ring:      window.RingConfig{Slot: c.slot, Slots: c.slots, Sketch: kind},
+		Metrics:   rings,
+		MaxSeries: c.maxSeries,
+	}
+	if err := sc.Validate(); err != nil {
+		return sc, err
+	}
+	return sc, nil
 }
 
 func cmdServe(ctx context.Context, args []string, s stdio) error {
 	fs := newFlagSet("serve", s.err)
 	var c serveConfig
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests get on SIGTERM")
-	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	c.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -39,24 +148,215 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
+	return serve(ctx, c, s, log)
+}
 
+// serve builds the engine, serves until ctx ends, then closes in reverse order.
+func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	sc, err := c.storeConfig()
+	if err != nil {
+		return err
+	}
+	store, err := window.NewStore(sc)
+	if err != nil {
+		return err
+	}
+	registerStoreMetrics(reg, store)
+
+	// Kafka: the embedded broker unless --brokers names a cluster.
+	var brokers []string
+	var broker *ingest.Broker
+	if c.brokers == "" {
+		broker, err = ingest.StartBroker(ctx, ingest.BrokerConfig{
+			Addr: c.embeddedKafkaAddr, Topic: c.topic, Partitions: c.embeddedPartitions, Logger: log,
+		})
+		if err != nil {
+			return fmt.Errorf("starting the embedded Kafka broker: %w", err)
+		}
+		defer broker.Close()
+		brokers = broker.Addrs()
+		log.Info("embedded Kafka broker", "addr", strings.Join(brokers, ","), "topic", c.topic, "partitions", c.embeddedPartitions)
+	} else {
+		brokers = strings.Split(c.brokers, ",")
+	}
+	metrics := append([]string{}, store.Metrics()...)
+	for m := range sc.Metrics {
+		metrics = append(metrics, m)
+	}
+	consumer, err := ingest.New(ingest.Config{
+		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic,
+		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
+	}, store)
+	if err != nil {
+		return fmt.Errorf("kafka consumer: %w", err)
+	}
+
+	// Limiter: policies and usage rules from one file; the demo has its own.
+	allow, closeLimiter, err := c.limiter(store, reg, log)
+	if err != nil {
+		return err
+	}
+	defer closeLimiter()
+
+	token := ""
+	if c.authTokenFile != "" {
+		if token, err = query.ReadTokenFile(c.authTokenFile); err != nil {
+			return fmt.Errorf("--auth-token-file: %w", err)
+		}
+	}
+	specs, err := query.ParseExportSpecs(c.exportWindows)
+	if err != nil {
+		return fmt.Errorf("--export-windows: %w", err)
+	}
+	qs, err := query.New(query.Config{
+		Store: store, Events: newEventSink(store), Allow: allow, AuthToken: token,
+		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportMaxSeries: c.exportMaxSeries,
+		Registerer: reg, Gatherer: reg, Logger: log,
+		Ready: func() error {
+			if consumer.Ready() {
+				return nil
+			}
+			p, _ := json.Marshal(consumer.Progress())
+			return fmt.Errorf("restoring windows from Kafka: %s", p)
+		},
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", c.addr, err)
 	}
-	srv := newHTTPServer(mux, log)
+	srv := newHTTPServer(qs.Handler(), log)
+
+	// Background work ends when work is cancelled, after the HTTP server has drained.
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	wg.Go(func() {
+		if err := consumer.Run(work); err != nil && !errors.Is(err, context.Canceled) {
+			errc <- fmt.Errorf("kafka consumer: %w", err)
+		}
+	})
+	wg.Go(func() { evictLoop(work, store, c.evictInterval) })
+	if c.demo {
+		wg.Go(func() {
+			if err := runDemo(work, c, brokers, log); err != nil {
+				errc <- fmt.Errorf("demo traffic: %w", err)
+			}
+		})
+	}
 	log.Info("slide serving", "addr", ln.Addr().String(), "version", version)
-	return serveUntilDone(ctx, srv, ln, c.shutdownTimeout, log)
+	if c.demo {
+		printDemoHelp(s.out, ln.Addr().String())
+	}
+	err = serveUntilDone(ctx, srv, ln, c.shutdownTimeout, errc, log)
+	stopWork() // stop fetching, finish the batch, commit, leave the group; stop the demo
+	wg.Wait()
+	return err
+}
+
+// limiter builds the POST /v1/allow handler, or nil when there are no policies or rules.
+func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, log *slog.Logger) (http.Handler, func(), error) {
+	var (
+		policies []limiter.Policy
+		rules    []usage.Rule
+		err      error
+	)
+	switch {
+	case c.policies != "":
+		if policies, rules, err = usage.LoadFile(c.policies); err != nil {
+			return nil, func() {}, fmt.Errorf("--policies: %w", err)
+		}
+	case c.demo:
+		if policies, rules, err = usage.ParseFile(demoPolicies, "demo-policies.yaml"); err != nil {
+			return nil, func() {}, fmt.Errorf("demo policies: %w", err)
+		}
+	}
+	if len(policies) == 0 && len(rules) == 0 {
+		return nil, func() {}, nil
+	}
+	checkers, err := usage.NewCheckers(store, rules)
+	if err != nil {
+		return nil, func() {}, fmt.Errorf("usage rules: %w", err)
+	}
+	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log}
+	closeFn := func() {}
+	if c.redis != "" {
+		client := goredis.NewClient(limredis.Options(c.redis))
+		closeFn = func() { _ = client.Close() }
+		backend, err := limredis.New(client, limredis.Config{})
+		if err != nil {
+			closeFn()
+			return nil, func() {}, fmt.Errorf("--redis: %w", err)
+		}
+		cfg.Redis = backend
+	}
+	svc, err := limiter.NewService(cfg)
+	if err != nil {
+		closeFn()
+		return nil, func() {}, err
+	}
+	return svc.AllowHandler(), closeFn, nil
+}
+
+// newEventSink records POST /v1/events bodies straight into this instance's store, with the
+// same decoder and reasons as Kafka records. Such events are not in the log: a restart loses
+// them and, with several instances, they land on the instance that received them. Producers
+// that need durability or partitioning write to the topic instead.
+func newEventSink(store *window.Store) query.EventSink {
+	pool := sync.Pool{New: func() any {
+		d, _ := ingest.NewDecoder(ingest.DecoderConfig{}) // defaults are valid
+		return d
+	}}
+	return query.EventSinkFunc(func(_ context.Context, body []byte, now int64) (query.EventsResult, error) {
+		d := pool.Get().(*ingest.Decoder)
+		defer pool.Put(d)
+		res := query.EventsResult{Rejected: map[string]int{}}
+		d.DecodeLines(body, now, func(_ []byte, ev window.Event, r ingest.Reason) {
+			if r == ingest.ReasonNone {
+				ev.Partition = -1 // not from Kafka: never dropped on a partition's revocation
+				r = ingest.ReasonOf(store.ObserveAt(now, ev))
+			}
+			if r == ingest.ReasonNone {
+				res.Accepted++
+			} else {
+				res.Rejected[r.String()]++
+			}
+		})
+		return res, nil
+	})
+}
+
+func evictLoop(ctx context.Context, store *window.Store, every time.Duration) {
+	if every <= 0 {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			store.Evict(now.UnixMilli())
+		}
+	}
+}
+
+// registerStoreMetrics exports the store's refusal counters.
+func registerStoreMetrics(reg prometheus.Registerer, store *window.Store) {
+	counter := func(name, help string, f func(window.StoreStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(store.Stats())) })
+	}
+	reg.MustRegister(
+		counter("slide_store_evicted_series_total", "Idle series removed from the window store.", func(s window.StoreStats) uint64 { return s.Evicted }),
+	)
 }
 
 // newHTTPServer sets timeouts on every server: a slow client cannot hold a connection forever.
@@ -71,25 +371,65 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	}
 }
 
-// serveUntilDone serves on ln until ctx ends (SIGTERM), then shuts down gracefully: the
-// listener closes at once and in-flight requests get up to grace to finish.
-func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration, log *slog.Logger) error {
+// serveUntilDone serves on ln until ctx ends (SIGTERM) or background work fails, then shuts
+// down gracefully: the listener closes at once and in-flight requests get up to grace.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration, background <-chan error, log *slog.Logger) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	var failed error
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving HTTP: %w", err)
+	case failed = <-background:
+		log.Error("stopping", "err", failed)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "grace", grace)
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutting down HTTP: %w", err)
+		return errors.Join(failed, fmt.Errorf("shutting down HTTP: %w", err))
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serving HTTP: %w", err)
+		return errors.Join(failed, fmt.Errorf("serving HTTP: %w", err))
 	}
 	log.Info("stopped")
-	return nil
+	return failed
+}
+
+// runDemo produces synthetic traffic to the topic until ctx ends.
+func runDemo(ctx context.Context, c serveConfig, brokers []string, log *slog.Logger) error {
+	gen, err := ingest.NewDemoGen(ingest.Demo{Keys: c.demoKeys, Rate: c.demoRate})
+	if err != nil {
+		return err
+	}
+	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: brokers, Topic: c.topic})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	log.Info("demo traffic", "rate", c.demoRate, "keys", c.demoKeys)
+	_, err = gen.Run(ctx, func(evs []window.Event) error { return p.SendEvents(ctx, evs) })
+	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func printDemoHelp(w io.Writer, addr string) {
+	base := "http://" + addr
+	fmt.Fprintf(w, `
+slide is running with demo traffic (tenant-1 … tenant-3 are the heavy, slow ones).
+
+  dashboard   %[1]s/
+  metrics     %[1]s/metrics
+  ready       %[1]s/readyz
+
+Try, from another terminal:
+
+  curl -s '%[1]s/v1/window?metric=latency_ms&key=tenant-1&window=5m&q=0.5,0.95,0.99'
+  curl -s -i -X POST %[1]s/v1/allow -d '{"policy":"api","key":"tenant-1","cost":1}'
+  ./bin/slide query top --addr %[1]s --metric latency_ms --by p95 --k 5
+
+`, base)
 }
