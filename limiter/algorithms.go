@@ -13,9 +13,10 @@ import (
 // 0 ≤ cost ≤ p.quota and holds whatever lock guards the struct. The Redis
 // scripts in limiter/redis/scripts mirror these functions in microseconds.
 //
-// Each take returns, besides the decision, expires: the instant (ns) at which
-// the state is back to its initial value, so the memory backend can drop the
-// key (Redis gets the same as PEXPIRE).
+// Each take returns a verdict: the decision's numbers, plus expires, the
+// instant (ns) at which the state is back to its initial value, so the memory
+// backend can drop the key (Redis gets the same as PEXPIRE). The caller turns
+// it into a Decision once (a Decision is 80 bytes; a verdict travels lighter).
 
 func floorDiv(a, b int64) int64 {
 	q := a / b
@@ -25,18 +26,32 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func mkDecision(p *params, allowed bool, remaining, retry, reset int64) Decision {
-	if remaining < 0 {
-		remaining = 0
-	}
-	return Decision{
-		Allowed:    allowed,
-		Limit:      p.quota,
-		Remaining:  remaining,
-		RetryAfter: time.Duration(max(retry, 0)),
-		ResetAfter: time.Duration(max(reset, 0)),
-		Window:     p.quotaWin,
-	}
+// verdict is what a take decides; durations in ns.
+type verdict struct {
+	allowed                                 bool
+	remaining, retry, reset, delay, expires int64
+}
+
+func mkVerdict(allowed bool, remaining, retry, reset, expires int64) verdict {
+	return verdict{allowed: allowed, remaining: remaining, retry: retry, reset: reset, expires: expires}
+}
+
+// decision turns v into a Decision of the policy p, clamping negatives.
+func (v *verdict) decision(p *params) Decision {
+	var d Decision
+	v.fill(p, &d)
+	return d
+}
+
+// fill sets d's numbers from v (not Policy, Shadowed, Degraded).
+func (v *verdict) fill(p *params, d *Decision) {
+	d.Allowed = v.allowed
+	d.Limit = p.quota
+	d.Remaining = max(v.remaining, 0)
+	d.RetryAfter = time.Duration(max(v.retry, 0))
+	d.ResetAfter = time.Duration(max(v.reset, 0))
+	d.Delay = time.Duration(max(v.delay, 0))
+	d.Window = p.quotaWin
 }
 
 // fixedWindow counts units in window number index.
@@ -45,7 +60,7 @@ type fixedWindow struct {
 	count int64
 }
 
-func (s *fixedWindow) take(p *params, now, cost int64) (Decision, int64) {
+func (s *fixedWindow) take(p *params, now, cost int64) verdict {
 	idx := floorDiv(now, p.window)
 	if s.count == 0 || idx > s.index {
 		s.index, s.count = idx, 0
@@ -61,13 +76,13 @@ func (s *fixedWindow) take(p *params, now, cost int64) (Decision, int64) {
 		if !ok {
 			retry = end - now
 		}
-		return mkDecision(p, ok, p.quota-s.count, retry, reset), now + reset
+		return mkVerdict(ok, p.quota-s.count, retry, reset, now+reset)
 	}
 	if s.count+cost > p.quota {
-		return mkDecision(p, false, p.quota-s.count, end-now, reset), now + reset
+		return mkVerdict(false, p.quota-s.count, end-now, reset, now+reset)
 	}
 	s.count += cost
-	return mkDecision(p, true, p.quota-s.count, 0, end-now), end
+	return mkVerdict(true, p.quota-s.count, 0, end-now, end)
 }
 
 // slidingLog is a ring of admitted timestamps, oldest at head. It grows up
@@ -94,7 +109,7 @@ func (s *slidingLog) push(t int64, quota int64) {
 	s.n++
 }
 
-func (s *slidingLog) take(p *params, now, cost int64) (Decision, int64) {
+func (s *slidingLog) take(p *params, now, cost int64) verdict {
 	if s.n > 0 {
 		if newest := s.at(s.n - 1); now < newest {
 			now = newest // the clock went back: keep the log ordered
@@ -118,15 +133,15 @@ func (s *slidingLog) take(p *params, now, cost int64) (Decision, int64) {
 	if n+want > p.quota {
 		// The (n+want-quota)-th oldest entry must leave the window first.
 		e := s.at(int(n + want - p.quota - 1))
-		return mkDecision(p, false, p.quota-n, e+p.window-now, reset), now + reset
+		return mkVerdict(false, p.quota-n, e+p.window-now, reset, now+reset)
 	}
 	if cost == 0 {
-		return mkDecision(p, true, p.quota-n, 0, reset), now + reset
+		return mkVerdict(true, p.quota-n, 0, reset, now+reset)
 	}
 	for i := int64(0); i < cost; i++ {
 		s.push(now, p.quota)
 	}
-	return mkDecision(p, true, p.quota-n-cost, 0, p.window), now + p.window
+	return mkVerdict(true, p.quota-n-cost, 0, p.window, now+p.window)
 }
 
 // slidingCounter keeps the counts of window index (cur) and index-1 (prev).
@@ -170,7 +185,7 @@ func decayedBelow(n, k, w int64) int64 {
 	return w - int64(q)
 }
 
-func (s *slidingCounter) take(p *params, now, cost int64) (Decision, int64) {
+func (s *slidingCounter) take(p *params, now, cost int64) verdict {
 	w := p.window
 	idx := floorDiv(now, w)
 	switch {
@@ -203,7 +218,7 @@ func (s *slidingCounter) take(p *params, now, cost int64) (Decision, int64) {
 		expires = now
 	}
 	if ok {
-		return mkDecision(p, true, p.quota-est, 0, expires-now), expires
+		return mkVerdict(true, p.quota-est, 0, expires-now, expires)
 	}
 	var retry int64
 	if k := p.quota - want - s.cur; k >= 0 && s.prev > 0 {
@@ -215,7 +230,7 @@ func (s *slidingCounter) take(p *params, now, cost int64) (Decision, int64) {
 		// Not within this window: at the next one, cur becomes prev and decays.
 		retry = w - e + decayedBelow(s.cur, p.quota-want, w)
 	}
-	return mkDecision(p, false, p.quota-est, retry, expires-now), expires
+	return mkVerdict(false, p.quota-est, retry, expires-now, expires)
 }
 
 // tokenBucket holds tokens as of last (ns); refilled lazily on each take.
@@ -227,8 +242,23 @@ type tokenBucket struct {
 
 // refill is the one formula used both to advance the bucket and to check a
 // computed RetryAfter, so waiting exactly RetryAfter is always enough.
+// (elapsed·rate)·1e-9 is exact whenever elapsed·rate is a whole number of
+// seconds' worth (fl(1e-9) is within half an ulp), so 1 s at 5/s is 5 tokens.
 func refill(p *params, tokens float64, elapsed int64) float64 {
-	return min(float64(p.quota), tokens+float64(elapsed)*p.rate/1e9)
+	t := tokens + float64(elapsed)*p.rate*1e-9
+	if c := float64(p.quota); t > c {
+		t = c
+	}
+	return t
+}
+
+// ceilNs rounds a non-negative duration in ns up; inline, unlike math.Ceil.
+func ceilNs(x float64) int64 {
+	d := int64(x)
+	if float64(d) < x {
+		d++
+	}
+	return d
 }
 
 // waitFor returns the smallest wait in ns after which refill reaches want.
@@ -236,7 +266,7 @@ func waitFor(p *params, tokens, want float64) int64 {
 	if tokens >= want {
 		return 0
 	}
-	d := int64(math.Ceil((want - tokens) * 1e9 / p.rate))
+	d := ceilNs((want - tokens) * p.nsPerUnit)
 	// Float rounding can put the estimate a few ns off either way: settle on
 	// the smallest d the refill formula itself accepts.
 	for step := int64(1); refill(p, tokens, d) < want; step *= 2 {
@@ -248,7 +278,17 @@ func waitFor(p *params, tokens, want float64) int64 {
 	return d
 }
 
-func (s *tokenBucket) take(p *params, now, cost int64) (Decision, int64) {
+// untilFull is how long the bucket takes to refill to capacity. Unlike a
+// RetryAfter it is a hint (headers, key expiry), so it skips waitFor's
+// exactness steps.
+func untilFull(p *params, tokens float64) int64 {
+	if tokens >= float64(p.quota) {
+		return 0
+	}
+	return ceilNs((float64(p.quota) - tokens) * p.nsPerUnit)
+}
+
+func (s *tokenBucket) take(p *params, now, cost int64) verdict {
 	if !s.init {
 		s.tokens, s.last, s.init = float64(p.quota), now, true
 	}
@@ -257,25 +297,25 @@ func (s *tokenBucket) take(p *params, now, cost int64) (Decision, int64) {
 	}
 	tokens := refill(p, s.tokens, now-s.last)
 	if cost == 0 {
-		reset := waitFor(p, tokens, float64(p.quota))
+		reset := untilFull(p, tokens)
 		ok := tokens >= 1
 		retry := int64(0)
 		if !ok {
 			retry = waitFor(p, tokens, 1)
 		}
-		return mkDecision(p, ok, int64(tokens), retry, reset), now + reset
+		return mkVerdict(ok, int64(tokens), retry, reset, now+reset)
 	}
 	s.last = now
 	c := float64(cost)
 	if tokens >= c {
 		tokens -= c
 		s.tokens = tokens
-		reset := waitFor(p, tokens, float64(p.quota))
-		return mkDecision(p, true, int64(tokens), 0, reset), now + reset
+		reset := untilFull(p, tokens)
+		return mkVerdict(true, int64(tokens), 0, reset, now+reset)
 	}
 	s.tokens = tokens
-	reset := waitFor(p, tokens, float64(p.quota))
-	return mkDecision(p, false, int64(tokens), waitFor(p, tokens, c), reset), now + reset
+	reset := untilFull(p, tokens)
+	return mkVerdict(false, int64(tokens), waitFor(p, tokens, c), reset, now+reset)
 }
 
 // gcra is the leaky bucket as a meter: tat is the theoretical arrival time
@@ -284,7 +324,7 @@ type gcra struct {
 	tat int64
 }
 
-func (s *gcra) take(p *params, now, cost int64) (Decision, int64) {
+func (s *gcra) take(p *params, now, cost int64) verdict {
 	tat := max(s.tat, now)
 	want := max(cost, 1)
 	newTat := tat + int64(math.Round(float64(want)*p.interval))
@@ -295,14 +335,14 @@ func (s *gcra) take(p *params, now, cost int64) (Decision, int64) {
 	if now >= allowAt || allowAt-now <= p.maxDelay {
 		delay := max(allowAt-now, 0)
 		if cost == 0 {
-			d := mkDecision(p, true, remaining(tat), 0, tat-now)
-			d.Delay = time.Duration(delay)
-			return d, tat
+			v := mkVerdict(true, remaining(tat), 0, tat-now, tat)
+			v.delay = delay
+			return v
 		}
 		s.tat = newTat
-		d := mkDecision(p, true, remaining(newTat), 0, newTat-now)
-		d.Delay = time.Duration(delay)
-		return d, newTat
+		v := mkVerdict(true, remaining(newTat), 0, newTat-now, newTat)
+		v.delay = delay
+		return v
 	}
-	return mkDecision(p, false, remaining(tat), allowAt-now-p.maxDelay, tat-now), tat
+	return mkVerdict(false, remaining(tat), allowAt-now-p.maxDelay, tat-now, tat)
 }

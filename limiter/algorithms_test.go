@@ -13,7 +13,13 @@ func at(ms int64) time.Time { return time.Unix(0, ms*int64(time.Millisecond)) }
 
 // taker is any algorithm state; clone gives an independent copy.
 type taker interface {
-	take(p *params, now, cost int64) (Decision, int64)
+	take(p *params, now, cost int64) verdict
+}
+
+// takeD runs one take and returns its Decision.
+func takeD(s taker, p *params, now, cost int64) Decision {
+	v := s.take(p, now, cost)
+	return v.decision(p)
 }
 
 func clone(s taker) taker {
@@ -79,9 +85,9 @@ func TestRetryAfterIsExact(t *testing.T) {
 				now += rng.Int64N(int64(400 * time.Millisecond))
 				cost := 1 + rng.Int64N(3)
 				before := clone(s)
-				peek, _ := clone(s).take(&p, now, 0)
-				d, _ := s.take(&p, now, cost)
-				if peek2, _ := clone(before).take(&p, now, 0); peek2 != peek {
+				peek := takeD(clone(s), &p, now, 0)
+				d := takeD(s, &p, now, cost)
+				if peek2 := takeD(clone(before), &p, now, 0); peek2 != peek {
 					t.Fatalf("peek changed state: %+v then %+v", peek, peek2)
 				}
 				if cost == 1 && peek.Allowed != d.Allowed {
@@ -96,10 +102,10 @@ func TestRetryAfterIsExact(t *testing.T) {
 				}
 				r := int64(d.RetryAfter)
 				// The retry meets the state the denial left behind.
-				if got, _ := clone(s).take(&p, now+r, cost); !got.Allowed {
+				if got := takeD(clone(s), &p, now+r, cost); !got.Allowed {
 					t.Fatalf("step %d: denied %+v; at +RetryAfter still denied: %+v", i, d, got)
 				}
-				if got, _ := clone(s).take(&p, now+r-1, cost); got.Allowed {
+				if got := takeD(clone(s), &p, now+r-1, cost); got.Allowed {
 					t.Fatalf("step %d: denied with RetryAfter %d ns, but admitted 1 ns earlier: %+v", i, r, got)
 				}
 			}
@@ -117,10 +123,10 @@ func TestClockGoingBackwards(t *testing.T) {
 		p := newParams(&pol)
 		s := fresh(pol.Algorithm)
 		t0 := int64(100 * time.Second)
-		s.take(&p, t0, 1)
+		takeD(s, &p, t0, 1)
 		admitted := int64(1)
 		for i := 0; i < 50; i++ {
-			if d, _ := s.take(&p, t0-int64(i)*int64(time.Second), 1); d.Allowed && d.Delay == 0 {
+			if d := takeD(s, &p, t0-int64(i)*int64(time.Second), 1); d.Allowed && d.Delay == 0 {
 				admitted++
 			}
 		}
@@ -137,13 +143,13 @@ func TestSlidingCounterEstimate(t *testing.T) {
 	p := newParams(&pol)
 	var s slidingCounter
 	for i := 0; i < 100; i++ {
-		s.take(&p, int64(59_900*time.Millisecond), 1)
+		takeD(&s, &p, int64(59_900*time.Millisecond), 1)
 	}
-	d, _ := s.take(&p, int64(60_100*time.Millisecond), 1)
+	d := takeD(&s, &p, int64(60_100*time.Millisecond), 1)
 	if !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("first request at 60.1 s: %+v, want allowed with 0 remaining (estimate 99 + 1)", d)
 	}
-	d, _ = s.take(&p, int64(60_100*time.Millisecond), 1)
+	d = takeD(&s, &p, int64(60_100*time.Millisecond), 1)
 	if d.Allowed {
 		t.Fatalf("second request at 60.1 s allowed")
 	}

@@ -80,12 +80,15 @@ func ValidateKey(key string) error {
 	if len(key) == 0 || len(key) > MaxKeyLen {
 		return ErrInvalidKey
 	}
+	ascii := true
 	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x20 || c == 0x7f {
+		c := key[i]
+		if c < 0x20 || c == 0x7f {
 			return ErrInvalidKey
 		}
+		ascii = ascii && c < 0x80
 	}
-	if !utf8.ValidString(key) {
+	if !ascii && !utf8.ValidString(key) { // most keys are ASCII: skip the decode
 		return ErrInvalidKey
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,19 +125,21 @@ func (m *Memory) Allow(ctx context.Context, key string) (Decision, error) {
 
 // AllowN decides whether cost units may be spent for key at now. Cost 0
 // peeks. It returns ErrInvalidKey, ErrInvalidCost or ErrCostOverLimit for bad
-// input and never blocks; ctx is unused.
-func (m *Memory) AllowN(_ context.Context, key string, now time.Time, cost int64) (Decision, error) {
-	if err := ValidateKey(key); err != nil {
-		return Decision{Policy: m.p.Name}, err
-	}
+// input (a key is validated once, when it is first seen) and never blocks;
+// ctx is unused.
+func (m *Memory) AllowN(_ context.Context, key string, now time.Time, cost int64) (d Decision, err error) {
+	d.Policy = m.p.Name
 	if cost < 0 {
-		return Decision{Policy: m.p.Name}, ErrInvalidCost
+		return d, ErrInvalidCost
 	}
 	if cost > m.pr.quota {
-		return Decision{Policy: m.p.Name}, ErrCostOverLimit
+		return d, ErrCostOverLimit
 	}
-	d := m.store.take(&m.pr, key, now.UnixNano(), cost)
-	d.Policy = m.p.Name
+	v, ok := m.store.take(&m.pr, key, now.UnixNano(), cost)
+	if !ok {
+		return d, ErrInvalidKey
+	}
+	v.fill(&m.pr, &d) // straight into the result: no 80-byte temporaries
 	return d, nil
 }
 
@@ -152,7 +155,8 @@ func (m *Memory) Sweep(now time.Time) { m.store.sweep(now.UnixNano()) }
 var _ Limiter = (*Memory)(nil)
 
 type memStore interface {
-	take(p *params, key string, now, cost int64) Decision
+	// take decides for key; false means key is new and fails ValidateKey.
+	take(p *params, key string, now, cost int64) (verdict, bool)
 	len() int
 	sweep(now int64)
 }
@@ -160,19 +164,23 @@ type memStore interface {
 // state is implemented by the algorithm structs in algorithms.go.
 type state[S any] interface {
 	*S
-	take(p *params, now, cost int64) (Decision, int64)
+	take(p *params, now, cost int64) verdict
 }
 
 type entry[S any] struct {
 	s       S
-	expires int64 // ns: state is initial again from here on
+	expires int64  // ns: state is initial again from here on
+	key     string // a copy: a map key must not pin the caller's request buffer
 }
 
 type shard[S any] struct {
-	mu        sync.Mutex
-	m         map[string]*entry[S]
+	mu sync.Mutex
+	m  map[string]*entry[S]
+	// hot is the entry used last: a hot key (the one flooding) skips the map
+	// probe for a string compare. Cleared whenever entries are deleted.
+	hot       *entry[S]
 	nextSweep int64
-	_         [40]byte // keep neighbouring shards' locks off one cache line
+	_         [32]byte // keep neighbouring shards' locks off one cache line
 }
 
 type store[S any, PS state[S]] struct {
@@ -199,19 +207,34 @@ func newStore[S any, PS state[S]](shards, perShard int, sweepNs int64, evicts *a
 	return st
 }
 
-func (st *store[S, PS]) take(p *params, key string, now, cost int64) Decision {
+func (st *store[S, PS]) take(p *params, key string, now, cost int64) (verdict, bool) {
 	sh := &st.shards[maphash.String(st.seed, key)&st.mask]
 	sh.mu.Lock()
-	e := sh.m[key]
-	if e == nil {
-		e = st.insert(sh, key, now)
-	} else if now >= sh.nextSweep {
-		st.sweepLocked(sh, now)
+	e := sh.hot
+	if e == nil || e.key != key {
+		e = sh.m[key]
+		if e == nil {
+			// Keys are validated when they enter the map, so a hit needs no
+			// validation: an existing key pays nothing for it.
+			if ValidateKey(key) != nil {
+				sh.mu.Unlock()
+				return verdict{}, false
+			}
+			e = st.insert(sh, key, now)
+		}
+		sh.hot = e
 	}
-	d, expires := PS(&e.s).take(p, now, cost)
-	e.expires = max(e.expires, expires)
+	if now >= sh.nextSweep {
+		st.sweepLocked(sh, now)
+		if sh.m[key] == nil { // swept while idle: it is in use again
+			sh.m[e.key] = e
+		}
+		sh.hot = e
+	}
+	v := PS(&e.s).take(p, now, cost)
+	e.expires = max(e.expires, v.expires)
 	sh.mu.Unlock()
-	return d
+	return v, true
 }
 
 // insert adds key; requires sh.mu held.
@@ -225,9 +248,10 @@ func (st *store[S, PS]) insert(sh *shard[S], key string, now int64) *entry[S] {
 			st.evicts.Add(1)
 			break
 		}
+		sh.hot = nil
 	}
-	e := new(entry[S])
-	sh.m[key] = e
+	e := &entry[S]{key: strings.Clone(key)}
+	sh.m[e.key] = e
 	return e
 }
 
@@ -238,6 +262,7 @@ func (st *store[S, PS]) sweepLocked(sh *shard[S], now int64) {
 			delete(sh.m, k)
 		}
 	}
+	sh.hot = nil
 	sh.nextSweep = now + st.sweepNs
 }
 

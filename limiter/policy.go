@@ -327,6 +327,7 @@ type params struct {
 	window    int64   // ns: Window (windowed algorithms)
 	rate      float64 // units per second (buckets)
 	interval  float64 // ns per unit (leaky bucket emission interval)
+	nsPerUnit float64 // 1e9 / rate (token bucket): a multiply where a divide was
 	burstOff  int64   // ns: Capacity × interval (leaky bucket tolerance)
 	maxDelay  int64   // ns (leaky bucket)
 	quotaWin  time.Duration
@@ -338,6 +339,7 @@ func newParams(p *Policy) params {
 	switch p.Algorithm {
 	case TokenBucket:
 		pr.rate = p.RefillPerSecond
+		pr.nsPerUnit = 1e9 / p.RefillPerSecond
 	case LeakyBucket:
 		pr.rate = p.LeakPerSecond
 		pr.interval = 1e9 / p.LeakPerSecond

@@ -306,7 +306,8 @@ func contains(s []int, v int) bool {
 
 // decide is AllowN without input checks, for the Service's hot path.
 func (m *Memory) decide(key string, now, cost int64) Decision {
-	d := m.store.take(&m.pr, key, now, cost)
+	v, _ := m.store.take(&m.pr, key, now, cost) // the Service validated key
+	d := v.decision(&m.pr)
 	d.Policy = m.p.Name
 	return d
 }

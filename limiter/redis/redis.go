@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -121,6 +122,8 @@ type Backend struct {
 	onCall   func(string)
 	idPrefix string
 	seq      atomic.Uint64
+	prep     sync.Map // limiter.Policy → *prepared
+	nprep    atomic.Int64
 }
 
 var _ limiter.Backend = (*Backend)(nil)
@@ -190,26 +193,57 @@ func formatMicros(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Microsecond), 10)
 }
 
-// args returns KEYS and ARGV for r.
-func (b *Backend) args(r *limiter.Request) ([]string, []any) {
-	p := r.Policy
-	now := ""
-	if b.client {
-		now = strconv.FormatInt(r.Now.UnixMicro(), 10)
+// prepared holds a policy's script and its per-policy ARGV, converted and
+// boxed once: a decision then boxes only its own values.
+type prepared struct {
+	script *Script
+	static []any
+}
+
+// maxPrepared bounds the cache of prepared policies (a caller building a new
+// Policy value per request must not grow it without end).
+const maxPrepared = 4096
+
+func (b *Backend) prepare(p *limiter.Policy) *prepared {
+	if v, ok := b.prep.Load(*p); ok {
+		return v.(*prepared)
 	}
-	keys := []string{b.Key(p, r.Key)}
-	cost := strconv.FormatInt(r.Cost, 10)
+	pr := &prepared{script: scripts[p.Algorithm]}
 	switch p.Algorithm {
-	case limiter.FixedWindow, limiter.SlidingCounter:
-		return keys, []any{now, cost, strconv.FormatInt(p.Limit, 10), formatMicros(p.Window)}
-	case limiter.SlidingLog:
-		id := b.idPrefix + strconv.FormatUint(b.seq.Add(1), 36)
-		return keys, []any{now, cost, strconv.FormatInt(p.Limit, 10), formatMicros(p.Window), id}
+	case limiter.FixedWindow, limiter.SlidingCounter, limiter.SlidingLog:
+		pr.static = []any{strconv.FormatInt(p.Limit, 10), formatMicros(p.Window)}
 	case limiter.TokenBucket:
-		return keys, []any{now, cost, strconv.FormatInt(p.Capacity, 10), strconv.FormatFloat(p.RefillPerSecond, 'g', -1, 64)}
+		pr.static = []any{strconv.FormatInt(p.Capacity, 10), strconv.FormatFloat(p.RefillPerSecond, 'g', -1, 64)}
 	default: // LeakyBucket
-		return keys, []any{now, cost, strconv.FormatInt(p.Capacity, 10), strconv.FormatFloat(p.LeakPerSecond, 'g', -1, 64), formatMicros(p.MaxDelay)}
+		pr.static = []any{strconv.FormatInt(p.Capacity, 10), strconv.FormatFloat(p.LeakPerSecond, 'g', -1, 64), formatMicros(p.MaxDelay)}
 	}
+	if b.nprep.Load() < maxPrepared {
+		b.nprep.Add(1)
+		b.prep.Store(*p, pr)
+	}
+	return pr
+}
+
+// args returns the script, KEYS and ARGV for r:
+// ARGV = now_us (” = Redis TIME), cost, the policy's numbers, [member id].
+func (b *Backend) args(r *limiter.Request) (*Script, []string, []any) {
+	p := r.Policy
+	pr := b.prepare(p)
+	n := 2 + len(pr.static)
+	if p.Algorithm == limiter.SlidingLog {
+		n++
+	}
+	args := make([]any, 2, n)
+	args[0] = "" // boxing "" does not allocate
+	if b.client {
+		args[0] = r.Now.UnixMicro()
+	}
+	args[1] = r.Cost // small integers box without allocating
+	args = append(args, pr.static...)
+	if p.Algorithm == limiter.SlidingLog {
+		args = append(args, b.idPrefix+strconv.FormatUint(b.seq.Add(1), 36))
+	}
+	return pr.script, []string{b.Key(p, r.Key)}, args
 }
 
 func isNoScript(err error) bool { return goredis.HasErrorPrefix(err, "NOSCRIPT") }
@@ -242,8 +276,7 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.Request, out []limi
 	pipe := b.c.Pipeline()
 	for i := range reqs {
 		c := &calls[i]
-		c.keys, c.args = b.args(&reqs[i])
-		c.s = scripts[reqs[i].Policy.Algorithm]
+		c.s, c.keys, c.args = b.args(&reqs[i])
 		c.cmd = pipe.EvalSha(ctx, c.s.SHA, c.keys, c.args...)
 		b.called("evalsha")
 	}
@@ -273,8 +306,7 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.Request, out []limi
 }
 
 func (b *Backend) decideOne(ctx context.Context, r *limiter.Request) (limiter.Decision, error) {
-	keys, args := b.args(r)
-	s := scripts[r.Policy.Algorithm]
+	s, keys, args := b.args(r)
 	cmd := b.c.EvalSha(ctx, s.SHA, keys, args...)
 	b.called("evalsha")
 	if isNoScript(cmd.Err()) {
@@ -285,12 +317,20 @@ func (b *Backend) decideOne(ctx context.Context, r *limiter.Request) (limiter.De
 }
 
 func decode(p *limiter.Policy, cmd *goredis.Cmd) (limiter.Decision, error) {
-	v, err := cmd.Int64Slice()
+	raw, err := cmd.Slice()
 	if err != nil {
 		return limiter.Decision{Policy: p.Name}, fmt.Errorf("running %s script: %w", p.Algorithm, err)
 	}
-	if len(v) != 5 {
-		return limiter.Decision{Policy: p.Name}, fmt.Errorf("running %s script: got %d values, want 5", p.Algorithm, len(v))
+	var v [5]int64
+	if len(raw) != len(v) {
+		return limiter.Decision{Policy: p.Name}, fmt.Errorf("running %s script: got %d values, want 5", p.Algorithm, len(raw))
+	}
+	for i, x := range raw {
+		n, ok := x.(int64)
+		if !ok {
+			return limiter.Decision{Policy: p.Name}, fmt.Errorf("running %s script: value %d is %T, want an integer", p.Algorithm, i, x)
+		}
+		v[i] = n
 	}
 	return limiter.Decision{
 		Allowed:    v[0] == 1,

@@ -36,6 +36,12 @@ local function wait_for(tokens, want)
   return d
 end
 
+-- time to full: a hint (headers, TTL), so no exactness steps
+local function until_full(tokens)
+  if tokens >= cap then return 0 end
+  return math.ceil((cap - tokens) * 1e6 / rate)
+end
+
 local s = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens = tonumber(s[1]) or cap
 local ts = tonumber(s[2]) or now
@@ -44,14 +50,14 @@ tokens = refill(tokens, now - ts)
 if cost == 0 then
   local ok, retry = 0, 0
   if tokens >= 1 then ok = 1 else retry = wait_for(tokens, 1) end
-  return {ok, math.floor(tokens), retry, wait_for(tokens, cap), 0}
+  return {ok, math.floor(tokens), retry, until_full(tokens), 0}
 end
 local ok = 0
 if tokens >= cost then
   tokens = tokens - cost
   ok = 1
 end
-local reset = wait_for(tokens, cap)
+local reset = until_full(tokens)
 redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', int(now))
 redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(reset / 1000)))
 local retry = 0
