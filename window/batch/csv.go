@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 )
 
@@ -35,6 +36,12 @@ type CSVReader struct {
 	fields   [][]byte
 	selected bool
 
+	// Fixed point (see readFixed): fixed is set before Select by count sum/avg jobs; a row read
+	// as float64 that has no fixed-point form waits in heldV for the next Read.
+	fixed *fixedSpec
+	held  bool
+	heldV float64
+
 	// Parallel mode (see pipeline): par is non-nil while chunks are coming; cur is the parsed
 	// chunk being handed out; when l is a chunk (or the rest of the input) being read
 	// sequentially, seqEOF marks its end. lineBase is the line count before the current chunk.
@@ -48,7 +55,17 @@ type CSVReader struct {
 
 // NewCSVReader reads the header (and peeks at the first data row) of a CSV stream.
 func NewCSVReader(r io.Reader) (*CSVReader, error) {
-	c := &CSVReader{l: newLineBuf(r), vi: -1, ti: -1}
+	return newCSVReader(newLineBuf(r))
+}
+
+// newCSVReaderData reads a whole input held in memory, without copying it and without ever
+// writing to it (it may be a read-only file mapping).
+func newCSVReaderData(data []byte) (*CSVReader, error) {
+	return newCSVReader(newLineBufData(data))
+}
+
+func newCSVReader(l *lineBuf) (*CSVReader, error) {
+	c := &CSVReader{l: l, vi: -1, ti: -1}
 	var line []byte
 	var start int
 	for len(line) == 0 { // blank lines before the header are skipped too (as encoding/csv)
@@ -118,7 +135,11 @@ func (c *CSVReader) Select(value, time string) error {
 	c.vi, c.ti, c.need, c.selected = vi, ti, max(vi, ti), true
 	if c.err == nil && c.par == nil && c.cur == nil && !c.inChunk && c.l.line == c.firstAt {
 		// Nothing read past the first row yet: hand the rest of the input to the pipeline.
-		if c.par = startPipeline(c.l.buf[c.l.lo:c.l.hi], c.l.rest(), vi, ti, len(c.cols)); c.par != nil {
+		var fixed *fixedSpec
+		if ti < 0 {
+			fixed = c.fixed
+		}
+		if c.par = startPipeline(c.l.buf[c.l.lo:c.l.hi], c.l.rest(), c.l.mem, vi, ti, len(c.cols), fixed); c.par != nil {
 			c.lineBase = c.l.line
 		}
 	}
@@ -129,6 +150,12 @@ func (c *CSVReader) Select(value, time string) error {
 func (c *CSVReader) Read(vals []float64, ts []int64) (int, error) {
 	if !c.selected {
 		return 0, fmt.Errorf("batch: CSVReader.Read before Select")
+	}
+	if c.held && len(vals) > 0 {
+		c.held = false
+		vals[0] = c.heldV
+		c.row++
+		return 1 + c.readN(vals[1:], nil), c.err
 	}
 	if c.pending && len(vals) > 0 {
 		c.pending = false
@@ -179,7 +206,17 @@ func (c *CSVReader) readN(vals []float64, ts []int64) int {
 		if c.cur == nil {
 			continue
 		}
-		k := copy(vals[n:], c.cur.vals[c.off:c.cur.n])
+		k := min(len(vals)-n, c.cur.n-c.off)
+		if f := c.cur.fixedN; c.off < f {
+			for i, m := range c.cur.ivals[c.off:min(f, c.off+k)] {
+				vals[n+i] = c.par.fixed.toFloat(m) // the float64 the value parses to
+			}
+			if c.off+k > f {
+				copy(vals[n+f-c.off:n+k], c.cur.vals[f:])
+			}
+		} else {
+			copy(vals[n:n+k], c.cur.vals[c.off:])
+		}
 		if len(ts) > 0 {
 			copy(ts[n:n+k], c.cur.ts[c.off:])
 		}
@@ -210,6 +247,13 @@ func (c *CSVReader) nextChunk() bool {
 	case ch.err != nil:
 		c.err = fmt.Errorf("reading input: %w", ch.err)
 		return false
+	case ch.quoted: // in memory, quotes ahead: everything else is sequential
+		data := c.par.data[ch.off:]
+		c.par.close()
+		c.par = nil
+		c.l = newLineBufData(data)
+		c.l.line = c.lineBase
+		c.seqEOF = false
 	case ch.rest != nil: // quotes ahead: everything else is sequential
 		c.par.close()
 		c.par = nil
@@ -306,14 +350,105 @@ func (c *CSVReader) readSeq(vals []float64, ts []int64) int {
 	return n
 }
 
+// readFixed is Read for the fixed-point path of count sum/avg jobs (useFixed before Select, no
+// time column): it fills dst with the values' fixed-point forms (see fixedSpec) and returns how
+// many, and more = false when the caller must go on with Read: at the end of the input, at an
+// error (Read reports it), or at a value with no fixed-point form (Read returns it next).
+func (c *CSVReader) readFixed(dst []int64) (n int, more bool) {
+	fx := c.fixed
+	if !c.selected || fx == nil || c.ti >= 0 || c.held || c.err != nil {
+		return 0, false
+	}
+	if c.pending && len(dst) > 0 {
+		if len(c.first) != len(c.cols) {
+			return 0, false
+		}
+		v, err := parseValue(c.first[c.vi])
+		if err != nil {
+			return 0, false
+		}
+		m, ok := fx.toFixed(v)
+		if !ok {
+			return 0, false
+		}
+		c.pending = false
+		dst[0] = m
+		c.row++
+		n = 1
+	}
+	for n < len(dst) && c.err == nil {
+		if c.par == nil || c.inChunk {
+			k, more := c.readSeqFixed(dst[n:])
+			n += k
+			if !more {
+				return n, false
+			}
+			if n == len(dst) {
+				break
+			}
+			if !c.seqEOF || c.par == nil {
+				return n, false // the end
+			}
+			c.inChunk, c.seqEOF = false, false
+			continue
+		}
+		if c.cur == nil && !c.nextChunk() {
+			return n, false
+		}
+		if c.cur == nil {
+			continue
+		}
+		f := c.cur.fixedN
+		if c.off == f && f < c.cur.n {
+			return n, false // a value with no fixed-point form: Read takes the rest of the chunk
+		}
+		k := copy(dst[n:], c.cur.ivals[c.off:f])
+		n += k
+		c.off += k
+		c.row += int64(k)
+		if c.off == c.cur.n {
+			c.par.put(c.cur)
+			c.cur = nil
+		}
+	}
+	return n, c.err == nil
+}
+
+// readSeqFixed is readSeq in fixed point: quote-free regular rows straight from the buffer, any
+// other row through readSeq (one row, as float64) and then toFixed. more is false at an error or
+// a value without fixed-point form (held for Read); at the end of the buffer seqEOF is set.
+func (c *CSVReader) readSeqFixed(dst []int64) (n int, more bool) {
+	var one [1]float64
+	for n < len(dst) {
+		l := c.l
+		k, p, _ := scanRowsFixed(l.buf[l.lo:l.quoteFree(l.lo)], c.vi, len(c.cols), c.fixed, dst[n:])
+		c.row += int64(k)
+		l.line += int64(k)
+		l.lo += p
+		n += k
+		if n == len(dst) {
+			break
+		}
+		if c.readSeq(one[:], nil) == 0 {
+			return n, c.err == nil
+		}
+		m, ok := c.fixed.toFixed(one[0])
+		if !ok {
+			c.row-- // readSeq counted it; Read hands it out
+			c.held, c.heldV = true, one[0]
+			return n, false
+		}
+		dst[n] = m
+		n++
+	}
+	return n, true
+}
+
 // fastRows parses complete, quote-free, well-formed rows straight out of the line buffer while
 // they last (see scanRows) and leaves anything else to the general path.
 func (c *CSVReader) fastRows(vals []float64, ts []int64) int {
 	l := c.l
-	if l.qpos < l.lo {
-		l.quoted(l.lo, l.lo) // find the next quote at or after lo
-	}
-	buf := l.buf[:min(l.qpos, l.hi)] // rows must end before the next quote
+	buf := l.buf[:l.quoteFree(l.lo)] // rows must end before the next quote
 	n, p := scanRows(buf[l.lo:], c.vi, c.ti, len(c.cols), vals, ts)
 	c.row += int64(n)
 	l.line += int64(n)
@@ -384,6 +519,148 @@ func scanRows(buf []byte, vi, ti, ncols int, vals []float64, ts []int64) (n, p i
 		p = i + 1
 	}
 	return n, p
+}
+
+// scanRowsFixed is scanRows for a count sum/avg job: see scanRowsFixedAny. When the value is
+// the last column (the usual "ts,amount" shape) one fused loop skips the fields before it and
+// parses the value with the same 8-byte word that finds the line end, with no call per row.
+// Rows it does not recognize at once (a sign, spaces, a long number, the last bytes of buf) go
+// one at a time through scanRowsFixedAny, so the two agree row for row.
+func scanRowsFixed(buf []byte, vi, ncols int, fx *fixedSpec, out []int64) (n, p int, notFixed bool) {
+	if vi != ncols-1 {
+		return scanRowsFixedAny(buf, vi, ncols, fx, out)
+	}
+	scale, lim := fx.scale, fx.lim
+	for n < len(out) {
+		i := p
+		for c := 0; c < vi; c++ { // the fields before the value: find each ','
+			for i+8 <= len(buf) {
+				w := binary.LittleEndian.Uint64(buf[i:])
+				if m := zeroByte(w^commas) | zeroByte(w^newlines); m != 0 {
+					i += bits.TrailingZeros64(m) >> 3
+					break
+				}
+				i += 8
+			}
+			for i < len(buf) && buf[i] != ',' && buf[i] != '\n' {
+				i++
+			}
+			if i == len(buf) || buf[i] == '\n' {
+				goto slow
+			}
+			i++
+		}
+		if i+8 > len(buf) {
+			goto slow
+		}
+		{
+			w := binary.LittleEndian.Uint64(buf[i:])
+			// Non-digit flags: a byte ≥ 0x80, or an ASCII byte outside '0'–'9'. Exact for the
+			// lowest two non-digits, which are all that is used: the sum below may carry out of
+			// a byte ≥ 0xBA into the byte above it, never below.
+			ge0 := ((w | hiBits) - zeros) & hiBits
+			gt9 := (w + 0x4646464646464646) & hiBits
+			other := (^(ge0 &^ gt9) | w) & hiBits
+			if other == 0 {
+				goto slow
+			}
+			k := bits.TrailingZeros64(other) >> 3 // first non-digit
+			frac, d := 0, k                       // fraction digits, digits
+			if byte(w>>(8*k)) == '.' {
+				rest := other & (other - 1)
+				if rest == 0 {
+					goto slow
+				}
+				e := bits.TrailingZeros64(rest) >> 3 // the byte after the number
+				low := uint64(1)<<(8*k) - 1
+				w = w&low | (w>>8)&^low // drop the point
+				frac, d, k = e-k-1, e-1, e
+			}
+			if d == 0 || frac > scale {
+				goto slow
+			}
+			e := i + k // the byte after the number
+			if b := buf[e]; b == '\n' {
+				e++
+			} else if b == '\r' && e+1 < len(buf) && buf[e+1] == '\n' {
+				e += 2
+			} else {
+				goto slow
+			}
+			v := (w - zeros&(uint64(math.MaxUint64)>>(64-8*d))) << (64 - 8*d)
+			v = (v * 10) + (v >> 8)
+			v = (((v & 0x000000FF000000FF) * (100 + (1000000 << 32))) +
+				(((v >> 16) & 0x000000FF000000FF) * (1 + (10000 << 32)))) >> 32
+			m := int64(v) * fx.mul[frac]
+			if m > lim {
+				goto slow
+			}
+			out[n] = m
+			n++
+			p = e
+			continue
+		}
+	slow:
+		k, q, nf := scanRowsFixedAny(buf[p:], vi, ncols, fx, out[n:n+1])
+		if k == 0 {
+			return n, p, nf
+		}
+		n++
+		p += q
+	}
+	return n, p, false
+}
+
+// scanRowsFixedAny is scanRows for a count sum/avg job: the value of each row goes into out in
+// fixed point (see fixedSpec.parseFixed). It also stops before a row whose value is a number
+// with no fixed-point form, and says so (notFixed).
+func scanRowsFixedAny(buf []byte, vi, ncols int, fx *fixedSpec, out []int64) (n, p int, notFixed bool) {
+	for n < len(out) {
+		col, fs := 0, p
+		vs, ve := 0, 0
+		i := p
+		for {
+			for i+8 <= len(buf) {
+				w := binary.LittleEndian.Uint64(buf[i:])
+				if m := zeroByte(w^commas) | zeroByte(w^newlines); m != 0 {
+					i += bits.TrailingZeros64(m) >> 3
+					break
+				}
+				i += 8
+			}
+			for i < len(buf) && buf[i] != ',' && buf[i] != '\n' {
+				i++
+			}
+			if i == len(buf) {
+				break
+			}
+			b := buf[i]
+			e := i
+			if b == '\n' && e > fs && buf[e-1] == '\r' {
+				e--
+			}
+			if col == vi {
+				vs, ve = fs, e
+			}
+			if b == '\n' {
+				break
+			}
+			col++
+			i++
+			fs = i
+		}
+		if i == len(buf) || col+1 != ncols || i == p {
+			break
+		}
+		m, ok, err := fx.parseFixed(buf, vs, ve)
+		if !ok {
+			return n, p, err == nil
+		}
+		out[n] = m
+		n++
+		p = i + 1
+	}
+	return n, p, false
 }
 
 const (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"sync"
 )
 
@@ -16,36 +17,48 @@ var sequentialOnly = false
 
 // chunk is a run of whole, quote-free lines parsed by a worker.
 type chunk struct {
-	data  []byte
-	vals  []float64
-	ts    []int64
-	n     int   // rows parsed
-	lines int64 // lines in data
-	ok    bool  // scanRows took every line: vals[:n] is the whole chunk
-	rest  io.Reader
-	err   error
-	done  chan struct{} // closed by the worker
+	data   []byte
+	off    int // in memory: where data starts in pipeline.data
+	vals   []float64
+	ivals  []int64 // fixed point: rows [0, fixedN) are in ivals, the rest in vals
+	fixedN int
+	ts     []int64
+	n      int   // rows parsed
+	lines  int64 // lines in data
+	ok     bool  // the scan took every line: the rows are the whole chunk
+	quoted bool  // in memory: data holds a '"'; the rest of the input is read sequentially
+	rest   io.Reader
+	err    error
+	done   chan struct{} // closed by the worker
 }
 
 // pipeline parses a CSV on several cores: a producer cuts the input into chunks at line ends,
-// workers run scanRows on them, and Read takes their values in input order. Anything unusual
-// keeps the sequential reader exact: a chunk that scanRows cannot finish (blank line, bad row)
-// is re-read sequentially, so errors keep their row and line; the first quote anywhere ends the
-// pipeline and the rest of the input goes through the sequential reader (a quoted field may
-// hold a line break, so cutting at line ends is no longer safe). Memory is bounded by the
-// chunks in flight: about 2 × workers + 2 chunks.
+// workers scan them, and Read takes their values in input order. Anything unusual keeps the
+// sequential reader exact: a chunk that the scan cannot finish (blank line, bad row) is re-read
+// sequentially, so errors keep their row and line; the first quote anywhere ends the pipeline
+// and the rest of the input goes through the sequential reader (a quoted field may hold a line
+// break, so cutting at line ends is no longer safe). Memory is bounded by the chunks in flight:
+// about 2 × workers + 2 chunks.
+//
+// When the whole input is in memory (data; a mapped file), chunks are slices of it: nothing is
+// copied, and the workers, not the producer, look for quotes, so the producer's work per chunk
+// is one short search for a line end.
 type pipeline struct {
 	order chan *chunk // every chunk, in input order
 	work  chan *chunk
 	free  chan *chunk
 	stop  chan struct{}
 	once  sync.Once
-	size  int // chunkSize when started
+	wg    sync.WaitGroup // producer and workers
+	size  int            // chunkSize when started
+	data  []byte         // the rest of the input, when it is all in memory
+	fixed *fixedSpec     // parse values into fixed point (count sum/avg jobs)
 }
 
 // startPipeline runs the rest of the input (prefix, then r) through a pipeline, or returns nil
-// when one core would do as well.
-func startPipeline(prefix []byte, r io.Reader, vi, ti, ncols int) *pipeline {
+// when one core would do as well. With mem, prefix is the whole rest of the input (r is empty)
+// and is never written.
+func startPipeline(prefix []byte, r io.Reader, mem bool, vi, ti, ncols int, fixed *fixedSpec) *pipeline {
 	workers := runtime.GOMAXPROCS(0)
 	if sequentialOnly || workers < 2 {
 		return nil
@@ -56,23 +69,43 @@ func startPipeline(prefix []byte, r io.Reader, vi, ti, ncols int) *pipeline {
 		free:  make(chan *chunk, 3*workers+2),
 		stop:  make(chan struct{}),
 		size:  chunkSize,
+		fixed: fixed,
 	}
-	go p.produce(bytes.Clone(prefix), r)
+	p.wg.Add(1 + workers)
+	if mem {
+		p.data = prefix
+		go p.produceMem()
+	} else {
+		go p.produce(bytes.Clone(prefix), r)
+	}
 	for range workers {
 		go p.parse(vi, ti, ncols)
 	}
 	return p
 }
 
-// close stops the producer and the workers (they exit once they see it).
-func (p *pipeline) close() { p.once.Do(func() { close(p.stop) }) }
+// close stops the producer and the workers and waits for them, so that the input memory may
+// be released once it returns.
+func (p *pipeline) close() {
+	p.once.Do(func() { close(p.stop) })
+	p.wg.Wait()
+}
+
+func (p *pipeline) stopped() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
+}
 
 func (p *pipeline) get() *chunk {
 	select {
 	case ch := <-p.free:
 		return ch
 	default:
-		return &chunk{data: make([]byte, 0, 2*p.size)}
+		return &chunk{}
 	}
 }
 
@@ -100,13 +133,42 @@ func (p *pipeline) send(ch *chunk, toWorkers bool) bool {
 	}
 }
 
+// produceMem cuts p.data into chunks of about p.size bytes ending at line ends.
+func (p *pipeline) produceMem() {
+	defer p.wg.Done()
+	defer close(p.order)
+	defer close(p.work)
+	data := p.data
+	for off := 0; off < len(data); {
+		end := len(data)
+		if off+p.size < len(data) {
+			if j := bytes.IndexByte(data[off+p.size:], '\n'); j >= 0 {
+				end = off + p.size + j + 1
+			}
+		}
+		ch := p.get()
+		ch.data, ch.off, ch.done, ch.quoted = data[off:end:end], off, make(chan struct{}), false
+		if !p.send(ch, true) {
+			return
+		}
+		off = end
+	}
+}
+
 func (p *pipeline) produce(carry []byte, r io.Reader) {
+	defer p.wg.Done()
 	defer close(p.order)
 	defer close(p.work)
 	eof := false
+	var buf []byte // the chunk's own buffer (chunks from produceMem have none)
 	for !eof {
 		ch := p.get()
-		data := append(ch.data[:0], carry...)
+		if cap(ch.data) < 2*p.size {
+			buf = make([]byte, 0, 2*p.size)
+		} else {
+			buf = ch.data
+		}
+		data := append(buf[:0], carry...)
 		for len(data) < p.size && !eof {
 			if len(data) == cap(data) {
 				data = append(data, 0)[:len(data)]
@@ -137,7 +199,7 @@ func (p *pipeline) produce(carry []byte, r io.Reader) {
 		if data[len(data)-1] != '\n' { // the last line of the input
 			data = append(data, '\n')
 		}
-		ch.data, ch.lines, ch.done = data, int64(bytes.Count(data, []byte{'\n'})), make(chan struct{})
+		ch.data, ch.off, ch.done = data, 0, make(chan struct{})
 		if !p.send(ch, true) {
 			return
 		}
@@ -147,20 +209,92 @@ func (p *pipeline) produce(carry []byte, r io.Reader) {
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (p *pipeline) parse(vi, ti, ncols int) {
+	defer p.wg.Done()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	for ch := range p.work {
-		rows := int(ch.lines)
-		if cap(ch.vals) < rows {
-			ch.vals = make([]float64, rows)
+		if p.stopped() {
+			close(ch.done)
+			continue
 		}
-		var ts []int64
-		if ti >= 0 {
-			if cap(ch.ts) < rows {
-				ch.ts = make([]int64, rows)
-			}
-			ts = ch.ts[:rows]
-		}
-		n, pos := scanRows(ch.data, vi, ti, ncols, ch.vals[:rows], ts)
-		ch.n, ch.ok = n, pos == len(ch.data)
+		p.parseChunk(ch, vi, ti, ncols)
 		close(ch.done)
 	}
+}
+
+// parseChunk scans one chunk. A fault reading a mapped file that shrank becomes ch.err.
+func (p *pipeline) parseChunk(ch *chunk, vi, ti, ncols int) {
+	defer func() {
+		if e := recover(); e != nil {
+			ch.err = faultError(e)
+		}
+	}()
+	data := ch.data
+	if p.data != nil && bytes.IndexByte(data, '"') >= 0 {
+		ch.quoted = true
+		return
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' { // the last line of an input in memory
+		data = append(data, '\n') // a copy: data's capacity ends at its length
+	}
+	// Rows are at least two bytes ("1\n"); a typical row is over 16, so start there and grow.
+	rows := max(len(data)/16, 64)
+	if cap(ch.vals) < rows {
+		ch.vals = make([]float64, rows)
+	}
+	vals := ch.vals[:cap(ch.vals)]
+	var ts, ivals []int64
+	if ti >= 0 {
+		if cap(ch.ts) < len(vals) {
+			ch.ts = make([]int64, len(vals))
+		}
+		ts = ch.ts[:len(vals)]
+	}
+	n, pos, fixedN := 0, 0, 0
+	if p.fixed != nil {
+		if cap(ch.ivals) < len(vals) {
+			ch.ivals = make([]int64, len(vals))
+		}
+		ivals = ch.ivals[:len(vals)]
+		for {
+			k, q, notFixed := scanRowsFixed(data[pos:], vi, ncols, p.fixed, ivals[n:])
+			n += k
+			pos += q
+			if notFixed || n < len(ivals) || pos == len(data) {
+				break
+			}
+			ivals = grow(ivals)
+			ch.ivals = ivals
+		}
+		fixedN = n
+		if len(vals) < len(ivals) {
+			vals = make([]float64, len(ivals))
+			ch.vals = vals
+		}
+	}
+	for pos < len(data) {
+		k, q := scanRows(data[pos:], vi, ti, ncols, vals[n:], ts[min(n, len(ts)):])
+		n += k
+		pos += q
+		if n < len(vals) || pos == len(data) {
+			break
+		}
+		vals = grow(vals)
+		ch.vals = vals
+		if ti >= 0 {
+			ts = append(ts, make([]int64, len(vals)-len(ts))...)
+			ch.ts = ts
+		}
+	}
+	ch.n, ch.fixedN, ch.ok = n, fixedN, pos == len(data)
+	if ch.ok {
+		ch.lines = int64(n)
+	} else {
+		ch.lines = int64(bytes.Count(data, []byte{'\n'}))
+	}
+}
+
+// grow doubles the length of s (at least), keeping its values.
+func grow[T any](s []T) []T {
+	s = append(s, make([]T, len(s)+1)...)
+	return s[:cap(s)]
 }

@@ -6,10 +6,16 @@
 //
 // A count window of size K (Job.Size) ending at row i covers rows i−K+1 … i. The first window
 // ends at row K−1, so n rows have n−K+1 windows; a file with fewer than K rows is an error
-// (ErrTooFewRows), not an empty answer. Sum and avg slide in O(1) per row with a compensated sum
-// (window.SumWindow); max and min use the block algorithm of window.MaxWindow (2K values of
-// memory, no branches on the data); quantiles keep the K values in sketch bins, adding the
-// newcomer and removing the leaver.
+// (ErrTooFewRows), not an empty answer. Sum and avg slide in O(1) per row in exact decimal
+// fixed point: each value is read as an integer count of 10^-F (F is the first value's number of
+// decimals, clamped to 2…6), the window sum is an exact int64, and a window's value is that sum
+// correctly rounded to float64 (so 0.1 + 0.2 prints 0.3, and ties between windows are real
+// ties). From the first value that has no such form (more decimals than F, or too large for the
+// int64 sum of K values) the job goes on with a compensated float64 sum (window.SumWindow)
+// seeded with the window so far; the switch depends on the values alone, so every reading mode
+// and format gives the same bits. Max and min use the block algorithm of window.MaxWindow (2K
+// values of memory, no branches on the data); quantiles keep the K values in sketch bins, adding
+// the newcomer and removing the leaver.
 //
 // A time window of span W (Job.Span) ending at row i covers the rows whose timestamp t satisfies
 // ts_i − W < t ≤ ts_i, among rows 0 … i: the article's (now − W, now] with now = the row's own
@@ -32,6 +38,10 @@
 // format as encoding/json.
 //
 // # Input
+//
+// A regular file passed to Run is mapped into memory (mmap) and parsed on all cores in place;
+// that memory is page cache, not heap. Streams (pipes, stdin) are read in buffers and memory
+// stays O(window + buffers).
 //
 // CSV needs a header row; NDJSON takes its columns from the first object. The value column is
 // Job.Column or, by default, the only column (other than the time column) whose first value is

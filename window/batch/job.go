@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +55,8 @@ var (
 	ErrColumn     = errors.New("cannot choose the value column")
 	ErrTooFewRows = errors.New("fewer rows than the window size")
 	ErrOverflow   = errors.New("window value overflows float64")
+	// ErrInputChanged: a mapped input file shrank while it was read (see Run).
+	ErrInputChanged = errors.New("input file changed while being read")
 )
 
 // Job is one streaming pass over a file that finds the best sliding window. Exactly one of Size
@@ -203,6 +209,12 @@ func NewReader(r io.Reader, format string) (Reader, error) {
 	default:
 		return nil, fmt.Errorf("%w: format %q: want auto, csv or ndjson", ErrConfig, format)
 	}
+	if data, ok := r.(memInput); ok {
+		if looksNDJSON(data) {
+			return NewNDJSONReader(bytes.NewReader(data))
+		}
+		return newCSVReaderData(data)
+	}
 	br := bufio.NewReaderSize(r, 4096) // reads larger than this bypass its buffer
 	for n := 1; ; n++ {
 		p, err := br.Peek(n)
@@ -223,14 +235,60 @@ func NewReader(r io.Reader, format string) (Reader, error) {
 	}
 }
 
+// memInput is a whole input in memory (a mapped file), handed to NewReader through Run. It
+// has no Read method on purpose: only NewReader takes it.
+type memInput []byte
+
+func (memInput) Read([]byte) (int, error) { return 0, io.EOF }
+
+// looksNDJSON reports whether the first non-blank byte (after a UTF-8 byte order mark) is '{'.
+func looksNDJSON(p []byte) bool {
+	for n, c := range p {
+		if isJSONSpace(c) || (n < 3 && c == "\xef\xbb\xbf"[n] && p[0] == 0xef) {
+			continue
+		}
+		return c == '{'
+	}
+	return false
+}
+
+// faultError turns the panic of a read from a mapped file that shrank under it (SIGBUS, with
+// debug.SetPanicOnFault) into ErrInputChanged; any other panic goes on.
+func faultError(e any) error {
+	if re, ok := e.(runtime.Error); ok {
+		if _, ok := re.(interface{ Addr() uintptr }); ok {
+			return fmt.Errorf("reading input: %w (%v)", ErrInputChanged, re)
+		}
+	}
+	panic(e)
+}
+
 // Run reads r in one pass (memory O(window), not O(file)), finds the best window and, when
 // seriesOut is not nil, writes every window's value to it, one per line in input order: a count
 // window has a value once Size rows are in (n − Size + 1 lines), a time window one per row.
 // It stops with ctx.Err() when ctx is done (checked every few thousand rows). Bad rows stop it
 // with a *RowError naming the row and column.
-func (j Job) Run(ctx context.Context, r io.Reader, seriesOut io.Writer) (Result, error) {
+//
+// When r is an *os.File of a regular file, Run maps it into memory (mmap, read-only) instead of
+// reading it: the parallel CSV parser then works on the page cache directly, with no copy.
+// That memory is the kernel's page cache, not the process heap, and the heap stays O(window).
+// Pipes, terminals and other readers are streamed. The file must not shrink during the run: if
+// it does, Run returns an error wrapping ErrInputChanged.
+func (j Job) Run(ctx context.Context, r io.Reader, seriesOut io.Writer) (res Result, err error) {
 	if err := j.Validate(); err != nil {
 		return Result{}, err
+	}
+	if f, ok := r.(*os.File); ok {
+		if data, unmap, ok := mapFile(f); ok {
+			defer unmap()
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+			defer func() {
+				if e := recover(); e != nil {
+					err = faultError(e)
+				}
+			}()
+			r = memInput(data)
+		}
 	}
 	rd, err := NewReader(r, j.withDefaults().Format)
 	if err != nil {
@@ -264,6 +322,20 @@ func (j Job) RunReader(ctx context.Context, rd Reader, seriesOut io.Writer) (Res
 	if err != nil {
 		return Result{}, err
 	}
+	var fx *fixedSpec
+	if j.Size > 0 && (j.Agg == AggSum || j.Agg == AggAvg) {
+		var first []byte
+		if fr := rd.FirstRow(); fr != nil {
+			if i := indexOf(rd.Columns(), col); i >= 0 && i < len(fr) {
+				first = fr[i]
+			}
+		}
+		s := newFixedSpec(first, j.Size)
+		fx = &s
+		if c, ok := rd.(*CSVReader); ok {
+			c.fixed = fx // before Select, which starts the parallel parser
+		}
+	}
 	if err := rd.Select(col, timeCol); err != nil {
 		return Result{}, err
 	}
@@ -294,11 +366,76 @@ func (j Job) RunReader(ctx context.Context, rd Reader, seriesOut io.Writer) (Res
 		ts = make([]int64, batchRows)
 		first = 0
 	}
+	var (
+		carry    []float64 // values read but not taken by the fixed-point path
+		carryErr error     // and the error Read returned with them
+	)
+	if fx != nil {
+		fs := newFixedSum(fx, j.Size, isMax, j.Agg == AggAvg)
+		ivals := make([]int64, batchRows)
+		fr, direct := rd.(fixedReader)
+		for {
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+			var n int
+			more := true
+			if direct {
+				n, more = fr.readFixed(ivals)
+			} else {
+				var k int
+				k, carryErr = rd.Read(vals, nil)
+				for n < k {
+					m, ok := fx.toFixed(vals[n])
+					if !ok {
+						break
+					}
+					ivals[n] = m
+					n++
+				}
+				if n < k || carryErr != nil {
+					carry, more = vals[n:k], false
+				}
+			}
+			if err := fs.consume(ivals[:n], row, series, &num); err != nil {
+				return res, err
+			}
+			row += int64(n)
+			res.N = row
+			if !more {
+				break
+			}
+		}
+		// From here on (if anything is left) the compensated float64 sum takes over, seeded
+		// with the window so far.
+		w, err := fs.sumWindow()
+		if err != nil {
+			return res, err
+		}
+		agg = &countSum{w: w, avg: fs.avg}
+		if fs.found {
+			found = true
+			res.Best, res.End = fs.value(fs.best), fs.end
+			res.Start = res.End - int64(j.Size) + 1
+		}
+		if len(carry) > 0 {
+			carry = append([]float64(nil), carry...) // vals is reused below
+		} else if carryErr == io.EOF {
+			carry, carryErr = nil, nil // Read reports the end again
+		}
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		n, rerr := rd.Read(vals, ts)
+		var n int
+		var rerr error
+		if carry != nil || carryErr != nil {
+			n, rerr = copy(vals, carry), carryErr
+			carry, carryErr = nil, nil
+		} else {
+			n, rerr = rd.Read(vals, ts)
+		}
 		if j.Span > 0 {
 			for i, t := range ts[:n] {
 				if t < prevTS {

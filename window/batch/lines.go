@@ -7,8 +7,9 @@ import (
 )
 
 const (
-	readSize = 1 << 20  // initial buffer; lines are found inside it without copying
-	maxLine  = 64 << 20 // the buffer grows to hold a longer line, up to this
+	readSize  = 1 << 20  // initial buffer; lines are found inside it without copying
+	maxLine   = 64 << 20 // the buffer grows to hold a longer line, up to this
+	quoteScan = 1 << 20  // how far one quote search looks ahead
 )
 
 // lineBuf hands out the lines of r as slices of its own buffer, valid until the next call:
@@ -20,11 +21,19 @@ type lineBuf struct {
 	lo, hi int   // unread data is buf[lo:hi]
 	eof    bool  // r returned io.EOF
 	line   int64 // lines handed out so far (the current line's 1-based number)
-	qpos   int   // index of the next '"' at or after the last checked line start; -1 unknown
+	// buf[qfrom:qpos] holds no '"'; buf[qpos] is one, or qpos is hi or a search limit.
+	qfrom, qpos int
+	mem         bool // buf is the whole input, not owned (maybe read-only memory): never written
 }
 
 func newLineBuf(r io.Reader) *lineBuf {
 	return &lineBuf{r: r, buf: make([]byte, readSize), qpos: -1}
+}
+
+// newLineBufData hands out the lines of data, which is the whole input. data is never written
+// (it may be a read-only file mapping) and nothing is copied.
+func newLineBufData(data []byte) *lineBuf {
+	return &lineBuf{r: eofReader{}, buf: data, hi: len(data), eof: true, qpos: -1, mem: true}
 }
 
 // next returns the next line without its "\n" or "\r\n" and its start offset in buf, or io.EOF.
@@ -72,7 +81,7 @@ func (l *lineBuf) fill() error {
 		copy(nb, l.buf[:l.hi])
 		l.buf = nb
 	}
-	l.qpos = -1
+	l.qfrom, l.qpos = 0, -1
 	for tries := 0; ; tries++ {
 		n, err := l.r.Read(l.buf[l.hi:])
 		l.hi += n
@@ -95,14 +104,31 @@ func (l *lineBuf) fill() error {
 // quoted reports whether buf[start:end] (a line just returned) contains a '"'. One IndexByte
 // finds the next quote for many lines at once, so quote-free input pays almost nothing.
 func (l *lineBuf) quoted(start, end int) bool {
-	if l.qpos < start {
-		if j := bytes.IndexByte(l.buf[start:l.hi], '"'); j >= 0 {
-			l.qpos = start + j
-		} else {
-			l.qpos = l.hi
-		}
+	q := l.quoteFree(start)
+	if q >= end {
+		return false
 	}
-	return l.qpos < end
+	if l.buf[q] == '"' {
+		return true
+	}
+	return bytes.IndexByte(l.buf[q:end], '"') >= 0 // a line longer than one search
+}
+
+// quoteFree returns q ≥ from such that buf[from:q] holds no '"' and q is hi, a quote, or at
+// least quoteScan/2 bytes ahead. The search is bounded so that a whole input in memory is not
+// scanned serially before the parallel workers start.
+func (l *lineBuf) quoteFree(from int) int {
+	if from < l.qfrom || from > l.qpos ||
+		(l.qpos < l.hi && l.buf[l.qpos] != '"' && l.qpos-from < quoteScan/2) {
+		lim := min(l.hi, from+quoteScan)
+		if j := bytes.IndexByte(l.buf[from:lim], '"'); j >= 0 {
+			l.qpos = from + j
+		} else {
+			l.qpos = lim
+		}
+		l.qfrom = from
+	}
+	return l.qpos
 }
 
 // rest returns the unread part of the underlying reader (what follows buf[hi:]).
