@@ -13,10 +13,12 @@ import (
 // 0 ≤ cost ≤ p.quota and holds whatever lock guards the struct. The Redis
 // scripts in limiter/redis/scripts mirror these functions in microseconds.
 //
-// Each take returns a verdict: the decision's numbers, plus expires, the
-// instant (ns) at which the state is back to its initial value, so the memory
-// backend can drop the key (Redis gets the same as PEXPIRE). The caller turns
-// it into a Decision once (a Decision is 80 bytes; a verdict travels lighter).
+// Each take writes the decision's numbers into *d (not Policy, Shadowed,
+// Degraded) and returns expires: the instant (ns) at which the state is back
+// to its initial value, so the memory backend can drop the key (Redis gets
+// the same as PEXPIRE). Writing through d, rather than returning an 80-byte
+// Decision, keeps the hot path free of copies; all calls are static, so d
+// stays on the caller's stack.
 
 func floorDiv(a, b int64) int64 {
 	q := a / b
@@ -26,31 +28,14 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// verdict is what a take decides; durations in ns.
-type verdict struct {
-	allowed                                 bool
-	remaining, retry, reset, delay, expires int64
-}
-
-func mkVerdict(allowed bool, remaining, retry, reset, expires int64) verdict {
-	return verdict{allowed: allowed, remaining: remaining, retry: retry, reset: reset, expires: expires}
-}
-
-// decision turns v into a Decision of the policy p, clamping negatives.
-func (v *verdict) decision(p *params) Decision {
-	var d Decision
-	v.fill(p, &d)
-	return d
-}
-
-// fill sets d's numbers from v (not Policy, Shadowed, Degraded).
-func (v *verdict) fill(p *params, d *Decision) {
-	d.Allowed = v.allowed
+// set writes a decision's numbers into d, clamping negatives.
+func set(d *Decision, p *params, allowed bool, remaining, retry, reset int64) {
+	d.Allowed = allowed
 	d.Limit = p.quota
-	d.Remaining = max(v.remaining, 0)
-	d.RetryAfter = time.Duration(max(v.retry, 0))
-	d.ResetAfter = time.Duration(max(v.reset, 0))
-	d.Delay = time.Duration(max(v.delay, 0))
+	d.Remaining = max(remaining, 0)
+	d.RetryAfter = time.Duration(max(retry, 0))
+	d.ResetAfter = time.Duration(max(reset, 0))
+	d.Delay = 0
 	d.Window = p.quotaWin
 }
 
@@ -60,7 +45,7 @@ type fixedWindow struct {
 	count int64
 }
 
-func (s *fixedWindow) take(p *params, now, cost int64) verdict {
+func (s *fixedWindow) take(p *params, now, cost int64, d *Decision) int64 {
 	idx := floorDiv(now, p.window)
 	if s.count == 0 || idx > s.index {
 		s.index, s.count = idx, 0
@@ -76,13 +61,16 @@ func (s *fixedWindow) take(p *params, now, cost int64) verdict {
 		if !ok {
 			retry = end - now
 		}
-		return mkVerdict(ok, p.quota-s.count, retry, reset, now+reset)
+		set(d, p, ok, p.quota-s.count, retry, reset)
+		return now + reset
 	}
 	if s.count+cost > p.quota {
-		return mkVerdict(false, p.quota-s.count, end-now, reset, now+reset)
+		set(d, p, false, p.quota-s.count, end-now, reset)
+		return now + reset
 	}
 	s.count += cost
-	return mkVerdict(true, p.quota-s.count, 0, end-now, end)
+	set(d, p, true, p.quota-s.count, 0, end-now)
+	return end
 }
 
 // slidingLog is a ring of admitted timestamps, oldest at head. It grows up
@@ -109,7 +97,7 @@ func (s *slidingLog) push(t int64, quota int64) {
 	s.n++
 }
 
-func (s *slidingLog) take(p *params, now, cost int64) verdict {
+func (s *slidingLog) take(p *params, now, cost int64, d *Decision) int64 {
 	if s.n > 0 {
 		if newest := s.at(s.n - 1); now < newest {
 			now = newest // the clock went back: keep the log ordered
@@ -133,15 +121,18 @@ func (s *slidingLog) take(p *params, now, cost int64) verdict {
 	if n+want > p.quota {
 		// The (n+want-quota)-th oldest entry must leave the window first.
 		e := s.at(int(n + want - p.quota - 1))
-		return mkVerdict(false, p.quota-n, e+p.window-now, reset, now+reset)
+		set(d, p, false, p.quota-n, e+p.window-now, reset)
+		return now + reset
 	}
 	if cost == 0 {
-		return mkVerdict(true, p.quota-n, 0, reset, now+reset)
+		set(d, p, true, p.quota-n, 0, reset)
+		return now + reset
 	}
 	for i := int64(0); i < cost; i++ {
 		s.push(now, p.quota)
 	}
-	return mkVerdict(true, p.quota-n-cost, 0, p.window, now+p.window)
+	set(d, p, true, p.quota-n-cost, 0, p.window)
+	return now + p.window
 }
 
 // slidingCounter keeps the counts of window index (cur) and index-1 (prev).
@@ -185,7 +176,7 @@ func decayedBelow(n, k, w int64) int64 {
 	return w - int64(q)
 }
 
-func (s *slidingCounter) take(p *params, now, cost int64) verdict {
+func (s *slidingCounter) take(p *params, now, cost int64, d *Decision) int64 {
 	w := p.window
 	idx := floorDiv(now, w)
 	switch {
@@ -218,7 +209,8 @@ func (s *slidingCounter) take(p *params, now, cost int64) verdict {
 		expires = now
 	}
 	if ok {
-		return mkVerdict(true, p.quota-est, 0, expires-now, expires)
+		set(d, p, true, p.quota-est, 0, expires-now)
+		return expires
 	}
 	var retry int64
 	if k := p.quota - want - s.cur; k >= 0 && s.prev > 0 {
@@ -230,7 +222,8 @@ func (s *slidingCounter) take(p *params, now, cost int64) verdict {
 		// Not within this window: at the next one, cur becomes prev and decays.
 		retry = w - e + decayedBelow(s.cur, p.quota-want, w)
 	}
-	return mkVerdict(false, p.quota-est, retry, expires-now, expires)
+	set(d, p, false, p.quota-est, retry, expires-now)
+	return expires
 }
 
 // tokenBucket holds tokens as of last (ns); refilled lazily on each take.
@@ -288,7 +281,7 @@ func untilFull(p *params, tokens float64) int64 {
 	return ceilNs((float64(p.quota) - tokens) * p.nsPerUnit)
 }
 
-func (s *tokenBucket) take(p *params, now, cost int64) verdict {
+func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 	if !s.init {
 		s.tokens, s.last, s.init = float64(p.quota), now, true
 	}
@@ -303,7 +296,8 @@ func (s *tokenBucket) take(p *params, now, cost int64) verdict {
 		if !ok {
 			retry = waitFor(p, tokens, 1)
 		}
-		return mkVerdict(ok, int64(tokens), retry, reset, now+reset)
+		set(d, p, ok, int64(tokens), retry, reset)
+		return now + reset
 	}
 	s.last = now
 	c := float64(cost)
@@ -311,11 +305,13 @@ func (s *tokenBucket) take(p *params, now, cost int64) verdict {
 		tokens -= c
 		s.tokens = tokens
 		reset := untilFull(p, tokens)
-		return mkVerdict(true, int64(tokens), 0, reset, now+reset)
+		set(d, p, true, int64(tokens), 0, reset)
+		return now + reset
 	}
 	s.tokens = tokens
 	reset := untilFull(p, tokens)
-	return mkVerdict(false, int64(tokens), waitFor(p, tokens, c), reset, now+reset)
+	set(d, p, false, int64(tokens), waitFor(p, tokens, c), reset)
+	return now + reset
 }
 
 // gcra is the leaky bucket as a meter: tat is the theoretical arrival time
@@ -324,7 +320,7 @@ type gcra struct {
 	tat int64
 }
 
-func (s *gcra) take(p *params, now, cost int64) verdict {
+func (s *gcra) take(p *params, now, cost int64, d *Decision) int64 {
 	tat := max(s.tat, now)
 	want := max(cost, 1)
 	newTat := tat + int64(math.Round(float64(want)*p.interval))
@@ -335,14 +331,15 @@ func (s *gcra) take(p *params, now, cost int64) verdict {
 	if now >= allowAt || allowAt-now <= p.maxDelay {
 		delay := max(allowAt-now, 0)
 		if cost == 0 {
-			v := mkVerdict(true, remaining(tat), 0, tat-now, tat)
-			v.delay = delay
-			return v
+			set(d, p, true, remaining(tat), 0, tat-now)
+			d.Delay = time.Duration(delay)
+			return tat
 		}
 		s.tat = newTat
-		v := mkVerdict(true, remaining(newTat), 0, newTat-now, newTat)
-		v.delay = delay
-		return v
+		set(d, p, true, remaining(newTat), 0, newTat-now)
+		d.Delay = time.Duration(delay)
+		return newTat
 	}
-	return mkVerdict(false, remaining(tat), allowAt-now-p.maxDelay, tat-now, tat)
+	set(d, p, false, remaining(tat), allowAt-now-p.maxDelay, tat-now)
+	return tat
 }

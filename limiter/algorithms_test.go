@@ -13,13 +13,14 @@ func at(ms int64) time.Time { return time.Unix(0, ms*int64(time.Millisecond)) }
 
 // taker is any algorithm state; clone gives an independent copy.
 type taker interface {
-	take(p *params, now, cost int64) verdict
+	take(p *params, now, cost int64, d *Decision) int64
 }
 
 // takeD runs one take and returns its Decision.
 func takeD(s taker, p *params, now, cost int64) Decision {
-	v := s.take(p, now, cost)
-	return v.decision(p)
+	var d Decision
+	s.take(p, now, cost, &d)
+	return d
 }
 
 func clone(s taker) taker {

@@ -63,10 +63,16 @@ func MonotonicClock() func() time.Time {
 // process counts on its own: N instances admit up to N× the limit (see the
 // package doc); use the Redis backend for a shared limit.
 type Memory struct {
-	p      Policy
-	pr     params
-	clock  func() time.Time
-	store  memStore
+	p     Policy
+	pr    params
+	clock func() time.Time
+	// One of these is set, by algorithm: concrete types, not an interface,
+	// so calls are static and the caller's Decision stays on its stack.
+	fw     *store[fixedWindow]
+	sl     *store[slidingLog]
+	sc     *store[slidingCounter]
+	tb     *store[tokenBucket]
+	lb     *store[gcra]
 	evicts atomic.Int64
 }
 
@@ -102,15 +108,15 @@ func NewMemory(p Policy, cfg MemoryConfig) (*Memory, error) {
 	m := &Memory{p: p, pr: newParams(&p), clock: clock}
 	switch p.Algorithm {
 	case FixedWindow:
-		m.store = newStore[fixedWindow](shards, perShard, int64(sweep), &m.evicts)
+		m.fw = newStore[fixedWindow](shards, perShard, int64(sweep), &m.evicts)
 	case SlidingLog:
-		m.store = newStore[slidingLog](shards, perShard, int64(sweep), &m.evicts)
+		m.sl = newStore[slidingLog](shards, perShard, int64(sweep), &m.evicts)
 	case SlidingCounter:
-		m.store = newStore[slidingCounter](shards, perShard, int64(sweep), &m.evicts)
+		m.sc = newStore[slidingCounter](shards, perShard, int64(sweep), &m.evicts)
 	case TokenBucket:
-		m.store = newStore[tokenBucket](shards, perShard, int64(sweep), &m.evicts)
+		m.tb = newStore[tokenBucket](shards, perShard, int64(sweep), &m.evicts)
 	case LeakyBucket:
-		m.store = newStore[gcra](shards, perShard, int64(sweep), &m.evicts)
+		m.lb = newStore[gcra](shards, perShard, int64(sweep), &m.evicts)
 	}
 	return m, nil
 }
@@ -135,36 +141,81 @@ func (m *Memory) AllowN(_ context.Context, key string, now time.Time, cost int64
 	if cost > m.pr.quota {
 		return d, ErrCostOverLimit
 	}
-	v, ok := m.store.take(&m.pr, key, now.UnixNano(), cost)
-	if !ok {
+	if !m.take(key, now.UnixNano(), cost, &d) {
 		return d, ErrInvalidKey
 	}
-	v.fill(&m.pr, &d) // straight into the result: no 80-byte temporaries
 	return d, nil
 }
 
+// take decides into d; false means key is new and fails ValidateKey.
+func (m *Memory) take(key string, now, cost int64, d *Decision) bool {
+	switch m.pr.algorithm {
+	case TokenBucket:
+		return m.tb.take(&m.pr, key, now, cost, d)
+	case LeakyBucket:
+		return m.lb.take(&m.pr, key, now, cost, d)
+	case SlidingLog:
+		return m.sl.take(&m.pr, key, now, cost, d)
+	case SlidingCounter:
+		return m.sc.take(&m.pr, key, now, cost, d)
+	default:
+		return m.fw.take(&m.pr, key, now, cost, d)
+	}
+}
+
+// cold returns the store for sizes and sweeps.
+func (m *Memory) cold() memStore {
+	switch m.pr.algorithm {
+	case TokenBucket:
+		return m.tb
+	case LeakyBucket:
+		return m.lb
+	case SlidingLog:
+		return m.sl
+	case SlidingCounter:
+		return m.sc
+	default:
+		return m.fw
+	}
+}
+
 // Len returns the number of keys held.
-func (m *Memory) Len() int { return m.store.len() }
+func (m *Memory) Len() int {
+	return m.cold().len()
+}
 
 // Evictions returns how many keys were evicted because MaxKeys was reached.
 func (m *Memory) Evictions() int64 { return m.evicts.Load() }
 
 // Sweep drops every key that is idle at now, in every shard.
-func (m *Memory) Sweep(now time.Time) { m.store.sweep(now.UnixNano()) }
+func (m *Memory) Sweep(now time.Time) {
+	m.cold().sweep(now.UnixNano())
+}
 
 var _ Limiter = (*Memory)(nil)
 
+// memStore is the cold part of a store (sizes, sweeps).
 type memStore interface {
-	// take decides for key; false means key is new and fails ValidateKey.
-	take(p *params, key string, now, cost int64) (verdict, bool)
 	len() int
 	sweep(now int64)
 }
 
-// state is implemented by the algorithm structs in algorithms.go.
-type state[S any] interface {
-	*S
-	take(p *params, now, cost int64) verdict
+// step runs the algorithm of s (a pointer to one of the state structs in
+// algorithms.go). The type switch makes every call static.
+func step(s any, p *params, now, cost int64, d *Decision) int64 {
+	switch s := s.(type) {
+	case *tokenBucket:
+		return s.take(p, now, cost, d)
+	case *gcra:
+		return s.take(p, now, cost, d)
+	case *slidingLog:
+		return s.take(p, now, cost, d)
+	case *slidingCounter:
+		return s.take(p, now, cost, d)
+	case *fixedWindow:
+		return s.take(p, now, cost, d)
+	}
+	return 0 // unreachable: newStore is only instantiated with the five; d stays a denial
 }
 
 type entry[S any] struct {
@@ -183,7 +234,7 @@ type shard[S any] struct {
 	_         [32]byte // keep neighbouring shards' locks off one cache line
 }
 
-type store[S any, PS state[S]] struct {
+type store[S any] struct {
 	seed     maphash.Seed
 	mask     uint64
 	perShard int
@@ -192,8 +243,8 @@ type store[S any, PS state[S]] struct {
 	shards   []shard[S]
 }
 
-func newStore[S any, PS state[S]](shards, perShard int, sweepNs int64, evicts *atomic.Int64) *store[S, PS] {
-	st := &store[S, PS]{
+func newStore[S any](shards, perShard int, sweepNs int64, evicts *atomic.Int64) *store[S] {
+	st := &store[S]{
 		seed:     maphash.MakeSeed(),
 		mask:     uint64(shards - 1),
 		perShard: perShard,
@@ -207,7 +258,7 @@ func newStore[S any, PS state[S]](shards, perShard int, sweepNs int64, evicts *a
 	return st
 }
 
-func (st *store[S, PS]) take(p *params, key string, now, cost int64) (verdict, bool) {
+func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) bool {
 	sh := &st.shards[maphash.String(st.seed, key)&st.mask]
 	sh.mu.Lock()
 	e := sh.hot
@@ -218,7 +269,7 @@ func (st *store[S, PS]) take(p *params, key string, now, cost int64) (verdict, b
 			// validation: an existing key pays nothing for it.
 			if ValidateKey(key) != nil {
 				sh.mu.Unlock()
-				return verdict{}, false
+				return false
 			}
 			e = st.insert(sh, key, now)
 		}
@@ -231,14 +282,15 @@ func (st *store[S, PS]) take(p *params, key string, now, cost int64) (verdict, b
 		}
 		sh.hot = e
 	}
-	v := PS(&e.s).take(p, now, cost)
-	e.expires = max(e.expires, v.expires)
+	if exp := step(&e.s, p, now, cost, d); exp > e.expires {
+		e.expires = exp
+	}
 	sh.mu.Unlock()
-	return v, true
+	return true
 }
 
 // insert adds key; requires sh.mu held.
-func (st *store[S, PS]) insert(sh *shard[S], key string, now int64) *entry[S] {
+func (st *store[S]) insert(sh *shard[S], key string, now int64) *entry[S] {
 	if now >= sh.nextSweep || len(sh.m) >= st.perShard {
 		st.sweepLocked(sh, now)
 	}
@@ -256,7 +308,7 @@ func (st *store[S, PS]) insert(sh *shard[S], key string, now int64) *entry[S] {
 }
 
 // sweepLocked drops idle keys; requires sh.mu held. O(keys in shard).
-func (st *store[S, PS]) sweepLocked(sh *shard[S], now int64) {
+func (st *store[S]) sweepLocked(sh *shard[S], now int64) {
 	for k, e := range sh.m {
 		if e.expires <= now {
 			delete(sh.m, k)
@@ -266,7 +318,7 @@ func (st *store[S, PS]) sweepLocked(sh *shard[S], now int64) {
 	sh.nextSweep = now + st.sweepNs
 }
 
-func (st *store[S, PS]) len() int {
+func (st *store[S]) len() int {
 	n := 0
 	for i := range st.shards {
 		sh := &st.shards[i]
@@ -277,7 +329,7 @@ func (st *store[S, PS]) len() int {
 	return n
 }
 
-func (st *store[S, PS]) sweep(now int64) {
+func (st *store[S]) sweep(now int64) {
 	for i := range st.shards {
 		sh := &st.shards[i]
 		sh.mu.Lock()

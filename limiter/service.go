@@ -305,9 +305,8 @@ func contains(s []int, v int) bool {
 }
 
 // decide is AllowN without input checks, for the Service's hot path.
-func (m *Memory) decide(key string, now, cost int64) Decision {
-	v, _ := m.store.take(&m.pr, key, now, cost) // the Service validated key
-	d := v.decision(&m.pr)
+func (m *Memory) decide(key string, now, cost int64) (d Decision) {
+	m.take(key, now, cost, &d) // the Service validated key
 	d.Policy = m.p.Name
 	return d
 }
