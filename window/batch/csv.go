@@ -534,7 +534,10 @@ func scanRowsFixed(buf []byte, vi, ncols int, fx *fixedSpec, out []int64) (n, p 
 	for n < len(out) {
 		i := p
 		for c := 0; c < vi; c++ { // the fields before the value: find each ','
-			for i+8 <= len(buf) {
+			for {
+				if i+8 > len(buf) {
+					goto slow // the last bytes of buf: one row at a time
+				}
 				w := binary.LittleEndian.Uint64(buf[i:])
 				if m := zeroByte(w^commas) | zeroByte(w^newlines); m != 0 {
 					i += bits.TrailingZeros64(m) >> 3
@@ -542,10 +545,7 @@ func scanRowsFixed(buf []byte, vi, ncols int, fx *fixedSpec, out []int64) (n, p 
 				}
 				i += 8
 			}
-			for i < len(buf) && buf[i] != ',' && buf[i] != '\n' {
-				i++
-			}
-			if i == len(buf) || buf[i] == '\n' {
+			if buf[i] == '\n' {
 				goto slow
 			}
 			i++
@@ -566,13 +566,13 @@ func scanRowsFixed(buf []byte, vi, ncols int, fx *fixedSpec, out []int64) (n, p 
 			}
 			k := bits.TrailingZeros64(other) >> 3 // first non-digit
 			frac, d := 0, k                       // fraction digits, digits
-			if byte(w>>(8*k)) == '.' {
+			if byte(w>>(8*k&63)) == '.' {
 				rest := other & (other - 1)
 				if rest == 0 {
 					goto slow
 				}
 				e := bits.TrailingZeros64(rest) >> 3 // the byte after the number
-				low := uint64(1)<<(8*k) - 1
+				low := uint64(1)<<(8*k&63) - 1
 				w = w&low | (w>>8)&^low // drop the point
 				frac, d, k = e-k-1, e-1, e
 			}
@@ -587,7 +587,8 @@ func scanRowsFixed(buf []byte, vi, ncols int, fx *fixedSpec, out []int64) (n, p 
 			} else {
 				goto slow
 			}
-			v := (w - zeros&(uint64(math.MaxUint64)>>(64-8*d))) << (64 - 8*d)
+			sh := (64 - 8*d) & 63 // d is 1–7 here
+			v := (w - zeros&(uint64(math.MaxUint64)>>sh)) << sh
 			v = (v * 10) + (v >> 8)
 			v = (((v & 0x000000FF000000FF) * (100 + (1000000 << 32))) +
 				(((v >> 16) & 0x000000FF000000FF) * (1 + (10000 << 32)))) >> 32
