@@ -122,7 +122,9 @@ const (
 
 // Policy is one named limit. Build it by hand or with ParsePolicies, then call
 // Validate (NewService and NewMemory do). Fields that do not apply to the
-// algorithm must be zero.
+// algorithm must be zero; the zero Policy is invalid (no name, no algorithm).
+// A Policy is a plain value: copy it freely, but do not change one a Service
+// or backend already holds.
 type Policy struct {
 	// Name identifies the policy in requests, headers and metrics:
 	// 1..64 of [A-Za-z0-9_.-].

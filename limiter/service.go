@@ -81,10 +81,23 @@ type runtime struct {
 	lastLog atomic.Int64
 }
 
+// Validate checks the parts of cfg that need no backend: at least one policy
+// or checker, and sane Memory and DenyCache settings. NewService also
+// validates each policy (every problem, with its source line) and the rest.
+func (c *Config) Validate() error {
+	if len(c.Policies) == 0 && len(c.Checkers) == 0 {
+		return errors.New("limiter config: no policies")
+	}
+	if c.DenyCache.MaxKeys < 0 {
+		return fmt.Errorf("limiter config: deny cache max keys %d is negative", c.DenyCache.MaxKeys)
+	}
+	return c.Memory.Validate()
+}
+
 // NewService validates cfg and builds the policies' backends.
 func NewService(cfg Config) (*Service, error) {
-	if len(cfg.Policies) == 0 && len(cfg.Checkers) == 0 {
-		return nil, errors.New("creating limiter service: no policies")
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("creating limiter service: %w", err)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -178,7 +191,8 @@ func (s *Service) Policy(name string) (Policy, bool) {
 // Now returns the Service clock's reading.
 func (s *Service) Now() time.Time { return s.clock() }
 
-// Check is one entry of a multi-policy request.
+// Check is one entry of a multi-policy request: the policy or checker name,
+// the key to charge and the cost (0 peeks).
 type Check struct {
 	Policy string
 	Key    string

@@ -284,6 +284,20 @@ func TestServiceFailureModes(t *testing.T) {
 	if got := testutil.ToFloat64(s.metrics.decisions.WithLabelValues("closed", ResultError)); got != 2 {
 		t.Errorf("error decisions of policy closed = %v, want 2", got)
 	}
+	// One latency observation per round trip, failed ones included.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var observed uint64
+	for _, mf := range mfs {
+		if mf.GetName() == MetricBackendSeconds {
+			observed = mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	if want := uint64(fb.calls.Load()); observed != want || want == 0 {
+		t.Errorf("%s sample count = %d, want %d (one per backend call)", MetricBackendSeconds, observed, want)
+	}
 }
 
 // A key flooding at 10× its limit costs one round trip per allowed request
@@ -309,6 +323,12 @@ func TestDenyCache(t *testing.T) {
 	}
 	if calls := fb.calls.Load(); denied != 900 || calls != 101 {
 		t.Fatalf("denied %d, backend calls %d; want 900 and 101", denied, calls)
+	}
+	if hits := testutil.ToFloat64(s.metrics.cacheHits.WithLabelValues("hot")); hits != 899 {
+		t.Errorf("deny cache hits = %v, want 899", hits)
+	}
+	if got := testutil.ToFloat64(s.metrics.decisions.WithLabelValues("hot", ResultDenied)); got != 900 {
+		t.Errorf("denied decisions = %v, want 900 (cached denials count too)", got)
 	}
 	// At RetryAfter the cache lets the request through to the backend.
 	if d, _ := s.AllowN(ctx, "hot", "flood", t0.Add(time.Minute), 1); !d.Allowed || fb.calls.Load() != 102 {

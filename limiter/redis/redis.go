@@ -97,6 +97,15 @@ type Config struct {
 	OnScriptCall func(cmd string)
 }
 
+// Validate reports a KeyPrefix that would break the hash tag: a '{' or '}'
+// in the prefix would make Redis Cluster hash the wrong part of the key.
+func (c *Config) Validate() error {
+	if strings.ContainsAny(c.KeyPrefix, "{}") {
+		return fmt.Errorf("redis limiter config: key prefix %q must not contain { or }", c.KeyPrefix)
+	}
+	return nil
+}
+
 // Options returns go-redis options suited to the backend: no retries (a
 // retried decision can count a request twice), context deadlines honoured
 // (the policy timeout bounds each call), and a short dial timeout.
@@ -134,6 +143,9 @@ var _ limiter.Backend = (*Backend)(nil)
 func New(c Client, cfg Config) (*Backend, error) {
 	if c == nil {
 		return nil, errors.New("creating redis limiter backend: nil client")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("creating redis limiter backend: %w", err)
 	}
 	switch cl := c.(type) {
 	case *goredis.Client:

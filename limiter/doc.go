@@ -1,0 +1,137 @@
+// Package limiter makes slide's admission decisions: "may key K spend cost c
+// under policy P now?", in-process or cluster-wide through Redis
+// (limiter/redis), answered as a Decision, over HTTP (POST /v1/allow), or by
+// a middleware in front of an http.Handler.
+//
+// # Algorithms
+//
+// Every algorithm is a pure state transition over a small struct that takes
+// now as an argument, shared by the memory backend and the tests; the Lua
+// scripts of limiter/redis mirror them, and limitertest runs one conformance
+// suite over both. Windows are aligned to the Unix epoch.
+//
+//   - fixed_window: a counter per window floor(now/window). One integer per
+//     key, but a burst across a boundary is admitted twice: 100 requests at
+//     59.9 s and 100 at 60.1 s with 100/min are all 200 admitted.
+//   - sliding_log: the timestamps of the admitted units in (now−window, now].
+//     Exact; memory O(limit) per key (limit ≤ 100,000). RetryAfter is when
+//     enough old entries leave: oldest + window − now for cost 1.
+//   - sliding_counter: floor(prev × (window−elapsed)/window) + cur, the
+//     weighted estimate of the previous window; two counters per key. On the
+//     burst above it admits 101 (at 60.1 s the estimate is 99.8, room for one).
+//     The estimate is computed in integers, so memory and Redis agree exactly.
+//   - token_bucket: capacity tokens, refilled lazily at refill_per_second;
+//     bursts up to capacity, long-run rate refill_per_second. Capacity 10 at
+//     5/s admits 10 of 12 at t=0 with RetryAfter 200 ms, then 5 of 6 at 1 s.
+//   - leaky_bucket: the leaky bucket as a meter (GCRA, as nginx limit_req and
+//     redis_rate): one "theoretical arrival time" per key. With max_delay it
+//     shapes instead of policing: a request that would overflow is admitted
+//     with Decision.Delay (≤ max_delay) to wait, and denied only beyond it.
+//
+// RetryAfter is exact: waiting exactly RetryAfter admits the same request if
+// nothing else happens, and any earlier instant does not (tested as a
+// property over random traffic). ResetAfter is the time until the key is
+// back to its initial state (Remaining == Limit).
+//
+// # Cost
+//
+// A request spends cost units (default 1). Cost 0 peeks: the decision
+// reports whether a request of cost 1 would be admitted now, with the current
+// Remaining, and changes nothing (no Redis write either). A cost above the
+// policy's quota (limit or capacity) can never be admitted and is refused
+// with ErrCostOverLimit (HTTP 400) rather than denied with a meaningless
+// RetryAfter.
+//
+// # Backends
+//
+// Memory keeps per-key state in a sharded map: one hash, one shard lock and
+// one map probe per decision (the shard's last key skips the probe), no
+// allocation for an existing key, idle keys dropped by a lazy sweep and a
+// MaxKeys bound. Its clock must be monotonic: the default MonotonicClock
+// reads the wall time once and advances it with the monotonic clock, so
+// windows align to the minute but a clock step (NTP, an operator) neither
+// frees nor freezes quota. Memory is per process: N instances behind a load
+// balancer admit up to N× the limit, silently (the scale-out test shows 1,000
+// admitted of 1,000 for 10 pods at 100/min); use it only for limits that are
+// meant per instance.
+//
+// The Redis backend runs one Lua script per algorithm (EVALSHA, and EVAL
+// only after NOSCRIPT), reading the server's TIME so every instance shares
+// one clock, with unique members in the log, fractional tokens kept as
+// strings, the TTL set in the same script, and keys rl:{key}:policy:alg
+// whose hash tag is the caller's key, so Redis Cluster works and all the
+// policies of one key share a slot. The same 10 pods admit exactly 100.
+//
+// # Failure modes
+//
+// A Redis policy bounds each call with its timeout (default 50 ms). On a
+// timeout or error, on_backend_error decides:
+//
+//   - open: admit (Decision.Degraded; the outage of the limiter does not
+//     become an outage of the service);
+//   - closed: refuse with ErrBackendUnavailable, HTTP 503 (login, OTP, where
+//     failing open invites brute force);
+//   - local: decide with an in-process limiter of the same policy (each
+//     instance then enforces the limit on its own share).
+//
+// A failed call is never retried: it may have run, and a second run would
+// count the request twice (limiter/redis refuses go-redis clients that
+// retry). Only NOSCRIPT, which proves the script did not run, is answered
+// with EVAL. Decisions recover by themselves when Redis returns.
+//
+// Hot keys: a denial from Redis is cached locally as "denied until now +
+// RetryAfter" for that key and cost, so a key flooding at 10× its limit costs
+// one round trip per admitted request plus one, not one per request. The
+// cache is exact, not a guess: scripts never count denials and other
+// instances can only consume more, so nothing but a reset of the Redis state
+// could admit the request earlier.
+//
+// # Several policies in one request
+//
+// Service.Decide (and {"policies":[...]} over HTTP) decides a request against
+// several policies: the Redis ones in one pipelined round trip. It is denied
+// if any denies. Every policy is charged independently: the policies that
+// admitted the request are charged even when another denies it, as in
+// Envoy's ratelimit service and gubernator (a per-user allowance is spent by
+// a request the per-tenant limit refused; all-or-nothing would need a second
+// round trip or a single-slot script). The request's decision is the denial
+// with the longest RetryAfter, or, when all admit, the decision nearest its
+// limit (least Remaining). A real denial outranks a closed policy's backend
+// failure: 429, not 503.
+//
+// Shadow policies (shadow: true) decide and count but never deny: the
+// decision is admitted with Shadowed set, and the metric result is
+// shadow_denied, so a new limit can be observed before it is enforced.
+//
+// Checkers are named checks consulted like policies: usage rules that read
+// window.Store plug in through this interface and deny with their own name
+// and RetryAfter.
+//
+// # HTTP
+//
+// POST /v1/allow with {"policy":"login","key":"u42","cost":1} answers 200 or
+// 429 with {"allowed","policy","limit","remaining","retry_after_ms",
+// "reset_after_ms"} (plus "delay_ms", "shadowed", "degraded" when set, and
+// "decisions" for several policies); 400 {"error":{"code","message"}} naming
+// the bad parameter; 413 above 64 KiB; 503 when a closed policy's backend is
+// down. Headers (WriteHeaders), after a denial of login 3 per 60 s:
+//
+//	Retry-After: 58                      seconds, rounded up, on 429 only
+//	RateLimit-Policy: "login";q=3;w=60   IETF httpapi ratelimit-headers draft-10
+//	RateLimit: "login";r=0;t=60          r remaining, t seconds to full quota
+//	X-RateLimit-Limit: 3
+//	X-RateLimit-Remaining: 0
+//	X-RateLimit-Reset: 1764489662        Unix seconds, as GitHub sends it
+//
+// Several policies are listed in one structured-field list each; the X-
+// headers describe the deciding one. For the buckets, w is capacity/rate,
+// the time to refill from empty.
+//
+// # Metrics
+//
+// Registered on the Registerer given to NewService:
+// slide_limiter_decisions_total{policy,result} (allowed, denied,
+// shadow_denied, error), slide_limiter_backend_errors_total{policy,reason}
+// (timeout, error), slide_limiter_backend_duration_seconds{backend} and
+// slide_limiter_deny_cache_hits_total{policy}.
+package limiter
