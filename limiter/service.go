@@ -285,6 +285,10 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Check, out
 	var unavailable []int // closed policies whose backend failed
 	if len(remote) > 0 {
 		unavailable, failed = s.decideRemote(ctx, now, checks, remote, out)
+		if err := ctx.Err(); err != nil && failed != nil {
+			// The caller gave up (client gone): not a backend failure to report.
+			return Decision{}, fmt.Errorf("deciding: %w", err)
+		}
 	}
 	best := -1
 	for i := range checks {
@@ -356,6 +360,16 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Chec
 					cost: max(checks[i].Cost, 1), remaining: d.Remaining}, nowNs)
 			}
 			s.count(rt, &out[i])
+			continue
+		}
+		if ctx.Err() != nil {
+			// The caller's context ended, not the backend: no failure mode,
+			// no error metric (Decide returns the context's error).
+			out[i] = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name}
+			if failed == nil {
+				failed = ctx.Err()
+			}
+			unavailable = append(unavailable, i)
 			continue
 		}
 		timedOut := errors.Is(err, context.DeadlineExceeded) || isTimeout(err)

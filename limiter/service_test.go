@@ -358,3 +358,21 @@ slide_limiter_decisions_total{policy="login",result="shadow_denied"} 0
 		t.Error("registering the metrics twice on one registry succeeded")
 	}
 }
+
+// A caller that gives up (client gone) is not a backend failure: no failure
+// mode, no error metric, the context's error.
+func TestServiceCallerCancelIsNotABackendError(t *testing.T) {
+	fb := &fakeBackend{}
+	fb.hang.Store(true)
+	s := newTestService(t, Config{Redis: fb, Policies: []Policy{redisPolicy("open", FailOpen)}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d, err := s.AllowN(ctx, "open", "k", t0, 1)
+	if !errors.Is(err, context.Canceled) || d.Allowed {
+		t.Fatalf("cancelled caller: %+v, %v; want context.Canceled", d, err)
+	}
+	if got := testutil.ToFloat64(s.metrics.errors.WithLabelValues("open", "timeout")) +
+		testutil.ToFloat64(s.metrics.errors.WithLabelValues("open", "error")); got != 0 {
+		t.Errorf("backend errors = %v, want 0", got)
+	}
+}

@@ -238,8 +238,11 @@ func (b *Backend) prepare(p *limiter.Policy) *prepared {
 
 // args returns the script, KEYS and ARGV for r:
 // ARGV = now_us (” = Redis TIME), cost, the policy's numbers, [member id].
-func (b *Backend) args(r *limiter.Request) (*Script, []string, []any) {
+func (b *Backend) args(r *limiter.Request) (*Script, []string, []any, error) {
 	p := r.Policy
+	if p == nil || p.Algorithm < limiter.FixedWindow || p.Algorithm > limiter.LeakyBucket {
+		return nil, nil, nil, errors.New("deciding: request without a valid policy")
+	}
 	pr := b.prepare(p)
 	n := 2 + len(pr.static)
 	if p.Algorithm == limiter.SlidingLog {
@@ -255,7 +258,7 @@ func (b *Backend) args(r *limiter.Request) (*Script, []string, []any) {
 	if p.Algorithm == limiter.SlidingLog {
 		args = append(args, b.idPrefix+strconv.FormatUint(b.seq.Add(1), 36))
 	}
-	return pr.script, []string{b.Key(p, r.Key)}, args
+	return pr.script, []string{b.Key(p, r.Key)}, args, nil
 }
 
 func isNoScript(err error) bool { return goredis.HasErrorPrefix(err, "NOSCRIPT") }
@@ -288,7 +291,10 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.Request, out []limi
 	pipe := b.c.Pipeline()
 	for i := range reqs {
 		c := &calls[i]
-		c.s, c.keys, c.args = b.args(&reqs[i])
+		var err error
+		if c.s, c.keys, c.args, err = b.args(&reqs[i]); err != nil {
+			return err
+		}
 		c.cmd = pipe.EvalSha(ctx, c.s.SHA, c.keys, c.args...)
 		b.called("evalsha")
 	}
@@ -318,7 +324,10 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.Request, out []limi
 }
 
 func (b *Backend) decideOne(ctx context.Context, r *limiter.Request) (limiter.Decision, error) {
-	s, keys, args := b.args(r)
+	s, keys, args, err := b.args(r)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
 	cmd := b.c.EvalSha(ctx, s.SHA, keys, args...)
 	b.called("evalsha")
 	if isNoScript(cmd.Err()) {

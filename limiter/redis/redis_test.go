@@ -451,3 +451,23 @@ func TestDecideBatchOneRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestDecideRejectsRequestWithoutPolicy(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1") // never dialled: the request fails first
+	b, err := redis.New(c, redis.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]limiter.Decision, 2)
+	for _, reqs := range [][]limiter.Request{
+		{{Key: "k", Cost: 1}},
+		{{Key: "k", Cost: 1}, {Policy: &limiter.Policy{Name: "x"}, Key: "k", Cost: 1}},
+	} {
+		if err := b.Decide(context.Background(), reqs, out); err == nil {
+			t.Errorf("Decide(%+v) succeeded, want an error", reqs)
+		}
+	}
+	if _, err := redis.New(c, redis.Config{KeyPrefix: "rl:{x}:"}); err == nil {
+		t.Error("a key prefix with a hash tag was accepted")
+	}
+}
