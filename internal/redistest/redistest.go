@@ -6,6 +6,7 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -43,9 +44,9 @@ type Server struct {
 // not come up within 10 s.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	bin, err := binary()
 	if err != nil {
-		t.Fatal(NotFound)
+		t.Fatal(err)
 	}
 	port, err := freePort()
 	if err != nil {
@@ -62,6 +63,15 @@ func Start(t testing.TB, args ...string) *Server {
 	t.Cleanup(s.Stop)
 	s.Start()
 	return s
+}
+
+// binary finds redis-server on PATH; its error is NotFound.
+func binary() (string, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", errors.New(NotFound)
+	}
+	return bin, nil
 }
 
 func freePort() (int, error) {

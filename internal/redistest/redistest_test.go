@@ -29,3 +29,11 @@ func TestStartStopStartSamePort(t *testing.T) {
 		t.Fatalf("CONFIG GET appendonly = %q, %v", got, err)
 	}
 }
+
+func TestMissingBinaryMessage(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := binary()
+	if err == nil || err.Error() != "redis-server not found: run `make deps` (installs it with apt-get) or apt-get install redis-server" {
+		t.Fatalf("error = %v", err)
+	}
+}
