@@ -231,12 +231,18 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Check, out
 	if len(out) < len(checks) {
 		return Decision{}, errors.New("deciding: out is shorter than checks")
 	}
+	var rtBuf [4]*runtime // one map lookup per check, no allocation for ≤ 4
+	rts := rtBuf[:0]
+	if len(checks) > len(rtBuf) {
+		rts = make([]*runtime, 0, len(checks))
+	}
 	for i := range checks {
 		c := &checks[i]
 		rt := s.byName[c.Policy]
 		if rt == nil {
 			return Decision{}, fmt.Errorf("%w %q", ErrUnknownPolicy, c.Policy)
 		}
+		rts = append(rts, rt)
 		if err := ValidateKey(c.Key); err != nil {
 			return Decision{}, err
 		}
@@ -252,7 +258,7 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Check, out
 	var failed error
 	for i := range checks {
 		c := &checks[i]
-		rt := s.byName[c.Policy]
+		rt := rts[i]
 		switch {
 		case rt.checker != nil:
 			d, err := rt.checker.Check(ctx, c.Key, now, c.Cost)
@@ -266,7 +272,7 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Check, out
 			out[i] = d
 			s.count(rt, &out[i])
 		case rt.p.Backend == BackendMemory:
-			out[i] = rt.mem.decide(c.Key, nowNs, c.Cost)
+			rt.mem.decide(c.Key, nowNs, c.Cost, &out[i])
 			s.count(rt, &out[i])
 		default:
 			if rt.deny != nil {
@@ -323,10 +329,9 @@ func contains(s []int, v int) bool {
 }
 
 // decide is AllowN without input checks, for the Service's hot path.
-func (m *Memory) decide(key string, now, cost int64) (d Decision) {
-	m.take(key, now, cost, &d) // the Service validated key
-	d.Policy = m.p.Name
-	return d
+func (m *Memory) decide(key string, now, cost int64, d *Decision) {
+	m.take(key, now, cost, d) // the Service validated key
+	d.Policy, d.Shadowed, d.Degraded = m.p.Name, false, false
 }
 
 // decideRemote decides checks[idx] in one backend call. On failure it applies
@@ -385,7 +390,7 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Chec
 			out[i] = Decision{Allowed: true, Limit: rt.p.Quota(), Remaining: rt.p.Quota(), Window: rt.p.QuotaWindow(),
 				Policy: rt.p.Name, Degraded: true}
 		case FailLocal:
-			out[i] = rt.mem.decide(checks[i].Key, nowNs, checks[i].Cost)
+			rt.mem.decide(checks[i].Key, nowNs, checks[i].Cost, &out[i])
 			out[i].Degraded = true
 			s.shadow(rt, &out[i])
 		default: // FailClosed
