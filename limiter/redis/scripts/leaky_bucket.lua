@@ -6,6 +6,7 @@
 --       leak_per_second, max_delay_us (0 = police; > 0 = shape: admit with
 --       a delay up to this bound instead of denying)
 -- returns {allowed, remaining, retry_after_us, reset_after_us, delay_us}
+-- (No local functions: a closure per call costs the Lua GC on a hot path.)
 local now
 if ARGV[1] ~= '' then
   now = tonumber(ARGV[1])
@@ -16,6 +17,7 @@ end
 local cost, burst, rate, max_delay = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local interval = 1e6 / rate
 local burst_off = burst * interval
+local ceil, floor = math.ceil, math.floor
 
 local tat = tonumber(redis.call('GET', KEYS[1])) or now
 if tat < now then tat = now end
@@ -23,20 +25,21 @@ local want = cost
 if cost == 0 then want = 1 end
 local new_tat = tat + want * interval
 local allow_at = new_tat - burst_off
-local function remaining(t)
-  local r = math.floor((now - t + burst_off) / interval)
-  if r < 0 then r = 0 end
-  return r
-end
--- integer replies truncate: round durations up so a wait is never short
-local c = math.ceil
+-- integer replies truncate: durations are rounded up so a wait is never short
 if now >= allow_at or allow_at - now <= max_delay then
   local delay = allow_at - now
   if delay < 0 then delay = 0 end
-  if cost == 0 then
-    return {1, remaining(tat), 0, c(tat - now), c(delay)}
+  local t = tat -- a peek reports the state as it is
+  if cost > 0 then
+    t = new_tat
+    local ttl = ceil((new_tat - now) / 1000)
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', KEYS[1], string.format('%.17g', new_tat), 'PX', ttl)
   end
-  redis.call('SET', KEYS[1], string.format('%.17g', new_tat), 'PX', math.max(1, c((new_tat - now) / 1000)))
-  return {1, remaining(new_tat), 0, c(new_tat - now), c(delay)}
+  local rem = floor((now - t + burst_off) / interval)
+  if rem < 0 then rem = 0 end
+  return {1, rem, 0, ceil(t - now), ceil(delay)}
 end
-return {0, remaining(tat), c(allow_at - now - max_delay), c(tat - now), 0}
+local rem = floor((now - tat + burst_off) / interval)
+if rem < 0 then rem = 0 end
+return {0, rem, ceil(allow_at - now - max_delay), ceil(tat - now), 0}
