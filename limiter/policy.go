@@ -195,6 +195,7 @@ type PolicyError struct {
 	Msg    string
 }
 
+// Error formats "source: policy \"name\": field: problem", omitting empty parts.
 func (e *PolicyError) Error() string {
 	s := ""
 	if e.Source != "" {
