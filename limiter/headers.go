@@ -49,6 +49,17 @@ func appendSFString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// Canonical forms of the header names, so WriteHeaders can fill the map without
+// canonicalizing on every request.
+var (
+	canonRateLimitPolicy = http.CanonicalHeaderKey(HeaderRateLimitPolicy)
+	canonRateLimit       = http.CanonicalHeaderKey(HeaderRateLimit)
+	canonXLimit          = http.CanonicalHeaderKey(HeaderXRateLimitLimit)
+	canonXRemaining      = http.CanonicalHeaderKey(HeaderXRateLimitRemaining)
+	canonXReset          = http.CanonicalHeaderKey(HeaderXRateLimitReset)
+	canonRetryAfter      = http.CanonicalHeaderKey(HeaderRetryAfter)
+)
+
 // WriteHeaders sets the rate-limit headers of a request decided at now.
 // main is the request's decision (as returned by Service.Decide), all the
 // per-policy decisions listed in RateLimit-Policy and RateLimit (nil: just
@@ -58,37 +69,61 @@ func WriteHeaders(h http.Header, now time.Time, main Decision, all []Decision) {
 	if all == nil {
 		all = []Decision{main}
 	}
-	var pol, st []byte
+	// Every value goes into one buffer and one string, sliced per header: two allocations
+	// for all six headers instead of two each.
+	var stack [256]byte
+	b := stack[:0]
+	var ends [6]int
 	for i := range all {
-		d := &all[i]
 		if i > 0 {
-			pol = append(pol, ", "...)
-			st = append(st, ", "...)
+			b = append(b, ", "...)
 		}
-		pol = appendSFString(pol, d.Policy)
-		pol = append(pol, ";q="...)
-		pol = strconv.AppendInt(pol, d.Limit, 10)
+		d := &all[i]
+		b = appendSFString(b, d.Policy)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, d.Limit, 10)
 		if w := ceilSeconds(d.Window); w > 0 {
-			pol = append(pol, ";w="...)
-			pol = strconv.AppendInt(pol, w, 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, w, 10)
 		}
-		st = appendSFString(st, d.Policy)
-		st = append(st, ";r="...)
-		st = strconv.AppendInt(st, d.Remaining, 10)
-		st = append(st, ";t="...)
-		st = strconv.AppendInt(st, ceilSeconds(d.ResetAfter), 10)
 	}
-	h.Set(HeaderRateLimitPolicy, string(pol))
-	h.Set(HeaderRateLimit, string(st))
-	h.Set(HeaderXRateLimitLimit, strconv.FormatInt(main.Limit, 10))
-	h.Set(HeaderXRateLimitRemaining, strconv.FormatInt(main.Remaining, 10))
+	ends[0] = len(b)
+	for i := range all {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		d := &all[i]
+		b = appendSFString(b, d.Policy)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, d.Remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
+	}
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, main.Limit, 10)
+	ends[2] = len(b)
+	b = strconv.AppendInt(b, main.Remaining, 10)
+	ends[3] = len(b)
 	reset := now.Add(main.ResetAfter)
 	secs := reset.Unix()
 	if reset.Nanosecond() > 0 {
 		secs++
 	}
-	h.Set(HeaderXRateLimitReset, strconv.FormatInt(secs, 10))
+	b = strconv.AppendInt(b, secs, 10)
+	ends[4] = len(b)
+	n := 5
 	if !main.Allowed {
-		h.Set(HeaderRetryAfter, strconv.FormatInt(max(1, ceilSeconds(main.RetryAfter)), 10))
+		b = strconv.AppendInt(b, max(1, ceilSeconds(main.RetryAfter)), 10)
+		ends[5] = len(b)
+		n = 6
+	}
+	s := string(b)
+	vals := make([]string, n)
+	keys := [6]string{canonRateLimitPolicy, canonRateLimit, canonXLimit, canonXRemaining, canonXReset, canonRetryAfter}
+	start := 0
+	for i := range n {
+		vals[i] = s[start:ends[i]]
+		h[keys[i]] = vals[i : i+1 : i+1]
+		start = ends[i]
 	}
 }

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,24 +105,70 @@ func writeDecideError(w http.ResponseWriter, err error) {
 	}
 }
 
+// contentTypeJSON is shared by every response; net/http only reads header values.
+var contentTypeJSON = []string{"application/json"}
+
 // writeDecision writes headers, status (200, or 429 when denied) and body.
 func writeDecision(w http.ResponseWriter, now time.Time, main Decision, all []Decision) {
-	WriteHeaders(w.Header(), now, main, all)
+	h := w.Header()
+	WriteHeaders(h, now, main, all)
 	resp := AllowResponse{DecisionJSON: main.JSON()}
+	var list [MaxPoliciesPerRequest]DecisionJSON
 	if len(all) > 1 {
-		resp.Decisions = make([]DecisionJSON, len(all))
+		resp.Decisions = list[:len(all)]
 		for i := range all {
 			resp.Decisions[i] = all[i].JSON()
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
+	h["Content-Type"] = contentTypeJSON
 	if main.Allowed {
 		w.WriteHeader(http.StatusOK)
 	} else {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}
-	_ = json.NewEncoder(w).Encode(resp)
+	bp := bufPool.Get().(*[]byte)
+	*bp = appendAllowResponse((*bp)[:0], &resp)
+	_, _ = w.Write(*bp)
+	bufPool.Put(bp)
 }
+
+// readBody reads r's body, at most MaxBodyBytes, appending to b.
+func readBody(w http.ResponseWriter, r *http.Request, b []byte) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// decodeAllow parses a /v1/allow body: the hand parser for the common shape, encoding/json
+// (strict: unknown fields and trailing data refused) for everything else and for errors.
+func decodeAllow(data []byte) (allowRequest, error) {
+	if req, ok := parseAllowFast(data); ok {
+		return req, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var req allowRequest
+	if err := dec.Decode(&req); err != nil {
+		return req, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return req, errTrailing
+	}
+	return req, nil
+}
+
+var errTrailing = errors.New("body must be one JSON object")
 
 // AllowHandler serves POST /v1/allow:
 //
@@ -143,21 +190,20 @@ func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
+	bp := bufPool.Get().(*[]byte)
+	data, err := readBody(w, r, (*bp)[:0])
+	*bp = data[:0]
 	var req allowRequest
-	if err := dec.Decode(&req); err != nil {
-		writeJSONError(w, err)
-		return
+	if err == nil {
+		req, err = decodeAllow(data)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeJSONError(w, err)
+	bufPool.Put(bp) // the request holds copies of its strings
+	if err != nil {
+		if err == errTrailing {
+			writeError(w, http.StatusBadRequest, "invalid_json", err.Error())
 			return
 		}
-		writeError(w, http.StatusBadRequest, "invalid_json", "body must be one JSON object")
+		writeJSONError(w, err)
 		return
 	}
 	names := req.Policies
@@ -166,7 +212,7 @@ func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_parameter", `give either "policy" or "policies", not both`)
 		return
 	case req.Policy != "":
-		names = []string{req.Policy}
+		names = []string{req.Policy} // does not escape: read below only
 	case len(names) == 0:
 		writeError(w, http.StatusBadRequest, "missing_parameter", `parameter "policy" (or "policies") is required`)
 		return
@@ -187,11 +233,13 @@ func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
 	if req.Cost != nil {
 		cost = *req.Cost
 	}
-	checks := make([]Check, len(names))
+	var checkBuf [MaxPoliciesPerRequest]Check
+	var outBuf [MaxPoliciesPerRequest]Decision
+	checks := checkBuf[:len(names)]
 	for i, n := range names {
 		checks[i] = Check{Policy: n, Key: req.Key, Cost: cost}
 	}
-	out := make([]Decision, len(checks))
+	out := outBuf[:len(checks)]
 	now := s.clock()
 	main, err := s.Decide(r.Context(), now, checks, out)
 	if err != nil {
