@@ -3,8 +3,8 @@ package ingest
 import (
 	"math"
 	"strconv"
-	"unicode/utf8"
 
+	"github.com/slide-metrics/slide/internal/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -20,9 +20,9 @@ func AppendEvent(dst []byte, ev window.Event) []byte {
 	dst = append(dst, `{"ts":`...)
 	dst = strconv.AppendInt(dst, ev.TS, 10)
 	dst = append(dst, `,"key":`...)
-	dst = appendJSONString(dst, ev.Key)
+	dst = jsonenc.AppendString(dst, ev.Key)
 	dst = append(dst, `,"metric":`...)
-	dst = appendJSONString(dst, ev.Metric)
+	dst = jsonenc.AppendString(dst, ev.Metric)
 	dst = append(dst, `,"value":`...)
 	switch {
 	case math.IsNaN(ev.Value):
@@ -39,39 +39,4 @@ func AppendEvent(dst []byte, ev window.Event) []byte {
 		dst = strconv.AppendUint(dst, ev.Count, 10)
 	}
 	return append(dst, '}')
-}
-
-const hexDigits = "0123456789abcdef"
-
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, `\ufffd`...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
 }

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/slide-metrics/slide/internal/jsonenc"
 )
 
 // The /v1/allow hot path: a request body in the one common shape is parsed by hand and the
@@ -191,7 +193,7 @@ func appendDecisionJSON(b []byte, d *DecisionJSON) []byte {
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, d.Allowed)
 	b = append(b, `,"policy":`...)
-	b = appendJSONString(b, d.Policy)
+	b = jsonenc.AppendString(b, d.Policy)
 	b = append(b, `,"limit":`...)
 	b = strconv.AppendInt(b, d.Limit, 10)
 	b = append(b, `,"remaining":`...)
@@ -228,48 +230,4 @@ func appendAllowResponse(b []byte, r *AllowResponse) []byte {
 		b = append(b, ']')
 	}
 	return append(b, '}', '\n')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s quoted as encoding/json does (HTML-safe escapes included,
-// invalid UTF-8 as U+FFFD).
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c == '\n':
-				b = append(b, '\\', 'n')
-			case c == '\r':
-				b = append(b, '\\', 'r')
-			case c == '\t':
-				b = append(b, '\\', 't')
-			case c == '\b':
-				b = append(b, '\\', 'b')
-			case c == '\f':
-				b = append(b, '\\', 'f')
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
 }

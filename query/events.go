@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/slide-metrics/slide/internal/jsonenc"
 )
 
 // eventsBufPool holds request bodies of POST /v1/events, up to MaxBodyBytes each.
@@ -69,7 +71,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, reason)
+		b = jsonenc.AppendString(b, reason)
 		b = append(b, ':')
 		b = appendInt(b, int64(res.Rejected[reason]))
 	}

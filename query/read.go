@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slide-metrics/slide/internal/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -48,14 +49,14 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.now()
 	var agg window.Agg
-	if isGlob(key) {
-		agg, err = s.store.ReadMerged(now, metric, func(k string) bool { return globMatch(key, k) }, win, qs)
+	if window.IsKeyPattern(key) {
+		agg, err = s.store.ReadMerged(now, metric, func(k string) bool { return window.MatchKey(key, k) }, win, qs)
 	} else {
 		agg, err = s.store.ReadAt(now, metric, key, win, qs)
 	}
 	if errors.Is(err, window.ErrNotFound) {
 		what := "no series"
-		if isGlob(key) {
+		if window.IsKeyPattern(key) {
 			what = "no series matches"
 		}
 		writeError(w, http.StatusNotFound, CodeNotFound, "", what+" metric="+quote(metric)+" key="+quote(key))
@@ -67,11 +68,11 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 	}
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"metric":`...)
-	b = appendString(b, metric)
+	b = jsonenc.AppendString(b, metric)
 	b = append(b, `,"key":`...)
-	b = appendString(b, key)
+	b = jsonenc.AppendString(b, key)
 	b = append(b, `,"window":`...)
-	b = appendString(b, formatDuration(win))
+	b = jsonenc.AppendString(b, formatDuration(win))
 	b = append(b, ',')
 	b = appendAgg(b, agg, now, qs)
 	b = append(b, "}\n"...)
@@ -79,7 +80,7 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 	putBuf(bp, b)
 }
 
-func quote(s string) string { return string(appendString(nil, s)) }
+func quote(s string) string { return string(jsonenc.AppendString(nil, s)) }
 
 // appendAgg writes the members of an aggregate (no braces): from, to, series, count, sum,
 // avg, min, max, rate_per_s and quantiles. An empty window has count 0, sum 0, rate 0 and
@@ -100,19 +101,19 @@ func appendStats(b []byte, a window.Agg, now int64, qs []float64) []byte {
 	b = append(b, `,"count":`...)
 	b = appendUint(b, a.Count)
 	b = append(b, `,"sum":`...)
-	b = appendFloat(b, a.Sum)
+	b = jsonenc.AppendFloat(b, a.Sum)
 	b = append(b, `,"avg":`...)
-	b = appendFloat(b, a.Avg())
+	b = jsonenc.AppendFloat(b, a.Avg())
 	mn, mx := a.Min, a.Max
 	if a.Count == 0 {
 		mn, mx = nan, nan
 	}
 	b = append(b, `,"min":`...)
-	b = appendFloat(b, mn)
+	b = jsonenc.AppendFloat(b, mn)
 	b = append(b, `,"max":`...)
-	b = appendFloat(b, mx)
+	b = jsonenc.AppendFloat(b, mx)
 	b = append(b, `,"rate_per_s":`...)
-	b = appendFloat(b, a.RatePerSec(now))
+	b = jsonenc.AppendFloat(b, a.RatePerSec(now))
 	b = append(b, `,"quantiles":{`...)
 	for i, q := range qs {
 		if i > 0 {
@@ -121,7 +122,7 @@ func appendStats(b []byte, a window.Agg, now int64, qs []float64) []byte {
 		b = append(b, '"')
 		b = formatQuantile(b, q)
 		b = append(b, `":`...)
-		b = appendFloat(b, quantileOf(a, i, q))
+		b = jsonenc.AppendFloat(b, quantileOf(a, i, q))
 	}
 	return append(b, '}')
 }
@@ -217,7 +218,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 	}
 	pattern := v.Get("key")
 	now := s.now()
-	keys := s.store.Keys(metric, globPrefix(pattern))
+	keys := s.store.Keys(metric, window.KeyPatternPrefix(pattern))
 	h := make(topHeap, 0, min(k, len(keys)))
 	matched := 0
 	var from, to int64
@@ -226,7 +227,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		if i%1024 == 1023 && r.Context().Err() != nil {
 			return // the client is gone (or the server's write timeout passed): stop reading
 		}
-		if pattern != "" && !globMatch(pattern, key) {
+		if pattern != "" && !window.MatchKey(pattern, key) {
 			continue
 		}
 		a, err := s.store.ReadAt(now, metric, key, win, readQs)
@@ -268,11 +269,11 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"metric":`...)
-	b = appendString(b, metric)
+	b = jsonenc.AppendString(b, metric)
 	b = append(b, `,"by":`...)
-	b = appendString(b, by.name)
+	b = jsonenc.AppendString(b, by.name)
 	b = append(b, `,"window":`...)
-	b = appendString(b, formatDuration(win))
+	b = jsonenc.AppendString(b, formatDuration(win))
 	b = append(b, `,"from":`...)
 	b = appendInt(b, from)
 	b = append(b, `,"to":`...)
@@ -285,9 +286,9 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 			b = append(b, ',')
 		}
 		b = append(b, `{"key":`...)
-		b = appendString(b, e.key)
+		b = jsonenc.AppendString(b, e.key)
 		b = append(b, `,"value":`...)
-		b = appendFloat(b, e.value)
+		b = jsonenc.AppendFloat(b, e.value)
 		b = appendStats(b, e.agg, now, readQs)
 		b = append(b, '}')
 	}
@@ -382,25 +383,25 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 	}
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"metric":`...)
-	b = appendString(b, metric)
+	b = jsonenc.AppendString(b, metric)
 	b = append(b, `,"prefix":`...)
-	b = appendString(b, prefix)
+	b = jsonenc.AppendString(b, prefix)
 	b = append(b, `,"series":[`...)
 	for i, e := range page {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"metric":`...)
-		b = appendString(b, e.metric)
+		b = jsonenc.AppendString(b, e.metric)
 		b = append(b, `,"key":`...)
-		b = appendString(b, e.key)
+		b = jsonenc.AppendString(b, e.key)
 		b = append(b, '}')
 	}
 	b = append(b, ']')
 	if more {
 		last := page[len(page)-1]
 		b = append(b, `,"next":`...)
-		b = appendString(b, encodeCursor(last.metric, last.key))
+		b = jsonenc.AppendString(b, encodeCursor(last.metric, last.key))
 	}
 	b = append(b, "}\n"...)
 	writeJSON(w, http.StatusOK, b)
@@ -422,15 +423,15 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = appendString(b, m)
+		b = jsonenc.AppendString(b, m)
 		b = append(b, `,"series":`...)
 		b = appendInt(b, int64(len(s.store.Keys(m, ""))))
 		b = append(b, `,"slot":`...)
-		b = appendString(b, formatDuration(rc.Slot))
+		b = jsonenc.AppendString(b, formatDuration(rc.Slot))
 		b = append(b, `,"slots":`...)
 		b = appendInt(b, int64(rc.Slots))
 		b = append(b, `,"retention":`...)
-		b = appendString(b, formatDuration(rc.Retention()))
+		b = jsonenc.AppendString(b, formatDuration(rc.Retention()))
 		b = append(b, '}')
 	}
 	b = append(b, "]}\n"...)

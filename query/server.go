@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/slide-metrics/slide/internal/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -236,12 +237,12 @@ var (
 func writeError(w http.ResponseWriter, status int, code, param, msg string) {
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"error":{"code":`...)
-	b = appendString(b, code)
+	b = jsonenc.AppendString(b, code)
 	b = append(b, `,"message":`...)
-	b = appendString(b, msg)
+	b = jsonenc.AppendString(b, msg)
 	if param != "" {
 		b = append(b, `,"param":`...)
-		b = appendString(b, param)
+		b = jsonenc.AppendString(b, param)
 	}
 	b = append(b, "}}\n"...)
 	writeJSON(w, status, b)

@@ -109,7 +109,7 @@ func (c *Checker) seriesKey(key string) string {
 func (c *Checker) read(now int64, series string, n int64, qs []float64) (window.Agg, error) {
 	w := time.Duration(n*c.width) * time.Millisecond
 	if strings.IndexByte(series, '*') >= 0 {
-		return c.store.ReadMerged(now, c.rule.Metric, func(k string) bool { return globMatch(series, k) }, w, qs)
+		return c.store.ReadMerged(now, c.rule.Metric, func(k string) bool { return window.MatchKey(series, k) }, w, qs)
 	}
 	return c.store.ReadAt(now, c.rule.Metric, series, w, qs)
 }
@@ -295,28 +295,4 @@ func remaining(max, v float64) int64 {
 		return math.MaxInt64
 	}
 	return int64(r)
-}
-
-// globMatch reports whether s matches pattern, '*' matching any run of bytes (the same
-// glob as the query API's keys).
-func globMatch(pattern, s string) bool {
-	i := strings.IndexByte(pattern, '*')
-	if i < 0 {
-		return pattern == s
-	}
-	if !strings.HasPrefix(s, pattern[:i]) {
-		return false
-	}
-	s, pattern = s[i:], pattern[i+1:]
-	for {
-		j := strings.IndexByte(pattern, '*')
-		if j < 0 {
-			return strings.HasSuffix(s, pattern)
-		}
-		k := strings.Index(s, pattern[:j])
-		if k < 0 {
-			return false
-		}
-		s, pattern = s[k+j:], pattern[j+1:]
-	}
 }

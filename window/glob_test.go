@@ -1,11 +1,11 @@
-package query
+package window
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestGlobMatch(t *testing.T) {
+func TestMatchKey(t *testing.T) {
 	for _, c := range []struct {
 		pattern, s string
 		want       bool
@@ -28,8 +28,8 @@ func TestGlobMatch(t *testing.T) {
 		{"eu/*/api", "eu/tenant-1/api", true},
 		{"eu/*/api", "eu/tenant-1/web", false},
 	} {
-		if got := globMatch(c.pattern, c.s); got != c.want {
-			t.Errorf("globMatch(%q, %q) = %v, want %v", c.pattern, c.s, got, c.want)
+		if got := MatchKey(c.pattern, c.s); got != c.want {
+			t.Errorf("MatchKey(%q, %q) = %v, want %v", c.pattern, c.s, got, c.want)
 		}
 	}
 }
@@ -54,7 +54,7 @@ func globDP(pattern, s string) bool {
 	return m[len(pattern)][len(s)]
 }
 
-func FuzzGlobMatch(f *testing.F) {
+func FuzzMatchKey(f *testing.F) {
 	for _, s := range [][2]string{{"tenant-*", "tenant-42"}, {"*-eu", "x-eu"}, {"a*b*c", "abcbc"}, {"*", ""}} {
 		f.Add(s[0], s[1])
 	}
@@ -62,12 +62,12 @@ func FuzzGlobMatch(f *testing.F) {
 		if len(pattern) > 64 || len(s) > 256 {
 			return
 		}
-		got := globMatch(pattern, s)
+		got := MatchKey(pattern, s)
 		if want := globDP(pattern, s); got != want {
-			t.Fatalf("globMatch(%q, %q) = %v, reference says %v", pattern, s, got, want)
+			t.Fatalf("MatchKey(%q, %q) = %v, reference says %v", pattern, s, got, want)
 		}
-		if got && !strings.HasPrefix(s, globPrefix(pattern)) {
-			t.Fatalf("%q matches %q but lacks its prefix %q", s, pattern, globPrefix(pattern))
+		if got && !strings.HasPrefix(s, KeyPatternPrefix(pattern)) {
+			t.Fatalf("%q matches %q but lacks its prefix %q", s, pattern, KeyPatternPrefix(pattern))
 		}
 	})
 }

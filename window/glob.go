@@ -1,17 +1,17 @@
-package query
+package window
 
 import "strings"
 
-// isGlob reports whether a key parameter is a pattern rather than one series' key.
-func isGlob(key string) bool { return strings.IndexByte(key, '*') >= 0 }
+// Key patterns select series for merged reads (Store.ReadMerged): the query API's
+// key=tenant-* and the usage rules' key: "*" use them.
 
-// globMatch reports whether s matches pattern, where '*' matches any run of bytes (also
+// MatchKey reports whether s matches pattern, where '*' matches any run of bytes (also
 // none and also '/') and every other byte matches itself. There is no escape: a key
 // containing '*' is read as a pattern, and the pattern matches that key too.
 //
 // Greedy leftmost matching of the segments between stars is exact for star-only patterns,
 // so a match costs O(len(pattern) × len(s)) at worst and allocates nothing.
-func globMatch(pattern, s string) bool {
+func MatchKey(pattern, s string) bool {
 	i := strings.IndexByte(pattern, '*')
 	if i < 0 {
 		return pattern == s
@@ -35,9 +35,12 @@ func globMatch(pattern, s string) bool {
 	}
 }
 
-// globPrefix is the literal part of pattern before its first star: every matching key
+// IsKeyPattern reports whether key is a pattern (holds a '*') rather than one series' key.
+func IsKeyPattern(key string) bool { return strings.IndexByte(key, '*') >= 0 }
+
+// KeyPatternPrefix is the literal part of pattern before its first star: every matching key
 // starts with it, so listing can narrow by prefix first.
-func globPrefix(pattern string) string {
+func KeyPatternPrefix(pattern string) string {
 	if i := strings.IndexByte(pattern, '*'); i >= 0 {
 		return pattern[:i]
 	}

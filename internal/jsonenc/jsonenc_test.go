@@ -1,4 +1,4 @@
-package query
+package jsonenc
 
 import (
 	"encoding/json"
@@ -12,28 +12,28 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 		"", "tenant-42", `quo"te`, `back\slash`, "new\nline\ttab\rcr", "\x00\x01\x1f\x7f",
 		"<script>&amp;</script>", "héllo wörld 日本", "\u2028\u2029", "bad\xffutf8\xc3", "emoji 🙂",
 	} {
-		got := appendString(nil, s)
+		got := AppendString(nil, s)
 		want, err := json.Marshal(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(got) != string(want) {
-			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+			t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
 		}
 	}
 }
 
 func TestAppendFloatMatchesEncodingJSON(t *testing.T) {
 	for _, f := range []float64{0, 1, -1, 0.5, 87.5, 1e-7, 1.5e-9, 123456789, 1e20, 1e21, 1.7976931348623157e308, 5e-324, -3.25e-8} {
-		got := appendFloat(nil, f)
+		got := AppendFloat(nil, f)
 		want, _ := json.Marshal(f)
 		if string(got) != string(want) {
-			t.Errorf("appendFloat(%v) = %s, want %s", f, got, want)
+			t.Errorf("AppendFloat(%v) = %s, want %s", f, got, want)
 		}
 	}
 	for _, f := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
-		if got := string(appendFloat(nil, f)); got != "null" {
-			t.Errorf("appendFloat(%v) = %s, want null", f, got)
+		if got := string(AppendFloat(nil, f)); got != "null" {
+			t.Errorf("AppendFloat(%v) = %s, want null", f, got)
 		}
 	}
 }
@@ -45,17 +45,17 @@ func FuzzAppendString(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		b := appendString(nil, s)
+		b := AppendString(nil, s)
 		var back string
 		if err := json.Unmarshal(b, &back); err != nil {
-			t.Fatalf("appendString(%q) = %s: not JSON: %v", s, b, err)
+			t.Fatalf("AppendString(%q) = %s: not JSON: %v", s, b, err)
 		}
 		if utf8.ValidString(s) && back != s {
 			t.Fatalf("round trip of %q gave %q", s, back)
 		}
 		want, _ := json.Marshal(s)
 		if string(b) != string(want) {
-			t.Fatalf("appendString(%q) = %s, encoding/json says %s", s, b, want)
+			t.Fatalf("AppendString(%q) = %s, encoding/json says %s", s, b, want)
 		}
 	})
 }
@@ -65,16 +65,16 @@ func FuzzAppendFloat(f *testing.F) {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v float64) {
-		b := appendFloat(nil, v)
+		b := AppendFloat(nil, v)
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			if string(b) != "null" {
-				t.Fatalf("appendFloat(%v) = %s, want null", v, b)
+				t.Fatalf("AppendFloat(%v) = %s, want null", v, b)
 			}
 			return
 		}
 		var back float64
 		if err := json.Unmarshal(b, &back); err != nil || back != v {
-			t.Fatalf("appendFloat(%v) = %s, read back %v, %v", v, b, back, err)
+			t.Fatalf("AppendFloat(%v) = %s, read back %v, %v", v, b, back, err)
 		}
 	})
 }
