@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // oracle keeps every accepted event and answers window questions exactly.
@@ -240,6 +242,17 @@ func TestEventsRefusalsAreCountedByReason(t *testing.T) {
 	want := map[string]int{"invalid_json": 1, "missing_field": 1, "late": 1, "future": 1}
 	if a.Accepted != 2 || fmt.Sprint(a.Rejected) != fmt.Sprint(want) {
 		t.Fatalf("answer %+v, want 2 accepted and rejected %v", a, want)
+	}
+	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(`
+# HELP slide_http_events_total Event lines received by POST /v1/events, by result: accepted, or the reason they were refused (the reasons of slide_ingest_rejected_total).
+# TYPE slide_http_events_total counter
+slide_http_events_total{result="accepted"} 2
+slide_http_events_total{result="future"} 1
+slide_http_events_total{result="invalid_json"} 1
+slide_http_events_total{result="late"} 1
+slide_http_events_total{result="missing_field"} 1
+`), "slide_http_events_total"); err != nil {
+		t.Fatalf("events metric: %v", err)
 	}
 	// The event without ts took the request time.
 	var w windowAnswer

@@ -56,6 +56,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, CodeInternal, "", "ingesting events: "+err.Error())
 		return
 	}
+	s.metrics.events.WithLabelValues("accepted").Add(float64(res.Accepted))
+	for reason, n := range res.Rejected {
+		s.metrics.events.WithLabelValues(reason).Add(float64(n))
+	}
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"accepted":`...)
 	b = appendInt(b, int64(res.Accepted))

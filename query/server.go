@@ -308,6 +308,7 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	events   *prometheus.CounterVec // POST /v1/events lines by result: accepted or the refusal reason
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
@@ -321,9 +322,13 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 			Help:    "Time to serve an HTTP request of the query API, by route.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slide_http_events_total",
+			Help: "Event lines received by POST /v1/events, by result: accepted, or the reason they were refused (the reasons of slide_ingest_rejected_total).",
+		}, []string{"result"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.latency} {
+		for _, c := range []prometheus.Collector{m.requests, m.latency, m.events} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
