@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Runs every benchmark pair side by side in one run and writes BENCHMARKS.md.
-# BENCHTIME (default 1s) and BENCH (regexp, default .) narrow a run.
+# BENCHTIME (default 1s), COUNT (runs of each benchmark, default 3; the report takes the
+# median) and BENCH (regexp, default .) narrow a run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
 benchtime=${BENCHTIME:-1s}
+count=${COUNT:-3}
 pattern=${BENCH:-.}
 raw=bin/bench.txt
 extra=bin/bench-extra.md
 : > "$extra"
-echo "running go benchmarks (-benchtime $benchtime); raw output in $raw" >&2
-go test -run '^$' -bench "$pattern" -benchmem -benchtime "$benchtime" -count 1 -timeout 30m ./... | tee /dev/stderr |
+echo "running go benchmarks (-benchtime $benchtime -count $count; the report takes medians); raw output in $raw" >&2
+go test -run '^$' -bench "$pattern" -benchmem -benchtime "$benchtime" -count "$count" -timeout 60m ./... | tee /dev/stderr |
   go run ./internal/benchreport -raw "$raw" -extra "$extra" -cmd "make bench" > BENCHMARKS.md.tmp
 if [ -x testdata/duckdb/compare.sh ]; then
   echo "running the slide batch vs DuckDB comparison" >&2
