@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"time"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/slide-metrics/slide/internal/rfc3339"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -551,7 +551,7 @@ func (d *Decoder) event(b []byte, ev *window.Event) Reason {
 		if t.escaped {
 			s = d.unquote(s)
 		}
-		ms, ok := parseRFC3339Millis(s)
+		ms, ok := rfc3339.Millis(s)
 		if !ok {
 			return ReasonBadField
 		}
@@ -794,83 +794,4 @@ func parseUint64(s []byte, integer bool) (uint64, bool) {
 		u = u*10 + d
 	}
 	return u, true
-}
-
-// parseRFC3339Millis parses "2006-01-02T15:04:05[.frac](Z|±hh:mm)" to unix milliseconds
-// with the checks of time.Parse(time.RFC3339, …)'s strict fast path: fields in range, the day
-// valid for its month, at most nine fraction digits used, offsets below 24 h.
-func parseRFC3339Millis(s []byte) (int64, bool) {
-	if len(s) < len("2006-01-02T15:04:05Z") {
-		return 0, false
-	}
-	ok := true
-	num := func(b []byte, lo, hi int) int {
-		x := 0
-		for _, c := range b {
-			if !isDigit(c) {
-				ok = false
-				return lo
-			}
-			x = x*10 + int(c-'0')
-		}
-		if x < lo || x > hi {
-			ok = false
-			return lo
-		}
-		return x
-	}
-	year := num(s[0:4], 0, 9999)
-	month := num(s[5:7], 1, 12)
-	day := num(s[8:10], 1, daysIn(month, year))
-	hour := num(s[11:13], 0, 23)
-	minute := num(s[14:16], 0, 59)
-	sec := num(s[17:19], 0, 59)
-	if !ok || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
-		return 0, false
-	}
-	s = s[19:]
-	nsec := 0
-	if len(s) >= 2 && s[0] == '.' && isDigit(s[1]) {
-		n := 1
-		for n < len(s) && isDigit(s[n]) {
-			n++
-		}
-		for k := 1; k < 10; k++ { // nanoseconds: the first nine digits, scaled
-			nsec *= 10
-			if k < n {
-				nsec += int(s[k] - '0')
-			}
-		}
-		s = s[n:]
-	}
-	offset := 0
-	if len(s) != 1 || s[0] != 'Z' {
-		if len(s) != len("-07:00") {
-			return 0, false
-		}
-		hh := num(s[1:3], 0, 23)
-		mm := num(s[4:6], 0, 59)
-		if !ok || (s[0] != '+' && s[0] != '-') || s[3] != ':' {
-			return 0, false
-		}
-		offset = (hh*60 + mm) * 60
-		if s[0] == '-' {
-			offset = -offset
-		}
-	}
-	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
-	return t.UnixMilli() - int64(offset)*1000, true
-}
-
-func daysIn(month, year int) int {
-	switch month {
-	case 2:
-		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	}
-	return 31
 }

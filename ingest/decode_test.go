@@ -164,7 +164,7 @@ func TestDecodeInternBounded(t *testing.T) {
 	}
 }
 
-// strictRFC3339 is the shape parseRFC3339Millis accepts; time.Parse also accepts looser
+// strictRFC3339 is the shape rfc3339.Millis accepts; time.Parse also accepts looser
 // forms (one-digit hours, comma fractions, offsets of 24 h and more) that the decoder refuses.
 var strictRFC3339 = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$`)
 

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/slide-metrics/slide/internal/rfc3339"
 )
 
 var floatSeeds = []string{
@@ -111,7 +113,7 @@ func FuzzParseTime(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		got, err := ParseTime([]byte(s))
-		if ms, ok := parseRFC3339([]byte(s)); ok {
+		if ms, ok := rfc3339.Millis([]byte(s)); ok {
 			tm, perr := time.Parse(time.RFC3339Nano, s)
 			if perr != nil || tm.UnixMilli() != ms {
 				t.Fatalf("fast RFC 3339 %q = %d; time.Parse = %v, %v", s, ms, tm.UnixMilli(), perr)
