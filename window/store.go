@@ -21,7 +21,7 @@ type Event struct {
 	Key       string
 	Value     float64
 	Count     uint64
-	Partition int32 // source Kafka partition, -1 when none; a series remembers the last one
+	Partition int32 // source Kafka partition, -1 when none; a series remembers that of the last event it accepted
 }
 
 // Agg is the result of a window read over the span [From, To) (unix ms): the current slot
@@ -224,15 +224,23 @@ func (s *Store) ObserveAt(now int64, ev Event) error {
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	se := sh.lookup(h, ev.Metric, ev.Key)
+	created := false
 	if se == nil {
 		var err error
 		if se, err = s.create(sh, h, ev); err != nil {
 			sh.mu.Unlock()
 			return err
 		}
+		created = true
 	}
-	se.partition = ev.Partition
 	err := se.ring.Add(now, ev.TS, ev.Value, ev.Count)
+	switch {
+	case err == nil:
+		se.partition = ev.Partition
+	case created:
+		// A refused event leaves no empty series behind to hold a place under MaxSeries.
+		s.unlinkNew(sh, h, se)
+	}
 	sh.mu.Unlock()
 	if err != nil {
 		s.countErr(err)
@@ -251,6 +259,17 @@ func (s *Store) create(sh *shard, h uint64, ev Event) (*series, error) {
 	se.ring.init(s.RingConfig(ev.Metric))
 	sh.series[h] = se
 	return se, nil
+}
+
+// unlinkNew removes se, which create has just put at the head of its chain; the caller
+// holds sh.mu.
+func (s *Store) unlinkNew(sh *shard, h uint64, se *series) {
+	if se.next == nil {
+		delete(sh.series, h)
+	} else {
+		sh.series[h] = se.next
+	}
+	s.count.Add(-1)
 }
 
 func (s *Store) countErr(err error) {

@@ -301,3 +301,54 @@ func TestConcurrentObserveAndRead(t *testing.T) {
 		t.Fatalf("after concurrent writes: count %d, %v; want %d", a.Count, err, writers*per)
 	}
 }
+
+// A refused event leaves no trace in the store but its counter: it neither creates a series
+// (an empty one would take a place under MaxSeries until the next Evict) nor changes the
+// partition an existing series is dropped with.
+func TestRefusedEventCreatesAndRelabelsNothing(t *testing.T) {
+	s := newTestStore(t, StoreConfig{MaxSeries: 2})
+	now := t0 + 10*60_000
+	for i, ev := range []Event{
+		{TS: t0, Metric: "m", Key: "late-1", Value: 1},                      // older than retention
+		{TS: now + 60_000, Metric: "m", Key: "future-1", Value: 1},          // beyond the skew
+		{TS: now, Metric: "m", Key: "nan-1", Value: math.NaN()},             // invalid value
+		{TS: t0 - 1, Metric: "m", Key: "late-2", Value: 1, Count: 3},        // late again
+		{TS: now + 3_600_000, Metric: "m", Key: "future-2", Value: 1},       // future again
+		{TS: now, Metric: "m", Key: "inf-1", Value: math.Inf(1)},            // invalid again
+		{TS: t0 - 60_000, Metric: "m", Key: "late-3", Value: 2},             // and again
+		{TS: now + 20_000, Metric: "m", Key: "future-3", Value: 1},          // and again
+		{TS: now, Metric: "m", Key: "nan-2", Value: math.NaN()},             // and again
+		{TS: now - 300_000, Metric: "m", Key: "edge-late", Value: 1},        // first slot out of the window
+		{TS: now + 20_000, Metric: "m", Key: "edge-future", Value: 1},       // first instant past the skew
+		{TS: now + 10_000, Metric: "other", Key: "ok-but-at-cap", Value: 1}, // accepted: cap not yet reached
+	} {
+		err := s.ObserveAt(now, ev)
+		if i == 11 {
+			if err != nil {
+				t.Fatalf("event %d: %v, want it accepted", i, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Fatalf("event %d (%s) accepted, want refused", i, ev.Key)
+		}
+	}
+	if got := s.Len(); got != 1 {
+		t.Fatalf("%d series after refused events, want 1 (only the accepted one): %v", got, s.Keys("m", ""))
+	}
+	if err := s.ObserveAt(now, Event{TS: now, Metric: "m", Key: "kafka", Value: 1, Partition: 3}); err != nil {
+		t.Fatalf("a new series below the cap: %v", err)
+	}
+	// A late event for the same series from elsewhere (POST /v1/events, partition -1) is refused
+	// and must not move the series off partition 3.
+	if err := s.ObserveAt(now, Event{TS: t0, Metric: "m", Key: "kafka", Value: 1, Partition: -1}); !errors.Is(err, ErrLate) {
+		t.Fatalf("late event: %v, want ErrLate", err)
+	}
+	if n := s.DropPartition(3); n != 1 {
+		t.Fatalf("DropPartition(3) dropped %d series, want 1: a refused event relabelled it", n)
+	}
+	st := s.Stats()
+	if st.Late != 5 || st.Future != 4 || st.Invalid != 3 {
+		t.Fatalf("stats %+v, want 5 late, 4 future, 3 invalid", st)
+	}
+}
