@@ -201,7 +201,8 @@ type Consumer struct {
 	now    func() time.Time
 	log    *slog.Logger
 	m      *metrics
-	dlq    *deadLetters
+	dlqW   *kafka.Writer // dead-letter writer, nil without a DeadLetterTopic
+	dlq    *deadLetters  // dead letters through dlqW; set by Run before any worker starts
 	client *kafka.Client
 	rejLim *rate.Limiter
 	errLim *rate.Limiter
@@ -266,7 +267,7 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 		if transport != nil {
 			w.Transport = transport
 		}
-		c.dlq = newDeadLetters(w, c.log, c.m)
+		c.dlqW = w // Run starts the dead-letter goroutine, and stops it: New leaves none behind
 	}
 	return c, nil
 }
@@ -287,7 +288,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if !c.used.CompareAndSwap(false, true) {
 		return ErrStarted
 	}
-	if c.dlq != nil {
+	if c.dlqW != nil {
+		c.dlq = newDeadLetters(c.dlqW, c.log, c.m)
 		defer c.dlq.close()
 	}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{

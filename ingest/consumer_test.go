@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -635,5 +636,44 @@ func TestRecordChecks(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("%s ts %+d ms now %+d ms: %s, want %s", tt.metric, tt.ts, tt.now, got, tt.want)
 		}
+	}
+}
+
+// deadLetterGoroutines counts the goroutines writing dead letters.
+func deadLetterGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "ingest.(*deadLetters).run")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestNewStartsNoGoroutine: a Consumer that is never Run (serve failing on a later flag, a
+// test building one to check its config) leaves no dead-letter goroutine and writer behind;
+// Run starts them and stops them when it returns.
+func TestNewStartsNoGoroutine(t *testing.T) {
+	before := deadLetterGoroutines()
+	for range 3 {
+		if _, err := New(Config{Brokers: []string{"127.0.0.1:1"}, DeadLetterTopic: "dlq"}, newTestStore(t, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := deadLetterGoroutines(); got != before {
+		t.Fatalf("%d dead-letter goroutines after New without Run, want %d", got, before)
+	}
+	c, err := New(Config{Brokers: []string{"127.0.0.1:1"}, DeadLetterTopic: "dlq"}, newTestStore(t, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Run(ctx); err != nil {
+		t.Fatalf("Run with a done context: %v", err)
+	}
+	if got := deadLetterGoroutines(); got != before {
+		t.Fatalf("%d dead-letter goroutines after Run returned, want %d", got, before)
 	}
 }
