@@ -549,6 +549,11 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 	}
 	defer conn.Close()
 	if _, err := conn.Seek(p.next.Load(), kafka.SeekAbsolute); err != nil {
+		// Seek checks the offset against the log: retention may have passed it while the
+		// connection was down. Without moving on, every retry would seek to it again.
+		if errors.Is(err, kafka.OffsetOutOfRange) {
+			c.skipOutOfRange(conn, p, p.next.Load())
+		}
 		return fmt.Errorf("seeking to offset %d: %w", p.next.Load(), err)
 	}
 	for ctx.Err() == nil {
@@ -582,17 +587,31 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 		}
 		if err != nil {
 			if errors.Is(err, kafka.OffsetOutOfRange) {
-				// Retention deleted records before we read them: they are gone.
-				first, _ := conn.ReadFirstOffset()
-				c.log.Warn("ingest: offset out of range, skipping to the log start", "partition", p.id, "offset", next, "log_start", first)
-				if first > next {
-					p.next.Store(first)
-				}
+				c.skipOutOfRange(conn, p, next)
 			}
 			return fmt.Errorf("fetching at offset %d: %w", next, err)
 		}
 	}
 	return nil
+}
+
+// skipOutOfRange moves p from next, an offset the log no longer holds, to the log start
+// when retention deleted records before they were read (they are gone), or to the log end
+// when the log was truncated below next (an unclean leader election).
+func (c *Consumer) skipOutOfRange(conn *kafka.Conn, p *partition, next int64) {
+	first, last, err := conn.ReadOffsets()
+	if err != nil {
+		return // the next attempt asks again
+	}
+	to := next
+	switch {
+	case next < first:
+		to = first
+	case next > last:
+		to = last
+	}
+	c.log.Warn("ingest: offset out of range, skipping", "partition", p.id, "offset", next, "log_start", first, "log_end", last, "to", to)
+	p.next.Store(to)
 }
 
 // dialLeader connects to the leader of partition id through the first broker that answers.
