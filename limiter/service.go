@@ -256,21 +256,31 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Check, out
 	nowNs := now.UnixNano()
 	var remote []int // indexes of checks that go to Redis
 	var failed error
+	// Checkers (usage rules) only read, so they go first: one that fails leaves no policy
+	// charged for a request that gets no decision.
+	for i := range checks {
+		c := &checks[i]
+		rt := rts[i]
+		if rt.checker == nil {
+			continue
+		}
+		d, err := rt.checker.Check(ctx, c.Key, now, c.Cost)
+		if err != nil {
+			rt.m.failed.Inc()
+			return Decision{}, fmt.Errorf("checking rule %q: %w", c.Policy, err)
+		}
+		if d.Policy == "" {
+			d.Policy = c.Policy
+		}
+		out[i] = d
+		s.count(rt, &out[i])
+	}
 	for i := range checks {
 		c := &checks[i]
 		rt := rts[i]
 		switch {
 		case rt.checker != nil:
-			d, err := rt.checker.Check(ctx, c.Key, now, c.Cost)
-			if err != nil {
-				rt.m.failed.Inc()
-				return Decision{}, fmt.Errorf("checking rule %q: %w", c.Policy, err)
-			}
-			if d.Policy == "" {
-				d.Policy = c.Policy
-			}
-			out[i] = d
-			s.count(rt, &out[i])
+			// decided above
 		case rt.p.Backend == BackendMemory:
 			rt.mem.decide(c.Key, nowNs, c.Cost, &out[i])
 			s.count(rt, &out[i])

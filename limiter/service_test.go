@@ -180,6 +180,31 @@ func TestServiceChecker(t *testing.T) {
 	}
 }
 
+// brokenChecker fails every check, as a rule whose store read failed would.
+type brokenChecker struct{}
+
+func (brokenChecker) Name() string { return "broken" }
+func (brokenChecker) Check(context.Context, string, time.Time, int64) (Decision, error) {
+	return Decision{}, errors.New("store unavailable")
+}
+
+// A failing checker fails the request before any policy is charged, wherever it stands
+// in the list.
+func TestServiceCheckerErrorChargesNothing(t *testing.T) {
+	s := newTestService(t, Config{
+		Policies: []Policy{{Name: "api", Algorithm: FixedWindow, Limit: 1, Window: time.Minute}},
+		Checkers: []Checker{brokenChecker{}},
+	})
+	ctx := context.Background()
+	out := make([]Decision, 2)
+	if _, err := s.Decide(ctx, t0, []Check{{Policy: "api", Key: "k", Cost: 1}, {Policy: "broken", Key: "k", Cost: 1}}, out); err == nil {
+		t.Fatal("a failing checker did not fail the request")
+	}
+	if d, _ := s.AllowN(ctx, "api", "k", t0, 1); !d.Allowed {
+		t.Errorf("the failed request charged api: %+v", d)
+	}
+}
+
 func TestServiceInputErrors(t *testing.T) {
 	s := newTestService(t, Config{Policies: []Policy{{Name: "api", Algorithm: FixedWindow, Limit: 3, Window: time.Minute}}})
 	ctx := context.Background()
