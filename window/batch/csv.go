@@ -468,18 +468,7 @@ func scanRows(buf []byte, vi, ti, ncols int, vals []float64, ts []int64) (n, p i
 		vs, ve, tss, tse := 0, 0, 0, 0
 		i := p
 		for {
-			// Find the next ',' or '\n' eight bytes at a time (SWAR): most bytes are digits.
-			for i+8 <= len(buf) {
-				w := binary.LittleEndian.Uint64(buf[i:])
-				if m := zeroByte(w^commas) | zeroByte(w^newlines); m != 0 {
-					i += bits.TrailingZeros64(m) >> 3 // the lowest flag is exact
-					break
-				}
-				i += 8
-			}
-			for i < len(buf) && buf[i] != ',' && buf[i] != '\n' {
-				i++
-			}
+			i = nextDelim(buf, i)
 			if i == len(buf) {
 				break
 			}
@@ -621,17 +610,7 @@ func scanRowsFixedAny(buf []byte, vi, ncols int, fx *fixedSpec, out []int64) (n,
 		vs, ve := 0, 0
 		i := p
 		for {
-			for i+8 <= len(buf) {
-				w := binary.LittleEndian.Uint64(buf[i:])
-				if m := zeroByte(w^commas) | zeroByte(w^newlines); m != 0 {
-					i += bits.TrailingZeros64(m) >> 3
-					break
-				}
-				i += 8
-			}
-			for i < len(buf) && buf[i] != ',' && buf[i] != '\n' {
-				i++
-			}
+			i = nextDelim(buf, i)
 			if i == len(buf) {
 				break
 			}
@@ -669,6 +648,22 @@ const (
 	commas   = ',' * lsb
 	newlines = '\n' * lsb
 )
+
+// nextDelim returns the index of the first ',' or '\n' in buf at or after i, or len(buf).
+// It looks eight bytes at a time (SWAR): most bytes of a numeric CSV are digits.
+func nextDelim(buf []byte, i int) int {
+	for i+8 <= len(buf) {
+		w := binary.LittleEndian.Uint64(buf[i:])
+		if m := zeroByte(w^commas) | zeroByte(w^newlines); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3 // the lowest flag is exact
+		}
+		i += 8
+	}
+	for i < len(buf) && buf[i] != ',' && buf[i] != '\n' {
+		i++
+	}
+	return i
+}
 
 // zeroByte flags (0x80) the zero bytes of x. Bytes above a zero byte may be flagged falsely
 // (borrow), so only the lowest flag is reliable, which is the one used.
