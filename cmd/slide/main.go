@@ -4,6 +4,7 @@
 //	slide batch    sliding-window jobs over CSV / NDJSON files
 //	slide query    ask a running server: window, top, series, metrics
 //	slide produce  send demo load or an NDJSON file of events to Kafka
+//	slide broker   run the embedded Kafka-protocol broker on its own
 //	slide version  print the version
 //
 // Every flag can also be set from the environment as SLIDE_<FLAG>, upper case with
@@ -41,6 +42,7 @@ func commands() []command {
 		{"batch", "sliding-window aggregates over a CSV or NDJSON file", cmdBatch},
 		{"query", "ask a running slide serve: window, top, series, metrics", cmdQuery},
 		{"produce", "send demo load or an NDJSON file of events to Kafka", cmdProduce},
+		{"broker", "run the embedded Kafka-protocol broker on its own (in memory; tests, demos)", cmdBroker},
 		{"version", "print the version", cmdVersion},
 	}
 }

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/slide-metrics/slide/ingest"
+)
+
+// cmdBroker runs the embedded Kafka-protocol broker on its own, until SIGTERM. It is the
+// broker `slide serve` embeds, in a process of its own, so that several slide processes can
+// share one group (a local rebalance) and a slide process can be killed and restarted
+// while the log survives (the crash tests). It keeps the log in memory: not for production.
+func cmdBroker(ctx context.Context, args []string, s stdio) error {
+	fs := newFlagSet("broker", s.err)
+	var cfg ingest.BrokerConfig
+	var logLevel string
+	fs.StringVar(&cfg.Addr, "addr", ingest.DefaultBrokerAddr, "listen address (port 0 picks a free port, printed on stdout)")
+	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port clients are told to use (default: the listen address)")
+	fs.StringVar(&cfg.Topic, "topic", ingest.DefaultTopic, "topic created at start")
+	fs.IntVar(&cfg.Partitions, "partitions", ingest.DefaultBrokerPartitions, "partitions of the topic and of topics created on first use")
+	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(s.err, "slide broker: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
+	b, err := ingest.StartBroker(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	// One line on stdout, parsed by scripts and tests: the address to give --brokers.
+	fmt.Fprintf(s.out, "broker listening on %s (topic %s, %d partitions, in memory)\n", b.Addrs()[0], cfg.Topic, cfg.Partitions)
+	<-ctx.Done()
+	return nil
+}
