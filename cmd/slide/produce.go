@@ -29,6 +29,7 @@ type produceConfig struct {
 	seed                 uint64
 	connectTimeout       time.Duration
 	brokerList           []string
+	timestamps           string
 }
 
 // cmdProduce is `slide produce`: a load generator (lognormal latencies and costs for keys
@@ -48,6 +49,7 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	fs.StringVar(&c.costMetric, "cost-metric", ingest.DefaultDemoCostMetric, "name of the cost metric")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed: the same seed sends the same events")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the brokers before giving up")
+	fs.StringVar(&c.timestamps, "timestamps", "now", "record timestamps with --file: now (the time of sending) or event (each event's ts, for replaying history)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -70,6 +72,8 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 		return fmt.Errorf("--rate %v: must be positive", c.rate)
 	case c.duration < 0:
 		return fmt.Errorf("--duration %v: must not be negative", c.duration)
+	case c.timestamps != "now" && c.timestamps != "event":
+		return fmt.Errorf("--timestamps %q: want now or event", c.timestamps)
 	}
 	var g *ingest.DemoGen
 	if c.file == "" {
@@ -158,12 +162,16 @@ func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 		line = bytes.TrimRight(line, "\r\n")
 		if len(bytes.TrimSpace(line)) > 0 {
 			var key []byte
+			var ts time.Time // zero: the time of sending
 			if ev, reason := dec.Decode(line, 0); reason == ingest.ReasonNone {
 				key = []byte(ev.Key)
+				if c.timestamps == "event" && ev.TS != 0 {
+					ts = time.UnixMilli(ev.TS)
+				}
 			} else {
 				undecodable++ // sent anyway, unkeyed: the consumer counts and dead-letters it
 			}
-			if err := p.Send(ctx, key, line); err != nil {
+			if err := p.SendAt(ctx, key, line, ts); err != nil {
 				readErr = err
 				break
 			}

@@ -130,6 +130,27 @@ not an event
 		}
 	}
 
+	// Records carry the time of sending unless --timestamps event gives them their event's ts.
+	for _, r := range topicRecords(t, addr, "replay") {
+		if d := time.Since(r.Time); d < 0 || d > time.Minute {
+			t.Errorf("record %s: timestamp %v, want the time of sending", r.Value, r.Time)
+		}
+	}
+	err = cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "history", "--file", path, "--timestamps", "event"},
+		stdio{strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range topicRecords(t, addr, "history") {
+		want := time.Since(r.Time) < time.Minute // no ts in the event: the time of sending
+		if strings.Contains(string(r.Value), `"ts":1764489600123`) {
+			want = r.Time.UnixMilli() == 1764489600123
+		}
+		if !want {
+			t.Errorf("--timestamps event: record %s has timestamp %v", r.Value, r.Time)
+		}
+	}
+
 	// stdin works the same way.
 	out.Reset()
 	err = cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "replay", "--file", "-"},
@@ -153,6 +174,7 @@ func TestProduceErrors(t *testing.T) {
 		{"--brokers", " , "},
 		{"--duration", "-1s"},
 		{"--topic", ""},
+		{"--timestamps", "record"},
 	} {
 		if err := cmdProduce(context.Background(), args, s); err == nil || errors.Is(err, errUsage) {
 			t.Errorf("%v: %v, want a validation error", args, err)
