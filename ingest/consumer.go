@@ -534,6 +534,9 @@ func (c *Consumer) consume(gctx context.Context, p *partition) {
 	}
 }
 
+// progressEvery is how many records of a batch pass between progress updates.
+const progressEvery = 1024
+
 // fetchMargin is how much longer than MaxWait a fetch may take before the connection times out.
 const fetchMargin = 10 * time.Second
 
@@ -562,7 +565,7 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 		}
 		batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: c.cfg.MaxBytes, MaxWait: c.cfg.MaxWait})
 		now := c.now().UnixMilli()
-		var accepted, size int
+		var accepted, size, n int
 		for {
 			m, err := batch.ReadMessage()
 			if err != nil {
@@ -570,9 +573,21 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 			}
 			accepted += c.record(ctx, p, &m, now)
 			size += len(m.Value)
+			if n++; n%progressEvery == 0 {
+				// A batch is up to MaxBytes: over a slow link it streams in for longer than
+				// the deadline, so the deadline follows the data, and /readyz's progress moves
+				// within the batch instead of jumping at its end.
+				p.next.Store(m.Offset + 1)
+				_ = conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin))
+			}
 		}
 		hwm := batch.HighWaterMark()
 		err := batch.Close()
+		if errors.Is(err, kafka.RequestTimedOut) {
+			// The broker's answer to a fetch that waited MaxWait without new records (kafka-go's
+			// Reader treats it the same way): an empty batch, not a failure.
+			err = nil
+		}
 		// The connection's offset is past the last record read, and past compacted gaps.
 		next, _ := conn.Offset()
 		p.events.Add(float64(accepted))

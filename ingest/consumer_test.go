@@ -677,3 +677,44 @@ func TestNewStartsNoGoroutine(t *testing.T) {
 		t.Fatalf("%d dead-letter goroutines after Run returned, want %d", got, before)
 	}
 }
+
+// An idle partition is not an error: the broker answers a fetch that waited MaxWait without
+// records with RequestTimedOut, which must not be logged as a failure, cause a reconnect, or
+// delay the next record by the backoff.
+func TestIdlePartitionsAreQuiet(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "events", 2)
+	cfg := testConfig(c, "idle")
+	cfg.MaxWait = 100 * time.Millisecond
+	var logs syncLog
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	t0 := time.Now()
+	store := newTestStore(t, 0)
+	r := start(t, cfg, store, t0)
+	eventually(t, 10*time.Second, "the consumer to be ready", r.Ready, progress(r))
+	time.Sleep(time.Second) // ten fetches per partition that find nothing
+	rng := rand.New(rand.NewPCG(9, 9))
+	evs := genEvents(rng, t0, 10, 1)
+	c.Produce(t, records(rng, evs)...)
+	eventually(t, 10*time.Second, "the events to arrive", func() bool { return caughtUp(t, c, r) }, progress(r))
+	if s := logs.String(); s != "" {
+		t.Errorf("idle partitions logged warnings:\n%s", s)
+	}
+}
+
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
