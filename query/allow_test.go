@@ -22,8 +22,9 @@ rules:
 `
 
 // allowEnv serves the query API with the limiter's allow handler over the same store and
-// clock, built from allowPolicies the way slide serve builds it.
-func allowEnv(t testing.TB) *env {
+// clock, built from allowPolicies the way slide serve builds it; mods adjust the config
+// after that.
+func allowEnv(t testing.TB, mods ...func(*query.Config)) *env {
 	t.Helper()
 	var e *env
 	e = newEnv(t, func(c *query.Config) {
@@ -40,6 +41,9 @@ func allowEnv(t testing.TB) *env {
 			t.Fatal(err)
 		}
 		c.Allow = svc.AllowHandler()
+		for _, mod := range mods {
+			mod(c)
+		}
 	})
 	return e
 }

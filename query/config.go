@@ -82,6 +82,14 @@ type Config struct {
 	// Missing or wrong gives 401. Empty: no authentication. See ReadTokenFile.
 	AuthToken string
 
+	// AuthReads extends AuthToken to the read routes: GET /v1/window, /v1/top, /v1/series,
+	// /v1/metrics and /metrics then answer 401 without the bearer token, like the write
+	// routes. /healthz and /readyz stay open for probes, and the dashboard page GET / stays
+	// public (it is static HTML with no data in it), but its own calls to /v1/metrics and
+	// /v1/top then get 401: a browser cannot attach the token, so with AuthReads the
+	// dashboard shows the error instead of data. Requires AuthToken. Default false.
+	AuthReads bool
+
 	// MaxBodyBytes caps a POST /v1/events body. A larger body is refused with 413 before any
 	// of its events is recorded. Default DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
@@ -140,6 +148,8 @@ func (c Config) Validate() error {
 		return bad("%d default quantiles, at most %d", len(c.Quantiles), maxQuantiles)
 	case strings.ContainsAny(c.AuthToken, " \t\r\n"):
 		return bad("auth token contains white space")
+	case c.AuthReads && c.AuthToken == "":
+		return bad("auth reads needs an auth token")
 	}
 	for _, q := range c.Quantiles {
 		if !(q >= 0 && q <= 1) {

@@ -16,6 +16,17 @@
 //	GET  /metrics        Prometheus exposition of Config.Gatherer
 //	GET  /               the dashboard
 //
+// # Authentication
+//
+// With Config.AuthToken set, the write routes (POST /v1/events, /v1/allow) require
+// "Authorization: Bearer TOKEN"; with Config.AuthReads as well, so do the data reads
+// (/v1/window, /v1/top, /v1/series, /v1/metrics) and /metrics (a Prometheus scrape config
+// then needs authorization: {credentials_file: ...}). A missing header or another scheme
+// is 401 with WWW-Authenticate: Bearer realm="slide"; a wrong token is 401 with
+// error="invalid_token". The probes never need a token. The dashboard page is public,
+// static HTML; under AuthReads its data calls get 401 and it shows that error, since a
+// browser page cannot attach the token: put an authenticating proxy in front to use it.
+//
 // # Window answers
 //
 // /v1/window answers

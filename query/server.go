@@ -81,6 +81,7 @@ type route struct {
 	name    string // metric label
 	methods string // "GET" also allows HEAD
 	auth    bool   // a write route: bearer token required when configured
+	read    bool   // a data read: bearer token required when configured with Config.AuthReads
 	ready   bool   // a read route: 503 while Config.Ready fails
 	h       http.HandlerFunc
 }
@@ -88,15 +89,17 @@ type route struct {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	add := func(pattern string, rt route) { mux.Handle(pattern, s.wrap(rt)) }
-	add("/v1/window", route{name: "window", methods: "GET", ready: true, h: s.handleWindow})
-	add("/v1/top", route{name: "top", methods: "GET", ready: true, h: s.handleTop})
-	add("/v1/series", route{name: "series", methods: "GET", ready: true, h: s.handleSeries})
-	add("/v1/metrics", route{name: "metrics_list", methods: "GET", ready: true, h: s.handleMetrics})
+	add("/v1/window", route{name: "window", methods: "GET", read: true, ready: true, h: s.handleWindow})
+	add("/v1/top", route{name: "top", methods: "GET", read: true, ready: true, h: s.handleTop})
+	add("/v1/series", route{name: "series", methods: "GET", read: true, ready: true, h: s.handleSeries})
+	add("/v1/metrics", route{name: "metrics_list", methods: "GET", read: true, ready: true, h: s.handleMetrics})
 	add("/v1/events", route{name: "events", methods: "POST", auth: true, h: s.handleEvents})
 	add("/v1/allow", route{name: "allow", methods: "POST", auth: true, h: s.handleAllow})
+	// Probes and the dashboard page never need a token: the page is static, its data calls
+	// go through the read routes above.
 	add("/healthz", route{name: "healthz", methods: "GET", h: handleHealthz})
 	add("/readyz", route{name: "readyz", methods: "GET", h: s.handleReadyz})
-	add("/metrics", route{name: "metrics", methods: "GET", h: s.metricsHandler()})
+	add("/metrics", route{name: "metrics", methods: "GET", read: true, h: s.metricsHandler()})
 	add("/{$}", route{name: "dashboard", methods: "GET", h: handleDashboard})
 	add("/", route{name: "not_found", methods: "GET POST PUT DELETE PATCH OPTIONS", h: func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, "", "no route "+r.URL.Path)
@@ -111,6 +114,7 @@ func (s *Server) wrap(rt route) http.Handler {
 	if strings.Contains(rt.methods, "GET") {
 		allow += ", HEAD"
 	}
+	auth := rt.auth || (rt.read && s.cfg.AuthReads)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rw := statusWriterPool.Get().(*statusWriter)
@@ -125,7 +129,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeError(rw, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", r.Method+" not allowed on "+r.URL.Path+" (allowed: "+allow+")")
 			return
 		}
-		if rt.auth && !s.authorize(rw, r) {
+		if auth && !s.authorize(rw, r) {
 			return
 		}
 		if rt.ready && s.cfg.Ready != nil {
@@ -151,9 +155,10 @@ func methodAllowed(methods, m string) bool {
 	return false
 }
 
-// authorize checks the bearer token of a write route and answers 401 itself when it fails.
-// Both sides are hashed before the constant-time compare, so neither the token's content
-// nor its length leaks through timing.
+// authorize checks the bearer token of a write route (and of a read route with
+// Config.AuthReads) and answers 401 itself when it fails. Both sides are hashed before the
+// constant-time compare, so neither the token's content nor its length leaks through
+// timing: a wrong token costs the same whatever prefix it shares with the right one.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if s.tokenHash == nil {
 		return true
