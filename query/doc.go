@@ -27,6 +27,17 @@
 // static HTML; under AuthReads its data calls get 401 and it shows that error, since a
 // browser page cannot attach the token: put an authenticating proxy in front to use it.
 //
+// # Parameters
+//
+// Every read route refuses what it does not understand rather than guess: an unknown
+// parameter ("windw=5m") is 400 naming it, a single-valued parameter given twice is 400,
+// q may be repeated (its lists are joined). Empty values count as absent except q, where
+// an empty item is a bad quantile. Keys and metric names are opaque bytes: a key that no
+// series has (whatever its length or bytes) is 404, never a 400, since the ingest decoder
+// decides which keys exist (at most 256 bytes by default). A request line or header block
+// over the http.Server's MaxHeaderBytes (1 MiB by default) is refused by net/http itself
+// with 431 before it reaches the API.
+//
 // # Window answers
 //
 // /v1/window answers

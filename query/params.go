@@ -44,12 +44,40 @@ func parseParams(raw string, allowed ...string) (url.Values, error) {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
+		name := clip(unknown[0]) // the client's text: echoed at most maxEcho bytes
 		if len(allowed) == 0 {
-			return nil, badParam(unknown[0], "unknown parameter (this route takes none)")
+			return nil, badParam(name, "unknown parameter (this route takes none)")
 		}
-		return nil, badParam(unknown[0], "unknown parameter (this route takes %s)", strings.Join(allowed, ", "))
+		return nil, badParam(name, "unknown parameter (this route takes %s)", strings.Join(allowed, ", "))
 	}
 	return v, nil
+}
+
+// maxEcho bounds how much of a client's value an error message quotes back: a 1 MB
+// parameter gets a short 400, not a 1 MB (or, escaped, 6 MB) one.
+const maxEcho = 64
+
+// clip shortens s for an error message: at most maxEcho bytes and a note of the length.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	return s[:maxEcho] + "…(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// MaxKeyPatternBytes is the longest glob key (one holding '*') the read routes accept; a
+// longer one is 400. Matching costs O(pattern length) per series of the metric, so the cap
+// keeps one request from costing length × series. Keys without a star are looked up
+// once and are not capped: one no series has is 404. It is 4 × the ingest decoder's
+// default key cap (256 bytes), so every pattern over real keys fits.
+const MaxKeyPatternBytes = 1024
+
+// checkKeyPattern refuses a glob key over MaxKeyPatternBytes.
+func checkKeyPattern(name, key string) error {
+	if len(key) > MaxKeyPatternBytes && window.IsKeyPattern(key) {
+		return badParam(name, "key pattern of %d bytes, at most %d", len(key), MaxKeyPatternBytes)
+	}
+	return nil
 }
 
 // required returns the parameter's value or an error naming it.
@@ -122,15 +150,16 @@ func parseQuantiles(name string, vals []string) ([]float64, error) {
 			f = strings.TrimSpace(f)
 			q, ok := parseQuantile(f)
 			if !ok {
-				return nil, badParam(name, "%q is not a quantile: want a number in [0, 1] such as 0.95, or a percentile such as p95", f)
+				return nil, badParam(name, "%q is not a quantile: want a number in [0, 1] such as 0.95, or a percentile such as p95", clip(f))
 			}
 			if !slices.Contains(qs, q) {
 				qs = append(qs, q)
 			}
+			// Refuse as soon as the list is too long: the duplicate check is O(len(qs)) per item.
+			if len(qs) > maxQuantiles {
+				return nil, badParam(name, "more than %d distinct quantiles", maxQuantiles)
+			}
 		}
-	}
-	if len(qs) > maxQuantiles {
-		return nil, badParam(name, "%d quantiles, at most %d", len(qs), maxQuantiles)
 	}
 	return qs, nil
 }
@@ -151,8 +180,9 @@ func parseWindow(s string, rc window.RingConfig, metric string) (time.Duration, 
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, badParam("window", "%q is not a duration such as 5m or 90s", s)
+		return 0, badParam("window", "%q is not a duration such as 5m or 90s", clip(s))
 	}
+	s = clip(s) // "0000…05m" parses: echo it clipped too
 	switch {
 	case d <= 0:
 		return 0, badParam("window", "%s must be positive", s)
@@ -190,7 +220,7 @@ func parseInt(v url.Values, name string, def, lo, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, badParam(name, "%q is not an integer", s)
+		return 0, badParam(name, "%q is not an integer", clip(s))
 	}
 	if n < lo || n > hi {
 		return 0, badParam(name, "%d is outside [%d, %d]", n, lo, hi)

@@ -31,6 +31,9 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key, err := required(v, "key")
+	if err == nil {
+		err = checkKeyPattern("key", key)
+	}
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -59,7 +62,7 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 		if window.IsKeyPattern(key) {
 			what = "no series matches"
 		}
-		writeError(w, http.StatusNotFound, CodeNotFound, "", what+" metric="+quote(metric)+" key="+quote(key))
+		writeError(w, http.StatusNotFound, CodeNotFound, "", what+" metric="+quote(clip(metric))+" key="+quote(clip(key)))
 		return
 	}
 	if err != nil {
@@ -190,7 +193,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 	if b := v.Get("by"); b != "" {
 		var ok bool
 		if by, ok = parseAgg(b); !ok {
-			s.writeErr(w, r, badParam("by", "%q is not one of count, sum, avg, min, max, rate or a percentile such as p95", b))
+			s.writeErr(w, r, badParam("by", "%q is not one of count, sum, avg, min, max, rate or a percentile such as p95", clip(b)))
 			return
 		}
 	}
@@ -217,6 +220,10 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		readQs = append([]float64{by.q}, slices.DeleteFunc(slices.Clone(qs), func(q float64) bool { return q == by.q })...)
 	}
 	pattern := v.Get("key")
+	if err := checkKeyPattern("key", pattern); err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
 	now := s.now()
 	keys := s.store.Keys(metric, window.KeyPatternPrefix(pattern))
 	h := make(topHeap, 0, min(k, len(keys)))

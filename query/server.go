@@ -102,7 +102,7 @@ func (s *Server) routes() http.Handler {
 	add("/metrics", route{name: "metrics", methods: "GET", read: true, h: s.metricsHandler()})
 	add("/{$}", route{name: "dashboard", methods: "GET", h: handleDashboard})
 	add("/", route{name: "not_found", methods: "GET POST PUT DELETE PATCH OPTIONS", h: func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeNotFound, "", "no route "+r.URL.Path)
+		writeError(w, http.StatusNotFound, CodeNotFound, "", "no route "+clip(r.URL.Path))
 	}})
 	return mux
 }
@@ -126,7 +126,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}()
 		if !methodAllowed(rt.methods, r.Method) {
 			rw.Header().Set("Allow", allow)
-			writeError(rw, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", r.Method+" not allowed on "+r.URL.Path+" (allowed: "+allow+")")
+			writeError(rw, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", clip(r.Method)+" not allowed on "+clip(r.URL.Path)+" (allowed: "+allow+")")
 			return
 		}
 		if auth && !s.authorize(rw, r) {
