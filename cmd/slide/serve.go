@@ -57,9 +57,13 @@ type serveConfig struct {
 	redis    string
 
 	authTokenFile   string
+	authReads       bool
 	exportWindows   string
 	exportMaxSeries int
 	maxBodyBytes    int64
+
+	readHeaderTimeout time.Duration
+	maxConnsPerClient int
 
 	demo     bool
 	demoRate float64
@@ -96,9 +100,12 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.redis, "redis", "", "Redis address (host:port) for policies with backend: redis")
 
 	fs.StringVar(&c.authTokenFile, "auth-token-file", "", "file holding the bearer token the write endpoints require (empty: no auth)")
+	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/top, /v1/series, /v1/metrics, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
 	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics, e.g. latency_ms:5m:0.95,0.99")
 	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", query.DefaultMaxBodyBytes, "largest POST /v1/events body; larger gets 413")
+	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a connection gets to send its request header (slowloris guard)")
+	fs.IntVar(&c.maxConnsPerClient, "max-conns-per-client", defaultMaxConnsPerClient, "open HTTP connections one client IP may hold; more are closed at once (0: unlimited)")
 
 	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N) and limit with demo policies")
 	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")
@@ -142,6 +149,9 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(s.err, "slide serve: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
+	}
+	if err := c.checkHTTP(); err != nil {
+		return err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
@@ -212,7 +222,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return fmt.Errorf("--export-windows: %w", err)
 	}
 	qs, err := query.New(query.Config{
-		Store: store, Events: newEventSink(store), Allow: allow, AuthToken: token,
+		Store: store, Events: newEventSink(store), Allow: allow, AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Ready: func() error {
@@ -227,11 +237,11 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return err
 	}
 
-	ln, err := net.Listen("tcp", c.addr)
+	ln, err := c.listen(reg)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", c.addr, err)
+		return err
 	}
-	srv := newHTTPServer(qs.Handler(), log)
+	srv := newHTTPServer(qs.Handler(), c.readHeaderTimeout, log)
 
 	// Background work ends when work is cancelled, after the HTTP server has drained.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -359,11 +369,49 @@ func registerStoreMetrics(reg prometheus.Registerer, store *window.Store) {
 	)
 }
 
-// newHTTPServer sets timeouts on every server: a slow client cannot hold a connection forever.
-func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+// Defaults of the HTTP guards against slow and greedy clients.
+const (
+	defaultReadHeaderTimeout = 5 * time.Second
+	defaultMaxConnsPerClient = 256
+)
+
+// checkHTTP refuses HTTP flags that cannot work, before anything starts.
+func (c *serveConfig) checkHTTP() error {
+	switch {
+	case c.authReads && c.authTokenFile == "":
+		return errors.New("--auth-reads needs --auth-token-file: there is no token to require on reads")
+	case c.readHeaderTimeout <= 0:
+		return fmt.Errorf("--read-header-timeout %s: must be positive", c.readHeaderTimeout)
+	case c.maxConnsPerClient < 0:
+		return fmt.Errorf("--max-conns-per-client %d: must be 0 (unlimited) or more", c.maxConnsPerClient)
+	}
+	return nil
+}
+
+// listen opens the HTTP listener with the per-client connection cap, whose metrics
+// (slide_http_conns_open, slide_http_conns_refused_total) go to reg.
+func (c *serveConfig) listen(reg prometheus.Registerer) (*query.ClientLimitListener, error) {
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", c.addr, err)
+	}
+	l := query.LimitPerClient(ln, c.maxConnsPerClient)
+	if err := reg.Register(l); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("registering listener metrics: %w", err)
+	}
+	return l, nil
+}
+
+// newHTTPServer sets timeouts on every server: a slow client cannot hold a connection
+// forever. readHeaderTimeout bounds the wait for a request header, counted from the accept
+// (from the first byte for a keep-alive connection's later requests), so a slowloris
+// trickling one byte at a time is cut off then; the body and the answer get 30 s each, an
+// idle keep-alive connection 120 s.
+func newHTTPServer(h http.Handler, readHeaderTimeout time.Duration, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
