@@ -31,7 +31,8 @@
 //
 // Every read route refuses what it does not understand rather than guess: an unknown
 // parameter ("windw=5m") is 400 naming it, a single-valued parameter given twice is 400,
-// q may be repeated (its lists are joined). Empty values count as absent except q, where
+// q may be repeated (its lists are joined), a malformed query string or a parameter with
+// an empty name ("=5") is 400 with param "query"; empty pairs ("&&") are nothing. Empty values count as absent except q, where
 // an empty item is a bad quantile. Keys and metric names are opaque bytes: a key that no
 // series has (whatever its length or bytes) is 404, never a 400, since the ingest decoder
 // decides which keys exist (at most 256 bytes by default). A request line or header block

@@ -139,6 +139,9 @@ func TestHostileReads(t *testing.T) {
 		{"unknown parameter", win("&windw=5m"), 400, "windw"},
 		{"unknown parameter of 1 MB", win("&" + long(1<<20-100, "x") + "=1"), 400, "xxxxxxxx"},
 		{"parameter on /v1/metrics", "/v1/metrics?metric=x", 400, "metric"},
+		{"parameter named by invalid UTF-8", win("&%E1=1"), 400, "\ufffd"},
+		{"parameter with an empty name", win("&=1"), 400, "query"},
+		{"trailing ampersands are nothing", win("&&&"), 200, ""},
 		{"malformed escape", "/v1/window?metric=%zz", 400, "query"},
 		{"semicolon separator", "/v1/window?metric=latency_ms;key=tenant-1", 400, "query"},
 		// keys: opaque bytes, looked up as they are

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/slide-metrics/slide/window"
 )
@@ -44,7 +45,12 @@ func parseParams(raw string, allowed ...string) (url.Values, error) {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		name := clip(unknown[0]) // the client's text: echoed at most maxEcho bytes
+		// The client's text: valid UTF-8, so "param" and the message show the same name
+		// (JSON would turn a stray byte into U+FFFD, %q into \xNN), and at most maxEcho bytes.
+		name := clip(strings.ToValidUTF8(unknown[0], "\uFFFD"))
+		if name == "" { // "?=5": there is no name to report, so the query string is at fault
+			return nil, badParam("query", "a parameter has an empty name")
+		}
 		if len(allowed) == 0 {
 			return nil, badParam(name, "unknown parameter (this route takes none)")
 		}
@@ -57,12 +63,17 @@ func parseParams(raw string, allowed ...string) (url.Values, error) {
 // parameter gets a short 400, not a 1 MB (or, escaped, 6 MB) one.
 const maxEcho = 64
 
-// clip shortens s for an error message: at most maxEcho bytes and a note of the length.
+// clip shortens s for an error message: at most maxEcho bytes, cut at a rune boundary, and
+// a note of the length.
 func clip(s string) string {
 	if len(s) <= maxEcho {
 		return s
 	}
-	return s[:maxEcho] + "…(" + strconv.Itoa(len(s)) + " bytes)"
+	n := maxEcho
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // MaxKeyPatternBytes is the longest glob key (one holding '*') the read routes accept; a
