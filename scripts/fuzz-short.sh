@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# fuzz-short.sh runs the fuzz targets that guard hostile input briefly, one after the other:
+# the event decoder (Kafka records and POST /v1/events), the query parameter parser of the
+# read routes, and the policy-file parser. It stops at the first failure (go test has then
+# written the failing input under the package's testdata/fuzz/<Target>/) and prints one line
+# per target. FUZZTIME_SHORT sets the time per target (default 10s); GO the go command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO=${GO:-go}
+fuzztime=${FUZZTIME_SHORT:-10s}
+targets=(
+	"./ingest FuzzDecode"
+	"./query FuzzQueryParams"
+	"./limiter FuzzParsePolicies"
+)
+
+for t in "${targets[@]}"; do
+	read -r pkg target <<<"$t"
+	log=$(mktemp)
+	start=$(date +%s)
+	if ! "$GO" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >"$log" 2>&1; then
+		echo "FAIL $target ($pkg) after $(($(date +%s) - start))s:"
+		cat "$log"
+		rm -f "$log"
+		exit 1
+	fi
+	execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
+	rm -f "$log"
+	echo "ok   $target ($pkg) ${fuzztime}, ${execs:-?} execs, $(($(date +%s) - start))s"
+done
