@@ -137,6 +137,9 @@ func (g *DemoGen) Next(ts int64) window.Event {
 	return window.Event{TS: ts, Metric: g.d.Metric, Key: g.keys[i], Value: lat, Count: 1, Partition: -1}
 }
 
+// genChunk is the most events DemoGen.Run hands to emit at once.
+const genChunk = 4096
+
 // Run generates events at g's rate, stamped with the wall clock, and hands them to emit in
 // batches every 10 ms until ctx ends or emit fails. It returns how many events emit took.
 // When emit falls behind, Run drops the backlog beyond one second rather than bursting.
@@ -147,7 +150,7 @@ func (g *DemoGen) Run(ctx context.Context, emit func([]window.Event) error) (int
 	defer t.Stop()
 	start := time.Now()
 	var sent int64
-	batch := make([]window.Event, 0, int(g.d.Rate/50)+16)
+	batch := make([]window.Event, 0, min(int64(g.d.Rate/50)+16, genChunk))
 	for {
 		select {
 		case <-ctx.Done():
@@ -163,14 +166,21 @@ func (g *DemoGen) Run(ctx context.Context, emit func([]window.Event) error) (int
 				continue
 			}
 			ts := now.UnixMilli()
-			batch = batch[:0]
-			for range due {
-				batch = append(batch, g.Next(ts))
+			// In batches of at most genChunk: a high rate must not build a second's worth of
+			// events at once, and a blocking emit (a producer at its in-flight cap) brings
+			// the loop back to the skip-ahead check above within about a tick.
+			for due > 0 && time.Since(now) < tick {
+				n := min(due, genChunk)
+				batch = batch[:0]
+				for range n {
+					batch = append(batch, g.Next(ts))
+				}
+				if err := emit(batch); err != nil {
+					return sent, err
+				}
+				sent += n
+				due -= n
 			}
-			if err := emit(batch); err != nil {
-				return sent, err
-			}
-			sent += due
 		}
 	}
 }
@@ -182,6 +192,10 @@ type ProducerConfig struct {
 	BatchSize    int           // records per partition batch; default 1000
 	BatchTimeout time.Duration // longest a partial batch waits; default 10 ms
 	Dialer       *kafka.Dialer // TLS and SASL settings; nil means plain TCP
+	// MaxInFlight caps the records queued but not yet acknowledged by the broker; Send and
+	// SendEvents block (until ctx ends) while it is reached, so a producer faster than the
+	// broker waits instead of queueing without bound. Default 100,000.
+	MaxInFlight int
 }
 
 // Validate reports a config NewProducer would refuse.
@@ -193,6 +207,8 @@ func (c ProducerConfig) Validate() error {
 		return fmt.Errorf("batch size %d: must not be negative", c.BatchSize)
 	case c.BatchTimeout < 0:
 		return fmt.Errorf("batch timeout %v: must not be negative", c.BatchTimeout)
+	case c.MaxInFlight < 0:
+		return fmt.Errorf("max in flight %d: must not be negative", c.MaxInFlight)
 	}
 	return nil
 }
@@ -200,12 +216,18 @@ func (c ProducerConfig) Validate() error {
 // Producer writes records to a topic asynchronously in batches, keyed so that all events
 // of a key land in one partition (kafka-go's Murmur2Balancer, the Java client's
 // partitioner). Send returns once the record is queued; Close flushes and waits. Stats
-// counts what the broker acknowledged. Safe for concurrent use.
+// counts what the broker acknowledged. At most MaxInFlight records wait for their
+// acknowledgement: beyond that, Send blocks. Safe for concurrent use.
 type Producer struct {
 	w                     *kafka.Writer
 	acked, failed, nbytes atomic.Int64
 	mu                    sync.Mutex
 	lastErr               error // guarded by mu
+
+	maxInFlight int64
+	qmu         sync.Mutex
+	inFlight    int64         // guarded by qmu
+	freed       chan struct{} // closed and replaced whenever records complete; guarded by qmu
 }
 
 // ProducerStats are a Producer's counts of records and value bytes acknowledged or failed.
@@ -229,7 +251,10 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if cfg.BatchTimeout == 0 {
 		cfg.BatchTimeout = 10 * time.Millisecond
 	}
-	p := &Producer{}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = 100_000
+	}
+	p := &Producer{maxInFlight: int64(cfg.MaxInFlight), freed: make(chan struct{})}
 	p.w = &kafka.Writer{
 		Addr:                   kafka.TCP(cfg.Brokers...),
 		Topic:                  cfg.Topic,
@@ -248,7 +273,37 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	return p, nil
 }
 
+// acquire waits until n more records may be in flight. A batch larger than the cap goes
+// alone, when nothing else is in flight.
+func (p *Producer) acquire(ctx context.Context, n int64) error {
+	for {
+		p.qmu.Lock()
+		if p.inFlight == 0 || p.inFlight+n <= p.maxInFlight {
+			p.inFlight += n
+			p.qmu.Unlock()
+			return nil
+		}
+		freed := p.freed
+		p.qmu.Unlock()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the broker to acknowledge %d queued records: %w", p.maxInFlight, ctx.Err())
+		case <-freed:
+		}
+	}
+}
+
+// release returns n records' places and wakes the waiting senders.
+func (p *Producer) release(n int64) {
+	p.qmu.Lock()
+	p.inFlight = max(p.inFlight-n, 0)
+	close(p.freed)
+	p.freed = make(chan struct{})
+	p.qmu.Unlock()
+}
+
 func (p *Producer) completed(msgs []kafka.Message, err error) {
+	defer p.release(int64(len(msgs)))
 	if err != nil {
 		p.failed.Add(int64(len(msgs)))
 		p.mu.Lock()
@@ -264,10 +319,20 @@ func (p *Producer) completed(msgs []kafka.Message, err error) {
 	p.nbytes.Add(n)
 }
 
-// Send queues one record. The producer keeps key and value: do not modify them afterwards.
+// Send queues one record, waiting while MaxInFlight records are unacknowledged. The
+// producer keeps key and value: do not modify them afterwards.
 func (p *Producer) Send(ctx context.Context, key, value []byte) error {
-	if err := p.w.WriteMessages(ctx, kafka.Message{Key: key, Value: value}); err != nil {
-		return fmt.Errorf("queueing record: %w", err)
+	return p.write(ctx, kafka.Message{Key: key, Value: value})
+}
+
+// write queues msgs once they fit under MaxInFlight.
+func (p *Producer) write(ctx context.Context, msgs ...kafka.Message) error {
+	if err := p.acquire(ctx, int64(len(msgs))); err != nil {
+		return err
+	}
+	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
+		p.release(int64(len(msgs))) // not queued: no completion will come
+		return fmt.Errorf("queueing %d records: %w", len(msgs), err)
 	}
 	return nil
 }
@@ -276,10 +341,7 @@ func (p *Producer) Send(ctx context.Context, key, value []byte) error {
 // time of sending: a replay of history keeps each record at its event's time, so consumers
 // that seek by time and judge lateness by record time see the log as it was.
 func (p *Producer) SendAt(ctx context.Context, key, value []byte, ts time.Time) error {
-	if err := p.w.WriteMessages(ctx, kafka.Message{Key: key, Value: value, Time: ts}); err != nil {
-		return fmt.Errorf("queueing record: %w", err)
-	}
-	return nil
+	return p.write(ctx, kafka.Message{Key: key, Value: value, Time: ts})
 }
 
 // SendEvents queues one record per event, keyed by the event's key, its value the JSON
@@ -294,10 +356,7 @@ func (p *Producer) SendEvents(ctx context.Context, evs []window.Event) error {
 		// and a reallocation leaves it in the old array, unchanged.
 		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: buf[start:len(buf):len(buf)]}
 	}
-	if err := p.w.WriteMessages(ctx, msgs...); err != nil {
-		return fmt.Errorf("queueing %d events: %w", len(evs), err)
-	}
-	return nil
+	return p.write(ctx, msgs...)
 }
 
 // Close flushes queued records, waits for their acknowledgements and closes the producer.

@@ -218,3 +218,32 @@ func TestBrokerConfig(t *testing.T) {
 		t.Errorf("Addrs = %v, want the advertised address", got)
 	}
 }
+
+// At a rate the emitter cannot follow, Run hands over small batches and skips what it could
+// not send instead of building up a second's worth of events: memory stays flat however high
+// the rate asked for.
+func TestDemoRunHighRateStaysSmall(t *testing.T) {
+	g, err := NewDemoGen(Demo{Rate: 1e9, Keys: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	var largest int
+	var got int64
+	sent, err := g.Run(ctx, func(b []window.Event) error {
+		largest = max(largest, len(b))
+		got += int64(len(b))
+		time.Sleep(5 * time.Millisecond) // a producer at its in-flight cap
+		return nil
+	})
+	if err != nil || sent != got {
+		t.Fatalf("Run = %d, %v; emit saw %d", sent, err, got)
+	}
+	if largest > genChunk {
+		t.Errorf("emit got a batch of %d events, want at most %d", largest, genChunk)
+	}
+	if got == 0 || got > 100*genChunk {
+		t.Errorf("emit took %d events in 200 ms at 5 ms a batch", got)
+	}
+}
