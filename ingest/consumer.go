@@ -359,6 +359,7 @@ type partition struct {
 	events   prometheus.Counter
 	bytes    prometheus.Counter
 	lag      prometheus.Gauge
+	lagSec   prometheus.Gauge
 }
 
 // runGeneration sets up the partitions of one group generation and runs them until the
@@ -392,6 +393,7 @@ func (c *Consumer) runGeneration(gctx context.Context, gen *kafka.Generation) {
 	for _, id := range revoked {
 		n := c.store.DropPartition(id)
 		c.m.lag.DeleteLabelValues(partitionLabel(id))
+		c.m.lagSeconds.DeleteLabelValues(partitionLabel(id))
 		c.log.Info("ingest: partition revoked", "partition", id, "series_dropped", n, "generation", gen.ID)
 	}
 
@@ -503,6 +505,7 @@ func (c *Consumer) partitionsFrom(resp *kafka.ListOffsetsResponse, ids []int32, 
 		p.events = c.m.events.WithLabelValues(p.label)
 		p.bytes = c.m.bytes.WithLabelValues(p.label)
 		p.lag = c.m.lag.WithLabelValues(p.label)
+		p.lagSec = c.m.lagSeconds.WithLabelValues(p.label)
 		p.next.Store(from)
 		p.hwm.Store(po.LastOffset)
 		p.lag.Set(float64(po.LastOffset - from))
@@ -565,7 +568,12 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 		}
 		batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: c.cfg.MaxBytes, MaxWait: c.cfg.MaxWait})
 		now := c.now().UnixMilli()
+		hwm := batch.HighWaterMark()
+		if hwm >= 0 { // the batch in hand is lag until it is processed
+			p.lag.Set(float64(max(hwm-p.next.Load(), 0)))
+		}
 		var accepted, size, n int
+		var lastTS int64
 		for {
 			m, err := batch.ReadMessage()
 			if err != nil {
@@ -573,15 +581,19 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 			}
 			accepted += c.record(ctx, p, &m, now)
 			size += len(m.Value)
+			lastTS = m.Time.UnixMilli()
 			if n++; n%progressEvery == 0 {
 				// A batch is up to MaxBytes: over a slow link it streams in for longer than
-				// the deadline, so the deadline follows the data, and /readyz's progress moves
-				// within the batch instead of jumping at its end.
+				// the deadline, so the deadline follows the data, and /readyz's progress and
+				// the lag move within the batch instead of jumping at its end.
 				p.next.Store(m.Offset + 1)
+				if hwm >= 0 {
+					p.lag.Set(float64(max(hwm-m.Offset-1, 0)))
+					p.lagSec.Set(max(float64(c.now().UnixMilli()-lastTS)/1000, 0))
+				}
 				_ = conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin))
 			}
 		}
-		hwm := batch.HighWaterMark()
 		err := batch.Close()
 		if errors.Is(err, kafka.RequestTimedOut) {
 			// The broker's answer to a fetch that waited MaxWait without new records (kafka-go's
@@ -596,6 +608,11 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 		if hwm >= 0 {
 			p.hwm.Store(hwm)
 			p.lag.Set(float64(max(hwm-next, 0)))
+			if next >= hwm || n == 0 {
+				p.lagSec.Set(0)
+			} else {
+				p.lagSec.Set(max(float64(c.now().UnixMilli()-lastTS)/1000, 0))
+			}
 		}
 		if next >= p.target && !p.restored.Load() {
 			c.markRestored(p)

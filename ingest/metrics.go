@@ -12,6 +12,7 @@ type metrics struct {
 	events           *prometheus.CounterVec // {partition}
 	bytes            *prometheus.CounterVec // {partition}
 	lag              *prometheus.GaugeVec   // {partition}
+	lagSeconds       *prometheus.GaugeVec   // {partition}
 	rejected         *prometheus.CounterVec // {reason}
 	restoreSkipped   *prometheus.CounterVec // {reason}
 	expired          prometheus.Counter
@@ -40,7 +41,11 @@ func newMetrics(store *window.Store) *metrics {
 		}, []string{"partition"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "slide_ingest_lag",
-			Help: "Records between the last processed offset and the partition's high watermark at the last fetch.",
+			Help: "Records between the last processed offset and the partition's high watermark at the last fetch, updated within a batch as it is processed.",
+		}, []string{"partition"}),
+		lagSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "slide_ingest_lag_seconds",
+			Help: "How far behind the log this instance reads, by partition: the age of the last record processed while records wait behind it, 0 when caught up. Alert on this one.",
 		}, []string{"partition"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slide_ingest_rejected_total",
@@ -94,7 +99,7 @@ func newMetrics(store *window.Store) *metrics {
 	}
 	m.partitions.WithLabelValues("restoring")
 	m.partitions.WithLabelValues("live")
-	m.all = []prometheus.Collector{m.events, m.bytes, m.lag, m.rejected, m.restoreSkipped, m.expired, m.restoreDuration,
+	m.all = []prometheus.Collector{m.events, m.bytes, m.lag, m.lagSeconds, m.rejected, m.restoreSkipped, m.expired, m.restoreDuration,
 		m.partitions, m.deadLetters, m.deadLetterErrors, m.commitErrors, m.generations, m.series, m.seriesRefused}
 	return m
 }

@@ -91,6 +91,7 @@ func TestBacklogRestoresInBoundedMemory(t *testing.T) {
 		status int
 		done   []float64
 		lag    float64
+		lagSec float64
 		rss    int64
 	}
 	var samples []sample
@@ -100,7 +101,7 @@ func TestBacklogRestoresInBoundedMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sm := sample{at: time.Since(start), status: code, lag: s.metric(t, "slide_ingest_lag")}
+		sm := sample{at: time.Since(start), status: code, lag: s.metric(t, "slide_ingest_lag"), lagSec: s.metric(t, "slide_ingest_lag_seconds")}
 		sm.rss, _ = s.RSS()
 		if code == 503 {
 			sm.done = restoreDone(string(body))
@@ -121,11 +122,12 @@ func TestBacklogRestoresInBoundedMemory(t *testing.T) {
 	// Progress was reported while the restore ran: assigned partitions with a share done
 	// below 1 that grew, and a positive lag.
 	var restoring, grew int
-	var lastDone, maxLag float64
+	var lastDone, maxLag, maxLagSec float64
 	var peak int64
 	for _, sm := range samples {
 		peak = max(peak, sm.rss)
 		maxLag = max(maxLag, sm.lag)
+		maxLagSec = max(maxLagSec, sm.lagSec)
 		if len(sm.done) == 0 {
 			continue
 		}
@@ -141,8 +143,11 @@ func TestBacklogRestoresInBoundedMemory(t *testing.T) {
 		}
 		lastDone = avg
 	}
-	if restoring < 3 || grew < 2 || maxLag == 0 {
-		t.Errorf("restore progress not reported: %d samples restoring, %d with progress, max lag %v", restoring, grew, maxLag)
+	if restoring < 3 || grew < 2 || maxLag == 0 || maxLagSec < 1 {
+		t.Errorf("restore progress not reported: %d samples restoring, %d with progress, max lag %v records, %v s", restoring, grew, maxLag, maxLagSec)
+	}
+	if l := s.metric(t, "slide_ingest_lag_seconds"); l != 0 {
+		t.Errorf("caught up, slide_ingest_lag_seconds is %v, want 0", l)
 	}
 	// Memory: what the windows need (every series full, 32 KiB each, well above the measured
 	// 13 KB) plus four partitions' fetch buffers (10 MiB each) and as much again for the
@@ -153,8 +158,8 @@ func TestBacklogRestoresInBoundedMemory(t *testing.T) {
 		t.Errorf("peak RSS %d MiB over the budget %d MiB", peak>>20, budget>>20)
 	}
 	t.Logf("backlog: %d events, %d MiB over %s (10× the %s retention); slide read %.0f MiB of it at 4 MiB/s, ready after %.1f s; "+
-		"%d samples while restoring, max lag %.0f records; RSS %d MiB at start, peak %d MiB (budget %d MiB)",
-		n, st.Size()>>20, backlog, retention, read/(1<<20), restoreTook.Seconds(), restoring, maxLag, baseline>>20, peak>>20, budget>>20)
+		"%d samples while restoring, max lag %.0f records / %.1f s; RSS %d MiB at start, peak %d MiB (budget %d MiB)",
+		n, st.Size()>>20, backlog, retention, read/(1<<20), restoreTook.Seconds(), restoring, maxLag, maxLagSec, baseline>>20, peak>>20, budget>>20)
 }
 
 // restoreDone extracts each partition's share done from a 503 /readyz body, whose message
