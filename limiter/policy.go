@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // Algorithm selects how a policy counts. The zero value is invalid.
@@ -195,6 +196,20 @@ type PolicyError struct {
 	Msg    string
 }
 
+// ClipName shortens a name from a file or a request to at most 64 bytes, cut on a
+// character boundary, for messages: an error must not echo a megabyte back.
+func ClipName(s string) string {
+	const most = 64
+	if len(s) <= most {
+		return s
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // Error formats "source: policy \"name\": field: problem", omitting empty parts.
 func (e *PolicyError) Error() string {
 	s := ""
@@ -202,7 +217,7 @@ func (e *PolicyError) Error() string {
 		s = e.Source + ": "
 	}
 	if e.Policy != "" {
-		s += fmt.Sprintf("policy %q: ", e.Policy)
+		s += fmt.Sprintf("policy %q: ", ClipName(e.Policy))
 	}
 	if e.Field != "" {
 		s += e.Field + ": "

@@ -3,7 +3,9 @@ package limiter
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -11,13 +13,48 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// MaxPolicyFileBytes is the largest policy file LoadPolicies (and usage.LoadFile) reads:
+// far above any real file, low enough that a wrong path (a log, a dump) fails at once
+// instead of being parsed for seconds.
+const MaxPolicyFileBytes = 4 << 20
+
 // LoadPolicies reads and parses a policy file (see ParsePolicies).
 func LoadPolicies(path string) ([]Policy, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadPolicyFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading policies: %w", err)
+		return nil, err
 	}
 	return ParsePolicies(data, path)
+}
+
+// ReadPolicyFile reads path, refusing a file over MaxPolicyFileBytes.
+func ReadPolicyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading policy file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxPolicyFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading policy file: %w", err)
+	}
+	if len(data) > MaxPolicyFileBytes {
+		return nil, &PolicyError{Source: path, Msg: fmt.Sprintf("larger than %d MiB: not a policy file", MaxPolicyFileBytes>>20)}
+	}
+	return data, nil
+}
+
+// yamlLine matches the position yaml.v3 puts in its syntax errors.
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+
+// SyntaxError turns a YAML parse error of source into a *PolicyError "source:line: not
+// YAML: problem", the form every other policy-file error has.
+func SyntaxError(source string, err error) *PolicyError {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		return &PolicyError{Source: source + ":" + m[1], Msg: "not YAML: " + err.Error()[len(m[0]):]}
+	}
+	return &PolicyError{Source: source, Msg: "not YAML: " + msg}
 }
 
 // ParsePolicies parses a policy file:
@@ -49,7 +86,7 @@ func LoadPolicies(path string) ([]Policy, error) {
 func ParsePolicies(data []byte, source string) ([]Policy, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &PolicyError{Source: source, Msg: "not YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+		return nil, SyntaxError(source, err)
 	}
 	at := func(n *yaml.Node) string { return fmt.Sprintf("%s:%d", source, n.Line) }
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {

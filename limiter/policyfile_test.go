@@ -1,7 +1,10 @@
 package limiter
 
 import (
+	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -77,7 +80,7 @@ func TestParsePoliciesErrors(t *testing.T) {
 		{"top-level typo", "policy:\n  - name: a\n",
 			[]string{`p.yaml:1: unknown field "policy" (want policies)`, `p.yaml:1: missing "policies:" list`}},
 		{"empty list", "policies: []\n", []string{`p.yaml:1: policies: must be a non-empty list of policies`}},
-		{"not yaml", "policies: [\n", []string{`p.yaml: not YAML:`}},
+		{"not yaml", "policies: [\n", []string{`p.yaml:1: not YAML: did not find expected node content`}},
 		{"empty", "", []string{`p.yaml:1: empty file`}},
 		{"two bad policies", "policies:\n  - name: a\n    algorithm: x\n  - name: b\n    algorithm: token_bucket\n    capacity: -1\n    refill_per_second: 1\n",
 			[]string{`p.yaml:3: policy "a": algorithm: unknown algorithm "x"`, `p.yaml:6: policy "b": capacity: must be between 1 and`}},
@@ -170,4 +173,17 @@ func FuzzParsePolicies(f *testing.F) {
 			t.Fatalf("round trip changed the policies:\n%+v\n%+v", ps, back)
 		}
 	})
+}
+
+// A file over MaxPolicyFileBytes (a wrong path, a log) is refused before parsing.
+func TestLoadPoliciesRefusesHugeFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.yaml")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("# x\n"), MaxPolicyFileBytes/4+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadPolicies(path)
+	var pe *PolicyError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), path+": larger than 4 MiB") {
+		t.Fatalf("LoadPolicies of a %d-byte file: %v", MaxPolicyFileBytes+4, err)
+	}
 }

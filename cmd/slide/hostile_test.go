@@ -259,8 +259,11 @@ func TestServeAuthReads(t *testing.T) {
 // plant; each must be refused with an error naming the file and the line, without a panic.
 func hostilePolicyFiles() []struct{ name, data, want string } {
 	return []struct{ name, data, want string }{
-		{"malformed", "policies:\n  - name: a\n    limit: [1,\n", "line 3"},
-		{"tab indent", "policies:\n\t- name: a\n", "line 2"},
+		{"malformed", "policies:\n  - name: a\n    limit: [1,\n", "bad.yaml:3: not YAML: "},
+		{"tab indent", "policies:\n\t- name: a\n", "bad.yaml:2: not YAML: found character that cannot start any token"},
+		{"empty file", "", "bad.yaml:1: empty file"},
+		{"only a comment", "# nothing here\n", "bad.yaml:1: empty file"},
+		{"huge name", "policies:\n  - name: " + strings.Repeat("x", 1<<20) + "\n", `bad.yaml:2: policy "` + strings.Repeat("x", 64) + `…": `},
 		{"unknown field", "policies:\n  - name: a\n    algorithm: fixed_window\n    limitt: 5\n    window: 1m\n", `bad.yaml:4: policy "a": unknown field "limitt"`},
 		{"negative limit", "policies:\n  - name: a\n    algorithm: fixed_window\n    window: 1m\n    limit: -5\n", `bad.yaml:5: policy "a": limit: must be between 1`},
 		{"zero capacity", "policies:\n  - name: a\n    algorithm: token_bucket\n    capacity: 0\n    refill_per_second: 1\n", `bad.yaml:4: policy "a": capacity`},

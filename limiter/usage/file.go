@@ -2,8 +2,6 @@ package usage
 
 import (
 	"bytes"
-	"fmt"
-	"os"
 
 	"gopkg.in/yaml.v3"
 
@@ -13,9 +11,9 @@ import (
 // LoadFile reads a policy file holding the limiter's "policies" and usage "rules" (see
 // ParseFile).
 func LoadFile(path string) ([]limiter.Policy, []Rule, error) {
-	data, err := os.ReadFile(path)
+	data, err := limiter.ReadPolicyFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading policy file: %w", err)
+		return nil, nil, err
 	}
 	return ParseFile(data, path)
 }
@@ -32,6 +30,9 @@ func ParseFile(data []byte, source string) ([]limiter.Policy, []Rule, error) {
 	}
 	var doc yaml.Node
 	_ = yaml.Unmarshal(data, &doc) // ParseRules has parsed it
+	if len(doc.Content) == 0 {
+		return nil, nil, &RuleError{Source: source + ":1", Msg: `empty file: want a "policies:" list, a "rules:" list, or both`}
+	}
 	root := doc.Content[0]
 	hasPolicies := false
 	first, last := 0, 0 // 1-based lines of the rules block, inclusive

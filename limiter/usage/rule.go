@@ -31,7 +31,7 @@ func (e *RuleError) Error() string {
 		s = e.Source + ": "
 	}
 	if e.Rule != "" {
-		s += fmt.Sprintf("rule %q: ", e.Rule)
+		s += fmt.Sprintf("rule %q: ", limiter.ClipName(e.Rule))
 	}
 	if e.Field != "" {
 		s += e.Field + ": "
@@ -242,7 +242,8 @@ var ruleFields = []string{"name", "metric", "agg", "window", "max", "key"}
 func ParseRules(data []byte, source string) ([]Rule, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%w: parsing %s: %v", ErrInvalidRule, source, err)
+		pe := limiter.SyntaxError(source, err)
+		return nil, &RuleError{Source: pe.Source, Msg: pe.Msg}
 	}
 	if len(doc.Content) == 0 {
 		return nil, nil

@@ -57,7 +57,7 @@ func TestParseRulesErrorsNameTheLineAndField(t *testing.T) {
 		{"rules:\n  - just-a-string\n", "a rule is a mapping"},
 		{"rules:\n  - {name: [q], metric: cost}\n", "name: must be a string"},
 		{"- a\n- b\n", "a policy file is a mapping"},
-		{"rules: [\n", "parsing p.yaml"},
+		{"rules: [\n", "p.yaml:1: not YAML: did not find expected node content"},
 	} {
 		_, err := usage.ParseRules([]byte(c.yaml), "p.yaml")
 		if !errors.Is(err, usage.ErrInvalidRule) || !strings.Contains(err.Error(), c.msg) {
