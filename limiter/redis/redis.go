@@ -108,12 +108,22 @@ func (c *Config) Validate() error {
 
 // Options returns go-redis options suited to the backend: no retries (a
 // retried decision can count a request twice), context deadlines honoured
-// (the policy timeout bounds each call), and a short dial timeout.
+// (the policy timeout bounds each call), a short dial timeout, and one dial
+// attempt per call: go-redis would otherwise retry a refused dial after
+// 100 ms, longer than the default policy timeout, so every decision of an
+// outage's first moments would wait out its timeout for an answer the
+// refused dial gave at once.
+//
+// Recovery after an outage is go-redis's: once PoolSize dials have failed,
+// the pool fails further dials at once and probes the server in the
+// background every second, so decisions return to Redis up to about a
+// second after it does (TestOutageUnderLoad).
 func Options(addr string) *goredis.Options {
 	return &goredis.Options{
 		Addr:                  addr,
 		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
+		DialerRetries:         1,
 		DialTimeout:           time.Second,
 		ReadTimeout:           time.Second,
 		WriteTimeout:          time.Second,
