@@ -176,6 +176,14 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	registerStoreMetrics(reg, store)
 
+	// Limiter: policies and usage rules from one file; the demo has its own. Built before
+	// anything starts, so a bad policy file fails at once with nothing to tear down.
+	allow, closeLimiter, err := c.limiter(store, reg, log)
+	if err != nil {
+		return err
+	}
+	defer closeLimiter()
+
 	// Kafka: the embedded broker unless --brokers names a cluster.
 	var brokers []string
 	var broker *ingest.Broker
@@ -203,13 +211,6 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)
 	}
-
-	// Limiter: policies and usage rules from one file; the demo has its own.
-	allow, closeLimiter, err := c.limiter(store, reg, log)
-	if err != nil {
-		return err
-	}
-	defer closeLimiter()
 
 	token := ""
 	if c.authTokenFile != "" {
