@@ -8,11 +8,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
 # Packages with goroutines, locks or servers: tested under the race detector.
-RACE_PKGS := ./window/... ./limiter/... ./ingest/... ./query/... ./cmd/... ./internal/...
+RACE_PKGS := ./window/... ./limiter/... ./ingest/... ./query/... ./cmd/... ./internal/... ./reliability/...
 # Pure computation: tested without -race (faster, same assertions).
 PLAIN_PKGS := ./sketch/...
 
-.PHONY: all build run test vet fmt-check deps bench fuzz clean
+.PHONY: all build run test vet fmt-check deps bench fuzz fuzz-short soak clean
 
 all: build
 
@@ -42,6 +42,12 @@ vet:
 test: deps fmt-check vet
 	$(GO) test -race -count=1 -timeout 8m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 5m $(PLAIN_PKGS)
+	GO=$(GO) ./scripts/fuzz-short.sh
+
+# fuzz-short: the hostile-input fuzz targets (event decoder, query parameters, policy
+# files), FUZZTIME_SHORT (10s) each; part of test.
+fuzz-short:
+	GO=$(GO) ./scripts/fuzz-short.sh
 
 # fuzz runs every fuzz target briefly; FUZZTIME=5m for a longer hunt.
 FUZZTIME ?= 20s
@@ -51,6 +57,14 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# soak: SOAK_DURATION (default 60s, at most 4m) of slide produce at the highest rate the
+# machine delivers, with concurrent /v1/window and /v1/allow load; prints the figures and
+# fails on errors, lost events or RSS past its stated bound. Not part of test; the broker
+# process keeps the whole log in memory (about 5 GB for 60 s).
+SOAK_DURATION ?= 60s
+soak: build
+	$(GO) run ./internal/soak --bin $(BIN) --duration $(SOAK_DURATION)
 
 # bench runs every benchmark pair side by side and writes BENCHMARKS.md.
 bench: deps build

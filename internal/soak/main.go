@@ -27,14 +27,13 @@
 //
 // # The rate
 //
-// "The highest rate the machine sustains" is found, not assumed. `slide produce` asked for
-// more than it can deliver does not run flat out: its writer is asynchronous without a bound,
-// so it queues the surplus in memory (an 8 s run at --rate 10M on the development machine
-// grew to 5.8 GB and took 42 s to flush). So the soak probes: 2 s runs from 50,000
-// events/s, doubling while the producer delivers ≥ 90 % of the target (delivered = its
-// "sent N events … in T" line, N / T, flush included); the main run then asks for the best
-// delivered rate of the probes. Probes run under the full query load and
-// their events count like the others. --rate skips the probes.
+// "The highest rate the machine sustains" is found by running flat out: the main run asks
+// `slide produce` for --rate 1e9, which no machine delivers, so the producer sends as fast
+// as the broker acknowledges (it waits once 100,000 records are unacknowledged) and its
+// "sent N events … in T" line, flush included, is the sustained rate. --rate N asks for a
+// fixed rate instead; --probe finds one with 2 s runs from 50,000 events/s, doubling while
+// the producer delivers ≥ 90 % of the target, and then runs at the best delivered rate
+// (probe events count like the others).
 //
 // # What fails the run (one FAIL line each, exit status 1)
 //
@@ -83,6 +82,7 @@ const (
 	probeStartRate  = 50_000
 	maxProbes       = 7 // 50k … 3.2M events/s
 	keepUpShare     = 0.9
+	flatOut         = 1e9 // events/s asked of a flat-out run: beyond any producer
 	warmUp          = 10 * time.Second
 	drainTimeout    = 2 * time.Minute
 	drainStall      = 10 * time.Second // lag 0 and no new event for this long: the rest is lost
@@ -99,6 +99,7 @@ type config struct {
 	rate           float64 // events/s of the main run; 0 probes for it
 	partitions     int
 	maxProducerRSS int64 // bytes; the run aborts past it rather than exhaust the machine
+	probe          bool  // find the rate with probes instead of running flat out
 }
 
 func (c config) validate() error {
@@ -146,9 +147,10 @@ func run(ctx context.Context, args []string, out, errw io.Writer) int {
 	fs.IntVar(&c.keys, "keys", 1000, "distinct keys the producer sends (tenant-1 … tenant-N); series = 2 × keys")
 	fs.IntVar(&c.windowWorkers, "window-workers", 4, "concurrent GET /v1/window clients")
 	fs.IntVar(&c.allowWorkers, "allow-workers", 4, "concurrent POST /v1/allow clients")
-	fs.Float64Var(&c.rate, "rate", 0, "events/s of the main run (0: probe for the highest rate the producer delivers)")
+	fs.Float64Var(&c.rate, "rate", 0, "events/s of the main run (0: flat out, as fast as the broker acknowledges)")
+	fs.BoolVar(&c.probe, "probe", false, "with --rate 0, find the rate with 2 s probes doubling from 50,000/s instead of running flat out")
 	fs.IntVar(&c.partitions, "partitions", 4, "partitions of the topic")
-	fs.Int64Var(&maxProducerMiB, "max-producer-rss-mib", 4096, "abort when the producer's RSS passes this (its queue has no bound)")
+	fs.Int64Var(&maxProducerMiB, "max-producer-rss-mib", 4096, "abort when the producer's RSS passes this (a guard: its queue is bounded)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -129,6 +129,9 @@ func (r *result) print(w io.Writer) []string {
 	if r.probeBest > 0 {
 		fmt.Fprintf(w, "rate: main run asked %s/s (best of %d probes), delivered %s/s in %s incl. flush; %s events in probes\n",
 			comma(int64(m.target)), len(r.runs)-1, comma(int64(m.out.rate)), m.out.elapsed.Round(time.Millisecond), comma(probeEvents))
+	} else if m.target >= flatOut {
+		fmt.Fprintf(w, "rate: main run flat out (paced by the broker's acknowledgements), delivered %s/s in %s incl. flush\n",
+			comma(int64(m.out.rate)), m.out.elapsed.Round(time.Millisecond))
 	} else {
 		fmt.Fprintf(w, "rate: main run asked %s/s (--rate), delivered %s/s in %s incl. flush\n",
 			comma(int64(m.target)), comma(int64(m.out.rate)), m.out.elapsed.Round(time.Millisecond))

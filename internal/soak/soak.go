@@ -152,9 +152,12 @@ func (s *soak) run(ctx context.Context) (*result, error) {
 		s.monitorLoop(monCtx, abort, load)
 	}()
 
-	// The rate: probes unless given.
+	// The rate: flat out unless given or probed for.
 	res.firstEvent = time.Now()
 	target := c.rate
+	if target == 0 && !c.probe {
+		target = flatOut
+	}
 	if target == 0 {
 		if target, err = s.probe(ctx, res); err != nil {
 			stopLoad()
@@ -312,7 +315,7 @@ func (s *soak) monitorLoop(ctx context.Context, abort context.CancelCauseFunc, l
 				if rss, err := proctest.RSSOf(int(pid)); err == nil {
 					s.mon.producerRSS(rss)
 					if rss > s.cfg.maxProducerRSS {
-						abort(fmt.Errorf("the producer's RSS reached %s, past --max-producer-rss-mib: its queue grows without bound when asked for more than it delivers", mib(rss)))
+						abort(fmt.Errorf("the producer's RSS reached %s, past --max-producer-rss-mib", mib(rss)))
 						return
 					}
 				}
