@@ -50,16 +50,17 @@ const hammerKey = -1
 // Issue 6: redis-server is SIGKILLed while 16 goroutines call Allow over 200
 // keys of three Redis policies (one per on_backend_error mode), then started
 // again on the same port. Each policy follows its mode within its timeout,
-// decisions recover within a second of Redis answering PING, and neither
-// goroutines nor connections leak. The client is built as `slide serve`
-// builds it (redis.Options, default Config, default deny cache).
+// decisions recover within a second of Redis answering PING (issue 6; in fact
+// within recovery, 300 ms), and neither goroutines nor connections leak. The
+// client is built as `slide serve` builds it (redis.Options, default Config,
+// default deny cache).
 //
-// Recovery is bounded by go-redis, not by the limiter: after PoolSize failed
-// dials its pool fails every dial at once and probes the server in the
-// background once a second (a fixed interval), so a decision meets the
-// returned Redis at the next probe, up to a second after it answers PING.
-// The phases put the restart about half a second after a probe; the figure
-// logged is what a restart at that point costs.
+// Recovery is what redis.Options' dialer buys: after PoolSize failed dials,
+// go-redis's pool fails every dial at once and probes the server from one
+// goroutine, retrying only once a second; the dialer keeps that probe trying
+// every 50 ms. Without it, recovery took up to a second (about 480 ms with
+// the phases below, which put the restart half a second after a go-redis
+// probe).
 //
 // The machine is shared: this process and redis-server are sometimes not
 // scheduled for tens or hundreds of milliseconds (up to a second was seen).
@@ -74,7 +75,7 @@ func TestOutageUnderLoad(t *testing.T) {
 		// detector and 17 callers on 2 cores, beyond the stalls discounted.
 		slack    = 150 * time.Millisecond
 		bound    = timeout + slack
-		recovery = time.Second // issue 6: decisions recover within a second
+		recovery = 300 * time.Millisecond // issue 6 asks for a second; the probing dialer gives ~50 ms
 		// The load is paced (each worker one call per interval, 4,000/s in
 		// all) so that the test's own callers do not saturate the 2 cores:
 		// unpaced, while Redis is down they spin on microsecond decisions

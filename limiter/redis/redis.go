@@ -19,6 +19,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,25 +110,83 @@ func (c *Config) Validate() error {
 
 // Options returns go-redis options suited to the backend: no retries (a
 // retried decision can count a request twice), context deadlines honoured
-// (the policy timeout bounds each call), a short dial timeout, and one dial
-// attempt per call: go-redis would otherwise retry a refused dial after
-// 100 ms, longer than the default policy timeout, so every decision of an
-// outage's first moments would wait out its timeout for an answer the
-// refused dial gave at once.
+// (the policy timeout bounds each call), and one dial attempt per call:
+// go-redis would otherwise retry a refused dial after 100 ms, longer than the
+// default policy timeout, so every decision of an outage's first moments would
+// wait out its timeout for an answer the refused dial gave at once.
 //
-// Recovery after an outage is go-redis's: once PoolSize dials have failed,
-// the pool fails further dials at once and probes the server in the
-// background every second, so decisions return to Redis up to about a
-// second after it does (TestOutageUnderLoad).
+// Recovery after an outage: once PoolSize dials have failed, go-redis's pool
+// fails every dial at once and leaves it to a background probe to find the
+// server again, retrying that probe only once a second. The dialer here knows
+// when the pool is in that state (it counts the failures the pool counts) and
+// then keeps each probe trying every 50 ms for up to a minute, so decisions
+// return to Redis within about 50 ms of it answering again instead of up to a
+// second (TestOutageUnderLoad). A client closed during an outage keeps that
+// probe goroutine until it ends, at most a minute.
 func Options(addr string) *goredis.Options {
-	return &goredis.Options{
+	o := &goredis.Options{
 		Addr:                  addr,
 		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
 		DialerRetries:         1,
-		DialTimeout:           time.Second,
-		ReadTimeout:           time.Second,
-		WriteTimeout:          time.Second,
+		// go-redis dials in the background with this as the context deadline of
+		// each attempt, a caller waiting only its own deadline; connects are
+		// bounded by dialAttempt, so this bounds only the probe below.
+		DialTimeout:  probeFor,
+		ReadTimeout:  time.Second,
+		WriteTimeout: time.Second,
+	}
+	d := &dialer{opts: o}
+	o.Dialer = d.dial
+	return o
+}
+
+const (
+	probeFor    = time.Minute           // how long one background probe keeps dialing
+	probeEvery  = 50 * time.Millisecond // its pace
+	dialAttempt = time.Second           // bound of one TCP connect
+)
+
+// dialer connects to Redis and mirrors go-redis's dial circuit breaker: the
+// pool counts failed dials and, once PoolSize have failed, stops dialing for
+// callers and probes from one goroutine. failed counts the same failures (one
+// attempt per dial: DialerRetries 1) and is reset, as the pool's count is, only
+// by a probe that gets through.
+type dialer struct {
+	opts   *goredis.Options
+	failed atomic.Int64
+}
+
+func (d *dialer) poolSize() int64 {
+	if n := d.opts.PoolSize; n > 0 {
+		return int64(n)
+	}
+	return int64(10 * runtime.GOMAXPROCS(0)) // go-redis's default
+}
+
+func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	nd := net.Dialer{Timeout: dialAttempt, KeepAlive: 5 * time.Minute}
+	if d.failed.Load() < d.poolSize() {
+		// A dial for a caller: one attempt, failing as fast as the network does.
+		c, err := nd.DialContext(ctx, network, addr)
+		if err != nil {
+			d.failed.Add(1)
+		}
+		return c, err
+	}
+	// The pool's probe: keep trying until the server answers or the probe's
+	// context (DialTimeout) ends, rather than failing and sleeping a second.
+	for {
+		c, err := nd.DialContext(ctx, network, addr)
+		if err == nil {
+			d.failed.Store(0)
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(probeEvery):
+		}
 	}
 }
 
