@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/time/rate"
 
 	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/limiter"
@@ -299,6 +300,8 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log}
 	closeFn := func() {}
 	if c.redis != "" {
+		// go-redis logs each failed dial to stderr; through slog, at most one a second.
+		goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
 		client := goredis.NewClient(limredis.Options(c.redis))
 		closeFn = func() { _ = client.Close() }
 		backend, err := limredis.New(client, limredis.Config{})
@@ -314,6 +317,19 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 		return nil, func() {}, err
 	}
 	return svc.AllowHandler(), closeFn, nil
+}
+
+// redisLogger carries go-redis's own messages (failed dials during an outage) into slog
+// at warn level, rate-limited: the limiter's metrics count every failed decision already.
+type redisLogger struct {
+	log   *slog.Logger
+	every *rate.Limiter
+}
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	if l.every.Allow() {
+		l.log.Warn("redis: " + strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
+	}
 }
 
 // newEventSink records POST /v1/events bodies straight into this instance's store, with the
