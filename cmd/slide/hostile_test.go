@@ -308,12 +308,23 @@ func TestHostilePolicyFiles(t *testing.T) {
 	}
 }
 
-// TestHugePolicyFile: a 10 MB file (a comment that size, then a bad policy) is parsed, not
-// choked on, and its error still names the right line.
+// TestHugePolicyFile: a 3 MB file (a comment that size, then a bad policy) is parsed, not
+// choked on, and its error still names the right line; a 10 MB one is refused unread.
 func TestHugePolicyFile(t *testing.T) {
-	data := "# " + strings.Repeat("padding ", 10<<20/8) + "\npolicies:\n  - name: a\n    algorithm: nope\n"
-	_, err := limiter.ParsePolicies([]byte(data), "big.yaml")
-	if err == nil || !strings.Contains(err.Error(), `big.yaml:4: policy "a": algorithm: unknown algorithm "nope"`) {
+	data := "# " + strings.Repeat("padding ", 3<<20/8) + "\npolicies:\n  - name: a\n    algorithm: nope\n"
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := usage.LoadFile(path)
+	if err == nil || !strings.Contains(err.Error(), path+`:4: policy "a": algorithm: unknown algorithm "nope"`) {
+		t.Fatalf("3 MB policy file: %v", err)
+	}
+	data = "# " + strings.Repeat("padding ", 10<<20/8) + "\n"
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := usage.LoadFile(path); err == nil || !strings.Contains(err.Error(), path+": larger than 4 MiB") {
 		t.Fatalf("10 MB policy file: %v", err)
 	}
 }
