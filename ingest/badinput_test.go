@@ -1,13 +1,11 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slide-metrics/slide/internal/kafkatest"
+	"github.com/slide-metrics/slide/internal/proctest"
 )
 
 // deadLetter is one record read back from the dead-letter topic.
@@ -51,24 +50,6 @@ func readDeadLetters(t *testing.T, c *kafkatest.Cluster, topic string) []deadLet
 	}
 	slices.SortFunc(out, func(a, b deadLetter) int { return strings.Compare(a.reason+a.line, b.reason+b.line) })
 	return out
-}
-
-// syncBuffer is a log sink the consumer's goroutines can write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) count(sub string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), sub)
 }
 
 // TestConsumerBadInput feeds one record of each kind of bad input between good events: each
@@ -128,7 +109,7 @@ func TestConsumerBadInput(t *testing.T) {
 	cfg.DeadLetterTopic = "events-dlq"
 	cfg.RejectLogInterval = time.Hour // only the burst of 10 is logged
 	cfg.Restore = time.Hour           // reach back to the expired event's record
-	logs := &syncBuffer{}
+	logs := &proctest.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	store := newTestStore(t, 1) // one series: the second metric hits the cap
 	a := start(t, cfg, store, t0)
@@ -161,7 +142,7 @@ slide_ingest_rejected_total{reason="series_cap"} 1
 	if got := testutil.ToFloat64(a.m.expired); got != 1 {
 		t.Errorf("slide_ingest_expired_total = %v, want 1", got)
 	}
-	if got := logs.count("event refused"); got != len(want) {
+	if got := strings.Count(logs.String(), "event refused"); got != len(want) {
 		t.Errorf("logged %d refusals, want %d (all within the burst)", got, len(want))
 	}
 	letters := readDeadLetters(t, c, "events-dlq")

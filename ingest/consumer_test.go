@@ -23,6 +23,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slide-metrics/slide/internal/kafkatest"
+	"github.com/slide-metrics/slide/internal/proctest"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -686,7 +687,7 @@ func TestIdlePartitionsAreQuiet(t *testing.T) {
 	c := kafkatest.Start(t, "events", 2)
 	cfg := testConfig(c, "idle")
 	cfg.MaxWait = 100 * time.Millisecond
-	var logs syncLog
+	var logs proctest.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	t0 := time.Now()
 	store := newTestStore(t, 0)
@@ -700,21 +701,4 @@ func TestIdlePartitionsAreQuiet(t *testing.T) {
 	if s := logs.String(); s != "" {
 		t.Errorf("idle partitions logged warnings:\n%s", s)
 	}
-}
-
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

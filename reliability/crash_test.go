@@ -17,7 +17,10 @@ func TestCrashMidStreamLosesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	first := startSlide(t, "slide-1", brokers, "crash")
+	// A 3 s session (default 10 s): the group hands a crashed instance's partitions over
+	// once it has missed heartbeats for that long.
+	session := []string{"--session-timeout", "3s"}
+	first := startSlide(t, "slide-1", brokers, "crash", session...)
 	var wg sync.WaitGroup
 	wg.Go(func() { tr.run(t, ctx, 8*time.Second, 20) }) // 2,000 events/s for 8 s
 	// Let the first process consume and commit (every second) before the crash.
@@ -31,13 +34,16 @@ func TestCrashMidStreamLosesNothing(t *testing.T) {
 	}
 
 	time.Sleep(time.Second) // events arrive while nobody consumes
-	second := startSlide(t, "slide-2", brokers, "crash")
+	second := startSlide(t, "slide-2", brokers, "crash", session...)
 	wg.Wait()
 	tr.close(t)
-	// The dead member never left the group: the coordinator waits out its session (10 s)
-	// before handing its partitions to slide-2.
+	// The dead member never left the group: the coordinator waits out its session before
+	// handing its partitions to slide-2.
 	eventually(t, 40*time.Second, "slide-2 did not catch up", func() bool { return second.caughtUp(t) })
 	took := time.Since(killedAt)
+	if took > 10*time.Second {
+		t.Errorf("slide-2 took over %v after the kill: --session-timeout 3s was not honoured (10 s is the default)", took)
+	}
 	checkAll(t, o, "5m", second)
 	if r := second.metric(t, "slide_ingest_rejected_total"); r != 0 {
 		t.Errorf("slide-2 refused %v events", r)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slide-metrics/slide/internal/proctest"
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/limiter/usage"
 	"github.com/slide-metrics/slide/query"
@@ -213,7 +214,7 @@ func TestServeAuthReads(t *testing.T) {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var errb syncBuffer
+	var errb proctest.Buffer
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", addr, "--embedded-kafka-addr", freeAddr(t), "--embedded-kafka-partitions", "1",
 			"--auth-token-file", tokenFile, "--auth-reads"}, stdio{strings.NewReader(""), io.Discard, &errb})

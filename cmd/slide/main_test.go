@@ -9,11 +9,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/internal/proctest"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -84,7 +84,7 @@ func TestServeEndToEndAndGracefulStop(t *testing.T) {
 	addr, kafkaAddr := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var errb syncBuffer
+	var errb proctest.Buffer
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", addr, "--embedded-kafka-addr", kafkaAddr, "--embedded-kafka-partitions", "2"},
 			stdio{strings.NewReader(""), io.Discard, &errb})
@@ -174,22 +174,4 @@ func TestServeRefusesBadConfig(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 1 naming %s", args, code, errOut, args[1])
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's logger and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

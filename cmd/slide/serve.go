@@ -48,6 +48,7 @@ type serveConfig struct {
 	evictInterval time.Duration
 
 	brokers            string
+	sessionTimeout     time.Duration
 	topic              string
 	group              string
 	deadLetterTopic    string
@@ -93,6 +94,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.brokers, "brokers", "", "Kafka bootstrap brokers, comma separated; empty starts the embedded broker")
 	fs.StringVar(&c.topic, "topic", ingest.DefaultTopic, "topic of events")
 	fs.StringVar(&c.group, "group", ingest.DefaultGroup, "consumer group")
+	fs.DurationVar(&c.sessionTimeout, "session-timeout", ingest.DefaultSessionTimeout, "how long the group waits for a crashed instance before handing its partitions to the others (heartbeats are every 1s)")
 	fs.StringVar(&c.deadLetterTopic, "dead-letter-topic", "", "topic that receives refused events with their reason (empty: none)")
 	fs.StringVar(&c.embeddedKafkaAddr, "embedded-kafka-addr", ingest.DefaultBrokerAddr, "listen address of the embedded Kafka-protocol broker")
 	fs.IntVar(&c.embeddedPartitions, "embedded-kafka-partitions", 4, "partitions of the embedded broker's topic")
@@ -206,7 +208,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		metrics = append(metrics, m)
 	}
 	consumer, err := ingest.New(ingest.Config{
-		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic,
+		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
 		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
 	}, store)
 	if err != nil {

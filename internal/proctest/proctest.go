@@ -59,7 +59,7 @@ func FreeAddr() (string, error) {
 type Proc struct {
 	Name string // label in logs and errors
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *Buffer
 	done chan struct{} // closed when the process has exited and was reaped
 	err  error         // Wait's error, valid after done
 }
@@ -83,7 +83,7 @@ func Start(t testing.TB, name, bin string, args ...string) *Proc {
 
 // StartProc is Start without a test: the caller must Kill or Stop the process.
 func StartProc(name, bin string, args ...string) (*Proc, error) {
-	p := &Proc{Name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{Name: name, cmd: exec.Command(bin, args...), out: &Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
@@ -317,19 +317,22 @@ func tail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-// syncBuffer is a bytes.Buffer safe for the process's writers and the test's readers.
-type syncBuffer struct {
+// Buffer is a bytes.Buffer safe for concurrent writers (a process, a logger's goroutines)
+// and readers (the test). The zero value is an empty buffer.
+type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (s *Buffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+// String returns everything written so far.
+func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
