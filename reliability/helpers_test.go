@@ -323,7 +323,9 @@ func (tr *traffic) run(t *testing.T, ctx context.Context, d time.Duration, perTi
 				evs[i] = window.Event{TS: now.UnixMilli(), Metric: metric, Key: k, Value: v}
 				batch[i] = event{key: k, ts: now.UnixMilli(), value: v}
 			}
-			if err := tr.p.SendEvents(ctx, evs); err != nil {
+			// Not ctx: a send must not fail half done because the run ended meanwhile
+			// (some records queued, none in the oracle).
+			if err := tr.p.SendEvents(context.Background(), evs); err != nil {
 				t.Errorf("producing: %v", err)
 				return
 			}
