@@ -574,7 +574,7 @@ func (d *Decoder) event(b []byte, ev *window.Event) Reason {
 }
 
 // name decodes the key or metric field: present, a string, not empty, not too long, and
-// for a metric free of NUL (the store joins metric and key with one).
+// free of control characters.
 func (d *Decoder) name(b []byte, sp span, metric bool) (string, Reason) {
 	switch sp.kind {
 	case tokAbsent, tokNull:
@@ -592,24 +592,38 @@ func (d *Decoder) name(b []byte, sp span, metric bool) (string, Reason) {
 		return "", ReasonMissingField
 	case len(s) > d.maxKey:
 		return "", ReasonKeyTooLong
-	case metric && bytes.IndexByte(s, 0) >= 0:
-		return "", ReasonBadField
 	}
 	if metric && string(s) == d.lastMetric { // most lines repeat the previous metric: skip the map
 		return d.lastMetric, ReasonNone
 	}
-	v := d.internBytes(s)
+	v, ok := d.intern[string(s)] // map lookup with string(b) does not allocate
+	if !ok {
+		// A name seen for the first time: no control characters (NUL, newline, DEL: the
+		// store joins metric and key with a NUL, and the limiter refuses such keys), checked
+		// once, since only checked names enter the table.
+		if hasControl(s) {
+			return "", ReasonBadField
+		}
+		v = d.internNew(s)
+	}
 	if metric {
 		d.lastMetric = v
 	}
 	return v, ReasonNone
 }
 
-// internBytes returns s as a string, allocating only the first time the decoder sees it.
-func (d *Decoder) internBytes(s []byte) string {
-	if v, ok := d.intern[string(s)]; ok { // map lookup with string(b) does not allocate
-		return v
+// hasControl reports a byte below 0x20 or DEL, as limiter.ValidateKey refuses.
+func hasControl(s []byte) bool {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f {
+			return true
+		}
 	}
+	return false
+}
+
+// internNew adds s, not yet in the table, and returns it as a string.
+func (d *Decoder) internNew(s []byte) string {
 	if len(d.intern) >= d.maxInterned {
 		clear(d.intern) // a bounded table: a flood of unique keys costs allocations, not memory
 	}

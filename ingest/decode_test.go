@@ -59,6 +59,10 @@ func TestDecode(t *testing.T) {
 		{`{"key":7,"metric":"m","value":1}`, window.Event{}, ReasonBadField},
 		{`{"key":"a","metric":"m","value":"1"}`, window.Event{}, ReasonBadField},
 		{`{"key":"a","metric":"m\u0000","value":1}`, window.Event{}, ReasonBadField},
+		{`{"key":"a\nb","metric":"m","value":1}`, window.Event{}, ReasonBadField},
+		{`{"key":"a\u007f","metric":"m","value":1}`, window.Event{}, ReasonBadField},
+		{"{\"key\":\"a\x7f\",\"metric\":\"m\",\"value\":1}", window.Event{}, ReasonBadField},
+		{`{"key":"tab\there","metric":"m","value":1}`, window.Event{}, ReasonBadField},
 		{`{"key":"a","metric":"m","value":1,"ts":1.5}`, window.Event{}, ReasonBadField},
 		{`{"key":"a","metric":"m","value":1,"ts":"yesterday"}`, window.Event{}, ReasonBadField},
 		{`{"key":"a","metric":"m","value":1,"ts":"2025-02-29T00:00:00Z"}`, window.Event{}, ReasonBadField},
@@ -194,7 +198,7 @@ func refDecode(line []byte, maxKey int, defaultTS int64) (window.Event, Reason) 
 			return "", ReasonMissingField
 		case len(s) > maxKey:
 			return "", ReasonKeyTooLong
-		case metric && strings.IndexByte(s, 0) >= 0:
+		case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 			return "", ReasonBadField
 		}
 		return s, ReasonNone
