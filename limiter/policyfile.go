@@ -50,11 +50,11 @@ var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
 // SyntaxError turns a YAML parse error of source into a *PolicyError "source:line: not
 // YAML: problem", the form every other policy-file error has.
 func SyntaxError(source string, err error) *PolicyError {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		return &PolicyError{Source: source + ":" + m[1], Msg: "not YAML: " + err.Error()[len(m[0]):]}
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		return &PolicyError{Source: source + ":" + m[1], Msg: "not YAML: " + msg[len(m[0]):]}
 	}
-	return &PolicyError{Source: source, Msg: "not YAML: " + msg}
+	return &PolicyError{Source: source, Msg: "not YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }
 
 // ParsePolicies parses a policy file:

@@ -149,10 +149,8 @@ func TestBacklogRestoresInBoundedMemory(t *testing.T) {
 	if l := s.metric(t, "slide_ingest_lag_seconds"); l != 0 {
 		t.Errorf("caught up, slide_ingest_lag_seconds is %v, want 0", l)
 	}
-	// Memory: what the windows need (every series full, 32 KiB each, well above the measured
-	// 13 KB) plus four partitions' fetch buffers (10 MiB each) and as much again for the
-	// garbage collector. None of it depends on the backlog's size.
-	budget := baseline + keys*32<<10 + 2*4*10<<20
+	// Memory: none of the budget depends on the backlog's size.
+	budget := memoryBudget(baseline, keys)
 	read := s.metric(t, "slide_ingest_bytes_total")
 	if peak > budget {
 		t.Errorf("peak RSS %d MiB over the budget %d MiB", peak>>20, budget>>20)

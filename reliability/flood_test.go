@@ -85,9 +85,8 @@ func TestCardinalityFlood(t *testing.T) {
 		t.Errorf("refused %v (store) and %v (series_cap), want %v each", refused, rejected, want)
 	}
 	checkAll(t, o, "5m", s)
-	// The cap's memory: every admitted series full (32 KiB each, above the measured 13 KB),
-	// plus the fetch buffers of four partitions (10 MiB each) and as much again for the GC.
-	budget := baseline + maxSeries*32<<10 + 2*4*10<<20
+	// The cap's memory: every admitted series full.
+	budget := memoryBudget(baseline, maxSeries)
 	if peak > budget {
 		t.Errorf("peak RSS %d MiB over the budget %d MiB", peak>>20, budget>>20)
 	}

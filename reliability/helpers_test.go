@@ -345,3 +345,10 @@ func (tr *traffic) close(t *testing.T) {
 		t.Fatalf("producer: %d acknowledged, %d failed (%v); oracle holds %d", st.Sent, st.Failed, st.LastErr, tr.o.count())
 	}
 }
+
+// memoryBudget is the RSS slide may reach from baseline with series live: every series full
+// (32 KiB each, well above the measured 13 KB), plus four partitions' 10 MiB fetch buffers,
+// doubled for the garbage collector. It does not depend on how much the log holds.
+func memoryBudget(baseline int64, series int) int64 {
+	return baseline + int64(series)*32<<10 + 2*4*10<<20
+}

@@ -75,7 +75,7 @@ func Start(t testing.TB, name, bin string, args ...string) *Proc {
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
-			t.Logf("output of %s (%s):\n%s", p.Name, strings.Join(args, " "), tail(p.Output(), 8000))
+			t.Logf("output of %s (%s):\n%s", p.Name, strings.Join(args, " "), Tail(p.Output(), 8000))
 		}
 	})
 	return p
@@ -199,8 +199,18 @@ func Broker(t testing.TB, bin string, partitions int, extra ...string) (*Proc, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, _, _ := strings.Cut(strings.TrimPrefix(line[strings.Index(line, "broker listening on "):], "broker listening on "), " ")
-	return p, addr
+	return p, BrokerAddr(line)
+}
+
+// BrokerAddr extracts host:port from `slide broker`'s line "broker listening on HOST:PORT
+// (…"; it is empty for any other line.
+func BrokerAddr(line string) string {
+	_, rest, ok := strings.Cut(line, "broker listening on ")
+	if !ok {
+		return ""
+	}
+	addr, _, _ := strings.Cut(rest, " ")
+	return addr
 }
 
 var client = &http.Client{Timeout: 10 * time.Second}
@@ -251,7 +261,7 @@ func WaitStatus(ctx context.Context, url string, want int, timeout time.Duration
 		if err != nil {
 			last = err.Error()
 		} else {
-			last = fmt.Sprintf("%d %s", code, tail(string(b), 500))
+			last = fmt.Sprintf("%d %s", code, Tail(string(b), 500))
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("%s did not answer %d within %s; last: %s", url, want, timeout, last)
@@ -310,7 +320,8 @@ func Scrape(base string) (string, error) {
 	return string(b), nil
 }
 
-func tail(s string, n int) string {
+// Tail is the last n bytes of s, marked with "…" when cut: a process's output in an error.
+func Tail(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

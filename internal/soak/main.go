@@ -69,6 +69,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/slide-metrics/slide/internal/proctest"
 )
 
 // Limits and constants of the design above.
@@ -169,7 +171,7 @@ func run(ctx context.Context, args []string, out, errw io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(out, "FAIL: %v\n", err)
 		if s.serve != nil {
-			fmt.Fprintf(out, "serve output (tail):\n%s\n", tail(s.serve.Output(), 4000))
+			fmt.Fprintf(out, "serve output (tail):\n%s\n", proctest.Tail(s.serve.Output(), 4000))
 		}
 		return 1
 	}
@@ -181,13 +183,6 @@ func run(ctx context.Context, args []string, out, errw io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
 }
 
 // indent prefixes every line of s.

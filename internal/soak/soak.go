@@ -110,7 +110,7 @@ func (s *soak) run(ctx context.Context) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.brokerAddr = brokerAddr(line); s.brokerAddr == "" {
+	if s.brokerAddr = proctest.BrokerAddr(line); s.brokerAddr == "" {
 		return nil, fmt.Errorf("no address in the broker's line %q", line)
 	}
 	s.kafka = &kafka.Client{Addr: kafka.TCP(s.brokerAddr), Timeout: 5 * time.Second}
@@ -213,19 +213,9 @@ func (s *soak) run(ctx context.Context) (*result, error) {
 	res.serveStopErr = s.serve.Stop(shutdownTimeout)
 	res.serveLog = summarizeLog(s.serve.Output())
 	if res.serveStopErr != nil || res.serveLog.errors > 0 {
-		res.serveLogTail = tail(s.serve.Output(), 4000)
+		res.serveLogTail = proctest.Tail(s.serve.Output(), 4000)
 	}
 	return res, nil
-}
-
-// brokerAddr extracts host:port from "broker listening on HOST:PORT (…".
-func brokerAddr(line string) string {
-	_, rest, ok := strings.Cut(line, "broker listening on ")
-	if !ok {
-		return ""
-	}
-	addr, _, _ := strings.Cut(rest, " ")
-	return addr
 }
 
 // probe runs 2 s produce runs from probeStartRate, doubling while the producer keeps up, and
@@ -286,7 +276,7 @@ func (s *soak) produce(ctx context.Context, label string, rate float64, d time.D
 	r.out = line
 	if err != nil || perr != nil {
 		return r, fmt.Errorf("%s (slide produce --rate %.0f --duration %s) failed: %w\n%s",
-			label, rate, d, errors.Join(err, perr), indent(tail(p.Output(), 2000), "  "))
+			label, rate, d, errors.Join(err, perr), indent(proctest.Tail(p.Output(), 2000), "  "))
 	}
 	return r, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slide-metrics/slide/internal/proctest"
 	"github.com/slide-metrics/slide/limiter/usage"
 )
 
@@ -34,10 +35,10 @@ func TestParseProduce(t *testing.T) {
 }
 
 func TestBrokerAddr(t *testing.T) {
-	if got := brokerAddr("broker listening on 127.0.0.1:40123 (topic events, 4 partitions, in memory)"); got != "127.0.0.1:40123" {
+	if got := proctest.BrokerAddr("broker listening on 127.0.0.1:40123 (topic events, 4 partitions, in memory)"); got != "127.0.0.1:40123" {
 		t.Fatalf("brokerAddr = %q", got)
 	}
-	if got := brokerAddr("something else"); got != "" {
+	if got := proctest.BrokerAddr("something else"); got != "" {
 		t.Fatalf("brokerAddr of a foreign line = %q, want empty", got)
 	}
 }
