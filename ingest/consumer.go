@@ -450,14 +450,20 @@ func (c *Consumer) plan(gctx context.Context, ids []int32, committed map[int32]i
 	}
 	for {
 		now := c.now()
-		req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-		for _, id := range ids {
-			req.Topics[c.cfg.Topic] = append(req.Topics[c.cfg.Topic],
-				kafka.TimeOffsetOf(int(id), now.Add(-c.cfg.Restore)), kafka.LastOffsetOf(int(id)))
-		}
-		resp, err := c.client.ListOffsets(gctx, req)
+		// The ends first, then the offsets by time, in that order: a partition with no
+		// record at or after the restore start replays from the end as it was before the
+		// time lookup. One request with both (kafka-go splits it, in no set order) could
+		// answer "no record since then" and an end that already held records that arrived
+		// meanwhile: those were skipped, never counted.
+		ends, err := c.listOffsets(gctx, ids, func(id int32) kafka.OffsetRequest { return kafka.LastOffsetOf(int(id)) })
+		var times map[int32]kafka.PartitionOffsets
 		if err == nil {
-			parts, perr := c.partitionsFrom(resp, ids, committed, now)
+			times, err = c.listOffsets(gctx, ids, func(id int32) kafka.OffsetRequest {
+				return kafka.TimeOffsetOf(int(id), now.Add(-c.cfg.Restore))
+			})
+		}
+		if err == nil {
+			parts, perr := c.partitionsFrom(ends, times, ids, committed, now)
 			if perr == nil {
 				return parts, nil
 			}
@@ -474,7 +480,16 @@ func (c *Consumer) plan(gctx context.Context, ids []int32, committed map[int32]i
 	}
 }
 
-func (c *Consumer) partitionsFrom(resp *kafka.ListOffsetsResponse, ids []int32, committed map[int32]int64, now time.Time) ([]*partition, error) {
+// listOffsets asks for one offset of each partition in ids, as req makes it.
+func (c *Consumer) listOffsets(ctx context.Context, ids []int32, req func(int32) kafka.OffsetRequest) (map[int32]kafka.PartitionOffsets, error) {
+	r := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for _, id := range ids {
+		r.Topics[c.cfg.Topic] = append(r.Topics[c.cfg.Topic], req(id))
+	}
+	resp, err := c.client.ListOffsets(ctx, r)
+	if err != nil {
+		return nil, err
+	}
 	byID := map[int32]kafka.PartitionOffsets{}
 	for _, po := range resp.Topics[c.cfg.Topic] {
 		if po.Error != nil {
@@ -482,14 +497,20 @@ func (c *Consumer) partitionsFrom(resp *kafka.ListOffsetsResponse, ids []int32, 
 		}
 		byID[int32(po.Partition)] = po
 	}
+	return byID, nil
+}
+
+// partitionsFrom plans each partition from its end (asked first) and its first offset at
+// or after the restore start (asked second).
+func (c *Consumer) partitionsFrom(ends, times map[int32]kafka.PartitionOffsets, ids []int32, committed map[int32]int64, now time.Time) ([]*partition, error) {
 	parts := make([]*partition, 0, len(ids))
 	for _, id := range ids {
-		po, ok := byID[id]
+		po, ok := ends[id]
 		if !ok || po.LastOffset < 0 {
 			return nil, fmt.Errorf("partition %d: no offsets in the answer", id)
 		}
 		from := po.LastOffset // no record at or after the restore start: nothing to replay
-		for off := range po.Offsets {
+		for off := range times[id].Offsets {
 			if off >= 0 && off < from {
 				from = off
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/slide-metrics/slide/internal/kafkatest"
 	"github.com/slide-metrics/slide/internal/proctest"
@@ -701,4 +702,67 @@ func TestIdlePartitionsAreQuiet(t *testing.T) {
 	if s := logs.String(); s != "" {
 		t.Errorf("idle partitions logged warnings:\n%s", s)
 	}
+}
+
+// Records that land while a partition's restore is being planned are replayed, not skipped.
+// The broker answers the offset-by-time lookup as if it ran just before they arrived (no
+// record since the restore start) while they are produced, and holds a concurrent end
+// lookup until they are in. The replay must still start no later than the log end as it was
+// before the time lookup. When both came from one request (kafka-go splits it into
+// concurrent ones), the end could be read after the records arrived and the replay started
+// past them: they were never counted.
+func TestRestorePlanRace(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "events", 1)
+	t0 := time.Now()
+	rng := rand.New(rand.NewPCG(11, 11))
+	evs := genEvents(rng, t0, 200, 5)
+	sortByKey(evs)
+	msgs := records(rng, evs)
+	k := c.Kfake()
+	timeSeen, produced := make(chan struct{}), make(chan struct{})
+	var seen sync.Once
+	k.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		r := req.(*kmsg.ListOffsetsRequest)
+		if len(r.Topics) == 0 || len(r.Topics[0].Partitions) == 0 {
+			return nil, nil, false
+		}
+		if r.Topics[0].Partitions[0].Timestamp < 0 {
+			// An end lookup: one asked together with the time lookup waits for the records.
+			k.SleepControl(func() {
+				select {
+				case <-timeSeen:
+					<-produced
+				case <-time.After(200 * time.Millisecond):
+				}
+			})
+			return nil, nil, false
+		}
+		first := false
+		seen.Do(func() { first = true })
+		if !first {
+			return nil, nil, false
+		}
+		close(timeSeen)
+		go func() { defer close(produced); c.ProduceTo(t, 0, msgs...) }()
+		k.SleepControl(func() { <-produced })
+		resp := r.ResponseKind().(*kmsg.ListOffsetsResponse) // as of before the records
+		for _, rt := range r.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.Offset, sp.Timestamp, sp.LeaderEpoch = -1, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	store := newTestStore(t, 0)
+	r := start(t, testConfig(c, "plan-race"), store, t0)
+	eventually(t, 10*time.Second, "the consumer to catch up", func() bool { return caughtUp(t, c, r) }, progress(r))
+	checkOracle(t, store, t0, evs)
 }
