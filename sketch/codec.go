@@ -17,7 +17,12 @@ const binsVersion = 1
 // Kind (ship ToSketch output when they might not). Equal Bins encode to equal
 // bytes.
 func (b *Bins) MarshalBinary() ([]byte, error) {
-	out := make([]byte, 0, 16+len(b.pos.data))
+	return b.AppendBinary(make([]byte, 0, 16+len(b.pos.data)))
+}
+
+// AppendBinary appends MarshalBinary's encoding of b to out (encoding.BinaryAppender), so a
+// caller encoding many Bins (a window snapshot) reuses one buffer.
+func (b *Bins) AppendBinary(out []byte) ([]byte, error) {
 	out = append(out, binsVersion)
 	out = binary.AppendUvarint(out, b.zero)
 	out = b.pos.appendTo(out)

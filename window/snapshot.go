@@ -1,0 +1,412 @@
+package window
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"time"
+
+	"github.com/slide-metrics/slide/sketch"
+)
+
+// Snapshot errors. LoadSnapshot's errors wrap one of them, so a caller can count why a
+// snapshot was not used.
+var (
+	ErrSnapshotVersion = errors.New("window: snapshot of an unknown format version")
+	ErrSnapshotCorrupt = errors.New("window: corrupt snapshot")
+	ErrSnapshotShape   = errors.New("window: snapshot rings differ from the store's config")
+)
+
+// SnapshotVersion is the format version AppendSnapshot writes and LoadSnapshot reads.
+const SnapshotVersion = 1
+
+// snapshotMagic starts every snapshot, so a stray record is not mistaken for one.
+var snapshotMagic = [4]byte{'S', 'L', 'W', 'S'}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// maxSnapshotShapes bounds the shape table (one shape per metric with its own ring).
+const maxSnapshotShapes = 1 << 16
+
+// SlotState is one live slot of a ring as a snapshot carries it: its absolute index
+// (floor(ts / width)), count, sum, exact min and max, and quantile bins.
+type SlotState struct {
+	Idx           int64
+	Count         uint64
+	Sum, Min, Max float64
+	Bins          *sketch.Bins
+}
+
+// export advances r to now and calls fn for every live slot, oldest first; it returns the
+// current slot index. The bins passed are r's own: fn must encode them, not keep them.
+// This and restore are the whole of what a snapshot needs from a ring's internals.
+func (r *Ring) export(now int64, fn func(SlotState)) (cur int64) {
+	r.advance(now)
+	if r.live == 0 {
+		return r.cur
+	}
+	for i := r.cur - r.n + 1; i <= r.cur+r.ahead(); i++ {
+		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
+			fn(SlotState{Idx: i, Count: s.count, Sum: s.sum, Min: s.min, Max: s.max, Bins: s.bins})
+		}
+	}
+	return r.cur
+}
+
+// ahead is how many slots past the current one the skew can fill.
+func (r *Ring) ahead() int64 { return int64(len(r.slots)) - r.n }
+
+// restore merges slots, a ring's state when its current slot was cur, into r: slots r
+// already holds gain the counts (a series fed by two sources), slots outside r's window at
+// max(cur, r's current slot) are dropped. The aggregate is rebuilt, so reads after a restore
+// equal reads of the ring the snapshot was taken from. restore keeps the Bins it is given.
+func (r *Ring) restore(cur int64, slots []SlotState) {
+	r.advance(cur * r.width)
+	for _, st := range slots {
+		if st.Count == 0 || st.Idx <= r.cur-r.n || st.Idx > r.cur+r.ahead() {
+			continue
+		}
+		s := &r.slots[r.pos(st.Idx)]
+		switch {
+		case s.count == 0:
+			*s = slot{idx: st.Idx, count: st.Count, sum: st.Sum, min: st.Min, max: st.Max, bins: st.Bins}
+			r.live++
+		case s.idx == st.Idx:
+			s.count += st.Count
+			s.sum += st.Sum
+			s.min, s.max = min(s.min, st.Min), max(s.max, st.Max)
+			s.bins.AddBins(st.Bins)
+		}
+	}
+	// agg holds the completed live slots; the current one joins it at its next full read.
+	r.agg.Reset()
+	for i := range r.slots {
+		if s := &r.slots[i]; s.count > 0 {
+			s.inAgg = s.idx < r.cur
+			if s.inAgg {
+				r.agg.AddBins(s.bins)
+			}
+		}
+	}
+}
+
+// AppendSnapshot appends to dst the encoding of every series last fed by partition p, as
+// of now (unix ms), and returns it with the number of series written. Series whose ring is
+// empty at now are left out. It locks one shard at a time, so a snapshot is consistent for
+// p only while nothing else feeds p's series: ingest calls it from the partition's worker,
+// between batches.
+//
+// The encoding, version SnapshotVersion: "SLWS", the version byte, a table of ring shapes
+// (slot ms, slots, sketch kind as Kind.String), the series (metric, key, shape, current
+// slot, then each live slot: index below the current one, count, sum, min, max, and bins as
+// sketch.Bins.AppendBinary), and a CRC-32C (Castagnoli) of everything before it. Integers
+// are varints, floats their IEEE bits little-endian, strings length-prefixed.
+func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
+	start := len(dst)
+	dst = append(dst, snapshotMagic[:]...)
+	dst = append(dst, SnapshotVersion)
+	// Shapes first: collect the metrics of p's series. A second pass writes the series, so
+	// the table comes before them and a decoder checks shapes before it reads a series.
+	shapes := map[string]uint64{}
+	var order []RingConfig
+	var body []byte
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for se := range sh.all() {
+			if se.partition != p {
+				continue
+			}
+			mark := len(body)
+			idx, ok := shapes[se.metric]
+			if !ok {
+				idx = uint64(len(order))
+			}
+			body = appendString(body, se.metric)
+			body = appendString(body, se.key)
+			body = binary.AppendUvarint(body, idx)
+			var slotsBuf []byte
+			slots := 0
+			cur := se.ring.export(now, func(st SlotState) {
+				slotsBuf = binary.AppendUvarint(slotsBuf, uint64(se.ring.cur+se.ring.ahead()-st.Idx))
+				slotsBuf = binary.AppendUvarint(slotsBuf, st.Count)
+				slotsBuf = binary.LittleEndian.AppendUint64(slotsBuf, math.Float64bits(st.Sum))
+				slotsBuf = binary.LittleEndian.AppendUint64(slotsBuf, math.Float64bits(st.Min))
+				slotsBuf = binary.LittleEndian.AppendUint64(slotsBuf, math.Float64bits(st.Max))
+				lenAt := len(slotsBuf)
+				slotsBuf = append(slotsBuf, 0, 0, 0, 0) // placeholder for the bins' length
+				slotsBuf, _ = st.Bins.AppendBinary(slotsBuf)
+				binary.LittleEndian.PutUint32(slotsBuf[lenAt:], uint32(len(slotsBuf)-lenAt-4))
+				slots++
+			})
+			if slots == 0 {
+				body = body[:mark]
+				continue
+			}
+			if !ok {
+				shapes[se.metric] = idx
+				order = append(order, se.ring.cfg)
+			}
+			body = binary.AppendVarint(body, cur)
+			body = binary.AppendUvarint(body, uint64(slots))
+			body = append(body, slotsBuf...)
+			n++
+		}
+		sh.mu.Unlock()
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(order)))
+	for _, rc := range order {
+		dst = binary.AppendUvarint(dst, uint64(rc.Slot.Milliseconds()))
+		dst = binary.AppendUvarint(dst, uint64(rc.Slots))
+		dst = binary.AppendUvarint(dst, uint64(rc.Skew.Milliseconds()))
+		dst = appendString(dst, rc.Sketch.String())
+	}
+	dst = binary.AppendUvarint(dst, uint64(n))
+	dst = append(dst, body...)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli)), n
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// snapSeries is one decoded series, before it joins the store.
+type snapSeries struct {
+	metric, key string
+	cur         int64
+	slots       []SlotState
+}
+
+// LoadSnapshot adds the series of a snapshot made by AppendSnapshot to the store, as fed by
+// partition p, and returns how many it added. Rings merge into series already present.
+// It is all or nothing: the whole snapshot is decoded and checked first, and on an error
+// (wrapping ErrSnapshotVersion, ErrSnapshotCorrupt or ErrSnapshotShape) the store is
+// unchanged. A series beyond MaxSeries is refused and counted as Refused, as its first
+// event would be. It never panics on hostile input and allocates at most a small multiple
+// of len(data).
+func (s *Store) LoadSnapshot(now int64, p int32, data []byte) (int, error) {
+	all, err := s.decodeSnapshot(data)
+	if err != nil {
+		return 0, err
+	}
+	added := 0
+	for i := range all {
+		ss := &all[i]
+		h := s.hash(ss.metric, ss.key)
+		sh := &s.shards[h&s.mask]
+		sh.mu.Lock()
+		se := sh.lookup(h, ss.metric, ss.key)
+		created := se == nil
+		if created {
+			if se, err = s.create(sh, h, Event{Metric: ss.metric, Key: ss.key}); err != nil {
+				sh.mu.Unlock()
+				continue
+			}
+		}
+		se.ring.restore(ss.cur, ss.slots)
+		if se.ring.Empty(now) && created {
+			s.unlinkNew(sh, h, se) // nothing of it is left in the window at now
+		} else {
+			se.partition = p
+			added++
+		}
+		sh.mu.Unlock()
+	}
+	return added, nil
+}
+
+// decodeSnapshot checks and decodes data without touching the store.
+func (s *Store) decodeSnapshot(data []byte) ([]snapSeries, error) {
+	if len(data) < len(snapshotMagic)+1+4 || [4]byte(data[:4]) != snapshotMagic {
+		return nil, fmt.Errorf("%w: not a window snapshot", ErrSnapshotCorrupt)
+	}
+	if v := data[4]; v != SnapshotVersion {
+		return nil, fmt.Errorf("%w: version %d, this build reads %d", ErrSnapshotVersion, v, SnapshotVersion)
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
+	}
+	d := snapDecoder{p: body[5:]}
+	type shape struct {
+		width, slots, ahead int64
+		rc                  RingConfig
+	}
+	nShapes := d.count("shapes", 4)
+	if nShapes > maxSnapshotShapes {
+		d.fail("%d shapes", nShapes)
+	}
+	shapes := make([]shape, 0, nShapes)
+	for range nShapes {
+		width, slots, skew := d.uvarint("slot width"), d.uvarint("slots"), d.uvarint("skew")
+		kindStr := d.str("sketch kind")
+		if d.err != nil {
+			break
+		}
+		kind, err := sketch.ParseKind(kindStr)
+		if err != nil || width == 0 || width > math.MaxInt32 || slots == 0 || slots > 100_000 || skew > math.MaxInt32 {
+			d.fail("ring shape %d ms × %d, skew %d ms, sketch %q", width, slots, skew, kindStr)
+			break
+		}
+		rc := RingConfig{Slot: msDuration(width), Slots: int(slots), Skew: msDuration(skew), Sketch: kind}
+		shapes = append(shapes, shape{width: int64(width), slots: int64(slots), ahead: (int64(skew) + int64(width) - 1) / int64(width), rc: rc})
+	}
+	nSeries := d.count("series", 8)
+	out := make([]snapSeries, 0, nSeries)
+	for range nSeries {
+		if d.err != nil {
+			break
+		}
+		ss := snapSeries{metric: d.str("metric"), key: d.str("key")}
+		si := d.uvarint("shape")
+		ss.cur = d.varint("current slot")
+		nSlots := d.count("slots", 29)
+		if d.err != nil {
+			break
+		}
+		if ss.metric == "" || ss.key == "" || si >= uint64(len(shapes)) {
+			d.fail("series %q/%q: empty name or shape %d of %d", ss.metric, ss.key, si, len(shapes))
+			break
+		}
+		sp := shapes[si]
+		if nSlots == 0 || nSlots > uint64(sp.slots+sp.ahead) || ss.cur < math.MinInt64/4 || ss.cur > math.MaxInt64/4 {
+			d.fail("series %q/%q: %d slots, current %d", ss.metric, ss.key, nSlots, ss.cur)
+			break
+		}
+		ss.slots = make([]SlotState, 0, nSlots)
+		last := int64(math.MinInt64)
+		for range nSlots {
+			back := d.uvarint("slot index")
+			st := SlotState{Count: d.uvarint("count"), Sum: d.float("sum"), Min: d.float("min"), Max: d.float("max")}
+			binsLen := d.u32("bins length")
+			raw := d.bytes("bins", binsLen)
+			if d.err != nil {
+				break
+			}
+			st.Idx = ss.cur + sp.ahead - int64(min(back, 1<<40))
+			if back >= uint64(sp.slots+sp.ahead) || st.Idx <= last || st.Count == 0 ||
+				!finite(st.Sum, st.Min, st.Max) || st.Min > st.Max {
+				d.fail("series %q/%q: slot %d: bad index, count or values", ss.metric, ss.key, st.Idx)
+				break
+			}
+			st.Bins = new(sketch.Bins)
+			if err := st.Bins.UnmarshalBinary(raw); err != nil || st.Bins.Count() != st.Count {
+				d.fail("series %q/%q: slot %d: bins: %v", ss.metric, ss.key, st.Idx, err)
+				break
+			}
+			last = st.Idx
+			ss.slots = append(ss.slots, st)
+		}
+		if d.err != nil {
+			break
+		}
+		rc := s.RingConfig(ss.metric)
+		if rc.Slot != sp.rc.Slot || rc.Slots != sp.rc.Slots || !rc.Sketch.Equal(sp.rc.Sketch) {
+			return nil, fmt.Errorf("%w: %s: snapshot %v × %d %v, store %v × %d %v", ErrSnapshotShape, ss.metric,
+				sp.rc.Slot, sp.rc.Slots, sp.rc.Sketch, rc.Slot, rc.Slots, rc.Sketch)
+		}
+		out = append(out, ss)
+	}
+	if d.err == nil && len(d.p) > 0 {
+		d.fail("%d trailing bytes", len(d.p))
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, d.err)
+	}
+	return out, nil
+}
+
+func msDuration(ms uint64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+func finite(vs ...float64) bool {
+	for _, v := range vs {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// snapDecoder reads a snapshot body; the first error sticks and later reads return zeros.
+type snapDecoder struct {
+	p   []byte
+	err error
+}
+
+func (d *snapDecoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf(format, args...)
+	}
+}
+
+func (d *snapDecoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	x, n := binary.Uvarint(d.p)
+	if n <= 0 {
+		d.fail("reading %s: bad varint", what)
+		return 0
+	}
+	d.p = d.p[n:]
+	return x
+}
+
+func (d *snapDecoder) varint(what string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	x, n := binary.Varint(d.p)
+	if n <= 0 {
+		d.fail("reading %s: bad varint", what)
+		return 0
+	}
+	d.p = d.p[n:]
+	return x
+}
+
+// count reads an element count and checks the remaining input could hold that many
+// elements of at least minSize bytes each: this bounds every allocation by len(data).
+func (d *snapDecoder) count(what string, minSize uint64) uint64 {
+	n := d.uvarint(what)
+	if d.err == nil && n > uint64(len(d.p))/minSize {
+		d.fail("%d %s in %d bytes", n, what, len(d.p))
+		return 0
+	}
+	return n
+}
+
+func (d *snapDecoder) bytes(what string, n uint64) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.p)) {
+		d.fail("reading %s: %d bytes, %d left", what, n, len(d.p))
+		return nil
+	}
+	b := d.p[:n]
+	d.p = d.p[n:]
+	return b
+}
+
+func (d *snapDecoder) str(what string) string { return string(d.bytes(what, d.uvarint(what))) }
+
+func (d *snapDecoder) u32(what string) uint64 {
+	b := d.bytes(what, 4)
+	if b == nil {
+		return 0
+	}
+	return uint64(binary.LittleEndian.Uint32(b))
+}
+
+func (d *snapDecoder) float(what string) float64 {
+	b := d.bytes(what, 8)
+	if b == nil {
+		return 0
+	}
+	return math.Float64frombits(binary.LittleEndian.Uint64(b))
+}

@@ -1,0 +1,222 @@
+package window
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/slide-metrics/slide/sketch"
+)
+
+// snapStore is a store with the default ring, an HDR metric and an hourly cost ring.
+func snapStore(t testing.TB) *Store {
+	t.Helper()
+	s, err := NewStore(StoreConfig{Metrics: map[string]RingConfig{
+		"cost": {Slot: time.Minute, Slots: 60},
+		"hdr":  {Sketch: sketch.Kind{Name: sketch.NameHDR}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// feed adds n random events of three metrics, in and out of order, odd keys to partition 1
+// and even ones to partition 0.
+func feed(s *Store, rng *rand.Rand, now int64, n int) {
+	metrics := []string{"latency_ms", "cost", "hdr"}
+	for range n {
+		m := metrics[rng.IntN(len(metrics))]
+		k := rng.IntN(40)
+		ev := Event{ // a key lives in one partition, as Kafka's key hashing makes it
+			TS: now - rng.Int64N(10*60_000) + rng.Int64N(5_000), Metric: m,
+			Key: fmt.Sprintf("k%d", k), Value: float64(rng.IntN(5000)) - 100,
+			Count: uint64(rng.IntN(3)), Partition: int32(k % 2),
+		}
+		_ = s.ObserveAt(now, ev)
+	}
+}
+
+// equalReads fails unless every series of a is in b with equal reads of every window.
+func equalReads(t *testing.T, a, b *Store, now int64, p int32) {
+	t.Helper()
+	qs := []float64{0, 0.5, 0.95, 0.99, 1}
+	n := 0
+	a.each(func(se *series) {
+		if se.partition != p {
+			return
+		}
+		n++
+		rc := a.RingConfig(se.metric)
+		for _, w := range []time.Duration{rc.Slot, 3 * rc.Slot, rc.Retention()} {
+			wa, errA := se.ring.clone().Read(now, w, qs)
+			wb, errB := b.ReadAt(now, se.metric, se.key, w, qs)
+			if errB != nil && errA == nil && wa.Count == 0 {
+				continue // empty at now: not carried
+			}
+			if errA != nil || errB != nil || !reflect.DeepEqual(fmt.Sprint(wa), fmt.Sprint(wb)) {
+				t.Fatalf("%s/%s over %v: original %+v (%v), restored %+v (%v)", se.metric, se.key, w, wa, errA, wb, errB)
+			}
+		}
+	})
+	if n == 0 {
+		t.Fatal("no series in partition: the test proves nothing")
+	}
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	now := int64(1_764_489_600_000)
+	a := snapStore(t)
+	feed(a, rng, now, 5000)
+	data, n := a.AppendSnapshot(nil, now, 1)
+	if n == 0 {
+		t.Fatal("empty snapshot")
+	}
+	b := snapStore(t)
+	got, err := b.LoadSnapshot(now, 1, data)
+	if err != nil || got != n {
+		t.Fatalf("LoadSnapshot: %d series, %v; want %d", got, err, n)
+	}
+	equalReads(t, a, b, now, 1)
+	if b.DropPartition(1) != n || b.Len() != 0 {
+		t.Fatal("restored series do not belong to partition 1")
+	}
+
+	// Restored rings go on exactly as the originals: the same later events, at a later now.
+	b.LoadSnapshot(now, 1, data)
+	later := now + 95_000
+	for range 3000 {
+		ev := Event{TS: later - rng.Int64N(60_000), Metric: "latency_ms", Key: fmt.Sprintf("k%d", 2*rng.IntN(20)+1), Value: float64(rng.IntN(900)), Partition: 1}
+		errA, errB := a.ObserveAt(later, ev), b.ObserveAt(later, ev)
+		if errA != errB {
+			t.Fatalf("%+v: original %v, restored %v", ev, errA, errB)
+		}
+	}
+	equalReads(t, a, b, later, 1)
+
+	// A snapshot encodes deterministically enough to decode again to the same store.
+	again, _ := b.AppendSnapshot(nil, later, 1)
+	c := snapStore(t)
+	if _, err := c.LoadSnapshot(later, 1, again); err != nil {
+		t.Fatal(err)
+	}
+	equalReads(t, a, c, later, 1)
+}
+
+// A snapshot merges into a series the store already has (fed by another source).
+func TestSnapshotMergesIntoExisting(t *testing.T) {
+	now := int64(1_764_489_600_000)
+	a, b, want := snapStore(t), snapStore(t), snapStore(t)
+	for i := range 100 {
+		ev := Event{TS: now - int64(i)*1000, Metric: "latency_ms", Key: "x", Value: float64(i), Partition: 3}
+		other := ev
+		other.Value, other.Partition = float64(1000+i), -1
+		a.ObserveAt(now, ev)
+		b.ObserveAt(now, other)
+		want.ObserveAt(now, ev)
+		want.ObserveAt(now, other)
+	}
+	data, _ := a.AppendSnapshot(nil, now, 3)
+	if _, err := b.LoadSnapshot(now, 3, data); err != nil {
+		t.Fatal(err)
+	}
+	qs := []float64{0.5, 0.9}
+	wa, _ := want.ReadAt(now, "latency_ms", "x", 5*time.Minute, qs)
+	wb, _ := b.ReadAt(now, "latency_ms", "x", 5*time.Minute, qs)
+	if fmt.Sprint(wa) != fmt.Sprint(wb) {
+		t.Fatalf("merged %+v, want %+v", wb, wa)
+	}
+}
+
+func TestSnapshotRefusals(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	now := int64(1_764_489_600_000)
+	a := snapStore(t)
+	feed(a, rng, now, 500)
+	data, _ := a.AppendSnapshot(nil, now, 0)
+
+	flip := append([]byte(nil), data...)
+	flip[len(flip)/2] ^= 0x10
+	version := append([]byte(nil), data...)
+	version[4] = 9
+	other, _ := NewStore(StoreConfig{Metrics: map[string]RingConfig{"cost": {Slot: time.Minute, Slots: 30}}})
+	for _, tc := range []struct {
+		name  string
+		store *Store
+		data  []byte
+		want  error
+	}{
+		{"bit flip", snapStore(t), flip, ErrSnapshotCorrupt},
+		{"truncated", snapStore(t), data[:len(data)-7], ErrSnapshotCorrupt},
+		{"empty", snapStore(t), nil, ErrSnapshotCorrupt},
+		{"version", snapStore(t), version, ErrSnapshotVersion},
+		{"ring changed", other, data, ErrSnapshotShape},
+	} {
+		n, err := tc.store.LoadSnapshot(now, 0, tc.data)
+		if !errors.Is(err, tc.want) || n != 0 || tc.store.Len() != 0 {
+			t.Errorf("%s: %d series, %v; want none and %v", tc.name, n, err, tc.want)
+		}
+	}
+
+	// Too old to matter: nothing is left in the window at a later now, so nothing is added.
+	b := snapStore(t)
+	if n, err := b.LoadSnapshot(now+2*time.Hour.Milliseconds(), 0, data); err != nil || n != 0 || b.Len() != 0 {
+		t.Errorf("stale snapshot: %d series, %v", n, err)
+	}
+	// The series cap holds for restored series too, and counts the refused ones.
+	c, _ := NewStore(StoreConfig{MaxSeries: 5, Metrics: map[string]RingConfig{"cost": {Slot: time.Minute, Slots: 60}, "hdr": {Sketch: sketch.Kind{Name: sketch.NameHDR}}}})
+	if n, err := c.LoadSnapshot(now, 0, data); err != nil || n != 5 || c.Stats().Refused == 0 {
+		t.Errorf("capped: %d series, %v, %d refused", n, err, c.Stats().Refused)
+	}
+}
+
+func FuzzLoadSnapshot(f *testing.F) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	now := int64(1_764_489_600_000)
+	a := snapStore(f)
+	feed(a, rng, now, 60)
+	data, _ := a.AppendSnapshot(nil, now, 0)
+	f.Add(data)
+	empty, _ := snapStore(f).AppendSnapshot(nil, now, 0)
+	f.Add(empty)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// Most mutations only break the checksum: also load the input with its checksum made
+		// right, so the fuzzer explores the parser behind it.
+		fixed := append([]byte(nil), data...)
+		if len(fixed) >= 9 {
+			body := fixed[:len(fixed)-4]
+			binary.LittleEndian.PutUint32(fixed[len(body):], crc32.Checksum(body, castagnoli))
+		}
+		loadFuzzed(t, data)
+		loadFuzzed(t, fixed)
+	})
+}
+
+func loadFuzzed(t *testing.T, data []byte) {
+	now := int64(1_764_489_600_000)
+	{
+		s := snapStore(t)
+		n, err := s.LoadSnapshot(now, 0, data)
+		if err != nil {
+			if n != 0 || s.Len() != 0 {
+				t.Fatalf("failed load added %d series", s.Len())
+			}
+			return
+		}
+		// What loads must encode and load again to the same reads.
+		again, m := s.AppendSnapshot(nil, now, 0)
+		s2 := snapStore(t)
+		if k, err := s2.LoadSnapshot(now, 0, again); err != nil || k != m {
+			t.Fatalf("re-encoded snapshot: %d of %d series, %v", k, m, err)
+		}
+		if m > 0 {
+			equalReads(t, s, s2, now, 0)
+		}
+	}
+}
