@@ -78,6 +78,9 @@ type Config struct {
 	// RejectLogInterval is the minimum spacing of refused-event log lines (after a burst of
 	// 10); the metric counts them all. Default 1 s.
 	RejectLogInterval time.Duration
+	// Snapshots configures window snapshots in a compacted topic, which make a restore cost
+	// the size of the state instead of the length of the history; the zero value is off.
+	Snapshots SnapshotConfig
 	// Dialer connects to the brokers (TLS, SASL); nil is kafka.DefaultDialer.
 	Dialer *kafka.Dialer
 	// Logger receives assignment, restore and error logs; nil discards them.
@@ -114,6 +117,7 @@ func (c Config) withDefaults(store *window.Store) Config {
 	if c.MaxBytes == 0 {
 		c.MaxBytes = DefaultMaxBytes
 	}
+	c.Snapshots = c.Snapshots.withDefaults(c.Topic)
 	return c
 }
 
@@ -142,6 +146,9 @@ func (c Config) Validate() error {
 		if v < 0 {
 			return fmt.Errorf("%s %v: must not be negative", name, v)
 		}
+	}
+	if err := c.Snapshots.Validate(d.Topic); err != nil {
+		return err
 	}
 	if d.HeartbeatInterval >= d.SessionTimeout {
 		return fmt.Errorf("heartbeat interval %v: must be below the session timeout %v", d.HeartbeatInterval, d.SessionTimeout)
@@ -201,6 +208,8 @@ type Consumer struct {
 	now    func() time.Time
 	log    *slog.Logger
 	m      *metrics
+	sm     *snapMetrics
+	snap   *snapshots    // nil with snapshots off
 	dlqW   *kafka.Writer // dead-letter writer, nil without a DeadLetterTopic
 	dlq    *deadLetters  // dead letters through dlqW; set by Run before any worker starts
 	client *kafka.Client
@@ -231,6 +240,7 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 		now:    time.Now,
 		log:    cfg.Logger,
 		m:      newMetrics(store),
+		sm:     newSnapMetrics(),
 		rejLim: rate.NewLimiter(rate.Every(cfg.RejectLogInterval), 10),
 		errLim: rate.NewLimiter(rate.Every(time.Second), 5),
 		parts:  make(map[int32]*partition),
@@ -253,6 +263,11 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 		if err := c.m.register(cfg.Registerer); err != nil {
 			return nil, err
 		}
+		for _, col := range c.sm.collectors(c) {
+			if err := cfg.Registerer.Register(col); err != nil {
+				return nil, fmt.Errorf("registering snapshot metrics: %w", err)
+			}
+		}
 	}
 	if cfg.DeadLetterTopic != "" {
 		w := &kafka.Writer{
@@ -268,6 +283,9 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 			w.Transport = transport
 		}
 		c.dlqW = w // Run starts the dead-letter goroutine, and stops it: New leaves none behind
+	}
+	if cfg.Snapshots.Interval > 0 {
+		c.snap = newSnapshots(c, cfg.Snapshots, transport) // Run starts and stops its goroutine
 	}
 	return c, nil
 }
@@ -291,6 +309,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.dlqW != nil {
 		c.dlq = newDeadLetters(c.dlqW, c.log, c.m)
 		defer c.dlq.close()
+	}
+	if c.snap != nil {
+		go c.snap.run(ctx)
+		defer c.snap.close() // before the dead letters close: a snapshot write flushes them
 	}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                    c.cfg.Group,
@@ -358,6 +380,7 @@ type partition struct {
 	ringNext int          // the entry of rings to replace next
 	events   prometheus.Counter
 	bytes    prometheus.Counter
+	snap     partSnap
 	lag      prometheus.Gauge
 	lagSec   prometheus.Gauge
 }
@@ -543,6 +566,9 @@ func (c *Consumer) partitionsFrom(ends, times map[int32]kafka.PartitionOffsets, 
 
 // consume reads partition p until gctx ends, reconnecting after errors.
 func (c *Consumer) consume(gctx context.Context, p *partition) {
+	if c.snap != nil && !p.snap.restored && !p.restored.Load() {
+		c.snap.restore(gctx, p)
+	}
 	for gctx.Err() == nil {
 		err := c.fetch(gctx, p)
 		if gctx.Err() != nil {
@@ -637,6 +663,9 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 		}
 		if next >= p.target && !p.restored.Load() {
 			c.markRestored(p)
+		}
+		if c.snap != nil {
+			c.snap.maybeTake(p)
 		}
 		if err != nil {
 			if errors.Is(err, kafka.OffsetOutOfRange) {
@@ -784,6 +813,7 @@ func (c *Consumer) markRestored(p *partition) {
 	d := time.Since(p.assigned)
 	p.restoreMs.Store(max(d.Milliseconds(), 0))
 	c.m.restoreDuration.Observe(d.Seconds())
+	c.sm.observeRestore(p, d)
 	c.mu.Lock()
 	c.setPartitionGaugesLocked()
 	c.mu.Unlock()
@@ -872,6 +902,9 @@ type PartitionProgress struct {
 	Next           int64   `json:"next"`
 	HighWaterMark  int64   `json:"high_water_mark"`
 	RestoreSeconds float64 `json:"restore_seconds"` // time the replay took; 0 until restored
+	// Snapshot says whether the restore starts from a snapshot or the log, and how far it is;
+	// nil with snapshots off.
+	Snapshot *SnapshotProgress `json:"snapshot,omitempty"`
 }
 
 // Progress returns the consumer's current assignment and restore state.
@@ -884,6 +917,9 @@ func (c *Consumer) Progress() Progress {
 			Partition: p.id, Restored: p.restored.Load(), Done: 1, From: p.from, Target: p.target,
 			Next: p.next.Load(), HighWaterMark: p.hwm.Load(),
 			RestoreSeconds: float64(p.restoreMs.Load()) / 1000,
+		}
+		if c.snap != nil {
+			pp.Snapshot = p.snap.progress(pp.Restored)
 		}
 		if !pp.Restored && pp.Target > pp.From {
 			pp.Done = min(max(float64(pp.Next-pp.From)/float64(pp.Target-pp.From), 0), 1)

@@ -70,6 +70,10 @@ type serveConfig struct {
 	demo     bool
 	demoRate float64
 	demoKeys int
+
+	snapshotInterval   time.Duration
+	snapshotTopic      string
+	snapshotChunkBytes int
 }
 
 func (c *serveConfig) register(fs interface {
@@ -98,6 +102,9 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.deadLetterTopic, "dead-letter-topic", "", "topic that receives refused events with their reason (empty: none)")
 	fs.StringVar(&c.embeddedKafkaAddr, "embedded-kafka-addr", ingest.DefaultBrokerAddr, "listen address of the embedded Kafka-protocol broker")
 	fs.IntVar(&c.embeddedPartitions, "embedded-kafka-partitions", 4, "partitions of the embedded broker's topic")
+	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", ingest.DefaultSnapshotInterval, "how often each owned partition's windows are written to the snapshot topic, so a restart or rebalance loads them and replays only the log after (0: off, full replay)")
+	fs.StringVar(&c.snapshotTopic, "snapshot-topic", "", "compacted topic of window snapshots (empty: <topic>"+ingest.DefaultSnapshotTopicSuffix+"); created when missing")
+	fs.IntVar(&c.snapshotChunkBytes, "snapshot-chunk-bytes", ingest.DefaultSnapshotChunkBytes, "largest snapshot payload per record; keep it below the snapshot topic's max.message.bytes")
 
 	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
 	fs.StringVar(&c.redis, "redis", "", "Redis address (host:port) for policies with backend: redis")
@@ -210,6 +217,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	consumer, err := ingest.New(ingest.Config{
 		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
 		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
+		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: c.snapshotChunkBytes},
 	}, store)
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)

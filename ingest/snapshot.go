@@ -1,0 +1,757 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// Defaults of SnapshotConfig.
+const (
+	DefaultSnapshotInterval    = 30 * time.Second // what `slide serve` uses; the library's zero value is off
+	DefaultSnapshotTopicSuffix = ".slide-snapshots"
+	DefaultSnapshotChunkBytes  = 512 << 10 // half of Kafka's default max.message.bytes (1 MiB)
+)
+
+// SnapshotConfig configures window snapshots (see the package documentation, Snapshots).
+// The zero value turns them off.
+type SnapshotConfig struct {
+	// Interval is how often each owned, restored partition's series are written to Topic;
+	// 0 (the default) turns snapshots off, both writing and restoring from them.
+	Interval time.Duration
+	// Topic is the compacted topic of snapshots; default Config.Topic + ".slide-snapshots".
+	// It is created (cleanup.policy=compact, as many partitions as the events topic) when
+	// missing; when it cannot be, one log line says what to create and snapshots stay off.
+	Topic string
+	// ChunkBytes is the largest snapshot payload one record carries; default 512 KiB. Keep it
+	// well below the topic's max.message.bytes.
+	ChunkBytes int
+}
+
+func (c SnapshotConfig) withDefaults(topic string) SnapshotConfig {
+	if c.Topic == "" {
+		c.Topic = topic + DefaultSnapshotTopicSuffix
+	}
+	if c.ChunkBytes == 0 {
+		c.ChunkBytes = DefaultSnapshotChunkBytes
+	}
+	return c
+}
+
+// Validate reports a config New would refuse.
+func (c SnapshotConfig) Validate(topic string) error {
+	d := c.withDefaults(topic)
+	switch {
+	case d.Interval < 0:
+		return fmt.Errorf("snapshot interval %v: must not be negative", d.Interval)
+	case d.ChunkBytes < 64 || d.ChunkBytes > 64<<20:
+		return fmt.Errorf("snapshot chunk bytes %d: must be in [64, 64 MiB]", d.ChunkBytes)
+	case d.Topic == topic:
+		return fmt.Errorf("snapshot topic %q is the events topic", d.Topic)
+	}
+	return nil
+}
+
+// Restore sources and the reasons a snapshot was not used, as slide_snapshot_restore_total
+// labels them.
+const (
+	sourceSnapshot = "snapshot"
+	sourceLog      = "log"
+
+	reasonLoaded         = "loaded"
+	reasonMissing        = "missing"         // no snapshot of this partition and group
+	reasonIncomplete     = "incomplete"      // a chunk is missing or belongs to another snapshot
+	reasonCorrupt        = "corrupt"         // a checksum or the encoding does not hold
+	reasonUnknownVersion = "unknown_version" // written by a build with another format
+	reasonTooOld         = "too_old"         // taken before now − restore span, or its offset was deleted
+	reasonConfigChanged  = "config_changed"  // rings of another shape than the store's
+	reasonAheadOfLog     = "ahead_of_log"    // its offset is past the log's end (truncated log)
+	reasonReadError      = "read_error"      // the snapshot topic could not be read
+)
+
+var snapshotReasons = []string{reasonMissing, reasonIncomplete, reasonCorrupt, reasonUnknownVersion,
+	reasonTooOld, reasonConfigChanged, reasonAheadOfLog, reasonReadError}
+
+// Record formats. A snapshot of (group, partition) is its chunks, then one manifest that
+// makes it complete. Keys: the manifest "<group>/<partition>", chunk i
+// "<group>/<partition>/<a|b>/<i>". Snapshots alternate between the a and b chunk sets, so a
+// crash while writing one never overwrites the chunks the latest complete manifest names,
+// and compaction keeps exactly one manifest and at most two chunk sets per key.
+const (
+	snapRecordVersion = 1
+	manifestLen       = 4 + 1 + 8 + 1 + 3*binary.MaxVarintLen64 + 2*binary.MaxVarintLen64 + 4 + 4
+)
+
+var (
+	manifestMagic = [4]byte{'S', 'L', 'S', 'M'}
+	chunkMagic    = [4]byte{'S', 'L', 'S', 'C'}
+	castagnoli    = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// manifest describes one complete snapshot.
+type manifest struct {
+	id     uint64 // random, tells this snapshot's chunks from another's
+	set    byte   // 'a' or 'b'
+	offset int64  // next offset of the source partition the snapshot covers
+	taken  int64  // wall clock at the snapshot, unix ms
+	chunks uint64
+	size   uint64 // payload bytes over all chunks
+	crc    uint32 // CRC-32C of the payload
+}
+
+func (m manifest) append(dst []byte) []byte {
+	start := len(dst)
+	dst = append(dst, manifestMagic[:]...)
+	dst = append(dst, snapRecordVersion)
+	dst = binary.LittleEndian.AppendUint64(dst, m.id)
+	dst = append(dst, m.set)
+	dst = binary.AppendVarint(dst, m.offset)
+	dst = binary.AppendVarint(dst, m.taken)
+	dst = binary.AppendUvarint(dst, m.chunks)
+	dst = binary.AppendUvarint(dst, m.size)
+	dst = binary.LittleEndian.AppendUint32(dst, m.crc)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// parseManifest returns the manifest in v, or the reason it cannot be used.
+func parseManifest(v []byte) (manifest, string) {
+	var m manifest
+	if len(v) < 5 || [4]byte(v[:4]) != manifestMagic {
+		return m, reasonCorrupt
+	}
+	if v[4] != snapRecordVersion {
+		return m, reasonUnknownVersion
+	}
+	if len(v) < 5+8+1+4+4 || len(v) > manifestLen {
+		return m, reasonCorrupt
+	}
+	body := v[:len(v)-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(v[len(v)-4:]) {
+		return m, reasonCorrupt
+	}
+	p := body[5:]
+	m.id, m.set, p = binary.LittleEndian.Uint64(p), p[8], p[9:]
+	var ok bool
+	read := func(signed bool) uint64 {
+		var x uint64
+		var n int
+		if signed {
+			var s int64
+			s, n = binary.Varint(p)
+			x = uint64(s)
+		} else {
+			x, n = binary.Uvarint(p)
+		}
+		if n <= 0 {
+			ok = false
+			return 0
+		}
+		p = p[n:]
+		return x
+	}
+	ok = true
+	m.offset, m.taken = int64(read(true)), int64(read(true))
+	m.chunks, m.size = read(false), read(false)
+	if !ok || len(p) != 4 || (m.set != 'a' && m.set != 'b') || m.offset < 0 || m.chunks == 0 || m.chunks > 1<<20 {
+		return m, reasonCorrupt
+	}
+	m.crc = binary.LittleEndian.Uint32(p)
+	return m, ""
+}
+
+func chunkValue(id uint64, i int, data []byte) []byte {
+	v := make([]byte, 0, 4+1+8+binary.MaxVarintLen64+len(data))
+	v = append(v, chunkMagic[:]...)
+	v = append(v, snapRecordVersion)
+	v = binary.LittleEndian.AppendUint64(v, id)
+	v = binary.AppendUvarint(v, uint64(i))
+	return append(v, data...)
+}
+
+// parseChunk returns a chunk's snapshot id, index and data, or a reason.
+func parseChunk(v []byte) (id, i uint64, data []byte, reason string) {
+	if len(v) < 5 || [4]byte(v[:4]) != chunkMagic {
+		return 0, 0, nil, reasonCorrupt
+	}
+	if v[4] != snapRecordVersion {
+		return 0, 0, nil, reasonUnknownVersion
+	}
+	if len(v) < 14 {
+		return 0, 0, nil, reasonCorrupt
+	}
+	id = binary.LittleEndian.Uint64(v[5:])
+	i, n := binary.Uvarint(v[13:])
+	if n <= 0 {
+		return 0, 0, nil, reasonCorrupt
+	}
+	return id, i, v[13+n:], ""
+}
+
+// snapMetrics are the slide_snapshot_* collectors.
+type snapMetrics struct {
+	restores        *prometheus.CounterVec   // {source, reason}
+	restoreDuration *prometheus.HistogramVec // {source}
+	written         prometheus.Counter
+	writes          prometheus.Counter
+	writeErrors     prometheus.Counter
+	skipped         prometheus.Counter
+}
+
+func newSnapMetrics() *snapMetrics {
+	m := &snapMetrics{
+		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slide_snapshot_restore_total",
+			Help: "Partition restores by source (snapshot, log) and reason: loaded, or why no snapshot was used (missing, incomplete, corrupt, unknown_version, too_old, config_changed, ahead_of_log, read_error).",
+		}, []string{"source", "reason"}),
+		restoreDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "slide_snapshot_restore_duration_seconds",
+			Help:    "Time from a partition's assignment until its windows are rebuilt, by source: snapshot (load, then the log after it) or log (full replay).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 9),
+		}, []string{"source"}),
+		written: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slide_snapshot_written_bytes_total",
+			Help: "Snapshot payload bytes written to the snapshot topic.",
+		}),
+		writes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slide_snapshot_writes_total",
+			Help: "Complete snapshots written (chunks and manifest).",
+		}),
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slide_snapshot_write_errors_total",
+			Help: "Snapshots that could not be written; the next interval tries again.",
+		}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slide_snapshot_skipped_total",
+			Help: "Snapshots not taken because the previous one of the partition was still being written.",
+		}),
+	}
+	m.restores.WithLabelValues(sourceSnapshot, reasonLoaded)
+	for _, r := range snapshotReasons {
+		m.restores.WithLabelValues(sourceLog, r)
+	}
+	return m
+}
+
+// ageCollector exports slide_snapshot_age_seconds{partition} for the partitions this
+// instance owns and has written a snapshot of.
+type ageCollector struct {
+	c    *Consumer
+	desc *prometheus.Desc
+}
+
+func (a ageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- a.desc }
+
+func (a ageCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now().UnixMilli()
+	a.c.mu.Lock()
+	defer a.c.mu.Unlock()
+	for _, p := range a.c.parts {
+		if w := p.snap.written.Load(); w > 0 {
+			ch <- prometheus.MustNewConstMetric(a.desc, prometheus.GaugeValue, float64(now-w)/1000, p.label)
+		}
+	}
+}
+
+func (m *snapMetrics) collectors(c *Consumer) []prometheus.Collector {
+	age := ageCollector{c: c, desc: prometheus.NewDesc("slide_snapshot_age_seconds",
+		"Age of the last snapshot this instance wrote of each partition it owns.", []string{"partition"}, nil)}
+	return []prometheus.Collector{m.restores, m.restoreDuration, m.written, m.writes, m.writeErrors, m.skipped, age}
+}
+
+// partSnap is a partition's snapshot state.
+type partSnap struct {
+	mu       sync.Mutex
+	source   string // sourceSnapshot or sourceLog once decided; guarded by mu
+	phase    string // "reading_snapshot", "replaying", "live"; guarded by mu
+	offset   int64  // offset of the snapshot loaded; guarded by mu
+	bytes    int64  // snapshot bytes read so far; guarded by mu
+	last     time.Time    // when the last snapshot was taken; worker only
+	lastOff  int64        // the offset it covered; worker only
+	busy     atomic.Bool  // a snapshot of the partition is being written
+	written  atomic.Int64 // wall clock of the last snapshot written, unix ms
+	set      atomic.Int32 // chunk set of the next snapshot: 'a' or 'b'
+	buf      []byte       // encoding buffer, reused; owned by whoever holds busy
+	restored bool         // a snapshot load was tried; worker only
+}
+
+func (ps *partSnap) state(source, phase string) {
+	ps.mu.Lock()
+	if source != "" {
+		ps.source = source
+	}
+	ps.phase = phase
+	ps.mu.Unlock()
+}
+
+// snapJob is one encoded snapshot on its way to the topic.
+type snapJob struct {
+	p      *partition
+	offset int64
+	taken  int64
+	data   []byte
+	series int
+}
+
+// snapshots writes and reads the snapshot topic for a Consumer.
+type snapshots struct {
+	c      *Consumer
+	cfg    SnapshotConfig
+	log    *slog.Logger
+	m      *snapMetrics
+	w      *kafka.Writer
+	jobs   chan snapJob
+	parts  atomic.Int32 // partitions of the snapshot topic; 0 until ready
+	ready  atomic.Bool  // the topic exists: write and read it
+	done   chan struct{}
+	once   sync.Once
+	closed chan struct{}
+}
+
+func newSnapshots(c *Consumer, cfg SnapshotConfig, transport *kafka.Transport) *snapshots {
+	s := &snapshots{c: c, cfg: cfg, log: c.log, m: c.sm, jobs: make(chan snapJob, 64),
+		done: make(chan struct{}), closed: make(chan struct{})}
+	s.w = &kafka.Writer{
+		Addr:  kafka.TCP(c.cfg.Brokers...),
+		Topic: cfg.Topic,
+		// The partition was chosen by the sender: partition p's snapshot goes to p mod n.
+		Balancer: kafka.BalancerFunc(func(m kafka.Message, parts ...int) int {
+			return parts[m.Partition%len(parts)]
+		}),
+		RequiredAcks: kafka.RequireAll,
+		BatchBytes:   int64(cfg.ChunkBytes) + 64<<10,
+		BatchSize:    1000,
+		BatchTimeout: time.Millisecond,
+		ErrorLogger:  c.kafkaLogger("snapshot writer"),
+	}
+	if transport != nil {
+		s.w.Transport = transport
+	}
+	return s
+}
+
+// run makes sure the topic exists, then writes snapshots until close.
+func (s *snapshots) run(ctx context.Context) {
+	defer close(s.closed)
+	for {
+		ok, retry := s.ensureTopic(ctx)
+		if ok {
+			break
+		}
+		if !retry {
+			return
+		}
+		select {
+		case <-s.done:
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+	for {
+		select {
+		case <-s.done:
+			return
+		case j := <-s.jobs:
+			s.write(ctx, j)
+		}
+	}
+}
+
+func (s *snapshots) close() {
+	s.once.Do(func() { close(s.done) })
+	<-s.closed
+	s.w.Close()
+}
+
+// ensureTopic creates the snapshot topic when it is missing and reports whether it exists.
+// When creation is refused it says once what to create and turns snapshots off (retry false).
+func (s *snapshots) ensureTopic(ctx context.Context) (ok, retry bool) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	meta, err := s.c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.c.cfg.Topic, s.cfg.Topic}})
+	if err != nil {
+		s.log.Warn("ingest: snapshots: reading topic metadata", "err", err)
+		return false, true
+	}
+	events, snaps := 0, -1
+	for _, t := range meta.Topics {
+		switch {
+		case t.Name == s.c.cfg.Topic && t.Error == nil:
+			events = len(t.Partitions)
+		case t.Name == s.cfg.Topic && t.Error == nil:
+			snaps = len(t.Partitions)
+		}
+	}
+	if snaps <= 0 {
+		n := max(events, 1)
+		resp, err := s.c.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+			Topic: s.cfg.Topic, NumPartitions: n, ReplicationFactor: -1,
+			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
+		}}})
+		if err == nil {
+			err = resp.Errors[s.cfg.Topic]
+		}
+		if err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+			s.log.Error("ingest: snapshots off: cannot create the snapshot topic; create it with cleanup.policy=compact",
+				"topic", s.cfg.Topic, "partitions", n, "err", err)
+			return false, false // restores replay the log
+		}
+		if err == nil {
+			s.log.Info("ingest: snapshots: created the snapshot topic", "topic", s.cfg.Topic, "partitions", n, "cleanup.policy", "compact")
+		}
+		snaps = n
+	}
+	s.parts.Store(int32(snaps))
+	s.ready.Store(true)
+	return true, false
+}
+
+// snapPartition is the snapshot topic partition that holds source partition id.
+func (s *snapshots) snapPartition(id int32) int { return int(id) % int(max(s.parts.Load(), 1)) }
+
+func keyOf(group string, id int32) string { return group + "/" + strconv.Itoa(int(id)) }
+
+// maybeTake encodes p's series when a snapshot is due and hands them to the writer. The
+// partition's worker calls it between batches, so the encoding is exactly the state after
+// every record below p.next.
+func (s *snapshots) maybeTake(p *partition) {
+	if !s.ready.Load() || !p.restored.Load() || time.Since(p.snap.last) < s.cfg.Interval {
+		return
+	}
+	if p.snap.busy.Load() {
+		s.m.skipped.Inc()
+		return
+	}
+	if off, w := p.next.Load(), p.snap.written.Load(); off == p.snap.lastOff && w > 0 &&
+		time.Since(time.UnixMilli(w)) < s.c.cfg.Restore/2 {
+		return // an idle partition: the last snapshot still says it all, and is far from too old
+	}
+	p.snap.last = time.Now()
+	p.snap.lastOff = p.next.Load()
+	now := s.c.now().UnixMilli()
+	data, n := s.c.store.AppendSnapshot(p.snap.buf[:0], now, p.id)
+	p.snap.buf = data
+	p.snap.busy.Store(true)
+	select {
+	case s.jobs <- snapJob{p: p, offset: p.next.Load(), taken: now, data: data, series: n}:
+	default:
+		p.snap.busy.Store(false)
+		s.m.skipped.Inc()
+	}
+}
+
+// write writes one snapshot: its chunks, then (after the dead letters of the records it
+// covers are written) its manifest.
+func (s *snapshots) write(ctx context.Context, j snapJob) {
+	defer j.p.snap.busy.Store(false)
+	s.c.mu.Lock()
+	owned := s.c.parts[j.p.id] == j.p
+	s.c.mu.Unlock()
+	if !owned {
+		return // revoked meanwhile: the new owner writes its own
+	}
+	set := byte(j.p.snap.set.Load())
+	if set != 'b' {
+		set = 'a'
+	}
+	m := manifest{id: rand.Uint64(), set: set, offset: j.offset, taken: j.taken,
+		size: uint64(len(j.data)), crc: crc32.Checksum(j.data, castagnoli)}
+	key := keyOf(s.c.cfg.Group, j.p.id)
+	part := s.snapPartition(j.p.id)
+	var msgs []kafka.Message
+	for i := 0; i == 0 || i*s.cfg.ChunkBytes < len(j.data); i++ {
+		piece := j.data[i*s.cfg.ChunkBytes : min((i+1)*s.cfg.ChunkBytes, len(j.data))]
+		msgs = append(msgs, kafka.Message{Key: fmt.Appendf(nil, "%s/%c/%d", key, set, i), Value: chunkValue(m.id, i, piece), Partition: part})
+	}
+	m.chunks = uint64(len(msgs))
+	start := time.Now()
+	err := s.w.WriteMessages(ctx, msgs...)
+	if err == nil && s.c.dlq != nil {
+		err = s.c.dlq.flush(ctx)
+	}
+	if err == nil {
+		err = s.w.WriteMessages(ctx, kafka.Message{Key: []byte(key), Value: m.append(nil), Partition: part})
+	}
+	if err != nil {
+		s.m.writeErrors.Inc()
+		if s.c.errLim.Allow() {
+			s.log.Warn("ingest: writing snapshot", "partition", j.p.id, "topic", s.cfg.Topic, "err", err)
+		}
+		return
+	}
+	j.p.snap.set.Store(int32('a' + 'b' - int32(set)))
+	j.p.snap.written.Store(time.Now().UnixMilli())
+	s.m.writes.Inc()
+	s.m.written.Add(float64(len(j.data)))
+	s.log.Debug("ingest: snapshot written", "partition", j.p.id, "offset", j.offset, "series", j.series,
+		"bytes", len(j.data), "chunks", m.chunks, "set", string(set), "took", time.Since(start).Round(time.Millisecond))
+}
+
+// loaded is a complete snapshot read back from the topic.
+type loaded struct {
+	m    manifest
+	data []byte
+}
+
+// read finds the latest complete snapshot of partition id for this group. It reads the
+// snapshot partition backwards in growing windows from its end, keeping the latest record of
+// each of the partition's keys, until the latest manifest and all its chunks are in hand or
+// the log start is reached; so it is correct whether or not the broker has compacted the
+// topic, and reads little when it has. progress is called with the bytes read so far.
+func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*loaded, string, error) {
+	conn, err := s.dial(ctx, s.snapPartition(id))
+	if err != nil {
+		return nil, reasonReadError, err
+	}
+	defer conn.Close()
+	first, last, err := conn.ReadOffsets()
+	if err != nil {
+		return nil, reasonReadError, fmt.Errorf("reading offsets: %w", err)
+	}
+	key := []byte(keyOf(s.c.cfg.Group, id))
+	prefix := append(append([]byte{}, key...), '/')
+	var man []byte // latest manifest value, nil until found
+	chunks := map[string][]byte{}
+	var read int64
+	end, window := last, int64(64)
+	for end > first {
+		from := max(first, end-window)
+		if _, err := conn.Seek(from, kafka.SeekAbsolute); err != nil {
+			return nil, reasonReadError, fmt.Errorf("seeking to %d: %w", from, err)
+		}
+		// Within [from, end) later records win; records of a key already seen in a later
+		// window are older and ignored.
+		man0, chunks0 := []byte(nil), map[string][]byte{}
+		for off := from; off < end; {
+			_ = conn.SetReadDeadline(time.Now().Add(s.c.cfg.MaxWait + fetchMargin))
+			batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: max(s.c.cfg.MaxBytes, 2*s.cfg.ChunkBytes), MaxWait: s.c.cfg.MaxWait})
+			n := 0
+			for {
+				msg, err := batch.ReadMessage()
+				if err != nil {
+					break
+				}
+				n++
+				if msg.Offset >= end {
+					continue
+				}
+				read += int64(len(msg.Value))
+				switch {
+				case bytes.Equal(msg.Key, key):
+					man0 = msg.Value
+				case bytes.HasPrefix(msg.Key, prefix):
+					chunks0[string(msg.Key)] = msg.Value
+				}
+			}
+			err := batch.Close()
+			next, _ := conn.Offset()
+			if err != nil && !errors.Is(err, kafka.RequestTimedOut) {
+				return nil, reasonReadError, fmt.Errorf("reading at %d: %w", next, err)
+			}
+			if next <= off && n == 0 {
+				break // nothing more below end (compaction left a gap to it)
+			}
+			off = next
+			progress(read)
+		}
+		if man == nil {
+			man = man0
+		}
+		for k, v := range chunks0 {
+			if _, seen := chunks[k]; !seen {
+				chunks[k] = v
+			}
+		}
+		if man != nil {
+			if l, reason, done := s.assemble(key, man, chunks); done {
+				return l, reason, nil
+			}
+		}
+		end, window = from, window*8
+	}
+	if man == nil {
+		return nil, reasonMissing, nil
+	}
+	l, reason, _ := s.assemble(key, man, chunks)
+	if l == nil && reason == "" {
+		reason = reasonIncomplete
+	}
+	return l, reason, nil
+}
+
+// assemble puts the snapshot man names together from chunks. done is false while a chunk
+// may still be found further back.
+func (s *snapshots) assemble(key, man []byte, chunks map[string][]byte) (l *loaded, reason string, done bool) {
+	m, reason := parseManifest(man)
+	if reason != "" {
+		return nil, reason, true
+	}
+	data := make([]byte, 0, min(m.size, 1<<30))
+	for i := uint64(0); i < m.chunks; i++ {
+		v, ok := chunks[fmt.Sprintf("%s/%c/%d", key, m.set, i)]
+		switch {
+		case !ok:
+			return nil, "", false // further back, or gone
+		case len(v) == 0:
+			return nil, reasonIncomplete, true // deleted (a tombstone)
+		}
+		id, idx, piece, reason := parseChunk(v)
+		switch {
+		case reason != "":
+			return nil, reason, true
+		case id != m.id || idx != i:
+			return nil, reasonIncomplete, true // overwritten by a later, unfinished snapshot
+		}
+		data = append(data, piece...)
+	}
+	if uint64(len(data)) != m.size || crc32.Checksum(data, castagnoli) != m.crc {
+		return nil, reasonCorrupt, true
+	}
+	return &loaded{m: m, data: data}, "", true
+}
+
+func (s *snapshots) dial(ctx context.Context, part int) (*kafka.Conn, error) {
+	d := s.c.cfg.Dialer
+	if d == nil {
+		d = kafka.DefaultDialer
+	}
+	var errs []error
+	for _, b := range s.c.cfg.Brokers {
+		conn, err := d.DialLeader(ctx, "tcp", b, s.cfg.Topic, part)
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("dialing the leader of snapshot partition %d: %w", part, errors.Join(errs...))
+}
+
+// restore loads the latest usable snapshot of p into the store and moves p's replay to
+// start at its offset. When there is none, p replays the log from the start plan chose;
+// either way the choice is counted and logged. The partition's worker calls it once,
+// before its first fetch.
+func (s *snapshots) restore(ctx context.Context, p *partition) {
+	p.snap.restored = true
+	if !s.ready.Load() {
+		p.snap.state(sourceLog, "replaying")
+		return
+	}
+	p.snap.state(sourceSnapshot, "reading_snapshot")
+	l, reason, err := s.read(ctx, p.id, func(n int64) {
+		p.snap.mu.Lock()
+		p.snap.bytes = n
+		p.snap.mu.Unlock()
+	})
+	if ctx.Err() != nil {
+		return
+	}
+	now := s.c.now()
+	if l != nil {
+		reason = s.usable(ctx, p, l.m, now)
+	}
+	n := 0
+	if reason == "" {
+		n, err = s.c.store.LoadSnapshot(now.UnixMilli(), p.id, l.data)
+		switch {
+		case errors.Is(err, window.ErrSnapshotVersion):
+			reason = reasonUnknownVersion
+		case errors.Is(err, window.ErrSnapshotShape):
+			reason = reasonConfigChanged
+		case err != nil:
+			reason = reasonCorrupt
+		}
+	}
+	if reason != "" {
+		s.m.restores.WithLabelValues(sourceLog, reason).Inc()
+		p.snap.state(sourceLog, "replaying")
+		s.log.Info("ingest: no usable snapshot, replaying the log", "partition", p.id, "reason", reason, "from", p.from, "err", err)
+		return
+	}
+	s.m.restores.WithLabelValues(sourceSnapshot, reasonLoaded).Inc()
+	p.snap.set.Store(int32('a' + 'b' - int32(l.m.set))) // never overwrite the chunks just loaded
+	p.snap.mu.Lock()
+	p.snap.offset = l.m.offset
+	p.snap.mu.Unlock()
+	p.snap.state("", "replaying")
+	s.c.mu.Lock()
+	full := p.from
+	p.from = l.m.offset
+	s.c.mu.Unlock()
+	p.next.Store(l.m.offset)
+	p.lag.Set(float64(max(p.hwm.Load()-l.m.offset, 0)))
+	s.log.Info("ingest: snapshot loaded, replaying the log after it", "partition", p.id, "series", n,
+		"bytes", len(l.data), "offset", l.m.offset, "age", now.Sub(time.UnixMilli(l.m.taken)).Round(time.Millisecond),
+		"records_saved", l.m.offset-full, "to", p.target)
+	if l.m.offset >= p.target {
+		s.c.markRestored(p)
+	}
+}
+
+// usable returns why m cannot be used for p at now, or "".
+func (s *snapshots) usable(ctx context.Context, p *partition, m manifest, now time.Time) string {
+	if time.UnixMilli(m.taken).Before(now.Add(-s.c.cfg.Restore)) {
+		return reasonTooOld
+	}
+	offs, err := s.c.listOffsets(ctx, []int32{p.id}, func(id int32) kafka.OffsetRequest { return kafka.FirstOffsetOf(int(id)) })
+	if err != nil {
+		return reasonReadError
+	}
+	if po := offs[p.id]; po.FirstOffset > m.offset {
+		return reasonTooOld // retention deleted records the snapshot does not cover
+	}
+	if m.offset > p.target {
+		ends, err := s.c.listOffsets(ctx, []int32{p.id}, func(id int32) kafka.OffsetRequest { return kafka.LastOffsetOf(int(id)) })
+		if err != nil {
+			return reasonReadError
+		}
+		if ends[p.id].LastOffset < m.offset {
+			return reasonAheadOfLog
+		}
+	}
+	return ""
+}
+
+// SnapshotProgress is a partition's snapshot state in /readyz.
+type SnapshotProgress struct {
+	Source    string `json:"source"`               // "snapshot" or "log": what the restore starts from
+	Phase     string `json:"phase"`                // "reading_snapshot", "replaying" or "live"
+	Offset    int64  `json:"offset,omitempty"`     // offset the loaded snapshot covers up to
+	BytesRead int64  `json:"bytes_read,omitempty"` // snapshot bytes read so far
+}
+
+func (ps *partSnap) progress(restored bool) *SnapshotProgress {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	sp := &SnapshotProgress{Source: ps.source, Phase: ps.phase, Offset: ps.offset, BytesRead: ps.bytes}
+	if sp.Source == "" {
+		sp.Source, sp.Phase = sourceLog, "replaying"
+	}
+	if restored {
+		sp.Phase = "live"
+	}
+	return sp
+}
+
+// observeRestore records p's restore duration by its source.
+func (s *snapMetrics) observeRestore(p *partition, d time.Duration) {
+	p.snap.mu.Lock()
+	src := p.snap.source
+	p.snap.mu.Unlock()
+	if src == "" {
+		src = sourceLog
+	}
+	s.restoreDuration.WithLabelValues(src).Observe(d.Seconds())
+}
