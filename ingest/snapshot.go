@@ -275,10 +275,10 @@ func (m *snapMetrics) collectors(c *Consumer) []prometheus.Collector {
 // partSnap is a partition's snapshot state.
 type partSnap struct {
 	mu       sync.Mutex
-	source   string // sourceSnapshot or sourceLog once decided; guarded by mu
-	phase    string // "reading_snapshot", "replaying", "live"; guarded by mu
-	offset   int64  // offset of the snapshot loaded; guarded by mu
-	bytes    int64  // snapshot bytes read so far; guarded by mu
+	source   string       // sourceSnapshot or sourceLog once decided; guarded by mu
+	phase    string       // "reading_snapshot", "replaying", "live"; guarded by mu
+	offset   int64        // offset of the snapshot loaded; guarded by mu
+	bytes    int64        // snapshot bytes read so far; guarded by mu
 	last     time.Time    // when the last snapshot was taken; worker only
 	lastOff  int64        // the offset it covered; worker only
 	busy     atomic.Bool  // a snapshot of the partition is being written
@@ -332,7 +332,7 @@ func newSnapshots(c *Consumer, cfg SnapshotConfig, transport *kafka.Transport) *
 			return parts[m.Partition%len(parts)]
 		}),
 		RequiredAcks: kafka.RequireAll,
-		BatchBytes:   int64(cfg.ChunkBytes) + 64<<10,
+		BatchBytes:   int64(cfg.ChunkBytes) + 1<<10, // a chunk a request: large snapshots stream, and never pass max.message.bytes together
 		BatchSize:    1000,
 		BatchTimeout: time.Millisecond,
 		ErrorLogger:  c.kafkaLogger("snapshot writer"),
@@ -478,6 +478,7 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 	}
 	m.chunks = uint64(len(msgs))
 	start := time.Now()
+	s.log.Debug("ingest: writing snapshot", "partition", j.p.id, "offset", j.offset, "chunks", m.chunks, "set", string(set))
 	err := s.w.WriteMessages(ctx, msgs...)
 	if err == nil && s.c.dlq != nil {
 		err = s.c.dlq.flush(ctx)
