@@ -283,6 +283,7 @@ type partSnap struct {
 	lastOff  int64        // the offset it covered; worker only
 	busy     atomic.Bool  // a snapshot of the partition is being written
 	written  atomic.Int64 // wall clock of the last snapshot written, unix ms
+	wroteOff atomic.Int64 // the source offset it covers
 	set      atomic.Int32 // chunk set of the next snapshot: 'a' or 'b'
 	buf      []byte       // encoding buffer, reused; owned by whoever holds busy
 	restored bool         // a snapshot load was tried; worker only
@@ -428,7 +429,10 @@ func keyOf(group string, id int32) string { return group + "/" + strconv.Itoa(in
 // partition's worker calls it between batches, so the encoding is exactly the state after
 // every record below p.next.
 func (s *snapshots) maybeTake(p *partition) {
-	if !s.ready.Load() || !p.restored.Load() || time.Since(p.snap.last) < s.cfg.Interval {
+	// Restoring partitions are snapshotted too: the state below p.next is consistent
+	// whether or not the replay has reached the end, and a crash late in a long replay then
+	// resumes from there.
+	if !s.ready.Load() || time.Since(p.snap.last) < s.cfg.Interval {
 		return
 	}
 	if p.snap.busy.Load() {
@@ -494,6 +498,7 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 		return
 	}
 	j.p.snap.set.Store(int32('a' + 'b' - int32(set)))
+	j.p.snap.wroteOff.Store(j.offset)
 	j.p.snap.written.Store(time.Now().UnixMilli())
 	s.m.writes.Inc()
 	s.m.written.Add(float64(len(j.data)))
@@ -646,6 +651,7 @@ func (s *snapshots) dial(ctx context.Context, part int) (*kafka.Conn, error) {
 // before its first fetch.
 func (s *snapshots) restore(ctx context.Context, p *partition) {
 	p.snap.restored = true
+	p.snap.last = time.Now() // the first snapshot one interval after assignment, not during the load
 	if !s.ready.Load() {
 		p.snap.state(sourceLog, "replaying")
 		return

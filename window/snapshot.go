@@ -111,7 +111,7 @@ func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 	// the table comes before them and a decoder checks shapes before it reads a series.
 	shapes := map[string]uint64{}
 	var order []RingConfig
-	var body []byte
+	var body, slotsBuf []byte // slotsBuf is reused for every series
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -128,7 +128,7 @@ func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 			body = appendString(body, se.metric)
 			body = appendString(body, se.key)
 			body = binary.AppendUvarint(body, idx)
-			var slotsBuf []byte
+			slotsBuf = slotsBuf[:0]
 			slots := 0
 			cur := se.ring.export(now, func(st SlotState) {
 				slotsBuf = binary.AppendUvarint(slotsBuf, uint64(se.ring.cur+se.ring.ahead()-st.Idx))
