@@ -23,8 +23,9 @@
 // up to the log end seen at assignment; until every assigned partition is restored, Ready
 // is false and /readyz answers 503 with Progress. A revoked partition's series are dropped;
 // a partition kept across a rebalance carries on from where it was, without a replay.
-// Because the windows are rebuilt from the log and never from a checkpoint, a crash, a
-// restart or a rebalance loses no event and counts none twice. Committed offsets serve lag
+// Because the windows are rebuilt from the log, or from a snapshot of exactly the state at
+// an offset and the log after it (Snapshots, below), a crash, a restart or a rebalance
+// loses no event and counts none twice. Committed offsets serve lag
 // monitoring and one more purpose, below.
 //
 // Decisions worth knowing:
@@ -54,6 +55,48 @@
 //   - Each line of an NDJSON record is its own event: one bad line is refused and
 //     dead-lettered alone (the letter's value is that line), the others are observed.
 //
+// # Snapshots
+//
+// A full replay costs retention × rate. With SnapshotConfig.Interval set (`slide serve`:
+// --snapshot-interval, 30 s), each partition's worker encodes the series it feeds
+// (window.Store.AppendSnapshot: every ring's slots with count, sum, min, max and sketch
+// bins) between two batches, so the snapshot is exactly the state after every record below
+// the partition's next offset, and hands it to one writer goroutine. The writer puts it on
+// the compacted snapshot topic (default "<topic>.slide-snapshots", created with
+// cleanup.policy=compact and the events topic's partition count when missing; partition p's
+// snapshots go to partition p mod n): chunks of at most ChunkBytes keyed
+// "<group>/<p>/<set>/<i>", then, once the dead letters of the records it covers are
+// written, a manifest keyed "<group>/<p>" with the source offset, the time, the chunk
+// count, the payload's size and CRC-32C. The manifest is what makes a snapshot complete.
+// Snapshots alternate between chunk sets a and b, so a crash in the middle of one leaves
+// the chunks of the previous complete snapshot untouched, and compaction keeps one manifest
+// and two chunk sets per (group, partition). A partition whose offset has not moved is
+// rewritten only every half restore span. Restoring partitions are snapshotted too, so a
+// crash late in a long replay resumes from there.
+//
+// On assignment the partition's worker reads the snapshot partition backwards from its end
+// in growing windows, keeping the latest record of each of its keys, until it holds the
+// latest manifest and all its chunks: correct whether or not the broker has compacted the
+// topic yet (kfake compacts in the background). It loads the snapshot into the store
+// (all or nothing) and replays the log from the snapshot's offset. It replays from
+// now − Restore instead, as without snapshots, when there is no snapshot (reason missing),
+// a chunk is missing or was overwritten (incomplete), a checksum or the encoding fails
+// (corrupt), the format version is another (unknown_version), the snapshot was taken
+// before now − Restore or the log no longer holds its offset (too_old), the rings have
+// another shape than the store's config (config_changed), its offset is past the log end
+// (ahead_of_log), or the topic cannot be read (read_error). Each choice is counted in
+// slide_snapshot_restore_total{source,reason} and logged. Progress says per partition
+// whether it restores from a snapshot or the log and how far it is.
+//
+// What stays exactly as with a full replay: records after the snapshot go through the same
+// checks (future, late, expired), dead letters and restore-skipped counting use the same
+// committed offset, and a loaded series beyond MaxSeries is refused and counted as its
+// first event would be (which series win the cap is then the snapshot's order, not the
+// log's). Eviction sees loaded rings as it sees replayed ones: a series with nothing left
+// in its window is not loaded at all. A series fed by two partitions (a producer that does
+// not key by series) is in both partitions' snapshots with the part each fed last; as with
+// revocation, keep one key in one partition.
+//
 // # kafka-go against kfake
 //
 // kafka-go's ConsumerGroup (join, sync, heartbeat, leave, offset fetch and commit),
@@ -72,5 +115,9 @@
 // slide_ingest_expired_total, slide_ingest_restore_duration_seconds, slide_ingest_partitions{state},
 // slide_ingest_dead_letters_total, slide_ingest_dead_letter_errors_total,
 // slide_ingest_commit_errors_total, slide_ingest_generations_total, slide_ingest_series
-// and slide_ingest_series_refused_total (the store's, read at scrape time).
+// and slide_ingest_series_refused_total (the store's, read at scrape time); and for
+// snapshots slide_snapshot_restore_total{source,reason},
+// slide_snapshot_restore_duration_seconds{source}, slide_snapshot_age_seconds{partition},
+// slide_snapshot_written_bytes_total, slide_snapshot_writes_total,
+// slide_snapshot_write_errors_total and slide_snapshot_skipped_total.
 package ingest

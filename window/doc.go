@@ -48,4 +48,17 @@
 // series beyond it are refused (ErrSeriesCap) and counted. Evict removes series whose ring
 // is empty (call it periodically), DropPartition removes the series of a revoked Kafka
 // partition. Every refusal is counted in Stats by reason.
+//
+// # Snapshots
+//
+// AppendSnapshot encodes the series of one source partition (every live slot of every ring:
+// index, count, sum, min, max and sketch bins, with a table of ring shapes) in a versioned
+// format with a CRC-32C trailer; LoadSnapshot decodes one, all or nothing, and merges its
+// rings into the store, so a restore costs the size of the state rather than the length
+// of the history. Reads of a loaded ring equal reads of the ring it was taken from, and
+// later events land in it alike. A snapshot whose ring shape (slot, slots, sketch kind)
+// differs from the store's config is refused (ErrSnapshotShape); another format version
+// is ErrSnapshotVersion, anything malformed ErrSnapshotCorrupt. The decoder is fuzzed,
+// never panics and allocates at most a small multiple of its input. The ring's side of it
+// is two methods, export and restore, so the ring's layout can change under them.
 package window

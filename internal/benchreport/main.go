@@ -46,6 +46,9 @@ var goals = []goal{
 	{issue: "#4", what: "event decoding", ours: "BenchmarkDecode/ours", anchor: "BenchmarkDecode/anchor", bound: 0.2, want: "≥ 5× encoding/json, 0 allocs"},
 	{issue: "#5", what: "/v1/window 5m p95 over loopback, 16 connections", ours: "BenchmarkHTTPWindow/ours", anchor: "BenchmarkHTTPWindow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
 	{issue: "#5", what: "/v1/allow (memory policy) over loopback, 16 connections", ours: "BenchmarkHTTPAllow/ours", anchor: "BenchmarkHTTPAllow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
+	{issue: "#12", what: "time to ready after a restart, 1M cost events of history in a partition (issue: 10M)", ours: "BenchmarkSnapshotRestore/snapshot", anchor: "BenchmarkSnapshotRestore/full_replay", unit: "s/ready", bound: 0.1, want: "≥ 10× faster with a snapshot than the full replay"},
+	{issue: "#12", what: "time to ready with a snapshot, history doubled (2M vs 1M events, same keys)", ours: "BenchmarkSnapshotRestore/snapshot_2x", anchor: "BenchmarkSnapshotRestore/snapshot", unit: "s/ready", bound: 1.2, want: "< 20% more"},
+	{issue: "#12", what: "ingest events/s with snapshots (every 1 s, 30× the default) vs off, 100,000 series", ours: "BenchmarkSnapshotIngest/ours", anchor: "BenchmarkSnapshotIngest/anchor", unit: "events/s", higherIsBetter: true, bound: 0.9, want: "≥ 0.9×"},
 	{issue: "#6", what: "401 for a wrong token sharing 31 of 32 bytes vs none (constant time)", ours: "BenchmarkAuthorizeWrongToken/prefix31", anchor: "BenchmarkAuthorizeWrongToken/prefix0", bound: 0, want: "≈ 1: no timing leak"},
 }
 
