@@ -1,0 +1,82 @@
+package ingest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/internal/kafkatest"
+	"github.com/slide-metrics/slide/window"
+)
+
+func TestManifestRoundTrip(t *testing.T) {
+	m := manifest{id: 42, set: 'b', offset: 123456, taken: 1_764_489_600_000, chunks: 3, size: 1 << 20, crc: 0xdeadbeef}
+	v := m.append(nil)
+	got, reason := parseManifest(v)
+	if reason != "" || got != m {
+		t.Fatalf("round trip: %+v (%s), want %+v", got, reason, m)
+	}
+	for i := range v {
+		bad := append([]byte(nil), v...)
+		bad[i] ^= 0x40
+		if _, reason := parseManifest(bad); reason == "" {
+			t.Errorf("byte %d flipped: accepted", i)
+		}
+	}
+	if _, reason := parseManifest(v[:len(v)-1]); reason != reasonCorrupt {
+		t.Errorf("truncated: %q", reason)
+	}
+	id, i, data, reason := parseChunk(chunkValue(7, 2, []byte("xyz")))
+	if id != 7 || i != 2 || string(data) != "xyz" || reason != "" {
+		t.Errorf("chunk round trip: %d %d %q %q", id, i, data, reason)
+	}
+}
+
+// In process, under -race: a consumer writes snapshots in small chunks while it ingests, a
+// second one of the same group loads them, replays the rest, reports where it restored from
+// in Progress, and ends with the same windows as the first.
+func TestSnapshotRestoreInProcess(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2)
+	t0 := time.Now()
+	produce := func(from, n int) {
+		msgs := make([]kafka.Message, n)
+		for i := range msgs {
+			ev := window.Event{TS: t0.UnixMilli() - int64(n-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", (from+i)%50), Value: float64(1 + (from+i)%300)}
+			msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: AppendEvent(nil, ev)}
+		}
+		c.Produce(t, msgs...)
+	}
+	produce(0, 3000)
+	cfg := testConfig(c, "snap")
+	cfg.Snapshots = SnapshotConfig{Interval: 20 * time.Millisecond, ChunkBytes: 256}
+	first := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "first consumer caught up", func() bool { return caughtUp(t, c, first) }, progress(first))
+	eventually(t, 20*time.Second, "snapshots of the end", func() bool { return coversEnd(first.Consumer) })
+	first.stop(t)
+	produce(3000, 500) // after the snapshots: replayed from the log
+
+	second := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "second consumer caught up", func() bool { return caughtUp(t, c, second) }, progress(second))
+	if got := sum(second.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)); got != 2 {
+		t.Errorf("%v partitions loaded from a snapshot, want 2", got)
+	}
+	pr, _ := json.Marshal(second.Progress())
+	if !strings.Contains(string(pr), `"source":"snapshot"`) || !strings.Contains(string(pr), `"phase":"live"`) {
+		t.Errorf("progress does not say where it restored from: %s", pr)
+	}
+	reference := start(t, testConfig(c, "reference"), newTestStore(t, 0), t0) // a full replay
+	eventually(t, 20*time.Second, "reference caught up", func() bool { return caughtUp(t, c, reference) }, progress(reference))
+	now := t0.UnixMilli()
+	for k := range 50 {
+		key := fmt.Sprintf("k%d", k)
+		want, err1 := reference.store.ReadAt(now, "latency_ms", key, 5*time.Minute, []float64{0.5, 0.99})
+		got, err2 := second.store.ReadAt(now, "latency_ms", key, 5*time.Minute, []float64{0.5, 0.99})
+		if err1 != nil || err2 != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: restored %+v (%v), full replay %+v (%v)", key, got, err2, want, err1)
+		}
+	}
+}
