@@ -5,17 +5,39 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
-// errUsage is returned after a usage message has been printed; main exits 2 without repeating it.
+// errUsage marks a mistake on the command line. run prints an error wrapping it as one
+// line followed by "run 'slide CMD --help' for usage", and exits 2.
 var errUsage = errors.New("usage")
 
-// newFlagSet returns a flag set that reports errors instead of exiting.
+// errHelp is returned after --help was printed; run exits 0.
+var errHelp = errors.New("help")
+
+// usageError is a command-line mistake of one subcommand ("serve", "query window").
+type usageError struct{ cmd, msg string }
+
+func (e *usageError) Error() string { return e.msg }
+func (e *usageError) Unwrap() error { return errUsage }
+
+// usagef returns the usage error of fs's subcommand.
+func usagef(fs *flag.FlagSet, format string, a ...any) error {
+	return &usageError{cmd: strings.TrimPrefix(fs.Name(), "slide "), msg: fmt.Sprintf(format, a...)}
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting and prints
+// --help (the subcommand's text from helpTexts and its flags) to w.
 func newFlagSet(name string, w io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("slide "+name, flag.ContinueOnError)
 	fs.SetOutput(w)
+	fs.Usage = func() { printHelp(fs.Output(), name, fs) }
 	return fs
 }
 
@@ -24,32 +46,236 @@ func envName(flagName string) string {
 	return "SLIDE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parseFlags applies SLIDE_<FLAG> environment variables, then the command line, so the command
-// line wins. A bad value in either is reported with where it came from.
+// parseFlags parses the command line, then applies SLIDE_<FLAG> environment variables to
+// the flags the command line did not set, so the command line wins. --help prints the help
+// and returns errHelp; a bad flag or value returns a usage error naming where it came from
+// (--slots abc, SLIDE_SLOTS=abc).
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	return parseFlagsEnv(fs, args, os.LookupEnv)
 }
 
 func parseFlagsEnv(fs *flag.FlagSet, args []string, lookup func(string) (string, bool)) error {
+	if flagSetHook != nil {
+		flagSetHook(fs)
+	}
+	if err := parseCommandLine(fs, args); err != nil {
+		return err
+	}
+	cli := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { cli[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || cli[f.Name] {
+			return
+		}
+		v, ok := lookup(envName(f.Name))
+		if !ok {
+			return
+		}
+		if e := fs.Set(f.Name, v); e != nil {
+			err = usagef(fs, "%s=%s: %s", envName(f.Name), shellWord(v), setProblem(f, e))
+			return
+		}
+		setEnvOrigin(fs, f.Name, v)
+	})
+	return err
+}
+
+// flagSetHook, when set (by tests), sees every flag set as its subcommand parses it.
+var flagSetHook func(*flag.FlagSet)
+
+// parseCommandLine is fs.Parse without the flag package's output: an error becomes one
+// usage line (the caller points to --help), and -h/--help prints the help and returns errHelp.
+func parseCommandLine(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return errHelp
+	}
+	return usagef(fs, "%s", parseProblem(fs, err))
+}
+
+var (
+	reInvalidValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-([^:]+): `)
+	reNeedsArg     = regexp.MustCompile(`^flag needs an argument: -(.+)$`)
+	reUndefined    = regexp.MustCompile(`^flag provided but not defined: -(.+)$`)
+)
+
+// parseProblem rewords the flag package's errors in the --flag spelling the help uses.
+func parseProblem(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if m := reUndefined.FindStringSubmatch(msg); m != nil {
+		return "unknown flag --" + m[1]
+	}
+	if m := reNeedsArg.FindStringSubmatch(msg); m != nil {
+		return "--" + m[1] + " needs a value"
+	}
+	if m := reInvalidValue.FindStringSubmatch(msg); m != nil {
+		if f := fs.Lookup(m[2]); f != nil {
+			v, uerr := strconv.Unquote(`"` + m[1] + `"`)
+			if uerr != nil {
+				v = m[1]
+			}
+			return "--" + f.Name + " " + shellWord(v) + ": " + setProblem(f, errors.New(msg[len(m[0]):]))
+		}
+	}
+	return msg
+}
+
+// setProblem says what a flag wants when a value did not parse.
+func setProblem(f *flag.Flag, err error) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err.Error()
+	}
+	rng := strings.Contains(err.Error(), "out of range")
+	switch g.Get().(type) {
+	case bool:
+		return "want true or false"
+	case int, int64, uint, uint64:
+		if rng {
+			return "out of range"
+		}
+		return "want a whole number"
+	case float64:
+		if rng {
+			return "out of range"
+		}
+		return "want a number"
+	case time.Duration:
+		return "want a duration such as 500ms, 10s or 5m"
+	}
+	return strings.TrimPrefix(err.Error(), "parse error: ")
+}
+
+// shellWord prints a value as it would be typed: quoted only when it needs quotes.
+func shellWord(v string) string {
+	if v != "" && strings.IndexFunc(v, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./:,=@%+*", r))
+	}) < 0 {
+		return v
+	}
+	return strconv.Quote(v)
+}
+
+// envOrigins remembers, per flag set, the flags whose value came from the environment, so
+// a later check of the value can name SLIDE_RINGS rather than --rings.
+var envOrigins sync.Map // *flag.FlagSet → *sync.Map of flag name → value
+
+func setEnvOrigin(fs *flag.FlagSet, name, value string) {
+	m, _ := envOrigins.LoadOrStore(fs, &sync.Map{})
+	m.(*sync.Map).Store(name, value)
+}
+
+// flagRef names a flag and its value as the user gave it: "--slots 0" from the command
+// line (or by default), "SLIDE_SLOTS=0" from the environment.
+func flagRef(fs *flag.FlagSet, name string) string {
+	if m, ok := envOrigins.Load(fs); ok {
+		if v, ok := m.(*sync.Map).Load(name); ok {
+			return envName(name) + "=" + shellWord(v.(string))
+		}
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return "--" + name
+	}
+	return "--" + name + " " + shellWord(f.Value.String())
+}
+
+// flagErrorf returns the usage error "REF: problem" for flag name of fs.
+func flagErrorf(fs *flag.FlagSet, name, format string, a ...any) error {
+	return usagef(fs, "%s: %s", flagRef(fs, name), fmt.Sprintf(format, a...))
+}
+
+// flagError is a flag value found wrong after parsing, by code that has no flag set (a
+// config's own checks). checkFlags turns it into a usage error naming where the value
+// came from.
+type flagError struct {
+	name string
+	err  error
+}
+
+func (e *flagError) Error() string { return "--" + e.name + ": " + e.err.Error() }
+func (e *flagError) Unwrap() error { return e.err }
+
+// asFlagError rewrites a *flagError in err as a usage error of fs; other errors pass.
+func asFlagError(fs *flag.FlagSet, err error) error {
+	var fe *flagError
+	if errors.As(err, &fe) {
+		return flagErrorf(fs, fe.name, "%v", fe.err)
+	}
+	return err
+}
+
+// zeroMeans lists, per subcommand, the numeric flags for which 0 means something (what
+// it means, as the error says it). checkNumbers refuses every negative numeric flag, and
+// 0 for the flags named in positive.
+type zeroMeans map[string]string
+
+// checkNumbers validates the numeric flags of fs after parsing, so 0 and negative values
+// are judged alike: a negative value is refused ("must be 0 (no cap) or more" when 0 has
+// a meaning), and 0 is refused for the flags in positive. Flags in neither list are
+// only refused when negative.
+func checkNumbers(fs *flag.FlagSet, zero zeroMeans, positive ...string) error {
+	pos := map[string]bool{}
+	for _, p := range positive {
+		pos[p] = true
+	}
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		if err != nil {
 			return
 		}
-		if v, ok := lookup(envName(f.Name)); ok {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("environment %s=%q: %w", envName(f.Name), v, e)
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		var v float64
+		integer := true
+		switch x := g.Get().(type) {
+		case int:
+			v = float64(x)
+		case int64:
+			v = float64(x)
+		case float64:
+			v, integer = x, false
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				err = flagErrorf(fs, f.Name, "want a finite number")
+				return
 			}
+		case time.Duration:
+			v, integer = float64(x), false
+		default:
+			return // unsigned or not a number
+		}
+		switch {
+		case v < 0 && zero[f.Name] != "":
+			err = flagErrorf(fs, f.Name, "must be 0 (%s) or more", zero[f.Name])
+		case v < 0 && pos[f.Name] && integer:
+			err = flagErrorf(fs, f.Name, "must be at least 1")
+		case v < 0 && pos[f.Name]:
+			err = flagErrorf(fs, f.Name, "must be positive")
+		case v < 0:
+			err = flagErrorf(fs, f.Name, "must not be negative")
+		case v == 0 && pos[f.Name] && integer:
+			err = flagErrorf(fs, f.Name, "must be at least 1")
+		case v == 0 && pos[f.Name]:
+			err = flagErrorf(fs, f.Name, "must be positive")
 		}
 	})
-	if err != nil {
-		return err
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errUsage
-		}
-		return errUsage
+	return err
+}
+
+// noArgs refuses positional arguments of a subcommand that takes none.
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return usagef(fs, "unexpected argument %s (this command takes flags only)", shellWord(fs.Arg(0)))
 	}
 	return nil
 }

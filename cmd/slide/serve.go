@@ -119,11 +119,11 @@ func (c *serveConfig) register(fs interface {
 func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 	kind, err := sketch.ParseKind(c.sketchKind)
 	if err != nil {
-		return window.StoreConfig{}, fmt.Errorf("--sketch: %w", err)
+		return window.StoreConfig{}, &flagError{"sketch", sketchProblem(err)}
 	}
 	rings, err := parseMetricRings(c.rings)
 	if err != nil {
-		return window.StoreConfig{}, fmt.Errorf("--rings: %w", err)
+		return window.StoreConfig{}, &flagError{"rings", err}
 	}
 	for m, rc := range rings {
 		if rc.Sketch == (sketch.Kind{}) {
@@ -143,23 +143,20 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 }
 
 func cmdServe(ctx context.Context, args []string, s stdio) error {
-	fs := newFlagSet("serve", s.err)
+	fs := newFlagSet("serve", s.out)
 	var c serveConfig
 	c.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(s.err, "slide serve: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
-	}
-	if err := c.checkHTTP(); err != nil {
+	if err := c.validate(fs); err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	if err := c.checkHTTP(); err != nil {
+		return usagef(fs, "%v", err)
 	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
 	return serve(ctx, c, s, log)
 }
