@@ -19,8 +19,9 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/slide
 
+# run: ARGS adds serve flags, e.g. make run ARGS='--addr 127.0.0.1:8081 --embedded-kafka-addr 127.0.0.1:19092'
 run: build
-	./$(BIN) serve --demo
+	./$(BIN) serve --demo $(ARGS)
 
 # deps installs what the tests need that Go modules cannot bring: redis-server.
 deps:

@@ -163,6 +163,14 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 
 // serve builds the engine, serves until ctx ends, then closes in reverse order.
 func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error {
+	// "stopped" is the last line once serving began: deferred first, it runs after the
+	// consumer has left its group (wg.Wait below) and the broker and limiter are closed.
+	serving := false
+	defer func() {
+		if serving {
+			log.Info("stopped")
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -192,7 +200,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 			Addr: c.embeddedKafkaAddr, Topic: c.topic, Partitions: c.embeddedPartitions, Logger: log,
 		})
 		if err != nil {
-			return fmt.Errorf("starting the embedded Kafka broker: %w", err)
+			return bindError("embedded-kafka-addr", c.embeddedKafkaAddr, fmt.Errorf("starting the embedded Kafka broker: %w", err))
 		}
 		defer broker.Close()
 		brokers = broker.Addrs()
@@ -264,8 +272,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	log.Info("slide serving", "addr", ln.Addr().String(), "version", version)
 	if c.demo {
-		printDemoHelp(s.out, ln.Addr().String())
+		wg.Go(func() { printBannerWhenReady(work, s.out, ln.Addr().String(), consumer.Ready) })
 	}
+	serving = true
 	err = serveUntilDone(ctx, srv, ln, c.shutdownTimeout, errc, log)
 	stopWork() // stop fetching, finish the batch, commit, leave the group; stop the demo
 	wg.Wait()
@@ -409,7 +418,7 @@ func (c *serveConfig) checkHTTP() error {
 func (c *serveConfig) listen(reg prometheus.Registerer) (*query.ClientLimitListener, error) {
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", c.addr, err)
+		return nil, bindError("addr", c.addr, fmt.Errorf("listening on %s: %w", c.addr, err))
 	}
 	l := query.LimitPerClient(ln, c.maxConnsPerClient)
 	if err := reg.Register(l); err != nil {
@@ -457,7 +466,7 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, grac
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return errors.Join(failed, fmt.Errorf("serving HTTP: %w", err))
 	}
-	log.Info("stopped")
+	log.Info("HTTP stopped; stopping ingest")
 	return failed
 }
 
