@@ -10,14 +10,17 @@ import (
 )
 
 // bindError explains a listen address that is taken: which flag and which environment
-// variable move it. Other errors are returned as they are.
+// variable move it (and, for serve, how with make run). Other errors are returned as they are.
 func bindError(flagName, addr string, err error) error {
+	return bindErrorHint(flagName, addr, err, fmt.Sprintf(", e.g. make run ARGS='--%s 127.0.0.1:PORT'", flagName))
+}
+
+func bindErrorHint(flagName, addr string, err error, hint string) error {
 	if !errors.Is(err, syscall.EADDRINUSE) {
 		return err
 	}
 	return fmt.Errorf("--%s %s: address already in use (another slide, or another server, listens there): "+
-		"choose a free address with --%s or %s, e.g. make run ARGS='--%s 127.0.0.1:PORT'",
-		flagName, addr, flagName, envName(flagName), flagName)
+		"choose a free address with --%s or %s%s", flagName, addr, flagName, envName(flagName), hint)
 }
 
 // bannerWait bounds how long the demo banner waits for the windows to be restored: past it
