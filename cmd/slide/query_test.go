@@ -132,7 +132,7 @@ func TestQueryJSONIsTheAPIAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"metric":"latency_ms","key":"tenant-2","window":"10s","from":1764489840000,"to":1764489850000,"series":1,"count":1,"sum":24,"avg":24,"min":24,"max":24,"rate_per_s":0.2,"quantiles":{"0.5":24}}` + "\n"
+	want := `{"metric":"latency_ms","key":"tenant-2","window":"10s","from":1764489840000,"to":1764489850000,"series":1,"count":1,"sum":24,"avg":24,"min":24,"max":24,"rate_per_s":0.2,"elapsed_s":5,"quantiles":{"0.5":24}}` + "\n"
 	if out != want {
 		t.Fatalf("--json:\n%s\nwant\n%s", out, want)
 	}
