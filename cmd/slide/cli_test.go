@@ -7,11 +7,21 @@ import (
 	"testing"
 )
 
-// subcommands lists every subcommand as its --help is asked for.
-var subcommands = [][]string{
-	{"serve"}, {"batch"}, {"produce"}, {"broker"}, {"version"},
-	{"query", "window"}, {"query", "top"}, {"query", "series"}, {"query", "metrics"},
-}
+// subcommands lists every subcommand as its --help is asked for: each of commands(), and
+// query's own four.
+var subcommands = func() [][]string {
+	var out [][]string
+	for _, c := range commands() {
+		if c.name == "query" {
+			for _, q := range []string{"window", "top", "series", "metrics"} {
+				out = append(out, []string{"query", q})
+			}
+			continue
+		}
+		out = append(out, []string{c.name})
+	}
+	return out
+}()
 
 // TestHelpOfEverySubcommand: --help (and -h) exits 0 and prints, on stdout, the usage line,
 // a description, examples and each flag with its default, for every subcommand.
