@@ -23,7 +23,8 @@ build:
 run: build
 	./$(BIN) serve --demo $(ARGS)
 
-# deps installs what the tests need that Go modules cannot bring: redis-server.
+# deps installs what the tests need that Go modules cannot bring: redis-server, and curl
+# (the README tour test runs the tour's curl commands).
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -31,6 +32,14 @@ deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
 	  else \
 	    echo "redis-server is missing: install it (e.g. sudo apt-get install redis-server) and rerun"; exit 1; \
+	  fi; \
+	fi
+	@if ! command -v curl >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing curl with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; \
+	  else \
+	    echo "curl is missing: install it (e.g. sudo apt-get install curl) and rerun"; exit 1; \
 	  fi; \
 	fi
 
