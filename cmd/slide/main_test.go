@@ -162,6 +162,12 @@ func TestServeEndToEndAndGracefulStop(t *testing.T) {
 	if !strings.Contains(errb.String(), "left consumer group") {
 		t.Errorf("the consumer did not leave its group on shutdown:\n%s", errb.String())
 	}
+	// The log tells the shutdown in the order it happens: stopped is the last line.
+	logs := strings.TrimRight(errb.String(), "\n")
+	left, stopped := strings.Index(logs, "left consumer group"), strings.LastIndex(logs, "\n")
+	if left < 0 || !strings.HasSuffix(logs, "level=INFO msg=stopped") || stopped < left {
+		t.Errorf("shutdown log out of order (want ... left consumer group ... stopped, last):\n%s", logs)
+	}
 }
 
 func TestServeRefusesBadConfig(t *testing.T) {
