@@ -27,9 +27,11 @@ type usageError struct{ cmd, msg string }
 func (e *usageError) Error() string { return e.msg }
 func (e *usageError) Unwrap() error { return errUsage }
 
-// usagef returns the usage error of fs's subcommand.
+// usagef returns the usage error of fs's subcommand, kept to one line: a line break that
+// came with the user's input is shown escaped.
 func usagef(fs *flag.FlagSet, format string, a ...any) error {
-	return &usageError{cmd: strings.TrimPrefix(fs.Name(), "slide "), msg: fmt.Sprintf(format, a...)}
+	msg := strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(fmt.Sprintf(format, a...))
+	return &usageError{cmd: strings.TrimPrefix(fs.Name(), "slide "), msg: msg}
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting and prints
@@ -102,19 +104,19 @@ func parseCommandLine(fs *flag.FlagSet, args []string) error {
 }
 
 var (
-	reInvalidValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-([^:]+): `)
-	reNeedsArg     = regexp.MustCompile(`^flag needs an argument: -(.+)$`)
-	reUndefined    = regexp.MustCompile(`^flag provided but not defined: -(.+)$`)
+	reInvalidValue = regexp.MustCompile(`(?s)^invalid (?:boolean )?value "(.*)" for (?:flag )?-([^:]+): `)
+	reNeedsArg     = regexp.MustCompile(`(?s)^flag needs an argument: -(.+)$`)
+	reUndefined    = regexp.MustCompile(`(?s)^flag provided but not defined: -(.+)$`)
 )
 
 // parseProblem rewords the flag package's errors in the --flag spelling the help uses.
 func parseProblem(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if m := reUndefined.FindStringSubmatch(msg); m != nil {
-		return "unknown flag --" + m[1]
+		return "unknown flag " + shellWord("--"+m[1])
 	}
 	if m := reNeedsArg.FindStringSubmatch(msg); m != nil {
-		return "--" + m[1] + " needs a value"
+		return shellWord("--"+m[1]) + " needs a value"
 	}
 	if m := reInvalidValue.FindStringSubmatch(msg); m != nil {
 		if f := fs.Lookup(m[2]); f != nil {
