@@ -10,6 +10,12 @@
 // Every flag can also be set from the environment as SLIDE_<FLAG>, upper case with
 // dashes as underscores (--max-series → SLIDE_MAX_SERIES); a flag on the command
 // line wins over the environment.
+//
+// `slide CMD --help` prints a description, examples and the flags (help.go) and exits 0.
+// A command-line mistake is one line that names the flag or variable as it was given
+// (--slots 0, SLIDE_SLOTS=abc) and a pointer to --help, exit 2; numeric flags are checked
+// after parsing (validate.go, checkNumbers), 0 like negative values unless 0 has a stated
+// meaning. Other failures exit 1.
 package main
 
 import (
