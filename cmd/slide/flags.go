@@ -223,7 +223,7 @@ type zeroMeans map[string]string
 // checkNumbers validates the numeric flags of fs after parsing, so 0 and negative values
 // are judged alike: a negative value is refused ("must be 0 (no cap) or more" when 0 has
 // a meaning), and 0 is refused for the flags in positive. Flags in neither list are
-// only refused when negative.
+// only refused when negative, and no flag is refused at its default value.
 func checkNumbers(fs *flag.FlagSet, zero zeroMeans, positive ...string) error {
 	pos := map[string]bool{}
 	for _, p := range positive {
@@ -235,8 +235,8 @@ func checkNumbers(fs *flag.FlagSet, zero zeroMeans, positive ...string) error {
 			return
 		}
 		g, ok := f.Value.(flag.Getter)
-		if !ok {
-			return
+		if !ok || f.Value.String() == f.DefValue {
+			return // a flag's own default (-1 for "auto", say) is never refused
 		}
 		var v float64
 		integer := true
