@@ -205,6 +205,7 @@ type windowJSON struct {
 	Min       *float64            `json:"min"`
 	Max       *float64            `json:"max"`
 	RatePerS  float64             `json:"rate_per_s"`
+	ElapsedS  *float64            `json:"elapsed_s"`
 	Quantiles map[string]*float64 `json:"quantiles"`
 }
 
@@ -227,6 +228,9 @@ func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) err
 	}
 	fmt.Fprintf(tw, "count\t%d\nsum\t%s\navg\t%s\nmin\t%s\nmax\t%s\nrate/s\t%s\n",
 		a.Count, num(&a.Sum), num(a.Avg), num(a.Min), num(a.Max), num(&a.RatePerS))
+	if a.ElapsedS != nil { // rate/s's denominator: the part of the span that has passed
+		fmt.Fprintf(tw, "elapsed\t%ss\n", num(a.ElapsedS))
+	}
 	for _, q := range sortedQuantiles(a.Quantiles) {
 		fmt.Fprintf(tw, "%s\t%s\n", pname(q), num(a.Quantiles[q]))
 	}

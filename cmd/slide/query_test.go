@@ -63,21 +63,22 @@ func TestQueryWindowTable(t *testing.T) {
 	// p50 is 32 (the sketch says 31.7, within 1%), p95 and p99 are 34 (34.31). The rate
 	// divides by the 55 s elapsed since 08:03:10.
 	want := `latency_ms tenant-1 over 1m, [2025-11-30T08:03:10Z, 08:04:10Z)
-count   6
-sum     199
-avg     33.17
-min     30
-max     39
-rate/s  0.1091
-p50     31.7
-p95     34.31
-p99     34.31
+count    6
+sum      199
+avg      33.17
+min      30
+max      39
+rate/s   0.1091
+elapsed  55s
+p50      31.7
+p95      34.31
+p99      34.31
 `
 	if out != want {
 		t.Fatalf("window table:\n%s\nwant:\n%s", out, want)
 	}
 	out, _, err = runQuery(t, "window", "--addr", addr, "--metric", "latency_ms", "--key", "tenant-*", "--window", "1m", "--q", "p50")
-	if err != nil || !strings.Contains(out, "series  3\n") || !strings.Contains(out, "count   24\n") {
+	if err != nil || !strings.Contains(out, "series   3\n") || !strings.Contains(out, "count    24\n") {
 		t.Fatalf("glob window: %v\n%s", err, out)
 	}
 }
