@@ -37,7 +37,7 @@ func cmdBroker(ctx context.Context, args []string, s stdio) error {
 	cfg.Logger = slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
 	b, err := ingest.StartBroker(ctx, cfg)
 	if err != nil {
-		return bindErrorHint("addr", cfg.Addr, err, "")
+		return envNamed(fs, bindErrorHint("addr", cfg.Addr, err, ""))
 	}
 	defer b.Close()
 	// One line on stdout, parsed by scripts and tests: the address to give --brokers.

@@ -111,6 +111,33 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 	}
 }
 
+// TestRuntimeErrorsNameTheVariable: a flag's value that fails once serve starts (a policy
+// file that is not there) is named as it was given: SLIDE_POLICIES=... from the
+// environment, --policies ... from the command line.
+func TestRuntimeErrorsNameTheVariable(t *testing.T) {
+	quick := []string{"serve", "--addr", "127.0.0.1:0", "--embedded-kafka-addr", "127.0.0.1:0"}
+	t.Setenv("SLIDE_POLICIES", "/nonexistent/p.yaml")
+	code, _, errOut := runCmd(t, context.Background(), "", quick...)
+	if code != 1 || !strings.HasPrefix(errOut, "slide serve: SLIDE_POLICIES=/nonexistent/p.yaml: ") {
+		t.Errorf("SLIDE_POLICIES: exit %d, stderr:\n%s", code, errOut)
+	}
+	code, _, errOut = runCmd(t, context.Background(), "", append(quick, "--policies", "/nonexistent/q.yaml")...)
+	if code != 1 || !strings.HasPrefix(errOut, "slide serve: --policies: ") || !strings.Contains(errOut, "q.yaml") {
+		t.Errorf("--policies over SLIDE_POLICIES: exit %d, stderr:\n%s", code, errOut)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv("SLIDE_POLICIES", "")
+	t.Setenv("SLIDE_ADDR", ln.Addr().String())
+	code, _, errOut = runCmd(t, context.Background(), "", "serve", "--embedded-kafka-addr", "127.0.0.1:0")
+	if want := "slide serve: SLIDE_ADDR=" + ln.Addr().String() + ": address already in use"; code != 1 || !strings.Contains(errOut, "\n"+want) {
+		t.Errorf("taken SLIDE_ADDR: exit %d, stderr:\n%s\nwant %q…", code, errOut, want)
+	}
+}
+
 // TestBindErrorNamesFlagAndVariable: a taken port names the flag and the SLIDE_* variable
 // that move it, for the HTTP API and the embedded broker alike.
 func TestBindErrorNamesFlagAndVariable(t *testing.T) {

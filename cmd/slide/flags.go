@@ -281,3 +281,45 @@ func noArgs(fs *flag.FlagSet) error {
 	}
 	return nil
 }
+
+// envNamed rewrites an error that begins by naming a flag ("--policies: ..." or "--addr
+// 127.0.0.1:8080: ...") to name the environment variable instead ("SLIDE_POLICIES=...:
+// ...") when that flag's value came from there, so runtime failures point where the value
+// was set as well. Other errors pass unchanged.
+func envNamed(fs *flag.FlagSet, err error) error {
+	if err == nil {
+		return nil
+	}
+	rest, ok := strings.CutPrefix(err.Error(), "--")
+	if !ok {
+		return err
+	}
+	i := strings.IndexAny(rest, ": ")
+	if i <= 0 {
+		return err
+	}
+	name, tail := rest[:i], rest[i:]
+	m, ok := envOrigins.Load(fs)
+	if !ok {
+		return err
+	}
+	if _, ok := m.(*sync.Map).Load(name); !ok {
+		return err
+	}
+	if tail[0] == ' ' { // "--addr VALUE: ...": the value is in the reference already
+		j := strings.Index(tail, ": ")
+		if j < 0 {
+			return err
+		}
+		tail = tail[j:]
+	}
+	return &renamedError{flagRef(fs, name) + tail, err}
+}
+
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }

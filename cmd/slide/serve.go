@@ -158,7 +158,7 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
-	return serve(ctx, c, s, log)
+	return envNamed(fs, serve(ctx, c, s, log))
 }
 
 // serve builds the engine, serves until ctx ends, then closes in reverse order.
