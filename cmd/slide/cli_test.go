@@ -95,6 +95,8 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{nil, []string{"query", "top", "--k", "0"}, "slide query top: --k 0: must be at least 1"},
 		{nil, []string{"query", "frobnicate"}, "slide query: unknown command frobnicate"},
 		{nil, []string{"batch", "--size", "-3", "-"}, "slide batch: --size -3: must be 0 (no count window) or more"},
+		{map[string]string{"SLIDE_SIZE": "5"}, []string{"batch", "-", "--size", "-3"}, "slide batch: --size -3: must be 0 (no count window) or more"},
+		{map[string]string{"SLIDE_SIZE": "-5"}, []string{"batch", "-"}, "slide batch: SLIDE_SIZE=-5: must be 0 (no count window) or more"},
 		{nil, []string{"version", "--bogus"}, "slide version: unknown flag --bogus"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

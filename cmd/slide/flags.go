@@ -78,7 +78,7 @@ func parseFlagsEnv(fs *flag.FlagSet, args []string, lookup func(string) (string,
 			err = usagef(fs, "%s=%s: %s", envName(f.Name), shellWord(v), setProblem(f, e))
 			return
 		}
-		setEnvOrigin(fs, f.Name, v)
+		setEnvOrigin(fs, f, v)
 	})
 	return err
 }
@@ -168,20 +168,36 @@ func shellWord(v string) string {
 
 // envOrigins remembers, per flag set, the flags whose value came from the environment, so
 // a later check of the value can name SLIDE_RINGS rather than --rings.
-var envOrigins sync.Map // *flag.FlagSet → *sync.Map of flag name → value
+var envOrigins sync.Map // *flag.FlagSet → *sync.Map of flag name → envOrigin
 
-func setEnvOrigin(fs *flag.FlagSet, name, value string) {
+// envOrigin is an environment value as given, and as the flag prints it once set: a later
+// command-line value (batch parses flags after its FILE too) changes the latter.
+type envOrigin struct{ raw, set string }
+
+func setEnvOrigin(fs *flag.FlagSet, f *flag.Flag, raw string) {
 	m, _ := envOrigins.LoadOrStore(fs, &sync.Map{})
-	m.(*sync.Map).Store(name, value)
+	m.(*sync.Map).Store(f.Name, envOrigin{raw, f.Value.String()})
+}
+
+// fromEnv returns the environment value flag name holds, if it still holds one.
+func fromEnv(fs *flag.FlagSet, name string) (string, bool) {
+	m, ok := envOrigins.Load(fs)
+	if !ok {
+		return "", false
+	}
+	v, ok := m.(*sync.Map).Load(name)
+	f := fs.Lookup(name)
+	if !ok || f == nil || f.Value.String() != v.(envOrigin).set {
+		return "", false
+	}
+	return v.(envOrigin).raw, true
 }
 
 // flagRef names a flag and its value as the user gave it: "--slots 0" from the command
 // line (or by default), "SLIDE_SLOTS=0" from the environment.
 func flagRef(fs *flag.FlagSet, name string) string {
-	if m, ok := envOrigins.Load(fs); ok {
-		if v, ok := m.(*sync.Map).Load(name); ok {
-			return envName(name) + "=" + shellWord(v.(string))
-		}
+	if v, ok := fromEnv(fs, name); ok {
+		return envName(name) + "=" + shellWord(v)
 	}
 	f := fs.Lookup(name)
 	if f == nil {
@@ -299,11 +315,7 @@ func envNamed(fs *flag.FlagSet, err error) error {
 		return err
 	}
 	name, tail := rest[:i], rest[i:]
-	m, ok := envOrigins.Load(fs)
-	if !ok {
-		return err
-	}
-	if _, ok := m.(*sync.Map).Load(name); !ok {
+	if _, ok := fromEnv(fs, name); !ok {
 		return err
 	}
 	if tail[0] == ' ' { // "--addr VALUE: ...": the value is in the reference already
