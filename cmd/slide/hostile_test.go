@@ -229,6 +229,10 @@ func TestServeAuthReads(t *testing.T) {
 	}()
 	base := "http://" + addr
 	waitHTTP(t, base+"/healthz").Body.Close()
+	// Reads answer 503 until the windows are restored: wait for that, it is not the point here.
+	if err := proctest.WaitStatus(context.Background(), base+"/readyz", 200, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	get := func(path, token string) int {
 		req, _ := http.NewRequest("GET", base+path, nil)
 		if token != "" {
