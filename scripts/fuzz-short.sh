@@ -16,6 +16,7 @@ targets=(
 	"./ingest FuzzDecode"
 	"./query FuzzQueryParams"
 	"./limiter FuzzParsePolicies"
+	"./rls FuzzParse"
 )
 
 for t in "${targets[@]}"; do
