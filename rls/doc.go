@@ -61,9 +61,10 @@
 // name defaults to the descriptor's policy name + ".ruleN" and whose {key} is
 // the request value of that descriptor's own entry:
 //
-//   - key: tenant
-//     rules:
-//   - {metric: cost, agg: sum, window: 1h, max: 50000}
+//	descriptors:
+//	  - key: tenant
+//	    rules:
+//	      - {metric: cost, agg: sum, window: 1h, max: 50000}
 //
 // Limits without a backend field use LoadOptions.DefaultBackend: slide serve
 // passes redis when --redis is set (envoyproxy/ratelimit always counts in
