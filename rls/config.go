@@ -3,7 +3,6 @@ package rls
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"os"
 	"path/filepath"
@@ -594,59 +593,4 @@ func currentLimit(name string, rpu uint32, window time.Duration) *pb.RateLimitRe
 		cl.UnitMultiplier = wrapUint32(uint32(mult))
 	}
 	return cl
-}
-
-// PolicyPrefix starts the name of every policy and rule a configuration file
-// defines, so they cannot clash with the policies of slide serve --policies.
-const PolicyPrefix = "rls."
-
-// policyName maps a descriptor to its limiter policy name: "rls." + domain +
-// "." + envoy's full key (key or key_value, joined with "."), when that is a
-// valid policy name (at most 64 of A-Z a-z 0-9 _ . -). Otherwise the invalid
-// characters become '-', the name is cut to fit, and "-" + 8 hex digits of the
-// FNV-1a hash of domain + "\x00" + path are appended, so distinct descriptors
-// keep distinct names.
-func policyName(domain, path string) string {
-	raw := PolicyPrefix + domain + "." + path
-	if validName(raw) {
-		return raw
-	}
-	h := fnv.New32a()
-	h.Write([]byte(domain))
-	h.Write([]byte{0})
-	h.Write([]byte(path))
-	suffix := fmt.Sprintf("-%08x", h.Sum32())
-	b := make([]byte, 0, 64)
-	for i := 0; i < len(raw) && len(b) < 64-len(suffix); i++ {
-		c := raw[i]
-		if !nameByte(c) {
-			c = '-'
-		}
-		b = append(b, c)
-	}
-	return string(b) + suffix
-}
-
-// nameWithSuffix appends suffix to a policy name, keeping it within 64 bytes.
-func nameWithSuffix(name, suffix string) string {
-	if len(name)+len(suffix) <= 64 {
-		return name + suffix
-	}
-	return name[:64-len(suffix)] + suffix
-}
-
-func nameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
-}
-
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !nameByte(s[i]) {
-			return false
-		}
-	}
-	return true
 }

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
 )
 
 // ServiceName is the gRPC service the Server implements; health checks answer
@@ -36,6 +39,7 @@ type GRPC struct {
 // from clients allowed every 10 s, which Envoy's defaults stay within).
 func NewGRPC(s *Server, opts ...grpc.ServerOption) *GRPC {
 	base := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(s.recoverPanic),
 		grpc.MaxRecvMsgSize(MaxRecvMsgBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
@@ -45,6 +49,20 @@ func NewGRPC(s *Server, opts ...grpc.ServerOption) *GRPC {
 	reflection.Register(g.srv)
 	g.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return g
+}
+
+// recoverPanic turns a panic in a handler into an Internal error (counted and
+// logged) instead of the end of the process: gRPC, unlike net/http, does not
+// recover. A panic is a bug; no input is meant to cause one (FuzzShouldRateLimit).
+func (s *Server) recoverPanic(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.errs.WithLabelValues("internal").Inc()
+			s.log.Error("panic in gRPC handler", "method", info.FullMethod, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			resp, err = nil, status.Errorf(codes.Internal, "internal error in %s", info.FullMethod)
+		}
+	}()
+	return h(ctx, req)
 }
 
 // Server returns the underlying grpc.Server.

@@ -5,9 +5,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
@@ -98,5 +101,63 @@ func TestRedisFixedWindowKey(t *testing.T) {
 	}
 	if !strings.HasPrefix(keys, `rl:{t\|1}:rls.api.tenant:`) || strings.Contains(keys, "\n") {
 		t.Errorf("Redis keys %q, want the one fixed-window key of value t|1 escaped", keys)
+	}
+}
+
+const failureConfig = `
+domain: f
+descriptors:
+  - key: open
+    rate_limit: {unit: minute, requests_per_unit: 5, on_backend_error: open, timeout: 100ms}
+  - key: closed
+    rate_limit: {unit: minute, requests_per_unit: 5, on_backend_error: closed, timeout: 100ms}
+  - key: local
+    rate_limit: {unit: minute, requests_per_unit: 2, on_backend_error: local, timeout: 100ms}
+`
+
+// TestRedisOutageFailureModes: with redis-server killed, each descriptor
+// follows its on_backend_error: open answers OK, local decides in memory,
+// closed fails the call with Unavailable; all recover when Redis returns.
+func TestRedisOutageFailureModes(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg, err := rls.Parse([]byte(failureConfig), "failure.yaml", rls.LoadOptions{DefaultBackend: limiter.BackendRedis})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, setup{cfg: cfg, redis: redisBackend(t, srv.Addr), realClock: true})
+	for _, k := range []string{"open", "closed", "local"} {
+		if resp := h.call(t, req("f", 0, desc(k, "x"))); resp.GetOverallCode() != ok {
+			t.Fatalf("%s before the outage: %v", k, resp)
+		}
+	}
+	srv.Stop()
+	if resp := h.call(t, req("f", 0, desc("open", "x"))); resp.GetOverallCode() != ok {
+		t.Errorf("open during the outage: %v", resp)
+	}
+	var got []pb.RateLimitResponse_Code
+	for range 3 {
+		got = append(got, h.call(t, req("f", 0, desc("local", "x"))).GetOverallCode())
+	}
+	if got[0] != ok || got[1] != ok || got[2] != over {
+		t.Errorf("local during the outage: %v, want OK OK OVER_LIMIT (2 a minute in memory)", got)
+	}
+	_, err = h.client.ShouldRateLimit(context.Background(), req("f", 0, desc("closed", "x"), desc("open", "y")))
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "rls.f.closed") {
+		t.Errorf("closed during the outage: %v, want Unavailable naming the policy", err)
+	}
+	srv.Start()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := h.client.ShouldRateLimit(context.Background(), req("f", 0, desc("closed", "x")))
+		if err == nil && resp.GetOverallCode() == ok && resp.GetStatuses()[0].GetLimitRemaining() == 3 {
+			break // Redis's own count again: 2 of 5 spent
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("closed after Redis returned: %v, %v", resp, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := counter(t, h.reg, rls.MetricErrors, map[string]string{"reason": "unavailable"}); n < 1 {
+		t.Errorf("unavailable errors %v", n)
 	}
 }
