@@ -37,10 +37,16 @@ descriptors:
       algorithm: sliding_log
       unit: minute
       requests_per_unit: 100
+      # A slow call must fail the test, not pass as a degraded OK (the default
+      # open mode) on a loaded machine under the race detector.
+      on_backend_error: closed
+      timeout: 5s
   - key: tenant
     rate_limit:
       unit: minute
       requests_per_unit: 5
+      on_backend_error: closed
+      timeout: 5s
 `
 
 // TestRedisSlidingLogTenClients: ten gRPC clients, each on its own
@@ -108,11 +114,11 @@ const failureConfig = `
 domain: f
 descriptors:
   - key: open
-    rate_limit: {unit: minute, requests_per_unit: 5, on_backend_error: open, timeout: 100ms}
+    rate_limit: {unit: minute, requests_per_unit: 5, on_backend_error: open, timeout: 1s}
   - key: closed
-    rate_limit: {unit: minute, requests_per_unit: 5, on_backend_error: closed, timeout: 100ms}
+    rate_limit: {unit: minute, requests_per_unit: 5, on_backend_error: closed, timeout: 1s}
   - key: local
-    rate_limit: {unit: minute, requests_per_unit: 2, on_backend_error: local, timeout: 100ms}
+    rate_limit: {unit: minute, requests_per_unit: 2, on_backend_error: local, timeout: 1s}
 `
 
 // TestRedisOutageFailureModes: with redis-server killed, each descriptor
