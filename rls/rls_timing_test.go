@@ -61,8 +61,10 @@ var hotRound atomic.Int64
 // time per decision (INFO cpu, user + sys).
 //
 // SLIDE_RLS_BENCH_REDIS=host:port uses that redis-server instead of starting
-// one; SLIDE_RLS_BENCH_TARGET=host:port adds "external" variants against
-// another ShouldRateLimit server loaded with benchConfig (a side-by-side run).
+// one; SLIDE_RLS_BENCH_TARGET=host:port (or NAME=host:port,NAME=host:port)
+// adds variants "external" (or NAME) against other ShouldRateLimit servers
+// loaded with benchConfig, for a side-by-side run of separate processes on
+// one redis-server.
 func BenchmarkShouldRateLimit(b *testing.B) {
 	redisAddr := os.Getenv("SLIDE_RLS_BENCH_REDIS")
 	if redisAddr == "" {
@@ -83,8 +85,12 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	ours := start(b, setup{cfg: cfg, redis: be, realClock: true})
 	anchorAddr := startIncrServer(b, redisAddr)
 	targets := []struct{ name, addr string }{{"ours", ours.addr}, {"anchor", anchorAddr}}
-	if ext := os.Getenv("SLIDE_RLS_BENCH_TARGET"); ext != "" {
-		targets = append(targets, struct{ name, addr string }{"external", ext})
+	for t := range strings.SplitSeq(os.Getenv("SLIDE_RLS_BENCH_TARGET"), ",") {
+		if name, addr, named := strings.Cut(t, "="); named {
+			targets = append(targets, struct{ name, addr string }{name, addr})
+		} else if t != "" {
+			targets = append(targets, struct{ name, addr string }{"external", t})
+		}
 	}
 	random := func(r *rand.Rand) *pb.RateLimitRequest {
 		return req("bench", 0, desc("random", "k"+strconv.Itoa(r.IntN(1000))))
