@@ -45,9 +45,13 @@ const benchStreams = 16
 // benchConns is the number of gRPC connections the callers share.
 const benchConns = 4
 
-// hotRound makes every hot-key run use fresh keys, so a key gets exactly 1,000
-// requests at a limit of 100: 10× its limit however fast the server is.
-var hotRound atomic.Int64
+// hotRound and hotRun make every hot-key run use fresh keys, also across test
+// processes sharing one redis-server, so a key gets exactly 1,000 requests at
+// a limit of 100: 10× its limit however fast the server is.
+var (
+	hotRound atomic.Int64
+	hotRun   = strconv.FormatInt(time.Now().UnixNano(), 36)
+)
 
 // BenchmarkShouldRateLimit measures ShouldRateLimit over loopback gRPC from
 // 16 concurrent callers on 4 connections, one descriptor per request, with
@@ -98,7 +102,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	var hotN atomic.Int64
 	hot := func(*rand.Rand) *pb.RateLimitRequest {
 		n := hotN.Add(1)
-		return req("bench", 0, desc("hot", "h"+strconv.FormatInt(hotRound.Load(), 10)+"-"+strconv.FormatInt(n/1000, 10)))
+		return req("bench", 0, desc("hot", hotRun+"-"+strconv.FormatInt(hotRound.Load(), 10)+"-"+strconv.FormatInt(n/1000, 10)))
 	}
 	for _, load := range []struct {
 		name string
