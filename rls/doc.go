@@ -59,7 +59,8 @@
 // over the window (token_bucket capacity 4 per second refills 4 a second). A
 // descriptor may carry usage rules (limiter/usage), each a rule mapping whose
 // name defaults to the descriptor's policy name + ".ruleN" and whose {key} is
-// the request value of that descriptor's own entry:
+// the request value of that descriptor's own entry (a value ingest would refuse
+// as a key, such as one over 256 bytes, has no usage: {key} rules allow it):
 //
 //	descriptors:
 //	  - key: tenant

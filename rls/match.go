@@ -121,6 +121,20 @@ func limiterKey(d *rlv3.RateLimitDescriptor, path []*node, buf []byte) string {
 	return `\h` + hex.EncodeToString(sum[:16])
 }
 
+// ruleKey is the key a usage rule of a descriptor reads with: the value of the
+// descriptor's own entry, or, when that is no valid window key (empty, over
+// limiter.MaxKeyLen bytes, a control character), "\h" + hex of its SHA-256.
+// Ingest refuses such keys, so no series of the value can exist: a {key} rule
+// finds no usage, as it would for the value itself, and a rule reading a fixed
+// series ("*") still applies.
+func ruleKey(v string) string {
+	if limiter.ValidateKey(v) == nil {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return `\h` + hex.EncodeToString(sum[:16])
+}
+
 // PolicyPrefix starts the name of every policy and rule a configuration file
 // defines, so they cannot clash with the policies of slide serve --policies.
 const PolicyPrefix = "rls."

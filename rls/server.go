@@ -240,12 +240,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 				}
 				if len(l.rules) > 0 {
 					e := d.GetEntries()
-					m.ruleKey = e[len(e)-1].GetValue()
-					if err := limiter.ValidateKey(m.ruleKey); err != nil {
-						s.errs.WithLabelValues("invalid_request").Inc()
-						return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: value of entry %q is not a usage rule key: 1 to %d bytes without control characters",
-							len(sc.matched), limiter.ClipName(e[len(e)-1].GetKey()), limiter.MaxKeyLen)
-					}
+					m.ruleKey = ruleKey(e[len(e)-1].GetValue())
 				}
 			}
 		}

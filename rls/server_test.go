@@ -258,6 +258,19 @@ func TestSlideFields(t *testing.T) {
 	if r := header(resp, "retry-after"); r == "" {
 		t.Errorf("usage rule denial without retry-after: %v", resp.GetResponseHeadersToAdd())
 	}
+	// A value that cannot be a window key has no usage: allowed, not an error.
+	for _, v := range []string{"", strings.Repeat("t", 300), "t\n1"} {
+		if resp := h.call(t, req("edge", 0, desc("tenant", v))); resp.GetOverallCode() != ok {
+			t.Errorf("usage rule, tenant %q: %v", limiterClip(v), resp)
+		}
+	}
+}
+
+func limiterClip(s string) string {
+	if len(s) > 20 {
+		return s[:20] + "…"
+	}
+	return s
 }
 
 // TestResponseHeaders: draft-10 RateLimit and RateLimit-Policy for every
