@@ -57,6 +57,7 @@ type serveConfig struct {
 
 	policies string
 	redis    string
+	rls      rlsFlags // --grpc-addr, --rls-config (rls.go)
 
 	authTokenFile   string
 	authReads       bool
@@ -101,6 +102,7 @@ func (c *serveConfig) register(fs interface {
 
 	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
 	fs.StringVar(&c.redis, "redis", "", "Redis address (host:port) for policies with backend: redis")
+	c.rls.register(fs)
 
 	fs.StringVar(&c.authTokenFile, "auth-token-file", "", "file holding the bearer token the write endpoints require (empty: no auth)")
 	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/top, /v1/series, /v1/metrics, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
@@ -251,6 +253,11 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return err
 	}
 	srv := newHTTPServer(qs.Handler(), c.readHeaderTimeout, log)
+	grpcSrv, err := c.rls.listen(token, reg, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 
 	// Background work ends when work is cancelled, after the HTTP server has drained.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -263,6 +270,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		}
 	})
 	wg.Go(func() { evictLoop(work, store, c.evictInterval) })
+	grpcSrv.run(work, &wg, errc, c.shutdownTimeout)
 	if c.demo {
 		wg.Go(func() {
 			if err := runDemo(work, c, brokers, log); err != nil {
@@ -298,6 +306,11 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 			return nil, func() {}, fmt.Errorf("demo policies: %w", err)
 		}
 	}
+	rp, rr, err := c.rls.policies(c.redis) // Envoy's rate limit service decides through the same service
+	if err != nil {
+		return nil, func() {}, err
+	}
+	policies, rules = append(policies, rp...), append(rules, rr...)
 	if len(policies) == 0 && len(rules) == 0 {
 		return nil, func() {}, nil
 	}
@@ -324,6 +337,7 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 		closeFn()
 		return nil, func() {}, err
 	}
+	c.rls.svc = svc
 	return svc.AllowHandler(), closeFn, nil
 }
 

@@ -47,6 +47,11 @@ var goals = []goal{
 	{issue: "#5", what: "/v1/window 5m p95 over loopback, 16 connections", ours: "BenchmarkHTTPWindow/ours", anchor: "BenchmarkHTTPWindow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
 	{issue: "#5", what: "/v1/allow (memory policy) over loopback, 16 connections", ours: "BenchmarkHTTPAllow/ours", anchor: "BenchmarkHTTPAllow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
 	{issue: "#6", what: "401 for a wrong token sharing 31 of 32 bytes vs none (constant time)", ours: "BenchmarkAuthorizeWrongToken/prefix31", anchor: "BenchmarkAuthorizeWrongToken/prefix0", bound: 0, want: "≈ 1: no timing leak"},
+	{issue: "#14", what: "ShouldRateLimit over loopback gRPC, 16 streams, 1,000 random keys, Redis fixed window: decisions/s vs a bare INCRBY+EXPIRE server", ours: "BenchmarkShouldRateLimit/ours_random", anchor: "BenchmarkShouldRateLimit/anchor_random", unit: "decisions/s", higherIsBetter: true, bound: 0, want: "stated (the goal against envoyproxy/ratelimit is a side-by-side run)"},
+	{issue: "#14", what: "ShouldRateLimit, random keys: p99 per call", ours: "BenchmarkShouldRateLimit/ours_random", anchor: "BenchmarkShouldRateLimit/anchor_random", unit: "p99_ms", bound: 0, want: "stated, next to Envoy's 20 ms filter timeout"},
+	{issue: "#14", what: "ShouldRateLimit, random keys: redis-server CPU per decision", ours: "BenchmarkShouldRateLimit/ours_random", anchor: "BenchmarkShouldRateLimit/anchor_random", unit: "redis_cpu_us/decision", bound: 0, want: "stated (one EVALSHA against a pipelined INCRBY+EXPIRE)"},
+	{issue: "#14", what: "ShouldRateLimit, one hot key at 10× its limit: decisions/s", ours: "BenchmarkShouldRateLimit/ours_hot", anchor: "BenchmarkShouldRateLimit/anchor_hot", unit: "decisions/s", higherIsBetter: true, bound: 1, want: "≥ the bare INCRBY server (denials from the deny cache)"},
+	{issue: "#14", what: "ShouldRateLimit, hot key: redis-server CPU per decision", ours: "BenchmarkShouldRateLimit/ours_hot", anchor: "BenchmarkShouldRateLimit/anchor_hot", unit: "redis_cpu_us/decision", bound: 0.5, want: "≤ 0.5× (most denials never reach Redis)"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
