@@ -155,7 +155,7 @@ const (
 type dialer struct {
 	tls    *tls.Config
 	pool   func() int64 // the pool size of one node
-	failed sync.Map // addr → *atomic.Int64
+	failed sync.Map     // addr → *atomic.Int64
 }
 
 func newDialer(t *tls.Config, pool func() int64) *dialer { return &dialer{tls: t, pool: pool} }
