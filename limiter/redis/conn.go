@@ -186,6 +186,10 @@ func NewClient(c Conn) (goredis.UniversalClient, error) {
 		}), nil
 	case c.SentinelMaster != "":
 		d := newDialer(tlsConf, func() int64 { return poolSize(c.PoolSize, 10) })
+		// go-redis resolves the master's address before each dial: a probe that kept
+		// dialing a dead master would outlast its promoted replica. Its own probe, once
+		// a second, asks the Sentinels again.
+		d.noProbe = true
 		return goredis.NewFailoverClient(&goredis.FailoverOptions{
 			MasterName: c.SentinelMaster, SentinelAddrs: c.Sentinels,
 			Username: user, Password: pass, PoolSize: c.PoolSize,

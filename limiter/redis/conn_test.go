@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -226,4 +227,23 @@ func slot(key string) uint16 {
 		}
 	}
 	return crc % 16384
+}
+
+func TestNewRefusesUnsafeClusterClient(t *testing.T) {
+	for name, o := range map[string]*goredis.ClusterOptions{
+		"redirects":       {Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1, ContextTimeoutEnabled: true},
+		"retries":         {Addrs: []string{"127.0.0.1:1"}, MaxRetries: 2, MaxRedirects: -1, ContextTimeoutEnabled: true},
+		"ignores context": {Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1, MaxRedirects: -1},
+	} {
+		c := goredis.NewClusterClient(o)
+		_, err := redis.New(c, redis.Config{})
+		c.Close()
+		if !errors.Is(err, redis.ErrUnsafeClient) {
+			t.Errorf("%s: New error = %v, want ErrUnsafeClient", name, err)
+		}
+	}
+	c := connClient(t, redis.Conn{Cluster: []string{"127.0.0.1:1"}})
+	if _, err := redis.New(c, redis.Config{}); err != nil {
+		t.Errorf("New refuses NewClient's cluster client: %v", err)
+	}
 }

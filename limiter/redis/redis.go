@@ -153,9 +153,10 @@ const (
 // address (one attempt per dial: DialerRetries 1; a Cluster or Sentinel client has one pool
 // per node) and is reset, as the pool's count is, only by a probe that gets through.
 type dialer struct {
-	tls    *tls.Config
-	pool   func() int64 // the pool size of one node
-	failed sync.Map     // addr → *atomic.Int64
+	tls     *tls.Config
+	pool    func() int64 // the pool size of one node
+	noProbe bool         // every dial is one attempt (Sentinel: the probe must re-ask the master's address)
+	failed  sync.Map     // addr → *atomic.Int64
 }
 
 func newDialer(t *tls.Config, pool func() int64) *dialer { return &dialer{tls: t, pool: pool} }
@@ -170,7 +171,7 @@ func (d *dialer) failures(addr string) *atomic.Int64 {
 
 func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	failed := d.failures(addr)
-	if failed.Load() < d.pool() {
+	if d.noProbe || failed.Load() < d.pool() {
 		// A dial for a caller: one attempt, failing as fast as the network does.
 		c, err := d.connect(ctx, network, addr)
 		if err != nil {
@@ -252,7 +253,7 @@ func New(c Client, cfg Config) (*Backend, error) {
 			return nil, fmt.Errorf("creating redis limiter backend: %w (set MaxRetries: -1 and ContextTimeoutEnabled: true, see Options)", ErrUnsafeClient)
 		}
 	case *goredis.ClusterClient:
-		if o := cl.Options(); o.MaxRetries != 0 || o.MaxRedirects != 0 || !o.ContextTimeoutEnabled {
+		if o := cl.Options(); o.MaxRetries > 0 || o.MaxRedirects != 0 || !o.ContextTimeoutEnabled { // its init turns MaxRedirects -1 into 0, MaxRetries 0 into -1
 			return nil, fmt.Errorf("creating redis limiter backend: %w (set MaxRetries: -1, MaxRedirects: -1 and ContextTimeoutEnabled: true; see NewClient)", ErrUnsafeClient)
 		}
 	}
