@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,16 @@ func TestCluster(t *testing.T) {
 		}, func() bool { return c.MasterOf(t, "{"+key+"}") == replica }, func(name string) *redistest.Server {
 			return c.MasterOf(t, "{"+key+"}")
 		}, true)
+	})
+	t.Run("kill_master", func(t *testing.T) {
+		const key = "tenant-crash"
+		c.WaitOK(t, 10*time.Second)
+		old := c.MasterOf(t, "{"+key+"}")
+		replica := replicaOf(t, c, old)
+		failover(t, conn, key, old.Stop, func() bool {
+			role, err := replica.Do("ROLE")
+			return err == nil && strings.HasPrefix(role, "master")
+		}, func(string) *redistest.Server { return replica }, false)
 	})
 }
 

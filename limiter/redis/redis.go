@@ -227,6 +227,7 @@ type Backend struct {
 	prefix   string
 	client   bool
 	onCall   func(string)
+	reload   func() // a Cluster client's slot map reload, after a failed decision
 	idPrefix string
 	seq      atomic.Uint64
 	prep     sync.Map // limiter.Policy → *prepared
@@ -265,7 +266,15 @@ func New(c Client, cfg Config) (*Backend, error) {
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, fmt.Errorf("creating redis limiter backend: reading random id: %w", err)
 	}
+	var reload func()
+	if cl, ok := c.(*goredis.ClusterClient); ok {
+		// Without redirects (see NewClient) go-redis reloads its slot map only on a MOVED
+		// reply or once a minute: a crashed master's slots would stay mapped to it until
+		// then. Any failed decision asks for a reload (coalesced, at most every 200 ms).
+		reload = func() { cl.ReloadState(context.Background()) }
+	}
 	return &Backend{
+		reload:   reload,
 		c:        c,
 		prefix:   prefix,
 		client:   cfg.ClientClock,
@@ -416,6 +425,7 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.Request, out []limi
 	for i := range calls {
 		d, err := decode(reqs[i].Policy, calls[i].cmd)
 		if err != nil {
+			b.failed()
 			return err
 		}
 		out[i] = d
@@ -434,7 +444,17 @@ func (b *Backend) decideOne(ctx context.Context, r *limiter.Request) (limiter.De
 		cmd = b.c.Eval(ctx, s.Src, keys, args...)
 		b.called("eval")
 	}
-	return decode(r.Policy, cmd)
+	d, err := decode(r.Policy, cmd)
+	if err != nil {
+		b.failed()
+	}
+	return d, err
+}
+
+func (b *Backend) failed() {
+	if b.reload != nil {
+		b.reload()
+	}
 }
 
 func decode(p *limiter.Policy, cmd *goredis.Cmd) (limiter.Decision, error) {
