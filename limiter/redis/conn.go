@@ -11,6 +11,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Conn says how to reach Redis: one server (Addr), a Redis Cluster (Cluster) or a master
@@ -173,6 +174,9 @@ func NewClient(c Conn) (goredis.UniversalClient, error) {
 	switch {
 	case len(c.Cluster) > 0:
 		d := newDialer(tlsConf, func() int64 { return poolSize(c.PoolSize, 5) })
+		// A crashed master's slots move to its replica: nothing waits for that node to
+		// return, so no probe keeps dialing it (go-redis's own, once a second, does).
+		d.noProbe = true
 		return goredis.NewClusterClient(&goredis.ClusterOptions{
 			Addrs: c.Cluster, Username: user, Password: pass, PoolSize: c.PoolSize,
 			MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1,
@@ -183,6 +187,9 @@ func NewClient(c Conn) (goredis.UniversalClient, error) {
 			MaxRedirects: -1,
 			DialTimeout:  probeFor, ReadTimeout: time.Second, WriteTimeout: time.Second,
 			Dialer: d.dial,
+			// Maintenance notifications (a managed service announcing a move) are off:
+			// in go-redis 9.23 their cluster circuit breaker outlives Close by a goroutine.
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		}), nil
 	case c.SentinelMaster != "":
 		d := newDialer(tlsConf, func() int64 { return poolSize(c.PoolSize, 10) })
