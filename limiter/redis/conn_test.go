@@ -12,6 +12,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/internal/tlstest"
@@ -235,6 +236,8 @@ func TestNewRefusesUnsafeClusterClient(t *testing.T) {
 		"retries":         {Addrs: []string{"127.0.0.1:1"}, MaxRetries: 2, MaxRedirects: -1, ContextTimeoutEnabled: true},
 		"ignores context": {Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1, MaxRedirects: -1},
 	} {
+		// go-redis 9.23's maintenance-notification circuit breaker outlives Close.
+		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		c := goredis.NewClusterClient(o)
 		_, err := redis.New(c, redis.Config{})
 		c.Close()
