@@ -22,7 +22,9 @@ build:
 run: build
 	./$(BIN) serve --demo
 
-# deps installs what the tests need that Go modules cannot bring: redis-server.
+# deps installs what the tests need that Go modules cannot bring: redis-server (with
+# redis-cli for Redis Cluster; its TLS and Sentinel modes are built in) and kcat
+# (librdkafka, the independent Kafka producer of the TLS tests).
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -30,6 +32,14 @@ deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
 	  else \
 	    echo "redis-server is missing: install it (e.g. sudo apt-get install redis-server) and rerun"; exit 1; \
+	  fi; \
+	fi
+	@if ! command -v kcat >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing kcat with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; \
+	  else \
+	    echo "kcat is missing: install it (e.g. sudo apt-get install kcat) and rerun"; exit 1; \
 	  fi; \
 	fi
 
