@@ -46,6 +46,9 @@ var goals = []goal{
 	{issue: "#4", what: "event decoding", ours: "BenchmarkDecode/ours", anchor: "BenchmarkDecode/anchor", bound: 0.2, want: "≥ 5× encoding/json, 0 allocs"},
 	{issue: "#5", what: "/v1/window 5m p95 over loopback, 16 connections", ours: "BenchmarkHTTPWindow/ours", anchor: "BenchmarkHTTPWindow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
 	{issue: "#5", what: "/v1/allow (memory policy) over loopback, 16 connections", ours: "BenchmarkHTTPAllow/ours", anchor: "BenchmarkHTTPAllow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
+	{issue: "#13", what: "Redis Cluster (3 masters) decisions/s, 16 goroutines, vs one redis-server", ours: "BenchmarkRedisCluster/ours", anchor: "BenchmarkRedisCluster/anchor", unit: "decisions/s", higherIsBetter: true, bound: 0.9, want: "≥ 0.9× single node"},
+	{issue: "#13", what: "Redis CPU per decision, cluster (sum of 3 masters) vs one redis-server", ours: "BenchmarkRedisCluster/ours", anchor: "BenchmarkRedisCluster/anchor", unit: "redis_cpu_us/decision", bound: 0, want: "stated"},
+	{issue: "#13", what: "/v1/allow over HTTPS vs plain HTTP, 16 reused connections", ours: "BenchmarkHTTPSAllow/ours", anchor: "BenchmarkHTTPSAllow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× plain HTTP"},
 	{issue: "#6", what: "401 for a wrong token sharing 31 of 32 bytes vs none (constant time)", ours: "BenchmarkAuthorizeWrongToken/prefix31", anchor: "BenchmarkAuthorizeWrongToken/prefix0", bound: 0, want: "≈ 1: no timing leak"},
 }
 

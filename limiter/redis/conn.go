@@ -185,7 +185,10 @@ func NewClient(c Conn) (goredis.UniversalClient, error) {
 			// reply (failover, resharding) fails that one decision, which follows
 			// on_backend_error, and reloads the slot map for the next.
 			MaxRedirects: -1,
-			DialTimeout:  probeFor, ReadTimeout: time.Second, WriteTimeout: time.Second,
+			// The legacy routing: a script with keys goes to its slot's master either
+			// way, and the request-policy layer costs allocations per call.
+			DisableRoutingPolicies: true,
+			DialTimeout:            probeFor, ReadTimeout: time.Second, WriteTimeout: time.Second,
 			Dialer: d.dial,
 			// Maintenance notifications (a managed service announcing a move) are off:
 			// in go-redis 9.23 their cluster circuit breaker outlives Close by a goroutine.
