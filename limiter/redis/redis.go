@@ -9,6 +9,13 @@
 // nanoseconds; the scripts in microseconds, the resolution of TIME), and the
 // conformance suite in limiter/limitertest runs over both. Redis 5 or newer is
 // required (effects replication of scripts that call TIME).
+//
+// NewClient (conn.go) reaches one server by host:port or URL (redis://, rediss://, an
+// ACL user), a Redis Cluster or a Sentinel-managed master, with the backend's safety
+// options in every mode. Every script touches one key, so a decision never spans hash
+// slots. A Cluster client follows no redirects (go-redis's redirect loop also retries
+// timeouts, which could count a decision twice): a decision that meets a failover fails,
+// follows on_backend_error, and reloads the slot map for the next one.
 package redis
 
 import (
