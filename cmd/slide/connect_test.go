@@ -230,7 +230,13 @@ func TestServeKafkaRefusedCredentials(t *testing.T) {
 			}
 			_, metrics := get(t, http.DefaultClient, base+"/metrics")
 			s.stop()
+			pcode, pout, perr := runCmd(t, context.Background(), "", "produce", "--brokers", c.Addr, "--kafka-ca", tc.ca,
+				"--kafka-sasl", "scram-sha-256", "--kafka-sasl-user", "slide", "--duration", "1s")
+			if pcode != 1 || !strings.Contains(perr, "kafka "+c.Addr+": ") || !strings.Contains(perr, tc.want) {
+				t.Errorf("slide produce: exit %d, stderr %q; want 1 naming kafka %s and %q", pcode, perr, c.Addr, tc.want)
+			}
 			logs := s.logs.String()
+			noSecret(t, wrong, map[string]string{"produce's output": pout + perr})
 			want := `level=ERROR msg="kafka ` + c.Addr + `: `
 			if n := strings.Count(logs, want); n != 1 || !strings.Contains(logs, tc.want) {
 				t.Errorf("want one line starting %q naming %q, got %d:\n%s", want, tc.want, n, logs)
@@ -421,5 +427,53 @@ func TestConnectFlagsRefused(t *testing.T) {
 		if strings.Contains(errOut, "sekrit") {
 			t.Errorf("%v: the password is in the error: %s", tc.args, errOut)
 		}
+	}
+}
+
+// A TLS-only Redis with an ACL user through the flags: rediss:// with --redis-ca and
+// --redis-user/--redis-password-file; without the CA, one log line names the certificate.
+func TestServeRedisTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "redis")
+	pair := ca.Server("redis")
+	srv := redistest.StartWith(t, redistest.Opts{TLSCert: pair.CertFile, TLSKey: pair.KeyFile, TLSCA: ca.CertFile,
+		TLSClient: &tls.Config{RootCAs: ca.Pool}, User: "slide", UserPassword: "tls-pw-11"})
+	policies := writeFile(t, "policies.yaml", "policies:\n  - name: api\n    algorithm: token_bucket\n    capacity: 5\n    refill_per_second: 1\n    backend: redis\n")
+	pw := writeFile(t, "pw", "tls-pw-11\n")
+	for _, tc := range []struct {
+		name, ca, state string
+	}{
+		{"private CA", ca.CertFile, "ok"},
+		{"system roots", "", "failing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--policies", policies, "--embedded-kafka-addr", "127.0.0.1:0",
+				"--redis", "rediss://" + srv.Addr, "--redis-user", "slide", "--redis-password-file", pw}
+			if tc.ca != "" {
+				args = append(args, "--redis-ca", tc.ca)
+			}
+			s := startServe(t, args...)
+			base := "http://" + s.addr
+			_, r := readyz(t, http.DefaultClient, base)
+			if b := r.backend("redis"); b.State != tc.state {
+				t.Fatalf("/readyz: redis %+v, want %s", b, tc.state)
+			}
+			resp, err := http.Post(base+"/v1/allow", "application/json", strings.NewReader(`{"policy":"api","key":"k"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			s.stop()
+			if tc.state == "ok" {
+				if resp.StatusCode != 200 || !strings.Contains(string(body), `"remaining":4`) {
+					t.Errorf("POST /v1/allow through TLS Redis: %d %s", resp.StatusCode, body)
+				}
+				return
+			}
+			want := `level=ERROR msg="redis ` + srv.Addr + `: TLS handshake with ` + srv.Addr + `: tls: failed to verify certificate`
+			if n := strings.Count(s.logs.String(), want); n != 1 {
+				t.Errorf("want one line %q, got %d:\n%s", want, n, s.logs.String())
+			}
+		})
 	}
 }

@@ -93,7 +93,15 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	if err != nil {
 		return err
 	}
-	if err := checkBrokers(ctx, c.brokerList, c.connectTimeout, dialer); err != nil {
+	if c.kafka.set() {
+		// TLS or SASL: a refused certificate or password is not "nobody answers".
+		cctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
+		err = ingest.CheckBrokers(cctx, c.brokerList, dialer)
+		cancel()
+	} else {
+		err = checkBrokers(ctx, c.brokerList, c.connectTimeout, dialer)
+	}
+	if err != nil {
 		return err
 	}
 	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: c.brokerList, Topic: c.topic, Dialer: dialer})
