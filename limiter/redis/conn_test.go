@@ -184,7 +184,7 @@ func TestConnValidate(t *testing.T) {
 // decision is still one key in one slot, and go-redis splits a multi-policy pipeline by
 // slot.)
 func TestOneSlotPerDecision(t *testing.T) {
-	b, err := redis.New(goredis.NewClient(redis.Options("127.0.0.1:1")), redis.Config{})
+	b, err := redis.New(newClient(t, "127.0.0.1:1"), redis.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
