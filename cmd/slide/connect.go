@@ -215,13 +215,17 @@ func loadCAs(path string) (*x509.CertPool, error) {
 // names the backend, its address and the cause ("redis 10.0.0.5:6379: WRONGPASS ...").
 type backend struct {
 	name, addr string
-	// gates: while the check fails, serve is not ready (Kafka: windows cannot be right).
-	// Redis does not gate: its decisions follow each policy's on_backend_error.
+	// gates: while the check fails and has never passed, serve is not ready (Kafka: with
+	// a refused password nothing will ever be read, and /readyz should say why). Once it
+	// has passed, a failure is shown and logged but does not gate: the windows hold what
+	// was read, and lag metrics tell how stale. Redis never gates: its decisions follow
+	// each policy's on_backend_error.
 	gates bool
 	check func(ctx context.Context) error
 
 	mu      sync.Mutex
 	checked bool
+	passed  bool // some check succeeded
 	err     error
 }
 
@@ -258,6 +262,7 @@ func (b *backend) set(err error, log *slog.Logger) {
 	b.mu.Lock()
 	first, was := !b.checked, b.err
 	b.checked, b.err = true, err
+	b.passed = b.passed || err == nil
 	b.mu.Unlock()
 	switch {
 	case err != nil && (first || was == nil || was.Error() != err.Error()):
@@ -294,7 +299,7 @@ func (b *backend) state() query.BackendState {
 func (b *backend) failing() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.gates && b.err != nil {
+	if b.gates && !b.passed && b.err != nil {
 		return errors.New(b.describe(b.err))
 	}
 	return nil
