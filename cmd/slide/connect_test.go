@@ -259,6 +259,7 @@ func TestServeRedisURLAndPasswordFile(t *testing.T) {
     window: 60s
     backend: redis
     on_backend_error: closed
+    timeout: 2s
 `)
 	allow := func(base string) (int, string) {
 		resp, err := http.Post(base+"/v1/allow", "application/json", strings.NewReader(`{"policy":"login","key":"u1"}`))
@@ -437,7 +438,7 @@ func TestServeRedisTLS(t *testing.T) {
 	pair := ca.Server("redis")
 	srv := redistest.StartWith(t, redistest.Opts{TLSCert: pair.CertFile, TLSKey: pair.KeyFile, TLSCA: ca.CertFile,
 		TLSClient: &tls.Config{RootCAs: ca.Pool}, User: "slide", UserPassword: "tls-pw-11"})
-	policies := writeFile(t, "policies.yaml", "policies:\n  - name: api\n    algorithm: token_bucket\n    capacity: 5\n    refill_per_second: 1\n    backend: redis\n")
+	policies := writeFile(t, "policies.yaml", "policies:\n  - name: api\n    algorithm: token_bucket\n    capacity: 5\n    refill_per_second: 1\n    backend: redis\n    timeout: 2s\n")
 	pw := writeFile(t, "pw", "tls-pw-11\n")
 	for _, tc := range []struct {
 		name, ca, state string
