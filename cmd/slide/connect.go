@@ -367,7 +367,9 @@ func (c *connFlags) connectKafka(brokers []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	c.kafkaDialer = d
+	if c.kafka.set() {
+		c.kafkaDialer = d // nil otherwise: the libraries' defaults, as before these flags
+	}
 	c.checks = append(c.checks, kafkaBackend(brokers, d))
 	if c.kafka.set() {
 		log.Info("kafka security", "protocol", sec.String())
