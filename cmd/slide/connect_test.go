@@ -144,16 +144,27 @@ func TestServeTLSKafka(t *testing.T) {
 	}
 	const password = "kafka-pw-3f9a"
 	ca := tlstest.NewCA(t, "kafka")
+	slideCert, kcatCert := ca.Client("slide"), ca.Client("kcat")
 	for _, tc := range []struct {
 		name  string
+		mtls  bool
 		users []kafkatest.User
 	}{
-		{"ssl, kcat", nil},
-		{"sasl_ssl, slide produce", []kafkatest.User{{Method: "SCRAM-SHA-512", Name: "slide", Password: password}}},
+		{"ssl, kcat", false, nil},
+		{"mtls, kcat", true, nil},
+		{"sasl_ssl, slide produce", false, []kafkatest.User{{Method: "SCRAM-SHA-512", Name: "slide", Password: password}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := kafkatest.StartWith(t, kafkatest.Opts{TLS: ca.ServerTLS(nil), Users: tc.users}, "events", 2)
-			security := []string{"--brokers", c.Addr, "--kafka-ca", ca.CertFile}
+			server := ca.ServerTLS(nil)
+			security := []string{"--brokers", "", "--kafka-ca", ca.CertFile}
+			kcatTLS := []string{"-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + ca.CertFile}
+			if tc.mtls {
+				server = ca.ServerTLS(ca.Pool)
+				security = append(security, "--kafka-cert", slideCert.CertFile, "--kafka-key", slideCert.KeyFile)
+				kcatTLS = append(kcatTLS, "-X", "ssl.certificate.location="+kcatCert.CertFile, "-X", "ssl.key.location="+kcatCert.KeyFile)
+			}
+			c := kafkatest.StartWith(t, kafkatest.Opts{TLS: server, Users: tc.users}, "events", 2)
+			security[1] = c.Addr
 			serveArgs := security
 			if tc.users != nil {
 				security = append(security, "--kafka-sasl", "scram-sha-512", "--kafka-sasl-user", "slide")
@@ -174,8 +185,8 @@ func TestServeTLSKafka(t *testing.T) {
 			events := writeFile(t, "events.ndjson", lines.String())
 			var pout string
 			if tc.users == nil {
-				out, err := exec.Command(kcat, "-P", "-b", c.Addr, "-t", "events", "-l",
-					"-X", "security.protocol=SSL", "-X", "ssl.ca.location="+ca.CertFile, events).CombinedOutput()
+				args := append(append([]string{"-P", "-b", c.Addr, "-t", "events", "-l"}, kcatTLS...), events)
+				out, err := exec.Command(kcat, args...).CombinedOutput()
 				if err != nil {
 					t.Fatalf("kcat: %v\n%s", err, out)
 				}
