@@ -23,23 +23,19 @@ build:
 run: build
 	./$(BIN) serve --demo $(ARGS)
 
-# deps installs what the tests need that Go modules cannot bring: redis-server, and curl
-# (the README tour test runs the tour's curl commands).
+# deps installs what the tests need that Go modules cannot bring, as COMMAND:PACKAGE pairs:
+# redis-server (with redis-cli for Redis Cluster; its TLS and Sentinel modes are built in),
+# curl (the README tour test runs the tour's curl commands) and kcat (librdkafka, the
+# independent Kafka producer of the TLS tests).
+DEPS := redis-server:redis-server curl:curl kcat:kcat
 deps:
-	@if ! command -v redis-server >/dev/null 2>&1; then \
+	@missing=""; for d in $(DEPS); do command -v $${d%%:*} >/dev/null 2>&1 || missing="$$missing $${d#*:}"; done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing redis-server with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	    echo "installing$$missing with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else \
-	    echo "redis-server is missing: install it (e.g. sudo apt-get install redis-server) and rerun"; exit 1; \
-	  fi; \
-	fi
-	@if ! command -v curl >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing curl with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; \
-	  else \
-	    echo "curl is missing: install it (e.g. sudo apt-get install curl) and rerun"; exit 1; \
+	    echo "missing:$$missing; install them (e.g. sudo apt-get install$$missing) and rerun"; exit 1; \
 	  fi; \
 	fi
 

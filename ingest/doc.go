@@ -13,6 +13,10 @@
 //     for `slide serve` without --brokers, demos and tests.
 //   - Producer, Demo, DemoGen, AppendEvent: the writing side of `slide produce` and
 //     `slide serve --demo`.
+//   - Security: TLS (and mTLS) and SASL (kafka-go's sasl/plain and sasl/scram, SCRAM-SHA-256
+//     and -512) in one *kafka.Dialer that the consumer group, the partition readers, the
+//     dead-letter writer and the producer all use; CheckBrokers dials once with it, so a
+//     refused password or an untrusted certificate is one error naming the broker.
 //
 // # Window state is a function of the log
 //

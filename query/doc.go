@@ -12,7 +12,8 @@
 //	POST /v1/events      NDJSON body, one event a line          (bearer token when configured)
 //	POST /v1/allow       the limiter's handler (Config.Allow)     (bearer token when configured)
 //	GET  /healthz        liveness: 200 while the process serves
-//	GET  /readyz         readiness: 503 while Config.Ready fails (windows being restored)
+//	GET  /readyz         readiness: 503 while Config.Ready fails (windows being restored,
+//	                     Kafka unreachable); with Config.Backends, each backend's state too
 //	GET  /metrics        Prometheus exposition of Config.Gatherer
 //	GET  /               the dashboard
 //

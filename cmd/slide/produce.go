@@ -30,6 +30,7 @@ type produceConfig struct {
 	connectTimeout       time.Duration
 	brokerList           []string
 	timestamps           string
+	kafka                kafkaFlags // TLS and SASL (connect.go)
 }
 
 // cmdProduce is `slide produce`: a load generator (lognormal latencies and costs for keys
@@ -50,6 +51,7 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed: the same seed sends the same events")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the brokers before giving up")
 	fs.StringVar(&c.timestamps, "timestamps", "now", "record timestamps with --file: now (the time of sending) or event (each event's ts, for replaying history)")
+	c.kafka.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -85,10 +87,22 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 			return usagef(fs, "generator flags: %v", err)
 		}
 	}
-	if err := checkBrokers(ctx, c.brokerList, c.connectTimeout); err != nil {
+	dialer, _, err := c.kafka.dialer(os.LookupEnv)
+	if err != nil {
 		return err
 	}
-	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: c.brokerList, Topic: c.topic})
+	if c.kafka.set() {
+		// TLS or SASL: a refused certificate or password is not "nobody answers".
+		cctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
+		err = ingest.CheckBrokers(cctx, c.brokerList, dialer)
+		cancel()
+	} else {
+		err = checkBrokers(ctx, c.brokerList, c.connectTimeout, dialer)
+	}
+	if err != nil {
+		return err
+	}
+	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: c.brokerList, Topic: c.topic, Dialer: dialer})
 	if err != nil {
 		return err
 	}
@@ -100,12 +114,14 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 
 // checkBrokers fails fast, with a clear message, when no broker answers: the asynchronous
 // producer would otherwise retry for a long time before reporting anything.
-func checkBrokers(ctx context.Context, brokers []string, timeout time.Duration) error {
+func checkBrokers(ctx context.Context, brokers []string, timeout time.Duration, base *kafka.Dialer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	d := *base // the TLS and SASL settings, with this timeout
+	d.Timeout = timeout
 	var errs []error
 	for _, b := range brokers {
-		conn, err := (&kafka.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", b)
+		conn, err := d.DialContext(ctx, "tcp", b)
 		if err == nil {
 			conn.Close()
 			return nil

@@ -71,6 +71,8 @@ type serveConfig struct {
 	demo     bool
 	demoRate float64
 	demoKeys int
+
+	conn connFlags // Kafka and Redis security, HTTPS (connect.go)
 }
 
 func (c *serveConfig) register(fs interface {
@@ -148,6 +150,7 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	fs := newFlagSet("serve", s.out)
 	var c serveConfig
 	c.register(fs)
+	c.conn.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -156,6 +159,9 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	}
 	if err := c.checkHTTP(); err != nil {
 		return usagef(fs, "%v", err)
+	}
+	if err := c.conn.check(c.brokers); err != nil {
+		return err
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
@@ -210,6 +216,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	} else {
 		brokers = strings.Split(c.brokers, ",")
 	}
+	if err := c.conn.connectKafka(brokers, log); err != nil {
+		return err
+	}
 	metrics := append([]string{}, store.Metrics()...)
 	for m := range sc.Metrics {
 		metrics = append(metrics, m)
@@ -217,6 +226,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	consumer, err := ingest.New(ingest.Config{
 		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
 		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
+		Dialer: c.conn.kafkaDialer,
 	}, store)
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)
@@ -236,7 +246,11 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		Store: store, Events: newEventSink(store), Allow: allow, AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
+		Backends: c.conn.checks.states,
 		Ready: func() error {
+			if err := c.conn.checks.failing(); err != nil {
+				return err
+			}
 			if consumer.Ready() {
 				return nil
 			}
@@ -262,7 +276,13 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	// Background work ends when work is cancelled, after the HTTP server has drained.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
+	httpLn, err := c.conn.listener(work, ln, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	var wg sync.WaitGroup
+	c.conn.startChecks(work, &wg, log)
 	errc := make(chan error, 3)
 	wg.Go(func() {
 		if err := consumer.Run(work); err != nil && !errors.Is(err, context.Canceled) {
@@ -283,7 +303,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		wg.Go(func() { printBannerWhenReady(work, s.out, ln.Addr().String(), consumer.Ready) })
 	}
 	serving = true
-	err = serveUntilDone(ctx, srv, ln, c.shutdownTimeout, errc, log)
+	err = serveUntilDone(ctx, srv, httpLn, c.shutdownTimeout, errc, log)
 	stopWork() // stop fetching, finish the batch, commit, leave the group; stop the demo
 	wg.Wait()
 	return err
@@ -320,10 +340,13 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	}
 	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log}
 	closeFn := func() {}
-	if c.redis != "" {
-		// go-redis logs each failed dial to stderr; through slog, at most one a second.
-		goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
-		client := goredis.NewClient(limredis.Options(c.redis))
+	// go-redis logs each failed dial to stderr; through slog, at most one a second.
+	goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
+	client, err := c.conn.connectRedis(c.redis)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	if client != nil {
 		closeFn = func() { _ = client.Close() }
 		backend, err := limredis.New(client, limredis.Config{})
 		if err != nil {
@@ -490,7 +513,7 @@ func runDemo(ctx context.Context, c serveConfig, brokers []string, log *slog.Log
 	if err != nil {
 		return err
 	}
-	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: brokers, Topic: c.topic})
+	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: brokers, Topic: c.topic, Dialer: c.conn.kafkaDialer})
 	if err != nil {
 		return err
 	}
