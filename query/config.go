@@ -70,6 +70,10 @@ type Config struct {
 	// being replayed would give wrong answers. Nil means always ready.
 	Ready func() error
 
+	// Cluster answers the read routes over every instance of the consumer group when this
+	// one does not hold every partition (see Cluster). Nil: this instance's store only.
+	Cluster Cluster
+
 	// Events records POST /v1/events bodies. Nil: the route answers 501 not_configured.
 	Events EventSink
 
