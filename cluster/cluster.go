@@ -210,6 +210,11 @@ func (c *Cluster) OnGeneration(_ int32, assigned []int32) {
 	c.assigned.Store(&a)
 	v := c.view.Load()
 	c.allLocal.Store(v != nil && v.Partitions > 0 && len(a) >= v.Partitions)
+	// Cached remote parts were read for the old split of partitions: a partition that
+	// moved here would count twice.
+	c.cacheMu.Lock()
+	clear(c.cache)
+	c.cacheMu.Unlock()
 	select {
 	case c.kick <- struct{}{}:
 	default:
