@@ -31,7 +31,7 @@ type Checker struct {
 	// keyPrefix, keySuffix: Rule.Key split at the placeholder; whole when there is none.
 	keyPrefix, keySuffix string
 	hasPlaceholder       bool
-	limit                int64 // Decision.Limit: Max rounded down, clamped to int64
+	limit                int64  // Decision.Limit: Max rounded down, clamped to int64
 	reader               Reader // nil: the store alone; set by SetReader before serving
 }
 
