@@ -250,4 +250,3 @@ func checkQuota(t *testing.T, s *slide) {
 		}
 	}
 }
-
