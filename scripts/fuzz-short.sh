@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fuzz-short.sh runs the fuzz targets that guard hostile input briefly, one after the other:
 # the event decoder (Kafka records and POST /v1/events), the query parameter parser of the
-# read routes, and the policy-file parser. It stops at the first failure (go test has then
+# read routes, the policy-file parser, and the decoder of peers' partial answers. It stops at the first failure (go test has then
 # written the failing input under the package's testdata/fuzz/<Target>/) and prints one line
 # per target. FUZZTIME_SHORT sets the budget per target (default 50000x: executions, about
 # 10 s here); GO the go command. The budget is a count, not a duration: with a duration, Go
@@ -16,6 +16,7 @@ targets=(
 	"./ingest FuzzDecode"
 	"./query FuzzQueryParams"
 	"./limiter FuzzParsePolicies"
+	"./cluster FuzzDecodeAnswer"
 )
 
 for t in "${targets[@]}"; do
