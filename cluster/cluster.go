@@ -42,6 +42,10 @@ const (
 	HeaderDeadline = "X-Slide-Deadline"
 )
 
+// UnknownPartitions is the one missing partition a read reports before the group was
+// described (the topic's partitions are not known yet).
+const UnknownPartitions = -1
+
 // Peer read operations.
 const (
 	opMerge  = "merge"  // one partial of every matching series
@@ -328,7 +332,9 @@ func (r *request) query() url.Values {
 func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, each func(*answer)) (missing []int32) {
 	v := c.view.Load()
 	if v == nil {
-		return nil // unknown topology: callers hold readiness until Known
+		// The group was never described: who owns what is unknown. Reads are held by
+		// readiness until Known; a usage decision meanwhile is flagged, not guessed.
+		return []int32{UnknownPartitions}
 	}
 	peers := v.peers(c.cfg.Advertise, func(p int32) bool { return local[p] })
 	served := make(map[int32]bool, v.Partitions)
@@ -450,6 +456,19 @@ func (c *Cluster) localSet() map[int32]bool {
 	return m
 }
 
+// mergeLocal folds the local series of metric matching key (exact, a glob, or "" for
+// every key) fed by the partitions in parts, or by none, into p. An exact key is one lookup.
+func mergeLocal(st *window.Store, now int64, metric, key string, parts map[int32]bool, peer bool, win time.Duration, p *window.Partial) error {
+	if key != "" && !window.IsKeyPattern(key) {
+		return st.MergeKey(now, metric, key, func(pt int32) bool { return parts[pt] || (pt < 0 && !peer) }, win, p)
+	}
+	match := matchOf(key, parts)
+	if peer {
+		match = func(k string, pt int32) bool { return pt >= 0 && matchOf(key, parts)(k, pt) }
+	}
+	return st.MergePartial(now, metric, match, win, p)
+}
+
 // matchOf selects the series of the partitions in parts (and those fed by no partition,
 // which only the instance holding them can answer for) whose key matches key: exact, a
 // glob, or "" for every key.
@@ -476,7 +495,7 @@ func matchOf(key string, parts map[int32]bool) window.SeriesMatch {
 func (c *Cluster) Merge(ctx context.Context, now int64, metric, key string, win time.Duration, bins bool, p *window.Partial) (missing []int32, err error) {
 	p.NoBins = !bins
 	local := c.localSet()
-	if err := c.cfg.Store.MergePartial(now, metric, matchOf(key, local), win, p); err != nil {
+	if err := mergeLocal(c.cfg.Store, now, metric, key, local, false, win, p); err != nil {
 		return nil, err
 	}
 	r := request{op: opMerge, metric: metric, key: key, winMs: win.Milliseconds(), now: now, bins: bins}

@@ -106,7 +106,7 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, want *[sha25
 	switch op {
 	case opMerge:
 		p := window.Partial{NoBins: !bins}
-		if err = c.cfg.Store.MergePartial(now, metric, match, win, &p); err == nil {
+		if err = mergeLocal(c.cfg.Store, now, metric, key, parts, true, win, &p); err == nil {
 			b = appendPartial(b, &p)
 		}
 	case opSeries:

@@ -176,3 +176,31 @@ func (s *Store) EachSeries(fn func(metric, key string, partition int32)) {
 
 // SeriesID names a series.
 type SeriesID struct{ Metric, Key string }
+
+// MergeKey folds the series (metric, key) into p over the last window at now when ok
+// accepts the partition that last fed it: MergePartial for one exact key, at the cost of
+// one lookup instead of a scan of every series.
+func (s *Store) MergeKey(now int64, metric, key string, ok func(partition int32) bool, window time.Duration, p *Partial) error {
+	k, err := slotsFor(s.RingConfig(metric), window)
+	if err != nil {
+		return err
+	}
+	h := s.hash(metric, key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	se := sh.lookup(h, metric, key)
+	if se == nil || !ok(se.partition) {
+		return nil
+	}
+	var one Agg
+	if p.NoBins {
+		se.ring.advance(now)
+		se.ring.fold(&one, k, func(*slot) {})
+	} else {
+		se.ring.mergeInto(now, k, &one, &p.Bins)
+	}
+	one.From, one.To = se.ring.span(k)
+	p.add(&one)
+	return nil
+}

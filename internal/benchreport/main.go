@@ -46,6 +46,10 @@ var goals = []goal{
 	{issue: "#4", what: "event decoding", ours: "BenchmarkDecode/ours", anchor: "BenchmarkDecode/anchor", bound: 0.2, want: "≥ 5× encoding/json, 0 allocs"},
 	{issue: "#5", what: "/v1/window 5m p95 over loopback, 16 connections", ours: "BenchmarkHTTPWindow/ours", anchor: "BenchmarkHTTPWindow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
 	{issue: "#5", what: "/v1/allow (memory policy) over loopback, 16 connections", ours: "BenchmarkHTTPAllow/ours", anchor: "BenchmarkHTTPAllow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
+	{issue: "#11", what: "/v1/window one key from a non-owner, 3 instances on loopback", ours: "BenchmarkClusterWindow/ours", anchor: "BenchmarkClusterWindow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.4, want: "≥ 0.4× the local read"},
+	{issue: "#11", what: "/v1/window one key from a non-owner: p99", ours: "BenchmarkClusterWindow/ours", anchor: "BenchmarkClusterWindow/anchor", unit: "p99_us", bound: 0, want: "≤ 2× local + 1 ms"},
+	{issue: "#11", what: "/v1/window glob over 10,000 series on 3 instances", ours: "BenchmarkClusterGlob/ours", anchor: "BenchmarkClusterGlob/anchor", unit: "req/s", higherIsBetter: true, bound: 0.5, want: "≥ 0.5× one instance owning them all"},
+	{issue: "#11", what: "/v1/allow with a usage rule on a non-owner", ours: "BenchmarkClusterAllow/ours", anchor: "BenchmarkClusterAllow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× the local decision"},
 	{issue: "#6", what: "401 for a wrong token sharing 31 of 32 bytes vs none (constant time)", ours: "BenchmarkAuthorizeWrongToken/prefix31", anchor: "BenchmarkAuthorizeWrongToken/prefix0", bound: 0, want: "≈ 1: no timing leak"},
 }
 
