@@ -35,7 +35,7 @@ func TestClusterAnswersAsOne(t *testing.T) {
 	if err := os.WriteFile(policies, []byte("rules:\n  - {name: quota, metric: cost, agg: sum, window: 1h, max: 50}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	flags := []string{"--policies", policies, "--session-timeout", "3s", "--peer-timeout", "500ms"}
+	flags := []string{"--policies", policies, "--session-timeout", "3s", "--peer-timeout", "1s"}
 	a := startSlide(t, "slide-a", brokers, "cluster", flags...)
 	b := startSlide(t, "slide-b", brokers, "cluster", flags...)
 	c := startSlide(t, "slide-c", brokers, "cluster", flags...)
@@ -95,19 +95,48 @@ func TestClusterAnswersAsOne(t *testing.T) {
 	}
 	t.Logf("three instances: %d events over %d keys, every key, the glob and the top 5 equal to the oracle on each; the quota decided right on each", o.count(), len(o.keys()))
 
+	// A fourth instance joins: ownership moves; every answer meanwhile is exact or 503, and
+	// once it settled all four are exact.
+	d := startSlide(t, "slide-d", brokers, "cluster", flags...)
+	four := []*slide{a, b, c, d}
+	joined := time.Now()
+	exact, unavailable := 0, 0
+	for time.Since(joined) < 30*time.Second {
+		settled := len(d.partitions(t)) > 0
+		for _, s := range four {
+			e, u := exactOr503(t, o, s)
+			exact, unavailable = exact+e, unavailable+u
+			settled = settled && u == 0 && s.metric(t, "slide_cluster_members") == 4
+		}
+		if settled {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, s := range four {
+		eventually(t, 30*time.Second, s.Name+" did not catch up after slide-d joined", func() bool { return s.caughtUp(t) })
+	}
+	checkAll(t, o, "5m", four...)
+	checkGlob(t, o, d)
+	checkQuota(t, d)
+	t.Logf("slide-d joined: %d exact answers and %d 503s over %.1f s while ownership moved, never a wrong one; then all four exact", exact, unavailable, time.Since(joined).Seconds())
+
 	// A hung owner: reads fail (or flag) within the peer deadline, never hang.
 	if err := syscall.Kill(c.PID(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(c.PID(), syscall.SIGCONT) })
+	// kill(2) returns before every thread has stopped: on a loaded machine one may still
+	// answer a request. Wait until the kernel shows them all stopped.
+	eventually(t, 5*time.Second, "slide-c's threads did not all stop", func() bool { return allStopped(c.PID()) })
 	start := time.Now()
 	code, body, err := proctest.Get(a.base + "/v1/window?metric=latency_ms&key=k-*&window=5m")
 	took := time.Since(start)
 	if err != nil || code != 503 || !bytes.Contains(body, []byte(`"code":"unavailable"`)) || !bytes.Contains(body, []byte(`"missing_partitions":[`)) {
 		t.Fatalf("glob read with slide-c stopped: %d %s %v, want 503 unavailable with missing_partitions", code, body, err)
 	}
-	if took > 2*time.Second {
-		t.Errorf("the 503 took %v; the peer deadline is 500ms", took)
+	if took > 3*time.Second {
+		t.Errorf("the 503 took %v; the peer deadline is 1s", took)
 	}
 	var flagged struct {
 		Partial bool
@@ -126,38 +155,66 @@ func TestClusterAnswersAsOne(t *testing.T) {
 	// or 503; afterwards both are exact.
 	killed := time.Now()
 	c.Kill()
-	exact, unavailable := 0, 0
+	survivors := []*slide{a, b, d}
+	exact, unavailable = 0, 0
 	for time.Since(killed) < 30*time.Second {
 		settled := true
-		for _, s := range []*slide{a, b} {
-			for _, key := range []string{"k-001", "k-017", "k-042"} {
-				ans, err := s.window(key, "5m")
-				if se, ok := err.(*proctest.StatusError); ok && se.Code == 503 {
-					unavailable++
-					settled = false
-					continue
-				}
-				if err != nil {
-					t.Fatalf("%s after the crash: %v", s.Name, err)
-				}
-				if m := mismatch(o, key, ans); m != "" {
-					t.Fatalf("%s after the crash gave a wrong answer: %s", s.Name, m)
-				}
-				exact++
-			}
+		for _, s := range survivors {
+			e, u := exactOr503(t, o, s)
+			exact, unavailable = exact+e, unavailable+u
+			settled = settled && u == 0 && s.metric(t, "slide_cluster_members") == 3
 		}
-		if settled && a.metric(t, "slide_cluster_members") == 2 && b.metric(t, "slide_cluster_members") == 2 {
+		if settled {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("slide-c killed: %d exact answers and %d 503s over %.1f s, never a wrong one", exact, unavailable, time.Since(killed).Seconds())
-	for _, s := range []*slide{a, b} {
+	for _, s := range survivors {
 		eventually(t, 30*time.Second, s.Name+" did not catch up after the crash", func() bool { return s.caughtUp(t) })
 	}
-	checkAll(t, o, "5m", a, b)
+	checkAll(t, o, "5m", survivors...)
 	checkGlob(t, o, a)
 	checkQuota(t, b)
+}
+
+// exactOr503 reads three keys and the glob from s: each answer must be exact or a 503
+// (never a wrong count). It returns how many were exact and how many 503.
+func exactOr503(t *testing.T, o *oracle, s *slide) (exact, unavailable int) {
+	t.Helper()
+	for _, key := range []string{"k-001", "k-017", "k-042", "k-*"} {
+		ans, err := s.window(key, "5m")
+		if se, ok := err.(*proctest.StatusError); ok && se.Code == 503 {
+			unavailable++
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		ref := o
+		if key == "k-*" {
+			ref = globOracle(o)
+		}
+		if m := mismatch(ref, key, ans); m != "" {
+			t.Fatalf("%s gave a wrong answer: %s", s.Name, m)
+		}
+		exact++
+	}
+	return exact, unavailable
+}
+
+// globOracle is o with every event under the key "k-*".
+func globOracle(o *oracle) *oracle {
+	all := newOracle()
+	for _, k := range o.keys() {
+		o.mu.Lock()
+		evs := slices.Clone(o.byKey[k])
+		o.mu.Unlock()
+		for _, ev := range evs {
+			all.add([]event{{key: "k-*", ts: ev.ts, value: ev.value}})
+		}
+	}
+	return all
 }
 
 // checkGlob compares the merged read of every key with the oracle over all of them.
@@ -167,13 +224,7 @@ func checkGlob(t *testing.T, o *oracle, s *slide) {
 	if err != nil {
 		t.Fatalf("%s: glob: %v", s.Name, err)
 	}
-	all := newOracle()
-	for _, k := range o.keys() {
-		for _, ev := range o.byKey[k] {
-			all.add([]event{{key: "k-*", ts: ev.ts, value: ev.value}})
-		}
-	}
-	if m := mismatch(all, "k-*", a); m != "" {
+	if m := mismatch(globOracle(o), "k-*", a); m != "" {
 		t.Errorf("%s: %s", s.Name, m)
 	}
 	if a.Series != len(o.keys()) {
@@ -222,7 +273,13 @@ func checkTop(t *testing.T, o *oracle, s *slide) {
 // under it, and nobody is unknown.
 func checkQuota(t *testing.T, s *slide) {
 	t.Helper()
-	for i := range 41 {
+	retryUntil, retried := time.Now().Add(10*time.Second), 0
+	defer func() {
+		if retried > 0 {
+			t.Logf("%s: %d quota decisions were degraded (a peer missed the deadline) and asked again", s.Name, retried)
+		}
+	}()
+	for i := 0; i < 41; i++ {
 		key := fmt.Sprintf("t-%02d", i)
 		if i == 40 {
 			key = "nobody"
@@ -241,12 +298,47 @@ func checkQuota(t *testing.T, s *slide) {
 		if err != nil {
 			t.Fatalf("%s: allow %s: %v", s.Name, key, err)
 		}
+		if d.Degraded && time.Now().Before(retryUntil) {
+			// Flagged, not wrong: a peer missed the deadline on this loaded machine. Ask again
+			// once the cached miss (at most a second) has expired.
+			retried++
+			time.Sleep(1100 * time.Millisecond)
+			i--
+			continue
+		}
 		want := i >= 20
 		if d.Allowed != want || d.Degraded {
 			t.Errorf("%s: %s allowed=%v degraded=%v (%d), want allowed=%v", s.Name, key, d.Allowed, d.Degraded, resp.StatusCode, want)
 		}
 		if d.StaleMs == nil || *d.StaleMs < 0 || *d.StaleMs > 1000 {
-			t.Errorf("%s: %s: stale_ms %v, want 0…1000", s.Name, key, d.StaleMs)
+			t.Errorf("%s: %s: stale_ms %v, want 0…1000", s.Name, key, deref64(d.StaleMs))
 		}
 	}
+}
+
+// allStopped reports whether every thread of process pid is stopped (state T).
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// "pid (comm) S ...": the state follows the last ')'.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
+func deref64(p *int64) any {
+	if p == nil {
+		return "absent"
+	}
+	return *p
 }
