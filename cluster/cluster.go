@@ -77,6 +77,13 @@ type Config struct {
 	Staleness time.Duration
 	// MaxAnswerBytes bounds one peer answer; default DefaultMaxAnswerBytes.
 	MaxAnswerBytes int64
+	// KeyPartitioner declares how every producer of the topic chooses a record's partition
+	// from its key, so that a read of one exact key asks only that partition's owner:
+	// "murmur2" (the Java client's default, kafka-go's Murmur2Balancer, slide produce).
+	// Empty (the default) declares nothing and every read fans out to every owner, which
+	// is exact whatever the producers do. A wrong declaration makes one-key reads miss
+	// events produced to other partitions: declare it only when it holds.
+	KeyPartitioner string
 	// Local returns the partitions this instance has restored and serves (the consumer's
 	// restored partitions). Required.
 	Local func() []int32
@@ -123,6 +130,8 @@ func (c Config) Validate() error {
 		return errors.New("cluster: no Local partitions function")
 	case c.Timeout < 0 || c.Refresh < 0 || c.MaxAnswerBytes < 0:
 		return errors.New("cluster: negative timeout, refresh or max answer bytes")
+	case c.KeyPartitioner != "" && c.KeyPartitioner != "murmur2":
+		return fmt.Errorf("cluster: key partitioner %q: only murmur2 (or empty: fan out)", c.KeyPartitioner)
 	}
 	if err := CheckAdvertise(c.Advertise); err != nil {
 		return err
@@ -309,6 +318,7 @@ type request struct {
 	now     int64
 	bins    bool
 	parts   []int32
+	only    []int32 // when set, the partitions the read needs (a routed key): no other is asked or missing
 	timeout time.Duration
 }
 
@@ -336,7 +346,11 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 		// readiness until Known; a usage decision meanwhile is flagged, not guessed.
 		return []int32{UnknownPartitions}
 	}
-	peers := v.peers(c.cfg.Advertise, func(p int32) bool { return local[p] })
+	skip := func(p int32) bool { return local[p] }
+	if r.only != nil {
+		skip = func(p int32) bool { return local[p] || !slices.Contains(r.only, p) }
+	}
+	peers := v.peers(c.cfg.Advertise, skip)
 	served := make(map[int32]bool, v.Partitions)
 	for p := range local {
 		served[p] = true
@@ -379,12 +393,69 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 			each(res.a)
 		}
 	}
+	if r.only != nil {
+		for _, p := range r.only {
+			if !served[p] {
+				missing = append(missing, p)
+			}
+		}
+		return missing
+	}
 	for p := int32(0); p < int32(v.Partitions); p++ {
 		if !served[p] {
 			missing = append(missing, p)
 		}
 	}
 	return missing
+}
+
+// route is the one partition a read of key needs when Config.KeyPartitioner declares how
+// keys are partitioned, or nil (fan out): globs and unknown topologies always fan out.
+func (c *Cluster) route(key string) []int32 {
+	if c.cfg.KeyPartitioner == "" || key == "" || window.IsKeyPattern(key) {
+		return nil
+	}
+	v := c.view.Load()
+	if v == nil || v.Partitions <= 0 {
+		return nil
+	}
+	return []int32{murmur2Partition(key, v.Partitions)}
+}
+
+// murmur2Partition is the partition the Java client's default partitioner (and kafka-go's
+// Murmur2Balancer) picks for key among n: toPositive(murmur2(key)) % n.
+func murmur2Partition(key string, n int) int32 {
+	const (
+		seed = uint32(0x9747b28c)
+		m    = uint32(0x5bd1e995)
+		r    = 24
+	)
+	data := []byte(key)
+	h := seed ^ uint32(len(data))
+	for len(data) >= 4 {
+		k := uint32(data[0]) | uint32(data[1])<<8 | uint32(data[2])<<16 | uint32(data[3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+		data = data[4:]
+	}
+	switch len(data) {
+	case 3:
+		h ^= uint32(data[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(data[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(data[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return int32((h & 0x7fffffff) % uint32(n))
 }
 
 // ask sends one peer request and decodes its answer.
@@ -498,7 +569,7 @@ func (c *Cluster) Merge(ctx context.Context, now int64, metric, key string, win 
 	if err := mergeLocal(c.cfg.Store, now, metric, key, local, false, win, p); err != nil {
 		return nil, err
 	}
-	r := request{op: opMerge, metric: metric, key: key, winMs: win.Milliseconds(), now: now, bins: bins}
+	r := request{op: opMerge, metric: metric, key: key, winMs: win.Milliseconds(), now: now, bins: bins, only: c.route(key)}
 	missing = c.fanout(ctx, r, local, func(a *answer) { p.Merge(&a.merged) })
 	return missing, nil
 }

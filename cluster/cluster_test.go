@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -273,5 +275,50 @@ func TestCheckAdvertise(t *testing.T) {
 		if err := CheckAdvertise(addr); (err == nil) != ok {
 			t.Errorf("CheckAdvertise(%q) = %v, want ok=%v", addr, err, ok)
 		}
+	}
+}
+
+// murmur2Partition picks what kafka-go's Murmur2Balancer (the Java client's partitioner)
+// picks, so a declared murmur2 producer and the routed read agree.
+func TestMurmur2MatchesKafkaGo(t *testing.T) {
+	for _, n := range []int{1, 3, 8, 13} {
+		parts := make([]int, n)
+		for i := range parts {
+			parts[i] = i
+		}
+		for i := range 500 {
+			key := "tenant-" + strconv.Itoa(i) + strings.Repeat("x", i%5)
+			want := (&kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: []byte(key)}, parts...)
+			if got := murmur2Partition(key, n); int(got) != want {
+				t.Fatalf("%q over %d partitions: %d, kafka-go %d", key, n, got, want)
+			}
+		}
+	}
+}
+
+// With a declared partitioner, a one-key read asks only its partition's owner, and only
+// that partition can be missing.
+func TestRoutedKeyAsksOneOwner(t *testing.T) {
+	ti := newTwo(t, "", func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", 502) })
+	})
+	ti.a.cfg.KeyPartitioner = "murmur2"
+	var local, remote string
+	for i := 0; local == "" || remote == ""; i++ {
+		k := "k-" + strconv.Itoa(i)
+		if murmur2Partition(k, 4) < 2 {
+			local = k
+		} else {
+			remote = k
+		}
+	}
+	var p window.Partial
+	before := ti.peerHit.Load()
+	if missing, _ := ti.a.Merge(context.Background(), t0, "m", local, time.Minute, false, &p); len(missing) != 0 || ti.peerHit.Load() != before {
+		t.Errorf("a key of a local partition: missing %v, %d peer requests", missing, ti.peerHit.Load()-before)
+	}
+	missing, _ := ti.a.Merge(context.Background(), t0, "m", remote, time.Minute, false, &p)
+	if want := []int32{murmur2Partition(remote, 4)}; !reflect.DeepEqual(missing, want) {
+		t.Errorf("a key of the down peer's partition: missing %v, want %v", missing, want)
 	}
 }

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"bytes"
-	"hash/fnv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -31,18 +30,15 @@ type instance struct {
 	srv   *httptest.Server
 }
 
-func partitionOf(key string) int32 {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int32(h.Sum32() % benchPartitions)
-}
+// partitionOf places keys as the Java client and slide produce do (murmur2).
+func partitionOf(key string) int32 { return murmur2Partition(key, benchPartitions) }
 
 var quotaRule = usage.Rule{Name: "quota", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 1e12}
 
 // benchCluster starts n instances splitting 8 partitions round robin (n = 1 owns them all
 // and reads locally, as one slide does) and feeds each the events of its partitions: keys
 // series of latency_ms with 20 events each over the last 5 minutes, and one cost event per key.
-func benchCluster(b *testing.B, n, keys int) []*instance {
+func benchCluster(b *testing.B, n, keys int, partitioner ...string) []*instance {
 	b.Helper()
 	ins := make([]*instance, n)
 	owner := map[int32]string{}
@@ -64,7 +60,8 @@ func benchCluster(b *testing.B, n, keys int) []*instance {
 			}
 		}
 		// A generous deadline: on a loaded machine a slow answer must count, not fail.
-		in.cl, err = New(Config{Store: st, Brokers: []string{"127.0.0.1:1"}, Advertise: addr, Timeout: 30 * time.Second, Local: func() []int32 { return mine }})
+		in.cl, err = New(Config{Store: st, Brokers: []string{"127.0.0.1:1"}, Advertise: addr, Timeout: 30 * time.Second, Local: func() []int32 { return mine },
+			KeyPartitioner: strings.Join(partitioner, "")})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -184,13 +181,16 @@ func get(u string) func() *http.Request {
 }
 
 // BenchmarkClusterWindow: GET /v1/window (5m, p95) of one key from an instance that holds
-// none of it, three instances on loopback (ours), against the same read on one instance
-// that holds every partition (anchor). Goal: ours ≥ 0.4× the anchor's req/s, p99 ≤ 2× + 1 ms.
+// none of it, three instances on loopback (ours: fanned out to both owners; ours_routed:
+// with --key-partitioner murmur2, to the key's owner only), against the same read on one
+// instance that holds every partition (anchor). Goal: ≥ 0.4× the anchor's req/s, p99 ≤ 2×
+// + 1 ms.
 func BenchmarkClusterWindow(b *testing.B) {
-	three, one := benchCluster(b, 3, 1000), benchCluster(b, 1, 1000)
+	three, routed, one := benchCluster(b, 3, 1000), benchCluster(b, 3, 1000, "murmur2"), benchCluster(b, 1, 1000)
 	key := nonOwned(b, 3)
 	path := "/v1/window?metric=latency_ms&window=5m&q=0.95&key=" + key
 	b.Run("ours", func(b *testing.B) { load(b, 200, get(three[0].srv.URL+path)) })
+	b.Run("ours_routed", func(b *testing.B) { load(b, 200, get(routed[0].srv.URL+path)) })
 	b.Run("anchor", func(b *testing.B) { load(b, 200, get(one[0].srv.URL+path)) })
 }
 

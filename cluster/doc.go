@@ -41,6 +41,12 @@
 // wanted), merges them by key and ranks; /v1/series and /v1/metrics merge the owners'
 // sorted key lists.
 //
+// When Config.KeyPartitioner declares that every producer partitions by key with murmur2
+// (--key-partitioner murmur2), a read of one exact key (and a usage decision) routes to the
+// owner of murmur2(key) mod partitions only: the instance can know the owner, so one hop
+// replaces the fan-out, and only that partition can be missing. Globs, top-k and listings
+// always fan out.
+//
 // Each peer request names the partitions it asks for, and the peer serves only those it
 // owns and has restored, and says which (an answer claiming any other is refused as
 // corrupt). Series fed by no partition (POST /v1/events) are served only by the instance

@@ -62,7 +62,7 @@ func (c *Cluster) remote(ctx context.Context, now int64, metric, series string, 
 		}
 	}
 	e := &cacheEntry{p: window.Partial{NoBins: !bins}, at: time.Now(), slot: slot}
-	r := request{op: opMerge, metric: metric, key: series, winMs: win.Milliseconds(), now: now, bins: bins}
+	r := request{op: opMerge, metric: metric, key: series, winMs: win.Milliseconds(), now: now, bins: bins, only: c.route(series)}
 	e.missing = c.fanout(ctx, r, local, func(a *answer) { e.p.Merge(&a.merged) })
 	if c.cfg.Staleness > 0 {
 		c.cacheMu.Lock()

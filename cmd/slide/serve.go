@@ -76,6 +76,7 @@ type serveConfig struct {
 	advertiseAddr  string
 	peerTimeout    time.Duration
 	usageStaleness time.Duration
+	keyPartitioner string
 }
 
 func (c *serveConfig) register(fs interface {
@@ -119,6 +120,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.advertiseAddr, "advertise-addr", "", "host:port other instances reach this one's HTTP API at (default: --addr, or this host's name with --addr's port when --addr is a wildcard)")
 	fs.DurationVar(&c.peerTimeout, "peer-timeout", cluster.DefaultTimeout, "deadline of a read fanned out to the other instances; an owner slower than this counts as missing")
 	fs.DurationVar(&c.usageStaleness, "usage-staleness", cluster.DefaultStaleness, "how old the other instances' aggregates read by usage rules may be (cached); negative: no cache")
+	fs.StringVar(&c.keyPartitioner, "key-partitioner", "", "declare that every producer partitions records by key with murmur2 (Java clients, slide produce): a one-key read then asks only its partition's owner. Empty: ask every owner (exact whatever the producers do)")
 	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N) and limit with demo policies")
 	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")
 	fs.IntVar(&c.demoKeys, "demo-keys", 20, "demo tenants")
@@ -243,7 +245,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	var consumer *ingest.Consumer
 	cl, err = cluster.New(cluster.Config{
 		Store: store, Brokers: brokers, Topic: c.topic, Group: c.group, Advertise: advertise, Token: token,
-		Timeout: c.peerTimeout, Staleness: c.usageStaleness, Logger: log, Registerer: reg,
+		Timeout: c.peerTimeout, Staleness: c.usageStaleness, KeyPartitioner: c.keyPartitioner, Logger: log, Registerer: reg,
 		Local: func() []int32 { return restoredPartitions(consumer) },
 	})
 	if err != nil {
