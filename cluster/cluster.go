@@ -203,6 +203,7 @@ func New(cfg Config) (*Cluster, error) {
 			Proxy:               nil, // peers are reached directly
 			MaxIdleConns:        256,
 			MaxIdleConnsPerHost: 64,
+			MaxConnsPerHost:     64, // below serve's --max-conns-per-client (256) when instances share a host
 			IdleConnTimeout:     90 * time.Second,
 			DialContext:         (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext,
 		}}

@@ -17,6 +17,9 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
+// maxPeerKey bounds a peer request's key (or glob) and metric, as the public read routes do.
+const maxPeerKey = 1024
+
 // PeerHandler serves PeerPath: this instance's partial aggregates of the partitions a peer
 // asks for, binary encoded. It reads the local store only, never asking another peer, so
 // a request cannot loop. It requires Config.Token when one is set, and HeaderPeer.
@@ -69,6 +72,9 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, want *[sha25
 	winMs, err2 := strconv.ParseInt(q.Get("window"), 10, 64)
 	if op != opKeys && (err1 != nil || err2 != nil || winMs <= 0 || winMs > int64(365*24*time.Hour/time.Millisecond)) {
 		return peerError(w, http.StatusBadRequest, "bad now or window")
+	}
+	if len(key) > maxPeerKey || len(metric) > maxPeerKey {
+		return peerError(w, http.StatusBadRequest, "key or metric too long")
 	}
 	asked := map[int32]bool{}
 	if ps := q.Get("parts"); ps != "" {

@@ -274,7 +274,8 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var missing []int32
-	if c := s.cluster(); c != nil {
+	cl := s.cluster() // once: a rebalance between two calls must not read both ways
+	if c := cl; c != nil {
 		ix := s.store.Indexer(metric)
 		missing, err = c.Each(r.Context(), now, metric, pattern, win, len(readQs) > 0, func(key string, p *window.Partial) {
 			consider(key, p.Agg(ix, readQs))
@@ -288,7 +289,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var keys []string
-	if s.cluster() == nil {
+	if cl == nil {
 		keys = s.store.Keys(metric, window.KeyPatternPrefix(pattern))
 		h = make(topHeap, 0, min(k, len(keys)))
 	}
