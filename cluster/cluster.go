@@ -256,10 +256,18 @@ func (c *Cluster) refresh(ctx context.Context) {
 	defer cancel()
 	v, err := describe(rctx, c.client, c.cfg.Group, c.cfg.Topic)
 	if err != nil {
-		if !errors.Is(err, errNotStable) && ctx.Err() == nil {
-			c.log.Debug("cluster: describing the group", "err", err)
+		if !errors.Is(err, errNotStable) && ctx.Err() == nil && c.m.errLog.Allow() {
+			c.log.Warn("cluster: describing the group (other instances' partitions are unreachable until it works)", "err", err)
 		}
-		return
+		if v == nil || v.Partitions == 0 || errors.Is(err, errNotStable) {
+			return
+		}
+		// The partitions are known but not their owners: keep the owners of the last view
+		// (peers say what they still serve), or none, so a lone owner of every partition
+		// still answers.
+		if old := c.view.Load(); old != nil {
+			v.Owner, v.Members = old.Owner, old.Members
+		}
 	}
 	old := c.view.Swap(v)
 	a := c.assigned.Load()

@@ -62,16 +62,19 @@ func describe(ctx context.Context, client *kafka.Client, group, topic string) (*
 			v.Partitions = len(t.Partitions)
 		}
 	}
+	// Past this point a failure still returns v with the partition count: an instance
+	// assigned every partition needs nothing else (Local), even where ACLs forbid
+	// describing the group.
 	resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 	if err != nil {
-		return nil, fmt.Errorf("describing group %q: %w", group, err)
+		return v, fmt.Errorf("describing group %q: %w", group, err)
 	}
 	for _, g := range resp.Groups {
 		if g.GroupID != group {
 			continue
 		}
 		if g.Error != nil {
-			return nil, fmt.Errorf("describing group %q: %w", group, g.Error)
+			return v, fmt.Errorf("describing group %q: %w", group, g.Error)
 		}
 		if g.GroupState != "Stable" {
 			return nil, fmt.Errorf("%w: group %q is %s", errNotStable, group, g.GroupState)
