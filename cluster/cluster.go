@@ -476,4 +476,3 @@ func clip(s string) string {
 	}
 	return s
 }
-
