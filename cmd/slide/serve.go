@@ -272,6 +272,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 			if consumer.Ready() && cl.Known() {
 				return nil
 			}
+			if consumer.Ready() {
+				return errors.New("learning the consumer group's members and partitions")
+			}
 			p, _ := json.Marshal(consumer.Progress())
 			return fmt.Errorf("restoring windows from Kafka: %s", p)
 		},
