@@ -87,6 +87,10 @@ type Config struct {
 	// Local returns the partitions this instance has restored and serves (the consumer's
 	// restored partitions). Required.
 	Local func() []int32
+	// Generation returns the consumer's group generation (ingest.Consumer.Generation). A
+	// read whose generation changed while it ran counts this instance's partitions as
+	// missing, since a revocation may have dropped part of them mid-read. Nil: no check.
+	Generation func() int32
 	// Dialer connects to the brokers (TLS, SASL); nil is kafka.DefaultDialer.
 	Dialer *kafka.Dialer
 	// HTTPClient sends peer requests; nil is a client with keep-alive connections.

@@ -322,3 +322,23 @@ func TestRoutedKeyAsksOneOwner(t *testing.T) {
 		t.Errorf("a key of the down peer's partition: missing %v, want %v", missing, want)
 	}
 }
+
+// A read during which the consumer's generation moved (a revocation may have dropped part
+// of what it read) counts the partitions read there as missing, locally and on the peer.
+func TestGenerationMovedMeansMissing(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	var genA, genB atomic.Int32
+	// Each call of Generation advances it: every read sees it move.
+	ti.a.cfg.Generation = func() int32 { return genA.Add(1) }
+	var p window.Partial
+	missing, _ := ti.a.Merge(context.Background(), t0, "m", "k-*", time.Minute, false, &p)
+	if !reflect.DeepEqual(missing, []int32{0, 1}) {
+		t.Errorf("local generation moved: missing %v, want [0 1]", missing)
+	}
+	ti.a.cfg.Generation = nil
+	ti.b.cfg.Generation = func() int32 { return genB.Add(1) }
+	missing, _ = ti.a.Merge(context.Background(), t0, "m", "k-*", time.Minute, false, &p)
+	if !reflect.DeepEqual(missing, []int32{2, 3}) {
+		t.Errorf("peer generation moved: missing %v, want [2 3]", missing)
+	}
+}

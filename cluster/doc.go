@@ -50,7 +50,10 @@
 // Each peer request names the partitions it asks for, and the peer serves only those it
 // owns and has restored, and says which (an answer claiming any other is refused as
 // corrupt). Series fed by no partition (POST /v1/events) are served only by the instance
-// holding them. So no partition is counted twice, even while ownership moves.
+// holding them. So no partition is counted twice, even while ownership moves. A read
+// during which the consumer's generation changed (ingest.Consumer.Generation: a revocation
+// may have dropped series mid-read) counts the partitions it read as missing rather than
+// short, on the peer and locally.
 //
 // Answers are binary (see codec.go: varints, the bins' own compact encoding), versioned,
 // bounded (Config.MaxAnswerBytes) and fuzzed (FuzzDecodeAnswer).

@@ -89,6 +89,7 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, want *[sha25
 	// Serve what was asked and is restored here; report exactly that.
 	parts := map[int32]bool{}
 	var served []int32
+	gen := c.generation()
 	for _, p := range c.cfg.Local() {
 		if asked[p] {
 			parts[p] = true
@@ -145,6 +146,17 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, want *[sha25
 			return peerError(w, http.StatusBadRequest, err.Error())
 		}
 		return peerError(w, http.StatusInternalServerError, err.Error())
+	}
+	if c.generation() != gen {
+		// A rebalance began during the read and may have dropped part of what it read:
+		// serve nothing, so the asker counts these partitions missing instead of short.
+		b = appendServed(b[:0], nil)
+		switch op {
+		case opMerge:
+			b = appendPartial(b, &window.Partial{})
+		default:
+			b = binary.AppendUvarint(b, 0)
+		}
 	}
 	*bp = b
 	w.Header().Set("Content-Type", "application/octet-stream")

@@ -58,14 +58,38 @@ func murmur2Partition(key string, n int) int32 {
 	return int32((h & 0x7fffffff) % uint32(n))
 }
 
-// localSet is the set of partitions this instance serves now.
-func (c *Cluster) localSet() map[int32]bool {
+// localSet is the set of partitions this instance serves now, and the generation it was
+// read in (for settle).
+func (c *Cluster) localSet() (map[int32]bool, int32) {
+	gen := c.generation()
 	ps := c.cfg.Local()
 	m := make(map[int32]bool, len(ps))
 	for _, p := range ps {
 		m[p] = true
 	}
-	return m
+	return m, gen
+}
+
+func (c *Cluster) generation() int32 {
+	if c.cfg.Generation == nil {
+		return 0
+	}
+	return c.cfg.Generation()
+}
+
+// settle adds this instance's partitions to missing when the generation moved since gen:
+// a revocation may have dropped some of their series while the read ran.
+func (c *Cluster) settle(gen int32, local map[int32]bool, missing []int32) []int32 {
+	if c.generation() == gen {
+		return missing
+	}
+	for p := range local {
+		if !slices.Contains(missing, p) {
+			missing = append(missing, p)
+		}
+	}
+	slices.Sort(missing)
+	return missing
 }
 
 // mergeLocal folds the local series of metric matching key (exact, a glob, or "" for
@@ -106,20 +130,20 @@ func matchOf(key string, parts map[int32]bool) window.SeriesMatch {
 // window's (ErrBadWindow): peer failures only show in missing.
 func (c *Cluster) Merge(ctx context.Context, now int64, metric, key string, win time.Duration, bins bool, p *window.Partial) (missing []int32, err error) {
 	p.NoBins = !bins
-	local := c.localSet()
+	local, gen := c.localSet()
 	if err := mergeLocal(c.cfg.Store, now, metric, key, local, false, win, p); err != nil {
 		return nil, err
 	}
 	r := request{op: opMerge, metric: metric, key: key, winMs: win.Milliseconds(), now: now, bins: bins, only: c.route(key)}
 	missing = c.fanout(ctx, r, local, func(a *answer) { p.Merge(&a.merged) })
-	return missing, nil
+	return c.settle(gen, local, missing), nil
 }
 
 // Each calls fn once per series of metric whose key matches pattern ("" for every key),
 // with its partial merged across every instance holding part of it, in no particular
 // order. fn may keep p.
 func (c *Cluster) Each(ctx context.Context, now int64, metric, pattern string, win time.Duration, bins bool, fn func(key string, p *window.Partial)) (missing []int32, err error) {
-	local := c.localSet()
+	local, gen := c.localSet()
 	byKey := map[string]*window.Partial{}
 	err = c.cfg.Store.EachPartial(now, metric, matchOf(pattern, local), win, bins, func(key string, _ int32, p *window.Partial) {
 		if q, ok := byKey[key]; ok {
@@ -147,13 +171,13 @@ func (c *Cluster) Each(ctx context.Context, now int64, metric, pattern string, w
 	for k, p := range byKey {
 		fn(k, p)
 	}
-	return missing, nil
+	return c.settle(gen, local, missing), nil
 }
 
 // Keys lists the series of metric (every metric when empty) whose key starts with prefix,
 // held by any instance, sorted by metric then key, each once.
 func (c *Cluster) Keys(ctx context.Context, metric, prefix string) (ids []window.SeriesID, missing []int32, err error) {
-	local := c.localSet()
+	local, gen := c.localSet()
 	seen := map[window.SeriesID]bool{}
 	c.cfg.Store.EachSeries(func(m, k string, p int32) {
 		if (metric == "" || m == metric) && strings.HasPrefix(k, prefix) && (p < 0 || local[p]) {
@@ -166,6 +190,7 @@ func (c *Cluster) Keys(ctx context.Context, metric, prefix string) (ids []window
 			seen[id] = true
 		}
 	})
+	missing = c.settle(gen, local, missing)
 	ids = make([]window.SeriesID, 0, len(seen))
 	for id := range seen {
 		ids = append(ids, id)

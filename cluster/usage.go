@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/slide-metrics/slide/window"
@@ -33,12 +34,13 @@ type cacheEntry struct {
 // is window.ErrNotFound.
 func (c *Cluster) Read(ctx context.Context, now int64, metric, series string, win time.Duration, qs []float64) (a window.Agg, staleMs int64, missing []int32, err error) {
 	bins := len(qs) > 0
-	local := c.localSet()
+	local, gen := c.localSet()
 	p := window.Partial{NoBins: !bins}
 	if err := mergeLocal(c.cfg.Store, now, metric, series, local, false, win, &p); err != nil {
 		return a, 0, nil, err
 	}
 	remote, age, missing := c.remote(ctx, now, metric, series, win, bins, local)
+	missing = c.settle(gen, local, slices.Clone(missing)) // the cached slice is shared
 	if remote != nil {
 		p.Merge(remote)
 		staleMs = age.Milliseconds()

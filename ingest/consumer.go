@@ -898,6 +898,15 @@ func (c *Consumer) Ready() bool {
 	return true
 }
 
+// Generation is the consumer group generation this consumer is in (0 before the first
+// join). A partition is revoked (its series dropped) only after it changes, so a read that
+// sees the same generation before and after saw every restored partition whole.
+func (c *Consumer) Generation() int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
 // Progress is a snapshot of the consumer's assignment, for /readyz. It marshals to JSON
 // with snake_case names.
 type Progress struct {

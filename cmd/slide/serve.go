@@ -246,7 +246,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	cl, err = cluster.New(cluster.Config{
 		Store: store, Brokers: brokers, Topic: c.topic, Group: c.group, Advertise: advertise, Token: token,
 		Timeout: c.peerTimeout, Staleness: c.usageStaleness, KeyPartitioner: c.keyPartitioner, Logger: log, Registerer: reg,
-		Local: func() []int32 { return restoredPartitions(consumer) },
+		Local: func() []int32 { return restoredPartitions(consumer) }, Generation: func() int32 { return consumer.Generation() },
 	})
 	if err != nil {
 		return err
