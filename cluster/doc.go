@@ -66,7 +66,8 @@
 // partition. The query API then answers 503 {"error":{"code":"unavailable",...,
 // "missing_partitions":[...]}}, or with partial=allow a 200 flagged "partial":true with
 // "missing_partitions". Usage rules follow their on_unavailable (open by default: allow,
-// degraded; closed: 503). Before the group was described once, the topology is unknown and
+// degraded; closed: 503), except that a count, max or non-negative sum already over the
+// limit in what could be read is denied either way. Before the group was described once, the topology is unknown and
 // a read reports the single missing partition UnknownPartitions (-1); readiness waits for it.
 // slide_cluster_unavailable_total{caller} counts such reads.
 //

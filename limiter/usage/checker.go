@@ -234,6 +234,14 @@ func (c *Checker) Check(ctx context.Context, key string, now time.Time, _ int64)
 	a, _, err := c.readVia(ctx, nowMs, series, c.slots, c.qs, &st)
 	d.Remote, d.Stale = st.remote, time.Duration(st.staleMs)*time.Millisecond
 	if len(st.missing) > 0 && (err == nil || errors.Is(err, window.ErrNotFound)) {
+		if err == nil && c.lowerBound(a) && c.value(a, nowMs) > c.rule.Max {
+			// What could be read is already over: the missing part can only add to a count,
+			// a non-negative sum or a max, so deny (flagged) whatever on_unavailable says.
+			c.reader.Unavailable("usage_denied_anyway")
+			d.Degraded = true
+			d, err = c.deny(d, nowMs, series, a)
+			return d, err
+		}
 		if c.rule.OnUnavailable == UnavailableClosed {
 			c.reader.Unavailable("usage_closed")
 			return limiter.Decision{}, fmt.Errorf("rule %s: partitions %v of %s have no reachable owner: %w", c.rule.Name, st.missing, c.rule.Metric, limiter.ErrBackendUnavailable)
@@ -258,12 +266,33 @@ func (c *Checker) Check(ctx context.Context, key string, now time.Time, _ int64)
 	if !(v > c.rule.Max) {
 		return d, nil
 	}
+	return c.deny(d, nowMs, series, a)
+}
+
+// deny turns d into the denial of a window read as a, with its RetryAfter.
+func (c *Checker) deny(d limiter.Decision, nowMs int64, series string, a window.Agg) (limiter.Decision, error) {
+	var err error
+	if a.Count > 0 {
+		d.ResetAfter = max(d.ResetAfter, c.after(a, nowMs, 0))
+	}
 	d.Allowed, d.Remaining = false, 0
 	if d.RetryAfter, err = c.retryAfter(nowMs, series, a); err != nil {
 		return limiter.Decision{}, fmt.Errorf("reading %s of %q: %w", c.rule.Metric, series, err)
 	}
 	d.ResetAfter = max(d.ResetAfter, d.RetryAfter)
 	return d, nil
+}
+
+// lowerBound reports whether the rule's aggregate of part of the window can only grow as
+// the rest is added: a count, a max, or a sum of non-negative values.
+func (c *Checker) lowerBound(a window.Agg) bool {
+	switch c.rule.Agg.Kind {
+	case KindCount, KindMax:
+		return true
+	case KindSum:
+		return a.Count == 0 || a.Min >= 0
+	}
+	return false
 }
 
 // after is the time from now until only the newest j slots of the window read as a are

@@ -103,3 +103,27 @@ func TestOnUnavailableParses(t *testing.T) {
 		t.Errorf("on_unavailable: maybe: %v, want an error naming the field", err)
 	}
 }
+
+// A partial window already over the quota denies (flagged) even under on_unavailable: open
+// or closed: the missing part can only add to a non-negative sum.
+func TestPartialWindowAlreadyOverDenies(t *testing.T) {
+	local, peer := newStore(t), newStore(t)
+	observe(t, peer, t0, "cost", "tenant-1", 1200, 1)
+	for _, mode := range []string{usage.UnavailableOpen, usage.UnavailableClosed} {
+		r := usage.Rule{Name: "quota", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 1000, OnUnavailable: mode}
+		c := mustChecker(t, local, r)
+		rd := &peerReader{local: local, peer: peer, missing: []int32{4}, unavail: map[string]int{}}
+		usage.SetReader([]limiter.Checker{c}, rd)
+		d, err := c.Check(context.Background(), "tenant-1", t0, 1)
+		if err != nil || d.Allowed || !d.Degraded || d.RetryAfter <= 0 || rd.unavail["usage_denied_anyway"] != 1 {
+			t.Errorf("%s: %+v, %v; want a degraded denial with a RetryAfter", mode, d, err)
+		}
+	}
+	// An average can move either way: the rule's mode decides.
+	r := usage.Rule{Name: "avg", Metric: "cost", Agg: usage.Agg{Kind: usage.KindAvg}, Window: time.Hour, Max: 1000}
+	c := mustChecker(t, local, r)
+	usage.SetReader([]limiter.Checker{c}, &peerReader{local: local, peer: peer, missing: []int32{4}, unavail: map[string]int{}})
+	if d, err := c.Check(context.Background(), "tenant-1", t0, 1); err != nil || !d.Allowed || !d.Degraded {
+		t.Errorf("avg over a partial window: %+v, %v; want allowed (open), degraded", d, err)
+	}
+}

@@ -192,7 +192,10 @@ type Rule struct {
 	// several instances, an owner of some of the topic's partitions is down, hung or
 	// restoring. "open" (the default, as Envoy's failure mode) allows, marked Degraded;
 	// "closed" fails the decision with limiter.ErrBackendUnavailable (503). Both are
-	// counted in slide_cluster_unavailable_total{caller="usage_open"|"usage_closed"}.
+	// counted in slide_cluster_unavailable_total{caller="usage_open"|"usage_closed"}. A
+	// count, max or non-negative sum already over Max in the part that could be read is
+	// denied (Degraded) in either mode, counted as caller="usage_denied_anyway": the
+	// missing part can only add to it.
 	OnUnavailable string
 	// Source is "file:line" of the rule in its file, set by ParseRules.
 	Source string
