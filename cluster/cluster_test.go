@@ -342,3 +342,39 @@ func TestGenerationMovedMeansMissing(t *testing.T) {
 		t.Errorf("peer generation moved: missing %v, want [2 3]", missing)
 	}
 }
+
+// Bad peer requests are a 4xx with a message, never a panic or a partial answer.
+func TestBadPeerRequests(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	for _, tc := range []struct {
+		query  string
+		header bool
+		code   int
+	}{
+		{"op=merge&metric=m&key=k&window=60000&now=1&parts=2", false, 400},
+		{"op=merge&metric=m&key=k&window=7&now=1&parts=2", true, 400},
+		{"op=merge&metric=m&key=k&window=-1&now=1&parts=2", true, 400},
+		{"op=merge&metric=m&key=k&window=60000&now=x&parts=2", true, 400},
+		{"op=merge&metric=m&key=k&window=60000&now=1&parts=2,-3", true, 400},
+		{"op=merge&metric=m&key=k&window=60000&now=1&parts=a", true, 400},
+		{"op=nope&metric=m&key=k&window=60000&now=1&parts=2", true, 400},
+		{"op=merge&metric=m&key=" + strings.Repeat("x", 2000) + "&window=60000&now=1", true, 400},
+		{"op=merge&metric=m&key=k&window=60000&now=1&parts=2", true, 200},
+	} {
+		req := httptest.NewRequest("GET", PeerPath+"?"+tc.query, nil)
+		if tc.header {
+			req.Header.Set(HeaderPeer, "x:1")
+		}
+		w := httptest.NewRecorder()
+		ti.b.PeerHandler().ServeHTTP(w, req)
+		if w.Code != tc.code || (tc.code != 200 && w.Body.Len() == 0) {
+			t.Errorf("%.80s (peer header %v): %d %q, want %d", tc.query, tc.header, w.Code, w.Body.String(), tc.code)
+		}
+	}
+	req := httptest.NewRequest("POST", PeerPath, nil)
+	w := httptest.NewRecorder()
+	ti.b.PeerHandler().ServeHTTP(w, req)
+	if w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d, want 405", w.Code)
+	}
+}
