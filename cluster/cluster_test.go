@@ -189,7 +189,7 @@ func TestUnreachablePeerIsMissing(t *testing.T) {
 			if !reflect.DeepEqual(missing, []int32{2, 3}) {
 				t.Errorf("missing %v, want [2 3]", missing)
 			}
-			if d := time.Since(start); d > time.Second {
+			if d := time.Since(start); d > 3*time.Second { // slack for a loaded machine under -race
 				t.Errorf("took %v with a 200ms deadline", d)
 			}
 		})
