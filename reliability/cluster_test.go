@@ -275,9 +275,14 @@ func checkTop(t *testing.T, o *oracle, s *slide) {
 func checkQuota(t *testing.T, s *slide) {
 	t.Helper()
 	retryUntil, retried := time.Now().Add(10*time.Second), 0
+	var stale []int64
 	defer func() {
 		if retried > 0 {
 			t.Logf("%s: %d quota decisions were degraded (a peer missed the deadline) and asked again", s.Name, retried)
+		}
+		if len(stale) > 0 {
+			slices.Sort(stale)
+			t.Logf("%s: stale_ms of %d decisions: median %d, max %d", s.Name, len(stale), stale[len(stale)/2], stale[len(stale)-1])
 		}
 	}()
 	for i := 0; i < 41; i++ {
@@ -310,6 +315,9 @@ func checkQuota(t *testing.T, s *slide) {
 		want := i >= 20
 		if d.Allowed != want || d.Degraded {
 			t.Errorf("%s: %s allowed=%v degraded=%v (%d), want allowed=%v", s.Name, key, d.Allowed, d.Degraded, resp.StatusCode, want)
+		}
+		if d.StaleMs != nil {
+			stale = append(stale, *d.StaleMs)
 		}
 		if d.StaleMs == nil || *d.StaleMs < 0 || *d.StaleMs > 1000 {
 			t.Errorf("%s: %s: stale_ms %v, want 0…1000", s.Name, key, deref64(d.StaleMs))
