@@ -84,6 +84,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the slide_ingest_* collectors; nil registers nothing.
 	Registerer prometheus.Registerer
+	// MemberData is sent to the group as the user data of this member's join (in every
+	// group-balancer protocol it offers); other members read it by describing the group.
+	// The cluster package puts the instance's advertised HTTP address there. Empty (the
+	// default) sends none, as before.
+	MemberData []byte
 }
 
 func (c Config) withDefaults(store *window.Store) Config {
@@ -168,6 +173,15 @@ type Option func(*Consumer)
 // restores seek from; the default is time.Now. Tests pass a fixed instant.
 func WithClock(now func() time.Time) Option { return func(c *Consumer) { c.now = now } }
 
+// WithGenerationHook calls fn at the start of each generation, before any partition is
+// revoked, with the generation id and the partitions assigned to this member (sorted).
+// Every member of the group joins every generation, so each instance hears of every
+// rebalance: cluster membership stops answering from this instance alone at once and
+// re-reads the group. fn must not block.
+func WithGenerationHook(fn func(generation int32, assigned []int32)) Option {
+	return func(c *Consumer) { c.onGeneration = fn }
+}
+
 // Consumer feeds a window.Store from a Kafka topic as a member of a consumer group.
 //
 // Each assigned partition is read by its own goroutine. When a partition is assigned (the
@@ -208,6 +222,8 @@ type Consumer struct {
 	errLim *rate.Limiter
 	hidden atomic.Uint64 // refusals not logged since the last logged one
 	used   atomic.Bool
+
+	onGeneration func(int32, []int32) // WithGenerationHook; nil: none
 
 	mu     sync.Mutex
 	parts  map[int32]*partition // assigned partitions; guarded by mu
@@ -304,6 +320,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		WatchPartitionChanges: true,
 		StartOffset:           kafka.FirstOffset,
 		ErrorLogger:           c.kafkaLogger("consumer group"),
+		GroupBalancers:        c.balancers(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating consumer group %q: %w", c.cfg.Group, err)
@@ -337,6 +354,27 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return err
 }
 
+// balancers are kafka-go's default group balancers (range, then round robin), carrying
+// Config.MemberData as their user data when it is set; nil keeps kafka-go's defaults.
+func (c *Consumer) balancers() []kafka.GroupBalancer {
+	if len(c.cfg.MemberData) == 0 {
+		return nil
+	}
+	return []kafka.GroupBalancer{
+		memberData{kafka.RangeGroupBalancer{}, c.cfg.MemberData},
+		memberData{kafka.RoundRobinGroupBalancer{}, c.cfg.MemberData},
+	}
+}
+
+// memberData is a group balancer whose join metadata carries data; assignment is the
+// wrapped balancer's.
+type memberData struct {
+	kafka.GroupBalancer
+	data []byte
+}
+
+func (m memberData) UserData() ([]byte, error) { return m.data, nil }
+
 // partition is the state of one assigned partition. It lives from assignment to
 // revocation, across generations that keep it.
 type partition struct {
@@ -369,6 +407,14 @@ func (c *Consumer) runGeneration(gctx context.Context, gen *kafka.Generation) {
 	assigned := map[int32]int64{} // partition → committed offset
 	for _, a := range gen.Assignments[c.cfg.Topic] {
 		assigned[int32(a.ID)] = a.Offset
+	}
+	if c.onGeneration != nil {
+		ids := make([]int32, 0, len(assigned))
+		for id := range assigned {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		c.onGeneration(gen.ID, ids)
 	}
 
 	// Revoke first: a partition that moved away must stop being served now.
@@ -853,6 +899,15 @@ func (c *Consumer) Ready() bool {
 		}
 	}
 	return true
+}
+
+// Generation is the consumer group generation this consumer is in (0 before the first
+// join). A partition is revoked (its series dropped) only after it changes, so a read that
+// sees the same generation before and after saw every restored partition whole.
+func (c *Consumer) Generation() int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
 }
 
 // Progress is a snapshot of the consumer's assignment, for /readyz. It marshals to JSON

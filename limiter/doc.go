@@ -111,7 +111,7 @@
 //
 // POST /v1/allow with {"policy":"login","key":"u42","cost":1} answers 200 or
 // 429 with {"allowed","policy","limit","remaining","retry_after_ms",
-// "reset_after_ms"} (plus "delay_ms", "shadowed", "degraded" when set, and
+// "reset_after_ms"} (plus "delay_ms", "shadowed", "degraded", "stale_ms" when set, and
 // "decisions" for several policies); 400 {"error":{"code","message"}} naming
 // the bad parameter; 413 above 64 KiB; 503 when a closed policy's backend is
 // down. Headers (WriteHeaders), after a denial of login 3 per 60 s:

@@ -36,6 +36,7 @@ type DecisionJSON struct {
 	DelayMs      int64  `json:"delay_ms,omitempty"`
 	Shadowed     bool   `json:"shadowed,omitempty"`
 	Degraded     bool   `json:"degraded,omitempty"`
+	StaleMs      *int64 `json:"stale_ms,omitempty"` // set when a usage rule read other instances' aggregates
 }
 
 // AllowResponse is the body of a 200 or 429 from /v1/allow: the request's
@@ -64,7 +65,16 @@ func (d Decision) JSON() DecisionJSON {
 		DelayMs:      ceilMillis(d.Delay),
 		Shadowed:     d.Shadowed,
 		Degraded:     d.Degraded,
+		StaleMs:      staleMs(d),
 	}
+}
+
+func staleMs(d Decision) *int64 {
+	if !d.Remote {
+		return nil
+	}
+	ms := d.Stale.Milliseconds()
+	return &ms
 }
 
 type errorBody struct {

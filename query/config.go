@@ -73,6 +73,9 @@ type Config struct {
 	// Backends, when set, lists the external systems (Kafka, Redis) and their last checked
 	// state; /readyz shows them in its answer, ready or not. Nil: none shown.
 	Backends func() []BackendState
+	// Cluster answers the read routes over every instance of the consumer group when this
+	// one does not hold every partition (see Cluster). Nil: this instance's store only.
+	Cluster Cluster
 
 	// Events records POST /v1/events bodies. Nil: the route answers 501 not_configured.
 	Events EventSink

@@ -72,12 +72,24 @@
 // /v1/series pages through series sorted by metric and key; "next" is an opaque cursor that
 // continues after the last series returned, stable while series come and go.
 //
+// # Several instances
+//
+// With Config.Cluster set and this instance not holding every partition of the topic
+// (Cluster.Local false), /v1/window, /v1/top, /v1/series and /v1/metrics read through the
+// cluster: this instance's series merged with the partial aggregates of the partitions'
+// owners, equal to one instance holding them all. When some partitions have no reachable,
+// restored owner the read answers 503 {"error":{"code":"unavailable","message":...,
+// "missing_partitions":[5,6]}} with Retry-After: 1; with partial=allow (not on /v1/metrics,
+// which takes no parameter) it answers 200 over the others, flagged "partial":true,
+// "missing_partitions":[5,6]. partial=deny is the default. See package cluster.
+//
 // # Errors
 //
 // Every error is JSON, {"error":{"code":"bad_parameter","message":"parameter \"window\": ...",
 // "param":"window"}}: 400 bad_parameter for a missing, malformed, unknown or repeated
 // parameter (the message and "param" name it), 401 unauthorized, 404 not_found, 405
-// method_not_allowed, 413 body_too_large, 501 not_configured, 503 not_ready.
+// method_not_allowed, 413 body_too_large, 501 not_configured, 503 not_ready, 503
+// unavailable (several instances, an owner missing).
 //
 // # Events
 //
