@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -95,6 +96,9 @@ type Config struct {
 	Dialer *kafka.Dialer
 	// HTTPClient sends peer requests; nil is a client with keep-alive connections.
 	HTTPClient *http.Client
+	// TLS, when set, makes peer requests HTTPS with this client config (every instance of
+	// a group serves HTTPS or none does); nil: plain HTTP.
+	TLS *tls.Config
 	// Logger receives membership changes and peer errors; nil discards them.
 	Logger *slog.Logger
 	// Registerer receives the slide_cluster_* collectors; nil registers nothing.
@@ -176,6 +180,7 @@ type Cluster struct {
 	log    *slog.Logger
 	client *kafka.Client
 	http   *http.Client
+	scheme string // "http://" or "https://" (Config.TLS)
 	m      *metrics
 
 	view     atomic.Pointer[View]
@@ -210,7 +215,12 @@ func New(cfg Config) (*Cluster, error) {
 			MaxConnsPerHost:     64, // below serve's --max-conns-per-client (256) when instances share a host
 			IdleConnTimeout:     90 * time.Second,
 			DialContext:         (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+			TLSClientConfig:     cfg.TLS,
 		}}
+	}
+	c.scheme = "http://"
+	if cfg.TLS != nil {
+		c.scheme = "https://"
 	}
 	m, err := newMetrics(cfg.Registerer, c)
 	if err != nil {
@@ -434,7 +444,7 @@ func (c *Cluster) ask(ctx context.Context, addr string, r *request) (*answer, er
 }
 
 func (c *Cluster) askOnce(ctx context.Context, addr string, r *request) (*answer, error) {
-	u := "http://" + addr + PeerPath + "?" + r.query().Encode()
+	u := c.scheme + addr + PeerPath + "?" + r.query().Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("building the peer request: %w", err)

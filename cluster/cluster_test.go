@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"math/rand/v2"
 	"net/http"
@@ -42,6 +43,13 @@ func newStore(t *testing.T) *window.Store {
 
 func newTwo(t *testing.T, token string, wrap func(http.Handler) http.Handler) *twoInstances {
 	t.Helper()
+	return newTwoOver(t, token, wrap, false)
+}
+
+// newTwoOver is newTwo with the peer serving HTTPS when tlsOn, and A reading it through
+// Config.TLS with the peer's certificate trusted.
+func newTwoOver(t *testing.T, token string, wrap func(http.Handler) http.Handler, tlsOn bool) *twoInstances {
+	t.Helper()
 	ti := &twoInstances{all: newStore(t), storeB: newStore(t)}
 	storeA := newStore(t)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -72,14 +80,21 @@ func newTwo(t *testing.T, token string, wrap func(http.Handler) http.Handler) *t
 	if wrap != nil {
 		h = wrap(h)
 	}
-	ti.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ti.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ti.peerHit.Add(1)
 		h.ServeHTTP(w, r)
 	}))
+	var clientTLS *tls.Config
+	if tlsOn {
+		ti.srv.StartTLS()
+		clientTLS = ti.srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	} else {
+		ti.srv.Start()
+	}
 	t.Cleanup(ti.srv.Close)
-	peer := strings.TrimPrefix(ti.srv.URL, "http://")
+	peer := strings.TrimPrefix(strings.TrimPrefix(ti.srv.URL, "http://"), "https://")
 	ti.a, err = New(Config{Store: storeA, Brokers: []string{"127.0.0.1:1"}, Advertise: "127.0.0.1:1", Token: token,
-		Timeout: 5 * time.Second, Local: func() []int32 { return []int32{0, 1} }})
+		Timeout: 5 * time.Second, TLS: clientTLS, Local: func() []int32 { return []int32{0, 1} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +134,33 @@ func TestMergeEqualsOneInstance(t *testing.T) {
 			}
 			sameAgg(t, key+" "+win.String(), p.Agg(ix, qs), want)
 		}
+	}
+}
+
+// TestPeersOverHTTPS: with Config.TLS the fan-out speaks HTTPS to its peers and merges as
+// over plain HTTP; a peer serving HTTPS cannot be read without it.
+func TestPeersOverHTTPS(t *testing.T) {
+	ti := newTwoOver(t, "", nil, true)
+	var p window.Partial
+	missing, err := ti.a.Merge(context.Background(), t0, "m", "k-*", 5*time.Minute, true, &p)
+	if err != nil || len(missing) != 0 {
+		t.Fatalf("over HTTPS: missing %v, err %v", missing, err)
+	}
+	want, err := ti.all.ReadMerged(t0, "m", func(k string) bool { return window.MatchKey("k-*", k) }, 5*time.Minute, qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameAgg(t, "k-* over HTTPS", p.Agg(ti.all.Indexer("m"), qs), want)
+
+	plain, err := New(Config{Store: newStore(t), Brokers: []string{"127.0.0.1:1"}, Advertise: "127.0.0.1:1",
+		Timeout: 5 * time.Second, Local: func() []int32 { return []int32{0, 1} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.view.Store(ti.a.view.Load())
+	missing, err = plain.Merge(context.Background(), t0, "m", "k-*", 5*time.Minute, true, &p)
+	if err == nil && len(missing) == 0 {
+		t.Fatal("plain HTTP to an HTTPS peer answered; want its partitions missing")
 	}
 }
 

@@ -256,13 +256,20 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	if err := c.conn.prepareHTTPS(); err != nil {
+		return err
+	}
+	peerTLS, err := c.conn.peerTLS()
+	if err != nil {
+		return err
+	}
 	var cl *cluster.Cluster
 	var consumer *ingest.Consumer
 	cl, err = cluster.New(cluster.Config{
 		Store: store, Brokers: brokers, Topic: c.topic, Group: c.group, Advertise: advertise, Token: token,
 		Timeout: c.peerTimeout, Staleness: c.usageStaleness, KeyPartitioner: c.keyPartitioner, Logger: log, Registerer: reg,
-		Dialer: c.conn.kafkaDialer,
-		Local:  func() []int32 { return restoredPartitions(consumer) }, Generation: func() int32 { return consumer.Generation() },
+		Dialer: c.conn.kafkaDialer, TLS: peerTLS,
+		Local: func() []int32 { return restoredPartitions(consumer) }, Generation: func() int32 { return consumer.Generation() },
 	})
 	if err != nil {
 		return err
