@@ -117,9 +117,10 @@ func TestConsumerBadInput(t *testing.T) {
 	a.stop(t) // commits and leaves
 
 	wantCounts := `
-# HELP slide_ingest_rejected_total Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap).
+# HELP slide_ingest_rejected_total Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap, too_large, expired).
 # TYPE slide_ingest_rejected_total counter
 slide_ingest_rejected_total{reason="bad_field"} 1
+slide_ingest_rejected_total{reason="expired"} 0
 slide_ingest_rejected_total{reason="future"} 1
 slide_ingest_rejected_total{reason="invalid_json"} 1
 slide_ingest_rejected_total{reason="invalid_value"} 1
@@ -127,6 +128,7 @@ slide_ingest_rejected_total{reason="key_too_long"} 1
 slide_ingest_rejected_total{reason="late"} 1
 slide_ingest_rejected_total{reason="missing_field"} 2
 slide_ingest_rejected_total{reason="series_cap"} 1
+slide_ingest_rejected_total{reason="too_large"} 0
 `
 	if err := testutil.CollectAndCompare(a.m.rejected, strings.NewReader(wantCounts)); err != nil {
 		t.Error(err)

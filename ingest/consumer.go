@@ -75,6 +75,12 @@ type Config struct {
 	MaxWait time.Duration
 	// MaxBytes is the most a fetch returns per partition; default 10 MiB.
 	MaxBytes int
+	// MaxInflatedBytes is the most one compressed record batch may inflate to; default
+	// DefaultMaxInflatedBytes (32 MiB). A batch beyond it (a compression bomb) is never
+	// inflated whole: each of its records is refused as ReasonTooLarge, dead-lettered as a
+	// pointer to its offset, and reading goes on. The budget is process-wide (kafka-go
+	// decompresses through a global codec table): the last New sets it.
+	MaxInflatedBytes int64
 	// RejectLogInterval is the minimum spacing of refused-event log lines (after a burst of
 	// 10); the metric counts them all. Default 1 s.
 	RejectLogInterval time.Duration
@@ -114,6 +120,9 @@ func (c Config) withDefaults(store *window.Store) Config {
 	if c.MaxBytes == 0 {
 		c.MaxBytes = DefaultMaxBytes
 	}
+	if c.MaxInflatedBytes == 0 {
+		c.MaxInflatedBytes = DefaultMaxInflatedBytes
+	}
 	return c
 }
 
@@ -133,6 +142,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max key length %d: must not be negative", d.MaxKeyLen)
 	case d.MaxBytes < 0:
 		return fmt.Errorf("max bytes %d: must not be negative", d.MaxBytes)
+	case d.MaxInflatedBytes < 0:
+		return fmt.Errorf("max inflated bytes %d: must not be negative", d.MaxInflatedBytes)
 	}
 	for name, v := range map[string]time.Duration{
 		"commit interval": d.CommitInterval, "session timeout": d.SessionTimeout,
@@ -225,6 +236,7 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 		return nil, fmt.Errorf("ingest config: %w", err)
 	}
 	cfg = cfg.withDefaults(store)
+	setInflateBudget(cfg.MaxInflatedBytes)
 	c := &Consumer{
 		cfg:    cfg,
 		store:  store,
@@ -344,12 +356,13 @@ type partition struct {
 	label     string
 	from      int64        // first offset replayed
 	target    int64        // end of the log at assignment: restored once next reaches it
-	committed int64        // group's committed offset at assignment: records below it were processed before
+	committed atomic.Int64 // group's committed offset at assignment (lowered by an offset reset): records below it were processed before
 	assigned  time.Time    // wall clock at assignment, for the restore duration
 	restoreMs atomic.Int64 // restore duration, ms; set once restored
 	restored  atomic.Bool
 	next      atomic.Int64 // next offset to process
 	hwm       atomic.Int64 // high watermark at the last fetch
+	lastTS    int64        // timestamp of the last record processed, unix ms (0: none); the worker's
 	lastSent  int64        // last committed offset; only the committer touches it
 
 	// Owned by the partition's worker goroutine.
@@ -450,20 +463,22 @@ func (c *Consumer) plan(gctx context.Context, ids []int32, committed map[int32]i
 	}
 	for {
 		now := c.now()
-		// The ends first, then the offsets by time, in that order: a partition with no
+		// The ends first, then the restore starts, in that order: a partition with no
 		// record at or after the restore start replays from the end as it was before the
-		// time lookup. One request with both (kafka-go splits it, in no set order) could
+		// search. Asking for both at once (kafka-go splits a request, in no set order) could
 		// answer "no record since then" and an end that already held records that arrived
 		// meanwhile: those were skipped, never counted.
 		ends, err := c.listOffsets(gctx, ids, func(id int32) kafka.OffsetRequest { return kafka.LastOffsetOf(int(id)) })
-		var times map[int32]kafka.PartitionOffsets
+		var firsts map[int32]kafka.PartitionOffsets
 		if err == nil {
-			times, err = c.listOffsets(gctx, ids, func(id int32) kafka.OffsetRequest {
-				return kafka.TimeOffsetOf(int(id), now.Add(-c.cfg.Restore))
-			})
+			firsts, err = c.listOffsets(gctx, ids, func(id int32) kafka.OffsetRequest { return kafka.FirstOffsetOf(int(id)) })
+		}
+		var starts map[int32]int64
+		if err == nil {
+			starts, err = c.restoreStarts(gctx, ids, firsts, ends, now)
 		}
 		if err == nil {
-			parts, perr := c.partitionsFrom(ends, times, ids, committed, now)
+			parts, perr := c.partitionsFrom(ends, starts, ids, committed, now)
 			if perr == nil {
 				return parts, nil
 			}
@@ -501,8 +516,8 @@ func (c *Consumer) listOffsets(ctx context.Context, ids []int32, req func(int32)
 }
 
 // partitionsFrom plans each partition from its end (asked first) and its first offset at
-// or after the restore start (asked second).
-func (c *Consumer) partitionsFrom(ends, times map[int32]kafka.PartitionOffsets, ids []int32, committed map[int32]int64, now time.Time) ([]*partition, error) {
+// or after the restore start (searched second).
+func (c *Consumer) partitionsFrom(ends map[int32]kafka.PartitionOffsets, starts map[int32]int64, ids []int32, committed map[int32]int64, now time.Time) ([]*partition, error) {
 	parts := make([]*partition, 0, len(ids))
 	for _, id := range ids {
 		po, ok := ends[id]
@@ -510,10 +525,8 @@ func (c *Consumer) partitionsFrom(ends, times map[int32]kafka.PartitionOffsets, 
 			return nil, fmt.Errorf("partition %d: no offsets in the answer", id)
 		}
 		from := po.LastOffset // no record at or after the restore start: nothing to replay
-		for off := range times[id].Offsets {
-			if off >= 0 && off < from {
-				from = off
-			}
+		if off, ok := starts[id]; ok && off >= 0 && off < from {
+			from = off
 		}
 		dec, err := NewDecoder(DecoderConfig{MaxKeyLen: c.cfg.MaxKeyLen})
 		if err != nil {
@@ -521,8 +534,9 @@ func (c *Consumer) partitionsFrom(ends, times map[int32]kafka.PartitionOffsets, 
 		}
 		p := &partition{
 			id: id, label: partitionLabel(id), from: from, target: po.LastOffset,
-			committed: committed[id], assigned: time.Now(), lastSent: -1, dec: dec,
+			assigned: time.Now(), lastSent: -1, dec: dec,
 		}
+		p.committed.Store(committed[id])
 		p.events = c.m.events.WithLabelValues(p.label)
 		p.bytes = c.m.bytes.WithLabelValues(p.label)
 		p.lag = c.m.lag.WithLabelValues(p.label)
@@ -547,6 +561,9 @@ func (c *Consumer) consume(gctx context.Context, p *partition) {
 		err := c.fetch(gctx, p)
 		if gctx.Err() != nil {
 			return
+		}
+		if errors.As(err, new(errSkipped)) {
+			continue // counted and dead-lettered already; no backoff
 		}
 		if c.errLim.Allow() {
 			c.log.Warn("ingest: fetching", "partition", p.id, "offset", p.next.Load(), "err", err)
@@ -579,7 +596,7 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 		// Seek checks the offset against the log: retention may have passed it while the
 		// connection was down. Without moving on, every retry would seek to it again.
 		if errors.Is(err, kafka.OffsetOutOfRange) {
-			c.skipOutOfRange(conn, p, p.next.Load())
+			c.skipOutOfRange(ctx, conn, p, p.next.Load())
 		}
 		return fmt.Errorf("seeking to offset %d: %w", p.next.Load(), err)
 	}
@@ -598,6 +615,9 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 		for {
 			m, err := batch.ReadMessage()
 			if err != nil {
+				if errors.Is(err, ErrInflateBudget) {
+					unblock(conn)
+				}
 				break
 			}
 			accepted += c.record(ctx, p, &m, now)
@@ -614,6 +634,9 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 				}
 				_ = conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin))
 			}
+		}
+		if n > 0 {
+			p.lastTS = lastTS
 		}
 		err := batch.Close()
 		if errors.Is(err, kafka.RequestTimedOut) {
@@ -639,8 +662,17 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 			c.markRestored(p)
 		}
 		if err != nil {
+			if errors.Is(err, ErrInflateBudget) {
+				// A compression bomb at next: refused as a pointer to its offset, never
+				// inflated whole. kafka-go closed the connection on the error; the caller
+				// reconnects at once, one offset further.
+				c.refuse(ctx, p, &kafka.Message{Topic: c.cfg.Topic, Partition: int(p.id), Offset: next}, nil, ReasonTooLarge,
+					next < p.committed.Load())
+				p.next.Store(next + 1)
+				return fmt.Errorf("offset %d: %w", next, errSkipped{err})
+			}
 			if errors.Is(err, kafka.OffsetOutOfRange) {
-				c.skipOutOfRange(conn, p, next)
+				c.skipOutOfRange(ctx, conn, p, next)
 			}
 			return fmt.Errorf("fetching at offset %d: %w", next, err)
 		}
@@ -648,22 +680,40 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 	return nil
 }
 
-// skipOutOfRange moves p from next, an offset the log no longer holds, to the log start
-// when retention deleted records before they were read (they are gone), or to the log end
-// when the log was truncated below next (an unclean leader election).
-func (c *Consumer) skipOutOfRange(conn *kafka.Conn, p *partition, next int64) {
+// skipOutOfRange moves p from next, an offset the log no longer holds, to the first record
+// of the restore span that the log holds (never to the log end, which would skip every
+// record written since): when retention deleted records before they were read (they are
+// gone), or when the log ends below next (a broker restarted empty, an unclean leader
+// election). In the second case the log's offsets no longer name the records counted, so
+// the reset goes to the first record stamped after the last one this partition processed:
+// a broker that lost its log has every record written since replayed and counted, and a
+// truncated log that kept records already counted does not count them twice. Those
+// records are new, so p.committed (which marks replays) follows the reset down. Each reset
+// is counted in slide_ingest_offset_resets_total{partition,reason} and logged once.
+func (c *Consumer) skipOutOfRange(ctx context.Context, conn *kafka.Conn, p *partition, next int64) {
 	first, last, err := conn.ReadOffsets()
 	if err != nil {
 		return // the next attempt asks again
 	}
-	to := next
-	switch {
-	case next < first:
-		to = first
-	case next > last:
-		to = last
+	reason := "retention"
+	if next > last {
+		reason = "log_truncated"
 	}
-	c.log.Warn("ingest: offset out of range, skipping", "partition", p.id, "offset", next, "log_start", first, "log_end", last, "to", to)
+	now := c.now()
+	start := now.Add(-c.cfg.Restore)
+	if reason == "log_truncated" && p.lastTS > 0 {
+		start = maxTime(start, time.UnixMilli(p.lastTS+1))
+	}
+	to, err := c.restoreStart(ctx, p.id, first, last, start, now.Add(c.skew()))
+	if err != nil {
+		to = first // whatever is left: late records are refused as such
+	}
+	if to < next {
+		p.committed.Store(min(p.committed.Load(), to))
+	}
+	c.m.offsetResets.WithLabelValues(p.label, reason).Inc()
+	c.log.Warn("ingest: offset out of range, resetting to the restore span", "partition", p.id, "offset", next, "reason", reason,
+		"log_start", first, "log_end", last, "to", to)
 	p.next.Store(to)
 }
 
@@ -688,7 +738,7 @@ func (c *Consumer) dialLeader(ctx context.Context, id int32) (*kafka.Conn, error
 // accepted: the per-record hot path. Offsets, lag and counters are settled per batch.
 func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, now int64) int {
 	recTS := m.Time.UnixMilli()
-	replay := m.Offset < p.committed
+	replay := m.Offset < p.committed.Load()
 	accepted := 0
 	p.dec.DecodeLines(m.Value, recTS, func(line []byte, ev window.Event, r Reason) {
 		if r == ReasonNone {
@@ -808,7 +858,7 @@ func (c *Consumer) setPartitionGaugesLocked() {
 func (c *Consumer) commit(ctx context.Context, gen *kafka.Generation, parts []*partition) {
 	offsets := map[int]int64{}
 	for _, p := range parts {
-		off := max(p.next.Load(), p.committed)
+		off := max(p.next.Load(), p.committed.Load())
 		if off != p.lastSent && off >= 0 {
 			offsets[int(p.id)] = off
 		}

@@ -82,7 +82,7 @@ func TestFetchSkipsRecordsDeletedByRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &partition{id: 0, label: "0", from: 2, target: 10, committed: -1, assigned: time.Now(), lastSent: -1, dec: dec,
+	p := &partition{id: 0, label: "0", from: 2, target: 10, assigned: time.Now(), lastSent: -1, dec: dec,
 		events: c.m.events.WithLabelValues("0"), bytes: c.m.bytes.WithLabelValues("0"), lag: c.m.lag.WithLabelValues("0"), lagSec: c.m.lagSeconds.WithLabelValues("0")}
 	p.next.Store(2) // planned before records 0..5 were deleted
 
