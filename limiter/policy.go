@@ -110,6 +110,9 @@ func (f FailureMode) String() string {
 // DefaultTimeout bounds each Redis call of a policy whose Timeout is zero.
 const DefaultTimeout = 50 * time.Millisecond
 
+// MinTimeout is the shortest Timeout a policy may set: a Redis round trip takes longer.
+const MinTimeout = time.Millisecond
+
 // Limits on policy values, so arithmetic cannot overflow in Go (int64 ns) or
 // lose precision in Lua (float64 µs).
 const (
@@ -255,8 +258,10 @@ func (p *Policy) Validate() error {
 	if p.OnBackendError > FailLocal {
 		return bad("on_backend_error", "must be open, closed or local")
 	}
-	if p.Timeout < 0 || p.Timeout > time.Minute {
-		return bad("timeout", "must be between 0 (default 50ms) and 1m")
+	if p.Timeout != 0 && (p.Timeout < MinTimeout || p.Timeout > time.Minute) {
+		// Under a millisecond no Redis round trip fits: every call would time out and
+		// answer by on_backend_error with Redis healthy.
+		return bad("timeout", "must be 0 (default 50ms) or between 1ms and 1m")
 	}
 	if p.Backend == BackendMemory && (p.Timeout != 0 || p.OnBackendError != FailOpen) {
 		field := "timeout"

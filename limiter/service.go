@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -123,12 +124,12 @@ func NewService(cfg Config) (*Service, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if at, dup := first[p.Name]; dup {
+		if at, dup := first[strings.ToLower(p.Name)]; dup { // names differing only by case are one name to a reader
 			errs = append(errs, &PolicyError{Source: p.Source, Policy: p.Name, Field: "name",
 				Msg: "duplicate policy name" + suffixAt(at)})
 			continue
 		}
-		first[p.Name] = p.Source
+		first[strings.ToLower(p.Name)] = p.Source
 		if p.Backend == BackendRedis && cfg.Redis == nil {
 			errs = append(errs, &PolicyError{Source: p.Source, Policy: p.Name, Field: "backend",
 				Msg: "redis needs a Redis address (slide serve --redis ADDR)"})
