@@ -151,7 +151,10 @@ type Policy struct {
 	MaxDelay time.Duration
 	// Backend is BackendMemory (default) or BackendRedis.
 	Backend BackendKind
-	// OnBackendError applies to Redis policies. Default FailOpen.
+	// OnBackendError is what a decision falls back to when the backend cannot decide:
+	// Redis down or slow, or, for a memory policy, its store's key or byte budget full of
+	// live state for a new key (open admits it untracked, closed refuses it with
+	// ErrBackendUnavailable; local is for Redis policies only). Default FailOpen.
 	OnBackendError FailureMode
 	// Timeout bounds each Redis call. Default DefaultTimeout (50 ms).
 	Timeout time.Duration
@@ -263,12 +266,11 @@ func (p *Policy) Validate() error {
 		// answer by on_backend_error with Redis healthy.
 		return bad("timeout", "must be 0 (default 50ms) or between 1ms and 1m")
 	}
-	if p.Backend == BackendMemory && (p.Timeout != 0 || p.OnBackendError != FailOpen) {
-		field := "timeout"
-		if p.OnBackendError != FailOpen {
-			field = "on_backend_error"
-		}
-		return bad(field, "applies only to backend redis")
+	if p.Backend == BackendMemory && p.Timeout != 0 {
+		return bad("timeout", "applies only to backend redis")
+	}
+	if p.Backend == BackendMemory && p.OnBackendError == FailLocal {
+		return bad("on_backend_error", "local applies only to backend redis (a memory policy is open or closed when its store is full)")
 	}
 	windowed := func(maxLimit int64) error {
 		if p.Limit < 1 || p.Limit > maxLimit {
