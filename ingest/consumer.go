@@ -745,11 +745,16 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 			ev.Partition = p.id
 			// Future and late are judged against the record's timestamp, which is part of the
 			// log, so every replay gives the same answer; a slot-exact copy of the ring's checks.
+			// A record timestamp that disagrees with the consumer's clock by more than the skew
+			// is a skewed producer clock (or lag, or a replay): then the event's own time is
+			// judged against the consumer's clock instead, so a correctly stamped event is not
+			// lost to its producer's clock (see judgeRefs).
 			rs := p.ring(c.store, ev.Metric)
+			futureRef, lateRef := judgeRefs(recTS, now, rs.skew)
 			switch {
-			case ev.TS > recTS+rs.skew:
+			case ev.TS > futureRef+rs.skew:
 				r = ReasonFuture
-			case floorDiv(ev.TS, rs.width) <= floorDiv(recTS, rs.width)-rs.slots:
+			case floorDiv(ev.TS, rs.width) <= floorDiv(lateRef, rs.width)-rs.slots:
 				r = ReasonLate
 			default:
 				err := c.store.ObserveAt(now, ev)
@@ -758,17 +763,38 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 					return
 				}
 				if errors.Is(err, window.ErrLate) {
-					// In its window when produced, out of it by now (lag, or a replay reaching
-					// further back than this metric keeps): not bad input.
+					// In its window at its record's time, out of it by now (lag, or a replay
+					// reaching further back than this metric keeps): refused as expired,
+					// counted with the other refusals and dead-lettered.
 					c.m.expired.Inc()
-					return
+					r = ReasonExpired
+				} else {
+					r = ReasonOf(err)
 				}
-				r = ReasonOf(err)
 			}
 		}
 		c.refuse(ctx, p, m, line, r, replay)
 	})
 	return accepted
+}
+
+// judgeRefs returns the instants (unix ms) an event of a record stamped recTS, read at now,
+// is judged against: futureRef for "future" (ts beyond it by more than skew), lateRef for
+// "late" (ts a retention before it). While the record's timestamp agrees with the
+// consumer's clock to within skew, both are the record's timestamp: part of the log, the
+// same on every replay. A record stamped more than skew ahead of now comes from a producer
+// clock that is ahead: both are now, so correctly stamped events are not refused as late.
+// A record stamped more than skew behind now is lag, a replay, or a producer clock that is
+// behind: an event ahead of its record but not of now is not future, so futureRef is now,
+// while lateRef stays the record's timestamp (replays refuse the same late events).
+func judgeRefs(recTS, now, skew int64) (futureRef, lateRef int64) {
+	switch {
+	case recTS > now+skew:
+		return now, now
+	case recTS < now-skew:
+		return now, recTS
+	}
+	return recTS, recTS
 }
 
 // ringShape is what the per-record checks need of a metric's ring, in ms and slots.

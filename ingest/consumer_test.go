@@ -606,12 +606,16 @@ func TestRecordChecks(t *testing.T) {
 		now    int64 // relative to the record's timestamp
 		want   string
 	}{
+		{"latency_ms", -10 * minute, -10 * minute, "accepted"}, // a producer clock 10 min ahead: judged against now
 		{"latency_ms", 0, 0, "accepted"},
 		{"latency_ms", 5000, 0, "accepted"},                 // within the 10 s skew
-		{"latency_ms", 15000, 15000, "future"},              // beyond it, even if now has caught up
+		{"latency_ms", 15000, 0, "future"},                  // beyond it
+		{"latency_ms", 15000, 15000, "accepted"},            // a producer clock 15 s behind (or lag): not ahead of now
+		{"latency_ms", 26000, 15000, "future"},              // ahead of now too
 		{"latency_ms", -6 * minute, 0, "late"},              // older than 5 min at the record's time
 		{"cost", -30 * minute, 0, "accepted"},               // cost keeps an hour
-		{"cost", 2 * minute, 2 * minute, "future"},          // cost's skew is one 60 s slot
+		{"cost", 2 * minute, 0, "future"},                   // cost's skew is one 60 s slot
+		{"cost", 2 * minute, 2 * minute, "accepted"},        // and a record 2 min behind now is judged against now
 		{"cost", -61 * minute, 0, "late"},                   //
 		{"latency_ms", -2 * minute, 10 * minute, "expired"}, // fine when produced, gone when read
 		{"cost", -2 * minute, 10 * minute, "accepted"},      // the same delay is nothing to cost

@@ -70,6 +70,8 @@ type serveConfig struct {
 	demo     bool
 	demoRate float64
 	demoKeys int
+
+	budget budgetConfig // budget.go
 }
 
 func (c *serveConfig) register(fs interface {
@@ -113,6 +115,7 @@ func (c *serveConfig) register(fs interface {
 	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N) and limit with demo policies")
 	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")
 	fs.IntVar(&c.demoKeys, "demo-keys", 20, "demo tenants")
+	c.budget.register(fs)
 }
 
 // storeConfig builds the window store's config from the flags.
@@ -136,6 +139,7 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 		Metrics:   rings,
 		MaxSeries: c.maxSeries,
 	}
+	c.budget.applySkew(&sc)
 	if err := sc.Validate(); err != nil {
 		return sc, err
 	}
@@ -154,6 +158,9 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 		return errUsage
 	}
 	if err := c.checkHTTP(); err != nil {
+		return err
+	}
+	if err := c.budget.check(); err != nil {
 		return err
 	}
 	var level slog.Level
@@ -209,7 +216,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	consumer, err := ingest.New(ingest.Config{
 		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
-		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
+		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg, MaxInflatedBytes: c.budget.maxInflatedBytes,
 	}, store)
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)
@@ -299,7 +306,8 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	if err != nil {
 		return nil, func() {}, fmt.Errorf("usage rules: %w", err)
 	}
-	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log}
+	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log,
+		Memory: limiter.MemoryConfig{MaxBytes: c.budget.limiterMaxBytes}}
 	closeFn := func() {}
 	if c.redis != "" {
 		// go-redis logs each failed dial to stderr; through slog, at most one a second.
