@@ -140,3 +140,28 @@ func TestInflateBudget(t *testing.T) {
 		}
 	}
 }
+
+// FuzzInflate: no input panics the bounded reader, and none gets more than the budget out
+// of it. The seed corpus (testdata/fuzz/FuzzInflate) holds zstd and gzip bombs of 8 MiB;
+// it is part of scripts/fuzz-short.sh.
+func FuzzInflate(f *testing.F) {
+	for _, codec := range []int8{kafkatest.Zstd, kafkatest.Gzip} {
+		recs, err := kafkatest.BombRecords(codec, 1<<20)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(codec, recs)
+	}
+	f.Add(int8(2), []byte("not snappy"))
+	f.Add(int8(3), []byte{0x04, 0x22, 0x4d, 0x18})
+	f.Fuzz(func(t *testing.T, codec int8, data []byte) {
+		const budget = 64 << 10 // small, so a bomb costs little and fuzzing stays fast
+		if codec < 1 || codec > 4 {
+			codec = 1 + (codec&0x7f)%4
+		}
+		out, err := Inflate(codec, data, budget)
+		if len(out) > budget {
+			t.Fatalf("codec %d: %d bytes out of a %d-byte budget (%v)", codec, len(out), budget, err)
+		}
+	})
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuzz-short.sh runs the fuzz targets that guard hostile input briefly, one after the other:
 # the event decoder (Kafka records and POST /v1/events), the query parameter parser of the
-# read routes, and the policy-file parser. It stops at the first failure (go test has then
+# read routes, the policy-file parser, the bounded decompression of Kafka batches (seeded
+# with compression bombs) and the /v1/allow body parser. It stops at the first failure (go test has then
 # written the failing input under the package's testdata/fuzz/<Target>/) and prints one line
 # per target. FUZZTIME_SHORT sets the budget per target (default 50000x: executions, about
 # 10 s here); GO the go command. The budget is a count, not a duration: with a duration, Go
@@ -16,6 +17,8 @@ targets=(
 	"./ingest FuzzDecode"
 	"./query FuzzQueryParams"
 	"./limiter FuzzParsePolicies"
+	"./ingest FuzzInflate"
+	"./limiter FuzzParseAllowFast"
 )
 
 for t in "${targets[@]}"; do
