@@ -191,9 +191,11 @@ func WithClock(now func() time.Time) Option { return func(c *Consumer) { c.now =
 //
 // Events are observed at the wall clock (WithClock). A line is refused as future or late
 // when its ts is beyond the ring's skew or retention measured from its record's timestamp,
-// checks that give the same answer on every replay; the store adds its own (series cap,
-// future against now). An event in its window when produced but not when read is skipped
-// as expired. Refusals are counted in slide_ingest_rejected_total{reason}, logged at a
+// checks that give the same answer on every replay, unless that timestamp disagrees with
+// the clock by more than the skew (a skewed producer: see judgeRefs); the store adds its
+// own (series cap, future against now). An event in its window at its record's time but
+// not when read is refused as expired. A record batch that inflates beyond
+// MaxInflatedBytes is refused record by record as too_large, never inflated whole. Refusals are counted in slide_ingest_rejected_total{reason}, logged at a
 // bounded rate and written to the dead-letter topic — except while replaying records below
 // the offset the group had committed at assignment, which were counted and dead-lettered
 // when first processed (slide_ingest_restore_skipped_total counts them instead). The
