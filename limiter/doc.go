@@ -80,7 +80,8 @@
 // (without it, a script whose first write was a trim was let through to its
 // ZADD past maxmemory under noeviction). A call adds at most one log entry
 // and does O(log N) work besides the entries it trims (each trimmed once), so
-// no cost makes one call block Redis.
+// no cost makes one call block Redis. A sliding log written by an older slide
+// (one member per unit) is restarted once, on its first call after the upgrade.
 //
 // # Failure modes
 //

@@ -550,3 +550,22 @@ func TestSlidingLogWithinMaxmemory(t *testing.T) {
 	}
 	t.Logf("%d keys admitted at cost %d before OOM; used memory peaked %d bytes under maxmemory %d", allowed, limiter.MaxLogLimit, peak, limit)
 }
+
+// A sliding log written by an older slide (one member per unit, "id:i") is restarted once
+// rather than failing every call on the new member format.
+func TestSlidingLogOldFormatRestarts(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	b, _ := redis.New(c, redis.Config{})
+	ctx := context.Background()
+	p := limiter.Policy{Name: "old", Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Minute, Backend: limiter.BackendRedis}
+	now := time.Now()
+	for i := range 3 {
+		c.ZAdd(ctx, b.Key(&p, "k"), goredis.Z{Score: float64(now.UnixMicro()), Member: fmt.Sprintf("abc:%d", i)})
+	}
+	l, _ := b.Limiter(p)
+	d, err := l.AllowN(ctx, "k", now, 1)
+	if err != nil || !d.Allowed || d.Remaining != 2 {
+		t.Fatalf("first call on an old-format log: %+v %v", d, err)
+	}
+}

@@ -38,9 +38,16 @@ local n, total, base = 0, 0, 0
 if card > 0 then
   local oldest = redis.call('ZRANGE', key, 0, 0)
   local c0, k0 = parse(oldest[1])
-  base = c0 - k0
-  total = parse(last[1]) -- the newest is still in the window
-  n = total - base
+  local cN = parse(last[1]) -- the newest is still in the window
+  if c0 == nil or cN == nil then
+    -- A log written by an older slide (one member per unit): restarted, once.
+    redis.call('DEL', key)
+    card, newest = 0, nil
+  else
+    base = c0 - k0
+    total = cN
+    n = total - base
+  end
 end
 local reset = 0
 if card > 0 then reset = newest + window - now end
