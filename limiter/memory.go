@@ -368,7 +368,7 @@ func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) in
 		sh.hot = e
 		sh.toFront(e)
 	}
-	if g := growthBytes(&e.s, p, now, cost); g > 0 && !st.room(sh, g, now, e, false) {
+	if g := growthBytes(&e.s, p, now, cost); g > 0 && !roomFor(st.room(sh, g, now, e, false)) {
 		sh.mu.Unlock()
 		st.refused.Add(1)
 		return takeFull
@@ -387,10 +387,14 @@ func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) in
 // insert adds key, or returns nil when no room can be made; requires sh.mu held.
 func (st *store[S]) insert(sh *shard[S], key string, now int64) *entry[S] {
 	size := entryOverhead[S]() + int64(len(key))
-	if !st.room(sh, size, now, nil, true) {
+	ok, e := st.room(sh, size, now, nil, true)
+	if !ok {
 		return nil
 	}
-	e := &entry[S]{key: strings.Clone(key), size: size}
+	if e == nil {
+		e = &entry[S]{}
+	}
+	*e = entry[S]{key: strings.Clone(key), size: size} // an evicted entry is reused: a full store allocates less
 	sh.m[e.key] = e
 	sh.bytes += size
 	sh.pushFront(e)
@@ -401,21 +405,27 @@ func (st *store[S]) insert(sh *shard[S], key string, now int64) *entry[S] {
 // by dropping least recently used keys whose state is back to initial at now, looking at
 // no more than evictScan of them and never at keep. It reports whether they fit; requires
 // sh.mu held.
-func (st *store[S]) room(sh *shard[S], need, now int64, keep *entry[S], newKey bool) bool {
+//
+// It also returns one of the entries it dropped, for the caller to reuse.
+func (st *store[S]) room(sh *shard[S], need, now int64, keep *entry[S], newKey bool) (bool, *entry[S]) {
 	full := func() bool {
 		return sh.bytes+need > st.lim.bytes || (newKey && len(sh.m) >= st.lim.keys)
 	}
+	var spare *entry[S]
 	e := sh.back
 	for i := 0; i < evictScan && e != nil && full(); i++ {
 		prev := e.prev
 		if e != keep && e.expires <= now {
 			st.removeLocked(sh, e)
 			st.evicts.Add(1)
+			spare = e
 		}
 		e = prev
 	}
-	return !full()
+	return !full(), spare
 }
+
+func roomFor[S any](ok bool, _ *entry[S]) bool { return ok }
 
 func (sh *shard[S]) pushFront(e *entry[S]) {
 	e.prev, e.next = nil, sh.front
