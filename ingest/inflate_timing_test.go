@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -80,5 +81,47 @@ func BenchmarkInflateEndToEnd(b *testing.B) {
 		}
 		defer func() { compress.Codecs = saved }()
 		run(b)
+	})
+}
+
+// BenchmarkInflate isolates the bound: inflating one zstd batch of 10,000 events (about
+// 1 MiB) through the bounded reader ("ours") and through kafka-go's zstd reader directly
+// ("anchor"), both into a bytes.Buffer as kafka-go does.
+func BenchmarkInflate(b *testing.B) {
+	g, err := NewDemoGen(Demo{Keys: 1000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var raw []byte
+	for i := range 10_000 {
+		raw = append(AppendEvent(raw, g.Next(int64(1_764_489_600_000+i))), '\n')
+	}
+	codec := compress.Zstd.Codec()
+	if bc, ok := codec.(boundedCodec); ok {
+		codec = bc.Codec
+	}
+	var z bytes.Buffer
+	w := codec.NewWriter(&z)
+	w.Write(raw)
+	w.Close()
+	data := z.Bytes()
+	b.Run("ours", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if out, err := Inflate(4, data, DefaultMaxInflatedBytes); err != nil || len(out) != len(raw) {
+				b.Fatal(len(out), err)
+			}
+		}
+	})
+	b.Run("anchor", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			r := codec.NewReader(bytes.NewReader(data))
+			var out bytes.Buffer
+			if _, err := out.ReadFrom(r); err != nil || out.Len() != len(raw) {
+				b.Fatal(out.Len(), err)
+			}
+			r.Close()
+		}
 	})
 }
