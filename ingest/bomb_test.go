@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/compress"
 
 	"github.com/slide-metrics/slide/internal/kafkatest"
 )
@@ -164,4 +166,59 @@ func FuzzInflate(f *testing.F) {
 			t.Fatalf("codec %d: %d bytes out of a %d-byte budget (%v)", codec, len(out), budget, err)
 		}
 	})
+}
+
+// A zstd frame declares its window, and the decoder allocated it before writing a byte: a
+// 300-byte frame declaring 512 MiB cost 516 MiB with the output bounded at 1 MiB. A window
+// beyond the budget is refused as too large, before any allocation of its size.
+func TestInflateRefusesHugeZstdWindow(t *testing.T) {
+	var b []byte
+	b = binary.LittleEndian.AppendUint32(b, 0xFD2FB528)
+	b = append(b, 0x00, 19<<3) // no content size; window 2^29 = 512 MiB
+	for range 64 {
+		h := uint32(1<<1 | (128<<10)<<3) // RLE blocks of 128 KiB
+		b = append(b, byte(h), byte(h>>8), byte(h>>16), 0)
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	_, err := Inflate(kafkatest.Zstd, b, 1<<20)
+	runtime.ReadMemStats(&ms)
+	if !errors.Is(err, ErrInflateBudget) {
+		t.Errorf("a 512 MiB window under a 1 MiB budget: %v, want ErrInflateBudget", err)
+	}
+	if got := ms.TotalAlloc - before; got > 64<<20 {
+		t.Errorf("allocated %d MiB refusing it", got>>20)
+	}
+}
+
+// Snappy: kafka-go allocated what a xerial chunk header or a block header claimed (up to
+// 4 GiB from a few bytes) before checking it. A claim beyond the input or the budget is
+// refused before anything of its size is allocated; real snappy, raw or in xerial chunks
+// (as kafka-go writes it), inflates as before.
+func TestInflateSnappy(t *testing.T) {
+	raw := bytes.Repeat([]byte(`{"key":"k","metric":"m","value":1}`+"\n"), 10_000)
+	var z bytes.Buffer
+	w := (&compress.SnappyCodec).NewWriter(&z)
+	w.Write(raw)
+	w.Close()
+	if out, err := Inflate(2, z.Bytes(), 1<<20); err != nil || !bytes.Equal(out, raw) {
+		t.Fatalf("snappy from kafka-go's writer: %d bytes, %v", len(out), err)
+	}
+	if _, err := Inflate(2, z.Bytes(), 64<<10); !errors.Is(err, ErrInflateBudget) {
+		t.Errorf("over the budget: %v, want ErrInflateBudget", err)
+	}
+	xerial := append([]byte{130, 83, 78, 65, 80, 80, 89, 0, 0, 0, 0, 1, 0, 0, 0, 1}, 0x7f, 0xff, 0xff, 0xff, 1, 2, 3)
+	block := []byte{0xff, 0xff, 0xff, 0xff, 0x0f, 0} // a block claiming 4 GiB decoded
+	for name, b := range map[string][]byte{"xerial chunk of 2 GiB": xerial, "block of 4 GiB": block} {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		_, err := Inflate(2, b, 1<<20)
+		runtime.ReadMemStats(&ms)
+		if err == nil || ms.TotalAlloc-before > 16<<20 {
+			t.Errorf("%s: %v, %d MiB allocated", name, err, (ms.TotalAlloc-before)>>20)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/segmentio/kafka-go/compress"
@@ -37,13 +38,80 @@ var installCodecs sync.Once
 func setInflateBudget(n int64) {
 	installCodecs.Do(func() {
 		for i, c := range compress.Codecs {
-			if c != nil {
+			switch {
+			case c == nil:
+			case i == int(compress.Zstd):
+				compress.Codecs[i] = boundedCodec{zstdCodec{c}}
+			case i == int(compress.Snappy):
+				compress.Codecs[i] = boundedCodec{snappyCodec{c}}
+			default:
 				compress.Codecs[i] = boundedCodec{c}
 			}
 		}
 	})
 	inflateBudget.Store(n)
 }
+
+// zstdCodec decodes with a window and memory bound of the budget: a zstd frame declares its
+// window, and kafka-go's decoder (klauspost's defaults) allocates up to 512 MiB for it before
+// it writes a byte, so a 300-byte frame declaring the largest window cost 516 MiB with the
+// output bounded at 1 MiB. A frame whose window passes the budget is refused.
+type zstdCodec struct{ compress.Codec }
+
+// zstdDecoders pools decoders by the budget they were made for.
+var zstdDecoders sync.Map // int64 → *sync.Pool of *zstd.Decoder
+
+func (z zstdCodec) NewReader(r io.Reader) io.ReadCloser {
+	return newZstdReader(r, inflateBudget.Load())
+}
+
+// newZstdReader is a zstd reader whose window and memory are bounded by budget (at least
+// 1 MiB: smaller windows are rare and cost nothing).
+func newZstdReader(r io.Reader, budget int64) io.ReadCloser {
+	budget = max(budget, 1<<20)
+	pv, _ := zstdDecoders.LoadOrStore(budget, &sync.Pool{})
+	pool := pv.(*sync.Pool)
+	dec, _ := pool.Get().(*zstd.Decoder)
+	if dec == nil {
+		var err error
+		dec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderMaxWindow(uint64(min(budget, zstd.MaxWindowSize))), zstd.WithDecoderMaxMemory(uint64(budget)))
+		if err != nil {
+			return io.NopCloser(errReader{err})
+		}
+	}
+	if err := dec.Reset(r); err != nil {
+		pool.Put(dec)
+		return io.NopCloser(errReader{err})
+	}
+	return &zstdReader{dec: dec, pool: pool}
+}
+
+type zstdReader struct {
+	dec  *zstd.Decoder
+	pool *sync.Pool
+}
+
+func (r *zstdReader) Read(p []byte) (int, error) {
+	n, err := r.dec.Read(p)
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		err = fmt.Errorf("%w: %w", ErrInflateBudget, err)
+	}
+	return n, err
+}
+
+func (r *zstdReader) Close() error {
+	if r.dec != nil {
+		_ = r.dec.Reset(nil) // drop the reference to the input
+		r.pool.Put(r.dec)
+		r.dec = nil
+	}
+	return nil
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // boundedCodec is a kafka-go codec whose readers refuse to inflate beyond inflateBudget.
 // Writers are the wrapped codec's.
@@ -93,9 +161,18 @@ func Inflate(codec int8, data []byte, budget int64) ([]byte, error) {
 		return nil, fmt.Errorf("ingest: unknown compression codec %d", codec)
 	}
 	if bc, ok := c.(boundedCodec); ok {
-		c = bc.Codec
+		c = bc.Codec // the bound is applied below, with this call's budget
 	}
-	r := &boundedReader{rc: c.NewReader(bytes.NewReader(data)), left: budget, budget: budget}
+	var rc io.ReadCloser
+	switch compress.Compression(codec) {
+	case compress.Zstd:
+		rc = newZstdReader(bytes.NewReader(data), budget)
+	case compress.Snappy:
+		rc = &snappyReader{src: bytes.NewReader(data), left: budget}
+	default:
+		rc = c.NewReader(bytes.NewReader(data))
+	}
+	r := &boundedReader{rc: rc, left: budget, budget: budget}
 	defer r.rc.Close()
 	var out bytes.Buffer
 	_, err := out.ReadFrom(r)
