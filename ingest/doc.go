@@ -63,6 +63,9 @@
 //     dead-lettered as a pointer (the letter's headers name topic, partition and offset; its
 //     value is empty), and reading goes on at the next offset. While inflating, kafka-go's
 //     buffer doubles as it grows, so a bomb costs about four budgets of memory for a moment.
+//     What a stream declares is bounded too, before anything of its size is allocated: a
+//     zstd frame's window (kafka-go's decoder allocated up to 512 MiB for a 300-byte frame),
+//     and a snappy xerial chunk's or block's length (up to 4 GiB from a header).
 //   - Offsets out of range reset to the restore span, never to the log end. When retention
 //     deleted the next offset, or the log ends below it (a broker restarted empty, an
 //     unclean leader election), reading moves to the first record of the restore span the
