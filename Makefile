@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
 # Packages with goroutines, locks or servers: tested under the race detector.
-RACE_PKGS := ./window/... ./limiter/... ./ingest/... ./query/... ./cmd/... ./internal/... ./reliability/...
+RACE_PKGS := ./window/... ./limiter/... ./ingest/... ./query/... ./cmd/... ./internal/... ./reliability/... ./rls/...
 # Pure computation: tested without -race (faster, same assertions).
 PLAIN_PKGS := ./sketch/...
 
@@ -19,10 +19,12 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/slide
 
+# run: ARGS adds serve flags, e.g. make run ARGS='--addr 127.0.0.1:8081 --embedded-kafka-addr 127.0.0.1:19092'
 run: build
-	./$(BIN) serve --demo
+	./$(BIN) serve --demo $(ARGS)
 
-# deps installs what the tests need that Go modules cannot bring: redis-server.
+# deps installs what the tests need that Go modules cannot bring: redis-server, and curl
+# (the README tour test runs the tour's curl commands).
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -30,6 +32,14 @@ deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
 	  else \
 	    echo "redis-server is missing: install it (e.g. sudo apt-get install redis-server) and rerun"; exit 1; \
+	  fi; \
+	fi
+	@if ! command -v curl >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing curl with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; \
+	  else \
+	    echo "curl is missing: install it (e.g. sudo apt-get install curl) and rerun"; exit 1; \
 	  fi; \
 	fi
 

@@ -17,6 +17,7 @@ type metrics struct {
 	restoreSkipped   *prometheus.CounterVec // {reason}
 	expired          prometheus.Counter
 	offsetResets     *prometheus.CounterVec // {partition,reason}
+	tombstones       prometheus.Counter
 	restoreDuration  prometheus.Histogram   //
 	partitions       *prometheus.GaugeVec   // {state}
 	deadLetters      prometheus.Counter     //
@@ -64,6 +65,10 @@ func newMetrics(store *window.Store) *metrics {
 			Name: "slide_ingest_offset_resets_total",
 			Help: "Times a partition's next offset was out of the log's range and reading moved to the first record of the restore span that the log still holds, by partition and reason (retention: deleted before it was read; log_truncated: the log ends before it, e.g. a broker restarted empty or an unclean leader election).",
 		}, []string{"partition", "reason"}),
+		tombstones: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slide_ingest_tombstones_total",
+			Help: "Records that carry no event: a null value (a Kafka tombstone) or only blank lines. Skipped, not refused and not dead-lettered; counted once, not again when a restore replays them.",
+		}),
 		restoreDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "slide_ingest_restore_duration_seconds",
 			Help:    "Time from a partition's assignment until its windows are rebuilt from the log.",
@@ -104,7 +109,7 @@ func newMetrics(store *window.Store) *metrics {
 	}
 	m.partitions.WithLabelValues("restoring")
 	m.partitions.WithLabelValues("live")
-	m.all = []prometheus.Collector{m.events, m.bytes, m.lag, m.lagSeconds, m.rejected, m.restoreSkipped, m.expired, m.offsetResets, m.restoreDuration,
+	m.all = []prometheus.Collector{m.events, m.bytes, m.lag, m.lagSeconds, m.rejected, m.restoreSkipped, m.expired, m.tombstones, m.offsetResets, m.restoreDuration,
 		m.partitions, m.deadLetters, m.deadLetterErrors, m.commitErrors, m.generations, m.series, m.seriesRefused}
 	return m
 }

@@ -57,6 +57,7 @@ type serveConfig struct {
 
 	policies string
 	redis    string
+	rls      rlsFlags // --grpc-addr, --rls-config (rls.go)
 
 	authTokenFile   string
 	authReads       bool
@@ -103,6 +104,7 @@ func (c *serveConfig) register(fs interface {
 
 	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
 	fs.StringVar(&c.redis, "redis", "", "Redis address (host:port) for policies with backend: redis")
+	c.rls.register(fs)
 
 	fs.StringVar(&c.authTokenFile, "auth-token-file", "", "file holding the bearer token the write endpoints require (empty: no auth)")
 	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/top, /v1/series, /v1/metrics, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
@@ -122,11 +124,11 @@ func (c *serveConfig) register(fs interface {
 func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 	kind, err := sketch.ParseKind(c.sketchKind)
 	if err != nil {
-		return window.StoreConfig{}, fmt.Errorf("--sketch: %w", err)
+		return window.StoreConfig{}, &flagError{"sketch", sketchProblem(err)}
 	}
 	rings, err := parseMetricRings(c.rings)
 	if err != nil {
-		return window.StoreConfig{}, fmt.Errorf("--rings: %w", err)
+		return window.StoreConfig{}, &flagError{"rings", err}
 	}
 	for m, rc := range rings {
 		if rc.Sketch == (sketch.Kind{}) {
@@ -147,32 +149,37 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 }
 
 func cmdServe(ctx context.Context, args []string, s stdio) error {
-	fs := newFlagSet("serve", s.err)
+	fs := newFlagSet("serve", s.out)
 	var c serveConfig
 	c.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(s.err, "slide serve: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
+	if err := c.validate(fs); err != nil {
+		return err
 	}
 	if err := c.checkHTTP(); err != nil {
-		return err
+		return usagef(fs, "%v", err)
 	}
 	if err := c.budget.check(); err != nil {
-		return err
+		return usagef(fs, "%v", err)
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
+	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
-	return serve(ctx, c, s, log)
+	return envNamed(fs, serve(ctx, c, s, log))
 }
 
 // serve builds the engine, serves until ctx ends, then closes in reverse order.
 func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error {
+	// "stopped" is the last line once serving began: deferred first, it runs after the
+	// consumer has left its group (wg.Wait below) and the broker and limiter are closed.
+	serving := false
+	defer func() {
+		if serving {
+			log.Info("stopped")
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -202,7 +209,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 			Addr: c.embeddedKafkaAddr, Topic: c.topic, Partitions: c.embeddedPartitions, Logger: log,
 		})
 		if err != nil {
-			return fmt.Errorf("starting the embedded Kafka broker: %w", err)
+			return bindError("embedded-kafka-addr", c.embeddedKafkaAddr, fmt.Errorf("starting the embedded Kafka broker: %w", err))
 		}
 		defer broker.Close()
 		brokers = broker.Addrs()
@@ -253,6 +260,11 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return err
 	}
 	srv := newHTTPServer(qs.Handler(), c.readHeaderTimeout, log)
+	grpcSrv, err := c.rls.listen(token, reg, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 
 	// Background work ends when work is cancelled, after the HTTP server has drained.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -265,6 +277,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		}
 	})
 	wg.Go(func() { evictLoop(work, store, c.evictInterval) })
+	grpcSrv.run(work, &wg, errc, c.shutdownTimeout)
 	if c.demo {
 		wg.Go(func() {
 			if err := runDemo(work, c, brokers, log); err != nil {
@@ -274,8 +287,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	log.Info("slide serving", "addr", ln.Addr().String(), "version", version)
 	if c.demo {
-		printDemoHelp(s.out, ln.Addr().String())
+		wg.Go(func() { printBannerWhenReady(work, s.out, ln.Addr().String(), consumer.Ready) })
 	}
+	serving = true
 	err = serveUntilDone(ctx, srv, ln, c.shutdownTimeout, errc, log)
 	stopWork() // stop fetching, finish the batch, commit, leave the group; stop the demo
 	wg.Wait()
@@ -299,6 +313,11 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 			return nil, func() {}, fmt.Errorf("demo policies: %w", err)
 		}
 	}
+	rp, rr, err := c.rls.policies(c.redis) // Envoy's rate limit service decides through the same service
+	if err != nil {
+		return nil, func() {}, err
+	}
+	policies, rules = append(policies, rp...), append(rules, rr...)
 	if len(policies) == 0 && len(rules) == 0 {
 		return nil, func() {}, nil
 	}
@@ -326,6 +345,7 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 		closeFn()
 		return nil, func() {}, err
 	}
+	c.rls.svc = svc
 	return svc.AllowHandler(), closeFn, nil
 }
 
@@ -420,7 +440,7 @@ func (c *serveConfig) checkHTTP() error {
 func (c *serveConfig) listen(reg prometheus.Registerer) (*query.ClientLimitListener, error) {
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", c.addr, err)
+		return nil, bindError("addr", c.addr, fmt.Errorf("listening on %s: %w", c.addr, err))
 	}
 	l := query.LimitPerClient(ln, c.maxConnsPerClient)
 	if err := reg.Register(l); err != nil {
@@ -468,7 +488,7 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, grac
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return errors.Join(failed, fmt.Errorf("serving HTTP: %w", err))
 	}
-	log.Info("stopped")
+	log.Info("HTTP stopped; stopping ingest")
 	return failed
 }
 

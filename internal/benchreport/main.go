@@ -51,6 +51,11 @@ var goals = []goal{
 	{issue: "#18", what: "inflating a 1 MiB zstd batch, bounded reader vs kafka-go's", ours: "BenchmarkInflate/ours", anchor: "BenchmarkInflate/anchor", bound: 1.05, want: "≤ 5% slower"},
 	{issue: "#18", what: "new-key limiter decisions, full store (idle keys make room) vs empty store", ours: "BenchmarkMemoryNewKeys/full", anchor: "BenchmarkMemoryNewKeys/empty", bound: 1.25, want: "≥ 0.8× the empty store's rate"},
 	{issue: "#18", what: "new-key limiter decisions, store full of live keys (refused) vs empty store", ours: "BenchmarkMemoryNewKeys/full_live", anchor: "BenchmarkMemoryNewKeys/empty", bound: 0, want: "stated"},
+	{issue: "#14", what: "ShouldRateLimit over loopback gRPC, 16 streams, 1,000 random keys, Redis fixed window: decisions/s vs a bare INCRBY+EXPIRE server", ours: "BenchmarkShouldRateLimit/ours_random", anchor: "BenchmarkShouldRateLimit/anchor_random", unit: "decisions/s", higherIsBetter: true, bound: 0, want: "stated (the goal against envoyproxy/ratelimit is a side-by-side run)"},
+	{issue: "#14", what: "ShouldRateLimit, random keys: p99 per call", ours: "BenchmarkShouldRateLimit/ours_random", anchor: "BenchmarkShouldRateLimit/anchor_random", unit: "p99_ms", bound: 0, want: "stated, next to Envoy's 20 ms filter timeout"},
+	{issue: "#14", what: "ShouldRateLimit, random keys: redis-server CPU per decision", ours: "BenchmarkShouldRateLimit/ours_random", anchor: "BenchmarkShouldRateLimit/anchor_random", unit: "redis_cpu_us/decision", bound: 0, want: "stated (one EVALSHA against a pipelined INCRBY+EXPIRE)"},
+	{issue: "#14", what: "ShouldRateLimit, one hot key at 10× its limit: decisions/s", ours: "BenchmarkShouldRateLimit/ours_hot", anchor: "BenchmarkShouldRateLimit/anchor_hot", unit: "decisions/s", higherIsBetter: true, bound: 1, want: "≥ the bare INCRBY server (denials from the deny cache)"},
+	{issue: "#14", what: "ShouldRateLimit, hot key: redis-server CPU per decision", ours: "BenchmarkShouldRateLimit/ours_hot", anchor: "BenchmarkShouldRateLimit/anchor_hot", unit: "redis_cpu_us/decision", bound: 0.5, want: "≤ 0.5× (most denials never reach Redis)"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
