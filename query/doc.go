@@ -36,7 +36,10 @@
 // an empty name ("=5") is 400 with param "query"; empty pairs ("&&") are nothing. Empty values count as absent except q, where
 // an empty item is a bad quantile. Keys and metric names are opaque bytes: a key that no
 // series has (whatever its length or bytes) is 404, never a 400, since the ingest decoder
-// decides which keys exist (at most 256 bytes by default). A request line or header block
+// decides which keys exist (at most 256 bytes by default). But they are UTF-8: a value that
+// is not ("key=t%FF") is 400 naming its parameter, since the decoder refuses such keys
+// rather than rewrite them to U+FFFD, so it can name no series. /v1/metrics costs one pass
+// over the series (window.Store.MetricSeries) and stops when the request's context ends. A request line or header block
 // over the http.Server's MaxHeaderBytes (1 MiB by default) is refused by net/http itself
 // with 431 before it reaches the API.
 //

@@ -500,17 +500,17 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleMetrics serves GET /v1/metrics: every metric with live series, its series count
-// and its ring (slot width, slots, retention). The dashboard starts here.
+// and its ring (slot width, slots, retention). The dashboard starts here, every 5 s. It
+// costs one pass over the series (window.Store.MetricSeries), not one per metric (8.1 s at
+// 20,000 metrics before), and stops when the client goes.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	// No parameters, so no partial=allow: in a cluster a missing partition is a 503.
 	if _, err := parseParams(r.URL.RawQuery); err != nil {
 		s.writeErr(w, r, err)
 		return
 	}
-	metrics := s.store.Metrics()
-	seriesOf := func(m string) int { return len(s.store.Keys(m, "")) }
+	var list []window.MetricCount
 	if c := s.cluster(); c != nil {
-		var ids []window.SeriesID
 		ids, missing, err := c.Keys(r.Context(), "", "")
 		if err != nil {
 			s.writeErr(w, r, err)
@@ -520,18 +520,29 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		counts := map[string]int{}
-		metrics = metrics[:0]
 		for _, id := range ids {
-			if counts[id.Metric] == 0 {
-				metrics = append(metrics, id.Metric)
-			}
 			counts[id.Metric]++
 		}
-		seriesOf = func(m string) int { return counts[m] }
+		for m, n := range counts {
+			list = append(list, window.MetricCount{Metric: m, Series: n})
+		}
+		slices.SortFunc(list, func(a, b window.MetricCount) int { return strings.Compare(a.Metric, b.Metric) })
+	} else {
+		var err error
+		if list, err = s.store.MetricSeries(r.Context()); err != nil {
+			return // the client has gone: nobody reads an answer
+		}
 	}
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"metrics":[`...)
-	for i, m := range metrics {
+	var shape window.RingConfig
+	var ring []byte // the ring's fields, as last written
+	for i, mc := range list {
+		if i%1024 == 1023 && r.Context().Err() != nil {
+			putBuf(bp, b)
+			return
+		}
+		m := mc.Metric
 		rc := s.store.RingConfig(m)
 		if i > 0 {
 			b = append(b, ',')
@@ -539,14 +550,18 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		b = append(b, `{"name":`...)
 		b = jsonenc.AppendString(b, m)
 		b = append(b, `,"series":`...)
-		b = appendInt(b, int64(seriesOf(m)))
-		b = append(b, `,"slot":`...)
-		b = jsonenc.AppendString(b, formatDuration(rc.Slot))
-		b = append(b, `,"slots":`...)
-		b = appendInt(b, int64(rc.Slots))
-		b = append(b, `,"retention":`...)
-		b = jsonenc.AppendString(b, formatDuration(rc.Retention()))
-		b = append(b, '}')
+		b = appendInt(b, int64(mc.Series))
+		if i == 0 || rc.Slot != shape.Slot || rc.Slots != shape.Slots { // most metrics share the default ring
+			shape = rc
+			ring = append(ring[:0], `,"slot":`...)
+			ring = jsonenc.AppendString(ring, formatDuration(rc.Slot))
+			ring = append(ring, `,"slots":`...)
+			ring = appendInt(ring, int64(rc.Slots))
+			ring = append(ring, `,"retention":`...)
+			ring = jsonenc.AppendString(ring, formatDuration(rc.Retention()))
+			ring = append(ring, '}')
+		}
+		b = append(b, ring...)
 	}
 	b = append(b, "]}\n"...)
 	writeJSON(w, http.StatusOK, b)

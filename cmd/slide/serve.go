@@ -79,6 +79,7 @@ type serveConfig struct {
 	peerTimeout    time.Duration
 	usageStaleness time.Duration
 	keyPartitioner string
+	budget         budgetConfig // budget.go
 }
 
 func (c *serveConfig) register(fs interface {
@@ -127,6 +128,7 @@ func (c *serveConfig) register(fs interface {
 	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N) and limit with demo policies")
 	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")
 	fs.IntVar(&c.demoKeys, "demo-keys", 20, "demo tenants")
+	c.budget.register(fs)
 }
 
 // storeConfig builds the window store's config from the flags.
@@ -150,6 +152,7 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 		Metrics:   rings,
 		MaxSeries: c.maxSeries,
 	}
+	c.budget.applySkew(&sc)
 	if err := sc.Validate(); err != nil {
 		return sc, err
 	}
@@ -172,6 +175,9 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	}
 	if err := c.conn.check(c.brokers); err != nil {
 		return err
+	}
+	if err := c.budget.check(); err != nil {
+		return usagef(fs, "%v", err)
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
@@ -277,7 +283,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	consumer, err = ingest.New(ingest.Config{
 		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
 		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
-		MemberData: cluster.MemberData(advertise), Dialer: c.conn.kafkaDialer,
+		MemberData: cluster.MemberData(advertise), Dialer: c.conn.kafkaDialer, MaxInflatedBytes: c.budget.maxInflatedBytes,
 	}, store, ingest.WithGenerationHook(cl.OnGeneration))
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)
@@ -389,7 +395,8 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	if reader != nil {
 		usage.SetReader(checkers, reader)
 	}
-	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log}
+	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log,
+		Memory: limiter.MemoryConfig{MaxBytes: c.budget.limiterMaxBytes}}
 	closeFn := func() {}
 	// go-redis logs each failed dial to stderr; through slog, at most one a second.
 	goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
