@@ -90,6 +90,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	add := func(pattern string, rt route) { mux.Handle(pattern, s.wrap(rt)) }
 	add("/v1/window", route{name: "window", methods: "GET", read: true, ready: true, h: s.handleWindow})
+	add("/v1/range", route{name: "range", methods: "GET", read: true, ready: true, h: s.handleRange})
 	add("/v1/top", route{name: "top", methods: "GET", read: true, ready: true, h: s.handleTop})
 	add("/v1/series", route{name: "series", methods: "GET", read: true, ready: true, h: s.handleSeries})
 	add("/v1/metrics", route{name: "metrics_list", methods: "GET", read: true, ready: true, h: s.handleMetrics})
