@@ -107,7 +107,13 @@ type Config struct {
 	// at scrape time (see ParseExportSpecs). Requires Registerer.
 	Export []ExportSpec
 
-	// ExportMaxSeries caps the series exported per scrape over all of Export; the rest are
+	// ExportHistograms lists windows published as native histograms on /metrics
+	// (slide_window_values), read from the store at scrape time (see
+	// ParseHistogramSpecs and HistogramSpec). Requires Registerer.
+	ExportHistograms []HistogramSpec
+
+	// ExportMaxSeries caps the series exported per scrape over all of Export and
+	// ExportHistograms; the rest are
 	// skipped in key order and counted in slide_window_export_skipped_series.
 	// Default DefaultExportMaxSeries (1000).
 	ExportMaxSeries int
@@ -142,7 +148,7 @@ func (c Config) Validate() error {
 		return bad("max series limit %d: must not be negative", c.MaxSeriesLimit)
 	case c.ExportMaxSeries < 0:
 		return bad("export max series %d: must not be negative", c.ExportMaxSeries)
-	case len(c.Export) > 0 && c.Registerer == nil:
+	case (len(c.Export) > 0 || len(c.ExportHistograms) > 0) && c.Registerer == nil:
 		return bad("export needs a registerer")
 	case len(c.Quantiles) > maxQuantiles:
 		return bad("%d default quantiles, at most %d", len(c.Quantiles), maxQuantiles)
@@ -160,6 +166,11 @@ func (c Config) Validate() error {
 		rc := c.Store.RingConfig(e.Metric)
 		if err := e.validate(rc); err != nil {
 			return bad("export %s: %v", e, err)
+		}
+	}
+	for _, h := range c.ExportHistograms {
+		if err := h.validate(c.Store.RingConfig(h.Metric)); err != nil {
+			return bad("export histogram %s: %v", h, err)
 		}
 	}
 	return nil

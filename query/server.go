@@ -61,7 +61,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("registering HTTP metrics: %w", err)
 	}
 	s.metrics = m
-	if len(cfg.Export) > 0 { // Validate checked that Registerer is set
+	if len(cfg.Export) > 0 || len(cfg.ExportHistograms) > 0 { // Validate checked that Registerer is set
 		if err := cfg.Registerer.Register(newExportCollector(s)); err != nil {
 			return nil, fmt.Errorf("registering window export: %w", err)
 		}
@@ -295,9 +295,12 @@ func (s *Server) metricsHandler() http.HandlerFunc {
 			writeError(w, http.StatusNotFound, CodeNotFound, "", "metrics are not exposed by this server")
 		}
 	}
+	// OpenMetrics when the scraper asks for it; protobuf (which carries native histograms)
+	// and the classic text format are negotiated as before.
 	h := promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{
-		ErrorLog:      promLogger{s.cfg.Logger},
-		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:          promLogger{s.cfg.Logger},
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
 	})
 	return h.ServeHTTP
 }
