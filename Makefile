@@ -22,7 +22,8 @@ build:
 run: build
 	./$(BIN) serve --demo
 
-# deps installs what the tests need that Go modules cannot bring: redis-server.
+# deps installs what the tests need that Go modules cannot bring: redis-server, prometheus,
+# chromium.
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -32,6 +33,19 @@ deps:
 	    echo "redis-server is missing: install it (e.g. sudo apt-get install redis-server) and rerun"; exit 1; \
 	  fi; \
 	fi
+	@# prometheus and promtool (native histograms, protobuf scrapes: 2.40 or later) and
+	@# chromium (the dashboard in a headless browser) for internal/looktest.
+	@for pair in prometheus:prometheus promtool:prometheus chromium:chromium; do \
+	  cmd=$${pair%%:*}; pkg=$${pair#*:}; \
+	  if ! command -v $$cmd >/dev/null 2>&1; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	      echo "installing $$pkg with apt-get"; \
+	      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg >/dev/null || exit 1; \
+	    else \
+	      echo "$$cmd is missing: install it (e.g. sudo apt-get install $$pkg) and rerun"; exit 1; \
+	    fi; \
+	  fi; \
+	done
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
