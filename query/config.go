@@ -70,6 +70,11 @@ type Config struct {
 	// being replayed would give wrong answers. Nil means always ready.
 	Ready func() error
 
+	// Progress, when set, is what GET /v1/status reports as "progress": the restore and
+	// lag state of the engine (slide serve passes the Kafka consumer's Progress). Its value
+	// is marshalled with encoding/json. Nil: progress is null.
+	Progress func() any
+
 	// Events records POST /v1/events bodies. Nil: the route answers 501 not_configured.
 	Events EventSink
 

@@ -10,12 +10,13 @@
 //	GET  /v1/top?metric=latency_ms&by=p95&window=5m&k=10[&q=0.5,0.99][&key=tenant-*]
 //	GET  /v1/series?[metric=latency_ms][&prefix=tenant-][&limit=100][&cursor=...]
 //	GET  /v1/metrics
+//	GET  /v1/status      readiness, restore progress, ingest lag, limiter decisions (answers while restoring)
 //	POST /v1/events      NDJSON body, one event a line          (bearer token when configured)
 //	POST /v1/allow       the limiter's handler (Config.Allow)     (bearer token when configured)
 //	GET  /healthz        liveness: 200 while the process serves
 //	GET  /readyz         readiness: 503 while Config.Ready fails (windows being restored)
 //	GET  /metrics        Prometheus exposition of Config.Gatherer
-//	GET  /               the dashboard
+//	GET  /               the dashboard (below)
 //
 // # Authentication
 //
@@ -117,6 +118,21 @@
 // Prometheus' interpolation inside one 2.2% bucket; other kinds are re-bucketed into
 // schema 5 (see HistogramSpec). Exports take at most Config.ExportMaxSeries series per
 // scrape together (in key order; slide_window_export_skipped_series counts the rest).
+//
+// # Dashboard
+//
+// GET / is one self-contained page (dashboard.html, embedded in the binary: inline script
+// and style, SVG charts drawn by plain JavaScript, nothing loaded from elsewhere, a CSP that
+// allows only this server). For every metric of /v1/metrics it draws the per-slot history of
+// all keys from /v1/range (p50/p95/p99 for metrics whose name ends in a time unit, _ms or
+// _seconds; sum per slot for others; events per second for all) and a top-keys table from
+// /v1/top sorted by the chosen p50, p95, p99, sum, rate, count or max, with the unit its
+// name carries. A window typed in the box applies to each metric whose ring can give it;
+// another metric shows its own retention and says so, so one metric's limit never blanks
+// the page. The header shows readiness and restore progress, ingest lag and series from
+// /v1/status, and a panel the limiter's decisions by policy and result. ?window=1h&by=sum&k=5
+// in the page's address sets the controls. Each panel fails on its own: an error shows in
+// it. internal/looktest drives it in headless Chromium.
 //
 // # Concurrency and time
 //

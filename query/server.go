@@ -94,6 +94,7 @@ func (s *Server) routes() http.Handler {
 	add("/v1/top", route{name: "top", methods: "GET", read: true, ready: true, h: s.handleTop})
 	add("/v1/series", route{name: "series", methods: "GET", read: true, ready: true, h: s.handleSeries})
 	add("/v1/metrics", route{name: "metrics_list", methods: "GET", read: true, ready: true, h: s.handleMetrics})
+	add("/v1/status", route{name: "status", methods: "GET", read: true, h: s.handleStatus})
 	add("/v1/events", route{name: "events", methods: "POST", auth: true, h: s.handleEvents})
 	add("/v1/allow", route{name: "allow", methods: "POST", auth: true, h: s.handleAllow})
 	// Probes and the dashboard page never need a token: the page is static, its data calls

@@ -252,6 +252,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		Store: store, Events: newEventSink(store), Allow: allow, AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
+		Progress: func() any { return consumer.Progress() },
 		Ready: func() error {
 			if consumer.Ready() {
 				return nil
