@@ -158,11 +158,12 @@ func (e ExportSpec) quantiles() []float64 {
 // Families, named and typed as promtool check metrics wants: count, sum and quantiles of a
 // window are one summary, slide_window{metric,key,window,quantile} with slide_window_count
 // and slide_window_sum; avg, min, max and rate are gauges; --export-histograms windows are
-// native histograms, slide_window_values (see histogramSpec).
+// native histograms, slide_window_values (see histogramExport), counted here in the skipped
+// series.
 type exportCollector struct {
-	s                        *Server
-	summary, avg, min, max   *prometheus.Desc
-	rate, histogram, skipped *prometheus.Desc
+	s                      *Server
+	summary, avg, min, max *prometheus.Desc
+	rate, skipped          *prometheus.Desc
 }
 
 func newExportCollector(s *Server) *exportCollector {
@@ -171,19 +172,18 @@ func newExportCollector(s *Server) *exportCollector {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &exportCollector{
-		s:         s,
-		summary:   d("slide_window", "Quantiles of the values in the window of a series, within the sketch's accuracy (absent when the window is empty), with the window's count and sum (--export-windows). Not cumulative: the window slides.", l),
-		avg:       d("slide_window_avg", "Mean value in the window of a series; absent when the window is empty.", l),
-		min:       d("slide_window_min", "Smallest value in the window of a series; absent when the window is empty.", l),
-		max:       d("slide_window_max", "Largest value in the window of a series; absent when the window is empty.", l),
-		rate:      d("slide_window_rate_per_second", "Events per second over the elapsed part of the window of a series.", l),
-		histogram: d("slide_window_values", "The values in the window of a series as a native histogram (--export-histograms): histogram_quantile and histogram_count read the window; sum by merges keys and instances. Not cumulative: the window slides.", l),
-		skipped:   d("slide_window_export_skipped_series", "Series not exported at this scrape because of the export cap.", nil),
+		s:       s,
+		summary: d("slide_window", "Quantiles of the values in the window of a series, within the sketch's accuracy (absent when the window is empty), with the window's count and sum (--export-windows). Not cumulative: the window slides.", l),
+		avg:     d("slide_window_avg", "Mean value in the window of a series; absent when the window is empty.", l),
+		min:     d("slide_window_min", "Smallest value in the window of a series; absent when the window is empty.", l),
+		max:     d("slide_window_max", "Largest value in the window of a series; absent when the window is empty.", l),
+		rate:    d("slide_window_rate_per_second", "Events per second over the elapsed part of the window of a series.", l),
+		skipped: d("slide_window_export_skipped_series", "Series not exported at this scrape because of the export cap.", nil),
 	}
 }
 
 func (c *exportCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.summary, c.avg, c.min, c.max, c.rate, c.histogram, c.skipped} {
+	for _, d := range []*prometheus.Desc{c.summary, c.avg, c.min, c.max, c.rate, c.skipped} {
 		ch <- d
 	}
 }
@@ -238,7 +238,9 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	skipped += c.collectHistograms(ch, now, &budget)
+	if c.s.hist != nil {
+		skipped += c.s.hist.skipped(budget) // histograms take what the windows left
+	}
 	ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.GaugeValue, float64(skipped))
 }
 

@@ -1,14 +1,18 @@
 package query_test
 
 import (
+	"io"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/sketch"
@@ -41,30 +45,54 @@ func buckets(spans []*dto.BucketSpan, deltas []int64) map[int]int64 {
 	return out
 }
 
-// exported gathers the native histogram of one exported series.
-func exported(t *testing.T, reg *prometheus.Registry, metric, key string) *dto.Histogram {
+// scrapeProto scrapes h's /metrics as Prometheus with native histograms does (protobuf)
+// and returns the families by name.
+func scrapeProto(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.Header.Set("Accept", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3")
+	req.Header.Set("Accept-Encoding", "gzip")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Fatalf("scrape: %d %s", rec.Code, rec.Body)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "slide_window_values" {
-			continue
+	dec := expfmt.NewDecoder(rec.Body, expfmt.ResponseFormat(rec.Result().Header))
+	out := map[string]*dto.MetricFamily{}
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding the scrape: %v", err)
 		}
-		for _, m := range mf.GetMetric() {
-			var mm, kk string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "metric":
-					mm = l.GetValue()
-				case "key":
-					kk = l.GetValue()
-				}
+		if _, dup := out[mf.GetName()]; dup {
+			t.Fatalf("family %s twice", mf.GetName())
+		}
+		out[mf.GetName()] = &mf
+	}
+	return out
+}
+
+// exported is the native histogram of one exported series in a protobuf scrape of h.
+func exported(t *testing.T, h http.Handler, metric, key string) *dto.Histogram {
+	t.Helper()
+	mf := scrapeProto(t, h)["slide_window_values"]
+	if mf.GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("slide_window_values: type %v", mf.GetType())
+	}
+	for _, m := range mf.GetMetric() {
+		var mm, kk string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "metric":
+				mm = l.GetValue()
+			case "key":
+				kk = l.GetValue()
 			}
-			if mm == metric && kk == key {
-				return m.GetHistogram()
-			}
+		}
+		if mm == metric && kk == key {
+			return m.GetHistogram()
 		}
 	}
 	t.Fatalf("no slide_window_values{metric=%q,key=%q}", metric, key)
@@ -89,9 +117,11 @@ func TestExportedHistogramIsClientGolangsExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := query.New(query.Config{Store: st, Now: func() time.Time { return now }, ExportHistograms: specs, Registerer: reg, Gatherer: reg}); err != nil {
+	srv, err := query.New(query.Config{Store: st, Now: func() time.Time { return now }, ExportHistograms: specs, Registerer: reg, Gatherer: reg})
+	if err != nil {
 		t.Fatal(err)
 	}
+	h := srv.Handler()
 	ref := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ref", Help: "ref", NativeHistogramBucketFactor: math.Exp2(1.0/32) * (1 + 1e-9)})
 	rng := rand.New(rand.NewPCG(15, 3))
 	var vals []float64
@@ -118,7 +148,7 @@ func TestExportedHistogramIsClientGolangsExactly(t *testing.T) {
 	if err := ref.Write(&rm); err != nil {
 		t.Fatal(err)
 	}
-	want, got := rm.GetHistogram(), exported(t, reg, "latency_ms", "a")
+	want, got := rm.GetHistogram(), exported(t, h, "latency_ms", "a")
 	if got.GetSchema() != 5 || got.GetSchema() != want.GetSchema() || got.GetZeroThreshold() != want.GetZeroThreshold() ||
 		got.GetZeroCount() != want.GetZeroCount() || got.GetSampleCount() != 5000 || math.Abs(got.GetSampleSum()-sum) > 1e-9*sum {
 		t.Fatalf("exported schema %d zero %v/%d count %d sum %v; client_golang %d %v/%d %d, sum %v",
@@ -144,7 +174,7 @@ func TestExportedHistogramIsClientGolangsExactly(t *testing.T) {
 
 	// Re-bucketed from the default DDSketch ring: read p95 off the buckets (the upper bound
 	// of the bucket holding rank 0.95·count) and compare with the exact p95 of the positives.
-	re := exported(t, reg, "other", "a")
+	re := exported(t, h, "other", "a")
 	if re.GetSchema() != 5 || re.GetSampleCount() != 5000 {
 		t.Fatalf("re-bucketed: schema %d count %d", re.GetSchema(), re.GetSampleCount())
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/slide-metrics/slide/internal/jsonenc"
 	"github.com/slide-metrics/slide/window"
@@ -42,6 +43,8 @@ type Server struct {
 	handler   http.Handler
 	tokenHash *[sha256.Size]byte // nil: no authentication
 	metrics   *httpMetrics
+	hist      *histogramExport     // nil without Config.ExportHistograms
+	histReg   *prometheus.Registry // hist's collector, for the text formats
 }
 
 // New builds a Server and registers its metrics with cfg.Registerer. It returns the
@@ -61,6 +64,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("registering HTTP metrics: %w", err)
 	}
 	s.metrics = m
+	if len(cfg.ExportHistograms) > 0 {
+		s.hist = &histogramExport{s: s, desc: prometheus.NewDesc(histogramName, histogramHelp, []string{"metric", "key", "window"}, nil)}
+		s.histReg = prometheus.NewRegistry()
+		s.histReg.MustRegister(s.hist)
+	}
 	if len(cfg.Export) > 0 || len(cfg.ExportHistograms) > 0 { // Validate checked that Registerer is set
 		if err := cfg.Registerer.Register(newExportCollector(s)); err != nil {
 			return nil, fmt.Errorf("registering window export: %w", err)
@@ -298,12 +306,29 @@ func (s *Server) metricsHandler() http.HandlerFunc {
 	}
 	// OpenMetrics when the scraper asks for it; protobuf (which carries native histograms)
 	// and the classic text format are negotiated as before.
-	h := promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{
+	opts := promhttp.HandlerOpts{
 		ErrorLog:          promLogger{s.cfg.Logger},
 		ErrorHandling:     promhttp.ContinueOnError,
 		EnableOpenMetrics: true,
-	})
-	return h.ServeHTTP
+	}
+	if s.hist == nil {
+		return promhttp.HandlerFor(s.cfg.Gatherer, opts).ServeHTTP
+	}
+	text := promhttp.HandlerFor(prometheus.Gatherers{s.cfg.Gatherer, s.histReg}, opts)
+	registry := promhttp.HandlerFor(s.cfg.Gatherer, opts)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if expfmt.NegotiateIncludingOpenMetrics(r.Header).FormatType() != expfmt.TypeProtoDelim {
+			text.ServeHTTP(w, r)
+			return
+		}
+		// Protobuf: the registry's families, then the histograms encoded from the bins
+		// (delimited messages concatenate). Uncompressed, since the two parts are written
+		// one after the other.
+		r = r.Clone(r.Context())
+		r.Header.Del("Accept-Encoding")
+		registry.ServeHTTP(w, r)
+		_, _ = w.Write(s.hist.appendProto(nil, s.now()))
+	}
 }
 
 func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {

@@ -47,6 +47,8 @@ var goals = []goal{
 	{issue: "#5", what: "/v1/window 5m p95 over loopback, 16 connections", ours: "BenchmarkHTTPWindow/ours", anchor: "BenchmarkHTTPWindow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
 	{issue: "#5", what: "/v1/allow (memory policy) over loopback, 16 connections", ours: "BenchmarkHTTPAllow/ours", anchor: "BenchmarkHTTPAllow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
 	{issue: "#6", what: "401 for a wrong token sharing 31 of 32 bytes vs none (constant time)", ours: "BenchmarkAuthorizeWrongToken/prefix31", anchor: "BenchmarkAuthorizeWrongToken/prefix0", bound: 0, want: "≈ 1: no timing leak"},
+	{issue: "#15", what: "/v1/range, 30 points of one series, vs one /v1/window read, loopback", ours: "BenchmarkHTTPRange/ours", anchor: "BenchmarkHTTPRange/anchor", unit: "req/s", higherIsBetter: true, bound: 0.5, want: "≥ 0.5× /v1/window"},
+	{issue: "#15", what: "protobuf scrape of 10,000 native histograms vs 10,000 gauges", ours: "BenchmarkScrapeHistograms/ours", anchor: "BenchmarkScrapeHistograms/anchor", bound: 2, want: "≥ 0.5× the gauges' speed"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
