@@ -1,6 +1,7 @@
 package query
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -114,10 +115,7 @@ func take[T any](slab *[]T, n int) []T {
 }
 
 // bucket is one native bucket and its count, in ascending order of key.
-type bucket struct {
-	key   int
-	count uint64
-}
+type bucket = sketch.BinCount
 
 // encode writes ascending buckets as native-histogram spans and deltas. Gaps of up to two
 // empty buckets are filled with zero counts instead of opening a span, as client_golang
@@ -128,7 +126,7 @@ func (ar *arena) encode(bs []bucket) ([]*dto.BucketSpan, []int64) {
 	}
 	nSpans, nDeltas := 1, 1
 	for i := 1; i < len(bs); i++ {
-		if gap := bs[i].key - bs[i-1].key - 1; gap > maxZeroRun {
+		if gap := bs[i].Index - bs[i-1].Index - 1; gap > maxZeroRun {
 			nSpans++
 			nDeltas++
 		} else {
@@ -139,11 +137,11 @@ func (ar *arena) encode(bs []bucket) ([]*dto.BucketSpan, []int64) {
 	offsets, lengths := take(&ar.offsets, nSpans), take(&ar.lengths, nSpans)
 	deltas := take(&ar.deltas, nDeltas)[:0]
 	si := 0
-	offsets[0] = int32(bs[0].key)
+	offsets[0] = int32(bs[0].Index)
 	var prev int64
 	for i, b := range bs {
 		if i > 0 {
-			gap := b.key - bs[i-1].key - 1
+			gap := b.Index - bs[i-1].Index - 1
 			if gap > maxZeroRun {
 				si++
 				offsets[si] = int32(gap)
@@ -155,8 +153,8 @@ func (ar *arena) encode(bs []bucket) ([]*dto.BucketSpan, []int64) {
 				}
 			}
 		}
-		deltas = append(deltas, int64(b.count)-prev)
-		prev = int64(b.count)
+		deltas = append(deltas, int64(b.Count)-prev)
+		prev = int64(b.Count)
 		lengths[si]++
 	}
 	for i := range spans {
@@ -192,16 +190,15 @@ func newHistogramSource(rc window.RingConfig, ar *arena) *histogramSource {
 // kind, else each bin's representative re-bucketed (several bins may share a bucket).
 func (src *histogramSource) collect(dst []bucket, bins *sketch.Bins, neg bool) []bucket {
 	if src.exact {
-		bins.EachBin(neg, func(i int, c uint64) { dst = append(dst, bucket{i, c}) })
-		return dst
+		return bins.AppendBins(dst, neg)
 	}
 	bins.EachBin(neg, func(i int, c uint64) {
 		k := src.keyer.Key(src.ix.Value(i))
-		if n := len(dst); n > 0 && dst[n-1].key == k {
-			dst[n-1].count += c
+		if n := len(dst); n > 0 && dst[n-1].Index == k {
+			dst[n-1].Count += c
 			return
 		}
-		dst = append(dst, bucket{k, c})
+		dst = append(dst, bucket{Index: k, Count: c})
 	})
 	return dst
 }
@@ -368,9 +365,9 @@ func appendSpans(b []byte, bs []bucket, spanField, deltaField protowire.Number) 
 	}
 	// Spans first, then deltas: repeated fields may interleave on the wire, but one pass
 	// each keeps it simple.
-	off, length := int32(bs[0].key), uint32(1)
+	off, length := int32(bs[0].Index), uint32(1)
 	for i := 1; i < len(bs); i++ {
-		gap := bs[i].key - bs[i-1].key - 1
+		gap := bs[i].Index - bs[i-1].Index - 1
 		if gap > maxZeroRun {
 			b = span(b, off, length)
 			off, length = int32(gap), 1
@@ -381,10 +378,11 @@ func appendSpans(b []byte, bs []bucket, spanField, deltaField protowire.Number) 
 	b = span(b, off, length)
 	// Deltas packed: one tag and length for all (parsers take packed and unpacked repeated
 	// scalars alike), one byte for most, since neighbouring buckets hold similar counts.
-	n := 0
-	eachDelta(bs, func(d int64) { n += protowire.SizeVarint(protowire.EncodeZigZag(d)) })
+	// They are written after a length guess of one byte each and moved when the guess is off.
 	b = protowire.AppendTag(b, deltaField, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(n))
+	at := len(b)
+	b = protowire.AppendVarint(b, uint64(len(bs)))
+	start := len(b)
 	eachDelta(bs, func(d int64) {
 		if z := protowire.EncodeZigZag(d); z < 0x80 {
 			b = append(b, byte(z))
@@ -392,6 +390,16 @@ func appendSpans(b []byte, bs []bucket, spanField, deltaField protowire.Number) 
 			b = protowire.AppendVarint(b, z)
 		}
 	})
+	n := len(b) - start
+	if protowire.SizeVarint(uint64(n)) != start-at {
+		var lenBuf [binary.MaxVarintLen64]byte
+		l := protowire.AppendVarint(lenBuf[:0], uint64(n))
+		b = append(b, l[:len(l)-(start-at)]...) // room for the longer length
+		copy(b[at+len(l):], b[start:start+n])
+		copy(b[at:], l)
+		return b
+	}
+	protowire.AppendVarint(b[:at], uint64(n))
 	return b
 }
 
@@ -401,15 +409,15 @@ func eachDelta(bs []bucket, fn func(int64)) {
 	var prev int64
 	for i, x := range bs {
 		if i > 0 {
-			if gap := x.key - bs[i-1].key - 1; gap <= maxZeroRun {
+			if gap := x.Index - bs[i-1].Index - 1; gap <= maxZeroRun {
 				for range gap {
 					fn(-prev)
 					prev = 0
 				}
 			}
 		}
-		fn(int64(x.count) - prev)
-		prev = int64(x.count)
+		fn(int64(x.Count) - prev)
+		prev = int64(x.Count)
 	}
 }
 

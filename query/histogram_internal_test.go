@@ -95,3 +95,29 @@ func TestHistogramProtoEqualsCollector(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendSpansEqualsEncode: the packed protobuf spans and deltas decode to what the
+// client_golang path builds, for bucket lists whose delta bytes cross the one-byte length
+// guess (zero runs, large counts) and for the trivial ones.
+func TestAppendSpansEqualsEncode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 6))
+	for _, n := range []int{0, 1, 2, 50, 100, 127, 128, 300, 5000} {
+		for _, gapMax := range []int{1, 3, 9} {
+			var bs []bucket
+			k := -20
+			for range n {
+				bs = append(bs, bucket{Index: k, Count: uint64(1 + rng.IntN(1000))})
+				k += 1 + rng.IntN(gapMax)
+			}
+			var h dto.Histogram
+			if err := proto.Unmarshal(appendSpans(nil, bs, fHistPosSpan, fHistPosDelta), &h); err != nil {
+				t.Fatalf("n=%d: %v", n, err)
+			}
+			spans, deltas := new(arena).encode(bs)
+			want := dto.Histogram{PositiveSpan: spans, PositiveDelta: deltas}
+			if !proto.Equal(&h, &want) {
+				t.Errorf("n=%d gaps<%d: protobuf spans and deltas differ from encode's", n, gapMax)
+			}
+		}
+	}
+}

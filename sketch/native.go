@@ -127,5 +127,41 @@ func (b *Bins) EachBin(negative bool, fn func(index int, count uint64)) {
 	}
 }
 
+// BinCount is one non-zero bin: its index and count.
+type BinCount struct {
+	Index int
+	Count uint64
+}
+
+// AppendBins appends the non-zero bins of one side (as EachBin visits them) to dst and
+// returns it: EachBin without a call per bin, for exporters on a hot path.
+func (b *Bins) AppendBins(dst []BinCount, negative bool) []BinCount {
+	c := &b.pos
+	if negative {
+		if b.neg == nil {
+			return dst
+		}
+		c = b.neg
+	}
+	if c.sum == 0 {
+		return dst
+	}
+	first, last := c.nonZeroRange()
+	if c.shift == 0 { // one-byte counts, the common case: no switch per bin
+		for j, x := range c.data[first : last+1] {
+			if x > 0 {
+				dst = append(dst, BinCount{c.off + first + j, uint64(x)})
+			}
+		}
+		return dst
+	}
+	for j := first; j <= last; j++ {
+		if x := c.get(j); x > 0 {
+			dst = append(dst, BinCount{c.off + j, x})
+		}
+	}
+	return dst
+}
+
 // ZeroCount is the number of values of magnitude at most the Indexer's MinIndexableValue.
 func (b *Bins) ZeroCount() uint64 { return b.zero }

@@ -63,6 +63,7 @@ func (a *slotAgg) add(count uint64, sum, mn, mx float64) {
 func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Indexer, qs []float64, series int) []Agg {
 	n := int64(len(aggs))
 	var stack [32]*sketch.Bins
+	qbuf := make([]float64, 0, int(sh.p)*len(qs)) // every point's quantiles in one allocation
 	for i := sh.p - 1; i >= 0; i-- {
 		end := n - 1 - i*sh.s // position of the point's last slot in aggs
 		j := cur - i*sh.s     // its absolute slot index
@@ -81,7 +82,9 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 				bins = append(bins, sa.bins)
 			}
 		}
-		a.Quantiles = make([]float64, 0, len(qs))
+		at := len(qbuf)
+		qbuf = qbuf[:at+len(qs)]
+		a.Quantiles = qbuf[at:at:at+len(qs)]
 		if a.Count == 0 {
 			for range qs {
 				a.Quantiles = append(a.Quantiles, math.NaN())
