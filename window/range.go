@@ -84,7 +84,7 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 		}
 		at := len(qbuf)
 		qbuf = qbuf[:at+len(qs)]
-		a.Quantiles = qbuf[at:at:at+len(qs)]
+		a.Quantiles = qbuf[at : at : at+len(qs)]
 		if a.Count == 0 {
 			for range qs {
 				a.Quantiles = append(a.Quantiles, math.NaN())
