@@ -42,6 +42,8 @@
 //     whole window fits in the retention, oldest first. Each point is exactly what a read of
 //     W answered when that slot was current (count, sum, min, max, the same union of bins
 //     for quantiles); a window and step of one slot give every slot of the retention.
+//   - VisitWindowAt hands an exporter a window's bins (the kept aggregate for a full-retention
+//     window) under the series' lock, so a histogram export copies buckets, not quantiles.
 //   - The window max is the max of the slot maxima, a scan of at most Slots values. A
 //     monotonic deque over slots would be O(1) amortized only for in-order data: an
 //     out-of-order event can raise an older slot's max, which a deque cannot absorb.
