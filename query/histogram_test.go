@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,5 +206,30 @@ func TestExportedHistogramIsClientGolangsExactly(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// TestMetricsNegotiatesFormats: /metrics answers OpenMetrics when asked (ending in # EOF),
+// the classic text format by default, and protobuf with the native histograms appended
+// uncompressed even when the scraper accepts gzip.
+func TestMetricsNegotiatesFormats(t *testing.T) {
+	specs, _ := query.ParseHistogramSpecs("latency_ms:5m")
+	e := newEnv(t, func(c *query.Config) { c.ExportHistograms = specs })
+	e.seed(event{ts: t0, key: "a", metric: "latency_ms", value: 12})
+	code, b, h := e.do("GET", "/metrics", nil, "Accept", "application/openmetrics-text;version=1.0.0")
+	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "application/openmetrics-text") || !strings.HasSuffix(string(b), "# EOF\n") ||
+		!strings.Contains(string(b), `slide_window_values_count{key="a",metric="latency_ms",window="5m"} 1`) {
+		t.Errorf("OpenMetrics: %d %s\n%s", code, h.Get("Content-Type"), b)
+	}
+	code, b, h = e.do("GET", "/metrics", nil)
+	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/plain") || !strings.Contains(string(b), "# TYPE slide_window_values histogram") {
+		t.Errorf("text: %d %s", code, h.Get("Content-Type"))
+	}
+	mf := scrapeProto(t, e.srv.Handler())
+	if v := mf["slide_window_values"]; len(v.GetMetric()) != 1 || v.GetMetric()[0].GetHistogram().GetSampleCount() != 1 {
+		t.Errorf("protobuf: %v", v)
+	}
+	if mf["slide_http_requests_total"] == nil {
+		t.Error("protobuf scrape lacks the registry's families")
 	}
 }
