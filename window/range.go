@@ -90,7 +90,13 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 				a.Quantiles = append(a.Quantiles, math.NaN())
 			}
 		} else {
-			a.Quantiles = sketch.QuantilesOf(ix, qs, a.Quantiles, bins...)
+			if len(bins) == 1 {
+				// One slot (the usual per-slot history): scan its bins directly, without the
+				// union's summing buffer; the same ranks and values as QuantilesOf.
+				a.Quantiles = bins[0].Quantiles(ix, qs, a.Quantiles)
+			} else {
+				a.Quantiles = sketch.QuantilesOf(ix, qs, a.Quantiles, bins...)
+			}
 			a.clampQuantiles()
 		}
 		dst = append(dst, a)
