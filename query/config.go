@@ -65,9 +65,10 @@ type Config struct {
 	Now func() time.Time
 
 	// Ready reports whether the engine can answer: an error while ingest restores windows
-	// after a start or a rebalance. /readyz and the read routes (/v1/window, /v1/top,
-	// /v1/series, /v1/metrics) answer 503 with its message while it fails, since a window
-	// being replayed would give wrong answers. Nil means always ready.
+	// after a start or a rebalance. /readyz and the read routes (/v1/window, /v1/range,
+	// /v1/top, /v1/series, /v1/metrics) answer 503 with its message while it fails, since a
+	// window being replayed would give wrong answers; /v1/status reports it. Nil means
+	// always ready.
 	Ready func() error
 
 	// Progress, when set, is what GET /v1/status reports as "progress": the restore and
@@ -87,8 +88,8 @@ type Config struct {
 	// Missing or wrong gives 401. Empty: no authentication. See ReadTokenFile.
 	AuthToken string
 
-	// AuthReads extends AuthToken to the read routes: GET /v1/window, /v1/top, /v1/series,
-	// /v1/metrics and /metrics then answer 401 without the bearer token, like the write
+	// AuthReads extends AuthToken to the read routes: GET /v1/window, /v1/range, /v1/top,
+	// /v1/series, /v1/metrics, /v1/status and /metrics then answer 401 without the bearer token, like the write
 	// routes. /healthz and /readyz stay open for probes, and the dashboard page GET / stays
 	// public (it is static HTML with no data in it), but its own calls to /v1/metrics and
 	// /v1/top then get 401: a browser cannot attach the token, so with AuthReads the

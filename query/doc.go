@@ -22,7 +22,7 @@
 //
 // With Config.AuthToken set, the write routes (POST /v1/events, /v1/allow) require
 // "Authorization: Bearer TOKEN"; with Config.AuthReads as well, so do the data reads
-// (/v1/window, /v1/top, /v1/series, /v1/metrics) and /metrics (a Prometheus scrape config
+// (/v1/window, /v1/range, /v1/top, /v1/series, /v1/metrics, /v1/status) and /metrics (a Prometheus scrape config
 // then needs authorization: {credentials_file: ...}). A missing header or another scheme
 // is 401 with WWW-Authenticate: Bearer realm="slide"; a wrong token is 401 with
 // error="invalid_token". The probes never need a token. The dashboard page is public,
