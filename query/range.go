@@ -3,6 +3,7 @@ package query
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/slide-metrics/slide/internal/jsonenc"
@@ -73,6 +74,9 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	}
 	bp := bufPool.Get().(*[]byte)
 	b := appendRange((*bp)[:0], metric, key, win, step, points, now, qs)
+	// Answers are several kB: with a length, net/http sends them in one piece instead of
+	// chunked.
+	w.Header()["Content-Length"] = []string{strconv.Itoa(len(b))}
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
 }
