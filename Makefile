@@ -19,11 +19,13 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/slide
 
+# run: ARGS adds serve flags, e.g. make run ARGS='--addr 127.0.0.1:8081 --embedded-kafka-addr 127.0.0.1:19092'
 run: build
-	./$(BIN) serve --demo
+	./$(BIN) serve --demo $(ARGS)
 
-# deps installs what the tests need that Go modules cannot bring: redis-server, prometheus,
-# chromium.
+# deps installs what the tests need that Go modules cannot bring: redis-server, curl
+# (the README tour test runs the tour's curl commands), prometheus and chromium
+# (internal/looktest).
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -31,6 +33,14 @@ deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
 	  else \
 	    echo "redis-server is missing: install it (e.g. sudo apt-get install redis-server) and rerun"; exit 1; \
+	  fi; \
+	fi
+	@if ! command -v curl >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing curl with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; \
+	  else \
+	    echo "curl is missing: install it (e.g. sudo apt-get install curl) and rerun"; exit 1; \
 	  fi; \
 	fi
 	@# prometheus and promtool (native histograms, protobuf scrapes: 2.40 or later) and

@@ -109,17 +109,6 @@ func appendRange(b []byte, metric, key string, win, step time.Duration, points [
 	b = append(b, `,"series":`...)
 	b = appendInt(b, int64(series))
 	b = append(b, `,"points":[`...)
-	// The quantiles' JSON keys, formatted once instead of once a point.
-	var kbuf [maxQuantiles * 24]byte // a quantile formats in at most 24 bytes
-	var kslices [maxQuantiles][]byte
-	kb, keys := kbuf[:0], kslices[:0]
-	for _, q := range qs {
-		start := len(kb)
-		kb = append(kb, '"')
-		kb = formatQuantile(kb, q)
-		kb = append(kb, `":`...)
-		keys = append(keys, kb[start:len(kb):len(kb)])
-	}
 	for i, p := range points {
 		if i > 0 {
 			b = append(b, ',')
@@ -128,40 +117,10 @@ func appendRange(b []byte, metric, key string, win, step time.Duration, points [
 		b = appendInt(b, p.From)
 		b = append(b, `,"to":`...)
 		b = appendInt(b, p.To)
-		b = appendPointStats(b, p, now, qs, keys)
+		b = appendStats(b, p, now, qs) // the members of /v1/window, whatever they become
 		b = append(b, '}')
 	}
 	return append(b, "]}\n"...)
-}
-
-// appendPointStats is appendStats with the quantile keys formatted beforehand: the same
-// members and values as /v1/window's.
-func appendPointStats(b []byte, a window.Agg, now int64, qs []float64, keys [][]byte) []byte {
-	b = append(b, `,"count":`...)
-	b = appendUint(b, a.Count)
-	b = append(b, `,"sum":`...)
-	b = jsonenc.AppendFloat(b, a.Sum)
-	b = append(b, `,"avg":`...)
-	b = jsonenc.AppendFloat(b, a.Avg())
-	mn, mx := a.Min, a.Max
-	if a.Count == 0 {
-		mn, mx = nan, nan
-	}
-	b = append(b, `,"min":`...)
-	b = jsonenc.AppendFloat(b, mn)
-	b = append(b, `,"max":`...)
-	b = jsonenc.AppendFloat(b, mx)
-	b = append(b, `,"rate_per_s":`...)
-	b = jsonenc.AppendFloat(b, a.RatePerSec(now))
-	b = append(b, `,"quantiles":{`...)
-	for i, q := range qs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, keys[i]...)
-		b = jsonenc.AppendFloat(b, quantileOf(a, i, q))
-	}
-	return append(b, '}')
 }
 
 // parseSpan reads a window or step of a range read: like parseWindow, but empty means one

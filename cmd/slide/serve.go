@@ -122,11 +122,11 @@ func (c *serveConfig) register(fs interface {
 func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 	kind, err := sketch.ParseKind(c.sketchKind)
 	if err != nil {
-		return window.StoreConfig{}, fmt.Errorf("--sketch: %w", err)
+		return window.StoreConfig{}, &flagError{"sketch", sketchProblem(err)}
 	}
 	rings, err := parseMetricRings(c.rings)
 	if err != nil {
-		return window.StoreConfig{}, fmt.Errorf("--rings: %w", err)
+		return window.StoreConfig{}, &flagError{"rings", err}
 	}
 	hists, err := query.ParseHistogramSpecs(c.exportHistograms)
 	if err != nil {
@@ -162,29 +162,34 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 }
 
 func cmdServe(ctx context.Context, args []string, s stdio) error {
-	fs := newFlagSet("serve", s.err)
+	fs := newFlagSet("serve", s.out)
 	var c serveConfig
 	c.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(s.err, "slide serve: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
-	}
-	if err := c.checkHTTP(); err != nil {
+	if err := c.validate(fs); err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	if err := c.checkHTTP(); err != nil {
+		return usagef(fs, "%v", err)
 	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
-	return serve(ctx, c, s, log)
+	return envNamed(fs, serve(ctx, c, s, log))
 }
 
 // serve builds the engine, serves until ctx ends, then closes in reverse order.
 func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error {
+	// "stopped" is the last line once serving began: deferred first, it runs after the
+	// consumer has left its group (wg.Wait below) and the broker and limiter are closed.
+	serving := false
+	defer func() {
+		if serving {
+			log.Info("stopped")
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -214,7 +219,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 			Addr: c.embeddedKafkaAddr, Topic: c.topic, Partitions: c.embeddedPartitions, Logger: log,
 		})
 		if err != nil {
-			return fmt.Errorf("starting the embedded Kafka broker: %w", err)
+			return bindError("embedded-kafka-addr", c.embeddedKafkaAddr, fmt.Errorf("starting the embedded Kafka broker: %w", err))
 		}
 		defer broker.Close()
 		brokers = broker.Addrs()
@@ -291,8 +296,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	log.Info("slide serving", "addr", ln.Addr().String(), "version", version)
 	if c.demo {
-		printDemoHelp(s.out, ln.Addr().String())
+		wg.Go(func() { printBannerWhenReady(work, s.out, ln.Addr().String(), consumer.Ready) })
 	}
+	serving = true
 	err = serveUntilDone(ctx, srv, ln, c.shutdownTimeout, errc, log)
 	stopWork() // stop fetching, finish the batch, commit, leave the group; stop the demo
 	wg.Wait()
@@ -436,7 +442,7 @@ func (c *serveConfig) checkHTTP() error {
 func (c *serveConfig) listen(reg prometheus.Registerer) (*query.ClientLimitListener, error) {
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", c.addr, err)
+		return nil, bindError("addr", c.addr, fmt.Errorf("listening on %s: %w", c.addr, err))
 	}
 	l := query.LimitPerClient(ln, c.maxConnsPerClient)
 	if err := reg.Register(l); err != nil {
@@ -484,7 +490,7 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, grac
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return errors.Join(failed, fmt.Errorf("serving HTTP: %w", err))
 	}
-	log.Info("stopped")
+	log.Info("HTTP stopped; stopping ingest")
 	return failed
 }
 
