@@ -67,6 +67,8 @@ type serveConfig struct {
 	exportMaxSeries int
 	maxBodyBytes    int64
 
+	exportHistograms string // --export-histograms: windows exported as native histograms
+
 	readHeaderTimeout time.Duration
 	maxConnsPerClient int
 
@@ -96,7 +98,7 @@ func (c *serveConfig) register(fs interface {
 
 	fs.DurationVar(&c.slot, "slot", window.DefaultSlot, "slot width of every metric's ring")
 	fs.IntVar(&c.slots, "slots", window.DefaultSlots, "slots per ring (retention = slot × slots)")
-	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY] or hdr[:SIGFIGS:LOWEST:HIGHEST]")
+	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY], hdr[:SIGFIGS:LOWEST:HIGHEST] or native[:SCHEMA] (Prometheus native-histogram buckets)")
 	fs.StringVar(&c.rings, "rings", "cost=1m:60", "per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (cost keeps an hour for usage quotas)")
 	fs.IntVar(&c.maxSeries, "max-series", 1<<20, "series cap; events of new series beyond it are refused and counted")
 	fs.DurationVar(&c.evictInterval, "evict-interval", 30*time.Second, "how often series with an empty ring are removed")
@@ -114,9 +116,10 @@ func (c *serveConfig) register(fs interface {
 	c.rls.register(fs)
 
 	fs.StringVar(&c.authTokenFile, "auth-token-file", "", "file holding the bearer token the write endpoints require (empty: no auth)")
-	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/top, /v1/series, /v1/metrics, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
-	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics, e.g. latency_ms:5m:0.95,0.99")
-	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape")
+	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/range, /v1/top, /v1/series, /v1/metrics, /v1/status, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
+	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics: METRIC:WINDOW[:AGGS] specs separated by ';', AGGS a comma list of count, sum, avg, min, max, rate and quantiles, e.g. 'latency_ms:5m:0.95,0.99;cost:1h:sum'")
+	fs.StringVar(&c.exportHistograms, "export-histograms", "", "windows exported on /metrics as Prometheus native histograms: METRIC:WINDOW specs separated by ';', e.g. latency_ms:5m; their rings get the native:5 sketch unless --rings names one")
+	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape (--export-windows and --export-histograms together)")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", query.DefaultMaxBodyBytes, "largest POST /v1/events body; larger gets 413")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a connection gets to send its request header (slowloris guard)")
 	fs.IntVar(&c.maxConnsPerClient, "max-conns-per-client", defaultMaxConnsPerClient, "open HTTP connections one client IP may hold; more are closed at once (0: unlimited)")
@@ -141,9 +144,25 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 	if err != nil {
 		return window.StoreConfig{}, &flagError{"rings", err}
 	}
+	hists, err := query.ParseHistogramSpecs(c.exportHistograms)
+	if err != nil {
+		return window.StoreConfig{}, fmt.Errorf("--export-histograms: %w", err)
+	}
+	// A metric exported as native histograms gets bins that are the histogram's buckets
+	// (exact export), unless --rings chose its sketch.
+	native := map[string]bool{}
+	for _, h := range hists {
+		native[h.Metric] = true
+		if _, ok := rings[h.Metric]; !ok {
+			rings[h.Metric] = window.RingConfig{Slot: c.slot, Slots: c.slots}
+		}
+	}
 	for m, rc := range rings {
 		if rc.Sketch == (sketch.Kind{}) {
 			rc.Sketch = kind
+			if native[m] {
+				rc.Sketch = sketch.Kind{Name: sketch.NameNative, Schema: sketch.DefaultSchema}
+			}
 			rings[m] = rc
 		}
 	}
@@ -293,11 +312,16 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return fmt.Errorf("--export-windows: %w", err)
 	}
+	hists, err := query.ParseHistogramSpecs(c.exportHistograms) // checked by storeConfig
+	if err != nil {
+		return fmt.Errorf("--export-histograms: %w", err)
+	}
 	qs, err := query.New(query.Config{
 		Store: store, Cluster: cl, Events: newEventSink(store), Allow: allow, AuthToken: token, AuthReads: c.authReads,
-		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportMaxSeries: c.exportMaxSeries,
+		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Backends: c.conn.checks.states,
+		Progress: func() any { return consumer.Progress() },
 		Ready: func() error {
 			if err := c.conn.checks.failing(); err != nil {
 				return err

@@ -64,6 +64,8 @@ var goals = []goal{
 	{issue: "#14", what: "ShouldRateLimit, random keys: redis-server CPU per decision", ours: "BenchmarkShouldRateLimit/ours_random", anchor: "BenchmarkShouldRateLimit/anchor_random", unit: "redis_cpu_us/decision", bound: 0, want: "stated (one EVALSHA against a pipelined INCRBY+EXPIRE)"},
 	{issue: "#14", what: "ShouldRateLimit, one hot key at 10× its limit: decisions/s", ours: "BenchmarkShouldRateLimit/ours_hot", anchor: "BenchmarkShouldRateLimit/anchor_hot", unit: "decisions/s", higherIsBetter: true, bound: 1, want: "≥ the bare INCRBY server (denials from the deny cache)"},
 	{issue: "#14", what: "ShouldRateLimit, hot key: redis-server CPU per decision", ours: "BenchmarkShouldRateLimit/ours_hot", anchor: "BenchmarkShouldRateLimit/anchor_hot", unit: "redis_cpu_us/decision", bound: 0.5, want: "≤ 0.5× (most denials never reach Redis)"},
+	{issue: "#15", what: "/v1/range, 30 points of one series, vs one /v1/window read, loopback", ours: "BenchmarkHTTPRange/ours", anchor: "BenchmarkHTTPRange/anchor", unit: "req/s", higherIsBetter: true, bound: 0.5, want: "≥ 0.5× /v1/window"},
+	{issue: "#15", what: "protobuf scrape of 10,000 native histograms vs 10,000 gauges", ours: "BenchmarkScrapeHistograms/ours", anchor: "BenchmarkScrapeHistograms/anchor", bound: 2, want: "≥ 0.5× the gauges' speed"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
