@@ -421,3 +421,11 @@ func TestBadPeerRequests(t *testing.T) {
 		t.Errorf("POST: %d, want 405", w.Code)
 	}
 }
+
+// Remote is every partition of the view this instance does not serve.
+func TestRemoteIsWhatLocalLacks(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	if got := ti.a.Remote(); !reflect.DeepEqual(got, []int32{2, 3}) {
+		t.Errorf("Remote() = %v, want [2 3]", got)
+	}
+}

@@ -70,6 +70,23 @@ func (c *Cluster) localSet() (map[int32]bool, int32) {
 	return m, gen
 }
 
+// Remote lists the partitions of the topic this instance does not hold and serve, sorted
+// (query.Cluster): what its own store alone misses.
+func (c *Cluster) Remote() []int32 {
+	local, _ := c.localSet()
+	n := 0
+	if v := c.view.Load(); v != nil {
+		n = v.Partitions
+	}
+	var out []int32
+	for p := range int32(n) {
+		if !local[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (c *Cluster) generation() int32 {
 	if c.cfg.Generation == nil {
 		return 0

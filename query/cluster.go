@@ -29,6 +29,9 @@ type Cluster interface {
 	// Keys lists the series of metric (all metrics when empty) whose key starts with
 	// prefix, sorted by metric then key, each once.
 	Keys(ctx context.Context, metric, prefix string) (ids []window.SeriesID, missing []int32, err error)
+	// Remote lists the partitions this instance does not hold and serve, sorted: what a
+	// read of its own store alone misses (GET /v1/range, which does not fan out).
+	Remote() []int32
 	// Unavailable counts a read that could not cover every partition.
 	Unavailable(caller string)
 }

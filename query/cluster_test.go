@@ -90,6 +90,9 @@ func (f *fakeCluster) Keys(_ context.Context, metric, prefix string) ([]window.S
 
 func (f *fakeCluster) Unavailable(string) { f.unavail.Add(1) }
 
+// Remote: the fake's peer holds partitions 1 and 3.
+func (f *fakeCluster) Remote() []int32 { return []int32{1, 3} }
+
 // clusterEnv is a server whose store holds the even keys, a peer with the odd ones, and a
 // reference server whose store holds them all.
 func clusterEnv(t *testing.T) (*env, *env, *fakeCluster) {
@@ -191,5 +194,39 @@ func TestClusterMissingPartitions(t *testing.T) {
 	}
 	if code, b, _ := e.do("GET", "/v1/window?metric=latency_ms&key=x&partial=maybe", nil); code != 400 || !strings.Contains(string(b), `"param":"partial"`) {
 		t.Errorf("partial=maybe: %d %s, want 400 naming partial", code, b)
+	}
+}
+
+// History does not fan out: on an instance holding only some partitions /v1/range is a 503
+// naming the others, or with partial=allow this instance's own history flagged partial.
+func TestClusterRangeIsFlagged(t *testing.T) {
+	e, _, f := clusterEnv(t)
+	path := "/v1/range?metric=latency_ms&key=tenant-*&window=1m&step=10s"
+	code, b, _ := e.do("GET", path, nil)
+	var body struct {
+		Error struct {
+			Code    string
+			Missing []int32 `json:"missing_partitions"`
+		}
+	}
+	if err := json.Unmarshal(b, &body); err != nil || code != 503 || body.Error.Code != query.CodeUnavailable ||
+		!reflect.DeepEqual(body.Error.Missing, f.Remote()) {
+		t.Fatalf("GET %s: %d %s, want 503 unavailable naming partitions [1 3]", path, code, b)
+	}
+	var flagged struct {
+		Partial bool
+		Missing []int32 `json:"missing_partitions"`
+		Points  []struct{ Count uint64 }
+	}
+	e.getJSON(path+"&partial=allow", 200, &flagged)
+	if !flagged.Partial || !reflect.DeepEqual(flagged.Missing, f.Remote()) || len(flagged.Points) == 0 {
+		t.Fatalf("GET %s&partial=allow: %+v, want this instance's points flagged partial with [1 3]", path, flagged)
+	}
+	// Holding every partition, the answer is whole and unflagged.
+	f.isLocal = true
+	var whole map[string]any
+	e.getJSON(path, 200, &whole)
+	if _, ok := whole["partial"]; ok {
+		t.Errorf("local range flagged partial: %v", whole)
 	}
 }

@@ -17,7 +17,12 @@ import (
 // of the retention, one point each). Each point is what /v1/window answered when that slot
 // was current; rate_per_s divides by the part of the point's span elapsed now.
 func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
-	v, err := parseParams(r.URL.RawQuery, "metric", "key", "window", "step", "q")
+	v, err := parseParams(r.URL.RawQuery, "metric", "key", "window", "step", "q", "partial")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	allowPartial, err := parsePartial(v)
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -53,6 +58,16 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// History does not fan out (yet): an instance holding only some partitions answers
+	// from its own rings, which is partial, so it says so (503, or flagged with
+	// partial=allow), as every other read does when it cannot cover every partition.
+	var missing []int32
+	if c := s.cluster(); c != nil {
+		missing = c.Remote()
+		if !s.covered(w, c, missing, allowPartial) {
+			return
+		}
+	}
 	now := s.now()
 	var points []window.Agg
 	if window.IsKeyPattern(key) {
@@ -74,6 +89,9 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	}
 	bp := bufPool.Get().(*[]byte)
 	b := appendRange((*bp)[:0], metric, key, win, step, points, now, qs)
+	if len(missing) > 0 {
+		b = append(appendPartialFlag(b[:len(b)-2], missing), "}\n"...) // before the closing brace
+	}
 	// Answers are several kB: with a length, net/http sends them in one piece instead of
 	// chunked.
 	w.Header()["Content-Length"] = []string{strconv.Itoa(len(b))}
