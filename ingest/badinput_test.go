@@ -91,10 +91,16 @@ func TestConsumerBadInput(t *testing.T) {
 	add(good(n) + "\n" + `{"key":"good","value":2}` + "\n" + good(n+1))
 	n += 2
 	// An event that was in its window when produced, ten minutes ago, but is not now: it has
-	// expired, which is not bad input (not refused, not dead-lettered).
+	// expired, refused and dead-lettered like the others (the issue's tenth probe found it
+	// counted apart and lost).
 	old := t0.Add(-10 * time.Minute)
-	msgs = append(msgs, kafka.Message{Key: []byte("good"), Time: old,
-		Value: fmt.Appendf(nil, `{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, old.UnixMilli())})
+	expiredLine := fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, old.UnixMilli())
+	msgs = append(msgs, kafka.Message{Key: []byte("good"), Time: old, Value: []byte(expiredLine)})
+	add(good(n))
+	n++
+	// A tombstone (null value) and a record of blank lines: no event, counted, not refused.
+	msgs = append(msgs, kafka.Message{Key: []byte("good"), Value: nil, Time: t0})
+	add(" \n\r\n")
 	add(good(n))
 	n++
 	c.Produce(t, msgs...)
@@ -102,7 +108,7 @@ func TestConsumerBadInput(t *testing.T) {
 	for _, b := range bad {
 		want = append(want, deadLetter{reason: b.reason, line: b.line})
 	}
-	want = append(want, deadLetter{reason: "missing_field", line: `{"key":"good","value":2}`})
+	want = append(want, deadLetter{reason: "missing_field", line: `{"key":"good","value":2}`}, deadLetter{reason: "expired", line: expiredLine})
 	slices.SortFunc(want, func(a, b deadLetter) int { return strings.Compare(a.reason+a.line, b.reason+b.line) })
 
 	cfg := testConfig(c, "bad")
@@ -117,9 +123,10 @@ func TestConsumerBadInput(t *testing.T) {
 	a.stop(t) // commits and leaves
 
 	wantCounts := `
-# HELP slide_ingest_rejected_total Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap).
+# HELP slide_ingest_rejected_total Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap, too_large, expired).
 # TYPE slide_ingest_rejected_total counter
 slide_ingest_rejected_total{reason="bad_field"} 1
+slide_ingest_rejected_total{reason="expired"} 1
 slide_ingest_rejected_total{reason="future"} 1
 slide_ingest_rejected_total{reason="invalid_json"} 1
 slide_ingest_rejected_total{reason="invalid_value"} 1
@@ -127,6 +134,7 @@ slide_ingest_rejected_total{reason="key_too_long"} 1
 slide_ingest_rejected_total{reason="late"} 1
 slide_ingest_rejected_total{reason="missing_field"} 2
 slide_ingest_rejected_total{reason="series_cap"} 1
+slide_ingest_rejected_total{reason="too_large"} 0
 `
 	if err := testutil.CollectAndCompare(a.m.rejected, strings.NewReader(wantCounts)); err != nil {
 		t.Error(err)
@@ -141,6 +149,9 @@ slide_ingest_rejected_total{reason="series_cap"} 1
 	}
 	if got := testutil.ToFloat64(a.m.expired); got != 1 {
 		t.Errorf("slide_ingest_expired_total = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(a.m.tombstones); got != 2 {
+		t.Errorf("slide_ingest_tombstones_total = %v, want 2 (a null value, a blank record)", got)
 	}
 	if got := strings.Count(logs.String(), "event refused"); got != len(want) {
 		t.Errorf("logged %d refusals, want %d (all within the burst)", got, len(want))
@@ -173,6 +184,9 @@ slide_ingest_rejected_total{reason="series_cap"} 1
 	}
 	if got := testutil.ToFloat64(b.m.expired); got != 1 {
 		t.Errorf("replay: slide_ingest_expired_total = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(b.m.tombstones); got != 0 {
+		t.Errorf("replay counted %v tombstones again", got)
 	}
 	if again := readDeadLetters(t, c, "events-dlq"); len(again) != len(want) {
 		t.Errorf("replay wrote dead letters again: %d now, %d before", len(again), len(want))

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # fuzz-short.sh runs the fuzz targets that guard hostile input briefly, one after the other:
 # the event decoder (Kafka records and POST /v1/events), the query parameter parser of the
-# read routes, the policy-file parser, and the window snapshot decoder (snapshot records are
-# read back from a Kafka topic anyone with write access can fill). It stops at the first failure (go test has then
+# read routes, the policy-file parser, the rate limit service config loader and its
+# ShouldRateLimit handler, the decoder of peers' partial answers, the bounded decompression
+# of Kafka batches (seeded with compression bombs), the /v1/allow body parser, and the window
+# snapshot decoder (snapshots are read back from a topic anyone with write access can fill).
+# It stops at the first failure (go test has then
 # written the failing input under the package's testdata/fuzz/<Target>/) and prints one line
 # per target. FUZZTIME_SHORT sets the budget per target (default 50000x: executions, about
 # 10 s here); GO the go command. The budget is a count, not a duration: with a duration, Go
@@ -17,6 +20,11 @@ targets=(
 	"./ingest FuzzDecode"
 	"./query FuzzQueryParams"
 	"./limiter FuzzParsePolicies"
+	"./ingest FuzzInflate"
+	"./limiter FuzzParseAllowFast"
+	"./rls FuzzParse"
+	"./rls FuzzShouldRateLimit"
+	"./cluster FuzzDecodeAnswer"
 	"./window FuzzLoadSnapshot"
 )
 

@@ -31,12 +31,20 @@
 //     span, [From, To), so an exact oracle can be computed over the same events. Count and
 //     Sum are exact, Min and Max are exact (tracked beside the sketch: a sketch's p100 is
 //     not the max), quantiles are within the sketch's relative accuracy and clamped to
-//     [Min, Max]. RatePerSec divides by the part of the span already elapsed.
+//     [Min, Max]. RatePerSec divides by the part of the span already elapsed, ElapsedSec,
+//     counted from From even when the store (or the log it was restored from) is younger.
 //   - The ring keeps the bins of its live slots summed in one aggregate, adding the slot
 //     that completes and subtracting the one that leaves (the sliding-sum trick on bucket
 //     counts), so a full-retention quantile is one read instead of a merge of 30 sketches.
 //     The current slot joins the aggregate at its first full-window read, so a series that
 //     nobody reads updates one set of bins per event. Shorter windows scan their few slots.
+//   - History: ReadRange (Ring), ReadRangeAt and ReadRangeMerged (Store) return the windows
+//     of length W ending at the current slot and at every step before it, as far back as a
+//     whole window fits in the retention, oldest first. Each point is exactly what a read of
+//     W answered when that slot was current (count, sum, min, max, the same union of bins
+//     for quantiles); a window and step of one slot give every slot of the retention.
+//   - VisitWindowAt hands an exporter a window's bins (the kept aggregate for a full-retention
+//     window) under the series' lock, so a histogram export copies buckets, not quantiles.
 //   - The window max is the max of the slot maxima, a scan of at most Slots values. A
 //     monotonic deque over slots would be O(1) amortized only for in-order data: an
 //     out-of-order event can raise an older slot's max, which a deque cannot absorb.

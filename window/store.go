@@ -1,6 +1,7 @@
 package window
 
 import (
+	"context"
 	"fmt"
 	"hash/maphash"
 	"iter"
@@ -47,12 +48,26 @@ func (a Agg) Avg() float64 {
 // RatePerSec is Count per second of the span that has elapsed at now: the current slot is
 // only partly over, so the divisor is min(now, To) − From, as Prometheus' rate divides by
 // the time actually covered.
+//
+// The span counts from its start even when the process (or the log it restored from) is
+// younger: right after a fresh start a 5-minute window's rate is divided by up to 5
+// minutes of which only seconds had traffic. ElapsedSec is that denominator.
 func (a Agg) RatePerSec(now int64) float64 {
 	end := min(now, a.To)
 	if end <= a.From {
 		return 0
 	}
 	return float64(a.Count) / (float64(end-a.From) / 1000)
+}
+
+// ElapsedSec is the part of the span [From, To) elapsed at now, in seconds: the
+// denominator of RatePerSec (0 when the span has not begun).
+func (a Agg) ElapsedSec(now int64) float64 {
+	end := min(now, a.To)
+	if end <= a.From {
+		return 0
+	}
+	return float64(end-a.From) / 1000
 }
 
 func (a *Agg) clampQuantiles() {
@@ -379,6 +394,37 @@ func (s *Store) Metrics() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// MetricCount is one metric of MetricSeries and how many live series it has.
+type MetricCount struct {
+	Metric string
+	Series int
+}
+
+// MetricSeries lists every metric with live series and its series count, sorted by
+// metric: one pass over the store, O(series + metrics·log metrics), where a count per
+// metric through Keys cost metrics × series. It checks ctx between shards and returns its
+// error when the caller has gone.
+func (s *Store) MetricSeries(ctx context.Context) ([]MetricCount, error) {
+	counts := map[string]int{}
+	for i := range s.shards {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for se := range sh.all() {
+			counts[se.metric]++
+		}
+		sh.mu.Unlock()
+	}
+	out := make([]MetricCount, 0, len(counts))
+	for m, n := range counts {
+		out = append(out, MetricCount{Metric: m, Series: n})
+	}
+	slices.SortFunc(out, func(a, b MetricCount) int { return strings.Compare(a.Metric, b.Metric) })
+	return out, nil
 }
 
 func (s *Store) each(fn func(*series)) {

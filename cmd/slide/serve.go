@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/time/rate"
 
+	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/limiter"
 	limredis "github.com/slide-metrics/slide/limiter/redis"
@@ -57,6 +59,7 @@ type serveConfig struct {
 
 	policies string
 	redis    string
+	rls      rlsFlags // --grpc-addr, --rls-config (rls.go)
 
 	authTokenFile   string
 	authReads       bool
@@ -64,12 +67,21 @@ type serveConfig struct {
 	exportMaxSeries int
 	maxBodyBytes    int64
 
+	exportHistograms string // --export-histograms: windows exported as native histograms
+
 	readHeaderTimeout time.Duration
 	maxConnsPerClient int
 
 	demo     bool
 	demoRate float64
 	demoKeys int
+
+	conn           connFlags // Kafka and Redis security, HTTPS (connect.go)
+	advertiseAddr  string
+	peerTimeout    time.Duration
+	usageStaleness time.Duration
+	keyPartitioner string
+	budget         budgetConfig // budget.go
 
 	snapshotInterval   time.Duration
 	snapshotTopic      string
@@ -90,7 +102,7 @@ func (c *serveConfig) register(fs interface {
 
 	fs.DurationVar(&c.slot, "slot", window.DefaultSlot, "slot width of every metric's ring")
 	fs.IntVar(&c.slots, "slots", window.DefaultSlots, "slots per ring (retention = slot × slots)")
-	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY] or hdr[:SIGFIGS:LOWEST:HIGHEST]")
+	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY], hdr[:SIGFIGS:LOWEST:HIGHEST] or native[:SCHEMA] (Prometheus native-histogram buckets)")
 	fs.StringVar(&c.rings, "rings", "cost=1m:60", "per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (cost keeps an hour for usage quotas)")
 	fs.IntVar(&c.maxSeries, "max-series", 1<<20, "series cap; events of new series beyond it are refused and counted")
 	fs.DurationVar(&c.evictInterval, "evict-interval", 30*time.Second, "how often series with an empty ring are removed")
@@ -108,33 +120,56 @@ func (c *serveConfig) register(fs interface {
 
 	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
 	fs.StringVar(&c.redis, "redis", "", "Redis address (host:port) for policies with backend: redis")
+	c.rls.register(fs)
 
 	fs.StringVar(&c.authTokenFile, "auth-token-file", "", "file holding the bearer token the write endpoints require (empty: no auth)")
-	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/top, /v1/series, /v1/metrics, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
-	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics, e.g. latency_ms:5m:0.95,0.99")
-	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape")
+	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/range, /v1/top, /v1/series, /v1/metrics, /v1/status, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
+	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics: METRIC:WINDOW[:AGGS] specs separated by ';', AGGS a comma list of count, sum, avg, min, max, rate and quantiles, e.g. 'latency_ms:5m:0.95,0.99;cost:1h:sum'")
+	fs.StringVar(&c.exportHistograms, "export-histograms", "", "windows exported on /metrics as Prometheus native histograms: METRIC:WINDOW specs separated by ';', e.g. latency_ms:5m; their rings get the native:5 sketch unless --rings names one")
+	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape (--export-windows and --export-histograms together)")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", query.DefaultMaxBodyBytes, "largest POST /v1/events body; larger gets 413")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a connection gets to send its request header (slowloris guard)")
 	fs.IntVar(&c.maxConnsPerClient, "max-conns-per-client", defaultMaxConnsPerClient, "open HTTP connections one client IP may hold; more are closed at once (0: unlimited)")
 
+	fs.StringVar(&c.advertiseAddr, "advertise-addr", "", "host:port other instances reach this one's HTTP API at (default: --addr, or this host's name with --addr's port when --addr is a wildcard)")
+	fs.DurationVar(&c.peerTimeout, "peer-timeout", cluster.DefaultTimeout, "deadline of a read fanned out to the other instances; an owner slower than this counts as missing")
+	fs.DurationVar(&c.usageStaleness, "usage-staleness", cluster.DefaultStaleness, "how old the other instances' aggregates read by usage rules may be (cached); negative: no cache")
+	fs.StringVar(&c.keyPartitioner, "key-partitioner", "", "declare that every producer partitions records by key with murmur2 (Java clients, slide produce): a one-key read then asks only its partition's owner. Empty: ask every owner (exact whatever the producers do)")
 	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N) and limit with demo policies")
 	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")
 	fs.IntVar(&c.demoKeys, "demo-keys", 20, "demo tenants")
+	c.budget.register(fs)
 }
 
 // storeConfig builds the window store's config from the flags.
 func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 	kind, err := sketch.ParseKind(c.sketchKind)
 	if err != nil {
-		return window.StoreConfig{}, fmt.Errorf("--sketch: %w", err)
+		return window.StoreConfig{}, &flagError{"sketch", sketchProblem(err)}
 	}
 	rings, err := parseMetricRings(c.rings)
 	if err != nil {
-		return window.StoreConfig{}, fmt.Errorf("--rings: %w", err)
+		return window.StoreConfig{}, &flagError{"rings", err}
+	}
+	hists, err := query.ParseHistogramSpecs(c.exportHistograms)
+	if err != nil {
+		return window.StoreConfig{}, fmt.Errorf("--export-histograms: %w", err)
+	}
+	// A metric exported as native histograms gets bins that are the histogram's buckets
+	// (exact export), unless --rings chose its sketch.
+	native := map[string]bool{}
+	for _, h := range hists {
+		native[h.Metric] = true
+		if _, ok := rings[h.Metric]; !ok {
+			rings[h.Metric] = window.RingConfig{Slot: c.slot, Slots: c.slots}
+		}
 	}
 	for m, rc := range rings {
 		if rc.Sketch == (sketch.Kind{}) {
 			rc.Sketch = kind
+			if native[m] {
+				rc.Sketch = sketch.Kind{Name: sketch.NameNative, Schema: sketch.DefaultSchema}
+			}
 			rings[m] = rc
 		}
 	}
@@ -143,6 +178,7 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 		Metrics:   rings,
 		MaxSeries: c.maxSeries,
 	}
+	c.budget.applySkew(&sc)
 	if err := sc.Validate(); err != nil {
 		return sc, err
 	}
@@ -150,29 +186,41 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 }
 
 func cmdServe(ctx context.Context, args []string, s stdio) error {
-	fs := newFlagSet("serve", s.err)
+	fs := newFlagSet("serve", s.out)
 	var c serveConfig
 	c.register(fs)
+	c.conn.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(s.err, "slide serve: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
-	}
-	if err := c.checkHTTP(); err != nil {
+	if err := c.validate(fs); err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	if err := c.checkHTTP(); err != nil {
+		return usagef(fs, "%v", err)
 	}
+	if err := c.conn.check(c.brokers); err != nil {
+		return err
+	}
+	if err := c.budget.check(); err != nil {
+		return usagef(fs, "%v", err)
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
-	return serve(ctx, c, s, log)
+	return envNamed(fs, serve(ctx, c, s, log))
 }
 
 // serve builds the engine, serves until ctx ends, then closes in reverse order.
 func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error {
+	// "stopped" is the last line once serving began: deferred first, it runs after the
+	// consumer has left its group (wg.Wait below) and the broker and limiter are closed.
+	serving := false
+	defer func() {
+		if serving {
+			log.Info("stopped")
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -188,7 +236,8 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 
 	// Limiter: policies and usage rules from one file; the demo has its own. Built before
 	// anything starts, so a bad policy file fails at once with nothing to tear down.
-	allow, closeLimiter, err := c.limiter(store, reg, log)
+	reader := &clusterReader{} // usage rules read through the cluster, built below
+	allow, closeLimiter, err := c.limiter(store, reg, log, reader)
 	if err != nil {
 		return err
 	}
@@ -202,7 +251,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 			Addr: c.embeddedKafkaAddr, Topic: c.topic, Partitions: c.embeddedPartitions, Logger: log,
 		})
 		if err != nil {
-			return fmt.Errorf("starting the embedded Kafka broker: %w", err)
+			return bindError("embedded-kafka-addr", c.embeddedKafkaAddr, fmt.Errorf("starting the embedded Kafka broker: %w", err))
 		}
 		defer broker.Close()
 		brokers = broker.Addrs()
@@ -210,36 +259,86 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	} else {
 		brokers = strings.Split(c.brokers, ",")
 	}
+	if err := c.conn.connectKafka(brokers, log); err != nil {
+		return err
+	}
 	metrics := append([]string{}, store.Metrics()...)
 	for m := range sc.Metrics {
 		metrics = append(metrics, m)
 	}
-	consumer, err := ingest.New(ingest.Config{
-		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
-		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
-		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: c.snapshotChunkBytes},
-	}, store)
-	if err != nil {
-		return fmt.Errorf("kafka consumer: %w", err)
-	}
-
 	token := ""
 	if c.authTokenFile != "" {
 		if token, err = query.ReadTokenFile(c.authTokenFile); err != nil {
 			return fmt.Errorf("--auth-token-file: %w", err)
 		}
 	}
+	// The listener comes first: the address this instance advertises to the group needs its
+	// port (--addr 127.0.0.1:0 picks one).
+	ln, err := c.listen(reg)
+	if err != nil {
+		return err
+	}
+	listening := true
+	defer func() {
+		if listening {
+			_ = ln.Close()
+		}
+	}()
+	advertise, err := advertiseAddr(c.advertiseAddr, ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	if err := c.conn.prepareHTTPS(); err != nil {
+		return err
+	}
+	peerTLS, err := c.conn.peerTLS()
+	if err != nil {
+		return err
+	}
+	var cl *cluster.Cluster
+	var consumer *ingest.Consumer
+	cl, err = cluster.New(cluster.Config{
+		Store: store, Brokers: brokers, Topic: c.topic, Group: c.group, Advertise: advertise, Token: token,
+		Timeout: c.peerTimeout, Staleness: c.usageStaleness, KeyPartitioner: c.keyPartitioner, Logger: log, Registerer: reg,
+		Dialer: c.conn.kafkaDialer, TLS: peerTLS,
+		Local: func() []int32 { return restoredPartitions(consumer) }, Generation: func() int32 { return consumer.Generation() },
+	})
+	if err != nil {
+		return err
+	}
+	consumer, err = ingest.New(ingest.Config{
+		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
+		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
+		MemberData: cluster.MemberData(advertise), Dialer: c.conn.kafkaDialer, MaxInflatedBytes: c.budget.maxInflatedBytes,
+		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: c.snapshotChunkBytes},
+	}, store, ingest.WithGenerationHook(cl.OnGeneration))
+	if err != nil {
+		return fmt.Errorf("kafka consumer: %w", err)
+	}
+	reader.c = cl
 	specs, err := query.ParseExportSpecs(c.exportWindows)
 	if err != nil {
 		return fmt.Errorf("--export-windows: %w", err)
 	}
+	hists, err := query.ParseHistogramSpecs(c.exportHistograms) // checked by storeConfig
+	if err != nil {
+		return fmt.Errorf("--export-histograms: %w", err)
+	}
 	qs, err := query.New(query.Config{
-		Store: store, Events: newEventSink(store), Allow: allow, AuthToken: token, AuthReads: c.authReads,
-		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportMaxSeries: c.exportMaxSeries,
+		Store: store, Cluster: cl, Events: newEventSink(store), Allow: allow, AuthToken: token, AuthReads: c.authReads,
+		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
+		Backends: c.conn.checks.states,
+		Progress: func() any { return consumer.Progress() },
 		Ready: func() error {
-			if consumer.Ready() {
+			if err := c.conn.checks.failing(); err != nil {
+				return err
+			}
+			if consumer.Ready() && cl.Known() {
 				return nil
+			}
+			if consumer.Ready() {
+				return errors.New("learning the consumer group's members and partitions")
 			}
 			p, _ := json.Marshal(consumer.Progress())
 			return fmt.Errorf("restoring windows from Kafka: %s", p)
@@ -249,16 +348,26 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return err
 	}
 
-	ln, err := c.listen(reg)
+	mux := http.NewServeMux()
+	mux.Handle(cluster.PeerPath, cl.PeerHandler())
+	mux.Handle("/", qs.Handler())
+	srv := newHTTPServer(mux, c.readHeaderTimeout, log)
+	grpcSrv, err := c.rls.listen(token, reg, log)
 	if err != nil {
 		return err
 	}
-	srv := newHTTPServer(qs.Handler(), c.readHeaderTimeout, log)
+	listening = false // serveUntilDone closes it
 
 	// Background work ends when work is cancelled, after the HTTP server has drained.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
+	httpLn, err := c.conn.listener(work, ln, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	var wg sync.WaitGroup
+	c.conn.startChecks(work, &wg, log)
 	errc := make(chan error, 3)
 	wg.Go(func() {
 		if err := consumer.Run(work); err != nil && !errors.Is(err, context.Canceled) {
@@ -266,6 +375,8 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		}
 	})
 	wg.Go(func() { evictLoop(work, store, c.evictInterval) })
+	grpcSrv.run(work, &wg, errc, c.shutdownTimeout)
+	wg.Go(func() { _ = cl.Run(work) })
 	if c.demo {
 		wg.Go(func() {
 			if err := runDemo(work, c, brokers, log); err != nil {
@@ -275,16 +386,17 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	log.Info("slide serving", "addr", ln.Addr().String(), "version", version)
 	if c.demo {
-		printDemoHelp(s.out, ln.Addr().String())
+		wg.Go(func() { printBannerWhenReady(work, s.out, ln.Addr().String(), consumer.Ready) })
 	}
-	err = serveUntilDone(ctx, srv, ln, c.shutdownTimeout, errc, log)
+	serving = true
+	err = serveUntilDone(ctx, srv, httpLn, c.shutdownTimeout, errc, log)
 	stopWork() // stop fetching, finish the batch, commit, leave the group; stop the demo
 	wg.Wait()
 	return err
 }
 
 // limiter builds the POST /v1/allow handler, or nil when there are no policies or rules.
-func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, log *slog.Logger) (http.Handler, func(), error) {
+func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, log *slog.Logger, reader usage.Reader) (http.Handler, func(), error) {
 	var (
 		policies []limiter.Policy
 		rules    []usage.Rule
@@ -300,6 +412,11 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 			return nil, func() {}, fmt.Errorf("demo policies: %w", err)
 		}
 	}
+	rp, rr, err := c.rls.policies(c.redis) // Envoy's rate limit service decides through the same service
+	if err != nil {
+		return nil, func() {}, err
+	}
+	policies, rules = append(policies, rp...), append(rules, rr...)
 	if len(policies) == 0 && len(rules) == 0 {
 		return nil, func() {}, nil
 	}
@@ -307,12 +424,19 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	if err != nil {
 		return nil, func() {}, fmt.Errorf("usage rules: %w", err)
 	}
-	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log}
+	if reader != nil {
+		usage.SetReader(checkers, reader)
+	}
+	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log,
+		Memory: limiter.MemoryConfig{MaxBytes: c.budget.limiterMaxBytes}}
 	closeFn := func() {}
-	if c.redis != "" {
-		// go-redis logs each failed dial to stderr; through slog, at most one a second.
-		goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
-		client := goredis.NewClient(limredis.Options(c.redis))
+	// go-redis logs each failed dial to stderr; through slog, at most one a second.
+	goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
+	client, err := c.conn.connectRedis(c.redis)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	if client != nil {
 		closeFn = func() { _ = client.Close() }
 		backend, err := limredis.New(client, limredis.Config{})
 		if err != nil {
@@ -326,7 +450,58 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 		closeFn()
 		return nil, func() {}, err
 	}
+	c.rls.svc = svc
 	return svc.AllowHandler(), closeFn, nil
+}
+
+// advertiseAddr is the address this instance tells the group its HTTP API is at: flag
+// when set, else the listener's address, with this host's name when it listens on a
+// wildcard (":8081", "0.0.0.0:8081").
+func advertiseAddr(flag, listening string) (string, error) {
+	if flag != "" {
+		if err := cluster.CheckAdvertise(flag); err != nil {
+			return "", fmt.Errorf("--advertise-addr: %w", err)
+		}
+		return flag, nil
+	}
+	host, port, err := net.SplitHostPort(listening)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		name, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("--addr %s is a wildcard and the host has no name (%v): set --advertise-addr", listening, err)
+		}
+		host = name
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// clusterReader hands usage rules the cluster, which is built after them (it needs the
+// listener's port); c is set before anything is served.
+type clusterReader struct{ c *cluster.Cluster }
+
+func (r *clusterReader) Local() bool { return r.c == nil || r.c.Local() }
+
+func (r *clusterReader) Read(ctx context.Context, now int64, metric, series string, win time.Duration, qs []float64) (window.Agg, int64, []int32, error) {
+	return r.c.Read(ctx, now, metric, series, win, qs)
+}
+
+func (r *clusterReader) Unavailable(caller string) { r.c.Unavailable(caller) }
+
+// restoredPartitions are the partitions consumer has restored and serves.
+func restoredPartitions(consumer *ingest.Consumer) []int32 {
+	if consumer == nil {
+		return nil
+	}
+	var out []int32
+	for _, p := range consumer.Progress().Partitions {
+		if p.Restored {
+			out = append(out, p.Partition)
+		}
+	}
+	return out
 }
 
 // redisLogger carries go-redis's own messages (failed dials during an outage) into slog
@@ -420,7 +595,7 @@ func (c *serveConfig) checkHTTP() error {
 func (c *serveConfig) listen(reg prometheus.Registerer) (*query.ClientLimitListener, error) {
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", c.addr, err)
+		return nil, bindError("addr", c.addr, fmt.Errorf("listening on %s: %w", c.addr, err))
 	}
 	l := query.LimitPerClient(ln, c.maxConnsPerClient)
 	if err := reg.Register(l); err != nil {
@@ -468,7 +643,7 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, grac
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return errors.Join(failed, fmt.Errorf("serving HTTP: %w", err))
 	}
-	log.Info("stopped")
+	log.Info("HTTP stopped; stopping ingest")
 	return failed
 }
 
@@ -478,7 +653,7 @@ func runDemo(ctx context.Context, c serveConfig, brokers []string, log *slog.Log
 	if err != nil {
 		return err
 	}
-	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: brokers, Topic: c.topic})
+	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: brokers, Topic: c.topic, Dialer: c.conn.kafkaDialer})
 	if err != nil {
 		return err
 	}

@@ -188,9 +188,24 @@ type Rule struct {
 	// glob whose matching series are merged ("*" alone: every series of the metric, for
 	// global shedding).
 	Key string
+	// OnUnavailable is what the rule decides when its window cannot be read whole: with
+	// several instances, an owner of some of the topic's partitions is down, hung or
+	// restoring. "open" (the default, as Envoy's failure mode) allows, marked Degraded;
+	// "closed" fails the decision with limiter.ErrBackendUnavailable (503). Both are
+	// counted in slide_cluster_unavailable_total{caller="usage_open"|"usage_closed"}. A
+	// count, max or non-negative sum already over Max in the part that could be read is
+	// denied (Degraded) in either mode, counted as caller="usage_denied_anyway": the
+	// missing part can only add to it.
+	OnUnavailable string
 	// Source is "file:line" of the rule in its file, set by ParseRules.
 	Source string
 }
+
+// OnUnavailable modes.
+const (
+	UnavailableOpen   = "open"
+	UnavailableClosed = "closed"
+)
 
 // Validate checks the rule's own fields; NewChecker also checks Window against the store.
 func (r *Rule) Validate() error {
@@ -212,6 +227,8 @@ func (r *Rule) Validate() error {
 		return bad("max", "must be a finite number")
 	case r.Max < 0 && (r.Agg.Kind == KindCount || r.Agg.Kind == KindRate):
 		return bad("max", "%v: a %s is never negative, so the rule would deny everything", r.Max, r.Agg)
+	case r.OnUnavailable != "" && r.OnUnavailable != UnavailableOpen && r.OnUnavailable != UnavailableClosed:
+		return bad("on_unavailable", "%q is not open or closed", r.OnUnavailable)
 	case strings.Count(r.Key, KeyPlaceholder) > 1:
 		return bad("key", "%q: the placeholder %s may appear once", r.Key, KeyPlaceholder)
 	}
@@ -232,7 +249,7 @@ func validName(s string) bool {
 }
 
 // ruleFields are the keys a rule may have in the policy file.
-var ruleFields = []string{"name", "metric", "agg", "window", "max", "key"}
+var ruleFields = []string{"name", "metric", "agg", "window", "max", "key", "on_unavailable"}
 
 // ParseRules reads the top-level "rules" list of a policy file (YAML); every other
 // top-level key (the limiter's "policies") is left to its own parser. source names the file
@@ -293,6 +310,31 @@ func at(source string, n *yaml.Node) string {
 	return source + ":" + strconv.Itoa(n.Line)
 }
 
+// ParseRuleNode parses one rule mapping from a YAML node of a file named source, for files
+// that hold rules elsewhere than a top-level "rules" list (the rate limit service's
+// descriptors). defaultName names a rule without a "name" field; "" requires the field.
+// Errors are *RuleError with the node's line.
+func ParseRuleNode(n *yaml.Node, source, defaultName string) (Rule, error) {
+	if n != nil && n.Kind == yaml.MappingNode && defaultName != "" {
+		named := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			named = named || n.Content[i].Value == "name"
+		}
+		if !named {
+			c := *n
+			c.Content = append([]*yaml.Node{
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: "name", Line: n.Line},
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: defaultName, Line: n.Line},
+			}, n.Content...)
+			n = &c
+		}
+	}
+	if n == nil {
+		return Rule{}, &RuleError{Source: source, Msg: "empty rule"}
+	}
+	return parseRule(n, source)
+}
+
 func parseRule(n *yaml.Node, source string) (Rule, error) {
 	src := at(source, n)
 	r := Rule{Source: src}
@@ -331,6 +373,9 @@ func parseRule(n *yaml.Node, source string) (Rule, error) {
 		return r, err
 	}
 	if r.Key, err = str("key"); err != nil {
+		return r, err
+	}
+	if r.OnUnavailable, err = str("on_unavailable"); err != nil {
 		return r, err
 	}
 	agg, err := str("agg")
