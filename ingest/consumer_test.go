@@ -472,6 +472,7 @@ func TestConfigValidate(t *testing.T) {
 		MaxKeyLen: 256, CommitInterval: time.Second, SessionTimeout: 10 * time.Second,
 		HeartbeatInterval: time.Second, RebalanceTimeout: 10 * time.Second, JoinGroupBackoff: time.Second,
 		MaxWait: time.Second, MaxBytes: 10 << 20, MaxInflatedBytes: DefaultMaxInflatedBytes, RejectLogInterval: time.Second,
+		Snapshots: SnapshotConfig{Topic: "events" + DefaultSnapshotTopicSuffix, ChunkBytes: DefaultSnapshotChunkBytes},
 	}
 	if fmt.Sprint(c.cfg) != fmt.Sprint(want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c.cfg, want)

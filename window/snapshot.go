@@ -98,20 +98,23 @@ func (r *Ring) restore(cur int64, slots []SlotState) {
 // p only while nothing else feeds p's series: ingest calls it from the partition's worker,
 // between batches.
 //
-// The encoding, version SnapshotVersion: "SLWS", the version byte, a table of ring shapes
-// (slot ms, slots, sketch kind as Kind.String), the series (metric, key, shape, current
-// slot, then each live slot: index below the current one, count, sum, min, max, and bins as
-// sketch.Bins.AppendBinary), and a CRC-32C (Castagnoli) of everything before it. Integers
-// are varints, floats their IEEE bits little-endian, strings length-prefixed.
+// The encoding, version SnapshotVersion: "SLWS", the version byte, the series (metric,
+// key, shape, current slot and slot count as fixed 8 and 4 bytes, then each live slot: how
+// far below the ring's last slot it is, count, sum, min, max, and the length and bytes of
+// its bins as sketch.Bins.AppendBinary), the table of ring shapes they name (slot ms,
+// slots, skew ms, sketch kind as Kind.String), the table's position as 4 bytes, and a
+// CRC-32C (Castagnoli) of everything before it. Other integers are varints, floats their
+// IEEE bits, fixed-size fields little-endian, strings length-prefixed. Slots go straight
+// from the rings into dst: reusing dst, a snapshot allocates next to nothing.
 func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 	start := len(dst)
 	dst = append(dst, snapshotMagic[:]...)
 	dst = append(dst, SnapshotVersion)
-	// Shapes first: collect the metrics of p's series. A second pass writes the series, so
-	// the table comes before them and a decoder checks shapes before it reads a series.
+	// The series go straight into dst; the table of the shapes they use follows them, with
+	// its position at the end, so the encoding needs no second buffer.
 	shapes := map[string]uint64{}
 	var order []RingConfig
-	var body, slotsBuf []byte // slotsBuf is reused for every series
+	body := dst
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -128,18 +131,19 @@ func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 			body = appendString(body, se.metric)
 			body = appendString(body, se.key)
 			body = binary.AppendUvarint(body, idx)
-			slotsBuf = slotsBuf[:0]
+			curAt := len(body)
+			body = append(body, make([]byte, 8+4)...) // current slot and slot count, set below
 			slots := 0
 			cur := se.ring.export(now, func(st SlotState) {
-				slotsBuf = binary.AppendUvarint(slotsBuf, uint64(se.ring.cur+se.ring.ahead()-st.Idx))
-				slotsBuf = binary.AppendUvarint(slotsBuf, st.Count)
-				slotsBuf = binary.LittleEndian.AppendUint64(slotsBuf, math.Float64bits(st.Sum))
-				slotsBuf = binary.LittleEndian.AppendUint64(slotsBuf, math.Float64bits(st.Min))
-				slotsBuf = binary.LittleEndian.AppendUint64(slotsBuf, math.Float64bits(st.Max))
-				lenAt := len(slotsBuf)
-				slotsBuf = append(slotsBuf, 0, 0, 0, 0) // placeholder for the bins' length
-				slotsBuf, _ = st.Bins.AppendBinary(slotsBuf)
-				binary.LittleEndian.PutUint32(slotsBuf[lenAt:], uint32(len(slotsBuf)-lenAt-4))
+				body = binary.AppendUvarint(body, uint64(se.ring.cur+se.ring.ahead()-st.Idx))
+				body = binary.AppendUvarint(body, st.Count)
+				body = binary.LittleEndian.AppendUint64(body, math.Float64bits(st.Sum))
+				body = binary.LittleEndian.AppendUint64(body, math.Float64bits(st.Min))
+				body = binary.LittleEndian.AppendUint64(body, math.Float64bits(st.Max))
+				lenAt := len(body)
+				body = append(body, 0, 0, 0, 0) // placeholder for the bins' length
+				body, _ = st.Bins.AppendBinary(body)
+				binary.LittleEndian.PutUint32(body[lenAt:], uint32(len(body)-lenAt-4))
 				slots++
 			})
 			if slots == 0 {
@@ -150,13 +154,14 @@ func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 				shapes[se.metric] = idx
 				order = append(order, se.ring.cfg)
 			}
-			body = binary.AppendVarint(body, cur)
-			body = binary.AppendUvarint(body, uint64(slots))
-			body = append(body, slotsBuf...)
+			binary.LittleEndian.PutUint64(body[curAt:], uint64(cur))
+			binary.LittleEndian.PutUint32(body[curAt+8:], uint32(slots))
 			n++
 		}
 		sh.mu.Unlock()
 	}
+	dst = body
+	shapesAt := len(dst) - start
 	dst = binary.AppendUvarint(dst, uint64(len(order)))
 	for _, rc := range order {
 		dst = binary.AppendUvarint(dst, uint64(rc.Slot.Milliseconds()))
@@ -164,8 +169,7 @@ func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 		dst = binary.AppendUvarint(dst, uint64(rc.Skew.Milliseconds()))
 		dst = appendString(dst, rc.Sketch.String())
 	}
-	dst = binary.AppendUvarint(dst, uint64(n))
-	dst = append(dst, body...)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(shapesAt))
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli)), n
 }
 
@@ -221,7 +225,7 @@ func (s *Store) LoadSnapshot(now int64, p int32, data []byte) (int, error) {
 
 // decodeSnapshot checks and decodes data without touching the store.
 func (s *Store) decodeSnapshot(data []byte) ([]snapSeries, error) {
-	if len(data) < len(snapshotMagic)+1+4 || [4]byte(data[:4]) != snapshotMagic {
+	if len(data) < len(snapshotMagic)+1+4+4 || [4]byte(data[:4]) != snapshotMagic {
 		return nil, fmt.Errorf("%w: not a window snapshot", ErrSnapshotCorrupt)
 	}
 	if v := data[4]; v != SnapshotVersion {
@@ -231,7 +235,11 @@ func (s *Store) decodeSnapshot(data []byte) ([]snapSeries, error) {
 	if crc32.Checksum(body, castagnoli) != sum {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
 	}
-	d := snapDecoder{p: body[5:]}
+	shapesAt := uint64(binary.LittleEndian.Uint32(body[len(body)-4:]))
+	if shapesAt < 5 || shapesAt > uint64(len(body)-4) {
+		return nil, fmt.Errorf("%w: shape table at %d of %d bytes", ErrSnapshotCorrupt, shapesAt, len(body))
+	}
+	d := snapDecoder{p: body[shapesAt : len(body)-4]}
 	type shape struct {
 		width, slots, ahead int64
 		rc                  RingConfig
@@ -255,16 +263,19 @@ func (s *Store) decodeSnapshot(data []byte) ([]snapSeries, error) {
 		rc := RingConfig{Slot: msDuration(width), Slots: int(slots), Skew: msDuration(skew), Sketch: kind}
 		shapes = append(shapes, shape{width: int64(width), slots: int64(slots), ahead: (int64(skew) + int64(width) - 1) / int64(width), rc: rc})
 	}
-	nSeries := d.count("series", 8)
-	out := make([]snapSeries, 0, nSeries)
-	for range nSeries {
-		if d.err != nil {
-			break
-		}
+	if d.err == nil && len(d.p) > 0 {
+		d.fail("%d bytes after the shape table", len(d.p))
+	}
+	d.p = body[5:shapesAt]
+	out := make([]snapSeries, 0, len(d.p)/(5+12+29))
+	for d.err == nil && len(d.p) > 0 {
 		ss := snapSeries{metric: d.str("metric"), key: d.str("key")}
 		si := d.uvarint("shape")
-		ss.cur = d.varint("current slot")
-		nSlots := d.count("slots", 29)
+		ss.cur = int64(d.u64("current slot"))
+		nSlots := d.u32("slots")
+		if d.err == nil && nSlots > uint64(len(d.p))/29 {
+			d.fail("%d slots in %d bytes", nSlots, len(d.p))
+		}
 		if d.err != nil {
 			break
 		}
@@ -401,6 +412,14 @@ func (d *snapDecoder) u32(what string) uint64 {
 		return 0
 	}
 	return uint64(binary.LittleEndian.Uint32(b))
+}
+
+func (d *snapDecoder) u64(what string) uint64 {
+	b := d.bytes(what, 8)
+	if b == nil {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b)
 }
 
 func (d *snapDecoder) float(what string) float64 {
