@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/slide-metrics/slide/batch"
 	"github.com/slide-metrics/slide/sketch"
-	"github.com/slide-metrics/slide/window/batch"
 )
 
 const batchUsage = `usage: slide batch [flags] FILE|-
