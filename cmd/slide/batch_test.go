@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.out from the current output")
@@ -70,7 +71,7 @@ func TestBatchArticleFromStdin(t *testing.T) {
 		in.WriteString(itoa((i*7919)%1000+1) + "\n")
 	}
 	code, stdout, stderr := runBatch(t, in.String(), "--size", "1000", "-")
-	const want = `{"agg":"sum","size":1000,"n":100000,"best":500500,"start":0,"end":999}` + "\n"
+	const want = `{"agg":"sum","size":1000,"n":100000,"best":500500,"start":0,"end":999,"start_line":2,"end_line":1001}` + "\n"
 	if code != 0 || stdout != want {
 		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, stdout, stderr)
 	}
@@ -92,12 +93,12 @@ func TestBatchEnvironment(t *testing.T) {
 	t.Setenv("SLIDE_SIZE", "2")
 	t.Setenv("SLIDE_AGG", "max")
 	code, stdout, stderr := runBatch(t, "amount\n1\n5\n2\n", "-")
-	if code != 0 || stdout != `{"agg":"max","size":2,"n":3,"best":5,"start":0,"end":1}`+"\n" {
+	if code != 0 || stdout != `{"agg":"max","size":2,"n":3,"best":5,"start":0,"end":1,"start_line":2,"end_line":3}`+"\n" {
 		t.Fatalf("env: exit %d %q %s", code, stdout, stderr)
 	}
 	// The command line wins over the environment, also after the file argument.
 	code, stdout, _ = runBatch(t, "amount\n1\n5\n2\n", "-", "--agg", "min")
-	if code != 0 || stdout != `{"agg":"min","size":2,"n":3,"best":2,"start":1,"end":2}`+"\n" {
+	if code != 0 || stdout != `{"agg":"min","size":2,"n":3,"best":2,"start":1,"end":2,"start_line":3,"end_line":4}`+"\n" {
 		t.Fatalf("flag after file: exit %d %q", code, stdout)
 	}
 }
@@ -120,7 +121,7 @@ func TestBatchErrors(t *testing.T) {
 		{"bad value", "ts,amount\n1,10\n2,x\n", []string{"--size", "1", "-"}, 1,
 			`slide batch: -: row 1 (line 3), column "amount": not a number: "x"`},
 		{"unsorted", "ts,amount\n2000,1\n1000,2\n", []string{"--span", "1s", "-"}, 1,
-			`row 1, column "ts": timestamp earlier than the previous row's`},
+			`slide batch: -: row 1 (line 3), column "ts": timestamp earlier than the previous row's`},
 		{"ambiguous column", "id,amount\n1,2\n", []string{"--size", "1", "-"}, 1,
 			"several numeric columns (id, amount); choose one (set --column)"},
 		{"missing column", "ts,amount\n1,2\n", []string{"--size", "1", "--column", "price", "-"}, 1,
@@ -142,27 +143,24 @@ func TestBatchErrors(t *testing.T) {
 func TestBatchSeriesFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "series.txt")
 	code, stdout, stderr := runBatch(t, "amount\n1\n2\n3\n4\n", "--size", "2", "--series", path, "-")
-	if code != 0 || stdout != `{"agg":"sum","size":2,"n":4,"best":7,"start":2,"end":3}`+"\n" {
+	if code != 0 || stdout != `{"agg":"sum","size":2,"n":4,"best":7,"start":2,"end":3,"start_line":4,"end_line":5}`+"\n" {
 		t.Fatalf("exit %d %q %s", code, stdout, stderr)
 	}
 	got, err := os.ReadFile(path)
-	if err != nil || string(got) != "3\n5\n7\n" {
+	if err != nil || string(got) != "{\"row\":1,\"line\":3,\"sum\":3}\n{\"row\":2,\"line\":4,\"sum\":5}\n{\"row\":3,\"line\":5,\"sum\":7}\n" {
 		t.Fatalf("series file %q, %v", got, err)
 	}
 }
 
 func TestProgressBar(t *testing.T) {
 	var screen bytes.Buffer
-	p := &progress{r: strings.NewReader(strings.Repeat("x", 1000)), w: &screen, total: 1000}
-	buf := make([]byte, 600)
-	for {
-		if _, err := p.Read(buf); err != nil {
-			break
-		}
+	p := &progress{w: &screen, total: 1000 << 20, began: time.Now().Add(-2 * time.Second)}
+	if got, want := p.line(5_000_000, 600<<20, 2*time.Second), "\r[==================            ]  60% 5000000 rows 629.1/1048.6 MB 314.6 MB/s ETA 1s\033[K"; got != want {
+		t.Fatalf("bar\n got %q\nwant %q", got, want)
 	}
+	p.update(1, 1)
 	p.clear()
-	s := screen.String()
-	if !strings.Contains(s, "[==================            ]  60% 0.0/0.0 MB") || !strings.HasSuffix(s, "\r\033[K") {
+	if s := screen.String(); !strings.HasPrefix(s, "\r[") || !strings.HasSuffix(s, "\r\033[K") {
 		t.Fatalf("progress output %q", s)
 	}
 	// Not a terminal (a buffer): the command draws nothing on stderr.

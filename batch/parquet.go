@@ -1,0 +1,316 @@
+package batch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// ErrParquet wraps every error of a Parquet input that is not about one row: a bad footer,
+// a corrupt page, a column type slide cannot read.
+var ErrParquet = errors.New("bad Parquet input")
+
+// parquetMaxChunk bounds the uncompressed size of one column chunk slide reads (its pages are
+// decoded one at a time, but a hostile file's header must not make it allocate gigabytes).
+const parquetMaxChunk = 1 << 30
+
+// parquetRows reads the selected columns of a Parquet file, row group by row group and page by
+// page: memory is O(selected columns × page size), never O(file). A row's "line" is its 1-based
+// row number in the file. Values are handed out as text: numbers in encoding/json's format,
+// DECIMAL as its decimal digits, TIMESTAMP and DATE as unix milliseconds, strings as they are,
+// null as "" (which is a bad value, or the group "").
+type parquetRows struct {
+	f      *parquet.File
+	cols   []string
+	first  [][]byte
+	sel    []int // leaf column index per selected column, -1 for ""
+	conv   []func([]byte, parquet.Value) []byte
+	rg     int // next row group
+	cur    []*colCursor
+	left   int64 // rows left in the current row group
+	row    int64
+	out    [][]byte
+	bufs   [][]byte
+	closed bool
+}
+
+// colCursor hands out the values of one column chunk in order.
+type colCursor struct {
+	pages parquet.Pages
+	page  parquet.Page
+	vals  parquet.ValueReader
+	buf   []parquet.Value
+	i, n  int
+}
+
+func (c *colCursor) next() (v parquet.Value, err error) {
+	for c.i == c.n {
+		if c.vals != nil {
+			n, err := c.vals.ReadValues(c.buf[:cap(c.buf)])
+			c.buf, c.i, c.n = c.buf[:n], 0, n
+			if n > 0 {
+				break
+			}
+			if err != nil && err != io.EOF {
+				return v, err
+			}
+			parquet.Release(c.page)
+			c.vals, c.page = nil, nil
+		}
+		p, err := c.pages.ReadPage()
+		if err != nil {
+			if err == io.EOF {
+				return v, io.ErrUnexpectedEOF // fewer values than the row group's rows
+			}
+			return v, err
+		}
+		c.page, c.vals = p, p.Values()
+	}
+	v = c.buf[c.i]
+	c.i++
+	return v, nil
+}
+
+func (c *colCursor) close() {
+	if c.page != nil {
+		parquet.Release(c.page)
+	}
+	c.pages.Close()
+}
+
+func newParquetRows(r io.ReaderAt, size int64) (p *parquetRows, err error) {
+	defer recoverParquet(&err)
+	f, err := parquet.OpenFile(r, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true),
+		parquet.ReadBufferSize(1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrParquet, err)
+	}
+	p = &parquetRows{f: f}
+	for _, path := range f.Schema().Columns() {
+		p.cols = append(p.cols, strings.Join(path, "."))
+	}
+	// The first row, for column detection: read it with every column selected, then start over.
+	all := make([]string, len(p.cols))
+	copy(all, p.cols)
+	if err := p.Select(all); err != nil {
+		return nil, err
+	}
+	fields, _, err := p.Next()
+	switch {
+	case err == nil:
+		for _, b := range fields {
+			p.first = append(p.first, append([]byte(nil), b...))
+		}
+	case err == io.EOF:
+	default:
+		var re *RowError
+		if !errors.As(err, &re) {
+			return nil, err
+		}
+	}
+	p.Close()
+	p.rg, p.row, p.left, p.cur, p.closed = 0, 0, 0, nil, false
+	return p, nil
+}
+
+// recoverParquet turns a panic inside parquet-go (a hostile file can reach one) into an error.
+func recoverParquet(err *error) {
+	if e := recover(); e != nil {
+		*err = fmt.Errorf("%w: malformed file (%v)", ErrParquet, e)
+	}
+}
+
+func (p *parquetRows) Columns() []string  { return p.cols }
+func (p *parquetRows) FirstRow() [][]byte { return p.first }
+
+func (p *parquetRows) Select(cols []string) error {
+	p.sel = make([]int, len(cols))
+	p.conv = make([]func([]byte, parquet.Value) []byte, len(cols))
+	p.out, p.bufs = make([][]byte, len(cols)), make([][]byte, len(cols))
+	schema := p.f.Schema()
+	for i, name := range cols {
+		p.sel[i] = -1
+		if name == "" {
+			continue
+		}
+		leaf, ok := schema.Lookup(strings.Split(name, ".")...)
+		if !ok {
+			return missingColumn(name, p.cols)
+		}
+		if leaf.MaxRepetitionLevel > 0 {
+			return fmt.Errorf("%w: column %q is repeated (a list): slide reads flat columns", ErrParquet, name)
+		}
+		conv, err := parquetConverter(leaf.Node)
+		if err != nil {
+			return fmt.Errorf("%w: column %q: %w", ErrParquet, name, err)
+		}
+		p.sel[i], p.conv[i] = leaf.ColumnIndex, conv
+	}
+	return nil
+}
+
+// parquetConverter returns how a column's values become text.
+func parquetConverter(n parquet.Node) (func([]byte, parquet.Value) []byte, error) {
+	typ := n.Type()
+	var lt format.LogicalTypeValue
+	if l := typ.LogicalType(); l != nil {
+		lt = l.Value
+	}
+	kind := typ.Kind()
+	switch t := lt.(type) {
+	case *format.TimestampType:
+		unit := t.Unit.Value
+		if unit == nil || kind != parquet.Int64 {
+			return nil, fmt.Errorf("unsupported TIMESTAMP encoding")
+		}
+		per := int64(time.Millisecond / unit.Duration()) // units per millisecond (1, 1000, 1e6)
+		return func(b []byte, v parquet.Value) []byte {
+			x := v.Int64()
+			ms := x / per
+			if x%per != 0 && x < 0 {
+				ms-- // toward the past, as ParseTime truncates RFC 3339
+			}
+			return strconv.AppendInt(b, ms, 10)
+		}, nil
+	case *format.DateType:
+		return func(b []byte, v parquet.Value) []byte {
+			return strconv.AppendInt(b, int64(v.Int32())*86_400_000, 10)
+		}, nil
+	case *format.DecimalType:
+		scale := int(t.Scale)
+		switch kind {
+		case parquet.Int32:
+			return func(b []byte, v parquet.Value) []byte { return appendDecimal(b, int64(v.Int32()), scale) }, nil
+		case parquet.Int64:
+			return func(b []byte, v parquet.Value) []byte { return appendDecimal(b, v.Int64(), scale) }, nil
+		}
+		return nil, fmt.Errorf("unsupported DECIMAL encoding %v (want INT32 or INT64)", kind)
+	}
+	switch kind {
+	case parquet.Boolean:
+		return func(b []byte, v parquet.Value) []byte { return strconv.AppendBool(b, v.Boolean()) }, nil
+	case parquet.Int32:
+		return func(b []byte, v parquet.Value) []byte { return strconv.AppendInt(b, int64(v.Int32()), 10) }, nil
+	case parquet.Int64:
+		return func(b []byte, v parquet.Value) []byte { return strconv.AppendInt(b, v.Int64(), 10) }, nil
+	case parquet.Float:
+		return func(b []byte, v parquet.Value) []byte { return appendNumber(b, float64(v.Float())) }, nil
+	case parquet.Double:
+		return func(b []byte, v parquet.Value) []byte { return appendNumber(b, v.Double()) }, nil
+	case parquet.ByteArray, parquet.FixedLenByteArray:
+		return func(b []byte, v parquet.Value) []byte { return append(b, v.ByteArray()...) }, nil
+	}
+	return nil, fmt.Errorf("unsupported type %v", kind)
+}
+
+// appendDecimal writes the unscaled integer m with scale digits after the point.
+func appendDecimal(b []byte, m int64, scale int) []byte {
+	if scale <= 0 {
+		return strconv.AppendInt(b, m, 10)
+	}
+	if m < 0 {
+		b = append(b, '-')
+	}
+	u := uint64(m)
+	if m < 0 {
+		u = uint64(-m)
+	}
+	s := strconv.FormatUint(u, 10)
+	if len(s) <= scale {
+		s = strings.Repeat("0", scale-len(s)+1) + s
+	}
+	b = append(b, s[:len(s)-scale]...)
+	b = append(b, '.')
+	return append(b, s[len(s)-scale:]...)
+}
+
+// openRowGroup starts the cursors of the next row group with rows; false at the end.
+func (p *parquetRows) openRowGroup() (bool, error) {
+	groups := p.f.RowGroups()
+	meta := p.f.Metadata().RowGroups
+	for p.rg < len(groups) {
+		g := groups[p.rg]
+		p.rg++
+		if g.NumRows() <= 0 {
+			continue
+		}
+		chunks := g.ColumnChunks()
+		p.closeCursors()
+		p.cur = make([]*colCursor, len(p.sel))
+		for i, ci := range p.sel {
+			if ci < 0 {
+				continue
+			}
+			if ci >= len(chunks) {
+				return false, fmt.Errorf("%w: row group %d has no column %d", ErrParquet, p.rg-1, ci)
+			}
+			if p.rg-1 < len(meta) && ci < len(meta[p.rg-1].Columns) {
+				if sz := meta[p.rg-1].Columns[ci].MetaData.TotalUncompressedSize; sz > parquetMaxChunk || sz < 0 {
+					return false, fmt.Errorf("%w: row group %d, column %q: chunk of %d bytes (limit %d)",
+						ErrParquet, p.rg-1, p.cols[ci], sz, parquetMaxChunk)
+				}
+			}
+			p.cur[i] = &colCursor{pages: chunks[ci].Pages(), buf: make([]parquet.Value, 0, 1024)}
+		}
+		p.left = g.NumRows()
+		return true, nil
+	}
+	return false, nil
+}
+
+func (p *parquetRows) Next() (fields [][]byte, line int64, err error) {
+	defer recoverParquet(&err)
+	if p.closed {
+		return nil, 0, io.EOF
+	}
+	for p.left == 0 {
+		ok, err := p.openRowGroup()
+		if err != nil {
+			return nil, 0, err
+		}
+		if !ok {
+			return nil, 0, io.EOF
+		}
+	}
+	p.left--
+	p.row++
+	for i, c := range p.cur {
+		p.out[i] = nil
+		if c == nil {
+			continue
+		}
+		v, err := c.next()
+		if err != nil {
+			p.left = 0
+			return nil, p.row, fmt.Errorf("%w: row %d, column %q: %w", ErrParquet, p.row, p.cols[p.sel[i]], err)
+		}
+		p.bufs[i] = p.bufs[i][:0]
+		if !v.IsNull() {
+			p.bufs[i] = p.conv[i](p.bufs[i], v)
+		}
+		p.out[i] = p.bufs[i]
+	}
+	return p.out, p.row, nil
+}
+
+func (p *parquetRows) closeCursors() {
+	for _, c := range p.cur {
+		if c != nil {
+			c.close()
+		}
+	}
+	p.cur = nil
+}
+
+// Close releases the pages being read.
+func (p *parquetRows) Close() error {
+	p.closeCursors()
+	p.closed = true
+	return nil
+}
