@@ -1,6 +1,8 @@
 package batch
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 )
 
@@ -16,9 +19,11 @@ import (
 // a corrupt page, a column type slide cannot read.
 var ErrParquet = errors.New("bad Parquet input")
 
-// parquetMaxChunk bounds the uncompressed size of one column chunk slide reads (its pages are
-// decoded one at a time, but a hostile file's header must not make it allocate gigabytes).
-const parquetMaxChunk = 1 << 30
+// parquetMaxPage bounds the compressed and uncompressed size of one page slide reads: pages
+// are decoded one at a time, and a hostile file's page header must not make the decoder
+// allocate gigabytes (parquet-go allocates what the header says). Writers use pages of 8 KiB
+// to 1 MiB; 64 MiB leaves a wide margin.
+const parquetMaxPage = 64 << 20
 
 // parquetRows reads the selected columns of a Parquet file, row group by row group and page by
 // page: memory is O(selected columns × page size), never O(file). A row's "line" is its 1-based
@@ -26,6 +31,8 @@ const parquetMaxChunk = 1 << 30
 // DECIMAL as its decimal digits, TIMESTAMP and DATE as unix milliseconds, strings as they are,
 // null as "" (which is a bad value, or the group "").
 type parquetRows struct {
+	r      io.ReaderAt
+	size   int64
 	f      *parquet.File
 	cols   []string
 	first  [][]byte
@@ -86,12 +93,15 @@ func (c *colCursor) close() {
 
 func newParquetRows(r io.ReaderAt, size int64) (p *parquetRows, err error) {
 	defer recoverParquet(&err)
+	if err := checkFooter(r, size); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrParquet, err)
+	}
 	f, err := parquet.OpenFile(r, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true),
 		parquet.ReadBufferSize(1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrParquet, err)
 	}
-	p = &parquetRows{f: f}
+	p = &parquetRows{r: r, size: size, f: f}
 	for _, path := range f.Schema().Columns() {
 		p.cols = append(p.cols, strings.Join(path, "."))
 	}
@@ -250,11 +260,11 @@ func (p *parquetRows) openRowGroup() (bool, error) {
 			if ci >= len(chunks) {
 				return false, fmt.Errorf("%w: row group %d has no column %d", ErrParquet, p.rg-1, ci)
 			}
-			if p.rg-1 < len(meta) && ci < len(meta[p.rg-1].Columns) {
-				if sz := meta[p.rg-1].Columns[ci].MetaData.TotalUncompressedSize; sz > parquetMaxChunk || sz < 0 {
-					return false, fmt.Errorf("%w: row group %d, column %q: chunk of %d bytes (limit %d)",
-						ErrParquet, p.rg-1, p.cols[ci], sz, parquetMaxChunk)
-				}
+			if p.rg-1 >= len(meta) || ci >= len(meta[p.rg-1].Columns) {
+				return false, fmt.Errorf("%w: row group %d has no metadata for column %d", ErrParquet, p.rg-1, ci)
+			}
+			if err := checkPages(p.r, p.size, &meta[p.rg-1].Columns[ci].MetaData); err != nil {
+				return false, fmt.Errorf("%w: row group %d, column %q: %w", ErrParquet, p.rg-1, p.cols[ci], err)
 			}
 			p.cur[i] = &colCursor{pages: chunks[ci].Pages(), buf: make([]parquet.Value, 0, 1024)}
 		}
@@ -314,3 +324,105 @@ func (p *parquetRows) Close() error {
 	p.closed = true
 	return nil
 }
+
+// checkPages walks the page headers of a column chunk before parquet-go reads it: the chunk
+// must lie inside the file and every page inside the chunk, no larger than parquetMaxPage.
+func checkPages(r io.ReaderAt, size int64, md *format.ColumnMetaData) error {
+	start := md.DataPageOffset
+	if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < start {
+		start = md.DictionaryPageOffset
+	}
+	end := start + md.TotalCompressedSize
+	if start < 4 || md.TotalCompressedSize < 0 || end > size || end < start {
+		return fmt.Errorf("chunk at %d of %d bytes is outside the file (%d bytes)", start, md.TotalCompressedSize, size)
+	}
+	var proto thrift.CompactProtocol
+	var buf []byte
+	for off := start; off < end; {
+		// The header is small (statistics make it up to a few KB): read a little, more if
+		// it goes on.
+		var hlen int
+		var err error
+		for want := int64(4 << 10); ; want *= 8 {
+			n := min(want, end-off)
+			if int64(cap(buf)) < n {
+				buf = make([]byte, n)
+			}
+			buf = buf[:n]
+			if _, err := r.ReadAt(buf, off); err != nil && err != io.EOF {
+				return fmt.Errorf("page header at %d: %w", off, err)
+			}
+			hlen, err = checkThrift(buf)
+			if !errors.Is(err, errThriftShort) || n == end-off || want >= parquetMaxPage {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("page header at %d: %w", off, err)
+		}
+		var h format.PageHeader
+		if err := thrift.NewDecoder(proto.NewReader(bytes.NewReader(buf[:hlen]))).Decode(&h); err != nil {
+			return fmt.Errorf("page header at %d: %w", off, err)
+		}
+		body := end - (off + int64(hlen))
+		switch {
+		case h.CompressedPageSize < 0 || int64(h.CompressedPageSize) > body:
+			return fmt.Errorf("page at %d: %d bytes, past the end of its chunk", off, h.CompressedPageSize)
+		case h.CompressedPageSize > parquetMaxPage || h.UncompressedPageSize > parquetMaxPage || h.UncompressedPageSize < 0:
+			return fmt.Errorf("page at %d: %d bytes uncompressed (limit %d)", off, h.UncompressedPageSize, parquetMaxPage)
+		case pageValues(&h) > parquetMaxPageValues:
+			return fmt.Errorf("page at %d: %d values (limit %d)", off, pageValues(&h), parquetMaxPageValues)
+		}
+		off += int64(hlen) + int64(h.CompressedPageSize)
+	}
+	return nil
+}
+
+// parquetMaxPageValues bounds the values of one page (a page of nulls takes a few bytes for
+// any count, and the decoder allocates per value). Writers put 20,000 to 200,000 per page.
+const parquetMaxPageValues = 4 << 20
+
+func pageValues(h *format.PageHeader) int64 {
+	var n int64
+	if h.DataPageHeader.Valid {
+		n = max(n, int64(h.DataPageHeader.V.NumValues))
+	}
+	if h.DataPageHeaderV2.Valid {
+		v := h.DataPageHeaderV2.V
+		n = max(n, int64(v.NumValues), int64(v.NumRows), int64(v.NumNulls))
+	}
+	if h.DictionaryPageHeader.Valid {
+		n = max(n, int64(h.DictionaryPageHeader.V.NumValues))
+	}
+	return n
+}
+
+// checkFooter checks the file's footer (its length, then its Thrift structure: see
+// checkThrift) before parquet-go decodes it.
+func checkFooter(r io.ReaderAt, size int64) error {
+	if size < 12 {
+		return fmt.Errorf("%d bytes: too short for a Parquet file", size)
+	}
+	var tail [8]byte
+	if _, err := r.ReadAt(tail[:], size-8); err != nil && err != io.EOF {
+		return fmt.Errorf("reading the footer: %w", err)
+	}
+	if string(tail[4:]) != "PAR1" {
+		return fmt.Errorf("no PAR1 at the end (encrypted or truncated file)")
+	}
+	n := int64(binary.LittleEndian.Uint32(tail[:4]))
+	if n > size-12 || n > parquetMaxFooter {
+		return fmt.Errorf("footer of %d bytes in a file of %d (limit %d)", n, size, parquetMaxFooter)
+	}
+	footer := make([]byte, n)
+	if _, err := r.ReadAt(footer, size-8-n); err != nil && err != io.EOF {
+		return fmt.Errorf("reading the footer: %w", err)
+	}
+	if _, err := checkThrift(footer); err != nil {
+		return fmt.Errorf("footer: %w", err)
+	}
+	return nil
+}
+
+// parquetMaxFooter bounds the footer (the schema and the row groups' metadata).
+const parquetMaxFooter = 64 << 20
