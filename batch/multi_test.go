@@ -403,3 +403,33 @@ func TestRunAllStream(t *testing.T) {
 		t.Fatalf("parquet from a stream: %v", err)
 	}
 }
+
+// A Parquet file written by DuckDB (testdata/duckdb/to_parquet.mjs: TIMESTAMP in
+// microseconds, DECIMAL(10,2), row groups of 4096) gives the windows of the CSV it was made
+// from.
+func TestDuckDBParquetMatchesCSV(t *testing.T) {
+	for _, j := range []Job{
+		{Size: 1000, Column: "amount", IDColumn: "order_id"},
+		{Size: 100, Column: "amount", GroupBy: "region", Aggs: []string{AggSum, AggAvg, AggMin, AggP99}},
+		{Span: 5 * time.Minute, Column: "amount", GroupBy: "region", Aggs: []string{AggSum, AggP95, AggCount}},
+		{Span: time.Minute, Column: "amount", Best: BestMin, Aggs: []string{AggMax, AggCount}},
+	} {
+		want, err := runAllFile(t, j, "../testdata/orders_regions.csv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := runAllFile(t, j, "../testdata/orders_regions.parquet")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(keys(got), keys(want)) {
+			t.Errorf("%+v:\n parquet %v\n     csv %v", j, keys(got), keys(want))
+		}
+		for i := range got.Results {
+			g, w := got.Results[i], want.Results[i]
+			if g.StartID != w.StartID || g.EndID != w.EndID || g.StartLine != w.StartLine-1 {
+				t.Errorf("%+v: parquet names %s…%s (row %d), csv %s…%s (line %d)", j, g.StartID, g.EndID, g.StartLine, w.StartID, w.EndID, w.StartLine)
+			}
+		}
+	}
+}

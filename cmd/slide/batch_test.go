@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.out from the current output")
@@ -167,5 +169,66 @@ func TestProgressBar(t *testing.T) {
 	code, _, stderr := runBatch(t, "amount\n1\n", "--size", "1", "-")
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// The new flags end to end: group-by with several aggregates in the three output formats,
+// a semicolon file, count without a value column, --skip-bad's summary, Parquet and gzip.
+func TestBatchDataTeamFlags(t *testing.T) {
+	t.Chdir("../..")
+	csvIn := "order_id;ts;amount;region\n1;1000;5;eu\n2;2000;7;us\n3;3000;1;eu\n4;4000;9;us\n5;5000;2;eu\n"
+	code, out, stderr := runBatch(t, csvIn, "--delimiter", ";", "--size", "2", "--agg", "sum,max", "--group-by", "region", "--id-column", "order_id", "-")
+	want := `{"group":"eu","agg":"sum","size":2,"n":3,"best":6,"start":0,"end":2,"start_line":2,"end_line":4,"start_id":"1","end_id":"3"}
+{"group":"eu","agg":"max","size":2,"n":3,"best":5,"start":0,"end":2,"start_line":2,"end_line":4,"start_id":"1","end_id":"3"}
+{"group":"us","agg":"sum","size":2,"n":2,"best":16,"start":1,"end":3,"start_line":3,"end_line":5,"start_id":"2","end_id":"4"}
+{"group":"us","agg":"max","size":2,"n":2,"best":9,"start":1,"end":3,"start_line":3,"end_line":5,"start_id":"2","end_id":"4"}
+`
+	if code != 0 || out != want {
+		t.Fatalf("json: exit %d\n got %s\nwant %s\n%s", code, out, want, stderr)
+	}
+	code, out, _ = runBatch(t, csvIn, "--delimiter", ";", "--size", "2", "--column", "amount", "--group-by", "region", "--format", "csv", "-")
+	wantCSV := "region,agg,window,n,best,start_row,end_row,start_line,end_line\neu,sum,2 rows,3,6,0,2,2,4\nus,sum,2 rows,2,16,1,3,3,5\n"
+	if code != 0 || out != wantCSV {
+		t.Fatalf("csv: exit %d\n got %q\nwant %q", code, out, wantCSV)
+	}
+	code, out, _ = runBatch(t, csvIn, "--delimiter", ";", "--span", "2s", "--agg", "count", "--format", "table", "-")
+	wantTable := "agg    window  n  best  start_row  end_row  start_line  end_line  start_time                end_time\n" +
+		"count  2s      5  2     0          1        2           3         1970-01-01T00:00:01.000Z  1970-01-01T00:00:02.000Z\n"
+	if code != 0 || out != wantTable {
+		t.Fatalf("table: exit %d\n got %q\nwant %q", code, out, wantTable)
+	}
+	code, out, stderr = runBatch(t, "ts,amount\n1000,1\n2000,x\n3000,2\n2500,4\n4000,3\n", "--span", "10s", "--skip-bad", "-")
+	if code != 0 || !strings.Contains(out, `"n":3,"best":6,`) ||
+		stderr != "slide batch: -: skipped 2 bad rows: 1 not_a_number (first at line 3), 1 unsorted_timestamp (first at line 5)\n" {
+		t.Fatalf("skip-bad: exit %d %q %q", code, out, stderr)
+	}
+	// The same answers from the DuckDB-written Parquet and from gzip as from the CSV.
+	args := []string{"--size", "1000", "--column", "amount", "--format", "csv"}
+	_, fromCSV, _ := runBatch(t, "", append(args, "testdata/orders_regions.csv")...)
+	_, fromParquet, stderr := runBatch(t, "", append(args, "testdata/orders_regions.parquet")...)
+	raw, _ := os.ReadFile("testdata/orders_regions.csv")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw)
+	zw.Close()
+	_, fromGzip, _ := runBatch(t, gz.String(), append(args, "-")...)
+	cut := func(s string) string { // the columns before the lines (Parquet's are row numbers)
+		var b strings.Builder
+		for _, l := range strings.Split(s, "\n") {
+			f := strings.Split(l, ",")
+			b.WriteString(strings.Join(f[:min(len(f), 6)], ",") + "\n")
+		}
+		return b.String()
+	}
+	if fromCSV == "" || cut(fromParquet) != cut(fromCSV) || fromGzip != fromCSV {
+		t.Fatalf("csv %q\nparquet %q (%s)\ngzip %q", fromCSV, fromParquet, stderr, fromGzip)
+	}
+	code, _, stderr = runBatch(t, "", "--size", "2", "--format", "xml", "-")
+	if code != 2 || !strings.Contains(stderr, `--format "xml": want json, table or csv`) {
+		t.Fatalf("bad format: %d %s", code, stderr)
+	}
+	code, _, stderr = runBatch(t, "", "--size", "2", "--delimiter", ";;", "-")
+	if code != 2 || !strings.Contains(stderr, `--delimiter ";;"`) {
+		t.Fatalf("bad delimiter: %d %s", code, stderr)
 	}
 }
