@@ -262,12 +262,20 @@ type groupState struct {
 	name  string
 	aggs  []aggregator
 	local int64 // rows of this group so far
-	meta  []rowMeta
+	// The ring of the window's rows: row and line always, ts and id only when the job has
+	// them (parallel rings of the same power-of-two size: less memory traffic per row).
+	meta  []rowLine
+	tss   []int64
+	ids   []string
 	head  int   // ring start
 	nmeta int   // ring length
 	base  int64 // local index of meta[head]
 	best  []bestWin
+	hasTS bool
+	hasID bool
 }
+
+type rowLine struct{ row, line int64 }
 
 type bestWin struct {
 	found      bool
@@ -277,26 +285,65 @@ type bestWin struct {
 
 func (g *groupState) push(m rowMeta) {
 	if g.nmeta == len(g.meta) {
-		grown := make([]rowMeta, max(16, 2*len(g.meta)))
-		for i := 0; i < g.nmeta; i++ {
-			grown[i] = g.meta[(g.head+i)%len(g.meta)]
+		n := max(16, 2*len(g.meta)) // a power of two: indexes are masked
+		meta := make([]rowLine, n)
+		var tss []int64
+		var ids []string
+		if g.hasTS {
+			tss = make([]int64, n)
 		}
-		g.meta, g.head = grown, 0
+		if g.hasID {
+			ids = make([]string, n)
+		}
+		for i := 0; i < g.nmeta; i++ {
+			k := (g.head + i) & (len(g.meta) - 1)
+			meta[i] = g.meta[k]
+			if g.hasTS {
+				tss[i] = g.tss[k]
+			}
+			if g.hasID {
+				ids[i] = g.ids[k]
+			}
+		}
+		g.meta, g.tss, g.ids, g.head = meta, tss, ids, 0
 	}
-	g.meta[(g.head+g.nmeta)%len(g.meta)] = m
+	k := (g.head + g.nmeta) & (len(g.meta) - 1)
+	g.meta[k] = rowLine{m.row, m.line}
+	if g.hasTS {
+		g.tss[k] = m.ts
+	}
+	if g.hasID {
+		g.ids[k] = m.id
+	}
 	g.nmeta++
 }
 
 // dropBefore forgets the rows before local index i.
 func (g *groupState) dropBefore(i int64) {
-	for g.base < i && g.nmeta > 0 {
-		g.head = (g.head + 1) % len(g.meta)
-		g.nmeta--
-		g.base++
+	if n := i - g.base; n > 0 {
+		n = min(n, int64(g.nmeta))
+		if g.hasID { // let the strings go
+			for k := int64(0); k < n; k++ {
+				g.ids[(g.head+int(k))&(len(g.meta)-1)] = ""
+			}
+		}
+		g.head = (g.head + int(n)) & (len(g.meta) - 1)
+		g.nmeta -= int(n)
+		g.base += n
 	}
 }
 
-func (g *groupState) at(local int64) rowMeta { return g.meta[(g.head+int(local-g.base))%len(g.meta)] }
+func (g *groupState) at(local int64) rowMeta {
+	k := (g.head + int(local-g.base)) & (len(g.meta) - 1)
+	m := rowMeta{row: g.meta[k].row, line: g.meta[k].line}
+	if g.hasTS {
+		m.ts = g.tss[k]
+	}
+	if g.hasID {
+		m.id = g.ids[k]
+	}
+	return m
+}
 
 // runRows is the row-by-row job over src.
 func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) error, bytesRead func() int64) (Report, error) {
@@ -337,7 +384,20 @@ func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) 
 		fx = &s
 	}
 	newGroup := func(name string) (*groupState, error) {
-		g := &groupState{name: name, best: make([]bestWin, len(aggs))}
+		g := &groupState{name: name, best: make([]bestWin, len(aggs)), hasTS: timeCol != "", hasID: j.IDColumn != ""}
+		if j.Size > 0 { // the ring holds K rows: size it once
+			n := 16
+			for n < j.Size+1 {
+				n *= 2
+			}
+			g.meta = make([]rowLine, n)
+			if g.hasTS {
+				g.tss = make([]int64, n)
+			}
+			if g.hasID {
+				g.ids = make([]string, n)
+			}
+		}
 		for _, a := range aggs {
 			jj := j
 			jj.Agg = a

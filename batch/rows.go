@@ -174,6 +174,18 @@ func (c *csvRows) record(line []byte) ([][]byte, error) {
 }
 
 func (c *csvRows) split(rec []byte) ([][]byte, bool) {
+	if bytes.IndexByte(rec, '"') < 0 { // no quotes: the fields are slices of rec
+		c.fields = c.fields[:0]
+		for {
+			j := bytes.IndexByte(rec, c.delim)
+			if j < 0 {
+				c.fields = append(c.fields, trimSpace(rec))
+				return c.fields, true
+			}
+			c.fields = append(c.fields, trimSpace(rec[:j:j]))
+			rec = rec[j+1:]
+		}
+	}
 	c.fbuf, c.offs = c.fbuf[:0], c.offs[:0]
 	i := 0
 	for {

@@ -46,6 +46,9 @@ var goals = []goal{
 	{issue: "#4", what: "event decoding", ours: "BenchmarkDecode/ours", anchor: "BenchmarkDecode/anchor", bound: 0.2, want: "≥ 5× encoding/json, 0 allocs"},
 	{issue: "#5", what: "/v1/window 5m p95 over loopback, 16 connections", ours: "BenchmarkHTTPWindow/ours", anchor: "BenchmarkHTTPWindow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
 	{issue: "#5", what: "/v1/allow (memory policy) over loopback, 16 connections", ours: "BenchmarkHTTPAllow/ours", anchor: "BenchmarkHTTPAllow/anchor", unit: "req/s", higherIsBetter: true, bound: 0.8, want: "≥ 0.8× /healthz"},
+	{issue: "#16", what: "slide batch --group-by over 1,000 groups vs the same job without groups (row by row), CPU per row", ours: "BenchmarkBatchGroupBy/ours", anchor: "BenchmarkBatchGroupBy/anchor", unit: "cpu_ns/row", bound: 2, want: "≥ 0.5× the throughput without groups"},
+	{issue: "#16", what: "slide batch --group-by over 1,000 groups vs the fast CSV path without groups", ours: "BenchmarkBatchGroupBy/ours", anchor: "BenchmarkBatchGroupBy/fast", unit: "ns/row", bound: 0, want: "stated"},
+	{issue: "#16", what: "best sum of 1,000 over 1M rows: Parquet file vs the same rows as CSV", ours: "BenchmarkBatchParquet/ours", anchor: "BenchmarkBatchParquet/anchor", unit: "ns/row", bound: 0, want: "stated (the goal against DuckDB is in compare.sh)"},
 	{issue: "#6", what: "401 for a wrong token sharing 31 of 32 bytes vs none (constant time)", ours: "BenchmarkAuthorizeWrongToken/prefix31", anchor: "BenchmarkAuthorizeWrongToken/prefix0", bound: 0, want: "≈ 1: no timing leak"},
 }
 
