@@ -433,3 +433,51 @@ func TestDuckDBParquetMatchesCSV(t *testing.T) {
 		}
 	}
 }
+
+func TestHasBlankLine(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	for n := 0; n < 3000; n++ {
+		p := make([]byte, r.IntN(40))
+		for i := range p {
+			p[i] = "ab\n\r,1"[r.IntN(6)]
+		}
+		want := false
+		for i := 0; i+1 < len(p); i++ {
+			if p[i] == '\n' && (p[i+1] == '\n' || p[i+1] == '\r') {
+				want = true
+			}
+		}
+		if got := hasBlankLine(p); got != want {
+			t.Fatalf("%q: got %v", p, got)
+		}
+	}
+}
+
+// The lines of a fast-path result are those of the row-by-row path, with blank lines and
+// quoted multi-line records before the window.
+func TestLocateLines(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("ts,amount\n")
+	for i := 0; i < 200000; i++ {
+		switch {
+		case i == 1000:
+			b.WriteString("\n\r\n")
+		case i == 150000:
+			b.WriteString("\"1\n\",1\n") // a quoted field over two lines: one row
+		}
+		fmt.Fprintf(&b, "%d,%d\n", i, (i*7919)%1000+1+i/151000)
+	}
+	p := writeTemp(t, "l.csv", []byte(b.String()))
+	fast, err := runAllFile(t, Job{Size: 1000}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := runAllFile(t, Job{Size: 1000, SkipBad: true}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, s := fast.Results[0], slow.Results[0]
+	if f.Start != s.Start || f.StartLine != s.StartLine || f.EndLine != s.EndLine || f.StartLine == 0 || f.Start < 150000 {
+		t.Fatalf("fast %+v\nslow %+v", f, s)
+	}
+}

@@ -191,8 +191,8 @@ func (c *csvRows) split(rec []byte) ([][]byte, bool) {
 	for {
 		start := len(c.fbuf)
 		quoted := false
-		if j := skipSpace(rec, i); j < len(rec) && rec[j] == '"' {
-			i, quoted = j+1, true
+		if i < len(rec) && rec[i] == '"' { // as CSVReader: a quote opens a field only as its first byte
+			i, quoted = i+1, true
 			for {
 				j := bytes.IndexByte(rec[i:], '"')
 				if j < 0 {
@@ -229,13 +229,6 @@ func (c *csvRows) split(rec []byte) ([][]byte, bool) {
 		c.fields = append(c.fields, c.fbuf[c.offs[k]:c.offs[k+1]:c.offs[k+1]])
 	}
 	return c.fields, true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
-		i++
-	}
-	return i
 }
 
 // ndjsonRows is the row-by-row NDJSON reader (the dialect of NDJSONReader): string values are
