@@ -3,8 +3,8 @@ package batch
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
