@@ -94,4 +94,3 @@ func (g *groupState) at(local int64) rowMeta {
 	}
 	return m
 }
-

@@ -133,4 +133,3 @@ func hasBlankLine(p []byte) bool {
 	}
 	return false
 }
-
