@@ -171,7 +171,7 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 		}
 	}
 	if n := rep.SkippedTotal(); n > 0 {
-		fmt.Fprintf(s.err, "slide batch: %s: skipped %d bad rows: %s\n", path, n, skipSummary(rep))
+		fmt.Fprintf(s.err, "slide batch: %s: skipped %d bad %s: %s\n", path, n, plural(n, "row", "rows"), skipSummary(rep))
 	}
 	return writeResults(resultOut, format, job, rep.Results)
 }

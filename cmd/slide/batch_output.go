@@ -239,3 +239,10 @@ func (p *progress) clear() {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
 }
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
