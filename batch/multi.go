@@ -250,6 +250,10 @@ func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) 
 	if err := src.Select([]string{valCol, timeCol, j.GroupBy, j.IDColumn}); err != nil {
 		return Report{}, err
 	}
+	typed, _ := src.(typedSource)
+	if typed != nil {
+		typed.setTyped()
+	}
 	var fx *fixedSpec
 	if j.Size > 0 && valCol != "" {
 		var first []byte
@@ -351,7 +355,13 @@ func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) 
 			continue
 		}
 		var v float64
-		if valCol != "" {
+		var haveV, haveT bool
+		var t int64
+		if typed != nil {
+			v, haveV = typed.number()
+			t, haveT = typed.millis()
+		}
+		if valCol != "" && !haveV {
 			if v, err = parseValue(fields[0]); err != nil {
 				if err := skip(&RowError{Line: line, Column: valCol, Value: shown(fields[0]), Err: err}, line); err != nil {
 					return rep, err
@@ -361,7 +371,9 @@ func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) 
 		}
 		m := rowMeta{row: row, line: line}
 		if timeCol != "" {
-			t, err := ParseTime(trimSpace(fields[1]))
+			if !haveT {
+				t, err = ParseTime(trimSpace(fields[1]))
+			}
 			if err != nil {
 				if err := skip(&RowError{Line: line, Column: timeCol, Value: shown(fields[1]), Err: err}, line); err != nil {
 					return rep, err

@@ -31,13 +31,21 @@ const parquetMaxPage = 64 << 20
 // DECIMAL as its decimal digits, TIMESTAMP and DATE as unix milliseconds, strings as they are,
 // null as "" (which is a bad value, or the group "").
 type parquetRows struct {
-	r      io.ReaderAt
-	size   int64
-	f      *parquet.File
-	cols   []string
-	first  [][]byte
-	sel    []int // leaf column index per selected column, -1 for ""
-	conv   []func([]byte, parquet.Value) []byte
+	r     io.ReaderAt
+	size  int64
+	f     *parquet.File
+	cols  []string
+	first [][]byte
+	sel   []int // leaf column index per selected column, -1 for ""
+	conv  []func([]byte, parquet.Value) []byte
+	// typed: Next hands the value (selection 0) and time (1) columns out as numbers (see
+	// typedSource) where the column type allows, instead of formatting them as text.
+	typed  bool
+	numFn  []func(parquet.Value) (float64, bool)
+	msFn   []func(parquet.Value) int64
+	nums   []float64
+	ms     []int64
+	numOK  []bool
 	rg     int // next row group
 	cur    []*colCursor
 	left   int64 // rows left in the current row group
@@ -143,6 +151,8 @@ func (p *parquetRows) Select(cols []string) error {
 	p.sel = make([]int, len(cols))
 	p.conv = make([]func([]byte, parquet.Value) []byte, len(cols))
 	p.out, p.bufs = make([][]byte, len(cols)), make([][]byte, len(cols))
+	p.numFn, p.msFn = make([]func(parquet.Value) (float64, bool), len(cols)), make([]func(parquet.Value) int64, len(cols))
+	p.nums, p.ms, p.numOK = make([]float64, len(cols)), make([]int64, len(cols)), make([]bool, len(cols))
 	schema := p.f.Schema()
 	for i, name := range cols {
 		p.sel[i] = -1
@@ -161,6 +171,7 @@ func (p *parquetRows) Select(cols []string) error {
 			return fmt.Errorf("%w: column %q: %w", ErrParquet, name, err)
 		}
 		p.sel[i], p.conv[i] = leaf.ColumnIndex, conv
+		p.numFn[i], p.msFn[i] = parquetTyped(leaf.Node)
 	}
 	return nil
 }
@@ -300,6 +311,18 @@ func (p *parquetRows) Next() (fields [][]byte, line int64, err error) {
 			p.left = 0
 			return nil, p.row, fmt.Errorf("%w: row %d, column %q: %w", ErrParquet, p.row, p.cols[p.sel[i]], err)
 		}
+		p.numOK[i] = false
+		if p.typed && i < 2 && !v.IsNull() {
+			switch {
+			case i == 0 && p.numFn[i] != nil:
+				p.nums[i], p.numOK[i] = p.numFn[i](v)
+			case i == 1 && p.msFn[i] != nil:
+				p.ms[i], p.numOK[i] = p.msFn[i](v), true
+			}
+			if p.numOK[i] {
+				continue
+			}
+		}
 		p.bufs[i] = p.bufs[i][:0]
 		if !v.IsNull() {
 			p.bufs[i] = p.conv[i](p.bufs[i], v)
@@ -307,6 +330,84 @@ func (p *parquetRows) Next() (fields [][]byte, line int64, err error) {
 		p.out[i] = p.bufs[i]
 	}
 	return p.out, p.row, nil
+}
+
+// typedSource is a rowSource that can hand out the value column (selection 0) as a number
+// and the time column (selection 1) as unix ms without text, after the Next that read them.
+// ok is false when the row's field must be read as text (Next then returned it).
+type typedSource interface {
+	setTyped()
+	number() (float64, bool)
+	millis() (int64, bool)
+}
+
+func (p *parquetRows) setTyped()               { p.typed = true }
+func (p *parquetRows) number() (float64, bool) { return p.nums[0], p.numOK[0] }
+func (p *parquetRows) millis() (int64, bool)   { return p.ms[1], p.numOK[1] }
+
+// parquetTyped returns a column's value as the number its text would parse to (exactly:
+// ParseFloat of appendNumber's shortest digits is the same float64; a DECIMAL's m / 10^scale is
+// Clinger's exact case for |m| ≤ 2^53, else ok is false and the text path decides), and its
+// unix ms as ParseTime would read them.
+func parquetTyped(n parquet.Node) (num func(parquet.Value) (float64, bool), ms func(parquet.Value) int64) {
+	typ := n.Type()
+	var lt format.LogicalTypeValue
+	if l := typ.LogicalType(); l != nil {
+		lt = l.Value
+	}
+	kind := typ.Kind()
+	switch t := lt.(type) {
+	case nil:
+	case *format.DecimalType:
+		scale := int(t.Scale)
+		if scale < 0 || scale >= len(pow10) || (kind != parquet.Int32 && kind != parquet.Int64) {
+			return nil, nil
+		}
+		return func(v parquet.Value) (float64, bool) {
+			m := v.Int64()
+			if kind == parquet.Int32 {
+				m = int64(v.Int32())
+			}
+			if m > 1<<53 || m < -(1<<53) {
+				return 0, false
+			}
+			return float64(m) / pow10[scale], true
+		}, nil
+	case *format.TimestampType, *format.DateType:
+		conv, err := parquetConverter(n)
+		if err != nil {
+			return nil, nil
+		}
+		return nil, func(v parquet.Value) int64 {
+			var b [24]byte
+			ms, _ := strconv.ParseInt(string(conv(b[:0], v)), 10, 64)
+			return ms
+		}
+	default:
+		return nil, nil
+	}
+	switch kind {
+	case parquet.Int32:
+		return func(v parquet.Value) (float64, bool) { return float64(v.Int32()), true },
+			func(v parquet.Value) int64 { return int64(v.Int32()) }
+	case parquet.Int64:
+		return func(v parquet.Value) (float64, bool) {
+				x := v.Int64()
+				return float64(x), x <= 1<<53 && x >= -(1<<53)
+			},
+			func(v parquet.Value) int64 { return v.Int64() }
+	case parquet.Float:
+		return func(v parquet.Value) (float64, bool) {
+			f := float64(v.Float())
+			return f, finite(f)
+		}, nil
+	case parquet.Double:
+		return func(v parquet.Value) (float64, bool) {
+			f := v.Double()
+			return f, finite(f)
+		}, nil
+	}
+	return nil, nil
 }
 
 func (p *parquetRows) closeCursors() {
