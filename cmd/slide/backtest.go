@@ -12,6 +12,8 @@ import (
 
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/limiter/backtest"
+	"github.com/slide-metrics/slide/limiter/usage"
+	"github.com/slide-metrics/slide/window"
 )
 
 const backtestUsage = `usage: slide backtest --policies FILE [flags] REQUESTS|-
@@ -20,7 +22,9 @@ Replays a recorded request log (NDJSON, or CSV with a header: ts, key, optional 
 policy; ts in unix ms or RFC 3339, sorted by time) through the limiter algorithms of
 slide serve, with each request's time as now, and prints per policy the allowed and denied
 counts, the most denied keys and the denial timeline. A request without a policy is decided
-by every policy of the file, each on its own.
+by every policy and rule of the file, each on its own. Metric events in the log (lines with
+metric and value, as POST /v1/events takes them) feed the windows that usage rules read, in
+rings given as to slide serve (--slot, --slots, --rings).
 
   $ slide backtest --policies policies.yaml requests.csv
   policy login (sliding_log 3/1m0s): 4 requests, 3 allowed, 1 denied
@@ -35,13 +39,18 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		fs.PrintDefaults()
 	}
 	var (
-		policies, format string
-		cfg              backtest.Config
+		policies, format, rings string
+		slot                    time.Duration
+		slots                   int
+		cfg                     backtest.Config
 	)
 	fs.StringVar(&policies, "policies", "", "YAML policy `FILE` (the format of slide serve --policies); required")
 	fs.StringVar(&format, "format", "text", "output: text, or json (one object per policy)")
 	fs.IntVar(&cfg.TopKeys, "top", backtest.DefaultTopKeys, "how many of the most denied keys to list per policy")
 	fs.DurationVar(&cfg.Bucket, "bucket", backtest.DefaultBucket, "width of the denial timeline's buckets")
+	fs.DurationVar(&slot, "slot", window.DefaultSlot, "usage rules: slot width of every metric's ring (as slide serve --slot)")
+	fs.IntVar(&slots, "slots", window.DefaultSlots, "usage rules: slots per ring (as slide serve --slots)")
+	fs.StringVar(&rings, "rings", "cost=1m:60", "usage rules: per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (as slide serve --rings)")
 	path, err := parseBatchArgs(fs, args)
 	if err != nil {
 		return err
@@ -61,14 +70,19 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	case cfg.TopKeys < 0 || cfg.Bucket < time.Millisecond:
 		return usageErr("--top must be ≥ 0 and --bucket ≥ 1ms")
 	}
-	ps, err := limiter.LoadPolicies(policies)
+	ps, rules, err := usage.LoadFile(policies)
 	if err != nil {
 		return err
 	}
-	if len(ps) == 0 {
-		return fmt.Errorf("%s: no policies to replay", policies)
+	if len(ps) == 0 && len(rules) == 0 {
+		return fmt.Errorf("%s: no policies or rules to replay", policies)
 	}
-	cfg.Policies = ps
+	cfg.Policies, cfg.Rules = ps, rules
+	mr, err := parseMetricRings(rings)
+	if err != nil {
+		return usageErr("--rings: %v", err)
+	}
+	cfg.Store = window.StoreConfig{Ring: window.RingConfig{Slot: slot, Slots: slots}, Metrics: mr}
 	rp, err := backtest.New(cfg)
 	if err != nil {
 		return err
@@ -98,6 +112,9 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		return err
 	}
 	reports := rp.Reports()
+	if len(rp.Refused) > 0 {
+		fmt.Fprintf(s.err, "slide backtest: %d metric events recorded, refused: %v\n", rp.Events, rp.Refused)
+	}
 	if format == "json" {
 		for _, r := range reports {
 			b, err := json.Marshal(r)
@@ -113,7 +130,15 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		byName[p.Name] = p
 	}
 	for _, r := range reports {
-		fmt.Fprintf(s.out, "policy %s (%s): %d requests, %d allowed, %d denied", r.Policy, describePolicy(byName[r.Policy]),
+		desc := r.Algorithm
+		if p, ok := byName[r.Policy]; ok {
+			desc = describePolicy(p)
+		}
+		kind := "policy"
+		if _, ok := byName[r.Policy]; !ok {
+			kind = "rule"
+		}
+		fmt.Fprintf(s.out, "%s %s (%s): %d requests, %d allowed, %d denied", kind, r.Policy, desc,
 			r.Requests, r.Allowed, r.Denied)
 		if r.OverQuota > 0 {
 			fmt.Fprintf(s.out, " (%d above the quota)", r.OverQuota)

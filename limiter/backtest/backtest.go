@@ -9,18 +9,25 @@ import (
 	"time"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/usage"
+	"github.com/slide-metrics/slide/window"
 )
 
 // Request is one recorded request: its time (the replay's now), key, cost (units spent; 0
 // peeks, as in the server; ReadLog fills in 1 when the log has no cost) and, optionally, the
 // one policy it was checked against ("" means every policy of the replay).
 // Line is where it was read (1-based; 0 when it did not come from a file).
+//
+// A Request with Metric set is a metric event instead (Key's series of Metric gets Value at
+// Time), which the usage rules read: it is recorded, not decided.
 type Request struct {
 	Time   time.Time
 	Key    string
 	Cost   int64
 	Policy string
 	Line   int64
+	Metric string
+	Value  float64
 }
 
 // Defaults of Config.
@@ -44,12 +51,18 @@ type Config struct {
 	// OnDecision, when set, sees every decision in replay order (err is
 	// limiter.ErrCostOverLimit for a cost above the quota, which is counted as denied).
 	OnDecision func(r Request, policy string, d limiter.Decision, err error)
+	// Rules are usage rules (the "rules" of a policy file), replayed beside the policies:
+	// the log's metric events are recorded into a window store with Store's rings (give
+	// the rings slide serve runs with, so the windows are the same), each at its own time,
+	// and each request is checked against the rules as the server would at its time.
+	Rules []usage.Rule
+	Store window.StoreConfig
 }
 
 // Validate reports a config New would refuse.
 func (c *Config) Validate() error {
-	if len(c.Policies) == 0 {
-		return errors.New("backtest: no policies")
+	if len(c.Policies) == 0 && len(c.Rules) == 0 {
+		return errors.New("backtest: no policies or rules")
 	}
 	if c.TopKeys < 0 || c.Bucket < 0 || c.MaxKeys < 0 {
 		return errors.New("backtest: negative top keys, bucket or max keys")
@@ -109,6 +122,7 @@ type Report struct {
 type policyRun struct {
 	p       limiter.Policy
 	m       *limiter.Memory
+	check   limiter.Checker // a usage rule instead of m
 	rep     Report
 	denied  map[string]int64
 	buckets map[int64]*Bucket
@@ -116,11 +130,16 @@ type policyRun struct {
 
 // Replayer replays requests in time order. Not safe for concurrent use.
 type Replayer struct {
-	cfg  Config
-	runs []*policyRun
-	by   map[string]*policyRun
-	last time.Time
-	n    int64
+	cfg   Config
+	runs  []*policyRun
+	by    map[string]*policyRun
+	last  time.Time
+	n     int64
+	store *window.Store
+	// Events counts the metric events recorded; Refused those the store refused (late
+	// beyond the ring's retention, bad values, too many series), by error.
+	Events  int64
+	Refused map[string]int64
 }
 
 // New returns a Replayer for cfg.
@@ -148,6 +167,33 @@ func New(cfg Config) (*Replayer, error) {
 		r.runs = append(r.runs, run)
 		r.by[p.Name] = run
 	}
+	if len(cfg.Rules) > 0 {
+		sc := cfg.Store
+		sc.Now = func() int64 { return r.last.UnixMilli() }
+		if sc.Ring.Slot == 0 {
+			sc.Ring = window.RingConfig{Slot: window.DefaultSlot, Slots: window.DefaultSlots}
+		}
+		st, err := window.NewStore(sc)
+		if err != nil {
+			return nil, err
+		}
+		r.store = st
+		checkers, err := usage.NewCheckers(st, cfg.Rules)
+		if err != nil {
+			return nil, err
+		}
+		for i, c := range checkers {
+			rule := cfg.Rules[i]
+			if _, dup := r.by[rule.Name]; dup {
+				return nil, fmt.Errorf("backtest: %q is both a policy and a rule", rule.Name)
+			}
+			run := &policyRun{check: c, denied: map[string]int64{}, buckets: map[int64]*Bucket{},
+				rep: Report{Policy: rule.Name, Algorithm: "usage " + rule.Agg.String() + " of " + rule.Metric}}
+			run.p.Name = rule.Name
+			r.runs = append(r.runs, run)
+			r.by[rule.Name] = run
+		}
+	}
 	return r, nil
 }
 
@@ -158,6 +204,21 @@ func (r *Replayer) Replay(ctx context.Context, req Request) error {
 			req.Time.UTC().Format(time.RFC3339Nano), r.last.UTC().Format(time.RFC3339Nano))
 	}
 	r.last = req.Time
+	if req.Metric != "" {
+		r.Events++
+		if r.store == nil {
+			return nil // no rules read the windows
+		}
+		err := r.store.ObserveAt(req.Time.UnixMilli(), window.Event{TS: req.Time.UnixMilli(),
+			Metric: req.Metric, Key: req.Key, Value: req.Value, Count: 1, Partition: -1})
+		if err != nil {
+			if r.Refused == nil {
+				r.Refused = map[string]int64{}
+			}
+			r.Refused[err.Error()]++
+		}
+		return nil
+	}
 	if req.Policy != "" {
 		run, ok := r.by[req.Policy]
 		if !ok {
@@ -189,7 +250,13 @@ func (r *Replayer) names() []string {
 }
 
 func (r *Replayer) decide(ctx context.Context, run *policyRun, req Request) error {
-	d, err := run.m.AllowN(ctx, req.Key, req.Time, req.Cost)
+	var d limiter.Decision
+	var err error
+	if run.check != nil {
+		d, err = run.check.Check(ctx, req.Key, req.Time, req.Cost)
+	} else {
+		d, err = run.m.AllowN(ctx, req.Key, req.Time, req.Cost)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, limiter.ErrCostOverLimit):

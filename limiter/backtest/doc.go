@@ -21,6 +21,13 @@
 // A report per policy has the allowed and denied counts, the most denied keys and the denial
 // timeline (buckets of Config.Bucket with at least one denial).
 //
+// Usage rules (Config.Rules) replay from the log's metric events (Request.Metric set): each is
+// recorded into a window.Store with Config.Store's rings at its own time (the store's now is
+// the replay's), and each request is checked against the rules like a policy, by the same
+// usage.Checker the server runs. Events the store refuses (older than the ring's retention,
+// bad values) are counted in Replayer.Refused, not fatal. The rings must be the server's for
+// the answers to be its answers.
+//
 // The first article's boundary burst (100 requests at 10:00:59.9 and 100 at 10:01:00.1,
 // limit 100 per minute) replays as 200 allowed by fixed_window, 101 by sliding_counter and
 // 100 by sliding_log.

@@ -24,8 +24,8 @@ const maxLogLine = 1 << 20
 // ReadLog reads a request log and calls fn for each request, in file order: NDJSON (one
 // object per line) when the first non-blank byte is '{', else CSV with a header row. The
 // fields are ts (unix milliseconds or RFC 3339), key, and optionally cost (default 1) and
-// policy. Other fields are ignored, so a log of metric events ({"ts","key","value"}) reads
-// too. Blank lines are skipped; a bad line is an error wrapping ErrLog that names it.
+// policy. A line with a metric (and value) is a metric event ({"ts","key","metric","value"},
+// as POST /v1/events takes them), which usage rules read. Other fields are ignored. Blank lines are skipped; a bad line is an error wrapping ErrLog that names it.
 func ReadLog(r io.Reader, fn func(Request) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
@@ -62,6 +62,8 @@ func readNDJSON(r io.Reader, fn func(Request) error) error {
 			Key    *string         `json:"key"`
 			Cost   *int64          `json:"cost"`
 			Policy string          `json:"policy"`
+			Metric string          `json:"metric"`
+			Value  *float64        `json:"value"`
 		}
 		if err := json.Unmarshal(text, &obj); err != nil {
 			return fmt.Errorf("%w: line %d: %v", ErrLog, line, err)
@@ -73,6 +75,12 @@ func readNDJSON(r io.Reader, fn func(Request) error) error {
 		req, err := request(line, ts, *obj.Key, obj.Cost, obj.Policy)
 		if err != nil {
 			return err
+		}
+		if obj.Metric != "" {
+			if obj.Value == nil {
+				return fmt.Errorf("%w: line %d: a metric event without \"value\"", ErrLog, line)
+			}
+			req.Metric, req.Value = obj.Metric, *obj.Value
 		}
 		if err := fn(req); err != nil {
 			return err
@@ -106,6 +114,8 @@ func readCSV(r io.Reader, fn func(Request) error) error {
 	}
 	icost, hasCost := col["cost"]
 	ipol, hasPol := col["policy"]
+	imetric, hasMetric := col["metric"]
+	ivalue, hasValue := col["value"]
 	for {
 		rec, err := cr.Read()
 		if err == io.EOF {
@@ -130,6 +140,16 @@ func readCSV(r io.Reader, fn func(Request) error) error {
 		req, err := request(int64(line), []byte(strings.TrimSpace(rec[its])), rec[ikey], cost, pol)
 		if err != nil {
 			return err
+		}
+		if hasMetric && strings.TrimSpace(rec[imetric]) != "" {
+			if !hasValue {
+				return fmt.Errorf("%w: line %d: a metric event needs a value column", ErrLog, line)
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(rec[ivalue]), 64)
+			if err != nil {
+				return fmt.Errorf("%w: line %d: value %q is not a number", ErrLog, line, rec[ivalue])
+			}
+			req.Metric, req.Value = strings.TrimSpace(rec[imetric]), v
 		}
 		if err := fn(req); err != nil {
 			return err
