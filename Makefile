@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
 # Packages with goroutines, locks or servers: tested under the race detector.
-RACE_PKGS := ./window/... ./batch/... ./limiter/... ./ingest/... ./query/... ./cmd/... ./internal/... ./reliability/...
+RACE_PKGS := ./window/... ./batch/... ./limiter/... ./ingest/... ./query/... ./cmd/... ./internal/... ./reliability/... ./rls/...
 # Pure computation: tested without -race (faster, same assertions).
 PLAIN_PKGS := ./sketch/...
 
@@ -19,17 +19,23 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/slide
 
+# run: ARGS adds serve flags, e.g. make run ARGS='--addr 127.0.0.1:8081 --embedded-kafka-addr 127.0.0.1:19092'
 run: build
-	./$(BIN) serve --demo
+	./$(BIN) serve --demo $(ARGS)
 
-# deps installs what the tests need that Go modules cannot bring: redis-server.
+# deps installs what the tests need that Go modules cannot bring, as COMMAND:PACKAGE pairs:
+# redis-server (with redis-cli for Redis Cluster; its TLS and Sentinel modes are built in),
+# curl (the README tour test runs the tour's curl commands) and kcat (librdkafka, the
+# independent Kafka producer of the TLS tests).
+DEPS := redis-server:redis-server curl:curl kcat:kcat
 deps:
-	@if ! command -v redis-server >/dev/null 2>&1; then \
+	@missing=""; for d in $(DEPS); do command -v $${d%%:*} >/dev/null 2>&1 || missing="$$missing $${d#*:}"; done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing redis-server with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	    echo "installing$$missing with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else \
-	    echo "redis-server is missing: install it (e.g. sudo apt-get install redis-server) and rerun"; exit 1; \
+	    echo "missing:$$missing; install them (e.g. sudo apt-get install$$missing) and rerun"; exit 1; \
 	  fi; \
 	fi
 

@@ -97,6 +97,11 @@ func TestConsumerBadInput(t *testing.T) {
 		Value: fmt.Appendf(nil, `{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, old.UnixMilli())})
 	add(good(n))
 	n++
+	// A tombstone (null value) and a record of blank lines: no event, counted, not refused.
+	msgs = append(msgs, kafka.Message{Key: []byte("good"), Value: nil, Time: t0})
+	add(" \n\r\n")
+	add(good(n))
+	n++
 	c.Produce(t, msgs...)
 	want := make([]deadLetter, 0, len(bad)+1)
 	for _, b := range bad {
@@ -142,6 +147,9 @@ slide_ingest_rejected_total{reason="series_cap"} 1
 	if got := testutil.ToFloat64(a.m.expired); got != 1 {
 		t.Errorf("slide_ingest_expired_total = %v, want 1", got)
 	}
+	if got := testutil.ToFloat64(a.m.tombstones); got != 2 {
+		t.Errorf("slide_ingest_tombstones_total = %v, want 2 (a null value, a blank record)", got)
+	}
 	if got := strings.Count(logs.String(), "event refused"); got != len(want) {
 		t.Errorf("logged %d refusals, want %d (all within the burst)", got, len(want))
 	}
@@ -173,6 +181,9 @@ slide_ingest_rejected_total{reason="series_cap"} 1
 	}
 	if got := testutil.ToFloat64(b.m.expired); got != 1 {
 		t.Errorf("replay: slide_ingest_expired_total = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(b.m.tombstones); got != 0 {
+		t.Errorf("replay counted %v tombstones again", got)
 	}
 	if again := readDeadLetters(t, c, "events-dlq"); len(again) != len(want) {
 		t.Errorf("replay wrote dead letters again: %d now, %d before", len(again), len(want))

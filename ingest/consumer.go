@@ -690,7 +690,7 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 	recTS := m.Time.UnixMilli()
 	replay := m.Offset < p.committed
 	accepted := 0
-	p.dec.DecodeLines(m.Value, recTS, func(line []byte, ev window.Event, r Reason) {
+	lines := p.dec.DecodeLines(m.Value, recTS, func(line []byte, ev window.Event, r Reason) {
 		if r == ReasonNone {
 			ev.Partition = p.id
 			// Future and late are judged against the record's timestamp, which is part of the
@@ -718,6 +718,9 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 		}
 		c.refuse(ctx, p, m, line, r, replay)
 	})
+	if lines == 0 && !replay {
+		c.m.tombstones.Inc() // no event in it: a tombstone (null value) or blank lines
+	}
 	return accepted
 }
 

@@ -173,7 +173,11 @@ func logEnd(t testing.TB, c *kafkatest.Cluster, topic string) map[int32]int64 {
 	for p := range c.Partitions {
 		req.Topics[topic] = append(req.Topics[topic], kafka.LastOffsetOf(p))
 	}
-	resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addr)}).ListOffsets(context.Background(), req)
+	cl := &kafka.Client{Addr: kafka.TCP(c.Addr)}
+	if d := c.Dialer; d != nil {
+		cl.Transport = &kafka.Transport{TLS: d.TLS, SASL: d.SASLMechanism}
+	}
+	resp, err := cl.ListOffsets(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}

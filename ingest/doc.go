@@ -13,6 +13,10 @@
 //     for `slide serve` without --brokers, demos and tests.
 //   - Producer, Demo, DemoGen, AppendEvent: the writing side of `slide produce` and
 //     `slide serve --demo`.
+//   - Security: TLS (and mTLS) and SASL (kafka-go's sasl/plain and sasl/scram, SCRAM-SHA-256
+//     and -512) in one *kafka.Dialer that the consumer group, the partition readers, the
+//     dead-letter writer and the producer all use; CheckBrokers dials once with it, so a
+//     refused password or an untrusted certificate is one error naming the broker.
 //
 // # Window state is a function of the log
 //
@@ -49,8 +53,11 @@
 //     slide_ingest_dead_letter_errors_total and not retried), and a commit never moves an
 //     offset back during a replay. Dead letters are therefore at least once: a crash
 //     between writing a letter and the next commit repeats it.
-//   - A record with no non-blank line (a tombstone, an empty value) carries no event and is
-//     skipped without a reason.
+//   - A record with no non-blank line (a tombstone, an empty value) carries no event: it is
+//     skipped and counted in slide_ingest_tombstones_total, not in
+//     slide_ingest_rejected_total and not dead-lettered. It is not bad input (a compacted
+//     topic deletes with tombstones), so it must not trip the alert on refusals, yet a
+//     producer sending empty records by mistake shows up there.
 //   - Each line of an NDJSON record is its own event: one bad line is refused and
 //     dead-lettered alone (the letter's value is that line), the others are observed.
 //
@@ -69,7 +76,7 @@
 // All on Config.Registerer: slide_ingest_events_total{partition} (accepted events,
 // replays included), slide_ingest_bytes_total{partition}, slide_ingest_lag{partition},
 // slide_ingest_rejected_total{reason}, slide_ingest_restore_skipped_total{reason},
-// slide_ingest_expired_total, slide_ingest_restore_duration_seconds, slide_ingest_partitions{state},
+// slide_ingest_expired_total, slide_ingest_tombstones_total, slide_ingest_restore_duration_seconds, slide_ingest_partitions{state},
 // slide_ingest_dead_letters_total, slide_ingest_dead_letter_errors_total,
 // slide_ingest_commit_errors_total, slide_ingest_generations_total, slide_ingest_series
 // and slide_ingest_series_refused_total (the store's, read at scrape time).

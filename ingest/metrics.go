@@ -16,6 +16,7 @@ type metrics struct {
 	rejected         *prometheus.CounterVec // {reason}
 	restoreSkipped   *prometheus.CounterVec // {reason}
 	expired          prometheus.Counter
+	tombstones       prometheus.Counter
 	restoreDuration  prometheus.Histogram   //
 	partitions       *prometheus.GaugeVec   // {state}
 	deadLetters      prometheus.Counter     //
@@ -59,6 +60,10 @@ func newMetrics(store *window.Store) *metrics {
 			Name: "slide_ingest_expired_total",
 			Help: "Events within their window when produced but older than it when read (consumer lag, or a replay reaching further back than the metric's retention): skipped, not refused.",
 		}),
+		tombstones: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slide_ingest_tombstones_total",
+			Help: "Records that carry no event: a null value (a Kafka tombstone) or only blank lines. Skipped, not refused and not dead-lettered; counted once, not again when a restore replays them.",
+		}),
 		restoreDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "slide_ingest_restore_duration_seconds",
 			Help:    "Time from a partition's assignment until its windows are rebuilt from the log.",
@@ -99,7 +104,7 @@ func newMetrics(store *window.Store) *metrics {
 	}
 	m.partitions.WithLabelValues("restoring")
 	m.partitions.WithLabelValues("live")
-	m.all = []prometheus.Collector{m.events, m.bytes, m.lag, m.lagSeconds, m.rejected, m.restoreSkipped, m.expired, m.restoreDuration,
+	m.all = []prometheus.Collector{m.events, m.bytes, m.lag, m.lagSeconds, m.rejected, m.restoreSkipped, m.expired, m.tombstones, m.restoreDuration,
 		m.partitions, m.deadLetters, m.deadLetterErrors, m.commitErrors, m.generations, m.series, m.seriesRefused}
 	return m
 }

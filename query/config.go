@@ -70,6 +70,10 @@ type Config struct {
 	// being replayed would give wrong answers. Nil means always ready.
 	Ready func() error
 
+	// Backends, when set, lists the external systems (Kafka, Redis) and their last checked
+	// state; /readyz shows them in its answer, ready or not. Nil: none shown.
+	Backends func() []BackendState
+
 	// Events records POST /v1/events bodies. Nil: the route answers 501 not_configured.
 	Events EventSink
 
@@ -208,4 +212,16 @@ func ReadTokenFile(path string) (string, error) {
 		return "", fmt.Errorf("reading token file %s: token contains white space", path)
 	}
 	return tok, nil
+}
+
+// BackendState is one backend as /readyz shows it.
+type BackendState struct {
+	// Name is the kind of backend: "kafka", "redis".
+	Name string `json:"name"`
+	// Addr is where it is, without credentials.
+	Addr string `json:"addr"`
+	// State is "checking" (not yet checked), "ok" or "failing".
+	State string `json:"state"`
+	// Error is the last check's failure, while failing.
+	Error string `json:"error,omitempty"`
 }

@@ -12,7 +12,8 @@
 //	POST /v1/events      NDJSON body, one event a line          (bearer token when configured)
 //	POST /v1/allow       the limiter's handler (Config.Allow)     (bearer token when configured)
 //	GET  /healthz        liveness: 200 while the process serves
-//	GET  /readyz         readiness: 503 while Config.Ready fails (windows being restored)
+//	GET  /readyz         readiness: 503 while Config.Ready fails (windows being restored,
+//	                     Kafka unreachable); with Config.Backends, each backend's state too
 //	GET  /metrics        Prometheus exposition of Config.Gatherer
 //	GET  /               the dashboard
 //
@@ -45,15 +46,18 @@
 //
 //	{"metric":"latency_ms","key":"tenant-42","window":"5m","from":1764489300000,"to":1764489610000,
 //	 "series":1,"count":1200,"sum":104400,"avg":87,"min":3,"max":912,"rate_per_s":4.1,
-//	 "quantiles":{"0.5":71.2,"0.95":402.7,"0.99":811.3}}
+//	 "elapsed_s":292.7,"quantiles":{"0.5":71.2,"0.95":402.7,"0.99":811.3}}
 //
 // from and to (unix ms) are the span [from, to) the window covered: the current slot and
 // the window/slot − 1 slots before it (see package window), so an exact oracle over the
 // same events gives the same count and sum. count, sum, min and max are exact; quantiles
 // are within the sketch's relative accuracy (1% with the default DDSketch), except q=0 and
-// q=1, which answer the exact min and max. rate_per_s is
-// count per second of the part of the span already elapsed. An empty window has count 0,
-// sum 0, rate 0 and null avg, min, max and quantiles (JSON has no NaN).
+// q=1, which answer the exact min and max. rate_per_s is count / elapsed_s, and elapsed_s
+// the seconds of the span already elapsed (the current slot is still running). The span
+// starts where the window says even when this process started later (or its log begins
+// later): a fresh instance without history divides a 5m window's few seconds of events by
+// up to 300 s, and elapsed_s shows it. /v1/top entries carry both as well. An empty window
+// has count 0, sum 0, rate 0 and null avg, min, max and quantiles (JSON has no NaN).
 //
 // window defaults to the metric's retention and must be a multiple of its slot width; q
 // takes fractions (0.95) or percentiles (p95, p999 = 0.999) and defaults to
@@ -79,7 +83,11 @@
 //
 // POST /v1/events takes NDJSON in the Kafka record format and goes through the same decoder
 // and refusal reasons (Config.Events). The whole body is read first: a body over
-// Config.MaxBodyBytes (1 MiB by default) is refused with 413 and records nothing. The answer
+// Config.MaxBodyBytes (1 MiB by default) is refused with 413 and records nothing, at once
+// when its Content-Length says so. Up to MaxDrainBytes (32 MiB) more of a refused body are
+// read and discarded after the 413 is sent, so that clients which write the whole request
+// before reading (Python's urllib and requests) see the 413 rather than a connection reset;
+// beyond that, or after 10 s, the connection is closed. The answer
 // is {"accepted":n,"rejected":{"reason":n,...}}; refused lines do not fail the request.
 //
 // # Metrics

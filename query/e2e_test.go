@@ -111,9 +111,13 @@ func checkWindow(t *testing.T, e *env, o *oracle, metric, key, win string, qs []
 	if a.Avg == nil || math.Abs(*a.Avg-x.sum/float64(x.count)) > 1e-9*math.Abs(*a.Avg) {
 		t.Errorf("%s: avg = %v, oracle %v", path, deref(a.Avg), x.sum/float64(x.count))
 	}
-	wantRate := float64(x.count) / (float64(min(e.clock.millis(), a.To)-a.From) / 1000)
+	elapsed := float64(min(e.clock.millis(), a.To)-a.From) / 1000
+	wantRate := float64(x.count) / elapsed
 	if math.Abs(a.RatePerS-wantRate) > 1e-9*wantRate {
 		t.Errorf("%s: rate_per_s = %v, oracle %v", path, a.RatePerS, wantRate)
+	}
+	if a.ElapsedS == nil || *a.ElapsedS != elapsed {
+		t.Errorf("%s: elapsed_s = %v, oracle %v (the denominator of rate_per_s)", path, deref(a.ElapsedS), elapsed)
 	}
 	if len(a.Quantiles) != len(qs) {
 		t.Errorf("%s: %d quantiles, want %d: %v", path, len(a.Quantiles), len(qs), a.Quantiles)
@@ -218,7 +222,7 @@ func TestWindowEndToEnd(t *testing.T) {
 		t.Fatalf("idle window: %+v, want count 0 and null quantiles", a)
 	}
 	code, body, _ := e.do("GET", "/v1/window?metric=latency_ms&key=tenant-05&window=5m&q=0.5", nil)
-	if want := `"count":0,"sum":0,"avg":null,"min":null,"max":null,"rate_per_s":0,"quantiles":{"0.5":null}}`; code != 200 || !strings.Contains(string(body), want) {
+	if want := `"count":0,"sum":0,"avg":null,"min":null,"max":null,"rate_per_s":0,"elapsed_s":`; code != 200 || !strings.Contains(string(body), want) {
 		t.Fatalf("empty window body = %d %s, want ...%s", code, body, want)
 	}
 }
@@ -342,6 +346,9 @@ func TestTopOrder(t *testing.T) {
 			sketched := strings.HasPrefix(c.by, "p")
 			if (sketched && !within1pct(got.Value, w.v)) || (!sketched && math.Abs(got.Value-w.v) > 1e-9*math.Abs(w.v)) {
 				t.Errorf("%s: %s value %v, oracle %v", path, w.key, got.Value, w.v)
+			}
+			if elapsed := float64(min(e.clock.millis(), a.To)-a.From) / 1000; got.ElapsedS != elapsed {
+				t.Errorf("%s: %s elapsed_s %v, want %v", path, w.key, got.ElapsedS, elapsed)
 			}
 			if got.Count != w.x.count || got.Quantiles["0.99"] == nil || !within1pct(*got.Quantiles["0.99"], w.x.quantile(0.99)) {
 				t.Errorf("%s: %s count %d q0.99 %v, oracle %d %v", path, w.key, got.Count, deref(got.Quantiles["0.99"]), w.x.count, w.x.quantile(0.99))

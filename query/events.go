@@ -3,10 +3,13 @@ package query
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/slide-metrics/slide/internal/jsonenc"
 )
@@ -16,7 +19,10 @@ var eventsBufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // handleEvents serves POST /v1/events: an NDJSON body of events for users without Kafka.
 // The whole body is read before any event is recorded, so a body over MaxBodyBytes is
-// refused with 413 and records nothing. The answer counts accepted events and refused ones
+// refused with 413 and records nothing: at once when its Content-Length says so, else when
+// reading passes the limit. The rest of a refused body is then drained (see MaxDrainBytes)
+// so that clients which write the whole request before reading (Python's urllib and
+// requests) get the 413 instead of a connection reset. The answer counts accepted events and refused ones
 // by reason: {"accepted": 98, "rejected": {"invalid_json": 2}}. Refusals are not an HTTP
 // error; like Kafka input, a bad line never fails its neighbours.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
@@ -30,7 +36,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	limit := s.cfg.MaxBodyBytes
 	if r.ContentLength > limit {
-		writeTooLarge(w, limit)
+		refuseTooLarge(w, r, limit)
 		return
 	}
 	buf := eventsBufPool.Get().(*bytes.Buffer)
@@ -44,7 +50,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		writeTooLarge(w, limit)
+		refuseTooLarge(w, r, limit)
 		return
 	case err != nil:
 		writeError(w, http.StatusBadRequest, CodeBadBody, "", "reading body: "+err.Error())
@@ -84,9 +90,33 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	putBuf(bp, b)
 }
 
-func writeTooLarge(w http.ResponseWriter, limit int64) {
-	// The rest of the body is not read: close the connection rather than drain it.
+// Draining a refused body: at most MaxDrainBytes more are read, within drainTime.
+const (
+	// MaxDrainBytes is how much of a body refused with 413 is still read and discarded, so
+	// that a client writing its whole request before reading the answer finishes writing
+	// and reads the 413. A longer body (by its Content-Length, or found while draining) is
+	// cut off: the connection closes and such a client sees a reset. Clients that send
+	// "Expect: 100-continue" (curl for large bodies) get the 413 before sending anything.
+	MaxDrainBytes = 32 << 20
+	drainTime     = 10 * time.Second
+)
+
+// refuseTooLarge answers 413 at once, then drains what the client still sends (bounded by
+// MaxDrainBytes and drainTime) and closes the connection. The answer goes first and is
+// flushed, so a client that reads while it writes sees it early; full duplex lets the
+// handler read the body after answering.
+func refuseTooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+	rc := http.NewResponseController(w)
+	drain := !strings.EqualFold(r.Header.Get("Expect"), "100-continue") &&
+		(r.ContentLength < 0 || r.ContentLength <= limit+MaxDrainBytes) &&
+		rc.EnableFullDuplex() == nil
 	w.Header().Set("Connection", "close")
 	writeError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "",
 		"body larger than "+strconv.FormatInt(limit, 10)+" bytes; split the events over several requests")
+	if !drain {
+		return
+	}
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(drainTime))
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, MaxDrainBytes))
 }

@@ -42,7 +42,7 @@ func ExampleNew() {
 		fmt.Print(resp.StatusCode, " ", strings.ReplaceAll(string(body), `,"`, `, "`))
 	}
 	// Output:
-	// 200 {"metric":"latency_ms", "key":"tenant-42", "window":"1m", "from":1764489580000, "to":1764489640000, "series":1, "count":4, "sum":382.5, "avg":95.625, "min":80, "max":120, "rate_per_s":0.08, "quantiles":{"0.5":86.95907464544571, "1":120}}
+	// 200 {"metric":"latency_ms", "key":"tenant-42", "window":"1m", "from":1764489580000, "to":1764489640000, "series":1, "count":4, "sum":382.5, "avg":95.625, "min":80, "max":120, "rate_per_s":0.08, "elapsed_s":50, "quantiles":{"0.5":86.95907464544571, "1":120}}
 	// 400 {"error":{"code":"bad_parameter", "message":"parameter \"window\": 15s is not a multiple of the slot width 10s of metric \"latency_ms\"", "param":"window"}}
 }
 

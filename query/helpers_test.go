@@ -164,6 +164,7 @@ type windowAnswer struct {
 	Min       *float64            `json:"min"`
 	Max       *float64            `json:"max"`
 	RatePerS  float64             `json:"rate_per_s"`
+	ElapsedS  *float64            `json:"elapsed_s"`
 	Quantiles map[string]*float64 `json:"quantiles"`
 }
 
@@ -178,6 +179,7 @@ type topAnswer struct {
 		Key       string              `json:"key"`
 		Value     float64             `json:"value"`
 		Count     uint64              `json:"count"`
+		ElapsedS  float64             `json:"elapsed_s"`
 		Max       *float64            `json:"max"`
 		Quantiles map[string]*float64 `json:"quantiles"`
 	} `json:"top"`

@@ -2,6 +2,7 @@ package query_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -25,7 +26,13 @@ const loadConns = 16
 // percentile latency (p99_us). Every answer must have status want.
 func runLoad(b *testing.B, srv *httptest.Server, want int, newReq func() *http.Request) {
 	b.Helper()
-	tr := &http.Transport{MaxConnsPerHost: loadConns, MaxIdleConnsPerHost: loadConns, DisableCompression: true}
+	runLoadTLS(b, nil, want, newReq)
+}
+
+// runLoadTLS is runLoad with the client's TLS config for https:// requests.
+func runLoadTLS(b *testing.B, tlsConf *tls.Config, want int, newReq func() *http.Request) {
+	b.Helper()
+	tr := &http.Transport{MaxConnsPerHost: loadConns, MaxIdleConnsPerHost: loadConns, DisableCompression: true, TLSClientConfig: tlsConf}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	do := func() (time.Duration, error) {

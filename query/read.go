@@ -86,7 +86,7 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 func quote(s string) string { return string(jsonenc.AppendString(nil, s)) }
 
 // appendAgg writes the members of an aggregate (no braces): from, to, series, count, sum,
-// avg, min, max, rate_per_s and quantiles. An empty window has count 0, sum 0, rate 0 and
+// avg, min, max, rate_per_s, elapsed_s (rate_per_s's denominator) and quantiles. An empty window has count 0, sum 0, rate 0 and
 // null avg, min, max and quantiles, since JSON has no NaN.
 func appendAgg(b []byte, a window.Agg, now int64, qs []float64) []byte {
 	b = append(b, `"from":`...)
@@ -117,6 +117,8 @@ func appendStats(b []byte, a window.Agg, now int64, qs []float64) []byte {
 	b = jsonenc.AppendFloat(b, mx)
 	b = append(b, `,"rate_per_s":`...)
 	b = jsonenc.AppendFloat(b, a.RatePerSec(now))
+	b = append(b, `,"elapsed_s":`...)
+	b = jsonenc.AppendFloat(b, a.ElapsedSec(now))
 	b = append(b, `,"quantiles":{`...)
 	for i, q := range qs {
 		if i > 0 {

@@ -278,6 +278,10 @@ func handleHealthz(w http.ResponseWriter, _ *http.Request) {
 var healthOK = []byte(`{"status":"ok"}` + "\n")
 
 func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+	if s.cfg.Backends != nil {
+		s.readyzBackends(w)
+		return
+	}
 	if s.cfg.Ready != nil {
 		if err := s.cfg.Ready(); err != nil {
 			w.Header().Set("Retry-After", "1")

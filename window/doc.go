@@ -31,7 +31,8 @@
 //     span, [From, To), so an exact oracle can be computed over the same events. Count and
 //     Sum are exact, Min and Max are exact (tracked beside the sketch: a sketch's p100 is
 //     not the max), quantiles are within the sketch's relative accuracy and clamped to
-//     [Min, Max]. RatePerSec divides by the part of the span already elapsed.
+//     [Min, Max]. RatePerSec divides by the part of the span already elapsed, ElapsedSec,
+//     counted from From even when the store (or the log it was restored from) is younger.
 //   - The ring keeps the bins of its live slots summed in one aggregate, adding the slot
 //     that completes and subtracting the one that leaves (the sliding-sum trick on bucket
 //     counts), so a full-retention quantile is one read instead of a merge of 30 sketches.

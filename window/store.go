@@ -47,12 +47,26 @@ func (a Agg) Avg() float64 {
 // RatePerSec is Count per second of the span that has elapsed at now: the current slot is
 // only partly over, so the divisor is min(now, To) − From, as Prometheus' rate divides by
 // the time actually covered.
+//
+// The span counts from its start even when the process (or the log it restored from) is
+// younger: right after a fresh start a 5-minute window's rate is divided by up to 5
+// minutes of which only seconds had traffic. ElapsedSec is that denominator.
 func (a Agg) RatePerSec(now int64) float64 {
 	end := min(now, a.To)
 	if end <= a.From {
 		return 0
 	}
 	return float64(a.Count) / (float64(end-a.From) / 1000)
+}
+
+// ElapsedSec is the part of the span [From, To) elapsed at now, in seconds: the
+// denominator of RatePerSec (0 when the span has not begun).
+func (a Agg) ElapsedSec(now int64) float64 {
+	end := min(now, a.To)
+	if end <= a.From {
+		return 0
+	}
+	return float64(end-a.From) / 1000
 }
 
 func (a *Agg) clampQuantiles() {

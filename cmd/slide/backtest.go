@@ -16,28 +16,8 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-const backtestUsage = `usage: slide backtest --policies FILE [flags] REQUESTS|-
-
-Replays a recorded request log (NDJSON, or CSV with a header: ts, key, optional cost and
-policy; ts in unix ms or RFC 3339, sorted by time) through the limiter algorithms of
-slide serve, with each request's time as now, and prints per policy the allowed and denied
-counts, the most denied keys and the denial timeline. A request without a policy is decided
-by every policy and rule of the file, each on its own. Metric events in the log (lines with
-metric and value, as POST /v1/events takes them) feed the windows that usage rules read, in
-rings given as to slide serve (--slot, --slots, --rings).
-
-  $ slide backtest --policies policies.yaml requests.csv
-  policy login (sliding_log 3/1m0s): 4 requests, 3 allowed, 1 denied
-
-flags:
-`
-
 func cmdBacktest(ctx context.Context, args []string, s stdio) error {
-	fs := newFlagSet("backtest", s.err)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), backtestUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("backtest", s.out)
 	var (
 		policies, format, rings string
 		slot                    time.Duration
@@ -55,11 +35,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	if err != nil {
 		return err
 	}
-	usageErr := func(f string, a ...any) error {
-		fmt.Fprintf(s.err, "slide backtest: "+f+"\n\n", a...)
-		fs.Usage()
-		return errUsage
-	}
+	usageErr := func(f string, a ...any) error { return usagef(fs, f, a...) }
 	switch {
 	case path == "":
 		return usageErr("missing REQUESTS file (or - for stdin)")

@@ -16,29 +16,8 @@ import (
 	"github.com/slide-metrics/slide/sketch"
 )
 
-const batchUsage = `usage: slide batch [flags] FILE|-
-
-Streams a CSV (with a header row), NDJSON or Parquet file once (gzip or zstd compressed ones
-too, found by their magic bytes), in memory O(window), and prints the best sliding window:
-
-  {"agg":"sum","size":1000,"n":100000,"best":500500,"start":0,"end":999,"start_line":2,"end_line":1001}
-
-start/end are the 0-based inclusive data-row indices of the best window (the first one on
-ties), start_line/end_line their file lines; time windows add span_ms, start_ts/end_ts (unix ms)
-and start_time/end_time (RFC 3339). Count window of K rows: --size K. Time window
-(ts − span, ts] ending at every row: --span 60s (rows sorted by --time-column).
---agg sum,max,p95 computes several aggregates in one pass; --group-by COLUMN gives the best
-window of every group. With --series - the windows go to stdout and the results to stderr.
-
-flags:
-`
-
 func cmdBatch(ctx context.Context, args []string, s stdio) error {
-	fs := newFlagSet("batch", s.err)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), batchUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("batch", s.out)
 	var (
 		job                               batch.Job
 		series, sketchKind, format, inFmt string
@@ -62,11 +41,10 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	if err != nil {
 		return err
 	}
-	usageErr := func(format string, a ...any) error {
-		fmt.Fprintf(s.err, "slide batch: "+format+"\n\n", a...)
-		fs.Usage()
-		return errUsage
+	if err := checkNumbers(fs, zeroMeans{"size": "no count window", "span": "no time window"}); err != nil {
+		return err
 	}
+	usageErr := func(format string, a ...any) error { return usagef(fs, format, a...) }
 	if path == "" {
 		return usageErr("missing input FILE (or - for stdin)")
 	}
@@ -99,7 +77,7 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	if sketchKind != "" {
 		k, err := sketch.ParseKind(sketchKind)
 		if err != nil {
-			return usageErr("--sketch: %v", err)
+			return flagErrorf(fs, "sketch", "%v", sketchProblem(err))
 		}
 		job.Sketch = k
 	}
@@ -186,8 +164,8 @@ func parseBatchArgs(fs *flag.FlagSet, args []string) (string, error) {
 	var pos []string
 	for rest := fs.Args(); len(rest) > 0; rest = fs.Args() {
 		pos = append(pos, rest[0])
-		if err := fs.Parse(rest[1:]); err != nil {
-			return "", errUsage
+		if err := parseCommandLine(fs, rest[1:]); err != nil {
+			return "", err
 		}
 	}
 	switch len(pos) {
@@ -196,7 +174,5 @@ func parseBatchArgs(fs *flag.FlagSet, args []string) (string, error) {
 	case 1:
 		return pos[0], nil
 	}
-	fmt.Fprintf(fs.Output(), "slide batch: one input file, got %d: %s\n\n", len(pos), strings.Join(pos, " "))
-	fs.Usage()
-	return "", errUsage
+	return "", usagef(fs, "one input file, got %d: %s", len(pos), strings.Join(pos, " "))
 }

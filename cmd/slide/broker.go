@@ -13,7 +13,7 @@ import (
 // share one group (a local rebalance) and a slide process can be killed and restarted
 // while the log survives (the crash tests). It keeps the log in memory: not for production.
 func cmdBroker(ctx context.Context, args []string, s stdio) error {
-	fs := newFlagSet("broker", s.err)
+	fs := newFlagSet("broker", s.out)
 	var cfg ingest.BrokerConfig
 	var logLevel string
 	fs.StringVar(&cfg.Addr, "addr", ingest.DefaultBrokerAddr, "listen address (port 0 picks a free port, printed on stdout)")
@@ -24,18 +24,20 @@ func cmdBroker(ctx context.Context, args []string, s stdio) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(s.err, "slide broker: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if err := checkNumbers(fs, nil, "partitions"); err != nil {
+		return err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return flagErrorf(fs, "log-level", "want debug, info, warn or error")
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
 	b, err := ingest.StartBroker(ctx, cfg)
 	if err != nil {
-		return err
+		return envNamed(fs, bindErrorHint("addr", cfg.Addr, err, ""))
 	}
 	defer b.Close()
 	// One line on stdout, parsed by scripts and tests: the address to give --brokers.

@@ -192,13 +192,13 @@ func TestServeRefusesBadHTTPFlags(t *testing.T) {
 		{[]string{"--max-conns-per-client", "-1"}, "--max-conns-per-client -1"},
 	} {
 		code, _, errOut := runCmd(t, context.Background(), "", append(base, c.args...)...)
-		if code != 1 || !strings.Contains(errOut, c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit 1 saying %q", c.args, code, errOut, c.want)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", c.args, code, errOut, c.want)
 		}
 	}
 	t.Setenv("SLIDE_AUTH_READS", "true")
 	code, _, errOut := runCmd(t, context.Background(), "", base...)
-	if code != 1 || !strings.Contains(errOut, "--auth-reads needs --auth-token-file") {
+	if code != 2 || !strings.Contains(errOut, "--auth-reads needs --auth-token-file") {
 		t.Errorf("SLIDE_AUTH_READS=true without a token file: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -229,6 +229,10 @@ func TestServeAuthReads(t *testing.T) {
 	}()
 	base := "http://" + addr
 	waitHTTP(t, base+"/healthz").Body.Close()
+	// Reads answer 503 until the windows are restored: wait for that, it is not the point here.
+	if err := proctest.WaitStatus(context.Background(), base+"/readyz", 200, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	get := func(path, token string) int {
 		req, _ := http.NewRequest("GET", base+path, nil)
 		if token != "" {

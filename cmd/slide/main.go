@@ -11,6 +11,12 @@
 // Every flag can also be set from the environment as SLIDE_<FLAG>, upper case with
 // dashes as underscores (--max-series → SLIDE_MAX_SERIES); a flag on the command
 // line wins over the environment.
+//
+// `slide CMD --help` prints a description, examples and the flags (help.go) and exits 0.
+// A command-line mistake is one line that names the flag or variable as it was given
+// (--slots 0, SLIDE_SLOTS=abc) and a pointer to --help, exit 2; numeric flags are checked
+// after parsing (validate.go, checkNumbers), 0 like negative values unless 0 has a stated
+// meaning. Other failures exit 1.
 package main
 
 import (
@@ -56,14 +62,15 @@ func main() {
 	os.Exit(code)
 }
 
-// run dispatches to a subcommand and maps its error to an exit code:
-// 0 success, 2 usage error, 1 anything else.
+// run dispatches to a subcommand and maps its error to an exit code: 0 success (and
+// --help), 2 a usage error (printed in one line with a pointer to --help), 1 anything else.
 func run(ctx context.Context, args []string, s stdio) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		printUsage(s.err)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+		printUsage(s.out)
 		return 0
 	}
 	for _, c := range commands() {
@@ -71,9 +78,13 @@ func run(ctx context.Context, args []string, s stdio) int {
 			continue
 		}
 		err := c.run(ctx, args[1:], s)
+		var ue *usageError
 		switch {
-		case err == nil:
+		case err == nil, errors.Is(err, errHelp):
 			return 0
+		case errors.As(err, &ue):
+			fmt.Fprintf(s.err, "slide %s: %s\nrun 'slide %s --help' for usage\n", ue.cmd, ue.msg, ue.cmd)
+			return 2
 		case errors.Is(err, errUsage):
 			return 2
 		default:
@@ -91,10 +102,17 @@ func printUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'slide <command> -h' for the flags of a command. Every flag can also be set as SLIDE_<FLAG>.")
+	fmt.Fprintln(w, "\nRun 'slide <command> --help' for its description, examples and flags. Every flag can also be set as SLIDE_<FLAG>.")
 }
 
-func cmdVersion(_ context.Context, _ []string, s stdio) error {
+func cmdVersion(_ context.Context, args []string, s stdio) error {
+	fs := newFlagSet("version", s.out)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
 	_, err := fmt.Fprintf(s.out, "slide %s\n", version)
 	return err
 }

@@ -48,8 +48,10 @@ func TestEnvironmentSetsFlagsAndCommandLineWins(t *testing.T) {
 		t.Fatalf("addr %q (command line must win), max-series %d (from SLIDE_MAX_SERIES)", *addr, *maxSeries)
 	}
 	env["SLIDE_MAX_SERIES"] = "lots"
+	fs = flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.Int("max-series", 1, "")
 	err := parseFlagsEnv(fs, nil, lookup)
-	if err == nil || !strings.Contains(err.Error(), "SLIDE_MAX_SERIES") {
+	if err == nil || err.Error() != "SLIDE_MAX_SERIES=lots: want a whole number" {
 		t.Fatalf("a bad environment value must name the variable: %v", err)
 	}
 }
@@ -160,18 +162,28 @@ func TestServeEndToEndAndGracefulStop(t *testing.T) {
 	if !strings.Contains(errb.String(), "left consumer group") {
 		t.Errorf("the consumer did not leave its group on shutdown:\n%s", errb.String())
 	}
+	// The log tells the shutdown in the order it happens: stopped is the last line.
+	logs := strings.TrimRight(errb.String(), "\n")
+	left, stopped := strings.Index(logs, "left consumer group"), strings.LastIndex(logs, "\n")
+	if left < 0 || !strings.HasSuffix(logs, "level=INFO msg=stopped") || stopped < left {
+		t.Errorf("shutdown log out of order (want ... left consumer group ... stopped, last):\n%s", logs)
+	}
 }
 
 func TestServeRefusesBadConfig(t *testing.T) {
-	for _, args := range [][]string{
-		{"serve", "--sketch", "tdigest"},
-		{"serve", "--rings", "cost=1m"},
-		{"serve", "--policies", "/nonexistent/policies.yaml"},
-		{"serve", "--export-windows", "latency_ms:7"},
+	for _, c := range []struct {
+		args []string
+		code int // 2: a flag's value is wrong (checked before anything starts); 1: its file is
+	}{
+		{[]string{"serve", "--sketch", "tdigest"}, 2},
+		{[]string{"serve", "--rings", "cost=1m"}, 2},
+		{[]string{"serve", "--policies", "/nonexistent/policies.yaml"}, 1},
+		{[]string{"serve", "--export-windows", "latency_ms:7"}, 2},
 	} {
+		args := c.args
 		code, _, errOut := runCmd(t, context.Background(), "", append(args, "--addr", "127.0.0.1:0", "--embedded-kafka-addr", "127.0.0.1:0")...)
-		if code != 1 || !strings.Contains(errOut, args[1]) {
-			t.Errorf("%v: exit %d, stderr %q; want exit 1 naming %s", args, code, errOut, args[1])
+		if code != c.code || !strings.Contains(errOut, args[1]) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %s", args, code, errOut, c.code, args[1])
 		}
 	}
 }

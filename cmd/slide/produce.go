@@ -30,17 +30,18 @@ type produceConfig struct {
 	connectTimeout       time.Duration
 	brokerList           []string
 	timestamps           string
+	kafka                kafkaFlags // TLS and SASL (connect.go)
 }
 
 // cmdProduce is `slide produce`: a load generator (lognormal latencies and costs for keys
 // tenant-1…N, a few heavy and slow) or, with --file, a replayer of NDJSON events. Records
 // are keyed by event key, so each series stays in one partition. It prints what it sent.
 func cmdProduce(ctx context.Context, args []string, s stdio) error {
-	fs := newFlagSet("produce", s.err)
+	fs := newFlagSet("produce", s.out)
 	var c produceConfig
-	fs.StringVar(&c.brokers, "brokers", ingest.DefaultBrokerAddr, "Kafka bootstrap brokers, comma-separated (default: the embedded broker of slide serve)")
+	fs.StringVar(&c.brokers, "brokers", ingest.DefaultBrokerAddr, "Kafka bootstrap brokers, comma-separated; the default is where slide serve's embedded broker listens")
 	fs.StringVar(&c.topic, "topic", ingest.DefaultTopic, "topic to write to")
-	fs.Float64Var(&c.rate, "rate", ingest.DefaultDemoRate, "events per second; with --file the replay pace, unlimited unless set")
+	fs.Float64Var(&c.rate, "rate", ingest.DefaultDemoRate, "events per second (default 1000); with --file the replay pace, and a replay without --rate is not paced")
 	fs.IntVar(&c.keys, "keys", ingest.DefaultDemoKeys, "distinct keys, tenant-1 … tenant-N")
 	fs.IntVar(&c.heavy, "heavy", ingest.DefaultDemoHeavy, "heavy, slow keys among them; half the requests are theirs (0 for none)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to generate; 0 runs until interrupted")
@@ -50,12 +51,15 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed: the same seed sends the same events")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the brokers before giving up")
 	fs.StringVar(&c.timestamps, "timestamps", "now", "record timestamps with --file: now (the time of sending) or event (each event's ts, for replaying history)")
+	c.kafka.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(s.err, "slide produce: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if err := checkNumbers(fs, zeroMeans{"heavy": "none", "duration": "until interrupted"}, "rate", "keys", "connect-timeout"); err != nil {
+		return err
 	}
 	fs.Visit(func(f *flag.Flag) { c.rateSet = c.rateSet || f.Name == "rate" })
 	for _, b := range strings.Split(c.brokers, ",") {
@@ -65,15 +69,11 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	}
 	switch {
 	case len(c.brokerList) == 0:
-		return errors.New("--brokers: no broker address")
+		return flagErrorf(fs, "brokers", "no broker address")
 	case c.topic == "":
-		return errors.New("--topic: empty")
-	case !(c.rate > 0):
-		return fmt.Errorf("--rate %v: must be positive", c.rate)
-	case c.duration < 0:
-		return fmt.Errorf("--duration %v: must not be negative", c.duration)
+		return flagErrorf(fs, "topic", "empty")
 	case c.timestamps != "now" && c.timestamps != "event":
-		return fmt.Errorf("--timestamps %q: want now or event", c.timestamps)
+		return flagErrorf(fs, "timestamps", "want now or event")
 	}
 	var g *ingest.DemoGen
 	if c.file == "" {
@@ -84,13 +84,25 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 		var err error
 		g, err = ingest.NewDemoGen(ingest.Demo{Keys: c.keys, Rate: c.rate, Heavy: heavy, Metric: c.metric, CostMetric: c.costMetric, Seed: c.seed})
 		if err != nil {
-			return fmt.Errorf("generator flags: %w", err)
+			return usagef(fs, "generator flags: %v", err)
 		}
 	}
-	if err := checkBrokers(ctx, c.brokerList, c.connectTimeout); err != nil {
+	dialer, _, err := c.kafka.dialer(os.LookupEnv)
+	if err != nil {
 		return err
 	}
-	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: c.brokerList, Topic: c.topic})
+	if c.kafka.set() {
+		// TLS or SASL: a refused certificate or password is not "nobody answers".
+		cctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
+		err = ingest.CheckBrokers(cctx, c.brokerList, dialer)
+		cancel()
+	} else {
+		err = checkBrokers(ctx, c.brokerList, c.connectTimeout, dialer)
+	}
+	if err != nil {
+		return err
+	}
+	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: c.brokerList, Topic: c.topic, Dialer: dialer})
 	if err != nil {
 		return err
 	}
@@ -102,12 +114,14 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 
 // checkBrokers fails fast, with a clear message, when no broker answers: the asynchronous
 // producer would otherwise retry for a long time before reporting anything.
-func checkBrokers(ctx context.Context, brokers []string, timeout time.Duration) error {
+func checkBrokers(ctx context.Context, brokers []string, timeout time.Duration, base *kafka.Dialer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	d := *base // the TLS and SASL settings, with this timeout
+	d.Timeout = timeout
 	var errs []error
 	for _, b := range brokers {
-		conn, err := (&kafka.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", b)
+		conn, err := d.DialContext(ctx, "tcp", b)
 		if err == nil {
 			conn.Close()
 			return nil

@@ -171,13 +171,15 @@ func TestProduceErrors(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--rate", "-5"},
+		{"--rate", "0"},
+		{"--keys", "0"},
 		{"--brokers", " , "},
 		{"--duration", "-1s"},
 		{"--topic", ""},
 		{"--timestamps", "record"},
 	} {
-		if err := cmdProduce(context.Background(), args, s); err == nil || errors.Is(err, errUsage) {
-			t.Errorf("%v: %v, want a validation error", args, err)
+		if err := cmdProduce(context.Background(), args, s); !errors.Is(err, errUsage) || !strings.HasPrefix(err.Error(), args[0]+" ") {
+			t.Errorf("%v: %v, want a usage error naming %s and its value", args, err, args[0])
 		}
 	}
 	if err := cmdProduce(context.Background(), []string{"--keys", "2", "--heavy", "5"}, s); err == nil || !strings.Contains(err.Error(), "heavy") {

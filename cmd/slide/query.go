@@ -27,7 +27,7 @@ Asks a running slide serve and prints a table (--json: the API's JSON as it came
   slide query metrics
 
 A --key holding '*' merges every matching series. --window defaults to the metric's
-retention. Run 'slide query <command> -h' for its flags.
+retention. Run 'slide query <command> --help' for its flags and examples.
 `
 
 // queryClient is what every query subcommand shares: where the API is and how to print.
@@ -45,13 +45,17 @@ func (c *queryClient) register(fs *flag.FlagSet) {
 }
 
 func cmdQuery(ctx context.Context, args []string, s stdio) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		fmt.Fprint(s.err, queryUsage)
 		return errUsage
 	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+		fmt.Fprint(s.out, queryUsage)
+		return errHelp
+	}
 	sub, args := args[0], args[1:]
 	var c queryClient
-	fs := newFlagSet("query "+sub, s.err)
+	fs := newFlagSet("query "+sub, s.out)
 	c.register(fs)
 	v := url.Values{}
 	str := func(name, def, help string) *string { return fs.String(name, def, help) }
@@ -90,14 +94,12 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 	case "metrics":
 		run = func() error { return c.metrics(ctx, s.out) }
 	default:
-		fmt.Fprintf(s.err, "slide query: unknown command %q\n\n%s", sub, queryUsage)
-		return errUsage
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: slide query %s [flags]\n\nflags:\n", sub)
-		fs.PrintDefaults()
+		return &usageError{cmd: "query", msg: fmt.Sprintf("unknown command %s; want window, top, series or metrics", shellWord(sub))}
 	}
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkNumbers(fs, nil, "timeout", "k", "limit"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -112,10 +114,8 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 	return run()
 }
 
-func queryUsageErr(fs *flag.FlagSet, s stdio, msg string) error {
-	fmt.Fprintf(s.err, "%s: %s\n\n", fs.Name(), msg)
-	fs.Usage()
-	return errUsage
+func queryUsageErr(fs *flag.FlagSet, _ stdio, msg string) error {
+	return usagef(fs, "%s", msg)
 }
 
 // set adds the non-empty name/value pairs to v.
@@ -205,6 +205,7 @@ type windowJSON struct {
 	Min       *float64            `json:"min"`
 	Max       *float64            `json:"max"`
 	RatePerS  float64             `json:"rate_per_s"`
+	ElapsedS  *float64            `json:"elapsed_s"`
 	Quantiles map[string]*float64 `json:"quantiles"`
 }
 
@@ -227,6 +228,9 @@ func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) err
 	}
 	fmt.Fprintf(tw, "count\t%d\nsum\t%s\navg\t%s\nmin\t%s\nmax\t%s\nrate/s\t%s\n",
 		a.Count, num(&a.Sum), num(a.Avg), num(a.Min), num(a.Max), num(&a.RatePerS))
+	if a.ElapsedS != nil { // rate/s's denominator: the part of the span that has passed
+		fmt.Fprintf(tw, "elapsed\t%ss\n", num(a.ElapsedS))
+	}
 	for _, q := range sortedQuantiles(a.Quantiles) {
 		fmt.Fprintf(tw, "%s\t%s\n", pname(q), num(a.Quantiles[q]))
 	}

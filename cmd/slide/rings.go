@@ -28,7 +28,7 @@ func parseRing(s string) (window.RingConfig, error) {
 	rc.Slot, rc.Slots = d, n
 	if len(parts) == 3 {
 		if rc.Sketch, err = sketch.ParseKind(parts[2]); err != nil {
-			return rc, fmt.Errorf("%q: sketch: %w", s, err)
+			return rc, fmt.Errorf("%q: sketch: %w", s, sketchProblem(err))
 		}
 	}
 	if err := rc.Validate(); err != nil {

@@ -57,6 +57,7 @@ type serveConfig struct {
 
 	policies string
 	redis    string
+	rls      rlsFlags // --grpc-addr, --rls-config (rls.go)
 
 	authTokenFile   string
 	authReads       bool
@@ -70,6 +71,8 @@ type serveConfig struct {
 	demo     bool
 	demoRate float64
 	demoKeys int
+
+	conn connFlags // Kafka and Redis security, HTTPS (connect.go)
 }
 
 func (c *serveConfig) register(fs interface {
@@ -101,6 +104,7 @@ func (c *serveConfig) register(fs interface {
 
 	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
 	fs.StringVar(&c.redis, "redis", "", "Redis address (host:port) for policies with backend: redis")
+	c.rls.register(fs)
 
 	fs.StringVar(&c.authTokenFile, "auth-token-file", "", "file holding the bearer token the write endpoints require (empty: no auth)")
 	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/top, /v1/series, /v1/metrics, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
@@ -119,11 +123,11 @@ func (c *serveConfig) register(fs interface {
 func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 	kind, err := sketch.ParseKind(c.sketchKind)
 	if err != nil {
-		return window.StoreConfig{}, fmt.Errorf("--sketch: %w", err)
+		return window.StoreConfig{}, &flagError{"sketch", sketchProblem(err)}
 	}
 	rings, err := parseMetricRings(c.rings)
 	if err != nil {
-		return window.StoreConfig{}, fmt.Errorf("--rings: %w", err)
+		return window.StoreConfig{}, &flagError{"rings", err}
 	}
 	for m, rc := range rings {
 		if rc.Sketch == (sketch.Kind{}) {
@@ -143,29 +147,38 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 }
 
 func cmdServe(ctx context.Context, args []string, s stdio) error {
-	fs := newFlagSet("serve", s.err)
+	fs := newFlagSet("serve", s.out)
 	var c serveConfig
 	c.register(fs)
+	c.conn.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(s.err, "slide serve: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
+	if err := c.validate(fs); err != nil {
+		return err
 	}
 	if err := c.checkHTTP(); err != nil {
+		return usagef(fs, "%v", err)
+	}
+	if err := c.conn.check(c.brokers); err != nil {
 		return err
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
+	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
-	return serve(ctx, c, s, log)
+	return envNamed(fs, serve(ctx, c, s, log))
 }
 
 // serve builds the engine, serves until ctx ends, then closes in reverse order.
 func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error {
+	// "stopped" is the last line once serving began: deferred first, it runs after the
+	// consumer has left its group (wg.Wait below) and the broker and limiter are closed.
+	serving := false
+	defer func() {
+		if serving {
+			log.Info("stopped")
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -195,13 +208,16 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 			Addr: c.embeddedKafkaAddr, Topic: c.topic, Partitions: c.embeddedPartitions, Logger: log,
 		})
 		if err != nil {
-			return fmt.Errorf("starting the embedded Kafka broker: %w", err)
+			return bindError("embedded-kafka-addr", c.embeddedKafkaAddr, fmt.Errorf("starting the embedded Kafka broker: %w", err))
 		}
 		defer broker.Close()
 		brokers = broker.Addrs()
 		log.Info("embedded Kafka broker", "addr", strings.Join(brokers, ","), "topic", c.topic, "partitions", c.embeddedPartitions)
 	} else {
 		brokers = strings.Split(c.brokers, ",")
+	}
+	if err := c.conn.connectKafka(brokers, log); err != nil {
+		return err
 	}
 	metrics := append([]string{}, store.Metrics()...)
 	for m := range sc.Metrics {
@@ -210,6 +226,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	consumer, err := ingest.New(ingest.Config{
 		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
 		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
+		Dialer: c.conn.kafkaDialer,
 	}, store)
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)
@@ -229,7 +246,11 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		Store: store, Events: newEventSink(store), Allow: allow, AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
+		Backends: c.conn.checks.states,
 		Ready: func() error {
+			if err := c.conn.checks.failing(); err != nil {
+				return err
+			}
 			if consumer.Ready() {
 				return nil
 			}
@@ -246,11 +267,22 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return err
 	}
 	srv := newHTTPServer(qs.Handler(), c.readHeaderTimeout, log)
+	grpcSrv, err := c.rls.listen(token, reg, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 
 	// Background work ends when work is cancelled, after the HTTP server has drained.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
+	httpLn, err := c.conn.listener(work, ln, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	var wg sync.WaitGroup
+	c.conn.startChecks(work, &wg, log)
 	errc := make(chan error, 3)
 	wg.Go(func() {
 		if err := consumer.Run(work); err != nil && !errors.Is(err, context.Canceled) {
@@ -258,6 +290,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		}
 	})
 	wg.Go(func() { evictLoop(work, store, c.evictInterval) })
+	grpcSrv.run(work, &wg, errc, c.shutdownTimeout)
 	if c.demo {
 		wg.Go(func() {
 			if err := runDemo(work, c, brokers, log); err != nil {
@@ -267,9 +300,10 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	log.Info("slide serving", "addr", ln.Addr().String(), "version", version)
 	if c.demo {
-		printDemoHelp(s.out, ln.Addr().String())
+		wg.Go(func() { printBannerWhenReady(work, s.out, ln.Addr().String(), consumer.Ready) })
 	}
-	err = serveUntilDone(ctx, srv, ln, c.shutdownTimeout, errc, log)
+	serving = true
+	err = serveUntilDone(ctx, srv, httpLn, c.shutdownTimeout, errc, log)
 	stopWork() // stop fetching, finish the batch, commit, leave the group; stop the demo
 	wg.Wait()
 	return err
@@ -292,6 +326,11 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 			return nil, func() {}, fmt.Errorf("demo policies: %w", err)
 		}
 	}
+	rp, rr, err := c.rls.policies(c.redis) // Envoy's rate limit service decides through the same service
+	if err != nil {
+		return nil, func() {}, err
+	}
+	policies, rules = append(policies, rp...), append(rules, rr...)
 	if len(policies) == 0 && len(rules) == 0 {
 		return nil, func() {}, nil
 	}
@@ -301,10 +340,13 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	}
 	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log}
 	closeFn := func() {}
-	if c.redis != "" {
-		// go-redis logs each failed dial to stderr; through slog, at most one a second.
-		goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
-		client := goredis.NewClient(limredis.Options(c.redis))
+	// go-redis logs each failed dial to stderr; through slog, at most one a second.
+	goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
+	client, err := c.conn.connectRedis(c.redis)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	if client != nil {
 		closeFn = func() { _ = client.Close() }
 		backend, err := limredis.New(client, limredis.Config{})
 		if err != nil {
@@ -318,6 +360,7 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 		closeFn()
 		return nil, func() {}, err
 	}
+	c.rls.svc = svc
 	return svc.AllowHandler(), closeFn, nil
 }
 
@@ -412,7 +455,7 @@ func (c *serveConfig) checkHTTP() error {
 func (c *serveConfig) listen(reg prometheus.Registerer) (*query.ClientLimitListener, error) {
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", c.addr, err)
+		return nil, bindError("addr", c.addr, fmt.Errorf("listening on %s: %w", c.addr, err))
 	}
 	l := query.LimitPerClient(ln, c.maxConnsPerClient)
 	if err := reg.Register(l); err != nil {
@@ -460,7 +503,7 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, grac
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return errors.Join(failed, fmt.Errorf("serving HTTP: %w", err))
 	}
-	log.Info("stopped")
+	log.Info("HTTP stopped; stopping ingest")
 	return failed
 }
 
@@ -470,7 +513,7 @@ func runDemo(ctx context.Context, c serveConfig, brokers []string, log *slog.Log
 	if err != nil {
 		return err
 	}
-	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: brokers, Topic: c.topic})
+	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: brokers, Topic: c.topic, Dialer: c.conn.kafkaDialer})
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,13 @@
 //
 // Every cluster listens on a free loopback port, has its topic created with the requested
 // partition count, and is closed by t.Cleanup. Group session timeouts down to 100 ms are
-// allowed so tests of joins, leaves and rebalances finish in bounded time.
+// allowed so tests of joins, leaves and rebalances finish in bounded time. StartWith adds
+// TLS (with or without client certificates) and SASL users (PLAIN, SCRAM-SHA-256/512).
 package kafkatest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"testing"
 	"time"
@@ -24,14 +26,40 @@ type Cluster struct {
 	Topic string
 	// Partitions is the topic's partition count.
 	Partitions int
+	// Dialer is how this package's own Produce and ProduceTo connect (TLS, SASL); nil is
+	// plain TCP.
+	Dialer *kafka.Dialer
 
 	c *kfake.Cluster
+}
+
+// User is a SASL user the broker accepts, as a superuser (no ACLs apply).
+type User struct {
+	// Method is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	Method, Name, Password string
+}
+
+// Opts are the settings of StartWith; the zero value is Start's plaintext broker.
+type Opts struct {
+	// TLS, when not nil, makes the broker speak only TLS with this server config
+	// (ClientAuth and ClientCAs for mTLS).
+	TLS *tls.Config
+	// Users enable SASL: every client must authenticate as one of them.
+	Users []User
+	// Dialer becomes Cluster.Dialer: the client side of TLS and SASL for Produce.
+	Dialer *kafka.Dialer
 }
 
 // Start launches a one-broker cluster on 127.0.0.1:<free port> with topic created with
 // partitions partitions (topics named in extra get the same count) and registers Close
 // with t.Cleanup. It fails the test on any error.
 func Start(t testing.TB, topic string, partitions int, extra ...string) *Cluster {
+	t.Helper()
+	return StartWith(t, Opts{}, topic, partitions, extra...)
+}
+
+// StartWith is Start with TLS and SASL.
+func StartWith(t testing.TB, o Opts, topic string, partitions int, extra ...string) *Cluster {
 	t.Helper()
 	if partitions < 1 {
 		t.Fatalf("kafkatest: partitions must be >= 1, got %d", partitions)
@@ -44,6 +72,15 @@ func Start(t testing.TB, topic string, partitions int, extra ...string) *Cluster
 		kfake.AllowAutoTopicCreation(),
 		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
 	}
+	if o.TLS != nil {
+		opts = append(opts, kfake.TLS(o.TLS))
+	}
+	if len(o.Users) > 0 {
+		opts = append(opts, kfake.EnableSASL())
+		for _, u := range o.Users {
+			opts = append(opts, kfake.Superuser(u.Method, u.Name, u.Password))
+		}
+	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		t.Fatalf("kafkatest: starting kfake cluster: %v", err)
@@ -53,7 +90,7 @@ func Start(t testing.TB, topic string, partitions int, extra ...string) *Cluster
 	if len(addrs) != 1 {
 		t.Fatalf("kafkatest: want 1 listen address, got %v", addrs)
 	}
-	return &Cluster{Addr: addrs[0], Topic: topic, Partitions: partitions, c: c}
+	return &Cluster{Addr: addrs[0], Topic: topic, Partitions: partitions, Dialer: o.Dialer, c: c}
 }
 
 // Kfake returns the underlying cluster, for tests that inject faults.
@@ -72,6 +109,9 @@ func (c *Cluster) Produce(t testing.TB, msgs ...kafka.Message) {
 		BatchTimeout: time.Millisecond,
 		RequiredAcks: kafka.RequireAll,
 	}
+	if d := c.Dialer; d != nil {
+		w.Transport = &kafka.Transport{TLS: d.TLS, SASL: d.SASLMechanism}
+	}
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -85,7 +125,11 @@ func (c *Cluster) ProduceTo(t testing.TB, p int, msgs ...kafka.Message) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := kafka.DialLeader(ctx, "tcp", c.Addr, c.Topic, p)
+	d := c.Dialer
+	if d == nil {
+		d = kafka.DefaultDialer
+	}
+	conn, err := d.DialLeader(ctx, "tcp", c.Addr, c.Topic, p)
 	if err != nil {
 		t.Fatalf("kafkatest: dialing leader of %s/%d: %v", c.Topic, p, err)
 	}

@@ -1,11 +1,14 @@
 // Package redistest starts a real redis-server for tests: on a free loopback
 // port, without persistence, stopped by t.Cleanup. Stop and Start simulate an
-// outage: Start brings the server back on the same port.
+// outage: Start brings the server back on the same port. StartWith adds a
+// password, an ACL user or TLS; StartCluster (cluster.go) a Redis Cluster and
+// StartSentinel a master, a replica and three Sentinels.
 package redistest
 
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +35,7 @@ type Server struct {
 	port int
 	dir  string
 	args []string
+	opts Opts
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -43,6 +47,30 @@ type Server struct {
 // cleanup that stops it. It fails the test if redis-server is missing or does
 // not come up within 10 s.
 func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	return StartWith(t, Opts{Args: args})
+}
+
+// Opts are the settings of StartWith. The zero value is Start's server.
+type Opts struct {
+	// Args are extra redis-server arguments.
+	Args []string
+	// Password is requirepass, the default user's password.
+	Password string
+	// User and UserPassword add an ACL user allowed every command and key.
+	User, UserPassword string
+	// TLSCert, TLSKey and TLSCA (PEM files, e.g. from tlstest) make the server speak
+	// TLS only, on Addr; clients need not present a certificate. TLSClient is the
+	// client config the package's own PING and Do use.
+	TLSCert, TLSKey, TLSCA string
+	TLSClient              *tls.Config
+
+	config   string // a config file, the first argument (Sentinel needs one it can rewrite)
+	sentinel bool
+}
+
+// StartWith is Start with a password, an ACL user or TLS.
+func StartWith(t testing.TB, o Opts) *Server {
 	t.Helper()
 	bin, err := binary()
 	if err != nil {
@@ -58,7 +86,8 @@ func Start(t testing.TB, args ...string) *Server {
 		bin:  bin,
 		port: port,
 		dir:  t.TempDir(),
-		args: args,
+		args: o.serverArgs(),
+		opts: o,
 	}
 	t.Cleanup(s.Stop)
 	s.Start()
@@ -92,14 +121,24 @@ func (s *Server) Start() {
 	if s.cmd != nil {
 		return
 	}
-	args := append([]string{
-		"--port", strconv.Itoa(s.port),
+	port := []string{"--port", strconv.Itoa(s.port)}
+	if s.opts.TLSCert != "" {
+		port = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port)}
+	}
+	var first []string
+	if s.opts.config != "" {
+		first = []string{s.opts.config}
+	}
+	if s.opts.sentinel {
+		first = append(first, "--sentinel")
+	}
+	args := append(append(append(first, port...),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", s.dir,
 		"--daemonize", "no",
-	}, s.args...)
+	), s.args...)
 	cmd := exec.Command(s.bin, args...)
 	s.log = new(bytes.Buffer)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
@@ -111,7 +150,7 @@ func (s *Server) Start() {
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if ping(s.Addr) == nil {
+		if s.ping() == nil {
 			// Hand the reaper over to Stop through cmd.Process only.
 			go func() { <-exited }()
 			return
@@ -128,6 +167,19 @@ func (s *Server) Start() {
 			s.t.Fatalf("redistest: redis-server on %s did not answer PING within 10s\n%s", s.Addr, s.log.String())
 		}
 	}
+}
+
+// Running reports whether the server was started and not stopped.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+// startSentinel starts redis-server in Sentinel mode with config file conf.
+func startSentinel(t testing.TB, conf string) *Server {
+	t.Helper()
+	return StartWith(t, Opts{config: conf, sentinel: true})
 }
 
 // Stop kills the server (like a crash: no shutdown save) and waits until the
@@ -155,11 +207,15 @@ func (s *Server) Stop() {
 // redis-cli's plain form: integers and bulk strings as text, arrays as one
 // element per line. For assertions that should not depend on go-redis.
 func (s *Server) Do(args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	c, err := s.dial(time.Second)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
+	return do(c, args...)
+}
+
+func do(c net.Conn, args ...string) (string, error) {
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
@@ -220,22 +276,57 @@ func readReply(r *bufio.Reader, out *[]string) error {
 	return nil
 }
 
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+func (o Opts) serverArgs() []string {
+	args := append([]string{}, o.Args...)
+	if o.Password != "" {
+		args = append(args, "--requirepass", o.Password)
+	}
+	if o.User != "" {
+		args = append(args, "--user", o.User, "on", ">"+o.UserPassword, "~*", "&*", "+@all")
+	}
+	if o.TLSCert != "" {
+		args = append(args, "--tls-cert-file", o.TLSCert, "--tls-key-file", o.TLSKey,
+			"--tls-ca-cert-file", o.TLSCA, "--tls-auth-clients", "no")
+	}
+	return args
+}
+
+// dial connects to the server (TLS when it speaks TLS) and authenticates as the
+// default user when it has a password.
+func (s *Server) dial(timeout time.Duration) (net.Conn, error) {
+	var c net.Conn
+	var err error
+	if s.opts.TLSClient != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", s.Addr, s.opts.TLSClient)
+	} else {
+		c, err = net.DialTimeout("tcp", s.Addr, timeout)
+	}
+	if err != nil || s.opts.Password == "" {
+		return c, err
+	}
+	if _, err := do(c, "AUTH", s.opts.Password); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (s *Server) ping() error {
+	c, err := s.dial(200 * time.Millisecond)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	out, err := do(c, "PING")
 	if err != nil {
 		return err
 	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", line)
+	if out != "PONG" {
+		return fmt.Errorf("PING answered %q", out)
 	}
 	return nil
+}
+
+func ping(addr string) error {
+	return (&Server{Addr: addr}).ping()
 }

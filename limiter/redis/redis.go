@@ -9,18 +9,25 @@
 // nanoseconds; the scripts in microseconds, the resolution of TIME), and the
 // conformance suite in limiter/limitertest runs over both. Redis 5 or newer is
 // required (effects replication of scripts that call TIME).
+//
+// NewClient (conn.go) reaches one server by host:port or URL (redis://, rediss://, an
+// ACL user), a Redis Cluster or a Sentinel-managed master, with the backend's safety
+// options in every mode. Every script touches one key, so a decision never spans hash
+// slots. A Cluster client follows no redirects (go-redis's redirect loop also retries
+// timeouts, which could count a decision twice): a decision that meets a failover fails,
+// follows on_backend_error, and reloads the slot map for the next one.
 package redis
 
 import (
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
+	"crypto/tls"
 	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,50 +143,55 @@ func Options(addr string) *goredis.Options {
 		ReadTimeout:  time.Second,
 		WriteTimeout: time.Second,
 	}
-	d := &dialer{opts: o}
-	o.Dialer = d.dial
+	// PoolSize is read at each dial: a caller may set it after Options returns.
+	o.Dialer = newDialer(nil, func() int64 { return poolSize(o.PoolSize, 10) }).dial
 	return o
 }
 
 const (
 	probeFor    = time.Minute           // how long one background probe keeps dialing
 	probeEvery  = 50 * time.Millisecond // its pace
-	dialAttempt = time.Second           // bound of one TCP connect
+	dialAttempt = time.Second           // bound of one TCP connect (and TLS handshake)
 )
 
-// dialer connects to Redis and mirrors go-redis's dial circuit breaker: the
-// pool counts failed dials and, once PoolSize have failed, stops dialing for
-// callers and probes from one goroutine. failed counts the same failures (one
-// attempt per dial: DialerRetries 1) and is reset, as the pool's count is, only
-// by a probe that gets through.
+// dialer connects to Redis (with TLS when tls is set) and mirrors go-redis's dial circuit
+// breaker: each node's pool counts failed dials and, once PoolSize have failed, stops
+// dialing for callers and probes from one goroutine. failed counts the same failures per
+// address (one attempt per dial: DialerRetries 1; a Cluster or Sentinel client has one pool
+// per node) and is reset, as the pool's count is, only by a probe that gets through.
 type dialer struct {
-	opts   *goredis.Options
-	failed atomic.Int64
+	tls     *tls.Config
+	pool    func() int64 // the pool size of one node
+	noProbe bool         // every dial is one attempt (Sentinel: the probe must re-ask the master's address)
+	failed  sync.Map     // addr → *atomic.Int64
 }
 
-func (d *dialer) poolSize() int64 {
-	if n := d.opts.PoolSize; n > 0 {
-		return int64(n)
+func newDialer(t *tls.Config, pool func() int64) *dialer { return &dialer{tls: t, pool: pool} }
+
+func (d *dialer) failures(addr string) *atomic.Int64 {
+	if v, ok := d.failed.Load(addr); ok {
+		return v.(*atomic.Int64)
 	}
-	return int64(10 * runtime.GOMAXPROCS(0)) // go-redis's default
+	v, _ := d.failed.LoadOrStore(addr, new(atomic.Int64))
+	return v.(*atomic.Int64)
 }
 
 func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	nd := net.Dialer{Timeout: dialAttempt, KeepAlive: 5 * time.Minute}
-	if d.failed.Load() < d.poolSize() {
+	failed := d.failures(addr)
+	if d.noProbe || failed.Load() < d.pool() {
 		// A dial for a caller: one attempt, failing as fast as the network does.
-		c, err := nd.DialContext(ctx, network, addr)
+		c, err := d.connect(ctx, network, addr)
 		if err != nil {
-			d.failed.Add(1)
+			failed.Add(1)
 		}
 		return c, err
 	}
 	// The pool's probe: keep trying until the server answers or the probe's
 	// context (DialTimeout) ends, rather than failing and sleeping a second.
 	for {
-		c, err := nd.DialContext(ctx, network, addr)
+		c, err := d.connect(ctx, network, addr)
 		if err == nil {
-			d.failed.Store(0)
+			failed.Store(0)
 			return c, nil
 		}
 		select {
@@ -188,6 +200,29 @@ func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, erro
 		case <-time.After(probeEvery):
 		}
 	}
+}
+
+// connect is one TCP connect and, with TLS, one handshake, within dialAttempt. A
+// certificate the server presents and the CA does not sign fails here, named as such.
+func (d *dialer) connect(ctx context.Context, network, addr string) (net.Conn, error) {
+	nd := net.Dialer{Timeout: dialAttempt, KeepAlive: 5 * time.Minute}
+	c, err := nd.DialContext(ctx, network, addr)
+	if err != nil || d.tls == nil {
+		return c, err
+	}
+	conf := d.tls
+	if conf.ServerName == "" {
+		conf = conf.Clone()
+		conf.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(c, conf)
+	hctx, cancel := context.WithTimeout(ctx, dialAttempt)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }
 
 // Backend implements limiter.Backend on Redis. It is safe for concurrent use;
@@ -199,6 +234,7 @@ type Backend struct {
 	prefix   string
 	client   bool
 	onCall   func(string)
+	reload   func() // a Cluster client's slot map reload, after a failed decision
 	idPrefix string
 	seq      atomic.Uint64
 	prep     sync.Map // limiter.Policy → *prepared
@@ -209,7 +245,9 @@ var _ limiter.Backend = (*Backend)(nil)
 
 // New returns a Backend using c. For *goredis.Client and
 // *goredis.ClusterClient it checks the options and returns ErrUnsafeClient
-// unless MaxRetries is -1 and ContextTimeoutEnabled is true (see Options).
+// unless MaxRetries is -1 and ContextTimeoutEnabled is true (see Options), and
+// for a ClusterClient MaxRedirects is -1 too (its redirect loop retries
+// timeouts). NewClient builds such clients for every deployment.
 func New(c Client, cfg Config) (*Backend, error) {
 	if c == nil {
 		return nil, errors.New("creating redis limiter backend: nil client")
@@ -223,8 +261,8 @@ func New(c Client, cfg Config) (*Backend, error) {
 			return nil, fmt.Errorf("creating redis limiter backend: %w (set MaxRetries: -1 and ContextTimeoutEnabled: true, see Options)", ErrUnsafeClient)
 		}
 	case *goredis.ClusterClient:
-		if o := cl.Options(); o.MaxRetries != 0 || !o.ContextTimeoutEnabled {
-			return nil, fmt.Errorf("creating redis limiter backend: %w (set MaxRetries: -1 and ContextTimeoutEnabled: true)", ErrUnsafeClient)
+		if o := cl.Options(); o.MaxRetries > 0 || o.MaxRedirects != 0 || !o.ContextTimeoutEnabled { // its init turns MaxRedirects -1 into 0, MaxRetries 0 into -1
+			return nil, fmt.Errorf("creating redis limiter backend: %w (set MaxRetries: -1, MaxRedirects: -1 and ContextTimeoutEnabled: true; see NewClient)", ErrUnsafeClient)
 		}
 	}
 	prefix := cfg.KeyPrefix
@@ -235,7 +273,15 @@ func New(c Client, cfg Config) (*Backend, error) {
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, fmt.Errorf("creating redis limiter backend: reading random id: %w", err)
 	}
+	var reload func()
+	if cl, ok := c.(*goredis.ClusterClient); ok {
+		// Without redirects (see NewClient) go-redis reloads its slot map only on a MOVED
+		// reply or once a minute: a crashed master's slots would stay mapped to it until
+		// then. Any failed decision asks for a reload (coalesced, at most every 200 ms).
+		reload = func() { cl.ReloadState(context.Background()) }
+	}
 	return &Backend{
+		reload:   reload,
 		c:        c,
 		prefix:   prefix,
 		client:   cfg.ClientClock,
@@ -386,6 +432,7 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.Request, out []limi
 	for i := range calls {
 		d, err := decode(reqs[i].Policy, calls[i].cmd)
 		if err != nil {
+			b.failed()
 			return err
 		}
 		out[i] = d
@@ -404,7 +451,17 @@ func (b *Backend) decideOne(ctx context.Context, r *limiter.Request) (limiter.De
 		cmd = b.c.Eval(ctx, s.Src, keys, args...)
 		b.called("eval")
 	}
-	return decode(r.Policy, cmd)
+	d, err := decode(r.Policy, cmd)
+	if err != nil {
+		b.failed()
+	}
+	return d, err
+}
+
+func (b *Backend) failed() {
+	if b.reload != nil {
+		b.reload()
+	}
 }
 
 func decode(p *limiter.Policy, cmd *goredis.Cmd) (limiter.Decision, error) {

@@ -293,6 +293,31 @@ func at(source string, n *yaml.Node) string {
 	return source + ":" + strconv.Itoa(n.Line)
 }
 
+// ParseRuleNode parses one rule mapping from a YAML node of a file named source, for files
+// that hold rules elsewhere than a top-level "rules" list (the rate limit service's
+// descriptors). defaultName names a rule without a "name" field; "" requires the field.
+// Errors are *RuleError with the node's line.
+func ParseRuleNode(n *yaml.Node, source, defaultName string) (Rule, error) {
+	if n != nil && n.Kind == yaml.MappingNode && defaultName != "" {
+		named := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			named = named || n.Content[i].Value == "name"
+		}
+		if !named {
+			c := *n
+			c.Content = append([]*yaml.Node{
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: "name", Line: n.Line},
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: defaultName, Line: n.Line},
+			}, n.Content...)
+			n = &c
+		}
+	}
+	if n == nil {
+		return Rule{}, &RuleError{Source: source, Msg: "empty rule"}
+	}
+	return parseRule(n, source)
+}
+
 func parseRule(n *yaml.Node, source string) (Rule, error) {
 	src := at(source, n)
 	r := Rule{Source: src}

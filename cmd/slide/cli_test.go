@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+)
+
+// subcommands lists every subcommand as its --help is asked for: each of commands(), and
+// query's own four.
+var subcommands = func() [][]string {
+	var out [][]string
+	for _, c := range commands() {
+		if c.name == "query" {
+			for _, q := range []string{"window", "top", "series", "metrics"} {
+				out = append(out, []string{"query", q})
+			}
+			continue
+		}
+		out = append(out, []string{c.name})
+	}
+	return out
+}()
+
+// TestHelpOfEverySubcommand: --help (and -h) exits 0 and prints, on stdout, the usage line,
+// a description, examples and each flag with its default, for every subcommand.
+func TestHelpOfEverySubcommand(t *testing.T) {
+	for _, sub := range subcommands {
+		for _, h := range []string{"--help", "-h"} {
+			code, out, errOut := runCmd(t, context.Background(), "", append(append([]string{}, sub...), h)...)
+			name := strings.Join(sub, " ")
+			if code != 0 || errOut != "" {
+				t.Errorf("slide %s %s: exit %d, stderr %q; want exit 0 and the help on stdout", name, h, code, errOut)
+				continue
+			}
+			for _, want := range []string{"usage: slide " + name, "\nexamples:\n  slide "} {
+				if !strings.Contains(out, want) {
+					t.Errorf("slide %s --help lacks %q:\n%s", name, want, out)
+				}
+			}
+			if desc := strings.SplitN(out, "\n\n", 3); len(desc) < 3 || len(desc[1]) < 40 {
+				t.Errorf("slide %s --help has no description paragraph:\n%s", name, out)
+			}
+			if name != "version" && !strings.Contains(out, "\nflags (each can also be set as SLIDE_<FLAG>") {
+				t.Errorf("slide %s --help lists no flags:\n%s", name, out)
+			}
+		}
+	}
+	for _, args := range [][]string{{"--help"}, {"help"}, {"query", "--help"}} {
+		if code, out, _ := runCmd(t, context.Background(), "", args...); code != 0 || !strings.Contains(out, "usage: slide") {
+			t.Errorf("slide %v: exit %d, stdout %q", args, code, out)
+		}
+	}
+	// produce's defaults read as one statement each, not two that contradict.
+	_, out, _ := runCmd(t, context.Background(), "", "produce", "--help")
+	for _, bad := range []string{`(default: the embedded broker of slide serve) (default`, "unlimited unless set (default 1000)"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("produce --help still says %q", bad)
+		}
+	}
+}
+
+// TestUsageErrorsAreOneLine: an unknown flag, a bad value or a stray argument is one line
+// naming the flag as given, then the pointer to --help, with exit 2; never the whole usage.
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	quick := []string{"--addr", "127.0.0.1:0", "--embedded-kafka-addr", "127.0.0.1:0"}
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"serve", "--bogus"}, "slide serve: unknown flag --bogus"},
+		{nil, []string{"serve", "--addr"}, "slide serve: --addr needs a value"},
+		{nil, []string{"serve", "--slots", "many"}, "slide serve: --slots many: want a whole number"},
+		{nil, []string{"serve", "--slot", "10"}, "slide serve: --slot 10: want a duration such as 500ms, 10s or 5m"},
+		{nil, []string{"serve", "--demo=maybe"}, "slide serve: --demo maybe: want true or false"},
+		{nil, append([]string{"serve", "--slot", "0"}, quick...), "slide serve: --slot 0s: must be positive"},
+		{nil, append([]string{"serve", "--slots", "0"}, quick...), "slide serve: --slots 0: must be at least 1"},
+		{nil, append([]string{"serve", "--slots", "-1"}, quick...), "slide serve: --slots -1: must be at least 1"},
+		{nil, append([]string{"serve", "--max-series", "0"}, quick...), "slide serve: --max-series 0: must be at least 1"},
+		{nil, append([]string{"serve", "--evict-interval", "0s"}, quick...), "slide serve: --evict-interval 0s: must be positive"},
+		{nil, append([]string{"serve", "--max-conns-per-client", "-1"}, quick...), "slide serve: --max-conns-per-client -1: must be 0 (no cap) or more"},
+		{nil, append([]string{"serve", "--sketch", "tdigest"}, quick...),
+			`slide serve: --sketch tdigest: unknown sketch family "tdigest"; want ddsketch[:ACCURACY] or hdr[:SIGFIGS:LOWEST:HIGHEST]`},
+		{nil, append([]string{"serve", "--log-level", "loud"}, quick...), "slide serve: --log-level loud: want debug, info, warn or error"},
+		{nil, []string{"serve", "stray"}, "slide serve: unexpected argument stray"},
+		{map[string]string{"SLIDE_SLOTS": "abc"}, []string{"serve"}, "slide serve: SLIDE_SLOTS=abc: want a whole number"},
+		{map[string]string{"SLIDE_SLOTS": "0"}, append([]string{"serve"}, quick...), "slide serve: SLIDE_SLOTS=0: must be at least 1"},
+		{map[string]string{"SLIDE_RINGS": "cost=1m"}, append([]string{"serve"}, quick...), "slide serve: SLIDE_RINGS=cost=1m: metric cost"},
+		{map[string]string{"SLIDE_RINGS": "cost=1m"}, append([]string{"serve", "--rings", "cost=2m"}, quick...), "slide serve: --rings cost=2m: metric cost"},
+		{nil, []string{"produce", "--heavy", "-1"}, "slide produce: --heavy -1: must be 0 (none) or more"},
+		{nil, []string{"produce", "--connect-timeout", "0s"}, "slide produce: --connect-timeout 0s: must be positive"},
+		{nil, []string{"broker", "--partitions", "0"}, "slide broker: --partitions 0: must be at least 1"},
+		{nil, []string{"query", "top", "--k", "0"}, "slide query top: --k 0: must be at least 1"},
+		{nil, []string{"query", "frobnicate"}, "slide query: unknown command frobnicate"},
+		{nil, []string{"batch", "--size", "-3", "-"}, "slide batch: --size -3: must be 0 (no count window) or more"},
+		{map[string]string{"SLIDE_SIZE": "5"}, []string{"batch", "-", "--size", "-3"}, "slide batch: --size -3: must be 0 (no count window) or more"},
+		{map[string]string{"SLIDE_SIZE": "-5"}, []string{"batch", "-"}, "slide batch: SLIDE_SIZE=-5: must be 0 (no count window) or more"},
+		{nil, []string{"version", "--bogus"}, "slide version: unknown flag --bogus"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v) // restored (unset) when the subtest ends
+			}
+			code, out, errOut := runCmd(t, context.Background(), "", c.args...)
+			cmd := strings.TrimPrefix(strings.SplitN(c.want, ":", 2)[0], "slide ")
+			wantTail := "\nrun 'slide " + cmd + " --help' for usage\n"
+			if code != 2 || !strings.HasPrefix(errOut, c.want) || !strings.HasSuffix(errOut, wantTail) || strings.Count(errOut, "\n") != 2 || out != "" {
+				t.Errorf("%v %v: exit %d, stdout %q, stderr:\n%s\nwant exit 2 and two lines: %q…, then %q", c.env, c.args, code, out, errOut, c.want, strings.TrimSpace(wantTail))
+			}
+		})
+	}
+}
+
+// TestRuntimeErrorsNameTheVariable: a flag's value that fails once serve starts (a policy
+// file that is not there) is named as it was given: SLIDE_POLICIES=... from the
+// environment, --policies ... from the command line.
+func TestRuntimeErrorsNameTheVariable(t *testing.T) {
+	quick := []string{"serve", "--addr", "127.0.0.1:0", "--embedded-kafka-addr", "127.0.0.1:0"}
+	t.Setenv("SLIDE_POLICIES", "/nonexistent/p.yaml")
+	code, _, errOut := runCmd(t, context.Background(), "", quick...)
+	if code != 1 || !strings.HasPrefix(errOut, "slide serve: SLIDE_POLICIES=/nonexistent/p.yaml: ") {
+		t.Errorf("SLIDE_POLICIES: exit %d, stderr:\n%s", code, errOut)
+	}
+	code, _, errOut = runCmd(t, context.Background(), "", append(quick, "--policies", "/nonexistent/q.yaml")...)
+	if code != 1 || !strings.HasPrefix(errOut, "slide serve: --policies: ") || !strings.Contains(errOut, "q.yaml") {
+		t.Errorf("--policies over SLIDE_POLICIES: exit %d, stderr:\n%s", code, errOut)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv("SLIDE_POLICIES", "")
+	t.Setenv("SLIDE_ADDR", ln.Addr().String())
+	code, _, errOut = runCmd(t, context.Background(), "", "serve", "--embedded-kafka-addr", "127.0.0.1:0")
+	if want := "slide serve: SLIDE_ADDR=" + ln.Addr().String() + ": address already in use"; code != 1 || !strings.Contains(errOut, "\n"+want) {
+		t.Errorf("taken SLIDE_ADDR: exit %d, stderr:\n%s\nwant %q…", code, errOut, want)
+	}
+}
+
+// TestBindErrorNamesFlagAndVariable: a taken port names the flag and the SLIDE_* variable
+// that move it, for the HTTP API and the embedded broker alike.
+func TestBindErrorNamesFlagAndVariable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().String()
+	for _, c := range []struct {
+		args       []string
+		flag, env  string
+		subcommand string
+	}{
+		{[]string{"serve", "--addr", taken, "--embedded-kafka-addr", "127.0.0.1:0"}, "--addr", "SLIDE_ADDR", "serve"},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--embedded-kafka-addr", taken}, "--embedded-kafka-addr", "SLIDE_EMBEDDED_KAFKA_ADDR", "serve"},
+		{[]string{"broker", "--addr", taken}, "--addr", "SLIDE_ADDR", "broker"},
+	} {
+		code, _, errOut := runCmd(t, context.Background(), "", c.args...)
+		want := "slide " + c.subcommand + ": " + c.flag + " " + taken + ": address already in use"
+		if code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "with "+c.flag+" or "+c.env) {
+			t.Errorf("%v: exit %d, stderr:\n%s\nwant %q naming %s and %s", c.args, code, errOut, want, c.flag, c.env)
+		}
+	}
+}

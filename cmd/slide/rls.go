@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/usage"
+	"github.com/slide-metrics/slide/rls"
+)
+
+// rlsFlags are serve's flags for Envoy's rate limit service, and what serve
+// builds from them: the loaded config, then the limiter service it shares with
+// POST /v1/allow.
+type rlsFlags struct {
+	grpcAddr string
+	config   string
+
+	cfg *rls.Config      // set by policies
+	svc *limiter.Service // set by serve's limiter
+}
+
+func (f *rlsFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+}) {
+	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "gRPC listen address of Envoy's rate limit service (ShouldRateLimit, health, reflection); empty: off")
+	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit YAML config FILE or DIR of *.yaml for the gRPC rate limit service (needs --grpc-addr)")
+}
+
+// policies loads --rls-config: the policies and usage rules its descriptors map
+// to, counted in Redis when --redis is set and in memory otherwise.
+func (f *rlsFlags) policies(redis string) ([]limiter.Policy, []usage.Rule, error) {
+	switch {
+	case f.config == "" && f.grpcAddr == "":
+		return nil, nil, nil
+	case f.config == "":
+		return nil, nil, errors.New("--grpc-addr needs --rls-config: the rate limit service has no descriptors to match")
+	case f.grpcAddr == "":
+		return nil, nil, errors.New("--rls-config needs --grpc-addr: nothing would serve it")
+	}
+	opt := rls.LoadOptions{DefaultBackend: limiter.BackendMemory}
+	if redis != "" {
+		opt.DefaultBackend = limiter.BackendRedis
+	}
+	cfg, err := rls.Load(f.config, opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--rls-config: %w", err)
+	}
+	if len(cfg.Policies()) == 0 && len(cfg.Rules()) == 0 {
+		return nil, nil, fmt.Errorf("--rls-config %s: no descriptor has a rate limit or rules", f.config)
+	}
+	f.cfg = cfg
+	return cfg.Policies(), cfg.Rules(), nil
+}
+
+// rlsServer is the gRPC server of --grpc-addr, listening but not yet serving.
+type rlsServer struct {
+	g  *rls.GRPC
+	ln net.Listener
+}
+
+// listen builds the rate limit service on the limiter service and opens its
+// listener; nil when --grpc-addr is not set.
+func (f *rlsFlags) listen(token string, reg prometheus.Registerer, log *slog.Logger) (*rlsServer, error) {
+	if f.grpcAddr == "" {
+		return nil, nil
+	}
+	srv, err := rls.NewServer(rls.ServerConfig{Config: f.cfg, Service: f.svc, AuthToken: token, Registerer: reg, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("rate limit service: %w", err)
+	}
+	ln, err := net.Listen("tcp", f.grpcAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--grpc-addr: listening on %s: %w", f.grpcAddr, err)
+	}
+	log.Info("rate limit service (gRPC)", "addr", ln.Addr().String(), "domains", f.cfg.Domains(), "policies", len(f.cfg.Policies()))
+	return &rlsServer{g: rls.NewGRPC(srv), ln: ln}, nil
+}
+
+// run serves until work ends, then stops gracefully within grace; a failure to
+// serve goes to errc. Nil-safe.
+func (r *rlsServer) run(work context.Context, wg *sync.WaitGroup, errc chan<- error, grace time.Duration) {
+	if r == nil {
+		return
+	}
+	wg.Go(func() {
+		if err := r.g.Serve(r.ln); err != nil {
+			errc <- err
+		}
+	})
+	wg.Go(func() {
+		<-work.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		r.g.Shutdown(ctx)
+	})
+}

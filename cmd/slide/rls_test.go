@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/slide-metrics/slide/internal/proctest"
+	"github.com/slide-metrics/slide/internal/redistest"
+)
+
+const serveRLSConfig = `domain: web
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: minute
+      requests_per_unit: 3
+      on_backend_error: closed  # a slow Redis fails the test instead of passing as a degraded OK
+      timeout: 5s
+`
+
+// TestServeRateLimitService: slide serve --grpc-addr --rls-config answers
+// Envoy's ShouldRateLimit from Redis with the bearer token, exports the rls
+// metrics, shares the policies with POST /v1/allow, and stops on shutdown.
+func TestServeRateLimitService(t *testing.T) {
+	rs := redistest.Start(t)
+	dir := t.TempDir()
+	cfgPath, tokenPath := filepath.Join(dir, "rls.yaml"), filepath.Join(dir, "token")
+	if err := os.WriteFile(cfgPath, []byte(serveRLSConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenPath, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, grpcAddr, kafkaAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	var errb proctest.Buffer
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", addr, "--embedded-kafka-addr", kafkaAddr, "--embedded-kafka-partitions", "1",
+			"--grpc-addr", grpcAddr, "--rls-config", cfgPath, "--redis", rs.Addr, "--auth-token-file", tokenPath},
+			stdio{strings.NewReader(""), io.Discard, &errb})
+	}()
+	resp := waitHTTP(t, "http://"+addr+"/healthz")
+	resp.Body.Close()
+
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := pb.NewRateLimitServiceClient(conn)
+	r := &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.1.2.3"}}}}}
+	if _, err := client.ShouldRateLimit(context.Background(), r); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("without the token: %v, want Unauthenticated\n%s", err, errb.String())
+	}
+	authed := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tok")
+	var got []pb.RateLimitResponse_Code
+	for range 4 {
+		resp, err := client.ShouldRateLimit(authed, r)
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v\n%s", err, errb.String())
+		}
+		got = append(got, resp.GetOverallCode())
+	}
+	if want := []pb.RateLimitResponse_Code{1, 1, 1, 2}; !equalCodes(got, want) {
+		t.Errorf("codes %v, want %v", got, want)
+	}
+	if keys, _ := rs.Do("KEYS", "*"); !strings.Contains(keys, "rls.web.remote_address") {
+		t.Errorf("Redis keys %q: the limit is not in Redis", keys)
+	}
+	exp, err := proctest.Scrape("http://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := proctest.Metric(exp, "slide_rls_requests_total", `code="OVER_LIMIT"`); n != 1 {
+		t.Errorf("slide_rls_requests_total{code=OVER_LIMIT} %v, want 1", n)
+	}
+	if n, _ := proctest.Metric(exp, "slide_limiter_decisions_total", `policy="rls.web.remote_address"`, `result="denied"`); n != 1 {
+		t.Errorf("limiter denied decisions %v, want 1", n)
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d: %s", code, errb.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	short, stop := context.WithTimeout(context.Background(), time.Second)
+	defer stop()
+	if _, err := client.ShouldRateLimit(short, r); err == nil {
+		t.Error("gRPC still answering after shutdown")
+	}
+}
+
+func equalCodes(a, b []pb.RateLimitResponse_Code) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestServeRefusesBadRateLimitServiceFlags(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rls-config", bad}, "--rls-config needs --grpc-addr"},
+		{[]string{"--grpc-addr", "127.0.0.1:0"}, "--grpc-addr needs --rls-config"},
+		{[]string{"--grpc-addr", "127.0.0.1:0", "--rls-config", bad}, "bad.yaml:4: invalid rate limit unit 'fortnight'"},
+		{[]string{"--grpc-addr", "127.0.0.1:0", "--rls-config", "/nonexistent"}, "--rls-config"},
+	} {
+		code, _, errOut := runCmd(t, context.Background(), "", append([]string{"serve", "--addr", "127.0.0.1:0", "--embedded-kafka-addr", "127.0.0.1:0"}, c.args...)...)
+		if code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 1 with %q", c.args, code, errOut, c.want)
+		}
+	}
+}

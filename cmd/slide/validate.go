@@ -1,0 +1,68 @@
+package main
+
+import (
+	"flag"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/slide-metrics/slide/query"
+	"github.com/slide-metrics/slide/sketch"
+)
+
+// serveZero: the numeric serve flags for which 0 means something; serveMustBePositive:
+// those for which 0 is as wrong as a negative value (a zero would otherwise fall back to a
+// default without a word). A new numeric flag not listed is refused only when negative.
+var (
+	serveZero           = zeroMeans{"max-conns-per-client": "no cap"}
+	serveMustBePositive = []string{
+		"shutdown-timeout", "slot", "slots", "max-series", "evict-interval", "session-timeout",
+		"embedded-kafka-partitions", "export-max-series", "max-body-bytes", "read-header-timeout",
+		"demo-rate", "demo-keys",
+	}
+)
+
+// validate checks the parsed serve flags before anything starts, naming each bad value as
+// it was given (--slots 0, SLIDE_RINGS=...). It runs after parsing, apart from register,
+// so flags can be added without touching it; checkHTTP and the engine's own config checks
+// run as well.
+func (c *serveConfig) validate(fs *flag.FlagSet) error {
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if err := checkNumbers(fs, serveZero, serveMustBePositive...); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return flagErrorf(fs, "log-level", "want debug, info, warn or error")
+	}
+	if _, err := c.storeConfig(); err != nil {
+		return asFlagError(fs, err)
+	}
+	if _, err := query.ParseExportSpecs(c.exportWindows); err != nil {
+		return flagErrorf(fs, "export-windows", "%v", err)
+	}
+	return nil
+}
+
+// sketchProblem rewords a sketch.ParseKind error for a flag: without the package's own
+// "sketch: invalid kind: parsing ..." prefix (the flag and its value are named already),
+// with the forms it accepts.
+func sketchProblem(err error) error {
+	msg := strings.TrimPrefix(err.Error(), sketch.ErrKind.Error()+": ")
+	if rest, ok := strings.CutPrefix(msg, "parsing "); ok {
+		if q, qerr := strconv.QuotedPrefix(rest); qerr == nil {
+			msg = strings.TrimPrefix(rest[len(q):], ": ")
+		}
+	}
+	return &sketchError{msg + "; want ddsketch[:ACCURACY] or hdr[:SIGFIGS:LOWEST:HIGHEST]", err}
+}
+
+type sketchError struct {
+	msg string
+	err error
+}
+
+func (e *sketchError) Error() string { return e.msg }
+func (e *sketchError) Unwrap() error { return e.err }

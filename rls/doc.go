@@ -1,0 +1,150 @@
+// Package rls is slide as Envoy's global rate limit service: a gRPC server of
+// envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (the types of
+// github.com/envoyproxy/go-control-plane), configured with envoyproxy/ratelimit's
+// YAML files unchanged, deciding through a limiter.Service, so every request
+// takes the path of POST /v1/allow: slide's algorithms, the Redis scripts, the
+// deny cache, shadow mode, failure modes and metrics.
+//
+// # Configuration
+//
+// Load reads one file or a directory of *.yaml files, one domain each, in
+// envoyproxy/ratelimit's format:
+//
+//	domain: shop
+//	descriptors:
+//	  - key: client_id              # one counter per value
+//	    rate_limit: {unit: minute, requests_per_unit: 20}
+//	  - key: client_id
+//	    value: partner              # an override for one value
+//	    rate_limit: {unit: minute, requests_per_unit: 30}
+//	  - key: client_id
+//	    value: internal             # no rate_limit: allowed
+//	  - key: tenant
+//	    value: acme
+//	    descriptors:                # nested: tenant=acme, then path
+//	      - key: path
+//	        rate_limit: {unit: second, requests_per_unit: 5}
+//	  - key: path
+//	    value: /api/*               # wildcard: '*' matches any run of bytes
+//	    share_threshold: true       # all matching values share one counter
+//	    rate_limit: {unit: minute, requests_per_unit: 3}
+//	  - key: health
+//	    rate_limit: {unlimited: true}
+//	  - key: ip
+//	    shadow_mode: true           # decide and count, never deny
+//	    rate_limit: {unit: minute, requests_per_unit: 3}
+//	  - key: plan
+//	    value: gold
+//	    rate_limit:
+//	      unit: minute
+//	      requests_per_unit: 4
+//	      replaces: [{name: per_user}]   # when both match, per_user is not checked
+//
+// Its fields keep their meaning: unit (second … year; a month is 30 days, a
+// year 365, as there), requests_per_unit (0: every request is over the limit),
+// name and replaces, unlimited, shadow_mode, quota_mode (such descriptors fail
+// the request only when all of them are over), share_threshold. metadata,
+// detailed_metric and value_to_metric are accepted and have no effect: slide's
+// metrics name the configured descriptor, and no dynamic metadata is returned.
+// Every other field is an error naming its line, as are the checks
+// envoyproxy/ratelimit makes (empty domain or key, duplicate composite keys, a
+// unit with unlimited, bad units, empty or self replaces); a domain in two
+// files is an error (no merging).
+//
+// slide's own fields extend a rate_limit: algorithm (fixed_window by default,
+// as envoyproxy/ratelimit counts; sliding_log, sliding_counter, token_bucket,
+// leaky_bucket), window (a duration instead of unit, e.g. 90s), backend
+// (memory or redis), on_backend_error (open by default, closed, local) and
+// timeout. The buckets take requests_per_unit as their capacity and refill it
+// over the window (token_bucket capacity 4 per second refills 4 a second). A
+// descriptor may carry usage rules (limiter/usage), each a rule mapping whose
+// name defaults to the descriptor's policy name + ".ruleN" and whose {key} is
+// the request value of that descriptor's own entry (a value ingest would refuse
+// as a key, such as one over 256 bytes, has no usage: {key} rules allow it):
+//
+//	descriptors:
+//	  - key: tenant
+//	    rules:
+//	      - {metric: cost, agg: sum, window: 1h, max: 50000}
+//
+// Limits without a backend field use LoadOptions.DefaultBackend: slide serve
+// passes redis when --redis is set (envoyproxy/ratelimit always counts in
+// Redis) and memory otherwise; on_backend_error and timeout are ignored on a
+// limit that is in memory only for want of --redis, so one file serves both.
+//
+// # Mapping: descriptor → policy and key
+//
+// Each descriptor with a quota becomes one limiter.Policy, named
+// "rls." + domain + "." + envoy's full key of the descriptor (key, or
+// key_value, joined with "." down the nesting): client_id above is
+// rls.shop.client_id, the nested path rls.shop.tenant_acme.path. When that is
+// not a valid policy name (over 64 bytes, or bytes outside A-Z a-z 0-9 _ . -,
+// such as the '/' and '*' of a wildcard), the invalid bytes become '-', the
+// name is cut to fit and "-" + 8 hex digits of the FNV-1a hash of
+// domain NUL path are appended: rls.edge.path_-api---25e7d542. The names
+// appear in RateLimit-Policy, in slide_limiter_* metrics and in Redis keys,
+// and POST /v1/allow can name them too (one service decides both).
+//
+// The limiter key of a request descriptor is the values of all its entries,
+// each escaped ('\' → "\\", '|' → "\|") and joined with '|' (a share_threshold
+// entry contributes its pattern instead of its value): client_id=c1 is key
+// "c1", tenant=acme,path=/cart is "acme|/cart". When that is not a valid
+// limiter key (empty, over 256 bytes, or holding a control character) it is
+// "\h" + 32 hex digits of the SHA-256 of the length-prefixed values, a form
+// escaping never produces. In Redis the state is rl:{KEY}:POLICY:ALG, e.g.
+// rl:{c1}:rls.shop.client_id:fw.
+//
+// # Matching
+//
+// As envoyproxy/ratelimit: each entry of a request descriptor descends one
+// level of its domain's tree, trying key and value exactly, then the wildcard
+// values in file order, then the key alone; the limit is that of the level the
+// last entry reaches, so a request descriptor shorter or longer than the
+// configured path gets none. An unknown domain or descriptor is OK with no
+// current_limit. replaces removes, from one request, every matched limit whose
+// name another matched limit replaces.
+//
+// # Answer
+//
+// The descriptors of a request are decided together by Service.Decide (the
+// Redis ones in one round trip; each is charged even when another is over, as
+// in envoyproxy/ratelimit). The cost is the descriptor's hits_addend when set
+// (0 checks without charging), else the request's, else 1; a cost above the
+// quota is OVER_LIMIT without charging. Each status has its code,
+// current_limit (requests_per_unit and the largest unit dividing the window,
+// with unit_multiplier when that is not 1: 2 per 90 s is 2 per SECOND × 90),
+// limit_remaining (MaxUint32 when unlimited) and duration_until_reset, the
+// time until the key is back to its full quota (at least the time until the
+// request would be admitted). A descriptor with usage rules takes the worst of
+// its checks. The overall code is OVER_LIMIT when a descriptor not in
+// quota_mode is, or when every quota_mode one is. response_headers_to_add
+// carries the draft-10 RateLimit-Policy and RateLimit lists of every decided
+// descriptor and, when the request is over its limit, Retry-After (whole
+// seconds, rounded up); Envoy forwards them to the client.
+//
+// # Errors
+//
+// A request is refused with InvalidArgument naming the problem when its domain
+// is empty, it has no descriptors or more than MaxDescriptors (128), a
+// descriptor has more than MaxEntries (32) entries, a domain, key or value is
+// over MaxValueBytes (4096), or a descriptor asks for a limit override or
+// is_negative_hits (not supported: the limit comes from the file). gRPC itself
+// refuses a message over 1 MiB (ResourceExhausted) and a string that is not
+// UTF-8 (Internal, "string field contains invalid UTF-8"). With an auth token
+// a call without "authorization: Bearer TOKEN" metadata is Unauthenticated. A
+// Redis failure follows each limit's on_backend_error; under closed the call
+// fails with Unavailable, and Envoy's failure_mode_deny then decides.
+//
+// # Metrics
+//
+// slide_rls_requests_total{code} (OK, OVER_LIMIT),
+// slide_rls_descriptors_total{domain,descriptor,result} by configured domain
+// and descriptor (result ok, over_limit, shadow_over_limit, unlimited,
+// replaced, no_limit; an unmatched descriptor has descriptor "" and, for an
+// unknown domain, domain ""), slide_rls_errors_total{reason}
+// (unauthenticated, invalid_request, unavailable, canceled, internal), next to
+// the limiter's own metrics per policy.
+//
+// NewGRPC serves a Server with the standard health service (SERVING for "" and
+// ServiceName until Shutdown) and server reflection.
+package rls

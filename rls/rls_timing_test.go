@@ -1,0 +1,257 @@
+package rls_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+
+	"github.com/slide-metrics/slide/internal/redistest"
+	"github.com/slide-metrics/slide/limiter"
+	limredis "github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/rls"
+)
+
+// benchConfig is the configuration of the ShouldRateLimit benchmarks, in
+// envoyproxy/ratelimit's format so the same file serves a side-by-side run:
+// random keys far under a fixed-window limit, and hot keys of 100 a minute.
+const benchConfig = `domain: bench
+descriptors:
+  - key: random
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1000000000
+  - key: hot
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+`
+
+// benchStreams is the number of concurrent callers (Envoy's 16 streams).
+const benchStreams = 16
+
+// benchConns is the number of gRPC connections the callers share.
+const benchConns = 4
+
+// hotRound and hotRun make every hot-key run use fresh keys, also across test
+// processes sharing one redis-server, so a key gets exactly 1,000 requests at
+// a limit of 100: 10× its limit however fast the server is.
+var (
+	hotRound atomic.Int64
+	hotRun   = strconv.FormatInt(time.Now().UnixNano(), 36)
+)
+
+// BenchmarkShouldRateLimit measures ShouldRateLimit over loopback gRPC from
+// 16 concurrent callers on 4 connections, one descriptor per request, with
+// the limits in one redis-server: "random" spreads requests over 1,000 keys of
+// a fixed window far under its limit, "hot" sends each key 1,000 requests at
+// a limit of 100 (10×). ours is slide's rls.Server; anchor is the same gRPC
+// service answering with a bare pipelined INCRBY + EXPIRE per descriptor
+// (envoyproxy/ratelimit's Redis protocol, without its config lookup and
+// stats), the least a fixed-window server must do per decision. Metrics:
+// decisions/s, p99_ms per call, and redis_cpu_us/decision, redis-server's CPU
+// time per decision (INFO cpu, user + sys).
+//
+// SLIDE_RLS_BENCH_REDIS=host:port uses that redis-server instead of starting
+// one; SLIDE_RLS_BENCH_TARGET=host:port (or NAME=host:port,NAME=host:port)
+// adds variants "external" (or NAME) against other ShouldRateLimit servers
+// loaded with benchConfig, for a side-by-side run of separate processes on
+// one redis-server.
+func BenchmarkShouldRateLimit(b *testing.B) {
+	redisAddr := os.Getenv("SLIDE_RLS_BENCH_REDIS")
+	if redisAddr == "" {
+		redisAddr = redistest.Start(b).Addr
+	}
+	cfg, err := rls.Parse([]byte(benchConfig), "bench.yaml", rls.LoadOptions{DefaultBackend: limiter.BackendRedis})
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := limredis.Options(redisAddr)
+	opts.PoolSize = 64 // as the anchor's
+	rc := goredis.NewClient(opts)
+	b.Cleanup(func() { rc.Close() })
+	be, err := limredis.New(rc, limredis.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ours := start(b, setup{cfg: cfg, redis: be, realClock: true})
+	anchorAddr := startIncrServer(b, redisAddr)
+	targets := []struct{ name, addr string }{{"ours", ours.addr}, {"anchor", anchorAddr}}
+	for t := range strings.SplitSeq(os.Getenv("SLIDE_RLS_BENCH_TARGET"), ",") {
+		if name, addr, named := strings.Cut(t, "="); named {
+			targets = append(targets, struct{ name, addr string }{name, addr})
+		} else if t != "" {
+			targets = append(targets, struct{ name, addr string }{"external", t})
+		}
+	}
+	random := func(r *rand.Rand) *pb.RateLimitRequest {
+		return req("bench", 0, desc("random", "k"+strconv.Itoa(r.IntN(1000))))
+	}
+	var hotN atomic.Int64
+	hot := func(*rand.Rand) *pb.RateLimitRequest {
+		n := hotN.Add(1)
+		return req("bench", 0, desc("hot", hotRun+"-"+strconv.FormatInt(hotRound.Load(), 10)+"-"+strconv.FormatInt(n/1000, 10)))
+	}
+	for _, load := range []struct {
+		name string
+		mk   func(*rand.Rand) *pb.RateLimitRequest
+	}{{"random", random}, {"hot", hot}} {
+		for _, tg := range targets {
+			b.Run(tg.name+"_"+load.name, func(b *testing.B) {
+				hotRound.Add(1)
+				runLoad(b, tg.addr, redisAddr, load.mk)
+			})
+		}
+	}
+}
+
+// runLoad drives b.N calls from benchStreams goroutines and reports the metrics.
+func runLoad(b *testing.B, addr, redisAddr string, mk func(*rand.Rand) *pb.RateLimitRequest) {
+	clients := make([]pb.RateLimitServiceClient, benchConns)
+	for i := range clients {
+		clients[i] = pb.NewRateLimitServiceClient(dial(b, addr))
+		if _, err := clients[i].ShouldRateLimit(context.Background(), mk(rand.New(rand.NewPCG(1, 2)))); err != nil {
+			b.Fatalf("warm-up call to %s: %v", addr, err)
+		}
+	}
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		overLimit atomic.Int64
+		next      atomic.Int64
+	)
+	before := redisMicros(b, redisAddr)
+	b.SetParallelism(max(1, benchStreams/max(1, runtimeProcs())))
+	b.ResetTimer()
+	begin := time.Now()
+	b.RunParallel(func(pb2 *testing.PB) {
+		id := next.Add(1)
+		c := clients[int(id)%len(clients)]
+		r := rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))
+		lat := make([]time.Duration, 0, 1024)
+		for pb2.Next() {
+			t := time.Now()
+			resp, err := c.ShouldRateLimit(context.Background(), mk(r))
+			lat = append(lat, time.Since(t))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if resp.GetOverallCode() == pb.RateLimitResponse_OVER_LIMIT {
+				overLimit.Add(1)
+			}
+		}
+		mu.Lock()
+		latencies = append(latencies, lat...)
+		mu.Unlock()
+	})
+	elapsed := time.Since(begin)
+	b.StopTimer()
+	after := redisMicros(b, redisAddr)
+	n := float64(len(latencies))
+	b.ReportMetric(n/elapsed.Seconds(), "decisions/s")
+	slices.Sort(latencies)
+	if len(latencies) > 0 {
+		b.ReportMetric(float64(latencies[len(latencies)*99/100])/1e6, "p99_ms")
+	}
+	b.ReportMetric((after-before)/n, "redis_cpu_us/decision")
+	b.ReportMetric(float64(overLimit.Load())/n, "over_limit/decision")
+}
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// redisMicros is the CPU time redis-server has used (INFO cpu: user + sys),
+// in µs. Commandstats would count a script's inner commands twice (in their
+// own entries and in EVALSHA's), and miss the reading, parsing and writing
+// that pipelining saves, so the process's CPU is the fair measure.
+func redisMicros(b *testing.B, addr string) float64 {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatalf("INFO cpu: %v", err)
+	}
+	total := 0.0
+	for line := range strings.SplitSeq(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			x, _ := strconv.ParseFloat(v, 64)
+			total += x * 1e6
+		}
+	}
+	return total
+}
+
+// incrServer is the anchor: ShouldRateLimit answered for every descriptor by
+// one pipelined INCRBY + EXPIRE on domain_key_value_windowstart, the fixed
+// window of benchConfig's units (both a minute), as envoyproxy/ratelimit talks
+// to Redis. No config lookup, no deny cache, no headers.
+type incrServer struct {
+	pb.UnimplementedRateLimitServiceServer
+	c *goredis.Client
+}
+
+func (s *incrServer) ShouldRateLimit(ctx context.Context, r *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	now := time.Now().Unix()
+	window := now / 60 * 60
+	pipe := s.c.Pipeline()
+	incrs := make([]*goredis.IntCmd, len(r.GetDescriptors()))
+	for i, d := range r.GetDescriptors() {
+		var sb strings.Builder
+		sb.WriteString(r.GetDomain())
+		for _, e := range d.GetEntries() {
+			sb.WriteString("_" + e.GetKey() + "_" + e.GetValue())
+		}
+		sb.WriteString("_" + strconv.FormatInt(window, 10))
+		key := sb.String()
+		incrs[i] = pipe.IncrBy(ctx, key, 1)
+		pipe.Expire(ctx, key, time.Minute)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK}
+	for i, d := range r.GetDescriptors() {
+		limit := int64(1_000_000_000)
+		if e := d.GetEntries(); len(e) > 0 && e[0].GetKey() == "hot" {
+			limit = 100
+		}
+		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK,
+			CurrentLimit: &pb.RateLimitResponse_RateLimit{RequestsPerUnit: uint32(limit), Unit: pb.RateLimitResponse_RateLimit_MINUTE}}
+		if n := incrs[i].Val(); n > limit {
+			st.Code, resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT, pb.RateLimitResponse_OVER_LIMIT
+		} else {
+			st.LimitRemaining = uint32(limit - n)
+		}
+		resp.Statuses = append(resp.Statuses, st)
+	}
+	return resp, nil
+}
+
+func startIncrServer(b *testing.B, redisAddr string) string {
+	c := goredis.NewClient(&goredis.Options{Addr: redisAddr, PoolSize: 64})
+	g := grpc.NewServer()
+	pb.RegisterRateLimitServiceServer(g, &incrServer{c: c})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go g.Serve(ln)
+	b.Cleanup(func() {
+		g.Stop()
+		c.Close()
+	})
+	return ln.Addr().String()
+}

@@ -1,0 +1,529 @@
+package rls
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/slide-metrics/slide/limiter"
+)
+
+// Defaults of the request bounds (ServerConfig).
+const (
+	DefaultMaxDescriptors = 128
+	DefaultMaxEntries     = 32
+	DefaultMaxValueBytes  = 4096
+)
+
+// Metric names exported by a Server.
+const (
+	MetricRequests    = "slide_rls_requests_total"
+	MetricDescriptors = "slide_rls_descriptors_total"
+	MetricErrors      = "slide_rls_errors_total"
+)
+
+// ServerConfig builds a Server. Config and Service are required.
+type ServerConfig struct {
+	// Config is the loaded configuration.
+	Config *Config
+	// Service decides. It must hold Config.Policies() and a checker for each
+	// of Config.Rules() (usage.NewCheckers); New checks that it does.
+	Service *limiter.Service
+	// AuthToken, when set, is required as "authorization: Bearer TOKEN"
+	// metadata on every ShouldRateLimit call (compared in constant time);
+	// otherwise the call fails with Unauthenticated. Health and reflection
+	// stay open.
+	AuthToken string
+	// Registerer receives the metrics (Metric*); nil: not registered.
+	Registerer prometheus.Registerer
+	// Logger receives refused and failed requests, at most one line a second.
+	// Nil: discard.
+	Logger *slog.Logger
+	// MaxDescriptors bounds the descriptors of one request. Default 128.
+	MaxDescriptors int
+	// MaxEntries bounds the entries of one descriptor. Default 32.
+	MaxEntries int
+	// MaxValueBytes bounds the domain and each entry's key and value. Default 4096.
+	MaxValueBytes int
+}
+
+// Validate checks the configuration.
+func (c *ServerConfig) Validate() error {
+	switch {
+	case c.Config == nil:
+		return errors.New("rls server config: no Config")
+	case c.Service == nil:
+		return errors.New("rls server config: no limiter Service")
+	case c.MaxDescriptors < 0 || c.MaxEntries < 0 || c.MaxValueBytes < 0:
+		return errors.New("rls server config: negative bound")
+	}
+	for _, p := range c.Config.policies {
+		if _, ok := c.Service.Policy(p.Name); !ok {
+			return fmt.Errorf("rls server config: the limiter Service lacks policy %q", p.Name)
+		}
+	}
+	names := map[string]bool{}
+	for _, n := range c.Service.Names() {
+		names[n] = true
+	}
+	for _, r := range c.Config.rules {
+		if !names[r.Name] {
+			return fmt.Errorf("rls server config: the limiter Service lacks usage rule %q", r.Name)
+		}
+	}
+	return nil
+}
+
+// Server answers envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
+// from a Config and a limiter.Service. Safe for concurrent use; holds no
+// goroutines.
+type Server struct {
+	pb.UnimplementedRateLimitServiceServer
+
+	cfg     *Config
+	svc     *limiter.Service
+	token   []byte
+	log     *slog.Logger
+	lastLog atomic.Int64
+	maxDesc int
+	maxEnt  int
+	maxVal  int
+
+	requests   map[pb.RateLimitResponse_Code]prometheus.Counter
+	perLimit   []limitMetrics // by limit.idx
+	noLimit    *prometheus.CounterVec
+	errs       *prometheus.CounterVec
+	scratchBuf sync.Pool
+}
+
+type limitMetrics struct {
+	ok, over, shadowOver, unlimited, replaced prometheus.Counter
+}
+
+// Results of slide_rls_descriptors_total.
+const (
+	resultOK         = "ok"
+	resultOver       = "over_limit"
+	resultShadowOver = "shadow_over_limit"
+	resultUnlimited  = "unlimited"
+	resultReplaced   = "replaced"
+	resultNoLimit    = "no_limit"
+)
+
+// NewServer validates cfg and builds a Server.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{cfg: cfg.Config, svc: cfg.Service, log: log,
+		maxDesc: orDefault(cfg.MaxDescriptors, DefaultMaxDescriptors),
+		maxEnt:  orDefault(cfg.MaxEntries, DefaultMaxEntries),
+		maxVal:  orDefault(cfg.MaxValueBytes, DefaultMaxValueBytes)}
+	if cfg.AuthToken != "" {
+		s.token = []byte("Bearer " + cfg.AuthToken)
+	}
+	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRequests,
+		Help: "ShouldRateLimit answers by overall code (OK, OVER_LIMIT); failed calls are in " + MetricErrors + "."}, []string{"code"})
+	desc := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricDescriptors,
+		Help: "Request descriptors by configured domain and descriptor (envoy's full key) and result: ok, over_limit, shadow_over_limit, unlimited, replaced, no_limit (no configured limit; domain \"\" when the domain is unknown)."},
+		[]string{"domain", "descriptor", "result"})
+	s.errs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricErrors,
+		Help: "ShouldRateLimit calls that failed, by reason: unauthenticated, invalid_request, unavailable, canceled, internal."}, []string{"reason"})
+	s.noLimit = desc
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{reqs, desc, s.errs} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("registering rls metrics: %w", err)
+			}
+		}
+	}
+	s.requests = map[pb.RateLimitResponse_Code]prometheus.Counter{
+		pb.RateLimitResponse_OK:         reqs.WithLabelValues("OK"),
+		pb.RateLimitResponse_OVER_LIMIT: reqs.WithLabelValues("OVER_LIMIT"),
+	}
+	for _, l := range cfg.Config.limits {
+		s.perLimit = append(s.perLimit, limitMetrics{
+			ok: desc.WithLabelValues(l.domain, l.path, resultOK), over: desc.WithLabelValues(l.domain, l.path, resultOver),
+			shadowOver: desc.WithLabelValues(l.domain, l.path, resultShadowOver), unlimited: desc.WithLabelValues(l.domain, l.path, resultUnlimited),
+			replaced: desc.WithLabelValues(l.domain, l.path, resultReplaced),
+		})
+	}
+	s.scratchBuf.New = func() any { return new(scratch) }
+	return s, nil
+}
+
+func orDefault(v, d int) int {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+// scratch is one request's working set, pooled.
+type scratch struct {
+	path    []*node
+	key     []byte
+	matched []matched
+	checks  []limiter.Check
+	out     []limiter.Decision
+	all     []limiter.Decision
+	hdr     http.Header
+}
+
+// matched is one request descriptor and what applies to it.
+type matched struct {
+	l         *limit
+	cost      int64
+	first, n  int // its checks: checks[first : first+n]
+	replaced  bool
+	synthetic bool             // decided without the limiter (banned, or cost over the quota)
+	d         limiter.Decision // the descriptor's decision
+	key       string           // the limiter key of its policy
+	ruleKey   string           // the value of the descriptor's own entry, for its usage rules
+}
+
+// ShouldRateLimit decides every descriptor of the request: see the package doc
+// for the matching, the keys and the answer.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	if s.token != nil {
+		if err := s.authorize(ctx); err != nil {
+			s.errs.WithLabelValues("unauthenticated").Inc()
+			return nil, err
+		}
+	}
+	if err := s.validate(req); err != nil {
+		s.errs.WithLabelValues("invalid_request").Inc()
+		s.logRefusal("invalid rate limit request", err)
+		return nil, err
+	}
+	sc := s.scratchBuf.Get().(*scratch)
+	defer s.scratchBuf.Put(sc)
+	sc.matched, sc.checks = sc.matched[:0], sc.checks[:0]
+
+	replacing := map[string]bool(nil)
+	for _, d := range req.GetDescriptors() {
+		var l *limit
+		l, sc.path = s.cfg.match(req.GetDomain(), d, sc.path[:0])
+		m := matched{l: l, cost: cost(req, d)}
+		if l != nil {
+			for _, r := range l.replaces {
+				if replacing == nil {
+					replacing = map[string]bool{}
+				}
+				replacing[r] = true
+			}
+			if !l.unlimited {
+				if l.policy != "" {
+					m.key = limiterKey(d, sc.path, sc.key)
+				}
+				if len(l.rules) > 0 {
+					e := d.GetEntries()
+					m.ruleKey = ruleKey(e[len(e)-1].GetValue())
+				}
+			}
+		}
+		sc.matched = append(sc.matched, m)
+	}
+	now := s.svc.Now()
+	for i := range sc.matched {
+		m := &sc.matched[i]
+		l := m.l
+		if l == nil || l.unlimited {
+			continue
+		}
+		if l.name != "" && replacing[l.name] {
+			m.replaced = true
+			continue
+		}
+		m.first = len(sc.checks)
+		switch {
+		case l.banned:
+			m.synthetic = true
+			reset := untilReset(now, l.window)
+			m.d = limiter.Decision{RetryAfter: reset, ResetAfter: reset, Window: l.window, Policy: l.label}
+		case l.policy != "" && m.cost > l.quota:
+			// envoyproxy/ratelimit answers such a request over limit; the limiter
+			// would refuse it as an error, so it is decided here, without charging.
+			m.synthetic = true
+			m.d = limiter.Decision{Limit: l.quota, Window: l.window, RetryAfter: l.window, ResetAfter: l.window, Policy: l.label}
+		case l.policy != "":
+			sc.checks = append(sc.checks, limiter.Check{Policy: l.policy, Key: m.key, Cost: m.cost})
+		}
+		if !m.synthetic {
+			for _, r := range l.rules {
+				sc.checks = append(sc.checks, limiter.Check{Policy: r, Key: m.ruleKey, Cost: m.cost})
+			}
+		}
+		if m.synthetic && l.shadow {
+			m.d.Allowed, m.d.Shadowed, m.d.RetryAfter = true, true, 0
+		}
+		m.n = len(sc.checks) - m.first
+	}
+	if len(sc.checks) > 0 {
+		if cap(sc.out) < len(sc.checks) {
+			sc.out = make([]limiter.Decision, len(sc.checks))
+		}
+		sc.out = sc.out[:len(sc.checks)]
+		if _, err := s.svc.Decide(ctx, now, sc.checks, sc.out); err != nil {
+			return nil, s.decideError(ctx, err)
+		}
+	}
+	return s.answer(req, now, sc), nil
+}
+
+// cost is the descriptor's hits_addend when set (0 allowed: a peek), else the
+// request's, else 1.
+func cost(req *pb.RateLimitRequest, d *rlv3.RateLimitDescriptor) int64 {
+	if h := d.GetHitsAddend(); h != nil {
+		return clampCost(h.GetValue())
+	}
+	if h := req.GetHitsAddend(); h != 0 {
+		return int64(h)
+	}
+	return 1
+}
+
+func clampCost(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
+}
+
+// untilReset is the time from now to the end of the epoch-aligned window.
+func untilReset(now time.Time, w time.Duration) time.Duration {
+	if w <= 0 {
+		return 0
+	}
+	ns := now.UnixNano()
+	return time.Duration(int64(w) - ns%int64(w))
+}
+
+// answer builds the response from the decisions.
+func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *pb.RateLimitResponse {
+	resp := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(sc.matched))}
+	overRate, quotaTotal, quotaOver := 0, 0, 0
+	sc.all = sc.all[:0]
+	main := -1 // index in sc.all of the request's deciding decision
+	for i := range sc.matched {
+		m := &sc.matched[i]
+		l := m.l
+		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		switch {
+		case l == nil:
+			s.noLimit.WithLabelValues(s.domainLabel(req), "", resultNoLimit).Inc()
+			continue
+		case l.unlimited:
+			st.LimitRemaining = math.MaxUint32
+			s.perLimit[l.idx].unlimited.Inc()
+			continue
+		case m.replaced:
+			s.perLimit[l.idx].replaced.Inc()
+			continue
+		}
+		if !m.synthetic {
+			// The descriptor's decision is its worst check: a denial with the
+			// longest RetryAfter, else the least Remaining.
+			for j := m.first; j < m.first+m.n; j++ {
+				if j == m.first || worse(&sc.out[j], &m.d) {
+					m.d = sc.out[j]
+				}
+			}
+			if m.n == 0 {
+				continue
+			}
+		}
+		d := &m.d
+		if l.current != nil {
+			st.CurrentLimit = copyLimit(l.current)
+		}
+		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
+		st.DurationUntilReset = durationpb.New(max(d.ResetAfter, d.RetryAfter))
+		lm := &s.perLimit[l.idx]
+		switch {
+		case !d.Allowed:
+			st.Code = pb.RateLimitResponse_OVER_LIMIT
+			lm.over.Inc()
+		case d.Shadowed:
+			lm.shadowOver.Inc()
+		default:
+			lm.ok.Inc()
+		}
+		if l.quotaMode {
+			quotaTotal++
+			if !d.Allowed {
+				quotaOver++
+			}
+		} else if !d.Allowed {
+			overRate++
+		}
+		sc.all = append(sc.all, *d)
+		if main < 0 || worse(d, &sc.all[main]) {
+			main = len(sc.all) - 1
+		}
+	}
+	resp.OverallCode = pb.RateLimitResponse_OK
+	if overRate > 0 || quotaTotal > 0 && quotaTotal == quotaOver {
+		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	}
+	s.requests[resp.OverallCode].Inc()
+	if main >= 0 {
+		md := sc.all[main]
+		md.Allowed = resp.OverallCode == pb.RateLimitResponse_OK
+		if sc.hdr == nil {
+			sc.hdr = http.Header{}
+		}
+		clear(sc.hdr)
+		limiter.WriteHeaders(sc.hdr, now, md, sc.all)
+		add := func(name, canon string) {
+			if v := sc.hdr[canon]; len(v) > 0 {
+				resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: name, Value: v[0]})
+			}
+		}
+		add("ratelimit-policy", http.CanonicalHeaderKey(limiter.HeaderRateLimitPolicy))
+		add("ratelimit", http.CanonicalHeaderKey(limiter.HeaderRateLimit))
+		add("retry-after", http.CanonicalHeaderKey(limiter.HeaderRetryAfter))
+	}
+	return resp
+}
+
+// worse reports whether a ranks before b as a request's decision: a denial
+// with a longer RetryAfter, or, when both admit, less Remaining.
+func worse(a, b *limiter.Decision) bool {
+	switch {
+	case !a.Allowed && b.Allowed:
+		return true
+	case a.Allowed && !b.Allowed:
+		return false
+	case !a.Allowed:
+		return a.RetryAfter > b.RetryAfter
+	}
+	return a.Remaining < b.Remaining
+}
+
+// domainLabel is the domain label of an unmatched descriptor: the request's
+// domain when it is configured, "" otherwise (a label from the request alone
+// would let clients create series without bound).
+func (s *Server) domainLabel(req *pb.RateLimitRequest) string {
+	if _, ok := s.cfg.domains[req.GetDomain()]; ok {
+		return req.GetDomain()
+	}
+	return ""
+}
+
+// copyLimit copies a configured current_limit for one response: messages are
+// not shared between concurrent marshals.
+func copyLimit(c *pb.RateLimitResponse_RateLimit) *pb.RateLimitResponse_RateLimit {
+	out := &pb.RateLimitResponse_RateLimit{Name: c.Name, RequestsPerUnit: c.RequestsPerUnit, Unit: c.Unit}
+	if c.UnitMultiplier != nil {
+		out.UnitMultiplier = wrapUint32(c.UnitMultiplier.GetValue())
+	}
+	return out
+}
+
+// decideError maps a limiter error to a gRPC status.
+func (s *Server) decideError(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		s.errs.WithLabelValues("canceled").Inc()
+		return status.FromContextError(ctx.Err()).Err()
+	case errors.Is(err, limiter.ErrBackendUnavailable):
+		s.errs.WithLabelValues("unavailable").Inc()
+		s.logRefusal("rate limit backend unavailable", err)
+		return status.Errorf(codes.Unavailable, "%v", err)
+	case errors.Is(err, limiter.ErrInvalidKey), errors.Is(err, limiter.ErrInvalidCost), errors.Is(err, limiter.ErrCostOverLimit):
+		s.errs.WithLabelValues("invalid_request").Inc()
+		return status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	s.errs.WithLabelValues("internal").Inc()
+	s.logRefusal("rate limit decision failed", err)
+	return status.Errorf(codes.Unavailable, "deciding: %v", err)
+}
+
+func (s *Server) logRefusal(msg string, err error) {
+	now := time.Now().UnixNano()
+	last := s.lastLog.Load()
+	if now-last < int64(time.Second) || !s.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn(msg, "err", err)
+}
+
+// authorize checks the bearer token in the call's metadata.
+func (s *Server) authorize(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if subtle.ConstantTimeCompare([]byte(v), s.token) == 1 {
+			return nil
+		}
+	}
+	return status.Error(codes.Unauthenticated, `missing or wrong "authorization: Bearer TOKEN" metadata`)
+}
+
+// validate refuses what no descriptor tree should be asked, with a message that
+// names the problem.
+func (s *Server) validate(req *pb.RateLimitRequest) error {
+	bad := func(format string, args ...any) error { return status.Errorf(codes.InvalidArgument, format, args...) }
+	dom := req.GetDomain()
+	switch {
+	case dom == "":
+		return bad("rate limit domain must not be empty")
+	case len(dom) > s.maxVal:
+		return bad("domain is %d bytes, more than %d", len(dom), s.maxVal)
+	case !utf8.ValidString(dom):
+		return bad("domain is not valid UTF-8")
+	case len(req.GetDescriptors()) == 0:
+		return bad("rate limit descriptor list must not be empty")
+	case len(req.GetDescriptors()) > s.maxDesc:
+		return bad("%d descriptors, more than %d", len(req.GetDescriptors()), s.maxDesc)
+	}
+	for i, d := range req.GetDescriptors() {
+		if d == nil {
+			return bad("descriptor %d is null", i)
+		}
+		if len(d.GetEntries()) > s.maxEnt {
+			return bad("descriptor %d has %d entries, more than %d", i, len(d.GetEntries()), s.maxEnt)
+		}
+		if d.GetLimit() != nil {
+			return bad("descriptor %d: limit overrides are not supported: configure the limit in the rate limit config", i)
+		}
+		if d.GetIsNegativeHits() {
+			return bad("descriptor %d: is_negative_hits is not supported", i)
+		}
+		for j, e := range d.GetEntries() {
+			if e == nil {
+				return bad("descriptor %d entry %d is null", i, j)
+			}
+			if len(e.GetKey()) > s.maxVal || len(e.GetValue()) > s.maxVal {
+				return bad("descriptor %d entry %d: key or value over %d bytes", i, j, s.maxVal)
+			}
+			if !utf8.ValidString(e.GetKey()) || !utf8.ValidString(e.GetValue()) {
+				return bad("descriptor %d entry %d: key or value is not valid UTF-8", i, j)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,398 @@
+package rls_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/slide-metrics/slide/rls"
+	"github.com/slide-metrics/slide/window"
+)
+
+const (
+	ok   = pb.RateLimitResponse_OK
+	over = pb.RateLimitResponse_OVER_LIMIT
+)
+
+// want is one descriptor status: code, requests_per_unit and unit of the
+// current limit (0 and UNKNOWN: no limit), remaining.
+type want struct {
+	code      pb.RateLimitResponse_Code
+	rpu       uint32
+	unit      pb.RateLimitResponse_RateLimit_Unit
+	remaining uint32
+}
+
+func checkStatus(t *testing.T, what string, st *pb.RateLimitResponse_DescriptorStatus, w want) {
+	t.Helper()
+	got := want{code: st.GetCode(), remaining: st.GetLimitRemaining()}
+	if cl := st.GetCurrentLimit(); cl != nil {
+		got.rpu, got.unit = cl.GetRequestsPerUnit(), cl.GetUnit()
+	}
+	if got != w {
+		t.Errorf("%s: status %+v, want %+v (%v)", what, got, w, st)
+	}
+	if w.rpu > 0 && w.code == ok && st.GetDurationUntilReset() == nil {
+		t.Errorf("%s: no duration_until_reset", what)
+	}
+}
+
+// TestEnvoyScenarios drives the scenarios envoyproxy/ratelimit's integration
+// tests assert (limits per descriptor, several descriptors, nested
+// descriptors, unlimited, allow-listed values, unknown domains) through a real
+// gRPC client against testdata/config.
+func TestEnvoyScenarios(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{})})
+	minute, hour, second := pb.RateLimitResponse_RateLimit_MINUTE, pb.RateLimitResponse_RateLimit_HOUR, pb.RateLimitResponse_RateLimit_SECOND
+
+	resp := h.call(t, req("nope", 0, desc("client_id", "a")))
+	if resp.GetOverallCode() != ok {
+		t.Errorf("unknown domain: %v", resp.GetOverallCode())
+	}
+	checkStatus(t, "unknown domain", resp.GetStatuses()[0], want{code: ok})
+
+	// A key alone: 20 a minute for each value.
+	for i := range 25 {
+		resp := h.call(t, req("shop", 0, desc("client_id", "c1")))
+		w := want{code: ok, rpu: 20, unit: minute, remaining: uint32(max(19-i, 0))}
+		if i >= 20 {
+			w.code = over
+		}
+		if resp.GetOverallCode() != w.code {
+			t.Fatalf("request %d: overall %v, want %v", i+1, resp.GetOverallCode(), w.code)
+		}
+		checkStatus(t, "client_id c1", resp.GetStatuses()[0], w)
+		if d := resp.GetStatuses()[0].GetDurationUntilReset().AsDuration(); d != 59750*time.Millisecond {
+			t.Errorf("duration_until_reset %v, want 59.75s (the rest of the minute)", d)
+		}
+	}
+	checkStatus(t, "another value", h.call(t, req("shop", 0, desc("client_id", "c2"))).GetStatuses()[0], want{ok, 20, minute, 19})
+	checkStatus(t, "override", h.call(t, req("shop", 0, desc("client_id", "partner"))).GetStatuses()[0], want{ok, 30, minute, 29})
+	checkStatus(t, "allow-listed", h.call(t, req("shop", 0, desc("client_id", "internal"))).GetStatuses()[0], want{code: ok})
+
+	// Two descriptors in one request: each is charged; the request is over when one is.
+	for i := range 15 {
+		resp := h.call(t, req("shop", 0, desc("client_id", "c3"), desc("region", "eu")))
+		w0 := want{ok, 20, minute, uint32(19 - i)}
+		w1 := want{ok, 10, hour, uint32(max(9-i, 0))}
+		code := ok
+		if i >= 10 {
+			w1.code, code = over, over
+		}
+		if resp.GetOverallCode() != code {
+			t.Fatalf("two descriptors, request %d: overall %v, want %v", i+1, resp.GetOverallCode(), code)
+		}
+		checkStatus(t, "client_id c3", resp.GetStatuses()[0], w0)
+		checkStatus(t, "region eu", resp.GetStatuses()[1], w1)
+	}
+
+	// Nested descriptors.
+	checkStatus(t, "tenant alone", h.call(t, req("shop", 0, desc("tenant", "acme"))).GetStatuses()[0], want{code: ok})
+	checkStatus(t, "tenant+path default", h.call(t, req("shop", 0, desc("tenant", "acme", "path", "/cart"))).GetStatuses()[0], want{ok, 5, second, 4})
+	checkStatus(t, "tenant+path override", h.call(t, req("shop", 0, desc("tenant", "acme", "path", "/checkout"))).GetStatuses()[0], want{ok, 10, second, 9})
+	checkStatus(t, "other tenant", h.call(t, req("shop", 0, desc("tenant", "other", "path", "/cart"))).GetStatuses()[0], want{code: ok})
+	checkStatus(t, "deeper than configured", h.call(t, req("shop", 0, desc("tenant", "acme", "path", "/cart", "x", "1"))).GetStatuses()[0], want{code: ok})
+	for range 4 {
+		h.call(t, req("shop", 0, desc("tenant", "acme", "path", "/cart")))
+	}
+	checkStatus(t, "tenant+path sixth", h.call(t, req("shop", 0, desc("tenant", "acme", "path", "/cart"))).GetStatuses()[0], want{over, 5, second, 0})
+	h.advance(750 * time.Millisecond) // the next second
+	checkStatus(t, "tenant+path next second", h.call(t, req("shop", 0, desc("tenant", "acme", "path", "/cart"))).GetStatuses()[0], want{ok, 5, second, 4})
+
+	// Unlimited.
+	for range 3 {
+		checkStatus(t, "unlimited", h.call(t, req("shop", 0, desc("health", "x"))).GetStatuses()[0], want{code: ok, remaining: math.MaxUint32})
+	}
+
+	// requests_per_unit 0: every request is over the limit.
+	resp = h.call(t, req("shop", 0, desc("banned", "yes")))
+	if resp.GetOverallCode() != over || resp.GetStatuses()[0].GetCode() != over {
+		t.Errorf("banned: %v", resp)
+	}
+}
+
+// TestShadowMode: a shadow descriptor over its limit answers OK and is counted
+// as shadow_over_limit.
+func TestShadowMode(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{})})
+	for i := range 5 {
+		resp := h.call(t, req("shop", 0, desc("ip", "10.0.0.66")))
+		if resp.GetOverallCode() != ok || resp.GetStatuses()[0].GetCode() != ok {
+			t.Fatalf("shadow request %d: %v", i+1, resp)
+		}
+		if r := header(resp, "retry-after"); r != "" {
+			t.Errorf("shadow request %d: retry-after %q", i+1, r)
+		}
+	}
+	if got := counter(t, h.reg, rls.MetricDescriptors, map[string]string{"domain": "shop", "descriptor": "ip_10.0.0.66", "result": "shadow_over_limit"}); got != 2 {
+		t.Errorf("shadow_over_limit %v, want 2", got)
+	}
+	if got := counter(t, h.reg, rls.MetricDescriptors, map[string]string{"domain": "shop", "descriptor": "ip_10.0.0.66", "result": "ok"}); got != 3 {
+		t.Errorf("ok %v, want 3", got)
+	}
+	if got := counter(t, h.reg, "slide_limiter_decisions_total", map[string]string{"policy": "rls.shop.ip_10.0.0.66", "result": "shadow_denied"}); got != 2 {
+		t.Errorf("limiter shadow_denied %v, want 2", got)
+	}
+}
+
+// TestHitsAddend: the request's hits_addend is the cost, a descriptor's own
+// hits_addend overrides it (0 checks without charging), and a cost above the
+// quota is over the limit without charging.
+func TestHitsAddend(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{})})
+	minute := pb.RateLimitResponse_RateLimit_MINUTE
+	checkStatus(t, "hits 5", h.call(t, req("shop", 5, desc("client_id", "h"))).GetStatuses()[0], want{ok, 20, minute, 15})
+	peek := req("shop", 5, desc("client_id", "h"))
+	peek.Descriptors[0].HitsAddend = wrapperspb.UInt64(0)
+	checkStatus(t, "descriptor hits 0", h.call(t, peek).GetStatuses()[0], want{ok, 20, minute, 15})
+	checkStatus(t, "hits 16 > remaining", h.call(t, req("shop", 16, desc("client_id", "h"))).GetStatuses()[0], want{over, 20, minute, 15})
+	checkStatus(t, "hits 21 > quota", h.call(t, req("shop", 21, desc("client_id", "h"))).GetStatuses()[0], want{over, 20, minute, 0})
+	huge := req("shop", 1, desc("client_id", "h"))
+	huge.Descriptors[0].HitsAddend = wrapperspb.UInt64(math.MaxUint64)
+	checkStatus(t, "hits 2^64-1", h.call(t, huge).GetStatuses()[0], want{over, 20, minute, 0})
+	checkStatus(t, "hits 15", h.call(t, req("shop", 15, desc("client_id", "h"))).GetStatuses()[0], want{ok, 20, minute, 0})
+}
+
+// TestReplaces: a descriptor whose named limit another matched descriptor
+// replaces is not checked.
+func TestReplaces(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{})})
+	minute := pb.RateLimitResponse_RateLimit_MINUTE
+	for i := range 5 {
+		resp := h.call(t, req("shop", 0, desc("plan", "gold"), desc("user", "u1")))
+		w := want{ok, 4, minute, uint32(max(3-i, 0))}
+		if i == 4 {
+			w.code = over
+		}
+		checkStatus(t, "plan gold", resp.GetStatuses()[0], w)
+		checkStatus(t, "replaced per_user", resp.GetStatuses()[1], want{code: ok})
+	}
+	// Alone, per_user applies (and was not charged above).
+	checkStatus(t, "per_user alone", h.call(t, req("shop", 0, desc("user", "u1"))).GetStatuses()[0], want{ok, 2, minute, 1})
+}
+
+// TestWildcards: a trailing or inner '*' matches any run of bytes, each value
+// with its own counter, or one shared counter with share_threshold; quota_mode
+// descriptors fail the request only when all of them are over.
+func TestWildcards(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{})})
+	minute := pb.RateLimitResponse_RateLimit_MINUTE
+	for i := range 4 {
+		w := want{ok, 3, minute, uint32(max(2-i, 0))}
+		if i == 3 {
+			w.code = over
+		}
+		checkStatus(t, "/api/a", h.call(t, req("edge", 0, desc("path", "/api/a"))).GetStatuses()[0], w)
+	}
+	checkStatus(t, "/api/b has its own counter", h.call(t, req("edge", 0, desc("path", "/api/b"))).GetStatuses()[0], want{ok, 3, minute, 2})
+	checkStatus(t, "/apix does not match", h.call(t, req("edge", 0, desc("path", "/apix"))).GetStatuses()[0], want{code: ok})
+
+	checkStatus(t, "/img/a.png", h.call(t, req("edge", 0, desc("path", "/img/a.png"))).GetStatuses()[0], want{ok, 2, minute, 1})
+	checkStatus(t, "/img/b/c.png shares", h.call(t, req("edge", 0, desc("path", "/img/b/c.png"))).GetStatuses()[0], want{ok, 2, minute, 0})
+	checkStatus(t, "/img/d.png over", h.call(t, req("edge", 0, desc("path", "/img/d.png"))).GetStatuses()[0], want{over, 2, minute, 0})
+	checkStatus(t, "/img/a.jpg does not match", h.call(t, req("edge", 0, desc("path", "/img/a.jpg"))).GetStatuses()[0], want{code: ok})
+
+	h.call(t, req("edge", 0, desc("service", "search"), desc("service", "index")))
+	resp := h.call(t, req("edge", 0, desc("service", "search"), desc("service", "index")))
+	if resp.GetOverallCode() != ok || resp.GetStatuses()[0].GetCode() != over {
+		t.Errorf("one of two quota descriptors over: %v", resp)
+	}
+	resp = h.call(t, req("edge", 0, desc("service", "search")))
+	if resp.GetOverallCode() != over {
+		t.Errorf("the only quota descriptor over: %v", resp)
+	}
+}
+
+// TestSlideFields: algorithm and window on a rate_limit, and usage rules on a
+// descriptor.
+func TestSlideFields(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{})})
+	// sliding_log, 2 per 90 s: current_limit says 2 per 90 seconds.
+	for i := range 3 {
+		st := h.call(t, req("edge", 0, desc("login", "u"))).GetStatuses()[0]
+		wantCode := ok
+		if i == 2 {
+			wantCode = over
+		}
+		cl := st.GetCurrentLimit()
+		if st.GetCode() != wantCode || cl.GetRequestsPerUnit() != 2 || cl.GetUnit() != pb.RateLimitResponse_RateLimit_SECOND || cl.GetUnitMultiplier().GetValue() != 90 {
+			t.Errorf("login %d: %v", i+1, st)
+		}
+		h.advance(time.Second)
+	}
+	h.advance(87 * time.Second) // t0+90s: the first entry (t0) leaves the log, the second (t0+1s) stays
+	if st := h.call(t, req("edge", 0, desc("login", "u"))).GetStatuses()[0]; st.GetCode() != ok || st.GetLimitRemaining() != 0 {
+		t.Errorf("login after 90 s: %v", st)
+	}
+
+	// token_bucket, 4 per second: a burst of 4, then one every 250 ms.
+	for i := range 5 {
+		st := h.call(t, req("edge", 0, desc("burst", "b"))).GetStatuses()[0]
+		if (st.GetCode() == ok) != (i < 4) {
+			t.Errorf("burst %d: %v", i+1, st)
+		}
+	}
+	h.advance(250 * time.Millisecond)
+	if st := h.call(t, req("edge", 0, desc("burst", "b"))).GetStatuses()[0]; st.GetCode() != ok {
+		t.Errorf("burst after 250 ms: %v", st)
+	}
+
+	// A usage rule: deny a tenant whose cost over the last minute exceeds 100.
+	now := time.Unix(0, h.now.Load())
+	if err := h.store.ObserveAt(now.UnixMilli(), window.Event{TS: now.UnixMilli(), Metric: "cost", Key: "t1", Value: 150, Count: 1, Partition: -1}); err != nil {
+		t.Fatal(err)
+	}
+	resp := h.call(t, req("edge", 0, desc("tenant", "t1"), desc("tenant", "t2")))
+	if resp.GetOverallCode() != over || resp.GetStatuses()[0].GetCode() != over || resp.GetStatuses()[1].GetCode() != ok {
+		t.Errorf("usage rule: %v", resp)
+	}
+	if r := header(resp, "retry-after"); r == "" {
+		t.Errorf("usage rule denial without retry-after: %v", resp.GetResponseHeadersToAdd())
+	}
+	// A value that cannot be a window key has no usage: allowed, not an error.
+	for _, v := range []string{"", strings.Repeat("t", 300), "t\n1"} {
+		if resp := h.call(t, req("edge", 0, desc("tenant", v))); resp.GetOverallCode() != ok {
+			t.Errorf("usage rule, tenant %q: %v", limiterClip(v), resp)
+		}
+	}
+}
+
+func limiterClip(s string) string {
+	if len(s) > 20 {
+		return s[:20] + "…"
+	}
+	return s
+}
+
+// TestResponseHeaders: draft-10 RateLimit and RateLimit-Policy for every
+// decided descriptor, Retry-After when the request is over its limit.
+func TestResponseHeaders(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{})})
+	resp := h.call(t, req("shop", 0, desc("client_id", "hd"), desc("region", "us"), desc("health", "x")))
+	if got, w := header(resp, "ratelimit-policy"), `"rls.shop.client_id";q=20;w=60, "rls.shop.region";q=10;w=3600`; got != w {
+		t.Errorf("ratelimit-policy %q, want %q", got, w)
+	}
+	if got, w := header(resp, "ratelimit"), `"rls.shop.client_id";r=19;t=60, "rls.shop.region";r=9;t=3600`; got != w {
+		t.Errorf("ratelimit %q, want %q", got, w)
+	}
+	if got := header(resp, "retry-after"); got != "" {
+		t.Errorf("retry-after %q on OK", got)
+	}
+	for range 19 {
+		h.call(t, req("shop", 0, desc("client_id", "hd")))
+	}
+	resp = h.call(t, req("shop", 0, desc("client_id", "hd")))
+	if got := header(resp, "retry-after"); got != "60" {
+		t.Errorf("retry-after %q, want 60 (59.75 s rounded up)", got)
+	}
+	if got, w := header(resp, "ratelimit"), `"rls.shop.client_id";r=0;t=60`; got != w {
+		t.Errorf("ratelimit %q, want %q", got, w)
+	}
+}
+
+// TestAuthToken: with a token, ShouldRateLimit needs it as bearer metadata;
+// health checks do not.
+func TestAuthToken(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{}), token: "s3cret"})
+	r := req("shop", 0, desc("client_id", "a"))
+	for _, md := range [][]string{nil, {"authorization", "Bearer wrong"}, {"authorization", "s3cret"}} {
+		ctx := context.Background()
+		if md != nil {
+			ctx = metadata.AppendToOutgoingContext(ctx, md...)
+		}
+		_, err := h.client.ShouldRateLimit(ctx, r)
+		if status.Code(err) != codes.Unauthenticated {
+			t.Errorf("metadata %v: %v, want Unauthenticated", md, err)
+		}
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer s3cret")
+	if resp, err := h.client.ShouldRateLimit(ctx, r); err != nil || resp.GetOverallCode() != ok {
+		t.Errorf("with the token: %v, %v", resp, err)
+	}
+	if got := counter(t, h.reg, rls.MetricErrors, map[string]string{"reason": "unauthenticated"}); got != 3 {
+		t.Errorf("unauthenticated errors %v, want 3", got)
+	}
+}
+
+// TestHostileRequests: empty domain, 10,000 descriptors, huge values, invalid
+// UTF-8 and unsupported fields each get a gRPC error naming the problem, and
+// the server keeps answering.
+func TestHostileRequests(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{})})
+	many := req("shop", 0)
+	for i := range 10_000 {
+		many.Descriptors = append(many.Descriptors, &rlv3.RateLimitDescriptor{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "client_id", Value: string(rune('a' + i%26))}}})
+	}
+	wide := req("shop", 0, desc())
+	for range 100 {
+		wide.Descriptors[0].Entries = append(wide.Descriptors[0].Entries, &rlv3.RateLimitDescriptor_Entry{Key: "k", Value: "v"})
+	}
+	override := req("shop", 0, desc("client_id", "a"))
+	override.Descriptors[0].Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
+	negative := req("shop", 0, desc("client_id", "a"))
+	negative.Descriptors[0].IsNegativeHits = true
+	cases := []struct {
+		name string
+		r    *pb.RateLimitRequest
+		code codes.Code
+		msg  string
+	}{
+		{"empty domain", req("", 0, desc("client_id", "a")), codes.InvalidArgument, "domain must not be empty"},
+		{"no descriptors", req("shop", 0), codes.InvalidArgument, "descriptor list must not be empty"},
+		{"10,000 descriptors", many, codes.InvalidArgument, "10000 descriptors, more than 128"},
+		{"100 entries", wide, codes.InvalidArgument, "100 entries, more than 32"},
+		{"huge value", req("shop", 0, desc("client_id", strings.Repeat("x", 5000))), codes.InvalidArgument, "over 4096 bytes"},
+		{"huge domain", req(strings.Repeat("d", 5000), 0, desc("client_id", "a")), codes.InvalidArgument, "more than 4096"},
+		{"2 MiB message", req("shop", 0, desc("client_id", strings.Repeat("x", 2<<20))), codes.ResourceExhausted, "larger than max"},
+		{"limit override", override, codes.InvalidArgument, "limit overrides are not supported"},
+		{"negative hits", negative, codes.InvalidArgument, "is_negative_hits is not supported"},
+	}
+	for _, c := range cases {
+		_, err := h.client.ShouldRateLimit(context.Background(), c.r)
+		if status.Code(err) != c.code || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v, want %v containing %q", c.name, err, c.code, c.msg)
+		}
+	}
+	// Invalid UTF-8 cannot be sent by a Go client (it validates), so the bytes
+	// are written by hand: the server's decoder refuses them.
+	for _, bad := range [][]byte{
+		rawRequest("sh\xffop", "client_id", "a"),
+		rawRequest("shop", "client_id", "\xc3\x28"),
+		rawRequest("shop", "cl\xe2\x82ient", "a"),
+	} {
+		in := rawMsg(bad)
+		err := h.conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", &in, new(rawMsg), rawCodecOption())
+		if code := status.Code(err); code == codes.OK || code == codes.Unknown || !strings.Contains(err.Error(), "invalid UTF-8") {
+			t.Errorf("invalid UTF-8 %q: %v", bad, err)
+		} else {
+			t.Logf("invalid UTF-8: %v", err)
+		}
+	}
+	// A value over the limiter's 256-byte key bound is hashed into the key and decided.
+	long := strings.Repeat("v", 3000)
+	if st := h.call(t, req("shop", 0, desc("client_id", long))).GetStatuses()[0]; st.GetCode() != ok || st.GetLimitRemaining() != 19 {
+		t.Errorf("3,000-byte value: %v", st)
+	}
+	if st := h.call(t, req("shop", 0, desc("client_id", long))).GetStatuses()[0]; st.GetLimitRemaining() != 18 {
+		t.Errorf("3,000-byte value again: %v (not the same counter)", st)
+	}
+	if st := h.call(t, req("shop", 0, desc("client_id", "a\x00b\n"))).GetStatuses()[0]; st.GetCode() != ok || st.GetLimitRemaining() != 19 {
+		t.Errorf("control characters: %v", st)
+	}
+	if got := counter(t, h.reg, rls.MetricErrors, map[string]string{"reason": "invalid_request"}); got != 8 {
+		t.Errorf("invalid_request errors %v, want 8", got)
+	}
+	// Still serving.
+	if resp := h.call(t, req("shop", 0, desc("client_id", "after"))); resp.GetOverallCode() != ok {
+		t.Errorf("after the hostile requests: %v", resp)
+	}
+}
