@@ -146,7 +146,7 @@ var formatJobs = []Job{
 // semicolon-separated CSV give the same windows as the CSV they were made from, and the CSV
 // through the row-by-row path gives what Run's fast path gives.
 func TestRunAllFormatsAgree(t *testing.T) {
-	rows := genOrders(20000, 7, 1)
+	rows := genOrders(6000, 7, 1)
 	csvText := ordersCSVText(rows, ",")
 	inputs := map[string]string{
 		"orders.csv":         writeTemp(t, "orders.csv", []byte(csvText)),
@@ -155,7 +155,7 @@ func TestRunAllFormatsAgree(t *testing.T) {
 		"orders.csv.gz":      writeTemp(t, "orders.csv.gz", gzipped(t, csvText)),
 		"orders.csv.zst":     writeTemp(t, "orders.csv.zst", zstded(t, csvText)),
 		"orders.ndjson.zst":  writeTemp(t, "orders.ndjson.zst", zstded(t, ordersNDJSON(rows))),
-		"orders.parquet":     writeTemp(t, "orders.parquet", ordersParquet(t, rows, 7000)),
+		"orders.parquet":     writeTemp(t, "orders.parquet", ordersParquet(t, rows, 2500)),
 		"renamed.gz.parquet": writeTemp(t, "renamed.dat", gzipped(t, csvText)), // magic bytes, not the name
 	}
 	for i, j := range formatJobs {
