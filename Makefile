@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
 # Packages with goroutines, locks or servers: tested under the race detector.
-RACE_PKGS := ./window/... ./batch/... ./limiter/... ./ingest/... ./query/... ./cmd/... ./internal/... ./reliability/... ./rls/...
+RACE_PKGS := ./window/... ./batch/... ./limiter/... ./ingest/... ./query/... ./cmd/... ./internal/... ./reliability/... ./rls/... ./cluster/...
 # Pure computation: tested without -race (faster, same assertions).
 PLAIN_PKGS := ./sketch/...
 
@@ -25,9 +25,9 @@ run: build
 
 # deps installs what the tests need that Go modules cannot bring, as COMMAND:PACKAGE pairs:
 # redis-server (with redis-cli for Redis Cluster; its TLS and Sentinel modes are built in),
-# curl (the README tour test runs the tour's curl commands) and kcat (librdkafka, the
-# independent Kafka producer of the TLS tests).
-DEPS := redis-server:redis-server curl:curl kcat:kcat
+# curl (the README tour test runs the tour's curl commands), kcat (librdkafka, the
+# independent Kafka producer of the TLS tests), prometheus and chromium (internal/looktest).
+DEPS := redis-server:redis-server curl:curl kcat:kcat prometheus:prometheus promtool:prometheus chromium:chromium
 deps:
 	@missing=""; for d in $(DEPS); do command -v $${d%%:*} >/dev/null 2>&1 || missing="$$missing $${d#*:}"; done; \
 	if [ -n "$$missing" ]; then \

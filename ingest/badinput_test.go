@@ -91,10 +91,11 @@ func TestConsumerBadInput(t *testing.T) {
 	add(good(n) + "\n" + `{"key":"good","value":2}` + "\n" + good(n+1))
 	n += 2
 	// An event that was in its window when produced, ten minutes ago, but is not now: it has
-	// expired, which is not bad input (not refused, not dead-lettered).
+	// expired, refused and dead-lettered like the others (the issue's tenth probe found it
+	// counted apart and lost).
 	old := t0.Add(-10 * time.Minute)
-	msgs = append(msgs, kafka.Message{Key: []byte("good"), Time: old,
-		Value: fmt.Appendf(nil, `{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, old.UnixMilli())})
+	expiredLine := fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, old.UnixMilli())
+	msgs = append(msgs, kafka.Message{Key: []byte("good"), Time: old, Value: []byte(expiredLine)})
 	add(good(n))
 	n++
 	// A tombstone (null value) and a record of blank lines: no event, counted, not refused.
@@ -107,7 +108,7 @@ func TestConsumerBadInput(t *testing.T) {
 	for _, b := range bad {
 		want = append(want, deadLetter{reason: b.reason, line: b.line})
 	}
-	want = append(want, deadLetter{reason: "missing_field", line: `{"key":"good","value":2}`})
+	want = append(want, deadLetter{reason: "missing_field", line: `{"key":"good","value":2}`}, deadLetter{reason: "expired", line: expiredLine})
 	slices.SortFunc(want, func(a, b deadLetter) int { return strings.Compare(a.reason+a.line, b.reason+b.line) })
 
 	cfg := testConfig(c, "bad")
@@ -122,9 +123,10 @@ func TestConsumerBadInput(t *testing.T) {
 	a.stop(t) // commits and leaves
 
 	wantCounts := `
-# HELP slide_ingest_rejected_total Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap).
+# HELP slide_ingest_rejected_total Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap, too_large, expired).
 # TYPE slide_ingest_rejected_total counter
 slide_ingest_rejected_total{reason="bad_field"} 1
+slide_ingest_rejected_total{reason="expired"} 1
 slide_ingest_rejected_total{reason="future"} 1
 slide_ingest_rejected_total{reason="invalid_json"} 1
 slide_ingest_rejected_total{reason="invalid_value"} 1
@@ -132,6 +134,7 @@ slide_ingest_rejected_total{reason="key_too_long"} 1
 slide_ingest_rejected_total{reason="late"} 1
 slide_ingest_rejected_total{reason="missing_field"} 2
 slide_ingest_rejected_total{reason="series_cap"} 1
+slide_ingest_rejected_total{reason="too_large"} 0
 `
 	if err := testutil.CollectAndCompare(a.m.rejected, strings.NewReader(wantCounts)); err != nil {
 		t.Error(err)

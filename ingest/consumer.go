@@ -75,6 +75,12 @@ type Config struct {
 	MaxWait time.Duration
 	// MaxBytes is the most a fetch returns per partition; default 10 MiB.
 	MaxBytes int
+	// MaxInflatedBytes is the most one compressed record batch may inflate to; default
+	// DefaultMaxInflatedBytes (32 MiB). A batch beyond it (a compression bomb) is never
+	// inflated whole: each of its records is refused as ReasonTooLarge, dead-lettered as a
+	// pointer to its offset, and reading goes on. The budget is process-wide (kafka-go
+	// decompresses through a global codec table): the last New sets it.
+	MaxInflatedBytes int64
 	// RejectLogInterval is the minimum spacing of refused-event log lines (after a burst of
 	// 10); the metric counts them all. Default 1 s.
 	RejectLogInterval time.Duration
@@ -84,6 +90,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the slide_ingest_* collectors; nil registers nothing.
 	Registerer prometheus.Registerer
+	// MemberData is sent to the group as the user data of this member's join (in every
+	// group-balancer protocol it offers); other members read it by describing the group.
+	// The cluster package puts the instance's advertised HTTP address there. Empty (the
+	// default) sends none, as before.
+	MemberData []byte
 }
 
 func (c Config) withDefaults(store *window.Store) Config {
@@ -114,6 +125,9 @@ func (c Config) withDefaults(store *window.Store) Config {
 	if c.MaxBytes == 0 {
 		c.MaxBytes = DefaultMaxBytes
 	}
+	if c.MaxInflatedBytes == 0 {
+		c.MaxInflatedBytes = DefaultMaxInflatedBytes
+	}
 	return c
 }
 
@@ -133,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max key length %d: must not be negative", d.MaxKeyLen)
 	case d.MaxBytes < 0:
 		return fmt.Errorf("max bytes %d: must not be negative", d.MaxBytes)
+	case d.MaxInflatedBytes < 0:
+		return fmt.Errorf("max inflated bytes %d: must not be negative", d.MaxInflatedBytes)
 	}
 	for name, v := range map[string]time.Duration{
 		"commit interval": d.CommitInterval, "session timeout": d.SessionTimeout,
@@ -168,6 +184,15 @@ type Option func(*Consumer)
 // restores seek from; the default is time.Now. Tests pass a fixed instant.
 func WithClock(now func() time.Time) Option { return func(c *Consumer) { c.now = now } }
 
+// WithGenerationHook calls fn at the start of each generation, before any partition is
+// revoked, with the generation id and the partitions assigned to this member (sorted).
+// Every member of the group joins every generation, so each instance hears of every
+// rebalance: cluster membership stops answering from this instance alone at once and
+// re-reads the group. fn must not block.
+func WithGenerationHook(fn func(generation int32, assigned []int32)) Option {
+	return func(c *Consumer) { c.onGeneration = fn }
+}
+
 // Consumer feeds a window.Store from a Kafka topic as a member of a consumer group.
 //
 // Each assigned partition is read by its own goroutine. When a partition is assigned (the
@@ -180,9 +205,11 @@ func WithClock(now func() time.Time) Option { return func(c *Consumer) { c.now =
 //
 // Events are observed at the wall clock (WithClock). A line is refused as future or late
 // when its ts is beyond the ring's skew or retention measured from its record's timestamp,
-// checks that give the same answer on every replay; the store adds its own (series cap,
-// future against now). An event in its window when produced but not when read is skipped
-// as expired. Refusals are counted in slide_ingest_rejected_total{reason}, logged at a
+// checks that give the same answer on every replay, unless that timestamp disagrees with
+// the clock by more than the skew (a skewed producer: see judgeRefs); the store adds its
+// own (series cap, future against now). An event in its window at its record's time but
+// not when read is refused as expired. A record batch that inflates beyond
+// MaxInflatedBytes is refused record by record as too_large, never inflated whole. Refusals are counted in slide_ingest_rejected_total{reason}, logged at a
 // bounded rate and written to the dead-letter topic — except while replaying records below
 // the offset the group had committed at assignment, which were counted and dead-lettered
 // when first processed (slide_ingest_restore_skipped_total counts them instead). The
@@ -209,6 +236,8 @@ type Consumer struct {
 	hidden atomic.Uint64 // refusals not logged since the last logged one
 	used   atomic.Bool
 
+	onGeneration func(int32, []int32) // WithGenerationHook; nil: none
+
 	mu     sync.Mutex
 	parts  map[int32]*partition // assigned partitions; guarded by mu
 	gen    int32                // current generation; guarded by mu
@@ -225,6 +254,7 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 		return nil, fmt.Errorf("ingest config: %w", err)
 	}
 	cfg = cfg.withDefaults(store)
+	setInflateBudget(cfg.MaxInflatedBytes)
 	c := &Consumer{
 		cfg:    cfg,
 		store:  store,
@@ -304,6 +334,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		WatchPartitionChanges: true,
 		StartOffset:           kafka.FirstOffset,
 		ErrorLogger:           c.kafkaLogger("consumer group"),
+		GroupBalancers:        c.balancers(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating consumer group %q: %w", c.cfg.Group, err)
@@ -337,6 +368,27 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return err
 }
 
+// balancers are kafka-go's default group balancers (range, then round robin), carrying
+// Config.MemberData as their user data when it is set; nil keeps kafka-go's defaults.
+func (c *Consumer) balancers() []kafka.GroupBalancer {
+	if len(c.cfg.MemberData) == 0 {
+		return nil
+	}
+	return []kafka.GroupBalancer{
+		memberData{kafka.RangeGroupBalancer{}, c.cfg.MemberData},
+		memberData{kafka.RoundRobinGroupBalancer{}, c.cfg.MemberData},
+	}
+}
+
+// memberData is a group balancer whose join metadata carries data; assignment is the
+// wrapped balancer's.
+type memberData struct {
+	kafka.GroupBalancer
+	data []byte
+}
+
+func (m memberData) UserData() ([]byte, error) { return m.data, nil }
+
 // partition is the state of one assigned partition. It lives from assignment to
 // revocation, across generations that keep it.
 type partition struct {
@@ -344,12 +396,13 @@ type partition struct {
 	label     string
 	from      int64        // first offset replayed
 	target    int64        // end of the log at assignment: restored once next reaches it
-	committed int64        // group's committed offset at assignment: records below it were processed before
+	committed atomic.Int64 // group's committed offset at assignment (lowered by an offset reset): records below it were processed before
 	assigned  time.Time    // wall clock at assignment, for the restore duration
 	restoreMs atomic.Int64 // restore duration, ms; set once restored
 	restored  atomic.Bool
 	next      atomic.Int64 // next offset to process
 	hwm       atomic.Int64 // high watermark at the last fetch
+	lastTS    int64        // timestamp of the last record processed, unix ms (0: none); the worker's
 	lastSent  int64        // last committed offset; only the committer touches it
 
 	// Owned by the partition's worker goroutine.
@@ -369,6 +422,14 @@ func (c *Consumer) runGeneration(gctx context.Context, gen *kafka.Generation) {
 	assigned := map[int32]int64{} // partition → committed offset
 	for _, a := range gen.Assignments[c.cfg.Topic] {
 		assigned[int32(a.ID)] = a.Offset
+	}
+	if c.onGeneration != nil {
+		ids := make([]int32, 0, len(assigned))
+		for id := range assigned {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		c.onGeneration(gen.ID, ids)
 	}
 
 	// Revoke first: a partition that moved away must stop being served now.
@@ -450,20 +511,22 @@ func (c *Consumer) plan(gctx context.Context, ids []int32, committed map[int32]i
 	}
 	for {
 		now := c.now()
-		// The ends first, then the offsets by time, in that order: a partition with no
+		// The ends first, then the restore starts, in that order: a partition with no
 		// record at or after the restore start replays from the end as it was before the
-		// time lookup. One request with both (kafka-go splits it, in no set order) could
+		// search. Asking for both at once (kafka-go splits a request, in no set order) could
 		// answer "no record since then" and an end that already held records that arrived
 		// meanwhile: those were skipped, never counted.
 		ends, err := c.listOffsets(gctx, ids, func(id int32) kafka.OffsetRequest { return kafka.LastOffsetOf(int(id)) })
-		var times map[int32]kafka.PartitionOffsets
+		var firsts map[int32]kafka.PartitionOffsets
 		if err == nil {
-			times, err = c.listOffsets(gctx, ids, func(id int32) kafka.OffsetRequest {
-				return kafka.TimeOffsetOf(int(id), now.Add(-c.cfg.Restore))
-			})
+			firsts, err = c.listOffsets(gctx, ids, func(id int32) kafka.OffsetRequest { return kafka.FirstOffsetOf(int(id)) })
+		}
+		var starts map[int32]int64
+		if err == nil {
+			starts, err = c.restoreStarts(gctx, ids, firsts, ends, now)
 		}
 		if err == nil {
-			parts, perr := c.partitionsFrom(ends, times, ids, committed, now)
+			parts, perr := c.partitionsFrom(ends, starts, ids, committed, now)
 			if perr == nil {
 				return parts, nil
 			}
@@ -501,8 +564,8 @@ func (c *Consumer) listOffsets(ctx context.Context, ids []int32, req func(int32)
 }
 
 // partitionsFrom plans each partition from its end (asked first) and its first offset at
-// or after the restore start (asked second).
-func (c *Consumer) partitionsFrom(ends, times map[int32]kafka.PartitionOffsets, ids []int32, committed map[int32]int64, now time.Time) ([]*partition, error) {
+// or after the restore start (searched second).
+func (c *Consumer) partitionsFrom(ends map[int32]kafka.PartitionOffsets, starts map[int32]int64, ids []int32, committed map[int32]int64, now time.Time) ([]*partition, error) {
 	parts := make([]*partition, 0, len(ids))
 	for _, id := range ids {
 		po, ok := ends[id]
@@ -510,10 +573,8 @@ func (c *Consumer) partitionsFrom(ends, times map[int32]kafka.PartitionOffsets, 
 			return nil, fmt.Errorf("partition %d: no offsets in the answer", id)
 		}
 		from := po.LastOffset // no record at or after the restore start: nothing to replay
-		for off := range times[id].Offsets {
-			if off >= 0 && off < from {
-				from = off
-			}
+		if off, ok := starts[id]; ok && off >= 0 && off < from {
+			from = off
 		}
 		dec, err := NewDecoder(DecoderConfig{MaxKeyLen: c.cfg.MaxKeyLen})
 		if err != nil {
@@ -521,8 +582,9 @@ func (c *Consumer) partitionsFrom(ends, times map[int32]kafka.PartitionOffsets, 
 		}
 		p := &partition{
 			id: id, label: partitionLabel(id), from: from, target: po.LastOffset,
-			committed: committed[id], assigned: time.Now(), lastSent: -1, dec: dec,
+			assigned: time.Now(), lastSent: -1, dec: dec,
 		}
+		p.committed.Store(committed[id])
 		p.events = c.m.events.WithLabelValues(p.label)
 		p.bytes = c.m.bytes.WithLabelValues(p.label)
 		p.lag = c.m.lag.WithLabelValues(p.label)
@@ -547,6 +609,9 @@ func (c *Consumer) consume(gctx context.Context, p *partition) {
 		err := c.fetch(gctx, p)
 		if gctx.Err() != nil {
 			return
+		}
+		if errors.As(err, new(errSkipped)) {
+			continue // counted and dead-lettered already; no backoff
 		}
 		if c.errLim.Allow() {
 			c.log.Warn("ingest: fetching", "partition", p.id, "offset", p.next.Load(), "err", err)
@@ -579,7 +644,7 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 		// Seek checks the offset against the log: retention may have passed it while the
 		// connection was down. Without moving on, every retry would seek to it again.
 		if errors.Is(err, kafka.OffsetOutOfRange) {
-			c.skipOutOfRange(conn, p, p.next.Load())
+			c.skipOutOfRange(ctx, conn, p, p.next.Load())
 		}
 		return fmt.Errorf("seeking to offset %d: %w", p.next.Load(), err)
 	}
@@ -598,6 +663,9 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 		for {
 			m, err := batch.ReadMessage()
 			if err != nil {
+				if errors.Is(err, ErrInflateBudget) {
+					unblock(conn)
+				}
 				break
 			}
 			accepted += c.record(ctx, p, &m, now)
@@ -614,6 +682,9 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 				}
 				_ = conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin))
 			}
+		}
+		if n > 0 {
+			p.lastTS = lastTS
 		}
 		err := batch.Close()
 		if errors.Is(err, kafka.RequestTimedOut) {
@@ -639,8 +710,17 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 			c.markRestored(p)
 		}
 		if err != nil {
+			if errors.Is(err, ErrInflateBudget) {
+				// A compression bomb at next: refused as a pointer to its offset, never
+				// inflated whole. kafka-go closed the connection on the error; the caller
+				// reconnects at once, one offset further.
+				c.refuse(ctx, p, &kafka.Message{Topic: c.cfg.Topic, Partition: int(p.id), Offset: next}, nil, ReasonTooLarge,
+					next < p.committed.Load())
+				p.next.Store(next + 1)
+				return fmt.Errorf("offset %d: %w", next, errSkipped{err})
+			}
 			if errors.Is(err, kafka.OffsetOutOfRange) {
-				c.skipOutOfRange(conn, p, next)
+				c.skipOutOfRange(ctx, conn, p, next)
 			}
 			return fmt.Errorf("fetching at offset %d: %w", next, err)
 		}
@@ -648,22 +728,40 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 	return nil
 }
 
-// skipOutOfRange moves p from next, an offset the log no longer holds, to the log start
-// when retention deleted records before they were read (they are gone), or to the log end
-// when the log was truncated below next (an unclean leader election).
-func (c *Consumer) skipOutOfRange(conn *kafka.Conn, p *partition, next int64) {
+// skipOutOfRange moves p from next, an offset the log no longer holds, to the first record
+// of the restore span that the log holds (never to the log end, which would skip every
+// record written since): when retention deleted records before they were read (they are
+// gone), or when the log ends below next (a broker restarted empty, an unclean leader
+// election). In the second case the log's offsets no longer name the records counted, so
+// the reset goes to the first record stamped after the last one this partition processed:
+// a broker that lost its log has every record written since replayed and counted, and a
+// truncated log that kept records already counted does not count them twice. Those
+// records are new, so p.committed (which marks replays) follows the reset down. Each reset
+// is counted in slide_ingest_offset_resets_total{partition,reason} and logged once.
+func (c *Consumer) skipOutOfRange(ctx context.Context, conn *kafka.Conn, p *partition, next int64) {
 	first, last, err := conn.ReadOffsets()
 	if err != nil {
 		return // the next attempt asks again
 	}
-	to := next
-	switch {
-	case next < first:
-		to = first
-	case next > last:
-		to = last
+	reason := "retention"
+	if next > last {
+		reason = "log_truncated"
 	}
-	c.log.Warn("ingest: offset out of range, skipping", "partition", p.id, "offset", next, "log_start", first, "log_end", last, "to", to)
+	now := c.now()
+	start := now.Add(-c.cfg.Restore)
+	if reason == "log_truncated" && p.lastTS > 0 {
+		start = maxTime(start, time.UnixMilli(p.lastTS+1))
+	}
+	to, err := c.restoreStart(ctx, p.id, first, last, start, now.Add(c.skew()))
+	if err != nil {
+		to = first // whatever is left: late records are refused as such
+	}
+	if to < next {
+		p.committed.Store(min(p.committed.Load(), to))
+	}
+	c.m.offsetResets.WithLabelValues(p.label, reason).Inc()
+	c.log.Warn("ingest: offset out of range, resetting to the restore span", "partition", p.id, "offset", next, "reason", reason,
+		"log_start", first, "log_end", last, "to", to)
 	p.next.Store(to)
 }
 
@@ -688,18 +786,23 @@ func (c *Consumer) dialLeader(ctx context.Context, id int32) (*kafka.Conn, error
 // accepted: the per-record hot path. Offsets, lag and counters are settled per batch.
 func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, now int64) int {
 	recTS := m.Time.UnixMilli()
-	replay := m.Offset < p.committed
+	replay := m.Offset < p.committed.Load()
 	accepted := 0
 	lines := p.dec.DecodeLines(m.Value, recTS, func(line []byte, ev window.Event, r Reason) {
 		if r == ReasonNone {
 			ev.Partition = p.id
 			// Future and late are judged against the record's timestamp, which is part of the
 			// log, so every replay gives the same answer; a slot-exact copy of the ring's checks.
+			// A record timestamp that disagrees with the consumer's clock by more than the skew
+			// is a skewed producer clock (or lag, or a replay): then the event's own time is
+			// judged against the consumer's clock instead, so a correctly stamped event is not
+			// lost to its producer's clock (see judgeRefs).
 			rs := p.ring(c.store, ev.Metric)
+			futureRef, lateRef := judgeRefs(recTS, now, rs.skew)
 			switch {
-			case ev.TS > recTS+rs.skew:
+			case ev.TS > futureRef+rs.skew:
 				r = ReasonFuture
-			case floorDiv(ev.TS, rs.width) <= floorDiv(recTS, rs.width)-rs.slots:
+			case floorDiv(ev.TS, rs.width) <= floorDiv(lateRef, rs.width)-rs.slots:
 				r = ReasonLate
 			default:
 				err := c.store.ObserveAt(now, ev)
@@ -708,12 +811,14 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 					return
 				}
 				if errors.Is(err, window.ErrLate) {
-					// In its window when produced, out of it by now (lag, or a replay reaching
-					// further back than this metric keeps): not bad input.
+					// In its window at its record's time, out of it by now (lag, or a replay
+					// reaching further back than this metric keeps): refused as expired,
+					// counted with the other refusals and dead-lettered.
 					c.m.expired.Inc()
-					return
+					r = ReasonExpired
+				} else {
+					r = ReasonOf(err)
 				}
-				r = ReasonOf(err)
 			}
 		}
 		c.refuse(ctx, p, m, line, r, replay)
@@ -722,6 +827,25 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 		c.m.tombstones.Inc() // no event in it: a tombstone (null value) or blank lines
 	}
 	return accepted
+}
+
+// judgeRefs returns the instants (unix ms) an event of a record stamped recTS, read at now,
+// is judged against: futureRef for "future" (ts beyond it by more than skew), lateRef for
+// "late" (ts a retention before it). While the record's timestamp agrees with the
+// consumer's clock to within skew, both are the record's timestamp: part of the log, the
+// same on every replay. A record stamped more than skew ahead of now comes from a producer
+// clock that is ahead: both are now, so correctly stamped events are not refused as late.
+// A record stamped more than skew behind now is lag, a replay, or a producer clock that is
+// behind: an event ahead of its record but not of now is not future, so futureRef is now,
+// while lateRef stays the record's timestamp (replays refuse the same late events).
+func judgeRefs(recTS, now, skew int64) (futureRef, lateRef int64) {
+	switch {
+	case recTS > now+skew:
+		return now, now
+	case recTS < now-skew:
+		return now, recTS
+	}
+	return recTS, recTS
 }
 
 // ringShape is what the per-record checks need of a metric's ring, in ms and slots.
@@ -811,7 +935,7 @@ func (c *Consumer) setPartitionGaugesLocked() {
 func (c *Consumer) commit(ctx context.Context, gen *kafka.Generation, parts []*partition) {
 	offsets := map[int]int64{}
 	for _, p := range parts {
-		off := max(p.next.Load(), p.committed)
+		off := max(p.next.Load(), p.committed.Load())
 		if off != p.lastSent && off >= 0 {
 			offsets[int(p.id)] = off
 		}
@@ -853,6 +977,15 @@ func (c *Consumer) Ready() bool {
 		}
 	}
 	return true
+}
+
+// Generation is the consumer group generation this consumer is in (0 before the first
+// join). A partition is revoked (its series dropped) only after it changes, so a read that
+// sees the same generation before and after saw every restored partition whole.
+func (c *Consumer) Generation() int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
 }
 
 // Progress is a snapshot of the consumer's assignment, for /readyz. It marshals to JSON

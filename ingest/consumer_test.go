@@ -471,7 +471,7 @@ func TestConfigValidate(t *testing.T) {
 		Brokers: ok.Brokers, Topic: "events", Group: "slide", Restore: 5*time.Minute + 10*time.Second,
 		MaxKeyLen: 256, CommitInterval: time.Second, SessionTimeout: 10 * time.Second,
 		HeartbeatInterval: time.Second, RebalanceTimeout: 10 * time.Second, JoinGroupBackoff: time.Second,
-		MaxWait: time.Second, MaxBytes: 10 << 20, RejectLogInterval: time.Second,
+		MaxWait: time.Second, MaxBytes: 10 << 20, MaxInflatedBytes: DefaultMaxInflatedBytes, RejectLogInterval: time.Second,
 	}
 	if fmt.Sprint(c.cfg) != fmt.Sprint(want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c.cfg, want)
@@ -524,7 +524,7 @@ func TestRecordAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &partition{id: 1, label: "1", committed: -1, dec: dec,
+	p := &partition{id: 1, label: "1", dec: dec,
 		events: c.m.events.WithLabelValues("1"), bytes: c.m.bytes.WithLabelValues("1"), lag: c.m.lag.WithLabelValues("1")}
 	p.restored.Store(true)
 	ms := t0.UnixMilli()
@@ -600,7 +600,7 @@ func TestRecordChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	dec, _ := NewDecoder(DecoderConfig{})
-	p := &partition{id: 0, label: "0", committed: -1, dec: dec}
+	p := &partition{id: 0, label: "0", dec: dec}
 	rec := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	recMs := rec.UnixMilli()
 	minute := time.Minute.Milliseconds()
@@ -610,12 +610,16 @@ func TestRecordChecks(t *testing.T) {
 		now    int64 // relative to the record's timestamp
 		want   string
 	}{
+		{"latency_ms", -10 * minute, -10 * minute, "accepted"}, // a producer clock 10 min ahead: judged against now
 		{"latency_ms", 0, 0, "accepted"},
 		{"latency_ms", 5000, 0, "accepted"},                 // within the 10 s skew
-		{"latency_ms", 15000, 15000, "future"},              // beyond it, even if now has caught up
+		{"latency_ms", 15000, 0, "future"},                  // beyond it
+		{"latency_ms", 15000, 15000, "accepted"},            // a producer clock 15 s behind (or lag): not ahead of now
+		{"latency_ms", 26000, 15000, "future"},              // ahead of now too
 		{"latency_ms", -6 * minute, 0, "late"},              // older than 5 min at the record's time
 		{"cost", -30 * minute, 0, "accepted"},               // cost keeps an hour
-		{"cost", 2 * minute, 2 * minute, "future"},          // cost's skew is one 60 s slot
+		{"cost", 2 * minute, 0, "future"},                   // cost's skew is one 60 s slot
+		{"cost", 2 * minute, 2 * minute, "accepted"},        // and a record 2 min behind now is judged against now
 		{"cost", -61 * minute, 0, "late"},                   //
 		{"latency_ms", -2 * minute, 10 * minute, "expired"}, // fine when produced, gone when read
 		{"cost", -2 * minute, 10 * minute, "accepted"},      // the same delay is nothing to cost
@@ -709,12 +713,10 @@ func TestIdlePartitionsAreQuiet(t *testing.T) {
 }
 
 // Records that land while a partition's restore is being planned are replayed, not skipped.
-// The broker answers the offset-by-time lookup as if it ran just before they arrived (no
-// record since the restore start) while they are produced, and holds a concurrent end
-// lookup until they are in. The replay must still start no later than the log end as it was
-// before the time lookup. When both came from one request (kafka-go splits it into
-// concurrent ones), the end could be read after the records arrived and the replay started
-// past them: they were never counted.
+// The broker answers the log-start lookup (asked after the end) only once they are in, so
+// the restore-start search sees a log longer than the end asked first. The replay must still
+// start no later than the log end as it was before: when the end was read after records
+// arrived, the replay started past them and they were never counted.
 func TestRestorePlanRace(t *testing.T) {
 	t.Parallel()
 	c := kafkatest.Start(t, "events", 1)
@@ -724,46 +726,19 @@ func TestRestorePlanRace(t *testing.T) {
 	sortByKey(evs)
 	msgs := records(rng, evs)
 	k := c.Kfake()
-	timeSeen, produced := make(chan struct{}), make(chan struct{})
 	var seen sync.Once
 	k.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		k.KeepControl()
 		r := req.(*kmsg.ListOffsetsRequest)
-		if len(r.Topics) == 0 || len(r.Topics[0].Partitions) == 0 {
+		if len(r.Topics) == 0 || len(r.Topics[0].Partitions) == 0 || r.Topics[0].Partitions[0].Timestamp != -2 {
 			return nil, nil, false
 		}
-		if r.Topics[0].Partitions[0].Timestamp < 0 {
-			// An end lookup: one asked together with the time lookup waits for the records.
-			k.SleepControl(func() {
-				select {
-				case <-timeSeen:
-					<-produced
-				case <-time.After(200 * time.Millisecond):
-				}
-			})
-			return nil, nil, false
-		}
-		first := false
-		seen.Do(func() { first = true })
-		if !first {
-			return nil, nil, false
-		}
-		close(timeSeen)
-		go func() { defer close(produced); c.ProduceTo(t, 0, msgs...) }()
-		k.SleepControl(func() { <-produced })
-		resp := r.ResponseKind().(*kmsg.ListOffsetsResponse) // as of before the records
-		for _, rt := range r.Topics {
-			st := kmsg.NewListOffsetsResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewListOffsetsResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.Offset, sp.Timestamp, sp.LeaderEpoch = -1, -1, -1
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		seen.Do(func() {
+			produced := make(chan struct{})
+			go func() { defer close(produced); c.ProduceTo(t, 0, msgs...) }()
+			k.SleepControl(func() { <-produced })
+		})
+		return nil, nil, false
 	})
 	store := newTestStore(t, 0)
 	r := start(t, testConfig(c, "plan-race"), store, t0)

@@ -64,7 +64,9 @@ func (c DecoderConfig) withDefaults() DecoderConfig {
 // (the Kafka record's timestamp, or the request time over HTTP); count is an integer ≥ 1,
 // default 1. Other fields are ignored. Field names match exactly (unlike encoding/json's
 // case-insensitive struct matching) and the last of duplicate fields wins. Strings are
-// unescaped as encoding/json does, invalid UTF-8 replaced by U+FFFD. As a courtesy to
+// unescaped as encoding/json does, invalid UTF-8 replaced by U+FFFD, except in key and
+// metric: keys are bytes, so a key or metric that is not valid UTF-8 (or escapes a lone
+// surrogate) is refused as ReasonBadField rather than rewritten. As a courtesy to
 // producers that write them (Python's json module does), the bare tokens NaN, Infinity and
 // -Infinity as the value are refused as ReasonInvalidValue rather than ReasonInvalidJSON.
 //
@@ -216,7 +218,7 @@ func (d *Decoder) parseObject(b []byte) bool {
 		}
 		name := b[i+1 : j]
 		if esc {
-			name = d.unquote(name)
+			name, _ = d.unquote(name)
 		}
 		sp := &d.f[fieldOf(name)]
 		i = skipWS(b, j+1)
@@ -549,7 +551,7 @@ func (d *Decoder) event(b []byte, ev *window.Event) Reason {
 	case tokString:
 		s := b[t.start:t.end]
 		if t.escaped {
-			s = d.unquote(s)
+			s, _ = d.unquote(s)
 		}
 		ms, ok := rfc3339.Millis(s)
 		if !ok {
@@ -585,7 +587,10 @@ func (d *Decoder) name(b []byte, sp span, metric bool) (string, Reason) {
 	}
 	s := b[sp.start:sp.end]
 	if sp.escaped {
-		s = d.unquote(s)
+		var lossy bool
+		if s, lossy = d.unquote(s); lossy {
+			return "", ReasonBadField // keys are bytes: never rewritten to U+FFFD
+		}
 	}
 	switch {
 	case len(s) == 0:
@@ -598,10 +603,11 @@ func (d *Decoder) name(b []byte, sp span, metric bool) (string, Reason) {
 	}
 	v, ok := d.intern[string(s)] // map lookup with string(b) does not allocate
 	if !ok {
-		// A name seen for the first time: no control characters (NUL, newline, DEL: the
-		// store joins metric and key with a NUL, and the limiter refuses such keys), checked
-		// once, since only checked names enter the table.
-		if hasControl(s) {
+		// A name seen for the first time: valid UTF-8 (keys are bytes: "t\xff" and "t\xfe"
+		// are two keys, and rewriting both to U+FFFD would merge them) without control
+		// characters (NUL, newline, DEL: the store joins metric and key with a NUL, and the
+		// limiter refuses such keys), checked once, since only checked names enter the table.
+		if hasControl(s) || !utf8.Valid(s) {
 			return "", ReasonBadField
 		}
 		v = d.internNew(s)
@@ -633,13 +639,13 @@ func (d *Decoder) internNew(s []byte) string {
 }
 
 // unquote unescapes the contents of a validated JSON string into d.scratch exactly as
-// encoding/json does (invalid UTF-8 and lone surrogates become U+FFFD). The result is
-// valid until the next call.
-func (d *Decoder) unquote(s []byte) []byte {
+// encoding/json does (invalid UTF-8 and lone surrogates become U+FFFD); lossy reports that
+// it replaced something. The result is valid until the next call.
+func (d *Decoder) unquote(s []byte) (out []byte, lossy bool) {
 	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
-		return s
+		return s, false
 	}
-	out := d.scratch[:0]
+	out = d.scratch[:0]
 	for r := 0; r < len(s); {
 		c := s[r]
 		switch {
@@ -667,7 +673,7 @@ func (d *Decoder) unquote(s []byte) []byte {
 							continue
 						}
 					}
-					rr = unicode.ReplacementChar
+					rr, lossy = unicode.ReplacementChar, true
 				}
 				out = utf8.AppendRune(out, rr)
 				continue
@@ -680,12 +686,13 @@ func (d *Decoder) unquote(s []byte) []byte {
 			r++
 		default:
 			rr, size := utf8.DecodeRune(s[r:])
+			lossy = lossy || (rr == utf8.RuneError && size == 1)
 			out = utf8.AppendRune(out, rr)
 			r += size
 		}
 	}
 	d.scratch = out
-	return out
+	return out, lossy
 }
 
 // pow10 holds the powers of ten a float64 represents exactly.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/slide-metrics/slide/window"
 )
@@ -190,7 +191,7 @@ func refDecode(line []byte, maxKey int, defaultTS int64) (window.Event, Reason) 
 			return "", ReasonMissingField
 		}
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := json.Unmarshal(raw, &s); err != nil || lossyJSONString(raw) {
 			return "", ReasonBadField
 		}
 		switch {
@@ -249,6 +250,49 @@ var nanToken = regexp.MustCompile(`NaN|Infinity`)
 // checkAgainstRef fails t when Decode and refDecode disagree on line. The one allowed
 // difference: bare NaN/Infinity tokens are not JSON, so encoding/json says invalid_json
 // where the decoder names the problem (invalid_value, or an earlier field's reason).
+// lossyJSONString reports whether encoding/json would rewrite part of the JSON string raw
+// to U+FFFD: invalid UTF-8, or an escaped surrogate that is not half of a pair.
+func lossyJSONString(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return true
+	}
+	high := false // the previous escape was a high surrogate
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			if high {
+				return true
+			}
+			continue
+		}
+		i++
+		if raw[i] != 'u' {
+			if high {
+				return true
+			}
+			continue
+		}
+		v, _ := strconv.ParseUint(string(raw[i+1:i+5]), 16, 16)
+		i += 4
+		switch {
+		case v >= 0xD800 && v < 0xDC00:
+			if high {
+				return true
+			}
+			high = true
+		case v >= 0xDC00 && v < 0xE000:
+			if !high {
+				return true
+			}
+			high = false
+		default:
+			if high {
+				return true
+			}
+		}
+	}
+	return high
+}
+
 func checkAgainstRef(t *testing.T, d *Decoder, line []byte) {
 	t.Helper()
 	ev, r := d.Decode(line, defTS)
@@ -403,4 +447,29 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip of %q through AppendEvent %s: %+v %v, want %+v", line, ours, again, r2, ev)
 		}
 	})
+}
+
+// TestDecodeRefusesInvalidUTF8Names is the issue's eighth probe: keys are bytes, so "t\xff"
+// and "t\xfe" were both rewritten to "t\uFFFD" and shared one series. A key or metric that
+// is not valid UTF-8, raw or through an escaped lone surrogate, is refused as bad_field.
+func TestDecodeRefusesInvalidUTF8Names(t *testing.T) {
+	d := newTestDecoder(t)
+	for _, tc := range []struct {
+		line string
+		want Reason
+	}{
+		{"{\"key\":\"t\xff\",\"metric\":\"m\",\"value\":1}", ReasonBadField},
+		{"{\"key\":\"t\xfe\",\"metric\":\"m\",\"value\":1}", ReasonBadField},
+		{"{\"key\":\"t\xff\\n\",\"metric\":\"m\",\"value\":1}", ReasonBadField}, // escaped and invalid
+		{"{\"key\":\"k\",\"metric\":\"m\xc3\",\"value\":1}", ReasonBadField},
+		{`{"key":"t\ud800","metric":"m","value":1}`, ReasonBadField},
+		{`{"key":"t\udc00\ud800","metric":"m","value":1}`, ReasonBadField},
+		{`{"key":"t\u00e9\ud83d\ude00","metric":"m","value":1}`, ReasonNone},
+		{"{\"key\":\"t\u00e9\",\"metric\":\"m\",\"value\":1}", ReasonNone},
+		{"{\"key\":\"t\uFFFD\",\"metric\":\"m\",\"value\":1}", ReasonNone}, // a real U+FFFD is a key like any other
+	} {
+		if _, r := d.Decode([]byte(tc.line), defTS); r != tc.want {
+			t.Errorf("%q: %v, want %v", tc.line, r, tc.want)
+		}
+	}
 }

@@ -21,8 +21,17 @@
 // # Window state is a function of the log
 //
 // When a partition is assigned, its series are dropped and it is replayed from the first
-// record whose timestamp is at or after now − Config.Restore (ListOffsets by time), with
-// the wall clock as the windows' now. Config.Restore must cover the longest retention plus
+// record whose timestamp is at or after now − Config.Restore, with the wall clock as the
+// windows' now. Slide finds that record itself, by a binary search over offsets that reads
+// record timestamps (about log2(records) single-record fetches), not with ListOffsets by
+// time: a broker answers with the first record after which the running maximum of
+// timestamps reaches the start, so one future-stamped record at a partition's head made
+// every restore replay the whole partition, and kfake (the embedded broker, `slide
+// broker`) inflates the whole batch its lookup lands in, so a compression bomb in the span
+// inflated inside the broker. A probe passes over records stamped beyond now + skew and
+// bombs; the search assumes timestamps that do not fall back along the log by more than
+// the skew, and a probe that learns nothing counts as "at or after the start" (more is
+// replayed, never less). Config.Restore must cover the longest retention plus
 // skew of any metric (RestoreSpan). The partition counts as restored once it has been read
 // up to the log end seen at assignment; until every assigned partition is restored, Ready
 // is false and /readyz answers 503 with Progress. A revoked partition's series are dropped;
@@ -33,17 +42,45 @@
 //
 // Decisions worth knowing:
 //
-//   - Future and late are judged against the record. An event whose ts is ahead of its
-//     record's timestamp by more than the ring's skew is refused as future; one that was
-//     already older than its metric's retention at the record's timestamp is refused as
-//     late. The record's timestamp is part of the log, so these checks give the same answer
-//     on every replay, where checks against the wall clock alone would accept on a replay
-//     what they refused live. (A producer clock ahead of ours by more than the skew still
-//     makes the store's own future check disagree; keep clocks in sync.)
-//   - Expired is not bad input. An event that was within its window when produced but is
-//     out of it when read — consumer lag, or a replay reaching back further than its metric
-//     keeps (latency_ms events during a replay sized for the 1 h cost windows) — is skipped
-//     and counted in slide_ingest_expired_total, not refused and not dead-lettered.
+//   - Future and late are judged against the record while its timestamp agrees with this
+//     instance's clock to within the skew (`--max-skew`, default one slot of the metric's
+//     ring). An event whose ts is ahead of its record's timestamp by more than the skew is
+//     refused as future; one already older than its metric's retention at the record's
+//     timestamp as late. The record's timestamp is part of the log, so these checks give
+//     the same answer on every replay. When the record's timestamp disagrees beyond the
+//     skew, it is a producer's clock (or lag, or a replay) and the event's own time is
+//     judged against this instance's clock instead: a record stamped ahead of now by more
+//     than the skew (a producer clock ahead: its correctly stamped events were all lost as
+//     late) has both checks made against now; a record stamped behind now by more than the
+//     skew (a producer clock behind: its events were all lost as future) has "future"
+//     judged against now and "late" still against the record. The price: an event refused
+//     as future when first read is accepted by a replay once its time has come.
+//   - Expired is refused like the rest. An event that was within its window at its record's
+//     time but is out of it when read (consumer lag, a skewed producer, or a replay reaching
+//     back further than its metric keeps: latency_ms events during a replay sized for the
+//     1 h cost windows) is refused as expired: counted in slide_ingest_rejected_total{reason
+//     ="expired"} (and, as before, slide_ingest_expired_total) and dead-lettered.
+//   - Compression bombs are refused unopened. kafka-go inflates a compressed record batch
+//     whole inside its reader; slide installs bounded codecs in kafka-go's codec table, so a
+//     batch that inflates beyond Config.MaxInflatedBytes (`--max-inflated-bytes`, 32 MiB)
+//     stops there with ErrInflateBudget. Each of its records is refused as too_large and
+//     dead-lettered as a pointer (the letter's headers name topic, partition and offset; its
+//     value is empty), and reading goes on at the next offset. While inflating, kafka-go's
+//     buffer doubles as it grows, so a bomb costs about four budgets of memory for a moment.
+//     What a stream declares is bounded too, before anything of its size is allocated: a
+//     zstd frame's window (kafka-go's decoder allocated up to 512 MiB for a 300-byte frame),
+//     and a snappy xerial chunk's or block's length (up to 4 GiB from a header).
+//   - Offsets out of range reset to the restore span, never to the log end. When retention
+//     deleted the next offset, or the log ends below it (a broker restarted empty, an
+//     unclean leader election), reading moves to the first record of the restore span the
+//     log holds (for a shortened log: the first stamped after the last record processed, so
+//     a log that kept records already counted does not count them twice, and one that lost
+//     everything has all written since counted). Each reset is counted in
+//     slide_ingest_offset_resets_total{partition,reason} (retention, log_truncated) and
+//     logged once.
+//   - Keys are bytes: a key or metric that is not valid UTF-8 (a raw byte, or an escaped
+//     lone surrogate) is refused as bad_field, never rewritten to U+FFFD, which made "t\xff"
+//     and "t\xfe" one series.
 //   - Refusals are counted and dead-lettered once. Records below the offset the group had
 //     committed at assignment were processed by some instance already: when they are
 //     refused again during a replay they are counted in slide_ingest_restore_skipped_total,
@@ -64,7 +101,7 @@
 // # kafka-go against kfake
 //
 // kafka-go's ConsumerGroup (join, sync, heartbeat, leave, offset fetch and commit),
-// ListOffsets by timestamp and Fetch all work against kfake unchanged, as the tests in this
+// ListOffsets and Fetch all work against kfake unchanged, as the tests in this
 // package show; no workaround was needed. Two things matter for tests: kfake's
 // default minimum session timeout is 6 s (StartBroker and internal/kafkatest lower it to
 // 100 ms so tests can use short sessions), and kafka-go asks the broker to answer a fetch
@@ -76,7 +113,8 @@
 // All on Config.Registerer: slide_ingest_events_total{partition} (accepted events,
 // replays included), slide_ingest_bytes_total{partition}, slide_ingest_lag{partition},
 // slide_ingest_rejected_total{reason}, slide_ingest_restore_skipped_total{reason},
-// slide_ingest_expired_total, slide_ingest_tombstones_total, slide_ingest_restore_duration_seconds, slide_ingest_partitions{state},
+// slide_ingest_expired_total, slide_ingest_tombstones_total, slide_ingest_offset_resets_total{partition,reason},
+// slide_ingest_restore_duration_seconds, slide_ingest_partitions{state},
 // slide_ingest_dead_letters_total, slide_ingest_dead_letter_errors_total,
 // slide_ingest_commit_errors_total, slide_ingest_generations_total, slide_ingest_series
 // and slide_ingest_series_refused_total (the store's, read at scrape time).

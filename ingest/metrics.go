@@ -16,6 +16,7 @@ type metrics struct {
 	rejected         *prometheus.CounterVec // {reason}
 	restoreSkipped   *prometheus.CounterVec // {reason}
 	expired          prometheus.Counter
+	offsetResets     *prometheus.CounterVec // {partition,reason}
 	tombstones       prometheus.Counter
 	restoreDuration  prometheus.Histogram   //
 	partitions       *prometheus.GaugeVec   // {state}
@@ -50,7 +51,7 @@ func newMetrics(store *window.Store) *metrics {
 		}, []string{"partition"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slide_ingest_rejected_total",
-			Help: "Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap).",
+			Help: "Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap, too_large, expired).",
 		}, []string{"reason"}),
 		restoreSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slide_ingest_restore_skipped_total",
@@ -60,6 +61,10 @@ func newMetrics(store *window.Store) *metrics {
 			Name: "slide_ingest_expired_total",
 			Help: "Events within their window when produced but older than it when read (consumer lag, or a replay reaching further back than the metric's retention): skipped, not refused.",
 		}),
+		offsetResets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slide_ingest_offset_resets_total",
+			Help: "Times a partition's next offset was out of the log's range and reading moved to the first record of the restore span that the log still holds, by partition and reason (retention: deleted before it was read; log_truncated: the log ends before it, e.g. a broker restarted empty or an unclean leader election).",
+		}, []string{"partition", "reason"}),
 		tombstones: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slide_ingest_tombstones_total",
 			Help: "Records that carry no event: a null value (a Kafka tombstone) or only blank lines. Skipped, not refused and not dead-lettered; counted once, not again when a restore replays them.",
@@ -104,7 +109,7 @@ func newMetrics(store *window.Store) *metrics {
 	}
 	m.partitions.WithLabelValues("restoring")
 	m.partitions.WithLabelValues("live")
-	m.all = []prometheus.Collector{m.events, m.bytes, m.lag, m.lagSeconds, m.rejected, m.restoreSkipped, m.expired, m.tombstones, m.restoreDuration,
+	m.all = []prometheus.Collector{m.events, m.bytes, m.lag, m.lagSeconds, m.rejected, m.restoreSkipped, m.expired, m.tombstones, m.offsetResets, m.restoreDuration,
 		m.partitions, m.deadLetters, m.deadLetterErrors, m.commitErrors, m.generations, m.series, m.seriesRefused}
 	return m
 }

@@ -24,6 +24,8 @@ const (
 	ReasonFuture                     // ts ahead of the record's timestamp (or of now) by more than the ring's skew
 	ReasonLate                       // ts older than the metric's retention at the record's timestamp (or at now, over HTTP)
 	ReasonSeriesCap                  // the event's series is new and the store is at its series cap
+	ReasonTooLarge                   // a record whose batch inflates beyond Config.MaxInflatedBytes: dead-lettered as a pointer (headers, no value)
+	ReasonExpired                    // within its window at the record's timestamp, out of it at now (lag, a skewed producer, a replay reaching further back than the metric keeps)
 	numReasons
 )
 
@@ -37,6 +39,8 @@ var reasonNames = [numReasons]string{
 	ReasonFuture:       "future",
 	ReasonLate:         "late",
 	ReasonSeriesCap:    "series_cap",
+	ReasonTooLarge:     "too_large",
+	ReasonExpired:      "expired",
 }
 
 // String is the metric label of r ("invalid_json", "late", ...).

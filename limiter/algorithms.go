@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"time"
+	"unsafe"
 )
 
 // The algorithms are pure state transitions: take(p, now, cost) reads and
@@ -73,54 +74,112 @@ func (s *fixedWindow) take(p *params, now, cost int64, d *Decision) int64 {
 	return end
 }
 
-// slidingLog is a ring of admitted timestamps, oldest at head. It grows up
-// to p.quota entries, so a steady key allocates nothing.
+// slidingLog is a ring of admitted requests, oldest at head: each entry is a timestamp and
+// the running total of units admitted up to and including it, so a request of any cost is
+// one entry (16 bytes) and the memory of a key is bounded by the requests in its window,
+// never by their cost. Requests at the same instant share an entry. The ring grows up to
+// p.quota entries (each holds at least one unit), so a steady key allocates nothing.
 type slidingLog struct {
-	ts   []int64
+	e    []logEntry
 	head int
 	n    int
+	base int64 // units admitted before the oldest entry (the running total of the last one dropped)
 }
 
-func (s *slidingLog) at(i int) int64 { return s.ts[(s.head+i)%len(s.ts)] }
+type logEntry struct{ t, end int64 }
 
-func (s *slidingLog) push(t int64, quota int64) {
-	if s.n == len(s.ts) {
-		c := max(4, 2*len(s.ts))
-		c = int(min(int64(c), quota))
-		ts := make([]int64, c)
-		for i := 0; i < s.n; i++ {
-			ts[i] = s.at(i)
-		}
-		s.ts, s.head = ts, 0
+func (s *slidingLog) at(i int) *logEntry { return &s.e[(s.head+i)%len(s.e)] }
+
+// units is how many units the log holds.
+func (s *slidingLog) units() int64 {
+	if s.n == 0 {
+		return 0
 	}
-	s.ts[(s.head+s.n)%len(s.ts)] = t
+	return s.at(s.n-1).end - s.base
+}
+
+// prune drops the entries that have left the window (now−window, now] and returns now,
+// moved up to the newest entry if the clock went back (the log stays ordered).
+func (s *slidingLog) prune(p *params, now int64) int64 {
+	if s.n > 0 {
+		if newest := s.at(s.n - 1).t; now < newest {
+			now = newest
+		}
+	}
+	cutoff := now - p.window // an entry exactly window old has left
+	for s.n > 0 && s.e[s.head].t <= cutoff {
+		s.base = s.e[s.head].end
+		s.head = (s.head + 1) % len(s.e)
+		s.n--
+	}
+	return now
+}
+
+// growth is how many bytes admitting cost at now would allocate (0 when it fits the
+// ring, merges into the newest entry, or is denied).
+func (s *slidingLog) growth(p *params, now, cost int64) int64 {
+	now = s.prune(p, now)
+	if cost == 0 || s.n < len(s.e) || s.units()+cost > p.quota || (s.n > 0 && s.at(s.n-1).t == now) {
+		return 0
+	}
+	return int64(s.grownCap(p.quota)-len(s.e)) * int64(unsafe.Sizeof(logEntry{}))
+}
+
+func (s *slidingLog) grownCap(quota int64) int {
+	return int(min(int64(max(4, 2*len(s.e))), quota))
+}
+
+// bytes is the log's heap footprint.
+func (s *slidingLog) bytes() int64 { return int64(cap(s.e)) * int64(unsafe.Sizeof(logEntry{})) }
+
+func (s *slidingLog) push(t, cost, quota int64) {
+	if s.n > 0 {
+		if last := s.at(s.n - 1); last.t == t {
+			last.end += cost
+			return
+		}
+	}
+	total := s.base + s.units()
+	if s.n == len(s.e) {
+		e := make([]logEntry, s.grownCap(quota))
+		for i := 0; i < s.n; i++ {
+			e[i] = *s.at(i)
+		}
+		s.e, s.head = e, 0
+	}
+	*s.at(s.n) = logEntry{t: t, end: total + cost}
 	s.n++
 }
 
-func (s *slidingLog) take(p *params, now, cost int64, d *Decision) int64 {
-	if s.n > 0 {
-		if newest := s.at(s.n - 1); now < newest {
-			now = newest // the clock went back: keep the log ordered
+// oldestUnit returns the timestamp of the k-th oldest unit (1-based), by binary search
+// over the running totals.
+func (s *slidingLog) oldestUnit(k int64) int64 {
+	lo, hi := 0, s.n-1
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if s.at(mid).end-s.base >= k {
+			hi = mid
+		} else {
+			lo = mid + 1
 		}
 	}
-	// The window is (now-window, now]: an entry exactly window old has left.
-	cutoff := now - p.window
-	for s.n > 0 && s.ts[s.head] <= cutoff {
-		s.head = (s.head + 1) % len(s.ts)
-		s.n--
-	}
-	n := int64(s.n)
+	return s.at(lo).t
+}
+
+func (s *slidingLog) take(p *params, now, cost int64, d *Decision) int64 {
+	now = s.prune(p, now)
+	n := s.units()
 	reset := int64(0)
 	if s.n > 0 {
-		reset = s.at(s.n-1) + p.window - now
+		reset = s.at(s.n-1).t + p.window - now
 	}
 	want := cost
 	if cost == 0 {
 		want = 1
 	}
 	if n+want > p.quota {
-		// The (n+want-quota)-th oldest entry must leave the window first.
-		e := s.at(int(n + want - p.quota - 1))
+		// The (n+want-quota)-th oldest unit must leave the window first.
+		e := s.oldestUnit(n + want - p.quota)
 		set(d, p, false, p.quota-n, e+p.window-now, reset)
 		return now + reset
 	}
@@ -128,9 +187,7 @@ func (s *slidingLog) take(p *params, now, cost int64, d *Decision) int64 {
 		set(d, p, true, p.quota-n, 0, reset)
 		return now + reset
 	}
-	for i := int64(0); i < cost; i++ {
-		s.push(now, p.quota)
-	}
+	s.push(now, cost, p.quota)
 	set(d, p, true, p.quota-n-cost, 0, p.window)
 	return now + p.window
 }

@@ -2,6 +2,8 @@ package limiter
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -30,7 +32,7 @@ func clone(s taker) taker {
 		return &c
 	case *slidingLog:
 		c := *v
-		c.ts = append([]int64(nil), v.ts...)
+		c.e = append([]logEntry(nil), v.e...)
 		return &c
 	case *slidingCounter:
 		c := *v
@@ -216,15 +218,82 @@ func TestMemoryExpiresIdleKeys(t *testing.T) {
 	}
 }
 
+// TestMemoryMaxKeysEvicts: a full store makes room only from keys whose state is back to
+// initial; with only live state left it refuses new keys (counted) and never evicts a live
+// one, which handed a denied key a fresh allowance (the fourth probe).
 func TestMemoryMaxKeysEvicts(t *testing.T) {
 	ctx := context.Background()
 	m, _ := NewMemory(Policy{Name: "x", Algorithm: FixedWindow, Limit: 5, Window: time.Minute},
-		MemoryConfig{Shards: 1, MaxKeys: 10})
+		MemoryConfig{Shards: 1, MaxKeys: 10, SweepInterval: time.Hour})
 	for i := 0; i < 25; i++ {
-		m.AllowN(ctx, string(rune('a'+i)), at(0), 1)
+		_, err := m.AllowN(ctx, string(rune('a'+i)), at(0), 1)
+		if (i < 10) != (err == nil) || (err != nil && !errors.Is(err, ErrStoreFull)) {
+			t.Fatalf("key %d: %v", i, err)
+		}
 	}
-	if m.Len() != 10 || m.Evictions() != 15 {
-		t.Fatalf("Len = %d, evictions = %d; want 10 and 15", m.Len(), m.Evictions())
+	if m.Len() != 10 || m.Evictions() != 0 || m.Refused() != 15 {
+		t.Fatalf("Len = %d, evictions = %d, refused %d; want 10, 0 and 15", m.Len(), m.Evictions(), m.Refused())
+	}
+	// Once every key's window has ended, new keys take the places of idle ones.
+	for i := 0; i < 10; i++ {
+		if _, err := m.AllowN(ctx, string(rune('A'+i)), at(0).Add(time.Minute+time.Duration(i)*time.Millisecond), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.Len() != 10 || m.Refused() != 15 || m.Evictions() != 10 {
+		t.Fatalf("after the window: Len = %d, refused %d, evictions %d; want 10, 15 and 10", m.Len(), m.Refused(), m.Evictions())
+	}
+}
+
+// TestMemoryEvictionKeepsDeniedKeys is the fourth probe: a flood of new keys
+// against a full store evicted a key at its limit, and it was allowed again. Now the
+// denied key stays denied through the flood, and the flood is refused and counted.
+func TestMemoryEvictionKeepsDeniedKeys(t *testing.T) {
+	ctx := context.Background()
+	m, _ := NewMemory(Policy{Name: "x", Algorithm: TokenBucket, Capacity: 2, RefillPerSecond: 0.001},
+		MemoryConfig{Shards: 4, MaxKeys: 64})
+	now := at(0)
+	for range 2 {
+		m.AllowN(ctx, "victim", now, 1)
+	}
+	if d, _ := m.AllowN(ctx, "victim", now, 1); d.Allowed {
+		t.Fatal("victim not denied at its limit")
+	}
+	for i := range 10_000 {
+		m.AllowN(ctx, fmt.Sprintf("flood-%d", i), now, 1)
+	}
+	if d, err := m.AllowN(ctx, "victim", now, 1); err != nil || d.Allowed {
+		t.Fatalf("victim after the flood: %+v %v, want still denied", d, err)
+	}
+	if m.Refused() < 10_000-64 || m.Len() > 64 {
+		t.Fatalf("refused %d, len %d", m.Refused(), m.Len())
+	}
+}
+
+// TestMemoryByteBudget is the second probe: sliding_log limit 100000 window 1h and
+// 2,000 new keys with cost 100000 grew RSS by 2.1 GB (800 KB of log per key). A request is
+// one log entry whatever its cost, and the byte budget holds.
+func TestMemoryByteBudget(t *testing.T) {
+	ctx := context.Background()
+	const budget = 1 << 20
+	m, _ := NewMemory(Policy{Name: "x", Algorithm: SlidingLog, Limit: MaxLogLimit, Window: time.Hour},
+		MemoryConfig{MaxBytes: budget})
+	var refused int
+	for i := range 20_000 {
+		if _, err := m.AllowN(ctx, fmt.Sprintf("k%d", i), at(0), MaxLogLimit); errors.Is(err, ErrStoreFull) {
+			refused++
+		}
+	}
+	if b := m.Bytes(); b > budget || b < budget/2 {
+		t.Fatalf("%d bytes held, budget %d", b, budget)
+	}
+	if refused == 0 || int64(refused) != m.Refused() {
+		t.Fatalf("refused %d (counted %d), want some once the budget is full", refused, m.Refused())
+	}
+	// The accounting matches what the keys hold: one 4-entry ring each.
+	per := entryOverhead[slidingLog]() + 6 + 4*16
+	if n := int64(m.Len()); m.Bytes() < n*(per-2) || m.Bytes() > n*(per+1) {
+		t.Fatalf("%d keys, %d bytes: want about %d each", n, m.Bytes(), per)
 	}
 }
 
@@ -260,7 +329,8 @@ func TestPolicyValidate(t *testing.T) {
 		{Policy{Name: "x", Algorithm: TokenBucket, Capacity: 3, RefillPerSecond: 1, MaxDelay: time.Second}, "max_delay: applies only to leaky_bucket"},
 		{Policy{Name: "x", Algorithm: LeakyBucket, Capacity: 3, RefillPerSecond: 1}, "leak_per_second: must be a number above 0"},
 		{Policy{Name: "x", Algorithm: FixedWindow, Limit: 1, Window: time.Second, Timeout: time.Second}, "timeout: applies only to backend redis"},
-		{Policy{Name: "x", Algorithm: FixedWindow, Limit: 1, Window: time.Second, OnBackendError: FailClosed}, "on_backend_error: applies only to backend redis"},
+		{Policy{Name: "x", Algorithm: FixedWindow, Limit: 1, Window: time.Second, OnBackendError: FailLocal}, "on_backend_error: local applies only to backend redis"},
+		{Policy{Name: "x", Algorithm: FixedWindow, Limit: 1, Window: time.Second, Backend: BackendRedis, Timeout: time.Nanosecond}, "timeout: must be 0 (default 50ms) or between 1ms and 1m"},
 		{Policy{Name: "x", Algorithm: SlidingCounter, Limit: 1 << 30, Window: 24 * time.Hour}, "2^53"},
 	} {
 		err := c.p.Validate()

@@ -42,6 +42,10 @@ type Decision struct {
 	// Degraded reports that the backend failed and the decision came from the
 	// policy's on_backend_error mode (open or local) instead.
 	Degraded bool
+	// Remote reports that a usage rule read other instances' aggregates (several slide
+	// instances in one consumer group); Stale is then the age of the oldest of them.
+	Remote bool
+	Stale  time.Duration
 }
 
 // Limiter decides admission for one policy. Memory and the Redis backend both

@@ -13,9 +13,13 @@
 //   - fixed_window: a counter per window floor(now/window). One integer per
 //     key, but a burst across a boundary is admitted twice: 100 requests at
 //     59.9 s and 100 at 60.1 s with 100/min are all 200 admitted.
-//   - sliding_log: the timestamps of the admitted units in (now−window, now].
-//     Exact; memory O(limit) per key (limit ≤ 100,000). RetryAfter is when
-//     enough old entries leave: oldest + window − now for cost 1.
+//   - sliding_log: the admitted requests in (now−window, now], each a timestamp
+//     and the running total of units up to it. Exact; one entry (16 bytes in
+//     memory, one sorted-set member in Redis) per request whatever its cost, so
+//     a key holds at most min(requests, limit) entries (limit ≤ 100,000) and a
+//     cost of 100,000 is one entry, not 100,000. RetryAfter is when enough old
+//     units leave (found by binary search over the running totals): oldest +
+//     window − now for cost 1.
 //   - sliding_counter: floor(prev × (window−elapsed)/window) + cur, the
 //     weighted estimate of the previous window; two counters per key. On the
 //     burst above it admits 101 (at 60.1 s the estimate is 99.8, room for one).
@@ -46,8 +50,18 @@
 //
 // Memory keeps per-key state in a sharded map: one hash, one shard lock and
 // one map probe per decision (the shard's last key skips the probe), no
-// allocation for an existing key, idle keys dropped by a lazy sweep and a
-// MaxKeys bound. Its clock must be monotonic: the default MonotonicClock
+// allocation for an existing key, idle keys dropped by a lazy sweep, and two
+// budgets per policy: MaxKeys and MaxBytes (`slide serve --limiter-max-bytes`,
+// default 256 MiB: each key's entry, key and map slot, estimated, plus a
+// sliding log's ring). When a new key would pass either, the least recently
+// used keys whose state is back to initial make room (dropping them changes
+// no decision). A key with live state is never evicted for a new one: that
+// handed a denied key a fresh allowance. When only live state is left (at
+// most 4 keys are looked at, so admission stays O(1) when full), the new key
+// (or a sliding log's growth) is refused with ErrStoreFull and decided by the
+// policy's on_backend_error: open (the default) admits it untracked and
+// Degraded, closed refuses it with ErrBackendUnavailable (503). Refusals are
+// counted in slide_limiter_store_full_total. Its clock must be monotonic: the default MonotonicClock
 // reads the wall time once and advances it with the monotonic clock, so
 // windows align to the minute but a clock step (NTP, an operator) neither
 // frees nor freezes quota. Memory is per process: N instances behind a load
@@ -61,11 +75,21 @@
 // strings, the TTL set in the same script, and keys rl:{key}:policy:alg
 // whose hash tag is the caller's key, so Redis Cluster works and all the
 // policies of one key share a slot. The same 10 pods admit exactly 100.
+// Every script starts with a `#!lua` shebang (Redis 7 or later): Redis then
+// refuses it with OOM before its first write when it is over maxmemory
+// (without it, a script whose first write was a trim was let through to its
+// ZADD past maxmemory under noeviction). A call adds at most one log entry
+// and does O(log N) work besides the entries it trims (each trimmed once), so
+// no cost makes one call block Redis. A sliding log written by an older slide
+// (one member per unit) is restarted once, on its first call after the upgrade.
 //
 // # Failure modes
 //
-// A Redis policy bounds each call with its timeout (default 50 ms). On a
-// timeout or error, on_backend_error decides:
+// A Redis policy bounds each call with its timeout (default 50 ms; 1 ms to
+// 1 m, since no round trip fits under a millisecond and such a policy would
+// answer 503 with Redis healthy). On a timeout or error, on_backend_error
+// decides (for a memory policy: its store full of live state, above;
+// open or closed only):
 //
 //   - open: admit (Decision.Degraded; the outage of the limiter does not
 //     become an outage of the service);
@@ -109,9 +133,17 @@
 //
 // # HTTP
 //
+// The body speaks the ingest decoder's JSON dialect: field names match
+// exactly ({"Policy":...} is an unknown field, not policy), a field given
+// twice is refused (not "the last wins"), unknown fields and trailing data
+// are refused, and a key or policy name that is not valid UTF-8 (a raw byte,
+// or an escaped lone surrogate) is a 400, never rewritten to U+FFFD: keys are
+// bytes, and "tÿ" and "tþ" must not share a bucket. Policy names that
+// differ only by case ("P" and "p") are refused when policies are loaded.
+//
 // POST /v1/allow with {"policy":"login","key":"u42","cost":1} answers 200 or
 // 429 with {"allowed","policy","limit","remaining","retry_after_ms",
-// "reset_after_ms"} (plus "delay_ms", "shadowed", "degraded" when set, and
+// "reset_after_ms"} (plus "delay_ms", "shadowed", "degraded", "stale_ms" when set, and
 // "decisions" for several policies); 400 {"error":{"code","message"}} naming
 // the bad parameter; 413 above 64 KiB; 503 when a closed policy's backend is
 // down. Headers (WriteHeaders), after a denial of login 3 per 60 s:
@@ -132,6 +164,9 @@
 // Registered on the Registerer given to NewService:
 // slide_limiter_decisions_total{policy,result} (allowed, denied,
 // shadow_denied, error), slide_limiter_backend_errors_total{policy,reason}
-// (timeout, error), slide_limiter_backend_duration_seconds{backend} and
-// slide_limiter_deny_cache_hits_total{policy}.
+// (timeout, error), slide_limiter_backend_duration_seconds{backend},
+// slide_limiter_deny_cache_hits_total{policy}, and for every in-process store
+// (memory policies, local fallbacks) slide_limiter_keys{policy},
+// slide_limiter_bytes{policy}, slide_limiter_evictions_total{policy} (idle
+// keys dropped to make room) and slide_limiter_store_full_total{policy}.
 package limiter

@@ -212,6 +212,10 @@ func appendDecisionJSON(b []byte, d *DecisionJSON) []byte {
 	if d.Degraded {
 		b = append(b, `,"degraded":true`...)
 	}
+	if d.StaleMs != nil {
+		b = append(b, `,"stale_ms":`...)
+		b = strconv.AppendInt(b, *d.StaleMs, 10)
+	}
 	return b
 }
 

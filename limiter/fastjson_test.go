@@ -3,6 +3,7 @@ package limiter
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -41,6 +42,10 @@ var allowSeeds = []string{
 	`{"policies":[],"key":"k"}`,
 	`{"policy":null,"key":"k"}`,
 	"{\"policy\":\"a\xffb\",\"key\":\"k\"}",
+	`{"Policy":"api","key":"k"}`,
+	`{"policy":"api","key":"k","k\u0065y":"j"}`,
+	`{"policy":"api","key":"t\ud800"}`,
+	`{"policy":"api","key":"\ud83d\ude00"}`,
 	`{}`,
 	``,
 }
@@ -62,6 +67,10 @@ func FuzzParseAllowFast(f *testing.F) {
 		}
 		if !reflect.DeepEqual(fast, ref) {
 			t.Fatalf("%q: fast %+v, encoding/json %+v", data, fast, ref)
+		}
+		strict, err := decodeAllowStrict(data)
+		if err != nil || !reflect.DeepEqual(fast, strict) {
+			t.Fatalf("%q: fast %+v, strict decoder %+v %v", data, fast, strict, err)
 		}
 	})
 }
@@ -125,4 +134,37 @@ func TestAllowHandlerAllocations(t *testing.T) {
 
 func newPost(body []byte) (*http.Request, error) {
 	return http.NewRequest("POST", "/v1/allow", bytes.NewReader(body))
+}
+
+// TestDecodeAllowDialect is the issue's ninth probe: /v1/allow spoke encoding/json's
+// dialect (case-insensitive names, the last of duplicate fields, invalid UTF-8 rewritten to
+// U+FFFD) where the event decoder does not. Each of these is refused now, naming the field.
+func TestDecodeAllowDialect(t *testing.T) {
+	for _, tc := range []struct{ body, param string }{
+		{`{"Policy":"api","key":"k"}`, "Policy"},
+		{`{"policy":"api","KEY":"k"}`, "KEY"},
+		{`{"policy":"api","key":"k","key":"j"}`, "key"},
+		{`{"policy":"api","key":"k","k\u0065y":"j"}`, "key"},
+		{`{"policy":"api","policy":"api","key":"k"}`, "policy"},
+		{"{\"policy\":\"api\",\"key\":\"t\xff\"}", "key"},
+		{"{\"policy\":\"api\",\"key\":\"t\xfe\"}", "key"},
+		{`{"policy":"api","key":"t\ud800"}`, "key"},
+		{`{"policy":"api","key":"t\udc00"}`, "key"},
+		{"{\"policies\":[\"a\",\"b\xff\"],\"key\":\"k\"}", "policies"},
+	} {
+		_, err := decodeAllow([]byte(tc.body))
+		var rqe *requestError
+		if !errors.As(err, &rqe) || rqe.param != tc.param {
+			t.Errorf("%q: %v, want a refusal naming %q", tc.body, err, tc.param)
+		}
+	}
+	for _, body := range []string{
+		`{"policy":"api","key":"t\u00e9\ud83d\ude00","cost":2}`,
+		`{"key":"k","policies":["a","b"],"cost":null}`,
+		`{"policy":"api","key":"t\ufffd"}`,
+	} {
+		if _, err := decodeAllow([]byte(body)); err != nil {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
 }

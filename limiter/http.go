@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +35,7 @@ type DecisionJSON struct {
 	DelayMs      int64  `json:"delay_ms,omitempty"`
 	Shadowed     bool   `json:"shadowed,omitempty"`
 	Degraded     bool   `json:"degraded,omitempty"`
+	StaleMs      *int64 `json:"stale_ms,omitempty"` // set when a usage rule read other instances' aggregates
 }
 
 // AllowResponse is the body of a 200 or 429 from /v1/allow: the request's
@@ -64,7 +64,16 @@ func (d Decision) JSON() DecisionJSON {
 		DelayMs:      ceilMillis(d.Delay),
 		Shadowed:     d.Shadowed,
 		Degraded:     d.Degraded,
+		StaleMs:      staleMs(d),
 	}
+}
+
+func staleMs(d Decision) *int64 {
+	if !d.Remote {
+		return nil
+	}
+	ms := d.Stale.Milliseconds()
+	return &ms
 }
 
 type errorBody struct {
@@ -150,22 +159,14 @@ func readBody(w http.ResponseWriter, r *http.Request, b []byte) ([]byte, error) 
 	}
 }
 
-// decodeAllow parses a /v1/allow body: the hand parser for the common shape, encoding/json
-// (strict: unknown fields and trailing data refused) for everything else and for errors.
+// decodeAllow parses a /v1/allow body: the hand parser for the common shape, the strict
+// decoder (exact field names, no duplicates, no unknown fields, no trailing data, UTF-8
+// refused rather than rewritten) for everything else and for errors.
 func decodeAllow(data []byte) (allowRequest, error) {
 	if req, ok := parseAllowFast(data); ok {
 		return req, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var req allowRequest
-	if err := dec.Decode(&req); err != nil {
-		return req, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return req, errTrailing
-	}
-	return req, nil
+	return decodeAllowStrict(data)
 }
 
 var errTrailing = errors.New("body must be one JSON object")
@@ -256,7 +257,10 @@ func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
 func writeJSONError(w http.ResponseWriter, err error) {
 	var mbe *http.MaxBytesError
 	var ute *json.UnmarshalTypeError
+	var rqe *requestError
 	switch {
+	case errors.As(err, &rqe):
+		writeError(w, http.StatusBadRequest, rqe.code, rqe.Error())
 	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large",
 			fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))

@@ -2,12 +2,14 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // MemoryConfig tunes a Memory limiter. The zero value is ready to use.
@@ -15,9 +17,20 @@ type MemoryConfig struct {
 	// Shards is the number of independently locked maps, rounded up to a power
 	// of two. Default 64.
 	Shards int
-	// MaxKeys bounds the keys held; when a shard is full and has nothing idle
-	// to drop, an arbitrary key is evicted (its limit restarts). Default 1<<20.
+	// MaxKeys bounds the keys held. Default 1<<20.
 	MaxKeys int
+	// MaxBytes bounds the memory the keys' state takes, in bytes (each key's entry,
+	// key and map slot, estimated, plus what its algorithm grows: a sliding log's ring,
+	// 16 bytes per request in its window). Default DefaultMaxBytes (256 MiB).
+	//
+	// When a new key (or a sliding log's growth) would pass MaxKeys or MaxBytes, the
+	// least recently used keys whose state is back to initial (equivalent to an empty
+	// key: dropping them changes no decision) make room. When only live state is left,
+	// the new key is refused rather than a live one evicted, which would hand a denied
+	// key a fresh allowance: AllowN returns ErrStoreFull, and a Service decides it by
+	// the policy's on_backend_error (open admits it untracked, closed refuses it).
+	// Admission stays O(1) when full: at most evictScan keys are looked at.
+	MaxBytes int64
 	// SweepInterval is how often (in the time passed to AllowN) a shard drops
 	// idle keys when it is next touched. Default 1 minute.
 	SweepInterval time.Duration
@@ -34,11 +47,25 @@ func (c *MemoryConfig) Validate() error {
 	if c.MaxKeys < 0 {
 		return fmt.Errorf("memory limiter: max keys %d is negative", c.MaxKeys)
 	}
+	if c.MaxBytes < 0 {
+		return fmt.Errorf("memory limiter: max bytes %d is negative", c.MaxBytes)
+	}
 	if c.SweepInterval < 0 {
 		return fmt.Errorf("memory limiter: sweep interval %s is negative", c.SweepInterval)
 	}
 	return nil
 }
+
+// DefaultMaxBytes is the default of MemoryConfig.MaxBytes.
+const DefaultMaxBytes = 256 << 20
+
+// ErrStoreFull is returned by Memory.AllowN for a new key (or a request that would grow
+// a key's state) when the store's key or byte budget holds only live state.
+var ErrStoreFull = errors.New("limiter store full of live state")
+
+// evictScan is how many least recently used keys a full shard looks at for one whose
+// state is back to initial before it refuses a new key.
+const evictScan = 4
 
 // MonotonicClock returns a clock that reads the wall time once and then
 // advances it with the process's monotonic clock: its readings align with
@@ -68,12 +95,13 @@ type Memory struct {
 	clock func() time.Time
 	// One of these is set, by algorithm: concrete types, not an interface,
 	// so calls are static and the caller's Decision stays on its stack.
-	fw     *store[fixedWindow]
-	sl     *store[slidingLog]
-	sc     *store[slidingCounter]
-	tb     *store[tokenBucket]
-	lb     *store[gcra]
-	evicts atomic.Int64
+	fw      *store[fixedWindow]
+	sl      *store[slidingLog]
+	sc      *store[slidingCounter]
+	tb      *store[tokenBucket]
+	lb      *store[gcra]
+	evicts  atomic.Int64
+	refused atomic.Int64
 }
 
 // NewMemory returns a Memory limiter for p (validated; its Backend field is
@@ -97,6 +125,11 @@ func NewMemory(p Policy, cfg MemoryConfig) (*Memory, error) {
 		maxKeys = cfg.MaxKeys
 	}
 	perShard := max(1, (maxKeys+shards-1)/shards)
+	maxBytes := int64(DefaultMaxBytes)
+	if cfg.MaxBytes > 0 {
+		maxBytes = cfg.MaxBytes
+	}
+	lim := limits{keys: perShard, bytes: max(1, maxBytes/int64(shards))}
 	sweep := time.Minute
 	if cfg.SweepInterval > 0 {
 		sweep = cfg.SweepInterval
@@ -108,15 +141,15 @@ func NewMemory(p Policy, cfg MemoryConfig) (*Memory, error) {
 	m := &Memory{p: p, pr: newParams(&p), clock: clock}
 	switch p.Algorithm {
 	case FixedWindow:
-		m.fw = newStore[fixedWindow](shards, perShard, int64(sweep), &m.evicts)
+		m.fw = newStore[fixedWindow](shards, lim, int64(sweep), &m.evicts, &m.refused)
 	case SlidingLog:
-		m.sl = newStore[slidingLog](shards, perShard, int64(sweep), &m.evicts)
+		m.sl = newStore[slidingLog](shards, lim, int64(sweep), &m.evicts, &m.refused)
 	case SlidingCounter:
-		m.sc = newStore[slidingCounter](shards, perShard, int64(sweep), &m.evicts)
+		m.sc = newStore[slidingCounter](shards, lim, int64(sweep), &m.evicts, &m.refused)
 	case TokenBucket:
-		m.tb = newStore[tokenBucket](shards, perShard, int64(sweep), &m.evicts)
+		m.tb = newStore[tokenBucket](shards, lim, int64(sweep), &m.evicts, &m.refused)
 	case LeakyBucket:
-		m.lb = newStore[gcra](shards, perShard, int64(sweep), &m.evicts)
+		m.lb = newStore[gcra](shards, lim, int64(sweep), &m.evicts, &m.refused)
 	}
 	return m, nil
 }
@@ -141,14 +174,24 @@ func (m *Memory) AllowN(_ context.Context, key string, now time.Time, cost int64
 	if cost > m.pr.quota {
 		return d, ErrCostOverLimit
 	}
-	if !m.take(key, now.UnixNano(), cost, &d) {
+	switch m.take(key, now.UnixNano(), cost, &d) {
+	case takeInvalid:
 		return d, ErrInvalidKey
+	case takeFull:
+		return d, ErrStoreFull
 	}
 	return d, nil
 }
 
-// take decides into d; false means key is new and fails ValidateKey.
-func (m *Memory) take(key string, now, cost int64, d *Decision) bool {
+// Outcomes of store.take.
+const (
+	takeOK      = iota
+	takeInvalid // a new key that fails ValidateKey
+	takeFull    // refused: the budget holds only live state
+)
+
+// take decides into d and returns a take* outcome.
+func (m *Memory) take(key string, now, cost int64, d *Decision) int {
 	switch m.pr.algorithm {
 	case TokenBucket:
 		return m.tb.take(&m.pr, key, now, cost, d)
@@ -184,8 +227,15 @@ func (m *Memory) Len() int {
 	return m.cold().len()
 }
 
-// Evictions returns how many keys were evicted because MaxKeys was reached.
+// Evictions returns how many keys whose state was back to initial were dropped to make
+// room for a new key (MaxKeys or MaxBytes reached).
 func (m *Memory) Evictions() int64 { return m.evicts.Load() }
+
+// Refused returns how many requests were refused with ErrStoreFull.
+func (m *Memory) Refused() int64 { return m.refused.Load() }
+
+// Bytes returns the estimated bytes the keys' state takes (see MemoryConfig.MaxBytes).
+func (m *Memory) Bytes() int64 { return m.cold().bytes() }
 
 // Sweep drops every key that is idle at now, in every shard.
 func (m *Memory) Sweep(now time.Time) {
@@ -197,6 +247,7 @@ var _ Limiter = (*Memory)(nil)
 // memStore is the cold part of a store (sizes, sweeps).
 type memStore interface {
 	len() int
+	bytes() int64
 	sweep(now int64)
 }
 
@@ -219,9 +270,31 @@ func step(s any, p *params, now, cost int64, d *Decision) int64 {
 }
 
 type entry[S any] struct {
-	s       S
-	expires int64  // ns: state is initial again from here on
-	key     string // a copy: a map key must not pin the caller's request buffer
+	s          S
+	expires    int64  // ns: state is initial again from here on
+	key        string // a copy: a map key must not pin the caller's request buffer
+	size       int64  // bytes charged to the shard for this entry
+	prev, next *entry[S]
+}
+
+// entryOverhead estimates what a key costs besides its key bytes and its algorithm's
+// growth: the entry and the map's slot, bucket share and allocator rounding.
+func entryOverhead[S any]() int64 { return int64(unsafe.Sizeof(entry[S]{})) + 48 }
+
+// stateBytes is what an algorithm's state holds beyond its struct: a sliding log's ring.
+func stateBytes(s any) int64 {
+	if l, ok := s.(*slidingLog); ok {
+		return l.bytes()
+	}
+	return 0
+}
+
+// growthBytes is what deciding cost at now would allocate for the state.
+func growthBytes(s any, p *params, now, cost int64) int64 {
+	if l, ok := s.(*slidingLog); ok {
+		return l.growth(p, now, cost)
+	}
+	return 0
 }
 
 type shard[S any] struct {
@@ -229,28 +302,40 @@ type shard[S any] struct {
 	m  map[string]*entry[S]
 	// hot is the entry used last: a hot key (the one flooding) skips the map
 	// probe for a string compare. Cleared whenever entries are deleted.
-	hot       *entry[S]
-	nextSweep int64
-	_         [32]byte // keep neighbouring shards' locks off one cache line
+	hot *entry[S]
+	// An intrusive list, most recently used first: a full shard looks for room at its
+	// tail, in O(1).
+	front, back *entry[S]
+	bytes       int64
+	nextSweep   int64
+	_           [32]byte // keep neighbouring shards' locks off one cache line
+}
+
+// limits are one shard's budgets.
+type limits struct {
+	keys  int
+	bytes int64
 }
 
 type store[S any] struct {
-	seed     maphash.Seed
-	mask     uint64
-	perShard int
-	sweepNs  int64
-	evicts   *atomic.Int64
-	shards   []shard[S]
+	seed    maphash.Seed
+	mask    uint64
+	lim     limits
+	sweepNs int64
+	evicts  *atomic.Int64
+	refused *atomic.Int64
+	shards  []shard[S]
 }
 
-func newStore[S any](shards, perShard int, sweepNs int64, evicts *atomic.Int64) *store[S] {
+func newStore[S any](shards int, lim limits, sweepNs int64, evicts, refused *atomic.Int64) *store[S] {
 	st := &store[S]{
-		seed:     maphash.MakeSeed(),
-		mask:     uint64(shards - 1),
-		perShard: perShard,
-		sweepNs:  sweepNs,
-		evicts:   evicts,
-		shards:   make([]shard[S], shards),
+		seed:    maphash.MakeSeed(),
+		mask:    uint64(shards - 1),
+		lim:     lim,
+		sweepNs: sweepNs,
+		evicts:  evicts,
+		refused: refused,
+		shards:  make([]shard[S], shards),
 	}
 	for i := range st.shards {
 		st.shards[i].m = make(map[string]*entry[S])
@@ -258,9 +343,12 @@ func newStore[S any](shards, perShard int, sweepNs int64, evicts *atomic.Int64) 
 	return st
 }
 
-func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) bool {
+func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) int {
 	sh := &st.shards[maphash.String(st.seed, key)&st.mask]
 	sh.mu.Lock()
+	if now >= sh.nextSweep {
+		st.sweepLocked(sh, now)
+	}
 	e := sh.hot
 	if e == nil || e.key != key {
 		e = sh.m[key]
@@ -269,52 +357,126 @@ func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) bo
 			// validation: an existing key pays nothing for it.
 			if ValidateKey(key) != nil {
 				sh.mu.Unlock()
-				return false
+				return takeInvalid
 			}
-			e = st.insert(sh, key, now)
+			if e = st.insert(sh, key, now); e == nil {
+				sh.mu.Unlock()
+				st.refused.Add(1)
+				return takeFull
+			}
 		}
 		sh.hot = e
+		sh.toFront(e)
 	}
-	if now >= sh.nextSweep {
-		st.sweepLocked(sh, now)
-		if sh.m[key] == nil { // swept while idle: it is in use again
-			sh.m[e.key] = e
-		}
-		sh.hot = e
+	if g := growthBytes(&e.s, p, now, cost); g > 0 && !roomFor(st.room(sh, g, now, e, false)) {
+		sh.mu.Unlock()
+		st.refused.Add(1)
+		return takeFull
 	}
 	if exp := step(&e.s, p, now, cost, d); exp > e.expires {
 		e.expires = exp
 	}
+	if size := entryOverhead[S]() + int64(len(e.key)) + stateBytes(&e.s); size != e.size {
+		sh.bytes += size - e.size
+		e.size = size
+	}
 	sh.mu.Unlock()
-	return true
+	return takeOK
 }
 
-// insert adds key; requires sh.mu held.
+// insert adds key, or returns nil when no room can be made; requires sh.mu held.
 func (st *store[S]) insert(sh *shard[S], key string, now int64) *entry[S] {
-	if now >= sh.nextSweep || len(sh.m) >= st.perShard {
-		st.sweepLocked(sh, now)
+	size := entryOverhead[S]() + int64(len(key))
+	ok, e := st.room(sh, size, now, nil, true)
+	if !ok {
+		return nil
 	}
-	if len(sh.m) >= st.perShard {
-		for k := range sh.m { // map order is random: evict an arbitrary key
-			delete(sh.m, k)
-			st.evicts.Add(1)
-			break
-		}
-		sh.hot = nil
+	if e == nil {
+		e = &entry[S]{}
 	}
-	e := &entry[S]{key: strings.Clone(key)}
+	*e = entry[S]{key: strings.Clone(key), size: size} // an evicted entry is reused: a full store allocates less
 	sh.m[e.key] = e
+	sh.bytes += size
+	sh.pushFront(e)
 	return e
 }
 
-// sweepLocked drops idle keys; requires sh.mu held. O(keys in shard).
+// room makes need more bytes (and, for a new key, one more key) fit the shard's budgets
+// by dropping least recently used keys whose state is back to initial at now, looking at
+// no more than evictScan of them and never at keep. It reports whether they fit; requires
+// sh.mu held.
+//
+// It also returns one of the entries it dropped, for the caller to reuse.
+func (st *store[S]) room(sh *shard[S], need, now int64, keep *entry[S], newKey bool) (bool, *entry[S]) {
+	full := func() bool {
+		return sh.bytes+need > st.lim.bytes || (newKey && len(sh.m) >= st.lim.keys)
+	}
+	var spare *entry[S]
+	e := sh.back
+	for i := 0; i < evictScan && e != nil && full(); i++ {
+		prev := e.prev
+		if e != keep && e.expires <= now {
+			st.removeLocked(sh, e)
+			st.evicts.Add(1)
+			spare = e
+		}
+		e = prev
+	}
+	return !full(), spare
+}
+
+func roomFor[S any](ok bool, _ *entry[S]) bool { return ok }
+
+func (sh *shard[S]) pushFront(e *entry[S]) {
+	e.prev, e.next = nil, sh.front
+	if sh.front != nil {
+		sh.front.prev = e
+	}
+	sh.front = e
+	if sh.back == nil {
+		sh.back = e
+	}
+}
+
+func (sh *shard[S]) unlink(e *entry[S]) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		sh.front = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		sh.back = e.prev
+	}
+	e.prev, e.next = nil, nil
+}
+
+func (sh *shard[S]) toFront(e *entry[S]) {
+	if sh.front != e {
+		sh.unlink(e)
+		sh.pushFront(e)
+	}
+}
+
+// removeLocked drops e; requires sh.mu held.
+func (st *store[S]) removeLocked(sh *shard[S], e *entry[S]) {
+	delete(sh.m, e.key)
+	sh.unlink(e)
+	sh.bytes -= e.size
+	if sh.hot == e {
+		sh.hot = nil
+	}
+}
+
+// sweepLocked drops idle keys; requires sh.mu held. O(keys in shard), once per
+// SweepInterval.
 func (st *store[S]) sweepLocked(sh *shard[S], now int64) {
-	for k, e := range sh.m {
+	for _, e := range sh.m {
 		if e.expires <= now {
-			delete(sh.m, k)
+			st.removeLocked(sh, e)
 		}
 	}
-	sh.hot = nil
 	sh.nextSweep = now + st.sweepNs
 }
 
@@ -324,6 +486,17 @@ func (st *store[S]) len() int {
 		sh := &st.shards[i]
 		sh.mu.Lock()
 		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+func (st *store[S]) bytes() int64 {
+	var n int64
+	for i := range st.shards {
+		sh := &st.shards[i]
+		sh.mu.Lock()
+		n += sh.bytes
 		sh.mu.Unlock()
 	}
 	return n

@@ -77,3 +77,49 @@ func (m *metrics) forPolicy(name string) policyMetrics {
 		cacheHit:     m.cacheHits.WithLabelValues(name),
 	}
 }
+
+// Metric names of the memory backend's state, per policy (memory policies and the local
+// fallbacks of Redis ones), read at scrape time.
+const (
+	MetricMemoryKeys      = "slide_limiter_keys"
+	MetricMemoryBytes     = "slide_limiter_bytes"
+	MetricMemoryEvictions = "slide_limiter_evictions_total"
+	MetricMemoryRefused   = "slide_limiter_store_full_total"
+)
+
+// memCollector exports each in-process store's keys, bytes, evictions and refusals.
+type memCollector struct {
+	s                                *Service
+	keys, bytes, evictions, refusals *prometheus.Desc
+}
+
+func newMemCollector(s *Service) *memCollector {
+	l := []string{"policy"}
+	return &memCollector{
+		s:         s,
+		keys:      prometheus.NewDesc(MetricMemoryKeys, "Keys held by the in-process limiter store, by policy (see --limiter-max-bytes).", l, nil),
+		bytes:     prometheus.NewDesc(MetricMemoryBytes, "Estimated bytes of the in-process limiter store's state, by policy, against its share of --limiter-max-bytes.", l, nil),
+		evictions: prometheus.NewDesc(MetricMemoryEvictions, "Keys whose state was back to initial dropped to make room for a new key, by policy.", l, nil),
+		refusals:  prometheus.NewDesc(MetricMemoryRefused, "Requests refused because the in-process store held only live state (decided by on_backend_error: open admits untracked, closed answers 503), by policy.", l, nil),
+	}
+}
+
+func (c *memCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.keys
+	ch <- c.bytes
+	ch <- c.evictions
+	ch <- c.refusals
+}
+
+func (c *memCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, name := range c.s.names {
+		m := c.s.byName[name].mem
+		if m == nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(m.Len()), name)
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(m.Bytes()), name)
+		ch <- prometheus.MustNewConstMetric(c.evictions, prometheus.CounterValue, float64(m.Evictions()), name)
+		ch <- prometheus.MustNewConstMetric(c.refusals, prometheus.CounterValue, float64(m.Refused()), name)
+	}
+}

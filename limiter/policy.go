@@ -110,6 +110,9 @@ func (f FailureMode) String() string {
 // DefaultTimeout bounds each Redis call of a policy whose Timeout is zero.
 const DefaultTimeout = 50 * time.Millisecond
 
+// MinTimeout is the shortest Timeout a policy may set: a Redis round trip takes longer.
+const MinTimeout = time.Millisecond
+
 // Limits on policy values, so arithmetic cannot overflow in Go (int64 ns) or
 // lose precision in Lua (float64 µs).
 const (
@@ -148,7 +151,10 @@ type Policy struct {
 	MaxDelay time.Duration
 	// Backend is BackendMemory (default) or BackendRedis.
 	Backend BackendKind
-	// OnBackendError applies to Redis policies. Default FailOpen.
+	// OnBackendError is what a decision falls back to when the backend cannot decide:
+	// Redis down or slow, or, for a memory policy, its store's key or byte budget full of
+	// live state for a new key (open admits it untracked, closed refuses it with
+	// ErrBackendUnavailable; local is for Redis policies only). Default FailOpen.
 	OnBackendError FailureMode
 	// Timeout bounds each Redis call. Default DefaultTimeout (50 ms).
 	Timeout time.Duration
@@ -255,15 +261,16 @@ func (p *Policy) Validate() error {
 	if p.OnBackendError > FailLocal {
 		return bad("on_backend_error", "must be open, closed or local")
 	}
-	if p.Timeout < 0 || p.Timeout > time.Minute {
-		return bad("timeout", "must be between 0 (default 50ms) and 1m")
+	if p.Timeout != 0 && (p.Timeout < MinTimeout || p.Timeout > time.Minute) {
+		// Under a millisecond no Redis round trip fits: every call would time out and
+		// answer by on_backend_error with Redis healthy.
+		return bad("timeout", "must be 0 (default 50ms) or between 1ms and 1m")
 	}
-	if p.Backend == BackendMemory && (p.Timeout != 0 || p.OnBackendError != FailOpen) {
-		field := "timeout"
-		if p.OnBackendError != FailOpen {
-			field = "on_backend_error"
-		}
-		return bad(field, "applies only to backend redis")
+	if p.Backend == BackendMemory && p.Timeout != 0 {
+		return bad("timeout", "applies only to backend redis")
+	}
+	if p.Backend == BackendMemory && p.OnBackendError == FailLocal {
+		return bad("on_backend_error", "local applies only to backend redis (a memory policy is open or closed when its store is full)")
 	}
 	windowed := func(maxLimit int64) error {
 		if p.Limit < 1 || p.Limit > maxLimit {

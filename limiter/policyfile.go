@@ -122,11 +122,11 @@ func ParsePolicies(data []byte, source string) ([]Policy, error) {
 			errs = append(errs, perrs...)
 			continue
 		}
-		if prev, dup := first[p.Name]; dup {
+		if prev, dup := first[strings.ToLower(p.Name)]; dup { // names differing only by case are one name to a reader
 			errs = append(errs, &PolicyError{Source: p.Source, Policy: p.Name, Field: "name", Msg: "duplicate policy name" + suffixAt(prev)})
 			continue
 		}
-		first[p.Name] = p.Source
+		first[strings.ToLower(p.Name)] = p.Source
 		out = append(out, p)
 	}
 	if len(errs) > 0 {

@@ -69,10 +69,19 @@ func TestParsePoliciesErrors(t *testing.T) {
 			[]string{`p.yaml:3: policy "a": algorithm: unknown algorithm "gcra"`}},
 		{"duplicate", "policies:\n  - name: a\n    algorithm: fixed_window\n    limit: 1\n    window: 1s\n  - name: a\n    algorithm: fixed_window\n    limit: 2\n    window: 1s\n",
 			[]string{`p.yaml:6: policy "a": name: duplicate policy name (first defined at p.yaml:2)`}},
+		// The issue's ninth probe: names that differ only by case are one name to a reader
+		// of the file (and of a dashboard), and a timeout no Redis round trip fits in made
+		// every call answer 503 with Redis healthy.
+		{"duplicate by case", "policies:\n  - name: P\n    algorithm: fixed_window\n    limit: 1\n    window: 1s\n  - name: p\n    algorithm: fixed_window\n    limit: 2\n    window: 1s\n",
+			[]string{`p.yaml:6: policy "p": name: duplicate policy name (first defined at p.yaml:2)`}},
+		{"timeout 1ns", "policies:\n  - name: a\n    algorithm: fixed_window\n    limit: 1\n    window: 1s\n    backend: redis\n    timeout: 1ns\n",
+			[]string{`p.yaml:7: policy "a": timeout: must be 0 (default 50ms) or between 1ms and 1m`}},
+		{"timeout 999us", "policies:\n  - name: a\n    algorithm: fixed_window\n    limit: 1\n    window: 1s\n    backend: redis\n    timeout: 999us\n",
+			[]string{`p.yaml:7: policy "a": timeout: must be 0 (default 50ms) or between 1ms and 1m`}},
 		{"bad backend and mode", "policies:\n  - name: a\n    algorithm: fixed_window\n    limit: 1\n    window: 1s\n    backend: etcd\n    on_backend_error: retry\n",
 			[]string{`p.yaml:6: policy "a": backend: must be memory or redis, not "etcd"`, `p.yaml:7: policy "a": on_backend_error: must be open, closed or local, not "retry"`}},
-		{"mode on memory", "policies:\n  - name: a\n    algorithm: fixed_window\n    limit: 1\n    window: 1s\n    on_backend_error: closed\n",
-			[]string{`p.yaml:6: policy "a": on_backend_error: applies only to backend redis`}},
+		{"mode on memory", "policies:\n  - name: a\n    algorithm: fixed_window\n    limit: 1\n    window: 1s\n    on_backend_error: local\n",
+			[]string{`p.yaml:6: policy "a": on_backend_error: local applies only to backend redis (a memory policy is open or closed when its store is full)`}},
 		{"field of another algorithm", "policies:\n  - name: a\n    algorithm: sliding_log\n    limit: 1\n    window: 1s\n    capacity: 3\n",
 			[]string{`p.yaml:6: policy "a": capacity: applies only to token_bucket and leaky_bucket`}},
 		{"missing name", "policies:\n  - algorithm: fixed_window\n",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -123,12 +124,12 @@ func NewService(cfg Config) (*Service, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if at, dup := first[p.Name]; dup {
+		if at, dup := first[strings.ToLower(p.Name)]; dup { // names differing only by case are one name to a reader
 			errs = append(errs, &PolicyError{Source: p.Source, Policy: p.Name, Field: "name",
 				Msg: "duplicate policy name" + suffixAt(at)})
 			continue
 		}
-		first[p.Name] = p.Source
+		first[strings.ToLower(p.Name)] = p.Source
 		if p.Backend == BackendRedis && cfg.Redis == nil {
 			errs = append(errs, &PolicyError{Source: p.Source, Policy: p.Name, Field: "backend",
 				Msg: "redis needs a Redis address (slide serve --redis ADDR)"})
@@ -164,6 +165,11 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(newMemCollector(s)); err != nil {
+			return nil, fmt.Errorf("registering limiter store metrics: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -254,7 +260,8 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Check, out
 		}
 	}
 	nowNs := now.UnixNano()
-	var remote []int // indexes of checks that go to Redis
+	var remote []int      // indexes of checks that go to Redis
+	var unavailable []int // closed policies whose backend failed (or whose store is full)
 	var failed error
 	// Checkers (usage rules) only read, so they go first: one that fails leaves no policy
 	// charged for a request that gets no decision.
@@ -282,7 +289,20 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Check, out
 		case rt.checker != nil:
 			// decided above
 		case rt.p.Backend == BackendMemory:
-			rt.mem.decide(c.Key, nowNs, c.Cost, &out[i])
+			if !rt.mem.decide(c.Key, nowNs, c.Cost, &out[i]) {
+				// The store holds only live state: fail by the policy's mode rather than
+				// evict a live key (which would hand a denied key a fresh allowance).
+				rt.m.failed.Inc()
+				s.logFailure(rt, ErrStoreFull)
+				if rt.p.OnBackendError == FailClosed && !rt.p.Shadow {
+					out[i].Allowed = false
+					if failed == nil {
+						failed = fmt.Errorf("policy %q: %w: %w", rt.p.Name, ErrBackendUnavailable, ErrStoreFull)
+					}
+					unavailable = append(unavailable, i)
+				}
+				continue
+			}
 			s.count(rt, &out[i])
 		default:
 			if rt.deny != nil {
@@ -298,9 +318,14 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Check, out
 			remote = append(remote, i)
 		}
 	}
-	var unavailable []int // closed policies whose backend failed
 	if len(remote) > 0 {
-		unavailable, failed = s.decideRemote(ctx, now, checks, remote, out)
+		var un []int
+		var err error
+		un, err = s.decideRemote(ctx, now, checks, remote, out)
+		unavailable = append(unavailable, un...)
+		if failed == nil {
+			failed = err
+		}
 		if err := ctx.Err(); err != nil && failed != nil {
 			// The caller gave up (client gone): not a backend failure to report.
 			return Decision{}, fmt.Errorf("deciding: %w", err)
@@ -338,10 +363,18 @@ func contains(s []int, v int) bool {
 	return false
 }
 
-// decide is AllowN without input checks, for the Service's hot path.
-func (m *Memory) decide(key string, now, cost int64, d *Decision) {
-	m.take(key, now, cost, d) // the Service validated key
+// decide is AllowN without input checks, for the Service's hot path. It reports false
+// when the store refused the request (ErrStoreFull); d is then an untracked admission
+// marked Degraded, for the caller to keep (on_backend_error open) or turn down.
+func (m *Memory) decide(key string, now, cost int64, d *Decision) bool {
+	r := m.take(key, now, cost, d) // the Service validated key
 	d.Policy, d.Shadowed, d.Degraded = m.p.Name, false, false
+	if r == takeFull {
+		*d = Decision{Allowed: true, Limit: m.p.Quota(), Remaining: m.p.Quota(), Window: m.p.QuotaWindow(),
+			Policy: m.p.Name, Degraded: true}
+		return false
+	}
+	return true
 }
 
 // decideRemote decides checks[idx] in one backend call. On failure it applies

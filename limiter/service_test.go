@@ -401,3 +401,42 @@ func TestServiceCallerCancelIsNotABackendError(t *testing.T) {
 		t.Errorf("backend errors = %v, want 0", got)
 	}
 }
+
+// A full memory store fails a new key by the policy's mode, and its keys, bytes, evictions
+// and refusals are exported.
+func TestServiceStoreFullFollowsFailureMode(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := NewService(Config{Policies: []Policy{
+		{Name: "open", Algorithm: FixedWindow, Limit: 5, Window: time.Minute},
+		{Name: "closed", Algorithm: FixedWindow, Limit: 5, Window: time.Minute, OnBackendError: FailClosed},
+	}, Memory: MemoryConfig{Shards: 1, MaxKeys: 1}, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Unix(1_764_489_600, 0)
+	for _, p := range []string{"open", "closed"} {
+		if d, err := s.AllowN(ctx, p, "first", now, 1); err != nil || !d.Allowed {
+			t.Fatalf("%s: first key %+v %v", p, d, err)
+		}
+	}
+	if d, err := s.AllowN(ctx, "open", "second", now, 1); err != nil || !d.Allowed || !d.Degraded {
+		t.Errorf("open, store full: %+v %v; want an untracked admission marked degraded", d, err)
+	}
+	if _, err := s.AllowN(ctx, "closed", "second", now, 1); !errors.Is(err, ErrBackendUnavailable) || !errors.Is(err, ErrStoreFull) {
+		t.Errorf("closed, store full: %v; want ErrBackendUnavailable (ErrStoreFull)", err)
+	}
+	want := `
+# HELP slide_limiter_keys Keys held by the in-process limiter store, by policy (see --limiter-max-bytes).
+# TYPE slide_limiter_keys gauge
+slide_limiter_keys{policy="closed"} 1
+slide_limiter_keys{policy="open"} 1
+# HELP slide_limiter_store_full_total Requests refused because the in-process store held only live state (decided by on_backend_error: open admits untracked, closed answers 503), by policy.
+# TYPE slide_limiter_store_full_total counter
+slide_limiter_store_full_total{policy="closed"} 1
+slide_limiter_store_full_total{policy="open"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "slide_limiter_keys", "slide_limiter_store_full_total"); err != nil {
+		t.Error(err)
+	}
+}

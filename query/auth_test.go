@@ -31,6 +31,8 @@ func TestAuthReadsOnEveryRoute(t *testing.T) {
 		{"GET", "/v1/top?metric=latency_ms&by=p95", "", read},
 		{"GET", "/v1/series", "", read},
 		{"GET", "/v1/metrics", "", read},
+		{"GET", "/v1/range?metric=latency_ms&key=a", "", read},
+		{"GET", "/v1/status", "", read},
 		{"GET", "/metrics", "", read},
 		{"HEAD", "/v1/window?metric=latency_ms&key=a", "", read},
 		{"POST", "/v1/events", event{ts: t0, key: "b", metric: "latency_ms", value: 1}.line(), write},

@@ -65,14 +65,22 @@ type Config struct {
 	Now func() time.Time
 
 	// Ready reports whether the engine can answer: an error while ingest restores windows
-	// after a start or a rebalance. /readyz and the read routes (/v1/window, /v1/top,
-	// /v1/series, /v1/metrics) answer 503 with its message while it fails, since a window
-	// being replayed would give wrong answers. Nil means always ready.
+	// after a start or a rebalance. /readyz and the read routes (/v1/window, /v1/range,
+	// /v1/top, /v1/series, /v1/metrics) answer 503 with its message while it fails, since a
+	// window being replayed would give wrong answers; /v1/status reports it. Nil means
+	// always ready.
 	Ready func() error
 
 	// Backends, when set, lists the external systems (Kafka, Redis) and their last checked
 	// state; /readyz shows them in its answer, ready or not. Nil: none shown.
 	Backends func() []BackendState
+	// Cluster answers the read routes over every instance of the consumer group when this
+	// one does not hold every partition (see Cluster). Nil: this instance's store only.
+	Cluster Cluster
+	// Progress, when set, is what GET /v1/status reports as "progress": the restore and
+	// lag state of the engine (slide serve passes the Kafka consumer's Progress). Its value
+	// is marshalled with encoding/json. Nil: progress is null.
+	Progress func() any
 
 	// Events records POST /v1/events bodies. Nil: the route answers 501 not_configured.
 	Events EventSink
@@ -86,8 +94,8 @@ type Config struct {
 	// Missing or wrong gives 401. Empty: no authentication. See ReadTokenFile.
 	AuthToken string
 
-	// AuthReads extends AuthToken to the read routes: GET /v1/window, /v1/top, /v1/series,
-	// /v1/metrics and /metrics then answer 401 without the bearer token, like the write
+	// AuthReads extends AuthToken to the read routes: GET /v1/window, /v1/range, /v1/top,
+	// /v1/series, /v1/metrics, /v1/status and /metrics then answer 401 without the bearer token, like the write
 	// routes. /healthz and /readyz stay open for probes, and the dashboard page GET / stays
 	// public (it is static HTML with no data in it), but its own calls to /v1/metrics and
 	// /v1/top then get 401: a browser cannot attach the token, so with AuthReads the
@@ -111,7 +119,13 @@ type Config struct {
 	// at scrape time (see ParseExportSpecs). Requires Registerer.
 	Export []ExportSpec
 
-	// ExportMaxSeries caps the series exported per scrape over all of Export; the rest are
+	// ExportHistograms lists windows published as native histograms on /metrics
+	// (slide_window_values), read from the store at scrape time (see
+	// ParseHistogramSpecs and HistogramSpec). Requires Registerer.
+	ExportHistograms []HistogramSpec
+
+	// ExportMaxSeries caps the series exported per scrape over all of Export and
+	// ExportHistograms; the rest are
 	// skipped in key order and counted in slide_window_export_skipped_series.
 	// Default DefaultExportMaxSeries (1000).
 	ExportMaxSeries int
@@ -146,7 +160,7 @@ func (c Config) Validate() error {
 		return bad("max series limit %d: must not be negative", c.MaxSeriesLimit)
 	case c.ExportMaxSeries < 0:
 		return bad("export max series %d: must not be negative", c.ExportMaxSeries)
-	case len(c.Export) > 0 && c.Registerer == nil:
+	case (len(c.Export) > 0 || len(c.ExportHistograms) > 0) && c.Registerer == nil:
 		return bad("export needs a registerer")
 	case len(c.Quantiles) > maxQuantiles:
 		return bad("%d default quantiles, at most %d", len(c.Quantiles), maxQuantiles)
@@ -164,6 +178,11 @@ func (c Config) Validate() error {
 		rc := c.Store.RingConfig(e.Metric)
 		if err := e.validate(rc); err != nil {
 			return bad("export %s: %v", e, err)
+		}
+	}
+	for _, h := range c.ExportHistograms {
+		if err := h.validate(c.Store.RingConfig(h.Metric)); err != nil {
+			return bad("export histogram %s: %v", h, err)
 		}
 	}
 	return nil

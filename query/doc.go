@@ -6,22 +6,24 @@
 // # Routes
 //
 //	GET  /v1/window?metric=latency_ms&key=tenant-42&window=5m&q=0.5,0.95,0.99
+//	GET  /v1/range?metric=latency_ms&key=tenant-42&window=1m&step=10s[&q=0.5,0.95]
 //	GET  /v1/top?metric=latency_ms&by=p95&window=5m&k=10[&q=0.5,0.99][&key=tenant-*]
 //	GET  /v1/series?[metric=latency_ms][&prefix=tenant-][&limit=100][&cursor=...]
 //	GET  /v1/metrics
+//	GET  /v1/status      readiness, restore progress, ingest lag, limiter decisions (answers while restoring)
 //	POST /v1/events      NDJSON body, one event a line          (bearer token when configured)
 //	POST /v1/allow       the limiter's handler (Config.Allow)     (bearer token when configured)
 //	GET  /healthz        liveness: 200 while the process serves
 //	GET  /readyz         readiness: 503 while Config.Ready fails (windows being restored,
 //	                     Kafka unreachable); with Config.Backends, each backend's state too
 //	GET  /metrics        Prometheus exposition of Config.Gatherer
-//	GET  /               the dashboard
+//	GET  /               the dashboard (below)
 //
 // # Authentication
 //
 // With Config.AuthToken set, the write routes (POST /v1/events, /v1/allow) require
 // "Authorization: Bearer TOKEN"; with Config.AuthReads as well, so do the data reads
-// (/v1/window, /v1/top, /v1/series, /v1/metrics) and /metrics (a Prometheus scrape config
+// (/v1/window, /v1/range, /v1/top, /v1/series, /v1/metrics, /v1/status) and /metrics (a Prometheus scrape config
 // then needs authorization: {credentials_file: ...}). A missing header or another scheme
 // is 401 with WWW-Authenticate: Bearer realm="slide"; a wrong token is 401 with
 // error="invalid_token". The probes never need a token. The dashboard page is public,
@@ -36,7 +38,10 @@
 // an empty name ("=5") is 400 with param "query"; empty pairs ("&&") are nothing. Empty values count as absent except q, where
 // an empty item is a bad quantile. Keys and metric names are opaque bytes: a key that no
 // series has (whatever its length or bytes) is 404, never a 400, since the ingest decoder
-// decides which keys exist (at most 256 bytes by default). A request line or header block
+// decides which keys exist (at most 256 bytes by default). But they are UTF-8: a value that
+// is not ("key=t%FF") is 400 naming its parameter, since the decoder refuses such keys
+// rather than rewrite them to U+FFFD, so it can name no series. /v1/metrics costs one pass
+// over the series (window.Store.MetricSeries) and stops when the request's context ends. A request line or header block
 // over the http.Server's MaxHeaderBytes (1 MiB by default) is refused by net/http itself
 // with 431 before it reaches the API.
 //
@@ -66,18 +71,40 @@
 // max and by merging sketches for quantiles, and "series" says how many matched. An unknown
 // series (or a glob matching none) is 404.
 //
+// /v1/range is a series' history from its ring alone: the window ending at the current
+// slot and at every step before it, oldest first, as far back as a whole window fits in the
+// retention ((retention − window) / step + 1 points), each point the /v1/window answer of
+// that slot with its own from and to. window and step default to the slot width, so a bare
+// /v1/range?metric=&key= gives every slot of the retention. A glob key merges slot by slot.
+//
+//	{"metric":"latency_ms","key":"tenant-42","window":"1m","step":"10s","from":..,"to":..,
+//	 "series":1,"points":[{"from":..,"to":..,"count":..,"sum":..,"avg":..,"min":..,"max":..,
+//	 "rate_per_s":..,"quantiles":{"0.5":..}},...]}
+//
 // /v1/top ranks the series of a metric by count, sum, avg, min, max, rate or a quantile
 // (pNN) over the window, largest first, ties by key; series with an empty window are left
 // out. It reads every series of the metric, so it costs one window read per series.
 // /v1/series pages through series sorted by metric and key; "next" is an opaque cursor that
 // continues after the last series returned, stable while series come and go.
 //
+// # Several instances
+//
+// With Config.Cluster set and this instance not holding every partition of the topic
+// (Cluster.Local false), /v1/window, /v1/top, /v1/series and /v1/metrics read through the
+// cluster: this instance's series merged with the partial aggregates of the partitions'
+// owners, equal to one instance holding them all. When some partitions have no reachable,
+// restored owner the read answers 503 {"error":{"code":"unavailable","message":...,
+// "missing_partitions":[5,6]}} with Retry-After: 1; with partial=allow (not on /v1/metrics,
+// which takes no parameter) it answers 200 over the others, flagged "partial":true,
+// "missing_partitions":[5,6]. partial=deny is the default. See package cluster.
+//
 // # Errors
 //
 // Every error is JSON, {"error":{"code":"bad_parameter","message":"parameter \"window\": ...",
 // "param":"window"}}: 400 bad_parameter for a missing, malformed, unknown or repeated
 // parameter (the message and "param" name it), 401 unauthorized, 404 not_found, 405
-// method_not_allowed, 413 body_too_large, 501 not_configured, 503 not_ready.
+// method_not_allowed, 413 body_too_large, 501 not_configured, 503 not_ready, 503
+// unavailable (several instances, an owner missing).
 //
 // # Events
 //
@@ -94,11 +121,41 @@
 //
 // The server registers slide_http_requests_total{route,code} and
 // slide_http_request_duration_seconds{route} (ingest exports the store's series count and
-// refusals as slide_ingest_*). With Config.Export (--export-windows
-// "latency_ms:5m:0.95,0.99") it also publishes window aggregates read at scrape time:
-// slide_window_quantile{metric,key,window,quantile}, slide_window_count, _sum, _avg, _min,
-// _max and _rate_per_second, at most Config.ExportMaxSeries series per scrape (in key order;
-// slide_window_export_skipped_series counts the rest).
+// refusals as slide_ingest_*). /metrics negotiates OpenMetrics, the Prometheus protobuf
+// format (which carries native histograms) or the classic text format with the scraper.
+//
+// With Config.Export (--export-windows "latency_ms:5m:0.95,0.99;cost:1h:sum") it also
+// publishes window aggregates read at scrape time, in families promtool check metrics
+// accepts: count, sum and quantiles form one summary per series,
+// slide_window{metric,key,window,quantile} with slide_window_count and slide_window_sum
+// (a summary always carries both; quantiles of an empty window are left out), and avg, min,
+// max and rate are the gauges slide_window_avg, _min, _max and _rate_per_second. The
+// summary is not cumulative: its count and sum are the window's and go down as it slides.
+//
+// With Config.ExportHistograms (--export-histograms "latency_ms:5m") each series' window is
+// a native histogram, slide_window_values{metric,key,window} (in the protobuf format;
+// the text formats show only its count and sum), so histogram_quantile(0.95,
+// slide_window_values{metric="latency_ms",key="tenant-1"}) is the window's p95 and
+// sum by (metric) (...) merges keys and instances. Over a native sketch kind (native:5, what
+// slide serve gives these metrics) the buckets are the bins themselves: exact, a p95 within
+// Prometheus' interpolation inside one 2.2% bucket; other kinds are re-bucketed into
+// schema 5 (see HistogramSpec). Exports take at most Config.ExportMaxSeries series per
+// scrape together (in key order; slide_window_export_skipped_series counts the rest).
+//
+// # Dashboard
+//
+// GET / is one self-contained page (dashboard.html, embedded in the binary: inline script
+// and style, SVG charts drawn by plain JavaScript, nothing loaded from elsewhere, a CSP that
+// allows only this server). For every metric of /v1/metrics it draws the per-slot history of
+// all keys from /v1/range (p50/p95/p99 for metrics whose name ends in a time unit, _ms or
+// _seconds; sum per slot for others; events per second for all) and a top-keys table from
+// /v1/top sorted by the chosen p50, p95, p99, sum, rate, count or max, with the unit its
+// name carries. A window typed in the box applies to each metric whose ring can give it;
+// another metric shows its own retention and says so, so one metric's limit never blanks
+// the page. The header shows readiness and restore progress, ingest lag and series from
+// /v1/status, and a panel the limiter's decisions by policy and result. ?window=1h&by=sum&k=5
+// in the page's address sets the controls. Each panel fails on its own: an error shows in
+// it. internal/looktest drives it in headless Chromium.
 //
 // # Concurrency and time
 //

@@ -154,10 +154,16 @@ func (e ExportSpec) quantiles() []float64 {
 // exportCollector reads the exported windows from the store at scrape time. Series are
 // taken in key order up to the cap, so the exported set is stable from one scrape to the
 // next (Prometheus dislikes series that come and go).
+//
+// Families, named and typed as promtool check metrics wants: count, sum and quantiles of a
+// window are one summary, slide_window{metric,key,window,quantile} with slide_window_count
+// and slide_window_sum; avg, min, max and rate are gauges; --export-histograms windows are
+// native histograms, slide_window_values (see histogramExport), counted here in the skipped
+// series.
 type exportCollector struct {
-	s                                         *Server
-	count, sum, avg, min, max, rate, quantile *prometheus.Desc
-	skipped                                   *prometheus.Desc
+	s                      *Server
+	summary, avg, min, max *prometheus.Desc
+	rate, skipped          *prometheus.Desc
 }
 
 func newExportCollector(s *Server) *exportCollector {
@@ -166,20 +172,18 @@ func newExportCollector(s *Server) *exportCollector {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &exportCollector{
-		s:        s,
-		count:    d("slide_window_count", "Events in the window of a series (--export-windows).", l),
-		sum:      d("slide_window_sum", "Sum of the values in the window of a series.", l),
-		avg:      d("slide_window_avg", "Mean value in the window of a series; absent when the window is empty.", l),
-		min:      d("slide_window_min", "Smallest value in the window of a series; absent when the window is empty.", l),
-		max:      d("slide_window_max", "Largest value in the window of a series; absent when the window is empty.", l),
-		rate:     d("slide_window_rate_per_second", "Events per second over the elapsed part of the window of a series.", l),
-		quantile: d("slide_window_quantile", "Quantile of the values in the window of a series, within the sketch's accuracy; absent when empty.", append(l[:3:3], "quantile")),
-		skipped:  d("slide_window_export_skipped_series", "Series not exported at this scrape because of the export cap.", nil),
+		s:       s,
+		summary: d("slide_window", "Quantiles of the values in the window of a series, within the sketch's accuracy (absent when the window is empty), with the window's count and sum (--export-windows). Not cumulative: the window slides.", l),
+		avg:     d("slide_window_avg", "Mean value in the window of a series; absent when the window is empty.", l),
+		min:     d("slide_window_min", "Smallest value in the window of a series; absent when the window is empty.", l),
+		max:     d("slide_window_max", "Largest value in the window of a series; absent when the window is empty.", l),
+		rate:    d("slide_window_rate_per_second", "Events per second over the elapsed part of the window of a series.", l),
+		skipped: d("slide_window_export_skipped_series", "Series not exported at this scrape because of the export cap.", nil),
 	}
 }
 
 func (c *exportCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.count, c.sum, c.avg, c.min, c.max, c.rate, c.quantile, c.skipped} {
+	for _, d := range []*prometheus.Desc{c.summary, c.avg, c.min, c.max, c.rate, c.skipped} {
 		ch <- d
 	}
 }
@@ -191,6 +195,10 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, e := range c.s.cfg.Export {
 		qs := e.quantiles()
 		win := formatDuration(e.Window)
+		summary := false
+		for _, sel := range e.aggs {
+			summary = summary || sel.kind == aggCount || sel.kind == aggSum || sel.kind == aggQuantile
+		}
 		for _, key := range c.s.store.Keys(e.Metric, "") {
 			if budget == 0 {
 				skipped++
@@ -201,21 +209,18 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 				continue // evicted since Keys; the window was checked by New
 			}
 			budget--
-			qi := 0
+			if summary {
+				quantiles := make(map[float64]float64, len(qs))
+				for i, q := range qs {
+					if v := quantileOf(a, i, q); v == v { // NaN: nothing to say about an empty window
+						quantiles[q] = v
+					}
+				}
+				ch <- prometheus.MustNewConstSummary(c.summary, a.Count, a.Sum, quantiles, e.Metric, key, win)
+			}
 			for _, sel := range e.aggs {
-				v := sel.value(a, now, qi)
-				if sel.kind == aggQuantile {
-					qi++
-				}
-				if v != v { // NaN: nothing to say about an empty window
-					continue
-				}
 				var desc *prometheus.Desc
 				switch sel.kind {
-				case aggCount:
-					desc = c.count
-				case aggSum:
-					desc = c.sum
 				case aggAvg:
 					desc = c.avg
 				case aggMin:
@@ -224,13 +229,17 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 					desc = c.max
 				case aggRate:
 					desc = c.rate
-				case aggQuantile:
-					ch <- prometheus.MustNewConstMetric(c.quantile, prometheus.GaugeValue, v, e.Metric, key, win, string(formatQuantile(nil, sel.q)))
-					continue
+				default:
+					continue // in the summary
 				}
-				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, e.Metric, key, win)
+				if v := sel.value(a, now, 0); v == v {
+					ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, e.Metric, key, win)
+				}
 			}
 		}
+	}
+	if c.s.hist != nil {
+		skipped += c.s.hist.skipped(budget) // histograms take what the windows left
 	}
 	ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.GaugeValue, float64(skipped))
 }

@@ -19,6 +19,7 @@ func FuzzQueryParams(f *testing.F) {
 	f.Add("metric=latency_ms&key=tenant-1&window=5m&q=0.5,0.95,0.99")
 	f.Add("metric=latency_ms&by=p95&k=3&key=tenant-*")
 	f.Add("metric=latency_ms&limit=1&cursor=bGF0ZW5jeV9tcwB0ZW5hbnQtMQ")
+	f.Add("metric=latency_ms&key=tenant-*&window=1m&step=30s&q=p99")
 	e := newEnv(f, nil)
 	e.seed(
 		event{ts: t0, key: "tenant-1", metric: "latency_ms", value: 87.5},
@@ -27,7 +28,7 @@ func FuzzQueryParams(f *testing.F) {
 		event{ts: t0, key: "tenant-1", metric: "cost", value: 2},
 	)
 	h := e.srv.Handler()
-	routes := []string{"/v1/window", "/v1/top", "/v1/series", "/v1/metrics"}
+	routes := []string{"/v1/window", "/v1/range", "/v1/top", "/v1/series", "/v1/metrics", "/v1/status"}
 	f.Fuzz(func(t *testing.T, raw string) {
 		for _, path := range routes {
 			req := httptest.NewRequest("GET", path, nil)

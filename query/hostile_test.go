@@ -144,15 +144,16 @@ func TestHostileReads(t *testing.T) {
 		{"trailing ampersands are nothing", win("&&&"), 200, ""},
 		{"malformed escape", "/v1/window?metric=%zz", 400, "query"},
 		{"semicolon separator", "/v1/window?metric=latency_ms;key=tenant-1", 400, "query"},
-		// keys: opaque bytes, looked up as they are
+		// keys: opaque bytes, looked up as they are; but UTF-8 (keys are bytes: the decoder
+		// refuses one that is not, so "t\xff" names nothing and is the client's mistake)
 		{"key empty", "/v1/window?metric=latency_ms&key=", 400, "key"},
 		{"key 1 byte", "/v1/window?metric=latency_ms&key=x", 404, ""},
 		{"key 10 kB", "/v1/window?metric=latency_ms&key=" + long(10<<10, "k"), 404, ""},
 		{"key 1 MB", "/v1/window?metric=latency_ms&key=" + long(1<<20-200, "k"), 404, ""},
 		{"key NUL", "/v1/window?metric=latency_ms&key=" + url.QueryEscape("a\x00b"), 200, ""},
 		{"key newline", "/v1/window?metric=latency_ms&key=" + url.QueryEscape("line\nbreak"), 200, ""},
-		{"key invalid UTF-8", "/v1/window?metric=latency_ms&key=%FF%FE", 404, ""},
-		{"key 10 kB of invalid UTF-8", "/v1/window?metric=latency_ms&key=" + long(10<<10, "%FF"), 404, ""},
+		{"key invalid UTF-8", "/v1/window?metric=latency_ms&key=%FF%FE", 400, "key"},
+		{"key 10 kB of invalid UTF-8", "/v1/window?metric=latency_ms&key=" + long(10<<10, "%FF"), 400, "key"},
 		{"glob key 10 kB", "/v1/window?metric=latency_ms&key=" + long(5<<10, "*x"), 400, "key"},
 		{"glob key at the cap", "/v1/window?metric=latency_ms&key=" + long(query.MaxKeyPatternBytes-1, "*") + "x", 404, ""},
 		{"glob key in top 10 kB", "/v1/top?metric=latency_ms&key=" + long(10<<10, "*"), 400, "key"},
@@ -160,7 +161,9 @@ func TestHostileReads(t *testing.T) {
 		{"metric empty", "/v1/window?metric=&key=a", 400, "metric"},
 		{"metric 10 kB", "/v1/window?metric=" + long(10<<10, "m") + "&key=a", 404, ""},
 		{"metric NUL", "/v1/window?metric=latency%00ms&key=tenant-1", 404, ""},
-		{"metric invalid UTF-8", "/v1/window?metric=%FF&key=tenant-1", 404, ""},
+		{"metric invalid UTF-8", "/v1/window?metric=%FF&key=tenant-1", 400, "metric"},
+		{"prefix invalid UTF-8", "/v1/series?prefix=t%FF", 400, "prefix"},
+		{"key invalid UTF-8 in top", "/v1/top?metric=latency_ms&key=t%FE*", 400, "key"},
 		{"metric 10 kB in top", "/v1/top?metric=" + long(10<<10, "m"), 200, ""},
 		{"prefix 10 kB", "/v1/series?prefix=" + long(10<<10, "p"), 200, ""},
 		{"by garbage", "/v1/top?metric=latency_ms&by=" + long(10<<10, "%FF"), 400, "by"},
@@ -222,7 +225,8 @@ func TestHostileBodies(t *testing.T) {
 		{"key 257 bytes", line(strings.Repeat("c", 257), "latency_ms"), "key_too_long"},
 		{"key with NUL", line("n\x00ul", "latency_ms"), "bad_field"},
 		{"key with newline (escaped)", line("new\nline", "latency_ms"), "bad_field"},
-		{"key of invalid UTF-8", `{"key":"` + "\xff\xfe" + `","metric":"latency_ms","value":1}` + "\n", ""},
+		{"key of invalid UTF-8", `{"key":"` + "\xff\xfe" + `","metric":"latency_ms","value":1}` + "\n", "bad_field"},
+		{"key escaping a lone surrogate", `{"key":"t\ud800","metric":"latency_ms","value":1}` + "\n", "bad_field"},
 		{"metric empty", line("k", ""), "missing_field"},
 		{"metric with NUL", line("k", "lat\x00ency"), "bad_field"},
 		{"metric 10 kB", line("k", strings.Repeat("m", 10<<10)), "key_too_long"},
@@ -242,9 +246,8 @@ func TestHostileBodies(t *testing.T) {
 			t.Errorf("events: %s: %s, want refused as %s", c.name, b, c.reason)
 		}
 	}
-	// The invalid UTF-8 key was recorded as encoding/json reads it.
-	var w windowAnswer
-	e.getJSON("/v1/window?metric=latency_ms&key="+url.QueryEscape("\ufffd\ufffd"), 200, &w)
+	// The invalid UTF-8 key was not rewritten to U+FFFD and recorded (keys are bytes).
+	e.hostile("the rewritten key", "GET", "/v1/window?metric=latency_ms&key="+url.QueryEscape("\ufffd\ufffd"), nil, 404, "")
 
 	// POST /v1/allow: the limiter with its real memory policy.
 	allow := func(name, body string, status int, param string) {
@@ -265,6 +268,12 @@ func TestHostileBodies(t *testing.T) {
 	allow("key 10 kB", `{"policy":"per-tenant","key":"`+strings.Repeat("k", 10<<10)+`"}`, 400, "key")
 	allow("key with NUL", `{"policy":"per-tenant","key":"a\u0000b"}`, 400, "key")
 	allow("key with newline", `{"policy":"per-tenant","key":"a\nb"}`, 400, "key")
+	allow("key of invalid UTF-8", `{"policy":"per-tenant","key":"t`+"\xff"+`"}`, 400, "key")
+	allow("key of invalid UTF-8, escaped elsewhere", `{"policy":"per-tenant","key":"t\u00e9`+"\xfe"+`"}`, 400, "key")
+	allow("key escaping a lone surrogate", `{"policy":"per-tenant","key":"t\ud800"}`, 400, "key")
+	allow("field name in another case", `{"Policy":"per-tenant","key":"a"}`, 400, "")
+	allow("duplicate field", `{"policy":"per-tenant","key":"a","key":"b"}`, 400, "key")
+	allow("duplicate field, escaped", `{"policy":"per-tenant","key":"a","k\u0065y":"b"}`, 400, "key")
 	allow("cost -1", `{"policy":"per-tenant","key":"a","cost":-1}`, 400, "cost")
 	allow("cost 1e99", `{"policy":"per-tenant","key":"a","cost":1e99}`, 400, "cost")
 	allow("cost overflows", `{"policy":"per-tenant","key":"a","cost":99999999999999999999}`, 400, "cost")

@@ -42,6 +42,13 @@ func parseParams(raw string, allowed ...string) (url.Values, error) {
 		case len(vals) > 1 && !slices.Contains(multiParams, name):
 			return nil, badParam(name, "given %d times, want once", len(vals))
 		}
+		// Keys are bytes: a value that is not UTF-8 ("t%FF") names no series (the ingest
+		// decoder refuses such keys), and answering 404 would hide the client's mistake.
+		for _, s := range vals {
+			if slices.Contains(allowed, name) && !utf8.ValidString(s) {
+				return nil, badParam(name, "not valid UTF-8 (keys and metrics are UTF-8 text)")
+			}
+		}
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)

@@ -136,3 +136,35 @@ func FuzzParseExportSpecs(f *testing.F) {
 		}
 	})
 }
+
+func TestParseHistogramSpecs(t *testing.T) {
+	specs, err := ParseHistogramSpecs(" latency_ms:5m ; cost:1h,ns:db:p:90s")
+	if err != nil || len(specs) != 3 || specs[0].String() != "latency_ms:5m" || specs[1].String() != "cost:1h" || specs[2].String() != "ns:db:p:90s" {
+		t.Fatalf("%v %v", specs, err)
+	}
+	for _, bad := range []string{"latency_ms", "latency_ms:", ":5m", "latency_ms:0s", "latency_ms:-1m", "latency_ms:5"} {
+		if _, err := ParseHistogramSpecs(bad); !errors.Is(err, ErrExportSpec) || !strings.Contains(err.Error(), "e.g.") && !strings.Contains(err.Error(), "such as") {
+			t.Errorf("%q: %v, want ErrExportSpec with an example", bad, err)
+		}
+	}
+}
+
+// FuzzParseHistogramSpecs: no panic, and every spec it accepts formats to a string that
+// parses back to the same spec.
+func FuzzParseHistogramSpecs(f *testing.F) {
+	for _, s := range []string{"latency_ms:5m", "cost:1h;latency_ms:5m", "a:b:1m,c:90s", ":", ";;", "x:1.5s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		specs, err := ParseHistogramSpecs(s)
+		if err != nil {
+			return
+		}
+		for _, h := range specs {
+			back, err := ParseHistogramSpecs(h.String())
+			if err != nil || len(back) != 1 || back[0] != h {
+				t.Fatalf("%q: spec %q reparsed as %v, %v", s, h.String(), back, err)
+			}
+		}
+	})
+}

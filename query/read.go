@@ -20,7 +20,12 @@ var nan = math.NaN()
 // handleWindow serves GET /v1/window?metric=&key=&window=&q=: one series' window aggregate,
 // or, when key holds '*', the merge of every matching series.
 func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
-	v, err := parseParams(r.URL.RawQuery, "metric", "key", "window", "q")
+	v, err := parseParams(r.URL.RawQuery, "metric", "key", "window", "q", "partial")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	allowPartial, err := parsePartial(v)
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -52,7 +57,21 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.now()
 	var agg window.Agg
-	if window.IsKeyPattern(key) {
+	var missing []int32
+	if c := s.cluster(); c != nil {
+		var p window.Partial
+		missing, err = c.Merge(r.Context(), now, metric, key, win, len(qs) > 0, &p)
+		if err == nil && !s.covered(w, c, missing, allowPartial) {
+			return
+		}
+		if err == nil {
+			if p.Series == 0 {
+				err = window.ErrNotFound
+			} else {
+				agg = p.Agg(s.store.Indexer(metric), qs)
+			}
+		}
+	} else if window.IsKeyPattern(key) {
 		agg, err = s.store.ReadMerged(now, metric, func(k string) bool { return window.MatchKey(key, k) }, win, qs)
 	} else {
 		agg, err = s.store.ReadAt(now, metric, key, win, qs)
@@ -78,6 +97,7 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 	b = jsonenc.AppendString(b, formatDuration(win))
 	b = append(b, ',')
 	b = appendAgg(b, agg, now, qs)
+	b = appendPartialFlag(b, missing)
 	b = append(b, "}\n"...)
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
@@ -181,7 +201,12 @@ func (h *topHeap) Pop() any {
 // are broken by key, ascending. key (a glob) narrows the series considered; q adds
 // quantiles to each entry. The cost is one window read per series of the metric.
 func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
-	v, err := parseParams(r.URL.RawQuery, "metric", "by", "window", "k", "q", "key")
+	v, err := parseParams(r.URL.RawQuery, "metric", "by", "window", "k", "q", "key", "partial")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	allowPartial, err := parsePartial(v)
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -227,11 +252,49 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.now()
-	keys := s.store.Keys(metric, window.KeyPatternPrefix(pattern))
-	h := make(topHeap, 0, min(k, len(keys)))
+	var h topHeap
 	matched := 0
 	var from, to int64
 	spanKnown := false
+	consider := func(key string, a window.Agg) {
+		matched++
+		if !spanKnown {
+			from, to, spanKnown = a.From, a.To, true
+		}
+		if a.Count == 0 {
+			return
+		}
+		e := topEntry{key: key, value: by.value(a, now, 0), agg: a}
+		if math.IsNaN(e.value) {
+			return
+		}
+		if len(h) < k {
+			heap.Push(&h, e)
+		} else if h[0].less(e) {
+			h[0] = e
+			heap.Fix(&h, 0)
+		}
+	}
+	var missing []int32
+	cl := s.cluster() // once: a rebalance between two calls must not read both ways
+	if c := cl; c != nil {
+		ix := s.store.Indexer(metric)
+		missing, err = c.Each(r.Context(), now, metric, pattern, win, len(readQs) > 0, func(key string, p *window.Partial) {
+			consider(key, p.Agg(ix, readQs))
+		})
+		if err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+		if !s.covered(w, c, missing, allowPartial) {
+			return
+		}
+	}
+	var keys []string
+	if cl == nil {
+		keys = s.store.Keys(metric, window.KeyPatternPrefix(pattern))
+		h = make(topHeap, 0, min(k, len(keys)))
+	}
 	for i, key := range keys {
 		if i%1024 == 1023 && r.Context().Err() != nil {
 			return // the client is gone (or the server's write timeout passed): stop reading
@@ -247,23 +310,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 			s.writeErr(w, r, err)
 			return
 		}
-		matched++
-		if !spanKnown {
-			from, to, spanKnown = a.From, a.To, true
-		}
-		if a.Count == 0 {
-			continue
-		}
-		e := topEntry{key: key, value: by.value(a, now, 0), agg: a}
-		if math.IsNaN(e.value) {
-			continue
-		}
-		if len(h) < k {
-			heap.Push(&h, e)
-		} else if h[0].less(e) {
-			h[0] = e
-			heap.Fix(&h, 0)
-		}
+		consider(key, a)
 	}
 	if !spanKnown {
 		rc := s.store.RingConfig(metric)
@@ -301,7 +348,9 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		b = appendStats(b, e.agg, now, readQs)
 		b = append(b, '}')
 	}
-	b = append(b, "]}\n"...)
+	b = append(b, ']')
+	b = appendPartialFlag(b, missing)
+	b = append(b, "}\n"...)
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
 }
@@ -340,7 +389,12 @@ func decodeCursor(c string) (metric, key string, err error) {
 // (or of every metric when absent) whose key starts with prefix, sorted by metric then key,
 // limit at a time. "next" is the cursor of the following page, absent on the last one.
 func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
-	v, err := parseParams(r.URL.RawQuery, "metric", "prefix", "limit", "cursor")
+	v, err := parseParams(r.URL.RawQuery, "metric", "prefix", "limit", "cursor", "partial")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	allowPartial, err := parsePartial(v)
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -360,13 +414,40 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 		hasCursor = true
 	}
 	metric, prefix := v.Get("metric"), v.Get("prefix")
-	metrics := []string{metric}
-	if metric == "" {
-		metrics = s.store.Metrics()
-	}
 	type entry struct{ metric, key string }
 	page := make([]entry, 0, min(limit, 256))
 	more := false
+	var missing []int32
+	var metrics []string
+	if c := s.cluster(); c != nil {
+		var ids []window.SeriesID
+		ids, missing, err = c.Keys(r.Context(), metric, prefix)
+		if err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+		if !s.covered(w, c, missing, allowPartial) {
+			return
+		}
+		i := 0
+		if hasCursor {
+			i, _ = slices.BinarySearchFunc(ids, window.SeriesID{Metric: afterM, Key: afterK}, compareIDs)
+			if i < len(ids) && ids[i] == (window.SeriesID{Metric: afterM, Key: afterK}) {
+				i++
+			}
+		}
+		for _, id := range ids[i:] {
+			if len(page) == limit {
+				more = true
+				break
+			}
+			page = append(page, entry{id.Metric, id.Key})
+		}
+	} else if metric == "" {
+		metrics = s.store.Metrics()
+	} else {
+		metrics = []string{metric}
+	}
 	for _, m := range metrics {
 		if hasCursor && m < afterM {
 			continue
@@ -412,21 +493,56 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 		b = append(b, `,"next":`...)
 		b = jsonenc.AppendString(b, encodeCursor(last.metric, last.key))
 	}
+	b = appendPartialFlag(b, missing)
 	b = append(b, "}\n"...)
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
 }
 
 // handleMetrics serves GET /v1/metrics: every metric with live series, its series count
-// and its ring (slot width, slots, retention). The dashboard starts here.
+// and its ring (slot width, slots, retention). The dashboard starts here, every 5 s. It
+// costs one pass over the series (window.Store.MetricSeries), not one per metric (8.1 s at
+// 20,000 metrics before), and stops when the client goes.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	// No parameters, so no partial=allow: in a cluster a missing partition is a 503.
 	if _, err := parseParams(r.URL.RawQuery); err != nil {
 		s.writeErr(w, r, err)
 		return
 	}
+	var list []window.MetricCount
+	if c := s.cluster(); c != nil {
+		ids, missing, err := c.Keys(r.Context(), "", "")
+		if err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+		if !s.covered(w, c, missing, false) {
+			return
+		}
+		counts := map[string]int{}
+		for _, id := range ids {
+			counts[id.Metric]++
+		}
+		for m, n := range counts {
+			list = append(list, window.MetricCount{Metric: m, Series: n})
+		}
+		slices.SortFunc(list, func(a, b window.MetricCount) int { return strings.Compare(a.Metric, b.Metric) })
+	} else {
+		var err error
+		if list, err = s.store.MetricSeries(r.Context()); err != nil {
+			return // the client has gone: nobody reads an answer
+		}
+	}
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"metrics":[`...)
-	for i, m := range s.store.Metrics() {
+	var shape window.RingConfig
+	var ring []byte // the ring's fields, as last written
+	for i, mc := range list {
+		if i%1024 == 1023 && r.Context().Err() != nil {
+			putBuf(bp, b)
+			return
+		}
+		m := mc.Metric
 		rc := s.store.RingConfig(m)
 		if i > 0 {
 			b = append(b, ',')
@@ -434,16 +550,27 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		b = append(b, `{"name":`...)
 		b = jsonenc.AppendString(b, m)
 		b = append(b, `,"series":`...)
-		b = appendInt(b, int64(len(s.store.Keys(m, ""))))
-		b = append(b, `,"slot":`...)
-		b = jsonenc.AppendString(b, formatDuration(rc.Slot))
-		b = append(b, `,"slots":`...)
-		b = appendInt(b, int64(rc.Slots))
-		b = append(b, `,"retention":`...)
-		b = jsonenc.AppendString(b, formatDuration(rc.Retention()))
-		b = append(b, '}')
+		b = appendInt(b, int64(mc.Series))
+		if i == 0 || rc.Slot != shape.Slot || rc.Slots != shape.Slots { // most metrics share the default ring
+			shape = rc
+			ring = append(ring[:0], `,"slot":`...)
+			ring = jsonenc.AppendString(ring, formatDuration(rc.Slot))
+			ring = append(ring, `,"slots":`...)
+			ring = appendInt(ring, int64(rc.Slots))
+			ring = append(ring, `,"retention":`...)
+			ring = jsonenc.AppendString(ring, formatDuration(rc.Retention()))
+			ring = append(ring, '}')
+		}
+		b = append(b, ring...)
 	}
 	b = append(b, "]}\n"...)
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
+}
+
+func compareIDs(a, b window.SeriesID) int {
+	if c := strings.Compare(a.Metric, b.Metric); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key, b.Key)
 }

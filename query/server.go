@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/slide-metrics/slide/internal/jsonenc"
 	"github.com/slide-metrics/slide/window"
@@ -42,6 +43,8 @@ type Server struct {
 	handler   http.Handler
 	tokenHash *[sha256.Size]byte // nil: no authentication
 	metrics   *httpMetrics
+	hist      *histogramExport     // nil without Config.ExportHistograms
+	histReg   *prometheus.Registry // hist's collector, for the text formats
 }
 
 // New builds a Server and registers its metrics with cfg.Registerer. It returns the
@@ -61,7 +64,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("registering HTTP metrics: %w", err)
 	}
 	s.metrics = m
-	if len(cfg.Export) > 0 { // Validate checked that Registerer is set
+	if len(cfg.ExportHistograms) > 0 {
+		s.hist = &histogramExport{s: s, desc: prometheus.NewDesc(histogramName, histogramHelp, []string{"metric", "key", "window"}, nil)}
+		s.histReg = prometheus.NewRegistry()
+		s.histReg.MustRegister(s.hist)
+	}
+	if len(cfg.Export) > 0 || len(cfg.ExportHistograms) > 0 { // Validate checked that Registerer is set
 		if err := cfg.Registerer.Register(newExportCollector(s)); err != nil {
 			return nil, fmt.Errorf("registering window export: %w", err)
 		}
@@ -90,9 +98,11 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	add := func(pattern string, rt route) { mux.Handle(pattern, s.wrap(rt)) }
 	add("/v1/window", route{name: "window", methods: "GET", read: true, ready: true, h: s.handleWindow})
+	add("/v1/range", route{name: "range", methods: "GET", read: true, ready: true, h: s.handleRange})
 	add("/v1/top", route{name: "top", methods: "GET", read: true, ready: true, h: s.handleTop})
 	add("/v1/series", route{name: "series", methods: "GET", read: true, ready: true, h: s.handleSeries})
 	add("/v1/metrics", route{name: "metrics_list", methods: "GET", read: true, ready: true, h: s.handleMetrics})
+	add("/v1/status", route{name: "status", methods: "GET", read: true, h: s.handleStatus})
 	add("/v1/events", route{name: "events", methods: "POST", auth: true, h: s.handleEvents})
 	add("/v1/allow", route{name: "allow", methods: "POST", auth: true, h: s.handleAllow})
 	// Probes and the dashboard page never need a token: the page is static, its data calls
@@ -298,11 +308,31 @@ func (s *Server) metricsHandler() http.HandlerFunc {
 			writeError(w, http.StatusNotFound, CodeNotFound, "", "metrics are not exposed by this server")
 		}
 	}
-	h := promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{
-		ErrorLog:      promLogger{s.cfg.Logger},
-		ErrorHandling: promhttp.ContinueOnError,
-	})
-	return h.ServeHTTP
+	// OpenMetrics when the scraper asks for it; protobuf (which carries native histograms)
+	// and the classic text format are negotiated as before.
+	opts := promhttp.HandlerOpts{
+		ErrorLog:          promLogger{s.cfg.Logger},
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
+	}
+	if s.hist == nil {
+		return promhttp.HandlerFor(s.cfg.Gatherer, opts).ServeHTTP
+	}
+	text := promhttp.HandlerFor(prometheus.Gatherers{s.cfg.Gatherer, s.histReg}, opts)
+	registry := promhttp.HandlerFor(s.cfg.Gatherer, opts)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if expfmt.NegotiateIncludingOpenMetrics(r.Header).FormatType() != expfmt.TypeProtoDelim {
+			text.ServeHTTP(w, r)
+			return
+		}
+		// Protobuf: the registry's families, then the histograms encoded from the bins
+		// (delimited messages concatenate). Uncompressed, since the two parts are written
+		// one after the other.
+		r = r.Clone(r.Context())
+		r.Header.Del("Accept-Encoding")
+		registry.ServeHTTP(w, r)
+		_, _ = w.Write(s.hist.appendProto(nil, s.now()))
+	}
 }
 
 func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {

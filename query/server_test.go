@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
@@ -247,8 +248,9 @@ func TestMetricsList(t *testing.T) {
 	}
 }
 
-// TestExportedWindows checks the gauges of --export-windows and the cap, with values the
-// data makes exact (a series of one repeated value has every quantile equal to it).
+// TestExportedWindows checks the families of --export-windows and the cap, with values the
+// data makes exact (a series of one repeated value has every quantile equal to it): count,
+// sum and quantiles are one summary, slide_window, as promtool wants them.
 func TestExportedWindows(t *testing.T) {
 	specs, err := query.ParseExportSpecs("latency_ms:1m:0.95,max,count;cost:1h:sum")
 	if err != nil {
@@ -264,10 +266,6 @@ func TestExportedWindows(t *testing.T) {
 		event{ts: t0 + 3000, key: "t2", metric: "cost", value: 1},
 	)
 	want := `
-# HELP slide_window_count Events in the window of a series (--export-windows).
-# TYPE slide_window_count gauge
-slide_window_count{key="a",metric="latency_ms",window="1m"} 3
-slide_window_count{key="b",metric="latency_ms",window="1m"} 2
 # HELP slide_window_export_skipped_series Series not exported at this scrape because of the export cap.
 # TYPE slide_window_export_skipped_series gauge
 slide_window_export_skipped_series 1
@@ -275,62 +273,68 @@ slide_window_export_skipped_series 1
 # TYPE slide_window_max gauge
 slide_window_max{key="a",metric="latency_ms",window="1m"} 40
 slide_window_max{key="b",metric="latency_ms",window="1m"} 9
-# HELP slide_window_quantile Quantile of the values in the window of a series, within the sketch's accuracy; absent when empty.
-# TYPE slide_window_quantile gauge
-slide_window_quantile{key="a",metric="latency_ms",quantile="0.95",window="1m"} 40
-# HELP slide_window_sum Sum of the values in the window of a series.
-# TYPE slide_window_sum gauge
-slide_window_sum{key="t1",metric="cost",window="1h"} 2.5
 `
-	// b's p95 is a sketch estimate of 7: checked apart, within 1%.
-	names := []string{"slide_window_count", "slide_window_export_skipped_series", "slide_window_max", "slide_window_sum"}
-	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(stripLine(want, `key="b",metric="latency_ms",quantile`)), names...); err != nil {
+	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want), "slide_window_export_skipped_series", "slide_window_max"); err != nil {
 		t.Fatal(err)
 	}
-	mfs, err := e.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	type sum struct {
+		count    uint64
+		sum      float64
+		quantile map[float64]float64
 	}
-	found := 0
-	for _, mf := range mfs {
-		if mf.GetName() != "slide_window_quantile" {
-			continue
+	summaries := func() map[string]sum {
+		mfs, err := e.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, m := range mf.GetMetric() {
-			found++
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+		out := map[string]sum{}
+		for _, mf := range mfs {
+			if mf.GetName() != "slide_window" {
+				continue
 			}
-			want := map[string]float64{"a": 40, "b": 7}[labels["key"]] // b: rank floor(0.95 × 1) = 0 of {7, 9}
-			if v := m.GetGauge().GetValue(); labels["quantile"] != "0.95" || !within1pct(v, want) {
-				t.Errorf("quantile gauge %v = %v, want %v", labels, v, want)
+			if mf.GetType() != dto.MetricType_SUMMARY {
+				t.Fatalf("slide_window is a %v, want a summary", mf.GetType())
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				sm := m.GetSummary()
+				x := sum{count: sm.GetSampleCount(), sum: sm.GetSampleSum(), quantile: map[float64]float64{}}
+				for _, q := range sm.GetQuantile() {
+					x.quantile[q.GetQuantile()] = q.GetValue()
+				}
+				out[labels["metric"]+"/"+labels["key"]+"/"+labels["window"]] = x
 			}
 		}
+		return out
 	}
-	if found != 2 {
-		t.Errorf("%d quantile gauges, want 2", found)
+	got := summaries()
+	if len(got) != 3 {
+		t.Fatalf("summaries %v, want latency_ms a and b, cost t1 (t2 is over the cap)", got)
 	}
-	// After the window slides past the events, the latency series export count 0 and nothing else.
+	a, b, t1 := got["latency_ms/a/1m"], got["latency_ms/b/1m"], got["cost/t1/1h"]
+	if a.count != 3 || a.sum != 120 || a.quantile[0.95] != 40 || len(a.quantile) != 1 {
+		t.Errorf("a: %+v", a)
+	}
+	// b's p95 is a sketch estimate of 7 (rank floor(0.95 × 1) = 0 of {7, 9}), within 1%.
+	if b.count != 2 || b.sum != 16 || !within1pct(b.quantile[0.95], 7) {
+		t.Errorf("b: %+v", b)
+	}
+	if t1.count != 1 || t1.sum != 2.5 || len(t1.quantile) != 0 {
+		t.Errorf("t1: %+v", t1)
+	}
+	// After the window slides past the events, the latency series export count 0, no
+	// quantile and no max.
 	e.clock.set(t0 + 2*60_000)
-	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(`
-# HELP slide_window_count Events in the window of a series (--export-windows).
-# TYPE slide_window_count gauge
-slide_window_count{key="a",metric="latency_ms",window="1m"} 0
-slide_window_count{key="b",metric="latency_ms",window="1m"} 0
-`), "slide_window_count", "slide_window_max"); err != nil {
+	got = summaries()
+	if a := got["latency_ms/a/1m"]; a.count != 0 || a.sum != 0 || len(a.quantile) != 0 {
+		t.Errorf("a after the window: %+v", a)
+	}
+	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(""), "slide_window_max"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func stripLine(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if !strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 func TestExportWindowCheckedAgainstTheRing(t *testing.T) {
@@ -371,9 +375,11 @@ func TestDashboardIsSelfContained(t *testing.T) {
 	e := newEnv(t, nil)
 	code, b, h := e.do("GET", "/", nil)
 	page := string(b)
-	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") || !strings.Contains(page, "/v1/top?") || !strings.Contains(page, "/v1/metrics") {
+	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") || !strings.Contains(page, "/v1/top?") || !strings.Contains(page, "/v1/metrics") || !strings.Contains(page, "/v1/range?") || !strings.Contains(page, "/v1/status") {
 		t.Fatalf("GET / = %d %s", code, h.Get("Content-Type"))
 	}
+	// The SVG namespace is a name for createElementNS, never fetched.
+	page = strings.ReplaceAll(page, `"http://www.w3.org/2000/svg"`, "")
 	for _, external := range []string{"http://", "https://", "src=", "href=", "@import", "innerHTML"} {
 		if strings.Contains(page, external) {
 			t.Errorf("dashboard contains %q: it must load nothing from elsewhere and never inject data as HTML", external)

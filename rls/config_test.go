@@ -87,7 +87,7 @@ func TestConfigErrors(t *testing.T) {
 		{"not YAML", "domain: [\n", "x.yaml:1: not YAML"},
 		{"empty", "", "x.yaml:1: empty file"},
 		{"list root", "- a\n", "config must be a mapping"},
-		{"memory on_backend_error", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, backend: memory, on_backend_error: closed}\n", "applies only to backend redis"},
+		{"memory on_backend_error", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, backend: memory, on_backend_error: local}\n", "applies only to backend redis"},
 	} {
 		_, err := rls.Parse([]byte(c.yaml), "x.yaml", rls.LoadOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, rls.ErrInvalidConfig) && !errors.Is(err, limiter.ErrInvalidPolicy) {

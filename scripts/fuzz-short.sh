@@ -2,10 +2,11 @@
 # fuzz-short.sh runs the fuzz targets that guard hostile input briefly, one after the other:
 # the event decoder (Kafka records and POST /v1/events), the query parameter parser of the
 # read routes, the policy-file parser, the rate limit service config loader and its
-# ShouldRateLimit handler, and the batch job's gzip/zstd and Parquet readers. It stops at the
-# first failure (go test has then written the failing input under the package's
-# testdata/fuzz/<Target>/) and prints one line per target; a target may name its own budget.
-# FUZZTIME_SHORT sets the budget per target (default 50000x: executions, about
+# ShouldRateLimit handler, the decoder of peers' partial answers, the bounded decompression
+# of Kafka batches (seeded with compression bombs), the /v1/allow body parser, and the batch
+# job's gzip/zstd and Parquet readers. It stops at the first failure (go test has then
+# written the failing input under the package's testdata/fuzz/<Target>/) and prints one line
+# per target; a target may name its own budget. FUZZTIME_SHORT sets the budget per target (default 50000x: executions, about
 # 10 s here); GO the go command. The budget is a count, not a duration: with a duration, Go
 # 1.26's fuzz coordinator can fail a clean run with "context deadline exceeded" as the time
 # runs out (golang/go#75804, fixed in Go 1.27), which made make test fail at random.
@@ -18,8 +19,11 @@ targets=(
 	"./ingest FuzzDecode"
 	"./query FuzzQueryParams"
 	"./limiter FuzzParsePolicies"
+	"./ingest FuzzInflate"
+	"./limiter FuzzParseAllowFast"
 	"./rls FuzzParse"
 	"./rls FuzzShouldRateLimit"
+	"./cluster FuzzDecodeAnswer"
 	"./batch FuzzCompressed"
 	"./batch FuzzParquet 10000x"
 )

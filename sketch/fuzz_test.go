@@ -12,14 +12,14 @@ var fuzzQs = []float64{0, 0.01, 0.5, 0.95, 0.99, 1}
 // sketchSeeds returns real encodings of both kinds, empty and filled.
 func sketchSeeds(tb testing.TB) [][]byte {
 	var seeds [][]byte
-	for _, k := range []Kind{{}, {RelativeAccuracy: 0.05}, {Name: NameHDR}, {Name: NameHDR, SigFigs: 1, Lowest: 1000, Highest: 1 << 40}} {
+	for _, k := range []Kind{{}, {RelativeAccuracy: 0.05}, {Name: NameHDR}, {Name: NameHDR, SigFigs: 1, Lowest: 1000, Highest: 1 << 40}, {Name: NameNative}, {Name: NameNative, Schema: 8}} {
 		s := mustNew(tb, k)
 		e, _ := s.MarshalBinary()
 		seeds = append(seeds, e)
 		r := newRand(8)
 		for i := 0; i < 200; i++ {
 			v := math.Floor(math.Exp(4 + 2*r.NormFloat64()))
-			if k.normalized().Name == NameDDSketch && i%10 == 0 {
+			if k.normalized().Name != NameHDR && i%10 == 0 {
 				v = -v
 			}
 			_ = s.Add(v, uint64(1+i%3))

@@ -36,7 +36,7 @@ const (
 // of the other family are ignored. Kind is a comparable value: two kinds
 // describe the same bins when their normalized forms are equal (see Equal).
 type Kind struct {
-	// Name is "ddsketch" (default when empty) or "hdr".
+	// Name is "ddsketch" (default when empty), "hdr" or "native".
 	Name string
 	// RelativeAccuracy is the DDSketch relative error bound, in
 	// [MinRelativeAccuracy, 1); default 0.01.
@@ -46,6 +46,11 @@ type Kind struct {
 	// Lowest and Highest are the HDR trackable range in integer units
 	// (Lowest >= 1, Highest >= 2*Lowest); defaults 1 and 3,600,000.
 	Lowest, Highest int64
+	// Schema is the native family's Prometheus native-histogram schema, MinSchema..MaxSchema;
+	// default DefaultSchema (5). Its bins are exactly the buckets of a native histogram of
+	// that schema (bucket factor 2^(2^-schema), relative accuracy 1.08% at 5), so a window
+	// exports as a native histogram without re-bucketing.
+	Schema int
 }
 
 // normalized returns k with defaults filled in and the other family's fields
@@ -68,6 +73,12 @@ func (k Kind) normalized() Kind {
 		}
 		if n.Highest == 0 {
 			n.Highest = DefaultHighest
+		}
+		return n
+	case NameNative:
+		n := Kind{Name: NameNative, Schema: k.Schema}
+		if n.Schema == 0 {
+			n.Schema = DefaultSchema
 		}
 		return n
 	}
@@ -108,12 +119,17 @@ func (k Kind) Validate() error {
 				ErrKind, n.Lowest, n.Highest, n.SigFigs, g.countsLen, MaxHDRCounts)
 		}
 		return nil
+	case NameNative:
+		if n.Schema < MinSchema || n.Schema > MaxSchema {
+			return fmt.Errorf("%w: native schema %d outside %d..%d", ErrKind, n.Schema, MinSchema, MaxSchema)
+		}
+		return nil
 	}
-	return fmt.Errorf("%w: unknown sketch family %q (want %q or %q)", ErrKind, k.Name, NameDDSketch, NameHDR)
+	return fmt.Errorf("%w: unknown sketch family %q (want %q, %q or %q)", ErrKind, k.Name, NameDDSketch, NameHDR, NameNative)
 }
 
-// String formats k with defaults applied: "ddsketch:0.01" or
-// "hdr:2:1:3600000" (sigfigs:lowest:highest). ParseKind reads it back.
+// String formats k with defaults applied: "ddsketch:0.01",
+// "hdr:2:1:3600000" (sigfigs:lowest:highest) or "native:5". ParseKind reads it back.
 func (k Kind) String() string {
 	n := k.normalized()
 	switch n.Name {
@@ -121,6 +137,8 @@ func (k Kind) String() string {
 		return NameDDSketch + ":" + strconv.FormatFloat(n.RelativeAccuracy, 'g', -1, 64)
 	case NameHDR:
 		return fmt.Sprintf("%s:%d:%d:%d", NameHDR, n.SigFigs, n.Lowest, n.Highest)
+	case NameNative:
+		return NameNative + ":" + strconv.Itoa(n.Schema)
 	}
 	return k.Name
 }
@@ -170,6 +188,18 @@ func ParseKind(s string) (Kind, error) {
 			}
 			*fields[i] = x
 		}
+	case NameNative:
+		k.Name = NameNative
+		if len(parts) > 2 {
+			return Kind{}, fmt.Errorf("%w: parsing %q: want native[:schema]", ErrKind, s)
+		}
+		if len(parts) == 2 {
+			x, err := strconv.Atoi(parts[1])
+			if err != nil || x < MinSchema || x > MaxSchema {
+				return Kind{}, fmt.Errorf("%w: parsing %q: schema must be an integer in %d..%d", ErrKind, s, MinSchema, MaxSchema)
+			}
+			k.Schema = x
+		}
 	default:
 		return Kind{}, fmt.Errorf("%w: parsing %q: unknown sketch family %q", ErrKind, s, parts[0])
 	}
@@ -179,7 +209,9 @@ func ParseKind(s string) (Kind, error) {
 	return k.normalized(), nil
 }
 
-// Indexer returns the bin mapping for k, to use with Bins. For DDSketch it is
+// Indexer returns the bin mapping for k, to use with Bins. For native kinds it
+// is the Prometheus native-histogram bucket index of the schema (shared, built
+// once). For DDSketch it is
 // sketches-go's CubicallyInterpolatedMapping (no math.Log on the hot path, the
 // same relative-accuracy guarantee as the logarithmic mapping; verified by
 // TestIndexerAccuracy). For HDR it is a log-linear indexer whose bins are
@@ -195,6 +227,9 @@ func (k Kind) Indexer() (Indexer, error) {
 	n := k.normalized()
 	if n.Name == NameHDR {
 		return newHDRIndexer(n), nil
+	}
+	if n.Name == NameNative {
+		return nativeIndexers[n.Schema], nil
 	}
 	m, err := mapping.NewCubicallyInterpolatedMapping(n.RelativeAccuracy)
 	if err != nil {

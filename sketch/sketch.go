@@ -68,6 +68,15 @@ func (k Kind) New() (Sketch, error) {
 	if n.Name == NameHDR {
 		return &HDR{h: hdrhistogram.New(n.Lowest, n.Highest, n.SigFigs), kind: n}, nil
 	}
+	if n.Name == NameNative {
+		// sketches-go's logarithmic mapping with gamma = the bucket factor and index offset 1
+		// has the native buckets' indices: its index i holds [gamma^(i-1), gamma^i).
+		m, err := mapping.NewLogarithmicMappingWithGamma(nativeIndexers[n.Schema].base, 1)
+		if err != nil {
+			return nil, fmt.Errorf("%w: building mapping: %v", ErrKind, err)
+		}
+		return &DDSketch{s: ddsketch.NewDDSketch(m, store.NewDenseStore(), store.NewDenseStore()), kind: n}, nil
+	}
 	m, err := mapping.NewCubicallyInterpolatedMapping(n.RelativeAccuracy)
 	if err != nil {
 		return nil, fmt.Errorf("%w: building mapping: %v", ErrKind, err)
@@ -276,6 +285,9 @@ func decodeDDSketch(b []byte) (Sketch, error) {
 		return nil, fmt.Errorf("%w: decoding ddsketch protobuf: %v", ErrCorrupt, err)
 	}
 	m := pb.GetMapping()
+	if m != nil && m.GetInterpolation() == sketchpb.IndexMapping_NONE && m.GetIndexOffset() == 1 {
+		return decodeNative(&pb)
+	}
 	if m == nil || m.GetInterpolation() != sketchpb.IndexMapping_CUBIC || m.GetIndexOffset() != 0 {
 		return nil, fmt.Errorf("%w: ddsketch mapping %v: want cubic interpolation, offset 0", ErrCorrupt, m)
 	}
@@ -300,7 +312,28 @@ func decodeDDSketch(b []byte) (Sketch, error) {
 	if err != nil || !canon.Equals(im) {
 		return nil, fmt.Errorf("%w: ddsketch gamma %v is not the gamma of %v", ErrCorrupt, gamma, k)
 	}
-	im = canon
+	return decodeStores(&pb, canon, k)
+}
+
+// decodeNative reads a native kind's sketch: sketches-go's logarithmic mapping with index
+// offset 1 and the gamma of a native schema (Kind.New).
+func decodeNative(pb *sketchpb.DDSketch) (Sketch, error) {
+	gamma := pb.GetMapping().GetGamma()
+	for s := MinSchema; s <= MaxSchema; s++ {
+		if gamma != nativeIndexers[s].base {
+			continue
+		}
+		im, err := mapping.NewLogarithmicMappingWithGamma(gamma, 1)
+		if err != nil {
+			return nil, fmt.Errorf("%w: native mapping: %v", ErrCorrupt, err)
+		}
+		return decodeStores(pb, im, Kind{Name: NameNative, Schema: s})
+	}
+	return nil, fmt.Errorf("%w: logarithmic mapping gamma %v is not the bucket factor of a native schema %d..%d", ErrCorrupt, gamma, MinSchema, MaxSchema)
+}
+
+// decodeStores checks and builds the stores of a decoded DDSketch over the mapping im.
+func decodeStores(pb *sketchpb.DDSketch, im mapping.IndexMapping, k Kind) (Sketch, error) {
 	// The library would allocate a dense array spanning whatever indices the
 	// input names, so bound them by what the mapping can produce first.
 	maxIndex := im.Index(im.MaxIndexableValue()) + 1

@@ -38,6 +38,13 @@
 //     counts), so a full-retention quantile is one read instead of a merge of 30 sketches.
 //     The current slot joins the aggregate at its first full-window read, so a series that
 //     nobody reads updates one set of bins per event. Shorter windows scan their few slots.
+//   - History: ReadRange (Ring), ReadRangeAt and ReadRangeMerged (Store) return the windows
+//     of length W ending at the current slot and at every step before it, as far back as a
+//     whole window fits in the retention, oldest first. Each point is exactly what a read of
+//     W answered when that slot was current (count, sum, min, max, the same union of bins
+//     for quantiles); a window and step of one slot give every slot of the retention.
+//   - VisitWindowAt hands an exporter a window's bins (the kept aggregate for a full-retention
+//     window) under the series' lock, so a histogram export copies buckets, not quantiles.
 //   - The window max is the max of the slot maxima, a scan of at most Slots values. A
 //     monotonic deque over slots would be O(1) amortized only for in-order data: an
 //     out-of-order event can raise an older slot's max, which a deque cannot absorb.

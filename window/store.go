@@ -1,6 +1,7 @@
 package window
 
 import (
+	"context"
 	"fmt"
 	"hash/maphash"
 	"iter"
@@ -393,6 +394,37 @@ func (s *Store) Metrics() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// MetricCount is one metric of MetricSeries and how many live series it has.
+type MetricCount struct {
+	Metric string
+	Series int
+}
+
+// MetricSeries lists every metric with live series and its series count, sorted by
+// metric: one pass over the store, O(series + metrics·log metrics), where a count per
+// metric through Keys cost metrics × series. It checks ctx between shards and returns its
+// error when the caller has gone.
+func (s *Store) MetricSeries(ctx context.Context) ([]MetricCount, error) {
+	counts := map[string]int{}
+	for i := range s.shards {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for se := range sh.all() {
+			counts[se.metric]++
+		}
+		sh.mu.Unlock()
+	}
+	out := make([]MetricCount, 0, len(counts))
+	for m, n := range counts {
+		out = append(out, MetricCount{Metric: m, Series: n})
+	}
+	slices.SortFunc(out, func(a, b MetricCount) int { return strings.Compare(a.Metric, b.Metric) })
+	return out, nil
 }
 
 func (s *Store) each(fn func(*series)) {

@@ -345,6 +345,8 @@ type connFlags struct {
 	// Filled by serve as it connects.
 	kafkaDialer *kafka.Dialer
 	checks      backends
+	serverTLS   *tls.Config   // HTTPS: the listener's config (prepareHTTPS)
+	certs       *certReloader // HTTPS: the serving certificate, reloaded on SIGHUP
 }
 
 func (c *connFlags) register(fs *flag.FlagSet) {
@@ -405,17 +407,54 @@ func (c *connFlags) startChecks(ctx context.Context, wg *sync.WaitGroup, log *sl
 	}
 }
 
-// listener wraps ln in TLS when --tls-cert is set, and reloads the certificate on SIGHUP
-// until ctx ends.
-func (c *connFlags) listener(ctx context.Context, ln net.Listener, log *slog.Logger) (net.Listener, error) {
+// prepareHTTPS loads the serving certificate when --tls-cert is set, before the listener
+// and the cluster's peer client (which presents the same certificate) are built.
+func (c *connFlags) prepareHTTPS() error {
 	if !c.https.enabled() {
-		return ln, nil
+		return nil
 	}
 	conf, r, err := c.https.serverTLS()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	reloadOnHUP(ctx, r, log)
+	c.serverTLS, c.certs = conf, r
+	return nil
+}
+
+// peerTLS is the client config peer reads use when HTTPS is on (nil: plain HTTP): peers are
+// verified against --peer-ca (default --client-ca, else the system roots) and shown this
+// instance's own serving certificate, so a group behind --client-ca reads its peers.
+func (c *connFlags) peerTLS() (*tls.Config, error) {
+	if c.certs == nil {
+		return nil, nil
+	}
+	conf := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return c.certs.getCertificate(nil)
+		},
+	}
+	ca := c.https.peerCA
+	if ca == "" {
+		ca = c.https.clientCA
+	}
+	if ca != "" {
+		pool, err := loadCAs(ca)
+		if err != nil {
+			return nil, fmt.Errorf("--peer-ca: %w", err)
+		}
+		conf.RootCAs = pool
+	}
+	return conf, nil
+}
+
+// listener wraps ln in TLS when --tls-cert is set (prepareHTTPS loaded it), and reloads the
+// certificate on SIGHUP until ctx ends.
+func (c *connFlags) listener(ctx context.Context, ln net.Listener, log *slog.Logger) (net.Listener, error) {
+	if c.serverTLS == nil {
+		return ln, nil
+	}
+	reloadOnHUP(ctx, c.certs, log)
 	log.Info("serving HTTPS", "cert", c.https.cert, "client_certificates", c.https.clientCA != "")
-	return tlsListener(ln, conf), nil
+	return tlsListener(ln, c.serverTLS), nil
 }

@@ -101,6 +101,17 @@ defaults to the metric's retention; --json prints the API's answer as it came.`,
 			"slide query window --metric latency_ms --key 'tenant-*' --window 1m --q p50,p99.9",
 		},
 	},
+	"query range": {
+		synopsis: "slide query range --metric M --key K [flags]",
+		description: `Prints a series' history from its ring: the window of --window ending at the current slot and
+at every --step before it, as far back as the retention holds, one row a point, with a
+sparkline and bars of the --plot column. Both default to one slot: every slot of the
+retention. A --key holding '*' merges every matching series.`,
+		examples: []string{
+			"slide query range --metric latency_ms --key tenant-1",
+			"slide query range --metric latency_ms --key 'tenant-*' --window 1m --step 30s --plot p99",
+		},
+	},
 	"query top": {
 		synopsis: "slide query top --metric M [flags]",
 		description: `Prints the --k series of a metric with the largest --by (count, sum, avg, min, max, rate or a

@@ -16,13 +16,14 @@ import (
 
 // httpsFlags are serve's HTTPS flags.
 type httpsFlags struct {
-	cert, key, clientCA string
+	cert, key, clientCA, peerCA string
 }
 
 func (h *httpsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&h.cert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS with; reloaded on SIGHUP (with --tls-key)")
 	fs.StringVar(&h.key, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&h.clientCA, "client-ca", "", "PEM CA file: require API clients to present a certificate it signs (mTLS; needs --tls-cert)")
+	fs.StringVar(&h.peerCA, "peer-ca", "", "PEM CA file that signs the other instances' --tls-cert, for peer reads over HTTPS (default: --client-ca, else the system roots)")
 }
 
 func (h *httpsFlags) check() error {
@@ -31,6 +32,8 @@ func (h *httpsFlags) check() error {
 		return errors.New("--tls-cert and --tls-key go together")
 	case h.clientCA != "" && h.cert == "":
 		return errors.New("--client-ca needs --tls-cert and --tls-key: client certificates are a TLS feature")
+	case h.peerCA != "" && h.cert == "":
+		return errors.New("--peer-ca needs --tls-cert and --tls-key: peers speak HTTPS only when this instance does")
 	}
 	return nil
 }

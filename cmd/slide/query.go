@@ -17,11 +17,12 @@ import (
 	"time"
 )
 
-const queryUsage = `usage: slide query <window|top|series|metrics> [flags]
+const queryUsage = `usage: slide query <window|range|top|series|metrics> [flags]
 
 Asks a running slide serve and prints a table (--json: the API's JSON as it came).
 
   slide query window  --metric latency_ms --key tenant-42 [--window 5m] [--q 0.5,0.95,0.99]
+  slide query range   --metric latency_ms --key tenant-42 [--window 10s] [--step 10s] [--plot p95]
   slide query top     --metric latency_ms [--by p95] [--window 5m] [--k 10] [--key 'tenant-*']
   slide query series  [--metric latency_ms] [--prefix tenant-] [--limit 100] [--all]
   slide query metrics
@@ -71,6 +72,17 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 			set(v, "metric", *metric, "key", *key, "window", *win, "q", *q)
 			return c.window(ctx, v, s.out)
 		}
+	case "range":
+		metric, key := str("metric", "", "metric name (required)"), str("key", "", "series key, or a glob with '*' (required)")
+		win, step := str("window", "", "window of each point (default: one slot)"), str("step", "", "time between points (default: one slot)")
+		q, plot := str("q", "0.5,0.95,0.99", "quantiles, fractions or pNN"), str("plot", "p95", "column the chart draws: count, sum, avg, max, rate or a quantile pNN")
+		run = func() error {
+			if *metric == "" || *key == "" {
+				return queryUsageErr(fs, s, "--metric and --key are required")
+			}
+			set(v, "metric", *metric, "key", *key, "window", *win, "step", *step, "q", *q)
+			return c.rangeRead(ctx, v, *plot, s.out)
+		}
 	case "top":
 		metric, by := str("metric", "", "metric name (required)"), str("by", "p95", "rank by count, sum, avg, min, max, rate or pNN")
 		win, q := str("window", "", "window (default: the retention)"), str("q", "0.5,0.95,0.99", "quantiles to show per key")
@@ -94,7 +106,7 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 	case "metrics":
 		run = func() error { return c.metrics(ctx, s.out) }
 	default:
-		return &usageError{cmd: "query", msg: fmt.Sprintf("unknown command %s; want window, top, series or metrics", shellWord(sub))}
+		return &usageError{cmd: "query", msg: fmt.Sprintf("unknown command %s; want window, range, top, series or metrics", shellWord(sub))}
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

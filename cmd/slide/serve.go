@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/time/rate"
 
+	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/limiter"
 	limredis "github.com/slide-metrics/slide/limiter/redis"
@@ -65,6 +67,8 @@ type serveConfig struct {
 	exportMaxSeries int
 	maxBodyBytes    int64
 
+	exportHistograms string // --export-histograms: windows exported as native histograms
+
 	readHeaderTimeout time.Duration
 	maxConnsPerClient int
 
@@ -72,7 +76,12 @@ type serveConfig struct {
 	demoRate float64
 	demoKeys int
 
-	conn connFlags // Kafka and Redis security, HTTPS (connect.go)
+	conn           connFlags // Kafka and Redis security, HTTPS (connect.go)
+	advertiseAddr  string
+	peerTimeout    time.Duration
+	usageStaleness time.Duration
+	keyPartitioner string
+	budget         budgetConfig // budget.go
 }
 
 func (c *serveConfig) register(fs interface {
@@ -89,7 +98,7 @@ func (c *serveConfig) register(fs interface {
 
 	fs.DurationVar(&c.slot, "slot", window.DefaultSlot, "slot width of every metric's ring")
 	fs.IntVar(&c.slots, "slots", window.DefaultSlots, "slots per ring (retention = slot × slots)")
-	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY] or hdr[:SIGFIGS:LOWEST:HIGHEST]")
+	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY], hdr[:SIGFIGS:LOWEST:HIGHEST] or native[:SCHEMA] (Prometheus native-histogram buckets)")
 	fs.StringVar(&c.rings, "rings", "cost=1m:60", "per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (cost keeps an hour for usage quotas)")
 	fs.IntVar(&c.maxSeries, "max-series", 1<<20, "series cap; events of new series beyond it are refused and counted")
 	fs.DurationVar(&c.evictInterval, "evict-interval", 30*time.Second, "how often series with an empty ring are removed")
@@ -107,16 +116,22 @@ func (c *serveConfig) register(fs interface {
 	c.rls.register(fs)
 
 	fs.StringVar(&c.authTokenFile, "auth-token-file", "", "file holding the bearer token the write endpoints require (empty: no auth)")
-	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/top, /v1/series, /v1/metrics, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
-	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics, e.g. latency_ms:5m:0.95,0.99")
-	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape")
+	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/range, /v1/top, /v1/series, /v1/metrics, /v1/status, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
+	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics: METRIC:WINDOW[:AGGS] specs separated by ';', AGGS a comma list of count, sum, avg, min, max, rate and quantiles, e.g. 'latency_ms:5m:0.95,0.99;cost:1h:sum'")
+	fs.StringVar(&c.exportHistograms, "export-histograms", "", "windows exported on /metrics as Prometheus native histograms: METRIC:WINDOW specs separated by ';', e.g. latency_ms:5m; their rings get the native:5 sketch unless --rings names one")
+	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape (--export-windows and --export-histograms together)")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", query.DefaultMaxBodyBytes, "largest POST /v1/events body; larger gets 413")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a connection gets to send its request header (slowloris guard)")
 	fs.IntVar(&c.maxConnsPerClient, "max-conns-per-client", defaultMaxConnsPerClient, "open HTTP connections one client IP may hold; more are closed at once (0: unlimited)")
 
+	fs.StringVar(&c.advertiseAddr, "advertise-addr", "", "host:port other instances reach this one's HTTP API at (default: --addr, or this host's name with --addr's port when --addr is a wildcard)")
+	fs.DurationVar(&c.peerTimeout, "peer-timeout", cluster.DefaultTimeout, "deadline of a read fanned out to the other instances; an owner slower than this counts as missing")
+	fs.DurationVar(&c.usageStaleness, "usage-staleness", cluster.DefaultStaleness, "how old the other instances' aggregates read by usage rules may be (cached); negative: no cache")
+	fs.StringVar(&c.keyPartitioner, "key-partitioner", "", "declare that every producer partitions records by key with murmur2 (Java clients, slide produce): a one-key read then asks only its partition's owner. Empty: ask every owner (exact whatever the producers do)")
 	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N) and limit with demo policies")
 	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")
 	fs.IntVar(&c.demoKeys, "demo-keys", 20, "demo tenants")
+	c.budget.register(fs)
 }
 
 // storeConfig builds the window store's config from the flags.
@@ -129,9 +144,25 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 	if err != nil {
 		return window.StoreConfig{}, &flagError{"rings", err}
 	}
+	hists, err := query.ParseHistogramSpecs(c.exportHistograms)
+	if err != nil {
+		return window.StoreConfig{}, fmt.Errorf("--export-histograms: %w", err)
+	}
+	// A metric exported as native histograms gets bins that are the histogram's buckets
+	// (exact export), unless --rings chose its sketch.
+	native := map[string]bool{}
+	for _, h := range hists {
+		native[h.Metric] = true
+		if _, ok := rings[h.Metric]; !ok {
+			rings[h.Metric] = window.RingConfig{Slot: c.slot, Slots: c.slots}
+		}
+	}
 	for m, rc := range rings {
 		if rc.Sketch == (sketch.Kind{}) {
 			rc.Sketch = kind
+			if native[m] {
+				rc.Sketch = sketch.Kind{Name: sketch.NameNative, Schema: sketch.DefaultSchema}
+			}
 			rings[m] = rc
 		}
 	}
@@ -140,6 +171,7 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 		Metrics:   rings,
 		MaxSeries: c.maxSeries,
 	}
+	c.budget.applySkew(&sc)
 	if err := sc.Validate(); err != nil {
 		return sc, err
 	}
@@ -162,6 +194,9 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	}
 	if err := c.conn.check(c.brokers); err != nil {
 		return err
+	}
+	if err := c.budget.check(); err != nil {
+		return usagef(fs, "%v", err)
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
@@ -194,7 +229,8 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 
 	// Limiter: policies and usage rules from one file; the demo has its own. Built before
 	// anything starts, so a bad policy file fails at once with nothing to tear down.
-	allow, closeLimiter, err := c.limiter(store, reg, log)
+	reader := &clusterReader{} // usage rules read through the cluster, built below
+	allow, closeLimiter, err := c.limiter(store, reg, log, reader)
 	if err != nil {
 		return err
 	}
@@ -223,36 +259,78 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	for m := range sc.Metrics {
 		metrics = append(metrics, m)
 	}
-	consumer, err := ingest.New(ingest.Config{
-		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
-		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
-		Dialer: c.conn.kafkaDialer,
-	}, store)
-	if err != nil {
-		return fmt.Errorf("kafka consumer: %w", err)
-	}
-
 	token := ""
 	if c.authTokenFile != "" {
 		if token, err = query.ReadTokenFile(c.authTokenFile); err != nil {
 			return fmt.Errorf("--auth-token-file: %w", err)
 		}
 	}
+	// The listener comes first: the address this instance advertises to the group needs its
+	// port (--addr 127.0.0.1:0 picks one).
+	ln, err := c.listen(reg)
+	if err != nil {
+		return err
+	}
+	listening := true
+	defer func() {
+		if listening {
+			_ = ln.Close()
+		}
+	}()
+	advertise, err := advertiseAddr(c.advertiseAddr, ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	if err := c.conn.prepareHTTPS(); err != nil {
+		return err
+	}
+	peerTLS, err := c.conn.peerTLS()
+	if err != nil {
+		return err
+	}
+	var cl *cluster.Cluster
+	var consumer *ingest.Consumer
+	cl, err = cluster.New(cluster.Config{
+		Store: store, Brokers: brokers, Topic: c.topic, Group: c.group, Advertise: advertise, Token: token,
+		Timeout: c.peerTimeout, Staleness: c.usageStaleness, KeyPartitioner: c.keyPartitioner, Logger: log, Registerer: reg,
+		Dialer: c.conn.kafkaDialer, TLS: peerTLS,
+		Local: func() []int32 { return restoredPartitions(consumer) }, Generation: func() int32 { return consumer.Generation() },
+	})
+	if err != nil {
+		return err
+	}
+	consumer, err = ingest.New(ingest.Config{
+		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
+		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
+		MemberData: cluster.MemberData(advertise), Dialer: c.conn.kafkaDialer, MaxInflatedBytes: c.budget.maxInflatedBytes,
+	}, store, ingest.WithGenerationHook(cl.OnGeneration))
+	if err != nil {
+		return fmt.Errorf("kafka consumer: %w", err)
+	}
+	reader.c = cl
 	specs, err := query.ParseExportSpecs(c.exportWindows)
 	if err != nil {
 		return fmt.Errorf("--export-windows: %w", err)
 	}
+	hists, err := query.ParseHistogramSpecs(c.exportHistograms) // checked by storeConfig
+	if err != nil {
+		return fmt.Errorf("--export-histograms: %w", err)
+	}
 	qs, err := query.New(query.Config{
-		Store: store, Events: newEventSink(store), Allow: allow, AuthToken: token, AuthReads: c.authReads,
-		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportMaxSeries: c.exportMaxSeries,
+		Store: store, Cluster: cl, Events: newEventSink(store), Allow: allow, AuthToken: token, AuthReads: c.authReads,
+		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Backends: c.conn.checks.states,
+		Progress: func() any { return consumer.Progress() },
 		Ready: func() error {
 			if err := c.conn.checks.failing(); err != nil {
 				return err
 			}
-			if consumer.Ready() {
+			if consumer.Ready() && cl.Known() {
 				return nil
+			}
+			if consumer.Ready() {
+				return errors.New("learning the consumer group's members and partitions")
 			}
 			p, _ := json.Marshal(consumer.Progress())
 			return fmt.Errorf("restoring windows from Kafka: %s", p)
@@ -262,16 +340,15 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return err
 	}
 
-	ln, err := c.listen(reg)
-	if err != nil {
-		return err
-	}
-	srv := newHTTPServer(qs.Handler(), c.readHeaderTimeout, log)
+	mux := http.NewServeMux()
+	mux.Handle(cluster.PeerPath, cl.PeerHandler())
+	mux.Handle("/", qs.Handler())
+	srv := newHTTPServer(mux, c.readHeaderTimeout, log)
 	grpcSrv, err := c.rls.listen(token, reg, log)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
+	listening = false // serveUntilDone closes it
 
 	// Background work ends when work is cancelled, after the HTTP server has drained.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -291,6 +368,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	})
 	wg.Go(func() { evictLoop(work, store, c.evictInterval) })
 	grpcSrv.run(work, &wg, errc, c.shutdownTimeout)
+	wg.Go(func() { _ = cl.Run(work) })
 	if c.demo {
 		wg.Go(func() {
 			if err := runDemo(work, c, brokers, log); err != nil {
@@ -310,7 +388,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 }
 
 // limiter builds the POST /v1/allow handler, or nil when there are no policies or rules.
-func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, log *slog.Logger) (http.Handler, func(), error) {
+func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, log *slog.Logger, reader usage.Reader) (http.Handler, func(), error) {
 	var (
 		policies []limiter.Policy
 		rules    []usage.Rule
@@ -338,7 +416,11 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	if err != nil {
 		return nil, func() {}, fmt.Errorf("usage rules: %w", err)
 	}
-	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log}
+	if reader != nil {
+		usage.SetReader(checkers, reader)
+	}
+	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log,
+		Memory: limiter.MemoryConfig{MaxBytes: c.budget.limiterMaxBytes}}
 	closeFn := func() {}
 	// go-redis logs each failed dial to stderr; through slog, at most one a second.
 	goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
@@ -362,6 +444,56 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	}
 	c.rls.svc = svc
 	return svc.AllowHandler(), closeFn, nil
+}
+
+// advertiseAddr is the address this instance tells the group its HTTP API is at: flag
+// when set, else the listener's address, with this host's name when it listens on a
+// wildcard (":8081", "0.0.0.0:8081").
+func advertiseAddr(flag, listening string) (string, error) {
+	if flag != "" {
+		if err := cluster.CheckAdvertise(flag); err != nil {
+			return "", fmt.Errorf("--advertise-addr: %w", err)
+		}
+		return flag, nil
+	}
+	host, port, err := net.SplitHostPort(listening)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		name, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("--addr %s is a wildcard and the host has no name (%v): set --advertise-addr", listening, err)
+		}
+		host = name
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// clusterReader hands usage rules the cluster, which is built after them (it needs the
+// listener's port); c is set before anything is served.
+type clusterReader struct{ c *cluster.Cluster }
+
+func (r *clusterReader) Local() bool { return r.c == nil || r.c.Local() }
+
+func (r *clusterReader) Read(ctx context.Context, now int64, metric, series string, win time.Duration, qs []float64) (window.Agg, int64, []int32, error) {
+	return r.c.Read(ctx, now, metric, series, win, qs)
+}
+
+func (r *clusterReader) Unavailable(caller string) { r.c.Unavailable(caller) }
+
+// restoredPartitions are the partitions consumer has restored and serves.
+func restoredPartitions(consumer *ingest.Consumer) []int32 {
+	if consumer == nil {
+		return nil
+	}
+	var out []int32
+	for _, p := range consumer.Progress().Partitions {
+		if p.Restored {
+			out = append(out, p.Partition)
+		}
+	}
+	return out
 }
 
 // redisLogger carries go-redis's own messages (failed dials during an outage) into slog

@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -172,14 +171,20 @@ func (p *Proc) WaitOutput(substr string, timeout time.Duration) (string, error) 
 // RSS is the process's resident set size in bytes, from /proc/PID/status (VmRSS).
 func (p *Proc) RSS() (int64, error) { return RSSOf(p.PID()) }
 
+// PeakRSS is the largest resident set size the process has had, in bytes (VmHWM).
+func (p *Proc) PeakRSS() (int64, error) { return statusKB(p.PID(), "VmHWM:") }
+
 // RSSOf reads VmRSS of pid from /proc (Linux).
-func RSSOf(pid int) (int64, error) {
+func RSSOf(pid int) (int64, error) { return statusKB(pid, "VmRSS:") }
+
+// statusKB reads the field (e.g. "VmRSS:") of /proc/PID/status, in bytes.
+func statusKB(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("reading RSS: %w", err)
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
 				return 0, fmt.Errorf("parsing VmRSS %q: %w", v, err)
@@ -187,7 +192,7 @@ func RSSOf(pid int) (int64, error) {
 			return kb << 10, nil
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc status")
+	return 0, fmt.Errorf("no %s in /proc status", field)
 }
 
 // Broker runs `slide broker` on a free port and returns the process and its address.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -274,9 +275,11 @@ func TestScriptDetails(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			l.AllowN(ctx, "k", t0, 1) // same microsecond
 		}
-		l.AllowN(ctx, "k", t0, 2)
-		if n, _ := c.ZCard(ctx, b.Key(&p, "k")).Result(); n != 5 {
-			t.Errorf("ZCARD = %d after 5 units in one instant, want 5 (a timestamp member would give 1)", n)
+		d, _ := l.AllowN(ctx, "k", t0, 2)
+		// One member per request, whatever its cost (a cost is never more than one entry),
+		// none overwritten (a timestamp member would give 1).
+		if n, _ := c.ZCard(ctx, b.Key(&p, "k")).Result(); n != 4 || d.Remaining != 5 {
+			t.Errorf("ZCARD = %d and remaining %d after 4 requests of 5 units in one instant, want 4 and 5", n, d.Remaining)
 		}
 	})
 
@@ -469,5 +472,100 @@ func TestDecideRejectsRequestWithoutPolicy(t *testing.T) {
 	}
 	if _, err := redis.New(c, redis.Config{KeyPrefix: "rl:{x}:"}); err == nil {
 		t.Error("a key prefix with a hash tag was accepted")
+	}
+}
+
+// usedMemory is Redis's INFO used_memory, in bytes.
+func usedMemory(t *testing.T, c *goredis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no used_memory in INFO memory")
+	return 0
+}
+
+// TestSlidingLogWithinMaxmemory is the third probe against a real redis-server
+// with maxmemory and noeviction: sliding_log limit 100000 window 1h, new keys with cost
+// 100000. Each call added 100,000 members (about 45 ms of Redis and 10 MB), its first
+// write was a trim, so Redis 7 let the ZADD past maxmemory. Now a request is one member
+// whatever its cost, and the scripts declare themselves (#!lua), so Redis refuses them
+// with OOM before their first write once it is over maxmemory: used memory stays within
+// one call of the limit.
+func TestSlidingLogWithinMaxmemory(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
+	c := newClient(t, srv.Addr)
+	b, err := redis.New(c, redis.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	limit := usedMemory(t, c) + 256<<10
+	if err := c.ConfigSet(ctx, "maxmemory", strconv.FormatInt(limit, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := limiter.Policy{Name: "big", Algorithm: limiter.SlidingLog, Limit: limiter.MaxLogLimit, Window: time.Hour, Backend: limiter.BackendRedis}
+	l, err := b.Limiter(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oom, allowed int
+	var peak int64
+	for i := range 20_000 {
+		d, err := l.AllowN(ctx, fmt.Sprintf("tenant-%d", i), time.Now(), limiter.MaxLogLimit)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "OOM"):
+			oom++
+		case err != nil:
+			t.Fatalf("call %d: %v", i, err)
+		case d.Allowed:
+			allowed++
+		}
+		if i%100 == 0 {
+			peak = max(peak, usedMemory(t, c))
+		}
+		if oom > 10 {
+			break
+		}
+	}
+	peak = max(peak, usedMemory(t, c))
+	if oom == 0 {
+		t.Fatalf("no OOM refusal after %d admissions: the test did not reach maxmemory", allowed)
+	}
+	if peak > limit+64<<10 {
+		t.Errorf("used memory %d past maxmemory %d by %d bytes", peak, limit, peak-limit)
+	}
+	if n, err := c.ZCard(ctx, b.Key(&p, "tenant-0")).Result(); err != nil || n != 1 {
+		t.Errorf("a request of cost %d left %d members (%v), want 1", limiter.MaxLogLimit, n, err)
+	}
+	t.Logf("%d keys admitted at cost %d before OOM; used memory peaked %d bytes under maxmemory %d", allowed, limiter.MaxLogLimit, peak, limit)
+}
+
+// A sliding log written by an older slide (one member per unit, "id:i") is restarted once
+// rather than failing every call on the new member format.
+func TestSlidingLogOldFormatRestarts(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	b, _ := redis.New(c, redis.Config{})
+	ctx := context.Background()
+	p := limiter.Policy{Name: "old", Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Minute, Backend: limiter.BackendRedis}
+	now := time.Now()
+	for i := range 3 {
+		c.ZAdd(ctx, b.Key(&p, "k"), goredis.Z{Score: float64(now.UnixMicro()), Member: fmt.Sprintf("abc:%d", i)})
+	}
+	l, _ := b.Limiter(p)
+	d, err := l.AllowN(ctx, "k", now, 1)
+	if err != nil || !d.Allowed || d.Remaining != 2 {
+		t.Fatalf("first call on an old-format log: %+v %v", d, err)
 	}
 }

@@ -31,7 +31,38 @@ type Checker struct {
 	// keyPrefix, keySuffix: Rule.Key split at the placeholder; whole when there is none.
 	keyPrefix, keySuffix string
 	hasPlaceholder       bool
-	limit                int64 // Decision.Limit: Max rounded down, clamped to int64
+	limit                int64  // Decision.Limit: Max rounded down, clamped to int64
+	reader               Reader // nil: the store alone; set by SetReader before serving
+}
+
+// Reader reads a rule's series over every instance of the consumer group (the cluster
+// package implements it). With a Reader whose Local is false, a Checker reads through it.
+type Reader interface {
+	// Local reports that this instance holds every partition: the store answers alone.
+	Local() bool
+	// Read aggregates metric's series (a key or a glob) over win at now from every
+	// instance. staleMs is the age of the other instances' part; missing lists partitions
+	// no instance served. A series no instance holds is window.ErrNotFound.
+	Read(ctx context.Context, now int64, metric, series string, win time.Duration, qs []float64) (a window.Agg, staleMs int64, missing []int32, err error)
+	// Unavailable counts a decision taken without the whole window.
+	Unavailable(caller string)
+}
+
+// SetReader makes every usage Checker among checkers read through r. Call it before the
+// checkers serve: it is not synchronized with Check.
+func SetReader(checkers []limiter.Checker, r Reader) {
+	for _, c := range checkers {
+		if uc, ok := c.(*Checker); ok {
+			uc.reader = r
+		}
+	}
+}
+
+// readState is what a read through a Reader learned beyond the aggregate.
+type readState struct {
+	remote  bool
+	staleMs int64
+	missing []int32
 }
 
 var _ limiter.Checker = (*Checker)(nil)
@@ -107,7 +138,30 @@ func (c *Checker) seriesKey(key string) string {
 
 // read aggregates the newest n slots of the rule's series at now.
 func (c *Checker) read(now int64, series string, n int64, qs []float64) (window.Agg, error) {
+	a, _, err := c.readVia(context.Background(), now, series, n, qs, nil)
+	return a, err
+}
+
+// readVia is read through the Reader when this instance does not hold every partition;
+// st (when not nil) records staleness and missing partitions.
+func (c *Checker) readVia(ctx context.Context, now int64, series string, n int64, qs []float64, st *readState) (window.Agg, bool, error) {
 	w := time.Duration(n*c.width) * time.Millisecond
+	if c.reader != nil && !c.reader.Local() {
+		a, stale, missing, err := c.reader.Read(ctx, now, c.rule.Metric, series, w, qs)
+		if st != nil {
+			st.remote = true
+			st.staleMs = max(st.staleMs, stale)
+			if len(missing) > 0 {
+				st.missing = missing
+			}
+		}
+		return a, true, err
+	}
+	a, err := c.readLocal(now, series, w, qs)
+	return a, false, err
+}
+
+func (c *Checker) readLocal(now int64, series string, w time.Duration, qs []float64) (window.Agg, error) {
 	if strings.IndexByte(series, '*') >= 0 {
 		return c.store.ReadMerged(now, c.rule.Metric, func(k string) bool { return window.MatchKey(series, k) }, w, qs)
 	}
@@ -168,11 +222,34 @@ func (c *Checker) value(a window.Agg, now int64) float64 {
 //     again; no later instant can be promised without knowing future events.
 //
 // An unknown series (no usage recorded) is allowed.
-func (c *Checker) Check(_ context.Context, key string, now time.Time, _ int64) (limiter.Decision, error) {
+//
+// With several instances (SetReader), the read covers every instance: this one's part
+// fresh, the others' at most the cluster's staleness old (Decision.Remote, Stale). When
+// some partitions cannot be read the rule follows OnUnavailable.
+func (c *Checker) Check(ctx context.Context, key string, now time.Time, _ int64) (limiter.Decision, error) {
 	nowMs := now.UnixMilli()
 	series := c.seriesKey(key)
 	d := limiter.Decision{Allowed: true, Limit: c.limit, Remaining: c.limit, Window: c.rule.Window, Policy: c.rule.Name}
-	a, err := c.read(nowMs, series, c.slots, c.qs)
+	var st readState
+	a, _, err := c.readVia(ctx, nowMs, series, c.slots, c.qs, &st)
+	d.Remote, d.Stale = st.remote, time.Duration(st.staleMs)*time.Millisecond
+	if len(st.missing) > 0 && (err == nil || errors.Is(err, window.ErrNotFound)) {
+		if err == nil && c.lowerBound(a) && c.value(a, nowMs) > c.rule.Max {
+			// What could be read is already over: the missing part can only add to a count,
+			// a non-negative sum or a max, so deny (flagged) whatever on_unavailable says.
+			c.reader.Unavailable("usage_denied_anyway")
+			d.Degraded = true
+			d, err = c.deny(d, nowMs, series, a)
+			return d, err
+		}
+		if c.rule.OnUnavailable == UnavailableClosed {
+			c.reader.Unavailable("usage_closed")
+			return limiter.Decision{}, fmt.Errorf("rule %s: partitions %v of %s have no reachable owner: %w", c.rule.Name, st.missing, c.rule.Metric, limiter.ErrBackendUnavailable)
+		}
+		c.reader.Unavailable("usage_open")
+		d.Degraded = true
+		return d, nil
+	}
 	if errors.Is(err, window.ErrNotFound) {
 		return d, nil
 	}
@@ -189,12 +266,33 @@ func (c *Checker) Check(_ context.Context, key string, now time.Time, _ int64) (
 	if !(v > c.rule.Max) {
 		return d, nil
 	}
+	return c.deny(d, nowMs, series, a)
+}
+
+// deny turns d into the denial of a window read as a, with its RetryAfter.
+func (c *Checker) deny(d limiter.Decision, nowMs int64, series string, a window.Agg) (limiter.Decision, error) {
+	var err error
+	if a.Count > 0 {
+		d.ResetAfter = max(d.ResetAfter, c.after(a, nowMs, 0))
+	}
 	d.Allowed, d.Remaining = false, 0
 	if d.RetryAfter, err = c.retryAfter(nowMs, series, a); err != nil {
 		return limiter.Decision{}, fmt.Errorf("reading %s of %q: %w", c.rule.Metric, series, err)
 	}
 	d.ResetAfter = max(d.ResetAfter, d.RetryAfter)
 	return d, nil
+}
+
+// lowerBound reports whether the rule's aggregate of part of the window can only grow as
+// the rest is added: a count, a max, or a sum of non-negative values.
+func (c *Checker) lowerBound(a window.Agg) bool {
+	switch c.rule.Agg.Kind {
+	case KindCount, KindMax:
+		return true
+	case KindSum:
+		return a.Count == 0 || a.Min >= 0
+	}
+	return false
 }
 
 // after is the time from now until only the newest j slots of the window read as a are

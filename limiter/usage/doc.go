@@ -32,4 +32,13 @@
 // The window's metric must have a ring long enough for the rule: a 1 h quota on cost needs
 // cost slots whose retention is at least 1 h (StoreConfig.Metrics, slide serve's per-metric
 // rings); NewChecker refuses a window the ring cannot answer.
+//
+// # Several instances
+//
+// When other instances of the consumer group own part of the topic, SetReader makes the
+// checkers read through the cluster (package cluster): this instance's part of the window
+// fresh, the others' at most the cluster's staleness (1 s) old; the decision says so
+// (Decision.Remote, Stale; "stale_ms" in JSON). A window that cannot be read whole follows
+// the rule's on_unavailable: open (the default) allows with Degraded set, closed fails the
+// decision with limiter.ErrBackendUnavailable (503).
 package usage

@@ -188,9 +188,24 @@ type Rule struct {
 	// glob whose matching series are merged ("*" alone: every series of the metric, for
 	// global shedding).
 	Key string
+	// OnUnavailable is what the rule decides when its window cannot be read whole: with
+	// several instances, an owner of some of the topic's partitions is down, hung or
+	// restoring. "open" (the default, as Envoy's failure mode) allows, marked Degraded;
+	// "closed" fails the decision with limiter.ErrBackendUnavailable (503). Both are
+	// counted in slide_cluster_unavailable_total{caller="usage_open"|"usage_closed"}. A
+	// count, max or non-negative sum already over Max in the part that could be read is
+	// denied (Degraded) in either mode, counted as caller="usage_denied_anyway": the
+	// missing part can only add to it.
+	OnUnavailable string
 	// Source is "file:line" of the rule in its file, set by ParseRules.
 	Source string
 }
+
+// OnUnavailable modes.
+const (
+	UnavailableOpen   = "open"
+	UnavailableClosed = "closed"
+)
 
 // Validate checks the rule's own fields; NewChecker also checks Window against the store.
 func (r *Rule) Validate() error {
@@ -212,6 +227,8 @@ func (r *Rule) Validate() error {
 		return bad("max", "must be a finite number")
 	case r.Max < 0 && (r.Agg.Kind == KindCount || r.Agg.Kind == KindRate):
 		return bad("max", "%v: a %s is never negative, so the rule would deny everything", r.Max, r.Agg)
+	case r.OnUnavailable != "" && r.OnUnavailable != UnavailableOpen && r.OnUnavailable != UnavailableClosed:
+		return bad("on_unavailable", "%q is not open or closed", r.OnUnavailable)
 	case strings.Count(r.Key, KeyPlaceholder) > 1:
 		return bad("key", "%q: the placeholder %s may appear once", r.Key, KeyPlaceholder)
 	}
@@ -232,7 +249,7 @@ func validName(s string) bool {
 }
 
 // ruleFields are the keys a rule may have in the policy file.
-var ruleFields = []string{"name", "metric", "agg", "window", "max", "key"}
+var ruleFields = []string{"name", "metric", "agg", "window", "max", "key", "on_unavailable"}
 
 // ParseRules reads the top-level "rules" list of a policy file (YAML); every other
 // top-level key (the limiter's "policies") is left to its own parser. source names the file
@@ -356,6 +373,9 @@ func parseRule(n *yaml.Node, source string) (Rule, error) {
 		return r, err
 	}
 	if r.Key, err = str("key"); err != nil {
+		return r, err
+	}
+	if r.OnUnavailable, err = str("on_unavailable"); err != nil {
 		return r, err
 	}
 	agg, err := str("agg")

@@ -1,3 +1,4 @@
+#!lua
 -- Fixed window counter; mirrors fixedWindow.take in limiter/algorithms.go.
 -- KEYS[1] = rl:{key}:policy:fw, a hash {w = window index, n = units counted}
 -- ARGV: now_us ('' = Redis TIME), cost (0 = peek), limit, window_us

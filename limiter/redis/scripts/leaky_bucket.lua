@@ -1,3 +1,4 @@
+#!lua
 -- Leaky bucket as a meter (GCRA, as nginx limit_req and redis_rate); mirrors
 -- gcra.take in limiter/algorithms.go.
 -- KEYS[1] = rl:{key}:policy:lb, a string: the theoretical arrival time (µs,

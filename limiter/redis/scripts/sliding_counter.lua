@@ -1,3 +1,4 @@
+#!lua
 -- Sliding window counter; mirrors slidingCounter.take in limiter/algorithms.go.
 -- KEYS[1] = rl:{key}:policy:sc, a hash {w = window index, c = units in w,
 --           p = units in w - 1}

@@ -1,3 +1,4 @@
+#!lua
 -- Token bucket with lazy refill; mirrors tokenBucket.take in limiter/algorithms.go.
 -- KEYS[1] = rl:{key}:policy:tb, a hash {tokens = fractional tokens as a
 --           string (a Lua number returned to Redis would be cut to an

@@ -1,0 +1,492 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout   = time.Second
+	DefaultRefresh   = 2 * time.Second
+	DefaultStaleness = time.Second
+	// DefaultMaxAnswerBytes bounds one peer answer; a glob over a million series with
+	// bins stays well below it.
+	DefaultMaxAnswerBytes = 256 << 20
+)
+
+// Internal peer route and headers.
+const (
+	// PeerPath is the route peers read each other's partial aggregates from.
+	PeerPath = "/internal/v1/partial"
+	// HeaderPeer marks a peer request; its value is the sender's advertised address.
+	HeaderPeer = "X-Slide-Peer"
+	// HeaderDeadline is the sender's deadline, unix ms: the peer gives up after it.
+	HeaderDeadline = "X-Slide-Deadline"
+)
+
+// UnknownPartitions is the one missing partition a read reports before the group was
+// described (the topic's partitions are not known yet).
+const UnknownPartitions = -1
+
+// Peer read operations.
+const (
+	opMerge  = "merge"  // one partial of every matching series
+	opSeries = "series" // one partial per matching series
+	opKeys   = "keys"   // series names
+)
+
+// Config configures a Cluster. Store, Brokers, Advertise and Local are required; every
+// other zero field takes the default documented on it.
+type Config struct {
+	// Store is this instance's window store.
+	Store *window.Store
+	// Brokers are the Kafka bootstrap addresses, as the consumer's.
+	Brokers []string
+	// Topic and Group are the consumer's; defaults "events" and "slide".
+	Topic, Group string
+	// Advertise is this instance's HTTP host:port as peers reach it; ingest.Config.MemberData
+	// must carry MemberData(Advertise).
+	Advertise string
+	// Token is the bearer token peer requests carry and PeerHandler requires; empty: none.
+	Token string
+	// Timeout is the deadline of one fan-out (every peer request of one read); default 1 s.
+	// A peer that does not answer in time counts as missing.
+	Timeout time.Duration
+	// Refresh is how often the group is described besides at every generation; default 2 s.
+	Refresh time.Duration
+	// Staleness is how old remote aggregates read by usage rules may be; default 1 s.
+	// Negative turns the cache off (every decision on a non-owner fans out).
+	Staleness time.Duration
+	// MaxAnswerBytes bounds one peer answer; default DefaultMaxAnswerBytes.
+	MaxAnswerBytes int64
+	// KeyPartitioner declares how every producer of the topic chooses a record's partition
+	// from its key, so that a read of one exact key asks only that partition's owner:
+	// "murmur2" (the Java client's default, kafka-go's Murmur2Balancer, slide produce).
+	// Empty (the default) declares nothing and every read fans out to every owner, which
+	// is exact whatever the producers do. A wrong declaration makes one-key reads miss
+	// events produced to other partitions: declare it only when it holds.
+	KeyPartitioner string
+	// Local returns the partitions this instance has restored and serves (the consumer's
+	// restored partitions). Required.
+	Local func() []int32
+	// Generation returns the consumer's group generation (ingest.Consumer.Generation). A
+	// read whose generation changed while it ran counts this instance's partitions as
+	// missing, since a revocation may have dropped part of them mid-read. Nil: no check.
+	Generation func() int32
+	// Dialer connects to the brokers (TLS, SASL); nil is kafka.DefaultDialer.
+	Dialer *kafka.Dialer
+	// HTTPClient sends peer requests; nil is a client with keep-alive connections.
+	HTTPClient *http.Client
+	// TLS, when set, makes peer requests HTTPS with this client config (every instance of
+	// a group serves HTTPS or none does); nil: plain HTTP.
+	TLS *tls.Config
+	// Logger receives membership changes and peer errors; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the slide_cluster_* collectors; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+func (c Config) withDefaults() Config {
+	if c.Topic == "" {
+		c.Topic = "events"
+	}
+	if c.Group == "" {
+		c.Group = "slide"
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Refresh == 0 {
+		c.Refresh = DefaultRefresh
+	}
+	if c.Staleness == 0 {
+		c.Staleness = DefaultStaleness
+	}
+	if c.MaxAnswerBytes == 0 {
+		c.MaxAnswerBytes = DefaultMaxAnswerBytes
+	}
+	return c
+}
+
+// Validate reports a config New would refuse.
+func (c Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("cluster: nil store")
+	case len(c.Brokers) == 0:
+		return errors.New("cluster: no brokers")
+	case c.Local == nil:
+		return errors.New("cluster: no Local partitions function")
+	case c.Timeout < 0 || c.Refresh < 0 || c.MaxAnswerBytes < 0:
+		return errors.New("cluster: negative timeout, refresh or max answer bytes")
+	case c.KeyPartitioner != "" && c.KeyPartitioner != "murmur2":
+		return fmt.Errorf("cluster: key partitioner %q: only murmur2 (or empty: fan out)", c.KeyPartitioner)
+	}
+	if err := CheckAdvertise(c.Advertise); err != nil {
+		return err
+	}
+	return nil
+}
+
+// CheckAdvertise reports an address peers cannot reach: empty, not host:port, or a wildcard
+// host (0.0.0.0, ::, empty) that names every interface rather than one.
+func CheckAdvertise(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("advertise address %q: %w", addr, err)
+	}
+	if port == "" || port == "0" {
+		return fmt.Errorf("advertise address %q: needs a port", addr)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("advertise address %q: a wildcard host is not an address peers can reach", addr)
+	}
+	return nil
+}
+
+// Cluster makes the instances of one consumer group answer as one engine. It learns who
+// owns which partition from the group (each member advertises its HTTP address in its join
+// metadata; every instance describes the group at every generation and every Refresh),
+// fans reads out to the owners of the partitions it does not serve itself, and merges
+// their partial aggregates. When this instance holds every partition, Local is true and
+// callers read the store directly: one instance works as it always did.
+//
+// A read names what it could not cover: the partitions whose owner did not answer in time,
+// is restoring, or is unknown. Callers turn them into a 503 or a flagged partial answer;
+// a Cluster never returns a silently partial one.
+//
+// It is safe for concurrent use. Run must be running for membership to follow the group.
+type Cluster struct {
+	cfg    Config
+	log    *slog.Logger
+	client *kafka.Client
+	http   *http.Client
+	scheme string // "http://" or "https://" (Config.TLS)
+	m      *metrics
+
+	view     atomic.Pointer[View]
+	assigned atomic.Pointer[[]int32] // this member's assignment of the current generation
+	allLocal atomic.Bool             // assigned covers every partition of the topic
+	kick     chan struct{}           // a generation began: describe now
+
+	cacheMu sync.Mutex
+	cache   map[cacheKey]*cacheEntry // usage reads' remote partials; guarded by cacheMu
+}
+
+// New builds a Cluster. It does not connect: Run does.
+func New(cfg Config) (*Cluster, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c := &Cluster{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), cache: map[cacheKey]*cacheEntry{}}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.client = &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 5 * time.Second}
+	if d := cfg.Dialer; d != nil {
+		c.client.Transport = &kafka.Transport{Dial: d.DialFunc, TLS: d.TLS, SASL: d.SASLMechanism, ClientID: d.ClientID}
+	}
+	c.http = cfg.HTTPClient
+	if c.http == nil {
+		c.http = &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // peers are reached directly
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 64,
+			MaxConnsPerHost:     64, // below serve's --max-conns-per-client (256) when instances share a host
+			IdleConnTimeout:     90 * time.Second,
+			DialContext:         (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+			TLSClientConfig:     cfg.TLS,
+		}}
+	}
+	c.scheme = "http://"
+	if cfg.TLS != nil {
+		c.scheme = "https://"
+	}
+	m, err := newMetrics(cfg.Registerer, c)
+	if err != nil {
+		return nil, err
+	}
+	c.m = m
+	return c, nil
+}
+
+// OnGeneration is the consumer's generation hook (ingest.WithGenerationHook): it is called
+// before the consumer revokes anything, so reads stop being answered from this instance
+// alone at once when it no longer holds every partition; the group is described again.
+func (c *Cluster) OnGeneration(_ int32, assigned []int32) {
+	a := slices.Clone(assigned)
+	c.assigned.Store(&a)
+	v := c.view.Load()
+	c.allLocal.Store(v != nil && v.Partitions > 0 && len(a) >= v.Partitions)
+	// Cached remote parts were read for the old split of partitions: a partition that
+	// moved here would count twice.
+	c.cacheMu.Lock()
+	clear(c.cache)
+	c.cacheMu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run follows the group until ctx ends: it describes the group at every generation and
+// every Refresh. It returns nil when ctx ends.
+func (c *Cluster) Run(ctx context.Context) error {
+	t := time.NewTicker(c.cfg.Refresh)
+	defer t.Stop()
+	for {
+		c.refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-c.kick:
+		}
+	}
+}
+
+func (c *Cluster) refresh(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := describe(rctx, c.client, c.cfg.Group, c.cfg.Topic)
+	if err != nil {
+		if !errors.Is(err, errNotStable) && ctx.Err() == nil && c.m.errLog.Allow() {
+			c.log.Warn("cluster: describing the group (other instances' partitions are unreachable until it works)", "err", err)
+		}
+		if v == nil || v.Partitions == 0 || errors.Is(err, errNotStable) {
+			return
+		}
+		// The partitions are known but not their owners: keep the owners of the last view
+		// (peers say what they still serve), or none, so a lone owner of every partition
+		// still answers.
+		if old := c.view.Load(); old != nil {
+			v.Owner, v.Members = old.Owner, old.Members
+		}
+	}
+	old := c.view.Swap(v)
+	a := c.assigned.Load()
+	c.allLocal.Store(a != nil && v.Partitions > 0 && len(*a) >= v.Partitions)
+	if old == nil || old.Members != v.Members || !mapsEqual(old.Owner, v.Owner) {
+		c.log.Info("cluster: membership", "members", v.Members, "partitions", v.Partitions, "owners", ownersString(v.Owner))
+	}
+}
+
+func mapsEqual(a, b map[int32]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func ownersString(o map[int32]string) string {
+	ps := make([]int32, 0, len(o))
+	for p := range o {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d=%s", p, o[p])
+	}
+	return b.String()
+}
+
+// Local reports whether this instance holds every partition of the topic: reads need no
+// peer. It is one atomic load.
+func (c *Cluster) Local() bool { return c.allLocal.Load() }
+
+// Known reports whether the topic's partitions are known (the group was described once).
+func (c *Cluster) Known() bool {
+	v := c.view.Load()
+	return v != nil && v.Partitions > 0
+}
+
+// CurrentView is the last stable view of the group, nil before the first.
+func (c *Cluster) CurrentView() *View { return c.view.Load() }
+
+// request is one read to fan out.
+type request struct {
+	op      string
+	metric  string
+	key     string // exact key, glob, or "" (every key) for opSeries; prefix for opKeys
+	winMs   int64
+	now     int64
+	bins    bool
+	parts   []int32
+	only    []int32 // when set, the partitions the read needs (a routed key): no other is asked or missing
+	timeout time.Duration
+}
+
+func (r *request) query() url.Values {
+	q := url.Values{"op": {r.op}, "metric": {r.metric}, "key": {r.key},
+		"window": {strconv.FormatInt(r.winMs, 10)}, "now": {strconv.FormatInt(r.now, 10)}}
+	if r.bins {
+		q.Set("bins", "1")
+	}
+	ps := make([]string, len(r.parts))
+	for i, p := range r.parts {
+		ps[i] = strconv.Itoa(int(p))
+	}
+	q.Set("parts", strings.Join(ps, ","))
+	return q
+}
+
+// fanout asks every owner of a partition this instance does not serve for r, and calls
+// each with the answers (one at a time). local is the set this instance serves; missing
+// lists every partition of the topic that neither it nor an answering peer served.
+func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, each func(*answer)) (missing []int32) {
+	v := c.view.Load()
+	if v == nil {
+		// The group was never described: who owns what is unknown. Reads are held by
+		// readiness until Known; a usage decision meanwhile is flagged, not guessed.
+		return []int32{UnknownPartitions}
+	}
+	skip := func(p int32) bool { return local[p] }
+	if r.only != nil {
+		skip = func(p int32) bool { return local[p] || !slices.Contains(r.only, p) }
+	}
+	peers := v.peers(c.cfg.Advertise, skip)
+	served := make(map[int32]bool, v.Partitions)
+	for p := range local {
+		served[p] = true
+	}
+	if len(peers) > 0 {
+		timeout := c.cfg.Timeout
+		if r.timeout > 0 {
+			timeout = r.timeout
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		type result struct {
+			a   *answer
+			err error
+		}
+		results := make(chan result, len(peers))
+		for addr, parts := range peers {
+			if addr == "" {
+				continue // a member that advertises no address: its partitions stay missing
+			}
+			rr := r
+			rr.parts = parts
+			go func() {
+				a, err := c.ask(ctx, addr, &rr)
+				results <- result{a, err}
+			}()
+		}
+		n := len(peers)
+		if _, ok := peers[""]; ok {
+			n--
+		}
+		for range n {
+			res := <-results
+			if res.err != nil {
+				continue
+			}
+			for _, p := range res.a.served {
+				served[p] = true
+			}
+			each(res.a)
+		}
+	}
+	if r.only != nil {
+		for _, p := range r.only {
+			if !served[p] {
+				missing = append(missing, p)
+			}
+		}
+		return missing
+	}
+	for p := int32(0); p < int32(v.Partitions); p++ {
+		if !served[p] {
+			missing = append(missing, p)
+		}
+	}
+	return missing
+}
+
+// ask sends one peer request and decodes its answer.
+func (c *Cluster) ask(ctx context.Context, addr string, r *request) (*answer, error) {
+	start := time.Now()
+	a, err := c.askOnce(ctx, addr, r)
+	c.m.observe(r.op, err, time.Since(start))
+	if err != nil && c.m.errLog.Allow() {
+		c.log.Warn("cluster: peer read failed", "peer", addr, "op", r.op, "err", err)
+	}
+	return a, err
+}
+
+func (c *Cluster) askOnce(ctx context.Context, addr string, r *request) (*answer, error) {
+	u := c.scheme + addr + PeerPath + "?" + r.query().Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("building the peer request: %w", err)
+	}
+	req.Header.Set(HeaderPeer, c.cfg.Advertise)
+	if dl, ok := ctx.Deadline(); ok {
+		req.Header.Set(HeaderDeadline, strconv.FormatInt(dl.UnixMilli(), 10))
+	}
+	if c.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("asking %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxAnswerBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer of %s: %w", addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("peer %s answered %s: %s", addr, resp.Status, clip(string(body)))
+	}
+	if int64(len(body)) > c.cfg.MaxAnswerBytes {
+		return nil, fmt.Errorf("peer %s: answer over %d bytes", addr, c.cfg.MaxAnswerBytes)
+	}
+	a, err := decodeAnswer(r.op, body)
+	if err != nil {
+		return nil, fmt.Errorf("peer %s: %w", addr, err)
+	}
+	// A peer serves only what it was asked: anything else would count twice.
+	for _, p := range a.served {
+		if !slices.Contains(r.parts, p) {
+			return nil, fmt.Errorf("%w: peer %s served partition %d it was not asked for", ErrCorrupt, addr, p)
+		}
+	}
+	return &a, nil
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}

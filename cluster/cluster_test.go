@@ -1,0 +1,423 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+const t0 = int64(1_796_000_000_000) // a fixed instant, unix ms
+
+// twoInstances is instance A (partitions 0, 1, in this process) and a peer B (partitions
+// 2, 3) behind an HTTP server, plus a store that holds everything, the oracle of one
+// instance owning all partitions.
+type twoInstances struct {
+	a, b    *Cluster
+	all     *window.Store
+	storeB  *window.Store
+	srv     *httptest.Server
+	peerHit atomic.Int64
+}
+
+func newStore(t *testing.T) *window.Store {
+	t.Helper()
+	s, err := window.NewStore(window.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newTwo(t *testing.T, token string, wrap func(http.Handler) http.Handler) *twoInstances {
+	t.Helper()
+	return newTwoOver(t, token, wrap, false)
+}
+
+// newTwoOver is newTwo with the peer serving HTTPS when tlsOn, and A reading it through
+// Config.TLS with the peer's certificate trusted.
+func newTwoOver(t *testing.T, token string, wrap func(http.Handler) http.Handler, tlsOn bool) *twoInstances {
+	t.Helper()
+	ti := &twoInstances{all: newStore(t), storeB: newStore(t)}
+	storeA := newStore(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 3000 {
+		part := int32(i % 4) // round robin: a key's events land on every partition
+		key := "k-" + strconv.Itoa(rng.IntN(40))
+		if i%3 == 0 {
+			part = int32(len(key) % 4) // and keyed: some keys stay on one
+		}
+		ev := window.Event{TS: t0 - rng.Int64N(280_000), Metric: "m", Key: key, Value: float64(1 + rng.IntN(1000)), Partition: part}
+		dst := storeA
+		if part >= 2 {
+			dst = ti.storeB
+		}
+		for _, s := range []*window.Store{dst, ti.all} {
+			if err := s.ObserveAt(t0, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var err error
+	ti.b, err = New(Config{Store: ti.storeB, Brokers: []string{"127.0.0.1:1"}, Advertise: "127.0.0.1:2", Token: token,
+		Local: func() []int32 { return []int32{2, 3} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = ti.b.PeerHandler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ti.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ti.peerHit.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	var clientTLS *tls.Config
+	if tlsOn {
+		ti.srv.StartTLS()
+		clientTLS = ti.srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	} else {
+		ti.srv.Start()
+	}
+	t.Cleanup(ti.srv.Close)
+	peer := strings.TrimPrefix(strings.TrimPrefix(ti.srv.URL, "http://"), "https://")
+	ti.a, err = New(Config{Store: storeA, Brokers: []string{"127.0.0.1:1"}, Advertise: "127.0.0.1:1", Token: token,
+		Timeout: 5 * time.Second, TLS: clientTLS, Local: func() []int32 { return []int32{0, 1} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti.a.view.Store(&View{Partitions: 4, Members: 2, Owner: map[int32]string{0: "127.0.0.1:1", 1: "127.0.0.1:1", 2: peer, 3: peer}})
+	return ti
+}
+
+var qs = []float64{0.5, 0.95, 0.99}
+
+func sameAgg(t *testing.T, what string, got, want window.Agg) {
+	t.Helper()
+	if got.Count != want.Count || got.Sum != want.Sum || got.Min != want.Min || got.Max != want.Max ||
+		got.From != want.From || got.To != want.To || !reflect.DeepEqual(got.Quantiles, want.Quantiles) {
+		t.Errorf("%s: cluster %+v, one instance %+v", what, got, want)
+	}
+}
+
+func TestMergeEqualsOneInstance(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	ix := ti.all.Indexer("m")
+	for _, key := range []string{"k-*", "k-1*", "k-7", "nobody"} {
+		for _, win := range []time.Duration{time.Minute, 5 * time.Minute} {
+			var p window.Partial
+			missing, err := ti.a.Merge(context.Background(), t0, "m", key, win, true, &p)
+			if err != nil || len(missing) != 0 {
+				t.Fatalf("%s: missing %v, err %v", key, missing, err)
+			}
+			want, err := ti.all.ReadMerged(t0, "m", func(k string) bool { return window.MatchKey(key, k) }, win, qs)
+			if errors.Is(err, window.ErrNotFound) {
+				if p.Series != 0 {
+					t.Errorf("%s: %d series, want none", key, p.Series)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameAgg(t, key+" "+win.String(), p.Agg(ix, qs), want)
+		}
+	}
+}
+
+// TestPeersOverHTTPS: with Config.TLS the fan-out speaks HTTPS to its peers and merges as
+// over plain HTTP; a peer serving HTTPS cannot be read without it.
+func TestPeersOverHTTPS(t *testing.T) {
+	ti := newTwoOver(t, "", nil, true)
+	var p window.Partial
+	missing, err := ti.a.Merge(context.Background(), t0, "m", "k-*", 5*time.Minute, true, &p)
+	if err != nil || len(missing) != 0 {
+		t.Fatalf("over HTTPS: missing %v, err %v", missing, err)
+	}
+	want, err := ti.all.ReadMerged(t0, "m", func(k string) bool { return window.MatchKey("k-*", k) }, 5*time.Minute, qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameAgg(t, "k-* over HTTPS", p.Agg(ti.all.Indexer("m"), qs), want)
+
+	plain, err := New(Config{Store: newStore(t), Brokers: []string{"127.0.0.1:1"}, Advertise: "127.0.0.1:1",
+		Timeout: 5 * time.Second, Local: func() []int32 { return []int32{0, 1} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.view.Store(ti.a.view.Load())
+	missing, err = plain.Merge(context.Background(), t0, "m", "k-*", 5*time.Minute, true, &p)
+	if err == nil && len(missing) == 0 {
+		t.Fatal("plain HTTP to an HTTPS peer answered; want its partitions missing")
+	}
+}
+
+func TestEachEqualsOneInstancePerKey(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	ix := ti.all.Indexer("m")
+	n := 0
+	missing, err := ti.a.Each(context.Background(), t0, "m", "", 5*time.Minute, true, func(key string, p *window.Partial) {
+		n++
+		want, err := ti.all.ReadAt(t0, "m", key, 5*time.Minute, qs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameAgg(t, key, p.Agg(ix, qs), want)
+	})
+	if err != nil || len(missing) != 0 {
+		t.Fatalf("missing %v, err %v", missing, err)
+	}
+	if want := len(ti.all.Keys("m", "")); n != want {
+		t.Errorf("%d series, want %d", n, want)
+	}
+	ids, missing, err := ti.a.Keys(context.Background(), "", "k-1")
+	if err != nil || len(missing) != 0 {
+		t.Fatalf("keys: missing %v, err %v", missing, err)
+	}
+	var keys []string
+	for _, id := range ids {
+		keys = append(keys, id.Key)
+	}
+	if want := ti.all.Keys("m", "k-1"); !reflect.DeepEqual(keys, want) {
+		t.Errorf("keys %v, want %v", keys, want)
+	}
+}
+
+// A peer that is down, hangs past the deadline, refuses the token or answers garbage
+// leaves its partitions missing: never a silently smaller answer.
+func TestUnreachablePeerIsMissing(t *testing.T) {
+	cases := map[string]struct {
+		token string
+		wrap  func(http.Handler) http.Handler
+	}{
+		"hung": {wrap: func(http.Handler) http.Handler {
+			return http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+		}},
+		"garbage": {wrap: func(http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte{1, 1, 4, 0}) })
+		}},
+		"overreach": {wrap: func(http.Handler) http.Handler { // serves a partition it was not asked for
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = w.Write(appendPartial(appendServed(nil, []int32{1, 2, 3}), &window.Partial{}))
+			})
+		}},
+		"down": {wrap: func(http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "down", http.StatusBadGateway)
+			})
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ti := newTwo(t, tc.token, tc.wrap)
+			ti.a.cfg.Timeout = 200 * time.Millisecond // a healthy peer on a loaded machine gets 5 s elsewhere
+			start := time.Now()
+			var p window.Partial
+			missing, err := ti.a.Merge(context.Background(), t0, "m", "k-*", 5*time.Minute, true, &p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(missing, []int32{2, 3}) {
+				t.Errorf("missing %v, want [2 3]", missing)
+			}
+			if d := time.Since(start); d > 3*time.Second { // slack for a loaded machine under -race
+				t.Errorf("took %v with a 200ms deadline", d)
+			}
+		})
+	}
+}
+
+func TestPeerRequiresToken(t *testing.T) {
+	ti := newTwo(t, "s3cret", nil)
+	var p window.Partial
+	if missing, _ := ti.a.Merge(context.Background(), t0, "m", "k-*", time.Minute, false, &p); len(missing) != 0 {
+		t.Fatalf("with the token: missing %v", missing)
+	}
+	for _, auth := range []string{"", "Bearer wrong"} {
+		req := httptest.NewRequest("GET", PeerPath+"?op=merge&metric=m&key=k-*&window=60000&now=1&parts=2", nil)
+		req.Header.Set(HeaderPeer, "x:1")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		w := httptest.NewRecorder()
+		ti.b.PeerHandler().ServeHTTP(w, req)
+		if w.Code != http.StatusUnauthorized {
+			t.Errorf("authorization %q: %d, want 401", auth, w.Code)
+		}
+	}
+}
+
+// Usage reads take the peers' part from a cache at most Staleness old, and this instance's
+// part fresh.
+func TestUsageReadCachesRemotePart(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	ti.a.cfg.Staleness = time.Hour // no expiry within the test: only the slot turn
+	read := func(now int64) (window.Agg, int64) {
+		t.Helper()
+		a, stale, missing, err := ti.a.Read(context.Background(), now, "m", "k-7", 5*time.Minute, nil)
+		if err != nil || len(missing) != 0 {
+			t.Fatalf("read: %v, missing %v", err, missing)
+		}
+		return a, stale
+	}
+	first, _ := read(t0)
+	hits := ti.peerHit.Load()
+	if err := ti.storeB.ObserveAt(t0, window.Event{TS: t0, Metric: "m", Key: "k-7", Value: 1, Partition: 2}); err != nil {
+		t.Fatal(err)
+	}
+	cached, stale := read(t0)
+	if cached.Count != first.Count || ti.peerHit.Load() != hits || stale < 0 {
+		t.Errorf("within staleness: count %d (first %d), %d peer requests more, stale %d ms", cached.Count, first.Count, ti.peerHit.Load()-hits, stale)
+	}
+	if _, _, _, err := ti.a.Read(context.Background(), t0, "m", "nobody", 5*time.Minute, nil); !errors.Is(err, window.ErrNotFound) {
+		t.Errorf("unknown series: %v, want ErrNotFound", err)
+	}
+	// The next slot invalidates the cache: the new event shows.
+	next, _ := read(t0 + 10_000)
+	if next.Count != first.Count+1 {
+		t.Errorf("next slot: count %d, want %d", next.Count, first.Count+1)
+	}
+	ti.a.OnGeneration(2, []int32{0, 1})
+	if len(ti.a.cache) != 0 {
+		t.Errorf("a generation left %d cached entries", len(ti.a.cache))
+	}
+}
+
+func TestLocalNeedsEveryPartition(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	if ti.a.Local() {
+		t.Fatal("Local with half the partitions")
+	}
+	ti.a.OnGeneration(1, []int32{0, 1, 2, 3})
+	if !ti.a.Local() {
+		t.Fatal("not Local with every partition")
+	}
+	ti.a.OnGeneration(2, []int32{0, 1, 2})
+	if ti.a.Local() {
+		t.Fatal("still Local after a generation took a partition away")
+	}
+}
+
+func TestCheckAdvertise(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"127.0.0.1:8080": true, "slide-0.slide:8080": true, "[::1]:8080": true,
+		":8080": false, "0.0.0.0:8080": false, "[::]:8080": false, "127.0.0.1": false, "127.0.0.1:0": false, "": false,
+	} {
+		if err := CheckAdvertise(addr); (err == nil) != ok {
+			t.Errorf("CheckAdvertise(%q) = %v, want ok=%v", addr, err, ok)
+		}
+	}
+}
+
+// murmur2Partition picks what kafka-go's Murmur2Balancer (the Java client's partitioner)
+// picks, so a declared murmur2 producer and the routed read agree.
+func TestMurmur2MatchesKafkaGo(t *testing.T) {
+	for _, n := range []int{1, 3, 8, 13} {
+		parts := make([]int, n)
+		for i := range parts {
+			parts[i] = i
+		}
+		for i := range 500 {
+			key := "tenant-" + strconv.Itoa(i) + strings.Repeat("x", i%5)
+			want := (&kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: []byte(key)}, parts...)
+			if got := murmur2Partition(key, n); int(got) != want {
+				t.Fatalf("%q over %d partitions: %d, kafka-go %d", key, n, got, want)
+			}
+		}
+	}
+}
+
+// With a declared partitioner, a one-key read asks only its partition's owner, and only
+// that partition can be missing.
+func TestRoutedKeyAsksOneOwner(t *testing.T) {
+	ti := newTwo(t, "", func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", 502) })
+	})
+	ti.a.cfg.KeyPartitioner = "murmur2"
+	var local, remote string
+	for i := 0; local == "" || remote == ""; i++ {
+		k := "k-" + strconv.Itoa(i)
+		if murmur2Partition(k, 4) < 2 {
+			local = k
+		} else {
+			remote = k
+		}
+	}
+	var p window.Partial
+	before := ti.peerHit.Load()
+	if missing, _ := ti.a.Merge(context.Background(), t0, "m", local, time.Minute, false, &p); len(missing) != 0 || ti.peerHit.Load() != before {
+		t.Errorf("a key of a local partition: missing %v, %d peer requests", missing, ti.peerHit.Load()-before)
+	}
+	missing, _ := ti.a.Merge(context.Background(), t0, "m", remote, time.Minute, false, &p)
+	if want := []int32{murmur2Partition(remote, 4)}; !reflect.DeepEqual(missing, want) {
+		t.Errorf("a key of the down peer's partition: missing %v, want %v", missing, want)
+	}
+}
+
+// A read during which the consumer's generation moved (a revocation may have dropped part
+// of what it read) counts the partitions read there as missing, locally and on the peer.
+func TestGenerationMovedMeansMissing(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	var genA, genB atomic.Int32
+	// Each call of Generation advances it: every read sees it move.
+	ti.a.cfg.Generation = func() int32 { return genA.Add(1) }
+	var p window.Partial
+	missing, _ := ti.a.Merge(context.Background(), t0, "m", "k-*", time.Minute, false, &p)
+	if !reflect.DeepEqual(missing, []int32{0, 1}) {
+		t.Errorf("local generation moved: missing %v, want [0 1]", missing)
+	}
+	ti.a.cfg.Generation = nil
+	ti.b.cfg.Generation = func() int32 { return genB.Add(1) }
+	missing, _ = ti.a.Merge(context.Background(), t0, "m", "k-*", time.Minute, false, &p)
+	if !reflect.DeepEqual(missing, []int32{2, 3}) {
+		t.Errorf("peer generation moved: missing %v, want [2 3]", missing)
+	}
+}
+
+// Bad peer requests are a 4xx with a message, never a panic or a partial answer.
+func TestBadPeerRequests(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	for _, tc := range []struct {
+		query  string
+		header bool
+		code   int
+	}{
+		{"op=merge&metric=m&key=k&window=60000&now=1&parts=2", false, 400},
+		{"op=merge&metric=m&key=k&window=7&now=1&parts=2", true, 400},
+		{"op=merge&metric=m&key=k&window=-1&now=1&parts=2", true, 400},
+		{"op=merge&metric=m&key=k&window=60000&now=x&parts=2", true, 400},
+		{"op=merge&metric=m&key=k&window=60000&now=1&parts=2,-3", true, 400},
+		{"op=merge&metric=m&key=k&window=60000&now=1&parts=a", true, 400},
+		{"op=nope&metric=m&key=k&window=60000&now=1&parts=2", true, 400},
+		{"op=merge&metric=m&key=" + strings.Repeat("x", 2000) + "&window=60000&now=1", true, 400},
+		{"op=merge&metric=m&key=k&window=60000&now=1&parts=2", true, 200},
+	} {
+		req := httptest.NewRequest("GET", PeerPath+"?"+tc.query, nil)
+		if tc.header {
+			req.Header.Set(HeaderPeer, "x:1")
+		}
+		w := httptest.NewRecorder()
+		ti.b.PeerHandler().ServeHTTP(w, req)
+		if w.Code != tc.code || (tc.code != 200 && w.Body.Len() == 0) {
+			t.Errorf("%.80s (peer header %v): %d %q, want %d", tc.query, tc.header, w.Code, w.Body.String(), tc.code)
+		}
+	}
+	req := httptest.NewRequest("POST", PeerPath, nil)
+	w := httptest.NewRecorder()
+	ti.b.PeerHandler().ServeHTTP(w, req)
+	if w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d, want 405", w.Code)
+	}
+}

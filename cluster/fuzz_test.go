@@ -1,0 +1,98 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// encodeAnswer is the peer handler's encoding of a, for the round trip.
+func encodeAnswer(op string, a *answer) []byte {
+	b := appendServed(nil, a.served)
+	switch op {
+	case opMerge:
+		b = appendPartial(b, &a.merged)
+	case opSeries:
+		b = binary.AppendUvarint(b, uint64(len(a.series)))
+		for i := range a.series {
+			b = appendString(b, a.series[i].key)
+			b = appendPartial(b, &a.series[i].p)
+		}
+	case opKeys:
+		b = binary.AppendUvarint(b, uint64(len(a.keys)))
+		for _, id := range a.keys {
+			b = appendString(b, id.Metric)
+			b = appendString(b, id.Key)
+		}
+	}
+	return b
+}
+
+func seedAnswers(t testing.TB) map[string][][]byte {
+	s, err := window.NewStore(window.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []float64{-3, 0, 1.5, 87, 1e9} {
+		_ = s.ObserveAt(t0, window.Event{TS: t0 - int64(i)*10_000, Metric: "m", Key: "k", Value: v, Partition: 1})
+	}
+	var p window.Partial
+	_ = s.MergePartial(t0, "m", func(string, int32) bool { return true }, window.DefaultSlot*30, &p)
+	nb := p
+	nb.NoBins = true
+	return map[string][][]byte{
+		opMerge: {
+			encodeAnswer(opMerge, &answer{served: []int32{1, 5}, merged: p}),
+			encodeAnswer(opMerge, &answer{served: []int32{}, merged: nb}),
+			encodeAnswer(opMerge, &answer{}),
+		},
+		opSeries: {encodeAnswer(opSeries, &answer{served: []int32{0}, series: []keyed{{"k", p}, {"é", nb}}})},
+		opKeys:   {encodeAnswer(opKeys, &answer{served: []int32{2}, keys: []window.SeriesID{{Metric: "m", Key: "k"}}})},
+	}
+}
+
+func TestAnswerRoundTrip(t *testing.T) {
+	for op, seeds := range seedAnswers(t) {
+		for _, b := range seeds {
+			a, err := decodeAnswer(op, b)
+			if err != nil {
+				t.Fatalf("%s: %v", op, err)
+			}
+			if again := encodeAnswer(op, &a); !bytes.Equal(again, b) {
+				t.Errorf("%s: re-encoded %x, want %x", op, again, b)
+			}
+		}
+	}
+}
+
+// FuzzDecodeAnswer feeds arbitrary bytes to the decoder of peer answers: it never panics,
+// and what it accepts encodes back to the same bytes.
+func FuzzDecodeAnswer(f *testing.F) {
+	ops := []string{opMerge, opSeries, opKeys}
+	for op, seeds := range seedAnswers(f) {
+		for _, b := range seeds {
+			for i, o := range ops {
+				if o == op {
+					f.Add(uint8(i), b)
+				}
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, opIx uint8, b []byte) {
+		op := ops[int(opIx)%len(ops)]
+		a, err := decodeAnswer(op, b)
+		if err != nil {
+			return
+		}
+		if again := encodeAnswer(op, &a); !bytes.Equal(again, b) {
+			// Varints have one canonical form only when minimal; accept a decoded answer
+			// whose re-encoding decodes to the same thing.
+			b2, err := decodeAnswer(op, again)
+			if err != nil || !bytes.Equal(encodeAnswer(op, &b2), again) {
+				t.Fatalf("%s: %x decoded, re-encoded %x, which does not round trip: %v", op, b, again, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// maxPeerKey bounds a peer request's key (or glob) and metric, as the public read routes do.
+const maxPeerKey = 1024
+
+// PeerHandler serves PeerPath: this instance's partial aggregates of the partitions a peer
+// asks for, binary encoded. It reads the local store only, never asking another peer, so
+// a request cannot loop. It requires Config.Token when one is set, and HeaderPeer.
+func (c *Cluster) PeerHandler() http.Handler {
+	var want *[sha256.Size]byte
+	if c.cfg.Token != "" {
+		h := sha256.Sum256([]byte(c.cfg.Token))
+		want = &h
+	}
+	bufs := sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		code := c.servePeer(w, r, want, &bufs)
+		c.m.served.WithLabelValues(strconv.Itoa(code)).Inc()
+		c.m.servedLatency.Observe(time.Since(start).Seconds())
+	})
+}
+
+func peerError(w http.ResponseWriter, code int, msg string) int {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(msg))
+	return code
+}
+
+func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, want *[sha256.Size]byte, bufs *sync.Pool) int {
+	if r.Method != http.MethodGet {
+		return peerError(w, http.StatusMethodNotAllowed, "GET only")
+	}
+	if r.Header.Get(HeaderPeer) == "" {
+		return peerError(w, http.StatusBadRequest, "not a peer request: "+HeaderPeer+" missing")
+	}
+	if want != nil {
+		h := r.Header.Get("Authorization")
+		const scheme = "bearer "
+		if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+			return peerError(w, http.StatusUnauthorized, "missing bearer token")
+		}
+		got := sha256.Sum256([]byte(strings.TrimSpace(h[len(scheme):])))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			return peerError(w, http.StatusUnauthorized, "invalid bearer token")
+		}
+	}
+	if dl, err := strconv.ParseInt(r.Header.Get(HeaderDeadline), 10, 64); err == nil && time.Now().UnixMilli() > dl {
+		return peerError(w, http.StatusGatewayTimeout, "deadline passed before the read began")
+	}
+	q := r.URL.Query()
+	op, metric, key := q.Get("op"), q.Get("metric"), q.Get("key")
+	now, err1 := strconv.ParseInt(q.Get("now"), 10, 64)
+	winMs, err2 := strconv.ParseInt(q.Get("window"), 10, 64)
+	if op != opKeys && (err1 != nil || err2 != nil || winMs <= 0 || winMs > int64(365*24*time.Hour/time.Millisecond)) {
+		return peerError(w, http.StatusBadRequest, "bad now or window")
+	}
+	if len(key) > maxPeerKey || len(metric) > maxPeerKey {
+		return peerError(w, http.StatusBadRequest, "key or metric too long")
+	}
+	asked := map[int32]bool{}
+	if ps := q.Get("parts"); ps != "" {
+		for f := range strings.SplitSeq(ps, ",") {
+			p, err := strconv.ParseInt(f, 10, 32)
+			if err != nil || p < 0 {
+				return peerError(w, http.StatusBadRequest, "bad partition "+clip(f))
+			}
+			asked[int32(p)] = true
+		}
+	}
+	// Serve what was asked and is restored here; report exactly that.
+	parts := map[int32]bool{}
+	var served []int32
+	gen := c.generation()
+	for _, p := range c.cfg.Local() {
+		if asked[p] {
+			parts[p] = true
+			served = append(served, p)
+		}
+	}
+	// Series fed by no partition belong to the instance that holds them, and are counted
+	// by its own reads: a peer answer carries partitions only.
+	match := func(k string, p int32) bool { return p >= 0 && matchOf(key, parts)(k, p) }
+	win := time.Duration(winMs) * time.Millisecond
+	bins := q.Get("bins") == "1"
+
+	bp := bufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 1<<20 {
+			bufs.Put(bp)
+		}
+	}()
+	b := appendServed((*bp)[:0], served)
+	var err error
+	switch op {
+	case opMerge:
+		p := window.Partial{NoBins: !bins}
+		if err = mergeLocal(c.cfg.Store, now, metric, key, parts, true, win, &p); err == nil {
+			b = appendPartial(b, &p)
+		}
+	case opSeries:
+		var n int
+		var body []byte
+		err = c.cfg.Store.EachPartial(now, metric, match, win, bins, func(k string, _ int32, p *window.Partial) {
+			n++
+			body = appendString(body, k)
+			body = appendPartial(body, p)
+		})
+		b = binary.AppendUvarint(b, uint64(n))
+		b = append(b, body...)
+	case opKeys:
+		var n int
+		var body []byte
+		c.cfg.Store.EachSeries(func(m, k string, p int32) {
+			if p >= 0 && parts[p] && (metric == "" || m == metric) && strings.HasPrefix(k, key) {
+				n++
+				body = appendString(body, m)
+				body = appendString(body, k)
+			}
+		})
+		b = binary.AppendUvarint(b, uint64(n))
+		b = append(b, body...)
+	default:
+		return peerError(w, http.StatusBadRequest, "unknown op "+clip(op))
+	}
+	if err != nil {
+		if errors.Is(err, window.ErrBadWindow) {
+			return peerError(w, http.StatusBadRequest, err.Error())
+		}
+		return peerError(w, http.StatusInternalServerError, err.Error())
+	}
+	if c.generation() != gen {
+		// A rebalance began during the read and may have dropped part of what it read:
+		// serve nothing, so the asker counts these partitions missing instead of short.
+		b = appendServed(b[:0], nil)
+		switch op {
+		case opMerge:
+			b = appendPartial(b, &window.Partial{})
+		default:
+			b = binary.AppendUvarint(b, 0)
+		}
+	}
+	*bp = b
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	return http.StatusOK
+}
+
+// metrics are the slide_cluster_* collectors.
+type metrics struct {
+	requests      *prometheus.CounterVec   // peer requests sent, by op and result
+	latency       *prometheus.HistogramVec // their duration, by op
+	served        *prometheus.CounterVec   // peer requests answered, by code
+	servedLatency prometheus.Histogram
+	unavailable   *prometheus.CounterVec // reads that could not cover every partition, by caller
+	errLog        *rate.Limiter
+}
+
+func newMetrics(reg prometheus.Registerer, c *Cluster) (*metrics, error) {
+	buckets := []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slide_cluster_peer_requests_total",
+			Help: "Partial reads sent to peers, by operation and result (ok, error: unreachable, timed out, refused or corrupt).",
+		}, []string{"op", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "slide_cluster_peer_request_duration_seconds", Help: "Time a partial read sent to a peer took, by operation.", Buckets: buckets,
+		}, []string{"op"}),
+		served: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slide_cluster_peer_served_total", Help: "Partial reads answered for peers, by status code.",
+		}, []string{"code"}),
+		servedLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "slide_cluster_peer_served_duration_seconds", Help: "Time to answer a peer's partial read.", Buckets: buckets,
+		}),
+		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slide_cluster_unavailable_total",
+			Help: "Reads that could not cover every partition (an owner unreachable or restoring), by caller: query or usage.",
+		}, []string{"caller"}),
+		errLog: rate.NewLimiter(rate.Every(time.Second), 5),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "slide_cluster_members", Help: "Members of the consumer group in the last stable view.",
+	}, func() float64 {
+		if v := c.view.Load(); v != nil {
+			return float64(v.Members)
+		}
+		return 0
+	})
+	for _, col := range []prometheus.Collector{m.requests, m.latency, m.served, m.servedLatency, m.unavailable, members} {
+		if err := reg.Register(col); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observe(op string, err error, d time.Duration) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.requests.WithLabelValues(op, result).Inc()
+	m.latency.WithLabelValues(op).Observe(d.Seconds())
+}
+
+// Unavailable counts a read of caller ("query", "usage") that could not cover every
+// partition.
+func (c *Cluster) Unavailable(caller string) { c.m.unavailable.WithLabelValues(caller).Inc() }

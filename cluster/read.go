@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// route is the one partition a read of key needs when Config.KeyPartitioner declares how
+// keys are partitioned, or nil (fan out): globs and unknown topologies always fan out.
+func (c *Cluster) route(key string) []int32 {
+	if c.cfg.KeyPartitioner == "" || key == "" || window.IsKeyPattern(key) {
+		return nil
+	}
+	v := c.view.Load()
+	if v == nil || v.Partitions <= 0 {
+		return nil
+	}
+	return []int32{murmur2Partition(key, v.Partitions)}
+}
+
+// murmur2Partition is the partition the Java client's default partitioner (and kafka-go's
+// Murmur2Balancer) picks for key among n: toPositive(murmur2(key)) % n.
+func murmur2Partition(key string, n int) int32 {
+	const (
+		seed = uint32(0x9747b28c)
+		m    = uint32(0x5bd1e995)
+		r    = 24
+	)
+	data := []byte(key)
+	h := seed ^ uint32(len(data))
+	for len(data) >= 4 {
+		k := uint32(data[0]) | uint32(data[1])<<8 | uint32(data[2])<<16 | uint32(data[3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+		data = data[4:]
+	}
+	switch len(data) {
+	case 3:
+		h ^= uint32(data[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(data[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(data[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return int32((h & 0x7fffffff) % uint32(n))
+}
+
+// localSet is the set of partitions this instance serves now, and the generation it was
+// read in (for settle).
+func (c *Cluster) localSet() (map[int32]bool, int32) {
+	gen := c.generation()
+	ps := c.cfg.Local()
+	m := make(map[int32]bool, len(ps))
+	for _, p := range ps {
+		m[p] = true
+	}
+	return m, gen
+}
+
+func (c *Cluster) generation() int32 {
+	if c.cfg.Generation == nil {
+		return 0
+	}
+	return c.cfg.Generation()
+}
+
+// settle adds this instance's partitions to missing when the generation moved since gen:
+// a revocation may have dropped some of their series while the read ran.
+func (c *Cluster) settle(gen int32, local map[int32]bool, missing []int32) []int32 {
+	if c.generation() == gen {
+		return missing
+	}
+	for p := range local {
+		if !slices.Contains(missing, p) {
+			missing = append(missing, p)
+		}
+	}
+	slices.Sort(missing)
+	return missing
+}
+
+// mergeLocal folds the local series of metric matching key (exact, a glob, or "" for
+// every key) fed by the partitions in parts, or by none, into p. An exact key is one lookup.
+func mergeLocal(st *window.Store, now int64, metric, key string, parts map[int32]bool, peer bool, win time.Duration, p *window.Partial) error {
+	if key != "" && !window.IsKeyPattern(key) {
+		return st.MergeKey(now, metric, key, func(pt int32) bool { return parts[pt] || (pt < 0 && !peer) }, win, p)
+	}
+	match := matchOf(key, parts)
+	if peer {
+		match = func(k string, pt int32) bool { return pt >= 0 && matchOf(key, parts)(k, pt) }
+	}
+	return st.MergePartial(now, metric, match, win, p)
+}
+
+// matchOf selects the series of the partitions in parts (and those fed by no partition,
+// which only the instance holding them can answer for) whose key matches key: exact, a
+// glob, or "" for every key.
+func matchOf(key string, parts map[int32]bool) window.SeriesMatch {
+	glob := window.IsKeyPattern(key)
+	return func(k string, p int32) bool {
+		if p >= 0 && !parts[p] {
+			return false
+		}
+		switch {
+		case key == "":
+			return true
+		case glob:
+			return window.MatchKey(key, k)
+		}
+		return k == key
+	}
+}
+
+// Merge folds every series of metric whose key matches key (exact or a glob) over the
+// window win at now, held by any instance, into p. bins false skips the sketch bins (no
+// quantile wanted). missing lists the partitions no instance served. The error is the
+// window's (ErrBadWindow): peer failures only show in missing.
+func (c *Cluster) Merge(ctx context.Context, now int64, metric, key string, win time.Duration, bins bool, p *window.Partial) (missing []int32, err error) {
+	p.NoBins = !bins
+	local, gen := c.localSet()
+	if err := mergeLocal(c.cfg.Store, now, metric, key, local, false, win, p); err != nil {
+		return nil, err
+	}
+	r := request{op: opMerge, metric: metric, key: key, winMs: win.Milliseconds(), now: now, bins: bins, only: c.route(key)}
+	missing = c.fanout(ctx, r, local, func(a *answer) { p.Merge(&a.merged) })
+	return c.settle(gen, local, missing), nil
+}
+
+// Each calls fn once per series of metric whose key matches pattern ("" for every key),
+// with its partial merged across every instance holding part of it, in no particular
+// order. fn may keep p.
+func (c *Cluster) Each(ctx context.Context, now int64, metric, pattern string, win time.Duration, bins bool, fn func(key string, p *window.Partial)) (missing []int32, err error) {
+	local, gen := c.localSet()
+	byKey := map[string]*window.Partial{}
+	err = c.cfg.Store.EachPartial(now, metric, matchOf(pattern, local), win, bins, func(key string, _ int32, p *window.Partial) {
+		if q, ok := byKey[key]; ok {
+			q.Merge(p)
+			return
+		}
+		q := &window.Partial{NoBins: !bins}
+		q.Merge(p)
+		byKey[key] = q
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := request{op: opSeries, metric: metric, key: pattern, winMs: win.Milliseconds(), now: now, bins: bins}
+	missing = c.fanout(ctx, r, local, func(a *answer) {
+		for i := range a.series {
+			s := &a.series[i]
+			if q, ok := byKey[s.key]; ok {
+				q.Merge(&s.p)
+			} else {
+				byKey[s.key] = &s.p
+			}
+		}
+	})
+	for k, p := range byKey {
+		fn(k, p)
+	}
+	return c.settle(gen, local, missing), nil
+}
+
+// Keys lists the series of metric (every metric when empty) whose key starts with prefix,
+// held by any instance, sorted by metric then key, each once.
+func (c *Cluster) Keys(ctx context.Context, metric, prefix string) (ids []window.SeriesID, missing []int32, err error) {
+	local, gen := c.localSet()
+	seen := map[window.SeriesID]bool{}
+	c.cfg.Store.EachSeries(func(m, k string, p int32) {
+		if (metric == "" || m == metric) && strings.HasPrefix(k, prefix) && (p < 0 || local[p]) {
+			seen[window.SeriesID{Metric: m, Key: k}] = true
+		}
+	})
+	r := request{op: opKeys, metric: metric, key: prefix}
+	missing = c.fanout(ctx, r, local, func(a *answer) {
+		for _, id := range a.keys {
+			seen[id] = true
+		}
+	})
+	missing = c.settle(gen, local, missing)
+	ids = make([]window.SeriesID, 0, len(seen))
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b window.SeriesID) int {
+		if c := strings.Compare(a.Metric, b.Metric); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return ids, missing, nil
+}

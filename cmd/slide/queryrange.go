@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+type rangeJSON struct {
+	Metric string `json:"metric"`
+	Key    string `json:"key"`
+	Window string `json:"window"`
+	Step   string `json:"step"`
+	From   int64  `json:"from"`
+	To     int64  `json:"to"`
+	Series int    `json:"series"`
+	Points []struct {
+		From      int64               `json:"from"`
+		To        int64               `json:"to"`
+		Count     uint64              `json:"count"`
+		Sum       float64             `json:"sum"`
+		Avg       *float64            `json:"avg"`
+		Max       *float64            `json:"max"`
+		RatePerS  float64             `json:"rate_per_s"`
+		Quantiles map[string]*float64 `json:"quantiles"`
+	} `json:"points"`
+}
+
+// rangeRead prints /v1/range as a table, one row a point, with a bar chart of the plot
+// column beside it and a sparkline of it above.
+func (c *queryClient) rangeRead(ctx context.Context, v url.Values, plot string, w io.Writer) error {
+	body, err := c.get(ctx, "/v1/range", v)
+	if err != nil || c.json {
+		if err != nil {
+			return err
+		}
+		return printJSON(w, body)
+	}
+	var a rangeJSON
+	if err := json.Unmarshal(body, &a); err != nil {
+		return fmt.Errorf("decoding /v1/range answer: %w", err)
+	}
+	var qs []string
+	if len(a.Points) > 0 {
+		qs = sortedQuantiles(a.Points[0].Quantiles)
+	}
+	plot = strings.ToLower(plot)
+	if f, err := strconv.ParseFloat(plot, 64); err == nil && f <= 1 {
+		plot = pname(plot)
+	}
+	pick := func(i int) *float64 {
+		p := a.Points[i]
+		switch plot {
+		case "count":
+			x := float64(p.Count)
+			return &x
+		case "sum":
+			return &p.Sum
+		case "avg":
+			return p.Avg
+		case "max":
+			return p.Max
+		case "rate":
+			return &p.RatePerS
+		}
+		for _, q := range qs {
+			if pname(q) == plot {
+				return p.Quantiles[q]
+			}
+		}
+		return nil
+	}
+	fmt.Fprintf(w, "%s %s: windows of %s every %s, %s\n", a.Metric, a.Key, a.Window, a.Step, span(a.From, a.To))
+	vals := make([]*float64, len(a.Points))
+	top := 0.0
+	for i := range a.Points {
+		vals[i] = pick(i)
+		if vals[i] != nil && *vals[i] > top {
+			top = *vals[i]
+		}
+	}
+	fmt.Fprintf(w, "%s  %s (max %s)\n", sparkline(vals, top), plot, num(&top))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "to\tcount\trate/s")
+	for _, q := range qs {
+		fmt.Fprintf(tw, "\t%s", pname(q))
+	}
+	fmt.Fprintf(tw, "\tmax\t%s\t\n", plot)
+	for i, p := range a.Points {
+		fmt.Fprintf(tw, "%s\t%d\t%s", time.UnixMilli(p.To).UTC().Format("15:04:05"), p.Count, num(&p.RatePerS))
+		for _, q := range qs {
+			fmt.Fprintf(tw, "\t%s", num(p.Quantiles[q]))
+		}
+		fmt.Fprintf(tw, "\t%s\t%s\t\n", num(p.Max), bar(vals[i], top, 24))
+	}
+	return tw.Flush()
+}
+
+var sparks = []rune("▁▂▃▄▅▆▇█")
+
+// sparkline draws one rune per value, scaled to top; a missing value is a space.
+func sparkline(vals []*float64, top float64) string {
+	var b strings.Builder
+	for _, v := range vals {
+		if v == nil || !(top > 0) {
+			b.WriteByte(' ')
+			continue
+		}
+		i := int(math.Round(*v / top * float64(len(sparks)-1)))
+		b.WriteRune(sparks[min(max(i, 0), len(sparks)-1)])
+	}
+	return b.String()
+}
+
+// bar is a left-aligned bar of at most width cells for v out of top (tabwriter aligns right,
+// so the bar is padded to its full width with spaces).
+func bar(v *float64, top float64, width int) string {
+	n := 0
+	if v != nil && top > 0 {
+		n = int(math.Round(*v / top * float64(width)))
+	}
+	n = min(max(n, 0), width)
+	return strings.Repeat("█", n) + strings.Repeat(" ", width-n)
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestQueryRangeTableAndChart(t *testing.T) {
+	addr := queryServer(t)
+	out, _, err := runQuery(t, "range", "--addr", addr, "--metric", "latency_ms", "--key", "tenant-1", "--plot", "max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	// Title, sparkline, header, then one row for each of the 30 slots of the retention.
+	if len(lines) != 33 {
+		t.Fatalf("%d lines, want 33:\n%s", len(lines), out)
+	}
+	if !strings.HasPrefix(lines[0], "latency_ms tenant-1: windows of 10s every 10s, [2025-11-30T07:59:10Z, 08:04:10Z)") {
+		t.Errorf("title %q", lines[0])
+	}
+	// tenant-1's slot maxima are 30 + j%10 over the slots from 08:00:00 to 08:04:00 (the
+	// current one); the 5 slots of the retention before 08:00:00 are empty, drawn as spaces.
+	spark := []rune(lines[1])
+	if string(spark[:5]) != "     " || spark[5] != '▆' || spark[14] != '█' || spark[29] != '▇' {
+		t.Errorf("sparkline %q", lines[1])
+	}
+	row := strings.Fields(lines[len(lines)-1]) // 08:04:10 ends the slot of the event at 08:04:00
+	if row[0] != "08:04:10" || row[1] != "1" || row[len(row)-2] != "34" {
+		t.Errorf("row %q", lines[len(lines)-1])
+	}
+	if _, _, err := runQuery(t, "range", "--addr", addr, "--metric", "latency_ms"); err == nil {
+		t.Error("range without --key succeeded")
+	}
+	out, _, err = runQuery(t, "range", "--addr", addr, "--metric", "latency_ms", "--key", "tenant-*", "--window", "1m", "--step", "1m", "--json")
+	if err != nil || !strings.Contains(out, `"series":3`) || !strings.Contains(out, `"step":"1m"`) {
+		t.Errorf("json: %v %s", err, out)
+	}
+}

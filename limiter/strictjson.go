@@ -1,0 +1,203 @@
+package limiter
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"unicode/utf8"
+)
+
+// The /v1/allow dialect is the ingest decoder's: field names match exactly ("Policy" is an
+// unknown field, where encoding/json would match it case-insensitively), a field given
+// twice is refused (encoding/json takes the last), and a string that is not valid UTF-8,
+// raw or through an escaped lone surrogate, is refused rather than rewritten to U+FFFD:
+// keys are bytes, and "t\xff" and "t\xfe" are not one bucket. The hand parser
+// (parseAllowFast) takes the common shape; decodeAllowStrict decides everything else and
+// words the errors. It walks the object with encoding/json's tokenizer and decodes each
+// value on its own, so unknown fields are refused before their values are read.
+
+// requestError is a /v1/allow body problem that names its parameter.
+type requestError struct {
+	code, param, msg string
+	bare             bool // msg says it all (an unknown field is named in it, as before)
+}
+
+func (e *requestError) Error() string {
+	if e.bare {
+		return e.msg
+	}
+	return `parameter "` + e.param + `": ` + e.msg
+}
+
+var errNotObject = errors.New("body must be a JSON object")
+
+var allowFields = [...]string{"policy", "policies", "key", "cost"}
+
+// decodeAllowStrict parses a /v1/allow body in the strict dialect.
+func decodeAllowStrict(data []byte) (allowRequest, error) {
+	var req allowRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return req, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		if tok == nil { // null decodes to nothing, as encoding/json does
+			return req, trailing(dec)
+		}
+		return req, errNotObject
+	}
+	var seen [len(allowFields)]bool
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return req, err
+		}
+		name, _ := tok.(string)
+		i := fieldIndex(name)
+		if i < 0 {
+			return req, &requestError{code: "invalid_parameter", param: clipName(name), bare: true,
+				msg: fmt.Sprintf(`unknown field %q (known: "policy", "policies", "key", "cost"; names match exactly)`, clipName(name))}
+		}
+		if seen[i] {
+			return req, &requestError{code: "invalid_parameter", param: name, msg: "given twice (a field appears at most once)"}
+		}
+		seen[i] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return req, err
+		}
+		if string(raw) == "null" {
+			continue // as encoding/json: the field stays unset
+		}
+		switch name {
+		case "policy":
+			req.Policy, err = strictString(name, raw)
+		case "key":
+			req.Key, err = strictString(name, raw)
+		case "policies":
+			var items []json.RawMessage
+			if json.Unmarshal(raw, &items) != nil {
+				return req, &json.UnmarshalTypeError{Value: "non-array", Type: reflect.TypeFor[[]string](), Field: name}
+			}
+			req.Policies = make([]string, len(items))
+			for j, it := range items {
+				if string(it) == "null" {
+					continue
+				}
+				if req.Policies[j], err = strictString(name, it); err != nil {
+					break
+				}
+			}
+		case "cost":
+			var c int64
+			if err = json.Unmarshal(raw, &c); err != nil {
+				var ute *json.UnmarshalTypeError
+				if errors.As(err, &ute) {
+					ute.Field = name
+				}
+			}
+			req.Cost = &c
+		}
+		if err != nil {
+			return req, err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return req, err
+	}
+	return req, trailing(dec)
+}
+
+// trailing refuses anything after the object.
+func trailing(dec *json.Decoder) error {
+	if _, err := dec.Token(); err != io.EOF {
+		return errTrailing
+	}
+	return nil
+}
+
+func fieldIndex(name string) int {
+	for i, f := range allowFields {
+		if f == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// clipName shortens a client's field name for an error message, as valid UTF-8.
+func clipName(s string) string {
+	const max = 64
+	if len(s) > max {
+		n := max
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+// strictString decodes the JSON string raw of field name, refusing what encoding/json would
+// rewrite to U+FFFD.
+func strictString(name string, raw json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", &json.UnmarshalTypeError{Value: "non-string", Type: reflect.TypeFor[string](), Field: name}
+	}
+	if lossyString(raw) {
+		code := "invalid_parameter"
+		if name == "key" {
+			code = "invalid_key"
+		}
+		return "", &requestError{code: code, param: name,
+			msg: "not valid UTF-8 (a raw byte or an escaped lone surrogate): keys are bytes, refused rather than rewritten to U+FFFD"}
+	}
+	return s, nil
+}
+
+// lossyString reports whether the valid JSON string raw (quotes included) holds invalid
+// UTF-8 or an escaped surrogate that is not half of a pair: what encoding/json rewrites.
+func lossyString(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return true
+	}
+	high := false // the previous character was an escaped high surrogate
+	for i := 1; i < len(raw)-1; i++ {
+		if raw[i] != '\\' {
+			if high {
+				return true
+			}
+			continue
+		}
+		i++
+		if raw[i] != 'u' {
+			if high {
+				return true
+			}
+			continue
+		}
+		v, _ := strconv.ParseUint(string(raw[i+1:i+5]), 16, 16)
+		i += 4
+		switch {
+		case v >= 0xD800 && v < 0xDC00:
+			if high {
+				return true
+			}
+			high = true
+		case v >= 0xDC00 && v < 0xE000:
+			if !high {
+				return true
+			}
+			high = false
+		case high:
+			return true
+		}
+	}
+	return high
+}

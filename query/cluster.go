@@ -1,0 +1,106 @@
+package query
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/slide-metrics/slide/internal/jsonenc"
+	"github.com/slide-metrics/slide/window"
+)
+
+// CodeUnavailable is the 503 of a read that cannot cover every partition: an owner is
+// unreachable or restoring. The error carries "missing_partitions".
+const CodeUnavailable = "unavailable"
+
+// Cluster reads the series other instances of the consumer group hold (the cluster package
+// implements it; cmd/slide/serve.go injects it). Every method merges this instance's part
+// with the owners' partial aggregates and returns the partitions it could not cover.
+type Cluster interface {
+	// Local reports that this instance holds every partition: the store alone answers,
+	// with no extra hop. It must be cheap: every read calls it.
+	Local() bool
+	// Merge folds every series of metric matching key (exact or a glob) over win at now
+	// into p; bins false skips the sketch bins.
+	Merge(ctx context.Context, now int64, metric, key string, win time.Duration, bins bool, p *window.Partial) (missing []int32, err error)
+	// Each calls fn once per series of metric matching pattern ("" for all), merged.
+	Each(ctx context.Context, now int64, metric, pattern string, win time.Duration, bins bool, fn func(key string, p *window.Partial)) (missing []int32, err error)
+	// Keys lists the series of metric (all metrics when empty) whose key starts with
+	// prefix, sorted by metric then key, each once.
+	Keys(ctx context.Context, metric, prefix string) (ids []window.SeriesID, missing []int32, err error)
+	// Unavailable counts a read that could not cover every partition.
+	Unavailable(caller string)
+}
+
+// cluster is the Cluster to read through, or nil when the local store answers alone.
+func (s *Server) cluster() Cluster {
+	if c := s.cfg.Cluster; c != nil && !c.Local() {
+		return c
+	}
+	return nil
+}
+
+// parsePartial reads partial=allow|deny (default deny).
+func parsePartial(v map[string][]string) (bool, error) {
+	switch p := first(v, "partial"); p {
+	case "", "deny":
+		return false, nil
+	case "allow":
+		return true, nil
+	default:
+		return false, badParam("partial", "%q is not allow or deny", clip(p))
+	}
+}
+
+func first(v map[string][]string, name string) string {
+	if vals := v[name]; len(vals) > 0 {
+		return vals[0]
+	}
+	return ""
+}
+
+// covered answers 503 unavailable when partitions are missing and the client did not
+// allow a partial answer, and reports whether the handler may go on.
+func (s *Server) covered(w http.ResponseWriter, c Cluster, missing []int32, allowPartial bool) bool {
+	if len(missing) == 0 {
+		return true
+	}
+	c.Unavailable("query")
+	if allowPartial {
+		return true
+	}
+	bp := bufPool.Get().(*[]byte)
+	b := append((*bp)[:0], `{"error":{"code":`...)
+	b = jsonenc.AppendString(b, CodeUnavailable)
+	b = append(b, `,"message":`...)
+	b = jsonenc.AppendString(b, strconv.Itoa(len(missing))+" partitions have no reachable, restored owner (an instance is down, hung or restoring); retry, or pass partial=allow for an answer over the others")
+	b = append(b, ',')
+	b = appendMissing(b, missing)
+	b = append(b, "}}\n"...)
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, b)
+	putBuf(bp, b)
+	return false
+}
+
+// appendMissing writes "missing_partitions":[...].
+func appendMissing(b []byte, missing []int32) []byte {
+	b = append(b, `"missing_partitions":[`...)
+	for i, p := range missing {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(p), 10)
+	}
+	return append(b, ']')
+}
+
+// appendPartialFlag writes ,"partial":true,"missing_partitions":[...] for a flagged answer.
+func appendPartialFlag(b []byte, missing []int32) []byte {
+	if len(missing) == 0 {
+		return b
+	}
+	b = append(b, `,"partial":true,`...)
+	return appendMissing(b, missing)
+}

@@ -1,0 +1,195 @@
+package query_test
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slide-metrics/slide/query"
+	"github.com/slide-metrics/slide/window"
+)
+
+// fakeCluster is a peer holding remote, merged the way the cluster package merges: the
+// server's own store plus the peer's partials. missing is what it could not cover.
+type fakeCluster struct {
+	local   *window.Store
+	remote  *window.Store
+	isLocal bool
+	missing []int32
+	calls   atomic.Int64
+	unavail atomic.Int64
+}
+
+func (f *fakeCluster) Local() bool { return f.isLocal }
+
+func (f *fakeCluster) match(key string) window.SeriesMatch {
+	return func(k string, _ int32) bool { return key == "" || window.MatchKey(key, k) }
+}
+
+func (f *fakeCluster) Merge(_ context.Context, now int64, metric, key string, win time.Duration, bins bool, p *window.Partial) ([]int32, error) {
+	f.calls.Add(1)
+	p.NoBins = !bins
+	for _, s := range []*window.Store{f.local, f.remote} {
+		var q window.Partial
+		q.NoBins = !bins
+		if err := s.MergePartial(now, metric, f.match(key), win, &q); err != nil {
+			return nil, err
+		}
+		p.Merge(&q)
+	}
+	return f.missing, nil
+}
+
+func (f *fakeCluster) Each(_ context.Context, now int64, metric, pattern string, win time.Duration, bins bool, fn func(string, *window.Partial)) ([]int32, error) {
+	f.calls.Add(1)
+	byKey := map[string]*window.Partial{}
+	for _, s := range []*window.Store{f.local, f.remote} {
+		err := s.EachPartial(now, metric, f.match(pattern), win, bins, func(k string, _ int32, p *window.Partial) {
+			q := byKey[k]
+			if q == nil {
+				q = &window.Partial{NoBins: !bins}
+				byKey[k] = q
+			}
+			q.Merge(p)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for k, p := range byKey {
+		fn(k, p)
+	}
+	return f.missing, nil
+}
+
+func (f *fakeCluster) Keys(_ context.Context, metric, prefix string) ([]window.SeriesID, []int32, error) {
+	f.calls.Add(1)
+	seen := map[window.SeriesID]bool{}
+	for _, s := range []*window.Store{f.local, f.remote} {
+		s.EachSeries(func(m, k string, _ int32) {
+			if (metric == "" || m == metric) && strings.HasPrefix(k, prefix) {
+				seen[window.SeriesID{Metric: m, Key: k}] = true
+			}
+		})
+	}
+	var ids []window.SeriesID
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b window.SeriesID) int {
+		return strings.Compare(a.Metric+"\x00"+a.Key, b.Metric+"\x00"+b.Key)
+	})
+	return ids, f.missing, nil
+}
+
+func (f *fakeCluster) Unavailable(string) { f.unavail.Add(1) }
+
+// clusterEnv is a server whose store holds the even keys, a peer with the odd ones, and a
+// reference server whose store holds them all.
+func clusterEnv(t *testing.T) (*env, *env, *fakeCluster) {
+	t.Helper()
+	ref := newEnv(t, nil)
+	remote := newEnv(t, nil).store
+	f := &fakeCluster{remote: remote}
+	e := newEnv(t, func(c *query.Config) { c.Cluster = f })
+	f.local = e.store
+	for i := range 400 {
+		key := "tenant-" + strconv.Itoa(i%20)
+		ev := window.Event{TS: t0 - int64(i)*500, Metric: "latency_ms", Key: key, Value: float64(1 + i%97), Partition: int32(i % 20 % 4)}
+		dst := e.store
+		if i%2 == 1 {
+			dst = remote
+		}
+		for _, s := range []*window.Store{dst, ref.store} {
+			if err := s.ObserveAt(t0, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return e, ref, f
+}
+
+// Through the cluster, every read route answers what one instance holding every series
+// answers, byte for byte.
+func TestClusterReadsEqualOneInstance(t *testing.T) {
+	e, ref, f := clusterEnv(t)
+	for _, path := range []string{
+		"/v1/window?metric=latency_ms&key=tenant-3&window=5m",
+		"/v1/window?metric=latency_ms&key=tenant-*&window=1m&q=0.5,0.9",
+		"/v1/window?metric=latency_ms&key=tenant-1*&window=5m",
+		"/v1/top?metric=latency_ms&by=p95&k=5&window=5m&q=0.99",
+		"/v1/top?metric=latency_ms&by=count&k=3&key=tenant-1*",
+		"/v1/series?metric=latency_ms&limit=7",
+		"/v1/series?limit=3&cursor=bGF0ZW5jeV9tcwB0ZW5hbnQtMTE",
+		"/v1/metrics",
+	} {
+		code, got, _ := e.do("GET", path, nil)
+		wantCode, want, _ := ref.do("GET", path, nil)
+		if code != wantCode || string(got) != string(want) {
+			t.Errorf("GET %s:\n cluster %d %s\n one     %d %s", path, code, got, wantCode, want)
+		}
+	}
+	if f.calls.Load() == 0 {
+		t.Fatal("the cluster was never asked")
+	}
+	code, _, _ := e.do("GET", "/v1/window?metric=latency_ms&key=nobody", nil)
+	if code != 404 {
+		t.Errorf("unknown key: %d, want 404", code)
+	}
+	// Holding every partition, the server reads its own store: no call, no hop.
+	f.isLocal = true
+	before := f.calls.Load()
+	e.do("GET", "/v1/window?metric=latency_ms&key=tenant-*&window=5m", nil)
+	if f.calls.Load() != before {
+		t.Error("a local cluster was still asked")
+	}
+}
+
+// Missing partitions are a 503 unavailable naming them, or with partial=allow a 200
+// flagged partial: never a silently smaller answer.
+func TestClusterMissingPartitions(t *testing.T) {
+	e, _, f := clusterEnv(t)
+	f.missing = []int32{3, 5}
+	for _, path := range []string{
+		"/v1/window?metric=latency_ms&key=tenant-*&window=5m",
+		"/v1/top?metric=latency_ms",
+		"/v1/series?metric=latency_ms",
+		"/v1/metrics",
+	} {
+		code, b, h := e.do("GET", path, nil)
+		var body struct {
+			Error struct {
+				Code    string
+				Message string
+				Missing []int32 `json:"missing_partitions"`
+			}
+		}
+		if err := json.Unmarshal(b, &body); err != nil || code != 503 || body.Error.Code != query.CodeUnavailable ||
+			!reflect.DeepEqual(body.Error.Missing, f.missing) || h.Get("Retry-After") != "1" || body.Error.Message == "" {
+			t.Errorf("GET %s: %d %s, want 503 unavailable with missing_partitions [3,5]", path, code, b)
+		}
+		if path == "/v1/metrics" {
+			continue // no parameters, so no partial=allow
+		}
+		var flagged struct {
+			Partial bool
+			Missing []int32 `json:"missing_partitions"`
+		}
+		e.getJSON(path+"&partial=allow", 200, &flagged)
+		if !flagged.Partial || !reflect.DeepEqual(flagged.Missing, f.missing) {
+			t.Errorf("GET %s&partial=allow: %+v, want partial with [3 5]", path, flagged)
+		}
+	}
+	if f.unavail.Load() == 0 {
+		t.Error("unavailable reads were not counted")
+	}
+	if code, b, _ := e.do("GET", "/v1/window?metric=latency_ms&key=x&partial=maybe", nil); code != 400 || !strings.Contains(string(b), `"param":"partial"`) {
+		t.Errorf("partial=maybe: %d %s, want 400 naming partial", code, b)
+	}
+}

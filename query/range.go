@@ -1,0 +1,138 @@
+package query
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/slide-metrics/slide/internal/jsonenc"
+	"github.com/slide-metrics/slide/window"
+)
+
+// handleRange serves GET /v1/range?metric=&key=&window=&step=&q=: the history of one series
+// (or of the merge of every series a glob key matches) from its ring alone: the window
+// ending at the current slot and at every step before it, oldest first, as far back as a
+// whole window fits in the retention. window and step default to the slot width (every slot
+// of the retention, one point each). Each point is what /v1/window answered when that slot
+// was current; rate_per_s divides by the part of the point's span elapsed now.
+func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
+	v, err := parseParams(r.URL.RawQuery, "metric", "key", "window", "step", "q")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	metric, err := required(v, "metric")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	key, err := required(v, "key")
+	if err == nil {
+		err = checkKeyPattern("key", key)
+	}
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	rc := s.store.RingConfig(metric)
+	win, err := parseSpan(v.Get("window"), "window", rc, metric)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	step, err := parseSpan(v.Get("step"), "step", rc, metric)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	qs := s.cfg.Quantiles
+	if vals, ok := v["q"]; ok {
+		if qs, err = parseQuantiles("q", vals); err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
+	}
+	now := s.now()
+	var points []window.Agg
+	if window.IsKeyPattern(key) {
+		points, err = s.store.ReadRangeMerged(now, metric, func(k string) bool { return window.MatchKey(key, k) }, win, step, qs)
+	} else {
+		points, err = s.store.ReadRangeAt(now, metric, key, win, step, qs)
+	}
+	if errors.Is(err, window.ErrNotFound) {
+		what := "no series"
+		if window.IsKeyPattern(key) {
+			what = "no series matches"
+		}
+		writeError(w, http.StatusNotFound, CodeNotFound, "", what+" metric="+quote(clip(metric))+" key="+quote(clip(key)))
+		return
+	}
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	bp := bufPool.Get().(*[]byte)
+	b := appendRange((*bp)[:0], metric, key, win, step, points, now, qs)
+	// Answers are several kB: with a length, net/http sends them in one piece instead of
+	// chunked.
+	w.Header()["Content-Length"] = []string{strconv.Itoa(len(b))}
+	writeJSON(w, http.StatusOK, b)
+	putBuf(bp, b)
+}
+
+// appendRange writes the /v1/range answer:
+//
+//	{"metric":..,"key":..,"window":"1m","step":"10s","from":..,"to":..,"series":n,
+//	 "points":[{"from":..,"to":..,"count":..,"sum":..,"avg":..,"min":..,"max":..,
+//	            "rate_per_s":..,"quantiles":{..}},...]}
+//
+// from and to span every point; series is how many series were merged.
+func appendRange(b []byte, metric, key string, win, step time.Duration, points []window.Agg, now int64, qs []float64) []byte {
+	b = append(b, `{"metric":`...)
+	b = jsonenc.AppendString(b, metric)
+	b = append(b, `,"key":`...)
+	b = jsonenc.AppendString(b, key)
+	b = append(b, `,"window":`...)
+	b = jsonenc.AppendString(b, formatDuration(win))
+	b = append(b, `,"step":`...)
+	b = jsonenc.AppendString(b, formatDuration(step))
+	var from, to int64
+	series := 0
+	if len(points) > 0 {
+		from, to, series = points[0].From, points[len(points)-1].To, points[0].Series
+	}
+	b = append(b, `,"from":`...)
+	b = appendInt(b, from)
+	b = append(b, `,"to":`...)
+	b = appendInt(b, to)
+	b = append(b, `,"series":`...)
+	b = appendInt(b, int64(series))
+	b = append(b, `,"points":[`...)
+	for i, p := range points {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"from":`...)
+		b = appendInt(b, p.From)
+		b = append(b, `,"to":`...)
+		b = appendInt(b, p.To)
+		b = appendStats(b, p, now, qs) // the members of /v1/window, whatever they become
+		b = append(b, '}')
+	}
+	return append(b, "]}\n"...)
+}
+
+// parseSpan reads a window or step of a range read: like parseWindow, but empty means one
+// slot, and errors name the parameter.
+func parseSpan(s, name string, rc window.RingConfig, metric string) (time.Duration, error) {
+	if s == "" {
+		return rc.Slot, nil
+	}
+	d, err := parseWindow(s, rc, metric)
+	var pe *paramError
+	if errors.As(err, &pe) {
+		pe.name = name
+	}
+	return d, err
+}

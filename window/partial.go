@@ -1,0 +1,206 @@
+package window
+
+import (
+	"math"
+	"time"
+
+	"github.com/slide-metrics/slide/sketch"
+)
+
+// Partial is a window aggregate before its quantiles are read: count, sum, exact min and
+// max, and the merged bins of the slots it covers. Partials of disjoint sets of series
+// merge exactly (Merge), so the answer of several instances that each hold part of a
+// metric's series equals the answer of one instance holding them all: the cluster package
+// ships them between instances (sketch.Bins encode compactly). The zero value is empty.
+// A Partial is not safe for concurrent use.
+type Partial struct {
+	From, To int64 // span [From, To) in unix ms; 0, 0 when no series was read
+	Count    uint64
+	Sum      float64
+	Min, Max float64 // meaningful when Count > 0
+	Series   int     // series merged into it
+	Bins     sketch.Bins
+	NoBins   bool // the bins were not gathered (the caller needs no quantile)
+}
+
+// Reset empties p, keeping its bins' memory for reuse.
+func (p *Partial) Reset() {
+	b := p.Bins
+	b.Reset()
+	*p = Partial{Bins: b}
+}
+
+// Merge adds o into p. Spans are the union: the latest To wins, as instances may read a
+// moment apart. Bins merge when both sides have them.
+func (p *Partial) Merge(o *Partial) {
+	if o.Series == 0 && o.Count == 0 {
+		return
+	}
+	if p.Series == 0 || o.To > p.To {
+		p.From, p.To = o.From, o.To
+	}
+	p.Series += o.Series
+	p.NoBins = p.NoBins || o.NoBins
+	if o.Count == 0 {
+		return
+	}
+	if p.Count == 0 || o.Min < p.Min {
+		p.Min = o.Min
+	}
+	if p.Count == 0 || o.Max > p.Max {
+		p.Max = o.Max
+	}
+	p.Count += o.Count
+	p.Sum += o.Sum
+	if !p.NoBins {
+		p.Bins.AddBins(&o.Bins)
+	}
+}
+
+// add folds one series' aggregate a (count .. max) into p.
+func (p *Partial) add(a *Agg) {
+	p.From, p.To = a.From, a.To
+	p.Series++
+	if a.Count == 0 {
+		return
+	}
+	if p.Count == 0 || a.Min < p.Min {
+		p.Min = a.Min
+	}
+	if p.Count == 0 || a.Max > p.Max {
+		p.Max = a.Max
+	}
+	p.Count += a.Count
+	p.Sum += a.Sum
+}
+
+// Agg reads p's quantiles qs with ix (the Indexer of the metric's ring sketch) and returns
+// the aggregate a local read would give: quantiles clamped to [Min, Max], NaN when empty.
+func (p *Partial) Agg(ix sketch.Indexer, qs []float64) Agg {
+	a := Agg{From: p.From, To: p.To, Count: p.Count, Sum: p.Sum, Min: p.Min, Max: p.Max, Series: p.Series}
+	if p.Count == 0 {
+		a.Min, a.Max = 0, 0
+	}
+	a.Quantiles = make([]float64, len(qs))
+	if a.Count == 0 || p.NoBins {
+		for i := range a.Quantiles {
+			a.Quantiles[i] = math.NaN()
+		}
+		return a
+	}
+	p.Bins.Quantiles(ix, qs, a.Quantiles[:0])
+	a.clampQuantiles()
+	return a
+}
+
+// Indexer is the bin indexer of metric's ring sketch, for Partial.Agg.
+func (s *Store) Indexer(metric string) sketch.Indexer {
+	ix, _ := s.RingConfig(metric).Sketch.Indexer() // validated by NewStore
+	return ix
+}
+
+// SeriesMatch selects series by key and by the partition that last fed them (-1 for
+// events that did not come from Kafka).
+type SeriesMatch func(key string, partition int32) bool
+
+// MergePartial folds every series of metric accepted by match into p, over the last window
+// at now. Unlike ReadMerged it does not read quantiles and reports no ErrNotFound: p.Series
+// says how many series matched. It returns ErrBadWindow for a window the ring cannot read.
+// Series are visited one shard at a time, as in ReadMerged.
+func (s *Store) MergePartial(now int64, metric string, match SeriesMatch, window time.Duration, p *Partial) error {
+	k, err := slotsFor(s.RingConfig(metric), window)
+	if err != nil {
+		return err
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for se := range sh.all() {
+			if se.metric != metric || !match(se.key, se.partition) {
+				continue
+			}
+			var one Agg
+			if p.NoBins {
+				se.ring.advance(now)
+				se.ring.fold(&one, k, func(*slot) {})
+			} else {
+				se.ring.mergeInto(now, k, &one, &p.Bins)
+			}
+			one.From, one.To = se.ring.span(k)
+			p.add(&one)
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// EachPartial calls fn with the partial of every series of metric accepted by match, over
+// the last window at now, under its shard's lock: fn must be quick and must copy what it
+// keeps of p, which is reused. With bins false, the partials carry no bins (NoBins).
+func (s *Store) EachPartial(now int64, metric string, match SeriesMatch, window time.Duration, bins bool, fn func(key string, partition int32, p *Partial)) error {
+	k, err := slotsFor(s.RingConfig(metric), window)
+	if err != nil {
+		return err
+	}
+	var p Partial
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for se := range sh.all() {
+			if se.metric != metric || !match(se.key, se.partition) {
+				continue
+			}
+			p.Reset()
+			p.NoBins = !bins
+			var one Agg
+			if bins {
+				se.ring.mergeInto(now, k, &one, &p.Bins)
+			} else {
+				se.ring.advance(now)
+				se.ring.fold(&one, k, func(*slot) {})
+			}
+			one.From, one.To = se.ring.span(k)
+			p.add(&one)
+			fn(se.key, se.partition, &p)
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// EachSeries calls fn with the metric, key and partition of every live series, under its
+// shard's lock (fn must be quick), in no particular order.
+func (s *Store) EachSeries(fn func(metric, key string, partition int32)) {
+	s.each(func(se *series) { fn(se.metric, se.key, se.partition) })
+}
+
+// SeriesID names a series.
+type SeriesID struct{ Metric, Key string }
+
+// MergeKey folds the series (metric, key) into p over the last window at now when ok
+// accepts the partition that last fed it: MergePartial for one exact key, at the cost of
+// one lookup instead of a scan of every series.
+func (s *Store) MergeKey(now int64, metric, key string, ok func(partition int32) bool, window time.Duration, p *Partial) error {
+	k, err := slotsFor(s.RingConfig(metric), window)
+	if err != nil {
+		return err
+	}
+	h := s.hash(metric, key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	se := sh.lookup(h, metric, key)
+	if se == nil || !ok(se.partition) {
+		return nil
+	}
+	var one Agg
+	if p.NoBins {
+		se.ring.advance(now)
+		se.ring.fold(&one, k, func(*slot) {})
+	} else {
+		se.ring.mergeInto(now, k, &one, &p.Bins)
+	}
+	one.From, one.To = se.ring.span(k)
+	p.add(&one)
+	return nil
+}

@@ -1,0 +1,218 @@
+package window
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/slide-metrics/slide/sketch"
+)
+
+// ErrBadStep is returned by range reads for a step that is not a positive multiple of the
+// slot width, at most the retention.
+var ErrBadStep = fmt.Errorf("%w (step)", ErrBadWindow)
+
+// rangeShape is a range read resolved against a ring config: k slots per window, a point
+// every s slots, p points.
+type rangeShape struct {
+	k, s, p int64
+	width   int64
+}
+
+// shapeFor checks window and step against c (defaults filled) and counts the points: the
+// windows ending at the current slot and at every step before it whose window still lies
+// inside the retention, so no point covers less than its window.
+func shapeFor(c RingConfig, w, step time.Duration) (rangeShape, error) {
+	k, err := slotsFor(c, w)
+	if err != nil {
+		return rangeShape{}, err
+	}
+	s, err := slotsFor(c, step)
+	if err != nil {
+		return rangeShape{}, fmt.Errorf("%w: %v with %v slots × %d", ErrBadStep, step, c.Slot, c.Slots)
+	}
+	n := int64(c.Slots)
+	return rangeShape{k: k, s: s, p: (n-k)/s + 1, width: c.Slot.Milliseconds()}, nil
+}
+
+// slotAgg is one slot's aggregate as a range read composes it: count, sum, min, max and
+// its bins (the ring's own while the shard lock is held, or a merge of several series').
+type slotAgg struct {
+	count    uint64
+	sum      float64
+	min, max float64
+	bins     *sketch.Bins
+}
+
+func (a *slotAgg) add(count uint64, sum, mn, mx float64) {
+	if a.count == 0 || mn < a.min {
+		a.min = mn
+	}
+	if a.count == 0 || mx > a.max {
+		a.max = mx
+	}
+	a.count += count
+	a.sum += sum
+}
+
+// compose turns the per-slot aggregates of the retention (aggs[0] is slot cur-n+1,
+// aggs[n-1] the current slot cur) into the range's points, oldest first, appended to dst.
+// Each point is exactly what Read of the window would have answered with the ring at that
+// slot: count, sum, min and max are folded, quantiles come from the union of the window's
+// slot bins, clamped to [min, max].
+func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Indexer, qs []float64, series int) []Agg {
+	n := int64(len(aggs))
+	var stack [32]*sketch.Bins
+	qbuf := make([]float64, 0, int(sh.p)*len(qs)) // every point's quantiles in one allocation
+	for i := sh.p - 1; i >= 0; i-- {
+		end := n - 1 - i*sh.s // position of the point's last slot in aggs
+		j := cur - i*sh.s     // its absolute slot index
+		a := Agg{From: (j - sh.k + 1) * sh.width, To: (j + 1) * sh.width, Series: series}
+		bins := stack[:0]
+		for p := end - sh.k + 1; p <= end; p++ {
+			if sa := &aggs[p]; sa.count > 0 {
+				if a.Count == 0 || sa.min < a.Min {
+					a.Min = sa.min
+				}
+				if a.Count == 0 || sa.max > a.Max {
+					a.Max = sa.max
+				}
+				a.Count += sa.count
+				a.Sum += sa.sum
+				bins = append(bins, sa.bins)
+			}
+		}
+		at := len(qbuf)
+		qbuf = qbuf[:at+len(qs)]
+		a.Quantiles = qbuf[at : at : at+len(qs)]
+		if a.Count == 0 {
+			for range qs {
+				a.Quantiles = append(a.Quantiles, math.NaN())
+			}
+		} else {
+			if len(bins) == 1 {
+				// One slot (the usual per-slot history): scan its bins directly, without the
+				// union's summing buffer; the same ranks and values as QuantilesOf.
+				a.Quantiles = bins[0].Quantiles(ix, qs, a.Quantiles)
+			} else {
+				a.Quantiles = sketch.QuantilesOf(ix, qs, a.Quantiles, bins...)
+			}
+			a.clampQuantiles()
+		}
+		dst = append(dst, a)
+	}
+	return dst
+}
+
+// slotAggs fills aggs (len n) with the ring's slots [cur-n+1, cur] at now, pointing at the
+// ring's own bins: valid only while the caller holds the ring's lock.
+func (r *Ring) slotAggs(now int64, aggs []slotAgg) {
+	r.advance(now)
+	base := r.cur - r.n + 1
+	for i := base; i <= r.cur; i++ {
+		s := &r.slots[r.pos(i)]
+		if s.count == 0 || s.idx != i {
+			continue
+		}
+		a := &aggs[i-base]
+		a.add(s.count, s.sum, s.min, s.max)
+		a.bins = s.bins
+	}
+}
+
+// mergeSlots adds the ring's slots at now into aggs, whose last element is slot cur of the
+// caller's clock; slots outside aggs are skipped. Bins are added into aggs' own.
+func (r *Ring) mergeSlots(now, cur int64, aggs []slotAgg) {
+	r.advance(now)
+	base := cur - int64(len(aggs)) + 1
+	for i := r.cur - r.n + 1; i <= r.cur; i++ {
+		s := &r.slots[r.pos(i)]
+		if s.count == 0 || s.idx != i || i < base || i > cur {
+			continue
+		}
+		a := &aggs[i-base]
+		a.add(s.count, s.sum, s.min, s.max)
+		if a.bins == nil {
+			a.bins = new(sketch.Bins)
+		}
+		a.bins.AddBins(s.bins)
+	}
+}
+
+// ReadRange returns the history of the ring at now: the windows of length w ending at the
+// current slot and at every step before it, oldest first, as many as fit inside the
+// retention (retention/slot − w/slot) / (step/slot) + 1 points; a window of one slot with a
+// step of one slot gives every slot of the retention. Each point is what Read(w) answered
+// when that slot was current, with RatePerSec over the part of its span elapsed at now.
+// w and step must be positive multiples of the slot width, at most the retention
+// (ErrBadWindow, ErrBadStep). Cost: one pass over the retention's slots plus one union scan
+// of a window's bins per point; it allocates the points.
+func (r *Ring) ReadRange(now int64, w, step time.Duration, qs []float64) ([]Agg, error) {
+	if err := checkQuantiles(qs); err != nil {
+		return nil, err
+	}
+	sh, err := shapeFor(r.cfg, w, step)
+	if err != nil {
+		return nil, err
+	}
+	var stack [64]slotAgg
+	aggs := stack[:0]
+	if r.n <= int64(len(stack)) {
+		aggs = stack[:r.n]
+	} else {
+		aggs = make([]slotAgg, r.n)
+	}
+	r.slotAggs(now, aggs)
+	return compose(make([]Agg, 0, sh.p), aggs, r.cur, sh, r.ix, qs, 1), nil
+}
+
+// ReadRangeAt is Ring.ReadRange of one series at now. It returns ErrNotFound for an
+// unknown series, ErrBadWindow, ErrBadStep or ErrBadQuantile. The series' shard is locked
+// for the whole read.
+func (s *Store) ReadRangeAt(now int64, metric, key string, w, step time.Duration, qs []float64) ([]Agg, error) {
+	h := s.hash(metric, key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	se := sh.lookup(h, metric, key)
+	if se == nil {
+		return nil, ErrNotFound
+	}
+	return se.ring.ReadRange(now, w, step, qs)
+}
+
+// ReadRangeMerged is ReadRangeAt over every series of metric whose key satisfies match:
+// slot by slot, the series' counts, sums, min, max and bins are merged, then composed into
+// windows, so each point equals ReadMerged of the window at that slot. Agg.Series says how
+// many series matched. It returns ErrNotFound when none did. Like ReadMerged it visits
+// one shard at a time, and it holds one merged Bins per slot of the retention.
+func (s *Store) ReadRangeMerged(now int64, metric string, match func(key string) bool, w, step time.Duration, qs []float64) ([]Agg, error) {
+	if err := checkQuantiles(qs); err != nil {
+		return nil, err
+	}
+	rc := s.RingConfig(metric)
+	shp, err := shapeFor(rc, w, step)
+	if err != nil {
+		return nil, err
+	}
+	ix, _ := rc.Sketch.Indexer() // validated by NewStore
+	aggs := make([]slotAgg, rc.Slots)
+	cur := floorDiv(now, shp.width)
+	series := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for se := range sh.all() {
+			if se.metric != metric || !match(se.key) {
+				continue
+			}
+			se.ring.mergeSlots(now, cur, aggs)
+			series++
+		}
+		sh.mu.Unlock()
+	}
+	if series == 0 {
+		return nil, ErrNotFound
+	}
+	return compose(make([]Agg, 0, shp.p), aggs, cur, shp, ix, qs, series), nil
+}

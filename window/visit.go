@@ -1,0 +1,43 @@
+package window
+
+import (
+	"time"
+
+	"github.com/slide-metrics/slide/sketch"
+)
+
+// VisitWindowAt calls fn with one series' window at now, as Read would aggregate it, but
+// with the window's bins instead of quantiles: the ring's kept aggregate for a
+// full-retention window (no copy), a merge of the window's slots into scratch otherwise.
+// fn runs under the series' shard lock: it must be quick and must not keep bins. It returns
+// ErrNotFound or ErrBadWindow. The Indexer to read the bins with is RingConfig(metric).Sketch's.
+// Exporters use it to publish a window as a histogram without re-reading it per quantile.
+func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, scratch *sketch.Bins, fn func(a Agg, bins *sketch.Bins)) error {
+	h := s.hash(metric, key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	se := sh.lookup(h, metric, key)
+	if se == nil {
+		return ErrNotFound
+	}
+	r := &se.ring
+	r.advance(now)
+	k, err := slotsFor(r.cfg, w)
+	if err != nil {
+		return err
+	}
+	var a Agg
+	a.From, a.To = r.span(k)
+	a.Series = 1
+	if k == r.n {
+		r.fold(&a, k, func(*slot) {})
+		r.foldCurrent()
+		fn(a, &r.agg)
+		return nil
+	}
+	scratch.Reset()
+	r.fold(&a, k, func(sl *slot) { scratch.AddBins(sl.bins) })
+	fn(a, scratch)
+	return nil
+}
