@@ -1,0 +1,274 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// This file is the reading side of snapshots: finding the latest complete snapshot of a
+// partition in the topic, loading it, and reporting the restore in Progress.
+
+// loaded is a complete snapshot read back from the topic.
+type loaded struct {
+	m    manifest
+	data []byte
+}
+
+// read finds the latest complete snapshot of partition id for this group. It reads the
+// snapshot partition backwards in growing windows from its end, keeping the latest record of
+// each of the partition's keys, until the latest manifest and all its chunks are in hand or
+// the log start is reached; so it is correct whether or not the broker has compacted the
+// topic, and reads little when it has. progress is called with the bytes read so far.
+func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*loaded, string, error) {
+	conn, err := s.dial(ctx, s.snapPartition(id))
+	if err != nil {
+		return nil, reasonReadError, err
+	}
+	defer conn.Close()
+	first, last, err := conn.ReadOffsets()
+	if err != nil {
+		return nil, reasonReadError, fmt.Errorf("reading offsets: %w", err)
+	}
+	key := []byte(keyOf(s.c.cfg.Group, id))
+	prefix := append(append([]byte{}, key...), '/')
+	var man []byte // latest manifest value, nil until found
+	chunks := map[string][]byte{}
+	var read int64
+	end, window := last, int64(64)
+	for end > first {
+		from := max(first, end-window)
+		if _, err := conn.Seek(from, kafka.SeekAbsolute); err != nil {
+			return nil, reasonReadError, fmt.Errorf("seeking to %d: %w", from, err)
+		}
+		// Within [from, end) later records win; records of a key already seen in a later
+		// window are older and ignored.
+		man0, chunks0 := []byte(nil), map[string][]byte{}
+		for off := from; off < end; {
+			_ = conn.SetReadDeadline(time.Now().Add(s.c.cfg.MaxWait + fetchMargin))
+			batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: max(s.c.cfg.MaxBytes, 2*s.cfg.ChunkBytes), MaxWait: s.c.cfg.MaxWait})
+			n := 0
+			for {
+				msg, err := batch.ReadMessage()
+				if err != nil {
+					break
+				}
+				n++
+				if msg.Offset >= end {
+					continue
+				}
+				read += int64(len(msg.Value))
+				switch {
+				case bytes.Equal(msg.Key, key):
+					man0 = msg.Value
+				case bytes.HasPrefix(msg.Key, prefix):
+					chunks0[string(msg.Key)] = msg.Value
+				}
+			}
+			err := batch.Close()
+			next, _ := conn.Offset()
+			if err != nil && !errors.Is(err, kafka.RequestTimedOut) {
+				return nil, reasonReadError, fmt.Errorf("reading at %d: %w", next, err)
+			}
+			if next <= off && n == 0 {
+				break // nothing more below end (compaction left a gap to it)
+			}
+			off = next
+			progress(read)
+		}
+		if man == nil {
+			man = man0
+		}
+		for k, v := range chunks0 {
+			if _, seen := chunks[k]; !seen {
+				chunks[k] = v
+			}
+		}
+		if man != nil {
+			if l, reason, done := s.assemble(key, man, chunks); done {
+				return l, reason, nil
+			}
+		}
+		end, window = from, window*8
+	}
+	if man == nil {
+		return nil, reasonMissing, nil
+	}
+	l, reason, _ := s.assemble(key, man, chunks)
+	if l == nil && reason == "" {
+		reason = reasonIncomplete
+	}
+	return l, reason, nil
+}
+
+// assemble puts the snapshot man names together from chunks. done is false while a chunk
+// may still be found further back.
+func (s *snapshots) assemble(key, man []byte, chunks map[string][]byte) (l *loaded, reason string, done bool) {
+	m, reason := parseManifest(man)
+	if reason != "" {
+		return nil, reason, true
+	}
+	data := make([]byte, 0, min(m.size, 1<<30))
+	for i := uint64(0); i < m.chunks; i++ {
+		v, ok := chunks[fmt.Sprintf("%s/%c/%d", key, m.set, i)]
+		switch {
+		case !ok:
+			return nil, "", false // further back, or gone
+		case len(v) == 0:
+			return nil, reasonIncomplete, true // deleted (a tombstone)
+		}
+		id, idx, piece, reason := parseChunk(v)
+		switch {
+		case reason != "":
+			return nil, reason, true
+		case id != m.id || idx != i:
+			return nil, reasonIncomplete, true // overwritten by a later, unfinished snapshot
+		}
+		data = append(data, piece...)
+	}
+	if uint64(len(data)) != m.size || crc32.Checksum(data, castagnoli) != m.crc {
+		return nil, reasonCorrupt, true
+	}
+	return &loaded{m: m, data: data}, "", true
+}
+
+func (s *snapshots) dial(ctx context.Context, part int) (*kafka.Conn, error) {
+	d := s.c.cfg.Dialer
+	if d == nil {
+		d = kafka.DefaultDialer
+	}
+	var errs []error
+	for _, b := range s.c.cfg.Brokers {
+		conn, err := d.DialLeader(ctx, "tcp", b, s.cfg.Topic, part)
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("dialing the leader of snapshot partition %d: %w", part, errors.Join(errs...))
+}
+
+// restore loads the latest usable snapshot of p into the store and moves p's replay to
+// start at its offset. When there is none, p replays the log from the start plan chose;
+// either way the choice is counted and logged. The partition's worker calls it once,
+// before its first fetch.
+func (s *snapshots) restore(ctx context.Context, p *partition) {
+	p.snap.restored = true
+	p.snap.last = time.Now() // the first snapshot one interval after assignment, not during the load
+	if !s.ready.Load() {
+		p.snap.state(sourceLog, "replaying")
+		return
+	}
+	p.snap.state(sourceSnapshot, "reading_snapshot")
+	l, reason, err := s.read(ctx, p.id, func(n int64) {
+		p.snap.mu.Lock()
+		p.snap.bytes = n
+		p.snap.mu.Unlock()
+	})
+	if ctx.Err() != nil {
+		return
+	}
+	now := s.c.now()
+	if l != nil {
+		reason = s.usable(ctx, p, l.m, now)
+	}
+	n := 0
+	if reason == "" {
+		n, err = s.c.store.LoadSnapshot(now.UnixMilli(), p.id, l.data)
+		switch {
+		case errors.Is(err, window.ErrSnapshotVersion):
+			reason = reasonUnknownVersion
+		case errors.Is(err, window.ErrSnapshotShape):
+			reason = reasonConfigChanged
+		case err != nil:
+			reason = reasonCorrupt
+		}
+	}
+	if reason != "" {
+		s.m.restores.WithLabelValues(sourceLog, reason).Inc()
+		p.snap.state(sourceLog, "replaying")
+		s.log.Info("ingest: no usable snapshot, replaying the log", "partition", p.id, "reason", reason, "from", p.from, "err", err)
+		return
+	}
+	s.m.restores.WithLabelValues(sourceSnapshot, reasonLoaded).Inc()
+	p.snap.set.Store(int32('a' + 'b' - int32(l.m.set))) // never overwrite the chunks just loaded
+	p.snap.mu.Lock()
+	p.snap.offset = l.m.offset
+	p.snap.mu.Unlock()
+	p.snap.state("", "replaying")
+	s.c.mu.Lock()
+	full := p.from
+	p.from = l.m.offset
+	s.c.mu.Unlock()
+	p.next.Store(l.m.offset)
+	p.lag.Set(float64(max(p.hwm.Load()-l.m.offset, 0)))
+	s.log.Info("ingest: snapshot loaded, replaying the log after it", "partition", p.id, "series", n,
+		"bytes", len(l.data), "offset", l.m.offset, "age", now.Sub(time.UnixMilli(l.m.taken)).Round(time.Millisecond),
+		"records_saved", l.m.offset-full, "to", p.target)
+	if l.m.offset >= p.target {
+		s.c.markRestored(p)
+	}
+}
+
+// usable returns why m cannot be used for p at now, or "".
+func (s *snapshots) usable(ctx context.Context, p *partition, m manifest, now time.Time) string {
+	if time.UnixMilli(m.taken).Before(now.Add(-s.c.cfg.Restore)) {
+		return reasonTooOld
+	}
+	offs, err := s.c.listOffsets(ctx, []int32{p.id}, func(id int32) kafka.OffsetRequest { return kafka.FirstOffsetOf(int(id)) })
+	if err != nil {
+		return reasonReadError
+	}
+	if po := offs[p.id]; po.FirstOffset > m.offset {
+		return reasonTooOld // retention deleted records the snapshot does not cover
+	}
+	if m.offset > p.target {
+		ends, err := s.c.listOffsets(ctx, []int32{p.id}, func(id int32) kafka.OffsetRequest { return kafka.LastOffsetOf(int(id)) })
+		if err != nil {
+			return reasonReadError
+		}
+		if ends[p.id].LastOffset < m.offset {
+			return reasonAheadOfLog
+		}
+	}
+	return ""
+}
+
+// SnapshotProgress is a partition's snapshot state in /readyz.
+type SnapshotProgress struct {
+	Source    string `json:"source"`               // "snapshot" or "log": what the restore starts from
+	Phase     string `json:"phase"`                // "reading_snapshot", "replaying" or "live"
+	Offset    int64  `json:"offset,omitempty"`     // offset the loaded snapshot covers up to
+	BytesRead int64  `json:"bytes_read,omitempty"` // snapshot bytes read so far
+}
+
+func (ps *partSnap) progress(restored bool) *SnapshotProgress {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	sp := &SnapshotProgress{Source: ps.source, Phase: ps.phase, Offset: ps.offset, BytesRead: ps.bytes}
+	if sp.Source == "" {
+		sp.Source, sp.Phase = sourceLog, "replaying"
+	}
+	if restored {
+		sp.Phase = "live"
+	}
+	return sp
+}
+
+// observeRestore records p's restore duration by its source.
+func (s *snapMetrics) observeRestore(p *partition, d time.Duration) {
+	p.snap.mu.Lock()
+	src := p.snap.source
+	p.snap.mu.Unlock()
+	if src == "" {
+		src = sourceLog
+	}
+	s.restoreDuration.WithLabelValues(src).Observe(d.Seconds())
+}
