@@ -15,6 +15,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/slide-metrics/slide/query"
 )
 
 const queryUsage = `usage: slide query <window|range|top|series|metrics> [flags]
@@ -186,9 +188,7 @@ func (c *queryClient) get(ctx context.Context, path string, v url.Values) ([]byt
 		return nil, fmt.Errorf("reading answer of %s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
+		var e query.ErrorResponse
 		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
 			return nil, &apiError{resp.StatusCode, e.Error.Code, e.Error.Message}
 		}
@@ -204,23 +204,6 @@ func printJSON(w io.Writer, body []byte) error {
 	return err
 }
 
-type windowJSON struct {
-	Metric    string              `json:"metric"`
-	Key       string              `json:"key"`
-	Window    string              `json:"window"`
-	From      int64               `json:"from"`
-	To        int64               `json:"to"`
-	Series    int                 `json:"series"`
-	Count     uint64              `json:"count"`
-	Sum       float64             `json:"sum"`
-	Avg       *float64            `json:"avg"`
-	Min       *float64            `json:"min"`
-	Max       *float64            `json:"max"`
-	RatePerS  float64             `json:"rate_per_s"`
-	ElapsedS  *float64            `json:"elapsed_s"`
-	Quantiles map[string]*float64 `json:"quantiles"`
-}
-
 func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) error {
 	body, err := c.get(ctx, "/v1/window", v)
 	if err != nil || c.json {
@@ -229,7 +212,7 @@ func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) err
 		}
 		return printJSON(w, body)
 	}
-	var a windowJSON
+	var a query.WindowResponse
 	if err := json.Unmarshal(body, &a); err != nil {
 		return fmt.Errorf("decoding /v1/window answer: %w", err)
 	}
@@ -249,23 +232,6 @@ func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) err
 	return tw.Flush()
 }
 
-type topJSON struct {
-	Metric string `json:"metric"`
-	By     string `json:"by"`
-	Window string `json:"window"`
-	From   int64  `json:"from"`
-	To     int64  `json:"to"`
-	Series int    `json:"series"`
-	Top    []struct {
-		Key       string              `json:"key"`
-		Value     float64             `json:"value"`
-		Count     uint64              `json:"count"`
-		RatePerS  float64             `json:"rate_per_s"`
-		Max       *float64            `json:"max"`
-		Quantiles map[string]*float64 `json:"quantiles"`
-	} `json:"top"`
-}
-
 func (c *queryClient) top(ctx context.Context, v url.Values, w io.Writer) error {
 	body, err := c.get(ctx, "/v1/top", v)
 	if err != nil || c.json {
@@ -274,7 +240,7 @@ func (c *queryClient) top(ctx context.Context, v url.Values, w io.Writer) error 
 		}
 		return printJSON(w, body)
 	}
-	var a topJSON
+	var a query.TopResponse
 	if err := json.Unmarshal(body, &a); err != nil {
 		return fmt.Errorf("decoding /v1/top answer: %w", err)
 	}
