@@ -129,7 +129,7 @@ func (r *Rule) Validate() error {
 		return &RuleError{Source: r.Source, Rule: r.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case !validName(r.Name):
+	case !limiter.ValidName(r.Name):
 		return bad("name", "must be 1 to 64 characters of A-Z a-z 0-9 _ . -")
 	case r.Metric == "":
 		return bad("metric", "required")
@@ -149,19 +149,6 @@ func (r *Rule) Validate() error {
 		return bad("key", "%q: the placeholder %s may appear once", r.Key, KeyPlaceholder)
 	}
 	return nil
-}
-
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // ruleFields are the keys a rule may have in the policy file.
