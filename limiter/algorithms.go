@@ -14,7 +14,7 @@ import (
 // since the Unix epoch (windows align to the epoch); cost 0 peeks (reports
 // what cost 1 would get, changes nothing). The caller has checked
 // 0 ≤ cost ≤ p.quota and holds whatever lock guards the struct. The Redis
-// scripts in limiter/redis/scripts mirror these functions in microseconds.
+// scripts in limiter/redislimit/scripts mirror these functions in microseconds.
 //
 // Each take writes the decision's numbers into *d (not Policy, Shadowed,
 // Degraded) and returns expires: the instant (ns) at which the state is back

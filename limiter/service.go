@@ -38,7 +38,7 @@ type DenyCacheConfig struct {
 type Config struct {
 	// Policies are validated by NewService; names must be unique.
 	Policies []Policy
-	// Redis decides the policies with backend redis (see limiter/redis).
+	// Redis decides the policies with backend redis (see limiter/redislimit).
 	// Required when one has; a nil Redis with such a policy is an error
 	// naming the policy's line.
 	Redis Backend
