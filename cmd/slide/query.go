@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/slide-metrics/slide/query"
+	"github.com/slide-metrics/slide/window"
 )
 
 const queryUsage = `usage: slide query <window|range|top|series|metrics> [flags]
@@ -387,27 +388,12 @@ func sortedQuantiles(m map[string]*float64) []string {
 	return qs
 }
 
-// pname turns a quantile key into a column name: 0.95 → p95, 0.999 → p99.9.
+// pname turns a quantile key into a column name: 0.95 → p95, 0.999 → p99.9
+// (window.FormatPercentile); a key that is no quantile stays as it came, after a "q".
 func pname(q string) string {
-	if q == "1" {
-		return "p100"
-	}
-	if q == "0" {
-		return "p0"
-	}
-	d, ok := strings.CutPrefix(q, "0.")
-	if !ok {
+	f, err := strconv.ParseFloat(q, 64)
+	if err != nil || !(f >= 0 && f <= 1) {
 		return "q" + q
 	}
-	for len(d) < 2 {
-		d += "0"
-	}
-	ip := strings.TrimLeft(d[:2], "0")
-	if ip == "" {
-		ip = "0"
-	}
-	if len(d) > 2 {
-		return "p" + ip + "." + d[2:]
-	}
-	return "p" + ip
+	return window.FormatPercentile(f)
 }
