@@ -16,17 +16,18 @@ import (
 	"github.com/slide-metrics/slide/internal/proctest"
 )
 
-// Slow consumer: the broker holds a backlog of 10× the retention (300 s of events for a
-// 30 s window), written as history (each record at its event's time), and slide reads it
+// Slow consumer: the broker holds a backlog of 10× the retention (600 s of events for a
+// 60 s window; 60 s rather than 30 s so that writing and producing the backlog on a loaded
+// machine cannot outlast the retention and leave nothing to restore), written as history (each record at its event's time), and slide reads it
 // over a link throttled to 4 MiB/s. slide seeks each partition to now − retention, so it
 // reads only the tail; its memory stays within a budget that does not depend on the backlog;
 // /readyz and slide_ingest_lag report the restore while it runs; the windows then equal the
 // oracle.
 func TestBacklogRestoresInBoundedMemory(t *testing.T) {
 	const (
-		retention = 30 * time.Second
+		retention = 60 * time.Second
 		backlog   = 10 * retention
-		perSecond = 6000 // events per second of event time
+		perSecond = 3000 // events per second of event time
 		keys      = 1000
 	)
 	// The proxy listens first: the broker must advertise its address.
@@ -42,7 +43,7 @@ func TestBacklogRestoresInBoundedMemory(t *testing.T) {
 	proxy := startThrottle(t, pln, brokerAddr)
 	brokers := pln.Addr().String()
 
-	// History: 300 s of events at 6,000/s ending now, replayed with their own timestamps.
+	// History: 600 s of events at 3,000/s ending now, replayed with their own timestamps.
 	o := newOracle()
 	end := time.Now().UnixMilli()
 	path := filepath.Join(t.TempDir(), "backlog.ndjson")
@@ -62,7 +63,12 @@ func TestBacklogRestoresInBoundedMemory(t *testing.T) {
 			value: float64(1 + rng.IntN(2000)),
 		}
 		batch = append(batch, ev)
-		buf = fmt.Appendf(buf[:0], `{"ts":%d,"metric":%q,"key":%q,"value":%v}`+"\n", ev.ts, metric, ev.key, ev.value)
+		// strconv, not fmt: under -race fmt made writing the backlog eat most of the retention.
+		buf = strconv.AppendInt(append(buf[:0], `{"ts":`...), ev.ts, 10)
+		buf = strconv.AppendQuote(append(buf, `,"metric":`...), metric)
+		buf = strconv.AppendQuote(append(buf, `,"key":`...), ev.key)
+		buf = strconv.AppendFloat(append(buf, `,"value":`...), ev.value, 'g', -1, 64)
+		buf = append(buf, "}\n"...)
 		w.Write(buf)
 	}
 	if err := w.Flush(); err != nil {
@@ -81,7 +87,7 @@ func TestBacklogRestoresInBoundedMemory(t *testing.T) {
 
 	// slide comes up behind a slow link.
 	proxy.setRate(4 << 20)
-	s := startSlide(t, "slide", brokers, "backlog", "--slot", "1s", "--slots", "30", "--rings", "")
+	s := startSlide(t, "slide", brokers, "backlog", "--slot", "1s", "--slots", "60", "--rings", "")
 	baseline, err := s.RSS()
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +123,7 @@ func TestBacklogRestoresInBoundedMemory(t *testing.T) {
 	}
 	restoreTook := time.Since(start)
 	eventually(t, 30*time.Second, "slide did not catch up", func() bool { return s.caughtUp(t) })
-	checkAll(t, o, "30s", s)
+	checkAll(t, o, "60s", s)
 
 	// Progress was reported while the restore ran: assigned partitions with a share done
 	// below 1 that grew, and a positive lag.

@@ -6,7 +6,7 @@ package window
 // It is full once k values are in; before that the types below report the aggregate over the
 // values seen so far and say full == false, so a caller that wants the n−k+1 complete windows
 // of n values keeps only the results with full == true. The time-window counterpart (covering
-// (now − span, now]) is Counter; the batch job in window/batch does the same for sums,
+// (now − span, now]) is Counter; the batch job in package batch does the same for sums,
 // extrema and quantiles over timestamped rows.
 
 import (

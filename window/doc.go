@@ -8,7 +8,7 @@
 // block (van Herk/Gil-Werman) algorithm over a buffer of 2k values; SlidingMax and SlidingMin
 // run it over a slice; Deque is the textbook monotonic deque, used for time windows. Counter
 // counts hits in the time window (now − span, now], the article's WindowCounter. The batch
-// jobs over files built on them, and their exact semantics, are in package window/batch.
+// jobs over files built on them, and their exact semantics, are in package batch.
 //
 // # Time rings
 //

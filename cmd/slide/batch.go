@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,24 +12,30 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/slide-metrics/slide/batch"
 	"github.com/slide-metrics/slide/sketch"
-	"github.com/slide-metrics/slide/window/batch"
 )
 
 func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	fs := newFlagSet("batch", s.out)
 	var (
-		job                        batch.Job
-		series, sketchKind, format string
+		job                               batch.Job
+		series, sketchKind, format, inFmt string
+		aggs, delimiter                   string
 	)
 	fs.IntVar(&job.Size, "size", 0, "count window: the `K` most recent rows")
 	fs.DurationVar(&job.Span, "span", 0, "time window: rows with ts in (ts − `span`, ts], e.g. 60s")
 	fs.StringVar(&job.TimeColumn, "time-column", batch.DefaultTimeColumn, "timestamp column for --span (unix ms or RFC 3339); never the value column")
-	fs.StringVar(&job.Agg, "agg", batch.AggSum, "aggregate of each window: sum, avg, min, max, count, p50, p95, p99")
+	fs.StringVar(&aggs, "agg", batch.AggSum, "aggregates of each window, comma separated: sum, avg, min, max, count, p50, p95, p99 (count needs no value column)")
 	fs.StringVar(&job.Column, "column", "", "value column (default: the only numeric column)")
 	fs.StringVar(&job.Best, "best", batch.BestMax, "which window wins: max or min")
-	fs.StringVar(&format, "format", batch.FormatAuto, "input format: auto, csv or ndjson")
-	fs.StringVar(&series, "series", "", "also write every window's value, one per line, to `FILE` (- for stdout)")
+	fs.StringVar(&format, "format", "json", "output: json (one object per line), table or csv")
+	fs.StringVar(&inFmt, "input-format", batch.FormatAuto, "input format: auto, csv, ndjson or parquet")
+	fs.StringVar(&delimiter, "delimiter", ",", "CSV field separator: one character, or tab")
+	fs.StringVar(&job.GroupBy, "group-by", "", "best window per value of `COLUMN` (as SQL PARTITION BY)")
+	fs.StringVar(&job.IDColumn, "id-column", "", "name the first and last row of each window by this `COLUMN` too")
+	fs.BoolVar(&job.SkipBad, "skip-bad", false, "skip bad rows and count them by reason (on stderr) instead of stopping")
+	fs.StringVar(&series, "series", "", "also write every window (row, line, time, values) to `FILE` (- for stdout)")
 	fs.StringVar(&sketchKind, "sketch", "", "quantile sketch for p50/p95/p99, e.g. ddsketch:0.01 or hdr:2:1:3600000 (default DDSketch 1%)")
 	path, err := parseBatchArgs(fs, args)
 	if err != nil {
@@ -43,7 +48,32 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	if path == "" {
 		return usageErr("missing input FILE (or - for stdin)")
 	}
-	job.Format = format
+	switch format {
+	case "json", "table", "csv":
+	case batch.FormatAuto, batch.FormatNDJSON, batch.FormatParquet:
+		// --format used to name the input format; auto, ndjson and parquet still do.
+		inFmt, format = format, "json"
+	default:
+		return usageErr("--format %q: want json, table or csv", format)
+	}
+	job.Format = inFmt
+	switch delimiter {
+	case "tab", "\\t", "\t":
+		job.Delimiter = '\t'
+	default:
+		if len(delimiter) != 1 {
+			return usageErr("--delimiter %q: want one ASCII character or tab", delimiter)
+		}
+		job.Delimiter = delimiter[0]
+	}
+	if list := strings.Split(aggs, ","); len(list) > 1 {
+		for i := range list {
+			list[i] = strings.TrimSpace(list[i])
+		}
+		job.Aggs, job.Agg = list, list[0]
+	} else {
+		job.Agg = strings.TrimSpace(aggs)
+	}
 	if sketchKind != "" {
 		k, err := sketch.ParseKind(sketchKind)
 		if err != nil {
@@ -83,11 +113,17 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 		seriesOut = f
 	}
 	var bar *progress
-	if errFile, ok := s.err.(*os.File); ok && size > 0 && term.IsTerminal(int(errFile.Fd())) {
-		bar = &progress{r: in, w: errFile, total: size}
-		in = bar
+	if errFile, ok := s.err.(*os.File); ok && size >= progressMinBytes && term.IsTerminal(int(errFile.Fd())) {
+		bar = &progress{w: errFile, total: size, began: time.Now()}
+		job.Progress = bar.update
 	}
-	res, err := job.Run(ctx, in, seriesOut)
+	var sw *seriesWriter
+	var seriesFn func(batch.SeriesRow) error
+	if seriesOut != nil {
+		sw = newSeriesWriter(seriesOut, format, job)
+		seriesFn = sw.write
+	}
+	rep, err := job.RunAll(ctx, in, path, seriesFn)
 	if bar != nil {
 		bar.clear()
 	}
@@ -96,22 +132,26 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 		switch {
 		case errors.Is(err, batch.ErrColumn):
 			return fmt.Errorf("%s: %w (set --column)", path, err)
-		case errors.As(err, &rowErr) || errors.Is(err, batch.ErrMissingColumn):
+		case errors.As(err, &rowErr) || errors.Is(err, batch.ErrMissingColumn) ||
+			errors.Is(err, batch.ErrParquet) || errors.Is(err, batch.ErrCompressed):
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		return err
+	}
+	if sw != nil {
+		if err := sw.flush(); err != nil {
+			return fmt.Errorf("writing series: %w", err)
+		}
 	}
 	if c, ok := seriesOut.(io.Closer); ok && series != "-" {
 		if err := c.Close(); err != nil {
 			return fmt.Errorf("writing %s: %w", series, err)
 		}
 	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return err
+	if n := rep.SkippedTotal(); n > 0 {
+		fmt.Fprintf(s.err, "slide batch: %s: skipped %d bad %s: %s\n", path, n, plural(n, "row", "rows"), skipSummary(rep))
 	}
-	_, err = fmt.Fprintf(resultOut, "%s\n", b)
-	return err
+	return writeResults(resultOut, format, job, rep.Results)
 }
 
 // parseBatchArgs parses flags (environment first, then the command line) and returns the one
@@ -135,33 +175,4 @@ func parseBatchArgs(fs *flag.FlagSet, args []string) (string, error) {
 		return pos[0], nil
 	}
 	return "", usagef(fs, "one input file, got %d: %s", len(pos), strings.Join(pos, " "))
-}
-
-// progress draws a bar on a terminal as the input file is read, at most ten times a second.
-type progress struct {
-	r           io.Reader
-	w           io.Writer
-	total, done int64
-	last        time.Time
-}
-
-func (p *progress) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	p.done += int64(n)
-	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond {
-		p.last = now
-		const width = 30
-		frac := min(float64(p.done)/float64(p.total), 1)
-		fill := int(frac * width)
-		fmt.Fprintf(p.w, "\r[%s%s] %3.0f%% %.1f/%.1f MB", strings.Repeat("=", fill), strings.Repeat(" ", width-fill),
-			frac*100, float64(p.done)/1e6, float64(p.total)/1e6)
-	}
-	return n, err
-}
-
-// clear erases the bar so the result line starts clean.
-func (p *progress) clear() {
-	if !p.last.IsZero() {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
 }

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.out from the current output")
@@ -70,7 +73,7 @@ func TestBatchArticleFromStdin(t *testing.T) {
 		in.WriteString(itoa((i*7919)%1000+1) + "\n")
 	}
 	code, stdout, stderr := runBatch(t, in.String(), "--size", "1000", "-")
-	const want = `{"agg":"sum","size":1000,"n":100000,"best":500500,"start":0,"end":999}` + "\n"
+	const want = `{"agg":"sum","size":1000,"n":100000,"best":500500,"start":0,"end":999,"start_line":2,"end_line":1001}` + "\n"
 	if code != 0 || stdout != want {
 		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, stdout, stderr)
 	}
@@ -92,12 +95,12 @@ func TestBatchEnvironment(t *testing.T) {
 	t.Setenv("SLIDE_SIZE", "2")
 	t.Setenv("SLIDE_AGG", "max")
 	code, stdout, stderr := runBatch(t, "amount\n1\n5\n2\n", "-")
-	if code != 0 || stdout != `{"agg":"max","size":2,"n":3,"best":5,"start":0,"end":1}`+"\n" {
+	if code != 0 || stdout != `{"agg":"max","size":2,"n":3,"best":5,"start":0,"end":1,"start_line":2,"end_line":3}`+"\n" {
 		t.Fatalf("env: exit %d %q %s", code, stdout, stderr)
 	}
 	// The command line wins over the environment, also after the file argument.
 	code, stdout, _ = runBatch(t, "amount\n1\n5\n2\n", "-", "--agg", "min")
-	if code != 0 || stdout != `{"agg":"min","size":2,"n":3,"best":2,"start":1,"end":2}`+"\n" {
+	if code != 0 || stdout != `{"agg":"min","size":2,"n":3,"best":2,"start":1,"end":2,"start_line":3,"end_line":4}`+"\n" {
 		t.Fatalf("flag after file: exit %d %q", code, stdout)
 	}
 }
@@ -120,7 +123,7 @@ func TestBatchErrors(t *testing.T) {
 		{"bad value", "ts,amount\n1,10\n2,x\n", []string{"--size", "1", "-"}, 1,
 			`slide batch: -: row 1 (line 3), column "amount": not a number: "x"`},
 		{"unsorted", "ts,amount\n2000,1\n1000,2\n", []string{"--span", "1s", "-"}, 1,
-			`row 1, column "ts": timestamp earlier than the previous row's`},
+			`slide batch: -: row 1 (line 3), column "ts": timestamp earlier than the previous row's`},
 		{"ambiguous column", "id,amount\n1,2\n", []string{"--size", "1", "-"}, 1,
 			"several numeric columns (id, amount); choose one (set --column)"},
 		{"missing column", "ts,amount\n1,2\n", []string{"--size", "1", "--column", "price", "-"}, 1,
@@ -142,32 +145,90 @@ func TestBatchErrors(t *testing.T) {
 func TestBatchSeriesFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "series.txt")
 	code, stdout, stderr := runBatch(t, "amount\n1\n2\n3\n4\n", "--size", "2", "--series", path, "-")
-	if code != 0 || stdout != `{"agg":"sum","size":2,"n":4,"best":7,"start":2,"end":3}`+"\n" {
+	if code != 0 || stdout != `{"agg":"sum","size":2,"n":4,"best":7,"start":2,"end":3,"start_line":4,"end_line":5}`+"\n" {
 		t.Fatalf("exit %d %q %s", code, stdout, stderr)
 	}
 	got, err := os.ReadFile(path)
-	if err != nil || string(got) != "3\n5\n7\n" {
+	if err != nil || string(got) != "{\"row\":1,\"line\":3,\"sum\":3}\n{\"row\":2,\"line\":4,\"sum\":5}\n{\"row\":3,\"line\":5,\"sum\":7}\n" {
 		t.Fatalf("series file %q, %v", got, err)
 	}
 }
 
 func TestProgressBar(t *testing.T) {
 	var screen bytes.Buffer
-	p := &progress{r: strings.NewReader(strings.Repeat("x", 1000)), w: &screen, total: 1000}
-	buf := make([]byte, 600)
-	for {
-		if _, err := p.Read(buf); err != nil {
-			break
-		}
+	p := &progress{w: &screen, total: 1000 << 20, began: time.Now().Add(-2 * time.Second)}
+	if got, want := p.line(5_000_000, 600<<20, 2*time.Second), "\r[==================            ]  60% 5000000 rows 629.1/1048.6 MB 314.6 MB/s ETA 1s\033[K"; got != want {
+		t.Fatalf("bar\n got %q\nwant %q", got, want)
 	}
+	p.update(1, 1)
 	p.clear()
-	s := screen.String()
-	if !strings.Contains(s, "[==================            ]  60% 0.0/0.0 MB") || !strings.HasSuffix(s, "\r\033[K") {
+	if s := screen.String(); !strings.HasPrefix(s, "\r[") || !strings.HasSuffix(s, "\r\033[K") {
 		t.Fatalf("progress output %q", s)
 	}
 	// Not a terminal (a buffer): the command draws nothing on stderr.
 	code, _, stderr := runBatch(t, "amount\n1\n", "--size", "1", "-")
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// The new flags end to end: group-by with several aggregates in the three output formats,
+// a semicolon file, count without a value column, --skip-bad's summary, Parquet and gzip.
+func TestBatchDataTeamFlags(t *testing.T) {
+	t.Chdir("../..")
+	csvIn := "order_id;ts;amount;region\n1;1000;5;eu\n2;2000;7;us\n3;3000;1;eu\n4;4000;9;us\n5;5000;2;eu\n"
+	code, out, stderr := runBatch(t, csvIn, "--delimiter", ";", "--size", "2", "--agg", "sum,max", "--group-by", "region", "--id-column", "order_id", "-")
+	want := `{"group":"eu","agg":"sum","size":2,"n":3,"best":6,"start":0,"end":2,"start_line":2,"end_line":4,"start_id":"1","end_id":"3"}
+{"group":"eu","agg":"max","size":2,"n":3,"best":5,"start":0,"end":2,"start_line":2,"end_line":4,"start_id":"1","end_id":"3"}
+{"group":"us","agg":"sum","size":2,"n":2,"best":16,"start":1,"end":3,"start_line":3,"end_line":5,"start_id":"2","end_id":"4"}
+{"group":"us","agg":"max","size":2,"n":2,"best":9,"start":1,"end":3,"start_line":3,"end_line":5,"start_id":"2","end_id":"4"}
+`
+	if code != 0 || out != want {
+		t.Fatalf("json: exit %d\n got %s\nwant %s\n%s", code, out, want, stderr)
+	}
+	code, out, _ = runBatch(t, csvIn, "--delimiter", ";", "--size", "2", "--column", "amount", "--group-by", "region", "--format", "csv", "-")
+	wantCSV := "region,agg,window,n,best,start_row,end_row,start_line,end_line\neu,sum,2 rows,3,6,0,2,2,4\nus,sum,2 rows,2,16,1,3,3,5\n"
+	if code != 0 || out != wantCSV {
+		t.Fatalf("csv: exit %d\n got %q\nwant %q", code, out, wantCSV)
+	}
+	code, out, _ = runBatch(t, csvIn, "--delimiter", ";", "--span", "2s", "--agg", "count", "--format", "table", "-")
+	wantTable := "agg    window  n  best  start_row  end_row  start_line  end_line  start_time                end_time\n" +
+		"count  2s      5  2     0          1        2           3         1970-01-01T00:00:01.000Z  1970-01-01T00:00:02.000Z\n"
+	if code != 0 || out != wantTable {
+		t.Fatalf("table: exit %d\n got %q\nwant %q", code, out, wantTable)
+	}
+	code, out, stderr = runBatch(t, "ts,amount\n1000,1\n2000,x\n3000,2\n2500,4\n4000,3\n", "--span", "10s", "--skip-bad", "-")
+	if code != 0 || !strings.Contains(out, `"n":3,"best":6,`) ||
+		stderr != "slide batch: -: skipped 2 bad rows: 1 not_a_number (first at line 3), 1 unsorted_timestamp (first at line 5)\n" {
+		t.Fatalf("skip-bad: exit %d %q %q", code, out, stderr)
+	}
+	// The same answers from the DuckDB-written Parquet and from gzip as from the CSV.
+	args := []string{"--size", "1000", "--column", "amount", "--format", "csv"}
+	_, fromCSV, _ := runBatch(t, "", append(args, "testdata/orders_regions.csv")...)
+	_, fromParquet, stderr := runBatch(t, "", append(args, "testdata/orders_regions.parquet")...)
+	raw, _ := os.ReadFile("testdata/orders_regions.csv")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw)
+	zw.Close()
+	_, fromGzip, _ := runBatch(t, gz.String(), append(args, "-")...)
+	cut := func(s string) string { // the columns before the lines (Parquet's are row numbers)
+		var b strings.Builder
+		for _, l := range strings.Split(s, "\n") {
+			f := strings.Split(l, ",")
+			b.WriteString(strings.Join(f[:min(len(f), 6)], ",") + "\n")
+		}
+		return b.String()
+	}
+	if fromCSV == "" || cut(fromParquet) != cut(fromCSV) || fromGzip != fromCSV {
+		t.Fatalf("csv %q\nparquet %q (%s)\ngzip %q", fromCSV, fromParquet, stderr, fromGzip)
+	}
+	code, _, stderr = runBatch(t, "", "--size", "2", "--format", "xml", "-")
+	if code != 2 || !strings.Contains(stderr, `--format "xml": want json, table or csv`) {
+		t.Fatalf("bad format: %d %s", code, stderr)
+	}
+	code, _, stderr = runBatch(t, "", "--size", "2", "--delimiter", ";;", "-")
+	if code != 2 || !strings.Contains(stderr, `--delimiter ";;"`) {
+		t.Fatalf("bad delimiter: %d %s", code, stderr)
 	}
 }

@@ -32,16 +32,34 @@ On SIGTERM it drains HTTP, commits offsets, leaves the consumer group and closes
 	},
 	"batch": {
 		synopsis: "slide batch [flags] FILE|-",
-		description: `Streams a CSV (with a header row) or NDJSON file once, in memory O(window), and prints the best
-sliding window as one JSON object, e.g. {"agg":"sum","size":1000,"n":100000,"best":500500,"start":0,"end":999}.
-start/end are the 0-based inclusive row indices of the best window (the first one on ties);
-time windows add span_ms, start_ts and end_ts (unix ms). Count window of K rows: --size K.
-Time window (ts − span, ts] ending at every row: --span 60s (rows sorted by --time-column).
-With --series - the window values go to stdout and the result line to stderr.`,
+		description: `Streams a CSV (with a header row), NDJSON or Parquet file once (gzip or zstd compressed ones
+too, found by their magic bytes), in memory O(window), and prints the best sliding window, e.g.
+{"agg":"sum","size":1000,"n":100000,"best":500500,"start":0,"end":999,"start_line":2,"end_line":1001}.
+start/end are the 0-based inclusive data-row indices of the best window (the first one on
+ties), start_line/end_line their file lines; time windows add span_ms, start_ts/end_ts (unix
+ms) and start_time/end_time (RFC 3339). Count window of K rows: --size K. Time window
+(ts − span, ts] ending at every row: --span 60s (rows sorted by --time-column). --agg
+sum,max,p95 computes several aggregates in one pass; --group-by COLUMN the best window of every
+group. With --series - the windows go to stdout and the results to stderr.`,
 		examples: []string{
-			"slide batch --size 1000 --agg sum testdata/orders.csv",
+			"slide batch --size 1000 --column amount --id-column order_id testdata/orders_regions.csv",
+			"slide batch --size 1000 --column amount --group-by region --format table testdata/orders_regions.parquet",
+			"gzip -c testdata/orders_regions.csv | slide batch --span 5m --agg count,p95 --column amount -",
 			"slide batch --size 3 --agg max --series - testdata/article_latency.csv",
-			"slide batch --span 5m --agg p95 testdata/latency.ndjson",
+		},
+	},
+	"backtest": {
+		synopsis: "slide backtest --policies FILE [flags] REQUESTS|-",
+		description: `Replays a recorded request log (NDJSON, or CSV with a header: ts, key, optional cost and
+policy; ts in unix ms or RFC 3339, sorted by time) through the limiter algorithms of slide
+serve, with each request's time as now, and prints per policy the allowed and denied counts,
+the most denied keys and the denial timeline. A request without a policy is decided by every
+policy and rule of the file, each on its own. Metric events in the log (lines with metric and
+value, as POST /v1/events takes them) feed the windows that usage rules read, in rings given
+as to slide serve (--slot, --slots, --rings).`,
+		examples: []string{
+			"slide backtest --policies policies.yaml requests.csv",
+			"slide backtest --policies policies.yaml --format json --bucket 10s requests.ndjson",
 		},
 	},
 	"produce": {

@@ -1,7 +1,8 @@
 // Command slide is the streaming sliding-window metrics engine and rate limiter.
 //
 //	slide serve    run ingest, windows, limiter and the HTTP API
-//	slide batch    sliding-window jobs over CSV / NDJSON files
+//	slide batch    sliding-window jobs over CSV / NDJSON / Parquet files
+//	slide backtest replay a request log through rate-limit policies
 //	slide query    ask a running server: window, range, top, series, metrics
 //	slide produce  send demo load or an NDJSON file of events to Kafka
 //	slide broker   run the embedded Kafka-protocol broker on its own
@@ -45,7 +46,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run ingest, windows, limiter and the HTTP API", cmdServe},
-		{"batch", "sliding-window aggregates over a CSV or NDJSON file", cmdBatch},
+		{"batch", "sliding-window aggregates over a CSV, NDJSON or Parquet file", cmdBatch},
+		{"backtest", "replay a recorded request log through rate-limit policies", cmdBacktest},
 		{"query", "ask a running slide serve: window, range, top, series, metrics", cmdQuery},
 		{"produce", "send demo load or an NDJSON file of events to Kafka", cmdProduce},
 		{"broker", "run the embedded Kafka-protocol broker on its own (in memory; tests, demos)", cmdBroker},

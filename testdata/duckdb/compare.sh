@@ -75,3 +75,38 @@ mb=$(( $(stat -c %s "$FILE") / 1000000 ))
 duck_version=$(node -e 'console.log(require("./testdata/duckdb/node_modules/@duckdb/node-api/package.json").version)')
 ratio=$(awk -v a="$duck_ms" -v b="$slide_ms" 'BEGIN { printf "%.1f", a / (b > 0 ? b : 1) }')
 echo "| slide batch --size $K --agg sum, $rows-row CSV ($mb MB) | $slide_ms ms | DuckDB (@duckdb/node-api $duck_version) window sum | $duck_ms ms | ${ratio}× |"
+
+# Issue #16: the same file as Parquet (written by DuckDB), and the best 5-minute p95.
+# PARQUET=0 skips both. Each row is checked first: the same best (Parquet sum: rel ≤ 1e-9;
+# p95: slide's DDSketch is within 1% and DuckDB's quantile_cont interpolates, so rel ≤ 0.02).
+if [[ ${PARQUET:-1} == 1 ]]; then
+  PQ=${FILE%.csv}.parquet
+  if [[ ! -f $PQ || $PQ -ot $FILE ]]; then
+    echo "writing $PQ with DuckDB" >&2
+    node testdata/duckdb/to_parquet.mjs "$FILE" "$PQ" 122880
+  fi
+  same() { # same LABEL TOL SLIDE_JSON DUCK_JSON
+    node -e '
+      const [label, tol, s, d] = [process.argv[1], +process.argv[2], JSON.parse(process.argv[3]), JSON.parse(process.argv[4])];
+      const rel = Math.abs(s.best - d.best) / Math.max(Math.abs(d.best), 1e-300);
+      if (!(rel <= tol)) { console.error(`MISMATCH ${label}: slide ${s.best}, duckdb ${d.best} (rel ${rel})`); process.exit(1); }
+      console.error(`${label}: same best: slide ${s.best}, duckdb ${d.best} (rel diff ${rel.toExponential(2)})`);
+    ' "$@"
+  }
+  SLIDE_PQ=(bin/slide batch --size "$K" --agg sum --column amount "$PQ")
+  DUCK_PQ=(node testdata/duckdb/window_sum.mjs "$PQ" "$K")
+  same parquet 1e-9 "$("${SLIDE_PQ[@]}")" "$("${DUCK_PQ[@]}")"
+  s_ms=$(best_ms "${SLIDE_PQ[@]}")
+  d_ms=$(best_ms "${DUCK_PQ[@]}")
+  pq_mb=$(( $(stat -c %s "$PQ") / 1000000 ))
+  ratio=$(awk -v a="$d_ms" -v b="$s_ms" 'BEGIN { printf "%.1f", a / (b > 0 ? b : 1) }')
+  echo "| slide batch --size $K --agg sum, $rows-row Parquet ($pq_mb MB, DuckDB-written) | $s_ms ms | DuckDB window sum over read_parquet | $d_ms ms | ${ratio}× |"
+
+  SLIDE_P95=(bin/slide batch --span 5m --agg p95 --column amount "$FILE")
+  DUCK_P95=(node testdata/duckdb/window_p95.mjs "$FILE" 5)
+  same p95 0.02 "$("${SLIDE_P95[@]}")" "$("${DUCK_P95[@]}")"
+  s_ms=$(best_ms "${SLIDE_P95[@]}")
+  d_ms=$(best_ms "${DUCK_P95[@]}")
+  ratio=$(awk -v a="$d_ms" -v b="$s_ms" 'BEGIN { printf "%.1f", a / (b > 0 ? b : 1) }')
+  echo "| slide batch --span 5m --agg p95, $rows-row CSV ($mb MB) | $s_ms ms | DuckDB quantile_cont(amount, 0.95) OVER (RANGE 5 MINUTES PRECEDING) | $d_ms ms | ${ratio}× |"
+fi

@@ -1,5 +1,6 @@
 // DuckDB anchor for `slide batch --size K --agg sum`: the best sum of K consecutive rows of a
-// CSV, computed with a window function over read_csv, end to end in one process.
+// CSV (or, for a FILE ending in .parquet, a Parquet file: read_parquet), computed with a window
+// function, end to end in one process.
 //
 //   node window_sum.mjs FILE [K] [COLUMN]      prints {"best":…,"n":…,"windows":…}
 //
@@ -24,7 +25,7 @@ const sql = `
 WITH w AS (
   SELECT sum(${ident}) OVER (${frame}) AS s,
          count(*)      OVER (${frame}) AS c
-  FROM read_csv(${lit})
+  FROM ${file.endsWith('.parquet') ? `read_parquet(${lit})` : `read_csv(${lit})`}
 )
 SELECT max(s) FILTER (WHERE c = ${k}) AS best,
        count(*)                      AS n,

@@ -10,6 +10,9 @@
 // 1,000 consecutive orders sums to 500500; with -amounts cents it is a pseudo-random price with
 // two decimals in [0.01, 999.99] from a fixed-seed generator, so windows differ and the best
 // one is a real search; with -amounts latency it is a request latency in ms with a long tail.
+// With -regions N (N ≥ 1) every row also has an order_id (first column, 100001, 100002, …) and
+// a region (last column: eu, us, apac, latam, mea, anz for N ≤ 6, else r0000…), drawn from a
+// generator of its own, so the ts and amount columns are the same as without it.
 // The output is the same for the same flags on every machine.
 package main
 
@@ -33,11 +36,24 @@ func main() {
 	timeFmt := flag.String("time", "ms", "ts format: ms (unix milliseconds) or rfc3339")
 	start := flag.Int64("start", 1_764_489_600_000, "timestamp of the first order, unix ms")
 	seed := flag.Uint64("seed", 1, "seed for -amounts cents and the time gaps")
+	flag.IntVar(&regions, "regions", 0, "add order_id and region columns, with this many regions")
 	flag.Parse()
 	if err := run(*out, *format, *amounts, *field, *timeFmt, *rows, *start, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
+}
+
+// regions is -regions: 0 for the two-column files.
+var regions int
+
+var regionNames = []string{"eu", "us", "apac", "latam", "mea", "anz"}
+
+func regionName(i int) string {
+	if regions <= len(regionNames) {
+		return regionNames[i]
+	}
+	return fmt.Sprintf("r%04d", i)
 }
 
 func run(out, format, amounts, field, timeFmt string, rows int, start int64, seed uint64) error {
@@ -64,7 +80,18 @@ func run(out, format, amounts, field, timeFmt string, rows int, start int64, see
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	if format == "csv" {
-		bw.WriteString("ts," + field + "\n")
+		if regions > 0 {
+			bw.WriteString("order_id,ts," + field + ",region\n")
+		} else {
+			bw.WriteString("ts," + field + "\n")
+		}
+	}
+	rx := seed*0xD1B54A32D192ED03 + 7 // the regions' own generator
+	nextRegion := func() int {
+		rx ^= rx << 13
+		rx ^= rx >> 7
+		rx ^= rx << 17
+		return int(rx % uint64(regions))
 	}
 	x := seed*0x9E3779B97F4A7C15 + 1 // splitmix64 state
 	next := func() uint64 {
@@ -79,7 +106,17 @@ func run(out, format, amounts, field, timeFmt string, rows int, start int64, see
 	for i := 0; i < rows; i++ {
 		line = line[:0]
 		if format == "ndjson" {
-			line = append(line, `{"ts":`...)
+			line = append(line, '{')
+		}
+		if regions > 0 {
+			if format == "ndjson" {
+				line = append(line, `"order_id":`...)
+			}
+			line = strconv.AppendInt(line, int64(100001+i), 10)
+			line = append(line, ',')
+		}
+		if format == "ndjson" {
+			line = append(line, `"ts":`...)
 		}
 		if timeFmt == "rfc3339" {
 			if format == "ndjson" {
@@ -110,6 +147,16 @@ func run(out, format, amounts, field, timeFmt string, rows int, start int64, see
 			c := next()%99_999 + 1 // cents
 			line = strconv.AppendUint(line, c/100, 10)
 			line = append(line, '.', byte('0'+c/10%10), byte('0'+c%10))
+		}
+		if regions > 0 {
+			if format == "ndjson" {
+				line = append(line, `,"region":"`...)
+				line = append(line, regionName(nextRegion())...)
+				line = append(line, '"')
+			} else {
+				line = append(line, ',')
+				line = append(line, regionName(nextRegion())...)
+			}
 		}
 		if format == "ndjson" {
 			line = append(line, '}')

@@ -24,6 +24,8 @@ type lineBuf struct {
 	// buf[qfrom:qpos] holds no '"'; buf[qpos] is one, or qpos is hi or a search limit.
 	qfrom, qpos int
 	mem         bool // buf is the whole input, not owned (maybe read-only memory): never written
+	// scanned: buf[lo:scanned] has no '\n' (a long line is searched once, not once per fill).
+	scanned int
 }
 
 func newLineBuf(r io.Reader) *lineBuf {
@@ -39,8 +41,9 @@ func newLineBufData(data []byte) *lineBuf {
 // next returns the next line without its "\n" or "\r\n" and its start offset in buf, or io.EOF.
 func (l *lineBuf) next() ([]byte, int, error) {
 	for {
-		if i := bytes.IndexByte(l.buf[l.lo:l.hi], '\n'); i >= 0 {
-			start, end := l.lo, l.lo+i
+		from := max(l.lo, l.scanned) // buf[lo:scanned] is known to hold no '\n'
+		if i := bytes.IndexByte(l.buf[from:l.hi], '\n'); i >= 0 {
+			start, end := l.lo, from+i
 			l.lo = end + 1
 			l.line++
 			if end > start && l.buf[end-1] == '\r' {
@@ -60,6 +63,7 @@ func (l *lineBuf) next() ([]byte, int, error) {
 			}
 			return l.buf[start:end], start, nil
 		}
+		l.scanned = l.hi
 		if err := l.fill(); err != nil {
 			return nil, 0, err
 		}
@@ -71,6 +75,7 @@ func (l *lineBuf) next() ([]byte, int, error) {
 func (l *lineBuf) fill() error {
 	if l.lo > 0 {
 		l.hi = copy(l.buf, l.buf[l.lo:l.hi])
+		l.scanned = max(l.scanned-l.lo, 0)
 		l.lo = 0
 	}
 	if l.hi == len(l.buf) {

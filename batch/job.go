@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,6 +92,28 @@ type Job struct {
 	Sketch sketch.Kind
 	// Logger receives one debug line per run; nil discards.
 	Logger *slog.Logger
+
+	// The fields below are RunAll's (Run ignores them; see RunAll for which jobs take the
+	// row-by-row path).
+
+	// Aggs computes several aggregates of the same windows in one pass (each has its own best
+	// window); when set it replaces Agg. "count" alone needs no value column.
+	Aggs []string
+	// GroupBy partitions the rows by this column's text (SQL's PARTITION BY): every group has
+	// its own windows and best window, for count and time windows alike. Memory is
+	// O(groups × window).
+	GroupBy string
+	// IDColumn names a column (an order id) whose values name the first and last row of each
+	// best window in the result, beside their file lines.
+	IDColumn string
+	// SkipBad skips bad rows (not a number, bad timestamp, unsorted, wrong field count, …)
+	// and counts them by reason in Report.Skipped, instead of stopping at the first.
+	SkipBad bool
+	// Delimiter is the CSV field separator; default ','.
+	Delimiter byte
+	// Progress, when set, is called every few thousand rows of the row-by-row path with the
+	// rows and the input bytes (compressed, as read) so far.
+	Progress func(rows, bytes int64)
 }
 
 // batchRows is how many rows a Reader parses per call: big enough to amortize the call, small
@@ -132,69 +154,34 @@ func (j Job) Validate() error {
 	case j.Span > 0 && j.Span%time.Millisecond != 0:
 		return bad("span %v: must be a whole number of milliseconds", j.Span)
 	}
-	switch d.Agg {
-	case AggSum, AggAvg, AggMin, AggMax, AggCount, AggP50, AggP95, AggP99:
-	default:
-		return bad("agg %q: want sum, avg, min, max, count, p50, p95 or p99", j.Agg)
+	for _, a := range append([]string{d.Agg}, j.Aggs...) {
+		switch a {
+		case AggSum, AggAvg, AggMin, AggMax, AggCount, AggP50, AggP95, AggP99:
+		default:
+			return bad("agg %q: want sum, avg, min, max, count, p50, p95 or p99", a)
+		}
+		if quantileOf(a) >= 0 {
+			if err := d.Sketch.Validate(); err != nil {
+				return fmt.Errorf("%w: %w", ErrConfig, err)
+			}
+		}
+	}
+	for i, a := range j.Aggs {
+		if slices.Contains(j.Aggs[:i], a) {
+			return bad("agg %q listed twice", a)
+		}
+	}
+	switch j.Delimiter {
+	case '"', '\n', '\r':
+		return bad("delimiter %q: cannot be a quote or a line break", j.Delimiter)
 	}
 	if d.Best != BestMax && d.Best != BestMin {
 		return bad("best %q: want max or min", j.Best)
 	}
-	if d.Format != FormatAuto && d.Format != FormatCSV && d.Format != FormatNDJSON {
-		return bad("format %q: want auto, csv or ndjson", j.Format)
-	}
-	if quantileOf(d.Agg) >= 0 {
-		if err := d.Sketch.Validate(); err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
-		}
+	if d.Format != FormatAuto && d.Format != FormatCSV && d.Format != FormatNDJSON && d.Format != FormatParquet {
+		return bad("format %q: want auto, csv, ndjson or parquet", j.Format)
 	}
 	return nil
-}
-
-// Result is the best window of a run. It marshals to the one-line JSON that slide batch prints:
-//
-//	{"agg":"sum","size":1000,"n":100000,"best":500500,"start":0,"end":999}
-//	{"agg":"max","span_ms":60000,"n":100000,"best":1000,"start":3,"end":88,"start_ts":…,"end_ts":…}
-//
-// Start and End are the 0-based, inclusive data-row indices of the best window (the header is
-// not a row); StartTS and EndTS (time windows only) are the timestamps of those two rows, in
-// unix ms.
-type Result struct {
-	Agg     string
-	Size    int           // count window, 0 for a time window
-	Span    time.Duration // time window, 0 for a count window
-	N       int64         // data rows read
-	Best    float64
-	Start   int64
-	End     int64
-	StartTS int64
-	EndTS   int64
-}
-
-// MarshalJSON writes the fields in the documented order, size or span_ms by window kind.
-func (r Result) MarshalJSON() ([]byte, error) {
-	type countJSON struct {
-		Agg   string  `json:"agg"`
-		Size  int     `json:"size"`
-		N     int64   `json:"n"`
-		Best  float64 `json:"best"`
-		Start int64   `json:"start"`
-		End   int64   `json:"end"`
-	}
-	type timeJSON struct {
-		Agg     string  `json:"agg"`
-		SpanMS  int64   `json:"span_ms"`
-		N       int64   `json:"n"`
-		Best    float64 `json:"best"`
-		Start   int64   `json:"start"`
-		End     int64   `json:"end"`
-		StartTS int64   `json:"start_ts"`
-		EndTS   int64   `json:"end_ts"`
-	}
-	if r.Span > 0 {
-		return json.Marshal(timeJSON{r.Agg, r.Span.Milliseconds(), r.N, r.Best, r.Start, r.End, r.StartTS, r.EndTS})
-	}
-	return json.Marshal(countJSON{r.Agg, r.Size, r.N, r.Best, r.Start, r.End})
 }
 
 // NewReader returns the Reader for format (csv, ndjson, or auto: sniff the first non-blank

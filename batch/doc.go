@@ -1,5 +1,5 @@
-// Package batch runs sliding-window jobs over files: one streaming pass over a CSV or NDJSON
-// input that finds the best window ("largest revenue in 1,000 consecutive orders", "worst p95
+// Package batch runs sliding-window jobs over files: one streaming pass over a CSV, NDJSON or
+// Parquet input (gzip or zstd compressed too) that finds the best window ("largest revenue in 1,000 consecutive orders", "worst p95
 // minute") in memory O(window), never O(file).
 //
 // # Windows
@@ -47,4 +47,35 @@
 // Job.Column or, by default, the only column (other than the time column) whose first value is
 // a number. Values must be finite numbers; timestamps are unix milliseconds or RFC 3339. Every
 // bad row stops the job with a *RowError that names the row, line and column.
+//
+// # RunAll: every input, groups, several aggregates, rows named by line
+//
+// Job.RunAll is what slide batch calls. It takes Parquet (parquet-go: only the columns the job
+// reads, row group by row group, page by page; TIMESTAMP and DATE become unix ms, DECIMAL its
+// digits, null an empty field) from a file, and gzip or zstd streams detected by their magic
+// bytes (never by name alone). GroupBy partitions the rows by a column's text, as SQL's
+// PARTITION BY: each group has its own count or time windows and best window, in one pass,
+// memory O(groups × window); results come sorted by group, then in the order of Aggs. Several
+// Aggs share the pass. count alone needs no value column. SkipBad counts bad rows by reason
+// (Report.Skipped) instead of stopping; a skipped row keeps its row index, so row numbers are
+// those of the file. Rows must be sorted by time for a time window across the whole file, not
+// only within a group.
+//
+// Every Result names its window's first and last rows by data-row index, file line (1-based;
+// the line a multi-line quoted record starts on; for Parquet the 1-based row number) and, with
+// IDColumn, that column's text. With GroupBy, row indices are the file's, so a group's window
+// spans other groups' rows.
+//
+// A plain job (one aggregate over an uncompressed CSV or NDJSON regular file, no series) runs
+// Run's parallel path, then finds the two lines by a second scan of the mapped file up to the
+// window's end (newlines counted 64 KiB at a time where there is no quote or blank line).
+// Everything else, stdin included, goes row by row on one core (rows.go, multi.go). Count sums
+// run in Run's decimal fixed point on both paths, so a CSV, its gzip, zstd and Parquet copies
+// give the same bits; time-window sums are compensated float64 sums on both.
+//
+// Hostile input gets a clear error in bounded memory: a Parquet footer or page header is walked
+// before parquet-go decodes it (a list may not claim more elements than it has bytes, pages are
+// at most 64 MiB and 4M values and must lie in their column chunk), parquet-go panics become
+// ErrParquet, a zstd frame may ask for a window of at most 128 MiB, and a decompression bomb is
+// just a long stream (a line over 64 MiB stops the job with ErrLineTooLong).
 package batch

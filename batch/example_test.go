@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slide-metrics/slide/window/batch"
+	"github.com/slide-metrics/slide/batch"
 )
 
 // The best 3 consecutive orders, with every window's sum as the series.

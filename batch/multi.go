@@ -1,0 +1,547 @@
+package batch
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// SeriesRow is one window of the series output of RunAll: the window ending at data row Row
+// (0-based, counting skipped rows too) on file line Line, with TS its timestamp (time windows;
+// unix ms) and Values[i] the value of Job.aggs()[i].
+type SeriesRow struct {
+	Group  string
+	Row    int64
+	Line   int64
+	TS     int64
+	HasTS  bool
+	Values []float64
+}
+
+// Report is what RunAll found: one Result per group and aggregate (groups in byte order, then
+// aggregates in the order asked), the rows read and, with SkipBad, the bad rows by reason.
+type Report struct {
+	Results []Result
+	// N is the number of good data rows; Skipped counts the bad rows by reason (SkipBad), and
+	// FirstSkipped has the file line of the first of each reason.
+	N            int64
+	Skipped      map[string]int64
+	FirstSkipped map[string]int64
+}
+
+// SkippedTotal is the number of bad rows skipped.
+func (r Report) SkippedTotal() int64 {
+	var n int64
+	for _, c := range r.Skipped {
+		n += c
+	}
+	return n
+}
+
+// Skip reasons of Report.Skipped.
+const (
+	SkipNotNumber   = "not_a_number"
+	SkipNotFinite   = "not_finite"
+	SkipBadTime     = "bad_timestamp"
+	SkipUnsorted    = "unsorted_timestamp"
+	SkipFieldCount  = "wrong_field_count"
+	SkipSyntax      = "malformed_row"
+	SkipMissing     = "missing_field"
+	SkipOtherReason = "other"
+)
+
+// skipReason maps a row error to its Report.Skipped key.
+func skipReason(err error) string {
+	switch {
+	case errors.Is(err, ErrNotNumber):
+		return SkipNotNumber
+	case errors.Is(err, ErrNotFinite), errors.Is(err, ErrOverflow):
+		return SkipNotFinite
+	case errors.Is(err, ErrTime):
+		return SkipBadTime
+	case errors.Is(err, ErrUnsorted):
+		return SkipUnsorted
+	case errors.Is(err, ErrFieldCount):
+		return SkipFieldCount
+	case errors.Is(err, ErrSyntax):
+		return SkipSyntax
+	case errors.Is(err, ErrMissingColumn):
+		return SkipMissing
+	}
+	return SkipOtherReason
+}
+
+// aggs returns the aggregates of the job: Aggs, or Agg alone.
+func (j Job) aggs() []string {
+	if len(j.Aggs) > 0 {
+		return j.Aggs
+	}
+	return []string{j.withDefaults().Agg}
+}
+
+// rowByRow reports whether the job needs the row-by-row path: everything but one aggregate
+// over a plain comma-separated file with nothing asked beyond the best window.
+func (j Job) rowByRow() bool {
+	return len(j.Aggs) > 1 || j.GroupBy != "" || j.IDColumn != "" || j.SkipBad ||
+		(j.Delimiter != 0 && j.Delimiter != ',') || j.countOnly() && j.Column == "" ||
+		j.Format == FormatParquet
+}
+
+// countOnly reports whether every aggregate is count (which needs no value column).
+func (j Job) countOnly() bool {
+	for _, a := range j.aggs() {
+		if a != AggCount {
+			return false
+		}
+	}
+	return true
+}
+
+// RunAll is the job over an input of any supported kind, with everything a person reading the
+// result needs: the input may be CSV (Delimiter), NDJSON or Parquet, gzip- or zstd-compressed
+// (detected by magic bytes; name is the file name, "" or "-" for a stream, and only helps to
+// recognize Parquet); the result names the first and last row of each best window by file line
+// (and IDColumn) and, for time windows, time; GroupBy partitions the rows; several Aggs are
+// computed in one pass; SkipBad counts bad rows instead of stopping.
+//
+// A plain job over an uncompressed CSV or NDJSON regular file takes Run's fast path, then
+// finds the two lines of its best window by a second scan of the mapped file up to the
+// window's end. Everything else, and every stream, goes row by row: memory O(groups × window).
+// series, when not nil, receives every window (see SeriesRow), in input order.
+func (j Job) RunAll(ctx context.Context, r io.Reader, name string, series func(SeriesRow) error) (Report, error) {
+	if err := j.Validate(); err != nil {
+		return Report{}, err
+	}
+	f, isFile := r.(*os.File)
+	var st os.FileInfo
+	if isFile {
+		var err error
+		if st, err = f.Stat(); err != nil || !st.Mode().IsRegular() {
+			isFile = false
+		}
+	}
+	// Parquet: a file, by magic bytes or name.
+	if isFile && j.Format != FormatCSV && j.Format != FormatNDJSON {
+		var head [4]byte
+		n, _ := f.ReadAt(head[:], 0)
+		if _, format := sniff(head[:n], name); format == FormatParquet || j.Format == FormatParquet {
+			src, err := newParquetRows(f, st.Size())
+			if err != nil {
+				return Report{}, err
+			}
+			defer src.Close()
+			return j.runRows(ctx, src, series, func() int64 { return 0 })
+		}
+	}
+	if j.Format == FormatParquet {
+		return Report{}, fmt.Errorf("%w: Parquet needs a file, not a stream (%s)", ErrParquet, streamName(name))
+	}
+	var fileHead []byte
+	if isFile {
+		var head [4]byte
+		n, _ := f.ReadAt(head[:], 0)
+		fileHead = head[:n]
+	}
+	comp, _ := sniff(fileHead, name)
+	if isFile && comp == CompressionNone && !j.rowByRow() && series == nil && j.Size > 0 {
+		return j.runFast(ctx, f)
+	}
+	counter := &countingReader{r: r}
+	in, head, err := peekReader(counter, 4)
+	if err != nil {
+		return Report{}, err
+	}
+	if !isFile {
+		comp, _ = sniff(head, name)
+		if comp == CompressionNone {
+			if _, format := sniff(head, ""); format == FormatParquet {
+				return Report{}, fmt.Errorf("%w: Parquet needs a file, not a stream (%s)", ErrParquet, streamName(name))
+			}
+		}
+	}
+	in, closeIn, err := decompress(in, comp)
+	if err != nil {
+		return Report{}, err
+	}
+	defer closeIn()
+	src, err := j.openText(in)
+	if err != nil {
+		return Report{}, err
+	}
+	return j.runRows(ctx, src, series, func() int64 { return counter.n })
+}
+
+func streamName(name string) string {
+	if name == "" || name == "-" {
+		return "stdin"
+	}
+	return name
+}
+
+// openText opens a CSV or NDJSON row source (Format, or auto: '{' first means NDJSON).
+func (j Job) openText(in io.Reader) (rowSource, error) {
+	format := j.withDefaults().Format
+	if format == FormatAuto {
+		br, head, err := peekReader(in, 4096)
+		if err != nil {
+			return nil, err
+		}
+		in = br
+		format = FormatCSV
+		if looksNDJSON(head) {
+			format = FormatNDJSON
+		}
+	}
+	if format == FormatNDJSON {
+		return newNDJSONRows(in)
+	}
+	delim := j.Delimiter
+	if delim == 0 {
+		delim = ','
+	}
+	return newCSVRows(in, delim)
+}
+
+// runFast is Run's fast path plus the lines of the best window (one more scan of the mapping).
+func (j Job) runFast(ctx context.Context, f *os.File) (Report, error) {
+	res, err := j.Run(ctx, f, nil)
+	if err != nil {
+		return Report{}, err
+	}
+	if res.Start >= 0 {
+		if lines, err := j.locate(f, res.Start, res.End); err == nil {
+			res.StartLine, res.EndLine = lines[0], lines[1]
+		}
+	}
+	return Report{Results: []Result{res}, N: res.N}, nil
+}
+
+// runRows is the row-by-row job over src.
+func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) error, bytesRead func() int64) (Report, error) {
+	j = j.withDefaults()
+	aggs := j.aggs()
+	cols := src.Columns()
+	timeCol := ""
+	if j.Span > 0 {
+		timeCol = j.TimeColumn
+		if indexOf(cols, timeCol) < 0 {
+			return Report{}, missingColumn(timeCol, cols)
+		}
+	}
+	valCol := j.Column
+	if valCol == "" && !j.countOnly() {
+		var err error
+		if valCol, err = j.detectColumn(cols, src.FirstRow()); err != nil {
+			return Report{}, err
+		}
+	}
+	for _, c := range []string{j.GroupBy, j.IDColumn} {
+		if c != "" && indexOf(cols, c) < 0 {
+			return Report{}, missingColumn(c, cols)
+		}
+	}
+	if err := src.Select([]string{valCol, timeCol, j.GroupBy, j.IDColumn}); err != nil {
+		return Report{}, err
+	}
+	typed, _ := src.(typedSource)
+	if typed != nil {
+		typed.setTyped()
+	}
+	var fx *fixedSpec
+	if j.Size > 0 && valCol != "" {
+		var first []byte
+		if fr := src.FirstRow(); fr != nil {
+			if i := indexOf(cols, valCol); i >= 0 && i < len(fr) {
+				first = fr[i]
+			}
+		}
+		s := newFixedSpec(first, j.Size)
+		fx = &s
+	}
+	newGroup := func(name string) (*groupState, error) {
+		g := &groupState{name: name, best: make([]bestWin, len(aggs)), hasTS: timeCol != "", hasID: j.IDColumn != ""}
+		if j.Size > 0 { // the ring holds K rows: size it once
+			n := 16
+			for n < j.Size+1 {
+				n *= 2
+			}
+			g.meta = make([]rowLine, n)
+			if g.hasTS {
+				g.tss = make([]int64, n)
+			}
+			if g.hasID {
+				g.ids = make([]string, n)
+			}
+		}
+		for _, a := range aggs {
+			jj := j
+			jj.Agg = a
+			var agg aggregator
+			if fx != nil && (a == AggSum || a == AggAvg) {
+				agg = newGenFixedSum(fx, j.Size, a == AggAvg)
+			} else {
+				var err error
+				if agg, err = jj.aggregator(); err != nil {
+					return nil, err
+				}
+			}
+			g.aggs = append(g.aggs, agg)
+		}
+		return g, nil
+	}
+	var (
+		groups = map[string]*groupState{}
+		one    *groupState
+		rep    = Report{}
+		row    int64 // data rows seen, bad ones included
+		prevTS = int64(math.MinInt64)
+		isMax  = j.Best == BestMax
+		vals   = make([]float64, 1)
+		tsb    = make([]int64, 1)
+		out    = make([]float64, 1)
+		start  = make([]int64, 1)
+		sts    = make([]int64, 1)
+		svals  = make([]float64, len(aggs))
+	)
+	skip := func(err error, line int64) error {
+		var re *RowError
+		if errors.As(err, &re) {
+			re.Row = row
+			if re.Line == 0 {
+				re.Line = line
+			}
+		}
+		if !j.SkipBad {
+			return err
+		}
+		reason := skipReason(err)
+		if rep.Skipped == nil {
+			rep.Skipped, rep.FirstSkipped = map[string]int64{}, map[string]int64{}
+		}
+		if rep.Skipped[reason] == 0 {
+			rep.FirstSkipped[reason] = line
+		}
+		rep.Skipped[reason]++
+		return nil
+	}
+	for ; ; row++ {
+		if row&4095 == 0 {
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
+			if j.Progress != nil && row > 0 {
+				j.Progress(row, bytesRead())
+			}
+		}
+		fields, line, err := src.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var re *RowError
+			if !errors.As(err, &re) {
+				return rep, err
+			}
+			if err := skip(err, line); err != nil {
+				return rep, err
+			}
+			continue
+		}
+		var v float64
+		var haveV, haveT bool
+		var t int64
+		if typed != nil {
+			v, haveV = typed.number()
+			t, haveT = typed.millis()
+		}
+		if valCol != "" && !haveV {
+			if v, err = parseValue(fields[0]); err != nil {
+				if err := skip(&RowError{Line: line, Column: valCol, Value: shown(fields[0]), Err: err}, line); err != nil {
+					return rep, err
+				}
+				continue
+			}
+		}
+		m := rowMeta{row: row, line: line}
+		if timeCol != "" {
+			if !haveT {
+				t, err = ParseTime(trimSpace(fields[1]))
+			}
+			if err != nil {
+				if err := skip(&RowError{Line: line, Column: timeCol, Value: shown(fields[1]), Err: err}, line); err != nil {
+					return rep, err
+				}
+				continue
+			}
+			if t < prevTS {
+				err := &RowError{Line: line, Column: timeCol,
+					Value: strconv.FormatInt(t, 10) + " < " + strconv.FormatInt(prevTS, 10), Err: ErrUnsorted}
+				if err := skip(err, line); err != nil {
+					return rep, err
+				}
+				continue
+			}
+			prevTS, m.ts = t, t
+		}
+		if j.IDColumn != "" {
+			m.id = string(fields[3])
+		}
+		g := one
+		if j.GroupBy != "" {
+			g = groups[string(fields[2])]
+		}
+		if g == nil {
+			name := ""
+			if j.GroupBy != "" {
+				name = string(fields[2])
+			}
+			if g, err = newGroup(name); err != nil {
+				return rep, err
+			}
+			if j.GroupBy != "" {
+				groups[name] = g
+			} else {
+				one = g
+			}
+		}
+		rep.N++
+		g.push(m)
+		local := g.local
+		g.local++
+		vals[0], tsb[0] = v, m.ts
+		full := j.Span > 0 || local >= int64(j.Size-1)
+		var startLocal int64
+		for a, agg := range g.aggs {
+			agg.feed(vals, tsb[:min(1, len(tsb))], out, start, sts)
+			w := out[0]
+			if j.Span > 0 {
+				startLocal = start[0]
+			} else {
+				startLocal = local - int64(j.Size) + 1
+			}
+			svals[a] = w
+			if !full {
+				continue
+			}
+			if !finite(w) {
+				return rep, &RowError{Row: row, Line: line, Column: valCol, Err: ErrOverflow}
+			}
+			b := &g.best[a]
+			if !b.found || (isMax && w > b.v) || (!isMax && w < b.v) {
+				b.found, b.v, b.start, b.end = true, w, g.at(startLocal), m
+			}
+		}
+		if full && series != nil {
+			sr := SeriesRow{Group: g.name, Row: row, Line: line, TS: m.ts, HasTS: j.Span > 0, Values: svals}
+			if err := series(sr); err != nil {
+				return rep, fmt.Errorf("writing series: %w", err)
+			}
+		}
+		if j.Size > 0 {
+			startLocal = local - int64(j.Size) + 1
+		}
+		g.dropBefore(startLocal) // later windows start at or after this one's first row
+	}
+	if rep.N == 0 {
+		return rep, ErrNoRows
+	}
+	var all []*groupState
+	if one != nil {
+		all = append(all, one)
+	}
+	for _, g := range groups {
+		all = append(all, g)
+	}
+	slices.SortFunc(all, func(a, b *groupState) int { return cmp.Compare(a.name, b.name) })
+	anyFound := false
+	for _, g := range all {
+		for a, agg := range aggs {
+			b := g.best[a]
+			res := Result{Agg: agg, Size: j.Size, Span: j.Span, N: g.local, Best: math.NaN(), Start: -1, End: -1,
+				Group: g.name, HasGroup: j.GroupBy != "", HasID: j.IDColumn != ""}
+			if !b.found {
+				res.TooFew = true
+			} else {
+				anyFound = true
+				res.Best, res.Start, res.End = b.v, b.start.row, b.end.row
+				res.StartLine, res.EndLine = b.start.line, b.end.line
+				res.StartID, res.EndID = b.start.id, b.end.id
+				if j.Span > 0 {
+					res.StartTS, res.EndTS = b.start.ts, b.end.ts
+				}
+			}
+			if j.GroupBy == "" {
+				res.N = rep.N
+			}
+			rep.Results = append(rep.Results, res)
+		}
+	}
+	if !anyFound {
+		return rep, fmt.Errorf("%w: %d rows, window size %d", ErrTooFewRows, rep.N, j.Size)
+	}
+	return rep, nil
+}
+
+// detectColumn is valueColumn over a row source: the only numeric column of the first row that
+// is neither the time, group nor id column.
+func (j Job) detectColumn(cols []string, first [][]byte) (string, error) {
+	if first == nil {
+		return "", fmt.Errorf("%w: no data row to look at (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
+	}
+	var numeric []string
+	for i, c := range cols {
+		if c == j.TimeColumn || c == j.GroupBy || c == j.IDColumn || i >= len(first) {
+			continue
+		}
+		if _, err := parseValue(first[i]); err == nil {
+			numeric = append(numeric, c)
+		}
+	}
+	switch len(numeric) {
+	case 1:
+		return numeric[0], nil
+	case 0:
+		return "", fmt.Errorf("%w: no numeric column in the first row (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
+	}
+	return "", fmt.Errorf("%w: several numeric columns (%s); choose one", ErrColumn, strings.Join(numeric, ", "))
+}
+
+// genFixedSum is the count-window sum/avg of the row-by-row path: fixed point (see fixedSpec)
+// while every value has a fixed-point form, then the compensated float64 sum seeded with the
+// window, exactly as Run does, so both paths give the same bits.
+type genFixedSum struct {
+	fs *fixedSum
+	fl *countSum
+}
+
+func newGenFixedSum(fx *fixedSpec, k int, avg bool) *genFixedSum {
+	return &genFixedSum{fs: newFixedSum(fx, k, true, avg)}
+}
+
+func (a *genFixedSum) feed(vals []float64, ts []int64, out []float64, start, sts []int64) {
+	for i, v := range vals {
+		if a.fs != nil {
+			if m, ok := a.fs.fx.toFixed(v); ok {
+				f := a.fs
+				f.s += m - f.ring[f.i]
+				f.ring[f.i] = m
+				if f.i++; f.i == len(f.ring) {
+					f.i = 0
+				}
+				f.n = min(f.n+1, len(f.ring))
+				out[i] = f.value(f.s)
+				continue
+			}
+			w, _ := a.fs.sumWindow()
+			a.fl, a.fs = &countSum{w: w, avg: a.fs.avg}, nil
+		}
+		a.fl.feed(vals[i:i+1], nil, out[i:i+1], nil, nil)
+	}
+}

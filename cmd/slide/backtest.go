@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/backtest"
+	"github.com/slide-metrics/slide/limiter/usage"
+	"github.com/slide-metrics/slide/window"
+)
+
+func cmdBacktest(ctx context.Context, args []string, s stdio) error {
+	fs := newFlagSet("backtest", s.out)
+	var (
+		policies, format, rings string
+		slot                    time.Duration
+		slots                   int
+		cfg                     backtest.Config
+	)
+	fs.StringVar(&policies, "policies", "", "YAML policy `FILE` (the format of slide serve --policies); required")
+	fs.StringVar(&format, "format", "text", "output: text, or json (one object per policy)")
+	fs.IntVar(&cfg.TopKeys, "top", backtest.DefaultTopKeys, "how many of the most denied keys to list per policy")
+	fs.DurationVar(&cfg.Bucket, "bucket", backtest.DefaultBucket, "width of the denial timeline's buckets")
+	fs.DurationVar(&slot, "slot", window.DefaultSlot, "usage rules: slot width of every metric's ring (as slide serve --slot)")
+	fs.IntVar(&slots, "slots", window.DefaultSlots, "usage rules: slots per ring (as slide serve --slots)")
+	fs.StringVar(&rings, "rings", "cost=1m:60", "usage rules: per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (as slide serve --rings)")
+	path, err := parseBatchArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	usageErr := func(f string, a ...any) error { return usagef(fs, f, a...) }
+	switch {
+	case path == "":
+		return usageErr("missing REQUESTS file (or - for stdin)")
+	case policies == "":
+		return usageErr("missing --policies FILE")
+	case format != "text" && format != "json":
+		return usageErr("--format %q: want text or json", format)
+	case cfg.TopKeys < 0 || cfg.Bucket < time.Millisecond:
+		return usageErr("--top must be ≥ 0 and --bucket ≥ 1ms")
+	}
+	ps, rules, err := usage.LoadFile(policies)
+	if err != nil {
+		return err
+	}
+	if len(ps) == 0 && len(rules) == 0 {
+		return fmt.Errorf("%s: no policies or rules to replay", policies)
+	}
+	cfg.Policies, cfg.Rules = ps, rules
+	mr, err := parseMetricRings(rings)
+	if err != nil {
+		return usageErr("--rings: %v", err)
+	}
+	cfg.Store = window.StoreConfig{Ring: window.RingConfig{Slot: slot, Slots: slots}, Metrics: mr}
+	rp, err := backtest.New(cfg)
+	if err != nil {
+		return err
+	}
+	var in io.Reader = s.in
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	n := 0
+	err = backtest.ReadLog(in, func(r backtest.Request) error {
+		if n++; n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		return rp.Replay(ctx, r)
+	})
+	if err != nil {
+		if errors.Is(err, backtest.ErrLog) || errors.Is(err, backtest.ErrUnsorted) || errors.Is(err, backtest.ErrUnknownPolicy) {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return err
+	}
+	reports := rp.Reports()
+	if len(rp.Refused) > 0 {
+		fmt.Fprintf(s.err, "slide backtest: %d metric events recorded, refused: %v\n", rp.Events, rp.Refused)
+	}
+	if format == "json" {
+		for _, r := range reports {
+			b, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.out, "%s\n", b)
+		}
+		return nil
+	}
+	byName := map[string]limiter.Policy{}
+	for _, p := range ps {
+		byName[p.Name] = p
+	}
+	for _, r := range reports {
+		desc := r.Algorithm
+		if p, ok := byName[r.Policy]; ok {
+			desc = describePolicy(p)
+		}
+		kind := "policy"
+		if _, ok := byName[r.Policy]; !ok {
+			kind = "rule"
+		}
+		fmt.Fprintf(s.out, "%s %s (%s): %d requests, %d allowed, %d denied", kind, r.Policy, desc,
+			r.Requests, r.Allowed, r.Denied)
+		if r.OverQuota > 0 {
+			fmt.Fprintf(s.out, " (%d above the quota)", r.OverQuota)
+		}
+		if r.Shadow {
+			fmt.Fprint(s.out, " (shadow: would deny)")
+		}
+		fmt.Fprintln(s.out)
+		if len(r.TopDenied) > 0 {
+			parts := make([]string, len(r.TopDenied))
+			for i, k := range r.TopDenied {
+				parts[i] = fmt.Sprintf("%s %d", k.Key, k.Denied)
+			}
+			fmt.Fprintf(s.out, "  most denied keys: %s\n", strings.Join(parts, ", "))
+		}
+		for _, b := range r.Timeline {
+			fmt.Fprintf(s.out, "  %s  %d denied, %d allowed\n", b.Start.Format(time.RFC3339), b.Denied, b.Allowed)
+		}
+	}
+	return nil
+}
+
+// describePolicy is "sliding_log 100/1m0s" or "token_bucket 10 +5/s".
+func describePolicy(p limiter.Policy) string {
+	switch p.Algorithm {
+	case limiter.TokenBucket:
+		return fmt.Sprintf("%s %d +%g/s", p.Algorithm, p.Capacity, p.RefillPerSecond)
+	case limiter.LeakyBucket:
+		return fmt.Sprintf("%s %d +%g/s", p.Algorithm, p.Capacity, p.LeakPerSecond)
+	}
+	return fmt.Sprintf("%s %d/%s", p.Algorithm, p.Limit, p.Window)
+}
