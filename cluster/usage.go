@@ -53,7 +53,7 @@ func (c *Cluster) Read(ctx context.Context, now int64, metric, series string, wi
 
 // remote returns the peers' part of a usage read, cached.
 func (c *Cluster) remote(ctx context.Context, now int64, metric, series string, win time.Duration, bins bool, local map[int32]bool) (*window.Partial, time.Duration, []int32) {
-	slot := now / max(c.cfg.Store.RingConfig(metric).Slot.Milliseconds(), 1)
+	slot := window.FloorDiv(now, max(c.cfg.Store.RingConfig(metric).Slot.Milliseconds(), 1))
 	k := cacheKey{metric: metric, series: series, winMs: win.Milliseconds(), bins: bins}
 	if c.cfg.Staleness > 0 {
 		c.cacheMu.Lock()

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/slide-metrics/slide/internal/kafkatest"
+	"github.com/slide-metrics/slide/internal/polltest"
 	"github.com/slide-metrics/slide/internal/proctest"
 	"github.com/slide-metrics/slide/window"
 )
@@ -153,17 +154,14 @@ func (r *running) stop(t *testing.T) {
 // real time for joins and fetches; the bound keeps failures fast).
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool, state ...func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			var b strings.Builder
-			for _, f := range state {
-				b.WriteString("\n" + f())
-			}
-			t.Fatalf("timed out after %v waiting for %s%s", timeout, what, b.String())
+	polltest.Eventually(t, timeout, 10*time.Millisecond, cond, func() string {
+		var b strings.Builder
+		b.WriteString("waiting for " + what)
+		for _, f := range state {
+			b.WriteString("\n" + f())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return b.String()
+	})
 }
 
 // logEnd is the end offset of every partition of the cluster's topic.

@@ -4,7 +4,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/slide-metrics/slide/internal/jsonenc"
+	"github.com/slide-metrics/slide/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
 

@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"time"
 	"unsafe"
+
+	"github.com/slide-metrics/slide/window"
 )
 
 // The algorithms are pure state transitions: take(p, now, cost) reads and
@@ -12,7 +14,7 @@ import (
 // since the Unix epoch (windows align to the epoch); cost 0 peeks (reports
 // what cost 1 would get, changes nothing). The caller has checked
 // 0 ≤ cost ≤ p.quota and holds whatever lock guards the struct. The Redis
-// scripts in limiter/redis/scripts mirror these functions in microseconds.
+// scripts in limiter/redislimit/scripts mirror these functions in microseconds.
 //
 // Each take writes the decision's numbers into *d (not Policy, Shadowed,
 // Degraded) and returns expires: the instant (ns) at which the state is back
@@ -20,14 +22,6 @@ import (
 // the same as PEXPIRE). Writing through d, rather than returning an 80-byte
 // Decision, keeps the hot path free of copies; all calls are static, so d
 // stays on the caller's stack.
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
-}
 
 // set writes a decision's numbers into d, clamping negatives.
 func set(d *Decision, p *params, allowed bool, remaining, retry, reset int64) {
@@ -47,7 +41,7 @@ type fixedWindow struct {
 }
 
 func (s *fixedWindow) take(p *params, now, cost int64, d *Decision) int64 {
-	idx := floorDiv(now, p.window)
+	idx := window.FloorDiv(now, p.window)
 	if s.count == 0 || idx > s.index {
 		s.index, s.count = idx, 0
 	} // idx < s.index: the clock went back; stay in the newer window.
@@ -235,7 +229,7 @@ func decayedBelow(n, k, w int64) int64 {
 
 func (s *slidingCounter) take(p *params, now, cost int64, d *Decision) int64 {
 	w := p.window
-	idx := floorDiv(now, w)
+	idx := window.FloorDiv(now, w)
 	switch {
 	case s.cur == 0 && s.prev == 0:
 		s.index = idx

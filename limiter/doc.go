@@ -1,13 +1,13 @@
 // Package limiter makes slide's admission decisions: "may key K spend cost c
 // under policy P now?", in-process or cluster-wide through Redis
-// (limiter/redis), answered as a Decision, over HTTP (POST /v1/allow), or by
+// (limiter/redislimit), answered as a Decision, over HTTP (POST /v1/allow), or by
 // a middleware in front of an http.Handler.
 //
 // # Algorithms
 //
 // Every algorithm is a pure state transition over a small struct that takes
 // now as an argument, shared by the memory backend and the tests; the Lua
-// scripts of limiter/redis mirror them, and limitertest runs one conformance
+// scripts of limiter/redislimit mirror them, and limitertest runs one conformance
 // suite over both. Windows are aligned to the Unix epoch.
 //
 //   - fixed_window: a counter per window floor(now/window). One integer per
@@ -99,7 +99,7 @@
 //     instance then enforces the limit on its own share).
 //
 // A failed call is never retried: it may have run, and a second run would
-// count the request twice (limiter/redis refuses go-redis clients that
+// count the request twice (limiter/redislimit refuses go-redis clients that
 // retry). Only NOSCRIPT, which proves the script did not run, is answered
 // with EVAL. Decisions recover by themselves when Redis returns.
 //

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/slide-metrics/slide/jsonenc"
 )
 
 // MaxBodyBytes is the largest /v1/allow body accepted (larger: 413).
@@ -76,23 +78,15 @@ func staleMs(d Decision) *int64 {
 	return &ms
 }
 
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// writeError writes {"error":{"code":..,"message":..}}.
+// writeError writes {"error":{"code":..,"message":..}} (jsonenc.AppendError, the query
+// API's envelope too).
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var b errorBody
-	b.Error.Code, b.Error.Message = code, msg
 	w.Header().Set("Content-Type", "application/json")
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set(HeaderRetryAfter, "1")
 	}
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(b)
+	_, _ = w.Write(jsonenc.AppendError(nil, code, msg, ""))
 }
 
 // writeDecideError maps a Decide error to its HTTP answer.

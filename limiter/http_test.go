@@ -12,6 +12,14 @@ import (
 )
 
 // testClock is a settable clock for handler tests.
+// errorBody is the error envelope the handlers write (jsonenc.AppendError).
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
 type testClock struct {
 	mu  sync.Mutex
 	now time.Time

@@ -234,17 +234,24 @@ func (e *PolicyError) Error() string {
 // Unwrap returns ErrInvalidPolicy.
 func (e *PolicyError) Unwrap() error { return ErrInvalidPolicy }
 
-func validName(s string) bool {
+// ValidName reports a name a policy, a usage rule or an RLS descriptor's policy may have:
+// 1 to 64 bytes, each a NameByte. Names go into metric labels and headers, so the set is
+// small.
+func ValidName(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+		if !NameByte(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// NameByte reports a byte a name may hold: A-Z a-z 0-9 _ . -
+func NameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
 }
 
 // Validate checks p and returns the first problem as a *PolicyError.
@@ -252,7 +259,7 @@ func (p *Policy) Validate() error {
 	bad := func(field, format string, args ...any) error {
 		return &PolicyError{Source: p.Source, Policy: p.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
-	if !validName(p.Name) {
+	if !ValidName(p.Name) {
 		return bad("name", "must be 1 to 64 characters of A-Z a-z 0-9 _ . -")
 	}
 	if p.Backend > BackendRedis {

@@ -174,7 +174,7 @@ func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 		var err error
 		switch f {
 		case "name":
-			if !validName(s) {
+			if !ValidName(s) {
 				bad(v, f, "must be 1 to 64 characters of A-Z a-z 0-9 _ . -")
 			}
 		case "algorithm":

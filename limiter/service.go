@@ -38,7 +38,7 @@ type DenyCacheConfig struct {
 type Config struct {
 	// Policies are validated by NewService; names must be unique.
 	Policies []Policy
-	// Redis decides the policies with backend redis (see limiter/redis).
+	// Redis decides the policies with backend redis (see limiter/redislimit).
 	// Required when one has; a nil Redis with such a policy is an error
 	// naming the policy's line.
 	Redis Backend
@@ -64,7 +64,7 @@ type Config struct {
 // Allow, AllowN, Decide and NewMiddleware. Safe for concurrent use; holds no
 // goroutines, so it needs no Close.
 type Service struct {
-	byName  map[string]*runtime
+	byName  map[string]*running
 	names   []string
 	redis   Backend
 	clock   func() time.Time
@@ -72,8 +72,8 @@ type Service struct {
 	metrics *metrics
 }
 
-// runtime is one policy or checker as the Service runs it.
-type runtime struct {
+// running is one policy or checker as the Service runs it.
+type running struct {
 	p       Policy // zero for a checker
 	checker Checker
 	mem     *Memory // memory policy, or the local fallback of a redis one
@@ -116,7 +116,7 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{byName: map[string]*runtime{}, redis: cfg.Redis, clock: clock, log: log, metrics: met}
+	s := &Service{byName: map[string]*running{}, redis: cfg.Redis, clock: clock, log: log, metrics: met}
 	var errs []error
 	first := map[string]string{}
 	for _, p := range cfg.Policies {
@@ -135,7 +135,7 @@ func NewService(cfg Config) (*Service, error) {
 				Msg: "redis needs a Redis address (slide serve --redis ADDR)"})
 			continue
 		}
-		rt := &runtime{p: p, m: met.forPolicy(p.Name)}
+		rt := &running{p: p, m: met.forPolicy(p.Name)}
 		if p.Backend == BackendMemory || p.OnBackendError == FailLocal {
 			if rt.mem, err = NewMemory(p, mcfg); err != nil {
 				return nil, err
@@ -152,7 +152,7 @@ func NewService(cfg Config) (*Service, error) {
 		s.names = append(s.names, p.Name)
 	}
 	for _, c := range cfg.Checkers {
-		if c == nil || !validName(c.Name()) {
+		if c == nil || !ValidName(c.Name()) {
 			errs = append(errs, &PolicyError{Field: "checker", Msg: "nil checker or invalid name"})
 			continue
 		}
@@ -160,7 +160,7 @@ func NewService(cfg Config) (*Service, error) {
 			errs = append(errs, &PolicyError{Policy: c.Name(), Msg: "checker name clashes with a policy or checker"})
 			continue
 		}
-		s.byName[c.Name()] = &runtime{checker: c, m: met.forPolicy(c.Name())}
+		s.byName[c.Name()] = &running{checker: c, m: met.forPolicy(c.Name())}
 		s.names = append(s.names, c.Name())
 	}
 	if len(errs) > 0 {
@@ -237,10 +237,10 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Check, out
 	if len(out) < len(checks) {
 		return Decision{}, errors.New("deciding: out is shorter than checks")
 	}
-	var rtBuf [4]*runtime // one map lookup per check, no allocation for ≤ 4
+	var rtBuf [4]*running // one map lookup per check, no allocation for ≤ 4
 	rts := rtBuf[:0]
 	if len(checks) > len(rtBuf) {
-		rts = make([]*runtime, 0, len(checks))
+		rts = make([]*running, 0, len(checks))
 	}
 	for i := range checks {
 		c := &checks[i]
@@ -456,7 +456,7 @@ func isTimeout(err error) bool {
 	return errors.As(err, &t) && t.Timeout()
 }
 
-func (s *Service) logFailure(rt *runtime, err error) {
+func (s *Service) logFailure(rt *running, err error) {
 	now := time.Now().UnixNano()
 	last := rt.lastLog.Load()
 	if now-last < int64(time.Second) || !rt.lastLog.CompareAndSwap(last, now) {
@@ -466,14 +466,14 @@ func (s *Service) logFailure(rt *runtime, err error) {
 }
 
 // shadow turns a denial of a shadow policy into an admission.
-func (s *Service) shadow(rt *runtime, d *Decision) {
+func (s *Service) shadow(rt *running, d *Decision) {
 	if rt.p.Shadow && !d.Allowed {
 		d.Allowed, d.Shadowed, d.RetryAfter = true, true, 0
 	}
 }
 
 // count applies shadow mode and records the decision's metric.
-func (s *Service) count(rt *runtime, d *Decision) {
+func (s *Service) count(rt *running, d *Decision) {
 	s.shadow(rt, d)
 	switch {
 	case d.Shadowed:

@@ -16,7 +16,7 @@ import (
 // fakeBackend is a Backend for tests of the Service's own logic: it decides
 // with one Memory per policy (the real algorithms), counts round trips, and
 // can fail or hang on demand. The Redis behaviour itself is tested against a
-// real redis-server in limiter/redis.
+// real redis-server in limiter/redislimit.
 type fakeBackend struct {
 	mu    sync.Mutex
 	mems  map[string]*Memory
@@ -255,7 +255,7 @@ func redisPolicy(name string, mode FailureMode) Policy {
 }
 
 // The failure modes on a backend that errors or hangs; the real outage
-// (redis-server stopped and restarted) is tested in limiter/redis.
+// (redis-server stopped and restarted) is tested in limiter/redislimit.
 func TestServiceFailureModes(t *testing.T) {
 	fb := &fakeBackend{}
 	reg := prometheus.NewRegistry()

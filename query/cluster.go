@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slide-metrics/slide/internal/jsonenc"
+	"github.com/slide-metrics/slide/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
 

@@ -347,8 +347,8 @@ func TestTopOrder(t *testing.T) {
 			if (sketched && !within1pct(got.Value, w.v)) || (!sketched && math.Abs(got.Value-w.v) > 1e-9*math.Abs(w.v)) {
 				t.Errorf("%s: %s value %v, oracle %v", path, w.key, got.Value, w.v)
 			}
-			if elapsed := float64(min(e.clock.millis(), a.To)-a.From) / 1000; got.ElapsedS != elapsed {
-				t.Errorf("%s: %s elapsed_s %v, want %v", path, w.key, got.ElapsedS, elapsed)
+			if elapsed := float64(min(e.clock.millis(), a.To)-a.From) / 1000; got.ElapsedS == nil || *got.ElapsedS != elapsed {
+				t.Errorf("%s: %s elapsed_s %v, want %v", path, w.key, deref(got.ElapsedS), elapsed)
 			}
 			if got.Count != w.x.count || got.Quantiles["0.99"] == nil || !within1pct(*got.Quantiles["0.99"], w.x.quantile(0.99)) {
 				t.Errorf("%s: %s count %d q0.99 %v, oracle %d %v", path, w.key, got.Count, deref(got.Quantiles["0.99"]), w.x.count, w.x.quantile(0.99))

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/slide-metrics/slide/internal/jsonenc"
+	"github.com/slide-metrics/slide/jsonenc"
 )
 
 // eventsBufPool holds request bodies of POST /v1/events, up to MaxBodyBytes each.

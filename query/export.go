@@ -18,7 +18,7 @@ import (
 type ExportSpec struct {
 	Metric string
 	Window time.Duration
-	aggs   []aggSel
+	aggs   []window.Stat
 }
 
 // defaultExportAggs are exported when a spec names no aggregate.
@@ -82,7 +82,7 @@ func parseExportSpec(s string) (ExportSpec, error) {
 	}
 	e := ExportSpec{Metric: metric, Window: d}
 	for f := range strings.SplitSeq(aggs, ",") {
-		a, ok := parseAgg(f)
+		a, ok := window.ParseStat(f)
 		if !ok {
 			return ExportSpec{}, bad("aggregate %q is not count, sum, avg, min, max, rate or a quantile such as 0.95", strings.TrimSpace(f))
 		}
@@ -93,9 +93,9 @@ func parseExportSpec(s string) (ExportSpec, error) {
 	return e, nil
 }
 
-func containsAgg(as []aggSel, a aggSel) bool {
+func containsAgg(as []window.Stat, a window.Stat) bool {
 	for _, x := range as {
-		if x.kind == a.kind && x.q == a.q {
+		if x == a {
 			return true
 		}
 	}
@@ -107,17 +107,17 @@ func (e ExportSpec) String() string {
 	var b strings.Builder
 	b.WriteString(e.Metric)
 	b.WriteByte(':')
-	b.WriteString(formatDuration(e.Window))
+	b.WriteString(window.FormatDuration(e.Window))
 	for i, a := range e.aggs {
 		if i == 0 {
 			b.WriteByte(':')
 		} else {
 			b.WriteByte(',')
 		}
-		if a.kind == aggQuantile {
-			b.Write(formatQuantile(nil, a.q))
+		if a.Kind == window.StatQuantile {
+			b.Write(formatQuantile(nil, a.Q))
 		} else {
-			b.WriteString(a.name)
+			b.WriteString(a.String())
 		}
 	}
 	return b.String()
@@ -130,22 +130,15 @@ func (e ExportSpec) validate(rc window.RingConfig) error {
 	if len(e.aggs) == 0 {
 		return errors.New("no aggregate (build specs with ParseExportSpecs)")
 	}
-	if _, err := parseWindow(formatDuration(e.Window), rc, e.Metric); err != nil {
-		var pe *paramError
-		if errors.As(err, &pe) {
-			return errors.New(pe.msg)
-		}
-		return err
-	}
-	return nil
+	return rc.CheckWindow(e.Window, "", e.Metric)
 }
 
 // quantiles returns the spec's quantiles in order.
 func (e ExportSpec) quantiles() []float64 {
 	var qs []float64
 	for _, a := range e.aggs {
-		if a.kind == aggQuantile {
-			qs = append(qs, a.q)
+		if a.Kind == window.StatQuantile {
+			qs = append(qs, a.Q)
 		}
 	}
 	return qs
@@ -194,10 +187,10 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 	skipped := 0
 	for _, e := range c.s.cfg.Export {
 		qs := e.quantiles()
-		win := formatDuration(e.Window)
+		win := window.FormatDuration(e.Window)
 		summary := false
 		for _, sel := range e.aggs {
-			summary = summary || sel.kind == aggCount || sel.kind == aggSum || sel.kind == aggQuantile
+			summary = summary || sel.Kind == window.StatCount || sel.Kind == window.StatSum || sel.Kind == window.StatQuantile
 		}
 		for _, key := range c.s.store.Keys(e.Metric, "") {
 			if budget == 0 {
@@ -212,7 +205,7 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 			if summary {
 				quantiles := make(map[float64]float64, len(qs))
 				for i, q := range qs {
-					if v := quantileOf(a, i, q); v == v { // NaN: nothing to say about an empty window
+					if v := a.Quantile(i, q); v == v { // NaN: nothing to say about an empty window
 						quantiles[q] = v
 					}
 				}
@@ -220,19 +213,19 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			for _, sel := range e.aggs {
 				var desc *prometheus.Desc
-				switch sel.kind {
-				case aggAvg:
+				switch sel.Kind {
+				case window.StatAvg:
 					desc = c.avg
-				case aggMin:
+				case window.StatMin:
 					desc = c.min
-				case aggMax:
+				case window.StatMax:
 					desc = c.max
-				case aggRate:
+				case window.StatRate:
 					desc = c.rate
 				default:
 					continue // in the summary
 				}
-				if v := sel.value(a, now, 0); v == v {
+				if v := sel.Value(a, now, 0); v == v {
 					ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, e.Metric, key, win)
 				}
 			}

@@ -151,47 +151,12 @@ type eventsAnswer struct {
 	Rejected map[string]int `json:"rejected"`
 }
 
-type windowAnswer struct {
-	Metric    string              `json:"metric"`
-	Key       string              `json:"key"`
-	Window    string              `json:"window"`
-	From      int64               `json:"from"`
-	To        int64               `json:"to"`
-	Series    int                 `json:"series"`
-	Count     uint64              `json:"count"`
-	Sum       float64             `json:"sum"`
-	Avg       *float64            `json:"avg"`
-	Min       *float64            `json:"min"`
-	Max       *float64            `json:"max"`
-	RatePerS  float64             `json:"rate_per_s"`
-	ElapsedS  *float64            `json:"elapsed_s"`
-	Quantiles map[string]*float64 `json:"quantiles"`
-}
-
-type topAnswer struct {
-	Metric string `json:"metric"`
-	By     string `json:"by"`
-	Window string `json:"window"`
-	From   int64  `json:"from"`
-	To     int64  `json:"to"`
-	Series int    `json:"series"`
-	Top    []struct {
-		Key       string              `json:"key"`
-		Value     float64             `json:"value"`
-		Count     uint64              `json:"count"`
-		ElapsedS  float64             `json:"elapsed_s"`
-		Max       *float64            `json:"max"`
-		Quantiles map[string]*float64 `json:"quantiles"`
-	} `json:"top"`
-}
-
-type errorAnswer struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Param   string `json:"param"`
-	} `json:"error"`
-}
+// The answers the tests decode: the exported response types.
+type (
+	windowAnswer = query.WindowResponse
+	topAnswer    = query.TopResponse
+	errorAnswer  = query.ErrorResponse
+)
 
 // event is one test event and its NDJSON line.
 type event struct {

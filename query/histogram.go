@@ -57,10 +57,10 @@ func ParseHistogramSpecs(s string) ([]HistogramSpec, error) {
 }
 
 // String formats the spec as ParseHistogramSpecs reads it.
-func (h HistogramSpec) String() string { return h.Metric + ":" + formatDuration(h.Window) }
+func (h HistogramSpec) String() string { return h.Metric + ":" + window.FormatDuration(h.Window) }
 
 func (h HistogramSpec) validate(rc window.RingConfig) error {
-	return ExportSpec{Metric: h.Metric, Window: h.Window, aggs: []aggSel{{kind: aggCount}}}.validate(rc)
+	return ExportSpec{Metric: h.Metric, Window: h.Window, aggs: []window.Stat{{Kind: window.StatCount}}}.validate(rc)
 }
 
 // nativeMetric is one exported window as a native histogram; Write hands out the
@@ -258,7 +258,7 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 	var scratch sketch.Bins
 	for _, spec := range h.s.cfg.ExportHistograms {
 		src := newHistogramSource(h.s.store.RingConfig(spec.Metric), ar)
-		win := formatDuration(spec.Window)
+		win := window.FormatDuration(spec.Window)
 		for _, key := range h.s.store.Keys(spec.Metric, "") {
 			if budget == 0 {
 				return

@@ -3,7 +3,7 @@ package query
 import (
 	"strconv"
 
-	"github.com/slide-metrics/slide/internal/jsonenc"
+	"github.com/slide-metrics/slide/jsonenc"
 )
 
 // The hot routes (/v1/window, /v1/top) build their JSON by appending to a pooled buffer:

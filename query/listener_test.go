@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/slide-metrics/slide/internal/polltest"
 	"github.com/slide-metrics/slide/query"
 )
 
@@ -46,11 +47,7 @@ func closedByPeer(c net.Conn, wait time.Duration) bool {
 // waitFor polls cond for up to 2 s: the server side of a refused dial may lag the client.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 2s")
-		}
-	}
+	polltest.Eventually(t, 2*time.Second, 5*time.Millisecond, cond, func() string { return "condition not reached" })
 }
 
 // TestLimitPerClient: each IP holds at most n connections; the rest are closed right after

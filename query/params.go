@@ -107,58 +107,6 @@ func required(v url.Values, name string) (string, error) {
 	return s, nil
 }
 
-// parseQuantile reads a quantile written as a fraction in [0, 1] ("0.95") or as a
-// percentile ("p95", "p99.9", "p999" = 0.999, "p5" = 0.05, "p100" = 1).
-func parseQuantile(s string) (float64, bool) {
-	if len(s) > 1 && (s[0] == 'p' || s[0] == 'P') {
-		return parsePercentile(s[1:])
-	}
-	q, err := strconv.ParseFloat(s, 64)
-	if err != nil || !(q >= 0 && q <= 1) {
-		return 0, false
-	}
-	return q, true
-}
-
-// parsePercentile turns "95" into 0.95 by moving the decimal point in the text, so the
-// result is exactly the float literal (99.9/100 is not always 0.999). Without a point,
-// one digit is a single-digit percent (p5 = 0.05), two are a percent (p95), "100" is 1,
-// and three or more are the digits after "0." as usual for tail latencies (p999 = 0.999,
-// p9999 = 0.9999).
-func parsePercentile(s string) (float64, bool) {
-	intPart, frac, point := strings.Cut(s, ".")
-	if intPart == "" || len(s) > 12 || (point && frac == "") || !allDigits(intPart) || !allDigits(frac) {
-		return 0, false
-	}
-	var text string
-	switch {
-	case point && len(intPart) <= 2:
-		text = "0." + strings.Repeat("0", 2-len(intPart)) + intPart + frac
-	case point:
-		if intPart != "100" || strings.Trim(frac, "0") != "" {
-			return 0, false
-		}
-		return 1, true
-	case len(intPart) == 1:
-		text = "0.0" + intPart
-	case intPart == "100":
-		return 1, true
-	default:
-		text = "0." + intPart
-	}
-	q, err := strconv.ParseFloat(text, 64)
-	return q, err == nil && q <= 1
-}
-
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // parseQuantiles reads a comma-separated list of quantiles, dropping duplicates and keeping
 // the order given. An empty list is an error: the caller decides the default.
 func parseQuantiles(name string, vals []string) ([]float64, error) {
@@ -166,7 +114,7 @@ func parseQuantiles(name string, vals []string) ([]float64, error) {
 	for _, v := range vals {
 		for f := range strings.SplitSeq(v, ",") {
 			f = strings.TrimSpace(f)
-			q, ok := parseQuantile(f)
+			q, ok := window.ParseQuantile(f)
 			if !ok {
 				return nil, badParam(name, "%q is not a quantile: want a number in [0, 1] such as 0.95, or a percentile such as p95", clip(f))
 			}
@@ -189,45 +137,21 @@ const maxQuantiles = 32
 func formatQuantile(b []byte, q float64) []byte { return strconv.AppendFloat(b, q, 'g', -1, 64) }
 
 // parseWindow reads a window length such as "5m" or "90s" and checks it against the ring of
-// metric: a positive multiple of its slot width, at most its retention. Empty means the
-// whole retention.
+// metric (window.RingConfig.CheckWindow: a positive multiple of its slot width, at most its
+// retention). Empty means the whole retention.
 func parseWindow(s string, rc window.RingConfig, metric string) (time.Duration, error) {
-	ret := rc.Retention()
 	if s == "" {
-		return ret, nil
+		return rc.Retention(), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, badParam("window", "%q is not a duration such as 5m or 90s", clip(s))
 	}
-	s = clip(s) // "0000…05m" parses: echo it clipped too
-	switch {
-	case d <= 0:
-		return 0, badParam("window", "%s must be positive", s)
-	case d > ret:
-		return 0, badParam("window", "%s is longer than the retention %s of metric %q", s, formatDuration(ret), metric)
-	case d%rc.Slot != 0:
-		return 0, badParam("window", "%s is not a multiple of the slot width %s of metric %q", s, formatDuration(rc.Slot), metric)
+	// "0000…05m" parses: echo it clipped too
+	if err := rc.CheckWindow(d, clip(s), metric); err != nil {
+		return 0, badParam("window", "%s", err.Error())
 	}
 	return d, nil
-}
-
-// formatDuration writes d in its largest whole unit: 5m, 1h, 90s, 1500ms, as users type
-// windows (time.Duration.String would say 5m0s).
-func formatDuration(d time.Duration) string {
-	switch {
-	case d == 0:
-		return "0s"
-	case d%time.Hour == 0:
-		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
-	case d%time.Minute == 0:
-		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
-	case d%time.Second == 0:
-		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
-	case d%time.Millisecond == 0:
-		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
-	}
-	return d.String()
 }
 
 // parseInt reads an integer parameter in [lo, hi], def when absent.
@@ -244,65 +168,4 @@ func parseInt(v url.Values, name string, def, lo, hi int) (int, error) {
 		return 0, badParam(name, "%d is outside [%d, %d]", n, lo, hi)
 	}
 	return n, nil
-}
-
-// aggKind is what a top list ranks by or an export publishes.
-type aggKind uint8
-
-const (
-	aggCount aggKind = iota
-	aggSum
-	aggAvg
-	aggMin
-	aggMax
-	aggRate
-	aggQuantile
-)
-
-// aggSel selects one number from a window aggregate: count, sum, avg, min, max, rate (per
-// second) or a quantile q.
-type aggSel struct {
-	kind aggKind
-	q    float64
-	name string // as it is written back: "count", "p95", "0.95"
-}
-
-var aggNames = map[string]aggKind{
-	"count": aggCount, "sum": aggSum, "avg": aggAvg, "min": aggMin, "max": aggMax, "rate": aggRate,
-}
-
-// parseAgg reads count|sum|avg|min|max|rate, a percentile pNN or a quantile 0.NN.
-func parseAgg(s string) (aggSel, bool) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	if k, ok := aggNames[s]; ok {
-		return aggSel{kind: k, name: s}, true
-	}
-	if q, ok := parseQuantile(s); ok {
-		return aggSel{kind: aggQuantile, q: q, name: s}, true
-	}
-	return aggSel{}, false
-}
-
-// value is the selected number of a, read at now. qi is the index of the selector's
-// quantile in a.Quantiles. It is NaN where the aggregate has none (an empty window's avg).
-func (s aggSel) value(a window.Agg, now int64, qi int) float64 {
-	switch s.kind {
-	case aggCount:
-		return float64(a.Count)
-	case aggSum:
-		return a.Sum
-	case aggAvg:
-		return a.Avg()
-	case aggMin, aggMax:
-		if a.Count == 0 {
-			return nan
-		}
-		if s.kind == aggMin {
-			return a.Min
-		}
-		return a.Max
-	case aggRate:
-		return a.RatePerSec(now)
-	}
-	return quantileOf(a, qi, s.q)
 }

@@ -9,26 +9,6 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-func TestParseQuantile(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want float64
-		ok   bool
-	}{
-		{"0.95", 0.95, true}, {"0", 0, true}, {"1", 1, true}, {".5", 0.5, true},
-		{"p95", 0.95, true}, {"P99", 0.99, true}, {"p50", 0.5, true}, {"p5", 0.05, true},
-		{"p999", 0.999, true}, {"p9999", 0.9999, true}, {"p99.9", 0.999, true}, {"p99.99", 0.9999, true},
-		{"p100", 1, true}, {"p100.0", 1, true}, {"p0", 0, true}, {"p5.5", 0.055, true},
-		{"1.5", 0, false}, {"-0.1", 0, false}, {"NaN", 0, false}, {"p", 0, false}, {"p101.5", 0, false},
-		{"p-5", 0, false}, {"p9x", 0, false}, {"p99.", 0, false}, {"p.9", 0, false}, {"", 0, false}, {"Inf", 0, false},
-	} {
-		got, ok := parseQuantile(c.in)
-		if ok != c.ok || got != c.want {
-			t.Errorf("parseQuantile(%q) = %v, %v; want %v, %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
-}
-
 func TestParseQuantilesDedupes(t *testing.T) {
 	qs, err := parseQuantiles("q", []string{"0.5, p95", "0.95,0.99"})
 	if err != nil || len(qs) != 3 || qs[0] != 0.5 || qs[1] != 0.95 || qs[2] != 0.99 {
@@ -38,17 +18,6 @@ func TestParseQuantilesDedupes(t *testing.T) {
 	var pe *paramError
 	if !errors.As(err, &pe) || pe.name != "q" || !strings.Contains(err.Error(), `""`) {
 		t.Fatalf("empty item: err = %v, want a q parameter error", err)
-	}
-}
-
-func TestFormatDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		5 * time.Minute: "5m", time.Hour: "1h", 90 * time.Second: "90s", 90 * time.Minute: "90m",
-		1500 * time.Millisecond: "1500ms", 10 * time.Second: "10s", 0: "0s", 1500 * time.Microsecond: "1.5ms",
-	} {
-		if got := formatDuration(d); got != want {
-			t.Errorf("formatDuration(%v) = %q, want %q", d, got, want)
-		}
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slide-metrics/slide/internal/jsonenc"
+	"github.com/slide-metrics/slide/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -112,9 +112,9 @@ func appendRange(b []byte, metric, key string, win, step time.Duration, points [
 	b = append(b, `,"key":`...)
 	b = jsonenc.AppendString(b, key)
 	b = append(b, `,"window":`...)
-	b = jsonenc.AppendString(b, formatDuration(win))
+	b = jsonenc.AppendString(b, window.FormatDuration(win))
 	b = append(b, `,"step":`...)
-	b = jsonenc.AppendString(b, formatDuration(step))
+	b = jsonenc.AppendString(b, window.FormatDuration(step))
 	var from, to int64
 	series := 0
 	if len(points) > 0 {

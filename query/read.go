@@ -9,9 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/slide-metrics/slide/internal/jsonenc"
+	"github.com/slide-metrics/slide/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -94,7 +93,7 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 	b = append(b, `,"key":`...)
 	b = jsonenc.AppendString(b, key)
 	b = append(b, `,"window":`...)
-	b = jsonenc.AppendString(b, formatDuration(win))
+	b = jsonenc.AppendString(b, window.FormatDuration(win))
 	b = append(b, ',')
 	b = appendAgg(b, agg, now, qs)
 	b = appendPartialFlag(b, missing)
@@ -147,23 +146,9 @@ func appendStats(b []byte, a window.Agg, now int64, qs []float64) []byte {
 		b = append(b, '"')
 		b = formatQuantile(b, q)
 		b = append(b, `":`...)
-		b = jsonenc.AppendFloat(b, quantileOf(a, i, q))
+		b = jsonenc.AppendFloat(b, a.Quantile(i, q))
 	}
 	return append(b, '}')
-}
-
-// quantileOf is the i-th quantile (q) of a: NaN for an empty window, and the exact min and
-// max for q = 0 and q = 1, which the aggregate knows better than the sketch.
-func quantileOf(a window.Agg, i int, q float64) float64 {
-	switch {
-	case a.Count == 0 || i >= len(a.Quantiles):
-		return nan
-	case q == 0:
-		return a.Min
-	case q == 1:
-		return a.Max
-	}
-	return a.Quantiles[i]
 }
 
 // topEntry is one ranked series.
@@ -216,13 +201,15 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	by := aggSel{kind: aggCount, name: "count"}
+	// byName is echoed as the client wrote it (lowercased): "0.95" stays "0.95", "p95" "p95".
+	by, byName := window.Stat{Kind: window.StatCount}, "count"
 	if b := v.Get("by"); b != "" {
 		var ok bool
-		if by, ok = parseAgg(b); !ok {
+		if by, ok = window.ParseStat(b); !ok {
 			s.writeErr(w, r, badParam("by", "%q is not one of count, sum, avg, min, max, rate or a percentile such as p95", clip(b)))
 			return
 		}
+		byName = strings.ToLower(strings.TrimSpace(b))
 	}
 	win, err := parseWindow(v.Get("window"), s.store.RingConfig(metric), metric)
 	if err != nil {
@@ -243,8 +230,8 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 	}
 	// The ranking quantile is read with the others; it is always first.
 	readQs := qs
-	if by.kind == aggQuantile {
-		readQs = append([]float64{by.q}, slices.DeleteFunc(slices.Clone(qs), func(q float64) bool { return q == by.q })...)
+	if by.Kind == window.StatQuantile {
+		readQs = append([]float64{by.Q}, slices.DeleteFunc(slices.Clone(qs), func(q float64) bool { return q == by.Q })...)
 	}
 	pattern := v.Get("key")
 	if err := checkKeyPattern("key", pattern); err != nil {
@@ -264,7 +251,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		if a.Count == 0 {
 			return
 		}
-		e := topEntry{key: key, value: by.value(a, now, 0), agg: a}
+		e := topEntry{key: key, value: by.Value(a, now, 0), agg: a}
 		if math.IsNaN(e.value) {
 			return
 		}
@@ -313,8 +300,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		consider(key, a)
 	}
 	if !spanKnown {
-		rc := s.store.RingConfig(metric)
-		from, to = spanAt(now, rc, win)
+		from, to = s.store.RingConfig(metric).Span(now, win)
 	}
 	slices.SortFunc(h, func(a, b topEntry) int {
 		if c := cmp.Compare(b.value, a.value); c != 0 {
@@ -327,9 +313,9 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 	b := append((*bp)[:0], `{"metric":`...)
 	b = jsonenc.AppendString(b, metric)
 	b = append(b, `,"by":`...)
-	b = jsonenc.AppendString(b, by.name)
+	b = jsonenc.AppendString(b, byName)
 	b = append(b, `,"window":`...)
-	b = jsonenc.AppendString(b, formatDuration(win))
+	b = jsonenc.AppendString(b, window.FormatDuration(win))
 	b = append(b, `,"from":`...)
 	b = appendInt(b, from)
 	b = append(b, `,"to":`...)
@@ -353,17 +339,6 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 	b = append(b, "}\n"...)
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
-}
-
-// spanAt is the span [from, to) a window read at now covers, for answers with no series.
-func spanAt(now int64, rc window.RingConfig, win time.Duration) (from, to int64) {
-	width := rc.Slot.Milliseconds()
-	cur := now / width
-	if now < 0 && now%width != 0 {
-		cur--
-	}
-	k := win.Milliseconds() / width
-	return (cur - k + 1) * width, (cur + 1) * width
 }
 
 // cursor encoding: base64url of metric NUL key, the last series of the previous page.
@@ -554,11 +529,11 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		if i == 0 || rc.Slot != shape.Slot || rc.Slots != shape.Slots { // most metrics share the default ring
 			shape = rc
 			ring = append(ring[:0], `,"slot":`...)
-			ring = jsonenc.AppendString(ring, formatDuration(rc.Slot))
+			ring = jsonenc.AppendString(ring, window.FormatDuration(rc.Slot))
 			ring = append(ring, `,"slots":`...)
 			ring = appendInt(ring, int64(rc.Slots))
 			ring = append(ring, `,"retention":`...)
-			ring = jsonenc.AppendString(ring, formatDuration(rc.Retention()))
+			ring = jsonenc.AppendString(ring, window.FormatDuration(rc.Retention()))
 			ring = append(ring, '}')
 		}
 		b = append(b, ring...)

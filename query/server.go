@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/slide-metrics/slide/internal/jsonenc"
+	"github.com/slide-metrics/slide/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -251,15 +251,7 @@ var (
 // writeError sends {"error":{"code":...,"message":...,"param":...}}; param is omitted when empty.
 func writeError(w http.ResponseWriter, status int, code, param, msg string) {
 	bp := bufPool.Get().(*[]byte)
-	b := append((*bp)[:0], `{"error":{"code":`...)
-	b = jsonenc.AppendString(b, code)
-	b = append(b, `,"message":`...)
-	b = jsonenc.AppendString(b, msg)
-	if param != "" {
-		b = append(b, `,"param":`...)
-		b = jsonenc.AppendString(b, param)
-	}
-	b = append(b, "}}\n"...)
+	b := jsonenc.AppendError((*bp)[:0], code, msg, param)
 	writeJSON(w, status, b)
 	putBuf(bp, b)
 }

@@ -9,7 +9,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/slide-metrics/slide/internal/jsonenc"
+	"github.com/slide-metrics/slide/jsonenc"
 )
 
 // handleStatus serves GET /v1/status: what the dashboard shows about the engine itself,

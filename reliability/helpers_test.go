@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/internal/polltest"
 	"github.com/slide-metrics/slide/internal/proctest"
 	"github.com/slide-metrics/slide/window"
 )
@@ -112,13 +113,7 @@ func (s *slide) caughtUp(t *testing.T) bool {
 // eventually polls cond every 50 ms until it holds or timeout passes, then fails with what.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	polltest.Eventually(t, timeout, 50*time.Millisecond, cond, func() string { return what })
 }
 
 // event is one produced latency event, as the oracle remembers it.

@@ -24,7 +24,7 @@ import (
 // one per on_backend_error mode, while redis-server is SIGKILLed and started again. Each
 // policy answers per its mode within its timeout, decisions come back from Redis within a
 // second of it answering, and neither goroutines nor Redis connections pile up in slide.
-// (limiter/redis's TestOutageUnderLoad checks the same at the package level, decision by
+// (limiter/redislimit's TestOutageUnderLoad checks the same at the package level, decision by
 // decision.)
 func TestRedisOutageThroughServe(t *testing.T) {
 	const timeout = 50 * time.Millisecond

@@ -147,7 +147,7 @@ const PolicyPrefix = "rls."
 // keep distinct names.
 func policyName(domain, path string) string {
 	raw := PolicyPrefix + domain + "." + path
-	if validName(raw) {
+	if limiter.ValidName(raw) {
 		return raw
 	}
 	h := fnv.New32a()
@@ -158,7 +158,7 @@ func policyName(domain, path string) string {
 	b := make([]byte, 0, 64)
 	for i := 0; i < len(raw) && len(b) < 64-len(suffix); i++ {
 		c := raw[i]
-		if !nameByte(c) {
+		if !limiter.NameByte(c) {
 			c = '-'
 		}
 		b = append(b, c)
@@ -172,20 +172,4 @@ func nameWithSuffix(name, suffix string) string {
 		return name + suffix
 	}
 	return name[:64-len(suffix)] + suffix
-}
-
-func nameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
-}
-
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !nameByte(s[i]) {
-			return false
-		}
-	}
-	return true
 }

@@ -14,15 +14,15 @@ import (
 
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
-	limredis "github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 	"github.com/slide-metrics/slide/rls"
 )
 
-func redisBackend(t testing.TB, addr string) *limredis.Backend {
+func redisBackend(t testing.TB, addr string) *redislimit.Backend {
 	t.Helper()
-	c := goredis.NewClient(limredis.Options(addr))
+	c := goredis.NewClient(redislimit.Options(addr))
 	t.Cleanup(func() { c.Close() })
-	be, err := limredis.New(c, limredis.Config{})
+	be, err := redislimit.New(c, redislimit.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

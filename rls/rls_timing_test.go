@@ -20,7 +20,7 @@ import (
 
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
-	limredis "github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 	"github.com/slide-metrics/slide/rls"
 )
 
@@ -78,11 +78,11 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := limredis.Options(redisAddr)
+	opts := redislimit.Options(redisAddr)
 	opts.PoolSize = 64 // as the anchor's
 	rc := goredis.NewClient(opts)
 	b.Cleanup(func() { rc.Close() })
-	be, err := limredis.New(rc, limredis.Config{})
+	be, err := redislimit.New(rc, redislimit.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -57,6 +57,16 @@
 // is empty (call it periodically), DropPartition removes the series of a revoked Kafka
 // partition. Every refusal is counted in Stats by reason.
 //
+// # Vocabulary
+//
+// The words other packages use for windows are defined here once (vocab.go), so the query
+// API, usage rules, exports and batch jobs cannot drift apart: Stat is the statistic a reader
+// selects from an Agg (ParseStat reads count|sum|avg|min|max|rate, pNN and 0.NN; Value reads
+// it, with quantiles 0 and 1 answered by the exact Min and Max); RingConfig.CheckWindow says
+// whether a ring can read a window length, in the words the HTTP API answers 400 with;
+// RingConfig.Span is the span a read covers; FormatDuration writes a window as users type it
+// (5m, not 5m0s); FloorDiv is the slot index of an instant.
+//
 // # Snapshots
 //
 // AppendSnapshot encodes the series of one source partition (every live slot of every ring:

@@ -17,7 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slide-metrics/slide/ingest"
-	limredis "github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 	"github.com/slide-metrics/slide/query"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -116,16 +116,16 @@ func (r *redisFlags) register(fs *flag.FlagSet) {
 // set reports whether Redis is configured at all.
 func (r *redisFlags) set(addr string) bool { return addr != "" || r.cluster != "" || r.sentinel != "" }
 
-// conn turns --redis (host:port or URL) and these flags into a limredis.Conn.
-func (r *redisFlags) conn(addr string) (limredis.Conn, error) {
-	c := limredis.Conn{Addr: addr, Username: r.user}
+// conn turns --redis (host:port or URL) and these flags into a redislimit.Conn.
+func (r *redisFlags) conn(addr string) (redislimit.Conn, error) {
+	c := redislimit.Conn{Addr: addr, Username: r.user}
 	if r.cluster != "" {
 		c.Cluster = splitList(r.cluster)
 	}
 	if r.sentinel != "" {
 		master, addrs, ok := strings.Cut(r.sentinel, "@")
 		if !ok || master == "" {
-			return c, fmt.Errorf("--redis-sentinel %q: want MASTER@HOST:PORT,...", limredis.Redact(r.sentinel))
+			return c, fmt.Errorf("--redis-sentinel %q: want MASTER@HOST:PORT,...", redislimit.Redact(r.sentinel))
 		}
 		c.SentinelMaster, c.Sentinels = master, splitList(addrs)
 	}
@@ -330,7 +330,7 @@ func kafkaBackend(brokers []string, d *kafka.Dialer) *backend {
 		check: func(ctx context.Context) error { return ingest.CheckBrokers(ctx, brokers, d) }}
 }
 
-func redisBackend(conn limredis.Conn, c goredis.UniversalClient) *backend {
+func redisBackend(conn redislimit.Conn, c goredis.UniversalClient) *backend {
 	return &backend{name: "redis", addr: conn.String(),
 		check: func(ctx context.Context) error { return c.Ping(ctx).Err() }}
 }
@@ -392,7 +392,7 @@ func (c *connFlags) connectRedis(addr string) (goredis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := limredis.NewClient(conn)
+	client, err := redislimit.NewClient(conn)
 	if err != nil {
 		return nil, fmt.Errorf("--redis: %w", err)
 	}

@@ -15,6 +15,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/slide-metrics/slide/query"
+	"github.com/slide-metrics/slide/window"
 )
 
 const queryUsage = `usage: slide query <window|range|top|series|metrics> [flags]
@@ -186,9 +189,7 @@ func (c *queryClient) get(ctx context.Context, path string, v url.Values) ([]byt
 		return nil, fmt.Errorf("reading answer of %s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
+		var e query.ErrorResponse
 		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
 			return nil, &apiError{resp.StatusCode, e.Error.Code, e.Error.Message}
 		}
@@ -204,23 +205,6 @@ func printJSON(w io.Writer, body []byte) error {
 	return err
 }
 
-type windowJSON struct {
-	Metric    string              `json:"metric"`
-	Key       string              `json:"key"`
-	Window    string              `json:"window"`
-	From      int64               `json:"from"`
-	To        int64               `json:"to"`
-	Series    int                 `json:"series"`
-	Count     uint64              `json:"count"`
-	Sum       float64             `json:"sum"`
-	Avg       *float64            `json:"avg"`
-	Min       *float64            `json:"min"`
-	Max       *float64            `json:"max"`
-	RatePerS  float64             `json:"rate_per_s"`
-	ElapsedS  *float64            `json:"elapsed_s"`
-	Quantiles map[string]*float64 `json:"quantiles"`
-}
-
 func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) error {
 	body, err := c.get(ctx, "/v1/window", v)
 	if err != nil || c.json {
@@ -229,7 +213,7 @@ func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) err
 		}
 		return printJSON(w, body)
 	}
-	var a windowJSON
+	var a query.WindowResponse
 	if err := json.Unmarshal(body, &a); err != nil {
 		return fmt.Errorf("decoding /v1/window answer: %w", err)
 	}
@@ -249,23 +233,6 @@ func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) err
 	return tw.Flush()
 }
 
-type topJSON struct {
-	Metric string `json:"metric"`
-	By     string `json:"by"`
-	Window string `json:"window"`
-	From   int64  `json:"from"`
-	To     int64  `json:"to"`
-	Series int    `json:"series"`
-	Top    []struct {
-		Key       string              `json:"key"`
-		Value     float64             `json:"value"`
-		Count     uint64              `json:"count"`
-		RatePerS  float64             `json:"rate_per_s"`
-		Max       *float64            `json:"max"`
-		Quantiles map[string]*float64 `json:"quantiles"`
-	} `json:"top"`
-}
-
 func (c *queryClient) top(ctx context.Context, v url.Values, w io.Writer) error {
 	body, err := c.get(ctx, "/v1/top", v)
 	if err != nil || c.json {
@@ -274,7 +241,7 @@ func (c *queryClient) top(ctx context.Context, v url.Values, w io.Writer) error 
 		}
 		return printJSON(w, body)
 	}
-	var a topJSON
+	var a query.TopResponse
 	if err := json.Unmarshal(body, &a); err != nil {
 		return fmt.Errorf("decoding /v1/top answer: %w", err)
 	}
@@ -421,27 +388,12 @@ func sortedQuantiles(m map[string]*float64) []string {
 	return qs
 }
 
-// pname turns a quantile key into a column name: 0.95 → p95, 0.999 → p99.9.
+// pname turns a quantile key into a column name: 0.95 → p95, 0.999 → p99.9
+// (window.FormatPercentile); a key that is no quantile stays as it came, after a "q".
 func pname(q string) string {
-	if q == "1" {
-		return "p100"
-	}
-	if q == "0" {
-		return "p0"
-	}
-	d, ok := strings.CutPrefix(q, "0.")
-	if !ok {
+	f, err := strconv.ParseFloat(q, 64)
+	if err != nil || !(f >= 0 && f <= 1) {
 		return "q" + q
 	}
-	for len(d) < 2 {
-		d += "0"
-	}
-	ip := strings.TrimLeft(d[:2], "0")
-	if ip == "" {
-		ip = "0"
-	}
-	if len(d) > 2 {
-		return "p" + ip + "." + d[2:]
-	}
-	return "p" + ip
+	return window.FormatPercentile(f)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slide-metrics/slide/internal/polltest"
 	"github.com/slide-metrics/slide/internal/proctest"
 )
 
@@ -123,7 +124,8 @@ func TestREADMETour(t *testing.T) {
 	if _, err := p.WaitOutput("Try, from another terminal", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the rest of the banner
+	// The rest of the banner: wait for it rather than a guessed time (a miss fails below).
+	polltest.Until(10*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(p.Output(), wantBanner) })
 	out := p.Output()
 	at := strings.Index(out, wantBanner)
 	if at < 0 {

@@ -22,7 +22,7 @@ import (
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/limiter"
-	limredis "github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 	"github.com/slide-metrics/slide/limiter/usage"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/sketch"
@@ -438,7 +438,7 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	}
 	if client != nil {
 		closeFn = func() { _ = client.Close() }
-		backend, err := limredis.New(client, limredis.Config{})
+		backend, err := redislimit.New(client, redislimit.Config{})
 		if err != nil {
 			closeFn()
 			return nil, func() {}, fmt.Errorf("--redis: %w", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slide-metrics/slide/internal/polltest"
 	"github.com/slide-metrics/slide/internal/proctest"
 )
 
@@ -85,11 +86,5 @@ func post(t *testing.T, base string, lines []string) {
 // eventually polls cond every 100 ms until it holds or timeout passes, then fails with what.
 func eventually(t *testing.T, timeout time.Duration, what func() string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, what())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	polltest.Eventually(t, timeout, 100*time.Millisecond, cond, what)
 }

@@ -76,7 +76,7 @@ func NewChecker(store *window.Store, r Rule) (*Checker, error) {
 		return nil, err
 	}
 	rc := store.RingConfig(r.Metric)
-	if r.Window%rc.Slot != 0 || r.Window > rc.Retention() {
+	if rc.CheckWindow(r.Window, "", r.Metric) != nil {
 		return nil, &RuleError{Source: r.Source, Rule: r.Name, Field: "window",
 			Msg: fmt.Sprintf("%v must be a multiple of the slot width %v of metric %q and at most its retention %v (give the metric a longer ring, e.g. cost=1m:60)",
 				r.Window, rc.Slot, r.Metric, rc.Retention())}
@@ -170,37 +170,7 @@ func (c *Checker) readLocal(now int64, series string, w time.Duration, qs []floa
 
 // value is the rule's aggregate of a. It is NaN for an empty window's avg, min, max or
 // quantile, which never exceeds Max.
-func (c *Checker) value(a window.Agg, now int64) float64 {
-	switch c.rule.Agg.Kind {
-	case KindCount:
-		return float64(a.Count)
-	case KindSum:
-		return a.Sum
-	case KindAvg:
-		return a.Avg()
-	case KindMin:
-		if a.Count == 0 {
-			return math.NaN()
-		}
-		return a.Min
-	case KindMax:
-		if a.Count == 0 {
-			return math.NaN()
-		}
-		return a.Max
-	case KindRate:
-		return a.RatePerSec(now)
-	}
-	switch {
-	case a.Count == 0:
-		return math.NaN()
-	case c.rule.Agg.Q == 0: // the exact extremes, not the sketch's estimates
-		return a.Min
-	case c.rule.Agg.Q == 1:
-		return a.Max
-	}
-	return a.Quantiles[0]
-}
+func (c *Checker) value(a window.Agg, now int64) float64 { return c.rule.Agg.Value(a, now, 0) }
 
 // Check decides a request of key at now: denied while the rule's aggregate over its window
 // is greater than Max. cost is not added to the aggregate: the window holds usage already

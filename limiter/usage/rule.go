@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/window"
 )
 
 // ErrInvalidRule wraps every rule problem. A *RuleError also matches
@@ -42,117 +43,32 @@ func (e *RuleError) Error() string {
 // Unwrap returns ErrInvalidRule and limiter.ErrInvalidPolicy.
 func (e *RuleError) Unwrap() []error { return []error{ErrInvalidRule, limiter.ErrInvalidPolicy} }
 
-// Agg is the aggregate a rule compares with its Max.
-type Agg struct {
-	Kind AggKind
-	Q    float64 // the quantile of KindQuantile, in [0, 1]
-}
+// Agg is the aggregate a rule compares with its Max: window.Stat, the one vocabulary the
+// query API, exports and rules share. The zero value is invalid (no agg given).
+type Agg = window.Stat
 
 // AggKind names an aggregate family.
-type AggKind uint8
+type AggKind = window.StatKind
 
-// The aggregates, named as in the policy file. The zero value is invalid.
+// The aggregates, named as in the policy file.
 const (
-	KindCount    AggKind = iota + 1 // events (weights summed) in the window
-	KindSum                         // sum of the values
-	KindAvg                         // sum / count
-	KindMin                         // smallest value
-	KindMax                         // largest value
-	KindRate                        // events per second of the elapsed window
-	KindQuantile                    // a quantile, within the sketch's accuracy
+	KindCount    = window.StatCount    // events (weights summed) in the window
+	KindSum      = window.StatSum      // sum of the values
+	KindAvg      = window.StatAvg      // sum / count
+	KindMin      = window.StatMin      // smallest value
+	KindMax      = window.StatMax      // largest value
+	KindRate     = window.StatRate     // events per second of the elapsed window
+	KindQuantile = window.StatQuantile // a quantile, within the sketch's accuracy
 )
 
-var kindNames = [...]string{KindCount: "count", KindSum: "sum", KindAvg: "avg", KindMin: "min", KindMax: "max", KindRate: "rate"}
-
 // ParseAgg reads count, sum, avg, min, max, rate, a percentile (p95, p99.9, p999) or a
-// quantile written as a fraction (0.95).
+// quantile written as a fraction (0.95): window.ParseStat, with the policy file's error.
 func ParseAgg(s string) (Agg, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	for k, n := range kindNames {
-		if n != "" && n == s {
-			return Agg{Kind: AggKind(k)}, nil
-		}
+	a, ok := window.ParseStat(s)
+	if !ok {
+		return Agg{}, fmt.Errorf("%q is not count, sum, avg, min, max, rate or a percentile such as p95", strings.ToLower(strings.TrimSpace(s)))
 	}
-	if q, ok := parseQuantile(s); ok {
-		return Agg{Kind: KindQuantile, Q: q}, nil
-	}
-	return Agg{}, fmt.Errorf("%q is not count, sum, avg, min, max, rate or a percentile such as p95", s)
-}
-
-// String is the policy-file name: "sum", "p95", "p99.9".
-func (a Agg) String() string {
-	if a.Kind == KindQuantile {
-		return formatPercentile(a.Q)
-	}
-	if int(a.Kind) < len(kindNames) && kindNames[a.Kind] != "" {
-		return kindNames[a.Kind]
-	}
-	return fmt.Sprintf("AggKind(%d)", a.Kind)
-}
-
-// additive reports aggregates that only grow as slots join the window (count, rate, and sum
-// of non-negative values), for which RetryAfter is exact.
-func (a Agg) additive() bool { return a.Kind == KindCount || a.Kind == KindSum || a.Kind == KindRate }
-
-// formatPercentile writes q as ParseAgg reads it, moving the point in text (q×100 is not
-// always exact in floating point): 0.95 → p95, 0.999 → p99.9, 0.05 → p5, 1 → p100.
-func formatPercentile(q float64) string {
-	switch {
-	case q == 1:
-		return "p100"
-	case q == 0:
-		return "p0"
-	}
-	t := strconv.FormatFloat(q, 'f', -1, 64) // "0.95"
-	d := t[2:]
-	for len(d) < 2 {
-		d += "0"
-	}
-	ip, frac := strings.TrimLeft(d[:2], "0"), d[2:]
-	if ip == "" {
-		ip = "0"
-	}
-	if frac == "" {
-		return "p" + ip
-	}
-	return "p" + ip + "." + frac
-}
-
-func parseQuantile(s string) (float64, bool) {
-	if len(s) > 1 && s[0] == 'p' {
-		// p95 = 0.95, p999 = 0.999, p99.9 = 0.999, p5 = 0.05, p100 = 1: move the point in text
-		// so the result is the exact float literal.
-		ip, frac, point := strings.Cut(s[1:], ".")
-		if ip == "" || (point && frac == "") || !digits(ip) || !digits(frac) || len(s) > 12 {
-			return 0, false
-		}
-		var text string
-		switch {
-		case point && len(ip) <= 2:
-			text = "0." + strings.Repeat("0", 2-len(ip)) + ip + frac
-		case ip == "100" && strings.Trim(frac, "0") == "":
-			return 1, true
-		case point:
-			return 0, false
-		case len(ip) == 1:
-			text = "0.0" + ip
-		default:
-			text = "0." + ip
-		}
-		q, err := strconv.ParseFloat(text, 64)
-		return q, err == nil && q <= 1
-	}
-	q, err := strconv.ParseFloat(s, 64)
-	return q, err == nil && q >= 0 && q <= 1
-}
-
-func digits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return a, nil
 }
 
 // KeyPlaceholder in Rule.Key stands for the key of the request being decided.
@@ -213,7 +129,7 @@ func (r *Rule) Validate() error {
 		return &RuleError{Source: r.Source, Rule: r.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case !validName(r.Name):
+	case !limiter.ValidName(r.Name):
 		return bad("name", "must be 1 to 64 characters of A-Z a-z 0-9 _ . -")
 	case r.Metric == "":
 		return bad("metric", "required")
@@ -233,19 +149,6 @@ func (r *Rule) Validate() error {
 		return bad("key", "%q: the placeholder %s may appear once", r.Key, KeyPlaceholder)
 	}
 	return nil
-}
-
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // ruleFields are the keys a rule may have in the policy file.

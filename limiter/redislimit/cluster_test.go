@@ -1,4 +1,4 @@
-package redis_test
+package redislimit_test
 
 import (
 	"context"
@@ -11,14 +11,14 @@ import (
 
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
-	"github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 )
 
 // One Redis Cluster of three masters and a replica each serves every subtest: it takes a
 // few seconds to form. The failover subtest runs last, since it changes the roles.
 func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
-	conn := redis.Conn{Cluster: c.Addrs()[:3]} // seeds: the client discovers the rest
+	conn := redislimit.Conn{Cluster: c.Addrs()[:3]} // seeds: the client discovers the rest
 	t.Run("conformance", func(t *testing.T) { conformance(t, connClient(t, conn)) })
 	t.Run("scale_out", func(t *testing.T) {
 		scaleOut(t, func() limiter.Backend { return connBackend(t, conn) }, false)
@@ -78,7 +78,7 @@ func replicaOf(t *testing.T, c *redistest.Cluster, master *redistest.Server) *re
 // failed were degraded (denied), decisions recover within 10 s of moved() turning true,
 // and the log holds exactly the admitted decisions (exact) or no more of them (a crash
 // may lose the last writes a replica had not yet received, never add any).
-func failover(t *testing.T, conn redis.Conn, key string, fault func(), moved func() bool,
+func failover(t *testing.T, conn redislimit.Conn, key string, fault func(), moved func() bool,
 	master func(name string) *redistest.Server, exact bool) {
 	t.Helper()
 	pol := limiter.Policy{Name: fmt.Sprintf("fo%d", time.Now().UnixNano()), Algorithm: limiter.SlidingLog,

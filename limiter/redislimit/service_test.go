@@ -1,4 +1,4 @@
-package redis_test
+package redislimit_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
-	"github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 )
 
 func newService(t testing.TB, b limiter.Backend, cfg limiter.Config) *limiter.Service {
@@ -28,9 +28,9 @@ func newService(t testing.TB, b limiter.Backend, cfg limiter.Config) *limiter.Se
 	return s
 }
 
-func newBackend(t testing.TB, addr string, cfg redis.Config) *redis.Backend {
+func newBackend(t testing.TB, addr string, cfg redislimit.Config) *redislimit.Backend {
 	t.Helper()
-	b, err := redis.New(newClient(t, addr), cfg)
+	b, err := redislimit.New(newClient(t, addr), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func newBackend(t testing.TB, addr string, cfg redis.Config) *redis.Backend {
 // timeout and follows on_backend_error; decisions recover when Redis returns.
 func TestOutageFollowsPolicyAndRecovers(t *testing.T) {
 	srv := redistest.Start(t)
-	b := newBackend(t, srv.Addr, redis.Config{})
+	b := newBackend(t, srv.Addr, redislimit.Config{})
 	pol := func(name string, mode limiter.FailureMode) limiter.Policy {
 		return limiter.Policy{Name: name, Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Minute,
 			Backend: limiter.BackendRedis, OnBackendError: mode, Timeout: 50 * time.Millisecond}
@@ -157,7 +157,7 @@ func equalBools(a, b []bool) bool {
 func TestScaleOut(t *testing.T) {
 	srv := redistest.Start(t)
 	scaleOut(t, func() limiter.Backend {
-		return newBackend(t, srv.Addr, redis.Config{}) // own client: own connection pool
+		return newBackend(t, srv.Addr, redislimit.Config{}) // own client: own connection pool
 	}, true)
 }
 
@@ -237,7 +237,7 @@ func TestHotKeyDenyCache(t *testing.T) {
 	srv := redistest.Start(t)
 	flood := func(cache bool) (calls, denied int64) {
 		var n atomic.Int64
-		b := newBackend(t, srv.Addr, redis.Config{OnScriptCall: func(string) { n.Add(1) }})
+		b := newBackend(t, srv.Addr, redislimit.Config{OnScriptCall: func(string) { n.Add(1) }})
 		name := "hot-nocache"
 		if cache {
 			name = "hot-cache"
@@ -288,7 +288,7 @@ func TestServiceMultiPolicyOneRoundTrip(t *testing.T) {
 	c := newClient(t, srv.Addr)
 	var calls callCounter
 	c.AddHook(&calls)
-	b, _ := redis.New(c, redis.Config{})
+	b, _ := redislimit.New(c, redislimit.Config{})
 	b.Load(context.Background())
 	s := newService(t, b, limiter.Config{Policies: []limiter.Policy{
 		{Name: "per-user", Algorithm: limiter.SlidingLog, Limit: 2, Window: time.Minute, Backend: limiter.BackendRedis},

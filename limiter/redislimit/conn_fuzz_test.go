@@ -1,10 +1,10 @@
-package redis_test
+package redislimit_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 )
 
 // FuzzConnRedacts: whatever follows the credentials of a --redis URL, Validate, String and
@@ -19,8 +19,8 @@ func FuzzConnRedacts(f *testing.F) {
 			return
 		}
 		for _, scheme := range []string{"redis://", "rediss://", ""} {
-			c := redis.Conn{Addr: scheme + "slide:" + secret + "@" + rest}
-			out := []string{c.String(), redis.Redact(c.Addr)}
+			c := redislimit.Conn{Addr: scheme + "slide:" + secret + "@" + rest}
+			out := []string{c.String(), redislimit.Redact(c.Addr)}
 			if err := c.Validate(); err != nil {
 				out = append(out, err.Error())
 			}

@@ -1,4 +1,4 @@
-package redis_test
+package redislimit_test
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/limiter/limitertest"
-	"github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 )
 
 func newClient(t testing.TB, addr string) *goredis.Client {
 	t.Helper()
-	c := goredis.NewClient(redis.Options(addr))
+	c := goredis.NewClient(redislimit.Options(addr))
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -75,7 +75,7 @@ func TestConformance(t *testing.T) {
 	var n atomic.Int64
 	limitertest.Run(t, func(t *testing.T, p limiter.Policy) limiter.Limiter {
 		// A fresh key space per limiter: the tables reuse keys.
-		b, err := redis.New(c, redis.Config{ClientClock: true, KeyPrefix: fmt.Sprintf("t%d:", n.Add(1))})
+		b, err := redislimit.New(c, redislimit.Config{ClientClock: true, KeyPrefix: fmt.Sprintf("t%d:", n.Add(1))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,9 +93,9 @@ func TestNewRefusesUnsafeClient(t *testing.T) {
 		"ignores context": {Addr: "127.0.0.1:1", MaxRetries: -1},
 	} {
 		c := goredis.NewClient(o)
-		_, err := redis.New(c, redis.Config{})
+		_, err := redislimit.New(c, redislimit.Config{})
 		c.Close()
-		if !errors.Is(err, redis.ErrUnsafeClient) {
+		if !errors.Is(err, redislimit.ErrUnsafeClient) {
 			t.Errorf("%s: New error = %v, want ErrUnsafeClient", name, err)
 		}
 	}
@@ -185,7 +185,7 @@ func TestProductionScriptsReproduceArticle(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr)
 	ctx := context.Background()
-	b, err := redis.New(c, redis.Config{})
+	b, err := redislimit.New(c, redislimit.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestScriptDetails(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr)
 	ctx := context.Background()
-	b, err := redis.New(c, redis.Config{ClientClock: true})
+	b, err := redislimit.New(c, redislimit.Config{ClientClock: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestNoScriptFallback(t *testing.T) {
 	ctx := context.Background()
 	var calls callCounter
 	c.AddHook(&calls)
-	b, err := redis.New(c, redis.Config{})
+	b, err := redislimit.New(c, redislimit.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestTimeoutIsNotRetried(t *testing.T) {
 	ctx := context.Background()
 	var calls callCounter
 	c.AddHook(&calls)
-	b, _ := redis.New(c, redis.Config{})
+	b, _ := redislimit.New(c, redislimit.Config{})
 	if err := b.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestDecideBatchOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	var calls callCounter
 	c.AddHook(&calls)
-	b, _ := redis.New(c, redis.Config{ClientClock: true})
+	b, _ := redislimit.New(c, redislimit.Config{ClientClock: true})
 	b.Load(ctx)
 	user := limiter.Policy{Name: "per-user", Algorithm: limiter.SlidingLog, Limit: 2, Window: time.Minute}
 	tenant := limiter.Policy{Name: "per-tenant", Algorithm: limiter.TokenBucket, Capacity: 5, RefillPerSecond: 1}
@@ -457,7 +457,7 @@ func TestDecideBatchOneRoundTrip(t *testing.T) {
 
 func TestDecideRejectsRequestWithoutPolicy(t *testing.T) {
 	c := newClient(t, "127.0.0.1:1") // never dialled: the request fails first
-	b, err := redis.New(c, redis.Config{})
+	b, err := redislimit.New(c, redislimit.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func TestDecideRejectsRequestWithoutPolicy(t *testing.T) {
 			t.Errorf("Decide(%+v) succeeded, want an error", reqs)
 		}
 	}
-	if _, err := redis.New(c, redis.Config{KeyPrefix: "rl:{x}:"}); err == nil {
+	if _, err := redislimit.New(c, redislimit.Config{KeyPrefix: "rl:{x}:"}); err == nil {
 		t.Error("a key prefix with a hash tag was accepted")
 	}
 }
@@ -505,7 +505,7 @@ func usedMemory(t *testing.T, c *goredis.Client) int64 {
 func TestSlidingLogWithinMaxmemory(t *testing.T) {
 	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
 	c := newClient(t, srv.Addr)
-	b, err := redis.New(c, redis.Config{})
+	b, err := redislimit.New(c, redislimit.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +556,7 @@ func TestSlidingLogWithinMaxmemory(t *testing.T) {
 func TestSlidingLogOldFormatRestarts(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr)
-	b, _ := redis.New(c, redis.Config{})
+	b, _ := redislimit.New(c, redislimit.Config{})
 	ctx := context.Background()
 	p := limiter.Policy{Name: "old", Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Minute, Backend: limiter.BackendRedis}
 	now := time.Now()

@@ -1,4 +1,4 @@
-package redis
+package redislimit
 
 import (
 	"crypto/tls"

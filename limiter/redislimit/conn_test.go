@@ -1,4 +1,4 @@
-package redis_test
+package redislimit_test
 
 import (
 	"context"
@@ -18,12 +18,12 @@ import (
 	"github.com/slide-metrics/slide/internal/tlstest"
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/limiter/limitertest"
-	"github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 )
 
-func connClient(t testing.TB, c redis.Conn) goredis.UniversalClient {
+func connClient(t testing.TB, c redislimit.Conn) goredis.UniversalClient {
 	t.Helper()
-	cl, err := redis.NewClient(c)
+	cl, err := redislimit.NewClient(c)
 	if err != nil {
 		t.Fatalf("NewClient(%s): %v", c, err)
 	}
@@ -31,9 +31,9 @@ func connClient(t testing.TB, c redis.Conn) goredis.UniversalClient {
 	return cl
 }
 
-func connBackend(t testing.TB, c redis.Conn) *redis.Backend {
+func connBackend(t testing.TB, c redislimit.Conn) *redislimit.Backend {
 	t.Helper()
-	b, err := redis.New(connClient(t, c), redis.Config{})
+	b, err := redislimit.New(connClient(t, c), redislimit.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,10 +41,10 @@ func connBackend(t testing.TB, c redis.Conn) *redis.Backend {
 }
 
 // conformance runs the limiter suite through client c, a fresh key space per limiter.
-func conformance(t *testing.T, c redis.Client) {
+func conformance(t *testing.T, c redislimit.Client) {
 	var n atomic.Int64
 	limitertest.Run(t, func(t *testing.T, p limiter.Policy) limiter.Limiter {
-		b, err := redis.New(c, redis.Config{ClientClock: true, KeyPrefix: fmt.Sprintf("c%d-%d:", time.Now().UnixNano(), n.Add(1))})
+		b, err := redislimit.New(c, redislimit.Config{ClientClock: true, KeyPrefix: fmt.Sprintf("c%d-%d:", time.Now().UnixNano(), n.Add(1))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func ping(c goredis.UniversalClient) error {
 // the URL with credentials, and host:port with Username/Password beside it.
 func TestConnAuth(t *testing.T) {
 	srv := redistest.StartWith(t, redistest.Opts{Password: "s3cret-default", User: "slide", UserPassword: "s3cret-acl"})
-	forms := map[string]redis.Conn{
+	forms := map[string]redislimit.Conn{
 		"url requirepass":   {Addr: "redis://:s3cret-default@" + srv.Addr},
 		"url acl user db 0": {Addr: "redis://slide:s3cret-acl@" + srv.Addr + "/0"},
 		"addr and fields":   {Addr: srv.Addr, Username: "slide", Password: "s3cret-acl"},
@@ -83,7 +83,7 @@ func TestConnAuth(t *testing.T) {
 	t.Run("scale_out", func(t *testing.T) {
 		scaleOut(t, func() limiter.Backend { return connBackend(t, forms["addr and fields"]) }, false)
 	})
-	for name, c := range map[string]redis.Conn{
+	for name, c := range map[string]redislimit.Conn{
 		"wrong password": {Addr: srv.Addr, Username: "slide", Password: "not-it"},
 		"no password":    {Addr: srv.Addr},
 	} {
@@ -109,9 +109,9 @@ func TestConnTLS(t *testing.T) {
 		TLSClient: &tls.Config{RootCAs: ca.Pool}, User: "slide", UserPassword: "pw-tls",
 	})
 	withCA := &tls.Config{RootCAs: ca.Pool}
-	rediss := redis.Conn{Addr: "rediss://slide:pw-tls@" + srv.Addr, TLS: withCA}
-	plain := redis.Conn{Addr: srv.Addr, TLS: withCA, Username: "slide", Password: "pw-tls"}
-	for name, c := range map[string]redis.Conn{"rediss url": rediss, "addr with tls": plain} {
+	rediss := redislimit.Conn{Addr: "rediss://slide:pw-tls@" + srv.Addr, TLS: withCA}
+	plain := redislimit.Conn{Addr: srv.Addr, TLS: withCA, Username: "slide", Password: "pw-tls"}
+	for name, c := range map[string]redislimit.Conn{"rediss url": rediss, "addr with tls": plain} {
 		t.Run(name, func(t *testing.T) {
 			if err := ping(connClient(t, c)); err != nil {
 				t.Fatalf("PING: %v", err)
@@ -123,13 +123,13 @@ func TestConnTLS(t *testing.T) {
 		scaleOut(t, func() limiter.Backend { return connBackend(t, rediss) }, false)
 	})
 	t.Run("untrusted certificate", func(t *testing.T) {
-		err := ping(connClient(t, redis.Conn{Addr: "rediss://slide:pw-tls@" + srv.Addr}))
+		err := ping(connClient(t, redislimit.Conn{Addr: "rediss://slide:pw-tls@" + srv.Addr}))
 		if err == nil || !strings.Contains(err.Error(), "certificate") {
 			t.Fatalf("PING error = %v, want a certificate error", err)
 		}
 	})
 	t.Run("plain client on the TLS port", func(t *testing.T) {
-		if err := ping(connClient(t, redis.Conn{Addr: srv.Addr, Username: "slide", Password: "pw-tls"})); err == nil {
+		if err := ping(connClient(t, redislimit.Conn{Addr: srv.Addr, Username: "slide", Password: "pw-tls"})); err == nil {
 			t.Fatal("a plaintext PING on the TLS port succeeded")
 		}
 	})
@@ -137,19 +137,19 @@ func TestConnTLS(t *testing.T) {
 
 func TestConnValidate(t *testing.T) {
 	for _, c := range []struct {
-		conn redis.Conn
+		conn redislimit.Conn
 		want string
 	}{
-		{redis.Conn{}, "no address"},
-		{redis.Conn{Addr: "a:1", Cluster: []string{"b:1"}}, "not several"},
-		{redis.Conn{Addr: "nohost"}, "not host:port"},
-		{redis.Conn{Addr: "redis://u:topsecret@h:1/0?pool_size=3"}, "query parameters"},
-		{redis.Conn{Addr: "redis://u:topsecret@h:1/x"}, "database"},
-		{redis.Conn{Addr: "http://u:topsecret@h:1"}, "scheme"},
-		{redis.Conn{Addr: "redis://u:topsecret@h:bad"}, "port"},
-		{redis.Conn{Sentinels: []string{"a:1"}}, "master name"},
-		{redis.Conn{SentinelMaster: "m", Sentinels: []string{"u:topsecret@a"}}, "not host:port"},
-		{redis.Conn{Cluster: []string{"a:1", "b"}}, "not host:port"},
+		{redislimit.Conn{}, "no address"},
+		{redislimit.Conn{Addr: "a:1", Cluster: []string{"b:1"}}, "not several"},
+		{redislimit.Conn{Addr: "nohost"}, "not host:port"},
+		{redislimit.Conn{Addr: "redis://u:topsecret@h:1/0?pool_size=3"}, "query parameters"},
+		{redislimit.Conn{Addr: "redis://u:topsecret@h:1/x"}, "database"},
+		{redislimit.Conn{Addr: "http://u:topsecret@h:1"}, "scheme"},
+		{redislimit.Conn{Addr: "redis://u:topsecret@h:bad"}, "port"},
+		{redislimit.Conn{Sentinels: []string{"a:1"}}, "master name"},
+		{redislimit.Conn{SentinelMaster: "m", Sentinels: []string{"u:topsecret@a"}}, "not host:port"},
+		{redislimit.Conn{Cluster: []string{"a:1", "b"}}, "not host:port"},
 	} {
 		err := c.conn.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -159,21 +159,21 @@ func TestConnValidate(t *testing.T) {
 		if strings.Contains(err.Error(), "topsecret") {
 			t.Errorf("Validate error %q contains the password", err)
 		}
-		if _, err := redis.NewClient(c.conn); err == nil {
+		if _, err := redislimit.NewClient(c.conn); err == nil {
 			t.Errorf("NewClient(%+v) succeeded where Validate failed", c.conn)
 		}
 	}
-	c := redis.Conn{Addr: "rediss://u:topsecret@h:1/2"}
+	c := redislimit.Conn{Addr: "rediss://u:topsecret@h:1/2"}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if s := c.String(); strings.Contains(s, "topsecret") || s != "h:1" {
 		t.Errorf("String() = %q, want h:1", s)
 	}
-	if s := redis.Redact(c.Addr); strings.Contains(s, "topsecret") {
+	if s := redislimit.Redact(c.Addr); strings.Contains(s, "topsecret") {
 		t.Errorf("Redact = %q", s)
 	}
-	if _, err := url.Parse(redis.Redact(c.Addr)); err != nil {
+	if _, err := url.Parse(redislimit.Redact(c.Addr)); err != nil {
 		t.Errorf("Redact output does not parse: %v", err)
 	}
 }
@@ -184,12 +184,12 @@ func TestConnValidate(t *testing.T) {
 // decision is still one key in one slot, and go-redis splits a multi-policy pipeline by
 // slot.)
 func TestOneSlotPerDecision(t *testing.T) {
-	b, err := redis.New(newClient(t, "127.0.0.1:1"), redis.Config{})
+	b, err := redislimit.New(newClient(t, "127.0.0.1:1"), redislimit.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for a := limiter.FixedWindow; a <= limiter.LeakyBucket; a++ {
-		src := redis.ScriptFor(a).Src
+		src := redislimit.ScriptFor(a).Src
 		for i := 2; i <= 9; i++ {
 			if strings.Contains(src, fmt.Sprintf("KEYS[%d]", i)) {
 				t.Errorf("%s touches KEYS[%d]: a decision must stay in one hash slot", a, i)
@@ -239,14 +239,14 @@ func TestNewRefusesUnsafeClusterClient(t *testing.T) {
 		// go-redis 9.23's maintenance-notification circuit breaker outlives Close.
 		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		c := goredis.NewClusterClient(o)
-		_, err := redis.New(c, redis.Config{})
+		_, err := redislimit.New(c, redislimit.Config{})
 		c.Close()
-		if !errors.Is(err, redis.ErrUnsafeClient) {
+		if !errors.Is(err, redislimit.ErrUnsafeClient) {
 			t.Errorf("%s: New error = %v, want ErrUnsafeClient", name, err)
 		}
 	}
-	c := connClient(t, redis.Conn{Cluster: []string{"127.0.0.1:1"}})
-	if _, err := redis.New(c, redis.Config{}); err != nil {
+	c := connClient(t, redislimit.Conn{Cluster: []string{"127.0.0.1:1"}})
+	if _, err := redislimit.New(c, redislimit.Config{}); err != nil {
 		t.Errorf("New refuses NewClient's cluster client: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package redis_test
+package redislimit_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
-	"github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 )
 
 // BenchmarkRedisCluster: decisions/s from 16 goroutines (the leaky_bucket script, one
@@ -24,9 +24,9 @@ func BenchmarkRedisCluster(b *testing.B) {
 	single := redistest.Start(b)
 	pol := limiter.Policy{Name: "bench", Algorithm: limiter.LeakyBucket, Capacity: 1_000_000, LeakPerSecond: 1_000_000}
 	ctx := context.Background()
-	run := func(b *testing.B, conn redis.Conn, servers []*redistest.Server) {
+	run := func(b *testing.B, conn redislimit.Conn, servers []*redistest.Server) {
 		conn.PoolSize = 16
-		be, err := redis.New(connClient(b, conn), redis.Config{})
+		be, err := redislimit.New(connClient(b, conn), redislimit.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -71,10 +71,10 @@ func BenchmarkRedisCluster(b *testing.B) {
 		b.ReportMetric(total, "redis_cpu_us/decision")
 	}
 	b.Run("ours", func(b *testing.B) {
-		run(b, redis.Conn{Cluster: cluster.Addrs()}, cluster.Nodes)
+		run(b, redislimit.Conn{Cluster: cluster.Addrs()}, cluster.Nodes)
 	})
 	b.Run("anchor", func(b *testing.B) {
-		run(b, redis.Conn{Addr: single.Addr}, []*redistest.Server{single})
+		run(b, redislimit.Conn{Addr: single.Addr}, []*redistest.Server{single})
 	})
 }
 

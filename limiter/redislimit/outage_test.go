@@ -1,4 +1,4 @@
-package redis_test
+package redislimit_test
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
-	"github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 )
 
 // outageRecord is one decision of TestOutageUnderLoad. Times are offsets from
@@ -52,10 +52,10 @@ const hammerKey = -1
 // again on the same port. Each policy follows its mode within its timeout,
 // decisions recover within a second of Redis answering PING (issue 6; in fact
 // within recovery, 300 ms), and neither goroutines nor connections leak. The
-// client is built as `slide serve` builds it (redis.Options, default Config,
+// client is built as `slide serve` builds it (redislimit.Options, default Config,
 // default deny cache).
 //
-// Recovery is what redis.Options' dialer buys: after PoolSize failed dials,
+// Recovery is what redislimit.Options' dialer buys: after PoolSize failed dials,
 // go-redis's pool fails every dial at once and probes the server from one
 // goroutine, retrying only once a second; the dialer keeps that probe trying
 // every 50 ms. Without it, recovery took up to a second (about 480 ms with
@@ -93,13 +93,13 @@ func TestOutageUnderLoad(t *testing.T) {
 		downFor = 1500 * time.Millisecond
 		backFor = 1500 * time.Millisecond
 		// A refused dial is an answer: decisions of the outage's first
-		// moments must not wait out their timeout (see redis.Options).
+		// moments must not wait out their timeout (see redislimit.Options).
 		firstMoments = 200 * time.Millisecond
 	)
 	srv := redistest.Start(t)
 	goroutinesBefore := runtime.NumGoroutine()
 
-	client := goredis.NewClient(redis.Options(srv.Addr))
+	client := goredis.NewClient(redislimit.Options(srv.Addr))
 	var clientClosed atomic.Bool
 	t.Cleanup(func() {
 		if !clientClosed.Load() {
@@ -107,7 +107,7 @@ func TestOutageUnderLoad(t *testing.T) {
 		}
 	})
 	poolSize := client.Options().PoolSize
-	backend, err := redis.New(client, redis.Config{})
+	backend, err := redislimit.New(client, redislimit.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package redis is the cluster-wide backend of package limiter: one Lua
+// Package redislimit is the cluster-wide backend of package limiter: one Lua
 // script per algorithm (scripts/*.lua, embedded), run with EVALSHA and a
 // NOSCRIPT fallback to EVAL, reading the server's TIME so every instance
 // shares one clock, setting the key's TTL in the same script, and using keys
@@ -16,7 +16,7 @@
 // slots. A Cluster client follows no redirects (go-redis's redirect loop also retries
 // timeouts, which could count a decision twice): a decision that meets a failover fails,
 // follows on_backend_error, and reloads the slot map for the next one.
-package redis
+package redislimit
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package redis_test
+package redislimit_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
-	"github.com/slide-metrics/slide/limiter/redis"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 )
 
 // benchParallelism × GOMAXPROCS goroutines drive every variant.
@@ -40,7 +40,7 @@ func reportRate(b *testing.B, start time.Time, decisions int64) {
 // Goal: ours ≥ anchor.
 func BenchmarkRedisDecision(b *testing.B) {
 	srv := redistest.Start(b)
-	opts := redis.Options(srv.Addr)
+	opts := redislimit.Options(srv.Addr)
 	opts.PoolSize = 64
 	c := goredis.NewClient(opts)
 	b.Cleanup(func() { c.Close() })
@@ -59,8 +59,8 @@ func BenchmarkRedisDecision(b *testing.B) {
 	pol := limiter.Policy{Name: "bench", Algorithm: limiter.LeakyBucket, Capacity: 1_000_000, LeakPerSecond: 1_000_000}
 	anchorLimit := redis_rate.Limit{Rate: 1_000_000, Burst: 1_000_000, Period: time.Second}
 
-	oursOn := func(b *testing.B, cl redis.Client) {
-		be, err := redis.New(cl, redis.Config{})
+	oursOn := func(b *testing.B, cl redislimit.Client) {
+		be, err := redislimit.New(cl, redislimit.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func BenchmarkRedisDecision(b *testing.B) {
 	b.Run("ours", func(b *testing.B) { oursOn(b, c) })
 	b.Run("anchor", func(b *testing.B) { anchorOn(b, c) })
 	b.Run("ours_pipelined", func(b *testing.B) {
-		be, _ := redis.New(c, redis.Config{})
+		be, _ := redislimit.New(c, redislimit.Config{})
 		be.Load(ctx)
 		const batch = 16
 		var n atomic.Int64
@@ -169,7 +169,7 @@ func BenchmarkHotKey(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			var calls atomic.Int64
-			be := newBackend(b, srv.Addr, redis.Config{OnScriptCall: func(string) { calls.Add(1) }})
+			be := newBackend(b, srv.Addr, redislimit.Config{OnScriptCall: func(string) { calls.Add(1) }})
 			s := newService(b, be, limiter.Config{
 				Policies: []limiter.Policy{{Name: "hot", Algorithm: limiter.SlidingLog, Limit: 100, Window: time.Minute,
 					Backend: limiter.BackendRedis, Timeout: time.Second}},
