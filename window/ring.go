@@ -105,8 +105,8 @@ type Ring struct {
 	size   int64  // slots a dense ring keeps: n for the window plus enough for skew
 	raw    []rawEvent
 	cur    int64 // current slot index: floor(now / width)
-	curLo  int64  // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
-	curPos int    // pos(cur), so the common case needs no modulo either
+	curLo  int64 // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
+	curPos int   // pos(cur), so the common case needs no modulo either
 	agg    sketch.Bins
 	live   int // slots holding data
 	// started is false until the first call fixes cur.
