@@ -53,3 +53,34 @@ func TestSparseSeriesMemoryBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestSeriesHashSpreads checks that the store's hash tells apart what it must: the split
+// between metric and key, every byte of either, and the seed.
+func TestSeriesHashSpreads(t *testing.T) {
+	seen := map[uint64]string{}
+	add := func(m, k string) {
+		h := seriesHash(42, m, k)
+		if prev, ok := seen[h]; ok {
+			t.Fatalf("hash of %q/%q collides with %s", m, k, prev)
+		}
+		seen[h] = m + "/" + k
+	}
+	add("ab", "c")
+	add("a", "bc")
+	add("abc", "")
+	for n := 0; n <= 40; n++ {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = 'x'
+		}
+		add("m", string(b))
+		for i := range b {
+			b[i] = 'y'
+			add("m", string(b))
+			b[i] = 'x'
+		}
+	}
+	if seriesHash(1, "latency_ms", "tenant-42") == seriesHash(2, "latency_ms", "tenant-42") {
+		t.Fatal("seed does not change the hash")
+	}
+}
