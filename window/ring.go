@@ -392,9 +392,87 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 	if err != nil {
 		return a, err
 	}
-	t := r.view()
-	defer r.release(t)
-	return t.read(k, qs), nil
+	if r.slots == nil {
+		return r.readRaw(k, qs), nil
+	}
+	return r.read(k, qs), nil
+}
+
+// scratchBins holds the Bins that reads of sparse rings fill and clear.
+var scratchBins = sync.Pool{New: func() any { return new(sketch.Bins) }}
+
+// readRaw is read of a sparse ring: its raw events in the window go into one scratch Bins,
+// which has the counts of the slots' union, so the quantiles are a dense ring's.
+func (r *Ring) readRaw(k int64, qs []float64) Agg {
+	var a Agg
+	a.From, a.To = r.span(k)
+	a.Series = 1
+	a.Quantiles = make([]float64, len(qs))
+	b := scratchBins.Get().(*sketch.Bins)
+	r.foldRaw(&a, k, b)
+	if a.Count == 0 {
+		for i := range a.Quantiles {
+			a.Quantiles[i] = math.NaN()
+		}
+	} else {
+		b.Quantiles(r.ix, qs, a.Quantiles[:0])
+		a.clampQuantiles()
+	}
+	b.Clear()
+	scratchBins.Put(b)
+	return a
+}
+
+// foldRaw is fold of a sparse ring's last k slots, adding their events into bins (nil: none).
+// Sums are accumulated slot by slot in slot order, each slot's in arrival order, as fold of a
+// dense ring does, so the answers agree to the bit.
+func (r *Ring) foldRaw(a *Agg, k int64, bins *sketch.Bins) {
+	var buf [RawEvents]rawEvent
+	evs := buf[:0]
+	for _, e := range r.raw {
+		if e.idx > r.cur-k && e.idx <= r.cur {
+			// Insertion sort by slot, stable: arrival order within a slot.
+			j := len(evs)
+			evs = append(evs, e)
+			for ; j > 0 && evs[j-1].idx > e.idx; j-- {
+				evs[j] = evs[j-1]
+			}
+			evs[j] = e
+		}
+	}
+	for i := 0; i < len(evs); {
+		e := evs[i]
+		count, sum, mn, mx := e.n, e.v*float64(e.n), e.v, e.v
+		if bins != nil {
+			bins.Add(r.ix, e.v, e.n)
+		}
+		for i++; i < len(evs) && evs[i].idx == e.idx; i++ {
+			f := evs[i]
+			count += f.n
+			sum += f.v * float64(f.n)
+			mn, mx = min(mn, f.v), max(mx, f.v)
+			if bins != nil {
+				bins.Add(r.ix, f.v, f.n)
+			}
+		}
+		if a.Count == 0 || mn < a.Min {
+			a.Min = mn
+		}
+		if a.Count == 0 || mx > a.Max {
+			a.Max = mx
+		}
+		a.Count += count
+		a.Sum += sum
+	}
+}
+
+// foldStats is fold without the slots' bins: count, sum, min and max of the last k slots.
+func (r *Ring) foldStats(a *Agg, k int64) {
+	if r.slots == nil {
+		r.foldRaw(a, k, nil)
+		return
+	}
+	r.fold(a, k, func(*slot) {})
 }
 
 // read is Read of k slots on a dense ring (or a view), advanced.
@@ -455,11 +533,7 @@ func (r *Ring) fold(a *Agg, k int64, each func(*slot)) {
 func (r *Ring) mergeInto(now int64, k int64, a *Agg, bins *sketch.Bins) {
 	r.advance(now)
 	if r.slots == nil {
-		if len(r.raw) > 0 {
-			t := r.view()
-			t.mergeInto(now, k, a, bins)
-			r.release(t)
-		}
+		r.foldRaw(a, k, bins)
 		return
 	}
 	if k == r.n {
