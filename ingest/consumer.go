@@ -213,7 +213,7 @@ func WithGenerationHook(fn func(generation int32, assigned []int32)) Option {
 // Events are observed at the wall clock (WithClock). A line is refused as future or late
 // when its ts is beyond the ring's skew or retention measured from its record's timestamp,
 // checks that give the same answer on every replay, unless that timestamp disagrees with
-// the clock by more than the skew (a skewed producer: see judgeRefs); the store adds its
+// the clock by more than the skew (a skewed producer: see window.Source); the store adds its
 // own (series cap, future against now). An event in its window at its record's time but
 // not when read is refused as expired. A record batch that inflates beyond
 // MaxInflatedBytes is refused record by record as too_large, never inflated whole. Refusals are counted in slide_ingest_rejected_total{reason}, logged at a
@@ -428,14 +428,12 @@ type partition struct {
 	lastSent  int64        // last committed offset; only the committer touches it
 
 	// Owned by the partition's worker goroutine.
-	dec      *Decoder
-	rings    [4]ringCache // the ring shapes of recently seen metrics
-	ringNext int          // the entry of rings to replace next
-	events   prometheus.Counter
-	bytes    prometheus.Counter
-	snap     partSnap
-	lag      prometheus.Gauge
-	lagSec   prometheus.Gauge
+	dec    *Decoder
+	events prometheus.Counter
+	bytes  prometheus.Counter
+	snap   partSnap
+	lag    prometheus.Gauge
+	lagSec prometheus.Gauge
 }
 
 // runGeneration sets up the partitions of one group generation and runs them until the
@@ -821,33 +819,21 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 		if r == ReasonNone {
 			ev.Partition = p.id
 			// Future and late are judged against the record's timestamp, which is part of the
-			// log, so every replay gives the same answer; a slot-exact copy of the ring's checks.
-			// A record timestamp that disagrees with the consumer's clock by more than the skew
-			// is a skewed producer clock (or lag, or a replay): then the event's own time is
-			// judged against the consumer's clock instead, so a correctly stamped event is not
-			// lost to its producer's clock (see judgeRefs).
-			rs := p.ring(c.store, ev.Metric)
-			futureRef, lateRef := judgeRefs(recTS, now, rs.skew)
-			switch {
-			case ev.TS > futureRef+rs.skew:
-				r = ReasonFuture
-			case floorDiv(ev.TS, rs.width) <= floorDiv(lateRef, rs.width)-rs.slots:
-				r = ReasonLate
-			default:
-				err := c.store.ObserveAt(now, ev)
-				if err == nil {
-					accepted++
-					return
-				}
-				if errors.Is(err, window.ErrLate) {
-					// In its window at its record's time, out of it by now (lag, or a replay
-					// reaching further back than this metric keeps): refused as expired,
-					// counted with the other refusals and dead-lettered.
-					c.m.expired.Inc()
-					r = ReasonExpired
-				} else {
-					r = ReasonOf(err)
-				}
+			// log, so every replay gives the same answer; the store judges the event's time
+			// once, in its ring (window.Source says how a skewed record clock is handled).
+			err := c.store.ObserveFrom(now, window.Source{RecordTS: recTS}, ev)
+			if err == nil {
+				accepted++
+				return
+			}
+			if err == window.ErrExpired {
+				// In its window at its record's time, out of it by now (lag, or a replay
+				// reaching further back than this metric keeps): refused as expired,
+				// counted with the other refusals and dead-lettered.
+				c.m.expired.Inc()
+				r = ReasonExpired
+			} else {
+				r = ReasonOf(err)
 			}
 		}
 		c.refuse(ctx, p, m, line, r, replay)
@@ -856,58 +842,6 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 		c.m.tombstones.Inc() // no event in it: a tombstone (null value) or blank lines
 	}
 	return accepted
-}
-
-// judgeRefs returns the instants (unix ms) an event of a record stamped recTS, read at now,
-// is judged against: futureRef for "future" (ts beyond it by more than skew), lateRef for
-// "late" (ts a retention before it). While the record's timestamp agrees with the
-// consumer's clock to within skew, both are the record's timestamp: part of the log, the
-// same on every replay. A record stamped more than skew ahead of now comes from a producer
-// clock that is ahead: both are now, so correctly stamped events are not refused as late.
-// A record stamped more than skew behind now is lag, a replay, or a producer clock that is
-// behind: an event ahead of its record but not of now is not future, so futureRef is now,
-// while lateRef stays the record's timestamp (replays refuse the same late events).
-func judgeRefs(recTS, now, skew int64) (futureRef, lateRef int64) {
-	switch {
-	case recTS > now+skew:
-		return now, now
-	case recTS < now-skew:
-		return now, recTS
-	}
-	return recTS, recTS
-}
-
-// ringShape is what the per-record checks need of a metric's ring, in ms and slots.
-type ringShape struct{ width, slots, skew int64 }
-
-type ringCache struct {
-	metric string
-	shape  ringShape
-}
-
-// ring returns metric's ring shape from a four-entry cache: streams mix a few metrics, and
-// interned metric strings compare by pointer first.
-func (p *partition) ring(store *window.Store, metric string) ringShape {
-	for i := range p.rings {
-		if p.rings[i].metric == metric && metric != "" {
-			return p.rings[i].shape
-		}
-	}
-	rc := store.RingConfig(metric)
-	e := &p.rings[p.ringNext]
-	p.ringNext = (p.ringNext + 1) % len(p.rings)
-	e.metric = metric
-	e.shape = ringShape{width: rc.Slot.Milliseconds(), slots: int64(rc.Slots), skew: rc.Skew.Milliseconds()}
-	return e.shape
-}
-
-// floorDiv is floor(a / b) for b > 0.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a < 0 {
-		q--
-	}
-	return q
 }
 
 // refuse counts, logs and dead-letters one refused line.

@@ -903,6 +903,18 @@ func (c *counts) addTo(dst []uint64, j int) {
 // Reset empties b and releases its memory (an empty slot holds no bins).
 func (b *Bins) Reset() { *b = Bins{} }
 
+// Clear empties b but keeps its count arrays, for a scratch Bins reused across reads. O(bins
+// held).
+func (b *Bins) Clear() {
+	clear(b.pos.data)
+	b.pos.sum = 0
+	if b.neg != nil {
+		clear(b.neg.data)
+		b.neg.sum = 0
+	}
+	b.zero = 0
+}
+
 // Bytes returns the heap bytes b holds (its count arrays and the negative
 // range header), not counting the Bins struct itself, which lives wherever
 // the caller put it. See BinsSize.

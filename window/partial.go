@@ -122,7 +122,7 @@ func (s *Store) MergePartial(now int64, metric string, match SeriesMatch, window
 			var one Agg
 			if p.NoBins {
 				se.ring.advance(now)
-				se.ring.fold(&one, k, func(*slot) {})
+				se.ring.foldStats(&one, k)
 			} else {
 				se.ring.mergeInto(now, k, &one, &p.Bins)
 			}
@@ -157,7 +157,7 @@ func (s *Store) EachPartial(now int64, metric string, match SeriesMatch, window 
 				se.ring.mergeInto(now, k, &one, &p.Bins)
 			} else {
 				se.ring.advance(now)
-				se.ring.fold(&one, k, func(*slot) {})
+				se.ring.foldStats(&one, k)
 			}
 			one.From, one.To = se.ring.span(k)
 			p.add(&one)
@@ -196,7 +196,7 @@ func (s *Store) MergeKey(now int64, metric, key string, ok func(partition int32)
 	var one Agg
 	if p.NoBins {
 		se.ring.advance(now)
-		se.ring.fold(&one, k, func(*slot) {})
+		se.ring.foldStats(&one, k)
 	} else {
 		se.ring.mergeInto(now, k, &one, &p.Bins)
 	}

@@ -108,6 +108,9 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 // ring's own bins: valid only while the caller holds the ring's lock.
 func (r *Ring) slotAggs(now int64, aggs []slotAgg) {
 	r.advance(now)
+	if r.slots == nil {
+		return // a sparse ring reads through view
+	}
 	base := r.cur - r.n + 1
 	for i := base; i <= r.cur; i++ {
 		s := &r.slots[r.pos(i)]
@@ -124,6 +127,14 @@ func (r *Ring) slotAggs(now int64, aggs []slotAgg) {
 // caller's clock; slots outside aggs are skipped. Bins are added into aggs' own.
 func (r *Ring) mergeSlots(now, cur int64, aggs []slotAgg) {
 	r.advance(now)
+	if r.slots == nil {
+		if len(r.raw) > 0 {
+			t := r.view()
+			t.mergeSlots(now, cur, aggs)
+			r.release(t)
+		}
+		return
+	}
 	base := cur - int64(len(aggs)) + 1
 	for i := r.cur - r.n + 1; i <= r.cur; i++ {
 		s := &r.slots[r.pos(i)]
@@ -162,8 +173,11 @@ func (r *Ring) ReadRange(now int64, w, step time.Duration, qs []float64) ([]Agg,
 	} else {
 		aggs = make([]slotAgg, r.n)
 	}
-	r.slotAggs(now, aggs)
-	return compose(make([]Agg, 0, sh.p), aggs, r.cur, sh, r.ix, qs, 1), nil
+	r.advance(now)
+	t := r.view()
+	defer r.release(t)
+	t.slotAggs(now, aggs)
+	return compose(make([]Agg, 0, sh.p), aggs, t.cur, sh, t.ix, qs, 1), nil
 }
 
 // ReadRangeAt is Ring.ReadRange of one series at now. It returns ErrNotFound for an

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -100,10 +101,12 @@ type Ring struct {
 	n      int64      // slots in a full window (retention)
 	skewMs int64
 	ix     sketch.Indexer
-	slots  []slot // n slots for the window plus enough for skew; position = idx mod len
-	cur    int64  // current slot index: floor(now / width)
-	curLo  int64  // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
-	curPos int    // pos(cur), so the common case needs no modulo either
+	slots  []slot // nil while the ring is sparse (raw); else size slots, position = idx mod size
+	size   int64  // slots a dense ring keeps: n for the window plus enough for skew
+	raw    []rawEvent
+	cur    int64 // current slot index: floor(now / width)
+	curLo  int64 // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
+	curPos int   // pos(cur), so the common case needs no modulo either
 	agg    sketch.Bins
 	live   int // slots holding data
 	// started is false until the first call fixes cur.
@@ -128,7 +131,68 @@ func (r *Ring) init(c RingConfig) {
 	r.skewMs = c.Skew.Milliseconds()
 	r.ix = ix
 	extra := (r.skewMs + r.width - 1) / r.width
-	r.slots = make([]slot, r.n+extra)
+	r.size = r.n + extra
+}
+
+// rawEvent is one event of a sparse ring: its slot index, value and count.
+type rawEvent struct {
+	idx int64
+	v   float64
+	n   uint64
+}
+
+// RawEvents is how many events a ring keeps as raw events before it allocates its slots and
+// bins (a sparse series costs 24 bytes per event instead of a ring of slots). A ring whose
+// slots all empty returns to raw events.
+const RawEvents = 16
+
+// upgrade allocates the slots of a sparse ring and replays its raw events into them, in
+// arrival order, so every sum is the one a dense ring would have accumulated.
+func (r *Ring) upgrade() {
+	r.slots = make([]slot, r.size)
+	for _, e := range r.raw {
+		r.insert(e.idx, r.pos(e.idx), e.v, e.n)
+	}
+	r.raw = nil
+}
+
+// ringPool holds the scratch rings that reads of sparse rings materialize.
+var ringPool sync.Pool
+
+// view returns a ring with slots holding what r holds: r itself when it is dense, else a
+// scratch ring materialized from r's raw events, which the caller hands back with release.
+// Reads go through view so that a sparse ring answers bit for bit what a dense one would.
+func (r *Ring) view() *Ring {
+	if r.slots != nil {
+		return r
+	}
+	t, _ := ringPool.Get().(*Ring)
+	if t == nil {
+		t = new(Ring)
+	}
+	slots := t.slots
+	*t = *r
+	t.raw = nil
+	t.agg = sketch.Bins{}
+	t.live = 0
+	if int64(cap(slots)) >= r.size {
+		slots = slots[:r.size]
+		clear(slots)
+	} else {
+		slots = make([]slot, r.size)
+	}
+	t.slots = slots
+	for _, e := range r.raw {
+		t.insert(e.idx, t.pos(e.idx), e.v, e.n)
+	}
+	return t
+}
+
+// release returns a ring view gave, unless it is r itself.
+func (r *Ring) release(t *Ring) {
+	if t != r {
+		ringPool.Put(t)
+	}
 }
 
 // floorDiv is floor(a / b) for b > 0, correct for negative a.
@@ -141,7 +205,7 @@ func floorDiv(a, b int64) int64 {
 }
 
 func (r *Ring) pos(idx int64) int {
-	l := int64(len(r.slots))
+	l := r.size
 	p := idx % l
 	if p < 0 {
 		p += l
@@ -165,10 +229,15 @@ func (r *Ring) advance(now int64) {
 	}
 	old := r.cur
 	r.cur, r.curLo, r.curPos = next, next*r.width, r.pos(next)
-	if r.live == 0 {
+	if r.slots == nil {
+		r.pruneRaw()
 		return
 	}
-	if next-old >= int64(len(r.slots)) {
+	if r.live == 0 {
+		r.slots = nil
+		return
+	}
+	if next-old >= r.size {
 		// Jumped past everything the ring holds.
 		for i := range r.slots {
 			if r.slots[i].count > 0 {
@@ -176,6 +245,7 @@ func (r *Ring) advance(now int64) {
 			}
 		}
 		r.agg.Reset()
+		r.slots = nil // back to raw events: an idle series holds no slots
 		return
 	}
 	// The old current slot, and any slot accepted ahead of now under the skew that is now
@@ -194,8 +264,24 @@ func (r *Ring) advance(now int64) {
 		}
 	}
 	if r.live == 0 {
-		r.agg.Reset() // nothing live: release the aggregate's memory too
+		r.agg.Reset() // nothing live: release the aggregate's and the slots' memory too
+		r.slots = nil
 	}
+}
+
+// pruneRaw drops the raw events older than the retention at cur.
+func (r *Ring) pruneRaw() {
+	keep := r.raw[:0]
+	for _, e := range r.raw {
+		if e.idx > r.cur-r.n {
+			keep = append(keep, e)
+		}
+	}
+	clear(r.raw[len(keep):])
+	if len(keep) == 0 {
+		keep = nil // release the events' array
+	}
+	r.raw = keep
 }
 
 func (r *Ring) clear(s *slot) {
@@ -230,6 +316,20 @@ func (r *Ring) Add(now, ts int64, v float64, n uint64) error {
 		}
 		p = r.pos(idx)
 	}
+	if r.slots == nil {
+		if len(r.raw) < RawEvents {
+			r.raw = append(r.raw, rawEvent{idx: idx, v: v, n: n})
+			return nil
+		}
+		r.upgrade()
+	}
+	r.insert(idx, p, v, n)
+	return nil
+}
+
+// insert adds n observations of v into slot idx at position p of a dense ring; the caller
+// has checked idx against the window.
+func (r *Ring) insert(idx int64, p int, v float64, n uint64) {
 	s := &r.slots[p]
 	if s.count == 0 {
 		*s = slot{idx: idx, min: v, max: v, bins: new(sketch.Bins)}
@@ -247,17 +347,19 @@ func (r *Ring) Add(now, ts int64, v float64, n uint64) error {
 	if idx < r.cur || s.inAgg {
 		r.agg.Add(r.ix, v, n) // out of order, or the current slot already folded in by a read
 	}
-	return nil
 }
 
 // Empty reports whether the ring holds no event at now.
 func (r *Ring) Empty(now int64) bool {
 	r.advance(now)
-	return r.live == 0
+	return r.live == 0 && len(r.raw) == 0
 }
 
 // foldCurrent makes agg cover the current slot too.
 func (r *Ring) foldCurrent() {
+	if r.slots == nil {
+		return
+	}
 	if s := &r.slots[r.pos(r.cur)]; s.count > 0 && s.idx == r.cur && !s.inAgg {
 		r.agg.AddBins(s.bins)
 		s.inAgg = true
@@ -290,6 +392,92 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 	if err != nil {
 		return a, err
 	}
+	if r.slots == nil {
+		return r.readRaw(k, qs), nil
+	}
+	return r.read(k, qs), nil
+}
+
+// scratchBins holds the Bins that reads of sparse rings fill and clear.
+var scratchBins = sync.Pool{New: func() any { return new(sketch.Bins) }}
+
+// readRaw is read of a sparse ring: its raw events in the window go into one scratch Bins,
+// which has the counts of the slots' union, so the quantiles are a dense ring's.
+func (r *Ring) readRaw(k int64, qs []float64) Agg {
+	var a Agg
+	a.From, a.To = r.span(k)
+	a.Series = 1
+	a.Quantiles = make([]float64, len(qs))
+	b := scratchBins.Get().(*sketch.Bins)
+	r.foldRaw(&a, k, b)
+	if a.Count == 0 {
+		for i := range a.Quantiles {
+			a.Quantiles[i] = math.NaN()
+		}
+	} else {
+		b.Quantiles(r.ix, qs, a.Quantiles[:0])
+		a.clampQuantiles()
+	}
+	b.Clear()
+	scratchBins.Put(b)
+	return a
+}
+
+// foldRaw is fold of a sparse ring's last k slots, adding their events into bins (nil: none).
+// Sums are accumulated slot by slot in slot order, each slot's in arrival order, as fold of a
+// dense ring does, so the answers agree to the bit.
+func (r *Ring) foldRaw(a *Agg, k int64, bins *sketch.Bins) {
+	var buf [RawEvents]rawEvent
+	evs := buf[:0]
+	for _, e := range r.raw {
+		if e.idx > r.cur-k && e.idx <= r.cur {
+			// Insertion sort by slot, stable: arrival order within a slot.
+			j := len(evs)
+			evs = append(evs, e)
+			for ; j > 0 && evs[j-1].idx > e.idx; j-- {
+				evs[j] = evs[j-1]
+			}
+			evs[j] = e
+		}
+	}
+	for i := 0; i < len(evs); {
+		e := evs[i]
+		count, sum, mn, mx := e.n, e.v*float64(e.n), e.v, e.v
+		if bins != nil {
+			bins.Add(r.ix, e.v, e.n)
+		}
+		for i++; i < len(evs) && evs[i].idx == e.idx; i++ {
+			f := evs[i]
+			count += f.n
+			sum += f.v * float64(f.n)
+			mn, mx = min(mn, f.v), max(mx, f.v)
+			if bins != nil {
+				bins.Add(r.ix, f.v, f.n)
+			}
+		}
+		if a.Count == 0 || mn < a.Min {
+			a.Min = mn
+		}
+		if a.Count == 0 || mx > a.Max {
+			a.Max = mx
+		}
+		a.Count += count
+		a.Sum += sum
+	}
+}
+
+// foldStats is fold without the slots' bins: count, sum, min and max of the last k slots.
+func (r *Ring) foldStats(a *Agg, k int64) {
+	if r.slots == nil {
+		r.foldRaw(a, k, nil)
+		return
+	}
+	r.fold(a, k, func(*slot) {})
+}
+
+// read is Read of k slots on a dense ring (or a view), advanced.
+func (r *Ring) read(k int64, qs []float64) Agg {
+	var a Agg
 	a.From, a.To = r.span(k)
 	a.Series = 1
 	var stack [32]*sketch.Bins
@@ -300,7 +488,7 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 		for i := range a.Quantiles {
 			a.Quantiles[i] = math.NaN()
 		}
-		return a, nil
+		return a
 	}
 	if k == r.n {
 		r.foldCurrent()
@@ -311,11 +499,19 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 		}
 	}
 	a.clampQuantiles()
-	return a, nil
+	return a
 }
 
 // fold adds count, sum, min and max of the last k slots into a and calls each for every live one.
 func (r *Ring) fold(a *Agg, k int64, each func(*slot)) {
+	if r.slots == nil {
+		if len(r.raw) > 0 {
+			t := r.view()
+			t.fold(a, k, each)
+			r.release(t)
+		}
+		return
+	}
 	for i := r.cur - k + 1; i <= r.cur; i++ {
 		s := &r.slots[r.pos(i)]
 		if s.count == 0 || s.idx != i {
@@ -336,6 +532,10 @@ func (r *Ring) fold(a *Agg, k int64, each func(*slot)) {
 // mergeInto adds the last k slots of the ring into a (count, sum, min, max) and into bins.
 func (r *Ring) mergeInto(now int64, k int64, a *Agg, bins *sketch.Bins) {
 	r.advance(now)
+	if r.slots == nil {
+		r.foldRaw(a, k, bins)
+		return
+	}
 	if k == r.n {
 		r.fold(a, k, func(*slot) {})
 		r.foldCurrent()
@@ -357,6 +557,11 @@ func checkQuantiles(qs []float64) error {
 // clone returns a deep copy of r (tests and memory benchmarks).
 func (r *Ring) clone() *Ring {
 	c := *r
+	c.raw = append([]rawEvent(nil), r.raw...)
+	if r.slots == nil {
+		c.agg = sketch.Bins{}
+		return &c
+	}
 	c.slots = make([]slot, len(r.slots))
 	for i, s := range r.slots {
 		c.slots[i] = s

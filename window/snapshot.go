@@ -44,11 +44,13 @@ type SlotState struct {
 // This and restore are the whole of what a snapshot needs from a ring's internals.
 func (r *Ring) export(now int64, fn func(SlotState)) (cur int64) {
 	r.advance(now)
-	if r.live == 0 {
+	v := r.view() // a sparse ring exports the slots its raw events make, as a dense one holds them
+	defer r.release(v)
+	if v.live == 0 {
 		return r.cur
 	}
-	for i := r.cur - r.n + 1; i <= r.cur+r.ahead(); i++ {
-		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
+	for i := v.cur - v.n + 1; i <= v.cur+v.ahead(); i++ {
+		if s := &v.slots[v.pos(i)]; s.count > 0 && s.idx == i {
 			fn(SlotState{Idx: i, Count: s.count, Sum: s.sum, Min: s.min, Max: s.max, Bins: s.bins})
 		}
 	}
@@ -56,7 +58,7 @@ func (r *Ring) export(now int64, fn func(SlotState)) (cur int64) {
 }
 
 // ahead is how many slots past the current one the skew can fill.
-func (r *Ring) ahead() int64 { return int64(len(r.slots)) - r.n }
+func (r *Ring) ahead() int64 { return r.size - r.n } // size, not len(slots): a sparse ring has none
 
 // restore merges slots, a ring's state when its current slot was cur, into r: slots r
 // already holds gain the counts (a series fed by two sources), slots outside r's window at
@@ -64,6 +66,9 @@ func (r *Ring) ahead() int64 { return int64(len(r.slots)) - r.n }
 // equal reads of the ring the snapshot was taken from. restore keeps the Bins it is given.
 func (r *Ring) restore(cur int64, slots []SlotState) {
 	r.advance(cur * r.width)
+	if r.slots == nil {
+		r.upgrade() // restored slots hold bins, not raw events: the ring comes back dense
+	}
 	for _, st := range slots {
 		if st.Count == 0 || st.Idx <= r.cur-r.n || st.Idx > r.cur+r.ahead() {
 			continue

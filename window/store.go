@@ -3,7 +3,6 @@ package window
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"iter"
 	"math"
 	"slices"
@@ -137,7 +136,7 @@ type Store struct {
 	cfg     StoreConfig
 	ring    RingConfig
 	metrics map[string]RingConfig
-	seed    maphash.Seed
+	seed    uint64 // seriesHash seed
 	mask    uint64
 	shards  []shard
 	now     func() int64
@@ -165,7 +164,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		cfg:     cfg,
 		ring:    cfg.Ring.withDefaults(),
 		metrics: make(map[string]RingConfig, len(cfg.Metrics)),
-		seed:    maphash.MakeSeed(),
+		seed:    newSeed(),
 		mask:    uint64(n - 1),
 		shards:  make([]shard, n),
 		now:     cfg.Now,
@@ -190,16 +189,8 @@ func (s *Store) RingConfig(metric string) RingConfig {
 	return s.ring
 }
 
-// seriesKey writes metric NUL key into buf; NUL cannot appear in a decoded metric name.
-func seriesKey(buf []byte, metric, key string) []byte {
-	buf = append(buf, metric...)
-	buf = append(buf, 0)
-	return append(buf, key...)
-}
-
 func (s *Store) hash(metric, key string) uint64 {
-	var buf [128]byte
-	return maphash.Bytes(s.seed, seriesKey(buf[:0], metric, key))
+	return seriesHash(s.seed, metric, key)
 }
 
 // lookup returns the series, or nil, from its shard; the caller holds sh.mu.

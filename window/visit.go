@@ -21,12 +21,13 @@ func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, sc
 	if se == nil {
 		return ErrNotFound
 	}
-	r := &se.ring
-	r.advance(now)
-	k, err := slotsFor(r.cfg, w)
+	se.ring.advance(now)
+	k, err := slotsFor(se.ring.cfg, w)
 	if err != nil {
 		return err
 	}
+	r := se.ring.view()
+	defer se.ring.release(r)
 	var a Agg
 	a.From, a.To = r.span(k)
 	a.Series = 1

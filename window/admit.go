@@ -1,0 +1,149 @@
+package window
+
+import (
+	"errors"
+	"math"
+)
+
+// ErrExpired is returned by ObserveFrom for an event inside its source's window (see
+// Source) but older than the retention at the store's now: lag, or a replay reaching further
+// back than the metric keeps. Stats count it as Late.
+var ErrExpired = errors.New("window: event in its source's window, older than the retention at now")
+
+// Source is where an event comes from: the timestamp (unix ms) of its Kafka record, which is
+// part of the log, so that every replay of the log judges the event the same way.
+//
+// ObserveFrom judges the event's time against two references derived from it with the
+// ring's skew: future when the time is beyond futureRef by more than the skew, late when its
+// slot is a retention or more before lateRef's slot. While the record's timestamp agrees with
+// now to within the skew, both are the record's timestamp. A record stamped more than the
+// skew ahead of now comes from a producer clock that is ahead: both are now, so correctly
+// stamped events are not refused as late. A record stamped more than the skew behind now is
+// lag, a replay, or a producer clock that is behind: an event ahead of its record but not of
+// now is not future, so futureRef is now, while lateRef stays the record's timestamp (replays
+// refuse the same late events).
+type Source struct {
+	RecordTS int64
+}
+
+// refs returns the future and late references of src at now for a ring of skew skew.
+func (src Source) refs(now, skew int64) (futureRef, lateRef int64) {
+	switch {
+	case src.RecordTS > now+skew:
+		return now, now
+	case src.RecordTS < now-skew:
+		return now, src.RecordTS
+	}
+	return src.RecordTS, src.RecordTS
+}
+
+// ObserveFrom records ev as ObserveAt does, but judges its time once, in the ring: ErrFuture
+// or ErrLate against src (not counted in Stats: the source refused them, as a consumer that
+// judged them itself would), then ErrInvalidValue, then ErrFuture or ErrExpired against now
+// (counted). It is ingest's hot path: for an event in the current slot of a record stamped
+// in it, the checks are compares with no division.
+func (s *Store) ObserveFrom(now int64, src Source, ev Event) error {
+	if ev.Metric == "" || ev.Key == "" {
+		return ErrEmptyKey
+	}
+	h := s.hash(ev.Metric, ev.Key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	se := sh.lookup(h, ev.Metric, ev.Key)
+	var err error
+	if se != nil {
+		if err = se.ring.addFrom(now, src, ev.TS, ev.Value, ev.Count); err == nil {
+			se.partition = ev.Partition
+		}
+		sh.mu.Unlock()
+	} else {
+		// A new series: judge against the source first, so a refused event creates nothing.
+		rc := s.RingConfig(ev.Metric)
+		var r Ring
+		r.init(rc)
+		if err = r.judge(now, src, ev.TS); err == nil {
+			if se, err = s.create(sh, h, ev); err == nil {
+				if err = se.ring.addFrom(now, src, ev.TS, ev.Value, ev.Count); err == nil {
+					se.partition = ev.Partition
+				} else {
+					s.unlinkNew(sh, h, se)
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	switch err {
+	case nil, errSourceFuture, errSourceLate:
+	case ErrExpired:
+		s.late.Add(1)
+	default:
+		s.countErr(err)
+	}
+	switch err {
+	case errSourceFuture:
+		return ErrFuture
+	case errSourceLate:
+		return ErrLate
+	}
+	return err
+}
+
+// Refusals against the source, told apart from the ring's own so Stats skip them.
+var (
+	errSourceFuture = errors.New("window: future at source")
+	errSourceLate   = errors.New("window: late at source")
+)
+
+// judge checks ts against src's references at now with the ring's slot arithmetic. It does
+// not advance the ring.
+func (r *Ring) judge(now int64, src Source, ts int64) error {
+	futureRef, lateRef := src.refs(now, r.skewMs)
+	if ts > futureRef+r.skewMs {
+		return errSourceFuture
+	}
+	if r.started && ts >= r.curLo && lateRef < r.curLo+r.width {
+		return nil // ts at or after the current slot, the reference not after it: not late
+	}
+	if floorDiv(ts, r.width) <= floorDiv(lateRef, r.width)-r.n {
+		return errSourceLate
+	}
+	return nil
+}
+
+// addFrom is Add after the source's checks (judge), with ErrExpired for an event older than
+// the retention at now.
+func (r *Ring) addFrom(now int64, src Source, ts int64, v float64, n uint64) error {
+	r.advance(now)
+	if err := r.judge(now, src, ts); err != nil {
+		return err
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return ErrInvalidValue
+	}
+	if n == 0 {
+		n = 1
+	}
+	var idx int64
+	var p int
+	switch {
+	case ts > now+r.skewMs:
+		return ErrFuture
+	case ts >= r.curLo && ts < r.curLo+r.width:
+		idx, p = r.cur, r.curPos
+	default:
+		idx = floorDiv(ts, r.width)
+		if idx <= r.cur-r.n {
+			return ErrExpired
+		}
+		p = r.pos(idx)
+	}
+	if r.slots == nil {
+		if len(r.raw) < RawEvents {
+			r.raw = append(r.raw, rawEvent{idx: idx, v: v, n: n})
+			return nil
+		}
+		r.upgrade()
+	}
+	r.insert(idx, p, v, n)
+	return nil
+}
