@@ -283,7 +283,15 @@ func produceTo(t *testing.T, brokers string, p int, m kafka.Message) {
 	w := &kafka.Writer{Addr: kafka.TCP(brokers), Topic: snapTopic, RequiredAcks: kafka.RequireAll,
 		Balancer: kafka.BalancerFunc(func(kafka.Message, ...int) int { return p })}
 	defer w.Close()
-	if err := w.WriteMessages(context.Background(), m); err != nil {
+	// The broker can answer the writer's first metadata with Unknown Topic Or Partition for
+	// a topic slide created moments ago; that is retriable, so retry for a few seconds.
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if err = w.WriteMessages(context.Background(), m); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 }
