@@ -1,3 +1,7 @@
+// This file is over 600 lines: it still holds four jobs (group lifecycle, restore planning,
+// the fetch loop, commit and progress); splitting it by job is open in issue #10, and was
+// held back this round while snapshots (#12) and hostile-input budgets (#18) changed it.
+
 package ingest
 
 import (

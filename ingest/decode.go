@@ -1,3 +1,7 @@
+// This file is over 600 lines: one hand-written scanner for the event JSON, kept together
+// because its speed depends on inlining across its parts; sharing it with batch and the
+// limiter (issue #10) will move the scanner out.
+
 package ingest
 
 import (

@@ -1,3 +1,6 @@
+// This file is over 600 lines: the invertible bins (add, subtract, merge, quantile, encode)
+// are one data structure whose methods share its layout invariants.
+
 package sketch
 
 import (
