@@ -123,27 +123,5 @@ func (r *Ring) addFrom(now int64, src Source, ts int64, v float64, n uint64) err
 	if n == 0 {
 		n = 1
 	}
-	var idx int64
-	var p int
-	switch {
-	case ts > now+r.skewMs:
-		return ErrFuture
-	case ts >= r.curLo && ts < r.curLo+r.width:
-		idx, p = r.cur, r.curPos
-	default:
-		idx = floorDiv(ts, r.width)
-		if idx <= r.cur-r.n {
-			return ErrExpired
-		}
-		p = r.pos(idx)
-	}
-	if r.slots == nil {
-		if len(r.raw) < RawEvents {
-			r.raw = append(r.raw, rawEvent{idx: idx, v: v, n: n})
-			return nil
-		}
-		r.upgrade()
-	}
-	r.insert(idx, p, v, n)
-	return nil
+	return r.place(now, ts, v, n, ErrExpired)
 }

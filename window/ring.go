@@ -302,6 +302,13 @@ func (r *Ring) Add(now, ts int64, v float64, n uint64) error {
 		n = 1
 	}
 	r.advance(now)
+	return r.place(now, ts, v, n, ErrLate)
+}
+
+// place puts n observations of v at ts into its slot once time has advanced to now and the
+// value is checked: ErrFuture beyond now + skew, late (ErrLate for Add, ErrExpired for the
+// source-judged path) before the retention. Add and addFrom share it.
+func (r *Ring) place(now, ts int64, v float64, n uint64, late error) error {
 	var idx int64
 	var p int
 	switch {
@@ -312,7 +319,7 @@ func (r *Ring) Add(now, ts int64, v float64, n uint64) error {
 	default:
 		idx = floorDiv(ts, r.width)
 		if idx <= r.cur-r.n {
-			return ErrLate
+			return late
 		}
 		p = r.pos(idx)
 	}
