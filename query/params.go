@@ -107,6 +107,30 @@ func required(v url.Values, name string) (string, error) {
 	return s, nil
 }
 
+// seriesParams reads what the series reads (/v1/window, /v1/range) take first: partial,
+// then metric and key (a name or a glob), each error naming its parameter.
+func seriesParams(v url.Values) (metric, key string, allowPartial bool, err error) {
+	if allowPartial, err = parsePartial(v); err != nil {
+		return
+	}
+	if metric, err = required(v, "metric"); err != nil {
+		return
+	}
+	if key, err = required(v, "key"); err == nil {
+		err = checkKeyPattern("key", key)
+	}
+	return
+}
+
+// quantilesParam reads q, or def when the request has none.
+func quantilesParam(v url.Values, def []float64) ([]float64, error) {
+	vals, ok := v["q"]
+	if !ok {
+		return def, nil
+	}
+	return parseQuantiles("q", vals)
+}
+
 // parseQuantiles reads a comma-separated list of quantiles, dropping duplicates and keeping
 // the order given. An empty list is an error: the caller decides the default.
 func parseQuantiles(name string, vals []string) ([]float64, error) {

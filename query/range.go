@@ -22,20 +22,7 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	allowPartial, err := parsePartial(v)
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
-	metric, err := required(v, "metric")
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
-	key, err := required(v, "key")
-	if err == nil {
-		err = checkKeyPattern("key", key)
-	}
+	metric, key, allowPartial, err := seriesParams(v)
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -51,12 +38,10 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	qs := s.cfg.Quantiles
-	if vals, ok := v["q"]; ok {
-		if qs, err = parseQuantiles("q", vals); err != nil {
-			s.writeErr(w, r, err)
-			return
-		}
+	qs, err := quantilesParam(v, s.cfg.Quantiles)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
 	}
 	// History does not fan out (yet): an instance holding only some partitions answers
 	// from its own rings, which is partial, so it says so (503, or flagged with

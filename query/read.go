@@ -24,20 +24,7 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	allowPartial, err := parsePartial(v)
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
-	metric, err := required(v, "metric")
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
-	key, err := required(v, "key")
-	if err == nil {
-		err = checkKeyPattern("key", key)
-	}
+	metric, key, allowPartial, err := seriesParams(v)
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -47,12 +34,10 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	qs := s.cfg.Quantiles
-	if vals, ok := v["q"]; ok {
-		if qs, err = parseQuantiles("q", vals); err != nil {
-			s.writeErr(w, r, err)
-			return
-		}
+	qs, err := quantilesParam(v, s.cfg.Quantiles)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
 	}
 	now := s.now()
 	var agg window.Agg
@@ -221,12 +206,10 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	var qs []float64
-	if vals, ok := v["q"]; ok {
-		if qs, err = parseQuantiles("q", vals); err != nil {
-			s.writeErr(w, r, err)
-			return
-		}
+	qs, err := quantilesParam(v, nil)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
 	}
 	// The ranking quantile is read with the others; it is always first.
 	readQs := qs
