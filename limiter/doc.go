@@ -75,6 +75,13 @@
 // strings, the TTL set in the same script, and keys rl:{key}:policy:alg
 // whose hash tag is the caller's key, so Redis Cluster works and all the
 // policies of one key share a slot. The same 10 pods admit exactly 100.
+// A fixed window is one INCRBY in its script, on an integer string per window,
+// rl:{key}:policy:fw:N for window number N, which expires when the window ends
+// (a denial is taken back in the same script, so it counts nothing); on a
+// single server the fixed-window calls that arrive while one is in flight are
+// decided together in one script call (redislimit.Config.Pipelines). Counters
+// of the older format (a hash at rl:{key}:policy:fw) are not read: a fleet
+// upgraded mid-window counts that window afresh, once.
 // Every script starts with a `#!lua` shebang (Redis 7 or later): Redis then
 // refuses it with OOM before its first write when it is over maxmemory
 // (without it, a script whose first write was a trim was let through to its
