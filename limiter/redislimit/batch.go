@@ -212,7 +212,8 @@ func (b *Backend) decideFixed(ctx context.Context, reqs []*limiter.Request, out 
 
 // readBatch decodes a fixed_window_batch reply for reqs.
 func (b *Backend) readBatch(cmd *goredis.Cmd, reqs []*limiter.Request, out []limiter.Decision, errs []error) {
-	vals, err := decodeInts(cmd, 5*len(reqs))
+	vals := make([]int64, 5*len(reqs))
+	err := decodeInts(cmd, vals)
 	for i, r := range reqs {
 		if err != nil {
 			out[i], errs[i] = limiter.Decision{Policy: r.Policy.Name}, fmt.Errorf("running fixed_window_batch script: %w", err)
@@ -232,22 +233,21 @@ func allFixed(reqs []limiter.Request) bool {
 	return true
 }
 
-// decodeInts reads a script's reply of n integers.
-func decodeInts(cmd *goredis.Cmd, n int) ([]int64, error) {
+// decodeInts reads a script's reply of len(v) integers into v.
+func decodeInts(cmd *goredis.Cmd, v []int64) error {
 	raw, err := cmd.Slice()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if len(raw) != n {
-		return nil, fmt.Errorf("got %d values, want %d", len(raw), n)
+	if len(raw) != len(v) {
+		return fmt.Errorf("got %d values, want %d", len(raw), len(v))
 	}
-	v := make([]int64, n)
 	for i, x := range raw {
 		n, ok := x.(int64)
 		if !ok {
-			return nil, fmt.Errorf("value %d is %T, want an integer", i, x)
+			return fmt.Errorf("value %d is %T, want an integer", i, x)
 		}
 		v[i] = n
 	}
-	return v, nil
+	return nil
 }

@@ -501,11 +501,11 @@ func (b *Backend) failed() {
 }
 
 func decode(p *limiter.Policy, cmd *goredis.Cmd) (limiter.Decision, error) {
-	v, err := decodeInts(cmd, 5)
-	if err != nil {
+	var v [5]int64
+	if err := decodeInts(cmd, v[:]); err != nil {
 		return limiter.Decision{Policy: p.Name}, fmt.Errorf("running %s script: %w", p.Algorithm, err)
 	}
-	return decision(p, v), nil
+	return decision(p, v[:]), nil
 }
 
 // decision is the Decision of a script's five values.
