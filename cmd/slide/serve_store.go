@@ -28,7 +28,7 @@ func newEventSink(store *window.Store) query.EventSink {
 		res := query.EventsResult{Rejected: map[string]int{}}
 		d.DecodeLines(body, now, func(_ []byte, ev window.Event, r ingest.Reason) {
 			if r == ingest.ReasonNone {
-				ev.Partition = -1 // not from Kafka: never dropped on a partition's revocation
+				// ev.Feed is 0 (no feed): never dropped on a partition's revocation
 				r = ingest.ReasonOf(store.ObserveAt(now, ev))
 			}
 			if r == ingest.ReasonNone {

@@ -31,7 +31,7 @@ func newStore(t testing.TB) *window.Store {
 
 func observe(t testing.TB, st *window.Store, now time.Time, metric, key string, v float64, n uint64) {
 	t.Helper()
-	if err := st.ObserveAt(now.UnixMilli(), window.Event{TS: now.UnixMilli(), Metric: metric, Key: key, Value: v, Count: n, Partition: -1}); err != nil {
+	if err := st.ObserveAt(now.UnixMilli(), window.Event{TS: now.UnixMilli(), Metric: metric, Key: key, Value: v, Count: n}); err != nil {
 		t.Fatalf("observe %s/%s at %v: %v", metric, key, now, err)
 	}
 }
