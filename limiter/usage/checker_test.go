@@ -268,7 +268,7 @@ func TestWithLimiterService(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	checks := []limiter.Check{{Policy: "per-tenant", Key: "tenant-42", Cost: 1}, {Policy: "tenant-quota", Key: "tenant-42", Cost: 1}}
+	checks := []limiter.Charge{{Policy: "per-tenant", Key: "tenant-42", Cost: 1}, {Policy: "tenant-quota", Key: "tenant-42", Cost: 1}}
 	out := make([]limiter.Decision, 2)
 	now := t0.Add(30 * time.Second)
 	if d, err := svc.Decide(ctx, now, checks, out); err != nil || !d.Allowed {
