@@ -112,7 +112,7 @@ func (o *overrides) decide(ctx context.Context, now time.Time, l *limit, key str
 		cctx, cancel := context.WithTimeout(ctx, p.EffectiveTimeout())
 		defer cancel()
 		out := make([]limiter.Decision, 1)
-		if err := o.redis.Decide(cctx, []limiter.Request{{Policy: &p, Key: key, Now: now, Cost: cost}}, out); err != nil {
+		if err := o.redis.Decide(cctx, []limiter.BackendRequest{{Policy: &p, Key: key, Now: now, Cost: cost}}, out); err != nil {
 			if ctx.Err() != nil {
 				return limiter.Decision{}, ctx.Err()
 			}

@@ -42,7 +42,7 @@ func BatchScript() *Script { return batchScript }
 // caller that gave up never races the flusher.
 type job struct {
 	ctx   context.Context
-	reqs  []limiter.Request
+	reqs  []limiter.BackendRequest
 	res   []limiter.Decision
 	err   error
 	state atomic.Int32 // jobQueued → jobSent, or jobQueued → jobAbandoned by its caller
@@ -72,9 +72,9 @@ type coalescer struct {
 }
 
 // decide queues reqs and waits for their decisions or for ctx to end.
-func (q *coalescer) decide(ctx context.Context, reqs []limiter.Request, out []limiter.Decision) error {
+func (q *coalescer) decide(ctx context.Context, reqs []limiter.BackendRequest, out []limiter.Decision) error {
 	// The job keeps its own copy of reqs: a caller that gave up may reuse its slice.
-	j := &job{ctx: ctx, reqs: append([]limiter.Request(nil), reqs...), res: make([]limiter.Decision, len(reqs)), done: make(chan struct{})}
+	j := &job{ctx: ctx, reqs: append([]limiter.BackendRequest(nil), reqs...), res: make([]limiter.Decision, len(reqs)), done: make(chan struct{})}
 	q.mu.Lock()
 	q.queue = append(q.queue, j)
 	var batch []*job
@@ -99,7 +99,7 @@ func (q *coalescer) decide(ctx context.Context, reqs []limiter.Request, out []li
 	return j.err
 }
 
-func validPolicies(reqs []limiter.Request) error {
+func validPolicies(reqs []limiter.BackendRequest) error {
 	for i := range reqs {
 		if p := reqs[i].Policy; p == nil || p.Algorithm < limiter.FixedWindow || p.Algorithm > limiter.LeakyBucket {
 			return errors.New("deciding: request without a valid policy")
@@ -152,7 +152,7 @@ func (b *Backend) flush(batch []*job) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	flat := make([]*limiter.Request, 0, n)
+	flat := make([]*limiter.BackendRequest, 0, n)
 	for _, j := range live {
 		for i := range j.reqs {
 			flat = append(flat, &j.reqs[i])
@@ -182,7 +182,7 @@ func (b *Backend) flush(batch []*job) {
 }
 
 // batchCall returns the KEYS and ARGV of one fixed_window_batch call for reqs.
-func (b *Backend) batchCall(reqs []*limiter.Request) ([]string, []any) {
+func (b *Backend) batchCall(reqs []*limiter.BackendRequest) ([]string, []any) {
 	keys := make([]string, len(reqs))
 	args := make([]any, 0, 4*len(reqs))
 	for i, r := range reqs {
@@ -199,7 +199,7 @@ func (b *Backend) batchCall(reqs []*limiter.Request) ([]string, []any) {
 
 // decideFixed decides fixed-window requests in one fixed_window_batch command
 // (plus one EVAL after NOSCRIPT), writing out[i] and errs[i] for reqs[i].
-func (b *Backend) decideFixed(ctx context.Context, reqs []*limiter.Request, out []limiter.Decision, errs []error) {
+func (b *Backend) decideFixed(ctx context.Context, reqs []*limiter.BackendRequest, out []limiter.Decision, errs []error) {
 	keys, args := b.batchCall(reqs)
 	cmd := b.c.EvalSha(ctx, batchScript.SHA, keys, args...)
 	b.called("evalsha")
@@ -211,7 +211,7 @@ func (b *Backend) decideFixed(ctx context.Context, reqs []*limiter.Request, out 
 }
 
 // readBatch decodes a fixed_window_batch reply for reqs.
-func (b *Backend) readBatch(cmd *goredis.Cmd, reqs []*limiter.Request, out []limiter.Decision, errs []error) {
+func (b *Backend) readBatch(cmd *goredis.Cmd, reqs []*limiter.BackendRequest, out []limiter.Decision, errs []error) {
 	vals := make([]int64, 5*len(reqs))
 	err := decodeInts(cmd, vals)
 	for i, r := range reqs {
@@ -224,7 +224,7 @@ func (b *Backend) readBatch(cmd *goredis.Cmd, reqs []*limiter.Request, out []lim
 }
 
 // allFixed reports whether every request is a fixed window's.
-func allFixed(reqs []limiter.Request) bool {
+func allFixed(reqs []limiter.BackendRequest) bool {
 	for i := range reqs {
 		if reqs[i].Policy.Algorithm != limiter.FixedWindow {
 			return false

@@ -368,7 +368,7 @@ func TestNoScriptFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls = callCounter{}
-	reqs := []limiter.Request{{Policy: &p, Key: "a", Cost: 1}, {Policy: &p, Key: "b", Cost: 1}}
+	reqs := []limiter.BackendRequest{{Policy: &p, Key: "a", Cost: 1}, {Policy: &p, Key: "b", Cost: 1}}
 	out := make([]limiter.Decision, 2)
 	if err := b.Decide(ctx, reqs, out); err != nil || !out[0].Allowed || !out[1].Allowed {
 		t.Fatalf("batch after flush: %+v, %v", out, err)
@@ -449,7 +449,7 @@ func TestDecideBatchOneRoundTrip(t *testing.T) {
 	tenant := limiter.Policy{Name: "per-tenant", Algorithm: limiter.TokenBucket, Capacity: 5, RefillPerSecond: 1}
 	daily := limiter.Policy{Name: "daily", Algorithm: limiter.FixedWindow, Limit: 100, Window: 24 * time.Hour}
 	t0 := limitertest.T0
-	reqs := []limiter.Request{
+	reqs := []limiter.BackendRequest{
 		{Policy: &user, Key: "u1", Now: t0, Cost: 1},
 		{Policy: &tenant, Key: "t1", Now: t0, Cost: 1},
 		{Policy: &daily, Key: "t1", Now: t0, Cost: 1},
@@ -476,7 +476,7 @@ func TestDecideRejectsRequestWithoutPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := make([]limiter.Decision, 2)
-	for _, reqs := range [][]limiter.Request{
+	for _, reqs := range [][]limiter.BackendRequest{
 		{{Key: "k", Cost: 1}},
 		{{Key: "k", Cost: 1}, {Policy: &limiter.Policy{Name: "x"}, Key: "k", Cost: 1}},
 	} {
@@ -606,7 +606,7 @@ func TestCoalescedFixedWindowExact(t *testing.T) {
 				k := (g + i) % keys
 				out := make([]limiter.Decision, 1)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err := b.Decide(ctx, []limiter.Request{{Policy: &p, Key: "k" + strconv.Itoa(k), Cost: 1}}, out)
+				err := b.Decide(ctx, []limiter.BackendRequest{{Policy: &p, Key: "k" + strconv.Itoa(k), Cost: 1}}, out)
 				cancel()
 				if err != nil {
 					t.Error(err)
@@ -650,7 +650,7 @@ func TestCoalescedOutageFailsFast(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		err := b.Decide(ctx, []limiter.Request{{Policy: &p, Key: "k" + strconv.Itoa(k), Cost: 1}}, make([]limiter.Decision, 1))
+		err := b.Decide(ctx, []limiter.BackendRequest{{Policy: &p, Key: "k" + strconv.Itoa(k), Cost: 1}}, make([]limiter.Decision, 1))
 		return time.Since(start), err
 	}
 	if _, err := decide(0); err != nil {
