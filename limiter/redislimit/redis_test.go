@@ -680,3 +680,38 @@ func TestCoalescedOutageFailsFast(t *testing.T) {
 		t.Errorf("median failed decision took %v with Redis down, want well under the 200 ms timeout", med)
 	}
 }
+
+// TestFixedWindowWithinMaxmemory: over maxmemory under noeviction, the fixed
+// window's scripts, one decision (fixed_window) and gathered ones
+// (fixed_window_batch), are refused with OOM before they write (#!lua), and
+// no counter is created.
+func TestFixedWindowWithinMaxmemory(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
+	c := newClient(t, srv.Addr)
+	b, err := redislimit.New(c, redislimit.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := b.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil { // already over it
+		t.Fatal(err)
+	}
+	p := limiter.Policy{Name: "fw", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Minute, Backend: limiter.BackendRedis}
+	l, err := b.Limiter(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AllowN(ctx, "one", time.Now(), 1); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Errorf("fixed_window over maxmemory: %v, want OOM", err)
+	}
+	cmd := c.EvalSha(ctx, redislimit.BatchScript().SHA, []string{b.Key(&p, "a"), b.Key(&p, "b")}, "", 1, 10, 60_000_000, "", 1, 10, 60_000_000)
+	if err := cmd.Err(); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Errorf("fixed_window_batch over maxmemory: %v, want OOM", err)
+	}
+	if n, _ := c.DBSize(ctx).Result(); n != 0 {
+		t.Errorf("%d keys written over maxmemory, want 0", n)
+	}
+}
