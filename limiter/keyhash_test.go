@@ -57,21 +57,25 @@ func TestStoreHashChains(t *testing.T) {
 	const h = 42
 	var es []*entry[fixedWindow]
 	for _, k := range []string{"a", "b", "c", "d"} {
-		es = append(es, st.insert(sh, h, k, 0))
+		_, head := sh.lookup(h, k)
+		es = append(es, st.insert(sh, h, head, k, 0))
 	}
-	other := st.insert(sh, h+1, "a", 0) // same key bytes, another hash: another entry
+	other := st.insert(sh, h+1, nil, "a", 0) // same key bytes, another hash: another entry
 	check := func(want ...string) {
 		t.Helper()
 		if sh.n != len(want)+1 {
 			t.Fatalf("n = %d, want %d", sh.n, len(want)+1)
 		}
 		for _, k := range []string{"a", "b", "c", "d"} {
-			e := sh.lookup(h, k)
+			e, _ := sh.lookup(h, k)
 			if in := strings.Contains(strings.Join(want, ""), k); (e != nil) != in || (e != nil && e.key != k) {
 				t.Fatalf("lookup(%q) = %v, want present %v", k, e, in)
 			}
 		}
-		if sh.lookup(h+1, "a") != other || sh.lookup(h, "e") != nil {
+		if e, _ := sh.lookup(h+1, "a"); e != other {
+			t.Fatal("lookup outside the chain")
+		}
+		if e, _ := sh.lookup(h, "e"); e != nil {
 			t.Fatal("lookup outside the chain")
 		}
 	}

@@ -354,7 +354,8 @@ func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) in
 	}
 	e := sh.hot
 	if e == nil || e.hash != h || !sameKey(e.key, key) {
-		e = sh.lookup(h, key)
+		var head *entry[S]
+		e, head = sh.lookup(h, key)
 		if e == nil {
 			// Keys are validated when they enter the map, so a hit needs no
 			// validation: an existing key pays nothing for it.
@@ -362,7 +363,7 @@ func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) in
 				sh.mu.Unlock()
 				return takeInvalid
 			}
-			if e = st.insert(sh, h, key, now); e == nil {
+			if e = st.insert(sh, h, head, key, now); e == nil {
 				sh.mu.Unlock()
 				st.refused.Add(1)
 				return takeFull
@@ -391,28 +392,43 @@ func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) in
 	return takeOK
 }
 
-// lookup returns the entry of key (whose hash is h) or nil; requires sh.mu held.
-func (sh *shard[S]) lookup(h uint64, key string) *entry[S] {
-	e := sh.m[h]
-	for e != nil && (e.hash != h || !sameKey(e.key, key)) {
+// lookup returns the entry of key (whose hash is h) or nil, and the head of h's chain;
+// requires sh.mu held.
+func (sh *shard[S]) lookup(h uint64, key string) (e, head *entry[S]) {
+	head = sh.m[h]
+	e = head
+	for e != nil && !sameKey(e.key, key) {
 		e = e.same
 	}
-	return e
+	return e, head
 }
 
-// insert adds key (whose hash is h), or returns nil when no room can be made; requires
-// sh.mu held.
-func (st *store[S]) insert(sh *shard[S], h uint64, key string, now int64) *entry[S] {
+// insert adds key (whose hash is h and h's chain head), or returns nil when no room can
+// be made; requires sh.mu held.
+func (st *store[S]) insert(sh *shard[S], h uint64, head *entry[S], key string, now int64) *entry[S] {
 	size := entryOverhead[S]() + int64(len(key))
 	ok, e := st.room(sh, size, now, nil, true)
 	if !ok {
 		return nil
 	}
+	if head != nil && e != nil {
+		head = sh.m[h] // room may have dropped it
+	}
+	var k string
 	if e == nil {
 		e = &entry[S]{}
+	} else if len(key) <= len(e.key) {
+		// An evicted entry is reused, and so are its key's bytes when the new key fits in
+		// them: nothing else holds them (the map is keyed by hash, callers get no key
+		// back), so a full store allocates nothing for a new key.
+		b := unsafe.Slice(unsafe.StringData(e.key), len(key))
+		copy(b, key)
+		k = unsafe.String(&b[0], len(b))
 	}
-	*e = entry[S]{hash: h, key: strings.Clone(key), size: size} // an evicted entry is reused: a full store allocates less
-	e.same = sh.m[h]
+	if k == "" {
+		k = strings.Clone(key) // a copy: the entry must not pin the caller's request buffer
+	}
+	*e = entry[S]{hash: h, key: k, size: size, same: head}
 	sh.m[h] = e
 	sh.n++
 	sh.bytes += size
@@ -480,6 +496,22 @@ func (sh *shard[S]) toFront(e *entry[S]) {
 
 // removeLocked drops e; requires sh.mu held.
 func (st *store[S]) removeLocked(sh *shard[S], e *entry[S]) {
+	if sh.n == len(sh.m) { // no chains in the shard (the rule): one map operation
+		delete(sh.m, e.hash)
+	} else {
+		st.unchain(sh, e)
+	}
+	e.same = nil
+	sh.n--
+	sh.unlink(e)
+	sh.bytes -= e.size
+	if sh.hot == e {
+		sh.hot = nil
+	}
+}
+
+// unchain takes e out of the map when keys share its hash; requires sh.mu held.
+func (st *store[S]) unchain(sh *shard[S], e *entry[S]) {
 	switch head := sh.m[e.hash]; {
 	case head == e && e.same == nil:
 		delete(sh.m, e.hash)
@@ -490,13 +522,6 @@ func (st *store[S]) removeLocked(sh *shard[S], e *entry[S]) {
 			head = head.same
 		}
 		head.same = e.same
-	}
-	e.same = nil
-	sh.n--
-	sh.unlink(e)
-	sh.bytes -= e.size
-	if sh.hot == e {
-		sh.hot = nil
 	}
 }
 
