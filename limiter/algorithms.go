@@ -350,8 +350,15 @@ func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 	if now < s.last {
 		now = s.last
 	}
-	tokens := refill(p, s.tokens, now-s.last)
 	reset := max(s.fullAt-now, 0)
+	if cost == 1 && s.denyCost == 1 && now < s.allowAt {
+		// Denied again before the next unit is due: refill is monotonic in the elapsed
+		// time and allowAt the first instant it reaches 1, so the bucket holds less than a
+		// token (Remaining 0) and nothing needs computing.
+		set(d, p, false, 0, s.allowAt-now, reset)
+		return now + reset
+	}
+	tokens := refill(p, s.tokens, now-s.last)
 	if cost == 0 {
 		ok := tokens >= 1
 		retry := int64(0)
@@ -369,10 +376,11 @@ func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 		set(d, p, true, int64(tokens), 0, reset)
 		return now + reset
 	}
-	if s.denyCost != cost {
-		s.allowAt, s.denyCost = s.admitsAt(p, cost), cost
+	at := s.admitsAt(p, cost)
+	if s.denyCost != cost && s.exactAt(p, at, cost) {
+		s.allowAt, s.denyCost = at, cost
 	}
-	set(d, p, false, int64(tokens), s.allowAt-now, reset)
+	set(d, p, false, int64(tokens), at-now, reset)
 	return now + reset
 }
 
@@ -383,6 +391,14 @@ func (s *tokenBucket) admitsAt(p *params, cost int64) int64 {
 		return s.allowAt
 	}
 	return s.last + waitFor(p, s.tokens, float64(cost))
+}
+
+// exactAt reports that at is the first instant refill reaches cost, not only one at which
+// it has (waitFor settles within 64 ns of its estimate): only then is at kept, since the
+// denial fast path relies on every instant before it being short.
+func (s *tokenBucket) exactAt(p *params, at, cost int64) bool {
+	e := at - s.last
+	return e <= 1 || refill(p, s.tokens, e-1) < float64(cost)
 }
 
 // gcra is the leaky bucket as a meter: tat is the theoretical arrival time
