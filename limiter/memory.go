@@ -280,13 +280,17 @@ type grows[S any] struct {
 
 var logGrows = grows[slidingLog]{growth: (*slidingLog).growth, bytes: (*slidingLog).bytes}
 
+// entry is one key's state. The fields a full shard's eviction reads and writes come
+// first, on the entry's first cache line: unlinking the least recently used entry writes
+// its neighbour's next, and the next eviction reads that neighbour's expires and hash, so
+// they share one miss.
 type entry[S any] struct {
-	s          S
+	prev, next *entry[S]
 	expires    int64  // ns: state is initial again from here on
 	hash       uint64 // keyHasher.hash(key): the shard map's key
-	key        string // a copy: the entry must not pin the caller's request buffer
-	size       int64  // bytes charged to the shard for this entry
-	prev, next *entry[S]
+	s          S
+	key        string    // a copy: the entry must not pin the caller's request buffer
+	size       int64     // bytes charged to the shard for this entry
 	same       *entry[S] // the next entry whose key has the same hash (rare: a chain)
 }
 
@@ -308,7 +312,11 @@ type shard[S any] struct {
 	front, back *entry[S]
 	bytes       int64
 	nextSweep   int64
-	_           [32]byte // keep neighbouring shards' locks off one cache line
+	// tailSeen is back.expires as read before a probe for a key that is not the hot one:
+	// in a full shard, a new key's room looks at back next, and reading it then overlaps
+	// its cache miss with the probe's instead of paying one after the other.
+	tailSeen int64
+	_        [24]byte // keep neighbouring shards' locks off one cache line
 }
 
 // limits are one shard's budgets.
@@ -354,6 +362,9 @@ func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) in
 	}
 	e := sh.hot
 	if e == nil || e.hash != h || !sameKey(e.key, key) {
+		if b := sh.back; b != nil && sh.n >= st.lim.keys {
+			sh.tailSeen = b.expires
+		}
 		var head *entry[S]
 		e, head = sh.lookup(h, key)
 		if e == nil {
