@@ -49,8 +49,13 @@
 // # Backends
 //
 // Memory keeps per-key state in a sharded map: one hash, one shard lock and
-// one map probe per decision (the shard's last key skips the probe), no
-// allocation for an existing key, idle keys dropped by a lazy sweep, and two
+// one map probe per decision (the shard's last key skips the probe). The key is
+// hashed once, by a seeded hash inline for keys up to 16 bytes (maphash beyond),
+// which picks the shard and keys its map, so a probe compares key bytes only for the
+// entry it finds. A token bucket past its limit keeps the instant its denied cost is
+// next admitted, so a flood of one key costs a compare, not a refill solve, per
+// denial. No allocation for an existing key, nor for a new key that takes an
+// evicted one's place; idle keys dropped by a lazy sweep, and two
 // budgets per policy: MaxKeys and MaxBytes (`slide serve --limiter-max-bytes`,
 // default 256 MiB: each key's entry, key and map slot, estimated, plus a
 // sliding log's ring). When a new key would pass either, the least recently
