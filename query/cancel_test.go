@@ -56,13 +56,13 @@ func TestReadsStopWhenTheClientGoes(t *testing.T) {
 	const series, metrics, cancelAt = 20_000, 2_000, 1_000
 	c := newCancelEnv(t, nil)
 	for i := range series {
-		ev := window.Event{TS: t0, Metric: "latency_ms", Key: fmt.Sprintf("tenant-%05d", i), Value: float64(i % 100), Count: 1, Partition: -1}
+		ev := window.Event{TS: t0, Metric: "latency_ms", Key: fmt.Sprintf("tenant-%05d", i), Value: float64(i % 100), Count: 1}
 		if err := c.store.ObserveAt(t0, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range metrics { // many metrics, for the series list over all of them
-		if err := c.store.ObserveAt(t0, window.Event{TS: t0, Metric: fmt.Sprintf("m%04d", i), Key: "k", Value: 1, Count: 1, Partition: -1}); err != nil {
+		if err := c.store.ObserveAt(t0, window.Event{TS: t0, Metric: fmt.Sprintf("m%04d", i), Key: "k", Value: 1, Count: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
