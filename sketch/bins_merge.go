@@ -236,9 +236,16 @@ func (b *Bins) SubBins(o *Bins) bool {
 	} else {
 		b.zero -= o.zero
 	}
+	b.afterSub()
+	return ok
+}
+
+// afterSub releases b's memory once it is empty and compacts its sides once their bins in
+// use span less than half their storage (SubBins and Slot.SubFrom).
+func (b *Bins) afterSub() {
 	if b.Count() == 0 {
 		b.Reset()
-		return ok
+		return
 	}
 	b.pos.shrink()
 	if b.neg != nil {
@@ -248,7 +255,6 @@ func (b *Bins) SubBins(o *Bins) bool {
 			b.neg.shrink()
 		}
 	}
-	return ok
 }
 
 // shrink compacts c once the bins in use span less than half of its storage,
