@@ -36,12 +36,31 @@ func shapeFor(c RingConfig, w, step time.Duration) (rangeShape, error) {
 }
 
 // slotAgg is one slot's aggregate as a range read composes it: count, sum, min, max and
-// its bins (the ring's own while the shard lock is held, or a merge of several series').
+// its bins: the ring's own slot while the shard lock is held (one series), or a merge of
+// several series' (bins).
 type slotAgg struct {
 	count    uint64
 	sum      float64
 	min, max float64
+	slot     sketch.Slot
 	bins     *sketch.Bins
+}
+
+// view returns the slot's bins, decoded into scratch when they are packed.
+func (a *slotAgg) view(scratch *sketch.Bins) *sketch.Bins {
+	if a.bins != nil {
+		return a.bins
+	}
+	return a.slot.View(scratch)
+}
+
+// addTo adds the slot's bins to dst.
+func (a *slotAgg) addTo(dst *sketch.Bins) {
+	if a.bins != nil {
+		dst.AddBins(a.bins)
+		return
+	}
+	a.slot.AddTo(dst)
 }
 
 func (a *slotAgg) add(count uint64, sum, mn, mx float64) {
@@ -62,13 +81,18 @@ func (a *slotAgg) add(count uint64, sum, mn, mx float64) {
 // slot bins, clamped to [min, max].
 func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Indexer, qs []float64, series int) []Agg {
 	n := int64(len(aggs))
-	var stack [32]*sketch.Bins
+	scratch := scratchBins.Get().(*sketch.Bins)
+	defer func() {
+		scratch.Clear()
+		scratchBins.Put(scratch)
+	}()
 	qbuf := make([]float64, 0, int(sh.p)*len(qs)) // every point's quantiles in one allocation
 	for i := sh.p - 1; i >= 0; i-- {
 		end := n - 1 - i*sh.s // position of the point's last slot in aggs
 		j := cur - i*sh.s     // its absolute slot index
 		a := Agg{From: (j - sh.k + 1) * sh.width, To: (j + 1) * sh.width, Series: series}
-		bins := stack[:0]
+		var one *slotAgg
+		slots := 0
 		for p := end - sh.k + 1; p <= end; p++ {
 			if sa := &aggs[p]; sa.count > 0 {
 				if a.Count == 0 || sa.min < a.Min {
@@ -79,7 +103,8 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 				}
 				a.Count += sa.count
 				a.Sum += sa.sum
-				bins = append(bins, sa.bins)
+				one = sa
+				slots++
 			}
 		}
 		at := len(qbuf)
@@ -90,12 +115,19 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 				a.Quantiles = append(a.Quantiles, math.NaN())
 			}
 		} else {
-			if len(bins) == 1 {
-				// One slot (the usual per-slot history): scan its bins directly, without the
-				// union's summing buffer; the same ranks and values as QuantilesOf.
-				a.Quantiles = bins[0].Quantiles(ix, qs, a.Quantiles)
+			if slots == 1 {
+				// One slot (the usual per-slot history): scan its bins directly.
+				a.Quantiles = one.view(scratch).Quantiles(ix, qs, a.Quantiles)
 			} else {
-				a.Quantiles = sketch.QuantilesOf(ix, qs, a.Quantiles, bins...)
+				// The union of the window's slots, summed: the same ranks and values as
+				// sketch.QuantilesOf over them.
+				scratch.Clear()
+				for p := end - sh.k + 1; p <= end; p++ {
+					if sa := &aggs[p]; sa.count > 0 {
+						sa.addTo(scratch)
+					}
+				}
+				a.Quantiles = scratch.Quantiles(ix, qs, a.Quantiles)
 			}
 			a.clampQuantiles()
 		}
@@ -119,7 +151,7 @@ func (r *Ring) slotAggs(now int64, aggs []slotAgg) {
 		}
 		a := &aggs[i-base]
 		a.add(s.count, s.sum, s.min, s.max)
-		a.bins = s.bins
+		a.slot = s.bins
 	}
 }
 
@@ -146,7 +178,7 @@ func (r *Ring) mergeSlots(now, cur int64, aggs []slotAgg) {
 		if a.bins == nil {
 			a.bins = new(sketch.Bins)
 		}
-		a.bins.AddBins(s.bins)
+		s.bins.AddTo(a.bins)
 	}
 }
 

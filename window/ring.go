@@ -74,14 +74,17 @@ func (c RingConfig) Retention() time.Duration {
 	return d.Slot * time.Duration(d.Slots)
 }
 
-// slot is one time bucket. bins is nil while the slot is empty: empty slots hold no sketch.
+// slot is one time bucket. bins is empty while the slot is empty: empty slots hold no sketch.
+// They are open (a sketch.Bins that Add fills) while the slot is current or ahead of it, and
+// packed (read-only, about a third of the bytes) once the ring has moved past it: a dense
+// series of 30 full slots keeps 29 of them packed (issue #19). A past slot that takes a late
+// event reopens and is packed again at the ring's next advance.
 type slot struct {
 	idx      int64 // absolute slot index (floor(ts / width)); meaningful only when count > 0
 	count    uint64
 	sum      float64
 	min, max float64
-	bins     *sketch.Bins
-	inAgg    bool // the current slot's bins were folded into agg by a read; later adds go to both
+	bins     sketch.Slot
 }
 
 // Ring is the sliding window of one series: slots of a fixed width aligned to the epoch
@@ -106,9 +109,17 @@ type Ring struct {
 	raw    []rawEvent
 	cur    int64 // current slot index: floor(now / width)
 	curLo  int64 // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
-	curPos int   // pos(cur), so the common case needs no modulo either
 	agg    sketch.Bins
-	live   int // slots holding data
+	// The small fields sit together so that a series (header and ring) fits the allocator's
+	// 320-byte size class.
+	curPos int32 // pos(cur), so the common case needs no modulo either
+	live   int32 // slots holding data
+	// openPast counts the slots before the current one that were opened (created or
+	// reopened by a late event) since the last advance, which packs them again.
+	openPast int32
+	// curInAgg is true once a read has folded the current slot into agg (later adds then go
+	// to both). Every live slot before the current one is in agg, none after it is.
+	curInAgg bool
 	// started is false until the first call fixes cur.
 	started bool
 }
@@ -221,20 +232,20 @@ func (r *Ring) advance(now int64) {
 	}
 	next := floorDiv(now, r.width)
 	if !r.started {
-		r.started, r.cur, r.curLo, r.curPos = true, next, next*r.width, r.pos(next)
+		r.started, r.cur, r.curLo, r.curPos = true, next, next*r.width, int32(r.pos(next))
 		return
 	}
 	if next <= r.cur {
 		return // time does not go backwards
 	}
-	old := r.cur
-	r.cur, r.curLo, r.curPos = next, next*r.width, r.pos(next)
+	old, oldInAgg := r.cur, r.curInAgg
+	r.cur, r.curLo, r.curPos, r.curInAgg = next, next*r.width, int32(r.pos(next)), false
 	if r.slots == nil {
 		r.pruneRaw()
 		return
 	}
 	if r.live == 0 {
-		r.slots = nil
+		r.slots, r.openPast = nil, 0
 		return
 	}
 	if next-old >= r.size {
@@ -245,23 +256,34 @@ func (r *Ring) advance(now int64) {
 			}
 		}
 		r.agg.Reset()
-		r.slots = nil // back to raw events: an idle series holds no slots
+		r.slots, r.openPast = nil, 0 // back to raw events: an idle series holds no slots
 		return
 	}
 	// The old current slot, and any slot accepted ahead of now under the skew that is now
-	// in the past, join agg.
+	// in the past, join agg and are packed.
 	for i := old; i < next; i++ {
-		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i && !s.inAgg {
-			r.agg.AddBins(s.bins)
-			s.inAgg = true
+		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
+			if i != old || !oldInAgg {
+				s.bins.AddTo(&r.agg)
+			}
+			s.bins.Pack()
 		}
 	}
 	// Slots older than the window leave: every live slot has idx > old-n, so they are among (old-n, next-n].
 	for i := old - r.n + 1; i <= next-r.n; i++ {
 		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
-			r.agg.SubBins(s.bins)
+			s.bins.SubFrom(&r.agg)
 			r.clear(s)
 		}
+	}
+	if r.openPast > 0 {
+		// Past slots opened by late events since the last advance: pack them again.
+		for i := range r.slots {
+			if s := &r.slots[i]; s.count > 0 && s.idx < r.cur {
+				s.bins.Pack()
+			}
+		}
+		r.openPast = 0
 	}
 	if r.live == 0 {
 		r.agg.Reset() // nothing live: release the aggregate's and the slots' memory too
@@ -315,7 +337,7 @@ func (r *Ring) place(now, ts int64, v float64, n uint64, late error) error {
 	case ts > now+r.skewMs:
 		return ErrFuture
 	case ts >= r.curLo && ts < r.curLo+r.width:
-		idx, p = r.cur, r.curPos // the common case needs no division
+		idx, p = r.cur, int(r.curPos) // the common case needs no division
 	default:
 		idx = floorDiv(ts, r.width)
 		if idx <= r.cur-r.n {
@@ -339,8 +361,15 @@ func (r *Ring) place(now, ts int64, v float64, n uint64, late error) error {
 func (r *Ring) insert(idx int64, p int, v float64, n uint64) {
 	s := &r.slots[p]
 	if s.count == 0 {
-		*s = slot{idx: idx, min: v, max: v, bins: new(sketch.Bins)}
+		*s = slot{idx: idx, min: v, max: v}
 		r.live++
+	}
+	b := s.bins.Bins()
+	if b == nil {
+		if idx < r.cur {
+			r.openPast++ // a late event: the next advance packs the slot again
+		}
+		b = s.bins.Open()
 	}
 	s.count += n
 	s.sum += v * float64(n)
@@ -350,8 +379,8 @@ func (r *Ring) insert(idx int64, p int, v float64, n uint64) {
 	if v > s.max {
 		s.max = v
 	}
-	s.bins.Add(r.ix, v, n)
-	if idx < r.cur || s.inAgg {
+	b.Add(r.ix, v, n)
+	if idx < r.cur || idx == r.cur && r.curInAgg {
 		r.agg.Add(r.ix, v, n) // out of order, or the current slot already folded in by a read
 	}
 }
@@ -367,9 +396,9 @@ func (r *Ring) foldCurrent() {
 	if r.slots == nil {
 		return
 	}
-	if s := &r.slots[r.pos(r.cur)]; s.count > 0 && s.idx == r.cur && !s.inAgg {
-		r.agg.AddBins(s.bins)
-		s.inAgg = true
+	if s := &r.slots[r.pos(r.cur)]; s.count > 0 && s.idx == r.cur && !r.curInAgg {
+		s.bins.AddTo(&r.agg)
+		r.curInAgg = true
 	}
 }
 
@@ -487,25 +516,29 @@ func (r *Ring) read(k int64, qs []float64) Agg {
 	var a Agg
 	a.From, a.To = r.span(k)
 	a.Series = 1
-	var stack [32]*sketch.Bins
-	bins := stack[:0]
-	r.fold(&a, k, func(s *slot) { bins = append(bins, s.bins) })
 	a.Quantiles = make([]float64, len(qs))
-	if a.Count == 0 {
-		for i := range a.Quantiles {
-			a.Quantiles[i] = math.NaN()
-		}
-		return a
-	}
 	if k == r.n {
+		r.fold(&a, k, func(*slot) {})
+		if a.Count == 0 {
+			a.nanQuantiles()
+			return a
+		}
 		r.foldCurrent()
 		r.agg.Quantiles(r.ix, qs, a.Quantiles[:0]) // one pass over the kept aggregate
-	} else {
-		for i, q := range qs {
-			a.Quantiles[i] = sketch.Quantile(r.ix, q, bins...)
-		}
+		a.clampQuantiles()
+		return a
 	}
-	a.clampQuantiles()
+	// Shorter windows: the union of their slots' bins, summed into scratch.
+	b := scratchBins.Get().(*sketch.Bins)
+	r.fold(&a, k, func(s *slot) { s.bins.AddTo(b) })
+	if a.Count == 0 {
+		a.nanQuantiles()
+	} else {
+		b.Quantiles(r.ix, qs, a.Quantiles[:0])
+		a.clampQuantiles()
+	}
+	b.Clear()
+	scratchBins.Put(b)
 	return a
 }
 
@@ -549,7 +582,7 @@ func (r *Ring) mergeInto(now int64, k int64, a *Agg, bins *sketch.Bins) {
 		bins.AddBins(&r.agg)
 		return
 	}
-	r.fold(a, k, func(s *slot) { bins.AddBins(s.bins) })
+	r.fold(a, k, func(s *slot) { s.bins.AddTo(bins) })
 }
 
 func checkQuantiles(qs []float64) error {
@@ -572,9 +605,7 @@ func (r *Ring) clone() *Ring {
 	c.slots = make([]slot, len(r.slots))
 	for i, s := range r.slots {
 		c.slots[i] = s
-		if s.bins != nil {
-			c.slots[i].bins = s.bins.Clone()
-		}
+		c.slots[i].bins = s.bins.Clone()
 	}
 	c.agg = *r.agg.Clone()
 	return &c

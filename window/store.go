@@ -69,6 +69,13 @@ func (a Agg) ElapsedSec(now int64) float64 {
 	return float64(end-a.From) / 1000
 }
 
+// nanQuantiles sets every quantile to NaN: the answer of an empty window.
+func (a *Agg) nanQuantiles() {
+	for i := range a.Quantiles {
+		a.Quantiles[i] = math.NaN()
+	}
+}
+
 func (a *Agg) clampQuantiles() {
 	for i, q := range a.Quantiles {
 		a.Quantiles[i] = min(max(q, a.Min), a.Max)

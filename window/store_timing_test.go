@@ -116,7 +116,7 @@ func fullSeriesStore(b *testing.B) (*Store, int64) {
 }
 
 // BenchmarkSeriesMemory reports bytes per active latency series with 30 full slots of 1,000
-// lognormal latencies: ours over 100k series, the anchor (30 default sketches-go sketches
+// lognormal latencies, filled in time order (29 slots behind the current one, packed): ours over 100k series, the anchor (30 default sketches-go sketches
 // holding the same values) over 10k series, both from heap deltas after a GC.
 func BenchmarkSeriesMemory(b *testing.B) {
 	const templates = 64
@@ -133,9 +133,12 @@ func BenchmarkSeriesMemory(b *testing.B) {
 			tmpl := make([]*Ring, templates)
 			for i := range tmpl {
 				r, _ := NewRing(RingConfig{})
+				// In time order, as ingest fills a series: each slot is current while it
+				// fills, and the ring packs it once it moves on.
 				for j, vs := range data[i] {
-					for _, v := range vs {
-						_ = r.Add(t0+299_999, t0+int64(j)*10_000, v, 1)
+					for k, v := range vs {
+						ts := t0 + int64(j)*10_000 + int64(k)*10
+						_ = r.Add(ts, ts, v, 1)
 					}
 				}
 				tmpl[i] = r

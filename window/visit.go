@@ -38,7 +38,7 @@ func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, sc
 		return nil
 	}
 	scratch.Reset()
-	r.fold(&a, k, func(sl *slot) { scratch.AddBins(sl.bins) })
+	r.fold(&a, k, func(sl *slot) { sl.bins.AddTo(scratch) })
 	fn(a, scratch)
 	return nil
 }
