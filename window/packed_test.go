@@ -166,4 +166,7 @@ func TestDenseSeriesMemoryBudget(t *testing.T) {
 	if ours > 0.1*anchor {
 		t.Fatalf("dense series: %.0f B, more than 0.1× the %.0f B of 30 sketches-go sketches", ours, anchor)
 	}
+	if ours > float64(DenseSeriesBytes(30)) {
+		t.Fatalf("dense series: %.0f B, more than the documented DenseSeriesBytes(30) = %d", ours, DenseSeriesBytes(30))
+	}
 }
