@@ -247,14 +247,9 @@ func appendPacked(out []byte, b *Bins) []byte {
 // count round-trips.
 const riceEscape = 16
 
-// riceMean updates the running mean m (4 × mean) with x, saturating.
-func riceMean(m, x uint64) uint64 {
-	s, carry := bits.Add64(m-m>>2, x, 0)
-	if carry != 0 {
-		return math.MaxUint64
-	}
-	return s
-}
+// riceMean updates the running mean m (4 × mean) with x. Counts above 2^60 count as 2^60,
+// so m stays below 2^62 without an overflow check (they take the escape instead).
+func riceMean(m, x uint64) uint64 { return m - m>>2 + min(x, 1<<60) }
 
 // riceK returns the Rice parameter for a running mean kept as m = 4 × mean.
 func riceK(m uint64) uint {
@@ -445,8 +440,10 @@ func (rs *riceSide) takeLong(n uint) uint64 {
 // Huffman decoders), so a count costs a few nanoseconds.
 func (rs *riceSide) next(dst *[riceBatch]uint64) int {
 	n := min(rs.left, riceBatch)
-	b, i, acc, nb, r := rs.b, rs.i, rs.acc, rs.nb, rs.r
-	for j := range n {
+	b, i, acc, nb := rs.b, rs.i, rs.acc, rs.nb
+	pm, zm := rs.r.pm, rs.r.zm // riceState's fields as locals, so they stay in registers
+	out := dst[:n]
+	for j := range out {
 		if i+8 <= len(b) {
 			acc |= binary.LittleEndian.Uint64(b[i:]) << nb
 			i += int((63 - nb) >> 3)
@@ -456,7 +453,7 @@ func (rs *riceSide) next(dst *[riceBatch]uint64) int {
 			rs.refill()
 			i, acc, nb = rs.i, rs.acc, rs.nb
 		}
-		k := r.k()
+		k := riceK(zm)
 		q := uint(bits.TrailingZeros64(^acc)) // the unary quotient's ones
 		var z uint64
 		if q < riceEscape && k <= 40 {
@@ -470,11 +467,13 @@ func (rs *riceSide) next(dst *[riceBatch]uint64) int {
 			z = rs.slowValue(q, k)
 			i, acc, nb = rs.i, rs.acc, rs.nb
 		}
-		x := r.unzigzag(z)
-		r.update(x)
-		dst[j] = x
+		x := pm>>2 + (z>>1 ^ -(z & 1))
+		pm = riceMean(pm, x)
+		zm = riceMean(zm, z)
+		out[j] = x
 	}
-	rs.i, rs.acc, rs.nb, rs.r = i, acc, nb, r
+	rs.i, rs.acc, rs.nb = i, acc, nb
+	rs.r.pm, rs.r.zm, rs.r.z = pm, zm, 0
 	rs.left -= n
 	return n
 }
@@ -498,14 +497,41 @@ func (d *packedReader) addSide(c *counts, n int) {
 	var buf [riceBatch]uint64
 	for i := off; rs.left > 0; {
 		m := rs.next(&buf)
-		for j, x := range buf[:m] {
-			if x != 0 {
-				c.add(i+j, x)
-			}
-		}
+		c.addRun(i, buf[:m])
 		i += m
 	}
 	d.done(&rs)
+}
+
+// addRun adds xs to the counts of indices i, i+1, ..., which c covers: one-byte counts
+// (a slot's usual width) in one loop while no sum overflows, the rest through add.
+func (c *counts) addRun(i int, xs []uint64) {
+	if c.shift == 0 {
+		d := c.data[i-c.off:]
+		d = d[:len(xs)]
+		var added uint64
+		for j, x := range xs {
+			s := uint64(d[j]) + x
+			if s > math.MaxUint8 {
+				c.sum += added
+				for k, y := range xs[j:] {
+					if y != 0 {
+						c.add(i+j+k, y)
+					}
+				}
+				return
+			}
+			d[j] = uint8(s)
+			added += x
+		}
+		c.sum += added
+		return
+	}
+	for j, x := range xs {
+		if x != 0 {
+			c.add(i+j, x)
+		}
+	}
 }
 
 // subSide removes the n counts of the side starting here from c, clamping at zero, and

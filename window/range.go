@@ -3,6 +3,7 @@ package window
 import (
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -54,14 +55,8 @@ func (a *slotAgg) view(scratch *sketch.Bins) *sketch.Bins {
 	return a.slot.View(scratch)
 }
 
-// addTo adds the slot's bins to dst.
-func (a *slotAgg) addTo(dst *sketch.Bins) {
-	if a.bins != nil {
-		dst.AddBins(a.bins)
-		return
-	}
-	a.slot.AddTo(dst)
-}
+// composeScratch holds the Bins compose decodes packed slots into.
+var composeScratch sync.Pool
 
 func (a *slotAgg) add(count uint64, sum, mn, mx float64) {
 	if a.count == 0 || mn < a.min {
@@ -81,18 +76,40 @@ func (a *slotAgg) add(count uint64, sum, mn, mx float64) {
 // slot bins, clamped to [min, max].
 func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Indexer, qs []float64, series int) []Agg {
 	n := int64(len(aggs))
-	scratch := scratchBins.Get().(*sketch.Bins)
+	// Each slot's bins once, packed ones decoded into pooled scratch, however many points'
+	// windows share the slot.
+	sp, _ := composeScratch.Get().(*[]sketch.Bins)
+	if sp == nil {
+		sp = new([]sketch.Bins)
+	}
+	if len(*sp) < len(aggs) {
+		*sp = make([]sketch.Bins, len(aggs))
+	}
+	var vstack [64]*sketch.Bins
+	views := vstack[:0]
+	if len(aggs) <= len(vstack) {
+		views = vstack[:len(aggs)]
+	} else {
+		views = make([]*sketch.Bins, len(aggs))
+	}
+	for p := range aggs {
+		if aggs[p].count > 0 {
+			views[p] = aggs[p].view(&(*sp)[p])
+		}
+	}
 	defer func() {
-		scratch.Clear()
-		scratchBins.Put(scratch)
+		for p := range aggs {
+			(*sp)[p].Clear()
+		}
+		composeScratch.Put(sp)
 	}()
+	var stack [32]*sketch.Bins
 	qbuf := make([]float64, 0, int(sh.p)*len(qs)) // every point's quantiles in one allocation
 	for i := sh.p - 1; i >= 0; i-- {
 		end := n - 1 - i*sh.s // position of the point's last slot in aggs
 		j := cur - i*sh.s     // its absolute slot index
 		a := Agg{From: (j - sh.k + 1) * sh.width, To: (j + 1) * sh.width, Series: series}
-		var one *slotAgg
-		slots := 0
+		bins := stack[:0]
 		for p := end - sh.k + 1; p <= end; p++ {
 			if sa := &aggs[p]; sa.count > 0 {
 				if a.Count == 0 || sa.min < a.Min {
@@ -103,8 +120,7 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 				}
 				a.Count += sa.count
 				a.Sum += sa.sum
-				one = sa
-				slots++
+				bins = append(bins, views[p])
 			}
 		}
 		at := len(qbuf)
@@ -115,19 +131,12 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 				a.Quantiles = append(a.Quantiles, math.NaN())
 			}
 		} else {
-			if slots == 1 {
-				// One slot (the usual per-slot history): scan its bins directly.
-				a.Quantiles = one.view(scratch).Quantiles(ix, qs, a.Quantiles)
+			if len(bins) == 1 {
+				// One slot (the usual per-slot history): scan its bins directly, without the
+				// union's summing buffer; the same ranks and values as QuantilesOf.
+				a.Quantiles = bins[0].Quantiles(ix, qs, a.Quantiles)
 			} else {
-				// The union of the window's slots, summed: the same ranks and values as
-				// sketch.QuantilesOf over them.
-				scratch.Clear()
-				for p := end - sh.k + 1; p <= end; p++ {
-					if sa := &aggs[p]; sa.count > 0 {
-						sa.addTo(scratch)
-					}
-				}
-				a.Quantiles = scratch.Quantiles(ix, qs, a.Quantiles)
+				a.Quantiles = sketch.QuantilesOf(ix, qs, a.Quantiles, bins...)
 			}
 			a.clampQuantiles()
 		}
