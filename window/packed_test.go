@@ -6,8 +6,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/slide-metrics/slide/sketch"
@@ -143,6 +145,9 @@ func denseBytesPerSeries(n int) float64 {
 // slots × 1,000 values costs at most 0.1× the bytes of 30 sketches-go sketches of the same
 // values (both measured here, heap after GC).
 func TestDenseSeriesMemoryBudget(t *testing.T) {
+	if sz := unsafe.Sizeof(series{}); sz > 320 {
+		t.Fatalf("series header and ring: %d bytes, past the 320-byte size class the figures assume", sz)
+	}
 	ours := denseBytesPerSeries(5_000)
 	rng := rand.New(rand.NewPCG(7, 7))
 	tmpl := make([]*ddsketch.DDSketch, 30)
@@ -168,5 +173,34 @@ func TestDenseSeriesMemoryBudget(t *testing.T) {
 	}
 	if ours > float64(DenseSeriesBytes(30)) {
 		t.Fatalf("dense series: %.0f B, more than the documented DenseSeriesBytes(30) = %d", ours, DenseSeriesBytes(30))
+	}
+}
+
+// TestSortKeysAsSlicesSort: the prefix-keyed sort orders keys exactly as slices.Sort,
+// ties within the 8 bytes, shorter keys and NUL bytes included.
+func TestSortKeysAsSlicesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, gen := range []func(int) string{
+		func(i int) string { return fmt.Sprintf("tenant-%d", rng.IntN(100_000)) },
+		func(i int) string { return fmt.Sprintf("x/%08d/%d", rng.IntN(50), rng.IntN(1000)) },
+		func(i int) string {
+			b := make([]byte, rng.IntN(12))
+			for j := range b {
+				b[j] = byte(rng.IntN(3))
+			}
+			return "p" + string(b)
+		},
+		func(i int) string { return string(rune('a' + rng.IntN(26))) },
+	} {
+		keys := make([]string, 5000)
+		for i := range keys {
+			keys[i] = gen(i)
+		}
+		want := slices.Clone(keys)
+		slices.Sort(want)
+		sortKeys(keys)
+		if !slices.Equal(keys, want) {
+			t.Fatalf("sortKeys differs from slices.Sort: %q…", keys[:5])
+		}
 	}
 }

@@ -99,19 +99,19 @@ type slot struct {
 // Time only moves forward: each call advances "now" to max(now, the latest now seen).
 // A Ring is not safe for concurrent use; the Store guards each ring with its shard's lock.
 type Ring struct {
-	cfg    RingConfig // defaults filled
-	width  int64      // slot width, ms
-	n      int64      // slots in a full window (retention)
+	// Fields in the order the hot paths touch them (Add in the current slot, the sweep's
+	// Empty, a sparse read): they share the series header's first three cache lines, the
+	// aggregate and the config come after. The small fields sit together so that a series
+	// (header and ring) fits the allocator's 320-byte size class.
+	width  int64 // slot width, ms
+	n      int64 // slots in a full window (retention)
 	skewMs int64
-	ix     sketch.Indexer
+	cur    int64  // current slot index: floor(now / width)
+	curLo  int64  // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
 	slots  []slot // nil while the ring is sparse (raw); else size slots, position = idx mod size
 	size   int64  // slots a dense ring keeps: n for the window plus enough for skew
 	raw    []rawEvent
-	cur    int64 // current slot index: floor(now / width)
-	curLo  int64 // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
-	agg    sketch.Bins
-	// The small fields sit together so that a series (header and ring) fits the allocator's
-	// 320-byte size class.
+	ix     sketch.Indexer
 	curPos int32 // pos(cur), so the common case needs no modulo either
 	live   int32 // slots holding data
 	// openPast counts the slots before the current one that were opened (created or
@@ -122,6 +122,8 @@ type Ring struct {
 	curInAgg bool
 	// started is false until the first call fixes cur.
 	started bool
+	agg     sketch.Bins
+	cfg     RingConfig // defaults filled
 }
 
 // NewRing returns an empty ring. It fails only on an invalid config.
