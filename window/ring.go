@@ -243,6 +243,10 @@ func (r *Ring) advance(now int64) {
 	old, oldInAgg := r.cur, r.curInAgg
 	r.cur, r.curLo, r.curPos, r.curInAgg = next, next*r.width, int32(r.pos(next)), false
 	if r.slots == nil {
+		if next-old >= r.size {
+			r.raw = nil // every event is older than the retention: no need to read them
+			return
+		}
 		r.pruneRaw()
 		return
 	}
