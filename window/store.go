@@ -471,12 +471,32 @@ func (s *Store) MetricSeries(ctx context.Context) ([]MetricCount, error) {
 }
 
 func (s *Store) each(fn func(*series)) {
+	var batch [sweepBatch]*series
+	flush := func(heads []*series) {
+		var sink int64
+		for _, se := range heads {
+			sink ^= se.ring.cur // load ahead, as removeIf does
+		}
+		sweepSink.Store(sink)
+		for _, head := range heads {
+			for se := head; se != nil; se = se.next {
+				fn(se)
+			}
+		}
+	}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for se := range sh.all() {
-			fn(se)
+		heads := batch[:0]
+		for _, head := range sh.series {
+			heads = append(heads, head)
+			if len(heads) == len(batch) {
+				flush(heads)
+				heads = heads[:0]
+			}
 		}
+		flush(heads)
+		clear(batch[:])
 		sh.mu.Unlock()
 	}
 }
