@@ -329,7 +329,9 @@ func (r *Ring) Add(now, ts int64, v float64, n uint64) error {
 	if n == 0 {
 		n = 1
 	}
-	r.advance(now)
+	if !r.started || now < r.curLo || now >= r.curLo+r.width {
+		r.advance(now) // the common case, still in the current slot, makes no call
+	}
 	return r.place(now, ts, v, n, ErrLate)
 }
 
