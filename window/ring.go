@@ -347,6 +347,16 @@ func slotsFor(c RingConfig, w time.Duration) (int64, error) {
 	return ms / width, nil
 }
 
+// windowSlots is slotsFor of r's config from the fields the hot paths already load (width,
+// n), so a read touches none of the config's cache lines.
+func (r *Ring) windowSlots(w time.Duration) (int64, error) {
+	ms := w.Milliseconds()
+	if w <= 0 || w%time.Millisecond != 0 || ms%r.width != 0 || ms/r.width > r.n {
+		return slotsFor(r.cfg, w) // the error, worded once
+	}
+	return ms / r.width, nil
+}
+
 // Read aggregates the last window (current slot and the ones before it) at now into a.
 // Quantiles go to a.Quantiles, one per q, clamped to the exact [min, max].
 func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
@@ -355,7 +365,7 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 		return a, err
 	}
 	r.advance(now)
-	k, err := slotsFor(r.cfg, w)
+	k, err := r.windowSlots(w)
 	if err != nil {
 		return a, err
 	}

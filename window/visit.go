@@ -22,7 +22,7 @@ func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, sc
 		return ErrNotFound
 	}
 	se.ring.advance(now)
-	k, err := slotsFor(se.ring.cfg, w)
+	k, err := se.ring.windowSlots(w)
 	if err != nil {
 		return err
 	}
