@@ -137,6 +137,9 @@ func (j Job) RunAll(ctx context.Context, r io.Reader, name string, series func(S
 				return Report{}, err
 			}
 			defer src.Close()
+			if rep, ok, err := j.runParquetFast(ctx, src, series); ok {
+				return rep, err
+			}
 			return j.runRows(ctx, src, series, func() int64 { return 0 })
 		}
 	}

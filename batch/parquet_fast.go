@@ -1,0 +1,674 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// parquetFast is Run's Reader over a Parquet file, for a plain job (one aggregate, no group,
+// id, skip-bad or series): the value column (and the time column) are decoded page by page
+// straight into []float64 and []int64, never boxed into parquet.Value or formatted as text, and
+// the row groups are decoded on all cores (lane w takes row groups w, w+W, w+2W, …), handed to
+// Read in file order. Memory is O(lanes × parquetFastChunks × parquetFastRows), whatever the
+// row group size.
+//
+// The numbers are those of the row-by-row path (parquetTyped, or its text conversion where
+// that one has no exact number), and so are the errors of bad rows (null, NaN): a job gives the
+// same bits either way. Columns of any other type take the row-by-row path (supported reports
+// which).
+type parquetFast struct {
+	src      *parquetRows
+	val, tim pqNum // tim.leaf < 0: no time column
+	starts   []int64
+	lanes    []*pqLane
+	done     chan struct{}
+	wg       sync.WaitGroup
+	started  bool
+	closed   bool
+	rg       int // row group Read is in
+	cur      *pqChunk
+	off      int
+	err      error // sticky
+	// progress, when set, is called with the rows handed out so far, once per chunk.
+	progress func(rows, bytes int64)
+	rows     int64
+}
+
+// parquetFastRows is the rows of one chunk a lane hands over; parquetFastChunks the chunks a
+// lane may have decoded ahead of Read.
+const (
+	parquetFastRows   = 32 << 10
+	parquetFastChunks = 3
+)
+
+// pqNum says how a leaf column's physical values become numbers.
+type pqNum struct {
+	leaf  int
+	name  string
+	kind  parquet.Kind
+	scale int   // DECIMAL scale, -1 for none
+	per   int64 // time column: TIMESTAMP units per ms; 1 for plain integers
+	date  bool  // time column: DATE (days)
+}
+
+// pqChunk is up to parquetFastRows decoded rows of one row group.
+type pqChunk struct {
+	vals []float64
+	ts   []int64
+	n    int   // good rows
+	err  error // after the n rows: a *RowError or a fatal error
+	end  bool  // the row group's last chunk
+	lane *pqLane
+}
+
+type pqLane struct {
+	out  chan *pqChunk
+	free chan *pqChunk
+}
+
+// newParquetFast returns the fast reader of src's value and time column, or false when one of
+// them has a type only the row-by-row path reads.
+func newParquetFast(src *parquetRows, value, timeCol string) (*parquetFast, bool) {
+	p := &parquetFast{src: src}
+	var ok bool
+	if p.val, ok = src.fastColumn(value, false); !ok {
+		return nil, false
+	}
+	p.tim.leaf = -1
+	if timeCol != "" {
+		if p.tim, ok = src.fastColumn(timeCol, true); !ok {
+			return nil, false
+		}
+	}
+	return p, true
+}
+
+// fastColumn returns how the fast reader reads column name, false when it cannot.
+func (p *parquetRows) fastColumn(name string, isTime bool) (pqNum, bool) {
+	leaf, ok := p.f.Schema().Lookup(strings.Split(name, ".")...)
+	if name == "" || !ok || leaf.MaxRepetitionLevel > 0 || leaf.MaxDefinitionLevel > 1 {
+		return pqNum{}, false
+	}
+	typ := leaf.Node.Type()
+	var lt format.LogicalTypeValue
+	if l := typ.LogicalType(); l != nil {
+		lt = l.Value
+	}
+	n := pqNum{leaf: leaf.ColumnIndex, name: name, kind: typ.Kind(), scale: -1, per: 1}
+	switch t := lt.(type) {
+	case nil, *format.IntType: // INT(bits, signed) is written as the signed integer's text
+		switch n.kind {
+		case parquet.Int32, parquet.Int64:
+			return n, true
+		case parquet.Float, parquet.Double:
+			return n, !isTime
+		}
+	case *format.DecimalType:
+		n.scale = int(t.Scale)
+		return n, !isTime && n.scale >= 0 && (n.kind == parquet.Int32 || n.kind == parquet.Int64)
+	case *format.TimestampType:
+		if t.Unit.Value == nil || n.kind != parquet.Int64 || !isTime {
+			return pqNum{}, false
+		}
+		n.per = int64(time.Millisecond / t.Unit.Value.Duration())
+		return n, n.per >= 1
+	case *format.DateType:
+		n.date = true
+		return n, isTime && n.kind == parquet.Int32
+	}
+	return pqNum{}, false
+}
+
+func (p *parquetFast) Columns() []string  { return p.src.Columns() }
+func (p *parquetFast) FirstRow() [][]byte { return p.src.FirstRow() }
+
+// Select checks that the columns are the ones newParquetFast was made for.
+func (p *parquetFast) Select(value, time string) error {
+	if value != p.val.name || (time != "") != (p.tim.leaf >= 0) || (time != "" && time != p.tim.name) {
+		return fmt.Errorf("%w: the fast reader was opened for columns %q, %q", ErrConfig, p.val.name, p.tim.name)
+	}
+	return nil
+}
+
+func (p *parquetFast) start() {
+	p.started = true
+	groups := p.src.f.RowGroups()
+	p.starts = make([]int64, len(groups)+1)
+	for i, g := range groups {
+		p.starts[i+1] = p.starts[i] + max(g.NumRows(), 0)
+	}
+	w := min(runtime.GOMAXPROCS(0), len(groups), 8)
+	p.done = make(chan struct{})
+	for i := range w {
+		l := &pqLane{out: make(chan *pqChunk, parquetFastChunks-1), free: make(chan *pqChunk, parquetFastChunks+1)}
+		p.lanes = append(p.lanes, l)
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for rg := i; rg < len(groups); rg += w {
+				if !p.decodeGroup(l, rg) {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// Read hands out the decoded rows in file order.
+func (p *parquetFast) Read(vals []float64, ts []int64) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	if !p.started {
+		p.start()
+	}
+	for p.cur == nil || p.off == p.cur.n {
+		if c := p.cur; c != nil {
+			if c.err != nil {
+				p.err = c.err
+				return 0, p.err
+			}
+			if c.end {
+				p.rg++
+			}
+			p.recycle(c)
+			p.cur = nil
+		}
+		if p.rg >= len(p.starts)-1 {
+			return 0, io.EOF
+		}
+		p.cur, p.off = <-p.lanes[p.rg%len(p.lanes)].out, 0
+		if p.progress != nil && p.rows > 0 {
+			p.progress(p.rows, 0)
+		}
+		p.rows += int64(p.cur.n)
+	}
+	c := p.cur
+	k := copy(vals, c.vals[p.off:c.n])
+	if p.tim.leaf >= 0 {
+		copy(ts[:k], c.ts[p.off:])
+	}
+	p.off += k
+	if p.off == c.n && c.err != nil {
+		p.err = c.err
+		return k, p.err
+	}
+	return k, nil
+}
+
+func (p *parquetFast) recycle(c *pqChunk) {
+	c.n, c.err, c.end = 0, nil, false
+	select {
+	case c.lane.free <- c:
+	default:
+	}
+}
+
+// Close stops the lanes and waits for them.
+func (p *parquetFast) Close() error {
+	if p.started && !p.closed {
+		close(p.done)
+		p.wg.Wait()
+	}
+	p.closed = true
+	return nil
+}
+
+// decodeGroup decodes row group rg into chunks sent to l.out; false when the lane must stop
+// (an error was sent, or Close).
+func (p *parquetFast) decodeGroup(l *pqLane, rg int) (ok bool) {
+	var cols []*pqColReader
+	send := func(c *pqChunk) bool { // c belongs to Read once sent
+		ok := c.err == nil
+		select {
+		case l.out <- c:
+			return ok
+		case <-p.done:
+			return false
+		}
+	}
+	chunk := func() *pqChunk {
+		select {
+		case c := <-l.free:
+			return c
+		default:
+		}
+		c := &pqChunk{vals: make([]float64, parquetFastRows), lane: l}
+		if p.tim.leaf >= 0 {
+			c.ts = make([]int64, parquetFastRows)
+		}
+		return c
+	}
+	defer func() {
+		for _, c := range cols {
+			c.close()
+		}
+		if e := recover(); e != nil {
+			c := chunk()
+			c.err = fmt.Errorf("%w: malformed file (%v)", ErrParquet, e)
+			send(c)
+			ok = false
+		}
+	}()
+	g := p.src.f.RowGroups()[rg]
+	rows := g.NumRows()
+	fail := func(err error) bool {
+		c := chunk()
+		c.err = err
+		send(c)
+		return false
+	}
+	specs := []*pqNum{&p.val}
+	if p.tim.leaf >= 0 {
+		specs = append(specs, &p.tim)
+	}
+	if rows > 0 {
+		chunks := g.ColumnChunks()
+		meta := p.src.f.Metadata().RowGroups
+		for _, s := range specs {
+			if s.leaf >= len(chunks) || rg >= len(meta) || s.leaf >= len(meta[rg].Columns) {
+				return fail(fmt.Errorf("%w: row group %d has no column %d", ErrParquet, rg, s.leaf))
+			}
+			if err := checkPages(p.src.r, p.src.size, &meta[rg].Columns[s.leaf].MetaData); err != nil {
+				return fail(fmt.Errorf("%w: row group %d, column %q: %w", ErrParquet, rg, s.name, err))
+			}
+			cols = append(cols, &pqColReader{pages: chunks[s.leaf].Pages(), spec: s, rg: rg})
+		}
+	}
+	row := p.starts[rg]
+	for left := rows; ; {
+		c := chunk()
+		m := int(min(left, parquetFastRows))
+		n, err := cols0(cols).floats(c.vals[:m], row)
+		if len(cols) > 1 {
+			if nt, errT := cols[1].millis(c.ts[:m], row); nt < n {
+				n, err = nt, errT
+			}
+		}
+		c.n, c.err = n, err
+		left -= int64(n)
+		row += int64(n)
+		end := left == 0 && err == nil
+		c.end = end
+		if !send(c) || end {
+			return end
+		}
+	}
+}
+
+// cols0 is the value column's reader, nil when the row group has no rows.
+func cols0(cols []*pqColReader) *pqColReader {
+	if len(cols) == 0 {
+		return nil
+	}
+	return cols[0]
+}
+
+// pqColReader reads one column chunk's values in order, a page at a time.
+type pqColReader struct {
+	pages parquet.Pages
+	page  parquet.Page
+	spec  *pqNum
+	rg    int
+	// The current page: its definition levels (nil when it has no null), its data (one of
+	// the typed slices; with a dictionary, idx indexes it), rows and the next row and value.
+	defs   []byte
+	maxDef byte
+	f64    []float64
+	f32    []float32
+	i64    []int64
+	i32    []int32
+	idx    []int32
+	rows   int
+	pos    int
+	vpos   int
+	nvals  int
+}
+
+func (c *pqColReader) close() {
+	if c.page != nil {
+		parquet.Release(c.page)
+		c.page = nil
+	}
+	c.pages.Close()
+}
+
+func (c *pqColReader) nextPage() error {
+	if c.page != nil {
+		parquet.Release(c.page)
+		c.page = nil
+	}
+	pg, err := c.pages.ReadPage()
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // fewer values than the row group's rows
+		}
+		return fmt.Errorf("%w: row group %d, column %q: %w", ErrParquet, c.rg, c.spec.name, err)
+	}
+	c.page = pg
+	c.rows, c.pos, c.vpos = int(pg.NumRows()), 0, 0
+	c.defs = nil
+	if d := pg.DefinitionLevels(); len(d) > 0 && pg.NumNulls() > 0 {
+		c.defs, c.maxDef = d, 1
+	}
+	c.f64, c.f32, c.i64, c.i32, c.idx = nil, nil, nil, nil, nil
+	data := pg.Data()
+	if dict := pg.Dictionary(); dict != nil {
+		c.idx = data.Int32()
+		data = dict.Page().Data()
+	}
+	switch c.spec.kind {
+	case parquet.Double:
+		c.f64 = data.Double()
+		c.nvals = len(c.f64)
+	case parquet.Float:
+		c.f32 = data.Float()
+		c.nvals = len(c.f32)
+	case parquet.Int64:
+		c.i64 = data.Int64()
+		c.nvals = len(c.i64)
+	case parquet.Int32:
+		c.i32 = data.Int32()
+		c.nvals = len(c.i32)
+	}
+	if c.rows < 0 {
+		return fmt.Errorf("%w: row group %d, column %q: page of %d rows", ErrParquet, c.rg, c.spec.name, c.rows)
+	}
+	return nil
+}
+
+// span returns how many of the next k rows of the page are not null (all k, or up to the
+// first null) and whether a null follows them, after making sure the page has their values.
+func (c *pqColReader) span(k int) (int, bool, error) {
+	null := false
+	if c.defs != nil {
+		for i, d := range c.defs[c.pos : c.pos+k] {
+			if d != c.maxDef {
+				k, null = i, true
+				break
+			}
+		}
+	}
+	have := c.nvals
+	if c.idx != nil {
+		have = len(c.idx)
+	}
+	if c.vpos+k > have {
+		return 0, false, fmt.Errorf("%w: row group %d, column %q: page has %d values for %d rows",
+			ErrParquet, c.rg, c.spec.name, have, c.vpos+k)
+	}
+	return k, null, nil
+}
+
+// badIndex is the error of a dictionary index past the dictionary.
+func (c *pqColReader) badIndex(x int32) error {
+	return fmt.Errorf("%w: row group %d, column %q: dictionary index %d of %d", ErrParquet, c.rg, c.spec.name, x, c.nvals)
+}
+
+// floats fills dst with the value column's next rows (row is the file row of dst[0]) and
+// returns how many are good; err says what stopped it short (a *RowError for a null or
+// non-finite value).
+func (c *pqColReader) floats(dst []float64, row int64) (n int, err error) {
+	if c == nil {
+		return 0, nil
+	}
+	for n < len(dst) {
+		if c.pos == c.rows {
+			if err := c.nextPage(); err != nil {
+				return n, err
+			}
+			continue
+		}
+		k, null, err := c.span(min(len(dst)-n, c.rows-c.pos))
+		if err != nil {
+			return n, err
+		}
+		out := dst[n : n+k]
+		var bad int
+		if c.idx == nil && c.f64 != nil {
+			bad = copyFinite(out, c.f64[c.vpos:c.vpos+k])
+		} else {
+			bad, err = c.convert(out)
+			if err != nil {
+				return n, err
+			}
+		}
+		if bad < k {
+			x, f := c.raw(c.vpos + bad)
+			return n + bad, c.valueError(row+int64(n+bad), x, f)
+		}
+		c.pos += k
+		c.vpos += k
+		n += k
+		if null {
+			_, perr := parseValue(nil)
+			return n, &RowError{Row: row + int64(n), Line: row + int64(n) + 1, Column: c.spec.name, Err: perr}
+		}
+	}
+	return n, nil
+}
+
+// copyFinite copies src to dst up to the first NaN or infinity and returns how many it copied.
+func copyFinite(dst, src []float64) int {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		if v-v != 0 {
+			return i
+		}
+		dst[i] = v
+	}
+	return len(src)
+}
+
+// raw returns data value i of the page (through the dictionary), as an int64 or float64.
+func (c *pqColReader) raw(i int) (x int64, f float64) {
+	if c.idx != nil {
+		i = int(c.idx[i])
+	}
+	switch {
+	case c.f64 != nil:
+		return 0, c.f64[i]
+	case c.f32 != nil:
+		return 0, float64(c.f32[i])
+	case c.i64 != nil:
+		return c.i64[i], 0
+	case c.i32 != nil:
+		return int64(c.i32[i]), 0
+	}
+	return 0, 0
+}
+
+// convert turns the page's next len(out) values into numbers and returns how many are finite.
+// Integers and decimals become what the row-by-row path makes of them: exact conversions
+// within ±2^53, the value's text through parseValue beyond.
+func (c *pqColReader) convert(out []float64) (int, error) {
+	nv := c.nvals
+	for i := range out {
+		j := c.vpos + i
+		if c.idx != nil {
+			x := c.idx[j]
+			if x < 0 || int(x) >= nv {
+				return i, c.badIndex(x)
+			}
+			j = int(x)
+		}
+		var v float64
+		switch {
+		case c.f64 != nil:
+			v = c.f64[j]
+		case c.f32 != nil:
+			v = float64(c.f32[j])
+		default:
+			var m int64
+			if c.i64 != nil {
+				m = c.i64[j]
+			} else {
+				m = int64(c.i32[j])
+			}
+			var ok bool
+			if v, ok = c.spec.exact(m); !ok {
+				var err error
+				if v, err = parseValue(c.spec.text(nil, m)); err != nil {
+					return i, nil
+				}
+			}
+		}
+		if v-v != 0 {
+			return i, nil
+		}
+		out[i] = v
+	}
+	return len(out), nil
+}
+
+// exact is m's number when it has an exact one (as parquetTyped).
+func (s *pqNum) exact(m int64) (float64, bool) {
+	if m > 1<<53 || m < -(1<<53) {
+		return 0, false
+	}
+	if s.scale < 0 {
+		return float64(m), true
+	}
+	if s.scale >= len(pow10) {
+		return 0, false
+	}
+	return float64(m) / pow10[s.scale], true
+}
+
+// text appends m's text as parquetConverter writes it.
+func (s *pqNum) text(b []byte, m int64) []byte {
+	if s.scale < 0 {
+		return strconv.AppendInt(b, m, 10)
+	}
+	return appendDecimal(b, m, s.scale)
+}
+
+// valueError is the row error of value x/f (a bad one) at row.
+func (c *pqColReader) valueError(row int64, x int64, f float64) error {
+	var b []byte
+	if c.f64 != nil || c.f32 != nil {
+		b = appendNumber(nil, f)
+	} else {
+		b = c.spec.text(nil, x)
+	}
+	_, err := parseValue(b)
+	if err == nil {
+		err = ErrNotFinite
+	}
+	return &RowError{Row: row, Line: row + 1, Column: c.spec.name, Value: shown(b), Err: err}
+}
+
+// millis fills dst with the time column's next rows in unix ms, as millis does (see
+// parquetConverter); err says what stopped it short (a null: a *RowError).
+func (c *pqColReader) millis(dst []int64, row int64) (n int, err error) {
+	for n < len(dst) {
+		if c.pos == c.rows {
+			if err := c.nextPage(); err != nil {
+				return n, err
+			}
+			continue
+		}
+		k, null, err := c.span(min(len(dst)-n, c.rows-c.pos))
+		if err != nil {
+			return n, err
+		}
+		out := dst[n : n+k]
+		s := c.spec
+		switch {
+		case c.idx == nil && c.i64 != nil && s.per == 1:
+			copy(out, c.i64[c.vpos:c.vpos+k])
+		default:
+			for i := range out {
+				j := c.vpos + i
+				if c.idx != nil {
+					x := c.idx[j]
+					if x < 0 || int(x) >= c.nvals {
+						return n + i, c.badIndex(x)
+					}
+					j = int(x)
+				}
+				var x int64
+				if c.i64 != nil {
+					x = c.i64[j]
+				} else {
+					x = int64(c.i32[j])
+				}
+				switch {
+				case s.date:
+					x *= 86_400_000
+				case s.per > 1:
+					ms := x / s.per
+					if x%s.per != 0 && x < 0 {
+						ms-- // toward the past, as ParseTime truncates RFC 3339
+					}
+					x = ms
+				}
+				out[i] = x
+			}
+		}
+		c.pos += k
+		c.vpos += k
+		n += k
+		if null {
+			_, perr := ParseTime(nil)
+			return n, &RowError{Row: row + int64(n), Line: row + int64(n) + 1, Column: s.name, Err: perr}
+		}
+	}
+	return n, nil
+}
+
+// runParquetFast runs a plain job (one aggregate over a value column, no group, id, skip-bad
+// or series) over src with parquetFast and Run's aggregation; ok is false when the job or
+// its columns need the row-by-row path (which then reports any error of the job itself).
+func (j Job) runParquetFast(ctx context.Context, src *parquetRows, series func(SeriesRow) error) (rep Report, ok bool, err error) {
+	aggs := j.aggs()
+	if series != nil || len(aggs) != 1 || j.GroupBy != "" || j.IDColumn != "" || j.SkipBad ||
+		(j.countOnly() && j.Column == "") {
+		return Report{}, false, nil
+	}
+	j = j.withDefaults()
+	j.Agg, j.Aggs = aggs[0], nil
+	timeCol := ""
+	if j.Span > 0 {
+		timeCol = j.TimeColumn
+		if indexOf(src.Columns(), timeCol) < 0 {
+			return Report{}, false, nil
+		}
+	}
+	col := j.Column
+	if col == "" {
+		if col, err = j.detectColumn(src.Columns(), src.FirstRow()); err != nil {
+			return Report{}, false, nil
+		}
+	}
+	if indexOf(src.Columns(), col) < 0 {
+		return Report{}, false, nil
+	}
+	fast, ok := newParquetFast(src, col, timeCol)
+	if !ok {
+		return Report{}, false, nil
+	}
+	fast.progress = j.Progress
+	res, err := j.RunReader(ctx, fast, nil)
+	if err != nil {
+		var re *RowError
+		if errors.As(err, &re) && re.Line == 0 {
+			re.Line = re.Row + 1 // a Parquet row's "line" is its 1-based number
+		}
+		return Report{}, true, err
+	}
+	if res.Start >= 0 {
+		res.StartLine, res.EndLine = res.Start+1, res.End+1
+	}
+	return Report{Results: []Result{res}, N: res.N}, true, nil
+}
