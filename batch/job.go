@@ -543,7 +543,7 @@ func (j Job) aggregator() (aggregator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &countQuantile{ring: make([]float64, k), ix: ix, q: quantileOf(j.Agg), mx: mx, mn: mn}, nil
+	return &countQuantile{keys: make([]int32, k), rb: newRankBins(ix), q: quantileOf(j.Agg), mx: mx, mn: mn}, nil
 }
 
 // appendNumber formats v as encoding/json does: shortest round-trip digits, plain notation

@@ -153,7 +153,7 @@ func (j Job) RunAll(ctx context.Context, r io.Reader, name string, series func(S
 		fileHead = head[:n]
 	}
 	comp, _ := sniff(fileHead, name)
-	if isFile && comp == CompressionNone && !j.rowByRow() && series == nil && j.Size > 0 {
+	if isFile && comp == CompressionNone && !j.rowByRow() && series == nil {
 		return j.runFast(ctx, f)
 	}
 	counter := &countingReader{r: r}
@@ -214,8 +214,18 @@ func (j Job) openText(in io.Reader) (rowSource, error) {
 
 // runFast is Run's fast path plus the lines of the best window (one more scan of the mapping).
 func (j Job) runFast(ctx context.Context, f *os.File) (Report, error) {
+	if len(j.Aggs) == 1 { // Run computes Agg
+		j.Agg, j.Aggs = j.Aggs[0], nil
+	}
 	res, err := j.Run(ctx, f, nil)
 	if err != nil {
+		// Run's own row errors (unsorted time, overflow) know the row, not the line.
+		var re *RowError
+		if errors.As(err, &re) && re.Line == 0 && re.Row >= 0 {
+			if lines, lerr := j.locate(f, re.Row, re.Row); lerr == nil {
+				re.Line = lines[0]
+			}
+		}
 		return Report{}, err
 	}
 	if res.Start >= 0 {
