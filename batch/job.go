@@ -319,8 +319,11 @@ func (j Job) RunReader(ctx context.Context, rd Reader, seriesOut io.Writer) (Res
 		}
 		s := newFixedSpec(first, j.Size)
 		fx = &s
-		if c, ok := rd.(*CSVReader); ok {
-			c.fixed = fx // before Select, which starts the parallel parser
+		switch c := rd.(type) { // before Select, which starts the parallel parser
+		case *CSVReader:
+			c.fixed = fx
+		case *parquetFast:
+			c.fixed = fx
 		}
 	}
 	if err := rd.Select(col, timeCol); err != nil {

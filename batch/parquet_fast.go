@@ -38,6 +38,8 @@ type parquetFast struct {
 	cur      *pqChunk
 	off      int
 	err      error // sticky
+	// fixed, when set before Select, has the lanes compute the values' fixed-point forms.
+	fixed *fixedSpec
 	// progress, when set, is called with the rows handed out so far, once per chunk.
 	progress func(rows, bytes int64)
 	rows     int64
@@ -64,10 +66,14 @@ type pqNum struct {
 type pqChunk struct {
 	vals []float64
 	ts   []int64
-	n    int   // good rows
-	err  error // after the n rows: a *RowError or a fatal error
-	end  bool  // the row group's last chunk
-	lane *pqLane
+	// With parquetFast.fixed: ivals[:fixedN] are vals' fixed-point forms, vals[fixedN] (if
+	// fixedN < n) the first value without one.
+	ivals  []int64
+	fixedN int
+	n      int   // good rows
+	err    error // after the n rows: a *RowError or a fatal error
+	end    bool  // the row group's last chunk
+	lane   *pqLane
 }
 
 type pqLane struct {
@@ -163,10 +169,11 @@ func (p *parquetFast) start() {
 	}
 }
 
-// Read hands out the decoded rows in file order.
-func (p *parquetFast) Read(vals []float64, ts []int64) (int, error) {
+// advance makes p.cur a chunk with rows left to hand out; io.EOF at the end, or the error
+// that ended the rows before it.
+func (p *parquetFast) advance() error {
 	if p.err != nil {
-		return 0, p.err
+		return p.err
 	}
 	if !p.started {
 		p.start()
@@ -175,7 +182,7 @@ func (p *parquetFast) Read(vals []float64, ts []int64) (int, error) {
 		if c := p.cur; c != nil {
 			if c.err != nil {
 				p.err = c.err
-				return 0, p.err
+				return p.err
 			}
 			if c.end {
 				p.rg++
@@ -184,13 +191,21 @@ func (p *parquetFast) Read(vals []float64, ts []int64) (int, error) {
 			p.cur = nil
 		}
 		if p.rg >= len(p.starts)-1 {
-			return 0, io.EOF
+			return io.EOF
 		}
 		p.cur, p.off = <-p.lanes[p.rg%len(p.lanes)].out, 0
 		if p.progress != nil && p.rows > 0 {
 			p.progress(p.rows, 0)
 		}
 		p.rows += int64(p.cur.n)
+	}
+	return nil
+}
+
+// Read hands out the decoded rows in file order.
+func (p *parquetFast) Read(vals []float64, ts []int64) (int, error) {
+	if err := p.advance(); err != nil {
+		return 0, err
 	}
 	c := p.cur
 	k := copy(vals, c.vals[p.off:c.n])
@@ -205,8 +220,31 @@ func (p *parquetFast) Read(vals []float64, ts []int64) (int, error) {
 	return k, nil
 }
 
+// readFixed is Read for the fixed-point path of count sum/avg jobs (fixed set before Select):
+// the lanes convert the values (fixedSpec.toFixed, the conversion Run makes of Read's values)
+// while they decode them, off the aggregating core. more is false at the end, at an error (Read
+// reports it) and at the first value with no fixed-point form (Read hands it out next).
+func (p *parquetFast) readFixed(dst []int64) (n int, more bool) {
+	if p.fixed == nil || p.tim.leaf >= 0 {
+		return 0, false
+	}
+	for n < len(dst) {
+		if p.advance() != nil {
+			return n, false
+		}
+		c := p.cur
+		if p.off >= c.fixedN {
+			return n, false
+		}
+		k := copy(dst[n:], c.ivals[p.off:c.fixedN])
+		n += k
+		p.off += k
+	}
+	return n, true
+}
+
 func (p *parquetFast) recycle(c *pqChunk) {
-	c.n, c.err, c.end = 0, nil, false
+	c.n, c.err, c.end, c.fixedN = 0, nil, false, 0
 	select {
 	case c.lane.free <- c:
 	default:
@@ -245,6 +283,9 @@ func (p *parquetFast) decodeGroup(l *pqLane, rg int) (ok bool) {
 		c := &pqChunk{vals: make([]float64, parquetFastRows), lane: l}
 		if p.tim.leaf >= 0 {
 			c.ts = make([]int64, parquetFastRows)
+		}
+		if p.fixed != nil {
+			c.ivals = make([]int64, parquetFastRows)
 		}
 		return c
 	}
@@ -295,6 +336,17 @@ func (p *parquetFast) decodeGroup(l *pqLane, rg int) (ok bool) {
 			}
 		}
 		c.n, c.err = n, err
+		if fx := p.fixed; fx != nil {
+			c.fixedN = n
+			for i, v := range c.vals[:n] {
+				m, ok := fx.toFixed(v)
+				if !ok {
+					c.fixedN = i
+					break
+				}
+				c.ivals[i] = m
+			}
+		}
 		left -= int64(n)
 		row += int64(n)
 		end := left == 0 && err == nil

@@ -25,6 +25,9 @@ type typedRow struct {
 	Dict   float64 `parquet:"dict,dict"`
 	Opt    *int64  `parquet:"opt,optional"`
 	Big    int64   `parquet:"big"` // beyond 2^53: the text path's rounding
+	// Two decimals, then three from row 5,000: the fixed-point sum hands over to the float
+	// sum in the middle of a chunk.
+	Mixed float64 `parquet:"mixed"`
 }
 
 func typedRows(n int) []typedRow {
@@ -47,6 +50,10 @@ func typedRows(n int) []typedRow {
 			Dict:   float64(v%37) / 4,
 			Opt:    &o,
 			Big:    1<<60 + r*3,
+			Mixed:  float64(v) / 100,
+		}
+		if i >= 5_000 {
+			rows[i].Mixed = float64(v) / 1000
 		}
 	}
 	return rows
@@ -85,7 +92,7 @@ func TestParquetFastMatchesRowByRow(t *testing.T) {
 		}
 	}
 	var jobs []Job
-	for _, col := range []string{"f64", "f32", "i32", "i64", "dec", "dict", "opt", "big"} {
+	for _, col := range []string{"f64", "f32", "i32", "i64", "dec", "dict", "opt", "big", "mixed"} {
 		jobs = append(jobs,
 			Job{Size: 500, Column: col},
 			Job{Size: 500, Column: col, Agg: AggMin},
