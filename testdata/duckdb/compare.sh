@@ -7,7 +7,9 @@
 #
 #   | slide batch --size 1000 --agg sum, 10000000-row CSV (209 MB) | 151 ms | DuckDB 1.4.1 | 1857 ms | 12.3× |
 #
-# Usage: testdata/duckdb/compare.sh [FILE]   (env: K=1000, ROWS=10000000 for a generated FILE)
+# Usage: testdata/duckdb/compare.sh [FILE]   (env: K=1000, ROWS=10000000 for a generated FILE,
+# RUNS=3 timed runs per command; the load average is printed on stderr before and after, as the
+# figures mean little on a busy machine)
 # The default FILE, testdata/bench/orders-10m.csv, is generated when missing (gitignored).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,7 +17,9 @@ cd "$(dirname "$0")/../.."
 FILE=${1:-testdata/bench/orders-10m.csv}
 K=${K:-1000}
 ROWS=${ROWS:-10000000}
-RUNS=3
+RUNS=${RUNS:-3}
+echo "load before: $(uptime)" >&2
+trap 'echo "load after: $(uptime)" >&2' EXIT
 
 if [[ ! -f $FILE ]]; then
   echo "generating $FILE ($ROWS rows)" >&2
