@@ -43,6 +43,21 @@ type parquetFast struct {
 	// progress, when set, is called with the rows handed out so far, once per chunk.
 	progress func(rows, bytes int64)
 	rows     int64
+	bytes    []int64 // compressed bytes of the row groups before each one
+}
+
+// bytesAt estimates the file bytes read when rows rows are handed out: the row groups before
+// and the share of the current one (its compressed size × the share of its rows).
+func (p *parquetFast) bytesAt(rows int64) int64 {
+	g := p.rg
+	if g >= len(p.starts)-1 {
+		return p.bytes[len(p.bytes)-1]
+	}
+	in, all := rows-p.starts[g], p.starts[g+1]-p.starts[g]
+	if all <= 0 {
+		return p.bytes[g]
+	}
+	return p.bytes[g] + int64(float64(p.bytes[g+1]-p.bytes[g])*float64(in)/float64(all))
 }
 
 // parquetFastRows is the rows of one chunk a lane hands over; parquetFastChunks the chunks a
@@ -149,8 +164,17 @@ func (p *parquetFast) start() {
 	p.started = true
 	groups := p.src.f.RowGroups()
 	p.starts = make([]int64, len(groups)+1)
+	p.bytes = make([]int64, len(groups)+1)
+	meta := p.src.f.Metadata().RowGroups
 	for i, g := range groups {
 		p.starts[i+1] = p.starts[i] + max(g.NumRows(), 0)
+		var b int64
+		if i < len(meta) {
+			for _, c := range meta[i].Columns {
+				b += max(c.MetaData.TotalCompressedSize, 0)
+			}
+		}
+		p.bytes[i+1] = p.bytes[i] + b
 	}
 	w := min(runtime.GOMAXPROCS(0), len(groups), 8)
 	p.done = make(chan struct{})
@@ -195,7 +219,7 @@ func (p *parquetFast) advance() error {
 		}
 		p.cur, p.off = <-p.lanes[p.rg%len(p.lanes)].out, 0
 		if p.progress != nil && p.rows > 0 {
-			p.progress(p.rows, 0)
+			p.progress(p.rows, p.bytesAt(p.rows))
 		}
 		p.rows += int64(p.cur.n)
 	}

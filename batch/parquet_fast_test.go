@@ -196,3 +196,18 @@ func TestParquetFastReadOrder(t *testing.T) {
 		t.Fatal("Close did not stop the lanes")
 	}
 }
+
+// The fast path reports progress: rows and an estimate of the file bytes read, both growing,
+// the bytes within the file.
+func TestParquetFastProgress(t *testing.T) {
+	data := typedParquet(t, typedRows(200_000), 20_000)
+	path := writeTemp(t, "p.parquet", data)
+	var rows, bytes []int64
+	j := Job{Size: 10, Column: "f64", Progress: func(r, b int64) { rows, bytes = append(rows, r), append(bytes, b) }}
+	if _, err := runAllFile(t, j, path); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) < 5 || !slices.IsSorted(rows) || !slices.IsSorted(bytes) || bytes[0] <= 0 || bytes[len(bytes)-1] > int64(len(data)) {
+		t.Fatalf("progress rows %v bytes %v (file %d bytes)", rows, bytes, len(data))
+	}
+}
