@@ -76,13 +76,13 @@ func (a *countMin) feed(vals []float64, _ []int64, out []float64, _, _ []int64) 
 	}
 }
 
-// countQuantile keeps the K most recent values in a ring and in sketch bins: the newcomer is
-// added and the leaver removed, so a step is O(1) plus one quantile read (O(bins in use)).
+// countQuantile keeps the bin keys of the K most recent values in a ring and their counts
+// in rankBins: the newcomer is added and the leaver removed, so a step is O(1) plus one
+// quantile read (O(bins the quantile moved)).
 type countQuantile struct {
-	ring []float64
+	keys []int32
 	i, n int
-	bins sketch.Bins
-	ix   sketch.Indexer
+	rb   *rankBins
 	q    float64
 	mx   *window.MaxWindow
 	mn   *window.MinWindow
@@ -90,20 +90,21 @@ type countQuantile struct {
 
 func (a *countQuantile) feed(vals []float64, _ []int64, out []float64, _, _ []int64) {
 	for i, v := range vals {
-		if a.n == len(a.ring) {
-			a.bins.Remove(a.ix, a.ring[a.i], 1)
+		if a.n == len(a.keys) {
+			a.rb.remove(int(a.keys[a.i]))
 		} else {
 			a.n++
 		}
-		a.ring[a.i] = v
-		if a.i++; a.i == len(a.ring) {
+		k := a.rb.key(v)
+		a.rb.add(k)
+		a.keys[a.i] = int32(k)
+		if a.i++; a.i == len(a.keys) {
 			a.i = 0
 		}
-		a.bins.Add(a.ix, v, 1)
 		hi, _ := a.mx.Push(v)
 		lo, _ := a.mn.Push(v)
 		// A sketch answers a bin's representative value: clamp it to the exact range.
-		out[i] = min(max(a.bins.Quantile(a.ix, a.q), lo), hi)
+		out[i] = min(max(a.rb.quantile(a.q), lo), hi)
 	}
 }
 
@@ -111,7 +112,8 @@ func (a *countQuantile) feed(vals []float64, _ []int64, out []float64, _, _ []in
 
 // timeAgg keeps the rows of the current time window in a ring (they are consecutive rows, so
 // the ring's head row index is all it needs to name them) and the running aggregate: a
-// compensated sum, the count, max/min deques keyed by timestamp, sketch bins for quantiles.
+// compensated sum, the count, max/min deques keyed by timestamp, sketch bins for quantiles
+// (rankBins, with the rows' bin keys in a ring beside their values).
 type timeAgg struct {
 	agg     string
 	span    int64 // ms
@@ -122,26 +124,36 @@ type timeAgg struct {
 	row     int64 // row index of the next row
 	s, c    float64
 	mx, mn  window.Deque
-	bins    sketch.Bins
-	ix      sketch.Indexer
+	keys    []int32 // quantiles: the rows' bin keys (rankBins.key)
+	rb      *rankBins
 	q       float64
 }
 
 func newTimeAgg(agg string, span int64, ix sketch.Indexer) *timeAgg {
-	a := &timeAgg{agg: agg, span: span, ix: ix, q: quantileOf(agg),
+	a := &timeAgg{agg: agg, span: span, q: quantileOf(agg),
 		ts: make([]int64, 1024), vals: make([]float64, 1024)}
+	if a.q >= 0 {
+		a.rb, a.keys = newRankBins(ix), make([]int32, 1024)
+	}
 	a.mn = *window.NewMinDeque()
 	return a
 }
 
 func (a *timeAgg) grow() {
 	ts, vals := make([]int64, 2*len(a.ts)), make([]float64, 2*len(a.vals))
+	var keys []int32
+	if a.keys != nil {
+		keys = make([]int32, len(ts))
+	}
 	mask := len(a.ts) - 1
 	for i := 0; i < a.n; i++ {
 		j := (a.head + i) & mask
 		ts[i], vals[i] = a.ts[j], a.vals[j]
+		if keys != nil {
+			keys[i] = a.keys[j]
+		}
 	}
-	a.ts, a.vals, a.head = ts, vals, 0
+	a.ts, a.vals, a.keys, a.head = ts, vals, keys, 0
 }
 
 func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS []int64) {
@@ -161,7 +173,9 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 			a.s, a.c = twoSum(a.s, a.c, v)
 		}
 		if a.q >= 0 {
-			a.bins.Add(a.ix, v, 1)
+			k := a.rb.key(v)
+			a.rb.add(k)
+			a.keys[j] = int32(k)
 		}
 		// Rows at or before now − span have left the window (it is (now − span, now]).
 		for a.ts[a.head] <= now-a.span {
@@ -170,7 +184,7 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 				a.s, a.c = twoSum(a.s, a.c, -old)
 			}
 			if a.q >= 0 {
-				a.bins.Remove(a.ix, old, 1)
+				a.rb.remove(int(a.keys[a.head]))
 			}
 			a.head = (a.head + 1) & mask
 			a.n--
@@ -197,7 +211,7 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 		default:
 			hi, _, _ := a.mx.Front()
 			lo, _, _ := a.mn.Front()
-			w = min(max(a.bins.Quantile(a.ix, a.q), lo), hi)
+			w = min(max(a.rb.quantile(a.q), lo), hi)
 		}
 		out[i] = w
 		start[i] = a.headRow

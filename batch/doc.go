@@ -15,7 +15,8 @@
 // seeded with the window so far; the switch depends on the values alone, so every reading mode
 // and format gives the same bits. Max and min use the block algorithm of window.MaxWindow (2K
 // values of memory, no branches on the data); quantiles keep the K values in sketch bins, adding
-// the newcomer and removing the leaver.
+// the newcomer and removing the leaver, with a cursor on the answer's bin (rankBins: the answer
+// of sketch.Bins.Quantile, found by moving from the last one, not by scanning every bin).
 //
 // A time window of span W (Job.Span) ending at row i covers the rows whose timestamp t satisfies
 // ts_i − W < t ≤ ts_i, among rows 0 … i: the article's (now − W, now] with now = the row's own
@@ -66,10 +67,15 @@
 // IDColumn, that column's text. With GroupBy, row indices are the file's, so a group's window
 // spans other groups' rows.
 //
-// A plain job (one aggregate over an uncompressed CSV or NDJSON regular file, no series) runs
-// Run's parallel path, then finds the two lines by a second scan of the mapped file up to the
-// window's end (newlines counted 64 KiB at a time where there is no quote or blank line).
-// Everything else, stdin included, goes row by row on one core (rows.go, multi.go). Count sums
+// A plain job (one aggregate over an uncompressed CSV or NDJSON regular file, no series; count
+// and time windows alike) runs Run's parallel path, then finds the two lines by a second scan
+// of the mapped file up to the window's end (newlines counted 64 KiB at a time where there is
+// no quote or blank line); a row error of Run's own (unsorted time) gets its line the same way.
+// A plain job over a Parquet file whose value (and time) column is an integer, float, double,
+// DECIMAL, TIMESTAMP or DATE column decodes those columns' pages straight into numbers, row
+// groups on all cores (parquet_fast.go), and runs Run's aggregation over them, with the
+// row-by-row path's numbers and errors. Everything else, stdin included, goes row by row on one
+// core (rows.go, multi.go). Count sums
 // run in Run's decimal fixed point on both paths, so a CSV, its gzip, zstd and Parquet copies
 // give the same bits; time-window sums are compensated float64 sums on both.
 //

@@ -13,7 +13,10 @@ type fixedReader interface {
 	readFixed(dst []int64) (n int, more bool)
 }
 
-var _ fixedReader = (*CSVReader)(nil)
+var (
+	_ fixedReader = (*CSVReader)(nil)
+	_ fixedReader = (*parquetFast)(nil)
+)
 
 // fixedSum is the count-window sum (or avg) in fixed point: a ring of the last k values as
 // integers and their exact sum. Adding the newcomer and subtracting the leaver is two integer

@@ -10,6 +10,7 @@ type rowMeta struct {
 // window (ring, oldest first; local row index base) for naming a best window's first row.
 type groupState struct {
 	name  string
+	id    int // creation order (runRows' chunks sort rows by it)
 	aggs  []aggregator
 	local int64 // rows of this group so far
 	// The ring of the window's rows: row and line always, ts and id only when the job has

@@ -62,6 +62,30 @@ func FuzzParquet(f *testing.F) {
 		if err := drain(src, 100_000); err != nil && !errors.Is(err, ErrParquet) {
 			t.Fatalf("read: error not wrapping ErrParquet: %v", err)
 		}
+		// The fast reader of plain jobs (typed pages, parallel row groups): the same rule, or a
+		// bad row's *RowError.
+		for _, col := range src.Columns() {
+			fast, ok := newParquetFast(src, col, "")
+			if !ok {
+				continue
+			}
+			vals := make([]float64, 4096)
+			for n := 0; n < 100_000; {
+				k, err := fast.Read(vals, nil)
+				n += k
+				var re *RowError
+				if err == io.EOF || errors.As(err, &re) {
+					break
+				}
+				if err != nil {
+					if !errors.Is(err, ErrParquet) {
+						t.Fatalf("fast read: error not wrapping ErrParquet: %v", err)
+					}
+					break
+				}
+			}
+			fast.Close()
+		}
 	})
 }
 

@@ -319,8 +319,11 @@ func (j Job) RunReader(ctx context.Context, rd Reader, seriesOut io.Writer) (Res
 		}
 		s := newFixedSpec(first, j.Size)
 		fx = &s
-		if c, ok := rd.(*CSVReader); ok {
-			c.fixed = fx // before Select, which starts the parallel parser
+		switch c := rd.(type) { // before Select, which starts the parallel parser
+		case *CSVReader:
+			c.fixed = fx
+		case *parquetFast:
+			c.fixed = fx
 		}
 	}
 	if err := rd.Select(col, timeCol); err != nil {
@@ -543,7 +546,7 @@ func (j Job) aggregator() (aggregator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &countQuantile{ring: make([]float64, k), ix: ix, q: quantileOf(j.Agg), mx: mx, mn: mn}, nil
+	return &countQuantile{keys: make([]int32, k), rb: newRankBins(ix), q: quantileOf(j.Agg), mx: mx, mn: mn}, nil
 }
 
 // appendNumber formats v as encoding/json does: shortest round-trip digits, plain notation

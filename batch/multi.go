@@ -1,15 +1,11 @@
 package batch
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -137,6 +133,9 @@ func (j Job) RunAll(ctx context.Context, r io.Reader, name string, series func(S
 				return Report{}, err
 			}
 			defer src.Close()
+			if rep, ok, err := j.runParquetFast(ctx, src, series); ok {
+				return rep, err
+			}
 			return j.runRows(ctx, src, series, func() int64 { return 0 })
 		}
 	}
@@ -150,7 +149,7 @@ func (j Job) RunAll(ctx context.Context, r io.Reader, name string, series func(S
 		fileHead = head[:n]
 	}
 	comp, _ := sniff(fileHead, name)
-	if isFile && comp == CompressionNone && !j.rowByRow() && series == nil && j.Size > 0 {
+	if isFile && comp == CompressionNone && !j.rowByRow() && series == nil {
 		return j.runFast(ctx, f)
 	}
 	counter := &countingReader{r: r}
@@ -211,8 +210,18 @@ func (j Job) openText(in io.Reader) (rowSource, error) {
 
 // runFast is Run's fast path plus the lines of the best window (one more scan of the mapping).
 func (j Job) runFast(ctx context.Context, f *os.File) (Report, error) {
+	if len(j.Aggs) == 1 { // Run computes Agg
+		j.Agg, j.Aggs = j.Aggs[0], nil
+	}
 	res, err := j.Run(ctx, f, nil)
 	if err != nil {
+		// Run's own row errors (unsorted time, overflow) know the row, not the line.
+		var re *RowError
+		if errors.As(err, &re) && re.Line == 0 && re.Row >= 0 {
+			if lines, lerr := j.locate(f, re.Row, re.Row); lerr == nil {
+				re.Line = lines[0]
+			}
+		}
 		return Report{}, err
 	}
 	if res.Start >= 0 {
@@ -221,272 +230,6 @@ func (j Job) runFast(ctx context.Context, f *os.File) (Report, error) {
 		}
 	}
 	return Report{Results: []Result{res}, N: res.N}, nil
-}
-
-// runRows is the row-by-row job over src.
-func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) error, bytesRead func() int64) (Report, error) {
-	j = j.withDefaults()
-	aggs := j.aggs()
-	cols := src.Columns()
-	timeCol := ""
-	if j.Span > 0 {
-		timeCol = j.TimeColumn
-		if indexOf(cols, timeCol) < 0 {
-			return Report{}, missingColumn(timeCol, cols)
-		}
-	}
-	valCol := j.Column
-	if valCol == "" && !j.countOnly() {
-		var err error
-		if valCol, err = j.detectColumn(cols, src.FirstRow()); err != nil {
-			return Report{}, err
-		}
-	}
-	for _, c := range []string{j.GroupBy, j.IDColumn} {
-		if c != "" && indexOf(cols, c) < 0 {
-			return Report{}, missingColumn(c, cols)
-		}
-	}
-	if err := src.Select([]string{valCol, timeCol, j.GroupBy, j.IDColumn}); err != nil {
-		return Report{}, err
-	}
-	typed, _ := src.(typedSource)
-	if typed != nil {
-		typed.setTyped()
-	}
-	var fx *fixedSpec
-	if j.Size > 0 && valCol != "" {
-		var first []byte
-		if fr := src.FirstRow(); fr != nil {
-			if i := indexOf(cols, valCol); i >= 0 && i < len(fr) {
-				first = fr[i]
-			}
-		}
-		s := newFixedSpec(first, j.Size)
-		fx = &s
-	}
-	newGroup := func(name string) (*groupState, error) {
-		g := &groupState{name: name, best: make([]bestWin, len(aggs)), hasTS: timeCol != "", hasID: j.IDColumn != ""}
-		if j.Size > 0 { // the ring holds K rows: size it once
-			n := 16
-			for n < j.Size+1 {
-				n *= 2
-			}
-			g.meta = make([]rowLine, n)
-			if g.hasTS {
-				g.tss = make([]int64, n)
-			}
-			if g.hasID {
-				g.ids = make([]string, n)
-			}
-		}
-		for _, a := range aggs {
-			jj := j
-			jj.Agg = a
-			var agg aggregator
-			if fx != nil && (a == AggSum || a == AggAvg) {
-				agg = newGenFixedSum(fx, j.Size, a == AggAvg)
-			} else {
-				var err error
-				if agg, err = jj.aggregator(); err != nil {
-					return nil, err
-				}
-			}
-			g.aggs = append(g.aggs, agg)
-		}
-		return g, nil
-	}
-	var (
-		groups = map[string]*groupState{}
-		one    *groupState
-		rep    = Report{}
-		row    int64 // data rows seen, bad ones included
-		prevTS = int64(math.MinInt64)
-		isMax  = j.Best == BestMax
-		vals   = make([]float64, 1)
-		tsb    = make([]int64, 1)
-		out    = make([]float64, 1)
-		start  = make([]int64, 1)
-		sts    = make([]int64, 1)
-		svals  = make([]float64, len(aggs))
-	)
-	skip := func(err error, line int64) error {
-		var re *RowError
-		if errors.As(err, &re) {
-			re.Row = row
-			if re.Line == 0 {
-				re.Line = line
-			}
-		}
-		if !j.SkipBad {
-			return err
-		}
-		reason := skipReason(err)
-		if rep.Skipped == nil {
-			rep.Skipped, rep.FirstSkipped = map[string]int64{}, map[string]int64{}
-		}
-		if rep.Skipped[reason] == 0 {
-			rep.FirstSkipped[reason] = line
-		}
-		rep.Skipped[reason]++
-		return nil
-	}
-	for ; ; row++ {
-		if row&4095 == 0 {
-			if err := ctx.Err(); err != nil {
-				return rep, err
-			}
-			if j.Progress != nil && row > 0 {
-				j.Progress(row, bytesRead())
-			}
-		}
-		fields, line, err := src.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			var re *RowError
-			if !errors.As(err, &re) {
-				return rep, err
-			}
-			if err := skip(err, line); err != nil {
-				return rep, err
-			}
-			continue
-		}
-		var v float64
-		var haveV, haveT bool
-		var t int64
-		if typed != nil {
-			v, haveV = typed.number()
-			t, haveT = typed.millis()
-		}
-		if valCol != "" && !haveV {
-			if v, err = parseValue(fields[0]); err != nil {
-				if err := skip(&RowError{Line: line, Column: valCol, Value: shown(fields[0]), Err: err}, line); err != nil {
-					return rep, err
-				}
-				continue
-			}
-		}
-		m := rowMeta{row: row, line: line}
-		if timeCol != "" {
-			if !haveT {
-				t, err = ParseTime(trimSpace(fields[1]))
-			}
-			if err != nil {
-				if err := skip(&RowError{Line: line, Column: timeCol, Value: shown(fields[1]), Err: err}, line); err != nil {
-					return rep, err
-				}
-				continue
-			}
-			if t < prevTS {
-				err := &RowError{Line: line, Column: timeCol,
-					Value: strconv.FormatInt(t, 10) + " < " + strconv.FormatInt(prevTS, 10), Err: ErrUnsorted}
-				if err := skip(err, line); err != nil {
-					return rep, err
-				}
-				continue
-			}
-			prevTS, m.ts = t, t
-		}
-		if j.IDColumn != "" {
-			m.id = string(fields[3])
-		}
-		g := one
-		if j.GroupBy != "" {
-			g = groups[string(fields[2])]
-		}
-		if g == nil {
-			name := ""
-			if j.GroupBy != "" {
-				name = string(fields[2])
-			}
-			if g, err = newGroup(name); err != nil {
-				return rep, err
-			}
-			if j.GroupBy != "" {
-				groups[name] = g
-			} else {
-				one = g
-			}
-		}
-		rep.N++
-		g.push(m)
-		local := g.local
-		g.local++
-		vals[0], tsb[0] = v, m.ts
-		full := j.Span > 0 || local >= int64(j.Size-1)
-		var startLocal int64
-		for a, agg := range g.aggs {
-			agg.feed(vals, tsb[:min(1, len(tsb))], out, start, sts)
-			w := out[0]
-			if j.Span > 0 {
-				startLocal = start[0]
-			} else {
-				startLocal = local - int64(j.Size) + 1
-			}
-			svals[a] = w
-			if !full {
-				continue
-			}
-			if !finite(w) {
-				return rep, &RowError{Row: row, Line: line, Column: valCol, Err: ErrOverflow}
-			}
-			b := &g.best[a]
-			if !b.found || (isMax && w > b.v) || (!isMax && w < b.v) {
-				b.found, b.v, b.start, b.end = true, w, g.at(startLocal), m
-			}
-		}
-		if full && series != nil {
-			sr := SeriesRow{Group: g.name, Row: row, Line: line, TS: m.ts, HasTS: j.Span > 0, Values: svals}
-			if err := series(sr); err != nil {
-				return rep, fmt.Errorf("writing series: %w", err)
-			}
-		}
-		if j.Size > 0 {
-			startLocal = local - int64(j.Size) + 1
-		}
-		g.dropBefore(startLocal) // later windows start at or after this one's first row
-	}
-	if rep.N == 0 {
-		return rep, ErrNoRows
-	}
-	var all []*groupState
-	if one != nil {
-		all = append(all, one)
-	}
-	for _, g := range groups {
-		all = append(all, g)
-	}
-	slices.SortFunc(all, func(a, b *groupState) int { return cmp.Compare(a.name, b.name) })
-	anyFound := false
-	for _, g := range all {
-		for a, agg := range aggs {
-			b := g.best[a]
-			res := Result{Agg: agg, Size: j.Size, Span: j.Span, N: g.local, Best: math.NaN(), Start: -1, End: -1,
-				Group: g.name, HasGroup: j.GroupBy != "", HasID: j.IDColumn != ""}
-			if !b.found {
-				res.TooFew = true
-			} else {
-				anyFound = true
-				res.Best, res.Start, res.End = b.v, b.start.row, b.end.row
-				res.StartLine, res.EndLine = b.start.line, b.end.line
-				res.StartID, res.EndID = b.start.id, b.end.id
-				if j.Span > 0 {
-					res.StartTS, res.EndTS = b.start.ts, b.end.ts
-				}
-			}
-			if j.GroupBy == "" {
-				res.N = rep.N
-			}
-			rep.Results = append(rep.Results, res)
-		}
-	}
-	if !anyFound {
-		return rep, fmt.Errorf("%w: %d rows, window size %d", ErrTooFewRows, rep.N, j.Size)
-	}
-	return rep, nil
 }
 
 // detectColumn is valueColumn over a row source: the only numeric column of the first row that
