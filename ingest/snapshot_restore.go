@@ -26,7 +26,12 @@ type loaded struct {
 // snapshot partition backwards in growing windows from its end, keeping the latest record of
 // each of the partition's keys, until the latest manifest and all its chunks are in hand or
 // the log start is reached; so it is correct whether or not the broker has compacted the
-// topic, and reads little when it has. progress is called with the bytes read so far.
+// topic, and reads little when it has. The first window is a few records, where the latest
+// manifest usually is (it is written last); once the manifest is found, the next window
+// reaches exactly as far back as its chunks would be if they were written just before it,
+// so a snapshot of one writer is read once, not with the chunk set before it (which doubled
+// or tripled the bytes read: 31.5 MB for a 11.8 MB snapshot). progress is called with the
+// bytes read so far.
 func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*loaded, string, error) {
 	conn, err := s.dial(ctx, s.snapPartition(id))
 	if err != nil {
@@ -40,9 +45,11 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 	key := []byte(keyOf(s.c.cfg.Group, id))
 	prefix := append(append([]byte{}, key...), '/')
 	var man []byte // latest manifest value, nil until found
+	var manOff int64
+	aimed := false // the window after the manifest was aimed at its chunks
 	chunks := map[string][]byte{}
 	var read int64
-	end, window := last, int64(64)
+	end, window := last, int64(4)
 	for end > first {
 		from := max(first, end-window)
 		if _, err := conn.Seek(from, kafka.SeekAbsolute); err != nil {
@@ -50,7 +57,7 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 		}
 		// Within [from, end) later records win; records of a key already seen in a later
 		// window are older and ignored.
-		man0, chunks0 := []byte(nil), map[string][]byte{}
+		man0, man0Off, chunks0 := []byte(nil), int64(0), map[string][]byte{}
 		for off := from; off < end; {
 			_ = conn.SetReadDeadline(time.Now().Add(s.c.cfg.MaxWait + fetchMargin))
 			batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: max(s.c.cfg.MaxBytes, 2*s.cfg.ChunkBytes), MaxWait: s.c.cfg.MaxWait})
@@ -67,7 +74,7 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 				read += int64(len(msg.Value))
 				switch {
 				case bytes.Equal(msg.Key, key):
-					man0 = msg.Value
+					man0, man0Off = msg.Value, msg.Offset
 				case bytes.HasPrefix(msg.Key, prefix):
 					chunks0[string(msg.Key)] = msg.Value
 				}
@@ -84,7 +91,7 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 			progress(read)
 		}
 		if man == nil {
-			man = man0
+			man, manOff = man0, man0Off
 		}
 		for k, v := range chunks0 {
 			if _, seen := chunks[k]; !seen {
@@ -97,6 +104,12 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 			}
 		}
 		end, window = from, window*8
+		if m, reason := parseManifest(man); man != nil && reason == "" && !aimed {
+			aimed = true
+			if need := from - (manOff - int64(m.chunks)); need > 0 {
+				window = need
+			}
+		}
 	}
 	if man == nil {
 		return nil, reasonMissing, nil
