@@ -131,6 +131,9 @@ func (c Config) withDefaults(store *window.Store) Config {
 		c.MaxInflatedBytes = DefaultMaxInflatedBytes
 	}
 	c.Snapshots = c.Snapshots.withDefaults(c.Topic)
+	if c.Snapshots.Final == 0 {
+		c.Snapshots.Final = min(DefaultSnapshotFinal, c.RebalanceTimeout/2)
+	}
 	return c
 }
 

@@ -179,6 +179,11 @@ func (c *Consumer) runGeneration(gctx context.Context, gen *kafka.Generation) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			c.commit(ctx, gen, owned)
 			cancel()
+			if c.snap != nil {
+				// Before this member rejoins (kafka-go waits for this function), so an instance
+				// that takes a partition over finds the snapshot of where this one stopped.
+				c.snap.final(owned)
+			}
 			return
 		}
 	}

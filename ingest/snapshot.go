@@ -22,6 +22,7 @@ const (
 	DefaultSnapshotInterval    = 30 * time.Second // what `slide serve` uses; the library's zero value is off
 	DefaultSnapshotTopicSuffix = ".slide-snapshots"
 	DefaultSnapshotChunkBytes  = 512 << 10 // half of Kafka's default max.message.bytes (1 MiB)
+	DefaultSnapshotFinal       = 5 * time.Second
 )
 
 // SnapshotConfig configures window snapshots (see the package documentation, Snapshots).
@@ -37,6 +38,13 @@ type SnapshotConfig struct {
 	// ChunkBytes is the largest snapshot payload one record carries; default 512 KiB. Keep it
 	// well below the topic's max.message.bytes.
 	ChunkBytes int
+	// Final bounds the last snapshot of every owned partition taken when a generation ends
+	// (a rebalance that may revoke it, or Run's shutdown), so the next owner replays only
+	// what arrives after it; a snapshot not written by then is given up and the next owner
+	// starts from the one before. Default DefaultSnapshotFinal (5 s), or half of
+	// Config.RebalanceTimeout when that is shorter: the group waits for this member to
+	// rejoin until then.
+	Final time.Duration
 }
 
 func (c SnapshotConfig) withDefaults(topic string) SnapshotConfig {
@@ -55,6 +63,8 @@ func (c SnapshotConfig) Validate(topic string) error {
 	switch {
 	case d.Interval < 0:
 		return fmt.Errorf("snapshot interval %v: must not be negative", d.Interval)
+	case d.Final < 0:
+		return fmt.Errorf("snapshot final timeout %v: must not be negative", d.Final)
 	case d.ChunkBytes < 64 || d.ChunkBytes > 64<<20:
 		return fmt.Errorf("snapshot chunk bytes %d: must be in [64, 64 MiB]", d.ChunkBytes)
 	case d.Topic == topic:
@@ -501,4 +511,54 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 	s.m.written.Add(float64(len(j.data)))
 	s.log.Debug("ingest: snapshot written", "partition", j.p.id, "offset", j.offset, "series", j.series,
 		"bytes", len(j.data), "chunks", m.chunks, "set", string(set), "took", time.Since(start).Round(time.Millisecond))
+}
+
+// final writes a last snapshot of each of parts, whose workers have stopped, and waits for
+// them until Final has passed: the generation is ending (a rebalance that may hand them to
+// another instance, or shutdown), and the next owner then replays only what arrives after.
+// A partition is skipped when its last snapshot already covers its next offset, and when its
+// restore was cut short (its state below next is not whole).
+func (s *snapshots) final(parts []*partition) {
+	if !s.ready.Load() || len(parts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Final)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	var wrote atomic.Int32
+next:
+	for _, p := range parts {
+		p.snap.mu.Lock()
+		settled := p.restored.Load() || (p.snap.restored && p.snap.phase == "replaying")
+		p.snap.mu.Unlock()
+		off := p.next.Load()
+		if !settled || (p.snap.written.Load() > 0 && p.snap.wroteOff.Load() == off) {
+			continue
+		}
+		// A periodic snapshot of p may still be on its way (the writer holds busy): it covers
+		// less, so wait for it rather than write beside it.
+		for !p.snap.busy.CompareAndSwap(false, true) {
+			select {
+			case <-ctx.Done():
+				s.m.skipped.Inc()
+				continue next
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		now := s.c.now().UnixMilli()
+		data, n := s.c.store.AppendSnapshot(p.snap.buf[:0], now, p.id)
+		p.snap.buf = data
+		wg.Go(func() {
+			s.write(ctx, snapJob{p: p, offset: off, taken: now, data: data, series: n})
+			if p.snap.wroteOff.Load() == off && p.snap.written.Load() > 0 {
+				wrote.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if wrote.Load() > 0 || ctx.Err() != nil {
+		s.log.Info("ingest: final snapshots written", "partitions", wrote.Load(), "of", len(parts),
+			"took", time.Since(start).Round(time.Millisecond), "timed_out", ctx.Err() != nil)
+	}
 }

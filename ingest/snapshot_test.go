@@ -80,3 +80,68 @@ func TestSnapshotRestoreInProcess(t *testing.T) {
 		}
 	}
 }
+
+// A consumer that stops writes a final snapshot of every partition it owns, and so does one
+// whose partitions a rebalance may move: with an interval far longer than the test, the
+// next owner still restores from a snapshot of the end of the log and replays only what was
+// produced after it, and its windows equal a full replay's.
+func TestSnapshotFinalOnShutdownAndRevocation(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2)
+	t0 := time.Now()
+	produce := func(from, n int) {
+		msgs := make([]kafka.Message, n)
+		for i := range msgs {
+			ev := window.Event{TS: t0.UnixMilli() - int64(n-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", (from+i)%50), Value: float64(1 + (from+i)%300)}
+			msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: AppendEvent(nil, ev)}
+		}
+		c.Produce(t, msgs...)
+	}
+	produce(0, 2000)
+	cfg := testConfig(c, "final")
+	cfg.Snapshots = SnapshotConfig{Interval: time.Hour, ChunkBytes: 1024}
+	first := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "first consumer caught up", func() bool { return caughtUp(t, c, first) }, progress(first))
+	first.stop(t)
+	if got := sum(first.sm.writes); got != 2 || !coversEnd(first.Consumer) {
+		t.Fatalf("shutdown wrote %v snapshots (covering the end: %v), want one per partition", got, coversEnd(first.Consumer))
+	}
+
+	stopped := logEnd(t, c, c.Topic)
+	produce(2000, 300)
+	second := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "second consumer caught up", func() bool { return caughtUp(t, c, second) }, progress(second))
+	for _, pp := range second.Progress().Partitions {
+		if pp.Snapshot == nil || pp.Snapshot.Source != sourceSnapshot || pp.From != stopped[pp.Partition] {
+			t.Errorf("partition %d restored from %+v at %d, want the snapshot of offset %d", pp.Partition, pp.Snapshot, pp.From, stopped[pp.Partition])
+		}
+	}
+
+	// A third instance joins: the generation ends, second snapshots both partitions before
+	// it rejoins, and third takes one over from that snapshot.
+	produce(2300, 200)
+	eventually(t, 20*time.Second, "second consumer caught up again", func() bool { return caughtUp(t, c, second) }, progress(second))
+	before := logEnd(t, c, c.Topic)
+	third := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 30*time.Second, "partitions split", func() bool { return caughtUp(t, c, second, third) && len(third.Progress().Partitions) == 1 },
+		progress(second, third))
+	pp := third.Progress().Partitions[0]
+	if pp.Snapshot == nil || pp.Snapshot.Source != sourceSnapshot || pp.From != before[pp.Partition] {
+		t.Errorf("third restored partition %d from %+v at %d, want the final snapshot of offset %d", pp.Partition, pp.Snapshot, pp.From, before[pp.Partition])
+	}
+
+	reference := start(t, testConfig(c, "reference"), newTestStore(t, 0), t0) // a full replay
+	eventually(t, 20*time.Second, "reference caught up", func() bool { return caughtUp(t, c, reference) }, progress(reference))
+	now := t0.UnixMilli()
+	for k := range 50 {
+		key := fmt.Sprintf("k%d", k)
+		want, err1 := reference.store.ReadAt(now, "latency_ms", key, 5*time.Minute, []float64{0.5, 0.99})
+		owner := second
+		if murmurPartition(key, 2) == int(pp.Partition) {
+			owner = third
+		}
+		got, err2 := owner.store.ReadAt(now, "latency_ms", key, 5*time.Minute, []float64{0.5, 0.99})
+		if err1 != nil || err2 != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: restored %+v (%v), full replay %+v (%v)", key, got, err2, want, err1)
+		}
+	}
+}
