@@ -66,6 +66,9 @@ func (r *Ring) ahead() int64 { return r.size - r.n } // size, not len(slots): a 
 // equal reads of the ring the snapshot was taken from. restore keeps the Bins it is given.
 func (r *Ring) restore(cur int64, slots []SlotState) {
 	r.advance(cur * r.width)
+	if r.slots == nil && len(r.raw) == 0 && r.restoreRaw(slots) {
+		return // it stays sparse, as the ring the snapshot was taken from most likely was
+	}
 	if r.slots == nil {
 		r.upgrade() // restored slots hold bins, not raw events: the ring comes back dense
 	}
@@ -96,6 +99,53 @@ func (r *Ring) restore(cur int64, slots []SlotState) {
 		}
 	}
 }
+
+// restoreRaw makes an empty sparse ring hold slots as raw events when their content fits
+// the sparse form: at most RawEvents events, each slot rebuilt from its count, sum, min and
+// max alone (one event; one value repeated, as one event of that count or as count events;
+// or two values), checked to give back the slot's sum bit for bit as a dense ring adds it.
+// A read of the ring then answers exactly what the snapshotted ring answered. It reports
+// false, changing nothing, when some slot does not fit: the caller restores dense.
+func (r *Ring) restoreRaw(slots []SlotState) bool {
+	var buf [RawEvents]rawEvent
+	raw := buf[:0]
+	for _, st := range slots {
+		if st.Count == 0 || st.Idx <= r.cur-r.n || st.Idx > r.cur+r.ahead() {
+			continue
+		}
+		same := math.Float64bits(st.Min) == math.Float64bits(st.Max)
+		switch {
+		case same && bitsEqual(0+st.Min*float64(st.Count), st.Sum):
+			if len(raw) == RawEvents {
+				return false
+			}
+			raw = append(raw, rawEvent{idx: st.Idx, v: st.Min, n: st.Count})
+		case same && st.Count <= uint64(RawEvents-len(raw)) && bitsEqual(repeatSum(st.Min, st.Count), st.Sum):
+			for range st.Count {
+				raw = append(raw, rawEvent{idx: st.Idx, v: st.Min, n: 1})
+			}
+		case st.Count == 2 && len(raw) <= RawEvents-2 && bitsEqual(0+st.Min+st.Max, st.Sum):
+			raw = append(raw, rawEvent{idx: st.Idx, v: st.Min, n: 1}, rawEvent{idx: st.Idx, v: st.Max, n: 1})
+		default:
+			return false
+		}
+	}
+	if len(raw) > 0 {
+		r.raw = append([]rawEvent(nil), raw...)
+	}
+	return true
+}
+
+// repeatSum is the sum a dense slot holds after n events of v, one at a time.
+func repeatSum(v float64, n uint64) float64 {
+	s := 0.0
+	for range n {
+		s += v
+	}
+	return s
+}
+
+func bitsEqual(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
 
 // AppendSnapshot appends to dst the encoding of every series last fed by partition p, as
 // of now (unix ms), and returns it with the number of series written. Series whose ring is

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -219,4 +220,77 @@ func loadFuzzed(t *testing.T, data []byte) {
 			equalReads(t, s, s2, now, 0)
 		}
 	}
+}
+
+// Sparse series come back sparse from a snapshot, with reads equal to the originals', and
+// within issue #19's budget of 1 KB of heap per series: restoring them dense cost several
+// times that.
+func TestSnapshotKeepsSparseSeriesSparse(t *testing.T) {
+	const n, events = 100_000, 10
+	a, now := fillSparse(t, n, events)
+	var snaps [][]byte
+	for p := range int32(8) {
+		data, _ := a.AppendSnapshot(nil, now, p)
+		snaps = append(snaps, data)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b, err := NewStore(StoreConfig{MaxSeries: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, data := range snaps {
+		if _, err := b.LoadSnapshot(now, int32(p), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perSeries := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	t.Logf("%d series of %d events restored: %.0f B/series of heap", n, events, perSeries)
+	if b.Len() != n {
+		t.Fatalf("%d series restored, want %d", b.Len(), n)
+	}
+	dense := 0
+	b.each(func(se *series) {
+		if se.ring.slots != nil {
+			dense++
+		}
+	})
+	if dense > 0 {
+		t.Errorf("%d of %d sparse series restored dense", dense, n)
+	}
+	if perSeries > 1024 {
+		t.Errorf("restored sparse series cost %.0f B each, budget 1024", perSeries)
+	}
+	equalReads(t, a, b, now, 3)
+	runtime.KeepAlive(snaps)
+}
+
+// A slot a sparse ring cannot hold exactly (three different values) restores dense, and the
+// reads still equal the original's.
+func TestSnapshotRestoresDenseWhenNotSparse(t *testing.T) {
+	now := int64(1_764_489_600_000)
+	a := snapStore(t)
+	for i, v := range []float64{1, 2, 4, 0.1, 0.1, 0.1} {
+		key := "three"
+		if i >= 3 {
+			key = "repeated" // one value three times: sparse again
+		}
+		if err := a.ObserveAt(now, Event{TS: now - 10, Metric: "latency_ms", Key: key, Value: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := a.AppendSnapshot(nil, now, 0)
+	b := snapStore(t)
+	if _, err := b.LoadSnapshot(now, 0, data); err != nil {
+		t.Fatal(err)
+	}
+	equalReads(t, a, b, now, 0)
+	b.each(func(se *series) {
+		if sparse := se.ring.slots == nil; sparse != (se.key == "repeated") {
+			t.Errorf("%s restored sparse: %v", se.key, sparse)
+		}
+	})
 }
