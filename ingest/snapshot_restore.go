@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slide-metrics/slide/window"
@@ -149,6 +150,12 @@ func (s *snapshots) assemble(key, man []byte, chunks map[string][]byte) (l *load
 	if uint64(len(data)) != m.size || crc32.Checksum(data, castagnoli) != m.crc {
 		return nil, reasonCorrupt, true
 	}
+	if m.codec == codecZstd {
+		var err error
+		if data, err = inflateSnapshot(data, m.raw); err != nil {
+			return nil, reasonCorrupt, true
+		}
+	}
 	return &loaded{m: m, data: data}, "", true
 }
 
@@ -284,4 +291,23 @@ func (s *snapMetrics) observeRestore(p *partition, d time.Duration) {
 		src = sourceLog
 	}
 	s.restoreDuration.WithLabelValues(src).Observe(d.Seconds())
+}
+
+// inflateSnapshot decodes a zstd payload whose manifest declares raw decoded bytes, with the
+// decoder's memory bounded by that size (which parseManifest bounds by the payload's).
+func inflateSnapshot(data []byte, raw uint64) ([]byte, error) {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(max(raw, 1<<10)),
+		zstd.WithDecoderMaxWindow(max(min(raw, 1<<30), 1<<10)))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	out, err := d.DecodeAll(data, make([]byte, 0, raw))
+	if err != nil {
+		return nil, err
+	}
+	if uint64(len(out)) != raw {
+		return nil, fmt.Errorf("decoded %d bytes, the manifest says %d", len(out), raw)
+	}
+	return out, nil
 }

@@ -1,8 +1,10 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +16,7 @@ import (
 )
 
 func TestManifestRoundTrip(t *testing.T) {
-	m := manifest{id: 42, set: 'b', offset: 123456, taken: 1_764_489_600_000, chunks: 3, size: 1 << 20, crc: 0xdeadbeef}
+	m := manifest{id: 42, set: 'b', offset: 123456, taken: 1_764_489_600_000, chunks: 3, size: 1 << 20, codec: codecZstd, raw: 5 << 20, crc: 0xdeadbeef}
 	v := m.append(nil)
 	got, reason := parseManifest(v)
 	if reason != "" || got != m {
@@ -29,6 +31,28 @@ func TestManifestRoundTrip(t *testing.T) {
 	}
 	if _, reason := parseManifest(v[:len(v)-1]); reason != reasonCorrupt {
 		t.Errorf("truncated: %q", reason)
+	}
+	// A version 1 manifest (before compression) still reads, as an uncompressed payload.
+	v1 := append([]byte(nil), manifestMagic[:]...)
+	v1 = append(v1, snapRecordVersion)
+	v1 = binary.LittleEndian.AppendUint64(v1, m.id)
+	v1 = append(v1, m.set)
+	v1 = binary.AppendVarint(v1, m.offset)
+	v1 = binary.AppendVarint(v1, m.taken)
+	v1 = binary.AppendUvarint(v1, m.chunks)
+	v1 = binary.AppendUvarint(v1, m.size)
+	v1 = binary.LittleEndian.AppendUint32(v1, m.crc)
+	v1 = binary.LittleEndian.AppendUint32(v1, crc32.Checksum(v1, castagnoli))
+	old := m
+	old.codec, old.raw = codecNone, m.size
+	if got, reason := parseManifest(v1); reason != "" || got != old {
+		t.Errorf("version 1: %+v (%s), want %+v", got, reason, old)
+	}
+	// A decoded size beyond what the payload can inflate to is refused before any decoding.
+	huge := m
+	huge.raw = m.size*maxInflation + 1
+	if _, reason := parseManifest(huge.append(nil)); reason != reasonCorrupt {
+		t.Errorf("decoded size %d of a %d-byte payload: %q", huge.raw, huge.size, reason)
 	}
 	id, i, data, reason := parseChunk(chunkValue(7, 2, []byte("xyz")))
 	if id != 7 || i != 2 || string(data) != "xyz" || reason != "" {
