@@ -1,11 +1,13 @@
 package window
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -44,17 +46,55 @@ type SlotState struct {
 // This and restore are the whole of what a snapshot needs from a ring's internals.
 func (r *Ring) export(now int64, fn func(SlotState)) (cur int64) {
 	r.advance(now)
-	v := r.view() // a sparse ring exports the slots its raw events make, as a dense one holds them
-	defer r.release(v)
-	if v.live == 0 {
+	if r.slots == nil {
+		r.exportRaw(fn)
 		return r.cur
 	}
-	for i := v.cur - v.n + 1; i <= v.cur+v.ahead(); i++ {
-		if s := &v.slots[v.pos(i)]; s.count > 0 && s.idx == i {
+	if r.live == 0 {
+		return r.cur
+	}
+	for i := r.cur - r.n + 1; i <= r.cur+r.ahead(); i++ {
+		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
 			fn(SlotState{Idx: i, Count: s.count, Sum: s.sum, Min: s.min, Max: s.max, Bins: s.bins})
 		}
 	}
 	return r.cur
+}
+
+// exportRaw is export of a sparse ring: the slots its raw events make, exactly as a dense
+// ring (or view) holds them (each slot's sum in arrival order, its bins from its events),
+// built slot by slot in one pooled scratch Bins instead of materializing a dense view, which
+// cost about 24 allocations a series (BenchmarkAppendSnapshot: 595,091 for 25,000 sparse
+// series before).
+func (r *Ring) exportRaw(fn func(SlotState)) {
+	if len(r.raw) == 0 {
+		return
+	}
+	var buf [RawEvents]rawEvent
+	evs := append(buf[:0], r.raw...)
+	slices.SortStableFunc(evs, func(a, b rawEvent) int { return cmp.Compare(a.idx, b.idx) })
+	b := scratchBins.Get().(*sketch.Bins)
+	defer scratchBins.Put(b)
+	for i := 0; i < len(evs); {
+		st := SlotState{Idx: evs[i].idx, Min: evs[i].v, Max: evs[i].v, Bins: b}
+		b.Clear()
+		for ; i < len(evs) && evs[i].idx == st.Idx; i++ {
+			e := evs[i]
+			st.Count += e.n
+			st.Sum += e.v * float64(e.n)
+			if e.v < st.Min { // as insert compares, so -0 and +0 keep the first seen
+				st.Min = e.v
+			}
+			if e.v > st.Max {
+				st.Max = e.v
+			}
+			b.Add(r.ix, e.v, e.n)
+		}
+		if st.Idx > r.cur-r.n && st.Idx <= r.cur+r.ahead() {
+			fn(st)
+		}
+	}
+	b.Clear()
 }
 
 // ahead is how many slots past the current one the skew can fill.

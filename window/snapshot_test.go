@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -293,4 +295,53 @@ func TestSnapshotRestoresDenseWhenNotSparse(t *testing.T) {
 			t.Errorf("%s restored sparse: %v", se.key, sparse)
 		}
 	})
+}
+
+// A sparse ring exports exactly what the same ring made dense exports: every slot's index,
+// count, sum, min, max and bins encoding (the order of series differs between two calls).
+func TestSnapshotSparseExportEqualsDense(t *testing.T) {
+	many, now := fillSparse(t, 2000, 10)
+	odd, err := NewStore(StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []float64{3, 3, 1e9, -5, 0, math.Copysign(0, -1)} {
+		key := "odd" // repeats, both sides of zero
+		if i >= 4 {
+			key = "zeros" // which zero is the min and the max
+		}
+		if err := odd.ObserveAt(now, Event{TS: now - 20_000, Metric: "latency_ms", Key: key, Value: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []*Store{many, odd} {
+		decode := func(data []byte) map[string]string {
+			all, err := s.decodeSnapshot(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, ss := range all {
+				var b strings.Builder
+				for _, st := range ss.slots {
+					enc, _ := st.Bins.AppendBinary(nil)
+					fmt.Fprintf(&b, "%d %d %x %x %x %x;", st.Idx, st.Count, math.Float64bits(st.Sum), math.Float64bits(st.Min), math.Float64bits(st.Max), enc)
+				}
+				out[ss.metric+"/"+ss.key] = fmt.Sprint(ss.cur) + ":" + b.String()
+			}
+			return out
+		}
+		for p := range int32(8) {
+			sparse, n := s.AppendSnapshot(nil, now, p)
+			s.each(func(se *series) {
+				if se.partition == p && se.ring.slots == nil {
+					se.ring.upgrade()
+				}
+			})
+			dense, m := s.AppendSnapshot(nil, now, p)
+			if n != m || !reflect.DeepEqual(decode(sparse), decode(dense)) {
+				t.Fatalf("partition %d: sparse export (%d series) differs from dense (%d):\n%v\n%v", p, n, m, decode(sparse), decode(dense))
+			}
+		}
+	}
 }
