@@ -59,7 +59,7 @@ func newTwoOver(t *testing.T, token string, wrap func(http.Handler) http.Handler
 		if i%3 == 0 {
 			part = int32(len(key) % 4) // and keyed: some keys stay on one
 		}
-		ev := window.Event{TS: t0 - rng.Int64N(280_000), Metric: "m", Key: key, Value: float64(1 + rng.IntN(1000)), Partition: part}
+		ev := window.Event{TS: t0 - rng.Int64N(280_000), Metric: "m", Key: key, Value: float64(1 + rng.IntN(1000)), Feed: window.FeedOf(part)}
 		dst := storeA
 		if part >= 2 {
 			dst = ti.storeB
@@ -274,7 +274,7 @@ func TestUsageReadCachesRemotePart(t *testing.T) {
 	}
 	first, _ := read(t0)
 	hits := ti.peerHit.Load()
-	if err := ti.storeB.ObserveAt(t0, window.Event{TS: t0, Metric: "m", Key: "k-7", Value: 1, Partition: 2}); err != nil {
+	if err := ti.storeB.ObserveAt(t0, window.Event{TS: t0, Metric: "m", Key: "k-7", Value: 1, Feed: window.FeedOf(2)}); err != nil {
 		t.Fatal(err)
 	}
 	cached, stale := read(t0)

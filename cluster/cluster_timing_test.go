@@ -97,11 +97,11 @@ func benchCluster(b *testing.B, n, keys int, partitioner ...string) []*instance 
 		st := ins[int(p)%n].store
 		for j := range 20 {
 			ts := now - int64(j)*14_000
-			if err := st.ObserveAt(now, window.Event{TS: ts, Metric: "latency_ms", Key: key, Value: float64(1 + (k*20+j)%997), Partition: p}); err != nil {
+			if err := st.ObserveAt(now, window.Event{TS: ts, Metric: "latency_ms", Key: key, Value: float64(1 + (k*20+j)%997), Feed: window.FeedOf(p)}); err != nil {
 				b.Fatal(err)
 			}
 		}
-		if err := st.ObserveAt(now, window.Event{TS: now, Metric: "cost", Key: key, Value: 1, Partition: p}); err != nil {
+		if err := st.ObserveAt(now, window.Event{TS: now, Metric: "cost", Key: key, Value: 1, Feed: window.FeedOf(p)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -36,7 +36,7 @@ func seedAnswers(t testing.TB) map[string][][]byte {
 		t.Fatal(err)
 	}
 	for i, v := range []float64{-3, 0, 1.5, 87, 1e9} {
-		_ = s.ObserveAt(t0, window.Event{TS: t0 - int64(i)*10_000, Metric: "m", Key: "k", Value: v, Partition: 1})
+		_ = s.ObserveAt(t0, window.Event{TS: t0 - int64(i)*10_000, Metric: "m", Key: "k", Value: v, Feed: window.FeedOf(1)})
 	}
 	var p window.Partial
 	_ = s.MergePartial(t0, "m", func(string, int32) bool { return true }, window.DefaultSlot*30, &p)

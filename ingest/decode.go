@@ -111,11 +111,11 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 func (d *Decoder) Decode(line []byte, defaultTS int64) (window.Event, Reason) {
 	d.f = [numFields + 1]span{}
 	if !d.parseObject(line) {
-		return window.Event{Partition: -1}, ReasonInvalidJSON
+		return window.Event{}, ReasonInvalidJSON
 	}
-	ev := window.Event{Partition: -1, TS: defaultTS, Count: 1}
+	ev := window.Event{TS: defaultTS, Count: 1}
 	if r := d.event(line, &ev); r != ReasonNone {
-		return window.Event{Partition: -1}, r
+		return window.Event{}, r
 	}
 	return ev, ReasonNone
 }

@@ -29,7 +29,7 @@ func newTestDecoder(t testing.TB) *Decoder {
 
 func TestDecode(t *testing.T) {
 	ok := func(ts int64, key, metric string, v float64, n uint64) window.Event {
-		return window.Event{TS: ts, Key: key, Metric: metric, Value: v, Count: n, Partition: -1}
+		return window.Event{TS: ts, Key: key, Metric: metric, Value: v, Count: n}
 	}
 	tests := []struct {
 		in   string
@@ -79,7 +79,6 @@ func TestDecode(t *testing.T) {
 	for _, tt := range tests {
 		ev, r := d.Decode([]byte(tt.in), defTS)
 		want := tt.want
-		want.Partition = -1
 		if r != tt.r || ev != want {
 			t.Errorf("Decode(%s) = %+v, %v; want %+v, %v", tt.in, ev, r, want, tt.r)
 		}
@@ -176,7 +175,7 @@ var strictRFC3339 = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\
 // refDecode is the specification written with encoding/json: the same fields, checks and
 // order of checks as Decoder, by the obvious (slow) route.
 func refDecode(line []byte, maxKey int, defaultTS int64) (window.Event, Reason) {
-	none := window.Event{Partition: -1}
+	none := window.Event{}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil || m == nil {
 		return none, ReasonInvalidJSON
@@ -204,7 +203,7 @@ func refDecode(line []byte, maxKey int, defaultTS int64) (window.Event, Reason) 
 		}
 		return s, ReasonNone
 	}
-	ev := window.Event{Partition: -1, TS: defaultTS, Count: 1}
+	ev := window.Event{TS: defaultTS, Count: 1}
 	var r Reason
 	if ev.Key, r = name("key", false); r != ReasonNone {
 		return none, r
@@ -301,7 +300,7 @@ func checkAgainstRef(t *testing.T, d *Decoder, line []byte) {
 		return
 	}
 	if r != rr || ev.Key != rev.Key || ev.Metric != rev.Metric || ev.TS != rev.TS || ev.Count != rev.Count ||
-		math.Float64bits(ev.Value) != math.Float64bits(rev.Value) || ev.Partition != rev.Partition {
+		math.Float64bits(ev.Value) != math.Float64bits(rev.Value) || ev.Feed != rev.Feed {
 		t.Fatalf("input %q:\n ours           %+v %v\n encoding/json  %+v %v", line, ev, r, rev, rr)
 	}
 }

@@ -207,7 +207,7 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 	accepted := 0
 	lines := p.dec.DecodeLines(m.Value, recTS, func(line []byte, ev window.Event, r Reason) {
 		if r == ReasonNone {
-			ev.Partition = p.id
+			ev.Feed = window.FeedOf(p.id)
 			// Future and late are judged against the record's timestamp, which is part of the
 			// log, so every replay gives the same answer; the store judges the event's time
 			// once, in its ring (window.Source says how a skewed record clock is handled).

@@ -132,9 +132,9 @@ func (g *DemoGen) Next(ts int64) window.Event {
 		mu, sigma = math.Log(120), 0.9
 	}
 	lat := math.Round(math.Exp(mu+sigma*g.rng.NormFloat64())*1000) / 1000
-	g.pending = window.Event{Metric: g.d.CostMetric, Key: g.keys[i], Value: 1 + math.Floor(lat/100), Count: 1, Partition: -1}
+	g.pending = window.Event{Metric: g.d.CostMetric, Key: g.keys[i], Value: 1 + math.Floor(lat/100), Count: 1}
 	g.hasCost = true
-	return window.Event{TS: ts, Metric: g.d.Metric, Key: g.keys[i], Value: lat, Count: 1, Partition: -1}
+	return window.Event{TS: ts, Metric: g.d.Metric, Key: g.keys[i], Value: lat, Count: 1}
 }
 
 // genChunk is the most events DemoGen.Run hands to emit at once.

@@ -24,7 +24,6 @@ func TestAppendEventRoundTrip(t *testing.T) {
 		{TS: math.MaxInt64, Key: "k", Metric: "m", Value: 5e-324, Count: 1},
 	}
 	for _, ev := range evs {
-		ev.Partition = -1
 		line := AppendEvent(nil, ev)
 		got, r := d.Decode(line, 0)
 		if r != ReasonNone || got != ev {
@@ -77,7 +76,7 @@ func TestDemoGen(t *testing.T) {
 		if ev2 := g2.Next(int64(i)); ev2 != ev {
 			t.Fatalf("event %d differs for the same seed: %+v %+v", i, ev, ev2)
 		}
-		if ev.TS != int64(i) || ev.Partition != -1 || ev.Count != 1 {
+		if ev.TS != int64(i) || ev.Feed != 0 || ev.Count != 1 {
 			t.Fatalf("event %d: %+v", i, ev)
 		}
 		switch i % 2 {

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Request is one admission request handed to a Backend.
-type Request struct {
+// BackendRequest is one admission request handed to a Backend.
+type BackendRequest struct {
 	// Policy must have passed Validate; the backend does not check it again.
 	Policy *Policy
 	// Key is the caller's key (user, tenant, API key), already validated.
@@ -25,5 +25,5 @@ type Request struct {
 // mode. Implementations must not retry a call that may have reached the
 // server, since a retried decision can count a request twice.
 type Backend interface {
-	Decide(ctx context.Context, reqs []Request, out []Decision) error
+	Decide(ctx context.Context, reqs []BackendRequest, out []Decision) error
 }

@@ -228,11 +228,11 @@ func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
 	if req.Cost != nil {
 		cost = *req.Cost
 	}
-	var checkBuf [MaxPoliciesPerRequest]Check
+	var checkBuf [MaxPoliciesPerRequest]Charge
 	var outBuf [MaxPoliciesPerRequest]Decision
 	checks := checkBuf[:len(names)]
 	for i, n := range names {
-		checks[i] = Check{Policy: n, Key: req.Key, Cost: cost}
+		checks[i] = Charge{Policy: n, Key: req.Key, Cost: cost}
 	}
 	out := outBuf[:len(checks)]
 	now := s.clock()

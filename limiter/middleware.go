@@ -113,9 +113,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		if m.cost != nil {
 			cost = m.cost(r)
 		}
-		checks := make([]Check, len(m.policies))
+		checks := make([]Charge, len(m.policies))
 		for i, n := range m.policies {
-			checks[i] = Check{Policy: n, Key: key, Cost: cost}
+			checks[i] = Charge{Policy: n, Key: key, Cost: cost}
 		}
 		out := make([]Decision, len(checks))
 		now := m.s.clock()

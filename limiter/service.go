@@ -197,9 +197,9 @@ func (s *Service) Policy(name string) (Policy, bool) {
 // Now returns the Service clock's reading.
 func (s *Service) Now() time.Time { return s.clock() }
 
-// Check is one entry of a multi-policy request: the policy or checker name,
+// Charge is one entry of a multi-policy request: the policy or checker name,
 // the key to charge and the cost (0 peeks).
-type Check struct {
+type Charge struct {
 	Policy string
 	Key    string
 	Cost   int64
@@ -215,22 +215,22 @@ func (s *Service) Allow(ctx context.Context, policy, key string) (Decision, erro
 // ErrInvalidCost, ErrCostOverLimit (all wrapped, test with errors.Is), and
 // ErrBackendUnavailable when Redis fails under on_backend_error closed.
 func (s *Service) AllowN(ctx context.Context, policy, key string, now time.Time, cost int64) (Decision, error) {
-	checks := [1]Check{{Policy: policy, Key: key, Cost: cost}}
+	checks := [1]Charge{{Policy: policy, Key: key, Cost: cost}}
 	var out [1]Decision
 	return s.Decide(ctx, now, checks[:], out[:])
 }
 
-// Decide decides several checks as one request: every check is decided
-// (those that allow are charged even when another denies, as in Envoy's
-// ratelimit service and gubernator), all the Redis ones in one round trip,
-// and out[i] receives the decision of checks[i] (len(out) ≥ len(checks)).
+// Decide decides several charges (each a policy or checker, a key and a cost) as one
+// request: every charge is decided (those that allow are charged even when another
+// denies, as in Envoy's ratelimit service and gubernator), all the Redis ones in one
+// round trip, and out[i] receives the decision of checks[i] (len(out) ≥ len(checks)).
 //
 // The returned decision is the request's: the denial with the longest
 // RetryAfter if any check denies, otherwise the allowed decision with the
 // least Remaining (the one nearest its limit). If nothing denies but a
 // closed policy's backend failed, the error is ErrBackendUnavailable. Input
 // errors are returned before anything is charged.
-func (s *Service) Decide(ctx context.Context, now time.Time, checks []Check, out []Decision) (Decision, error) {
+func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, out []Decision) (Decision, error) {
 	if len(checks) == 0 {
 		return Decision{}, fmt.Errorf("%w: no policy named", ErrUnknownPolicy)
 	}
@@ -380,13 +380,13 @@ func (m *Memory) decide(key string, now, cost int64, d *Decision) bool {
 // decideRemote decides checks[idx] in one backend call. On failure it applies
 // each policy's mode and returns the indexes of the closed ones (whose out
 // entry is a denial marked Degraded) and the error to report for them.
-func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Check, idx []int, out []Decision) ([]int, error) {
-	reqs := make([]Request, len(idx))
+func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Charge, idx []int, out []Decision) ([]int, error) {
+	reqs := make([]BackendRequest, len(idx))
 	res := make([]Decision, len(idx))
 	timeout := time.Duration(0)
 	for j, i := range idx {
 		rt := s.byName[checks[i].Policy]
-		reqs[j] = Request{Policy: &rt.p, Key: checks[i].Key, Now: now, Cost: checks[i].Cost}
+		reqs[j] = BackendRequest{Policy: &rt.p, Key: checks[i].Key, Now: now, Cost: checks[i].Cost}
 		if t := rt.p.EffectiveTimeout(); timeout == 0 || t < timeout {
 			timeout = t // one round trip serves all: the strictest bound wins
 		}

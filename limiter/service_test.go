@@ -25,7 +25,7 @@ type fakeBackend struct {
 	hang  atomic.Bool
 }
 
-func (f *fakeBackend) Decide(ctx context.Context, reqs []Request, out []Decision) error {
+func (f *fakeBackend) Decide(ctx context.Context, reqs []BackendRequest, out []Decision) error {
 	f.calls.Add(1)
 	if f.hang.Load() {
 		<-ctx.Done()
@@ -80,9 +80,9 @@ func newTestService(t *testing.T, cfg Config) *Service {
 
 func mustDecide(t *testing.T, s *Service, now time.Time, cost int64, key string, names ...string) (Decision, []Decision) {
 	t.Helper()
-	checks := make([]Check, len(names))
+	checks := make([]Charge, len(names))
 	for i, n := range names {
-		checks[i] = Check{Policy: n, Key: key, Cost: cost}
+		checks[i] = Charge{Policy: n, Key: key, Cost: cost}
 	}
 	out := make([]Decision, len(checks))
 	d, err := s.Decide(context.Background(), now, checks, out)
@@ -197,7 +197,7 @@ func TestServiceCheckerErrorChargesNothing(t *testing.T) {
 	})
 	ctx := context.Background()
 	out := make([]Decision, 2)
-	if _, err := s.Decide(ctx, t0, []Check{{Policy: "api", Key: "k", Cost: 1}, {Policy: "broken", Key: "k", Cost: 1}}, out); err == nil {
+	if _, err := s.Decide(ctx, t0, []Charge{{Policy: "api", Key: "k", Cost: 1}, {Policy: "broken", Key: "k", Cost: 1}}, out); err == nil {
 		t.Fatal("a failing checker did not fail the request")
 	}
 	if d, _ := s.AllowN(ctx, "api", "k", t0, 1); !d.Allowed {
@@ -224,7 +224,7 @@ func TestServiceInputErrors(t *testing.T) {
 	}
 	// Input errors charge nothing, even for the valid checks of the request.
 	out := make([]Decision, 2)
-	_, err := s.Decide(ctx, t0, []Check{{Policy: "api", Key: "k", Cost: 3}, {Policy: "nope", Key: "k", Cost: 1}}, out)
+	_, err := s.Decide(ctx, t0, []Charge{{Policy: "api", Key: "k", Cost: 3}, {Policy: "nope", Key: "k", Cost: 1}}, out)
 	if !errors.Is(err, ErrUnknownPolicy) {
 		t.Fatalf("err = %v", err)
 	}

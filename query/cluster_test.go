@@ -104,7 +104,7 @@ func clusterEnv(t *testing.T) (*env, *env, *fakeCluster) {
 	f.local = e.store
 	for i := range 400 {
 		key := "tenant-" + strconv.Itoa(i%20)
-		ev := window.Event{TS: t0 - int64(i)*500, Metric: "latency_ms", Key: key, Value: float64(1 + i%97), Partition: int32(i % 20 % 4)}
+		ev := window.Event{TS: t0 - int64(i)*500, Metric: "latency_ms", Key: key, Value: float64(1 + i%97), Feed: window.FeedOf(int32(i % 20 % 4))}
 		dst := e.store
 		if i%2 == 1 {
 			dst = remote

@@ -20,7 +20,7 @@ func ExampleNew() {
 	now := time.Date(2025, 11, 30, 8, 0, 30, 0, time.UTC)
 	for i, v := range []float64{80, 95, 120, 87.5} {
 		ts := now.Add(-time.Duration(i) * 7 * time.Second).UnixMilli()
-		store.ObserveAt(now.UnixMilli(), window.Event{TS: ts, Metric: "latency_ms", Key: "tenant-42", Value: v, Partition: -1})
+		store.ObserveAt(now.UnixMilli(), window.Event{TS: ts, Metric: "latency_ms", Key: "tenant-42", Value: v})
 	}
 	srv, err := query.New(query.Config{Store: store, Now: func() time.Time { return now }})
 	if err != nil {

@@ -106,7 +106,7 @@ func BenchmarkHTTPWindow(b *testing.B) {
 	// Five minutes of one series, 100 events per 10-second slot.
 	for ts := t0; ts < t0+5*60_000; ts += 100 {
 		e.clock.set(ts)
-		if err := e.store.ObserveAt(ts, window.Event{TS: ts, Metric: "latency_ms", Key: "tenant-42", Value: float64(1 + (ts/100)%997), Partition: -1}); err != nil {
+		if err := e.store.ObserveAt(ts, window.Event{TS: ts, Metric: "latency_ms", Key: "tenant-42", Value: float64(1 + (ts/100)%997)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -20,7 +20,7 @@ func TestMetricsListAt40000Metrics(t *testing.T) {
 	const metrics = 40_000
 	for i := range metrics {
 		for k := range 1 + i%2 {
-			if err := e.store.ObserveAt(t0, window.Event{TS: t0, Metric: fmt.Sprintf("m%05d", i), Key: fmt.Sprintf("k%d", k), Value: 1, Count: 1, Partition: -1}); err != nil {
+			if err := e.store.ObserveAt(t0, window.Event{TS: t0, Metric: fmt.Sprintf("m%05d", i), Key: fmt.Sprintf("k%d", k), Value: 1, Count: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -66,7 +66,7 @@ func TestMetricsListAt40000Metrics(t *testing.T) {
 func BenchmarkMetricsList40000(b *testing.B) {
 	e := newEnv(b, nil)
 	for i := range 40_000 {
-		e.store.ObserveAt(t0, window.Event{TS: t0, Metric: fmt.Sprintf("m%05d", i), Key: "k", Value: 1, Count: 1, Partition: -1})
+		e.store.ObserveAt(t0, window.Event{TS: t0, Metric: fmt.Sprintf("m%05d", i), Key: "k", Value: 1, Count: 1})
 	}
 	h := e.srv.Handler()
 	b.ReportAllocs()

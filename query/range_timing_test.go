@@ -24,7 +24,7 @@ func BenchmarkHTTPRange(b *testing.B) {
 	e := newEnv(b, nil)
 	for ts := t0; ts < t0+5*60_000; ts += 100 { // 100 events per slot
 		e.clock.set(ts)
-		if err := e.store.ObserveAt(ts, window.Event{TS: ts, Metric: "latency_ms", Key: "tenant-42", Value: float64(1 + (ts/100)%997), Partition: -1}); err != nil {
+		if err := e.store.ObserveAt(ts, window.Event{TS: ts, Metric: "latency_ms", Key: "tenant-42", Value: float64(1 + (ts/100)%997)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -24,7 +24,7 @@ import (
 func (e *env) seed(evs ...event) {
 	e.t.Helper()
 	for _, ev := range evs {
-		if err := e.store.ObserveAt(e.clock.millis(), window.Event{TS: ev.ts, Metric: ev.metric, Key: ev.key, Value: ev.value, Count: ev.count, Partition: -1}); err != nil {
+		if err := e.store.ObserveAt(e.clock.millis(), window.Event{TS: ev.ts, Metric: ev.metric, Key: ev.key, Value: ev.value, Count: ev.count}); err != nil {
 			e.t.Fatalf("observe %+v: %v", ev, err)
 		}
 	}

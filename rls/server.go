@@ -186,7 +186,7 @@ type scratch struct {
 	path    []*node
 	key     []byte
 	matched []matched
-	checks  []limiter.Check
+	checks  []limiter.Charge
 	out     []limiter.Decision
 	all     []limiter.Decision
 	hdr     http.Header
@@ -269,11 +269,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			m.synthetic = true
 			m.d = limiter.Decision{Limit: l.quota, Window: l.window, RetryAfter: l.window, ResetAfter: l.window, Policy: l.label}
 		case l.policy != "":
-			sc.checks = append(sc.checks, limiter.Check{Policy: l.policy, Key: m.key, Cost: m.cost})
+			sc.checks = append(sc.checks, limiter.Charge{Policy: l.policy, Key: m.key, Cost: m.cost})
 		}
 		if !m.synthetic {
 			for _, r := range l.rules {
-				sc.checks = append(sc.checks, limiter.Check{Policy: r, Key: m.ruleKey, Cost: m.cost})
+				sc.checks = append(sc.checks, limiter.Charge{Policy: r, Key: m.ruleKey, Cost: m.cost})
 			}
 		}
 		if m.synthetic && l.shadow {

@@ -248,7 +248,7 @@ func TestSlideFields(t *testing.T) {
 
 	// A usage rule: deny a tenant whose cost over the last minute exceeds 100.
 	now := time.Unix(0, h.now.Load())
-	if err := h.store.ObserveAt(now.UnixMilli(), window.Event{TS: now.UnixMilli(), Metric: "cost", Key: "t1", Value: 150, Count: 1, Partition: -1}); err != nil {
+	if err := h.store.ObserveAt(now.UnixMilli(), window.Event{TS: now.UnixMilli(), Metric: "cost", Key: "t1", Value: 150, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	resp := h.call(t, req("edge", 0, desc("tenant", "t1"), desc("tenant", "t2")))

@@ -5,6 +5,7 @@ package sketch
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/bits"
 	"sort"
@@ -536,6 +537,10 @@ func (b *Bins) Add(ix Indexer, v float64, n uint64) {
 		}
 		b.zero = s
 	}
+}
+
+func errValue(v float64) error {
+	return fmt.Errorf("%w: %v", ErrValue, v)
 }
 
 // CheckValue returns an error wrapping ErrValue when Bins.Add would ignore v

@@ -1,7 +1,15 @@
-// Package sketch holds slide's quantile sketches: Sketch, one small interface
-// over DDSketch (DataDog/sketches-go, 1% relative accuracy by default) and
-// HDR (HdrHistogram/hdrhistogram-go), and Bins, the invertible bucket counts
-// the window ring keeps per slot.
+// Package sketch holds slide's quantile sketches: Bins, the invertible bucket
+// counts the window ring keeps per slot, keyed by an Indexer (Kind.Indexer):
+// DDSketch's mapping (DataDog/sketches-go, 1% relative accuracy by default),
+// HdrHistogram's counts indices (HdrHistogram/hdrhistogram-go), or Prometheus
+// native-histogram buckets.
+//
+// The exported surface is the seam the engine uses: Kind (parse, validate,
+// Indexer), Indexer, Bins and their binary encoding (snapshots, cluster
+// partials). An earlier layer that wrapped the libraries' own sketch types
+// (a Sketch interface, DDSketch, HDR, Decode, Bins.ToSketch) was removed in
+// round 2: no product code called it. The libraries stay as the oracles of
+// the tests (TestBinsQuantileMatchesDDSketch, TestHDRIndexerMatchesHdrHistogram).
 //
 // # Which type to use
 //
@@ -9,9 +17,7 @@
 // the whole retention, all keyed by one Indexer (Kind.Indexer). Ingest calls
 // slot.Add; when the ring advances it calls aggregate.AddBins(newSlot) and
 // aggregate.SubBins(leavingSlot); a 5-minute p95 is aggregate.Quantile.
-// Shorter windows use Quantile/QuantilesOf over their slots. Sketch (Kind.New,
-// Bins.ToSketch, Decode) is for shipping a window between instances in the
-// libraries' own encodings.
+// Shorter windows use Quantile/QuantilesOf over their slots.
 //
 // # The choice: invertible bins, not Two-Stacks or DABA
 //
@@ -84,8 +90,7 @@
 // = base, so a bin's representative 2·base^i/(1+base) is within
 // (base-1)/(base+1) of every value in it: 1.08% at schema 5, about what the
 // default DDSketch gives. A window of such bins exports as a native histogram
-// with no re-bucketing (query's --export-histograms). Their library sketch is
-// sketches-go's LogarithmicMapping with that gamma and index offset 1.
+// with no re-bucketing (query's --export-histograms).
 //
 // A sketch's p100 is a bin representative, not the exact maximum. Callers
 // that track exact min and max beside the sketch (the window ring does)
@@ -104,6 +109,6 @@
 //
 // # Concurrency
 //
-// Nothing here locks: Bins and Sketch values are owned by one goroutine at a
+// Nothing here locks: Bins values are owned by one goroutine at a
 // time (the window store's shard locks). Indexers are immutable and shared.
 package sketch

@@ -61,46 +61,6 @@ func ExampleParseKind() {
 	// error: sketch: invalid kind: parsing "tdigest": unknown sketch family "tdigest"
 }
 
-// Bins travel between instances as a library sketch: ToSketch exports them
-// without loss, MarshalBinary encodes them, and Decode reads them back.
-func ExampleDecode() {
-	k := sketch.Kind{}
-	ix, _ := k.Indexer()
-	var b sketch.Bins
-	for ms := 1; ms <= 1000; ms++ {
-		b.Add(ix, float64(ms), 1)
-	}
-	s, err := b.ToSketch(k)
-	if err != nil {
-		panic(err)
-	}
-	wire, _ := s.MarshalBinary()
-	got, err := sketch.Decode(wire)
-	if err != nil {
-		panic(err)
-	}
-	p99, _ := got.Quantile(0.99)
-	fmt.Printf("%v n=%d p99=%.0f (bins: %.0f)\n", got.Kind(), got.Count(), p99, b.Quantile(ix, 0.99))
-	// Output:
-	// ddsketch:0.01 n=1000 p99=995 (bins: 995)
-}
-
-func ExampleKind_New() {
-	h, err := sketch.Kind{Name: sketch.NameHDR, SigFigs: 3}.New()
-	if err != nil {
-		panic(err)
-	}
-	for ms := 1; ms <= 5000; ms++ {
-		_ = h.Add(float64(ms), 1)
-	}
-	p95, _ := h.Quantile(0.95)
-	fmt.Println(h.Kind(), h.Count(), p95)
-	fmt.Println(h.Add(-1, 1))
-	// Output:
-	// hdr:3:1:3600000 5000 4751
-	// sketch: value cannot be recorded: -1
-}
-
 func ExampleBins_MarshalBinary() {
 	ix, _ := sketch.Kind{}.Indexer()
 	var b sketch.Bins

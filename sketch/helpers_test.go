@@ -64,15 +64,6 @@ func mustIndexer(t testing.TB, k Kind) Indexer {
 	return ix
 }
 
-func mustNew(t testing.TB, k Kind) Sketch {
-	t.Helper()
-	s, err := k.New()
-	if err != nil {
-		t.Fatalf("%v.New(): %v", k, err)
-	}
-	return s
-}
-
 func sortedCopy(xs []float64) []float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)

@@ -70,9 +70,6 @@ func TestKindInvalid(t *testing.T) {
 		if _, err := k.Indexer(); !errors.Is(err, ErrKind) {
 			t.Errorf("%+v.Indexer() = %v, want ErrKind", k, err)
 		}
-		if _, err := k.New(); !errors.Is(err, ErrKind) {
-			t.Errorf("%+v.New() = %v, want ErrKind", k, err)
-		}
 	}
 }
 

@@ -53,7 +53,7 @@ func (s *Store) ObserveFrom(now int64, src Source, ev Event) error {
 	var err error
 	if se != nil {
 		if err = se.ring.addFrom(now, src, ev.TS, ev.Value, ev.Count); err == nil {
-			se.partition = ev.Partition
+			se.partition = ev.Feed.Partition()
 		}
 		sh.mu.Unlock()
 	} else {
@@ -64,7 +64,7 @@ func (s *Store) ObserveFrom(now int64, src Source, ev Event) error {
 		if err = r.judge(now, src, ev.TS); err == nil {
 			if se, err = s.create(sh, h, ev); err == nil {
 				if err = se.ring.addFrom(now, src, ev.TS, ev.Value, ev.Count); err == nil {
-					se.partition = ev.Partition
+					se.partition = ev.Feed.Partition()
 				} else {
 					s.unlinkNew(sh, h, se)
 				}

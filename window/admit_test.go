@@ -42,7 +42,7 @@ func TestObserveFromAgreesWithTheJudgeItReplaces(t *testing.T) {
 		now += int64(rng.IntN(3_000))
 		recTS := now + int64(rng.IntN(800_000)) - 500_000
 		ev := Event{Metric: "latency_ms", Key: keys[rng.IntN(len(keys))], Value: rng.Float64() * 100,
-			TS: recTS + int64(rng.IntN(700_000)) - 400_000, Partition: int32(i % 3)}
+			TS: recTS + int64(rng.IntN(700_000)) - 400_000, Feed: FeedOf(int32(i % 3))}
 		if rng.IntN(50) == 0 {
 			ev.Value = math.NaN()
 		}

@@ -66,8 +66,10 @@
 // Store shards series over mutex-guarded maps; it is safe for concurrent use and allocates
 // nothing per event once a series exists. MaxSeries caps memory: events that would create a
 // series beyond it are refused (ErrSeriesCap) and counted. Evict removes series whose ring
-// is empty (call it periodically), DropPartition removes the series of a revoked Kafka
-// partition. Every refusal is counted in Stats by reason.
+// is empty (call it periodically), DropPartition removes the series last fed by one feed
+// (ingest: a revoked Kafka partition). Event.Feed names the feed; its zero value is no feed,
+// so an event from the API, a file or a test needs nothing set and is never dropped with a
+// feed. Every refusal is counted in Stats by reason.
 //
 // # Vocabulary
 //

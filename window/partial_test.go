@@ -19,7 +19,7 @@ func TestPartialMergeEqualsReadMerged(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 2000 {
 		key := "k-" + strconv.Itoa(i%50)
-		ev := Event{TS: now - rng.Int64N(290_000), Metric: "m", Key: key, Value: rng.ExpFloat64() * 100, Partition: int32(i % 50 % 4)}
+		ev := Event{TS: now - rng.Int64N(290_000), Metric: "m", Key: key, Value: rng.ExpFloat64() * 100, Feed: FeedOf(int32(i % 50 % 4))}
 		if err := s.ObserveAt(now, ev); err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func feed(s *Store, rng *rand.Rand, now int64, n int) {
 		ev := Event{ // a key lives in one partition, as Kafka's key hashing makes it
 			TS: now - rng.Int64N(10*60_000) + rng.Int64N(5_000), Metric: m,
 			Key: fmt.Sprintf("k%d", k), Value: float64(rng.IntN(5000)) - 100,
-			Count: uint64(rng.IntN(3)), Partition: int32(k % 2),
+			Count: uint64(rng.IntN(3)), Feed: FeedOf(int32(k % 2)),
 		}
 		_ = s.ObserveAt(now, ev)
 	}
@@ -95,7 +95,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	b.LoadSnapshot(now, 1, data)
 	later := now + 95_000
 	for range 3000 {
-		ev := Event{TS: later - rng.Int64N(60_000), Metric: "latency_ms", Key: fmt.Sprintf("k%d", 2*rng.IntN(20)+1), Value: float64(rng.IntN(900)), Partition: 1}
+		ev := Event{TS: later - rng.Int64N(60_000), Metric: "latency_ms", Key: fmt.Sprintf("k%d", 2*rng.IntN(20)+1), Value: float64(rng.IntN(900)), Feed: FeedOf(1)}
 		errA, errB := a.ObserveAt(later, ev), b.ObserveAt(later, ev)
 		if errA != errB {
 			t.Fatalf("%+v: original %v, restored %v", ev, errA, errB)
@@ -117,9 +117,9 @@ func TestSnapshotMergesIntoExisting(t *testing.T) {
 	now := int64(1_764_489_600_000)
 	a, b, want := snapStore(t), snapStore(t), snapStore(t)
 	for i := range 100 {
-		ev := Event{TS: now - int64(i)*1000, Metric: "latency_ms", Key: "x", Value: float64(i), Partition: 3}
+		ev := Event{TS: now - int64(i)*1000, Metric: "latency_ms", Key: "x", Value: float64(i), Feed: FeedOf(3)}
 		other := ev
-		other.Value, other.Partition = float64(1000+i), -1
+		other.Value, other.Feed = float64(1000+i), 0
 		a.ObserveAt(now, ev)
 		b.ObserveAt(now, other)
 		want.ObserveAt(now, ev)

@@ -17,7 +17,7 @@ func BenchmarkAppendSnapshot(b *testing.B) {
 	now := int64(1_764_489_600_000)
 	for i := range 1_000_000 {
 		k := i % 100_000
-		s.ObserveAt(now, Event{TS: now - int64(i/100_000)*10_000, Metric: "latency_ms", Key: fmt.Sprintf("tenant-%d", k), Value: float64(1 + i%997), Partition: int32(k % 4)})
+		s.ObserveAt(now, Event{TS: now - int64(i/100_000)*10_000, Metric: "latency_ms", Key: fmt.Sprintf("tenant-%d", k), Value: float64(1 + i%997), Feed: FeedOf(int32(k % 4))})
 	}
 	var buf []byte
 	b.ReportAllocs()

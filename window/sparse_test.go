@@ -18,7 +18,7 @@ func fillSparse(tb testing.TB, n, events int) (*Store, int64) {
 	rng := rand.New(rand.NewPCG(19, 19))
 	now := t0 + 299_999
 	for i := range n {
-		ev := Event{Metric: "latency_ms", Key: fmt.Sprintf("tenant-%d", i), Partition: int32(i % 8)}
+		ev := Event{Metric: "latency_ms", Key: fmt.Sprintf("tenant-%d", i), Feed: FeedOf(int32(i % 8))}
 		for j := range events {
 			ev.TS = t0 + int64(j*30/events)*10_000 + int64(rng.IntN(10_000))
 			ev.Value = 1 + 500*rng.Float64()

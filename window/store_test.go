@@ -225,7 +225,7 @@ func TestReadMergedEqualsUnion(t *testing.T) {
 func TestEvictCapAndPartitions(t *testing.T) {
 	s := newTestStore(t, StoreConfig{MaxSeries: 3})
 	for i, k := range []string{"a", "b", "c"} {
-		if err := s.ObserveAt(t0, Event{TS: t0, Metric: "m", Key: k, Value: 1, Partition: int32(i % 2)}); err != nil {
+		if err := s.ObserveAt(t0, Event{TS: t0, Metric: "m", Key: k, Value: 1, Feed: FeedOf(int32(i % 2))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -241,17 +241,18 @@ func TestEvictCapAndPartitions(t *testing.T) {
 	if got := s.Keys("m", ""); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("keys %v", got)
 	}
-	// a and c came last from partition 0 (a's re-feed carries the zero value, 0), b from 1.
-	if n := s.DropPartition(0); n != 2 {
-		t.Fatalf("DropPartition(0) dropped %d, want 2", n)
+	// c came last from partition 0 and b from 1; a's re-feed carries the zero Feed (no feed),
+	// so a revocation of partition 0 no longer takes it.
+	if n := s.DropPartition(0); n != 1 {
+		t.Fatalf("DropPartition(0) dropped %d, want 1", n)
 	}
-	if got := s.Keys("m", ""); !slices.Equal(got, []string{"b"}) {
+	if got := s.Keys("m", ""); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("after dropping partition 0: %v", got)
 	}
 	if n := s.Evict(t0 + 299_999); n != 0 {
 		t.Fatalf("series with events inside retention evicted: %d", n)
 	}
-	if n := s.Evict(t0 + 300_000); n != 1 || s.Len() != 0 || s.Stats().Evicted != 1 {
+	if n := s.Evict(t0 + 300_000); n != 2 || s.Len() != 0 || s.Stats().Evicted != 2 {
 		t.Fatalf("idle series not evicted: %d, len %d", n, s.Len())
 	}
 }
@@ -336,12 +337,12 @@ func TestRefusedEventCreatesAndRelabelsNothing(t *testing.T) {
 	if got := s.Len(); got != 1 {
 		t.Fatalf("%d series after refused events, want 1 (only the accepted one): %v", got, s.Keys("m", ""))
 	}
-	if err := s.ObserveAt(now, Event{TS: now, Metric: "m", Key: "kafka", Value: 1, Partition: 3}); err != nil {
+	if err := s.ObserveAt(now, Event{TS: now, Metric: "m", Key: "kafka", Value: 1, Feed: FeedOf(3)}); err != nil {
 		t.Fatalf("a new series below the cap: %v", err)
 	}
 	// A late event for the same series from elsewhere (POST /v1/events, partition -1) is refused
 	// and must not move the series off partition 3.
-	if err := s.ObserveAt(now, Event{TS: t0, Metric: "m", Key: "kafka", Value: 1, Partition: -1}); !errors.Is(err, ErrLate) {
+	if err := s.ObserveAt(now, Event{TS: t0, Metric: "m", Key: "kafka", Value: 1}); !errors.Is(err, ErrLate) {
 		t.Fatalf("late event: %v, want ErrLate", err)
 	}
 	if n := s.DropPartition(3); n != 1 {

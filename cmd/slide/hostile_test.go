@@ -39,7 +39,7 @@ func TestSlowlorisHoldsOnlyItsShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.ObserveAt(time.Now().UnixMilli(), window.Event{TS: time.Now().UnixMilli(), Metric: "latency_ms", Key: "tenant-1", Value: 5, Partition: -1}); err != nil {
+	if err := store.ObserveAt(time.Now().UnixMilli(), window.Event{TS: time.Now().UnixMilli(), Metric: "latency_ms", Key: "tenant-1", Value: 5}); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()

@@ -28,7 +28,7 @@ func queryServer(t *testing.T) string {
 	for i, tenant := range []string{"tenant-1", "tenant-2", "tenant-3"} {
 		for j := range 25 {
 			ts := t0.Add(time.Duration(j) * 10 * time.Second).UnixMilli()
-			ev := window.Event{TS: ts, Metric: "latency_ms", Key: tenant, Value: float64(10*(3-i) + j%10), Partition: -1}
+			ev := window.Event{TS: ts, Metric: "latency_ms", Key: tenant, Value: float64(10*(3-i) + j%10)}
 			if tenant == "tenant-3" {
 				ev.Count = 2
 			}

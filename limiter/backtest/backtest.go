@@ -210,7 +210,7 @@ func (r *Replayer) Replay(ctx context.Context, req Request) error {
 			return nil // no rules read the windows
 		}
 		err := r.store.ObserveAt(req.Time.UnixMilli(), window.Event{TS: req.Time.UnixMilli(),
-			Metric: req.Metric, Key: req.Key, Value: req.Value, Count: 1, Partition: -1})
+			Metric: req.Metric, Key: req.Key, Value: req.Value, Count: 1})
 		if err != nil {
 			if r.Refused == nil {
 				r.Refused = map[string]int64{}

@@ -95,7 +95,7 @@ func TestUsageRulesReplay(t *testing.T) {
 		now = req.Time
 		mu.Unlock()
 		if req.Metric != "" {
-			if err := st.Observe(window.Event{TS: req.Time.UnixMilli(), Metric: req.Metric, Key: req.Key, Value: req.Value, Count: 1, Partition: -1}); err != nil {
+			if err := st.Observe(window.Event{TS: req.Time.UnixMilli(), Metric: req.Metric, Key: req.Key, Value: req.Value, Count: 1}); err != nil {
 				t.Fatal(err)
 			}
 			continue

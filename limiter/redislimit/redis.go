@@ -354,7 +354,7 @@ func (b *Backend) prepare(p *limiter.Policy) *prepared {
 
 // args returns the script, KEYS and ARGV for r:
 // ARGV = now_us (” = Redis TIME), cost, the policy's numbers, [member id].
-func (b *Backend) args(r *limiter.Request) (*Script, []string, []any, error) {
+func (b *Backend) args(r *limiter.BackendRequest) (*Script, []string, []any, error) {
 	p := r.Policy
 	if p == nil || p.Algorithm < limiter.FixedWindow || p.Algorithm > limiter.LeakyBucket {
 		return nil, nil, nil, errors.New("deciding: request without a valid policy")
@@ -388,7 +388,7 @@ func (b *Backend) called(cmd string) {
 // Decide implements limiter.Backend: one EVALSHA, or one pipeline of them,
 // for all of reqs. Only NOSCRIPT is retried (with EVAL, which cannot have run
 // the script); any other error, a timeout included, is returned unretried.
-func (b *Backend) Decide(ctx context.Context, reqs []limiter.Request, out []limiter.Decision) error {
+func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out []limiter.Decision) error {
 	switch len(reqs) {
 	case 0:
 		return nil
@@ -440,7 +440,7 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.Request, out []limi
 	return nil
 }
 
-func (b *Backend) decideOne(ctx context.Context, r *limiter.Request) (limiter.Decision, error) {
+func (b *Backend) decideOne(ctx context.Context, r *limiter.BackendRequest) (limiter.Decision, error) {
 	s, keys, args, err := b.args(r)
 	if err != nil {
 		return limiter.Decision{}, err
@@ -520,5 +520,5 @@ func (l *Limiter) AllowN(ctx context.Context, key string, now time.Time, cost in
 	if cost > l.p.Quota() {
 		return limiter.Decision{Policy: l.p.Name}, limiter.ErrCostOverLimit
 	}
-	return l.b.decideOne(ctx, &limiter.Request{Policy: &l.p, Key: key, Now: now, Cost: cost})
+	return l.b.decideOne(ctx, &limiter.BackendRequest{Policy: &l.p, Key: key, Now: now, Cost: cost})
 }

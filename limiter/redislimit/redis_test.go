@@ -354,7 +354,7 @@ func TestNoScriptFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls = callCounter{}
-	reqs := []limiter.Request{{Policy: &p, Key: "a", Cost: 1}, {Policy: &p, Key: "b", Cost: 1}}
+	reqs := []limiter.BackendRequest{{Policy: &p, Key: "a", Cost: 1}, {Policy: &p, Key: "b", Cost: 1}}
 	out := make([]limiter.Decision, 2)
 	if err := b.Decide(ctx, reqs, out); err != nil || !out[0].Allowed || !out[1].Allowed {
 		t.Fatalf("batch after flush: %+v, %v", out, err)
@@ -435,7 +435,7 @@ func TestDecideBatchOneRoundTrip(t *testing.T) {
 	tenant := limiter.Policy{Name: "per-tenant", Algorithm: limiter.TokenBucket, Capacity: 5, RefillPerSecond: 1}
 	daily := limiter.Policy{Name: "daily", Algorithm: limiter.FixedWindow, Limit: 100, Window: 24 * time.Hour}
 	t0 := limitertest.T0
-	reqs := []limiter.Request{
+	reqs := []limiter.BackendRequest{
 		{Policy: &user, Key: "u1", Now: t0, Cost: 1},
 		{Policy: &tenant, Key: "t1", Now: t0, Cost: 1},
 		{Policy: &daily, Key: "t1", Now: t0, Cost: 1},
@@ -462,7 +462,7 @@ func TestDecideRejectsRequestWithoutPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := make([]limiter.Decision, 2)
-	for _, reqs := range [][]limiter.Request{
+	for _, reqs := range [][]limiter.BackendRequest{
 		{{Key: "k", Cost: 1}},
 		{{Key: "k", Cost: 1}, {Policy: &limiter.Policy{Name: "x"}, Key: "k", Cost: 1}},
 	} {

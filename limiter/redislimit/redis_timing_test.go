@@ -118,7 +118,7 @@ func BenchmarkRedisDecision(b *testing.B) {
 		start := time.Now()
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(n.Add(1)) * 7919
-			reqs := make([]limiter.Request, 0, batch)
+			reqs := make([]limiter.BackendRequest, 0, batch)
 			out := make([]limiter.Decision, batch)
 			flush := func() {
 				if err := be.Decide(ctx, reqs, out); err != nil {
@@ -127,7 +127,7 @@ func BenchmarkRedisDecision(b *testing.B) {
 				reqs = reqs[:0]
 			}
 			for pb.Next() {
-				reqs = append(reqs, limiter.Request{Policy: &pol, Key: benchKeys[i%len(benchKeys)], Cost: 1})
+				reqs = append(reqs, limiter.BackendRequest{Policy: &pol, Key: benchKeys[i%len(benchKeys)], Cost: 1})
 				i++
 				if len(reqs) == batch {
 					flush()

@@ -20,8 +20,9 @@ import (
 //
 // Cost: an allowed decision is one window read (for a quantile rule, one sketch read when
 // Window is the metric's retention, a merge of Window/slot slot sketches otherwise; a glob
-// key merges every matching series). A denial adds O(log slots) reads to find RetryAfter
-// (O(slots) for a sum over negative values).
+// key merges every matching series). A denial adds one per-slot read of the retention to
+// find RetryAfter (through a cluster Reader, O(log slots) window reads instead; O(slots)
+// for a sum over negative values).
 type Checker struct {
 	rule  Rule
 	store *window.Store
@@ -272,10 +273,49 @@ func (c *Checker) after(a window.Agg, now, j int64) time.Duration {
 	return time.Duration(a.To+(c.slots-j-1)*c.width-now) * time.Millisecond
 }
 
+// newestReader returns a read of the newest j slots of the rule's window. On an instance
+// that holds every partition it reads the window once, slot by slot (window's per-slot
+// history, Store.ReadRangeAt with a one-slot window and step), and answers every j from
+// that; through a cluster Reader it reads the newest j slots for each j asked.
+func (c *Checker) newestReader(now int64, series string) (func(j int64) (window.Agg, error), error) {
+	if c.reader != nil && !c.reader.Local() {
+		return func(j int64) (window.Agg, error) { return c.read(now, series, j, nil) }, nil
+	}
+	slot := time.Duration(c.width) * time.Millisecond
+	var hist []window.Agg
+	var err error
+	if strings.IndexByte(series, '*') >= 0 {
+		hist, err = c.store.ReadRangeMerged(now, c.rule.Metric, func(k string) bool { return window.MatchKey(series, k) }, slot, slot, nil)
+	} else {
+		hist, err = c.store.ReadRangeAt(now, c.rule.Metric, series, slot, slot, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func(j int64) (window.Agg, error) {
+		var s window.Agg
+		for _, x := range hist[max(int64(len(hist))-j, 0):] {
+			if x.Count == 0 {
+				continue
+			}
+			if s.Count == 0 {
+				s.Min, s.Max = x.Min, x.Max
+			}
+			s.Count += x.Count
+			s.Sum += x.Sum
+			s.Min, s.Max = min(s.Min, x.Min), max(s.Max, x.Max)
+		}
+		return s, nil
+	}, nil
+}
+
 // retryAfter finds when a denial can lift; see Check.
 func (c *Checker) retryAfter(now int64, series string, a window.Agg) (time.Duration, error) {
 	k := c.slots
-	var err error
+	read, err := c.newestReader(now, series)
+	if err != nil {
+		return 0, err
+	}
 	switch c.rule.Agg.Kind {
 	case KindAvg, KindMin, KindQuantile:
 		// The smallest j whose newest j slots hold every event of the window: the oldest slot
@@ -284,7 +324,7 @@ func (c *Checker) retryAfter(now int64, series string, a window.Agg) (time.Durat
 		lo, hi := int64(0), k // count(lo) < a.Count, count(hi) == a.Count
 		for hi-lo > 1 {
 			mid := (lo + hi) / 2
-			s, e := c.read(now, series, mid, nil)
+			s, e := read(mid)
 			if e != nil {
 				return 0, e
 			}
@@ -306,7 +346,7 @@ func (c *Checker) retryAfter(now int64, series string, a window.Agg) (time.Durat
 			return !(0 > bound) // nothing left: count and sum 0, max undefined
 		}
 		var s window.Agg
-		if s, err = c.read(now, series, j, nil); err != nil {
+		if s, err = read(j); err != nil {
 			return false
 		}
 		var v float64

@@ -31,7 +31,7 @@ func newStore(t testing.TB) *window.Store {
 
 func observe(t testing.TB, st *window.Store, now time.Time, metric, key string, v float64, n uint64) {
 	t.Helper()
-	if err := st.ObserveAt(now.UnixMilli(), window.Event{TS: now.UnixMilli(), Metric: metric, Key: key, Value: v, Count: n, Partition: -1}); err != nil {
+	if err := st.ObserveAt(now.UnixMilli(), window.Event{TS: now.UnixMilli(), Metric: metric, Key: key, Value: v, Count: n}); err != nil {
 		t.Fatalf("observe %s/%s at %v: %v", metric, key, now, err)
 	}
 }
@@ -268,7 +268,7 @@ func TestWithLimiterService(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	checks := []limiter.Check{{Policy: "per-tenant", Key: "tenant-42", Cost: 1}, {Policy: "tenant-quota", Key: "tenant-42", Cost: 1}}
+	checks := []limiter.Charge{{Policy: "per-tenant", Key: "tenant-42", Cost: 1}, {Policy: "tenant-quota", Key: "tenant-42", Cost: 1}}
 	out := make([]limiter.Decision, 2)
 	now := t0.Add(30 * time.Second)
 	if d, err := svc.Decide(ctx, now, checks, out); err != nil || !d.Allowed {

@@ -21,7 +21,7 @@ func ExampleChecker() {
 	t0 := time.Date(2025, 11, 30, 8, 0, 0, 0, time.UTC)
 	for i, cost := range []float64{400, 400, 300} {
 		at := t0.Add(time.Duration(i*10) * time.Minute)
-		store.ObserveAt(at.UnixMilli(), window.Event{TS: at.UnixMilli(), Metric: "cost", Key: "tenant-42", Value: cost, Partition: -1})
+		store.ObserveAt(at.UnixMilli(), window.Event{TS: at.UnixMilli(), Metric: "cost", Key: "tenant-42", Value: cost})
 		d, _ := quota.Check(context.Background(), "tenant-42", at, 1)
 		fmt.Printf("%s used %4.0f: allowed=%v remaining=%d retry_after=%v\n", at.Format("15:04"), 400*float64(min(i+1, 2))+300*float64(i/2), d.Allowed, d.Remaining, d.RetryAfter)
 	}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slide-metrics/slide/query"
+)
+
+// checkHTTP refuses HTTP flags that cannot work, before anything starts.
+func (c *serveConfig) checkHTTP() error {
+	switch {
+	case c.authReads && c.authTokenFile == "":
+		return errors.New("--auth-reads needs --auth-token-file: there is no token to require on reads")
+	case c.readHeaderTimeout <= 0:
+		return fmt.Errorf("--read-header-timeout %s: must be positive", c.readHeaderTimeout)
+	case c.maxConnsPerClient < 0:
+		return fmt.Errorf("--max-conns-per-client %d: must be 0 (unlimited) or more", c.maxConnsPerClient)
+	}
+	return nil
+}
+
+// listen opens the HTTP listener with the per-client connection cap, whose metrics
+// (slide_http_conns_open, slide_http_conns_refused_total) go to reg.
+func (c *serveConfig) listen(reg prometheus.Registerer) (*query.ClientLimitListener, error) {
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return nil, bindError("addr", c.addr, fmt.Errorf("listening on %s: %w", c.addr, err))
+	}
+	l := query.LimitPerClient(ln, c.maxConnsPerClient)
+	if err := reg.Register(l); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("registering listener metrics: %w", err)
+	}
+	return l, nil
+}
+
+// newHTTPServer sets timeouts on every server: a slow client cannot hold a connection
+// forever. readHeaderTimeout bounds the wait for a request header, counted from the accept
+// (from the first byte for a keep-alive connection's later requests), so a slowloris
+// trickling one byte at a time is cut off then; the body and the answer get 30 s each, an
+// idle keep-alive connection 120 s.
+func newHTTPServer(h http.Handler, readHeaderTimeout time.Duration, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// serveUntilDone serves on ln until ctx ends (SIGTERM) or background work fails, then shuts
+// down gracefully: the listener closes at once and in-flight requests get up to grace.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration, background <-chan error, log *slog.Logger) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	var failed error
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving HTTP: %w", err)
+	case failed = <-background:
+		log.Error("stopping", "err", failed)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", grace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return errors.Join(failed, fmt.Errorf("shutting down HTTP: %w", err))
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return errors.Join(failed, fmt.Errorf("serving HTTP: %w", err))
+	}
+	log.Info("HTTP stopped; stopping ingest")
+	return failed
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/slide-metrics/slide/cluster"
+	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/redislimit"
+	"github.com/slide-metrics/slide/limiter/usage"
+	"github.com/slide-metrics/slide/window"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// limiter builds the POST /v1/allow handler, or nil when there are no policies or rules.
+func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, log *slog.Logger, reader usage.Reader) (http.Handler, func(), error) {
+	var (
+		policies []limiter.Policy
+		rules    []usage.Rule
+		err      error
+	)
+	switch {
+	case c.policies != "":
+		if policies, rules, err = usage.LoadFile(c.policies); err != nil {
+			return nil, func() {}, fmt.Errorf("--policies: %w", err)
+		}
+	case c.demo:
+		if policies, rules, err = usage.ParseFile(demoPolicies, "demo-policies.yaml"); err != nil {
+			return nil, func() {}, fmt.Errorf("demo policies: %w", err)
+		}
+	}
+	rp, rr, err := c.rls.policies(c.redis) // Envoy's rate limit service decides through the same service
+	if err != nil {
+		return nil, func() {}, err
+	}
+	policies, rules = append(policies, rp...), append(rules, rr...)
+	if len(policies) == 0 && len(rules) == 0 {
+		return nil, func() {}, nil
+	}
+	checkers, err := usage.NewCheckers(store, rules)
+	if err != nil {
+		return nil, func() {}, fmt.Errorf("usage rules: %w", err)
+	}
+	if reader != nil {
+		usage.SetReader(checkers, reader)
+	}
+	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log,
+		Memory: limiter.MemoryConfig{MaxBytes: c.budget.limiterMaxBytes}}
+	closeFn := func() {}
+	// go-redis logs each failed dial to stderr; through slog, at most one a second.
+	goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
+	client, err := c.conn.connectRedis(c.redis)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	if client != nil {
+		closeFn = func() { _ = client.Close() }
+		backend, err := redislimit.New(client, redislimit.Config{})
+		if err != nil {
+			closeFn()
+			return nil, func() {}, fmt.Errorf("--redis: %w", err)
+		}
+		cfg.Redis = backend
+	}
+	svc, err := limiter.NewService(cfg)
+	if err != nil {
+		closeFn()
+		return nil, func() {}, err
+	}
+	c.rls.svc = svc
+	return svc.AllowHandler(), closeFn, nil
+}
+
+// advertiseAddr is the address this instance tells the group its HTTP API is at: flag
+// when set, else the listener's address, with this host's name when it listens on a
+// wildcard (":8081", "0.0.0.0:8081").
+func advertiseAddr(flag, listening string) (string, error) {
+	if flag != "" {
+		if err := cluster.CheckAdvertise(flag); err != nil {
+			return "", fmt.Errorf("--advertise-addr: %w", err)
+		}
+		return flag, nil
+	}
+	host, port, err := net.SplitHostPort(listening)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		name, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("--addr %s is a wildcard and the host has no name (%v): set --advertise-addr", listening, err)
+		}
+		host = name
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// clusterReader hands usage rules the cluster, which is built after them (it needs the
+// listener's port); c is set before anything is served.
+type clusterReader struct{ c *cluster.Cluster }
+
+func (r *clusterReader) Local() bool { return r.c == nil || r.c.Local() }
+
+func (r *clusterReader) Read(ctx context.Context, now int64, metric, series string, win time.Duration, qs []float64) (window.Agg, int64, []int32, error) {
+	return r.c.Read(ctx, now, metric, series, win, qs)
+}
+
+func (r *clusterReader) Unavailable(caller string) { r.c.Unavailable(caller) }
+
+// restoredPartitions are the partitions consumer has restored and serves.
+func restoredPartitions(consumer *ingest.Consumer) []int32 {
+	if consumer == nil {
+		return nil
+	}
+	var out []int32
+	for _, p := range consumer.Progress().Partitions {
+		if p.Restored {
+			out = append(out, p.Partition)
+		}
+	}
+	return out
+}
+
+// redisLogger carries go-redis's own messages (failed dials during an outage) into slog
+// at warn level, rate-limited: the limiter's metrics count every failed decision already.
+type redisLogger struct {
+	log   *slog.Logger
+	every *rate.Limiter
+}
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	if l.every.Allow() {
+		l.log.Warn("redis: " + strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
+	}
+}
