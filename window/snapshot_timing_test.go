@@ -41,7 +41,7 @@ func BenchmarkLoadSnapshot(b *testing.B) {
 	now := int64(1_764_489_600_000)
 	const n, span = 1_000_000, 55 * 60_000
 	for i := range n {
-		s.ObserveAt(now, Event{TS: now - span + span*int64(i)/n, Metric: "cost", Key: fmt.Sprintf("tenant-%d", i%1000), Value: float64(1 + i%97)})
+		s.ObserveAt(now, Event{TS: now - span + span*int64(i)/n, Metric: "cost", Key: fmt.Sprintf("tenant-%d", i%1000), Value: float64(1 + i%97), Feed: FeedOf(0)})
 	}
 	data, series := s.AppendSnapshot(nil, now, 0)
 	b.ReportAllocs()
