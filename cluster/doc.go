@@ -88,9 +88,11 @@
 // GET PeerPath (/internal/v1/partial, on the same listener as the API) carries the
 // instance's bearer token when one is configured (--auth-token-file: every instance of a
 // group must share it; compared in constant time), HeaderPeer with the sender's address,
-// and HeaderDeadline; the peer does not start a read whose deadline has passed. The peer
-// handler reads its local store only and never asks another peer, so a request cannot
-// loop. slide_cluster_peer_requests_total{op,result} and
+// and HeaderDeadline; the peer does not start a read whose deadline has passed, and stops
+// one whose asker has gone (it looks at the request's context every 256 series, as the
+// asking side's local scan does with its client's; it then writes nothing and counts code
+// 499). The peer handler reads its local store only and never asks another peer, so a
+// request cannot loop. slide_cluster_peer_requests_total{op,result} and
 // slide_cluster_peer_request_duration_seconds{op} count and time requests sent;
 // slide_cluster_peer_served_total{code} and slide_cluster_peer_served_duration_seconds those
 // answered; slide_cluster_members is the group's size in the current view.

@@ -38,6 +38,10 @@ func (c *Cluster) PeerHandler() http.Handler {
 	})
 }
 
+// statusAskerGone is the served code of a peer read whose asker went away mid-read (nginx's
+// 499): nothing is written.
+const statusAskerGone = 499
+
 func peerError(w http.ResponseWriter, code int, msg string) int {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
@@ -113,13 +117,13 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, want *[sha25
 	switch op {
 	case opMerge:
 		p := window.Partial{NoBins: !bins}
-		if err = mergeLocal(c.cfg.Store, now, metric, key, parts, true, win, &p); err == nil {
+		if err = mergeLocal(r.Context(), c.cfg.Store, now, metric, key, parts, true, win, &p); err == nil {
 			b = appendPartial(b, &p)
 		}
 	case opSeries:
 		var n int
 		var body []byte
-		err = c.cfg.Store.EachPartial(now, metric, match, win, bins, func(k string, _ int32, p *window.Partial) {
+		err = c.cfg.Store.EachPartial(now, metric, stopping(r.Context(), match), win, bins, func(k string, _ int32, p *window.Partial) {
 			n++
 			body = appendString(body, k)
 			body = appendPartial(body, p)
@@ -129,8 +133,9 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, want *[sha25
 	case opKeys:
 		var n int
 		var body []byte
+		keep := stopping(r.Context(), func(k string, p int32) bool { return p >= 0 && parts[p] && strings.HasPrefix(k, key) })
 		c.cfg.Store.EachSeries(func(m, k string, p int32) {
-			if p >= 0 && parts[p] && (metric == "" || m == metric) && strings.HasPrefix(k, key) {
+			if (metric == "" || m == metric) && keep(k, p) {
 				n++
 				body = appendString(body, m)
 				body = appendString(body, k)
@@ -140,6 +145,9 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, want *[sha25
 		b = append(b, body...)
 	default:
 		return peerError(w, http.StatusBadRequest, "unknown op "+clip(op))
+	}
+	if r.Context().Err() != nil {
+		return statusAskerGone // the read stopped early: nobody waits for a short answer
 	}
 	if err != nil {
 		if errors.Is(err, window.ErrBadWindow) {

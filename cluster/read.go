@@ -111,7 +111,8 @@ func (c *Cluster) settle(gen int32, local map[int32]bool, missing []int32) []int
 
 // mergeLocal folds the local series of metric matching key (exact, a glob, or "" for
 // every key) fed by the partitions in parts, or by none, into p. An exact key is one lookup.
-func mergeLocal(st *window.Store, now int64, metric, key string, parts map[int32]bool, peer bool, win time.Duration, p *window.Partial) error {
+// It returns ctx's error when the scan stopped because ctx was done.
+func mergeLocal(ctx context.Context, st *window.Store, now int64, metric, key string, parts map[int32]bool, peer bool, win time.Duration, p *window.Partial) error {
 	if key != "" && !window.IsKeyPattern(key) {
 		return st.MergeKey(now, metric, key, func(pt int32) bool { return parts[pt] || (pt < 0 && !peer) }, win, p)
 	}
@@ -119,7 +120,28 @@ func mergeLocal(st *window.Store, now int64, metric, key string, parts map[int32
 	if peer {
 		match = func(k string, pt int32) bool { return pt >= 0 && matchOf(key, parts)(k, pt) }
 	}
-	return st.MergePartial(now, metric, match, win, p)
+	if err := st.MergePartial(now, metric, stopping(ctx, match), win, p); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// scanCheck is how many series a local scan visits between two looks at its context.
+const scanCheck = 256
+
+// stopping wraps match so that it matches nothing once ctx is done (the asking client or
+// peer has gone), looking at ctx on the first series and every scanCheck after: the
+// store's scans take no context, so the rest of the scan only compares metrics, with no
+// key match or merge. For one scan at a time (the store calls match from one goroutine).
+func stopping(ctx context.Context, match window.SeriesMatch) window.SeriesMatch {
+	n, done := 0, false
+	return func(k string, p int32) bool {
+		if !done && n%scanCheck == 0 {
+			done = ctx.Err() != nil
+		}
+		n++
+		return !done && match(k, p)
+	}
 }
 
 // matchOf selects the series of the partitions in parts (and those fed by no partition,
@@ -148,7 +170,7 @@ func matchOf(key string, parts map[int32]bool) window.SeriesMatch {
 func (c *Cluster) Merge(ctx context.Context, now int64, metric, key string, win time.Duration, bins bool, p *window.Partial) (missing []int32, err error) {
 	p.NoBins = !bins
 	local, gen := c.localSet()
-	if err := mergeLocal(c.cfg.Store, now, metric, key, local, false, win, p); err != nil {
+	if err := mergeLocal(ctx, c.cfg.Store, now, metric, key, local, false, win, p); err != nil {
 		return nil, err
 	}
 	r := request{op: opMerge, metric: metric, key: key, winMs: win.Milliseconds(), now: now, bins: bins, only: c.route(key)}
@@ -162,7 +184,7 @@ func (c *Cluster) Merge(ctx context.Context, now int64, metric, key string, win 
 func (c *Cluster) Each(ctx context.Context, now int64, metric, pattern string, win time.Duration, bins bool, fn func(key string, p *window.Partial)) (missing []int32, err error) {
 	local, gen := c.localSet()
 	byKey := map[string]*window.Partial{}
-	err = c.cfg.Store.EachPartial(now, metric, matchOf(pattern, local), win, bins, func(key string, _ int32, p *window.Partial) {
+	err = c.cfg.Store.EachPartial(now, metric, stopping(ctx, matchOf(pattern, local)), win, bins, func(key string, _ int32, p *window.Partial) {
 		if q, ok := byKey[key]; ok {
 			q.Merge(p)
 			return
@@ -171,6 +193,9 @@ func (c *Cluster) Each(ctx context.Context, now int64, metric, pattern string, w
 		q.Merge(p)
 		byKey[key] = q
 	})
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +210,12 @@ func (c *Cluster) Each(ctx context.Context, now int64, metric, pattern string, w
 			}
 		}
 	})
+	i := 0
 	for k, p := range byKey {
+		if i%scanCheck == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		i++
 		fn(k, p)
 	}
 	return c.settle(gen, local, missing), nil
@@ -196,11 +226,15 @@ func (c *Cluster) Each(ctx context.Context, now int64, metric, pattern string, w
 func (c *Cluster) Keys(ctx context.Context, metric, prefix string) (ids []window.SeriesID, missing []int32, err error) {
 	local, gen := c.localSet()
 	seen := map[window.SeriesID]bool{}
+	match := stopping(ctx, func(k string, p int32) bool { return strings.HasPrefix(k, prefix) && (p < 0 || local[p]) })
 	c.cfg.Store.EachSeries(func(m, k string, p int32) {
-		if (metric == "" || m == metric) && strings.HasPrefix(k, prefix) && (p < 0 || local[p]) {
+		if (metric == "" || m == metric) && match(k, p) {
 			seen[window.SeriesID{Metric: m, Key: k}] = true
 		}
 	})
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	r := request{op: opKeys, metric: metric, key: prefix}
 	missing = c.fanout(ctx, r, local, func(a *answer) {
 		for _, id := range a.keys {

@@ -36,7 +36,7 @@ func (c *Cluster) Read(ctx context.Context, now int64, metric, series string, wi
 	bins := len(qs) > 0
 	local, gen := c.localSet()
 	p := window.Partial{NoBins: !bins}
-	if err := mergeLocal(c.cfg.Store, now, metric, series, local, false, win, &p); err != nil {
+	if err := mergeLocal(ctx, c.cfg.Store, now, metric, series, local, false, win, &p); err != nil {
 		return a, 0, nil, err
 	}
 	remote, age, missing := c.remote(ctx, now, metric, series, win, bins, local)

@@ -278,10 +278,21 @@ func (s *slidingCounter) take(p *params, now, cost int64, d *Decision) int64 {
 }
 
 // tokenBucket holds tokens as of last (ns); refilled lazily on each take.
+//
+// A denial leaves tokens and last as they are (nothing was spent) and keeps what it
+// solved for: a request of cost denyCost is next admitted at allowAt. Later denials of
+// that cost (a key held past its limit, the hot path of a flood) read it instead of
+// solving waitFor again, and read the instant the bucket is full again (fullAt, set
+// whenever tokens are spent) instead of solving untilFull: that was most of a denial's
+// arithmetic. The Redis script rebases tokens at a denial; both answer the same up to
+// float rounding (it counts in µs anyway).
 type tokenBucket struct {
-	tokens float64
-	last   int64
-	init   bool
+	tokens   float64
+	last     int64
+	fullAt   int64 // ns: last + untilFull(tokens)
+	allowAt  int64 // ns: refill(tokens, allowAt-last) reaches denyCost, and 1 ns less does not
+	denyCost int64 // 0: allowAt is not set
+	init     bool
 }
 
 // refill is the one formula used both to advance the bucket and to check a
@@ -334,35 +345,60 @@ func untilFull(p *params, tokens float64) int64 {
 
 func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 	if !s.init {
-		s.tokens, s.last, s.init = float64(p.quota), now, true
+		s.tokens, s.last, s.fullAt, s.init = float64(p.quota), now, now, true
 	}
 	if now < s.last {
 		now = s.last
 	}
+	reset := max(s.fullAt-now, 0)
+	if cost == 1 && s.denyCost == 1 && now < s.allowAt {
+		// Denied again before the next unit is due: refill is monotonic in the elapsed
+		// time and allowAt the first instant it reaches 1, so the bucket holds less than a
+		// token (Remaining 0) and nothing needs computing.
+		set(d, p, false, 0, s.allowAt-now, reset)
+		return now + reset
+	}
 	tokens := refill(p, s.tokens, now-s.last)
 	if cost == 0 {
-		reset := untilFull(p, tokens)
 		ok := tokens >= 1
 		retry := int64(0)
 		if !ok {
-			retry = waitFor(p, tokens, 1)
+			retry = s.admitsAt(p, 1) - now
 		}
 		set(d, p, ok, int64(tokens), retry, reset)
 		return now + reset
 	}
-	s.last = now
 	c := float64(cost)
 	if tokens >= c {
 		tokens -= c
-		s.tokens = tokens
-		reset := untilFull(p, tokens)
+		reset = untilFull(p, tokens)
+		s.tokens, s.last, s.fullAt, s.denyCost = tokens, now, now+reset, 0
 		set(d, p, true, int64(tokens), 0, reset)
 		return now + reset
 	}
-	s.tokens = tokens
-	reset := untilFull(p, tokens)
-	set(d, p, false, int64(tokens), waitFor(p, tokens, c), reset)
+	at := s.admitsAt(p, cost)
+	if s.denyCost != cost && s.exactAt(p, at, cost) {
+		s.allowAt, s.denyCost = at, cost
+	}
+	set(d, p, false, int64(tokens), at-now, reset)
 	return now + reset
+}
+
+// admitsAt is the first instant (ns) at which a request of cost is admitted if nothing
+// else is spent before: the kept allowAt when it was solved for cost, else solved now.
+func (s *tokenBucket) admitsAt(p *params, cost int64) int64 {
+	if s.denyCost == cost {
+		return s.allowAt
+	}
+	return s.last + waitFor(p, s.tokens, float64(cost))
+}
+
+// exactAt reports that at is the first instant refill reaches cost, not only one at which
+// it has (waitFor settles within 64 ns of its estimate): only then is at kept, since the
+// denial fast path relies on every instant before it being short.
+func (s *tokenBucket) exactAt(p *params, at, cost int64) bool {
+	e := at - s.last
+	return e <= 1 || refill(p, s.tokens, e-1) < float64(cost)
 }
 
 // gcra is the leaky bucket as a meter: tat is the theoretical arrival time

@@ -339,3 +339,38 @@ func TestPolicyValidate(t *testing.T) {
 		}
 	}
 }
+
+// A token bucket's kept denial (allowAt, fullAt) answers exactly what solving again would:
+// every decision of a key held past its limit equals the one from the same state with
+// nothing kept, for cost 1 (the fast path) and larger costs.
+func TestTokenBucketKeptDenialIsExact(t *testing.T) {
+	for _, pol := range []Policy{
+		{Name: "tb", Algorithm: TokenBucket, Capacity: 7, RefillPerSecond: 3},
+		{Name: "tb-odd", Algorithm: TokenBucket, Capacity: 5, RefillPerSecond: 0.7},
+	} {
+		p := newParams(&pol)
+		rng := rand.New(rand.NewPCG(7, uint64(pol.Capacity)))
+		var s tokenBucket
+		now := int64(1_764_489_600) * int64(time.Second)
+		kept := 0
+		for i := 0; i < 5000; i++ {
+			now += rng.Int64N(int64(30 * time.Millisecond))
+			cost := int64(1)
+			if i%7 == 0 {
+				cost = 2
+			}
+			solved := s
+			solved.denyCost = 0 // forget what was kept: solve again
+			if s.denyCost == cost {
+				kept++
+			}
+			got, want := takeD(&s, &p, now, cost), takeD(&solved, &p, now, cost)
+			if got != want {
+				t.Fatalf("%s step %d cost %d: kept %+v, solved %+v", pol.Name, i, cost, got, want)
+			}
+		}
+		if kept < 1000 {
+			t.Fatalf("%s: the kept denial answered only %d times", pol.Name, kept)
+		}
+	}
+}

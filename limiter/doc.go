@@ -49,8 +49,13 @@
 // # Backends
 //
 // Memory keeps per-key state in a sharded map: one hash, one shard lock and
-// one map probe per decision (the shard's last key skips the probe), no
-// allocation for an existing key, idle keys dropped by a lazy sweep, and two
+// one map probe per decision (the shard's last key skips the probe). The key is
+// hashed once, by a seeded hash inline for keys up to 16 bytes (maphash beyond),
+// which picks the shard and keys its map, so a probe compares key bytes only for the
+// entry it finds. A token bucket past its limit keeps the instant its denied cost is
+// next admitted, so a flood of one key costs a compare, not a refill solve, per
+// denial. No allocation for an existing key, nor for a new key that takes an
+// evicted one's place; idle keys dropped by a lazy sweep, and two
 // budgets per policy: MaxKeys and MaxBytes (`slide serve --limiter-max-bytes`,
 // default 256 MiB: each key's entry, key and map slot, estimated, plus a
 // sliding log's ring). When a new key would pass either, the least recently
@@ -75,6 +80,13 @@
 // strings, the TTL set in the same script, and keys rl:{key}:policy:alg
 // whose hash tag is the caller's key, so Redis Cluster works and all the
 // policies of one key share a slot. The same 10 pods admit exactly 100.
+// A fixed window is one INCRBY in its script, on an integer string per window,
+// rl:{key}:policy:fw:N for window number N, which expires when the window ends
+// (a denial is taken back in the same script, so it counts nothing); on a
+// single server the fixed-window calls that arrive while one is in flight are
+// decided together in one script call (redislimit.Config.Pipelines). Counters
+// of the older format (a hash at rl:{key}:policy:fw) are not read: a fleet
+// upgraded mid-window counts that window afresh, once.
 // Every script starts with a `#!lua` shebang (Redis 7 or later): Redis then
 // refuses it with OOM before its first write when it is over maxmemory
 // (without it, a script whose first write was a trim was let through to its

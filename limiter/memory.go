@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,15 +140,15 @@ func NewMemory(p Policy, cfg MemoryConfig) (*Memory, error) {
 	m := &Memory{p: p, pr: newParams(&p), clock: clock}
 	switch p.Algorithm {
 	case FixedWindow:
-		m.fw = newStore[fixedWindow](shards, lim, int64(sweep), &m.evicts, &m.refused)
+		m.fw = newStore(grows[fixedWindow]{}, shards, lim, int64(sweep), &m.evicts, &m.refused)
 	case SlidingLog:
-		m.sl = newStore[slidingLog](shards, lim, int64(sweep), &m.evicts, &m.refused)
+		m.sl = newStore(logGrows, shards, lim, int64(sweep), &m.evicts, &m.refused)
 	case SlidingCounter:
-		m.sc = newStore[slidingCounter](shards, lim, int64(sweep), &m.evicts, &m.refused)
+		m.sc = newStore(grows[slidingCounter]{}, shards, lim, int64(sweep), &m.evicts, &m.refused)
 	case TokenBucket:
-		m.tb = newStore[tokenBucket](shards, lim, int64(sweep), &m.evicts, &m.refused)
+		m.tb = newStore(grows[tokenBucket]{}, shards, lim, int64(sweep), &m.evicts, &m.refused)
 	case LeakyBucket:
-		m.lb = newStore[gcra](shards, lim, int64(sweep), &m.evicts, &m.refused)
+		m.lb = newStore(grows[gcra]{}, shards, lim, int64(sweep), &m.evicts, &m.refused)
 	}
 	return m, nil
 }
@@ -252,7 +251,8 @@ type memStore interface {
 }
 
 // step runs the algorithm of s (a pointer to one of the state structs in
-// algorithms.go). The type switch makes every call static.
+// algorithms.go). The type switch makes every call static, so d stays on the caller's
+// stack (a func value would make it escape).
 func step(s any, p *params, now, cost int64, d *Decision) int64 {
 	switch s := s.(type) {
 	case *tokenBucket:
@@ -269,37 +269,41 @@ func step(s any, p *params, now, cost int64, d *Decision) int64 {
 	return 0 // unreachable: newStore is only instantiated with the five; d stays a denial
 }
 
+// grows holds what a store must know of an algorithm whose state grows (the sliding
+// log): growth is what deciding cost at now would allocate, bytes what the state holds
+// beyond its struct. The zero value (nil funcs) is every other algorithm, whose
+// decisions then skip both.
+type grows[S any] struct {
+	growth func(s *S, p *params, now, cost int64) int64
+	bytes  func(s *S) int64
+}
+
+var logGrows = grows[slidingLog]{growth: (*slidingLog).growth, bytes: (*slidingLog).bytes}
+
+// entry is one key's state. The fields a full shard's eviction reads and writes come
+// first, on the entry's first cache line: unlinking the least recently used entry writes
+// its neighbour's next, and the next eviction reads that neighbour's expires and hash, so
+// they share one miss.
 type entry[S any] struct {
-	s          S
-	expires    int64  // ns: state is initial again from here on
-	key        string // a copy: a map key must not pin the caller's request buffer
-	size       int64  // bytes charged to the shard for this entry
 	prev, next *entry[S]
+	expires    int64  // ns: state is initial again from here on
+	hash       uint64 // keyHasher.hash(key): the shard map's key
+	s          S
+	key        string    // a copy: the entry must not pin the caller's request buffer
+	size       int64     // bytes charged to the shard for this entry
+	same       *entry[S] // the next entry whose key has the same hash (rare: a chain)
 }
 
 // entryOverhead estimates what a key costs besides its key bytes and its algorithm's
 // growth: the entry and the map's slot, bucket share and allocator rounding.
 func entryOverhead[S any]() int64 { return int64(unsafe.Sizeof(entry[S]{})) + 48 }
 
-// stateBytes is what an algorithm's state holds beyond its struct: a sliding log's ring.
-func stateBytes(s any) int64 {
-	if l, ok := s.(*slidingLog); ok {
-		return l.bytes()
-	}
-	return 0
-}
-
-// growthBytes is what deciding cost at now would allocate for the state.
-func growthBytes(s any, p *params, now, cost int64) int64 {
-	if l, ok := s.(*slidingLog); ok {
-		return l.growth(p, now, cost)
-	}
-	return 0
-}
-
 type shard[S any] struct {
 	mu sync.Mutex
-	m  map[string]*entry[S]
+	// m indexes entries by key hash, so a lookup hashes nothing more and compares key
+	// bytes only for the entry it finds; keys sharing a hash are chained through same.
+	m map[uint64]*entry[S]
+	n int // entries held (m holds a chain per hash)
 	// hot is the entry used last: a hot key (the one flooding) skips the map
 	// probe for a string compare. Cleared whenever entries are deleted.
 	hot *entry[S]
@@ -308,7 +312,11 @@ type shard[S any] struct {
 	front, back *entry[S]
 	bytes       int64
 	nextSweep   int64
-	_           [32]byte // keep neighbouring shards' locks off one cache line
+	// tailSeen is back.expires as read before a probe for a key that is not the hot one:
+	// in a full shard, a new key's room looks at back next, and reading it then overlaps
+	// its cache miss with the probe's instead of paying one after the other.
+	tailSeen int64
+	_        [24]byte // keep neighbouring shards' locks off one cache line
 }
 
 // limits are one shard's budgets.
@@ -318,7 +326,8 @@ type limits struct {
 }
 
 type store[S any] struct {
-	seed    maphash.Seed
+	grows   grows[S]
+	keys    keyHasher
 	mask    uint64
 	lim     limits
 	sweepNs int64
@@ -327,9 +336,10 @@ type store[S any] struct {
 	shards  []shard[S]
 }
 
-func newStore[S any](shards int, lim limits, sweepNs int64, evicts, refused *atomic.Int64) *store[S] {
+func newStore[S any](g grows[S], shards int, lim limits, sweepNs int64, evicts, refused *atomic.Int64) *store[S] {
 	st := &store[S]{
-		seed:    maphash.MakeSeed(),
+		grows:   g,
+		keys:    newKeyHasher(),
 		mask:    uint64(shards - 1),
 		lim:     lim,
 		sweepNs: sweepNs,
@@ -338,20 +348,25 @@ func newStore[S any](shards int, lim limits, sweepNs int64, evicts, refused *ato
 		shards:  make([]shard[S], shards),
 	}
 	for i := range st.shards {
-		st.shards[i].m = make(map[string]*entry[S])
+		st.shards[i].m = make(map[uint64]*entry[S])
 	}
 	return st
 }
 
 func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) int {
-	sh := &st.shards[maphash.String(st.seed, key)&st.mask]
+	h := st.keys.hash(key)
+	sh := &st.shards[h&st.mask]
 	sh.mu.Lock()
 	if now >= sh.nextSweep {
 		st.sweepLocked(sh, now)
 	}
 	e := sh.hot
-	if e == nil || e.key != key {
-		e = sh.m[key]
+	if e == nil || e.hash != h || !sameKey(e.key, key) {
+		if b := sh.back; b != nil && sh.n >= st.lim.keys {
+			sh.tailSeen = b.expires
+		}
+		var head *entry[S]
+		e, head = sh.lookup(h, key)
 		if e == nil {
 			// Keys are validated when they enter the map, so a hit needs no
 			// validation: an existing key pays nothing for it.
@@ -359,7 +374,7 @@ func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) in
 				sh.mu.Unlock()
 				return takeInvalid
 			}
-			if e = st.insert(sh, key, now); e == nil {
+			if e = st.insert(sh, h, head, key, now); e == nil {
 				sh.mu.Unlock()
 				st.refused.Add(1)
 				return takeFull
@@ -368,34 +383,65 @@ func (st *store[S]) take(p *params, key string, now, cost int64, d *Decision) in
 		sh.hot = e
 		sh.toFront(e)
 	}
-	if g := growthBytes(&e.s, p, now, cost); g > 0 && !roomFor(st.room(sh, g, now, e, false)) {
-		sh.mu.Unlock()
-		st.refused.Add(1)
-		return takeFull
+	if st.grows.growth != nil {
+		if g := st.grows.growth(&e.s, p, now, cost); g > 0 && !roomFor(st.room(sh, g, now, e, false)) {
+			sh.mu.Unlock()
+			st.refused.Add(1)
+			return takeFull
+		}
 	}
 	if exp := step(&e.s, p, now, cost, d); exp > e.expires {
 		e.expires = exp
 	}
-	if size := entryOverhead[S]() + int64(len(e.key)) + stateBytes(&e.s); size != e.size {
-		sh.bytes += size - e.size
-		e.size = size
+	if st.grows.bytes != nil {
+		if size := entryOverhead[S]() + int64(len(e.key)) + st.grows.bytes(&e.s); size != e.size {
+			sh.bytes += size - e.size
+			e.size = size
+		}
 	}
 	sh.mu.Unlock()
 	return takeOK
 }
 
-// insert adds key, or returns nil when no room can be made; requires sh.mu held.
-func (st *store[S]) insert(sh *shard[S], key string, now int64) *entry[S] {
+// lookup returns the entry of key (whose hash is h) or nil, and the head of h's chain;
+// requires sh.mu held.
+func (sh *shard[S]) lookup(h uint64, key string) (e, head *entry[S]) {
+	head = sh.m[h]
+	e = head
+	for e != nil && !sameKey(e.key, key) {
+		e = e.same
+	}
+	return e, head
+}
+
+// insert adds key (whose hash is h and h's chain head), or returns nil when no room can
+// be made; requires sh.mu held.
+func (st *store[S]) insert(sh *shard[S], h uint64, head *entry[S], key string, now int64) *entry[S] {
 	size := entryOverhead[S]() + int64(len(key))
 	ok, e := st.room(sh, size, now, nil, true)
 	if !ok {
 		return nil
 	}
+	if head != nil && e != nil {
+		head = sh.m[h] // room may have dropped it
+	}
+	var k string
 	if e == nil {
 		e = &entry[S]{}
+	} else if len(key) <= len(e.key) {
+		// An evicted entry is reused, and so are its key's bytes when the new key fits in
+		// them: nothing else holds them (the map is keyed by hash, callers get no key
+		// back), so a full store allocates nothing for a new key.
+		b := unsafe.Slice(unsafe.StringData(e.key), len(key))
+		copy(b, key)
+		k = unsafe.String(&b[0], len(b))
 	}
-	*e = entry[S]{key: strings.Clone(key), size: size} // an evicted entry is reused: a full store allocates less
-	sh.m[e.key] = e
+	if k == "" {
+		k = strings.Clone(key) // a copy: the entry must not pin the caller's request buffer
+	}
+	*e = entry[S]{hash: h, key: k, size: size, same: head}
+	sh.m[h] = e
+	sh.n++
 	sh.bytes += size
 	sh.pushFront(e)
 	return e
@@ -409,7 +455,7 @@ func (st *store[S]) insert(sh *shard[S], key string, now int64) *entry[S] {
 // It also returns one of the entries it dropped, for the caller to reuse.
 func (st *store[S]) room(sh *shard[S], need, now int64, keep *entry[S], newKey bool) (bool, *entry[S]) {
 	full := func() bool {
-		return sh.bytes+need > st.lim.bytes || (newKey && len(sh.m) >= st.lim.keys)
+		return sh.bytes+need > st.lim.bytes || (newKey && sh.n >= st.lim.keys)
 	}
 	var spare *entry[S]
 	e := sh.back
@@ -461,7 +507,13 @@ func (sh *shard[S]) toFront(e *entry[S]) {
 
 // removeLocked drops e; requires sh.mu held.
 func (st *store[S]) removeLocked(sh *shard[S], e *entry[S]) {
-	delete(sh.m, e.key)
+	if sh.n == len(sh.m) { // no chains in the shard (the rule): one map operation
+		delete(sh.m, e.hash)
+	} else {
+		st.unchain(sh, e)
+	}
+	e.same = nil
+	sh.n--
 	sh.unlink(e)
 	sh.bytes -= e.size
 	if sh.hot == e {
@@ -469,13 +521,30 @@ func (st *store[S]) removeLocked(sh *shard[S], e *entry[S]) {
 	}
 }
 
+// unchain takes e out of the map when keys share its hash; requires sh.mu held.
+func (st *store[S]) unchain(sh *shard[S], e *entry[S]) {
+	switch head := sh.m[e.hash]; {
+	case head == e && e.same == nil:
+		delete(sh.m, e.hash)
+	case head == e:
+		sh.m[e.hash] = e.same
+	default:
+		for head.same != e {
+			head = head.same
+		}
+		head.same = e.same
+	}
+}
+
 // sweepLocked drops idle keys; requires sh.mu held. O(keys in shard), once per
 // SweepInterval.
 func (st *store[S]) sweepLocked(sh *shard[S], now int64) {
-	for _, e := range sh.m {
+	for e := sh.front; e != nil; {
+		next := e.next
 		if e.expires <= now {
 			st.removeLocked(sh, e)
 		}
+		e = next
 	}
 	sh.nextSweep = now + st.sweepNs
 }
@@ -485,7 +554,7 @@ func (st *store[S]) len() int {
 	for i := range st.shards {
 		sh := &st.shards[i]
 		sh.mu.Lock()
-		n += len(sh.m)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n

@@ -41,7 +41,11 @@
 // decides which keys exist (at most 256 bytes by default). But they are UTF-8: a value that
 // is not ("key=t%FF") is 400 naming its parameter, since the decoder refuses such keys
 // rather than rewrite them to U+FFFD, so it can name no series. /v1/metrics costs one pass
-// over the series (window.Store.MetricSeries) and stops when the request's context ends. A request line or header block
+// over the series (window.Store.MetricSeries) and stops when the request's context ends;
+// so do glob /v1/window and /v1/range, /v1/top and /v1/series, which look at the context
+// every 256 series they visit and then answer nothing (the store's scans take no context:
+// their key filter matches nothing from then on). /v1/series without metric is one pass
+// and a sort, not a pass per metric. A request line or header block
 // over the http.Server's MaxHeaderBytes (1 MiB by default) is refused by net/http itself
 // with 431 before it reaches the API.
 //

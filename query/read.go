@@ -56,9 +56,16 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	} else if window.IsKeyPattern(key) {
-		agg, err = s.store.ReadMerged(now, metric, func(k string) bool { return window.MatchKey(key, k) }, win, qs)
+		sc := s.scan(r)
+		agg, err = s.store.ReadMerged(now, metric, sc.match(func(k string) bool { return window.MatchKey(key, k) }), win, qs)
+		if sc.gone() {
+			return // the client is gone (or the server's write timeout passed): nobody reads an answer
+		}
 	} else {
 		agg, err = s.store.ReadAt(now, metric, key, win, qs)
+	}
+	if r.Context().Err() != nil {
+		return // a cluster read stopped early: its answer is partial
 	}
 	if errors.Is(err, window.ErrNotFound) {
 		what := "no series"
@@ -246,12 +253,18 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var missing []int32
+	sc := s.scan(r)
 	cl := s.cluster() // once: a rebalance between two calls must not read both ways
 	if c := cl; c != nil {
 		ix := s.store.Indexer(metric)
 		missing, err = c.Each(r.Context(), now, metric, pattern, win, len(readQs) > 0, func(key string, p *window.Partial) {
-			consider(key, p.Agg(ix, readQs))
+			if !sc.stop() {
+				consider(key, p.Agg(ix, readQs))
+			}
 		})
+		if sc.gone() {
+			return // the client is gone: stop reading
+		}
 		if err != nil {
 			s.writeErr(w, r, err)
 			return
@@ -265,8 +278,8 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		keys = s.store.Keys(metric, window.KeyPatternPrefix(pattern))
 		h = make(topHeap, 0, min(k, len(keys)))
 	}
-	for i, key := range keys {
-		if i%1024 == 1023 && r.Context().Err() != nil {
+	for _, key := range keys {
+		if sc.stop() {
 			return // the client is gone (or the server's write timeout passed): stop reading
 		}
 		if pattern != "" && !window.MatchKey(pattern, key) {
@@ -377,14 +390,30 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 	more := false
 	var missing []int32
 	var metrics []string
-	if c := s.cluster(); c != nil {
+	sc := s.scan(r)
+	c := s.cluster()
+	if c != nil || metric == "" {
 		var ids []window.SeriesID
-		ids, missing, err = c.Keys(r.Context(), metric, prefix)
+		if c != nil {
+			ids, missing, err = c.Keys(r.Context(), metric, prefix)
+		} else {
+			// Every metric: one pass over the store and a sort, where a key list per
+			// metric cost metrics × series.
+			s.store.EachSeries(func(m, k string, _ int32) {
+				if !sc.stop() && strings.HasPrefix(k, prefix) {
+					ids = append(ids, window.SeriesID{Metric: m, Key: k})
+				}
+			})
+			slices.SortFunc(ids, compareIDs)
+		}
+		if sc.gone() {
+			return // the client is gone: nobody reads an answer
+		}
 		if err != nil {
 			s.writeErr(w, r, err)
 			return
 		}
-		if !s.covered(w, c, missing, allowPartial) {
+		if c != nil && !s.covered(w, c, missing, allowPartial) {
 			return
 		}
 		i := 0
@@ -401,8 +430,6 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 			}
 			page = append(page, entry{id.Metric, id.Key})
 		}
-	} else if metric == "" {
-		metrics = s.store.Metrics()
 	} else {
 		metrics = []string{metric}
 	}

@@ -45,6 +45,7 @@ type Server struct {
 	metrics   *httpMetrics
 	hist      *histogramExport     // nil without Config.ExportHistograms
 	histReg   *prometheus.Registry // hist's collector, for the text formats
+	visit     func()               // a test hook: called for every series a read visits (scan)
 }
 
 // New builds a Server and registers its metrics with cfg.Registerer. It returns the

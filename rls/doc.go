@@ -92,7 +92,8 @@
 // limiter key (empty, over 256 bytes, or holding a control character) it is
 // "\h" + 32 hex digits of the SHA-256 of the length-prefixed values, a form
 // escaping never produces. In Redis the state is rl:{KEY}:POLICY:ALG, e.g.
-// rl:{c1}:rls.shop.client_id:fw.
+// rl:{c1}:rls.shop.client_id:fw, and a fixed window counts in
+// rl:{KEY}:POLICY:fw:N for window number N (limiter/redislimit).
 //
 // # Matching
 //
@@ -107,7 +108,8 @@
 // # Answer
 //
 // The descriptors of a request are decided together by Service.Decide (the
-// Redis ones in one round trip; each is charged even when another is over, as
+// Redis ones in one round trip, and on a single redis-server the fixed-window
+// ones of concurrent requests in one script call; each is charged even when another is over, as
 // in envoyproxy/ratelimit). The cost is the descriptor's hits_addend when set
 // (0 checks without charging), else the request's, else 1; a cost above the
 // quota is OVER_LIMIT without charging. Each status has its code,
@@ -122,13 +124,32 @@
 // descriptor and, when the request is over its limit, Retry-After (whole
 // seconds, rounded up); Envoy forwards them to the client.
 //
+// # Limit overrides
+//
+// A descriptor may carry its own limit (RateLimitDescriptor.limit, which Envoy
+// fills from a route's limit override). As in envoyproxy/ratelimit it replaces
+// whatever the file says for that descriptor when the domain is configured,
+// and is ignored in an unknown domain: a fixed window of requests_per_unit per
+// unit (0: always over), with hits_addend as the cost and current_limit as
+// given, never in shadow mode. It is not a policy of the limiter Service (its
+// numbers come with each request): the Server decides it itself, under policy
+// name rls-override.UNIT (no file's policy name starts so) and key
+// DOMAIN|key=value|… ('\', '|' and '=' escaped; "\h" + SHA-256 when that is
+// no valid key), so the same descriptor's configured counter is not charged.
+// With ServerConfig.Redis (slide serve passes its --redis backend) it counts
+// in Redis, shared by every instance, failing open when Redis fails;
+// otherwise in memory, up to 1,024 distinct (requests_per_unit, unit) pairs
+// (more are admitted, marked Degraded). The deny cache does not cover it.
+// slide_rls_descriptors_total counts it as descriptor "override".
+//
 // # Errors
 //
 // A request is refused with InvalidArgument naming the problem when its domain
 // is empty, it has no descriptors or more than MaxDescriptors (128), a
 // descriptor has more than MaxEntries (32) entries, a domain, key or value is
-// over MaxValueBytes (4096), or a descriptor asks for a limit override or
-// is_negative_hits (not supported: the limit comes from the file). gRPC itself
+// over MaxValueBytes (4096), or a descriptor asks for is_negative_hits (not
+// supported) or for a limit override without a unit (UNKNOWN; envoyproxy/ratelimit
+// panics on it). gRPC itself
 // refuses a message over 1 MiB (ResourceExhausted) and a string that is not
 // UTF-8 (Internal, "string field contains invalid UTF-8"). With an auth token
 // a call without "authorization: Bearer TOKEN" metadata is Unauthenticated. A

@@ -2,10 +2,12 @@ package rls_test
 
 import (
 	"context"
+	"math"
 	"os"
 	"testing"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -56,6 +58,9 @@ func FuzzShouldRateLimit(f *testing.F) {
 		req("edge", 0, desc("path", "/img/a.png"), desc("service", "search"), desc("tenant", "t1")),
 		req("edge", 1, desc("login", "x|y\\z"), desc("burst", "")),
 		req("", 0),
+		overridden("shop", 3, typev3.RateLimitUnit_MINUTE, 2, "client_id", "c1"),
+		overridden("shop", math.MaxUint32, typev3.RateLimitUnit_YEAR, math.MaxUint64, "x", "y"),
+		overridden("shop", 0, typev3.RateLimitUnit_UNKNOWN, 0, "client_id", "c1"),
 	} {
 		data, err := proto.Marshal(r)
 		if err != nil {

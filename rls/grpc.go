@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -35,13 +36,16 @@ type GRPC struct {
 }
 
 // NewGRPC registers s, health checking and reflection on a new grpc.Server
-// built with opts (after slide's own: MaxRecvMsgBytes, and keepalive pings
-// from clients allowed every 10 s, which Envoy's defaults stay within).
+// built with opts (after slide's own: MaxRecvMsgBytes, keepalive pings from
+// clients allowed every 10 s, which Envoy's defaults stay within, and one
+// stream worker per CPU: calls run on long-lived goroutines whose stacks have
+// grown to fit, instead of a new goroutine per call growing its stack each time).
 func NewGRPC(s *Server, opts ...grpc.ServerOption) *GRPC {
 	base := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(s.recoverPanic),
 		grpc.MaxRecvMsgSize(MaxRecvMsgBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
 	g := &GRPC{srv: grpc.NewServer(append(base, opts...)...), health: health.NewServer()}
 	pb.RegisterRateLimitServiceServer(g.srv, s)

@@ -76,7 +76,7 @@ func start(t testing.TB, s setup) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := rls.NewServer(rls.ServerConfig{Config: s.cfg, Service: svc, AuthToken: s.token, Registerer: h.reg})
+	srv, err := rls.NewServer(rls.ServerConfig{Config: s.cfg, Service: svc, Redis: s.redis, AuthToken: s.token, Registerer: h.reg})
 	if err != nil {
 		t.Fatal(err)
 	}

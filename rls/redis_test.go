@@ -8,6 +8,7 @@ import (
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -165,5 +166,38 @@ func TestRedisOutageFailureModes(t *testing.T) {
 	}
 	if n := counter(t, h.reg, rls.MetricErrors, map[string]string{"reason": "unavailable"}); n < 1 {
 		t.Errorf("unavailable errors %v", n)
+	}
+}
+
+// TestRedisLimitOverride: with Redis, a descriptor's limit override counts
+// there (shared by every instance), under rl:{domain|key=value}:rls-override.UNIT:fw:N.
+func TestRedisLimitOverride(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg, err := rls.Parse([]byte(redisConfig), "redis.yaml", rls.LoadOptions{DefaultBackend: limiter.BackendRedis})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := redisBackend(t, srv.Addr)
+	a := start(t, setup{cfg: cfg, redis: be, realClock: true})
+	b := start(t, setup{cfg: cfg, redis: be, realClock: true}) // a second instance on the same Redis
+	var oks int
+	for i := range 6 {
+		h := a
+		if i%2 == 1 {
+			h = b
+		}
+		if h.call(t, overridden("api", 4, typev3.RateLimitUnit_HOUR, 0, "tenant", "t1")).GetOverallCode() == ok {
+			oks++
+		}
+	}
+	if oks != 4 {
+		t.Errorf("%d of 6 OK across two instances with an override of 4 per hour, want 4", oks)
+	}
+	keys, err := srv.Do("KEYS", "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(keys, `rl:{api|tenant=t1}:rls-override.hour:fw:`) || strings.Contains(keys, "\n") {
+		t.Errorf("Redis keys %q, want the override's one counter", keys)
 	}
 }

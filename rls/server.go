@@ -17,6 +17,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -47,6 +48,10 @@ type ServerConfig struct {
 	// Service decides. It must hold Config.Policies() and a checker for each
 	// of Config.Rules() (usage.NewCheckers); New checks that it does.
 	Service *limiter.Service
+	// Redis, when set, counts the descriptors that carry a limit override
+	// (Envoy's RateLimitDescriptor.limit) there; nil: in memory. slide serve
+	// passes the Service's Redis backend (--redis).
+	Redis limiter.Backend
 	// AuthToken, when set, is required as "authorization: Bearer TOKEN"
 	// metadata on every ShouldRateLimit call (compared in constant time);
 	// otherwise the call fails with Unauthenticated. Health and reflection
@@ -108,7 +113,9 @@ type Server struct {
 	maxVal  int
 
 	requests   map[pb.RateLimitResponse_Code]prometheus.Counter
-	perLimit   []limitMetrics // by limit.idx
+	perLimit   []limitMetrics           // by limit.idx
+	overridden map[string]*limitMetrics // by configured domain: descriptors with a limit override
+	ov         overrides
 	noLimit    *prometheus.CounterVec
 	errs       *prometheus.CounterVec
 	scratchBuf sync.Pool
@@ -170,6 +177,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			replaced: desc.WithLabelValues(l.domain, l.path, resultReplaced),
 		})
 	}
+	s.overridden = map[string]*limitMetrics{}
+	for dom := range cfg.Config.domains {
+		s.overridden[dom] = &limitMetrics{
+			ok: desc.WithLabelValues(dom, "override", resultOK), over: desc.WithLabelValues(dom, "override", resultOver),
+		}
+	}
+	s.ov = overrides{redis: cfg.Redis, clock: cfg.Service.Now}
 	s.scratchBuf.New = func() any { return new(scratch) }
 	return s, nil
 }
@@ -198,7 +212,9 @@ type matched struct {
 	cost      int64
 	first, n  int // its checks: checks[first : first+n]
 	replaced  bool
-	synthetic bool             // decided without the limiter (banned, or cost over the quota)
+	override  bool             // the descriptor's own limit
+	pending   bool             // an override still to decide (by s.ov)
+	synthetic bool             // decided without the limiter (banned, cost over the quota, or an override)
 	d         limiter.Decision // the descriptor's decision
 	key       string           // the limiter key of its policy
 	ruleKey   string           // the value of the descriptor's own entry, for its usage rules
@@ -224,6 +240,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 
 	replacing := map[string]bool(nil)
 	for _, d := range req.GetDescriptors() {
+		if o := d.GetLimit(); o != nil && s.overridden[req.GetDomain()] != nil {
+			// As envoyproxy/ratelimit: in a configured domain, the descriptor's own
+			// limit replaces whatever the file says for it.
+			sc.matched = append(sc.matched, matched{l: overrideLimit(req.GetDomain(), o), cost: cost(req, d),
+				override: true, key: overrideKey(req.GetDomain(), d)})
+			continue
+		}
 		var l *limit
 		l, sc.path = s.cfg.match(req.GetDomain(), d, sc.path[:0])
 		m := matched{l: l, cost: cost(req, d)}
@@ -259,19 +282,21 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		}
 		m.first = len(sc.checks)
 		switch {
+		case m.override && !l.banned && m.cost <= l.quota:
+			m.synthetic, m.pending = true, true // decided below, after the limiter
 		case l.banned:
 			m.synthetic = true
 			reset := untilReset(now, l.window)
 			m.d = limiter.Decision{RetryAfter: reset, ResetAfter: reset, Window: l.window, Policy: l.label}
-		case l.policy != "" && m.cost > l.quota:
+		case (l.policy != "" || m.override) && m.cost > l.quota:
 			// envoyproxy/ratelimit answers such a request over limit; the limiter
 			// would refuse it as an error, so it is decided here, without charging.
 			m.synthetic = true
 			m.d = limiter.Decision{Limit: l.quota, Window: l.window, RetryAfter: l.window, ResetAfter: l.window, Policy: l.label}
-		case l.policy != "":
+		case l.policy != "" && !m.override:
 			sc.checks = append(sc.checks, limiter.Charge{Policy: l.policy, Key: m.key, Cost: m.cost})
 		}
-		if !m.synthetic {
+		if !m.synthetic && !m.override {
 			for _, r := range l.rules {
 				sc.checks = append(sc.checks, limiter.Charge{Policy: r, Key: m.ruleKey, Cost: m.cost})
 			}
@@ -288,6 +313,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		sc.out = sc.out[:len(sc.checks)]
 		if _, err := s.svc.Decide(ctx, now, sc.checks, sc.out); err != nil {
 			return nil, s.decideError(ctx, err)
+		}
+	}
+	for i := range sc.matched {
+		if m := &sc.matched[i]; m.pending {
+			d, err := s.ov.decide(ctx, now, m.l, m.key, m.cost)
+			if err != nil {
+				return nil, s.decideError(ctx, err)
+			}
+			m.d = d
 		}
 	}
 	return s.answer(req, now, sc), nil
@@ -362,7 +396,12 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 		}
 		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
 		st.DurationUntilReset = durationpb.New(max(d.ResetAfter, d.RetryAfter))
-		lm := &s.perLimit[l.idx]
+		var lm *limitMetrics
+		if m.override {
+			lm = s.overridden[l.domain]
+		} else {
+			lm = &s.perLimit[l.idx]
+		}
 		switch {
 		case !d.Allowed:
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
@@ -507,8 +546,8 @@ func (s *Server) validate(req *pb.RateLimitRequest) error {
 		if len(d.GetEntries()) > s.maxEnt {
 			return bad("descriptor %d has %d entries, more than %d", i, len(d.GetEntries()), s.maxEnt)
 		}
-		if d.GetLimit() != nil {
-			return bad("descriptor %d: limit overrides are not supported: configure the limit in the rate limit config", i)
+		if o := d.GetLimit(); o != nil && overrideUnits[typev3.RateLimitUnit(o.GetUnit())] == "" {
+			return bad("descriptor %d: limit override unit %s: want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, typev3.RateLimitUnit(o.GetUnit()))
 		}
 		if d.GetIsNegativeHits() {
 			return bad("descriptor %d: is_negative_hits is not supported", i)

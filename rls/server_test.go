@@ -9,6 +9,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -353,7 +354,7 @@ func TestHostileRequests(t *testing.T) {
 		{"huge value", req("shop", 0, desc("client_id", strings.Repeat("x", 5000))), codes.InvalidArgument, "over 4096 bytes"},
 		{"huge domain", req(strings.Repeat("d", 5000), 0, desc("client_id", "a")), codes.InvalidArgument, "more than 4096"},
 		{"2 MiB message", req("shop", 0, desc("client_id", strings.Repeat("x", 2<<20))), codes.ResourceExhausted, "larger than max"},
-		{"limit override", override, codes.InvalidArgument, "limit overrides are not supported"},
+		{"limit override without a unit", override, codes.InvalidArgument, "limit override unit UNKNOWN: want SECOND"},
 		{"negative hits", negative, codes.InvalidArgument, "is_negative_hits is not supported"},
 	}
 	for _, c := range cases {
@@ -394,5 +395,67 @@ func TestHostileRequests(t *testing.T) {
 	// Still serving.
 	if resp := h.call(t, req("shop", 0, desc("client_id", "after"))); resp.GetOverallCode() != ok {
 		t.Errorf("after the hostile requests: %v", resp)
+	}
+}
+
+// overridden is a request of one descriptor carrying Envoy's limit override.
+func overridden(domain string, perUnit uint32, unit typev3.RateLimitUnit, hits uint64, kv ...string) *pb.RateLimitRequest {
+	r := req(domain, 0, desc(kv...))
+	r.Descriptors[0].Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: perUnit, Unit: unit}
+	if hits > 0 {
+		r.Descriptors[0].HitsAddend = wrapperspb.UInt64(hits)
+	}
+	return r
+}
+
+// TestLimitOverride: a descriptor's own limit (RateLimitDescriptor.limit)
+// replaces the configured one, as in envoyproxy/ratelimit: a fixed window of
+// requests_per_unit per unit, counted apart from the configured limit's
+// counter, with hits_addend as its cost; 0 per unit is always over; in an
+// unknown domain it is ignored (OK, no limit).
+func TestLimitOverride(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{})})
+	for i := range 5 {
+		resp := h.call(t, overridden("shop", 3, typev3.RateLimitUnit_MINUTE, 0, "client_id", "a"))
+		st := resp.GetStatuses()[0]
+		wantOK := i < 3
+		if (resp.GetOverallCode() == ok) != wantOK || (st.GetCode() == ok) != wantOK {
+			t.Errorf("override request %d: %v, want ok=%v", i+1, resp, wantOK)
+		}
+		if cl := st.GetCurrentLimit(); cl.GetRequestsPerUnit() != 3 || cl.GetUnit() != pb.RateLimitResponse_RateLimit_MINUTE {
+			t.Errorf("override request %d: current_limit %v, want 3 per MINUTE", i+1, cl)
+		}
+		if wantOK && st.GetLimitRemaining() != uint32(2-i) {
+			t.Errorf("override request %d: remaining %d, want %d", i+1, st.GetLimitRemaining(), 2-i)
+		}
+	}
+	// The configured limit (20 a minute) of the same descriptor was not charged.
+	if st := h.call(t, req("shop", 0, desc("client_id", "a"))).GetStatuses()[0]; st.GetCode() != ok || st.GetLimitRemaining() != 19 {
+		t.Errorf("configured limit after the overrides: %v, want OK with 19 remaining", st)
+	}
+	// hits_addend is the cost: 4 of 5 per second, then 2 more is over, 1 fits.
+	if st := h.call(t, overridden("shop", 5, typev3.RateLimitUnit_SECOND, 4, "client_id", "b")).GetStatuses()[0]; st.GetCode() != ok || st.GetLimitRemaining() != 1 {
+		t.Errorf("hits_addend 4 of 5: %v", st)
+	}
+	if st := h.call(t, overridden("shop", 5, typev3.RateLimitUnit_SECOND, 2, "client_id", "b")).GetStatuses()[0]; st.GetCode() != over {
+		t.Errorf("hits_addend 2 more: %v, want OVER_LIMIT", st)
+	}
+	if st := h.call(t, overridden("shop", 5, typev3.RateLimitUnit_SECOND, 1, "client_id", "b")).GetStatuses()[0]; st.GetCode() != ok || st.GetLimitRemaining() != 0 {
+		t.Errorf("hits_addend 1 more: %v, want OK with 0 remaining (a denial counts nothing)", st)
+	}
+	// The next second is a new window.
+	h.now.Add(int64(time.Second))
+	if st := h.call(t, overridden("shop", 5, typev3.RateLimitUnit_SECOND, 5, "client_id", "b")).GetStatuses()[0]; st.GetCode() != ok {
+		t.Errorf("next second: %v, want OK", st)
+	}
+	// A descriptor the file does not know gets the override too; 0 per unit is always over.
+	if resp := h.call(t, overridden("shop", 0, typev3.RateLimitUnit_HOUR, 0, "nowhere", "x")); resp.GetOverallCode() != over {
+		t.Errorf("0 per hour: %v, want OVER_LIMIT", resp)
+	}
+	if resp := h.call(t, overridden("nosuchdomain", 0, typev3.RateLimitUnit_HOUR, 0, "client_id", "a")); resp.GetOverallCode() != ok || resp.GetStatuses()[0].GetCurrentLimit() != nil {
+		t.Errorf("override in an unknown domain: %v, want OK without a limit", resp)
+	}
+	if got := counter(t, h.reg, rls.MetricDescriptors, map[string]string{"domain": "shop", "descriptor": "override", "result": "over_limit"}); got != 4 {
+		t.Errorf("override over_limit descriptors %v, want 4", got)
 	}
 }

@@ -107,6 +107,12 @@
 // on average for the slots above). Reset, or a SubBins that empties the aggregate, releases
 // everything. Bytes reports the heap bytes held, exactly (TestMemoryBudget).
 //
+// A slot that no longer receives values can be packed (Slot.Pack): its counts Rice-coded
+// against a running prediction, about 3 bits per bin, ~100 bytes for a slot of 1,000
+// lognormal latencies at 1% against ~280 for its compacted Bins (TestSlotPackedSize). A
+// packed Slot adds into and subtracts from an aggregate exactly as its Bins did, for every
+// kind (TestSlotPackRoundTrip), at a few nanoseconds per bin.
+//
 // # Concurrency
 //
 // Nothing here locks: Bins values are owned by one goroutine at a

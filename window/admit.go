@@ -113,7 +113,9 @@ func (r *Ring) judge(now int64, src Source, ts int64) error {
 // addFrom is Add after the source's checks (judge), with ErrExpired for an event older than
 // the retention at now.
 func (r *Ring) addFrom(now int64, src Source, ts int64, v float64, n uint64) error {
-	r.advance(now)
+	if !r.started || now < r.curLo || now >= r.curLo+r.width {
+		r.advance(now) // the common case, still in the current slot, makes no call
+	}
 	if err := r.judge(now, src, ts); err != nil {
 		return err
 	}

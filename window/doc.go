@@ -26,7 +26,11 @@
 // both representations answer bit for bit alike. Measured (heap after GC, key, map entry
 // and header included, default ring): 463 B for 1 event, 536 B for 3, 824-838 B for 10
 // (100k and 1M series; TestSparseSeriesMemoryBudget holds ≤ 1 KB), against 3.2 KB for the
-// same 10 events in slots up front. The store hashes metric and key in place (seeded
+// same 10 events in slots up front. A dense ring packs every slot it has moved past
+// (sketch.Slot: lossless, about 100 bytes for 1,000 latencies against 280 open); a late
+// event reopens its slot, which the next advance packs again. A series of 30 full slots of
+// 1,000 latencies costs 6.1 KB, 0.097× 30 sketches-go sketches (TestDenseSeriesMemoryBudget);
+// DenseSeriesBytes is the rule for sizing MaxSeries from memory. The store hashes metric and key in place (seeded
 // wyhash-style mix), and Store.ObserveFrom judges an event's time once, in the ring, against
 // its record (Source) and now: ingest's hot path.
 //

@@ -3,6 +3,7 @@ package window
 import (
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -36,13 +37,26 @@ func shapeFor(c RingConfig, w, step time.Duration) (rangeShape, error) {
 }
 
 // slotAgg is one slot's aggregate as a range read composes it: count, sum, min, max and
-// its bins (the ring's own while the shard lock is held, or a merge of several series').
+// its bins: the ring's own slot while the shard lock is held (one series), or a merge of
+// several series' (bins).
 type slotAgg struct {
 	count    uint64
 	sum      float64
 	min, max float64
+	slot     sketch.Slot
 	bins     *sketch.Bins
 }
+
+// view returns the slot's bins, decoded into scratch when they are packed.
+func (a *slotAgg) view(scratch *sketch.Bins) *sketch.Bins {
+	if a.bins != nil {
+		return a.bins
+	}
+	return a.slot.View(scratch)
+}
+
+// composeScratch holds the Bins compose decodes packed slots into.
+var composeScratch sync.Pool
 
 func (a *slotAgg) add(count uint64, sum, mn, mx float64) {
 	if a.count == 0 || mn < a.min {
@@ -62,6 +76,33 @@ func (a *slotAgg) add(count uint64, sum, mn, mx float64) {
 // slot bins, clamped to [min, max].
 func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Indexer, qs []float64, series int) []Agg {
 	n := int64(len(aggs))
+	// Each slot's bins once, packed ones decoded into pooled scratch, however many points'
+	// windows share the slot.
+	sp, _ := composeScratch.Get().(*[]sketch.Bins)
+	if sp == nil {
+		sp = new([]sketch.Bins)
+	}
+	if len(*sp) < len(aggs) {
+		*sp = make([]sketch.Bins, len(aggs))
+	}
+	var vstack [64]*sketch.Bins
+	views := vstack[:0]
+	if len(aggs) <= len(vstack) {
+		views = vstack[:len(aggs)]
+	} else {
+		views = make([]*sketch.Bins, len(aggs))
+	}
+	for p := range aggs {
+		if aggs[p].count > 0 {
+			views[p] = aggs[p].view(&(*sp)[p])
+		}
+	}
+	defer func() {
+		for p := range aggs {
+			(*sp)[p].Clear()
+		}
+		composeScratch.Put(sp)
+	}()
 	var stack [32]*sketch.Bins
 	qbuf := make([]float64, 0, int(sh.p)*len(qs)) // every point's quantiles in one allocation
 	for i := sh.p - 1; i >= 0; i-- {
@@ -79,7 +120,7 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 				}
 				a.Count += sa.count
 				a.Sum += sa.sum
-				bins = append(bins, sa.bins)
+				bins = append(bins, views[p])
 			}
 		}
 		at := len(qbuf)
@@ -119,7 +160,7 @@ func (r *Ring) slotAggs(now int64, aggs []slotAgg) {
 		}
 		a := &aggs[i-base]
 		a.add(s.count, s.sum, s.min, s.max)
-		a.bins = s.bins
+		a.slot = s.bins
 	}
 }
 
@@ -146,7 +187,7 @@ func (r *Ring) mergeSlots(now, cur int64, aggs []slotAgg) {
 		if a.bins == nil {
 			a.bins = new(sketch.Bins)
 		}
-		a.bins.AddBins(s.bins)
+		s.bins.AddTo(a.bins)
 	}
 }
 

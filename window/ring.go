@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -74,14 +73,17 @@ func (c RingConfig) Retention() time.Duration {
 	return d.Slot * time.Duration(d.Slots)
 }
 
-// slot is one time bucket. bins is nil while the slot is empty: empty slots hold no sketch.
+// slot is one time bucket. bins is empty while the slot is empty: empty slots hold no sketch.
+// They are open (a sketch.Bins that Add fills) while the slot is current or ahead of it, and
+// packed (read-only, about a third of the bytes) once the ring has moved past it: a dense
+// series of 30 full slots keeps 29 of them packed (issue #19). A past slot that takes a late
+// event reopens and is packed again at the ring's next advance.
 type slot struct {
 	idx      int64 // absolute slot index (floor(ts / width)); meaningful only when count > 0
 	count    uint64
 	sum      float64
 	min, max float64
-	bins     *sketch.Bins
-	inAgg    bool // the current slot's bins were folded into agg by a read; later adds go to both
+	bins     sketch.Slot
 }
 
 // Ring is the sliding window of one series: slots of a fixed width aligned to the epoch
@@ -96,21 +98,31 @@ type slot struct {
 // Time only moves forward: each call advances "now" to max(now, the latest now seen).
 // A Ring is not safe for concurrent use; the Store guards each ring with its shard's lock.
 type Ring struct {
-	cfg    RingConfig // defaults filled
-	width  int64      // slot width, ms
-	n      int64      // slots in a full window (retention)
+	// Fields in the order the hot paths touch them (Add in the current slot, the sweep's
+	// Empty, a sparse read): they share the series header's first three cache lines, the
+	// aggregate and the config come after. The small fields sit together so that a series
+	// (header and ring) fits the allocator's 320-byte size class.
+	width  int64 // slot width, ms
+	n      int64 // slots in a full window (retention)
 	skewMs int64
-	ix     sketch.Indexer
+	cur    int64  // current slot index: floor(now / width)
+	curLo  int64  // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
 	slots  []slot // nil while the ring is sparse (raw); else size slots, position = idx mod size
 	size   int64  // slots a dense ring keeps: n for the window plus enough for skew
 	raw    []rawEvent
-	cur    int64 // current slot index: floor(now / width)
-	curLo  int64 // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
-	curPos int   // pos(cur), so the common case needs no modulo either
-	agg    sketch.Bins
-	live   int // slots holding data
+	ix     sketch.Indexer
+	curPos int32 // pos(cur), so the common case needs no modulo either
+	live   int32 // slots holding data
+	// openPast counts the slots before the current one that were opened (created or
+	// reopened by a late event) since the last advance, which packs them again.
+	openPast int32
+	// curInAgg is true once a read has folded the current slot into agg (later adds then go
+	// to both). Every live slot before the current one is in agg, none after it is.
+	curInAgg bool
 	// started is false until the first call fixes cur.
 	started bool
+	agg     sketch.Bins
+	cfg     RingConfig // defaults filled
 }
 
 // NewRing returns an empty ring. It fails only on an invalid config.
@@ -132,67 +144,6 @@ func (r *Ring) init(c RingConfig) {
 	r.ix = ix
 	extra := (r.skewMs + r.width - 1) / r.width
 	r.size = r.n + extra
-}
-
-// rawEvent is one event of a sparse ring: its slot index, value and count.
-type rawEvent struct {
-	idx int64
-	v   float64
-	n   uint64
-}
-
-// RawEvents is how many events a ring keeps as raw events before it allocates its slots and
-// bins (a sparse series costs 24 bytes per event instead of a ring of slots). A ring whose
-// slots all empty returns to raw events.
-const RawEvents = 16
-
-// upgrade allocates the slots of a sparse ring and replays its raw events into them, in
-// arrival order, so every sum is the one a dense ring would have accumulated.
-func (r *Ring) upgrade() {
-	r.slots = make([]slot, r.size)
-	for _, e := range r.raw {
-		r.insert(e.idx, r.pos(e.idx), e.v, e.n)
-	}
-	r.raw = nil
-}
-
-// ringPool holds the scratch rings that reads of sparse rings materialize.
-var ringPool sync.Pool
-
-// view returns a ring with slots holding what r holds: r itself when it is dense, else a
-// scratch ring materialized from r's raw events, which the caller hands back with release.
-// Reads go through view so that a sparse ring answers bit for bit what a dense one would.
-func (r *Ring) view() *Ring {
-	if r.slots != nil {
-		return r
-	}
-	t, _ := ringPool.Get().(*Ring)
-	if t == nil {
-		t = new(Ring)
-	}
-	slots := t.slots
-	*t = *r
-	t.raw = nil
-	t.agg = sketch.Bins{}
-	t.live = 0
-	if int64(cap(slots)) >= r.size {
-		slots = slots[:r.size]
-		clear(slots)
-	} else {
-		slots = make([]slot, r.size)
-	}
-	t.slots = slots
-	for _, e := range r.raw {
-		t.insert(e.idx, t.pos(e.idx), e.v, e.n)
-	}
-	return t
-}
-
-// release returns a ring view gave, unless it is r itself.
-func (r *Ring) release(t *Ring) {
-	if t != r {
-		ringPool.Put(t)
-	}
 }
 
 // floorDiv is floor(a / b) for b > 0, correct for negative a.
@@ -221,20 +172,24 @@ func (r *Ring) advance(now int64) {
 	}
 	next := floorDiv(now, r.width)
 	if !r.started {
-		r.started, r.cur, r.curLo, r.curPos = true, next, next*r.width, r.pos(next)
+		r.started, r.cur, r.curLo, r.curPos = true, next, next*r.width, int32(r.pos(next))
 		return
 	}
 	if next <= r.cur {
 		return // time does not go backwards
 	}
-	old := r.cur
-	r.cur, r.curLo, r.curPos = next, next*r.width, r.pos(next)
+	old, oldInAgg := r.cur, r.curInAgg
+	r.cur, r.curLo, r.curPos, r.curInAgg = next, next*r.width, int32(r.pos(next)), false
 	if r.slots == nil {
+		if next-old >= r.size {
+			r.raw = nil // every event is older than the retention: no need to read them
+			return
+		}
 		r.pruneRaw()
 		return
 	}
 	if r.live == 0 {
-		r.slots = nil
+		r.slots, r.openPast = nil, 0
 		return
 	}
 	if next-old >= r.size {
@@ -245,43 +200,39 @@ func (r *Ring) advance(now int64) {
 			}
 		}
 		r.agg.Reset()
-		r.slots = nil // back to raw events: an idle series holds no slots
+		r.slots, r.openPast = nil, 0 // back to raw events: an idle series holds no slots
 		return
 	}
 	// The old current slot, and any slot accepted ahead of now under the skew that is now
-	// in the past, join agg.
+	// in the past, join agg and are packed.
 	for i := old; i < next; i++ {
-		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i && !s.inAgg {
-			r.agg.AddBins(s.bins)
-			s.inAgg = true
+		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
+			if i != old || !oldInAgg {
+				s.bins.AddTo(&r.agg)
+			}
+			s.bins.Pack()
 		}
 	}
 	// Slots older than the window leave: every live slot has idx > old-n, so they are among (old-n, next-n].
 	for i := old - r.n + 1; i <= next-r.n; i++ {
 		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
-			r.agg.SubBins(s.bins)
+			s.bins.SubFrom(&r.agg)
 			r.clear(s)
 		}
+	}
+	if r.openPast > 0 {
+		// Past slots opened by late events since the last advance: pack them again.
+		for i := range r.slots {
+			if s := &r.slots[i]; s.count > 0 && s.idx < r.cur {
+				s.bins.Pack()
+			}
+		}
+		r.openPast = 0
 	}
 	if r.live == 0 {
 		r.agg.Reset() // nothing live: release the aggregate's and the slots' memory too
 		r.slots = nil
 	}
-}
-
-// pruneRaw drops the raw events older than the retention at cur.
-func (r *Ring) pruneRaw() {
-	keep := r.raw[:0]
-	for _, e := range r.raw {
-		if e.idx > r.cur-r.n {
-			keep = append(keep, e)
-		}
-	}
-	clear(r.raw[len(keep):])
-	if len(keep) == 0 {
-		keep = nil // release the events' array
-	}
-	r.raw = keep
 }
 
 func (r *Ring) clear(s *slot) {
@@ -301,7 +252,9 @@ func (r *Ring) Add(now, ts int64, v float64, n uint64) error {
 	if n == 0 {
 		n = 1
 	}
-	r.advance(now)
+	if !r.started || now < r.curLo || now >= r.curLo+r.width {
+		r.advance(now) // the common case, still in the current slot, makes no call
+	}
 	return r.place(now, ts, v, n, ErrLate)
 }
 
@@ -315,7 +268,7 @@ func (r *Ring) place(now, ts int64, v float64, n uint64, late error) error {
 	case ts > now+r.skewMs:
 		return ErrFuture
 	case ts >= r.curLo && ts < r.curLo+r.width:
-		idx, p = r.cur, r.curPos // the common case needs no division
+		idx, p = r.cur, int(r.curPos) // the common case needs no division
 	default:
 		idx = floorDiv(ts, r.width)
 		if idx <= r.cur-r.n {
@@ -339,8 +292,15 @@ func (r *Ring) place(now, ts int64, v float64, n uint64, late error) error {
 func (r *Ring) insert(idx int64, p int, v float64, n uint64) {
 	s := &r.slots[p]
 	if s.count == 0 {
-		*s = slot{idx: idx, min: v, max: v, bins: new(sketch.Bins)}
+		*s = slot{idx: idx, min: v, max: v}
 		r.live++
+	}
+	b := s.bins.Bins()
+	if b == nil {
+		if idx < r.cur {
+			r.openPast++ // a late event: the next advance packs the slot again
+		}
+		b = s.bins.Open()
 	}
 	s.count += n
 	s.sum += v * float64(n)
@@ -350,8 +310,8 @@ func (r *Ring) insert(idx int64, p int, v float64, n uint64) {
 	if v > s.max {
 		s.max = v
 	}
-	s.bins.Add(r.ix, v, n)
-	if idx < r.cur || s.inAgg {
+	b.Add(r.ix, v, n)
+	if idx < r.cur || idx == r.cur && r.curInAgg {
 		r.agg.Add(r.ix, v, n) // out of order, or the current slot already folded in by a read
 	}
 }
@@ -367,9 +327,9 @@ func (r *Ring) foldCurrent() {
 	if r.slots == nil {
 		return
 	}
-	if s := &r.slots[r.pos(r.cur)]; s.count > 0 && s.idx == r.cur && !s.inAgg {
-		r.agg.AddBins(s.bins)
-		s.inAgg = true
+	if s := &r.slots[r.pos(r.cur)]; s.count > 0 && s.idx == r.cur && !r.curInAgg {
+		s.bins.AddTo(&r.agg)
+		r.curInAgg = true
 	}
 }
 
@@ -387,6 +347,16 @@ func slotsFor(c RingConfig, w time.Duration) (int64, error) {
 	return ms / width, nil
 }
 
+// windowSlots is slotsFor of r's config from the fields the hot paths already load (width,
+// n), so a read touches none of the config's cache lines.
+func (r *Ring) windowSlots(w time.Duration) (int64, error) {
+	ms := w.Milliseconds()
+	if w <= 0 || w%time.Millisecond != 0 || ms%r.width != 0 || ms/r.width > r.n {
+		return slotsFor(r.cfg, w) // the error, worded once
+	}
+	return ms / r.width, nil
+}
+
 // Read aggregates the last window (current slot and the ones before it) at now into a.
 // Quantiles go to a.Quantiles, one per q, clamped to the exact [min, max].
 func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
@@ -395,7 +365,7 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 		return a, err
 	}
 	r.advance(now)
-	k, err := slotsFor(r.cfg, w)
+	k, err := r.windowSlots(w)
 	if err != nil {
 		return a, err
 	}
@@ -403,74 +373,6 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 		return r.readRaw(k, qs), nil
 	}
 	return r.read(k, qs), nil
-}
-
-// scratchBins holds the Bins that reads of sparse rings fill and clear.
-var scratchBins = sync.Pool{New: func() any { return new(sketch.Bins) }}
-
-// readRaw is read of a sparse ring: its raw events in the window go into one scratch Bins,
-// which has the counts of the slots' union, so the quantiles are a dense ring's.
-func (r *Ring) readRaw(k int64, qs []float64) Agg {
-	var a Agg
-	a.From, a.To = r.span(k)
-	a.Series = 1
-	a.Quantiles = make([]float64, len(qs))
-	b := scratchBins.Get().(*sketch.Bins)
-	r.foldRaw(&a, k, b)
-	if a.Count == 0 {
-		for i := range a.Quantiles {
-			a.Quantiles[i] = math.NaN()
-		}
-	} else {
-		b.Quantiles(r.ix, qs, a.Quantiles[:0])
-		a.clampQuantiles()
-	}
-	b.Clear()
-	scratchBins.Put(b)
-	return a
-}
-
-// foldRaw is fold of a sparse ring's last k slots, adding their events into bins (nil: none).
-// Sums are accumulated slot by slot in slot order, each slot's in arrival order, as fold of a
-// dense ring does, so the answers agree to the bit.
-func (r *Ring) foldRaw(a *Agg, k int64, bins *sketch.Bins) {
-	var buf [RawEvents]rawEvent
-	evs := buf[:0]
-	for _, e := range r.raw {
-		if e.idx > r.cur-k && e.idx <= r.cur {
-			// Insertion sort by slot, stable: arrival order within a slot.
-			j := len(evs)
-			evs = append(evs, e)
-			for ; j > 0 && evs[j-1].idx > e.idx; j-- {
-				evs[j] = evs[j-1]
-			}
-			evs[j] = e
-		}
-	}
-	for i := 0; i < len(evs); {
-		e := evs[i]
-		count, sum, mn, mx := e.n, e.v*float64(e.n), e.v, e.v
-		if bins != nil {
-			bins.Add(r.ix, e.v, e.n)
-		}
-		for i++; i < len(evs) && evs[i].idx == e.idx; i++ {
-			f := evs[i]
-			count += f.n
-			sum += f.v * float64(f.n)
-			mn, mx = min(mn, f.v), max(mx, f.v)
-			if bins != nil {
-				bins.Add(r.ix, f.v, f.n)
-			}
-		}
-		if a.Count == 0 || mn < a.Min {
-			a.Min = mn
-		}
-		if a.Count == 0 || mx > a.Max {
-			a.Max = mx
-		}
-		a.Count += count
-		a.Sum += sum
-	}
 }
 
 // foldStats is fold without the slots' bins: count, sum, min and max of the last k slots.
@@ -487,25 +389,29 @@ func (r *Ring) read(k int64, qs []float64) Agg {
 	var a Agg
 	a.From, a.To = r.span(k)
 	a.Series = 1
-	var stack [32]*sketch.Bins
-	bins := stack[:0]
-	r.fold(&a, k, func(s *slot) { bins = append(bins, s.bins) })
 	a.Quantiles = make([]float64, len(qs))
-	if a.Count == 0 {
-		for i := range a.Quantiles {
-			a.Quantiles[i] = math.NaN()
-		}
-		return a
-	}
 	if k == r.n {
+		r.fold(&a, k, func(*slot) {})
+		if a.Count == 0 {
+			a.nanQuantiles()
+			return a
+		}
 		r.foldCurrent()
 		r.agg.Quantiles(r.ix, qs, a.Quantiles[:0]) // one pass over the kept aggregate
-	} else {
-		for i, q := range qs {
-			a.Quantiles[i] = sketch.Quantile(r.ix, q, bins...)
-		}
+		a.clampQuantiles()
+		return a
 	}
-	a.clampQuantiles()
+	// Shorter windows: the union of their slots' bins, summed into scratch.
+	b := scratchBins.Get().(*sketch.Bins)
+	r.fold(&a, k, func(s *slot) { s.bins.AddTo(b) })
+	if a.Count == 0 {
+		a.nanQuantiles()
+	} else {
+		b.Quantiles(r.ix, qs, a.Quantiles[:0])
+		a.clampQuantiles()
+	}
+	b.Clear()
+	scratchBins.Put(b)
 	return a
 }
 
@@ -549,7 +455,7 @@ func (r *Ring) mergeInto(now int64, k int64, a *Agg, bins *sketch.Bins) {
 		bins.AddBins(&r.agg)
 		return
 	}
-	r.fold(a, k, func(s *slot) { bins.AddBins(s.bins) })
+	r.fold(a, k, func(s *slot) { s.bins.AddTo(bins) })
 }
 
 func checkQuantiles(qs []float64) error {
@@ -572,9 +478,7 @@ func (r *Ring) clone() *Ring {
 	c.slots = make([]slot, len(r.slots))
 	for i, s := range r.slots {
 		c.slots[i] = s
-		if s.bins != nil {
-			c.slots[i].bins = s.bins.Clone()
-		}
+		c.slots[i].bins = s.bins.Clone()
 	}
 	c.agg = *r.agg.Clone()
 	return &c

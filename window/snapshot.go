@@ -53,9 +53,10 @@ func (r *Ring) export(now int64, fn func(SlotState)) (cur int64) {
 	if r.live == 0 {
 		return r.cur
 	}
+	var scratch sketch.Bins // a packed slot's bins, decoded for fn
 	for i := r.cur - r.n + 1; i <= r.cur+r.ahead(); i++ {
 		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
-			fn(SlotState{Idx: i, Count: s.count, Sum: s.sum, Min: s.min, Max: s.max, Bins: s.bins})
+			fn(SlotState{Idx: i, Count: s.count, Sum: s.sum, Min: s.min, Max: s.max, Bins: s.bins.View(&scratch)})
 		}
 	}
 	return r.cur
@@ -119,23 +120,22 @@ func (r *Ring) restore(cur int64, slots []SlotState) {
 		s := &r.slots[r.pos(st.Idx)]
 		switch {
 		case s.count == 0:
-			*s = slot{idx: st.Idx, count: st.Count, sum: st.Sum, min: st.Min, max: st.Max, bins: st.Bins}
+			*s = slot{idx: st.Idx, count: st.Count, sum: st.Sum, min: st.Min, max: st.Max, bins: sketch.SlotOf(st.Bins)}
 			r.live++
 		case s.idx == st.Idx:
 			s.count += st.Count
 			s.sum += st.Sum
 			s.min, s.max = min(s.min, st.Min), max(s.max, st.Max)
-			s.bins.AddBins(st.Bins)
+			s.bins.Open().AddBins(st.Bins)
 		}
 	}
-	// agg holds the completed live slots; the current one joins it at its next full read.
+	// agg holds the completed live slots, packed; the current one joins it at its next full read.
 	r.agg.Reset()
+	r.curInAgg, r.openPast = false, 0
 	for i := range r.slots {
-		if s := &r.slots[i]; s.count > 0 {
-			s.inAgg = s.idx < r.cur
-			if s.inAgg {
-				r.agg.AddBins(s.bins)
-			}
+		if s := &r.slots[i]; s.count > 0 && s.idx < r.cur {
+			s.bins.AddTo(&r.agg)
+			s.bins.Pack()
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package window
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -86,6 +87,13 @@ func (a Agg) ElapsedSec(now int64) float64 {
 		return 0
 	}
 	return float64(end-a.From) / 1000
+}
+
+// nanQuantiles sets every quantile to NaN: the answer of an empty window.
+func (a *Agg) nanQuantiles() {
+	for i := range a.Quantiles {
+		a.Quantiles[i] = math.NaN()
+	}
 }
 
 func (a *Agg) clampQuantiles() {
@@ -390,8 +398,52 @@ func (s *Store) Keys(metric, prefix string) []string {
 			out = append(out, se.key)
 		}
 	})
-	slices.Sort(out)
+	sortKeys(out)
 	return out
+}
+
+// sortKeys sorts keys as slices.Sort does. Large sets are sorted by the 8 bytes after the
+// prefix they all share (tenant-…), held beside each key, and by the whole key only on a
+// tie: at a million series every key's bytes are a cache miss, and most comparisons then
+// touch none.
+func sortKeys(keys []string) {
+	if len(keys) < 1024 {
+		slices.Sort(keys)
+		return
+	}
+	lcp := len(keys[0])
+	for _, k := range keys[1:] {
+		n := min(lcp, len(k))
+		i := 0
+		for i < n && k[i] == keys[0][i] {
+			i++
+		}
+		lcp = i
+	}
+	type keyed struct {
+		p uint64 // the 8 bytes after the shared prefix, big-endian, zero-padded: ordered as the keys
+		k string
+	}
+	a := make([]keyed, len(keys))
+	for i, k := range keys {
+		var p uint64
+		for j := range 8 {
+			p <<= 8
+			if lcp+j < len(k) {
+				p |= uint64(k[lcp+j])
+			}
+		}
+		a[i] = keyed{p, k}
+	}
+	slices.SortFunc(a, func(x, y keyed) int {
+		if x.p != y.p {
+			return cmp.Compare(x.p, y.p)
+		}
+		return strings.Compare(x.k, y.k)
+	})
+	for i := range a {
+		keys[i] = a[i].k
+	}
 }
 
 // Metrics lists the metrics that have at least one series, sorted.
@@ -438,25 +490,56 @@ func (s *Store) MetricSeries(ctx context.Context) ([]MetricCount, error) {
 }
 
 func (s *Store) each(fn func(*series)) {
+	var batch [sweepBatch]*series
+	flush := func(heads []*series) {
+		var sink int64
+		for _, se := range heads {
+			sink ^= se.ring.cur // load ahead, as removeIf does
+		}
+		sweepSink.Store(sink)
+		for _, head := range heads {
+			for se := head; se != nil; se = se.next {
+				fn(se)
+			}
+		}
+	}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for se := range sh.all() {
-			fn(se)
+		heads := batch[:0]
+		for _, head := range sh.series {
+			heads = append(heads, head)
+			if len(heads) == len(batch) {
+				flush(heads)
+				heads = heads[:0]
+			}
 		}
+		flush(heads)
+		clear(batch[:])
 		sh.mu.Unlock()
 	}
 }
 
 // removeIf deletes the series for which drop returns true and returns how many it deleted.
+// It visits a shard's series a batch at a time and first loads each one's first cache line
+// in a tight loop, so the misses of a large store (a million series) overlap instead of
+// coming one after the other; drop then finds them in cache.
 func (s *Store) removeIf(drop func(*series) bool) int {
+	type entry struct {
+		h    uint64
+		head *series
+	}
+	var batch [sweepBatch]entry
 	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for h, head := range sh.series {
+	flush := func(sh *shard, es []entry) {
+		var sink int64
+		for _, e := range es {
+			sink ^= e.head.ring.cur // independent loads: the CPU keeps many in flight
+		}
+		sweepSink.Store(sink)
+		for _, e := range es {
 			var keep *series
-			for se := head; se != nil; {
+			for se := e.head; se != nil; {
 				next := se.next
 				if drop(se) {
 					n++
@@ -466,16 +549,36 @@ func (s *Store) removeIf(drop func(*series) bool) int {
 				se = next
 			}
 			if keep == nil {
-				delete(sh.series, h)
-			} else {
-				sh.series[h] = keep
+				delete(sh.series, e.h)
+			} else if keep != e.head {
+				sh.series[e.h] = keep
 			}
 		}
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		es := batch[:0]
+		for h, head := range sh.series {
+			es = append(es, entry{h, head})
+			if len(es) == len(batch) {
+				flush(sh, es)
+				es = es[:0]
+			}
+		}
+		flush(sh, es)
+		clear(batch[:])
 		sh.mu.Unlock()
 	}
 	s.count.Add(-int64(n))
 	return n
 }
+
+// sweepBatch is how many series removeIf loads ahead.
+const sweepBatch = 64
+
+// sweepSink keeps removeIf's loads from being optimized away.
+var sweepSink atomic.Int64
 
 // Len is the number of live series.
 func (s *Store) Len() int { return int(s.count.Load()) }

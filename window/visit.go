@@ -22,7 +22,7 @@ func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, sc
 		return ErrNotFound
 	}
 	se.ring.advance(now)
-	k, err := slotsFor(se.ring.cfg, w)
+	k, err := se.ring.windowSlots(w)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, sc
 		return nil
 	}
 	scratch.Reset()
-	r.fold(&a, k, func(sl *slot) { scratch.AddBins(sl.bins) })
+	r.fold(&a, k, func(sl *slot) { sl.bins.AddTo(scratch) })
 	fn(a, scratch)
 	return nil
 }

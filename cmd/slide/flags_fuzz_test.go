@@ -18,6 +18,8 @@ func FuzzServeFlags(f *testing.F) {
 		{"--demo=maybe\x00--addr", "", ""},
 		{"--max-conns-per-client\x00-1\x00--sketch\x00hdr:9", "30", "x=1s:1"},
 		{"-bo\ngus", "3\n0", "a=\n"},
+		{"--max-memory\x001KiB\x00--max-series\x003", "", ""},
+		{"--max-memory\x002 parsecs", "", ""},
 	} {
 		f.Add(seed.args, seed.slots, seed.rings)
 	}

@@ -23,8 +23,9 @@ type rlsFlags struct {
 	grpcAddr string
 	config   string
 
-	cfg *rls.Config      // set by policies
-	svc *limiter.Service // set by serve's limiter
+	cfg   *rls.Config      // set by policies
+	svc   *limiter.Service // set by serve's limiter
+	redis limiter.Backend  // set by serve's limiter with --redis
 }
 
 func (f *rlsFlags) register(fs interface {
@@ -72,7 +73,7 @@ func (f *rlsFlags) listen(token string, reg prometheus.Registerer, log *slog.Log
 	if f.grpcAddr == "" {
 		return nil, nil
 	}
-	srv, err := rls.NewServer(rls.ServerConfig{Config: f.cfg, Service: f.svc, AuthToken: token, Registerer: reg, Logger: log})
+	srv, err := rls.NewServer(rls.ServerConfig{Config: f.cfg, Service: f.svc, Redis: f.redis, AuthToken: token, Registerer: reg, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("rate limit service: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -79,15 +80,23 @@ func TestServeRateLimitService(t *testing.T) {
 	if want := []pb.RateLimitResponse_Code{1, 1, 1, 2}; !equalCodes(got, want) {
 		t.Errorf("codes %v, want %v", got, want)
 	}
-	if keys, _ := rs.Do("KEYS", "*"); !strings.Contains(keys, "rls.web.remote_address") {
-		t.Errorf("Redis keys %q: the limit is not in Redis", keys)
+	// A limit override from Envoy counts in Redis too.
+	or := &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: r.Descriptors[0].Entries,
+		Limit: &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}}}}
+	for i, want := range []pb.RateLimitResponse_Code{1, 2} {
+		if resp, err := client.ShouldRateLimit(authed, or); err != nil || resp.GetOverallCode() != want {
+			t.Errorf("override request %d: %v, %v; want %v", i+1, resp, err, want)
+		}
+	}
+	if keys, _ := rs.Do("KEYS", "*"); !strings.Contains(keys, "rls.web.remote_address") || !strings.Contains(keys, "rls-override.minute") {
+		t.Errorf("Redis keys %q: the limit or the override is not in Redis", keys)
 	}
 	exp, err := proctest.Scrape("http://" + addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := proctest.Metric(exp, "slide_rls_requests_total", `code="OVER_LIMIT"`); n != 1 {
-		t.Errorf("slide_rls_requests_total{code=OVER_LIMIT} %v, want 1", n)
+	if n, _ := proctest.Metric(exp, "slide_rls_requests_total", `code="OVER_LIMIT"`); n != 2 { // the limit's and the override's
+		t.Errorf("slide_rls_requests_total{code=OVER_LIMIT} %v, want 2", n)
 	}
 	if n, _ := proctest.Metric(exp, "slide_limiter_decisions_total", `policy="rls.web.remote_address"`, `result="denied"`); n != 1 {
 		t.Errorf("limiter denied decisions %v, want 1", n)

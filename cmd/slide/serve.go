@@ -39,6 +39,8 @@ type serveConfig struct {
 	rings         string
 	maxSeries     int
 	evictInterval time.Duration
+	maxMemory     string // --max-memory: derives the series cap (seriesCap)
+	maxSeriesSet  bool   // --max-series was given, on the command line or in the environment
 
 	brokers            string
 	sessionTimeout     time.Duration
@@ -96,6 +98,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY], hdr[:SIGFIGS:LOWEST:HIGHEST] or native[:SCHEMA] (Prometheus native-histogram buckets)")
 	fs.StringVar(&c.rings, "rings", "cost=1m:60", "per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (cost keeps an hour for usage quotas)")
 	fs.IntVar(&c.maxSeries, "max-series", 1<<20, "series cap; events of new series beyond it are refused and counted")
+	fs.StringVar(&c.maxMemory, "max-memory", "", "memory for series, e.g. 2GiB: sets the series cap to it ÷ the bytes of a busy series (1,200 + 170 × --slots, 6,300 B at 30 slots); with --max-series too, the smaller cap wins")
 	fs.DurationVar(&c.evictInterval, "evict-interval", 30*time.Second, "how often series with an empty ring are removed")
 
 	fs.StringVar(&c.brokers, "brokers", "", "Kafka bootstrap brokers, comma separated; empty starts the embedded broker")
@@ -164,10 +167,14 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 			rings[m] = rc
 		}
 	}
+	maxSeries, err := c.seriesCap()
+	if err != nil {
+		return window.StoreConfig{}, err
+	}
 	sc := window.StoreConfig{
 		Ring:      window.RingConfig{Slot: c.slot, Slots: c.slots, Sketch: kind},
 		Metrics:   rings,
-		MaxSeries: c.maxSeries,
+		MaxSeries: maxSeries,
 	}
 	c.budget.applySkew(&sc)
 	if err := sc.Validate(); err != nil {
@@ -184,6 +191,7 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	c.maxSeriesSet = flagGiven(fs, "max-series")
 	if err := c.validate(fs); err != nil {
 		return err
 	}

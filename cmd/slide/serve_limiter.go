@@ -80,6 +80,7 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 		return nil, func() {}, err
 	}
 	c.rls.svc = svc
+	c.rls.redis = cfg.Redis // limit overrides count there too
 	return svc.AllowHandler(), closeFn, nil
 }
 

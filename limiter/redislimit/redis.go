@@ -10,10 +10,17 @@
 // conformance suite in limiter/limitertest runs over both. Redis 5 or newer is
 // required (effects replication of scripts that call TIME).
 //
+// The fixed window keeps an integer string per window, KEYS[1]:N for window number N
+// (same hash tag, so the same slot), one INCRBY per admission, the least work a script
+// can do per decision. On a single server (not Cluster) fixed-window calls that arrive
+// while another is in flight wait for it and then go together in one script call,
+// fixed_window_batch.lua (Config.Pipelines, batch.go): one read, one write and one script
+// run for all of them, and no timer.
+//
 // NewClient (conn.go) reaches one server by host:port or URL (redis://, rediss://, an
 // ACL user), a Redis Cluster or a Sentinel-managed master, with the backend's safety
-// options in every mode. Every script touches one key, so a decision never spans hash
-// slots. A Cluster client follows no redirects (go-redis's redirect loop also retries
+// options in every mode. Every per-algorithm script touches the keys of one hash slot,
+// so a decision never spans slots. A Cluster client follows no redirects (go-redis's redirect loop also retries
 // timeouts, which could count a decision twice): a decision that meets a failover fails,
 // follows on_backend_error, and reloads the slot map for the next one.
 package redislimit
@@ -104,6 +111,16 @@ type Config struct {
 	// OnScriptCall, if set, is called once per script invocation sent to
 	// Redis (EVALSHA or EVAL), with the command name. For tests and metrics.
 	OnScriptCall func(cmd string)
+	// Pipelines bounds the fixed-window Decide calls in flight at once on a
+	// single server (*goredis.Client; a Cluster's script keys must share a
+	// slot, so there each call goes on its own). Calls that arrive while that
+	// many are out wait, and the next round trip decides all of them in one
+	// script call (fixed_window_batch): concurrent decisions then cost Redis
+	// one read, one write and one script run for all instead of each. Nothing
+	// waits on a timer: a call that finds a slot free is sent at once. Calls
+	// with other algorithms are not gathered. Default DefaultPipelines (1);
+	// -1 sends every call on its own.
+	Pipelines int
 }
 
 // Validate reports a KeyPrefix that would break the hash tag: a '{' or '}'
@@ -111,6 +128,9 @@ type Config struct {
 func (c *Config) Validate() error {
 	if strings.ContainsAny(c.KeyPrefix, "{}") {
 		return fmt.Errorf("redis limiter config: key prefix %q must not contain { or }", c.KeyPrefix)
+	}
+	if c.Pipelines < -1 {
+		return fmt.Errorf("redis limiter config: pipelines %d: want -1 (no coalescing), 0 (default %d) or more", c.Pipelines, DefaultPipelines)
 	}
 	return nil
 }
@@ -239,6 +259,8 @@ type Backend struct {
 	seq      atomic.Uint64
 	prep     sync.Map // limiter.Policy → *prepared
 	nprep    atomic.Int64
+	single   bool       // one server (not Cluster): a script may touch keys of any slot
+	co       *coalescer // nil: Pipelines -1
 }
 
 var _ limiter.Backend = (*Backend)(nil)
@@ -280,19 +302,29 @@ func New(c Client, cfg Config) (*Backend, error) {
 		// then. Any failed decision asks for a reload (coalesced, at most every 200 ms).
 		reload = func() { cl.ReloadState(context.Background()) }
 	}
-	return &Backend{
+	b := &Backend{
 		reload:   reload,
 		c:        c,
 		prefix:   prefix,
 		client:   cfg.ClientClock,
 		onCall:   cfg.OnScriptCall,
 		idPrefix: hex.EncodeToString(id[:]) + "-",
-	}, nil
+	}
+	_, single := c.(*goredis.Client) // one server: fixed_window_batch may touch keys of any slot
+	switch n := cfg.Pipelines; {
+	case !single || n < 0:
+	case n == 0:
+		b.co = &coalescer{b: b, max: DefaultPipelines}
+	default:
+		b.co = &coalescer{b: b, max: n}
+	}
+	return b, nil
 }
 
 // Key returns the Redis key holding policy p's state for key:
-// prefix + "{" + key + "}:" + name + ":" + algorithm tag. The hash tag is the
-// caller's key, so all policies of one key share a Cluster slot.
+// prefix + "{" + key + "}:" + name + ":" + algorithm tag (for a fixed window,
+// the prefix of its per-window counters Key:N). The hash tag is the caller's
+// key, so all policies of one key share a Cluster slot.
 func (b *Backend) Key(p *limiter.Policy, key string) string {
 	var sb strings.Builder
 	sb.Grow(len(b.prefix) + len(key) + len(p.Name) + 7)
@@ -309,7 +341,7 @@ func (b *Backend) Key(p *limiter.Policy, key string) string {
 // Load sends every script with SCRIPT LOAD, so the first decisions do not
 // pay the NOSCRIPT round trip. Optional.
 func (b *Backend) Load(ctx context.Context) error {
-	for _, s := range scripts[limiter.FixedWindow:] {
+	for _, s := range append(scripts[limiter.FixedWindow:], batchScript) {
 		if err := b.c.ScriptLoad(ctx, s.Src).Err(); err != nil {
 			return fmt.Errorf("loading script %s: %w", s.Name, err)
 		}
@@ -386,9 +418,13 @@ func (b *Backend) called(cmd string) {
 }
 
 // Decide implements limiter.Backend: one EVALSHA, or one pipeline of them,
-// for all of reqs. Only NOSCRIPT is retried (with EVAL, which cannot have run
+// for all of reqs; fixed-window requests on a single server share one call
+// with the concurrent ones Config.Pipelines gathers. Only NOSCRIPT is retried (with EVAL, which cannot have run
 // the script); any other error, a timeout included, is returned unretried.
 func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out []limiter.Decision) error {
+	if len(reqs) > 0 && b.co != nil && validPolicies(reqs) == nil && allFixed(reqs) {
+		return b.co.decide(ctx, reqs, out)
+	}
 	switch len(reqs) {
 	case 0:
 		return nil
@@ -465,21 +501,15 @@ func (b *Backend) failed() {
 }
 
 func decode(p *limiter.Policy, cmd *goredis.Cmd) (limiter.Decision, error) {
-	raw, err := cmd.Slice()
-	if err != nil {
+	var v [5]int64
+	if err := decodeInts(cmd, v[:]); err != nil {
 		return limiter.Decision{Policy: p.Name}, fmt.Errorf("running %s script: %w", p.Algorithm, err)
 	}
-	var v [5]int64
-	if len(raw) != len(v) {
-		return limiter.Decision{Policy: p.Name}, fmt.Errorf("running %s script: got %d values, want 5", p.Algorithm, len(raw))
-	}
-	for i, x := range raw {
-		n, ok := x.(int64)
-		if !ok {
-			return limiter.Decision{Policy: p.Name}, fmt.Errorf("running %s script: value %d is %T, want an integer", p.Algorithm, i, x)
-		}
-		v[i] = n
-	}
+	return decision(p, v[:]), nil
+}
+
+// decision is the Decision of a script's five values.
+func decision(p *limiter.Policy, v []int64) limiter.Decision {
 	return limiter.Decision{
 		Allowed:    v[0] == 1,
 		Limit:      p.Quota(),
@@ -489,7 +519,7 @@ func decode(p *limiter.Policy, cmd *goredis.Cmd) (limiter.Decision, error) {
 		Delay:      time.Duration(max(v[4], 0)) * time.Microsecond,
 		Window:     p.QuotaWindow(),
 		Policy:     p.Name,
-	}, nil
+	}
 }
 
 // Limiter binds a Backend to one policy; it implements limiter.Limiter.

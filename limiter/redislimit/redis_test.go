@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -295,7 +297,7 @@ func TestScriptDetails(t *testing.T) {
 			if _, err := l.AllowN(ctx, "ttl", t0.Add(10*time.Second), 1); err != nil {
 				t.Fatal(err)
 			}
-			pttl, err := c.PTTL(ctx, b.Key(&p, "ttl")).Result()
+			pttl, err := c.PTTL(ctx, stateKey(t, c, b.Key(&p, "ttl"))).Result()
 			if err != nil || pttl <= 0 || pttl > 2*time.Minute {
 				t.Errorf("%s: PTTL = %s, %v; want a TTL within two windows", p.Algorithm, pttl, err)
 			}
@@ -315,11 +317,22 @@ func TestScriptDetails(t *testing.T) {
 			if err != nil || !d.Allowed || d.Remaining != 5 {
 				t.Errorf("%s: peek on a new key = %+v, %v; want allowed, remaining 5", p.Algorithm, d, err)
 			}
-			if n, _ := c.Exists(ctx, b.Key(&p, "peek")).Result(); n != 0 {
+			if keys, _ := c.Keys(ctx, b.Key(&p, "peek")+"*").Result(); len(keys) != 0 {
 				t.Errorf("%s: peek created the key", p.Algorithm)
 			}
 		}
 	})
+}
+
+// stateKey is the one key holding the state of base (Backend.Key): base itself,
+// or for a fixed window the counter of the current window, base:INDEX.
+func stateKey(t *testing.T, c *goredis.Client, base string) string {
+	t.Helper()
+	keys, err := c.Keys(context.Background(), base+"*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys of %s: %q, %v; want one", base, keys, err)
+	}
+	return keys[0]
 }
 
 // NOSCRIPT (after SCRIPT FLUSH, a restart or a failover) is answered with
@@ -349,7 +362,8 @@ func TestNoScriptFallback(t *testing.T) {
 	if calls.evalsha.Load() != 2 || calls.eval.Load() != 1 {
 		t.Errorf("second call: evalsha=%d eval=%d, want 2 and 1", calls.evalsha.Load(), calls.eval.Load())
 	}
-	// Pipelined batch after a flush: one EVALSHA pipeline, one EVAL pipeline.
+	// A batch after a flush: its two fixed-window requests are one
+	// fixed_window_batch call, EVALSHA then EVAL.
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -359,11 +373,11 @@ func TestNoScriptFallback(t *testing.T) {
 	if err := b.Decide(ctx, reqs, out); err != nil || !out[0].Allowed || !out[1].Allowed {
 		t.Fatalf("batch after flush: %+v, %v", out, err)
 	}
-	if calls.evalsha.Load() != 2 || calls.eval.Load() != 2 || calls.roundTrips.Load() != 2 {
-		t.Errorf("batch after flush: evalsha=%d eval=%d round trips=%d, want 2, 2, 2",
+	if calls.evalsha.Load() != 1 || calls.eval.Load() != 1 || calls.roundTrips.Load() != 2 {
+		t.Errorf("batch after flush: evalsha=%d eval=%d round trips=%d, want 1, 1, 2",
 			calls.evalsha.Load(), calls.eval.Load(), calls.roundTrips.Load())
 	}
-	if got, _ := c.HGet(ctx, b.Key(&p, "a"), "n").Result(); got != "1" {
+	if got, _ := c.Get(ctx, stateKey(t, c, b.Key(&p, "a"))).Result(); got != "1" {
 		t.Errorf("key a counted %q times, want 1", got)
 	}
 	// Load makes the first decision a single EVALSHA.
@@ -567,5 +581,137 @@ func TestSlidingLogOldFormatRestarts(t *testing.T) {
 	d, err := l.AllowN(ctx, "k", now, 1)
 	if err != nil || !d.Allowed || d.Remaining != 2 {
 		t.Fatalf("first call on an old-format log: %+v %v", d, err)
+	}
+}
+
+// Concurrent fixed-window decisions on one server share script calls
+// (Config.Pipelines) and stay exact: 32 callers, 4 keys of limit 300, 400
+// requests each: exactly 300 admitted per key, in fewer script calls than
+// decisions, and the counters hold what was admitted.
+func TestCoalescedFixedWindowExact(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr)
+	var scriptCalls atomic.Int64
+	b, err := redislimit.New(c, redislimit.Config{OnScriptCall: func(string) { scriptCalls.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limiter.Policy{Name: "co", Algorithm: limiter.FixedWindow, Limit: 300, Window: time.Hour}
+	const callers, perCaller, keys = 32, 50, 4
+	var allowed [keys]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Go(func() {
+			for i := range perCaller {
+				k := (g + i) % keys
+				out := make([]limiter.Decision, 1)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := b.Decide(ctx, []limiter.BackendRequest{{Policy: &p, Key: "k" + strconv.Itoa(k), Cost: 1}}, out)
+				cancel()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if out[0].Allowed {
+					allowed[k].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k := range keys {
+		if n := allowed[k].Load(); n != 300 {
+			t.Errorf("key %d: %d admitted of 400, want exactly 300", k, n)
+		}
+		if got, _ := c.Get(context.Background(), stateKey(t, c, b.Key(&p, "k"+strconv.Itoa(k)))).Result(); got != "300" {
+			t.Errorf("key %d: counter %q, want 300 (denials are not counted)", k, got)
+		}
+	}
+	if n := scriptCalls.Load(); n >= callers*perCaller {
+		t.Errorf("%d script calls for %d decisions: concurrent calls were not gathered", n, callers*perCaller)
+	} else {
+		t.Logf("%d script calls for %d decisions", n, callers*perCaller)
+	}
+}
+
+// Gathered fixed-window calls fail as fast as single ones when Redis dies: a
+// refused dial answers the call, it does not wait out its timeout (each flush
+// is a command, not a go-redis pipeline, which would hold later calls).
+func TestCoalescedOutageFailsFast(t *testing.T) {
+	srv := redistest.Start(t)
+	c := goredis.NewClient(redislimit.Options(srv.Addr))
+	t.Cleanup(func() { c.Close() })
+	b, err := redislimit.New(c, redislimit.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := limiter.Policy{Name: "down", Algorithm: limiter.FixedWindow, Limit: 1000, Window: time.Minute}
+	decide := func(k int) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := b.Decide(ctx, []limiter.BackendRequest{{Policy: &p, Key: "k" + strconv.Itoa(k), Cost: 1}}, make([]limiter.Decision, 1))
+		return time.Since(start), err
+	}
+	if _, err := decide(0); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				d, err := decide(g*20 + i)
+				if err == nil {
+					t.Error("a decision succeeded with Redis down")
+				}
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(lat)
+	if med := lat[len(lat)/2]; med > 50*time.Millisecond {
+		t.Errorf("median failed decision took %v with Redis down, want well under the 200 ms timeout", med)
+	}
+}
+
+// TestFixedWindowWithinMaxmemory: over maxmemory under noeviction, the fixed
+// window's scripts, one decision (fixed_window) and gathered ones
+// (fixed_window_batch), are refused with OOM before they write (#!lua), and
+// no counter is created.
+func TestFixedWindowWithinMaxmemory(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
+	c := newClient(t, srv.Addr)
+	b, err := redislimit.New(c, redislimit.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := b.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil { // already over it
+		t.Fatal(err)
+	}
+	p := limiter.Policy{Name: "fw", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Minute, Backend: limiter.BackendRedis}
+	l, err := b.Limiter(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AllowN(ctx, "one", time.Now(), 1); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Errorf("fixed_window over maxmemory: %v, want OOM", err)
+	}
+	cmd := c.EvalSha(ctx, redislimit.BatchScript().SHA, []string{b.Key(&p, "a"), b.Key(&p, "b")}, "", 1, 10, 60_000_000, "", 1, 10, 60_000_000)
+	if err := cmd.Err(); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Errorf("fixed_window_batch over maxmemory: %v, want OOM", err)
+	}
+	if n, _ := c.DBSize(ctx).Result(); n != 0 {
+		t.Errorf("%d keys written over maxmemory, want 0", n)
 	}
 }

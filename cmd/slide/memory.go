@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// byteUnits are the units parseByteSize accepts (lower case), by their multiplier.
+var byteUnits = map[string]float64{
+	"": 1, "b": 1,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+}
+
+// parseByteSize reads a memory size: a number, optionally fractional, then an optional unit,
+// B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), in any case,
+// e.g. "2GiB", "1.5GB", "536870912".
+func parseByteSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := strings.IndexFunc(t, func(r rune) bool { return !(r >= '0' && r <= '9' || r == '.') })
+	if i < 0 {
+		i = len(t)
+	}
+	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	mul, ok := byteUnits[unit]
+	if !ok {
+		return 0, fmt.Errorf("unit %q: want B, KB, MB, GB, TB, KiB, MiB, GiB or TiB", strings.TrimSpace(t[i:]))
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || num == "" {
+		return 0, errors.New("want a size such as 2GiB, 512MiB or 1.5GB")
+	}
+	b := v * mul
+	if !(b >= 1) || b > math.MaxInt64/2 {
+		return 0, errors.New("want a size of at least 1 byte and at most 4 EiB")
+	}
+	return int64(b), nil
+}
+
+// seriesCap is the store's series cap: --max-series, or, with --max-memory, the series that
+// fit in it at window.DenseSeriesBytes(--slots) each, the cost of a busy series; when both
+// are given (--max-series on the command line or in SLIDE_MAX_SERIES), the smaller cap.
+func (c *serveConfig) seriesCap() (int, error) {
+	if c.maxMemory == "" {
+		return c.maxSeries, nil
+	}
+	b, err := parseByteSize(c.maxMemory)
+	if err != nil {
+		return 0, &flagError{"max-memory", err}
+	}
+	per := int64(window.DenseSeriesBytes(c.slots))
+	n := b / per
+	if n < 1 {
+		return 0, &flagError{"max-memory", fmt.Errorf("too small for one series (%d bytes each with %d slots)", per, c.slots)}
+	}
+	n = min(n, math.MaxInt32)
+	if c.maxSeriesSet {
+		n = min(n, int64(c.maxSeries))
+	}
+	return int(n), nil
+}
+
+// flagGiven reports whether the flag name was set, on the command line or from SLIDE_<FLAG>.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}

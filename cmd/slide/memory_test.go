@@ -1,0 +1,101 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+func TestParseByteSize(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"2GiB", 2 << 30, ""},
+		{"2gib", 2 << 30, ""},
+		{"1.5GB", 1_500_000_000, ""},
+		{"512 MiB", 512 << 20, ""},
+		{"536870912", 536870912, ""},
+		{"64KB", 64_000, ""},
+		{"1TiB", 1 << 40, ""},
+		{"10B", 10, ""},
+		{"", 0, "want a size"},
+		{"GiB", 0, "want a size"},
+		{"1.2.3GB", 0, "want a size"},
+		{"2 parsecs", 0, `unit "parsecs"`},
+		{"-1GB", 0, `unit "-1GB"`},
+		{"0", 0, "at least 1 byte"},
+		{"0.5", 0, "at least 1 byte"},
+		{"9999999TiB", 0, "at most 4 EiB"},
+	} {
+		got, err := parseByteSize(c.in)
+		switch {
+		case c.err == "" && (err != nil || got != c.want):
+			t.Errorf("parseByteSize(%q) = %d, %v; want %d", c.in, got, err, c.want)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("parseByteSize(%q) = %d, %v; want an error with %q", c.in, got, err, c.err)
+		}
+	}
+}
+
+// TestMaxMemoryDerivesSeriesCap: --max-memory alone sets the cap to the busy series that fit
+// (DenseSeriesBytes of --slots each); with --max-series too the smaller wins, whichever it
+// is, and --max-series given in the environment counts as given.
+func TestMaxMemoryDerivesSeriesCap(t *testing.T) {
+	gib := int64(1 << 30)
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want int
+	}{
+		{nil, nil, 1 << 20},
+		{[]string{"--max-memory", "2GiB"}, nil, int(2 * gib / int64(window.DenseSeriesBytes(30)))},
+		{[]string{"--max-memory", "2GiB", "--slots", "60"}, nil, int(2 * gib / int64(window.DenseSeriesBytes(60)))},
+		{[]string{"--max-memory", "2GiB", "--max-series", "1000"}, nil, 1000},
+		{[]string{"--max-memory", "64MiB", "--max-series", "1000000"}, nil, int(64 << 20 / int64(window.DenseSeriesBytes(30)))},
+		{[]string{"--max-memory", "2GiB"}, map[string]string{"SLIDE_MAX_SERIES": "5000"}, 5000},
+		{nil, map[string]string{"SLIDE_MAX_MEMORY": "100GB"}, int(100e9 / float64(window.DenseSeriesBytes(30)))},
+	} {
+		fs := newFlagSet("serve", discard{})
+		var sc serveConfig
+		sc.register(fs)
+		lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
+		if err := parseFlagsEnv(fs, c.args, lookup); err != nil {
+			t.Fatalf("%v %v: %v", c.args, c.env, err)
+		}
+		sc.maxSeriesSet = flagGiven(fs, "max-series")
+		if err := sc.validate(fs); err != nil {
+			t.Fatalf("%v %v: %v", c.args, c.env, err)
+		}
+		cfg, err := sc.storeConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MaxSeries != c.want {
+			t.Errorf("%v %v: series cap %d, want %d", c.args, c.env, cfg.MaxSeries, c.want)
+		}
+	}
+}
+
+// FuzzParseByteSize: no panic, and an accepted size is positive and, written back in bytes,
+// reads as itself.
+func FuzzParseByteSize(f *testing.F) {
+	for _, s := range []string{"2GiB", "1.5GB", "512 MiB", "0", "-1", "1e9", "9999999999TiB", ".5KiB", "GiB", "1\nGB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := parseByteSize(s)
+		if err != nil {
+			return
+		}
+		if n < 1 {
+			t.Fatalf("%q: %d bytes accepted", s, n)
+		}
+		if back, err := parseByteSize(strconv.FormatInt(n, 10)); err != nil || back != n {
+			t.Fatalf("%q: %d bytes, read back as %d, %v", s, n, back, err)
+		}
+	})
+}

@@ -1,0 +1,55 @@
+package query
+
+import (
+	"context"
+	"net/http"
+)
+
+// scanCheck is how many series a read visits between two looks at its request's context:
+// often enough that a read over a million series stops within a few thousand of them once
+// the client has gone, rarely enough that the check costs nothing measurable.
+const scanCheck = 256
+
+// scan counts the series one read visits and tells the read to stop once the request's
+// context is done (the client left, or the server's write timeout passed): nobody reads
+// the answer, so finishing it is wasted work a client could repeat at will. Not safe for
+// concurrent use: one per request.
+type scan struct {
+	ctx   context.Context
+	n     int
+	done  bool
+	visit func() // Server.visit, a test hook
+}
+
+func (s *Server) scan(r *http.Request) *scan {
+	return &scan{ctx: r.Context(), visit: s.visit}
+}
+
+// stop is called once per series visited and reports whether the read should stop. It
+// looks at the context on the first series and every scanCheck after, so a request
+// cancelled before it started visits one series at most.
+func (sc *scan) stop() bool {
+	if sc.done {
+		return true
+	}
+	if sc.visit != nil {
+		sc.visit()
+	}
+	if sc.n%scanCheck == 0 && sc.ctx.Err() != nil {
+		sc.done = true
+	}
+	sc.n++
+	return sc.done
+}
+
+// match wraps a key filter of a store scan so that it matches nothing once the request is
+// done: the store's loop then only compares metrics for the rest of its series, with no
+// key match, window read or merge (the store's scans take no context).
+func (sc *scan) match(f func(key string) bool) func(key string) bool {
+	return func(key string) bool {
+		return !sc.stop() && f(key)
+	}
+}
+
+// gone reports whether the read stopped because the request is done.
+func (sc *scan) gone() bool { return sc.done || sc.ctx.Err() != nil }
