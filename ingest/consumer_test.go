@@ -448,6 +448,7 @@ func TestConfigValidate(t *testing.T) {
 		"negative commit":   {Brokers: ok.Brokers, CommitInterval: -time.Second},
 		"heartbeat ≥ sess.": {Brokers: ok.Brokers, HeartbeatInterval: 10 * time.Second},
 		"negative bytes":    {Brokers: ok.Brokers, MaxBytes: -1},
+		"negative final":    {Brokers: ok.Brokers, Snapshots: SnapshotConfig{Final: -time.Second}},
 	}
 	for name, cfg := range bad {
 		if err := cfg.Validate(); err == nil {
@@ -470,7 +471,7 @@ func TestConfigValidate(t *testing.T) {
 		MaxKeyLen: 256, CommitInterval: time.Second, SessionTimeout: 10 * time.Second,
 		HeartbeatInterval: time.Second, RebalanceTimeout: 10 * time.Second, JoinGroupBackoff: time.Second,
 		MaxWait: time.Second, MaxBytes: 10 << 20, MaxInflatedBytes: DefaultMaxInflatedBytes, RejectLogInterval: time.Second,
-		Snapshots: SnapshotConfig{Topic: "events" + DefaultSnapshotTopicSuffix, ChunkBytes: DefaultSnapshotChunkBytes},
+		Snapshots: SnapshotConfig{Topic: "events" + DefaultSnapshotTopicSuffix, ChunkBytes: DefaultSnapshotChunkBytes, Final: DefaultSnapshotFinal},
 	}
 	if fmt.Sprint(c.cfg) != fmt.Sprint(want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c.cfg, want)

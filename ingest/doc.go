@@ -111,17 +111,35 @@
 // snapshots go to partition p mod n): chunks of at most ChunkBytes keyed
 // "<group>/<p>/<set>/<i>", then, once the dead letters of the records it covers are
 // written, a manifest keyed "<group>/<p>" with the source offset, the time, the chunk
-// count, the payload's size and CRC-32C. The manifest is what makes a snapshot complete.
+// count, the payload's size, codec, decoded size and CRC-32C. The manifest is what makes a
+// snapshot complete. The payload is zstd-compressed (fastest level) by the writer, off the
+// worker: an hour of 1,000 cost series, 14.9–15.1 MB encoded (mostly one-byte bin counts),
+// is written as 0.33–0.44 MB (BenchmarkSnapshotRestore logs both). Manifests of format version 1 (uncompressed)
+// are still read; a decoded size beyond 256× the payload is refused as corrupt before any
+// decoding, and the decoder's memory is bounded by the declared size.
 // Snapshots alternate between chunk sets a and b, so a crash in the middle of one leaves
 // the chunks of the previous complete snapshot untouched, and compaction keeps one manifest
 // and two chunk sets per (group, partition). A partition whose offset has not moved is
 // rewritten only every half restore span. Restoring partitions are snapshotted too, so a
 // crash late in a long replay resumes from there.
 //
+// When a generation ends (a rebalance, which may hand partitions to another instance, or
+// Run's shutdown) the consumer writes a final snapshot of every partition it owns, after
+// its workers have stopped and the offsets are committed and before it rejoins the group
+// (kafka-go waits for the generation's goroutines, and the coordinator for this member), so
+// the next owner replays only what was produced after. It is bounded by
+// SnapshotConfig.Final (5 s, or half the rebalance timeout when that is shorter): a write
+// not done by then is given up and the next owner starts from the snapshot before. A
+// partition whose last snapshot already covers its next offset, or whose restore was cut
+// short (its state is not whole), is skipped.
+//
 // On assignment the partition's worker reads the snapshot partition backwards from its end
 // in growing windows, keeping the latest record of each of its keys, until it holds the
 // latest manifest and all its chunks: correct whether or not the broker has compacted the
-// topic yet (kfake compacts in the background). It loads the snapshot into the store
+// topic yet (kfake compacts in the background). The first window is four records; once
+// the manifest is in hand the next reaches exactly back to where its chunks are when they
+// were written just before it, so a snapshot is read once (a fixed first window of 64
+// records read 31.5 MB for an 11.8 MB snapshot). It loads the snapshot into the store
 // (all or nothing) and replays the log from the snapshot's offset. It replays from
 // now − Restore instead, as without snapshots, when there is no snapshot (reason missing),
 // a chunk is missing or was overwritten (incomplete), a checksum or the encoding fails

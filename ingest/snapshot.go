@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 )
@@ -22,6 +23,7 @@ const (
 	DefaultSnapshotInterval    = 30 * time.Second // what `slide serve` uses; the library's zero value is off
 	DefaultSnapshotTopicSuffix = ".slide-snapshots"
 	DefaultSnapshotChunkBytes  = 512 << 10 // half of Kafka's default max.message.bytes (1 MiB)
+	DefaultSnapshotFinal       = 5 * time.Second
 )
 
 // SnapshotConfig configures window snapshots (see the package documentation, Snapshots).
@@ -37,6 +39,13 @@ type SnapshotConfig struct {
 	// ChunkBytes is the largest snapshot payload one record carries; default 512 KiB. Keep it
 	// well below the topic's max.message.bytes.
 	ChunkBytes int
+	// Final bounds the last snapshot of every owned partition taken when a generation ends
+	// (a rebalance that may revoke it, or Run's shutdown), so the next owner replays only
+	// what arrives after it; a snapshot not written by then is given up and the next owner
+	// starts from the one before. Default DefaultSnapshotFinal (5 s), or half of
+	// Config.RebalanceTimeout when that is shorter: the group waits for this member to
+	// rejoin until then.
+	Final time.Duration
 }
 
 func (c SnapshotConfig) withDefaults(topic string) SnapshotConfig {
@@ -55,6 +64,8 @@ func (c SnapshotConfig) Validate(topic string) error {
 	switch {
 	case d.Interval < 0:
 		return fmt.Errorf("snapshot interval %v: must not be negative", d.Interval)
+	case d.Final < 0:
+		return fmt.Errorf("snapshot final timeout %v: must not be negative", d.Final)
 	case d.ChunkBytes < 64 || d.ChunkBytes > 64<<20:
 		return fmt.Errorf("snapshot chunk bytes %d: must be in [64, 64 MiB]", d.ChunkBytes)
 	case d.Topic == topic:
@@ -88,9 +99,20 @@ var snapshotReasons = []string{reasonMissing, reasonIncomplete, reasonCorrupt, r
 // "<group>/<partition>/<a|b>/<i>". Snapshots alternate between the a and b chunk sets, so a
 // crash while writing one never overwrites the chunks the latest complete manifest names,
 // and compaction keeps exactly one manifest and at most two chunk sets per key.
+//
+// Manifest version 2 adds, before the payload's CRC, the payload's codec (codecNone or
+// codecZstd: the chunks carry the window snapshot zstd-compressed) and its decoded size;
+// version 1 manifests (uncompressed) are still read. Chunks are version 1 either way.
 const (
-	snapRecordVersion = 1
-	manifestLen       = 4 + 1 + 8 + 1 + 3*binary.MaxVarintLen64 + 2*binary.MaxVarintLen64 + 4 + 4
+	snapRecordVersion = 1 // chunks, and the oldest manifest read
+	manifestVersion   = 2 // manifests written
+	manifestLen       = 4 + 1 + 8 + 1 + 3*binary.MaxVarintLen64 + 2*binary.MaxVarintLen64 + 1 + binary.MaxVarintLen64 + 4 + 4
+
+	codecNone byte = 0
+	codecZstd byte = 1
+	// maxInflation bounds a compressed payload's declared decoded size: a window snapshot
+	// compresses about 5:1 (measured: an hour of 1,000 cost series), never near this.
+	maxInflation = 256
 )
 
 var (
@@ -107,19 +129,23 @@ type manifest struct {
 	taken  int64  // wall clock at the snapshot, unix ms
 	chunks uint64
 	size   uint64 // payload bytes over all chunks
+	codec  byte   // codecNone or codecZstd
+	raw    uint64 // the payload's decoded size (size when codecNone)
 	crc    uint32 // CRC-32C of the payload
 }
 
 func (m manifest) append(dst []byte) []byte {
 	start := len(dst)
 	dst = append(dst, manifestMagic[:]...)
-	dst = append(dst, snapRecordVersion)
+	dst = append(dst, manifestVersion)
 	dst = binary.LittleEndian.AppendUint64(dst, m.id)
 	dst = append(dst, m.set)
 	dst = binary.AppendVarint(dst, m.offset)
 	dst = binary.AppendVarint(dst, m.taken)
 	dst = binary.AppendUvarint(dst, m.chunks)
 	dst = binary.AppendUvarint(dst, m.size)
+	dst = append(dst, m.codec)
+	dst = binary.AppendUvarint(dst, m.raw)
 	dst = binary.LittleEndian.AppendUint32(dst, m.crc)
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
@@ -130,7 +156,8 @@ func parseManifest(v []byte) (manifest, string) {
 	if len(v) < 5 || [4]byte(v[:4]) != manifestMagic {
 		return m, reasonCorrupt
 	}
-	if v[4] != snapRecordVersion {
+	version := v[4]
+	if version != snapRecordVersion && version != manifestVersion {
 		return m, reasonUnknownVersion
 	}
 	if len(v) < 5+8+1+4+4 || len(v) > manifestLen {
@@ -163,7 +190,19 @@ func parseManifest(v []byte) (manifest, string) {
 	ok = true
 	m.offset, m.taken = int64(read(true)), int64(read(true))
 	m.chunks, m.size = read(false), read(false)
+	m.codec, m.raw = codecNone, m.size
+	if version == manifestVersion && ok && len(p) > 0 {
+		m.codec, p = p[0], p[1:]
+		m.raw = read(false)
+	}
 	if !ok || len(p) != 4 || (m.set != 'a' && m.set != 'b') || m.offset < 0 || m.chunks == 0 || m.chunks > 1<<20 {
+		return m, reasonCorrupt
+	}
+	switch {
+	case version == manifestVersion && m.codec == codecNone && m.raw == m.size:
+	case version == manifestVersion && m.codec == codecZstd && m.size < 1<<48 && m.raw <= m.size*maxInflation:
+	case version == snapRecordVersion:
+	default:
 		return m, reasonCorrupt
 	}
 	m.crc = binary.LittleEndian.Uint32(p)
@@ -221,7 +260,7 @@ func newSnapMetrics() *snapMetrics {
 		}, []string{"source"}),
 		written: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slide_snapshot_written_bytes_total",
-			Help: "Snapshot payload bytes written to the snapshot topic.",
+			Help: "Snapshot payload bytes written to the snapshot topic (zstd-compressed).",
 		}),
 		writes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slide_snapshot_writes_total",
@@ -312,8 +351,9 @@ type snapshots struct {
 	m      *snapMetrics
 	w      *kafka.Writer
 	jobs   chan snapJob
-	parts  atomic.Int32 // partitions of the snapshot topic; 0 until ready
-	ready  atomic.Bool  // the topic exists: write and read it
+	zenc   *zstd.Encoder // compresses payloads; EncodeAll is safe for concurrent use
+	parts  atomic.Int32  // partitions of the snapshot topic; 0 until ready
+	ready  atomic.Bool   // the topic exists: write and read it
 	done   chan struct{}
 	once   sync.Once
 	closed chan struct{}
@@ -322,6 +362,7 @@ type snapshots struct {
 func newSnapshots(c *Consumer, cfg SnapshotConfig, transport *kafka.Transport) *snapshots {
 	s := &snapshots{c: c, cfg: cfg, log: c.log, m: c.sm, jobs: make(chan snapJob, 64),
 		done: make(chan struct{}), closed: make(chan struct{})}
+	s.zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)) // valid options
 	s.w = &kafka.Writer{
 		Addr:  kafka.TCP(c.cfg.Brokers...),
 		Topic: cfg.Topic,
@@ -468,13 +509,14 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 	if set != 'b' {
 		set = 'a'
 	}
-	m := manifest{id: rand.Uint64(), set: set, offset: j.offset, taken: j.taken,
-		size: uint64(len(j.data)), crc: crc32.Checksum(j.data, castagnoli)}
+	payload := s.zenc.EncodeAll(j.data, make([]byte, 0, len(j.data)/4))
+	m := manifest{id: rand.Uint64(), set: set, offset: j.offset, taken: j.taken, codec: codecZstd,
+		size: uint64(len(payload)), raw: uint64(len(j.data)), crc: crc32.Checksum(payload, castagnoli)}
 	key := keyOf(s.c.cfg.Group, j.p.id)
 	part := s.snapPartition(j.p.id)
 	var msgs []kafka.Message
-	for i := 0; i == 0 || i*s.cfg.ChunkBytes < len(j.data); i++ {
-		piece := j.data[i*s.cfg.ChunkBytes : min((i+1)*s.cfg.ChunkBytes, len(j.data))]
+	for i := 0; i == 0 || i*s.cfg.ChunkBytes < len(payload); i++ {
+		piece := payload[i*s.cfg.ChunkBytes : min((i+1)*s.cfg.ChunkBytes, len(payload))]
 		msgs = append(msgs, kafka.Message{Key: fmt.Appendf(nil, "%s/%c/%d", key, set, i), Value: chunkValue(m.id, i, piece), Partition: part})
 	}
 	m.chunks = uint64(len(msgs))
@@ -498,7 +540,57 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 	j.p.snap.wroteOff.Store(j.offset)
 	j.p.snap.written.Store(time.Now().UnixMilli())
 	s.m.writes.Inc()
-	s.m.written.Add(float64(len(j.data)))
+	s.m.written.Add(float64(len(payload)))
 	s.log.Debug("ingest: snapshot written", "partition", j.p.id, "offset", j.offset, "series", j.series,
-		"bytes", len(j.data), "chunks", m.chunks, "set", string(set), "took", time.Since(start).Round(time.Millisecond))
+		"bytes", len(payload), "decoded_bytes", len(j.data), "chunks", m.chunks, "set", string(set), "took", time.Since(start).Round(time.Millisecond))
+}
+
+// final writes a last snapshot of each of parts, whose workers have stopped, and waits for
+// them until Final has passed: the generation is ending (a rebalance that may hand them to
+// another instance, or shutdown), and the next owner then replays only what arrives after.
+// A partition is skipped when its last snapshot already covers its next offset, and when its
+// restore was cut short (its state below next is not whole).
+func (s *snapshots) final(parts []*partition) {
+	if !s.ready.Load() || len(parts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Final)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	var wrote atomic.Int32
+next:
+	for _, p := range parts {
+		p.snap.mu.Lock()
+		settled := p.restored.Load() || (p.snap.restored && p.snap.phase == "replaying")
+		p.snap.mu.Unlock()
+		off := p.next.Load()
+		if !settled || (p.snap.written.Load() > 0 && p.snap.wroteOff.Load() == off) {
+			continue
+		}
+		// A periodic snapshot of p may still be on its way (the writer holds busy): it covers
+		// less, so wait for it rather than write beside it.
+		for !p.snap.busy.CompareAndSwap(false, true) {
+			select {
+			case <-ctx.Done():
+				s.m.skipped.Inc()
+				continue next
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		now := s.c.now().UnixMilli()
+		data, n := s.c.store.AppendSnapshot(p.snap.buf[:0], now, p.id)
+		p.snap.buf = data
+		wg.Go(func() {
+			s.write(ctx, snapJob{p: p, offset: off, taken: now, data: data, series: n})
+			if p.snap.wroteOff.Load() == off && p.snap.written.Load() > 0 {
+				wrote.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if wrote.Load() > 0 || ctx.Err() != nil {
+		s.log.Info("ingest: final snapshots written", "partitions", wrote.Load(), "of", len(parts),
+			"took", time.Since(start).Round(time.Millisecond), "timed_out", ctx.Err() != nil)
+	}
 }

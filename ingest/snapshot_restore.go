@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slide-metrics/slide/window"
@@ -26,7 +27,12 @@ type loaded struct {
 // snapshot partition backwards in growing windows from its end, keeping the latest record of
 // each of the partition's keys, until the latest manifest and all its chunks are in hand or
 // the log start is reached; so it is correct whether or not the broker has compacted the
-// topic, and reads little when it has. progress is called with the bytes read so far.
+// topic, and reads little when it has. The first window is a few records, where the latest
+// manifest usually is (it is written last); once the manifest is found, the next window
+// reaches exactly as far back as its chunks would be if they were written just before it,
+// so a snapshot of one writer is read once, not with the chunk set before it (which doubled
+// or tripled the bytes read: 31.5 MB for a 11.8 MB snapshot). progress is called with the
+// bytes read so far.
 func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*loaded, string, error) {
 	conn, err := s.dial(ctx, s.snapPartition(id))
 	if err != nil {
@@ -40,9 +46,11 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 	key := []byte(keyOf(s.c.cfg.Group, id))
 	prefix := append(append([]byte{}, key...), '/')
 	var man []byte // latest manifest value, nil until found
+	var manOff int64
+	aimed := false // the window after the manifest was aimed at its chunks
 	chunks := map[string][]byte{}
 	var read int64
-	end, window := last, int64(64)
+	end, window := last, int64(4)
 	for end > first {
 		from := max(first, end-window)
 		if _, err := conn.Seek(from, kafka.SeekAbsolute); err != nil {
@@ -50,7 +58,7 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 		}
 		// Within [from, end) later records win; records of a key already seen in a later
 		// window are older and ignored.
-		man0, chunks0 := []byte(nil), map[string][]byte{}
+		man0, man0Off, chunks0 := []byte(nil), int64(0), map[string][]byte{}
 		for off := from; off < end; {
 			_ = conn.SetReadDeadline(time.Now().Add(s.c.cfg.MaxWait + fetchMargin))
 			batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: max(s.c.cfg.MaxBytes, 2*s.cfg.ChunkBytes), MaxWait: s.c.cfg.MaxWait})
@@ -67,7 +75,7 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 				read += int64(len(msg.Value))
 				switch {
 				case bytes.Equal(msg.Key, key):
-					man0 = msg.Value
+					man0, man0Off = msg.Value, msg.Offset
 				case bytes.HasPrefix(msg.Key, prefix):
 					chunks0[string(msg.Key)] = msg.Value
 				}
@@ -84,7 +92,7 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 			progress(read)
 		}
 		if man == nil {
-			man = man0
+			man, manOff = man0, man0Off
 		}
 		for k, v := range chunks0 {
 			if _, seen := chunks[k]; !seen {
@@ -97,6 +105,12 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 			}
 		}
 		end, window = from, window*8
+		if m, reason := parseManifest(man); man != nil && reason == "" && !aimed {
+			aimed = true
+			if need := from - (manOff - int64(m.chunks)); need > 0 {
+				window = need
+			}
+		}
 	}
 	if man == nil {
 		return nil, reasonMissing, nil
@@ -135,6 +149,12 @@ func (s *snapshots) assemble(key, man []byte, chunks map[string][]byte) (l *load
 	}
 	if uint64(len(data)) != m.size || crc32.Checksum(data, castagnoli) != m.crc {
 		return nil, reasonCorrupt, true
+	}
+	if m.codec == codecZstd {
+		var err error
+		if data, err = inflateSnapshot(data, m.raw); err != nil {
+			return nil, reasonCorrupt, true
+		}
 	}
 	return &loaded{m: m, data: data}, "", true
 }
@@ -271,4 +291,23 @@ func (s *snapMetrics) observeRestore(p *partition, d time.Duration) {
 		src = sourceLog
 	}
 	s.restoreDuration.WithLabelValues(src).Observe(d.Seconds())
+}
+
+// inflateSnapshot decodes a zstd payload whose manifest declares raw decoded bytes, with the
+// decoder's memory bounded by that size (which parseManifest bounds by the payload's).
+func inflateSnapshot(data []byte, raw uint64) ([]byte, error) {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(max(raw, 1<<10)),
+		zstd.WithDecoderMaxWindow(max(min(raw, 1<<30), 1<<10)))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	out, err := d.DecodeAll(data, make([]byte, 0, raw))
+	if err != nil {
+		return nil, err
+	}
+	if uint64(len(out)) != raw {
+		return nil, fmt.Errorf("decoded %d bytes, the manifest says %d", len(out), raw)
+	}
+	return out, nil
 }

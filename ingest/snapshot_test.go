@@ -1,8 +1,10 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +16,7 @@ import (
 )
 
 func TestManifestRoundTrip(t *testing.T) {
-	m := manifest{id: 42, set: 'b', offset: 123456, taken: 1_764_489_600_000, chunks: 3, size: 1 << 20, crc: 0xdeadbeef}
+	m := manifest{id: 42, set: 'b', offset: 123456, taken: 1_764_489_600_000, chunks: 3, size: 1 << 20, codec: codecZstd, raw: 5 << 20, crc: 0xdeadbeef}
 	v := m.append(nil)
 	got, reason := parseManifest(v)
 	if reason != "" || got != m {
@@ -29,6 +31,28 @@ func TestManifestRoundTrip(t *testing.T) {
 	}
 	if _, reason := parseManifest(v[:len(v)-1]); reason != reasonCorrupt {
 		t.Errorf("truncated: %q", reason)
+	}
+	// A version 1 manifest (before compression) still reads, as an uncompressed payload.
+	v1 := append([]byte(nil), manifestMagic[:]...)
+	v1 = append(v1, snapRecordVersion)
+	v1 = binary.LittleEndian.AppendUint64(v1, m.id)
+	v1 = append(v1, m.set)
+	v1 = binary.AppendVarint(v1, m.offset)
+	v1 = binary.AppendVarint(v1, m.taken)
+	v1 = binary.AppendUvarint(v1, m.chunks)
+	v1 = binary.AppendUvarint(v1, m.size)
+	v1 = binary.LittleEndian.AppendUint32(v1, m.crc)
+	v1 = binary.LittleEndian.AppendUint32(v1, crc32.Checksum(v1, castagnoli))
+	old := m
+	old.codec, old.raw = codecNone, m.size
+	if got, reason := parseManifest(v1); reason != "" || got != old {
+		t.Errorf("version 1: %+v (%s), want %+v", got, reason, old)
+	}
+	// A decoded size beyond what the payload can inflate to is refused before any decoding.
+	huge := m
+	huge.raw = m.size*maxInflation + 1
+	if _, reason := parseManifest(huge.append(nil)); reason != reasonCorrupt {
+		t.Errorf("decoded size %d of a %d-byte payload: %q", huge.raw, huge.size, reason)
 	}
 	id, i, data, reason := parseChunk(chunkValue(7, 2, []byte("xyz")))
 	if id != 7 || i != 2 || string(data) != "xyz" || reason != "" {
@@ -75,6 +99,71 @@ func TestSnapshotRestoreInProcess(t *testing.T) {
 		key := fmt.Sprintf("k%d", k)
 		want, err1 := reference.store.ReadAt(now, "latency_ms", key, 5*time.Minute, []float64{0.5, 0.99})
 		got, err2 := second.store.ReadAt(now, "latency_ms", key, 5*time.Minute, []float64{0.5, 0.99})
+		if err1 != nil || err2 != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: restored %+v (%v), full replay %+v (%v)", key, got, err2, want, err1)
+		}
+	}
+}
+
+// A consumer that stops writes a final snapshot of every partition it owns, and so does one
+// whose partitions a rebalance may move: with an interval far longer than the test, the
+// next owner still restores from a snapshot of the end of the log and replays only what was
+// produced after it, and its windows equal a full replay's.
+func TestSnapshotFinalOnShutdownAndRevocation(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2)
+	t0 := time.Now()
+	produce := func(from, n int) {
+		msgs := make([]kafka.Message, n)
+		for i := range msgs {
+			ev := window.Event{TS: t0.UnixMilli() - int64(n-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", (from+i)%50), Value: float64(1 + (from+i)%300)}
+			msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: AppendEvent(nil, ev)}
+		}
+		c.Produce(t, msgs...)
+	}
+	produce(0, 2000)
+	cfg := testConfig(c, "final")
+	cfg.Snapshots = SnapshotConfig{Interval: time.Hour, ChunkBytes: 1024}
+	first := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "first consumer caught up", func() bool { return caughtUp(t, c, first) }, progress(first))
+	first.stop(t)
+	if got := sum(first.sm.writes); got != 2 || !coversEnd(first.Consumer) {
+		t.Fatalf("shutdown wrote %v snapshots (covering the end: %v), want one per partition", got, coversEnd(first.Consumer))
+	}
+
+	stopped := logEnd(t, c, c.Topic)
+	produce(2000, 300)
+	second := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "second consumer caught up", func() bool { return caughtUp(t, c, second) }, progress(second))
+	for _, pp := range second.Progress().Partitions {
+		if pp.Snapshot == nil || pp.Snapshot.Source != sourceSnapshot || pp.From != stopped[pp.Partition] {
+			t.Errorf("partition %d restored from %+v at %d, want the snapshot of offset %d", pp.Partition, pp.Snapshot, pp.From, stopped[pp.Partition])
+		}
+	}
+
+	// A third instance joins: the generation ends, second snapshots both partitions before
+	// it rejoins, and third takes one over from that snapshot.
+	produce(2300, 200)
+	eventually(t, 20*time.Second, "second consumer caught up again", func() bool { return caughtUp(t, c, second) }, progress(second))
+	before := logEnd(t, c, c.Topic)
+	third := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 30*time.Second, "partitions split", func() bool { return caughtUp(t, c, second, third) && len(third.Progress().Partitions) == 1 },
+		progress(second, third))
+	pp := third.Progress().Partitions[0]
+	if pp.Snapshot == nil || pp.Snapshot.Source != sourceSnapshot || pp.From != before[pp.Partition] {
+		t.Errorf("third restored partition %d from %+v at %d, want the final snapshot of offset %d", pp.Partition, pp.Snapshot, pp.From, before[pp.Partition])
+	}
+
+	reference := start(t, testConfig(c, "reference"), newTestStore(t, 0), t0) // a full replay
+	eventually(t, 20*time.Second, "reference caught up", func() bool { return caughtUp(t, c, reference) }, progress(reference))
+	now := t0.UnixMilli()
+	for k := range 50 {
+		key := fmt.Sprintf("k%d", k)
+		want, err1 := reference.store.ReadAt(now, "latency_ms", key, 5*time.Minute, []float64{0.5, 0.99})
+		owner := second
+		if murmurPartition(key, 2) == int(pp.Partition) {
+			owner = third
+		}
+		got, err2 := owner.store.ReadAt(now, "latency_ms", key, 5*time.Minute, []float64{0.5, 0.99})
 		if err1 != nil || err2 != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: restored %+v (%v), full replay %+v (%v)", key, got, err2, want, err1)
 		}

@@ -131,6 +131,10 @@ func (d *decoder) counts(side string) counts {
 		d.err = fmt.Errorf("%s: first index %d outside int32", side, off)
 		return counts{}
 	}
+	if c, ok := d.byteCounts(int(n)); ok {
+		c.off = int(off)
+		return c
+	}
 	// Two passes: find the width, then fill.
 	start := d.p
 	var sum, maxc uint64
@@ -161,4 +165,31 @@ func (d *decoder) counts(side string) counts {
 		c.set(j, x)
 	}
 	return c
+}
+
+// byteCounts decodes n counts that are each one byte (every count below 128, the usual
+// case of a window slot's bins) in one pass and a copy, which a window snapshot's restore
+// spends most of its time on otherwise; ok is false, and nothing is consumed, when a count
+// takes more than a byte or an edge bin is empty (the general path says why).
+func (d *decoder) byteCounts(n int) (counts, bool) {
+	if n > len(d.p) {
+		return counts{}, false
+	}
+	src := d.p[:n]
+	if src[0] == 0 || src[n-1] == 0 {
+		return counts{}, false
+	}
+	var sum uint64
+	var or byte
+	for _, x := range src {
+		or |= x
+		sum += uint64(x)
+	}
+	if or >= 0x80 {
+		return counts{}, false
+	}
+	c := counts{off: 0, sum: sum, data: alloc(n)}
+	copy(c.data, src)
+	d.p = d.p[n:]
+	return c, true
 }

@@ -96,5 +96,10 @@
 // differs from the store's config is refused (ErrSnapshotShape); another format version
 // is ErrSnapshotVersion, anything malformed ErrSnapshotCorrupt. The decoder is fuzzed,
 // never panics and allocates at most a small multiple of its input. The ring's side of it
-// is two methods, export and restore, so the ring's layout can change under them.
+// is two methods, export and restore, so the ring's layout can change under them. A sparse
+// ring exports its raw events as the slots they make; restore puts an empty ring back
+// sparse when every slot rebuilds exactly from its count, sum, min and max (one event, one
+// value repeated, or two values; at most RawEvents events; the sum checked bit for bit as a
+// dense slot adds it), else dense: 100,000 restored series of 10 events take 696 B of heap
+// each instead of 3,152 B (TestSnapshotKeepsSparseSeriesSparse).
 package window

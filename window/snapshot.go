@@ -1,11 +1,13 @@
 package window
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -44,18 +46,56 @@ type SlotState struct {
 // This and restore are the whole of what a snapshot needs from a ring's internals.
 func (r *Ring) export(now int64, fn func(SlotState)) (cur int64) {
 	r.advance(now)
-	v := r.view() // a sparse ring exports the slots its raw events make, as a dense one holds them
-	defer r.release(v)
-	if v.live == 0 {
+	if r.slots == nil {
+		r.exportRaw(fn)
+		return r.cur
+	}
+	if r.live == 0 {
 		return r.cur
 	}
 	var scratch sketch.Bins // a packed slot's bins, decoded for fn
-	for i := v.cur - v.n + 1; i <= v.cur+v.ahead(); i++ {
-		if s := &v.slots[v.pos(i)]; s.count > 0 && s.idx == i {
+	for i := r.cur - r.n + 1; i <= r.cur+r.ahead(); i++ {
+		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
 			fn(SlotState{Idx: i, Count: s.count, Sum: s.sum, Min: s.min, Max: s.max, Bins: s.bins.View(&scratch)})
 		}
 	}
 	return r.cur
+}
+
+// exportRaw is export of a sparse ring: the slots its raw events make, exactly as a dense
+// ring (or view) holds them (each slot's sum in arrival order, its bins from its events),
+// built slot by slot in one pooled scratch Bins instead of materializing a dense view, which
+// cost about 24 allocations a series (BenchmarkAppendSnapshot: 595,091 for 25,000 sparse
+// series before).
+func (r *Ring) exportRaw(fn func(SlotState)) {
+	if len(r.raw) == 0 {
+		return
+	}
+	var buf [RawEvents]rawEvent
+	evs := append(buf[:0], r.raw...)
+	slices.SortStableFunc(evs, func(a, b rawEvent) int { return cmp.Compare(a.idx, b.idx) })
+	b := scratchBins.Get().(*sketch.Bins)
+	defer scratchBins.Put(b)
+	for i := 0; i < len(evs); {
+		st := SlotState{Idx: evs[i].idx, Min: evs[i].v, Max: evs[i].v, Bins: b}
+		b.Clear()
+		for ; i < len(evs) && evs[i].idx == st.Idx; i++ {
+			e := evs[i]
+			st.Count += e.n
+			st.Sum += e.v * float64(e.n)
+			if e.v < st.Min { // as insert compares, so -0 and +0 keep the first seen
+				st.Min = e.v
+			}
+			if e.v > st.Max {
+				st.Max = e.v
+			}
+			b.Add(r.ix, e.v, e.n)
+		}
+		if st.Idx > r.cur-r.n && st.Idx <= r.cur+r.ahead() {
+			fn(st)
+		}
+	}
+	b.Clear()
 }
 
 // ahead is how many slots past the current one the skew can fill.
@@ -67,6 +107,9 @@ func (r *Ring) ahead() int64 { return r.size - r.n } // size, not len(slots): a 
 // equal reads of the ring the snapshot was taken from. restore keeps the Bins it is given.
 func (r *Ring) restore(cur int64, slots []SlotState) {
 	r.advance(cur * r.width)
+	if r.slots == nil && len(r.raw) == 0 && r.restoreRaw(slots) {
+		return // it stays sparse, as the ring the snapshot was taken from most likely was
+	}
 	if r.slots == nil {
 		r.upgrade() // restored slots hold bins, not raw events: the ring comes back dense
 	}
@@ -96,6 +139,53 @@ func (r *Ring) restore(cur int64, slots []SlotState) {
 		}
 	}
 }
+
+// restoreRaw makes an empty sparse ring hold slots as raw events when their content fits
+// the sparse form: at most RawEvents events, each slot rebuilt from its count, sum, min and
+// max alone (one event; one value repeated, as one event of that count or as count events;
+// or two values), checked to give back the slot's sum bit for bit as a dense ring adds it.
+// A read of the ring then answers exactly what the snapshotted ring answered. It reports
+// false, changing nothing, when some slot does not fit: the caller restores dense.
+func (r *Ring) restoreRaw(slots []SlotState) bool {
+	var buf [RawEvents]rawEvent
+	raw := buf[:0]
+	for _, st := range slots {
+		if st.Count == 0 || st.Idx <= r.cur-r.n || st.Idx > r.cur+r.ahead() {
+			continue
+		}
+		same := math.Float64bits(st.Min) == math.Float64bits(st.Max)
+		switch {
+		case same && bitsEqual(0+st.Min*float64(st.Count), st.Sum):
+			if len(raw) == RawEvents {
+				return false
+			}
+			raw = append(raw, rawEvent{idx: st.Idx, v: st.Min, n: st.Count})
+		case same && st.Count <= uint64(RawEvents-len(raw)) && bitsEqual(repeatSum(st.Min, st.Count), st.Sum):
+			for range st.Count {
+				raw = append(raw, rawEvent{idx: st.Idx, v: st.Min, n: 1})
+			}
+		case st.Count == 2 && len(raw) <= RawEvents-2 && bitsEqual(0+st.Min+st.Max, st.Sum):
+			raw = append(raw, rawEvent{idx: st.Idx, v: st.Min, n: 1}, rawEvent{idx: st.Idx, v: st.Max, n: 1})
+		default:
+			return false
+		}
+	}
+	if len(raw) > 0 {
+		r.raw = append([]rawEvent(nil), raw...)
+	}
+	return true
+}
+
+// repeatSum is the sum a dense slot holds after n events of v, one at a time.
+func repeatSum(v float64, n uint64) float64 {
+	s := 0.0
+	for range n {
+		s += v
+	}
+	return s
+}
+
+func bitsEqual(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
 
 // AppendSnapshot appends to dst the encoding of every series last fed by partition p, as
 // of now (unix ms), and returns it with the number of series written. Series whose ring is

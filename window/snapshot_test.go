@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,6 +220,133 @@ func loadFuzzed(t *testing.T, data []byte) {
 		}
 		if m > 0 {
 			equalReads(t, s, s2, now, 0)
+		}
+	}
+}
+
+// Sparse series come back sparse from a snapshot, with reads equal to the originals', and
+// within issue #19's budget of 1 KB of heap per series: restoring them dense cost several
+// times that.
+func TestSnapshotKeepsSparseSeriesSparse(t *testing.T) {
+	const n, events = 100_000, 10
+	a, now := fillSparse(t, n, events)
+	var snaps [][]byte
+	for p := range int32(8) {
+		data, _ := a.AppendSnapshot(nil, now, p)
+		snaps = append(snaps, data)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b, err := NewStore(StoreConfig{MaxSeries: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, data := range snaps {
+		if _, err := b.LoadSnapshot(now, int32(p), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perSeries := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	t.Logf("%d series of %d events restored: %.0f B/series of heap", n, events, perSeries)
+	if b.Len() != n {
+		t.Fatalf("%d series restored, want %d", b.Len(), n)
+	}
+	dense := 0
+	b.each(func(se *series) {
+		if se.ring.slots != nil {
+			dense++
+		}
+	})
+	if dense > 0 {
+		t.Errorf("%d of %d sparse series restored dense", dense, n)
+	}
+	if perSeries > 1024 {
+		t.Errorf("restored sparse series cost %.0f B each, budget 1024", perSeries)
+	}
+	equalReads(t, a, b, now, 3)
+	runtime.KeepAlive(snaps)
+}
+
+// A slot a sparse ring cannot hold exactly (three different values) restores dense, and the
+// reads still equal the original's.
+func TestSnapshotRestoresDenseWhenNotSparse(t *testing.T) {
+	now := int64(1_764_489_600_000)
+	a := snapStore(t)
+	for i, v := range []float64{1, 2, 4, 0.1, 0.1, 0.1} {
+		key := "three"
+		if i >= 3 {
+			key = "repeated" // one value three times: sparse again
+		}
+		if err := a.ObserveAt(now, Event{TS: now - 10, Metric: "latency_ms", Key: key, Value: v, Feed: FeedOf(0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := a.AppendSnapshot(nil, now, 0)
+	b := snapStore(t)
+	if _, err := b.LoadSnapshot(now, 0, data); err != nil {
+		t.Fatal(err)
+	}
+	equalReads(t, a, b, now, 0)
+	b.each(func(se *series) {
+		if sparse := se.ring.slots == nil; sparse != (se.key == "repeated") {
+			t.Errorf("%s restored sparse: %v", se.key, sparse)
+		}
+	})
+}
+
+// A sparse ring exports exactly what the same ring made dense exports: every slot's index,
+// count, sum, min, max and bins encoding (the order of series differs between two calls).
+func TestSnapshotSparseExportEqualsDense(t *testing.T) {
+	many, now := fillSparse(t, 2000, 10)
+	odd, err := NewStore(StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []float64{3, 3, 1e9, -5, 0, math.Copysign(0, -1)} {
+		key := "odd" // repeats, both sides of zero
+		if i >= 4 {
+			key = "zeros" // which zero is the min and the max
+		}
+		if err := odd.ObserveAt(now, Event{TS: now - 20_000, Metric: "latency_ms", Key: key, Value: v, Feed: FeedOf(0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []*Store{many, odd} {
+		exported := 0
+		decode := func(data []byte) map[string]string {
+			all, err := s.decodeSnapshot(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, ss := range all {
+				var b strings.Builder
+				for _, st := range ss.slots {
+					enc, _ := st.Bins.AppendBinary(nil)
+					fmt.Fprintf(&b, "%d %d %x %x %x %x;", st.Idx, st.Count, math.Float64bits(st.Sum), math.Float64bits(st.Min), math.Float64bits(st.Max), enc)
+				}
+				out[ss.metric+"/"+ss.key] = fmt.Sprint(ss.cur) + ":" + b.String()
+			}
+			return out
+		}
+		for p := range int32(8) {
+			sparse, n := s.AppendSnapshot(nil, now, p)
+			s.each(func(se *series) {
+				if se.partition == p && se.ring.slots == nil {
+					se.ring.upgrade()
+				}
+			})
+			dense, m := s.AppendSnapshot(nil, now, p)
+			exported += n
+			if n != m || !reflect.DeepEqual(decode(sparse), decode(dense)) {
+				t.Fatalf("partition %d: sparse export (%d series) differs from dense (%d):\n%v\n%v", p, n, m, decode(sparse), decode(dense))
+			}
+		}
+		if exported != s.Len() {
+			t.Fatalf("%d of %d series exported: the test proves nothing", exported, s.Len())
 		}
 	}
 }

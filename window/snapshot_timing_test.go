@@ -3,6 +3,7 @@ package window
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // BenchmarkAppendSnapshot is the cost of snapshotting one of four partitions of a store of
@@ -26,4 +27,30 @@ func BenchmarkAppendSnapshot(b *testing.B) {
 	}
 	b.SetBytes(int64(len(buf)))
 	b.ReportMetric(float64(n), "series")
+}
+
+// BenchmarkLoadSnapshot is the cost of loading the snapshot of 1,000 cost series with an
+// hour of one-minute slots, 1M events (values 1 to 97) spread over 55 minutes: the state
+// ingest's BenchmarkSnapshotRestore restores, whatever the length of its history.
+func BenchmarkLoadSnapshot(b *testing.B) {
+	cfg := StoreConfig{Metrics: map[string]RingConfig{"cost": {Slot: time.Minute, Slots: 60}}}
+	s, err := NewStore(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := int64(1_764_489_600_000)
+	const n, span = 1_000_000, 55 * 60_000
+	for i := range n {
+		s.ObserveAt(now, Event{TS: now - span + span*int64(i)/n, Metric: "cost", Key: fmt.Sprintf("tenant-%d", i%1000), Value: float64(1 + i%97), Feed: FeedOf(0)})
+	}
+	data, series := s.AppendSnapshot(nil, now, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		fresh, _ := NewStore(cfg)
+		if got, err := fresh.LoadSnapshot(now, 0, data); err != nil || got != series {
+			b.Fatalf("loaded %d of %d series: %v", got, series, err)
+		}
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportMetric(float64(series), "series")
 }

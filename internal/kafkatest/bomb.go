@@ -147,6 +147,11 @@ func ProduceRaw(addr, topic string, partition int32, batch []byte) (int16, error
 		return 0, err
 	}
 	defer conn.Close()
+	return produceRaw(conn, topic, partition, batch)
+}
+
+// produceRaw is ProduceRaw over an open connection, which stays usable for the next batch.
+func produceRaw(conn net.Conn, topic string, partition int32, batch []byte) (int16, error) {
 	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
 	req := kmsg.NewPtrProduceRequest()
 	req.Version = 7
