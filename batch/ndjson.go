@@ -2,7 +2,6 @@ package batch
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 
@@ -216,8 +215,7 @@ func (o *jsonObject) next() bool {
 		o.sc.Reset(o.b)
 	}
 	if !o.sc.Next() {
-		var se *textparse.SyntaxError
-		if err := o.sc.Err(); errors.As(err, &se) {
+		if se, ok := o.sc.Err().(*textparse.SyntaxError); ok {
 			o.err = fmt.Errorf("%w: not a JSON object (%s at byte %d)", ErrSyntax, se.What, se.Offset)
 		}
 		return false

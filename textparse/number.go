@@ -40,29 +40,21 @@ func parseFloatFast(b []byte) (float64, bool) {
 		neg, i = b[0] == '-', 1
 	}
 	var mant uint64
-	start, sig, exp := i, 0, 0 // sig counts digits from the first non-zero one
+	nd, nf := 0, 0 // digits, and digits after the point
 	for ; i < len(b) && b[i]-'0' < 10; i++ {
-		if c := b[i] - '0'; sig > 0 || c != 0 {
-			mant = mant*10 + uint64(c)
-			sig++
-		}
+		mant = mant*10 + uint64(b[i]-'0')
+		nd++
 	}
-	nd := i - start
 	if i < len(b) && b[i] == '.' {
-		i++
-		frac := i
-		for ; i < len(b) && b[i]-'0' < 10; i++ {
-			if c := b[i] - '0'; sig > 0 || c != 0 {
-				mant = mant*10 + uint64(c)
-				sig++
-			}
+		for i++; i < len(b) && b[i]-'0' < 10; i++ {
+			mant = mant*10 + uint64(b[i]-'0')
+			nf++
 		}
-		exp -= i - frac
-		nd += i - frac
 	}
-	if nd == 0 {
+	if nd+nf == 0 || nd+nf > 19 { // no digits, or a mantissa that may have wrapped
 		return 0, false
 	}
+	exp := -nf
 	if i < len(b) {
 		if b[i] != 'e' && b[i] != 'E' {
 			return 0, false
@@ -89,9 +81,6 @@ func parseFloatFast(b []byte) (float64, bool) {
 		}
 		exp += e
 	}
-	if sig > 19 { // mant may have wrapped
-		return 0, false
-	}
 	if mant == 0 {
 		if neg {
 			return math.Copysign(0, -1), true
@@ -115,20 +104,7 @@ func parseFloatFast(b []byte) (float64, bool) {
 
 // ParseUint parses digits (no sign) into a uint64; ok is false for any other shape or a
 // value out of range. A JSON integer literal that is not negative is one of its inputs.
-func ParseUint(b []byte) (uint64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	var u uint64
-	for _, c := range b {
-		d := uint64(c - '0')
-		if d >= 10 || u > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		u = u*10 + d
-	}
-	return u, true
-}
+func ParseUint(b []byte) (uint64, bool) { return digitsValue(b) }
 
 // ParseInt parses [+-]digits into an int64; ok is false for any other shape or a value out
 // of range. A JSON integer literal is one of its inputs.

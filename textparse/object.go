@@ -89,36 +89,27 @@ func (s *Scanner) Reset(b []byte) {
 // says whether the object was complete and valid.
 func (s *Scanner) Next() bool {
 	b, i := s.b, s.i
-	switch s.state {
-	case stStart:
-		if len(b) >= math.MaxInt32 {
-			return s.fail(0, "input of 2 GiB or more")
+	if s.state == stMembers {
+		if i < len(b) && b[i] <= ' ' {
+			i = SkipSpace(b, i)
 		}
-		i = SkipSpace(b, 0)
-		if i >= len(b) || b[i] != '{' {
-			return s.fail(i, "no opening brace")
-		}
-		i = SkipSpace(b, i+1)
-		if i < len(b) && b[i] == '}' {
-			return s.end(i)
-		}
-		s.state = stMembers
-	case stMembers:
-		i = SkipSpace(b, i)
 		if i >= len(b) {
 			return s.fail(i, "unexpected end")
 		}
 		switch b[i] {
 		case ',':
-			i = SkipSpace(b, i+1)
+			if i++; i < len(b) && b[i] <= ' ' {
+				i = SkipSpace(b, i)
+			}
 		case '}':
 			return s.end(i)
 		default:
 			return s.fail(i, "expected , or }")
 		}
-	default:
+	} else if i = s.open(); i < 0 {
 		return false
 	}
+	// Compact JSON has no whitespace: each SkipSpace call is behind a one-byte test.
 	if i >= len(b) || b[i] != '"' {
 		return s.fail(i, "expected a key")
 	}
@@ -127,18 +118,65 @@ func (s *Scanner) Next() bool {
 		return s.fail(i, "invalid key")
 	}
 	s.Name = Value{Start: int32(i + 1), End: int32(j), Kind: String, Escaped: esc}
-	if i = SkipSpace(b, j+1); i >= len(b) || b[i] != ':' {
+	if i = j + 1; i < len(b) && b[i] <= ' ' {
+		i = SkipSpace(b, i)
+	}
+	if i >= len(b) || b[i] != ':' {
 		return s.fail(i, "expected :")
 	}
-	if i = SkipSpace(b, i+1); i >= len(b) {
+	if i++; i < len(b) && b[i] <= ' ' {
+		i = SkipSpace(b, i)
+	}
+	if i >= len(b) {
 		return s.fail(i, "missing value")
 	}
-	v, j, what := s.value(b, i, s.AllowNaN)
-	if j < 0 {
-		return s.fail(i, what)
+	switch c := b[i]; {
+	case c == '"': // the common values inline: strings and numbers
+		j, esc := scanString(b, i+1)
+		if j < 0 {
+			return s.fail(i, "invalid string")
+		}
+		s.Value = Value{Start: int32(i + 1), End: int32(j), Kind: String, Escaped: esc}
+		s.i = j + 1
+	case c-'0' < 10:
+		j, integer := scanNumber(b, i)
+		if j < 0 {
+			return s.fail(i, "invalid number")
+		}
+		s.Value = Value{Start: int32(i), End: int32(j), Kind: Number, Integer: integer}
+		s.i = j
+	default:
+		v, j, what := s.value(b, i, s.AllowNaN)
+		if j < 0 {
+			return s.fail(i, what)
+		}
+		s.Value, s.i = v, j
 	}
-	s.Value, s.i = v, j
 	return true
+}
+
+// open starts the object: it returns the index of the first member's name, or −1 when there
+// is none (an empty object, an invalid start, or a scan already over).
+func (s *Scanner) open() int {
+	if s.state != stStart {
+		return -1
+	}
+	b := s.b
+	if len(b) >= math.MaxInt32 {
+		s.fail(0, "input of 2 GiB or more")
+		return -1
+	}
+	i := SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		s.fail(i, "no opening brace")
+		return -1
+	}
+	if i = SkipSpace(b, i+1); i < len(b) && b[i] == '}' {
+		s.end(i)
+		return -1
+	}
+	s.state = stMembers
+	return i
 }
 
 // Err returns nil after the whole object was scanned, or a *SyntaxError.
@@ -229,53 +267,51 @@ func SkipSpace(b []byte, i int) int {
 	return i
 }
 
-// plainByte marks the bytes a JSON string holds as they are: printable ASCII but '"' and '\\'.
-var plainByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
 // SWAR constants: a byte's high bit, and 1 in every byte.
 const (
 	hi8 = 0x8080808080808080
 	lo8 = 0x0101010101010101
 )
 
-// scanString validates the string whose contents start at b[i] and returns the index of its
-// closing quote (or −1) and whether it has escapes or non-ASCII bytes. It looks at eight
-// bytes at a time (SWAR): a word's quote, backslash and control bytes are found with the
-// has-zero-byte trick, its non-ASCII bytes by their high bits. The trick can flag a byte
-// above a true match (a borrow), never below, so the lowest flag is exact.
+// scanString validates the string whose contents start at b[i] and returns the index of
+// its closing quote (or −1) and whether it has escapes or non-ASCII bytes (Unquote checks the
+// UTF-8). It looks at eight bytes at a time (SWAR): a word's quote, backslash and control
+// bytes are found with the has-zero-byte trick, its non-ASCII bytes by their high bits. The
+// trick can flag a byte above a true match (a borrow), never below, so the lowest flag is
+// exact. (One function, not two: a call per string costs more than the short strings of
+// an event.)
 func scanString(b []byte, i int) (int, bool) {
 	esc := false
 	for {
 		for i+8 <= len(b) {
 			w := binary.LittleEndian.Uint64(b[i:])
 			q, bs := w^(lo8*'"'), w^(lo8*'\\')
-			stop := ((q - lo8) &^ q) | ((bs - lo8) &^ bs) | ((w - lo8*0x20) &^ w)
-			stop &= hi8
-			if stop == 0 {
-				esc = esc || w&hi8 != 0
-				i += 8
-				continue
+			stop := (((q - lo8) &^ q) | ((bs - lo8) &^ bs) | ((w - lo8*0x20) &^ w)) & hi8
+			if stop != 0 {
+				n := bits.TrailingZeros64(stop)
+				esc = esc || w&hi8&(1<<n-1) != 0 // non-ASCII before the stop
+				i += n >> 3
+				break
 			}
-			n := bits.TrailingZeros64(stop)
-			esc = esc || w&hi8&(1<<n-1) != 0 // non-ASCII before the stop
-			i += n >> 3
-			break
+			esc = esc || w&hi8 != 0
+			i += 8
 		}
-		for i < len(b) && plainByte[b[i]] {
-			i++
+		if i+8 > len(b) { // the last bytes, one at a time
+			for ; i < len(b); i++ {
+				c := b[i]
+				if c == '"' || c == '\\' || c < 0x20 {
+					break
+				}
+				esc = esc || c >= 0x80
+			}
+			if i >= len(b) {
+				return -1, false
+			}
 		}
-		if i >= len(b) {
-			return -1, false
-		}
-		switch c := b[i]; {
-		case c == '"':
+		switch b[i] {
+		case '"':
 			return i, esc
-		case c == '\\':
+		case '\\':
 			esc = true
 			if i++; i >= len(b) {
 				return -1, false
@@ -291,11 +327,8 @@ func scanString(b []byte, i int) (int, bool) {
 			default:
 				return -1, false
 			}
-		case c < 0x20:
+		default:
 			return -1, false // control characters must be escaped
-		default: // non-ASCII: Unquote checks the UTF-8
-			esc = true
-			i++
 		}
 	}
 }
@@ -312,8 +345,7 @@ func scanNumber(b []byte, i int) (int, bool) {
 	case b[i] == '0':
 		i++
 	case '1' <= b[i] && b[i] <= '9':
-		for i++; i < len(b) && b[i]-'0' < 10; i++ {
-		}
+		i = skipDigits(b, i+1)
 	default:
 		return -1, false
 	}
@@ -323,8 +355,7 @@ func scanNumber(b []byte, i int) (int, bool) {
 		if i++; i >= len(b) || b[i]-'0' >= 10 {
 			return -1, false
 		}
-		for i++; i < len(b) && b[i]-'0' < 10; i++ {
-		}
+		i = skipDigits(b, i+1)
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		integer = false

@@ -125,3 +125,35 @@ func FuzzParseTime(f *testing.F) {
 		}
 	})
 }
+
+// TestDigits checks the SWAR digit helpers against strconv over every length and position.
+func TestDigits(t *testing.T) {
+	for n := 0; n <= 22; n++ {
+		for _, fill := range []byte{'0', '9', '5'} {
+			s := make([]byte, n)
+			for i := range s {
+				s[i] = fill
+				if i%3 == 1 {
+					s[i] = byte('0' + (i*7)%10)
+				}
+			}
+			u, ok := ParseUint(s)
+			want, err := strconv.ParseUint(string(s), 10, 64)
+			if ok != (err == nil) || (ok && u != want) {
+				t.Fatalf("ParseUint(%q) = %d, %v; strconv %d, %v", s, u, ok, want, err)
+			}
+			for _, bad := range []byte{'/', ':', 'a', 0x80 | '1', 0} {
+				for i := range s {
+					c := append([]byte(nil), s...)
+					c[i] = bad
+					if _, ok := ParseUint(c); ok {
+						t.Fatalf("ParseUint(%q) accepted", c)
+					}
+					if j := skipDigits(append(c, "xxxxxxxx"...), 0); j != i {
+						t.Fatalf("skipDigits(%q) = %d, want %d", c, j, i)
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package textparse
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -38,23 +39,31 @@ func parseInt(b []byte) (v int64, ok, isInt bool) {
 	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
 		neg, i = b[0] == '-', 1
 	}
-	if i == len(b) {
+	n := len(b) - i
+	if n == 0 {
 		return 0, false, false
 	}
 	var u uint64
-	over := false
-	for ; i < len(b); i++ {
-		c := b[i] - '0'
-		if c >= 10 {
+	if n >= 8 && n <= 16 { // two parse8 words; the second overlaps the first, masked off
+		hi := binary.LittleEndian.Uint64(b[i:])
+		lo := binary.LittleEndian.Uint64(b[len(b)-8:])
+		if nonDigits(hi)|nonDigits(lo) != 0 {
 			return 0, false, false
 		}
-		if u > (math.MaxUint64-9)/10 {
-			over = true
+		u = parse8(hi)*pow10u[n-8] + parse8(lo&^(1<<(8*(16-n))-1))
+	} else {
+		for j := i; j < len(b); j++ {
+			d := uint64(b[j] - '0')
+			if d >= 10 {
+				return 0, false, false
+			}
+			if j-i >= 19 && u > (math.MaxUint64-d)/10 {
+				return 0, false, skipDigits(b, j) == len(b) // all digits: out of range
+			}
+			u = u*10 + d
 		}
-		u = u*10 + uint64(c)
 	}
 	switch {
-	case over:
 	case neg && u <= 1<<63:
 		return int64(-u), true, true // -(1<<63) wraps to itself, the minimum
 	case !neg && u <= math.MaxInt64:
