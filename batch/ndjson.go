@@ -30,6 +30,7 @@ type NDJSONReader struct {
 	row      int64
 	err      error
 	selected bool
+	obj      jsonObject // Read's scanner, knowing the selected names
 }
 
 // NewNDJSONReader peeks at the first object of an NDJSON stream for its keys.
@@ -90,6 +91,11 @@ func (d *NDJSONReader) Select(value, time string) error {
 		return missingColumn(time, d.cols)
 	}
 	d.vname, d.tname, d.selected = value, time, true
+	if time == "" {
+		d.obj.sc.SetNames(value)
+	} else {
+		d.obj.sc.SetNames(value, time)
+	}
 	return nil
 }
 
@@ -120,11 +126,13 @@ func (d *NDJSONReader) Read(vals []float64, ts []int64) (int, error) {
 		at := d.l.line
 		var fv, ft []byte
 		var vk, tk byte
-		o := jsonObject{b: line}
+		o := &d.obj
+		o.b, o.started, o.err = line, false, nil
 		for o.next() {
-			if o.keyIs(d.vname) {
+			switch o.sc.Field { // the names Select gave the scanner
+			case 0:
 				fv, vk = o.val, o.kind
-			} else if d.tname != "" && o.keyIs(d.tname) {
+			case 1:
 				ft, tk = o.val, o.kind
 			}
 		}

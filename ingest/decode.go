@@ -90,12 +90,14 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 		return nil, fmt.Errorf("decoder config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	return &Decoder{
+	d := &Decoder{
 		maxKey:      cfg.MaxKeyLen,
 		maxInterned: cfg.MaxInterned,
 		intern:      make(map[string]string, 256),
 		sc:          textparse.Scanner{AllowNaN: true}, // NaN as the value is refused by name
-	}, nil
+	}
+	d.sc.SetNames(eventFields...)
+	return d, nil
 }
 
 // Decode parses one JSON object into an event. defaultTS (unix ms) is used when ts is
@@ -156,42 +158,19 @@ func (d *Decoder) parseObject(b []byte) bool {
 	sc.Reset(b)
 	nan := false // a NaN token is tolerated only as the value that decides the event
 	for sc.Next() {
-		name := sc.Name.Bytes(b)
-		if sc.Name.Escaped {
-			name, _ = d.unquote(name)
+		k := sc.Field // the index in eventFields, the order of fKey … fCount
+		if k < 0 {
+			k = fOther
 		}
-		d.f[fieldOf(name)] = sc.Value
+		d.f[k] = sc.Value
 		nan = nan || sc.Value.Kind == textparse.NaN
 	}
 	// NaN anywhere but in the deciding value is not JSON.
 	return sc.Done() && (!nan || d.f[fValue].Kind == textparse.NaN) && d.f[fOther].Kind != textparse.NaN
 }
 
-// fieldOf names the field called name (unescaped).
-func fieldOf(name []byte) int {
-	switch len(name) { // by length first: most names are rejected without comparing bytes
-	case 2:
-		if name[0] == 't' && name[1] == 's' {
-			return fTS
-		}
-	case 3:
-		if string(name) == "key" {
-			return fKey
-		}
-	case 5:
-		switch string(name) {
-		case "value":
-			return fValue
-		case "count":
-			return fCount
-		}
-	case 6:
-		if string(name) == "metric" {
-			return fMetric
-		}
-	}
-	return fOther
-}
+// eventFields are the names of fKey … fCount, in that order.
+var eventFields = []string{"key", "metric", "value", "ts", "count"}
 
 // event interprets the recorded fields, in the order key, metric, value, ts, count.
 // ev arrives with the defaults filled in.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"strings"
 )
 
 // MaxNesting is encoding/json's limit on nested objects and arrays, the object being scanned
@@ -64,12 +65,89 @@ type Scanner struct {
 
 	Name  Value // the current member's name (Kind String)
 	Value Value // the current member's value
+	// Field is the index of the current member's name in the names given to SetNames
+	// (matched exactly, after unescaping), or −1.
+	Field int
 
 	b     []byte
 	i     int
 	state uint8
 	what  string // why the input was refused, at offset i
 	deep  []bool // open containers below the 64th level (skipNested)
+
+	names   []string
+	pats    []namePat
+	first   [256]uint8 // 1 + the index in pats of the one name starting with this byte; 255: several
+	scratch []byte     // an escaped name, unescaped
+}
+
+// namePat is `"name"` as the first bytes of a little-endian word, for names of up to six
+// bytes: one masked compare finds the name without scanning it.
+type namePat struct {
+	w, mask uint64
+	n       int // bytes: the name and its quotes
+	field   int
+}
+
+// SetNames gives the names whose index Next reports in Field. Names of up to six bytes
+// (ingest's ts, key, metric, value and count) are recognised by one masked compare of the
+// eight bytes at the member's quote, so that the common member costs no name scan at all.
+func (s *Scanner) SetNames(names ...string) {
+	s.names, s.pats, s.first = names, nil, [256]uint8{}
+	for k, n := range names {
+		if len(n) == 0 || len(n) > 6 || strings.ContainsAny(n, "\"\\") || !isPlain(n) {
+			continue
+		}
+		var w uint64
+		p := `"` + n + `"`
+		for j := len(p) - 1; j >= 0; j-- {
+			w = w<<8 | uint64(p[j])
+		}
+		s.pats = append(s.pats, namePat{w: w, mask: 1<<(8*len(p)) - 1, n: len(p), field: k})
+		if c := n[0]; s.first[c] == 0 {
+			s.first[c] = uint8(len(s.pats))
+		} else {
+			s.first[c] = 255
+		}
+	}
+}
+
+// isPlain reports a name of printable ASCII, which a JSON string holds as it is.
+func isPlain(n string) bool {
+	for i := 0; i < len(n); i++ {
+		if n[i] < 0x20 || n[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// field returns the index of the scanned name in s.names, or −1.
+func (s *Scanner) field(b []byte) int {
+	if len(s.names) == 0 {
+		return -1
+	}
+	name := s.Name.Bytes(b)
+	if s.Name.Escaped {
+		s.scratch, _ = Unquote(s.scratch[:0], name)
+		name = s.scratch
+	}
+	for k, n := range s.names {
+		if n == string(name) {
+			return k
+		}
+	}
+	return -1
+}
+
+// pattern returns the index in s.pats of the name whose pattern starts w, or −1.
+func (s *Scanner) pattern(w uint64) int {
+	for j := range s.pats {
+		if p := &s.pats[j]; w&p.mask == p.w {
+			return j
+		}
+	}
+	return -1
 }
 
 const (
@@ -82,7 +160,7 @@ const (
 // Reset starts scanning b, one JSON object surrounded by optional whitespace.
 func (s *Scanner) Reset(b []byte) {
 	s.b, s.i, s.state, s.what = b, 0, stStart, ""
-	s.Name, s.Value = Value{}, Value{}
+	s.Name, s.Value, s.Field = Value{}, Value{}, -1
 }
 
 // Next scans the next member and reports whether there is one. When it returns false, Err
@@ -113,12 +191,34 @@ func (s *Scanner) Next() bool {
 	if i >= len(b) || b[i] != '"' {
 		return s.fail(i, "expected a key")
 	}
-	j, esc := scanString(b, i+1)
-	if j < 0 {
-		return s.fail(i, "invalid key")
+	k := -1
+	if i+8 <= len(b) && len(s.pats) > 0 { // a known short name: one compare, no scan
+		w := binary.LittleEndian.Uint64(b[i:])
+		switch c := s.first[byte(w>>8)]; c {
+		case 0:
+		case 255:
+			k = s.pattern(w)
+		default:
+			if p := &s.pats[c-1]; w&p.mask == p.w {
+				k = int(c - 1)
+			}
+		}
 	}
-	s.Name = Value{Start: int32(i + 1), End: int32(j), Kind: String, Escaped: esc}
-	if i = j + 1; i < len(b) && b[i] <= ' ' {
+	if k >= 0 {
+		p := &s.pats[k]
+		s.Name = Value{Start: int32(i + 1), End: int32(i + p.n - 1), Kind: String}
+		s.Field = p.field
+		i += p.n
+	} else {
+		j, esc := scanString(b, i+1)
+		if j < 0 {
+			return s.fail(i, "invalid key")
+		}
+		s.Name = Value{Start: int32(i + 1), End: int32(j), Kind: String, Escaped: esc}
+		s.Field = s.field(b)
+		i = j + 1
+	}
+	if i < len(b) && b[i] <= ' ' {
 		i = SkipSpace(b, i)
 	}
 	if i >= len(b) || b[i] != ':' {
