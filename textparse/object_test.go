@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -114,8 +115,12 @@ var objectSeeds = []string{
 	`{"a":1,"a":2}`, `{}`, ` { } `, `[1]`, `{"a":01}`, `{"a":1,}`, `{"a":NaN}`, `null`, ``,
 }
 
+// fuzzNames are FuzzScanner's SetNames: short ones (one compare), one sharing a first byte,
+// a long one (scanned), one a prefix of another.
+var fuzzNames = []string{"key", "metric", "ts", "value", "count", "kind", "timestamp", "k"}
+
 // FuzzScanner holds the scanner to encoding/json: it accepts exactly the objects that
-// json.Unmarshal accepts, every member's last value is encoding/json's (strings decoded by
+// json.Unmarshal accepts, Field names every member as SetNames says, every member's last value is encoding/json's (strings decoded by
 // Unquote, other values as their raw text), Lossy agrees with Unquote, and an array's
 // elements are encoding/json's.
 func FuzzScanner(f *testing.F) {
@@ -126,10 +131,14 @@ func FuzzScanner(f *testing.F) {
 		var ref map[string]json.RawMessage
 		refOK := json.Unmarshal(b, &ref) == nil && ref != nil
 		var s Scanner
+		s.SetNames(fuzzNames...)
 		s.Reset(b)
 		got := map[string]json.RawMessage{}
 		for s.Next() {
 			name, _ := Unquote(nil, s.Name.Bytes(b))
+			if want := slices.Index(fuzzNames, string(name)); s.Field != want {
+				t.Fatalf("%q: member %q has Field %d, want %d", b, name, s.Field, want)
+			}
 			v := s.Value
 			raw := v.Bytes(b)
 			if v.Kind == String {
@@ -180,4 +189,25 @@ func FuzzScanner(f *testing.F) {
 			t.Fatalf("%q: %d members, encoding/json %d", b, len(got), len(ref))
 		}
 	})
+}
+
+func TestScannerField(t *testing.T) {
+	var s Scanner
+	s.SetNames(fuzzNames...)
+	for _, c := range []struct{ in, want string }{
+		{`{"ts":1,"key":"a","metric":"m","value":2,"count":3}`, "2 0 1 3 4"},
+		{`{"k\u0065y":1, "ts" :2,"timestamp":3,"kind":4,"k":5,"ke":6,"keys":7,"":8}`, "0 2 6 5 7 -1 -1 -1"},
+		{`{"x":1,"ts":2}`, "-1 2"}, // "ts" within the last eight bytes: scanned, not compared
+		{`{"Key":1,"metricx":2,"metri":3}`, "-1 -1 -1"},
+	} {
+		b := []byte(c.in)
+		s.Reset(b)
+		var got []string
+		for s.Next() {
+			got = append(got, fmt.Sprint(s.Field))
+		}
+		if !s.Done() || strings.Join(got, " ") != c.want {
+			t.Errorf("%s: fields %v (%v), want %s", c.in, got, s.Err(), c.want)
+		}
+	}
 }
