@@ -78,6 +78,7 @@ type Scanner struct {
 	names   []string
 	pats    []namePat
 	first   [256]uint8 // 1 + the index in pats of the one name starting with this byte; 255: several
+	unpat   bool       // a name has no pattern (long, empty, or not plain): field must search
 	scratch []byte     // an escaped name, unescaped
 }
 
@@ -93,9 +94,10 @@ type namePat struct {
 // (ingest's ts, key, metric, value and count) are recognised by one masked compare of the
 // eight bytes at the member's quote, so that the common member costs no name scan at all.
 func (s *Scanner) SetNames(names ...string) {
-	s.names, s.pats, s.first = names, nil, [256]uint8{}
+	s.names, s.pats, s.first, s.unpat = names, nil, [256]uint8{}, false
 	for k, n := range names {
 		if len(n) == 0 || len(n) > 6 || strings.ContainsAny(n, "\"\\") || !isPlain(n) {
+			s.unpat = true
 			continue
 		}
 		var w uint64
@@ -128,6 +130,9 @@ func (s *Scanner) field(b []byte) int {
 		return -1
 	}
 	name := s.Name.Bytes(b)
+	if !s.unpat && !s.Name.Escaped && (len(name) == 0 || s.first[name[0]] == 0) {
+		return -1 // every name has a pattern, and none starts so: an unknown member
+	}
 	if s.Name.Escaped {
 		s.scratch, _ = Unquote(s.scratch[:0], name)
 		name = s.scratch
