@@ -157,12 +157,8 @@ func (d *Decoder) parseObject(b []byte) bool {
 	sc := &d.sc
 	sc.Reset(b)
 	nan := false // a NaN token is tolerated only as the value that decides the event
+	sc.Into(d.f[:]) // d.f[Field], in eventFields' order fKey … fCount; fOther for the rest
 	for sc.Next() {
-		k := sc.Field // the index in eventFields, the order of fKey … fCount
-		if k < 0 {
-			k = fOther
-		}
-		d.f[k] = sc.Value
 		nan = nan || sc.Value.Kind == textparse.NaN
 	}
 	// NaN anywhere but in the deciding value is not JSON.

@@ -75,11 +75,17 @@ type Scanner struct {
 	what  string // why the input was refused, at offset i
 	deep  []bool // open containers below the 64th level (skipNested)
 
-	names   []string
-	pats    []namePat
-	first   [256]uint8 // 1 + the index in pats of the one name starting with this byte; 255: several
-	unpat   bool       // a name has no pattern (long, empty, or not plain): field must search
-	scratch []byte     // an escaped name, unescaped
+	ns      *nameSet // SetNames's, nil for none: a Scanner stays small to create per line
+	vals    []Value  // Into's
+	scratch []byte   // an escaped name, unescaped
+}
+
+// nameSet is what SetNames precomputes.
+type nameSet struct {
+	names []string
+	pats  []namePat
+	first [256]uint8 // 1 + the index in pats of the one name starting with this byte; 255: several
+	unpat bool       // a name has no pattern (long, empty, or not plain): field must search
 }
 
 // namePat is `"name"` as the first bytes of a little-endian word, for names of up to six
@@ -94,10 +100,15 @@ type namePat struct {
 // (ingest's ts, key, metric, value and count) are recognised by one masked compare of the
 // eight bytes at the member's quote, so that the common member costs no name scan at all.
 func (s *Scanner) SetNames(names ...string) {
-	s.names, s.pats, s.first, s.unpat = names, nil, [256]uint8{}, false
+	if len(names) == 0 {
+		s.ns = nil
+		return
+	}
+	ns := &nameSet{names: names}
+	s.ns = ns
 	for k, n := range names {
 		if len(n) == 0 || len(n) > 6 || strings.ContainsAny(n, "\"\\") || !isPlain(n) {
-			s.unpat = true
+			ns.unpat = true
 			continue
 		}
 		var w uint64
@@ -105,12 +116,30 @@ func (s *Scanner) SetNames(names ...string) {
 		for j := len(p) - 1; j >= 0; j-- {
 			w = w<<8 | uint64(p[j])
 		}
-		s.pats = append(s.pats, namePat{w: w, mask: 1<<(8*len(p)) - 1, n: len(p), field: k})
-		if c := n[0]; s.first[c] == 0 {
-			s.first[c] = uint8(len(s.pats))
+		ns.pats = append(ns.pats, namePat{w: w, mask: 1<<(8*len(p)) - 1, n: len(p), field: k})
+		if c := n[0]; ns.first[c] == 0 {
+			ns.first[c] = uint8(len(ns.pats))
 		} else {
-			s.first[c] = 255
+			ns.first[c] = 255
 		}
+	}
+}
+
+// Into has Next also store each member's value in vals[Field], or in vals[len(vals)-1] for a
+// name SetNames did not give, so that a caller keeping the last value of each name needs no
+// copy of its own (a copy read back right after Next's store stalls the store buffer). vals
+// needs one entry more than the names; nil stops it.
+func (s *Scanner) Into(vals []Value) { s.vals = vals }
+
+// keep stores v as the current value, and in Into's slot.
+func (s *Scanner) keep(v Value) {
+	s.Value = v
+	if s.vals != nil {
+		k := s.Field
+		if k < 0 || k >= len(s.vals)-1 {
+			k = len(s.vals) - 1
+		}
+		s.vals[k] = v
 	}
 }
 
@@ -126,18 +155,19 @@ func isPlain(n string) bool {
 
 // field returns the index of the scanned name in s.names, or −1.
 func (s *Scanner) field(b []byte) int {
-	if len(s.names) == 0 {
+	ns := s.ns
+	if ns == nil {
 		return -1
 	}
 	name := s.Name.Bytes(b)
-	if !s.unpat && !s.Name.Escaped && (len(name) == 0 || s.first[name[0]] == 0) {
+	if !ns.unpat && !s.Name.Escaped && (len(name) == 0 || ns.first[name[0]] == 0) {
 		return -1 // every name has a pattern, and none starts so: an unknown member
 	}
 	if s.Name.Escaped {
 		s.scratch, _ = Unquote(s.scratch[:0], name)
 		name = s.scratch
 	}
-	for k, n := range s.names {
+	for k, n := range ns.names {
 		if n == string(name) {
 			return k
 		}
@@ -146,9 +176,9 @@ func (s *Scanner) field(b []byte) int {
 }
 
 // pattern returns the index in s.pats of the name whose pattern starts w, or −1.
-func (s *Scanner) pattern(w uint64) int {
-	for j := range s.pats {
-		if p := &s.pats[j]; w&p.mask == p.w {
+func (ns *nameSet) pattern(w uint64) int {
+	for j := range ns.pats {
+		if p := &ns.pats[j]; w&p.mask == p.w {
 			return j
 		}
 	}
@@ -197,20 +227,21 @@ func (s *Scanner) Next() bool {
 		return s.fail(i, "expected a key")
 	}
 	k := -1
-	if i+8 <= len(b) && len(s.pats) > 0 { // a known short name: one compare, no scan
+	ns := s.ns
+	if ns != nil && i+8 <= len(b) { // a known short name: one compare, no scan
 		w := binary.LittleEndian.Uint64(b[i:])
-		switch c := s.first[byte(w>>8)]; c {
+		switch c := ns.first[byte(w>>8)]; c {
 		case 0:
 		case 255:
-			k = s.pattern(w)
+			k = ns.pattern(w)
 		default:
-			if p := &s.pats[c-1]; w&p.mask == p.w {
+			if p := &ns.pats[c-1]; w&p.mask == p.w {
 				k = int(c - 1)
 			}
 		}
 	}
 	if k >= 0 {
-		p := &s.pats[k]
+		p := &ns.pats[k]
 		s.Name = Value{Start: int32(i + 1), End: int32(i + p.n - 1), Kind: String}
 		s.Field = p.field
 		i += p.n
@@ -241,21 +272,22 @@ func (s *Scanner) Next() bool {
 		if j < 0 {
 			return s.fail(i, "invalid string")
 		}
-		s.Value = Value{Start: int32(i + 1), End: int32(j), Kind: String, Escaped: esc}
+		s.keep(Value{Start: int32(i + 1), End: int32(j), Kind: String, Escaped: esc})
 		s.i = j + 1
 	case c-'0' < 10:
 		j, integer := scanNumber(b, i)
 		if j < 0 {
 			return s.fail(i, "invalid number")
 		}
-		s.Value = Value{Start: int32(i), End: int32(j), Kind: Number, Integer: integer}
+		s.keep(Value{Start: int32(i), End: int32(j), Kind: Number, Integer: integer})
 		s.i = j
 	default:
 		v, j, what := s.value(b, i, s.AllowNaN)
 		if j < 0 {
 			return s.fail(i, what)
 		}
-		s.Value, s.i = v, j
+		s.keep(v)
+		s.i = j
 	}
 	return true
 }
