@@ -156,7 +156,7 @@ const (
 func (d *Decoder) parseObject(b []byte) bool {
 	sc := &d.sc
 	sc.Reset(b)
-	nan := false // a NaN token is tolerated only as the value that decides the event
+	nan := false    // a NaN token is tolerated only as the value that decides the event
 	sc.Into(d.f[:]) // d.f[Field], in eventFields' order fKey … fCount; fOther for the rest
 	for sc.Next() {
 		nan = nan || sc.Value.Kind == textparse.NaN
