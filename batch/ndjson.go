@@ -2,18 +2,21 @@ package batch
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/slide-metrics/slide/textparse"
 )
 
 // NDJSONReader streams newline-delimited JSON: one object per line, blank lines skipped. Its
 // columns are the keys of the first object. A value may be a JSON number or a string holding a
 // number (some exporters quote numbers); a time may be a number of unix milliseconds or an
-// RFC 3339 string. A missing key is ErrMissingColumn, a line that is not one JSON object is
-// ErrSyntax; when a key repeats, the last one wins (as encoding/json).
+// RFC 3339 string (textparse's one timestamp rule). A missing key is ErrMissingColumn, a line
+// that is not one JSON object (as encoding/json reads JSON: NaN and Infinity are the one
+// exception, refused as not a number) is ErrSyntax; when a key repeats, the last one wins (as
+// encoding/json).
 //
-// Each line is checked by a hand-written scanner that slices keys and values out of the line
+// Each line is checked by textparse's scanner, which slices keys and values out of the line
 // without decoding the whole object; strings with escapes are the only values that get decoded.
 // Construct with NewNDJSONReader. Not safe for concurrent use.
 type NDJSONReader struct {
@@ -27,6 +30,7 @@ type NDJSONReader struct {
 	row      int64
 	err      error
 	selected bool
+	obj      jsonObject // Read's scanner, knowing the selected names
 }
 
 // NewNDJSONReader peeks at the first object of an NDJSON stream for its keys.
@@ -87,6 +91,11 @@ func (d *NDJSONReader) Select(value, time string) error {
 		return missingColumn(time, d.cols)
 	}
 	d.vname, d.tname, d.selected = value, time, true
+	if time == "" {
+		d.obj.sc.SetNames(value)
+	} else {
+		d.obj.sc.SetNames(value, time)
+	}
 	return nil
 }
 
@@ -117,11 +126,13 @@ func (d *NDJSONReader) Read(vals []float64, ts []int64) (int, error) {
 		at := d.l.line
 		var fv, ft []byte
 		var vk, tk byte
-		o := jsonObject{b: line}
+		o := &d.obj
+		o.b, o.started, o.err = line, false, nil
 		for o.next() {
-			if o.keyIs(d.vname) {
+			switch o.sc.Field { // the names Select gave the scanner
+			case 0:
 				fv, vk = o.val, o.kind
-			} else if d.tname != "" && o.keyIs(d.tname) {
+			case 1:
 				ft, tk = o.val, o.kind
 			}
 		}
@@ -174,11 +185,8 @@ func unescape(raw []byte) []byte {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return raw
 	}
-	var s string
-	if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s) != nil {
-		return raw
-	}
-	return []byte(s)
+	out, _ := textparse.Unquote(nil, raw)
+	return out
 }
 
 func trimJSONSpace(b []byte) []byte {
@@ -193,155 +201,50 @@ func trimJSONSpace(b []byte) []byte {
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-// jsonObject walks the top-level members of one JSON object. After next returns true, key is the
-// raw key (between the quotes, escapes kept), val the raw value: string content for kind 's',
-// the token for 'n' (numbers and literals), the whole text for 'o' (objects, arrays). When next
-// returns false, err says whether the object was malformed.
+// jsonObject walks the top-level members of one JSON object with textparse's scanner. After
+// next returns true, key is the raw key (between the quotes, escapes kept), val the raw value:
+// string content for kind 's', the token for 'n' (numbers, literals, NaN and Infinity), the
+// whole text for 'o' (objects, arrays). When next returns false, err says whether the object
+// was malformed.
 type jsonObject struct {
 	b       []byte
-	i       int
 	started bool
+	sc      textparse.Scanner
 	key     []byte
 	val     []byte
 	kind    byte
 	err     error
 }
 
-func (o *jsonObject) fail(what string) bool {
-	o.err = fmt.Errorf("%w: not a JSON object (%s at byte %d)", ErrSyntax, what, o.i)
-	return false
-}
-
-func (o *jsonObject) ws() {
-	for o.i < len(o.b) && isJSONSpace(o.b[o.i]) {
-		o.i++
-	}
-}
-
 func (o *jsonObject) next() bool {
-	if o.err != nil {
-		return false
-	}
-	o.ws()
 	if !o.started {
 		o.started = true
-		if o.i >= len(o.b) || o.b[o.i] != '{' {
-			return o.fail("no opening brace")
-		}
-		o.i++
-		o.ws()
-		if o.i < len(o.b) && o.b[o.i] == '}' {
-			return o.end()
-		}
-	} else {
-		if o.i >= len(o.b) {
-			return o.fail("unexpected end")
-		}
-		switch o.b[o.i] {
-		case '}':
-			return o.end()
-		case ',':
-			o.i++
-			o.ws()
-		default:
-			return o.fail("expected , or }")
-		}
+		o.sc.AllowNaN = true // refused by parseValue as not a number, as before
+		o.sc.Reset(o.b)
 	}
-	if o.i >= len(o.b) || o.b[o.i] != '"' {
-		return o.fail("expected a key")
-	}
-	k, ok := o.str()
-	if !ok {
-		return o.fail("unterminated key")
-	}
-	o.key = k
-	o.ws()
-	if o.i >= len(o.b) || o.b[o.i] != ':' {
-		return o.fail("expected :")
-	}
-	o.i++
-	o.ws()
-	if o.i >= len(o.b) {
-		return o.fail("missing value")
-	}
-	switch c := o.b[o.i]; {
-	case c == '"':
-		v, ok := o.str()
-		if !ok {
-			return o.fail("unterminated string")
+	if !o.sc.Next() {
+		if se, ok := o.sc.Err().(*textparse.SyntaxError); ok {
+			o.err = fmt.Errorf("%w: not a JSON object (%s at byte %d)", ErrSyntax, se.What, se.Offset)
 		}
-		o.val, o.kind = v, 's'
-	case c == '{' || c == '[':
-		start := o.i
-		if !o.skipNested() {
-			return o.fail("unbalanced brackets")
-		}
-		o.val, o.kind = o.b[start:o.i], 'o'
+		return false
+	}
+	o.key = o.sc.Name.Bytes(o.b)
+	v := o.sc.Value
+	o.val = v.Bytes(o.b)
+	switch v.Kind {
+	case textparse.String:
+		o.kind = 's'
+	case textparse.Object, textparse.Array:
+		o.kind = 'o'
 	default:
-		start := o.i
-		for o.i < len(o.b) && o.b[o.i] != ',' && o.b[o.i] != '}' && !isJSONSpace(o.b[o.i]) {
-			o.i++
-		}
-		if o.i == start {
-			return o.fail("missing value")
-		}
-		o.val, o.kind = o.b[start:o.i], 'n'
+		o.kind = 'n'
 	}
 	return true
 }
 
-// end checks that only whitespace follows the closing brace.
-func (o *jsonObject) end() bool {
-	o.i++
-	o.ws()
-	if o.i != len(o.b) {
-		return o.fail("text after the object")
-	}
-	return false
-}
-
-// str consumes a string starting at the opening quote and returns its raw content.
-func (o *jsonObject) str() ([]byte, bool) {
-	start := o.i + 1
-	for j := start; j < len(o.b); j++ {
-		switch o.b[j] {
-		case '\\':
-			j++
-		case '"':
-			o.i = j + 1
-			return o.b[start:j], true
-		}
-	}
-	return nil, false
-}
-
-// skipNested consumes a balanced object or array, strings included.
-func (o *jsonObject) skipNested() bool {
-	depth := 0
-	for o.i < len(o.b) {
-		switch o.b[o.i] {
-		case '"':
-			if _, ok := o.str(); !ok {
-				return false
-			}
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				o.i++
-				return true
-			}
-		}
-		o.i++
-	}
-	return false
-}
-
 // keyIs compares the current key with name, decoding escapes only when the key has any.
 func (o *jsonObject) keyIs(name string) bool {
-	if bytes.IndexByte(o.key, '\\') < 0 {
+	if !o.sc.Name.Escaped {
 		return string(o.key) == name
 	}
 	return string(unescape(o.key)) == name

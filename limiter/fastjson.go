@@ -3,65 +3,68 @@ package limiter
 import (
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/slide-metrics/slide/jsonenc"
+	"github.com/slide-metrics/slide/textparse"
 )
 
 // The /v1/allow hot path: a request body in the one common shape is parsed by hand and the
 // answer is appended into a pooled buffer, so a decision over HTTP costs a few hundred
-// nanoseconds of our own on top of net/http. Anything unusual (escapes, unknown or repeated
-// fields, non-integer cost, invalid UTF-8) falls back to encoding/json, which also writes
-// the error messages; a differential fuzz test holds the two paths to the same answers.
+// nanoseconds of our own on top of net/http. The body is read by textparse's scanner, the
+// one JSON scanner of ingest and batch too; anything unusual (escaped names, unknown or
+// repeated fields, non-integer cost, invalid UTF-8) falls back to decodeAllowStrict, which
+// also writes the error messages; a differential fuzz test holds the two paths to the same
+// answers.
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // parseAllowFast parses {"policy":..,"policies":[..],"key":..,"cost":N} in any order, each
-// field at most once. ok is false when encoding/json must decide.
+// field at most once, with textparse's scanner. ok is false when encoding/json must decide.
 func parseAllowFast(b []byte) (req allowRequest, ok bool) {
-	p := fastParser{b: b}
-	p.ws()
-	if !p.byte('{') {
-		return req, false
-	}
+	var sc textparse.Scanner
+	sc.Reset(b)
 	var seen uint8
-	p.ws()
-	if p.byte('}') {
-		return req, p.end()
-	}
-	for {
-		p.ws()
-		name, ok := p.str()
-		if !ok {
+	for sc.Next() {
+		if sc.Name.Escaped { // an escaped or non-ASCII name: the strict decoder names it
 			return req, false
 		}
-		p.ws()
-		if !p.byte(':') {
-			return req, false
-		}
-		p.ws()
+		v := sc.Value
 		var bit uint8
-		switch name {
+		switch string(sc.Name.Bytes(b)) {
 		case "policy":
 			bit = 1
-			if req.Policy, ok = p.str(); !ok {
+			if req.Policy, ok = fastString(b, v); !ok {
 				return req, false
 			}
 		case "key":
 			bit = 2
-			if req.Key, ok = p.str(); !ok {
+			if req.Key, ok = fastString(b, v); !ok {
 				return req, false
 			}
 		case "cost":
 			bit = 4
-			c, ok := p.int()
+			if v.Kind != textparse.Number || !v.Integer {
+				return req, false
+			}
+			c, ok := textparse.ParseInt(v.Bytes(b))
 			if !ok {
 				return req, false
 			}
 			req.Cost = &c
 		case "policies":
 			bit = 8
-			if req.Policies, ok = p.strs(); !ok {
+			if v.Kind != textparse.Array {
+				return req, false
+			}
+			req.Policies = []string{}
+			if !sc.Elements(b, v, func(e textparse.Value) bool {
+				s, ok := fastString(b, e)
+				if ok && len(req.Policies) < MaxPoliciesPerRequest {
+					req.Policies = append(req.Policies, s)
+					return true
+				}
+				return false
+			}) {
 				return req, false
 			}
 		default:
@@ -71,120 +74,22 @@ func parseAllowFast(b []byte) (req allowRequest, ok bool) {
 			return req, false
 		}
 		seen |= bit
-		p.ws()
-		if p.byte(',') {
-			continue
-		}
-		if p.byte('}') {
-			return req, p.end()
-		}
-		return req, false
 	}
+	return req, sc.Done()
 }
 
-type fastParser struct {
-	b []byte
-	i int
-}
-
-func (p *fastParser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-func (p *fastParser) byte(c byte) bool {
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// end reports whether only whitespace is left.
-func (p *fastParser) end() bool {
-	p.ws()
-	return p.i == len(p.b)
-}
-
-// str reads a string without escapes or control characters, valid UTF-8.
-func (p *fastParser) str() (string, bool) {
-	if !p.byte('"') {
+// fastString decodes a string value that encoding/json would decode to the same string:
+// what it would rewrite to U+FFFD (invalid UTF-8, a lone surrogate) is the strict decoder's.
+func fastString(b []byte, v textparse.Value) (string, bool) {
+	if v.Kind != textparse.String {
 		return "", false
 	}
-	start, ascii := p.i, true
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			s := p.b[start:p.i]
-			p.i++
-			if !ascii && !utf8.Valid(s) {
-				return "", false
-			}
-			return string(s), true
-		case c == '\\' || c < 0x20:
-			return "", false
-		case c >= 0x80:
-			ascii = false
-		}
-		p.i++
+	s := v.Bytes(b)
+	if !v.Escaped {
+		return string(s), true
 	}
-	return "", false
-}
-
-func (p *fastParser) strs() ([]string, bool) {
-	if !p.byte('[') {
-		return nil, false
-	}
-	out := []string{}
-	p.ws()
-	if p.byte(']') {
-		return out, true
-	}
-	for {
-		p.ws()
-		s, ok := p.str()
-		if !ok || len(out) == MaxPoliciesPerRequest {
-			return nil, false
-		}
-		out = append(out, s)
-		p.ws()
-		if p.byte(',') {
-			continue
-		}
-		return out, p.byte(']')
-	}
-}
-
-// int reads a JSON integer of at most 18 digits (no fraction, no exponent).
-func (p *fastParser) int() (int64, bool) {
-	neg := p.byte('-')
-	start := p.i
-	var n int64
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		n = n*10 + int64(p.b[p.i]-'0')
-		p.i++
-	}
-	digits := p.i - start
-	if digits == 0 || digits > 18 || (digits > 1 && p.b[start] == '0') {
-		return 0, false
-	}
-	if p.i < len(p.b) {
-		switch p.b[p.i] {
-		case '.', 'e', 'E':
-			return 0, false
-		}
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
+	out, lossy := textparse.Unquote(nil, s)
+	return string(out), !lossy
 }
 
 // appendDecisionJSON appends d as encoding/json would marshal DecisionJSON, without the

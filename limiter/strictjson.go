@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"strconv"
 	"unicode/utf8"
+
+	"github.com/slide-metrics/slide/textparse"
 )
 
 // The /v1/allow dialect is the ingest decoder's: field names match exactly ("Policy" is an
@@ -163,41 +164,4 @@ func strictString(name string, raw json.RawMessage) (string, error) {
 
 // lossyString reports whether the valid JSON string raw (quotes included) holds invalid
 // UTF-8 or an escaped surrogate that is not half of a pair: what encoding/json rewrites.
-func lossyString(raw []byte) bool {
-	if !utf8.Valid(raw) {
-		return true
-	}
-	high := false // the previous character was an escaped high surrogate
-	for i := 1; i < len(raw)-1; i++ {
-		if raw[i] != '\\' {
-			if high {
-				return true
-			}
-			continue
-		}
-		i++
-		if raw[i] != 'u' {
-			if high {
-				return true
-			}
-			continue
-		}
-		v, _ := strconv.ParseUint(string(raw[i+1:i+5]), 16, 16)
-		i += 4
-		switch {
-		case v >= 0xD800 && v < 0xDC00:
-			if high {
-				return true
-			}
-			high = true
-		case v >= 0xDC00 && v < 0xE000:
-			if !high {
-				return true
-			}
-			high = false
-		case high:
-			return true
-		}
-	}
-	return high
-}
+func lossyString(raw []byte) bool { return textparse.Lossy(raw[1 : len(raw)-1]) }

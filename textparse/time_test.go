@@ -1,4 +1,4 @@
-package rfc3339
+package textparse
 
 import (
 	"regexp"
@@ -6,22 +6,22 @@ import (
 	"time"
 )
 
-// strict is the shape Millis takes; time.Parse also accepts looser forms (one-digit hours,
-// comma fractions, offsets of 24 h and more) that callers leave to it.
+// strict is the shape RFC3339Millis takes; time.Parse also accepts looser forms (one-digit
+// hours, comma fractions, offsets of 24 h and more) that the package refuses.
 var strict = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$`)
 
 func check(t *testing.T, s string) {
-	ms, ok := Millis([]byte(s))
+	ms, ok := RFC3339Millis([]byte(s))
 	tm, err := time.Parse(time.RFC3339Nano, s)
 	if ok && (err != nil || tm.UnixMilli() != ms) {
-		t.Fatalf("Millis(%q) = %d; time.Parse = %d, %v", s, ms, tm.UnixMilli(), err)
+		t.Fatalf("RFC3339Millis(%q) = %d; time.Parse = %d, %v", s, ms, tm.UnixMilli(), err)
 	}
 	if !ok && err == nil && strict.MatchString(s) {
-		t.Fatalf("Millis(%q) refused a strict RFC 3339 time that time.Parse reads as %v", s, tm)
+		t.Fatalf("RFC3339Millis(%q) refused a strict RFC 3339 time that time.Parse reads as %v", s, tm)
 	}
 }
 
-func TestMillis(t *testing.T) {
+func TestRFC3339Millis(t *testing.T) {
 	for _, s := range []string{
 		"2025-11-30T08:00:00Z", "2025-11-30T08:00:00.123Z", "2025-11-30T08:00:00.1Z", "2025-11-30T08:00:00.123456789123Z",
 		"2025-11-30T15:00:00+07:00", "2025-11-30T01:00:00-07:00", "1969-12-31T23:59:59.999Z", "0000-01-01T00:00:00Z",
@@ -30,12 +30,12 @@ func TestMillis(t *testing.T) {
 	} {
 		check(t, s)
 	}
-	if ms, ok := Millis([]byte("1969-12-31T23:59:59.9995Z")); !ok || ms != -1 {
+	if ms, ok := RFC3339Millis([]byte("1969-12-31T23:59:59.9995Z")); !ok || ms != -1 {
 		t.Fatalf("a time before the epoch truncates toward the past: %d %v, want -1", ms, ok)
 	}
 }
 
-func FuzzMillis(f *testing.F) {
+func FuzzRFC3339Millis(f *testing.F) {
 	for _, s := range []string{"2025-11-30T08:00:00.123Z", "2025-11-30T15:00:00+07:00", "0000-01-01T00:00:00Z", "2025-02-29T00:00:00Z"} {
 		f.Add(s)
 	}
