@@ -15,35 +15,6 @@ import (
 	"github.com/slide-metrics/slide/sketch"
 )
 
-// Event is one observation of a series. TS is unix milliseconds; Count 0 means 1. The zero
-// value of every field is safe: Feed 0 is no feed.
-type Event struct {
-	TS     int64
-	Metric string
-	Key    string
-	Value  float64
-	Count  uint64
-	Feed   Feed // the feed that carried it (FeedOf); a series remembers that of the last event it accepted
-}
-
-// Feed names what carried an event in, so that what one feed built can be dropped
-// (DropPartition) or snapshotted (AppendSnapshot) as a unit. Its zero value is no feed (the
-// API, a file, a test): such series are never dropped with a feed. The feed numbered p ≥ 0
-// (for ingest, a Kafka partition) is FeedOf(p).
-type Feed uint32
-
-// FeedOf is the Feed numbered p; a negative p is no feed.
-func FeedOf(p int32) Feed {
-	if p < 0 {
-		return 0
-	}
-	return Feed(p) + 1
-}
-
-// Partition is the number FeedOf was given, or -1 for no feed: the number the store's
-// per-feed calls (DropPartition, AppendSnapshot, SeriesMatch) take.
-func (f Feed) Partition() int32 { return int32(f) - 1 }
-
 // Agg is the result of a window read over the span [From, To) (unix ms): the current slot
 // and the window/slot − 1 before it. Count and Sum are exact; Min and Max are exact (0 when
 // Count is 0); Quantiles are within the sketch's accuracy, clamped to [Min, Max], NaN when empty.
