@@ -36,19 +36,35 @@ type NDJSONReader struct {
 // NewNDJSONReader peeks at the first object of an NDJSON stream for its keys.
 func NewNDJSONReader(r io.Reader) (*NDJSONReader, error) {
 	d := &NDJSONReader{l: newLineBuf(r)}
+	_, start, cols, first, err := firstObject(d.l)
+	if err != nil {
+		return nil, err
+	}
+	d.cols, d.first, d.firstAt = cols, first, d.l.line
+	// Read parses the first line again; its fields were cloned by firstObject.
+	d.pending = true
+	d.l.lo = start // nothing was read since: the line is still in the buffer
+	d.l.line--
+	return d, nil
+}
+
+// firstObject reads l up to its first line that is not blank (a UTF-8 BOM stripped) and
+// returns it, where it starts in l's buffer, and its object's keys and values in order
+// (string values unquoted, every value cloned; a repeated key keeps its last value). It is
+// the header of both NDJSON readers.
+func firstObject(l *lineBuf) (line []byte, start int, cols []string, first [][]byte, err error) {
 	for {
-		line, start, err := d.l.next()
+		line, start, err = l.next()
 		if err == io.EOF {
-			return nil, fmt.Errorf("reading NDJSON: %w", ErrNoRows)
+			return nil, 0, nil, nil, fmt.Errorf("reading NDJSON: %w", ErrNoRows)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading NDJSON: %w", err)
+			return nil, 0, nil, nil, fmt.Errorf("reading NDJSON: %w", err)
 		}
 		line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
 		if len(trimJSONSpace(line)) == 0 {
 			continue
 		}
-		d.firstAt = d.l.line
 		o := jsonObject{b: line}
 		for o.next() {
 			key := o.keyString()
@@ -56,21 +72,17 @@ func NewNDJSONReader(r io.Reader) (*NDJSONReader, error) {
 			if o.kind == 's' {
 				val = o.valString()
 			}
-			if i := indexOf(d.cols, key); i >= 0 {
-				d.first[i] = bytes.Clone(val)
+			if i := indexOf(cols, key); i >= 0 {
+				first[i] = bytes.Clone(val)
 				continue
 			}
-			d.cols = append(d.cols, key)
-			d.first = append(d.first, bytes.Clone(val))
+			cols = append(cols, key)
+			first = append(first, bytes.Clone(val))
 		}
 		if o.err != nil {
-			return nil, fmt.Errorf("reading NDJSON: %w", &RowError{Row: 0, Line: d.firstAt, Err: o.err})
+			return nil, 0, nil, nil, fmt.Errorf("reading NDJSON: %w", &RowError{Line: l.line, Err: o.err})
 		}
-		// Read parses the first line again; its fields were cloned above.
-		d.pending = true
-		d.l.lo = start // nothing was read since: the line is still in the buffer
-		d.l.line--
-		return d, nil
+		return line, start, cols, first, nil
 	}
 }
 

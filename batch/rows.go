@@ -248,38 +248,13 @@ type ndjsonRows struct {
 
 func newNDJSONRows(r io.Reader) (*ndjsonRows, error) {
 	d := &ndjsonRows{l: newLineBuf(r)}
-	for {
-		line, _, err := d.l.next()
-		if err == io.EOF {
-			return nil, fmt.Errorf("reading NDJSON: %w", ErrNoRows)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading NDJSON: %w", err)
-		}
-		line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
-		if len(trimJSONSpace(line)) == 0 {
-			continue
-		}
-		d.pend, d.pendAt = bytes.Clone(line), d.l.line
-		o := jsonObject{b: line}
-		for o.next() {
-			key := o.keyString()
-			val := o.val
-			if o.kind == 's' {
-				val = o.valString()
-			}
-			if i := indexOf(d.cols, key); i >= 0 {
-				d.first[i] = bytes.Clone(val)
-				continue
-			}
-			d.cols = append(d.cols, key)
-			d.first = append(d.first, bytes.Clone(val))
-		}
-		if o.err != nil {
-			return nil, fmt.Errorf("reading NDJSON: %w", &RowError{Line: d.l.line, Err: o.err})
-		}
-		return d, nil
+	line, _, cols, first, err := firstObject(d.l)
+	if err != nil {
+		return nil, err
 	}
+	d.cols, d.first = cols, first
+	d.pend, d.pendAt = bytes.Clone(line), d.l.line
+	return d, nil
 }
 
 func (d *ndjsonRows) Columns() []string  { return d.cols }
