@@ -65,11 +65,7 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 		points, err = s.store.ReadRangeAt(now, metric, key, win, step, qs)
 	}
 	if errors.Is(err, window.ErrNotFound) {
-		what := "no series"
-		if window.IsKeyPattern(key) {
-			what = "no series matches"
-		}
-		writeError(w, http.StatusNotFound, CodeNotFound, "", what+" metric="+quote(clip(metric))+" key="+quote(clip(key)))
+		writeSeriesNotFound(w, metric, key)
 		return
 	}
 	if err != nil {

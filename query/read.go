@@ -68,11 +68,7 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 		return // a cluster read stopped early: its answer is partial
 	}
 	if errors.Is(err, window.ErrNotFound) {
-		what := "no series"
-		if window.IsKeyPattern(key) {
-			what = "no series matches"
-		}
-		writeError(w, http.StatusNotFound, CodeNotFound, "", what+" metric="+quote(clip(metric))+" key="+quote(clip(key)))
+		writeSeriesNotFound(w, metric, key)
 		return
 	}
 	if err != nil {
@@ -558,4 +554,14 @@ func compareIDs(a, b window.SeriesID) int {
 		return c
 	}
 	return strings.Compare(a.Key, b.Key)
+}
+
+// writeSeriesNotFound answers 404 for a read of metric and key (a pattern: "no series
+// matches") that found no series: /v1/window and /v1/range say it the same way.
+func writeSeriesNotFound(w http.ResponseWriter, metric, key string) {
+	what := "no series"
+	if window.IsKeyPattern(key) {
+		what = "no series matches"
+	}
+	writeError(w, http.StatusNotFound, CodeNotFound, "", what+" metric="+quote(clip(metric))+" key="+quote(clip(key)))
 }
