@@ -45,30 +45,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.ReportAllocs()
 		var busy time.Duration
 		for i := 0; i < b.N; i++ {
-			store := newTestStore(b, 0)
 			cfg := Config{Brokers: []string{c.Addr}, Topic: c.Topic, Group: fmt.Sprintf("bench-%d", i),
 				HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 2 * time.Second, MaxWait: maxWait}
-			cons, err := New(cfg, store, WithClock(clock))
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			start := time.Now()
-			go func() { done <- cons.Run(ctx) }()
-			for !consumedAll(cons.Progress(), end) {
-				time.Sleep(200 * time.Microsecond)
-			}
-			busy += time.Since(start)
-			b.StopTimer()
-			cancel()
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			if got := sum(cons.m.events); got != events {
-				b.Fatalf("consumer accepted %v events, want %d", got, events)
-			}
-			b.StartTimer()
+			busy += timeConsume(b, cfg, clock, end, events)
 		}
 		b.ReportMetric(float64(events*b.N)/busy.Seconds(), "events/s")
 	})
@@ -116,6 +95,35 @@ func BenchmarkEndToEnd(b *testing.B) {
 }
 
 // consumedAll reports whether every partition in end is processed to its end offset.
+// timeConsume runs a consumer of cfg into a fresh store until it has consumed every
+// partition up to end, with the timer stopped for what follows, checks that it accepted
+// events, and returns the time the consuming took.
+func timeConsume(b *testing.B, cfg Config, clock func() time.Time, end map[int32]int64, events int) time.Duration {
+	b.Helper()
+	cons, err := New(cfg, newTestStore(b, 0), WithClock(clock))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- cons.Run(ctx) }()
+	for !consumedAll(cons.Progress(), end) {
+		time.Sleep(200 * time.Microsecond)
+	}
+	took := time.Since(start)
+	b.StopTimer()
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	if got := sum(cons.m.events); got != float64(events) {
+		b.Fatalf("consumer accepted %v events, want %d", got, events)
+	}
+	b.StartTimer()
+	return took
+}
+
 func consumedAll(pr Progress, end map[int32]int64) bool {
 	if len(pr.Partitions) != len(end) {
 		return false

@@ -43,30 +43,9 @@ func BenchmarkInflateEndToEnd(b *testing.B) {
 		b.ReportAllocs()
 		var busy time.Duration
 		for i := 0; i < b.N; i++ {
-			store := newTestStore(b, 0)
 			cfg := Config{Brokers: []string{c.Addr}, Topic: c.Topic, Group: fmt.Sprintf("bench-%s-%d", b.Name(), i),
 				HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 2 * time.Second, MaxWait: 500 * time.Millisecond}
-			cons, err := New(cfg, store, WithClock(func() time.Time { return t0 }))
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			start := time.Now()
-			go func() { done <- cons.Run(ctx) }()
-			for !consumedAll(cons.Progress(), end) {
-				time.Sleep(200 * time.Microsecond)
-			}
-			busy += time.Since(start)
-			b.StopTimer()
-			cancel()
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			if got := sum(cons.m.events); got != events {
-				b.Fatalf("consumer accepted %v events, want %d", got, events)
-			}
-			b.StartTimer()
+			busy += timeConsume(b, cfg, func() time.Time { return t0 }, end, events)
 		}
 		b.ReportMetric(float64(events*b.N)/busy.Seconds(), "events/s")
 	}
