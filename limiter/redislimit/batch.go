@@ -181,48 +181,6 @@ func (b *Backend) flush(batch []*job) {
 	}
 }
 
-// batchCall returns the KEYS and ARGV of one fixed_window_batch call for reqs.
-func (b *Backend) batchCall(reqs []*limiter.BackendRequest) ([]string, []any) {
-	keys := make([]string, len(reqs))
-	args := make([]any, 0, 4*len(reqs))
-	for i, r := range reqs {
-		pr := b.prepare(r.Policy)
-		keys[i] = b.Key(r.Policy, r.Key)
-		now := any("") // Redis TIME
-		if b.client {
-			now = r.Now.UnixMicro()
-		}
-		args = append(args, now, r.Cost, pr.static[0], pr.static[1])
-	}
-	return keys, args
-}
-
-// decideFixed decides fixed-window requests in one fixed_window_batch command
-// (plus one EVAL after NOSCRIPT), writing out[i] and errs[i] for reqs[i].
-func (b *Backend) decideFixed(ctx context.Context, reqs []*limiter.BackendRequest, out []limiter.Decision, errs []error) {
-	keys, args := b.batchCall(reqs)
-	cmd := b.c.EvalSha(ctx, batchScript.SHA, keys, args...)
-	b.called("evalsha")
-	if isNoScript(cmd.Err()) {
-		cmd = b.c.Eval(ctx, batchScript.Src, keys, args...)
-		b.called("eval")
-	}
-	b.readBatch(cmd, reqs, out, errs)
-}
-
-// readBatch decodes a fixed_window_batch reply for reqs.
-func (b *Backend) readBatch(cmd *goredis.Cmd, reqs []*limiter.BackendRequest, out []limiter.Decision, errs []error) {
-	vals := make([]int64, 5*len(reqs))
-	err := decodeInts(cmd, vals)
-	for i, r := range reqs {
-		if err != nil {
-			out[i], errs[i] = limiter.Decision{Policy: r.Policy.Name}, fmt.Errorf("running fixed_window_batch script: %w", err)
-			continue
-		}
-		out[i] = decision(r.Policy, vals[5*i:5*i+5])
-	}
-}
-
 // allFixed reports whether every request is a fixed window's.
 func allFixed(reqs []limiter.BackendRequest) bool {
 	for i := range reqs {
