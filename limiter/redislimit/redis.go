@@ -152,7 +152,8 @@ func (c *Config) Validate() error {
 // then keeps each probe trying every 50 ms for up to a minute, so decisions
 // return to Redis within about 50 ms of it answering again instead of up to a
 // second (TestOutageUnderLoad). A client closed during an outage keeps that
-// probe goroutine until it ends, at most a minute.
+// probe goroutine until it ends, at most a minute. Pipelines share the main
+// pool (PipelinePoolSize -1), whose failures are the ones the dialer counts.
 func Options(addr string) *goredis.Options {
 	o := &goredis.Options{
 		Addr:                  addr,
@@ -165,6 +166,12 @@ func Options(addr string) *goredis.Options {
 		DialTimeout:  probeFor,
 		ReadTimeout:  time.Second,
 		WriteTimeout: time.Second,
+		// Pipelines (Decide of several requests) on the main pool: go-redis's
+		// dedicated pipeline pool counts its own failed dials, so the dialer
+		// below, which mirrors the main pool's count, took a pipeline's dial in
+		// an outage for the probe's and kept dialing until the caller's deadline
+		// (TestPipelinedOutageFailsFast).
+		PipelinePoolSize: -1,
 	}
 	// PoolSize is read at each dial: a caller may set it after Options returns.
 	o.Dialer = newDialer(nil, func() int64 { return poolSize(o.PoolSize, 10) }).dial
