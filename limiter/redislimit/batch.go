@@ -59,10 +59,8 @@ const (
 // shared round trips on a single server: while max calls are in flight, new
 // ones queue, and the next flush decides all of them in one fixed_window_batch
 // call. There is no timer: a call that finds a slot free is sent at once, so a
-// lone caller waits one round trip, as without it. A flush is a command, never
-// a go-redis pipeline (which, once its dials have been refused, holds every
-// later call of the client until its deadline: an outage would no longer fail
-// fast).
+// lone caller waits one round trip, as without it. A flush is one command
+// (one script call), not a go-redis pipeline.
 type coalescer struct {
 	b        *Backend
 	max      int
