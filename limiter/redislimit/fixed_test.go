@@ -190,5 +190,13 @@ func TestFixedWindowOtherClock(t *testing.T) {
 		if len(keys) != 1 {
 			t.Errorf("pipelines %d: keys %q, want one window's counter", pipelines, keys)
 		}
+		// Several requests in one Decide (one script call, or a pipeline of them).
+		daily := limiter.Policy{Name: "daily", Algorithm: limiter.FixedWindow, Limit: 5, Window: 24 * time.Hour}
+		redislimit.SetClockSkew(b, 25*time.Hour)
+		out := make([]limiter.Decision, 2)
+		reqs := []limiter.BackendRequest{{Policy: &p, Key: "m", Cost: 1}, {Policy: &daily, Key: "m", Cost: 3}}
+		if err := b.Decide(ctx, reqs, out); err != nil || !out[0].Allowed || out[0].Remaining != 1 || !out[1].Allowed || out[1].Remaining != 2 {
+			t.Errorf("pipelines %d: two requests with the clock a day off: %+v, %v", pipelines, out, err)
+		}
 	}
 }
