@@ -122,7 +122,11 @@
 // quota_mode is, or when every quota_mode one is. response_headers_to_add
 // carries the draft-10 RateLimit-Policy and RateLimit lists of every decided
 // descriptor and, when the request is over its limit, Retry-After (whole
-// seconds, rounded up); Envoy forwards them to the client.
+// seconds, rounded up); Envoy forwards them to the client. A response's
+// current_limit and header values may be shared with other responses (a
+// limit reuses the headers it built last while their numbers repeat, as a hot
+// key's denials do for a second at a time): a caller of Server.ShouldRateLimit
+// must not modify them.
 //
 // # Limit overrides
 //
@@ -167,5 +171,7 @@
 // the limiter's own metrics per policy.
 //
 // NewGRPC serves a Server with the standard health service (SERVING for "" and
-// ServiceName until Shutdown) and server reflection.
+// ServiceName until Shutdown) and server reflection, on 16 stream workers per
+// CPU (at least 64), so concurrent calls run on goroutines whose stacks have
+// grown to fit instead of a new goroutine per call.
 package rls

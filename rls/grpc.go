@@ -37,15 +37,16 @@ type GRPC struct {
 
 // NewGRPC registers s, health checking and reflection on a new grpc.Server
 // built with opts (after slide's own: MaxRecvMsgBytes, keepalive pings from
-// clients allowed every 10 s, which Envoy's defaults stay within, and one
-// stream worker per CPU: calls run on long-lived goroutines whose stacks have
-// grown to fit, instead of a new goroutine per call growing its stack each time).
+// clients allowed every 10 s, which Envoy's defaults stay within, and
+// streamWorkers stream workers: calls run on long-lived goroutines whose
+// stacks have grown to fit, instead of a new goroutine per call growing its
+// stack each time).
 func NewGRPC(s *Server, opts ...grpc.ServerOption) *GRPC {
 	base := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(s.recoverPanic),
 		grpc.MaxRecvMsgSize(MaxRecvMsgBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		grpc.NumStreamWorkers(streamWorkers()),
 	}
 	g := &GRPC{srv: grpc.NewServer(append(base, opts...)...), health: health.NewServer()}
 	pb.RegisterRateLimitServiceServer(g.srv, s)
@@ -54,6 +55,14 @@ func NewGRPC(s *Server, opts ...grpc.ServerOption) *GRPC {
 	g.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return g
 }
+
+// streamWorkers is the number of goroutines that run calls: gRPC hands a call
+// to an idle one or, when all are busy, starts a goroutine for it (whose stack
+// then grows for every call, a few µs each), and a call waiting on Redis keeps
+// its worker busy. One per CPU left most calls of 16 concurrent streams to new
+// goroutines; 16 per CPU (at least 64) covers Envoy's usual concurrency, and
+// an idle worker costs only its stack.
+func streamWorkers() uint32 { return uint32(max(64, 16*runtime.GOMAXPROCS(0))) }
 
 // recoverPanic turns a panic in a handler into an Internal error (counted and
 // logged) instead of the end of the process: gRPC, unlike net/http, does not

@@ -83,8 +83,15 @@ func wildcardMatch(parts []string, value string) bool {
 // over limiter.MaxKeyLen bytes, or holding a control character) the key is
 // "\h" + the first 32 hex digits of the SHA-256 of the length-prefixed values:
 // escaping never produces "\h", so the two forms cannot collide.
-func limiterKey(d *rlv3.RateLimitDescriptor, path []*node, buf []byte) string {
-	b := buf[:0]
+func limiterKey(d *rlv3.RateLimitDescriptor, path []*node, buf *[]byte) string {
+	if e := d.GetEntries(); len(e) == 1 && (len(path) == 0 || !path[0].share) {
+		// One entry needing no escape is its own key: no copy.
+		if v := e[0].GetValue(); len(v) <= limiter.MaxKeyLen && strings.IndexAny(v, `\|`) < 0 && limiter.ValidateKey(v) == nil {
+			return v
+		}
+	}
+	b := (*buf)[:0]
+	defer func() { *buf = b[:0] }()
 	for i, e := range d.GetEntries() {
 		if i > 0 {
 			b = append(b, '|')

@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -119,6 +118,7 @@ type Server struct {
 	noLimit    *prometheus.CounterVec
 	errs       *prometheus.CounterVec
 	scratchBuf sync.Pool
+	hdrs       headerCache // by limit.idx
 }
 
 type limitMetrics struct {
@@ -184,6 +184,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 	}
 	s.ov = overrides{redis: cfg.Redis, clock: cfg.Service.Now}
+	s.hdrs = make(headerCache, len(cfg.Config.limits))
 	s.scratchBuf.New = func() any { return new(scratch) }
 	return s, nil
 }
@@ -259,7 +260,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			}
 			if !l.unlimited {
 				if l.policy != "" {
-					m.key = limiterKey(d, sc.path, sc.key)
+					m.key = limiterKey(d, sc.path, &sc.key)
 				}
 				if len(l.rules) > 0 {
 					e := d.GetEntries()
@@ -360,7 +361,8 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 	resp := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(sc.matched))}
 	overRate, quotaTotal, quotaOver := 0, 0, 0
 	sc.all = sc.all[:0]
-	main := -1 // index in sc.all of the request's deciding decision
+	main := -1    // index in sc.all of the request's deciding decision
+	onlyIdx := -1 // the limit.idx of the one decided descriptor (-1: an override)
 	for i := range sc.matched {
 		m := &sc.matched[i]
 		l := m.l
@@ -392,7 +394,7 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 		}
 		d := &m.d
 		if l.current != nil {
-			st.CurrentLimit = copyLimit(l.current)
+			st.CurrentLimit = l.current // shared, never modified: concurrent marshals only read it
 		}
 		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
 		st.DurationUntilReset = durationpb.New(max(d.ResetAfter, d.RetryAfter))
@@ -420,6 +422,9 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 			overRate++
 		}
 		sc.all = append(sc.all, *d)
+		if !m.override {
+			onlyIdx = l.idx
+		}
 		if main < 0 || worse(d, &sc.all[main]) {
 			main = len(sc.all) - 1
 		}
@@ -432,19 +437,10 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 	if main >= 0 {
 		md := sc.all[main]
 		md.Allowed = resp.OverallCode == pb.RateLimitResponse_OK
-		if sc.hdr == nil {
-			sc.hdr = http.Header{}
+		if len(sc.all) > 1 {
+			onlyIdx = -1
 		}
-		clear(sc.hdr)
-		limiter.WriteHeaders(sc.hdr, now, md, sc.all)
-		add := func(name, canon string) {
-			if v := sc.hdr[canon]; len(v) > 0 {
-				resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: name, Value: v[0]})
-			}
-		}
-		add("ratelimit-policy", http.CanonicalHeaderKey(limiter.HeaderRateLimitPolicy))
-		add("ratelimit", http.CanonicalHeaderKey(limiter.HeaderRateLimit))
-		add("retry-after", http.CanonicalHeaderKey(limiter.HeaderRetryAfter))
+		resp.ResponseHeadersToAdd = s.headers(sc, onlyIdx, now, md, sc.all)
 	}
 	return resp
 }
@@ -471,16 +467,6 @@ func (s *Server) domainLabel(req *pb.RateLimitRequest) string {
 		return req.GetDomain()
 	}
 	return ""
-}
-
-// copyLimit copies a configured current_limit for one response: messages are
-// not shared between concurrent marshals.
-func copyLimit(c *pb.RateLimitResponse_RateLimit) *pb.RateLimitResponse_RateLimit {
-	out := &pb.RateLimitResponse_RateLimit{Name: c.Name, RequestsPerUnit: c.RequestsPerUnit, Unit: c.Unit}
-	if c.UnitMultiplier != nil {
-		out.UnitMultiplier = wrapUint32(c.UnitMultiplier.GetValue())
-	}
-	return out
 }
 
 // decideError maps a limiter error to a gRPC status.

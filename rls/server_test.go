@@ -2,6 +2,7 @@ package rls_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -298,6 +299,37 @@ func TestResponseHeaders(t *testing.T) {
 	if got, w := header(resp, "ratelimit"), `"rls.shop.client_id";r=0;t=60`; got != w {
 		t.Errorf("ratelimit %q, want %q", got, w)
 	}
+}
+
+// TestResponseHeadersFollowEachDecision: a limit reuses the headers it built
+// last while the numbers stay the same (a hot key's denials), and builds new
+// ones as soon as the remaining units, the seconds to the reset or the key change.
+func TestResponseHeadersFollowEachDecision(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{})})
+	check := func(key, rl, retry string) {
+		t.Helper()
+		resp := h.call(t, req("shop", 0, desc("client_id", key)))
+		if got := header(resp, "ratelimit"); got != rl {
+			t.Errorf("%s: ratelimit %q, want %q", key, got, rl)
+		}
+		if got := header(resp, "retry-after"); got != retry {
+			t.Errorf("%s: retry-after %q, want %q", key, got, retry)
+		}
+		if got, w := header(resp, "ratelimit-policy"), `"rls.shop.client_id";q=20;w=60`; got != w {
+			t.Errorf("%s: ratelimit-policy %q, want %q", key, got, w)
+		}
+	}
+	for i := range 20 {
+		check("hc", fmt.Sprintf(`"rls.shop.client_id";r=%d;t=60`, 19-i), "")
+	}
+	check("hc", `"rls.shop.client_id";r=0;t=60`, "60")
+	check("hc", `"rls.shop.client_id";r=0;t=60`, "60")
+	h.advance(30 * time.Second)
+	check("hc", `"rls.shop.client_id";r=0;t=30`, "30")
+	check("hc2", `"rls.shop.client_id";r=19;t=30`, "")
+	check("hc", `"rls.shop.client_id";r=0;t=30`, "30")
+	h.advance(30 * time.Second) // the next window
+	check("hc", `"rls.shop.client_id";r=19;t=60`, "")
 }
 
 // TestAuthToken: with a token, ShouldRateLimit needs it as bearer metadata;

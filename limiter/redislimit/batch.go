@@ -59,10 +59,8 @@ const (
 // shared round trips on a single server: while max calls are in flight, new
 // ones queue, and the next flush decides all of them in one fixed_window_batch
 // call. There is no timer: a call that finds a slot free is sent at once, so a
-// lone caller waits one round trip, as without it. A flush is a command, never
-// a go-redis pipeline (which, once its dials have been refused, holds every
-// later call of the client until its deadline: an outage would no longer fail
-// fast).
+// lone caller waits one round trip, as without it. A flush is one command
+// (one script call), not a go-redis pipeline.
 type coalescer struct {
 	b        *Backend
 	max      int
@@ -178,48 +176,6 @@ func (b *Backend) flush(batch []*job) {
 	}
 	if failed {
 		b.failed()
-	}
-}
-
-// batchCall returns the KEYS and ARGV of one fixed_window_batch call for reqs.
-func (b *Backend) batchCall(reqs []*limiter.BackendRequest) ([]string, []any) {
-	keys := make([]string, len(reqs))
-	args := make([]any, 0, 4*len(reqs))
-	for i, r := range reqs {
-		pr := b.prepare(r.Policy)
-		keys[i] = b.Key(r.Policy, r.Key)
-		now := any("") // Redis TIME
-		if b.client {
-			now = r.Now.UnixMicro()
-		}
-		args = append(args, now, r.Cost, pr.static[0], pr.static[1])
-	}
-	return keys, args
-}
-
-// decideFixed decides fixed-window requests in one fixed_window_batch command
-// (plus one EVAL after NOSCRIPT), writing out[i] and errs[i] for reqs[i].
-func (b *Backend) decideFixed(ctx context.Context, reqs []*limiter.BackendRequest, out []limiter.Decision, errs []error) {
-	keys, args := b.batchCall(reqs)
-	cmd := b.c.EvalSha(ctx, batchScript.SHA, keys, args...)
-	b.called("evalsha")
-	if isNoScript(cmd.Err()) {
-		cmd = b.c.Eval(ctx, batchScript.Src, keys, args...)
-		b.called("eval")
-	}
-	b.readBatch(cmd, reqs, out, errs)
-}
-
-// readBatch decodes a fixed_window_batch reply for reqs.
-func (b *Backend) readBatch(cmd *goredis.Cmd, reqs []*limiter.BackendRequest, out []limiter.Decision, errs []error) {
-	vals := make([]int64, 5*len(reqs))
-	err := decodeInts(cmd, vals)
-	for i, r := range reqs {
-		if err != nil {
-			out[i], errs[i] = limiter.Decision{Policy: r.Policy.Name}, fmt.Errorf("running fixed_window_batch script: %w", err)
-			continue
-		}
-		out[i] = decision(r.Policy, vals[5*i:5*i+5])
 	}
 }
 

@@ -10,9 +10,12 @@
 // conformance suite in limiter/limitertest runs over both. Redis 5 or newer is
 // required (effects replication of scripts that call TIME).
 //
-// The fixed window keeps an integer string per window, KEYS[1]:N for window number N
+// The fixed window keeps an integer string per window, Key:N for window number N
 // (same hash tag, so the same slot), one INCRBY per admission, the least work a script
-// can do per decision. On a single server (not Cluster) fixed-window calls that arrive
+// can do per decision. The caller names N (from Redis's TIME as the last reply showed it)
+// and passes the counter in KEYS, so a script touches only declared keys; the script
+// checks N against TIME and, at a window's edge, touches nothing and answers TIME for a
+// second try (fixed.go). On a single server (not Cluster) fixed-window calls that arrive
 // while another is in flight wait for it and then go together in one script call,
 // fixed_window_batch.lua (Config.Pipelines, batch.go): one read, one write and one script
 // run for all of them, and no timer.
@@ -149,7 +152,8 @@ func (c *Config) Validate() error {
 // then keeps each probe trying every 50 ms for up to a minute, so decisions
 // return to Redis within about 50 ms of it answering again instead of up to a
 // second (TestOutageUnderLoad). A client closed during an outage keeps that
-// probe goroutine until it ends, at most a minute.
+// probe goroutine until it ends, at most a minute. Pipelines share the main
+// pool (PipelinePoolSize -1), whose failures are the ones the dialer counts.
 func Options(addr string) *goredis.Options {
 	o := &goredis.Options{
 		Addr:                  addr,
@@ -162,6 +166,12 @@ func Options(addr string) *goredis.Options {
 		DialTimeout:  probeFor,
 		ReadTimeout:  time.Second,
 		WriteTimeout: time.Second,
+		// Pipelines (Decide of several requests) on the main pool: go-redis's
+		// dedicated pipeline pool counts its own failed dials, so the dialer
+		// below, which mirrors the main pool's count, took a pipeline's dial in
+		// an outage for the probe's and kept dialing until the caller's deadline
+		// (TestPipelinedOutageFailsFast).
+		PipelinePoolSize: -1,
 	}
 	// PoolSize is read at each dial: a caller may set it after Options returns.
 	o.Dialer = newDialer(nil, func() int64 { return poolSize(o.PoolSize, 10) }).dial
@@ -259,8 +269,9 @@ type Backend struct {
 	seq      atomic.Uint64
 	prep     sync.Map // limiter.Policy → *prepared
 	nprep    atomic.Int64
-	single   bool       // one server (not Cluster): a script may touch keys of any slot
-	co       *coalescer // nil: Pipelines -1
+	single   bool         // one server (not Cluster): a script may touch keys of any slot
+	co       *coalescer   // nil: Pipelines -1
+	skew     atomic.Int64 // Redis's TIME minus the local clock, µs, as the last reply showed (fixed.go)
 }
 
 var _ limiter.Backend = (*Backend)(nil)
@@ -384,8 +395,9 @@ func (b *Backend) prepare(p *limiter.Policy) *prepared {
 	return pr
 }
 
-// args returns the script, KEYS and ARGV for r:
-// ARGV = now_us (” = Redis TIME), cost, the policy's numbers, [member id].
+// args returns the script, KEYS and ARGV for r of any algorithm but the fixed
+// window (fixedArgs): ARGV = now_us (” = Redis TIME), cost, the policy's
+// numbers, [member id].
 func (b *Backend) args(r *limiter.BackendRequest) (*Script, []string, []any, error) {
 	p := r.Policy
 	if p == nil || p.Algorithm < limiter.FixedWindow || p.Algorithm > limiter.LeakyBucket {
@@ -438,18 +450,23 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 		args []any
 		s    *Script
 		cmd  *goredis.Cmd
+		win  fixedWin // a fixed window's
 	}
 	calls := make([]call, len(reqs))
 	pipe := b.c.Pipeline()
 	for i := range reqs {
 		c := &calls[i]
 		var err error
-		if c.s, c.keys, c.args, err = b.args(&reqs[i]); err != nil {
+		if p := reqs[i].Policy; p != nil && p.Algorithm == limiter.FixedWindow {
+			c.s = scripts[limiter.FixedWindow]
+			c.keys, c.args, c.win = b.fixedArgs(&reqs[i], b.fixedNow(&reqs[i]))
+		} else if c.s, c.keys, c.args, err = b.args(&reqs[i]); err != nil {
 			return err
 		}
 		c.cmd = pipe.EvalSha(ctx, c.s.SHA, c.keys, c.args...)
 		b.called("evalsha")
 	}
+	sent := time.Now().UnixMicro()
 	_, _ = pipe.Exec(ctx) // errors are per command, read below
 	var retry goredis.Pipeliner
 	for i := range calls {
@@ -466,7 +483,17 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 		_, _ = retry.Exec(ctx)
 	}
 	for i := range calls {
-		d, err := decode(reqs[i].Policy, calls[i].cmd)
+		var d limiter.Decision
+		var err error
+		if r := &reqs[i]; r.Policy.Algorithm == limiter.FixedWindow {
+			var at int64
+			var ok bool
+			if d, at, ok, err = b.fixedReply(r, calls[i].cmd, calls[i].win, sent); err == nil && !ok {
+				d, err = b.decideFixedOne(ctx, r, at, 1) // Redis is in another window
+			}
+		} else {
+			d, err = decode(r.Policy, calls[i].cmd)
+		}
 		if err != nil {
 			b.failed()
 			return err
@@ -477,6 +504,13 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 }
 
 func (b *Backend) decideOne(ctx context.Context, r *limiter.BackendRequest) (limiter.Decision, error) {
+	if p := r.Policy; p != nil && p.Algorithm == limiter.FixedWindow {
+		d, err := b.decideFixedOne(ctx, r, b.fixedNow(r), 0)
+		if err != nil {
+			b.failed()
+		}
+		return d, err
+	}
 	s, keys, args, err := b.args(r)
 	if err != nil {
 		return limiter.Decision{}, err

@@ -707,7 +707,7 @@ func TestFixedWindowWithinMaxmemory(t *testing.T) {
 	if _, err := l.AllowN(ctx, "one", time.Now(), 1); err == nil || !strings.Contains(err.Error(), "OOM") {
 		t.Errorf("fixed_window over maxmemory: %v, want OOM", err)
 	}
-	cmd := c.EvalSha(ctx, redislimit.BatchScript().SHA, []string{b.Key(&p, "a"), b.Key(&p, "b")}, "", 1, 10, 60_000_000, "", 1, 10, 60_000_000)
+	cmd := c.EvalSha(ctx, redislimit.BatchScript().SHA, []string{b.Key(&p, "a") + ":0", b.Key(&p, "b") + ":0"}, "c", 1, 10, 0, 60_000_000, 1, 1)
 	if err := cmd.Err(); err == nil || !strings.Contains(err.Error(), "OOM") {
 		t.Errorf("fixed_window_batch over maxmemory: %v, want OOM", err)
 	}
