@@ -1,0 +1,250 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/slide-metrics/slide/textparse"
+	"github.com/slide-metrics/slide/window"
+)
+
+// The fast path reads the shape nearly every producer writes, in one pass that validates
+// and converts as it goes:
+//
+//	{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}
+//
+// the five fields in any order, each at most once and no other, spaces allowed between
+// tokens; key and metric printable ASCII without escapes; ts and count integer literals;
+// value a decimal without exponent that converts exactly (textparse.Decimal). Every line
+// it takes decodes to what the general path (parseObject and event) returns for it, and
+// it takes only lines that the general path accepts; on anything else (another shape, an
+// error of any kind) it gives up and the general path decodes the line from the start,
+// so that every refusal and its Reason come from one place. FuzzDecodeFast holds the two
+// paths to each other.
+
+// Field names as the first bytes of a little-endian word, quotes and colon included.
+const (
+	patTS     = uint64('"') | uint64('t')<<8 | uint64('s')<<16 | uint64('"')<<24 | uint64(':')<<32
+	patKey    = uint64('"') | uint64('k')<<8 | uint64('e')<<16 | uint64('y')<<24 | uint64('"')<<32 | uint64(':')<<40
+	patMetric = uint64('"') | uint64('m')<<8 | uint64('e')<<16 | uint64('t')<<24 | uint64('r')<<32 | uint64('i')<<40 | uint64('c')<<48 | uint64('"')<<56 // then ':'
+	patValue  = uint64('"') | uint64('v')<<8 | uint64('a')<<16 | uint64('l')<<24 | uint64('u')<<32 | uint64('e')<<40 | uint64('"')<<48 | uint64(':')<<56
+	patCount  = uint64('"') | uint64('c')<<8 | uint64('o')<<16 | uint64('u')<<24 | uint64('n')<<32 | uint64('t')<<40 | uint64('"')<<48 | uint64(':')<<56
+	mask5     = 1<<40 - 1
+	mask6     = 1<<48 - 1
+)
+
+// Word patterns of the layout AppendEvent writes, `{"ts":1,"key":"k","metric":"m","value":2}`:
+// the text between the values, a little-endian word at a time.
+var (
+	patOpenTS    = binary.LittleEndian.Uint64([]byte(`{"ts":` + "\x00\x00")) // 6 bytes, masked
+	patKeyOpen   = binary.LittleEndian.Uint64([]byte(`,"key":"`))
+	patMetricA   = binary.LittleEndian.Uint64([]byte(`","metri`)) // from the key's closing quote
+	patMetricB   = binary.LittleEndian.Uint64([]byte(`etric":"`)) // 4 bytes later, overlapping
+	patValueOpen = binary.LittleEndian.Uint64([]byte(`","value`)) // from the metric's closing quote
+	patCountOpen = binary.LittleEndian.Uint64([]byte(`,"count"`))
+)
+
+// exact decodes b into ev when it has exactly AppendEvent's layout (what `slide produce`,
+// the benchmark and most producers write): the members ts, key, metric, value and an
+// optional count in that order, compact, the text between the values compared a word at a
+// time. It reports whether it did; on false fast reads the line as it may be.
+func (d *Decoder) exact(b []byte, defaultTS int64, ev *window.Event) bool {
+	n := len(b)
+	if n < 48 || n >= math.MaxInt32 || binary.LittleEndian.Uint64(b)&mask6 != patOpenTS {
+		return false // 48: `{"ts":0,"key":"k","metric":"m","value":0}` is 41, and the words read ahead
+	}
+	ts, i := textparse.Integer(b, 6)
+	if i < 0 || i+8 > n || binary.LittleEndian.Uint64(b[i:]) != patKeyOpen {
+		return false
+	}
+	i += 8
+	j, lo, hi := textparse.PlainName(b, i)
+	if j < 0 || j == i || j-i > d.maxKey || j+16 > n ||
+		binary.LittleEndian.Uint64(b[j:]) != patMetricA || binary.LittleEndian.Uint64(b[j+4:]) != patMetricB {
+		return false
+	}
+	key := d.fastName(b[i:j], lo, hi, false)
+	i = j + 12
+	j, lo, hi = textparse.PlainName(b, i)
+	if j < 0 || j == i || j-i > d.maxKey || j+10 > n ||
+		binary.LittleEndian.Uint64(b[j:]) != patValueOpen || b[j+8] != '"' || b[j+9] != ':' {
+		return false
+	}
+	metric := d.fastName(b[i:j], lo, hi, true)
+	v, i := textparse.Float(b, j+10)
+	if i < 0 || i >= n {
+		return false
+	}
+	count := uint64(1)
+	if b[i] == ',' {
+		if i+9 > n || binary.LittleEndian.Uint64(b[i:]) != patCountOpen || b[i+8] != ':' {
+			return false
+		}
+		c, k := textparse.Integer(b, i+9)
+		if k < 0 || c < 1 || k >= n {
+			return false
+		}
+		count, i = uint64(c), k
+	}
+	if b[i] != '}' || (i+1 != n && textparse.SkipSpace(b, i+1) != n) {
+		return false
+	}
+	*ev = window.Event{TS: ts, Key: key, Metric: metric, Value: v, Count: count}
+	_ = defaultTS // ts is always given in this layout
+	return true
+}
+
+// fast decodes b into ev when b has the common shape, and reports whether it did; ev is
+// then complete. On false ev holds nothing of use.
+func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
+	n := len(b)
+	if n < 8 || b[0] != '{' || n >= math.MaxInt32 { // the scanner refuses 2 GiB and more
+		return false
+	}
+	ev.TS, ev.Count = defaultTS, 1
+	var seen uint8
+	i := 1
+	for {
+		if i+8 > n {
+			return false
+		}
+		w := binary.LittleEndian.Uint64(b[i:])
+		var f uint8
+		switch {
+		case w&mask5 == patTS:
+			f, i = fTS, i+5
+		case w&mask6 == patKey:
+			f, i = fKey, i+6
+		case w == patValue:
+			f, i = fValue, i+8
+		case w == patMetric:
+			if i+8 >= n || b[i+8] != ':' {
+				return false
+			}
+			f, i = fMetric, i+9
+		case w == patCount:
+			f, i = fCount, i+8
+		default:
+			if b[i] == ' ' { // pretty-printed: `{ "ts": 1, "key": "a" }`
+				if i = skipSpaces(b, i); i < n && b[i] == '"' {
+					continue
+				}
+			}
+			return false
+		}
+		if seen&(1<<f) != 0 {
+			return false // a repeat: the last wins, the general path's rule
+		}
+		seen |= 1 << f
+		if i < n && b[i] == ' ' {
+			i = skipSpaces(b, i)
+		}
+		switch f {
+		case fTS:
+			v, j := textparse.Integer(b, i)
+			if j < 0 {
+				return false
+			}
+			ev.TS, i = v, j
+		case fValue:
+			v, j := textparse.Float(b, i)
+			if j < 0 {
+				return false
+			}
+			ev.Value, i = v, j
+		case fCount:
+			v, j := textparse.Integer(b, i)
+			if j < 0 || v < 1 {
+				return false
+			}
+			ev.Count, i = uint64(v), j
+		default: // key, metric
+			if i >= n || b[i] != '"' {
+				return false
+			}
+			j, lo, hi := textparse.PlainName(b, i+1)
+			if j < 0 {
+				return false
+			}
+			s := b[i+1 : j]
+			if len(s) == 0 || len(s) > d.maxKey {
+				return false
+			}
+			v := d.fastName(s, lo, hi, f == fMetric)
+			if f == fMetric {
+				ev.Metric = v
+			} else {
+				ev.Key = v
+			}
+			i = j + 1
+		}
+		if i >= n {
+			return false
+		}
+		c := b[i]
+		if c == ' ' {
+			if i = skipSpaces(b, i); i >= n {
+				return false
+			}
+			c = b[i]
+		}
+		if c == ',' {
+			i++
+			continue
+		}
+		if c != '}' {
+			return false
+		}
+		const required = 1<<fKey | 1<<fMetric | 1<<fValue
+		return seen&required == required && (i+1 == n || textparse.SkipSpace(b, i+1) == n)
+	}
+}
+
+// fastName interns a key or metric that PlainName passed (lo and hi its words, lo zero when
+// it did not read them): printable ASCII is valid UTF-8 without control bytes, so a new
+// name needs none of name's checks.
+func (d *Decoder) fastName(s []byte, lo, hi uint64, metric bool) string {
+	if lo == 0 { // long, or at the end of the line
+		if metric && string(s) == d.lastMetric {
+			return d.lastMetric
+		}
+		v, h, ok := d.intern.lookup(s)
+		if !ok {
+			v = d.intern.add(s, h)
+		}
+		if metric {
+			d.setLastMetric(v)
+		}
+		return v
+	}
+	if metric && lo == d.lastLo && hi == d.lastHi && len(s) == len(d.lastMetric) {
+		return d.lastMetric
+	}
+	v, h, ok := d.intern.lookupShort(lo, hi, len(s))
+	if !ok {
+		v = d.intern.add(s, h)
+	}
+	if metric {
+		d.lastMetric, d.lastLo, d.lastHi = v, lo, hi
+	}
+	return v
+}
+
+// setLastMetric sets the one-entry metric cache, its words included.
+func (d *Decoder) setLastMetric(v string) {
+	d.lastMetric, d.lastLo, d.lastHi = v, 0, 0
+	if len(v) <= maxShortName {
+		var buf [2 * 8]byte
+		copy(buf[:], v)
+		d.lastLo, d.lastHi = words16(buf[:])
+	}
+}
+
+// skipSpaces skips the spaces of pretty-printed JSON (", " and ": "); other whitespace stops
+// it, and the fast path then gives up.
+func skipSpaces(b []byte, i int) int {
+	for i < len(b) && b[i] == ' ' {
+		i++
+	}
+	return i
+}
