@@ -123,7 +123,7 @@ func Integer(b []byte, i int) (v int64, end int) {
 		}
 		w2 := load8(b, i+8)
 		m := digitRun(w2)
-		if m == 8 {
+		if m == 8 && i+16 < len(b) && b[i+16]-'0' < 10 {
 			return 0, -1 // more than 16 digits
 		}
 		u = parse8(w)*pow10u[m] + parse8(w2<<(8*uint(8-m)))
