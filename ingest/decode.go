@@ -79,8 +79,9 @@ type Decoder struct {
 	maxInterned int
 	intern      internTable // decode_intern.go
 	lastMetric  string      // the metric of the previous event, a one-entry cache in front of intern
-	lastLo      uint64      // lastMetric's words16 when it is short, for the fast path's compare
+	lastLo      uint64      // lastMetric's words16 when it is short and plain, for the fast path's compare
 	lastHi      uint64
+	lastN       int    // len(lastMetric) when it is short and plain, else −1
 	scratch     []byte // unescaped strings
 	sc          textparse.Scanner
 	f           [numFields + 1]textparse.Value
@@ -99,6 +100,7 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 		sc:          textparse.Scanner{AllowNaN: true}, // NaN as the value is refused by name
 	}
 	d.sc.SetNames(eventFields...)
+	d.lastN = -1
 	return d, nil
 }
 
@@ -108,7 +110,10 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 // Store-level checks (late, future, series cap) are the store's: see ReasonOf.
 func (d *Decoder) Decode(line []byte, defaultTS int64) (window.Event, Reason) {
 	var ev window.Event
-	if d.exact(line, defaultTS, &ev) || d.fast(line, defaultTS, &ev) { // the common shapes, in one pass (decode_fast.go)
+	if ev, ok := d.exact(line); ok { // the common shapes, in one pass (decode_fast.go)
+		return ev, ReasonNone
+	}
+	if d.fast(line, defaultTS, &ev) {
 		return ev, ReasonNone
 	}
 	return d.decodeGeneral(line, defaultTS)

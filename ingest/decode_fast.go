@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 
 	"github.com/slide-metrics/slide/textparse"
 	"github.com/slide-metrics/slide/window"
@@ -44,54 +45,124 @@ var (
 	patCountOpen = binary.LittleEndian.Uint64([]byte(`,"count"`))
 )
 
-// exact decodes b into ev when it has exactly AppendEvent's layout (what `slide produce`,
-// the benchmark and most producers write): the members ts, key, metric, value and an
-// optional count in that order, compact, the text between the values compared a word at a
-// time. It reports whether it did; on false fast reads the line as it may be.
-func (d *Decoder) exact(b []byte, defaultTS int64, ev *window.Event) bool {
+// exact decodes b when it has exactly AppendEvent's layout (what `slide produce`, the
+// benchmark and most producers write): the members ts, key, metric, value and an optional
+// count in that order, compact, the text between the values compared a word at a time, and
+// reports whether it did; on false fast reads the line as it may be.
+func (d *Decoder) exact(b []byte) (window.Event, bool) {
 	n := len(b)
-	if n < 48 || n >= math.MaxInt32 || binary.LittleEndian.Uint64(b)&mask6 != patOpenTS {
-		return false // 48: `{"ts":0,"key":"k","metric":"m","value":0}` is 41, and the words read ahead
+	if n < 48 || n >= math.MaxInt32 {
+		return window.Event{}, false // 48: `{"ts":0,"key":"k","metric":"m","value":0}` is 41, and the words read ahead
 	}
-	ts, i := textparse.Integer(b, 6)
-	if i < 0 || i+8 > n || binary.LittleEndian.Uint64(b[i:]) != patKeyOpen {
-		return false
+	head := (*[22]byte)(b[:22])
+	if binary.LittleEndian.Uint64(head[:8])&mask6 != patOpenTS {
+		return window.Event{}, false
 	}
-	i += 8
-	j, lo, hi := textparse.PlainName(b, i)
-	if j < 0 || j == i || j-i > d.maxKey || j+16 > n ||
-		binary.LittleEndian.Uint64(b[j:]) != patMetricA || binary.LittleEndian.Uint64(b[j+4:]) != patMetricB {
-		return false
+	// ts at offset 6: its digits as two words when it is a plain run of 1 to 15 of them
+	// (a sign, a leading zero or more digits go to Integer). What follows it must be the
+	// comma of `,"key":"`, which the next compare checks.
+	u, i := textparse.Digits16(binary.LittleEndian.Uint64(head[6:14]), binary.LittleEndian.Uint64(head[14:22]))
+	ts := int64(u)
+	if i == 0 || i == 16 || (i > 1 && head[6] == '0') {
+		if ts, i = textparse.Integer(b, 6); i < 0 {
+			return window.Event{}, false
+		}
+	} else {
+		i += 6
 	}
-	key := d.fastName(b[i:j], lo, hi, false)
-	i = j + 12
-	j, lo, hi = textparse.PlainName(b, i)
-	if j < 0 || j == i || j-i > d.maxKey || j+10 > n ||
-		binary.LittleEndian.Uint64(b[j:]) != patValueOpen || b[j+8] != '"' || b[j+9] != ':' {
-		return false
+	if i+8 > n || binary.LittleEndian.Uint64(b[i:i+8]) != patKeyOpen {
+		return window.Event{}, false
 	}
-	metric := d.fastName(b[i:j], lo, hi, true)
-	v, i := textparse.Float(b, j+10)
-	if i < 0 || i >= n {
-		return false
+	key, j := d.quickName(b, i+8, false)
+	if j < 0 || j+16 > n {
+		return window.Event{}, false
+	}
+	if w := (*[16]byte)(b[j : j+16]); binary.LittleEndian.Uint64(w[:8]) != patMetricA || binary.LittleEndian.Uint64(w[4:12]) != patMetricB {
+		return window.Event{}, false
+	}
+	metric, j := d.quickName(b, j+12, true)
+	if j < 0 || j+10 > n {
+		return window.Event{}, false
+	}
+	if w := (*[10]byte)(b[j : j+10]); binary.LittleEndian.Uint64(w[:8]) != patValueOpen || w[8] != '"' || w[9] != ':' {
+		return window.Event{}, false
+	}
+	// The value ends the line as a rule: then it is the bytes before the closing brace, one
+	// word for a short decimal. Otherwise (a count follows, or a long number) Float reads it.
+	i = j + 10
+	v, ok := 0.0, false
+	if l := n - 1 - i; b[n-1] == '}' && l >= 1 && l <= 8 {
+		v, ok = textparse.Decimal8(binary.LittleEndian.Uint64(b[n-9:n-1])>>(8*uint(8-l)), l)
+	}
+	if ok {
+		i = n - 1
+	} else if v, i = textparse.Float(b, i); i < 0 || i >= n {
+		return window.Event{}, false
 	}
 	count := uint64(1)
 	if b[i] == ',' {
-		if i+9 > n || binary.LittleEndian.Uint64(b[i:]) != patCountOpen || b[i+8] != ':' {
-			return false
+		if i+9 > n || binary.LittleEndian.Uint64(b[i:i+8]) != patCountOpen || b[i+8] != ':' {
+			return window.Event{}, false
 		}
 		c, k := textparse.Integer(b, i+9)
 		if k < 0 || c < 1 || k >= n {
-			return false
+			return window.Event{}, false
 		}
 		count, i = uint64(c), k
 	}
 	if b[i] != '}' || (i+1 != n && textparse.SkipSpace(b, i+1) != n) {
-		return false
+		return window.Event{}, false
 	}
-	*ev = window.Event{TS: ts, Key: key, Metric: metric, Value: v, Count: count}
-	_ = defaultTS // ts is always given in this layout
-	return true
+	return window.Event{TS: ts, Key: key, Metric: metric, Value: v, Count: count}, true
+}
+
+// quickName reads the key or metric whose contents start at b[i] for exact, and returns it
+// and the index of its closing quote, or −1. A short name is found by its closing quote
+// alone and looked up by its words: one that the table holds with its plain flag is a name
+// whose bytes were checked (printable ASCII, so valid UTF-8 without control bytes, and
+// without backslash, so the first quote closes it) when it entered the table; only a name
+// not there is scanned by textparse.PlainString before it enters. A long one goes through
+// PlainString and fastName.
+func (d *Decoder) quickName(b []byte, i int, metric bool) (string, int) {
+	if i+16 > len(b) {
+		return "", -1
+	}
+	w := (*[16]byte)(b[i : i+16])
+	lo, hi := binary.LittleEndian.Uint64(w[:8]), binary.LittleEndian.Uint64(w[8:])
+	var n int
+	if q := textparse.Quotes(lo); q != 0 {
+		n = bits.TrailingZeros64(q) >> 3
+		lo, hi = lo&(1<<(8*n)-1), 0
+	} else if q := textparse.Quotes(hi); q != 0 {
+		n = bits.TrailingZeros64(q) >> 3
+		hi &= 1<<(8*n) - 1
+		n += 8
+	} else { // longer than 16 bytes
+		j := textparse.PlainString(b, i)
+		if j < 0 || j-i > d.maxKey {
+			return "", -1
+		}
+		return d.fastName(b[i:j], 0, 0, metric), j
+	}
+	if n == 0 || n > d.maxKey {
+		return "", -1
+	}
+	if metric && n == d.lastN && lo == d.lastLo && hi == d.lastHi {
+		return d.lastMetric, i + n
+	}
+	v, h, ok, plain := d.intern.lookupShort(lo, hi, n)
+	if !ok {
+		if textparse.PlainString(b, i) != i+n {
+			return "", -1 // not a plain string: the general path's
+		}
+		v = d.intern.add(b[i:i+n], h)
+	} else if !plain {
+		return "", -1 // the same bytes as a name that came escaped, or not ASCII
+	}
+	if metric {
+		d.lastMetric, d.lastLo, d.lastHi, d.lastN = v, lo, hi, n
+	}
+	return v, i + n
 }
 
 // fast decodes b into ev when b has the common shape, and reports whether it did; ev is
@@ -217,26 +288,27 @@ func (d *Decoder) fastName(s []byte, lo, hi uint64, metric bool) string {
 		}
 		return v
 	}
-	if metric && lo == d.lastLo && hi == d.lastHi && len(s) == len(d.lastMetric) {
+	if metric && len(s) == d.lastN && lo == d.lastLo && hi == d.lastHi {
 		return d.lastMetric
 	}
-	v, h, ok := d.intern.lookupShort(lo, hi, len(s))
+	v, h, ok, _ := d.intern.lookupShort(lo, hi, len(s))
 	if !ok {
 		v = d.intern.add(s, h)
 	}
 	if metric {
-		d.lastMetric, d.lastLo, d.lastHi = v, lo, hi
+		d.lastMetric, d.lastLo, d.lastHi, d.lastN = v, lo, hi, len(s)
 	}
 	return v
 }
 
-// setLastMetric sets the one-entry metric cache, its words included.
+// setLastMetric sets the one-entry metric cache, with its words when it is short and plain.
 func (d *Decoder) setLastMetric(v string) {
-	d.lastMetric, d.lastLo, d.lastHi = v, 0, 0
-	if len(v) <= maxShortName {
+	d.lastMetric, d.lastN = v, -1
+	if len(v) <= maxShortName && isPlainName(v) {
 		var buf [2 * 8]byte
 		copy(buf[:], v)
 		d.lastLo, d.lastHi = words16(buf[:])
+		d.lastN = len(v)
 	}
 }
 

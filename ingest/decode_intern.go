@@ -28,6 +28,7 @@ type internSlot struct {
 	lo, hi uint64 // a short name's bytes (words16); 0 for a long one
 	h      uint64
 	s      string // "" for an empty slot: names are never empty
+	plain  bool   // s is printable ASCII without quote or backslash: its own JSON text
 }
 
 const (
@@ -64,27 +65,28 @@ func (t *internTable) shortHash(lo, hi uint64, n int) uint64 {
 }
 
 // lookupShort returns the interned copy of the short name of n bytes whose words are lo and
-// hi, or ok false and the hash to give add.
-func (t *internTable) lookupShort(lo, hi uint64, n int) (v string, h uint64, ok bool) {
+// hi, or ok false and the hash to give add; plain is the name's plain flag.
+func (t *internTable) lookupShort(lo, hi uint64, n int) (v string, h uint64, ok, plain bool) {
 	h = t.shortHash(lo, hi, n)
 	mask := len(t.slots) - 1
 	for i, p := int(h)&mask, 0; p < maxProbe; i, p = (i+1)&mask, p+1 {
 		e := &t.slots[i]
 		if e.lo == lo && e.hi == hi && len(e.s) == n {
-			return e.s, h, true
+			return e.s, h, true, e.plain
 		}
 		if len(e.s) == 0 {
 			break
 		}
 	}
-	return "", h, false
+	return "", h, false, false
 }
 
 // lookup returns the interned copy of s (not empty), or ok false and the hash to give add.
 func (t *internTable) lookup(s []byte) (v string, h uint64, ok bool) {
 	if len(s) <= maxShortName {
 		lo, hi := words16(s)
-		return t.lookupShort(lo, hi, len(s))
+		v, h, ok, _ = t.lookupShort(lo, hi, len(s))
+		return v, h, ok
 	}
 	h = maphash.Bytes(t.seed, s)
 	mask := len(t.slots) - 1
@@ -118,7 +120,7 @@ func (t *internTable) add(s []byte, h uint64) string {
 	} else if 2*(t.n+1) > len(t.slots) {
 		t.grow()
 	}
-	e := internSlot{h: h, s: v}
+	e := internSlot{h: h, s: v, plain: isPlainName(v)}
 	if len(s) <= maxShortName {
 		e.lo, e.hi = words16(s)
 	}
@@ -155,6 +157,17 @@ func (t *internTable) grow() {
 			return
 		}
 	}
+}
+
+// isPlainName reports a name of printable ASCII without quote or backslash: one that a JSON
+// string holds as it is, so that its raw bytes between quotes are the name.
+func isPlainName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *internTable) reset() {

@@ -32,7 +32,7 @@ targets=(
 	"./window FuzzLoadSnapshot 20000x"
 	"./textparse FuzzScanner 20000x"
 	"./ingest FuzzDecodeFast 20000x"
-	"./textparse FuzzFast 20000x"
+	"./textparse FuzzFast 10000x"
 )
 
 for t in "${targets[@]}"; do

@@ -23,6 +23,13 @@ func plainStops(w uint64) uint64 {
 	return (((q - lo8) &^ q) | ((bs - lo8) &^ bs) | ((w - lo8*0x20) &^ w) | (w + lo8) | w) & hi8
 }
 
+// Quotes flags (high bit of the byte) the quotes among w's bytes; the lowest flag is exact
+// (a borrow flags only bytes above a true quote).
+func Quotes(w uint64) uint64 {
+	q := w ^ (lo8 * '"')
+	return (q - lo8) &^ q & hi8
+}
+
 // PlainString returns the index of the closing quote of the JSON string whose contents start
 // at b[i] (just after its opening quote) when the contents are printable ASCII without
 // escapes (bytes 0x20–0x7e but the quote and the backslash), or −1 for any other string or
@@ -210,4 +217,70 @@ func Decimal(b []byte, i int) (f float64, end int) {
 		f = -f
 	}
 	return f, j
+}
+
+// Digits16 converts the run of ASCII digits that starts the sixteen bytes w0, w1 (little-endian,
+// w0 first): it returns the run's value and length n, 0 for none and 16 when the run fills
+// both words and may go on (then v is not set). A caller that knows its number starts there
+// (ingest's ts at a fixed offset) reads it in a few operations; it checks the sign, a leading
+// zero and what follows the run itself.
+func Digits16(w0, w1 uint64) (v uint64, n int) {
+	if n = digitRun(w0); n < 8 {
+		return parse8(w0 << (8 * uint(8-n))), n
+	}
+	m := digitRun(w1)
+	if m == 8 {
+		return 0, 16
+	}
+	return parse8(w0)*pow10u[m] + parse8(w1<<(8*uint(8-m))), 8 + m
+}
+
+// Decimal8 converts the text that is exactly the first n bytes of w (1 ≤ n ≤ 8, little-endian,
+// the bytes above ignored) when it is a JSON number -?int[.frac] without exponent, bit for bit
+// as ParseFloat: at most eight digits, so the one division m ÷ 10^k is exact as in Decimal.
+// ok is false for any other text (not such a number, or not JSON: a leading zero, a lone
+// point): the caller's fallback decides. A caller that knows where its number ends (ingest:
+// the value before the line's closing brace) reads it as one word.
+func Decimal8(w uint64, n int) (f float64, ok bool) {
+	if n < 1 || n > 8 {
+		return 0, false
+	}
+	neg := byte(w) == '-'
+	if neg {
+		w >>= 8
+		n--
+	}
+	keep := uint64(1)<<(8*uint(n)) - 1 // all ones for n = 8: the shift gives 0
+	w &= keep
+	nd := nonDigits(w) & hi8 & keep
+	if n == 0 || byte(w) == '.' {
+		return 0, false
+	}
+	k := 0 // fraction digits
+	if nd != 0 {
+		dot := bits.TrailingZeros64(nd) >> 3
+		if nd&(nd-1) != 0 || byte(w>>(8*uint(dot))) != '.' || dot == n-1 {
+			return 0, false // two non-digits, one that is not a point, or no fraction digits
+		}
+		if dot > 1 && byte(w) == '0' {
+			return 0, false // a leading zero
+		}
+		k = n - 1 - dot
+		w = w&(1<<(8*uint(dot))-1) | w>>(8*uint(dot+1))<<(8*uint(dot)) // the point taken out
+		n--
+	} else if n > 1 && byte(w) == '0' {
+		return 0, false // a leading zero
+	}
+	m := parse8(w << (8 * uint(8-n)))
+	if m == 0 {
+		if neg {
+			return math.Copysign(0, -1), true
+		}
+		return 0, true
+	}
+	f = float64(m) / pow10[k]
+	if neg {
+		f = -f
+	}
+	return f, true
 }

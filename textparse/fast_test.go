@@ -62,6 +62,31 @@ func checkFast(t *testing.T, b []byte, i int) {
 			t.Fatalf("Float(%q, %d) refused %q, which ParseFloat takes", b, i, b[i:end])
 		}
 	}
+	// Digits16 and Decimal8 on the words at i: they take what the Scanner and ParseFloat take.
+	var buf [24]byte
+	copy(buf[:], b[min(i, len(b)):])
+	w0, w1 := binary.LittleEndian.Uint64(buf[:8]), binary.LittleEndian.Uint64(buf[8:16])
+	if v, n := Digits16(w0, w1); n > 0 && n < 16 {
+		if want, ok := ParseUint(buf[:n]); !ok || want != v || skipDigits(buf[:], 0) != n {
+			t.Fatalf("Digits16(%q) = %d, %d; ParseUint %d %v", buf[:16], v, n, want, ok)
+		}
+	} else if n == 0 && buf[0]-'0' < 10 || n == 16 && skipDigits(buf[:], 0) < 16 {
+		t.Fatalf("Digits16(%q) = %d, %d", buf[:16], v, n)
+	}
+	for l := 1; l <= 8; l++ {
+		f, ok := Decimal8(w0, l)
+		if !ok {
+			continue
+		}
+		lit := buf[:l]
+		if e, _ := refNumber(lit, 0); e != l {
+			t.Fatalf("Decimal8(%q) = %v: not one JSON number", lit, f)
+		}
+		want, err := ParseFloat(lit)
+		if err != nil || math.Float64bits(want) != math.Float64bits(f) {
+			t.Fatalf("Decimal8(%q) = %v, ParseFloat %v %v", lit, f, want, err)
+		}
+	}
 	sEnd, esc := scanString(b, i)
 	plain := sEnd >= 0 && !esc && !bytes.ContainsFunc(b[i:sEnd], func(r rune) bool { return r == 0x7f })
 	if j := PlainString(b, i); j >= 0 != plain || (plain && j != sEnd) {
@@ -123,6 +148,9 @@ func TestFast(t *testing.T) {
 	}
 	if j, lo, _ := PlainName(b, 27); j != 36 || lo == 0 {
 		t.Errorf("PlainName: %d %#x", j, lo)
+	}
+	if v, ok := Decimal8(binary.LittleEndian.Uint64([]byte("27.431}\x00")), 6); !ok || v != 27.431 {
+		t.Errorf("Decimal8: %v %v", v, ok)
 	}
 	if n := testing.AllocsPerRun(100, func() {
 		Integer(b, 6)
