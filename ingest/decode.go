@@ -81,8 +81,10 @@ type Decoder struct {
 	lastMetric  string      // the metric of the previous event, a one-entry cache in front of intern
 	lastLo      uint64      // lastMetric's words16 when it is short and plain, for the fast path's compare
 	lastHi      uint64
-	lastN       int    // len(lastMetric) when it is short and plain, else −1
-	scratch     []byte // unescaped strings
+	lastN       int       // len(lastMetric) when it is short and plain, else −1
+	lastQ       [2]uint64 // lastMetric and its closing quote as words, when it has at most 15 bytes
+	lastQMask   [2]uint64 // which bytes of lastQ count: none when it has more
+	scratch     []byte    // unescaped strings
 	sc          textparse.Scanner
 	f           [numFields + 1]textparse.Value
 }
@@ -108,12 +110,8 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 // absent or null. On success the event has Partition −1 and the reason is ReasonNone;
 // otherwise the event is the zero Event with Partition −1 and the reason says why.
 // Store-level checks (late, future, series cap) are the store's: see ReasonOf.
-func (d *Decoder) Decode(line []byte, defaultTS int64) (window.Event, Reason) {
-	var ev window.Event
-	if ev, ok := d.exact(line); ok { // the common shapes, in one pass (decode_fast.go)
-		return ev, ReasonNone
-	}
-	if d.fast(line, defaultTS, &ev) {
+func (d *Decoder) Decode(line []byte, defaultTS int64) (ev window.Event, r Reason) {
+	if d.exact(line, &ev) || d.fast(line, defaultTS, &ev) { // the common shapes, in one pass (decode_fast.go)
 		return ev, ReasonNone
 	}
 	return d.decodeGeneral(line, defaultTS)

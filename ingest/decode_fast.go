@@ -49,14 +49,14 @@ var (
 // benchmark and most producers write): the members ts, key, metric, value and an optional
 // count in that order, compact, the text between the values compared a word at a time, and
 // reports whether it did; on false fast reads the line as it may be.
-func (d *Decoder) exact(b []byte) (window.Event, bool) {
+func (d *Decoder) exact(b []byte, ev *window.Event) bool {
 	n := len(b)
 	if n < 48 || n >= math.MaxInt32 {
-		return window.Event{}, false // 48: `{"ts":0,"key":"k","metric":"m","value":0}` is 41, and the words read ahead
+		return false // 48: `{"ts":0,"key":"k","metric":"m","value":0}` is 41, and the words read ahead
 	}
 	head := (*[22]byte)(b[:22])
 	if binary.LittleEndian.Uint64(head[:8])&mask6 != patOpenTS {
-		return window.Event{}, false
+		return false
 	}
 	// ts at offset 6: its digits as two words when it is a plain run of 1 to 15 of them
 	// (a sign, a leading zero or more digits go to Integer). What follows it must be the
@@ -65,27 +65,32 @@ func (d *Decoder) exact(b []byte) (window.Event, bool) {
 	ts := int64(u)
 	if i == 0 || i == 16 || (i > 1 && head[6] == '0') {
 		if ts, i = textparse.Integer(b, 6); i < 0 {
-			return window.Event{}, false
+			return false
 		}
 	} else {
 		i += 6
 	}
 	if i+8 > n || binary.LittleEndian.Uint64(b[i:i+8]) != patKeyOpen {
-		return window.Event{}, false
+		return false
 	}
 	key, j := d.quickName(b, i+8, false)
 	if j < 0 || j+16 > n {
-		return window.Event{}, false
+		return false
 	}
 	if w := (*[16]byte)(b[j : j+16]); binary.LittleEndian.Uint64(w[:8]) != patMetricA || binary.LittleEndian.Uint64(w[4:12]) != patMetricB {
-		return window.Event{}, false
+		return false
 	}
-	metric, j := d.quickName(b, j+12, true)
+	var metric string
+	if i = j + 12; i+16 <= n && d.sameMetric((*[16]byte)(b[i:i+16])) {
+		metric, j = d.lastMetric, i+d.lastN // most lines repeat the previous metric
+	} else {
+		metric, j = d.quickName(b, i, true)
+	}
 	if j < 0 || j+10 > n {
-		return window.Event{}, false
+		return false
 	}
 	if w := (*[10]byte)(b[j : j+10]); binary.LittleEndian.Uint64(w[:8]) != patValueOpen || w[8] != '"' || w[9] != ':' {
-		return window.Event{}, false
+		return false
 	}
 	// The value ends the line as a rule: then it is the bytes before the closing brace, one
 	// word for a short decimal. Otherwise (a count follows, or a long number) Float reads it.
@@ -97,23 +102,24 @@ func (d *Decoder) exact(b []byte) (window.Event, bool) {
 	if ok {
 		i = n - 1
 	} else if v, i = textparse.Float(b, i); i < 0 || i >= n {
-		return window.Event{}, false
+		return false
 	}
 	count := uint64(1)
 	if b[i] == ',' {
 		if i+9 > n || binary.LittleEndian.Uint64(b[i:i+8]) != patCountOpen || b[i+8] != ':' {
-			return window.Event{}, false
+			return false
 		}
 		c, k := textparse.Integer(b, i+9)
 		if k < 0 || c < 1 || k >= n {
-			return window.Event{}, false
+			return false
 		}
 		count, i = uint64(c), k
 	}
 	if b[i] != '}' || (i+1 != n && textparse.SkipSpace(b, i+1) != n) {
-		return window.Event{}, false
+		return false
 	}
-	return window.Event{TS: ts, Key: key, Metric: metric, Value: v, Count: count}, true
+	*ev = window.Event{TS: ts, Key: key, Metric: metric, Value: v, Count: count}
+	return true
 }
 
 // quickName reads the key or metric whose contents start at b[i] for exact, and returns it
@@ -160,7 +166,7 @@ func (d *Decoder) quickName(b []byte, i int, metric bool) (string, int) {
 		return "", -1 // the same bytes as a name that came escaped, or not ASCII
 	}
 	if metric {
-		d.lastMetric, d.lastLo, d.lastHi, d.lastN = v, lo, hi, n
+		d.setLastShort(v, lo, hi, n)
 	}
 	return v, i + n
 }
@@ -296,20 +302,50 @@ func (d *Decoder) fastName(s []byte, lo, hi uint64, metric bool) string {
 		v = d.intern.add(s, h)
 	}
 	if metric {
-		d.lastMetric, d.lastLo, d.lastHi, d.lastN = v, lo, hi, len(s)
+		d.setLastShort(v, lo, hi, len(s))
 	}
 	return v
 }
 
 // setLastMetric sets the one-entry metric cache, with its words when it is short and plain.
 func (d *Decoder) setLastMetric(v string) {
-	d.lastMetric, d.lastN = v, -1
+	d.lastMetric, d.lastN, d.lastQMask = v, -1, [2]uint64{}
 	if len(v) <= maxShortName && isPlainName(v) {
 		var buf [2 * 8]byte
 		copy(buf[:], v)
-		d.lastLo, d.lastHi = words16(buf[:])
-		d.lastN = len(v)
+		lo, hi := words16(buf[:])
+		d.setLastShort(v, lo, hi, len(v))
 	}
+}
+
+// setLastShort sets the metric cache to v, a plain name of n ≤ 16 bytes whose words are lo
+// and hi, and, when n ≤ 15, the words of v and its closing quote that sameMetric compares.
+func (d *Decoder) setLastShort(v string, lo, hi uint64, n int) {
+	d.lastMetric, d.lastLo, d.lastHi, d.lastN = v, lo, hi, n
+	d.lastQMask = [2]uint64{}
+	if n <= 15 {
+		var buf [2 * 8]byte
+		copy(buf[:], v)
+		buf[n] = '"'
+		d.lastQ[0], d.lastQ[1] = words16(buf[:])
+		d.lastQMask[0], d.lastQMask[1] = maskBytes(n+1), maskBytes(n+1-8)
+	}
+}
+
+// maskBytes is a word's mask of its k lowest bytes (none for k ≤ 0, all for k ≥ 8).
+func maskBytes(k int) uint64 {
+	if k <= 0 {
+		return 0
+	}
+	return 1<<(8*uint(k)) - 1 // all ones for k ≥ 8: the shift gives 0
+}
+
+// sameMetric reports that w, the sixteen bytes at a metric's contents, start with the
+// previous metric and its closing quote: the metric is that one, with no scan or lookup (a
+// plain name has no quote or backslash, so the quote compared is the closing one).
+func (d *Decoder) sameMetric(w *[16]byte) bool {
+	lo, hi := binary.LittleEndian.Uint64(w[:8]), binary.LittleEndian.Uint64(w[8:])
+	return d.lastQMask[0] != 0 && lo&d.lastQMask[0] == d.lastQ[0] && hi&d.lastQMask[1] == d.lastQ[1]
 }
 
 // skipSpaces skips the spaces of pretty-printed JSON (", " and ": "); other whitespace stops

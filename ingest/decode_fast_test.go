@@ -31,10 +31,7 @@ func checkFastPaths(t *testing.T, line []byte) (took string) {
 	for _, p := range []struct {
 		name string
 		fn   func(*Decoder, []byte, int64, *window.Event) bool
-	}{{"exact", func(d *Decoder, b []byte, _ int64, ev *window.Event) (ok bool) {
-		*ev, ok = d.exact(b)
-		return ok
-	}}, {"fast", (*Decoder).fast}} {
+	}{{"exact", func(d *Decoder, b []byte, _ int64, ev *window.Event) bool { return d.exact(b, ev) }}, {"fast", (*Decoder).fast}} {
 		var ev window.Event
 		if !p.fn(decoder(), line, defTS, &ev) {
 			continue
