@@ -97,7 +97,7 @@ func (d *Decoder) exact(b []byte, ev *window.Event) bool {
 	i = j + 10
 	v, ok := 0.0, false
 	if l := n - 1 - i; b[n-1] == '}' && l >= 1 && l <= 8 {
-		v, ok = textparse.Decimal8(binary.LittleEndian.Uint64(b[n-9:n-1])>>(8*uint(8-l)), l)
+		v, ok = textparse.Decimal8(binary.LittleEndian.Uint64(b[n-9:n-1])>>(8*uint(8-l)&63), l)
 	}
 	if ok {
 		i = n - 1
@@ -138,10 +138,10 @@ func (d *Decoder) quickName(b []byte, i int, metric bool) (string, int) {
 	var n int
 	if q := textparse.Quotes(lo); q != 0 {
 		n = bits.TrailingZeros64(q) >> 3
-		lo, hi = lo&(1<<(8*n)-1), 0
+		lo, hi = lo&(1<<(8*n&63)-1), 0
 	} else if q := textparse.Quotes(hi); q != 0 {
 		n = bits.TrailingZeros64(q) >> 3
-		hi &= 1<<(8*n) - 1
+		hi &= 1<<(8*n&63) - 1
 		n += 8
 	} else { // longer than 16 bytes
 		j := textparse.PlainString(b, i)

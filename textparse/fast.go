@@ -73,10 +73,10 @@ func PlainName(b []byte, i int) (end int, lo, hi uint64) {
 	switch {
 	case s0 != 0:
 		n = bits.TrailingZeros64(s0) >> 3
-		lo, hi = lo&(1<<(8*n)-1), 0
+		lo, hi = lo&(1<<(8*n&63)-1), 0
 	case s1 != 0:
 		n = bits.TrailingZeros64(s1) >> 3
-		hi &= 1<<(8*n) - 1
+		hi &= 1<<(8*n&63) - 1
 		n += 8
 	default:
 		return PlainString(b, i+16), 0, 0
@@ -98,7 +98,7 @@ func load8(b []byte, i int) uint64 {
 	if i+8 <= len(b) {
 		return binary.LittleEndian.Uint64(b[i:])
 	}
-	return binary.LittleEndian.Uint64(b[len(b)-8:]) >> (8 * uint(i+8-len(b)))
+	return binary.LittleEndian.Uint64(b[len(b)-8:]) >> (8 * uint(i+8-len(b)) & 63)
 }
 
 // Integer reads the JSON integer literal at b[i], -?(0|[1-9][0-9]*) with at most 16 digits
@@ -123,7 +123,7 @@ func Integer(b []byte, i int) (v int64, end int) {
 		if n == 0 {
 			return 0, -1
 		}
-		u = parse8(w << (8 * uint(8-n))) // the digits high, zero bytes as leading zeros
+		u = parse8(w << (8 * uint(8-n) & 63)) // the digits high, zero bytes as leading zeros
 	} else {
 		if i+8 >= len(b) {
 			return 0, -1
@@ -133,7 +133,10 @@ func Integer(b []byte, i int) (v int64, end int) {
 		if m == 8 && i+16 < len(b) && b[i+16]-'0' < 10 {
 			return 0, -1 // more than 16 digits
 		}
-		u = parse8(w)*pow10u[m] + parse8(w2<<(8*uint(8-m)))
+		if m == 0 {
+			w2 = 0 // (8 - m) bytes of shift would be 64
+		}
+		u = parse8(w)*pow10u[m] + parse8(w2<<(8*uint(8-m)&63))
 		n += m
 	}
 	j := i + n
@@ -191,13 +194,13 @@ func Decimal(b []byte, i int) (f float64, end int) {
 	if p == 0 || p == 8 || (p > 1 && b[i] == '0') {
 		return 0, -1 // not a number, long, or a leading zero (not JSON)
 	}
-	digits, n, k := w&(1<<(8*uint(p))-1), p, 0
+	digits, n, k := w&(1<<(8*uint(p)&63)-1), p, 0
 	if i+p < len(b) && b[i+p] == '.' {
-		fw := w >> (8 * uint(p+1)) // the fraction's bytes, zero past the word
+		fw := w >> 8 >> (8 * uint(p) & 63) // the fraction's bytes, zero past the word
 		if k = digitRun(fw); k == 0 || p+1+k == 8 {
 			return 0, -1 // no fraction digits (not JSON), or a fraction that may go on
 		}
-		digits |= (fw & (1<<(8*uint(k)) - 1)) << (8 * uint(p))
+		digits |= (fw & (1<<(8*uint(k)&63) - 1)) << (8 * uint(p) & 63)
 		n += k
 		p += 1 + k
 	}
@@ -205,7 +208,7 @@ func Decimal(b []byte, i int) (f float64, end int) {
 	if j < len(b) && b[j]|0x20 == 'e' {
 		return 0, -1
 	}
-	m := parse8(digits << (8 * uint(8-n)))
+	m := parse8(digits << (8 * uint(8-n) & 63))
 	if m == 0 {
 		if neg {
 			return math.Copysign(0, -1), j
@@ -226,13 +229,13 @@ func Decimal(b []byte, i int) (f float64, end int) {
 // zero and what follows the run itself.
 func Digits16(w0, w1 uint64) (v uint64, n int) {
 	if n = digitRun(w0); n < 8 {
-		return parse8(w0 << (8 * uint(8-n))), n
+		return parse8(w0 << (8 * uint(8-n) & 63)), n // v not set for n = 0
 	}
 	m := digitRun(w1)
 	if m == 8 {
 		return 0, 16
 	}
-	return parse8(w0)*pow10u[m] + parse8(w1<<(8*uint(8-m))), 8 + m
+	return parse8(w0)*pow10u[m&7] + parse8(w1<<8<<(8*uint(7-m)&63)), 8 + m // two shifts: 64 for m = 0
 }
 
 // Decimal8 converts the text that is exactly the first n bytes of w (1 ≤ n ≤ 8, little-endian,
@@ -250,7 +253,7 @@ func Decimal8(w uint64, n int) (f float64, ok bool) {
 		w >>= 8
 		n--
 	}
-	keep := uint64(1)<<(8*uint(n)) - 1 // all ones for n = 8: the shift gives 0
+	keep := ^uint64(0) >> ((64 - 8*uint(n)) & 63) // n bytes; (n = 0 is refused below)
 	w &= keep
 	nd := nonDigits(w) & hi8 & keep
 	if n == 0 || byte(w) == '.' {
@@ -259,26 +262,20 @@ func Decimal8(w uint64, n int) (f float64, ok bool) {
 	k := 0 // fraction digits
 	if nd != 0 {
 		dot := bits.TrailingZeros64(nd) >> 3
-		if nd&(nd-1) != 0 || byte(w>>(8*uint(dot))) != '.' || dot == n-1 {
+		if nd&(nd-1) != 0 || byte(w>>(8*uint(dot)&63)) != '.' || dot == n-1 {
 			return 0, false // two non-digits, one that is not a point, or no fraction digits
 		}
 		if dot > 1 && byte(w) == '0' {
 			return 0, false // a leading zero
 		}
 		k = n - 1 - dot
-		w = w&(1<<(8*uint(dot))-1) | w>>(8*uint(dot+1))<<(8*uint(dot)) // the point taken out
+		w = w&(1<<(8*uint(dot)&63)-1) | w>>(8*uint(dot+1)&63)<<(8*uint(dot)&63) // the point taken out (dot ≤ 6)
 		n--
 	} else if n > 1 && byte(w) == '0' {
 		return 0, false // a leading zero
 	}
-	m := parse8(w << (8 * uint(8-n)))
-	if m == 0 {
-		if neg {
-			return math.Copysign(0, -1), true
-		}
-		return 0, true
-	}
-	f = float64(m) / pow10[k]
+	m := parse8(w << (8 * uint(8-n) & 63))
+	f = float64(m) / pow10[k&31] // 0 ÷ 10^k is +0, and −0 once negated, as ParseFloat says
 	if neg {
 		f = -f
 	}
