@@ -66,10 +66,11 @@ func (c DecoderConfig) withDefaults() DecoderConfig {
 // producers that write them (Python's json module does), the bare tokens NaN, Infinity and
 // -Infinity as the value are refused as ReasonInvalidValue rather than ReasonInvalidJSON.
 //
-// It is a single pass of textparse's scanner over the line with this one schema's checks,
-// held to encoding/json by a differential test and a fuzz target; timestamps follow
-// textparse's one rule. Decoding allocates nothing once the event's key and metric strings
-// are in the decoder's intern table.
+// The common layouts take a one-pass fast path (decode_fast.go); every other line, and
+// every refusal, is a single pass of textparse's scanner over the line with this one
+// schema's checks, held to encoding/json by a differential test and a fuzz target, the fast
+// paths held to it by another; timestamps follow textparse's one rule. Decoding allocates
+// nothing once the event's key and metric strings are in the decoder's intern table.
 //
 // A Decoder is not safe for concurrent use: keep one per goroutine (a consumer keeps one per
 // partition; an HTTP handler can take them from a sync.Pool). The zero value is not usable;

@@ -9,19 +9,21 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-// The fast path reads the shape nearly every producer writes, in one pass that validates
-// and converts as it goes:
+// The fast paths read the shapes nearly every producer writes, in one pass that validates
+// and converts as it goes. exact takes AppendEvent's layout, the one `slide produce` and
+// the benchmark write:
 //
 //	{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}
 //
-// the five fields in any order, each at most once and no other, spaces allowed between
-// tokens; key and metric printable ASCII without escapes; ts and count integer literals;
-// value a decimal without exponent that converts exactly (textparse.Decimal). Every line
-// it takes decodes to what the general path (parseObject and event) returns for it, and
-// it takes only lines that the general path accepts; on anything else (another shape, an
-// error of any kind) it gives up and the general path decodes the line from the start,
-// so that every refusal and its Reason come from one place. FuzzDecodeFast holds the two
-// paths to each other.
+// with an optional "count" last, compact, comparing the text between the values a word at a
+// time. fast takes the five members in any order, each at most once and no other, with
+// spaces between tokens. Both take key and metric only as printable ASCII without escapes,
+// ts and count as integer literals, value as any JSON number (converted as the general path
+// converts it, by textparse.ParseFloat's rules, bit for bit). Every line they take decodes
+// to what the general path (parseObject and event) returns for it, and they take only lines
+// that the general path accepts; on anything else (another shape, an error of any kind)
+// they give up and the general path decodes the line from the start, so that every refusal
+// and its Reason come from one place. FuzzDecodeFast holds the paths to each other.
 
 // Field names as the first bytes of a little-endian word, quotes and colon included.
 const (
