@@ -97,16 +97,17 @@ func (d *Decoder) exact(b []byte, ev *window.Event) bool {
 	// The value ends the line as a rule: then it is the bytes before the closing brace, one
 	// word for a short decimal. Otherwise (a count follows, or a long number) Float reads it.
 	i = j + 10
-	v, ok := 0.0, false
+	count := uint64(1)
 	if l := n - 1 - i; b[n-1] == '}' && l >= 1 && l <= 8 {
-		v, ok = textparse.Decimal8(binary.LittleEndian.Uint64(b[n-9:n-1])>>(8*uint(8-l)&63), l)
+		if v, ok := textparse.Decimal8(binary.LittleEndian.Uint64(b[n-9:n-1])>>(8*uint(8-l)&63), l); ok {
+			ev.TS, ev.Key, ev.Metric, ev.Value, ev.Count, ev.Feed = ts, key, metric, v, count, 0
+			return true // the line's end is known: nothing after the value to check
+		}
 	}
-	if ok {
-		i = n - 1
-	} else if v, i = textparse.Float(b, i); i < 0 || i >= n {
+	v, i := textparse.Float(b, i)
+	if i < 0 || i >= n {
 		return false
 	}
-	count := uint64(1)
 	if b[i] == ',' {
 		if i+9 > n || binary.LittleEndian.Uint64(b[i:i+8]) != patCountOpen || b[i+8] != ':' {
 			return false
@@ -120,7 +121,7 @@ func (d *Decoder) exact(b []byte, ev *window.Event) bool {
 	if b[i] != '}' || (i+1 != n && textparse.SkipSpace(b, i+1) != n) {
 		return false
 	}
-	*ev = window.Event{TS: ts, Key: key, Metric: metric, Value: v, Count: count}
+	ev.TS, ev.Key, ev.Metric, ev.Value, ev.Count, ev.Feed = ts, key, metric, v, count, 0
 	return true
 }
 
