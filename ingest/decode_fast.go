@@ -159,7 +159,11 @@ func (d *Decoder) quickName(b []byte, i int, metric bool) (string, int) {
 	if metric && n == d.lastN && lo == d.lastLo && hi == d.lastHi {
 		return d.lastMetric, i + n
 	}
-	v, h, ok, plain := d.intern.lookupShort(lo, hi, n)
+	h := d.intern.shortHash(lo, hi, n)
+	if e := d.intern.first(h); e.lo == lo && e.hi == hi && len(e.s) == n && e.plain && !metric {
+		return e.s, i + n // a known key in its first slot: the common case, without a call
+	}
+	v, h, ok, plain := d.intern.lookupHashed(lo, hi, n, h)
 	if !ok {
 		if textparse.PlainString(b, i) != i+n {
 			return "", -1 // not a plain string: the general path's

@@ -67,7 +67,12 @@ func (t *internTable) shortHash(lo, hi uint64, n int) uint64 {
 // lookupShort returns the interned copy of the short name of n bytes whose words are lo and
 // hi, or ok false and the hash to give add; plain is the name's plain flag.
 func (t *internTable) lookupShort(lo, hi uint64, n int) (v string, h uint64, ok, plain bool) {
-	h = t.shortHash(lo, hi, n)
+	return t.lookupHashed(lo, hi, n, t.shortHash(lo, hi, n))
+}
+
+// lookupHashed is lookupShort with the hash computed by the caller, who may have looked at
+// the first slot itself (first).
+func (t *internTable) lookupHashed(lo, hi uint64, n int, h uint64) (v string, _ uint64, ok, plain bool) {
 	mask := len(t.slots) - 1
 	for i, p := int(h)&mask, 0; p < maxProbe; i, p = (i+1)&mask, p+1 {
 		e := &t.slots[i]
@@ -80,6 +85,9 @@ func (t *internTable) lookupShort(lo, hi uint64, n int) (v string, h uint64, ok,
 	}
 	return "", h, false, false
 }
+
+// first returns the slot a short name's hash points at, where most lookups end.
+func (t *internTable) first(h uint64) *internSlot { return &t.slots[int(h)&(len(t.slots)-1)] }
 
 // lookup returns the interned copy of s (not empty), or ok false and the hash to give add.
 func (t *internTable) lookup(s []byte) (v string, h uint64, ok bool) {
