@@ -66,10 +66,11 @@ func (c DecoderConfig) withDefaults() DecoderConfig {
 // producers that write them (Python's json module does), the bare tokens NaN, Infinity and
 // -Infinity as the value are refused as ReasonInvalidValue rather than ReasonInvalidJSON.
 //
-// It is a single pass of textparse's scanner over the line with this one schema's checks,
-// held to encoding/json by a differential test and a fuzz target; timestamps follow
-// textparse's one rule. Decoding allocates nothing once the event's key and metric strings
-// are in the decoder's intern table.
+// The common layouts take a one-pass fast path (decode_fast.go); every other line, and
+// every refusal, is a single pass of textparse's scanner over the line with this one
+// schema's checks, held to encoding/json by a differential test and a fuzz target, the fast
+// paths held to it by another; timestamps follow textparse's one rule. Decoding allocates
+// nothing once the event's key and metric strings are in the decoder's intern table.
 //
 // A Decoder is not safe for concurrent use: keep one per goroutine (a consumer keeps one per
 // partition; an HTTP handler can take them from a sync.Pool). The zero value is not usable;
@@ -77,9 +78,14 @@ func (c DecoderConfig) withDefaults() DecoderConfig {
 type Decoder struct {
 	maxKey      int
 	maxInterned int
-	intern      map[string]string
-	lastMetric  string // the metric of the previous event, a one-entry cache in front of intern
-	scratch     []byte // unescaped strings
+	intern      internTable // decode_intern.go
+	lastMetric  string      // the metric of the previous event, a one-entry cache in front of intern
+	lastLo      uint64      // lastMetric's words16 when it is short and plain, for the fast path's compare
+	lastHi      uint64
+	lastN       int       // len(lastMetric) when it is short and plain, else −1
+	lastQ       [2]uint64 // lastMetric and its closing quote as words, when it has at most 15 bytes
+	lastQMask   [2]uint64 // which bytes of lastQ count: none when it has more
+	scratch     []byte    // unescaped strings
 	sc          textparse.Scanner
 	f           [numFields + 1]textparse.Value
 }
@@ -93,10 +99,11 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 	d := &Decoder{
 		maxKey:      cfg.MaxKeyLen,
 		maxInterned: cfg.MaxInterned,
-		intern:      make(map[string]string, 256),
+		intern:      newInternTable(cfg.MaxInterned),
 		sc:          textparse.Scanner{AllowNaN: true}, // NaN as the value is refused by name
 	}
 	d.sc.SetNames(eventFields...)
+	d.lastN = -1
 	return d, nil
 }
 
@@ -104,7 +111,16 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 // absent or null. On success the event has Partition −1 and the reason is ReasonNone;
 // otherwise the event is the zero Event with Partition −1 and the reason says why.
 // Store-level checks (late, future, series cap) are the store's: see ReasonOf.
-func (d *Decoder) Decode(line []byte, defaultTS int64) (window.Event, Reason) {
+func (d *Decoder) Decode(line []byte, defaultTS int64) (ev window.Event, r Reason) {
+	if d.exact(line, &ev) || d.fast(line, defaultTS, &ev) { // the common shapes, in one pass (decode_fast.go)
+		return ev, ReasonNone
+	}
+	return d.decodeGeneral(line, defaultTS)
+}
+
+// decodeGeneral is Decode by the scanner, for every input: the fast path's fallback, and the
+// one source of every refusal.
+func (d *Decoder) decodeGeneral(line []byte, defaultTS int64) (window.Event, Reason) {
 	d.f = [numFields + 1]textparse.Value{}
 	if !d.parseObject(line) {
 		return window.Event{}, ReasonInvalidJSON
@@ -253,7 +269,7 @@ func (d *Decoder) name(b []byte, sp textparse.Value, metric bool) (string, Reaso
 	if metric && string(s) == d.lastMetric { // most lines repeat the previous metric: skip the map
 		return d.lastMetric, ReasonNone
 	}
-	v, ok := d.intern[string(s)] // map lookup with string(b) does not allocate
+	v, h, ok := d.intern.lookup(s)
 	if !ok {
 		// A name seen for the first time: valid UTF-8 (keys are bytes: "t\xff" and "t\xfe"
 		// are two keys, and rewriting both to U+FFFD would merge them) without control
@@ -262,10 +278,10 @@ func (d *Decoder) name(b []byte, sp textparse.Value, metric bool) (string, Reaso
 		if hasControl(s) || !utf8.Valid(s) {
 			return "", ReasonBadField
 		}
-		v = d.internNew(s)
+		v = d.intern.add(s, h)
 	}
 	if metric {
-		d.lastMetric = v
+		d.setLastMetric(v)
 	}
 	return v, ReasonNone
 }
@@ -278,16 +294,6 @@ func hasControl(s []byte) bool {
 		}
 	}
 	return false
-}
-
-// internNew adds s, not yet in the table, and returns it as a string.
-func (d *Decoder) internNew(s []byte) string {
-	if len(d.intern) >= d.maxInterned {
-		clear(d.intern) // a bounded table: a flood of unique keys costs allocations, not memory
-	}
-	v := string(s)
-	d.intern[v] = v
-	return v
 }
 
 // unquote unescapes a validated JSON string into d.scratch as encoding/json does; lossy

@@ -162,8 +162,8 @@ func TestDecodeInternBounded(t *testing.T) {
 		if r != ReasonNone || ev.Key != fmt.Sprintf("k%d", i) {
 			t.Fatalf("event %d: %+v %v", i, ev, r)
 		}
-		if len(d.intern) > 8 {
-			t.Fatalf("intern table grew to %d entries, cap 8", len(d.intern))
+		if d.intern.n > 8 {
+			t.Fatalf("intern table grew to %d entries, cap 8", d.intern.n)
 		}
 	}
 }

@@ -6,7 +6,8 @@
 # of Kafka batches (seeded with compression bombs), the /v1/allow body parser, the batch
 # job's gzip/zstd and Parquet readers, the window snapshot decoder (snapshots are read
 # back from a topic anyone with write access can fill), and textparse's JSON scanner that the
-# event decoder, the NDJSON reader and the /v1/allow fast path share. It stops at the first failure (go test has then
+# event decoder, the NDJSON reader and the /v1/allow fast path share, and the event decoder's
+# one-pass fast paths against its scanner path, with the textparse readers they stand on. It stops at the first failure (go test has then
 # written the failing input under the package's testdata/fuzz/<Target>/) and prints one line
 # per target; a target may name its own budget. FUZZTIME_SHORT sets the budget per target (default 50000x: executions, about
 # 10 s here); GO the go command. The budget is a count, not a duration: with a duration, Go
@@ -30,6 +31,8 @@ targets=(
 	"./batch FuzzParquet 10000x"
 	"./window FuzzLoadSnapshot 20000x"
 	"./textparse FuzzScanner 20000x"
+	"./ingest FuzzDecodeFast 20000x"
+	"./textparse FuzzFast 10000x"
 )
 
 for t in "${targets[@]}"; do

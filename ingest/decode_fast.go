@@ -1,0 +1,365 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+
+	"github.com/slide-metrics/slide/textparse"
+	"github.com/slide-metrics/slide/window"
+)
+
+// The fast paths read the shapes nearly every producer writes, in one pass that validates
+// and converts as it goes. exact takes AppendEvent's layout, the one `slide produce` and
+// the benchmark write:
+//
+//	{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}
+//
+// with an optional "count" last, compact, comparing the text between the values a word at a
+// time. fast takes the five members in any order, each at most once and no other, with
+// spaces between tokens. Both take key and metric only as printable ASCII without escapes,
+// ts and count as integer literals, value as any JSON number (converted as the general path
+// converts it, by textparse.ParseFloat's rules, bit for bit). Every line they take decodes
+// to what the general path (parseObject and event) returns for it, and they take only lines
+// that the general path accepts; on anything else (another shape, an error of any kind)
+// they give up and the general path decodes the line from the start, so that every refusal
+// and its Reason come from one place. FuzzDecodeFast holds the paths to each other.
+
+// Field names as the first bytes of a little-endian word, quotes and colon included.
+const (
+	patTS     = uint64('"') | uint64('t')<<8 | uint64('s')<<16 | uint64('"')<<24 | uint64(':')<<32
+	patKey    = uint64('"') | uint64('k')<<8 | uint64('e')<<16 | uint64('y')<<24 | uint64('"')<<32 | uint64(':')<<40
+	patMetric = uint64('"') | uint64('m')<<8 | uint64('e')<<16 | uint64('t')<<24 | uint64('r')<<32 | uint64('i')<<40 | uint64('c')<<48 | uint64('"')<<56 // then ':'
+	patValue  = uint64('"') | uint64('v')<<8 | uint64('a')<<16 | uint64('l')<<24 | uint64('u')<<32 | uint64('e')<<40 | uint64('"')<<48 | uint64(':')<<56
+	patCount  = uint64('"') | uint64('c')<<8 | uint64('o')<<16 | uint64('u')<<24 | uint64('n')<<32 | uint64('t')<<40 | uint64('"')<<48 | uint64(':')<<56
+	mask5     = 1<<40 - 1
+	mask6     = 1<<48 - 1
+)
+
+// Word patterns of the layout AppendEvent writes, `{"ts":1,"key":"k","metric":"m","value":2}`:
+// the text between the values, a little-endian word at a time.
+var (
+	patOpenTS    = binary.LittleEndian.Uint64([]byte(`{"ts":` + "\x00\x00")) // 6 bytes, masked
+	patKeyOpen   = binary.LittleEndian.Uint64([]byte(`,"key":"`))
+	patMetricA   = binary.LittleEndian.Uint64([]byte(`","metri`)) // from the key's closing quote
+	patMetricB   = binary.LittleEndian.Uint64([]byte(`etric":"`)) // 4 bytes later, overlapping
+	patValueOpen = binary.LittleEndian.Uint64([]byte(`","value`)) // from the metric's closing quote
+	patCountOpen = binary.LittleEndian.Uint64([]byte(`,"count"`))
+)
+
+// exact decodes b when it has exactly AppendEvent's layout (what `slide produce`, the
+// benchmark and most producers write): the members ts, key, metric, value and an optional
+// count in that order, compact, the text between the values compared a word at a time, and
+// reports whether it did; on false fast reads the line as it may be.
+func (d *Decoder) exact(b []byte, ev *window.Event) bool {
+	n := len(b)
+	if n < 48 || n >= math.MaxInt32 {
+		return false // 48: `{"ts":0,"key":"k","metric":"m","value":0}` is 41, and the words read ahead
+	}
+	head := (*[22]byte)(b[:22])
+	if binary.LittleEndian.Uint64(head[:8])&mask6 != patOpenTS {
+		return false
+	}
+	// ts at offset 6: its digits as two words when it is a plain run of 1 to 15 of them
+	// (a sign, a leading zero or more digits go to Integer). What follows it must be the
+	// comma of `,"key":"`, which the next compare checks.
+	u, i := textparse.Digits16(binary.LittleEndian.Uint64(head[6:14]), binary.LittleEndian.Uint64(head[14:22]))
+	ts := int64(u)
+	if i == 0 || i == 16 || (i > 1 && head[6] == '0') {
+		if ts, i = textparse.Integer(b, 6); i < 0 {
+			return false
+		}
+	} else {
+		i += 6
+	}
+	if i+8 > n || binary.LittleEndian.Uint64(b[i:i+8]) != patKeyOpen {
+		return false
+	}
+	key, j := d.quickName(b, i+8, false)
+	if j < 0 || j+16 > n {
+		return false
+	}
+	if w := (*[16]byte)(b[j : j+16]); binary.LittleEndian.Uint64(w[:8]) != patMetricA || binary.LittleEndian.Uint64(w[4:12]) != patMetricB {
+		return false
+	}
+	var metric string
+	if i = j + 12; i+16 <= n && d.sameMetric((*[16]byte)(b[i:i+16])) {
+		metric, j = d.lastMetric, i+d.lastN // most lines repeat the previous metric
+	} else {
+		metric, j = d.quickName(b, i, true)
+	}
+	if j < 0 || j+10 > n {
+		return false
+	}
+	if w := (*[10]byte)(b[j : j+10]); binary.LittleEndian.Uint64(w[:8]) != patValueOpen || w[8] != '"' || w[9] != ':' {
+		return false
+	}
+	// The value ends the line as a rule: then it is the bytes before the closing brace, one
+	// word for a short decimal. Otherwise (a count follows, or a long number) Float reads it.
+	i = j + 10
+	count := uint64(1)
+	if l := n - 1 - i; b[n-1] == '}' && l >= 1 && l <= 8 {
+		if v, ok := textparse.Decimal8(binary.LittleEndian.Uint64(b[n-9:n-1])>>(8*uint(8-l)&63), l); ok {
+			ev.TS, ev.Key, ev.Metric, ev.Value, ev.Count, ev.Feed = ts, key, metric, v, count, 0
+			return true // the line's end is known: nothing after the value to check
+		}
+	}
+	v, i := textparse.Float(b, i)
+	if i < 0 || i >= n {
+		return false
+	}
+	if b[i] == ',' {
+		if i+9 > n || binary.LittleEndian.Uint64(b[i:i+8]) != patCountOpen || b[i+8] != ':' {
+			return false
+		}
+		c, k := textparse.Integer(b, i+9)
+		if k < 0 || c < 1 || k >= n {
+			return false
+		}
+		count, i = uint64(c), k
+	}
+	if b[i] != '}' || (i+1 != n && textparse.SkipSpace(b, i+1) != n) {
+		return false
+	}
+	ev.TS, ev.Key, ev.Metric, ev.Value, ev.Count, ev.Feed = ts, key, metric, v, count, 0
+	return true
+}
+
+// quickName reads the key or metric whose contents start at b[i] for exact, and returns it
+// and the index of its closing quote, or −1. A short name is found by its closing quote
+// alone and looked up by its words: one that the table holds with its plain flag is a name
+// whose bytes were checked (printable ASCII, so valid UTF-8 without control bytes, and
+// without backslash, so the first quote closes it) when it entered the table; only a name
+// not there is scanned by textparse.PlainString before it enters. A long one goes through
+// PlainString and fastName.
+func (d *Decoder) quickName(b []byte, i int, metric bool) (string, int) {
+	if i+16 > len(b) {
+		return "", -1
+	}
+	w := (*[16]byte)(b[i : i+16])
+	lo, hi := binary.LittleEndian.Uint64(w[:8]), binary.LittleEndian.Uint64(w[8:])
+	var n int
+	if q := textparse.Quotes(lo); q != 0 {
+		n = bits.TrailingZeros64(q) >> 3
+		lo, hi = lo&(1<<(8*n&63)-1), 0
+	} else if q := textparse.Quotes(hi); q != 0 {
+		n = bits.TrailingZeros64(q) >> 3
+		hi &= 1<<(8*n&63) - 1
+		n += 8
+	} else { // longer than 16 bytes
+		j := textparse.PlainString(b, i)
+		if j < 0 || j-i > d.maxKey {
+			return "", -1
+		}
+		return d.fastName(b[i:j], 0, 0, metric), j
+	}
+	if n == 0 || n > d.maxKey {
+		return "", -1
+	}
+	if metric && n == d.lastN && lo == d.lastLo && hi == d.lastHi {
+		return d.lastMetric, i + n
+	}
+	h := d.intern.shortHash(lo, hi, n)
+	if e := d.intern.first(h); e.lo == lo && e.hi == hi && len(e.s) == n && e.plain && !metric {
+		return e.s, i + n // a known key in its first slot: the common case, without a call
+	}
+	v, h, ok, plain := d.intern.lookupHashed(lo, hi, n, h)
+	if !ok {
+		if textparse.PlainString(b, i) != i+n {
+			return "", -1 // not a plain string: the general path's
+		}
+		v = d.intern.add(b[i:i+n], h)
+	} else if !plain {
+		return "", -1 // the same bytes as a name that came escaped, or not ASCII
+	}
+	if metric {
+		d.setLastShort(v, lo, hi, n)
+	}
+	return v, i + n
+}
+
+// fast decodes b into ev when b has the common shape, and reports whether it did; ev is
+// then complete. On false ev holds nothing of use.
+func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
+	n := len(b)
+	if n < 8 || b[0] != '{' || n >= math.MaxInt32 { // the scanner refuses 2 GiB and more
+		return false
+	}
+	ev.TS, ev.Count = defaultTS, 1
+	var seen uint8
+	i := 1
+	for {
+		if i+8 > n {
+			return false
+		}
+		w := binary.LittleEndian.Uint64(b[i:])
+		var f uint8
+		switch {
+		case w&mask5 == patTS:
+			f, i = fTS, i+5
+		case w&mask6 == patKey:
+			f, i = fKey, i+6
+		case w == patValue:
+			f, i = fValue, i+8
+		case w == patMetric:
+			if i+8 >= n || b[i+8] != ':' {
+				return false
+			}
+			f, i = fMetric, i+9
+		case w == patCount:
+			f, i = fCount, i+8
+		default:
+			if b[i] == ' ' { // pretty-printed: `{ "ts": 1, "key": "a" }`
+				if i = skipSpaces(b, i); i < n && b[i] == '"' {
+					continue
+				}
+			}
+			return false
+		}
+		if seen&(1<<f) != 0 {
+			return false // a repeat: the last wins, the general path's rule
+		}
+		seen |= 1 << f
+		if i < n && b[i] == ' ' {
+			i = skipSpaces(b, i)
+		}
+		switch f {
+		case fTS:
+			v, j := textparse.Integer(b, i)
+			if j < 0 {
+				return false
+			}
+			ev.TS, i = v, j
+		case fValue:
+			v, j := textparse.Float(b, i)
+			if j < 0 {
+				return false
+			}
+			ev.Value, i = v, j
+		case fCount:
+			v, j := textparse.Integer(b, i)
+			if j < 0 || v < 1 {
+				return false
+			}
+			ev.Count, i = uint64(v), j
+		default: // key, metric
+			if i >= n || b[i] != '"' {
+				return false
+			}
+			j, lo, hi := textparse.PlainName(b, i+1)
+			if j < 0 {
+				return false
+			}
+			s := b[i+1 : j]
+			if len(s) == 0 || len(s) > d.maxKey {
+				return false
+			}
+			v := d.fastName(s, lo, hi, f == fMetric)
+			if f == fMetric {
+				ev.Metric = v
+			} else {
+				ev.Key = v
+			}
+			i = j + 1
+		}
+		if i >= n {
+			return false
+		}
+		c := b[i]
+		if c == ' ' {
+			if i = skipSpaces(b, i); i >= n {
+				return false
+			}
+			c = b[i]
+		}
+		if c == ',' {
+			i++
+			continue
+		}
+		if c != '}' {
+			return false
+		}
+		const required = 1<<fKey | 1<<fMetric | 1<<fValue
+		return seen&required == required && (i+1 == n || textparse.SkipSpace(b, i+1) == n)
+	}
+}
+
+// fastName interns a key or metric that PlainName passed (lo and hi its words, lo zero when
+// it did not read them): printable ASCII is valid UTF-8 without control bytes, so a new
+// name needs none of name's checks.
+func (d *Decoder) fastName(s []byte, lo, hi uint64, metric bool) string {
+	if lo == 0 { // long, or at the end of the line
+		if metric && string(s) == d.lastMetric {
+			return d.lastMetric
+		}
+		v, h, ok := d.intern.lookup(s)
+		if !ok {
+			v = d.intern.add(s, h)
+		}
+		if metric {
+			d.setLastMetric(v)
+		}
+		return v
+	}
+	if metric && len(s) == d.lastN && lo == d.lastLo && hi == d.lastHi {
+		return d.lastMetric
+	}
+	v, h, ok, _ := d.intern.lookupShort(lo, hi, len(s))
+	if !ok {
+		v = d.intern.add(s, h)
+	}
+	if metric {
+		d.setLastShort(v, lo, hi, len(s))
+	}
+	return v
+}
+
+// setLastMetric sets the one-entry metric cache, with its words when it is short and plain.
+func (d *Decoder) setLastMetric(v string) {
+	d.lastMetric, d.lastN, d.lastQMask = v, -1, [2]uint64{}
+	if len(v) <= maxShortName && isPlainName(v) {
+		var buf [2 * 8]byte
+		copy(buf[:], v)
+		lo, hi := words16(buf[:])
+		d.setLastShort(v, lo, hi, len(v))
+	}
+}
+
+// setLastShort sets the metric cache to v, a plain name of n ≤ 16 bytes whose words are lo
+// and hi, and, when n ≤ 15, the words of v and its closing quote that sameMetric compares.
+func (d *Decoder) setLastShort(v string, lo, hi uint64, n int) {
+	d.lastMetric, d.lastLo, d.lastHi, d.lastN = v, lo, hi, n
+	d.lastQMask = [2]uint64{}
+	if n <= 15 {
+		var buf [2 * 8]byte
+		copy(buf[:], v)
+		buf[n] = '"'
+		d.lastQ[0], d.lastQ[1] = words16(buf[:])
+		d.lastQMask[0], d.lastQMask[1] = maskBytes(n+1), maskBytes(n+1-8)
+	}
+}
+
+// maskBytes is a word's mask of its k lowest bytes (none for k ≤ 0, all for k ≥ 8).
+func maskBytes(k int) uint64 {
+	if k <= 0 {
+		return 0
+	}
+	return 1<<(8*uint(k)) - 1 // all ones for k ≥ 8: the shift gives 0
+}
+
+// sameMetric reports that w, the sixteen bytes at a metric's contents, start with the
+// previous metric and its closing quote: the metric is that one, with no scan or lookup (a
+// plain name has no quote or backslash, so the quote compared is the closing one).
+func (d *Decoder) sameMetric(w *[16]byte) bool {
+	lo, hi := binary.LittleEndian.Uint64(w[:8]), binary.LittleEndian.Uint64(w[8:])
+	return d.lastQMask[0] != 0 && lo&d.lastQMask[0] == d.lastQ[0] && hi&d.lastQMask[1] == d.lastQ[1]
+}
+
+// skipSpaces skips the spaces of pretty-printed JSON (", " and ": "); other whitespace stops
+// it, and the fast path then gives up.
+func skipSpaces(b []byte, i int) int {
+	for i < len(b) && b[i] == ' ' {
+		i++
+	}
+	return i
+}

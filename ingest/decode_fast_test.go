@@ -1,0 +1,208 @@
+package ingest
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// checkFastPaths fails t unless every fast path that takes line decodes it as the general
+// path does, and Decode answers as the general path for every line (so every refusal and
+// its Reason are the general path's). Each path gets a decoder of its own: the intern
+// table and the metric cache must not change an answer.
+func checkFastPaths(t *testing.T, line []byte) (took string) {
+	t.Helper()
+	decoder := func() *Decoder {
+		d, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	gen, gr := decoder().decodeGeneral(line, defTS)
+	same := func(ev window.Event) bool {
+		return ev.TS == gen.TS && ev.Key == gen.Key && ev.Metric == gen.Metric && ev.Count == gen.Count &&
+			math.Float64bits(ev.Value) == math.Float64bits(gen.Value) && ev.Feed == gen.Feed
+	}
+	for _, p := range []struct {
+		name string
+		fn   func(*Decoder, []byte, int64, *window.Event) bool
+	}{{"exact", func(d *Decoder, b []byte, _ int64, ev *window.Event) bool { return d.exact(b, ev) }}, {"fast", (*Decoder).fast}} {
+		var ev window.Event
+		if !p.fn(decoder(), line, defTS, &ev) {
+			continue
+		}
+		if took == "" {
+			took = p.name
+		}
+		if gr != ReasonNone || !same(ev) {
+			t.Fatalf("input %q:\n %-7s %+v\n general %+v %v", line, p.name, ev, gen, gr)
+		}
+	}
+	d := decoder()
+	for range 2 { // twice: the second time from the intern table and the metric cache
+		if ev, r := d.Decode(line, defTS); r != gr || !same(ev) {
+			t.Fatalf("input %q:\n Decode  %+v %v\n general %+v %v", line, ev, r, gen, gr)
+		}
+	}
+	return took
+}
+
+// genFastLine builds a line near the fast paths' shapes: AppendEvent's layout, its members
+// reordered or spaced, and then often damaged in one place, so that every early exit of
+// the fast paths is taken against the general path's answer.
+func genFastLine(rng *rand.Rand) []byte {
+	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+	num := func() string {
+		return pick("27.431", "0", "-0", "-0.0", "0.5", "1", "123456.7", "1234567.8", "9007199254740993",
+			"1e3", "-2.5E-3", "01", "1.", ".5", "0.30000000000000004", "1e400", "-", "12345678",
+			strconv.FormatFloat(40*rng.ExpFloat64(), 'f', rng.IntN(8), 64),
+			strconv.FormatFloat(rng.NormFloat64()*1e6, 'g', -1, 64))
+	}
+	ts := func() string {
+		return pick("1764489600123", "0", "-1", "-0", "01", "1.5", "9999999999999999", "99999999999999999",
+			"1e3", `"2025-11-30T08:00:00Z"`, "null", strconv.FormatInt(rng.Int64N(1<<62)-1<<61, 10))
+	}
+	name := func() string {
+		return `"` + pick("tenant-42", "t", "latency_ms", "0123456789abcdef", "0123456789abcdefg", "", "a b",
+			"t\u00e9", `a\"b`, `a\\b`, "a\x7fb", "a\tb", `\u0041`, "tenant-"+strconv.Itoa(rng.IntN(1000))) + `"`
+	}
+	type member struct{ name, val string }
+	ms := []member{{"ts", ts()}, {"key", name()}, {"metric", name()}, {"value", num()}}
+	good := rng.IntN(2) == 0 // half the lines well formed, each field in one of the shapes taken
+	if good {
+		ms = []member{{"ts", strconv.FormatInt(rng.Int64N(1<<50)-rng.Int64N(1<<20), 10)},
+			{"key", `"tenant-` + strconv.Itoa(rng.IntN(1000)) + `"`}, {"metric", pick(`"latency_ms"`, `"m"`, `"0123456789abcdefg"`)},
+			{"value", strconv.FormatFloat(40*rng.ExpFloat64(), pick("f", "g")[0], rng.IntN(8)-1, 64)}}
+	}
+	if rng.IntN(3) == 0 {
+		ms = append(ms, member{"count", pick("3", "1", "0", "-1", "1.0", "18446744073709551615", "null")})
+	}
+	if rng.IntN(4) == 0 {
+		rng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+	}
+	switch rng.IntN(10) {
+	case 0:
+		if !good {
+			ms = ms[:rng.IntN(len(ms))] // a field missing
+		}
+	case 1:
+		ms = append(ms, ms[rng.IntN(len(ms))]) // a field repeated
+	case 2:
+		ms = append(ms, member{pick("extra", "Key", "k\\u0065y"), num()})
+	}
+	sp := func() string { return pick("", "", "", " ", "  ", "\t") }
+	spaced := rng.IntN(4) == 0
+	var b strings.Builder
+	b.WriteString("{")
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		if spaced {
+			b.WriteString(sp())
+		}
+		b.WriteString(`"` + m.name + `":`)
+		if spaced {
+			b.WriteString(sp())
+		}
+		b.WriteString(m.val)
+	}
+	b.WriteString("}")
+	if rng.IntN(8) == 0 {
+		b.WriteString(pick(" ", "\r", "x", "}", ","))
+	}
+	out := []byte(b.String())
+	if good {
+		return out
+	}
+	switch rng.IntN(6) {
+	case 0:
+		out = out[:rng.IntN(len(out)+1)]
+	case 1:
+		out[rng.IntN(len(out))] = byte(rng.IntN(256))
+	case 2:
+		i := rng.IntN(len(out) + 1)
+		out = append(out[:i], append([]byte(pick(" ", "0", "\"", ",", "e", ".", "\\")), out[i:]...)...)
+	}
+	return out
+}
+
+// TestDecodeFastDifferential runs the fast paths and the general path over lines near the
+// fast shapes and lines of every shape (genLine), and requires that each fast path take a
+// good share of the well-formed ones.
+func TestDecodeFastDifferential(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	took := map[string]int{}
+	for range 20000 {
+		took[checkFastPaths(t, genFastLine(rng))]++
+		took[checkFastPaths(t, genLine(rng))]++
+	}
+	for _, l := range benchLines(100) {
+		if p := checkFastPaths(t, l); p != "exact" {
+			t.Fatalf("%q: taken by %q, want the exact path", l, p)
+		}
+	}
+	for _, p := range []string{"exact", "fast"} {
+		if took[p] < 500 {
+			t.Errorf("the %s path took %d of 40000 lines", p, took[p])
+		}
+	}
+	t.Logf("taken: %v", took)
+}
+
+var fastFuzzSeeds = []string{
+	`{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}`,
+	`{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"count":3}`,
+	`{"ts": 1700000000123, "key": "tenant-42", "metric": "latency_ms", "value": 27.431}`,
+	`{"value":-0,"metric":"m","key":"k","count":1}`,
+	`{"ts":1700000000123,"key":"0123456789abcdefg","metric":"latency_ms","value":1e3}`,
+	`{"ts":01,"key":"k","metric":"m","value":1}`,
+	`{"ts":1,"key":"k","metric":"m","value":0.30000000000000004}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"value":2}`,
+	"{\"ts\":1,\"key\":\"a\x7f\",\"metric\":\"m\",\"value\":1}",
+	`{"ts":1,"key":"k","metric":"m","value":1}` + "\r",
+}
+
+// FuzzDecodeFast holds the fast paths to the general path (and Decode to both) on any
+// input; scripts/fuzz-short.sh runs it, as the fast paths read every Kafka record first.
+func FuzzDecodeFast(f *testing.F) {
+	for _, s := range fastFuzzSeeds {
+		f.Add([]byte(s))
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 30 {
+		f.Add(genFastLine(rng))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) { checkFastPaths(t, line) })
+}
+
+// BenchmarkDecodeShapes times Decode per shape: AppendEvent's layout (the exact path), the
+// same members pretty-printed and reordered (the fast path), and with an extra member (the
+// general path), so that a change to one path shows in its own line.
+func BenchmarkDecodeShapes(b *testing.B) {
+	for _, c := range []struct{ name, line string }{
+		{"exact", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}`},
+		{"fast", `{"value": 27.431, "metric": "latency_ms", "key": "tenant-42", "ts": 1700000000123}`},
+		{"general", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"host":"a"}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d, err := NewDecoder(DecoderConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			line := []byte(c.line)
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, r := d.Decode(line, defTS); r != ReasonNone {
+					b.Fatal(r)
+				}
+			}
+		})
+	}
+}
