@@ -23,7 +23,10 @@
 // When a partition is assigned, its series are dropped and it is replayed from the first
 // record whose timestamp is at or after now − Config.Restore, with the wall clock as the
 // windows' now. Slide finds that record itself, by a binary search over offsets that reads
-// record timestamps (about log2(records) single-record fetches), not with ListOffsets by
+// record timestamps (about log2(records ÷ batch) small fetches: a fetch answers with a whole
+// record batch, and a probe reads every record of it, so the search settles inside the
+// batch where the span starts without fetching it again; the first probe reads the log
+// start, so a log wholly inside the span answers in one fetch), not with ListOffsets by
 // time: a broker answers with the first record after which the running maximum of
 // timestamps reaches the start, so one future-stamped record at a partition's head made
 // every restore replay the whole partition, and kfake (the embedded broker, `slide
