@@ -186,8 +186,6 @@ func logEnd(t testing.TB, c *kafkatest.Cluster, topic string) map[int32]int64 {
 	return out
 }
 
-// caughtUp reports whether the consumers together own every partition and have processed
-// each up to the end of the log.
 // progress describes the consumers' assignments for a failure message.
 func progress(cs ...*running) func() string {
 	return func() string {
@@ -199,11 +197,21 @@ func progress(cs ...*running) func() string {
 	}
 }
 
+// caughtUp reports whether the consumers together own every partition and have processed
+// each up to the end of the log.
+//
+// The progress is read before the log end: read after it, a consumer that became ready in
+// between (its plan waited for records produced meanwhile) was held to an end from before
+// those records, and passed with none of them applied (TestRestorePlanRace, about once in
+// a hundred runs under load).
 func caughtUp(t *testing.T, c *kafkatest.Cluster, cs ...*running) bool {
+	prs := make([]Progress, len(cs))
+	for i, r := range cs {
+		prs[i] = r.Progress()
+	}
 	end := logEnd(t, c, c.Topic)
 	seen := map[int32]bool{}
-	for _, r := range cs {
-		pr := r.Progress()
+	for _, pr := range prs {
 		if !pr.Ready {
 			return false
 		}
