@@ -74,6 +74,14 @@
 //     What a stream declares is bounded too, before anything of its size is allocated: a
 //     zstd frame's window (kafka-go's decoder allocated up to 512 MiB for a 300-byte frame),
 //     and a snappy xerial chunk's or block's length (up to 4 GiB from a header).
+//   - Reading and applying overlap. Each partition has a reader goroutine (fetch, and
+//     kafka-go's parse and copy of each record) and an applier (decode, checks, observe,
+//     refusals), handed chunks of up to 128 records over a channel four chunks deep, so a
+//     partition costs the slower of the two rather than their sum, and a lone restoring
+//     partition uses two cores. Everything that names an offset (p.next, /readyz
+//     progress, commits, snapshots, the restore) moves in the applier, after the records
+//     below it are in the windows; a reconnect, an error or a stop waits for the applier
+//     first, so no record is applied twice or skipped (TestProgressNamesOnlyAppliedRecords).
 //   - Offsets out of range reset to the restore span, never to the log end. When retention
 //     deleted the next offset, or the log ends below it (a broker restarted empty, an
 //     unclean leader election), reading moves to the first record of the restore span the
