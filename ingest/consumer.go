@@ -204,7 +204,9 @@ func WithGenerationHook(fn func(generation int32, assigned []int32)) Option {
 
 // Consumer feeds a window.Store from a Kafka topic as a member of a consumer group.
 //
-// Each assigned partition is read by its own goroutine. When a partition is assigned (the
+// Each assigned partition is read by its own goroutine, which hands the records it reads
+// to a second that applies them in order, so reading and applying overlap; offsets,
+// progress and snapshots move only as records are applied. When a partition is assigned (the
 // first join, a restart, a rebalance) its series are dropped and it is replayed from the
 // first record whose timestamp is at or after now − Config.Restore, so its windows are a
 // function of the log alone: a crash, restart or rebalance loses no event and counts none

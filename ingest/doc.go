@@ -27,7 +27,10 @@
 // When a partition is assigned, its series are dropped and it is replayed from the first
 // record whose timestamp is at or after now − Config.Restore, with the wall clock as the
 // windows' now. Slide finds that record itself, by a binary search over offsets that reads
-// record timestamps (about log2(records) single-record fetches), not with ListOffsets by
+// record timestamps (about log2(records ÷ batch) small fetches: a fetch answers with a whole
+// record batch, and a probe reads every record of it, so the search settles inside the
+// batch where the span starts without fetching it again; the first probe reads the log
+// start, so a log wholly inside the span answers in one fetch), not with ListOffsets by
 // time: a broker answers with the first record after which the running maximum of
 // timestamps reaches the start, so one future-stamped record at a partition's head made
 // every restore replay the whole partition, and kfake (the embedded broker, `slide
@@ -75,6 +78,14 @@
 //     What a stream declares is bounded too, before anything of its size is allocated: a
 //     zstd frame's window (kafka-go's decoder allocated up to 512 MiB for a 300-byte frame),
 //     and a snappy xerial chunk's or block's length (up to 4 GiB from a header).
+//   - Reading and applying overlap. Each partition has a reader goroutine (fetch, and
+//     kafka-go's parse and copy of each record) and an applier (decode, checks, observe,
+//     refusals), handed chunks of up to 128 records over a channel four chunks deep, so a
+//     partition costs the slower of the two rather than their sum, and a lone restoring
+//     partition uses two cores. Everything that names an offset (p.next, /readyz
+//     progress, commits, snapshots, the restore) moves in the applier, after the records
+//     below it are in the windows; a reconnect, an error or a stop waits for the applier
+//     first, so no record is applied twice or skipped (TestProgressNamesOnlyAppliedRecords).
 //   - Offsets out of range reset to the restore span, never to the log end. When retention
 //     deleted the next offset, or the log ends below it (a broker restarted empty, an
 //     unclean leader election), reading moves to the first record of the restore span the

@@ -48,6 +48,15 @@ const fetchMargin = 10 * time.Second
 // hands records over a channel one at a time and sets a socket deadline per record, which
 // costs more CPU than decoding and observing the event. A fetch on an idle partition
 // waits up to MaxWait, which bounds how long a stop takes; a batch in hand is finished.
+//
+// Reading and applying overlap: this goroutine reads records off the connection (kafka-go
+// parses and copies each) while an applier goroutine (apply) decodes and observes the
+// records read before, in chunks of up to chunkLen, in order. A partition then costs the
+// slower of the two instead of their sum, and one partition alone (a restore, a hot
+// partition) uses two cores. Everything a record changes (the windows, p.next, the
+// counters, a snapshot) is changed by the applier, in log order, so offsets and progress
+// only ever name applied records; fetch waits for the applier before it returns, so an
+// error, a reconnect or a stop finds every record read applied.
 func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 	conn, err := c.dialLeader(ctx, p.id)
 	if err != nil {
@@ -62,19 +71,84 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 		}
 		return fmt.Errorf("seeking to offset %d: %w", p.next.Load(), err)
 	}
+	ap := newApplier()
+	go c.apply(ctx, p, ap)
+	next, err := c.read(ctx, conn, ap)
+	close(ap.full)
+	<-ap.done
+	if err != nil {
+		if errors.Is(err, ErrInflateBudget) {
+			// A compression bomb at next: refused as a pointer to its offset, never
+			// inflated whole. kafka-go closed the connection on the error; the caller
+			// reconnects at once, one offset further.
+			c.refuse(ctx, p, &kafka.Message{Topic: c.cfg.Topic, Partition: int(p.id), Offset: next}, nil, ReasonTooLarge,
+				next < p.committed.Load())
+			p.next.Store(next + 1)
+			return fmt.Errorf("offset %d: %w", next, errSkipped{err})
+		}
+		if errors.Is(err, kafka.OffsetOutOfRange) {
+			c.skipOutOfRange(ctx, conn, p, next)
+		}
+		return fmt.Errorf("fetching at offset %d: %w", next, err)
+	}
+	return nil
+}
+
+// chunkLen is the most records one chunk carries from the reader to the applier: enough to
+// make the hand-over a small share of a record's cost, few enough that a partition holds
+// little (chunkDepth+1 chunks of kafka.Message) and the applier starts early in a batch.
+const chunkLen = 128
+
+// chunkDepth is how many chunks the reader may have read ahead of the applier.
+const chunkDepth = 4
+
+// chunk is a run of records of one batch, read and not yet applied.
+type chunk struct {
+	msgs  []kafka.Message
+	first bool  // the batch's first chunk
+	now   int64 // the clock when the batch was fetched, unix ms: what its events are observed at
+	hwm   int64 // the batch's high watermark; < 0 unknown
+	end   bool  // the batch's last chunk: next is set
+	next  int64 // the connection's offset after the batch: past its last record and compacted gaps
+}
+
+// applier is the hand-over between a partition's reader and its applier goroutine: full
+// carries chunks in log order, free brings them back for reuse (so the reader never runs
+// more than chunkDepth chunks ahead), done closes when the applier has applied them all.
+type applier struct {
+	full chan *chunk
+	free chan *chunk
+	done chan struct{}
+}
+
+func newApplier() *applier {
+	a := &applier{full: make(chan *chunk, chunkDepth), free: make(chan *chunk, chunkDepth+1), done: make(chan struct{})}
+	for range chunkDepth + 1 {
+		a.free <- &chunk{}
+	}
+	return a
+}
+
+// take returns a free chunk, empty, for a batch fetched at now with high watermark hwm;
+// first says it is the batch's first.
+func (a *applier) take(first bool, now, hwm int64) *chunk {
+	ch := <-a.free
+	*ch = chunk{msgs: ch.msgs[:0], first: first, now: now, hwm: hwm}
+	return ch
+}
+
+// read reads batches from conn into chunks for the applier until ctx ends or a batch
+// fails; it returns the failed batch's error (nil when ctx ended) and the connection's
+// offset after it.
+func (c *Consumer) read(ctx context.Context, conn *kafka.Conn, ap *applier) (int64, error) {
 	for ctx.Err() == nil {
 		if err := conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin)); err != nil {
-			return fmt.Errorf("setting the fetch deadline: %w", err)
+			return 0, fmt.Errorf("setting the fetch deadline: %w", err)
 		}
 		batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: c.cfg.MaxBytes, MaxWait: c.cfg.MaxWait})
-		now := c.now().UnixMilli()
-		hwm := batch.HighWaterMark()
-		if hwm >= 0 { // the batch in hand is lag until it is processed
-			p.lag.Set(float64(max(hwm-p.next.Load(), 0)))
-		}
-		var accepted, size, n int
-		var lastTS int64
-		for {
+		now, hwm := c.now().UnixMilli(), batch.HighWaterMark()
+		ch := ap.take(true, now, hwm)
+		for n := 1; ; n++ {
 			m, err := batch.ReadMessage()
 			if err != nil {
 				if errors.Is(err, ErrInflateBudget) {
@@ -82,23 +156,16 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 				}
 				break
 			}
-			accepted += c.record(ctx, p, &m, now)
-			size += len(m.Value)
-			lastTS = m.Time.UnixMilli()
-			if n++; n%progressEvery == 0 {
+			ch.msgs = append(ch.msgs, m)
+			if n%progressEvery == 0 {
 				// A batch is up to MaxBytes: over a slow link it streams in for longer than
-				// the deadline, so the deadline follows the data, and /readyz's progress and
-				// the lag move within the batch instead of jumping at its end.
-				p.next.Store(m.Offset + 1)
-				if hwm >= 0 {
-					p.lag.Set(float64(max(hwm-m.Offset-1, 0)))
-					p.lagSec.Set(max(float64(c.now().UnixMilli()-lastTS)/1000, 0))
-				}
+				// the deadline, so the deadline follows the data.
 				_ = conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin))
 			}
-		}
-		if n > 0 {
-			p.lastTS = lastTS
+			if len(ch.msgs) == chunkLen {
+				ap.full <- ch
+				ch = ap.take(false, now, hwm)
+			}
 		}
 		err := batch.Close()
 		if errors.Is(err, kafka.RequestTimedOut) {
@@ -106,43 +173,77 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 			// Reader treats it the same way): an empty batch, not a failure.
 			err = nil
 		}
-		// The connection's offset is past the last record read, and past compacted gaps.
-		next, _ := conn.Offset()
-		p.events.Add(float64(accepted))
-		p.bytes.Add(float64(size))
-		p.next.Store(next)
-		if hwm >= 0 {
-			p.hwm.Store(hwm)
-			p.lag.Set(float64(max(hwm-next, 0)))
-			if next >= hwm || n == 0 {
-				p.lagSec.Set(0)
-			} else {
-				p.lagSec.Set(max(float64(c.now().UnixMilli()-lastTS)/1000, 0))
-			}
-		}
-		if next >= p.target && !p.restored.Load() {
-			c.markRestored(p)
-		}
-		if c.snap != nil {
-			c.snap.maybeTake(p)
-		}
+		ch.next, _ = conn.Offset()
+		ch.end = true
+		ap.full <- ch
 		if err != nil {
-			if errors.Is(err, ErrInflateBudget) {
-				// A compression bomb at next: refused as a pointer to its offset, never
-				// inflated whole. kafka-go closed the connection on the error; the caller
-				// reconnects at once, one offset further.
-				c.refuse(ctx, p, &kafka.Message{Topic: c.cfg.Topic, Partition: int(p.id), Offset: next}, nil, ReasonTooLarge,
-					next < p.committed.Load())
-				p.next.Store(next + 1)
-				return fmt.Errorf("offset %d: %w", next, errSkipped{err})
-			}
-			if errors.Is(err, kafka.OffsetOutOfRange) {
-				c.skipOutOfRange(ctx, conn, p, next)
-			}
-			return fmt.Errorf("fetching at offset %d: %w", next, err)
+			return ch.next, err
 		}
 	}
-	return nil
+	return 0, nil
+}
+
+// apply observes the records of the chunks ap carries, in order, and settles each batch's
+// offsets, lag, counters, restore and snapshot after its last record, until ap.full closes.
+func (c *Consumer) apply(ctx context.Context, p *partition, ap *applier) {
+	defer close(ap.done)
+	var accepted, size, n int
+	var lastTS int64
+	for ch := range ap.full {
+		hwm := ch.hwm
+		if ch.first {
+			accepted, size, n = 0, 0, 0
+			if hwm >= 0 { // the batch in hand is lag until it is processed
+				p.lag.Set(float64(max(hwm-p.next.Load(), 0)))
+			}
+		}
+		for i := range ch.msgs {
+			m := &ch.msgs[i]
+			accepted += c.record(ctx, p, m, ch.now)
+			size += len(m.Value)
+			lastTS = m.Time.UnixMilli()
+			if n++; n%progressEvery == 0 {
+				// /readyz's progress and the lag move within a batch instead of jumping at its end.
+				p.next.Store(m.Offset + 1)
+				if hwm >= 0 {
+					p.lag.Set(float64(max(hwm-m.Offset-1, 0)))
+					p.lagSec.Set(max(float64(c.now().UnixMilli()-lastTS)/1000, 0))
+				}
+			}
+		}
+		clear(ch.msgs) // the chunk keeps no record's bytes alive
+		if ch.end {
+			c.settle(p, ch, accepted, size, n, lastTS)
+		}
+		ap.free <- ch
+	}
+}
+
+// settle accounts for a batch of n records (accepted events, size value bytes, the last
+// stamped lastTS) once they are all applied: the offset, lag, counters, restore and snapshot.
+func (c *Consumer) settle(p *partition, ch *chunk, accepted, size, n int, lastTS int64) {
+	if n > 0 {
+		p.lastTS = lastTS
+	}
+	next, hwm := ch.next, ch.hwm
+	p.events.Add(float64(accepted))
+	p.bytes.Add(float64(size))
+	p.next.Store(next)
+	if hwm >= 0 {
+		p.hwm.Store(hwm)
+		p.lag.Set(float64(max(hwm-next, 0)))
+		if next >= hwm || n == 0 {
+			p.lagSec.Set(0)
+		} else {
+			p.lagSec.Set(max(float64(c.now().UnixMilli()-lastTS)/1000, 0))
+		}
+	}
+	if next >= p.target && !p.restored.Load() {
+		c.markRestored(p)
+	}
+	if c.snap != nil {
+		c.snap.maybeTake(p)
+	}
 }
 
 // skipOutOfRange moves p from next, an offset the log no longer holds, to the first record
