@@ -71,6 +71,12 @@ func AppendString(b []byte, s string) []byte {
 // such numbers). The format is encoding/json's: shortest representation, exponent form
 // only for very small or very large magnitudes.
 func AppendFloat(b []byte, f float64) []byte {
+	if f == math.Trunc(f) && f != 0 && f > -1<<53 && f < 1<<53 {
+		// An integer that float64 holds exactly (counts, sums and extremes of integer
+		// values, rates of whole seconds): its shortest form is its decimal digits, which
+		// strconv's integer path writes in a fraction of the shortest-float search.
+		return strconv.AppendInt(b, int64(f), 10)
+	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(b, "null"...)
 	}

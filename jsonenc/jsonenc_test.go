@@ -38,6 +38,22 @@ func TestAppendFloatMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestAppendFloatIntegers: the integer path writes what the shortest-float path does, at
+// and around its bounds (±2^53) and for every magnitude of integers below them.
+func TestAppendFloatIntegers(t *testing.T) {
+	cases := []float64{1, -1, 2, 10, 999, 1e15, 1e15 + 1, -1e15, 1 << 52, 1<<53 - 1, -(1<<53 - 1), 1 << 53, 1<<53 + 2, -(1 << 53), 1e20, 123456789012345, math.Copysign(0, -1), 0.5, -7.25}
+	for v := 1.0; v < 1<<53; v = v*3 + 1 {
+		cases = append(cases, v, -v, v-1)
+	}
+	for _, f := range cases {
+		got := AppendFloat(nil, f)
+		want, _ := json.Marshal(f)
+		if string(got) != string(want) {
+			t.Errorf("AppendFloat(%v) = %s, encoding/json %s", f, got, want)
+		}
+	}
+}
+
 // FuzzAppendString checks that any string is written as valid JSON that reads back as the
 // same string (after the U+FFFD replacement of invalid UTF-8 that encoding/json also does).
 func FuzzAppendString(f *testing.F) {
@@ -61,7 +77,7 @@ func FuzzAppendString(f *testing.F) {
 }
 
 func FuzzAppendFloat(f *testing.F) {
-	for _, v := range []float64{0, 87.5, 1e-7, 1e21, -2.5e-300} {
+	for _, v := range []float64{0, 87.5, 1e-7, 1e21, -2.5e-300, 15050, 1<<53 - 1} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v float64) {
@@ -75,6 +91,9 @@ func FuzzAppendFloat(f *testing.F) {
 		var back float64
 		if err := json.Unmarshal(b, &back); err != nil || back != v {
 			t.Fatalf("AppendFloat(%v) = %s, read back %v, %v", v, b, back, err)
+		}
+		if want, _ := json.Marshal(v); string(b) != string(want) {
+			t.Fatalf("AppendFloat(%v) = %s, encoding/json %s", v, b, want)
 		}
 	})
 }

@@ -112,6 +112,8 @@ func appendRange(b []byte, metric, key string, win, step time.Duration, points [
 	b = append(b, `,"series":`...)
 	b = appendInt(b, int64(series))
 	b = append(b, `,"points":[`...)
+	var kbuf quantileKeys
+	keys := kbuf.keysFor(qs) // once, not once a point
 	for i, p := range points {
 		if i > 0 {
 			b = append(b, ',')
@@ -120,7 +122,7 @@ func appendRange(b []byte, metric, key string, win, step time.Duration, points [
 		b = appendInt(b, p.From)
 		b = append(b, `,"to":`...)
 		b = appendInt(b, p.To)
-		b = appendStats(b, p, now, qs) // the members of /v1/window, whatever they become
+		b = appendStatsKeyed(b, p, now, qs, keys) // the members of /v1/window, whatever they become
 		b = append(b, '}')
 	}
 	return append(b, "]}\n"...)

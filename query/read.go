@@ -108,6 +108,47 @@ func appendAgg(b []byte, a window.Agg, now int64, qs []float64) []byte {
 
 // appendStats writes count .. quantiles, each member preceded by a comma.
 func appendStats(b []byte, a window.Agg, now int64, qs []float64) []byte {
+	return appendStatsKeyed(b, a, now, qs, nil)
+}
+
+// quantileKeys holds the member names of quantiles ("0.95":), formatted once for an answer
+// of many points, such as /v1/range's.
+type quantileKeys struct {
+	end [maxQuantiles]int
+	buf [maxQuantiles * 8]byte
+}
+
+// keysFor formats qs' member names into k and returns it, or nil when they do not fit
+// (then appendStatsKeyed formats them as it goes).
+func (k *quantileKeys) keysFor(qs []float64) *quantileKeys {
+	if len(qs) > maxQuantiles {
+		return nil
+	}
+	n := 0
+	for i, q := range qs {
+		var one [40]byte
+		key := append(formatQuantile(append(one[:0], '"'), q), `":`...)
+		if n+len(key) > len(k.buf) {
+			return nil
+		}
+		n += copy(k.buf[n:], key)
+		k.end[i] = n
+	}
+	return k
+}
+
+// key returns the member name of the i-th quantile, quote, colon and all.
+func (k *quantileKeys) key(i int) []byte {
+	from := 0
+	if i > 0 {
+		from = k.end[i-1]
+	}
+	return k.buf[from:k.end[i]]
+}
+
+// appendStatsKeyed is appendStats with the quantiles' member names from keys (nil: formatted
+// here).
+func appendStatsKeyed(b []byte, a window.Agg, now int64, qs []float64, keys *quantileKeys) []byte {
 	b = append(b, `,"count":`...)
 	b = appendUint(b, a.Count)
 	b = append(b, `,"sum":`...)
@@ -131,9 +172,13 @@ func appendStats(b []byte, a window.Agg, now int64, qs []float64) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, '"')
-		b = formatQuantile(b, q)
-		b = append(b, `":`...)
+		if keys != nil {
+			b = append(b, keys.key(i)...)
+		} else {
+			b = append(b, '"')
+			b = formatQuantile(b, q)
+			b = append(b, `":`...)
+		}
 		b = jsonenc.AppendFloat(b, a.Quantile(i, q))
 	}
 	return append(b, '}')

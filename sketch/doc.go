@@ -17,7 +17,11 @@
 // the whole retention, all keyed by one Indexer (Kind.Indexer). Ingest calls
 // slot.Add; when the ring advances it calls aggregate.AddBins(newSlot) and
 // aggregate.SubBins(leavingSlot); a 5-minute p95 is aggregate.Quantile.
-// Shorter windows use Quantile/QuantilesOf over their slots.
+// Shorter windows use Quantile/QuantilesOf over their slots. A slot the ring has
+// moved past is packed (Slot); a range read's one-slot point asks Slot.Quantiles,
+// which reads the packed counts straight from their encoding, and a read that calls
+// Value many times takes ReadIndexer(ix), the same values without recomputing the
+// cubic mapping's relative accuracy in each.
 //
 // # The choice: invertible bins, not Two-Stacks or DABA
 //

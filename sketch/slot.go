@@ -252,12 +252,9 @@ const riceEscape = 16
 func riceMean(m, x uint64) uint64 { return m - m>>2 + min(x, 1<<60) }
 
 // riceK returns the Rice parameter for a running mean kept as m = 4 × mean.
-func riceK(m uint64) uint {
-	if k := bits.Len64(m >> 2); k > 1 {
-		return uint(k - 1)
-	}
-	return 0
-}
+// Branch-free (max is a conditional move): k follows the data, and a branch on it is
+// mispredicted often enough to cost the decoder a tenth of its time.
+func riceK(m uint64) uint { return uint(max(bits.Len64(m>>2), 1) - 1) }
 
 func (c *counts) appendRice(out []byte) []byte {
 	first, last := c.nonZeroRange()
@@ -436,33 +433,57 @@ func (rs *riceSide) takeLong(n uint) uint64 {
 }
 
 // next decodes up to len(dst) counts into dst and returns how many. The loop keeps the bit
-// buffer in locals and refills it with one 8-byte load per count (the trick of fast
-// Huffman decoders), so a count costs a few nanoseconds.
+// buffer in locals and refills it with one 8-byte load (the trick of fast Huffman
+// decoders) only when the next count is not wholly loaded, which a count of a few bits
+// rarely is: the load stays off the loop's chain of dependent steps, so a count costs a
+// few nanoseconds, and a run of empty bins in the tails costs one step.
 func (rs *riceSide) next(dst *[riceBatch]uint64) int {
 	n := min(rs.left, riceBatch)
 	b, i, acc, nb := rs.b, rs.i, rs.acc, rs.nb
 	pm, zm := rs.r.pm, rs.r.zm // riceState's fields as locals, so they stay in registers
 	out := dst[:n]
-	for j := range out {
-		if i+8 <= len(b) {
-			acc |= binary.LittleEndian.Uint64(b[i:]) << nb
-			i += int((63 - nb) >> 3)
-			nb |= 56
-		} else {
-			rs.i, rs.acc, rs.nb = i, acc, nb
-			rs.refill()
-			i, acc, nb = rs.i, rs.acc, rs.nb
+	for j := 0; j < len(out); j++ {
+		if pm|zm < 4 {
+			// Both means round to 0 (a tail, or the empty bins between small integer
+			// values): a loaded 0 bit is a count of 0 that leaves them as they are, so a
+			// run of them is a run of empty bins, taken at once.
+			if r := min(uint(bits.TrailingZeros64(acc)), nb, uint(len(out)-j)); r > 0 {
+				clear(out[j : j+int(r)])
+				acc >>= r
+				nb -= r
+				j += int(r) - 1
+				continue
+			}
 		}
 		k := riceK(zm)
-		q := uint(bits.TrailingZeros64(^acc)) // the unary quotient's ones
+		// The unary quotient's ones. Bits of acc above nb are 0 or the stream's own (a
+		// refill loads whole words), so a quotient, its 0 and k bits that fit in nb are
+		// the count's.
+		q := uint(bits.TrailingZeros64(^acc))
+		if q+1+k > nb {
+			if i+8 <= len(b) {
+				acc |= binary.LittleEndian.Uint64(b[i:]) << nb
+				i += int((63 - nb) >> 3)
+				nb |= 56
+			} else {
+				rs.i, rs.acc, rs.nb = i, acc, nb
+				rs.refill()
+				i, acc, nb = rs.i, rs.acc, rs.nb
+			}
+			q = uint(bits.TrailingZeros64(^acc))
+		}
 		var z uint64
 		if q < riceEscape && k <= 40 {
-			// nb ≥ 56 before, so q+1+k bits are loaded.
-			acc >>= q + 1
-			z = uint64(q)<<k | acc&(1<<k-1)
-			acc >>= k
-			nb -= min(q+1+k, nb)
+			// nb ≥ 56 after a refill (but near the end), so the q+1+k ≤ 56 bits are
+			// loaded; the masks change no shift (all below 64) but spare Go's check for
+			// shifts of 64 or more.
+			s := q + 1 + k
+			z = uint64(q)<<(k&63) | acc>>((q+1)&63)&(1<<(k&63)-1)
+			acc >>= s & 63
+			nb -= min(s, nb)
 		} else {
+			// A long count or an escape: its first q+1 ≥ 17 bits are loaded (or q was
+			// read after a refill); slowValue refills for the rest.
 			rs.i, rs.acc, rs.nb = i, acc, nb
 			z = rs.slowValue(q, k)
 			i, acc, nb = rs.i, rs.acc, rs.nb

@@ -51,7 +51,21 @@ func slotCases(t *testing.T) map[string]func() (*Bins, Indexer) {
 		"one value":             fill(Kind{}, []float64{42}, nil),
 		"zero and negatives":    fill(Kind{}, []float64{0, -1, -2, -1e9, 0}, []uint64{5, 1, 300, 70000}),
 		"hdr with a zero value": fill(Kind{Name: NameHDR}, []float64{0, 0, 5, 3_000_000}, nil),
+		"small integers":        fill(Kind{}, ints(1, 100), nil), // long runs of empty bins between counts
+		"wide and sparse":       fill(Kind{}, []float64{1e-6, 1e-3, 1, 1e3, 1e9}, nil),
+		"zeros then a tail":     fill(Kind{}, append(ints(500, 600), 1e4, 1e5), []uint64{3, 1, 1, 2}),
+		"zero and positives":    fill(Kind{}, []float64{0, 0, 3, 0, 7, 1e3}, []uint64{4, 1, 2}),
+		"counts past 2^53":      fill(Kind{}, lat[:10], []uint64{1 << 60, 3, 1<<58 + 1}), // ranks round up to the count
 	}
+}
+
+// ints returns the integers lo..hi as values.
+func ints(lo, hi int) []float64 {
+	var out []float64
+	for v := lo; v <= hi; v++ {
+		out = append(out, float64(v))
+	}
+	return out
 }
 
 // TestSlotPackRoundTrip: a packed slot adds into, subtracts from, reopens to and reads as
@@ -207,7 +221,8 @@ func BenchmarkSlotPack(b *testing.B) {
 }
 
 // BenchmarkSlotQuantiles: p50/p95/p99 of one slot of 1,000 latencies, packed (decoded into
-// scratch, as a range read of one-slot points does) against open.
+// scratch, as a range read of several-slot points does; direct: Slot.Quantiles reading the
+// encoding, as a range read of one-slot points does) against open.
 func BenchmarkSlotQuantiles(b *testing.B) {
 	ix := mustIndexer(b, Kind{})
 	src := new(Bins)
@@ -224,6 +239,13 @@ func BenchmarkSlotQuantiles(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			dst = s.View(&scratch).Quantiles(ix, qs, dst[:0])
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		rix := ReadIndexer(ix)
+		b.ReportAllocs()
+		for range b.N {
+			dst = s.Quantiles(rix, qs, dst[:0])
 		}
 	})
 	b.Run("open", func(b *testing.B) {

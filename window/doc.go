@@ -59,6 +59,9 @@
 //     whole window fits in the retention, oldest first. Each point is exactly what a read of
 //     W answered when that slot was current (count, sum, min, max, the same union of bins
 //     for quantiles); a window and step of one slot give every slot of the retention.
+//     Each packed slot is decoded at most once per read: a one-slot point reads its
+//     quantiles straight from the encoding (sketch.Slot.Quantiles), points of several
+//     slots decode the ones they need once into pooled scratch; no decoded copy is kept.
 //   - VisitWindowAt hands an exporter a window's bins (the kept aggregate for a full-retention
 //     window) under the series' lock, so a histogram export copies buckets, not quantiles.
 //   - The window max is the max of the slot maxima, a scan of at most Slots values. A

@@ -76,14 +76,25 @@ func (a *slotAgg) add(count uint64, sum, mn, mx float64) {
 // slot bins, clamped to [min, max].
 func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Indexer, qs []float64, series int) []Agg {
 	n := int64(len(aggs))
-	// Each slot's bins once, packed ones decoded into pooled scratch, however many points'
-	// windows share the slot.
-	sp, _ := composeScratch.Get().(*[]sketch.Bins)
-	if sp == nil {
-		sp = new([]sketch.Bins)
-	}
-	if len(*sp) < len(aggs) {
-		*sp = make([]sketch.Bins, len(aggs))
+	// Each slot's bins at most once, however many points' windows share the slot: a point
+	// of one slot (the usual per-slot history) reads a packed slot's quantiles straight from
+	// its encoding; points of several decode each packed slot they need once, into pooled
+	// scratch, and scan the union.
+	var sp *[]sketch.Bins
+	if sh.k > 1 {
+		sp, _ = composeScratch.Get().(*[]sketch.Bins)
+		if sp == nil {
+			sp = new([]sketch.Bins)
+		}
+		if len(*sp) < len(aggs) {
+			*sp = make([]sketch.Bins, len(aggs))
+		}
+		defer func() {
+			for p := range aggs {
+				(*sp)[p].Clear()
+			}
+			composeScratch.Put(sp)
+		}()
 	}
 	var vstack [64]*sketch.Bins
 	views := vstack[:0]
@@ -92,17 +103,7 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 	} else {
 		views = make([]*sketch.Bins, len(aggs))
 	}
-	for p := range aggs {
-		if aggs[p].count > 0 {
-			views[p] = aggs[p].view(&(*sp)[p])
-		}
-	}
-	defer func() {
-		for p := range aggs {
-			(*sp)[p].Clear()
-		}
-		composeScratch.Put(sp)
-	}()
+	ix = sketch.ReadIndexer(ix) // ~90 Value calls: the relative accuracy once, not in each
 	var stack [32]*sketch.Bins
 	qbuf := make([]float64, 0, int(sh.p)*len(qs)) // every point's quantiles in one allocation
 	for i := sh.p - 1; i >= 0; i-- {
@@ -110,6 +111,7 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 		j := cur - i*sh.s     // its absolute slot index
 		a := Agg{From: (j - sh.k + 1) * sh.width, To: (j + 1) * sh.width, Series: series}
 		bins := stack[:0]
+		one := int64(-1) // the position of the point's only live slot, if it has one
 		for p := end - sh.k + 1; p <= end; p++ {
 			if sa := &aggs[p]; sa.count > 0 {
 				if a.Count == 0 || sa.min < a.Min {
@@ -120,7 +122,21 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 				}
 				a.Count += sa.count
 				a.Sum += sa.sum
-				bins = append(bins, views[p])
+				if one == -1 {
+					one = p
+				} else {
+					one = -2 // several
+				}
+			}
+		}
+		if one == -2 {
+			for p := end - sh.k + 1; p <= end; p++ {
+				if sa := &aggs[p]; sa.count > 0 {
+					if views[p] == nil {
+						views[p] = sa.view(&(*sp)[p])
+					}
+					bins = append(bins, views[p])
+				}
 			}
 		}
 		at := len(qbuf)
@@ -131,10 +147,18 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 				a.Quantiles = append(a.Quantiles, math.NaN())
 			}
 		} else {
-			if len(bins) == 1 {
+			if one >= 0 {
 				// One slot (the usual per-slot history): scan its bins directly, without the
-				// union's summing buffer; the same ranks and values as QuantilesOf.
-				a.Quantiles = bins[0].Quantiles(ix, qs, a.Quantiles)
+				// union's summing buffer, a packed slot's straight from its encoding; the
+				// same ranks and values as QuantilesOf.
+				switch sa := &aggs[one]; {
+				case sa.bins != nil:
+					a.Quantiles = sa.bins.Quantiles(ix, qs, a.Quantiles)
+				case views[one] != nil:
+					a.Quantiles = views[one].Quantiles(ix, qs, a.Quantiles)
+				default:
+					a.Quantiles = sa.slot.Quantiles(ix, qs, a.Quantiles)
+				}
 			} else {
 				a.Quantiles = sketch.QuantilesOf(ix, qs, a.Quantiles, bins...)
 			}
