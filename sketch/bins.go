@@ -224,7 +224,30 @@ func (b *Bins) Add(ix Indexer, v float64, n uint64) {
 		bits := math.Float64bits(v)
 		if o := c.octaves[bits>>52].Load(); o != nil {
 			if off := o.off[bits>>(52-cubicBits)&(1<<cubicBits-1)]; off != cubicFallback {
-				b.pos.add(int(o.base)+int(off), n)
+				c := &b.pos
+				j := int(o.base) + int(off) - c.off
+				// counts.add's in-range cases, inline: one- and two-byte counts that
+				// do not overflow.
+				switch c.shift {
+				case 0:
+					if uint(j) < uint(len(c.data)) {
+						if s := uint64(c.data[j]) + n; s <= math.MaxUint8 && n <= math.MaxUint8 {
+							c.data[j] = uint8(s)
+							c.sum += n
+							return
+						}
+					}
+				case 1:
+					if uint(j) < uint(len(c.data)>>1) {
+						p := c.data[2*j:]
+						if s := uint64(binary.LittleEndian.Uint16(p)) + n; s <= math.MaxUint16 && n <= math.MaxUint16 {
+							binary.LittleEndian.PutUint16(p, uint16(s))
+							c.sum += n
+							return
+						}
+					}
+				}
+				c.add(int(o.base)+int(off), n)
 				return
 			}
 		}

@@ -122,6 +122,9 @@ func (r *Ring) addFrom(now int64, src Source, ts int64, v float64, n uint64) err
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return ErrInvalidValue
 	}
+	if r.addCurrent(now, ts, v, n) {
+		return nil
+	}
 	if n == 0 {
 		n = 1
 	}
