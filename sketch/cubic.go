@@ -91,7 +91,7 @@ func cubicOctaveBins(m *mapping.CubicallyInterpolatedMapping) int {
 }
 
 // Index returns the mapping's index of v (see cubicIndexer); any v, as the mapping takes.
-// The table path inlines into Bins.Add.
+// Bins.Add repeats its table path inline.
 func (c *cubicIndexer) Index(v float64) int {
 	b := math.Float64bits(v)
 	if e := b >> 52; e-1 < 2046 && c.table { // positive, normal, finite
