@@ -49,32 +49,34 @@ type cubicOctave struct {
 	off  [1 << cubicBits]uint8
 }
 
-// cubicIndexers shares one cubicIndexer per relative accuracy: Kind.Indexer is called for
-// every new series and every merged read. The cache is bounded; beyond it each call builds
-// its own (correct, only slower to warm).
-var cubicIndexers struct {
-	sync.Mutex
-	m map[float64]*cubicIndexer
-}
+// cubicIndexers shares one cubicIndexer per relative accuracy (float64 → *cubicIndexer):
+// Kind.Indexer is called for every new series and every merged read, so a hit takes no lock.
+// The cache is bounded; beyond it each call builds its own (correct, only slower to warm).
+var (
+	cubicIndexers  sync.Map
+	cubicCached    atomic.Int32
+	cubicIndexerMu sync.Mutex // serializes misses, so one accuracy gets one indexer
+)
 
 const maxCachedCubic = 64
 
 func cubicFor(acc float64) (*cubicIndexer, error) {
-	cubicIndexers.Lock()
-	defer cubicIndexers.Unlock()
-	if c, ok := cubicIndexers.m[acc]; ok {
-		return c, nil
+	if c, ok := cubicIndexers.Load(acc); ok {
+		return c.(*cubicIndexer), nil
+	}
+	cubicIndexerMu.Lock()
+	defer cubicIndexerMu.Unlock()
+	if c, ok := cubicIndexers.Load(acc); ok {
+		return c.(*cubicIndexer), nil
 	}
 	m, err := mapping.NewCubicallyInterpolatedMapping(acc)
 	if err != nil {
 		return nil, err
 	}
 	c := newCubicIndexer(m)
-	if cubicIndexers.m == nil {
-		cubicIndexers.m = make(map[float64]*cubicIndexer)
-	}
-	if len(cubicIndexers.m) < maxCachedCubic {
-		cubicIndexers.m[acc] = c
+	if cubicCached.Load() < maxCachedCubic {
+		cubicIndexers.Store(acc, c)
+		cubicCached.Add(1)
 	}
 	return c, nil
 }

@@ -1,8 +1,10 @@
 package sketch
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
@@ -162,4 +164,35 @@ func BenchmarkCubicIndex(b *testing.B) {
 		}
 	})
 	_ = sink
+}
+
+// TestCubicIndexConcurrentBuild: goroutines indexing values of unbuilt octaves at once all
+// get the mapping's index (the race detector checks the tables' publication).
+func TestCubicIndexConcurrentBuild(t *testing.T) {
+	m, err := mapping.NewCubicallyInterpolatedMapping(0.01)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCubicIndexer(m)
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 5_000 {
+				v := math.Exp(r.NormFloat64() * 20)
+				if got, want := c.Index(v), m.Index(v); got != want {
+					errs <- fmt.Sprintf("Index(%v) = %d, mapping says %d", v, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
 }
