@@ -25,13 +25,38 @@ func (r *Ring) addFull(now, ts int64, v float64, n uint64) error {
 	return r.place(now, ts, v, n, ErrLate)
 }
 
+// addFromFull is Ring.addFrom without its fast paths: advance, judge, the value, place.
+func (r *Ring) addFromFull(now int64, src Source, ts int64, v float64, n uint64) error {
+	if !r.started || now < r.curLo || now >= r.curLo+r.width {
+		r.advance(now)
+	}
+	if err := r.judge(now, src, ts); err != nil {
+		return err
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return ErrInvalidValue
+	}
+	if n == 0 {
+		n = 1
+	}
+	return r.place(now, ts, v, n, ErrExpired)
+}
+
 // TestAddCurrentMatchesFullPath feeds one random stream (in order, late, ahead of now,
 // expired, NaN and ±Inf, n = 0, negatives, zeros, large, tiny and subnormal values, a read now and then)
 // to a store and, event by event, to a ring through the full path only: every error, every
-// read and the final snapshot bytes must agree, for every sketch kind.
+// read and the final slot and aggregate bytes must agree, for every sketch kind, through
+// ObserveAt and through ObserveFrom with record timestamps agreeing with now, ahead and behind.
 func TestAddCurrentMatchesFullPath(t *testing.T) {
-	for _, k := range []sketch.Kind{{}, {Name: sketch.NameHDR}, {Name: sketch.NameNative}, {RelativeAccuracy: 0.001}} {
-		rc := RingConfig{Slot: time.Second, Slots: 10, Sketch: k}
+	for _, c := range []struct {
+		k     sketch.Kind
+		slots int
+		from  bool // ObserveFrom against addFrom's full path
+	}{{sketch.Kind{}, 10, false}, {sketch.Kind{Name: sketch.NameHDR}, 10, false}, {sketch.Kind{Name: sketch.NameNative}, 10, false},
+		{sketch.Kind{RelativeAccuracy: 0.001}, 10, false}, {sketch.Kind{}, 10, true}, {sketch.Kind{Name: sketch.NameHDR}, 10, true},
+		{sketch.Kind{}, 1, true}} { // one slot: a record stamped in the next slot makes its events late
+		k, from := c.k, c.from
+		rc := RingConfig{Slot: time.Second, Slots: c.slots, Sketch: k}
 		s := newTestStore(t, StoreConfig{Ring: rc})
 		ref, err := NewRing(rc)
 		if err != nil {
@@ -71,16 +96,44 @@ func TestAddCurrentMatchesFullPath(t *testing.T) {
 			if se != nil && v-v == 0 && ts >= se.ring.curLo && ts < se.ring.curLo+se.ring.width && now < se.ring.curLo+se.ring.width {
 				fast++
 			}
-			got := s.ObserveAt(now, ev)
-			if se == nil && got != nil {
-				continue // a refused first event creates no series; the reference ring has none either
+			var got, want error
+			if from {
+				// Record timestamps around now: agreeing, ahead and behind by more than the skew.
+				src := Source{RecordTS: now + int64(rng.IntN(5000)) - 2500}
+				switch rng.IntN(4) {
+				case 0:
+					src.RecordTS = ts + int64(rng.IntN(400)) - 200
+				case 1: // an event ahead of now, more than the skew ahead of its record: future at the source
+					ts = now + int64(rng.IntN(1000))
+					ev.TS = ts
+					src.RecordTS = ts - 1001 - int64(rng.IntN(300))
+				}
+				got = s.ObserveFrom(now, src, ev)
+				if se == nil && got != nil {
+					continue
+				}
+				want = ref.addFromFull(now, src, ts, v, n)
+				switch want { // ObserveFrom's names for the source's refusals
+				case errSourceFuture:
+					want = ErrFuture
+				case errSourceLate:
+					want = ErrLate
+				}
+			} else {
+				got = s.ObserveAt(now, ev)
+				if se == nil && got != nil {
+					continue // a refused first event creates no series; the reference ring has none either
+				}
+				want = ref.addFull(now, ts, v, n)
 			}
-			want := ref.addFull(now, ts, v, n)
 			if got != want {
 				t.Fatalf("%v: event %d %+v at %d: store says %v, full path %v", k, i, ev, now, got, want)
 			}
 			if i%499 == 0 {
 				for _, w := range []time.Duration{time.Second, 3 * time.Second, 10 * time.Second} {
+					if w > rc.Retention() {
+						continue
+					}
 					a, errA := s.ReadAt(now, "m", "k", w, qs)
 					b, errB := ref.Read(now, w, qs)
 					if errA != errB || !sameAgg(a, b) {
