@@ -226,8 +226,8 @@ func (b *Bins) Add(ix Indexer, v float64, n uint64) {
 			if off := o.off[bits>>(52-cubicBits)&(1<<cubicBits-1)]; off != cubicFallback {
 				c := &b.pos
 				j := int(o.base) + int(off) - c.off
-				// counts.add's in-range cases, inline: one- and two-byte counts that
-				// do not overflow.
+				// counts.add's in-range cases, inline: one-, two- and four-byte counts
+				// that do not overflow.
 				switch c.shift {
 				case 0:
 					if uint(j) < uint(len(c.data)) {
@@ -242,6 +242,15 @@ func (b *Bins) Add(ix Indexer, v float64, n uint64) {
 						p := c.data[2*j:]
 						if s := uint64(binary.LittleEndian.Uint16(p)) + n; s <= math.MaxUint16 && n <= math.MaxUint16 {
 							binary.LittleEndian.PutUint16(p, uint16(s))
+							c.sum += n
+							return
+						}
+					}
+				case 2:
+					if uint(j) < uint(len(c.data)>>2) {
+						p := c.data[4*j:]
+						if s := uint64(binary.LittleEndian.Uint32(p)) + n; s <= math.MaxUint32 && n <= math.MaxUint32 {
+							binary.LittleEndian.PutUint32(p, uint32(s))
 							c.sum += n
 							return
 						}

@@ -52,7 +52,8 @@ func (s *Store) ObserveFrom(now int64, src Source, ev Event) error {
 	se := sh.lookup(h, ev.Metric, ev.Key)
 	var err error
 	if se != nil {
-		if ev.Value-ev.Value != 0 || !se.ring.addCurrentFrom(now, src, ev.TS, ev.Value, ev.Count) { // NaN and ±Inf give NaN
+		r := &se.ring
+		if ev.Value-ev.Value != 0 || !r.judgeCannotRefuse(now, src, ev.TS) || !r.addCurrent(now, ev.TS, ev.Value, ev.Count) { // NaN and ±Inf give NaN
 			err = se.ring.addFrom(now, src, ev.TS, ev.Value, ev.Count)
 		}
 		if err == nil {
@@ -113,16 +114,14 @@ func (r *Ring) judge(now int64, src Source, ts int64) error {
 	return nil
 }
 
-// addCurrentFrom is addFrom's fast path: addCurrent, for an event the source's judgement
-// (judge) lets through without a look. Under addCurrent's conditions (now and ts in the
-// current slot, ts at most the skew ahead of now) judge passes unless the record's
-// timestamp agrees with now to within the skew and the event is more than the skew ahead of
-// it, or the record is stamped past the current slot: those take the full path.
-func (r *Ring) addCurrentFrom(now int64, src Source, ts int64, v float64, n uint64) bool {
-	if rts := src.RecordTS; rts >= now-r.skewMs && rts <= now+r.skewMs && (ts > rts+r.skewMs || rts >= r.curLo+r.width) {
-		return false
-	}
-	return r.addCurrent(now, ts, v, n)
+// judgeCannotRefuse is addFrom's fast path's test: with it, addCurrent may take the event
+// without judge. Under addCurrent's conditions (now and ts in the current slot, ts at most the
+// skew ahead of now) judge passes unless the record's timestamp agrees with now to within the
+// skew and the event is more than the skew ahead of it, or the record is stamped past the
+// current slot: for those it returns false, and the full path judges.
+func (r *Ring) judgeCannotRefuse(now int64, src Source, ts int64) bool {
+	rts := src.RecordTS
+	return rts < now-r.skewMs || rts > now+r.skewMs || ts <= rts+r.skewMs && rts < r.curLo+r.width
 }
 
 // addFrom is Add after the source's checks (judge), with ErrExpired for an event older than
