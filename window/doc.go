@@ -40,7 +40,8 @@
 // dense ring at a now in that slot: count, sum, min, max and one Bins.Add, whose DDSketch
 // index is a table load (sketch's cubicIndexer, bit-identical to the mapping's formula). Any
 // other event (a sparse ring, another slot, a slot to advance, a packed or new slot, an
-// invalid value) takes the full path, Ring.Add or addFrom, with the same result
+// invalid value, or for ObserveFrom a record whose judgement might refuse it:
+// judgeCannotRefuse) takes the full path, Ring.Add or addFrom, with the same result
 // (TestAddCurrentMatchesFullPath). It allocates nothing once the slot's bins cover the value
 // (TestObserveHotPathAllocatesNothing). BenchmarkObserve measures it against a bare
 // sketches-go Add: ours (ObserveAt) and from (ObserveFrom, ingest's call).
