@@ -6,8 +6,6 @@ import (
 	"math"
 	"math/bits"
 	"unsafe"
-
-	"github.com/DataDog/sketches-go/ddsketch/mapping"
 )
 
 // Bins are invertible bucket counts keyed by an Indexer's bin index. The
@@ -220,10 +218,58 @@ func (c *counts) sub(i int, x uint64) uint64 {
 // them first, see CheckValue); n == 0 is a no-op. O(1), no allocation once the
 // range covers v.
 func (b *Bins) Add(ix Indexer, v float64, n uint64) {
+	// The ingest path, in one call: the DDSketch indexer's table (cubicIndexer.Index) into
+	// a bin in range. Everything else takes add.
+	if c, ok := ix.(*cubicIndexer); ok && c.table && v > c.MinIndexableValue() && v <= math.MaxFloat64 && n != 0 {
+		bits := math.Float64bits(v)
+		if o := c.octaves[bits>>52].Load(); o != nil {
+			if off := o.off[bits>>(52-cubicBits)&(1<<cubicBits-1)]; off != cubicFallback {
+				c := &b.pos
+				j := int(o.base) + int(off) - c.off
+				// counts.add's in-range cases, inline: one-, two- and four-byte counts
+				// that do not overflow.
+				switch c.shift {
+				case 0:
+					if uint(j) < uint(len(c.data)) {
+						if s := uint64(c.data[j]) + n; s <= math.MaxUint8 && n <= math.MaxUint8 {
+							c.data[j] = uint8(s)
+							c.sum += n
+							return
+						}
+					}
+				case 1:
+					if uint(j) < uint(len(c.data)>>1) {
+						p := c.data[2*j:]
+						if s := uint64(binary.LittleEndian.Uint16(p)) + n; s <= math.MaxUint16 && n <= math.MaxUint16 {
+							binary.LittleEndian.PutUint16(p, uint16(s))
+							c.sum += n
+							return
+						}
+					}
+				case 2:
+					if uint(j) < uint(len(c.data)>>2) {
+						p := c.data[4*j:]
+						if s := uint64(binary.LittleEndian.Uint32(p)) + n; s <= math.MaxUint32 && n <= math.MaxUint32 {
+							binary.LittleEndian.PutUint32(p, uint32(s))
+							c.sum += n
+							return
+						}
+					}
+				}
+				c.add(int(o.base)+int(off), n)
+				return
+			}
+		}
+	}
+	b.add(ix, v, n)
+}
+
+// add is Add off its fast path.
+func (b *Bins) add(ix Indexer, v float64, n uint64) {
 	if n == 0 {
 		return
 	}
-	cubic, _ := ix.(*mapping.CubicallyInterpolatedMapping)
+	cubic, _ := ix.(*cubicIndexer)
 	var minIdx float64
 	if cubic != nil {
 		minIdx = cubic.MinIndexableValue() // devirtualized: the default Indexer inlines

@@ -214,12 +214,14 @@ func ParseKind(s string) (Kind, error) {
 // once). For DDSketch it is
 // sketches-go's CubicallyInterpolatedMapping (no math.Log on the hot path, the
 // same relative-accuracy guarantee as the logarithmic mapping; verified by
-// TestIndexerAccuracy). For HDR it is a log-linear indexer whose bins are
+// TestIndexerAccuracy), with a table-driven Index that gives the mapping's own
+// index for every value (cubicIndexer), shared per accuracy. For HDR it is a log-linear indexer whose bins are
 // exactly HdrHistogram's counts indices at k's precision, so Bins built with
 // it convert to an HDR histogram without loss (values above Highest still get
-// log-linear bins; only ToSketch refuses them). Each call builds a new
-// Indexer; build one per configuration and share it (Indexers are immutable
-// and safe for concurrent use).
+// log-linear bins; only ToSketch refuses them). DDSketch and native
+// indexers are shared, one per accuracy or schema; each HDR call builds a new
+// one, so build one per configuration and share it (Indexers are immutable,
+// or fill their tables atomically, and are safe for concurrent use).
 func (k Kind) Indexer() (Indexer, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
@@ -231,7 +233,7 @@ func (k Kind) Indexer() (Indexer, error) {
 	if n.Name == NameNative {
 		return nativeIndexers[n.Schema], nil
 	}
-	m, err := mapping.NewCubicallyInterpolatedMapping(n.RelativeAccuracy)
+	m, err := cubicFor(n.RelativeAccuracy)
 	if err != nil {
 		return nil, fmt.Errorf("%w: building mapping: %v", ErrKind, err)
 	}

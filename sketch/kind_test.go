@@ -5,7 +5,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/DataDog/sketches-go/ddsketch/mapping"
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
@@ -79,7 +78,7 @@ func TestKindInvalid(t *testing.T) {
 func TestIndexerAccuracy(t *testing.T) {
 	for _, acc := range []float64{0.01, 0.02, 0.001} {
 		ix := mustIndexer(t, Kind{RelativeAccuracy: acc})
-		if _, ok := ix.(*mapping.CubicallyInterpolatedMapping); !ok {
+		if _, ok := ix.(*cubicIndexer); !ok {
 			t.Fatalf("ddsketch Indexer is %T, want the cubic mapping", ix)
 		}
 		if got := ix.RelativeAccuracy(); math.Abs(got-acc) > 1e-12 {

@@ -52,7 +52,11 @@ func (s *Store) ObserveFrom(now int64, src Source, ev Event) error {
 	se := sh.lookup(h, ev.Metric, ev.Key)
 	var err error
 	if se != nil {
-		if err = se.ring.addFrom(now, src, ev.TS, ev.Value, ev.Count); err == nil {
+		r := &se.ring
+		if ev.Value-ev.Value != 0 || !r.judgeCannotRefuse(now, src, ev.TS) || !r.addCurrent(now, ev.TS, ev.Value, ev.Count) { // NaN and ±Inf give NaN
+			err = se.ring.addFrom(now, src, ev.TS, ev.Value, ev.Count)
+		}
+		if err == nil {
 			se.partition = ev.Feed.Partition()
 		}
 		sh.mu.Unlock()
@@ -110,6 +114,16 @@ func (r *Ring) judge(now int64, src Source, ts int64) error {
 	return nil
 }
 
+// judgeCannotRefuse is addFrom's fast path's test: with it, addCurrent may take the event
+// without judge. Under addCurrent's conditions (now and ts in the current slot, ts at most the
+// skew ahead of now) judge passes unless the record's timestamp agrees with now to within the
+// skew and the event is more than the skew ahead of it, or the record is stamped past the
+// current slot: for those it returns false, and the full path judges.
+func (r *Ring) judgeCannotRefuse(now int64, src Source, ts int64) bool {
+	rts := src.RecordTS
+	return rts < now-r.skewMs || rts > now+r.skewMs || ts <= rts+r.skewMs && rts < r.curLo+r.width
+}
+
 // addFrom is Add after the source's checks (judge), with ErrExpired for an event older than
 // the retention at now.
 func (r *Ring) addFrom(now int64, src Source, ts int64, v float64, n uint64) error {
@@ -121,6 +135,9 @@ func (r *Ring) addFrom(now int64, src Source, ts int64, v float64, n uint64) err
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return ErrInvalidValue
+	}
+	if r.addCurrent(now, ts, v, n) {
+		return nil
 	}
 	if n == 0 {
 		n = 1

@@ -24,8 +24,8 @@
 // whose slots all empty goes back to raw events. Reads of a sparse ring fold its raw events
 // slot by slot (sums in the order a dense ring adds them) into one pooled scratch Bins, so
 // both representations answer bit for bit alike. Measured (heap after GC, key, map entry
-// and header included, default ring): 463 B for 1 event, 536 B for 3, 824-838 B for 10
-// (100k and 1M series; TestSparseSeriesMemoryBudget holds ≤ 1 KB), against 3.2 KB for the
+// and header included, default ring): 383 B for 1 event, 456 B for 3, 744-758 B for 10
+// (100k and 1M series; TestSparseSeriesMemoryBudget holds ≤ 1 KB), against 3.0 KB for the
 // same 10 events in slots up front. A dense ring packs every slot it has moved past
 // (sketch.Slot: lossless, about 100 bytes for 1,000 latencies against 280 open); a late
 // event reopens its slot, which the next advance packs again. A series of 30 full slots of
@@ -33,6 +33,18 @@
 // DenseSeriesBytes is the rule for sizing MaxSeries from memory. The store hashes metric and key in place (seeded
 // wyhash-style mix), and Store.ObserveFrom judges an event's time once, in the ring, against
 // its record (Source) and now: ingest's hot path.
+//
+// One event into an existing series (issue #19) is: the hash (two multiply-mixes for a
+// metric and a key of 8-16 bytes, in one call), the shard lock, the map lookup (interned
+// strings compare by pointer), then Ring.addCurrent for an event of the current slot of a
+// dense ring at a now in that slot: count, sum, min, max and one Bins.Add, whose DDSketch
+// index is a table load (sketch's cubicIndexer, bit-identical to the mapping's formula). Any
+// other event (a sparse ring, another slot, a slot to advance, a packed or new slot, an
+// invalid value, or for ObserveFrom a record whose judgement might refuse it:
+// judgeCannotRefuse) takes the full path, Ring.Add or addFrom, with the same result
+// (TestAddCurrentMatchesFullPath). It allocates nothing once the slot's bins cover the value
+// (TestObserveHotPathAllocatesNothing). BenchmarkObserve measures it against a bare
+// sketches-go Add: ours (ObserveAt) and from (ObserveFrom, ingest's call).
 //
 // Semantics users rely on:
 //

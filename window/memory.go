@@ -4,7 +4,7 @@ package window
 // after GC, key, index entry and series header included, DDSketch at 1%:
 //
 //   - a sparse series (at most RawEvents events in its retention) keeps them raw: about
-//     0.5 KB with 1–3 events, 0.85 KB with 10 (TestSparseSeriesMemoryBudget);
+//     0.4–0.45 KB with 1–3 events, 0.75 KB with 10 (TestSparseSeriesMemoryBudget);
 //   - a busy series keeps its slots, the one being filled open and the others packed
 //     (sketch.Slot), and the window aggregate: 6.1 KB with 30 full slots of 1,000
 //     latencies (TestDenseSeriesMemoryBudget), 0.097× what 30 sketches-go sketches take.

@@ -316,6 +316,38 @@ func (r *Ring) insert(idx int64, p int, v float64, n uint64) {
 	}
 }
 
+// addCurrent is Add and addFrom's fast path (issue #19): an event of the current slot of a
+// dense ring, at a now in that slot, into the slot's open bins. It does what place and
+// insert would and returns true, or does nothing and returns false for the caller to take
+// the full path. v must be finite (the callers check it first).
+func (r *Ring) addCurrent(now, ts int64, v float64, n uint64) bool {
+	lo, hi := r.curLo, r.curLo+r.width
+	if r.slots == nil || !r.started || now < lo || now >= hi || ts < lo || ts >= hi || ts > now+r.skewMs {
+		return false
+	}
+	s := &r.slots[r.curPos]
+	b := s.bins.Bins()
+	if s.count == 0 || b == nil {
+		return false
+	}
+	if n == 0 {
+		n = 1
+	}
+	s.count += n
+	s.sum += v * float64(n)
+	if v < s.min {
+		s.min = v
+	}
+	if v > s.max {
+		s.max = v
+	}
+	b.Add(r.ix, v, n)
+	if r.curInAgg {
+		r.agg.Add(r.ix, v, n) // the current slot already folded in by a read
+	}
+	return true
+}
+
 // Empty reports whether the ring holds no event at now.
 func (r *Ring) Empty(now int64) bool {
 	r.advance(now)

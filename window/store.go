@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/slide-metrics/slide/sketch"
 )
@@ -120,11 +121,12 @@ type series struct {
 	ring        Ring
 }
 
-// shard is padded so neighbouring shards' locks do not share a cache line.
+// shard is padded to 64 bytes so neighbouring shards' locks do not share a cache line (and
+// finding a shard is a shift, not a multiply).
 type shard struct {
 	mu     sync.Mutex
-	series map[uint64]*series // by maphash of metric NUL key: one hash per event, not two
-	_      [40]byte
+	series map[uint64]*series // by seriesHash of metric and key: one hash per event, not two
+	_      [48]byte
 }
 
 // Store is the set of live series, (metric, key) → Ring, in shards each guarded by a mutex.
@@ -135,6 +137,7 @@ type Store struct {
 	ring    RingConfig
 	metrics map[string]RingConfig
 	seed    uint64 // seriesHash seed
+	seedMix uint64 // seedMix(seed), the hash's per-store constant
 	mask    uint64
 	shards  []shard
 	now     func() int64
@@ -167,6 +170,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		shards:  make([]shard, n),
 		now:     cfg.Now,
 	}
+	s.seedMix = seedMix(s.seed)
 	for m, rc := range cfg.Metrics {
 		s.metrics[m] = rc.withDefaults()
 	}
@@ -188,17 +192,23 @@ func (s *Store) RingConfig(metric string) RingConfig {
 }
 
 func (s *Store) hash(metric, key string) uint64 {
-	return seriesHash(s.seed, metric, key)
+	return seriesHashMixed(s.seedMix, metric, key)
 }
 
 // lookup returns the series, or nil, from its shard; the caller holds sh.mu.
 func (sh *shard) lookup(h uint64, metric, key string) *series {
 	for se := sh.series[h]; se != nil; se = se.next {
-		if se.key == key && se.metric == metric {
+		if sameString(se.key, key) && sameString(se.metric, metric) {
 			return se
 		}
 	}
 	return nil
+}
+
+// sameString is a == b, without a call when both are the same bytes: ingest's decoder
+// interns keys and metrics, so an event's strings are usually its series' own.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // all yields every series of the shard; the caller holds sh.mu.
@@ -237,7 +247,10 @@ func (s *Store) ObserveAt(now int64, ev Event) error {
 		}
 		created = true
 	}
-	err := se.ring.Add(now, ev.TS, ev.Value, ev.Count)
+	var err error
+	if ev.Value-ev.Value != 0 || !se.ring.addCurrent(now, ev.TS, ev.Value, ev.Count) { // NaN and ±Inf give NaN
+		err = se.ring.Add(now, ev.TS, ev.Value, ev.Count)
+	}
 	switch {
 	case err == nil:
 		se.partition = ev.Feed.Partition()
