@@ -61,33 +61,49 @@ func (s *Store) ObserveFrom(now int64, src Source, ev Event) error {
 		}
 		sh.mu.Unlock()
 	} else {
-		// A new series: judge against the source first, so a refused event creates nothing.
-		rc := s.RingConfig(ev.Metric)
-		var r Ring
-		r.init(rc)
-		if err = r.judge(now, src, ev.TS); err == nil {
-			if se, err = s.create(sh, h, ev); err == nil {
-				if err = se.ring.addFrom(now, src, ev.TS, ev.Value, ev.Count); err == nil {
-					se.partition = ev.Feed.Partition()
-				} else {
-					s.unlinkNew(sh, h, se)
-				}
-			}
-		}
+		err = s.observeNewFrom(sh, h, now, src, ev)
 		sh.mu.Unlock()
 	}
-	switch err {
-	case nil, errSourceFuture, errSourceLate:
-	case ErrExpired:
-		s.late.Add(1)
-	default:
-		s.countErr(err)
+	if err != nil {
+		return s.fromErr(err)
 	}
+	return nil
+}
+
+// observeNewFrom is ObserveFrom's new series, under sh.mu: judged against the source first,
+// so a refused event creates nothing. Kept out of ObserveFrom so that the hot path stays
+// small enough for the compiler to inline its hash and unlock.
+//
+//go:noinline
+func (s *Store) observeNewFrom(sh *shard, h uint64, now int64, src Source, ev Event) error {
+	var r Ring
+	r.init(s.RingConfig(ev.Metric))
+	if err := r.judge(now, src, ev.TS); err != nil {
+		return err
+	}
+	se, err := s.create(sh, h, ev)
+	if err != nil {
+		return err
+	}
+	if err = se.ring.addFrom(now, src, ev.TS, ev.Value, ev.Count); err != nil {
+		s.unlinkNew(sh, h, se)
+		return err
+	}
+	se.partition = ev.Feed.Partition()
+	return nil
+}
+
+// fromErr counts ObserveFrom's refusal err and names it for the caller.
+func (s *Store) fromErr(err error) error {
 	switch err {
 	case errSourceFuture:
 		return ErrFuture
 	case errSourceLate:
 		return ErrLate
+	case ErrExpired:
+		s.late.Add(1)
+	default:
+		s.countErr(err)
 	}
 	return err
 }
