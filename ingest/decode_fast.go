@@ -16,14 +16,18 @@ import (
 //	{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}
 //
 // with an optional "count" last, compact, comparing the text between the values a word at a
-// time. fast takes the five members in any order, each at most once and no other, with
-// spaces between tokens. Both take key and metric only as printable ASCII without escapes,
-// ts and count as integer literals, value as any JSON number (converted as the general path
-// converts it, by textparse.ParseFloat's rules, bit for bit). Every line they take decodes
-// to what the general path (parseObject and event) returns for it, and they take only lines
-// that the general path accepts; on anything else (another shape, an error of any kind)
-// they give up and the general path decodes the line from the start, so that every refusal
-// and its Reason come from one place. FuzzDecodeFast holds the paths to each other.
+// time. fast takes any object of the five members in any order, with whitespace between
+// tokens, repeats (the last wins) and other members among them: an unknown member's name
+// and value are validated and skipped by the scanner's own MemberName and SkipValue, so a
+// line with extra members (strings, numbers, nested objects and arrays) still decodes in
+// one pass. Both take key and metric only as printable ASCII without escapes, ts as an
+// integer literal (fast also as a plain RFC 3339 string, or null) and count as one (fast
+// also null), value as any JSON number (converted as the general path converts it, by
+// textparse.ParseFloat's rules, bit for bit). Every line they take decodes to what the
+// general path (parseObject and event) returns for it, and they take only lines that the
+// general path accepts; on anything else (an escaped key, a NaN, an error of any kind) they
+// give up and the general path decodes the line from the start, so that every refusal and
+// its Reason come from one place. FuzzDecodeFast holds the paths to each other.
 
 // Field names as the first bytes of a little-endian word, quotes and colon included.
 const (
@@ -178,8 +182,14 @@ func (d *Decoder) quickName(b []byte, i int, metric bool) (string, int) {
 	return v, i + n
 }
 
-// fast decodes b into ev when b has the common shape, and reports whether it did; ev is
-// then complete. On false ev holds nothing of use.
+// fast decodes b into ev when b is one object of the event's members in any order, spaced
+// or not, with other members among them, and reports whether it did; ev is then complete.
+// On false ev holds nothing of use. A known member's name is one masked compare when it is
+// followed by its colon; any other name (an unknown member, spaces before the colon, an
+// escaped name) is read by the scanner's own MemberName, which matches it against the
+// event's names as the scanner path does, and an unknown member's value is validated and
+// skipped by its SkipValue, so such a line still decodes in this one pass. A repeated
+// member overwrites the one before it: the last wins, the scanner path's rule.
 func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 	n := len(b)
 	if n < 8 || b[0] != '{' || n >= math.MaxInt32 { // the scanner refuses 2 GiB and more
@@ -189,11 +199,11 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 	var seen uint8
 	i := 1
 	for {
-		if i+8 > n {
-			return false
+		var w uint64
+		if i+8 <= n {
+			w = binary.LittleEndian.Uint64(b[i:])
 		}
-		w := binary.LittleEndian.Uint64(b[i:])
-		var f uint8
+		var f int
 		switch {
 		case w&mask5 == patTS:
 			f, i = fTS, i+5
@@ -201,35 +211,56 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 			f, i = fKey, i+6
 		case w == patValue:
 			f, i = fValue, i+8
-		case w == patMetric:
-			if i+8 >= n || b[i+8] != ':' {
-				return false
-			}
+		case w == patMetric && i+8 < n && b[i+8] == ':':
 			f, i = fMetric, i+9
 		case w == patCount:
 			f, i = fCount, i+8
 		default:
-			if b[i] == ' ' { // pretty-printed: `{ "ts": 1, "key": "a" }`
-				if i = skipSpaces(b, i); i < n && b[i] == '"' {
+			if i < n && b[i] <= ' ' { // spaced: `{ "ts": 1, "key": "a" }`
+				if i = textparse.SkipSpace(b, i); i < n && b[i] == '"' {
 					continue
 				}
+				return false
 			}
-			return false
-		}
-		if seen&(1<<f) != 0 {
-			return false // a repeat: the last wins, the general path's rule
+			if f, i = d.sc.MemberName(b, i); i < 0 {
+				return false
+			}
+			if f < 0 {
+				f = fOther
+			}
 		}
 		seen |= 1 << f
-		if i < n && b[i] == ' ' {
-			i = skipSpaces(b, i)
+		if i < n && b[i] <= ' ' {
+			i = textparse.SkipSpace(b, i)
+		}
+		if i >= n {
+			return false
 		}
 		switch f {
 		case fTS:
-			v, j := textparse.Integer(b, i)
-			if j < 0 {
-				return false
+			switch c := b[i]; {
+			case c == '"': // RFC 3339 text: a plain string is its own unquoted value
+				j := textparse.PlainString(b, i+1)
+				if j < 0 {
+					return false
+				}
+				ms, ok := textparse.RFC3339Millis(b[i+1 : j])
+				if !ok {
+					return false
+				}
+				ev.TS, i = ms, j+1
+			case c == 'n':
+				if i = nullEnd(b, i); i < 0 {
+					return false
+				}
+				ev.TS = defaultTS
+			default:
+				v, j := textparse.Integer(b, i)
+				if j < 0 {
+					return false
+				}
+				ev.TS, i = v, j
 			}
-			ev.TS, i = v, j
 		case fValue:
 			v, j := textparse.Float(b, i)
 			if j < 0 {
@@ -237,13 +268,24 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 			}
 			ev.Value, i = v, j
 		case fCount:
+			if b[i] == 'n' {
+				if i = nullEnd(b, i); i < 0 {
+					return false
+				}
+				ev.Count = 1
+				break
+			}
 			v, j := textparse.Integer(b, i)
 			if j < 0 || v < 1 {
 				return false
 			}
 			ev.Count, i = uint64(v), j
+		case fOther: // validated and skipped, as the scanner path skips it
+			if i = d.sc.SkipValue(b, i); i < 0 {
+				return false
+			}
 		default: // key, metric
-			if i >= n || b[i] != '"' {
+			if b[i] != '"' {
 				return false
 			}
 			j, lo, hi := textparse.PlainName(b, i+1)
@@ -266,8 +308,8 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 			return false
 		}
 		c := b[i]
-		if c == ' ' {
-			if i = skipSpaces(b, i); i >= n {
+		if c <= ' ' {
+			if i = textparse.SkipSpace(b, i); i >= n {
 				return false
 			}
 			c = b[i]
@@ -282,6 +324,14 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 		const required = 1<<fKey | 1<<fMetric | 1<<fValue
 		return seen&required == required && (i+1 == n || textparse.SkipSpace(b, i+1) == n)
 	}
+}
+
+// nullEnd returns the index after the literal null at b[i], or −1.
+func nullEnd(b []byte, i int) int {
+	if i+4 > len(b) || string(b[i:i+4]) != "null" {
+		return -1
+	}
+	return i + 4
 }
 
 // fastName interns a key or metric that PlainName passed (lo and hi its words, lo zero when
@@ -353,13 +403,4 @@ func maskBytes(k int) uint64 {
 func (d *Decoder) sameMetric(w *[16]byte) bool {
 	lo, hi := binary.LittleEndian.Uint64(w[:8]), binary.LittleEndian.Uint64(w[8:])
 	return d.lastQMask[0] != 0 && lo&d.lastQMask[0] == d.lastQ[0] && hi&d.lastQMask[1] == d.lastQ[1]
-}
-
-// skipSpaces skips the spaces of pretty-printed JSON (", " and ": "); other whitespace stops
-// it, and the fast path then gives up.
-func skipSpaces(b []byte, i int) int {
-	for i < len(b) && b[i] == ' ' {
-		i++
-	}
-	return i
 }
