@@ -75,7 +75,8 @@ func genFastLine(rng *rand.Rand) []byte {
 	ms := []member{{"ts", ts()}, {"key", name()}, {"metric", name()}, {"value", num()}}
 	good := rng.IntN(2) == 0 // half the lines well formed, each field in one of the shapes taken
 	if good {
-		ms = []member{{"ts", strconv.FormatInt(rng.Int64N(1<<50)-rng.Int64N(1<<20), 10)},
+		ms = []member{{"ts", pick(strconv.FormatInt(rng.Int64N(1<<50)-rng.Int64N(1<<20), 10), strconv.FormatInt(rng.Int64N(1<<50), 10),
+			`"2025-11-30T08:00:00.123Z"`, `"2024-02-29T23:59:59+05:30"`, "null")},
 			{"key", `"tenant-` + strconv.Itoa(rng.IntN(1000)) + `"`}, {"metric", pick(`"latency_ms"`, `"m"`, `"0123456789abcdefg"`)},
 			{"value", strconv.FormatFloat(40*rng.ExpFloat64(), pick("f", "g")[0], rng.IntN(8)-1, 64)}}
 	}
@@ -94,8 +95,14 @@ func genFastLine(rng *rand.Rand) []byte {
 		ms = append(ms, ms[rng.IntN(len(ms))]) // a field repeated
 	case 2:
 		ms = append(ms, member{pick("extra", "Key", "k\\u0065y"), num()})
+	case 3, 4, 5: // other members, which the scanner path validates and ignores
+		for range 1 + rng.IntN(3) {
+			m := member{extraName(rng), extraValue(rng, num)}
+			k := rng.IntN(len(ms) + 1)
+			ms = append(ms[:k], append([]member{m}, ms[k:]...)...)
+		}
 	}
-	sp := func() string { return pick("", "", "", " ", "  ", "\t") }
+	sp := func() string { return pick("", "", "", " ", "  ", "\t", "\r\n ") }
 	spaced := rng.IntN(4) == 0
 	var b strings.Builder
 	b.WriteString("{")
@@ -106,7 +113,11 @@ func genFastLine(rng *rand.Rand) []byte {
 		if spaced {
 			b.WriteString(sp())
 		}
-		b.WriteString(`"` + m.name + `":`)
+		b.WriteString(`"` + m.name + `"`)
+		if spaced && rng.IntN(4) == 0 {
+			b.WriteString(sp())
+		}
+		b.WriteString(":")
 		if spaced {
 			b.WriteString(sp())
 		}
@@ -132,6 +143,30 @@ func genFastLine(rng *rand.Rand) []byte {
 	return out
 }
 
+// extraName is the name of a member the decoder does not keep, or a name that is one of its
+// own written another way (escaped, or with spaces before the colon when the line is spaced):
+// the fast path must match each as the scanner path does.
+func extraName(rng *rand.Rand) string {
+	names := []string{"host", "region", "extra", "Key", "keys", "t", "tss", "valu", "metrics", "count_", "",
+		`h\u006fst`, `k\u0065y`, `m\u0065tric`, `\u0074s`, `valu\u0065`, `c\u006funt`, `a\"b`, `\ud800`, "h\u00e9", "t\xffs", "ts", "value", "key"}
+	return names[rng.IntN(len(names))]
+}
+
+// extraValue is a value of an extra member: strings with escapes, numbers, literals, nested
+// objects and arrays (sometimes deep, sometimes past encoding/json's nesting limit), and
+// things that are not JSON.
+func extraValue(rng *rand.Rand, num func() string) string {
+	vals := []string{`"a"`, `"web-17.eu-west-1"`, `"a\"b\\c"`, `"\u00e9\ud83d\ude00"`, `"\ud800"`, "\"t\u00e9\"", "\"\xff\"", `""`,
+		num(), num(), "true", "false", "null", "[]", "{}", `{"region":"eu","az":[1,2,{"rack":null}]}`, `[1,"a",{"b":[null]}]`,
+		`{"key":"nested","value":"x"}`, `{ "a" : [ 1 , 2 ] }`, "NaN", "Infinity", "-Infinity", "nul", "[1,]", `{"a"}`, `"x` + "\t" + `"`,
+		strings.Repeat("[", 100) + strings.Repeat("]", 100), strings.Repeat(`{"a":`, 70) + "1" + strings.Repeat("}", 70)}
+	if rng.IntN(200) == 0 {
+		d := 9998 + rng.IntN(3) // around MaxNesting, the top object counted
+		return strings.Repeat("[", d) + strings.Repeat("]", d)
+	}
+	return vals[rng.IntN(len(vals))]
+}
+
 // TestDecodeFastDifferential runs the fast paths and the general path over lines near the
 // fast shapes and lines of every shape (genLine), and requires that each fast path take a
 // good share of the well-formed ones.
@@ -145,6 +180,12 @@ func TestDecodeFastDifferential(t *testing.T) {
 	for _, l := range benchLines(100) {
 		if p := checkFastPaths(t, l); p != "exact" {
 			t.Fatalf("%q: taken by %q, want the exact path", l, p)
+		}
+	}
+	for _, c := range decodeShapes { // each benchmark shape on the path it is named after
+		want := c.path
+		if p := checkFastPaths(t, []byte(c.line)); p != want {
+			t.Errorf("shape %s %q: taken by %q, want %q", c.name, c.line, p, want)
 		}
 	}
 	for _, p := range []string{"exact", "fast"} {
@@ -166,6 +207,12 @@ var fastFuzzSeeds = []string{
 	`{"ts":1,"key":"k","metric":"m","value":1,"value":2}`,
 	"{\"ts\":1,\"key\":\"a\x7f\",\"metric\":\"m\",\"value\":1}",
 	`{"ts":1,"key":"k","metric":"m","value":1}` + "\r",
+	`{"ts":1,"key":"k","metric":"m","value":1,"host":"a"}`,
+	`{"tags":{"region":"eu","az":[1,2]},"ts":1,"key":"k","metric":"m","value":1}`,
+	`{"k\u0065y":"k","metric":"m","value":1,"key":"j"}`,
+	"{ \"ts\" :\t\"2025-11-30T08:00:00Z\" ,\r\n\"key\":\"k\", \"metric\":\"m\", \"value\":1, \"count\": null }",
+	`{"ts":1,"key":"k","metric":"m","value":1,"x":NaN}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"x":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`,
 }
 
 // FuzzDecodeFast holds the fast paths to the general path (and Decode to both) on any
@@ -181,15 +228,25 @@ func FuzzDecodeFast(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) { checkFastPaths(t, line) })
 }
 
-// BenchmarkDecodeShapes times Decode per shape: AppendEvent's layout (the exact path), the
-// same members pretty-printed and reordered (the fast path), and with an extra member (the
-// general path), so that a change to one path shows in its own line.
+// decodeShapes are BenchmarkDecodeShapes' lines, each with the path that must take it.
+var decodeShapes = []struct{ name, path, line string }{
+	{"exact", "exact", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}`},
+	{"fast", "fast", `{"value": 27.431, "metric": "latency_ms", "key": "tenant-42", "ts": 1700000000123}`},
+	{"general", "fast", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"host":"a"}`}, // an extra member last
+	{"extra-string", "fast", `{"ts":1700000000123,"host":"web-17.eu-west-1","key":"tenant-42","metric":"latency_ms","value":27.431}`},
+	{"extra-number", "fast", `{"ts":1700000000123,"key":"tenant-42","seq":981234567,"metric":"latency_ms","value":27.431}`},
+	{"nested", "fast", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"tags":{"region":"eu-west-1","az":["a","b"]}}`},
+	{"pretty", "fast", `{ "ts" : 1700000000123,` + "\t" + `"key" : "tenant-42",` + "\t" + `"metric" : "latency_ms",` + "\t" + `"value" : 27.431 }`},
+	{"rfc3339", "fast", `{"ts":"2026-11-30T08:00:00.123Z","key":"tenant-42","metric":"latency_ms","value":27.431}`},
+	{"escaped-key", "", `{"ts":1700000000123,"key":"tenant-\u0034\u0032","metric":"latency_ms","value":27.431}`}, // the scanner path's
+}
+
+// BenchmarkDecodeShapes times Decode per shape (decodeShapes: AppendEvent's layout on the
+// exact path, the same members spaced, reordered, with extra members, nested values or an
+// RFC 3339 ts on the fast path, an escaped key on the scanner path), so that a change to one
+// path shows in its own line.
 func BenchmarkDecodeShapes(b *testing.B) {
-	for _, c := range []struct{ name, line string }{
-		{"exact", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}`},
-		{"fast", `{"value": 27.431, "metric": "latency_ms", "key": "tenant-42", "ts": 1700000000123}`},
-		{"general", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"host":"a"}`},
-	} {
+	for _, c := range decodeShapes {
 		b.Run(c.name, func(b *testing.B) {
 			d, err := NewDecoder(DecoderConfig{})
 			if err != nil {
