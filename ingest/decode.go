@@ -112,8 +112,13 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 // otherwise the event is the zero Event with Partition −1 and the reason says why.
 // Store-level checks (late, future, series cap) are the store's: see ReasonOf.
 func (d *Decoder) Decode(line []byte, defaultTS int64) (ev window.Event, r Reason) {
-	if d.exact(line, &ev) || d.fast(line, defaultTS, &ev) { // the common shapes, in one pass (decode_fast.go)
+	switch d.exact(line, defaultTS, &ev) { // the common shapes, in one pass (decode_fast.go)
+	case exactTook:
 		return ev, ReasonNone
+	case exactNo:
+		if d.fast(line, defaultTS, &ev) {
+			return ev, ReasonNone
+		}
 	}
 	return d.decodeGeneral(line, defaultTS)
 }

@@ -16,28 +16,43 @@ import (
 //	{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}
 //
 // with an optional "count" last, compact, comparing the text between the values a word at a
-// time. fast takes any object of the five members in any order, with whitespace between
-// tokens, repeats (the last wins) and other members among them: an unknown member's name
-// and value are validated and skipped by the scanner's own MemberName and SkipValue, so a
-// line with extra members (strings, numbers, nested objects and arrays) still decodes in
-// one pass. Both take key and metric only as printable ASCII without escapes, ts as an
-// integer literal (fast also as a plain RFC 3339 string, or null) and count as one (fast
-// also null), value as any JSON number (converted as the general path converts it, by
+// time; where a compact prefix of that layout is followed by a comma and anything else (an
+// extra member, the rest out of order) it hands the position it reached to fast's member
+// loop, so that the line is still read once. fast takes any object of the five members in
+// any order, with whitespace between tokens, repeats (the last wins) and other members among
+// them: a name it does not match by one compare is read by the scanner's own MemberName
+// (which unescapes it and matches it as the scanner path does), and an unknown member's value
+// is validated and skipped by its SkipValue, so extra strings, numbers, nested objects and
+// arrays cost a skip, not a second pass. exact takes key and metric only as printable ASCII
+// without escapes and ts and count as integer literals; fast also takes escaped or non-ASCII
+// names (through the scanner path's own name checks), ts as RFC 3339 text, and null ts and
+// count. value is any JSON number for both (converted as the general path converts it, by
 // textparse.ParseFloat's rules, bit for bit). Every line they take decodes to what the
 // general path (parseObject and event) returns for it, and they take only lines that the
-// general path accepts; on anything else (an escaped key, a NaN, an error of any kind) they
-// give up and the general path decodes the line from the start, so that every refusal and
-// its Reason come from one place. FuzzDecodeFast holds the paths to each other.
+// general path accepts; on anything else (a NaN, a string value, a missing member, an error
+// of any kind) they give up and the general path decodes the line from the start, so that
+// every refusal and its Reason come from one place. FuzzDecodeFast holds the paths to each
+// other.
 
-// Field names as the first bytes of a little-endian word, quotes and colon included.
+// Field names as the first bytes of a little-endian word, quotes included (the colon is
+// checked after them, so that `"ts" : 1` is one compare too).
 const (
-	patTS     = uint64('"') | uint64('t')<<8 | uint64('s')<<16 | uint64('"')<<24 | uint64(':')<<32
-	patKey    = uint64('"') | uint64('k')<<8 | uint64('e')<<16 | uint64('y')<<24 | uint64('"')<<32 | uint64(':')<<40
-	patMetric = uint64('"') | uint64('m')<<8 | uint64('e')<<16 | uint64('t')<<24 | uint64('r')<<32 | uint64('i')<<40 | uint64('c')<<48 | uint64('"')<<56 // then ':'
-	patValue  = uint64('"') | uint64('v')<<8 | uint64('a')<<16 | uint64('l')<<24 | uint64('u')<<32 | uint64('e')<<40 | uint64('"')<<48 | uint64(':')<<56
-	patCount  = uint64('"') | uint64('c')<<8 | uint64('o')<<16 | uint64('u')<<24 | uint64('n')<<32 | uint64('t')<<40 | uint64('"')<<48 | uint64(':')<<56
+	patTS     = uint64('"') | uint64('t')<<8 | uint64('s')<<16 | uint64('"')<<24
+	patKey    = uint64('"') | uint64('k')<<8 | uint64('e')<<16 | uint64('y')<<24 | uint64('"')<<32
+	patMetric = uint64('"') | uint64('m')<<8 | uint64('e')<<16 | uint64('t')<<24 | uint64('r')<<32 | uint64('i')<<40 | uint64('c')<<48 | uint64('"')<<56
+	patValue  = uint64('"') | uint64('v')<<8 | uint64('a')<<16 | uint64('l')<<24 | uint64('u')<<32 | uint64('e')<<40 | uint64('"')<<48
+	patCount  = uint64('"') | uint64('c')<<8 | uint64('o')<<16 | uint64('u')<<24 | uint64('n')<<32 | uint64('t')<<40 | uint64('"')<<48
+	mask4     = 1<<32 - 1
 	mask5     = 1<<40 - 1
 	mask6     = 1<<48 - 1
+	mask7     = 1<<56 - 1
+)
+
+// exact's answers.
+const (
+	exactNo      = iota // not the layout: fast reads the line from its start
+	exactTook           // decoded: ev is complete
+	exactRefused        // exact read a prefix of the layout and handed the rest to members, which gave up: fast would give up at the same byte, so the scanner path decodes the line
 )
 
 // Word patterns of the layout AppendEvent writes, `{"ts":1,"key":"k","metric":"m","value":2}`:
@@ -53,16 +68,20 @@ var (
 
 // exact decodes b when it has exactly AppendEvent's layout (what `slide produce`, the
 // benchmark and most producers write): the members ts, key, metric, value and an optional
-// count in that order, compact, the text between the values compared a word at a time, and
-// reports whether it did; on false fast reads the line as it may be.
-func (d *Decoder) exact(b []byte, ev *window.Event) bool {
+// count in that order, compact, the text between the values compared a word at a time. When
+// a compact prefix of the layout is followed by a comma and something else (another member,
+// a member out of order), it hands the rest of the line to members, fast's loop, with what
+// it has read: such a line is still read once. It returns exactTook when ev is complete,
+// exactNo when fast should read the line as it may be, and exactRefused when members gave
+// up (fast would give up there too: up to that byte it reads what exact read).
+func (d *Decoder) exact(b []byte, defaultTS int64, ev *window.Event) int {
 	n := len(b)
 	if n < 48 || n >= math.MaxInt32 {
-		return false // 48: `{"ts":0,"key":"k","metric":"m","value":0}` is 41, and the words read ahead
+		return exactNo // 48: `{"ts":0,"key":"k","metric":"m","value":0}` is 41, and the words read ahead
 	}
 	head := (*[22]byte)(b[:22])
 	if binary.LittleEndian.Uint64(head[:8])&mask6 != patOpenTS {
-		return false
+		return exactNo
 	}
 	// ts at offset 6: its digits as two words when it is a plain run of 1 to 15 of them
 	// (a sign, a leading zero or more digits go to Integer). What follows it must be the
@@ -71,20 +90,25 @@ func (d *Decoder) exact(b []byte, ev *window.Event) bool {
 	ts := int64(u)
 	if i == 0 || i == 16 || (i > 1 && head[6] == '0') {
 		if ts, i = textparse.Integer(b, 6); i < 0 {
-			return false
+			return exactNo
 		}
 	} else {
 		i += 6
 	}
+	ev.TS, ev.Count = ts, 1
 	if i+8 > n || binary.LittleEndian.Uint64(b[i:i+8]) != patKeyOpen {
-		return false
+		return d.handOff(b, i, 1<<fTS, defaultTS, ev)
 	}
 	key, j := d.quickName(b, i+8, false)
-	if j < 0 || j+16 > n {
-		return false
+	if j < 0 {
+		return exactNo
+	}
+	ev.Key = key
+	if j+16 > n {
+		return d.handOff(b, j+1, 1<<fTS|1<<fKey, defaultTS, ev)
 	}
 	if w := (*[16]byte)(b[j : j+16]); binary.LittleEndian.Uint64(w[:8]) != patMetricA || binary.LittleEndian.Uint64(w[4:12]) != patMetricB {
-		return false
+		return d.handOff(b, j+1, 1<<fTS|1<<fKey, defaultTS, ev)
 	}
 	var metric string
 	if i = j + 12; i+16 <= n && d.sameMetric((*[16]byte)(b[i:i+16])) {
@@ -92,11 +116,15 @@ func (d *Decoder) exact(b []byte, ev *window.Event) bool {
 	} else {
 		metric, j = d.quickName(b, i, true)
 	}
-	if j < 0 || j+10 > n {
-		return false
+	if j < 0 {
+		return exactNo
+	}
+	ev.Metric = metric
+	if j+10 > n {
+		return d.handOff(b, j+1, 1<<fTS|1<<fKey|1<<fMetric, defaultTS, ev)
 	}
 	if w := (*[10]byte)(b[j : j+10]); binary.LittleEndian.Uint64(w[:8]) != patValueOpen || w[8] != '"' || w[9] != ':' {
-		return false
+		return d.handOff(b, j+1, 1<<fTS|1<<fKey|1<<fMetric, defaultTS, ev)
 	}
 	// The value ends the line as a rule: then it is the bytes before the closing brace, one
 	// word for a short decimal. Otherwise (a count follows, or a long number) Float reads it.
@@ -104,29 +132,45 @@ func (d *Decoder) exact(b []byte, ev *window.Event) bool {
 	count := uint64(1)
 	if l := n - 1 - i; b[n-1] == '}' && l >= 1 && l <= 8 {
 		if v, ok := textparse.Decimal8(binary.LittleEndian.Uint64(b[n-9:n-1])>>(8*uint(8-l)&63), l); ok {
-			ev.TS, ev.Key, ev.Metric, ev.Value, ev.Count, ev.Feed = ts, key, metric, v, count, 0
-			return true // the line's end is known: nothing after the value to check
+			ev.Value, ev.Feed = v, 0
+			return exactTook // the line's end is known: nothing after the value to check
 		}
 	}
 	v, i := textparse.Float(b, i)
 	if i < 0 || i >= n {
-		return false
+		return exactNo
 	}
+	ev.Value, ev.Feed = v, 0
 	if b[i] == ',' {
 		if i+9 > n || binary.LittleEndian.Uint64(b[i:i+8]) != patCountOpen || b[i+8] != ':' {
-			return false
+			return d.handOff(b, i, 1<<fTS|1<<fKey|1<<fMetric|1<<fValue, defaultTS, ev)
 		}
 		c, k := textparse.Integer(b, i+9)
 		if k < 0 || c < 1 || k >= n {
-			return false
+			return exactNo
 		}
 		count, i = uint64(c), k
+		ev.Count = count
+		if b[i] == ',' {
+			return d.handOff(b, i, 1<<fTS|1<<fKey|1<<fMetric|1<<fValue|1<<fCount, defaultTS, ev)
+		}
 	}
 	if b[i] != '}' || (i+1 != n && textparse.SkipSpace(b, i+1) != n) {
-		return false
+		return exactNo
 	}
-	ev.TS, ev.Key, ev.Metric, ev.Value, ev.Count, ev.Feed = ts, key, metric, v, count, 0
-	return true
+	return exactTook
+}
+
+// handOff gives members the rest of the line after exact's compact prefix, the members in
+// seen read into ev, when b[i] is the comma after them; otherwise the line is fast's.
+func (d *Decoder) handOff(b []byte, i int, seen uint8, defaultTS int64, ev *window.Event) int {
+	if i >= len(b) || b[i] != ',' {
+		return exactNo
+	}
+	if d.members(b, i+1, seen, defaultTS, ev) {
+		return exactTook
+	}
+	return exactRefused
 }
 
 // quickName reads the key or metric whose contents start at b[i] for exact, and returns it
@@ -196,8 +240,13 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 		return false
 	}
 	ev.TS, ev.Count = defaultTS, 1
-	var seen uint8
-	i := 1
+	return d.members(b, 1, 0, defaultTS, ev)
+}
+
+// members is fast's loop over the members from b[i] (the start of a member, or whitespace
+// before it) to the end of the line, the members in seen already read into ev.
+func (d *Decoder) members(b []byte, i int, seen uint8, defaultTS int64, ev *window.Event) bool {
+	n := len(b)
 	for {
 		var w uint64
 		if i+8 <= n {
@@ -205,16 +254,16 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 		}
 		var f int
 		switch {
-		case w&mask5 == patTS:
-			f, i = fTS, i+5
-		case w&mask6 == patKey:
-			f, i = fKey, i+6
-		case w == patValue:
-			f, i = fValue, i+8
-		case w == patMetric && i+8 < n && b[i+8] == ':':
-			f, i = fMetric, i+9
-		case w == patCount:
-			f, i = fCount, i+8
+		case w&mask4 == patTS:
+			f, i = fTS, colon(b, i+4)
+		case w&mask5 == patKey:
+			f, i = fKey, colon(b, i+5)
+		case w&mask7 == patValue:
+			f, i = fValue, colon(b, i+7)
+		case w == patMetric:
+			f, i = fMetric, colon(b, i+8)
+		case w&mask7 == patCount:
+			f, i = fCount, colon(b, i+7)
 		default:
 			if i < n && b[i] <= ' ' { // spaced: `{ "ts": 1, "key": "a" }`
 				if i = textparse.SkipSpace(b, i); i < n && b[i] == '"' {
@@ -229,6 +278,9 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 				f = fOther
 			}
 		}
+		if i < 0 {
+			return false
+		}
 		seen |= 1 << f
 		if i < n && b[i] <= ' ' {
 			i = textparse.SkipSpace(b, i)
@@ -239,12 +291,16 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 		switch f {
 		case fTS:
 			switch c := b[i]; {
-			case c == '"': // RFC 3339 text: a plain string is its own unquoted value
-				j := textparse.PlainString(b, i+1)
+			case c == '"': // RFC 3339 text, unescaped as the scanner path does
+				j, esc := textparse.ScanString(b, i+1)
 				if j < 0 {
 					return false
 				}
-				ms, ok := textparse.RFC3339Millis(b[i+1 : j])
+				t := b[i+1 : j]
+				if esc {
+					t, _ = d.unquote(t)
+				}
+				ms, ok := textparse.RFC3339Millis(t)
 				if !ok {
 					return false
 				}
@@ -288,21 +344,30 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 			if b[i] != '"' {
 				return false
 			}
-			j, lo, hi := textparse.PlainName(b, i+1)
-			if j < 0 {
-				return false
+			var v string
+			if j, lo, hi := textparse.PlainName(b, i+1); j >= 0 {
+				s := b[i+1 : j]
+				if len(s) == 0 || len(s) > d.maxKey {
+					return false
+				}
+				v, i = d.fastName(s, lo, hi, f == fMetric), j
+			} else { // escapes or non-ASCII: the scanner's scan and the scanner path's own checks
+				j, esc := textparse.ScanString(b, i+1)
+				if j < 0 {
+					return false
+				}
+				var r Reason
+				if v, r = d.name(b, textparse.Value{Start: int32(i + 1), End: int32(j), Kind: textparse.String, Escaped: esc}, f == fMetric); r != ReasonNone {
+					return false
+				}
+				i = j
 			}
-			s := b[i+1 : j]
-			if len(s) == 0 || len(s) > d.maxKey {
-				return false
-			}
-			v := d.fastName(s, lo, hi, f == fMetric)
 			if f == fMetric {
 				ev.Metric = v
 			} else {
 				ev.Key = v
 			}
-			i = j + 1
+			i++ // the closing quote
 		}
 		if i >= n {
 			return false
@@ -324,6 +389,17 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 		const required = 1<<fKey | 1<<fMetric | 1<<fValue
 		return seen&required == required && (i+1 == n || textparse.SkipSpace(b, i+1) == n)
 	}
+}
+
+// colon returns the index after the colon at b[i], whitespace before it skipped, or −1.
+func colon(b []byte, i int) int {
+	if i < len(b) && b[i] == ':' {
+		return i + 1
+	}
+	if i = textparse.SkipSpace(b, i); i < len(b) && b[i] == ':' {
+		return i + 1
+	}
+	return -1
 }
 
 // nullEnd returns the index after the literal null at b[i], or −1.

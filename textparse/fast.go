@@ -282,6 +282,16 @@ func Decimal8(w uint64, n int) (f float64, ok bool) {
 	return f, true
 }
 
+// ScanString validates the JSON string whose contents start at b[i] (just after its opening
+// quote) as the Scanner does and returns the index of its closing quote, or −1, and whether
+// it has escapes or non-ASCII bytes (Value.Escaped: Unquote decodes it).
+func ScanString(b []byte, i int) (end int, escaped bool) {
+	if i < 0 || i > len(b) {
+		return -1, false
+	}
+	return scanString(b, i)
+}
+
 // MemberName reads the member name at b[i] (its opening quote) and the colon after it as
 // Next reads them, for a caller that walks an object itself: it returns the name's index in
 // the names given to SetNames (matched exactly, after unescaping, as Field) or −1, and the
