@@ -86,6 +86,8 @@ type Decoder struct {
 	lastQ       [2]uint64 // lastMetric and its closing quote as words, when it has at most 15 bytes
 	lastQMask   [2]uint64 // which bytes of lastQ count: none when it has more
 	scratch     []byte    // unescaped strings
+	restAt      int       // where the scanner path goes on after a fast path gave up (0: from the start)
+	restSeen    uint8     // the fields the fast path recorded in f
 	sc          textparse.Scanner
 	f           [numFields + 1]textparse.Value
 }
@@ -120,7 +122,39 @@ func (d *Decoder) Decode(line []byte, defaultTS int64) (ev window.Event, r Reaso
 			return ev, ReasonNone
 		}
 	}
+	if d.restAt > 0 { // the fast paths read members before giving up: go on after them
+		return d.rest(line, d.restAt, d.restSeen, defaultTS)
+	}
 	return d.decodeGeneral(line, defaultTS)
+}
+
+// rest is decodeGeneral for a line whose members up to b[at] a fast path read and recorded
+// in d.f (those in seen, as the scanner would have recorded them): the scanner goes on from
+// there, and the event and its refusal come from the same checks. Every byte before at is a
+// valid opening and members, and held no NaN (the fast paths take none), so the answer is
+// decodeGeneral's, which TestDecodeFastDifferential and FuzzDecodeFast check.
+func (d *Decoder) rest(line []byte, at int, seen uint8, defaultTS int64) (window.Event, Reason) {
+	for k := range numFields {
+		if seen&(1<<k) == 0 {
+			d.f[k] = textparse.Value{}
+		}
+	}
+	d.f[fOther] = textparse.Value{}
+	sc := &d.sc
+	sc.Resume(line, at)
+	sc.Into(d.f[:])
+	nan := false
+	for sc.Next() {
+		nan = nan || sc.Value.Kind == textparse.NaN
+	}
+	if !sc.Done() || (nan && d.f[fValue].Kind != textparse.NaN) || d.f[fOther].Kind == textparse.NaN {
+		return window.Event{}, ReasonInvalidJSON
+	}
+	ev := window.Event{TS: defaultTS, Count: 1}
+	if r := d.event(line, &ev); r != ReasonNone {
+		return window.Event{}, r
+	}
+	return ev, ReasonNone
 }
 
 // decodeGeneral is Decode by the scanner, for every input: the fast path's fallback, and the

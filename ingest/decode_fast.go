@@ -52,7 +52,7 @@ const (
 const (
 	exactNo      = iota // not the layout: fast reads the line from its start
 	exactTook           // decoded: ev is complete
-	exactRefused        // exact read a prefix of the layout and handed the rest to members, which gave up: fast would give up at the same byte, so the scanner path decodes the line
+	exactRefused        // exact read a prefix of the layout, and fast would give up after it (members gave up, or exact saw why): the scanner path goes on after the prefix
 )
 
 // Word patterns of the layout AppendEvent writes, `{"ts":1,"key":"k","metric":"m","value":2}`:
@@ -136,9 +136,15 @@ func (d *Decoder) exact(b []byte, defaultTS int64, ev *window.Event) int {
 			return exactTook // the line's end is known: nothing after the value to check
 		}
 	}
+	vi := i
 	v, i := textparse.Float(b, i)
 	if i < 0 || i >= n {
-		return exactNo
+		// Not a number (a string, NaN, null), or the line ends in it: fast would give up
+		// here too, unless the value follows a space.
+		if i < 0 && b[vi] <= ' ' {
+			return exactNo
+		}
+		return d.refuse(b, vi-9, 1<<fTS|1<<fKey|1<<fMetric)
 	}
 	ev.Value, ev.Feed = v, 0
 	if b[i] == ',' {
@@ -147,7 +153,7 @@ func (d *Decoder) exact(b []byte, defaultTS int64, ev *window.Event) int {
 		}
 		c, k := textparse.Integer(b, i+9)
 		if k < 0 || c < 1 || k >= n {
-			return exactNo
+			return exactNo // (fast also takes a null count)
 		}
 		count, i = uint64(c), k
 		ev.Count = count
@@ -167,10 +173,56 @@ func (d *Decoder) handOff(b []byte, i int, seen uint8, defaultTS int64, ev *wind
 	if i >= len(b) || b[i] != ',' {
 		return exactNo
 	}
-	if d.members(b, i+1, seen, defaultTS, ev) {
+	ok, at, own := d.members(b, i+1, seen, i, defaultTS, ev)
+	if ok {
 		return exactTook
 	}
+	d.prefixSpans(b, seen&^own)
+	d.restAt, d.restSeen = at, seen|own
 	return exactRefused
+}
+
+// refuse hands the line to the scanner path (rest) from b[at], the end of exact's compact
+// prefix of the members in seen, where fast would give up too.
+func (d *Decoder) refuse(b []byte, at int, seen uint8) int {
+	d.prefixSpans(b, seen)
+	d.restAt, d.restSeen = at, seen
+	return exactRefused
+}
+
+// prefixSpans records in d.f, as the scanner would, the members of exact's compact prefix
+// in seen (ts, then key, metric, value and count, each present only when the one before is),
+// for rest: it reads the prefix again, off the hot path, rather than keep its offsets there.
+func (d *Decoder) prefixSpans(b []byte, seen uint8) {
+	_, e := textparse.Integer(b, 6)
+	if seen&(1<<fTS) != 0 {
+		d.f[fTS] = textparse.Value{Start: 6, End: int32(e), Kind: textparse.Number, Integer: true}
+	}
+	ks := e + 8
+	ke := textparse.PlainString(b, ks)
+	if seen&(1<<fKey) != 0 {
+		d.f[fKey] = textparse.Value{Start: int32(ks), End: int32(ke), Kind: textparse.String}
+	}
+	if seen&(1<<fMetric|1<<fValue|1<<fCount) == 0 {
+		return
+	}
+	ms := ke + 12
+	me := textparse.PlainString(b, ms)
+	if seen&(1<<fMetric) != 0 {
+		d.f[fMetric] = textparse.Value{Start: int32(ms), End: int32(me), Kind: textparse.String}
+	}
+	if seen&(1<<fValue|1<<fCount) == 0 {
+		return
+	}
+	vs := me + 10
+	_, ve := textparse.Float(b, vs)
+	if seen&(1<<fValue) != 0 {
+		d.f[fValue] = textparse.Value{Start: int32(vs), End: int32(ve), Kind: textparse.Number}
+	}
+	if seen&(1<<fCount) != 0 {
+		_, ce := textparse.Integer(b, ve+9)
+		d.f[fCount] = textparse.Value{Start: int32(ve + 9), End: int32(ce), Kind: textparse.Number, Integer: true}
+	}
 }
 
 // quickName reads the key or metric whose contents start at b[i] for exact, and returns it
@@ -237,15 +289,20 @@ func (d *Decoder) quickName(b []byte, i int, metric bool) (string, int) {
 func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 	n := len(b)
 	if n < 8 || b[0] != '{' || n >= math.MaxInt32 { // the scanner refuses 2 GiB and more
+		d.restAt = 0
 		return false
 	}
 	ev.TS, ev.Count = defaultTS, 1
-	return d.members(b, 1, 0, defaultTS, ev)
+	ok, at, own := d.members(b, 1, 0, 0, defaultTS, ev)
+	d.restAt, d.restSeen = at, own
+	return ok
 }
 
 // members is fast's loop over the members from b[i] (the start of a member, or whitespace
-// before it) to the end of the line, the members in seen already read into ev.
-func (d *Decoder) members(b []byte, i int, seen uint8, defaultTS int64, ev *window.Event) bool {
+// before it) to the end of the line, the members in seen already read into ev. On false it
+// returns where the scanner path can go on (rest): at, the end of the last member read (the
+// caller's at when it read none; 0 for none at all), and own, the fields it recorded in d.f.
+func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, ev *window.Event) (ok bool, _ int, own uint8) {
 	n := len(b)
 	for {
 		var w uint64
@@ -269,32 +326,34 @@ func (d *Decoder) members(b []byte, i int, seen uint8, defaultTS int64, ev *wind
 				if i = textparse.SkipSpace(b, i); i < n && b[i] == '"' {
 					continue
 				}
-				return false
+				return false, at, own
 			}
 			if f, i = d.sc.MemberName(b, i); i < 0 {
-				return false
+				return false, at, own
 			}
 			if f < 0 {
 				f = fOther
 			}
 		}
 		if i < 0 {
-			return false
+			return false, at, own
 		}
-		seen |= 1 << f
 		if i < n && b[i] <= ' ' {
 			i = textparse.SkipSpace(b, i)
 		}
 		if i >= n {
-			return false
+			return false, at, own
 		}
+		// Each value read is also recorded in d.f as the scanner records it, so that when a
+		// later member makes the path give up, the scanner path goes on from the end of this
+		// one (rest) instead of from the start.
 		switch f {
 		case fTS:
 			switch c := b[i]; {
 			case c == '"': // RFC 3339 text, unescaped as the scanner path does
 				j, esc := textparse.ScanString(b, i+1)
 				if j < 0 {
-					return false
+					return false, at, own
 				}
 				t := b[i+1 : j]
 				if esc {
@@ -302,65 +361,75 @@ func (d *Decoder) members(b []byte, i int, seen uint8, defaultTS int64, ev *wind
 				}
 				ms, ok := textparse.RFC3339Millis(t)
 				if !ok {
-					return false
+					return false, at, own
 				}
+				d.f[fTS] = textparse.Value{Start: int32(i + 1), End: int32(j), Kind: textparse.String, Escaped: esc}
 				ev.TS, i = ms, j+1
 			case c == 'n':
-				if i = nullEnd(b, i); i < 0 {
-					return false
+				j := nullEnd(b, i)
+				if j < 0 {
+					return false, at, own
 				}
-				ev.TS = defaultTS
+				d.f[fTS] = textparse.Value{Start: int32(i), End: int32(j), Kind: textparse.Null}
+				ev.TS, i = defaultTS, j
 			default:
 				v, j := textparse.Integer(b, i)
 				if j < 0 {
-					return false
+					return false, at, own
 				}
+				d.f[fTS] = textparse.Value{Start: int32(i), End: int32(j), Kind: textparse.Number, Integer: true}
 				ev.TS, i = v, j
 			}
 		case fValue:
 			v, j := textparse.Float(b, i)
 			if j < 0 {
-				return false
+				return false, at, own
 			}
+			d.f[fValue] = textparse.Value{Start: int32(i), End: int32(j), Kind: textparse.Number}
 			ev.Value, i = v, j
 		case fCount:
 			if b[i] == 'n' {
-				if i = nullEnd(b, i); i < 0 {
-					return false
+				j := nullEnd(b, i)
+				if j < 0 {
+					return false, at, own
 				}
-				ev.Count = 1
+				d.f[fCount] = textparse.Value{Start: int32(i), End: int32(j), Kind: textparse.Null}
+				ev.Count, i = 1, j
 				break
 			}
 			v, j := textparse.Integer(b, i)
 			if j < 0 || v < 1 {
-				return false
+				return false, at, own
 			}
+			d.f[fCount] = textparse.Value{Start: int32(i), End: int32(j), Kind: textparse.Number, Integer: true}
 			ev.Count, i = uint64(v), j
 		case fOther: // validated and skipped, as the scanner path skips it
 			if i = d.sc.SkipValue(b, i); i < 0 {
-				return false
+				return false, at, own
 			}
 		default: // key, metric
 			if b[i] != '"' {
-				return false
+				return false, at, own
 			}
 			var v string
 			if j, lo, hi := textparse.PlainName(b, i+1); j >= 0 {
 				s := b[i+1 : j]
 				if len(s) == 0 || len(s) > d.maxKey {
-					return false
+					return false, at, own
 				}
+				d.f[f] = textparse.Value{Start: int32(i + 1), End: int32(j), Kind: textparse.String}
 				v, i = d.fastName(s, lo, hi, f == fMetric), j
 			} else { // escapes or non-ASCII: the scanner's scan and the scanner path's own checks
 				j, esc := textparse.ScanString(b, i+1)
 				if j < 0 {
-					return false
+					return false, at, own
 				}
+				sp := textparse.Value{Start: int32(i + 1), End: int32(j), Kind: textparse.String, Escaped: esc}
 				var r Reason
-				if v, r = d.name(b, textparse.Value{Start: int32(i + 1), End: int32(j), Kind: textparse.String, Escaped: esc}, f == fMetric); r != ReasonNone {
-					return false
+				if v, r = d.name(b, sp, f == fMetric); r != ReasonNone {
+					return false, at, own
 				}
-				i = j
+				d.f[f], i = sp, j
 			}
 			if f == fMetric {
 				ev.Metric = v
@@ -369,13 +438,18 @@ func (d *Decoder) members(b []byte, i int, seen uint8, defaultTS int64, ev *wind
 			}
 			i++ // the closing quote
 		}
+		seen |= 1 << f
+		if f != fOther {
+			own |= 1 << f
+		}
+		at = i // a member read: the scanner path can go on from here
 		if i >= n {
-			return false
+			return false, at, own
 		}
 		c := b[i]
 		if c <= ' ' {
 			if i = textparse.SkipSpace(b, i); i >= n {
-				return false
+				return false, at, own
 			}
 			c = b[i]
 		}
@@ -384,10 +458,10 @@ func (d *Decoder) members(b []byte, i int, seen uint8, defaultTS int64, ev *wind
 			continue
 		}
 		if c != '}' {
-			return false
+			return false, at, own
 		}
 		const required = 1<<fKey | 1<<fMetric | 1<<fValue
-		return seen&required == required && (i+1 == n || textparse.SkipSpace(b, i+1) == n)
+		return seen&required == required && (i+1 == n || textparse.SkipSpace(b, i+1) == n), at, own
 	}
 }
 

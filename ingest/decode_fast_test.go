@@ -13,8 +13,10 @@ import (
 // checkFastPaths fails t unless every fast path that takes line decodes it as the general
 // path does, and Decode answers as the general path for every line (so every refusal and
 // its Reason are the general path's). Each path gets a decoder of its own: the intern
-// table and the metric cache must not change an answer.
-func checkFastPaths(t *testing.T, line []byte) (took string) {
+// table and the metric cache must not change an answer. shared, when not nil, is a decoder
+// that has decoded other lines before: what a line left in it (the fields a fast path
+// recorded for the scanner path to go on from) must not change an answer either.
+func checkFastPaths(t *testing.T, line []byte, shared *Decoder) (took string) {
 	t.Helper()
 	decoder := func() *Decoder {
 		d, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
@@ -60,6 +62,11 @@ func checkFastPaths(t *testing.T, line []byte) (took string) {
 			t.Fatalf("input %q:\n Decode  %+v %v\n general %+v %v", line, ev, r, gen, gr)
 		}
 	}
+	if shared != nil {
+		if ev, r := shared.Decode(line, defTS); r != gr || !same(ev) {
+			t.Fatalf("input %q, on a decoder used before:\n Decode  %+v %v\n general %+v %v", line, ev, r, gen, gr)
+		}
+	}
 	return took
 }
 
@@ -102,8 +109,16 @@ func genFastLine(rng *rand.Rand) []byte {
 		if !good {
 			ms = ms[:rng.IntN(len(ms))] // a field missing
 		}
-	case 1:
-		ms = append(ms, ms[rng.IntN(len(ms))]) // a field repeated
+	case 1: // a field repeated, as it was or with another value (the last wins)
+		m := ms[rng.IntN(len(ms))]
+		if rng.IntN(2) == 0 {
+			m.val = map[string]string{"ts": ts(), "key": name(), "metric": name(), "value": num(), "count": "2"}[m.name]
+		}
+		ms = append(ms, m)
+		if rng.IntN(2) == 0 { // then a member that only the scanner path takes, so that it goes on from the fast path's position
+			late := []member{{"ts", "1234567890123456789"}, {"count", "12345678901234567"}, {"key", `"\u0000"`}, {"value", "1"}}
+			ms = append(ms, late[rng.IntN(len(late))])
+		}
 	case 2:
 		ms = append(ms, member{pick("extra", "Key", "k\\u0065y"), num()})
 	case 3, 4, 5: // other members, which the scanner path validates and ignores
@@ -184,18 +199,22 @@ func extraValue(rng *rand.Rand, num func() string) string {
 func TestDecodeFastDifferential(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	took := map[string]int{}
+	shared, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 20000 {
-		took[checkFastPaths(t, genFastLine(rng))]++
-		took[checkFastPaths(t, genLine(rng))]++
+		took[checkFastPaths(t, genFastLine(rng), shared)]++
+		took[checkFastPaths(t, genLine(rng), shared)]++
 	}
 	for _, l := range benchLines(100) {
-		if p := checkFastPaths(t, l); p != "exact" {
+		if p := checkFastPaths(t, l, shared); p != "exact" {
 			t.Fatalf("%q: taken by %q, want the exact path", l, p)
 		}
 	}
 	for _, c := range decodeShapes { // each benchmark shape on the path it is named after
 		want := c.path
-		if p := checkFastPaths(t, []byte(c.line)); p != want {
+		if p := checkFastPaths(t, []byte(c.line), shared); p != want {
 			t.Errorf("shape %s %q: taken by %q, want %q", c.name, c.line, p, want)
 		}
 	}
@@ -236,7 +255,11 @@ func FuzzDecodeFast(f *testing.F) {
 	for range 30 {
 		f.Add(genFastLine(rng))
 	}
-	f.Fuzz(func(t *testing.T, line []byte) { checkFastPaths(t, line) })
+	shared, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, line []byte) { checkFastPaths(t, line, shared) })
 }
 
 // decodeShapes are BenchmarkDecodeShapes' lines, each with the path that must take it (exact
@@ -269,6 +292,40 @@ func BenchmarkDecodeShapes(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, r := d.Decode(line, defTS); r != ReasonNone {
+					b.Fatal(r)
+				}
+			}
+		})
+	}
+}
+
+// refusalShapes are BenchmarkDecodeRefusals' lines: refusals come only from the scanner
+// path, so each costs the fast paths' attempt before it.
+var refusalShapes = []struct {
+	name   string
+	reason Reason
+	line   string
+}{
+	{"missing-key", ReasonMissingField, `{"ts":1700000000123,"metric":"latency_ms","value":27.431}`},
+	{"string-value", ReasonBadField, `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":"27.431"}`},
+	{"nan-value", ReasonInvalidValue, `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":NaN}`},
+	{"truncated", ReasonInvalidJSON, `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.4`},
+	{"bad-ts", ReasonBadField, `{"ts":"yesterday","key":"tenant-42","metric":"latency_ms","value":27.431}`},
+}
+
+// BenchmarkDecodeRefusals times Decode per refused shape (refusalShapes).
+func BenchmarkDecodeRefusals(b *testing.B) {
+	for _, c := range refusalShapes {
+		b.Run(c.name, func(b *testing.B) {
+			d, err := NewDecoder(DecoderConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			line := []byte(c.line)
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, r := d.Decode(line, defTS); r != c.reason {
 					b.Fatal(r)
 				}
 			}

@@ -282,6 +282,15 @@ func Decimal8(w uint64, n int) (f float64, ok bool) {
 	return f, true
 }
 
+// Resume continues a scan of b at b[i], just after a member's value, for a caller that read
+// the object's opening and its members before i itself and found them valid (as ingest's
+// fast path does before it hands a line over): the next Next reads the separator there as
+// after a member of its own. b must be shorter than 2 GiB.
+func (s *Scanner) Resume(b []byte, i int) {
+	s.b, s.i, s.state, s.what = b, i, stMembers, ""
+	s.Name, s.Value, s.Field = Value{}, Value{}, -1
+}
+
 // ScanString validates the JSON string whose contents start at b[i] (just after its opening
 // quote) as the Scanner does and returns the index of its closing quote, or −1, and whether
 // it has escapes or non-ASCII bytes (Value.Escaped: Unquote decodes it).
