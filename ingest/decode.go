@@ -88,6 +88,7 @@ type Decoder struct {
 	scratch     []byte    // unescaped strings
 	restAt      int       // where the scanner path goes on after a fast path gave up (0: from the start)
 	restSeen    uint8     // the fields the fast path recorded in f
+	pre         prefixEnds
 	sc          textparse.Scanner
 	f           [numFields + 1]textparse.Value
 }

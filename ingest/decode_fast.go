@@ -96,7 +96,9 @@ func (d *Decoder) exact(b []byte, defaultTS int64, ev *window.Event) int {
 		i += 6
 	}
 	ev.TS, ev.Count = ts, 1
+	tsEnd := i
 	if i+8 > n || binary.LittleEndian.Uint64(b[i:i+8]) != patKeyOpen {
+		d.pre = prefixEnds{int32(tsEnd)}
 		return d.handOff(b, i, 1<<fTS, defaultTS, ev)
 	}
 	key, j := d.quickName(b, i+8, false)
@@ -104,10 +106,13 @@ func (d *Decoder) exact(b []byte, defaultTS int64, ev *window.Event) int {
 		return exactNo
 	}
 	ev.Key = key
+	keyEnd := j
 	if j+16 > n {
+		d.pre = prefixEnds{int32(tsEnd), int32(keyEnd)}
 		return d.handOff(b, j+1, 1<<fTS|1<<fKey, defaultTS, ev)
 	}
 	if w := (*[16]byte)(b[j : j+16]); binary.LittleEndian.Uint64(w[:8]) != patMetricA || binary.LittleEndian.Uint64(w[4:12]) != patMetricB {
+		d.pre = prefixEnds{int32(tsEnd), int32(keyEnd)}
 		return d.handOff(b, j+1, 1<<fTS|1<<fKey, defaultTS, ev)
 	}
 	var metric string
@@ -121,9 +126,11 @@ func (d *Decoder) exact(b []byte, defaultTS int64, ev *window.Event) int {
 	}
 	ev.Metric = metric
 	if j+10 > n {
+		d.pre = prefixEnds{int32(tsEnd), int32(keyEnd), int32(j)}
 		return d.handOff(b, j+1, 1<<fTS|1<<fKey|1<<fMetric, defaultTS, ev)
 	}
 	if w := (*[10]byte)(b[j : j+10]); binary.LittleEndian.Uint64(w[:8]) != patValueOpen || w[8] != '"' || w[9] != ':' {
+		d.pre = prefixEnds{int32(tsEnd), int32(keyEnd), int32(j)}
 		return d.handOff(b, j+1, 1<<fTS|1<<fKey|1<<fMetric, defaultTS, ev)
 	}
 	// The value ends the line as a rule: then it is the bytes before the closing brace, one
@@ -144,20 +151,24 @@ func (d *Decoder) exact(b []byte, defaultTS int64, ev *window.Event) int {
 		if i < 0 && b[vi] <= ' ' {
 			return exactNo
 		}
+		d.pre = prefixEnds{int32(tsEnd), int32(keyEnd), int32(vi - 10)}
 		return d.refuse(b, vi-9, 1<<fTS|1<<fKey|1<<fMetric)
 	}
 	ev.Value, ev.Feed = v, 0
 	if b[i] == ',' {
 		if i+9 > n || binary.LittleEndian.Uint64(b[i:i+8]) != patCountOpen || b[i+8] != ':' {
+			d.pre = prefixEnds{int32(tsEnd), int32(keyEnd), int32(vi - 10), int32(i)}
 			return d.handOff(b, i, 1<<fTS|1<<fKey|1<<fMetric|1<<fValue, defaultTS, ev)
 		}
 		c, k := textparse.Integer(b, i+9)
 		if k < 0 || c < 1 || k >= n {
 			return exactNo // (fast also takes a null count)
 		}
+		valueEnd := i
 		count, i = uint64(c), k
 		ev.Count = count
 		if b[i] == ',' {
+			d.pre = prefixEnds{int32(tsEnd), int32(keyEnd), int32(vi - 10), int32(valueEnd), int32(k)}
 			return d.handOff(b, i, 1<<fTS|1<<fKey|1<<fMetric|1<<fValue|1<<fCount, defaultTS, ev)
 		}
 	}
@@ -190,38 +201,29 @@ func (d *Decoder) refuse(b []byte, at int, seen uint8) int {
 	return exactRefused
 }
 
+// prefixEnds are where the members of exact's compact prefix end (ts, the closing quotes
+// of key and metric, value, count), set where exact hands a line on, for prefixSpans.
+type prefixEnds [5]int32
+
 // prefixSpans records in d.f, as the scanner would, the members of exact's compact prefix
 // in seen (ts, then key, metric, value and count, each present only when the one before is),
-// for rest: it reads the prefix again, off the hot path, rather than keep its offsets there.
+// for rest, from their ends in d.pre (each starts a fixed distance after the one before).
 func (d *Decoder) prefixSpans(b []byte, seen uint8) {
-	_, e := textparse.Integer(b, 6)
+	e := &d.pre
 	if seen&(1<<fTS) != 0 {
-		d.f[fTS] = textparse.Value{Start: 6, End: int32(e), Kind: textparse.Number, Integer: true}
+		d.f[fTS] = textparse.Value{Start: 6, End: e[0], Kind: textparse.Number, Integer: true}
 	}
-	ks := e + 8
-	ke := textparse.PlainString(b, ks)
-	if seen&(1<<fKey) != 0 {
-		d.f[fKey] = textparse.Value{Start: int32(ks), End: int32(ke), Kind: textparse.String}
+	if seen&(1<<fKey) != 0 { // `,"key":"` after ts
+		d.f[fKey] = textparse.Value{Start: e[0] + 8, End: e[1], Kind: textparse.String}
 	}
-	if seen&(1<<fMetric|1<<fValue|1<<fCount) == 0 {
-		return
+	if seen&(1<<fMetric) != 0 { // `","metric":"` after the key's contents
+		d.f[fMetric] = textparse.Value{Start: e[1] + 12, End: e[2], Kind: textparse.String}
 	}
-	ms := ke + 12
-	me := textparse.PlainString(b, ms)
-	if seen&(1<<fMetric) != 0 {
-		d.f[fMetric] = textparse.Value{Start: int32(ms), End: int32(me), Kind: textparse.String}
+	if seen&(1<<fValue) != 0 { // `","value":`
+		d.f[fValue] = textparse.Value{Start: e[2] + 10, End: e[3], Kind: textparse.Number}
 	}
-	if seen&(1<<fValue|1<<fCount) == 0 {
-		return
-	}
-	vs := me + 10
-	_, ve := textparse.Float(b, vs)
-	if seen&(1<<fValue) != 0 {
-		d.f[fValue] = textparse.Value{Start: int32(vs), End: int32(ve), Kind: textparse.Number}
-	}
-	if seen&(1<<fCount) != 0 {
-		_, ce := textparse.Integer(b, ve+9)
-		d.f[fCount] = textparse.Value{Start: int32(ve + 9), End: int32(ce), Kind: textparse.Number, Integer: true}
+	if seen&(1<<fCount) != 0 { // `,"count":`
+		d.f[fCount] = textparse.Value{Start: e[3] + 9, End: e[4], Kind: textparse.Number, Integer: true}
 	}
 }
 
