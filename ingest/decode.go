@@ -66,10 +66,11 @@ func (c DecoderConfig) withDefaults() DecoderConfig {
 // producers that write them (Python's json module does), the bare tokens NaN, Infinity and
 // -Infinity as the value are refused as ReasonInvalidValue rather than ReasonInvalidJSON.
 //
-// The common layouts take a one-pass fast path (decode_fast.go); every other line, and
-// every refusal, is a single pass of textparse's scanner over the line with this one
-// schema's checks, held to encoding/json by a differential test and a fuzz target, the fast
-// paths held to it by another; timestamps follow textparse's one rule. Decoding allocates
+// The common layouts, extra members among them, take a one-pass fast path (decode_fast.go);
+// every other line, and every refusal, is decided by textparse's scanner with this one
+// schema's checks, from the line's start or from the last member a fast path read, held to
+// encoding/json by a differential test and a fuzz target, the fast paths held to it by
+// another; timestamps follow textparse's one rule. Decoding allocates
 // nothing once the event's key and metric strings are in the decoder's intern table.
 //
 // A Decoder is not safe for concurrent use: keep one per goroutine (a consumer keeps one per
