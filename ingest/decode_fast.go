@@ -282,12 +282,13 @@ func (d *Decoder) quickName(b []byte, i int, metric bool) (string, int) {
 
 // fast decodes b into ev when b is one object of the event's members in any order, spaced
 // or not, with other members among them, and reports whether it did; ev is then complete.
-// On false ev holds nothing of use. A known member's name is one masked compare when it is
-// followed by its colon; any other name (an unknown member, spaces before the colon, an
-// escaped name) is read by the scanner's own MemberName, which matches it against the
-// event's names as the scanner path does, and an unknown member's value is validated and
-// skipped by its SkipValue, so such a line still decodes in this one pass. A repeated
-// member overwrites the one before it: the last wins, the scanner path's rule.
+// On false ev holds nothing of use, and d.restAt says where the scanner path can go on. A
+// known member's name is one masked compare (the colon, after optional whitespace, checked
+// next); any other name (an unknown member, an escaped name) is read by the scanner's own
+// MemberName, which matches it against the event's names as the scanner path does, and an
+// unknown member's value is validated and skipped by its SkipValue, so such a line still
+// decodes in this one pass. A repeated member overwrites the one before it: the last wins,
+// the scanner path's rule.
 func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 	n := len(b)
 	if n < 8 || b[0] != '{' || n >= math.MaxInt32 { // the scanner refuses 2 GiB and more
@@ -306,6 +307,7 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 // caller's at when it read none; 0 for none at all), and own, the fields it recorded in d.f.
 func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, ev *window.Event) (ok bool, _ int, own uint8) {
 	n := len(b)
+	named := false
 	for {
 		var w uint64
 		if i+8 <= n {
@@ -314,15 +316,15 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 		var f int
 		switch {
 		case w&mask4 == patTS:
-			f, i = fTS, colon(b, i+4)
+			f, i = fTS, i+4
 		case w&mask5 == patKey:
-			f, i = fKey, colon(b, i+5)
+			f, i = fKey, i+5
 		case w&mask7 == patValue:
-			f, i = fValue, colon(b, i+7)
+			f, i = fValue, i+7
 		case w == patMetric:
-			f, i = fMetric, colon(b, i+8)
+			f, i = fMetric, i+8
 		case w&mask7 == patCount:
-			f, i = fCount, colon(b, i+7)
+			f, i = fCount, i+7
 		default:
 			if i < n && b[i] <= ' ' { // spaced: `{ "ts": 1, "key": "a" }`
 				if i = textparse.SkipSpace(b, i); i < n && b[i] == '"' {
@@ -336,12 +338,17 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 			if f < 0 {
 				f = fOther
 			}
+			named = true // MemberName read the colon too
 		}
-		if i < 0 {
+		if named {
+			named = false
+		} else if i < n && b[i] == ':' {
+			i++
+		} else if i = colon(b, i); i < 0 {
 			return false, at, own
 		}
 		if i < n && b[i] <= ' ' {
-			i = textparse.SkipSpace(b, i)
+			i = skipSpace(b, i)
 		}
 		if i >= n {
 			return false, at, own
@@ -450,13 +457,15 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 		}
 		c := b[i]
 		if c <= ' ' {
-			if i = textparse.SkipSpace(b, i); i >= n {
+			if i = skipSpace(b, i); i >= n {
 				return false, at, own
 			}
 			c = b[i]
 		}
 		if c == ',' {
-			i++
+			if i++; i < n && b[i] <= ' ' { // `, "key"`: to the name, without a turn of the loop
+				i = skipSpace(b, i)
+			}
 			continue
 		}
 		if c != '}' {
@@ -467,11 +476,19 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 	}
 }
 
-// colon returns the index after the colon at b[i], whitespace before it skipped, or −1.
-func colon(b []byte, i int) int {
-	if i < len(b) && b[i] == ':' {
+// skipSpace is textparse.SkipSpace with the one space of `": "` and `", "` first.
+func skipSpace(b []byte, i int) int {
+	if i+1 < len(b) && b[i] == ' ' && b[i+1] > ' ' {
 		return i + 1
 	}
+	return textparse.SkipSpace(b, i)
+}
+
+// colon returns the index after the colon at b[i], whitespace before it skipped, or −1:
+// members' path for `"ts" : 1`, out of its loop.
+//
+//go:noinline
+func colon(b []byte, i int) int {
 	if i = textparse.SkipSpace(b, i); i < len(b) && b[i] == ':' {
 		return i + 1
 	}
