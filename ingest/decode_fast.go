@@ -30,9 +30,10 @@ import (
 // textparse.ParseFloat's rules, bit for bit). Every line they take decodes to what the
 // general path (parseObject and event) returns for it, and they take only lines that the
 // general path accepts; on anything else (a NaN, a string value, a missing member, an error
-// of any kind) they give up and the general path decodes the line from the start, so that
-// every refusal and its Reason come from one place. FuzzDecodeFast holds the paths to each
-// other.
+// of any kind) they give up and the general path decodes the line, going on from the end of
+// the last member they read (they record each one's value as the scanner would: rest), so
+// that every refusal and its Reason come from one place. FuzzDecodeFast holds the paths to
+// each other.
 
 // Field names as the first bytes of a little-endian word, quotes included (the colon is
 // checked after them, so that `"ts" : 1` is one compare too).
@@ -73,7 +74,8 @@ var (
 // a member out of order), it hands the rest of the line to members, fast's loop, with what
 // it has read: such a line is still read once. It returns exactTook when ev is complete,
 // exactNo when fast should read the line as it may be, and exactRefused when members gave
-// up (fast would give up there too: up to that byte it reads what exact read).
+// up or the value is not a number (fast would give up there too: up to that byte it reads
+// what exact read); then d.restAt and d.restSeen say where rest goes on.
 func (d *Decoder) exact(b []byte, defaultTS int64, ev *window.Event) int {
 	n := len(b)
 	if n < 48 || n >= math.MaxInt32 {
