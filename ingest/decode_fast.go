@@ -150,7 +150,7 @@ func (d *Decoder) exact(b []byte, defaultTS int64, ev *window.Event) int {
 	if i < 0 || i >= n {
 		// Not a number (a string, NaN, null), or the line ends in it: fast would give up
 		// here too, unless the value follows a space.
-		if i < 0 && b[vi] <= ' ' {
+		if i < 0 && vi < n && b[vi] <= ' ' { // (vi = n: the line ends after the colon)
 			return exactNo
 		}
 		d.pre = prefixEnds{int32(tsEnd), int32(keyEnd), int32(vi - 10)}
