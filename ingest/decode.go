@@ -66,10 +66,11 @@ func (c DecoderConfig) withDefaults() DecoderConfig {
 // producers that write them (Python's json module does), the bare tokens NaN, Infinity and
 // -Infinity as the value are refused as ReasonInvalidValue rather than ReasonInvalidJSON.
 //
-// The common layouts take a one-pass fast path (decode_fast.go); every other line, and
-// every refusal, is a single pass of textparse's scanner over the line with this one
-// schema's checks, held to encoding/json by a differential test and a fuzz target, the fast
-// paths held to it by another; timestamps follow textparse's one rule. Decoding allocates
+// The common layouts, extra members among them, take a one-pass fast path (decode_fast.go);
+// every other line, and every refusal, is decided by textparse's scanner with this one
+// schema's checks, from the line's start or from the last member a fast path read, held to
+// encoding/json by a differential test and a fuzz target, the fast paths held to it by
+// another; timestamps follow textparse's one rule. Decoding allocates
 // nothing once the event's key and metric strings are in the decoder's intern table.
 //
 // A Decoder is not safe for concurrent use: keep one per goroutine (a consumer keeps one per
@@ -82,10 +83,13 @@ type Decoder struct {
 	lastMetric  string      // the metric of the previous event, a one-entry cache in front of intern
 	lastLo      uint64      // lastMetric's words16 when it is short and plain, for the fast path's compare
 	lastHi      uint64
-	lastN       int       // len(lastMetric) when it is short and plain, else −1
-	lastQ       [2]uint64 // lastMetric and its closing quote as words, when it has at most 15 bytes
-	lastQMask   [2]uint64 // which bytes of lastQ count: none when it has more
-	scratch     []byte    // unescaped strings
+	lastN       int        // len(lastMetric) when it is short and plain, else −1
+	lastQ       [2]uint64  // lastMetric and its closing quote as words, when it has at most 15 bytes
+	lastQMask   [2]uint64  // which bytes of lastQ count: none when it has more
+	scratch     []byte     // unescaped strings
+	restAt      int        // where the scanner path goes on after a fast path gave up (0: from the start)
+	restSeen    uint8      // the fields the fast path recorded in f
+	pre         prefixEnds // where exact's prefix members end, when it hands a line on
 	sc          textparse.Scanner
 	f           [numFields + 1]textparse.Value
 }
@@ -112,10 +116,47 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 // otherwise the event is the zero Event with Partition −1 and the reason says why.
 // Store-level checks (late, future, series cap) are the store's: see ReasonOf.
 func (d *Decoder) Decode(line []byte, defaultTS int64) (ev window.Event, r Reason) {
-	if d.exact(line, &ev) || d.fast(line, defaultTS, &ev) { // the common shapes, in one pass (decode_fast.go)
+	switch d.exact(line, defaultTS, &ev) { // the common shapes, in one pass (decode_fast.go)
+	case exactTook:
 		return ev, ReasonNone
+	case exactNo:
+		if d.fast(line, defaultTS, &ev) {
+			return ev, ReasonNone
+		}
+	}
+	if d.restAt > 0 { // the fast paths read members before giving up: go on after them
+		return d.rest(line, d.restAt, d.restSeen, defaultTS)
 	}
 	return d.decodeGeneral(line, defaultTS)
+}
+
+// rest is decodeGeneral for a line whose members up to b[at] a fast path read and recorded
+// in d.f (those in seen, as the scanner would have recorded them): the scanner goes on from
+// there, and the event and its refusal come from the same checks. Every byte before at is a
+// valid opening and members, and held no NaN (the fast paths take none), so the answer is
+// decodeGeneral's, which TestDecodeFastDifferential and FuzzDecodeFast check.
+func (d *Decoder) rest(line []byte, at int, seen uint8, defaultTS int64) (window.Event, Reason) {
+	for k := range numFields {
+		if seen&(1<<k) == 0 {
+			d.f[k] = textparse.Value{}
+		}
+	}
+	d.f[fOther] = textparse.Value{}
+	sc := &d.sc
+	sc.Resume(line, at)
+	sc.Into(d.f[:])
+	nan := false
+	for sc.Next() {
+		nan = nan || sc.Value.Kind == textparse.NaN
+	}
+	if !sc.Done() || (nan && d.f[fValue].Kind != textparse.NaN) || d.f[fOther].Kind == textparse.NaN {
+		return window.Event{}, ReasonInvalidJSON
+	}
+	ev := window.Event{TS: defaultTS, Count: 1}
+	if r := d.event(line, &ev); r != ReasonNone {
+		return window.Event{}, r
+	}
+	return ev, ReasonNone
 }
 
 // decodeGeneral is Decode by the scanner, for every input: the fast path's fallback, and the

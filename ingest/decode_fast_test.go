@@ -13,8 +13,10 @@ import (
 // checkFastPaths fails t unless every fast path that takes line decodes it as the general
 // path does, and Decode answers as the general path for every line (so every refusal and
 // its Reason are the general path's). Each path gets a decoder of its own: the intern
-// table and the metric cache must not change an answer.
-func checkFastPaths(t *testing.T, line []byte) (took string) {
+// table and the metric cache must not change an answer. shared, when not nil, is a decoder
+// that has decoded other lines before: what a line left in it (the fields a fast path
+// recorded for the scanner path to go on from) must not change an answer either.
+func checkFastPaths(t *testing.T, line []byte, shared *Decoder) (took string) {
 	t.Helper()
 	decoder := func() *Decoder {
 		d, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
@@ -31,7 +33,18 @@ func checkFastPaths(t *testing.T, line []byte) (took string) {
 	for _, p := range []struct {
 		name string
 		fn   func(*Decoder, []byte, int64, *window.Event) bool
-	}{{"exact", func(d *Decoder, b []byte, _ int64, ev *window.Event) bool { return d.exact(b, ev) }}, {"fast", (*Decoder).fast}} {
+	}{{"exact", func(d *Decoder, b []byte, ts int64, ev *window.Event) bool {
+		switch d.exact(b, ts, ev) {
+		case exactTook:
+			return true
+		case exactRefused: // exact handed its prefix to members, which gave up: so must fast
+			var fev window.Event
+			if decoder().fast(b, ts, &fev) {
+				t.Fatalf("input %q: exact refused after its prefix, fast took it: %+v", b, fev)
+			}
+		}
+		return false
+	}}, {"fast", (*Decoder).fast}} {
 		var ev window.Event
 		if !p.fn(decoder(), line, defTS, &ev) {
 			continue
@@ -47,6 +60,11 @@ func checkFastPaths(t *testing.T, line []byte) (took string) {
 	for range 2 { // twice: the second time from the intern table and the metric cache
 		if ev, r := d.Decode(line, defTS); r != gr || !same(ev) {
 			t.Fatalf("input %q:\n Decode  %+v %v\n general %+v %v", line, ev, r, gen, gr)
+		}
+	}
+	if shared != nil {
+		if ev, r := shared.Decode(line, defTS); r != gr || !same(ev) {
+			t.Fatalf("input %q, on a decoder used before:\n Decode  %+v %v\n general %+v %v", line, ev, r, gen, gr)
 		}
 	}
 	return took
@@ -75,7 +93,8 @@ func genFastLine(rng *rand.Rand) []byte {
 	ms := []member{{"ts", ts()}, {"key", name()}, {"metric", name()}, {"value", num()}}
 	good := rng.IntN(2) == 0 // half the lines well formed, each field in one of the shapes taken
 	if good {
-		ms = []member{{"ts", strconv.FormatInt(rng.Int64N(1<<50)-rng.Int64N(1<<20), 10)},
+		ms = []member{{"ts", pick(strconv.FormatInt(rng.Int64N(1<<50)-rng.Int64N(1<<20), 10), strconv.FormatInt(rng.Int64N(1<<50), 10),
+			`"2025-11-30T08:00:00.123Z"`, `"2024-02-29T23:59:59+05:30"`, "null")},
 			{"key", `"tenant-` + strconv.Itoa(rng.IntN(1000)) + `"`}, {"metric", pick(`"latency_ms"`, `"m"`, `"0123456789abcdefg"`)},
 			{"value", strconv.FormatFloat(40*rng.ExpFloat64(), pick("f", "g")[0], rng.IntN(8)-1, 64)}}
 	}
@@ -90,12 +109,26 @@ func genFastLine(rng *rand.Rand) []byte {
 		if !good {
 			ms = ms[:rng.IntN(len(ms))] // a field missing
 		}
-	case 1:
-		ms = append(ms, ms[rng.IntN(len(ms))]) // a field repeated
+	case 1: // a field repeated, as it was or with another value (the last wins)
+		m := ms[rng.IntN(len(ms))]
+		if rng.IntN(2) == 0 {
+			m.val = map[string]string{"ts": ts(), "key": name(), "metric": name(), "value": num(), "count": "2"}[m.name]
+		}
+		ms = append(ms, m)
+		if rng.IntN(2) == 0 { // then a member that only the scanner path takes, so that it goes on from the fast path's position
+			late := []member{{"ts", "1234567890123456789"}, {"count", "12345678901234567"}, {"key", `"\u0000"`}, {"value", "1"}}
+			ms = append(ms, late[rng.IntN(len(late))])
+		}
 	case 2:
 		ms = append(ms, member{pick("extra", "Key", "k\\u0065y"), num()})
+	case 3, 4, 5: // other members, which the scanner path validates and ignores
+		for range 1 + rng.IntN(3) {
+			m := member{extraName(rng), extraValue(rng, num)}
+			k := rng.IntN(len(ms) + 1)
+			ms = append(ms[:k], append([]member{m}, ms[k:]...)...)
+		}
 	}
-	sp := func() string { return pick("", "", "", " ", "  ", "\t") }
+	sp := func() string { return pick("", "", "", " ", "  ", "\t", "\r\n ") }
 	spaced := rng.IntN(4) == 0
 	var b strings.Builder
 	b.WriteString("{")
@@ -106,7 +139,11 @@ func genFastLine(rng *rand.Rand) []byte {
 		if spaced {
 			b.WriteString(sp())
 		}
-		b.WriteString(`"` + m.name + `":`)
+		b.WriteString(`"` + m.name + `"`)
+		if spaced && rng.IntN(4) == 0 {
+			b.WriteString(sp())
+		}
+		b.WriteString(":")
 		if spaced {
 			b.WriteString(sp())
 		}
@@ -132,19 +169,53 @@ func genFastLine(rng *rand.Rand) []byte {
 	return out
 }
 
+// extraName is the name of a member the decoder does not keep, or a name that is one of its
+// own written another way (escaped, or with spaces before the colon when the line is spaced):
+// the fast path must match each as the scanner path does.
+func extraName(rng *rand.Rand) string {
+	names := []string{"host", "region", "extra", "Key", "keys", "t", "tss", "valu", "metrics", "count_", "",
+		`h\u006fst`, `k\u0065y`, `m\u0065tric`, `\u0074s`, `valu\u0065`, `c\u006funt`, `a\"b`, `\ud800`, "h\u00e9", "t\xffs", "ts", "value", "key"}
+	return names[rng.IntN(len(names))]
+}
+
+// extraValue is a value of an extra member: strings with escapes, numbers, literals, nested
+// objects and arrays (sometimes deep, sometimes past encoding/json's nesting limit), and
+// things that are not JSON.
+func extraValue(rng *rand.Rand, num func() string) string {
+	vals := []string{`"a"`, `"web-17.eu-west-1"`, `"a\"b\\c"`, `"\u00e9\ud83d\ude00"`, `"\ud800"`, "\"t\u00e9\"", "\"\xff\"", `""`,
+		num(), num(), "true", "false", "null", "[]", "{}", `{"region":"eu","az":[1,2,{"rack":null}]}`, `[1,"a",{"b":[null]}]`,
+		`{"key":"nested","value":"x"}`, `{ "a" : [ 1 , 2 ] }`, "NaN", "Infinity", "-Infinity", "nul", "[1,]", `{"a"}`, `"x` + "\t" + `"`,
+		strings.Repeat("[", 100) + strings.Repeat("]", 100), strings.Repeat(`{"a":`, 70) + "1" + strings.Repeat("}", 70)}
+	if rng.IntN(200) == 0 {
+		d := 9998 + rng.IntN(3) // around MaxNesting, the top object counted
+		return strings.Repeat("[", d) + strings.Repeat("]", d)
+	}
+	return vals[rng.IntN(len(vals))]
+}
+
 // TestDecodeFastDifferential runs the fast paths and the general path over lines near the
 // fast shapes and lines of every shape (genLine), and requires that each fast path take a
 // good share of the well-formed ones.
 func TestDecodeFastDifferential(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	took := map[string]int{}
+	shared, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 20000 {
-		took[checkFastPaths(t, genFastLine(rng))]++
-		took[checkFastPaths(t, genLine(rng))]++
+		took[checkFastPaths(t, genFastLine(rng), shared)]++
+		took[checkFastPaths(t, genLine(rng), shared)]++
 	}
 	for _, l := range benchLines(100) {
-		if p := checkFastPaths(t, l); p != "exact" {
+		if p := checkFastPaths(t, l, shared); p != "exact" {
 			t.Fatalf("%q: taken by %q, want the exact path", l, p)
+		}
+	}
+	for _, c := range decodeShapes { // each benchmark shape on the path it is named after
+		want := c.path
+		if p := checkFastPaths(t, []byte(c.line), shared); p != want {
+			t.Errorf("shape %s %q: taken by %q, want %q", c.name, c.line, p, want)
 		}
 	}
 	for _, p := range []string{"exact", "fast"} {
@@ -166,6 +237,12 @@ var fastFuzzSeeds = []string{
 	`{"ts":1,"key":"k","metric":"m","value":1,"value":2}`,
 	"{\"ts\":1,\"key\":\"a\x7f\",\"metric\":\"m\",\"value\":1}",
 	`{"ts":1,"key":"k","metric":"m","value":1}` + "\r",
+	`{"ts":1,"key":"k","metric":"m","value":1,"host":"a"}`,
+	`{"tags":{"region":"eu","az":[1,2]},"ts":1,"key":"k","metric":"m","value":1}`,
+	`{"k\u0065y":"k","metric":"m","value":1,"key":"j"}`,
+	"{ \"ts\" :\t\"2025-11-30T08:00:00Z\" ,\r\n\"key\":\"k\", \"metric\":\"m\", \"value\":1, \"count\": null }",
+	`{"ts":1,"key":"k","metric":"m","value":1,"x":NaN}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"x":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`,
 }
 
 // FuzzDecodeFast holds the fast paths to the general path (and Decode to both) on any
@@ -178,18 +255,33 @@ func FuzzDecodeFast(f *testing.F) {
 	for range 30 {
 		f.Add(genFastLine(rng))
 	}
-	f.Fuzz(func(t *testing.T, line []byte) { checkFastPaths(t, line) })
+	shared, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, line []byte) { checkFastPaths(t, line, shared) })
 }
 
-// BenchmarkDecodeShapes times Decode per shape: AppendEvent's layout (the exact path), the
-// same members pretty-printed and reordered (the fast path), and with an extra member (the
-// general path), so that a change to one path shows in its own line.
+// decodeShapes are BenchmarkDecodeShapes' lines, each with the path that must take it (exact
+// for a compact prefix of AppendEvent's layout that hands the rest of the line to members).
+var decodeShapes = []struct{ name, path, line string }{
+	{"exact", "exact", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}`},
+	{"fast", "fast", `{"value": 27.431, "metric": "latency_ms", "key": "tenant-42", "ts": 1700000000123}`},
+	{"general", "exact", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"host":"a"}`}, // an extra member last
+	{"extra-string", "exact", `{"ts":1700000000123,"host":"web-17.eu-west-1","key":"tenant-42","metric":"latency_ms","value":27.431}`},
+	{"extra-number", "exact", `{"ts":1700000000123,"key":"tenant-42","seq":981234567,"metric":"latency_ms","value":27.431}`},
+	{"nested", "exact", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"tags":{"region":"eu-west-1","az":["a","b"]}}`},
+	{"pretty", "fast", `{ "ts" : 1700000000123,` + "\t" + `"key" : "tenant-42",` + "\t" + `"metric" : "latency_ms",` + "\t" + `"value" : 27.431 }`},
+	{"rfc3339", "fast", `{"ts":"2026-11-30T08:00:00.123Z","key":"tenant-42","metric":"latency_ms","value":27.431}`},
+	{"escaped-key", "fast", `{"ts":1700000000123,"key":"tenant-\u0034\u0032","metric":"latency_ms","value":27.431}`}, // the scanner path's
+}
+
+// BenchmarkDecodeShapes times Decode per shape (decodeShapes: AppendEvent's layout on the
+// exact path, with extra members or nested values there too by its hand-off, the members
+// spaced, reordered or with an RFC 3339 ts on the fast path, an escaped key on the scanner
+// path), so that a change to one path shows in its own line.
 func BenchmarkDecodeShapes(b *testing.B) {
-	for _, c := range []struct{ name, line string }{
-		{"exact", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}`},
-		{"fast", `{"value": 27.431, "metric": "latency_ms", "key": "tenant-42", "ts": 1700000000123}`},
-		{"general", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"host":"a"}`},
-	} {
+	for _, c := range decodeShapes {
 		b.Run(c.name, func(b *testing.B) {
 			d, err := NewDecoder(DecoderConfig{})
 			if err != nil {
@@ -200,6 +292,40 @@ func BenchmarkDecodeShapes(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, r := d.Decode(line, defTS); r != ReasonNone {
+					b.Fatal(r)
+				}
+			}
+		})
+	}
+}
+
+// refusalShapes are BenchmarkDecodeRefusals' lines: refusals come only from the scanner
+// path, so each costs the fast paths' attempt before it.
+var refusalShapes = []struct {
+	name   string
+	reason Reason
+	line   string
+}{
+	{"missing-key", ReasonMissingField, `{"ts":1700000000123,"metric":"latency_ms","value":27.431}`},
+	{"string-value", ReasonBadField, `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":"27.431"}`},
+	{"nan-value", ReasonInvalidValue, `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":NaN}`},
+	{"truncated", ReasonInvalidJSON, `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.4`},
+	{"bad-ts", ReasonBadField, `{"ts":"yesterday","key":"tenant-42","metric":"latency_ms","value":27.431}`},
+}
+
+// BenchmarkDecodeRefusals times Decode per refused shape (refusalShapes).
+func BenchmarkDecodeRefusals(b *testing.B) {
+	for _, c := range refusalShapes {
+		b.Run(c.name, func(b *testing.B) {
+			d, err := NewDecoder(DecoderConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			line := []byte(c.line)
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, r := d.Decode(line, defTS); r != c.reason {
 					b.Fatal(r)
 				}
 			}

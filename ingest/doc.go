@@ -7,9 +7,12 @@
 //     NDJSON lines), 0 allocations per event once its key and metric are interned, checked
 //     against encoding/json by a differential test and a fuzz target. The HTTP ingest
 //     endpoint uses it too, with the same refusal reasons (Reason, ReasonOf). Three paths
-//     (decode_fast.go): AppendEvent's exact layout read word by word, the same members in
-//     any order or spaced, and the scanner path for everything else, the one source of
-//     refusals; FuzzDecodeFast holds the first two to the third. Names are interned in an
+//     (decode_fast.go): AppendEvent's exact layout read word by word, a member loop for the
+//     same members in any order, spaced, repeated or among other members (skipped by the
+//     scanner's own MemberName and SkipValue, in the same pass), to which the first hands
+//     its position, and the scanner path for the rest, the one source of refusals, which
+//     goes on from the last member the others read; FuzzDecodeFast holds the first two to
+//     the third. Names are interned in an
 //     open-addressing table (decode_intern.go) whose lookups are bounded under collisions.
 //   - Consumer: a segmentio/kafka-go consumer group member (ConsumerGroup / Generation for
 //     assignments and commits; each partition fetched from its leader with kafka-go's Conn).

@@ -281,3 +281,72 @@ func Decimal8(w uint64, n int) (f float64, ok bool) {
 	}
 	return f, true
 }
+
+// Resume continues a scan of b at b[i], just after a member's value, for a caller that read
+// the object's opening and its members before i itself and found them valid (as ingest's
+// fast path does before it hands a line over): the next Next reads the separator there as
+// after a member of its own. b must be shorter than 2 GiB.
+func (s *Scanner) Resume(b []byte, i int) {
+	s.b, s.i, s.state, s.what = b, i, stMembers, ""
+	s.Name, s.Value, s.Field = Value{}, Value{}, -1
+}
+
+// ScanString validates the JSON string whose contents start at b[i] (just after its opening
+// quote) as the Scanner does and returns the index of its closing quote, or −1, and whether
+// it has escapes or non-ASCII bytes (Value.Escaped: Unquote decodes it).
+func ScanString(b []byte, i int) (end int, escaped bool) {
+	if i < 0 || i > len(b) {
+		return -1, false
+	}
+	return scanString(b, i)
+}
+
+// MemberName reads the member name at b[i] (its opening quote) and the colon after it as
+// Next reads them, for a caller that walks an object itself: it returns the name's index in
+// the names given to SetNames (matched exactly, after unescaping, as Field) or −1, and the
+// index of the member's value, whitespace skipped; end is −1 when b[i:] does not start with
+// a valid name and a colon. It leaves the name in Name.
+func (s *Scanner) MemberName(b []byte, i int) (field, end int) {
+	if i < 0 || i >= len(b) || b[i] != '"' || len(b) >= math.MaxInt32 {
+		return -1, -1
+	}
+	j, esc := scanString(b, i+1)
+	if j < 0 {
+		return -1, -1
+	}
+	s.Name = Value{Start: int32(i + 1), End: int32(j), Kind: String, Escaped: esc}
+	field = s.field(b)
+	if i = j + 1; i < len(b) && b[i] <= ' ' {
+		i = SkipSpace(b, i)
+	}
+	if i >= len(b) || b[i] != ':' {
+		return -1, -1
+	}
+	if i++; i < len(b) && b[i] <= ' ' {
+		i = SkipSpace(b, i)
+	}
+	return field, i
+}
+
+// SkipValue validates the JSON value at b[i] as Next validates a member's value (strings
+// with their escapes, numbers, literals, nested objects and arrays to MaxNesting, the object
+// being walked counted as one level) and returns the index after it, or −1 for anything
+// that is not a JSON value; the NaN and Infinity tokens are refused whatever AllowNaN says.
+func (s *Scanner) SkipValue(b []byte, i int) int {
+	if i < 0 || i >= len(b) || len(b) >= math.MaxInt32 {
+		return -1
+	}
+	switch c := b[i]; {
+	case c == '"': // the common unknown member: a string or a number, inline
+		j, _ := scanString(b, i+1)
+		if j < 0 {
+			return -1
+		}
+		return j + 1
+	case c-'0' < 10:
+		j, _ := scanNumber(b, i)
+		return j
+	}
+	_, j, _ := s.value(b, i, false)
+	return j
+}

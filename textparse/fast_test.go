@@ -160,3 +160,92 @@ func TestFast(t *testing.T) {
 		t.Errorf("%v allocs", n)
 	}
 }
+
+// checkMembers walks b as an object with MemberName and SkipValue, the way ingest's fast path
+// walks the members it does not know, and holds every step to Next on the same input: the
+// same field, the same value end, and where the walk stops, the Scanner stops too (a member
+// Next refuses is one the walk refuses, and the reverse).
+func checkMembers(t *testing.T, b []byte) {
+	t.Helper()
+	names := []string{"key", "metric", "value", "ts", "count"}
+	var sc, ref Scanner
+	sc.SetNames(names...)
+	ref.SetNames(names...)
+	ref.Reset(b)
+	i := SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' || len(b) >= math.MaxInt32 {
+		return
+	}
+	i = SkipSpace(b, i+1)
+	for {
+		field, v := sc.MemberName(b, i)
+		end := -1
+		if v >= 0 {
+			end = sc.SkipValue(b, v)
+		}
+		ok := ref.Next()
+		if end < 0 {
+			// Next must refuse this member, unless it is a NaN the walk refuses by design
+			// (ref has no AllowNaN, so it refuses those too) or the object ended here.
+			if ok {
+				t.Fatalf("%q at %d: MemberName/SkipValue refused (%d, %d), Next took %q", b, i, v, end, ref.Value.Bytes(b))
+			}
+			return
+		}
+		if !ok {
+			t.Fatalf("%q at %d: Next refused (%v), the walk took a member ending at %d", b, i, ref.Err(), end)
+		}
+		vend := int(ref.Value.End)
+		if ref.Value.Kind == String {
+			vend++ // the closing quote
+		}
+		if field != ref.Field || end != vend || sc.Name != ref.Name {
+			t.Fatalf("%q at %d: walk field %d end %d name %+v, Next field %d end %d name %+v", b, i, field, end, sc.Name, ref.Field, vend, ref.Name)
+		}
+		i = SkipSpace(b, end)
+		if i >= len(b) || b[i] != ',' {
+			return // the end of the object (or an error), which the walk leaves to its caller
+		}
+		i = SkipSpace(b, i+1)
+	}
+}
+
+var memberSeeds = []string{
+	`{"host":"a","key":"k"}`, `{"k\u0065y":1,"ts" : 2}`, `{"tags":{"region":"eu","az":[1,2,{"x":null}]},"value":1}`,
+	`{"a":[],"b":{},"c":true,"d":false,"e":null,"f":-1.5e3}`, `{"a":NaN}`, `{"a":-Infinity}`, `{"a":01}`,
+	`{"a":"\ud800","b":"\u00e9"}`, "{\"a\":\"x\ty\"}", `{"a":[1,2`, `{"a" 1}`, `{"a":}`, `{"\q":1}`,
+	`{"a":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`,
+	`{"a":` + strings.Repeat("[", 9998) + strings.Repeat("]", 9998) + `}`,
+	`{"a":` + strings.Repeat(`{"b":`, 100) + "1" + strings.Repeat("}", 100) + `}`,
+	"{ \"metric\"\t:\r\n\"m\" , \"x\" : [ 1 , { } ] }",
+}
+
+// FuzzMembers holds MemberName and SkipValue to Next (scripts/fuzz-short.sh does not run it:
+// FuzzDecodeFast reaches them through the decoder).
+func FuzzMembers(f *testing.F) {
+	for _, s := range memberSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkMembers(t, b) })
+}
+
+func TestMembers(t *testing.T) {
+	for _, s := range memberSeeds {
+		checkMembers(t, []byte(s))
+		for i := range min(len(s), 200) { // and prefixes: each refusal where Next refuses
+			checkMembers(t, []byte(s[:i]))
+		}
+	}
+	var sc Scanner
+	sc.SetNames("key", "metric")
+	b := []byte(`{"k\u0065y" : {"a":[1]}, "x":2}`)
+	if f, v := sc.MemberName(b, 1); f != 0 || v != 14 || sc.SkipValue(b, v) != 23 {
+		t.Errorf("MemberName %d %d, SkipValue %d", f, v, sc.SkipValue(b, v))
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		_, v := sc.MemberName(b, 1)
+		sc.SkipValue(b, v)
+	}); n != 0 {
+		t.Errorf("%v allocs", n)
+	}
+}
