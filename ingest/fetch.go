@@ -312,7 +312,7 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 			// Future and late are judged against the record's timestamp, which is part of the
 			// log, so every replay gives the same answer; the store judges the event's time
 			// once, in its ring (window.Source says how a skewed record clock is handled).
-			err := c.store.ObserveFrom(now, window.Source{RecordTS: recTS}, ev)
+			err := c.store.ObserveFrom(now, window.Source{RecordTS: recTS}, &ev)
 			if err == nil {
 				accepted++
 				return

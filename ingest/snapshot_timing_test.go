@@ -41,7 +41,7 @@ func history(b *testing.B, n, keys int, t0 time.Time) (*kafkatest.Cluster, *wind
 	for i := range n {
 		ev := window.Event{TS: t0.UnixMilli() - span + span*int64(i)/int64(n), Metric: "cost",
 			Key: string(names[i%keys]), Value: float64(1 + i%97), Feed: window.FeedOf(0)}
-		if err := store.ObserveFrom(t0.UnixMilli(), window.Source{RecordTS: t0.UnixMilli()}, ev); err != nil {
+		if err := store.ObserveFrom(t0.UnixMilli(), window.Source{RecordTS: t0.UnixMilli()}, &ev); err != nil {
 			b.Fatal(err)
 		}
 		at := len(arena)

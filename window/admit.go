@@ -41,8 +41,10 @@ func (src Source) refs(now, skew int64) (futureRef, lateRef int64) {
 // or ErrLate against src (not counted in Stats: the source refused them, as a consumer that
 // judged them itself would), then ErrInvalidValue, then ErrFuture or ErrExpired against now
 // (counted). It is ingest's hot path: for an event in the current slot of a record stamped
-// in it, the checks are compares with no division.
-func (s *Store) ObserveFrom(now int64, src Source, ev Event) error {
+// in it, the checks are compares with no division. ev is passed by pointer (and not kept):
+// by value, with now and src it takes more than Go's nine integer argument registers, and
+// the whole Event went through memory on every call, about 10 ns of the hot path.
+func (s *Store) ObserveFrom(now int64, src Source, ev *Event) error {
 	if ev.Metric == "" || ev.Key == "" {
 		return ErrEmptyKey
 	}
@@ -61,7 +63,7 @@ func (s *Store) ObserveFrom(now int64, src Source, ev Event) error {
 		}
 		sh.mu.Unlock()
 	} else {
-		err = s.observeNewFrom(sh, h, now, src, ev)
+		err = s.observeNewFrom(sh, h, now, src, *ev)
 		sh.mu.Unlock()
 	}
 	if err != nil {

@@ -50,7 +50,7 @@ func TestObserveFromAgreesWithTheJudgeItReplaces(t *testing.T) {
 			ev.Key = "new-" + keys[rng.IntN(len(keys))] + string(rune('a'+i%26))
 		}
 		e1 := oldJudge(want, now, recTS, ev)
-		e2 := got.ObserveFrom(now, Source{RecordTS: recTS}, ev)
+		e2 := got.ObserveFrom(now, Source{RecordTS: recTS}, &ev)
 		if e1 != e2 {
 			t.Fatalf("event %d (now %d, record %d, ts %d): ObserveFrom %v, the old judge %v", i, now, recTS, ev.TS, e2, e1)
 		}
@@ -77,14 +77,14 @@ func TestObserveFromAllocatesNothingForExistingSeries(t *testing.T) {
 	s := newTestStore(t, StoreConfig{})
 	ev := Event{TS: t0, Metric: "latency_ms", Key: "tenant-42", Value: 12.5}
 	for i := range RawEvents + 1 {
-		_ = s.ObserveFrom(t0, Source{RecordTS: t0}, Event{TS: t0 + int64(i), Metric: ev.Metric, Key: ev.Key, Value: 1})
+		_ = s.ObserveFrom(t0, Source{RecordTS: t0}, &Event{TS: t0 + int64(i), Metric: ev.Metric, Key: ev.Key, Value: 1})
 	}
 	vals := []float64{3, 12.5, 80, 250, 1200}
 	i := 0
 	allocs := testing.AllocsPerRun(1000, func() {
 		ev.Value = vals[i%len(vals)]
 		i++
-		_ = s.ObserveFrom(t0+int64(i%9000), Source{RecordTS: t0 + int64(i%9000)}, ev)
+		_ = s.ObserveFrom(t0+int64(i%9000), Source{RecordTS: t0 + int64(i%9000)}, &ev)
 	})
 	if allocs != 0 {
 		t.Fatalf("ObserveFrom on an existing series allocates %v per event", allocs)

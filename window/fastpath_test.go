@@ -108,7 +108,7 @@ func TestAddCurrentMatchesFullPath(t *testing.T) {
 					ev.TS = ts
 					src.RecordTS = ts - 1001 - int64(rng.IntN(300))
 				}
-				got = s.ObserveFrom(now, src, ev)
+				got = s.ObserveFrom(now, src, &ev)
 				if se == nil && got != nil {
 					continue
 				}
@@ -217,7 +217,7 @@ func TestObserveHotPathAllocatesNothing(t *testing.T) {
 			if err := s.ObserveAt(t0+int64(i%9000), ev); err != nil {
 				t.Fatal(err)
 			}
-		} else if err := s.ObserveFrom(t0+int64(i%9000), Source{RecordTS: t0 + int64(i%9000)}, ev); err != nil {
+		} else if err := s.ObserveFrom(t0+int64(i%9000), Source{RecordTS: t0 + int64(i%9000)}, &ev); err != nil {
 			t.Fatal(err)
 		}
 	}

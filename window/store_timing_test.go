@@ -44,13 +44,13 @@ func BenchmarkObserve(b *testing.B) {
 		s, _ := NewStore(StoreConfig{})
 		ev := Event{TS: t0, Metric: "latency_ms", Key: "tenant-42", Feed: FeedOf(3)}
 		src := Source{RecordTS: t0}
-		_ = s.ObserveFrom(t0, src, ev)
+		_ = s.ObserveFrom(t0, src, &ev)
 		b.ReportAllocs()
 		b.ResetTimer()
 		cpu0 := processCPU()
 		for i := range b.N {
 			ev.Value = vals[i&4095]
-			_ = s.ObserveFrom(t0, src, ev)
+			_ = s.ObserveFrom(t0, src, &ev)
 		}
 		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu_ns/op")
 	})
