@@ -2,6 +2,7 @@ package rls_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
@@ -98,95 +100,190 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	}
 	// The requests are built before the run (a hot key's once per key) and
 	// shared by the callers, so the generator spends its time on gRPC, the
-	// same for every target.
-	randomReqs := make([]*pb.RateLimitRequest, 1000)
+	// same for every target; each also in gRPC's framing for the frames
+	// generator.
+	randomReqs := make([]*benchCall, 1000)
 	for i := range randomReqs {
-		randomReqs[i] = req("bench", 0, desc("random", "k"+strconv.Itoa(i)))
+		randomReqs[i] = newBenchCall(b, req("bench", 0, desc("random", "k"+strconv.Itoa(i))))
 	}
-	random := func(r *rand.Rand) *pb.RateLimitRequest { return randomReqs[r.IntN(len(randomReqs))] }
+	random := func(r *rand.Rand) *benchCall { return randomReqs[r.IntN(len(randomReqs))] }
 	type hotReq struct {
 		round, n int64
-		r        *pb.RateLimitRequest
+		c        *benchCall
 	}
 	var (
 		hotN    atomic.Int64
 		hotLast atomic.Pointer[hotReq]
 	)
-	hot := func(*rand.Rand) *pb.RateLimitRequest {
+	hot := func(*rand.Rand) *benchCall {
 		round, n := hotRound.Load(), hotN.Add(1)/1000
 		if h := hotLast.Load(); h != nil && h.round == round && h.n == n {
-			return h.r
+			return h.c
 		}
 		key := hotRun + "-" + strconv.FormatInt(round, 10) + "-" + strconv.FormatInt(n, 10)
-		h := &hotReq{round: round, n: n, r: req("bench", 0, desc("hot", key))}
+		h := &hotReq{round: round, n: n, c: newBenchCall(b, req("bench", 0, desc("hot", key)))}
 		hotLast.Store(h)
-		return h.r
+		return h.c
 	}
 	for _, load := range []struct {
 		name string
-		mk   func(*rand.Rand) *pb.RateLimitRequest
+		mk   func(*rand.Rand) *benchCall
 	}{{"random", random}, {"hot", hot}} {
 		for _, tg := range targets {
 			b.Run(tg.name+"_"+load.name, func(b *testing.B) {
 				hotRound.Add(1)
 				runLoad(b, tg.addr, redisAddr, load.mk)
 			})
+			b.Run(tg.name+"_"+load.name+"_frames", func(b *testing.B) {
+				hotRound.Add(1)
+				runFrames(b, tg.addr, redisAddr, load.mk)
+			})
 		}
 	}
 }
 
-// runLoad drives b.N calls from benchStreams goroutines and reports the metrics.
-func runLoad(b *testing.B, addr, redisAddr string, mk func(*rand.Rand) *pb.RateLimitRequest) {
+// benchCall is one request of a load, as a message for grpc-go's client and
+// as the framed bytes the frames generator sends.
+type benchCall struct {
+	msg  *pb.RateLimitRequest
+	wire []byte
+}
+
+func newBenchCall(b *testing.B, m *pb.RateLimitRequest) *benchCall {
+	raw, err := proto.Marshal(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &benchCall{msg: m, wire: grpcFrame(raw)}
+}
+
+// runLoad drives b.N calls from benchStreams goroutines through grpc-go's
+// client and reports the metrics.
+func runLoad(b *testing.B, addr, redisAddr string, mk func(*rand.Rand) *benchCall) {
 	clients := make([]pb.RateLimitServiceClient, benchConns)
 	for i := range clients {
 		// No client retries (as Envoy's filter): gRPC then keeps no replay buffer per call.
 		clients[i] = pb.NewRateLimitServiceClient(dial(b, addr, grpc.WithDisableRetry()))
-		if _, err := clients[i].ShouldRateLimit(context.Background(), mk(rand.New(rand.NewPCG(1, 2)))); err != nil {
+		if _, err := clients[i].ShouldRateLimit(context.Background(), mk(rand.New(rand.NewPCG(1, 2))).msg); err != nil {
 			b.Fatalf("warm-up call to %s: %v", addr, err)
 		}
 	}
 	var (
-		mu        sync.Mutex
-		latencies []time.Duration
-		overLimit atomic.Int64
-		next      atomic.Int64
+		res  loadResult
+		next atomic.Int64
 	)
-	before := redisMicros(b, redisAddr)
+	res.start(b, redisAddr)
 	b.SetParallelism(max(1, benchStreams/max(1, runtimeProcs())))
-	b.ResetTimer()
-	begin := time.Now()
 	b.RunParallel(func(pb2 *testing.PB) {
 		id := next.Add(1)
 		c := clients[int(id)%len(clients)]
 		r := rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))
 		lat := make([]time.Duration, 0, 1024)
+		over := 0
 		for pb2.Next() {
 			t := time.Now()
-			resp, err := c.ShouldRateLimit(context.Background(), mk(r))
+			resp, err := c.ShouldRateLimit(context.Background(), mk(r).msg)
 			lat = append(lat, time.Since(t))
 			if err != nil {
 				b.Error(err)
-				return
+				break
 			}
 			if resp.GetOverallCode() == pb.RateLimitResponse_OVER_LIMIT {
-				overLimit.Add(1)
+				over++
 			}
 		}
-		mu.Lock()
-		latencies = append(latencies, lat...)
-		mu.Unlock()
+		res.add(lat, over)
 	})
-	elapsed := time.Since(begin)
+	res.report(b, redisAddr)
+}
+
+// runFrames drives b.N calls through the frames generator (h2Conn):
+// benchConns connections, each with benchStreams/benchConns calls in flight,
+// as runLoad's callers share theirs. It reports runLoad's metrics.
+func runFrames(b *testing.B, addr, redisAddr string, mk func(*rand.Rand) *benchCall) {
+	conns := make([]*h2Conn, benchConns)
+	for i := range conns {
+		c, err := dialH2(addr)
+		if err != nil {
+			b.Fatalf("dialling %s: %v", addr, err)
+		}
+		b.Cleanup(func() { c.Close() })
+		var one atomic.Int64
+		one.Store(1)
+		r := rand.New(rand.NewPCG(1, 2))
+		if err := c.run(&one, 1, func() []byte { return mk(r).wire }, func(time.Duration, []byte) {}); err != nil {
+			b.Fatalf("warm-up call to %s: %v", addr, err)
+		}
+		conns[i] = c
+	}
+	var (
+		res  loadResult
+		left atomic.Int64
+		wg   sync.WaitGroup
+	)
+	left.Store(int64(b.N))
+	res.start(b, redisAddr)
+	for i, c := range conns {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
+			lat := make([]time.Duration, 0, b.N/len(conns)+1)
+			over := 0
+			var bad error
+			err := c.run(&left, benchStreams/benchConns, func() []byte { return mk(r).wire }, func(d time.Duration, body []byte) {
+				lat = append(lat, d)
+				code, err := overallCode(body)
+				if err != nil && bad == nil {
+					bad = err
+				}
+				if code == pb.RateLimitResponse_OVER_LIMIT {
+					over++
+				}
+			})
+			if err = errors.Join(err, bad); err != nil {
+				b.Error(err)
+			}
+			res.add(lat, over)
+		})
+	}
+	wg.Wait()
+	res.report(b, redisAddr)
+}
+
+// loadResult gathers a run's latencies and denials from its callers.
+type loadResult struct {
+	mu        sync.Mutex
+	latencies []time.Duration
+	over      int
+	begin     time.Time
+	redis     float64
+}
+
+func (r *loadResult) start(b *testing.B, redisAddr string) {
+	r.redis = redisMicros(b, redisAddr)
+	b.ResetTimer()
+	r.begin = time.Now()
+}
+
+func (r *loadResult) add(lat []time.Duration, over int) {
+	r.mu.Lock()
+	r.latencies = append(r.latencies, lat...)
+	r.over += over
+	r.mu.Unlock()
+}
+
+// report states decisions/s, p99_ms, redis_cpu_us/decision and over_limit/decision.
+func (r *loadResult) report(b *testing.B, redisAddr string) {
+	elapsed := time.Since(r.begin)
 	b.StopTimer()
 	after := redisMicros(b, redisAddr)
-	n := float64(len(latencies))
+	n := float64(len(r.latencies))
 	b.ReportMetric(n/elapsed.Seconds(), "decisions/s")
-	slices.Sort(latencies)
-	if len(latencies) > 0 {
-		b.ReportMetric(float64(latencies[len(latencies)*99/100])/1e6, "p99_ms")
+	slices.Sort(r.latencies)
+	if len(r.latencies) > 0 {
+		b.ReportMetric(float64(r.latencies[len(r.latencies)*99/100])/1e6, "p99_ms")
 	}
-	b.ReportMetric((after-before)/n, "redis_cpu_us/decision")
-	b.ReportMetric(float64(overLimit.Load())/n, "over_limit/decision")
+	b.ReportMetric((after-r.redis)/n, "redis_cpu_us/decision")
+	b.ReportMetric(float64(r.over)/n, "over_limit/decision")
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
