@@ -64,7 +64,10 @@ var (
 // (envoyproxy/ratelimit's Redis protocol, without its config lookup and
 // stats), the least a fixed-window server must do per decision. Metrics:
 // decisions/s, p99_ms per call, and redis_cpu_us/decision, redis-server's CPU
-// time per decision (INFO cpu, user + sys).
+// time per decision (INFO cpu, user + sys). Each target and load runs with two
+// load generators: grpc-go's client (TARGET_LOAD) and the frames generator
+// (TARGET_LOAD_frames, h2Conn), whose CPU per call is about half of grpc-go's,
+// which matters where generator and servers share the cores.
 //
 // SLIDE_RLS_BENCH_REDIS=host:port uses that redis-server instead of starting
 // one; SLIDE_RLS_BENCH_TARGET=host:port (or NAME=host:port,NAME=host:port)
