@@ -20,7 +20,9 @@ import (
 	"google.golang.org/grpc"
 )
 
-type floor struct{ pb.UnimplementedRateLimitServiceServer }
+type floor struct {
+	pb.UnimplementedRateLimitServiceServer
+}
 
 var answer = &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OVER_LIMIT,
 	Statuses: []*pb.RateLimitResponse_DescriptorStatus{{Code: pb.RateLimitResponse_OVER_LIMIT}}}
