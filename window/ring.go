@@ -86,6 +86,19 @@ type slot struct {
 	bins     sketch.Slot
 }
 
+// note counts n events of value v in the slot's count, sum, min and max (its bins are the
+// caller's: insert and addCurrent reach them differently).
+func (s *slot) note(v float64, n uint64) {
+	s.count += n
+	s.sum += v * float64(n)
+	if v < s.min {
+		s.min = v
+	}
+	if v > s.max {
+		s.max = v
+	}
+}
+
 // Ring is the sliding window of one series: slots of a fixed width aligned to the epoch
 // (slot index = floor(ts / width)), each with count, sum, exact min and max, and quantile bins.
 //
@@ -302,14 +315,7 @@ func (r *Ring) insert(idx int64, p int, v float64, n uint64) {
 		}
 		b = s.bins.Open()
 	}
-	s.count += n
-	s.sum += v * float64(n)
-	if v < s.min {
-		s.min = v
-	}
-	if v > s.max {
-		s.max = v
-	}
+	s.note(v, n)
 	b.Add(r.ix, v, n)
 	if idx < r.cur || idx == r.cur && r.curInAgg {
 		r.agg.Add(r.ix, v, n) // out of order, or the current slot already folded in by a read
@@ -333,14 +339,7 @@ func (r *Ring) addCurrent(now, ts int64, v float64, n uint64) bool {
 	if n == 0 {
 		n = 1
 	}
-	s.count += n
-	s.sum += v * float64(n)
-	if v < s.min {
-		s.min = v
-	}
-	if v > s.max {
-		s.max = v
-	}
+	s.note(v, n)
 	b.Add(r.ix, v, n)
 	if r.curInAgg {
 		r.agg.Add(r.ix, v, n) // the current slot already folded in by a read
