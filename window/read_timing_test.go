@@ -99,3 +99,40 @@ func BenchmarkRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadAhead: a read one slot past the rings' current slot, which since #25
+// computes the window there without moving the ring (ours: the kept aggregate plus the
+// slot that joins, minus the one that leaves, into scratch), against the same read at a
+// now in the current slot (anchor). Before #25 the first such read moved every ring and
+// the later ones were the anchor's.
+func BenchmarkReadAhead(b *testing.B) {
+	s, now := readBench(b)
+	qs := []float64{0.5, 0.95, 0.99}
+	part := func(k string, _ int32) bool { return MatchKey("g-*", k) }
+	for _, c := range []struct {
+		name string
+		read func(now int64) error
+	}{
+		{"ReadAt_5m", func(now int64) error { _, err := s.ReadAt(now, "latency_ms", "tenant-42", 5*time.Minute, qs); return err }},
+		{"MergePartial_glob_5m", func(now int64) error {
+			var p Partial
+			return s.MergePartial(now, "latency_ms", part, 5*time.Minute, &p)
+		}},
+	} {
+		for _, at := range []struct {
+			name string
+			now  int64
+		}{{"ours", now + 10_000}, {"anchor", now}} {
+			b.Run(c.name+"/"+at.name, func(b *testing.B) {
+				b.ReportAllocs()
+				cpu0 := processCPU()
+				for b.Loop() {
+					if err := c.read(at.now); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu_ns/op")
+			})
+		}
+	}
+}
