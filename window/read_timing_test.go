@@ -113,7 +113,10 @@ func BenchmarkReadAhead(b *testing.B) {
 		name string
 		read func(now int64) error
 	}{
-		{"ReadAt_5m", func(now int64) error { _, err := s.ReadAt(now, "latency_ms", "tenant-42", 5*time.Minute, qs); return err }},
+		{"ReadAt_5m", func(now int64) error {
+			_, err := s.ReadAt(now, "latency_ms", "tenant-42", 5*time.Minute, qs)
+			return err
+		}},
 		{"MergePartial_glob_5m", func(now int64) error {
 			var p Partial
 			return s.MergePartial(now, "latency_ms", part, 5*time.Minute, &p)
