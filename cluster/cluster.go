@@ -66,8 +66,19 @@ type Config struct {
 	// Advertise is this instance's HTTP host:port as peers reach it; ingest.Config.MemberData
 	// must carry MemberData(Advertise).
 	Advertise string
-	// Token is the bearer token peer requests carry and PeerHandler requires; empty: none.
+	// Token is the API's bearer token (--auth-token-file). It is never sent to peers: when
+	// PeerKey is nil, the group's peer key is derived from it (KeyFromToken), so instances
+	// sharing the token sign and check each other's requests and answers without sending it.
 	Token string
+	// PeerKey is the group's shared key (--peer-key-file), at least MinPeerKeyBytes: every
+	// peer request and answer is signed with it (HMAC-SHA256, see Auth); a request that
+	// does not verify is refused (401) and an answer that does not is not merged (its
+	// partitions are missing). Nil: derived from Token when one is set; with neither, peer
+	// requests and answers are unsigned and every member of the group is believed.
+	PeerKey []byte
+	// Now is this instance's clock, unix ms: a peer's read time and the signatures'
+	// timestamps are checked against it. Nil is the wall clock.
+	Now func() int64
 	// Timeout is the deadline of one fan-out (every peer request of one read); default 1 s.
 	// A peer that does not answer in time counts as missing.
 	Timeout time.Duration
@@ -138,6 +149,8 @@ func (c Config) Validate() error {
 		return errors.New("cluster: no Local partitions function")
 	case c.Timeout < 0 || c.Refresh < 0 || c.MaxAnswerBytes < 0:
 		return errors.New("cluster: negative timeout, refresh or max answer bytes")
+	case c.PeerKey != nil && len(c.PeerKey) < MinPeerKeyBytes:
+		return fmt.Errorf("%w (%d bytes)", ErrPeerKeyShort, len(c.PeerKey))
 	case c.KeyPartitioner != "" && c.KeyPartitioner != "murmur2":
 		return fmt.Errorf("cluster: key partitioner %q: only murmur2 (or empty: fan out)", c.KeyPartitioner)
 	}
@@ -181,6 +194,8 @@ type Cluster struct {
 	client *kafka.Client
 	http   *http.Client
 	scheme string // "http://" or "https://" (Config.TLS)
+	auth   *Auth  // signs and checks peer requests and answers; nil: unsigned
+	now    func() int64
 	m      *metrics
 
 	view     atomic.Pointer[View]
@@ -206,6 +221,7 @@ func New(cfg Config) (*Cluster, error) {
 	if d := cfg.Dialer; d != nil {
 		c.client.Transport = &kafka.Transport{Dial: d.DialFunc, TLS: d.TLS, SASL: d.SASLMechanism, ClientID: d.ClientID}
 	}
+	var err error
 	c.http = cfg.HTTPClient
 	if c.http == nil {
 		c.http = &http.Client{Transport: &http.Transport{
@@ -222,11 +238,22 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.TLS != nil {
 		c.scheme = "https://"
 	}
-	m, err := newMetrics(cfg.Registerer, c)
-	if err != nil {
+	c.now = cfg.Now
+	if c.now == nil {
+		c.now = func() int64 { return time.Now().UnixMilli() }
+	}
+	key := cfg.PeerKey
+	if key == nil && cfg.Token != "" {
+		key = KeyFromToken(cfg.Token)
+	}
+	if key != nil {
+		if c.auth, err = NewAuth(AuthConfig{Key: key, Now: c.now}); err != nil {
+			return nil, err
+		}
+	}
+	if c.m, err = newMetrics(cfg.Registerer, c); err != nil {
 		return nil, err
 	}
-	c.m = m
 	return c, nil
 }
 
@@ -444,8 +471,8 @@ func (c *Cluster) ask(ctx context.Context, addr string, r *request) (*answer, er
 }
 
 func (c *Cluster) askOnce(ctx context.Context, addr string, r *request) (*answer, error) {
-	u := c.scheme + addr + PeerPath + "?" + r.query().Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	query := r.query().Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+addr+PeerPath+"?"+query, nil)
 	if err != nil {
 		return nil, fmt.Errorf("building the peer request: %w", err)
 	}
@@ -453,8 +480,12 @@ func (c *Cluster) askOnce(ctx context.Context, addr string, r *request) (*answer
 	if dl, ok := ctx.Deadline(); ok {
 		req.Header.Set(HeaderDeadline, strconv.FormatInt(dl.UnixMilli(), 10))
 	}
-	if c.cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	// Signed for addr alone, never with the API's token: a member that is not what it
+	// claims learns nothing it could use elsewhere.
+	var stamp Stamp
+	if c.auth != nil {
+		stamp = c.auth.SignRequest(Message{Method: http.MethodGet, To: addr, Path: PeerPath, Query: query})
+		stamp.SetHeader(req.Header)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -465,11 +496,23 @@ func (c *Cluster) askOnce(ctx context.Context, addr string, r *request) (*answer
 	if err != nil {
 		return nil, fmt.Errorf("reading the answer of %s: %w", addr, err)
 	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		return nil, fmt.Errorf("%w: peer %s refused this instance's signature: %s", errUnauthenticated, addr, clip(string(body)))
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("peer %s answered %s: %s", addr, resp.Status, clip(string(body)))
 	}
 	if int64(len(body)) > c.cfg.MaxAnswerBytes {
 		return nil, fmt.Errorf("peer %s: answer over %d bytes", addr, c.cfg.MaxAnswerBytes)
+	}
+	if c.auth != nil {
+		mac, err := AnswerMACOf(resp.Header)
+		if err == nil {
+			err = c.auth.VerifyAnswer(stamp.Nonce, body, mac)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: the answer of %s does not prove itself: %w", errUnauthenticated, addr, err)
+		}
 	}
 	a, err := decodeAnswer(r.op, body)
 	if err != nil {

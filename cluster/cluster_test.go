@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,9 +47,19 @@ func newTwo(t *testing.T, token string, wrap func(http.Handler) http.Handler) *t
 	return newTwoOver(t, token, wrap, false)
 }
 
+// clockT0 is both instances' clock: the fixed instant the fixture's events are at.
+func clockT0() int64 { return t0 }
+
 // newTwoOver is newTwo with the peer serving HTTPS when tlsOn, and A reading it through
-// Config.TLS with the peer's certificate trusted.
+// Config.TLS with the peer's certificate trusted. Both instances' clocks stand at t0; B
+// advertises its server's address (a signed request names it).
 func newTwoOver(t *testing.T, token string, wrap func(http.Handler) http.Handler, tlsOn bool) *twoInstances {
+	t.Helper()
+	return newTwoConfig(t, func(c *Config) { c.Token = token }, wrap, tlsOn)
+}
+
+// newTwoConfig is newTwoOver with both instances' configs adjusted by mod.
+func newTwoConfig(t *testing.T, mod func(*Config), wrap func(http.Handler) http.Handler, tlsOn bool) *twoInstances {
 	t.Helper()
 	ti := &twoInstances{all: newStore(t), storeB: newStore(t)}
 	storeA := newStore(t)
@@ -70,16 +81,7 @@ func newTwoOver(t *testing.T, token string, wrap func(http.Handler) http.Handler
 			}
 		}
 	}
-	var err error
-	ti.b, err = New(Config{Store: ti.storeB, Brokers: []string{"127.0.0.1:1"}, Advertise: "127.0.0.1:2", Token: token,
-		Local: func() []int32 { return []int32{2, 3} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h http.Handler = ti.b.PeerHandler()
-	if wrap != nil {
-		h = wrap(h)
-	}
+	var h http.Handler
 	ti.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ti.peerHit.Add(1)
 		h.ServeHTTP(w, r)
@@ -93,9 +95,21 @@ func newTwoOver(t *testing.T, token string, wrap func(http.Handler) http.Handler
 	}
 	t.Cleanup(ti.srv.Close)
 	peer := strings.TrimPrefix(strings.TrimPrefix(ti.srv.URL, "http://"), "https://")
-	ti.a, err = New(Config{Store: storeA, Brokers: []string{"127.0.0.1:1"}, Advertise: "127.0.0.1:1", Token: token,
-		Timeout: 5 * time.Second, TLS: clientTLS, Local: func() []int32 { return []int32{0, 1} }})
-	if err != nil {
+	cfgB := Config{Store: ti.storeB, Brokers: []string{"127.0.0.1:1"}, Advertise: peer, Now: clockT0,
+		Local: func() []int32 { return []int32{2, 3} }}
+	cfgA := Config{Store: storeA, Brokers: []string{"127.0.0.1:1"}, Advertise: "127.0.0.1:1", Now: clockT0,
+		Timeout: 5 * time.Second, TLS: clientTLS, Local: func() []int32 { return []int32{0, 1} }}
+	mod(&cfgA)
+	mod(&cfgB)
+	var err error
+	if ti.b, err = New(cfgB); err != nil {
+		t.Fatal(err)
+	}
+	h = ti.b.PeerHandler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	if ti.a, err = New(cfgA); err != nil {
 		t.Fatal(err)
 	}
 	ti.a.view.Store(&View{Partitions: 4, Members: 2, Owner: map[int32]string{0: "127.0.0.1:1", 1: "127.0.0.1:1", 2: peer, 3: peer}})
@@ -239,14 +253,37 @@ func TestUnreachablePeerIsMissing(t *testing.T) {
 	}
 }
 
-func TestPeerRequiresToken(t *testing.T) {
-	ti := newTwo(t, "s3cret", nil)
+// With --auth-token-file alone, peers sign with a key derived from the token and never
+// send the token: a request without a signature, or with the token as a bearer, is 401.
+func TestPeerTokenIsNeverSent(t *testing.T) {
+	var seen []http.Header
+	var mu sync.Mutex
+	ti := newTwo(t, "s3cret-token", func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen = append(seen, r.Header.Clone())
+			mu.Unlock()
+			h.ServeHTTP(w, r)
+		})
+	})
 	var p window.Partial
 	if missing, _ := ti.a.Merge(context.Background(), t0, "m", "k-*", time.Minute, false, &p); len(missing) != 0 {
-		t.Fatalf("with the token: missing %v", missing)
+		t.Fatalf("signed with the derived key: missing %v", missing)
 	}
-	for _, auth := range []string{"", "Bearer wrong"} {
-		req := httptest.NewRequest("GET", PeerPath+"?op=merge&metric=m&key=k-*&window=60000&now=1&parts=2", nil)
+	for _, h := range seen {
+		for name, vs := range h {
+			for _, v := range vs {
+				if strings.Contains(v, "s3cret-token") || strings.EqualFold(name, "Authorization") {
+					t.Errorf("a peer request carried %s: %s", name, v)
+				}
+			}
+		}
+		if h.Get(HeaderSignature) == "" {
+			t.Errorf("a peer request was not signed: %v", h)
+		}
+	}
+	for _, auth := range []string{"", "Bearer wrong", "Bearer s3cret-token"} {
+		req := httptest.NewRequest("GET", PeerPath+"?op=merge&metric=m&key=k-*&window=60000&now="+strconv.FormatInt(t0, 10)+"&parts=2", nil)
 		req.Header.Set(HeaderPeer, "x:1")
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
@@ -394,15 +431,15 @@ func TestBadPeerRequests(t *testing.T) {
 		header bool
 		code   int
 	}{
-		{"op=merge&metric=m&key=k&window=60000&now=1&parts=2", false, 400},
-		{"op=merge&metric=m&key=k&window=7&now=1&parts=2", true, 400},
-		{"op=merge&metric=m&key=k&window=-1&now=1&parts=2", true, 400},
+		{"op=merge&metric=m&key=k&window=60000&now=1796000000000&parts=2", false, 400},
+		{"op=merge&metric=m&key=k&window=7&now=1796000000000&parts=2", true, 400},
+		{"op=merge&metric=m&key=k&window=-1&now=1796000000000&parts=2", true, 400},
 		{"op=merge&metric=m&key=k&window=60000&now=x&parts=2", true, 400},
-		{"op=merge&metric=m&key=k&window=60000&now=1&parts=2,-3", true, 400},
-		{"op=merge&metric=m&key=k&window=60000&now=1&parts=a", true, 400},
-		{"op=nope&metric=m&key=k&window=60000&now=1&parts=2", true, 400},
-		{"op=merge&metric=m&key=" + strings.Repeat("x", 2000) + "&window=60000&now=1", true, 400},
-		{"op=merge&metric=m&key=k&window=60000&now=1&parts=2", true, 200},
+		{"op=merge&metric=m&key=k&window=60000&now=1796000000000&parts=2,-3", true, 400},
+		{"op=merge&metric=m&key=k&window=60000&now=1796000000000&parts=a", true, 400},
+		{"op=nope&metric=m&key=k&window=60000&now=1796000000000&parts=2", true, 400},
+		{"op=merge&metric=m&key=" + strings.Repeat("x", 2000) + "&window=60000&now=1796000000000", true, 400},
+		{"op=merge&metric=m&key=k&window=60000&now=1796000000000&parts=2", true, 200},
 	} {
 		req := httptest.NewRequest("GET", PeerPath+"?"+tc.query, nil)
 		if tc.header {

@@ -62,8 +62,8 @@
 //
 // Every read returns the partitions that neither this instance nor an answering peer
 // served: the owner is unreachable, hung past the deadline (Config.Timeout, --peer-timeout,
-// 1 s, for the whole fan-out), refused the token, answered garbage, or is restoring the
-// partition. The query API then answers 503 {"error":{"code":"unavailable",...,
+// 1 s, for the whole fan-out), refused the request, answered garbage or an answer that does
+// not prove itself, or is restoring the partition. The query API then answers 503 {"error":{"code":"unavailable",...,
 // "missing_partitions":[...]}}, or with partial=allow a 200 flagged "partial":true with
 // "missing_partitions". Usage rules follow their on_unavailable (open by default: allow,
 // degraded; closed: 503), except that a count, max or non-negative sum already over the
@@ -85,14 +85,56 @@
 //
 // # Peer requests
 //
-// GET PeerPath (/internal/v1/partial, on the same listener as the API) carries the
-// instance's bearer token when one is configured (--auth-token-file: every instance of a
-// group must share it; compared in constant time), HeaderPeer with the sender's address,
-// and HeaderDeadline; the peer does not start a read whose deadline has passed, and stops
-// one whose asker has gone (it looks at the request's context every 256 series, as the
-// asking side's local scan does with its client's; it then writes nothing and counts code
-// 499). The peer handler reads its local store only and never asks another peer, so a
-// request cannot loop. slide_cluster_peer_requests_total{op,result} and
+// GET PeerPath (/internal/v1/partial, on the same listener as the API) carries HeaderPeer
+// with the sender's address and HeaderDeadline; the peer does not start a read whose
+// deadline has passed, and stops one whose asker has gone (it looks at the request's
+// context every 256 series, as the asking side's local scan does with its client's; it
+// then writes nothing and counts code 499). The peer handler reads its local store only
+// and never asks another peer, so a request cannot loop.
+//
+// A peer read is a read (issue #25): it changes nothing. window's reads never move a ring
+// (a read at a later now computes the window there), and the peer route only reads. The
+// asker's now is taken only within the metric's ring skew (--max-skew; 0 means one slot of
+// the metric's ring, and never less than MinPeerSkew, 1 s) of this instance's clock
+// (Config.Now), either way; further off, the request is refused with 409, counted in
+// slide_cluster_peer_served_total{code="409"}, and the asker counts those partitions
+// missing. Within it, the peer reads at the asker's now rather than its own clock, so that
+// every owner of one fan-out covers the same slots: at its own clock a read near a slot
+// boundary would mix spans by the clocks' disagreement.
+//
+// # Peers prove themselves
+//
+// With a group key every peer request and every answer is authenticated both ways by
+// Auth (auth.go), an HMAC-SHA256 under the key: the asker signs the method, the peer's
+// advertised address, the path, the raw query, its timestamp and a fresh nonce
+// (HeaderTimestamp, HeaderNonce, HeaderSignature); the peer checks the MAC in constant
+// time, the timestamp within DefaultAuthWindow (30 s) of its clock and that the nonce is
+// new, or answers 401 (slide_cluster_peer_served_total{code="401"}), then signs its
+// answer's bytes together with the request's nonce. An answer without a MAC that verifies
+// (forged, signed with another key, or replayed from an earlier request) is not merged:
+// its partitions are missing (503, or flagged with partial=allow), and the asker counts it
+// as slide_cluster_peer_requests_total{result="unauthenticated"}, as it does a 401 from a
+// peer that does not trust it. A request captured on its way to one member is good
+// nowhere else: it names its addressee, and its nonce is spent there.
+//
+// The key is Config.PeerKey (--peer-key-file, at least 32 bytes), or, with only the API's
+// bearer token (--auth-token-file), KeyFromToken of it (HKDF-SHA256 with a fixed label),
+// so a group set up with a shared token stays closed. The token itself is never sent to a
+// peer, and no peer credential works on the API. Every instance of a group needs the same
+// key; an instance with another key reads none of its peers and is read by none.
+//
+// What each setting protects: the key keeps non-members from reading through the peer
+// route and from having their answers merged, and keeps a captured request or answer
+// from being used again; it does not keep a process with broker access from joining the
+// consumer group (the group's assignment alone decides membership), where it receives
+// partitions that then go unconsumed and unanswered (503, never a wrong count). Broker
+// ACLs on the group (Kafka's Read on the group resource) keep strangers out of
+// membership. Without any key the peer route can still only read, but any member is
+// believed. HTTPS (--tls-cert, --peer-ca) encrypts peer reads and authenticates servers,
+// and with --client-ca the connections too; the HMAC works the same over it, so the two
+// combine: TLS for secrecy on the wire, the key for who may read and answer.
+//
+// slide_cluster_peer_requests_total{op,result} and
 // slide_cluster_peer_request_duration_seconds{op} count and time requests sent;
 // slide_cluster_peer_served_total{code} and slide_cluster_peer_served_duration_seconds those
 // answered; slide_cluster_members is the group's size in the current view.

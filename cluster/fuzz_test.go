@@ -3,6 +3,9 @@ package cluster
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/slide-metrics/slide/window"
@@ -93,6 +96,52 @@ func FuzzDecodeAnswer(f *testing.F) {
 			if err != nil || !bytes.Equal(encodeAnswer(op, &b2), again) {
 				t.Fatalf("%s: %x decoded, re-encoded %x, which does not round trip: %v", op, b, again, err)
 			}
+		}
+	})
+}
+
+// FuzzPeerStamp: a peer request's signature headers come from anyone who can reach the
+// port. Whatever they hold, StampOf never panics, a stamp it accepts round-trips through
+// SetHeader, and VerifyRequest refuses with one of Auth's errors, or takes a genuine
+// signature (the first seed's), which then holds for that key alone.
+func FuzzPeerStamp(f *testing.F) {
+	clock := t0
+	a, err := NewAuth(AuthConfig{Key: testKey, Now: func() int64 { return clock }})
+	if err != nil {
+		f.Fatal(err)
+	}
+	good := a.SignRequest(testMsg)
+	h := http.Header{}
+	good.SetHeader(h)
+	f.Add(h.Get(HeaderTimestamp), h.Get(HeaderNonce), h.Get(HeaderSignature), testMsg.Query)
+	f.Add("1796000000000", "AAAAAAAAAAAAAAAAAAAAAA", strings.Repeat("A", 43), "op=merge")
+	f.Add("-9223372036854775808", "", "", "")
+	f.Fuzz(func(t *testing.T, ts, nonce, sig, query string) {
+		in := http.Header{HeaderTimestamp: {ts}, HeaderNonce: {nonce}, HeaderSignature: {sig}}
+		s, err := StampOf(in)
+		if err != nil {
+			if !errors.Is(err, ErrUnsigned) {
+				t.Fatalf("StampOf: %v, want ErrUnsigned", err)
+			}
+			return
+		}
+		out := http.Header{}
+		s.SetHeader(out)
+		if back, err := StampOf(out); err != nil || back != s {
+			t.Fatalf("round trip: %+v %v, want %+v", back, err, s)
+		}
+		m := testMsg
+		m.Query = query
+		v, _ := NewAuth(AuthConfig{Key: testKey, Now: func() int64 { return clock }}) // a fresh nonce cache
+		err = v.VerifyRequest(m, s)
+		switch {
+		case err == nil: // a genuine signature (a seed's): it holds for this key alone
+			o, _ := NewAuth(AuthConfig{Key: otherKey, Now: func() int64 { return clock }})
+			if err := o.VerifyRequest(m, s); !errors.Is(err, ErrBadSignature) {
+				t.Fatalf("a stamp verified under two keys: %v", err)
+			}
+		case !errors.Is(err, ErrBadSignature) && !errors.Is(err, ErrStaleTimestamp):
+			t.Fatalf("VerifyRequest: %v", err)
 		}
 	})
 }

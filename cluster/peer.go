@@ -1,10 +1,10 @@
 package cluster
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,19 +20,22 @@ import (
 // maxPeerKey bounds a peer request's key (or glob) and metric, as the public read routes do.
 const maxPeerKey = 1024
 
+// MinPeerSkew is the least disagreement between a peer's read time and this instance's
+// clock that a peer read tolerates, whatever the ring's skew: a request lives up to
+// --peer-timeout (1 s) on its way.
+const MinPeerSkew = time.Second
+
 // PeerHandler serves PeerPath: this instance's partial aggregates of the partitions a peer
 // asks for, binary encoded. It reads the local store only, never asking another peer, so
-// a request cannot loop. It requires Config.Token when one is set, and HeaderPeer.
+// a request cannot loop, and it changes nothing: window's reads never move a ring. It
+// requires HeaderPeer, a signed request when the group has a key (Config.PeerKey or
+// Token), and a read time within the metric's skew of this instance's clock (see
+// servePeer).
 func (c *Cluster) PeerHandler() http.Handler {
-	var want *[sha256.Size]byte
-	if c.cfg.Token != "" {
-		h := sha256.Sum256([]byte(c.cfg.Token))
-		want = &h
-	}
 	bufs := sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		code := c.servePeer(w, r, want, &bufs)
+		code := c.servePeer(w, r, &bufs)
 		c.m.served.WithLabelValues(strconv.Itoa(code)).Inc()
 		c.m.servedLatency.Observe(time.Since(start).Seconds())
 	})
@@ -42,6 +45,18 @@ func (c *Cluster) PeerHandler() http.Handler {
 // 499): nothing is written.
 const statusAskerGone = 499
 
+// saturatingSub is a − b, clamped to the int64 range (a hostile now may be anywhere).
+func saturatingSub(a, b int64) int64 {
+	d := a - b
+	switch {
+	case b < 0 && d < a:
+		return math.MaxInt64
+	case b > 0 && d > a:
+		return math.MinInt64
+	}
+	return d
+}
+
 func peerError(w http.ResponseWriter, code int, msg string) int {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
@@ -49,24 +64,31 @@ func peerError(w http.ResponseWriter, code int, msg string) int {
 	return code
 }
 
-func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, want *[sha256.Size]byte, bufs *sync.Pool) int {
+// servePeer answers one peer request, and returns the status it wrote. In order: GET only
+// (405); with a group key, the request's signature for this instance (401, before
+// anything else is read); HeaderPeer (400); the deadline (504); the parameters (400); and
+// the read time: a peer's now must lie within the metric's ring skew (--max-skew, one slot
+// by default, at least MinPeerSkew) of this instance's clock, either way (409). The read
+// is at the peer's now, so that every owner of one fan-out covers the same slots; being a
+// read, it moves nothing. The answer is signed with the request's nonce.
+func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.Pool) int {
 	if r.Method != http.MethodGet {
 		return peerError(w, http.StatusMethodNotAllowed, "GET only")
+	}
+	var stamp Stamp
+	if c.auth != nil {
+		var err error
+		if stamp, err = StampOf(r.Header); err == nil {
+			err = c.auth.VerifyRequest(Message{Method: r.Method, To: c.cfg.Advertise, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery}, stamp)
+		}
+		if err != nil {
+			return peerError(w, http.StatusUnauthorized, "peer request not authenticated: "+err.Error())
+		}
 	}
 	if r.Header.Get(HeaderPeer) == "" {
 		return peerError(w, http.StatusBadRequest, "not a peer request: "+HeaderPeer+" missing")
 	}
-	if want != nil {
-		h := r.Header.Get("Authorization")
-		const scheme = "bearer "
-		if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-			return peerError(w, http.StatusUnauthorized, "missing bearer token")
-		}
-		got := sha256.Sum256([]byte(strings.TrimSpace(h[len(scheme):])))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			return peerError(w, http.StatusUnauthorized, "invalid bearer token")
-		}
-	}
+	own := c.now()
 	if dl, err := strconv.ParseInt(r.Header.Get(HeaderDeadline), 10, 64); err == nil && time.Now().UnixMilli() > dl {
 		return peerError(w, http.StatusGatewayTimeout, "deadline passed before the read began")
 	}
@@ -79,6 +101,12 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, want *[sha25
 	}
 	if len(key) > maxPeerKey || len(metric) > maxPeerKey {
 		return peerError(w, http.StatusBadRequest, "key or metric too long")
+	}
+	if op != opKeys {
+		skew := max(c.cfg.Store.RingConfig(metric).Skew, MinPeerSkew).Milliseconds()
+		if now > own+skew || now < own-skew {
+			return peerError(w, http.StatusConflict, fmt.Sprintf("read time %d is %d ms from this instance's clock %d; peers must agree within %d ms (--max-skew)", now, saturatingSub(now, own), own, skew))
+		}
 	}
 	asked := map[int32]bool{}
 	if ps := q.Get("parts"); ps != "" {
@@ -167,6 +195,9 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, want *[sha25
 		}
 	}
 	*bp = b
+	if c.auth != nil {
+		SetAnswerHeader(w.Header(), c.auth.SignAnswer(stamp.Nonce, b))
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
@@ -189,7 +220,7 @@ func newMetrics(reg prometheus.Registerer, c *Cluster) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slide_cluster_peer_requests_total",
-			Help: "Partial reads sent to peers, by operation and result (ok, error: unreachable, timed out, refused or corrupt).",
+			Help: "Partial reads sent to peers, by operation and result (ok; unauthenticated: the answer did not prove itself with the group's key, or the peer refused this instance's signature; error: unreachable, timed out, refused or corrupt).",
 		}, []string{"op", "result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "slide_cluster_peer_request_duration_seconds", Help: "Time a partial read sent to a peer took, by operation.", Buckets: buckets,
@@ -227,7 +258,10 @@ func newMetrics(reg prometheus.Registerer, c *Cluster) (*metrics, error) {
 
 func (m *metrics) observe(op string, err error, d time.Duration) {
 	result := "ok"
-	if err != nil {
+	switch {
+	case errors.Is(err, errUnauthenticated):
+		result = "unauthenticated"
+	case err != nil:
 		result = "error"
 	}
 	m.requests.WithLabelValues(op, result).Inc()

@@ -2,7 +2,7 @@
 # fuzz-short.sh runs the fuzz targets that guard hostile input briefly, one after the other:
 # the event decoder (Kafka records and POST /v1/events), the query parameter parser of the
 # read routes, the policy-file parser, the rate limit service config loader and its
-# ShouldRateLimit handler, the decoder of peers' partial answers, the bounded decompression
+# ShouldRateLimit handler, the decoder of peers' partial answers and of their signature headers, the bounded decompression
 # of Kafka batches (seeded with compression bombs), the /v1/allow body parser, the batch
 # job's gzip/zstd and Parquet readers, the window snapshot decoder (snapshots are read
 # back from a topic anyone with write access can fill), and textparse's JSON scanner that the
@@ -27,6 +27,7 @@ targets=(
 	"./rls FuzzParse 20000x"
 	"./rls FuzzShouldRateLimit 20000x"
 	"./cluster FuzzDecodeAnswer 20000x"
+	"./cluster FuzzPeerStamp 20000x"
 	"./batch FuzzCompressed 20000x"
 	"./batch FuzzParquet 10000x"
 	"./window FuzzLoadSnapshot 20000x"

@@ -49,7 +49,14 @@
 // Semantics users rely on:
 //
 //   - "now" is an argument (ObserveAt, ReadAt); Observe and Read use StoreConfig.Now, the
-//     wall clock by default. A ring's time never goes backwards.
+//     wall clock by default. A ring's time never goes backwards, and only writes move it
+//     (ObserveAt, ObserveFrom, Ring.Add, Evict's sweep, snapshots). Reads never do (issue
+//     #25): a read at a now past a ring's current slot answers what the ring would hold
+//     there, computed from its slots as they are (for a whole-retention window, the kept
+//     aggregate plus the slots that join and minus those that leave, into scratch), so no
+//     read API, at any now, changes what a later read or a later event sees
+//     (TestReadsChangeNothing), and the answer is bit for bit the one a moved ring gives
+//     (TestReadAheadEqualsAdvanced). A read in the current slot, the hot case, is as before.
 //   - An event lands in its own slot even when it arrives out of order, as long as that
 //     slot is still inside the retention. Older events are refused with ErrLate; events more
 //     than Skew (default one slot) ahead of now are refused with ErrFuture. An event inside

@@ -120,13 +120,13 @@ func (s *Store) MergePartial(now int64, metric string, match SeriesMatch, window
 				continue
 			}
 			var one Agg
+			cur := se.ring.at(now)
 			if p.NoBins {
-				se.ring.advance(now)
-				se.ring.foldStats(&one, k)
+				se.ring.foldStats(&one, cur, k)
 			} else {
-				se.ring.mergeInto(now, k, &one, &p.Bins)
+				se.ring.mergeInto(cur, k, &one, &p.Bins)
 			}
-			one.From, one.To = se.ring.span(k)
+			one.From, one.To = se.ring.span(cur, k)
 			p.add(&one)
 		}
 		sh.mu.Unlock()
@@ -153,13 +153,13 @@ func (s *Store) EachPartial(now int64, metric string, match SeriesMatch, window 
 			p.Reset()
 			p.NoBins = !bins
 			var one Agg
+			cur := se.ring.at(now)
 			if bins {
-				se.ring.mergeInto(now, k, &one, &p.Bins)
+				se.ring.mergeInto(cur, k, &one, &p.Bins)
 			} else {
-				se.ring.advance(now)
-				se.ring.foldStats(&one, k)
+				se.ring.foldStats(&one, cur, k)
 			}
-			one.From, one.To = se.ring.span(k)
+			one.From, one.To = se.ring.span(cur, k)
 			p.add(&one)
 			fn(se.key, se.partition, &p)
 		}
@@ -194,13 +194,13 @@ func (s *Store) MergeKey(now int64, metric, key string, ok func(partition int32)
 		return nil
 	}
 	var one Agg
+	cur := se.ring.at(now)
 	if p.NoBins {
-		se.ring.advance(now)
-		se.ring.foldStats(&one, k)
+		se.ring.foldStats(&one, cur, k)
 	} else {
-		se.ring.mergeInto(now, k, &one, &p.Bins)
+		se.ring.mergeInto(cur, k, &one, &p.Bins)
 	}
-	one.From, one.To = se.ring.span(k)
+	one.From, one.To = se.ring.span(cur, k)
 	p.add(&one)
 	return nil
 }

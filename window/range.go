@@ -169,15 +169,14 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 	return dst
 }
 
-// slotAggs fills aggs (len n) with the ring's slots [cur-n+1, cur] at now, pointing at the
-// ring's own bins: valid only while the caller holds the ring's lock.
-func (r *Ring) slotAggs(now int64, aggs []slotAgg) {
-	r.advance(now)
+// slotAggs fills aggs (len n) with the ring's slots [cur-n+1, cur], pointing at the ring's
+// own bins: valid only while the caller holds the ring's lock.
+func (r *Ring) slotAggs(cur int64, aggs []slotAgg) {
 	if r.slots == nil {
 		return // a sparse ring reads through view
 	}
-	base := r.cur - r.n + 1
-	for i := base; i <= r.cur; i++ {
+	base := cur - r.n + 1
+	for i := base; i <= cur; i++ {
 		s := &r.slots[r.pos(i)]
 		if s.count == 0 || s.idx != i {
 			continue
@@ -191,7 +190,6 @@ func (r *Ring) slotAggs(now int64, aggs []slotAgg) {
 // mergeSlots adds the ring's slots at now into aggs, whose last element is slot cur of the
 // caller's clock; slots outside aggs are skipped. Bins are added into aggs' own.
 func (r *Ring) mergeSlots(now, cur int64, aggs []slotAgg) {
-	r.advance(now)
 	if r.slots == nil {
 		if len(r.raw) > 0 {
 			t := r.view()
@@ -201,7 +199,8 @@ func (r *Ring) mergeSlots(now, cur int64, aggs []slotAgg) {
 		return
 	}
 	base := cur - int64(len(aggs)) + 1
-	for i := r.cur - r.n + 1; i <= r.cur; i++ {
+	rc := r.at(now)
+	for i := rc - r.n + 1; i <= rc; i++ {
 		s := &r.slots[r.pos(i)]
 		if s.count == 0 || s.idx != i || i < base || i > cur {
 			continue
@@ -238,11 +237,11 @@ func (r *Ring) ReadRange(now int64, w, step time.Duration, qs []float64) ([]Agg,
 	} else {
 		aggs = make([]slotAgg, r.n)
 	}
-	r.advance(now)
+	cur := r.at(now)
 	t := r.view()
 	defer r.release(t)
-	t.slotAggs(now, aggs)
-	return compose(make([]Agg, 0, sh.p), aggs, t.cur, sh, t.ix, qs, 1), nil
+	t.slotAggs(cur, aggs)
+	return compose(make([]Agg, 0, sh.p), aggs, cur, sh, t.ix, qs, 1), nil
 }
 
 // ReadRangeAt is Ring.ReadRange of one series at now. It returns ErrNotFound for an

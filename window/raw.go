@@ -89,15 +89,16 @@ func (r *Ring) pruneRaw() {
 // scratchBins holds the Bins that reads of sparse rings fill and clear.
 var scratchBins = sync.Pool{New: func() any { return new(sketch.Bins) }}
 
-// readRaw is read of a sparse ring: its raw events in the window go into one scratch Bins,
-// which has the counts of the slots' union, so the quantiles are a dense ring's.
-func (r *Ring) readRaw(k int64, qs []float64) Agg {
+// readRaw is read of a sparse ring: its raw events in the window of k slots up to cur go
+// into one scratch Bins, which has the counts of the slots' union, so the quantiles are a
+// dense ring's.
+func (r *Ring) readRaw(cur, k int64, qs []float64) Agg {
 	var a Agg
-	a.From, a.To = r.span(k)
+	a.From, a.To = r.span(cur, k)
 	a.Series = 1
 	a.Quantiles = make([]float64, len(qs))
 	b := scratchBins.Get().(*sketch.Bins)
-	r.foldRaw(&a, k, b)
+	r.foldRaw(&a, cur, k, b)
 	if a.Count == 0 {
 		for i := range a.Quantiles {
 			a.Quantiles[i] = math.NaN()
@@ -111,14 +112,14 @@ func (r *Ring) readRaw(k int64, qs []float64) Agg {
 	return a
 }
 
-// foldRaw is fold of a sparse ring's last k slots, adding their events into bins (nil: none).
-// Sums are accumulated slot by slot in slot order, each slot's in arrival order, as fold of a
-// dense ring does, so the answers agree to the bit.
-func (r *Ring) foldRaw(a *Agg, k int64, bins *sketch.Bins) {
+// foldRaw is fold of a sparse ring's k slots up to cur, adding their events into bins (nil:
+// none). Sums are accumulated slot by slot in slot order, each slot's in arrival order, as
+// fold of a dense ring does, so the answers agree to the bit.
+func (r *Ring) foldRaw(a *Agg, cur, k int64, bins *sketch.Bins) {
 	var buf [RawEvents]rawEvent
 	evs := buf[:0]
 	for _, e := range r.raw {
-		if e.idx > r.cur-k && e.idx <= r.cur {
+		if e.idx > cur-k && e.idx <= cur {
 			// Insertion sort by slot, stable: arrival order within a slot.
 			j := len(evs)
 			evs = append(evs, e)

@@ -108,7 +108,11 @@ func (s *slot) note(v float64, n uint64) {
 // lazily: at the first full-window read in that slot (after which its events update both),
 // so a series nobody reads updates one set of bins per event.
 //
-// Time only moves forward: each call advances "now" to max(now, the latest now seen).
+// Time only moves forward, and only writes move it: Add (and the store's ObserveAt and
+// ObserveFrom), Empty (Evict's sweep) and the snapshot code advance "now" to max(now, the
+// latest now seen). Reads never do (issue #25): a read at a now past the current slot
+// answers what the ring would hold there, computed from the slots as they are, so no read,
+// at any now, changes what a later read or a later event sees.
 // A Ring is not safe for concurrent use; the Store guards each ring with its shard's lock.
 type Ring struct {
 	// Fields in the order the hot paths touch them (Add in the current slot, the sweep's
@@ -347,7 +351,8 @@ func (r *Ring) addCurrent(now, ts int64, v float64, n uint64) bool {
 	return true
 }
 
-// Empty reports whether the ring holds no event at now.
+// Empty reports whether the ring holds no event at now, advancing it to now: the sweep's
+// call (Store.Evict), on the owner's clock, not a read.
 func (r *Ring) Empty(now int64) bool {
 	r.advance(now)
 	return r.live == 0 && len(r.raw) == 0
@@ -364,9 +369,20 @@ func (r *Ring) foldCurrent() {
 	}
 }
 
-// span returns the slots a window of k slots covers at the current time: [cur-k+1, cur].
-func (r *Ring) span(k int64) (from, to int64) {
-	return (r.cur - k + 1) * r.width, (r.cur + 1) * r.width
+// at is the current slot a read at now sees, without moving the ring: the ring's own while
+// now is in it or before it (time does not go backwards), floor(now / width) once now is
+// past it. Every read takes its slots from at instead of advancing (issue #25); the common
+// case, now in the current slot, costs one compare.
+func (r *Ring) at(now int64) int64 {
+	if r.started && now < r.curLo+r.width {
+		return r.cur
+	}
+	return floorDiv(now, r.width)
+}
+
+// span returns the span a window of k slots covers with cur current: [cur-k+1, cur] in ms.
+func (r *Ring) span(cur, k int64) (from, to int64) {
+	return (cur - k + 1) * r.width, (cur + 1) * r.width
 }
 
 // slotsFor converts a window to a slot count of a ring of config c (defaults filled), or ErrBadWindow.
@@ -395,34 +411,34 @@ func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
 	if err := checkQuantiles(qs); err != nil {
 		return a, err
 	}
-	r.advance(now)
 	k, err := r.windowSlots(w)
 	if err != nil {
 		return a, err
 	}
+	cur := r.at(now)
 	if r.slots == nil {
-		return r.readRaw(k, qs), nil
+		return r.readRaw(cur, k, qs), nil
 	}
-	return r.read(k, qs), nil
+	return r.read(cur, k, qs), nil
 }
 
-// foldStats is fold without the slots' bins: count, sum, min and max of the last k slots.
-func (r *Ring) foldStats(a *Agg, k int64) {
+// foldStats is fold without the slots' bins: count, sum, min and max of the k slots up to cur.
+func (r *Ring) foldStats(a *Agg, cur, k int64) {
 	if r.slots == nil {
-		r.foldRaw(a, k, nil)
+		r.foldRaw(a, cur, k, nil)
 		return
 	}
-	r.fold(a, k, func(*slot) {})
+	r.fold(a, cur, k, func(*slot) {})
 }
 
-// read is Read of k slots on a dense ring (or a view), advanced.
-func (r *Ring) read(k int64, qs []float64) Agg {
+// read is Read of the k slots up to cur (at's) on a dense ring (or a view).
+func (r *Ring) read(cur, k int64, qs []float64) Agg {
 	var a Agg
-	a.From, a.To = r.span(k)
+	a.From, a.To = r.span(cur, k)
 	a.Series = 1
 	a.Quantiles = make([]float64, len(qs))
-	if k == r.n {
-		r.fold(&a, k, func(*slot) {})
+	if k == r.n && cur == r.cur {
+		r.fold(&a, cur, k, func(*slot) {})
 		if a.Count == 0 {
 			a.nanQuantiles()
 			return a
@@ -432,9 +448,17 @@ func (r *Ring) read(k int64, qs []float64) Agg {
 		a.clampQuantiles()
 		return a
 	}
-	// Shorter windows: the union of their slots' bins, summed into scratch.
+	// Shorter windows, and a whole one at a now past the current slot: the union of their
+	// slots' bins, summed into scratch.
 	b := scratchBins.Get().(*sketch.Bins)
-	r.fold(&a, k, func(s *slot) { s.bins.AddTo(b) })
+	if k == r.n {
+		r.fold(&a, cur, k, func(*slot) {})
+		if a.Count > 0 {
+			r.addWindowAt(cur, b)
+		}
+	} else {
+		r.fold(&a, cur, k, func(s *slot) { s.bins.AddTo(b) })
+	}
 	if a.Count == 0 {
 		a.nanQuantiles()
 	} else {
@@ -446,17 +470,18 @@ func (r *Ring) read(k int64, qs []float64) Agg {
 	return a
 }
 
-// fold adds count, sum, min and max of the last k slots into a and calls each for every live one.
-func (r *Ring) fold(a *Agg, k int64, each func(*slot)) {
+// fold adds count, sum, min and max of the k slots up to cur into a and calls each for
+// every live one.
+func (r *Ring) fold(a *Agg, cur, k int64, each func(*slot)) {
 	if r.slots == nil {
 		if len(r.raw) > 0 {
 			t := r.view()
-			t.fold(a, k, each)
+			t.fold(a, cur, k, each)
 			r.release(t)
 		}
 		return
 	}
-	for i := r.cur - k + 1; i <= r.cur; i++ {
+	for i := cur - k + 1; i <= cur; i++ {
 		s := &r.slots[r.pos(i)]
 		if s.count == 0 || s.idx != i {
 			continue
@@ -473,20 +498,53 @@ func (r *Ring) fold(a *Agg, k int64, each func(*slot)) {
 	}
 }
 
-// mergeInto adds the last k slots of the ring into a (count, sum, min, max) and into bins.
-func (r *Ring) mergeInto(now int64, k int64, a *Agg, bins *sketch.Bins) {
-	r.advance(now)
+// mergeInto adds the k slots up to cur (at's) into a (count, sum, min, max) and into bins.
+func (r *Ring) mergeInto(cur, k int64, a *Agg, bins *sketch.Bins) {
 	if r.slots == nil {
-		r.foldRaw(a, k, bins)
+		r.foldRaw(a, cur, k, bins)
 		return
 	}
 	if k == r.n {
-		r.fold(a, k, func(*slot) {})
+		r.fold(a, cur, k, func(*slot) {})
+		if cur != r.cur {
+			r.addWindowAt(cur, bins)
+			return
+		}
 		r.foldCurrent()
 		bins.AddBins(&r.agg)
 		return
 	}
-	r.fold(a, k, func(s *slot) { s.bins.AddTo(bins) })
+	r.fold(a, cur, k, func(s *slot) { s.bins.AddTo(bins) })
+}
+
+// addWindowAt adds into dst the bins of the whole window (retention) of a dense ring with
+// cur current, for cur past the ring's current slot, without moving the ring: the kept
+// aggregate plus the slots an advance to cur would add and minus those it would subtract
+// (counts are integers: the same bins, bit for bit), or, when that touches more slots
+// than the window holds live, the window's live slots summed. dst may hold other series'
+// bins (a merge): the aggregate is added before any of it is subtracted.
+func (r *Ring) addWindowAt(cur int64, dst *sketch.Bins) {
+	if d := cur - r.cur; d >= r.n || 2*d+1 >= int64(r.live) {
+		for i := cur - r.n + 1; i <= cur; i++ {
+			if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
+				s.bins.AddTo(dst)
+			}
+		}
+		return
+	}
+	// agg holds every live slot of (r.cur-n, r.cur), and r.cur once curInAgg; the window at
+	// cur is (cur-n, cur]: [r.cur, cur] joins, (r.cur-n, cur-n] leaves.
+	dst.AddBins(&r.agg)
+	for i := r.cur; i <= cur; i++ {
+		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i && (i != r.cur || !r.curInAgg) {
+			s.bins.AddTo(dst)
+		}
+	}
+	for i := r.cur - r.n + 1; i <= cur-r.n; i++ {
+		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
+			s.bins.SubFrom(dst)
+		}
+	}
 }
 
 func checkQuantiles(qs []float64) error {

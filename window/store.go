@@ -342,8 +342,9 @@ func (s *Store) ReadMerged(now int64, metric string, match func(key string) bool
 				continue
 			}
 			var one Agg
-			se.ring.mergeInto(now, k, &one, &bins)
-			a.From, a.To = se.ring.span(k)
+			cur := se.ring.at(now)
+			se.ring.mergeInto(cur, k, &one, &bins)
+			a.From, a.To = se.ring.span(cur, k)
 			a.Series++
 			if one.Count == 0 {
 				continue

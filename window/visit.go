@@ -21,24 +21,29 @@ func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, sc
 	if se == nil {
 		return ErrNotFound
 	}
-	se.ring.advance(now)
 	k, err := se.ring.windowSlots(w)
 	if err != nil {
 		return err
 	}
+	cur := se.ring.at(now)
 	r := se.ring.view()
 	defer se.ring.release(r)
 	var a Agg
-	a.From, a.To = r.span(k)
+	a.From, a.To = r.span(cur, k)
 	a.Series = 1
-	if k == r.n {
-		r.fold(&a, k, func(*slot) {})
+	if k == r.n && cur == r.cur {
+		r.fold(&a, cur, k, func(*slot) {})
 		r.foldCurrent()
 		fn(a, &r.agg)
 		return nil
 	}
 	scratch.Reset()
-	r.fold(&a, k, func(sl *slot) { sl.bins.AddTo(scratch) })
+	if k == r.n {
+		r.fold(&a, cur, k, func(*slot) {})
+		r.addWindowAt(cur, scratch) // a now past the current slot: as if advanced, unmoved
+	} else {
+		r.fold(&a, cur, k, func(sl *slot) { sl.bins.AddTo(scratch) })
+	}
 	fn(a, scratch)
 	return nil
 }

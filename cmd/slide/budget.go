@@ -26,7 +26,7 @@ func (b *budgetConfig) register(fs interface {
 	fs.Int64Var(&b.limiterMaxBytes, "limiter-max-bytes", limiter.DefaultMaxBytes,
 		"memory budget of each in-process limiter policy's keys, in bytes; when it holds only live state, new keys are decided by the policy's on_backend_error")
 	fs.DurationVar(&b.maxSkew, "max-skew", 0,
-		"how far an event may be ahead of now, and how far a record's timestamp may disagree with this instance's clock before events are judged against the clock (0: one slot of each metric's ring)")
+		"how far an event may be ahead of now, how far a record's timestamp may disagree with this instance's clock before events are judged against the clock, and how far another instance's read time may (at least 1s; further off its peer read is refused) (0: one slot of each metric's ring)")
 }
 
 func (b *budgetConfig) check() error {

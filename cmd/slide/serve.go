@@ -56,6 +56,7 @@ type serveConfig struct {
 
 	authTokenFile   string
 	authReads       bool
+	peerKeyFile     string
 	exportWindows   string
 	exportMaxSeries int
 	maxBodyBytes    int64
@@ -117,6 +118,7 @@ func (c *serveConfig) register(fs interface {
 	c.rls.register(fs)
 
 	fs.StringVar(&c.authTokenFile, "auth-token-file", "", "file holding the bearer token the write endpoints require (empty: no auth)")
+	fs.StringVar(&c.peerKeyFile, "peer-key-file", "", "file holding the group's shared key (at least 32 bytes, the same file on every instance): peer reads and their answers are signed with it (HMAC-SHA256) and refused or not merged unless they verify. Empty: derived from --auth-token-file when set (the token is never sent to peers), else peer reads are unsigned")
 	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/range, /v1/top, /v1/series, /v1/metrics, /v1/status, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
 	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics: METRIC:WINDOW[:AGGS] specs separated by ';', AGGS a comma list of count, sum, avg, min, max, rate and quantiles, e.g. 'latency_ms:5m:0.95,0.99;cost:1h:sum'")
 	fs.StringVar(&c.exportHistograms, "export-histograms", "", "windows exported on /metrics as Prometheus native histograms: METRIC:WINDOW specs separated by ';', e.g. latency_ms:5m; their rings get the native:5 sketch unless --rings names one")
@@ -220,6 +222,13 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 			log.Info("stopped")
 		}
 	}()
+	var peerKey []byte
+	if c.peerKeyFile != "" {
+		var err error
+		if peerKey, err = readPeerKey(c.peerKeyFile); err != nil {
+			return fmt.Errorf("--peer-key-file: %w", err)
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -297,7 +306,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	var cl *cluster.Cluster
 	var consumer *ingest.Consumer
 	cl, err = cluster.New(cluster.Config{
-		Store: store, Brokers: brokers, Topic: c.topic, Group: c.group, Advertise: advertise, Token: token,
+		Store: store, Brokers: brokers, Topic: c.topic, Group: c.group, Advertise: advertise, Token: token, PeerKey: peerKey,
 		Timeout: c.peerTimeout, Staleness: c.usageStaleness, KeyPartitioner: c.keyPartitioner, Logger: log, Registerer: reg,
 		Dialer: c.conn.kafkaDialer, TLS: peerTLS,
 		Local: func() []int32 { return restoredPartitions(consumer) }, Generation: func() int32 { return consumer.Generation() },
