@@ -206,7 +206,7 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
-	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
+	log := newLogger(s.err, level)
 	return envNamed(fs, serve(ctx, c, s, log))
 }
 
