@@ -146,7 +146,11 @@
 // slide serve gives these metrics) the buckets are the bins themselves: exact, a p95 within
 // Prometheus' interpolation inside one 2.2% bucket; other kinds are re-bucketed into
 // schema 5 (see HistogramSpec). Exports take at most Config.ExportMaxSeries series per
-// scrape together (in key order; slide_window_export_skipped_series counts the rest).
+// scrape together (in key order; slide_window_export_skipped_series counts the rest). A
+// series that cannot be exported (a key that is not UTF-8, which no door admits but a store
+// fed around them can hold, and which client_golang panics on and Prometheus refuses a whole
+// protobuf scrape for) is left out and counted in slide_window_export_errors_total{reason},
+// and the scrape goes on with the others.
 //
 // # Dashboard
 //
