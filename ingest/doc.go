@@ -99,7 +99,9 @@
 //     logged once.
 //   - Keys are bytes: a key or metric that is not valid UTF-8 (a raw byte, or an escaped
 //     lone surrogate) is refused as bad_field, never rewritten to U+FFFD, which made "t\xff"
-//     and "t\xfe" one series.
+//     and "t\xfe" one series; so is one holding a C0 or C1 control, DEL or a bidi override
+//     or isolate (window.ValidName, the rule the limiter, the read routes and snapshot
+//     restores share), escaped or not.
 //   - Refusals are counted and dead-lettered once. Records below the offset the group had
 //     committed at assignment were processed by some instance already: when they are
 //     refused again during a replay they are counted in slide_ingest_restore_skipped_total,

@@ -40,7 +40,9 @@
 // series has (whatever its length or bytes) is 404, never a 400, since the ingest decoder
 // decides which keys exist (at most 256 bytes by default). But they are UTF-8: a value that
 // is not ("key=t%FF") is 400 naming its parameter, since the decoder refuses such keys
-// rather than rewrite them to U+FFFD, so it can name no series. /v1/metrics costs one pass
+// rather than rewrite them to U+FFFD, so it can name no series; likewise a key, metric or
+// prefix failing window.ValidName (a C0 or C1 control, DEL, a bidi override: the key rule
+// of every door). /v1/metrics costs one pass
 // over the series (window.Store.MetricSeries) and stops when the request's context ends;
 // so do glob /v1/window and /v1/range, /v1/top and /v1/series, which look at the context
 // every 256 series they visit and then answer nothing (the store's scans take no context:
