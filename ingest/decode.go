@@ -3,7 +3,6 @@ package ingest
 import (
 	"bytes"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/slide-metrics/slide/textparse"
 	"github.com/slide-metrics/slide/window"
@@ -11,8 +10,8 @@ import (
 
 // Decoder defaults.
 const (
-	DefaultMaxKeyLen   = 256     // bytes of a decoded key or metric name
-	DefaultMaxInterned = 1 << 16 // distinct key and metric strings a Decoder keeps
+	DefaultMaxKeyLen   = window.DefaultMaxNameLen // bytes of a decoded key or metric name (256)
+	DefaultMaxInterned = 1 << 16                  // distinct key and metric strings a Decoder keeps
 )
 
 // maxNestingDepth is encoding/json's limit on nested objects and arrays, which the scanner
@@ -62,7 +61,8 @@ func (c DecoderConfig) withDefaults() DecoderConfig {
 // case-insensitive struct matching) and the last of duplicate fields wins. Strings are
 // unescaped as encoding/json does, invalid UTF-8 replaced by U+FFFD, except in key and
 // metric: keys are bytes, so a key or metric that is not valid UTF-8 (or escapes a lone
-// surrogate) is refused as ReasonBadField rather than rewritten. As a courtesy to
+// surrogate) is refused as ReasonBadField rather than rewritten, as is one holding a C0 or C1
+// control, DEL or a bidi override or isolate, escaped or not (window.ValidName). As a courtesy to
 // producers that write them (Python's json module does), the bare tokens NaN, Infinity and
 // -Infinity as the value are refused as ReasonInvalidValue rather than ReasonInvalidJSON.
 //
@@ -284,8 +284,8 @@ func (d *Decoder) event(b []byte, ev *window.Event) Reason {
 	return ReasonNone
 }
 
-// name decodes the key or metric field: present, a string, not empty, not too long, and
-// free of control characters.
+// name decodes the key or metric field: present, a string, not empty, not too long, and a
+// window.ValidName.
 func (d *Decoder) name(b []byte, sp textparse.Value, metric bool) (string, Reason) {
 	switch sp.Kind {
 	case textparse.Absent, textparse.Null:
@@ -312,11 +312,12 @@ func (d *Decoder) name(b []byte, sp textparse.Value, metric bool) (string, Reaso
 	}
 	v, h, ok := d.intern.lookup(s)
 	if !ok {
-		// A name seen for the first time: valid UTF-8 (keys are bytes: "t\xff" and "t\xfe"
-		// are two keys, and rewriting both to U+FFFD would merge them) without control
-		// characters (NUL, newline, DEL: the store joins metric and key with a NUL, and the
-		// limiter refuses such keys), checked once, since only checked names enter the table.
-		if hasControl(s) || !utf8.Valid(s) {
+		// A name seen for the first time passes window.ValidName, the rule of every door:
+		// valid UTF-8 (keys are bytes: "t\xff" and "t\xfe" are two keys, and rewriting both
+		// to U+FFFD would merge them) without C0 or C1 controls, DEL or bidi overrides
+		// (what a terminal, a log or a table would show as other text), checked once,
+		// since only checked names enter the table.
+		if !window.ValidNameBytes(s) {
 			return "", ReasonBadField
 		}
 		v = d.intern.add(s, h)
@@ -325,16 +326,6 @@ func (d *Decoder) name(b []byte, sp textparse.Value, metric bool) (string, Reaso
 		d.setLastMetric(v)
 	}
 	return v, ReasonNone
-}
-
-// hasControl reports a byte below 0x20 or DEL, as limiter.ValidateKey refuses.
-func hasControl(s []byte) bool {
-	for _, c := range s {
-		if c < 0x20 || c == 0x7f {
-			return true
-		}
-	}
-	return false
 }
 
 // unquote unescapes a validated JSON string into d.scratch as encoding/json does; lossy

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/slide-metrics/slide/window"
@@ -46,6 +47,7 @@ func TestDecode(t *testing.T) {
 		{`{"key":"t\u00e9\"x","metric":"m","value":1}`, ok(defTS, "a", "m", 1, 1), ReasonNone}, // want.Key fixed below
 		{`{"key":"a","key":"b","metric":"m","value":1}`, ok(defTS, "b", "m", 1, 1), ReasonNone},
 		{`{"k\u0065y":"a","metric":"m","value":1}`, ok(defTS, "a", "m", 1, 1), ReasonNone},
+		{`{"key":"nbsp\u00a0 \u202f\u2065\u206a","metric":"m","value":1}`, ok(defTS, "nbsp\u00a0 \u202f\u2065\u206a", "m", 1, 1), ReasonNone}, // the neighbours of C1 and bidi
 		// Refusals, one per reason.
 		{`not json`, window.Event{}, ReasonInvalidJSON},
 		{`{"key":"a","metric":"m","value":1`, window.Event{}, ReasonInvalidJSON},
@@ -64,6 +66,14 @@ func TestDecode(t *testing.T) {
 		{`{"key":"a\u007f","metric":"m","value":1}`, window.Event{}, ReasonBadField},
 		{"{\"key\":\"a\x7f\",\"metric\":\"m\",\"value\":1}", window.Event{}, ReasonBadField},
 		{`{"key":"tab\there","metric":"m","value":1}`, window.Event{}, ReasonBadField},
+		{`{"key":"esc\u001b[31m","metric":"m","value":1}`, window.Event{}, ReasonBadField},
+		{`{"key":"csi\u009b31m","metric":"m","value":1}`, window.Event{}, ReasonBadField},           // C1, escaped
+		{"{\"key\":\"csi\u009b31m\",\"metric\":\"m\",\"value\":1}", window.Event{}, ReasonBadField}, // C1, raw UTF-8
+		{`{"key":"a","metric":"m\u0080","value":1}`, window.Event{}, ReasonBadField},
+		{`{"key":"rlo\u202ex","metric":"m","value":1}`, window.Event{}, ReasonBadField}, // bidi override
+		{"{\"key\":\"lre\u202ax\",\"metric\":\"m\",\"value\":1}", window.Event{}, ReasonBadField},
+		{`{"key":"lri\u2066x","metric":"m","value":1}`, window.Event{}, ReasonBadField}, // bidi isolate
+		{"{\"key\":\"pdi\u2069x\",\"metric\":\"m\",\"value\":1}", window.Event{}, ReasonBadField},
 		{`{"key":"a","metric":"m","value":1,"ts":1.5}`, window.Event{}, ReasonBadField},
 		{`{"key":"a","metric":"m","value":1,"ts":"yesterday"}`, window.Event{}, ReasonBadField},
 		{`{"key":"a","metric":"m","value":1,"ts":"2025-02-29T00:00:00Z"}`, window.Event{}, ReasonBadField},
@@ -198,7 +208,9 @@ func refDecode(line []byte, maxKey int, defaultTS int64) (window.Event, Reason) 
 			return "", ReasonMissingField
 		case len(s) > maxKey:
 			return "", ReasonKeyTooLong
-		case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		case strings.ContainsFunc(s, func(r rune) bool {
+			return unicode.Is(unicode.Cc, r) || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+		}):
 			return "", ReasonBadField
 		}
 		return s, ReasonNone

@@ -99,7 +99,9 @@
 //     logged once.
 //   - Keys are bytes: a key or metric that is not valid UTF-8 (a raw byte, or an escaped
 //     lone surrogate) is refused as bad_field, never rewritten to U+FFFD, which made "t\xff"
-//     and "t\xfe" one series.
+//     and "t\xfe" one series; so is one holding a C0 or C1 control, DEL or a bidi override
+//     or isolate (window.ValidName, the rule the limiter, the read routes and snapshot
+//     restores share), escaped or not.
 //   - Refusals are counted and dead-lettered once. Records below the offset the group had
 //     committed at assignment were processed by some instance already: when they are
 //     refused again during a replay they are counted in slide_ingest_restore_skipped_total,
@@ -133,8 +135,25 @@
 // snapshot complete. The payload is zstd-compressed (fastest level) by the writer, off the
 // worker: an hour of 1,000 cost series, 14.9–15.1 MB encoded (mostly one-byte bin counts),
 // is written as 0.33–0.44 MB (BenchmarkSnapshotRestore logs both). Manifests of format version 1 (uncompressed)
-// are still read; a decoded size beyond 256× the payload is refused as corrupt before any
-// decoding, and the decoder's memory is bounded by the declared size.
+// are still read.
+//
+// Snapshots are admitted like events (issue #25): anyone who can write to the topic can
+// make every checksum valid, so nothing in a snapshot is trusted for its cost. A manifest
+// declaring a decoded size beyond 256× its payload, or a payload beyond what its chunk
+// count can carry, is corrupt; one declaring more than SnapshotConfig.MaxBytes is too_large,
+// and so is a read whose chunk records held pass twice it; the chunks' real sizes must add
+// up to the declared one. All before anything is allocated by a declared size: the chunks
+// stay the records they came in, their CRC is computed piece by piece, and the payload
+// streams into window.Store.LoadSnapshotFrom through the zstd reader record batches use (a
+// frame's window and the decoder's memory within Config.MaxInflatedBytes: one budget for
+// both; beyond it too_large), in 64 KiB reads. The store holds every series to an event's
+// rules: window.ValidName and Config.MaxKeyLen for its key and metric (bad_field,
+// key_too_long, the event refusals' names), no ring or slot ahead of now by more than the
+// ring's skew (future), no series listed twice (duplicate), the store's ring shape
+// (config_changed). One failing series refuses the whole snapshot. A series the store
+// already holds when a partition's snapshot loads was fed by another feed (the
+// partition's own series were dropped at assignment): it sums both parts, as their events
+// would, the decision of a series fed by two partitions since snapshots began.
 // Snapshots alternate between chunk sets a and b, so a crash in the middle of one leaves
 // the chunks of the previous complete snapshot untouched, and compaction keeps one manifest
 // and two chunk sets per (group, partition). A partition whose offset has not moved is
@@ -164,7 +183,8 @@
 // (corrupt), the format version is another (unknown_version), the snapshot was taken
 // before now − Restore or the log no longer holds its offset (too_old), the rings have
 // another shape than the store's config (config_changed), its offset is past the log end
-// (ahead_of_log), or the topic cannot be read (read_error). Each choice is counted in
+// (ahead_of_log), the topic cannot be read (read_error), or it is not admitted (too_large,
+// future, duplicate, bad_field, key_too_long: above). Each choice is counted in
 // slide_snapshot_restore_total{source,reason} and logged. Progress says per partition
 // whether it restores from a snapshot or the log and how far it is.
 //

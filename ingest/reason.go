@@ -18,7 +18,7 @@ const (
 	ReasonNone         Reason = iota // accepted
 	ReasonInvalidJSON                // not JSON, not an object, or trailing bytes after it
 	ReasonMissingField               // key, metric or value absent or null; key or metric ""
-	ReasonBadField                   // a field of the wrong type: key/metric not a string or holding a control character (< 0x20, DEL), value not a number, ts neither an integer nor RFC 3339, count not an integer ≥ 1
+	ReasonBadField                   // a field of the wrong type: key/metric not a string or failing window.ValidName (invalid UTF-8, a C0 or C1 control, DEL, a bidi override or isolate), value not a number, ts neither an integer nor RFC 3339, count not an integer ≥ 1
 	ReasonInvalidValue               // value NaN, ±Infinity, or beyond float64
 	ReasonKeyTooLong                 // key or metric longer than DecoderConfig.MaxKeyLen bytes
 	ReasonFuture                     // ts ahead of the record's timestamp (or of now) by more than the ring's skew

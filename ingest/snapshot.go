@@ -46,6 +46,12 @@ type SnapshotConfig struct {
 	// Config.RebalanceTimeout when that is shorter: the group waits for this member to
 	// rejoin until then.
 	Final time.Duration
+	// MaxBytes is the most decoded bytes a snapshot may declare: a manifest declaring more
+	// is refused (too_large) before any chunk is read, and so is a snapshot whose chunks
+	// read so far hold more than twice it. 0 (the default) is no bound but the decoding's
+	// own, which streams (see the package documentation). slide serve sets it to twice the
+	// series memory (--max-memory, or the series cap × window.DenseSeriesBytes).
+	MaxBytes int64
 }
 
 func (c SnapshotConfig) withDefaults(topic string) SnapshotConfig {
@@ -70,6 +76,8 @@ func (c SnapshotConfig) Validate(topic string) error {
 		return fmt.Errorf("snapshot chunk bytes %d: must be in [64, 64 MiB]", d.ChunkBytes)
 	case d.Topic == topic:
 		return fmt.Errorf("snapshot topic %q is the events topic", d.Topic)
+	case d.MaxBytes < 0:
+		return fmt.Errorf("snapshot max bytes %d: must not be negative", d.MaxBytes)
 	}
 	return nil
 }
@@ -89,10 +97,18 @@ const (
 	reasonConfigChanged  = "config_changed"  // rings of another shape than the store's
 	reasonAheadOfLog     = "ahead_of_log"    // its offset is past the log's end (truncated log)
 	reasonReadError      = "read_error"      // the snapshot topic could not be read
+	// Admitted like events (issue #25): the reasons are the event refusals' where the rule is
+	// the same.
+	reasonTooLarge   = "too_large"    // declares or holds more than SnapshotConfig.MaxBytes, or inflates past the budget
+	reasonFuture     = "future"       // a ring or slot ahead of now by more than the skew
+	reasonDuplicate  = "duplicate"    // a series listed twice
+	reasonBadField   = "bad_field"    // a key or metric failing window.ValidName
+	reasonKeyTooLong = "key_too_long" // a key or metric over Config.MaxKeyLen
 )
 
 var snapshotReasons = []string{reasonMissing, reasonIncomplete, reasonCorrupt, reasonUnknownVersion,
-	reasonTooOld, reasonConfigChanged, reasonAheadOfLog, reasonReadError}
+	reasonTooOld, reasonConfigChanged, reasonAheadOfLog, reasonReadError,
+	reasonTooLarge, reasonFuture, reasonDuplicate, reasonBadField, reasonKeyTooLong}
 
 // Record formats. A snapshot of (group, partition) is its chunks, then one manifest that
 // makes it complete. Keys: the manifest "<group>/<partition>", chunk i
@@ -251,7 +267,7 @@ func newSnapMetrics() *snapMetrics {
 	m := &snapMetrics{
 		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slide_snapshot_restore_total",
-			Help: "Partition restores by source (snapshot, log) and reason: loaded, or why no snapshot was used (missing, incomplete, corrupt, unknown_version, too_old, config_changed, ahead_of_log, read_error).",
+			Help: "Partition restores by source (snapshot, log) and reason: loaded, or why no snapshot was used (missing, incomplete, corrupt, unknown_version, too_old, config_changed, ahead_of_log, read_error; and, admitted like events, too_large, future, duplicate, bad_field, key_too_long).",
 		}, []string{"source", "reason"}),
 		restoreDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "slide_snapshot_restore_duration_seconds",

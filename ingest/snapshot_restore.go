@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slide-metrics/slide/window"
@@ -17,10 +17,11 @@ import (
 // This file is the reading side of snapshots: finding the latest complete snapshot of a
 // partition in the topic, loading it, and reporting the restore in Progress.
 
-// loaded is a complete snapshot read back from the topic.
+// loaded is a complete snapshot read back from the topic: its manifest and its chunks'
+// payloads, in order, as the records carried them (never copied into one buffer).
 type loaded struct {
-	m    manifest
-	data []byte
+	m      manifest
+	pieces [][]byte
 }
 
 // read finds the latest complete snapshot of partition id for this group. It reads the
@@ -49,7 +50,7 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 	var manOff int64
 	aimed := false // the window after the manifest was aimed at its chunks
 	chunks := map[string][]byte{}
-	var read int64
+	var read, held int64 // bytes read, and bytes of chunk records held (in chunks)
 	end, window := last, int64(4)
 	for end > first {
 		from := max(first, end-window)
@@ -58,7 +59,7 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 		}
 		// Within [from, end) later records win; records of a key already seen in a later
 		// window are older and ignored.
-		man0, man0Off, chunks0 := []byte(nil), int64(0), map[string][]byte{}
+		man0, man0Off, chunks0, held0 := []byte(nil), int64(0), map[string][]byte{}, int64(0)
 		for off := from; off < end; {
 			_ = conn.SetReadDeadline(time.Now().Add(s.c.cfg.MaxWait + fetchMargin))
 			batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: max(s.c.cfg.MaxBytes, 2*s.cfg.ChunkBytes), MaxWait: s.c.cfg.MaxWait})
@@ -77,7 +78,11 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 				case bytes.Equal(msg.Key, key):
 					man0, man0Off = msg.Value, msg.Offset
 				case bytes.HasPrefix(msg.Key, prefix):
+					held0 += int64(len(msg.Value)) - int64(len(chunks0[string(msg.Key)]))
 					chunks0[string(msg.Key)] = msg.Value
+					if lim := s.cfg.MaxBytes; lim > 0 && held+held0 > 2*lim {
+						return nil, reasonTooLarge, nil // more chunks than a snapshot the store can hold
+					}
 				}
 			}
 			err := batch.Close()
@@ -97,6 +102,7 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 		for k, v := range chunks0 {
 			if _, seen := chunks[k]; !seen {
 				chunks[k] = v
+				held += int64(len(v))
 			}
 		}
 		if man != nil {
@@ -122,14 +128,27 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 	return l, reason, nil
 }
 
+// maxChunkPayload is the most payload one chunk record can carry: SnapshotConfig's largest
+// ChunkBytes. A manifest declaring more than its chunk count of them is corrupt.
+const maxChunkPayload = 64 << 20
+
 // assemble puts the snapshot man names together from chunks. done is false while a chunk
-// may still be found further back.
+// may still be found further back. Nothing is allocated by a size the manifest declares:
+// the declared sizes are checked against the budget and the chunk count first, and the
+// payload's size against the chunks' real sizes, which are already in memory.
 func (s *snapshots) assemble(key, man []byte, chunks map[string][]byte) (l *loaded, reason string, done bool) {
 	m, reason := parseManifest(man)
 	if reason != "" {
 		return nil, reason, true
 	}
-	data := make([]byte, 0, min(m.size, 1<<30))
+	switch {
+	case s.cfg.MaxBytes > 0 && m.raw > uint64(s.cfg.MaxBytes):
+		return nil, reasonTooLarge, true
+	case m.size > m.chunks*maxChunkPayload:
+		return nil, reasonCorrupt, true
+	}
+	var pieces [][]byte
+	var size uint64
 	for i := uint64(0); i < m.chunks; i++ {
 		v, ok := chunks[fmt.Sprintf("%s/%c/%d", key, m.set, i)]
 		switch {
@@ -145,18 +164,61 @@ func (s *snapshots) assemble(key, man []byte, chunks map[string][]byte) (l *load
 		case id != m.id || idx != i:
 			return nil, reasonIncomplete, true // overwritten by a later, unfinished snapshot
 		}
-		data = append(data, piece...)
-	}
-	if uint64(len(data)) != m.size || crc32.Checksum(data, castagnoli) != m.crc {
-		return nil, reasonCorrupt, true
-	}
-	if m.codec == codecZstd {
-		var err error
-		if data, err = inflateSnapshot(data, m.raw); err != nil {
+		if size += uint64(len(piece)); size > m.size {
 			return nil, reasonCorrupt, true
 		}
+		pieces = append(pieces, piece)
 	}
-	return &loaded{m: m, data: data}, "", true
+	crc := uint32(0)
+	for _, pc := range pieces {
+		crc = crc32.Update(crc, castagnoli, pc)
+	}
+	if size != m.size || crc != m.crc {
+		return nil, reasonCorrupt, true
+	}
+	return &loaded{m: m, pieces: pieces}, "", true
+}
+
+// load streams l into the store as partition p's, at now: the chunks read in order, a zstd
+// payload inflated by the reader record batches use (its window and memory within
+// Config.MaxInflatedBytes, one budget for both), the series admitted as events are
+// (window.Store.LoadSnapshotFrom: key rule and length, skew, duplicates, cap).
+func (s *snapshots) load(now time.Time, p *partition, l *loaded) (int, error) {
+	rs := make([]io.Reader, len(l.pieces))
+	for i, pc := range l.pieces {
+		rs[i] = bytes.NewReader(pc)
+	}
+	r, size := io.MultiReader(rs...), int64(l.m.size)
+	if l.m.codec == codecZstd {
+		zr := newZstdReader(r, s.c.cfg.MaxInflatedBytes)
+		defer zr.Close()
+		r, size = zr, int64(l.m.raw)
+	}
+	return s.c.store.LoadSnapshotFrom(now.UnixMilli(), p.id, r, size, window.SnapshotLimits{MaxNameLen: s.c.cfg.MaxKeyLen})
+}
+
+// loadReason is the slide_snapshot_restore_total reason of a load's error: the event
+// refusal's where the rule is the same.
+func loadReason(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrInflateBudget):
+		return reasonTooLarge
+	case errors.Is(err, window.ErrSnapshotVersion):
+		return reasonUnknownVersion
+	case errors.Is(err, window.ErrSnapshotShape):
+		return reasonConfigChanged
+	case errors.Is(err, window.ErrSnapshotName):
+		return reasonBadField
+	case errors.Is(err, window.ErrSnapshotNameLength):
+		return reasonKeyTooLong
+	case errors.Is(err, window.ErrSnapshotFuture):
+		return reasonFuture
+	case errors.Is(err, window.ErrSnapshotDuplicate):
+		return reasonDuplicate
+	}
+	return reasonCorrupt
 }
 
 func (s *snapshots) dial(ctx context.Context, part int) (*kafka.Conn, error) {
@@ -201,15 +263,8 @@ func (s *snapshots) restore(ctx context.Context, p *partition) {
 	}
 	n := 0
 	if reason == "" {
-		n, err = s.c.store.LoadSnapshot(now.UnixMilli(), p.id, l.data)
-		switch {
-		case errors.Is(err, window.ErrSnapshotVersion):
-			reason = reasonUnknownVersion
-		case errors.Is(err, window.ErrSnapshotShape):
-			reason = reasonConfigChanged
-		case err != nil:
-			reason = reasonCorrupt
-		}
+		n, err = s.load(now, p, l)
+		reason = loadReason(err)
 	}
 	if reason != "" {
 		s.m.restores.WithLabelValues(sourceLog, reason).Inc()
@@ -230,7 +285,7 @@ func (s *snapshots) restore(ctx context.Context, p *partition) {
 	p.next.Store(l.m.offset)
 	p.lag.Set(float64(max(p.hwm.Load()-l.m.offset, 0)))
 	s.log.Info("ingest: snapshot loaded, replaying the log after it", "partition", p.id, "series", n,
-		"bytes", len(l.data), "offset", l.m.offset, "age", now.Sub(time.UnixMilli(l.m.taken)).Round(time.Millisecond),
+		"bytes", l.m.raw, "offset", l.m.offset, "age", now.Sub(time.UnixMilli(l.m.taken)).Round(time.Millisecond),
 		"records_saved", l.m.offset-full, "to", p.target)
 	if l.m.offset >= p.target {
 		s.c.markRestored(p)
@@ -291,23 +346,4 @@ func (s *snapMetrics) observeRestore(p *partition, d time.Duration) {
 		src = sourceLog
 	}
 	s.restoreDuration.WithLabelValues(src).Observe(d.Seconds())
-}
-
-// inflateSnapshot decodes a zstd payload whose manifest declares raw decoded bytes, with the
-// decoder's memory bounded by that size (which parseManifest bounds by the payload's).
-func inflateSnapshot(data []byte, raw uint64) ([]byte, error) {
-	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(max(raw, 1<<10)),
-		zstd.WithDecoderMaxWindow(max(min(raw, 1<<30), 1<<10)))
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	out, err := d.DecodeAll(data, make([]byte, 0, raw))
-	if err != nil {
-		return nil, err
-	}
-	if uint64(len(out)) != raw {
-		return nil, fmt.Errorf("decoded %d bytes, the manifest says %d", len(out), raw)
-	}
-	return out, nil
 }

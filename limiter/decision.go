@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
-	"unicode/utf8"
+
+	"github.com/slide-metrics/slide/window"
 )
 
 // Decision is the answer to one admission request.
@@ -61,7 +62,7 @@ type Limiter interface {
 var (
 	// ErrUnknownPolicy: the request names no configured policy or rule.
 	ErrUnknownPolicy = errors.New("unknown policy")
-	// ErrInvalidKey: the key is empty, too long, not UTF-8 or has control bytes.
+	// ErrInvalidKey: the key is empty, too long, or not a window.ValidName.
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrInvalidCost: the cost is negative.
 	ErrInvalidCost = errors.New("invalid cost")
@@ -75,24 +76,14 @@ var (
 	ErrInvalidPolicy = errors.New("invalid policy")
 )
 
-// MaxKeyLen is the longest key accepted, in bytes.
-const MaxKeyLen = 256
+// MaxKeyLen is the longest key accepted, in bytes: the default of every door's names.
+const MaxKeyLen = window.DefaultMaxNameLen
 
-// ValidateKey reports whether key is acceptable: 1..MaxKeyLen bytes of UTF-8
-// without control characters. It allocates nothing.
+// ValidateKey reports whether key is acceptable: at most MaxKeyLen bytes and a
+// window.ValidName (not empty, valid UTF-8, without C0 or C1 controls, DEL or bidi
+// overrides and isolates), the rule ingest holds keys and metrics to. It allocates nothing.
 func ValidateKey(key string) error {
-	if len(key) == 0 || len(key) > MaxKeyLen {
-		return ErrInvalidKey
-	}
-	ascii := true
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if c < 0x20 || c == 0x7f {
-			return ErrInvalidKey
-		}
-		ascii = ascii && c < 0x80
-	}
-	if !ascii && !utf8.ValidString(key) { // most keys are ASCII: skip the decode
+	if len(key) > MaxKeyLen || !window.ValidName(key) {
 		return ErrInvalidKey
 	}
 	return nil

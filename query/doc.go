@@ -37,10 +37,12 @@
 // q may be repeated (its lists are joined), a malformed query string or a parameter with
 // an empty name ("=5") is 400 with param "query"; empty pairs ("&&") are nothing. Empty values count as absent except q, where
 // an empty item is a bad quantile. Keys and metric names are opaque bytes: a key that no
-// series has (whatever its length or bytes) is 404, never a 400, since the ingest decoder
+// series has (whatever its length) is 404, never a 400, since the ingest decoder
 // decides which keys exist (at most 256 bytes by default). But they are UTF-8: a value that
 // is not ("key=t%FF") is 400 naming its parameter, since the decoder refuses such keys
-// rather than rewrite them to U+FFFD, so it can name no series. /v1/metrics costs one pass
+// rather than rewrite them to U+FFFD, so it can name no series; likewise a key, metric or
+// prefix failing window.ValidName (a C0 or C1 control, DEL, a bidi override: the key rule
+// of every door). /v1/metrics costs one pass
 // over the series (window.Store.MetricSeries) and stops when the request's context ends;
 // so do glob /v1/window and /v1/range, /v1/top and /v1/series, which look at the context
 // every 256 series they visit and then answer nothing (the store's scans take no context:
@@ -146,7 +148,11 @@
 // slide serve gives these metrics) the buckets are the bins themselves: exact, a p95 within
 // Prometheus' interpolation inside one 2.2% bucket; other kinds are re-bucketed into
 // schema 5 (see HistogramSpec). Exports take at most Config.ExportMaxSeries series per
-// scrape together (in key order; slide_window_export_skipped_series counts the rest).
+// scrape together (in key order; slide_window_export_skipped_series counts the rest). A
+// series that cannot be exported (a key that is not UTF-8, which no door admits but a store
+// fed around them can hold, and which client_golang panics on and Prometheus refuses a whole
+// protobuf scrape for) is left out and counted in slide_window_export_errors_total{reason},
+// and the scrape goes on with the others.
 //
 // # Dashboard
 //

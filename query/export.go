@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -152,11 +153,42 @@ func (e ExportSpec) quantiles() []float64 {
 // window are one summary, slide_window{metric,key,window,quantile} with slide_window_count
 // and slide_window_sum; avg, min, max and rate are gauges; --export-histograms windows are
 // native histograms, slide_window_values (see histogramExport), counted here in the skipped
-// series.
+// series. A series that cannot be exported (exportable) is left out of the scrape and counted
+// in slide_window_export_errors_total{reason}; the collector goes on with the next.
 type exportCollector struct {
 	s                      *Server
 	summary, avg, min, max *prometheus.Desc
 	rate, skipped          *prometheus.Desc
+}
+
+// Reasons of slide_window_export_errors_total.
+const (
+	exportInvalidUTF8   = "invalid_utf8"   // a key that is not UTF-8: no exposition format carries it
+	exportInvalidMetric = "invalid_metric" // client_golang refused to build the series' metric
+)
+
+// newExportErrors is slide_window_export_errors_total, shared by the window and histogram
+// exports and collected by exportCollector.
+func newExportErrors() *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "slide_window_export_errors_total",
+		Help: "Series left out of a /metrics scrape because they cannot be exported, by reason: invalid_utf8 (a key that is not UTF-8, which no exposition format carries), invalid_metric (client_golang refused the metric). Each scrape counts them again; the scrape goes on with the other series.",
+	}, []string{"reason"})
+	v.WithLabelValues(exportInvalidUTF8)
+	v.WithLabelValues(exportInvalidMetric)
+	return v
+}
+
+// exportable reports whether key can be a label value of an exported series, counting it
+// in errs when not. No door admits a key that is not UTF-8 (window.ValidName), but a store
+// fed around them (a library caller, state restored by an older build) can hold one, and
+// client_golang panics on it or Prometheus refuses the whole scrape.
+func exportable(errs *prometheus.CounterVec, key string) bool {
+	if utf8.ValidString(key) {
+		return true
+	}
+	errs.WithLabelValues(exportInvalidUTF8).Inc()
+	return false
 }
 
 func newExportCollector(s *Server) *exportCollector {
@@ -179,6 +211,7 @@ func (c *exportCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.summary, c.avg, c.min, c.max, c.rate, c.skipped} {
 		ch <- d
 	}
+	c.s.exportErrors.Describe(ch)
 }
 
 func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
@@ -197,11 +230,17 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 				skipped++
 				continue
 			}
+			if !exportable(c.s.exportErrors, key) {
+				continue
+			}
 			a, err := c.s.store.ReadAt(now, e.Metric, key, e.Window, qs)
 			if err != nil {
 				continue // evicted since Keys; the window was checked by New
 			}
 			budget--
+			// Built first and sent together, so a series is exported whole or not at all.
+			var out [6]prometheus.Metric
+			ms := out[:0]
 			if summary {
 				quantiles := make(map[float64]float64, len(qs))
 				for i, q := range qs {
@@ -209,8 +248,14 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 						quantiles[q] = v
 					}
 				}
-				ch <- prometheus.MustNewConstSummary(c.summary, a.Count, a.Sum, quantiles, e.Metric, key, win)
+				m, err := prometheus.NewConstSummary(c.summary, a.Count, a.Sum, quantiles, e.Metric, key, win)
+				if err != nil {
+					c.s.exportErrors.WithLabelValues(exportInvalidMetric).Inc()
+					continue
+				}
+				ms = append(ms, m)
 			}
+			failed := false
 			for _, sel := range e.aggs {
 				var desc *prometheus.Desc
 				switch sel.Kind {
@@ -226,8 +271,20 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 					continue // in the summary
 				}
 				if v := sel.Value(a, now, 0); v == v {
-					ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, e.Metric, key, win)
+					m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, v, e.Metric, key, win)
+					if err != nil {
+						failed = true
+						break
+					}
+					ms = append(ms, m)
 				}
+			}
+			if failed {
+				c.s.exportErrors.WithLabelValues(exportInvalidMetric).Inc()
+				continue
+			}
+			for _, m := range ms {
+				ch <- m
 			}
 		}
 	}
@@ -235,6 +292,7 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 		skipped += c.s.hist.skipped(budget) // histograms take what the windows left
 	}
 	ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.GaugeValue, float64(skipped))
+	c.s.exportErrors.Collect(ch)
 }
 
 // promLogger sends promhttp's errors to slog.

@@ -263,6 +263,9 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 			if budget == 0 {
 				return
 			}
+			if !exportable(h.s.exportErrors, key) {
+				continue // a protobuf string must be UTF-8: Prometheus would refuse the scrape
+			}
 			err := h.s.store.VisitWindowAt(now, spec.Metric, key, spec.Window, &scratch, func(a window.Agg, bins *sketch.Bins) {
 				src.pos = src.collect(src.pos[:0], bins, false)
 				src.neg = src.collect(src.neg[:0], bins, true)

@@ -24,6 +24,9 @@ func badParam(name, format string, args ...any) *paramError {
 	return &paramError{name: name, msg: fmt.Sprintf(format, args...)}
 }
 
+// nameParams match series names: their values are held to window.ValidName.
+var nameParams = []string{"key", "metric", "prefix"}
+
 // multiParams may be repeated; their values are joined with commas.
 var multiParams = []string{"q"}
 
@@ -45,8 +48,15 @@ func parseParams(raw string, allowed ...string) (url.Values, error) {
 		// Keys are bytes: a value that is not UTF-8 ("t%FF") names no series (the ingest
 		// decoder refuses such keys), and answering 404 would hide the client's mistake.
 		for _, s := range vals {
-			if slices.Contains(allowed, name) && !utf8.ValidString(s) {
+			if !slices.Contains(allowed, name) {
+				continue
+			}
+			if !utf8.ValidString(s) {
 				return nil, badParam(name, "not valid UTF-8 (keys and metrics are UTF-8 text)")
+			}
+			// A key, metric or prefix no door admits (window.ValidName) names no series either.
+			if s != "" && slices.Contains(nameParams, name) && !window.ValidName(s) {
+				return nil, badParam(name, "holds a control character or a bidi override (keys and metrics are printable UTF-8)")
 			}
 		}
 	}

@@ -46,6 +46,8 @@ type Server struct {
 	hist      *histogramExport     // nil without Config.ExportHistograms
 	histReg   *prometheus.Registry // hist's collector, for the text formats
 	visit     func()               // a test hook: called for every series a read visits (scan)
+	// exportErrors counts the series the exports leave out; collected by exportCollector.
+	exportErrors *prometheus.CounterVec
 }
 
 // New builds a Server and registers its metrics with cfg.Registerer. It returns the
@@ -55,7 +57,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, store: cfg.Store}
+	s := &Server{cfg: cfg, store: cfg.Store, exportErrors: newExportErrors()}
 	if cfg.AuthToken != "" {
 		h := sha256.Sum256([]byte(cfg.AuthToken))
 		s.tokenHash = &h

@@ -277,17 +277,18 @@ func unfinished(t *testing.T, brokers, group string) []int {
 	return out
 }
 
-// produceTo writes m to partition p of the snapshot topic.
-func produceTo(t *testing.T, brokers string, p int, m kafka.Message) {
+// produceTo writes msgs to partition p of the snapshot topic, one record a batch (a chunk
+// may be as large as the topic allows).
+func produceTo(t *testing.T, brokers string, p int, msgs ...kafka.Message) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(brokers), Topic: snapTopic, RequiredAcks: kafka.RequireAll,
+	w := &kafka.Writer{Addr: kafka.TCP(brokers), Topic: snapTopic, RequiredAcks: kafka.RequireAll, BatchSize: 1, BatchBytes: 64 << 20,
 		Balancer: kafka.BalancerFunc(func(kafka.Message, ...int) int { return p })}
 	defer w.Close()
 	// The broker can answer the writer's first metadata with Unknown Topic Or Partition for
 	// a topic slide created moments ago; that is retriable, so retry for a few seconds.
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if err = w.WriteMessages(context.Background(), m); err == nil || time.Now().After(deadline) {
+		if err = w.WriteMessages(context.Background(), msgs...); err == nil || time.Now().After(deadline) {
 			break
 		}
 	}

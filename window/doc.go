@@ -97,6 +97,12 @@
 // so an event from the API, a file or a test needs nothing set and is never dropped with a
 // feed. Every refusal is counted in Stats by reason.
 //
+// ValidName is the key rule of every door (issue #25): a key or metric is valid UTF-8
+// without C0 or C1 controls, DEL or bidi overrides and isolates. Ingest's decoder, snapshot
+// restores, the limiter's keys and the read routes' parameters hold names to it; the store's
+// own Observe calls take any non-empty name, so a library caller decides (and the /metrics
+// export skips a key it cannot carry).
+//
 // # Vocabulary
 //
 // The words other packages use for windows are defined here once (vocab.go), so the query
@@ -111,13 +117,26 @@
 //
 // AppendSnapshot encodes the series of one source partition (every live slot of every ring:
 // index, count, sum, min, max and sketch bins, with a table of ring shapes) in a versioned
-// format with a CRC-32C trailer; LoadSnapshot decodes one, all or nothing, and merges its
-// rings into the store, so a restore costs the size of the state rather than the length
-// of the history. Reads of a loaded ring equal reads of the ring it was taken from, and
-// later events land in it alike. A snapshot whose ring shape (slot, slots, sketch kind)
-// differs from the store's config is refused (ErrSnapshotShape); another format version
-// is ErrSnapshotVersion, anything malformed ErrSnapshotCorrupt. The decoder is fuzzed,
-// never panics and allocates at most a small multiple of its input. The ring's side of it
+// format with a CRC-32C trailer; LoadSnapshot (in memory) and LoadSnapshotFrom (streamed
+// from a reader: ingest's decompressor) decode one, all or nothing, and merge its rings
+// into the store, so a restore costs the size of the state rather than the length of the
+// history. Reads of a loaded ring equal reads of the ring it was taken from, and later
+// events land in it alike. A snapshot whose ring shape (slot, slots, sketch kind) differs
+// from the store's config, or whose ring holds more slots than the store's, is refused
+// (ErrSnapshotShape); another format version is ErrSnapshotVersion, anything malformed
+// ErrSnapshotCorrupt. A snapshot comes from a topic anyone allowed to write to it can fill,
+// so its series are admitted as events are (issue #25): a key or metric failing ValidName
+// (ErrSnapshotName) or over SnapshotLimits.MaxNameLen (ErrSnapshotNameLength), a ring or
+// slot ahead of now by more than the store's skew (ErrSnapshotFuture), a series listed
+// twice (ErrSnapshotDuplicate) each refuse the whole snapshot. The stream is decoded in
+// pieces: a 64 KiB read buffer, one slot's bins (at most 32 MiB), and the last 4 MiB,
+// read at once for the shape table and the checksum at the end; series are staged (at most
+// MaxSeries; beyond them they are checked, not kept, and counted as refused) and resolved
+// against the table once it is in, so a snapshot's cost is what its series would cost,
+// never its declared size (TestSnapshotStreamStopsAtGarbage: 1 GiB of zeros after a header
+// is refused after one read). In memory the checksum is checked before any series. The
+// decoder is fuzzed, in memory and streamed against each other, never panics, and in
+// memory allocates at most a small multiple of its input. The ring's side of it
 // is two methods, export and restore, so the ring's layout can change under them. A sparse
 // ring exports its raw events as the slots they make; restore puts an empty ring back
 // sparse when every slot rebuilds exactly from its count, sum, min and max (one event, one

@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"slices"
 	"time"
@@ -273,41 +273,69 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
-// snapSeries is one decoded series, before it joins the store.
-type snapSeries struct {
-	metric, key string
-	cur         int64
-	slots       []SlotState
+// LoadSnapshot adds the series of a snapshot made by AppendSnapshot to the store, as fed by
+// partition p, and returns how many it added: LoadSnapshotFrom over data in memory, with
+// the default limits. It allocates at most a small multiple of len(data).
+func (s *Store) LoadSnapshot(now int64, p int32, data []byte) (int, error) {
+	l := &snapLoad{s: s, now: now, d: snapDecoder{p: data, buf: data, size: int64(len(data))}}
+	return s.load(l, p)
 }
 
-// LoadSnapshot adds the series of a snapshot made by AppendSnapshot to the store, as fed by
-// partition p, and returns how many it added. Rings merge into series already present.
-// It is all or nothing: the whole snapshot is decoded and checked first, and on an error
-// (wrapping ErrSnapshotVersion, ErrSnapshotCorrupt or ErrSnapshotShape) the store is
-// unchanged. A series beyond MaxSeries is refused and counted as Refused, as its first
-// event would be. It never panics on hostile input and allocates at most a small multiple
-// of len(data).
-func (s *Store) LoadSnapshot(now int64, p int32, data []byte) (int, error) {
-	all, err := s.decodeSnapshot(data)
-	if err != nil {
+// LoadSnapshotFrom adds the series of the snapshot of size bytes read from r (as made by
+// AppendSnapshot) to the store, as fed by partition p, and returns how many it added.
+// Rings merge into series already present: a series fed by another source (another
+// partition, the API) sums both parts, as their events would.
+//
+// Every series is admitted as an event's would be (issue #25): its key and metric pass
+// ValidName and lim's length (ErrSnapshotName, ErrSnapshotNameLength), no slot and no
+// ring's current slot is ahead of now by more than the store's skew (ErrSnapshotFuture), no
+// series is listed twice (ErrSnapshotDuplicate), and its ring has the store's shape and at
+// most the slots the store's ring holds (ErrSnapshotShape). A series beyond MaxSeries is
+// refused and counted as Refused, as its first event would be; the series beyond MaxSeries
+// in the snapshot's order are checked and not kept. Anything malformed is
+// ErrSnapshotCorrupt, another format ErrSnapshotVersion.
+//
+// It is all or nothing: the whole snapshot is read and checked first, and on an error the
+// store is unchanged. It streams: what it holds at once besides the series it stages (at
+// most MaxSeries, each within its ring) is a 64 KiB read buffer, one slot's bins (at most
+// 32 MiB) or the last 4 MiB of the input, where the shape table is; never the whole
+// snapshot. It never panics on hostile input.
+func (s *Store) LoadSnapshotFrom(now int64, p int32, r io.Reader, size int64, lim SnapshotLimits) (int, error) {
+	return s.load(s.streamLoad(now, r, size, lim, snapReadBytes, snapTailBytes), p)
+}
+
+// streamLoad is a load of size bytes from r, read chunk bytes at a time and the last tail
+// bytes at once.
+func (s *Store) streamLoad(now int64, r io.Reader, size int64, lim SnapshotLimits, chunk int, tail int64) *snapLoad {
+	l := &snapLoad{s: s, now: now, lim: lim, d: snapDecoder{r: r, left: max(size, 0), size: max(size, 0), chunk: chunk, tailLen: tail}}
+	if size <= 0 {
+		l.d.r = nil
+	}
+	return l
+}
+
+// load decodes l and, when it holds, adds its series to the store.
+func (s *Store) load(l *snapLoad, p int32) (int, error) {
+	if err := l.decode(); err != nil {
 		return 0, err
 	}
 	added := 0
-	for i := range all {
-		ss := &all[i]
+	for i := range l.staged {
+		ss := &l.staged[i]
 		h := s.hash(ss.metric, ss.key)
 		sh := &s.shards[h&s.mask]
 		sh.mu.Lock()
 		se := sh.lookup(h, ss.metric, ss.key)
 		created := se == nil
 		if created {
+			var err error
 			if se, err = s.create(sh, h, Event{Metric: ss.metric, Key: ss.key}); err != nil {
 				sh.mu.Unlock()
 				continue
 			}
 		}
 		se.ring.restore(ss.cur, ss.slots)
-		if se.ring.Empty(now) && created {
+		if se.ring.Empty(l.now) && created {
 			s.unlinkNew(sh, h, se) // nothing of it is left in the window at now
 		} else {
 			se.partition = p
@@ -315,115 +343,8 @@ func (s *Store) LoadSnapshot(now int64, p int32, data []byte) (int, error) {
 		}
 		sh.mu.Unlock()
 	}
+	s.refused.Add(uint64(l.dropped))
 	return added, nil
-}
-
-// decodeSnapshot checks and decodes data without touching the store.
-func (s *Store) decodeSnapshot(data []byte) ([]snapSeries, error) {
-	if len(data) < len(snapshotMagic)+1+4+4 || [4]byte(data[:4]) != snapshotMagic {
-		return nil, fmt.Errorf("%w: not a window snapshot", ErrSnapshotCorrupt)
-	}
-	if v := data[4]; v != SnapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, this build reads %d", ErrSnapshotVersion, v, SnapshotVersion)
-	}
-	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
-		return nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
-	}
-	shapesAt := uint64(binary.LittleEndian.Uint32(body[len(body)-4:]))
-	if shapesAt < 5 || shapesAt > uint64(len(body)-4) {
-		return nil, fmt.Errorf("%w: shape table at %d of %d bytes", ErrSnapshotCorrupt, shapesAt, len(body))
-	}
-	d := snapDecoder{p: body[shapesAt : len(body)-4]}
-	type shape struct {
-		width, slots, ahead int64
-		rc                  RingConfig
-	}
-	nShapes := d.count("shapes", 4)
-	if nShapes > maxSnapshotShapes {
-		d.fail("%d shapes", nShapes)
-	}
-	shapes := make([]shape, 0, nShapes)
-	for range nShapes {
-		width, slots, skew := d.uvarint("slot width"), d.uvarint("slots"), d.uvarint("skew")
-		kindStr := d.str("sketch kind")
-		if d.err != nil {
-			break
-		}
-		kind, err := sketch.ParseKind(kindStr)
-		if err != nil || width == 0 || width > math.MaxInt32 || slots == 0 || slots > 100_000 || skew > math.MaxInt32 {
-			d.fail("ring shape %d ms × %d, skew %d ms, sketch %q", width, slots, skew, kindStr)
-			break
-		}
-		rc := RingConfig{Slot: msDuration(width), Slots: int(slots), Skew: msDuration(skew), Sketch: kind}
-		shapes = append(shapes, shape{width: int64(width), slots: int64(slots), ahead: (int64(skew) + int64(width) - 1) / int64(width), rc: rc})
-	}
-	if d.err == nil && len(d.p) > 0 {
-		d.fail("%d bytes after the shape table", len(d.p))
-	}
-	d.p = body[5:shapesAt]
-	out := make([]snapSeries, 0, len(d.p)/(5+12+29))
-	for d.err == nil && len(d.p) > 0 {
-		ss := snapSeries{metric: d.str("metric"), key: d.str("key")}
-		si := d.uvarint("shape")
-		ss.cur = int64(d.u64("current slot"))
-		nSlots := d.u32("slots")
-		if d.err == nil && nSlots > uint64(len(d.p))/29 {
-			d.fail("%d slots in %d bytes", nSlots, len(d.p))
-		}
-		if d.err != nil {
-			break
-		}
-		if ss.metric == "" || ss.key == "" || si >= uint64(len(shapes)) {
-			d.fail("series %q/%q: empty name or shape %d of %d", ss.metric, ss.key, si, len(shapes))
-			break
-		}
-		sp := shapes[si]
-		if nSlots == 0 || nSlots > uint64(sp.slots+sp.ahead) || ss.cur < math.MinInt64/4 || ss.cur > math.MaxInt64/4 {
-			d.fail("series %q/%q: %d slots, current %d", ss.metric, ss.key, nSlots, ss.cur)
-			break
-		}
-		ss.slots = make([]SlotState, 0, nSlots)
-		last := int64(math.MinInt64)
-		for range nSlots {
-			back := d.uvarint("slot index")
-			st := SlotState{Count: d.uvarint("count"), Sum: d.float("sum"), Min: d.float("min"), Max: d.float("max")}
-			binsLen := d.u32("bins length")
-			raw := d.bytes("bins", binsLen)
-			if d.err != nil {
-				break
-			}
-			st.Idx = ss.cur + sp.ahead - int64(min(back, 1<<40))
-			if back >= uint64(sp.slots+sp.ahead) || st.Idx <= last || st.Count == 0 ||
-				!finite(st.Sum, st.Min, st.Max) || st.Min > st.Max {
-				d.fail("series %q/%q: slot %d: bad index, count or values", ss.metric, ss.key, st.Idx)
-				break
-			}
-			st.Bins = new(sketch.Bins)
-			if err := st.Bins.UnmarshalBinary(raw); err != nil || st.Bins.Count() != st.Count {
-				d.fail("series %q/%q: slot %d: bins: %v", ss.metric, ss.key, st.Idx, err)
-				break
-			}
-			last = st.Idx
-			ss.slots = append(ss.slots, st)
-		}
-		if d.err != nil {
-			break
-		}
-		rc := s.RingConfig(ss.metric)
-		if rc.Slot != sp.rc.Slot || rc.Slots != sp.rc.Slots || !rc.Sketch.Equal(sp.rc.Sketch) {
-			return nil, fmt.Errorf("%w: %s: snapshot %v × %d %v, store %v × %d %v", ErrSnapshotShape, ss.metric,
-				sp.rc.Slot, sp.rc.Slots, sp.rc.Sketch, rc.Slot, rc.Slots, rc.Sketch)
-		}
-		out = append(out, ss)
-	}
-	if d.err == nil && len(d.p) > 0 {
-		d.fail("%d trailing bytes", len(d.p))
-	}
-	if d.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, d.err)
-	}
-	return out, nil
 }
 
 func msDuration(ms uint64) time.Duration { return time.Duration(ms) * time.Millisecond }
@@ -435,92 +356,4 @@ func finite(vs ...float64) bool {
 		}
 	}
 	return true
-}
-
-// snapDecoder reads a snapshot body; the first error sticks and later reads return zeros.
-type snapDecoder struct {
-	p   []byte
-	err error
-}
-
-func (d *snapDecoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf(format, args...)
-	}
-}
-
-func (d *snapDecoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	x, n := binary.Uvarint(d.p)
-	if n <= 0 {
-		d.fail("reading %s: bad varint", what)
-		return 0
-	}
-	d.p = d.p[n:]
-	return x
-}
-
-func (d *snapDecoder) varint(what string) int64 {
-	if d.err != nil {
-		return 0
-	}
-	x, n := binary.Varint(d.p)
-	if n <= 0 {
-		d.fail("reading %s: bad varint", what)
-		return 0
-	}
-	d.p = d.p[n:]
-	return x
-}
-
-// count reads an element count and checks the remaining input could hold that many
-// elements of at least minSize bytes each: this bounds every allocation by len(data).
-func (d *snapDecoder) count(what string, minSize uint64) uint64 {
-	n := d.uvarint(what)
-	if d.err == nil && n > uint64(len(d.p))/minSize {
-		d.fail("%d %s in %d bytes", n, what, len(d.p))
-		return 0
-	}
-	return n
-}
-
-func (d *snapDecoder) bytes(what string, n uint64) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.p)) {
-		d.fail("reading %s: %d bytes, %d left", what, n, len(d.p))
-		return nil
-	}
-	b := d.p[:n]
-	d.p = d.p[n:]
-	return b
-}
-
-func (d *snapDecoder) str(what string) string { return string(d.bytes(what, d.uvarint(what))) }
-
-func (d *snapDecoder) u32(what string) uint64 {
-	b := d.bytes(what, 4)
-	if b == nil {
-		return 0
-	}
-	return uint64(binary.LittleEndian.Uint32(b))
-}
-
-func (d *snapDecoder) u64(what string) uint64 {
-	b := d.bytes(what, 8)
-	if b == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint64(b)
-}
-
-func (d *snapDecoder) float(what string) float64 {
-	b := d.bytes(what, 8)
-	if b == nil {
-		return 0
-	}
-	return math.Float64frombits(binary.LittleEndian.Uint64(b))
 }

@@ -1,6 +1,7 @@
 package window
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -44,13 +45,25 @@ func BenchmarkLoadSnapshot(b *testing.B) {
 		s.ObserveAt(now, Event{TS: now - span + span*int64(i)/n, Metric: "cost", Key: fmt.Sprintf("tenant-%d", i%1000), Value: float64(1 + i%97), Feed: FeedOf(0)})
 	}
 	data, series := s.AppendSnapshot(nil, now, 0)
-	b.ReportAllocs()
-	for b.Loop() {
-		fresh, _ := NewStore(cfg)
-		if got, err := fresh.LoadSnapshot(now, 0, data); err != nil || got != series {
-			b.Fatalf("loaded %d of %d series: %v", got, series, err)
-		}
+	// memory is LoadSnapshot; streamed is LoadSnapshotFrom, ingest's call, in 64 KiB reads.
+	for _, streamed := range []bool{false, true} {
+		b.Run(map[bool]string{false: "memory", true: "streamed"}[streamed], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				fresh, _ := NewStore(cfg)
+				var got int
+				var err error
+				if streamed {
+					got, err = fresh.LoadSnapshotFrom(now, 0, bytes.NewReader(data), int64(len(data)), SnapshotLimits{})
+				} else {
+					got, err = fresh.LoadSnapshot(now, 0, data)
+				}
+				if err != nil || got != series {
+					b.Fatalf("loaded %d of %d series: %v", got, series, err)
+				}
+			}
+			b.SetBytes(int64(len(data)))
+			b.ReportMetric(float64(series), "series")
+		})
 	}
-	b.SetBytes(int64(len(data)))
-	b.ReportMetric(float64(series), "series")
 }

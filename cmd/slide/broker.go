@@ -34,7 +34,7 @@ func cmdBroker(ctx context.Context, args []string, s stdio) error {
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		return flagErrorf(fs, "log-level", "want debug, info, warn or error")
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = newLogger(s.err, level)
 	b, err := ingest.StartBroker(ctx, cfg)
 	if err != nil {
 		return envNamed(fs, bindErrorHint("addr", cfg.Addr, err, ""))

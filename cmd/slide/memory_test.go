@@ -99,3 +99,15 @@ func FuzzParseByteSize(f *testing.F) {
 		}
 	})
 }
+
+// TestSnapshotMaxBytes: a snapshot may declare twice the series memory: --max-memory when
+// given, else the series cap at the longest ring's busy-series cost.
+func TestSnapshotMaxBytes(t *testing.T) {
+	sc := window.StoreConfig{Ring: window.RingConfig{Slots: 30}, Metrics: map[string]window.RingConfig{"cost": {Slots: 60}}, MaxSeries: 1000}
+	if got, want := (&serveConfig{}).snapshotMaxBytes(sc), int64(2*1000*window.DenseSeriesBytes(60)); got != want {
+		t.Errorf("from the cap: %d, want %d", got, want)
+	}
+	if got := (&serveConfig{maxMemory: "1GiB"}).snapshotMaxBytes(sc); got != 2<<30 {
+		t.Errorf("from --max-memory 1GiB: %d, want %d", got, 2<<30)
+	}
+}

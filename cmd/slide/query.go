@@ -15,6 +15,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
@@ -165,7 +167,7 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string {
-	return fmt.Sprintf("%s (HTTP %d %s)", e.message, e.status, e.code)
+	return fmt.Sprintf("%s (HTTP %d %s)", shown(e.message), e.status, shown(e.code))
 }
 
 // get fetches path?v and returns the body of a 200, or the API's error.
@@ -198,11 +200,59 @@ func (c *queryClient) get(ctx context.Context, path string, v url.Values) ([]byt
 	return body, nil
 }
 
-// printJSON writes an API body as it came, one document a line.
+// printJSON writes an API body, one document a line: as it came, but for characters a
+// terminal would not show as themselves (C1 controls, bidi overrides, any other rune
+// strconv.IsPrint refuses), written as the \u escapes of the same JSON string. The API
+// writes JSON as encoding/json does, which escapes C0 controls only.
 func printJSON(w io.Writer, body []byte) error {
 	body = bytes.TrimRight(body, "\n")
-	_, err := fmt.Fprintf(w, "%s\n", body)
+	_, err := fmt.Fprintf(w, "%s\n", escapeOdd(body))
 	return err
+}
+
+// escapeOdd rewrites every rune of b from U+0080 up that strconv.IsPrint refuses as a JSON
+// \u escape (two for one beyond U+FFFF); b is returned as it is when it holds none. Outside
+// strings JSON holds no such rune, so the document means what it did.
+func escapeOdd(b []byte) []byte {
+	var out []byte
+	start := 0
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if strconv.IsPrint(r) || r == utf8.RuneError && size == 1 {
+			i += size
+			continue
+		}
+		out = append(out, b[start:i]...)
+		if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += size
+		start = i
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[start:]...)
+}
+
+// shown is a key, metric or message as a table prints it: as it is when every rune is one
+// strconv.IsPrint accepts (letters, marks, numbers, punctuation, symbols, the ASCII space),
+// else Go-quoted, so a control character, a bidi override or a tab (which would shift the
+// table's columns) is seen as its escape and never acts on the terminal. No door admits such
+// a key (window.ValidName), but a store restored before it did, or a peer, could still hold one.
+func shown(s string) string {
+	for _, r := range s {
+		if !strconv.IsPrint(r) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) error {
@@ -217,7 +267,7 @@ func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) err
 	if err := json.Unmarshal(body, &a); err != nil {
 		return fmt.Errorf("decoding /v1/window answer: %w", err)
 	}
-	fmt.Fprintf(w, "%s %s over %s, %s\n", a.Metric, a.Key, a.Window, span(a.From, a.To))
+	fmt.Fprintf(w, "%s %s over %s, %s\n", shown(a.Metric), shown(a.Key), a.Window, span(a.From, a.To))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if strings.Contains(a.Key, "*") {
 		fmt.Fprintf(tw, "series\t%d\n", a.Series)
@@ -245,7 +295,7 @@ func (c *queryClient) top(ctx context.Context, v url.Values, w io.Writer) error 
 	if err := json.Unmarshal(body, &a); err != nil {
 		return fmt.Errorf("decoding /v1/top answer: %w", err)
 	}
-	fmt.Fprintf(w, "%s: top %d of %d series by %s over %s, %s\n", a.Metric, len(a.Top), a.Series, a.By, a.Window, span(a.From, a.To))
+	fmt.Fprintf(w, "%s: top %d of %d series by %s over %s, %s\n", shown(a.Metric), len(a.Top), a.Series, shown(a.By), a.Window, span(a.From, a.To))
 	var qs []string
 	if len(a.Top) > 0 {
 		qs = sortedQuantiles(a.Top[0].Quantiles)
@@ -267,7 +317,7 @@ func (c *queryClient) top(ctx context.Context, v url.Values, w io.Writer) error 
 	}
 	fmt.Fprint(tw, "\tmax\t\n")
 	for i, e := range a.Top {
-		fmt.Fprintf(tw, "%d\t%s\t", i+1, e.Key)
+		fmt.Fprintf(tw, "%d\t%s\t", i+1, shown(e.Key))
 		if byColumn {
 			fmt.Fprintf(tw, "%s\t", num(&e.Value))
 		}
@@ -305,7 +355,7 @@ func (c *queryClient) series(ctx context.Context, v url.Values, all bool, w io.W
 			}
 		} else {
 			for _, s := range a.Series {
-				fmt.Fprintf(tw, "%s\t%s\n", s.Metric, s.Key)
+				fmt.Fprintf(tw, "%s\t%s\n", shown(s.Metric), shown(s.Key))
 			}
 		}
 		if a.Next == "" {
@@ -345,7 +395,7 @@ func (c *queryClient) metrics(ctx context.Context, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "metric\tseries\tslot\tslots\tretention\n")
 	for _, m := range a.Metrics {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", m.Name, m.Series, m.Slot, m.Slots, m.Retention)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", shown(m.Name), m.Series, m.Slot, m.Slots, m.Retention)
 	}
 	return tw.Flush()
 }

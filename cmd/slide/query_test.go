@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -188,5 +191,82 @@ func TestPname(t *testing.T) {
 		if got := pname(in); got != want {
 			t.Errorf("pname(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestQueryTablesEscapeOddKeys: keys no door admits any more (an old store, a peer) are
+// printed escaped by the tables, and --json writes their odd characters as \u escapes of
+// the same JSON string, so none reaches the terminal raw.
+func TestQueryTablesEscapeOddKeys(t *testing.T) {
+	st, err := window.NewStore(window.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 11, 30, 8, 0, 0, 0, time.UTC).UnixMilli()
+	odd := []string{"csi\u009b31m", "rlo\u202etxt.exe", "esc\x1b[2J", "tab\tx", "t\xff", "ok-é"}
+	for _, k := range odd {
+		if err := st.ObserveAt(now, window.Event{TS: now, Metric: "latency_ms", Key: k, Value: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := query.New(query.Config{Store: st, Now: func() time.Time { return time.UnixMilli(now) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	out, _, err := runQuery(t, "series", "--addr", ts.URL, "--metric", "latency_ms")
+	want := "metric      key\n" +
+		"latency_ms  \"csi\\u009b31m\"\n" +
+		"latency_ms  \"esc\\x1b[2J\"\n" +
+		"latency_ms  ok-é\n" +
+		"latency_ms  \"rlo\\u202etxt.exe\"\n" +
+		"latency_ms  \"tab\\tx\"\n" +
+		"latency_ms  \"t\ufffd\"\n" // the API's JSON carries invalid UTF-8 as U+FFFD, quoted to show it was not the key
+	if err != nil || out != want {
+		t.Fatalf("series table:\n%s (%v)\nwant:\n%s", out, err, want)
+	}
+	out, _, err = runQuery(t, "top", "--addr", ts.URL, "--metric", "latency_ms", "--k", "10")
+	if err != nil || !strings.Contains(out, `"rlo\u202etxt.exe"`) || strings.ContainsAny(out, "\u009b\u202e\x1b\t") {
+		t.Fatalf("top table:\n%q (%v)", out, err)
+	}
+	out, _, err = runQuery(t, "series", "--json", "--addr", ts.URL, "--metric", "latency_ms")
+	if err != nil || !strings.Contains(out, `"key":"csi\u009b31m"`) || !strings.Contains(out, `"key":"rlo\u202etxt.exe"`) || strings.ContainsAny(out, "\u009b\u202e\x1b") {
+		t.Fatalf("--json:\n%q (%v)", out, err)
+	}
+	if !strings.Contains(out, `"key":"ok-é"`) {
+		t.Fatalf("--json escaped a printable key:\n%s", out)
+	}
+}
+
+func TestEscapeOdd(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"k":"plain"}`:             `{"k":"plain"}`,
+		`{"k":"é日本"}`:               `{"k":"é日本"}`,
+		"{\"k\":\"a\u0085b\"}":      `{"k":"a\u0085b"}`,
+		"{\"k\":\"\u2066x\u2069\"}": `{"k":"\u2066x\u2069"}`,
+		"{\"k\":\"tag\U000E0041\"}": `{"k":"tag\udb40\udc41"}`, // a supplementary rune: a surrogate pair
+	} {
+		got := string(escapeOdd([]byte(in)))
+		var a, b any
+		if got != want || json.Unmarshal([]byte(got), &a) != nil || json.Unmarshal([]byte(in), &b) != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("escapeOdd(%q) = %q, want %q, the same JSON value", in, got, want)
+		}
+	}
+}
+
+// TestLogsEscapeOddKeys: a log line of serve or broker shows a hostile key as its escapes.
+func TestLogsEscapeOddKeys(t *testing.T) {
+	var b bytes.Buffer
+	log := newLogger(&b, slog.LevelInfo)
+	log.Info("refused", "key", "csi\u009b31m", "metric", "rlo\u202ex", "other", "esc\x1b[2J\nnext", "bytes", "t\xff")
+	out := b.String()
+	for _, want := range []string{`key="csi\u009b31m"`, `metric="rlo\u202ex"`, `other="esc\x1b[2J\nnext"`, `bytes="t\xff"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log line %q lacks %s", out, want)
+		}
+	}
+	if strings.ContainsAny(out[:len(out)-1], "\u009b\u202e\x1b\n\xff") {
+		t.Errorf("log line holds a raw odd character: %q", out)
 	}
 }

@@ -77,7 +77,7 @@ func (c *queryClient) rangeRead(ctx context.Context, v url.Values, plot string, 
 		}
 		return nil
 	}
-	fmt.Fprintf(w, "%s %s: windows of %s every %s, %s\n", a.Metric, a.Key, a.Window, a.Step, span(a.From, a.To))
+	fmt.Fprintf(w, "%s %s: windows of %s every %s, %s\n", shown(a.Metric), shown(a.Key), a.Window, a.Step, span(a.From, a.To))
 	vals := make([]*float64, len(a.Points))
 	top := 0.0
 	for i := range a.Points {

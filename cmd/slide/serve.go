@@ -208,7 +208,7 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
-	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
+	log := newLogger(s.err, level)
 	return envNamed(fs, serve(ctx, c, s, log))
 }
 
@@ -318,7 +318,8 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
 		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
 		MemberData: cluster.MemberData(advertise), Dialer: c.conn.kafkaDialer, MaxInflatedBytes: c.budget.maxInflatedBytes,
-		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: c.snapshotChunkBytes},
+		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: c.snapshotChunkBytes,
+			MaxBytes: c.snapshotMaxBytes(sc)},
 	}, store, ingest.WithGenerationHook(cl.OnGeneration))
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)

@@ -293,6 +293,8 @@ func testBadInput(t *testing.T, f Factory) {
 		{strings.Repeat("k", limiter.MaxKeyLen+1), 1, limiter.ErrInvalidKey},
 		{"a\nb", 1, limiter.ErrInvalidKey},
 		{"\xff", 1, limiter.ErrInvalidKey},
+		{"csi\u009b31m", 1, limiter.ErrInvalidKey}, // a C1 control
+		{"rlo\u202ex", 1, limiter.ErrInvalidKey},   // a bidi override
 		{"ok", -1, limiter.ErrInvalidCost},
 		{"ok", 6, limiter.ErrCostOverLimit},
 	} {
