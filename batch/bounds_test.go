@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -197,21 +196,7 @@ func TestNDJSONBounds(t *testing.T) {
 // a hole past the limit that faults when read: a read of it would be ErrInputChanged.
 func TestLongLineNotScannedToItsEnd(t *testing.T) {
 	shrinkLimits(t)
-	path := filepath.Join(t.TempDir(), "long.csv")
-	in := "amount\n1\n2\n" + strings.Repeat("7", lineLimit+1<<20) + "\n3\n"
-	if err := os.WriteFile(path, []byte(in), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	data, unmap, ok := mapFile(f)
-	if !ok {
-		t.Fatal("mapFile refused a regular file")
-	}
-	defer unmap()
+	path, data := mapTemp(t, []byte("amount\n1\n2\n"+strings.Repeat("7", lineLimit+1<<20)+"\n3\n"))
 	// Shrink the file under the mapping: pages past the end now fault (SIGBUS).
 	if err := os.Truncate(path, int64(len("amount\n1\n2\n")+lineLimit+4096)); err != nil {
 		t.Fatal(err)

@@ -84,6 +84,20 @@ var crcJobs = []Job{
 	{Span: 60_000_000_000, Column: "amount", Aggs: []string{AggMax}},                 // ts too
 }
 
+// crcAnswers runs each of crcJobs over path, which must not fail.
+func crcAnswers(t *testing.T, path string) map[int]string {
+	t.Helper()
+	want := map[int]string{}
+	for i, j := range crcJobs {
+		rep, err := runAllFile(t, j, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = fmt.Sprint(keys(rep))
+	}
+	return want
+}
+
 // TestParquetPageChecksums: in a file whose writer set page CRCs (parquet-go's), a bit flipped
 // in any page a job reads, dictionary pages included, stops the job with ErrPageChecksum
 // naming the column, row group, page and offset, for data pages of both versions and on the
@@ -106,14 +120,7 @@ func TestParquetPageChecksums(t *testing.T) {
 			t.Fatalf("v%d: %d pages, %d dictionary pages: the fixture should have many, dictionaries too", v, len(pages), dict)
 		}
 		path := writeTemp(t, "crc.parquet", data)
-		want := map[int]string{}
-		for i, j := range crcJobs {
-			rep, err := runAllFile(t, j, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want[i] = fmt.Sprint(keys(rep))
-		}
+		want := crcAnswers(t, path)
 		// Opening the file reads the first row of every column (for column detection): the
 		// first data page of each column in row group 0, and its dictionary page.
 		firstRow := map[string]int{}
@@ -161,14 +168,7 @@ func TestParquetPageChecksums(t *testing.T) {
 func TestParquetBitFlipsNeverSilent(t *testing.T) {
 	data := crcParquet(t, genOrders(3000, 4, 12), 2)
 	path := writeTemp(t, "flip.parquet", data)
-	want := map[int]string{}
-	for i, j := range crcJobs {
-		rep, err := runAllFile(t, j, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[i] = fmt.Sprint(keys(rep))
-	}
+	want := crcAnswers(t, path)
 	r := rand.New(rand.NewPCG(25, 6))
 	caught := 0
 	for range 60 {
