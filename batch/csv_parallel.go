@@ -243,9 +243,9 @@ func (p *pipeline) parseChunk(ch *chunk, vi, ti, ncols int) {
 	if len(data) > 0 && data[len(data)-1] != '\n' { // the last line of an input in memory
 		data = append(data, '\n') // a copy: data's capacity ends at its length
 	}
-	// Rows are at least two bytes ("1\n"); a typical row is over 16, so start there and grow
-	// (from the chunk size: a chunk holding one long line needs one row).
-	rows := max(min(len(data), p.size)/16, 64)
+	// Rows are at least two bytes ("1\n"); a typical row is over 16, so start there and grow.
+	// A chunk is at most 2 × size but for one holding a long line, which needs one row.
+	rows := max(min(len(data), 2*p.size)/16, 64)
 	if cap(ch.vals) < rows {
 		ch.vals = make([]float64, rows)
 	}
