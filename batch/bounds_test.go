@@ -12,21 +12,32 @@ import (
 	"testing"
 )
 
-// shrinkLimits makes the readers' bounds small enough for unit tests: lines of 2 MiB (above
-// quoteScan, and at least four chunks, as lineLimit must be), headers of 64 KiB and 100
-// columns.
+// shrinkLimits makes the readers' bounds small enough for unit tests, keeping their order:
+// lines of 64 KiB, quote searches of 4 KiB and parallel chunks of at most 4 KiB (far below
+// the line limit, as they must be), headers of 16 KiB and 100 columns.
 func shrinkLimits(t *testing.T) {
 	t.Helper()
-	l, h, c := lineLimit, headerLimit, columnLimit
-	t.Cleanup(func() { lineLimit, headerLimit, columnLimit = l, h, c })
-	lineLimit, headerLimit, columnLimit = max(2<<20, 4*chunkSize), 64<<10, 100
+	l, h, c, q, cs := lineLimit, headerLimit, columnLimit, quoteScan, chunkSize
+	t.Cleanup(func() { lineLimit, headerLimit, columnLimit, quoteScan, chunkSize = l, h, c, q, cs })
+	lineLimit, headerLimit, columnLimit, quoteScan, chunkSize = 64<<10, 16<<10, 100, 4<<10, min(chunkSize, 4<<10)
+}
+
+// inSmallModes is inModes with chunks that shrinkLimits allows: the sequential reader, then
+// the parallel pipeline cutting the input into chunks of 8, 64 and 4096 bytes.
+func inSmallModes(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	defer func(seq bool, size int) { sequentialOnly, chunkSize = seq, size }(sequentialOnly, chunkSize)
+	t.Run("sequential", func(t *testing.T) { sequentialOnly = true; f(t) })
+	for _, size := range []int{8, 64, 4096} {
+		t.Run(fmt.Sprintf("chunks=%d", size), func(t *testing.T) { sequentialOnly, chunkSize = false, size; f(t) })
+	}
 }
 
 // everyReader runs a job over in through each way slide reads a CSV: the CSVReader from a
 // stream and from memory, and RunAll over a mapped file (Run's fast path), over the same file
-// row by row, and over its gzip stream (these two in the sequential mode of inModes and when
-// not inside it). It returns each one's error.
-func everyReader(t *testing.T, in string) map[string]error {
+// row by row and over its gzip stream (these two, which have no parallel mode, when rows is
+// set). It returns each one's error.
+func everyReader(t *testing.T, in string, rows bool) map[string]error {
 	t.Helper()
 	path := writeTemp(t, "in.csv", []byte(in))
 	errs := map[string]error{}
@@ -41,7 +52,7 @@ func everyReader(t *testing.T, in string) map[string]error {
 	}
 	errs["memory"] = err
 	_, errs["file"] = runAllFile(t, Job{Size: 1, Column: "amount"}, path)
-	if sequentialOnly || chunkSize == 8 { // the row-by-row reader has no parallel mode: once is enough
+	if rows {
 		_, errs["file, row by row"] = runAllFile(t, Job{Size: 1, Column: "amount", IDColumn: "name"}, path)
 		_, errs["gzip"] = Job{Size: 1, Column: "amount"}.RunAll(context.Background(), bytes.NewReader(gzipped(t, in)), "-", nil)
 	}
@@ -51,7 +62,7 @@ func everyReader(t *testing.T, in string) map[string]error {
 // TestLineLimit: a line of lineLimit bytes or more (without its newline) stops every reader
 // with ErrLineTooLong naming the line, and one byte less is read; a quoted record of several
 // lines is held to the same limit, named by the line it starts on.
-func TestLineLimit(t *testing.T) { inModes(t, testLineLimit) }
+func TestLineLimit(t *testing.T) { inSmallModes(t, testLineLimit) }
 
 func testLineLimit(t *testing.T) {
 	shrinkLimits(t)
@@ -66,12 +77,14 @@ func testLineLimit(t *testing.T) {
 		{"fits, last line", head + fits + ",3", 0},
 		{"one byte over", head + fits + "x,3\nc,4\n", 5},
 		{"one byte over, last line", head + fits + "x,3", 5},
+		{"one byte over, rows before", "name,amount\na,1\nb,2\n" + fits + "x,3\nc,4\n", 4}, // parsed in chunks up to it
+		{"fits, rows before", "name,amount\na,1\nb,2\n" + fits + ",3\nc,4\n", 0},
 		{"far over", head + strings.Repeat("x", 2*lineLimit) + ",3\nc,4\n", 5},
 		{"first data row", "name,amount\n" + strings.Repeat("1", lineLimit) + ",3\n", 2},
 		{"quoted record", head + "\"" + strings.Repeat("x\n", lineLimit/2) + "\",3\nc,4\n", 5},
 		{"quoted record fits", head + "\"" + strings.Repeat("x\n", lineLimit/4) + "\",3\nc,4\n", 0},
 	} {
-		for mode, err := range everyReader(t, c.in) {
+		for mode, err := range everyReader(t, c.in, sequentialOnly) {
 			if c.line == 0 {
 				if err != nil {
 					t.Errorf("%s, %s: %v", c.name, mode, err)
@@ -79,7 +92,7 @@ func testLineLimit(t *testing.T) {
 				continue
 			}
 			want := fmt.Sprintf("line %d: line too long", c.line)
-			if !errors.Is(err, ErrLineTooLong) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "(limit "+sizeText(lineLimit)+")") {
+			if !errors.Is(err, ErrLineTooLong) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "(limit 64 KiB)") {
 				t.Errorf("%s, %s: %v, want ErrLineTooLong %q", c.name, mode, err, want)
 			}
 		}
@@ -105,11 +118,11 @@ func TestHeaderLimit(t *testing.T) {
 	}{
 		{"columns at the limit", cols(columnLimit) + "\n" + row(columnLimit), ""},
 		{"one column over", cols(columnLimit+1) + "\n" + row(columnLimit+1), "line 1: header too large: more than 100 columns"},
-		{"far more columns", "\n" + cols(5000) + "\n" + row(5000), "line 2: header too large: more than 100 columns"},
-		{"bytes", long + "\n" + row(3), "line 1: header too large (limits 64 KiB"},
+		{"far more columns", "\n" + cols(2000) + "\n" + row(2000), "line 2: header too large: more than 100 columns"},
+		{"bytes", long + "\n" + row(3), "line 1: header too large (limits 16 KiB and 100 columns)"},
 		{"quoted bytes", "name,\"" + strings.Repeat("x\n", headerLimit/2) + "\",amount\n" + row(3), "line 1: header too large: a quoted record"},
 	} {
-		for mode, err := range everyReader(t, c.in) {
+		for mode, err := range everyReader(t, c.in, true) {
 			if c.msg == "" {
 				if err != nil {
 					t.Errorf("%s, %s: %v", c.name, mode, err)
@@ -128,6 +141,7 @@ func TestHeaderLimit(t *testing.T) {
 // bound a 3 MiB row of commas cost 72 MB of field slices).
 func TestWideRowBounded(t *testing.T) {
 	shrinkLimits(t)
+	lineLimit = 4 << 20 // a row of 3 MiB, under the limit
 	wide := strings.Repeat(",", 3<<20)
 	for name, in := range map[string]string{
 		"plain":  "name,x,amount\na,1,2\n" + wide + "\n",
@@ -179,7 +193,7 @@ func TestNDJSONBounds(t *testing.T) {
 		{"keys at the limit", keys(columnLimit) + `{"amount":2}` + "\n", nil, ""},
 		{"a key over", keys(columnLimit + 1), ErrHeaderTooLarge, "line 1: header too large: the first object has more than 100 keys"},
 		{"a repeated key is one column", `{"amount":1` + strings.Repeat(`,"k":1`, 2*columnLimit) + "}\n", nil, ""},
-		{"long line", `{"amount":1}` + "\n" + `{"amount":2,"s":"` + strings.Repeat("x", lineLimit) + `"}` + "\n", ErrLineTooLong, "line 2: line too long (limit 4 MiB)"}, // chunkSize is 1 MiB here
+		{"long line", `{"amount":1}` + "\n" + `{"amount":2,"s":"` + strings.Repeat("x", lineLimit) + `"}` + "\n", ErrLineTooLong, "line 2: line too long (limit 64 KiB)"},
 	} {
 		path := writeTemp(t, "in.ndjson", []byte(c.in))
 		for _, j := range []Job{{Size: 1, Column: "amount"}, {Size: 1, Column: "amount", SkipBad: true}} {

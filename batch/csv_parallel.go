@@ -196,8 +196,10 @@ func (p *pipeline) produce(carry []byte, r io.Reader) {
 		if !eof {
 			cut = bytes.LastIndexByte(data, '\n') + 1
 		}
-		if cut == 0 || bytes.IndexByte(data, '"') >= 0 {
-			// A quote, or a line longer than a chunk: the sequential reader takes the rest.
+		if cut == 0 || len(data) >= lineLimit || bytes.IndexByte(data, '"') >= 0 {
+			// A quote, a line longer than a chunk, or a chunk that might hold a line past the
+			// limit (the first one, the line buffer's rest, can be large): the sequential
+			// reader takes the rest, and reports such a line.
 			p.send(&chunk{rest: io.MultiReader(bytes.NewReader(data), r), done: closed}, false)
 			return
 		}

@@ -6,21 +6,22 @@ import (
 	"io"
 )
 
-const (
-	readSize  = 1 << 20 // initial buffer; lines are found inside it without copying
-	quoteScan = 1 << 20 // how far one quote search looks ahead
-)
+// readSize is the initial buffer; lines are found inside it without copying.
+const readSize = 1 << 20
 
 // The readers' bounds (see the package doc), checked while reading, before anything is
 // buffered past them: a line (with its "\n") and a quoted record of several lines at most
 // lineLimit bytes; a CSV header at most headerLimit bytes and columnLimit columns, which also
-// bounds the fields a row is split into and the keys of NDJSON's first object. Variables only
-// so that tests can shrink them; lineLimit must stay far above chunkSize and quoteScan (a
-// parsed chunk, at most 2 × chunkSize, then cannot hold a line past it).
+// bounds the fields a row is split into and the keys of NDJSON's first object. quoteScan is
+// how far one quote search looks ahead. Variables only so that tests can shrink them;
+// lineLimit must stay above quoteScan and 2 × chunkSize (the sequential fast paths take rows
+// from at most quoteScan bytes, a parsed chunk is at most 2 × chunkSize or it goes to the
+// sequential reader, so neither can hold a line past the limit).
 var (
 	lineLimit   = 64 << 20
 	headerLimit = 4 << 20
 	columnLimit = 1 << 16
+	quoteScan   = 1 << 20
 )
 
 // headerTooLarge is the error of a header past headerLimit bytes or columnLimit columns.
