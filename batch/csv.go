@@ -72,6 +72,7 @@ func newCSVReader(l *lineBuf) (*CSVReader, error) {
 	c := &CSVReader{l: l, vi: -1, ti: -1}
 	var line []byte
 	var start int
+	l.readHeader(true)
 	for len(line) == 0 { // blank lines before the header are skipped too (as encoding/csv)
 		var err error
 		line, start, err = c.l.next()
@@ -82,15 +83,17 @@ func newCSVReader(l *lineBuf) (*CSVReader, error) {
 			return nil, fmt.Errorf("reading CSV header: %w", err)
 		}
 	}
+	at := c.l.line
 	quoted := c.l.quoted(start, start+len(line))
 	line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
 	fields, err := c.record(line, quoted)
 	if err != nil {
 		return nil, fmt.Errorf("reading CSV header: %w", err)
 	}
-	for _, f := range fields {
-		c.cols = append(c.cols, string(trimSpace(f)))
+	if c.cols, err = headerColumns(fields, at); err != nil {
+		return nil, fmt.Errorf("reading CSV header: %w", err)
 	}
+	l.readHeader(false)
 	// Peek at the first data row, for column detection; Read returns it first.
 	for {
 		line, start, err := c.l.next()
@@ -694,8 +697,30 @@ func (c *CSVReader) take(fields [][]byte, at int64, vals []float64, ts []int64, 
 }
 
 func (c *CSVReader) fieldCount(got int, at int64) error {
-	return &RowError{Row: c.row, Line: at,
-		Err: fmt.Errorf("%w: %d, the header has %d", ErrFieldCount, got, len(c.cols))}
+	return &RowError{Row: c.row, Line: at, Err: fieldCountError(got, len(c.cols))}
+}
+
+// fieldCountError is the error of a row of got fields under a header of want columns. Past
+// columnLimit the splitters stop counting (a row is split into at most columnLimit + 1
+// fields, whatever its length).
+func fieldCountError(got, want int) error {
+	if got > columnLimit {
+		return fmt.Errorf("%w: more than %d, the header has %d", ErrFieldCount, columnLimit, want)
+	}
+	return fmt.Errorf("%w: %d, the header has %d", ErrFieldCount, got, want)
+}
+
+// headerColumns returns the column names of a header split into fields (starting on line
+// at), or ErrHeaderTooLarge past columnLimit columns.
+func headerColumns(fields [][]byte, at int64) ([]string, error) {
+	if len(fields) > columnLimit {
+		return nil, headerTooLarge(at, fmt.Sprintf("more than %d columns", columnLimit))
+	}
+	cols := make([]string, len(fields))
+	for i, f := range fields {
+		cols[i] = string(trimSpace(f))
+	}
+	return cols, nil
 }
 
 // split finds the selected fields of a quote-free line and counts its fields: one byte loop
@@ -728,24 +753,17 @@ func (c *CSVReader) split(line []byte) (fv, ft []byte, nf int) {
 func (c *CSVReader) record(line []byte, quoted bool) ([][]byte, error) {
 	rec := line
 	if quoted {
-		c.rec = append(c.rec[:0], line...)
-		rec = c.rec
-	}
-	for {
-		fields, complete := c.splitRecord(rec)
-		if complete {
-			return fields, nil
-		}
-		next, _, err := c.l.next()
-		if err == io.EOF {
-			return nil, fmt.Errorf("%w: unterminated quoted field", ErrSyntax)
-		}
-		if err != nil {
+		var err error
+		if c.rec, err = c.l.record(c.rec[:0], line, ','); err != nil {
 			return nil, err
 		}
-		c.rec = append(append(c.rec, '\n'), next...)
 		rec = c.rec
 	}
+	fields, complete := c.splitRecord(rec)
+	if !complete { // not reached: l.record reads on until no quoted field is open
+		return nil, fmt.Errorf("%w: unterminated quoted field", ErrSyntax)
+	}
+	return fields, nil
 }
 
 // splitRecord splits rec into fields; complete is false when a quoted field is still open at
@@ -779,7 +797,7 @@ func (c *CSVReader) splitRecord(rec []byte) (fields [][]byte, complete bool) {
 		c.fbuf = append(c.fbuf, rec[i:i+j]...)
 		i += j
 		c.offs = append(c.offs, start, len(c.fbuf))
-		if i >= len(rec) {
+		if i >= len(rec) || len(c.offs) > 2*columnLimit { // past the limit: a wrong count anyway
 			break
 		}
 		i++ // the comma

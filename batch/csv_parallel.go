@@ -26,7 +26,7 @@ type chunk struct {
 	n      int   // rows parsed
 	lines  int64 // lines in data
 	ok     bool  // the scan took every line: the rows are the whole chunk
-	quoted bool  // in memory: data holds a '"'; the rest of the input is read sequentially
+	quoted bool  // in memory: data holds a '"' (or a line past lineLimit); the rest of the input is read sequentially
 	rest   io.Reader
 	err    error
 	done   chan struct{} // closed by the worker
@@ -133,7 +133,10 @@ func (p *pipeline) send(ch *chunk, toWorkers bool) bool {
 	}
 }
 
-// produceMem cuts p.data into chunks of about p.size bytes ending at line ends.
+// produceMem cuts p.data into chunks of about p.size bytes ending at line ends. The line end
+// is looked for no further than lineLimit from the start of its line: past that, the rest of
+// the input goes to the sequential reader, which reports the line (so a long line is neither
+// scanned to its end nor copied).
 func (p *pipeline) produceMem() {
 	defer p.wg.Done()
 	defer close(p.order)
@@ -141,9 +144,13 @@ func (p *pipeline) produceMem() {
 	data := p.data
 	for off := 0; off < len(data); {
 		end := len(data)
-		if off+p.size < len(data) {
-			if j := bytes.IndexByte(data[off+p.size:], '\n'); j >= 0 {
-				end = off + p.size + j + 1
+		if cut := off + p.size; cut < len(data) {
+			ls := off + bytes.LastIndexByte(data[off:cut], '\n') + 1 // the start of the line at cut
+			if j := bytes.IndexByte(data[cut:min(ls+lineLimit, len(data))], '\n'); j >= 0 {
+				end = cut + j + 1
+			} else if ls+lineLimit <= len(data) {
+				p.send(&chunk{off: off, quoted: true, done: closed}, false)
+				return
 			}
 		}
 		ch := p.get()
@@ -189,8 +196,10 @@ func (p *pipeline) produce(carry []byte, r io.Reader) {
 		if !eof {
 			cut = bytes.LastIndexByte(data, '\n') + 1
 		}
-		if cut == 0 || bytes.IndexByte(data, '"') >= 0 {
-			// A quote, or a line longer than a chunk: the sequential reader takes the rest.
+		if cut == 0 || len(data) >= lineLimit || bytes.IndexByte(data, '"') >= 0 {
+			// A quote, a line longer than a chunk, or a chunk that might hold a line past the
+			// limit (the first one, the line buffer's rest, can be large): the sequential
+			// reader takes the rest, and reports such a line.
 			p.send(&chunk{rest: io.MultiReader(bytes.NewReader(data), r), done: closed}, false)
 			return
 		}
@@ -237,7 +246,8 @@ func (p *pipeline) parseChunk(ch *chunk, vi, ti, ncols int) {
 		data = append(data, '\n') // a copy: data's capacity ends at its length
 	}
 	// Rows are at least two bytes ("1\n"); a typical row is over 16, so start there and grow.
-	rows := max(len(data)/16, 64)
+	// A chunk is at most 2 × size but for one holding a long line, which needs one row.
+	rows := max(min(len(data), 2*p.size)/16, 64)
 	if cap(ch.vals) < rows {
 		ch.vals = make([]float64, rows)
 	}

@@ -84,5 +84,31 @@
 // before parquet-go decodes it (a list may not claim more elements than it has bytes, pages are
 // at most 64 MiB and 4M values and must lie in their column chunk), parquet-go panics become
 // ErrParquet, a zstd frame may ask for a window of at most 128 MiB, and a decompression bomb is
-// just a long stream (a line over 64 MiB stops the job with ErrLineTooLong).
+// just a long stream.
+//
+// # Bounds
+//
+// Every reader checks these while it reads, before it buffers past them, for mapped, streamed,
+// parallel and compressed input alike (a mapped file's line end is looked for no further than
+// the limit, so a 1 GiB line is neither paged in nor copied):
+//
+//   - A line, newline included, is at most 64 MiB, and so is a quoted CSV record of several
+//     lines; past it the job stops with an error wrapping ErrLineTooLong that names the line
+//     (where the record starts), also with SkipBad: resynchronising inside such a line would
+//     mean guessing where rows start. 64 MiB is far above any row (and the old limit of the
+//     streamed reader); Python's csv stops at 128 KiB fields, DuckDB at 2 MB lines.
+//   - A CSV header is at most 4 MiB and 65,536 columns (Excel's 16,384 is the common ceiling of
+//     exports; gene-expression matrices reach tens of thousands), NDJSON's first object at most
+//     65,536 keys, a Parquet schema at most 65,536 columns: ErrHeaderTooLarge (ErrParquet for
+//     Parquet). A row is split into at most 65,537 fields whatever its length, so a row of
+//     millions of commas is a field-count error in kilobytes.
+//
+// These are constants, not options: an input past them is not a table slide can window.
+//
+// A Parquet page whose header carries a CRC-32 (the spec's page checksum, over the page as
+// stored) is checked against it as it is read (by parquet-go); a mismatch stops the job with an
+// error wrapping ErrPageChecksum that names the column, row group, page and offset. Writers may
+// leave the CRC out (parquet-go sets it, DuckDB does not): in such a file a bit flipped in a
+// value's bytes reads as another number with no error, and only flips that break a page's
+// encoding or compression, or the footer's structure, are caught.
 package batch

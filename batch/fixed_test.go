@@ -293,24 +293,11 @@ func TestRunMappedFile(t *testing.T) {
 // TestMappedFileShrinks: reading a mapped page past the end of a truncated file is an error
 // wrapping ErrInputChanged, not a crash.
 func TestMappedFileShrinks(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f.csv")
-	if err := os.WriteFile(path, bytes.Repeat([]byte("1,2\n"), 4096), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	data, unmap, ok := mapFile(f)
-	if !ok {
-		t.Fatal("mapFile refused a regular file")
-	}
-	defer unmap()
+	path, data := mapTemp(t, bytes.Repeat([]byte("1,2\n"), 4096))
 	if err := os.Truncate(path, 0); err != nil {
 		t.Fatal(err)
 	}
-	err = func() (err error) {
+	err := func() (err error) {
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer func() {
 			if e := recover(); e != nil {
@@ -383,4 +370,24 @@ func FuzzJobFixedModes(f *testing.F) {
 			t.Fatalf("sequential %s\nchunks     %s", a, b)
 		}
 	})
+}
+
+// mapTemp writes data to a file of the test's and maps it (mapFile), until the test ends.
+func mapTemp(t *testing.T, data []byte) (path string, mapped []byte) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "mapped")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	mapped, unmap, ok := mapFile(f)
+	if !ok {
+		t.Fatal("mapFile refused a regular file")
+	}
+	t.Cleanup(unmap)
+	return path, mapped
 }

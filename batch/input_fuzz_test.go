@@ -44,6 +44,8 @@ func FuzzParquet(f *testing.F) {
 		corrupt[i] ^= 0x5a
 	}
 	f.Add(corrupt)
+	f.Add(crcParquet(f, rows, 1)) // page CRCs set, dictionary pages, snappy
+	f.Add(crcParquet(f, rows, 2))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		src, err := newParquetRows(bytes.NewReader(data), int64(len(data)))
 		if err != nil {

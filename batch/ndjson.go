@@ -66,16 +66,22 @@ func firstObject(l *lineBuf) (line []byte, start int, cols []string, first [][]b
 			continue
 		}
 		o := jsonObject{b: line}
+		index := map[string]int{}
 		for o.next() {
 			key := o.keyString()
 			val := o.val
 			if o.kind == 's' {
 				val = o.valString()
 			}
-			if i := indexOf(cols, key); i >= 0 {
+			if i, ok := index[key]; ok {
 				first[i] = bytes.Clone(val)
 				continue
 			}
+			if len(cols) == columnLimit {
+				err := headerTooLarge(l.line, fmt.Sprintf("the first object has more than %d keys", columnLimit))
+				return nil, 0, nil, nil, fmt.Errorf("reading NDJSON: %w", err)
+			}
+			index[key] = len(cols)
 			cols = append(cols, key)
 			first = append(first, bytes.Clone(val))
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"strconv"
 	"strings"
@@ -110,30 +111,38 @@ func newParquetRows(r io.ReaderAt, size int64) (p *parquetRows, err error) {
 		return nil, fmt.Errorf("%w: %w", ErrParquet, err)
 	}
 	p = &parquetRows{r: r, size: size, f: f}
-	for _, path := range f.Schema().Columns() {
+	paths := f.Schema().Columns()
+	if len(paths) > columnLimit {
+		return nil, fmt.Errorf("%w: %d columns (limit %d)", ErrParquet, len(paths), columnLimit)
+	}
+	for _, path := range paths {
 		p.cols = append(p.cols, strings.Join(path, "."))
 	}
-	// The first row, for column detection: read it with every column selected, then start over.
-	all := make([]string, len(p.cols))
-	copy(all, p.cols)
-	if err := p.Select(all); err != nil {
-		return nil, err
-	}
-	fields, _, err := p.Next()
-	switch {
-	case err == nil:
-		for _, b := range fields {
-			p.first = append(p.first, append([]byte(nil), b...))
-		}
-	case err == io.EOF:
-	default:
-		var re *RowError
-		if !errors.As(err, &re) {
+	// The first row, for column detection: read it one column at a time (each column chunk
+	// holds a read buffer and a decoded page, so all of them at once would cost the file's
+	// width times that), then start over.
+	for _, col := range p.cols {
+		if err := p.Select([]string{col}); err != nil {
 			return nil, err
 		}
+		fields, _, err := p.Next()
+		p.Close()
+		p.rg, p.row, p.left, p.cur, p.closed = 0, 0, 0, nil, false
+		switch {
+		case err == nil:
+			p.first = append(p.first, append([]byte(nil), fields[0]...))
+		case err == io.EOF:
+			p.first = nil // no rows
+			return p, nil
+		default:
+			var re *RowError
+			if !errors.As(err, &re) {
+				return nil, err
+			}
+			p.first = nil // a malformed first row: Next reports it
+			return p, nil
+		}
 	}
-	p.Close()
-	p.rg, p.row, p.left, p.cur, p.closed = 0, 0, 0, nil, false
 	return p, nil
 }
 
@@ -309,7 +318,8 @@ func (p *parquetRows) Next() (fields [][]byte, line int64, err error) {
 		v, err := c.next()
 		if err != nil {
 			p.left = 0
-			return nil, p.row, fmt.Errorf("%w: row %d, column %q: %w", ErrParquet, p.row, p.cols[p.sel[i]], err)
+			err = pageError(p.r, p.size, &p.f.Metadata().RowGroups[p.rg-1].Columns[p.sel[i]].MetaData, err)
+			return nil, p.row, fmt.Errorf("%w: row %d (row group %d), column %q: %w", ErrParquet, p.row, p.rg-1, p.cols[p.sel[i]], err)
 		}
 		p.numOK[i] = false
 		if p.typed && i < 2 && !v.IsNull() {
@@ -429,6 +439,12 @@ func (p *parquetRows) Close() error {
 // checkPages walks the page headers of a column chunk before parquet-go reads it: the chunk
 // must lie inside the file and every page inside the chunk, no larger than parquetMaxPage.
 func checkPages(r io.ReaderAt, size int64, md *format.ColumnMetaData) error {
+	return walkPages(r, size, md, nil)
+}
+
+// walkPages checks the page headers of a column chunk as checkPages says, and calls visit (if
+// not nil) with each page's offset, 0-based index, header length and header.
+func walkPages(r io.ReaderAt, size int64, md *format.ColumnMetaData, visit func(off int64, i, hlen int, h *format.PageHeader) error) error {
 	start := md.DataPageOffset
 	if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < start {
 		start = md.DictionaryPageOffset
@@ -439,7 +455,7 @@ func checkPages(r io.ReaderAt, size int64, md *format.ColumnMetaData) error {
 	}
 	var proto thrift.CompactProtocol
 	var buf []byte
-	for off := start; off < end; {
+	for off, i := start, 0; off < end; i++ {
 		// The header is small (statistics make it up to a few KB): read a little, more if
 		// it goes on.
 		var hlen int
@@ -474,9 +490,57 @@ func checkPages(r io.ReaderAt, size int64, md *format.ColumnMetaData) error {
 		case pageValues(&h) > parquetMaxPageValues:
 			return fmt.Errorf("page at %d: %d values (limit %d)", off, pageValues(&h), parquetMaxPageValues)
 		}
+		if visit != nil {
+			if err := visit(off, i, hlen, &h); err != nil {
+				return err
+			}
+		}
 		off += int64(hlen) + int64(h.CompressedPageSize)
 	}
 	return nil
+}
+
+// ErrPageChecksum: a page's bytes do not match the CRC-32 its header holds (a bit flipped on
+// disk or on the way). Writers may leave the CRC out (DuckDB does; parquet-go sets it), and
+// then a flipped bit in a value goes unseen: the file reads as other numbers.
+var ErrPageChecksum = errors.New("page checksum mismatch")
+
+// pageError explains err, the error of reading a page of the column chunk md: when parquet-go
+// found a page corrupt and a page's bytes do not match the CRC-32 of its header (the Parquet
+// spec's page checksum, over the page as stored: compressed, levels included), the error
+// names that page, its kind and its offset, wrapping ErrPageChecksum. The chunk is walked
+// again to find it (an error path only: pages are read once otherwise).
+func pageError(r io.ReaderAt, size int64, md *format.ColumnMetaData, err error) error {
+	if !errors.Is(err, parquet.ErrCorrupted) {
+		return err
+	}
+	var page []byte
+	bad := walkPages(r, size, md, func(off int64, i, hlen int, h *format.PageHeader) error {
+		if h.CRC == 0 { // not set (a CRC of 0 is indistinguishable, and skipped as parquet-go does)
+			return nil
+		}
+		n := int(h.CompressedPageSize)
+		if cap(page) < n {
+			page = make([]byte, n)
+		}
+		page = page[:n]
+		if _, err := r.ReadAt(page, off+int64(hlen)); err != nil && err != io.EOF {
+			return nil
+		}
+		if got := crc32.ChecksumIEEE(page); got != uint32(h.CRC) {
+			kind := "data page"
+			if h.Type == format.DictionaryPage {
+				kind = "dictionary page"
+			}
+			return fmt.Errorf("page %d (%s at byte %d): %w: CRC-32 %08x in its header, %08x of its %d bytes",
+				i+1, kind, off, ErrPageChecksum, uint32(h.CRC), got, n)
+		}
+		return nil
+	})
+	if errors.Is(bad, ErrPageChecksum) {
+		return bad
+	}
+	return err
 }
 
 // parquetMaxPageValues bounds the values of one page (a page of nulls takes a few bytes for

@@ -343,10 +343,12 @@ func (p *parquetFast) decodeGroup(l *pqLane, rg int) (ok bool) {
 			if s.leaf >= len(chunks) || rg >= len(meta) || s.leaf >= len(meta[rg].Columns) {
 				return fail(fmt.Errorf("%w: row group %d has no column %d", ErrParquet, rg, s.leaf))
 			}
-			if err := checkPages(p.src.r, p.src.size, &meta[rg].Columns[s.leaf].MetaData); err != nil {
+			md := &meta[rg].Columns[s.leaf].MetaData
+			if err := checkPages(p.src.r, p.src.size, md); err != nil {
 				return fail(fmt.Errorf("%w: row group %d, column %q: %w", ErrParquet, rg, s.name, err))
 			}
-			cols = append(cols, &pqColReader{pages: chunks[s.leaf].Pages(), spec: s, rg: rg})
+			explain := func(err error) error { return pageError(p.src.r, p.src.size, md, err) }
+			cols = append(cols, &pqColReader{pages: chunks[s.leaf].Pages(), spec: s, rg: rg, explain: explain})
 		}
 	}
 	row := p.starts[rg]

@@ -14,6 +14,8 @@ type pqColReader struct {
 	page  parquet.Page
 	spec  *pqNum
 	rg    int
+	// explain turns a page read's error into a clearer one (pageError over this chunk).
+	explain func(error) error
 	// The current page: its definition levels (nil when it has no null), its data (one of
 	// the typed slices; with a dictionary, idx indexes it), rows and the next row and value.
 	defs   []byte
@@ -46,6 +48,8 @@ func (c *pqColReader) nextPage() error {
 	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF // fewer values than the row group's rows
+		} else if c.explain != nil {
+			err = c.explain(err)
 		}
 		return fmt.Errorf("%w: row group %d, column %q: %w", ErrParquet, c.rg, c.spec.name, err)
 	}

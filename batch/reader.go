@@ -14,8 +14,10 @@ var (
 	ErrUnsorted      = errors.New("timestamp earlier than the previous row's (time windows need rows sorted by time; slide does not reorder them)")
 	ErrFieldCount    = errors.New("wrong number of fields")
 	ErrSyntax        = errors.New("malformed row")
-	ErrLineTooLong   = errors.New("line longer than the 64 MiB limit")
-	ErrNoRows        = errors.New("no data rows")
+	ErrLineTooLong   = errors.New("line too long")
+	// ErrHeaderTooLarge: a CSV header (or NDJSON's first object) past its limits.
+	ErrHeaderTooLarge = errors.New("header too large")
+	ErrNoRows         = errors.New("no data rows")
 )
 
 // RowError is a problem with one input row. Row is the 0-based data row index (the header is

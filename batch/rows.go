@@ -46,6 +46,7 @@ type csvRows struct {
 func newCSVRows(r io.Reader, delim byte) (*csvRows, error) {
 	c := &csvRows{l: newLineBuf(r), delim: delim}
 	var line []byte
+	c.l.readHeader(true)
 	for len(line) == 0 {
 		var err error
 		if line, _, err = c.l.next(); err == io.EOF {
@@ -54,14 +55,16 @@ func newCSVRows(r io.Reader, delim byte) (*csvRows, error) {
 			return nil, fmt.Errorf("reading CSV header: %w", err)
 		}
 	}
+	hline := c.l.line
 	line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
 	fields, err := c.record(line)
 	if err != nil {
 		return nil, fmt.Errorf("reading CSV header: %w", err)
 	}
-	for _, f := range fields {
-		c.cols = append(c.cols, string(trimSpace(f)))
+	if c.cols, err = headerColumns(fields, hline); err != nil {
+		return nil, fmt.Errorf("reading CSV header: %w", err)
 	}
+	c.l.readHeader(false)
 	// Read the first data row now (for column detection); Next hands it out first.
 	fields, at, err := c.row()
 	c.pend, c.pendAt, c.pendErr = true, at, err
@@ -139,8 +142,7 @@ func (c *csvRows) row() ([][]byte, int64, error) {
 			return nil, at, &RowError{Line: at, Err: err}
 		}
 		if len(fields) != len(c.cols) {
-			return nil, at, &RowError{Line: at,
-				Err: fmt.Errorf("%w: %d, the header has %d", ErrFieldCount, len(fields), len(c.cols))}
+			return nil, at, &RowError{Line: at, Err: fieldCountError(len(fields), len(c.cols))}
 		}
 		return fields, at, nil
 	}
@@ -151,26 +153,17 @@ func (c *csvRows) row() ([][]byte, int64, error) {
 func (c *csvRows) record(line []byte) ([][]byte, error) {
 	rec := line
 	if bytes.IndexByte(line, '"') >= 0 {
-		c.rec = append(c.rec[:0], line...)
-		rec = c.rec
-	}
-	for {
-		if fields, complete := c.split(rec); complete {
-			return fields, nil
-		}
-		next, _, err := c.l.next()
-		if err == io.EOF {
-			return nil, fmt.Errorf("%w: unterminated quoted field", ErrSyntax)
-		}
-		if err != nil {
+		var err error
+		if c.rec, err = c.l.record(c.rec[:0], line, c.delim); err != nil {
 			return nil, err
 		}
-		if len(c.rec) > maxLine {
-			return nil, ErrLineTooLong
-		}
-		c.rec = append(append(c.rec, '\n'), next...)
 		rec = c.rec
 	}
+	fields, complete := c.split(rec)
+	if !complete { // not reached: l.record reads on until no quoted field is open
+		return nil, fmt.Errorf("%w: unterminated quoted field", ErrSyntax)
+	}
+	return fields, nil
 }
 
 func (c *csvRows) split(rec []byte) ([][]byte, bool) {
@@ -178,7 +171,7 @@ func (c *csvRows) split(rec []byte) ([][]byte, bool) {
 		c.fields = c.fields[:0]
 		for {
 			j := bytes.IndexByte(rec, c.delim)
-			if j < 0 {
+			if j < 0 || len(c.fields) == columnLimit { // past the limit: a wrong count anyway
 				c.fields = append(c.fields, trimSpace(rec))
 				return c.fields, true
 			}
@@ -219,7 +212,7 @@ func (c *csvRows) split(rec []byte) ([][]byte, bool) {
 		}
 		i += j
 		c.offs = append(c.offs, start, len(c.fbuf))
-		if i >= len(rec) {
+		if i >= len(rec) || len(c.offs) > 2*columnLimit { // past the limit: a wrong count anyway
 			break
 		}
 		i++ // the delimiter

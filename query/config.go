@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -216,12 +217,23 @@ func (c Config) withDefaults() Config {
 // ErrEmptyToken is returned by ReadTokenFile for a file with no token in it.
 var ErrEmptyToken = errors.New("query: token file is empty")
 
+// maxTokenFileBytes bounds a token file: a token is tens of bytes.
+const maxTokenFileBytes = 64 << 10
+
 // ReadTokenFile reads a bearer token from path (--auth-token-file): the file's content
 // without surrounding white space, so a trailing newline does not count.
 func ReadTokenFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("reading token file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("reading token file: %w", err)
+	}
+	if len(b) > maxTokenFileBytes { // a wrong path (a log, /dev/zero) fails at once
+		return "", fmt.Errorf("reading token file %s: larger than %d KiB: not a token file", path, maxTokenFileBytes>>10)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {

@@ -404,4 +404,8 @@ func TestReadTokenFile(t *testing.T) {
 	if _, err := query.ReadTokenFile(filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("missing file accepted")
 	}
+	// A wrong path is refused after 64 KiB, not read whole: /dev/zero never ends.
+	if _, err := query.ReadTokenFile("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than 64 KiB: not a token file") {
+		t.Fatalf("/dev/zero: %v", err)
+	}
 }

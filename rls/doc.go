@@ -153,10 +153,16 @@
 // descriptor has more than MaxEntries (32) entries, a domain, key or value is
 // over MaxValueBytes (4096), or a descriptor asks for is_negative_hits (not
 // supported) or for a limit override without a unit (UNKNOWN; envoyproxy/ratelimit
-// panics on it). gRPC itself
-// refuses a message over 1 MiB (ResourceExhausted) and a string that is not
-// UTF-8 (Internal, "string field contains invalid UTF-8"). With an auth token
-// a call without "authorization: Bearer TOKEN" metadata is Unauthenticated. A
+// panics on it). A message that does not decode (not protobuf, truncated, a
+// string that is not UTF-8) is InvalidArgument too, "malformed rate limit
+// request" with the decoder's reason: NewGRPC decodes requests itself, since
+// gRPC answers Internal for any decoding error and the fault is the client's.
+// gRPC refuses a message over 1 MiB (ResourceExhausted) before it is decoded.
+// With an auth token a call without "authorization: Bearer TOKEN" metadata is
+// Unauthenticated (checked before a malformed request is refused); the token is
+// compared as the HTTP API compares its own, SHA-256 of both sides through
+// subtle.ConstantTimeCompare, so a wrong one takes the same time whatever its
+// content and length. A
 // Redis failure follows each limit's on_backend_error; under closed the call
 // fails with Unavailable, and Envoy's failure_mode_deny then decides.
 //

@@ -12,9 +12,12 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 )
@@ -43,17 +46,83 @@ type GRPC struct {
 // stack each time).
 func NewGRPC(s *Server, opts ...grpc.ServerOption) *GRPC {
 	base := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(requestCodec{encoding.GetCodecV2(protoenc.Name)}),
 		grpc.ChainUnaryInterceptor(s.recoverPanic),
 		grpc.MaxRecvMsgSize(MaxRecvMsgBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.NumStreamWorkers(streamWorkers()),
 	}
 	g := &GRPC{srv: grpc.NewServer(append(base, opts...)...), health: health.NewServer()}
-	pb.RegisterRateLimitServiceServer(g.srv, s)
+	g.srv.RegisterService(&serviceDesc, s)
 	healthpb.RegisterHealthServer(g.srv, g.health)
 	reflection.Register(g.srv)
 	g.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return g
+}
+
+// serviceDesc is the generated pb.RateLimitService_ServiceDesc with its handler
+// replaced by shouldRateLimitHandler.
+var serviceDesc = grpc.ServiceDesc{
+	ServiceName: ServiceName,
+	HandlerType: (*pb.RateLimitServiceServer)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "ShouldRateLimit", Handler: shouldRateLimitHandler}},
+	Streams:     []grpc.StreamDesc{},
+	Metadata:    pb.RateLimitService_ServiceDesc.Metadata,
+}
+
+// request is what shouldRateLimitHandler asks requestCodec to decode: the
+// request, and why it could not be decoded.
+type request struct {
+	req *pb.RateLimitRequest
+	err error
+}
+
+// requestCodec is gRPC's protobuf codec, except that a ShouldRateLimit request
+// that does not decode (not protobuf, truncated, a string that is not UTF-8)
+// reaches the handler as request.err instead of failing inside gRPC, which
+// answers Internal for any codec error: a malformed request is the client's
+// fault, InvalidArgument. Everything else (health, reflection, answers) goes
+// to the protobuf codec as it is.
+type requestCodec struct{ encoding.CodecV2 }
+
+func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	r, ok := v.(*request)
+	if !ok {
+		return c.CodecV2.Unmarshal(data, v)
+	}
+	r.err = c.CodecV2.Unmarshal(data, r.req)
+	return nil
+}
+
+// shouldRateLimitHandler is the generated handler of ShouldRateLimit, decoding
+// through requestCodec: a request that does not decode is refused with
+// InvalidArgument naming the decoder's problem (after the token check, so a
+// client without the token learns nothing), counted as invalid_request.
+func shouldRateLimitHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	s := srv.(*Server)
+	r := request{req: new(pb.RateLimitRequest)}
+	if err := dec(&r); err != nil {
+		return nil, err
+	}
+	if r.err != nil {
+		if s.token != nil {
+			if err := s.authorize(ctx); err != nil {
+				s.errs.WithLabelValues("unauthenticated").Inc()
+				return nil, err
+			}
+		}
+		err := status.Errorf(codes.InvalidArgument, "malformed rate limit request: %v", r.err)
+		s.errs.WithLabelValues("invalid_request").Inc()
+		s.logRefusal("invalid rate limit request", err)
+		return nil, err
+	}
+	if interceptor == nil {
+		return s.ShouldRateLimit(ctx, r.req)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: pb.RateLimitService_ShouldRateLimit_FullMethodName}
+	return interceptor(ctx, r.req, info, func(ctx context.Context, req any) (any, error) {
+		return s.ShouldRateLimit(ctx, req.(*pb.RateLimitRequest))
+	})
 }
 
 // streamWorkers is the number of goroutines that run calls: gRPC hands a call

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -104,7 +105,7 @@ type Server struct {
 
 	cfg     *Config
 	svc     *limiter.Service
-	token   []byte
+	token   *[sha256.Size]byte // of "Bearer TOKEN"; nil without a token
 	log     *slog.Logger
 	lastLog atomic.Int64
 	maxDesc int
@@ -149,7 +150,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		maxEnt:  orDefault(cfg.MaxEntries, DefaultMaxEntries),
 		maxVal:  orDefault(cfg.MaxValueBytes, DefaultMaxValueBytes)}
 	if cfg.AuthToken != "" {
-		s.token = []byte("Bearer " + cfg.AuthToken)
+		h := sha256.Sum256([]byte("Bearer " + cfg.AuthToken))
+		s.token = &h
 	}
 	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRequests,
 		Help: "ShouldRateLimit answers by overall code (OK, OVER_LIMIT); failed calls are in " + MetricErrors + "."}, []string{"code"})
@@ -497,11 +499,14 @@ func (s *Server) logRefusal(msg string, err error) {
 	s.log.Warn(msg, "err", err)
 }
 
-// authorize checks the bearer token in the call's metadata.
+// authorize checks the bearer token in the call's metadata. Both sides are
+// hashed (SHA-256) before subtle.ConstantTimeCompare, as the HTTP API does, so
+// neither the token's content nor its length shows in the time a wrong one
+// takes (ConstantTimeCompare returns at once on a length mismatch).
 func (s *Server) authorize(ctx context.Context) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, v := range md.Get("authorization") {
-		if subtle.ConstantTimeCompare([]byte(v), s.token) == 1 {
+		if got := sha256.Sum256([]byte(v)); subtle.ConstantTimeCompare(got[:], s.token[:]) == 1 {
 			return nil
 		}
 	}

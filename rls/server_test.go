@@ -12,8 +12,10 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/slide-metrics/slide/rls"
@@ -337,7 +339,9 @@ func TestResponseHeadersFollowEachDecision(t *testing.T) {
 func TestAuthToken(t *testing.T) {
 	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{}), token: "s3cret"})
 	r := req("shop", 0, desc("client_id", "a"))
-	for _, md := range [][]string{nil, {"authorization", "Bearer wrong"}, {"authorization", "s3cret"}} {
+	wrong := [][]string{nil, {"authorization", "Bearer wrong"}, {"authorization", "s3cret"},
+		{"authorization", "Bearer s3cre"}, {"authorization", "Bearer s3cretX"}, {"authorization", "bearer s3cret"}}
+	for _, md := range wrong {
 		ctx := context.Background()
 		if md != nil {
 			ctx = metadata.AppendToOutgoingContext(ctx, md...)
@@ -351,8 +355,8 @@ func TestAuthToken(t *testing.T) {
 	if resp, err := h.client.ShouldRateLimit(ctx, r); err != nil || resp.GetOverallCode() != ok {
 		t.Errorf("with the token: %v, %v", resp, err)
 	}
-	if got := counter(t, h.reg, rls.MetricErrors, map[string]string{"reason": "unauthenticated"}); got != 3 {
-		t.Errorf("unauthenticated errors %v, want 3", got)
+	if got := counter(t, h.reg, rls.MetricErrors, map[string]string{"reason": "unauthenticated"}); got != float64(len(wrong)) {
+		t.Errorf("unauthenticated errors %v, want %d", got, len(wrong))
 	}
 }
 
@@ -396,7 +400,8 @@ func TestHostileRequests(t *testing.T) {
 		}
 	}
 	// Invalid UTF-8 cannot be sent by a Go client (it validates), so the bytes
-	// are written by hand: the server's decoder refuses them.
+	// are written by hand: the server's decoder refuses them, as the client's
+	// fault (it was Internal, gRPC's answer to any codec error).
 	for _, bad := range [][]byte{
 		rawRequest("sh\xffop", "client_id", "a"),
 		rawRequest("shop", "client_id", "\xc3\x28"),
@@ -404,10 +409,8 @@ func TestHostileRequests(t *testing.T) {
 	} {
 		in := rawMsg(bad)
 		err := h.conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", &in, new(rawMsg), rawCodecOption())
-		if code := status.Code(err); code == codes.OK || code == codes.Unknown || !strings.Contains(err.Error(), "invalid UTF-8") {
-			t.Errorf("invalid UTF-8 %q: %v", bad, err)
-		} else {
-			t.Logf("invalid UTF-8: %v", err)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "malformed rate limit request") || !strings.Contains(err.Error(), "invalid UTF-8") {
+			t.Errorf("invalid UTF-8 %q: %v, want InvalidArgument", bad, err)
 		}
 	}
 	// A value over the limiter's 256-byte key bound is hashed into the key and decided.
@@ -421,12 +424,69 @@ func TestHostileRequests(t *testing.T) {
 	if st := h.call(t, req("shop", 0, desc("client_id", "a\x00b\n"))).GetStatuses()[0]; st.GetCode() != ok || st.GetLimitRemaining() != 19 {
 		t.Errorf("control characters: %v", st)
 	}
-	if got := counter(t, h.reg, rls.MetricErrors, map[string]string{"reason": "invalid_request"}); got != 8 {
-		t.Errorf("invalid_request errors %v, want 8", got)
+	if got := counter(t, h.reg, rls.MetricErrors, map[string]string{"reason": "invalid_request"}); got != 11 {
+		t.Errorf("invalid_request errors %v, want 11", got)
 	}
 	// Still serving.
 	if resp := h.call(t, req("shop", 0, desc("client_id", "after"))); resp.GetOverallCode() != ok {
 		t.Errorf("after the hostile requests: %v", resp)
+	}
+}
+
+// TestMalformedRequests: bytes that are not a RateLimitRequest, sent over a real
+// gRPC connection, are InvalidArgument with the decoder's reason, counted as
+// invalid_request (gRPC's own answer to a codec error is Internal); with a
+// token, a client without it is Unauthenticated first. Health checks, which
+// share the codec, still answer, and so does a good request.
+func TestMalformedRequests(t *testing.T) {
+	for _, token := range []string{"", "s3cret"} {
+		h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{}), token: token})
+		valid := rawRequest("shop", "client_id", "a")
+		authed := context.Background()
+		if token != "" {
+			authed = metadata.AppendToOutgoingContext(authed, "authorization", "Bearer "+token)
+		}
+		cases := []struct {
+			name string
+			in   []byte
+			msg  string
+		}{
+			{"garbage", []byte{0xff, 0xff, 0xff, 0xff}, "malformed rate limit request"},
+			{"text", []byte("GET / HTTP/1.1\r\n"), "malformed rate limit request"},
+			{"truncated", valid[:len(valid)-3], "malformed rate limit request"},
+			{"length past the end", append([]byte{0x12, 0x7f}, valid...), "malformed rate limit request"},
+			{"field number 0", []byte{0x00, 0x01}, "malformed rate limit request"},
+			{"invalid UTF-8 domain", rawRequest("\xff", "client_id", "a"), "invalid UTF-8"},
+			{"invalid UTF-8 value", rawRequest("shop", "client_id", "\xed\xa0\x80"), "invalid UTF-8"},
+		}
+		for _, c := range cases {
+			in := rawMsg(c.in)
+			err := h.conn.Invoke(authed, pb.RateLimitService_ShouldRateLimit_FullMethodName, &in, new(rawMsg), rawCodecOption())
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), c.msg) {
+				t.Errorf("token %q, %s: %v, want InvalidArgument containing %q", token, c.name, err, c.msg)
+			}
+			if token != "" {
+				err := h.conn.Invoke(context.Background(), pb.RateLimitService_ShouldRateLimit_FullMethodName, &in, new(rawMsg), rawCodecOption())
+				if status.Code(err) != codes.Unauthenticated {
+					t.Errorf("%s without the token: %v, want Unauthenticated", c.name, err)
+				}
+			}
+		}
+		if got := counter(t, h.reg, rls.MetricErrors, map[string]string{"reason": "invalid_request"}); got != float64(len(cases)) {
+			t.Errorf("token %q: invalid_request errors %v, want %d", token, got, len(cases))
+		}
+		in, out := rawMsg(valid), rawMsg(nil)
+		if err := h.conn.Invoke(authed, pb.RateLimitService_ShouldRateLimit_FullMethodName, &in, &out, rawCodecOption()); err != nil {
+			t.Fatalf("token %q: a good request: %v", token, err)
+		}
+		var resp pb.RateLimitResponse
+		if err := proto.Unmarshal(out, &resp); err != nil || resp.GetOverallCode() != ok {
+			t.Errorf("token %q: a good request: %v, %v", token, &resp, err)
+		}
+		hc, err := healthpb.NewHealthClient(h.conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: rls.ServiceName})
+		if err != nil || hc.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("token %q: health: %v, %v", token, hc, err)
+		}
 	}
 }
 

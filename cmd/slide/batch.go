@@ -133,7 +133,8 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 		case errors.Is(err, batch.ErrColumn):
 			return fmt.Errorf("%s: %w (set --column)", path, err)
 		case errors.As(err, &rowErr) || errors.Is(err, batch.ErrMissingColumn) ||
-			errors.Is(err, batch.ErrParquet) || errors.Is(err, batch.ErrCompressed):
+			errors.Is(err, batch.ErrParquet) || errors.Is(err, batch.ErrCompressed) ||
+			errors.Is(err, batch.ErrLineTooLong) || errors.Is(err, batch.ErrHeaderTooLarge):
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		return err

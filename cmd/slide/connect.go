@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -159,10 +160,28 @@ func splitList(s string) []string {
 	return out
 }
 
+// readSmallFile reads a file of at most max bytes, and refuses a larger one after reading
+// max + 1 (a wrong path, a log or /dev/zero, fails at once instead of filling memory).
+func readSmallFile(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s: larger than %d KiB", path, max>>10)
+	}
+	return b, nil
+}
+
 // readSecretFile reads a password file: surrounding white space (the newline editors add)
 // is dropped. Its errors name the file, never its content.
 func readSecretFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmallFile(path, 64<<10)
 	if err != nil {
 		return "", err
 	}
@@ -199,7 +218,8 @@ func clientTLS(flagPrefix, ca, cert, key, serverName string) (*tls.Config, error
 
 // loadCAs reads a PEM file of one or more CA certificates.
 func loadCAs(path string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmallFile(path, 4<<20) // the whole Mozilla bundle is about 220 KB
+
 	if err != nil {
 		return nil, err
 	}

@@ -32,3 +32,14 @@ func TestBackendGating(t *testing.T) {
 		t.Errorf("states %+v", st)
 	}
 }
+
+// Secret and CA files are read up to a bound: a wrong path (/dev/zero never ends) is refused
+// at once instead of filling memory.
+func TestSmallFilesAreBounded(t *testing.T) {
+	if _, err := readSecretFile("/dev/zero"); err == nil || !strings.Contains(err.Error(), "/dev/zero: larger than 64 KiB") {
+		t.Errorf("secret file /dev/zero: %v", err)
+	}
+	if _, err := loadCAs("/dev/zero"); err == nil || !strings.Contains(err.Error(), "/dev/zero: larger than 4096 KiB") {
+		t.Errorf("CA file /dev/zero: %v", err)
+	}
+}

@@ -152,6 +152,10 @@ func produceGenerated(ctx context.Context, c produceConfig, g *ingest.DemoGen, p
 	return produceResult(st, runErr, closeErr)
 }
 
+// maxProduceLine bounds a line of produce --file, newline included: about Kafka's default
+// largest record (message.max.bytes), which one event is far below.
+const maxProduceLine = 1 << 20
+
 func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s stdio) error {
 	var in io.Reader = s.in
 	name := "stdin"
@@ -167,13 +171,18 @@ func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 	if err != nil {
 		return err
 	}
-	r := bufio.NewReaderSize(in, 1<<20)
+	r := bufio.NewReaderSize(in, maxProduceLine)
 	start := time.Now()
-	var records, undecodable int64
+	var records, undecodable, lines int64
 	var readErr error
 	for ctx.Err() == nil {
-		line, err := r.ReadBytes('\n')
-		line = bytes.TrimRight(line, "\r\n")
+		slice, err := r.ReadSlice('\n') // a line longer than the buffer is refused, not buffered
+		lines++
+		if errors.Is(err, bufio.ErrBufferFull) {
+			readErr = fmt.Errorf("reading %s: line %d: longer than %d bytes (Kafka's default largest record is 1 MB)", name, lines, maxProduceLine)
+			break
+		}
+		line := bytes.Clone(bytes.TrimRight(slice, "\r\n")) // the producer keeps it until sent
 		if len(bytes.TrimSpace(line)) > 0 {
 			var key []byte
 			var ts time.Time // zero: the time of sending

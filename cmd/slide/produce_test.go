@@ -160,6 +160,22 @@ not an event
 	}
 }
 
+// TestProduceFileLongLine: a line of --file over 1 MiB stops produce with an error naming
+// it (it was read whole, however long, and sent); the lines before it are sent.
+func TestProduceFileLongLine(t *testing.T) {
+	addr := startBroker(t)
+	in := `{"key":"a","metric":"cost","value":1}` + "\n" + `{"key":"b","metric":"cost","value":"` + strings.Repeat("9", maxProduceLine) + `"}` + "\n" + `{"key":"c","metric":"cost","value":1}` + "\n"
+	var out bytes.Buffer
+	err := cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "long", "--file", "-"},
+		stdio{strings.NewReader(in), &out, &bytes.Buffer{}})
+	if err == nil || !strings.Contains(err.Error(), "reading stdin: line 2: longer than 1048576 bytes") {
+		t.Fatalf("err %v, want the line named", err)
+	}
+	if recs := topicRecords(t, addr, "long"); len(recs) != 1 || string(recs[0].Key) != "a" {
+		t.Fatalf("records %v, want line 1's alone", recs)
+	}
+}
+
 func TestProduceErrors(t *testing.T) {
 	var errb bytes.Buffer
 	s := stdio{strings.NewReader(""), &bytes.Buffer{}, &errb}

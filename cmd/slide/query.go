@@ -170,6 +170,9 @@ func (e *apiError) Error() string {
 	return fmt.Sprintf("%s (HTTP %d %s)", shown(e.message), e.status, shown(e.code))
 }
 
+// maxAnswerBytes bounds an answer slide query reads: far above any table it prints.
+const maxAnswerBytes = 64 << 20
+
 // get fetches path?v and returns the body of a 200, or the API's error.
 func (c *queryClient) get(ctx context.Context, path string, v url.Values) ([]byte, error) {
 	u := c.addr + path
@@ -186,9 +189,12 @@ func (c *queryClient) get(ctx context.Context, path string, v url.Values) ([]byt
 		return nil, fmt.Errorf("calling %s: %w (is slide serve running there? see --addr)", c.addr, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading answer of %s: %w", path, err)
+	}
+	if len(body) > maxAnswerBytes { // cut short, it would be reported as broken JSON
+		return nil, fmt.Errorf("answer of %s: over %d MiB", path, maxAnswerBytes>>20)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e query.ErrorResponse

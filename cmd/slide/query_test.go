@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -169,6 +170,16 @@ func TestQueryErrors(t *testing.T) {
 	_, _, err = runQuery(t, "metrics", "--addr", "http://127.0.0.1:1", "--timeout", "2s")
 	if err == nil || !strings.Contains(err.Error(), "is slide serve running") {
 		t.Fatalf("no server: %v", err)
+	}
+	// An answer past the bound is said to be, not cut and reported as broken JSON.
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"metrics":["`))
+		w.Write(bytes.Repeat([]byte("m"), maxAnswerBytes))
+		w.Write([]byte(`"]}`))
+	}))
+	defer huge.Close()
+	if _, _, err := runQuery(t, "metrics", "--addr", huge.URL); err == nil || !strings.Contains(err.Error(), "answer of /v1/metrics: over 64 MiB") {
+		t.Fatalf("huge answer: %v", err)
 	}
 }
 

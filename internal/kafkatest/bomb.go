@@ -19,6 +19,31 @@ const (
 	Zstd int8 = 4
 )
 
+// ZstdRLE returns a zstd frame of head, then n bytes c (rounded down to whole 128 KiB), then
+// tail, without holding the n bytes: head and tail are raw blocks (each under 128 KiB), the
+// run RLE blocks of 4 bytes per 128 KiB (32 KiB per GiB).
+func ZstdRLE(head []byte, c byte, n int64, tail []byte) []byte {
+	var b []byte
+	b = binary.LittleEndian.AppendUint32(b, 0xFD2FB528)
+	b = append(b, 0x00, 7<<3) // no content size, no checksum; window 128 KiB
+	block := func(typ, sz int, last bool) {
+		h := uint32(typ<<1 | sz<<3)
+		if last {
+			h |= 1
+		}
+		b = append(b, byte(h), byte(h>>8), byte(h>>16))
+	}
+	block(0, len(head), false)
+	b = append(b, head...)
+	const rle = 128 << 10
+	for range n / rle {
+		block(1, rle, false)
+		b = append(b, c)
+	}
+	block(0, len(tail), true)
+	return append(b, tail...)
+}
+
 // BombRecords returns the compressed records section of a record batch holding one record
 // whose value is about inflated zero bytes (rounded up to whole MiB), compressed with codec
 // (Gzip or Zstd), without ever holding the inflated bytes: a zstd frame of RLE blocks (32 KiB
@@ -42,25 +67,7 @@ func BombRecords(codec int8, inflated int64) ([]byte, error) {
 
 	switch codec {
 	case Zstd:
-		var b []byte
-		b = binary.LittleEndian.AppendUint32(b, 0xFD2FB528)
-		b = append(b, 0x00, 7<<3) // no content size, no checksum; window 128 KiB
-		block := func(typ, sz int, last bool) {
-			h := uint32(typ<<1 | sz<<3)
-			if last {
-				h |= 1
-			}
-			b = append(b, byte(h), byte(h>>8), byte(h>>16))
-		}
-		block(0, len(head), false)
-		b = append(b, head...)
-		const rle = 128 << 10
-		for range n / rle {
-			block(1, rle, false)
-			b = append(b, 0)
-		}
-		block(0, len(tail), true)
-		return append(b, tail...), nil
+		return ZstdRLE(head, 0, n, tail), nil
 	case Gzip:
 		var b []byte
 		b = append(b, 0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff)

@@ -105,6 +105,11 @@ func TestReadLogErrors(t *testing.T) {
 		{"bad cost", "ts,key,cost\n1,a,x\n", `line 2: cost "x" is not an integer`},
 		{"ndjson no key", `{"ts":1}` + "\n", `line 1: no "key"`},
 		{"ndjson broken", `{"ts":1,"key":"a"}` + "\n{\n", "line 2:"},
+		{"ndjson long line", `{"ts":1,"key":"a"}` + "\n" + `{"ts":2,"key":"` + strings.Repeat("k", maxLogLine) + "\"}\n", "line 2: longer than 1048576 bytes"},
+		{"long line", "ts,key\n1,a\n2," + strings.Repeat("k", maxLogLine) + "\n", "line 3: longer than 1048576 bytes"},
+		{"long header", "ts,key," + strings.Repeat("x", maxLogLine) + "\n", "header: line 1: longer than 1048576 bytes"},
+		{"long quoted record", "ts,key\n1,a\n2,\"" + strings.Repeat("k\n", maxLogLine/2) + "\"\n", "line 3: longer than 1048576 bytes"},
+		{"long record after a quoted one", "ts,key,note\n1,a,\"x\ny\"\n2,b," + strings.Repeat("k", maxLogLine) + "\n", "line 4: longer than 1048576 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -96,7 +96,7 @@ func readNDJSON(r io.Reader, fn func(Request) error) error {
 }
 
 func readCSV(r io.Reader, fn func(Request) error) error {
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(&recordLimit{r: r, line: 1})
 	cr.ReuseRecord = true
 	cr.TrimLeadingSpace = true
 	header, err := cr.Read()
@@ -173,4 +173,53 @@ func request(line int64, ts []byte, key string, cost *int64, policy string) (Req
 		req.Cost = *cost
 	}
 	return req, nil
+}
+
+// recordLimit is r, failing once a CSV record (the bytes up to a newline outside quotes) is
+// maxLogLine long: encoding/csv has no such bound and would buffer a whole record, however
+// long, before looking at it. In the RFC 4180 that encoding/csv reads without LazyQuotes,
+// quotes only open, close and double inside quoted fields, so their parity says whether a
+// newline ends the record (a bare quote is encoding/csv's error, at that line).
+type recordLimit struct {
+	r      io.Reader
+	n      int   // bytes of the current record so far
+	line   int64 // line where the current record starts
+	lines  int64 // newlines inside the current record
+	quoted bool
+}
+
+// errRecordTooLong is recordLimit's error; readCSV names the line.
+var errRecordTooLong = fmt.Errorf("longer than %d bytes", maxLogLine)
+
+func (l *recordLimit) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	for i := 0; i < n; {
+		j := bytes.IndexAny(p[i:n], "\"\n")
+		if j < 0 {
+			j = n - i
+		}
+		if l.n+j >= maxLogLine {
+			return i + j, fmt.Errorf("line %d: %w", l.line, errRecordTooLong)
+		}
+		l.n += j
+		i += j
+		if i == n {
+			break
+		}
+		switch p[i] {
+		case '"':
+			l.quoted = !l.quoted
+			l.n++
+		case '\n':
+			if l.quoted {
+				l.n++
+				l.lines++
+			} else {
+				l.line += l.lines + 1
+				l.n, l.lines = 0, 0
+			}
+		}
+		i++
+	}
+	return n, err
 }
