@@ -95,8 +95,10 @@
 // The words other packages use for windows are defined here once (vocab.go), so the query
 // API, usage rules, exports and batch jobs cannot drift apart: Stat is the statistic a reader
 // selects from an Agg (ParseStat reads count|sum|avg|min|max|rate, pNN and 0.NN; Value reads
-// it, with quantiles 0 and 1 answered by the exact Min and Max); RingConfig.CheckWindow says
-// whether a ring can read a window length, in the words the HTTP API answers 400 with;
+// it, with quantiles 0 and 1 answered by the exact Min and Max); ParseWindow reads a window
+// length as every caller takes one (Go's durations and whole days, 1d = 24h; ParseDuration
+// the same spelling where 0 means none), and RingConfig.CheckWindow says whether a ring can
+// read it, both in the words the HTTP API answers 400 with;
 // RingConfig.Span is the span a read covers; FormatDuration writes a window as users type it
 // (5m, not 5m0s); FloorDiv is the slot index of an instant.
 //
