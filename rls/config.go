@@ -16,6 +16,7 @@ import (
 
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/limiter/usage"
+	"github.com/slide-metrics/slide/window"
 )
 
 // ErrInvalidConfig wraps every problem of a rate limit service configuration file.
@@ -484,9 +485,9 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 		return nil
 	case winNode != nil:
 		s, _ := b.str(winNode, "window")
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			b.fail(winNode, "window %q is not a positive duration such as 90s or 1h", limiter.ClipName(s))
+		d, err := window.ParseWindow(s)
+		if err != nil {
+			b.fail(winNode, "window %v", err)
 			return nil
 		}
 		l.window = d

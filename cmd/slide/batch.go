@@ -24,7 +24,7 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 		aggs, delimiter                   string
 	)
 	fs.IntVar(&job.Size, "size", 0, "count window: the `K` most recent rows")
-	fs.DurationVar(&job.Span, "span", 0, "time window: rows with ts in (ts − `span`, ts], e.g. 60s")
+	windowVar(fs, &job.Span, "span", 0, "time window: rows with ts in (ts − `span`, ts], e.g. 60s")
 	fs.StringVar(&job.TimeColumn, "time-column", batch.DefaultTimeColumn, "timestamp column for --span (unix ms or RFC 3339); never the value column")
 	fs.StringVar(&aggs, "agg", batch.AggSum, "aggregates of each window, comma separated: sum, avg, min, max, count, p50, p95, p99 (count needs no value column)")
 	fs.StringVar(&job.Column, "column", "", "value column (default: the only numeric column)")

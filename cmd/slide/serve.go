@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -84,6 +85,7 @@ type serveConfig struct {
 func (c *serveConfig) register(fs interface {
 	StringVar(*string, string, string, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
+	Var(flag.Value, string, string)
 	IntVar(*int, string, int, string)
 	Int64Var(*int64, string, int64, string)
 	BoolVar(*bool, string, bool, string)
@@ -93,7 +95,7 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight work gets on SIGTERM")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 
-	fs.DurationVar(&c.slot, "slot", window.DefaultSlot, "slot width of every metric's ring")
+	windowVar(fs, &c.slot, "slot", window.DefaultSlot, "slot width of every metric's ring")
 	fs.IntVar(&c.slots, "slots", window.DefaultSlots, "slots per ring (retention = slot × slots)")
 	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY], hdr[:SIGFIGS:LOWEST:HIGHEST] or native[:SCHEMA] (Prometheus native-histogram buckets)")
 	fs.StringVar(&c.rings, "rings", "cost=1m:60", "per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (cost keeps an hour for usage quotas)")

@@ -295,8 +295,8 @@ func parseRule(n *yaml.Node, source string) (Rule, error) {
 		return r, err
 	}
 	if win != "" {
-		if r.Window, err = time.ParseDuration(win); err != nil {
-			return r, bad("window", "%q is not a duration such as 5m or 1h", win)
+		if r.Window, err = window.ParseWindow(win); err != nil {
+			return r, bad("window", "%v", err)
 		}
 	}
 	mx, err := str("max")
