@@ -88,7 +88,9 @@
 // is empty (call it periodically), DropPartition removes the series last fed by one feed
 // (ingest: a revoked Kafka partition). Event.Feed names the feed; its zero value is no feed,
 // so an event from the API, a file or a test needs nothing set and is never dropped with a
-// feed. Every refusal is counted in Stats by reason.
+// feed. Every refusal is counted in Stats by reason. ReadKey and ReadRangeKey read a key or
+// a key pattern (glob.go: '*' matches any run of bytes), ReadAt and ReadRangeAt for one
+// series, ReadMerged and ReadRangeMerged for a pattern: readers make that choice there.
 //
 // # Vocabulary
 //

@@ -1,6 +1,9 @@
 package window
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // Key patterns select series for merged reads (Store.ReadMerged): the query API's
 // key=tenant-* and the usage rules' key: "*" use them.
@@ -45,4 +48,40 @@ func KeyPatternPrefix(pattern string) string {
 		return pattern[:i]
 	}
 	return pattern
+}
+
+// ReadKey reads key, a series' key or a key pattern, over the last window at now: ReadAt of
+// the one series, or ReadMerged of every series of metric the pattern matches (Agg.Series
+// says how many). Every reader that takes either (the query API, usage rules) reads through
+// it, so the choice is made here once. stop, when not nil, is asked once per series a
+// pattern's scan compares, and once it reports true the scan matches nothing more: a reader
+// whose client has gone stops the merge (the store's scans take no context). One key makes
+// one lookup and never asks stop.
+func (s *Store) ReadKey(now int64, metric, key string, window time.Duration, qs []float64, stop func() bool) (Agg, error) {
+	if match := keyMatch(key, stop); match != nil {
+		return s.ReadMerged(now, metric, match, window, qs)
+	}
+	return s.ReadAt(now, metric, key, window, qs)
+}
+
+// ReadRangeKey is ReadKey for history: ReadRangeAt of one series, or ReadRangeMerged of the
+// series a key pattern matches, with stop as ReadKey takes it.
+func (s *Store) ReadRangeKey(now int64, metric, key string, w, step time.Duration, qs []float64, stop func() bool) ([]Agg, error) {
+	if match := keyMatch(key, stop); match != nil {
+		return s.ReadRangeMerged(now, metric, match, w, step, qs)
+	}
+	return s.ReadRangeAt(now, metric, key, w, step, qs)
+}
+
+// keyMatch is the choice ReadKey and ReadRangeKey make: nil for one series' key, else the
+// filter a scan of the metric applies for the pattern key (MatchKey), matching nothing once
+// stop reports true.
+func keyMatch(key string, stop func() bool) func(string) bool {
+	switch {
+	case !IsKeyPattern(key):
+		return nil
+	case stop == nil:
+		return func(k string) bool { return MatchKey(key, k) }
+	}
+	return func(k string) bool { return !stop() && MatchKey(key, k) }
 }
