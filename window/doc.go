@@ -102,7 +102,10 @@
 // the same spelling where 0 means none), and RingConfig.CheckWindow says whether a ring can
 // read it, both in the words the HTTP API answers 400 with;
 // RingConfig.Span is the span a read covers; FormatDuration writes a window as users type it
-// (5m, not 5m0s); FloorDiv is the slot index of an instant.
+// (5m, not 5m0s); FloorDiv is the slot index of an instant, and the index of a limiter's fixed
+// window (limiter, limiter/redislimit) and of a backtest's timeline bucket too: every limiter
+// package sits above window in the import order, so they use it rather than a copy, and no
+// leaf package is needed for one line of arithmetic.
 //
 // # Snapshots
 //
