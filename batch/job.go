@@ -491,13 +491,19 @@ func (j Job) valueColumn(rd Reader) (string, error) {
 	if j.Column != "" {
 		return j.Column, nil
 	}
-	cols, first := rd.Columns(), rd.FirstRow()
+	return guessColumn(rd.Columns(), rd.FirstRow(), j.TimeColumn)
+}
+
+// guessColumn is the value column of a job without Column: the only column whose value in the
+// first row is a number, the columns in skip (time, group, id) aside; none or several is
+// ErrColumn, naming them.
+func guessColumn(cols []string, first [][]byte, skip ...string) (string, error) {
 	if first == nil {
 		return "", fmt.Errorf("%w: no data row to look at (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
 	}
 	var numeric []string
 	for i, c := range cols {
-		if c == j.TimeColumn || i >= len(first) {
+		if slices.Contains(skip, c) || i >= len(first) {
 			continue
 		}
 		if _, err := parseValue(first[i]); err == nil {

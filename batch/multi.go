@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 )
 
 // SeriesRow is one window of the series output of RunAll: the window ending at data row Row
@@ -235,25 +234,7 @@ func (j Job) runFast(ctx context.Context, f *os.File) (Report, error) {
 // detectColumn is valueColumn over a row source: the only numeric column of the first row that
 // is neither the time, group nor id column.
 func (j Job) detectColumn(cols []string, first [][]byte) (string, error) {
-	if first == nil {
-		return "", fmt.Errorf("%w: no data row to look at (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
-	}
-	var numeric []string
-	for i, c := range cols {
-		if c == j.TimeColumn || c == j.GroupBy || c == j.IDColumn || i >= len(first) {
-			continue
-		}
-		if _, err := parseValue(first[i]); err == nil {
-			numeric = append(numeric, c)
-		}
-	}
-	switch len(numeric) {
-	case 1:
-		return numeric[0], nil
-	case 0:
-		return "", fmt.Errorf("%w: no numeric column in the first row (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
-	}
-	return "", fmt.Errorf("%w: several numeric columns (%s); choose one", ErrColumn, strings.Join(numeric, ", "))
+	return guessColumn(cols, first, j.TimeColumn, j.GroupBy, j.IDColumn)
 }
 
 // genFixedSum is the count-window sum/avg of the row-by-row path: fixed point (see fixedSpec)
