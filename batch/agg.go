@@ -21,17 +21,18 @@ func twoSum(s, c, x float64) (float64, float64) {
 	return t, c + ((s - (t - z)) + (x - z))
 }
 
-// quantileOf maps an aggregate name to its quantile, or -1.
-func quantileOf(agg string) float64 {
-	switch agg {
-	case AggP50:
-		return 0.50
-	case AggP95:
-		return 0.95
-	case AggP99:
-		return 0.99
+// statOf is the window.Stat an aggregate names (a name withDefaults has made canonical), as a
+// job computes it: quantiles 0 and 1 are the exact min and max, as window.Stat.Value answers
+// them (a sketch's p100 is a bin's representative, not the max).
+func statOf(agg string) window.Stat {
+	st, _ := window.ParseStat(agg)
+	switch {
+	case st.Kind == window.StatQuantile && st.Q == 0:
+		return window.Stat{Kind: window.StatMin}
+	case st.Kind == window.StatQuantile && st.Q == 1:
+		return window.Stat{Kind: window.StatMax}
 	}
-	return -1
+	return st
 }
 
 // ---- count windows: the K most recent rows ----
@@ -115,7 +116,7 @@ func (a *countQuantile) feed(vals []float64, _ []int64, out []float64, _, _ []in
 // compensated sum, the count, max/min deques keyed by timestamp, sketch bins for quantiles
 // (rankBins, with the rows' bin keys in a ring beside their values).
 type timeAgg struct {
-	agg     string
+	kind    window.StatKind
 	span    int64 // ms
 	ts      []int64
 	vals    []float64
@@ -126,13 +127,13 @@ type timeAgg struct {
 	mx, mn  window.Deque
 	keys    []int32 // quantiles: the rows' bin keys (rankBins.key)
 	rb      *rankBins
-	q       float64
+	q       float64 // the quantile of StatQuantile
 }
 
-func newTimeAgg(agg string, span int64, ix sketch.Indexer) *timeAgg {
-	a := &timeAgg{agg: agg, span: span, q: quantileOf(agg),
+func newTimeAgg(st window.Stat, span int64, ix sketch.Indexer) *timeAgg {
+	a := &timeAgg{kind: st.Kind, span: span, q: st.Q,
 		ts: make([]int64, 1024), vals: make([]float64, 1024)}
-	if a.q >= 0 {
+	if a.kind == window.StatQuantile {
 		a.rb, a.keys = newRankBins(ix), make([]int32, 1024)
 	}
 	a.mn = *window.NewMinDeque()
@@ -157,8 +158,10 @@ func (a *timeAgg) grow() {
 }
 
 func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS []int64) {
-	needSum := a.agg == AggSum || a.agg == AggAvg
-	needExt := a.agg == AggMax || a.agg == AggMin || a.q >= 0
+	needSum := a.kind == window.StatSum || a.kind == window.StatAvg
+	needExt := a.kind == window.StatMax || a.kind == window.StatMin || a.kind == window.StatQuantile
+	needBins := a.kind == window.StatQuantile
+	spanSec := float64(a.span) / 1000 // rate: the rows of (now − span, now] per second, as window.Agg.RatePerSec
 	for i, v := range vals {
 		now := ts[i]
 		if a.n == len(a.ts) {
@@ -172,7 +175,7 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 		if needSum {
 			a.s, a.c = twoSum(a.s, a.c, v)
 		}
-		if a.q >= 0 {
+		if needBins {
 			k := a.rb.key(v)
 			a.rb.add(k)
 			a.keys[j] = int32(k)
@@ -183,7 +186,7 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 			if needSum {
 				a.s, a.c = twoSum(a.s, a.c, -old)
 			}
-			if a.q >= 0 {
+			if needBins {
 				a.rb.remove(int(a.keys[a.head]))
 			}
 			a.head = (a.head + 1) & mask
@@ -197,16 +200,18 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 			a.mn.Expire(now - a.span)
 		}
 		var w float64
-		switch a.agg {
-		case AggSum:
+		switch a.kind {
+		case window.StatSum:
 			w = a.s + a.c
-		case AggAvg:
+		case window.StatAvg:
 			w = (a.s + a.c) / float64(a.n)
-		case AggCount:
+		case window.StatCount:
 			w = float64(a.n)
-		case AggMax:
+		case window.StatRate:
+			w = float64(a.n) / spanSec
+		case window.StatMax:
 			w, _, _ = a.mx.Front()
-		case AggMin:
+		case window.StatMin:
 			w, _, _ = a.mn.Front()
 		default:
 			hi, _, _ := a.mx.Front()
