@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -33,6 +34,47 @@ func statOf(agg string) window.Stat {
 		return window.Stat{Kind: window.StatMax}
 	}
 	return st
+}
+
+// aggregator is the window arithmetic of Agg: the one place a job turns a statistic into
+// code, for count windows here and time windows in timeAgg.
+func (j Job) aggregator() (aggregator, error) {
+	st := statOf(j.Agg)
+	var ix sketch.Indexer
+	if st.Kind == window.StatQuantile {
+		var err error
+		if ix, err = j.Sketch.Indexer(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	if j.Span > 0 {
+		return newTimeAgg(st, j.Span.Milliseconds(), ix), nil
+	}
+	k := j.Size
+	switch st.Kind {
+	case window.StatSum, window.StatAvg:
+		w, err := window.NewSumWindow(k)
+		return &countSum{w: w, avg: st.Kind == window.StatAvg}, err
+	case window.StatCount:
+		return &countCount{k: k}, nil
+	case window.StatMax:
+		w, err := window.NewMaxWindow(k)
+		return &countMax{w}, err
+	case window.StatMin:
+		w, err := window.NewMinWindow(k)
+		return &countMin{w}, err
+	case window.StatRate: // Validate refuses it
+		return nil, fmt.Errorf("%w: agg %q needs a time window", ErrConfig, j.Agg)
+	}
+	mx, err := window.NewMaxWindow(k)
+	if err != nil {
+		return nil, err
+	}
+	mn, err := window.NewMinWindow(k)
+	if err != nil {
+		return nil, err
+	}
+	return &countQuantile{keys: make([]int32, k), rb: newRankBins(ix), q: st.Q, mx: mx, mn: mn}, nil
 }
 
 // ---- count windows: the K most recent rows ----

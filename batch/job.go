@@ -171,7 +171,7 @@ func (j Job) Validate() error {
 		st, ok := window.ParseStat(a)
 		switch {
 		case !ok:
-			return bad("agg %q: want sum, avg, min, max, count, rate or a percentile such as p95, p99.9 or 0.75", strings.TrimSpace(a))
+			return bad("agg %q: want %s or a percentile such as p95, p99.9 or 0.75", strings.TrimSpace(a), window.StatNames)
 		case st.Kind == window.StatRate && j.Size > 0:
 			return bad("agg %q: needs a time window (span): a count window has no length in time", a)
 		case st.Kind == window.StatQuantile:
@@ -531,47 +531,6 @@ func guessColumn(cols []string, first [][]byte, skip ...string) (string, error) 
 		return "", fmt.Errorf("%w: no numeric column in the first row (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
 	}
 	return "", fmt.Errorf("%w: several numeric columns (%s); choose one", ErrColumn, strings.Join(numeric, ", "))
-}
-
-// aggregator is the window arithmetic of Agg: the one place a job turns a statistic into
-// code, for count windows here and time windows in timeAgg.
-func (j Job) aggregator() (aggregator, error) {
-	st := statOf(j.Agg)
-	var ix sketch.Indexer
-	if st.Kind == window.StatQuantile {
-		var err error
-		if ix, err = j.Sketch.Indexer(); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-	}
-	if j.Span > 0 {
-		return newTimeAgg(st, j.Span.Milliseconds(), ix), nil
-	}
-	k := j.Size
-	switch st.Kind {
-	case window.StatSum, window.StatAvg:
-		w, err := window.NewSumWindow(k)
-		return &countSum{w: w, avg: st.Kind == window.StatAvg}, err
-	case window.StatCount:
-		return &countCount{k: k}, nil
-	case window.StatMax:
-		w, err := window.NewMaxWindow(k)
-		return &countMax{w}, err
-	case window.StatMin:
-		w, err := window.NewMinWindow(k)
-		return &countMin{w}, err
-	case window.StatRate: // Validate refuses it
-		return nil, fmt.Errorf("%w: agg %q needs a time window", ErrConfig, j.Agg)
-	}
-	mx, err := window.NewMaxWindow(k)
-	if err != nil {
-		return nil, err
-	}
-	mn, err := window.NewMinWindow(k)
-	if err != nil {
-		return nil, err
-	}
-	return &countQuantile{keys: make([]int32, k), rb: newRankBins(ix), q: st.Q, mx: mx, mn: mn}, nil
 }
 
 // appendNumber formats v as encoding/json does: shortest round-trip digits, plain notation

@@ -279,7 +279,7 @@ func TestJobValidate(t *testing.T) {
 		j   Job
 		msg string
 	}{
-		{Job{Size: 5, Agg: "median"}, `agg "median": want sum, avg, min, max, count, rate or a percentile such as p95, p99.9 or 0.75`},
+		{Job{Size: 5, Agg: "median"}, `agg "median": want count, sum, avg, min, max, rate or a percentile such as p95, p99.9 or 0.75`},
 		{Job{Size: 5, Agg: AggRate}, `agg "rate": needs a time window (span): a count window has no length in time`},
 		{Job{Size: 5, Aggs: []string{"p95", "0.95"}}, `agg "0.95" listed twice`},
 		{Job{Size: 5, Aggs: []string{"sum", " SUM"}}, `agg " SUM" listed twice`},

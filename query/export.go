@@ -84,7 +84,7 @@ func parseExportSpec(s string) (ExportSpec, error) {
 	for f := range strings.SplitSeq(aggs, ",") {
 		a, ok := window.ParseStat(f)
 		if !ok {
-			return ExportSpec{}, bad("aggregate %q is not count, sum, avg, min, max, rate or a quantile such as 0.95", strings.TrimSpace(f))
+			return ExportSpec{}, bad("aggregate %q is not %s or a quantile such as 0.95", strings.TrimSpace(f), window.StatNames)
 		}
 		if !containsAgg(e.aggs, a) {
 			e.aggs = append(e.aggs, a)

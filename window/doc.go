@@ -107,6 +107,26 @@
 // package sits above window in the import order, so they use it rather than a copy, and no
 // leaf package is needed for one line of arithmetic.
 //
+// # Where things go
+//
+// A new statistic of a window (an aggregate readers select) that an Agg can answer, from its
+// count, sum, min, max, span and quantiles, is five files: window/vocab.go (its StatKind
+// before statEnd, its name in statNames and its Value; ParseStat, String and StatNames then
+// carry it to the query API's by=, export specs, usage rules, slide batch --agg and every
+// message listing them), batch/agg.go (its window arithmetic over rows: Job.aggregator for
+// count windows, timeAgg.feed for time windows), query/export.go (its /metrics gauge),
+// README.md and cmd/slide/help.go (the lists users read), and their tests. /v1/window answers
+// a fixed set of members (query's appendStats), which a statistic joins only if it should be
+// in every answer. A statistic an Agg cannot answer (a sum of squares, say) is a new slot
+// field first: the ring (ring.go), its snapshot (snapshot.go) and partials (partial.go), and
+// cluster's codec.
+//
+// A new unit or kind of window length (calendar windows, issue #29) goes into ParseDuration
+// and ParseWindow, which every caller reads lengths through; CheckWindow says which lengths a
+// ring can serve. A key-matching rule goes into MatchKey (glob.go), which the read routes,
+// usage rules and rls wildcards share. A limiter algorithm, an event format and an HTTP
+// route are not window's: see the docs of limiter, ingest (the decoder) and query.
+//
 // # Snapshots
 //
 // AppendSnapshot encodes the series of one source partition (every live slot of every ring:

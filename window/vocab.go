@@ -32,9 +32,25 @@ const (
 	StatMax                          // largest value, exact
 	StatRate                         // events per second of the elapsed window
 	StatQuantile                     // a quantile Q, within the sketch's accuracy
+	statEnd                          // one past the last kind: a new statistic goes before it
 )
 
-var statNames = [...]string{StatCount: "count", StatSum: "sum", StatAvg: "avg", StatMin: "min", StatMax: "max", StatRate: "rate"}
+var statNames = [...]string{StatCount: "count", StatSum: "sum", StatAvg: "avg", StatMin: "min", StatMax: "max", StatRate: "rate", statEnd: ""}
+
+// StatNames lists the statistics ParseStat reads by name, as messages and help list them:
+// "count, sum, avg, min, max, rate" (quantiles are written p95 or 0.95).
+var StatNames = func() string {
+	var b strings.Builder
+	for _, n := range statNames {
+		if n != "" {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(n)
+		}
+	}
+	return b.String()
+}()
 
 // Stat selects one number of a window's Agg: count, sum, avg, min, max, rate (per second)
 // or the quantile Q.
@@ -61,7 +77,7 @@ func ParseStat(s string) (Stat, bool) {
 // Valid reports a Stat ParseStat could have returned.
 func (s Stat) Valid() bool {
 	switch {
-	case s.Kind == 0 || s.Kind > StatQuantile:
+	case s.Kind == 0 || s.Kind >= statEnd:
 		return false
 	case s.Kind == StatQuantile:
 		return s.Q >= 0 && s.Q <= 1

@@ -218,3 +218,24 @@ func FuzzParseDuration(f *testing.F) {
 		}
 	})
 }
+
+// TestStatNames: the list messages and help print is every name ParseStat reads, and each
+// kind before statEnd is valid.
+func TestStatNames(t *testing.T) {
+	if StatNames != "count, sum, avg, min, max, rate" {
+		t.Errorf("StatNames = %q", StatNames)
+	}
+	for _, n := range strings.Split(StatNames, ", ") {
+		if st, ok := ParseStat(n); !ok || st.String() != n || !st.Valid() {
+			t.Errorf("%q: ParseStat %v %v", n, st, ok)
+		}
+	}
+	for k := StatCount; k < statEnd; k++ {
+		if !(Stat{Kind: k, Q: 0.5}).Valid() {
+			t.Errorf("kind %d is not valid", k)
+		}
+	}
+	if (Stat{Kind: statEnd}).Valid() || (Stat{}).Valid() {
+		t.Error("statEnd or the zero kind is valid")
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/slide-metrics/slide/batch"
 	"github.com/slide-metrics/slide/sketch"
+	"github.com/slide-metrics/slide/window"
 )
 
 func cmdBatch(ctx context.Context, args []string, s stdio) error {
@@ -26,7 +27,7 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	fs.IntVar(&job.Size, "size", 0, "count window: the `K` most recent rows")
 	windowVar(fs, &job.Span, "span", 0, "time window: rows with ts in (ts − `span`, ts], e.g. 60s")
 	fs.StringVar(&job.TimeColumn, "time-column", batch.DefaultTimeColumn, "timestamp column for --span (unix ms or RFC 3339); never the value column")
-	fs.StringVar(&aggs, "agg", batch.AggSum, "aggregates of each window, comma separated: sum, avg, min, max, count, rate (time windows) or a percentile such as p95, p99.9 or 0.75 (count and rate need no value column)")
+	fs.StringVar(&aggs, "agg", batch.AggSum, "aggregates of each window, comma separated: "+window.StatNames+" (rate: time windows) or a percentile such as p95, p99.9 or 0.75 (count and rate need no value column)")
 	fs.StringVar(&job.Column, "column", "", "value column (default: the only numeric column)")
 	fs.StringVar(&job.Best, "best", batch.BestMax, "which window wins: max or min")
 	fs.StringVar(&format, "format", "json", "output: json (one object per line), table or csv")

@@ -87,7 +87,7 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 			return c.rangeRead(ctx, v, *plot, s.out)
 		}
 	case "top":
-		metric, by := str("metric", "", "metric name (required)"), str("by", "p95", "rank by count, sum, avg, min, max, rate or pNN")
+		metric, by := str("metric", "", "metric name (required)"), str("by", "p95", "rank by "+window.StatNames+" or pNN")
 		win, q := str("window", "", "window (default: the retention)"), str("q", "0.5,0.95,0.99", "quantiles to show per key")
 		key := str("key", "", "only keys matching this glob")
 		k := fs.Int("k", 10, "how many keys")
