@@ -1,7 +1,6 @@
 package window
 
 import (
-	"math"
 	"time"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -44,14 +43,7 @@ func (p *Partial) Merge(o *Partial) {
 	if o.Count == 0 {
 		return
 	}
-	if p.Count == 0 || o.Min < p.Min {
-		p.Min = o.Min
-	}
-	if p.Count == 0 || o.Max > p.Max {
-		p.Max = o.Max
-	}
-	p.Count += o.Count
-	p.Sum += o.Sum
+	addPart(&p.Count, &p.Sum, &p.Min, &p.Max, o.Count, o.Sum, o.Min, o.Max)
 	if !p.NoBins {
 		p.Bins.AddBins(&o.Bins)
 	}
@@ -61,17 +53,9 @@ func (p *Partial) Merge(o *Partial) {
 func (p *Partial) add(a *Agg) {
 	p.From, p.To = a.From, a.To
 	p.Series++
-	if a.Count == 0 {
-		return
+	if a.Count > 0 {
+		addPart(&p.Count, &p.Sum, &p.Min, &p.Max, a.Count, a.Sum, a.Min, a.Max)
 	}
-	if p.Count == 0 || a.Min < p.Min {
-		p.Min = a.Min
-	}
-	if p.Count == 0 || a.Max > p.Max {
-		p.Max = a.Max
-	}
-	p.Count += a.Count
-	p.Sum += a.Sum
 }
 
 // Agg reads p's quantiles qs with ix (the Indexer of the metric's ring sketch) and returns
@@ -82,14 +66,11 @@ func (p *Partial) Agg(ix sketch.Indexer, qs []float64) Agg {
 		a.Min, a.Max = 0, 0
 	}
 	a.Quantiles = make([]float64, len(qs))
-	if a.Count == 0 || p.NoBins {
-		for i := range a.Quantiles {
-			a.Quantiles[i] = math.NaN()
-		}
+	if p.NoBins {
+		a.nanQuantiles()
 		return a
 	}
-	p.Bins.Quantiles(ix, qs, a.Quantiles[:0])
-	a.clampQuantiles()
+	a.readQuantiles(&p.Bins, ix, qs)
 	return a
 }
 
@@ -185,22 +166,23 @@ func (s *Store) MergeKey(now int64, metric, key string, ok func(partition int32)
 	if err != nil {
 		return err
 	}
-	h := s.hash(metric, key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	se := sh.lookup(h, metric, key)
-	if se == nil || !ok(se.partition) {
+	err = s.withSeries(metric, key, func(se *series) error {
+		if !ok(se.partition) {
+			return nil
+		}
+		var one Agg
+		if p.NoBins {
+			se.ring.advance(now)
+			se.ring.foldStats(&one, k)
+		} else {
+			se.ring.mergeInto(now, k, &one, &p.Bins)
+		}
+		one.From, one.To = se.ring.span(k)
+		p.add(&one)
 		return nil
+	})
+	if err == ErrNotFound {
+		return nil // a key this instance does not hold adds nothing
 	}
-	var one Agg
-	if p.NoBins {
-		se.ring.advance(now)
-		se.ring.foldStats(&one, k)
-	} else {
-		se.ring.mergeInto(now, k, &one, &p.Bins)
-	}
-	one.From, one.To = se.ring.span(k)
-	p.add(&one)
-	return nil
+	return err
 }

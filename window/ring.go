@@ -443,12 +443,7 @@ func (r *Ring) read(k int64, qs []float64) Agg {
 	// Shorter windows: the union of their slots' bins, summed into scratch.
 	b := scratchBins.Get().(*sketch.Bins)
 	r.fold(&a, k, func(s *slot) { s.bins.AddTo(b) })
-	if a.Count == 0 {
-		a.nanQuantiles()
-	} else {
-		b.Quantiles(r.ix, qs, a.Quantiles[:0])
-		a.clampQuantiles()
-	}
+	a.readQuantiles(b, r.ix, qs)
 	b.Clear()
 	scratchBins.Put(b)
 	return a
@@ -469,14 +464,7 @@ func (r *Ring) fold(a *Agg, k int64, each func(*slot)) {
 		if s.count == 0 || s.idx != i {
 			continue
 		}
-		if a.Count == 0 || s.min < a.Min {
-			a.Min = s.min
-		}
-		if a.Count == 0 || s.max > a.Max {
-			a.Max = s.max
-		}
-		a.Count += s.count
-		a.Sum += s.sum
+		a.add(s.count, s.sum, s.min, s.max)
 		each(s)
 	}
 }

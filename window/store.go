@@ -61,6 +61,36 @@ func (a Agg) ElapsedSec(now int64) float64 {
 	return float64(end-a.From) / 1000
 }
 
+// addPart folds a part of a window (count events summing to sum, between mn and mx) into
+// the count, sum, min and max at c, s, lo and hi: an Agg, a Partial and a range read's slot
+// fold alike. The caller skips parts without events.
+func addPart(c *uint64, s, lo, hi *float64, count uint64, sum, mn, mx float64) {
+	if *c == 0 || mn < *lo {
+		*lo = mn
+	}
+	if *c == 0 || mx > *hi {
+		*hi = mx
+	}
+	*c += count
+	*s += sum
+}
+
+// add folds a part of a's window into a (addPart).
+func (a *Agg) add(count uint64, sum, mn, mx float64) {
+	addPart(&a.Count, &a.Sum, &a.Min, &a.Max, count, sum, mn, mx)
+}
+
+// readQuantiles fills a.Quantiles (allocated, len(qs)) from the window's bins b: NaN for an
+// empty window, else b's quantiles clamped to [Min, Max].
+func (a *Agg) readQuantiles(b *sketch.Bins, ix sketch.Indexer, qs []float64) {
+	if a.Count == 0 {
+		a.nanQuantiles()
+		return
+	}
+	b.Quantiles(ix, qs, a.Quantiles[:0])
+	a.clampQuantiles()
+}
+
 // nanQuantiles sets every quantile to NaN: the answer of an empty window.
 func (a *Agg) nanQuantiles() {
 	for i := range a.Quantiles {
@@ -307,16 +337,27 @@ func (s *Store) Read(metric, key string, window time.Duration, qs []float64) (Ag
 
 // ReadAt aggregates one series over the last window at now. It returns ErrNotFound for an
 // unknown series, ErrBadWindow, or ErrBadQuantile.
-func (s *Store) ReadAt(now int64, metric, key string, window time.Duration, qs []float64) (Agg, error) {
+func (s *Store) ReadAt(now int64, metric, key string, window time.Duration, qs []float64) (a Agg, err error) {
+	err = s.withSeries(metric, key, func(se *series) error {
+		a, err = se.ring.Read(now, window, qs)
+		return err
+	})
+	return a, err
+}
+
+// withSeries runs fn on the series (metric, key) under its shard's lock, or returns
+// ErrNotFound: the reads of one series find it so. (Observe's hot paths do not: they
+// unlock without a defer.)
+func (s *Store) withSeries(metric, key string, fn func(se *series) error) error {
 	h := s.hash(metric, key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	se := sh.lookup(h, metric, key)
 	if se == nil {
-		return Agg{}, ErrNotFound
+		return ErrNotFound
 	}
-	return se.ring.Read(now, window, qs)
+	return fn(se)
 }
 
 // ReadMerged merges every series of metric whose key satisfies match into one answer over the
@@ -345,17 +386,9 @@ func (s *Store) ReadMerged(now int64, metric string, match func(key string) bool
 			se.ring.mergeInto(now, k, &one, &bins)
 			a.From, a.To = se.ring.span(k)
 			a.Series++
-			if one.Count == 0 {
-				continue
+			if one.Count > 0 {
+				a.add(one.Count, one.Sum, one.Min, one.Max)
 			}
-			if a.Count == 0 || one.Min < a.Min {
-				a.Min = one.Min
-			}
-			if a.Count == 0 || one.Max > a.Max {
-				a.Max = one.Max
-			}
-			a.Count += one.Count
-			a.Sum += one.Sum
 		}
 		sh.mu.Unlock()
 	}
@@ -363,14 +396,7 @@ func (s *Store) ReadMerged(now int64, metric string, match func(key string) bool
 		return a, ErrNotFound
 	}
 	a.Quantiles = make([]float64, len(qs))
-	if a.Count == 0 {
-		for i := range a.Quantiles {
-			a.Quantiles[i] = math.NaN()
-		}
-		return a, nil
-	}
-	bins.Quantiles(ix, qs, a.Quantiles[:0])
-	a.clampQuantiles()
+	a.readQuantiles(&bins, ix, qs)
 	return a, nil
 }
 

@@ -13,32 +13,26 @@ import (
 // ErrNotFound or ErrBadWindow. The Indexer to read the bins with is RingConfig(metric).Sketch's.
 // Exporters use it to publish a window as a histogram without re-reading it per quantile.
 func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, scratch *sketch.Bins, fn func(a Agg, bins *sketch.Bins)) error {
-	h := s.hash(metric, key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	se := sh.lookup(h, metric, key)
-	if se == nil {
-		return ErrNotFound
-	}
-	se.ring.advance(now)
-	k, err := se.ring.windowSlots(w)
-	if err != nil {
-		return err
-	}
-	r := se.ring.view()
-	defer se.ring.release(r)
-	var a Agg
-	a.From, a.To = r.span(k)
-	a.Series = 1
-	if k == r.n {
-		r.fold(&a, k, func(*slot) {})
-		r.foldCurrent()
-		fn(a, &r.agg)
+	return s.withSeries(metric, key, func(se *series) error {
+		se.ring.advance(now)
+		k, err := se.ring.windowSlots(w)
+		if err != nil {
+			return err
+		}
+		r := se.ring.view()
+		defer se.ring.release(r)
+		var a Agg
+		a.From, a.To = r.span(k)
+		a.Series = 1
+		if k == r.n {
+			r.fold(&a, k, func(*slot) {})
+			r.foldCurrent()
+			fn(a, &r.agg)
+			return nil
+		}
+		scratch.Reset()
+		r.fold(&a, k, func(sl *slot) { sl.bins.AddTo(scratch) })
+		fn(a, scratch)
 		return nil
-	}
-	scratch.Reset()
-	r.fold(&a, k, func(sl *slot) { sl.bins.AddTo(scratch) })
-	fn(a, scratch)
-	return nil
+	})
 }
