@@ -134,12 +134,12 @@ type countQuantile struct {
 func (a *countQuantile) feed(vals []float64, _ []int64, out []float64, _, _ []int64) {
 	for i, v := range vals {
 		if a.n == len(a.keys) {
-			a.rb.remove(int(a.keys[a.i]))
+			a.rb.add(int(a.keys[a.i]), -1)
 		} else {
 			a.n++
 		}
 		k := a.rb.key(v)
-		a.rb.add(k)
+		a.rb.add(k, 1)
 		a.keys[a.i] = int32(k)
 		if a.i++; a.i == len(a.keys) {
 			a.i = 0
@@ -219,7 +219,7 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 		}
 		if needBins {
 			k := a.rb.key(v)
-			a.rb.add(k)
+			a.rb.add(k, 1)
 			a.keys[j] = int32(k)
 		}
 		// Rows at or before now − span have left the window (it is (now − span, now]).
@@ -229,7 +229,7 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 				a.s, a.c = twoSum(a.s, a.c, -old)
 			}
 			if needBins {
-				a.rb.remove(int(a.keys[a.head]))
+				a.rb.add(int(a.keys[a.head]), -1)
 			}
 			a.head = (a.head + 1) & mask
 			a.n--

@@ -89,24 +89,16 @@ type decoder struct {
 	err error
 }
 
-func (d *decoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	x, n := binary.Uvarint(d.p)
-	if n <= 0 {
-		d.err = fmt.Errorf("reading %s: bad varint", what)
-		return 0
-	}
-	d.p = d.p[n:]
-	return x
-}
+func (d *decoder) uvarint(what string) uint64 { return readVarint(d, what, binary.Uvarint) }
 
-func (d *decoder) varint(what string) int64 {
+func (d *decoder) varint(what string) int64 { return readVarint(d, what, binary.Varint) }
+
+// readVarint reads one varint with read (binary.Uvarint or Varint); the first error sticks.
+func readVarint[T uint64 | int64](d *decoder, what string, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	x, n := binary.Varint(d.p)
+	x, n := read(d.p)
 	if n <= 0 {
 		d.err = fmt.Errorf("reading %s: bad varint", what)
 		return 0
