@@ -93,26 +93,22 @@ func (s *Store) MergePartial(now int64, metric string, match SeriesMatch, window
 	if err != nil {
 		return err
 	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for se := range sh.all() {
-			if se.metric != metric || !match(se.key, se.partition) {
-				continue
-			}
-			var one Agg
-			if p.NoBins {
-				se.ring.advance(now)
-				se.ring.foldStats(&one, k)
-			} else {
-				se.ring.mergeInto(now, k, &one, &p.Bins)
-			}
-			one.From, one.To = se.ring.span(k)
-			p.add(&one)
-		}
-		sh.mu.Unlock()
-	}
+	s.scanMetric(metric, match, func(se *series) { se.foldInto(now, k, p) })
 	return nil
+}
+
+// foldInto folds se's window of k slots at now into p, with its bins unless p.NoBins; the
+// caller holds se's shard lock.
+func (se *series) foldInto(now, k int64, p *Partial) {
+	var one Agg
+	if p.NoBins {
+		se.ring.advance(now)
+		se.ring.foldStats(&one, k)
+	} else {
+		se.ring.mergeInto(now, k, &one, &p.Bins)
+	}
+	one.From, one.To = se.ring.span(k)
+	p.add(&one)
 }
 
 // EachPartial calls fn with the partial of every series of metric accepted by match, over
@@ -124,28 +120,12 @@ func (s *Store) EachPartial(now int64, metric string, match SeriesMatch, window 
 		return err
 	}
 	var p Partial
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for se := range sh.all() {
-			if se.metric != metric || !match(se.key, se.partition) {
-				continue
-			}
-			p.Reset()
-			p.NoBins = !bins
-			var one Agg
-			if bins {
-				se.ring.mergeInto(now, k, &one, &p.Bins)
-			} else {
-				se.ring.advance(now)
-				se.ring.foldStats(&one, k)
-			}
-			one.From, one.To = se.ring.span(k)
-			p.add(&one)
-			fn(se.key, se.partition, &p)
-		}
-		sh.mu.Unlock()
-	}
+	s.scanMetric(metric, match, func(se *series) {
+		p.Reset()
+		p.NoBins = !bins
+		se.foldInto(now, k, &p)
+		fn(se.key, se.partition, &p)
+	})
 	return nil
 }
 
@@ -167,18 +147,9 @@ func (s *Store) MergeKey(now int64, metric, key string, ok func(partition int32)
 		return err
 	}
 	err = s.withSeries(metric, key, func(se *series) error {
-		if !ok(se.partition) {
-			return nil
+		if ok(se.partition) {
+			se.foldInto(now, k, p)
 		}
-		var one Agg
-		if p.NoBins {
-			se.ring.advance(now)
-			se.ring.foldStats(&one, k)
-		} else {
-			se.ring.mergeInto(now, k, &one, &p.Bins)
-		}
-		one.From, one.To = se.ring.span(k)
-		p.add(&one)
 		return nil
 	})
 	if err == ErrNotFound {

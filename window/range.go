@@ -259,21 +259,13 @@ func (s *Store) ReadRangeMerged(now int64, metric string, match func(key string)
 	ix, _ := rc.Sketch.Indexer() // validated by NewStore
 	aggs := make([]slotAgg, rc.Slots)
 	cur := floorDiv(now, shp.width)
-	series := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for se := range sh.all() {
-			if se.metric != metric || !match(se.key) {
-				continue
-			}
-			se.ring.mergeSlots(now, cur, aggs)
-			series++
-		}
-		sh.mu.Unlock()
-	}
-	if series == 0 {
+	matched := 0
+	s.scanMetric(metric, byKey(match), func(se *series) {
+		se.ring.mergeSlots(now, cur, aggs)
+		matched++
+	})
+	if matched == 0 {
 		return nil, ErrNotFound
 	}
-	return compose(make([]Agg, 0, shp.p), aggs, cur, shp, ix, qs, series), nil
+	return compose(make([]Agg, 0, shp.p), aggs, cur, shp, ix, qs, matched), nil
 }

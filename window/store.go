@@ -345,6 +345,26 @@ func (s *Store) ReadAt(now int64, metric, key string, window time.Duration, qs [
 	return a, err
 }
 
+// scanMetric calls fn for every series of metric that match accepts, a shard at a time under
+// its lock (so a scan is not one atomic snapshot): the merged reads' and partials' one loop.
+func (s *Store) scanMetric(metric string, match SeriesMatch, fn func(se *series)) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for se := range sh.all() {
+			if se.metric == metric && match(se.key, se.partition) {
+				fn(se)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// byKey is a SeriesMatch of a key filter, whatever the partition.
+func byKey(match func(key string) bool) SeriesMatch {
+	return func(key string, _ int32) bool { return match(key) }
+}
+
 // withSeries runs fn on the series (metric, key) under its shard's lock, or returns
 // ErrNotFound: the reads of one series find it so. (Observe's hot paths do not: they
 // unlock without a defer.)
@@ -375,23 +395,15 @@ func (s *Store) ReadMerged(now int64, metric string, match func(key string) bool
 	}
 	ix, _ := rc.Sketch.Indexer() // validated by NewStore
 	var bins sketch.Bins
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for se := range sh.all() {
-			if se.metric != metric || !match(se.key) {
-				continue
-			}
-			var one Agg
-			se.ring.mergeInto(now, k, &one, &bins)
-			a.From, a.To = se.ring.span(k)
-			a.Series++
-			if one.Count > 0 {
-				a.add(one.Count, one.Sum, one.Min, one.Max)
-			}
+	s.scanMetric(metric, byKey(match), func(se *series) {
+		var one Agg
+		se.ring.mergeInto(now, k, &one, &bins)
+		a.From, a.To = se.ring.span(k)
+		a.Series++
+		if one.Count > 0 {
+			a.add(one.Count, one.Sum, one.Min, one.Max)
 		}
-		sh.mu.Unlock()
-	}
+	})
 	if a.Series == 0 {
 		return a, ErrNotFound
 	}
