@@ -89,21 +89,29 @@ type decoder struct {
 	err error
 }
 
-func (d *decoder) uvarint(what string) uint64 { return readVarint(d, what, binary.Uvarint) }
-
-func (d *decoder) varint(what string) int64 { return readVarint(d, what, binary.Varint) }
-
-// readVarint reads one varint with read (binary.Uvarint or Varint); the first error sticks.
-func readVarint[T uint64 | int64](d *decoder, what string, read func([]byte) (T, int)) T {
+func (d *decoder) uvarint(what string) uint64 {
 	if d.err != nil {
 		return 0
 	}
-	x, n := read(d.p)
+	x, n := binary.Uvarint(d.p)
 	if n <= 0 {
 		d.err = fmt.Errorf("reading %s: bad varint", what)
 		return 0
 	}
 	d.p = d.p[n:]
+	return x
+}
+
+// varint is binary.Varint's zig-zag decoding of uvarint.
+func (d *decoder) varint(what string) int64 { return unzigzag(d.uvarint(what)) }
+
+// unzigzag turns the unsigned varint of a signed one back, as binary.Varint does: the
+// decoders read signed varints through their unsigned reader, errors and all.
+func unzigzag(u uint64) int64 {
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
+	}
 	return x
 }
 
