@@ -58,30 +58,24 @@ func KeyPatternPrefix(pattern string) string {
 // whose client has gone stops the merge (the store's scans take no context). One key makes
 // one lookup and never asks stop.
 func (s *Store) ReadKey(now int64, metric, key string, window time.Duration, qs []float64, stop func() bool) (Agg, error) {
-	if match := keyMatch(key, stop); match != nil {
-		return s.ReadMerged(now, metric, match, window, qs)
+	if !IsKeyPattern(key) {
+		return s.ReadAt(now, metric, key, window, qs)
 	}
-	return s.ReadAt(now, metric, key, window, qs)
+	return s.ReadMerged(now, metric, func(k string) bool { return matchUnlessStopped(key, k, stop) }, window, qs)
 }
 
 // ReadRangeKey is ReadKey for history: ReadRangeAt of one series, or ReadRangeMerged of the
 // series a key pattern matches, with stop as ReadKey takes it.
 func (s *Store) ReadRangeKey(now int64, metric, key string, w, step time.Duration, qs []float64, stop func() bool) ([]Agg, error) {
-	if match := keyMatch(key, stop); match != nil {
-		return s.ReadRangeMerged(now, metric, match, w, step, qs)
+	if !IsKeyPattern(key) {
+		return s.ReadRangeAt(now, metric, key, w, step, qs)
 	}
-	return s.ReadRangeAt(now, metric, key, w, step, qs)
+	return s.ReadRangeMerged(now, metric, func(k string) bool { return matchUnlessStopped(key, k, stop) }, w, step, qs)
 }
 
-// keyMatch is the choice ReadKey and ReadRangeKey make: nil for one series' key, else the
-// filter a scan of the metric applies for the pattern key (MatchKey), matching nothing once
-// stop reports true.
-func keyMatch(key string, stop func() bool) func(string) bool {
-	switch {
-	case !IsKeyPattern(key):
-		return nil
-	case stop == nil:
-		return func(k string) bool { return MatchKey(key, k) }
-	}
-	return func(k string) bool { return !stop() && MatchKey(key, k) }
+// matchUnlessStopped is the key filter of ReadKey's and ReadRangeKey's scans: MatchKey, and
+// nothing once stop (when set) reports true. (The filters are written in place, not returned
+// by a function, so they and stop stay on the caller's stack.)
+func matchUnlessStopped(pattern, k string, stop func() bool) bool {
+	return (stop == nil || !stop()) && MatchKey(pattern, k)
 }

@@ -105,6 +105,23 @@ func TestReadKey(t *testing.T) {
 	if _, err := s.ReadKey(t0, "m", "nobody", time.Minute, qs, nil); err != ErrNotFound {
 		t.Errorf("unknown key: %v", err)
 	}
+	// The choice costs no allocation: the filter and stop stay on the caller's stack (the
+	// query API's scan then does too).
+	one0 := testing.AllocsPerRun(100, func() { _, _ = s.ReadAt(t0, "m", "tenant-2", time.Minute, qs) })
+	one1 := testing.AllocsPerRun(100, func() {
+		seen := 0 // a stop with state, as the query API's scan
+		_, _ = s.ReadKey(t0, "m", "tenant-2", time.Minute, qs, func() bool { seen++; return false })
+	})
+	all0 := testing.AllocsPerRun(100, func() {
+		_, _ = s.ReadMerged(t0, "m", func(k string) bool { return MatchKey("tenant-*", k) }, time.Minute, qs)
+	})
+	all1 := testing.AllocsPerRun(100, func() {
+		seen := 0
+		_, _ = s.ReadKey(t0, "m", "tenant-*", time.Minute, qs, func() bool { seen++; return false })
+	})
+	if one1 != one0 || all1 != all0 {
+		t.Errorf("ReadKey allocates %v (one key) and %v (pattern), ReadAt %v and ReadMerged %v", one1, all1, one0, all0)
+	}
 	pts, err := s.ReadRangeKey(t0, "m", "tenant-*", time.Minute, 10*time.Second, qs, nil)
 	wantPts, _ := s.ReadRangeMerged(t0, "m", func(k string) bool { return MatchKey("tenant-*", k) }, time.Minute, 10*time.Second, qs)
 	if err != nil || !sameText(pts, wantPts) {
