@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -21,17 +22,59 @@ func twoSum(s, c, x float64) (float64, float64) {
 	return t, c + ((s - (t - z)) + (x - z))
 }
 
-// quantileOf maps an aggregate name to its quantile, or -1.
-func quantileOf(agg string) float64 {
-	switch agg {
-	case AggP50:
-		return 0.50
-	case AggP95:
-		return 0.95
-	case AggP99:
-		return 0.99
+// statOf is the window.Stat an aggregate names (a name withDefaults has made canonical), as a
+// job computes it: quantiles 0 and 1 are the exact min and max, as window.Stat.Value answers
+// them (a sketch's p100 is a bin's representative, not the max).
+func statOf(agg string) window.Stat {
+	st, _ := window.ParseStat(agg)
+	switch {
+	case st.Kind == window.StatQuantile && st.Q == 0:
+		return window.Stat{Kind: window.StatMin}
+	case st.Kind == window.StatQuantile && st.Q == 1:
+		return window.Stat{Kind: window.StatMax}
 	}
-	return -1
+	return st
+}
+
+// aggregator is the window arithmetic of Agg: the one place a job turns a statistic into
+// code, for count windows here and time windows in timeAgg.
+func (j Job) aggregator() (aggregator, error) {
+	st := statOf(j.Agg)
+	var ix sketch.Indexer
+	if st.Kind == window.StatQuantile {
+		var err error
+		if ix, err = j.Sketch.Indexer(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	if j.Span > 0 {
+		return newTimeAgg(st, j.Span.Milliseconds(), ix), nil
+	}
+	k := j.Size
+	switch st.Kind {
+	case window.StatSum, window.StatAvg:
+		w, err := window.NewSumWindow(k)
+		return &countSum{w: w, avg: st.Kind == window.StatAvg}, err
+	case window.StatCount:
+		return &countCount{k: k}, nil
+	case window.StatMax:
+		w, err := window.NewMaxWindow(k)
+		return &countMax{w}, err
+	case window.StatMin:
+		w, err := window.NewMinWindow(k)
+		return &countMin{w}, err
+	case window.StatRate: // Validate refuses it
+		return nil, fmt.Errorf("%w: agg %q needs a time window", ErrConfig, j.Agg)
+	}
+	mx, err := window.NewMaxWindow(k)
+	if err != nil {
+		return nil, err
+	}
+	mn, err := window.NewMinWindow(k)
+	if err != nil {
+		return nil, err
+	}
+	return &countQuantile{keys: make([]int32, k), rb: newRankBins(ix), q: st.Q, mx: mx, mn: mn}, nil
 }
 
 // ---- count windows: the K most recent rows ----
@@ -91,12 +134,12 @@ type countQuantile struct {
 func (a *countQuantile) feed(vals []float64, _ []int64, out []float64, _, _ []int64) {
 	for i, v := range vals {
 		if a.n == len(a.keys) {
-			a.rb.remove(int(a.keys[a.i]))
+			a.rb.add(int(a.keys[a.i]), -1)
 		} else {
 			a.n++
 		}
 		k := a.rb.key(v)
-		a.rb.add(k)
+		a.rb.add(k, 1)
 		a.keys[a.i] = int32(k)
 		if a.i++; a.i == len(a.keys) {
 			a.i = 0
@@ -115,7 +158,7 @@ func (a *countQuantile) feed(vals []float64, _ []int64, out []float64, _, _ []in
 // compensated sum, the count, max/min deques keyed by timestamp, sketch bins for quantiles
 // (rankBins, with the rows' bin keys in a ring beside their values).
 type timeAgg struct {
-	agg     string
+	kind    window.StatKind
 	span    int64 // ms
 	ts      []int64
 	vals    []float64
@@ -126,13 +169,13 @@ type timeAgg struct {
 	mx, mn  window.Deque
 	keys    []int32 // quantiles: the rows' bin keys (rankBins.key)
 	rb      *rankBins
-	q       float64
+	q       float64 // the quantile of StatQuantile
 }
 
-func newTimeAgg(agg string, span int64, ix sketch.Indexer) *timeAgg {
-	a := &timeAgg{agg: agg, span: span, q: quantileOf(agg),
+func newTimeAgg(st window.Stat, span int64, ix sketch.Indexer) *timeAgg {
+	a := &timeAgg{kind: st.Kind, span: span, q: st.Q,
 		ts: make([]int64, 1024), vals: make([]float64, 1024)}
-	if a.q >= 0 {
+	if a.kind == window.StatQuantile {
 		a.rb, a.keys = newRankBins(ix), make([]int32, 1024)
 	}
 	a.mn = *window.NewMinDeque()
@@ -157,8 +200,10 @@ func (a *timeAgg) grow() {
 }
 
 func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS []int64) {
-	needSum := a.agg == AggSum || a.agg == AggAvg
-	needExt := a.agg == AggMax || a.agg == AggMin || a.q >= 0
+	needSum := a.kind == window.StatSum || a.kind == window.StatAvg
+	needExt := a.kind == window.StatMax || a.kind == window.StatMin || a.kind == window.StatQuantile
+	needBins := a.kind == window.StatQuantile
+	spanSec := float64(a.span) / 1000 // rate: the rows of (now − span, now] per second, as window.Agg.RatePerSec
 	for i, v := range vals {
 		now := ts[i]
 		if a.n == len(a.ts) {
@@ -172,9 +217,9 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 		if needSum {
 			a.s, a.c = twoSum(a.s, a.c, v)
 		}
-		if a.q >= 0 {
+		if needBins {
 			k := a.rb.key(v)
-			a.rb.add(k)
+			a.rb.add(k, 1)
 			a.keys[j] = int32(k)
 		}
 		// Rows at or before now − span have left the window (it is (now − span, now]).
@@ -183,8 +228,8 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 			if needSum {
 				a.s, a.c = twoSum(a.s, a.c, -old)
 			}
-			if a.q >= 0 {
-				a.rb.remove(int(a.keys[a.head]))
+			if needBins {
+				a.rb.add(int(a.keys[a.head]), -1)
 			}
 			a.head = (a.head + 1) & mask
 			a.n--
@@ -197,16 +242,18 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 			a.mn.Expire(now - a.span)
 		}
 		var w float64
-		switch a.agg {
-		case AggSum:
+		switch a.kind {
+		case window.StatSum:
 			w = a.s + a.c
-		case AggAvg:
+		case window.StatAvg:
 			w = (a.s + a.c) / float64(a.n)
-		case AggCount:
+		case window.StatCount:
 			w = float64(a.n)
-		case AggMax:
+		case window.StatRate:
+			w = float64(a.n) / spanSec
+		case window.StatMax:
 			w, _, _ = a.mx.Front()
-		case AggMin:
+		case window.StatMin:
 			w, _, _ = a.mn.Front()
 		default:
 			hi, _, _ := a.mx.Front()

@@ -164,7 +164,7 @@ func TestWideRowBounded(t *testing.T) {
 	}
 	var c csvRows
 	c.delim = ','
-	if fields, _ := c.split([]byte(wide)); len(fields) != columnLimit+1 {
+	if fields, _ := c.fs.split([]byte(wide), c.delim, true); len(fields) != columnLimit+1 {
 		t.Errorf("csvRows.split: %d fields, want columnLimit + 1", len(fields))
 	}
 	var r CSVReader
@@ -258,7 +258,7 @@ func TestQuoteOpenMatchesSplitters(t *testing.T) {
 		}
 		if open || len(lines) == 1 || recordSpans(lines) {
 			_, c1 := c.splitRecord(buf)
-			_, c2 := r.split(buf)
+			_, c2 := r.fs.split(buf, r.delim, true)
 			if c1 != !open || c2 != !open {
 				t.Fatalf("%q: quoteOpen says complete=%v, splitRecord %v, csvRows.split %v", buf, !open, c1, c2)
 			}

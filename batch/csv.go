@@ -35,9 +35,7 @@ type CSVReader struct {
 	row      int64    // data rows returned so far
 	err      error    // sticky error
 	rec      []byte   // a quoted record being assembled across lines
-	fbuf     []byte   // unescaped fields of a slow-path row
-	offs     []int
-	fields   [][]byte
+	fs       fieldSplitter
 	selected bool
 
 	// Fixed point (see readFixed): fixed is set before Select by count sum/avg jobs; a row read
@@ -766,45 +764,8 @@ func (c *CSVReader) record(line []byte, quoted bool) ([][]byte, error) {
 	return fields, nil
 }
 
-// splitRecord splits rec into fields; complete is false when a quoted field is still open at
-// the end. Text after a closing quote is kept (as encoding/csv's LazyQuotes does).
+// splitRecord splits rec into fields on commas (fieldSplitter), unquoted fields as they are;
+// complete is false when a quoted field is still open at the end.
 func (c *CSVReader) splitRecord(rec []byte) (fields [][]byte, complete bool) {
-	c.fbuf, c.offs = c.fbuf[:0], c.offs[:0]
-	i := 0
-	for {
-		start := len(c.fbuf)
-		if i < len(rec) && rec[i] == '"' {
-			i++
-			for {
-				j := bytes.IndexByte(rec[i:], '"')
-				if j < 0 {
-					return nil, false
-				}
-				c.fbuf = append(c.fbuf, rec[i:i+j]...)
-				i += j + 1
-				if i < len(rec) && rec[i] == '"' {
-					c.fbuf = append(c.fbuf, '"')
-					i++
-					continue
-				}
-				break
-			}
-		}
-		j := bytes.IndexByte(rec[i:], ',')
-		if j < 0 {
-			j = len(rec) - i
-		}
-		c.fbuf = append(c.fbuf, rec[i:i+j]...)
-		i += j
-		c.offs = append(c.offs, start, len(c.fbuf))
-		if i >= len(rec) || len(c.offs) > 2*columnLimit { // past the limit: a wrong count anyway
-			break
-		}
-		i++ // the comma
-	}
-	c.fields = c.fields[:0]
-	for k := 0; k < len(c.offs); k += 2 {
-		c.fields = append(c.fields, c.fbuf[c.offs[k]:c.offs[k+1]:c.offs[k+1]])
-	}
-	return c.fields, true
+	return c.fs.split(rec, ',', false)
 }

@@ -26,9 +26,14 @@
 // slide with the rows (a ring of the rows in the window), max and min use timestamp-keyed
 // monotonic deques (window.Deque), quantiles use sketch bins with Add/Remove.
 //
-// Quantiles (p50, p95, p99) are within the sketch's relative accuracy (DDSketch 1% by default)
-// and clamped to the window's exact min and max; a rank that falls between two values may
-// resolve to either neighbour. Every other aggregate is exact up to float64 rounding.
+// The aggregates are window's statistics (window.ParseStat, as slide serve and usage rules
+// read them): count, sum, avg, min, max, rate (the rows of a time window per second of its
+// span; a count window has none) and any quantile (p50, p99.9, 0.75), each named by
+// window.Stat.String in results. Quantiles are within the sketch's relative accuracy
+// (DDSketch 1% by default) and clamped to the window's exact min and max; a rank that falls
+// between two values may resolve to either neighbour; p0 and p100 are the exact min and max.
+// Every other aggregate is exact up to float64 rounding. A statistic's window arithmetic is
+// Job.aggregator (count windows, agg.go) and timeAgg.feed (time windows).
 //
 // # Best window and output
 //

@@ -21,13 +21,16 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-// Aggregates a Job computes over every window.
+// Aggregates a Job computes over every window: these, rate (time windows), and any other
+// statistic window.ParseStat reads (p90, p99.9, 0.75: every percentile), named as Result.Agg
+// names it (window.Stat.String: "0.75" is p75).
 const (
 	AggSum   = "sum"
 	AggAvg   = "avg"
 	AggMin   = "min"
 	AggMax   = "max"
 	AggCount = "count"
+	AggRate  = "rate"
 	AggP50   = "p50"
 	AggP95   = "p95"
 	AggP99   = "p99"
@@ -78,9 +81,10 @@ type Job struct {
 	// Column names the value column. Default: the only column, other than TimeColumn, whose
 	// first-row value is a number; with none or several, Run fails with ErrColumn naming them.
 	Column string
-	// Agg is the aggregate of each window: sum, avg, min, max, count, p50, p95 or p99; default
-	// sum. Quantiles come from sketch bins (relative accuracy of Sketch) clamped to the window's
-	// exact min and max.
+	// Agg is the aggregate of each window, in window.ParseStat's words: sum, avg, min, max,
+	// count, rate (rows per second of a time window's span) or a percentile (p50, p95, p99.9,
+	// 0.75); default sum. Quantiles come from sketch bins (relative accuracy of Sketch)
+	// clamped to the window's exact min and max; p0 and p100 are the exact min and max.
 	Agg string
 	// Best says which window wins: the one with the largest (max, default) or smallest (min)
 	// aggregate; the first one on ties.
@@ -88,7 +92,7 @@ type Job struct {
 	// Format is csv, ndjson or auto (default): auto reads NDJSON when the first non-blank byte
 	// is '{', CSV otherwise.
 	Format string
-	// Sketch is the quantile sketch for p50/p95/p99; zero is DDSketch at 1% relative accuracy.
+	// Sketch is the quantile sketch for percentiles; zero is DDSketch at 1% relative accuracy.
 	Sketch sketch.Kind
 	// Logger receives one debug line per run; nil discards.
 	Logger *slog.Logger
@@ -97,7 +101,7 @@ type Job struct {
 	// row-by-row path).
 
 	// Aggs computes several aggregates of the same windows in one pass (each has its own best
-	// window); when set it replaces Agg. "count" alone needs no value column.
+	// window); when set it replaces Agg. count and rate alone need no value column.
 	Aggs []string
 	// GroupBy partitions the rows by this column's text (SQL's PARTITION BY): every group has
 	// its own windows and best window, for count and time windows alike. Memory is
@@ -123,6 +127,15 @@ const batchRows = 2048
 func (j Job) withDefaults() Job {
 	if j.Agg == "" {
 		j.Agg = AggSum
+	}
+	// Aggregates by their one name (" P95" and "0.95" are p95), so the job compares names.
+	j.Agg = aggName(j.Agg)
+	if len(j.Aggs) > 0 {
+		aggs := make([]string, len(j.Aggs))
+		for i, a := range j.Aggs {
+			aggs[i] = aggName(a)
+		}
+		j.Aggs = aggs
 	}
 	if j.Best == "" {
 		j.Best = BestMax
@@ -155,20 +168,21 @@ func (j Job) Validate() error {
 		return bad("span %v: must be a whole number of milliseconds", j.Span)
 	}
 	for _, a := range append([]string{d.Agg}, j.Aggs...) {
-		switch a {
-		case AggSum, AggAvg, AggMin, AggMax, AggCount, AggP50, AggP95, AggP99:
-		default:
-			return bad("agg %q: want sum, avg, min, max, count, p50, p95 or p99", a)
-		}
-		if quantileOf(a) >= 0 {
+		st, ok := window.ParseStat(a)
+		switch {
+		case !ok:
+			return bad("agg %q: want %s or a percentile such as p95, p99.9 or 0.75", strings.TrimSpace(a), window.StatNames)
+		case st.Kind == window.StatRate && j.Size > 0:
+			return bad("agg %q: needs a time window (span): a count window has no length in time", a)
+		case st.Kind == window.StatQuantile:
 			if err := d.Sketch.Validate(); err != nil {
 				return fmt.Errorf("%w: %w", ErrConfig, err)
 			}
 		}
 	}
-	for i, a := range j.Aggs {
-		if slices.Contains(j.Aggs[:i], a) {
-			return bad("agg %q listed twice", a)
+	for i, a := range d.Aggs {
+		if slices.Contains(d.Aggs[:i], a) {
+			return bad("agg %q listed twice", j.Aggs[i])
 		}
 	}
 	switch j.Delimiter {
@@ -491,13 +505,19 @@ func (j Job) valueColumn(rd Reader) (string, error) {
 	if j.Column != "" {
 		return j.Column, nil
 	}
-	cols, first := rd.Columns(), rd.FirstRow()
+	return guessColumn(rd.Columns(), rd.FirstRow(), j.TimeColumn)
+}
+
+// guessColumn is the value column of a job without Column: the only column whose value in the
+// first row is a number, the columns in skip (time, group, id) aside; none or several is
+// ErrColumn, naming them.
+func guessColumn(cols []string, first [][]byte, skip ...string) (string, error) {
 	if first == nil {
 		return "", fmt.Errorf("%w: no data row to look at (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
 	}
 	var numeric []string
 	for i, c := range cols {
-		if c == j.TimeColumn || i >= len(first) {
+		if slices.Contains(skip, c) || i >= len(first) {
 			continue
 		}
 		if _, err := parseValue(first[i]); err == nil {
@@ -511,42 +531,6 @@ func (j Job) valueColumn(rd Reader) (string, error) {
 		return "", fmt.Errorf("%w: no numeric column in the first row (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
 	}
 	return "", fmt.Errorf("%w: several numeric columns (%s); choose one", ErrColumn, strings.Join(numeric, ", "))
-}
-
-func (j Job) aggregator() (aggregator, error) {
-	var ix sketch.Indexer
-	if quantileOf(j.Agg) >= 0 {
-		var err error
-		if ix, err = j.Sketch.Indexer(); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-	}
-	if j.Span > 0 {
-		return newTimeAgg(j.Agg, j.Span.Milliseconds(), ix), nil
-	}
-	k := j.Size
-	switch j.Agg {
-	case AggSum, AggAvg:
-		w, err := window.NewSumWindow(k)
-		return &countSum{w: w, avg: j.Agg == AggAvg}, err
-	case AggCount:
-		return &countCount{k: k}, nil
-	case AggMax:
-		w, err := window.NewMaxWindow(k)
-		return &countMax{w}, err
-	case AggMin:
-		w, err := window.NewMinWindow(k)
-		return &countMin{w}, err
-	}
-	mx, err := window.NewMaxWindow(k)
-	if err != nil {
-		return nil, err
-	}
-	mn, err := window.NewMinWindow(k)
-	if err != nil {
-		return nil, err
-	}
-	return &countQuantile{keys: make([]int32, k), rb: newRankBins(ix), q: quantileOf(j.Agg), mx: mx, mn: mn}, nil
 }
 
 // appendNumber formats v as encoding/json does: shortest round-trip digits, plain notation

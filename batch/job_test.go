@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slide-metrics/slide/window"
 )
 
 // articleCSV is the article's orders as testdata/gen writes them (ts column simplified).
@@ -107,13 +109,16 @@ func oracle(rows []row, j Job) (vals, alts []float64, starts []int) {
 			}
 		case AggCount:
 			w = float64(len(win))
+		case AggRate:
+			w = float64(len(win)) / j.Span.Seconds()
 		case AggMax:
 			w = slices.Max(win)
 		case AggMin:
 			w = slices.Min(win)
 		default:
+			st, _ := window.ParseStat(j.Agg)
 			slices.Sort(win)
-			rank := quantileOf(j.Agg) * float64(len(win)-1)
+			rank := st.Q * float64(len(win)-1)
 			w, alt = win[int(math.Floor(rank))], win[int(math.Ceil(rank))]
 		}
 		if math.IsNaN(alt) {
@@ -144,8 +149,11 @@ func testJobMatchesOracle(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	rows := genRows(rng, 600)
 	inputs := map[string]string{"csv": toCSV(rows), "ndjson": toNDJSON(rows)}
-	for _, agg := range []string{AggSum, AggAvg, AggCount, AggMax, AggMin, AggP50, AggP95, AggP99} {
+	for _, agg := range []string{AggSum, AggAvg, AggCount, AggMax, AggMin, AggP50, AggP95, AggP99, "p90", "p99.9", "0.75", "p0", "p100", AggRate} {
 		for _, win := range []Job{{Size: 1}, {Size: 7}, {Size: 600}, {Span: 500 * time.Millisecond}, {Span: 4 * time.Second}} {
+			if agg == AggRate && win.Size > 0 {
+				continue // a count window has no rate (TestValidate)
+			}
 			for _, best := range []string{BestMax, BestMin} {
 				for format, in := range inputs {
 					j := win
@@ -160,8 +168,8 @@ func testJobMatchesOracle(t *testing.T) {
 						t.Fatalf("%s: %d series lines, want %d", name, len(series), len(want))
 					}
 					tol := 1e-9
-					if quantileOf(agg) >= 0 {
-						tol = 0.0101 // DDSketch 1% plus rounding
+					if st, _ := window.ParseStat(agg); st.Kind == window.StatQuantile && st.Q > 0 && st.Q < 1 {
+						tol = 0.0101 // DDSketch 1% plus rounding; p0 and p100 are the exact min and max
 					}
 					for i, s := range series {
 						got, _ := strconv.ParseFloat(s, 64)
@@ -266,6 +274,51 @@ func TestJobValidate(t *testing.T) {
 	}
 	if err := (Job{Size: 5, Agg: AggP95}).Validate(); err != nil {
 		t.Errorf("valid job: %v", err)
+	}
+	for _, c := range []struct {
+		j   Job
+		msg string
+	}{
+		{Job{Size: 5, Agg: "median"}, `agg "median": want count, sum, avg, min, max, rate or a percentile such as p95, p99.9 or 0.75`},
+		{Job{Size: 5, Agg: AggRate}, `agg "rate": needs a time window (span): a count window has no length in time`},
+		{Job{Size: 5, Aggs: []string{"p95", "0.95"}}, `agg "0.95" listed twice`},
+		{Job{Size: 5, Aggs: []string{"sum", " SUM"}}, `agg " SUM" listed twice`},
+	} {
+		if err := c.j.Validate(); !errors.Is(err, ErrConfig) || !strings.HasSuffix(err.Error(), c.msg) {
+			t.Errorf("Validate(%+v) = %v, want ErrConfig ending %q", c.j, err, c.msg)
+		}
+	}
+}
+
+// TestAggregatesByWindowStat: a job takes every statistic window.ParseStat reads and names
+// each by its one name, in Result.Agg and Aggregates alike; rate is rows per second of the
+// span, and needs no value column.
+func TestAggregatesByWindowStat(t *testing.T) {
+	j := Job{Span: 2 * time.Second, Aggs: []string{"0.75", " P99.9", "rate", "p100"}}
+	if got, want := strings.Join(j.Aggregates(), ","), "p75,p99.9,rate,p100"; got != want {
+		t.Fatalf("Aggregates = %s, want %s", got, want)
+	}
+	if got := (Job{}).Aggregates(); len(got) != 1 || got[0] != AggSum {
+		t.Errorf("default Aggregates = %v", got)
+	}
+	in := "ts,amount\n1000,1\n1500,4\n2000,2\n2500,8\n4000,3\n"
+	rep, err := j.RunAll(context.Background(), strings.NewReader(in), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, r := range rep.Results {
+		got[r.Agg] = r.Best
+	}
+	// (ts − 2s, ts] holds at most 4 rows (1000…2500 ending at 2500): 2 rows per second; the
+	// max is 8, exact for p100.
+	if len(got) != 4 || got["rate"] != 2 || got["p100"] != 8 || got["p75"] == 0 || got["p99.9"] == 0 {
+		t.Errorf("results %v", got)
+	}
+	count := Job{Span: 2 * time.Second, Agg: "rate"}
+	rep, err = count.RunAll(context.Background(), strings.NewReader("ts,a,b\n1000,x,y\n1200,x,y\n"), "", nil)
+	if err != nil || len(rep.Results) != 1 || rep.Results[0].Best != 1 {
+		t.Errorf("rate without a value column: %+v, %v", rep, err)
 	}
 }
 

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
+
+	"github.com/slide-metrics/slide/window"
 )
 
 // SeriesRow is one window of the series output of RunAll: the window ending at data row Row
 // (0-based, counting skipped rows too) on file line Line, with TS its timestamp (time windows;
-// unix ms) and Values[i] the value of Job.aggs()[i].
+// unix ms) and Values[i] the value of Job.Aggregates()[i].
 type SeriesRow struct {
 	Group  string
 	Row    int64
@@ -74,12 +75,23 @@ func skipReason(err error) string {
 	return SkipOtherReason
 }
 
-// aggs returns the aggregates of the job: Aggs, or Agg alone.
-func (j Job) aggs() []string {
+// Aggregates returns the aggregates the job computes, in order: Aggs, or Agg alone, each by
+// the name Result.Agg and the series give it (window.Stat.String: "0.75" and "P75" are p75).
+func (j Job) Aggregates() []string {
+	j = j.withDefaults()
 	if len(j.Aggs) > 0 {
 		return j.Aggs
 	}
-	return []string{j.withDefaults().Agg}
+	return []string{j.Agg}
+}
+
+// aggName is the one name of an aggregate (window.Stat.String); a name ParseStat does not
+// read is kept for Validate to refuse.
+func aggName(a string) string {
+	if st, ok := window.ParseStat(a); ok {
+		return st.String()
+	}
+	return a
 }
 
 // rowByRow reports whether the job needs the row-by-row path: everything but one aggregate
@@ -90,10 +102,10 @@ func (j Job) rowByRow() bool {
 		j.Format == FormatParquet
 }
 
-// countOnly reports whether every aggregate is count (which needs no value column).
+// countOnly reports whether every aggregate is count or rate (which need no value column).
 func (j Job) countOnly() bool {
-	for _, a := range j.aggs() {
-		if a != AggCount {
+	for _, a := range j.Aggregates() {
+		if a != AggCount && a != AggRate {
 			return false
 		}
 	}
@@ -235,25 +247,7 @@ func (j Job) runFast(ctx context.Context, f *os.File) (Report, error) {
 // detectColumn is valueColumn over a row source: the only numeric column of the first row that
 // is neither the time, group nor id column.
 func (j Job) detectColumn(cols []string, first [][]byte) (string, error) {
-	if first == nil {
-		return "", fmt.Errorf("%w: no data row to look at (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
-	}
-	var numeric []string
-	for i, c := range cols {
-		if c == j.TimeColumn || c == j.GroupBy || c == j.IDColumn || i >= len(first) {
-			continue
-		}
-		if _, err := parseValue(first[i]); err == nil {
-			numeric = append(numeric, c)
-		}
-	}
-	switch len(numeric) {
-	case 1:
-		return numeric[0], nil
-	case 0:
-		return "", fmt.Errorf("%w: no numeric column in the first row (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
-	}
-	return "", fmt.Errorf("%w: several numeric columns (%s); choose one", ErrColumn, strings.Join(numeric, ", "))
+	return guessColumn(cols, first, j.TimeColumn, j.GroupBy, j.IDColumn)
 }
 
 // genFixedSum is the count-window sum/avg of the row-by-row path: fixed point (see fixedSpec)

@@ -395,7 +395,7 @@ func cols0(cols []*pqColReader) *pqColReader {
 // or series) over src with parquetFast and Run's aggregation; ok is false when the job or
 // its columns need the row-by-row path (which then reports any error of the job itself).
 func (j Job) runParquetFast(ctx context.Context, src *parquetRows, series func(SeriesRow) error) (rep Report, ok bool, err error) {
-	aggs := j.aggs()
+	aggs := j.Aggregates()
 	if series != nil || len(aggs) != 1 || j.GroupBy != "" || j.IDColumn != "" || j.SkipBad ||
 		(j.countOnly() && j.Column == "") {
 		return Report{}, false, nil

@@ -63,27 +63,15 @@ func (r *rankBins) key(v float64) int {
 // 1% spans ±36k).
 func clampIndex(i int) int { return min(max(i, -1<<28), 1<<28) }
 
-// add counts a value of key k once.
-func (r *rankBins) add(k int) {
+// add counts a value of key k d more times: +1 as it enters a window, −1 as it leaves.
+func (r *rankBins) add(k int, d int64) {
 	switch k & 3 {
 	case sidePos:
-		r.pos.add(k >> 2)
+		r.pos.add(k>>2, d)
 	case sideNeg:
-		r.neg.add(k >> 2)
+		r.neg.add(k>>2, d)
 	case sideZero:
-		r.zero++
-	}
-}
-
-// remove uncounts a value of key k added before.
-func (r *rankBins) remove(k int) {
-	switch k & 3 {
-	case sidePos:
-		r.pos.remove(k >> 2)
-	case sideNeg:
-		r.neg.remove(k >> 2)
-	case sideZero:
-		r.zero--
+		r.zero += d
 	}
 }
 
@@ -98,11 +86,11 @@ func (r *rankBins) quantile(q float64) float64 {
 	var k int
 	switch {
 	case rank < negCount:
-		k = r.neg.find(rankTargetOf(negCount-1-rank))<<2 | sideNeg
+		k = r.neg.find(sketch.RankTarget(negCount-1-rank))<<2 | sideNeg
 	case rank < float64(r.zero)+negCount:
 		return 0
 	default:
-		k = r.pos.find(rankTargetOf(rank-float64(r.zero)-negCount))<<2 | sidePos
+		k = r.pos.find(sketch.RankTarget(rank-float64(r.zero)-negCount))<<2 | sidePos
 	}
 	if k != r.lastKey {
 		r.lastKey, r.lastVal = k, r.ix.Value(k>>2)
@@ -122,24 +110,17 @@ type rankSide struct {
 	total  int64
 }
 
-func (s *rankSide) add(i int) {
+// add counts index i d more times (a removal, d < 0, is of an index added before, so only
+// an addition grows counts).
+func (s *rankSide) add(i int, d int64) {
 	j := i - s.off
 	if j < 0 || j >= len(s.counts) {
 		j = s.cover(i)
 	}
-	s.counts[j]++
-	s.total++
+	s.counts[j] += d
+	s.total += d
 	if j < s.cur {
-		s.below++
-	}
-}
-
-func (s *rankSide) remove(i int) {
-	j := i - s.off
-	s.counts[j]--
-	s.total--
-	if j < s.cur {
-		s.below--
+		s.below += d
 	}
 }
 
@@ -181,15 +162,4 @@ func (s *rankSide) find(t uint64) int {
 		s.cur++
 	}
 	return s.off + s.cur
-}
-
-// rankTargetOf is sketch's rankTarget: the integer a cumulative count must exceed.
-func rankTargetOf(rank float64) uint64 {
-	switch {
-	case !(rank > 0):
-		return 0
-	case rank >= 1<<64:
-		return math.MaxUint64
-	}
-	return uint64(rank)
 }

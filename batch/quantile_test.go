@@ -44,13 +44,13 @@ func TestRankBinsMatchesBins(t *testing.T) {
 				v := draw(r)
 				window = append(window, v)
 				bins.Add(ix, v, 1)
-				rb.add(rb.key(v))
+				rb.add(rb.key(v), 1)
 				// Windows grow and shrink: leave 0–2 values per step, about as many as come.
 				for n := r.IntN(3); n > 0 && len(window) > 1; n-- {
 					old := window[0]
 					window = window[1:]
 					bins.Remove(ix, old, 1)
-					rb.remove(rb.key(old))
+					rb.add(rb.key(old), -1)
 				}
 				for _, q := range []float64{0, 0.01, 0.5, 0.95, 0.99, 1} {
 					want, got := bins.Quantile(ix, q), rb.quantile(q)

@@ -18,7 +18,7 @@ var groupChunk = 32 << 10
 // runRows is the row-by-row job over src.
 func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) error, bytesRead func() int64) (Report, error) {
 	j = j.withDefaults()
-	aggs := j.aggs()
+	aggs := j.Aggregates()
 	cols := src.Columns()
 	timeCol := ""
 	if j.Span > 0 {

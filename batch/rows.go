@@ -27,16 +27,14 @@ type rowSource interface {
 // blank lines skipped, a byte order mark dropped, spaces around unquoted fields ignored) with
 // any single-byte delimiter.
 type csvRows struct {
-	l      *lineBuf
-	delim  byte
-	cols   []string
-	first  [][]byte
-	idx    []int // selected column indexes, -1 for ""
-	out    [][]byte
-	rec    []byte
-	fbuf   []byte
-	offs   []int
-	fields [][]byte
+	l     *lineBuf
+	delim byte
+	cols  []string
+	first [][]byte
+	idx   []int // selected column indexes, -1 for ""
+	out   [][]byte
+	rec   []byte
+	fs    fieldSplitter
 	// The first data row, read by newCSVRows: Next returns it (or its error) first.
 	pend    bool
 	pendAt  int64
@@ -159,69 +157,11 @@ func (c *csvRows) record(line []byte) ([][]byte, error) {
 		}
 		rec = c.rec
 	}
-	fields, complete := c.split(rec)
+	fields, complete := c.fs.split(rec, c.delim, true)
 	if !complete { // not reached: l.record reads on until no quoted field is open
 		return nil, fmt.Errorf("%w: unterminated quoted field", ErrSyntax)
 	}
 	return fields, nil
-}
-
-func (c *csvRows) split(rec []byte) ([][]byte, bool) {
-	if bytes.IndexByte(rec, '"') < 0 { // no quotes: the fields are slices of rec
-		c.fields = c.fields[:0]
-		for {
-			j := bytes.IndexByte(rec, c.delim)
-			if j < 0 || len(c.fields) == columnLimit { // past the limit: a wrong count anyway
-				c.fields = append(c.fields, trimSpace(rec))
-				return c.fields, true
-			}
-			c.fields = append(c.fields, trimSpace(rec[:j:j]))
-			rec = rec[j+1:]
-		}
-	}
-	c.fbuf, c.offs = c.fbuf[:0], c.offs[:0]
-	i := 0
-	for {
-		start := len(c.fbuf)
-		quoted := false
-		if i < len(rec) && rec[i] == '"' { // as CSVReader: a quote opens a field only as its first byte
-			i, quoted = i+1, true
-			for {
-				j := bytes.IndexByte(rec[i:], '"')
-				if j < 0 {
-					return nil, false
-				}
-				c.fbuf = append(c.fbuf, rec[i:i+j]...)
-				i += j + 1
-				if i < len(rec) && rec[i] == '"' {
-					c.fbuf = append(c.fbuf, '"')
-					i++
-					continue
-				}
-				break
-			}
-		}
-		j := bytes.IndexByte(rec[i:], c.delim)
-		if j < 0 {
-			j = len(rec) - i
-		}
-		if quoted {
-			c.fbuf = append(c.fbuf, rec[i:i+j]...)
-		} else {
-			c.fbuf = append(c.fbuf, trimSpace(rec[i:i+j])...)
-		}
-		i += j
-		c.offs = append(c.offs, start, len(c.fbuf))
-		if i >= len(rec) || len(c.offs) > 2*columnLimit { // past the limit: a wrong count anyway
-			break
-		}
-		i++ // the delimiter
-	}
-	c.fields = c.fields[:0]
-	for k := 0; k < len(c.offs); k += 2 {
-		c.fields = append(c.fields, c.fbuf[c.offs[k]:c.offs[k+1]:c.offs[k+1]])
-	}
-	return c.fields, true
 }
 
 // ndjsonRows is the row-by-row NDJSON reader (the dialect of NDJSONReader): string values are

@@ -37,6 +37,14 @@
 // property over random traffic). ResetAfter is the time until the key is
 // back to its initial state (Remaining == Limit).
 //
+// A new algorithm is: its Algorithm constant and policy-file name and the fields it
+// takes (policy.go: Validate, params), its state transition over now
+// (algorithms.go) and its state in the memory backend (memory.go), its Lua script
+// mirroring that transition (limiter/redislimit/scripts/NAME.lua, listed in
+// redislimit's script table, redis.go), and the README's policy section; the
+// conformance suite (limitertest) then runs it over memory and Redis alike, and
+// the backtest replays it as it is.
+//
 // # Cost
 //
 // A request spends cost units (default 1). Cost 0 peeks: the decision

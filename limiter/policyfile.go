@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/slide-metrics/slide/window"
 )
 
 // MaxPolicyFileBytes is the largest policy file LoadPolicies (and usage.LoadFile) reads:
@@ -184,7 +186,7 @@ func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 		case "capacity":
 			p.Capacity, err = parseInt(v)
 		case "window":
-			p.Window, err = parseDuration(v)
+			p.Window, err = window.ParseDuration(s) // Validate says which lengths an algorithm takes
 		case "max_delay":
 			p.MaxDelay, err = parseDuration(v)
 		case "timeout":

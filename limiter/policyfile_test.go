@@ -60,7 +60,7 @@ func TestParsePoliciesErrors(t *testing.T) {
 		{"missing limit", "policies:\n  - name: a\n    algorithm: fixed_window\n    window: 1s\n",
 			[]string{`p.yaml:2: policy "a": limit: missing or must be between 1 and 1099511627776`}},
 		{"invalid window", "policies:\n  - name: a\n    algorithm: sliding_log\n    limit: 3\n    window: sixty\n",
-			[]string{`p.yaml:5: policy "a": window: must be a duration such as 50ms, 60s or 1h, not "sixty"`}},
+			[]string{`p.yaml:5: policy "a": window: "sixty" is not a duration such as 90s, 5m, 1h or 7d`}},
 		{"limit not an integer", "policies:\n  - name: a\n    algorithm: sliding_log\n    limit: \"3\"\n    window: 1s\n",
 			[]string{`p.yaml:4: policy "a": limit: must be an integer, not "3"`}},
 		{"zero limit", "policies:\n  - name: a\n    algorithm: sliding_log\n    limit: 0\n    window: 1s\n",

@@ -19,6 +19,13 @@
 //	GET  /metrics        Prometheus exposition of Config.Gatherer
 //	GET  /               the dashboard (below)
 //
+// A new route is a file of its own (read.go, range.go, top.go are the pattern): its handler
+// reads its parameters through parseParams and the shared parsers (params.go: parseWindow
+// reads lengths with window.ParseWindow, keys and patterns go to window.Store.ReadKey),
+// writes its answer with jsonenc into a pooled buffer, and refuses through the one error
+// writer; it is added to Server.routes (server.go), which gives it authentication, limits
+// and metrics, and to the list above and the README's API section.
+//
 // # Authentication
 //
 // With Config.AuthToken set, the write routes (POST /v1/events, /v1/allow) require

@@ -65,7 +65,7 @@ func parseExportSpec(s string) (ExportSpec, error) {
 	default:
 		// The last field is the window when it is a duration with a unit ("0" is a quantile).
 		last := strings.TrimSpace(fields[len(fields)-1])
-		_, durErr := time.ParseDuration(last)
+		_, durErr := window.ParseDuration(last)
 		_, numErr := strconv.ParseFloat(last, 64)
 		if durErr == nil && numErr != nil {
 			metric, win, aggs = strings.Join(fields[:len(fields)-1], ":"), last, defaultExportAggs
@@ -77,15 +77,15 @@ func parseExportSpec(s string) (ExportSpec, error) {
 	if metric == "" {
 		return ExportSpec{}, bad("empty metric")
 	}
-	d, err := time.ParseDuration(win)
-	if err != nil || d <= 0 {
-		return ExportSpec{}, bad("window %q is not a positive duration such as 5m", win)
+	d, err := window.ParseWindow(win)
+	if err != nil {
+		return ExportSpec{}, bad("window %v", err)
 	}
 	e := ExportSpec{Metric: metric, Window: d}
 	for f := range strings.SplitSeq(aggs, ",") {
 		a, ok := window.ParseStat(f)
 		if !ok {
-			return ExportSpec{}, bad("aggregate %q is not count, sum, avg, min, max, rate or a quantile such as 0.95", strings.TrimSpace(f))
+			return ExportSpec{}, bad("aggregate %q is not %s or a quantile such as 0.95", strings.TrimSpace(f), window.StatNames)
 		}
 		if !containsAgg(e.aggs, a) {
 			e.aggs = append(e.aggs, a)

@@ -47,9 +47,12 @@ func ParseHistogramSpecs(s string) ([]HistogramSpec, error) {
 			return nil, fmt.Errorf("%w %q: missing window (want metric:window, e.g. latency_ms:5m)", ErrExportSpec, part)
 		}
 		metric, win := strings.TrimSpace(part[:i]), strings.TrimSpace(part[i+1:])
-		d, err := time.ParseDuration(win)
-		if metric == "" || err != nil || d <= 0 {
-			return nil, fmt.Errorf("%w %q: want metric:window with a positive window such as 5m", ErrExportSpec, part)
+		if metric == "" {
+			return nil, fmt.Errorf("%w %q: empty metric (want metric:window, e.g. latency_ms:5m)", ErrExportSpec, part)
+		}
+		d, err := window.ParseWindow(win)
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: window %v (want metric:window, e.g. latency_ms:5m)", ErrExportSpec, part, err)
 		}
 		out = append(out, HistogramSpec{Metric: metric, Window: d})
 	}

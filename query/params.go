@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/slide-metrics/slide/textparse"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -76,22 +77,13 @@ func parseParams(raw string, allowed ...string) (url.Values, error) {
 	return v, nil
 }
 
-// maxEcho bounds how much of a client's value an error message quotes back: a 1 MB
-// parameter gets a short 400, not a 1 MB (or, escaped, 6 MB) one.
-const maxEcho = 64
+// maxEcho bounds how much of a client's value an error message quotes back (textparse's
+// one rule for every package that echoes input).
+const maxEcho = textparse.MaxEcho
 
-// clip shortens s for an error message: at most maxEcho bytes, cut at a rune boundary, and
-// a note of the length.
-func clip(s string) string {
-	if len(s) <= maxEcho {
-		return s
-	}
-	n := maxEcho
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…(" + strconv.Itoa(len(s)) + " bytes)"
-}
+// clip shortens s for an error message: textparse.Clip, at most maxEcho bytes cut at a rune
+// boundary, and a note of the length.
+func clip(s string) string { return textparse.Clip(s) }
 
 // MaxKeyPatternBytes is the longest glob key (one holding '*') the read routes accept; a
 // longer one is 400. Matching costs O(pattern length) per series of the metric, so the cap
@@ -170,19 +162,18 @@ const maxQuantiles = 32
 // formatQuantile is the JSON key of quantile q: "0.5", "0.95", "0.999".
 func formatQuantile(b []byte, q float64) []byte { return strconv.AppendFloat(b, q, 'g', -1, 64) }
 
-// parseWindow reads a window length such as "5m" or "90s" and checks it against the ring of
-// metric (window.RingConfig.CheckWindow: a positive multiple of its slot width, at most its
-// retention). Empty means the whole retention.
+// parseWindow reads a window length such as "5m" or "90s" (window.ParseWindow) and checks it
+// against the ring of metric (window.RingConfig.CheckWindow: a multiple of its slot width, at
+// most its retention). Empty means the whole retention.
 func parseWindow(s string, rc window.RingConfig, metric string) (time.Duration, error) {
 	if s == "" {
 		return rc.Retention(), nil
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, badParam("window", "%q is not a duration such as 5m or 90s", clip(s))
+	d, err := window.ParseWindow(s)
+	if err == nil {
+		err = rc.CheckWindow(d, clip(s), metric) // "0000…05m" parses: echo it clipped too
 	}
-	// "0000…05m" parses: echo it clipped too
-	if err := rc.CheckWindow(d, clip(s), metric); err != nil {
+	if err != nil {
 		return 0, badParam("window", "%s", err.Error())
 	}
 	return d, nil

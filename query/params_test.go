@@ -35,7 +35,8 @@ func TestParseWindow(t *testing.T) {
 		{"6m", 0, "longer than the retention 5m"},
 		{"0s", 0, "must be positive"},
 		{"-10s", 0, "must be positive"},
-		{"five", 0, "not a duration"},
+		{"five", 0, `"five" is not a duration such as 90s, 5m, 1h or 7d`},
+		{"1d", 0, "1d is longer than the retention 5m"},
 	} {
 		got, err := parseWindow(c.in, rc, "latency_ms")
 		if c.msg == "" {
@@ -84,6 +85,13 @@ func TestParseExportSpecs(t *testing.T) {
 			t.Errorf("ParseExportSpecs(%q) error = %v, want ErrExportSpec with an example", bad, err)
 		}
 	}
+	// Window lengths are window.ParseWindow's, in its words.
+	if _, err := ParseExportSpecs("latency_ms:five:0.9"); err == nil || !strings.Contains(err.Error(), `window "five" is not a duration such as 90s, 5m, 1h or 7d`) {
+		t.Errorf("bad window: %v", err)
+	}
+	if specs, err := ParseExportSpecs("cost:1d:sum"); err != nil || specs[0].Window != 24*time.Hour {
+		t.Errorf("cost:1d:sum = %v, %v, want a window of 24h", specs, err)
+	}
 }
 
 // FuzzParseExportSpecs: no panic, and every spec it accepts formats to a string that parses
@@ -115,6 +123,9 @@ func TestParseHistogramSpecs(t *testing.T) {
 		if _, err := ParseHistogramSpecs(bad); !errors.Is(err, ErrExportSpec) || !strings.Contains(err.Error(), "e.g.") && !strings.Contains(err.Error(), "such as") {
 			t.Errorf("%q: %v, want ErrExportSpec with an example", bad, err)
 		}
+	}
+	if _, err := ParseHistogramSpecs("latency_ms:0s"); err == nil || !strings.Contains(err.Error(), "window 0s must be positive") {
+		t.Errorf("zero window: %v", err)
 	}
 }
 

@@ -55,14 +55,10 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.now()
 	var points []window.Agg
-	if window.IsKeyPattern(key) {
-		sc := s.scan(r)
-		points, err = s.store.ReadRangeMerged(now, metric, sc.match(func(k string) bool { return window.MatchKey(key, k) }), win, step, qs)
-		if sc.gone() {
-			return // the client is gone (or the server's write timeout passed): nobody reads an answer
-		}
-	} else {
-		points, err = s.store.ReadRangeAt(now, metric, key, win, step, qs)
+	sc := s.scan(r)
+	points, err = s.store.ReadRangeKey(now, metric, key, win, step, qs, sc.stop)
+	if sc.gone() {
+		return // the client is gone (or the server's write timeout passed): nobody reads an answer
 	}
 	if errors.Is(err, window.ErrNotFound) {
 		writeSeriesNotFound(w, metric, key)

@@ -53,14 +53,12 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 				agg = p.Agg(s.store.Indexer(metric), qs)
 			}
 		}
-	} else if window.IsKeyPattern(key) {
+	} else {
 		sc := s.scan(r)
-		agg, err = s.store.ReadMerged(now, metric, sc.match(func(k string) bool { return window.MatchKey(key, k) }), win, qs)
+		agg, err = s.store.ReadKey(now, metric, key, win, qs, sc.stop)
 		if sc.gone() {
 			return // the client is gone (or the server's write timeout passed): nobody reads an answer
 		}
-	} else {
-		agg, err = s.store.ReadAt(now, metric, key, win, qs)
 	}
 	if r.Context().Err() != nil {
 		return // a cluster read stopped early: its answer is partial

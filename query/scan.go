@@ -42,14 +42,5 @@ func (sc *scan) stop() bool {
 	return sc.done
 }
 
-// match wraps a key filter of a store scan so that it matches nothing once the request is
-// done: the store's loop then only compares metrics for the rest of its series, with no
-// key match, window read or merge (the store's scans take no context).
-func (sc *scan) match(f func(key string) bool) func(key string) bool {
-	return func(key string) bool {
-		return !sc.stop() && f(key)
-	}
-}
-
 // gone reports whether the read stopped because the request is done.
 func (sc *scan) gone() bool { return sc.done || sc.ctx.Err() != nil }

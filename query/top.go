@@ -68,7 +68,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 	if b := v.Get("by"); b != "" {
 		var ok bool
 		if by, ok = window.ParseStat(b); !ok {
-			s.writeErr(w, r, badParam("by", "%q is not one of count, sum, avg, min, max, rate or a percentile such as p95", clip(b)))
+			s.writeErr(w, r, badParam("by", "%q is not one of %s or a percentile such as p95", clip(b), window.StatNames))
 			return
 		}
 		byName = strings.ToLower(strings.TrimSpace(b))

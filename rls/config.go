@@ -16,6 +16,7 @@ import (
 
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/limiter/usage"
+	"github.com/slide-metrics/slide/window"
 )
 
 // ErrInvalidConfig wraps every problem of a rate limit service configuration file.
@@ -77,10 +78,9 @@ type node struct {
 	path       string // envoy's full key below the domain: "key1_value1.subkey1"
 	exact      map[entryKey]*node
 	byKey      map[string]*node
-	wildcards  []*node  // children whose value holds a '*', in file order
-	parts      []string // value split on '*' (wildcard nodes)
-	share      bool     // share_threshold: every matching value shares one counter
-	limit      *limit   // nil: no rate_limit and no rules here
+	wildcards  []*node // children whose value holds a '*', in file order (window.MatchKey)
+	share      bool    // share_threshold: every matching value shares one counter
+	limit      *limit  // nil: no rate_limit and no rules here
 }
 
 func (n *node) leaf() bool { return len(n.exact) == 0 && len(n.byKey) == 0 && len(n.wildcards) == 0 }
@@ -343,14 +343,13 @@ func (b *builder) descriptor(domain string, parent *node, parentPath string, ite
 			parent.byKey = map[string]*node{}
 		}
 		parent.byKey[key] = n
-	case strings.Contains(value, "*"):
+	case window.IsKeyPattern(value):
 		for _, w := range parent.wildcards {
 			if w.key == key && w.value == value {
 				b.fail(item, "duplicate descriptor composite key '%s.%s'", domain, path)
 				return
 			}
 		}
-		n.parts = strings.Split(value, "*")
 		parent.wildcards = append(parent.wildcards, n)
 	default:
 		ek := entryKey{key, value}
@@ -372,7 +371,7 @@ func (b *builder) descriptor(domain string, parent *node, parentPath string, ite
 	if !ok1 || !ok2 || !ok3 {
 		return
 	}
-	if share && n.parts == nil {
+	if share && !window.IsKeyPattern(n.value) {
 		b.fail(item, "share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", full)
 	}
 	n.share = share
@@ -484,9 +483,9 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 		return nil
 	case winNode != nil:
 		s, _ := b.str(winNode, "window")
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			b.fail(winNode, "window %q is not a positive duration such as 90s or 1h", limiter.ClipName(s))
+		d, err := window.ParseWindow(s)
+		if err != nil {
+			b.fail(winNode, "window %v", err)
 			return nil
 		}
 		l.window = d

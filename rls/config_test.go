@@ -80,6 +80,8 @@ func TestConfigErrors(t *testing.T) {
 		{"share without wildcard", "domain: d\ndescriptors:\n  - key: k\n    value: v\n    share_threshold: true\n", "share_threshold can only be used with wildcard values"},
 		{"negative requests", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n", "requests_per_unit must be a whole number"},
 		{"unit and window", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, window: 2s, requests_per_unit: 1}\n", "give unit or window, not both"},
+		{"bad window", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: soon, requests_per_unit: 1}\n", `x.yaml:4: window "soon" is not a duration such as 90s, 5m, 1h or 7d`},
+		{"zero window", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 0s, requests_per_unit: 1}\n", "x.yaml:4: window 0s must be positive"},
 		{"bad algorithm", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: magic}\n", `unknown algorithm "magic"`},
 		{"sliding log too big", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 200000, algorithm: sliding_log}\n", `x.yaml:4: policy "rls.d.k": limit: must be between 1 and 100000`},
 		{"rules on unlimited", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true}\n    rules: [{metric: cost, agg: sum, window: 1m, max: 1}]\n", "rules do not apply to an unlimited descriptor"},
@@ -93,6 +95,10 @@ func TestConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, rls.ErrInvalidConfig) && !errors.Is(err, limiter.ErrInvalidPolicy) {
 			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
 		}
+	}
+	// A window in days reads as window.ParseWindow reads it everywhere.
+	if _, err := rls.Parse([]byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 1d, requests_per_unit: 1}\n"), "x.yaml", rls.LoadOptions{}); err != nil {
+		t.Errorf("window: 1d: %v", err)
 	}
 	// on_backend_error on a limit that is in memory only because there is no
 	// Redis is ignored, so one file serves both.

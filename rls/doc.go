@@ -25,7 +25,7 @@
 //	      - key: path
 //	        rate_limit: {unit: second, requests_per_unit: 5}
 //	  - key: path
-//	    value: /api/*               # wildcard: '*' matches any run of bytes
+//	    value: /api/*               # wildcard: '*' matches any run of bytes (window.MatchKey, the API's key glob)
 //	    share_threshold: true       # all matching values share one counter
 //	    rate_limit: {unit: minute, requests_per_unit: 3}
 //	  - key: health

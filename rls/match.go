@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/window"
 )
 
 func wrapUint32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
@@ -31,7 +32,7 @@ func (c *Config) match(domain string, d *rlv3.RateLimitDescriptor, path []*node)
 		next := n.exact[entryKey{e.GetKey(), e.GetValue()}]
 		if next == nil {
 			for _, w := range n.wildcards {
-				if w.key == e.GetKey() && wildcardMatch(w.parts, e.GetValue()) {
+				if w.key == e.GetKey() && window.MatchKey(w.value, e.GetValue()) {
 					next = w
 					break
 				}
@@ -53,27 +54,6 @@ func (c *Config) match(domain string, d *rlv3.RateLimitDescriptor, path []*node)
 		n = next
 	}
 	return nil, path
-}
-
-// wildcardMatch reports whether value matches a pattern split on '*': each '*'
-// matches any run of bytes, including none.
-func wildcardMatch(parts []string, value string) bool {
-	if len(parts) == 1 {
-		return parts[0] == value
-	}
-	first, last := parts[0], parts[len(parts)-1]
-	if len(value) < len(first)+len(last) || !strings.HasPrefix(value, first) || !strings.HasSuffix(value, last) {
-		return false
-	}
-	rest := value[len(first) : len(value)-len(last)]
-	for _, p := range parts[1 : len(parts)-1] {
-		i := strings.Index(rest, p)
-		if i < 0 {
-			return false
-		}
-		rest = rest[i+len(p):]
-	}
-	return true
 }
 
 // limiterKey is the limiter key of a matched descriptor: the values of its

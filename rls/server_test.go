@@ -203,6 +203,8 @@ func TestWildcards(t *testing.T) {
 	checkStatus(t, "/img/a.png", h.call(t, req("edge", 0, desc("path", "/img/a.png"))).GetStatuses()[0], want{ok, 2, minute, 1})
 	checkStatus(t, "/img/b/c.png shares", h.call(t, req("edge", 0, desc("path", "/img/b/c.png"))).GetStatuses()[0], want{ok, 2, minute, 0})
 	checkStatus(t, "/img/d.png over", h.call(t, req("edge", 0, desc("path", "/img/d.png"))).GetStatuses()[0], want{over, 2, minute, 0})
+	checkStatus(t, "/img/.png: the star matches nothing, shares", h.call(t, req("edge", 0, desc("path", "/img/.png"))).GetStatuses()[0], want{over, 2, minute, 0})
+	checkStatus(t, "/img.png: prefix and suffix may not overlap", h.call(t, req("edge", 0, desc("path", "/img.png"))).GetStatuses()[0], want{code: ok})
 	checkStatus(t, "/img/a.jpg does not match", h.call(t, req("edge", 0, desc("path", "/img/a.jpg"))).GetStatuses()[0], want{code: ok})
 
 	h.call(t, req("edge", 0, desc("service", "search"), desc("service", "index")))

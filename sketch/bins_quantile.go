@@ -34,18 +34,19 @@ func (c *counts) nonZeroRange() (first, last int) {
 // exceeds rank, as sketches-go's stores do (DenseStore.KeyAtRank). c.sum must
 // be > 0.
 func (c *counts) keyAtRank(rank float64) int {
-	j, _ := c.scan(0, 0, rankTarget(rank))
+	j, _ := c.scan(0, 0, RankTarget(rank))
 	if j >= c.n() {
 		_, j = c.nonZeroRange() // rounding: the last bin holding anything
 	}
 	return c.off + j
 }
 
-// rankTarget converts a rank to the integer a cumulative count must exceed:
+// RankTarget converts a rank to the integer a cumulative count must exceed:
 // cum > rank <=> cum > floor(rank) for an integer cum. Negative ranks count
 // as 0 (as in sketches-go) and ranks beyond uint64 saturate, since the
-// float-to-integer conversion is undefined there.
-func rankTarget(rank float64) uint64 {
+// float-to-integer conversion is undefined there. Readers of bins kept elsewhere (batch's
+// sliding rank bins) use it to answer the ranks Quantile answers.
+func RankTarget(rank float64) uint64 {
 	switch {
 	case !(rank > 0):
 		return 0
@@ -170,7 +171,7 @@ func (b *Bins) Quantiles(ix Indexer, qs []float64, dst []float64) []float64 {
 		// Ranks are non-decreasing: continue the scan where the previous
 		// quantile stopped.
 		// Same float operations as Quantile, so both agree at any magnitude.
-		j, cum = c.scan(j, cum, rankTarget(rank-float64(b.zero)-negCount))
+		j, cum = c.scan(j, cum, RankTarget(rank-float64(b.zero)-negCount))
 		if j >= n {
 			_, last := c.nonZeroRange()
 			dst = append(dst, ix.Value(c.off+last))
@@ -280,7 +281,7 @@ func (u *unionScan) keyAtRank(rank float64) int {
 		u.last = u.lo
 		u.fill(u.lo)
 	}
-	target := rankTarget(rank)
+	target := RankTarget(rank)
 	for {
 		n := min(unionChunk, u.hi-u.start+1)
 		for ; u.j < n; u.j++ {

@@ -102,16 +102,16 @@ func (d *decoder) uvarint(what string) uint64 {
 	return x
 }
 
-func (d *decoder) varint(what string) int64 {
-	if d.err != nil {
-		return 0
+// varint is binary.Varint's zig-zag decoding of uvarint.
+func (d *decoder) varint(what string) int64 { return unzigzag(d.uvarint(what)) }
+
+// unzigzag turns the unsigned varint of a signed one back, as binary.Varint does: the
+// decoders read signed varints through their unsigned reader, errors and all.
+func unzigzag(u uint64) int64 {
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
 	}
-	x, n := binary.Varint(d.p)
-	if n <= 0 {
-		d.err = fmt.Errorf("reading %s: bad varint", what)
-		return 0
-	}
-	d.p = d.p[n:]
 	return x
 }
 

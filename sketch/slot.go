@@ -359,15 +359,7 @@ func (d *packedReader) uvarint() uint64 {
 	return v
 }
 
-func (d *packedReader) varint() int64 {
-	v, n := binary.Varint(d.b[d.i:])
-	if n <= 0 {
-		d.i = len(d.b)
-		return 0
-	}
-	d.i += n
-	return v
-}
+func (d *packedReader) varint() int64 { return unzigzag(d.uvarint()) }
 
 // riceBatch is how many counts a side decodes at a time.
 const riceBatch = 64

@@ -94,7 +94,7 @@ func (s Slot) Quantiles(ix Indexer, qs, dst []float64) []float64 {
 		if !sorted {
 			j, cum = 0, 0
 		}
-		target := rankTarget(rank - float64(zero) - negCount)
+		target := RankTarget(rank - float64(zero) - negCount)
 		for ; j < len(xs); j++ {
 			if cum+xs[j] > target {
 				break

@@ -30,6 +30,9 @@
 // as a JSON number and RFC 3339 as a JSON string; batch, whose CSV columns have no types,
 // takes either form as text, quoted or not.
 //
+// Clip is how much of such text an error message quotes back (64 bytes and the length), for
+// every package that echoes a client's or a file's input.
+//
 // Nothing here allocates on the common path, and nothing panics on any input: each parser
 // has a fuzz target.
 package textparse

@@ -72,22 +72,23 @@ func (s *Store) ObserveFrom(now int64, src Source, ev *Event) error {
 	return nil
 }
 
-// observeNewFrom is ObserveFrom's new series, under sh.mu: judged against the source first,
-// so a refused event creates nothing. Kept out of ObserveFrom so that the hot path stays
-// small enough for the compiler to inline its hash and unlock.
+// observeNewFrom is ObserveFrom's new series, under sh.mu: judged against the source once,
+// by the shape of the ring it would get, before it exists, so a refused event creates
+// nothing (and is refused as the source's, not at the series cap). Kept out of ObserveFrom
+// so that the hot path stays small enough for the compiler to inline its hash and unlock.
 //
 //go:noinline
 func (s *Store) observeNewFrom(sh *shard, h uint64, now int64, src Source, ev Event) error {
-	var r Ring
-	r.init(s.RingConfig(ev.Metric))
-	if err := r.judge(now, src, ev.TS); err != nil {
+	if err := shapeOf(s.RingConfig(ev.Metric)).judge(now, src, ev.TS, false, 0); err != nil {
 		return err
 	}
 	se, err := s.create(sh, h, ev)
 	if err != nil {
 		return err
 	}
-	if err = se.ring.addFrom(now, src, ev.TS, ev.Value, ev.Count); err != nil {
+	r := &se.ring
+	r.advance(now)
+	if err = r.addJudged(now, ev.TS, ev.Value, ev.Count); err != nil {
 		s.unlinkNew(sh, h, se)
 		return err
 	}
@@ -119,14 +120,20 @@ var (
 // judge checks ts against src's references at now with the ring's slot arithmetic. It does
 // not advance the ring.
 func (r *Ring) judge(now int64, src Source, ts int64) error {
-	futureRef, lateRef := src.refs(now, r.skewMs)
-	if ts > futureRef+r.skewMs {
+	return r.ringShape.judge(now, src, ts, r.started, r.curLo)
+}
+
+// judge is Ring.judge for a ring of this shape whose current slot starts at curLo (when
+// started; a ring that has none, or does not exist yet, is judged by the references alone).
+func (g ringShape) judge(now int64, src Source, ts int64, started bool, curLo int64) error {
+	futureRef, lateRef := src.refs(now, g.skewMs)
+	if ts > futureRef+g.skewMs {
 		return errSourceFuture
 	}
-	if r.started && ts >= r.curLo && lateRef < r.curLo+r.width {
+	if started && ts >= curLo && lateRef < curLo+g.width {
 		return nil // ts at or after the current slot, the reference not after it: not late
 	}
-	if floorDiv(ts, r.width) <= floorDiv(lateRef, r.width)-r.n {
+	if floorDiv(ts, g.width) <= floorDiv(lateRef, g.width)-g.n {
 		return errSourceLate
 	}
 	return nil
@@ -151,6 +158,11 @@ func (r *Ring) addFrom(now int64, src Source, ts int64, v float64, n uint64) err
 	if err := r.judge(now, src, ts); err != nil {
 		return err
 	}
+	return r.addJudged(now, ts, v, n)
+}
+
+// addJudged is addFrom once the ring has advanced to now and the source has judged ts.
+func (r *Ring) addJudged(now, ts int64, v float64, n uint64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return ErrInvalidValue
 	}

@@ -90,3 +90,27 @@ func TestObserveFromAllocatesNothingForExistingSeries(t *testing.T) {
 		t.Fatalf("ObserveFrom on an existing series allocates %v per event", allocs)
 	}
 }
+
+// TestNewSeriesJudgedBeforeTheCap: a new series' event is judged against its source before the
+// series exists, once: at the series cap an event its source refuses is that refusal (not
+// counted, nothing created), and one it admits is ErrSeriesCap.
+func TestNewSeriesJudgedBeforeTheCap(t *testing.T) {
+	s := newTestStore(t, StoreConfig{MaxSeries: 1})
+	if err := s.ObserveFrom(t0, Source{RecordTS: t0}, &Event{TS: t0, Metric: "m", Key: "a", Value: 1}); err != nil {
+		t.Fatal(err)
+	}
+	late := &Event{TS: t0 - 10*60_000, Metric: "m", Key: "b", Value: 1}
+	if err := s.ObserveFrom(t0, Source{RecordTS: t0}, late); err != ErrLate {
+		t.Errorf("late at source, at the cap: %v, want ErrLate", err)
+	}
+	future := &Event{TS: t0 + 60_000, Metric: "m", Key: "b", Value: 1}
+	if err := s.ObserveFrom(t0, Source{RecordTS: t0}, future); err != ErrFuture {
+		t.Errorf("future at source, at the cap: %v, want ErrFuture", err)
+	}
+	if st := s.Stats(); st.Late != 0 || st.Future != 0 || st.Refused != 0 || s.Len() != 1 {
+		t.Errorf("source refusals counted or created: %+v, %d series", st, s.Len())
+	}
+	if err := s.ObserveFrom(t0, Source{RecordTS: t0}, &Event{TS: t0, Metric: "m", Key: "b", Value: 1}); err != ErrSeriesCap {
+		t.Errorf("admitted at the cap: %v, want ErrSeriesCap", err)
+	}
+}

@@ -94,17 +94,7 @@ func (c *Counter) advance(now int64) int64 {
 }
 
 func (c *Counter) grow() {
-	size := 2 * len(c.ts)
-	if size == 0 {
-		size = 16
-	}
-	ts, cnt := make([]int64, size), make([]int64, size)
-	mask := len(c.ts) - 1
-	for i := 0; i < c.n; i++ {
-		j := (c.head + i) & mask
-		ts[i], cnt[i] = c.ts[j], c.cnt[j]
-	}
-	c.ts, c.cnt, c.head = ts, cnt, 0
+	c.ts, c.cnt, c.head = regrow(c.ts, c.head, c.n), regrow(c.cnt, c.head, c.n), 0
 }
 
 // Reset forgets every hit and the latest time seen.

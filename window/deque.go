@@ -54,17 +54,18 @@ func (d *Deque) Push(pos int64, v float64) {
 
 // grow doubles the ring (capacity stays a power of two so indices wrap with a mask).
 func (d *Deque) grow() {
-	c := 2 * len(d.val)
-	if c == 0 {
-		c = 16
+	d.pos, d.val, d.head = regrow(d.pos, d.head, d.n), regrow(d.val, d.head, d.n), 0
+}
+
+// regrow returns ring's n entries from head on, in order at the start of a ring twice as
+// long (16 for an empty one): the growth of Deque's and Counter's power-of-two rings.
+func regrow[T any](ring []T, head, n int) []T {
+	out := make([]T, max(2*len(ring), 16))
+	mask := len(ring) - 1
+	for i := 0; i < n; i++ {
+		out[i] = ring[(head+i)&mask]
 	}
-	pos, val := make([]int64, c), make([]float64, c)
-	mask := len(d.val) - 1
-	for i := 0; i < d.n; i++ {
-		j := (d.head + i) & mask
-		pos[i], val[i] = d.pos[j], d.val[j]
-	}
-	d.pos, d.val, d.head = pos, val, 0
+	return out
 }
 
 // Expire drops the front candidates whose position is ≤ through, i.e. keeps the window

@@ -95,7 +95,9 @@
 // is empty (call it periodically), DropPartition removes the series last fed by one feed
 // (ingest: a revoked Kafka partition). Event.Feed names the feed; its zero value is no feed,
 // so an event from the API, a file or a test needs nothing set and is never dropped with a
-// feed. Every refusal is counted in Stats by reason.
+// feed. Every refusal is counted in Stats by reason. ReadKey and ReadRangeKey read a key or
+// a key pattern (glob.go: '*' matches any run of bytes), ReadAt and ReadRangeAt for one
+// series, ReadMerged and ReadRangeMerged for a pattern: readers make that choice there.
 //
 // ValidName is the key rule of every door (issue #25): a key or metric is valid UTF-8
 // without C0 or C1 controls, DEL or bidi overrides and isolates. Ingest's decoder, snapshot
@@ -108,10 +110,35 @@
 // The words other packages use for windows are defined here once (vocab.go), so the query
 // API, usage rules, exports and batch jobs cannot drift apart: Stat is the statistic a reader
 // selects from an Agg (ParseStat reads count|sum|avg|min|max|rate, pNN and 0.NN; Value reads
-// it, with quantiles 0 and 1 answered by the exact Min and Max); RingConfig.CheckWindow says
-// whether a ring can read a window length, in the words the HTTP API answers 400 with;
+// it, with quantiles 0 and 1 answered by the exact Min and Max); ParseWindow reads a window
+// length as every caller takes one (Go's durations and whole days, 1d = 24h; ParseDuration
+// the same spelling where 0 means none), and RingConfig.CheckWindow says whether a ring can
+// read it, both in the words the HTTP API answers 400 with;
 // RingConfig.Span is the span a read covers; FormatDuration writes a window as users type it
-// (5m, not 5m0s); FloorDiv is the slot index of an instant.
+// (5m, not 5m0s); FloorDiv is the slot index of an instant, and the index of a limiter's fixed
+// window (limiter, limiter/redislimit) and of a backtest's timeline bucket too: every limiter
+// package sits above window in the import order, so they use it rather than a copy, and no
+// leaf package is needed for one line of arithmetic.
+//
+// # Where things go
+//
+// A new statistic of a window (an aggregate readers select) that an Agg can answer, from its
+// count, sum, min, max, span and quantiles, is five files: window/vocab.go (its StatKind
+// before statEnd, its name in statNames and its Value; ParseStat, String and StatNames then
+// carry it to the query API's by=, export specs, usage rules, slide batch --agg and every
+// message listing them), batch/agg.go (its window arithmetic over rows: Job.aggregator for
+// count windows, timeAgg.feed for time windows), query/export.go (its /metrics gauge),
+// README.md and cmd/slide/help.go (the lists users read), and their tests. /v1/window answers
+// a fixed set of members (query's appendStats), which a statistic joins only if it should be
+// in every answer. A statistic an Agg cannot answer (a sum of squares, say) is a new slot
+// field first: the ring (ring.go), its snapshot (snapshot.go) and partials (partial.go), and
+// cluster's codec.
+//
+// A new unit or kind of window length (calendar windows, issue #29) goes into ParseDuration
+// and ParseWindow, which every caller reads lengths through; CheckWindow says which lengths a
+// ring can serve. A key-matching rule goes into MatchKey (glob.go), which the read routes,
+// usage rules and rls wildcards share. A limiter algorithm, an event format and an HTTP
+// route are not window's: see the docs of limiter, ingest (the decoder) and query.
 //
 // # Snapshots
 //

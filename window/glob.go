@@ -1,6 +1,9 @@
 package window
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // Key patterns select series for merged reads (Store.ReadMerged): the query API's
 // key=tenant-* and the usage rules' key: "*" use them.
@@ -45,4 +48,34 @@ func KeyPatternPrefix(pattern string) string {
 		return pattern[:i]
 	}
 	return pattern
+}
+
+// ReadKey reads key, a series' key or a key pattern, over the last window at now: ReadAt of
+// the one series, or ReadMerged of every series of metric the pattern matches (Agg.Series
+// says how many). Every reader that takes either (the query API, usage rules) reads through
+// it, so the choice is made here once. stop, when not nil, is asked once per series a
+// pattern's scan compares, and once it reports true the scan matches nothing more: a reader
+// whose client has gone stops the merge (the store's scans take no context). One key makes
+// one lookup and never asks stop.
+func (s *Store) ReadKey(now int64, metric, key string, window time.Duration, qs []float64, stop func() bool) (Agg, error) {
+	if !IsKeyPattern(key) {
+		return s.ReadAt(now, metric, key, window, qs)
+	}
+	return s.ReadMerged(now, metric, func(k string) bool { return matchUnlessStopped(key, k, stop) }, window, qs)
+}
+
+// ReadRangeKey is ReadKey for history: ReadRangeAt of one series, or ReadRangeMerged of the
+// series a key pattern matches, with stop as ReadKey takes it.
+func (s *Store) ReadRangeKey(now int64, metric, key string, w, step time.Duration, qs []float64, stop func() bool) ([]Agg, error) {
+	if !IsKeyPattern(key) {
+		return s.ReadRangeAt(now, metric, key, w, step, qs)
+	}
+	return s.ReadRangeMerged(now, metric, func(k string) bool { return matchUnlessStopped(key, k, stop) }, w, step, qs)
+}
+
+// matchUnlessStopped is the key filter of ReadKey's and ReadRangeKey's scans: MatchKey, and
+// nothing once stop (when set) reports true. (The filters are written in place, not returned
+// by a function, so they and stop stay on the caller's stack.)
+func matchUnlessStopped(pattern, k string, stop func() bool) bool {
+	return (stop == nil || !stop()) && MatchKey(pattern, k)
 }

@@ -1,8 +1,10 @@
 package window
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMatchKey(t *testing.T) {
@@ -71,3 +73,66 @@ func FuzzMatchKey(f *testing.F) {
 		}
 	})
 }
+
+// TestReadKey: one key is ReadAt (one lookup, stop never asked), a pattern is ReadMerged of
+// the series it matches, and a stop that says so ends the scan; ReadRangeKey alike.
+func TestReadKey(t *testing.T) {
+	s, err := NewStore(StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range []string{"tenant-1", "tenant-2", "tenant-3", "other"} {
+		if err := s.ObserveAt(t0, Event{TS: t0, Metric: "m", Key: key, Value: float64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qs := []float64{0.5}
+	asked := 0
+	count := func() bool { asked++; return false }
+	one, err := s.ReadKey(t0, "m", "tenant-2", time.Minute, qs, count)
+	want, _ := s.ReadAt(t0, "m", "tenant-2", time.Minute, qs)
+	if err != nil || !sameText(one, want) || asked != 0 {
+		t.Errorf("one key: %+v, %v (stop asked %d times), want ReadAt's %+v", one, err, asked, want)
+	}
+	all, err := s.ReadKey(t0, "m", "tenant-*", time.Minute, qs, count)
+	want, _ = s.ReadMerged(t0, "m", func(k string) bool { return MatchKey("tenant-*", k) }, time.Minute, qs)
+	if err != nil || !sameText(all, want) || all.Series != 3 || asked != 4 {
+		t.Errorf("pattern: %+v, %v (stop asked %d times), want ReadMerged's %+v over 3 series, stop asked once per series", all, err, asked, want)
+	}
+	if _, err := s.ReadKey(t0, "m", "tenant-*", time.Minute, qs, func() bool { return true }); err != ErrNotFound {
+		t.Errorf("stopped at once: %v, want ErrNotFound (nothing matched)", err)
+	}
+	if _, err := s.ReadKey(t0, "m", "nobody", time.Minute, qs, nil); err != ErrNotFound {
+		t.Errorf("unknown key: %v", err)
+	}
+	// The choice costs no allocation: the filter and stop stay on the caller's stack (the
+	// query API's scan then does too).
+	one0 := testing.AllocsPerRun(100, func() { _, _ = s.ReadAt(t0, "m", "tenant-2", time.Minute, qs) })
+	one1 := testing.AllocsPerRun(100, func() {
+		seen := 0 // a stop with state, as the query API's scan
+		_, _ = s.ReadKey(t0, "m", "tenant-2", time.Minute, qs, func() bool { seen++; return false })
+	})
+	all0 := testing.AllocsPerRun(100, func() {
+		_, _ = s.ReadMerged(t0, "m", func(k string) bool { return MatchKey("tenant-*", k) }, time.Minute, qs)
+	})
+	all1 := testing.AllocsPerRun(100, func() {
+		seen := 0
+		_, _ = s.ReadKey(t0, "m", "tenant-*", time.Minute, qs, func() bool { seen++; return false })
+	})
+	if one1 != one0 || all1 != all0 {
+		t.Errorf("ReadKey allocates %v (one key) and %v (pattern), ReadAt %v and ReadMerged %v", one1, all1, one0, all0)
+	}
+	pts, err := s.ReadRangeKey(t0, "m", "tenant-*", time.Minute, 10*time.Second, qs, nil)
+	wantPts, _ := s.ReadRangeMerged(t0, "m", func(k string) bool { return MatchKey("tenant-*", k) }, time.Minute, 10*time.Second, qs)
+	if err != nil || !sameText(pts, wantPts) {
+		t.Errorf("range of a pattern: %v, %v, want %v", pts, err, wantPts)
+	}
+	pts, err = s.ReadRangeKey(t0, "m", "other", time.Minute, 10*time.Second, qs, nil)
+	wantPts, _ = s.ReadRangeAt(t0, "m", "other", time.Minute, 10*time.Second, qs)
+	if err != nil || !sameText(pts, wantPts) {
+		t.Errorf("range of one key: %v, %v, want %v", pts, err, wantPts)
+	}
+}
+
+// sameText compares answers as printed: their NaN quantiles are then equal.
+func sameText(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) }

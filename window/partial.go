@@ -1,7 +1,6 @@
 package window
 
 import (
-	"math"
 	"time"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -44,14 +43,7 @@ func (p *Partial) Merge(o *Partial) {
 	if o.Count == 0 {
 		return
 	}
-	if p.Count == 0 || o.Min < p.Min {
-		p.Min = o.Min
-	}
-	if p.Count == 0 || o.Max > p.Max {
-		p.Max = o.Max
-	}
-	p.Count += o.Count
-	p.Sum += o.Sum
+	addPart(&p.Count, &p.Sum, &p.Min, &p.Max, o.Count, o.Sum, o.Min, o.Max)
 	if !p.NoBins {
 		p.Bins.AddBins(&o.Bins)
 	}
@@ -61,17 +53,9 @@ func (p *Partial) Merge(o *Partial) {
 func (p *Partial) add(a *Agg) {
 	p.From, p.To = a.From, a.To
 	p.Series++
-	if a.Count == 0 {
-		return
+	if a.Count > 0 {
+		addPart(&p.Count, &p.Sum, &p.Min, &p.Max, a.Count, a.Sum, a.Min, a.Max)
 	}
-	if p.Count == 0 || a.Min < p.Min {
-		p.Min = a.Min
-	}
-	if p.Count == 0 || a.Max > p.Max {
-		p.Max = a.Max
-	}
-	p.Count += a.Count
-	p.Sum += a.Sum
 }
 
 // Agg reads p's quantiles qs with ix (the Indexer of the metric's ring sketch) and returns
@@ -82,14 +66,11 @@ func (p *Partial) Agg(ix sketch.Indexer, qs []float64) Agg {
 		a.Min, a.Max = 0, 0
 	}
 	a.Quantiles = make([]float64, len(qs))
-	if a.Count == 0 || p.NoBins {
-		for i := range a.Quantiles {
-			a.Quantiles[i] = math.NaN()
-		}
+	if p.NoBins {
+		a.nanQuantiles()
 		return a
 	}
-	p.Bins.Quantiles(ix, qs, a.Quantiles[:0])
-	a.clampQuantiles()
+	a.readQuantiles(&p.Bins, ix, qs)
 	return a
 }
 
@@ -112,26 +93,22 @@ func (s *Store) MergePartial(now int64, metric string, match SeriesMatch, window
 	if err != nil {
 		return err
 	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for se := range sh.all() {
-			if se.metric != metric || !match(se.key, se.partition) {
-				continue
-			}
-			var one Agg
-			cur := se.ring.at(now)
-			if p.NoBins {
-				se.ring.foldStats(&one, cur, k)
-			} else {
-				se.ring.mergeInto(cur, k, &one, &p.Bins)
-			}
-			one.From, one.To = se.ring.span(cur, k)
-			p.add(&one)
-		}
-		sh.mu.Unlock()
-	}
+	s.scanMetric(metric, match, func(se *series) { se.foldInto(now, k, p) })
 	return nil
+}
+
+// foldInto folds se's window of k slots at now into p, with its bins unless p.NoBins; the
+// caller holds se's shard lock.
+func (se *series) foldInto(now, k int64, p *Partial) {
+	var one Agg
+	cur := se.ring.at(now)
+	if p.NoBins {
+		se.ring.foldStats(&one, cur, k)
+	} else {
+		se.ring.mergeInto(cur, k, &one, &p.Bins)
+	}
+	one.From, one.To = se.ring.span(cur, k)
+	p.add(&one)
 }
 
 // EachPartial calls fn with the partial of every series of metric accepted by match, over
@@ -143,28 +120,12 @@ func (s *Store) EachPartial(now int64, metric string, match SeriesMatch, window 
 		return err
 	}
 	var p Partial
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for se := range sh.all() {
-			if se.metric != metric || !match(se.key, se.partition) {
-				continue
-			}
-			p.Reset()
-			p.NoBins = !bins
-			var one Agg
-			cur := se.ring.at(now)
-			if bins {
-				se.ring.mergeInto(cur, k, &one, &p.Bins)
-			} else {
-				se.ring.foldStats(&one, cur, k)
-			}
-			one.From, one.To = se.ring.span(cur, k)
-			p.add(&one)
-			fn(se.key, se.partition, &p)
-		}
-		sh.mu.Unlock()
-	}
+	s.scanMetric(metric, match, func(se *series) {
+		p.Reset()
+		p.NoBins = !bins
+		se.foldInto(now, k, &p)
+		fn(se.key, se.partition, &p)
+	})
 	return nil
 }
 
@@ -185,22 +146,14 @@ func (s *Store) MergeKey(now int64, metric, key string, ok func(partition int32)
 	if err != nil {
 		return err
 	}
-	h := s.hash(metric, key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	se := sh.lookup(h, metric, key)
-	if se == nil || !ok(se.partition) {
+	err = s.withSeries(metric, key, func(se *series) error {
+		if ok(se.partition) {
+			se.foldInto(now, k, p)
+		}
 		return nil
+	})
+	if err == ErrNotFound {
+		return nil // a key this instance does not hold adds nothing
 	}
-	var one Agg
-	cur := se.ring.at(now)
-	if p.NoBins {
-		se.ring.foldStats(&one, cur, k)
-	} else {
-		se.ring.mergeInto(cur, k, &one, &p.Bins)
-	}
-	one.From, one.To = se.ring.span(cur, k)
-	p.add(&one)
-	return nil
+	return err
 }

@@ -59,14 +59,7 @@ func (a *slotAgg) view(scratch *sketch.Bins) *sketch.Bins {
 var composeScratch sync.Pool
 
 func (a *slotAgg) add(count uint64, sum, mn, mx float64) {
-	if a.count == 0 || mn < a.min {
-		a.min = mn
-	}
-	if a.count == 0 || mx > a.max {
-		a.max = mx
-	}
-	a.count += count
-	a.sum += sum
+	addPart(&a.count, &a.sum, &a.min, &a.max, count, sum, mn, mx)
 }
 
 // compose turns the per-slot aggregates of the retention (aggs[0] is slot cur-n+1,
@@ -114,14 +107,7 @@ func compose(dst []Agg, aggs []slotAgg, cur int64, sh rangeShape, ix sketch.Inde
 		one := int64(-1) // the position of the point's only live slot, if it has one
 		for p := end - sh.k + 1; p <= end; p++ {
 			if sa := &aggs[p]; sa.count > 0 {
-				if a.Count == 0 || sa.min < a.Min {
-					a.Min = sa.min
-				}
-				if a.Count == 0 || sa.max > a.Max {
-					a.Max = sa.max
-				}
-				a.Count += sa.count
-				a.Sum += sa.sum
+				a.add(sa.count, sa.sum, sa.min, sa.max)
 				if one == -1 {
 					one = p
 				} else {
@@ -247,16 +233,12 @@ func (r *Ring) ReadRange(now int64, w, step time.Duration, qs []float64) ([]Agg,
 // ReadRangeAt is Ring.ReadRange of one series at now. It returns ErrNotFound for an
 // unknown series, ErrBadWindow, ErrBadStep or ErrBadQuantile. The series' shard is locked
 // for the whole read.
-func (s *Store) ReadRangeAt(now int64, metric, key string, w, step time.Duration, qs []float64) ([]Agg, error) {
-	h := s.hash(metric, key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	se := sh.lookup(h, metric, key)
-	if se == nil {
-		return nil, ErrNotFound
-	}
-	return se.ring.ReadRange(now, w, step, qs)
+func (s *Store) ReadRangeAt(now int64, metric, key string, w, step time.Duration, qs []float64) (points []Agg, err error) {
+	err = s.withSeries(metric, key, func(se *series) error {
+		points, err = se.ring.ReadRange(now, w, step, qs)
+		return err
+	})
+	return points, err
 }
 
 // ReadRangeMerged is ReadRangeAt over every series of metric whose key satisfies match:
@@ -276,21 +258,13 @@ func (s *Store) ReadRangeMerged(now int64, metric string, match func(key string)
 	ix, _ := rc.Sketch.Indexer() // validated by NewStore
 	aggs := make([]slotAgg, rc.Slots)
 	cur := floorDiv(now, shp.width)
-	series := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for se := range sh.all() {
-			if se.metric != metric || !match(se.key) {
-				continue
-			}
-			se.ring.mergeSlots(now, cur, aggs)
-			series++
-		}
-		sh.mu.Unlock()
-	}
-	if series == 0 {
+	matched := 0
+	s.scanMetric(metric, byKey(match), func(se *series) {
+		se.ring.mergeSlots(now, cur, aggs)
+		matched++
+	})
+	if matched == 0 {
 		return nil, ErrNotFound
 	}
-	return compose(make([]Agg, 0, shp.p), aggs, cur, shp, ix, qs, series), nil
+	return compose(make([]Agg, 0, shp.p), aggs, cur, shp, ix, qs, matched), nil
 }

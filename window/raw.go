@@ -1,7 +1,6 @@
 package window
 
 import (
-	"math"
 	"sync"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -99,14 +98,7 @@ func (r *Ring) readRaw(cur, k int64, qs []float64) Agg {
 	a.Quantiles = make([]float64, len(qs))
 	b := scratchBins.Get().(*sketch.Bins)
 	r.foldRaw(&a, cur, k, b)
-	if a.Count == 0 {
-		for i := range a.Quantiles {
-			a.Quantiles[i] = math.NaN()
-		}
-	} else {
-		b.Quantiles(r.ix, qs, a.Quantiles[:0])
-		a.clampQuantiles()
-	}
+	a.readQuantiles(b, r.ix, qs)
 	b.Clear()
 	scratchBins.Put(b)
 	return a
@@ -144,13 +136,6 @@ func (r *Ring) foldRaw(a *Agg, cur, k int64, bins *sketch.Bins) {
 				bins.Add(r.ix, f.v, f.n)
 			}
 		}
-		if a.Count == 0 || mn < a.Min {
-			a.Min = mn
-		}
-		if a.Count == 0 || mx > a.Max {
-			a.Max = mx
-		}
-		a.Count += count
-		a.Sum += sum
+		a.add(count, sum, mn, mx)
 	}
 }

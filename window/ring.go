@@ -119,9 +119,7 @@ type Ring struct {
 	// Empty, a sparse read): they share the series header's first three cache lines, the
 	// aggregate and the config come after. The small fields sit together so that a series
 	// (header and ring) fits the allocator's 320-byte size class.
-	width  int64 // slot width, ms
-	n      int64 // slots in a full window (retention)
-	skewMs int64
+	ringShape
 	cur    int64  // current slot index: floor(now / width)
 	curLo  int64  // cur × width: [curLo, curLo+width) is the current slot, a division-free fast path
 	slots  []slot // nil while the ring is sparse (raw); else size slots, position = idx mod size
@@ -142,6 +140,18 @@ type Ring struct {
 	cfg     RingConfig // defaults filled
 }
 
+// ringShape is what a ring's config makes of time, in ms: enough to judge an event's time
+// against a source before the ring exists (observeNewFrom).
+type ringShape struct {
+	width  int64 // slot width, ms
+	n      int64 // slots in a full window (retention)
+	skewMs int64
+}
+
+func shapeOf(c RingConfig) ringShape {
+	return ringShape{width: c.Slot.Milliseconds(), n: int64(c.Slots), skewMs: c.Skew.Milliseconds()}
+}
+
 // NewRing returns an empty ring. It fails only on an invalid config.
 func NewRing(cfg RingConfig) (*Ring, error) {
 	if err := cfg.Validate(); err != nil {
@@ -155,9 +165,7 @@ func NewRing(cfg RingConfig) (*Ring, error) {
 func (r *Ring) init(c RingConfig) {
 	ix, _ := c.Sketch.Indexer() // validated
 	r.cfg = c
-	r.width = c.Slot.Milliseconds()
-	r.n = int64(c.Slots)
-	r.skewMs = c.Skew.Milliseconds()
+	r.ringShape = shapeOf(c)
 	r.ix = ix
 	extra := (r.skewMs + r.width - 1) / r.width
 	r.size = r.n + extra
@@ -459,12 +467,7 @@ func (r *Ring) read(cur, k int64, qs []float64) Agg {
 	} else {
 		r.fold(&a, cur, k, func(s *slot) { s.bins.AddTo(b) })
 	}
-	if a.Count == 0 {
-		a.nanQuantiles()
-	} else {
-		b.Quantiles(r.ix, qs, a.Quantiles[:0])
-		a.clampQuantiles()
-	}
+	a.readQuantiles(b, r.ix, qs)
 	b.Clear()
 	scratchBins.Put(b)
 	return a
@@ -486,14 +489,7 @@ func (r *Ring) fold(a *Agg, cur, k int64, each func(*slot)) {
 		if s.count == 0 || s.idx != i {
 			continue
 		}
-		if a.Count == 0 || s.min < a.Min {
-			a.Min = s.min
-		}
-		if a.Count == 0 || s.max > a.Max {
-			a.Max = s.max
-		}
-		a.Count += s.count
-		a.Sum += s.sum
+		a.add(s.count, s.sum, s.min, s.max)
 		each(s)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"iter"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -15,64 +14,6 @@ import (
 
 	"github.com/slide-metrics/slide/sketch"
 )
-
-// Agg is the result of a window read over the span [From, To) (unix ms): the current slot
-// and the window/slot − 1 before it. Count and Sum are exact; Min and Max are exact (0 when
-// Count is 0); Quantiles are within the sketch's accuracy, clamped to [Min, Max], NaN when empty.
-type Agg struct {
-	From, To  int64
-	Count     uint64
-	Sum       float64
-	Min, Max  float64
-	Quantiles []float64 // one per requested quantile, in request order
-	Series    int       // series merged into this answer
-}
-
-// Avg is Sum / Count, NaN when Count is 0.
-func (a Agg) Avg() float64 {
-	if a.Count == 0 {
-		return math.NaN()
-	}
-	return a.Sum / float64(a.Count)
-}
-
-// RatePerSec is Count per second of the span that has elapsed at now: the current slot is
-// only partly over, so the divisor is min(now, To) − From, as Prometheus' rate divides by
-// the time actually covered.
-//
-// The span counts from its start even when the process (or the log it restored from) is
-// younger: right after a fresh start a 5-minute window's rate is divided by up to 5
-// minutes of which only seconds had traffic. ElapsedSec is that denominator.
-func (a Agg) RatePerSec(now int64) float64 {
-	end := min(now, a.To)
-	if end <= a.From {
-		return 0
-	}
-	return float64(a.Count) / (float64(end-a.From) / 1000)
-}
-
-// ElapsedSec is the part of the span [From, To) elapsed at now, in seconds: the
-// denominator of RatePerSec (0 when the span has not begun).
-func (a Agg) ElapsedSec(now int64) float64 {
-	end := min(now, a.To)
-	if end <= a.From {
-		return 0
-	}
-	return float64(end-a.From) / 1000
-}
-
-// nanQuantiles sets every quantile to NaN: the answer of an empty window.
-func (a *Agg) nanQuantiles() {
-	for i := range a.Quantiles {
-		a.Quantiles[i] = math.NaN()
-	}
-}
-
-func (a *Agg) clampQuantiles() {
-	for i, q := range a.Quantiles {
-		a.Quantiles[i] = min(max(q, a.Min), a.Max)
-	}
-}
 
 // StoreConfig configures a Store. The zero value is ready: default rings, 64 shards,
 // 1<<20 series at most, the wall clock.
@@ -307,16 +248,47 @@ func (s *Store) Read(metric, key string, window time.Duration, qs []float64) (Ag
 
 // ReadAt aggregates one series over the last window at now. It returns ErrNotFound for an
 // unknown series, ErrBadWindow, or ErrBadQuantile.
-func (s *Store) ReadAt(now int64, metric, key string, window time.Duration, qs []float64) (Agg, error) {
+func (s *Store) ReadAt(now int64, metric, key string, window time.Duration, qs []float64) (a Agg, err error) {
+	err = s.withSeries(metric, key, func(se *series) error {
+		a, err = se.ring.Read(now, window, qs)
+		return err
+	})
+	return a, err
+}
+
+// scanMetric calls fn for every series of metric that match accepts, a shard at a time under
+// its lock (so a scan is not one atomic snapshot): the merged reads' and partials' one loop.
+func (s *Store) scanMetric(metric string, match SeriesMatch, fn func(se *series)) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for se := range sh.all() {
+			if se.metric == metric && match(se.key, se.partition) {
+				fn(se)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// byKey is a SeriesMatch of a key filter, whatever the partition.
+func byKey(match func(key string) bool) SeriesMatch {
+	return func(key string, _ int32) bool { return match(key) }
+}
+
+// withSeries runs fn on the series (metric, key) under its shard's lock, or returns
+// ErrNotFound: the reads of one series find it so. (Observe's hot paths do not: they
+// unlock without a defer.)
+func (s *Store) withSeries(metric, key string, fn func(se *series) error) error {
 	h := s.hash(metric, key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	se := sh.lookup(h, metric, key)
 	if se == nil {
-		return Agg{}, ErrNotFound
+		return ErrNotFound
 	}
-	return se.ring.Read(now, window, qs)
+	return fn(se)
 }
 
 // ReadMerged merges every series of metric whose key satisfies match into one answer over the
@@ -334,44 +306,21 @@ func (s *Store) ReadMerged(now int64, metric string, match func(key string) bool
 	}
 	ix, _ := rc.Sketch.Indexer() // validated by NewStore
 	var bins sketch.Bins
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for se := range sh.all() {
-			if se.metric != metric || !match(se.key) {
-				continue
-			}
-			var one Agg
-			cur := se.ring.at(now)
-			se.ring.mergeInto(cur, k, &one, &bins)
-			a.From, a.To = se.ring.span(cur, k)
-			a.Series++
-			if one.Count == 0 {
-				continue
-			}
-			if a.Count == 0 || one.Min < a.Min {
-				a.Min = one.Min
-			}
-			if a.Count == 0 || one.Max > a.Max {
-				a.Max = one.Max
-			}
-			a.Count += one.Count
-			a.Sum += one.Sum
+	s.scanMetric(metric, byKey(match), func(se *series) {
+		var one Agg
+		cur := se.ring.at(now)
+		se.ring.mergeInto(cur, k, &one, &bins)
+		a.From, a.To = se.ring.span(cur, k)
+		a.Series++
+		if one.Count > 0 {
+			a.add(one.Count, one.Sum, one.Min, one.Max)
 		}
-		sh.mu.Unlock()
-	}
+	})
 	if a.Series == 0 {
 		return a, ErrNotFound
 	}
 	a.Quantiles = make([]float64, len(qs))
-	if a.Count == 0 {
-		for i := range a.Quantiles {
-			a.Quantiles[i] = math.NaN()
-		}
-		return a, nil
-	}
-	bins.Quantiles(ix, qs, a.Quantiles[:0])
-	a.clampQuantiles()
+	a.readQuantiles(&bins, ix, qs)
 	return a, nil
 }
 

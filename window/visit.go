@@ -13,37 +13,31 @@ import (
 // ErrNotFound or ErrBadWindow. The Indexer to read the bins with is RingConfig(metric).Sketch's.
 // Exporters use it to publish a window as a histogram without re-reading it per quantile.
 func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, scratch *sketch.Bins, fn func(a Agg, bins *sketch.Bins)) error {
-	h := s.hash(metric, key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	se := sh.lookup(h, metric, key)
-	if se == nil {
-		return ErrNotFound
-	}
-	k, err := se.ring.windowSlots(w)
-	if err != nil {
-		return err
-	}
-	cur := se.ring.at(now)
-	r := se.ring.view()
-	defer se.ring.release(r)
-	var a Agg
-	a.From, a.To = r.span(cur, k)
-	a.Series = 1
-	if k == r.n && cur == r.cur {
-		r.fold(&a, cur, k, func(*slot) {})
-		r.foldCurrent()
-		fn(a, &r.agg)
+	return s.withSeries(metric, key, func(se *series) error {
+		k, err := se.ring.windowSlots(w)
+		if err != nil {
+			return err
+		}
+		cur := se.ring.at(now)
+		r := se.ring.view()
+		defer se.ring.release(r)
+		var a Agg
+		a.From, a.To = r.span(cur, k)
+		a.Series = 1
+		if k == r.n && cur == r.cur {
+			r.fold(&a, cur, k, func(*slot) {})
+			r.foldCurrent()
+			fn(a, &r.agg)
+			return nil
+		}
+		scratch.Reset()
+		if k == r.n {
+			r.fold(&a, cur, k, func(*slot) {})
+			r.addWindowAt(cur, scratch) // a now past the current slot: as if advanced, unmoved
+		} else {
+			r.fold(&a, cur, k, func(sl *slot) { sl.bins.AddTo(scratch) })
+		}
+		fn(a, scratch)
 		return nil
-	}
-	scratch.Reset()
-	if k == r.n {
-		r.fold(&a, cur, k, func(*slot) {})
-		r.addWindowAt(cur, scratch) // a now past the current slot: as if advanced, unmoved
-	} else {
-		r.fold(&a, cur, k, func(sl *slot) { sl.bins.AddTo(scratch) })
-	}
-	fn(a, scratch)
-	return nil
+	})
 }

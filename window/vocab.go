@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slide-metrics/slide/textparse"
 )
 
 // This file is the window's vocabulary as other packages speak it: the statistic a caller
@@ -30,9 +32,25 @@ const (
 	StatMax                          // largest value, exact
 	StatRate                         // events per second of the elapsed window
 	StatQuantile                     // a quantile Q, within the sketch's accuracy
+	statEnd                          // one past the last kind: a new statistic goes before it
 )
 
-var statNames = [...]string{StatCount: "count", StatSum: "sum", StatAvg: "avg", StatMin: "min", StatMax: "max", StatRate: "rate"}
+var statNames = [...]string{StatCount: "count", StatSum: "sum", StatAvg: "avg", StatMin: "min", StatMax: "max", StatRate: "rate", statEnd: ""}
+
+// StatNames lists the statistics ParseStat reads by name, as messages and help list them:
+// "count, sum, avg, min, max, rate" (quantiles are written p95 or 0.95).
+var StatNames = func() string {
+	var b strings.Builder
+	for _, n := range statNames {
+		if n != "" {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(n)
+		}
+	}
+	return b.String()
+}()
 
 // Stat selects one number of a window's Agg: count, sum, avg, min, max, rate (per second)
 // or the quantile Q.
@@ -59,7 +77,7 @@ func ParseStat(s string) (Stat, bool) {
 // Valid reports a Stat ParseStat could have returned.
 func (s Stat) Valid() bool {
 	switch {
-	case s.Kind == 0 || s.Kind > StatQuantile:
+	case s.Kind == 0 || s.Kind >= statEnd:
 		return false
 	case s.Kind == StatQuantile:
 		return s.Q >= 0 && s.Q <= 1
@@ -199,6 +217,70 @@ type windowError struct{ msg string }
 
 func (e *windowError) Error() string { return e.msg }
 func (e *windowError) Unwrap() error { return ErrBadWindow }
+
+// ParseDuration reads a length of time as windows are written: Go's duration syntax (90s, 5m,
+// 1h30m, 1.5h, 300ms, a sign allowed) and whole days with the unit d (1d = 24h, 7d, 1d12h),
+// which Go's lacks. It checks the spelling alone: zero and negative lengths parse, for the
+// few places where 0 means "none" (slide batch --span); everything else wants ParseWindow.
+// The error matches ErrBadWindow and quotes s, clipped (textparse.Clip):
+// "\"an hour\" is not a duration such as 90s, 5m, 1h or 7d".
+//
+// This is the one parser of window lengths (the query API's window= and step=, export specs,
+// usage rules, rls limits, policy files, slide's --slot, --rings and --span), so a unit or a
+// kind of window added here is added everywhere.
+func ParseDuration(s string) (time.Duration, error) {
+	if d, ok := parseLength(s); ok {
+		return d, nil
+	}
+	return 0, &windowError{strconv.Quote(textparse.Clip(s)) + " is not a duration such as 90s, 5m, 1h or 7d"}
+}
+
+// ParseWindow is ParseDuration for a window: the length must also be positive ("0s must be
+// positive", in CheckWindow's words, naming s as written). Whether a metric's ring can read
+// it is CheckWindow's question.
+func ParseWindow(s string) (time.Duration, error) {
+	d, err := ParseDuration(s)
+	if err == nil && d <= 0 {
+		return 0, &windowError{textparse.Clip(s) + " must be positive"}
+	}
+	return d, err
+}
+
+// maxDays is the most days a time.Duration holds.
+const maxDays = math.MaxInt64 / int64(24*time.Hour)
+
+// parseLength is ParseDuration's syntax: an optional sign, then whole days ("7d") followed by
+// an unsigned Go duration or nothing, or else a Go duration alone.
+func parseLength(s string) (time.Duration, bool) {
+	t, neg := s, false
+	if t != "" && (t[0] == '-' || t[0] == '+') {
+		t, neg = t[1:], t[0] == '-'
+	}
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	if i == 0 || i == len(t) || t[i] != 'd' {
+		d, err := time.ParseDuration(s)
+		return d, err == nil
+	}
+	days, err := strconv.ParseInt(t[:i], 10, 64)
+	if err != nil || days > maxDays {
+		return 0, false
+	}
+	d := time.Duration(days) * 24 * time.Hour
+	if rest := t[i+1:]; rest != "" {
+		r, err := time.ParseDuration(rest)
+		if err != nil || rest[0] == '-' || rest[0] == '+' || r > math.MaxInt64-d {
+			return 0, false
+		}
+		d += r
+	}
+	if neg {
+		d = -d
+	}
+	return d, true
+}
 
 // CheckWindow reports whether a ring of config c (the config of metric) can read a window
 // of length w: positive, a multiple of the slot width, at most the retention (the rule the

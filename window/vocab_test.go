@@ -135,3 +135,107 @@ func TestSpanMatchesRead(t *testing.T) {
 		t.Error("FloorDiv wrong for negative numerators")
 	}
 }
+
+func TestParseWindow(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		want time.Duration
+		msg  string // the error, "" for none
+	}{
+		{"5m", 5 * time.Minute, ""},
+		{"90s", 90 * time.Second, ""},
+		{"1h30m", 90 * time.Minute, ""},
+		{"1.5h", 90 * time.Minute, ""},
+		{"1500ms", 1500 * time.Millisecond, ""},
+		{"+10s", 10 * time.Second, ""},
+		{"1d", 24 * time.Hour, ""},
+		{"7d", 7 * 24 * time.Hour, ""},
+		{"30d", 30 * 24 * time.Hour, ""},
+		{"1d12h", 36 * time.Hour, ""},
+		{"1d0s", 24 * time.Hour, ""},
+		{"0s", 0, "0s must be positive"},
+		{"0d", 0, "0d must be positive"},
+		{"-5m", 0, "-5m must be positive"},
+		{"-1d", 0, "-1d must be positive"},
+		{"", 0, `"" is not a duration such as 90s, 5m, 1h or 7d`},
+		{"an hour", 0, `"an hour" is not a duration such as 90s, 5m, 1h or 7d`},
+		{"10", 0, `"10" is not a duration such as 90s, 5m, 1h or 7d`},
+		{"d", 0, `"d" is not a duration such as 90s, 5m, 1h or 7d`},
+		{"1.5d", 0, `"1.5d" is not a duration such as 90s, 5m, 1h or 7d`},
+		{"1h1d", 0, `"1h1d" is not a duration such as 90s, 5m, 1h or 7d`},
+		{"1dd", 0, `"1dd" is not a duration such as 90s, 5m, 1h or 7d`},
+		{"1d-5m", 0, `"1d-5m" is not a duration such as 90s, 5m, 1h or 7d`},
+		{"106752d", 0, `"106752d" is not a duration such as 90s, 5m, 1h or 7d`}, // past time.Duration
+		{"106751d24h", 0, `"106751d24h" is not a duration such as 90s, 5m, 1h or 7d`},
+		{"99999999999999999999d", 0, `"99999999999999999999d" is not a duration such as 90s, 5m, 1h or 7d`},
+	} {
+		got, err := ParseWindow(c.s)
+		switch {
+		case c.msg == "" && (err != nil || got != c.want):
+			t.Errorf("ParseWindow(%q) = %v, %v, want %v", c.s, got, err, c.want)
+		case c.msg != "" && (err == nil || err.Error() != c.msg || !errors.Is(err, ErrBadWindow)):
+			t.Errorf("ParseWindow(%q) = %v, %v, want the error %q matching ErrBadWindow", c.s, got, err, c.msg)
+		}
+	}
+	// ParseDuration takes the lengths that are not positive; ParseWindow refuses them.
+	for s, want := range map[string]time.Duration{"0s": 0, "0": 0, "-5m": -5 * time.Minute, "-2d": -48 * time.Hour} {
+		if got, err := ParseDuration(s); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v, want %v", s, got, err, want)
+		}
+	}
+	// What Go's ParseDuration reads, ParseDuration reads alike.
+	for _, s := range []string{"1h2m3.5s", "250us", "250µs", "3ns", "-0", ".5s", "1e3s", "5m5", "9223372036854775807ns", "9223372036854775808ns"} {
+		want, werr := time.ParseDuration(s)
+		got, err := ParseDuration(s)
+		if got != want || (err == nil) != (werr == nil) {
+			t.Errorf("ParseDuration(%q) = %v, %v; time.ParseDuration says %v, %v", s, got, err, want, werr)
+		}
+	}
+	long := strings.Repeat("9", 1<<20)
+	if _, err := ParseWindow(long); err == nil || len(err.Error()) > 200 {
+		t.Errorf("ParseWindow of 1 MiB: error of %d bytes, want it clipped", len(err.Error()))
+	}
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"5m", "1d12h", "-1d", "1.5h", "7d", "0d", "1h1d", "106751d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDuration(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadWindow) {
+				t.Fatalf("ParseDuration(%q): %v does not match ErrBadWindow", s, err)
+			}
+			return
+		}
+		// Without days it is Go's; with days, the days and the rest add up.
+		if want, werr := time.ParseDuration(s); werr == nil && want != d {
+			t.Fatalf("ParseDuration(%q) = %v, time.ParseDuration %v", s, d, want)
+		}
+		if w, err := ParseWindow(s); (d > 0) != (err == nil) || (err == nil && w != d) {
+			t.Fatalf("ParseWindow(%q) = %v, %v after ParseDuration %v", s, w, err, d)
+		}
+	})
+}
+
+// TestStatNames: the list messages and help print is every name ParseStat reads, and each
+// kind before statEnd is valid.
+func TestStatNames(t *testing.T) {
+	if StatNames != "count, sum, avg, min, max, rate" {
+		t.Errorf("StatNames = %q", StatNames)
+	}
+	for _, n := range strings.Split(StatNames, ", ") {
+		if st, ok := ParseStat(n); !ok || st.String() != n || !st.Valid() {
+			t.Errorf("%q: ParseStat %v %v", n, st, ok)
+		}
+	}
+	for k := StatCount; k < statEnd; k++ {
+		if !(Stat{Kind: k, Q: 0.5}).Valid() {
+			t.Errorf("kind %d is not valid", k)
+		}
+	}
+	if (Stat{Kind: statEnd}).Valid() || (Stat{}).Valid() {
+		t.Error("statEnd or the zero kind is valid")
+	}
+}

@@ -28,7 +28,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	fs.StringVar(&format, "format", "text", "output: text, or json (one object per policy)")
 	fs.IntVar(&cfg.TopKeys, "top", backtest.DefaultTopKeys, "how many of the most denied keys to list per policy")
 	fs.DurationVar(&cfg.Bucket, "bucket", backtest.DefaultBucket, "width of the denial timeline's buckets")
-	fs.DurationVar(&slot, "slot", window.DefaultSlot, "usage rules: slot width of every metric's ring (as slide serve --slot)")
+	windowVar(fs, &slot, "slot", window.DefaultSlot, "usage rules: slot width of every metric's ring (as slide serve --slot)")
 	fs.IntVar(&slots, "slots", window.DefaultSlots, "usage rules: slots per ring (as slide serve --slots)")
 	fs.StringVar(&rings, "rings", "cost=1m:60", "usage rules: per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (as slide serve --rings)")
 	path, err := parseBatchArgs(fs, args)

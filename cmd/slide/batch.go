@@ -14,6 +14,7 @@ import (
 
 	"github.com/slide-metrics/slide/batch"
 	"github.com/slide-metrics/slide/sketch"
+	"github.com/slide-metrics/slide/window"
 )
 
 func cmdBatch(ctx context.Context, args []string, s stdio) error {
@@ -24,9 +25,9 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 		aggs, delimiter                   string
 	)
 	fs.IntVar(&job.Size, "size", 0, "count window: the `K` most recent rows")
-	fs.DurationVar(&job.Span, "span", 0, "time window: rows with ts in (ts − `span`, ts], e.g. 60s")
+	windowVar(fs, &job.Span, "span", 0, "time window: rows with ts in (ts − `span`, ts], e.g. 60s")
 	fs.StringVar(&job.TimeColumn, "time-column", batch.DefaultTimeColumn, "timestamp column for --span (unix ms or RFC 3339); never the value column")
-	fs.StringVar(&aggs, "agg", batch.AggSum, "aggregates of each window, comma separated: sum, avg, min, max, count, p50, p95, p99 (count needs no value column)")
+	fs.StringVar(&aggs, "agg", batch.AggSum, "aggregates of each window, comma separated: "+window.StatNames+" (rate: time windows) or a percentile such as p95, p99.9 or 0.75 (count and rate need no value column)")
 	fs.StringVar(&job.Column, "column", "", "value column (default: the only numeric column)")
 	fs.StringVar(&job.Best, "best", batch.BestMax, "which window wins: max or min")
 	fs.StringVar(&format, "format", "json", "output: json (one object per line), table or csv")
@@ -36,7 +37,7 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	fs.StringVar(&job.IDColumn, "id-column", "", "name the first and last row of each window by this `COLUMN` too")
 	fs.BoolVar(&job.SkipBad, "skip-bad", false, "skip bad rows and count them by reason (on stderr) instead of stopping")
 	fs.StringVar(&series, "series", "", "also write every window (row, line, time, values) to `FILE` (- for stdout)")
-	fs.StringVar(&sketchKind, "sketch", "", "quantile sketch for p50/p95/p99, e.g. ddsketch:0.01 or hdr:2:1:3600000 (default DDSketch 1%)")
+	fs.StringVar(&sketchKind, "sketch", "", "quantile sketch for percentiles, e.g. ddsketch:0.01 or hdr:2:1:3600000 (default DDSketch 1%)")
 	path, err := parseBatchArgs(fs, args)
 	if err != nil {
 		return err

@@ -103,11 +103,7 @@ type seriesWriter struct {
 }
 
 func newSeriesWriter(w io.Writer, format string, job batch.Job) *seriesWriter {
-	aggs := job.Aggs
-	if len(aggs) == 0 {
-		aggs = []string{job.Agg}
-	}
-	return &seriesWriter{w: bufio.NewWriterSize(w, 256<<10), json: format == "json", group: job.GroupBy != "", aggs: aggs}
+	return &seriesWriter{w: bufio.NewWriterSize(w, 256<<10), json: format == "json", group: job.GroupBy != "", aggs: job.Aggregates()}
 }
 
 func (s *seriesWriter) write(r batch.SeriesRow) error {

@@ -105,6 +105,23 @@ func TestBatchEnvironment(t *testing.T) {
 	}
 }
 
+// TestBatchAnyStat: --agg takes what serve takes (window.ParseStat), and the results and
+// the series name each aggregate by its one name (p50 of {1, 4} is the sketch's bin, 1%
+// above 1).
+func TestBatchAnyStat(t *testing.T) {
+	code, stdout, stderr := runBatch(t, "ts,amount\n1000,1\n1500,4\n2000,2\n", "--span", "1s", "--agg", "0.5,RATE,p100", "--series", "-", "-")
+	want := `{"row":0,"line":2,"ts":1000,"time":"1970-01-01T00:00:01.000Z","p50":1,"rate":1,"p100":1}
+{"row":1,"line":3,"ts":1500,"time":"1970-01-01T00:00:01.500Z","p50":1.0100000000000005,"rate":2,"p100":4}
+{"row":2,"line":4,"ts":2000,"time":"1970-01-01T00:00:02.000Z","p50":2,"rate":2,"p100":4}
+`
+	if code != 0 || stdout != want || !strings.Contains(stderr, `{"agg":"p50",`) || !strings.Contains(stderr, `{"agg":"rate","span_ms":1000,"n":3,"best":2,`) {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if code, _, stderr := runBatch(t, "amount\n1\n", "--size", "1", "--agg", "rate", "-"); code != 2 || !strings.Contains(stderr, "needs a time window") {
+		t.Errorf("rate over a count window: exit %d %s", code, stderr)
+	}
+}
+
 func TestBatchErrors(t *testing.T) {
 	cases := []struct {
 		name, stdin string

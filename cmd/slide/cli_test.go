@@ -73,7 +73,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{nil, []string{"serve", "--bogus"}, "slide serve: unknown flag --bogus"},
 		{nil, []string{"serve", "--addr"}, "slide serve: --addr needs a value"},
 		{nil, []string{"serve", "--slots", "many"}, "slide serve: --slots many: want a whole number"},
-		{nil, []string{"serve", "--slot", "10"}, "slide serve: --slot 10: want a duration such as 500ms, 10s or 5m"},
+		{nil, []string{"serve", "--slot", "10"}, `slide serve: --slot 10: "10" is not a duration such as 90s, 5m, 1h or 7d`},
 		{nil, []string{"serve", "--demo=maybe"}, "slide serve: --demo maybe: want true or false"},
 		{nil, append([]string{"serve", "--slot", "0"}, quick...), "slide serve: --slot 0s: must be positive"},
 		{nil, append([]string{"serve", "--slots", "0"}, quick...), "slide serve: --slots 0: must be at least 1"},

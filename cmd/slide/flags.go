@@ -133,8 +133,8 @@ func parseProblem(fs *flag.FlagSet, err error) string {
 // setProblem says what a flag wants when a value did not parse.
 func setProblem(f *flag.Flag, err error) string {
 	g, ok := f.Value.(flag.Getter)
-	if !ok {
-		return err.Error()
+	if _, win := f.Value.(windowFlag); !ok || win {
+		return err.Error() // a window length says what is wrong in window's words
 	}
 	rng := strings.Contains(err.Error(), "out of range")
 	switch g.Get().(type) {

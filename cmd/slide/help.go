@@ -168,6 +168,9 @@ func printHelp(w io.Writer, name string, fs *flag.FlagSet) {
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, usage := flag.UnquoteUsage(f)
+		if _, ok := f.Value.(windowFlag); ok && typ == "value" {
+			typ = "duration" // as the flag package names a DurationVar
+		}
 		line := "  --" + f.Name
 		if typ != "" {
 			line += " " + typ

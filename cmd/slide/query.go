@@ -89,7 +89,7 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 			return c.rangeRead(ctx, v, *plot, s.out)
 		}
 	case "top":
-		metric, by := str("metric", "", "metric name (required)"), str("by", "p95", "rank by count, sum, avg, min, max, rate or pNN")
+		metric, by := str("metric", "", "metric name (required)"), str("by", "p95", "rank by "+window.StatNames+" or pNN")
 		win, q := str("window", "", "window (default: the retention)"), str("q", "0.5,0.95,0.99", "quantiles to show per key")
 		key := str("key", "", "only keys matching this glob")
 		k := fs.Int("k", 10, "how many keys")
@@ -206,6 +206,22 @@ func (c *queryClient) get(ctx context.Context, path string, v url.Values) ([]byt
 	return body, nil
 }
 
+// answer gets route's answer and decodes it into a, or with --json prints it as it came
+// instead; done says the command has nothing more to print (err is then its result).
+func (c *queryClient) answer(ctx context.Context, route string, v url.Values, w io.Writer, a any) (done bool, err error) {
+	body, err := c.get(ctx, route, v)
+	switch {
+	case err != nil:
+		return true, err
+	case c.json:
+		return true, printJSON(w, body)
+	}
+	if err := json.Unmarshal(body, a); err != nil {
+		return true, fmt.Errorf("decoding %s answer: %w", route, err)
+	}
+	return false, nil
+}
+
 // printJSON writes an API body, one document a line: as it came, but for characters a
 // terminal would not show as themselves (C1 controls, bidi overrides, any other rune
 // strconv.IsPrint refuses), written as the \u escapes of the same JSON string. The API
@@ -262,16 +278,9 @@ func shown(s string) string {
 }
 
 func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) error {
-	body, err := c.get(ctx, "/v1/window", v)
-	if err != nil || c.json {
-		if err != nil {
-			return err
-		}
-		return printJSON(w, body)
-	}
 	var a query.WindowResponse
-	if err := json.Unmarshal(body, &a); err != nil {
-		return fmt.Errorf("decoding /v1/window answer: %w", err)
+	if done, err := c.answer(ctx, "/v1/window", v, w, &a); done {
+		return err
 	}
 	fmt.Fprintf(w, "%s %s over %s, %s\n", shown(a.Metric), shown(a.Key), a.Window, span(a.From, a.To))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -290,16 +299,9 @@ func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) err
 }
 
 func (c *queryClient) top(ctx context.Context, v url.Values, w io.Writer) error {
-	body, err := c.get(ctx, "/v1/top", v)
-	if err != nil || c.json {
-		if err != nil {
-			return err
-		}
-		return printJSON(w, body)
-	}
 	var a query.TopResponse
-	if err := json.Unmarshal(body, &a); err != nil {
-		return fmt.Errorf("decoding /v1/top answer: %w", err)
+	if done, err := c.answer(ctx, "/v1/top", v, w, &a); done {
+		return err
 	}
 	fmt.Fprintf(w, "%s: top %d of %d series by %s over %s, %s\n", shown(a.Metric), len(a.Top), a.Series, shown(a.By), a.Window, span(a.From, a.To))
 	var qs []string
@@ -380,13 +382,6 @@ func (c *queryClient) series(ctx context.Context, v url.Values, all bool, w io.W
 }
 
 func (c *queryClient) metrics(ctx context.Context, w io.Writer) error {
-	body, err := c.get(ctx, "/v1/metrics", nil)
-	if err != nil || c.json {
-		if err != nil {
-			return err
-		}
-		return printJSON(w, body)
-	}
 	var a struct {
 		Metrics []struct {
 			Name            string
@@ -395,8 +390,8 @@ func (c *queryClient) metrics(ctx context.Context, w io.Writer) error {
 			Slots           int
 		} `json:"metrics"`
 	}
-	if err := json.Unmarshal(body, &a); err != nil {
-		return fmt.Errorf("decoding /v1/metrics answer: %w", err)
+	if done, err := c.answer(ctx, "/v1/metrics", nil, w, &a); done {
+		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "metric\tseries\tslot\tslots\tretention\n")

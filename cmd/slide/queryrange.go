@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -36,16 +35,9 @@ type rangeJSON struct {
 // rangeRead prints /v1/range as a table, one row a point, with a bar chart of the plot
 // column beside it and a sparkline of it above.
 func (c *queryClient) rangeRead(ctx context.Context, v url.Values, plot string, w io.Writer) error {
-	body, err := c.get(ctx, "/v1/range", v)
-	if err != nil || c.json {
-		if err != nil {
-			return err
-		}
-		return printJSON(w, body)
-	}
 	var a rangeJSON
-	if err := json.Unmarshal(body, &a); err != nil {
-		return fmt.Errorf("decoding /v1/range answer: %w", err)
+	if done, err := c.answer(ctx, "/v1/range", v, w, &a); done {
+		return err
 	}
 	var qs []string
 	if len(a.Points) > 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,12 +18,12 @@ func parseRing(s string) (window.RingConfig, error) {
 	if len(parts) < 2 {
 		return rc, fmt.Errorf("%q: want SLOT:SLOTS[:SKETCH], e.g. 10s:30", s)
 	}
-	d, err := time.ParseDuration(parts[0])
+	d, err := window.ParseWindow(parts[0])
 	if err != nil {
 		return rc, fmt.Errorf("%q: slot width: %w", s, err)
 	}
 	n, err := strconv.Atoi(parts[1])
-	if err != nil || n < 1 || d <= 0 {
+	if err != nil || n < 1 {
 		return rc, fmt.Errorf("%q: want a positive slot width and slot count", s)
 	}
 	rc.Slot, rc.Slots = d, n
@@ -59,3 +60,34 @@ func parseMetricRings(s string) (map[string]window.RingConfig, error) {
 	}
 	return out, nil
 }
+
+// windowFlag is a flag holding a window length (--slot, --span): window.ParseDuration's
+// spelling, so it takes 1d as --rings and the policy files do. Zero and negative lengths
+// parse, and checkNumbers judges them as it judges every duration flag.
+type windowFlag struct{ d *time.Duration }
+
+// windowVar defines a windowFlag on fs, as fs.DurationVar defines a duration.
+func windowVar(fs interface {
+	Var(flag.Value, string, string)
+}, d *time.Duration, name string, def time.Duration, usage string) {
+	*d = def
+	fs.Var(windowFlag{d}, name, usage)
+}
+
+func (f windowFlag) String() string {
+	if f.d == nil { // the flag package's zero value, for its defaults
+		return time.Duration(0).String()
+	}
+	return f.d.String()
+}
+
+func (f windowFlag) Set(s string) error {
+	d, err := window.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f.d = d
+	return nil
+}
+
+func (f windowFlag) Get() any { return *f.d }

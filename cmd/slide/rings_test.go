@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,43 @@ func TestParseMetricRings(t *testing.T) {
 		if name, _, _ := strings.Cut(bad, "="); name != "" && !strings.Contains(err.Error(), name) {
 			t.Errorf("%q: error %q does not name the metric", bad, err)
 		}
+	}
+	// Slot widths are window lengths: days read, and the messages are window's.
+	if got, err := parseMetricRings("cost=1d:30"); err != nil || got["cost"].Slot != 24*time.Hour {
+		t.Errorf("cost=1d:30: %+v, %v", got, err)
+	}
+	if _, err := parseMetricRings("cost=0s:3"); err == nil || !strings.Contains(err.Error(), "slot width: 0s must be positive") {
+		t.Errorf("cost=0s:3: %v", err)
+	}
+}
+
+// TestWindowFlag: --slot and --span read window.ParseDuration's lengths (1d too), keep
+// the duration flags' default text, and leave 0 and negatives to checkNumbers.
+func TestWindowFlag(t *testing.T) {
+	fs := newFlagSet("t", io.Discard)
+	var span, slot time.Duration
+	windowVar(fs, &span, "span", 0, "time window")
+	windowVar(fs, &slot, "slot", 10*time.Second, "slot width")
+	if f := fs.Lookup("slot"); f.DefValue != "10s" || slot != 10*time.Second {
+		t.Fatalf("default %q, value %v", f.DefValue, slot)
+	}
+	if err := parseFlagsEnv(fs, []string{"--span", "1d", "--slot", "1m"}, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	if span != 24*time.Hour || slot != time.Minute {
+		t.Fatalf("span %v slot %v", span, slot)
+	}
+	fs = newFlagSet("t", io.Discard)
+	windowVar(fs, &span, "span", 0, "time window")
+	err := parseFlagsEnv(fs, []string{"--span", "soon"}, func(string) (string, bool) { return "", false })
+	if err == nil || err.Error() != `--span soon: "soon" is not a duration such as 90s, 5m, 1h or 7d` {
+		t.Errorf("--span soon: %v", err)
+	}
+	if err := parseFlagsEnv(fs, []string{"--span", "-1s"}, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkNumbers(fs, zeroMeans{"span": "no time window"}); err == nil || !strings.Contains(err.Error(), "must be 0 (no time window) or more") {
+		t.Errorf("--span -1s: %v", err)
 	}
 }
 

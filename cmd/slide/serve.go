@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -85,6 +86,7 @@ type serveConfig struct {
 func (c *serveConfig) register(fs interface {
 	StringVar(*string, string, string, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
+	Var(flag.Value, string, string)
 	IntVar(*int, string, int, string)
 	Int64Var(*int64, string, int64, string)
 	BoolVar(*bool, string, bool, string)
@@ -94,7 +96,7 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight work gets on SIGTERM")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 
-	fs.DurationVar(&c.slot, "slot", window.DefaultSlot, "slot width of every metric's ring")
+	windowVar(fs, &c.slot, "slot", window.DefaultSlot, "slot width of every metric's ring")
 	fs.IntVar(&c.slots, "slots", window.DefaultSlots, "slots per ring (retention = slot × slots)")
 	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY], hdr[:SIGFIGS:LOWEST:HIGHEST] or native[:SCHEMA] (Prometheus native-histogram buckets)")
 	fs.StringVar(&c.rings, "rings", "cost=1m:60", "per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (cost keeps an hour for usage quotas)")
@@ -120,7 +122,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.authTokenFile, "auth-token-file", "", "file holding the bearer token the write endpoints require (empty: no auth)")
 	fs.StringVar(&c.peerKeyFile, "peer-key-file", "", "file holding the group's shared key (at least 32 bytes, the same file on every instance): peer reads and their answers are signed with it (HMAC-SHA256) and refused or not merged unless they verify. Empty: derived from --auth-token-file when set (the token is never sent to peers), else peer reads are unsigned")
 	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/range, /v1/top, /v1/series, /v1/metrics, /v1/status, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
-	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics: METRIC:WINDOW[:AGGS] specs separated by ';', AGGS a comma list of count, sum, avg, min, max, rate and quantiles, e.g. 'latency_ms:5m:0.95,0.99;cost:1h:sum'")
+	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics: METRIC:WINDOW[:AGGS] specs separated by ';', AGGS a comma list of "+window.StatNames+" and quantiles, e.g. 'latency_ms:5m:0.95,0.99;cost:1h:sum'")
 	fs.StringVar(&c.exportHistograms, "export-histograms", "", "windows exported on /metrics as Prometheus native histograms: METRIC:WINDOW specs separated by ';', e.g. latency_ms:5m; their rings get the native:5 sketch unless --rings names one")
 	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape (--export-windows and --export-histograms together)")
 	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", query.DefaultMaxBodyBytes, "largest POST /v1/events body; larger gets 413")

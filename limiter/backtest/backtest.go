@@ -283,11 +283,7 @@ func (r *Replayer) decide(ctx context.Context, run *policyRun, req Request) erro
 
 func (r *Replayer) bucket(run *policyRun, t time.Time) *Bucket {
 	w := r.cfg.Bucket.Nanoseconds()
-	ns := t.UnixNano()
-	i := ns / w
-	if ns < 0 && ns%w != 0 {
-		i--
-	}
+	i := window.FloorDiv(t.UnixNano(), w)
 	b := run.buckets[i]
 	if b == nil {
 		b = &Bucket{Start: time.Unix(0, i*w).UTC()}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slide-metrics/slide/batch"
+	"github.com/slide-metrics/slide/textparse"
 )
 
 // ErrLog wraps every error of a request log that is about its content (the line is named).
@@ -158,7 +158,7 @@ func readCSV(r io.Reader, fn func(Request) error) error {
 }
 
 func request(line int64, ts []byte, key string, cost *int64, policy string) (Request, error) {
-	ms, err := batch.ParseTime(ts)
+	ms, err := textparse.ParseTime(ts)
 	if err != nil {
 		return Request{}, fmt.Errorf("%w: line %d: ts %q: %v", ErrLog, line, ts, err)
 	}

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/window"
 )
 
 // The fixed window, one counter per window (scripts/fixed_window.lua and
@@ -35,14 +36,11 @@ var errWindowRace = errors.New("the fixed window ended during every try (windows
 // fixedWin is the window a fixed-window call names: [start, end) in µs.
 type fixedWin struct{ start, end int64 }
 
-// window returns the window of p holding now (µs).
-func window(p *limiter.Policy, now int64) fixedWin {
+// windowAt returns the fixed window of p holding now (µs).
+func windowAt(p *limiter.Policy, now int64) fixedWin {
 	w := p.Window.Microseconds()
-	idx := now / w
-	if now%w < 0 {
-		idx--
-	}
-	return fixedWin{start: idx * w, end: idx*w + w}
+	start := window.FloorDiv(now, w) * w
+	return fixedWin{start: start, end: start + w}
 }
 
 // redisNow is the estimate of Redis's clock in µs: the local clock plus the
@@ -110,7 +108,7 @@ func fixedDecision(p *limiter.Policy, cost, n, now int64, win fixedWin) limiter.
 // fixedArgs returns the KEYS and ARGV of one fixed_window call for r naming
 // the window of now (µs), and that window.
 func (b *Backend) fixedArgs(r *limiter.BackendRequest, now int64) ([]string, []any, fixedWin) {
-	win := window(r.Policy, now)
+	win := windowAt(r.Policy, now)
 	arg := any("") // Redis TIME
 	if b.client {
 		arg = now
@@ -182,7 +180,7 @@ func (b *Backend) batchCall(reqs []*limiter.BackendRequest, wins []fixedWin, now
 		if b.client {
 			lo = r.Now.UnixMicro()
 		}
-		wins[i] = window(r.Policy, lo)
+		wins[i] = windowAt(r.Policy, lo)
 		if !b.client {
 			lo = wins[i].start
 		}

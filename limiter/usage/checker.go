@@ -163,10 +163,7 @@ func (c *Checker) readVia(ctx context.Context, now int64, series string, n int64
 }
 
 func (c *Checker) readLocal(now int64, series string, w time.Duration, qs []float64) (window.Agg, error) {
-	if strings.IndexByte(series, '*') >= 0 {
-		return c.store.ReadMerged(now, c.rule.Metric, func(k string) bool { return window.MatchKey(series, k) }, w, qs)
-	}
-	return c.store.ReadAt(now, c.rule.Metric, series, w, qs)
+	return c.store.ReadKey(now, c.rule.Metric, series, w, qs, nil)
 }
 
 // value is the rule's aggregate of a. It is NaN for an empty window's avg, min, max or
@@ -282,13 +279,7 @@ func (c *Checker) newestReader(now int64, series string) (func(j int64) (window.
 		return func(j int64) (window.Agg, error) { return c.read(now, series, j, nil) }, nil
 	}
 	slot := time.Duration(c.width) * time.Millisecond
-	var hist []window.Agg
-	var err error
-	if strings.IndexByte(series, '*') >= 0 {
-		hist, err = c.store.ReadRangeMerged(now, c.rule.Metric, func(k string) bool { return window.MatchKey(series, k) }, slot, slot, nil)
-	} else {
-		hist, err = c.store.ReadRangeAt(now, c.rule.Metric, series, slot, slot, nil)
-	}
+	hist, err := c.store.ReadRangeKey(now, c.rule.Metric, series, slot, slot, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ const (
 func ParseAgg(s string) (Agg, error) {
 	a, ok := window.ParseStat(s)
 	if !ok {
-		return Agg{}, fmt.Errorf("%q is not count, sum, avg, min, max, rate or a percentile such as p95", strings.ToLower(strings.TrimSpace(s)))
+		return Agg{}, fmt.Errorf("%q is not %s or a percentile such as p95", strings.ToLower(strings.TrimSpace(s)), window.StatNames)
 	}
 	return a, nil
 }
@@ -133,8 +133,8 @@ func (r *Rule) Validate() error {
 		return bad("name", "must be 1 to 64 characters of A-Z a-z 0-9 _ . -")
 	case r.Metric == "":
 		return bad("metric", "required")
-	case r.Agg.Kind == 0 || int(r.Agg.Kind) > int(KindQuantile):
-		return bad("agg", "required: count, sum, avg, min, max, rate or a percentile such as p95")
+	case !r.Agg.Valid() && r.Agg.Kind != KindQuantile:
+		return bad("agg", "required: %s or a percentile such as p95", window.StatNames)
 	case r.Agg.Kind == KindQuantile && !(r.Agg.Q >= 0 && r.Agg.Q <= 1):
 		return bad("agg", "quantile %v outside [0, 1]", r.Agg.Q)
 	case r.Window <= 0:
@@ -295,8 +295,8 @@ func parseRule(n *yaml.Node, source string) (Rule, error) {
 		return r, err
 	}
 	if win != "" {
-		if r.Window, err = time.ParseDuration(win); err != nil {
-			return r, bad("window", "%q is not a duration such as 5m or 1h", win)
+		if r.Window, err = window.ParseWindow(win); err != nil {
+			return r, bad("window", "%v", err)
 		}
 	}
 	mx, err := str("max")
