@@ -8,6 +8,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 )
 
 // The response headers (draft-10 RateLimit-Policy and RateLimit, Retry-After)
@@ -54,7 +55,7 @@ func keyOf(d *limiter.Decision, allowed bool) headerKey {
 // headers returns the response_headers_to_add of a request whose answer is
 // md (Allowed: the request's overall answer) over the decided descriptors
 // all: from the cache of limit idx when the request decided one descriptor
-// (idx >= 0) with the numbers of the last, else built by limiter.WriteHeaders.
+// (idx >= 0) with the numbers of the last, else built by limithttp.WriteHeaders.
 // The values returned may be shared by other responses: never modify them.
 func (s *Server) headers(sc *scratch, idx int, now time.Time, md limiter.Decision, all []limiter.Decision) []*corev3.HeaderValue {
 	var k headerKey
@@ -69,7 +70,7 @@ func (s *Server) headers(sc *scratch, idx int, now time.Time, md limiter.Decisio
 		sc.hdr = http.Header{}
 	}
 	clear(sc.hdr)
-	limiter.WriteHeaders(sc.hdr, now, md, all)
+	limithttp.WriteHeaders(sc.hdr, now, md, all)
 	hv := make([]*corev3.HeaderValue, 0, 3)
 	for _, h := range [...]struct{ name, canon string }{
 		{"ratelimit-policy", canonPolicy}, {"ratelimit", canonRateLimit}, {"retry-after", canonRetryAfter},
@@ -85,7 +86,7 @@ func (s *Server) headers(sc *scratch, idx int, now time.Time, md limiter.Decisio
 }
 
 var (
-	canonPolicy     = http.CanonicalHeaderKey(limiter.HeaderRateLimitPolicy)
-	canonRateLimit  = http.CanonicalHeaderKey(limiter.HeaderRateLimit)
-	canonRetryAfter = http.CanonicalHeaderKey(limiter.HeaderRetryAfter)
+	canonPolicy     = http.CanonicalHeaderKey(limithttp.HeaderRateLimitPolicy)
+	canonRateLimit  = http.CanonicalHeaderKey(limithttp.HeaderRateLimit)
+	canonRetryAfter = http.CanonicalHeaderKey(limithttp.HeaderRetryAfter)
 )

@@ -1,4 +1,4 @@
-package limiter
+package limithttp
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slide-metrics/slide/jsonenc"
+	"github.com/slide-metrics/slide/limiter"
 )
 
 // MaxBodyBytes is the largest /v1/allow body accepted (larger: 413).
@@ -54,8 +55,8 @@ func ceilMillis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// JSON returns d in the wire form (durations in milliseconds, rounded up).
-func (d Decision) JSON() DecisionJSON {
+// NewDecisionJSON returns d in the wire form (durations in milliseconds, rounded up).
+func NewDecisionJSON(d limiter.Decision) DecisionJSON {
 	return DecisionJSON{
 		Allowed:      d.Allowed,
 		Policy:       d.Policy,
@@ -70,7 +71,7 @@ func (d Decision) JSON() DecisionJSON {
 	}
 }
 
-func staleMs(d Decision) *int64 {
+func staleMs(d limiter.Decision) *int64 {
 	if !d.Remote {
 		return nil
 	}
@@ -92,16 +93,16 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // writeDecideError maps a Decide error to its HTTP answer.
 func writeDecideError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, ErrUnknownPolicy):
+	case errors.Is(err, limiter.ErrUnknownPolicy):
 		writeError(w, http.StatusBadRequest, "unknown_policy", `parameter "policy": `+err.Error())
-	case errors.Is(err, ErrInvalidKey):
+	case errors.Is(err, limiter.ErrInvalidKey):
 		writeError(w, http.StatusBadRequest, "invalid_key",
-			fmt.Sprintf(`parameter "key": must be 1 to %d bytes of UTF-8 without control characters`, MaxKeyLen))
-	case errors.Is(err, ErrInvalidCost):
+			fmt.Sprintf(`parameter "key": must be 1 to %d bytes of UTF-8 without control characters`, limiter.MaxKeyLen))
+	case errors.Is(err, limiter.ErrInvalidCost):
 		writeError(w, http.StatusBadRequest, "invalid_cost", `parameter "cost": must be an integer ≥ 0 (0 peeks without consuming)`)
-	case errors.Is(err, ErrCostOverLimit):
+	case errors.Is(err, limiter.ErrCostOverLimit):
 		writeError(w, http.StatusBadRequest, "invalid_cost", `parameter "cost": `+err.Error())
-	case errors.Is(err, ErrBackendUnavailable):
+	case errors.Is(err, limiter.ErrBackendUnavailable):
 		writeError(w, http.StatusServiceUnavailable, "backend_unavailable", err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
@@ -112,15 +113,15 @@ func writeDecideError(w http.ResponseWriter, err error) {
 var contentTypeJSON = []string{"application/json"}
 
 // writeDecision writes headers, status (200, or 429 when denied) and body.
-func writeDecision(w http.ResponseWriter, now time.Time, main Decision, all []Decision) {
+func writeDecision(w http.ResponseWriter, now time.Time, main limiter.Decision, all []limiter.Decision) {
 	h := w.Header()
 	WriteHeaders(h, now, main, all)
-	resp := AllowResponse{DecisionJSON: main.JSON()}
+	resp := AllowResponse{DecisionJSON: NewDecisionJSON(main)}
 	var list [MaxPoliciesPerRequest]DecisionJSON
 	if len(all) > 1 {
 		resp.Decisions = list[:len(all)]
 		for i := range all {
-			resp.Decisions[i] = all[i].JSON()
+			resp.Decisions[i] = NewDecisionJSON(all[i])
 		}
 	}
 	h["Content-Type"] = contentTypeJSON
@@ -165,7 +166,7 @@ func decodeAllow(data []byte) (allowRequest, error) {
 
 var errTrailing = errors.New("body must be one JSON object")
 
-// AllowHandler serves POST /v1/allow:
+// AllowHandler returns the handler of POST /v1/allow, deciding with s:
 //
 //	{"policy":"login","key":"u42","cost":1}
 //	{"policies":["per-user","per-tenant"],"key":"u42"}
@@ -175,11 +176,14 @@ var errTrailing = errors.New("body must be one JSON object")
 // {"error":{"code","message"}} naming the bad parameter; 405 for a method
 // other than POST; 413 for a body over MaxBodyBytes; 503 when a closed
 // policy's backend is down.
-func (s *Service) AllowHandler() http.Handler {
-	return http.HandlerFunc(s.serveAllow)
+func AllowHandler(s *limiter.Service) http.Handler {
+	return allowHandler{s}
 }
 
-func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
+type allowHandler struct{ s *limiter.Service }
+
+func (h allowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := h.s
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
@@ -228,20 +232,20 @@ func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
 	if req.Cost != nil {
 		cost = *req.Cost
 	}
-	var checkBuf [MaxPoliciesPerRequest]Charge
-	var outBuf [MaxPoliciesPerRequest]Decision
+	var checkBuf [MaxPoliciesPerRequest]limiter.Charge
+	var outBuf [MaxPoliciesPerRequest]limiter.Decision
 	checks := checkBuf[:len(names)]
 	for i, n := range names {
-		checks[i] = Charge{Policy: n, Key: req.Key, Cost: cost}
+		checks[i] = limiter.Charge{Policy: n, Key: req.Key, Cost: cost}
 	}
 	out := outBuf[:len(checks)]
-	now := s.clock()
+	now := s.Now()
 	main, err := s.Decide(r.Context(), now, checks, out)
 	if err != nil {
 		writeDecideError(w, err)
 		return
 	}
-	var all []Decision
+	var all []limiter.Decision
 	if len(out) > 1 {
 		all = out
 	}

@@ -1,9 +1,11 @@
-package limiter
+package limithttp
 
 import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/slide-metrics/slide/limiter"
 )
 
 // Header names written by AllowHandler and the middleware.
@@ -61,13 +63,13 @@ var (
 )
 
 // WriteHeaders sets the rate-limit headers of a request decided at now.
-// main is the request's decision (as returned by Service.Decide), all the
+// main is the request's decision (as returned by limiter.Service.Decide), all the
 // per-policy decisions listed in RateLimit-Policy and RateLimit (nil: just
 // main). Retry-After is set only when main denies. t and X-RateLimit-Reset
 // come from ResetAfter, the time until the policy is back to full quota.
-func WriteHeaders(h http.Header, now time.Time, main Decision, all []Decision) {
+func WriteHeaders(h http.Header, now time.Time, main limiter.Decision, all []limiter.Decision) {
 	if all == nil {
-		all = []Decision{main}
+		all = []limiter.Decision{main}
 	}
 	// Every value goes into one buffer and one string, sliced per header: two allocations
 	// for all six headers instead of two each.

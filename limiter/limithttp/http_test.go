@@ -1,14 +1,15 @@
-package limiter
+package limithttp
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/slide-metrics/slide/limiter"
 )
 
 // testClock is a settable clock for handler tests.
@@ -37,10 +38,10 @@ func post(h http.Handler, body string) *httptest.ResponseRecorder {
 
 func TestAllowHandlerLogin(t *testing.T) {
 	clk := &testClock{now: t0}
-	s := newTestService(t, Config{Clock: clk.Now, Policies: []Policy{
-		{Name: "login", Algorithm: SlidingLog, Limit: 3, Window: time.Minute},
+	s := newTestService(t, limiter.Config{Clock: clk.Now, Policies: []limiter.Policy{
+		{Name: "login", Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Minute},
 	}})
-	h := s.AllowHandler()
+	h := AllowHandler(s)
 	var w *httptest.ResponseRecorder
 	for i := 0; i < 3; i++ {
 		w = post(h, `{"policy":"login","key":"u42","cost":1}`)
@@ -77,10 +78,10 @@ func TestAllowHandlerLogin(t *testing.T) {
 
 func TestAllowHandlerHeadersRoundUp(t *testing.T) {
 	clk := &testClock{now: t0.Add(300 * time.Millisecond)}
-	s := newTestService(t, Config{Clock: clk.Now, Policies: []Policy{
-		{Name: "api", Algorithm: TokenBucket, Capacity: 10, RefillPerSecond: 5},
+	s := newTestService(t, limiter.Config{Clock: clk.Now, Policies: []limiter.Policy{
+		{Name: "api", Algorithm: limiter.TokenBucket, Capacity: 10, RefillPerSecond: 5},
 	}})
-	h := s.AllowHandler()
+	h := AllowHandler(s)
 	for i := 0; i < 10; i++ {
 		post(h, `{"policy":"api","key":"k"}`)
 	}
@@ -97,11 +98,11 @@ func TestAllowHandlerHeadersRoundUp(t *testing.T) {
 }
 
 func TestAllowHandlerMultiPolicy(t *testing.T) {
-	s := newTestService(t, Config{Policies: []Policy{
-		{Name: "per-user", Algorithm: FixedWindow, Limit: 1, Window: time.Minute},
-		{Name: "per-tenant", Algorithm: FixedWindow, Limit: 10, Window: time.Hour},
+	s := newTestService(t, limiter.Config{Policies: []limiter.Policy{
+		{Name: "per-user", Algorithm: limiter.FixedWindow, Limit: 1, Window: time.Minute},
+		{Name: "per-tenant", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour},
 	}})
-	h := s.AllowHandler()
+	h := AllowHandler(s)
 	post(h, `{"policies":["per-user","per-tenant"],"key":"u1"}`)
 	w := post(h, `{"policies":["per-user","per-tenant"],"key":"u1"}`)
 	want := `{"allowed":false,"policy":"per-user","limit":1,"remaining":0,"retry_after_ms":60000,"reset_after_ms":60000,` +
@@ -119,13 +120,11 @@ func TestAllowHandlerMultiPolicy(t *testing.T) {
 }
 
 func TestAllowHandlerErrors(t *testing.T) {
-	fb := &fakeBackend{}
-	fb.setErr(errors.New("connection refused"))
-	s := newTestService(t, Config{Redis: fb, Policies: []Policy{
-		{Name: "login", Algorithm: SlidingLog, Limit: 3, Window: time.Minute},
-		redisPolicy("otp", FailClosed),
+	s := newTestService(t, limiter.Config{Redis: downBackend{}, Policies: []limiter.Policy{
+		{Name: "login", Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Minute},
+		redisPolicy("otp", limiter.FailClosed),
 	}})
-	h := s.AllowHandler()
+	h := AllowHandler(s)
 	for _, c := range []struct {
 		name, body string
 		status     int
@@ -176,14 +175,14 @@ func FuzzAllowHandler(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	s, err := NewService(Config{Clock: func() time.Time { return t0 }, Policies: []Policy{
-		{Name: "login", Algorithm: SlidingLog, Limit: 3, Window: time.Minute},
-		{Name: "api", Algorithm: TokenBucket, Capacity: 10, RefillPerSecond: 5},
+	s, err := limiter.NewService(limiter.Config{Clock: func() time.Time { return t0 }, Policies: []limiter.Policy{
+		{Name: "login", Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Minute},
+		{Name: "api", Algorithm: limiter.TokenBucket, Capacity: 10, RefillPerSecond: 5},
 	}})
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := s.AllowHandler()
+	h := AllowHandler(s)
 	f.Fuzz(func(t *testing.T, body string) {
 		w := post(h, body)
 		switch w.Code {
