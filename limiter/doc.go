@@ -147,7 +147,8 @@
 //
 // The HTTP face (POST /v1/allow, the middleware, the rate-limit headers) is
 // package limiter/limithttp: this package is the core and imports no net/http,
-// as client_golang keeps promhttp apart from prometheus.
+// nor does a package of this module under it (TestCoreImportsNoNetHTTP), as
+// client_golang keeps promhttp apart from prometheus.
 //
 // # Metrics
 //
