@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/query"
 )
 
@@ -35,11 +36,11 @@ func (e *env) hostile(name, method, path string, body []byte, status int, param 
 	}
 	var a errorAnswer
 	_ = json.Unmarshal(b, &a)
-	wantCode := map[int]string{400: query.CodeBadParameter, 404: query.CodeNotFound, 413: query.CodeBodyTooLarge}[status]
+	wantCode := map[int]httperr.Code{400: httperr.BadParameter, 404: httperr.NotFound, 413: httperr.BodyTooLarge}[status]
 	if strings.HasPrefix(path, "/v1/allow") && status == 400 {
 		wantCode = "" // the limiter's own codes: invalid_json, invalid_key, ...
 	}
-	if a.Error.Message == "" || (wantCode != "" && a.Error.Code != wantCode) {
+	if a.Error.Message == "" || (wantCode != "" && a.Error.Code != string(wantCode)) {
 		e.t.Errorf("%s: error %+v, want code %q and a message", name, a.Error, wantCode)
 	}
 	if param != "" && !strings.Contains(a.Error.Param, param) && !strings.Contains(a.Error.Message, `parameter "`+param) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
@@ -412,5 +413,5 @@ func writeSeriesNotFound(w http.ResponseWriter, metric, key string) {
 	if window.IsKeyPattern(key) {
 		what = "no series matches"
 	}
-	writeError(w, http.StatusNotFound, CodeNotFound, "", what+" metric="+quote(clip(metric))+" key="+quote(clip(key)))
+	httperr.Write(w, httperr.NotFound, "", what+" metric="+quote(clip(metric))+" key="+quote(clip(key)))
 }
