@@ -17,9 +17,14 @@
 // POST /v1/allow with {"policy":"login","key":"u42","cost":1} answers 200 or
 // 429 with {"allowed","policy","limit","remaining","retry_after_ms",
 // "reset_after_ms"} (plus "delay_ms", "shadowed", "degraded", "stale_ms" when set, and
-// "decisions" for several policies); 400 {"error":{"code","message"}} naming
-// the bad parameter; 413 above 64 KiB; 503 when a closed policy's backend is
-// down. Headers (WriteHeaders), after a denial of login 3 per 60 s:
+// "decisions" for several policies). Errors are the API's (package httperr):
+// 400 {"error":{"code":"bad_parameter","message":...,"param":"key"}} naming
+// the bad field (policy, policies, key, cost), 400 bad_body for a body that is
+// not one JSON object, 413 body_too_large above 64 KiB, 503 unavailable with
+// Retry-After: 1 when a closed policy's backend is down. (Before, this handler
+// had codes of its own: invalid_parameter, missing_parameter, unknown_policy,
+// invalid_key and invalid_cost are bad_parameter now, invalid_json bad_body,
+// backend_unavailable unavailable.) Headers (WriteHeaders), after a denial of login 3 per 60 s:
 //
 //	Retry-After: 58                      seconds, rounded up, on 429 only
 //	RateLimit-Policy: "login";q=3;w=60   IETF httpapi ratelimit-headers draft-10

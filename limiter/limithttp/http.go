@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slide-metrics/slide/jsonenc"
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/limiter"
 )
 
@@ -79,33 +79,22 @@ func staleMs(d limiter.Decision) *int64 {
 	return &ms
 }
 
-// writeError writes {"error":{"code":..,"message":..}} (jsonenc.AppendError, the query
-// API's envelope too).
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set(HeaderRetryAfter, "1")
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(jsonenc.AppendError(nil, code, msg, ""))
-}
-
 // writeDecideError maps a Decide error to its HTTP answer.
 func writeDecideError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, limiter.ErrUnknownPolicy):
-		writeError(w, http.StatusBadRequest, "unknown_policy", `parameter "policy": `+err.Error())
+		httperr.Write(w, httperr.BadParameter, "policy", `parameter "policy": `+err.Error())
 	case errors.Is(err, limiter.ErrInvalidKey):
-		writeError(w, http.StatusBadRequest, "invalid_key",
+		httperr.Write(w, httperr.BadParameter, "key",
 			fmt.Sprintf(`parameter "key": must be 1 to %d bytes of UTF-8 without control characters`, limiter.MaxKeyLen))
 	case errors.Is(err, limiter.ErrInvalidCost):
-		writeError(w, http.StatusBadRequest, "invalid_cost", `parameter "cost": must be an integer ≥ 0 (0 peeks without consuming)`)
+		httperr.Write(w, httperr.BadParameter, "cost", `parameter "cost": must be an integer ≥ 0 (0 peeks without consuming)`)
 	case errors.Is(err, limiter.ErrCostOverLimit):
-		writeError(w, http.StatusBadRequest, "invalid_cost", `parameter "cost": `+err.Error())
+		httperr.Write(w, httperr.BadParameter, "cost", `parameter "cost": `+err.Error())
 	case errors.Is(err, limiter.ErrBackendUnavailable):
-		writeError(w, http.StatusServiceUnavailable, "backend_unavailable", err.Error())
+		httperr.Write(w, httperr.Unavailable, "", err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		httperr.Write(w, httperr.Internal, "", err.Error())
 	}
 }
 
@@ -172,10 +161,12 @@ var errTrailing = errors.New("body must be one JSON object")
 //	{"policies":["per-user","per-tenant"],"key":"u42"}
 //
 // cost defaults to 1; 0 peeks. It answers 200 (allowed) or 429 (denied)
-// with an AllowResponse and the headers of WriteHeaders; 400 with
-// {"error":{"code","message"}} naming the bad parameter; 405 for a method
-// other than POST; 413 for a body over MaxBodyBytes; 503 when a closed
-// policy's backend is down.
+// with an AllowResponse and the headers of WriteHeaders; errors are
+// httperr's: 400 bad_parameter naming the field in "param" (policy, policies,
+// key, cost, or an unknown one), 400 bad_body for a body that is not one JSON
+// object, 405 method_not_allowed for a method other than POST, 413
+// body_too_large over MaxBodyBytes, 503 unavailable (Retry-After: 1) when a
+// closed policy's backend is down.
 func AllowHandler(s *limiter.Service) http.Handler {
 	return allowHandler{s}
 }
@@ -186,7 +177,7 @@ func (h allowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.s
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+		httperr.Write(w, httperr.MethodNotAllowed, "", "use POST")
 		return
 	}
 	bp := bufPool.Get().(*[]byte)
@@ -199,7 +190,7 @@ func (h allowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	bufPool.Put(bp) // the request holds copies of its strings
 	if err != nil {
 		if err == errTrailing {
-			writeError(w, http.StatusBadRequest, "invalid_json", err.Error())
+			httperr.Write(w, httperr.BadBody, "", err.Error())
 			return
 		}
 		writeJSONError(w, err)
@@ -208,22 +199,22 @@ func (h allowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	names := req.Policies
 	switch {
 	case req.Policy != "" && len(req.Policies) > 0:
-		writeError(w, http.StatusBadRequest, "invalid_parameter", `give either "policy" or "policies", not both`)
+		httperr.Write(w, httperr.BadParameter, "policy", `give either "policy" or "policies", not both`)
 		return
 	case req.Policy != "":
 		names = []string{req.Policy} // does not escape: read below only
 	case len(names) == 0:
-		writeError(w, http.StatusBadRequest, "missing_parameter", `parameter "policy" (or "policies") is required`)
+		httperr.Write(w, httperr.BadParameter, "policy", `parameter "policy" (or "policies") is required`)
 		return
 	case len(names) > MaxPoliciesPerRequest:
-		writeError(w, http.StatusBadRequest, "invalid_parameter",
+		httperr.Write(w, httperr.BadParameter, "policies",
 			fmt.Sprintf(`parameter "policies": at most %d policies per request`, MaxPoliciesPerRequest))
 		return
 	}
 	for i, n := range names {
 		for _, m := range names[:i] {
 			if n == m {
-				writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf(`parameter "policies": %q named twice`, n))
+				httperr.Write(w, httperr.BadParameter, "policies", fmt.Sprintf(`parameter "policies": %q named twice`, n))
 				return
 			}
 		}
@@ -258,18 +249,18 @@ func writeJSONError(w http.ResponseWriter, err error) {
 	var rqe *requestError
 	switch {
 	case errors.As(err, &rqe):
-		writeError(w, http.StatusBadRequest, rqe.code, rqe.Error())
+		httperr.Write(w, httperr.BadParameter, rqe.param, rqe.Error())
 	case errors.As(err, &mbe):
-		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large",
+		httperr.Write(w, httperr.BodyTooLarge, "",
 			fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))
 	case errors.As(err, &ute):
-		writeError(w, http.StatusBadRequest, "invalid_parameter",
+		httperr.Write(w, httperr.BadParameter, ute.Field,
 			fmt.Sprintf("parameter %q: must be %s", ute.Field, jsonKind(ute.Field)))
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		writeError(w, http.StatusBadRequest, "invalid_parameter",
+		httperr.Write(w, httperr.BadParameter, "",
 			strings.TrimPrefix(err.Error(), "json: ")+` (known: "policy", "policies", "key", "cost")`)
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_json", "body is not a JSON object: "+err.Error())
+		httperr.Write(w, httperr.BadBody, "", "body is not a JSON object: "+err.Error())
 	}
 }
 

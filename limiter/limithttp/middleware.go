@@ -11,7 +11,7 @@ import (
 )
 
 // KeyFunc returns the limiter key of a request (client IP, API key, tenant).
-// An error answers 400 invalid_key.
+// An error answers 400 bad_parameter with "param":"key".
 type KeyFunc func(r *http.Request) (string, error)
 
 // KeyByRemoteIP keys by the connection's peer address without the port. It
