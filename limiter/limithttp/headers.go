@@ -26,13 +26,52 @@ const (
 	HeaderXRateLimitReset = "X-RateLimit-Reset"
 )
 
-// ceilSeconds rounds d up to whole seconds, so a client that waits that long
-// is never early.
-func ceilSeconds(d time.Duration) int64 {
+// CeilSeconds rounds d up to whole seconds, so a client that waits that long
+// is never early: every seconds value of these headers (w, t, Retry-After).
+func CeilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// RetryAfterSeconds is the Retry-After of a denial whose RetryAfter is d: d
+// rounded up, and at least 1, since 0 would invite the client back at once.
+func RetryAfterSeconds(d time.Duration) int64 { return max(1, CeilSeconds(d)) }
+
+// AppendPolicyValue appends the RateLimit-Policy value of the decisions all,
+// one list member per policy: "name";q=quota;w=window_seconds (w omitted when
+// the window is unknown).
+func AppendPolicyValue(b []byte, all []limiter.Decision) []byte { return appendList(b, all, false) }
+
+// AppendRateLimitValue appends the RateLimit value of the decisions all, one
+// list member per policy: "name";r=remaining;t=seconds_to_full_quota.
+func AppendRateLimitValue(b []byte, all []limiter.Decision) []byte { return appendList(b, all, true) }
+
+// appendList appends the structured-field list of RateLimit (state) or
+// RateLimit-Policy (!state) over all.
+func appendList(b []byte, all []limiter.Decision, state bool) []byte {
+	for i := range all {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		d := &all[i]
+		b = appendSFString(b, d.Policy)
+		if state {
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, d.Remaining, 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, CeilSeconds(d.ResetAfter), 10)
+			continue
+		}
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, d.Limit, 10)
+		if w := CeilSeconds(d.Window); w > 0 {
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, w, 10)
+		}
+	}
+	return b
 }
 
 // appendSFString appends s as a structured-field String (RFC 8941 §3.3.3),
@@ -76,31 +115,9 @@ func WriteHeaders(h http.Header, now time.Time, main limiter.Decision, all []lim
 	var stack [256]byte
 	b := stack[:0]
 	var ends [6]int
-	for i := range all {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		d := &all[i]
-		b = appendSFString(b, d.Policy)
-		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, d.Limit, 10)
-		if w := ceilSeconds(d.Window); w > 0 {
-			b = append(b, ";w="...)
-			b = strconv.AppendInt(b, w, 10)
-		}
-	}
+	b = AppendPolicyValue(b, all)
 	ends[0] = len(b)
-	for i := range all {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		d := &all[i]
-		b = appendSFString(b, d.Policy)
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, d.Remaining, 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
-	}
+	b = AppendRateLimitValue(b, all)
 	ends[1] = len(b)
 	b = strconv.AppendInt(b, main.Limit, 10)
 	ends[2] = len(b)
@@ -115,7 +132,7 @@ func WriteHeaders(h http.Header, now time.Time, main limiter.Decision, all []lim
 	ends[4] = len(b)
 	n := 5
 	if !main.Allowed {
-		b = strconv.AppendInt(b, max(1, ceilSeconds(main.RetryAfter)), 10)
+		b = strconv.AppendInt(b, RetryAfterSeconds(main.RetryAfter), 10)
 		ends[5] = len(b)
 		n = 6
 	}
