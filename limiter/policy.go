@@ -78,6 +78,17 @@ func (b BackendKind) String() string {
 	return fmt.Sprintf("BackendKind(%d)", uint8(b))
 }
 
+// ParseBackend maps a policy-file name ("memory", "redis") to its BackendKind;
+// ok is false for any other. Callers word the error in their file's terms.
+func ParseBackend(s string) (b BackendKind, ok bool) {
+	for b := BackendMemory; b <= BackendRedis; b++ {
+		if b.String() == s {
+			return b, true
+		}
+	}
+	return 0, false
+}
+
 // FailureMode says what a Redis policy decides when Redis fails or exceeds the
 // policy timeout. The zero value is FailOpen.
 type FailureMode uint8
@@ -105,6 +116,17 @@ func (f FailureMode) String() string {
 		return "local"
 	}
 	return fmt.Sprintf("FailureMode(%d)", uint8(f))
+}
+
+// ParseFailureMode maps a policy-file name ("open", "closed", "local") to its
+// FailureMode; ok is false for any other.
+func ParseFailureMode(s string) (f FailureMode, ok bool) {
+	for f := FailOpen; f <= FailLocal; f++ {
+		if f.String() == s {
+			return f, true
+		}
+	}
+	return 0, false
 }
 
 // DefaultTimeout bounds each Redis call of a policy whose Timeout is zero.
