@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"unicode/utf8"
 
+	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/textparse"
 )
 
@@ -61,8 +61,8 @@ func decodeAllowStrict(data []byte) (allowRequest, error) {
 		name, _ := tok.(string)
 		i := fieldIndex(name)
 		if i < 0 {
-			return req, &requestError{param: clipName(name), bare: true,
-				msg: fmt.Sprintf(`unknown field %q (known: "policy", "policies", "key", "cost"; names match exactly)`, clipName(name))}
+			return req, &requestError{param: limiter.ClipName(name), bare: true,
+				msg: fmt.Sprintf(`unknown field %q (known: "policy", "policies", "key", "cost"; names match exactly)`, limiter.ClipName(name))}
 		}
 		if seen[i] {
 			return req, &requestError{param: name, msg: "given twice (a field appears at most once)"}
@@ -129,19 +129,6 @@ func fieldIndex(name string) int {
 		}
 	}
 	return -1
-}
-
-// clipName shortens a client's field name for an error message, as valid UTF-8.
-func clipName(s string) string {
-	const max = 64
-	if len(s) > max {
-		n := max
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n] + "…"
-	}
-	return s
 }
 
 // strictString decodes the JSON string raw of field name, refusing what encoding/json would
