@@ -64,12 +64,8 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	} else {
 		points, err = s.store.ReadRangeAt(now, metric, key, win, step, qs)
 	}
-	if errors.Is(err, window.ErrNotFound) {
-		writeSeriesNotFound(w, metric, key)
-		return
-	}
 	if err != nil {
-		s.writeErr(w, r, err)
+		s.writeReadErr(w, r, err, metric, key)
 		return
 	}
 	bp := bufPool.Get().(*[]byte)
