@@ -24,7 +24,11 @@
 // Retry-After: 1 when a closed policy's backend is down. (Before, this handler
 // had codes of its own: invalid_parameter, missing_parameter, unknown_policy,
 // invalid_key and invalid_cost are bad_parameter now, invalid_json bad_body,
-// backend_unavailable unavailable.) Headers (WriteHeaders), after a denial of login 3 per 60 s:
+// backend_unavailable unavailable.)
+//
+// # Headers
+//
+// WriteHeaders, after a denial of login 3 per 60 s:
 //
 //	Retry-After: 58                      seconds, rounded up, on 429 only
 //	RateLimit-Policy: "login";q=3;w=60   IETF httpapi ratelimit-headers draft-10
@@ -36,4 +40,9 @@
 // Several policies are listed in one structured-field list each; the X-
 // headers describe the deciding one. For the buckets, w is capacity/rate,
 // the time to refill from empty.
+//
+// The values come from a Decision's numbers alone (AppendPolicyValue,
+// AppendRateLimitValue, RetryAfterSeconds, each seconds value rounded up by
+// CeilSeconds), so a face that is not an http.Header (rls, whose gRPC answer
+// carries Envoy's response headers) formats the same bytes.
 package limithttp
