@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/limiter/usage"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
@@ -74,7 +75,7 @@ func benchCluster(b *testing.B, n, keys int, partitioner ...string) []*instance 
 		if err != nil {
 			b.Fatal(err)
 		}
-		qs, err := query.New(query.Config{Store: st, Cluster: in.cl, Allow: svc.AllowHandler()})
+		qs, err := query.New(query.Config{Store: st, Cluster: in.cl, Allow: limithttp.AllowHandler(svc)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -96,18 +96,3 @@ func AppendFloat(b []byte, f float64) []byte {
 	}
 	return b
 }
-
-// AppendError appends the API's error envelope, {"error":{"code":...,"message":...}} with
-// ,"param":... inside when param is not empty, and a newline: the one shape the query API
-// and the limiter's HTTP handlers answer errors with.
-func AppendError(b []byte, code, msg, param string) []byte {
-	b = append(b, `{"error":{"code":`...)
-	b = AppendString(b, code)
-	b = append(b, `,"message":`...)
-	b = AppendString(b, msg)
-	if param != "" {
-		b = append(b, `,"param":`...)
-		b = AppendString(b, param)
-	}
-	return append(b, "}}\n"...)
-}

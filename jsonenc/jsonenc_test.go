@@ -97,24 +97,3 @@ func FuzzAppendFloat(f *testing.F) {
 		}
 	})
 }
-
-func TestAppendErrorMatchesEncodingJSON(t *testing.T) {
-	type body struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-			Param   string `json:"param,omitempty"`
-		} `json:"error"`
-	}
-	for _, param := range []string{"", "window"} {
-		var v body
-		v.Error.Code, v.Error.Message, v.Error.Param = "bad_parameter", `parameter "window": <5m> & more`, param
-		want, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := AppendError(nil, v.Error.Code, v.Error.Message, param); string(got) != string(want)+"\n" {
-			t.Errorf("AppendError(param %q) = %s, want %s", param, got, want)
-		}
-	}
-}

@@ -1,7 +1,7 @@
 // Package limiter makes slide's admission decisions: "may key K spend cost c
 // under policy P now?", in-process or cluster-wide through Redis
-// (limiter/redislimit), answered as a Decision, over HTTP (POST /v1/allow), or by
-// a middleware in front of an http.Handler.
+// (limiter/redislimit), answered as a Decision; over HTTP (POST /v1/allow) and by
+// a middleware in front of an http.Handler through limiter/limithttp.
 //
 // # Algorithms
 //
@@ -153,31 +153,10 @@
 //
 // # HTTP
 //
-// The body speaks the ingest decoder's JSON dialect: field names match
-// exactly ({"Policy":...} is an unknown field, not policy), a field given
-// twice is refused (not "the last wins"), unknown fields and trailing data
-// are refused, and a key or policy name that is not valid UTF-8 (a raw byte,
-// or an escaped lone surrogate) is a 400, never rewritten to U+FFFD: keys are
-// bytes, and "tÿ" and "tþ" must not share a bucket. Policy names that
-// differ only by case ("P" and "p") are refused when policies are loaded.
-//
-// POST /v1/allow with {"policy":"login","key":"u42","cost":1} answers 200 or
-// 429 with {"allowed","policy","limit","remaining","retry_after_ms",
-// "reset_after_ms"} (plus "delay_ms", "shadowed", "degraded", "stale_ms" when set, and
-// "decisions" for several policies); 400 {"error":{"code","message"}} naming
-// the bad parameter; 413 above 64 KiB; 503 when a closed policy's backend is
-// down. Headers (WriteHeaders), after a denial of login 3 per 60 s:
-//
-//	Retry-After: 58                      seconds, rounded up, on 429 only
-//	RateLimit-Policy: "login";q=3;w=60   IETF httpapi ratelimit-headers draft-10
-//	RateLimit: "login";r=0;t=60          r remaining, t seconds to full quota
-//	X-RateLimit-Limit: 3
-//	X-RateLimit-Remaining: 0
-//	X-RateLimit-Reset: 1764489662        Unix seconds, as GitHub sends it
-//
-// Several policies are listed in one structured-field list each; the X-
-// headers describe the deciding one. For the buckets, w is capacity/rate,
-// the time to refill from empty.
+// The HTTP face (POST /v1/allow, the middleware, the rate-limit headers) is
+// package limiter/limithttp: this package is the core and imports no net/http,
+// nor does a package of this module under it (TestCoreImportsNoNetHTTP), as
+// client_golang keeps promhttp apart from prometheus.
 //
 // # Metrics
 //

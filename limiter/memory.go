@@ -560,33 +560,29 @@ func (st *store[S]) sweepLocked(sh *shard[S], now int64) {
 	sh.nextSweep = now + st.sweepNs
 }
 
-func (st *store[S]) len() int {
-	n := 0
+// locked calls f on each shard in turn, holding that shard's lock: the cold paths (gauges,
+// the sweep) that visit the whole store.
+func (st *store[S]) locked(f func(sh *shard[S])) {
 	for i := range st.shards {
 		sh := &st.shards[i]
 		sh.mu.Lock()
-		n += sh.n
+		f(sh)
 		sh.mu.Unlock()
 	}
+}
+
+func (st *store[S]) len() int {
+	n := 0
+	st.locked(func(sh *shard[S]) { n += sh.n })
 	return n
 }
 
 func (st *store[S]) bytes() int64 {
 	var n int64
-	for i := range st.shards {
-		sh := &st.shards[i]
-		sh.mu.Lock()
-		n += sh.bytes
-		sh.mu.Unlock()
-	}
+	st.locked(func(sh *shard[S]) { n += sh.bytes })
 	return n
 }
 
 func (st *store[S]) sweep(now int64) {
-	for i := range st.shards {
-		sh := &st.shards[i]
-		sh.mu.Lock()
-		st.sweepLocked(sh, now)
-		sh.mu.Unlock()
-	}
+	st.locked(func(sh *shard[S]) { st.sweepLocked(sh, now) })
 }

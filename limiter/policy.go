@@ -38,19 +38,12 @@ var algorithmNames = [...]string{
 }
 
 // String returns the policy-file name, e.g. "sliding_log".
-func (a Algorithm) String() string {
-	if a >= FixedWindow && int(a) < len(algorithmNames) {
-		return algorithmNames[a]
-	}
-	return fmt.Sprintf("Algorithm(%d)", uint8(a))
-}
+func (a Algorithm) String() string { return nameOf(algorithmNames[:], a, "Algorithm") }
 
 // ParseAlgorithm maps a policy-file name to its Algorithm.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for a := FixedWindow; int(a) < len(algorithmNames); a++ {
-		if algorithmNames[a] == s {
-			return a, nil
-		}
+	if a, ok := parseName[Algorithm](algorithmNames[:], s); ok {
+		return a, nil
 	}
 	return 0, fmt.Errorf("unknown algorithm %q (want fixed_window, sliding_log, sliding_counter, token_bucket or leaky_bucket)", s)
 }
@@ -67,16 +60,14 @@ const (
 	BackendRedis
 )
 
+var backendNames = [...]string{BackendMemory: "memory", BackendRedis: "redis"}
+
 // String returns "memory" or "redis".
-func (b BackendKind) String() string {
-	switch b {
-	case BackendMemory:
-		return "memory"
-	case BackendRedis:
-		return "redis"
-	}
-	return fmt.Sprintf("BackendKind(%d)", uint8(b))
-}
+func (b BackendKind) String() string { return nameOf(backendNames[:], b, "BackendKind") }
+
+// ParseBackend maps a policy-file name ("memory", "redis") to its BackendKind;
+// ok is false for any other. Callers word the error in their file's terms.
+func ParseBackend(s string) (BackendKind, bool) { return parseName[BackendKind](backendNames[:], s) }
 
 // FailureMode says what a Redis policy decides when Redis fails or exceeds the
 // policy timeout. The zero value is FailOpen.
@@ -94,17 +85,33 @@ const (
 	FailLocal
 )
 
+var failureModeNames = [...]string{FailOpen: "open", FailClosed: "closed", FailLocal: "local"}
+
 // String returns "open", "closed" or "local".
-func (f FailureMode) String() string {
-	switch f {
-	case FailOpen:
-		return "open"
-	case FailClosed:
-		return "closed"
-	case FailLocal:
-		return "local"
+func (f FailureMode) String() string { return nameOf(failureModeNames[:], f, "FailureMode") }
+
+// ParseFailureMode maps a policy-file name ("open", "closed", "local") to its
+// FailureMode; ok is false for any other.
+func ParseFailureMode(s string) (FailureMode, bool) {
+	return parseName[FailureMode](failureModeNames[:], s)
+}
+
+// nameOf and parseName map the policy file's names of a small enum to and from its
+// values, through a table indexed by value ("" where a value has no name).
+func nameOf[T ~uint8](names []string, v T, typ string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("FailureMode(%d)", uint8(f))
+	return fmt.Sprintf("%s(%d)", typ, uint8(v))
+}
+
+func parseName[T ~uint8](names []string, s string) (T, bool) {
+	for i, n := range names {
+		if n != "" && n == s {
+			return T(i), true
+		}
+	}
+	return 0, false
 }
 
 // DefaultTimeout bounds each Redis call of a policy whose Timeout is zero.

@@ -199,23 +199,13 @@ func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 		case "leak_per_second":
 			p.LeakPerSecond, err = parseFloat(v)
 		case "backend":
-			switch s {
-			case "memory":
-				p.Backend = BackendMemory
-			case "redis":
-				p.Backend = BackendRedis
-			default:
+			var ok bool
+			if p.Backend, ok = ParseBackend(s); !ok {
 				bad(v, f, "must be memory or redis, not %q", s)
 			}
 		case "on_backend_error":
-			switch s {
-			case "open":
-				p.OnBackendError = FailOpen
-			case "closed":
-				p.OnBackendError = FailClosed
-			case "local":
-				p.OnBackendError = FailLocal
-			default:
+			var ok bool
+			if p.OnBackendError, ok = ParseFailureMode(s); !ok {
 				bad(v, f, "must be open, closed or local, not %q", s)
 			}
 		case "shadow":

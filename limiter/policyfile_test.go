@@ -196,3 +196,28 @@ func TestLoadPoliciesRefusesHugeFiles(t *testing.T) {
 		t.Fatalf("LoadPolicies of a %d-byte file: %v", MaxPolicyFileBytes+4, err)
 	}
 }
+
+// The names of the policy file parse back to what String writes, exactly (no case folding,
+// as the rest of the file), for policy files and the rls config alike.
+func TestParseBackendAndFailureMode(t *testing.T) {
+	for _, b := range []BackendKind{BackendMemory, BackendRedis} {
+		if got, ok := ParseBackend(b.String()); !ok || got != b {
+			t.Errorf("ParseBackend(%q) = %v, %v", b.String(), got, ok)
+		}
+	}
+	for _, f := range []FailureMode{FailOpen, FailClosed, FailLocal} {
+		if got, ok := ParseFailureMode(f.String()); !ok || got != f {
+			t.Errorf("ParseFailureMode(%q) = %v, %v", f.String(), got, ok)
+		}
+	}
+	for _, s := range []string{"", "Redis", "BackendKind(2)", "memory "} {
+		if _, ok := ParseBackend(s); ok {
+			t.Errorf("ParseBackend(%q) accepted", s)
+		}
+	}
+	for _, s := range []string{"", "Open", "fail_open", "FailureMode(3)"} {
+		if _, ok := ParseFailureMode(s); ok {
+			t.Errorf("ParseFailureMode(%q) accepted", s)
+		}
+	}
+}

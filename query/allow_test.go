@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/limiter/usage"
 	"github.com/slide-metrics/slide/query"
 )
@@ -40,7 +41,7 @@ func allowEnv(t testing.TB, mods ...func(*query.Config)) *env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Allow = svc.AllowHandler()
+		c.Allow = limithttp.AllowHandler(svc)
 		for _, mod := range mods {
 			mod(c)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/query"
 )
 
@@ -85,8 +86,8 @@ func TestAuthReadsOnEveryRoute(t *testing.T) {
 					continue // no body
 				}
 				var a errorAnswer
-				if err := json.Unmarshal(body, &a); err != nil || a.Error.Code != query.CodeUnauthorized || a.Error.Message == "" {
-					t.Errorf("%s: body %q, want a JSON error with code %q", name, body, query.CodeUnauthorized)
+				if err := json.Unmarshal(body, &a); err != nil || a.Error.Code != string(httperr.Unauthorized) || a.Error.Message == "" {
+					t.Errorf("%s: body %q, want a JSON error with code %q", name, body, httperr.Unauthorized)
 				}
 			}
 		}

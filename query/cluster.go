@@ -6,13 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slide-metrics/slide/jsonenc"
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/window"
 )
-
-// CodeUnavailable is the 503 of a read that cannot cover every partition: an owner is
-// unreachable or restoring. The error carries "missing_partitions".
-const CodeUnavailable = "unavailable"
 
 // Cluster reads the series other instances of the consumer group hold (the cluster package
 // implements it; cmd/slide/serve.go injects it). Every method merges this instance's part
@@ -63,7 +59,7 @@ func first(v map[string][]string, name string) string {
 	return ""
 }
 
-// covered answers 503 unavailable when partitions are missing and the client did not
+// covered answers 503 unavailable, with "missing_partitions", when partitions are missing and the client did not
 // allow a partial answer, and reports whether the handler may go on.
 func (s *Server) covered(w http.ResponseWriter, c Cluster, missing []int32, allowPartial bool) bool {
 	if len(missing) == 0 {
@@ -74,15 +70,11 @@ func (s *Server) covered(w http.ResponseWriter, c Cluster, missing []int32, allo
 		return true
 	}
 	bp := bufPool.Get().(*[]byte)
-	b := append((*bp)[:0], `{"error":{"code":`...)
-	b = jsonenc.AppendString(b, CodeUnavailable)
-	b = append(b, `,"message":`...)
-	b = jsonenc.AppendString(b, strconv.Itoa(len(missing))+" partitions have no reachable, restored owner (an instance is down, hung or restoring); retry, or pass partial=allow for an answer over the others")
+	b := httperr.AppendOpen((*bp)[:0], httperr.Unavailable, "", strconv.Itoa(len(missing))+" partitions have no reachable, restored owner (an instance is down, hung or restoring); retry, or pass partial=allow for an answer over the others")
 	b = append(b, ',')
 	b = appendMissing(b, missing)
 	b = append(b, "}}\n"...)
-	w.Header().Set("Retry-After", "1")
-	writeJSON(w, http.StatusServiceUnavailable, b)
+	httperr.Send(w, httperr.Unavailable, b)
 	putBuf(bp, b)
 	return false
 }

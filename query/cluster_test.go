@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
 )
@@ -173,7 +174,7 @@ func TestClusterMissingPartitions(t *testing.T) {
 				Missing []int32 `json:"missing_partitions"`
 			}
 		}
-		if err := json.Unmarshal(b, &body); err != nil || code != 503 || body.Error.Code != query.CodeUnavailable ||
+		if err := json.Unmarshal(b, &body); err != nil || code != 503 || body.Error.Code != string(httperr.Unavailable) ||
 			!reflect.DeepEqual(body.Error.Missing, f.missing) || h.Get("Retry-After") != "1" || body.Error.Message == "" {
 			t.Errorf("GET %s: %d %s, want 503 unavailable with missing_partitions [3,5]", path, code, b)
 		}
@@ -209,7 +210,7 @@ func TestClusterRangeIsFlagged(t *testing.T) {
 			Missing []int32 `json:"missing_partitions"`
 		}
 	}
-	if err := json.Unmarshal(b, &body); err != nil || code != 503 || body.Error.Code != query.CodeUnavailable ||
+	if err := json.Unmarshal(b, &body); err != nil || code != 503 || body.Error.Code != string(httperr.Unavailable) ||
 		!reflect.DeepEqual(body.Error.Missing, f.Remote()) {
 		t.Fatalf("GET %s: %d %s, want 503 unavailable naming partitions [1 3]", path, code, b)
 	}

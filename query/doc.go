@@ -117,8 +117,8 @@
 // "param":"window"}}: 400 bad_parameter for a missing, malformed, unknown or repeated
 // parameter (the message and "param" name it), 401 unauthorized, 404 not_found, 405
 // method_not_allowed, 413 body_too_large, 501 not_configured, 503 not_ready, 503
-// unavailable (several instances, an owner missing). The envelope is jsonenc.AppendError,
-// shared with the limiter's handlers. Clients decode answers into WindowResponse,
+// unavailable (several instances, an owner missing), each 503 with Retry-After: 1. The
+// codes and the writer are package httperr's, shared with the limiter's handler. Clients decode answers into WindowResponse,
 // TopResponse and ErrorResponse (response.go), as slide query does.
 //
 // # Events

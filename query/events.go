@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/jsonenc"
 )
 
@@ -27,7 +28,7 @@ var eventsBufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // error; like Kafka input, a bad line never fails its neighbours.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Events == nil {
-		writeError(w, http.StatusNotImplemented, CodeNotConfigured, "", "no event sink is configured on this server")
+		httperr.Write(w, httperr.NotConfigured, "", "no event sink is configured on this server")
 		return
 	}
 	if _, err := parseParams(r.URL.RawQuery); err != nil {
@@ -53,13 +54,13 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		refuseTooLarge(w, r, limit)
 		return
 	case err != nil:
-		writeError(w, http.StatusBadRequest, CodeBadBody, "", "reading body: "+err.Error())
+		httperr.Write(w, httperr.BadBody, "", "reading body: "+err.Error())
 		return
 	}
 	res, err := s.cfg.Events.IngestNDJSON(r.Context(), buf.Bytes(), s.now())
 	if err != nil {
 		s.cfg.Logger.Warn("ingesting events", "err", err)
-		writeError(w, http.StatusInternalServerError, CodeInternal, "", "ingesting events: "+err.Error())
+		httperr.Write(w, httperr.Internal, "", "ingesting events: "+err.Error())
 		return
 	}
 	s.metrics.events.WithLabelValues("accepted").Add(float64(res.Accepted))
@@ -111,7 +112,7 @@ func refuseTooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 		(r.ContentLength < 0 || r.ContentLength <= limit+MaxDrainBytes) &&
 		rc.EnableFullDuplex() == nil
 	w.Header().Set("Connection", "close")
-	writeError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "",
+	httperr.Write(w, httperr.BodyTooLarge, "",
 		"body larger than "+strconv.FormatInt(limit, 10)+" bytes; split the events over several requests")
 	if !drain {
 		return

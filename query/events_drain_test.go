@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slide-metrics/slide/query"
+	"github.com/slide-metrics/slide/httperr"
 )
 
 // postWholeBodyThenRead posts body to /v1/events over a raw connection as Python's urllib
@@ -72,8 +72,8 @@ func TestEventsTooLargeReachesClientsThatWriteFirst(t *testing.T) {
 		}
 		err = json.NewDecoder(resp.Body).Decode(&got)
 		resp.Body.Close()
-		if resp.StatusCode != 413 || err != nil || got.Error.Code != query.CodeBodyTooLarge {
-			t.Errorf("%d bytes, chunked=%v: %d %+v (%v); want 413 %s", len(body), chunked, resp.StatusCode, got, err, query.CodeBodyTooLarge)
+		if resp.StatusCode != 413 || err != nil || got.Error.Code != string(httperr.BodyTooLarge) {
+			t.Errorf("%d bytes, chunked=%v: %d %+v (%v); want 413 %s", len(body), chunked, resp.StatusCode, got, err, httperr.BodyTooLarge)
 		}
 	}
 	if e.store.Len() != 0 {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slide-metrics/slide/query"
+	"github.com/slide-metrics/slide/httperr"
 )
 
 // FuzzQueryParams sends an arbitrary raw query string to every read route through the real
@@ -44,12 +44,12 @@ func FuzzQueryParams(f *testing.F) {
 			case 200:
 				continue
 			case 400:
-				if err := json.Unmarshal(body, &a); err != nil || a.Error.Code != query.CodeBadParameter || a.Error.Param == "" ||
+				if err := json.Unmarshal(body, &a); err != nil || a.Error.Code != string(httperr.BadParameter) || a.Error.Param == "" ||
 					!strings.Contains(a.Error.Message, "parameter "+strconv.Quote(a.Error.Param)) {
 					t.Fatalf("GET %s?%q = 400 %s: want bad_parameter naming the parameter", path, raw, body)
 				}
 			case 404:
-				if err := json.Unmarshal(body, &a); err != nil || a.Error.Code != query.CodeNotFound {
+				if err := json.Unmarshal(body, &a); err != nil || a.Error.Code != string(httperr.NotFound) {
 					t.Fatalf("GET %s?%q = 404 %s: want not_found", path, raw, body)
 				}
 			default:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
 )
@@ -135,7 +136,7 @@ func BenchmarkHTTPAllow(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c.Allow = svc.AllowHandler()
+		c.Allow = limithttp.AllowHandler(svc)
 	})
 	allowURL, healthURL := e.http.URL+"/v1/allow", e.http.URL+"/healthz"
 	body := []byte(`{"policy":"api","key":"tenant-42"}`)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/slide-metrics/slide/internal/tlstest"
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/query"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkHTTPSAllow(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c.Allow = svc.AllowHandler()
+		c.Allow = limithttp.AllowHandler(svc)
 	})
 	ca := tlstest.NewCA(b, "bench")
 	pair := ca.Server("bench")

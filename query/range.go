@@ -60,12 +60,8 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	if sc.gone() {
 		return // the client is gone (or the server's write timeout passed): nobody reads an answer
 	}
-	if errors.Is(err, window.ErrNotFound) {
-		writeSeriesNotFound(w, metric, key)
-		return
-	}
 	if err != nil {
-		s.writeErr(w, r, err)
+		s.writeReadErr(w, r, err, metric, key)
 		return
 	}
 	bp := bufPool.Get().(*[]byte)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
@@ -63,12 +64,8 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 	if r.Context().Err() != nil {
 		return // a cluster read stopped early: its answer is partial
 	}
-	if errors.Is(err, window.ErrNotFound) {
-		writeSeriesNotFound(w, metric, key)
-		return
-	}
 	if err != nil {
-		s.writeErr(w, r, err)
+		s.writeReadErr(w, r, err, metric, key)
 		return
 	}
 	bp := bufPool.Get().(*[]byte)
@@ -403,12 +400,17 @@ func compareIDs(a, b window.SeriesID) int {
 	return strings.Compare(a.Key, b.Key)
 }
 
-// writeSeriesNotFound answers 404 for a read of metric and key (a pattern: "no series
-// matches") that found no series: /v1/window and /v1/range say it the same way.
-func writeSeriesNotFound(w http.ResponseWriter, metric, key string) {
+// writeReadErr answers the error of a read of metric and key: 404 when it found no series
+// (for a pattern: "no series matches"), which /v1/window and /v1/range say the same way,
+// else as writeErr.
+func (s *Server) writeReadErr(w http.ResponseWriter, r *http.Request, err error, metric, key string) {
+	if !errors.Is(err, window.ErrNotFound) {
+		s.writeErr(w, r, err)
+		return
+	}
 	what := "no series"
 	if window.IsKeyPattern(key) {
 		what = "no series matches"
 	}
-	writeError(w, http.StatusNotFound, CodeNotFound, "", what+" metric="+quote(clip(metric))+" key="+quote(clip(key)))
+	httperr.Write(w, httperr.NotFound, "", what+" metric="+quote(clip(metric))+" key="+quote(clip(key)))
 }

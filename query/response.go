@@ -58,8 +58,8 @@ type TopEntry struct {
 	Stats
 }
 
-// ErrorResponse is the answer of every route that fails (jsonenc.AppendError): Param names
-// the bad parameter of a 400 bad_parameter.
+// ErrorResponse is the answer of every route that fails (httperr.Write): Code is one of
+// httperr's codes, Param names the bad parameter of a 400 bad_parameter.
 type ErrorResponse struct {
 	Error struct {
 		Code    string `json:"code"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/query"
 )
 
@@ -37,7 +38,7 @@ func TestResponseTypesDecodeAnswers(t *testing.T) {
 	}
 	var bad query.ErrorResponse
 	strict("/v1/window?metric=latency_ms&key=tenant-1&window=7s", 400, &bad)
-	if bad.Error.Code != query.CodeBadParameter || bad.Error.Param != "window" || bad.Error.Message == "" {
+	if bad.Error.Code != string(httperr.BadParameter) || bad.Error.Param != "window" || bad.Error.Message == "" {
 		t.Errorf("400 decoded as %+v", bad)
 	}
 }

@@ -15,21 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/slide-metrics/slide/jsonenc"
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/window"
-)
-
-// Error codes of the JSON error body {"error": {"code": ..., "message": ...}}.
-const (
-	CodeBadParameter     = "bad_parameter"      // 400: a query parameter is missing or invalid; "param" names it
-	CodeBadBody          = "bad_body"           // 400: the request body could not be read
-	CodeUnauthorized     = "unauthorized"       // 401: bearer token missing or wrong
-	CodeNotFound         = "not_found"          // 404: unknown series or route
-	CodeMethodNotAllowed = "method_not_allowed" // 405
-	CodeBodyTooLarge     = "body_too_large"     // 413: body over Config.MaxBodyBytes
-	CodeInternal         = "internal"           // 500
-	CodeNotConfigured    = "not_configured"     // 501: the route's hook (events sink, limiter) is not set
-	CodeNotReady         = "not_ready"          // 503: windows are being restored
 )
 
 // Server is the HTTP query API over a window store: window reads, top lists, series
@@ -115,7 +102,7 @@ func (s *Server) routes() http.Handler {
 	add("/metrics", route{name: "metrics", methods: "GET", read: true, h: s.metricsHandler()})
 	add("/{$}", route{name: "dashboard", methods: "GET", h: handleDashboard})
 	add("/", route{name: "not_found", methods: "GET POST PUT DELETE PATCH OPTIONS", h: func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeNotFound, "", "no route "+clip(r.URL.Path))
+		httperr.Write(w, httperr.NotFound, "", "no route "+clip(r.URL.Path))
 	}})
 	return mux
 }
@@ -139,7 +126,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}()
 		if !methodAllowed(rt.methods, r.Method) {
 			rw.Header().Set("Allow", allow)
-			writeError(rw, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", clip(r.Method)+" not allowed on "+clip(r.URL.Path)+" (allowed: "+allow+")")
+			httperr.Write(rw, httperr.MethodNotAllowed, "", clip(r.Method)+" not allowed on "+clip(r.URL.Path)+" (allowed: "+allow+")")
 			return
 		}
 		if auth && !s.authorize(rw, r) {
@@ -147,8 +134,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		if rt.ready && s.cfg.Ready != nil {
 			if err := s.cfg.Ready(); err != nil {
-				rw.Header().Set("Retry-After", "1")
-				writeError(rw, http.StatusServiceUnavailable, CodeNotReady, "", "not ready: "+err.Error())
+				httperr.Write(rw, httperr.NotReady, "", "not ready: "+err.Error())
 				return
 			}
 		}
@@ -180,13 +166,13 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	const scheme = "bearer "
 	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="slide"`)
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "", "missing bearer token: send the header Authorization: Bearer TOKEN")
+		httperr.Write(w, httperr.Unauthorized, "", "missing bearer token: send the header Authorization: Bearer TOKEN")
 		return false
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(h[len(scheme):])))
 	if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="slide", error="invalid_token"`)
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "", "invalid bearer token")
+		httperr.Write(w, httperr.Unauthorized, "", "invalid bearer token")
 		return false
 	}
 	return true
@@ -251,28 +237,20 @@ var (
 	noStore         = []string{"no-store"}
 )
 
-// writeError sends {"error":{"code":...,"message":...,"param":...}}; param is omitted when empty.
-func writeError(w http.ResponseWriter, status int, code, param, msg string) {
-	bp := bufPool.Get().(*[]byte)
-	b := jsonenc.AppendError((*bp)[:0], code, msg, param)
-	writeJSON(w, status, b)
-	putBuf(bp, b)
-}
-
 // writeErr maps an error of a read to its status: parameter errors are 400, unknown series
 // 404, anything else 500.
 func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	var pe *paramError
 	switch {
 	case errors.As(err, &pe):
-		writeError(w, http.StatusBadRequest, CodeBadParameter, pe.name, pe.Error())
+		httperr.Write(w, httperr.BadParameter, pe.name, pe.Error())
 	case errors.Is(err, window.ErrBadWindow):
-		writeError(w, http.StatusBadRequest, CodeBadParameter, "window", `parameter "window": `+err.Error())
+		httperr.Write(w, httperr.BadParameter, "window", `parameter "window": `+err.Error())
 	case errors.Is(err, window.ErrBadQuantile):
-		writeError(w, http.StatusBadRequest, CodeBadParameter, "q", `parameter "q": `+err.Error())
+		httperr.Write(w, httperr.BadParameter, "q", `parameter "q": `+err.Error())
 	default:
 		s.cfg.Logger.Warn("query failed", "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
-		writeError(w, http.StatusInternalServerError, CodeInternal, "", err.Error())
+		httperr.Write(w, httperr.Internal, "", err.Error())
 	}
 }
 
@@ -289,8 +267,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	if s.cfg.Ready != nil {
 		if err := s.cfg.Ready(); err != nil {
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, CodeNotReady, "", "not ready: "+err.Error())
+			httperr.Write(w, httperr.NotReady, "", "not ready: "+err.Error())
 			return
 		}
 	}
@@ -300,7 +277,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) metricsHandler() http.HandlerFunc {
 	if s.cfg.Gatherer == nil {
 		return func(w http.ResponseWriter, _ *http.Request) {
-			writeError(w, http.StatusNotFound, CodeNotFound, "", "metrics are not exposed by this server")
+			httperr.Write(w, httperr.NotFound, "", "metrics are not exposed by this server")
 		}
 	}
 	// OpenMetrics when the scraper asks for it; protobuf (which carries native histograms)
@@ -332,7 +309,7 @@ func (s *Server) metricsHandler() http.HandlerFunc {
 
 func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Allow == nil {
-		writeError(w, http.StatusNotImplemented, CodeNotConfigured, "", "no limiter is configured on this server")
+		httperr.Write(w, httperr.NotConfigured, "", "no limiter is configured on this server")
 		return
 	}
 	s.cfg.Allow.ServeHTTP(w, r)

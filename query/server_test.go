@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
 )
@@ -30,14 +31,14 @@ func (e *env) seed(evs ...event) {
 	}
 }
 
-func (e *env) wantError(method, path string, body []byte, status int, code, param string, hdr ...string) errorAnswer {
+func (e *env) wantError(method, path string, body []byte, status int, code httperr.Code, param string, hdr ...string) errorAnswer {
 	e.t.Helper()
 	got, b, h := e.do(method, path, body, hdr...)
 	var a errorAnswer
 	if err := json.Unmarshal(b, &a); err != nil {
 		e.t.Fatalf("%s %s: body %q is not a JSON error: %v", method, path, b, err)
 	}
-	if got != status || a.Error.Code != code || a.Error.Param != param || a.Error.Message == "" {
+	if got != status || a.Error.Code != string(code) || a.Error.Param != param || a.Error.Message == "" {
 		e.t.Errorf("%s %s = %d %s, want %d code %q param %q", method, path, got, b, status, code, param)
 	}
 	if ct := h.Get("Content-Type"); ct != "application/json" {
@@ -78,7 +79,7 @@ func TestBadParametersAre400NamingTheParameter(t *testing.T) {
 		{"/v1/series?sort=key", "sort", "unknown parameter"},
 		{"/v1/metrics?x=1", "x", "takes none"},
 	} {
-		a := e.wantError("GET", c.path, nil, 400, query.CodeBadParameter, c.param)
+		a := e.wantError("GET", c.path, nil, 400, httperr.BadParameter, c.param)
 		if !strings.Contains(a.Error.Message, fmt.Sprintf("%q", c.param)) || !strings.Contains(a.Error.Message, c.msg) {
 			t.Errorf("GET %s: message %q should name %q and say %q", c.path, a.Error.Message, c.param, c.msg)
 		}
@@ -88,15 +89,15 @@ func TestBadParametersAre400NamingTheParameter(t *testing.T) {
 func TestNotFoundAndMethods(t *testing.T) {
 	e := newEnv(t, nil)
 	e.seed(event{ts: t0, key: "tenant-1", metric: "latency_ms", value: 1})
-	a := e.wantError("GET", "/v1/window?metric=latency_ms&key=tenant-2", nil, 404, query.CodeNotFound, "")
+	a := e.wantError("GET", "/v1/window?metric=latency_ms&key=tenant-2", nil, 404, httperr.NotFound, "")
 	if !strings.Contains(a.Error.Message, `"tenant-2"`) {
 		t.Errorf("404 message %q does not name the key", a.Error.Message)
 	}
-	e.wantError("GET", "/v1/window?metric=latency_ms&key=eu-*", nil, 404, query.CodeNotFound, "")
-	e.wantError("GET", "/v1/window?metric=nope&key=tenant-1", nil, 404, query.CodeNotFound, "")
-	e.wantError("GET", "/v2/window", nil, 404, query.CodeNotFound, "")
-	e.wantError("POST", "/v1/window?metric=latency_ms&key=tenant-1", nil, 405, query.CodeMethodNotAllowed, "")
-	e.wantError("GET", "/v1/events", nil, 405, query.CodeMethodNotAllowed, "")
+	e.wantError("GET", "/v1/window?metric=latency_ms&key=eu-*", nil, 404, httperr.NotFound, "")
+	e.wantError("GET", "/v1/window?metric=nope&key=tenant-1", nil, 404, httperr.NotFound, "")
+	e.wantError("GET", "/v2/window", nil, 404, httperr.NotFound, "")
+	e.wantError("POST", "/v1/window?metric=latency_ms&key=tenant-1", nil, 405, httperr.MethodNotAllowed, "")
+	e.wantError("GET", "/v1/events", nil, 405, httperr.MethodNotAllowed, "")
 	if _, _, h := e.do("DELETE", "/v1/top", nil); h.Get("Allow") != "GET, HEAD" {
 		t.Errorf("405 Allow = %q, want GET, HEAD", h.Get("Allow"))
 	}
@@ -104,7 +105,7 @@ func TestNotFoundAndMethods(t *testing.T) {
 		t.Errorf("HEAD /v1/window = %d, want 200", code)
 	}
 	// No limiter configured: 501, still JSON.
-	e.wantError("POST", "/v1/allow", []byte(`{}`), 501, query.CodeNotConfigured, "")
+	e.wantError("POST", "/v1/allow", []byte(`{}`), 501, httperr.NotConfigured, "")
 }
 
 // TestEventsBodyLimit: a body over the limit is 413 and records nothing, whether its size is
@@ -113,7 +114,7 @@ func TestEventsBodyLimit(t *testing.T) {
 	e := newEnv(t, func(c *query.Config) { c.MaxBodyBytes = 4096 })
 	line := event{ts: t0, key: "big", metric: "latency_ms", value: 3}.line()
 	body := []byte(strings.Repeat(line, 4096/len(line)+1))
-	e.wantError("POST", "/v1/events", body, 413, query.CodeBodyTooLarge, "")
+	e.wantError("POST", "/v1/events", body, 413, httperr.BodyTooLarge, "")
 
 	req, _ := http.NewRequest("POST", e.http.URL+"/v1/events", struct{ *strings.Reader }{strings.NewReader(string(body))})
 	req.ContentLength = -1 // chunked: the size is only found by reading
@@ -143,16 +144,16 @@ func TestBearerTokenOnWriteRoutes(t *testing.T) {
 	})
 	body := []byte(event{ts: t0, key: "a", metric: "latency_ms", value: 1}.line())
 	for _, path := range []string{"/v1/events", "/v1/allow"} {
-		a := e.wantError("POST", path, body, 401, query.CodeUnauthorized, "")
+		a := e.wantError("POST", path, body, 401, httperr.Unauthorized, "")
 		if !strings.Contains(a.Error.Message, "missing") {
 			t.Errorf("%s without token: %q", path, a.Error.Message)
 		}
-		a = e.wantError("POST", path, body, 401, query.CodeUnauthorized, "", "Authorization", "Bearer s3cret-tokem")
+		a = e.wantError("POST", path, body, 401, httperr.Unauthorized, "", "Authorization", "Bearer s3cret-tokem")
 		if !strings.Contains(a.Error.Message, "invalid") {
 			t.Errorf("%s wrong token: %q", path, a.Error.Message)
 		}
-		e.wantError("POST", path, body, 401, query.CodeUnauthorized, "", "Authorization", "Basic czNjcmV0LXRva2Vu")
-		e.wantError("POST", path, body, 401, query.CodeUnauthorized, "", "Authorization", "Bearer s3cret-token-and-more")
+		e.wantError("POST", path, body, 401, httperr.Unauthorized, "", "Authorization", "Basic czNjcmV0LXRva2Vu")
+		e.wantError("POST", path, body, 401, httperr.Unauthorized, "", "Authorization", "Bearer s3cret-token-and-more")
 		if code, b, _ := e.do("POST", path, body, "Authorization", "bearer s3cret-token"); code != 200 {
 			t.Errorf("%s with the token: %d %s", path, code, b)
 		}
@@ -173,11 +174,11 @@ func TestReadiness(t *testing.T) {
 	var restoring error = errors.New("restoring partitions 0-3")
 	e := newEnv(t, func(c *query.Config) { c.Ready = func() error { return restoring } })
 	e.seed(event{ts: t0, key: "a", metric: "latency_ms", value: 1})
-	a := e.wantError("GET", "/readyz", nil, 503, query.CodeNotReady, "")
+	a := e.wantError("GET", "/readyz", nil, 503, httperr.NotReady, "")
 	if !strings.Contains(a.Error.Message, "restoring partitions 0-3") {
 		t.Errorf("readyz message %q", a.Error.Message)
 	}
-	e.wantError("GET", "/v1/window?metric=latency_ms&key=a", nil, 503, query.CodeNotReady, "")
+	e.wantError("GET", "/v1/window?metric=latency_ms&key=a", nil, 503, httperr.NotReady, "")
 	if code, _, _ := e.do("GET", "/healthz", nil); code != 200 {
 		t.Errorf("healthz while restoring = %d, want 200 (alive)", code)
 	}

@@ -521,12 +521,8 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 	explicitBackend := false
 	if bk := vals["backend"]; bk != nil {
 		s, _ := b.str(bk, "backend")
-		switch s {
-		case "memory":
-			p.Backend = limiter.BackendMemory
-		case "redis":
-			p.Backend = limiter.BackendRedis
-		default:
+		var ok bool
+		if p.Backend, ok = limiter.ParseBackend(s); !ok {
 			b.fail(bk, "backend must be memory or redis")
 			return nil
 		}
@@ -537,14 +533,8 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 	applies := p.Backend == limiter.BackendRedis || explicitBackend
 	if m := vals["on_backend_error"]; m != nil && applies {
 		s, _ := b.str(m, "on_backend_error")
-		switch s {
-		case "open":
-			p.OnBackendError = limiter.FailOpen
-		case "closed":
-			p.OnBackendError = limiter.FailClosed
-		case "local":
-			p.OnBackendError = limiter.FailLocal
-		default:
+		var ok bool
+		if p.OnBackendError, ok = limiter.ParseFailureMode(s); !ok {
 			b.fail(m, "on_backend_error must be open, closed or local")
 			return nil
 		}

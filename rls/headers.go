@@ -1,13 +1,14 @@
 package rls
 
 import (
-	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
-	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 )
 
 // The response headers (draft-10 RateLimit-Policy and RateLimit, Retry-After)
@@ -34,19 +35,12 @@ type headerEntry struct {
 // headerCache holds each configured limit's last headers, by limit.idx.
 type headerCache []atomic.Pointer[headerEntry]
 
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
 // keyOf is the headerKey of decision d, the request's answer allowed or not.
 func keyOf(d *limiter.Decision, allowed bool) headerKey {
-	k := headerKey{policy: d.Policy, limit: d.Limit, window: ceilSeconds(d.Window), remaining: d.Remaining,
-		resetIn: ceilSeconds(d.ResetAfter), allowed: allowed}
+	k := headerKey{policy: d.Policy, limit: d.Limit, window: limithttp.CeilSeconds(d.Window), remaining: d.Remaining,
+		resetIn: limithttp.CeilSeconds(d.ResetAfter), allowed: allowed}
 	if !allowed {
-		k.retryIn = ceilSeconds(d.RetryAfter)
+		k.retryIn = limithttp.CeilSeconds(d.RetryAfter)
 	}
 	return k
 }
@@ -54,9 +48,10 @@ func keyOf(d *limiter.Decision, allowed bool) headerKey {
 // headers returns the response_headers_to_add of a request whose answer is
 // md (Allowed: the request's overall answer) over the decided descriptors
 // all: from the cache of limit idx when the request decided one descriptor
-// (idx >= 0) with the numbers of the last, else built by limiter.WriteHeaders.
-// The values returned may be shared by other responses: never modify them.
-func (s *Server) headers(sc *scratch, idx int, now time.Time, md limiter.Decision, all []limiter.Decision) []*corev3.HeaderValue {
+// (idx >= 0) with the numbers of the last, else formatted from the decisions'
+// numbers by limithttp, the values /v1/allow sends, in one string. The values
+// returned may be shared by other responses: never modify them.
+func (s *Server) headers(idx int, md limiter.Decision, all []limiter.Decision) []*corev3.HeaderValue {
 	var k headerKey
 	cacheable := idx >= 0 && idx < len(s.hdrs) && len(all) == 1
 	if cacheable {
@@ -65,18 +60,20 @@ func (s *Server) headers(sc *scratch, idx int, now time.Time, md limiter.Decisio
 			return e.hv
 		}
 	}
-	if sc.hdr == nil {
-		sc.hdr = http.Header{}
+	var stack [256]byte
+	b := limithttp.AppendPolicyValue(stack[:0], all)
+	policyEnd := len(b)
+	b = limithttp.AppendRateLimitValue(b, all)
+	stateEnd := len(b)
+	if !md.Allowed {
+		b = strconv.AppendInt(b, limithttp.RetryAfterSeconds(md.RetryAfter), 10)
 	}
-	clear(sc.hdr)
-	limiter.WriteHeaders(sc.hdr, now, md, all)
-	hv := make([]*corev3.HeaderValue, 0, 3)
-	for _, h := range [...]struct{ name, canon string }{
-		{"ratelimit-policy", canonPolicy}, {"ratelimit", canonRateLimit}, {"retry-after", canonRetryAfter},
-	} {
-		if v := sc.hdr[h.canon]; len(v) > 0 {
-			hv = append(hv, &corev3.HeaderValue{Key: h.name, Value: v[0]})
-		}
+	v := string(b)
+	hv := make([]*corev3.HeaderValue, 2, 3)
+	hv[0] = &corev3.HeaderValue{Key: headerPolicy, Value: v[:policyEnd]}
+	hv[1] = &corev3.HeaderValue{Key: headerRateLimit, Value: v[policyEnd:stateEnd]}
+	if !md.Allowed {
+		hv = append(hv, &corev3.HeaderValue{Key: headerRetryAfter, Value: v[stateEnd:]})
 	}
 	if cacheable {
 		s.hdrs[idx].Store(&headerEntry{k: k, hv: hv})
@@ -84,8 +81,9 @@ func (s *Server) headers(sc *scratch, idx int, now time.Time, md limiter.Decisio
 	return hv
 }
 
+// The header names as HTTP/2 sends them.
 var (
-	canonPolicy     = http.CanonicalHeaderKey(limiter.HeaderRateLimitPolicy)
-	canonRateLimit  = http.CanonicalHeaderKey(limiter.HeaderRateLimit)
-	canonRetryAfter = http.CanonicalHeaderKey(limiter.HeaderRetryAfter)
+	headerPolicy     = strings.ToLower(limithttp.HeaderRateLimitPolicy)
+	headerRateLimit  = strings.ToLower(limithttp.HeaderRateLimit)
+	headerRetryAfter = strings.ToLower(limithttp.HeaderRetryAfter)
 )

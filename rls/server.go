@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,7 +205,6 @@ type scratch struct {
 	checks  []limiter.Charge
 	out     []limiter.Decision
 	all     []limiter.Decision
-	hdr     http.Header
 }
 
 // matched is one request descriptor and what applies to it.
@@ -442,7 +440,7 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 		if len(sc.all) > 1 {
 			onlyIdx = -1
 		}
-		resp.ResponseHeadersToAdd = s.headers(sc, onlyIdx, now, md, sc.all)
+		resp.ResponseHeadersToAdd = s.headers(onlyIdx, md, sc.all)
 	}
 	return resp
 }

@@ -24,7 +24,7 @@ targets=(
 	"./query FuzzQueryParams"
 	"./limiter FuzzParsePolicies"
 	"./ingest FuzzInflate 20000x"
-	"./limiter FuzzParseAllowFast 20000x"
+	"./limiter/limithttp FuzzParseAllowFast 20000x"
 	"./rls FuzzParse 20000x"
 	"./rls FuzzShouldRateLimit 20000x"
 	"./cluster FuzzDecodeAnswer 20000x"

@@ -313,7 +313,7 @@ func TestServeRedisURLAndPasswordFile(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if code, body := allow(base); code != 503 || !strings.Contains(body, "backend_unavailable") {
+	if code, body := allow(base); code != 503 || !strings.Contains(body, `"code":"unavailable"`) {
 		t.Errorf("POST /v1/allow with Redis refusing us, on_backend_error closed: %d %s, want 503", code, body)
 	}
 	_, ready := get(t, http.DefaultClient, base+"/readyz")

@@ -17,6 +17,7 @@ import (
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/limiter/redislimit"
 	"github.com/slide-metrics/slide/limiter/usage"
 	"github.com/slide-metrics/slide/window"
@@ -81,7 +82,7 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	}
 	c.rls.svc = svc
 	c.rls.redis = cfg.Redis // limit overrides count there too
-	return svc.AllowHandler(), closeFn, nil
+	return limithttp.AllowHandler(svc), closeFn, nil
 }
 
 // advertiseAddr is the address this instance tells the group its HTTP API is at: flag

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 )
 
 func replayLog(t *testing.T, cfg Config, log string) ([]Report, error) {
@@ -192,7 +193,7 @@ func TestAgreesWithLiveLimiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(svc.AllowHandler())
+	srv := httptest.NewServer(limithttp.AllowHandler(svc))
 	defer srv.Close()
 	client := srv.Client()
 	var live Report

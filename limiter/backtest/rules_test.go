@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/limiter/usage"
 	"github.com/slide-metrics/slide/window"
 )
@@ -87,7 +88,7 @@ func TestUsageRulesReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(svc.AllowHandler())
+	srv := httptest.NewServer(limithttp.AllowHandler(svc))
 	defer srv.Close()
 	i := 0
 	for _, req := range reqs {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/limiter/redislimit"
 )
 
@@ -295,7 +296,7 @@ func TestServiceMultiPolicyOneRoundTrip(t *testing.T) {
 		{Name: "per-tenant", Algorithm: limiter.SlidingCounter, Limit: 10, Window: time.Minute, Backend: limiter.BackendRedis},
 		{Name: "local", Algorithm: limiter.TokenBucket, Capacity: 10, RefillPerSecond: 1},
 	}})
-	h := s.AllowHandler()
+	h := limithttp.AllowHandler(s)
 	var codes []int
 	for i := 0; i < 3; i++ {
 		calls = callCounter{}
@@ -307,12 +308,12 @@ func TestServiceMultiPolicyOneRoundTrip(t *testing.T) {
 			t.Errorf("request %d: %d round trips, %d evalsha; want 1 and 2", i, calls.roundTrips.Load(), calls.evalsha.Load())
 		}
 		if i == 2 {
-			var r limiter.AllowResponse
+			var r limithttp.AllowResponse
 			json.Unmarshal(w.Body.Bytes(), &r)
 			if r.Policy != "per-user" || len(r.Decisions) != 3 || r.RetryAfterMs <= 59000 || r.RetryAfterMs > 60000 {
 				t.Errorf("denied body %s", w.Body)
 			}
-			if ra := w.Header().Get(limiter.HeaderRetryAfter); ra != "60" {
+			if ra := w.Header().Get(limithttp.HeaderRetryAfter); ra != "60" {
 				t.Errorf("Retry-After = %q, want 60", ra)
 			}
 		}

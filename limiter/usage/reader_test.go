@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/limiter/usage"
 	"github.com/slide-metrics/slide/window"
 )
@@ -62,7 +63,7 @@ func TestRuleReadsThroughTheCluster(t *testing.T) {
 	if got.Allowed || got.RetryAfter != want.RetryAfter || got.ResetAfter != want.ResetAfter || !got.Remote || got.Stale != 420*time.Millisecond {
 		t.Errorf("through the cluster %+v, owner %+v, want the owner's denial with Remote and Stale 420ms", got, want)
 	}
-	if js := got.JSON(); js.StaleMs == nil || *js.StaleMs != 420 {
+	if js := limithttp.NewDecisionJSON(got); js.StaleMs == nil || *js.StaleMs != 420 {
 		t.Errorf("JSON stale_ms %v, want 420", js.StaleMs)
 	}
 	if d := check(t, c, "tenant-2", now); !d.Allowed || !d.Remote {

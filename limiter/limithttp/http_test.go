@@ -1,25 +1,27 @@
-package limiter
+package limithttp
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/slide-metrics/slide/limiter"
 )
 
-// testClock is a settable clock for handler tests.
-// errorBody is the error envelope the handlers write (jsonenc.AppendError).
+// errorBody is the error envelope the handlers write (httperr.Write).
 type errorBody struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		Param   string `json:"param"`
 	} `json:"error"`
 }
 
+// testClock is a settable clock for handler tests.
 type testClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -37,10 +39,10 @@ func post(h http.Handler, body string) *httptest.ResponseRecorder {
 
 func TestAllowHandlerLogin(t *testing.T) {
 	clk := &testClock{now: t0}
-	s := newTestService(t, Config{Clock: clk.Now, Policies: []Policy{
-		{Name: "login", Algorithm: SlidingLog, Limit: 3, Window: time.Minute},
+	s := newTestService(t, limiter.Config{Clock: clk.Now, Policies: []limiter.Policy{
+		{Name: "login", Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Minute},
 	}})
-	h := s.AllowHandler()
+	h := AllowHandler(s)
 	var w *httptest.ResponseRecorder
 	for i := 0; i < 3; i++ {
 		w = post(h, `{"policy":"login","key":"u42","cost":1}`)
@@ -77,10 +79,10 @@ func TestAllowHandlerLogin(t *testing.T) {
 
 func TestAllowHandlerHeadersRoundUp(t *testing.T) {
 	clk := &testClock{now: t0.Add(300 * time.Millisecond)}
-	s := newTestService(t, Config{Clock: clk.Now, Policies: []Policy{
-		{Name: "api", Algorithm: TokenBucket, Capacity: 10, RefillPerSecond: 5},
+	s := newTestService(t, limiter.Config{Clock: clk.Now, Policies: []limiter.Policy{
+		{Name: "api", Algorithm: limiter.TokenBucket, Capacity: 10, RefillPerSecond: 5},
 	}})
-	h := s.AllowHandler()
+	h := AllowHandler(s)
 	for i := 0; i < 10; i++ {
 		post(h, `{"policy":"api","key":"k"}`)
 	}
@@ -97,11 +99,11 @@ func TestAllowHandlerHeadersRoundUp(t *testing.T) {
 }
 
 func TestAllowHandlerMultiPolicy(t *testing.T) {
-	s := newTestService(t, Config{Policies: []Policy{
-		{Name: "per-user", Algorithm: FixedWindow, Limit: 1, Window: time.Minute},
-		{Name: "per-tenant", Algorithm: FixedWindow, Limit: 10, Window: time.Hour},
+	s := newTestService(t, limiter.Config{Policies: []limiter.Policy{
+		{Name: "per-user", Algorithm: limiter.FixedWindow, Limit: 1, Window: time.Minute},
+		{Name: "per-tenant", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour},
 	}})
-	h := s.AllowHandler()
+	h := AllowHandler(s)
 	post(h, `{"policies":["per-user","per-tenant"],"key":"u1"}`)
 	w := post(h, `{"policies":["per-user","per-tenant"],"key":"u1"}`)
 	want := `{"allowed":false,"policy":"per-user","limit":1,"remaining":0,"retry_after_ms":60000,"reset_after_ms":60000,` +
@@ -119,34 +121,32 @@ func TestAllowHandlerMultiPolicy(t *testing.T) {
 }
 
 func TestAllowHandlerErrors(t *testing.T) {
-	fb := &fakeBackend{}
-	fb.setErr(errors.New("connection refused"))
-	s := newTestService(t, Config{Redis: fb, Policies: []Policy{
-		{Name: "login", Algorithm: SlidingLog, Limit: 3, Window: time.Minute},
-		redisPolicy("otp", FailClosed),
+	s := newTestService(t, limiter.Config{Redis: downBackend{}, Policies: []limiter.Policy{
+		{Name: "login", Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Minute},
+		redisPolicy("otp", limiter.FailClosed),
 	}})
-	h := s.AllowHandler()
+	h := AllowHandler(s)
 	for _, c := range []struct {
-		name, body string
-		status     int
-		code, msg  string
+		name, body       string
+		status           int
+		code, param, msg string
 	}{
-		{"unknown policy", `{"policy":"nope","key":"u"}`, 400, "unknown_policy", `parameter "policy": unknown policy "nope"`},
-		{"missing policy", `{"key":"u"}`, 400, "missing_parameter", `parameter "policy" (or "policies") is required`},
-		{"both", `{"policy":"login","policies":["login"],"key":"u"}`, 400, "invalid_parameter", `give either "policy" or "policies", not both`},
-		{"duplicate", `{"policies":["login","login"],"key":"u"}`, 400, "invalid_parameter", `parameter "policies": "login" named twice`},
-		{"empty key", `{"policy":"login","key":""}`, 400, "invalid_key", `parameter "key": must be 1 to 256 bytes`},
-		{"control key", `{"policy":"login","key":"a\u0000b"}`, 400, "invalid_key", `parameter "key"`},
-		{"negative cost", `{"policy":"login","key":"u","cost":-1}`, 400, "invalid_cost", `parameter "cost": must be an integer ≥ 0`},
-		{"cost over quota", `{"policy":"login","key":"u","cost":4}`, 400, "invalid_cost", `parameter "cost": cost exceeds the policy quota: cost 4, policy "login" allows at most 3`},
-		{"cost not a number", `{"policy":"login","key":"u","cost":"x"}`, 400, "invalid_parameter", `parameter "cost": must be an integer`},
-		{"fractional cost", `{"policy":"login","key":"u","cost":1.5}`, 400, "invalid_parameter", `parameter "cost": must be an integer`},
-		{"key not a string", `{"policy":"login","key":42}`, 400, "invalid_parameter", `parameter "key": must be a string`},
-		{"unknown field", `{"policy":"login","key":"u","cots":1}`, 400, "invalid_parameter", `unknown field "cots"`},
-		{"not json", `policy=login`, 400, "invalid_json", "body is not a JSON object"},
-		{"two objects", `{"policy":"login","key":"u"} {}`, 400, "invalid_json", "body must be one JSON object"},
-		{"too large", `{"policy":"login","key":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, 413, "body_too_large", "body exceeds 65536 bytes"},
-		{"backend down, closed", `{"policy":"otp","key":"u"}`, 503, "backend_unavailable", `policy "otp": rate limit backend unavailable`},
+		{"unknown policy", `{"policy":"nope","key":"u"}`, 400, "bad_parameter", "policy", `parameter "policy": unknown policy "nope"`},
+		{"missing policy", `{"key":"u"}`, 400, "bad_parameter", "policy", `parameter "policy" (or "policies") is required`},
+		{"both", `{"policy":"login","policies":["login"],"key":"u"}`, 400, "bad_parameter", "policy", `give either "policy" or "policies", not both`},
+		{"duplicate", `{"policies":["login","login"],"key":"u"}`, 400, "bad_parameter", "policies", `parameter "policies": "login" named twice`},
+		{"empty key", `{"policy":"login","key":""}`, 400, "bad_parameter", "key", `parameter "key": must be 1 to 256 bytes`},
+		{"control key", `{"policy":"login","key":"a\u0000b"}`, 400, "bad_parameter", "key", `parameter "key"`},
+		{"negative cost", `{"policy":"login","key":"u","cost":-1}`, 400, "bad_parameter", "cost", `parameter "cost": must be an integer ≥ 0`},
+		{"cost over quota", `{"policy":"login","key":"u","cost":4}`, 400, "bad_parameter", "cost", `parameter "cost": cost exceeds the policy quota: cost 4, policy "login" allows at most 3`},
+		{"cost not a number", `{"policy":"login","key":"u","cost":"x"}`, 400, "bad_parameter", "cost", `parameter "cost": must be an integer`},
+		{"fractional cost", `{"policy":"login","key":"u","cost":1.5}`, 400, "bad_parameter", "cost", `parameter "cost": must be an integer`},
+		{"key not a string", `{"policy":"login","key":42}`, 400, "bad_parameter", "key", `parameter "key": must be a string`},
+		{"unknown field", `{"policy":"login","key":"u","cots":1}`, 400, "bad_parameter", "cots", `unknown field "cots"`},
+		{"not json", `policy=login`, 400, "bad_body", "", "body is not a JSON object"},
+		{"two objects", `{"policy":"login","key":"u"} {}`, 400, "bad_body", "", "body must be one JSON object"},
+		{"too large", `{"policy":"login","key":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, 413, "body_too_large", "", "body exceeds 65536 bytes"},
+		{"backend down, closed", `{"policy":"otp","key":"u"}`, 503, "unavailable", "", `policy "otp": rate limit backend unavailable`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := post(h, c.body)
@@ -154,8 +154,11 @@ func TestAllowHandlerErrors(t *testing.T) {
 			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil {
 				t.Fatalf("body %q: %v", w.Body, err)
 			}
-			if w.Code != c.status || e.Error.Code != c.code || !strings.HasPrefix(e.Error.Message, c.msg) {
-				t.Errorf("got %d %s %q\nwant %d %s %q…", w.Code, e.Error.Code, e.Error.Message, c.status, c.code, c.msg)
+			if w.Code != c.status || e.Error.Code != c.code || e.Error.Param != c.param || !strings.HasPrefix(e.Error.Message, c.msg) {
+				t.Errorf("got %d %s param %q %q\nwant %d %s param %q %q…", w.Code, e.Error.Code, e.Error.Param, e.Error.Message, c.status, c.code, c.param, c.msg)
+			}
+			if ra := w.Header().Get(HeaderRetryAfter); (c.status == 503) != (ra == "1") {
+				t.Errorf("Retry-After %q on a %d", ra, c.status)
 			}
 		})
 	}
@@ -176,14 +179,14 @@ func FuzzAllowHandler(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	s, err := NewService(Config{Clock: func() time.Time { return t0 }, Policies: []Policy{
-		{Name: "login", Algorithm: SlidingLog, Limit: 3, Window: time.Minute},
-		{Name: "api", Algorithm: TokenBucket, Capacity: 10, RefillPerSecond: 5},
+	s, err := limiter.NewService(limiter.Config{Clock: func() time.Time { return t0 }, Policies: []limiter.Policy{
+		{Name: "login", Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Minute},
+		{Name: "api", Algorithm: limiter.TokenBucket, Capacity: 10, RefillPerSecond: 5},
 	}})
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := s.AllowHandler()
+	h := AllowHandler(s)
 	f.Fuzz(func(t *testing.T, body string) {
 		w := post(h, body)
 		switch w.Code {

@@ -1,4 +1,4 @@
-package limiter
+package limithttp
 
 import (
 	"bytes"
@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"unicode/utf8"
 
+	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/textparse"
 )
 
@@ -23,8 +23,8 @@ import (
 
 // requestError is a /v1/allow body problem that names its parameter.
 type requestError struct {
-	code, param, msg string
-	bare             bool // msg says it all (an unknown field is named in it, as before)
+	param, msg string
+	bare       bool // msg says it all (an unknown field is named in it, as before)
 }
 
 func (e *requestError) Error() string {
@@ -61,11 +61,11 @@ func decodeAllowStrict(data []byte) (allowRequest, error) {
 		name, _ := tok.(string)
 		i := fieldIndex(name)
 		if i < 0 {
-			return req, &requestError{code: "invalid_parameter", param: clipName(name), bare: true,
-				msg: fmt.Sprintf(`unknown field %q (known: "policy", "policies", "key", "cost"; names match exactly)`, clipName(name))}
+			return req, &requestError{param: limiter.ClipName(name), bare: true,
+				msg: fmt.Sprintf(`unknown field %q (known: "policy", "policies", "key", "cost"; names match exactly)`, limiter.ClipName(name))}
 		}
 		if seen[i] {
-			return req, &requestError{code: "invalid_parameter", param: name, msg: "given twice (a field appears at most once)"}
+			return req, &requestError{param: name, msg: "given twice (a field appears at most once)"}
 		}
 		seen[i] = true
 		var raw json.RawMessage
@@ -131,19 +131,6 @@ func fieldIndex(name string) int {
 	return -1
 }
 
-// clipName shortens a client's field name for an error message, as valid UTF-8.
-func clipName(s string) string {
-	const max = 64
-	if len(s) > max {
-		n := max
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n] + "…"
-	}
-	return s
-}
-
 // strictString decodes the JSON string raw of field name, refusing what encoding/json would
 // rewrite to U+FFFD.
 func strictString(name string, raw json.RawMessage) (string, error) {
@@ -152,11 +139,7 @@ func strictString(name string, raw json.RawMessage) (string, error) {
 		return "", &json.UnmarshalTypeError{Value: "non-string", Type: reflect.TypeFor[string](), Field: name}
 	}
 	if lossyString(raw) {
-		code := "invalid_parameter"
-		if name == "key" {
-			code = "invalid_key"
-		}
-		return "", &requestError{code: code, param: name,
+		return "", &requestError{param: name,
 			msg: "not valid UTF-8 (a raw byte or an escaped lone surrogate): keys are bytes, refused rather than rewritten to U+FFFD"}
 	}
 	return s, nil

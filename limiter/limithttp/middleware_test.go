@@ -1,4 +1,4 @@
-package limiter
+package limithttp
 
 import (
 	"encoding/json"
@@ -7,11 +7,13 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/slide-metrics/slide/limiter"
 )
 
 func TestMiddleware(t *testing.T) {
-	s := newTestService(t, Config{Policies: []Policy{
-		{Name: "api", Algorithm: FixedWindow, Limit: 2, Window: time.Minute},
+	s := newTestService(t, limiter.Config{Policies: []limiter.Policy{
+		{Name: "api", Algorithm: limiter.FixedWindow, Limit: 2, Window: time.Minute},
 	}})
 	mw, err := NewMiddleware(s, WithPolicies("api"), WithKeyFunc(KeyByHeader("X-API-Key")))
 	if err != nil {
@@ -71,8 +73,8 @@ func TestMiddleware(t *testing.T) {
 // Decision.Delay before serving it (fake time: testing/synctest).
 func TestMiddlewareShapes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := NewService(Config{Policies: []Policy{
-			{Name: "smooth", Algorithm: LeakyBucket, Capacity: 1, LeakPerSecond: 10, MaxDelay: 250 * time.Millisecond},
+		s, err := limiter.NewService(limiter.Config{Policies: []limiter.Policy{
+			{Name: "smooth", Algorithm: limiter.LeakyBucket, Capacity: 1, LeakPerSecond: 10, MaxDelay: 250 * time.Millisecond},
 		}})
 		if err != nil {
 			t.Fatal(err)

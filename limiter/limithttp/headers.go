@@ -1,9 +1,11 @@
-package limiter
+package limithttp
 
 import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/slide-metrics/slide/limiter"
 )
 
 // Header names written by AllowHandler and the middleware.
@@ -24,13 +26,52 @@ const (
 	HeaderXRateLimitReset = "X-RateLimit-Reset"
 )
 
-// ceilSeconds rounds d up to whole seconds, so a client that waits that long
-// is never early.
-func ceilSeconds(d time.Duration) int64 {
+// CeilSeconds rounds d up to whole seconds, so a client that waits that long
+// is never early: every seconds value of these headers (w, t, Retry-After).
+func CeilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// RetryAfterSeconds is the Retry-After of a denial whose RetryAfter is d: d
+// rounded up, and at least 1, since 0 would invite the client back at once.
+func RetryAfterSeconds(d time.Duration) int64 { return max(1, CeilSeconds(d)) }
+
+// AppendPolicyValue appends the RateLimit-Policy value of the decisions all,
+// one list member per policy: "name";q=quota;w=window_seconds (w omitted when
+// the window is unknown).
+func AppendPolicyValue(b []byte, all []limiter.Decision) []byte { return appendList(b, all, false) }
+
+// AppendRateLimitValue appends the RateLimit value of the decisions all, one
+// list member per policy: "name";r=remaining;t=seconds_to_full_quota.
+func AppendRateLimitValue(b []byte, all []limiter.Decision) []byte { return appendList(b, all, true) }
+
+// appendList appends the structured-field list of RateLimit (state) or
+// RateLimit-Policy (!state) over all.
+func appendList(b []byte, all []limiter.Decision, state bool) []byte {
+	for i := range all {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		d := &all[i]
+		b = appendSFString(b, d.Policy)
+		if state {
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, d.Remaining, 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, CeilSeconds(d.ResetAfter), 10)
+			continue
+		}
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, d.Limit, 10)
+		if w := CeilSeconds(d.Window); w > 0 {
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, w, 10)
+		}
+	}
+	return b
 }
 
 // appendSFString appends s as a structured-field String (RFC 8941 §3.3.3),
@@ -61,44 +102,22 @@ var (
 )
 
 // WriteHeaders sets the rate-limit headers of a request decided at now.
-// main is the request's decision (as returned by Service.Decide), all the
+// main is the request's decision (as returned by limiter.Service.Decide), all the
 // per-policy decisions listed in RateLimit-Policy and RateLimit (nil: just
 // main). Retry-After is set only when main denies. t and X-RateLimit-Reset
 // come from ResetAfter, the time until the policy is back to full quota.
-func WriteHeaders(h http.Header, now time.Time, main Decision, all []Decision) {
+func WriteHeaders(h http.Header, now time.Time, main limiter.Decision, all []limiter.Decision) {
 	if all == nil {
-		all = []Decision{main}
+		all = []limiter.Decision{main}
 	}
 	// Every value goes into one buffer and one string, sliced per header: two allocations
 	// for all six headers instead of two each.
 	var stack [256]byte
 	b := stack[:0]
 	var ends [6]int
-	for i := range all {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		d := &all[i]
-		b = appendSFString(b, d.Policy)
-		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, d.Limit, 10)
-		if w := ceilSeconds(d.Window); w > 0 {
-			b = append(b, ";w="...)
-			b = strconv.AppendInt(b, w, 10)
-		}
-	}
+	b = AppendPolicyValue(b, all)
 	ends[0] = len(b)
-	for i := range all {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		d := &all[i]
-		b = appendSFString(b, d.Policy)
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, d.Remaining, 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
-	}
+	b = AppendRateLimitValue(b, all)
 	ends[1] = len(b)
 	b = strconv.AppendInt(b, main.Limit, 10)
 	ends[2] = len(b)
@@ -113,7 +132,7 @@ func WriteHeaders(h http.Header, now time.Time, main Decision, all []Decision) {
 	ends[4] = len(b)
 	n := 5
 	if !main.Allowed {
-		b = strconv.AppendInt(b, max(1, ceilSeconds(main.RetryAfter)), 10)
+		b = strconv.AppendInt(b, RetryAfterSeconds(main.RetryAfter), 10)
 		ends[5] = len(b)
 		n = 6
 	}

@@ -1,4 +1,4 @@
-package limiter
+package limithttp
 
 import (
 	"encoding/json"
@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slide-metrics/slide/jsonenc"
+	"github.com/slide-metrics/slide/httperr"
+	"github.com/slide-metrics/slide/limiter"
 )
 
 // MaxBodyBytes is the largest /v1/allow body accepted (larger: 413).
@@ -54,8 +55,8 @@ func ceilMillis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// JSON returns d in the wire form (durations in milliseconds, rounded up).
-func (d Decision) JSON() DecisionJSON {
+// NewDecisionJSON returns d in the wire form (durations in milliseconds, rounded up).
+func NewDecisionJSON(d limiter.Decision) DecisionJSON {
 	return DecisionJSON{
 		Allowed:      d.Allowed,
 		Policy:       d.Policy,
@@ -70,7 +71,7 @@ func (d Decision) JSON() DecisionJSON {
 	}
 }
 
-func staleMs(d Decision) *int64 {
+func staleMs(d limiter.Decision) *int64 {
 	if !d.Remote {
 		return nil
 	}
@@ -78,33 +79,22 @@ func staleMs(d Decision) *int64 {
 	return &ms
 }
 
-// writeError writes {"error":{"code":..,"message":..}} (jsonenc.AppendError, the query
-// API's envelope too).
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set(HeaderRetryAfter, "1")
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(jsonenc.AppendError(nil, code, msg, ""))
-}
-
 // writeDecideError maps a Decide error to its HTTP answer.
 func writeDecideError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, ErrUnknownPolicy):
-		writeError(w, http.StatusBadRequest, "unknown_policy", `parameter "policy": `+err.Error())
-	case errors.Is(err, ErrInvalidKey):
-		writeError(w, http.StatusBadRequest, "invalid_key",
-			fmt.Sprintf(`parameter "key": must be 1 to %d bytes of UTF-8 without control characters`, MaxKeyLen))
-	case errors.Is(err, ErrInvalidCost):
-		writeError(w, http.StatusBadRequest, "invalid_cost", `parameter "cost": must be an integer ≥ 0 (0 peeks without consuming)`)
-	case errors.Is(err, ErrCostOverLimit):
-		writeError(w, http.StatusBadRequest, "invalid_cost", `parameter "cost": `+err.Error())
-	case errors.Is(err, ErrBackendUnavailable):
-		writeError(w, http.StatusServiceUnavailable, "backend_unavailable", err.Error())
+	case errors.Is(err, limiter.ErrUnknownPolicy):
+		httperr.Write(w, httperr.BadParameter, "policy", `parameter "policy": `+err.Error())
+	case errors.Is(err, limiter.ErrInvalidKey):
+		httperr.Write(w, httperr.BadParameter, "key",
+			fmt.Sprintf(`parameter "key": must be 1 to %d bytes of UTF-8 without control characters`, limiter.MaxKeyLen))
+	case errors.Is(err, limiter.ErrInvalidCost):
+		httperr.Write(w, httperr.BadParameter, "cost", `parameter "cost": must be an integer ≥ 0 (0 peeks without consuming)`)
+	case errors.Is(err, limiter.ErrCostOverLimit):
+		httperr.Write(w, httperr.BadParameter, "cost", `parameter "cost": `+err.Error())
+	case errors.Is(err, limiter.ErrBackendUnavailable):
+		httperr.Write(w, httperr.Unavailable, "", err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		httperr.Write(w, httperr.Internal, "", err.Error())
 	}
 }
 
@@ -112,15 +102,15 @@ func writeDecideError(w http.ResponseWriter, err error) {
 var contentTypeJSON = []string{"application/json"}
 
 // writeDecision writes headers, status (200, or 429 when denied) and body.
-func writeDecision(w http.ResponseWriter, now time.Time, main Decision, all []Decision) {
+func writeDecision(w http.ResponseWriter, now time.Time, main limiter.Decision, all []limiter.Decision) {
 	h := w.Header()
 	WriteHeaders(h, now, main, all)
-	resp := AllowResponse{DecisionJSON: main.JSON()}
+	resp := AllowResponse{DecisionJSON: NewDecisionJSON(main)}
 	var list [MaxPoliciesPerRequest]DecisionJSON
 	if len(all) > 1 {
 		resp.Decisions = list[:len(all)]
 		for i := range all {
-			resp.Decisions[i] = all[i].JSON()
+			resp.Decisions[i] = NewDecisionJSON(all[i])
 		}
 	}
 	h["Content-Type"] = contentTypeJSON
@@ -165,24 +155,29 @@ func decodeAllow(data []byte) (allowRequest, error) {
 
 var errTrailing = errors.New("body must be one JSON object")
 
-// AllowHandler serves POST /v1/allow:
+// AllowHandler returns the handler of POST /v1/allow, deciding with s:
 //
 //	{"policy":"login","key":"u42","cost":1}
 //	{"policies":["per-user","per-tenant"],"key":"u42"}
 //
 // cost defaults to 1; 0 peeks. It answers 200 (allowed) or 429 (denied)
-// with an AllowResponse and the headers of WriteHeaders; 400 with
-// {"error":{"code","message"}} naming the bad parameter; 405 for a method
-// other than POST; 413 for a body over MaxBodyBytes; 503 when a closed
-// policy's backend is down.
-func (s *Service) AllowHandler() http.Handler {
-	return http.HandlerFunc(s.serveAllow)
+// with an AllowResponse and the headers of WriteHeaders; errors are
+// httperr's: 400 bad_parameter naming the field in "param" (policy, policies,
+// key, cost, or an unknown one), 400 bad_body for a body that is not one JSON
+// object, 405 method_not_allowed for a method other than POST, 413
+// body_too_large over MaxBodyBytes, 503 unavailable (Retry-After: 1) when a
+// closed policy's backend is down.
+func AllowHandler(s *limiter.Service) http.Handler {
+	return allowHandler{s}
 }
 
-func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
+type allowHandler struct{ s *limiter.Service }
+
+func (h allowHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := h.s
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+		httperr.Write(w, httperr.MethodNotAllowed, "", "use POST")
 		return
 	}
 	bp := bufPool.Get().(*[]byte)
@@ -195,7 +190,7 @@ func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
 	bufPool.Put(bp) // the request holds copies of its strings
 	if err != nil {
 		if err == errTrailing {
-			writeError(w, http.StatusBadRequest, "invalid_json", err.Error())
+			httperr.Write(w, httperr.BadBody, "", err.Error())
 			return
 		}
 		writeJSONError(w, err)
@@ -204,22 +199,22 @@ func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
 	names := req.Policies
 	switch {
 	case req.Policy != "" && len(req.Policies) > 0:
-		writeError(w, http.StatusBadRequest, "invalid_parameter", `give either "policy" or "policies", not both`)
+		httperr.Write(w, httperr.BadParameter, "policy", `give either "policy" or "policies", not both`)
 		return
 	case req.Policy != "":
 		names = []string{req.Policy} // does not escape: read below only
 	case len(names) == 0:
-		writeError(w, http.StatusBadRequest, "missing_parameter", `parameter "policy" (or "policies") is required`)
+		httperr.Write(w, httperr.BadParameter, "policy", `parameter "policy" (or "policies") is required`)
 		return
 	case len(names) > MaxPoliciesPerRequest:
-		writeError(w, http.StatusBadRequest, "invalid_parameter",
+		httperr.Write(w, httperr.BadParameter, "policies",
 			fmt.Sprintf(`parameter "policies": at most %d policies per request`, MaxPoliciesPerRequest))
 		return
 	}
 	for i, n := range names {
 		for _, m := range names[:i] {
 			if n == m {
-				writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf(`parameter "policies": %q named twice`, n))
+				httperr.Write(w, httperr.BadParameter, "policies", fmt.Sprintf(`parameter "policies": %q named twice`, n))
 				return
 			}
 		}
@@ -228,20 +223,20 @@ func (s *Service) serveAllow(w http.ResponseWriter, r *http.Request) {
 	if req.Cost != nil {
 		cost = *req.Cost
 	}
-	var checkBuf [MaxPoliciesPerRequest]Charge
-	var outBuf [MaxPoliciesPerRequest]Decision
+	var checkBuf [MaxPoliciesPerRequest]limiter.Charge
+	var outBuf [MaxPoliciesPerRequest]limiter.Decision
 	checks := checkBuf[:len(names)]
 	for i, n := range names {
-		checks[i] = Charge{Policy: n, Key: req.Key, Cost: cost}
+		checks[i] = limiter.Charge{Policy: n, Key: req.Key, Cost: cost}
 	}
 	out := outBuf[:len(checks)]
-	now := s.clock()
+	now := s.Now()
 	main, err := s.Decide(r.Context(), now, checks, out)
 	if err != nil {
 		writeDecideError(w, err)
 		return
 	}
-	var all []Decision
+	var all []limiter.Decision
 	if len(out) > 1 {
 		all = out
 	}
@@ -254,18 +249,18 @@ func writeJSONError(w http.ResponseWriter, err error) {
 	var rqe *requestError
 	switch {
 	case errors.As(err, &rqe):
-		writeError(w, http.StatusBadRequest, rqe.code, rqe.Error())
+		httperr.Write(w, httperr.BadParameter, rqe.param, rqe.Error())
 	case errors.As(err, &mbe):
-		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large",
+		httperr.Write(w, httperr.BodyTooLarge, "",
 			fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes))
 	case errors.As(err, &ute):
-		writeError(w, http.StatusBadRequest, "invalid_parameter",
+		httperr.Write(w, httperr.BadParameter, ute.Field,
 			fmt.Sprintf("parameter %q: must be %s", ute.Field, jsonKind(ute.Field)))
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		writeError(w, http.StatusBadRequest, "invalid_parameter",
+		httperr.Write(w, httperr.BadParameter, "",
 			strings.TrimPrefix(err.Error(), "json: ")+` (known: "policy", "policies", "key", "cost")`)
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_json", "body is not a JSON object: "+err.Error())
+		httperr.Write(w, httperr.BadBody, "", "body is not a JSON object: "+err.Error())
 	}
 }
 

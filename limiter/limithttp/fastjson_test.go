@@ -1,4 +1,4 @@
-package limiter
+package limithttp
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/slide-metrics/slide/limiter"
 )
 
 // strictDecode is the reference: encoding/json with unknown fields and trailing data refused.
@@ -111,12 +113,12 @@ func TestAppendAllowResponseMatchesEncodingJSON(t *testing.T) {
 }
 
 func TestAllowHandlerAllocations(t *testing.T) {
-	svc, err := NewService(Config{Policies: []Policy{{Name: "api", Algorithm: TokenBucket, Capacity: 1 << 40, RefillPerSecond: 1e6}},
+	svc, err := limiter.NewService(limiter.Config{Policies: []limiter.Policy{{Name: "api", Algorithm: limiter.TokenBucket, Capacity: 1 << 40, RefillPerSecond: 1e6}},
 		Clock: func() time.Time { return time.Unix(1_764_489_600, 0) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := svc.AllowHandler()
+	h := AllowHandler(svc)
 	body := []byte(`{"policy":"api","key":"tenant-42","cost":1}`)
 	w := &discardWriter{h: map[string][]string{}}
 	req, _ := newPost(body)

@@ -1,14 +1,17 @@
-package limiter
+package limithttp
 
 import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"time"
+
+	"github.com/slide-metrics/slide/limiter"
 )
 
 // KeyFunc returns the limiter key of a request (client IP, API key, tenant).
-// An error answers 400 invalid_key.
+// An error answers 400 bad_parameter with "param":"key".
 type KeyFunc func(r *http.Request) (string, error)
 
 // KeyByRemoteIP keys by the connection's peer address without the port. It
@@ -66,11 +69,11 @@ func WithoutDelay() MiddlewareOption {
 	return func(m *Middleware) { m.noDelay = true }
 }
 
-// Middleware enforces a Service's policies in front of an http.Handler, for
+// Middleware enforces a limiter.Service's policies in front of an http.Handler, for
 // services that embed slide as a library. It writes the same statuses,
 // headers and bodies as AllowHandler. Safe for concurrent use.
 type Middleware struct {
-	s        *Service
+	s        *limiter.Service
 	policies []string
 	key      KeyFunc
 	cost     func(*http.Request) int64
@@ -80,7 +83,7 @@ type Middleware struct {
 
 // NewMiddleware returns a Middleware over s. It fails if no policy is named
 // or a name is unknown.
-func NewMiddleware(s *Service, opts ...MiddlewareOption) (*Middleware, error) {
+func NewMiddleware(s *limiter.Service, opts ...MiddlewareOption) (*Middleware, error) {
 	m := &Middleware{s: s, key: KeyByRemoteIP}
 	for _, o := range opts {
 		o(m)
@@ -88,9 +91,10 @@ func NewMiddleware(s *Service, opts ...MiddlewareOption) (*Middleware, error) {
 	if len(m.policies) == 0 {
 		return nil, errors.New("creating limiter middleware: no policy named (use WithPolicies)")
 	}
+	known := s.Names()
 	for _, n := range m.policies {
-		if _, ok := s.byName[n]; !ok {
-			return nil, errors.New("creating limiter middleware: " + ErrUnknownPolicy.Error() + " " + n)
+		if !slices.Contains(known, n) {
+			return nil, errors.New("creating limiter middleware: " + limiter.ErrUnknownPolicy.Error() + " " + n)
 		}
 	}
 	return m, nil
@@ -103,28 +107,28 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, err := m.key(r)
 		if err == nil {
-			err = ValidateKey(key)
+			err = limiter.ValidateKey(key)
 		}
 		if err != nil {
-			m.fail(w, r, errors.Join(ErrInvalidKey, err))
+			m.fail(w, r, errors.Join(limiter.ErrInvalidKey, err))
 			return
 		}
 		cost := int64(1)
 		if m.cost != nil {
 			cost = m.cost(r)
 		}
-		checks := make([]Charge, len(m.policies))
+		checks := make([]limiter.Charge, len(m.policies))
 		for i, n := range m.policies {
-			checks[i] = Charge{Policy: n, Key: key, Cost: cost}
+			checks[i] = limiter.Charge{Policy: n, Key: key, Cost: cost}
 		}
-		out := make([]Decision, len(checks))
-		now := m.s.clock()
+		out := make([]limiter.Decision, len(checks))
+		now := m.s.Now()
 		main, err := m.s.Decide(r.Context(), now, checks, out)
 		if err != nil {
 			m.fail(w, r, err)
 			return
 		}
-		var all []Decision
+		var all []limiter.Decision
 		if len(out) > 1 {
 			all = out
 		}
