@@ -59,16 +59,26 @@ type Script struct {
 	SHA  string
 }
 
+// loadScript returns the embedded script scripts/name.lua behind
+// scripts/prelude.lua, the shebang and clock every script opens with.
+func loadScript(name string) *Script {
+	prelude, err := scriptFS.ReadFile("scripts/prelude.lua")
+	if err != nil {
+		panic("limiter/redis: embedded script missing: prelude") // build-time invariant
+	}
+	body, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic("limiter/redis: embedded script missing: " + name) // build-time invariant
+	}
+	src := append(prelude, body...)
+	sum := sha1.Sum(src)
+	return &Script{Name: name, Src: string(src), SHA: hex.EncodeToString(sum[:])}
+}
+
 var scripts = func() [6]*Script {
 	var s [6]*Script
 	for a := limiter.FixedWindow; a <= limiter.LeakyBucket; a++ {
-		name := a.String()
-		src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-		if err != nil {
-			panic("limiter/redis: embedded script missing: " + name) // build-time invariant
-		}
-		sum := sha1.Sum(src)
-		s[a] = &Script{Name: name, Src: string(src), SHA: hex.EncodeToString(sum[:])}
+		s[a] = loadScript(a.String())
 	}
 	return s
 }()
