@@ -439,6 +439,18 @@ func (b *Backend) called(cmd string) {
 	}
 }
 
+// run calls s with EVALSHA, and with EVAL after NOSCRIPT (which cannot have
+// run the script).
+func (b *Backend) run(ctx context.Context, s *Script, keys []string, args []any) *goredis.Cmd {
+	cmd := b.c.EvalSha(ctx, s.SHA, keys, args...)
+	b.called("evalsha")
+	if isNoScript(cmd.Err()) {
+		cmd = b.c.Eval(ctx, s.Src, keys, args...)
+		b.called("eval")
+	}
+	return cmd
+}
+
 // Decide implements limiter.Backend: one EVALSHA, or one pipeline of them,
 // for all of reqs; fixed-window requests on a single server share one call
 // with the concurrent ones Config.Pipelines gathers. Only NOSCRIPT is retried (with EVAL, which cannot have run
@@ -525,13 +537,7 @@ func (b *Backend) decideOne(ctx context.Context, r *limiter.BackendRequest) (lim
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	cmd := b.c.EvalSha(ctx, s.SHA, keys, args...)
-	b.called("evalsha")
-	if isNoScript(cmd.Err()) {
-		cmd = b.c.Eval(ctx, s.Src, keys, args...)
-		b.called("eval")
-	}
-	d, err := decode(r.Policy, cmd)
+	d, err := decode(r.Policy, b.run(ctx, s, keys, args))
 	if err != nil {
 		b.failed()
 	}
