@@ -17,12 +17,7 @@ import (
 // of the retention, one point each). Each point is what /v1/window answered when that slot
 // was current; rate_per_s divides by the part of the point's span elapsed now.
 func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
-	v, err := parseParams(r.URL.RawQuery, "metric", "key", "window", "step", "q", "partial")
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
-	metric, key, allowPartial, err := seriesParams(v)
+	v, metric, key, allowPartial, err := seriesParams(r.URL.RawQuery, "metric", "key", "window", "step", "q", "partial")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return

@@ -18,12 +18,7 @@ var nan = math.NaN()
 // handleWindow serves GET /v1/window?metric=&key=&window=&q=: one series' window aggregate,
 // or, when key holds '*', the merge of every matching series.
 func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
-	v, err := parseParams(r.URL.RawQuery, "metric", "key", "window", "q", "partial")
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
-	metric, key, allowPartial, err := seriesParams(v)
+	v, metric, key, allowPartial, err := seriesParams(r.URL.RawQuery, "metric", "key", "window", "q", "partial")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
