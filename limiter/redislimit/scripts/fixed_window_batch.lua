@@ -29,6 +29,8 @@ for i = 1, #KEYS do
   elseif cost == 0 then -- peek: read, never create
     out[i + 1] = tonumber(redis.call('GET', KEYS[i]) or '0')
   else
+    -- fixed_window.lua's INCRBY and take-back, written again: a shared local function
+    -- would be a closure per call (see leaky_bucket.lua)
     local key = KEYS[i]
     local n = redis.call('INCRBY', key, cost)
     if n > limit[j] then -- denied: nothing is counted
