@@ -31,9 +31,7 @@ package redislimit
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha1"
 	"crypto/tls"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -48,48 +46,6 @@ import (
 
 	"github.com/slide-metrics/slide/limiter"
 )
-
-//go:embed scripts/*.lua
-var scriptFS embed.FS
-
-// Script is one embedded Lua script and its SHA1, as EVALSHA wants it.
-type Script struct {
-	Name string // file name without .lua, e.g. "sliding_log"
-	Src  string
-	SHA  string
-}
-
-// loadScript returns the embedded script scripts/name.lua behind
-// scripts/prelude.lua, the shebang and clock every script opens with.
-func loadScript(name string) *Script {
-	prelude, err := scriptFS.ReadFile("scripts/prelude.lua")
-	if err != nil {
-		panic("limiter/redis: embedded script missing: prelude") // build-time invariant
-	}
-	body, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic("limiter/redis: embedded script missing: " + name) // build-time invariant
-	}
-	src := append(prelude, body...)
-	sum := sha1.Sum(src)
-	return &Script{Name: name, Src: string(src), SHA: hex.EncodeToString(sum[:])}
-}
-
-var scripts = func() [6]*Script {
-	var s [6]*Script
-	for a := limiter.FixedWindow; a <= limiter.LeakyBucket; a++ {
-		s[a] = loadScript(a.String())
-	}
-	return s
-}()
-
-// ScriptFor returns the script that implements algorithm a, or nil.
-func ScriptFor(a limiter.Algorithm) *Script {
-	if a < limiter.FixedWindow || a > limiter.LeakyBucket {
-		return nil
-	}
-	return scripts[a]
-}
 
 var algTag = [...]string{
 	limiter.FixedWindow:    "fw",
@@ -359,17 +315,6 @@ func (b *Backend) Key(p *limiter.Policy, key string) string {
 	return sb.String()
 }
 
-// Load sends every script with SCRIPT LOAD, so the first decisions do not
-// pay the NOSCRIPT round trip. Optional.
-func (b *Backend) Load(ctx context.Context) error {
-	for _, s := range append(scripts[limiter.FixedWindow:], batchScript) {
-		if err := b.c.ScriptLoad(ctx, s.Src).Err(); err != nil {
-			return fmt.Errorf("loading script %s: %w", s.Name, err)
-		}
-	}
-	return nil
-}
-
 func formatMicros(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Microsecond), 10)
 }
@@ -429,26 +374,6 @@ func (b *Backend) args(r *limiter.BackendRequest) (*Script, []string, []any, err
 		args = append(args, b.idPrefix+strconv.FormatUint(b.seq.Add(1), 36))
 	}
 	return pr.script, []string{b.Key(p, r.Key)}, args, nil
-}
-
-func isNoScript(err error) bool { return goredis.HasErrorPrefix(err, "NOSCRIPT") }
-
-func (b *Backend) called(cmd string) {
-	if b.onCall != nil {
-		b.onCall(cmd)
-	}
-}
-
-// run calls s with EVALSHA, and with EVAL after NOSCRIPT (which cannot have
-// run the script).
-func (b *Backend) run(ctx context.Context, s *Script, keys []string, args []any) *goredis.Cmd {
-	cmd := b.c.EvalSha(ctx, s.SHA, keys, args...)
-	b.called("evalsha")
-	if isNoScript(cmd.Err()) {
-		cmd = b.c.Eval(ctx, s.Src, keys, args...)
-		b.called("eval")
-	}
-	return cmd
 }
 
 // Decide implements limiter.Backend: one EVALSHA, or one pipeline of them,
