@@ -85,6 +85,7 @@ func (f *fixedSum) consume(vs []int64, row0 int64, series *bufio.Writer, num *[]
 	// The hot loop: state in registers, one load, one store, two integer operations and a
 	// rarely taken branch per row.
 	ring, i, s, best, end := f.ring, f.i, f.s, f.best, int64(-1)
+	// One copy of the loop per direction, on purpose: no row tests isMax.
 	if f.isMax {
 		for t, v := range vs[idx:] {
 			old := ring[i]

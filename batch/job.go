@@ -3,6 +3,7 @@ package batch
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -125,11 +126,8 @@ type Job struct {
 const batchRows = 2048
 
 func (j Job) withDefaults() Job {
-	if j.Agg == "" {
-		j.Agg = AggSum
-	}
 	// Aggregates by their one name (" P95" and "0.95" are p95), so the job compares names.
-	j.Agg = aggName(j.Agg)
+	j.Agg = aggName(cmp.Or(j.Agg, AggSum))
 	if len(j.Aggs) > 0 {
 		aggs := make([]string, len(j.Aggs))
 		for i, a := range j.Aggs {
@@ -137,15 +135,9 @@ func (j Job) withDefaults() Job {
 		}
 		j.Aggs = aggs
 	}
-	if j.Best == "" {
-		j.Best = BestMax
-	}
-	if j.Format == "" {
-		j.Format = FormatAuto
-	}
-	if j.TimeColumn == "" {
-		j.TimeColumn = DefaultTimeColumn
-	}
+	j.Best = cmp.Or(j.Best, BestMax)
+	j.Format = cmp.Or(j.Format, FormatAuto)
+	j.TimeColumn = cmp.Or(j.TimeColumn, DefaultTimeColumn)
 	return j
 }
 

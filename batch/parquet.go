@@ -185,14 +185,18 @@ func (p *parquetRows) Select(cols []string) error {
 	return nil
 }
 
+// parquetType returns a column's logical type (nil when it has none) and its physical kind.
+func parquetType(n parquet.Node) (format.LogicalTypeValue, parquet.Kind) {
+	typ := n.Type()
+	if l := typ.LogicalType(); l != nil {
+		return l.Value, typ.Kind()
+	}
+	return nil, typ.Kind()
+}
+
 // parquetConverter returns how a column's values become text.
 func parquetConverter(n parquet.Node) (func([]byte, parquet.Value) []byte, error) {
-	typ := n.Type()
-	var lt format.LogicalTypeValue
-	if l := typ.LogicalType(); l != nil {
-		lt = l.Value
-	}
-	kind := typ.Kind()
+	lt, kind := parquetType(n)
 	switch t := lt.(type) {
 	case *format.TimestampType:
 		unit := t.Unit.Value
@@ -360,12 +364,7 @@ func (p *parquetRows) millis() (int64, bool)   { return p.ms[1], p.numOK[1] }
 // Clinger's exact case for |m| ≤ 2^53, else ok is false and the text path decides), and its
 // unix ms as ParseTime would read them.
 func parquetTyped(n parquet.Node) (num func(parquet.Value) (float64, bool), ms func(parquet.Value) int64) {
-	typ := n.Type()
-	var lt format.LogicalTypeValue
-	if l := typ.LogicalType(); l != nil {
-		lt = l.Value
-	}
-	kind := typ.Kind()
+	lt, kind := parquetType(n)
 	switch t := lt.(type) {
 	case nil:
 	case *format.DecimalType:

@@ -119,12 +119,8 @@ func (p *parquetRows) fastColumn(name string, isTime bool) (pqNum, bool) {
 	if name == "" || !ok || leaf.MaxRepetitionLevel > 0 || leaf.MaxDefinitionLevel > 1 {
 		return pqNum{}, false
 	}
-	typ := leaf.Node.Type()
-	var lt format.LogicalTypeValue
-	if l := typ.LogicalType(); l != nil {
-		lt = l.Value
-	}
-	n := pqNum{leaf: leaf.ColumnIndex, name: name, kind: typ.Kind(), scale: -1, per: 1}
+	lt, kind := parquetType(leaf.Node)
+	n := pqNum{leaf: leaf.ColumnIndex, name: name, kind: kind, scale: -1, per: 1}
 	switch t := lt.(type) {
 	case nil, *format.IntType: // INT(bits, signed) is written as the signed integer's text
 		switch n.kind {

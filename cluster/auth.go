@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
@@ -132,12 +133,8 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Window == 0 {
-		cfg.Window = DefaultAuthWindow
-	}
-	if cfg.MaxNonces == 0 {
-		cfg.MaxNonces = DefaultMaxNonces
-	}
+	cfg.Window = cmp.Or(cfg.Window, DefaultAuthWindow)
+	cfg.MaxNonces = cmp.Or(cfg.MaxNonces, DefaultMaxNonces)
 	if cfg.Now == nil {
 		cfg.Now = func() int64 { return time.Now().UnixMilli() }
 	}

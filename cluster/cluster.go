@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -117,24 +118,12 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Topic == "" {
-		c.Topic = "events"
-	}
-	if c.Group == "" {
-		c.Group = "slide"
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.Refresh == 0 {
-		c.Refresh = DefaultRefresh
-	}
-	if c.Staleness == 0 {
-		c.Staleness = DefaultStaleness
-	}
-	if c.MaxAnswerBytes == 0 {
-		c.MaxAnswerBytes = DefaultMaxAnswerBytes
-	}
+	c.Topic = cmp.Or(c.Topic, "events")
+	c.Group = cmp.Or(c.Group, "slide")
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.Refresh = cmp.Or(c.Refresh, DefaultRefresh)
+	c.Staleness = cmp.Or(c.Staleness, DefaultStaleness)
+	c.MaxAnswerBytes = cmp.Or(c.MaxAnswerBytes, DefaultMaxAnswerBytes)
 	return c
 }
 

@@ -100,16 +100,14 @@ func (r *reader) uvarint(what string) uint64 {
 	return x
 }
 
+// varint reads a signed varint as binary.Varint does: the zig-zag of an unsigned one,
+// read (errors and all) by uvarint.
 func (r *reader) varint(what string) int64 {
-	if r.err != nil {
-		return 0
+	u := r.uvarint(what)
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
 	}
-	x, n := binary.Varint(r.p)
-	if n <= 0 {
-		r.fail("reading %s: bad varint", what)
-		return 0
-	}
-	r.p = r.p[n:]
 	return x
 }
 

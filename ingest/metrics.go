@@ -31,69 +31,55 @@ type metrics struct {
 	skippedBy        [numReasons]prometheus.Counter
 }
 
+// newCounter, newCounterVec and newGaugeVec make the collectors of this package (here and
+// in snapshot.go) that take only a name, labels and help.
+func newCounter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func newCounterVec(name string, labels []string, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func newGaugeVec(name string, labels []string, help string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
 func newMetrics(store *window.Store) *metrics {
 	m := &metrics{
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "slide_ingest_events_total",
-			Help: "Events accepted into the windows, by source partition; replays after an assignment count again.",
-		}, []string{"partition"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "slide_ingest_bytes_total",
-			Help: "Record value bytes fetched, by partition.",
-		}, []string{"partition"}),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "slide_ingest_lag",
-			Help: "Records between the last processed offset and the partition's high watermark at the last fetch, updated within a batch as it is processed.",
-		}, []string{"partition"}),
-		lagSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "slide_ingest_lag_seconds",
-			Help: "How far behind the log this instance reads, by partition: the age of the last record processed while records wait behind it, 0 when caught up. Alert on this one.",
-		}, []string{"partition"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "slide_ingest_rejected_total",
-			Help: "Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap, too_large, expired).",
-		}, []string{"reason"}),
-		restoreSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "slide_ingest_restore_skipped_total",
-			Help: "Events refused again while replaying records the group had already processed (counted and dead-lettered then), by reason.",
-		}, []string{"reason"}),
-		expired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slide_ingest_expired_total",
-			Help: "Events within their window when produced but older than it when read (consumer lag, or a replay reaching further back than the metric's retention): skipped, not refused.",
-		}),
-		offsetResets: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "slide_ingest_offset_resets_total",
-			Help: "Times a partition's next offset was out of the log's range and reading moved to the first record of the restore span that the log still holds, by partition and reason (retention: deleted before it was read; log_truncated: the log ends before it, e.g. a broker restarted empty or an unclean leader election).",
-		}, []string{"partition", "reason"}),
-		tombstones: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slide_ingest_tombstones_total",
-			Help: "Records that carry no event: a null value (a Kafka tombstone) or only blank lines. Skipped, not refused and not dead-lettered; counted once, not again when a restore replays them.",
-		}),
+		events: newCounterVec("slide_ingest_events_total", []string{"partition"},
+			"Events accepted into the windows, by source partition; replays after an assignment count again."),
+		bytes: newCounterVec("slide_ingest_bytes_total", []string{"partition"},
+			"Record value bytes fetched, by partition."),
+		lag: newGaugeVec("slide_ingest_lag", []string{"partition"},
+			"Records between the last processed offset and the partition's high watermark at the last fetch, updated within a batch as it is processed."),
+		lagSeconds: newGaugeVec("slide_ingest_lag_seconds", []string{"partition"},
+			"How far behind the log this instance reads, by partition: the age of the last record processed while records wait behind it, 0 when caught up. Alert on this one."),
+		rejected: newCounterVec("slide_ingest_rejected_total", []string{"reason"},
+			"Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap, too_large, expired)."),
+		restoreSkipped: newCounterVec("slide_ingest_restore_skipped_total", []string{"reason"},
+			"Events refused again while replaying records the group had already processed (counted and dead-lettered then), by reason."),
+		expired: newCounter("slide_ingest_expired_total",
+			"Events within their window when produced but older than it when read (consumer lag, or a replay reaching further back than the metric's retention): skipped, not refused."),
+		offsetResets: newCounterVec("slide_ingest_offset_resets_total", []string{"partition", "reason"},
+			"Times a partition's next offset was out of the log's range and reading moved to the first record of the restore span that the log still holds, by partition and reason (retention: deleted before it was read; log_truncated: the log ends before it, e.g. a broker restarted empty or an unclean leader election)."),
+		tombstones: newCounter("slide_ingest_tombstones_total",
+			"Records that carry no event: a null value (a Kafka tombstone) or only blank lines. Skipped, not refused and not dead-lettered; counted once, not again when a restore replays them."),
 		restoreDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "slide_ingest_restore_duration_seconds",
 			Help:    "Time from a partition's assignment until its windows are rebuilt from the log.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 9), // 10 ms … 11 min
 		}),
-		partitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "slide_ingest_partitions",
-			Help: "Partitions assigned to this instance, by state (restoring, live).",
-		}, []string{"state"}),
-		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slide_ingest_dead_letters_total",
-			Help: "Refused lines written to the dead-letter topic.",
-		}),
-		deadLetterErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slide_ingest_dead_letter_errors_total",
-			Help: "Refused lines that could not be written to the dead-letter topic.",
-		}),
-		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slide_ingest_commit_errors_total",
-			Help: "Offset commits that failed (offsets are committed for lag monitoring only).",
-		}),
-		generations: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slide_ingest_generations_total",
-			Help: "Consumer group generations joined (the first join and every rebalance).",
-		}),
+		partitions: newGaugeVec("slide_ingest_partitions", []string{"state"},
+			"Partitions assigned to this instance, by state (restoring, live)."),
+		deadLetters: newCounter("slide_ingest_dead_letters_total",
+			"Refused lines written to the dead-letter topic."),
+		deadLetterErrors: newCounter("slide_ingest_dead_letter_errors_total",
+			"Refused lines that could not be written to the dead-letter topic."),
+		commitErrors: newCounter("slide_ingest_commit_errors_total",
+			"Offset commits that failed (offsets are committed for lag monitoring only)."),
+		generations: newCounter("slide_ingest_generations_total",
+			"Consumer group generations joined (the first join and every rebalance)."),
 		series: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "slide_ingest_series",
 			Help: "Live series in the window store.",

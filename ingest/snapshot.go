@@ -265,31 +265,21 @@ type snapMetrics struct {
 
 func newSnapMetrics() *snapMetrics {
 	m := &snapMetrics{
-		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "slide_snapshot_restore_total",
-			Help: "Partition restores by source (snapshot, log) and reason: loaded, or why no snapshot was used (missing, incomplete, corrupt, unknown_version, too_old, config_changed, ahead_of_log, read_error; and, admitted like events, too_large, future, duplicate, bad_field, key_too_long).",
-		}, []string{"source", "reason"}),
+		restores: newCounterVec("slide_snapshot_restore_total", []string{"source", "reason"},
+			"Partition restores by source (snapshot, log) and reason: loaded, or why no snapshot was used (missing, incomplete, corrupt, unknown_version, too_old, config_changed, ahead_of_log, read_error; and, admitted like events, too_large, future, duplicate, bad_field, key_too_long)."),
 		restoreDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "slide_snapshot_restore_duration_seconds",
 			Help:    "Time from a partition's assignment until its windows are rebuilt, by source: snapshot (load, then the log after it) or log (full replay).",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 9),
 		}, []string{"source"}),
-		written: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slide_snapshot_written_bytes_total",
-			Help: "Snapshot payload bytes written to the snapshot topic (zstd-compressed).",
-		}),
-		writes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slide_snapshot_writes_total",
-			Help: "Complete snapshots written (chunks and manifest).",
-		}),
-		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slide_snapshot_write_errors_total",
-			Help: "Snapshots that could not be written; the next interval tries again.",
-		}),
-		skipped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slide_snapshot_skipped_total",
-			Help: "Snapshots not taken because the previous one of the partition was still being written.",
-		}),
+		written: newCounter("slide_snapshot_written_bytes_total",
+			"Snapshot payload bytes written to the snapshot topic (zstd-compressed)."),
+		writes: newCounter("slide_snapshot_writes_total",
+			"Complete snapshots written (chunks and manifest)."),
+		writeErrors: newCounter("slide_snapshot_write_errors_total",
+			"Snapshots that could not be written; the next interval tries again."),
+		skipped: newCounter("slide_snapshot_skipped_total",
+			"Snapshots not taken because the previous one of the partition was still being written."),
 	}
 	m.restores.WithLabelValues(sourceSnapshot, reasonLoaded)
 	for _, r := range snapshotReasons {

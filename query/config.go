@@ -1,6 +1,7 @@
 package query
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -193,21 +194,13 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	if len(c.Quantiles) == 0 {
 		c.Quantiles = defaultQuantiles
 	}
-	if c.MaxTopK == 0 {
-		c.MaxTopK = DefaultMaxTopK
-	}
-	if c.MaxSeriesLimit == 0 {
-		c.MaxSeriesLimit = DefaultMaxSeriesLimit
-	}
-	if c.ExportMaxSeries == 0 {
-		c.ExportMaxSeries = DefaultExportMaxSeries
-	}
+	c.MaxTopK = cmp.Or(c.MaxTopK, DefaultMaxTopK)
+	c.MaxSeriesLimit = cmp.Or(c.MaxSeriesLimit, DefaultMaxSeriesLimit)
+	c.ExportMaxSeries = cmp.Or(c.ExportMaxSeries, DefaultExportMaxSeries)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -109,9 +109,13 @@ func required(v url.Values, name string) (string, error) {
 	return s, nil
 }
 
-// seriesParams reads what the series reads (/v1/window, /v1/range) take first: partial,
-// then metric and key (a name or a glob), each error naming its parameter.
-func seriesParams(v url.Values) (metric, key string, allowPartial bool, err error) {
+// seriesParams reads what the series reads (/v1/window, /v1/range) take first: the query
+// string (allowed: the parameters the read takes, as parseParams), partial, then metric and
+// key (a name or a glob), each error naming its parameter.
+func seriesParams(raw string, allowed ...string) (v url.Values, metric, key string, allowPartial bool, err error) {
+	if v, err = parseParams(raw, allowed...); err != nil {
+		return
+	}
 	if allowPartial, err = parsePartial(v); err != nil {
 		return
 	}

@@ -17,12 +17,7 @@ import (
 // of the retention, one point each). Each point is what /v1/window answered when that slot
 // was current; rate_per_s divides by the part of the point's span elapsed now.
 func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
-	v, err := parseParams(r.URL.RawQuery, "metric", "key", "window", "step", "q", "partial")
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
-	metric, key, allowPartial, err := seriesParams(v)
+	v, metric, key, allowPartial, err := seriesParams(r.URL.RawQuery, "metric", "key", "window", "step", "q", "partial")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -84,12 +79,7 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 //
 // from and to span every point; series is how many series were merged.
 func appendRange(b []byte, metric, key string, win, step time.Duration, points []window.Agg, now int64, qs []float64) []byte {
-	b = append(b, `{"metric":`...)
-	b = jsonenc.AppendString(b, metric)
-	b = append(b, `,"key":`...)
-	b = jsonenc.AppendString(b, key)
-	b = append(b, `,"window":`...)
-	b = jsonenc.AppendString(b, window.FormatDuration(win))
+	b = appendHead(b, metric, `,"key":`, key, win)
 	b = append(b, `,"step":`...)
 	b = jsonenc.AppendString(b, window.FormatDuration(step))
 	var from, to int64
@@ -97,12 +87,7 @@ func appendRange(b []byte, metric, key string, win, step time.Duration, points [
 	if len(points) > 0 {
 		from, to, series = points[0].From, points[len(points)-1].To, points[0].Series
 	}
-	b = append(b, `,"from":`...)
-	b = appendInt(b, from)
-	b = append(b, `,"to":`...)
-	b = appendInt(b, to)
-	b = append(b, `,"series":`...)
-	b = appendInt(b, int64(series))
+	b = appendSpan(append(b, ','), from, to, series)
 	b = append(b, `,"points":[`...)
 	var kbuf quantileKeys
 	keys := kbuf.keysFor(qs) // once, not once a point

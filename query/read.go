@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/jsonenc"
@@ -18,12 +19,7 @@ var nan = math.NaN()
 // handleWindow serves GET /v1/window?metric=&key=&window=&q=: one series' window aggregate,
 // or, when key holds '*', the merge of every matching series.
 func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
-	v, err := parseParams(r.URL.RawQuery, "metric", "key", "window", "q", "partial")
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
-	metric, key, allowPartial, err := seriesParams(v)
+	v, metric, key, allowPartial, err := seriesParams(r.URL.RawQuery, "metric", "key", "window", "q", "partial")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -69,12 +65,7 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	bp := bufPool.Get().(*[]byte)
-	b := append((*bp)[:0], `{"metric":`...)
-	b = jsonenc.AppendString(b, metric)
-	b = append(b, `,"key":`...)
-	b = jsonenc.AppendString(b, key)
-	b = append(b, `,"window":`...)
-	b = jsonenc.AppendString(b, window.FormatDuration(win))
+	b := appendHead((*bp)[:0], metric, `,"key":`, key, win)
 	b = append(b, ',')
 	b = appendAgg(b, agg, now, qs)
 	b = appendPartialFlag(b, missing)
@@ -85,18 +76,33 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 
 func quote(s string) string { return string(jsonenc.AppendString(nil, s)) }
 
+// appendHead opens the answer of a window read: {"metric":..,"key":..,"window":".." (member
+// is the second member's name, `,"key":` or /v1/top's `,"by":`).
+func appendHead(b []byte, metric, member, value string, win time.Duration) []byte {
+	b = append(b, `{"metric":`...)
+	b = jsonenc.AppendString(b, metric)
+	b = append(b, member...)
+	b = jsonenc.AppendString(b, value)
+	b = append(b, `,"window":`...)
+	return jsonenc.AppendString(b, window.FormatDuration(win))
+}
+
+// appendSpan writes the members that place an answer (no braces, no leading comma): from,
+// to (unix ms) and series, how many series it merges.
+func appendSpan(b []byte, from, to int64, series int) []byte {
+	b = append(b, `"from":`...)
+	b = appendInt(b, from)
+	b = append(b, `,"to":`...)
+	b = appendInt(b, to)
+	b = append(b, `,"series":`...)
+	return appendInt(b, int64(series))
+}
+
 // appendAgg writes the members of an aggregate (no braces): from, to, series, count, sum,
 // avg, min, max, rate_per_s, elapsed_s (rate_per_s's denominator) and quantiles. An empty window has count 0, sum 0, rate 0 and
 // null avg, min, max and quantiles, since JSON has no NaN.
 func appendAgg(b []byte, a window.Agg, now int64, qs []float64) []byte {
-	b = append(b, `"from":`...)
-	b = appendInt(b, a.From)
-	b = append(b, `,"to":`...)
-	b = appendInt(b, a.To)
-	b = append(b, `,"series":`...)
-	b = appendInt(b, int64(a.Series))
-	b = appendStats(b, a, now, qs)
-	return b
+	return appendStats(appendSpan(b, a.From, a.To, a.Series), a, now, qs)
 }
 
 // appendStats writes count .. quantiles, each member preceded by a comma.

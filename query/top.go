@@ -176,18 +176,8 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 	})
 
 	bp := bufPool.Get().(*[]byte)
-	b := append((*bp)[:0], `{"metric":`...)
-	b = jsonenc.AppendString(b, metric)
-	b = append(b, `,"by":`...)
-	b = jsonenc.AppendString(b, byName)
-	b = append(b, `,"window":`...)
-	b = jsonenc.AppendString(b, window.FormatDuration(win))
-	b = append(b, `,"from":`...)
-	b = appendInt(b, from)
-	b = append(b, `,"to":`...)
-	b = appendInt(b, to)
-	b = append(b, `,"series":`...)
-	b = appendInt(b, int64(matched))
+	b := appendHead((*bp)[:0], metric, `,"by":`, byName, win)
+	b = appendSpan(append(b, ','), from, to, matched)
 	b = append(b, `,"top":[`...)
 	for i, e := range h {
 		if i > 0 {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -310,6 +311,19 @@ func (b *builder) descriptors(domain string, parent *node, parentPath string, li
 	}
 }
 
+// addChild puts n in *m under k, making the map on first use; false when k is there
+// already.
+func addChild[K comparable](m *map[K]*node, k K, n *node) bool {
+	if (*m)[k] != nil {
+		return false
+	}
+	if *m == nil {
+		*m = map[K]*node{}
+	}
+	(*m)[k] = n
+	return true
+}
+
 func (b *builder) descriptor(domain string, parent *node, parentPath string, item *yaml.Node) {
 	vals, ok := b.fields(item, "descriptor", descriptorFields)
 	if !ok {
@@ -333,34 +347,21 @@ func (b *builder) descriptor(domain string, parent *node, parentPath string, ite
 		path = parentPath + "." + full
 	}
 	n := &node{key: key, value: value, path: path}
+	var added bool
 	switch {
 	case value == "":
-		if parent.byKey[key] != nil {
-			b.fail(item, "duplicate descriptor composite key '%s.%s'", domain, path)
-			return
-		}
-		if parent.byKey == nil {
-			parent.byKey = map[string]*node{}
-		}
-		parent.byKey[key] = n
+		added = addChild(&parent.byKey, key, n)
 	case window.IsKeyPattern(value):
-		for _, w := range parent.wildcards {
-			if w.key == key && w.value == value {
-				b.fail(item, "duplicate descriptor composite key '%s.%s'", domain, path)
-				return
-			}
+		added = !slices.ContainsFunc(parent.wildcards, func(w *node) bool { return w.key == key && w.value == value })
+		if added {
+			parent.wildcards = append(parent.wildcards, n)
 		}
-		parent.wildcards = append(parent.wildcards, n)
 	default:
-		ek := entryKey{key, value}
-		if parent.exact[ek] != nil {
-			b.fail(item, "duplicate descriptor composite key '%s.%s'", domain, path)
-			return
-		}
-		if parent.exact == nil {
-			parent.exact = map[entryKey]*node{}
-		}
-		parent.exact[ek] = n
+		added = addChild(&parent.exact, entryKey{key, value}, n)
+	}
+	if !added {
+		b.fail(item, "duplicate descriptor composite key '%s.%s'", domain, path)
+		return
 	}
 	shadow, ok1 := b.boolean(vals["shadow_mode"], "shadow_mode")
 	quotaMode, ok2 := b.boolean(vals["quota_mode"], "quota_mode")

@@ -1,6 +1,7 @@
 package sketch
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
@@ -58,29 +59,12 @@ type Kind struct {
 func (k Kind) normalized() Kind {
 	switch k.Name {
 	case "", NameDDSketch:
-		acc := k.RelativeAccuracy
-		if acc == 0 {
-			acc = DefaultRelativeAccuracy
-		}
-		return Kind{Name: NameDDSketch, RelativeAccuracy: acc}
+		return Kind{Name: NameDDSketch, RelativeAccuracy: cmp.Or(k.RelativeAccuracy, DefaultRelativeAccuracy)}
 	case NameHDR:
-		n := Kind{Name: NameHDR, SigFigs: k.SigFigs, Lowest: k.Lowest, Highest: k.Highest}
-		if n.SigFigs == 0 {
-			n.SigFigs = DefaultSigFigs
-		}
-		if n.Lowest == 0 {
-			n.Lowest = DefaultLowest
-		}
-		if n.Highest == 0 {
-			n.Highest = DefaultHighest
-		}
-		return n
+		return Kind{Name: NameHDR, SigFigs: cmp.Or(k.SigFigs, DefaultSigFigs),
+			Lowest: cmp.Or(k.Lowest, DefaultLowest), Highest: cmp.Or(k.Highest, DefaultHighest)}
 	case NameNative:
-		n := Kind{Name: NameNative, Schema: k.Schema}
-		if n.Schema == 0 {
-			n.Schema = DefaultSchema
-		}
-		return n
+		return Kind{Name: NameNative, Schema: cmp.Or(k.Schema, DefaultSchema)}
 	}
 	return k
 }

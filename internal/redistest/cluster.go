@@ -58,9 +58,12 @@ func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 }
 
 // Addrs are the host:port of every node.
-func (c *Cluster) Addrs() []string {
+func (c *Cluster) Addrs() []string { return addrs(c.Nodes) }
+
+// addrs are the host:port of servers.
+func addrs(servers []*Server) []string {
 	var a []string
-	for _, n := range c.Nodes {
+	for _, n := range servers {
 		a = append(a, n.Addr)
 	}
 	return a
@@ -196,13 +199,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 }
 
 // SentinelAddrs are the Sentinels' host:port.
-func (s *Sentinel) SentinelAddrs() []string {
-	var a []string
-	for _, n := range s.Sentinels {
-		a = append(a, n.Addr)
-	}
-	return a
-}
+func (s *Sentinel) SentinelAddrs() []string { return addrs(s.Sentinels) }
 
 // MasterAddr asks the first running Sentinel which address is the master now.
 func (s *Sentinel) MasterAddr(t testing.TB) string {

@@ -147,12 +147,8 @@ func New(cfg Config) (*Replayer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.TopKeys == 0 {
-		cfg.TopKeys = DefaultTopKeys
-	}
-	if cfg.Bucket == 0 {
-		cfg.Bucket = DefaultBucket
-	}
+	cfg.TopKeys = cmp.Or(cfg.TopKeys, DefaultTopKeys)
+	cfg.Bucket = cmp.Or(cfg.Bucket, DefaultBucket)
 	r := &Replayer{cfg: cfg, by: map[string]*policyRun{}}
 	for _, p := range cfg.Policies {
 		p.Backend = limiter.BackendMemory

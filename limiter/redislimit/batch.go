@@ -2,8 +2,6 @@ package redislimit
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -24,14 +22,7 @@ const maxBatchScript = 128
 
 // batchScript decides several fixed-window requests in one call (one TIME,
 // one script run): see scripts/fixed_window_batch.lua.
-var batchScript = func() *Script {
-	src, err := scriptFS.ReadFile("scripts/fixed_window_batch.lua")
-	if err != nil {
-		panic("limiter/redis: embedded script missing: fixed_window_batch") // build-time invariant
-	}
-	sum := sha1.Sum(src)
-	return &Script{Name: "fixed_window_batch", Src: string(src), SHA: hex.EncodeToString(sum[:])}
-}()
+var batchScript = loadScript("fixed_window_batch")
 
 // BatchScript returns the script that decides several fixed-window requests
 // of a single redis-server in one call.

@@ -142,13 +142,7 @@ func (b *Backend) decideFixedOne(ctx context.Context, r *limiter.BackendRequest,
 	for ; tries < maxWindowTries; tries++ {
 		keys, args, win := b.fixedArgs(r, now)
 		sent := time.Now().UnixMicro()
-		cmd := b.c.EvalSha(ctx, s.SHA, keys, args...)
-		b.called("evalsha")
-		if isNoScript(cmd.Err()) {
-			cmd = b.c.Eval(ctx, s.Src, keys, args...)
-			b.called("eval")
-		}
-		d, at, ok, err := b.fixedReply(r, cmd, win, sent)
+		d, at, ok, err := b.fixedReply(r, b.run(ctx, s, keys, args), win, sent)
 		if err != nil || ok {
 			return d, err
 		}
@@ -224,13 +218,7 @@ func (b *Backend) decideFixed(ctx context.Context, reqs []*limiter.BackendReques
 		}
 		keys, args := b.batchCall(reqs, wins, now)
 		sent := time.Now().UnixMicro()
-		cmd := b.c.EvalSha(ctx, batchScript.SHA, keys, args...)
-		b.called("evalsha")
-		if isNoScript(cmd.Err()) {
-			cmd = b.c.Eval(ctx, batchScript.Src, keys, args...)
-			b.called("eval")
-		}
-		reqs, idx, now = b.readBatch(cmd, sent, reqs, wins, idx, out, errs)
+		reqs, idx, now = b.readBatch(b.run(ctx, batchScript, keys, args), sent, reqs, wins, idx, out, errs)
 	}
 }
 

@@ -31,9 +31,7 @@ package redislimit
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha1"
 	"crypto/tls"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -48,38 +46,6 @@ import (
 
 	"github.com/slide-metrics/slide/limiter"
 )
-
-//go:embed scripts/*.lua
-var scriptFS embed.FS
-
-// Script is one embedded Lua script and its SHA1, as EVALSHA wants it.
-type Script struct {
-	Name string // file name without .lua, e.g. "sliding_log"
-	Src  string
-	SHA  string
-}
-
-var scripts = func() [6]*Script {
-	var s [6]*Script
-	for a := limiter.FixedWindow; a <= limiter.LeakyBucket; a++ {
-		name := a.String()
-		src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-		if err != nil {
-			panic("limiter/redis: embedded script missing: " + name) // build-time invariant
-		}
-		sum := sha1.Sum(src)
-		s[a] = &Script{Name: name, Src: string(src), SHA: hex.EncodeToString(sum[:])}
-	}
-	return s
-}()
-
-// ScriptFor returns the script that implements algorithm a, or nil.
-func ScriptFor(a limiter.Algorithm) *Script {
-	if a < limiter.FixedWindow || a > limiter.LeakyBucket {
-		return nil
-	}
-	return scripts[a]
-}
 
 var algTag = [...]string{
 	limiter.FixedWindow:    "fw",
@@ -349,17 +315,6 @@ func (b *Backend) Key(p *limiter.Policy, key string) string {
 	return sb.String()
 }
 
-// Load sends every script with SCRIPT LOAD, so the first decisions do not
-// pay the NOSCRIPT round trip. Optional.
-func (b *Backend) Load(ctx context.Context) error {
-	for _, s := range append(scripts[limiter.FixedWindow:], batchScript) {
-		if err := b.c.ScriptLoad(ctx, s.Src).Err(); err != nil {
-			return fmt.Errorf("loading script %s: %w", s.Name, err)
-		}
-	}
-	return nil
-}
-
 func formatMicros(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Microsecond), 10)
 }
@@ -419,14 +374,6 @@ func (b *Backend) args(r *limiter.BackendRequest) (*Script, []string, []any, err
 		args = append(args, b.idPrefix+strconv.FormatUint(b.seq.Add(1), 36))
 	}
 	return pr.script, []string{b.Key(p, r.Key)}, args, nil
-}
-
-func isNoScript(err error) bool { return goredis.HasErrorPrefix(err, "NOSCRIPT") }
-
-func (b *Backend) called(cmd string) {
-	if b.onCall != nil {
-		b.onCall(cmd)
-	}
 }
 
 // Decide implements limiter.Backend: one EVALSHA, or one pipeline of them,
@@ -515,13 +462,7 @@ func (b *Backend) decideOne(ctx context.Context, r *limiter.BackendRequest) (lim
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	cmd := b.c.EvalSha(ctx, s.SHA, keys, args...)
-	b.called("evalsha")
-	if isNoScript(cmd.Err()) {
-		cmd = b.c.Eval(ctx, s.Src, keys, args...)
-		b.called("eval")
-	}
-	d, err := decode(r.Policy, cmd)
+	d, err := decode(r.Policy, b.run(ctx, s, keys, args))
 	if err != nil {
 		b.failed()
 	}

@@ -1,4 +1,3 @@
-#!lua
 -- Fixed window counter; mirrors fixedWindow.take in limiter/algorithms.go.
 -- KEYS[1] = rl:{key}:policy:fw:N, the integer string counting the units of window
 -- number N (declared, as Redis wants every key a script touches), which expires at
@@ -10,13 +9,6 @@
 -- returns {now_us, n}: n the count after INCRBY (over limit: denied, and taken back),
 -- the count for a peek, or -1 when now is outside window N (nothing is touched: the
 -- caller asks again for the window of now_us)
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME') -- one clock for every pod: the server's
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local e = tonumber(ARGV[5])
 if now < tonumber(ARGV[4]) or now >= e then
   return {now, -1}

@@ -1,17 +1,12 @@
-#!lua
 -- Several fixed-window decisions in one call: fixed_window.lua for each KEYS[i]
 -- (rl:{key}:policy:fw:N, declared). ARGV[1] = '' (Redis TIME, read once for the
--- call) or 'c' (the caller's clock); ARGV[2] = P, the number of windows, then P
--- triples limit, lo_us, end_us: window j is [start, end) with lo its start (or with
--- 'c', the decisions' now); then for each KEYS[i], j (cost 1) or -j and its cost.
+-- call by prelude.lua) or 'c' (the caller's clock: now stays nil); ARGV[2] = P, the
+-- number of windows, then P triples limit, lo_us, end_us: window j is [start, end)
+-- with lo its start (or with 'c', the decisions' now); then for each KEYS[i], j
+-- (cost 1) or -j and its cost.
 -- For a single redis-server only: the keys may be in different hash slots.
 -- returns {now_us (0 with 'c'), n_1, ..., n_k}: each n as fixed_window.lua's
 -- (-1: KEYS[i] is not the window of now, untouched)
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME') -- one clock for every pod: the server's
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local limit, ttl = {}, {} -- ttl false: window j is not now's
 local a = 3
 for j = 1, tonumber(ARGV[2]) do
@@ -34,6 +29,8 @@ for i = 1, #KEYS do
   elseif cost == 0 then -- peek: read, never create
     out[i + 1] = tonumber(redis.call('GET', KEYS[i]) or '0')
   else
+    -- fixed_window.lua's INCRBY and take-back, written again: a shared local function
+    -- would be a closure per call (see leaky_bucket.lua)
     local key = KEYS[i]
     local n = redis.call('INCRBY', key, cost)
     if n > limit[j] then -- denied: nothing is counted

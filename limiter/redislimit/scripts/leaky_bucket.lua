@@ -1,4 +1,3 @@
-#!lua
 -- Leaky bucket as a meter (GCRA, as nginx limit_req and redis_rate); mirrors
 -- gcra.take in limiter/algorithms.go.
 -- KEYS[1] = rl:{key}:policy:lb, a string: the theoretical arrival time (µs,
@@ -8,13 +7,6 @@
 --       a delay up to this bound instead of denying)
 -- returns {allowed, remaining, retry_after_us, reset_after_us, delay_us}
 -- (No local functions: a closure per call costs the Lua GC on a hot path.)
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local cost, burst, rate, max_delay = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local interval = 1e6 / rate
 local burst_off = burst * interval

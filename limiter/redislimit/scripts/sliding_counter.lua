@@ -1,4 +1,3 @@
-#!lua
 -- Sliding window counter; mirrors slidingCounter.take in limiter/algorithms.go.
 -- KEYS[1] = rl:{key}:policy:sc, a hash {w = window index, c = units in w,
 --           p = units in w - 1}
@@ -6,13 +5,6 @@
 -- estimate = floor(p * (window - elapsed) / window) + c; admit while
 -- estimate + cost <= limit. limit * window_us < 2^53 keeps this exact.
 -- returns {allowed, remaining, retry_after_us, reset_after_us, delay_us}
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local cost, limit, window = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local function int(x) return string.format('%.0f', x) end
 

@@ -1,8 +1,4 @@
-#!lua
 -- Sliding window log; mirrors slidingLog.take in limiter/algorithms.go.
--- The shebang (Redis 7) makes Redis refuse the script with OOM before its first
--- write when it is over maxmemory; without it, a script whose first write is a
--- trim was let through to its ZADD past maxmemory.
 -- KEYS[1] = rl:{key}:policy:sl, a sorted set of admitted requests, one member
 --           per request whatever its cost (so one call adds at most one entry):
 --           score = admission time (µs), member = "<cum>:<cost>" where cum is
@@ -11,13 +7,6 @@
 -- ARGV: now_us ('' = Redis TIME), cost (0 = peek), limit, window_us, request id
 --       (unused: cum makes members unique)
 -- returns {allowed, remaining, retry_after_us, reset_after_us, delay_us}
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local cost, limit, window = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local key = KEYS[1]
 local function int(x) return string.format('%.0f', x) end

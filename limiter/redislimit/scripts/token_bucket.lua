@@ -1,17 +1,9 @@
-#!lua
 -- Token bucket with lazy refill; mirrors tokenBucket.take in limiter/algorithms.go.
 -- KEYS[1] = rl:{key}:policy:tb, a hash {tokens = fractional tokens as a
 --           string (a Lua number returned to Redis would be cut to an
 --           integer), ts = time of tokens (µs)}
 -- ARGV: now_us ('' = Redis TIME), cost (0 = peek), capacity, refill_per_second
 -- returns {allowed, remaining, retry_after_us, reset_after_us, delay_us}
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local cost, cap, rate = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local function int(x) return string.format('%.0f', x) end
 
