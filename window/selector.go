@@ -1,0 +1,543 @@
+package window
+
+// Selectors choose series by their labels (issue #27). A Selector is the key parameter of
+// the reads (exact, a glob, or "" for any key) and label matchers as PromQL writes them inside
+// a selector's braces, compiled once:
+//
+//   - A series' labels are its key (the label named "key", which every series has) and the
+//     labels of its series string (labels.go). A label a series does not have reads as "",
+//     so code="" selects the series without code and code!="" those with it, as in
+//     Prometheus (a series with label l="" is a series without l).
+//   - = and != compare a value; =~ and !~ match a regular expression, fully anchored, in
+//     RE2 syntax as Go's regexp reads it, with . matching any character: the expression v is
+//     compiled as ^(?s:v)$, exactly as Prometheus' FastRegexMatcher does, so code=~"5.."
+//     matches 503 and not 5031.
+//   - The key parameter is one more constraint on the key label: an exact key matches every
+//     series of that key, labelled or not (key=tenant-1 selects "tenant-1" and
+//     "tenant-1\xFFroute=/pay" alike), a glob matches keys by MatchKey, "" any key.
+//   - Every matcher must accept a series for the selector to accept it. Order does not
+//     matter; several matchers may name one label.
+//
+// Match allocates nothing. Equality, and the regular expressions worth it, are compared as
+// strings: a literal (a, also ""), an alternation of literals (a|b|c: a short list, or a map
+// from 16 literals), .* (any value), .+ (any but ""), a prefix (foo.*), a suffix (.*foo), a
+// substring (.*foo.*), and literals and single characters in sequence (5.., v1\.., .{3}),
+// optionally ending in .* or .+. Any other expression runs Go's regexp, after a check of
+// its literal prefix and suffix when it has them. FuzzSelectorMatch holds the fast paths to
+// the regexp.
+//
+// An exact key matches one series only when the metric has no labelled series; ExactKey
+// lets a reader that knows it keep the one lookup then.
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MatchOp is how a Matcher compares a label's value; the order is Prometheus'
+// labels.MatchType's.
+type MatchOp uint8
+
+// Matcher operations.
+const (
+	MatchEqual     MatchOp = iota // =
+	MatchNotEqual                 // !=
+	MatchRegexp                   // =~
+	MatchNotRegexp                // !~
+)
+
+var opNames = [...]string{"=", "!=", "=~", "!~"}
+
+// String is the operator as PromQL writes it.
+func (op MatchOp) String() string {
+	if int(op) < len(opNames) {
+		return opNames[op]
+	}
+	return "MatchOp(" + strconv.Itoa(int(op)) + ")"
+}
+
+// Matcher is one label matcher of a selector: name op "value", as PromQL writes it
+// (http_route="/pay", code=~"5.."). The name "key" addresses the key label.
+type Matcher struct {
+	Name  string
+	Op    MatchOp
+	Value string
+}
+
+// String is m as PromQL writes it, the value quoted.
+func (m Matcher) String() string { return m.Name + m.Op.String() + strconv.Quote(m.Value) }
+
+// ErrMatcher is returned by CompileSelector for a matcher it cannot compile: a label name
+// that no series can have, an unknown operator, a regular expression Go's regexp refuses.
+// The message names the matcher.
+var ErrMatcher = errors.New("window: invalid matcher")
+
+// Selector is a compiled key parameter and label matchers (see the file comment). It is
+// immutable and safe for concurrent use. A nil *Selector selects every series.
+type Selector struct {
+	key     string // the key parameter
+	keyGlob bool   // key is a pattern (MatchKey)
+	exact   string // the one key every selected series has, when exactOK
+	exactOK bool
+	keyMs   []valueMatcher // matchers of the key label
+	ms      []valueMatcher // matchers of other labels compared as strings, sorted by name
+	res     []valueMatcher // those that run a regexp, sorted by name: tried after ms
+}
+
+// CompileSelector compiles key (a series' key, a key pattern with '*', or "" for any key)
+// and the label matchers ms into a Selector, or returns an error wrapping ErrMatcher that
+// names the first matcher it cannot compile.
+func CompileSelector(key string, ms []Matcher) (*Selector, error) {
+	s := &Selector{key: key, keyGlob: IsKeyPattern(key)}
+	if key != "" && !s.keyGlob {
+		s.exact, s.exactOK = key, true
+	}
+	for _, m := range ms {
+		vm, err := compileMatcher(m)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case m.Name == KeyLabel:
+			s.keyMs = append(s.keyMs, vm)
+			if lit, ok := vm.literal(); ok && !s.exactOK {
+				s.exact, s.exactOK = lit, true
+			}
+		case vm.kind == kindRegexp:
+			s.res = append(s.res, vm)
+		default:
+			s.ms = append(s.ms, vm)
+		}
+	}
+	byName := func(a, b valueMatcher) int { return strings.Compare(a.name, b.name) }
+	slices.SortStableFunc(s.ms, byName)
+	slices.SortStableFunc(s.res, byName)
+	if s.exact == "" {
+		s.exactOK = false // no series has an empty key
+	}
+	return s, nil
+}
+
+// ExactKey reports the one key every series the selector matches has, when its key
+// parameter or a key="…" matcher names one. On a metric without labelled series
+// (Store.LabelledSeries) the selector then matches at most the series of that key alone,
+// and Match(key) says whether it does: one lookup instead of a scan.
+func (s *Selector) ExactKey() (key string, ok bool) {
+	if s == nil {
+		return "", false
+	}
+	return s.exact, s.exactOK
+}
+
+// Match reports whether series string series (labels.go) is selected. It allocates nothing.
+func (s *Selector) Match(series string) bool {
+	if s == nil {
+		return true
+	}
+	key, rest := series, ""
+	if i := strings.IndexByte(series, LabelSep); i >= 0 {
+		key, rest = series[:i], series[i:]
+	}
+	switch {
+	case s.key == "":
+	case s.keyGlob:
+		if !MatchKey(s.key, key) {
+			return false
+		}
+	case key != s.key:
+		return false
+	}
+	for i := range s.keyMs {
+		if !s.keyMs[i].match(key) {
+			return false
+		}
+	}
+	// The string comparisons first, over every label; the regexps only for what is left.
+	return matchLabels(s.ms, rest) && matchLabels(s.res, rest)
+}
+
+// matchLabels reports whether every matcher of ms (sorted by name) accepts the value of its
+// label in rest, the labels of a series string (0xFF name=value …, sorted by name), or ""
+// when rest has none: one walk over both.
+func matchLabels(ms []valueMatcher, rest string) bool {
+	if len(ms) == 0 {
+		return true
+	}
+	name, value, rest, more := nextLabel(rest)
+	for i := range ms {
+		m := &ms[i]
+		for more && name < m.name {
+			name, value, rest, more = nextLabel(rest)
+		}
+		v := ""
+		if more && name == m.name {
+			v = value
+		}
+		if !m.match(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// nextLabel splits the first label off rest (0xFF name=value …); more is false when rest
+// holds none.
+func nextLabel(rest string) (name, value, tail string, more bool) {
+	if rest == "" {
+		return "", "", "", false
+	}
+	l := rest[1:]
+	if i := strings.IndexByte(l, LabelSep); i >= 0 {
+		l, tail = l[:i], l[i:]
+	}
+	if eq := strings.IndexByte(l, '='); eq >= 0 {
+		return l[:eq], l[eq+1:], tail, true
+	}
+	return l, "", tail, true // not written by AppendSeries
+}
+
+// labelValueIn is the value of label name in rest, the labels of a series string, or "".
+func labelValueIn(rest, name string) string {
+	for n, v, tail, more := nextLabel(rest); more; n, v, tail, more = nextLabel(tail) {
+		if n == name {
+			return v
+		}
+		if n > name {
+			break // sorted: past name, it is absent
+		}
+	}
+	return ""
+}
+
+// matchKind is how a valueMatcher tests a value.
+type matchKind uint8
+
+const (
+	kindEqual    matchKind = iota // v == lit
+	kindSet                       // v is one of set (or in setMap)
+	kindAny                       // always
+	kindNonEmpty                  // v != ""
+	kindPrefix                    // HasPrefix(v, lit)
+	kindSuffix                    // HasSuffix(v, lit)
+	kindContains                  // Contains(v, lit)
+	kindSeq                       // seq then, per tail, nothing, anything, or at least one character
+	kindRegexp                    // lit and suffix as filters, then re
+)
+
+// setMapMin is the size from which an alternation of literals is looked up in a map rather
+// than compared one by one (Prometheus measured 16 for the same choice).
+const setMapMin = 16
+
+// valueMatcher is one compiled Matcher.
+type valueMatcher struct {
+	name   string
+	kind   matchKind
+	neg    bool // != or !~: the test's answer is inverted
+	lit    string
+	suffix string // kindRegexp: a literal every match ends with
+	set    []string
+	setMap map[string]struct{}
+	seq    []seqStep
+	tail   seqTail
+	re     *regexp.Regexp // =~ and !~: the expression, which the fast paths stand for
+}
+
+// seqStep is a literal followed by a number of single characters (runes, as the regexp
+// steps through them: an invalid byte is one).
+type seqStep struct {
+	lit string
+	any int
+}
+
+// seqTail is what may follow a kindSeq's steps.
+type seqTail uint8
+
+const (
+	tailNone     seqTail = iota // nothing
+	tailAny                     // .*
+	tailNonEmpty                // .+
+)
+
+func (m *valueMatcher) match(v string) bool { return m.test(v) != m.neg }
+
+func (m *valueMatcher) test(v string) bool {
+	switch m.kind {
+	case kindEqual:
+		return v == m.lit
+	case kindSet:
+		if m.setMap != nil {
+			_, ok := m.setMap[v]
+			return ok
+		}
+		for _, s := range m.set {
+			if v == s {
+				return true
+			}
+		}
+		return false
+	case kindAny:
+		return true
+	case kindNonEmpty:
+		return v != ""
+	case kindPrefix:
+		return strings.HasPrefix(v, m.lit)
+	case kindSuffix:
+		return strings.HasSuffix(v, m.lit)
+	case kindContains:
+		return strings.Contains(v, m.lit)
+	case kindSeq:
+		return m.testSeq(v)
+	}
+	if !strings.HasPrefix(v, m.lit) || !strings.HasSuffix(v, m.suffix) {
+		return false
+	}
+	return m.re.MatchString(v)
+}
+
+// testSeq is test of a kindSeq: the steps in order, deterministic (no step can take a
+// varying length), then the tail.
+func (m *valueMatcher) testSeq(v string) bool {
+	for _, st := range m.seq {
+		if !strings.HasPrefix(v, st.lit) {
+			return false
+		}
+		v = v[len(st.lit):]
+		for range st.any {
+			if v == "" {
+				return false
+			}
+			if v[0] < utf8.RuneSelf {
+				v = v[1:]
+				continue
+			}
+			_, w := utf8.DecodeRuneInString(v)
+			v = v[w:]
+		}
+	}
+	switch m.tail {
+	case tailAny:
+		return true
+	case tailNonEmpty:
+		return v != ""
+	}
+	return v == ""
+}
+
+// literal reports the one value m accepts, when it accepts exactly one.
+func (m *valueMatcher) literal() (string, bool) {
+	switch {
+	case m.neg:
+		return "", false
+	case m.kind == kindEqual:
+		return m.lit, true
+	case m.kind == kindSet && len(m.set) == 1:
+		return m.set[0], true
+	}
+	return "", false
+}
+
+// compileMatcher checks m's name and operator and compiles its value.
+func compileMatcher(m Matcher) (valueMatcher, error) {
+	vm := valueMatcher{name: m.Name, lit: m.Value}
+	if m.Name != KeyLabel && !ValidLabelName(m.Name) {
+		return vm, fmt.Errorf("%w %s: a label name is [a-zA-Z_][a-zA-Z0-9_]*, not starting with __", ErrMatcher, m)
+	}
+	switch m.Op {
+	case MatchEqual, MatchNotEqual:
+		vm.neg = m.Op == MatchNotEqual
+		return vm, nil
+	case MatchRegexp, MatchNotRegexp:
+		vm.neg = m.Op == MatchNotRegexp
+	default:
+		return vm, fmt.Errorf("%w %s: unknown operator", ErrMatcher, m)
+	}
+	parsed, err := syntax.Parse(m.Value, syntax.Perl|syntax.DotNL)
+	if err != nil {
+		return vm, fmt.Errorf("%w %s: %v", ErrMatcher, m, err)
+	}
+	// parsed.String(), not the value: a value that parses alone cannot then escape the
+	// anchoring group (a)|(b would, and \Q…'s quote would swallow the closing parenthesis).
+	re, err := regexp.Compile("^(?s:" + parsed.String() + ")$")
+	if err != nil {
+		return vm, fmt.Errorf("%w %s: %v", ErrMatcher, m, err)
+	}
+	vm.kind, vm.re, vm.lit = kindRegexp, re, ""
+	if set, ok := literalAlternation(m.Value); ok {
+		vm.setLiterals(set)
+		return vm, nil
+	}
+	vm.fastPath(unwrap(parsed))
+	return vm, nil
+}
+
+// literalAlternation splits v, a regexp that parsed, into its alternatives when each is a
+// literal without a metacharacter: a, and a|b|c (with "" for an empty alternative). The
+// parser would factor abc|abd into ab[cd], so this is read from the text, as Prometheus does.
+func literalAlternation(v string) ([]string, bool) {
+	parts := strings.Split(v, "|")
+	for _, p := range parts {
+		if regexp.QuoteMeta(p) != p || strings.ContainsRune(p, utf8.RuneError) {
+			return nil, false
+		}
+	}
+	return parts, true
+}
+
+// setLiterals makes m accept exactly the strings of set.
+func (m *valueMatcher) setLiterals(set []string) {
+	if len(set) == 1 {
+		m.kind, m.lit = kindEqual, set[0]
+		return
+	}
+	m.kind, m.set = kindSet, set
+	if len(set) >= setMapMin {
+		m.setMap = make(map[string]struct{}, len(set))
+		for _, s := range set {
+			m.setMap[s] = struct{}{}
+		}
+	}
+}
+
+// fastPath replaces m's regexp by string comparisons when re (parsed, captures removed) is
+// one of the shapes they answer exactly; else it leaves the regexp, with its literal prefix
+// and suffix as filters.
+func (m *valueMatcher) fastPath(re *syntax.Regexp) {
+	if lit, ok := plainLiteral(re); ok {
+		m.setLiterals([]string{lit})
+		return
+	}
+	switch {
+	case isAnyRun(re, syntax.OpStar):
+		m.kind = kindAny
+		return
+	case isAnyRun(re, syntax.OpPlus):
+		m.kind = kindNonEmpty
+		return
+	case re.Op == syntax.OpAlternate:
+		set := make([]string, 0, len(re.Sub))
+		for _, sub := range re.Sub {
+			lit, ok := plainLiteral(unwrap(sub))
+			if !ok {
+				set = nil
+				break
+			}
+			set = append(set, lit)
+		}
+		if set != nil {
+			m.setLiterals(set)
+			return
+		}
+	case re.Op == syntax.OpConcat:
+		sub := make([]*syntax.Regexp, len(re.Sub))
+		for i, s := range re.Sub {
+			sub[i] = unwrap(s)
+		}
+		if m.concatPath(sub) {
+			return
+		}
+		if lit, ok := plainLiteral(sub[0]); ok {
+			m.lit = lit
+		}
+		if lit, ok := plainLiteral(sub[len(sub)-1]); ok && len(sub) > 1 {
+			m.suffix = lit
+		}
+	}
+}
+
+// concatPath sets m to a string comparison for a concatenation sub of the shapes
+// foo.*, .*foo, .*foo.* and kindSeq's, and reports whether it did.
+func (m *valueMatcher) concatPath(sub []*syntax.Regexp) bool {
+	n := len(sub)
+	star := func(i int) bool { return isAnyRun(sub[i], syntax.OpStar) }
+	kind, at := kindEqual, 0
+	switch {
+	case n == 2 && !star(0) && star(1):
+		kind, at = kindPrefix, 0
+	case n == 2 && star(0) && !star(1):
+		kind, at = kindSuffix, 1
+	case n == 3 && star(0) && !star(1) && star(2):
+		kind, at = kindContains, 1
+	}
+	if lit, ok := plainLiteral(sub[at]); ok && kind != kindEqual {
+		m.kind, m.lit = kind, lit
+		return true
+	}
+	var seq []seqStep
+	tail := tailNone
+	for i, s := range sub {
+		if i == n-1 {
+			if isAnyRun(s, syntax.OpStar) {
+				tail = tailAny
+				break
+			}
+			if isAnyRun(s, syntax.OpPlus) {
+				tail = tailNonEmpty
+				break
+			}
+		}
+		if lit, ok := plainLiteral(s); ok {
+			if len(seq) == 0 || seq[len(seq)-1].any > 0 {
+				seq = append(seq, seqStep{})
+			}
+			seq[len(seq)-1].lit += lit
+			continue
+		}
+		k, ok := anyChars(s)
+		if !ok {
+			return false
+		}
+		if len(seq) == 0 {
+			seq = append(seq, seqStep{})
+		}
+		seq[len(seq)-1].any += k
+	}
+	m.kind, m.seq, m.tail, m.lit = kindSeq, seq, tail, ""
+	return true
+}
+
+// unwrap removes the capturing groups around re: they do not change what matches.
+func unwrap(re *syntax.Regexp) *syntax.Regexp {
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	return re
+}
+
+// plainLiteral reports the string re matches when it is a literal compared byte for byte:
+// case-sensitive, and without U+FFFD, which the regexp also matches for an invalid byte.
+// The empty expression is the literal "".
+func plainLiteral(re *syntax.Regexp) (string, bool) {
+	switch re.Op {
+	case syntax.OpEmptyMatch:
+		return "", true
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase != 0 || slices.Contains(re.Rune, utf8.RuneError) {
+			return "", false
+		}
+		return string(re.Rune), true
+	}
+	return "", false
+}
+
+// isAnyRun reports whether re is .* (op OpStar) or .+ (OpPlus), with . matching any
+// character (the (?s) the selector compiles with).
+func isAnyRun(re *syntax.Regexp, op syntax.Op) bool {
+	return re.Op == op && unwrap(re.Sub[0]).Op == syntax.OpAnyChar
+}
+
+// anyChars reports how many characters re matches when it is . or .{k}.
+func anyChars(re *syntax.Regexp) (int, bool) {
+	switch {
+	case re.Op == syntax.OpAnyChar:
+		return 1, true
+	case re.Op == syntax.OpRepeat && re.Min == re.Max && re.Min >= 0 && unwrap(re.Sub[0]).Op == syntax.OpAnyChar:
+		return re.Min, true
+	}
+	return 0, false
+}

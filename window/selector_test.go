@@ -1,0 +1,293 @@
+package window
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// series builds a series string from key and name=value pairs (any order).
+func seriesOf(tb testing.TB, key string, kv ...string) string {
+	tb.Helper()
+	var ls []Label
+	for i := 0; i+1 < len(kv); i += 2 {
+		ls = append(ls, Label{kv[i], kv[i+1]})
+	}
+	SortLabels(ls)
+	b, err := AppendSeries(nil, key, ls)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestSelectorMatch(t *testing.T) {
+	bare := "tenant-1"
+	pay := seriesOf(t, "tenant-1", "route", "/pay", "code", "503", "method", "GET")
+	ok := seriesOf(t, "tenant-2", "route", "/pay", "code", "200")
+	login := seriesOf(t, "tenant-1", "route", "/login", "span_kind", "SPAN_KIND_CLIENT")
+	all := []string{bare, pay, ok, login}
+	for _, c := range []struct {
+		name string
+		key  string
+		ms   []Matcher
+		want []string // of all
+	}{
+		{"nothing", "", nil, all},
+		{"exact key: every series of the key", "tenant-1", nil, []string{bare, pay, login}},
+		{"key glob on the key only", "tenant-*", nil, all},
+		{"key glob anchored at the key's end", "*-1", nil, []string{bare, pay, login}},
+		{"key label", "", []Matcher{{"key", MatchEqual, "tenant-2"}}, []string{ok}},
+		{"key label regexp", "", []Matcher{{"key", MatchRegexp, "tenant-[12]"}}, all},
+		{"key label !=", "", []Matcher{{"key", MatchNotEqual, "tenant-1"}}, []string{ok}},
+		{"key parameter and key label", "tenant-*", []Matcher{{"key", MatchNotRegexp, ".*2"}}, []string{bare, pay, login}},
+		{"equal", "", []Matcher{{"route", MatchEqual, "/pay"}}, []string{pay, ok}},
+		{"not equal includes absent", "", []Matcher{{"route", MatchNotEqual, "/pay"}}, []string{bare, login}},
+		{"empty: absent", "", []Matcher{{"code", MatchEqual, ""}}, []string{bare, login}},
+		{"not empty: present", "", []Matcher{{"code", MatchNotEqual, ""}}, []string{pay, ok}},
+		{"regexp anchored", "", []Matcher{{"code", MatchRegexp, "5.."}}, []string{pay}},
+		{"regexp anchored at both ends", "", []Matcher{{"code", MatchRegexp, "0"}}, nil},
+		{"regexp prefix needs .*", "", []Matcher{{"code", MatchRegexp, "5"}}, nil},
+		{"regexp any includes absent", "", []Matcher{{"code", MatchRegexp, ".*"}}, all},
+		{"regexp non-empty", "", []Matcher{{"code", MatchRegexp, ".+"}}, []string{pay, ok}},
+		{"regexp matching empty includes absent", "", []Matcher{{"code", MatchRegexp, "2..|"}}, []string{bare, ok, login}},
+		{"not regexp includes absent", "", []Matcher{{"code", MatchNotRegexp, "5.."}}, []string{bare, ok, login}},
+		{"alternation", "", []Matcher{{"route", MatchRegexp, "/login|/pay"}}, []string{pay, ok, login}},
+		{"issue example", "", []Matcher{{"route", MatchEqual, "/pay"}, {"span_kind", MatchNotEqual, "SPAN_KIND_CLIENT"}, {"code", MatchRegexp, "5.."}}, []string{pay}},
+		{"two matchers on one label", "", []Matcher{{"code", MatchRegexp, "[25].."}, {"code", MatchNotEqual, "200"}}, []string{pay}},
+		{"label sorting after every label", "", []Matcher{{"zzz", MatchEqual, ""}, {"aaa", MatchEqual, ""}}, all},
+		{"exact key and labels", "tenant-1", []Matcher{{"route", MatchRegexp, "/p.*"}}, []string{pay}},
+		{"exact key and absent label", "tenant-1", []Matcher{{"route", MatchEqual, ""}}, []string{bare}},
+	} {
+		sel, err := CompileSelector(c.key, c.ms)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var got []string
+		for _, s := range all {
+			if sel.Match(s) {
+				got = append(got, s)
+			}
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: matched %q, want %q", c.name, got, c.want)
+		}
+	}
+	var nilSel *Selector
+	if !nilSel.Match(pay) {
+		t.Error("a nil selector matches nothing")
+	}
+}
+
+func TestSelectorExactKey(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		ms   []Matcher
+		want string // "" for none
+	}{
+		{"tenant-1", nil, "tenant-1"},
+		{"tenant-1", []Matcher{{"code", MatchEqual, "500"}}, "tenant-1"},
+		{"tenant-*", nil, ""},
+		{"", nil, ""},
+		{"", []Matcher{{"key", MatchEqual, "tenant-2"}}, "tenant-2"},
+		{"", []Matcher{{"key", MatchRegexp, "tenant-2"}}, "tenant-2"},
+		{"", []Matcher{{"key", MatchRegexp, "tenant-2|tenant-3"}}, ""},
+		{"", []Matcher{{"key", MatchNotEqual, "tenant-2"}}, ""},
+		{"", []Matcher{{"key", MatchEqual, ""}}, ""},
+	} {
+		sel, err := CompileSelector(c.key, c.ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, ok := sel.ExactKey()
+		if ok != (c.want != "") || k != c.want {
+			t.Errorf("%q %v: ExactKey %q %v, want %q", c.key, c.ms, k, ok, c.want)
+		}
+	}
+}
+
+func TestCompileSelectorRefusals(t *testing.T) {
+	for _, m := range []Matcher{
+		{"code", MatchRegexp, "5.("},
+		{"code", MatchNotRegexp, "*"},
+		{"code", MatchRegexp, "\xff"},
+		{"__name__", MatchEqual, "latency_ms"},
+		{"", MatchEqual, "x"},
+		{"1code", MatchEqual, "x"},
+		{"http-route", MatchEqual, "x"},
+		{"code", MatchOp(9), "x"},
+	} {
+		_, err := CompileSelector("", []Matcher{{"route", MatchEqual, "/pay"}, m})
+		if !errors.Is(err, ErrMatcher) || !strings.Contains(err.Error(), m.String()) {
+			t.Errorf("%v: %v, want ErrMatcher naming it", m, err)
+		}
+	}
+	// A value that parses alone is anchored whole, even if it could close the group.
+	sel, err := CompileSelector("", []Matcher{{"code", MatchRegexp, `\Qa)|(b`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Match(seriesOf(t, "k", "code", "a)|(b")) || sel.Match(seriesOf(t, "k", "code", "a")) {
+		t.Error(`\Q…: not the quoted literal`)
+	}
+}
+
+// TestMatcherFastPaths checks which shape each expression compiles to, and that it
+// answers what the regexp answers on values made for it.
+func TestMatcherFastPaths(t *testing.T) {
+	values := []string{"", "5", "50", "500", "503", "5031", "x500", "foo", "foobar", "barfoo", "xfoox", "fo",
+		"GET", "POST", "get", "é", "éé", "aé", "\xff", "\xff\xff", "5\xff\xff", "/api/v1/pay", "/api/v2/pay", "a|b", "a", "b", "ab"}
+	for _, c := range []struct {
+		re   string
+		kind matchKind
+	}{
+		{"", kindEqual},
+		{"foo", kindEqual},
+		{"(foo)", kindEqual},
+		{"a|b", kindSet},
+		{"GET|POST|PUT", kindSet},
+		{"a|", kindSet},
+		{"(GET|POST)", kindSet},
+		{"a0|a1|a2|a3|a4|a5|a6|a7|a8|a9|b0|b1|b2|b3|b4|b5|b6", kindSet},
+		{".*", kindAny},
+		{"(.*)", kindAny},
+		{".*?", kindAny},
+		{".+", kindNonEmpty},
+		{"foo.*", kindPrefix},
+		{".*foo", kindSuffix},
+		{".*foo.*", kindContains},
+		{"5..", kindSeq},
+		{"5.{2}", kindSeq},
+		{".5.", kindSeq},
+		{"foo.+", kindSeq},
+		{"a.b.*", kindSeq},
+		{"/api/v.*/pay", kindRegexp},
+		{"(?i)get", kindRegexp},
+		{"[25]..", kindRegexp},
+		{"\uFFFD", kindRegexp},
+		{"\\x{FFFD}.*", kindRegexp},
+		{"^foo$", kindRegexp},
+		{"(?-s:.)*", kindRegexp},
+		{"a\\|b", kindEqual},
+	} {
+		vm, err := compileMatcher(Matcher{"l", MatchRegexp, c.re})
+		if err != nil {
+			t.Fatalf("%q: %v", c.re, err)
+		}
+		if vm.kind != c.kind {
+			t.Errorf("%q: kind %d, want %d", c.re, vm.kind, c.kind)
+		}
+		plain := regexp.MustCompile("^(?s:" + c.re + ")$")
+		for _, v := range values {
+			if got, want := vm.match(v), plain.MatchString(v); got != want {
+				t.Errorf("%q on %q: %v, regexp says %v", c.re, v, got, want)
+			}
+		}
+	}
+}
+
+// TestSelectorMatchesRegexp is the differential test: over generated series strings and
+// matchers, Match answers what the plain regexps over each label's value answer.
+func TestSelectorMatchesRegexp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 1))
+	names := []string{"code", "method", "route", "zone"}
+	vals := []string{"200", "204", "500", "503", "GET", "POST", "/pay", "/payments", "/login", "eu-1", "é", "a.b"}
+	exprs := []string{"", ".*", ".+", "5..", "2.*", ".*0", ".*a.*", "GET|POST", "/pay|/login", "/pay.*", "(?i)get", "[0-9]+", "é|a.b", "a\\.b", "..", ".{3}", "(5|2)0.", "/p.y.*"}
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	for range 2000 {
+		kv := []string{}
+		for _, n := range names {
+			if rng.IntN(3) > 0 {
+				kv = append(kv, n, pick(vals))
+			}
+		}
+		key := fmt.Sprintf("tenant-%d", rng.IntN(3))
+		s := seriesOf(t, key, kv...)
+		ms := make([]Matcher, 1+rng.IntN(3))
+		for i := range ms {
+			ms[i] = Matcher{Name: pick(append(names, "key")), Op: MatchOp(rng.IntN(4)), Value: pick(append(exprs, vals...))}
+		}
+		sel, err := CompileSelector("", ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := true
+		for _, m := range ms {
+			v := LabelValue(s, m.Name)
+			var ok bool
+			switch m.Op {
+			case MatchEqual, MatchNotEqual:
+				ok = v == m.Value
+			default:
+				ok = regexp.MustCompile("^(?s:" + m.Value + ")$").MatchString(v)
+			}
+			if m.Op == MatchNotEqual || m.Op == MatchNotRegexp {
+				ok = !ok
+			}
+			want = want && ok
+		}
+		if got := sel.Match(s); got != want {
+			t.Fatalf("%v on %q: %v, want %v", ms, s, got, want)
+		}
+	}
+}
+
+func TestSelectorMatchAllocatesNothing(t *testing.T) {
+	sel, err := CompileSelector("tenant-*", []Matcher{
+		{"route", MatchEqual, "/pay"}, {"code", MatchRegexp, "5.."}, {"method", MatchRegexp, "GET|POST"},
+		{"zone", MatchRegexp, "eu-.*|us-[0-9]"}, {"span_kind", MatchNotEqual, "SPAN_KIND_CLIENT"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := seriesOf(t, "tenant-7", "route", "/pay", "code", "503", "method", "GET", "zone", "us-1")
+	if n := testing.AllocsPerRun(100, func() {
+		if !sel.Match(s) {
+			t.Fatal("no match")
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}
+
+// FuzzSelectorMatch holds the string fast paths to the regexp they stand for: for any
+// expression that compiles, a matcher answers on any value what ^(?s:expr)$ answers, and a
+// selector on a series holding the value as a label (or not holding it, for "").
+func FuzzSelectorMatch(f *testing.F) {
+	for _, c := range [][2]string{
+		{"5..", "503"}, {"5..", "5031"}, {"GET|POST", "POST"}, {".*", ""}, {".+", ""}, {"foo.*", "foobar"},
+		{".*foo", "barfoo"}, {".*foo.*", "xfoox"}, {"/api/v.*/pay", "/api/v1/pay"}, {"a|", ""}, {"(?i)get", "GET"},
+		{"5.{2}", "5é\xff"}, {"\uFFFD", "\xff"}, {"a.b.*", "a\xffbc"}, {"SPAN_KIND_CLIENT", "SPAN_KIND_SERVER"},
+		{`\Qa)|(b`, "a)|(b"}, {"(a|b)+", "abab"}, {"^x$", "x"},
+	} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, expr, v string) {
+		vm, err := compileMatcher(Matcher{"l", MatchRegexp, expr})
+		if err != nil {
+			return
+		}
+		if got, want := vm.match(v), vm.re.MatchString(v); got != want {
+			t.Fatalf("%q on %q: %v (kind %d), regexp says %v", expr, v, got, vm.kind, want)
+		}
+		// The same through a selector, the value as a series' label (absent when "").
+		if strings.IndexByte(v, LabelSep) >= 0 {
+			return
+		}
+		series := "k"
+		if v != "" {
+			series += "\xffl=" + v
+		}
+		sel, err := CompileSelector("", []Matcher{{"l", MatchNotRegexp, expr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := sel.Match(series), !vm.re.MatchString(v); got != want {
+			t.Fatalf("!~%q on %q: %v, regexp says %v", expr, series, got, want)
+		}
+	})
+}
