@@ -26,8 +26,8 @@ package window
 // its literal prefix and suffix when it has them. FuzzSelectorMatch holds the fast paths to
 // the regexp.
 //
-// An exact key matches one series only when the metric has no labelled series; ExactKey
-// lets a reader that knows it keep the one lookup then.
+// An exact key matches one series only when the metric has no labelled series; ExactKey and
+// Store.LabelledSeries let a reader keep the one lookup then (ReadSelected does).
 
 import (
 	"errors"
@@ -37,6 +37,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -540,4 +542,53 @@ func anyChars(re *syntax.Regexp) (int, bool) {
 		return re.Min, true
 	}
 	return 0, false
+}
+
+// labelledCount is a metric's LabelledSeries.
+type labelledCount struct{ atomic.Int64 }
+
+// LabelledSeries is the number of live series of metric that have labels besides key.
+// While it is 0, the series of a key are that one series: ReadSelected reads it with one
+// lookup when its selector names one key (Selector.ExactKey).
+func (s *Store) LabelledSeries(metric string) int {
+	if v, ok := s.labelled.Load(metric); ok {
+		return int(v.(*labelledCount).Load())
+	}
+	return 0
+}
+
+// noteLabelled adds d to metric's LabelledSeries; the store calls it when it creates or
+// removes a series with labels.
+func (s *Store) noteLabelled(metric string, d int64) {
+	v, ok := s.labelled.Load(metric)
+	if !ok {
+		v, _ = s.labelled.LoadOrStore(metric, new(labelledCount))
+	}
+	v.(*labelledCount).Add(d)
+}
+
+// ReadSelected is ReadKey for a selector: ReadMerged of every series of metric sel matches,
+// or, when sel names one key and metric has no labelled series, ReadAt of that key (one
+// lookup, stop never asked). stop is as ReadKey takes it. It returns ErrNotFound when no
+// series matched.
+func (s *Store) ReadSelected(now int64, metric string, sel *Selector, window time.Duration, qs []float64, stop func() bool) (Agg, error) {
+	if key, ok := sel.ExactKey(); ok && s.LabelledSeries(metric) == 0 {
+		if !sel.Match(key) {
+			return Agg{}, ErrNotFound
+		}
+		return s.ReadAt(now, metric, key, window, qs)
+	}
+	return s.ReadMerged(now, metric, func(k string) bool { return (stop == nil || !stop()) && sel.Match(k) }, window, qs)
+}
+
+// ReadRangeSelected is ReadRangeKey for a selector: ReadRangeMerged of the series sel
+// matches, or ReadRangeAt of one key as ReadSelected decides.
+func (s *Store) ReadRangeSelected(now int64, metric string, sel *Selector, w, step time.Duration, qs []float64, stop func() bool) ([]Agg, error) {
+	if key, ok := sel.ExactKey(); ok && s.LabelledSeries(metric) == 0 {
+		if !sel.Match(key) {
+			return nil, ErrNotFound
+		}
+		return s.ReadRangeAt(now, metric, key, w, step, qs)
+	}
+	return s.ReadRangeMerged(now, metric, func(k string) bool { return (stop == nil || !stop()) && sel.Match(k) }, w, step, qs)
 }

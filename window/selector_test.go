@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // series builds a series string from key and name=value pairs (any order).
@@ -290,4 +291,86 @@ func FuzzSelectorMatch(f *testing.F) {
 			t.Fatalf("!~%q on %q: %v, regexp says %v", expr, series, got, want)
 		}
 	})
+}
+
+// readSelected reads sel as a reader without the exact-key path would: ReadMerged.
+func readSelectedScan(s *Store, now int64, metric string, sel *Selector, w time.Duration, qs []float64) (Agg, error) {
+	return s.ReadMerged(now, metric, sel.Match, w, qs)
+}
+
+func TestReadSelected(t *testing.T) {
+	s := newTestStore(t, StoreConfig{})
+	now := t0 + 299_999
+	obs := func(metric, series string, v float64, feed int32) {
+		t.Helper()
+		if err := s.ObserveAt(now, Event{TS: now - 1000, Metric: metric, Key: series, Value: v, Feed: FeedOf(feed)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qs := []float64{0.5, 0.99}
+	// plain has no labelled series: an exact key is one lookup.
+	obs("plain", "tenant-1", 10, 0)
+	obs("plain", "tenant-2", 20, 0)
+	obs("labelled", "tenant-1", 10, 0)
+	obs("labelled", seriesOf(t, "tenant-1", "route", "/pay"), 30, 1)
+	obs("labelled", seriesOf(t, "tenant-1", "route", "/login"), 40, 1)
+	obs("labelled", seriesOf(t, "tenant-2", "route", "/pay"), 50, 2)
+	if n := s.LabelledSeries("plain"); n != 0 {
+		t.Fatalf("plain: %d labelled series", n)
+	}
+	if n := s.LabelledSeries("labelled"); n != 3 {
+		t.Fatalf("labelled: %d labelled series, want 3", n)
+	}
+	for _, c := range []struct {
+		metric, key string
+		ms          []Matcher
+		count       uint64
+		series      int
+	}{
+		{"plain", "tenant-1", nil, 1, 1},
+		{"plain", "tenant-1", []Matcher{{"route", MatchEqual, ""}}, 1, 1},
+		{"plain", "tenant-1", []Matcher{{"route", MatchEqual, "/pay"}}, 0, 0},
+		{"plain", "", []Matcher{{"key", MatchEqual, "tenant-2"}}, 1, 1},
+		{"plain", "tenant-*", nil, 2, 2},
+		{"labelled", "tenant-1", nil, 3, 3},
+		{"labelled", "tenant-1", []Matcher{{"route", MatchEqual, ""}}, 1, 1},
+		{"labelled", "", []Matcher{{"route", MatchEqual, "/pay"}}, 2, 2},
+		{"labelled", "tenant-*", []Matcher{{"route", MatchRegexp, "/p.*"}}, 2, 2},
+	} {
+		sel, err := CompileSelector(c.key, c.ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := s.ReadSelected(now, c.metric, sel, time.Minute, qs, nil)
+		if c.series == 0 {
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("%s %q %v: %v, want ErrNotFound", c.metric, c.key, c.ms, err)
+			}
+			continue
+		}
+		want, werr := readSelectedScan(s, now, c.metric, sel, time.Minute, qs)
+		if err != nil || werr != nil || a.Count != c.count || a.Series != c.series || !sameAgg(a, want) {
+			t.Errorf("%s %q %v: %+v %v, want count %d of %d series, as the scan %+v", c.metric, c.key, c.ms, a, err, c.count, c.series, want)
+		}
+		pts, err := s.ReadRangeSelected(now, c.metric, sel, time.Minute, 10*time.Second, qs, nil)
+		wpts, _ := s.ReadRangeMerged(now, c.metric, sel.Match, time.Minute, 10*time.Second, qs)
+		if err != nil || len(pts) != len(wpts) || !sameAgg(pts[len(pts)-1], wpts[len(wpts)-1]) {
+			t.Errorf("%s %q %v: range %v, want %v", c.metric, c.key, c.ms, err, wpts)
+		}
+	}
+	// The count follows the series: a refused event's new series, a dropped feed, eviction.
+	if err := s.ObserveAt(now, Event{TS: now - 10*60_000, Metric: "labelled", Key: seriesOf(t, "tenant-9", "route", "/x"), Value: 1}); !errors.Is(err, ErrLate) {
+		t.Fatal(err)
+	}
+	if n := s.LabelledSeries("labelled"); n != 3 {
+		t.Fatalf("after a refused event: %d labelled series, want 3", n)
+	}
+	s.DropPartition(1)
+	if n := s.LabelledSeries("labelled"); n != 1 {
+		t.Fatalf("after dropping feed 1: %d labelled series, want 1", n)
+	}
+	s.Evict(now + 10*60_000)
+	if n := s.LabelledSeries("labelled"); n != 0 || s.Len() != 0 {
+		t.Fatalf("after eviction: %d labelled series, %d series", n, s.Len())
+	}
 }
