@@ -174,11 +174,15 @@ func matchLabels(ms []valueMatcher, rest string) bool {
 	name, value, rest, more := nextLabel(rest)
 	for i := range ms {
 		m := &ms[i]
-		for more && name < m.name {
+		c := 1
+		for more {
+			if c = compareNames(name, m.name); c >= 0 {
+				break
+			}
 			name, value, rest, more = nextLabel(rest)
 		}
 		v := ""
-		if more && name == m.name {
+		if more && c == 0 {
 			v = value
 		}
 		if !m.match(v) {
@@ -189,19 +193,37 @@ func matchLabels(ms []valueMatcher, rest string) bool {
 }
 
 // nextLabel splits the first label off rest (0xFF name=value …); more is false when rest
-// holds none.
+// holds none. (Byte loops, not IndexByte: names and values are short, and a call to the
+// vector search per label cost more than the loop.)
 func nextLabel(rest string) (name, value, tail string, more bool) {
 	if rest == "" {
 		return "", "", "", false
 	}
-	l := rest[1:]
-	if i := strings.IndexByte(l, LabelSep); i >= 0 {
-		l, tail = l[:i], l[i:]
+	i := 1
+	for i < len(rest) && rest[i] != '=' && rest[i] != LabelSep {
+		i++
 	}
-	if eq := strings.IndexByte(l, '='); eq >= 0 {
-		return l[:eq], l[eq+1:], tail, true
+	name = rest[1:i]
+	if i == len(rest) || rest[i] == LabelSep {
+		return name, "", rest[i:], true // not written by AppendSeries
 	}
-	return l, "", tail, true // not written by AppendSeries
+	j := i + 1
+	for j < len(rest) && rest[j] != LabelSep {
+		j++
+	}
+	return name, rest[i+1 : j], rest[j:], true
+}
+
+// compareNames is strings.Compare of two label names, answered by their first bytes when
+// they differ, as most do, without a call.
+func compareNames(a, b string) int {
+	if a != "" && b != "" && a[0] != b[0] {
+		if a[0] < b[0] {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a, b)
 }
 
 // labelValueIn is the value of label name in rest, the labels of a series string, or "".
