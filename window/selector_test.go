@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -372,5 +373,85 @@ func TestReadSelected(t *testing.T) {
 	s.Evict(now + 10*60_000)
 	if n := s.LabelledSeries("labelled"); n != 0 || s.Len() != 0 {
 		t.Fatalf("after eviction: %d labelled series, %d series", n, s.Len())
+	}
+}
+
+// Routes, methods and codes of the labelled benchmark and budget stores.
+var (
+	benchRoutes  = []string{"/pay", "/login", "/search", "/api/v1/orders"}
+	benchMethods = []string{"GET", "POST"}
+	benchCodes   = []string{"200", "404", "500", "503"}
+)
+
+// fillLabelled is fillSparse with each series' key followed, when labelled, by three labels
+// (route, method and code, as an OTLP span's attributes give them): the same events, the
+// same keys, only the series strings differ.
+func fillLabelled(tb testing.TB, n, events int, labelled bool) (*Store, int64) {
+	tb.Helper()
+	s, err := NewStore(StoreConfig{MaxSeries: n})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(19, 19))
+	now := t0 + 299_999
+	var buf []byte
+	for i := range n {
+		key := fmt.Sprintf("tenant-%d", i)
+		if labelled {
+			buf, err = AppendSeries(buf[:0], key, []Label{
+				{"code", benchCodes[i%4]}, {"method", benchMethods[i/4%2]}, {"route", benchRoutes[i/8%4]},
+			})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			key = string(buf)
+		}
+		ev := Event{Metric: "latency_ms", Key: key, Feed: FeedOf(int32(i % 8))}
+		for j := range events {
+			ev.TS = t0 + int64(j*30/events)*10_000 + int64(rng.IntN(10_000))
+			ev.Value = 1 + 500*rng.Float64()
+			if err := s.ObserveAt(now, ev); err != nil {
+				tb.Fatalf("series %d event %d: %v", i, j, err)
+			}
+		}
+	}
+	return s, now
+}
+
+// labelledBytesPerSeries is the heap growth after GC per series of fillLabelled.
+func labelledBytesPerSeries(tb testing.TB, n, events int, labelled bool) float64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s, _ := fillLabelled(tb, n, events, labelled)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(s)
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+}
+
+// TestLabelledSeriesMemoryBudget holds issue #27's budget: a series with three labels
+// besides its key costs at most 64 bytes of heap more than the same series with its key
+// alone (the series string is the only difference: no label is kept apart).
+func TestLabelledSeriesMemoryBudget(t *testing.T) {
+	bare := labelledBytesPerSeries(t, 100_000, 3, false)
+	labelled := labelledBytesPerSeries(t, 100_000, 3, true)
+	t.Logf("key alone %.0f B/series, key and 3 labels %.0f B/series: %+.0f B", bare, labelled, labelled-bare)
+	if labelled-bare > 64 {
+		t.Errorf("3 labels cost %.0f B/series more than a key alone, budget 64", labelled-bare)
+	}
+}
+
+// An event into an existing labelled series allocates nothing, as into one without labels.
+func TestObserveLabelledAllocatesNothing(t *testing.T) {
+	s := newTestStore(t, StoreConfig{})
+	ev := Event{TS: t0, Metric: "latency_ms", Key: seriesOf(t, "tenant-1", "route", "/pay", "method", "GET", "code", "200"), Value: 20}
+	for range 100 {
+		if err := s.ObserveAt(t0, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := testing.AllocsPerRun(1000, func() { _ = s.ObserveAt(t0, ev) }); n != 0 {
+		t.Errorf("%v allocations", n)
 	}
 }
