@@ -134,6 +134,7 @@ type GroupPartials struct {
 type PartialGroup struct {
 	Values  []string
 	Partial Partial
+	key     string // its key in GroupPartials.index, whose bytes Values share
 }
 
 // NewGroupPartials returns empty grouped partials by the labels by (CheckBy's error
@@ -162,7 +163,7 @@ func (g *GroupPartials) group(key []byte) *Partial {
 		return nil
 	}
 	k := string(key)
-	pg := &PartialGroup{Values: groupValues(k, len(g.by)), Partial: Partial{NoBins: !g.bins}}
+	pg := &PartialGroup{Values: groupValues(k, len(g.by)), Partial: Partial{NoBins: !g.bins}, key: k}
 	g.index[k] = len(g.groups)
 	g.groups = append(g.groups, pg)
 	return &pg.Partial
@@ -205,7 +206,7 @@ func (g *GroupPartials) Merge(o *GroupPartials) error {
 func (g *GroupPartials) Sorted() []*PartialGroup {
 	slices.SortFunc(g.groups, func(a, b *PartialGroup) int { return slices.Compare(a.Values, b.Values) })
 	for i, pg := range g.groups {
-		g.index[string(appendValuesKey(g.buf[:0], pg.Values))] = i
+		g.index[pg.key] = i
 	}
 	return g.groups
 }
