@@ -105,6 +105,23 @@
 // own Observe calls take any non-empty name, so a library caller decides (and the /metrics
 // export skips a key it cannot carry).
 //
+// # Labels
+//
+// A series is a metric and a set of labels, key the default one (issue #27). The store keeps
+// it under its series string (labels.go), which for a series without labels is its key, so
+// nothing written before labels reads differently, and three labels cost a sparse series 36 B
+// (TestLabelledSeriesMemoryBudget holds ≤ 64). Readers select series with a Selector
+// (selector.go): the key parameter (exact, a glob, or any) and PromQL label matchers (=, !=,
+// =~, !~), regexps anchored and compiled as Prometheus compiles them, an absent label reading
+// as "". An exact key selects every series of that key; while a metric has no labelled series
+// (LabelledSeries) that is one series, and ReadSelected and ReadRangeSelected keep the one
+// lookup. Match allocates nothing and answers literals, alternations of literals, prefixes,
+// suffixes, substrings and 5..-like sequences with string comparisons (FuzzSelectorMatch
+// holds them to the regexp): a match= read over 100k series costs 1.3× a glob read of them.
+// ReadGroups and ReadRangeGroups answer one aggregate per group of by-labels (groups.go),
+// each merged exactly as ReadMerged merges a glob, at most MaxGroups (ErrTooManyGroups);
+// GroupPartials carry groups between instances as a Partial carries one merged answer.
+//
 // # Vocabulary
 //
 // The words other packages use for windows are defined here once (vocab.go), so the query
@@ -137,7 +154,7 @@
 // A new unit or kind of window length (calendar windows, issue #29) goes into ParseDuration
 // and ParseWindow, which every caller reads lengths through; CheckWindow says which lengths a
 // ring can serve. A key-matching rule goes into MatchKey (glob.go), which the read routes,
-// usage rules and rls wildcards share. A limiter algorithm, an event format and an HTTP
+// usage rules and rls wildcards share; a label-matching rule into the Selector (selector.go). A limiter algorithm, an event format and an HTTP
 // route are not window's: see the docs of limiter, ingest (the decoder) and query.
 //
 // # Snapshots

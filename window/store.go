@@ -58,6 +58,7 @@ type StoreStats struct {
 type series struct {
 	metric, key string
 	partition   int32
+	labelled    bool    // key holds labels besides key (HasLabels): counted in LabelledSeries
 	next        *series // another series whose key hashes the same (64-bit collisions are rare)
 	ring        Ring
 }
@@ -84,6 +85,7 @@ type Store struct {
 	now     func() int64
 
 	count                                   atomic.Int64
+	labelled                                sync.Map // metric → *labelledCount (LabelledSeries)
 	late, future, invalid, refused, evicted atomic.Uint64
 }
 
@@ -214,6 +216,10 @@ func (s *Store) create(sh *shard, h uint64, ev Event) (*series, error) {
 		return nil, ErrSeriesCap
 	}
 	se := &series{metric: ev.Metric, key: ev.Key, next: sh.series[h]}
+	if HasLabels(ev.Key) {
+		se.labelled = true
+		s.noteLabelled(ev.Metric, 1)
+	}
 	se.ring.init(s.RingConfig(ev.Metric))
 	sh.series[h] = se
 	return se, nil
@@ -226,6 +232,9 @@ func (s *Store) unlinkNew(sh *shard, h uint64, se *series) {
 		delete(sh.series, h)
 	} else {
 		sh.series[h] = se.next
+	}
+	if se.labelled {
+		s.noteLabelled(se.metric, -1)
 	}
 	s.count.Add(-1)
 }
@@ -477,6 +486,9 @@ func (s *Store) removeIf(drop func(*series) bool) int {
 				next := se.next
 				if drop(se) {
 					n++
+					if se.labelled {
+						s.noteLabelled(se.metric, -1)
+					}
 				} else {
 					se.next, keep = keep, se
 				}

@@ -91,6 +91,10 @@ var goals = []goal{
 	{issue: "#19", what: "event decoding speed by CPU time, the benchmark's event mix (ours ÷ 1,000 MB/s)", ours: "BenchmarkDecode/ours", unit: "cpu_MB/s", higherIsBetter: true, fixed: 1000, bound: 1, want: "≥ 1 GB/s, 0 allocs per event (TestDecodeAllocs holds those)"},
 	{issue: "#19", what: "event decoding speed by wall time (ours ÷ 1,000 MB/s)", ours: "BenchmarkDecode/ours", unit: "MB/s", higherIsBetter: true, fixed: 1000, bound: 0, want: "stated (wall time on a shared machine measures the others too)"},
 	{issue: "#15", what: "protobuf scrape of 10,000 native histograms vs 10,000 gauges", ours: "BenchmarkScrapeHistograms/ours", anchor: "BenchmarkScrapeHistograms/anchor", bound: 2, want: "≥ 0.5× the gauges' speed"},
+	{issue: "#27", what: "heap a series' three labels (route, method, code) add to it, 100k sparse series, over the same series with its key alone", ours: "BenchmarkLabelledSeriesMemory/ours", unit: "extra_B/series", fixed: 64, bound: 1, want: "≤ 64 bytes more (TestLabelledSeriesMemoryBudget holds it)"},
+	{issue: "#27", what: "5-minute p95 read of match=route=\"/pay\",code=~\"5..\" over the 100k series of a metric (all selected) vs the glob read key=tenant-* of the same series, CPU per read", ours: "BenchmarkMatchRead/ours", anchor: "BenchmarkMatchRead/anchor", unit: "cpu_ns/op", bound: 2, want: "≤ 2× the glob read"},
+	{issue: "#27", what: "the same match= read where it selects one series in eight vs the glob read of all 100k", ours: "BenchmarkMatchRead/ours_selective", anchor: "BenchmarkMatchRead/anchor_selective", unit: "cpu_ns/op", bound: 0, want: "stated"},
+	{issue: "#27", what: "Selector.Match of a series of 4 labels against route=\"/pay\",span_kind!=\"SPAN_KIND_CLIENT\",code=~\"5..\" vs anchored regexps over LabelValue", ours: "BenchmarkSelectorMatch/example", anchor: "BenchmarkSelectorMatch/plain_regexp", bound: 0, want: "stated, 0 allocs (TestSelectorMatchAllocatesNothing holds it)"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
