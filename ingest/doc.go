@@ -1,24 +1,15 @@
 // Package ingest moves events from a Kafka topic into a window.Store, correctly across
-// restarts and rebalances, and refuses bad input without stopping.
+// restarts and rebalances, and refuses bad input without stopping. What an event is, how a
+// record's value decodes into events and why one is refused are package event's: ingest
+// hands it each record.
 //
 // # Parts
 //
-//   - Decoder: a hand-written parser for the event schema (one JSON object per record, or
-//     NDJSON lines), 0 allocations per event once its key and metric are interned, checked
-//     against encoding/json by a differential test and a fuzz target. The HTTP ingest
-//     endpoint uses it too, with the same refusal reasons (Reason, ReasonOf). Three paths
-//     (decode_fast.go): AppendEvent's exact layout read word by word, a member loop for the
-//     same members in any order, spaced, repeated or among other members (skipped by the
-//     scanner's own MemberName and SkipValue, in the same pass), to which the first hands
-//     its position, and the scanner path for the rest, the one source of refusals, which
-//     goes on from the last member the others read; FuzzDecodeFast holds the first two to
-//     the third. Names are interned in an
-//     open-addressing table (decode_intern.go) whose lookups are bounded under collisions.
 //   - Consumer: a segmentio/kafka-go consumer group member (ConsumerGroup / Generation for
 //     assignments and commits; each partition fetched from its leader with kafka-go's Conn).
 //   - StartBroker: an in-process Kafka-protocol broker (github.com/twmb/franz-go/pkg/kfake)
 //     for `slide serve` without --brokers, demos and tests.
-//   - Producer, Demo, DemoGen, AppendEvent: the writing side of `slide produce` and
+//   - Producer, Demo, DemoGen: the writing side of `slide produce` and
 //     `slide serve --demo`.
 //   - Security: TLS (and mTLS) and SASL (kafka-go's sasl/plain and sasl/scram, SCRAM-SHA-256
 //     and -512) in one *kafka.Dialer that the consumer group, the partition readers, the

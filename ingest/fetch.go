@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -81,7 +82,7 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 			// A compression bomb at next: refused as a pointer to its offset, never
 			// inflated whole. kafka-go closed the connection on the error; the caller
 			// reconnects at once, one offset further.
-			c.refuse(ctx, p, &kafka.Message{Topic: c.cfg.Topic, Partition: int(p.id), Offset: next}, nil, ReasonTooLarge,
+			c.refuse(ctx, p, &kafka.Message{Topic: c.cfg.Topic, Partition: int(p.id), Offset: next}, nil, event.ReasonTooLarge,
 				next < p.committed.Load())
 			p.next.Store(next + 1)
 			return fmt.Errorf("offset %d: %w", next, errSkipped{err})
@@ -306,8 +307,8 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 	recTS := m.Time.UnixMilli()
 	replay := m.Offset < p.committed.Load()
 	accepted := 0
-	lines := p.dec.DecodeLines(m.Value, recTS, func(line []byte, ev window.Event, r Reason) {
-		if r == ReasonNone {
+	lines := p.dec.DecodeLines(m.Value, recTS, func(line []byte, ev window.Event, r event.Reason) {
+		if r == event.ReasonNone {
 			ev.Feed = window.FeedOf(p.id)
 			// Future and late are judged against the record's timestamp, which is part of the
 			// log, so every replay gives the same answer; the store judges the event's time
@@ -322,9 +323,9 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 				// reaching further back than this metric keeps): refused as expired,
 				// counted with the other refusals and dead-lettered.
 				c.m.expired.Inc()
-				r = ReasonExpired
+				r = event.ReasonExpired
 			} else {
-				r = ReasonOf(err)
+				r = event.ReasonOf(err)
 			}
 		}
 		c.refuse(ctx, p, m, line, r, replay)
@@ -336,7 +337,7 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 }
 
 // refuse counts, logs and dead-letters one refused line.
-func (c *Consumer) refuse(ctx context.Context, p *partition, m *kafka.Message, line []byte, r Reason, replay bool) {
+func (c *Consumer) refuse(ctx context.Context, p *partition, m *kafka.Message, line []byte, r event.Reason, replay bool) {
 	if replay {
 		c.m.skippedBy[r].Inc()
 		return

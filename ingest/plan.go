@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/event"
 )
 
 // This file is restore planning: a newly assigned partition's state, where its replay
@@ -30,7 +32,7 @@ type partition struct {
 	lastSent  int64        // last committed offset; only the committer touches it
 
 	// Owned by the partition's worker goroutine.
-	dec    *Decoder
+	dec    *event.Decoder
 	events prometheus.Counter
 	bytes  prometheus.Counter
 	snap   partSnap
@@ -111,7 +113,7 @@ func (c *Consumer) partitionsFrom(ends map[int32]kafka.PartitionOffsets, starts 
 		if off, ok := starts[id]; ok && off >= 0 && off < from {
 			from = off
 		}
-		dec, err := NewDecoder(DecoderConfig{MaxKeyLen: c.cfg.MaxKeyLen})
+		dec, err := event.NewDecoder(event.Config{MaxKeyLen: c.cfg.MaxKeyLen})
 		if err != nil {
 			return nil, err
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/slide-metrics/slide/ingest"
+	slideevent "github.com/slide-metrics/slide/event" // named: these tests have an event type of their own
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
 )
@@ -33,25 +33,25 @@ func (c *clock) set(ms int64)        { c.ms.Store(ms) }
 func (c *clock) millis() int64       { return c.ms.Load() }
 func (c *clock) add(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
-// decoderSink is the events sink slide serve builds: ingest's decoder, then the store,
-// refusals counted by ingest's reason names.
+// decoderSink is the events sink slide serve builds: the event decoder, then the store,
+// refusals counted by the event package's reason names.
 func decoderSink(t testing.TB, st *window.Store) query.EventSink {
 	pool := sync.Pool{New: func() any {
-		d, err := ingest.NewDecoder(ingest.DecoderConfig{})
+		d, err := slideevent.NewDecoder(slideevent.Config{})
 		if err != nil {
 			panic(err) // the zero config is valid
 		}
 		return d
 	}}
 	return query.EventSinkFunc(func(_ context.Context, body []byte, now int64) (query.EventsResult, error) {
-		d := pool.Get().(*ingest.Decoder)
+		d := pool.Get().(*slideevent.Decoder)
 		defer pool.Put(d)
 		res := query.EventsResult{Rejected: map[string]int{}}
-		d.DecodeLines(body, now, func(_ []byte, ev window.Event, r ingest.Reason) {
-			if r == ingest.ReasonNone {
-				r = ingest.ReasonOf(st.ObserveAt(now, ev))
+		d.DecodeLines(body, now, func(_ []byte, ev window.Event, r slideevent.Reason) {
+			if r == slideevent.ReasonNone {
+				r = slideevent.ReasonOf(st.ObserveAt(now, ev))
 			}
-			if r == ingest.ReasonNone {
+			if r == slideevent.ReasonNone {
 				res.Accepted++
 			} else {
 				res.Rejected[r.String()]++

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
 )
@@ -19,19 +19,19 @@ import (
 // that need durability or partitioning write to the topic instead.
 func newEventSink(store *window.Store) query.EventSink {
 	pool := sync.Pool{New: func() any {
-		d, _ := ingest.NewDecoder(ingest.DecoderConfig{}) // defaults are valid
+		d, _ := event.NewDecoder(event.Config{}) // defaults are valid
 		return d
 	}}
 	return query.EventSinkFunc(func(_ context.Context, body []byte, now int64) (query.EventsResult, error) {
-		d := pool.Get().(*ingest.Decoder)
+		d := pool.Get().(*event.Decoder)
 		defer pool.Put(d)
 		res := query.EventsResult{Rejected: map[string]int{}}
-		d.DecodeLines(body, now, func(_ []byte, ev window.Event, r ingest.Reason) {
-			if r == ingest.ReasonNone {
+		d.DecodeLines(body, now, func(_ []byte, ev window.Event, r event.Reason) {
+			if r == event.ReasonNone {
 				// ev.Feed is 0 (no feed): never dropped on a partition's revocation
-				r = ingest.ReasonOf(store.ObserveAt(now, ev))
+				r = event.ReasonOf(store.ObserveAt(now, ev))
 			}
-			if r == ingest.ReasonNone {
+			if r == event.ReasonNone {
 				res.Accepted++
 			} else {
 				res.Rejected[r.String()]++

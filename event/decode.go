@@ -1,4 +1,4 @@
-package ingest
+package event
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ const (
 // keeps so that the two decoders agree on which inputs are JSON.
 const maxNestingDepth = textparse.MaxNesting
 
-// DecoderConfig configures a Decoder. The zero value means the defaults.
-type DecoderConfig struct {
+// Config configures a Decoder. The zero value means the defaults.
+type Config struct {
 	// MaxKeyLen is the longest key or metric name accepted, in bytes after unescaping;
 	// longer ones are refused with ReasonKeyTooLong. Default DefaultMaxKeyLen (256).
 	MaxKeyLen int
@@ -30,7 +30,7 @@ type DecoderConfig struct {
 }
 
 // Validate reports a config NewDecoder would refuse.
-func (c DecoderConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.MaxKeyLen < 0 {
 		return fmt.Errorf("max key length %d: must not be negative", c.MaxKeyLen)
 	}
@@ -40,7 +40,7 @@ func (c DecoderConfig) Validate() error {
 	return nil
 }
 
-func (c DecoderConfig) withDefaults() DecoderConfig {
+func (c Config) withDefaults() Config {
 	if c.MaxKeyLen == 0 {
 		c.MaxKeyLen = DefaultMaxKeyLen
 	}
@@ -95,7 +95,7 @@ type Decoder struct {
 }
 
 // NewDecoder returns a Decoder, or the config's error.
-func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
+func NewDecoder(cfg Config) (*Decoder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("decoder config: %w", err)
 	}

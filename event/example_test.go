@@ -1,14 +1,14 @@
-package ingest_test
+package event_test
 
 import (
 	"fmt"
 
-	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/window"
 )
 
 func ExampleDecoder_DecodeLines() {
-	dec, err := ingest.NewDecoder(ingest.DecoderConfig{})
+	dec, err := event.NewDecoder(event.Config{})
 	if err != nil {
 		panic(err)
 	}
@@ -18,8 +18,8 @@ func ExampleDecoder_DecodeLines() {
 {"metric": "latency_ms", "value": 1}
 `)
 	recordTS := int64(1764489600000) // the Kafka record's timestamp: the default ts
-	dec.DecodeLines(record, recordTS, func(line []byte, ev window.Event, r ingest.Reason) {
-		if r != ingest.ReasonNone {
+	dec.DecodeLines(record, recordTS, func(line []byte, ev window.Event, r event.Reason) {
+		if r != event.ReasonNone {
 			fmt.Printf("refused (%s): %s\n", r, line)
 			return
 		}
@@ -32,15 +32,15 @@ func ExampleDecoder_DecodeLines() {
 	// refused (missing_field): {"metric": "latency_ms", "value": 1}
 }
 
-func ExampleAppendEvent() {
-	line := ingest.AppendEvent(nil, window.Event{TS: 1764489600123, Key: "tenant-42", Metric: "cost", Value: 2, Count: 5})
+func ExampleAppend() {
+	line := event.Append(nil, window.Event{TS: 1764489600123, Key: "tenant-42", Metric: "cost", Value: 2, Count: 5})
 	fmt.Println(string(line))
 	// Output:
 	// {"ts":1764489600123,"key":"tenant-42","metric":"cost","value":2,"count":5}
 }
 
 func ExampleReasonOf() {
-	fmt.Println(ingest.ReasonOf(window.ErrLate), ingest.ReasonOf(window.ErrSeriesCap), ingest.ReasonOf(nil))
+	fmt.Println(event.ReasonOf(window.ErrLate), event.ReasonOf(window.ErrSeriesCap), event.ReasonOf(nil))
 	// Output:
 	// late series_cap none
 }
