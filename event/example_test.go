@@ -44,3 +44,29 @@ func ExampleReasonOf() {
 	// Output:
 	// late series_cap none
 }
+
+func ExampleIntake_Take() {
+	store, err := window.NewStore(window.StoreConfig{}) // 10 s slots, 5 minutes
+	if err != nil {
+		panic(err)
+	}
+	in, err := event.NewIntake(store, event.Config{})
+	if err != nil {
+		panic(err)
+	}
+	now := int64(1764489600000) // the request's time: the ts of events without one
+	res := in.Take([]byte(`{"key": "tenant-42", "metric": "latency_ms", "value": 87.5}
+{"key": "tenant-42", "metric": "latency_ms", "value": "fast"}
+{"ts": 1764486000000, "key": "tenant-42", "metric": "latency_ms", "value": 12}
+`), now)
+	fmt.Println("accepted", res.Accepted)
+	for _, r := range event.RejectReasons() {
+		if n := res.Refused[r]; n > 0 {
+			fmt.Println(r, n)
+		}
+	}
+	// Output:
+	// accepted 1
+	// bad_field 1
+	// late 1
+}

@@ -25,8 +25,11 @@ const (
 	ReasonFuture                     // ts ahead of the record's timestamp (or of now) by more than the ring's skew
 	ReasonLate                       // ts older than the metric's retention at the record's timestamp (or at now, over HTTP)
 	ReasonSeriesCap                  // the event's series is new and the store is at its series cap
-	ReasonTooLarge                   // a record whose batch inflates beyond Config.MaxInflatedBytes: dead-lettered as a pointer (headers, no value)
+	ReasonTooLarge                   // a Kafka record whose batch inflates beyond ingest's Config.MaxInflatedBytes (ingest's alone): dead-lettered as a pointer (headers, no value)
 	ReasonExpired                    // within its window at the record's timestamp, out of it at now (lag, a skewed producer, a replay reaching further back than the metric keeps)
+
+	// NumReasons is how many Reasons there are, ReasonNone included: the length of an array
+	// indexed by Reason (Result.Refused, ingest's counters).
 	NumReasons
 )
 
@@ -62,8 +65,9 @@ func RejectReasons() []Reason {
 	return out
 }
 
-// ReasonOf maps an error returned by window.Store.ObserveAt to its Reason: nil → ReasonNone,
-// window.ErrLate → ReasonLate, and so on. Any other error maps to ReasonBadField.
+// ReasonOf maps an error returned by window.Store.ObserveAt or ObserveFrom to its Reason: nil →
+// ReasonNone, window.ErrLate → ReasonLate, window.ErrExpired → ReasonExpired, and so on. Any
+// other error maps to ReasonBadField.
 func ReasonOf(err error) Reason {
 	switch {
 	case err == nil:
@@ -72,6 +76,8 @@ func ReasonOf(err error) Reason {
 		return ReasonLate
 	case errors.Is(err, window.ErrFuture):
 		return ReasonFuture
+	case errors.Is(err, window.ErrExpired):
+		return ReasonExpired
 	case errors.Is(err, window.ErrSeriesCap):
 		return ReasonSeriesCap
 	case errors.Is(err, window.ErrInvalidValue):
