@@ -123,8 +123,8 @@
 //
 // # Events
 //
-// POST /v1/events takes NDJSON in the Kafka record format and goes through the same decoder
-// and refusal reasons (Config.Events). The whole body is read first: a body over
+// POST /v1/events takes NDJSON in the Kafka record format through the same intake, decoder
+// and refusal reasons as Kafka records (Config.Events, an event.Intake). The whole body is read first: a body over
 // Config.MaxBodyBytes (1 MiB by default) is refused with 413 and records nothing, at once
 // when its Content-Length says so. Up to MaxDrainBytes (32 MiB) more of a refused body are
 // read and discarded after the 413 is sent, so that clients which write the whole request
