@@ -237,6 +237,7 @@ func WithGenerationHook(fn func(generation int32, assigned []int32)) Option {
 type Consumer struct {
 	cfg    Config
 	store  *window.Store
+	intake *event.Intake // decode, observe, reason: every record's events
 	now    func() time.Time
 	log    *slog.Logger
 	m      *metrics
@@ -268,10 +269,15 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 		return nil, fmt.Errorf("ingest config: %w", err)
 	}
 	cfg = cfg.withDefaults(store)
+	intake, err := event.NewIntake(store, event.Config{MaxKeyLen: cfg.MaxKeyLen})
+	if err != nil {
+		return nil, fmt.Errorf("ingest config: %w", err)
+	}
 	setInflateBudget(cfg.MaxInflatedBytes)
 	c := &Consumer{
 		cfg:    cfg,
 		store:  store,
+		intake: intake,
 		now:    time.Now,
 		log:    cfg.Logger,
 		m:      newMetrics(store),

@@ -32,7 +32,7 @@ type partition struct {
 	lastSent  int64        // last committed offset; only the committer touches it
 
 	// Owned by the partition's worker goroutine.
-	dec    *event.Decoder
+	dec    *event.Decoder // the intake's, for this partition: its intern table holds the partition's names
 	events prometheus.Counter
 	bytes  prometheus.Counter
 	snap   partSnap
@@ -113,13 +113,9 @@ func (c *Consumer) partitionsFrom(ends map[int32]kafka.PartitionOffsets, starts 
 		if off, ok := starts[id]; ok && off >= 0 && off < from {
 			from = off
 		}
-		dec, err := event.NewDecoder(event.Config{MaxKeyLen: c.cfg.MaxKeyLen})
-		if err != nil {
-			return nil, err
-		}
 		p := &partition{
 			id: id, label: partitionLabel(id), from: from, target: po.LastOffset,
-			assigned: time.Now(), lastSent: -1, dec: dec,
+			assigned: time.Now(), lastSent: -1, dec: c.intake.NewDecoder(),
 		}
 		p.committed.Store(committed[id])
 		p.events = c.m.events.WithLabelValues(p.label)
