@@ -7,10 +7,14 @@
 //
 //   - Consumer: a segmentio/kafka-go consumer group member (ConsumerGroup / Generation for
 //     assignments and commits; each partition fetched from its leader with kafka-go's Conn).
+//     Each record's value goes through event.Intake.TakeRecord with a decoder per partition:
+//     the decoding, the store's judgement against the record's timestamp and the refusal
+//     Reasons are package event's, as for POST /v1/events; counting, logging and
+//     dead-lettering each refusal are the consumer's.
 //   - StartBroker: an in-process Kafka-protocol broker (github.com/twmb/franz-go/pkg/kfake)
 //     for `slide serve` without --brokers, demos and tests.
 //   - Producer, Demo, DemoGen: the writing side of `slide produce` and
-//     `slide serve --demo`.
+//     `slide serve --demo`, records in event.Append's layout.
 //   - Security: TLS (and mTLS) and SASL (kafka-go's sasl/plain and sasl/scram, SCRAM-SHA-256
 //     and -512) in one *kafka.Dialer that the consumer group, the partition readers, the
 //     dead-letter writer and the producer all use; CheckBrokers dials once with it, so a
@@ -88,11 +92,11 @@
 //     everything has all written since counted). Each reset is counted in
 //     slide_ingest_offset_resets_total{partition,reason} (retention, log_truncated) and
 //     logged once.
-//   - Keys are bytes: a key or metric that is not valid UTF-8 (a raw byte, or an escaped
-//     lone surrogate) is refused as bad_field, never rewritten to U+FFFD, which made "t\xff"
-//     and "t\xfe" one series; so is one holding a C0 or C1 control, DEL or a bidi override
-//     or isolate (window.ValidName, the rule the limiter, the read routes and snapshot
-//     restores share), escaped or not.
+//   - Keys are bytes (package event's rule): a key or metric that is not valid UTF-8 (a raw
+//     byte, or an escaped lone surrogate) is refused as bad_field, never rewritten to
+//     U+FFFD, which made "t\xff" and "t\xfe" one series; so is one holding a C0 or C1
+//     control, DEL or a bidi override or isolate (window.ValidName, the rule the limiter,
+//     the read routes and snapshot restores share), escaped or not.
 //   - Refusals are counted and dead-lettered once. Records below the offset the group had
 //     committed at assignment were processed by some instance already: when they are
 //     refused again during a replay they are counted in slide_ingest_restore_skipped_total,
