@@ -51,7 +51,8 @@ type Config struct {
 	// the store: use RestoreSpan. Default RestoreSpan(store), which covers the store's default
 	// ring only.
 	Restore time.Duration
-	// MaxKeyLen is the longest key or metric accepted, in bytes; default event.DefaultMaxKeyLen (256).
+	// MaxKeyLen is the longest key or metric accepted, in bytes; default
+	// event.DefaultMaxKeyLen (256).
 	MaxKeyLen int
 	// CommitInterval is how often processed offsets are committed; default 1 s. Offsets are
 	// committed for lag monitoring and to mark what was already counted and dead-lettered;
@@ -77,8 +78,8 @@ type Config struct {
 	MaxBytes int
 	// MaxInflatedBytes is the most one compressed record batch may inflate to; default
 	// DefaultMaxInflatedBytes (32 MiB). A batch beyond it (a compression bomb) is never
-	// inflated whole: each of its records is refused as event.ReasonTooLarge, dead-lettered as a
-	// pointer to its offset, and reading goes on. The budget is process-wide (kafka-go
+	// inflated whole: each of its records is refused as event.ReasonTooLarge, dead-lettered as
+	// a pointer to its offset, and reading goes on. The budget is process-wide (kafka-go
 	// decompresses through a global codec table): the last New sets it.
 	MaxInflatedBytes int64
 	// RejectLogInterval is the minimum spacing of refused-event log lines (after a burst of
