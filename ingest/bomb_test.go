@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/compress"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/internal/kafkatest"
 )
 
@@ -94,7 +95,7 @@ func TestConsumerRefusesCompressionBombs(t *testing.T) {
 	close(stop)
 	<-sampled
 
-	if got := testutil.ToFloat64(a.m.rejectedBy[ReasonTooLarge]); got != 2 {
+	if got := testutil.ToFloat64(a.m.rejectedBy[event.ReasonTooLarge]); got != 2 {
 		t.Errorf("slide_ingest_rejected_total{reason=too_large} = %v, want 2", got)
 	}
 	agg, err := store.ReadAt(t0.UnixMilli(), "latency_ms", "k", 10*time.Second, nil)

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/time/rate"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -50,7 +51,8 @@ type Config struct {
 	// the store: use RestoreSpan. Default RestoreSpan(store), which covers the store's default
 	// ring only.
 	Restore time.Duration
-	// MaxKeyLen is the longest key or metric accepted, in bytes; default DefaultMaxKeyLen (256).
+	// MaxKeyLen is the longest key or metric accepted, in bytes; default
+	// event.DefaultMaxKeyLen (256).
 	MaxKeyLen int
 	// CommitInterval is how often processed offsets are committed; default 1 s. Offsets are
 	// committed for lag monitoring and to mark what was already counted and dead-lettered;
@@ -76,8 +78,8 @@ type Config struct {
 	MaxBytes int
 	// MaxInflatedBytes is the most one compressed record batch may inflate to; default
 	// DefaultMaxInflatedBytes (32 MiB). A batch beyond it (a compression bomb) is never
-	// inflated whole: each of its records is refused as ReasonTooLarge, dead-lettered as a
-	// pointer to its offset, and reading goes on. The budget is process-wide (kafka-go
+	// inflated whole: each of its records is refused as event.ReasonTooLarge, dead-lettered as
+	// a pointer to its offset, and reading goes on. The budget is process-wide (kafka-go
 	// decompresses through a global codec table): the last New sets it.
 	MaxInflatedBytes int64
 	// RejectLogInterval is the minimum spacing of refused-event log lines (after a burst of
@@ -110,7 +112,7 @@ func (c Config) withDefaults(store *window.Store) Config {
 		c.Restore = RestoreSpan(store)
 	}
 	if c.MaxKeyLen == 0 {
-		c.MaxKeyLen = DefaultMaxKeyLen
+		c.MaxKeyLen = event.DefaultMaxKeyLen
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -236,6 +238,7 @@ func WithGenerationHook(fn func(generation int32, assigned []int32)) Option {
 type Consumer struct {
 	cfg    Config
 	store  *window.Store
+	intake *event.Intake // decode, observe, reason: every record's events
 	now    func() time.Time
 	log    *slog.Logger
 	m      *metrics
@@ -267,10 +270,15 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 		return nil, fmt.Errorf("ingest config: %w", err)
 	}
 	cfg = cfg.withDefaults(store)
+	intake, err := event.NewIntake(store, event.Config{MaxKeyLen: cfg.MaxKeyLen})
+	if err != nil {
+		return nil, fmt.Errorf("ingest config: %w", err)
+	}
 	setInflateBudget(cfg.MaxInflatedBytes)
 	c := &Consumer{
 		cfg:    cfg,
 		store:  store,
+		intake: intake,
 		now:    time.Now,
 		log:    cfg.Logger,
 		m:      newMetrics(store),

@@ -23,6 +23,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/internal/kafkatest"
 	"github.com/slide-metrics/slide/internal/polltest"
 	"github.com/slide-metrics/slide/internal/proctest"
@@ -528,7 +529,7 @@ func TestRecordAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := NewDecoder(DecoderConfig{})
+	dec, err := event.NewDecoder(event.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -607,7 +608,7 @@ func TestRecordChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, _ := NewDecoder(DecoderConfig{})
+	dec, _ := event.NewDecoder(event.Config{})
 	p := &partition{id: 0, label: "0", dec: dec}
 	rec := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	recMs := rec.UnixMilli()
@@ -634,17 +635,17 @@ func TestRecordChecks(t *testing.T) {
 		{"latency_ms", 0, -20 * minute, "store future"},     // the store's own check against now
 	}
 	for _, tt := range tests {
-		before := map[string]float64{"late": sum(c.m.rejectedBy[ReasonLate]), "future": sum(c.m.rejectedBy[ReasonFuture]), "expired": sum(c.m.expired)}
+		before := map[string]float64{"late": sum(c.m.rejectedBy[event.ReasonLate]), "future": sum(c.m.rejectedBy[event.ReasonFuture]), "expired": sum(c.m.expired)}
 		m := &kafka.Message{Time: rec, Value: fmt.Appendf(nil, `{"ts":%d,"key":"k","metric":%q,"value":1}`, recMs+tt.ts, tt.metric)}
 		acc := c.record(context.Background(), p, m, recMs+tt.now)
 		got := "accepted"
 		switch {
 		case acc == 1:
-		case sum(c.m.rejectedBy[ReasonLate]) > before["late"]:
+		case sum(c.m.rejectedBy[event.ReasonLate]) > before["late"]:
 			got = "late"
-		case sum(c.m.rejectedBy[ReasonFuture]) > before["future"] && tt.ts <= 10000:
+		case sum(c.m.rejectedBy[event.ReasonFuture]) > before["future"] && tt.ts <= 10000:
 			got = "store future"
-		case sum(c.m.rejectedBy[ReasonFuture]) > before["future"]:
+		case sum(c.m.rejectedBy[event.ReasonFuture]) > before["future"]:
 			got = "future"
 		case sum(c.m.expired) > before["expired"]:
 			got = "expired"

@@ -10,6 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/internal/kafkatest"
 )
 
@@ -34,7 +35,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	var size int64
 	for i := range msgs {
 		ev := g.Next(t0.UnixMilli() - int64(events-i))
-		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: AppendEvent(nil, ev)}
+		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)}
 		size += int64(len(msgs[i].Value))
 	}
 	for i := 0; i < events; i += 10_000 {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/time/rate"
+
+	"github.com/slide-metrics/slide/event"
 )
 
 // Dead-letter record headers. The record's key is the refused record's key, its value the
@@ -137,7 +139,7 @@ func (d *deadLetters) close() error {
 }
 
 // letter builds the dead letter for line of record m refused for r.
-func letter(m *kafka.Message, line []byte, r Reason) kafka.Message {
+func letter(m *kafka.Message, line []byte, r event.Reason) kafka.Message {
 	return kafka.Message{
 		Key:   m.Key,
 		Value: append([]byte(nil), line...),

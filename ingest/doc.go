@@ -1,25 +1,20 @@
 // Package ingest moves events from a Kafka topic into a window.Store, correctly across
-// restarts and rebalances, and refuses bad input without stopping.
+// restarts and rebalances, and refuses bad input without stopping. What an event is, how a
+// record's value decodes into events and why one is refused are package event's: ingest
+// hands it each record.
 //
 // # Parts
 //
-//   - Decoder: a hand-written parser for the event schema (one JSON object per record, or
-//     NDJSON lines), 0 allocations per event once its key and metric are interned, checked
-//     against encoding/json by a differential test and a fuzz target. The HTTP ingest
-//     endpoint uses it too, with the same refusal reasons (Reason, ReasonOf). Three paths
-//     (decode_fast.go): AppendEvent's exact layout read word by word, a member loop for the
-//     same members in any order, spaced, repeated or among other members (skipped by the
-//     scanner's own MemberName and SkipValue, in the same pass), to which the first hands
-//     its position, and the scanner path for the rest, the one source of refusals, which
-//     goes on from the last member the others read; FuzzDecodeFast holds the first two to
-//     the third. Names are interned in an
-//     open-addressing table (decode_intern.go) whose lookups are bounded under collisions.
 //   - Consumer: a segmentio/kafka-go consumer group member (ConsumerGroup / Generation for
 //     assignments and commits; each partition fetched from its leader with kafka-go's Conn).
+//     Each record's value goes through event.Intake.TakeRecord with a decoder per partition:
+//     the decoding, the store's judgement against the record's timestamp and the refusal
+//     Reasons are package event's, as for POST /v1/events; counting, logging and
+//     dead-lettering each refusal are the consumer's.
 //   - StartBroker: an in-process Kafka-protocol broker (github.com/twmb/franz-go/pkg/kfake)
 //     for `slide serve` without --brokers, demos and tests.
-//   - Producer, Demo, DemoGen, AppendEvent: the writing side of `slide produce` and
-//     `slide serve --demo`.
+//   - Producer, Demo, DemoGen: the writing side of `slide produce` and
+//     `slide serve --demo`, records in event.Append's layout.
 //   - Security: TLS (and mTLS) and SASL (kafka-go's sasl/plain and sasl/scram, SCRAM-SHA-256
 //     and -512) in one *kafka.Dialer that the consumer group, the partition readers, the
 //     dead-letter writer and the producer all use; CheckBrokers dials once with it, so a
@@ -97,11 +92,11 @@
 //     everything has all written since counted). Each reset is counted in
 //     slide_ingest_offset_resets_total{partition,reason} (retention, log_truncated) and
 //     logged once.
-//   - Keys are bytes: a key or metric that is not valid UTF-8 (a raw byte, or an escaped
-//     lone surrogate) is refused as bad_field, never rewritten to U+FFFD, which made "t\xff"
-//     and "t\xfe" one series; so is one holding a C0 or C1 control, DEL or a bidi override
-//     or isolate (window.ValidName, the rule the limiter, the read routes and snapshot
-//     restores share), escaped or not.
+//   - Keys are bytes (package event's rule): a key or metric that is not valid UTF-8 (a raw
+//     byte, or an escaped lone surrogate) is refused as bad_field, never rewritten to
+//     U+FFFD, which made "t\xff" and "t\xfe" one series; so is one holding a C0 or C1
+//     control, DEL or a bidi override or isolate (window.ValidName, the rule the limiter,
+//     the read routes and snapshot restores share), escaped or not.
 //   - Refusals are counted and dead-lettered once. Records below the offset the group had
 //     committed at assignment were processed by some instance already: when they are
 //     refused again during a replay they are counted in slide_ingest_restore_skipped_total,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -81,7 +82,7 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 			// A compression bomb at next: refused as a pointer to its offset, never
 			// inflated whole. kafka-go closed the connection on the error; the caller
 			// reconnects at once, one offset further.
-			c.refuse(ctx, p, &kafka.Message{Topic: c.cfg.Topic, Partition: int(p.id), Offset: next}, nil, ReasonTooLarge,
+			c.refuse(ctx, p, &kafka.Message{Topic: c.cfg.Topic, Partition: int(p.id), Offset: next}, nil, event.ReasonTooLarge,
 				next < p.committed.Load())
 			p.next.Store(next + 1)
 			return fmt.Errorf("offset %d: %w", next, errSkipped{err})
@@ -300,43 +301,32 @@ func (c *Consumer) dialLeader(ctx context.Context, id int32) (*kafka.Conn, error
 	return nil, fmt.Errorf("dialing the leader of partition %d: %w", id, errors.Join(errs...))
 }
 
-// record observes every event of record m at now (unix ms) and returns how many the store
-// accepted: the per-record hot path. Offsets, lag and counters are settled per batch.
+// record observes every event of record m at now (unix ms) through the intake and returns
+// how many the store accepted: the per-record hot path. Offsets, lag and counters are
+// settled per batch.
 func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, now int64) int {
-	recTS := m.Time.UnixMilli()
 	replay := m.Offset < p.committed.Load()
-	accepted := 0
-	lines := p.dec.DecodeLines(m.Value, recTS, func(line []byte, ev window.Event, r Reason) {
-		if r == ReasonNone {
-			ev.Feed = window.FeedOf(p.id)
-			// Future and late are judged against the record's timestamp, which is part of the
-			// log, so every replay gives the same answer; the store judges the event's time
-			// once, in its ring (window.Source says how a skewed record clock is handled).
-			err := c.store.ObserveFrom(now, window.Source{RecordTS: recTS}, &ev)
-			if err == nil {
-				accepted++
-				return
-			}
-			if err == window.ErrExpired {
-				// In its window at its record's time, out of it by now (lag, or a replay
-				// reaching further back than this metric keeps): refused as expired,
-				// counted with the other refusals and dead-lettered.
-				c.m.expired.Inc()
-				r = ReasonExpired
-			} else {
-				r = ReasonOf(err)
-			}
+	// Future and late are judged against the record's timestamp, which is part of the log, so
+	// every replay gives the same answer; the store judges the event's time once, in its ring
+	// (window.Source says how a skewed record clock is handled).
+	rec := event.Record{TS: m.Time.UnixMilli(), Feed: window.FeedOf(p.id)}
+	accepted, events := c.intake.TakeRecord(p.dec, m.Value, now, rec, func(line []byte, r event.Reason) {
+		if r == event.ReasonExpired {
+			// In its window at its record's time, out of it by now (lag, or a replay
+			// reaching further back than this metric keeps): refused as expired, counted
+			// with the other refusals and dead-lettered.
+			c.m.expired.Inc()
 		}
 		c.refuse(ctx, p, m, line, r, replay)
 	})
-	if lines == 0 && !replay {
+	if events == 0 && !replay {
 		c.m.tombstones.Inc() // no event in it: a tombstone (null value) or blank lines
 	}
 	return accepted
 }
 
 // refuse counts, logs and dead-letters one refused line.
-func (c *Consumer) refuse(ctx context.Context, p *partition, m *kafka.Message, line []byte, r Reason, replay bool) {
+func (c *Consumer) refuse(ctx context.Context, p *partition, m *kafka.Message, line []byte, r event.Reason, replay bool) {
 	if replay {
 		c.m.skippedBy[r].Inc()
 		return

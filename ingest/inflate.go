@@ -24,7 +24,7 @@ import (
 const DefaultMaxInflatedBytes = 32 << 20
 
 // ErrInflateBudget is the error a record batch fails with when it inflates beyond the
-// budget (Config.MaxInflatedBytes). Its records are refused as ReasonTooLarge.
+// budget (Config.MaxInflatedBytes). Its records are refused as event.ReasonTooLarge.
 var ErrInflateBudget = errors.New("ingest: record batch inflates beyond the decompression budget")
 
 // inflateBudget is the process-wide decompression budget, in bytes. kafka-go decompresses

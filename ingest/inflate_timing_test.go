@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/compress"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/internal/kafkatest"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkInflateEndToEnd(b *testing.B) {
 	msgs := make([]kafka.Message, events)
 	for i := range msgs {
 		ev := g.Next(t0.UnixMilli() - int64(events-i))
-		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: AppendEvent(nil, ev)}
+		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)}
 	}
 	for i := 0; i < events; i += 10_000 {
 		if err := w.WriteMessages(context.Background(), msgs[i:i+10_000]...); err != nil {
@@ -74,7 +75,7 @@ func BenchmarkInflate(b *testing.B) {
 	}
 	var raw []byte
 	for i := range 10_000 {
-		raw = append(AppendEvent(raw, g.Next(int64(1_764_489_600_000+i))), '\n')
+		raw = append(event.Append(raw, g.Next(int64(1_764_489_600_000+i))), '\n')
 	}
 	codec := compress.Zstd.Codec()
 	if bc, ok := codec.(boundedCodec); ok {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -27,8 +28,8 @@ type metrics struct {
 	series           prometheus.GaugeFunc   //
 	seriesRefused    prometheus.CounterFunc //
 	all              []prometheus.Collector // for registration
-	rejectedBy       [numReasons]prometheus.Counter
-	skippedBy        [numReasons]prometheus.Counter
+	rejectedBy       [event.NumReasons]prometheus.Counter
+	skippedBy        [event.NumReasons]prometheus.Counter
 }
 
 // newCounter, newCounterVec and newGaugeVec make the collectors of this package (here and
@@ -89,7 +90,7 @@ func newMetrics(store *window.Store) *metrics {
 			Help: "Events refused by the window store because their new series would pass the series cap.",
 		}, func() float64 { return float64(store.Stats().Refused) }),
 	}
-	for _, r := range RejectReasons() {
+	for _, r := range event.RejectReasons() {
 		m.rejectedBy[r] = m.rejected.WithLabelValues(r.String())
 		m.skippedBy[r] = m.restoreSkipped.WithLabelValues(r.String())
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/internal/kafkatest"
 	"github.com/slide-metrics/slide/internal/proctest"
 )
@@ -82,7 +83,7 @@ func TestFetchSkipsRecordsDeletedByRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := NewDecoder(DecoderConfig{})
+	dec, err := event.NewDecoder(event.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestOffsetResetAfterBrokerLostLog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dec, err := NewDecoder(DecoderConfig{})
+			dec, err := event.NewDecoder(event.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +180,7 @@ func TestOffsetResetAfterBrokerLostLog(t *testing.T) {
 			if got := testutil.ToFloat64(c.m.offsetResets.WithLabelValues("0", "log_truncated")); got != 1 {
 				t.Errorf("slide_ingest_offset_resets_total{partition=0,reason=log_truncated} = %v, want 1", got)
 			}
-			if got := testutil.ToFloat64(c.m.rejectedBy[ReasonInvalidJSON]); got != 1 {
+			if got := testutil.ToFloat64(c.m.rejectedBy[event.ReasonInvalidJSON]); got != 1 {
 				t.Errorf("the bad record written meanwhile: rejected %v, want 1 (not skipped as a replay)", got)
 			}
 			if n := strings.Count(logs.String(), "offset out of range"); n != 1 {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/event"
 )
 
 // This file is restore planning: a newly assigned partition's state, where its replay
@@ -30,7 +32,7 @@ type partition struct {
 	lastSent  int64        // last committed offset; only the committer touches it
 
 	// Owned by the partition's worker goroutine.
-	dec    *Decoder
+	dec    *event.Decoder // the intake's, for this partition: its intern table holds the partition's names
 	events prometheus.Counter
 	bytes  prometheus.Counter
 	snap   partSnap
@@ -111,13 +113,9 @@ func (c *Consumer) partitionsFrom(ends map[int32]kafka.PartitionOffsets, starts 
 		if off, ok := starts[id]; ok && off >= 0 && off < from {
 			from = off
 		}
-		dec, err := NewDecoder(DecoderConfig{MaxKeyLen: c.cfg.MaxKeyLen})
-		if err != nil {
-			return nil, err
-		}
 		p := &partition{
 			id: id, label: partitionLabel(id), from: from, target: po.LastOffset,
-			assigned: time.Now(), lastSent: -1, dec: dec,
+			assigned: time.Now(), lastSent: -1, dec: c.intake.NewDecoder(),
 		}
 		p.committed.Store(committed[id])
 		p.events = c.m.events.WithLabelValues(p.label)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -345,13 +346,13 @@ func (p *Producer) SendAt(ctx context.Context, key, value []byte, ts time.Time) 
 }
 
 // SendEvents queues one record per event, keyed by the event's key, its value the JSON
-// line AppendEvent writes.
+// line event.Append writes.
 func (p *Producer) SendEvents(ctx context.Context, evs []window.Event) error {
 	msgs := make([]kafka.Message, len(evs))
 	buf := make([]byte, 0, 96*len(evs)) // one allocation for the batch's values
 	for i, ev := range evs {
 		start := len(buf)
-		buf = AppendEvent(buf, ev)
+		buf = event.Append(buf, ev)
 		// A full slice expression: a later append that grows buf cannot reach this value,
 		// and a reallocation leaves it in the old array, unchanged.
 		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: buf[start:len(buf):len(buf)]}

@@ -11,43 +11,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/window"
 )
-
-func TestAppendEventRoundTrip(t *testing.T) {
-	d := newTestDecoder(t)
-	d.maxKey = 1 << 10
-	evs := []window.Event{
-		{TS: 1764489600123, Key: "tenant-42", Metric: "latency_ms", Value: 87.5, Count: 1},
-		{TS: -5, Key: "a\"b\\c/<>&\u2028", Metric: "m é 😀", Value: -0.1, Count: 1 << 40},
-		{TS: 0, Key: "k", Metric: "m", Value: 1e300, Count: 1},
-		{TS: math.MaxInt64, Key: "k", Metric: "m", Value: 5e-324, Count: 1},
-	}
-	for _, ev := range evs {
-		line := AppendEvent(nil, ev)
-		got, r := d.Decode(line, 0)
-		if r != ReasonNone || got != ev {
-			t.Errorf("%s decoded to %+v %v, want %+v", line, got, r, ev)
-		}
-	}
-	// Control characters are escaped by the encoder, and refused by the decoder (bad_field).
-	ctl := AppendEvent(nil, window.Event{TS: 1, Key: "a\n\t\r\x00\x1f\x7f", Metric: "m", Value: 1, Count: 1})
-	if want := `{"ts":1,"key":"a\n\t\r\u0000\u001f` + "\x7f" + `","metric":"m","value":1}`; string(ctl) != want {
-		t.Errorf("AppendEvent = %s, want %s", ctl, want)
-	}
-	if _, r := d.Decode(ctl, 0); r != ReasonBadField {
-		t.Errorf("%s decoded with reason %v, want bad_field", ctl, r)
-	}
-	if got := string(AppendEvent(nil, window.Event{TS: 1, Key: "k\xff", Metric: "m", Value: 2, Count: 3})); got != `{"ts":1,"key":"k\ufffd","metric":"m","value":2,"count":3}` {
-		t.Errorf("AppendEvent = %s", got)
-	}
-	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
-		line := AppendEvent(nil, window.Event{TS: 1, Key: "k", Metric: "m", Value: v})
-		if _, r := d.Decode(line, 0); r != ReasonInvalidValue {
-			t.Errorf("%s: reason %v, want invalid_value", line, r)
-		}
-	}
-}
 
 func TestDemoGen(t *testing.T) {
 	for name, d := range map[string]Demo{
@@ -174,7 +140,10 @@ func TestProducerAndBroker(t *testing.T) {
 		t.Fatalf("stats %+v, want %d sent", st, len(evs))
 	}
 	// Every record of a key is in the partition the key hashes to, and decodes to its event.
-	d := newTestDecoder(t)
+	d, err := event.NewDecoder(event.Config{MaxKeyLen: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var total int
 	for part := range 3 {
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: "events", Partition: part, MaxWait: 200 * time.Millisecond})
@@ -188,7 +157,7 @@ func TestProducerAndBroker(t *testing.T) {
 				t.Fatal(err)
 			}
 			ev, rs := d.Decode(m.Value, 0)
-			if rs != ReasonNone || ev.Key != string(m.Key) || murmurPartition(ev.Key, 3) != part {
+			if rs != event.ReasonNone || ev.Key != string(m.Key) || murmurPartition(ev.Key, 3) != part {
 				t.Fatalf("partition %d record %s key %s: %v", part, m.Value, m.Key, rs)
 			}
 			total++

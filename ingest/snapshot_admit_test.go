@@ -11,12 +11,13 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/window"
 )
 
 // snapshotsFor is the reading side of snapshots over st, as a Consumer with cfg sets it up.
 func snapshotsFor(st *window.Store, cfg SnapshotConfig) *snapshots {
-	c := &Consumer{cfg: Config{MaxInflatedBytes: DefaultMaxInflatedBytes, MaxKeyLen: DefaultMaxKeyLen}, store: st}
+	c := &Consumer{cfg: Config{MaxInflatedBytes: DefaultMaxInflatedBytes, MaxKeyLen: event.DefaultMaxKeyLen}, store: st}
 	return &snapshots{c: c, cfg: cfg.withDefaults("events")}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/internal/kafkatest"
 	"github.com/slide-metrics/slide/window"
 )
@@ -70,7 +71,7 @@ func TestSnapshotRestoreInProcess(t *testing.T) {
 		msgs := make([]kafka.Message, n)
 		for i := range msgs {
 			ev := window.Event{TS: t0.UnixMilli() - int64(n-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", (from+i)%50), Value: float64(1 + (from+i)%300)}
-			msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: AppendEvent(nil, ev)}
+			msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)}
 		}
 		c.Produce(t, msgs...)
 	}
@@ -116,7 +117,7 @@ func TestSnapshotFinalOnShutdownAndRevocation(t *testing.T) {
 		msgs := make([]kafka.Message, n)
 		for i := range msgs {
 			ev := window.Event{TS: t0.UnixMilli() - int64(n-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", (from+i)%50), Value: float64(1 + (from+i)%300)}
-			msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: AppendEvent(nil, ev)}
+			msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)}
 		}
 		c.Produce(t, msgs...)
 	}

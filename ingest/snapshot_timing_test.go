@@ -9,6 +9,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/internal/kafkatest"
 	"github.com/slide-metrics/slide/window"
 )
@@ -45,7 +46,7 @@ func history(b *testing.B, n, keys int, t0 time.Time) (*kafkatest.Cluster, *wind
 			b.Fatal(err)
 		}
 		at := len(arena)
-		arena = AppendEvent(arena, ev)
+		arena = event.Append(arena, ev)
 		msgs = append(msgs, kafka.Message{Key: names[i%keys], Value: arena[at:len(arena):len(arena)], Time: t0})
 		if len(msgs) == batch || i == n-1 {
 			c.ProduceRecords(b, 0, msgs...)
@@ -214,7 +215,7 @@ func BenchmarkSnapshotIngest(b *testing.B) {
 	for i := range events {
 		ev := window.Event{TS: t0.UnixMilli() - int64(events-i)/4, Metric: "latency_ms",
 			Key: fmt.Sprintf("tenant-%d", i%keys), Value: float64(1 + i%997)}
-		msgs = append(msgs, kafka.Message{Key: []byte(ev.Key), Value: AppendEvent(nil, ev)})
+		msgs = append(msgs, kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)})
 		if len(msgs) == batch {
 			c.Produce(b, msgs...)
 			msgs = msgs[:0]

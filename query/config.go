@@ -2,7 +2,6 @@ package query
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -29,32 +29,6 @@ const (
 
 // defaultQuantiles are the quantiles /v1/window answers when the request names none.
 var defaultQuantiles = []float64{0.5, 0.95, 0.99}
-
-// EventSink records the events of a POST /v1/events body: NDJSON, one event a line, the
-// same format, checks and refusal reasons as a Kafka record value. The ingest package's
-// decoder backs it in slide serve.
-//
-// IngestNDJSON must not retain body after it returns. now is the request time (unix ms):
-// the default timestamp of events without ts and the store's now. It returns an error only
-// when it could not process the body at all; refused events are counted in the result.
-// It must be safe for concurrent use.
-type EventSink interface {
-	IngestNDJSON(ctx context.Context, body []byte, now int64) (EventsResult, error)
-}
-
-// EventsResult is what became of the events of one body.
-type EventsResult struct {
-	Accepted int            // events recorded
-	Rejected map[string]int // refused events by reason ("invalid_json", "late", ...)
-}
-
-// EventSinkFunc adapts a function to EventSink.
-type EventSinkFunc func(ctx context.Context, body []byte, now int64) (EventsResult, error)
-
-// IngestNDJSON calls f.
-func (f EventSinkFunc) IngestNDJSON(ctx context.Context, body []byte, now int64) (EventsResult, error) {
-	return f(ctx, body, now)
-}
 
 // Config configures a Server. Only Store is required; every other zero field means the
 // documented default or "feature off".
@@ -84,8 +58,13 @@ type Config struct {
 	// is marshalled with encoding/json. Nil: progress is null.
 	Progress func() any
 
-	// Events records POST /v1/events bodies. Nil: the route answers 501 not_configured.
-	Events EventSink
+	// Events records POST /v1/events bodies: NDJSON, one event a line, the same format,
+	// checks and refusal reasons as a Kafka record's value (package event), at the request's
+	// time. Such events are not in the log: a restart loses them and, with several
+	// instances, they land on the instance that received them; producers that need
+	// durability or partitioning write to the topic instead. Nil: the route answers 501
+	// not_configured.
+	Events *event.Intake
 
 	// Allow serves POST /v1/allow: the limiter's handler, mounted behind the bearer-token
 	// check. Nil: the route answers 501 not_configured.

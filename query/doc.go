@@ -44,7 +44,7 @@
 // q may be repeated (its lists are joined), a malformed query string or a parameter with
 // an empty name ("=5") is 400 with param "query"; empty pairs ("&&") are nothing. Empty values count as absent except q, where
 // an empty item is a bad quantile. Keys and metric names are opaque bytes: a key that no
-// series has (whatever its length) is 404, never a 400, since the ingest decoder
+// series has (whatever its length) is 404, never a 400, since the event decoder
 // decides which keys exist (at most 256 bytes by default). But they are UTF-8: a value that
 // is not ("key=t%FF") is 400 naming its parameter, since the decoder refuses such keys
 // rather than rewrite them to U+FFFD, so it can name no series; likewise a key, metric or
@@ -123,8 +123,8 @@
 //
 // # Events
 //
-// POST /v1/events takes NDJSON in the Kafka record format and goes through the same decoder
-// and refusal reasons (Config.Events). The whole body is read first: a body over
+// POST /v1/events takes NDJSON in the Kafka record format through the same intake, decoder
+// and refusal reasons as Kafka records (Config.Events, an event.Intake). The whole body is read first: a body over
 // Config.MaxBodyBytes (1 MiB by default) is refused with 413 and records nothing, at once
 // when its Content-Length says so. Up to MaxDrainBytes (32 MiB) more of a refused body are
 // read and discarded after the 413 is sent, so that clients which write the whole request

@@ -11,12 +11,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/jsonenc"
 )
 
 // eventsBufPool holds request bodies of POST /v1/events, up to MaxBodyBytes each.
 var eventsBufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// rejectedOrder is every refusal reason by name: the order of the answer's "rejected".
+var rejectedOrder = func() []event.Reason {
+	rs := event.RejectReasons()
+	slices.SortFunc(rs, func(a, b event.Reason) int { return strings.Compare(a.String(), b.String()) })
+	return rs
+}()
 
 // handleEvents serves POST /v1/events: an NDJSON body of events for users without Kafka.
 // The whole body is read before any event is recorded, so a body over MaxBodyBytes is
@@ -57,34 +65,26 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, httperr.BadBody, "", "reading body: "+err.Error())
 		return
 	}
-	res, err := s.cfg.Events.IngestNDJSON(r.Context(), buf.Bytes(), s.now())
-	if err != nil {
-		s.cfg.Logger.Warn("ingesting events", "err", err)
-		httperr.Write(w, httperr.Internal, "", "ingesting events: "+err.Error())
-		return
-	}
+	res := s.cfg.Events.Take(buf.Bytes(), s.now())
 	s.metrics.events.WithLabelValues("accepted").Add(float64(res.Accepted))
-	for reason, n := range res.Rejected {
-		s.metrics.events.WithLabelValues(reason).Add(float64(n))
-	}
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"accepted":`...)
 	b = appendInt(b, int64(res.Accepted))
 	b = append(b, `,"rejected":{`...)
-	reasons := make([]string, 0, len(res.Rejected))
-	for reason, n := range res.Rejected {
-		if n > 0 {
-			reasons = append(reasons, reason)
+	sep := false
+	for _, reason := range rejectedOrder {
+		n := res.Refused[reason]
+		if n == 0 {
+			continue
 		}
-	}
-	slices.Sort(reasons)
-	for i, reason := range reasons {
-		if i > 0 {
+		s.metrics.events.WithLabelValues(reason.String()).Add(float64(n))
+		if sep {
 			b = append(b, ',')
 		}
-		b = jsonenc.AppendString(b, reason)
+		b = jsonenc.AppendString(b, reason.String())
 		b = append(b, ':')
-		b = appendInt(b, int64(res.Rejected[reason]))
+		b = appendInt(b, int64(n))
+		sep = true
 	}
 	b = append(b, "}}\n"...)
 	writeJSON(w, http.StatusOK, b)

@@ -2,20 +2,18 @@ package query_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/slide-metrics/slide/ingest"
+	slideevent "github.com/slide-metrics/slide/event" // named: these tests have an event type of their own
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
 )
@@ -33,32 +31,13 @@ func (c *clock) set(ms int64)        { c.ms.Store(ms) }
 func (c *clock) millis() int64       { return c.ms.Load() }
 func (c *clock) add(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
-// decoderSink is the events sink slide serve builds: ingest's decoder, then the store,
-// refusals counted by ingest's reason names.
-func decoderSink(t testing.TB, st *window.Store) query.EventSink {
-	pool := sync.Pool{New: func() any {
-		d, err := ingest.NewDecoder(ingest.DecoderConfig{})
-		if err != nil {
-			panic(err) // the zero config is valid
-		}
-		return d
-	}}
-	return query.EventSinkFunc(func(_ context.Context, body []byte, now int64) (query.EventsResult, error) {
-		d := pool.Get().(*ingest.Decoder)
-		defer pool.Put(d)
-		res := query.EventsResult{Rejected: map[string]int{}}
-		d.DecodeLines(body, now, func(_ []byte, ev window.Event, r ingest.Reason) {
-			if r == ingest.ReasonNone {
-				r = ingest.ReasonOf(st.ObserveAt(now, ev))
-			}
-			if r == ingest.ReasonNone {
-				res.Accepted++
-			} else {
-				res.Rejected[r.String()]++
-			}
-		})
-		return res, nil
-	})
+// intake is the events sink slide serve builds: the event package's intake into st.
+func intake(t testing.TB, st *window.Store) *slideevent.Intake {
+	in, err := slideevent.NewIntake(st, slideevent.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
 
 // env is a store, a clock and a server on a real listener.
@@ -72,7 +51,7 @@ type env struct {
 }
 
 // newEnv starts a server over a fresh store (10 s × 30 slots unless ring is set) with the
-// decoder sink; mod adjusts the config before New.
+// event intake; mod adjusts the config before New.
 func newEnv(t testing.TB, mod func(*query.Config)) *env {
 	t.Helper()
 	st, err := window.NewStore(window.StoreConfig{
@@ -84,7 +63,7 @@ func newEnv(t testing.TB, mod func(*query.Config)) *env {
 	}
 	e := &env{t: t, store: st, clock: newClock(t0), reg: prometheus.NewRegistry()}
 	cfg := query.Config{
-		Store: st, Now: e.clock.Now, Events: decoderSink(t, st),
+		Store: st, Now: e.clock.Now, Events: intake(t, st),
 		Registerer: e.reg, Gatherer: e.reg,
 	}
 	if mod != nil {

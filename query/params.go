@@ -88,7 +88,7 @@ func clip(s string) string { return textparse.Clip(s) }
 // MaxKeyPatternBytes is the longest glob key (one holding '*') the read routes accept; a
 // longer one is 400. Matching costs O(pattern length) per series of the metric, so the cap
 // keeps one request from costing length × series. Keys without a star are looked up
-// once and are not capped: one no series has is 404. It is 4 × the ingest decoder's
+// once and are not capped: one no series has is 404. It is 4 × the event decoder's
 // default key cap (256 bytes), so every pattern over real keys fits.
 const MaxKeyPatternBytes = 1024
 

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 fuzztime=${FUZZTIME_SHORT:-50000x}
 targets=(
-	"./ingest FuzzDecode"
+	"./event FuzzDecode"
 	"./query FuzzQueryParams"
 	"./limiter FuzzParsePolicies"
 	"./ingest FuzzInflate 20000x"
@@ -33,7 +33,7 @@ targets=(
 	"./batch FuzzParquet 10000x"
 	"./window FuzzLoadSnapshot 20000x"
 	"./textparse FuzzScanner 20000x"
-	"./ingest FuzzDecodeFast 20000x"
+	"./event FuzzDecodeFast 20000x"
 	"./textparse FuzzFast 10000x"
 	"./window FuzzParseDuration 10000x"
 )

@@ -1,5 +1,5 @@
 // Package textparse reads the text that events and rows arrive in, for every reader of it:
-// the event decoder (ingest), the batch readers (batch) and the /v1/allow body's fast path
+// the event decoder (event), the batch readers (batch) and the /v1/allow body's fast path
 // (limiter). It owns three things, so that they are written once and mean one thing.
 //
 // The JSON scanner. Scanner walks one flat JSON object member by member, scanning in place:
@@ -10,8 +10,8 @@
 // can refuse them by name), and converts nothing: a caller converts the members it keeps.
 // Strings decode with Unquote as encoding/json decodes them; Lossy tells a caller for whom a
 // string is an identity that encoding/json would rewrite it to U+FFFD, so that it can refuse
-// it instead (ingest and the limiter refuse such keys). Repeated names are reported each
-// time; ingest and batch keep the last (as encoding/json), the limiter refuses a repeat.
+// it instead (the event decoder and the limiter refuse such keys). Repeated names are reported each
+// time; the event decoder and batch keep the last (as encoding/json), the limiter refuses a repeat.
 //
 // Numbers. ParseFloat has strconv.ParseFloat's semantics and a fast path for the common
 // shapes (Clinger's: an exact mantissa times an exact power of ten, the package's one pow10
@@ -26,9 +26,9 @@
 // since a timestamp that one reader takes and another refuses would make a replay through
 // `slide batch` disagree with the stream. (Batch fell back to time.Parse before; ingest never
 // did: the stricter rule was kept, and every time either took before in the strict shape
-// reads the same.) Which JSON type may carry which form is the caller's: ingest takes unix ms
-// as a JSON number and RFC 3339 as a JSON string; batch, whose CSV columns have no types,
-// takes either form as text, quoted or not.
+// reads the same.) Which JSON type may carry which form is the caller's: the event decoder
+// takes unix ms as a JSON number and RFC 3339 as a JSON string; batch, whose CSV columns have
+// no types, takes either form as text, quoted or not.
 //
 // Clip is how much of such text an error message quotes back (64 bytes and the length), for
 // every package that echoes a client's or a file's input.

@@ -6,8 +6,8 @@ import (
 	"math/bits"
 )
 
-// Fast paths: for a caller that reads one fixed shape of compact object itself (ingest's
-// event decoder) and falls back to the Scanner for anything else, these read one token at
+// Fast paths: for a caller that reads one fixed shape of compact object itself (the event
+// decoder) and falls back to the Scanner for anything else, these read one token at
 // b[i] and convert it in the same pass. Each takes only a subset of what the Scanner and the
 // converters take, and on that subset it answers exactly as they do (the same bits); for
 // anything else it returns −1 and the caller's fallback decides. None allocates or panics.
@@ -225,8 +225,8 @@ func Decimal(b []byte, i int) (f float64, end int) {
 // Digits16 converts the run of ASCII digits that starts the sixteen bytes w0, w1 (little-endian,
 // w0 first): it returns the run's value and length n, 0 for none and 16 when the run fills
 // both words and may go on (then v is not set). A caller that knows its number starts there
-// (ingest's ts at a fixed offset) reads it in a few operations; it checks the sign, a leading
-// zero and what follows the run itself.
+// (the event decoder's ts at a fixed offset) reads it in a few operations; it checks the
+// sign, a leading zero and what follows the run itself.
 func Digits16(w0, w1 uint64) (v uint64, n int) {
 	if n = digitRun(w0); n < 8 {
 		return parse8(w0 << (8 * uint(8-n) & 63)), n // v not set for n = 0
@@ -242,8 +242,8 @@ func Digits16(w0, w1 uint64) (v uint64, n int) {
 // the bytes above ignored) when it is a JSON number -?int[.frac] without exponent, bit for bit
 // as ParseFloat: at most eight digits, so the one division m ÷ 10^k is exact as in Decimal.
 // ok is false for any other text (not such a number, or not JSON: a leading zero, a lone
-// point): the caller's fallback decides. A caller that knows where its number ends (ingest:
-// the value before the line's closing brace) reads it as one word.
+// point): the caller's fallback decides. A caller that knows where its number ends (the
+// event decoder: the value before the line's closing brace) reads it as one word.
 func Decimal8(w uint64, n int) (f float64, ok bool) {
 	if n < 1 || n > 8 {
 		return 0, false
@@ -283,9 +283,9 @@ func Decimal8(w uint64, n int) (f float64, ok bool) {
 }
 
 // Resume continues a scan of b at b[i], just after a member's value, for a caller that read
-// the object's opening and its members before i itself and found them valid (as ingest's
-// fast path does before it hands a line over): the next Next reads the separator there as
-// after a member of its own. b must be shorter than 2 GiB.
+// the object's opening and its members before i itself and found them valid (as the event
+// decoder's fast path does before it hands a line over): the next Next reads the separator
+// there as after a member of its own. b must be shorter than 2 GiB.
 func (s *Scanner) Resume(b []byte, i int) {
 	s.b, s.i, s.state, s.what = b, i, stMembers, ""
 	s.Name, s.Value, s.Field = Value{}, Value{}, -1

@@ -116,7 +116,7 @@ var fastSeeds = []string{
 }
 
 // FuzzFast holds the fast readers to the Scanner and the converters at every offset of the
-// input (scripts/fuzz-short.sh runs it: ingest's decoder trusts them with hostile lines).
+// input (scripts/fuzz-short.sh runs it: the event decoder trusts them with hostile lines).
 func FuzzFast(f *testing.F) {
 	for _, s := range fastSeeds {
 		f.Add([]byte(s))

@@ -19,8 +19,9 @@ type namePat struct {
 }
 
 // SetNames gives the names whose index Next reports in Field. Names of up to six bytes
-// (ingest's ts, key, metric, value and count) are recognised by one masked compare of the
-// eight bytes at the member's quote, so that the common member costs no name scan at all.
+// (the event decoder's ts, key, metric, value and count) are recognised by one masked
+// compare of the eight bytes at the member's quote, so that the common member costs no name
+// scan at all.
 func (s *Scanner) SetNames(names ...string) {
 	if len(names) == 0 {
 		s.ns = nil

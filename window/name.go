@@ -6,7 +6,7 @@ import (
 )
 
 // DefaultMaxNameLen is the longest key or metric name, in bytes, that slide's doors accept by
-// default: ingest's decoder (DecoderConfig.MaxKeyLen), snapshot restores and the limiter's
+// default: the event decoder (event.Config.MaxKeyLen), snapshot restores and the limiter's
 // keys (limiter.MaxKeyLen).
 const DefaultMaxNameLen = 256
 
@@ -15,7 +15,7 @@ const DefaultMaxNameLen = 256
 // controls (U+0080–U+009F, among them U+009B, a terminal's CSI) and the bidirectional
 // overrides and isolates (U+202A–U+202E, U+2066–U+2069, the "Trojan Source" characters,
 // which reorder what a terminal or an editor shows). It is the one rule of every door:
-// ingest's decoder (Kafka and POST /v1/events), snapshot restores, the limiter's keys and the
+// the event decoder (Kafka and POST /v1/events), snapshot restores, the limiter's keys and the
 // read routes' key and metric parameters. Length is each door's own check. A name of
 // printable ASCII, the usual one, is checked eight bytes at a time; it allocates nothing.
 //

@@ -34,7 +34,7 @@ var (
 // of the store. The zero value is the defaults.
 type SnapshotLimits struct {
 	// MaxNameLen is the longest key or metric accepted, in bytes; default DefaultMaxNameLen.
-	// Give the decoder's (ingest.DecoderConfig.MaxKeyLen), so a restore admits what the log
+	// Give the decoder's (event.Config.MaxKeyLen), so a restore admits what the log
 	// would.
 	MaxNameLen int
 }

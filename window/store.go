@@ -148,7 +148,7 @@ func (sh *shard) lookup(h uint64, metric, key string) *series {
 	return nil
 }
 
-// sameString is a == b, without a call when both are the same bytes: ingest's decoder
+// sameString is a == b, without a call when both are the same bytes: the event decoder
 // interns keys and metrics, so an event's strings are usually its series' own.
 func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)

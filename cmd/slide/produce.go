@@ -14,6 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/window"
 )
@@ -167,7 +168,7 @@ func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 		defer f.Close()
 		in, name = f, c.file
 	}
-	dec, err := ingest.NewDecoder(ingest.DecoderConfig{})
+	dec, err := event.NewDecoder(event.Config{})
 	if err != nil {
 		return err
 	}
@@ -186,7 +187,7 @@ func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 		if len(bytes.TrimSpace(line)) > 0 {
 			var key []byte
 			var ts time.Time // zero: the time of sending
-			if ev, reason := dec.Decode(line, 0); reason == ingest.ReasonNone {
+			if ev, reason := dec.Decode(line, 0); reason == event.ReasonNone {
 				key = []byte(ev.Key)
 				if c.timestamps == "event" && ev.TS != 0 {
 					ts = time.UnixMilli(ev.TS)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/ingest"
 )
 
@@ -76,11 +77,11 @@ func TestProduceGenerates(t *testing.T) {
 	if len(recs) != sent {
 		t.Fatalf("topic holds %d records, the command says it sent %d", len(recs), sent)
 	}
-	dec, _ := ingest.NewDecoder(ingest.DecoderConfig{})
+	dec, _ := event.NewDecoder(event.Config{})
 	metrics := map[string]int{}
 	for _, r := range recs {
 		ev, reason := dec.Decode(r.Value, 0)
-		if reason != ingest.ReasonNone || ev.Key != string(r.Key) || !strings.HasPrefix(ev.Key, "tenant-") {
+		if reason != event.ReasonNone || ev.Key != string(r.Key) || !strings.HasPrefix(ev.Key, "tenant-") {
 			t.Fatalf("record %s (key %s): %v", r.Value, r.Key, reason)
 		}
 		metrics[ev.Metric]++

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/slide-metrics/slide/cluster"
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/sketch"
@@ -335,8 +336,14 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return fmt.Errorf("--export-histograms: %w", err)
 	}
+	// POST /v1/events: straight into this instance's store, with the decoder and reasons of
+	// Kafka records (query.Config.Events says what such events are not).
+	events, err := event.NewIntake(store, event.Config{})
+	if err != nil {
+		return err
+	}
 	qs, err := query.New(query.Config{
-		Store: store, Cluster: cl, Events: newEventSink(store), Allow: allow, AuthToken: token, AuthReads: c.authReads,
+		Store: store, Cluster: cl, Events: events, Allow: allow, AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Backends: c.conn.checks.states,

@@ -3,43 +3,12 @@ package main
 import (
 	"context"
 	_ "embed"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/slide-metrics/slide/ingest"
-	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
 )
-
-// newEventSink records POST /v1/events bodies straight into this instance's store, with the
-// same decoder and reasons as Kafka records. Such events are not in the log: a restart loses
-// them and, with several instances, they land on the instance that received them. Producers
-// that need durability or partitioning write to the topic instead.
-func newEventSink(store *window.Store) query.EventSink {
-	pool := sync.Pool{New: func() any {
-		d, _ := ingest.NewDecoder(ingest.DecoderConfig{}) // defaults are valid
-		return d
-	}}
-	return query.EventSinkFunc(func(_ context.Context, body []byte, now int64) (query.EventsResult, error) {
-		d := pool.Get().(*ingest.Decoder)
-		defer pool.Put(d)
-		res := query.EventsResult{Rejected: map[string]int{}}
-		d.DecodeLines(body, now, func(_ []byte, ev window.Event, r ingest.Reason) {
-			if r == ingest.ReasonNone {
-				// ev.Feed is 0 (no feed): never dropped on a partition's revocation
-				r = ingest.ReasonOf(store.ObserveAt(now, ev))
-			}
-			if r == ingest.ReasonNone {
-				res.Accepted++
-			} else {
-				res.Rejected[r.String()]++
-			}
-		})
-		return res, nil
-	})
-}
 
 func evictLoop(ctx context.Context, store *window.Store, every time.Duration) {
 	if every <= 0 {

@@ -19,7 +19,8 @@ import (
 // Line is where it was read (1-based; 0 when it did not come from a file).
 //
 // A Request with Metric set is a metric event instead (Key's series of Metric gets Value at
-// Time), which the usage rules read: it is recorded, not decided.
+// Time, Count times: 0 means 1, as in window.Event), which the usage rules read: it is
+// recorded, not decided.
 type Request struct {
 	Time   time.Time
 	Key    string
@@ -28,6 +29,7 @@ type Request struct {
 	Line   int64
 	Metric string
 	Value  float64
+	Count  uint64
 }
 
 // Defaults of Config.
@@ -206,7 +208,7 @@ func (r *Replayer) Replay(ctx context.Context, req Request) error {
 			return nil // no rules read the windows
 		}
 		err := r.store.ObserveAt(req.Time.UnixMilli(), window.Event{TS: req.Time.UnixMilli(),
-			Metric: req.Metric, Key: req.Key, Value: req.Value, Count: 1})
+			Metric: req.Metric, Key: req.Key, Value: req.Value, Count: req.Count})
 		if err != nil {
 			if r.Refused == nil {
 				r.Refused = map[string]int64{}

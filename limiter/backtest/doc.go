@@ -14,7 +14,11 @@
 // Shadow policies count what they would have denied. A cost above a policy's quota can
 // never be admitted: it is counted as denied and in OverQuota.
 //
-// The log must be sorted by time (equal times are fine): an earlier request stops the
+// A log is read (ReadLog) by the rules of events, package event's, one set for every door: a
+// metric event is decoded by event.Decoder, and a request's ts and key are read by its field
+// readers, so a log line holds what ingest and POST /v1/events would take and no more (a ts
+// of "1764489600123", a key with a NUL or invalid UTF-8 are errors naming the line). The
+// log must be sorted by time (equal times are fine): an earlier request stops the
 // replay with ErrUnsorted naming its line, as slide batch does. Memory is O(keys held by
 // the limiters, bounded by Config.MaxKeys, + distinct denied keys + timeline buckets).
 //

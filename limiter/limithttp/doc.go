@@ -6,7 +6,7 @@
 //
 // # POST /v1/allow
 //
-// The body speaks the ingest decoder's JSON dialect: field names match
+// The body speaks the event decoder's JSON dialect: field names match
 // exactly ({"Policy":...} is an unknown field, not policy), a field given
 // twice is refused (not "the last wins"), unknown fields and trailing data
 // are refused, and a key or policy name that is not valid UTF-8 (a raw byte,

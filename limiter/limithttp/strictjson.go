@@ -12,7 +12,7 @@ import (
 	"github.com/slide-metrics/slide/textparse"
 )
 
-// The /v1/allow dialect is the ingest decoder's: field names match exactly ("Policy" is an
+// The /v1/allow dialect is the event decoder's: field names match exactly ("Policy" is an
 // unknown field, where encoding/json would match it case-insensitively), a field given
 // twice is refused (encoding/json takes the last), and a string that is not valid UTF-8,
 // raw or through an escaped lone surrogate, is refused rather than rewritten to U+FFFD:

@@ -1,4 +1,4 @@
-package ingest
+package event
 
 import (
 	"encoding/binary"
@@ -10,7 +10,7 @@ import (
 )
 
 // The fast paths read the shapes nearly every producer writes, in one pass that validates
-// and converts as it goes. exact takes AppendEvent's layout, the one `slide produce` and
+// and converts as it goes. exact takes Append's layout, the one `slide produce` and
 // the benchmark write:
 //
 //	{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}
@@ -56,7 +56,7 @@ const (
 	exactRefused        // exact read a prefix of the layout, and fast would give up after it (members gave up, or exact saw why): the scanner path goes on after the prefix
 )
 
-// Word patterns of the layout AppendEvent writes, `{"ts":1,"key":"k","metric":"m","value":2}`:
+// Word patterns of the layout Append writes, `{"ts":1,"key":"k","metric":"m","value":2}`:
 // the text between the values, a little-endian word at a time.
 var (
 	patOpenTS    = binary.LittleEndian.Uint64([]byte(`{"ts":` + "\x00\x00")) // 6 bytes, masked
@@ -67,7 +67,7 @@ var (
 	patCountOpen = binary.LittleEndian.Uint64([]byte(`,"count"`))
 )
 
-// exact decodes b when it has exactly AppendEvent's layout (what `slide produce`, the
+// exact decodes b when it has exactly Append's layout (what `slide produce`, the
 // benchmark and most producers write): the members ts, key, metric, value and an optional
 // count in that order, compact, the text between the values compared a word at a time. When
 // a compact prefix of the layout is followed by a comma and something else (another member,

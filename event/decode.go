@@ -1,4 +1,4 @@
-package ingest
+package event
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ const (
 // keeps so that the two decoders agree on which inputs are JSON.
 const maxNestingDepth = textparse.MaxNesting
 
-// DecoderConfig configures a Decoder. The zero value means the defaults.
-type DecoderConfig struct {
+// Config configures a Decoder. The zero value means the defaults.
+type Config struct {
 	// MaxKeyLen is the longest key or metric name accepted, in bytes after unescaping;
 	// longer ones are refused with ReasonKeyTooLong. Default DefaultMaxKeyLen (256).
 	MaxKeyLen int
@@ -30,7 +30,7 @@ type DecoderConfig struct {
 }
 
 // Validate reports a config NewDecoder would refuse.
-func (c DecoderConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.MaxKeyLen < 0 {
 		return fmt.Errorf("max key length %d: must not be negative", c.MaxKeyLen)
 	}
@@ -40,7 +40,7 @@ func (c DecoderConfig) Validate() error {
 	return nil
 }
 
-func (c DecoderConfig) withDefaults() DecoderConfig {
+func (c Config) withDefaults() Config {
 	if c.MaxKeyLen == 0 {
 		c.MaxKeyLen = DefaultMaxKeyLen
 	}
@@ -95,7 +95,7 @@ type Decoder struct {
 }
 
 // NewDecoder returns a Decoder, or the config's error.
-func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
+func NewDecoder(cfg Config) (*Decoder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("decoder config: %w", err)
 	}
@@ -249,26 +249,8 @@ func (d *Decoder) event(b []byte, ev *window.Event) Reason {
 	default:
 		return ReasonBadField
 	}
-	switch t := d.f[fTS]; t.Kind {
-	case textparse.Absent, textparse.Null:
-	case textparse.Number: // unix ms: an integer literal, by textparse's rule
-		ms, ok := textparse.Millis(t.Bytes(b))
-		if !ok {
-			return ReasonBadField
-		}
-		ev.TS = ms
-	case textparse.String: // RFC 3339 text, by textparse's rule
-		s := t.Bytes(b)
-		if t.Escaped {
-			s, _ = d.unquote(s)
-		}
-		ms, ok := textparse.RFC3339Millis(s)
-		if !ok {
-			return ReasonBadField
-		}
-		ev.TS = ms
-	default:
-		return ReasonBadField
+	if ev.TS, r = d.TS(b, d.f[fTS], ev.TS); r != ReasonNone {
+		return r
 	}
 	switch c := d.f[fCount]; c.Kind {
 	case textparse.Absent, textparse.Null:
@@ -280,6 +262,63 @@ func (d *Decoder) event(b []byte, ev *window.Event) Reason {
 		ev.Count = n
 	default:
 		return ReasonBadField
+	}
+	return ReasonNone
+}
+
+// TS reads v, the value of a ts member of line as a textparse.Scanner recorded it, by the
+// event's rule: unix milliseconds as a JSON integer, or RFC 3339 text in textparse's strict
+// shape as a JSON string; absent or null is def. Anything else (a string of digits among
+// them) is ReasonBadField. A format that carries an event's time among fields of its own
+// reads it here (the backtest's request log does), so that it takes the times Decode takes.
+func (d *Decoder) TS(line []byte, v textparse.Value, def int64) (int64, Reason) {
+	switch v.Kind {
+	case textparse.Absent, textparse.Null:
+		return def, ReasonNone
+	case textparse.Number: // unix ms: an integer literal, by textparse's rule
+		if ms, ok := textparse.Millis(v.Bytes(line)); ok {
+			return ms, ReasonNone
+		}
+	case textparse.String: // RFC 3339 text, by textparse's rule
+		s := v.Bytes(line)
+		if v.Escaped {
+			s, _ = d.unquote(s)
+		}
+		if ms, ok := textparse.RFC3339Millis(s); ok {
+			return ms, ReasonNone
+		}
+	}
+	return 0, ReasonBadField
+}
+
+// Name reads v, the value of a key member of line as a textparse.Scanner recorded it, by the
+// event's rule for a key or metric: a string (absent or null is ReasonMissingField, another
+// type ReasonBadField) whose unescaped bytes pass CheckName, never rewritten to U+FFFD. The
+// name is interned: one the decoder has seen allocates nothing.
+func (d *Decoder) Name(line []byte, v textparse.Value) (string, Reason) {
+	return d.name(line, v, false)
+}
+
+// CheckName holds s, a key or metric that arrived as text (a CSV field), to the rule Decode
+// holds names to: ReasonMissingField when empty, ReasonKeyTooLong beyond Config.MaxKeyLen,
+// ReasonBadField when window.ValidName refuses it; ReasonNone when it may name a series.
+func (d *Decoder) CheckName(s string) Reason {
+	if r := d.nameLen(len(s)); r != ReasonNone {
+		return r
+	}
+	if !window.ValidName(s) {
+		return ReasonBadField
+	}
+	return ReasonNone
+}
+
+// nameLen is CheckName's rule for a name's length.
+func (d *Decoder) nameLen(n int) Reason {
+	switch {
+	case n == 0:
+		return ReasonMissingField
+	case n > d.maxKey:
+		return ReasonKeyTooLong
 	}
 	return ReasonNone
 }
@@ -301,11 +340,8 @@ func (d *Decoder) name(b []byte, sp textparse.Value, metric bool) (string, Reaso
 			return "", ReasonBadField // keys are bytes: never rewritten to U+FFFD
 		}
 	}
-	switch {
-	case len(s) == 0:
-		return "", ReasonMissingField
-	case len(s) > d.maxKey:
-		return "", ReasonKeyTooLong
+	if r := d.nameLen(len(s)); r != ReasonNone {
+		return "", r
 	}
 	if metric && string(s) == d.lastMetric { // most lines repeat the previous metric: skip the map
 		return d.lastMetric, ReasonNone

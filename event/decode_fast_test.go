@@ -1,4 +1,4 @@
-package ingest
+package event
 
 import (
 	"math"
@@ -19,7 +19,7 @@ import (
 func checkFastPaths(t *testing.T, line []byte, shared *Decoder) (took string) {
 	t.Helper()
 	decoder := func() *Decoder {
-		d, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
+		d, err := NewDecoder(Config{MaxKeyLen: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func checkFastPaths(t *testing.T, line []byte, shared *Decoder) (took string) {
 	return took
 }
 
-// genFastLine builds a line near the fast paths' shapes: AppendEvent's layout, its members
+// genFastLine builds a line near the fast paths' shapes: Append's layout, its members
 // reordered or spaced, and then often damaged in one place, so that every early exit of
 // the fast paths is taken against the general path's answer.
 func genFastLine(rng *rand.Rand) []byte {
@@ -199,7 +199,7 @@ func extraValue(rng *rand.Rand, num func() string) string {
 func TestDecodeFastDifferential(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	took := map[string]int{}
-	shared, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
+	shared, err := NewDecoder(Config{MaxKeyLen: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func FuzzDecodeFast(f *testing.F) {
 	for range 30 {
 		f.Add(genFastLine(rng))
 	}
-	shared, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
+	shared, err := NewDecoder(Config{MaxKeyLen: 16})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func FuzzDecodeFast(f *testing.F) {
 }
 
 // decodeShapes are BenchmarkDecodeShapes' lines, each with the path that must take it (exact
-// for a compact prefix of AppendEvent's layout that hands the rest of the line to members).
+// for a compact prefix of Append's layout that hands the rest of the line to members).
 var decodeShapes = []struct{ name, path, line string }{
 	{"exact", "exact", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}`},
 	{"fast", "fast", `{"value": 27.431, "metric": "latency_ms", "key": "tenant-42", "ts": 1700000000123}`},
@@ -276,7 +276,7 @@ var decodeShapes = []struct{ name, path, line string }{
 	{"escaped-key", "fast", `{"ts":1700000000123,"key":"tenant-\u0034\u0032","metric":"latency_ms","value":27.431}`}, // the scanner path's
 }
 
-// BenchmarkDecodeShapes times Decode per shape (decodeShapes: AppendEvent's layout on the
+// BenchmarkDecodeShapes times Decode per shape (decodeShapes: Append's layout on the
 // exact path, with extra members or nested values there too by its hand-off, the members
 // spaced, reordered or with an RFC 3339 ts on the fast path, an escaped key on the scanner
 // path), so that a change to one path shows in its own line.
@@ -313,7 +313,7 @@ func BenchmarkDecodeRefusals(b *testing.B) {
 
 // benchDecodeLine times Decode of line on a fresh decoder, each answer held to want.
 func benchDecodeLine(b *testing.B, line string, want Reason) {
-	d, err := NewDecoder(DecoderConfig{})
+	d, err := NewDecoder(Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package ingest
+package event
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ const defTS = int64(1764489600000) // 2025-11-30T08:00:00Z
 
 func newTestDecoder(t testing.TB) *Decoder {
 	t.Helper()
-	d, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
+	d, err := NewDecoder(Config{MaxKeyLen: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +113,13 @@ func TestDecodeLines(t *testing.T) {
 }
 
 func TestDecoderConfig(t *testing.T) {
-	if _, err := NewDecoder(DecoderConfig{MaxKeyLen: -1}); err == nil {
+	if _, err := NewDecoder(Config{MaxKeyLen: -1}); err == nil {
 		t.Error("negative MaxKeyLen accepted")
 	}
-	if _, err := NewDecoder(DecoderConfig{MaxInterned: -1}); err == nil {
+	if _, err := NewDecoder(Config{MaxInterned: -1}); err == nil {
 		t.Error("negative MaxInterned accepted")
 	}
-	d, err := NewDecoder(DecoderConfig{})
+	d, err := NewDecoder(Config{})
 	if err != nil || d.maxKey != DefaultMaxKeyLen || d.maxInterned != DefaultMaxInterned {
 		t.Fatalf("defaults: %v %d %d", err, d.maxKey, d.maxInterned)
 	}
@@ -163,7 +163,7 @@ func TestDecodeAllocs(t *testing.T) {
 }
 
 func TestDecodeInternBounded(t *testing.T) {
-	d, err := NewDecoder(DecoderConfig{MaxInterned: 8})
+	d, err := NewDecoder(Config{MaxInterned: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +419,7 @@ var fuzzSeeds = []string{
 }
 
 // FuzzDecode checks that no input panics, that the decoder agrees with encoding/json, and
-// that an accepted event survives a round trip through encoding/json and through AppendEvent.
+// that an accepted event survives a round trip through encoding/json and through Append.
 func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
@@ -429,7 +429,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(genLine(rng))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		d, err := NewDecoder(DecoderConfig{MaxKeyLen: 16})
+		d, err := NewDecoder(Config{MaxKeyLen: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,10 +452,10 @@ func FuzzDecode(f *testing.F) {
 		if r2 != ReasonNone || again != ev {
 			t.Fatalf("round trip of %q through %s: %+v %v, want %+v", line, out, again, r2, ev)
 		}
-		ours := AppendEvent(nil, ev)
+		ours := Append(nil, ev)
 		again, r2 = d.Decode(ours, 0)
 		if r2 != ReasonNone || again != ev {
-			t.Fatalf("round trip of %q through AppendEvent %s: %+v %v, want %+v", line, ours, again, r2, ev)
+			t.Fatalf("round trip of %q through Append %s: %+v %v, want %+v", line, ours, again, r2, ev)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package ingest
+package event
 
 import (
 	"encoding/json"
@@ -33,7 +33,7 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	avg := size / int64(len(lines))
 	b.Run("ours", func(b *testing.B) {
-		d, err := NewDecoder(DecoderConfig{})
+		d, err := NewDecoder(Config{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package ingest
+package event
 
 import (
 	"encoding/binary"

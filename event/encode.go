@@ -1,4 +1,4 @@
-package ingest
+package event
 
 import (
 	"math"
@@ -8,7 +8,7 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-// AppendEvent appends ev as one JSON line (without the newline) in the form Decoder reads:
+// Append appends ev as one JSON line (without the newline) in the form Decoder reads:
 //
 //	{"ts":1764489600123,"key":"tenant-42","metric":"latency_ms","value":87.5}
 //
@@ -16,7 +16,7 @@ import (
 // becomes \ufffd); the value is the shortest decimal that reads back as the same float64.
 // A NaN or infinite value is written as the bare token NaN, Infinity or -Infinity, which
 // is not JSON: the decoder refuses it as ReasonInvalidValue, as it should.
-func AppendEvent(dst []byte, ev window.Event) []byte {
+func Append(dst []byte, ev window.Event) []byte {
 	dst = append(dst, `{"ts":`...)
 	dst = strconv.AppendInt(dst, ev.TS, 10)
 	dst = append(dst, `,"key":`...)

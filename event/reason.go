@@ -1,4 +1,4 @@
-package ingest
+package event
 
 import (
 	"errors"
@@ -6,8 +6,9 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-// Reason says why an event was refused. It is the `reason` label of
-// slide_ingest_rejected_total and the value of the dead-letter header HeaderReason.
+// Reason says why an event was refused. It is the `reason` label of ingest's
+// slide_ingest_rejected_total, the value of its dead-letter header (ingest.HeaderReason) and
+// a key of POST /v1/events' "rejected" counts.
 // The zero value, ReasonNone, means the event was accepted.
 type Reason uint8
 
@@ -20,16 +21,19 @@ const (
 	ReasonMissingField               // key, metric or value absent or null; key or metric ""
 	ReasonBadField                   // a field of the wrong type: key/metric not a string or failing window.ValidName (invalid UTF-8, a C0 or C1 control, DEL, a bidi override or isolate), value not a number, ts neither an integer nor RFC 3339, count not an integer ≥ 1
 	ReasonInvalidValue               // value NaN, ±Infinity, or beyond float64
-	ReasonKeyTooLong                 // key or metric longer than DecoderConfig.MaxKeyLen bytes
+	ReasonKeyTooLong                 // key or metric longer than Config.MaxKeyLen bytes
 	ReasonFuture                     // ts ahead of the record's timestamp (or of now) by more than the ring's skew
 	ReasonLate                       // ts older than the metric's retention at the record's timestamp (or at now, over HTTP)
 	ReasonSeriesCap                  // the event's series is new and the store is at its series cap
-	ReasonTooLarge                   // a record whose batch inflates beyond Config.MaxInflatedBytes: dead-lettered as a pointer (headers, no value)
+	ReasonTooLarge                   // a Kafka record whose batch inflates beyond ingest's Config.MaxInflatedBytes (ingest's alone): dead-lettered as a pointer (headers, no value)
 	ReasonExpired                    // within its window at the record's timestamp, out of it at now (lag, a skewed producer, a replay reaching further back than the metric keeps)
-	numReasons
+
+	// NumReasons is how many Reasons there are, ReasonNone included: the length of an array
+	// indexed by Reason (Result.Refused, ingest's counters).
+	NumReasons
 )
 
-var reasonNames = [numReasons]string{
+var reasonNames = [NumReasons]string{
 	ReasonNone:         "none",
 	ReasonInvalidJSON:  "invalid_json",
 	ReasonMissingField: "missing_field",
@@ -45,7 +49,7 @@ var reasonNames = [numReasons]string{
 
 // String is the metric label of r ("invalid_json", "late", ...).
 func (r Reason) String() string {
-	if r < numReasons {
+	if r < NumReasons {
 		return reasonNames[r]
 	}
 	return "unknown"
@@ -54,15 +58,16 @@ func (r Reason) String() string {
 // RejectReasons lists every refusal reason (all but ReasonNone), e.g. to initialise the
 // label values of a counter so that each reason is exported from the start.
 func RejectReasons() []Reason {
-	out := make([]Reason, 0, numReasons-1)
-	for r := ReasonNone + 1; r < numReasons; r++ {
+	out := make([]Reason, 0, NumReasons-1)
+	for r := ReasonNone + 1; r < NumReasons; r++ {
 		out = append(out, r)
 	}
 	return out
 }
 
-// ReasonOf maps an error returned by window.Store.ObserveAt to its Reason: nil → ReasonNone,
-// window.ErrLate → ReasonLate, and so on. Any other error maps to ReasonBadField.
+// ReasonOf maps an error returned by window.Store.ObserveAt or ObserveFrom to its Reason: nil →
+// ReasonNone, window.ErrLate → ReasonLate, window.ErrExpired → ReasonExpired, and so on. Any
+// other error maps to ReasonBadField.
 func ReasonOf(err error) Reason {
 	switch {
 	case err == nil:
@@ -71,6 +76,8 @@ func ReasonOf(err error) Reason {
 		return ReasonLate
 	case errors.Is(err, window.ErrFuture):
 		return ReasonFuture
+	case errors.Is(err, window.ErrExpired):
+		return ReasonExpired
 	case errors.Is(err, window.ErrSeriesCap):
 		return ReasonSeriesCap
 	case errors.Is(err, window.ErrInvalidValue):

@@ -1,0 +1,72 @@
+// Package event owns what an event is and how one is read: the decoder of the event schema,
+// its refusal reasons, the encoder that writes it, and the intake that takes a body of
+// events into a window.Store. Kafka records (ingest), POST /v1/events (query) and the
+// backtest's request log (limiter/backtest) all read events here, so the three doors accept
+// and refuse the same events for the same reasons.
+//
+// # What an event is
+//
+// A decoded event is a window.Event, the store's own observation type, filled in place (no
+// second struct is copied on the hot path): Metric and Key name its series, Value is the
+// observation, Count its weight, TS its time in unix milliseconds. A format fills those five;
+// Feed is the door's (ingest sets the record's partition, window.FeedOf; the API none). Labels
+// arrive with the next issue.
+//
+// # One set of rules
+//
+// Every door holds an event to these, in this order, and names a refusal by its Reason:
+//
+//   - The line is one JSON object (invalid_json otherwise), field names matched exactly,
+//     the last of repeated members winning, other members validated and skipped.
+//   - key and metric are strings, present and not empty (missing_field), at most
+//     Config.MaxKeyLen bytes (256 by default; key_too_long), and pass window.ValidName, the
+//     key rule of every door: valid UTF-8, never rewritten to U+FFFD, without C0 or C1
+//     controls, DEL or bidi overrides and isolates (bad_field).
+//   - value is present (missing_field) and a JSON number within float64 (invalid_value for
+//     NaN, ±Infinity, or beyond float64; bad_field for another type).
+//   - ts is unix milliseconds as a JSON integer, or RFC 3339 in textparse's strict shape as
+//     a JSON string; a string of digits is neither (bad_field). Absent or null, it is the
+//     door's: the Kafka record's timestamp, the request's time over HTTP. A log of requests,
+//     which has no such time, requires it.
+//   - count is a JSON integer ≥ 1, default 1 (bad_field otherwise).
+//   - Then the store judges the event's time and series (Intake, ReasonOf): future when ts
+//     is beyond the ring's skew ahead of its reference, late when older than the metric's
+//     retention, expired when in its window at its Kafka record's time but out of it at now
+//     (the references are the record's timestamp while it agrees with now, as window.Source
+//     says, and now over HTTP), series_cap when a new series meets the store's cap.
+//
+// Decoder, Intake and the field readers (Decoder.TS, Name, CheckName, for a format that
+// carries an event's fields among its own, as the backtest's request log does) are these
+// rules; nothing else restates them.
+//
+// # Decoding
+//
+// Decoder is a hand-written parser, 0 allocations per event once its key and metric are
+// interned, checked against encoding/json by a differential test and a fuzz target. Three
+// paths (decode_fast.go): Append's exact layout read word by word, a member loop for the
+// same members in any order, spaced, repeated or among other members (skipped by the
+// scanner's own MemberName and SkipValue, in the same pass), to which the first hands its
+// position, and the scanner path for the rest, the one source of refusals, which goes on
+// from the last member the others read; FuzzDecodeFast holds the first two to the third.
+// Names are interned in an open-addressing table (decode_intern.go) whose lookups are
+// bounded under collisions. Append (encode.go) writes the layout the first path reads; it
+// is why the package imports jsonenc, beside window and textparse (TestImports holds it to
+// those and the standard library).
+//
+// # The intake
+//
+// Intake takes a body into a store under its admission rules: Take for an NDJSON body at the
+// request's time (POST /v1/events), TakeRecord for a Kafka record's value with its timestamp
+// and feed through a decoder per partition (ingest, which counts, logs and dead-letters each
+// refusal the callback hands it). Both decode, observe and map the store's error to a Reason
+// in the same function, and allocate nothing per event once its series exists.
+//
+// # Where a new format goes
+//
+// A new format (OTLP spans and access logs come next) is one file in this package that
+// reads its input into window.Event values by the rules above, refusing with the same
+// Reasons (a new Reason only for what the rules above cannot say), and is plugged into the
+// intake beside DecodeLines, so that every door that takes it observes and reasons as the
+// JSON events do. Its fuzz target and its differential test against a reference reader go
+// with it, and its benchmark in a *_timing_test.go file.
+package event

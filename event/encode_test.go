@@ -1,0 +1,43 @@
+package event
+
+import (
+	"math"
+	"testing"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+func TestAppendRoundTrip(t *testing.T) {
+	d := newTestDecoder(t)
+	d.maxKey = 1 << 10
+	evs := []window.Event{
+		{TS: 1764489600123, Key: "tenant-42", Metric: "latency_ms", Value: 87.5, Count: 1},
+		{TS: -5, Key: "a\"b\\c/<>&\u2028", Metric: "m é 😀", Value: -0.1, Count: 1 << 40},
+		{TS: 0, Key: "k", Metric: "m", Value: 1e300, Count: 1},
+		{TS: math.MaxInt64, Key: "k", Metric: "m", Value: 5e-324, Count: 1},
+	}
+	for _, ev := range evs {
+		line := Append(nil, ev)
+		got, r := d.Decode(line, 0)
+		if r != ReasonNone || got != ev {
+			t.Errorf("%s decoded to %+v %v, want %+v", line, got, r, ev)
+		}
+	}
+	// Control characters are escaped by the encoder, and refused by the decoder (bad_field).
+	ctl := Append(nil, window.Event{TS: 1, Key: "a\n\t\r\x00\x1f\x7f", Metric: "m", Value: 1, Count: 1})
+	if want := `{"ts":1,"key":"a\n\t\r\u0000\u001f` + "\x7f" + `","metric":"m","value":1}`; string(ctl) != want {
+		t.Errorf("Append = %s, want %s", ctl, want)
+	}
+	if _, r := d.Decode(ctl, 0); r != ReasonBadField {
+		t.Errorf("%s decoded with reason %v, want bad_field", ctl, r)
+	}
+	if got := string(Append(nil, window.Event{TS: 1, Key: "k\xff", Metric: "m", Value: 2, Count: 3})); got != `{"ts":1,"key":"k\ufffd","metric":"m","value":2,"count":3}` {
+		t.Errorf("Append = %s", got)
+	}
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		line := Append(nil, window.Event{TS: 1, Key: "k", Metric: "m", Value: v})
+		if _, r := d.Decode(line, 0); r != ReasonInvalidValue {
+			t.Errorf("%s: reason %v, want invalid_value", line, r)
+		}
+	}
+}

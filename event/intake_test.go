@@ -1,0 +1,134 @@
+package event
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// newTestIntake is an intake into a fresh store of one minute (6 slots of 10 s, skew 10 s).
+func newTestIntake(t testing.TB) (*Intake, *window.Store) {
+	t.Helper()
+	st, err := window.NewStore(window.StoreConfig{Ring: window.RingConfig{Slot: 10 * time.Second, Slots: 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := NewIntake(st, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, st
+}
+
+// Take (POST /v1/events): each line decoded and observed at now, the decoder's refusals and
+// the store's counted by reason, blank lines skipped, events without ts at now.
+func TestIntakeTake(t *testing.T) {
+	in, st := newTestIntake(t)
+	now := defTS
+	body := fmt.Appendf(nil, `{"ts":%d,"key":"a","metric":"m","value":1}
+
+{"key":"a","metric":"m","value":2,"count":3}
+not json
+{"ts":%d,"key":"a","metric":"m","value":1}
+{"ts":%d,"key":"a","metric":"m","value":1}
+{"key":"a","metric":"m","value":NaN}
+`, now-1000, now-time.Hour.Milliseconds(), now+time.Hour.Milliseconds())
+	res := in.Take(body, now)
+	want := Result{Accepted: 2}
+	want.Refused[ReasonInvalidJSON] = 1
+	want.Refused[ReasonLate] = 1
+	want.Refused[ReasonFuture] = 1
+	want.Refused[ReasonInvalidValue] = 1
+	if res != want {
+		t.Fatalf("Take = %+v, want %+v", res, want)
+	}
+	agg, err := st.ReadAt(now, "m", "a", time.Minute, nil)
+	if err != nil || agg.Count != 4 {
+		t.Fatalf("store holds count %d (%v), want 4", agg.Count, err)
+	}
+	if got := st.DropPartition(0); got != 0 {
+		t.Errorf("events of the API carry no feed, yet partition 0's revocation dropped %d series", got)
+	}
+}
+
+// TakeRecord (a Kafka record): the record's timestamp is the default ts and what future and
+// late are judged against, each event carries the record's feed, every refusal reaches the
+// callback with its line, an event out of its window by now is expired, and a value without
+// events is told apart.
+func TestIntakeTakeRecord(t *testing.T) {
+	in, st := newTestIntake(t)
+	d := in.NewDecoder()
+	now := defTS
+	rec := Record{TS: now, Feed: window.FeedOf(3)}
+	type refusal struct {
+		line string
+		r    Reason
+	}
+	var got []refusal
+	refused := func(line []byte, r Reason) { got = append(got, refusal{string(line), r}) }
+
+	acc, n := in.TakeRecord(d, []byte(`{"key":"a","metric":"m","value":1}`+"\n"+`{"metric":"m","value":1}`), now, rec, refused)
+	if acc != 1 || n != 2 || len(got) != 1 || got[0] != (refusal{`{"metric":"m","value":1}`, ReasonMissingField}) {
+		t.Fatalf("TakeRecord = %d accepted of %d, refusals %v", acc, n, got)
+	}
+	if agg, err := st.ReadAt(now, "m", "a", time.Minute, nil); err != nil || agg.Count != 1 || agg.To < now-10_000 {
+		t.Fatalf("the event without ts: %+v, %v; want it at the record's time", agg, err)
+	}
+
+	// Stamped two minutes ago, its event in its window then; read now, out of it.
+	got = nil
+	old := Record{TS: now - 2*time.Minute.Milliseconds(), Feed: rec.Feed}
+	if acc, n := in.TakeRecord(d, []byte(`{"key":"b","metric":"m","value":1}`), now, old, refused); acc != 0 || n != 1 ||
+		len(got) != 1 || got[0].r != ReasonExpired {
+		t.Fatalf("an expired event: %d accepted of %d, refusals %v", acc, n, got)
+	}
+	// Ahead of its record, stamped now, by more than the skew: future.
+	got = nil
+	if acc, _ := in.TakeRecord(d, fmt.Appendf(nil, `{"ts":%d,"key":"b","metric":"m","value":1}`, now+20_000), now, rec, refused); acc != 0 ||
+		len(got) != 1 || got[0].r != ReasonFuture {
+		t.Fatalf("an event ahead of its record: %d accepted, refusals %v", acc, got)
+	}
+
+	if acc, n := in.TakeRecord(d, nil, now, rec, refused); acc != 0 || n != 0 {
+		t.Fatalf("a tombstone: %d accepted of %d", acc, n)
+	}
+	if dropped := st.DropPartition(3); dropped != 1 {
+		t.Fatalf("DropPartition(3) dropped %d series, want the one the record fed", dropped)
+	}
+}
+
+// The per-event path allocates nothing once the series and its names exist, through either door.
+func TestIntakeAllocs(t *testing.T) {
+	in, _ := newTestIntake(t)
+	d := in.NewDecoder()
+	line := []byte(`{"ts":1764489600000,"key":"tenant-42","metric":"latency_ms","value":87.5}`)
+	rec := Record{TS: defTS, Feed: window.FeedOf(0)}
+	refused := func([]byte, Reason) { t.Fatal("refused") }
+	in.TakeRecord(d, line, defTS, rec, refused)
+	if a := testing.AllocsPerRun(100, func() { in.TakeRecord(d, line, defTS, rec, refused) }); a != 0 {
+		t.Errorf("TakeRecord: %v allocations per record", a)
+	}
+	in.Take(line, defTS)
+	if raceEnabled {
+		return // Take's pool of decoders drops them at random under the race detector
+	}
+	if a := testing.AllocsPerRun(100, func() {
+		if res := in.Take(line, defTS); res.Accepted != 1 {
+			t.Fatalf("Take = %+v", res)
+		}
+	}); a != 0 {
+		t.Errorf("Take: %v allocations per body", a)
+	}
+}
+
+func TestNewIntake(t *testing.T) {
+	if _, err := NewIntake(nil, Config{}); err == nil {
+		t.Error("a nil store accepted")
+	}
+	st, _ := window.NewStore(window.StoreConfig{})
+	if _, err := NewIntake(st, Config{MaxKeyLen: -1}); err == nil {
+		t.Error("a negative key length accepted")
+	}
+}
