@@ -466,3 +466,71 @@ func TestRemoteIsWhatLocalLacks(t *testing.T) {
 		t.Errorf("Remote() = %v, want [2 3]", got)
 	}
 }
+
+// TestKeyMatchesTheKeyLabel: on a metric with labelled series, a key read across instances
+// selects by the key label, as one store's ReadSelected does: an exact key merges every
+// series of that key (not one lookup of the key alone), a glob matches keys, never the
+// labels after them; Each lists every series of the matched keys.
+func TestKeyMatchesTheKeyLabel(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	storeA := ti.a.cfg.Store
+	for i := range 600 {
+		key := "k-" + strconv.Itoa(i%12)
+		series, err := window.AppendSeries(nil, key, []window.Label{{Name: "code", Value: strconv.Itoa(200 + i/12%3)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%5 == 0 {
+			series = []byte(key) // and some unlabelled series of the same keys
+		}
+		part := int32(len(series) % 4)
+		ev := window.Event{TS: t0 - int64(i)*400, Metric: "lm", Key: string(series), Value: float64(1 + i*31%700), Feed: window.FeedOf(part)}
+		dst := storeA
+		if part >= 2 {
+			dst = ti.storeB
+		}
+		for _, s := range []*window.Store{dst, ti.all} {
+			if err := s.ObserveAt(t0, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ix := ti.all.Indexer("lm")
+	for _, key := range []string{"k-1", "k-11", "k-1*", "*-1", "k-*", "nobody"} {
+		sel, err := window.CompileSelector(key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p window.Partial
+		missing, err := ti.a.Merge(context.Background(), t0, "lm", key, 5*time.Minute, true, &p)
+		if err != nil || len(missing) != 0 {
+			t.Fatalf("%s: missing %v, err %v", key, missing, err)
+		}
+		want, err := ti.all.ReadSelected(t0, "lm", sel, 5*time.Minute, qs, nil)
+		if errors.Is(err, window.ErrNotFound) {
+			if p.Series != 0 {
+				t.Errorf("%s: %d series, want none", key, p.Series)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Series != want.Series || want.Series < 2 {
+			t.Errorf("%s: %d series, one instance %d", key, p.Series, want.Series)
+		}
+		sameAgg(t, key, p.Agg(ix, qs), want)
+		n := 0
+		if _, err := ti.a.Each(context.Background(), t0, "lm", key, 5*time.Minute, false, func(series string, _ *window.Partial) {
+			n++
+			if !sel.Match(series) {
+				t.Errorf("%s: Each gave %q", key, series)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n != want.Series {
+			t.Errorf("%s: Each gave %d series, want %d", key, n, want.Series)
+		}
+	}
+}

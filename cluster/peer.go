@@ -130,7 +130,8 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 	}
 	// Series fed by no partition belong to the instance that holds them, and are counted
 	// by its own reads: a peer answer carries partitions only.
-	match := func(k string, p int32) bool { return p >= 0 && matchOf(key, parts)(k, p) }
+	keyMatch := matchOf(key, parts)
+	match := func(k string, p int32) bool { return p >= 0 && keyMatch(k, p) }
 	win := time.Duration(winMs) * time.Millisecond
 	bins := q.Get("bins") == "1"
 

@@ -110,15 +110,18 @@ func (c *Cluster) settle(gen int32, local map[int32]bool, missing []int32) []int
 }
 
 // mergeLocal folds the local series of metric matching key (exact, a glob, or "" for
-// every key) fed by the partitions in parts, or by none, into p. An exact key is one lookup.
-// It returns ctx's error when the scan stopped because ctx was done.
+// every key, matched against the series' key label) fed by the partitions in parts, or by
+// none, into p. An exact key is one lookup while the metric has no labelled series
+// (window.Store.LabelledSeries); else every series of that key is merged. It returns ctx's
+// error when the scan stopped because ctx was done.
 func mergeLocal(ctx context.Context, st *window.Store, now int64, metric, key string, parts map[int32]bool, peer bool, win time.Duration, p *window.Partial) error {
-	if key != "" && !window.IsKeyPattern(key) {
+	if key != "" && !window.IsKeyPattern(key) && st.LabelledSeries(metric) == 0 {
 		return st.MergeKey(now, metric, key, func(pt int32) bool { return parts[pt] || (pt < 0 && !peer) }, win, p)
 	}
 	match := matchOf(key, parts)
 	if peer {
-		match = func(k string, pt int32) bool { return pt >= 0 && matchOf(key, parts)(k, pt) }
+		local := match
+		match = func(k string, pt int32) bool { return pt >= 0 && local(k, pt) }
 	}
 	if err := st.MergePartial(now, metric, stopping(ctx, match), win, p); err != nil {
 		return err
@@ -145,21 +148,16 @@ func stopping(ctx context.Context, match window.SeriesMatch) window.SeriesMatch 
 }
 
 // matchOf selects the series of the partitions in parts (and those fed by no partition,
-// which only the instance holding them can answer for) whose key matches key: exact, a
-// glob, or "" for every key.
+// which only the instance holding them can answer for) whose key label matches key: exact
+// (every series of that key, labelled or not), a glob, or "" for every key. k is a series
+// string, so the match is a window.Selector's, never a comparison of the whole string.
 func matchOf(key string, parts map[int32]bool) window.SeriesMatch {
-	glob := window.IsKeyPattern(key)
+	sel, _ := window.CompileSelector(key, nil) // only a matcher can fail to compile
 	return func(k string, p int32) bool {
 		if p >= 0 && !parts[p] {
 			return false
 		}
-		switch {
-		case key == "":
-			return true
-		case glob:
-			return window.MatchKey(key, k)
-		}
-		return k == key
+		return sel.Match(k)
 	}
 }
 
