@@ -140,14 +140,15 @@ func appendLabels(b []byte, ls []window.Label) []byte {
 }
 
 // appendSeriesKey writes "key" of a listed series (/v1/top, /v1/series): its key label, and
-// ,"labels":{...} after it when the series has labels besides key; an unlabelled series is
-// written as before labels.
+// ,"labels":{...} after it when the series has labels besides key. An unlabelled series is
+// written as before labels, and so is a string no door could have written as a labelled
+// series (window.CheckSeries: a key holding a 0xFF byte, restored from an old snapshot).
 func appendSeriesKey(b []byte, series string) []byte {
 	b = append(b, `"key":`...)
-	b = jsonenc.AppendString(b, window.SeriesKeyOf(series))
-	if !window.HasLabels(series) {
-		return b
+	if !window.HasLabels(series) || window.CheckSeries(series, len(series)) != nil {
+		return jsonenc.AppendString(b, series)
 	}
+	b = jsonenc.AppendString(b, window.SeriesKeyOf(series))
 	b = append(b, `,"labels":{`...)
 	n := 0
 	window.EachLabel(series, func(name, value string) bool {
