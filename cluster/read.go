@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -173,6 +174,45 @@ func (c *Cluster) Merge(ctx context.Context, now int64, metric, key string, win 
 	}
 	r := request{op: opMerge, metric: metric, key: key, winMs: win.Milliseconds(), now: now, bins: bins, only: c.route(key)}
 	missing = c.fanout(ctx, r, local, func(a *answer) { p.Merge(&a.merged) })
+	return c.settle(gen, local, missing), nil
+}
+
+// MergeGroups folds every series of metric that key (exact, a glob, or "" for every key, on
+// the key label) and the label matchers ms select, over the window win at now, held by any
+// instance, into its group of g (window.GroupPartials: grouped by g.By(), one group of every
+// selected series when that is empty). bins is g's: false when no quantile is wanted. Each
+// owner answers its groups (opGroups), not its series, so the cost is one partial per group
+// and instance. missing lists the partitions no instance served. It returns
+// window.ErrTooManyGroups when this instance's series or a peer's fall in more than
+// window.MaxGroups groups, the selector's error (window.ErrMatcher) and the window's.
+func (c *Cluster) MergeGroups(ctx context.Context, now int64, metric, key string, ms []window.Matcher, win time.Duration, bins bool, g *window.GroupPartials) (missing []int32, err error) {
+	sel, err := window.CompileSelector(key, ms)
+	if err != nil {
+		return nil, err
+	}
+	local, gen := c.localSet()
+	match := func(k string, p int32) bool { return (p < 0 || local[p]) && sel.Match(k) }
+	if err := c.cfg.Store.MergeGroupPartials(now, metric, stopping(ctx, match), win, g); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := request{op: opGroups, metric: metric, key: key, by: g.By(), ms: ms, winMs: win.Milliseconds(), now: now, bins: bins, only: c.route(key)}
+	missing = c.fanout(ctx, r, local, func(a *answer) {
+		if a.over {
+			err = fmt.Errorf("%w: more than %d by %s on a peer", window.ErrTooManyGroups, window.MaxGroups, strings.Join(g.By(), ","))
+		}
+		for i := range a.groups {
+			if err != nil {
+				return
+			}
+			err = g.Add(a.groups[i].values, &a.groups[i].p)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
 	return c.settle(gen, local, missing), nil
 }
 

@@ -52,6 +52,20 @@ func (f *fakeCluster) Merge(_ context.Context, now int64, metric, key string, wi
 	return f.missing, nil
 }
 
+func (f *fakeCluster) MergeGroups(_ context.Context, now int64, metric, key string, ms []window.Matcher, win time.Duration, _ bool, g *window.GroupPartials) ([]int32, error) {
+	f.calls.Add(1)
+	sel, err := window.CompileSelector(key, ms)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range []*window.Store{f.local, f.remote} {
+		if err := s.MergeGroupPartials(now, metric, func(k string, _ int32) bool { return sel.Match(k) }, win, g); err != nil {
+			return nil, err
+		}
+	}
+	return f.missing, nil
+}
+
 func (f *fakeCluster) Each(_ context.Context, now int64, metric, pattern string, win time.Duration, bins bool, fn func(string, *window.Partial)) ([]int32, error) {
 	f.calls.Add(1)
 	byKey := map[string]*window.Partial{}

@@ -137,11 +137,10 @@
 // With Config.Cluster set and this instance not holding every partition of the topic
 // (Cluster.Local false), /v1/window, /v1/top, /v1/series and /v1/metrics read through the
 // cluster: this instance's series merged with the partial aggregates of the partitions'
-// owners, equal to one instance holding them all. A match= or by= read of /v1/window
-// brings each series key= selects from its owner as its own partial (Cluster.Each, as
-// /v1/top does) and merges those the selector matches here, into one answer or into their
-// groups: exact, at the cost of one partial per series rather than one per group (a grouped
-// peer op, window.GroupPartials on the wire, is still to come). When some partitions have no reachable,
+// owners, equal to one instance holding them all. A match= or by= read of /v1/window asks
+// each owner for its groups (Cluster.MergeGroups: one partial per group, the matchers sent
+// along) and merges them group by group; /v1/top with match= filters the owners'
+// per-series partials with the selector here. When some partitions have no reachable,
 // restored owner the read answers 503 {"error":{"code":"unavailable","message":...,
 // "missing_partitions":[5,6]}} with Retry-After: 1; with partial=allow (not on /v1/metrics,
 // which takes no parameter) it answers 200 over the others, flagged "partial":true,

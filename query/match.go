@@ -65,17 +65,18 @@ func parseMatch(s string) ([]window.Matcher, error) {
 }
 
 // selectorParam compiles key (a key, a glob, or "" for any key) and match= into the
-// selector a read filters series with.
-func selectorParam(v url.Values, key string) (*window.Selector, error) {
+// selector a read filters series with, and returns match='s matchers too (a cluster read
+// sends them to the other instances).
+func selectorParam(v url.Values, key string) (*window.Selector, []window.Matcher, error) {
 	ms, err := parseMatch(v.Get("match"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sel, err := window.CompileSelector(key, ms)
 	if err != nil {
-		return nil, badParam("match", "%s", clip(strings.TrimPrefix(err.Error(), "window: ")))
+		return nil, nil, badParam("match", "%s", clip(strings.TrimPrefix(err.Error(), "window: ")))
 	}
-	return sel, nil
+	return sel, ms, nil
 }
 
 // byParam reads by=label,label (window.CheckBy): nil when absent or empty.

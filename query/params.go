@@ -114,6 +114,7 @@ func required(v url.Values, name string) (string, error) {
 // selector, and by= (nil: one answer).
 type selection struct {
 	key, match string
+	ms         []window.Matcher
 	sel        *window.Selector
 	by         []string
 }
@@ -146,7 +147,7 @@ func seriesParams(raw string, allowed ...string) (v url.Values, metric string, s
 	if err = checkKeyPattern("key", sl.key); err != nil {
 		return
 	}
-	sl.sel, err = selectorParam(v, sl.key)
+	sl.sel, sl.ms, err = selectorParam(v, sl.key)
 	return
 }
 

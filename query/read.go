@@ -99,36 +99,26 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 	putBuf(bp, b)
 }
 
-// clusterSelected is a /v1/window read of match= or by= across instances: each series key=
-// selects comes from its owners as its own partial (Cluster.Each, as /v1/top reads), the
-// selector keeps those it matches, and they merge here, into p or, with by=, into their
-// groups (returned with their quantiles qs read). The answer is exactly a single store's;
-// it moves one partial per selected series rather than one per group.
+// clusterSelected is a /v1/window read of match= or by= across instances
+// (Cluster.MergeGroups): each instance folds the series it holds into their groups, and the
+// groups merge here, into p when the read is not grouped (one group of every selected
+// series), else returned with their quantiles qs read. The answer is exactly a single
+// store's.
 func (s *Server) clusterSelected(ctx context.Context, c Cluster, now int64, metric string, sl selection, win time.Duration, qs []float64, p *window.Partial) ([]int32, []window.Group, error) {
 	bins := len(qs) > 0
-	p.NoBins = !bins
-	var g *window.GroupPartials
-	if sl.by != nil {
-		var err error
-		if g, err = window.NewGroupPartials(sl.by, bins); err != nil {
-			return nil, nil, err
-		}
+	g, err := window.NewGroupPartials(sl.by, bins)
+	if err != nil {
+		return nil, nil, err
 	}
-	var addErr error
-	missing, err := c.Each(ctx, now, metric, sl.key, win, bins, func(series string, q *window.Partial) {
-		switch {
-		case addErr != nil || !sl.sel.Match(series):
-		case g != nil:
-			addErr = g.Add(groupValues(series, sl.by), q)
-		default:
-			p.Merge(q)
-		}
-	})
-	if err == nil {
-		err = addErr
-	}
-	if err != nil || g == nil {
+	missing, err := c.MergeGroups(ctx, now, metric, sl.key, sl.ms, win, bins, g)
+	if err != nil {
 		return missing, nil, err
+	}
+	if sl.by == nil {
+		if g.Len() > 0 {
+			*p = g.Sorted()[0].Partial
+		}
+		return missing, nil, nil
 	}
 	if g.Len() == 0 {
 		return missing, nil, window.ErrNotFound
@@ -280,7 +270,7 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	sel, err := selectorParam(v, "")
+	sel, _, err := selectorParam(v, "")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return

@@ -100,7 +100,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	sel, err := selectorParam(v, pattern)
+	sel, _, err := selectorParam(v, pattern)
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
