@@ -49,6 +49,13 @@ func TestReadsStopWithTheirContext(t *testing.T) {
 	if _, err := ti.a.Each(ctx, t0, "m", "", 5*time.Minute, true, func(string, *window.Partial) { n++ }); !errors.Is(err, context.Canceled) || n != 0 {
 		t.Errorf("Each: %v after %d series, want context.Canceled and none", err, n)
 	}
+	g, err := window.NewGroupPartials([]string{"key"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ti.a.MergeGroups(ctx, t0, "m", "k-*", nil, 5*time.Minute, true, g); !errors.Is(err, context.Canceled) || g.Len() != 0 {
+		t.Errorf("MergeGroups: %v with %d groups, want context.Canceled and none", err, g.Len())
+	}
 	if ids, _, err := ti.a.Keys(ctx, "", ""); !errors.Is(err, context.Canceled) || len(ids) != 0 {
 		t.Errorf("Keys: %v with %d ids, want context.Canceled and none", err, len(ids))
 	}
@@ -60,7 +67,7 @@ func TestReadsStopWithTheirContext(t *testing.T) {
 		t.Fatalf("uncancelled Merge: %v with %d series", err, p.Series)
 	}
 
-	for _, op := range []string{opMerge, opSeries, opKeys} {
+	for _, op := range []string{opMerge, opSeries, opKeys, opGroups} {
 		r := request{op: op, metric: "m", key: "k-", winMs: 300_000, now: t0, bins: true, parts: []int32{2, 3}}
 		if op != opKeys {
 			r.key = "k-*"

@@ -53,6 +53,7 @@ const (
 	opMerge  = "merge"  // one partial of every matching series
 	opSeries = "series" // one partial per matching series
 	opKeys   = "keys"   // series names
+	opGroups = "groups" // one partial per group of the series a selector matches
 )
 
 // Config configures a Cluster. Store, Brokers, Advertise and Local are required; every
@@ -352,7 +353,9 @@ func (c *Cluster) CurrentView() *View { return c.view.Load() }
 type request struct {
 	op      string
 	metric  string
-	key     string // exact key, glob, or "" (every key) for opSeries; prefix for opKeys
+	key     string           // exact key, glob, or "" (every key) for opSeries; prefix for opKeys
+	by      []string         // opGroups: the labels groups are made of
+	ms      []window.Matcher // opGroups: the label matchers beside key
 	winMs   int64
 	now     int64
 	bins    bool
@@ -366,6 +369,12 @@ func (r *request) query() url.Values {
 		"window": {strconv.FormatInt(r.winMs, 10)}, "now": {strconv.FormatInt(r.now, 10)}}
 	if r.bins {
 		q.Set("bins", "1")
+	}
+	if r.op == opGroups {
+		q.Set("by", strings.Join(r.by, ","))
+		for _, m := range r.ms {
+			q.Add("m", appendMatcher(nil, m))
+		}
 	}
 	ps := make([]string, len(r.parts))
 	for i, p := range r.parts {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -440,6 +441,13 @@ func TestBadPeerRequests(t *testing.T) {
 		{"op=nope&metric=m&key=k&window=60000&now=1796000000000&parts=2", true, 400},
 		{"op=merge&metric=m&key=" + strings.Repeat("x", 2000) + "&window=60000&now=1796000000000", true, 400},
 		{"op=merge&metric=m&key=k&window=60000&now=1796000000000&parts=2", true, 200},
+		{"op=groups&metric=m&key=k-*&by=key&m=2code%3D(&window=60000&now=1796000000000&parts=2", true, 400},
+		{"op=groups&metric=m&key=k-*&by=key&m=code%3D5&window=60000&now=1796000000000&parts=2", true, 400},
+		{"op=groups&metric=m&key=k-*&by=key,key&window=60000&now=1796000000000&parts=2", true, 400},
+		{"op=groups&metric=m&key=k-*&by=__x&window=60000&now=1796000000000&parts=2", true, 400},
+		{"op=groups&metric=m&key=k-*&by=" + strings.Repeat("a,", 16) + "b&window=60000&now=1796000000000&parts=2", true, 400},
+		{"op=groups&metric=m&key=k-*&by=key&m=2code%3D5..&window=60000&now=1796000000000&parts=2", true, 200},
+		{"op=groups&metric=m&window=60000&now=1796000000000&parts=2", true, 200},
 	} {
 		req := httptest.NewRequest("GET", PeerPath+"?"+tc.query, nil)
 		if tc.header {
@@ -464,5 +472,170 @@ func TestRemoteIsWhatLocalLacks(t *testing.T) {
 	ti := newTwo(t, "", nil)
 	if got := ti.a.Remote(); !reflect.DeepEqual(got, []int32{2, 3}) {
 		t.Errorf("Remote() = %v, want [2 3]", got)
+	}
+}
+
+// TestKeyMatchesTheKeyLabel: on a metric with labelled series, a key read across instances
+// selects by the key label, as one store's ReadSelected does: an exact key merges every
+// series of that key (not one lookup of the key alone), a glob matches keys, never the
+// labels after them; Each lists every series of the matched keys.
+func TestKeyMatchesTheKeyLabel(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	addLabelled(t, ti)
+	ix := ti.all.Indexer("lm")
+	for _, key := range []string{"k-1", "k-11", "k-1*", "*-1", "k-*", "nobody"} {
+		sel, err := window.CompileSelector(key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p window.Partial
+		missing, err := ti.a.Merge(context.Background(), t0, "lm", key, 5*time.Minute, true, &p)
+		if err != nil || len(missing) != 0 {
+			t.Fatalf("%s: missing %v, err %v", key, missing, err)
+		}
+		want, err := ti.all.ReadSelected(t0, "lm", sel, 5*time.Minute, qs, nil)
+		if errors.Is(err, window.ErrNotFound) {
+			if p.Series != 0 {
+				t.Errorf("%s: %d series, want none", key, p.Series)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Series != want.Series || want.Series < 2 {
+			t.Errorf("%s: %d series, one instance %d", key, p.Series, want.Series)
+		}
+		sameAgg(t, key, p.Agg(ix, qs), want)
+		n := 0
+		if _, err := ti.a.Each(context.Background(), t0, "lm", key, 5*time.Minute, false, func(series string, _ *window.Partial) {
+			n++
+			if !sel.Match(series) {
+				t.Errorf("%s: Each gave %q", key, series)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n != want.Series {
+			t.Errorf("%s: Each gave %d series, want %d", key, n, want.Series)
+		}
+	}
+}
+
+// addLabelled adds metric "lm" to ti: 12 keys, each with series labelled code=200..202 and
+// an unlabelled one, fed by partitions 0..3 (A holds 0 and 1, B 2 and 3).
+func addLabelled(t *testing.T, ti *twoInstances) {
+	t.Helper()
+	storeA := ti.a.cfg.Store
+	for i := range 600 {
+		key := "k-" + strconv.Itoa(i%12)
+		series, err := window.AppendSeries(nil, key, []window.Label{{Name: "code", Value: strconv.Itoa(200 + i/12%3)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%5 == 0 {
+			series = []byte(key) // and some unlabelled series of the same keys
+		}
+		part := int32(len(series) % 4)
+		ev := window.Event{TS: t0 - int64(i)*400, Metric: "lm", Key: string(series), Value: float64(1 + i*31%700), Feed: window.FeedOf(part)}
+		dst := storeA
+		if part >= 2 {
+			dst = ti.storeB
+		}
+		for _, s := range []*window.Store{dst, ti.all} {
+			if err := s.ObserveAt(t0, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestMergeGroupsEqualsOneInstance: a grouped read across two instances, each answering
+// its groups (opGroups) rather than its series, equals one store's ReadGroups group by
+// group, and without by-labels its one group equals ReadSelected; the matchers travel to
+// the peer. Too many groups on either side is ErrTooManyGroups, never a partial answer.
+func TestMergeGroupsEqualsOneInstance(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	addLabelled(t, ti)
+	ix := ti.all.Indexer("lm")
+	for _, c := range []struct {
+		key string
+		ms  []window.Matcher
+		by  []string
+	}{
+		{"", nil, []string{"code"}},
+		{"k-1*", []window.Matcher{{Name: "code", Op: window.MatchRegexp, Value: "20[01]"}}, []string{"key", "code"}},
+		{"k-3", nil, []string{"code"}},
+		{"", []window.Matcher{{Name: "code", Op: window.MatchNotEqual, Value: "201"}, {Name: "key", Op: window.MatchRegexp, Value: "k-[0-5]"}}, []string{"code", "key"}},
+		{"", []window.Matcher{{Name: "code", Op: window.MatchEqual, Value: "201"}}, nil},
+		{"k-1", []window.Matcher{{Name: "code", Op: window.MatchEqual, Value: ""}}, nil},
+	} {
+		sel, err := window.CompileSelector(c.key, c.ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := window.NewGroupPartials(c.by, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits := ti.peerHit.Load()
+		missing, err := ti.a.MergeGroups(context.Background(), t0, "lm", c.key, c.ms, 5*time.Minute, true, g)
+		if err != nil || len(missing) != 0 || ti.peerHit.Load() == hits {
+			t.Fatalf("%+v: missing %v, err %v, peer asked %d times", c, missing, err, ti.peerHit.Load()-hits)
+		}
+		what := fmt.Sprintf("key=%s %v by %v", c.key, c.ms, c.by)
+		if c.by == nil {
+			want, err := ti.all.ReadSelected(t0, "lm", sel, 5*time.Minute, qs, nil)
+			if err != nil || g.Len() != 1 {
+				t.Fatalf("%s: %d groups, one store: %v", what, g.Len(), err)
+			}
+			p := g.Sorted()[0].Partial
+			if p.Series != want.Series {
+				t.Errorf("%s: %d series, want %d", what, p.Series, want.Series)
+			}
+			sameAgg(t, what, p.Agg(ix, qs), want)
+			continue
+		}
+		want, err := ti.all.ReadGroups(t0, "lm", sel, c.by, 5*time.Minute, qs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := g.Groups(ix, qs)
+		if len(got) != len(want) || len(got) < 2 {
+			t.Fatalf("%s: %d groups, one store %d", what, len(got), len(want))
+		}
+		for i := range got {
+			if !reflect.DeepEqual(got[i].Labels, want[i].Labels) || got[i].Agg.Series != want[i].Agg.Series {
+				t.Errorf("%s group %d: %v of %d series, one store %v of %d", what, i, got[i].Labels, got[i].Agg.Series, want[i].Labels, want[i].Agg.Series)
+			}
+			sameAgg(t, fmt.Sprint(what, got[i].Labels), got[i].Agg, want[i].Agg)
+		}
+	}
+	// A matcher that does not compile is the selector's error, asked of no peer.
+	g, _ := window.NewGroupPartials(nil, false)
+	hits := ti.peerHit.Load()
+	if _, err := ti.a.MergeGroups(context.Background(), t0, "lm", "", []window.Matcher{{Name: "code", Op: window.MatchRegexp, Value: "("}}, time.Minute, false, g); !errors.Is(err, window.ErrMatcher) || ti.peerHit.Load() != hits {
+		t.Errorf("bad matcher: %v", err)
+	}
+	// More groups than MaxGroups on the peer alone (partition 2), then on both.
+	for i := range window.MaxGroups + 1 {
+		ev := window.Event{TS: t0, Metric: "many", Key: "k" + strconv.Itoa(i), Value: 1, Feed: window.FeedOf(2)}
+		if err := ti.storeB.ObserveAt(t0, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, _ = window.NewGroupPartials([]string{"key"}, false)
+	if _, err := ti.a.MergeGroups(context.Background(), t0, "many", "", nil, time.Minute, false, g); !errors.Is(err, window.ErrTooManyGroups) {
+		t.Errorf("too many groups on the peer: %v", err)
+	}
+	for i := range window.MaxGroups + 1 {
+		ev := window.Event{TS: t0, Metric: "many", Key: "a" + strconv.Itoa(i), Value: 1, Feed: window.FeedOf(0)}
+		if err := ti.a.cfg.Store.ObserveAt(t0, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, _ = window.NewGroupPartials([]string{"key"}, false)
+	if _, err := ti.a.MergeGroups(context.Background(), t0, "many", "", nil, time.Minute, false, g); !errors.Is(err, window.ErrTooManyGroups) {
+		t.Errorf("too many groups here: %v", err)
 	}
 }

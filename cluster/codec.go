@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/slide-metrics/slide/window"
 )
@@ -20,13 +21,14 @@ const answerVersion = 1
 const maxDecodeItems = 1 << 24
 
 // answer is what a peer sends back for one internal read: the partitions it served, then
-// one of a merged partial (opMerge), one partial per series (opSeries) or series names
-// (opKeys). Encoding, all integers varints:
+// one of a merged partial (opMerge), one partial per series (opSeries), series names
+// (opKeys) or one partial per group (opGroups). Encoding, all integers varints:
 //
 //	version(1) nserved served...  then
 //	opMerge:  partial
 //	opSeries: n (key partial)*n
 //	opKeys:   n (metric key)*n
+//	opGroups: over(1) nby n (value*nby partial)*n   (over 1: more than window.MaxGroups, n 0)
 //	partial:  from to series count [sum min max (8 bytes each, little endian) hasBins (bins)]
 //	string:   len bytes; bins: len sketch.Bins.MarshalBinary
 type answer struct {
@@ -34,6 +36,33 @@ type answer struct {
 	merged window.Partial
 	series []keyed
 	keys   []window.SeriesID
+	groups []valued
+	nby    int  // opGroups: the number of by-labels, each group's values
+	over   bool // opGroups: the peer's series fell in too many groups
+}
+
+// valued is one group of an opGroups answer: the values of its by-labels and its partial.
+type valued struct {
+	values []string
+	p      window.Partial
+}
+
+// appendMatcher writes m as an opGroups request carries it (a value of "m"): the operator's
+// digit, the name, '=', the value. A label name holds no '='.
+func appendMatcher(b []byte, m window.Matcher) string {
+	b = append(b, byte('0'+m.Op))
+	b = append(b, m.Name...)
+	b = append(b, '=')
+	return string(append(b, m.Value...))
+}
+
+// parseMatcher reads what appendMatcher wrote.
+func parseMatcher(s string) (window.Matcher, bool) {
+	if len(s) < 2 || s[0] < '0' || s[0] > '9' {
+		return window.Matcher{}, false
+	}
+	name, value, ok := strings.Cut(s[1:], "=")
+	return window.Matcher{Name: name, Op: window.MatchOp(s[0] - '0'), Value: value}, ok
 }
 
 type keyed struct {
@@ -243,6 +272,34 @@ func decodeAnswer(op string, b []byte) (answer, error) {
 				break
 			}
 			a.series = append(a.series, keyed{key: k, p: p})
+		}
+	case opGroups:
+		if len(r.p) == 0 {
+			r.fail("reading the over flag: short input")
+			break
+		}
+		a.over = r.p[0] == 1
+		if r.p[0] > 1 {
+			r.fail("over flag %d", r.p[0])
+		}
+		r.p = r.p[1:]
+		nby := int(min(r.uvarint("by"), maxPeerBy+1)) // not a count of what follows: 0 groups carry none
+		if nby > maxPeerBy {
+			r.fail("more than %d by-labels", maxPeerBy)
+		}
+		a.nby = nby
+		n := r.count("groups")
+		a.groups = make([]valued, 0, min(n, len(r.p)/max(nby, 1)))
+		for range n {
+			g := valued{values: make([]string, nby)}
+			for i := range g.values {
+				g.values[i] = string(r.bytes("value"))
+			}
+			r.partial(&g.p)
+			if r.err != nil {
+				break
+			}
+			a.groups = append(a.groups, g)
 		}
 	case opKeys:
 		n := r.count("keys")

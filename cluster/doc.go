@@ -39,7 +39,13 @@
 // partial on each owner (one small answer per owner, whatever the number of series);
 // /v1/top asks each owner for one partial per series (bins only when a quantile is
 // wanted), merges them by key and ranks; /v1/series and /v1/metrics merge the owners'
-// sorted key lists.
+// sorted key lists. A key matches the key label of a series string (window.Selector), so
+// an exact key merges every series of that key, labelled or not. A read with label matchers
+// or by-labels (match=, by=) asks each owner for one partial per group (MergeGroups, the
+// groups op: the matchers and labels travel with the request, window.GroupPartials come
+// back) and merges them group by group; a peer whose series fall in more than
+// window.MaxGroups groups says so, and the read is refused with window.ErrTooManyGroups
+// rather than answered short.
 //
 // When Config.KeyPartitioner declares that every producer partitions by key with murmur2
 // (--key-partitioner murmur2), a read of one exact key (and a usage decision) routes to the

@@ -23,6 +23,19 @@ func encodeAnswer(op string, a *answer) []byte {
 			b = appendString(b, a.series[i].key)
 			b = appendPartial(b, &a.series[i].p)
 		}
+	case opGroups:
+		b = append(b, 0)
+		if a.over {
+			b[len(b)-1] = 1
+		}
+		b = binary.AppendUvarint(b, uint64(a.nby))
+		b = binary.AppendUvarint(b, uint64(len(a.groups)))
+		for i := range a.groups {
+			for _, v := range a.groups[i].values {
+				b = appendString(b, v)
+			}
+			b = appendPartial(b, &a.groups[i].p)
+		}
 	case opKeys:
 		b = binary.AppendUvarint(b, uint64(len(a.keys)))
 		for _, id := range a.keys {
@@ -53,6 +66,11 @@ func seedAnswers(t testing.TB) map[string][][]byte {
 		},
 		opSeries: {encodeAnswer(opSeries, &answer{served: []int32{0}, series: []keyed{{"k", p}, {"é", nb}}})},
 		opKeys:   {encodeAnswer(opKeys, &answer{served: []int32{2}, keys: []window.SeriesID{{Metric: "m", Key: "k"}}})},
+		opGroups: {
+			encodeAnswer(opGroups, &answer{served: []int32{0, 3}, nby: 2, groups: []valued{{[]string{"", "/pay"}, p}, {[]string{"503", "é"}, nb}}}),
+			encodeAnswer(opGroups, &answer{served: []int32{1}, nby: 0, groups: []valued{{[]string{}, p}}}),
+			encodeAnswer(opGroups, &answer{served: []int32{1}, nby: 1, over: true}),
+		},
 	}
 }
 
@@ -73,7 +91,7 @@ func TestAnswerRoundTrip(t *testing.T) {
 // FuzzDecodeAnswer feeds arbitrary bytes to the decoder of peer answers: it never panics,
 // and what it accepts encodes back to the same bytes.
 func FuzzDecodeAnswer(f *testing.F) {
-	ops := []string{opMerge, opSeries, opKeys}
+	ops := []string{opMerge, opSeries, opKeys, opGroups}
 	for op, seeds := range seedAnswers(f) {
 		for _, b := range seeds {
 			for i, o := range ops {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,13 @@ import (
 
 // maxPeerKey bounds a peer request's key (or glob) and metric, as the public read routes do.
 const maxPeerKey = 1024
+
+// maxPeerBy and maxPeerMatchers bound an opGroups request's by-labels and matchers (the
+// query API takes at most 16 by-labels, and match= of at most 4 KiB).
+const (
+	maxPeerBy       = 16
+	maxPeerMatchers = 256
+)
 
 // MinPeerSkew is the least disagreement between a peer's read time and this instance's
 // clock that a peer read tolerates, whatever the ring's skew: a request lives up to
@@ -130,7 +138,8 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 	}
 	// Series fed by no partition belong to the instance that holds them, and are counted
 	// by its own reads: a peer answer carries partitions only.
-	match := func(k string, p int32) bool { return p >= 0 && matchOf(key, parts)(k, p) }
+	keyMatch := matchOf(key, parts)
+	match := func(k string, p int32) bool { return p >= 0 && keyMatch(k, p) }
 	win := time.Duration(winMs) * time.Millisecond
 	bins := q.Get("bins") == "1"
 
@@ -158,6 +167,17 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 		})
 		b = binary.AppendUvarint(b, uint64(n))
 		b = append(b, body...)
+	case opGroups:
+		sel, g, perr := peerGroups(q, key, bins)
+		if perr != nil {
+			return peerError(w, http.StatusBadRequest, perr.Error())
+		}
+		err = c.cfg.Store.MergeGroupPartials(now, metric, stopping(r.Context(), func(k string, p int32) bool { return p >= 0 && parts[p] && sel.Match(k) }), win, g)
+		over := errors.Is(err, window.ErrTooManyGroups)
+		if over {
+			err = nil // answered as such: the asker refuses the read, not the partitions
+		}
+		b = appendGroups(b, g, over)
 	case opKeys:
 		var n int
 		var body []byte
@@ -190,6 +210,9 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 		switch op {
 		case opMerge:
 			b = appendPartial(b, &window.Partial{})
+		case opGroups:
+			b = binary.AppendUvarint(append(b, 0), 0)
+			b = binary.AppendUvarint(b, 0)
 		default:
 			b = binary.AppendUvarint(b, 0)
 		}
@@ -271,3 +294,52 @@ func (m *metrics) observe(op string, err error, d time.Duration) {
 // Unavailable counts a read of caller ("query", "usage") that could not cover every
 // partition.
 func (c *Cluster) Unavailable(caller string) { c.m.unavailable.WithLabelValues(caller).Inc() }
+
+// peerGroups reads an opGroups request's by and m parameters and returns their selector,
+// compiled with key, and empty groups to fill.
+func peerGroups(q url.Values, key string, bins bool) (*window.Selector, *window.GroupPartials, error) {
+	var by []string
+	if s := q.Get("by"); s != "" {
+		by = strings.Split(s, ",")
+	}
+	if len(by) > maxPeerBy || len(q["m"]) > maxPeerMatchers {
+		return nil, nil, fmt.Errorf("more than %d by-labels or %d matchers", maxPeerBy, maxPeerMatchers)
+	}
+	ms := make([]window.Matcher, 0, len(q["m"]))
+	for _, s := range q["m"] {
+		m, ok := parseMatcher(s)
+		if !ok {
+			return nil, nil, fmt.Errorf("bad matcher %s", clip(s))
+		}
+		ms = append(ms, m)
+	}
+	sel, err := window.CompileSelector(key, ms)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := window.NewGroupPartials(by, bins)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sel, g, nil
+}
+
+// appendGroups writes an opGroups answer's body: the over flag, then each group sorted.
+func appendGroups(b []byte, g *window.GroupPartials, over bool) []byte {
+	if over {
+		b = append(b, 1)
+		b = binary.AppendUvarint(b, uint64(len(g.By())))
+		return binary.AppendUvarint(b, 0)
+	}
+	b = append(b, 0)
+	b = binary.AppendUvarint(b, uint64(len(g.By())))
+	groups := g.Sorted()
+	b = binary.AppendUvarint(b, uint64(len(groups)))
+	for _, pg := range groups {
+		for _, v := range pg.Values {
+			b = appendString(b, v)
+		}
+		b = appendPartial(b, &pg.Partial)
+	}
+	return b
+}

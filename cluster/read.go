@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -110,15 +111,18 @@ func (c *Cluster) settle(gen int32, local map[int32]bool, missing []int32) []int
 }
 
 // mergeLocal folds the local series of metric matching key (exact, a glob, or "" for
-// every key) fed by the partitions in parts, or by none, into p. An exact key is one lookup.
-// It returns ctx's error when the scan stopped because ctx was done.
+// every key, matched against the series' key label) fed by the partitions in parts, or by
+// none, into p. An exact key is one lookup while the metric has no labelled series
+// (window.Store.LabelledSeries); else every series of that key is merged. It returns ctx's
+// error when the scan stopped because ctx was done.
 func mergeLocal(ctx context.Context, st *window.Store, now int64, metric, key string, parts map[int32]bool, peer bool, win time.Duration, p *window.Partial) error {
-	if key != "" && !window.IsKeyPattern(key) {
+	if key != "" && !window.IsKeyPattern(key) && st.LabelledSeries(metric) == 0 {
 		return st.MergeKey(now, metric, key, func(pt int32) bool { return parts[pt] || (pt < 0 && !peer) }, win, p)
 	}
 	match := matchOf(key, parts)
 	if peer {
-		match = func(k string, pt int32) bool { return pt >= 0 && matchOf(key, parts)(k, pt) }
+		local := match
+		match = func(k string, pt int32) bool { return pt >= 0 && local(k, pt) }
 	}
 	if err := st.MergePartial(now, metric, stopping(ctx, match), win, p); err != nil {
 		return err
@@ -145,21 +149,16 @@ func stopping(ctx context.Context, match window.SeriesMatch) window.SeriesMatch 
 }
 
 // matchOf selects the series of the partitions in parts (and those fed by no partition,
-// which only the instance holding them can answer for) whose key matches key: exact, a
-// glob, or "" for every key.
+// which only the instance holding them can answer for) whose key label matches key: exact
+// (every series of that key, labelled or not), a glob, or "" for every key. k is a series
+// string, so the match is a window.Selector's, never a comparison of the whole string.
 func matchOf(key string, parts map[int32]bool) window.SeriesMatch {
-	glob := window.IsKeyPattern(key)
+	sel, _ := window.CompileSelector(key, nil) // only a matcher can fail to compile
 	return func(k string, p int32) bool {
 		if p >= 0 && !parts[p] {
 			return false
 		}
-		switch {
-		case key == "":
-			return true
-		case glob:
-			return window.MatchKey(key, k)
-		}
-		return k == key
+		return sel.Match(k)
 	}
 }
 
@@ -175,6 +174,45 @@ func (c *Cluster) Merge(ctx context.Context, now int64, metric, key string, win 
 	}
 	r := request{op: opMerge, metric: metric, key: key, winMs: win.Milliseconds(), now: now, bins: bins, only: c.route(key)}
 	missing = c.fanout(ctx, r, local, func(a *answer) { p.Merge(&a.merged) })
+	return c.settle(gen, local, missing), nil
+}
+
+// MergeGroups folds every series of metric that key (exact, a glob, or "" for every key, on
+// the key label) and the label matchers ms select, over the window win at now, held by any
+// instance, into its group of g (window.GroupPartials: grouped by g.By(), one group of every
+// selected series when that is empty). bins is g's: false when no quantile is wanted. Each
+// owner answers its groups (opGroups), not its series, so the cost is one partial per group
+// and instance. missing lists the partitions no instance served. It returns
+// window.ErrTooManyGroups when this instance's series or a peer's fall in more than
+// window.MaxGroups groups, the selector's error (window.ErrMatcher) and the window's.
+func (c *Cluster) MergeGroups(ctx context.Context, now int64, metric, key string, ms []window.Matcher, win time.Duration, bins bool, g *window.GroupPartials) (missing []int32, err error) {
+	sel, err := window.CompileSelector(key, ms)
+	if err != nil {
+		return nil, err
+	}
+	local, gen := c.localSet()
+	match := func(k string, p int32) bool { return (p < 0 || local[p]) && sel.Match(k) }
+	if err := c.cfg.Store.MergeGroupPartials(now, metric, stopping(ctx, match), win, g); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := request{op: opGroups, metric: metric, key: key, by: g.By(), ms: ms, winMs: win.Milliseconds(), now: now, bins: bins, only: c.route(key)}
+	missing = c.fanout(ctx, r, local, func(a *answer) {
+		if a.over {
+			err = fmt.Errorf("%w: more than %d by %s on a peer", window.ErrTooManyGroups, window.MaxGroups, strings.Join(g.By(), ","))
+		}
+		for i := range a.groups {
+			if err != nil {
+				return
+			}
+			err = g.Add(a.groups[i].values, &a.groups[i].p)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
 	return c.settle(gen, local, missing), nil
 }
 

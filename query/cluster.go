@@ -20,6 +20,11 @@ type Cluster interface {
 	// Merge folds every series of metric matching key (exact or a glob) over win at now
 	// into p; bins false skips the sketch bins.
 	Merge(ctx context.Context, now int64, metric, key string, win time.Duration, bins bool, p *window.Partial) (missing []int32, err error)
+	// MergeGroups folds every series of metric that key (exact, a glob or "", on the key
+	// label) and the label matchers ms select over win at now into its group of g (one group
+	// when g groups by nothing); bins false skips the sketch bins. It returns
+	// window.ErrTooManyGroups past window.MaxGroups groups.
+	MergeGroups(ctx context.Context, now int64, metric, key string, ms []window.Matcher, win time.Duration, bins bool, g *window.GroupPartials) (missing []int32, err error)
 	// Each calls fn once per series of metric matching pattern ("" for all), merged.
 	Each(ctx context.Context, now int64, metric, pattern string, win time.Duration, bins bool, fn func(key string, p *window.Partial)) (missing []int32, err error)
 	// Keys lists the series of metric (all metrics when empty) whose key starts with

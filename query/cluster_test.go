@@ -29,8 +29,13 @@ type fakeCluster struct {
 
 func (f *fakeCluster) Local() bool { return f.isLocal }
 
+// match selects the series of key as the cluster package does: by their key label.
 func (f *fakeCluster) match(key string) window.SeriesMatch {
-	return func(k string, _ int32) bool { return key == "" || window.MatchKey(key, k) }
+	sel, err := window.CompileSelector(key, nil)
+	if err != nil {
+		panic(err)
+	}
+	return func(k string, _ int32) bool { return sel.Match(k) }
 }
 
 func (f *fakeCluster) Merge(_ context.Context, now int64, metric, key string, win time.Duration, bins bool, p *window.Partial) ([]int32, error) {
@@ -43,6 +48,20 @@ func (f *fakeCluster) Merge(_ context.Context, now int64, metric, key string, wi
 			return nil, err
 		}
 		p.Merge(&q)
+	}
+	return f.missing, nil
+}
+
+func (f *fakeCluster) MergeGroups(_ context.Context, now int64, metric, key string, ms []window.Matcher, win time.Duration, _ bool, g *window.GroupPartials) ([]int32, error) {
+	f.calls.Add(1)
+	sel, err := window.CompileSelector(key, ms)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range []*window.Store{f.local, f.remote} {
+		if err := s.MergeGroupPartials(now, metric, func(k string, _ int32) bool { return sel.Match(k) }, win, g); err != nil {
+			return nil, err
+		}
 	}
 	return f.missing, nil
 }
@@ -229,5 +248,55 @@ func TestClusterRangeIsFlagged(t *testing.T) {
 	e.getJSON(path, 200, &whole)
 	if _, ok := whole["partial"]; ok {
 		t.Errorf("local range flagged partial: %v", whole)
+	}
+}
+
+// Labelled series, each held by one of two instances: match= and by= reads through the
+// cluster (each selected series' partial from its owner, merged here) answer what one
+// instance holding every series answers, byte for byte, and key= selects by the key label.
+func TestClusterLabelledReadsEqualOneInstance(t *testing.T) {
+	e, ref, f := clusterEnv(t)
+	routes, codes := []string{"/pay", "/login", ""}, []string{"200", "503", ""}
+	for i := range 900 {
+		var ls []window.Label
+		if c := codes[i/3%3]; c != "" {
+			ls = append(ls, window.Label{Name: "code", Value: c})
+		}
+		if r := routes[i%3]; r != "" {
+			ls = append(ls, window.Label{Name: "route", Value: r})
+		}
+		series, err := window.AppendSeries(nil, "tenant-"+strconv.Itoa(i/9%6), ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := e.store
+		if len(series)%2 == 1 { // a series lives on one instance, as it lives in one partition
+			dst = f.remote
+		}
+		ev := window.Event{TS: t0 - int64(i)*300, Metric: "requests", Key: string(series), Value: float64(1 + i*37%500)}
+		for _, s := range []*window.Store{dst, ref.store} {
+			if err := s.ObserveAt(t0, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, path := range []string{
+		"/v1/window?metric=requests&key=tenant-3&window=5m&q=0.5",
+		"/v1/window?metric=requests&key=tenant-*&window=5m&q=0.9",
+		"/v1/window?metric=requests&match=code%3D~%225..%22&window=5m&q=0.5,0.99",
+		"/v1/window?metric=requests&key=tenant-1&match=route!%3D%22%2Fpay%22&window=1m",
+		"/v1/window?metric=requests&by=code&window=5m&q=0.5,0.99",
+		"/v1/window?metric=requests&key=tenant-*&by=route,code&window=5m&q=0.9",
+		"/v1/window?metric=requests&match=code%3D%22%22&by=key&window=5m",
+		"/v1/window?metric=requests&match=code%3D%22404%22",
+		"/v1/top?metric=requests&by=max&k=5&match=route%3D%22%2Fpay%22&q=0.5",
+		"/v1/top?metric=requests&by=count&key=tenant-2",
+		"/v1/series?metric=requests&limit=7&match=code%3D%22503%22",
+	} {
+		code, got, _ := e.do("GET", path, nil)
+		wantCode, want, _ := ref.do("GET", path, nil)
+		if code != wantCode || string(got) != string(want) {
+			t.Errorf("GET %s:\n cluster %d %s\n one     %d %s", path, code, got, wantCode, want)
+		}
 	}
 }

@@ -5,10 +5,10 @@
 //
 // # Routes
 //
-//	GET  /v1/window?metric=latency_ms&key=tenant-42&window=5m&q=0.5,0.95,0.99
-//	GET  /v1/range?metric=latency_ms&key=tenant-42&window=1m&step=10s[&q=0.5,0.95]
-//	GET  /v1/top?metric=latency_ms&by=p95&window=5m&k=10[&q=0.5,0.99][&key=tenant-*]
-//	GET  /v1/series?[metric=latency_ms][&prefix=tenant-][&limit=100][&cursor=...]
+//	GET  /v1/window?metric=latency_ms&key=tenant-42&window=5m&q=0.5,0.95,0.99[&match=..][&by=code]
+//	GET  /v1/range?metric=latency_ms&key=tenant-42&window=1m&step=10s[&q=0.5,0.95][&match=..][&by=code]
+//	GET  /v1/top?metric=latency_ms&by=p95&window=5m&k=10[&q=0.5,0.99][&key=tenant-*][&match=..]
+//	GET  /v1/series?[metric=latency_ms][&prefix=tenant-][&match=..][&limit=100][&cursor=...]
 //	GET  /v1/metrics
 //	GET  /v1/status      readiness, restore progress, ingest lag, limiter decisions (answers while restoring)
 //	POST /v1/events      NDJSON body, one event a line          (bearer token when configured)
@@ -94,6 +94,38 @@
 //	 "series":1,"points":[{"from":..,"to":..,"count":..,"sum":..,"avg":..,"min":..,"max":..,
 //	 "rate_per_s":..,"quantiles":{"0.5":..}},...]}
 //
+// # Labels: match= and by=
+//
+// A series is a metric and labels, key the default one (issue #27; see window's "Labels").
+// /v1/window, /v1/range, /v1/top and /v1/series take match=: PromQL label matchers as
+// written inside a selector's braces, route="/pay",code=~"5..",span_kind!="CLIENT" (=, !=,
+// =~, !~; regexps fully anchored; a label a series lacks reads as "", so code="" selects
+// the series without code). Prometheus' own parser reads them (promql/parser, the
+// selector "{"+match+"}", so its error positions count that brace) and window.CompileSelector
+// compiles them; a matcher that does not parse or compile, or one of __name__ (the metric
+// is metric=), is 400 naming match. match= is at most MaxMatchBytes. key= is one more
+// constraint on the key label: exact selects every series of that key, labelled or not; a
+// glob matches keys, never the labels after them. With match= or by=, key= may be left out
+// (any key). The reads go through window.Store.ReadSelected and ReadRangeSelected always,
+// which keep the one lookup of an exact key while the metric has no labelled series, so an
+// unlabelled answer is byte for byte what it was. "match" is echoed after "window" (after
+// "step" on /v1/range) when given.
+//
+// /v1/window and /v1/range take by=label,label (window.CheckBy: label names or key, none
+// twice, at most 16): one answer per group of the selected series, each merged exactly as a
+// glob is (window.Store.ReadGroups, ReadRangeGroups), sorted by their labels:
+//
+//	{"metric":"latency_ms","key":"","window":"5m","match":"route=\"/pay\"","by":["code"],
+//	 "groups":[{"labels":{},"from":..,"to":..,"series":1,"count":..,...,"quantiles":{..}},
+//	           {"labels":{"code":"200"},...},...]}
+//
+// A group's members are those of a /v1/window answer's aggregate (from .. quantiles), or of
+// a /v1/range answer's (from, to, series, points). A label the group's series lack is left
+// out of "labels", as Prometheus drops empty labels: {"labels":{}} above is the series
+// without code. Past window.MaxGroups groups (fewer for a range read over rings of many
+// slots) the read is 400 naming by. /v1/top and /v1/series list a labelled series as its
+// "key" followed by "labels":{name:value,...}; an unlabelled series as before.
+//
 // /v1/top ranks the series of a metric by count, sum, avg, min, max, rate or a quantile
 // (pNN) over the window, largest first, ties by key; series with an empty window are left
 // out. It reads every series of the metric, so it costs one window read per series.
@@ -105,7 +137,10 @@
 // With Config.Cluster set and this instance not holding every partition of the topic
 // (Cluster.Local false), /v1/window, /v1/top, /v1/series and /v1/metrics read through the
 // cluster: this instance's series merged with the partial aggregates of the partitions'
-// owners, equal to one instance holding them all. When some partitions have no reachable,
+// owners, equal to one instance holding them all. A match= or by= read of /v1/window asks
+// each owner for its groups (Cluster.MergeGroups: one partial per group, the matchers sent
+// along) and merges them group by group; /v1/top with match= filters the owners'
+// per-series partials with the selector here. When some partitions have no reachable,
 // restored owner the read answers 503 {"error":{"code":"unavailable","message":...,
 // "missing_partitions":[5,6]}} with Retry-After: 1; with partial=allow (not on /v1/metrics,
 // which takes no parameter) it answers 200 over the others, flagged "partial":true,

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/slide-metrics/slide/httperr"
+	"github.com/slide-metrics/slide/window"
 )
 
 // FuzzQueryParams sends an arbitrary raw query string to every read route through the real
@@ -20,6 +21,10 @@ func FuzzQueryParams(f *testing.F) {
 	f.Add("metric=latency_ms&by=p95&k=3&key=tenant-*")
 	f.Add("metric=latency_ms&limit=1&cursor=bGF0ZW5jeV9tcwB0ZW5hbnQtMQ")
 	f.Add("metric=latency_ms&key=tenant-*&window=1m&step=30s&q=p99")
+	f.Add(`metric=latency_ms&match=route="/pay",code=~"5.."&by=code&window=1m`)
+	f.Add(`metric=latency_ms&key=tenant-1&match=code!~"2.*"&by=key,route&step=30s`)
+	f.Add(`metric=latency_ms&match=__name__="x"&by=code,code`)
+	f.Add(`metric=latency_ms&match=code=~"(",route=""&prefix=t`)
 	e := newEnv(f, nil)
 	e.seed(
 		event{ts: t0, key: "tenant-1", metric: "latency_ms", value: 87.5},
@@ -27,6 +32,14 @@ func FuzzQueryParams(f *testing.F) {
 		event{ts: t0, key: "a\x00b", metric: "latency_ms", value: 1},
 		event{ts: t0, key: "tenant-1", metric: "cost", value: 2},
 	)
+	// A labelled series (events with labels have no decoder yet): the store's own door.
+	series, err := window.AppendSeries(nil, "tenant-1", []window.Label{{Name: "code", Value: "503"}, {Name: "route", Value: "/pay"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := e.store.ObserveAt(t0, window.Event{TS: t0, Metric: "latency_ms", Key: string(series), Value: 900}); err != nil {
+		f.Fatal(err)
+	}
 	h := e.srv.Handler()
 	routes := []string{"/v1/window", "/v1/range", "/v1/top", "/v1/series", "/v1/metrics", "/v1/status"}
 	f.Fuzz(func(t *testing.T, raw string) {

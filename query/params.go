@@ -109,10 +109,21 @@ func required(v url.Values, name string) (string, error) {
 	return s, nil
 }
 
+// selection is how a series read (/v1/window, /v1/range) chose its series: key= (a key, a
+// glob, or "" for any key when match= or by= is given), match= as written, their compiled
+// selector, and by= (nil: one answer).
+type selection struct {
+	key, match string
+	ms         []window.Matcher
+	sel        *window.Selector
+	by         []string
+}
+
 // seriesParams reads what the series reads (/v1/window, /v1/range) take first: the query
-// string (allowed: the parameters the read takes, as parseParams), partial, then metric and
-// key (a name or a glob), each error naming its parameter.
-func seriesParams(raw string, allowed ...string) (v url.Values, metric, key string, allowPartial bool, err error) {
+// string (allowed: the parameters the read takes, as parseParams), partial, then metric,
+// key (a name or a glob; required unless match= or by= selects), match= and by=, each error
+// naming its parameter.
+func seriesParams(raw string, allowed ...string) (v url.Values, metric string, sl selection, allowPartial bool, err error) {
 	if v, err = parseParams(raw, allowed...); err != nil {
 		return
 	}
@@ -122,9 +133,21 @@ func seriesParams(raw string, allowed ...string) (v url.Values, metric, key stri
 	if metric, err = required(v, "metric"); err != nil {
 		return
 	}
-	if key, err = required(v, "key"); err == nil {
-		err = checkKeyPattern("key", key)
+	sl.match = v.Get("match")
+	if sl.by, err = byParam(v); err != nil {
+		return
 	}
+	if sl.match == "" && sl.by == nil {
+		if sl.key, err = required(v, "key"); err != nil {
+			return
+		}
+	} else {
+		sl.key = v.Get("key")
+	}
+	if err = checkKeyPattern("key", sl.key); err != nil {
+		return
+	}
+	sl.sel, sl.ms, err = selectorParam(v, sl.key)
 	return
 }
 

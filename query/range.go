@@ -10,14 +10,15 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-// handleRange serves GET /v1/range?metric=&key=&window=&step=&q=: the history of one series
-// (or of the merge of every series a glob key matches) from its ring alone: the window
+// handleRange serves GET /v1/range?metric=&key=&match=&by=&window=&step=&q=: the history of
+// one series (or of the merge of every series a glob key and match= select; with by=, of
+// each group of them) from its ring alone: the window
 // ending at the current slot and at every step before it, oldest first, as far back as a
 // whole window fits in the retention. window and step default to the slot width (every slot
 // of the retention, one point each). Each point is what /v1/window answered when that slot
 // was current; rate_per_s divides by the part of the point's span elapsed now.
 func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
-	v, metric, key, allowPartial, err := seriesParams(r.URL.RawQuery, "metric", "key", "window", "step", "q", "partial")
+	v, metric, sl, allowPartial, err := seriesParams(r.URL.RawQuery, "metric", "key", "match", "by", "window", "step", "q", "partial")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -50,17 +51,22 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.now()
 	var points []window.Agg
+	var groups []window.RangeGroup
 	sc := s.scan(r)
-	points, err = s.store.ReadRangeKey(now, metric, key, win, step, qs, sc.stop)
+	if sl.by != nil {
+		groups, err = s.store.ReadRangeGroups(now, metric, sl.sel, sl.by, win, step, qs, sc.stop)
+	} else {
+		points, err = s.store.ReadRangeSelected(now, metric, sl.sel, win, step, qs, sc.stop)
+	}
 	if sc.gone() {
 		return // the client is gone (or the server's write timeout passed): nobody reads an answer
 	}
 	if err != nil {
-		s.writeReadErr(w, r, err, metric, key)
+		s.writeReadErr(w, r, err, metric, sl)
 		return
 	}
 	bp := bufPool.Get().(*[]byte)
-	b := appendRange((*bp)[:0], metric, key, win, step, points, now, qs)
+	b := appendRange((*bp)[:0], metric, sl, win, step, points, groups, now, qs)
 	if len(missing) > 0 {
 		b = append(appendPartialFlag(b[:len(b)-2], missing), "}\n"...) // before the closing brace
 	}
@@ -77,20 +83,41 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 //	 "points":[{"from":..,"to":..,"count":..,"sum":..,"avg":..,"min":..,"max":..,
 //	            "rate_per_s":..,"quantiles":{..}},...]}
 //
-// from and to span every point; series is how many series were merged.
-func appendRange(b []byte, metric, key string, win, step time.Duration, points []window.Agg, now int64, qs []float64) []byte {
-	b = appendHead(b, metric, `,"key":`, key, win)
+// from and to span every point; series is how many series were merged. "match" follows
+// "step" when given; a grouped read (by=) answers "by" and "groups" instead, each group
+// {"labels":{..},"from":..,"to":..,"series":n,"points":[..]}.
+func appendRange(b []byte, metric string, sl selection, win, step time.Duration, points []window.Agg, groups []window.RangeGroup, now int64, qs []float64) []byte {
+	b = appendHead(b, metric, `,"key":`, sl.key, win)
 	b = append(b, `,"step":`...)
 	b = jsonenc.AppendString(b, window.FormatDuration(step))
+	b = appendSelection(b, sl.match, sl.by)
+	var kbuf quantileKeys
+	keys := kbuf.keysFor(qs) // once, not once a point
+	if sl.by == nil {
+		b = appendPoints(append(b, ','), points, now, qs, keys)
+		return append(b, "}\n"...)
+	}
+	b = append(b, `,"groups":[`...)
+	for i, g := range groups {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendLabels(append(b, '{'), g.Labels)
+		b = appendPoints(append(b, ','), g.Points, now, qs, keys)
+		b = append(b, '}')
+	}
+	return append(b, "]}\n"...)
+}
+
+// appendPoints writes from, to, series and "points" of a range read (no braces).
+func appendPoints(b []byte, points []window.Agg, now int64, qs []float64, keys *quantileKeys) []byte {
 	var from, to int64
 	series := 0
 	if len(points) > 0 {
 		from, to, series = points[0].From, points[len(points)-1].To, points[0].Series
 	}
-	b = appendSpan(append(b, ','), from, to, series)
+	b = appendSpan(b, from, to, series)
 	b = append(b, `,"points":[`...)
-	var kbuf quantileKeys
-	keys := kbuf.keysFor(qs) // once, not once a point
 	for i, p := range points {
 		if i > 0 {
 			b = append(b, ',')
@@ -102,7 +129,7 @@ func appendRange(b []byte, metric, key string, win, step time.Duration, points [
 		b = appendStatsKeyed(b, p, now, qs, keys) // the members of /v1/window, whatever they become
 		b = append(b, '}')
 	}
-	return append(b, "]}\n"...)
+	return append(b, ']')
 }
 
 // parseSpan reads a window or step of a range read: like parseWindow, but empty means one

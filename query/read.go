@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"math"
@@ -16,10 +17,11 @@ import (
 
 var nan = math.NaN()
 
-// handleWindow serves GET /v1/window?metric=&key=&window=&q=: one series' window aggregate,
-// or, when key holds '*', the merge of every matching series.
+// handleWindow serves GET /v1/window?metric=&key=&match=&by=&window=&q=: one series' window
+// aggregate, or the merge of every series a glob key and match= select; with by=, one
+// aggregate per group of the selected series ("groups").
 func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
-	v, metric, key, allowPartial, err := seriesParams(r.URL.RawQuery, "metric", "key", "window", "q", "partial")
+	v, metric, sl, allowPartial, err := seriesParams(r.URL.RawQuery, "metric", "key", "match", "by", "window", "q", "partial")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -36,14 +38,19 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.now()
 	var agg window.Agg
+	var groups []window.Group
 	var missing []int32
 	if c := s.cluster(); c != nil {
 		var p window.Partial
-		missing, err = c.Merge(r.Context(), now, metric, key, win, len(qs) > 0, &p)
+		if sl.match == "" && sl.by == nil {
+			missing, err = c.Merge(r.Context(), now, metric, sl.key, win, len(qs) > 0, &p)
+		} else {
+			missing, groups, err = s.clusterSelected(r.Context(), c, now, metric, sl, win, qs, &p)
+		}
 		if err == nil && !s.covered(w, c, missing, allowPartial) {
 			return
 		}
-		if err == nil {
+		if err == nil && sl.by == nil {
 			if p.Series == 0 {
 				err = window.ErrNotFound
 			} else {
@@ -52,7 +59,11 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		sc := s.scan(r)
-		agg, err = s.store.ReadKey(now, metric, key, win, qs, sc.stop)
+		if sl.by != nil {
+			groups, err = s.store.ReadGroups(now, metric, sl.sel, sl.by, win, qs, sc.stop)
+		} else {
+			agg, err = s.store.ReadSelected(now, metric, sl.sel, win, qs, sc.stop)
+		}
 		if sc.gone() {
 			return // the client is gone (or the server's write timeout passed): nobody reads an answer
 		}
@@ -61,17 +72,58 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 		return // a cluster read stopped early: its answer is partial
 	}
 	if err != nil {
-		s.writeReadErr(w, r, err, metric, key)
+		s.writeReadErr(w, r, err, metric, sl)
 		return
 	}
 	bp := bufPool.Get().(*[]byte)
-	b := appendHead((*bp)[:0], metric, `,"key":`, key, win)
-	b = append(b, ',')
-	b = appendAgg(b, agg, now, qs)
+	b := appendHead((*bp)[:0], metric, `,"key":`, sl.key, win)
+	b = appendSelection(b, sl.match, sl.by)
+	if sl.by != nil {
+		b = append(b, `,"groups":[`...)
+		for i, g := range groups {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendLabels(append(b, '{'), g.Labels)
+			b = appendAgg(append(b, ','), g.Agg, now, qs)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	} else {
+		b = append(b, ',')
+		b = appendAgg(b, agg, now, qs)
+	}
 	b = appendPartialFlag(b, missing)
 	b = append(b, "}\n"...)
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
+}
+
+// clusterSelected is a /v1/window read of match= or by= across instances
+// (Cluster.MergeGroups): each instance folds the series it holds into their groups, and the
+// groups merge here, into p when the read is not grouped (one group of every selected
+// series), else returned with their quantiles qs read. The answer is exactly a single
+// store's.
+func (s *Server) clusterSelected(ctx context.Context, c Cluster, now int64, metric string, sl selection, win time.Duration, qs []float64, p *window.Partial) ([]int32, []window.Group, error) {
+	bins := len(qs) > 0
+	g, err := window.NewGroupPartials(sl.by, bins)
+	if err != nil {
+		return nil, nil, err
+	}
+	missing, err := c.MergeGroups(ctx, now, metric, sl.key, sl.ms, win, bins, g)
+	if err != nil {
+		return missing, nil, err
+	}
+	if sl.by == nil {
+		if g.Len() > 0 {
+			*p = g.Sorted()[0].Partial
+		}
+		return missing, nil, nil
+	}
+	if g.Len() == 0 {
+		return missing, nil, window.ErrNotFound
+	}
+	return missing, g.Groups(s.store.Indexer(metric), qs), nil
 }
 
 func quote(s string) string { return string(jsonenc.AppendString(nil, s)) }
@@ -202,16 +254,23 @@ func decodeCursor(c string) (metric, key string, err error) {
 	return m, k, nil
 }
 
-// handleSeries serves GET /v1/series?metric=&prefix=&limit=&cursor=: the series of metric
-// (or of every metric when absent) whose key starts with prefix, sorted by metric then key,
-// limit at a time. "next" is the cursor of the following page, absent on the last one.
+// handleSeries serves GET /v1/series?metric=&prefix=&match=&limit=&cursor=: the series of
+// metric (or of every metric when absent) whose key starts with prefix and that match=
+// selects, sorted by metric then series string, limit at a time. "next" is the cursor of
+// the following page, absent on the last one. A series' "key" is its key, followed by
+// "labels" when it has labels.
 func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
-	v, err := parseParams(r.URL.RawQuery, "metric", "prefix", "limit", "cursor", "partial")
+	v, err := parseParams(r.URL.RawQuery, "metric", "prefix", "match", "limit", "cursor", "partial")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
 	}
 	allowPartial, err := parsePartial(v)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	sel, _, err := selectorParam(v, "")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -246,7 +305,7 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 			// Every metric: one pass over the store and a sort, where a key list per
 			// metric cost metrics × series.
 			s.store.EachSeries(func(m, k string, _ int32) {
-				if !sc.stop() && strings.HasPrefix(k, prefix) {
+				if !sc.stop() && strings.HasPrefix(k, prefix) && sel.Match(k) {
 					ids = append(ids, window.SeriesID{Metric: m, Key: k})
 				}
 			})
@@ -270,6 +329,9 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		for _, id := range ids[i:] {
+			if !sel.Match(id.Key) {
+				continue
+			}
 			if len(page) == limit {
 				more = true
 				break
@@ -292,6 +354,9 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 			keys = keys[i:]
 		}
 		for _, k := range keys {
+			if !sel.Match(k) {
+				continue
+			}
 			if len(page) == limit {
 				more = true
 				break
@@ -307,6 +372,7 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 	b = jsonenc.AppendString(b, metric)
 	b = append(b, `,"prefix":`...)
 	b = jsonenc.AppendString(b, prefix)
+	b = appendSelection(b, v.Get("match"), nil)
 	b = append(b, `,"series":[`...)
 	for i, e := range page {
 		if i > 0 {
@@ -314,8 +380,7 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 		}
 		b = append(b, `{"metric":`...)
 		b = jsonenc.AppendString(b, e.metric)
-		b = append(b, `,"key":`...)
-		b = jsonenc.AppendString(b, e.key)
+		b = appendSeriesKey(append(b, ','), e.key)
 		b = append(b, '}')
 	}
 	b = append(b, ']')
@@ -406,17 +471,21 @@ func compareIDs(a, b window.SeriesID) int {
 	return strings.Compare(a.Key, b.Key)
 }
 
-// writeReadErr answers the error of a read of metric and key: 404 when it found no series
-// (for a pattern: "no series matches"), which /v1/window and /v1/range say the same way,
-// else as writeErr.
-func (s *Server) writeReadErr(w http.ResponseWriter, r *http.Request, err error, metric, key string) {
+// writeReadErr answers the error of a read of metric and the selection sl: 404 when it found
+// no series (for a pattern, match= or by=: "no series matches"), which /v1/window and
+// /v1/range say the same way, else as writeErr.
+func (s *Server) writeReadErr(w http.ResponseWriter, r *http.Request, err error, metric string, sl selection) {
 	if !errors.Is(err, window.ErrNotFound) {
 		s.writeErr(w, r, err)
 		return
 	}
 	what := "no series"
-	if window.IsKeyPattern(key) {
+	if window.IsKeyPattern(sl.key) || sl.match != "" || sl.by != nil {
 		what = "no series matches"
 	}
-	httperr.Write(w, httperr.NotFound, "", what+" metric="+quote(clip(metric))+" key="+quote(clip(key)))
+	msg := what + " metric=" + quote(clip(metric)) + " key=" + quote(clip(sl.key))
+	if sl.match != "" {
+		msg += " match=" + quote(clip(sl.match))
+	}
+	httperr.Write(w, httperr.NotFound, "", msg)
 }

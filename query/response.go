@@ -32,11 +32,26 @@ type WindowResponse struct {
 	Metric string `json:"metric"`
 	Key    string `json:"key"`
 	Window string `json:"window"`
-	From   int64  `json:"from"`
-	To     int64  `json:"to"`
-	Series int    `json:"series"`
+	// Match is match= as given; By is by= of a grouped read, whose answer is Groups
+	// instead of the members below.
+	Match  string        `json:"match,omitempty"`
+	By     []string      `json:"by,omitempty"`
+	Groups []WindowGroup `json:"groups,omitempty"`
+	From   int64         `json:"from"`
+	To     int64         `json:"to"`
+	Series int           `json:"series"`
 	Stats
 	Flagged
+}
+
+// WindowGroup is one group of a grouped /v1/window answer (by=): its by-labels (a label its
+// series do not have is left out) and the members a /v1/window answer has for its aggregate.
+type WindowGroup struct {
+	Labels map[string]string `json:"labels"`
+	From   int64             `json:"from"`
+	To     int64             `json:"to"`
+	Series int               `json:"series"`
+	Stats
 }
 
 // TopResponse is the answer of GET /v1/top.
@@ -44,6 +59,7 @@ type TopResponse struct {
 	Metric string     `json:"metric"`
 	By     string     `json:"by"`
 	Window string     `json:"window"`
+	Match  string     `json:"match,omitempty"`
 	From   int64      `json:"from"`
 	To     int64      `json:"to"`
 	Series int        `json:"series"`
@@ -53,8 +69,10 @@ type TopResponse struct {
 
 // TopEntry is one ranked series of a TopResponse: Value is its ranking number (the by=).
 type TopEntry struct {
-	Key   string  `json:"key"`
-	Value float64 `json:"value"`
+	Key string `json:"key"`
+	// Labels are the series' labels besides key; absent for a series without.
+	Labels map[string]string `json:"labels,omitempty"`
+	Value  float64           `json:"value"`
 	Stats
 }
 

@@ -248,6 +248,8 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 		httperr.Write(w, httperr.BadParameter, "window", `parameter "window": `+err.Error())
 	case errors.Is(err, window.ErrBadQuantile):
 		httperr.Write(w, httperr.BadParameter, "q", `parameter "q": `+err.Error())
+	case errors.Is(err, window.ErrTooManyGroups):
+		httperr.Write(w, httperr.BadParameter, "by", `parameter "by": `+err.Error()+"; narrow the series with key= or match=, or group by fewer labels")
 	default:
 		s.cfg.Logger.Warn("query failed", "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
 		httperr.Write(w, httperr.Internal, "", err.Error())

@@ -43,12 +43,14 @@ func (h *topHeap) Pop() any {
 	return e
 }
 
-// handleTop serves GET /v1/top?metric=&by=&window=&k=&q=&key=: the k series of metric with
-// the largest value of by over the window. Series with an empty window are skipped. Ties
-// are broken by key, ascending. key (a glob) narrows the series considered; q adds
-// quantiles to each entry. The cost is one window read per series of the metric.
+// handleTop serves GET /v1/top?metric=&by=&window=&k=&q=&key=&match=: the k series of metric
+// with the largest value of by over the window. Series with an empty window are skipped.
+// Ties are broken by key (the series string), ascending. key (a glob) and match= (label
+// matchers) narrow the series considered; q adds quantiles to each entry. An entry's "key"
+// is its series' key, followed by "labels" when the series has labels. The cost is one
+// window read per series of the metric.
 func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
-	v, err := parseParams(r.URL.RawQuery, "metric", "by", "window", "k", "q", "key", "partial")
+	v, err := parseParams(r.URL.RawQuery, "metric", "by", "window", "k", "q", "key", "match", "partial")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -98,6 +100,11 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
+	sel, _, err := selectorParam(v, pattern)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
 	now := s.now()
 	var h topHeap
 	matched := 0
@@ -128,7 +135,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 	if c := cl; c != nil {
 		ix := s.store.Indexer(metric)
 		missing, err = c.Each(r.Context(), now, metric, pattern, win, len(readQs) > 0, func(key string, p *window.Partial) {
-			if !sc.stop() {
+			if !sc.stop() && sel.Match(key) {
 				consider(key, p.Agg(ix, readQs))
 			}
 		})
@@ -152,7 +159,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		if sc.stop() {
 			return // the client is gone (or the server's write timeout passed): stop reading
 		}
-		if pattern != "" && !window.MatchKey(pattern, key) {
+		if !sel.Match(key) {
 			continue
 		}
 		a, err := s.store.ReadAt(now, metric, key, win, readQs)
@@ -177,14 +184,14 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 
 	bp := bufPool.Get().(*[]byte)
 	b := appendHead((*bp)[:0], metric, `,"by":`, byName, win)
+	b = appendSelection(b, v.Get("match"), nil)
 	b = appendSpan(append(b, ','), from, to, matched)
 	b = append(b, `,"top":[`...)
 	for i, e := range h {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"key":`...)
-		b = jsonenc.AppendString(b, e.key)
+		b = appendSeriesKey(append(b, '{'), e.key)
 		b = append(b, `,"value":`...)
 		b = jsonenc.AppendFloat(b, e.value)
 		b = appendStats(b, e.agg, now, readQs)

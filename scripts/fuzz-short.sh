@@ -8,7 +8,8 @@
 # back from a topic anyone with write access can fill), and textparse's JSON scanner that the
 # event decoder, the NDJSON reader and the /v1/allow fast path share, and the event decoder's
 # one-pass fast paths against its scanner path, with the textparse readers they stand on, and
-# the one parser of window lengths (window= of the API, policy files, rls limits). It stops at the first failure (go test has then
+# the one parser of window lengths (window= of the API, policy files, rls limits), and the
+# label selectors' fast paths against the regexp (match= of the read routes). It stops at the first failure (go test has then
 # written the failing input under the package's testdata/fuzz/<Target>/) and prints one line
 # per target; a target may name its own budget. FUZZTIME_SHORT sets the budget per target (default 50000x: executions, about
 # 10 s here); GO the go command. The budget is a count, not a duration: with a duration, Go
@@ -36,6 +37,7 @@ targets=(
 	"./event FuzzDecodeFast 20000x"
 	"./textparse FuzzFast 10000x"
 	"./window FuzzParseDuration 10000x"
+	"./window FuzzSelectorMatch 20000x"
 )
 
 for t in "${targets[@]}"; do

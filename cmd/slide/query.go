@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -27,13 +28,16 @@ const queryUsage = `usage: slide query <window|range|top|series|metrics> [flags]
 Asks a running slide serve and prints a table (--json: the API's JSON as it came).
 
   slide query window  --metric latency_ms --key tenant-42 [--window 5m] [--q 0.5,0.95,0.99]
+  slide query window  --metric latency_ms --match 'route="/pay"' --by code
   slide query range   --metric latency_ms --key tenant-42 [--window 10s] [--step 10s] [--plot p95]
   slide query top     --metric latency_ms [--by p95] [--window 5m] [--k 10] [--key 'tenant-*']
-  slide query series  [--metric latency_ms] [--prefix tenant-] [--limit 100] [--all]
+  slide query series  [--metric latency_ms] [--prefix tenant-] [--match 'code=~"5.."'] [--limit 100] [--all]
   slide query metrics
 
-A --key holding '*' merges every matching series. --window defaults to the metric's
-retention. Run 'slide query <command> --help' for its flags and examples.
+A --key holding '*' merges every matching series. --match takes PromQL label matchers as
+written inside a selector's braces (route="/pay",code=~"5.."); window and range take --by
+label,label for one answer per group. --window defaults to the metric's retention. Run
+'slide query <command> --help' for its flags and examples.
 `
 
 // queryClient is what every query subcommand shares: where the API is and how to print.
@@ -68,44 +72,47 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 	var run func() error
 	switch sub {
 	case "window":
-		metric, key := str("metric", "", "metric name (required)"), str("key", "", "series key, or a glob with '*' (required)")
+		metric, key := str("metric", "", "metric name (required)"), str("key", "", "series key, or a glob with '*' (required unless --match or --by)")
+		match, by := str("match", "", matchHelp), str("by", "", byHelp)
 		win, q := str("window", "", "window, a multiple of the slot width (default: the retention)"), str("q", "0.5,0.95,0.99", "quantiles, fractions or pNN")
 		run = func() error {
-			if *metric == "" || *key == "" {
-				return queryUsageErr(fs, s, "--metric and --key are required")
+			if *metric == "" || *key == "" && *match == "" && *by == "" {
+				return queryUsageErr(fs, s, "--metric and --key (or --match or --by) are required")
 			}
-			set(v, "metric", *metric, "key", *key, "window", *win, "q", *q)
+			set(v, "metric", *metric, "key", *key, "match", *match, "by", *by, "window", *win, "q", *q)
 			return c.window(ctx, v, s.out)
 		}
 	case "range":
-		metric, key := str("metric", "", "metric name (required)"), str("key", "", "series key, or a glob with '*' (required)")
+		metric, key := str("metric", "", "metric name (required)"), str("key", "", "series key, or a glob with '*' (required unless --match or --by)")
+		match, by := str("match", "", matchHelp), str("by", "", byHelp)
 		win, step := str("window", "", "window of each point (default: one slot)"), str("step", "", "time between points (default: one slot)")
 		q, plot := str("q", "0.5,0.95,0.99", "quantiles, fractions or pNN"), str("plot", "p95", "column the chart draws: count, sum, avg, max, rate or a quantile pNN")
 		run = func() error {
-			if *metric == "" || *key == "" {
-				return queryUsageErr(fs, s, "--metric and --key are required")
+			if *metric == "" || *key == "" && *match == "" && *by == "" {
+				return queryUsageErr(fs, s, "--metric and --key (or --match or --by) are required")
 			}
-			set(v, "metric", *metric, "key", *key, "window", *win, "step", *step, "q", *q)
+			set(v, "metric", *metric, "key", *key, "match", *match, "by", *by, "window", *win, "step", *step, "q", *q)
 			return c.rangeRead(ctx, v, *plot, s.out)
 		}
 	case "top":
 		metric, by := str("metric", "", "metric name (required)"), str("by", "p95", "rank by "+window.StatNames+" or pNN")
 		win, q := str("window", "", "window (default: the retention)"), str("q", "0.5,0.95,0.99", "quantiles to show per key")
-		key := str("key", "", "only keys matching this glob")
+		key, match := str("key", "", "only keys matching this glob"), str("match", "", matchHelp)
 		k := fs.Int("k", 10, "how many keys")
 		run = func() error {
 			if *metric == "" {
 				return queryUsageErr(fs, s, "--metric is required")
 			}
-			set(v, "metric", *metric, "by", *by, "window", *win, "q", *q, "key", *key, "k", strconv.Itoa(*k))
+			set(v, "metric", *metric, "by", *by, "window", *win, "q", *q, "key", *key, "match", *match, "k", strconv.Itoa(*k))
 			return c.top(ctx, v, s.out)
 		}
 	case "series":
 		metric, prefix := str("metric", "", "metric name (default: every metric)"), str("prefix", "", "only keys starting with this")
+		match := str("match", "", matchHelp)
 		limit, cursor := fs.Int("limit", 100, "series per page"), str("cursor", "", "continue after this cursor (from a previous page)")
 		all := fs.Bool("all", false, "follow every page")
 		run = func() error {
-			set(v, "metric", *metric, "prefix", *prefix, "limit", strconv.Itoa(*limit), "cursor", *cursor)
+			set(v, "metric", *metric, "prefix", *prefix, "match", *match, "limit", strconv.Itoa(*limit), "cursor", *cursor)
 			return c.series(ctx, v, *all, s.out)
 		}
 	case "metrics":
@@ -129,6 +136,50 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 	c.addr = base
 	c.http = &http.Client{Timeout: c.timeout}
 	return run()
+}
+
+// The help of --match and --by, which several subcommands take.
+const (
+	matchHelp = `only series these PromQL label matchers select, as written inside a selector's braces: route="/pay",code=~"5.."`
+	byHelp    = "one answer per group of these labels, such as code or route,code (key groups by key)"
+)
+
+// selected is how a title names the series a read selected: the key, then {match} when
+// given.
+func selected(key, match string) string {
+	if match == "" {
+		return shown(key)
+	}
+	return strings.TrimSpace(shown(key) + " {" + shown(match) + "}")
+}
+
+// labelSet writes a group's labels as PromQL does, {code="503",route="/pay"}, in the order
+// of by; a label the group's series lack is left out, as the API leaves it out.
+func labelSet(labels map[string]string, by []string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for _, name := range by {
+		v, ok := labels[name]
+		if !ok {
+			continue
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(name + "=" + strconv.Quote(v))
+	}
+	b.WriteByte('}')
+	return shown(b.String())
+}
+
+// seriesName is a listed series as a table prints it: its key, then its labels in name
+// order ({code="503",route="/pay"}) when it has any.
+func seriesName(key string, labels map[string]string) string {
+	if len(labels) == 0 {
+		return shown(key)
+	}
+	names := slices.Sorted(maps.Keys(labels))
+	return shown(key) + labelSet(labels, names)
 }
 
 func queryUsageErr(fs *flag.FlagSet, _ stdio, msg string) error {
@@ -282,9 +333,12 @@ func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) err
 	if done, err := c.answer(ctx, "/v1/window", v, w, &a); done {
 		return err
 	}
-	fmt.Fprintf(w, "%s %s over %s, %s\n", shown(a.Metric), shown(a.Key), a.Window, span(a.From, a.To))
+	if a.By != nil {
+		return windowGroups(w, &a)
+	}
+	fmt.Fprintf(w, "%s %s over %s, %s\n", shown(a.Metric), selected(a.Key, a.Match), a.Window, span(a.From, a.To))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	if strings.Contains(a.Key, "*") {
+	if strings.Contains(a.Key, "*") || a.Match != "" {
 		fmt.Fprintf(tw, "series\t%d\n", a.Series)
 	}
 	fmt.Fprintf(tw, "count\t%d\nsum\t%s\navg\t%s\nmin\t%s\nmax\t%s\nrate/s\t%s\n",
@@ -294,6 +348,41 @@ func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) err
 	}
 	for _, q := range sortedQuantiles(a.Quantiles) {
 		fmt.Fprintf(tw, "%s\t%s\n", pname(q), num(a.Quantiles[q]))
+	}
+	return tw.Flush()
+}
+
+// windowGroups prints a grouped /v1/window answer: one row a group, its by-labels in the
+// first columns ("-" for a label its series lack).
+func windowGroups(w io.Writer, a *query.WindowResponse) error {
+	var from, to int64
+	var qs []string
+	if len(a.Groups) > 0 {
+		from, to, qs = a.Groups[0].From, a.Groups[0].To, sortedQuantiles(a.Groups[0].Quantiles)
+	}
+	fmt.Fprintf(w, "%s %s by %s over %s, %s\n", shown(a.Metric), selected(a.Key, a.Match), shown(strings.Join(a.By, ",")), a.Window, span(from, to))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, name := range a.By {
+		fmt.Fprintf(tw, "%s\t", shown(name))
+	}
+	fmt.Fprint(tw, "series\tcount\tavg\tmin\tmax\trate/s")
+	for _, q := range qs {
+		fmt.Fprintf(tw, "\t%s", pname(q))
+	}
+	fmt.Fprint(tw, "\t\n")
+	for _, g := range a.Groups {
+		for _, name := range a.By {
+			v, ok := g.Labels[name]
+			if !ok {
+				v = "-"
+			}
+			fmt.Fprintf(tw, "%s\t", shown(v))
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s", g.Series, g.Count, num(g.Avg), num(g.Min), num(g.Max), num(&g.RatePerS))
+		for _, q := range qs {
+			fmt.Fprintf(tw, "\t%s", num(g.Quantiles[q]))
+		}
+		fmt.Fprint(tw, "\t\n")
 	}
 	return tw.Flush()
 }
@@ -325,7 +414,7 @@ func (c *queryClient) top(ctx context.Context, v url.Values, w io.Writer) error 
 	}
 	fmt.Fprint(tw, "\tmax\t\n")
 	for i, e := range a.Top {
-		fmt.Fprintf(tw, "%d\t%s\t", i+1, shown(e.Key))
+		fmt.Fprintf(tw, "%d\t%s\t", i+1, seriesName(e.Key, e.Labels))
 		if byColumn {
 			fmt.Fprintf(tw, "%s\t", num(&e.Value))
 		}
@@ -339,8 +428,11 @@ func (c *queryClient) top(ctx context.Context, v url.Values, w io.Writer) error 
 }
 
 type seriesJSON struct {
-	Series []struct{ Metric, Key string } `json:"series"`
-	Next   string                         `json:"next"`
+	Series []struct {
+		Metric, Key string
+		Labels      map[string]string
+	} `json:"series"`
+	Next string `json:"next"`
 }
 
 func (c *queryClient) series(ctx context.Context, v url.Values, all bool, w io.Writer) error {
@@ -363,7 +455,7 @@ func (c *queryClient) series(ctx context.Context, v url.Values, all bool, w io.W
 			}
 		} else {
 			for _, s := range a.Series {
-				fmt.Fprintf(tw, "%s\t%s\n", shown(s.Metric), shown(s.Key))
+				fmt.Fprintf(tw, "%s\t%s\n", shown(s.Metric), seriesName(s.Key, s.Labels))
 			}
 		}
 		if a.Next == "" {

@@ -13,42 +13,72 @@ import (
 )
 
 type rangeJSON struct {
-	Metric string `json:"metric"`
-	Key    string `json:"key"`
-	Window string `json:"window"`
-	Step   string `json:"step"`
-	From   int64  `json:"from"`
-	To     int64  `json:"to"`
-	Series int    `json:"series"`
-	Points []struct {
-		From      int64               `json:"from"`
-		To        int64               `json:"to"`
-		Count     uint64              `json:"count"`
-		Sum       float64             `json:"sum"`
-		Avg       *float64            `json:"avg"`
-		Max       *float64            `json:"max"`
-		RatePerS  float64             `json:"rate_per_s"`
-		Quantiles map[string]*float64 `json:"quantiles"`
-	} `json:"points"`
+	Metric string   `json:"metric"`
+	Key    string   `json:"key"`
+	Window string   `json:"window"`
+	Step   string   `json:"step"`
+	Match  string   `json:"match"`
+	By     []string `json:"by"`
+	rangeSpan
+	Groups []struct {
+		Labels map[string]string `json:"labels"`
+		rangeSpan
+	} `json:"groups"`
+}
+
+// rangeSpan is the points of a range answer, or of one of its groups.
+type rangeSpan struct {
+	From   int64        `json:"from"`
+	To     int64        `json:"to"`
+	Series int          `json:"series"`
+	Points []rangePoint `json:"points"`
+}
+
+type rangePoint struct {
+	From      int64               `json:"from"`
+	To        int64               `json:"to"`
+	Count     uint64              `json:"count"`
+	Sum       float64             `json:"sum"`
+	Avg       *float64            `json:"avg"`
+	Max       *float64            `json:"max"`
+	RatePerS  float64             `json:"rate_per_s"`
+	Quantiles map[string]*float64 `json:"quantiles"`
 }
 
 // rangeRead prints /v1/range as a table, one row a point, with a bar chart of the plot
-// column beside it and a sparkline of it above.
+// column beside it and a sparkline of it above; a grouped answer (--by) as one such block a
+// group, titled with the group's labels.
 func (c *queryClient) rangeRead(ctx context.Context, v url.Values, plot string, w io.Writer) error {
 	var a rangeJSON
 	if done, err := c.answer(ctx, "/v1/range", v, w, &a); done {
 		return err
 	}
-	var qs []string
-	if len(a.Points) > 0 {
-		qs = sortedQuantiles(a.Points[0].Quantiles)
-	}
 	plot = strings.ToLower(plot)
 	if f, err := strconv.ParseFloat(plot, 64); err == nil && f <= 1 {
 		plot = pname(plot)
 	}
+	if a.By == nil {
+		fmt.Fprintf(w, "%s %s: windows of %s every %s, %s\n", shown(a.Metric), selected(a.Key, a.Match), a.Window, a.Step, span(a.From, a.To))
+		return printPoints(w, a.Points, plot)
+	}
+	fmt.Fprintf(w, "%s %s by %s: windows of %s every %s, %d groups\n", shown(a.Metric), selected(a.Key, a.Match), shown(strings.Join(a.By, ",")), a.Window, a.Step, len(a.Groups))
+	for _, g := range a.Groups {
+		fmt.Fprintf(w, "\n%s: %d series, %s\n", labelSet(g.Labels, a.By), g.Series, span(g.From, g.To))
+		if err := printPoints(w, g.Points, plot); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printPoints writes the sparkline of plot and the table of points.
+func printPoints(w io.Writer, points []rangePoint, plot string) error {
+	var qs []string
+	if len(points) > 0 {
+		qs = sortedQuantiles(points[0].Quantiles)
+	}
 	pick := func(i int) *float64 {
-		p := a.Points[i]
+		p := points[i]
 		switch plot {
 		case "count":
 			x := float64(p.Count)
@@ -69,10 +99,9 @@ func (c *queryClient) rangeRead(ctx context.Context, v url.Values, plot string, 
 		}
 		return nil
 	}
-	fmt.Fprintf(w, "%s %s: windows of %s every %s, %s\n", shown(a.Metric), shown(a.Key), a.Window, a.Step, span(a.From, a.To))
-	vals := make([]*float64, len(a.Points))
+	vals := make([]*float64, len(points))
 	top := 0.0
-	for i := range a.Points {
+	for i := range points {
 		vals[i] = pick(i)
 		if vals[i] != nil && *vals[i] > top {
 			top = *vals[i]
@@ -85,7 +114,7 @@ func (c *queryClient) rangeRead(ctx context.Context, v url.Values, plot string, 
 		fmt.Fprintf(tw, "\t%s", pname(q))
 	}
 	fmt.Fprintf(tw, "\tmax\t%s\t\n", plot)
-	for i, p := range a.Points {
+	for i, p := range points {
 		fmt.Fprintf(tw, "%s\t%d\t%s", time.UnixMilli(p.To).UTC().Format("15:04:05"), p.Count, num(&p.RatePerS))
 		for _, q := range qs {
 			fmt.Fprintf(tw, "\t%s", num(p.Quantiles[q]))

@@ -1,0 +1,176 @@
+package query
+
+// Label selection of the read routes (issue #27). match= holds PromQL label matchers as
+// PromQL writes them inside a selector's braces (route="/pay",code=~"5.."), read by
+// Prometheus' own parser and compiled with key= into a window.Selector; by= names the labels
+// a grouped read (/v1/window, /v1/range) answers one aggregate per group of.
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/slide-metrics/slide/jsonenc"
+	"github.com/slide-metrics/slide/window"
+)
+
+// promParser reads match=: PromQL's grammar, not a copy of it. It is safe for concurrent
+// use (each call parses with a parser of its own).
+var promParser = parser.NewParser(parser.Options{})
+
+// MaxMatchBytes is the longest match= the read routes accept: each regexp is compiled per
+// request and run per series, so the cap keeps one request from costing length × series,
+// as MaxKeyPatternBytes does for a glob.
+const MaxMatchBytes = 4096
+
+// maxBy bounds the labels of by=.
+const maxBy = 16
+
+// matchOps maps Prometheus' match types onto window's (the same order, spelled out so that
+// a new type in Prometheus is refused rather than misread).
+var matchOps = map[labels.MatchType]window.MatchOp{
+	labels.MatchEqual:     window.MatchEqual,
+	labels.MatchNotEqual:  window.MatchNotEqual,
+	labels.MatchRegexp:    window.MatchRegexp,
+	labels.MatchNotRegexp: window.MatchNotRegexp,
+}
+
+// parseMatch reads match= (empty: no matchers). __name__ is refused: the metric is metric=.
+func parseMatch(s string) ([]window.Matcher, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if len(s) > MaxMatchBytes {
+		return nil, badParam("match", "%d bytes, at most %d", len(s), MaxMatchBytes)
+	}
+	lms, err := promParser.ParseMetricSelector("{" + s + "}")
+	if err != nil {
+		// Positions count the opening brace this adds.
+		return nil, badParam("match", "%s: want PromQL label matchers as written inside a selector's braces, such as route=\"/pay\",code=~\"5..\"", clip(err.Error()))
+	}
+	ms := make([]window.Matcher, 0, len(lms))
+	for _, lm := range lms {
+		op, ok := matchOps[lm.Type]
+		if !ok {
+			return nil, badParam("match", "%s: unknown operator", clip(lm.String()))
+		}
+		if lm.Name == labels.MetricName {
+			return nil, badParam("match", "%s: the metric is given by metric=, not by a %s matcher", clip(lm.String()), labels.MetricName)
+		}
+		ms = append(ms, window.Matcher{Name: lm.Name, Op: op, Value: lm.Value})
+	}
+	return ms, nil
+}
+
+// selectorParam compiles key (a key, a glob, or "" for any key) and match= into the
+// selector a read filters series with, and returns match='s matchers too (a cluster read
+// sends them to the other instances).
+func selectorParam(v url.Values, key string) (*window.Selector, []window.Matcher, error) {
+	ms, err := parseMatch(v.Get("match"))
+	if err != nil {
+		return nil, nil, err
+	}
+	sel, err := window.CompileSelector(key, ms)
+	if err != nil {
+		return nil, nil, badParam("match", "%s", clip(strings.TrimPrefix(err.Error(), "window: ")))
+	}
+	return sel, ms, nil
+}
+
+// byParam reads by=label,label (window.CheckBy): nil when absent or empty.
+func byParam(v url.Values) ([]string, error) {
+	s := v.Get("by")
+	if s == "" {
+		return nil, nil
+	}
+	by := strings.Split(s, ",")
+	if len(by) > maxBy {
+		return nil, badParam("by", "%d labels, at most %d", len(by), maxBy)
+	}
+	for i := range by {
+		by[i] = strings.TrimSpace(by[i])
+	}
+	if err := window.CheckBy(by); err != nil {
+		return nil, badParam("by", "%s: want label names separated by commas, such as by=route,code", clip(strings.TrimPrefix(err.Error(), "window: ")))
+	}
+	return by, nil
+}
+
+// appendSelection writes the members that say how series were selected and grouped, each
+// preceded by a comma: "match" when given, "by" when grouped. An answer without them is
+// byte for byte what it was before labels.
+func appendSelection(b []byte, match string, by []string) []byte {
+	if match != "" {
+		b = append(b, `,"match":`...)
+		b = jsonenc.AppendString(b, match)
+	}
+	if by != nil {
+		b = append(b, `,"by":[`...)
+		for i, name := range by {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonenc.AppendString(b, name)
+		}
+		b = append(b, ']')
+	}
+	return b
+}
+
+// appendLabels writes "labels":{name:value,...} of a group: a label a group's series do not
+// have (value "") is left out, as Prometheus drops empty labels, so a group of the series
+// without code shows no "code".
+func appendLabels(b []byte, ls []window.Label) []byte {
+	b = append(b, `"labels":{`...)
+	n := 0
+	for _, l := range ls {
+		if l.Value == "" {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = jsonenc.AppendString(b, l.Name)
+		b = append(b, ':')
+		b = jsonenc.AppendString(b, l.Value)
+	}
+	return append(b, '}')
+}
+
+// appendSeriesKey writes "key" of a listed series (/v1/top, /v1/series): its key label, and
+// ,"labels":{...} after it when the series has labels besides key. An unlabelled series is
+// written as before labels, and so is a string no door could have written as a labelled
+// series (window.CheckSeries: a key holding a 0xFF byte, restored from an old snapshot).
+func appendSeriesKey(b []byte, series string) []byte {
+	b = append(b, `"key":`...)
+	if !window.HasLabels(series) || window.CheckSeries(series, len(series)) != nil {
+		return jsonenc.AppendString(b, series)
+	}
+	b = jsonenc.AppendString(b, window.SeriesKeyOf(series))
+	b = append(b, `,"labels":{`...)
+	n := 0
+	window.EachLabel(series, func(name, value string) bool {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = jsonenc.AppendString(b, name)
+		b = append(b, ':')
+		b = jsonenc.AppendString(b, value)
+		return true
+	})
+	return append(b, '}')
+}
+
+// groupValues is the values of series string series' by-labels, as window groups it ("" for
+// a label it has not).
+func groupValues(series string, by []string) []string {
+	vs := make([]string, len(by))
+	for i, name := range by {
+		vs[i] = window.LabelValue(series, name)
+	}
+	return vs
+}
