@@ -87,16 +87,16 @@ type Decoder struct {
 	lastMetric  string      // the metric of the previous event, a one-entry cache in front of intern
 	lastLo      uint64      // lastMetric's words16 when it is short and plain, for the fast path's compare
 	lastHi      uint64
-	lastN       int          // len(lastMetric) when it is short and plain, else −1
-	lastQ       [2]uint64    // lastMetric and its closing quote as words, when it has at most 15 bytes
-	lastQMask   [2]uint64    // which bytes of lastQ count: none when it has more
-	scratch     []byte       // unescaped strings
-	restAt      int          // where the scanner path goes on after a fast path gave up (0: from the start)
-	restSeen    uint8        // the fields the fast path recorded in f
-	pre         prefixEnds   // where exact's prefix members end, when it hands a line on
-	lab         labelScratch // the event's labels (decode_labels.go)
+	lastN       int        // len(lastMetric) when it is short and plain, else −1
+	lastQ       [2]uint64  // lastMetric and its closing quote as words, when it has at most 15 bytes
+	lastQMask   [2]uint64  // which bytes of lastQ count: none when it has more
+	scratch     []byte     // unescaped strings
+	restAt      int        // where the scanner path goes on after a fast path gave up (0: from the start)
+	restSeen    uint8      // the fields the fast path recorded in f
+	pre         prefixEnds // where exact's prefix members end, when it hands a line on
 	sc          textparse.Scanner
 	f           [numFields + 1]textparse.Value
+	lab         labelScratch // the event's labels (decode_labels.go), after what every event uses
 }
 
 // NewDecoder returns a Decoder, or the config's error.

@@ -44,7 +44,8 @@
 //     is beyond the ring's skew ahead of its reference, late when older than the metric's
 //     retention, expired when in its window at its Kafka record's time but out of it at now
 //     (the references are the record's timestamp while it agrees with now, as window.Source
-//     says, and now over HTTP), series_cap when a new series meets the store's cap.
+//     says, and now over HTTP), series_cap when a new series meets the store's cap or its metric's
+//     (window.StoreConfig.MaxSeriesPerMetric).
 //
 // Decoder, Intake and the field readers (Decoder.TS, Name, CheckName, for a format that
 // carries an event's fields among its own, as the backtest's request log does) are these

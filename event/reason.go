@@ -24,7 +24,7 @@ const (
 	ReasonKeyTooLong                 // key or metric longer than Config.MaxKeyLen bytes, or a label value longer than window.MaxLabelValueLen (256)
 	ReasonFuture                     // ts ahead of the record's timestamp (or of now) by more than the ring's skew
 	ReasonLate                       // ts older than the metric's retention at the record's timestamp (or at now, over HTTP)
-	ReasonSeriesCap                  // the event's series is new and the store is at its series cap
+	ReasonSeriesCap                  // the event's series is new and the store is at its series cap, or its metric at window.StoreConfig.MaxSeriesPerMetric
 	ReasonTooLarge                   // a Kafka record whose batch inflates beyond ingest's Config.MaxInflatedBytes (ingest's alone): dead-lettered as a pointer (headers, no value)
 	ReasonExpired                    // within its window at the record's timestamp, out of it at now (lag, a skewed producer, a replay reaching further back than the metric keeps)
 
