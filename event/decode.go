@@ -272,7 +272,7 @@ func (d *Decoder) event(b []byte, ev *window.Event) Reason {
 	switch l := d.f[fLabels]; l.Kind {
 	case textparse.Absent, textparse.Null:
 	case textparse.Object:
-		if r = d.readLabels(l.Bytes(b)); r != ReasonNone {
+		if _, r = d.readLabels(l.Bytes(b)); r != ReasonNone {
 			return r
 		}
 		ev.Key = d.seriesOf(ev.Key)

@@ -9,8 +9,8 @@ import (
 // scratch (labelScratch: spans of one reused buffer, never a map or a string per label),
 // sorted by name, and written after the key as the event's series string, window's encoding
 // (window.AppendSeries), which is interned as keys are: an event of a series the decoder has
-// seen allocates nothing. Both paths read a labels object here, the member loop after
-// SkipValue validated it and the scanner path after the scanner did, so that they take and
+// seen allocates nothing. Both paths read a labels object here, the member loop validating
+// it as it reads and the scanner path after the scanner validated it, so that they take and
 // refuse the same labels.
 
 // labelSpan is one label as read: its name is buf[start:mid], its value buf[mid:end].
@@ -28,7 +28,7 @@ func (l *labelScratch) name(k int) []byte { p := l.ls[k]; return l.buf[p.start:p
 
 // memberLabels reads the labels member's value at b[i] for the member loop (decode_fast.go),
 // recording it in d.f as the scanner would, and returns the index after it, or −1 where the
-// loop gives up: not null or an object, not JSON (SkipValue validates it first), or refused.
+// loop gives up: not null or an object, not JSON, or refused.
 func (d *Decoder) memberLabels(b []byte, i int) int {
 	var j int
 	switch b[i] {
@@ -39,9 +39,11 @@ func (d *Decoder) memberLabels(b []byte, i int) int {
 		d.f[fLabels] = textparse.Value{Start: int32(i), End: int32(j), Kind: textparse.Null}
 		d.lab.n = 0
 	case '{':
-		if j = d.sc.SkipValue(b, i); j < 0 || d.readLabels(b[i:j]) != ReasonNone {
+		n, r := d.readLabels(b[i:])
+		if r != ReasonNone {
 			return -1
 		}
+		j = i + n
 		d.f[fLabels] = textparse.Value{Start: int32(i), End: int32(j), Kind: textparse.Object}
 	default:
 		return -1
@@ -49,22 +51,32 @@ func (d *Decoder) memberLabels(b []byte, i int) int {
 	return j
 }
 
-// readLabels reads obj, the text of a labels object that is valid JSON (the scanner or
-// SkipValue validated it), into d.lab by the rules of the package doc, member by member, the
-// first member that breaks one naming the refusal: a name that is not a label name
-// (window.ValidLabelName, after unescaping) or that an earlier member gave, a member past
-// window.MaxLabels, a value that is not a string or that unescapes lossily are
-// ReasonBadField; a value longer than window.MaxLabelValueLen bytes is ReasonKeyTooLong, one
-// failing window.ValidName ReasonBadField. An empty value is allowed: the label is absent.
-func (d *Decoder) readLabels(obj []byte) Reason {
+// readLabels reads the labels object at the start of obj into d.lab by the rules of the
+// package doc, member by member, and returns the length of its text. The first member that
+// breaks a rule names the refusal: a name that is not a label name (window.ValidLabelName,
+// after unescaping) or that an earlier member gave, a member past window.MaxLabels, a value
+// that is not a string or that unescapes lossily are ReasonBadField; a value longer than
+// window.MaxLabelValueLen bytes is ReasonKeyTooLong, one failing window.ValidName
+// ReasonBadField. An empty value is allowed: the label is absent. It validates the object as
+// it goes (a flat object of strings needs no SkipValue first): text that is not JSON is
+// ReasonInvalidJSON, which only the member loop sees, as the scanner path reads objects the
+// scanner validated.
+func (d *Decoder) readLabels(obj []byte) (int, Reason) {
 	l := &d.lab
 	l.n, l.buf = 0, l.buf[:0]
+	n := len(obj)
 	i := textparse.SkipSpace(obj, 1)
-	if obj[i] == '}' {
-		return ReasonNone
+	if i < n && obj[i] == '}' {
+		return i + 1, ReasonNone
 	}
-	for { // obj[i] is a name's opening quote
+	for {
+		if i >= n || obj[i] != '"' {
+			return 0, ReasonInvalidJSON
+		}
 		j, esc := textparse.ScanString(obj, i+1)
+		if j < 0 {
+			return 0, ReasonInvalidJSON
+		}
 		start := len(l.buf)
 		if esc {
 			l.buf, _ = textparse.Unquote(l.buf, obj[i+1:j]) // lossy is not ASCII: refused next
@@ -73,44 +85,54 @@ func (d *Decoder) readLabels(obj []byte) Reason {
 		}
 		name := l.buf[start:]
 		if !window.ValidLabelNameBytes(name) {
-			return ReasonBadField
+			return 0, ReasonBadField
 		}
 		for k := range l.n {
 			if string(l.name(k)) == string(name) {
-				return ReasonBadField // a name given twice
+				return 0, ReasonBadField // a name given twice
 			}
 		}
 		if l.n == len(l.ls) {
-			return ReasonBadField // more than window.MaxLabels
+			return 0, ReasonBadField // more than window.MaxLabels
 		}
-		i = textparse.SkipSpace(obj, j+1) // the colon
-		i = textparse.SkipSpace(obj, i+1) // the value
-		if obj[i] != '"' {
-			return ReasonBadField
+		if i = textparse.SkipSpace(obj, j+1); i >= n || obj[i] != ':' {
+			return 0, ReasonInvalidJSON
 		}
-		j, esc = textparse.ScanString(obj, i+1)
+		if i = textparse.SkipSpace(obj, i+1); i >= n || obj[i] != '"' {
+			return 0, ReasonBadField // not a string (or not JSON: the scanner path's to say)
+		}
+		if j, esc = textparse.ScanString(obj, i+1); j < 0 {
+			return 0, ReasonInvalidJSON
+		}
 		mid := len(l.buf)
 		if esc {
 			var lossy bool
 			if l.buf, lossy = textparse.Unquote(l.buf, obj[i+1:j]); lossy {
-				return ReasonBadField // values are bytes, as keys are: never rewritten to U+FFFD
+				return 0, ReasonBadField // values are bytes, as keys are: never rewritten to U+FFFD
 			}
 		} else {
 			l.buf = append(l.buf, obj[i+1:j]...)
 		}
 		v := l.buf[mid:]
 		if len(v) > window.MaxLabelValueLen {
-			return ReasonKeyTooLong
+			return 0, ReasonKeyTooLong
 		}
 		if len(v) > 0 && !window.ValidNameBytes(v) {
-			return ReasonBadField
+			return 0, ReasonBadField
 		}
 		l.ls[l.n] = labelSpan{int32(start), int32(mid), int32(len(l.buf))}
 		l.n++
-		if i = textparse.SkipSpace(obj, j+1); obj[i] == '}' {
-			return ReasonNone
+		if i = textparse.SkipSpace(obj, j+1); i >= n {
+			return 0, ReasonInvalidJSON
 		}
-		i = textparse.SkipSpace(obj, i+1) // after the comma
+		switch obj[i] {
+		case '}':
+			return i + 1, ReasonNone
+		case ',':
+			i = textparse.SkipSpace(obj, i+1)
+		default:
+			return 0, ReasonInvalidJSON
+		}
 	}
 }
 
