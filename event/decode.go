@@ -11,7 +11,7 @@ import (
 // Decoder defaults.
 const (
 	DefaultMaxKeyLen   = window.DefaultMaxNameLen // bytes of a decoded key or metric name (256)
-	DefaultMaxInterned = 1 << 16                  // distinct key, metric and series strings a Decoder keeps
+	DefaultMaxInterned = 1 << 16                  // distinct keys, metrics and series strings a Decoder keeps
 )
 
 // maxNestingDepth is encoding/json's limit on nested objects and arrays, which the scanner

@@ -44,8 +44,8 @@
 //     is beyond the ring's skew ahead of its reference, late when older than the metric's
 //     retention, expired when in its window at its Kafka record's time but out of it at now
 //     (the references are the record's timestamp while it agrees with now, as window.Source
-//     says, and now over HTTP), series_cap when a new series meets the store's cap or its metric's
-//     (window.StoreConfig.MaxSeriesPerMetric).
+//     says, and now over HTTP), series_cap when a new series meets the store's cap or its
+//     metric's (window.StoreConfig.MaxSeriesPerMetric).
 //
 // Decoder, Intake and the field readers (Decoder.TS, Name, CheckName, for a format that
 // carries an event's fields among its own, as the backtest's request log does) are these
@@ -54,16 +54,16 @@
 // # Decoding
 //
 // Decoder is a hand-written parser, 0 allocations per event once its key, metric and series
-// string are interned, checked against encoding/json by a differential test and a fuzz target. Three
-// paths (decode_fast.go): Append's exact layout read word by word, a member loop for the
-// same members in any order, spaced, repeated or among other members (skipped by the
-// scanner's own MemberName and SkipValue, in the same pass), to which the first hands its
-// position, and the scanner path for the rest, the one source of refusals, which goes on
-// from the last member the others read; FuzzDecodeFast holds the first two to the third.
+// string are interned, checked against encoding/json by a differential test and a fuzz
+// target. Three paths (decode_fast.go): Append's exact layout read word by word, a member
+// loop for the same members in any order, spaced, repeated or among other members (skipped
+// by the scanner's own MemberName and SkipValue, in the same pass), to which the first hands
+// its position, and the scanner path for the rest, the one source of refusals, which goes
+// on from the last member the others read; FuzzDecodeFast holds the first two to the third.
 // Labels are the member loop's and the scanner path's (decode_labels.go, one reader for
-// both): exact hands a labels member to the loop as it hands any member not in its layout, so
-// events without labels keep their speed. Names and series strings are interned in an open-addressing table (decode_intern.go) whose lookups are
-// bounded under collisions. Append (encode.go) writes the layout the first path reads; it
+// both): exact hands a labels member to the loop as it hands any member not in its layout,
+// so events without labels keep their speed. Names and series strings are interned in an
+// open-addressing table (decode_intern.go) whose lookups are bounded under collisions. Append (encode.go) writes the layout the first path reads; it
 // is why the package imports jsonenc, beside window and textparse (TestImports holds it to
 // those and the standard library).
 //

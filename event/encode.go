@@ -14,15 +14,18 @@ import (
 //
 // with ,"count":n added when Count > 1, and ,"labels":{"name":"value",…} last when Key is a
 // series string with labels (window.AppendSeries; window.CheckSeries passes it), its key as
-// "key" and its labels in the series string's order (by name). Strings are escaped as JSON requires (invalid UTF-8
-// becomes \ufffd); the value is the shortest decimal that reads back as the same float64.
+// "key" and its labels in the series string's order (by name). Strings are escaped as JSON
+// requires (invalid UTF-8 becomes \ufffd); the value is the shortest decimal that reads back
+// as the same float64.
 // A NaN or infinite value is written as the bare token NaN, Infinity or -Infinity, which
 // is not JSON: the decoder refuses it as ReasonInvalidValue, as it should.
 func Append(dst []byte, ev window.Event) []byte {
 	dst = append(dst, `{"ts":`...)
 	dst = strconv.AppendInt(dst, ev.TS, 10)
 	key := ev.Key
-	labelled := window.HasLabels(key) && window.CheckSeries(key, math.MaxInt) == nil // else a key holding 0xFF, written whole as before labels
+	// A key holding 0xFF that is no series string (an old snapshot's) is written whole, as
+	// before labels.
+	labelled := window.HasLabels(key) && window.CheckSeries(key, math.MaxInt) == nil
 	if labelled {
 		key = window.SeriesKeyOf(key)
 	}
