@@ -11,7 +11,7 @@ import (
 // Decoder defaults.
 const (
 	DefaultMaxKeyLen   = window.DefaultMaxNameLen // bytes of a decoded key or metric name (256)
-	DefaultMaxInterned = 1 << 16                  // distinct key and metric strings a Decoder keeps
+	DefaultMaxInterned = 1 << 16                  // distinct keys, metrics and series strings a Decoder keeps
 )
 
 // maxNestingDepth is encoding/json's limit on nested objects and arrays, which the scanner
@@ -23,9 +23,10 @@ type Config struct {
 	// MaxKeyLen is the longest key or metric name accepted, in bytes after unescaping;
 	// longer ones are refused with ReasonKeyTooLong. Default DefaultMaxKeyLen (256).
 	MaxKeyLen int
-	// MaxInterned bounds the decoder's table of key and metric strings. Decoding an event
-	// whose strings are in the table allocates nothing; when the table is full it is
-	// cleared and refills. Default DefaultMaxInterned (65,536).
+	// MaxInterned bounds the decoder's table of key, metric and series strings (those of
+	// events with labels). Decoding an event whose strings are in the table allocates
+	// nothing; when the table is full it is cleared and refills. Default
+	// DefaultMaxInterned (65,536).
 	MaxInterned int
 }
 
@@ -57,21 +58,24 @@ func (c Config) withDefaults() Config {
 // key, metric and value are required; ts is unix milliseconds (an integer) or an RFC 3339
 // string ("2026-11-30T08:00:00.123Z", "…+02:00"), and defaults to the caller's default
 // (the Kafka record's timestamp, or the request time over HTTP); count is an integer ≥ 1,
-// default 1. Other fields are ignored. Field names match exactly (unlike encoding/json's
-// case-insensitive struct matching) and the last of duplicate fields wins. Strings are
-// unescaped as encoding/json does, invalid UTF-8 replaced by U+FFFD, except in key and
-// metric: keys are bytes, so a key or metric that is not valid UTF-8 (or escapes a lone
-// surrogate) is refused as ReasonBadField rather than rewritten, as is one holding a C0 or C1
-// control, DEL or a bidi override or isolate, escaped or not (window.ValidName). As a courtesy to
-// producers that write them (Python's json module does), the bare tokens NaN, Infinity and
-// -Infinity as the value are refused as ReasonInvalidValue rather than ReasonInvalidJSON.
+// default 1; labels is an optional object of string values ({"route":"/pay","code":"200"}),
+// which makes the event's Key its series string (window.AppendSeries). Other fields are
+// ignored. Field names match exactly (unlike encoding/json's case-insensitive struct
+// matching) and the last of duplicate fields wins. Strings are unescaped as encoding/json
+// does, invalid UTF-8 replaced by U+FFFD, except in key, metric and label values: keys are
+// bytes, so a key, metric or label value that is not valid UTF-8 (or escapes a lone
+// surrogate) is refused as ReasonBadField rather than rewritten, as is one holding a C0 or
+// C1 control, DEL or a bidi override or isolate, escaped or not (window.ValidName). As a
+// courtesy to producers that write them (Python's json module does), the bare tokens NaN,
+// Infinity and -Infinity as the value are refused as ReasonInvalidValue rather than
+// ReasonInvalidJSON.
 //
 // The common layouts, extra members among them, take a one-pass fast path (decode_fast.go);
 // every other line, and every refusal, is decided by textparse's scanner with this one
 // schema's checks, from the line's start or from the last member a fast path read, held to
 // encoding/json by a differential test and a fuzz target, the fast paths held to it by
 // another; timestamps follow textparse's one rule. Decoding allocates
-// nothing once the event's key and metric strings are in the decoder's intern table.
+// nothing once the event's key, metric and series strings are in the decoder's intern table.
 //
 // A Decoder is not safe for concurrent use: keep one per goroutine (a consumer keeps one per
 // partition; an HTTP handler can take them from a sync.Pool). The zero value is not usable;
@@ -92,6 +96,7 @@ type Decoder struct {
 	pre         prefixEnds // where exact's prefix members end, when it hands a line on
 	sc          textparse.Scanner
 	f           [numFields + 1]textparse.Value
+	lab         labelScratch // the event's labels (decode_labels.go), after what every event uses
 }
 
 // NewDecoder returns a Decoder, or the config's error.
@@ -203,6 +208,7 @@ const (
 	fValue
 	fTS
 	fCount
+	fLabels
 	numFields
 	fOther = numFields // d.f's last entry is a sink for the fields we skip
 )
@@ -214,7 +220,7 @@ func (d *Decoder) parseObject(b []byte) bool {
 	sc := &d.sc
 	sc.Reset(b)
 	nan := false    // a NaN token is tolerated only as the value that decides the event
-	sc.Into(d.f[:]) // d.f[Field], in eventFields' order fKey … fCount; fOther for the rest
+	sc.Into(d.f[:]) // d.f[Field], in eventFields' order fKey … fLabels; fOther for the rest
 	for sc.Next() {
 		nan = nan || sc.Value.Kind == textparse.NaN
 	}
@@ -222,10 +228,10 @@ func (d *Decoder) parseObject(b []byte) bool {
 	return sc.Done() && (!nan || d.f[fValue].Kind == textparse.NaN) && d.f[fOther].Kind != textparse.NaN
 }
 
-// eventFields are the names of fKey … fCount, in that order.
-var eventFields = []string{"key", "metric", "value", "ts", "count"}
+// eventFields are the names of fKey … fLabels, in that order.
+var eventFields = []string{"key", "metric", "value", "ts", "count", "labels"}
 
-// event interprets the recorded fields, in the order key, metric, value, ts, count.
+// event interprets the recorded fields, in the order key, metric, value, ts, count, labels.
 // ev arrives with the defaults filled in.
 func (d *Decoder) event(b []byte, ev *window.Event) Reason {
 	var r Reason
@@ -260,6 +266,16 @@ func (d *Decoder) event(b []byte, ev *window.Event) Reason {
 			return ReasonBadField
 		}
 		ev.Count = n
+	default:
+		return ReasonBadField
+	}
+	switch l := d.f[fLabels]; l.Kind {
+	case textparse.Absent, textparse.Null:
+	case textparse.Object:
+		if _, r = d.readLabels(l.Bytes(b)); r != ReasonNone {
+			return r
+		}
+		ev.Key = d.seriesOf(ev.Key)
 	default:
 		return ReasonBadField
 	}
@@ -347,7 +363,7 @@ func (d *Decoder) name(b []byte, sp textparse.Value, metric bool) (string, Reaso
 		return d.lastMetric, ReasonNone
 	}
 	v, h, ok := d.intern.lookup(s)
-	if !ok {
+	if !ok || window.HasLabels(v) { // series strings share the table: a name holding 0xFF is not one
 		// A name seen for the first time passes window.ValidName, the rule of every door:
 		// valid UTF-8 (keys are bytes: "t\xff" and "t\xfe" are two keys, and rewriting both
 		// to U+FFFD would merge them) without C0 or C1 controls, DEL or bidi overrides

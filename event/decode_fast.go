@@ -18,7 +18,7 @@ import (
 // with an optional "count" last, compact, comparing the text between the values a word at a
 // time; where a compact prefix of that layout is followed by a comma and anything else (an
 // extra member, the rest out of order) it hands the position it reached to fast's member
-// loop, so that the line is still read once. fast takes any object of the five members in
+// loop, so that the line is still read once. fast takes any object of the six members in
 // any order, with whitespace between tokens, repeats (the last wins) and other members among
 // them: a name it does not match by one compare is read by the scanner's own MemberName
 // (which unescapes it and matches it as the scanner path does), and an unknown member's value
@@ -26,8 +26,9 @@ import (
 // arrays cost a skip, not a second pass. exact takes key and metric only as printable ASCII
 // without escapes and ts and count as integer literals; fast also takes escaped or non-ASCII
 // names (through the scanner path's own name checks), ts as RFC 3339 text, and null ts and
-// count. value is any JSON number for both (converted as the general path converts it, by
-// textparse.ParseFloat's rules, bit for bit). Every line they take decodes to what the
+// count, and fast reads labels (exact hands a labels member to its loop, as any member not in
+// its layout). value is any JSON number for both (converted as the general path converts
+// it, by textparse.ParseFloat's rules, bit for bit). Every line they take decodes to what the
 // general path (parseObject and event) returns for it, and they take only lines that the
 // general path accepts; on anything else (a NaN, a string value, a missing member, an error
 // of any kind) they give up and the general path decodes the line, going on from the end of
@@ -43,6 +44,7 @@ const (
 	patMetric = uint64('"') | uint64('m')<<8 | uint64('e')<<16 | uint64('t')<<24 | uint64('r')<<32 | uint64('i')<<40 | uint64('c')<<48 | uint64('"')<<56
 	patValue  = uint64('"') | uint64('v')<<8 | uint64('a')<<16 | uint64('l')<<24 | uint64('u')<<32 | uint64('e')<<40 | uint64('"')<<48
 	patCount  = uint64('"') | uint64('c')<<8 | uint64('o')<<16 | uint64('u')<<24 | uint64('n')<<32 | uint64('t')<<40 | uint64('"')<<48
+	patLabels = uint64('"') | uint64('l')<<8 | uint64('a')<<16 | uint64('b')<<24 | uint64('e')<<32 | uint64('l')<<40 | uint64('s')<<48 | uint64('"')<<56
 	mask4     = 1<<32 - 1
 	mask5     = 1<<40 - 1
 	mask6     = 1<<48 - 1
@@ -327,6 +329,8 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 			f, i = fMetric, i+8
 		case w&mask7 == patCount:
 			f, i = fCount, i+7
+		case w == patLabels:
+			f, i = fLabels, i+8
 		default:
 			if i < n && b[i] <= ' ' { // spaced: `{ "ts": 1, "key": "a" }`
 				if i = textparse.SkipSpace(b, i); i < n && b[i] == '"' {
@@ -414,6 +418,10 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 			}
 			d.f[fCount] = textparse.Value{Start: int32(i), End: int32(j), Kind: textparse.Number, Integer: true}
 			ev.Count, i = uint64(v), j
+		case fLabels:
+			if i = d.memberLabels(b, i); i < 0 {
+				return false, at, own
+			}
 		case fOther: // validated and skipped, as the scanner path skips it
 			if i = d.sc.SkipValue(b, i); i < 0 {
 				return false, at, own
@@ -474,7 +482,13 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 			return false, at, own
 		}
 		const required = 1<<fKey | 1<<fMetric | 1<<fValue
-		return seen&required == required && (i+1 == n || textparse.SkipSpace(b, i+1) == n), at, own
+		if seen&required != required || (i+1 != n && textparse.SkipSpace(b, i+1) != n) {
+			return false, at, own
+		}
+		if seen&(1<<fLabels) != 0 && d.lab.n > 0 { // exact never reads labels: they are this loop's
+			ev.Key = d.seriesOf(ev.Key)
+		}
+		return true, at, own
 	}
 }
 

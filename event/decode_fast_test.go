@@ -101,6 +101,14 @@ func genFastLine(rng *rand.Rand) []byte {
 	if rng.IntN(3) == 0 {
 		ms = append(ms, member{"count", pick("3", "1", "0", "-1", "1.0", "18446744073709551615", "null")})
 	}
+	if rng.IntN(3) == 0 { // labels last, as Append writes them, unless shuffled below
+		l := labelsValue(rng)
+		if good {
+			l = pick(`{"route":"/pay","code":"200"}`, `{"code":"200","route":"/pay","method":"POST"}`, `{}`, "null",
+				`{"r\u006fute":"\/p\u0061y"}`, `{"a":""}`, manyLabels(16), `{ "b" : "2" , "a" : "1" }`)
+		}
+		ms = append(ms, member{"labels", l})
+	}
 	if rng.IntN(4) == 0 {
 		rng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
 	}
@@ -112,11 +120,11 @@ func genFastLine(rng *rand.Rand) []byte {
 	case 1: // a field repeated, as it was or with another value (the last wins)
 		m := ms[rng.IntN(len(ms))]
 		if rng.IntN(2) == 0 {
-			m.val = map[string]string{"ts": ts(), "key": name(), "metric": name(), "value": num(), "count": "2"}[m.name]
+			m.val = map[string]string{"ts": ts(), "key": name(), "metric": name(), "value": num(), "count": "2", "labels": labelsValue(rng)}[m.name]
 		}
 		ms = append(ms, m)
 		if rng.IntN(2) == 0 { // then a member that only the scanner path takes, so that it goes on from the fast path's position
-			late := []member{{"ts", "1234567890123456789"}, {"count", "12345678901234567"}, {"key", `"\u0000"`}, {"value", "1"}}
+			late := []member{{"ts", "1234567890123456789"}, {"count", "12345678901234567"}, {"key", `"\u0000"`}, {"value", "1"}, {"labels", `{"a":1}`}}
 			ms = append(ms, late[rng.IntN(len(late))])
 		}
 	case 2:
@@ -173,7 +181,7 @@ func genFastLine(rng *rand.Rand) []byte {
 // own written another way (escaped, or with spaces before the colon when the line is spaced):
 // the fast path must match each as the scanner path does.
 func extraName(rng *rand.Rand) string {
-	names := []string{"host", "region", "extra", "Key", "keys", "t", "tss", "valu", "metrics", "count_", "",
+	names := []string{"host", "region", "extra", "Key", "keys", "t", "tss", "valu", "metrics", "count_", "", "label", "labelss", `l\u0061bels`,
 		`h\u006fst`, `k\u0065y`, `m\u0065tric`, `\u0074s`, `valu\u0065`, `c\u006funt`, `a\"b`, `\ud800`, "h\u00e9", "t\xffs", "ts", "value", "key"}
 	return names[rng.IntN(len(names))]
 }
@@ -243,6 +251,16 @@ var fastFuzzSeeds = []string{
 	"{ \"ts\" :\t\"2025-11-30T08:00:00Z\" ,\r\n\"key\":\"k\", \"metric\":\"m\", \"value\":1, \"count\": null }",
 	`{"ts":1,"key":"k","metric":"m","value":1,"x":NaN}`,
 	`{"ts":1,"key":"k","metric":"m","value":1,"x":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`,
+	`{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"labels":{"route":"/pay","code":"200"}}`,
+	`{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"count":3,"labels":{"route":"/pay","code":""}}`,
+	`{"labels":{"r\u006fute":"\/p\u0061y","c":"t\u00e9\"x"},"key":"k","metric":"m","value":1}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"labels":{"a":"1"},"labels":null}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"labels":{"a":"1","a":"2"}}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"labels":{"key":"x","__a":"y"}}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"labels":{"a":1}}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"labels":{"a":"` + strings.Repeat("v", 257) + `"}}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"labels":` + manyLabels(17) + `}`,
+	"{\"ts\":1,\"key\":\"k\",\"metric\":\"m\",\"value\":1,\"labels\":{\"a\":\"x\xff\"}}",
 }
 
 // FuzzDecodeFast holds the fast paths to the general path (and Decode to both) on any
@@ -274,12 +292,15 @@ var decodeShapes = []struct{ name, path, line string }{
 	{"pretty", "fast", `{ "ts" : 1700000000123,` + "\t" + `"key" : "tenant-42",` + "\t" + `"metric" : "latency_ms",` + "\t" + `"value" : 27.431 }`},
 	{"rfc3339", "fast", `{"ts":"2026-11-30T08:00:00.123Z","key":"tenant-42","metric":"latency_ms","value":27.431}`},
 	{"escaped-key", "fast", `{"ts":1700000000123,"key":"tenant-\u0034\u0032","metric":"latency_ms","value":27.431}`}, // the scanner path's
+	{"labels", "exact", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"labels":{"route":"/pay","code":"200","method":"POST"}}`},
+	{"labels-first", "fast", `{"labels":{"route":"/pay","code":"200","method":"POST"},"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}`},
 }
 
 // BenchmarkDecodeShapes times Decode per shape (decodeShapes: Append's layout on the
 // exact path, with extra members or nested values there too by its hand-off, the members
 // spaced, reordered or with an RFC 3339 ts on the fast path, an escaped key on the scanner
-// path), so that a change to one path shows in its own line.
+// path, three labels last as Append writes them or first), so that a change to one path
+// shows in its own line.
 func BenchmarkDecodeShapes(b *testing.B) {
 	for _, c := range decodeShapes {
 		b.Run(c.name, func(b *testing.B) {

@@ -6,7 +6,8 @@ import (
 	"math/bits"
 )
 
-// internTable is the decoder's bounded table of key and metric strings: an open-addressing
+// internTable is the decoder's bounded table of key, metric and series strings (a series
+// string holds 0xFF, which no valid name does, so the two never meet): an open-addressing
 // table with linear probing, at most half full, hashed once per lookup (lookup returns the
 // hash that add then reuses). It replaced a map[string]string, whose lookup cost a third of
 // an event's decoding. A short name (up to 16 bytes, the common key) is held and compared as

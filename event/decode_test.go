@@ -208,9 +208,7 @@ func refDecode(line []byte, maxKey int, defaultTS int64) (window.Event, Reason) 
 			return "", ReasonMissingField
 		case len(s) > maxKey:
 			return "", ReasonKeyTooLong
-		case strings.ContainsFunc(s, func(r rune) bool {
-			return unicode.Is(unicode.Cc, r) || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
-		}):
+		case refRefusedChars(s):
 			return "", ReasonBadField
 		}
 		return s, ReasonNone
@@ -253,7 +251,71 @@ func refDecode(line []byte, maxKey int, defaultTS int64) (window.Event, Reason) 
 			return none, ReasonBadField
 		}
 	}
+	if raw, ok := present("labels"); ok {
+		if ev.Key, r = refLabels(raw, ev.Key); r != ReasonNone {
+			return none, r
+		}
+	}
 	return ev, ReasonNone
+}
+
+// refRefusedChars reports a key, metric or label value holding a C0 or C1 control, DEL, or a
+// bidi override or isolate.
+func refRefusedChars(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool {
+		return unicode.Is(unicode.Cc, r) || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+	})
+}
+
+// promLabelName is Prometheus' rule for a label name.
+var promLabelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// refLabels is the labels rule by encoding/json's tokens (which keep a repeated name, as a
+// map would not) and window.AppendSeries: the series string of key and raw, a JSON value
+// that is not null, or the first member's refusal.
+func refLabels(raw json.RawMessage, key string) (string, Reason) {
+	if raw[0] != '{' {
+		return "", ReasonBadField
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		panic(err) // json.Unmarshal took the line
+	}
+	var ls []window.Label
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			panic(err)
+		}
+		name := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			panic(err)
+		}
+		if !promLabelName.MatchString(name) || name == "key" || strings.HasPrefix(name, "__") ||
+			seen[name] || len(ls) == window.MaxLabels {
+			return "", ReasonBadField
+		}
+		seen[name] = true
+		var s string
+		if v[0] != '"' || json.Unmarshal(v, &s) != nil || lossyJSONString(v) {
+			return "", ReasonBadField
+		}
+		if len(s) > window.MaxLabelValueLen {
+			return "", ReasonKeyTooLong
+		}
+		if refRefusedChars(s) {
+			return "", ReasonBadField
+		}
+		ls = append(ls, window.Label{Name: name, Value: s})
+	}
+	window.SortLabels(ls)
+	series, err := window.AppendSeries(nil, key, ls)
+	if err != nil {
+		panic(err) // the rules above are AppendSeries' and more
+	}
+	return string(series), ReasonNone
 }
 
 var nanToken = regexp.MustCompile(`NaN|Infinity`)
@@ -360,8 +422,11 @@ func genLine(rng *rand.Rand) []byte {
 	if rng.IntN(3) == 0 {
 		fs = append(fs, field{`"count"`, pick(num(), "3", "1", any())})
 	}
+	if rng.IntN(3) == 0 {
+		fs = append(fs, field{pick(`"labels"`, `"labels"`, `"l\u0061bels"`), pick(labelsValue(rng), labelsValue(rng), any())})
+	}
 	for range rng.IntN(3) {
-		fs = append(fs, field{pick(`"extra"`, `"Key"`, `"k\u0065y"`, `"value"`, `"ts"`, `"\u00e9"`), any()})
+		fs = append(fs, field{pick(`"extra"`, `"Key"`, `"k\u0065y"`, `"value"`, `"ts"`, `"\u00e9"`, `"labels"`), any()})
 	}
 	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
 	var b strings.Builder
@@ -416,6 +481,13 @@ var fuzzSeeds = []string{
 	`{"key":"\ud800\u0041","metric":"m","value":1}`,
 	`not json`,
 	`{"key":"a","metric":"m","value":1`,
+	`{"key":"a","metric":"m","value":1,"labels":{"route":"/pay","code":"200"}}`,
+	`{"labels":{"r\u006fute":"\/p\u0061y","code":""},"key":"a","metric":"m","value":1}`,
+	`{"key":"a","metric":"m","value":1,"labels":{"key":"x"}}`,
+	`{"key":"a","metric":"m","value":1,"labels":{"a":"1","a":"2"}}`,
+	`{"key":"a","metric":"m","value":1,"labels":{"a":1}}`,
+	`{"key":"a","metric":"m","value":1,"labels":{"a":"\ud800"}}`,
+	`{"key":"a","metric":"m","value":1,"labels":"route"}`,
 }
 
 // FuzzDecode checks that no input panics, that the decoder agrees with encoding/json, and
@@ -438,13 +510,16 @@ func FuzzDecode(f *testing.F) {
 		if r != ReasonNone {
 			return
 		}
+		labels := map[string]string{}
+		window.EachLabel(ev.Key, func(n, v string) bool { labels[n] = v; return true })
 		out, err := json.Marshal(struct {
-			TS     int64   `json:"ts"`
-			Key    string  `json:"key"`
-			Metric string  `json:"metric"`
-			Value  float64 `json:"value"`
-			Count  uint64  `json:"count"`
-		}{ev.TS, ev.Key, ev.Metric, ev.Value, ev.Count})
+			TS     int64             `json:"ts"`
+			Key    string            `json:"key"`
+			Metric string            `json:"metric"`
+			Value  float64           `json:"value"`
+			Count  uint64            `json:"count"`
+			Labels map[string]string `json:"labels,omitempty"`
+		}{ev.TS, window.SeriesKeyOf(ev.Key), ev.Metric, ev.Value, ev.Count, labels})
 		if err != nil {
 			t.Fatalf("re-encoding %+v: %v", ev, err)
 		}

@@ -9,8 +9,10 @@
 // A decoded event is a window.Event, the store's own observation type, filled in place (no
 // second struct is copied on the hot path): Metric and Key name its series, Value is the
 // observation, Count its weight, TS its time in unix milliseconds. A format fills those five;
-// Feed is the door's (ingest sets the record's partition, window.FeedOf; the API none). Labels
-// arrive with the next issue.
+// Feed is the door's (ingest sets the record's partition, window.FeedOf; the API none). An
+// event with labels has as its Key the series string of its key and labels (window's
+// encoding, window.AppendSeries: key 0xFF name=value …, sorted by name); one without is keyed
+// by its key alone, byte for byte as before labels.
 //
 // # One set of rules
 //
@@ -29,11 +31,21 @@
 //     door's: the Kafka record's timestamp, the request's time over HTTP. A log of requests,
 //     which has no such time, requires it.
 //   - count is a JSON integer ≥ 1, default 1 (bad_field otherwise).
+//   - labels is optional: an object of string values, {"route":"/pay","code":"200"}, in any
+//     position among the members; null or {} is none (bad_field for another type). Names and
+//     values are unescaped as keys are, and the first member that breaks a rule names the
+//     refusal: a name failing window.ValidLabelName (Prometheus' [a-zA-Z_][a-zA-Z0-9_]*, not
+//     "key", not starting with "__"), a name an earlier member gave, a member past the
+//     sixteenth (window.MaxLabels, empty values counted), a value that is not a string, is
+//     not UTF-8 or holds what window.ValidName refuses, are bad_field; a value longer than
+//     256 bytes (window.MaxLabelValueLen) is key_too_long, as an over-long key is. An empty
+//     value is no label (Prometheus' rule): {"code":""} is the series without code.
 //   - Then the store judges the event's time and series (Intake, ReasonOf): future when ts
 //     is beyond the ring's skew ahead of its reference, late when older than the metric's
 //     retention, expired when in its window at its Kafka record's time but out of it at now
 //     (the references are the record's timestamp while it agrees with now, as window.Source
-//     says, and now over HTTP), series_cap when a new series meets the store's cap.
+//     says, and now over HTTP), series_cap when a new series meets the store's cap or its
+//     metric's (window.StoreConfig.MaxSeriesPerMetric).
 //
 // Decoder, Intake and the field readers (Decoder.TS, Name, CheckName, for a format that
 // carries an event's fields among its own, as the backtest's request log does) are these
@@ -41,15 +53,17 @@
 //
 // # Decoding
 //
-// Decoder is a hand-written parser, 0 allocations per event once its key and metric are
-// interned, checked against encoding/json by a differential test and a fuzz target. Three
-// paths (decode_fast.go): Append's exact layout read word by word, a member loop for the
-// same members in any order, spaced, repeated or among other members (skipped by the
-// scanner's own MemberName and SkipValue, in the same pass), to which the first hands its
-// position, and the scanner path for the rest, the one source of refusals, which goes on
-// from the last member the others read; FuzzDecodeFast holds the first two to the third.
-// Names are interned in an open-addressing table (decode_intern.go) whose lookups are
-// bounded under collisions. Append (encode.go) writes the layout the first path reads; it
+// Decoder is a hand-written parser, 0 allocations per event once its key, metric and series
+// string are interned, checked against encoding/json by a differential test and a fuzz
+// target. Three paths (decode_fast.go): Append's exact layout read word by word, a member
+// loop for the same members in any order, spaced, repeated or among other members (skipped
+// by the scanner's own MemberName and SkipValue, in the same pass), to which the first hands
+// its position, and the scanner path for the rest, the one source of refusals, which goes
+// on from the last member the others read; FuzzDecodeFast holds the first two to the third.
+// Labels are the member loop's and the scanner path's (decode_labels.go, one reader for
+// both): exact hands a labels member to the loop as it hands any member not in its layout,
+// so events without labels keep their speed. Names and series strings are interned in an
+// open-addressing table (decode_intern.go) whose lookups are bounded under collisions. Append (encode.go) writes the layout the first path reads; it
 // is why the package imports jsonenc, beside window and textparse (TestImports holds it to
 // those and the standard library).
 //

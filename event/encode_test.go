@@ -15,6 +15,8 @@ func TestAppendRoundTrip(t *testing.T) {
 		{TS: -5, Key: "a\"b\\c/<>&\u2028", Metric: "m é 😀", Value: -0.1, Count: 1 << 40},
 		{TS: 0, Key: "k", Metric: "m", Value: 1e300, Count: 1},
 		{TS: math.MaxInt64, Key: "k", Metric: "m", Value: 5e-324, Count: 1},
+		{TS: 1, Key: "k\xffcode=200\xffroute=/pay", Metric: "m", Value: 1, Count: 1},
+		{TS: 1, Key: "a\"b\xffZ=1\xff_=\u00e9\"\\\xffa=x y", Metric: "m", Value: 2, Count: 3},
 	}
 	for _, ev := range evs {
 		line := Append(nil, ev)
@@ -32,6 +34,12 @@ func TestAppendRoundTrip(t *testing.T) {
 		t.Errorf("%s decoded with reason %v, want bad_field", ctl, r)
 	}
 	if got := string(Append(nil, window.Event{TS: 1, Key: "k\xff", Metric: "m", Value: 2, Count: 3})); got != `{"ts":1,"key":"k\ufffd","metric":"m","value":2,"count":3}` {
+		t.Errorf("Append = %s", got) // a key holding 0xFF that is no series string is written whole, as before labels
+	}
+	if got := string(Append(nil, window.Event{TS: 1, Key: "k\xffb=2\xffa=1", Metric: "m", Value: 2})); got != `{"ts":1,"key":"k\ufffdb=2\ufffda=1","metric":"m","value":2}` {
+		t.Errorf("Append = %s", got) // nor is one whose labels are out of order
+	}
+	if got := string(Append(nil, window.Event{TS: 1, Key: "k\xffa=1\xffb=2", Metric: "m", Value: 2, Count: 3})); got != `{"ts":1,"key":"k","metric":"m","value":2,"count":3,"labels":{"a":"1","b":"2"}}` {
 		t.Errorf("Append = %s", got)
 	}
 	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {

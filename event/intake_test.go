@@ -99,11 +99,13 @@ func TestIntakeTakeRecord(t *testing.T) {
 	}
 }
 
-// The per-event path allocates nothing once the series and its names exist, through either door.
+// The per-event path allocates nothing once the series and its names exist, through either door,
+// with labels or without.
 func TestIntakeAllocs(t *testing.T) {
 	in, _ := newTestIntake(t)
 	d := in.NewDecoder()
-	line := []byte(`{"ts":1764489600000,"key":"tenant-42","metric":"latency_ms","value":87.5}`)
+	line := []byte(`{"ts":1764489600000,"key":"tenant-42","metric":"latency_ms","value":87.5}
+{"ts":1764489600000,"key":"tenant-42","metric":"latency_ms","value":87.5,"labels":{"route":"/pay","code":"200","method":"POST"}}`)
 	rec := Record{TS: defTS, Feed: window.FeedOf(0)}
 	refused := func([]byte, Reason) { t.Fatal("refused") }
 	in.TakeRecord(d, line, defTS, rec, refused)
@@ -115,7 +117,7 @@ func TestIntakeAllocs(t *testing.T) {
 		return // Take's pool of decoders drops them at random under the race detector
 	}
 	if a := testing.AllocsPerRun(100, func() {
-		if res := in.Take(line, defTS); res.Accepted != 1 {
+		if res := in.Take(line, defTS); res.Accepted != 2 {
 			t.Fatalf("Take = %+v", res)
 		}
 	}); a != 0 {

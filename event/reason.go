@@ -14,17 +14,17 @@ type Reason uint8
 
 // Reasons an event is refused, in the order Decode checks them: a record that is not JSON
 // is invalid_json whatever else is wrong with it; otherwise the fields are checked in the
-// order key, metric, value, ts, count and the first failure is the reason.
+// order key, metric, value, ts, count, labels and the first failure is the reason.
 const (
 	ReasonNone         Reason = iota // accepted
 	ReasonInvalidJSON                // not JSON, not an object, or trailing bytes after it
 	ReasonMissingField               // key, metric or value absent or null; key or metric ""
-	ReasonBadField                   // a field of the wrong type: key/metric not a string or failing window.ValidName (invalid UTF-8, a C0 or C1 control, DEL, a bidi override or isolate), value not a number, ts neither an integer nor RFC 3339, count not an integer ≥ 1
+	ReasonBadField                   // a field of the wrong type: key/metric not a string or failing window.ValidName (invalid UTF-8, a C0 or C1 control, DEL, a bidi override or isolate), value not a number, ts neither an integer nor RFC 3339, count not an integer ≥ 1, labels not an object of valid label names and string values (a name twice, more than 16, a value failing window.ValidName)
 	ReasonInvalidValue               // value NaN, ±Infinity, or beyond float64
-	ReasonKeyTooLong                 // key or metric longer than Config.MaxKeyLen bytes
+	ReasonKeyTooLong                 // key or metric longer than Config.MaxKeyLen bytes, or a label value longer than window.MaxLabelValueLen (256)
 	ReasonFuture                     // ts ahead of the record's timestamp (or of now) by more than the ring's skew
 	ReasonLate                       // ts older than the metric's retention at the record's timestamp (or at now, over HTTP)
-	ReasonSeriesCap                  // the event's series is new and the store is at its series cap
+	ReasonSeriesCap                  // the event's series is new and the store is at its series cap, or its metric at window.StoreConfig.MaxSeriesPerMetric
 	ReasonTooLarge                   // a Kafka record whose batch inflates beyond ingest's Config.MaxInflatedBytes (ingest's alone): dead-lettered as a pointer (headers, no value)
 	ReasonExpired                    // within its window at the record's timestamp, out of it at now (lag, a skewed producer, a replay reaching further back than the metric keeps)
 

@@ -32,7 +32,7 @@ func FuzzQueryParams(f *testing.F) {
 		event{ts: t0, key: "a\x00b", metric: "latency_ms", value: 1},
 		event{ts: t0, key: "tenant-1", metric: "cost", value: 2},
 	)
-	// A labelled series (events with labels have no decoder yet): the store's own door.
+	// A labelled series, by the store's own door.
 	series, err := window.AppendSeries(nil, "tenant-1", []window.Label{{Name: "code", Value: "503"}, {Name: "route", Value: "/pay"}})
 	if err != nil {
 		f.Fatal(err)

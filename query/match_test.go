@@ -37,8 +37,8 @@ func (l labelled) label(name string) string {
 	return ""
 }
 
-// observeLabelled records evs into e's store under their series strings (events with labels
-// have no decoder yet), and returns them.
+// observeLabelled records evs into e's store under their series strings, by the store's own
+// door (TestPostLabelledEvents posts the same events to /v1/events), and returns them.
 func observeLabelled(t *testing.T, e *env, metric string, evs []labelled) []labelled {
 	t.Helper()
 	for _, ev := range evs {
@@ -75,6 +75,56 @@ func labelledEvents(t *testing.T, e *env) []labelled {
 		})
 	}
 	return observeLabelled(t, e, "latency_ms", evs)
+}
+
+// TestPostLabelledEvents posts labelled events to /v1/events with their labels in the event's
+// labels member (an absent code written as "" for half of them, which is no label) and reads
+// them back with match= and by=: every answer is byte for byte that of the same events
+// observed under their series strings, and a match= read is the oracle's.
+func TestPostLabelledEvents(t *testing.T) {
+	posted, direct := newEnv(t, nil), newEnv(t, nil)
+	posted.clock.set(t0 + 9_999)
+	direct.clock.set(t0 + 9_999)
+	evs := labelledEvents(t, direct)
+	var body bytes.Buffer
+	for i, ev := range evs {
+		labels := map[string]string{}
+		if ev.route != "" {
+			labels["route"] = ev.route
+		}
+		if ev.code != "" || i%2 == 0 {
+			labels["code"] = ev.code
+		}
+		lb, err := json.Marshal(labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&body, `{"ts":%d,"key":%q,"metric":"latency_ms","value":%v,"labels":%s}`+"\n", ev.ts, ev.key, ev.value, lb)
+	}
+	if a := posted.post(body.Bytes()); a.Accepted != len(evs) || len(a.Rejected) != 0 {
+		t.Fatalf("POST /v1/events: %+v, want %d accepted", a, len(evs))
+	}
+	for _, path := range []string{
+		"/v1/window?metric=latency_ms&window=1m&match=" + url.QueryEscape(`route="/pay"`),
+		"/v1/window?metric=latency_ms&window=1m&by=route&match=" + url.QueryEscape(`code=~"5.."`),
+		"/v1/window?metric=latency_ms&window=1m&by=code,route&q=0.5,0.99",
+		"/v1/window?metric=latency_ms&window=1m&key=ops&by=code",
+		"/v1/range?metric=latency_ms&window=1m&step=10s&by=code",
+		"/v1/top?metric=latency_ms&by=count&match=" + url.QueryEscape(`code="200"`),
+		"/v1/series?metric=latency_ms&limit=1000&match=" + url.QueryEscape(`route!=""`),
+	} {
+		code, got, _ := posted.do("GET", path, nil)
+		_, want, _ := direct.do("GET", path, nil)
+		if code != 200 || !bytes.Equal(got, want) {
+			t.Errorf("GET %s = %d\n %s\nwant\n %s", path, code, got, want)
+		}
+	}
+	n, sum, lo, hi := labelOracle(evs, func(l labelled) bool { return l.route == "/pay" && l.code == "200" })
+	var w windowAnswer
+	posted.getJSON("/v1/window?metric=latency_ms&window=1m&match="+url.QueryEscape(`route="/pay",code="200"`), 200, &w)
+	if w.Count != n || w.Sum != sum || *w.Min != lo || *w.Max != hi {
+		t.Errorf("route=/pay code=200: %+v, want count %d sum %v min %v max %v", w, n, sum, lo, hi)
+	}
 }
 
 // labelOracle is count, sum, min and max of the events keep accepts.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 )
 
 // A series is a metric and a set of labels, of which key is one: the default one, which every
@@ -57,6 +58,12 @@ func ValidLabelName(name string) bool {
 		return false
 	}
 	return true
+}
+
+// ValidLabelNameBytes is ValidLabelName of b's bytes, without a copy (a decoder's label names
+// are bytes of its input).
+func ValidLabelNameBytes(b []byte) bool {
+	return ValidLabelName(unsafe.String(unsafe.SliceData(b), len(b))) // ValidLabelName keeps nothing
 }
 
 // CheckLabelValue reports whether v may be a label value: the key rule (ValidName) and at

@@ -70,6 +70,14 @@ func TestSeriesStringRefusals(t *testing.T) {
 	}
 }
 
+func TestValidLabelNameBytes(t *testing.T) {
+	for _, n := range []string{"", "a", "_x", "route", "a1", "key", "keys", "__name__", "_", "1a", "a-b", "é"} {
+		if got, want := ValidLabelNameBytes([]byte(n)), ValidLabelName(n); got != want {
+			t.Errorf("ValidLabelNameBytes(%q) = %v, ValidLabelName says %v", n, got, want)
+		}
+	}
+}
+
 func TestAppendSeriesAllocatesNothing(t *testing.T) {
 	ls := []Label{{"code", "200"}, {"route", "/pay"}}
 	buf := make([]byte, 0, 64)

@@ -23,6 +23,11 @@ type StoreConfig struct {
 	Shards    int                   // lock shards, rounded up to a power of two; default 64
 	MaxSeries int                   // series beyond this are refused with ErrSeriesCap; default 1<<20
 	Now       func() int64          // unix ms; nil is the wall clock. Replay passes the largest event time.
+
+	// MaxSeriesPerMetric caps each metric's series: a new series of a metric that has this
+	// many is refused with ErrSeriesCap and counted by metric (EachMetricRefused), so that one
+	// noisy label cannot take the store. 0, the default, caps only the store (MaxSeries).
+	MaxSeriesPerMetric int
 }
 
 // Validate reports a config NewStore would refuse.
@@ -44,13 +49,16 @@ func (c StoreConfig) Validate() error {
 	if c.MaxSeries < 0 {
 		return fmt.Errorf("max series %d: must not be negative", c.MaxSeries)
 	}
+	if c.MaxSeriesPerMetric < 0 {
+		return fmt.Errorf("max series per metric %d: must not be negative", c.MaxSeriesPerMetric)
+	}
 	return nil
 }
 
 // StoreStats are the Store's counters since it was made.
 type StoreStats struct {
 	Late, Future, Invalid uint64 // events refused, by reason
-	Refused               uint64 // events refused because their new series would pass MaxSeries
+	Refused               uint64 // events refused because their new series would pass MaxSeries or MaxSeriesPerMetric
 	Evicted               uint64 // idle series removed
 	Series                int    // live series now
 }
@@ -86,6 +94,7 @@ type Store struct {
 
 	count                                   atomic.Int64
 	labelled                                sync.Map // metric → *labelledCount (LabelledSeries)
+	perMetric                               sync.Map // metric → *metricSeries, kept only under MaxSeriesPerMetric
 	late, future, invalid, refused, evicted atomic.Uint64
 }
 
@@ -215,6 +224,11 @@ func (s *Store) create(sh *shard, h uint64, ev Event) (*series, error) {
 		s.refused.Add(1)
 		return nil, ErrSeriesCap
 	}
+	if s.cfg.MaxSeriesPerMetric > 0 && !s.admitMetric(ev.Metric) {
+		s.count.Add(-1)
+		s.refused.Add(1)
+		return nil, ErrSeriesCap
+	}
 	se := &series{metric: ev.Metric, key: ev.Key, next: sh.series[h]}
 	if HasLabels(ev.Key) {
 		se.labelled = true
@@ -236,6 +250,7 @@ func (s *Store) unlinkNew(sh *shard, h uint64, se *series) {
 	if se.labelled {
 		s.noteLabelled(se.metric, -1)
 	}
+	s.noteRemoved(se.metric)
 	s.count.Add(-1)
 }
 
@@ -489,6 +504,7 @@ func (s *Store) removeIf(drop func(*series) bool) int {
 					if se.labelled {
 						s.noteLabelled(se.metric, -1)
 					}
+					s.noteRemoved(se.metric)
 				} else {
 					se.next, keep = keep, se
 				}
@@ -550,4 +566,49 @@ func (s *Store) Stats() StoreStats {
 		Late: s.late.Load(), Future: s.future.Load(), Invalid: s.invalid.Load(),
 		Refused: s.refused.Load(), Evicted: s.evicted.Load(), Series: s.Len(),
 	}
+}
+
+// metricSeries is a metric's series and the events its cap refused, under MaxSeriesPerMetric.
+type metricSeries struct {
+	n       atomic.Int64
+	refused atomic.Uint64
+}
+
+// admitMetric counts a new series of metric against MaxSeriesPerMetric, or counts its
+// refusal and reports false. It is the new-series path's, never an existing series'.
+func (s *Store) admitMetric(metric string) bool {
+	v, ok := s.perMetric.Load(metric)
+	if !ok {
+		v, _ = s.perMetric.LoadOrStore(metric, new(metricSeries))
+	}
+	ms := v.(*metricSeries)
+	if ms.n.Add(1) > int64(s.cfg.MaxSeriesPerMetric) {
+		ms.n.Add(-1)
+		ms.refused.Add(1)
+		return false
+	}
+	return true
+}
+
+// noteRemoved uncounts a series of metric that goes, under MaxSeriesPerMetric.
+func (s *Store) noteRemoved(metric string) {
+	if s.cfg.MaxSeriesPerMetric <= 0 {
+		return
+	}
+	if v, ok := s.perMetric.Load(metric); ok {
+		v.(*metricSeries).n.Add(-1)
+	}
+}
+
+// EachMetricRefused calls fn with each metric of which MaxSeriesPerMetric refused a new
+// series, and how many events it refused so (also counted in Stats' Refused), in no order:
+// what slide_store_series_refused_total{metric} exports. A metric stays listed once it has
+// been refused; metrics never at their cap are not listed.
+func (s *Store) EachMetricRefused(fn func(metric string, refused uint64)) {
+	s.perMetric.Range(func(k, v any) bool {
+		if n := v.(*metricSeries).refused.Load(); n > 0 {
+			fn(k.(string), n)
+		}
+		return true
+	})
 }

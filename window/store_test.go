@@ -257,6 +257,61 @@ func TestEvictCapAndPartitions(t *testing.T) {
 	}
 }
 
+// TestMaxSeriesPerMetric: a metric at its cap refuses new series (ErrSeriesCap, counted in
+// Stats and by metric) through both doors, while its series take events and other metrics
+// grow; a series that goes (evicted, dropped, refused when new) frees its place.
+func TestMaxSeriesPerMetric(t *testing.T) {
+	s := newTestStore(t, StoreConfig{MaxSeriesPerMetric: 2})
+	obs := func(metric, key string) error {
+		return s.ObserveAt(t0, Event{TS: t0, Metric: metric, Key: key, Value: 1, Feed: FeedOf(0)})
+	}
+	for _, k := range []string{"a\xffroute=/pay", "a\xffroute=/cart"} {
+		if err := obs("noisy", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if err := obs("noisy", "a\xffroute=/x"); !errors.Is(err, ErrSeriesCap) {
+			t.Fatalf("third series of noisy: %v, want ErrSeriesCap", err)
+		}
+	}
+	src := Source{RecordTS: t0}
+	if err := s.ObserveFrom(t0, src, &Event{TS: t0, Metric: "noisy", Key: "b", Value: 1}); !errors.Is(err, ErrSeriesCap) {
+		t.Fatalf("third series of noisy by ObserveFrom: %v, want ErrSeriesCap", err)
+	}
+	if err := obs("noisy", "a\xffroute=/pay"); err != nil {
+		t.Fatalf("an existing series at its metric's cap: %v", err)
+	}
+	for _, k := range []string{"a", "b"} {
+		if err := obs("quiet", k); err != nil {
+			t.Fatalf("another metric: %v", err)
+		}
+	}
+	// A refused event of a new series leaves no place taken: the cap still admits one more.
+	if err := s.ObserveAt(t0, Event{TS: t0 - 3_600_000, Metric: "other", Key: "late", Value: 1}); !errors.Is(err, ErrLate) {
+		t.Fatalf("a late event: %v", err)
+	}
+	for _, k := range []string{"x", "y"} {
+		if err := obs("other", k); err != nil {
+			t.Fatalf("other after a refused event: %v", err)
+		}
+	}
+	got := map[string]uint64{}
+	s.EachMetricRefused(func(m string, n uint64) { got[m] = n })
+	if len(got) != 1 || got["noisy"] != 4 || s.Stats().Refused != 4 || s.Len() != 6 {
+		t.Fatalf("refused by metric %v, in all %d, %d series; want noisy 4, 6 series", got, s.Stats().Refused, s.Len())
+	}
+	if n := s.DropPartition(0); n != 6 {
+		t.Fatalf("DropPartition dropped %d", n)
+	}
+	if err := obs("noisy", "c"); err != nil {
+		t.Fatalf("after its series went, noisy takes a new one: %v", err)
+	}
+	if _, err := NewStore(StoreConfig{MaxSeriesPerMetric: -1}); err == nil {
+		t.Error("a negative MaxSeriesPerMetric accepted")
+	}
+}
+
 func TestObserveAllocatesNothingForExistingSeries(t *testing.T) {
 	s := newTestStore(t, StoreConfig{})
 	ev := Event{TS: t0, Metric: "latency_ms", Key: "tenant-42", Value: 12.5}

@@ -83,6 +83,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{map[string]string{"SLIDE_MAX_MEMORY": "2 parsecs"}, append([]string{"serve"}, quick...), `slide serve: SLIDE_MAX_MEMORY="2 parsecs": unit "parsecs": want B, KB, MB, GB, TB, KiB, MiB, GiB or TiB`},
 		{nil, append([]string{"serve", "--evict-interval", "0s"}, quick...), "slide serve: --evict-interval 0s: must be positive"},
 		{nil, append([]string{"serve", "--max-conns-per-client", "-1"}, quick...), "slide serve: --max-conns-per-client -1: must be 0 (no cap) or more"},
+		{nil, append([]string{"serve", "--max-series-per-metric", "-1"}, quick...), "slide serve: --max-series-per-metric -1: must be 0 (no cap per metric) or more"},
 		{nil, append([]string{"serve", "--sketch", "tdigest"}, quick...),
 			`slide serve: --sketch tdigest: unknown sketch family "tdigest"; want ddsketch[:ACCURACY] or hdr[:SIGFIGS:LOWEST:HIGHEST]`},
 		{nil, append([]string{"serve", "--log-level", "loud"}, quick...), "slide serve: --log-level loud: want debug, info, warn or error"},

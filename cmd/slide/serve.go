@@ -43,6 +43,7 @@ type serveConfig struct {
 	evictInterval time.Duration
 	maxMemory     string // --max-memory: derives the series cap (seriesCap)
 	maxSeriesSet  bool   // --max-series was given, on the command line or in the environment
+	maxPerMetric  int    // --max-series-per-metric
 
 	brokers            string
 	sessionTimeout     time.Duration
@@ -102,6 +103,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY], hdr[:SIGFIGS:LOWEST:HIGHEST] or native[:SCHEMA] (Prometheus native-histogram buckets)")
 	fs.StringVar(&c.rings, "rings", "cost=1m:60", "per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (cost keeps an hour for usage quotas)")
 	fs.IntVar(&c.maxSeries, "max-series", 1<<20, "series cap; events of new series beyond it are refused and counted")
+	fs.IntVar(&c.maxPerMetric, "max-series-per-metric", 0, "series cap of each metric, so that one noisy label cannot take the store; events of a metric's new series beyond it are refused as series_cap and counted in slide_store_series_refused_total{metric} (0: none but --max-series)")
 	fs.StringVar(&c.maxMemory, "max-memory", "", "memory for series, e.g. 2GiB: sets the series cap to it ÷ the bytes of a busy series (1,200 + 170 × --slots, 6,300 B at 30 slots); with --max-series too, the smaller cap wins")
 	fs.DurationVar(&c.evictInterval, "evict-interval", 30*time.Second, "how often series with an empty ring are removed")
 
@@ -180,6 +182,8 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 		Ring:      window.RingConfig{Slot: c.slot, Slots: c.slots, Sketch: kind},
 		Metrics:   rings,
 		MaxSeries: maxSeries,
+
+		MaxSeriesPerMetric: c.maxPerMetric,
 	}
 	c.budget.applySkew(&sc)
 	if err := sc.Validate(); err != nil {

@@ -33,7 +33,24 @@ func registerStoreMetrics(reg prometheus.Registerer, store *window.Store) {
 	}
 	reg.MustRegister(
 		counter("slide_store_evicted_series_total", "Idle series removed from the window store.", func(s window.StoreStats) uint64 { return s.Evicted }),
+		seriesRefusedByMetric{store, prometheus.NewDesc("slide_store_series_refused_total",
+			"Events refused because their new series would pass --max-series-per-metric, by metric (a metric is listed from its first refusal).",
+			[]string{"metric"}, nil)},
 	)
+}
+
+// seriesRefusedByMetric exports window.Store.EachMetricRefused at scrape time.
+type seriesRefusedByMetric struct {
+	store *window.Store
+	desc  *prometheus.Desc
+}
+
+func (c seriesRefusedByMetric) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c seriesRefusedByMetric) Collect(ch chan<- prometheus.Metric) {
+	c.store.EachMetricRefused(func(metric string, n uint64) {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), metric)
+	})
 }
 
 // Defaults of the HTTP guards against slow and greedy clients.

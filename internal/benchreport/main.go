@@ -95,6 +95,7 @@ var goals = []goal{
 	{issue: "#27", what: "5-minute p95 read of match=route=\"/pay\",code=~\"5..\" over the 100k series of a metric (all selected) vs the glob read key=tenant-* of the same series, CPU per read", ours: "BenchmarkMatchRead/ours", anchor: "BenchmarkMatchRead/anchor", unit: "cpu_ns/op", bound: 2, want: "≤ 2× the glob read"},
 	{issue: "#27", what: "the same match= read where it selects one series in eight vs the glob read of all 100k", ours: "BenchmarkMatchRead/ours_selective", anchor: "BenchmarkMatchRead/anchor_selective", unit: "cpu_ns/op", bound: 0, want: "stated"},
 	{issue: "#27", what: "Selector.Match of a series of 4 labels against route=\"/pay\",span_kind!=\"SPAN_KIND_CLIENT\",code=~\"5..\" vs anchored regexps over LabelValue", ours: "BenchmarkSelectorMatch/example", anchor: "BenchmarkSelectorMatch/plain_regexp", bound: 0, want: "stated, 0 allocs (TestSelectorMatchAllocatesNothing holds it)"},
+	{issue: "#27", what: "decoding an event with 3 labels (Append's layout, labels last) vs the same event without", ours: "BenchmarkDecodeShapes/labels", anchor: "BenchmarkDecodeShapes/exact", bound: 0, want: "stated, 0 allocs (TestDecodeLabelsAllocs holds it)"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
