@@ -34,7 +34,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 )
 
@@ -236,29 +235,6 @@ func labelValueIn(rest, name string) string {
 		}
 	}
 	return ""
-}
-
-// labelledCount is a metric's LabelledSeries.
-type labelledCount struct{ atomic.Int64 }
-
-// LabelledSeries is the number of live series of metric that have labels besides key.
-// While it is 0, the series of a key are that one series: ReadSelected reads it with one
-// lookup when its selector names one key (Selector.ExactKey).
-func (s *Store) LabelledSeries(metric string) int {
-	if v, ok := s.labelled.Load(metric); ok {
-		return int(v.(*labelledCount).Load())
-	}
-	return 0
-}
-
-// noteLabelled adds d to metric's LabelledSeries; the store calls it when it creates or
-// removes a series with labels.
-func (s *Store) noteLabelled(metric string, d int64) {
-	v, ok := s.labelled.Load(metric)
-	if !ok {
-		v, _ = s.labelled.LoadOrStore(metric, new(labelledCount))
-	}
-	v.(*labelledCount).Add(d)
 }
 
 // ReadSelected is ReadKey for a selector: ReadMerged of every series of metric sel matches,
