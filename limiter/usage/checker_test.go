@@ -335,3 +335,47 @@ func TestCheckAllocatesNothingForAnAllowedDecision(t *testing.T) {
 		t.Fatalf("%v allocations per allowed sum check, want 0", allocs)
 	}
 }
+
+// TestMatchSelectsByLabels (issue #27): a quota with match: 'route="/pay"' sums only the
+// key's /pay series: the key's other routes and its unlabelled series, however large, do
+// not count, and another key's /pay series belongs to that key. With key "*" it sums every
+// key's /pay series.
+func TestMatchSelectsByLabels(t *testing.T) {
+	st := newStore(t)
+	series := func(key, route string) string {
+		b, err := window.AppendSeries(nil, key, []window.Label{{Name: "route", Value: route}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	c := mustChecker(t, st, usage.Rule{Name: "pay", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 100, Match: `route="/pay"`})
+	observe(t, st, t0, "cost", series("t1", "/pay"), 60, 1)
+	observe(t, st, t0, "cost", series("t1", "/search"), 500, 1)
+	observe(t, st, t0, "cost", "t1", 500, 1)
+	observe(t, st, t0, "cost", series("t2", "/search"), 500, 1)
+	now := t0.Add(time.Second)
+	if d := check(t, c, "t1", now); !d.Allowed || d.Remaining != 40 {
+		t.Errorf("t1 at 60 on /pay: %+v, want allowed with 40 remaining", d)
+	}
+	if d := check(t, c, "t2", now); !d.Allowed || d.Remaining != 100 {
+		t.Errorf("t2 without /pay: %+v, want allowed, nothing used", d)
+	}
+	observe(t, st, now, "cost", series("t1", "/pay"), 60, 1)
+	d := check(t, c, "t1", now.Add(time.Second))
+	if d.Allowed || d.RetryAfter <= 0 {
+		t.Errorf("t1 at 120 on /pay: %+v, want denied with a RetryAfter", d)
+	}
+	if d := check(t, c, "t2", now.Add(time.Second)); !d.Allowed {
+		t.Errorf("t2 denied by t1's /pay: %+v", d)
+	}
+	all := mustChecker(t, st, usage.Rule{Name: "pay-all", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 200, Key: "*", Match: `route="/pay"`})
+	observe(t, st, now, "cost", series("t2", "/pay"), 70, 1)
+	if d := check(t, all, "anyone", now.Add(time.Second)); !d.Allowed {
+		t.Errorf("every /pay at 190: %+v, want allowed", d)
+	}
+	observe(t, st, now, "cost", series("t3", "/pay"), 20, 1)
+	if d := check(t, all, "anyone", now.Add(time.Second)); d.Allowed {
+		t.Errorf("every /pay at 210: %+v, want denied", d)
+	}
+}
