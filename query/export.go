@@ -239,7 +239,7 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, e := range c.s.cfg.Export {
 		keys[i] = c.s.store.Keys(e.Metric, "")
 	}
-	ls := newExportLabels(keys, budget)
+	ls := newExportLabels(keys)
 	descs := c.base
 	if len(ls.names) > 0 {
 		descs = newExportDescs(ls.exported)

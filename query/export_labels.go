@@ -2,7 +2,6 @@ package query
 
 import (
 	"slices"
-	"unicode/utf8"
 
 	"github.com/slide-metrics/slide/window"
 )
@@ -37,21 +36,15 @@ func exportKey(series string) (key string, labelled bool) {
 	return series, false
 }
 
-// newExportLabels gathers the label names of the series an export takes from keys (the
-// series of each spec, in export order) within budget series.
-func newExportLabels(keys [][]string, budget int) *exportLabels {
+// newExportLabels gathers the label names of the series of keys (the series of each spec
+// of an export). Every listed series counts, also those past the export cap: a series
+// evicted between the listing and its read lets one more in, whose labels must be in the
+// union too; a name only the capped series have costs an empty label.
+func newExportLabels(keys [][]string) *exportLabels {
 	l := &exportLabels{}
 	for _, ks := range keys {
 		for _, series := range ks {
-			if budget == 0 {
-				break
-			}
-			key, labelled := exportKey(series)
-			if !utf8.ValidString(key) {
-				continue // left out of the scrape
-			}
-			budget--
-			if !labelled {
+			if _, labelled := exportKey(series); !labelled {
 				continue
 			}
 			window.EachLabel(series, func(name, _ string) bool {

@@ -272,7 +272,7 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 	for i, spec := range h.s.cfg.ExportHistograms {
 		keys[i] = h.s.store.Keys(spec.Metric, "")
 	}
-	ls := newExportLabels(keys, budget)
+	ls := newExportLabels(keys)
 	var labels [][2]string
 	for i, spec := range h.s.cfg.ExportHistograms {
 		src := newHistogramSource(h.s.store.RingConfig(spec.Metric), ar)
