@@ -22,7 +22,9 @@ import (
 // Window is the metric's retention, a merge of Window/slot slot sketches otherwise; a glob
 // key merges every matching series). A denial adds one per-slot read of the retention to
 // find RetryAfter (through a cluster Reader, O(log slots) window reads instead; O(slots)
-// for a sum over negative values).
+// for a sum over negative values). A rule with Match scans the metric's series for those it
+// selects, as a glob does, unless its key is exact and the metric has no labelled series
+// (one lookup).
 type Checker struct {
 	rule  Rule
 	store *window.Store
@@ -194,9 +196,22 @@ func (c *Checker) readVia(ctx context.Context, now int64, series string, n int64
 
 func (c *Checker) readLocal(now int64, series string, w time.Duration, qs []float64) (window.Agg, error) {
 	if c.sel != nil {
+		if c.oneSeries(series) {
+			if !c.sel.Match(series) {
+				return window.Agg{}, window.ErrNotFound
+			}
+			return c.store.ReadAt(now, c.rule.Metric, series, w, qs)
+		}
 		return c.store.ReadMerged(now, c.rule.Metric, func(k string) bool { return c.selects(series, k) }, w, qs)
 	}
 	return c.store.ReadKey(now, c.rule.Metric, series, w, qs, nil)
+}
+
+// oneSeries reports whether a rule with Match reads at most the one series named key: key
+// is exact and the metric has no labelled series, so one lookup instead of a scan (as
+// window.Store.ReadSelected decides).
+func (c *Checker) oneSeries(key string) bool {
+	return !window.IsKeyPattern(key) && c.store.LabelledSeries(c.rule.Metric) == 0
 }
 
 // selects reports whether a rule with Match reads series string k for key (the rule's key
@@ -329,9 +344,15 @@ func (c *Checker) newestReader(now int64, series string) (func(j int64) (window.
 	slot := time.Duration(c.width) * time.Millisecond
 	var hist []window.Agg
 	var err error
-	if c.sel != nil {
+	switch {
+	case c.sel != nil && c.oneSeries(series):
+		if !c.sel.Match(series) {
+			return nil, window.ErrNotFound
+		}
+		hist, err = c.store.ReadRangeAt(now, c.rule.Metric, series, slot, slot, nil)
+	case c.sel != nil:
 		hist, err = c.store.ReadRangeMerged(now, c.rule.Metric, func(k string) bool { return c.selects(series, k) }, slot, slot, nil)
-	} else {
+	default:
 		hist, err = c.store.ReadRangeKey(now, c.rule.Metric, series, slot, slot, nil, nil)
 	}
 	if err != nil {

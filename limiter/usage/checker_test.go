@@ -379,3 +379,18 @@ func TestMatchSelectsByLabels(t *testing.T) {
 		t.Errorf("every /pay at 210: %+v, want denied", d)
 	}
 }
+
+// TestMatchOnAMetricWithoutLabels: on a metric that has no labelled series a rule with
+// match: reads its key's series by one lookup, and its matchers still decide: code=""
+// selects it (it has no code), code="500" does not.
+func TestMatchOnAMetricWithoutLabels(t *testing.T) {
+	st := newStore(t)
+	observe(t, st, t0, "cost", "t1", 150, 1)
+	now := t0.Add(time.Second)
+	for match, allowed := range map[string]bool{`code=""`: false, `code="500"`: true} {
+		c := mustChecker(t, st, usage.Rule{Name: "q", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 100, Match: match})
+		if d := check(t, c, "t1", now); d.Allowed != allowed || !d.Allowed && d.RetryAfter <= 0 {
+			t.Errorf("match %s: %+v, want allowed %v", match, d, allowed)
+		}
+	}
+}
