@@ -195,28 +195,26 @@ func (c *Checker) readVia(ctx context.Context, now int64, series string, n int64
 }
 
 func (c *Checker) readLocal(now int64, series string, w time.Duration, qs []float64) (window.Agg, error) {
-	if c.sel != nil {
-		if c.oneSeries(series) {
+	if c.store.LabelledSeries(c.rule.Metric) == 0 {
+		// No series of the metric has labels: a key is one series and a glob matches keys,
+		// so ReadKey (one lookup for a key) reads what the key label would select.
+		if c.sel == nil {
+			return c.store.ReadKey(now, c.rule.Metric, series, w, qs, nil)
+		}
+		if !window.IsKeyPattern(series) {
 			if !c.sel.Match(series) {
 				return window.Agg{}, window.ErrNotFound
 			}
 			return c.store.ReadAt(now, c.rule.Metric, series, w, qs)
 		}
-		return c.store.ReadMerged(now, c.rule.Metric, func(k string) bool { return c.selects(series, k) }, w, qs)
 	}
-	return c.store.ReadKey(now, c.rule.Metric, series, w, qs, nil)
+	return c.store.ReadMerged(now, c.rule.Metric, func(k string) bool { return c.selects(series, k) }, w, qs)
 }
 
-// oneSeries reports whether a rule with Match reads at most the one series named key: key
-// is exact and the metric has no labelled series, so one lookup instead of a scan (as
-// window.Store.ReadSelected decides).
-func (c *Checker) oneSeries(key string) bool {
-	return !window.IsKeyPattern(key) && c.store.LabelledSeries(c.rule.Metric) == 0
-}
-
-// selects reports whether a rule with Match reads series string k for key (the rule's key
-// for a request: exact or a glob, compared with k's key label), as window.Selector does
-// with key as its key parameter; the matchers are compiled once, not per request.
+// selects reports whether the rule reads series string k for key (the rule's key for a
+// request: exact or a glob, compared with k's key label, as window.Selector and the cluster's
+// reads compare it), and, with Match, whether its matchers accept k; the matchers are
+// compiled once, not per request.
 func (c *Checker) selects(key, k string) bool {
 	kk := window.SeriesKeyOf(k)
 	if window.IsKeyPattern(key) {
@@ -226,7 +224,7 @@ func (c *Checker) selects(key, k string) bool {
 	} else if kk != key {
 		return false
 	}
-	return c.sel.Match(k)
+	return c.sel == nil || c.sel.Match(k)
 }
 
 // value is the rule's aggregate of a. It is NaN for an empty window's avg, min, max or
@@ -344,16 +342,19 @@ func (c *Checker) newestReader(now int64, series string) (func(j int64) (window.
 	slot := time.Duration(c.width) * time.Millisecond
 	var hist []window.Agg
 	var err error
+	// The choice readLocal makes: ReadRangeKey while the metric has no labelled series
+	// (one lookup for a key), else a merged read that compares the key label.
+	plain := c.store.LabelledSeries(c.rule.Metric) == 0
 	switch {
-	case c.sel != nil && c.oneSeries(series):
+	case plain && c.sel == nil:
+		hist, err = c.store.ReadRangeKey(now, c.rule.Metric, series, slot, slot, nil, nil)
+	case plain && !window.IsKeyPattern(series):
 		if !c.sel.Match(series) {
 			return nil, window.ErrNotFound
 		}
 		hist, err = c.store.ReadRangeAt(now, c.rule.Metric, series, slot, slot, nil)
-	case c.sel != nil:
-		hist, err = c.store.ReadRangeMerged(now, c.rule.Metric, func(k string) bool { return c.selects(series, k) }, slot, slot, nil)
 	default:
-		hist, err = c.store.ReadRangeKey(now, c.rule.Metric, series, slot, slot, nil, nil)
+		hist, err = c.store.ReadRangeMerged(now, c.rule.Metric, func(k string) bool { return c.selects(series, k) }, slot, slot, nil)
 	}
 	if err != nil {
 		return nil, err

@@ -380,6 +380,28 @@ func TestMatchSelectsByLabels(t *testing.T) {
 	}
 }
 
+// TestKeyReadsTheKeyLabel: without match:, a rule's key selects by the key label as the
+// cluster's reads and the query API do once a metric has labelled series: an exact key
+// sums every series of that key, labelled or not, and a glob matches keys, never the labels
+// after them (*-1 selects t-1's /pay series, whose series string does not end in -1).
+func TestKeyReadsTheKeyLabel(t *testing.T) {
+	st := newStore(t)
+	labelled, err := window.AppendSeries(nil, "t-1", []window.Label{{Name: "route", Value: "/pay"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observe(t, st, t0, "cost", "t-1", 60, 1)
+	observe(t, st, t0, "cost", string(labelled), 60, 1)
+	observe(t, st, t0, "cost", "t-2", 500, 1)
+	now := t0.Add(time.Second)
+	for _, key := range []string{"", "*-1"} {
+		c := mustChecker(t, st, usage.Rule{Name: "q", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 100, Key: key})
+		if d := check(t, c, "t-1", now); d.Allowed || d.RetryAfter <= 0 {
+			t.Errorf("key %q: t-1 at 120 over two series: %+v, want denied", key, d)
+		}
+	}
+}
+
 // TestMatchOnAMetricWithoutLabels: on a metric that has no labelled series a rule with
 // match: reads its key's series by one lookup, and its matchers still decide: code=""
 // selects it (it has no code), code="500" does not.
