@@ -550,6 +550,49 @@ func addLabelled(t *testing.T, ti *twoInstances) {
 	}
 }
 
+// TestUsageReadSelectedEqualsOneInstance: a usage rule's read with label matchers
+// (ReadSelected) across two instances equals one store's ReadSelected, the matchers travel
+// to the peer, and the peers' part is cached apart from a plain Read of the same key.
+func TestUsageReadSelectedEqualsOneInstance(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	addLabelled(t, ti)
+	ti.a.cfg.Staleness = time.Hour
+	for _, c := range []struct {
+		key string
+		ms  []window.Matcher
+	}{
+		{"k-1", []window.Matcher{{Name: "code", Op: window.MatchEqual, Value: "201"}}},
+		{"k-1*", []window.Matcher{{Name: "code", Op: window.MatchRegexp, Value: "20[01]"}}},
+		{"*", []window.Matcher{{Name: "code", Op: window.MatchEqual, Value: ""}}},
+	} {
+		sel, err := window.CompileSelector(c.key, c.ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ti.all.ReadSelected(t0, "lm", sel, 5*time.Minute, qs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits := ti.peerHit.Load()
+		got, _, missing, err := ti.a.ReadSelected(context.Background(), t0, "lm", c.key, c.ms, 5*time.Minute, qs)
+		if err != nil || len(missing) != 0 || ti.peerHit.Load() == hits {
+			t.Fatalf("key=%s %v: missing %v, err %v, peer asked %d times", c.key, c.ms, missing, err, ti.peerHit.Load()-hits)
+		}
+		what := fmt.Sprintf("key=%s %v", c.key, c.ms)
+		if got.Series != want.Series || got.Series == 0 {
+			t.Errorf("%s: %d series, one store %d", what, got.Series, want.Series)
+		}
+		sameAgg(t, what, got, want)
+		plain, _, _, err := ti.a.Read(context.Background(), t0, "lm", c.key, 5*time.Minute, qs)
+		if err != nil || plain.Series == got.Series {
+			t.Errorf("%s: a plain Read of the key after it read %d series (%v): the cache mixed them up", what, plain.Series, err)
+		}
+	}
+	if _, _, _, err := ti.a.ReadSelected(context.Background(), t0, "lm", "k-1", []window.Matcher{{Name: "code", Op: window.MatchRegexp, Value: "("}}, time.Minute, nil); !errors.Is(err, window.ErrMatcher) {
+		t.Errorf("bad matcher: %v", err)
+	}
+}
+
 // TestMergeGroupsEqualsOneInstance: a grouped read across two instances, each answering
 // its groups (opGroups) rather than its series, equals one store's ReadGroups group by
 // group, and without by-labels its one group equals ReadSelected; the matchers travel to

@@ -196,6 +196,17 @@
 // protobuf scrape for) is left out and counted in slide_window_export_errors_total{reason},
 // and the scrape goes on with the others.
 //
+// A labelled series (issue #27) is exported with key="<its key>" and one label per label of
+// its series: slide_window_count{key="tenant-1",metric="latency_ms",route="/pay",window="5m"}.
+// The metrics of a family must carry the same label names, so each scrape gives every series
+// of an export the union of the label names of the series it exports, a label a series has
+// not as "" (Prometheus reads an empty label as none, as slide does); a scrape of unlabelled
+// series only is what it was before labels. A series label named as one the exports set
+// themselves (metric, window, quantile, le) is exported as exported_<name> (prefixed again
+// while that is taken), Prometheus' own rule for a scraped label that collides with a target
+// label. The families' label names then vary from scrape to scrape, so their descriptors are
+// built at scrape time: register the server with a plain registry, not a pedantic one.
+//
 // # Dashboard
 //
 // GET / is one self-contained page (dashboard.html, embedded in the binary: inline script

@@ -155,10 +155,34 @@ func (e ExportSpec) quantiles() []float64 {
 // native histograms, slide_window_values (see histogramExport), counted here in the skipped
 // series. A series that cannot be exported (exportable) is left out of the scrape and counted
 // in slide_window_export_errors_total{reason}; the collector goes on with the next.
+//
+// A labelled series carries its labels besides key (export_labels.go): the families of a
+// scrape then have the base labels and the union of the exported series' label names, so
+// their descriptors are built at scrape time; Describe sends the base ones. (A pedantic
+// registry, which holds each metric to a described descriptor, would refuse them.)
 type exportCollector struct {
-	s                      *Server
-	summary, avg, min, max *prometheus.Desc
-	rate, skipped          *prometheus.Desc
+	s       *Server
+	base    exportDescs
+	skipped *prometheus.Desc
+}
+
+// exportDescs are the families of the window exports, with one set of label names.
+type exportDescs struct {
+	summary, avg, min, max, rate *prometheus.Desc
+}
+
+// newExportDescs builds the window exports' families with labels metric, key, window and
+// then extra.
+func newExportDescs(extra []string) exportDescs {
+	l := append([]string{"metric", "key", "window"}, extra...)
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, l, nil) }
+	return exportDescs{
+		summary: d("slide_window", "Quantiles of the values in the window of a series, within the sketch's accuracy (absent when the window is empty), with the window's count and sum (--export-windows). Not cumulative: the window slides."),
+		avg:     d("slide_window_avg", "Mean value in the window of a series; absent when the window is empty."),
+		min:     d("slide_window_min", "Smallest value in the window of a series; absent when the window is empty."),
+		max:     d("slide_window_max", "Largest value in the window of a series; absent when the window is empty."),
+		rate:    d("slide_window_rate_per_second", "Events per second over the elapsed part of the window of a series."),
+	}
 }
 
 // Reasons of slide_window_export_errors_total.
@@ -192,23 +216,16 @@ func exportable(errs *prometheus.CounterVec, key string) bool {
 }
 
 func newExportCollector(s *Server) *exportCollector {
-	l := []string{"metric", "key", "window"}
-	d := func(name, help string, labels []string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
-	}
 	return &exportCollector{
 		s:       s,
-		summary: d("slide_window", "Quantiles of the values in the window of a series, within the sketch's accuracy (absent when the window is empty), with the window's count and sum (--export-windows). Not cumulative: the window slides.", l),
-		avg:     d("slide_window_avg", "Mean value in the window of a series; absent when the window is empty.", l),
-		min:     d("slide_window_min", "Smallest value in the window of a series; absent when the window is empty.", l),
-		max:     d("slide_window_max", "Largest value in the window of a series; absent when the window is empty.", l),
-		rate:    d("slide_window_rate_per_second", "Events per second over the elapsed part of the window of a series.", l),
-		skipped: d("slide_window_export_skipped_series", "Series not exported at this scrape because of the export cap.", nil),
+		base:    newExportDescs(nil),
+		skipped: prometheus.NewDesc("slide_window_export_skipped_series", "Series not exported at this scrape because of the export cap.", nil, nil),
 	}
 }
 
 func (c *exportCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.summary, c.avg, c.min, c.max, c.rate, c.skipped} {
+	b := c.base
+	for _, d := range []*prometheus.Desc{b.summary, b.avg, b.min, b.max, b.rate, c.skipped} {
 		ch <- d
 	}
 	c.s.exportErrors.Describe(ch)
@@ -218,22 +235,34 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.s.now()
 	budget := c.s.cfg.ExportMaxSeries
 	skipped := 0
-	for _, e := range c.s.cfg.Export {
+	keys := make([][]string, len(c.s.cfg.Export))
+	for i, e := range c.s.cfg.Export {
+		keys[i] = c.s.store.Keys(e.Metric, "")
+	}
+	ls := newExportLabels(keys)
+	descs := c.base
+	if len(ls.names) > 0 {
+		descs = newExportDescs(ls.exported)
+	}
+	var values []string
+	for i, e := range c.s.cfg.Export {
 		qs := e.quantiles()
 		win := window.FormatDuration(e.Window)
 		summary := false
 		for _, sel := range e.aggs {
 			summary = summary || sel.Kind == window.StatCount || sel.Kind == window.StatSum || sel.Kind == window.StatQuantile
 		}
-		for _, key := range c.s.store.Keys(e.Metric, "") {
+		for _, series := range keys[i] {
 			if budget == 0 {
 				skipped++
 				continue
 			}
+			key, _ := exportKey(series)
 			if !exportable(c.s.exportErrors, key) {
 				continue
 			}
-			a, err := c.s.store.ReadAt(now, e.Metric, key, e.Window, qs)
+			values = ls.values(append(values[:0], e.Metric, key, win), series)
+			a, err := c.s.store.ReadAt(now, e.Metric, series, e.Window, qs)
 			if err != nil {
 				continue // evicted since Keys; the window was checked by New
 			}
@@ -248,7 +277,7 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 						quantiles[q] = v
 					}
 				}
-				m, err := prometheus.NewConstSummary(c.summary, a.Count, a.Sum, quantiles, e.Metric, key, win)
+				m, err := prometheus.NewConstSummary(descs.summary, a.Count, a.Sum, quantiles, values...)
 				if err != nil {
 					c.s.exportErrors.WithLabelValues(exportInvalidMetric).Inc()
 					continue
@@ -260,18 +289,18 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 				var desc *prometheus.Desc
 				switch sel.Kind {
 				case window.StatAvg:
-					desc = c.avg
+					desc = descs.avg
 				case window.StatMin:
-					desc = c.min
+					desc = descs.min
 				case window.StatMax:
-					desc = c.max
+					desc = descs.max
 				case window.StatRate:
-					desc = c.rate
+					desc = descs.rate
 				default:
 					continue // in the summary
 				}
 				if v := sel.Value(a, now, 0); v == v {
-					m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, v, e.Metric, key, win)
+					m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, v, values...)
 					if err != nil {
 						failed = true
 						break

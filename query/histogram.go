@@ -18,7 +18,8 @@ import (
 
 // HistogramSpec exports the window of every series of one metric as a Prometheus native
 // histogram, slide_window_values{metric,key,window}, read from the store at scrape time
-// (--export-histograms "latency_ms:5m").
+// (--export-histograms "latency_ms:5m"). A labelled series carries its labels too, as the
+// window exports' do (export_labels.go).
 //
 // When the metric's ring uses a native sketch kind ("native:5", which slide serve gives
 // such metrics by default) its bins are the histogram's buckets, so the export is exact:
@@ -68,7 +69,8 @@ func (h HistogramSpec) validate(rc window.RingConfig) error {
 
 // nativeMetric is one exported window as a native histogram; Write hands out the
 // histogram built at collection time. Its scalars and label pairs live in the struct, so a
-// series costs one allocation besides its share of the arena's slabs.
+// series costs one allocation besides its share of the arena's slabs; a scrape exporting
+// series labels allocates the pairs beside it (extra).
 type nativeMetric struct {
 	desc             *prometheus.Desc
 	h                dto.Histogram
@@ -77,12 +79,18 @@ type nativeMetric struct {
 	schema           int32
 	lp               [3]dto.LabelPair
 	labels           [3]*dto.LabelPair
+	extra            []*dto.LabelPair // every label, sorted by name, when the scrape has series labels
 	metric, key, win string
 }
 
 func (m *nativeMetric) Desc() *prometheus.Desc { return m.desc }
 
 func (m *nativeMetric) Write(out *dto.Metric) error {
+	if m.extra != nil {
+		out.Label = m.extra
+		out.Histogram = &m.h
+		return nil
+	}
 	out.Label = m.labels[:]
 	out.Histogram = &m.h
 	return nil
@@ -255,24 +263,33 @@ func (h *histogramExport) skipped(budget int) int {
 }
 
 // each visits the exported histograms at now, up to budget series, in spec and key order:
-// fn gets the source (with the series' buckets in src.pos and src.neg) under the series'
-// lock and must copy what it keeps.
-func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *histogramSource, spec HistogramSpec, win, key string, a window.Agg, bins *sketch.Bins)) {
+// fn gets the source (with the series' buckets in src.pos and src.neg) and the series'
+// labels, sorted by name (valid until fn returns), under the series' lock and must copy
+// what it keeps.
+func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins)) {
 	var scratch sketch.Bins
-	for _, spec := range h.s.cfg.ExportHistograms {
+	keys := make([][]string, len(h.s.cfg.ExportHistograms))
+	for i, spec := range h.s.cfg.ExportHistograms {
+		keys[i] = h.s.store.Keys(spec.Metric, "")
+	}
+	ls := newExportLabels(keys)
+	var labels [][2]string
+	for i, spec := range h.s.cfg.ExportHistograms {
 		src := newHistogramSource(h.s.store.RingConfig(spec.Metric), ar)
 		win := window.FormatDuration(spec.Window)
-		for _, key := range h.s.store.Keys(spec.Metric, "") {
+		for _, series := range keys[i] {
 			if budget == 0 {
 				return
 			}
+			key, _ := exportKey(series)
 			if !exportable(h.s.exportErrors, key) {
 				continue // a protobuf string must be UTF-8: Prometheus would refuse the scrape
 			}
-			err := h.s.store.VisitWindowAt(now, spec.Metric, key, spec.Window, &scratch, func(a window.Agg, bins *sketch.Bins) {
+			labels = ls.pairs(labels[:0], spec.Metric, key, win, series)
+			err := h.s.store.VisitWindowAt(now, spec.Metric, series, spec.Window, &scratch, func(a window.Agg, bins *sketch.Bins) {
 				src.pos = src.collect(src.pos[:0], bins, false)
 				src.neg = src.collect(src.neg[:0], bins, true)
-				fn(src, spec, win, key, a, bins)
+				fn(src, labels, a, bins)
 			})
 			if err == nil {
 				budget--
@@ -283,12 +300,38 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 
 func (h *histogramExport) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
 
+// labelledDesc is slide_window_values with the label names of labels (a scrape exporting
+// series labels), for the text formats: the registry writes the metric's own pairs.
+func (h *histogramExport) labelledDesc(labels [][2]string) *prometheus.Desc {
+	names := make([]string, len(labels))
+	for i, l := range labels {
+		names[i] = l[0]
+	}
+	return prometheus.NewDesc(histogramName, histogramHelp, names, nil)
+}
+
 // Collect sends the histograms as client_golang metrics, for the text formats.
 func (h *histogramExport) Collect(ch chan<- prometheus.Metric) {
 	ar := new(arena)
 	var out []*nativeMetric
-	h.each(h.s.now(), h.budget(), ar, func(src *histogramSource, spec HistogramSpec, win, key string, a window.Agg, bins *sketch.Bins) {
-		m := &nativeMetric{desc: h.desc, metric: spec.Metric, key: key, win: win}
+	var ldesc *prometheus.Desc
+	h.each(h.s.now(), h.budget(), ar, func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins) {
+		if len(labels) > 3 {
+			if ldesc == nil {
+				ldesc = h.labelledDesc(labels) // one set of label names a scrape
+			}
+			m := &nativeMetric{desc: ldesc}
+			src.histogram(m, a, bins)
+			lp := make([]dto.LabelPair, len(labels))
+			m.extra = make([]*dto.LabelPair, len(labels))
+			for i, l := range labels {
+				lp[i] = dto.LabelPair{Name: &l[0], Value: &l[1]}
+				m.extra[i] = &lp[i]
+			}
+			out = append(out, m)
+			return
+		}
+		m := &nativeMetric{desc: h.desc, key: labels[0][1], metric: labels[1][1], win: labels[2][1]}
 		src.histogram(m, a, bins)
 		m.lp = [3]dto.LabelPair{{Name: &labelKey, Value: &m.key}, {Name: &labelMetric, Value: &m.metric}, {Name: &labelWindow, Value: &m.win}}
 		m.labels = [3]*dto.LabelPair{&m.lp[0], &m.lp[1], &m.lp[2]}
@@ -322,7 +365,7 @@ func (h *histogramExport) appendProto(out []byte, now int64) []byte {
 	fam = protowire.AppendString(fam, histogramHelp)
 	fam = protowire.AppendTag(fam, fFamilyType, protowire.VarintType)
 	fam = protowire.AppendVarint(fam, metricTypeHistogram)
-	h.each(now, h.budget(), nil, func(src *histogramSource, spec HistogramSpec, win, key string, a window.Agg, bins *sketch.Bins) {
+	h.each(now, h.budget(), nil, func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins) {
 		hist = hist[:0]
 		hist = protowire.AppendTag(hist, fHistCount, protowire.VarintType)
 		hist = protowire.AppendVarint(hist, a.Count)
@@ -337,7 +380,7 @@ func (h *histogramExport) appendProto(out []byte, now int64) []byte {
 		hist = appendSpans(hist, src.neg, fHistNegSpan, fHistNegDelta)
 		hist = appendSpans(hist, src.pos, fHistPosSpan, fHistPosDelta)
 		met = met[:0]
-		for _, l := range [3][2]string{{labelKey, key}, {labelMetric, spec.Metric}, {labelWindow, win}} {
+		for _, l := range labels {
 			met = protowire.AppendTag(met, fMetricLabel, protowire.BytesType)
 			met = protowire.AppendVarint(met, uint64(1+protowire.SizeBytes(len(l[0]))+1+protowire.SizeBytes(len(l[1]))))
 			met = protowire.AppendTag(met, fLabelName, protowire.BytesType)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/sketch"
@@ -298,4 +300,84 @@ func grepLines(text, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestExportCarriesLabels (issue #27): labelled and unlabelled series of one metric, in
+// both exports, scraped in the text and protobuf formats. Each exported series shows its key
+// and its labels, every metric of a family the union of the label names ("" where a series
+// has not the label), and a label named as one the exports set (window) is exported as
+// exported_window, prefixed again past a label already named so.
+func TestExportCarriesLabels(t *testing.T) {
+	specs, _ := query.ParseExportSpecs("latency_ms:5m:count,max")
+	hists, _ := query.ParseHistogramSpecs("latency_ms:5m")
+	e := newEnv(t, func(c *query.Config) { c.Export, c.ExportHistograms = specs, hists })
+	series := func(key string, ls ...window.Label) string {
+		b, err := window.AppendSeries(nil, key, ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, k := range []string{
+		"a",
+		series("a", window.Label{Name: "route", Value: "/pay"}),
+		series("b", window.Label{Name: "code", Value: "500"}, window.Label{Name: "route", Value: "/x"}),
+		series("c", window.Label{Name: "exported_window", Value: "z"}, window.Label{Name: "window", Value: "w1"}),
+	} {
+		e.seed(event{ts: t0, key: k, metric: "latency_ms", value: 12})
+	}
+	const rest = `metric="latency_ms",`
+	want := []string{
+		`{code="",exported_exported_window="",exported_window="",key="a",` + rest + `route="",window="5m"}`,
+		`{code="",exported_exported_window="",exported_window="",key="a",` + rest + `route="/pay",window="5m"}`,
+		`{code="500",exported_exported_window="",exported_window="",key="b",` + rest + `route="/x",window="5m"}`,
+		`{code="",exported_exported_window="w1",exported_window="z",key="c",` + rest + `route="",window="5m"}`,
+	}
+	code, b, _ := e.do("GET", "/metrics", nil)
+	text := string(b)
+	if code != 200 {
+		t.Fatalf("text scrape: %d\n%s", code, text)
+	}
+	for _, ls := range want {
+		for _, line := range []string{"slide_window_count" + ls + " 1", "slide_window_max" + ls + " 12", "slide_window_values_count" + ls + " 1"} {
+			if !strings.Contains(text, "\n"+line+"\n") {
+				t.Errorf("text scrape lacks %s:\n%s", line, grepLines(text, "slide_window_"))
+			}
+		}
+	}
+	tp := expfmt.NewTextParser(model.UTF8Validation)
+	if _, err := tp.TextToMetricFamilies(strings.NewReader(text)); err != nil {
+		t.Errorf("text scrape does not parse: %v", err)
+	}
+	if strings.Contains(text, `reason="invalid_utf8"} 1`) || strings.Contains(text, `reason="invalid_metric"} 1`) {
+		t.Errorf("labelled series counted as export errors:\n%s", grepLines(text, "export_errors"))
+	}
+	mf := scrapeProto(t, e.srv.Handler())
+	for _, name := range []string{"slide_window", "slide_window_max", "slide_window_values"} {
+		ms := mf[name].GetMetric()
+		if len(ms) != len(want) {
+			t.Errorf("protobuf %s: %d series, want %d", name, len(ms), len(want))
+			continue
+		}
+		var got []string
+		for _, m := range ms {
+			var b strings.Builder
+			b.WriteByte('{')
+			for j, l := range m.GetLabel() {
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(l.GetName() + "=" + strconv.Quote(l.GetValue()))
+			}
+			b.WriteByte('}')
+			got = append(got, b.String())
+		}
+		slices.Sort(got) // the registry orders a family's metrics by label values
+		if w := slices.Sorted(slices.Values(want)); !slices.Equal(got, w) {
+			t.Errorf("protobuf %s series:\n%s\nwant\n%s", name, strings.Join(got, "\n"), strings.Join(w, "\n"))
+		}
+	}
+	if _, err := e.reg.Gather(); err != nil {
+		t.Errorf("gathering the registry: %v", err)
+	}
 }

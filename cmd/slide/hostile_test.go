@@ -287,6 +287,7 @@ func hostilePolicyFiles() []struct{ name, data, want string } {
 		{"not a list", "policies: 5\n", "bad.yaml:1: policies: must be a non-empty list"},
 		{"list of junk", "policies: [[], {}, 1]\n", "bad.yaml:1: a policy must be a mapping"},
 		{"bad rule", "policies:\n  - {name: a, algorithm: fixed_window, limit: 1, window: 1m}\nrules:\n  - {name: r, metric: cost, agg: median, window: 1h, max: 1}\n", "bad.yaml:4"},
+		{"bad rule match", "rules:\n  - {name: r, metric: cost, agg: sum, window: 1h, max: 1, match: 'route=~\"(\"'}\n", `bad.yaml:2: rule "r": match: "route=~\"(\"": `},
 	}
 }
 

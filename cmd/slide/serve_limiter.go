@@ -25,6 +25,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
+// The cluster reads usage rules with match: across instances (the groups op carries the
+// matchers), so a rule's reader is a usage.SelectReader.
+var _ usage.SelectReader = (*cluster.Cluster)(nil)
+
 // limiter builds the POST /v1/allow handler, or nil when there are no policies or rules.
 func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, log *slog.Logger, reader usage.Reader) (http.Handler, func(), error) {
 	var (

@@ -22,7 +22,9 @@ import (
 // Window is the metric's retention, a merge of Window/slot slot sketches otherwise; a glob
 // key merges every matching series). A denial adds one per-slot read of the retention to
 // find RetryAfter (through a cluster Reader, O(log slots) window reads instead; O(slots)
-// for a sum over negative values).
+// for a sum over negative values). A rule with Match scans the metric's series for those it
+// selects, as a glob does, unless its key is exact and the metric has no labelled series
+// (one lookup).
 type Checker struct {
 	rule  Rule
 	store *window.Store
@@ -34,6 +36,10 @@ type Checker struct {
 	hasPlaceholder       bool
 	limit                int64  // Decision.Limit: Max rounded down, clamped to int64
 	reader               Reader // nil: the store alone; set by SetReader before serving
+	// ms, sel: Rule.Match parsed, and compiled with no key (the key is the request's);
+	// nil when the rule has none.
+	ms  []window.Matcher
+	sel *window.Selector
 }
 
 // Reader reads a rule's series over every instance of the consumer group (the cluster
@@ -47,6 +53,16 @@ type Reader interface {
 	Read(ctx context.Context, now int64, metric, series string, win time.Duration, qs []float64) (a window.Agg, staleMs int64, missing []int32, err error)
 	// Unavailable counts a decision taken without the whole window.
 	Unavailable(caller string)
+}
+
+// SelectReader is a Reader that also reads by label matchers, as a rule with Match reads
+// (the cluster package implements it). A rule with Match refuses to decide through a Reader
+// that is not one.
+type SelectReader interface {
+	Reader
+	// ReadSelected is Read of the series of metric whose key label key matches (exact or a
+	// glob) and whose labels ms select.
+	ReadSelected(ctx context.Context, now int64, metric, key string, ms []window.Matcher, win time.Duration, qs []float64) (a window.Agg, staleMs int64, missing []int32, err error)
 }
 
 // SetReader makes every usage Checker among checkers read through r. Call it before the
@@ -86,6 +102,10 @@ func NewChecker(store *window.Store, r Rule) (*Checker, error) {
 		r.Key = KeyPlaceholder
 	}
 	c := &Checker{rule: r, store: store, width: rc.Slot.Milliseconds(), slots: int64(r.Window / rc.Slot)}
+	if r.Match != "" {
+		c.ms, _ = ParseMatch(r.Match) // Validate parsed it
+		c.sel, _ = window.CompileSelector("", c.ms)
+	}
 	c.keyPrefix, c.keySuffix, c.hasPlaceholder = strings.Cut(r.Key, KeyPlaceholder)
 	if r.Agg.Kind == KindQuantile {
 		c.qs = []float64{r.Agg.Q}
@@ -148,7 +168,19 @@ func (c *Checker) read(now int64, series string, n int64, qs []float64) (window.
 func (c *Checker) readVia(ctx context.Context, now int64, series string, n int64, qs []float64, st *readState) (window.Agg, bool, error) {
 	w := time.Duration(n*c.width) * time.Millisecond
 	if c.reader != nil && !c.reader.Local() {
-		a, stale, missing, err := c.reader.Read(ctx, now, c.rule.Metric, series, w, qs)
+		var a window.Agg
+		var stale int64
+		var missing []int32
+		var err error
+		if c.sel != nil {
+			sr, ok := c.reader.(SelectReader)
+			if !ok {
+				return a, true, fmt.Errorf("rule %s: match: the cluster reader cannot select series by labels", c.rule.Name)
+			}
+			a, stale, missing, err = sr.ReadSelected(ctx, now, c.rule.Metric, series, c.ms, w, qs)
+		} else {
+			a, stale, missing, err = c.reader.Read(ctx, now, c.rule.Metric, series, w, qs)
+		}
 		if st != nil {
 			st.remote = true
 			st.staleMs = max(st.staleMs, stale)
@@ -163,7 +195,36 @@ func (c *Checker) readVia(ctx context.Context, now int64, series string, n int64
 }
 
 func (c *Checker) readLocal(now int64, series string, w time.Duration, qs []float64) (window.Agg, error) {
-	return c.store.ReadKey(now, c.rule.Metric, series, w, qs, nil)
+	if c.store.LabelledSeries(c.rule.Metric) == 0 {
+		// No series of the metric has labels: a key is one series and a glob matches keys,
+		// so ReadKey (one lookup for a key) reads what the key label would select.
+		if c.sel == nil {
+			return c.store.ReadKey(now, c.rule.Metric, series, w, qs, nil)
+		}
+		if !window.IsKeyPattern(series) {
+			if !c.sel.Match(series) {
+				return window.Agg{}, window.ErrNotFound
+			}
+			return c.store.ReadAt(now, c.rule.Metric, series, w, qs)
+		}
+	}
+	return c.store.ReadMerged(now, c.rule.Metric, func(k string) bool { return c.selects(series, k) }, w, qs)
+}
+
+// selects reports whether the rule reads series string k for key (the rule's key for a
+// request: exact or a glob, compared with k's key label, as window.Selector and the cluster's
+// reads compare it), and, with Match, whether its matchers accept k; the matchers are
+// compiled once, not per request.
+func (c *Checker) selects(key, k string) bool {
+	kk := window.SeriesKeyOf(k)
+	if window.IsKeyPattern(key) {
+		if !window.MatchKey(key, kk) {
+			return false
+		}
+	} else if kk != key {
+		return false
+	}
+	return c.sel == nil || c.sel.Match(k)
 }
 
 // value is the rule's aggregate of a. It is NaN for an empty window's avg, min, max or
@@ -279,7 +340,22 @@ func (c *Checker) newestReader(now int64, series string) (func(j int64) (window.
 		return func(j int64) (window.Agg, error) { return c.read(now, series, j, nil) }, nil
 	}
 	slot := time.Duration(c.width) * time.Millisecond
-	hist, err := c.store.ReadRangeKey(now, c.rule.Metric, series, slot, slot, nil, nil)
+	var hist []window.Agg
+	var err error
+	// The choice readLocal makes: ReadRangeKey while the metric has no labelled series
+	// (one lookup for a key), else a merged read that compares the key label.
+	plain := c.store.LabelledSeries(c.rule.Metric) == 0
+	switch {
+	case plain && c.sel == nil:
+		hist, err = c.store.ReadRangeKey(now, c.rule.Metric, series, slot, slot, nil, nil)
+	case plain && !window.IsKeyPattern(series):
+		if !c.sel.Match(series) {
+			return nil, window.ErrNotFound
+		}
+		hist, err = c.store.ReadRangeAt(now, c.rule.Metric, series, slot, slot, nil)
+	default:
+		hist, err = c.store.ReadRangeMerged(now, c.rule.Metric, func(k string) bool { return c.selects(series, k) }, slot, slot, nil)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -335,3 +335,84 @@ func TestCheckAllocatesNothingForAnAllowedDecision(t *testing.T) {
 		t.Fatalf("%v allocations per allowed sum check, want 0", allocs)
 	}
 }
+
+// TestMatchSelectsByLabels (issue #27): a quota with match: 'route="/pay"' sums only the
+// key's /pay series: the key's other routes and its unlabelled series, however large, do
+// not count, and another key's /pay series belongs to that key. With key "*" it sums every
+// key's /pay series.
+func TestMatchSelectsByLabels(t *testing.T) {
+	st := newStore(t)
+	series := func(key, route string) string {
+		b, err := window.AppendSeries(nil, key, []window.Label{{Name: "route", Value: route}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	c := mustChecker(t, st, usage.Rule{Name: "pay", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 100, Match: `route="/pay"`})
+	observe(t, st, t0, "cost", series("t1", "/pay"), 60, 1)
+	observe(t, st, t0, "cost", series("t1", "/search"), 500, 1)
+	observe(t, st, t0, "cost", "t1", 500, 1)
+	observe(t, st, t0, "cost", series("t2", "/search"), 500, 1)
+	now := t0.Add(time.Second)
+	if d := check(t, c, "t1", now); !d.Allowed || d.Remaining != 40 {
+		t.Errorf("t1 at 60 on /pay: %+v, want allowed with 40 remaining", d)
+	}
+	if d := check(t, c, "t2", now); !d.Allowed || d.Remaining != 100 {
+		t.Errorf("t2 without /pay: %+v, want allowed, nothing used", d)
+	}
+	observe(t, st, now, "cost", series("t1", "/pay"), 60, 1)
+	d := check(t, c, "t1", now.Add(time.Second))
+	if d.Allowed || d.RetryAfter <= 0 {
+		t.Errorf("t1 at 120 on /pay: %+v, want denied with a RetryAfter", d)
+	}
+	if d := check(t, c, "t2", now.Add(time.Second)); !d.Allowed {
+		t.Errorf("t2 denied by t1's /pay: %+v", d)
+	}
+	all := mustChecker(t, st, usage.Rule{Name: "pay-all", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 200, Key: "*", Match: `route="/pay"`})
+	observe(t, st, now, "cost", series("t2", "/pay"), 70, 1)
+	if d := check(t, all, "anyone", now.Add(time.Second)); !d.Allowed {
+		t.Errorf("every /pay at 190: %+v, want allowed", d)
+	}
+	observe(t, st, now, "cost", series("t3", "/pay"), 20, 1)
+	if d := check(t, all, "anyone", now.Add(time.Second)); d.Allowed {
+		t.Errorf("every /pay at 210: %+v, want denied", d)
+	}
+}
+
+// TestKeyReadsTheKeyLabel: without match:, a rule's key selects by the key label as the
+// cluster's reads and the query API do once a metric has labelled series: an exact key
+// sums every series of that key, labelled or not, and a glob matches keys, never the labels
+// after them (*-1 selects t-1's /pay series, whose series string does not end in -1).
+func TestKeyReadsTheKeyLabel(t *testing.T) {
+	st := newStore(t)
+	labelled, err := window.AppendSeries(nil, "t-1", []window.Label{{Name: "route", Value: "/pay"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observe(t, st, t0, "cost", "t-1", 60, 1)
+	observe(t, st, t0, "cost", string(labelled), 60, 1)
+	observe(t, st, t0, "cost", "t-2", 500, 1)
+	now := t0.Add(time.Second)
+	for _, key := range []string{"", "*-1"} {
+		c := mustChecker(t, st, usage.Rule{Name: "q", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 100, Key: key})
+		if d := check(t, c, "t-1", now); d.Allowed || d.RetryAfter <= 0 {
+			t.Errorf("key %q: t-1 at 120 over two series: %+v, want denied", key, d)
+		}
+	}
+}
+
+// TestMatchOnAMetricWithoutLabels: on a metric that has no labelled series a rule with
+// match: reads its key's series by one lookup, and its matchers still decide: code=""
+// selects it (it has no code), code="500" does not.
+func TestMatchOnAMetricWithoutLabels(t *testing.T) {
+	st := newStore(t)
+	observe(t, st, t0, "cost", "t1", 150, 1)
+	now := t0.Add(time.Second)
+	for match, allowed := range map[string]bool{`code=""`: false, `code="500"`: true} {
+		c := mustChecker(t, st, usage.Rule{Name: "q", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 100, Match: match})
+		if d := check(t, c, "t1", now); d.Allowed != allowed || !d.Allowed && d.RetryAfter <= 0 {
+			t.Errorf("match %s: %+v, want allowed %v", match, d, allowed)
+		}
+	}
+}

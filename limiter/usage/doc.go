@@ -23,6 +23,18 @@
 // added, so a key can overshoot a quota by the usage still in flight. An unknown series is
 // allowed: no usage.
 //
+// A rule with match: (Rule.Match, issue #27) reads the series selected by labels as well:
+//
+//	rules:
+//	  - {name: pay-quota, metric: cost, agg: sum, window: 1h, max: 1000, match: 'route="/pay"'}
+//
+// sums each tenant's cost events labelled route="/pay" and nothing else of the tenant's. The
+// matchers are PromQL's, as the query API's match= takes them, read by Prometheus' parser
+// (ParseMatch) when the file is loaded, so a bad one is refused with the rule's line. The
+// key is then compared with the series' key label: an exact key selects that key's series,
+// labelled or not, whose labels match; a glob, every key it matches. Without match: a rule
+// reads what it read before labels.
+//
 // RetryAfter is derived from the window, assuming no new events: for count, sum and max it
 // is exactly the time until enough of the oldest slots leave for the rest to be within Max;
 // for avg, min and quantiles, which can move either way as slots leave, it is the time
@@ -40,5 +52,8 @@
 // fresh, the others' at most the cluster's staleness (1 s) old; the decision says so
 // (Decision.Remote, Stale; "stale_ms" in JSON). A window that cannot be read whole follows
 // the rule's on_unavailable: open (the default) allows with Degraded set, closed fails the
-// decision with limiter.ErrBackendUnavailable (503).
+// decision with limiter.ErrBackendUnavailable (503). A rule with match: reads through a
+// SelectReader (the cluster sends the matchers to each owner, which answers one partial of
+// the series they select); through a Reader that cannot select, its decisions fail rather
+// than read other series.
 package usage

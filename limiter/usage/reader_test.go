@@ -128,3 +128,55 @@ func TestPartialWindowAlreadyOverDenies(t *testing.T) {
 		t.Errorf("avg over a partial window: %+v, %v; want allowed (open), degraded", d, err)
 	}
 }
+
+// selectReader is peerReader that also reads by label matchers (usage.SelectReader).
+type selectReader struct{ peerReader }
+
+func (r *selectReader) ReadSelected(_ context.Context, now int64, metric, key string, ms []window.Matcher, win time.Duration, qs []float64) (window.Agg, int64, []int32, error) {
+	sel, err := window.CompileSelector(key, ms)
+	if err != nil {
+		return window.Agg{}, 0, nil, err
+	}
+	var p window.Partial
+	for _, s := range []*window.Store{r.local, r.peer} {
+		var q window.Partial
+		if err := s.MergePartial(now, metric, func(k string, _ int32) bool { return sel.Match(k) }, win, &q); err != nil {
+			return window.Agg{}, 0, nil, err
+		}
+		p.Merge(&q)
+	}
+	if p.Series == 0 {
+		return window.Agg{}, r.staleMs, nil, window.ErrNotFound
+	}
+	return p.Agg(r.local.Indexer(metric), qs), r.staleMs, r.missing, nil
+}
+
+// A rule with match: reads through a cluster Reader only when it can select by labels
+// (usage.SelectReader): then the peer's /pay series deny as the owner's would, and a
+// Reader that cannot select fails the decision rather than read other series.
+func TestMatchReadsThroughTheCluster(t *testing.T) {
+	local, peer := newStore(t), newStore(t)
+	pay, err := window.AppendSeries(nil, "tenant-1", []window.Label{{Name: "route", Value: "/pay"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		observe(t, peer, t0.Add(time.Duration(i)*time.Minute), "cost", string(pay), 100, 1)
+	}
+	observe(t, peer, t0, "cost", "tenant-1", 5000, 1) // not /pay: never counted
+	now := t0.Add(12 * time.Minute)
+	r := usage.Rule{Name: "quota", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 1000, Match: `route="/pay"`}
+	want := check(t, mustChecker(t, peer, r), "tenant-1", now)
+	if want.Allowed {
+		t.Fatalf("the owner allows %+v", want)
+	}
+	c := mustChecker(t, local, r)
+	usage.SetReader([]limiter.Checker{c}, &selectReader{peerReader{local: local, peer: peer, unavail: map[string]int{}}})
+	if got := check(t, c, "tenant-1", now); got.Allowed || got.RetryAfter != want.RetryAfter || !got.Remote {
+		t.Errorf("through the cluster %+v, owner %+v", got, want)
+	}
+	usage.SetReader([]limiter.Checker{c}, &peerReader{local: local, peer: peer, unavail: map[string]int{}})
+	if _, err := c.Check(context.Background(), "tenant-1", now, 1); err == nil || !strings.Contains(err.Error(), "cannot select series by labels") {
+		t.Errorf("through a Reader that cannot select: %v", err)
+	}
+}

@@ -104,6 +104,12 @@ type Rule struct {
 	// glob whose matching series are merged ("*" alone: every series of the metric, for
 	// global shedding).
 	Key string
+	// Match selects the series read by their labels besides key (issue #27): PromQL label
+	// matchers as the read routes' match= takes them, e.g. `route="/pay",code=~"5.."` (see
+	// ParseMatch). The rule then reads every series whose key Key matches (exact: the key's
+	// series, labelled or not; a glob: on the key label) and whose labels the matchers
+	// accept, merged. Default "": the series Key names, as before labels.
+	Match string
 	// OnUnavailable is what the rule decides when its window cannot be read whole: with
 	// several instances, an owner of some of the topic's partitions is down, hung or
 	// restoring. "open" (the default, as Envoy's failure mode) allows, marked Degraded;
@@ -148,11 +154,14 @@ func (r *Rule) Validate() error {
 	case strings.Count(r.Key, KeyPlaceholder) > 1:
 		return bad("key", "%q: the placeholder %s may appear once", r.Key, KeyPlaceholder)
 	}
+	if _, err := ParseMatch(r.Match); err != nil {
+		return bad("match", "%s", strings.TrimPrefix(err.Error(), "window: "))
+	}
 	return nil
 }
 
 // ruleFields are the keys a rule may have in the policy file.
-var ruleFields = []string{"name", "metric", "agg", "window", "max", "key", "on_unavailable"}
+var ruleFields = []string{"name", "metric", "agg", "window", "max", "key", "match", "on_unavailable"}
 
 // ParseRules reads the top-level "rules" list of a policy file (YAML); every other
 // top-level key (the limiter's "policies") is left to its own parser. source names the file
@@ -276,6 +285,9 @@ func parseRule(n *yaml.Node, source string) (Rule, error) {
 		return r, err
 	}
 	if r.Key, err = str("key"); err != nil {
+		return r, err
+	}
+	if r.Match, err = str("match"); err != nil {
 		return r, err
 	}
 	if r.OnUnavailable, err = str("on_unavailable"); err != nil {

@@ -141,3 +141,25 @@ func TestParseFile(t *testing.T) {
 		t.Fatal("a file with neither list was accepted")
 	}
 }
+
+// TestParseRulesMatch: match: is read with the rule, and a matcher that does not parse or
+// compile is refused at load, naming the file's line, the field and the matcher.
+func TestParseRulesMatch(t *testing.T) {
+	rules, err := usage.ParseRules([]byte("rules:\n  - {name: pay, metric: cost, agg: sum, window: 1h, max: 10, match: 'route=\"/pay\",code=~\"5..\"'}\n"), "p.yaml")
+	if err != nil || len(rules) != 1 || rules[0].Match != `route="/pay",code=~"5.."` {
+		t.Fatalf("rules %+v, err %v", rules, err)
+	}
+	for _, c := range []struct{ match, msg string }{
+		{`route=~"("`, `p.yaml:2: rule "q": match: `},
+		{`route=~"("`, `(`},
+		{`route`, `p.yaml:2: rule "q": match: "route": `},
+		{`__name__="cost"`, `the metric is given by metric:`},
+		{`__x="1"`, `match: invalid matcher __x="1"`},
+	} {
+		y := fmt.Sprintf("rules:\n  - {name: q, metric: cost, agg: sum, window: 1h, max: 1, match: '%s'}\n", c.match)
+		_, err := usage.ParseRules([]byte(y), "p.yaml")
+		if !errors.Is(err, usage.ErrInvalidRule) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("match %s: err %v, want ErrInvalidRule containing %q", c.match, err, c.msg)
+		}
+	}
+}
