@@ -3,6 +3,7 @@ package event
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // Every refusal of the decoder says which field and what is wrong with it, in one printable
@@ -54,5 +55,18 @@ func TestExplain(t *testing.T) {
 		if _, r := d.Decode([]byte(tc.line), defTS); (r == ReasonNone) != (tc.want == "") {
 			t.Errorf("Decode(%.80s) = %v, Explain says %q", tc.line, r, tc.want)
 		}
+	}
+}
+
+// checkExplain holds the detail of line, refused for r, to its promises: said, one printable
+// line of UTF-8 whatever the line held, and short.
+func checkExplain(t *testing.T, d *Decoder, line []byte, r Reason) {
+	t.Helper()
+	why := d.Explain(line)
+	if why == "" {
+		t.Fatalf("%q refused as %v, explained as nothing", line, r)
+	}
+	if len(why) > 512 || !utf8.ValidString(why) || strings.ContainsFunc(why, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+		t.Fatalf("%q refused as %v, explained as %q: not one short printable line", line, r, why)
 	}
 }
