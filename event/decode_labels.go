@@ -22,6 +22,32 @@ type labelScratch struct {
 	n      int
 	buf    []byte // the names and values, unescaped
 	series []byte // the series string being written
+	bad    labelBad
+}
+
+// labelBad is what readLabels refused, set only on a refusal (Decoder.Explain reads it): the
+// label's name is buf[name:nameEnd].
+type labelBad struct {
+	why           labelWhy
+	name, nameEnd int32
+}
+
+type labelWhy uint8
+
+const (
+	labelBadName labelWhy = iota + 1
+	labelTwice
+	labelTooMany
+	labelNotString
+	labelLossy
+	labelTooLong
+	labelBadValue
+)
+
+// refuse records why the label named buf[start:end] is refused and returns r.
+func (l *labelScratch) refuse(start, end int, why labelWhy, r Reason) (int, Reason) {
+	l.bad = labelBad{why: why, name: int32(start), nameEnd: int32(end)}
+	return 0, r
 }
 
 func (l *labelScratch) name(k int) []byte { p := l.ls[k]; return l.buf[p.start:p.mid] }
@@ -85,21 +111,22 @@ func (d *Decoder) readLabels(obj []byte) (int, Reason) {
 		}
 		name := l.buf[start:]
 		if !window.ValidLabelNameBytes(name) {
-			return 0, ReasonBadField
+			return l.refuse(start, len(l.buf), labelBadName, ReasonBadField)
 		}
 		for k := range l.n {
 			if string(l.name(k)) == string(name) {
-				return 0, ReasonBadField // a name given twice
+				return l.refuse(start, len(l.buf), labelTwice, ReasonBadField)
 			}
 		}
 		if l.n == len(l.ls) {
-			return 0, ReasonBadField // more than window.MaxLabels
+			return l.refuse(start, len(l.buf), labelTooMany, ReasonBadField)
 		}
 		if i = textparse.SkipSpace(obj, j+1); i >= n || obj[i] != ':' {
 			return 0, ReasonInvalidJSON
 		}
 		if i = textparse.SkipSpace(obj, i+1); i >= n || obj[i] != '"' {
-			return 0, ReasonBadField // not a string (or not JSON: the scanner path's to say)
+			// not a string (or not JSON: the scanner path's to say)
+			return l.refuse(start, len(l.buf), labelNotString, ReasonBadField)
 		}
 		if j, esc = textparse.ScanString(obj, i+1); j < 0 {
 			return 0, ReasonInvalidJSON
@@ -108,17 +135,18 @@ func (d *Decoder) readLabels(obj []byte) (int, Reason) {
 		if esc {
 			var lossy bool
 			if l.buf, lossy = textparse.Unquote(l.buf, obj[i+1:j]); lossy {
-				return 0, ReasonBadField // values are bytes, as keys are: never rewritten to U+FFFD
+				// values are bytes, as keys are: never rewritten to U+FFFD
+				return l.refuse(start, mid, labelLossy, ReasonBadField)
 			}
 		} else {
 			l.buf = append(l.buf, obj[i+1:j]...)
 		}
 		v := l.buf[mid:]
 		if len(v) > window.MaxLabelValueLen {
-			return 0, ReasonKeyTooLong
+			return l.refuse(start, mid, labelTooLong, ReasonKeyTooLong)
 		}
 		if len(v) > 0 && !window.ValidNameBytes(v) {
-			return 0, ReasonBadField
+			return l.refuse(start, mid, labelBadValue, ReasonBadField)
 		}
 		l.ls[l.n] = labelSpan{int32(start), int32(mid), int32(len(l.buf))}
 		l.n++

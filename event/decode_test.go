@@ -508,6 +508,7 @@ func FuzzDecode(f *testing.F) {
 		checkAgainstRef(t, d, line)
 		ev, r := d.Decode(line, defTS)
 		if r != ReasonNone {
+			checkExplain(t, d, line, r)
 			return
 		}
 		labels := map[string]string{}

@@ -47,6 +47,19 @@
 //     says, and now over HTTP), series_cap when a new series meets the store's cap or its
 //     metric's (window.StoreConfig.MaxSeriesPerMetric).
 //
+// # Refusals say what
+//
+// A Reason is the code a refusal is counted and filtered by; its detail says which field and
+// what is wrong with it, in one short line: `no field "value"`, `field "ts": "1764489600123"
+// is a string of digits, not unix ms or RFC 3339`, `label "Bad-Name": not a Prometheus label
+// name`, `ts 2026-12-02T09:05:00Z is 5m0s ahead of the record (skew 10s)`, `invalid JSON:
+// no opening brace at byte 0`. Decoder.Explain says the decoder's, Intake.Explain the
+// store's too (the event's time against its reference and the ring's skew or retention),
+// and Result.First carries the first of each Reason of a body with its line. A detail is
+// built only for a refused line, by decoding it again with the scanner path's checks
+// (explain.go), so the accepting path costs what it did; quoted values are clipped to 64
+// bytes and Go-quoted, so a hostile line cannot put a newline into a log line or a header.
+//
 // Decoder, Intake and the field readers (Decoder.TS, Name, CheckName, for a format that
 // carries an event's fields among its own, as the backtest's request log does) are these
 // rules; nothing else restates them.

@@ -1,8 +1,10 @@
 package event
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/slide-metrics/slide/window"
@@ -43,11 +45,14 @@ func (in *Intake) NewDecoder() *Decoder {
 	return d
 }
 
-// Result is what became of the events of one body: how many the store accepted, and how many
-// were refused for each Reason (Refused[ReasonNone] is 0).
+// Result is what became of the events of one body: how many the store accepted, how many
+// were refused for each Reason (Refused[ReasonNone] is 0), and the first refusal of each
+// Reason said in full: "line N: " and its detail (Intake.Explain), N counting every line of
+// the body from 1, blank ones too; "" for a Reason nothing was refused for.
 type Result struct {
 	Accepted int
 	Refused  [NumReasons]int
+	First    [NumReasons]string
 }
 
 // Take records the events of body, NDJSON (one event a line, blank lines skipped), at now
@@ -58,8 +63,19 @@ func (in *Intake) Take(body []byte, now int64) Result {
 	d := in.decs.Get().(*Decoder)
 	defer in.decs.Put(d)
 	var res Result
-	res.Accepted, _ = in.take(d, body, now, nil, 0, func(_ []byte, r Reason) { res.Refused[r]++ })
+	res.Accepted, _ = in.take(d, body, now, nil, 0, func(line []byte, r Reason) {
+		if res.Refused[r] == 0 { // the first of its reason: explained, once per reason at most
+			res.First[r] = "line " + strconv.Itoa(lineNumber(body, line)) + ": " + in.Explain(d, line, r, now, nil)
+		}
+		res.Refused[r]++
+	})
 	return res
+}
+
+// lineNumber is the number, from 1, of the line of body that line is: line is a subslice of
+// body (DecodeLines cuts it from it), so their capacities say where it starts.
+func lineNumber(body, line []byte) int {
+	return bytes.Count(body[:cap(body)-cap(line)], []byte{'\n'}) + 1
 }
 
 // Record is where a Kafka record's events come from.

@@ -41,6 +41,10 @@ not json
 	want.Refused[ReasonLate] = 1
 	want.Refused[ReasonFuture] = 1
 	want.Refused[ReasonInvalidValue] = 1
+	want.First[ReasonInvalidJSON] = "line 4: invalid JSON: no opening brace at byte 0"
+	want.First[ReasonLate] = "line 5: ts 2025-11-30T07:00:00Z is 1h0m0s behind now (retention 1m0s)"
+	want.First[ReasonFuture] = "line 6: ts 2025-11-30T09:00:00Z is 1h0m0s ahead of now (skew 10s)"
+	want.First[ReasonInvalidValue] = `line 7: field "value": NaN`
 	if res != want {
 		t.Fatalf("Take = %+v, want %+v", res, want)
 	}
@@ -84,11 +88,20 @@ func TestIntakeTakeRecord(t *testing.T) {
 		len(got) != 1 || got[0].r != ReasonExpired {
 		t.Fatalf("an expired event: %d accepted of %d, refusals %v", acc, n, got)
 	}
+	if why := in.Explain(d, []byte(got[0].line), got[0].r, now, &old); why != "ts 2025-11-30T07:58:00Z is 2m0s behind now (retention 1m0s)" {
+		t.Errorf("the expired event explained as %q", why)
+	}
 	// Ahead of its record, stamped now, by more than the skew: future.
 	got = nil
 	if acc, _ := in.TakeRecord(d, fmt.Appendf(nil, `{"ts":%d,"key":"b","metric":"m","value":1}`, now+20_000), now, rec, refused); acc != 0 ||
 		len(got) != 1 || got[0].r != ReasonFuture {
 		t.Fatalf("an event ahead of its record: %d accepted, refusals %v", acc, got)
+	}
+	if why := in.Explain(d, []byte(got[0].line), got[0].r, now, &rec); why != "ts 2025-11-30T08:00:20Z is 20s ahead of the record (skew 10s)" {
+		t.Errorf("the future event explained as %q", why)
+	}
+	if why := in.Explain(d, []byte(`{"metric":"m","value":1}`), ReasonMissingField, now, &rec); why != `no field "key"` {
+		t.Errorf("the event without key explained as %q", why)
 	}
 
 	if acc, n := in.TakeRecord(d, nil, now, rec, refused); acc != 0 || n != 0 {

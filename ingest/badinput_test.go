@@ -19,6 +19,7 @@ import (
 // deadLetter is one record read back from the dead-letter topic.
 type deadLetter struct {
 	reason, line, source string
+	detail               string // the slide.detail header
 }
 
 // readDeadLetters reads every record of topic.
@@ -40,7 +41,7 @@ func readDeadLetters(t *testing.T, c *kafkatest.Cluster, topic string) []deadLet
 			for _, kv := range m.Headers {
 				h[kv.Key] = string(kv.Value)
 			}
-			out = append(out, deadLetter{h[HeaderReason], string(m.Value), h[HeaderTopic] + "/" + h[HeaderPartition] + "/" + h[HeaderOffset]})
+			out = append(out, deadLetter{h[HeaderReason], string(m.Value), h[HeaderTopic] + "/" + h[HeaderPartition] + "/" + h[HeaderOffset], h[HeaderDetail]})
 			if m.Offset+1 >= end {
 				break
 			}
@@ -64,15 +65,16 @@ func TestConsumerBadInput(t *testing.T) {
 	good := func(i int) string {
 		return fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":%d}`, ms-int64(i)*1000, i)
 	}
-	bad := []struct{ reason, line string }{
-		{"invalid_json", `not json`},
-		{"missing_field", `{"metric":"latency_ms","value":1}`},
-		{"bad_field", `{"key":"good","metric":"latency_ms","value":"fast"}`},
-		{"invalid_value", `{"key":"good","metric":"latency_ms","value":NaN}`},
-		{"key_too_long", `{"key":"` + strings.Repeat("k", 300) + `","metric":"latency_ms","value":1}`},
-		{"future", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, ms+time.Hour.Milliseconds())},
-		{"late", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, ms-time.Hour.Milliseconds())},
-		{"series_cap", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"one_too_many","value":1}`, ms)},
+	// detail is the slide.detail header's text, or its end where it starts with the event's ts.
+	bad := []struct{ reason, line, detail string }{
+		{"invalid_json", `not json`, "invalid JSON: no opening brace at byte 0"},
+		{"missing_field", `{"metric":"latency_ms","value":1}`, `no field "key"`},
+		{"bad_field", `{"key":"good","metric":"latency_ms","value":"fast"}`, `field "value": a string, not a number`},
+		{"invalid_value", `{"key":"good","metric":"latency_ms","value":NaN}`, `field "value": NaN`},
+		{"key_too_long", `{"key":"` + strings.Repeat("k", 300) + `","metric":"latency_ms","value":1}`, `field "key": 300 bytes, more than 256`},
+		{"future", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, ms+time.Hour.Milliseconds()), " is 1h0m0s ahead of the record (skew 10s)"},
+		{"late", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, ms-time.Hour.Milliseconds()), " is 1h0m0s behind the record (retention 5m0s)"},
+		{"series_cap", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"one_too_many","value":1}`, ms), `a new series of metric "one_too_many" over the series cap`},
 	}
 	// Everything is keyed "good", so it all lands in one partition, in this order.
 	var msgs []kafka.Message
@@ -106,9 +108,10 @@ func TestConsumerBadInput(t *testing.T) {
 	c.Produce(t, msgs...)
 	want := make([]deadLetter, 0, len(bad)+1)
 	for _, b := range bad {
-		want = append(want, deadLetter{reason: b.reason, line: b.line})
+		want = append(want, deadLetter{reason: b.reason, line: b.line, detail: b.detail})
 	}
-	want = append(want, deadLetter{reason: "missing_field", line: `{"key":"good","value":2}`}, deadLetter{reason: "expired", line: expiredLine})
+	want = append(want, deadLetter{reason: "missing_field", line: `{"key":"good","value":2}`, detail: `no field "metric"`},
+		deadLetter{reason: "expired", line: expiredLine, detail: " is 10m0s behind now (retention 5m0s)"})
 	slices.SortFunc(want, func(a, b deadLetter) int { return strings.Compare(a.reason+a.line, b.reason+b.line) })
 
 	cfg := testConfig(c, "bad")
@@ -153,6 +156,9 @@ slide_ingest_rejected_total{reason="too_large"} 0
 	if got := testutil.ToFloat64(a.m.tombstones); got != 2 {
 		t.Errorf("slide_ingest_tombstones_total = %v, want 2 (a null value, a blank record)", got)
 	}
+	if !strings.Contains(logs.String(), `reason=missing_field detail="no field \"key\""`) {
+		t.Errorf("no refusal logged with its detail:\n%s", logs)
+	}
 	if got := strings.Count(logs.String(), "event refused"); got != len(want) {
 		t.Errorf("logged %d refusals, want %d (all within the burst)", got, len(want))
 	}
@@ -163,6 +169,10 @@ slide_ingest_rejected_total{reason="too_large"} 0
 	for i, l := range letters {
 		if l.reason != want[i].reason || l.line != want[i].line || !strings.HasPrefix(l.source, "events/") {
 			t.Errorf("dead letter %d = %+v, want reason %q line %q from events/…", i, l, want[i].reason, want[i].line)
+		}
+		// The detail says what is wrong; one that starts with the event's ts ends as told.
+		if d := want[i].detail; l.detail != d && !(strings.HasPrefix(d, " ") && strings.HasPrefix(l.detail, "ts ") && strings.HasSuffix(l.detail, d)) {
+			t.Errorf("dead letter %d (%s) detail %q, want %q", i, l.reason, l.detail, d)
 		}
 	}
 	if got := testutil.ToFloat64(a.m.deadLetters); got != float64(len(want)) {

@@ -118,6 +118,9 @@ func TestConsumerRefusesCompressionBombs(t *testing.T) {
 		if want := fmt.Sprintf("events/0/%d", 1+2*i); l.reason != "too_large" || l.line != "" || l.source != want {
 			t.Errorf("dead letter %+v, want a too_large pointer to %s with no value", l, want)
 		}
+		if !strings.HasPrefix(l.detail, "its record batch inflates beyond ") {
+			t.Errorf("dead letter %+v: no detail of the budget", l)
+		}
 	}
 }
 

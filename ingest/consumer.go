@@ -43,8 +43,9 @@ type Config struct {
 	// Group is the consumer group; default DefaultGroup ("slide"). Instances sharing a group
 	// split the topic's partitions, and with them its keys.
 	Group string
-	// DeadLetterTopic receives every refused line with its reason in the HeaderReason header;
-	// empty (the default) means no dead letters. It must differ from Topic.
+	// DeadLetterTopic receives every refused line with its reason in the HeaderReason header
+	// and what is wrong in the HeaderDetail header; empty (the default) means no dead
+	// letters. It must differ from Topic.
 	DeadLetterTopic string
 	// Restore is how far back a newly assigned partition is replayed, measured on record
 	// timestamps from now. It must cover the longest retention plus skew of every metric in

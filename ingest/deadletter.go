@@ -17,7 +17,8 @@ import (
 // Dead-letter record headers. The record's key is the refused record's key, its value the
 // refused line (one line of an NDJSON record), its timestamp the refused record's.
 const (
-	HeaderReason    = "slide.reason"    // the Reason label, e.g. "invalid_json"
+	HeaderReason    = "slide.reason"    // the Reason label, e.g. "invalid_json": the code tools filter on
+	HeaderDetail    = "slide.detail"    // what is wrong, for people: `no field "value"` (event.Intake.Explain)
 	HeaderTopic     = "slide.topic"     // topic of the refused record
 	HeaderPartition = "slide.partition" // its partition, decimal
 	HeaderOffset    = "slide.offset"    // its offset, decimal
@@ -138,14 +139,15 @@ func (d *deadLetters) close() error {
 	return d.w.Close()
 }
 
-// letter builds the dead letter for line of record m refused for r.
-func letter(m *kafka.Message, line []byte, r event.Reason) kafka.Message {
+// letter builds the dead letter for line of record m refused for r, as detail says.
+func letter(m *kafka.Message, line []byte, r event.Reason, detail string) kafka.Message {
 	return kafka.Message{
 		Key:   m.Key,
 		Value: append([]byte(nil), line...),
 		Time:  m.Time,
 		Headers: []kafka.Header{
 			{Key: HeaderReason, Value: []byte(r.String())},
+			{Key: HeaderDetail, Value: []byte(detail)},
 			{Key: HeaderTopic, Value: []byte(m.Topic)},
 			{Key: HeaderPartition, Value: strconv.AppendInt(nil, int64(m.Partition), 10)},
 			{Key: HeaderOffset, Value: strconv.AppendInt(nil, m.Offset, 10)},

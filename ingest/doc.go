@@ -97,6 +97,15 @@
 //     U+FFFD, which made "t\xff" and "t\xfe" one series; so is one holding a C0 or C1
 //     control, DEL or a bidi override or isolate (window.ValidName, the rule the limiter,
 //     the read routes and snapshot restores share), escaped or not.
+//   - Refusals say what. A dead letter's slide.reason header (HeaderReason) is the reason's
+//     code, as before, what tools and the metric's label filter on; its slide.detail header
+//     (HeaderDetail) says which field and what is wrong, for a person (`no field "value"`,
+//     `ts 2026-12-02T09:05:00Z is 1h0m0s ahead of the record (skew 10s)`, event.Intake.Explain;
+//     for too_large the budget). The issue asked for that text in slide.reason; it has a
+//     header of its own so that the code stays a stable value to match. The rate-limited
+//     log line carries it as its detail attribute. It is built only for a refusal that is
+//     logged or dead-lettered, by decoding the refused line again: the accepting path is as
+//     before.
 //   - Refusals are counted and dead-lettered once. Records below the offset the group had
 //     committed at assignment were processed by some instance already: when they are
 //     refused again during a replay they are counted in slide_ingest_restore_skipped_total,

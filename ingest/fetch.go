@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -83,7 +84,7 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 			// inflated whole. kafka-go closed the connection on the error; the caller
 			// reconnects at once, one offset further.
 			c.refuse(ctx, p, &kafka.Message{Topic: c.cfg.Topic, Partition: int(p.id), Offset: next}, nil, event.ReasonTooLarge,
-				next < p.committed.Load())
+				next < p.committed.Load(), 0, nil)
 			p.next.Store(next + 1)
 			return fmt.Errorf("offset %d: %w", next, errSkipped{err})
 		}
@@ -317,7 +318,7 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 			// with the other refusals and dead-lettered.
 			c.m.expired.Inc()
 		}
-		c.refuse(ctx, p, m, line, r, replay)
+		c.refuse(ctx, p, m, line, r, replay, now, &rec)
 	})
 	if events == 0 && !replay {
 		c.m.tombstones.Inc() // no event in it: a tombstone (null value) or blank lines
@@ -325,25 +326,41 @@ func (c *Consumer) record(ctx context.Context, p *partition, m *kafka.Message, n
 	return accepted
 }
 
-// refuse counts, logs and dead-letters one refused line.
-func (c *Consumer) refuse(ctx context.Context, p *partition, m *kafka.Message, line []byte, r event.Reason, replay bool) {
+// refuse counts, logs and dead-letters one refused line of record rec (nil for a too_large
+// pointer), refused at now. Its detail (event.Intake.Explain) is built only for the log line
+// and the dead letter, which say it.
+func (c *Consumer) refuse(ctx context.Context, p *partition, m *kafka.Message, line []byte, r event.Reason, replay bool, now int64, rec *event.Record) {
 	if replay {
 		c.m.skippedBy[r].Inc()
 		return
 	}
 	c.m.rejectedBy[r].Inc()
-	if c.rejLim.Allow() {
+	logIt := c.rejLim.Allow()
+	detail := ""
+	if logIt || c.dlq != nil {
+		detail = c.explain(p, line, r, now, rec)
+	}
+	if logIt {
 		const maxShown = 256
 		shown := line
 		if len(shown) > maxShown {
 			shown = shown[:maxShown]
 		}
-		c.log.Warn("ingest: event refused", "reason", r.String(), "topic", m.Topic, "partition", m.Partition,
+		c.log.Warn("ingest: event refused", "reason", r.String(), "detail", detail, "topic", m.Topic, "partition", m.Partition,
 			"offset", m.Offset, "line", string(shown), "not_logged_before", c.hidden.Swap(0))
 	} else {
 		c.hidden.Add(1)
 	}
 	if c.dlq != nil {
-		c.dlq.send(ctx, letter(m, line, r))
+		c.dlq.send(ctx, letter(m, line, r, detail))
 	}
+}
+
+// explain says what is wrong with a refused line: the intake's detail, or for a too_large
+// record the budget it broke.
+func (c *Consumer) explain(p *partition, line []byte, r event.Reason, now int64, rec *event.Record) string {
+	if r == event.ReasonTooLarge || rec == nil {
+		return "its record batch inflates beyond " + strconv.FormatInt(c.cfg.MaxInflatedBytes, 10) + " bytes"
+	}
+	return c.intake.Explain(p.dec, line, r, now, rec)
 }

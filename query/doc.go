@@ -165,7 +165,10 @@
 // read and discarded after the 413 is sent, so that clients which write the whole request
 // before reading (Python's urllib and requests) see the 413 rather than a connection reset;
 // beyond that, or after 10 s, the connection is closed. The answer
-// is {"accepted":n,"rejected":{"reason":n,...}}; refused lines do not fail the request.
+// is {"accepted":n,"rejected":{"reason":n,...}}, and when a line was refused "first" says
+// the first refusal of each reason, its line (from 1, blank lines counted) and what is
+// wrong, as event.Intake.Explain says it: "first":{"missing_field":"line 1: no field
+// \"value\""}. Refused lines do not fail the request.
 //
 // # Metrics
 //

@@ -247,6 +247,15 @@ func TestEventsRefusalsAreCountedByReason(t *testing.T) {
 	if a.Accepted != 2 || fmt.Sprint(a.Rejected) != fmt.Sprint(want) {
 		t.Fatalf("answer %+v, want 2 accepted and rejected %v", a, want)
 	}
+	first := map[string]string{
+		"invalid_json":  "line 2: invalid JSON: no opening brace at byte 0",
+		"missing_field": `line 3: no field "key"`,
+		"late":          "line 4: ts 2025-11-30T08:04:00Z is 6m0s behind now (retention 5m0s)",
+		"future":        "line 5: ts 2025-11-30T08:11:00Z is 1m0s ahead of now (skew 10s)",
+	}
+	if fmt.Sprint(a.First) != fmt.Sprint(first) {
+		t.Errorf("first %q, want %q", a.First, first)
+	}
 	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(`
 # HELP slide_http_events_total Event lines received by POST /v1/events, by result: accepted, or the reason they were refused (the reasons of slide_ingest_rejected_total).
 # TYPE slide_http_events_total counter
@@ -263,6 +272,34 @@ slide_http_events_total{result="missing_field"} 1
 	e.getJSON("/v1/window?metric=latency_ms&key=b&window=10s", 200, &w)
 	if w.Count != 1 || w.Sum != 7 {
 		t.Fatalf("event without ts: %+v, want count 1 sum 7 in the current slot", w)
+	}
+}
+
+// TestEventsRefusalsSayWhat: the answer gives the first refusal of each reason with its line
+// and what is wrong, beside the counts; a body with no refusal has no "first".
+func TestEventsRefusalsSayWhat(t *testing.T) {
+	e := newEnv(t, nil)
+	body := strings.Join([]string{
+		`{"key":"a","metric":"latency_ms","value":5}`,
+		`{"key":"a","metric":"latency_ms"}`,
+		`{"key":"a","metric":"latency_ms","value":5,"ts":"1764489600123"}`,
+		`{"key":"a","metric":"latency_ms","value":5,"labels":{"Bad-Name":"x"}}`,
+		`{"metric":"latency_ms","value":5}`,
+	}, "\n")
+	code, b, _ := e.do("POST", "/v1/events", []byte(body))
+	want := `{"accepted":1,"rejected":{"bad_field":2,"missing_field":2},"first":{` +
+		`"bad_field":"line 3: field \"ts\": \"1764489600123\" is a string of digits, not unix ms or RFC 3339",` +
+		`"missing_field":"line 2: no field \"value\""}}` + "\n"
+	if code != 200 || string(b) != want {
+		t.Fatalf("POST = %d %s\nwant %s", code, b, want)
+	}
+	a := e.post([]byte(`{"key":"a","metric":"latency_ms","value":5,"labels":{"Bad-Name":"x"}}`))
+	if want := `line 1: label "Bad-Name": not a Prometheus label name`; a.First["bad_field"] != want {
+		t.Errorf("first bad_field %q, want %q", a.First["bad_field"], want)
+	}
+	code, b, _ = e.do("POST", "/v1/events", []byte(`{"key":"a","metric":"latency_ms","value":5}`))
+	if want := `{"accepted":1,"rejected":{}}` + "\n"; code != 200 || string(b) != want {
+		t.Fatalf("POST = %d %s, want %s", code, b, want)
 	}
 }
 

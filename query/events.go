@@ -32,8 +32,10 @@ var rejectedOrder = func() []event.Reason {
 // reading passes the limit. The rest of a refused body is then drained (see MaxDrainBytes)
 // so that clients which write the whole request before reading (Python's urllib and
 // requests) get the 413 instead of a connection reset. The answer counts accepted events and refused ones
-// by reason: {"accepted": 98, "rejected": {"invalid_json": 2}}. Refusals are not an HTTP
-// error; like Kafka input, a bad line never fails its neighbours.
+// by reason, and says the first refusal of each reason with its line and what is wrong
+// (event.Result.First): {"accepted": 98, "rejected": {"invalid_json": 2}, "first":
+// {"invalid_json": "line 3: invalid JSON: …"}}, "first" only when a line was refused.
+// Refusals are not an HTTP error; like Kafka input, a bad line never fails its neighbours.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Events == nil {
 		httperr.Write(w, httperr.NotConfigured, "", "no event sink is configured on this server")
@@ -86,7 +88,25 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		b = appendInt(b, int64(n))
 		sep = true
 	}
-	b = append(b, "}}\n"...)
+	b = append(b, '}')
+	if sep { // the first refusal of each reason, said in full
+		b = append(b, `,"first":{`...)
+		sep = false
+		for _, reason := range rejectedOrder {
+			if res.Refused[reason] == 0 {
+				continue
+			}
+			if sep {
+				b = append(b, ',')
+			}
+			b = jsonenc.AppendString(b, reason.String())
+			b = append(b, ':')
+			b = jsonenc.AppendString(b, res.First[reason])
+			sep = true
+		}
+		b = append(b, '}')
+	}
+	b = append(b, "}\n"...)
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
 }

@@ -126,8 +126,9 @@ func (e *env) post(lines []byte) eventsAnswer {
 }
 
 type eventsAnswer struct {
-	Accepted int            `json:"accepted"`
-	Rejected map[string]int `json:"rejected"`
+	Accepted int               `json:"accepted"`
+	Rejected map[string]int    `json:"rejected"`
+	First    map[string]string `json:"first"`
 }
 
 // The answers the tests decode: the exported response types.

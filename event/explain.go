@@ -1,0 +1,263 @@
+package event
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/slide-metrics/slide/textparse"
+	"github.com/slide-metrics/slide/window"
+)
+
+// A refusal's detail says which field and what is wrong with it, in a short line:
+//
+//	no field "value"
+//	field "ts": "1764489600123" is a string of digits, not unix ms or RFC 3339
+//	label "Bad-Name": not a Prometheus label name
+//	ts 2026-12-02T09:05:00Z is 5m0s ahead of the record (skew 10s)
+//
+// It costs nothing on the accepting path: it is built only for a refused line, by running the
+// scanner path's checks on it again (Explain), and the values it quotes are clipped and
+// escaped (quote), so that a hostile line cannot write a newline into a log or a header.
+
+// maxQuoted is how many bytes of a value a detail quotes.
+const maxQuoted = 64
+
+// Explain says why d refuses line, in a short line naming the field and what is wrong with it
+// (`no field "value"`, `field "value": NaN`), or "" when d decodes it. It decodes line again by
+// the scanner path, the one source of refusals, and allocates: call it for a refused line
+// only. The store's refusals (future, late, expired, series_cap) are the intake's to explain
+// (Intake.Explain).
+func (d *Decoder) Explain(line []byte) string {
+	d.f = [numFields + 1]textparse.Value{}
+	if !d.parseObject(line) {
+		if err := d.sc.Err(); err != nil {
+			return "invalid JSON: " + err.Error()
+		}
+		return "invalid JSON: NaN or Infinity outside the value"
+	}
+	b := line
+	if s := d.explainName(b, "key", fKey, false); s != "" {
+		return s
+	}
+	if s := d.explainName(b, "metric", fMetric, true); s != "" {
+		return s
+	}
+	switch v := d.f[fValue]; v.Kind {
+	case textparse.Absent:
+		return `no field "value"`
+	case textparse.Null:
+		return `field "value": null`
+	case textparse.NaN:
+		return `field "value": ` + string(v.Bytes(b))
+	case textparse.Number:
+		if _, err := textparse.ParseFloat(v.Bytes(b)); err != nil {
+			return `field "value": ` + clip(v.Bytes(b)) + ` is beyond float64`
+		}
+	default:
+		return `field "value": ` + kindName(v.Kind) + `, not a number`
+	}
+	if v := d.f[fTS]; v.Kind != textparse.Absent {
+		if _, r := d.TS(b, v, 0); r != ReasonNone {
+			return d.explainTS(b, v)
+		}
+	}
+	switch c := d.f[fCount]; c.Kind {
+	case textparse.Absent, textparse.Null:
+	case textparse.Number:
+		if n, ok := textparse.ParseUint(c.Bytes(b)); !ok || n == 0 {
+			return `field "count": ` + clip(c.Bytes(b)) + ` is not an integer ≥ 1`
+		}
+	default:
+		return `field "count": ` + kindName(c.Kind) + `, not an integer`
+	}
+	switch l := d.f[fLabels]; l.Kind {
+	case textparse.Absent, textparse.Null:
+	case textparse.Object:
+		if _, r := d.readLabels(l.Bytes(b)); r != ReasonNone {
+			return d.explainLabel()
+		}
+	default:
+		return `field "labels": ` + kindName(l.Kind) + `, not an object`
+	}
+	return ""
+}
+
+// explainName is Explain for the key or metric, field k of d.f: "" when it passes.
+func (d *Decoder) explainName(b []byte, field string, k int, metric bool) string {
+	v := d.f[k]
+	switch v.Kind {
+	case textparse.Absent:
+		return `no field "` + field + `"`
+	case textparse.Null:
+		return `field "` + field + `": null`
+	case textparse.String:
+	default:
+		return `field "` + field + `": ` + kindName(v.Kind) + `, not a string`
+	}
+	if _, r := d.name(b, v, metric); r == ReasonNone {
+		return ""
+	}
+	s := v.Bytes(b)
+	if v.Escaped {
+		var lossy bool
+		if s, lossy = d.unquote(s); lossy {
+			return `field "` + field + `": not valid UTF-8`
+		}
+	}
+	switch {
+	case len(s) == 0:
+		return `field "` + field + `": empty`
+	case len(s) > d.maxKey:
+		return `field "` + field + `": ` + strconv.Itoa(len(s)) + ` bytes, more than ` + strconv.Itoa(d.maxKey)
+	}
+	return `field "` + field + `": ` + whyNotName(s)
+}
+
+// explainTS is Explain for a ts that d.TS refused.
+func (d *Decoder) explainTS(b []byte, v textparse.Value) string {
+	s := v.Bytes(b)
+	switch v.Kind {
+	case textparse.String:
+		if v.Escaped {
+			s, _ = d.unquote(s)
+		}
+		if digits(s) {
+			return `field "ts": ` + quote(s) + ` is a string of digits, not unix ms or RFC 3339`
+		}
+		return `field "ts": ` + quote(s) + ` is not RFC 3339`
+	case textparse.Number:
+		return `field "ts": ` + clip(s) + ` is not an integer of unix ms`
+	}
+	return `field "ts": ` + kindName(v.Kind) + `, not unix ms or RFC 3339`
+}
+
+// explainLabel is Explain for the labels readLabels refused, from d.lab.bad.
+func (d *Decoder) explainLabel() string {
+	l := &d.lab
+	what := ""
+	switch l.bad.why {
+	case labelBadName:
+		what = "not a Prometheus label name"
+	case labelTwice:
+		what = "given twice"
+	case labelTooMany:
+		what = "more than " + strconv.Itoa(window.MaxLabels) + " labels"
+	case labelNotString:
+		what = "value not a string"
+	case labelLossy:
+		what = "value not valid UTF-8"
+	case labelTooLong:
+		what = "value of " + strconv.Itoa(len(l.buf)-int(l.bad.nameEnd)) + " bytes, more than " + strconv.Itoa(window.MaxLabelValueLen)
+	case labelBadValue:
+		what = "value " + whyNotName(l.buf[l.bad.nameEnd:])
+	default:
+		return `field "labels": invalid`
+	}
+	return "label " + quote(l.buf[l.bad.name:l.bad.nameEnd]) + ": " + what
+}
+
+// whyNotName says why window.ValidName refuses s.
+func whyNotName(s []byte) string {
+	if !utf8.Valid(s) {
+		return "not valid UTF-8"
+	}
+	for _, c := range string(s) {
+		switch {
+		case c < 0x20 || c >= 0x7f && c <= 0x9f:
+			return "holds a control character"
+		case c >= 0x202a && c <= 0x202e || c >= 0x2066 && c <= 0x2069:
+			return "holds a bidi override or isolate"
+		}
+	}
+	return "not a valid name"
+}
+
+// digits reports that s is one or more ASCII digits.
+func digits(s []byte) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(s) > 0
+}
+
+// kindName names a JSON value's type in a detail: "a string", "an array".
+func kindName(k textparse.Kind) string {
+	switch k {
+	case textparse.False, textparse.True:
+		return "a boolean"
+	case textparse.Number:
+		return "a number"
+	case textparse.String:
+		return "a string"
+	case textparse.Object:
+		return "an object"
+	case textparse.Array:
+		return "an array"
+	case textparse.Null:
+		return "null"
+	}
+	return "not a JSON value"
+}
+
+// clip is a JSON number's text, clipped to maxQuoted bytes with "…" after (a number holds
+// no byte that needs escaping).
+func clip(s []byte) string {
+	if len(s) <= maxQuoted {
+		return string(s)
+	}
+	return string(s[:maxQuoted]) + "…"
+}
+
+// quote is s in Go's double quotes, clipped to maxQuoted bytes (on a rune's start) with "…"
+// after: a control byte, a quote or invalid UTF-8 is escaped, so a detail is one printable line.
+func quote(s []byte) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(string(s))
+	}
+	n := maxQuoted
+	for n > maxQuoted-utf8.UTFMax && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strconv.Quote(string(s[:n])) + "…"
+}
+
+// Explain says why the intake refused line for r, at now (unix ms), from the record rec when
+// it came in one (ingest; nil over HTTP): the decoder's detail (Decoder.Explain) for a
+// decoder's reason, the event's time against its reference and the ring's bound for future,
+// late and expired, its metric for series_cap. Call it with a refused line only: it decodes
+// line again with d, and allocates.
+func (in *Intake) Explain(d *Decoder, line []byte, r Reason, now int64, rec *Record) string {
+	switch r {
+	case ReasonFuture, ReasonLate, ReasonExpired, ReasonSeriesCap:
+	default:
+		if s := d.Explain(line); s != "" {
+			return s
+		}
+		return r.String()
+	}
+	def, ref, refName := now, now, "now"
+	if rec != nil {
+		def = rec.TS
+		if r != ReasonExpired {
+			ref, refName = rec.TS, "the record"
+		}
+	}
+	ev, dr := d.Decode(line, def)
+	if dr != ReasonNone {
+		return r.String()
+	}
+	if r == ReasonSeriesCap {
+		return "a new series of metric " + quote([]byte(ev.Metric)) + " over the series cap"
+	}
+	rc := in.store.RingConfig(ev.Metric)
+	ts := "ts " + time.UnixMilli(ev.TS).UTC().Format(time.RFC3339Nano)
+	if r == ReasonFuture {
+		return ts + " is " + ms(ev.TS-ref).String() + " ahead of " + refName + " (skew " + rc.Skew.String() + ")"
+	}
+	return ts + " is " + ms(ref-ev.TS).String() + " behind " + refName + " (retention " + rc.Retention().String() + ")"
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
