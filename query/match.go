@@ -9,57 +9,23 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/promql/parser"
-
 	"github.com/slide-metrics/slide/jsonenc"
+	"github.com/slide-metrics/slide/promsel"
 	"github.com/slide-metrics/slide/window"
 )
 
-// promParser reads match=: PromQL's grammar, not a copy of it. It is safe for concurrent
-// use (each call parses with a parser of its own).
-var promParser = parser.NewParser(parser.Options{})
-
-// MaxMatchBytes is the longest match= the read routes accept: each regexp is compiled per
-// request and run per series, so the cap keeps one request from costing length × series,
-// as MaxKeyPatternBytes does for a glob.
-const MaxMatchBytes = 4096
+// MaxMatchBytes is the longest match= the read routes accept (promsel.MaxBytes).
+const MaxMatchBytes = promsel.MaxBytes
 
 // maxBy bounds the labels of by=.
 const maxBy = 16
 
-// matchOps maps Prometheus' match types onto window's (the same order, spelled out so that
-// a new type in Prometheus is refused rather than misread).
-var matchOps = map[labels.MatchType]window.MatchOp{
-	labels.MatchEqual:     window.MatchEqual,
-	labels.MatchNotEqual:  window.MatchNotEqual,
-	labels.MatchRegexp:    window.MatchRegexp,
-	labels.MatchNotRegexp: window.MatchNotRegexp,
-}
-
-// parseMatch reads match= (empty: no matchers). __name__ is refused: the metric is metric=.
+// parseMatch reads match= (empty: no matchers) with promsel, the parser usage rules'
+// match: shares. __name__ is refused: the metric is metric=.
 func parseMatch(s string) ([]window.Matcher, error) {
-	if s == "" {
-		return nil, nil
-	}
-	if len(s) > MaxMatchBytes {
-		return nil, badParam("match", "%d bytes, at most %d", len(s), MaxMatchBytes)
-	}
-	lms, err := promParser.ParseMetricSelector("{" + s + "}")
+	ms, err := promsel.Parse(s, "metric=")
 	if err != nil {
-		// Positions count the opening brace this adds.
-		return nil, badParam("match", "%s: want PromQL label matchers as written inside a selector's braces, such as route=\"/pay\",code=~\"5..\"", clip(err.Error()))
-	}
-	ms := make([]window.Matcher, 0, len(lms))
-	for _, lm := range lms {
-		op, ok := matchOps[lm.Type]
-		if !ok {
-			return nil, badParam("match", "%s: unknown operator", clip(lm.String()))
-		}
-		if lm.Name == labels.MetricName {
-			return nil, badParam("match", "%s: the metric is given by metric=, not by a %s matcher", clip(lm.String()), labels.MetricName)
-		}
-		ms = append(ms, window.Matcher{Name: lm.Name, Op: op, Value: lm.Value})
+		return nil, badParam("match", "%s", strings.TrimPrefix(err.Error(), promsel.ErrMatchers.Error()+": "))
 	}
 	return ms, nil
 }
