@@ -1,10 +1,13 @@
 package event
 
 import (
-	"errors"
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/slide-metrics/slide/textparse"
 	"github.com/slide-metrics/slide/window"
@@ -113,9 +116,13 @@ type SpanDecoder struct {
 	bad     badRecord
 	res     [1 + maxSpanDims]attrVal // the resource's key attribute and dimensions
 	span    spanFields
-	num     []byte // an attribute value as text
-	lossy   bool   // text replaced invalid UTF-8 in an escaped JSON string
-	scratch []byte // unescaped JSON strings
+	order   []spanLabel       // the labels in the order of their names
+	ser     []byte            // the series string being written
+	raw     []byte            // a span's parts as read (appendRaw)
+	seen    map[string]string // series strings by the parts they were written from, at most MaxInterned
+	num     []byte            // an attribute value as text
+	lossy   bool              // text replaced invalid UTF-8 in an escaped JSON string
+	scratch []byte            // unescaped JSON strings
 	jsc     jsonScan
 }
 
@@ -201,18 +208,22 @@ func newSpanDecoder(cfg SpanConfig, json bool) (*SpanDecoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &SpanDecoder{json: json, d: d, keyAttr: cfg.KeyAttribute}
+	s := &SpanDecoder{json: json, d: d, keyAttr: cfg.KeyAttribute, seen: map[string]string{}}
 	if s.keyAttr == "" {
 		s.keyAttr = DefaultSpanKey
 	}
-	for _, a := range cfg.Dimensions {
+	s.order = []spanLabel{{name: LabelSpanKind, src: srcKind}, {name: LabelSpanName, src: srcName}, {name: LabelStatusCode, src: srcStatus}}
+	for i, a := range cfg.Dimensions {
 		s.dims = append(s.dims, spanDim{attr: a, label: SpanLabelName(a)})
+		s.order = append(s.order, spanLabel{name: SpanLabelName(a), src: i})
+	}
+	slices.SortFunc(s.order, func(a, b spanLabel) int { return strings.Compare(a.name, b.name) })
+	for i := range s.order {
+		s.order[i].prefix = appendLabel(nil, s.order[i].name, []byte{0})
+		s.order[i].prefix = s.order[i].prefix[:len(s.order[i].prefix)-1] // the series encoding's, less the value
 	}
 	return s, nil
 }
-
-// errBadRecord is a body that is not its format's.
-var errBadRecord = errors.New("bad record")
 
 // DecodeLines reads body, one ExportTraceServiceRequest, and calls fn once per span with the
 // span's bytes, its event and Reason; a body that is not a request is one call, with the body
@@ -350,98 +361,194 @@ func (s *SpanDecoder) spanEvent(part []byte) {
 	s.pending = append(s.pending, p)
 }
 
-// event is the event of span f: its key the resource's key attribute, its labels.
+// spanLabel is one label of a span's event, in the order of their names (the series
+// string's): src says where its value comes from.
+type spanLabel struct {
+	name   string
+	src    int    // srcKind, srcStatus, srcName, or dimension i ≥ 0
+	prefix []byte // what window.AppendSeries writes before the value: 0xFF name =
+}
+
+const (
+	srcKind = -3 - iota
+	srcStatus
+	srcName
+)
+
+var (
+	spanKindText   = asBytes(spanKinds[:])
+	statusCodeText = asBytes(statusCodes[:])
+)
+
+func asBytes(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+// event is the event of span f: its key the resource's key attribute, its labels in the
+// order of their names. Its series string is written first and looked up: one the decoder
+// has interned was checked when it was added, and the string says its key and labels
+// unambiguously when no part held 0xFF (a byte no valid name holds) and none was unescaped
+// lossily, so a span of a known series costs no check of its parts. Any other span is held
+// to the rules by check, in their order.
 func (s *SpanDecoder) event(f *spanFields) (window.Event, Reason, spanWhy) {
-	d := s.d
-	kv := s.text(&s.res[0])
-	if s.lossy {
-		return window.Event{}, ReasonBadField, spanWhy{what: whyKeyBad}
-	}
-	switch r := d.nameLen(len(kv)); r {
-	case ReasonMissingField:
-		return window.Event{}, r, spanWhy{what: whyNoKey}
-	case ReasonKeyTooLong:
-		return window.Event{}, r, spanWhy{what: whyKeyTooLong, n: len(kv)}
-	}
-	key, h, ok := d.intern.lookup(kv)
-	if !ok || window.HasLabels(key) {
-		if !window.ValidNameBytes(kv) {
-			return window.Event{}, ReasonBadField, spanWhy{what: whyKeyBad}
-		}
-		key = d.intern.add(kv, h)
-	}
-	if f.end < f.start {
-		return window.Event{}, ReasonInvalidValue, spanWhy{what: whyEndBeforeStart, n: int(min(f.start-f.end, math.MaxInt64))}
-	}
-	if f.kind < 0 || f.kind >= int64(len(spanKinds)) {
-		return window.Event{}, ReasonBadField, spanWhy{what: whyKind, n: int(f.kind)}
-	}
-	if f.status < 0 || f.status >= int64(len(statusCodes)) {
-		return window.Event{}, ReasonBadField, spanWhy{what: whyStatus, n: int(f.status)}
-	}
-	l := &d.lab
-	l.n, l.buf = 0, l.buf[:0]
-	if r, w := s.label(LabelSpanName, &f.name); r != ReasonNone {
+	if f.end < f.start || uint64(f.kind) >= uint64(len(spanKinds)) || uint64(f.status) >= uint64(len(statusCodes)) {
+		r, w := s.check(f)
 		return window.Event{}, r, w
 	}
-	s.labelText(LabelSpanKind, spanKinds[f.kind])
-	s.labelText(LabelStatusCode, statusCodes[f.status])
+	// The span's parts as read, before any is written as text: a span like one seen before
+	// has the series that one had, without writing it again.
+	raw := appendRaw(s.raw[:0], &s.res[0])
+	raw = appendRaw(raw, &f.name)
+	raw = append(raw, byte(f.kind), byte(f.status))
 	for i := range s.dims {
 		v := &f.dims[i]
 		if v.kind == valAbsent {
 			v = &s.res[1+i]
 		}
-		if r, w := s.label(s.dims[i].label, v); r != ReasonNone {
-			return window.Event{}, r, w
-		}
+		raw = appendRaw(raw, v)
 	}
-	ev := window.Event{Metric: SpanMetric, Key: d.seriesOf(key), Value: float64(f.end-f.start) / 1e6, Count: 1,
-		TS: int64(f.end / 1e6)}
-	return ev, ReasonNone, spanWhy{}
+	s.raw = raw
+	if key, ok := s.seen[string(raw)]; ok {
+		return s.spanOf(f, key), ReasonNone, spanWhy{}
+	}
+	key, r, w := s.series(f)
+	if r != ReasonNone {
+		return window.Event{}, r, w
+	}
+	if len(s.seen) >= s.d.maxInterned {
+		clear(s.seen)
+	}
+	s.seen[string(raw)] = key
+	return s.spanOf(f, key), ReasonNone, spanWhy{}
 }
 
-// label adds the label name of value v to the decoder's label scratch, when v gives one.
-func (s *SpanDecoder) label(name string, v *attrVal) (Reason, spanWhy) {
+// spanOf is the event of span f in the series key.
+func (s *SpanDecoder) spanOf(f *spanFields, key string) window.Event {
+	return window.Event{Metric: SpanMetric, Key: key, Value: float64(f.end-f.start) / 1e6, Count: 1, TS: int64(f.end / 1e6)}
+}
+
+// appendRaw appends v as read, unambiguously: its type, then its bytes with their length or
+// its number.
+func appendRaw(raw []byte, v *attrVal) []byte {
+	t := v.kind << 1
+	if v.esc {
+		t |= 1
+	}
+	raw = append(raw, t)
+	switch v.kind {
+	case valString:
+		raw = binary.AppendUvarint(raw, uint64(len(v.b)))
+		return append(raw, v.b...)
+	case valInt, valBool:
+		return binary.LittleEndian.AppendUint64(raw, uint64(v.i))
+	case valDouble:
+		return binary.LittleEndian.AppendUint64(raw, math.Float64bits(v.f))
+	}
+	return raw
+}
+
+// series is the series string of span f, interned, or why f is refused.
+func (s *SpanDecoder) series(f *spanFields) (string, Reason, spanWhy) {
+	d := s.d
+	kt := s.text(&s.res[0])
+	ser := append(s.ser[:0], kt...)
+	lossy := s.lossy || s.res[0].kind == valString && bytes.IndexByte(kt, window.LabelSep) >= 0
+	if len(ser) == 0 || len(ser) > d.maxKey {
+		r, w := s.check(f)
+		return "", r, w
+	}
+	for _, l := range s.order {
+		var t []byte
+		switch l.src {
+		case srcKind:
+			t = spanKindText[f.kind]
+		case srcStatus:
+			t = statusCodeText[f.status]
+		case srcName:
+			t = s.text(&f.name)
+			lossy = lossy || s.lossy || bytes.IndexByte(t, window.LabelSep) >= 0
+		default:
+			v := &f.dims[l.src]
+			if v.kind == valAbsent {
+				v = &s.res[1+l.src]
+			}
+			t = s.text(v)
+			lossy = lossy || s.lossy || v.kind == valString && bytes.IndexByte(t, window.LabelSep) >= 0
+		}
+		if len(t) > 0 {
+			ser = append(append(ser, l.prefix...), t...)
+		}
+	}
+	s.ser = ser
+	key, h, ok := "", uint64(0), false
+	if !lossy { // lossy: unescaped lossily, or a part holding 0xFF
+		key, h, ok = d.intern.lookup(ser)
+	}
+	if !ok {
+		if r, w := s.check(f); r != ReasonNone {
+			return "", r, w
+		}
+		_, h, _ = d.intern.lookup(ser) // not looked up when a part held 0xFF, which check refused
+		key = d.intern.add(ser, h)
+	}
+	return key, ReasonNone, spanWhy{}
+}
+
+// check holds span f to the rules, in their order: its key (the resource's key attribute),
+// its times, kind and status, then its labels (span_name, then the dimensions in the config's
+// order), each value by checkLabelValue.
+func (s *SpanDecoder) check(f *spanFields) (Reason, spanWhy) {
+	kv := s.text(&s.res[0])
+	switch r := s.d.nameLen(len(kv)); {
+	case s.lossy:
+		return ReasonBadField, spanWhy{what: whyKeyBad}
+	case r == ReasonMissingField:
+		return r, spanWhy{what: whyNoKey}
+	case r == ReasonKeyTooLong:
+		return r, spanWhy{what: whyKeyTooLong, n: len(kv)}
+	case !window.ValidNameBytes(kv):
+		return ReasonBadField, spanWhy{what: whyKeyBad}
+	}
+	switch {
+	case f.end < f.start:
+		return ReasonInvalidValue, spanWhy{what: whyEndBeforeStart, n: int(min(f.start-f.end, math.MaxInt64))}
+	case uint64(f.kind) >= uint64(len(spanKinds)):
+		return ReasonBadField, spanWhy{what: whyKind, n: int(f.kind)}
+	case uint64(f.status) >= uint64(len(statusCodes)):
+		return ReasonBadField, spanWhy{what: whyStatus, n: int(f.status)}
+	}
+	if r, w := s.checkLabel(LabelSpanName, &f.name); r != ReasonNone {
+		return r, w
+	}
+	for i := range s.dims {
+		v := &f.dims[i]
+		if v.kind == valAbsent {
+			v = &s.res[1+i]
+		}
+		if r, w := s.checkLabel(s.dims[i].label, v); r != ReasonNone {
+			return r, w
+		}
+	}
+	return ReasonNone, spanWhy{}
+}
+
+// checkLabel holds the value v of label name to the rule of a label's value.
+func (s *SpanDecoder) checkLabel(name string, v *attrVal) (Reason, spanWhy) {
 	t := s.text(v)
 	if s.lossy {
 		return ReasonBadField, spanWhy{what: whyValueBad, about: name}
 	}
-	if len(t) == 0 {
-		return ReasonNone, spanWhy{} // absent, another type, or empty: no label
+	switch r, why := checkLabelValue(t); why {
+	case labelTooLong:
+		return r, spanWhy{what: whyValueTooLong, about: name, n: len(t)}
+	case labelBadValue:
+		return r, spanWhy{what: whyValueBad, about: name}
 	}
-	if len(t) > window.MaxLabelValueLen {
-		return ReasonKeyTooLong, spanWhy{what: whyValueTooLong, about: name, n: len(t)}
-	}
-	if !window.ValidNameBytes(t) {
-		return ReasonBadField, spanWhy{what: whyValueBad, about: name}
-	}
-	l := &s.d.lab
-	s.labelName(name)
-	l.buf = append(l.buf, t...)
-	s.labelEnd()
 	return ReasonNone, spanWhy{}
-}
-
-// labelText adds label name=value to the decoder's label scratch.
-func (s *SpanDecoder) labelText(name, value string) {
-	s.labelName(name)
-	s.d.lab.buf = append(s.d.lab.buf, value...)
-	s.labelEnd()
-}
-
-// labelName starts a label in the decoder's label scratch: its name, then its value is
-// appended to the buffer and labelEnd ends it.
-func (s *SpanDecoder) labelName(name string) {
-	l := &s.d.lab
-	l.ls[l.n] = labelSpan{start: int32(len(l.buf))}
-	l.buf = append(l.buf, name...)
-	l.ls[l.n].mid = int32(len(l.buf))
-}
-
-func (s *SpanDecoder) labelEnd() {
-	l := &s.d.lab
-	l.ls[l.n].end = int32(len(l.buf))
-	l.n++
 }
 
 // text is v as a label's text: a string's bytes (unescaped, s.lossy set when that replaced

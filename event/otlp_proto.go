@@ -37,12 +37,17 @@ type pbField struct {
 }
 
 // pbVarint reads the varint at b[i:end]: its value and the index after it, −1 when it is
-// truncated or longer than ten bytes.
+// truncated or longer than ten bytes. The one-byte varint (every tag of OTLP, most lengths)
+// is read inline.
 func pbVarint(b []byte, i, end int) (uint64, int) {
 	if i < end && b[i] < 0x80 {
 		return uint64(b[i]), i + 1
 	}
-	if i >= end {
+	return pbVarintLong(b, i, end)
+}
+
+func pbVarintLong(b []byte, i, end int) (uint64, int) {
+	if i >= end || i < 0 {
 		return 0, -1
 	}
 	v, n := binary.Uvarint(b[i:end])
@@ -180,6 +185,9 @@ func (s *SpanDecoder) resource(b []byte, i, end int) bool {
 // keeping its value when the decoder keeps its key and no earlier attribute gave it (pdata's
 // Map.Get finds the first), or of a kvlist at depth, validated only.
 func (s *SpanDecoder) keyValue(b []byte, i, end int, res bool, depth int) bool {
+	if depth == 0 && s.keyValueFlat(b, i, end, res) {
+		return true
+	}
 	var f pbField
 	var key []byte
 	v := attrVal{kind: valAbsent}
@@ -209,7 +217,80 @@ func (s *SpanDecoder) keyValue(b []byte, i, end int, res bool, depth int) bool {
 	if v.kind == valAbsent {
 		v.kind = valOther
 	}
-	slot := s.attrSlot(key, res)
+	s.keep(key, v, res)
+	return true
+}
+
+// keyValueFlat is keyValue for what producers write: a key (1) and a value (2), in either
+// order (pdata writes the value first), the value one string, integer, boolean or double,
+// every tag and length one byte. It reports false, having kept nothing, for any other layout,
+// which keyValue then reads.
+func (s *SpanDecoder) keyValueFlat(b []byte, i, end int, res bool) bool {
+	if end-i < 6 || b[i+1] >= 0x80 {
+		return false
+	}
+	m := i + 2 + int(b[i+1]) // the second field
+	if m+2 > end || b[m+1] >= 0x80 || m+2+int(b[m+1]) != end {
+		return false
+	}
+	var ks, ke, vs int
+	switch {
+	case b[i] == 0x0a && b[m] == 0x12:
+		ks, ke, vs = i+2, m, m+2
+	case b[i] == 0x12 && b[m] == 0x0a:
+		ks, ke, vs, end = m+2, end, i+2, m
+	default:
+		return false
+	}
+	if vs+2 > end {
+		return false
+	}
+	slot := s.attrSlot(b[ks:ke], res)
+	if slot >= 0 {
+		if res && s.res[slot].kind != valAbsent || !res && s.span.dims[slot-1].kind != valAbsent {
+			slot = -1 // an earlier attribute gave it
+		}
+	}
+	var v attrVal
+	switch tag, n := b[vs], b[vs+1]; tag {
+	case 0x0a: // string_value
+		if n >= 0x80 || vs+2+int(n) != end {
+			return false
+		}
+		v = attrVal{kind: valString, b: b[vs+2 : end]}
+	case 0x18, 0x10: // int_value, bool_value
+		x, j := pbVarint(b, vs+1, end)
+		if j != end {
+			return false
+		}
+		v = attrVal{kind: valInt, i: int64(x)}
+		if tag == 0x10 {
+			v = attrVal{kind: valBool, i: int64(min(x, 1))}
+		}
+	case 0x21: // double_value
+		if vs+9 != end {
+			return false
+		}
+		if slot >= 0 {
+			v = attrVal{kind: valDouble, f: math.Float64frombits(binary.LittleEndian.Uint64(b[vs+1:]))}
+		}
+	default:
+		return false
+	}
+	switch {
+	case slot < 0:
+	case res:
+		s.res[slot] = v
+	default:
+		s.span.dims[slot-1] = v
+	}
+	return true
+}
+
+// keep keeps v as the value of the attribute named name, when the decoder keeps that name
+// and no earlier attribute gave it (pdata's Map.Get finds the first).
+func (s *SpanDecoder) keep(name []byte, v attrVal, res bool) {
+	slot := s.attrSlot(name, res)
 	switch {
 	case slot < 0:
 	case res:
@@ -221,7 +302,6 @@ func (s *SpanDecoder) keyValue(b []byte, i, end int, res bool, depth int) bool {
 			s.span.dims[slot-1] = v
 		}
 	}
-	return true
 }
 
 // anyValue reads an AnyValue into v: string_value = 1, bool_value = 2, int_value = 3,
@@ -323,8 +403,27 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 	var f pbField
 	for i < end {
 		at := i
-		if i = s.pbNext(b, i, end, &f); i < 0 {
-			return false
+		// A one-byte tag of a fixed64 or of bytes no longer than 127, the span's common
+		// fields, is read here; pbNext reads the rest.
+		quick := false
+		if t := b[i]; t >= 8 && t < 0x80 && i+1 < end {
+			switch t & 7 {
+			case wtLen:
+				if n := int(b[i+1]); n < 0x80 && i+2+n <= end {
+					f.num, f.wt, f.vs, f.ve = uint64(t>>3), wtLen, i+2, i+2+n
+					i, quick = f.ve, true
+				}
+			case wtFixed64:
+				if i+9 <= end {
+					f.num, f.wt, f.v = uint64(t>>3), wtFixed64, binary.LittleEndian.Uint64(b[i+1:])
+					i, quick = i+9, true
+				}
+			}
+		}
+		if !quick {
+			if i = s.pbNext(b, i, end, &f); i < 0 {
+				return false
+			}
 		}
 		want := uint8(255)
 		switch f.num {
@@ -351,7 +450,7 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 		case 8:
 			sp.end = f.v
 		case 9:
-			if !s.keyValue(b, f.vs, f.ve, false, 0) {
+			if !s.keyValueFlat(b, f.vs, f.ve, false) && !s.keyValue(b, f.vs, f.ve, false, 0) {
 				return false
 			}
 		case 15:

@@ -96,6 +96,11 @@ var goals = []goal{
 	{issue: "#27", what: "the same match= read where it selects one series in eight vs the glob read of all 100k", ours: "BenchmarkMatchRead/ours_selective", anchor: "BenchmarkMatchRead/anchor_selective", unit: "cpu_ns/op", bound: 0, want: "stated"},
 	{issue: "#27", what: "Selector.Match of a series of 4 labels against route=\"/pay\",span_kind!=\"SPAN_KIND_CLIENT\",code=~\"5..\" vs anchored regexps over LabelValue", ours: "BenchmarkSelectorMatch/example", anchor: "BenchmarkSelectorMatch/plain_regexp", bound: 0, want: "stated, 0 allocs (TestSelectorMatchAllocatesNothing holds it)"},
 	{issue: "#27", what: "decoding an event with 3 labels (Append's layout, labels last) vs the same event without", ours: "BenchmarkDecodeShapes/labels", anchor: "BenchmarkDecodeShapes/exact", bound: 0, want: "stated, 0 allocs (TestDecodeLabelsAllocs holds it)"},
+	// #27 §2, OTLP traces (event/otlp_timing_test.go): 16 records of 80 spans each, one op a record.
+	{issue: "#27", what: "otlp_proto records into span events (wire scan) vs pdata's ProtoUnmarshaler and a walk over the spans reading the same fields", ours: "BenchmarkOTLPProto/ours", anchor: "BenchmarkOTLPProto/anchor", bound: 0.2, want: "≥ 5× the spans/s, 0 allocs per span (TestOTLPAllocs holds those)"},
+	{issue: "#27", what: "the same, CPU per span (the anchor's garbage collection is its own)", ours: "BenchmarkOTLPProto/ours", anchor: "BenchmarkOTLPProto/anchor", unit: "cpu_ns/span", bound: 0.2, want: "≥ 5× the spans/s"},
+	{issue: "#27", what: "otlp_json records into span events vs pdata's JSONUnmarshaler and the same walk", ours: "BenchmarkOTLPJSON/ours", anchor: "BenchmarkOTLPJSON/anchor", bound: 0.5, want: "≥ 2× the spans/s"},
+	{issue: "#27", what: "the same, CPU per span", ours: "BenchmarkOTLPJSON/ours", anchor: "BenchmarkOTLPJSON/anchor", unit: "cpu_ns/span", bound: 0.5, want: "≥ 2× the spans/s"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
