@@ -43,6 +43,9 @@ func (c *serveConfig) validate(fs *flag.FlagSet) error {
 	if _, err := query.ParseExportSpecs(c.exportWindows); err != nil {
 		return flagErrorf(fs, "export-windows", "%v", err)
 	}
+	if _, err := c.events.newFormat(0); err != nil {
+		return asFlagError(fs, err)
+	}
 	return nil
 }
 
