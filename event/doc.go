@@ -117,7 +117,11 @@
 //
 // Both are a scan over the body, never an object tree (otlp_proto.go, otlp_json.go): a body is
 // read in one pass into the decoder's pending spans, which are handed on after it, so 0
-// allocations per span once keys and series are interned. They are held to pdata's
+// allocations per span once keys and series are interned. A span's series string is written
+// (appendLabel, window's encoding) and held to the rules once: the decoder remembers the
+// series of the parts it was written from (the key's and labels' bytes or numbers as read, at
+// most Config.MaxInterned of them), and a span of parts seen before takes that series
+// without writing any text again. They are held to pdata's
 // unmarshalers by a differential test over random pdata traces and by FuzzOTLPProto and
 // FuzzOTLPJSON.
 //
