@@ -31,6 +31,8 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	windowVar(fs, &slot, "slot", window.DefaultSlot, "usage rules: slot width of every metric's ring (as slide serve --slot)")
 	fs.IntVar(&slots, "slots", window.DefaultSlots, "usage rules: slots per ring (as slide serve --slots)")
 	fs.StringVar(&rings, "rings", "cost=1m:60", "usage rules: per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (as slide serve --rings)")
+	var spans eventFormatFlags
+	spans.register(fs)
 	path, err := parseBatchArgs(fs, args)
 	if err != nil {
 		return err
@@ -45,6 +47,10 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		return usageErr("--format %q: want text or json", format)
 	case cfg.TopKeys < 0 || cfg.Bucket < time.Millisecond:
 		return usageErr("--top must be ≥ 0 and --bucket ≥ 1ms")
+	}
+	newFormat, err := spans.newFormat(limiter.MaxKeyLen)
+	if err != nil {
+		return asFlagError(fs, err)
 	}
 	ps, rules, err := usage.LoadFile(policies)
 	if err != nil {
@@ -73,14 +79,23 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		in = f
 	}
 	n := 0
-	err = backtest.ReadLog(in, func(r backtest.Request) error {
+	replay := func(r backtest.Request) error {
 		if n++; n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
 		return rp.Replay(ctx, r)
-	})
+	}
+	if newFormat != nil { // OTLP spans: each a request of its key and a duration_ms event
+		f, ferr := newFormat()
+		if ferr != nil {
+			return ferr
+		}
+		err = backtest.ReadSpans(in, f, spans.format == formatOTLPProto, replay)
+	} else {
+		err = backtest.ReadLog(in, replay)
+	}
 	if err != nil {
 		if errors.Is(err, backtest.ErrLog) || errors.Is(err, backtest.ErrUnsorted) || errors.Is(err, backtest.ErrUnknownPolicy) {
 			return fmt.Errorf("%s: %w", path, err)
