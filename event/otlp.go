@@ -136,10 +136,11 @@ type pendingSpan struct {
 	why  spanWhy
 }
 
-// spanWhy is what refused a span: what, and the attribute or label it is about.
+// spanWhy is what refused a span: what, the label it is about (span_name for −1, else the
+// dimension) and a number it says.
 type spanWhy struct {
 	what  uint8
-	about string
+	about int8
 	n     int
 }
 
@@ -327,15 +328,23 @@ func (s *SpanDecoder) Explain(part []byte) string {
 	case whyEndBeforeStart:
 		return "end before start by " + strconv.FormatFloat(float64(w.n)/1e6, 'f', -1, 64) + "ms"
 	case whyValueTooLong:
-		return "label " + strconv.Quote(w.about) + ": value of " + strconv.Itoa(w.n) + " bytes, more than " + strconv.Itoa(window.MaxLabelValueLen)
+		return "label " + strconv.Quote(s.labelName(w.about)) + ": value of " + strconv.Itoa(w.n) + " bytes, more than " + strconv.Itoa(window.MaxLabelValueLen)
 	case whyValueBad:
-		return "label " + strconv.Quote(w.about) + ": value not valid UTF-8, or holds a control or bidi character"
+		return "label " + strconv.Quote(s.labelName(w.about)) + ": value not valid UTF-8, or holds a control or bidi character"
 	case whyKind:
 		return "span kind " + strconv.Itoa(w.n) + ": not an OTLP SpanKind"
 	case whyStatus:
 		return "status code " + strconv.Itoa(w.n) + ": not an OTLP StatusCode"
 	}
 	return ""
+}
+
+// labelName is the name of label about: span_name for −1, else dimension about's.
+func (s *SpanDecoder) labelName(about int8) string {
+	if about < 0 || int(about) >= len(s.dims) {
+		return LabelSpanName
+	}
+	return s.dims[about].label
 }
 
 // attrSlot is where the value of the attribute named name is kept: 0 the key attribute
@@ -354,9 +363,8 @@ func (s *SpanDecoder) attrSlot(name []byte, withKey bool) int {
 
 // spanEvent makes the pending span of f, the span's bytes part, under the resource's values.
 func (s *SpanDecoder) spanEvent(part []byte) {
-	p := pendingSpan{part: part}
-	p.ev, p.r, p.why = s.event(&s.span)
-	s.pending = append(s.pending, p)
+	s.pending = append(s.pending, pendingSpan{part: part})
+	s.event(&s.span, &s.pending[len(s.pending)-1])
 }
 
 // text is v as a label's text: a string's bytes (unescaped, s.lossy set when that replaced

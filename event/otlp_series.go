@@ -39,19 +39,20 @@ func asBytes(ss []string) [][]byte {
 	return out
 }
 
-// event is the event of span f: its key the resource's key attribute, its labels in the
-// order of their names. Its series string is written first and looked up: one the decoder
-// has interned was checked when it was added, and the string says its key and labels
-// unambiguously when no part held 0xFF (a byte no valid name holds) and none was unescaped
-// lossily, so a span of a known series costs no check of its parts. Any other span is held
-// to the rules by check, in their order.
-func (s *SpanDecoder) event(f *spanFields) (window.Event, Reason, spanWhy) {
+// event makes p, the pending span of span f (p.part set): its event, its key the resource's
+// key attribute and its labels in the order of their names, or its refusal. The parts are
+// written into p in place (a pending span is too large to copy per span). A span whose parts
+// were seen before takes the series they were written to. Any other span's series string is
+// written and looked up: one the decoder has interned was checked when it was added, and the
+// string says its key and labels unambiguously when no part held 0xFF (a byte no valid name
+// holds) and none was unescaped lossily, so a span of a known series costs no check of its
+// parts. Any other span is held to the rules by check, in their order.
+func (s *SpanDecoder) event(f *spanFields, p *pendingSpan) {
 	if f.end < f.start || uint64(f.kind) >= uint64(len(spanKinds)) || uint64(f.status) >= uint64(len(statusCodes)) {
-		r, w := s.check(f)
-		return window.Event{}, r, w
+		p.r, p.why = s.check(f)
+		return
 	}
-	// The span's parts as read, before any is written as text: a span like one seen before
-	// has the series that one had, without writing it again.
+	// The span's parts as read, before any is written as text.
 	raw := appendRaw(s.raw[:0], &s.res[0])
 	raw = appendRaw(raw, &f.name)
 	raw = append(raw, byte(f.kind), byte(f.status))
@@ -63,23 +64,20 @@ func (s *SpanDecoder) event(f *spanFields) (window.Event, Reason, spanWhy) {
 		raw = appendRaw(raw, v)
 	}
 	s.raw = raw
-	if key, ok := s.seen[string(raw)]; ok {
-		return s.spanOf(f, key), ReasonNone, spanWhy{}
+	key, ok := s.seen[string(raw)]
+	if !ok {
+		var r Reason
+		if key, r, p.why = s.series(f); r != ReasonNone {
+			p.r = r
+			return
+		}
+		if len(s.seen) >= s.d.maxInterned {
+			clear(s.seen)
+		}
+		s.seen[string(raw)] = key
 	}
-	key, r, w := s.series(f)
-	if r != ReasonNone {
-		return window.Event{}, r, w
-	}
-	if len(s.seen) >= s.d.maxInterned {
-		clear(s.seen)
-	}
-	s.seen[string(raw)] = key
-	return s.spanOf(f, key), ReasonNone, spanWhy{}
-}
-
-// spanOf is the event of span f in the series key.
-func (s *SpanDecoder) spanOf(f *spanFields, key string) window.Event {
-	return window.Event{Metric: SpanMetric, Key: key, Value: float64(f.end-f.start) / 1e6, Count: 1, TS: int64(f.end / 1e6)}
+	ev := &p.ev
+	ev.Metric, ev.Key, ev.Value, ev.Count, ev.TS = SpanMetric, key, float64(f.end-f.start)/1e6, 1, int64(f.end/1e6)
 }
 
 // appendRaw appends v as read, unambiguously: its type, then its bytes with their length or
@@ -89,17 +87,19 @@ func appendRaw(raw []byte, v *attrVal) []byte {
 	if v.esc {
 		t |= 1
 	}
-	raw = append(raw, t)
 	switch v.kind {
 	case valString:
-		raw = binary.AppendUvarint(raw, uint64(len(v.b)))
+		if len(v.b) < 0x80 { // its length is its one-byte varint
+			return append(append(raw, t, byte(len(v.b))), v.b...)
+		}
+		raw = binary.AppendUvarint(append(raw, t), uint64(len(v.b)))
 		return append(raw, v.b...)
 	case valInt, valBool:
-		return binary.LittleEndian.AppendUint64(raw, uint64(v.i))
+		return binary.LittleEndian.AppendUint64(append(raw, t), uint64(v.i))
 	case valDouble:
-		return binary.LittleEndian.AppendUint64(raw, math.Float64bits(v.f))
+		return binary.LittleEndian.AppendUint64(append(raw, t), math.Float64bits(v.f))
 	}
-	return raw
+	return append(raw, t)
 }
 
 // series is the series string of span f, interned, or why f is refused.
@@ -172,7 +172,7 @@ func (s *SpanDecoder) check(f *spanFields) (Reason, spanWhy) {
 	case uint64(f.status) >= uint64(len(statusCodes)):
 		return ReasonBadField, spanWhy{what: whyStatus, n: int(f.status)}
 	}
-	if r, w := s.checkLabel(LabelSpanName, &f.name); r != ReasonNone {
+	if r, w := s.checkLabel(-1, &f.name); r != ReasonNone {
 		return r, w
 	}
 	for i := range s.dims {
@@ -180,15 +180,16 @@ func (s *SpanDecoder) check(f *spanFields) (Reason, spanWhy) {
 		if v.kind == valAbsent {
 			v = &s.res[1+i]
 		}
-		if r, w := s.checkLabel(s.dims[i].label, v); r != ReasonNone {
+		if r, w := s.checkLabel(int8(i), v); r != ReasonNone {
 			return r, w
 		}
 	}
 	return ReasonNone, spanWhy{}
 }
 
-// checkLabel holds the value v of label name to the rule of a label's value.
-func (s *SpanDecoder) checkLabel(name string, v *attrVal) (Reason, spanWhy) {
+// checkLabel holds the value v of a label (span_name for −1, else dimension dim) to the rule
+// of a label's value.
+func (s *SpanDecoder) checkLabel(name int8, v *attrVal) (Reason, spanWhy) {
 	t := s.text(v)
 	if s.lossy {
 		return ReasonBadField, spanWhy{what: whyValueBad, about: name}
