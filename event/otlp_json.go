@@ -14,15 +14,14 @@ import (
 // the walk reads holding another type (a string for an object, "1.5" for a time), is a bad
 // record: ReasonBadRecord for the body whole, as for a malformed protobuf.
 
-// jsonScan is the OTLP/JSON reader's state: a scanner knowing the member names it reads, and
-// scopeSpans members met before their resource, read after it.
+// jsonScan is the OTLP/JSON reader's state: a scanner, whose SkipValue skips the members
+// the walk does not read, and scopeSpans members met before their resource, read after it.
 type jsonScan struct {
-	sc       textparse.Scanner
-	ready    bool
+	sc       textparse.Scanner // SkipValue
 	deferred []int
 }
 
-// The member names the walk reads, by their index in jsonNames.
+// The member names the walk reads (jsonField), lowerCamelCase and protobuf's names.
 const (
 	jResourceSpans = iota
 	jResourceSpansPB
@@ -56,11 +55,6 @@ const (
 	jValues
 )
 
-var jsonNames = []string{"resourceSpans", "resource_spans", "resource", "scopeSpans", "scope_spans", "spans",
-	"attributes", "key", "value", "name", "kind", "startTimeUnixNano", "start_time_unix_nano", "endTimeUnixNano",
-	"end_time_unix_nano", "status", "code", "stringValue", "string_value", "boolValue", "bool_value", "intValue",
-	"int_value", "doubleValue", "double_value", "arrayValue", "array_value", "kvlistValue", "kvlist_value", "values"}
-
 // jBad records why the body is not an OTLP/JSON request, the innermost reason first, and
 // returns −1.
 func (s *SpanDecoder) jBad(what string, at int) int {
@@ -70,8 +64,7 @@ func (s *SpanDecoder) jBad(what string, at int) int {
 	return -1
 }
 
-// jObj walks the object at b[i], calling fn with each member's name (its index in jsonNames,
-// or −1) and the index of its value; fn returns the index after the value. jObj returns the
+// jObj walks the object at b[i], calling fn with each member's name (its jsonField, or −1) and the index of its value; fn returns the index after the value. jObj returns the
 // index after the object, or −1.
 func (s *SpanDecoder) jObj(b []byte, i int, fn func(field, at int) int) int {
 	if i >= len(b) || b[i] != '{' {
@@ -81,7 +74,7 @@ func (s *SpanDecoder) jObj(b []byte, i int, fn func(field, at int) int) int {
 		return i + 1
 	}
 	for {
-		field, at := s.jsc.sc.MemberName(b, i)
+		field, at := s.jMember(b, i)
 		if at < 0 {
 			return s.jBad("invalid JSON: not a member", i)
 		}
@@ -100,6 +93,95 @@ func (s *SpanDecoder) jObj(b []byte, i int, fn func(field, at int) int) int {
 			return s.jBad("invalid JSON: no comma or brace after a member", i)
 		}
 	}
+}
+
+// jMember reads the member name at b[i] (its opening quote) and the colon after it: the
+// name's jsonField (after unescaping) or −1, and the index of its value, −1 when b[i:]
+// is not a name and a colon.
+func (s *SpanDecoder) jMember(b []byte, i int) (field, at int) {
+	if i >= len(b) || b[i] != '"' {
+		return -1, -1
+	}
+	j, esc := textparse.ScanString(b, i+1)
+	if j < 0 {
+		return -1, -1
+	}
+	name := b[i+1 : j]
+	if esc {
+		name, _ = textparse.Unquote(s.scratch[:0], name)
+		s.scratch = name
+	}
+	if i = textparse.SkipSpace(b, j+1); i >= len(b) || b[i] != ':' {
+		return -1, -1
+	}
+	return jsonField(name), textparse.SkipSpace(b, i+1)
+}
+
+// jsonField is the member name's j constant, or −1 for a member the walk skips.
+func jsonField(name []byte) int {
+	switch string(name) {
+	case "resourceSpans":
+		return jResourceSpans
+	case "resource_spans":
+		return jResourceSpansPB
+	case "resource":
+		return jResource
+	case "scopeSpans":
+		return jScopeSpans
+	case "scope_spans":
+		return jScopeSpansPB
+	case "spans":
+		return jSpans
+	case "attributes":
+		return jAttributes
+	case "key":
+		return jKey
+	case "value":
+		return jValue
+	case "name":
+		return jName
+	case "kind":
+		return jKind
+	case "startTimeUnixNano":
+		return jStart
+	case "start_time_unix_nano":
+		return jStartPB
+	case "endTimeUnixNano":
+		return jEnd
+	case "end_time_unix_nano":
+		return jEndPB
+	case "status":
+		return jStatus
+	case "code":
+		return jCode
+	case "stringValue":
+		return jStringValue
+	case "string_value":
+		return jStringValuePB
+	case "boolValue":
+		return jBoolValue
+	case "bool_value":
+		return jBoolValuePB
+	case "intValue":
+		return jIntValue
+	case "int_value":
+		return jIntValuePB
+	case "doubleValue":
+		return jDoubleValue
+	case "double_value":
+		return jDoubleValuePB
+	case "arrayValue":
+		return jArrayValue
+	case "array_value":
+		return jArrayValuePB
+	case "kvlistValue":
+		return jKvlistValue
+	case "kvlist_value":
+		return jKvlistValuePB
+	case "values":
+		return jValues
+	}
+	return -1
 }
 
 // jArr walks the array at b[i] (null is an empty one), calling fn with each element's index;
@@ -151,10 +233,6 @@ func (s *SpanDecoder) jSkip(b []byte, i int) int {
 
 // readJSON reads an ExportTraceServiceRequest.
 func (s *SpanDecoder) readJSON(b []byte) bool {
-	if !s.jsc.ready {
-		s.jsc.sc.SetNames(jsonNames...)
-		s.jsc.ready = true
-	}
 	i := s.jObj(b, textparse.SkipSpace(b, 0), func(field, at int) int {
 		if field == jResourceSpans || field == jResourceSpansPB {
 			return s.jArr(b, at, func(at int) int { return s.jResourceSpans(b, at) })
