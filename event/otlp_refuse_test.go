@@ -249,3 +249,36 @@ func FuzzOTLPJSON(f *testing.F) {
 		sameEvents(t, "fuzzed JSON request as pdata read it", got, walkSpans(td, DefaultSpanKey, []string{"http.route"}))
 	})
 }
+
+// AppendOTLP writes what pdata reads as the spans given, and what the protobuf reader reads as
+// pdata's spans say.
+func TestAppendOTLP(t *testing.T) {
+	code := int64(503)
+	spans := []Span{
+		{Name: "GET /pay", Kind: 2, Status: 2, Start: defTS * 1e6, End: defTS*1e6 + 1_500_000,
+			Attrs: []SpanAttr{{Key: "http.route", Str: "/pay"}, {Key: "http.response.status_code", Int: &code}}},
+		{Name: "db", Kind: 3, Start: defTS * 1e6, End: defTS*1e6 + 7},
+	}
+	body := AppendOTLP([]byte("keep"), "checkout", spans)
+	if string(body[:4]) != "keep" {
+		t.Fatal("AppendOTLP did not append")
+	}
+	td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(body[4:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := td.ResourceSpans().At(0)
+	if svc, _ := rs.Resource().Attributes().Get("service.name"); svc.Str() != "checkout" || rs.ScopeSpans().At(0).Spans().Len() != 2 {
+		t.Fatalf("pdata reads %d resources, service %q", td.ResourceSpans().Len(), svc.Str())
+	}
+	sp := rs.ScopeSpans().At(0).Spans().At(0)
+	route, _ := sp.Attributes().Get("http.route")
+	sc, _ := sp.Attributes().Get("http.response.status_code")
+	if sp.Name() != "GET /pay" || sp.Kind() != ptrace.SpanKindServer || sp.Status().Code() != ptrace.StatusCodeError ||
+		int64(sp.EndTimestamp()-sp.StartTimestamp()) != 1_500_000 || route.Str() != "/pay" || sc.Int() != 503 {
+		t.Fatalf("pdata reads span %q kind %v status %v attrs %v", sp.Name(), sp.Kind(), sp.Status().Code(), sp.Attributes().AsRaw())
+	}
+	dims := []string{"http.route", "http.response.status_code"}
+	d, _ := NewOTLPProto(SpanConfig{Dimensions: dims})
+	sameEvents(t, "AppendOTLP's record", decodeAll(t, d, body[4:]), walkSpans(td, DefaultSpanKey, dims))
+}
