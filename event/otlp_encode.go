@@ -5,8 +5,8 @@ import "encoding/binary"
 // Span is a span as AppendOTLP writes it: what a span's event is made of.
 type Span struct {
 	Name       string
-	Kind       int // SPAN_KIND_*: 0 unspecified … 5 consumer
-	Status     int // STATUS_CODE_*: 0 unset, 1 ok, 2 error
+	Kind       int   // SPAN_KIND_*: 0 unspecified … 5 consumer
+	Status     int   // STATUS_CODE_*: 0 unset, 1 ok, 2 error
 	Start, End int64 // unix ns
 	Attrs      []SpanAttr
 }
@@ -29,8 +29,8 @@ func AppendOTLP(dst []byte, service string, spans []Span) []byte {
 	}
 	var res []byte // Resource: attributes = 1
 	res = pbMessage(res, 1, appendKV(nil, "service.name", service, nil))
-	rs := pbMessage(nil, 1, res)  // ResourceSpans: resource = 1
-	rs = pbMessage(rs, 2, scope)  // scope_spans = 2
+	rs := pbMessage(nil, 1, res) // ResourceSpans: resource = 1
+	rs = pbMessage(rs, 2, scope) // scope_spans = 2
 	return pbMessage(dst, 1, rs) // ExportTraceServiceRequest: resource_spans = 1
 }
 
