@@ -25,10 +25,10 @@ type MapDecoder struct {
 	d     *Decoder // the rules: names, interning, labels
 	ms    []mapMetric
 	root  *mapNode
-	paths []string            // the fields, by leaf
-	vals  []textparse.Value   // the line's value of each field, by leaf
-	keys  []string            // each metric's key or series string, for a metric that shares another's (sameAs)
-	bad   mapBad              // why the last metric refused was refused, for Explain
+	paths []string          // the fields, by leaf
+	vals  []textparse.Value // the line's value of each field, by leaf
+	keys  []string          // each metric's key or series string, for a metric that shares another's (sameAs)
+	bad   mapBad            // why the last metric refused was refused, for Explain
 }
 
 // mapMetric is a MapMetric compiled: its fields as leaves of the tree.
