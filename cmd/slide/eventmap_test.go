@@ -322,4 +322,3 @@ func mapGroupOf(groups []query.WindowGroup, want map[string]string) (query.Windo
 	}
 	return query.WindowGroup{}, false
 }
-
