@@ -28,7 +28,10 @@ type MapDecoder struct {
 	paths []string          // the fields, by leaf
 	vals  []textparse.Value // the line's value of each field, by leaf
 	keys  []string          // each metric's key or series string, for a metric that shares another's (sameAs)
-	bad   mapBad            // why the last metric refused was refused, for Explain
+	times []int64           // each metric's time, for a metric that shares another's (sameTS), when timed
+	timed []bool
+	ser   []byte // the series string being written
+	bad   mapBad // why the last metric refused was refused, for Explain
 }
 
 // mapMetric is a MapMetric compiled: its fields as leaves of the tree.
@@ -41,21 +44,13 @@ type mapMetric struct {
 	keyDefault string
 	labels     []mapLabel // sorted by name
 	sameAs     int        // an earlier metric with the same key and labels, whose series this one reuses; −1
+	sameTS     int        // an earlier metric with the same ts field and unit, whose time this one reuses; −1
 }
 
 type mapLabel struct {
 	name string
+	sep  []byte // 0xFF name =, what precedes its value in a series string
 	leaf int
-}
-
-// mapNode is one object level of the fields' tree: the member names wanted there, each a
-// leaf (a field ends there), an inner node (a path goes on into it), or both.
-type mapNode struct {
-	names []string
-	leaf  []int      // by name: a field's leaf, or −1
-	kids  []*mapNode // by name: the level below, or nil
-	sc    textparse.Scanner
-	vals  []textparse.Value // by name, and one for every other member
 }
 
 // NewMapDecoder returns a decoder of lines by m, whose names follow cfg, or the error of m or
@@ -80,7 +75,7 @@ func NewMapDecoder(m Map, cfg Config) (*MapDecoder, error) {
 	for i, mm := range m.Metrics {
 		c := mapMetric{
 			metric: mm.Metric, ts: -1, value: leaf(mm.Value.Field), key: leaf(mm.Key.Field),
-			unit: mapUnits[mm.TS.Unit], scale: mm.Value.Scale, keyDefault: mm.Key.Default, sameAs: -1,
+			unit: mapUnits[mm.TS.Unit], scale: mm.Value.Scale, keyDefault: mm.Key.Default, sameAs: -1, sameTS: -1,
 		}
 		if mm.TS.Field != "" {
 			c.ts = leaf(mm.TS.Field)
@@ -89,80 +84,28 @@ func NewMapDecoder(m Map, cfg Config) (*MapDecoder, error) {
 			c.scale = 1
 		}
 		for _, l := range mm.Labels {
-			c.labels = append(c.labels, mapLabel{name: l.Name, leaf: leaf(l.Field)})
+			c.labels = append(c.labels, mapLabel{name: l.Name, sep: append(append([]byte{window.LabelSep}, l.Name...), '='), leaf: leaf(l.Field)})
 		}
 		slices.SortFunc(c.labels, func(a, b mapLabel) int { return strings.Compare(a.name, b.name) })
-		for j := range i {
-			if p := &md.ms[j]; p.key == c.key && p.keyDefault == c.keyDefault && slices.Equal(p.labels, c.labels) {
+		for j := i - 1; j >= 0; j-- { // the first such metric: it is never one that shares
+			p := &md.ms[j]
+			if p.key == c.key && p.keyDefault == c.keyDefault && slices.EqualFunc(p.labels, c.labels, func(a, b mapLabel) bool { return a.name == b.name && a.leaf == b.leaf }) {
 				c.sameAs = j
-				break
+			}
+			if p.ts == c.ts && p.unit == c.unit && c.ts >= 0 {
+				c.sameTS = j
 			}
 		}
 		md.ms = append(md.ms, c)
 	}
+	if err := md.root.check(); err != nil {
+		return nil, err
+	}
 	md.root.compile()
 	md.vals = make([]textparse.Value, len(md.paths))
 	md.keys = make([]string, len(md.ms))
+	md.times, md.timed = make([]int64, len(md.ms)), make([]bool, len(md.ms))
 	return md, nil
-}
-
-// add puts the field at path, leaf, under n.
-func (n *mapNode) add(path []string, leaf int) {
-	k := slices.Index(n.names, path[0])
-	if k < 0 {
-		n.names = append(n.names, path[0])
-		n.leaf = append(n.leaf, -1)
-		n.kids = append(n.kids, nil)
-		k = len(n.names) - 1
-	}
-	if len(path) == 1 {
-		n.leaf[k] = leaf
-		return
-	}
-	if n.kids[k] == nil {
-		n.kids[k] = &mapNode{}
-	}
-	n.kids[k].add(path[1:], leaf)
-}
-
-// compile gives each level's scanner its names.
-func (n *mapNode) compile() {
-	n.sc.SetNames(n.names...)
-	n.vals = make([]textparse.Value, len(n.names)+1)
-	for _, k := range n.kids {
-		if k != nil {
-			k.compile()
-		}
-	}
-}
-
-// resolve scans obj, the object at line[off:], recording the values of n's fields in vals
-// (offsets into line), and reports whether it is one JSON object. A nested object on a path
-// is scanned again for its own members (the scan of its parent validated it).
-func (n *mapNode) resolve(line []byte, off int32, obj []byte, vals []textparse.Value) bool {
-	clear(n.vals)
-	sc := &n.sc
-	sc.Reset(obj)
-	sc.Into(n.vals)
-	for sc.Next() {
-	}
-	if !sc.Done() {
-		return false
-	}
-	for k, v := range n.vals[:len(n.names)] {
-		if v.Kind == textparse.Absent {
-			continue
-		}
-		v.Start += off
-		v.End += off
-		if l := n.leaf[k]; l >= 0 {
-			vals[l] = v
-		}
-		if kid := n.kids[k]; kid != nil && v.Kind == textparse.Object {
-			kid.resolve(line, v.Start, line[v.Start:v.End], vals)
-		}
-	}
-	return true
 }
 
 // DecodeLines decodes NDJSON by the map: for each line of data that is not blank it calls fn
@@ -198,7 +141,7 @@ func (md *MapDecoder) DecodeLines(data []byte, defaultTS int64, fn func(line []b
 // scan records the map's fields of line in md.vals, or reports that line is not one object.
 func (md *MapDecoder) scan(line []byte) bool {
 	clear(md.vals)
-	return len(line) < math.MaxInt32 && md.root.resolve(line, 0, line, md.vals)
+	return len(line) < math.MaxInt32 && md.root.resolve(line, 0, len(line), md.vals)
 }
 
 // mapBad is why a metric's event was refused: the step (what) and the leaf or label it read.
@@ -231,24 +174,31 @@ func (md *MapDecoder) event(line []byte, i int, defaultTS int64) (window.Event, 
 			return md.refuse(i, badKey, m.key, "", r)
 		}
 		if len(m.labels) > 0 {
-			l := &md.d.lab
-			l.n, l.buf = 0, l.buf[:0]
+			ser := append(md.ser[:0], ev.Key...)
 			for _, lb := range m.labels {
-				if r = md.label(line, lb.name, md.vals[lb.leaf]); r != ReasonNone {
+				if ser, r = appendLabel(ser, line, lb.sep, md.vals[lb.leaf]); r != ReasonNone {
+					md.ser = ser
 					return md.refuse(i, badLabel, lb.leaf, lb.name, r)
 				}
 			}
-			ev.Key = md.d.seriesOf(ev.Key)
+			if md.ser = ser; len(ser) > len(ev.Key) {
+				ev.Key = md.d.internSeries(ser)
+			}
 		}
 		md.keys[i] = ev.Key
 	}
 	if ev.Value, r = md.value(line, md.vals[m.value], m.scale); r != ReasonNone {
 		return md.refuse(i, badValue, m.value, "", r)
 	}
-	if m.ts >= 0 {
+	md.timed[i] = false
+	switch {
+	case m.sameTS >= 0 && md.timed[m.sameTS]:
+		ev.TS = md.times[m.sameTS]
+	case m.ts >= 0:
 		if ev.TS, r = md.ts(line, md.vals[m.ts], m.unit, defaultTS); r != ReasonNone {
 			return md.refuse(i, badTS, m.ts, "", r)
 		}
+		md.times[i], md.timed[i] = ev.TS, true
 	}
 	return ev, ReasonNone
 }
@@ -297,40 +247,41 @@ func (md *MapDecoder) text(s []byte) (string, Reason) {
 	return v, ReasonNone
 }
 
-// label adds the label name read from v to the decoder's label scratch, by the label rules
-// of events: a string's value (never rewritten to U+FFFD, at most window.MaxLabelValueLen
-// bytes, window.ValidName), a number's or a boolean's text; absent or null is no label.
-func (md *MapDecoder) label(line []byte, name string, v textparse.Value) Reason {
-	l := &md.d.lab
+// appendLabel appends to ser, a series string being written, the label whose separator and
+// name (0xFF name =, window's encoding) are sep and whose value v is, by the label rules of
+// events: a string's value (never rewritten to U+FFFD, at most window.MaxLabelValueLen bytes,
+// window.ValidName), a number's or a boolean's text; absent, null or empty is no label. The
+// map's labels are sorted by name, so the string is window.AppendSeries' own.
+func appendLabel(ser, line, sep []byte, v textparse.Value) ([]byte, Reason) {
 	switch v.Kind {
 	case textparse.Absent, textparse.Null:
-		return ReasonNone
+		return ser, ReasonNone
 	case textparse.String, textparse.Number, textparse.True, textparse.False:
 	default:
-		return ReasonBadField
+		return ser, ReasonBadField
 	}
-	start := len(l.buf)
-	l.buf = append(l.buf, name...)
-	mid := len(l.buf)
+	mark := len(ser)
+	ser = append(ser, sep...)
+	at := len(ser)
 	s := v.Bytes(line)
 	if v.Escaped {
 		var lossy bool
-		if l.buf, lossy = textparse.Unquote(l.buf, s); lossy {
-			return ReasonBadField
+		if ser, lossy = textparse.Unquote(ser, s); lossy {
+			return ser[:mark], ReasonBadField
 		}
 	} else {
-		l.buf = append(l.buf, s...)
+		ser = append(ser, s...)
 	}
-	val := l.buf[mid:]
-	if len(val) > window.MaxLabelValueLen {
-		return ReasonKeyTooLong
+	val := ser[at:]
+	switch {
+	case len(val) == 0:
+		return ser[:mark], ReasonNone
+	case len(val) > window.MaxLabelValueLen:
+		return ser[:mark], ReasonKeyTooLong
+	case v.Kind == textparse.String && !window.ValidNameBytes(val):
+		return ser[:mark], ReasonBadField
 	}
-	if v.Kind == textparse.String && len(val) > 0 && !window.ValidNameBytes(val) {
-		return ReasonBadField
-	}
-	l.ls[l.n] = labelSpan{int32(start), int32(mid), int32(len(l.buf))}
-	l.n++
-	return ReasonNone
+	return ser, ReasonNone
 }
 
 // value reads a value: a JSON number, or a string holding one, times scale.
@@ -443,4 +394,13 @@ func unitMillis(s []byte, unit int) (int64, bool) {
 		}
 	}
 	return ms, true
+}
+
+// internSeries returns the interned copy of the series string s.
+func (d *Decoder) internSeries(s []byte) string {
+	v, h, ok := d.intern.lookup(s)
+	if !ok {
+		v = d.intern.add(s, h)
+	}
+	return v
 }

@@ -18,7 +18,10 @@ func (md *MapDecoder) Explain(line []byte) string {
 		if len(line) >= math.MaxInt32 {
 			return "invalid JSON: input of 2 GiB or more"
 		}
-		if err := md.root.sc.Err(); err != nil {
+		var sc textparse.Scanner // the scanner's own words for what is wrong
+		for sc.Reset(line); sc.Next(); {
+		}
+		if err := sc.Err(); err != nil {
 			return "invalid JSON: " + err.Error()
 		}
 		return "invalid JSON"
