@@ -71,7 +71,7 @@ func BenchmarkEventMap(b *testing.B) {
 			b.Fatalf("%d events accepted of %d", n, 2*b.N)
 		}
 		b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
-		b.ReportMetric(float64((cpuTime() - cpu0).Nanoseconds())/float64(b.N), "cpu_ns/op")
+		b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu_ns/op")
 	}
 	b.Run("ours", func(b *testing.B) { run(b, ours, md) })
 	b.Run("anchor", func(b *testing.B) {
