@@ -88,6 +88,24 @@
 // refusal the callback hands it). Both decode, observe and map the store's error to a Reason
 // in the same function, and allocate nothing per event once its series exists.
 //
+// # Access logs and any JSON: maps
+//
+// A Map (map.go) names, for each event a JSON line of another shape gives, the fields that
+// hold its time (RFC 3339 text, or a number of s, ms, us or ns), value (a number, or a
+// number's text, times a scale), key and labels; nested fields by dots, several metrics a
+// line. MapDecoder is its Format: one walk over a line's members (map_scan.go: names matched
+// by first byte and length, every other member validated and skipped by the scanner's
+// SkipValue, so a line that is not one JSON object is invalid_json as slide's own are), then
+// each metric's event by the rules above: the key by Decoder.Name's rule (or a number's or a
+// boolean's text, or the map's default when absent), labels by the labels member's rules
+// (a number or a boolean as its text; absent, null or "" is no label), names and series
+// strings through the decoder's intern table, 0 allocations a line once they are interned.
+// A field absent from a line is missing_field, `no field "duration"`, prefixed by its metric
+// when the map has several; a ts absent is the door's, as for slide's events. Presets
+// (map_presets.go): envoy, Envoy Gateway's default JSON access log, and nginx, the
+// log_format the README writes out. The YAML of --event-map is cmd/slide's (eventmap.go):
+// this package takes the struct, and Map.Validate holds it to these rules.
+//
 // # Formats: where a new one goes
 //
 // A Format (format.go) reads a body into events: DecodeLines hands each event with the part

@@ -322,3 +322,45 @@ func mapGroupOf(groups []query.WindowGroup, want map[string]string) (query.Windo
 	}
 	return query.WindowGroup{}, false
 }
+
+// TestBacktestEventMap: slide backtest --event-map replays an access log through the
+// policies, each line a request of its upstream at its start time, and its events feed the
+// usage rules; a line the map refuses stops the replay naming its line and field.
+func TestBacktestEventMap(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(pol, []byte(`policies:
+  - {name: per-upstream, algorithm: sliding_log, limit: 3, window: 60s}
+rules:
+  - {name: slow-upstream, metric: latency_ms, agg: p95, window: 1m, max: 500}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	for i := range 5 { // five requests to pay within a minute: the last two denied
+		log.WriteString(envoyAccessLine(t0.Add(time.Duration(i)*time.Second), "pay", 200, 20) + "\n")
+	}
+	// cart is slow: its p95 over 500 ms denies its next request by the usage rule.
+	log.WriteString(envoyAccessLine(t0.Add(10*time.Second), "cart", 200, 900) + "\n\n")
+	log.WriteString(envoyAccessLine(t0.Add(11*time.Second), "cart", 503, 950) + "\n")
+	code, out, stderr := runBacktest(t, log.String(), "--policies", pol, "--event-map", "envoy", "--format", "json", "--rings", "latency_ms=10s:30", "-")
+	want := `{"policy":"per-upstream","algorithm":"sliding_log","requests":7,"allowed":5,"denied":2,"top_denied":[{"key":"pay","denied":2}],"timeline":[{"start":"2026-12-02T09:00:00Z","allowed":5,"denied":2}]}
+{"policy":"slow-upstream","algorithm":"usage p95 of latency_ms","requests":7,"allowed":6,"denied":1,"top_denied":[{"key":"cart","denied":1}],"timeline":[{"start":"2026-12-02T09:00:00Z","allowed":6,"denied":1}]}
+`
+	if code != 0 || out != want {
+		t.Errorf("exit %d\n got %s\nwant %s\nstderr %s", code, out, want, stderr)
+	}
+	bad := strings.Replace(envoyAccessLine(t0, "pay", 200, 20), `"duration":20,`, "", 1)
+	code, _, stderr = runBacktest(t, log.String()+bad+"\n", "--policies", pol, "--event-map", "envoy", "-")
+	if wantErr := `line 9: refused as missing_field: metric "latency_ms": no field "duration"`; code != 1 || !strings.Contains(stderr, wantErr) {
+		t.Errorf("a refused line: exit %d, %s; want %s", code, stderr, wantErr)
+	}
+}
+
+// envoyAccessLine is a line of Envoy Gateway's default JSON access log (the fields the envoy
+// preset reads, among others).
+func envoyAccessLine(at time.Time, cluster string, code, ms int) string {
+	return fmt.Sprintf(`{"start_time":"%s","method":"GET","x-envoy-origin-path":"/","protocol":"HTTP/1.1","response_code":%d,"response_flags":"-","bytes_received":0,"bytes_sent":120,"duration":%d,"upstream_cluster":"%s","route_name":"r"}`,
+		at.UTC().Format("2006-01-02T15:04:05.000Z"), code, ms, cluster)
+}
