@@ -82,4 +82,3 @@ func ReadFormatLog(r io.Reader, f event.Format, fn func(Request) error) error {
 	}
 	return nil
 }
-
