@@ -88,6 +88,22 @@
 // refusal the callback hands it). Both decode, observe and map the store's error to a Reason
 // in the same function, and allocate nothing per event once its series exists.
 //
+// # Formats: where a new one goes
+//
+// A Format (format.go) reads a body into events: DecodeLines hands each event with the part
+// of the body it came from (a line, a span's bytes) and its Reason, Explain says a refused
+// part's detail. *Decoder, slide's JSON, is the default; NewIntake's WithFormat gives the
+// intake a constructor of another, called once per goroutine (ingest keeps one per
+// partition, Intake.NewFormat; Take pools them). A new format (OTLP spans and access logs
+// come next) is one file in this package that reads its input into window.Event values by the
+// rules above, refusing with the same Reasons (a new Reason only for what the rules above
+// cannot say), so that every door that takes it observes and reasons as the JSON events do.
+// The intake calls the package's formats by their types, so that nothing per event escapes
+// to the heap; a Format of another type costs nothing per event either (its refusals are
+// handed on after its body is read). A format that is not line-based says where a part is
+// in its body by a Locator ("span 3"). Its fuzz target and its differential test against a
+// reference reader go with it, and its benchmark in a *_timing_test.go file.
+//
 // # Access logs and any JSON: maps
 //
 // A Map (map.go) names, for each event a JSON line of another shape gives, the fields that
@@ -105,20 +121,4 @@
 // (map_presets.go): envoy, Envoy Gateway's default JSON access log, and nginx, the
 // log_format the README writes out. The YAML of --event-map is cmd/slide's (eventmap.go):
 // this package takes the struct, and Map.Validate holds it to these rules.
-//
-// # Formats: where a new one goes
-//
-// A Format (format.go) reads a body into events: DecodeLines hands each event with the part
-// of the body it came from (a line, a span's bytes) and its Reason, Explain says a refused
-// part's detail. *Decoder, slide's JSON, is the default; NewIntake's WithFormat gives the
-// intake a constructor of another, called once per goroutine (ingest keeps one per
-// partition, Intake.NewFormat; Take pools them). A new format (OTLP spans and access logs
-// come next) is one file in this package that reads its input into window.Event values by the
-// rules above, refusing with the same Reasons (a new Reason only for what the rules above
-// cannot say), so that every door that takes it observes and reasons as the JSON events do.
-// The intake calls the package's formats by their types, so that nothing per event escapes
-// to the heap; a Format of another type costs nothing per event either (its refusals are
-// handed on after its body is read). A format that is not line-based says where a part is
-// in its body by a Locator ("span 3"). Its fuzz target and its differential test against a
-// reference reader go with it, and its benchmark in a *_timing_test.go file.
 package event

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # fuzz-short.sh runs the fuzz targets that guard hostile input briefly, one after the other:
-# the event decoder (Kafka records and POST /v1/events), the query parameter parser of the
+# the event decoder (Kafka records and POST /v1/events) and the event map's (--event-map: access
+# logs and any JSON, against encoding/json), the query parameter parser of the
 # read routes, the policy-file parser, the rate limit service config loader and its
 # ShouldRateLimit handler, the decoder of peers' partial answers and of their signature headers, the bounded decompression
 # of Kafka batches (seeded with compression bombs), the /v1/allow body parser, the batch
@@ -9,8 +10,7 @@
 # event decoder, the NDJSON reader and the /v1/allow fast path share, and the event decoder's
 # one-pass fast paths against its scanner path, with the textparse readers they stand on, and
 # the one parser of window lengths (window= of the API, policy files, rls limits), and the
-# label selectors' fast paths against the regexp (match= of the read routes), and the event map's
-# decoder of access logs and any JSON (--event-map) against encoding/json. It stops at the first failure (go test has then
+# label selectors' fast paths against the regexp (match= of the read routes). It stops at the first failure (go test has then
 # written the failing input under the package's testdata/fuzz/<Target>/) and prints one line
 # per target; a target may name its own budget. FUZZTIME_SHORT sets the budget per target (default 50000x: executions, about
 # 10 s here); GO the go command. The budget is a count, not a duration: with a duration, Go
@@ -36,10 +36,10 @@ targets=(
 	"./window FuzzLoadSnapshot 20000x"
 	"./textparse FuzzScanner 20000x"
 	"./event FuzzDecodeFast 20000x"
+	"./event FuzzEventMap 20000x"
 	"./textparse FuzzFast 10000x"
 	"./window FuzzParseDuration 10000x"
 	"./window FuzzSelectorMatch 20000x"
-	"./event FuzzEventMap 20000x"
 )
 
 for t in "${targets[@]}"; do
