@@ -103,6 +103,14 @@ func FuzzEventMap(f *testing.F) {
 					if err := window.CheckSeries(e.ev.Key, DefaultMaxKeyLen); err != nil {
 						t.Fatalf("%q: series %q: %v", line, e.ev.Key, err)
 					}
+					if got, want := window.SeriesKeyOf(e.ev.Key), jsonText(doc, mm.Key.Field); got != want && !(want == "" && got == mm.Key.Default) {
+						t.Fatalf("%q: key %q, encoding/json's %q (default %q)", line, got, want, mm.Key.Default)
+					}
+					for _, l := range mm.Labels {
+						if got, want := window.LabelValue(e.ev.Key, l.Name), jsonText(doc, l.Field); got != want {
+							t.Fatalf("%q: label %s %q, encoding/json's %q", line, l.Name, got, want)
+						}
+					}
 					want, ok := jsonNumber(doc, mm.Value.Field)
 					if !ok {
 						t.Fatalf("%q: accepted, but encoding/json finds no number at %s", line, mm.Value.Field)
@@ -151,4 +159,26 @@ func jsonNumber(doc map[string]any, path string) (float64, bool) {
 		return f, err == nil && json.Valid([]byte(n))
 	}
 	return 0, false
+}
+
+// jsonText is encoding/json's text at the dotted path of doc as a key or a label reads it: a
+// string, a number's literal, true or false; "" for anything else.
+func jsonText(doc map[string]any, path string) string {
+	var v any = doc
+	for _, name := range strings.Split(path, ".") {
+		o, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = o[name]
+	}
+	switch t := v.(type) {
+	case string:
+		return t
+	case json.Number:
+		return string(t)
+	case bool:
+		return strconv.FormatBool(t)
+	}
+	return ""
 }

@@ -25,6 +25,7 @@ type mapNode struct {
 	kids  []*mapNode  // by name: the level below, or nil
 	first [256]uint64 // bit k: names[k] starts with this byte (a level holds at most 64 names)
 	size  [64]uint64  // bit k: names[k] has this length (mod 64)
+	words [][2]uint64 // by name: its bytes as textparse.PlainName reads them, when at most 16
 	sc    textparse.Scanner
 	buf   []byte // an escaped member name, unescaped
 }
@@ -55,9 +56,13 @@ func (n *mapNode) add(path []string, leaf int) {
 
 // compile indexes each level's names by first byte and length.
 func (n *mapNode) compile() {
+	n.words = make([][2]uint64, len(n.names))
 	for k, name := range n.names {
 		n.first[name[0]] |= 1 << k
 		n.size[len(name)&63] |= 1 << k
+		if len(name) <= maxShortName {
+			n.words[k][0], n.words[k][1] = words16([]byte(name))
+		}
 	}
 	for _, kid := range n.kids {
 		if kid != nil {
@@ -98,6 +103,18 @@ func (n *mapNode) match(name []byte) int {
 	return -1
 }
 
+// matchWords is match for a name of n ≤ 16 plain bytes given as PlainName's words: compared
+// as two words, not as a string.
+func (n *mapNode) matchWords(lo, hi uint64, size int) int {
+	for m := n.first[byte(lo)] & n.size[size]; m != 0; m &= m - 1 {
+		k := bits.TrailingZeros64(m)
+		if w := n.words[k]; w[0] == lo && w[1] == hi {
+			return k
+		}
+	}
+	return -1
+}
+
 // resolve walks the object at line[at:end] (whitespace around it allowed only at the top,
 // where end is len(line)), recording the values of n's fields in vals, the last of repeated
 // members winning, and reports whether it is one JSON object (at the top: and nothing after
@@ -115,16 +132,27 @@ func (n *mapNode) resolve(line []byte, at, end int, vals []textparse.Value) bool
 		if i >= len(b) || b[i] != '"' {
 			return false
 		}
-		j, esc := textparse.ScanString(b, i+1)
-		if j < 0 {
-			return false
+		var k int
+		// A short plain name (the common one) is found and matched as two words; any other
+		// is scanned, unescaped and compared as a string.
+		j, lo, hi := textparse.PlainName(b, i+1)
+		switch size := j - i - 1; {
+		case j >= 0 && size > 0 && size < maxShortName && i+17 <= len(b): // (PlainName gives no words for 16 bytes)
+			k = n.matchWords(lo, hi, size)
+		case j >= 0:
+			k = n.match(b[i+1 : j])
+		default:
+			var esc bool
+			if j, esc = textparse.ScanString(b, i+1); j < 0 {
+				return false
+			}
+			name := b[i+1 : j]
+			if esc {
+				n.buf, _ = textparse.Unquote(n.buf[:0], name)
+				name = n.buf
+			}
+			k = n.match(name)
 		}
-		name := b[i+1 : j]
-		if esc {
-			n.buf, _ = textparse.Unquote(n.buf[:0], name)
-			name = n.buf
-		}
-		k := n.match(name)
 		if i = j + 1; i < len(b) && b[i] <= ' ' {
 			i = textparse.SkipSpace(b, i)
 		}
