@@ -168,6 +168,8 @@ func (md *MapDecoder) event(line []byte, i int, defaultTS int64) (window.Event, 
 	var r Reason
 	if m.sameAs >= 0 && md.keys[m.sameAs] != "" {
 		ev.Key = md.keys[m.sameAs]
+	} else if k, ok := md.knownSeries(line, m); ok {
+		ev.Key, md.keys[i] = k, k
 	} else {
 		md.keys[i] = ""
 		if ev.Key, r = md.key(line, m); r != ReasonNone {
@@ -201,6 +203,39 @@ func (md *MapDecoder) event(line []byte, i int, defaultTS int64) (window.Event, 
 		md.times[i], md.timed[i] = ev.TS, true
 	}
 	return ev, ReasonNone
+}
+
+// knownSeries is the series string of metric m's key and labels when the line gives them as
+// plain text (no escape, no byte beyond ASCII, a key not empty) and the decoder's intern
+// table holds it: then its key and label values passed the rules when it entered the table
+// (only checked strings enter), and need no check now. Plain text holds no 0xFF, so the
+// labels' boundaries are the map's, and a string that breaks a rule is never found.
+func (md *MapDecoder) knownSeries(line []byte, m *mapMetric) (string, bool) {
+	kv := md.vals[m.key]
+	if len(m.labels) == 0 || kv.Kind != textparse.String || kv.Escaped || kv.End == kv.Start {
+		return "", false
+	}
+	ser := append(md.ser[:0], kv.Bytes(line)...)
+	for _, lb := range m.labels {
+		switch v := md.vals[lb.leaf]; v.Kind {
+		case textparse.Absent, textparse.Null:
+		case textparse.String, textparse.Number, textparse.True, textparse.False:
+			if v.Escaped {
+				md.ser = ser
+				return "", false
+			}
+			if v.End > v.Start {
+				ser = append(ser, lb.sep...)
+				ser = append(ser, v.Bytes(line)...)
+			}
+		default:
+			md.ser = ser
+			return "", false
+		}
+	}
+	md.ser = ser
+	s, _, ok := md.d.intern.lookup(ser)
+	return s, ok
 }
 
 // refuse records why metric i was refused and returns its reason.

@@ -226,6 +226,8 @@ func TestMapRefusals(t *testing.T) {
 		{strings.Replace(base, `"method":"GET"`, `"method":"\ud800"`, 1), ReasonBadField, `metric "latency_ms": label "method": field "method": value not valid UTF-8`},
 		{strings.Replace(base, `"method":"GET"`, `"method":"`+strings.Repeat("G", 257)+`"`, 1), ReasonKeyTooLong, `metric "latency_ms": label "method": field "method": value of 257 bytes, more than 256`},
 		{strings.Replace(base, `"method":"GET"`, `"method":"G\u202eT"`, 1), ReasonBadField, `metric "latency_ms": label "method": field "method": value holds a bidi override or isolate`},
+		{strings.Replace(base, `"method":"GET"`, "\"method\":\"G\x7fT\"", 1), ReasonBadField, `metric "latency_ms": label "method": field "method": value holds a control character`},
+		{strings.Replace(base, `"upstream_cluster":"c"`, "\"upstream_cluster\":\"c\x7f\"", 1), ReasonBadField, `metric "latency_ms": field "upstream_cluster": holds a control character`},
 		{base[:len(base)-1], ReasonInvalidJSON, `invalid JSON: unexpected end at byte ` + strconv.Itoa(len(base)-1)},
 		{`[1,2]`, ReasonInvalidJSON, `invalid JSON: no opening brace at byte 0`},
 		{strings.Replace(base, `"duration":3`, `"duration":NaN`, 1), ReasonInvalidJSON, ``},
