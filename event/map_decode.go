@@ -10,14 +10,14 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-// A MapDecoder reads a line in one pass of textparse's Scanner over its members, each field
-// a Map names recorded where it lies (the fields are a tree of member names: an object on a
-// path is scanned again, only it, for its members); every other member is validated and
-// skipped by the scanner, so a line that is not JSON is refused as slide's own events are.
-// Then each of the map's metrics is one event, its key, value, time and labels converted from
-// the recorded fields by the rules of the package doc, through a Decoder's own readers: its
-// name checks and intern table (a key or series string it has seen allocates nothing), its
-// label scratch and series string (decode_labels.go).
+// A MapDecoder reads a line in one walk over its members (map_scan.go), each field a Map names
+// recorded where it lies; every other member is validated and skipped by the scanner, so a
+// line that is not JSON is refused as slide's own events are. Then each of the map's metrics
+// is one event, its key, value, time and labels converted from the recorded fields by the
+// rules of the package doc, through a Decoder's own readers: its name checks and intern table
+// (a key or series string it has seen allocates nothing), and window's series encoding. The
+// metrics of a line that share a key and labels share its series string, those that share a
+// time field its time, each read once a line.
 
 // MapDecoder decodes JSON lines into events by a Map. Like a Decoder it is not safe for
 // concurrent use: keep one per goroutine. The zero value is not usable; call NewMapDecoder.
@@ -165,6 +165,7 @@ const (
 func (md *MapDecoder) event(line []byte, i int, defaultTS int64) (window.Event, Reason) {
 	m := &md.ms[i]
 	ev := window.Event{Metric: m.metric, TS: defaultTS, Count: 1}
+	md.timed[i] = false // (before any refusal: a later metric must not take a time of the line before)
 	var r Reason
 	if m.sameAs >= 0 && md.keys[m.sameAs] != "" {
 		ev.Key = md.keys[m.sameAs]
@@ -192,7 +193,6 @@ func (md *MapDecoder) event(line []byte, i int, defaultTS int64) (window.Event, 
 	if ev.Value, r = md.value(line, md.vals[m.value], m.scale); r != ReasonNone {
 		return md.refuse(i, badValue, m.value, "", r)
 	}
-	md.timed[i] = false
 	switch {
 	case m.sameTS >= 0 && md.timed[m.sameTS]:
 		ev.TS = md.times[m.sameTS]

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -320,5 +321,35 @@ func TestMapAllocs(t *testing.T) {
 		if n != 2*202 { // one line before, one warm-up run, 200 measured
 			t.Errorf("%s: %d events accepted, want %d", c.preset, n, 2*202)
 		}
+	}
+}
+
+// TestMapSharedReads: metrics sharing a key and labels, or a time field, share what was read
+// of the line, and never what was read of the line before (a refused metric included).
+func TestMapSharedReads(t *testing.T) {
+	m := Map{Metrics: []MapMetric{
+		{Metric: "a", TS: MapTS{Field: "t"}, Value: MapValue{Field: "x"}, Key: MapKey{Field: "k"}, Labels: []MapLabel{{Name: "c", Field: "c"}}},
+		{Metric: "b", TS: MapTS{Field: "t"}, Value: MapValue{Field: "y"}, Key: MapKey{Field: "k"}, Labels: []MapLabel{{Name: "c", Field: "c"}}},
+	}}
+	md, err := NewMapDecoder(m, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decodeAll(md, `{"t":1000,"k":"one","c":"x","x":1,"y":2}`+"\n"+
+		`{"t":2000,"k":"two","c":"y","y":3}`+"\n"+ // a refused: b takes this line's time and series
+		`{"t":3000,"k":"t\u0000","c":"z","x":4,"y":5}`+"\n"+ // both refused for the key
+		`{"t":4000,"k":"four","x":6,"y":7}`, 0)
+	want := []mapped{
+		{ev: window.Event{Metric: "a", Key: seriesOf(t, "one", "c", "x"), Value: 1, Count: 1, TS: 1000}},
+		{ev: window.Event{Metric: "b", Key: seriesOf(t, "one", "c", "x"), Value: 2, Count: 1, TS: 1000}},
+		{r: ReasonMissingField, detail: `metric "a": no field "x"`},
+		{ev: window.Event{Metric: "b", Key: seriesOf(t, "two", "c", "y"), Value: 3, Count: 1, TS: 2000}},
+		{r: ReasonBadField, detail: `metric "a": field "k": holds a control character`},
+		{r: ReasonBadField, detail: `metric "a": field "k": holds a control character`},
+		{ev: window.Event{Metric: "a", Key: "four", Value: 6, Count: 1, TS: 4000}},
+		{ev: window.Event{Metric: "b", Key: "four", Value: 7, Count: 1, TS: 4000}},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
 }
