@@ -25,6 +25,8 @@ func FuzzEventMap(f *testing.F) {
 	f.Add([]byte(nginxLine("1764666301", "api.example.com", "POST", "/a\\\"b", 502, "12.5", 0) + "\n" + nginxLine("-1.5", "h", "GET", "/", 200, "1e3", 1)))
 	f.Add([]byte(`{"svc":"pay","req":{"at":1764666300123456,"timing":{"total":"2500"}},"res":{"code":200},"ok":true}`))
 	f.Add([]byte(`{"svc":null,"req":{"timing":{"total":1e999}},"res":[1],"ok":{"a":1}}` + "\n" + `{"svc":"\ud800"}`))
+	f.Add([]byte(envoyLine("2026-12-02T09:05:00.123Z", "GET", "/", "200", "-", 1, 2, "c") + "\n" +
+		strings.Replace(envoyLine("2026-12-02T09:06:00Z", "GET", "/", "200", "-", 1, 2, "d"), `"duration":2,`, ``, 1)))
 	f.Add([]byte(`{"duration":NaN,"upstream_cluster":"c","start_time":"2026-13-01T00:00:00Z"}`))
 	nested := Map{Metrics: []MapMetric{{
 		Metric: "latency_ms",
@@ -62,6 +64,26 @@ func FuzzEventMap(f *testing.F) {
 			})
 			if n != len(evs) {
 				t.Fatalf("DecodeLines says %d events, gave %d", n, len(evs))
+			}
+			// Each line decodes as it would alone, by a fresh decoder: nothing of a line before
+			// (a refused metric's included) leaks into the next.
+			var alone []got
+			for _, line := range lines {
+				fresh, err := NewMapDecoder(m, Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				fresh.DecodeLines(line, 42, func(line []byte, ev window.Event, r Reason) {
+					alone = append(alone, got{line, ev, r})
+				})
+			}
+			if len(alone) != len(evs) {
+				t.Fatalf("%d events line by line, %d in one body", len(alone), len(evs))
+			}
+			for j := range alone {
+				if alone[j].ev != evs[j].ev || alone[j].r != evs[j].r {
+					t.Fatalf("event %d: %+v %s alone, %+v %s after the lines before", j, alone[j].ev, alone[j].r, evs[j].ev, evs[j].r)
+				}
 			}
 			i := 0
 			for _, line := range lines {
