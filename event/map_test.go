@@ -287,6 +287,17 @@ func TestMapValidate(t *testing.T) {
 			t.Errorf("%+v: NewMapDecoder took it", mm)
 		}
 	}
+	var wide Map // 5 metrics of 16 labels each: 82 fields in one object, more than a level holds
+	for i := range 5 {
+		mm := MapMetric{Metric: "m" + strconv.Itoa(i), Value: MapValue{Field: "v"}, Key: MapKey{Field: "k"}}
+		for j := range window.MaxLabels {
+			mm.Labels = append(mm.Labels, MapLabel{Name: "l" + strconv.Itoa(j), Field: "f" + strconv.Itoa(16*i+j)})
+		}
+		wide.Metrics = append(wide.Metrics, mm)
+	}
+	if _, err := NewMapDecoder(wide, Config{}); err == nil || !strings.Contains(err.Error(), "fields in one object, at most 64") {
+		t.Errorf("a map of 82 fields in one object: %v", err)
+	}
 	if err := (Map{}).Validate(); err == nil {
 		t.Error("a map without metrics validated")
 	}
