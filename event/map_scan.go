@@ -163,7 +163,12 @@ func (n *mapNode) resolve(line []byte, at, end int, vals []textparse.Value) bool
 			i = textparse.SkipSpace(b, i)
 		}
 		if k < 0 {
-			if i = n.sc.SkipValue(b, i); i < 0 {
+			if i < len(b) && b[i] == '"' { // the common member not wanted: a string, skipped inline
+				if i, _ = textparse.ScanString(b, i+1); i < 0 {
+					return false
+				}
+				i++
+			} else if i = n.sc.SkipValue(b, i); i < 0 {
 				return false
 			}
 		} else {
