@@ -27,6 +27,7 @@ func FuzzEventMap(f *testing.F) {
 	f.Add([]byte(`{"svc":null,"req":{"timing":{"total":1e999}},"res":[1],"ok":{"a":1}}` + "\n" + `{"svc":"\ud800"}`))
 	f.Add([]byte(envoyLine("2026-12-02T09:05:00.123Z", "GET", "/", "200", "-", 1, 2, "c") + "\n" +
 		strings.Replace(envoyLine("2026-12-02T09:06:00Z", "GET", "/", "200", "-", 1, 2, "d"), `"duration":2,`, ``, 1)))
+	f.Add([]byte("{\"duration\":1,\n\"upstream_cluster\":\"c\"}\r\n  \n {\"duration\": 2, \"upstream_cluster\": \"c\", \"x\": {\"y\":\n[1]}}\n{}{}"))
 	f.Add([]byte(`{"duration":NaN,"upstream_cluster":"c","start_time":"2026-13-01T00:00:00Z"}`))
 	nested := Map{Metrics: []MapMetric{{
 		Metric: "latency_ms",

@@ -364,3 +364,38 @@ func TestMapSharedReads(t *testing.T) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
 }
+
+// TestMapLines: a body is cut into lines at its newlines, whatever an object spans: an object
+// over several lines is that many refused lines, blank lines are skipped, a carriage return
+// or spaces end a line as they do slide's events, and two objects on a line are not JSON.
+func TestMapLines(t *testing.T) {
+	md, err := NewMapDecoder(Map{Metrics: []MapMetric{{Metric: "m", Value: MapValue{Field: "v"}, Key: MapKey{Field: "k"},
+		Labels: []MapLabel{{Name: "o", Field: "o"}}}}}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "{\"k\":\"a\",\"v\":1}\r\n" + // CRLF
+		"  \t\n\n" + // blank
+		" {\"k\": \"b\", \"v\": 2 }  \n" + // spaced
+		"{\"k\":\"c\",\n\"v\":3}\n" + // an object over two lines: two refusals
+		"{\"k\":\"d\",\"v\":4,\"o\":{\"x\":\n1}}\n" + // a newline inside a nested value
+		"{\"k\":\"e\",\"v\":5}{\"k\":\"f\",\"v\":6}\n" + // two objects
+		"{\"k\":\"g\",\"v\":7,\"o\":[1, {\"y\": 2}]}" // no newline at the end
+	var got []string
+	md.DecodeLines([]byte(body), 0, func(line []byte, ev window.Event, r Reason) {
+		got = append(got, strconv.Quote(string(line))+" "+r.String()+" "+strconv.Quote(ev.Key))
+	})
+	want := []string{
+		`"{\"k\":\"a\",\"v\":1}\r" none "a"`,
+		`" {\"k\": \"b\", \"v\": 2 }  " none "b"`,
+		`"{\"k\":\"c\"," invalid_json ""`,
+		`"\"v\":3}" invalid_json ""`,
+		`"{\"k\":\"d\",\"v\":4,\"o\":{\"x\":" invalid_json ""`,
+		`"1}}" invalid_json ""`,
+		`"{\"k\":\"e\",\"v\":5}{\"k\":\"f\",\"v\":6}" invalid_json ""`,
+		`"{\"k\":\"g\",\"v\":7,\"o\":[1, {\"y\": 2}]}" bad_field ""`, // an array is no label
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
