@@ -116,9 +116,9 @@
 // boolean's text, or the map's default when absent), labels by the labels member's rules
 // (a number or a boolean as its text; absent, null or "" is no label), names and series
 // strings through the decoder's intern table, 0 allocations a line once they are interned.
-// A field absent from a line is missing_field, `no field "duration"`, prefixed by its metric
-// when the map has several; a ts absent is the door's, as for slide's events. Presets
-// (map_presets.go): envoy, Envoy Gateway's default JSON access log, and nginx, the
-// log_format the README writes out. The YAML of --event-map is cmd/slide's (eventmap.go):
+// A field absent from a line is missing_field, `no field "duration"` (the details of metrics
+// refused for different things joined by "; "); a ts absent is the door's, as for slide's
+// events. Presets (map_presets.go): envoy, Envoy Gateway's default JSON access log, and
+// nginx, the log_format the README writes out. The YAML of --event-map is cmd/slide's (eventmap.go):
 // this package takes the struct, and Map.Validate holds it to these rules.
 package event

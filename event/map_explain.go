@@ -2,7 +2,9 @@ package event
 
 import (
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/slide-metrics/slide/textparse"
 	"github.com/slide-metrics/slide/window"
@@ -10,9 +12,9 @@ import (
 
 // Explain says why md refuses line, as Decoder.Explain does for slide's own events: the
 // field and what is wrong with it (`no field "duration"`, `field "duration": "fast" is not a
-// number`), prefixed by the metric (`metric "bytes_sent": …`) when the map has several; ""
-// when every metric's event decodes. It decodes line again and allocates: call it for a
-// refused line only.
+// number`); when the map's metrics are refused for different things, each once, joined by
+// "; " (a Format is asked about a line, not about one of its events); "" when every metric's
+// event decodes. It decodes line again and allocates: call it for a refused line only.
 func (md *MapDecoder) Explain(line []byte) string {
 	if !md.scan(line) {
 		if len(line) >= math.MaxInt32 {
@@ -26,16 +28,15 @@ func (md *MapDecoder) Explain(line []byte) string {
 		}
 		return "invalid JSON"
 	}
+	var said []string
 	for i := range md.ms {
 		if _, r := md.event(line, i, 0); r != ReasonNone {
-			s := md.explain(line, r)
-			if len(md.ms) > 1 {
-				s = "metric " + strconv.Quote(md.ms[i].metric) + ": " + s
+			if s := md.explain(line, r); !slices.Contains(said, s) {
+				said = append(said, s)
 			}
-			return s
 		}
 	}
-	return ""
+	return strings.Join(said, "; ")
 }
 
 // explain says md.bad, the last refusal of event, whose reason was r.

@@ -213,22 +213,22 @@ func TestMapRefusals(t *testing.T) {
 		reason Reason
 		detail string
 	}{
-		{strings.Replace(base, `"duration":3,`, ``, 1), ReasonMissingField, `metric "latency_ms": no field "duration"`},
-		{strings.Replace(base, `"duration":3`, `"duration":null`, 1), ReasonMissingField, `metric "latency_ms": field "duration": null`},
-		{strings.Replace(base, `"duration":3`, `"duration":"fast"`, 1), ReasonBadField, `metric "latency_ms": field "duration": "fast" is not a number`},
-		{strings.Replace(base, `"duration":3`, `"duration":[3]`, 1), ReasonBadField, `metric "latency_ms": field "duration": an array, not a number`},
-		{strings.Replace(base, `"duration":3`, `"duration":1e999`, 1), ReasonInvalidValue, `metric "latency_ms": field "duration": 1e999 is beyond float64`},
-		{strings.Replace(base, `"duration":3`, `"duration":"1e999"`, 1), ReasonInvalidValue, `metric "latency_ms": field "duration": "1e999" is beyond float64`},
-		{strings.Replace(base, `"start_time":"2026-12-02T09:05:00.123Z"`, `"start_time":"yesterday"`, 1), ReasonBadField, `metric "latency_ms": field "start_time": "yesterday" is neither RFC 3339 nor a number of ms`},
-		{strings.Replace(base, `"upstream_cluster":"c"`, `"upstream_cluster":{"name":"c"}`, 1), ReasonBadField, `metric "latency_ms": field "upstream_cluster": an object, not a key`},
-		{strings.Replace(base, `"upstream_cluster":"c"`, `"upstream_cluster":"a\u0000b"`, 1), ReasonBadField, `metric "latency_ms": field "upstream_cluster": holds a control character`},
-		{strings.Replace(base, `"upstream_cluster":"c"`, `"upstream_cluster":"`+strings.Repeat("x", 300)+`"`, 1), ReasonKeyTooLong, `metric "latency_ms": field "upstream_cluster": 300 bytes, more than 256`},
-		{strings.Replace(base, `"method":"GET"`, `"method":{"v":"GET"}`, 1), ReasonBadField, `metric "latency_ms": label "method": field "method": an object, not text`},
-		{strings.Replace(base, `"method":"GET"`, `"method":"\ud800"`, 1), ReasonBadField, `metric "latency_ms": label "method": field "method": value not valid UTF-8`},
-		{strings.Replace(base, `"method":"GET"`, `"method":"`+strings.Repeat("G", 257)+`"`, 1), ReasonKeyTooLong, `metric "latency_ms": label "method": field "method": value of 257 bytes, more than 256`},
-		{strings.Replace(base, `"method":"GET"`, `"method":"G\u202eT"`, 1), ReasonBadField, `metric "latency_ms": label "method": field "method": value holds a bidi override or isolate`},
-		{strings.Replace(base, `"method":"GET"`, "\"method\":\"G\x7fT\"", 1), ReasonBadField, `metric "latency_ms": label "method": field "method": value holds a control character`},
-		{strings.Replace(base, `"upstream_cluster":"c"`, "\"upstream_cluster\":\"c\x7f\"", 1), ReasonBadField, `metric "latency_ms": field "upstream_cluster": holds a control character`},
+		{strings.Replace(base, `"duration":3,`, ``, 1), ReasonMissingField, `no field "duration"`},
+		{strings.Replace(base, `"duration":3`, `"duration":null`, 1), ReasonMissingField, `field "duration": null`},
+		{strings.Replace(base, `"duration":3`, `"duration":"fast"`, 1), ReasonBadField, `field "duration": "fast" is not a number`},
+		{strings.Replace(base, `"duration":3`, `"duration":[3]`, 1), ReasonBadField, `field "duration": an array, not a number`},
+		{strings.Replace(base, `"duration":3`, `"duration":1e999`, 1), ReasonInvalidValue, `field "duration": 1e999 is beyond float64`},
+		{strings.Replace(base, `"duration":3`, `"duration":"1e999"`, 1), ReasonInvalidValue, `field "duration": "1e999" is beyond float64`},
+		{strings.Replace(base, `"start_time":"2026-12-02T09:05:00.123Z"`, `"start_time":"yesterday"`, 1), ReasonBadField, `field "start_time": "yesterday" is neither RFC 3339 nor a number of ms`},
+		{strings.Replace(base, `"upstream_cluster":"c"`, `"upstream_cluster":{"name":"c"}`, 1), ReasonBadField, `field "upstream_cluster": an object, not a key`},
+		{strings.Replace(base, `"upstream_cluster":"c"`, `"upstream_cluster":"a\u0000b"`, 1), ReasonBadField, `field "upstream_cluster": holds a control character`},
+		{strings.Replace(base, `"upstream_cluster":"c"`, `"upstream_cluster":"`+strings.Repeat("x", 300)+`"`, 1), ReasonKeyTooLong, `field "upstream_cluster": 300 bytes, more than 256`},
+		{strings.Replace(base, `"method":"GET"`, `"method":{"v":"GET"}`, 1), ReasonBadField, `label "method": field "method": an object, not text`},
+		{strings.Replace(base, `"method":"GET"`, `"method":"\ud800"`, 1), ReasonBadField, `label "method": field "method": value not valid UTF-8`},
+		{strings.Replace(base, `"method":"GET"`, `"method":"`+strings.Repeat("G", 257)+`"`, 1), ReasonKeyTooLong, `label "method": field "method": value of 257 bytes, more than 256`},
+		{strings.Replace(base, `"method":"GET"`, `"method":"G\u202eT"`, 1), ReasonBadField, `label "method": field "method": value holds a bidi override or isolate`},
+		{strings.Replace(base, `"method":"GET"`, "\"method\":\"G\x7fT\"", 1), ReasonBadField, `label "method": field "method": value holds a control character`},
+		{strings.Replace(base, `"upstream_cluster":"c"`, "\"upstream_cluster\":\"c\x7f\"", 1), ReasonBadField, `field "upstream_cluster": holds a control character`},
 		{base[:len(base)-1], ReasonInvalidJSON, `invalid JSON: unexpected end at byte ` + strconv.Itoa(len(base)-1)},
 		{`[1,2]`, ReasonInvalidJSON, `invalid JSON: no opening brace at byte 0`},
 		{strings.Replace(base, `"duration":3`, `"duration":NaN`, 1), ReasonInvalidJSON, ``},
@@ -251,10 +251,15 @@ func TestMapRefusals(t *testing.T) {
 			t.Errorf("%.60s…: detail %q, want %q", c.line, got[0].detail, c.detail)
 		}
 	}
-	// The second metric refused alone: its detail names it.
+	// Metrics refused for different things: each said once.
+	line2 := strings.Replace(strings.Replace(base, `"bytes_sent":466`, `"bytes_sent":"many"`, 1), `"duration":3,`, ``, 1)
+	if got := decodeAll(md, line2, 42); len(got) != 2 || got[0].detail != `no field "duration"; field "bytes_sent": "many" is not a number` {
+		t.Errorf("two metrics refused for two things: %+v", got)
+	}
+	// The second metric refused alone.
 	line := strings.Replace(base, `"bytes_sent":466,`, ``, 1)
 	got := decodeAll(md, line, 42)
-	if len(got) != 2 || got[0].r != ReasonNone || got[1].r != ReasonMissingField || got[1].detail != `metric "bytes_sent": no field "bytes_sent"` {
+	if len(got) != 2 || got[0].r != ReasonNone || got[1].r != ReasonMissingField || got[1].detail != `no field "bytes_sent"` {
 		t.Errorf("a line without bytes_sent: %+v", got)
 	}
 }
@@ -353,10 +358,10 @@ func TestMapSharedReads(t *testing.T) {
 	want := []mapped{
 		{ev: window.Event{Metric: "a", Key: seriesOf(t, "one", "c", "x"), Value: 1, Count: 1, TS: 1000}},
 		{ev: window.Event{Metric: "b", Key: seriesOf(t, "one", "c", "x"), Value: 2, Count: 1, TS: 1000}},
-		{r: ReasonMissingField, detail: `metric "a": no field "x"`},
+		{r: ReasonMissingField, detail: `no field "x"`},
 		{ev: window.Event{Metric: "b", Key: seriesOf(t, "two", "c", "y"), Value: 3, Count: 1, TS: 2000}},
-		{r: ReasonBadField, detail: `metric "a": field "k": holds a control character`},
-		{r: ReasonBadField, detail: `metric "a": field "k": holds a control character`},
+		{r: ReasonBadField, detail: `field "k": holds a control character`},
+		{r: ReasonBadField, detail: `field "k": holds a control character`},
 		{ev: window.Event{Metric: "a", Key: "four", Value: 6, Count: 1, TS: 4000}},
 		{ev: window.Event{Metric: "b", Key: "four", Value: 7, Count: 1, TS: 4000}},
 	}
