@@ -271,7 +271,7 @@ func TestEventMapThroughKafka(t *testing.T) {
 			// POST /v1/events reads the preset's lines too, and names a refused line's field.
 			field := map[string]string{"envoy": `"duration":`, "nginx": `"request_time":`}[c.preset]
 			badLine := strings.Replace(lines[0], field, `"x`+field[1:], 1)
-			resp, err := http.Post(base+"/v1/events", "application/x-ndjson", strings.NewReader(lines[1]+"\n"+badLine+"\n"))
+			resp, err := http.Post(base+"/v1/events", "application/json", strings.NewReader(lines[1]+"\n"+badLine+"\n"))
 			if err != nil {
 				t.Fatal(err)
 			}
