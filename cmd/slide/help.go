@@ -154,12 +154,17 @@ func printHelp(w io.Writer, name string, fs *flag.FlagSet) {
 			fmt.Fprintf(w, "  %s\n", e)
 		}
 	}
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n == 0 {
+	// The example names a flag of this page, with a dash where one has one.
+	var eg *flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		if eg == nil || !strings.Contains(eg.Name, "-") && strings.Contains(f.Name, "-") {
+			eg = f
+		}
+	})
+	if eg == nil {
 		return
 	}
-	fmt.Fprint(w, "\nflags (each can also be set as SLIDE_<FLAG>, e.g. --max-series as SLIDE_MAX_SERIES):\n")
+	fmt.Fprintf(w, "\nflags (each can also be set as SLIDE_<FLAG>, e.g. --%s as %s):\n", eg.Name, envNameOf(fs, eg.Name))
 	printFlags(w, fs)
 }
 
@@ -170,6 +175,9 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		typ, usage := flag.UnquoteUsage(f)
 		if _, ok := f.Value.(windowFlag); ok && typ == "value" {
 			typ = "duration" // as the flag package names a DurationVar
+		}
+		if _, ok := f.Value.(bytesFlag); ok && typ == "value" {
+			typ = "size"
 		}
 		line := "  --" + f.Name
 		if typ != "" {
