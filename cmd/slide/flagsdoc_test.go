@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -129,4 +131,32 @@ func TestEveryFlagHasATopic(t *testing.T) {
 			}
 		}
 	}
+}
+
+// commandFlags returns the flags each subcommand defines, as its flag set has them when it
+// parses --help (query: the union of its subcommands').
+func commandFlags(t *testing.T) map[string][]string {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []*flag.FlagSet
+	flagSetHook = func(fs *flag.FlagSet) { mu.Lock(); seen = append(seen, fs); mu.Unlock() }
+	defer func() { flagSetHook = nil }()
+	out := map[string][]string{}
+	for _, sub := range subcommands {
+		seen = nil
+		if code := run(context.Background(), append(append([]string{}, sub...), "--help"), stdio{strings.NewReader(""), io.Discard, io.Discard}); code != 0 {
+			t.Fatalf("slide %v --help: exit %d", sub, code)
+		}
+		if len(seen) != 1 {
+			t.Fatalf("slide %v --help parsed %d flag sets, want 1", sub, len(seen))
+		}
+		names := out[sub[0]]
+		seen[0].VisitAll(func(f *flag.Flag) {
+			if !slices.Contains(names, f.Name) {
+				names = append(names, f.Name)
+			}
+		})
+		out[sub[0]] = names
+	}
+	return out
 }
