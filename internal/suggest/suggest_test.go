@@ -11,10 +11,10 @@ func TestDistance(t *testing.T) {
 		want int
 	}{
 		{"", "", 0}, {"addr", "addr", 0}, {"", "abc", 3}, {"abc", "", 3},
-		{"polices", "policies", 1},   // a missing letter
-		{"polciies", "policies", 1},  // neighbours swapped
-		{"slot", "slots", 1},         // a missing plural
-		{"kitten", "sitting", 3},     // the classic
+		{"polices", "policies", 1},  // a missing letter
+		{"polciies", "policies", 1}, // neighbours swapped
+		{"slot", "slots", 1},        // a missing plural
+		{"kitten", "sitting", 3},    // the classic
 		{"max-sereis", "max-series", 1},
 		{"ca", "abc", 3}, // OSA, not Damerau: no edit of a swapped pair
 	} {
