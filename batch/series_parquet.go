@@ -26,6 +26,7 @@ type ParquetSeriesWriter struct {
 	aggs  int
 	rows  []parquet.Row
 	n     int
+	text  []byte // the group and time bytes of the rows buffered, reset once they are written
 }
 
 // NewParquetSeriesWriter returns a writer of job's series to w. It writes nothing until the
@@ -76,14 +77,21 @@ func (s *ParquetSeriesWriter) Write(r SeriesRow) error {
 	}
 	row := s.rows[s.n][:0]
 	col := func(v parquet.Value) { row = append(row, v.Level(0, 0, len(row))) }
+	// Byte arrays point into s.text: WriteRows copies them, so one buffer serves a batch
+	// instead of two allocations a row.
+	bytesCol := func(from int) { col(parquet.ByteArrayValue(s.text[from:len(s.text):len(s.text)])) }
 	if s.group {
-		col(parquet.ByteArrayValue([]byte(r.Group)))
+		from := len(s.text)
+		s.text = append(s.text, r.Group...)
+		bytesCol(from)
 	}
 	col(parquet.Int64Value(r.Row))
 	col(parquet.Int64Value(r.Line))
 	if s.ts {
 		col(parquet.Int64Value(r.TS))
-		col(parquet.ByteArrayValue([]byte(FormatTime(r.TS))))
+		from := len(s.text)
+		s.text = appendTime(s.text, r.TS)
+		bytesCol(from)
 	}
 	for _, v := range r.Values {
 		col(parquet.DoubleValue(v))
@@ -101,7 +109,7 @@ func (s *ParquetSeriesWriter) flushRows() error {
 		return nil
 	}
 	_, err := s.w.WriteRows(s.rows[:s.n])
-	s.n = 0
+	s.n, s.text = 0, s.text[:0]
 	return err
 }
 
