@@ -233,7 +233,7 @@
 // list only the keys it matches (key= of /v1/range and /v1/top). A key in a table links to
 // its page, ?view=key&key=tenant-1: for each metric the key has series of (from /v1/series),
 // its history (quantiles or sum, events per second), the same by one of its labels (group
-// by: a status label first, else the first name; the five largest groups) from /v1/range
+// by: a status label first, else the first name; the eight largest groups) from /v1/range
 // by=, and its errors per second and error share when its series carry a status label (code,
 // status, status_code, grpc_code, …): values 5xx, error, failed or a gRPC server error. The
 // page's state is its address (?key=tenant-2*&window=1h&by=sum&k=5, ?view=key&key=..&group=code),
