@@ -186,11 +186,10 @@ func serveFlagSet(t *testing.T) *flag.FlagSet {
 	return fs
 }
 
-// dockerfile is deploy/Dockerfile's instructions, each with its stage.
+// dockerInstr is one instruction of deploy/Dockerfile, with the index of its stage.
 type dockerInstr struct {
-	stage      int
-	op, args   string
-	stageAlias string
+	stage    int
+	op, args string
 }
 
 func readDockerfile(t *testing.T) []dockerInstr {
@@ -200,7 +199,7 @@ func readDockerfile(t *testing.T) []dockerInstr {
 		t.Fatal(err)
 	}
 	var out []dockerInstr
-	stage, alias := -1, ""
+	stage := -1
 	// Continuation lines are joined first, comments dropped.
 	text := strings.ReplaceAll(string(raw), "\\\n", " ")
 	for _, line := range strings.Split(text, "\n") {
@@ -212,15 +211,11 @@ func readDockerfile(t *testing.T) []dockerInstr {
 		op = strings.ToUpper(op)
 		if op == "FROM" {
 			stage++
-			alias = ""
-			if f := strings.Fields(args); len(f) == 3 && strings.EqualFold(f[1], "AS") {
-				alias = f[2]
-			}
 		}
 		if stage < 0 && op != "ARG" {
 			t.Fatalf("Dockerfile: %s before FROM", op)
 		}
-		out = append(out, dockerInstr{stage, op, strings.TrimSpace(args), alias})
+		out = append(out, dockerInstr{stage, op, strings.TrimSpace(args)})
 	}
 	return out
 }
