@@ -119,6 +119,6 @@
 // A field absent from a line is missing_field, `no field "duration"` (the details of metrics
 // refused for different things joined by "; "); a ts absent is the door's, as for slide's
 // events. Presets (map_presets.go): envoy, Envoy Gateway's default JSON access log, and
-// nginx, the log_format the README writes out. The YAML of --event-map is cmd/slide's (eventmap.go):
+// nginx, the log_format docs/sre.md writes out. The YAML of --event-map is cmd/slide's (eventmap.go):
 // this package takes the struct, and Map.Validate holds it to these rules.
 package event

@@ -22,7 +22,7 @@ import (
 // (response_code), method and flags (response_flags). The path is no label: it holds ids and
 // query strings, a series each.
 //
-// nginx reads the lines of this log_format (written out in the README), one JSON object per
+// nginx reads the lines of this log_format (written out in docs/sre.md), one JSON object per
 // request with nginx's escape=json:
 //
 //	log_format slide escape=json '{"msec":$msec,"host":"$host","method":"$request_method",'

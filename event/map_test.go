@@ -30,7 +30,7 @@ func envoyLine(start, method, path string, code, flags string, sent, duration in
 		`"route_name":"httproute/default/pay/rule/0/match/0/pay_example_com"}`
 }
 
-// nginxLine is a line of the nginx preset's log_format (README), as nginx writes it with
+// nginxLine is a line of the nginx preset's log_format (docs/sre.md), as nginx writes it with
 // escape=json.
 func nginxLine(msec, host, method, uri string, status int, requestTime string, sent int) string {
 	return `{"msec":` + msec + `,"host":"` + host + `","method":"` + method + `","uri":"` + uri +

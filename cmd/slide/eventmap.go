@@ -26,7 +26,7 @@ import (
 // with its lines, and held to the event package's rules by event.Map.Validate; a bad file
 // stops the command at start, each problem with file:line.
 
-const eventMapUsage = "read JSON lines of any shape into events through a map: envoy (Envoy Gateway's default JSON access log), nginx (the log_format of the README) or a YAML `FILE` (README: Access logs and any JSON); empty: slide's own events"
+const eventMapUsage = "read JSON lines of any shape into events through a map: envoy (Envoy Gateway's default JSON access log), nginx (the log_format of docs/sre.md) or a YAML `FILE` (docs/sre.md: Access logs and any JSON); empty: slide's own events"
 
 // eventMapFormat returns the constructor of the Format that --event-map spec names, one per
 // goroutine, or nil for "" (slide's own JSON events). A preset's name wins over a file of that
