@@ -96,6 +96,8 @@ var goals = []goal{
 	{issue: "#27", what: "the same match= read where it selects one series in eight vs the glob read of all 100k", ours: "BenchmarkMatchRead/ours_selective", anchor: "BenchmarkMatchRead/anchor_selective", unit: "cpu_ns/op", bound: 0, want: "stated"},
 	{issue: "#27", what: "Selector.Match of a series of 4 labels against route=\"/pay\",span_kind!=\"SPAN_KIND_CLIENT\",code=~\"5..\" vs anchored regexps over LabelValue", ours: "BenchmarkSelectorMatch/example", anchor: "BenchmarkSelectorMatch/plain_regexp", bound: 0, want: "stated, 0 allocs (TestSelectorMatchAllocatesNothing holds it)"},
 	{issue: "#27", what: "decoding an event with 3 labels (Append's layout, labels last) vs the same event without", ours: "BenchmarkDecodeShapes/labels", anchor: "BenchmarkDecodeShapes/exact", bound: 0, want: "stated, 0 allocs (TestDecodeLabelsAllocs holds it)"},
+	// #27 §3: access logs and any JSON (--event-map)
+	{issue: "#27", what: "Envoy Gateway's default JSON access log through --event-map envoy (a line of ~850 bytes, two events) vs the same two events as slide JSON through event.Decoder, per line", ours: "BenchmarkEventMap/ours", anchor: "BenchmarkEventMap/anchor", bound: 2, want: "≥ 0.5× the events/s of slide's own JSON, 0 allocs (TestMapAllocs holds it)"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
