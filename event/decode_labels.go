@@ -171,7 +171,7 @@ func (d *Decoder) seriesOf(key string) string {
 	}
 	s := append(l.series[:0], key...)
 	for _, p := range l.ls[:l.n] {
-		s = appendLabel(s, l.buf[p.start:p.mid], l.buf[p.mid:p.end])
+		s = appendSeriesLabel(s, l.buf[p.start:p.mid], l.buf[p.mid:p.end])
 	}
 	l.series = s
 	if len(s) == len(key) {
@@ -197,9 +197,9 @@ func checkLabelValue(v []byte) (Reason, labelWhy) {
 	return ReasonNone, 0
 }
 
-// appendLabel appends label name=value to the series string s in window's encoding
+// appendSeriesLabel appends label name=value to the series string s in window's encoding
 // (window.AppendSeries): nothing for an empty value, which is no label.
-func appendLabel[N string | []byte](s []byte, name N, value []byte) []byte {
+func appendSeriesLabel[N string | []byte](s []byte, name N, value []byte) []byte {
 	if len(value) == 0 {
 		return s
 	}

@@ -118,7 +118,7 @@
 // Both are a scan over the body, never an object tree (otlp_proto.go, otlp_json.go): a body is
 // read in one pass into the decoder's pending spans, which are handed on after it, so 0
 // allocations per span once keys and series are interned. A span's series string is written
-// (appendLabel, window's encoding) and held to the rules once: the decoder remembers the
+// (appendSeriesLabel, window's encoding) and held to the rules once: the decoder remembers the
 // series of the parts it was written from (the key's and labels' bytes or numbers as read, at
 // most Config.MaxInterned of them), and a span of parts seen before takes that series
 // without writing any text again. They are held to pdata's unmarshalers by a differential
@@ -141,4 +141,22 @@
 // handed on after its body is read). A format that is not line-based says where a part is
 // in its body by a Locator ("span 3"). Its fuzz target and its differential test against a
 // reference reader go with it, and its benchmark in a *_timing_test.go file.
+//
+// # Access logs and any JSON: maps
+//
+// A Map (map.go) names, for each event a JSON line of another shape gives, the fields that
+// hold its time (RFC 3339 text, or a number of s, ms, us or ns), value (a number, or a
+// number's text, times a scale), key and labels; nested fields by dots, several metrics a
+// line. MapDecoder is its Format: one walk over a line's members (map_scan.go: names matched
+// by first byte and length, every other member validated and skipped by the scanner's
+// SkipValue, so a line that is not one JSON object is invalid_json as slide's own are), then
+// each metric's event by the rules above: the key by Decoder.Name's rule (or a number's or a
+// boolean's text, or the map's default when absent), labels by the labels member's rules
+// (a number or a boolean as its text; absent, null or "" is no label), names and series
+// strings through the decoder's intern table, 0 allocations a line once they are interned.
+// A field absent from a line is missing_field, `no field "duration"` (the details of metrics
+// refused for different things joined by "; "); a ts absent is the door's, as for slide's
+// events. Presets (map_presets.go): envoy, Envoy Gateway's default JSON access log, and
+// nginx, the log_format docs/sre.md writes out. The YAML of --event-map is cmd/slide's (eventmap.go):
+// this package takes the struct, and Map.Validate holds it to these rules.
 package event

@@ -218,7 +218,7 @@ func newSpanDecoder(cfg SpanConfig, json bool) (*SpanDecoder, error) {
 	}
 	slices.SortFunc(s.order, func(a, b spanLabel) int { return strings.Compare(a.name, b.name) })
 	for i := range s.order {
-		s.order[i].prefix = appendLabel(nil, s.order[i].name, []byte{0})
+		s.order[i].prefix = appendSeriesLabel(nil, s.order[i].name, []byte{0})
 		s.order[i].prefix = s.order[i].prefix[:len(s.order[i].prefix)-1] // the series encoding's, less the value
 	}
 	return s, nil

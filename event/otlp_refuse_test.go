@@ -110,7 +110,7 @@ func TestOTLPRefusals(t *testing.T) {
 	}
 	for name, body := range malformed {
 		f, _ := NewOTLPProto(SpanConfig{})
-		got := decodeAll(t, f, body)
+		got := decodeSpans(t, f, body)
 		if len(got) != 1 || got[0].r != ReasonBadRecord {
 			t.Errorf("%s: %+v, want one bad_record", name, got)
 			continue
@@ -128,7 +128,7 @@ func TestOTLPRefusals(t *testing.T) {
 		"string attr": `{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":5}}]}}]}`,
 	} {
 		f, _ := NewOTLPJSON(SpanConfig{})
-		got := decodeAll(t, f, []byte(body))
+		got := decodeSpans(t, f, []byte(body))
 		if len(got) != 1 || got[0].r != ReasonBadRecord || f.Explain([]byte(body)) == "" {
 			t.Errorf("%s: %+v (%q), want one bad_record", name, got, f.Explain([]byte(body)))
 		}
@@ -136,7 +136,7 @@ func TestOTLPRefusals(t *testing.T) {
 	// What pdata's reader takes beside what its writer writes: protobuf names, numbers for
 	// times, enums by name, members in any order, null.
 	f, _ := NewOTLPJSON(SpanConfig{})
-	got := decodeAll(t, f, []byte(`{"resource_spans":[{"scope_spans":[{"spans":[{"name":"x","kind":"SPAN_KIND_CLIENT","start_time_unix_nano":1764489600000000000,
+	got := decodeSpans(t, f, []byte(`{"resource_spans":[{"scope_spans":[{"spans":[{"name":"x","kind":"SPAN_KIND_CLIENT","start_time_unix_nano":1764489600000000000,
 		"endTimeUnixNano":"1764489600002000000","status":{"code":"STATUS_CODE_ERROR"},"events":null}]}],
 		"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"a\u00e9"}}]}}]}`))
 	want, _ := window.AppendSeries(nil, "aé", []window.Label{{Name: "span_kind", Value: "SPAN_KIND_CLIENT"}, {Name: "span_name", Value: "x"}, {Name: "status_code", Value: "STATUS_CODE_ERROR"}})
@@ -280,5 +280,5 @@ func TestAppendOTLP(t *testing.T) {
 	}
 	dims := []string{"http.route", "http.response.status_code"}
 	d, _ := NewOTLPProto(SpanConfig{Dimensions: dims})
-	sameEvents(t, "AppendOTLP's record", decodeAll(t, d, body[4:]), walkSpans(td, DefaultSpanKey, dims))
+	sameEvents(t, "AppendOTLP's record", decodeSpans(t, d, body[4:]), walkSpans(td, DefaultSpanKey, dims))
 }

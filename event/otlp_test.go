@@ -189,7 +189,7 @@ func kvType(v pcommon.Value, ok bool) pcommon.ValueType {
 	return v.Type()
 }
 
-func decodeAll(t testing.TB, f Format, body []byte) []gotEvent {
+func decodeSpans(t testing.TB, f Format, body []byte) []gotEvent {
 	var out []gotEvent
 	n := f.DecodeLines(body, defTS, func(_ []byte, ev window.Event, r Reason) { out = append(out, gotEvent{ev, r}) })
 	if n != len(out) {
@@ -240,12 +240,12 @@ func TestOTLPDifferential(t *testing.T) {
 		}
 		want := walkSpans(back, DefaultSpanKey, testDims)
 		spans += len(want)
-		sameEvents(t, fmt.Sprintf("request %d, otlp_proto", i), decodeAll(t, pf, pb), want)
+		sameEvents(t, fmt.Sprintf("request %d, otlp_proto", i), decodeSpans(t, pf, pb), want)
 		jb, err := jm.MarshalTraces(td)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameEvents(t, fmt.Sprintf("request %d, otlp_json", i), decodeAll(t, jf, jb), want)
+		sameEvents(t, fmt.Sprintf("request %d, otlp_json", i), decodeSpans(t, jf, jb), want)
 	}
 	if spans < 1000 {
 		t.Fatalf("only %d spans compared", spans)

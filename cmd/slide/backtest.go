@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/limiter/backtest"
 	"github.com/slide-metrics/slide/limiter/usage"
@@ -20,6 +21,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	fs := newFlagSet("backtest", s.out)
 	var (
 		policies, format, rings string
+		eventMap                string
 		slot                    time.Duration
 		slots                   int
 		cfg                     backtest.Config
@@ -31,6 +33,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	windowVar(fs, &slot, "slot", window.DefaultSlot, "usage rules: slot width of every metric's ring (as slide serve --slot)")
 	fs.IntVar(&slots, "slots", window.DefaultSlots, "usage rules: slots per ring (as slide serve --slots)")
 	fs.StringVar(&rings, "rings", "cost=1m:60", "usage rules: per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (as slide serve --rings)")
+	fs.StringVar(&eventMap, "event-map", "", "read the log through an event map (envoy, nginx or a YAML `FILE`, as slide serve --event-map): each line is a request of cost 1 by its key at its time, and its events are metric events")
 	var spans eventFormatFlags
 	spans.register(fs)
 	path, err := parseBatchArgs(fs, args)
@@ -48,9 +51,31 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	case cfg.TopKeys < 0 || cfg.Bucket < time.Millisecond:
 		return usageErr("--top must be ≥ 0 and --bucket ≥ 1ms")
 	}
-	newFormat, err := spans.newFormat(limiter.MaxKeyLen)
-	if err != nil {
+	read := backtest.ReadLog
+	spanFormat, err := spans.newFormat(limiter.MaxKeyLen)
+	switch {
+	case err != nil:
 		return asFlagError(fs, err)
+	case spanFormat != nil && eventMap != "":
+		return usageErr("--event-map reads JSON lines of its own shape: not with --event-format %s", spans.format)
+	case spanFormat != nil: // OTLP spans: each a request of its key and a duration_ms event
+		f, err := spanFormat()
+		if err != nil {
+			return err
+		}
+		read = func(r io.Reader, fn func(backtest.Request) error) error {
+			return backtest.ReadSpans(r, f, spans.format == formatOTLPProto, fn)
+		}
+	case eventMap != "":
+		newFormat, err := eventMapFormat(eventMap, event.Config{MaxKeyLen: limiter.MaxKeyLen})
+		if err != nil {
+			return err
+		}
+		f, err := newFormat()
+		if err != nil {
+			return err
+		}
+		read = func(r io.Reader, fn func(backtest.Request) error) error { return backtest.ReadFormatLog(r, f, fn) }
 	}
 	ps, rules, err := usage.LoadFile(policies)
 	if err != nil {
@@ -79,23 +104,14 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		in = f
 	}
 	n := 0
-	replay := func(r backtest.Request) error {
+	err = read(in, func(r backtest.Request) error {
 		if n++; n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
 		return rp.Replay(ctx, r)
-	}
-	if newFormat != nil { // OTLP spans: each a request of its key and a duration_ms event
-		f, ferr := newFormat()
-		if ferr != nil {
-			return ferr
-		}
-		err = backtest.ReadSpans(in, f, spans.format == formatOTLPProto, replay)
-	} else {
-		err = backtest.ReadLog(in, replay)
-	}
+	})
 	if err != nil {
 		if errors.Is(err, backtest.ErrLog) || errors.Is(err, backtest.ErrUnsorted) || errors.Is(err, backtest.ErrUnknownPolicy) {
 			return fmt.Errorf("%s: %w", path, err)

@@ -73,34 +73,47 @@ func (f *eventFormatFlags) newFormatOf(format string, maxKeyLen int) (func() (ev
 	return func() (event.Format, error) { return newDec(cfg) }, nil
 }
 
-// intakes are POST /v1/events' intakes into store (query.Config.Events and EventsByType): the
-// --event-format's for application/json and any other type, otlp_proto for
-// application/x-protobuf, slide's JSON for application/x-ndjson.
-func (f *eventFormatFlags) intakes(store *window.Store) (*event.Intake, map[string]*event.Intake, error) {
-	mk := func(format string) (*event.Intake, error) {
-		nf, err := f.newFormatOf(format, 0)
-		if err != nil {
-			return nil, err
-		}
+// recordFormat is the reader of Kafka records and POST /v1/events bodies that --event-map or
+// --event-format names (nil: slide's JSON events); the two exclude each other.
+func (c *serveConfig) recordFormat() (func() (event.Format, error), error) {
+	if c.eventMap != "" && c.events.format != formatSlide {
+		return nil, &flagError{"event-format", errors.New("--event-map reads JSON lines of its own shape: not with --event-format " + c.events.format)}
+	}
+	if c.eventMap != "" {
+		return eventMapFormat(c.eventMap, event.Config{})
+	}
+	return c.events.newFormat(0)
+}
+
+// intakes are POST /v1/events' intakes into store (query.Config.Events and EventsByType): def's
+// (the records' format, nil for slide's JSON) for application/json and any other type,
+// otlp_proto for application/x-protobuf, slide's JSON for application/x-ndjson.
+func (f *eventFormatFlags) intakes(store *window.Store, def func() (event.Format, error)) (*event.Intake, map[string]*event.Intake, error) {
+	mk := func(nf func() (event.Format, error)) (*event.Intake, error) {
 		var opts []event.IntakeOption
 		if nf != nil {
 			opts = append(opts, event.WithFormat(nf))
 		}
 		return event.NewIntake(store, event.Config{}, opts...)
 	}
-	def, err := mk(f.format)
+	in, err := mk(def)
 	if err != nil {
 		return nil, nil, err
 	}
-	byType := map[string]*event.Intake{}
-	for ct, format := range map[string]string{"application/x-protobuf": formatOTLPProto, "application/x-ndjson": formatSlide} {
-		in := def
-		if format != f.format {
-			if in, err = mk(format); err != nil {
-				return nil, nil, err
-			}
+	byType := map[string]*event.Intake{"application/x-protobuf": in, "application/x-ndjson": in}
+	if f.format != formatOTLPProto {
+		proto, err := f.newFormatOf(formatOTLPProto, 0)
+		if err != nil {
+			return nil, nil, err
 		}
-		byType[ct] = in
+		if byType["application/x-protobuf"], err = mk(proto); err != nil {
+			return nil, nil, err
+		}
 	}
-	return def, byType, nil
+	if def != nil {
+		if byType["application/x-ndjson"], err = mk(nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	return in, byType, nil
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -28,6 +29,7 @@ On SIGTERM it drains HTTP, commits offsets, leaves the consumer group and closes
 			"slide serve --addr 127.0.0.1:8081 --embedded-kafka-addr 127.0.0.1:19092",
 			"slide serve --brokers kafka-1:9092 --policies policies.yaml --redis redis:6379",
 			"SLIDE_ADDR=:8081 slide serve                         # every flag also as SLIDE_<FLAG>",
+			"slide serve --brokers kafka-1:9092 --topic envoy-access --event-map envoy   # Envoy Gateway's access log",
 		},
 	},
 	"batch": {
@@ -60,6 +62,7 @@ as to slide serve (--slot, --slots, --rings).`,
 		examples: []string{
 			"slide backtest --policies policies.yaml requests.csv",
 			"slide backtest --policies policies.yaml --format json --bucket 10s requests.ndjson",
+			"slide backtest --policies policies.yaml --event-map nginx access.log   # each line a request",
 		},
 	},
 	"produce": {
@@ -154,22 +157,35 @@ func printHelp(w io.Writer, name string, fs *flag.FlagSet) {
 			fmt.Fprintf(w, "  %s\n", e)
 		}
 	}
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n == 0 {
+	// The example names a flag of this page: --max-series where there is one, else the first
+	// with a dash, which shows the dash becoming an underscore.
+	eg := fs.Lookup("max-series")
+	fs.VisitAll(func(f *flag.Flag) {
+		if eg == nil || !strings.Contains(eg.Name, "-") && strings.Contains(f.Name, "-") {
+			eg = f
+		}
+	})
+	if eg == nil {
 		return
 	}
-	fmt.Fprint(w, "\nflags (each can also be set as SLIDE_<FLAG>, e.g. --max-series as SLIDE_MAX_SERIES):\n")
-	printFlags(w, fs)
+	fmt.Fprintf(w, "\nflags (each can also be set as SLIDE_<FLAG>, e.g. --%s as %s):\n", eg.Name, envNameOf(fs, eg.Name))
+	printFlagsByTopic(w, name, fs)
 }
 
-// printFlags is flag.PrintDefaults with --name spelling. A usage that states its default
-// itself ("(default: ...)") does not get the flag package's "(default ...)" as well.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
+// printFlags is flag.PrintDefaults with --name spelling, for the flags in names (every flag
+// when names is nil). A usage that states its default itself ("(default: ...)") does not get
+// the flag package's "(default ...)" as well.
+func printFlags(w io.Writer, fs *flag.FlagSet, names []string) {
 	fs.VisitAll(func(f *flag.Flag) {
+		if names != nil && !slices.Contains(names, f.Name) {
+			return
+		}
 		typ, usage := flag.UnquoteUsage(f)
 		if _, ok := f.Value.(windowFlag); ok && typ == "value" {
 			typ = "duration" // as the flag package names a DurationVar
+		}
+		if _, ok := f.Value.(bytesFlag); ok && typ == "value" {
+			typ = "size"
 		}
 		line := "  --" + f.Name
 		if typ != "" {

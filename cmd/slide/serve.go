@@ -81,9 +81,10 @@ type serveConfig struct {
 
 	snapshotInterval   time.Duration
 	snapshotTopic      string
-	snapshotChunkBytes int
+	snapshotChunkBytes int64
 
-	events eventFormatFlags // --event-format, --span-key, --span-dimensions (eventformat.go)
+	eventMap string           // --event-map (eventmap.go)
+	events   eventFormatFlags // --event-format, --span-key, --span-dimensions (eventformat.go)
 }
 
 func (c *serveConfig) register(fs interface {
@@ -112,12 +113,13 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.topic, "topic", ingest.DefaultTopic, "topic of events")
 	fs.StringVar(&c.group, "group", ingest.DefaultGroup, "consumer group")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", ingest.DefaultSessionTimeout, "how long the group waits for a crashed instance before handing its partitions to the others (heartbeats are every 1s)")
+	fs.StringVar(&c.eventMap, "event-map", "", eventMapUsage)
 	fs.StringVar(&c.deadLetterTopic, "dead-letter-topic", "", "topic that receives refused events with their reason (empty: none)")
 	fs.StringVar(&c.embeddedKafkaAddr, "embedded-kafka-addr", ingest.DefaultBrokerAddr, "listen address of the embedded Kafka-protocol broker")
 	fs.IntVar(&c.embeddedPartitions, "embedded-kafka-partitions", 4, "partitions of the embedded broker's topic")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", ingest.DefaultSnapshotInterval, "how often each owned partition's windows are written to the snapshot topic, so a restart or rebalance loads them and replays only the log after (0: off, full replay)")
 	fs.StringVar(&c.snapshotTopic, "snapshot-topic", "", "compacted topic of window snapshots (empty: <topic>"+ingest.DefaultSnapshotTopicSuffix+"); created when missing")
-	fs.IntVar(&c.snapshotChunkBytes, "snapshot-chunk-bytes", ingest.DefaultSnapshotChunkBytes, "largest snapshot payload per record; keep it below the snapshot topic's max.message.bytes")
+	bytesVar(fs, &c.snapshotChunkBytes, "snapshot-chunk-bytes", ingest.DefaultSnapshotChunkBytes, "largest snapshot payload per record; keep it below the snapshot topic's max.message.bytes")
 	c.events.register(fs)
 
 	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
@@ -130,7 +132,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics: METRIC:WINDOW[:AGGS] specs separated by ';', AGGS a comma list of "+window.StatNames+" and quantiles, e.g. 'latency_ms:5m:0.95,0.99;cost:1h:sum'")
 	fs.StringVar(&c.exportHistograms, "export-histograms", "", "windows exported on /metrics as Prometheus native histograms: METRIC:WINDOW specs separated by ';', e.g. latency_ms:5m; their rings get the native:5 sketch unless --rings names one")
 	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape (--export-windows and --export-histograms together)")
-	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", query.DefaultMaxBodyBytes, "largest POST /v1/events body; larger gets 413")
+	bytesVar(fs, &c.maxBodyBytes, "max-body-bytes", query.DefaultMaxBodyBytes, "largest POST /v1/events body; larger gets 413")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a connection gets to send its request header (slowloris guard)")
 	fs.IntVar(&c.maxConnsPerClient, "max-conns-per-client", defaultMaxConnsPerClient, "open HTTP connections one client IP may hold; more are closed at once (0: unlimited)")
 
@@ -259,6 +261,12 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return err
 	}
 	defer closeLimiter()
+	// --event-map or --event-format: the reader of Kafka records and POST /v1/events bodies,
+	// checked before anything starts too.
+	evFormat, err := c.recordFormat()
+	if err != nil {
+		return err
+	}
 
 	// Kafka: the embedded broker unless --brokers names a cluster.
 	var brokers []string
@@ -323,16 +331,12 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	recordFormat, err := c.events.newFormat(0)
-	if err != nil {
-		return err
-	}
 	consumer, err = ingest.New(ingest.Config{
-		Format:  recordFormat,
 		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
 		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
 		MemberData: cluster.MemberData(advertise), Dialer: c.conn.kafkaDialer, MaxInflatedBytes: c.budget.maxInflatedBytes,
-		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: c.snapshotChunkBytes,
+		Format: evFormat,
+		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: int(c.snapshotChunkBytes),
 			MaxBytes: c.snapshotMaxBytes(sc)},
 	}, store, ingest.WithGenerationHook(cl.OnGeneration))
 	if err != nil {
@@ -348,9 +352,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return fmt.Errorf("--export-histograms: %w", err)
 	}
 	// POST /v1/events: straight into this instance's store, with the decoder and reasons of
-	// Kafka records (query.Config.Events says what such events are not), OTLP protobuf by its
-	// Content-Type too.
-	events, eventsByType, err := c.events.intakes(store)
+	// Kafka records (query.Config.Events says what such events are not), OTLP protobuf and
+	// slide's NDJSON by their Content-Type too.
+	events, eventsByType, err := c.events.intakes(store, evFormat)
 	if err != nil {
 		return err
 	}

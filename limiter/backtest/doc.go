@@ -22,6 +22,10 @@
 // replay with ErrUnsorted naming its line, as slide batch does. Memory is O(keys held by
 // the limiters, bounded by Config.MaxKeys, + distinct denied keys + timeline buckets).
 //
+// A log of another shape (an access log) is read through one of event's Formats instead
+// (ReadFormatLog, slide backtest --event-map): each line is a request of cost 1 by its first
+// event's key at that event's time, followed by its events as metric events.
+//
 // A log of OpenTelemetry spans (ReadSpans: OTLP/JSON requests a line, or OTLP/protobuf
 // requests each after its 4-byte length) replays each span as a request of cost 1 of its key
 // (service.name) at its end, then its duration_ms event; the spans are read whole and sorted
