@@ -49,6 +49,9 @@ func (c *serveConfig) validate(fs *flag.FlagSet) error {
 	if _, err := c.events.newFormat(0); err != nil {
 		return asFlagError(fs, err)
 	}
+	if c.eventMap != "" && c.events.format != formatSlide {
+		return flagErrorf(fs, "event-format", "%s: --event-map reads JSON lines of its own shape, not spans", c.events.format)
+	}
 	return nil
 }
 
