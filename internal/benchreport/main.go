@@ -98,6 +98,14 @@ var goals = []goal{
 	{issue: "#27", what: "decoding an event with 3 labels (Append's layout, labels last) vs the same event without", ours: "BenchmarkDecodeShapes/labels", anchor: "BenchmarkDecodeShapes/exact", bound: 0, want: "stated, 0 allocs (TestDecodeLabelsAllocs holds it)"},
 	// #27 §3: access logs and any JSON (--event-map)
 	{issue: "#27", what: "Envoy Gateway's default JSON access log through --event-map envoy (a line of ~850 bytes, two events) vs the same two events as slide JSON through event.Decoder, per line", ours: "BenchmarkEventMap/ours", anchor: "BenchmarkEventMap/anchor", bound: 2, want: "≥ 0.5× the events/s of slide's own JSON, 0 allocs (TestMapAllocs holds it)"},
+	// #27 §2, OTLP traces (event/otlp_timing_test.go): 16 records of 80 spans each, one op a record.
+	{issue: "#27", what: "otlp_proto records into span events (wire scan) vs pdata's ProtoUnmarshaler and a walk over the spans reading the same fields", ours: "BenchmarkOTLPProto/ours", anchor: "BenchmarkOTLPProto/anchor", bound: 0.2, want: "≥ 5× the spans/s, 0 allocs per span (TestOTLPAllocs holds those)"},
+	{issue: "#27", what: "the same, CPU per span (the anchor's garbage collection is its own)", ours: "BenchmarkOTLPProto/ours", anchor: "BenchmarkOTLPProto/anchor", unit: "cpu_ns/span", bound: 0.2, want: "≥ 5× the spans/s"},
+	{issue: "#27", what: "the same pair timed in alternating bursts of 1,280 spans, the fastest burst of each (the anchor's garbage collection mostly outside them: the strict reading)", ours: "BenchmarkOTLPProtoInterleaved", unit: "ours/anchor", fixed: 1, bound: 0, want: "stated"},
+	{issue: "#27", what: "otlp_json records into span events vs pdata's JSONUnmarshaler and the same walk", ours: "BenchmarkOTLPJSON/ours", anchor: "BenchmarkOTLPJSON/anchor", bound: 0.5, want: "≥ 2× the spans/s"},
+	{issue: "#27", what: "the same, CPU per span", ours: "BenchmarkOTLPJSON/ours", anchor: "BenchmarkOTLPJSON/anchor", unit: "cpu_ns/span", bound: 0.5, want: "≥ 2× the spans/s"},
+	{issue: "#27", what: "end-to-end spans/s, 2,000 otlp_proto records of 80 spans from the embedded broker into the windows vs a bare kafka-go fetch loop over the same records", ours: "BenchmarkEndToEndSpans/ours", anchor: "BenchmarkEndToEndSpans/anchor", unit: "spans/s", higherIsBetter: true, bound: 0.9, want: "≥ 0.9× a bare kafka-go fetch loop"},
+	{issue: "#27", what: "the same, CPU per op (the embedded broker's share included)", ours: "BenchmarkEndToEndSpans/ours", anchor: "BenchmarkEndToEndSpans/anchor", unit: "cpu_ms/op", bound: 0, want: "stated: 80 spans a record, decoding and observing them is most of a record's cost"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
