@@ -89,7 +89,7 @@ type SeriesMatch func(key string, partition int32) bool
 // says how many series matched. It returns ErrBadWindow for a window the ring cannot read.
 // Series are visited one shard at a time, as in ReadMerged.
 func (s *Store) MergePartial(now int64, metric string, match SeriesMatch, window time.Duration, p *Partial) error {
-	k, err := slotsFor(s.RingConfig(metric), window)
+	k, err := readSlots(s.RingConfig(metric), window)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,9 @@ func (se *series) foldInto(now, k int64, p *Partial) {
 	} else {
 		se.ring.mergeInto(cur, k, &one, &p.Bins)
 	}
-	one.From, one.To = se.ring.span(cur, k)
+	if k <= se.ring.n {
+		one.From, one.To = se.ring.span(cur, k) // foldTiered states a tiered span itself
+	}
 	p.add(&one)
 }
 
@@ -115,7 +117,7 @@ func (se *series) foldInto(now, k int64, p *Partial) {
 // the last window at now, under its shard's lock: fn must be quick and must copy what it
 // keeps of p, which is reused. With bins false, the partials carry no bins (NoBins).
 func (s *Store) EachPartial(now int64, metric string, match SeriesMatch, window time.Duration, bins bool, fn func(key string, partition int32, p *Partial)) error {
-	k, err := slotsFor(s.RingConfig(metric), window)
+	k, err := readSlots(s.RingConfig(metric), window)
 	if err != nil {
 		return err
 	}
@@ -142,7 +144,7 @@ type SeriesID struct{ Metric, Key string }
 // accepts the partition that last fed it: MergePartial for one exact key, at the cost of
 // one lookup instead of a scan of every series.
 func (s *Store) MergeKey(now int64, metric, key string, ok func(partition int32) bool, window time.Duration, p *Partial) error {
-	k, err := slotsFor(s.RingConfig(metric), window)
+	k, err := readSlots(s.RingConfig(metric), window)
 	if err != nil {
 		return err
 	}

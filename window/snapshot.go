@@ -247,7 +247,7 @@ func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 			}
 			if !ok {
 				shapes[se.metric] = idx
-				order = append(order, se.ring.cfg)
+				order = append(order, *se.ring.cfg)
 			}
 			binary.LittleEndian.PutUint64(body[curAt:], uint64(cur))
 			binary.LittleEndian.PutUint32(body[curAt+8:], uint32(slots))
