@@ -87,8 +87,8 @@ type Store struct {
 	ring    RingConfig
 	metrics map[string]RingConfig
 	shared  map[string]*RingConfig // the configs rings keep, "" the default's
-	seed    uint64 // seriesHash seed
-	seedMix uint64 // seedMix(seed), the hash's per-store constant
+	seed    uint64                 // seriesHash seed
+	seedMix uint64                 // seedMix(seed), the hash's per-store constant
 	mask    uint64
 	shards  []shard
 	now     func() int64

@@ -19,7 +19,7 @@ const MaxTiers = 8
 // first tier), so every finer slot folds whole into one coarser slot.
 type Tier struct {
 	Slot  time.Duration // a multiple of the previous width
-	Slots int         // slots kept, in [1, 100000]
+	Slots int           // slots kept, in [1, 100000]
 }
 
 // validateTiers checks c.Tiers against c's slot width (defaults filled).
