@@ -237,14 +237,8 @@ func (r *Ring) tiersEmpty(now int64) bool {
 // holds every event counted and no event of it is left out. bins (nil: none) gets the bins.
 func (r *Ring) foldTiered(a *Agg, cur, wms int64, bins *sketch.Bins) {
 	to := (cur + 1) * r.width
-	from := to - wms
+	from := r.roundFrom(cur, to-wms)
 	if ts := r.tiers; ts != nil {
-		for i := range ts.t {
-			t := &ts.t[i]
-			if j := floorDiv(from, t.width); t.started && from != j*t.width && j > t.cur-t.n && j <= t.cur {
-				from = j * t.width
-			}
-		}
 		for i := len(ts.t) - 1; i >= 0; i-- { // oldest first: sums add in time order
 			t := &ts.t[i]
 			if t.stats == nil {
@@ -274,6 +268,58 @@ func (r *Ring) foldTiered(a *Agg, cur, wms int64, bins *sketch.Bins) {
 		}
 	}
 	r.release(v)
+}
+
+// roundFrom rounds the start of a window ending with slot cur down to the start of the tier
+// slot holding it, when a tier holds one, finest tier first. The tiers are taken as an
+// advance to cur would leave them (the fine slots it would fold, stats only, into a scratch
+// copy), so a read ahead of the ring rounds as the ring moved there would (issue #25).
+func (r *Ring) roundFrom(cur, from int64) int64 {
+	ts := r.tiers
+	if cur > r.cur {
+		v := r.view()
+		var scratch *tierSet
+		for i := v.cur - v.n + 1; v.slots != nil && i <= min(cur-v.n, v.cur+v.size-v.n); i++ {
+			s := &v.slots[v.pos(i)]
+			if s.count == 0 || s.idx != i {
+				continue
+			}
+			if scratch == nil {
+				scratch = ts.statsCopy(r)
+			}
+			scratch.add(0, i*r.width, &part{count: s.count, sum: s.sum, min: s.min, max: s.max})
+		}
+		r.release(v)
+		if scratch != nil {
+			ts = scratch
+		}
+	}
+	if ts == nil {
+		return from
+	}
+	for i := range ts.t {
+		t := &ts.t[i]
+		if j := floorDiv(from, t.width); t.started && from != j*t.width && j > t.cur-t.n && j <= t.cur {
+			from = j * t.width
+		}
+	}
+	return from
+}
+
+// statsCopy is a copy of ts (nil: r's empty tiers) without bins, for roundFrom.
+func (ts *tierSet) statsCopy(r *Ring) *tierSet {
+	c := newTierSet(r.cfg, r.ix)
+	c.noSketch = true
+	if ts != nil {
+		for i, t := range ts.t {
+			c.t[i] = t
+			c.t[i].stats, c.t[i].bins = append([]tierSlot(nil), t.stats...), nil
+			if t.stats == nil {
+				c.t[i].stats = nil
+			}
+		}
+	}
+	return c
 }
 
 // readTiered is read of a window longer than the ring's retention (k slots of its width).

@@ -1,0 +1,208 @@
+package window
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/slide-metrics/slide/sketch"
+)
+
+// tieredCfg is a small tiered ring: 6 slots of 10 s, then 5 of 1 m, then 4 of 5 m.
+func tieredCfg() RingConfig {
+	return RingConfig{Slot: 10 * time.Second, Slots: 6, Tiers: []Tier{{Slot: time.Minute, Slots: 5}, {Slot: 5 * time.Minute, Slots: 4}}}
+}
+
+type oracleEvent struct {
+	ts int64
+	v  float64
+	n  uint64
+}
+
+// oracleAgg is the exact answer over the events in [from, to), with their bins.
+func oracleAgg(evs []oracleEvent, from, to int64, ix sketch.Indexer, b *sketch.Bins) Agg {
+	var a Agg
+	for _, e := range evs {
+		if e.ts >= from && e.ts < to {
+			a.add(e.n, e.v*float64(e.n), e.v, e.v)
+			if b != nil {
+				b.Add(ix, e.v, e.n)
+			}
+		}
+	}
+	return a
+}
+
+func TestTierConfigValidate(t *testing.T) {
+	for _, c := range []RingConfig{
+		{Slot: 10 * time.Second, Slots: 6, Tiers: []Tier{{Slot: 15 * time.Second, Slots: 2}}},                         // not a multiple
+		{Slot: 10 * time.Second, Slots: 6, Tiers: []Tier{{Slot: 10 * time.Second, Slots: 2}}},                         // not longer
+		{Slot: 10 * time.Second, Slots: 6, Tiers: []Tier{{Slot: time.Minute, Slots: 0}}},                              // no slots
+		{Slot: 10 * time.Second, Slots: 6, Tiers: []Tier{{Slot: time.Hour, Slots: 2}, {Slot: time.Minute, Slots: 2}}}, // shrinking
+		{Slot: 10 * time.Second, Slots: 6, Tiers: make([]Tier, MaxTiers+1)},
+	} {
+		if c.Validate() == nil {
+			t.Errorf("%+v: valid", c)
+		}
+	}
+	c := tieredCfg()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Reach(), time.Minute+4*time.Minute+3*5*time.Minute; got != want {
+		t.Errorf("Reach %v, want %v", got, want)
+	}
+}
+
+// TestTieredFoldMatchesOracle: events over 40 minutes (some out of order, some in bursts
+// that make the ring dense, some gaps that leave it sparse), and after every step windows
+// of every length the tiers reach: count, sum, min and max equal an exact oracle over the
+// answer's [From, To), which covers the window and starts no more than a coarsest slot
+// before it, exactly at the window's start when that is on a 5 m boundary; quantiles equal
+// those of one Bins of the oracle's events (merged bins are a union, bit for bit).
+func TestTieredFoldMatchesOracle(t *testing.T) {
+	for _, noSketch := range []bool{false, true} {
+		cfg := tieredCfg()
+		cfg.NoSketch = noSketch
+		r, err := NewRing(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix, _ := cfg.Sketch.Indexer()
+		rng := rand.New(rand.NewPCG(29, 3))
+		var evs []oracleEvent
+		now := t0
+		qs := []float64{0.5, 0.99}
+		for step := range 400 {
+			now += int64(rng.IntN(12_000))
+			if step%50 == 0 {
+				now += 4 * 60_000 // a gap: the ring goes sparse, slots jump out whole
+			}
+			for range 1 + rng.IntN(4) {
+				ts := now - int64(rng.IntN(50_000)) // inside the 60 s retention, out of order
+				e := oracleEvent{ts: ts, v: float64(1 + rng.IntN(1000)), n: uint64(1 + rng.IntN(3))}
+				if err := r.Add(now, ts, e.v, e.n); err != nil {
+					continue // late for the ring: not kept, not in the oracle
+				}
+				evs = append(evs, e)
+			}
+			for w := 10 * time.Second; w <= cfg.Reach(); w += 10 * time.Second {
+				a, err := r.Read(now, w, qs)
+				if err != nil {
+					t.Fatalf("step %d: read %v: %v", step, w, err)
+				}
+				start := a.To - w.Milliseconds()
+				if a.From > start || a.From < start-5*60_000 || (start%(5*60_000) == 0 && a.From != start) {
+					t.Fatalf("step %d: %v: span [%d, %d) for a window starting at %d", step, w, a.From, a.To, start)
+				}
+				var b sketch.Bins
+				want := oracleAgg(evs, a.From, a.To, ix, &b)
+				if a.Count != want.Count || a.Sum != want.Sum || (a.Count > 0 && (a.Min != want.Min || a.Max != want.Max)) {
+					t.Fatalf("step %d (noSketch %v): %v at %d: got count %d sum %v min %v max %v, oracle %d %v %v %v",
+						step, noSketch, w, now, a.Count, a.Sum, a.Min, a.Max, want.Count, want.Sum, want.Min, want.Max)
+				}
+				if noSketch || a.Count == 0 {
+					for _, q := range a.Quantiles {
+						if !math.IsNaN(q) {
+							t.Fatalf("step %d: %v: quantile %v without a sketch or data", step, w, q)
+						}
+					}
+					continue
+				}
+				wq := b.Quantiles(ix, qs, nil)
+				for i := range wq {
+					wq[i] = min(max(wq[i], want.Min), want.Max)
+				}
+				if !slices.Equal(a.Quantiles, wq) {
+					t.Fatalf("step %d: %v: quantiles %v, the oracle's bins %v", step, w, a.Quantiles, wq)
+				}
+			}
+		}
+	}
+}
+
+// TestTieredReadAheadEqualsAdvanced: a read at a now past the ring's current slot answers
+// what the ring moved there answers (issue #25's rule, across tiers), and moves nothing.
+func TestTieredReadAheadEqualsAdvanced(t *testing.T) {
+	r, _ := NewRing(tieredCfg())
+	now := t0
+	for i := range 300 {
+		now = t0 + int64(i)*7_000
+		_ = r.Add(now, now, float64(i%17), 1)
+	}
+	for _, ahead := range []int64{5_000, 30_000, 65_000, 4 * 60_000, 13 * 60_000, 40 * 60_000} {
+		later := now + ahead
+		moved := r.clone()
+		moved.Empty(later)
+		for w := 10 * time.Second; w <= tieredCfg().Reach(); w += 50 * time.Second {
+			got, err1 := r.Read(later, w, []float64{0.5})
+			want, err2 := moved.Read(later, w, []float64{0.5})
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			if got.Count != want.Count || got.Sum != want.Sum || got.From != want.From || got.To != want.To ||
+				got.Min != want.Min && got.Count > 0 || !slices.EqualFunc(got.Quantiles, want.Quantiles, func(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }) {
+				t.Fatalf("ahead %d, %v: read %+v, moved ring %+v", ahead, w, got, want)
+			}
+		}
+	}
+}
+
+// TestTieredBoundaries is a step table with fixed instants: one event of value 1 at the start
+// of every 10 s slot for 20 minutes, then reads at windows whose start falls on the fine,
+// 1 m and 5 m boundaries and inside a coarse slot.
+func TestTieredBoundaries(t *testing.T) {
+	r, _ := NewRing(tieredCfg())
+	end := t0 + 20*60_000
+	for ts := t0; ts < end; ts += 10_000 {
+		if err := r.Add(ts, ts, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := end - 1 // the last slot is [end-10s, end)
+	for _, tc := range []struct {
+		w         time.Duration
+		count     uint64
+		fromAgo   time.Duration // From = end - fromAgo
+		explained string
+	}{
+		{time.Minute, 6, time.Minute, "the fine slots alone"},
+		{2 * time.Minute, 12, 2 * time.Minute, "fine plus one whole 1 m slot"},
+		{90 * time.Second, 12, 2 * time.Minute, "inside the 1 m slot [end-2m, end-1m): rounds out to it"},
+		{5 * time.Minute, 30, 5 * time.Minute, "on a 5 m boundary, fine and four 1 m slots: exact"},
+		{6 * time.Minute, 60, 10 * time.Minute, "the 5 m slot [end-10m, end-5m) holds minutes 10-13 and tier 1 minute 14: rounds out"},
+		{10 * time.Minute, 60, 10 * time.Minute, "on a 5 m boundary: exact"},
+		{8 * time.Minute, 60, 10 * time.Minute, "inside a 5 m slot: rounds out to it"},
+		{15 * time.Minute, 90, 15 * time.Minute, "exact at the 5 m boundary"},
+		{19 * time.Minute, 120, 20 * time.Minute, "rounds out to the first 5 m slot"},
+	} {
+		a, err := r.Read(now, tc.w, nil)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.w, err)
+		}
+		if a.Count != tc.count || a.Sum != float64(tc.count) || a.From != end-tc.fromAgo.Milliseconds() || a.To != end {
+			t.Errorf("%v (%s): count %d from end-%v, want %d from end-%v", tc.w, tc.explained, a.Count, time.Duration(end-a.From)*time.Millisecond, tc.count, tc.fromAgo)
+		}
+	}
+	if _, err := r.Read(now, tieredCfg().Reach()+10*time.Second, nil); err == nil {
+		t.Error("a window past the reach was read")
+	}
+}
+
+// TestTieredSweep: a series whose fine slots emptied is kept while its tiers hold what a read
+// can reach, and evicted once they do not.
+func TestTieredSweep(t *testing.T) {
+	r, _ := NewRing(tieredCfg())
+	_ = r.Add(t0, t0, 5, 1)
+	if r.Empty(t0 + 3*60_000) {
+		t.Fatal("empty while a tier holds the event")
+	}
+	if a, _ := r.Read(t0+3*60_000, 5*time.Minute, nil); a.Count != 1 {
+		t.Fatalf("count %d after the fold", a.Count)
+	}
+	if !r.Empty(t0 + 24*time.Hour.Milliseconds()) {
+		t.Fatal("not empty a day later")
+	}
+}
