@@ -2,6 +2,8 @@ package window
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/slide-metrics/slide/sketch"
@@ -357,4 +359,70 @@ func (ts *tierSet) clone() *tierSet {
 		}
 	}
 	return c
+}
+
+// Spec writes c as --rings takes it after "METRIC=": SLOT:SLOTS[:SKETCH] then +SLOT:SLOTS
+// for each tier, e.g. "1m:60+1h:48+1d:36"; SKETCH is "none" for NoSketch and is left out
+// for the default sketch.
+func (c RingConfig) Spec() string {
+	d := c.withDefaults()
+	var b strings.Builder
+	b.WriteString(FormatDuration(d.Slot) + ":" + strconv.Itoa(d.Slots))
+	switch {
+	case d.NoSketch:
+		b.WriteString(":none")
+	case !d.Sketch.Equal(sketch.Kind{}):
+		b.WriteString(":" + d.Sketch.String())
+	}
+	for _, t := range d.Tiers {
+		b.WriteString("+" + FormatDuration(t.Slot) + ":" + strconv.Itoa(t.Slots))
+	}
+	return b.String()
+}
+
+// Serving returns a config like c that reads a window of w (CheckWindow): c itself when it
+// does; else, for w not a multiple of c's slot, c's retention in slots of a width dividing
+// both; for w up to 6 hours (or a slot that no hour divides), one ring of w; else c's ring
+// followed by tiers of 1 h (48 of them) and 1 d, with as many slots in the last as w needs.
+// It is the hint of a refusal ("--rings cost=1m:60+1h:48+1d:31"); w must be positive.
+func (c RingConfig) Serving(w time.Duration) RingConfig {
+	d := c.withDefaults()
+	if w <= 0 || d.CheckWindow(w, "", "") == nil {
+		return d
+	}
+	if w%d.Slot != 0 {
+		f := time.Duration(gcd(int64(w/time.Millisecond), int64(d.Slot/time.Millisecond))) * time.Millisecond
+		d.Slots, d.Slot, d.Tiers = int(min(d.Retention()/f, 100_000)), f, nil
+		if d.CheckWindow(w, "", "") == nil {
+			return d
+		}
+	}
+	if w <= 6*time.Hour || time.Hour%d.Slot != 0 && d.Slot < time.Hour || d.Slot > 24*time.Hour {
+		d.Tiers = nil
+		d.Slots = int(min(max(int64(w/d.Slot), int64(d.Slots)), 100_000))
+		return d
+	}
+	d.Tiers = nil
+	if d.Slot < time.Hour {
+		d.Tiers = append(d.Tiers, Tier{Slot: time.Hour, Slots: 48})
+	}
+	if d.Reach() < w && d.Slot < 24*time.Hour {
+		d.Tiers = append(d.Tiers, Tier{Slot: 24 * time.Hour, Slots: 1})
+	}
+	if need := w - d.Reach(); need > 0 {
+		if len(d.Tiers) == 0 {
+			d.Slots += int((need + d.Slot - 1) / d.Slot)
+		} else {
+			t := &d.Tiers[len(d.Tiers)-1]
+			t.Slots += int((need + t.Slot - 1) / t.Slot)
+		}
+	}
+	return d
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

@@ -1,9 +1,13 @@
 package window
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -204,5 +208,108 @@ func TestTieredSweep(t *testing.T) {
 	}
 	if !r.Empty(t0 + 24*time.Hour.Milliseconds()) {
 		t.Fatal("not empty a day later")
+	}
+}
+
+// tieredSumCfg is tieredCfg without a sketch: a sum-only metric.
+func tieredSumCfg() RingConfig {
+	c := tieredCfg()
+	c.NoSketch = true
+	return c
+}
+
+// feedTiered feeds the tiered metrics of snapStore for 40 minutes of advancing time, keys
+// k0..k5 (even keys to partition 0, odd to 1), and returns the last now.
+func feedTiered(s *Store, rng *rand.Rand) int64 {
+	now := t0
+	for range 2000 {
+		now += int64(rng.IntN(2400))
+		k := rng.IntN(6)
+		for _, m := range []string{"tok", "sum"} {
+			_ = s.ObserveAt(now, Event{TS: now - int64(rng.IntN(30_000)), Metric: m, Key: "k" + strconv.Itoa(k),
+				Value: float64(rng.IntN(500)), Count: uint64(rng.IntN(3)), Feed: FeedOf(int32(k % 2))})
+		}
+	}
+	return now
+}
+
+// tieredSnapshot is a snapshot of partition p of a snapStore fed by feedTiered.
+func tieredSnapshot(t testing.TB, p int32) []byte {
+	s := snapStore(t)
+	now := feedTiered(s, rand.New(rand.NewPCG(8, 9)))
+	data, _ := s.AppendSnapshot(nil, now, p)
+	return data
+}
+
+// TestTieredSnapshotRoundTrip: a snapshot carries the tiers (with and without a sketch), so
+// reads of every window up to the reach, at now and later, equal the original's; a store
+// whose tiers differ refuses it (ErrSnapshotShape).
+func TestTieredSnapshotRoundTrip(t *testing.T) {
+	a := snapStore(t)
+	now := feedTiered(a, rand.New(rand.NewPCG(8, 9)))
+	data, n := a.AppendSnapshot(nil, now, 1)
+	if n != 6 { // 3 keys × 2 metrics
+		t.Fatalf("%d series in the snapshot", n)
+	}
+	b := snapStore(t)
+	if got, err := b.LoadSnapshot(now, 1, data); err != nil || got != n {
+		t.Fatalf("LoadSnapshot: %d, %v", got, err)
+	}
+	tiersHeld := 0
+	a.each(func(se *series) {
+		if se.ring.tiers != nil && se.partition == 1 {
+			tiersHeld++
+		}
+	})
+	if tiersHeld != n {
+		t.Fatalf("%d of %d series hold tiers: the test proves little", tiersHeld, n)
+	}
+	for _, at := range []int64{now, now + 90_000, now + 11*60_000} {
+		for _, m := range []string{"tok", "sum"} {
+			for _, k := range []string{"k1", "k3", "k5"} {
+				for w := 10 * time.Second; w <= tieredCfg().Reach(); w += 10 * time.Second {
+					wa, errA := a.ReadAt(at, m, k, w, []float64{0.5, 0.9})
+					wb, errB := b.ReadAt(at, m, k, w, []float64{0.5, 0.9})
+					if errA != nil || errB != nil || fmt.Sprint(wa) != fmt.Sprint(wb) {
+						t.Fatalf("%s/%s over %v at +%d: original %+v (%v), restored %+v (%v)", m, k, w, at-now, wa, errA, wb, errB)
+					}
+				}
+			}
+		}
+	}
+	other, _ := NewStore(StoreConfig{Metrics: map[string]RingConfig{"tok": {Slot: 10 * time.Second, Slots: 6, Tiers: []Tier{{Slot: time.Minute, Slots: 9}}}}})
+	if _, err := other.LoadSnapshot(now, 1, data); !errors.Is(err, ErrSnapshotShape) {
+		t.Fatalf("other tiers: %v, want ErrSnapshotShape", err)
+	}
+}
+
+// TestSnapshotVersion1Loads: a snapshot written before tiers (testdata/snapshot-v1.bin: 50
+// events of values 1..50, 30 s apart from t0, of cost and latency_ms for tenant-1, taken at
+// t0 + 25 m) loads into a store whose cost ring has tiers, which start empty; a version 3 is
+// refused as ErrSnapshotVersion.
+func TestSnapshotVersion1Loads(t *testing.T) {
+	data, err := os.ReadFile("testdata/snapshot-v1.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data[4] != 1 {
+		t.Fatalf("version %d", data[4])
+	}
+	s, _ := NewStore(StoreConfig{Metrics: map[string]RingConfig{"cost": {Slot: time.Minute, Slots: 60, Tiers: []Tier{{Slot: time.Hour, Slots: 48}, {Slot: 24 * time.Hour, Slots: 36}}}}})
+	now := t0 + 25*60_000
+	if n, err := s.LoadSnapshot(now, 0, data); err != nil || n != 2 {
+		t.Fatalf("LoadSnapshot: %d, %v", n, err)
+	}
+	a, err := s.ReadAt(now, "cost", "tenant-1", time.Hour, nil)
+	if err != nil || a.Count != 50 || a.Sum != 50*51/2 || a.Min != 1 || a.Max != 50 {
+		t.Fatalf("cost over 1h: %+v, %v", a, err)
+	}
+	if a, err := s.ReadAt(now+2*3600_000, "cost", "tenant-1", 24*time.Hour, nil); err != nil || a.Count != 50 {
+		t.Fatalf("cost over 24h two hours later, from the tiers: %+v, %v", a, err)
+	}
+	v3 := append([]byte(nil), data...)
+	v3[4] = 3
+	if _, err := s.LoadSnapshot(now, 0, v3); !errors.Is(err, ErrSnapshotVersion) {
+		t.Fatalf("version 3: %v", err)
 	}
 }
