@@ -367,7 +367,7 @@ func (ts *tierSet) clone() *tierSet {
 func (c RingConfig) Spec() string {
 	d := c.withDefaults()
 	var b strings.Builder
-	b.WriteString(FormatDuration(d.Slot) + ":" + strconv.Itoa(d.Slots))
+	b.WriteString(specDuration(d.Slot) + ":" + strconv.Itoa(d.Slots))
 	switch {
 	case d.NoSketch:
 		b.WriteString(":none")
@@ -375,9 +375,17 @@ func (c RingConfig) Spec() string {
 		b.WriteString(":" + d.Sketch.String())
 	}
 	for _, t := range d.Tiers {
-		b.WriteString("+" + FormatDuration(t.Slot) + ":" + strconv.Itoa(t.Slots))
+		b.WriteString("+" + specDuration(t.Slot) + ":" + strconv.Itoa(t.Slots))
 	}
 	return b.String()
+}
+
+// specDuration is FormatDuration with whole days as days (1d, not 24h), as --rings is written.
+func specDuration(d time.Duration) string {
+	if day := 24 * time.Hour; d >= day && d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	return FormatDuration(d)
 }
 
 // Serving returns a config like c that reads a window of w (CheckWindow): c itself when it

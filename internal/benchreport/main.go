@@ -98,6 +98,9 @@ var goals = []goal{
 	{issue: "#27", what: "decoding an event with 3 labels (Append's layout, labels last) vs the same event without", ours: "BenchmarkDecodeShapes/labels", anchor: "BenchmarkDecodeShapes/exact", bound: 0, want: "stated, 0 allocs (TestDecodeLabelsAllocs holds it)"},
 	// #27 §3: access logs and any JSON (--event-map)
 	{issue: "#27", what: "Envoy Gateway's default JSON access log through --event-map envoy (a line of ~850 bytes, two events) vs the same two events as slide JSON through event.Decoder, per line", ours: "BenchmarkEventMap/ours", anchor: "BenchmarkEventMap/anchor", bound: 2, want: "≥ 0.5× the events/s of slide's own JSON, 0 allocs (TestMapAllocs holds it)"},
+	// #29: long windows in little memory (rings of several resolutions).
+	{issue: "#29", what: "bytes per series holding 35 days of a sum-only metric (an event every 10 s) in the tiers 1h:6:none+1d:36 vs the same history in 10 s slots", ours: "BenchmarkTieredMemory/ours", anchor: "BenchmarkTieredMemory/anchor", unit: "B/series", bound: 0.001, want: "≤ 0.001× the 10 s slots"},
+	{issue: "#29", what: "the same tiered series, absolute", ours: "BenchmarkTieredMemory/ours", unit: "B/series", fixed: 2048, bound: 1, want: "≤ 2 KB per series (TestTieredSeriesMemoryBudget holds it)"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
