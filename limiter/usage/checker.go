@@ -33,7 +33,7 @@ type Checker struct {
 	// tiered: Window reaches past the ring's own slots into its tiers (issue #29), so
 	// RetryAfter reads the newest j slots window by window instead of slot by slot.
 	tiered bool
-	qs    []float64
+	qs     []float64
 	// keyPrefix, keySuffix: Rule.Key split at the placeholder; whole when there is none.
 	keyPrefix, keySuffix string
 	hasPlaceholder       bool
