@@ -15,13 +15,13 @@ import (
 // "1m:60:hdr:2:1:60000" or "10s:360+1h:24+1d:32": the ring, then its coarser tiers (issue
 // #29), joined by '+'. SKETCH "none" keeps no quantile bins (a sum-only metric).
 func parseRing(s string) (window.RingConfig, error) {
-	first, tiers, _ := strings.Cut(s, "+")
+	first, tiers, tiered := strings.Cut(s, "+")
 	rc, err := parseShape(s, first, true)
 	if err != nil {
 		return rc, err
 	}
 	for t := range strings.SplitSeq(tiers, "+") {
-		if tiers == "" {
+		if !tiered {
 			break
 		}
 		tc, err := parseShape(s, t, false)
