@@ -30,14 +30,13 @@ func (p *Partial) Reset() {
 }
 
 // Merge adds o into p. Spans are the union: the latest To wins, as instances may read a
-// moment apart. Bins merge when both sides have them.
+// moment apart, and of equal Tos the earliest From, as reads of a tiered ring may round
+// a window's start out to different tier slots (issue #29). Bins merge when both sides have them.
 func (p *Partial) Merge(o *Partial) {
 	if o.Series == 0 && o.Count == 0 {
 		return
 	}
-	if p.Series == 0 || o.To > p.To {
-		p.From, p.To = o.From, o.To
-	}
+	p.widen(o.From, o.To)
 	p.Series += o.Series
 	p.NoBins = p.NoBins || o.NoBins
 	if o.Count == 0 {
@@ -49,9 +48,17 @@ func (p *Partial) Merge(o *Partial) {
 	}
 }
 
+// widen makes p's span [from, to) when p has none or to is later, and takes the earlier
+// from when to is p's.
+func (p *Partial) widen(from, to int64) {
+	if p.Series == 0 || to > p.To || to == p.To && from < p.From {
+		p.From, p.To = from, to
+	}
+}
+
 // add folds one series' aggregate a (count .. max) into p.
 func (p *Partial) add(a *Agg) {
-	p.From, p.To = a.From, a.To
+	p.widen(a.From, a.To)
 	p.Series++
 	if a.Count > 0 {
 		addPart(&p.Count, &p.Sum, &p.Min, &p.Max, a.Count, a.Sum, a.Min, a.Max)

@@ -313,3 +313,42 @@ func TestSnapshotVersion1Loads(t *testing.T) {
 		t.Fatalf("version 3: %v", err)
 	}
 }
+
+// TestTieredPartialsMerge: partials of tiered windows from two stores that split the keys
+// merge into what one store holding every key reads (ReadMerged), span included: the
+// earliest start any series' read rounded out to.
+func TestTieredPartialsMerge(t *testing.T) {
+	all, left, right := snapStore(t), snapStore(t), snapStore(t)
+	rng := rand.New(rand.NewPCG(4, 4))
+	now := t0
+	for range 1500 {
+		now += int64(rng.IntN(2400))
+		k := rng.IntN(6)
+		ev := Event{TS: now - int64(rng.IntN(30_000)), Metric: "tok", Key: "k" + strconv.Itoa(k), Value: float64(rng.IntN(500))}
+		_ = all.ObserveAt(now, ev)
+		if k%2 == 0 {
+			_ = left.ObserveAt(now, ev)
+		} else {
+			_ = right.ObserveAt(now, ev)
+		}
+	}
+	for w := 2 * time.Minute; w <= tieredCfg().Reach(); w += 70 * time.Second {
+		var p, q Partial
+		everything := func(string, int32) bool { return true }
+		if err := left.MergePartial(now, "tok", everything, w, &p); err != nil {
+			t.Fatal(err)
+		}
+		if err := right.MergePartial(now, "tok", everything, w, &q); err != nil {
+			t.Fatal(err)
+		}
+		p.Merge(&q)
+		got := p.Agg(left.Indexer("tok"), []float64{0.5})
+		want, err := all.ReadMerged(now, "tok", func(string) bool { return true }, w, []float64{0.5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%v: merged partials %+v, one store %+v", w, got, want)
+		}
+	}
+}
