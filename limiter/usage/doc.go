@@ -61,8 +61,8 @@
 // hour is exact to the minute and an older one is rounded to the hour: a +05:30 zone's
 // midnight, 18:30Z, reads from 18:00Z once it is over an hour old, so the half hour before
 // midnight counts. A month's start older than two days is rounded to the UTC day: in a zone
-// west of UTC some hours of the last day of the previous month count; give the metric hour
-// slots that cover a month (cost=1m:60+1h:768) where that matters.
+// other than UTC some hours of the previous month count (5 in New York, 18.5 in Kolkata); give
+// the metric hour slots that cover a month (cost=1m:60+1h:768) where that matters.
 //
 // # Several instances
 //
