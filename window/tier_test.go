@@ -352,3 +352,36 @@ func TestTieredPartialsMerge(t *testing.T) {
 		}
 	}
 }
+
+// TestServing: the config a refusal suggests reads the window, keeps the ring's slot when it
+// can, and is written as --rings takes it.
+func TestServing(t *testing.T) {
+	cost := RingConfig{Slot: time.Minute, Slots: 60}
+	day := 24 * time.Hour
+	for _, c := range []struct {
+		c    RingConfig
+		w    time.Duration
+		spec string
+	}{
+		{cost, time.Hour, "1m:60"},
+		{cost, 2 * time.Hour, "1m:120"},
+		{cost, 90 * time.Second, "30s:120"},
+		{cost, day, "1m:60+1h:48"},
+		{cost, 30 * day, "1m:60+1h:48+1d:29"},
+		{cost, 31*day + time.Hour + time.Minute, "1m:60+1h:48+1d:31"},
+		{RingConfig{}, 7 * day, "10s:30+1h:48+1d:7"},
+		{RingConfig{Slot: 7 * time.Second, Slots: 10}, 7 * day, "7s:86400"},
+		{RingConfig{Slot: time.Minute, Slots: 60, NoSketch: true}, 30 * day, "1m:60:none+1h:48+1d:29"},
+	} {
+		got := c.c.Serving(c.w)
+		if err := got.Validate(); err != nil {
+			t.Errorf("%s for %v: %v", got.Spec(), c.w, err)
+		}
+		if err := got.CheckWindow(c.w, "", "m"); err != nil {
+			t.Errorf("%s for %v: %v", got.Spec(), c.w, err)
+		}
+		if got.Spec() != c.spec {
+			t.Errorf("%s for %v: %s, want %s", c.c.Spec(), c.w, got.Spec(), c.spec)
+		}
+	}
+}
