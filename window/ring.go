@@ -376,6 +376,10 @@ func (r *Ring) addCurrent(now, ts int64, v float64, n uint64) bool {
 	s := &r.slots[r.curPos]
 	b := s.bins.Bins()
 	if s.count == 0 || b == nil {
+		if r.noSketch && s.count > 0 { // a sum-only ring's slots never open bins
+			s.note(v, max(n, 1))
+			return true
+		}
 		return false
 	}
 	if n == 0 {

@@ -385,3 +385,30 @@ func TestServing(t *testing.T) {
 		}
 	}
 }
+
+// TestTieredHotPathAllocatesNothing: events into an existing series of a tiered ring, with a
+// sketch and without, allocate nothing in the current slot (the tiers move only when a slot
+// ages out), and a sum-only ring's events take the fast path (addCurrent).
+func TestTieredHotPathAllocatesNothing(t *testing.T) {
+	s := newTestStore(t, StoreConfig{Metrics: map[string]RingConfig{"tok": tieredCfg(), "sum": tieredSumCfg()}})
+	for _, m := range []string{"tok", "sum"} {
+		ev := Event{TS: t0, Metric: m, Key: "tenant-42"}
+		for i := range 1000 { // dense, bins covering the values
+			ev.Value = float64(1 + i%97)
+			_ = s.ObserveAt(t0, ev)
+		}
+		if n := testing.AllocsPerRun(1000, func() { ev.Value = 42; _ = s.ObserveAt(t0+5, ev) }); n != 0 {
+			t.Errorf("%s: %v allocations per event", m, n)
+		}
+	}
+	r, _ := NewRing(tieredSumCfg())
+	for range RawEvents + 1 {
+		_ = r.Add(t0, t0, 3, 1)
+	}
+	if !r.addCurrent(t0, t0, 5, 2) {
+		t.Fatal("a sum-only ring's event of the current slot took the full path")
+	}
+	if a, _ := r.Read(t0, 10*time.Second, nil); a.Count != RawEvents+3 || a.Sum != 3*(RawEvents+1)+10 || a.Max != 5 {
+		t.Fatalf("after the fast path: %+v", a)
+	}
+}
