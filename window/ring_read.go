@@ -161,4 +161,3 @@ func (r *Ring) addWindowAt(cur int64, dst *sketch.Bins) {
 		}
 	}
 }
-
