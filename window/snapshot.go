@@ -440,7 +440,9 @@ func (s *Store) load(l *snapLoad, p int32) (int, error) {
 		}
 		se.ring.restore(ss.cur, ss.slots)
 		for _, ts := range ss.tiers {
-			se.ring.restoreTiers(ts.t, ts.slots)
+			if len(ts.slots) > 0 {
+				se.ring.restoreTiers(ts.t, ts.slots)
+			}
 		}
 		if se.ring.Empty(l.now) && created {
 			s.unlinkNew(sh, h, se) // nothing of it is left in the window at now

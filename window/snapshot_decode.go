@@ -517,6 +517,11 @@ func (l *snapLoad) resolve() error {
 				}
 				sl.Idx = st.cur - sl.Idx
 			}
+			// A tier whose newest slot no read at now can reach (Ring.tiersEmpty's bound) is
+			// left out, and no far past index reaches the ring's arithmetic.
+			if oldest := l.now - 2*rc.Reach().Milliseconds(); st.cur < floorDiv(oldest, t.Slot.Milliseconds()) {
+				st.slots = nil
+			}
 		}
 	}
 	return nil

@@ -277,6 +277,10 @@ func TestTieredSnapshotRoundTrip(t *testing.T) {
 			}
 		}
 	}
+	// Loaded 100 days later nothing of it is within reach: no series is added.
+	if got, err := snapStore(t).LoadSnapshot(now+100*24*3600_000, 1, data); err != nil || got != 0 {
+		t.Fatalf("100 days later: %d series, %v", got, err)
+	}
 	other, _ := NewStore(StoreConfig{Metrics: map[string]RingConfig{"tok": {Slot: 10 * time.Second, Slots: 6, Tiers: []Tier{{Slot: time.Minute, Slots: 9}}}}})
 	if _, err := other.LoadSnapshot(now, 1, data); !errors.Is(err, ErrSnapshotShape) {
 		t.Fatalf("other tiers: %v, want ErrSnapshotShape", err)
