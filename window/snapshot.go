@@ -438,7 +438,9 @@ func (s *Store) load(l *snapLoad, p int32) (int, error) {
 				continue
 			}
 		}
-		se.ring.restore(ss.cur, ss.slots)
+		if len(ss.slots) > 0 { // a series of tiers alone moves no ring
+			se.ring.restore(ss.cur, ss.slots)
+		}
 		for _, ts := range ss.tiers {
 			if len(ts.slots) > 0 {
 				se.ring.restoreTiers(ts.t, ts.slots)

@@ -495,8 +495,12 @@ func (l *snapLoad) resolve() error {
 			return fmt.Errorf("%w: %s: snapshot %s, store %s", ErrSnapshotShape, clipName(ss.metric), sp.rc.Spec(), rc.Spec())
 		}
 		limit := floorDiv(l.now+rc.Skew.Milliseconds(), rc.Slot.Milliseconds())
+		if ss.cur > limit {
+			return fmt.Errorf("%w: %+q/%+q: current slot %d, at now %d the last admitted is %d", ErrSnapshotFuture,
+				clipName(ss.metric), clipName(ss.key), ss.cur, l.now, limit)
+		}
 		if len(ss.slots) > 0 {
-			if newest := ss.slots[len(ss.slots)-1].Idx; ss.cur > limit || newest > limit {
+			if newest := ss.slots[len(ss.slots)-1].Idx; newest > limit {
 				return fmt.Errorf("%w: %+q/%+q: slot %d (current %d), at now %d the last admitted is %d", ErrSnapshotFuture,
 					clipName(ss.metric), clipName(ss.key), newest, ss.cur, l.now, limit)
 			}
