@@ -433,3 +433,27 @@ func TestTieredHotPathAllocatesNothing(t *testing.T) {
 		t.Fatalf("after the fast path: %+v", a)
 	}
 }
+
+// TestTieredVisitWindow: an exporter's visit of a window past the ring's own slots sees what
+// a read of it answers: span, count, sum, and bins whose quantiles are the read's.
+func TestTieredVisitWindow(t *testing.T) {
+	s := snapStore(t)
+	now := feedTiered(s, rand.New(rand.NewPCG(8, 9)))
+	ix, _ := tieredCfg().Sketch.Indexer()
+	for w := 2 * time.Minute; w <= tieredCfg().Reach(); w += 3 * time.Minute {
+		want, err := s.ReadAt(now, "tok", "k2", w, []float64{0.5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var scratch sketch.Bins
+		err = s.VisitWindowAt(now, "tok", "k2", w, &scratch, func(a Agg, b *sketch.Bins) {
+			q := b.Quantiles(ix, []float64{0.5}, nil)
+			if a.From != want.From || a.To != want.To || a.Count != want.Count || a.Sum != want.Sum || min(max(q[0], a.Min), a.Max) != want.Quantiles[0] {
+				t.Errorf("%v: visit %+v (p50 %v), read %+v", w, a, q, want)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
