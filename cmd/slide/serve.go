@@ -19,6 +19,7 @@ import (
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/promapi"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/sketch"
 	"github.com/slide-metrics/slide/window"
@@ -346,8 +347,14 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	// GET|POST /api/v1/…: PromQL on Prometheus' engine over this instance's rings; while
+	// other instances hold partitions it answers 503, or with partial=allow a warning.
+	prom, err := promapi.New(promapi.Config{Store: store, Remote: cl.Remote, Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
 	qs, err := query.New(query.Config{
-		Store: store, Cluster: cl, Events: events, Allow: allow, AuthToken: token, AuthReads: c.authReads,
+		Store: store, Cluster: cl, Events: events, Allow: allow, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Backends: c.conn.checks.states,
