@@ -30,6 +30,9 @@ type demo struct {
 	now    time.Time
 }
 
+// now_ is the demo's clock, as Config.Now takes one.
+func (d *demo) now_() time.Time { return d.now }
+
 func newDemo(tb testing.TB, kind string, keys, perSlot int) *demo {
 	tb.Helper()
 	k, err := sketch.ParseKind(kind)

@@ -163,10 +163,22 @@ func (b *builder) build(k kind, cur int64, slots []window.SlotView) []sample {
 	b.ts, b.through = sh.points(cur, b.ts[:0], b.through[:0])
 	out := make([]sample, 0, len(b.ts))
 	var count, sum, zero float64
-	var pos, neg []float64
+	var pos, neg, slab []float64
+	var hs []histogram.FloatHistogram
+	var pspans, nspans []histogram.Span
 	if k == kindHistogram {
-		pos = make([]float64, max(0, b.posHi-b.posLo+1))
-		neg = make([]float64, max(0, b.negHi-b.negLo+1))
+		// One slab each for the series' histograms and their buckets, one span per side
+		// shared by all (read-only: the engine copies what it changes).
+		pw, nw := max(0, b.posHi-b.posLo+1), max(0, b.negHi-b.negLo+1)
+		pos, neg = make([]float64, pw), make([]float64, nw)
+		slab = make([]float64, 0, len(b.ts)*(pw+nw))
+		hs = make([]histogram.FloatHistogram, 0, len(b.ts))
+		if pw > 0 {
+			pspans = []histogram.Span{{Offset: int32(b.posLo), Length: uint32(pw)}}
+		}
+		if nw > 0 {
+			nspans = []histogram.Span{{Offset: int32(b.negLo), Length: uint32(nw)}}
+		}
 	}
 	j := 0
 	for p, t := range b.ts {
@@ -193,17 +205,26 @@ func (b *builder) build(k kind, cur int64, slots []window.SlotView) []sample {
 		case kindSum:
 			out = append(out, sample{t: t, f: sum})
 		case kindHistogram:
-			h := &histogram.FloatHistogram{
-				Schema: sh.schema, ZeroThreshold: sh.ix.MinIndexableValue(), ZeroCount: zero,
-				Count: count, Sum: sum,
+			// Counts only grow within one read, so every sample after the first says so and
+			// the engine skips its bucket-by-bucket reset check.
+			hint := histogram.NotCounterReset
+			if len(out) == 0 {
+				hint = histogram.UnknownCounterReset
 			}
+			hs = append(hs, histogram.FloatHistogram{
+				CounterResetHint: hint, Schema: sh.schema, ZeroThreshold: sh.ix.MinIndexableValue(), ZeroCount: zero,
+				Count: count, Sum: sum, PositiveSpans: pspans, NegativeSpans: nspans,
+			})
+			h := &hs[len(hs)-1]
 			if len(pos) > 0 {
-				h.PositiveSpans = []histogram.Span{{Offset: int32(b.posLo), Length: uint32(len(pos))}}
-				h.PositiveBuckets = append([]float64(nil), pos...)
+				at := len(slab)
+				slab = append(slab, pos...)
+				h.PositiveBuckets = slab[at:len(slab):len(slab)]
 			}
 			if len(neg) > 0 {
-				h.NegativeSpans = []histogram.Span{{Offset: int32(b.negLo), Length: uint32(len(neg))}}
-				h.NegativeBuckets = append([]float64(nil), neg...)
+				at := len(slab)
+				slab = append(slab, neg...)
+				h.NegativeBuckets = slab[at:len(slab):len(slab)]
 			}
 			out = append(out, sample{t: t, h: h})
 		}

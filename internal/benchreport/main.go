@@ -96,6 +96,8 @@ var goals = []goal{
 	{issue: "#27", what: "the same match= read where it selects one series in eight vs the glob read of all 100k", ours: "BenchmarkMatchRead/ours_selective", anchor: "BenchmarkMatchRead/anchor_selective", unit: "cpu_ns/op", bound: 0, want: "stated"},
 	{issue: "#27", what: "Selector.Match of a series of 4 labels against route=\"/pay\",span_kind!=\"SPAN_KIND_CLIENT\",code=~\"5..\" vs anchored regexps over LabelValue", ours: "BenchmarkSelectorMatch/example", anchor: "BenchmarkSelectorMatch/plain_regexp", bound: 0, want: "stated, 0 allocs (TestSelectorMatchAllocatesNothing holds it)"},
 	{issue: "#27", what: "decoding an event with 3 labels (Append's layout, labels last) vs the same event without", ours: "BenchmarkDecodeShapes/labels", anchor: "BenchmarkDecodeShapes/exact", bound: 0, want: "stated, 0 allocs (TestDecodeLabelsAllocs holds it)"},
+	// #28: PromQL on Prometheus' engine over the rings.
+	{issue: "#28", what: "instant histogram_quantile(0.95, sum by (key) (rate(latency_ms[5m]))) over 1,000 series vs /v1/top by p95 over them, both through their handlers", ours: "BenchmarkPromQLQuantile/ours", anchor: "BenchmarkPromQLQuantile/anchor", bound: 3, want: "≤ 3× /v1/top by p95"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
