@@ -34,15 +34,22 @@ func NewQueryable(store *window.Store, now func() time.Time, maxSeries int) *Que
 	return &Queryable{store: store, now: now, maxSeries: maxSeries}
 }
 
+// liveSkew is how far before the clock's now a query may end and still read the slot in
+// progress (stamped at its end time): a client's clock, or the time a request took to
+// arrive, is not a reason to leave out the freshest slot.
+const liveSkew = 5 * time.Second
+
 // Querier returns a querier of the samples in [mint, maxt] (ms).
 func (q *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
-	return &querier{q: q, mint: mint, maxt: maxt, now: min(q.now().UnixMilli(), maxt)}, nil
+	now := q.now().UnixMilli()
+	return &querier{q: q, mint: mint, maxt: maxt, now: min(now, maxt), live: maxt >= now-liveSkew.Milliseconds()}, nil
 }
 
 type querier struct {
 	q          *Queryable
 	mint, maxt int64
 	now        int64
+	live       bool         // now is the clock's: the slot in progress shows at now
 	series     atomic.Int64 // series selected so far, against q.maxSeries
 }
 
@@ -157,7 +164,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	stop := stopper(ctx)
 	for i, m := range s.metrics {
 		ks := s.kinds[i]
-		b := builder{sh: newShape(q.q.store.RingConfig(m), q.now, mint, maxt)}
+		b := builder{sh: newShape(q.q.store.RingConfig(m), q.now, q.live, mint, maxt)}
 		q.q.store.VisitSlots(q.now, m, s.sel, ks[kindHistogram], stop, func(series string, cur int64, slots []window.SlotView) bool {
 			if len(slots) == 0 {
 				return true // an empty ring: nothing to show until it is evicted

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/promql"
+
+	"github.com/slide-metrics/slide/window"
 )
 
 func testEngine() *promql.Engine {
@@ -60,15 +62,55 @@ func TestQuantilePerKeyMatchesOracle(t *testing.T) {
 func TestIncreaseOfCountIsExactAtNow(t *testing.T) {
 	d := newDemo(t, "native:5", 3, 20)
 	q := NewQueryable(d.store, func() time.Time { return d.now }, 0)
-	v := instant(t, q, `sum by (key, route) (increase(latency_ms_count[5m]))`, d.now)
 	want := d.valuesBy(math.MinInt64, math.MaxInt64, func(e demoEvent) string { return e.key + " " + e.route })
-	if len(v) != len(want) {
-		t.Fatalf("%d series, want %d", len(v), len(want))
+	// At now, and a second before it (a client's clock behind the server's: liveSkew), the
+	// last sample holds the slot in progress.
+	for _, at := range []time.Time{d.now, d.now.Add(-time.Second)} {
+		v := instant(t, q, `sum by (key, route) (increase(latency_ms_count[5m]))`, at)
+		if len(v) != len(want) {
+			t.Fatalf("%d series, want %d", len(v), len(want))
+		}
+		for _, s := range v {
+			n := float64(len(want[s.Metric.Get("key")+" "+s.Metric.Get("route")]))
+			if math.Abs(s.F-n) > 1e-9*n {
+				t.Errorf("at %v: %v: increase %g, want exactly %g", at, s.Metric, s.F, n)
+			}
+		}
+	}
+}
+
+// TestIncreaseExtrapolation: at a past instant on a slot boundary, increase(M_count[1m])
+// reads the six slot ends in (t-1m, t]: their difference is the count of the last five slots
+// of the minute, which PromQL extrapolates to the whole minute (the first sample is one
+// sample interval after the range's start: under 1.1 intervals, so it extends all the way),
+// × 6/5. So the answer is exactly 6/5 × the last five slots' count, and it differs from the
+// minute's exact count by (the five slots' mean − the first slot's count): Prometheus' own
+// extrapolation of any scraped counter, nothing of ours.
+func TestIncreaseExtrapolation(t *testing.T) {
+	d := newDemo(t, "native:5", 3, 20)
+	q := NewQueryable(d.store, func() time.Time { return d.now }, 0)
+	at := window.FloorDiv(d.now.UnixMilli(), 10_000)*10_000 - 60_000 // a boundary a minute back
+	v := instant(t, q, `sum by (key) (increase(latency_ms_count[1m]))`, time.UnixMilli(at))
+	perSlot := map[string][6]float64{} // by key, slots of the minute oldest first
+	for _, e := range d.events {
+		if e.ts >= at-60_000 && e.ts < at {
+			c := perSlot[e.key]
+			c[(e.ts-(at-60_000))/10_000]++
+			perSlot[e.key] = c
+		}
+	}
+	if len(v) != len(perSlot) || len(v) == 0 {
+		t.Fatalf("%d keys answered, %d in the oracle", len(v), len(perSlot))
 	}
 	for _, s := range v {
-		n := float64(len(want[s.Metric.Get("key")+" "+s.Metric.Get("route")]))
-		if math.Abs(s.F-n) > 1e-9*n {
-			t.Errorf("%v: increase %g, want exactly %g", s.Metric, s.F, n)
+		c := perSlot[s.Metric.Get("key")]
+		last5 := c[1] + c[2] + c[3] + c[4] + c[5]
+		if want := last5 * 6 / 5; math.Abs(s.F-want) > 1e-9*want {
+			t.Errorf("%v: increase %g, want 6/5 × %g = %g", s.Metric, s.F, last5, want)
+		}
+		exact := last5 + c[0]
+		if err := s.F - exact; math.Abs(err-(last5/5-c[0])) > 1e-9*exact {
+			t.Errorf("%v: off the exact %g by %g, want the five slots' mean − the first's count = %g", s.Metric, exact, err, last5/5-c[0])
 		}
 	}
 }

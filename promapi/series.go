@@ -88,6 +88,7 @@ func (p *sample) Type() chunkenc.ValueType {
 type shape struct {
 	width, n   int64 // slot width (ms), slots of the retention
 	now        int64 // the read's now (ms)
+	live       bool  // now is the clock's now, not a past instant
 	mint, maxt int64 // samples kept: [mint, maxt]
 	ix         sketch.Indexer
 	schema     int32
@@ -95,9 +96,9 @@ type shape struct {
 	keyer      sketch.NativeKeyer // re-bucketing of other kinds
 }
 
-func newShape(rc window.RingConfig, now, mint, maxt int64) shape {
+func newShape(rc window.RingConfig, now int64, live bool, mint, maxt int64) shape {
 	ix, _ := rc.Sketch.Indexer() // validated by the store
-	sh := shape{width: rc.Slot.Milliseconds(), n: int64(rc.Slots), now: now, mint: mint, maxt: maxt, ix: ix}
+	sh := shape{width: rc.Slot.Milliseconds(), n: int64(rc.Slots), now: now, live: live, mint: mint, maxt: maxt, ix: ix}
 	if s, ok := sketch.NativeSchema(ix); ok {
 		sh.schema, sh.exact = int32(s), true
 	} else {
@@ -107,20 +108,24 @@ func newShape(rc window.RingConfig, now, mint, maxt int64) shape {
 }
 
 // points lists the instants a cumulative series has samples at, for a ring whose current
-// slot is cur: the start of the retention (every count still zero), the end of each slot of
-// the retention that ends before now, and now itself, which closes the slot in progress at
-// now (slots after it, events inside the skew or a ring read at a past now, are left out).
-// through[i] is the last slot index points[i] covers.
+// slot is cur: the start of the retention (every count still zero) and the end of each slot
+// of the retention up to now. A live read (now is the clock's now) adds now itself, which
+// closes the slot in progress with what it holds so far; a read at a past instant stops at
+// the last slot that ended by then, since the slot holding that instant holds later events
+// too. through[i] is the last slot index points[i] covers.
 func (sh *shape) points(cur int64, ts, through []int64) ([]int64, []int64) {
 	lo := cur - sh.n + 1
 	last := min(cur, window.FloorDiv(sh.now, sh.width))
 	if t0 := lo * sh.width; t0 < sh.now {
 		ts, through = append(ts, t0), append(through, lo-1)
 	}
-	for i := lo; i < last; i++ {
-		if e := (i + 1) * sh.width; e < sh.now {
+	for i := lo; i <= last; i++ {
+		if e := (i + 1) * sh.width; e < sh.now || (e == sh.now && !sh.live) {
 			ts, through = append(ts, e), append(through, i)
 		}
+	}
+	if !sh.live {
+		return ts, through
 	}
 	return append(ts, sh.now), append(through, last)
 }
@@ -258,8 +263,8 @@ func (b *builder) prepare(slots []window.SlotView) {
 	}
 }
 
-// maxima is M_max: each live slot's max at its end, the slots ending at or after now in one
-// sample at now.
+// maxima is M_max: each live slot's max at its end; a live read puts the slots ending at or
+// after now in one sample at now, a read at a past instant stops at the last slot ended.
 func (b *builder) maxima(slots []window.SlotView) []sample {
 	sh := &b.sh
 	out := make([]sample, 0, len(slots))
@@ -268,13 +273,15 @@ func (b *builder) maxima(slots []window.SlotView) []sample {
 		if s.Index > lastIdx {
 			break
 		}
-		if e := (s.Index + 1) * sh.width; e < sh.now {
+		if e := (s.Index + 1) * sh.width; e < sh.now || (e == sh.now && !sh.live) {
 			if e >= sh.mint && e <= sh.maxt {
 				out = append(out, sample{t: e, f: s.Max})
 			}
 			continue
 		}
-		last = max(last, s.Max)
+		if sh.live {
+			last = max(last, s.Max)
+		}
 	}
 	if !math.IsInf(last, -1) && sh.now >= sh.mint && sh.now <= sh.maxt {
 		out = append(out, sample{t: sh.now, f: last})
