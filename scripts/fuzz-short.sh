@@ -38,6 +38,7 @@ targets=(
 	"./textparse FuzzFast 10000x"
 	"./window FuzzParseDuration 10000x"
 	"./window FuzzSelectorMatch 20000x"
+	"./promapi FuzzAPI 5000x"
 )
 
 for t in "${targets[@]}"; do
