@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 // serveDemo serves the API over a demo store.
@@ -239,5 +240,31 @@ func TestLimitsAndPartitions(t *testing.T) {
 	}
 	if body := readAll(t, res); res.StatusCode != 200 || body != `{"status":"success","data":{"resultType":"scalar","result":[5,"1"]},"warnings":["partial answer: partitions 3,7 are held by other instances and were not read (partial=allow)"]}` {
 		t.Errorf("partial=allow: %d %s", res.StatusCode, body)
+	}
+}
+
+// TestClientThatLeavesStopsTheQuery: a request whose client has gone (its context canceled)
+// is not evaluated: the engine and the store scan both ask the context, and the answer is
+// Prometheus' canceled (499); a Select under a canceled context fails with its error.
+func TestClientThatLeavesStopsTheQuery(t *testing.T) {
+	d := newDemo(t, "native:5", 200, 2)
+	a, err := New(Config{Store: d.store, Now: d.now_})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/query?query=sum(rate(latency_ms[5m]))", nil).WithContext(ctx)
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, req)
+	if rec.Code != 499 || !strings.Contains(rec.Body.String(), `"errorType":"canceled"`) {
+		t.Errorf("canceled request: %d %s", rec.Code, rec.Body.String())
+	}
+	q, _ := a.Queryable().Querier(0, d.now.UnixMilli())
+	ss := q.Select(ctx, true, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "latency_ms"))
+	for ss.Next() {
+	}
+	if !errors.Is(ss.Err(), context.Canceled) {
+		t.Errorf("Select under a canceled context: %v", ss.Err())
 	}
 }
