@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/slide-metrics/slide/sketch"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -51,9 +53,23 @@ type querier struct {
 	now        int64
 	live       bool         // now is the clock's: the slot in progress shows at now
 	series     atomic.Int64 // series selected so far, against q.maxSeries
+	slabs      [][]sketch.BinCount
 }
 
-func (*querier) Close() error { return nil }
+// Close hands the query's bucket slabs back for the next query: the engine closes its
+// querier when the evaluation ends, and its results hold copies, never the slabs.
+func (q *querier) Close() error {
+	for _, sl := range q.slabs {
+		sl = sl[:0]
+		slabPool.Put(&sl)
+	}
+	q.slabs = nil
+	return nil
+}
+
+// slabPool keeps the slabs of finished queries, so a query's buckets land in memory a
+// previous one grew rather than in a slab grown by doubling each time.
+var slabPool = sync.Pool{New: func() any { return new([]sketch.BinCount) }}
 
 // selection is what a set of matchers selects: the exposed names (metric and kind) that the
 // __name__ matchers accept, and the compiled matchers of the other labels.
@@ -165,18 +181,22 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	for i, m := range s.metrics {
 		ks := s.kinds[i]
 		b := builder{sh: newShape(q.q.store.RingConfig(m), q.now, q.live, mint, maxt)}
+		if ks[kindHistogram] {
+			b.slab = *slabPool.Get().(*[]sketch.BinCount)
+		}
 		q.q.store.VisitSlots(q.now, m, s.sel, ks[kindHistogram], stop, func(series string, cur int64, slots []window.SlotView) bool {
 			if len(slots) == 0 {
 				return true // an empty ring: nothing to show until it is evicted
 			}
+			var hs *histSeries
 			if ks[kindHistogram] {
-				b.prepare(slots)
+				hs = b.histSeries(slots)
 			}
 			for k := range kindEnd {
 				if !ks[k] {
 					continue
 				}
-				smp := b.build(k, cur, slots)
+				smp := b.build(k, cur, slots, hs)
 				if len(smp) == 0 {
 					continue
 				}
@@ -188,6 +208,9 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 			}
 			return true
 		})
+		if b.slab != nil {
+			q.slabs = append(q.slabs, b.slab)
+		}
 		if err == nil {
 			err = ctx.Err()
 		}

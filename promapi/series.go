@@ -38,9 +38,11 @@ var kindHelp = [kindEnd]string{
 
 // sample is one point of a series: f for the float kinds, h for the histogram.
 type sample struct {
-	t int64
-	f float64
-	h *histogram.FloatHistogram
+	t       int64
+	f       float64
+	hs      *histSeries // the histogram kind's: the series' slots
+	through int64       // the histogram kind's: the last slot the sample covers
+	first   bool        // the histogram kind's: the series' first sample
 }
 
 // promSeries is one series PromQL sees, its samples built when it was selected (under the
@@ -53,9 +55,11 @@ type promSeries struct {
 func (s *promSeries) Labels() labels.Labels { return s.lset }
 
 func (s *promSeries) Iterator(chunkenc.Iterator) chunkenc.Iterator {
-	// The copying iterator: AtFloatHistogram copies into the engine's histogram when it
-	// passes one, so nothing the engine does to it reaches the samples.
-	return storage.NewListSeriesIteratorWithCopy(samples(s.samples))
+	it := storage.NewListSeriesIterator(samples(s.samples))
+	if len(s.samples) > 0 && s.samples[0].hs != nil {
+		return &histIter{Iterator: it, s: s}
+	}
+	return it
 }
 
 // samples are a series' points as storage's list iterator reads them.
@@ -64,21 +68,20 @@ type samples []sample
 func (s samples) Get(i int) chunks.Sample { return &s[i] }
 func (s samples) Len() int                { return len(s) }
 
-func (p *sample) T() int64                      { return p.t }
-func (p *sample) ST() int64                     { return 0 }
-func (p *sample) F() float64                    { return p.f }
-func (p *sample) H() *histogram.Histogram       { return nil }
-func (p *sample) FH() *histogram.FloatHistogram { return p.h }
-func (p *sample) Copy() chunks.Sample {
-	c := *p
-	if p.h != nil {
-		c.h = p.h.Copy()
+func (p *sample) T() int64                { return p.t }
+func (p *sample) ST() int64               { return 0 }
+func (p *sample) F() float64              { return p.f }
+func (p *sample) H() *histogram.Histogram { return nil }
+func (p *sample) FH() *histogram.FloatHistogram {
+	if p.hs == nil {
+		return nil
 	}
-	return &c
+	return p.hs.histogramAt(p)
 }
+func (p *sample) Copy() chunks.Sample { c := *p; return &c } // histSeries is read-only
 
 func (p *sample) Type() chunkenc.ValueType {
-	if p.h != nil {
+	if p.hs != nil {
 		return chunkenc.ValFloatHistogram
 	}
 	return chunkenc.ValFloat
@@ -150,56 +153,26 @@ func (sh *shape) buckets(dst []sketch.BinCount, b *sketch.Bins, neg bool) []sket
 // builder turns one series' slots into the samples of the kinds asked for; its scratch is
 // reused from series to series of one Select.
 type builder struct {
-	sh           shape
-	want         [kindEnd]bool
-	ts, through  []int64
-	pos, neg     [][]sketch.BinCount // per live slot
-	posLo, posHi int
-	negLo, negHi int
+	sh          shape
+	ts, through []int64
+	slab        []sketch.BinCount // the histSeries' buckets of one Select
 }
 
 // build returns the samples of kind k of one series (whose slots VisitSlots handed over),
-// inside [mint, maxt]. The histogram kind needs prepare to have run for these slots.
-func (b *builder) build(k kind, cur int64, slots []window.SlotView) []sample {
+// inside [mint, maxt]; hs is the series' histSeries for the histogram kind.
+func (b *builder) build(k kind, cur int64, slots []window.SlotView, hs *histSeries) []sample {
 	sh := &b.sh
 	if k == kindMax {
 		return b.maxima(slots)
 	}
 	b.ts, b.through = sh.points(cur, b.ts[:0], b.through[:0])
 	out := make([]sample, 0, len(b.ts))
-	var count, sum, zero float64
-	var pos, neg, slab []float64
-	var hs []histogram.FloatHistogram
-	var pspans, nspans []histogram.Span
-	if k == kindHistogram {
-		// One slab each for the series' histograms and their buckets, one span per side
-		// shared by all (read-only: the engine copies what it changes).
-		pw, nw := max(0, b.posHi-b.posLo+1), max(0, b.negHi-b.negLo+1)
-		pos, neg = make([]float64, pw), make([]float64, nw)
-		slab = make([]float64, 0, len(b.ts)*(pw+nw))
-		hs = make([]histogram.FloatHistogram, 0, len(b.ts))
-		if pw > 0 {
-			pspans = []histogram.Span{{Offset: int32(b.posLo), Length: uint32(pw)}}
-		}
-		if nw > 0 {
-			nspans = []histogram.Span{{Offset: int32(b.negLo), Length: uint32(nw)}}
-		}
-	}
+	var count, sum float64
 	j := 0
 	for p, t := range b.ts {
 		for ; j < len(slots) && slots[j].Index <= b.through[p]; j++ {
-			s := &slots[j]
-			count += float64(s.Count)
-			sum += s.Sum
-			if k == kindHistogram {
-				zero += float64(s.Bins.ZeroCount())
-				for _, bc := range b.pos[j] {
-					pos[bc.Index-b.posLo] += float64(bc.Count)
-				}
-				for _, bc := range b.neg[j] {
-					neg[bc.Index-b.negLo] += float64(bc.Count)
-				}
-			}
+			count += float64(slots[j].Count)
+			sum += slots[j].Sum
 		}
 		if t < sh.mint || t > sh.maxt {
 			continue
@@ -210,57 +183,10 @@ func (b *builder) build(k kind, cur int64, slots []window.SlotView) []sample {
 		case kindSum:
 			out = append(out, sample{t: t, f: sum})
 		case kindHistogram:
-			// Counts only grow within one read, so every sample after the first says so and
-			// the engine skips its bucket-by-bucket reset check.
-			hint := histogram.NotCounterReset
-			if len(out) == 0 {
-				hint = histogram.UnknownCounterReset
-			}
-			hs = append(hs, histogram.FloatHistogram{
-				CounterResetHint: hint, Schema: sh.schema, ZeroThreshold: sh.ix.MinIndexableValue(), ZeroCount: zero,
-				Count: count, Sum: sum, PositiveSpans: pspans, NegativeSpans: nspans,
-			})
-			h := &hs[len(hs)-1]
-			if len(pos) > 0 {
-				at := len(slab)
-				slab = append(slab, pos...)
-				h.PositiveBuckets = slab[at:len(slab):len(slab)]
-			}
-			if len(neg) > 0 {
-				at := len(slab)
-				slab = append(slab, neg...)
-				h.NegativeBuckets = slab[at:len(slab):len(slab)]
-			}
-			out = append(out, sample{t: t, h: h})
+			out = append(out, sample{t: t, hs: hs, through: b.through[p], first: len(out) == 0})
 		}
 	}
 	return out
-}
-
-// prepare collects the native buckets of every slot and the range of bucket indices they
-// span: a series' histograms share one span per side, so each sample's buckets are one
-// slice of the cumulative counts.
-func (b *builder) prepare(slots []window.SlotView) {
-	for len(b.pos) < len(slots) {
-		b.pos, b.neg = append(b.pos, nil), append(b.neg, nil)
-	}
-	b.posLo, b.posHi, b.negLo, b.negHi = math.MaxInt, math.MinInt, math.MaxInt, math.MinInt
-	for j := range slots {
-		b.pos[j] = b.sh.buckets(b.pos[j][:0], slots[j].Bins, false)
-		b.neg[j] = b.sh.buckets(b.neg[j][:0], slots[j].Bins, true)
-		if p := b.pos[j]; len(p) > 0 {
-			b.posLo, b.posHi = min(b.posLo, p[0].Index), max(b.posHi, p[len(p)-1].Index)
-		}
-		if q := b.neg[j]; len(q) > 0 {
-			b.negLo, b.negHi = min(b.negLo, q[0].Index), max(b.negHi, q[len(q)-1].Index)
-		}
-	}
-	if b.posLo > b.posHi {
-		b.posLo, b.posHi = 0, -1
-	}
-	if b.negLo > b.negHi {
-		b.negLo, b.negHi = 0, -1
-	}
 }
 
 // maxima is M_max: each live slot's max at its end; a live read puts the slots ending at or
