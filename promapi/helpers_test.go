@@ -80,7 +80,10 @@ func (d *demo) add(tb testing.TB, metric, key, label string, ts int64, v float64
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := d.store.ObserveAt(d.now.UnixMilli(), window.Event{TS: ts, Metric: metric, Key: string(s), Value: v, Count: 1}); err != nil {
+	// Written as they would arrive: at their slot's end (or now), so the ring advances and
+	// packs its past slots as a live one does.
+	at := min(window.FloorDiv(ts, 10_000)*10_000+9_999, d.now.UnixMilli())
+	if err := d.store.ObserveAt(at, window.Event{TS: ts, Metric: metric, Key: string(s), Value: v, Count: 1}); err != nil {
 		tb.Fatal(err)
 	}
 	if metric == "latency_ms" {

@@ -44,9 +44,9 @@ func (b *builder) histSeries(slots []window.SlotView) *histSeries {
 	for j := range slots {
 		s := &slots[j]
 		p0 := len(b.slab) - start
-		b.slab = sh.buckets(b.slab, s.Bins, false)
+		b.slab, b.tmp = sh.buckets(b.slab, b.tmp, s.Bins, false)
 		p1 := len(b.slab) - start
-		b.slab = sh.buckets(b.slab, s.Bins, true)
+		b.slab, b.tmp = sh.buckets(b.slab, b.tmp, s.Bins, true)
 		n1 := len(b.slab) - start
 		if p1 > p0 {
 			posLo, posHi = min(posLo, b.slab[start+p0].Index), max(posHi, b.slab[start+p1-1].Index)

@@ -184,7 +184,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		if ks[kindHistogram] {
 			b.slab = *slabPool.Get().(*[]sketch.BinCount)
 		}
-		q.q.store.VisitSlots(q.now, m, s.sel, ks[kindHistogram], stop, func(series string, cur int64, slots []window.SlotView) bool {
+		q.q.store.VisitSlots(q.now, m, s.sel, stop, func(series string, cur int64, slots []window.SlotView) bool {
 			if len(slots) == 0 {
 				return true // an empty ring: nothing to show until it is evicted
 			}
@@ -245,7 +245,7 @@ func (q *querier) eachLabelled(ctx context.Context, ms []*labels.Matcher, fn fun
 	}
 	stop := stopper(ctx)
 	for i, m := range s.metrics {
-		q.q.store.VisitSlots(q.now, m, s.sel, false, stop, func(series string, _ int64, slots []window.SlotView) bool {
+		q.q.store.VisitSlots(q.now, m, s.sel, stop, func(series string, _ int64, slots []window.SlotView) bool {
 			if len(slots) == 0 {
 				return true
 			}

@@ -133,21 +133,23 @@ func (sh *shape) points(cur int64, ts, through []int64) ([]int64, []int64) {
 	return append(ts, sh.now), append(through, last)
 }
 
-// buckets appends the native buckets of one side of bins: the bins themselves for a native
-// kind, else each bin's representative re-bucketed (as query's histogram export does).
-func (sh *shape) buckets(dst []sketch.BinCount, b *sketch.Bins, neg bool) []sketch.BinCount {
+// buckets appends the native buckets of one side of a slot's bins: the bins themselves for
+// a native kind, else each bin's representative re-bucketed (as query's histogram export
+// does), through tmp.
+func (sh *shape) buckets(dst, tmp []sketch.BinCount, b sketch.Slot, neg bool) ([]sketch.BinCount, []sketch.BinCount) {
 	if sh.exact {
-		return b.AppendBins(dst, neg)
+		return b.AppendBins(dst, neg), tmp
 	}
-	b.EachBin(neg, func(i int, c uint64) {
-		k := sh.keyer.Key(sh.ix.Value(i))
+	tmp = b.AppendBins(tmp[:0], neg)
+	for _, bc := range tmp {
+		k := sh.keyer.Key(sh.ix.Value(bc.Index))
 		if n := len(dst); n > 0 && dst[n-1].Index == k {
-			dst[n-1].Count += c
-			return
+			dst[n-1].Count += bc.Count
+			continue
 		}
-		dst = append(dst, sketch.BinCount{Index: k, Count: c})
-	})
-	return dst
+		dst = append(dst, sketch.BinCount{Index: k, Count: bc.Count})
+	}
+	return dst, tmp
 }
 
 // builder turns one series' slots into the samples of the kinds asked for; its scratch is
@@ -156,6 +158,7 @@ type builder struct {
 	sh          shape
 	ts, through []int64
 	slab        []sketch.BinCount // the histSeries' buckets of one Select
+	tmp         []sketch.BinCount // re-bucketing's scratch
 }
 
 // build returns the samples of kind k of one series (whose slots VisitSlots handed over),
