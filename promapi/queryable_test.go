@@ -114,3 +114,40 @@ func TestIncreaseExtrapolation(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectNamesAndMatchers: names resolve to a metric's four series, a regexp on
+// __name__ across them, label matchers select as Prometheus', a label no series can have
+// reads as "", and a derived name that is itself a slide metric is that metric.
+func TestSelectNamesAndMatchers(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 2)
+	if err := d.store.ObserveAt(d.now.UnixMilli(), window.Event{TS: d.now.UnixMilli(), Metric: "errors_count", Key: "k0aa", Value: 7, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	q := NewQueryable(d.store, d.now_, 0)
+	count := func(expr string) map[string]int {
+		t.Helper()
+		out := map[string]int{}
+		for _, s := range instant(t, q, expr, d.now) {
+			out[s.Metric.Get("__name__")+" "+s.Metric.Get("route")]++
+		}
+		return out
+	}
+	names := func(m map[string]int) int { return len(m) }
+	if got := count(`{__name__=~"latency_ms.*", route="/pay"}`); names(got) != 4 || got["latency_ms /pay"] != 2 || got["latency_ms_max /pay"] != 2 {
+		t.Errorf("regexp on __name__: %v", got)
+	}
+	if got := count(`latency_ms_count{__reserved__="x"}`); len(got) != 0 {
+		t.Errorf("a label no series has, = x: %v", got)
+	}
+	if got := count(`latency_ms_count{__reserved__=""}`); got["latency_ms_count /pay"] != 2 || got["latency_ms_count /search"] != 2 {
+		t.Errorf("a label no series has, = \"\": %v", got)
+	}
+	if got := count(`latency_ms_sum{key!~"k0.*"}`); got["latency_ms_sum /pay"] != 1 {
+		t.Errorf("key!~: %v", got)
+	}
+	// errors_count is a slide metric: the name is its histogram, errors' counter is hidden.
+	v := instant(t, q, `errors_count`, d.now)
+	if len(v) != 1 || v[0].H == nil || v[0].H.Count != 1 {
+		t.Errorf("errors_count: %v, want the one histogram of the metric errors_count", v)
+	}
+}
