@@ -349,7 +349,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	// GET|POST /api/v1/…: PromQL on Prometheus' engine over this instance's rings; while
 	// other instances hold partitions it answers 503, or with partial=allow a warning.
-	prom, err := promapi.New(promapi.Config{Store: store, Remote: cl.Remote, Registerer: reg, Logger: log})
+	// The engine's own metrics stay unregistered: prometheus_engine_query_duration_histogram_seconds
+	// fails promtool check metrics, and the route's requests are counted as route="promapi".
+	prom, err := promapi.New(promapi.Config{Store: store, Remote: cl.Remote, Logger: log})
 	if err != nil {
 		return err
 	}
