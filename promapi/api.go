@@ -256,6 +256,9 @@ func (a *API) query(r *http.Request) ([]byte, []string, *apiError) {
 	if aerr != nil {
 		return nil, nil, aerr
 	}
+	if aerr := a.checkSubqueries(r.Form.Get("query")); aerr != nil {
+		return nil, nil, aerr
+	}
 	qry, err := a.engine.NewInstantQuery(ctx, a.q, opts, r.Form.Get("query"), ts)
 	if err != nil {
 		return nil, nil, badParam("query", err)
@@ -294,11 +297,41 @@ func (a *API) queryRange(r *http.Request) ([]byte, []string, *apiError) {
 	if aerr != nil {
 		return nil, nil, aerr
 	}
+	if aerr := a.checkSubqueries(r.Form.Get("query")); aerr != nil {
+		return nil, nil, aerr
+	}
 	qry, err := a.engine.NewRangeQuery(ctx, a.q, opts, r.Form.Get("query"), start, end, step)
 	if err != nil {
 		return nil, nil, badParam("query", err)
 	}
 	return a.exec(ctx, qry, r.Form.Get("query"))
+}
+
+// checkSubqueries refuses a subquery of more than maxPoints steps: the engine steps through
+// a subquery without asking the context (count_over_time(x[5y:1s]) is 158M steps, minutes
+// of CPU that the timeout does not stop), so its steps get Prometheus' own cap on a range
+// query's points. A query that does not parse is left to the engine's error.
+func (a *API) checkSubqueries(text string) *apiError {
+	expr, err := a.parser.ParseExpr(text)
+	if err != nil {
+		return nil
+	}
+	var bad *apiError
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		sq, ok := n.(*parser.SubqueryExpr)
+		if !ok || bad != nil {
+			return nil
+		}
+		step := sq.Step
+		if step <= 0 {
+			step = time.Minute // the engine's default subquery step (NoStepSubqueryIntervalFn)
+		}
+		if sq.Range/step > maxPoints {
+			bad = &apiError{errBadData, fmt.Errorf("subquery %s evaluates %d steps, more than %d: widen its step", clip(sq.String()), sq.Range/step, maxPoints)}
+		}
+		return nil
+	})
+	return bad
 }
 
 func (a *API) exec(ctx context.Context, qry promql.Query, text string) ([]byte, []string, *apiError) {

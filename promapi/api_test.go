@@ -182,6 +182,7 @@ func TestGrafanaRequests(t *testing.T) {
 	for _, c := range []struct{ path, want string }{
 		{"/api/v1/query_exemplars?query=latency_ms&start=1&end=2", `{"status":"success","data":[]}`},
 		{"/api/v1/label/key/values?match[]=errors_count", `{"status":"success","data":["k0aa","k1aa"]}`},
+		{"/api/v1/query?query=" + url.QueryEscape("count_over_time(latency_ms_max[5y:1s])"), `{"status":"error","errorType":"bad_data","error":"subquery latency_ms_max[5y:1s] evaluates 157680000 steps, more than 11000: widen its step"}`},
 		{"/api/v1/nope", `{"status":"error","errorType":"not_found","error":"no route /api/v1/nope in slide's Prometheus API"}`},
 		{"/api/v1/query_range?query=1&start=10&end=1&step=1", `{"status":"error","errorType":"bad_data","error":"invalid parameter \"end\": end timestamp must not be before start time"}`},
 	} {

@@ -34,7 +34,7 @@ func FuzzAPI(f *testing.F) {
 		f.Add(s)
 	}
 	d := newDemo(f, "native:5", 2, 2)
-	a, err := New(Config{Store: d.store, Now: d.now_, Timeout: 5 * time.Second, MaxSamples: 1_000_000})
+	a, err := New(Config{Store: d.store, Now: d.now_, Timeout: 500 * time.Millisecond, MaxSamples: 1_000_000})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -49,6 +49,9 @@ func FuzzAPI(f *testing.F) {
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
+		if rec.Code == http.StatusMovedPermanently || rec.Code == http.StatusTemporaryRedirect {
+			return // the mux cleaning a path (/api/v1/. to /api/v1): no API answer
+		}
 		var body struct {
 			Status    string
 			ErrorType string
@@ -59,7 +62,6 @@ func FuzzAPI(f *testing.F) {
 		switch {
 		case rec.Code == 200 && body.Status == "success":
 		case body.Status == "error" && errStatus[body.ErrorType] == rec.Code:
-		case rec.Code == 301 || rec.Code == 307: // the mux cleaning a path
 		default:
 			t.Fatalf("%s: %d %.300s", s, rec.Code, rec.Body.String())
 		}
