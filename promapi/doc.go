@@ -70,7 +70,9 @@
 // series past it: cost_limit), the request's context (a client that leaves cancels the
 // evaluation and the store scan, which asks it every 64 series), and listings (labels,
 // label values, series) sorted and cut at MaxLabelValues or a smaller limit=, with the
-// warning "results truncated due to limit". A POST body is at most 1 MiB.
+// warning "results truncated due to limit". A POST body is at most 1 MiB. A range query
+// has at most 11,000 points, and so does a subquery (the engine steps a subquery's
+// selector without asking the context, so its steps are capped before it runs).
 //
 // Several instances: the rings of partitions another instance holds are not read by this
 // one (the per-slot read does not travel between instances yet). While Config.Remote lists
