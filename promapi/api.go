@@ -116,6 +116,12 @@ func (a *API) serve(fn func(r *http.Request) ([]byte, []string, *apiError)) http
 			writeError(w, &apiError{errBadData, fmt.Errorf("error parsing form values: %w", err)})
 			return
 		}
+		if a.cfg.Ready != nil {
+			if err := a.cfg.Ready(); err != nil {
+				writeError(w, &apiError{errUnavailable, fmt.Errorf("not ready: %w", err)})
+				return
+			}
+		}
 		var warn []string
 		if a.cfg.Remote != nil {
 			if missing := a.cfg.Remote(); len(missing) > 0 {

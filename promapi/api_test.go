@@ -269,3 +269,16 @@ func TestClientThatLeavesStopsTheQuery(t *testing.T) {
 		t.Errorf("Select under a canceled context: %v", ss.Err())
 	}
 }
+
+// TestNotReady: while Config.Ready fails, every route answers Prometheus' 503 unavailable.
+func TestNotReady(t *testing.T) {
+	d := newDemo(t, "native:5", 1, 1)
+	srv := serveDemo(t, d, Config{Ready: func() error { return errors.New("restoring windows from Kafka") }})
+	res, err := http.Get(srv.URL + "/api/v1/query?query=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, res); res.StatusCode != 503 || body != `{"status":"error","errorType":"unavailable","error":"not ready: restoring windows from Kafka"}` {
+		t.Errorf("not ready: %d %s", res.StatusCode, body)
+	}
+}

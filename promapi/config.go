@@ -44,6 +44,9 @@ type Config struct {
 	MaxLabelValues int
 	// LookbackDelta is the engine's lookback for instant vectors; default 5m, Prometheus'.
 	LookbackDelta time.Duration
+	// Ready, when set, is asked before every request: an error answers 503 unavailable in
+	// Prometheus' shape, "not ready: …" (slide serve: while windows are being restored).
+	Ready func() error
 	// Remote lists the partitions this instance does not hold (a cluster member's share of
 	// the others); nil or empty: it holds every partition. When it lists any, a query would
 	// read part of the data: it answers 503 unless the request says partial=allow, and then

@@ -71,8 +71,9 @@ type Config struct {
 	Allow http.Handler
 
 	// PromAPI serves the Prometheus HTTP API under /api/v1/ (package promapi), mounted as a
-	// read route: GET and POST, the bearer token with AuthReads, 503 while not Ready. Nil:
-	// /api/v1/ is not served.
+	// read route: GET and POST, the bearer token with AuthReads; its readiness is its own
+	// (promapi.Config.Ready), so that its 503 has Prometheus' shape. Nil: /api/v1/ is not
+	// served.
 	PromAPI http.Handler
 
 	// AuthToken, when not empty, is the bearer token the write routes (POST /v1/events,
