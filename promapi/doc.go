@@ -84,8 +84,9 @@
 // (window.Store.VisitSlots) and copies each selected series' slot buckets, read straight
 // from the packed slots; a histogram sample is summed from them when the engine reads it,
 // into the engine's own FloatHistogram. BenchmarkPromQLQuantile measures the instant p95
-// query over 1,000 series (30 slots each) against /v1/top by p95 over them: about 13×
-// (38 ms against 2.8 ms on an idle 2-core machine), not the 3×. The engine's own
+// query over 1,000 series (30 slots each) against /v1/top by p95 over them: 9× to 14×
+// (38 ms against 2.8 ms on a quiet 2-core machine, 63 against 7.3 under load), not the
+// issue's 3×. The engine's own
 // share (rate over 31 histograms a series, the sum, the quantile) is over half of it,
 // about 7× /v1/top alone, which reads one kept aggregate a series; the rest is reading 30
 // slots' buckets a series. One sample a slot is what the series are; fewer samples would
