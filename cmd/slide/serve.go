@@ -18,6 +18,7 @@ import (
 
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/promapi"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/sketch"
 	"github.com/slide-metrics/slide/window"
@@ -103,7 +104,7 @@ func (c *serveConfig) register(fs interface {
 	windowVar(fs, &c.slot, "slot", window.DefaultSlot, "slot width of every metric's ring")
 	fs.IntVar(&c.slots, "slots", window.DefaultSlots, "slots per ring (retention = slot × slots)")
 	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY], hdr[:SIGFIGS:LOWEST:HIGHEST] or native[:SCHEMA] (Prometheus native-histogram buckets)")
-	fs.StringVar(&c.rings, "rings", "cost=1m:60", "per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (cost keeps an hour for usage quotas)")
+	fs.StringVar(&c.rings, "rings", DefaultRings, "per-metric rings METRIC=SLOT:SLOTS[:SKETCH][+SLOT:SLOTS...],...: coarser tiers after '+', SKETCH none for a sum-only metric (cost reaches 37 days for usage quotas)")
 	fs.IntVar(&c.maxSeries, "max-series", 1<<20, "series cap; events of new series beyond it are refused and counted")
 	fs.IntVar(&c.maxPerMetric, "max-series-per-metric", 0, "series cap of each metric, so that one noisy label cannot take the store; events of a metric's new series beyond it are refused as series_cap and counted in slide_store_series_refused_total{metric} (0: none but --max-series)")
 	fs.StringVar(&c.maxMemory, "max-memory", "", "memory for series, e.g. 2GiB: sets the series cap to it ÷ the bytes of a busy series (1,200 + 170 × --slots, 6,300 B at 30 slots); with --max-series too, the smaller cap wins")
@@ -170,6 +171,9 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 		}
 	}
 	for m, rc := range rings {
+		if rc.NoSketch && native[m] {
+			return window.StoreConfig{}, fmt.Errorf("--export-histograms: metric %s keeps no sketch (--rings %s=%s)", m, m, rc.Spec())
+		}
 		if rc.Sketch == (sketch.Kind{}) {
 			rc.Sketch = kind
 			if native[m] {
@@ -358,25 +362,34 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	ready := func() error {
+		if err := c.conn.checks.failing(); err != nil {
+			return err
+		}
+		if consumer.Ready() && cl.Known() {
+			return nil
+		}
+		if consumer.Ready() {
+			return errors.New("learning the consumer group's members and partitions")
+		}
+		p, _ := json.Marshal(consumer.Progress())
+		return fmt.Errorf("restoring windows from Kafka: %s", p)
+	}
+	// GET|POST /api/v1/…: PromQL on Prometheus' engine over this instance's rings; while
+	// other instances hold partitions it answers 503, or with partial=allow a warning.
+	// The engine's own metrics stay unregistered: prometheus_engine_query_duration_histogram_seconds
+	// fails promtool check metrics, and the route's requests are counted as route="promapi".
+	prom, err := promapi.New(promapi.Config{Store: store, Ready: ready, Remote: cl.Remote, Logger: log})
+	if err != nil {
+		return err
+	}
 	qs, err := query.New(query.Config{
-		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Allow: allow, AuthToken: token, AuthReads: c.authReads,
+		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Allow: allow, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Backends: c.conn.checks.states,
 		Progress: func() any { return consumer.Progress() },
-		Ready: func() error {
-			if err := c.conn.checks.failing(); err != nil {
-				return err
-			}
-			if consumer.Ready() && cl.Known() {
-				return nil
-			}
-			if consumer.Ready() {
-				return errors.New("learning the consumer group's members and partitions")
-			}
-			p, _ := json.Marshal(consumer.Progress())
-			return fmt.Errorf("restoring windows from Kafka: %s", p)
-		},
+		Ready:    ready,
 	})
 	if err != nil {
 		return err

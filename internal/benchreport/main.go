@@ -106,6 +106,11 @@ var goals = []goal{
 	{issue: "#27", what: "the same, CPU per span", ours: "BenchmarkOTLPJSON/ours", anchor: "BenchmarkOTLPJSON/anchor", unit: "cpu_ns/span", bound: 0.5, want: "≥ 2× the spans/s"},
 	{issue: "#27", what: "end-to-end spans/s, 2,000 otlp_proto records of 80 spans from the embedded broker into the windows vs a bare kafka-go fetch loop over the same records", ours: "BenchmarkEndToEndSpans/ours", anchor: "BenchmarkEndToEndSpans/anchor", unit: "spans/s", higherIsBetter: true, bound: 0.9, want: "≥ 0.9× a bare kafka-go fetch loop"},
 	{issue: "#27", what: "the same, CPU per op (the embedded broker's share included)", ours: "BenchmarkEndToEndSpans/ours", anchor: "BenchmarkEndToEndSpans/anchor", unit: "cpu_ms/op", bound: 0, want: "stated: 80 spans a record, decoding and observing them is most of a record's cost"},
+	// #29: long windows in little memory (rings of several resolutions).
+	{issue: "#29", what: "bytes per series holding 35 days of a sum-only metric (an event every 10 s) in the tiers 1h:6:none+1d:36 vs the same history in 10 s slots", ours: "BenchmarkTieredMemory/ours", anchor: "BenchmarkTieredMemory/anchor", unit: "B/series", bound: 0.001, want: "≤ 0.001× the 10 s slots"},
+	{issue: "#29", what: "the same tiered series, absolute", ours: "BenchmarkTieredMemory/ours", unit: "B/series", fixed: 2048, bound: 1, want: "≤ 2 KB per series (TestTieredSeriesMemoryBudget holds it)"},
+	// #28: PromQL on Prometheus' engine over the rings.
+	{issue: "#28", what: "instant histogram_quantile(0.95, sum by (key) (rate(latency_ms[5m]))) over 1,000 series vs /v1/top by p95 over them, both through their handlers", ours: "BenchmarkPromQLQuantile/ours", anchor: "BenchmarkPromQLQuantile/anchor", bound: 3, want: "≤ 3× /v1/top by p95"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
