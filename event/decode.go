@@ -184,21 +184,29 @@ func (d *Decoder) decodeGeneral(line []byte, defaultTS int64) (window.Event, Rea
 // JSON object on one line is the one-line case. fn must not retain line or data.
 func (d *Decoder) DecodeLines(data []byte, defaultTS int64, fn func(line []byte, ev window.Event, r Reason)) int {
 	n := 0
-	for len(data) > 0 {
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			line, data = data, nil
-		}
-		if textparse.SkipSpace(line, 0) == len(line) {
-			continue
-		}
+	for line, rest, ok := nextLine(data); ok; line, rest, ok = nextLine(rest) {
 		ev, r := d.Decode(line, defaultTS)
 		fn(line, ev, r)
 		n++
 	}
 	return n
+}
+
+// nextLine cuts the first line of data that is not blank (only spaces, tabs or carriage
+// returns) off it: the line, what follows it, and false when no such line is left. Every
+// reader of NDJSON in the package walks its body with it.
+func nextLine(data []byte) (line, rest []byte, ok bool) {
+	for len(data) > 0 {
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			line, data = data, nil
+		}
+		if textparse.SkipSpace(line, 0) != len(line) {
+			return line, data, true
+		}
+	}
+	return nil, nil, false
 }
 
 // The fields the decoder keeps; every other field is validated and skipped.

@@ -114,16 +114,7 @@ func NewMapDecoder(m Map, cfg Config) (*MapDecoder, error) {
 // gave fn. fn must not retain line or data.
 func (md *MapDecoder) DecodeLines(data []byte, defaultTS int64, fn func(line []byte, ev window.Event, r Reason)) int {
 	n := 0
-	for len(data) > 0 {
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			line, data = data, nil
-		}
-		if textparse.SkipSpace(line, 0) == len(line) {
-			continue
-		}
+	for line, rest, ok := nextLine(data); ok; line, rest, ok = nextLine(rest) {
 		if !md.scan(line) {
 			fn(line, window.Event{}, ReasonInvalidJSON)
 			n++

@@ -368,18 +368,7 @@ func (s *SpanDecoder) jKeyValue(b []byte, i int, res bool, depth int) int {
 		}
 		s.scratch = name
 	}
-	slot := s.attrSlot(name, res)
-	switch {
-	case slot < 0:
-	case res:
-		if s.res[slot].kind == valAbsent {
-			s.res[slot] = v
-		}
-	default:
-		if s.span.dims[slot-1].kind == valAbsent {
-			s.span.dims[slot-1] = v
-		}
-	}
+	s.keep(name, v, res)
 	return end
 }
 
