@@ -193,6 +193,8 @@ type Cluster struct {
 	allLocal atomic.Bool             // assigned covers every partition of the topic
 	kick     chan struct{}           // a generation began: describe now
 
+	describeMu sync.Mutex // Describe: concurrent callers share one describe
+
 	cacheMu sync.Mutex
 	cache   map[cacheKey]*cacheEntry // usage reads' remote partials; guarded by cacheMu
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/limiter/clusterlimit"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/sketch"
 	"github.com/slide-metrics/slide/window"
@@ -331,7 +332,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)
 	}
-	reader.c = cl
+	reader.c, reader.group.Cluster = cl, cl
 	specs, err := query.ParseExportSpecs(c.exportWindows)
 	if err != nil {
 		return fmt.Errorf("--export-windows: %w", err)
@@ -372,6 +373,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 
 	mux := http.NewServeMux()
 	mux.Handle(cluster.PeerPath, cl.PeerHandler())
+	if reader.limits != nil {
+		mux.Handle(clusterlimit.Path, reader.limits.Handler())
+	}
 	mux.Handle("/", qs.Handler())
 	srv := newHTTPServer(mux, c.readHeaderTimeout, log)
 	grpcSrv, err := c.rls.listen(token, reg, log)

@@ -1,0 +1,331 @@
+package clusterlimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/slide-metrics/slide/cluster"
+	"github.com/slide-metrics/slide/limiter"
+)
+
+// Path is the peer route an owner decides forwarded batches on.
+const Path = "/internal/v1/limit"
+
+// DefaultMaxInflight is how many batches one instance keeps on the wire to one owner at
+// once; the decisions arriving meanwhile wait and leave together in the next.
+const DefaultMaxInflight = 4
+
+// Errors of Decide: the Service decides each policy of the call by its on_backend_error.
+var (
+	// ErrNoOwner: the group was not described yet, or the key's partition has no
+	// reachable owner in the view.
+	ErrNoOwner = errors.New("clusterlimit: the key's owner is unknown")
+	// ErrOwner wraps a status an owner answered other than ok (stale after the one
+	// retry, not ready, policy differs, store full).
+	ErrOwner = errors.New("clusterlimit: the owner did not decide")
+)
+
+// Group is what the backend needs of the consumer group; *cluster.Cluster is one.
+type Group interface {
+	Self() string
+	KeyOwner(key string) (partition int32, addr string, ok bool)
+	Assigned(p int32) bool
+	Describe(ctx context.Context, since time.Time)
+	PostPeer(ctx context.Context, op, addr, path string, body []byte) ([]byte, error)
+	VerifyPeer(r *http.Request, body []byte) (*cluster.PeerExchange, error)
+	Served(code int, d time.Duration)
+}
+
+var _ Group = (*cluster.Cluster)(nil)
+
+// Config builds a Backend. Group is required; Policies are the policies with backend
+// cluster, every instance of the group configured alike.
+type Config struct {
+	Group    Group
+	Policies []limiter.Policy
+	// Memory configures the owned state of each policy (limiter.NewMemory).
+	Memory limiter.MemoryConfig
+	// MaxInflight bounds the batches on the wire to one owner; default DefaultMaxInflight.
+	MaxInflight int
+	// Ready reports whether this instance restored the state of partition p (a
+	// checkpoint) and may decide its keys; nil: always.
+	Ready func(p int32) bool
+	// Logger receives owner errors, rate-limited; nil discards them.
+	Logger *slog.Logger
+}
+
+// Validate reports a config New would refuse.
+func (c *Config) Validate() error {
+	if c.Group == nil {
+		return errors.New("clusterlimit: no group")
+	}
+	if c.MaxInflight < 0 {
+		return errors.New("clusterlimit: negative max inflight")
+	}
+	return c.Memory.Validate()
+}
+
+// Backend is limiter.Backend for the policies with backend cluster: each key is decided by
+// the owner of its partition, this instance's memory when it owns it, else the owner over
+// the peer channel (see the package doc).
+type Backend struct {
+	g Group
+
+	owned    map[string]*owned
+	inflight int
+	ready    func(int32) bool
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	peers map[string]*peer
+}
+
+// owned is one policy's state on this instance, for the keys it owns.
+type owned struct {
+	p   limiter.Policy
+	fp  uint64
+	mem *limiter.Memory
+}
+
+// New builds a Backend. Its Handler must be served on Path.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Backend{g: cfg.Group, owned: map[string]*owned{}, inflight: cfg.MaxInflight,
+		ready: cfg.Ready, log: cfg.Logger, peers: map[string]*peer{}}
+	if b.inflight == 0 {
+		b.inflight = DefaultMaxInflight
+	}
+	if b.ready == nil {
+		b.ready = func(int32) bool { return true }
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	for _, p := range cfg.Policies {
+		mem, err := limiter.NewMemory(p, cfg.Memory)
+		if err != nil {
+			return nil, err
+		}
+		b.owned[p.Name] = &owned{p: p, fp: Fingerprint(&p), mem: mem}
+	}
+	return b, nil
+}
+
+// Fingerprint is what an owner checks of a forwarded decision's policy: its algorithm and
+// quantities, so instances whose policy files disagree refuse rather than count alike.
+func Fingerprint(p *limiter.Policy) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d|%d|%d|%d|%g|%g|%d", p.Algorithm, p.Limit, p.Window, p.Capacity, p.RefillPerSecond, p.LeakPerSecond, p.MaxDelay)
+	return h.Sum64()
+}
+
+// Memory is the owned state of the named policy, nil when it is not a cluster policy.
+func (b *Backend) Memory(policy string) *limiter.Memory {
+	if o := b.owned[policy]; o != nil {
+		return o.mem
+	}
+	return nil
+}
+
+// call is one decision forwarded to an owner.
+type call struct {
+	ctx  context.Context
+	it   item
+	res  result
+	err  error
+	done chan struct{}
+}
+
+// Decide decides reqs, each at its key's owner: here when this instance owns the key's
+// partition, else forwarded; the forwarded ones of one owner share round trips with every
+// concurrent decision for that owner. An owner that answers stale is asked again once
+// after the group is described anew.
+func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out []limiter.Decision) error {
+	var calls []*call
+	var owners []string
+	var at time.Time
+	for i := range reqs {
+		r := &reqs[i]
+		o := b.owned[r.Policy.Name]
+		if o == nil {
+			return fmt.Errorf("clusterlimit: policy %q is not a cluster policy", r.Policy.Name)
+		}
+		it := item{policy: r.Policy.Name, fp: o.fp, key: r.Key, now: r.Now.UnixNano(), cost: r.Cost}
+		p, addr, ok := b.g.KeyOwner(r.Key)
+		if !ok {
+			return ErrNoOwner
+		}
+		if addr == b.g.Self() {
+			if err := b.decideOwned(o, p, &it, &out[i]); err != nil {
+				return err
+			}
+			continue
+		}
+		if calls == nil {
+			calls, owners, at = make([]*call, len(reqs)), make([]string, len(reqs)), time.Now()
+		}
+		calls[i] = &call{ctx: ctx, it: it, done: make(chan struct{})}
+		owners[i] = addr
+		b.peer(addr).submit(calls[i])
+	}
+	if calls == nil {
+		return nil
+	}
+	var stale []int
+	for i, c := range calls {
+		if c == nil {
+			continue
+		}
+		if err := wait(ctx, c); err != nil {
+			return err
+		}
+		if c.res.status == StatusStale {
+			stale = append(stale, i)
+			continue
+		}
+		if err := b.finish(&reqs[i], c, &out[i]); err != nil {
+			return err
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	// The owner's assignment moved: learn the new one, and ask it once.
+	b.g.Describe(ctx, at)
+	for _, i := range stale {
+		r := &reqs[i]
+		p, addr, ok := b.g.KeyOwner(r.Key)
+		switch {
+		case !ok:
+			return ErrNoOwner
+		case addr == owners[i]:
+			return fmt.Errorf("%w: %s is a stale owner of %q and the group names no other yet", ErrOwner, addr, r.Key)
+		case addr == b.g.Self():
+			if err := b.decideOwned(b.owned[r.Policy.Name], p, &calls[i].it, &out[i]); err != nil {
+				return err
+			}
+			continue
+		}
+		c := &call{ctx: ctx, it: calls[i].it, done: make(chan struct{})}
+		b.peer(addr).submit(c)
+		if err := wait(ctx, c); err != nil {
+			return err
+		}
+		if err := b.finish(r, c, &out[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func wait(ctx context.Context, c *call) error {
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return fmt.Errorf("clusterlimit: waiting for the owner: %w", ctx.Err())
+	}
+}
+
+// finish turns an owner's result into the decision of r.
+func (b *Backend) finish(r *limiter.BackendRequest, c *call, d *limiter.Decision) error {
+	if c.res.status != StatusOK {
+		return fmt.Errorf("%w: %s for %q", ErrOwner, statusNames[c.res.status], r.Key)
+	}
+	*d = c.res.d
+	d.Window, d.Policy = r.Policy.QuotaWindow(), r.Policy.Name
+	return nil
+}
+
+// decideOwned decides it here, this instance owning partition p.
+func (b *Backend) decideOwned(o *owned, p int32, it *item, d *limiter.Decision) error {
+	res := b.take(o, p, it)
+	if res.status != StatusOK {
+		return fmt.Errorf("%w: %s (this instance) for %q", ErrOwner, statusNames[res.status], it.key)
+	}
+	*d = res.d
+	return nil
+}
+
+// take decides one item as its owner: the partition must be in this generation's
+// assignment and restored.
+func (b *Backend) take(o *owned, p int32, it *item) result {
+	switch {
+	case !b.g.Assigned(p):
+		return result{status: StatusStale}
+	case !b.ready(p):
+		return result{status: StatusNotReady}
+	}
+	d, err := o.mem.AllowN(context.Background(), it.key, time.Unix(0, it.now), it.cost)
+	switch {
+	case errors.Is(err, limiter.ErrStoreFull):
+		return result{status: StatusFull}
+	case err != nil:
+		return result{status: StatusBad}
+	}
+	return result{d: d}
+}
+
+// Handler serves Path: a signed batch from a peer, decided here key by key (stale for a
+// key whose partition this instance does not own), answered signed.
+func (b *Backend) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		code := b.serve(w, r)
+		b.g.Served(code, time.Since(start))
+	})
+}
+
+func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
+	if r.Method != http.MethodPost {
+		return plain(w, http.StatusMethodNotAllowed, "POST only")
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
+	if err != nil {
+		return plain(w, http.StatusBadRequest, "reading the batch: "+err.Error())
+	}
+	if len(body) > maxRequestBytes {
+		return plain(w, http.StatusRequestEntityTooLarge, "batch too large")
+	}
+	x, err := b.g.VerifyPeer(r, body)
+	if err != nil {
+		return plain(w, http.StatusUnauthorized, "peer request not authenticated: "+err.Error())
+	}
+	items, err := decodeRequest(body)
+	if err != nil {
+		return plain(w, http.StatusBadRequest, err.Error())
+	}
+	res := make([]result, len(items))
+	for i := range items {
+		it := &items[i]
+		o := b.owned[it.policy]
+		if o == nil || o.fp != it.fp {
+			res[i].status = StatusPolicy
+			continue
+		}
+		p, addr, ok := b.g.KeyOwner(it.key)
+		if !ok || addr != b.g.Self() {
+			res[i].status = StatusStale
+			continue
+		}
+		res[i] = b.take(o, p, it)
+	}
+	x.Answer(w, appendAnswer(make([]byte, 0, 16+len(res)*24), res))
+	return http.StatusOK
+}
+
+func plain(w http.ResponseWriter, code int, msg string) int {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(msg))
+	return code
+}
