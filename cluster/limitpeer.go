@@ -125,9 +125,14 @@ func (c *Cluster) postPeer(ctx context.Context, addr, path string, body []byte) 
 	return ans, nil
 }
 
-// PeerExchange is one verified peer request on the serving side: Answer writes its signed
-// answer.
-type PeerExchange struct {
+// Exchange is one verified peer request on the serving side: Answer writes its answer,
+// signed for the request.
+type Exchange interface {
+	Answer(w http.ResponseWriter, b []byte)
+}
+
+// peerExchange is the Exchange of VerifyPeer.
+type peerExchange struct {
 	c     *Cluster
 	stamp Stamp
 }
@@ -136,8 +141,8 @@ type PeerExchange struct {
 // group key its signature for this instance (ErrBadSignature, ErrStaleTimestamp,
 // ErrReplayed ...; answer 401), then HeaderPeer. Answers of the exchange are signed with
 // the request's nonce.
-func (c *Cluster) VerifyPeer(r *http.Request, body []byte) (*PeerExchange, error) {
-	x := &PeerExchange{c: c}
+func (c *Cluster) VerifyPeer(r *http.Request, body []byte) (Exchange, error) {
+	x := &peerExchange{c: c}
 	if c.auth != nil {
 		var err error
 		if x.stamp, err = StampOf(r.Header); err == nil {
@@ -154,7 +159,7 @@ func (c *Cluster) VerifyPeer(r *http.Request, body []byte) (*PeerExchange, error
 }
 
 // Answer writes b as the exchange's 200 answer, signed for the request.
-func (x *PeerExchange) Answer(w http.ResponseWriter, b []byte) {
+func (x *peerExchange) Answer(w http.ResponseWriter, b []byte) {
 	if x.c.auth != nil {
 		SetAnswerHeader(w.Header(), x.c.auth.SignAnswer(x.stamp.Nonce, b))
 	}

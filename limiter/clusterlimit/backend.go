@@ -39,7 +39,7 @@ type Group interface {
 	Assigned(p int32) bool
 	Describe(ctx context.Context, since time.Time)
 	PostPeer(ctx context.Context, op, addr, path string, body []byte) ([]byte, error)
-	VerifyPeer(r *http.Request, body []byte) (*cluster.PeerExchange, error)
+	VerifyPeer(r *http.Request, body []byte) (cluster.Exchange, error)
 	Served(code int, d time.Duration)
 }
 
