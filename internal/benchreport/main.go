@@ -96,6 +96,8 @@ var goals = []goal{
 	{issue: "#27", what: "the same match= read where it selects one series in eight vs the glob read of all 100k", ours: "BenchmarkMatchRead/ours_selective", anchor: "BenchmarkMatchRead/anchor_selective", unit: "cpu_ns/op", bound: 0, want: "stated"},
 	{issue: "#27", what: "Selector.Match of a series of 4 labels against route=\"/pay\",span_kind!=\"SPAN_KIND_CLIENT\",code=~\"5..\" vs anchored regexps over LabelValue", ours: "BenchmarkSelectorMatch/example", anchor: "BenchmarkSelectorMatch/plain_regexp", bound: 0, want: "stated, 0 allocs (TestSelectorMatchAllocatesNothing holds it)"},
 	{issue: "#27", what: "decoding an event with 3 labels (Append's layout, labels last) vs the same event without", ours: "BenchmarkDecodeShapes/labels", anchor: "BenchmarkDecodeShapes/exact", bound: 0, want: "stated, 0 allocs (TestDecodeLabelsAllocs holds it)"},
+	// #30: backend cluster, a decision forwarded to the key's owner.
+	{issue: "#30", what: "a backend cluster decision forwarded to the key's owner (signed loopback HTTP, batched, caller and owner in one process) vs a memory decision, CPU per decision, 64 goroutines per core", ours: "BenchmarkClusterDecision/ours", anchor: "BenchmarkClusterDecision/anchor", unit: "cpu_ns/op", bound: 5, want: "≤ 5× a local memory decision"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.

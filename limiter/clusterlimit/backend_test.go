@@ -34,9 +34,10 @@ func partitionOf(key string, n int) int32 {
 	return int32(h.Sum32() % uint32(n))
 }
 
-// group is one instance's Group over real HTTP: unsigned (cluster's tests hold the
-// signing), counting its round trips and describes.
+// group is one instance's Group over real HTTP, counting its round trips and describes;
+// signed with cluster.Auth as cluster's exchanges are when auth is set.
 type group struct {
+	auth      *cluster.Auth
 	t         *topo
 	self      string
 	view      map[int32]string
@@ -78,6 +79,11 @@ func (g *group) PostPeer(ctx context.Context, _, addr, path string, body []byte)
 		return nil, err
 	}
 	req.Header.Set(cluster.HeaderPeer, g.self)
+	var st cluster.Stamp
+	if g.auth != nil {
+		st = g.auth.SignRequest(cluster.Message{Method: http.MethodPost, To: addr, Path: path, Body: body})
+		st.SetHeader(req.Header)
+	}
 	resp, err := g.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -90,18 +96,46 @@ func (g *group) PostPeer(ctx context.Context, _, addr, path string, body []byte)
 	if resp.StatusCode != http.StatusOK {
 		return nil, errors.New(resp.Status + ": " + string(b))
 	}
+	if g.auth != nil {
+		mac, err := cluster.AnswerMACOf(resp.Header)
+		if err == nil {
+			err = g.auth.VerifyAnswer(st.Nonce, b, mac)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	return b, nil
 }
 
-type exchange struct{}
+type exchange struct {
+	auth  *cluster.Auth
+	nonce cluster.Nonce
+}
 
-func (exchange) Answer(w http.ResponseWriter, b []byte) { _, _ = w.Write(b) }
+func (x exchange) Answer(w http.ResponseWriter, b []byte) {
+	if x.auth != nil {
+		cluster.SetAnswerHeader(w.Header(), x.auth.SignAnswer(x.nonce, b))
+	}
+	_, _ = w.Write(b)
+}
 
-func (g *group) VerifyPeer(r *http.Request, _ []byte) (cluster.Exchange, error) {
+func (g *group) VerifyPeer(r *http.Request, body []byte) (cluster.Exchange, error) {
 	if r.Header.Get(cluster.HeaderPeer) == "" {
 		return nil, errors.New("not a peer")
 	}
-	return exchange{}, nil
+	x := exchange{auth: g.auth}
+	if g.auth != nil {
+		st, err := cluster.StampOf(r.Header)
+		if err == nil {
+			err = g.auth.VerifyRequest(cluster.Message{Method: r.Method, To: g.self, Path: r.URL.Path, Body: body}, st)
+		}
+		if err != nil {
+			return nil, err
+		}
+		x.nonce = st.Nonce
+	}
+	return x, nil
 }
 
 func (g *group) Served(int, time.Duration) {}
@@ -117,7 +151,13 @@ type instance struct {
 
 // startGroup starts n instances enforcing policies, the topic's 6 partitions dealt round
 // robin; every instance's view is the truth.
-func startGroup(t *testing.T, n int, policies ...limiter.Policy) (*topo, []*instance) {
+func startGroup(t testing.TB, n int, policies ...limiter.Policy) (*topo, []*instance) {
+	t.Helper()
+	return startSigned(t, nil, n, policies...)
+}
+
+// startSigned is startGroup with the exchanges signed with auth.
+func startSigned(t testing.TB, auth *cluster.Auth, n int, policies ...limiter.Policy) (*topo, []*instance) {
 	t.Helper()
 	tp := &topo{parts: 6, truth: map[int32]string{}}
 	ins := make([]*instance, n)
@@ -134,7 +174,7 @@ func startGroup(t *testing.T, n int, policies ...limiter.Policy) (*topo, []*inst
 			in.b.Handler().ServeHTTP(w, r)
 		}))
 		t.Cleanup(srv.Close)
-		in.g = &group{t: tp, self: strings.TrimPrefix(srv.URL, "http://"), client: srv.Client()}
+		in.g = &group{auth: auth, t: tp, self: strings.TrimPrefix(srv.URL, "http://"), client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 		ins[i] = in
 	}
 	for p := range int32(tp.parts) {
