@@ -72,7 +72,7 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 		// Each key decided by the owner of its partition (limiter/clusterlimit); the cluster
 		// is built after the limiter, so the backend reaches it through reader.
 		if reader.limits, err = clusterlimit.New(clusterlimit.Config{Group: &reader.group, Policies: owned, Logger: log,
-			Memory: cfg.Memory}); err != nil {
+			Memory: cfg.Memory, Registerer: reg}); err != nil {
 			return nil, func() {}, err
 		}
 		cfg.Cluster = reader.limits

@@ -11,6 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
+
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/limiter"
 )
@@ -57,8 +61,12 @@ type Config struct {
 	// Ready reports whether this instance restored the state of partition p (a
 	// checkpoint) and may decide its keys; nil: always.
 	Ready func(p int32) bool
+	// Checkpoint configures the owned state's checkpoints (OnGeneration, Run, Close).
+	Checkpoint CheckpointConfig
 	// Logger receives owner errors, rate-limited; nil discards them.
 	Logger *slog.Logger
+	// Registerer receives the slide_limiter_cluster_* collectors; nil registers nothing.
+	Registerer prometheus.Registerer
 }
 
 // Validate reports a config New would refuse.
@@ -68,6 +76,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInflight < 0 {
 		return errors.New("clusterlimit: negative max inflight")
+	}
+	if err := c.Checkpoint.Validate(); err != nil {
+		return err
 	}
 	return c.Memory.Validate()
 }
@@ -82,10 +93,27 @@ type Backend struct {
 	inflight int
 	ready    func(int32) bool
 	log      *slog.Logger
+	logEvery *rate.Limiter
+	m        metrics
 
 	mu    sync.Mutex
 	peers map[string]*peer
+
+	own     ownership
+	cp      CheckpointConfig
+	bg      sync.WaitGroup // handovers under way
+	topicMu sync.Mutex
+	cpParts int           // the checkpoint topic's partitions, once known
+	w       *kafka.Writer // checkpoints, once the topic is known
 }
+
+// metrics are the slide_limiter_cluster_* collectors.
+type metrics struct {
+	checkpoints prometheus.Counter
+	restored    prometheus.Counter
+}
+
+func (b *Backend) errLog() bool { return b.logEvery.Allow() }
 
 // owned is one policy's state on this instance, for the keys it owns.
 type owned struct {
@@ -100,7 +128,25 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{g: cfg.Group, owned: map[string]*owned{}, inflight: cfg.MaxInflight,
-		ready: cfg.Ready, log: cfg.Logger, peers: map[string]*peer{}}
+		ready: cfg.Ready, log: cfg.Logger, peers: map[string]*peer{}, cp: cfg.Checkpoint,
+		logEvery: rate.NewLimiter(rate.Every(time.Second), 5)}
+	b.own.owned, b.own.ready = map[int32]bool{}, map[int32]bool{}
+	if b.cp.Wait == 0 {
+		b.cp.Wait = 2 * b.cp.Interval
+	}
+	b.m = metrics{
+		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{Name: "slide_limiter_cluster_checkpoints_total",
+			Help: "Partitions' limiter state written to the checkpoint topic (backend cluster)."}),
+		restored: prometheus.NewCounter(prometheus.CounterOpts{Name: "slide_limiter_cluster_restored_keys_total",
+			Help: "Keys' limiter state restored from checkpoints when this instance became their owner."}),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{b.m.checkpoints, b.m.restored} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if b.inflight == 0 {
 		b.inflight = DefaultMaxInflight
 	}
@@ -257,12 +303,15 @@ func (b *Backend) decideOwned(o *owned, p int32, it *item, d *limiter.Decision) 
 }
 
 // take decides one item as its owner: the partition must be in this generation's
-// assignment and restored.
+// assignment and restored. A partition leaves (OnGeneration) only between decisions.
 func (b *Backend) take(o *owned, p int32, it *item) result {
+	b.own.mu.RLock()
+	defer b.own.mu.RUnlock()
+	owned, ready := b.ownsLocked(p)
 	switch {
-	case !b.g.Assigned(p):
+	case !owned:
 		return result{status: StatusStale}
-	case !b.ready(p):
+	case !ready:
 		return result{status: StatusNotReady}
 	}
 	d, err := o.mem.AllowN(context.Background(), it.key, time.Unix(0, it.now), it.cost)

@@ -1,0 +1,477 @@
+package clusterlimit
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/limiter"
+)
+
+// DefaultCheckpointInterval is how often an owner writes its partitions' limiter state.
+const DefaultCheckpointInterval = time.Second
+
+// TopicSuffix names the checkpoint topic after the events topic: <topic>.slide-limiter.
+const TopicSuffix = ".slide-limiter"
+
+// CheckpointConfig configures checkpoints; Interval 0 turns them off (a new owner then
+// starts its partitions' keys empty).
+type CheckpointConfig struct {
+	Interval time.Duration
+	Brokers  []string
+	// Topic is the events topic (the checkpoints go to Topic + TopicSuffix); Group keys
+	// the records, so groups sharing a topic keep apart.
+	Topic, Group string
+	// Wait is how long a new owner waits for its predecessor's final checkpoint before it
+	// takes the latest one there is (the predecessor crashed); default 2 × Interval.
+	Wait   time.Duration
+	Dialer *kafka.Dialer
+}
+
+// Validate reports a config New would refuse.
+func (c *CheckpointConfig) Validate() error {
+	switch {
+	case c.Interval < 0 || c.Wait < 0:
+		return errors.New("clusterlimit: negative checkpoint interval or wait")
+	case c.Interval > 0 && (len(c.Brokers) == 0 || c.Topic == "" || c.Group == ""):
+		return errors.New("clusterlimit: checkpoints need brokers, a topic and a group")
+	}
+	return nil
+}
+
+// SetCheckpoints sets the checkpoints' config (known only once the brokers are); call it
+// before Run and the first OnGeneration.
+func (b *Backend) SetCheckpoints(c CheckpointConfig) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.Wait == 0 {
+		c.Wait = 2 * c.Interval
+	}
+	b.cp = c
+	return nil
+}
+
+// ownership is this instance's partitions as the consumer's generations hand them over,
+// once OnGeneration was called: a partition is decided here only when owned and ready
+// (restored). Decisions hold mu for reading, so a partition leaves only between them.
+type ownership struct {
+	mu      sync.RWMutex
+	tracked bool
+	gen     int32
+	owned   map[int32]bool
+	ready   map[int32]bool
+}
+
+// OnGeneration is the consumer's generation hook (chain it after cluster's): this
+// instance stops deciding the partitions it lost at once, writes their final checkpoint
+// and forgets their keys; the partitions it gained are restored from their latest
+// checkpoint before they are decided. It does not block.
+func (b *Backend) OnGeneration(gen int32, assigned []int32) {
+	b.own.mu.Lock()
+	lost := []int32{}
+	for p := range b.own.owned {
+		lost = append(lost, p)
+	}
+	b.own.tracked, b.own.gen = true, gen
+	now := map[int32]bool{}
+	var gained []int32
+	for _, p := range assigned {
+		now[p] = true
+		if !b.own.owned[p] {
+			gained = append(gained, p)
+			b.own.ready[p] = false
+		}
+	}
+	kept := lost[:0]
+	for _, p := range lost {
+		if !now[p] {
+			kept = append(kept, p)
+			delete(b.own.ready, p)
+		}
+	}
+	lost = kept
+	b.own.owned = now
+	b.own.mu.Unlock()
+	if len(lost) == 0 && len(gained) == 0 {
+		return
+	}
+	b.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if len(lost) > 0 {
+			b.checkpoint(ctx, lost, gen, true)
+			b.forget(lost)
+		}
+		for _, p := range gained {
+			b.restore(ctx, p, gen)
+		}
+	})
+}
+
+// owns reports whether partition p is decided here now; mu is held for reading.
+func (b *Backend) ownsLocked(p int32) (owned, ready bool) {
+	if !b.own.tracked {
+		return b.g.Assigned(p), b.ready(p)
+	}
+	return b.own.owned[p], b.own.ready[p]
+}
+
+// Run writes the owned, restored partitions' checkpoints every Interval until ctx ends.
+func (b *Backend) Run(ctx context.Context) {
+	if b.cp.Interval <= 0 {
+		return
+	}
+	t := time.NewTicker(b.cp.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b.own.mu.RLock()
+		var ps []int32
+		for p := range b.own.owned {
+			if b.own.ready[p] {
+				ps = append(ps, p)
+			}
+		}
+		gen := b.own.gen
+		b.own.mu.RUnlock()
+		if len(ps) > 0 {
+			wctx, cancel := context.WithTimeout(ctx, max(b.cp.Interval, time.Second))
+			b.checkpoint(wctx, ps, gen, false)
+			cancel()
+		}
+	}
+}
+
+// Close stops deciding, writes the final checkpoint of every partition owned here (a
+// planned handover: SIGTERM, before the consumer leaves the group, after the API has
+// drained) and waits for the handovers under way.
+func (b *Backend) Close(ctx context.Context) {
+	b.own.mu.Lock()
+	var ps []int32
+	for p := range b.own.owned {
+		if b.own.ready[p] {
+			ps = append(ps, p)
+		}
+	}
+	gen := b.own.gen
+	b.own.owned, b.own.ready, b.own.tracked = map[int32]bool{}, map[int32]bool{}, true
+	b.own.mu.Unlock()
+	if len(ps) > 0 && b.cp.Interval > 0 {
+		b.checkpoint(ctx, ps, gen, true)
+	}
+	b.bg.Wait()
+	if b.w != nil {
+		_ = b.w.Close()
+	}
+}
+
+func (b *Backend) partitionOf(key string) int32 {
+	p, _, _ := b.g.KeyOwner(key)
+	return p
+}
+
+func (b *Backend) forget(ps []int32) {
+	drop := map[int32]bool{}
+	for _, p := range ps {
+		drop[p] = true
+	}
+	for _, o := range b.owned {
+		o.mem.Forget(func(k string) bool { return drop[b.partitionOf(k)] })
+	}
+}
+
+// checkpoint writes one record per partition of ps: every live key of the cluster
+// policies in it.
+func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final bool) {
+	if b.cp.Interval <= 0 || !b.ensureTopic(ctx) {
+		return
+	}
+	want := map[int32]int{}
+	for i, p := range ps {
+		want[p] = i
+	}
+	now := time.Now()
+	bodies := make([][]byte, len(ps))
+	counts := make([]int, len(ps))
+	for name, o := range b.owned {
+		o.mem.Export(now, func(k string) bool { _, ok := want[b.partitionOf(k)]; return ok }, func(k string, exp int64, st []byte) {
+			i := want[b.partitionOf(k)]
+			bodies[i] = appendEntry(bodies[i], name, o.fp, k, exp, st)
+			counts[i]++
+		})
+	}
+	msgs := make([]kafka.Message, len(ps))
+	for i, p := range ps {
+		msgs[i] = kafka.Message{Key: []byte(b.recordKey(p)),
+			Value: appendCheckpoint(nil, gen, final, now.UnixMilli(), counts[i], bodies[i])}
+	}
+	if err := b.w.WriteMessages(ctx, msgs...); err != nil && b.errLog() {
+		b.log.Warn("clusterlimit: writing limiter checkpoints", "partitions", ps, "err", err)
+	}
+	b.m.checkpoints.Add(float64(len(ps)))
+}
+
+func (b *Backend) recordKey(p int32) string { return b.cp.Group + "/" + strconv.Itoa(int(p)) }
+
+// restore loads partition p's latest checkpoint, waiting up to Wait for a final one of
+// this or the previous generation (its predecessor's handover), then marks it ready.
+func (b *Backend) restore(ctx context.Context, p int32, gen int32) {
+	defer func() {
+		b.own.mu.Lock()
+		if b.own.owned[p] && b.own.gen == gen {
+			b.own.ready[p] = true
+		}
+		b.own.mu.Unlock()
+	}()
+	if b.cp.Interval <= 0 || !b.ensureTopic(ctx) {
+		return
+	}
+	deadline := time.Now().Add(b.cp.Wait)
+	var cp *checkpointRecord
+	for {
+		var err error
+		cp, err = b.readLatest(ctx, p)
+		if err != nil && b.errLog() {
+			b.log.Warn("clusterlimit: reading a limiter checkpoint", "partition", p, "err", err)
+		}
+		if cp == nil || (cp.final && cp.gen >= gen-1) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if cp == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	n := 0
+	for _, e := range cp.entries {
+		o := b.owned[e.policy]
+		if o == nil || o.fp != e.fp || e.expires <= now || b.partitionOf(e.key) != p {
+			continue
+		}
+		if err := o.mem.Import(e.key, e.expires, e.state); err == nil {
+			n++
+		}
+	}
+	b.m.restored.Add(float64(n))
+	b.log.Info("clusterlimit: restored a partition's limiter state", "partition", p, "keys", n,
+		"checkpoint_age", time.Since(time.UnixMilli(cp.at)).Round(time.Millisecond), "final", cp.final)
+}
+
+// ensureTopic creates the compacted checkpoint topic (as many partitions as the events
+// topic) unless it exists, and the writer; false when it cannot.
+func (b *Backend) ensureTopic(ctx context.Context) bool {
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	if b.cpParts > 0 {
+		return true
+	}
+	client := &kafka.Client{Addr: kafka.TCP(b.cp.Brokers...), Timeout: 5 * time.Second, Transport: b.transport()}
+	topic := b.cp.Topic + TopicSuffix
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{b.cp.Topic, topic}})
+	if err != nil {
+		return false
+	}
+	events, cps := 0, 0
+	for _, t := range meta.Topics {
+		switch {
+		case t.Name == b.cp.Topic && t.Error == nil:
+			events = len(t.Partitions)
+		case t.Name == topic && t.Error == nil:
+			cps = len(t.Partitions)
+		}
+	}
+	if cps == 0 {
+		cps = max(events, 1)
+		resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+			Topic: topic, NumPartitions: cps, ReplicationFactor: -1,
+			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
+		}}})
+		if err == nil {
+			err = resp.Errors[topic]
+		}
+		if err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+			if b.errLog() {
+				b.log.Error("clusterlimit: cannot create the limiter checkpoint topic; create it with cleanup.policy=compact", "topic", topic, "err", err)
+			}
+			return false
+		}
+	}
+	b.cpParts = cps
+	b.w = &kafka.Writer{Addr: kafka.TCP(b.cp.Brokers...), Topic: topic, Transport: b.transport(),
+		Balancer:     kafka.BalancerFunc(func(m kafka.Message, parts ...int) int { return b.cpPartition(m.Key, len(parts)) }),
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, BatchBytes: 64 << 20}
+	return true
+}
+
+func (b *Backend) transport() kafka.RoundTripper {
+	if d := b.cp.Dialer; d != nil {
+		return &kafka.Transport{Dial: d.DialFunc, TLS: d.TLS, SASL: d.SASLMechanism, ClientID: d.ClientID}
+	}
+	return nil
+}
+
+// cpPartition is the checkpoint partition of a record key group/p: p mod n.
+func (b *Backend) cpPartition(key []byte, n int) int {
+	i := bytes.LastIndexByte(key, '/')
+	p, _ := strconv.Atoi(string(key[i+1:]))
+	return p % max(n, 1)
+}
+
+// readLatest is partition p's latest checkpoint record, nil when there is none. It reads
+// the checkpoint partition's tail, widening until a record of p is found.
+func (b *Backend) readLatest(ctx context.Context, p int32) (*checkpointRecord, error) {
+	d := b.cp.Dialer
+	if d == nil {
+		d = kafka.DefaultDialer
+	}
+	conn, err := d.DialLeader(ctx, "tcp", b.cp.Brokers[0], b.cp.Topic+TopicSuffix, b.cpPartition([]byte(b.recordKey(p)), b.cpParts))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	first, last, err := conn.ReadOffsets()
+	if err != nil {
+		return nil, err
+	}
+	key := []byte(b.recordKey(p))
+	for end, window := last, int64(16); end > first; end, window = max(first, end-window), window*8 {
+		from := max(first, end-window)
+		if _, err := conn.Seek(from, kafka.SeekAbsolute); err != nil {
+			return nil, err
+		}
+		var latest []byte
+		for off := from; off < end; {
+			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: 64 << 20, MaxWait: 100 * time.Millisecond})
+			n := 0
+			for {
+				msg, err := batch.ReadMessage()
+				if err != nil {
+					break
+				}
+				n++
+				if msg.Offset < end && bytes.Equal(msg.Key, key) {
+					latest = msg.Value
+				}
+			}
+			_ = batch.Close()
+			next, _ := conn.Offset()
+			if next <= off && n == 0 {
+				break
+			}
+			off = next
+		}
+		if latest != nil {
+			return decodeCheckpoint(latest)
+		}
+	}
+	return nil, nil
+}
+
+// The checkpoint record: version(1) gen(varint) final(1 byte) at(varint, unix ms)
+// n(uvarint) n × entry; entry: policy(string) fingerprint(8) key(string) expires(varint,
+// unix ns) state(string, limiter.Memory.Export's form).
+
+type checkpointRecord struct {
+	gen     int32
+	final   bool
+	at      int64
+	entries []checkpointEntry
+}
+
+type checkpointEntry struct {
+	policy  string
+	fp      uint64
+	key     string
+	expires int64
+	state   []byte
+}
+
+func appendEntry(b []byte, policy string, fp uint64, key string, expires int64, state []byte) []byte {
+	b = appendString(b, policy)
+	b = binary.BigEndian.AppendUint64(b, fp)
+	b = appendString(b, key)
+	b = binary.AppendVarint(b, expires)
+	b = binary.AppendUvarint(b, uint64(len(state)))
+	return append(b, state...)
+}
+
+func appendCheckpoint(b []byte, gen int32, final bool, at int64, n int, entries []byte) []byte {
+	b = append(b, version)
+	b = binary.AppendVarint(b, int64(gen))
+	f := byte(0)
+	if final {
+		f = 1
+	}
+	b = append(b, f)
+	b = binary.AppendVarint(b, at)
+	b = binary.AppendUvarint(b, uint64(n))
+	return append(b, entries...)
+}
+
+// maxStateBytes bounds one key's state in a checkpoint: a sliding log of MaxLogLimit
+// entries.
+const maxStateBytes = 2 + 20*limiter.MaxLogLimit
+
+// decodeCheckpoint reads a checkpoint record (anyone who can write to the topic can
+// write one: bounded, never a panic).
+func decodeCheckpoint(b []byte) (*checkpointRecord, error) {
+	r := reader{b: b}
+	if r.byte("version") != version {
+		return nil, fmt.Errorf("%w: checkpoint version", ErrCorrupt)
+	}
+	gen := r.varint("generation")
+	if gen < math.MinInt32 || gen > math.MaxInt32 {
+		r.fail("generation")
+	}
+	cp := &checkpointRecord{gen: int32(gen)}
+	switch r.byte("final") {
+	case 0:
+	case 1:
+		cp.final = true
+	default:
+		r.fail("final")
+	}
+	cp.at = r.varint("at")
+	n := r.uvarint("count")
+	if n > uint64(len(r.b)) { // every entry takes more than a byte
+		r.fail("count")
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		var e checkpointEntry
+		e.policy = r.string("policy", 64)
+		if len(r.b) < 8 {
+			r.fail("fingerprint")
+			break
+		}
+		e.fp = binary.BigEndian.Uint64(r.b)
+		r.b = r.b[8:]
+		e.key = r.string("key", limiter.MaxKeyLen)
+		e.expires = r.varint("expires")
+		e.state = []byte(r.string("state", maxStateBytes))
+		if r.err == nil {
+			cp.entries = append(cp.entries, e)
+		}
+	}
+	if r.err == nil && len(r.b) > 0 {
+		r.fail("trailing bytes")
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return cp, nil
+}
