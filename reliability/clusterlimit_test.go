@@ -266,3 +266,34 @@ func TestLimitOwnerStopped(t *testing.T) {
 	t.Logf("owner SIGSTOPped: %d decisions, %d allowed in all (limit %d): %d beyond it (%d allowed in the last second before the stop); %d answered by on_backend_error (503) after the 200 ms timeout; decisions again %.1f s after the stop",
 		len(ds), allowed, limitQuota, beyond, lastSecond, failed, recovered.Seconds())
 }
+
+// TestLimitOwnerLeaves: the key's owner is stopped with SIGTERM mid-load, a planned
+// handover. It drains its API, writes the final checkpoint of its partitions and leaves
+// the group; the next owner restores that checkpoint before it decides, so not one
+// decision is lost: exactly the limit is allowed in all.
+func TestLimitOwnerLeaves(t *testing.T) {
+	const key = "tenant-leaving"
+	g := limitGroup(t, key)
+	owner, b, c := g[0], g[1], g[2]
+	ctx, cancel := context.WithCancel(context.Background())
+	var rec record
+	done := make(chan struct{})
+	go func() { limitLoad(t, ctx, &rec, key, b.base, c.base); close(done) }()
+	time.Sleep(3 * time.Second)
+	left := time.Now()
+	if err := owner.Stop(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "no other instance took the key over", func() bool { return rec.decidedAfter(time.Now().Add(-50 * time.Millisecond)) })
+	time.Sleep(time.Second)
+	cancel()
+	<-done
+	ds := rec.out
+	allowed, failed, _, recovered := figures(ds, left)
+	allowed += drain(t, b.base, key)
+	if allowed != limitQuota {
+		t.Errorf("%d allowed in all across a planned handover, want exactly the limit, %d", allowed, limitQuota)
+	}
+	t.Logf("owner SIGTERMed: %d decisions, %d allowed in all (limit %d); %d answered by on_backend_error (503) during the handover; decisions again %.1f s after the signal",
+		len(ds), allowed, limitQuota, failed, recovered.Seconds())
+}
