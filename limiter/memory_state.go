@@ -43,15 +43,15 @@ func (m *Memory) Import(key string, expires int64, state []byte) error {
 	}
 	switch {
 	case m.fw != nil:
-		return importStore(m.fw, key, expires, state)
+		return importStore(m.fw, &m.pr, key, expires, state)
 	case m.sl != nil:
-		return importStore(m.sl, key, expires, state)
+		return importStore(m.sl, &m.pr, key, expires, state)
 	case m.sc != nil:
-		return importStore(m.sc, key, expires, state)
+		return importStore(m.sc, &m.pr, key, expires, state)
 	case m.tb != nil:
-		return importStore(m.tb, key, expires, state)
+		return importStore(m.tb, &m.pr, key, expires, state)
 	default:
-		return importStore(m.lb, key, expires, state)
+		return importStore(m.lb, &m.pr, key, expires, state)
 	}
 }
 
@@ -82,9 +82,9 @@ func exportStore[S any](st *store[S], now int64, keep func(string) bool, fn func
 	})
 }
 
-func importStore[S any](st *store[S], key string, expires int64, state []byte) error {
+func importStore[S any](st *store[S], p *params, key string, expires int64, state []byte) error {
 	var s S
-	if !readState(&s, state) {
+	if !readState(&s, state, p) {
 		return ErrBadState
 	}
 	h := st.keys.hash(key)
@@ -155,8 +155,17 @@ func appendState(b []byte, s any) []byte {
 	return b
 }
 
-// readState reads appendState's form into s; false when it does not read exactly.
-func readState(s any, b []byte) bool {
+// maxInstant bounds an imported instant (unix ns, year 2116): differences of two stay in
+// int64.
+const maxInstant = 1 << 62
+
+// within reports 0 ≤ v ≤ most.
+func within(v, most int64) bool { return v >= 0 && v <= most }
+
+// readState reads appendState's form into s; false when it does not read exactly, or (a
+// sliding log) holds more than p's quota or entries out of order, which the algorithm's
+// arithmetic does not expect.
+func readState(s any, b []byte, p *params) bool {
 	bad := false
 	varint := func() int64 {
 		v, n := binary.Varint(b)
@@ -170,8 +179,10 @@ func readState(s any, b []byte) bool {
 	switch s := s.(type) {
 	case *fixedWindow:
 		s.index, s.count = varint(), varint()
+		bad = bad || !within(s.count, p.quota)
 	case *slidingCounter:
 		s.index, s.cur, s.prev = varint(), varint(), varint()
+		bad = bad || !within(s.cur, p.quota) || !within(s.prev, p.quota)
 	case *tokenBucket:
 		if len(b) < 9 {
 			return false
@@ -179,13 +190,17 @@ func readState(s any, b []byte) bool {
 		s.tokens = math.Float64frombits(binary.BigEndian.Uint64(b))
 		b = b[8:]
 		s.last, s.fullAt, s.allowAt, s.denyCost = varint(), varint(), varint(), varint()
-		if bad || len(b) != 1 || b[0] > 1 {
+		// The refill arithmetic expects tokens in [0, capacity]: a wait solved from
+		// −1e300 tokens would not end.
+		if bad || len(b) != 1 || b[0] > 1 || !(s.tokens >= 0 && s.tokens <= float64(p.quota)) || !within(s.denyCost, p.quota) ||
+			!within(s.last, maxInstant) || !within(s.fullAt, maxInstant) || !within(s.allowAt, maxInstant) {
 			return false
 		}
 		s.init = b[0] == 1
 		b = b[1:]
 	case *gcra:
 		s.tat = varint()
+		bad = bad || !within(s.tat, maxInstant)
 	case *slidingLog:
 		s.base = varint()
 		n, k := binary.Uvarint(b)
@@ -193,9 +208,17 @@ func readState(s any, b []byte) bool {
 			return false
 		}
 		b = b[k:]
+		if int64(n) > p.quota || !within(s.base, maxInstant) {
+			return false
+		}
 		s.e, s.head, s.n = make([]logEntry, n), 0, int(n)
+		prev := logEntry{t: math.MinInt64, end: s.base}
 		for i := range s.e {
-			s.e[i] = logEntry{t: varint(), end: varint()}
+			e := logEntry{t: varint(), end: varint()}
+			if e.t < prev.t || e.end <= prev.end || e.end-s.base > p.quota || !within(e.t, maxInstant) {
+				return false
+			}
+			s.e[i], prev = e, e
 		}
 	default:
 		return false
