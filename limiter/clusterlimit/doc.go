@@ -44,4 +44,35 @@
 // rebalancing), decides by on_backend_error. Every instance must run the same policies:
 // each forwarded decision carries its policy's Fingerprint, and an owner whose policy
 // differs answers StatusPolicy rather than count by other numbers.
+//
+// A partition leaves an instance only between decisions: OnGeneration (chained after the
+// cluster's generation hook, before the consumer revokes anything) takes the ownership
+// lock every decision holds for reading. The window in which two instances could both
+// decide one key is the rebalance itself: the old owner stops at the start of its new
+// generation, the new one starts after restoring (below), which waits for the old one's
+// final checkpoint.
+//
+// # Checkpoints and handover
+//
+// Every CheckpointConfig.Interval (--limiter-checkpoint-interval, 1 s) the owner writes
+// one record per partition it owns to the compacted topic <topic>.slide-limiter (created
+// with cleanup.policy=compact and the events topic's partition count when missing), keyed
+// group/partition: every live key of the cluster policies in it, each with its policy's
+// fingerprint, its expiry and its state (limiter.Memory.Export). A partition that leaves
+// the owner gets a final record (flagged so, with the generation), then its keys are
+// dropped here; Close (SIGTERM, after the API drained and before the consumer leaves the
+// group) writes the final record of every partition owned.
+//
+// A new owner restores a gained partition before deciding it: it reads the tail of the
+// checkpoint partition for the latest record of the partition and takes it at once when
+// it is final and of this or the previous generation (the predecessor handed it over),
+// else waits up to CheckpointConfig.Wait (two intervals) for one, then takes the latest
+// there is (the predecessor crashed). Meanwhile its decisions answer StatusNotReady and
+// the callers decide by on_backend_error. So a planned handover loses nothing and a
+// SIGKILL loses the decisions since the last checkpoint, at most an interval's (plus the
+// write's own time): a key may then admit up to that many beyond its limit. Keys expired
+// by the time of the restore are skipped; a state that does not fit its policy (another
+// algorithm, a log over the quota, tokens outside the bucket) is refused by
+// limiter.Memory.Import, and the records are decoded bounded (FuzzDecode), since anyone
+// who can write to the topic can write one.
 package clusterlimit
