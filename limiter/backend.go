@@ -18,7 +18,8 @@ type BackendRequest struct {
 	Cost int64
 }
 
-// Backend decides requests whose state lives outside the process (Redis).
+// Backend decides requests whose state lives outside the process (Redis), or in another
+// instance's (backend cluster: limiter/clusterlimit).
 // Decide answers every request in one round trip (a pipelined or multi-key
 // call), writing out[i] for reqs[i]; len(out) ≥ len(reqs). An error means no
 // decision in out can be trusted: the caller applies each policy's failure
