@@ -297,3 +297,63 @@ func TestLimitOwnerLeaves(t *testing.T) {
 	t.Logf("owner SIGTERMed: %d decisions, %d allowed in all (limit %d); %d answered by on_backend_error (503) during the handover; decisions again %.1f s after the signal",
 		len(ds), allowed, limitQuota, failed, recovered.Seconds())
 }
+
+// TestLimitInstanceJoins: a third instance joins two mid-load and the group rebalances, so
+// partitions (perhaps the key's) move between live instances: each old owner writes the
+// final checkpoint of what it gives up, each new owner restores it before deciding, and
+// not one decision is lost: exactly the limit is allowed in all.
+func TestLimitInstanceJoins(t *testing.T) {
+	_, brokers := brokerProc(t)
+	file := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(file, []byte(limitPolicies), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"--policies", file, "--session-timeout", "3s", "--snapshot-interval", "0"}
+	a := startSlide(t, "slide-a", brokers, "joins", flags...)
+	b := startSlide(t, "slide-b", brokers, "joins", flags...)
+	settled := func(n int, all ...*slide) func() bool {
+		return func() bool {
+			owned := 0
+			for _, s := range all {
+				if code, _, _ := getStatus(s.base + "/readyz"); code != 200 || s.metric(t, "slide_cluster_members") != float64(n) {
+					return false
+				}
+				owned += len(s.partitions(t))
+			}
+			return owned == 4
+		}
+	}
+	eventually(t, 30*time.Second, "two instances did not settle", settled(2, a, b))
+	// Eight keys covering the four partitions (murmur2: j-5 and j-6 on 0, j-0 on 1, j-4 and
+	// j-7 on 2, the others on 3), so keys move whichever partitions slide-c is handed.
+	keys := []string{"j-0", "j-1", "j-2", "j-3", "j-4", "j-5", "j-6", "j-7"}
+	ctx, cancel := context.WithCancel(context.Background())
+	recs := make([]record, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() { limitLoad(t, ctx, &recs[i], k, a.base, b.base) })
+	}
+	time.Sleep(2 * time.Second)
+	joined := time.Now()
+	c := startSlide(t, "slide-c", brokers, "joins", flags...)
+	eventually(t, 30*time.Second, "three instances did not settle", settled(3, a, b, c))
+	time.Sleep(time.Second)
+	cancel()
+	wg.Wait()
+	total, failed := 0, 0
+	for i, k := range keys {
+		allowed, f, _, _ := figures(recs[i].out, joined)
+		total += len(recs[i].out)
+		failed += f
+		allowed += drain(t, c.base, k)
+		if allowed != limitQuota {
+			t.Errorf("%s: %d allowed in all across the rebalance, want exactly the limit, %d", k, allowed, limitQuota)
+		}
+	}
+	restored := c.metric(t, "slide_limiter_cluster_restored_keys_total")
+	if restored == 0 {
+		t.Error("slide-c restored no key: no key moved, the test proves nothing")
+	}
+	t.Logf("slide-c joined: %d decisions over %d keys, each key exactly %d allowed in all; slide-c restored %.0f keys' state; %d answered by on_backend_error (503) while partitions moved; settled %.1f s after the join",
+		total, len(keys), limitQuota, restored, failed, time.Since(joined).Seconds()-1)
+}
