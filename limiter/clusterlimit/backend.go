@@ -102,6 +102,9 @@ type Backend struct {
 	own     ownership
 	cp      CheckpointConfig
 	bg      sync.WaitGroup // handovers under way
+	jobMu   sync.Mutex
+	jobs    []func() // handovers queued, in generation order
+	working bool     // a goroutine runs jobs
 	topicMu sync.Mutex
 	cpParts int           // the checkpoint topic's partitions, once known
 	w       *kafka.Writer // checkpoints, once the topic is known

@@ -104,7 +104,7 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 	if len(lost) == 0 && len(gained) == 0 {
 		return
 	}
-	b.bg.Go(func() {
+	b.handover(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if len(lost) > 0 {
@@ -113,6 +113,32 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 		}
 		for _, p := range gained {
 			b.restore(ctx, p, gen)
+		}
+	})
+}
+
+// handover runs job after the handovers queued before it, in the background: a partition
+// lost in one generation and regained in the next is forgotten before it is restored.
+func (b *Backend) handover(job func()) {
+	b.jobMu.Lock()
+	defer b.jobMu.Unlock()
+	b.jobs = append(b.jobs, job)
+	if b.working {
+		return
+	}
+	b.working = true
+	b.bg.Go(func() {
+		for {
+			b.jobMu.Lock()
+			if len(b.jobs) == 0 {
+				b.working = false
+				b.jobMu.Unlock()
+				return
+			}
+			job := b.jobs[0]
+			b.jobs = b.jobs[1:]
+			b.jobMu.Unlock()
+			job()
 		}
 	})
 }
