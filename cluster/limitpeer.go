@@ -50,6 +50,16 @@ func (c *Cluster) KeyOwner(key string) (p int32, addr string, ok bool) {
 	return p, addr, addr != ""
 }
 
+// PartitionOwner is the advertised address of partition p's owner in the current view, ""
+// when the view names none (or before the first). At the start of a generation it is the
+// previous generation's owner: the view is described again after it.
+func (c *Cluster) PartitionOwner(p int32) string {
+	if v := c.view.Load(); v != nil {
+		return v.Owner[p]
+	}
+	return ""
+}
+
 // Partitions is the topic's partition count in the current view, 0 before the first.
 func (c *Cluster) Partitions() int {
 	if v := c.view.Load(); v != nil {

@@ -41,6 +41,7 @@ type Group interface {
 	Self() string
 	KeyOwner(key string) (partition int32, addr string, ok bool)
 	Assigned(p int32) bool
+	PartitionOwner(p int32) string
 	Describe(ctx context.Context, since time.Time)
 	PostPeer(ctx context.Context, op, addr, path string, body []byte) ([]byte, error)
 	VerifyPeer(r *http.Request, body []byte) (cluster.Exchange, error)

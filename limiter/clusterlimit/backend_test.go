@@ -65,6 +65,12 @@ func (g *group) KeyOwner(key string) (int32, string, bool) {
 	return p, addr, addr != ""
 }
 
+func (g *group) PartitionOwner(p int32) string {
+	g.t.mu.Lock()
+	defer g.t.mu.Unlock()
+	return g.view[p]
+}
+
 func (g *group) Describe(context.Context, time.Time) {
 	g.describes.Add(1)
 	g.t.mu.Lock()

@@ -76,6 +76,7 @@ type ownership struct {
 // and forgets their keys; the partitions it gained are restored from their latest
 // checkpoint before they are decided. It does not block.
 func (b *Backend) OnGeneration(gen int32, assigned []int32) {
+	self := b.g.Self()
 	b.own.mu.Lock()
 	lost := []int32{}
 	for p := range b.own.owned {
@@ -84,11 +85,20 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 	b.own.tracked, b.own.gen = true, gen
 	now := map[int32]bool{}
 	var gained []int32
+	prev := map[int32]predecessor{} // the gained partitions' previous owners, as the view still says
 	for _, p := range assigned {
 		now[p] = true
 		if !b.own.owned[p] {
 			gained = append(gained, p)
 			b.own.ready[p] = false
+			switch o := b.g.PartitionOwner(p); o {
+			case self:
+				prev[p] = predNone
+			case "":
+				prev[p] = predUnknown
+			default:
+				prev[p] = predOther
+			}
 		}
 	}
 	kept := lost[:0]
@@ -112,7 +122,7 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 			b.forget(lost)
 		}
 		for _, p := range gained {
-			b.restore(ctx, p, gen)
+			b.restore(ctx, p, gen, prev[p])
 		}
 	})
 }
@@ -252,9 +262,21 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 
 func (b *Backend) recordKey(p int32) string { return b.cp.Group + "/" + strconv.Itoa(int(p)) }
 
-// restore loads partition p's latest checkpoint, waiting up to Wait for a final one of
-// this or the previous generation (its predecessor's handover), then marks it ready.
-func (b *Backend) restore(ctx context.Context, p int32, gen int32) {
+// predecessor is what the view said of a gained partition's owner at the generation's
+// start.
+type predecessor uint8
+
+const (
+	predNone    predecessor = iota // this instance: nothing to wait for
+	predOther                      // another instance: wait for its final checkpoint
+	predUnknown                    // no view yet, or no owner in it: wait when p has checkpoints
+)
+
+// restore loads partition p's latest checkpoint, then marks it ready. When p had another
+// owner, or one unknown and p has checkpoints, it waits up to Wait for that owner's final
+// checkpoint, of this or the previous generation, before it takes the latest there is (the
+// owner crashed).
+func (b *Backend) restore(ctx context.Context, p int32, gen int32, prev predecessor) {
 	defer func() {
 		b.own.mu.Lock()
 		if b.own.owned[p] && b.own.gen == gen {
@@ -273,7 +295,8 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32) {
 		if err != nil && b.errLog() {
 			b.log.Warn("clusterlimit: reading a limiter checkpoint", "partition", p, "err", err)
 		}
-		if cp == nil || (cp.final && cp.gen >= gen-1) || time.Now().After(deadline) || ctx.Err() != nil {
+		wait := prev == predOther || (prev == predUnknown && cp != nil)
+		if !wait || (cp != nil && cp.final && cp.gen >= gen-1) || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
