@@ -299,7 +299,7 @@ func (c *Cluster) refresh(ctx context.Context) {
 		// (peers say what they still serve), or none, so a lone owner of every partition
 		// still answers.
 		if old := c.view.Load(); old != nil {
-			v.Owner, v.Members = old.Owner, old.Members
+			v.Owner, v.Members, v.Addrs = old.Owner, old.Members, old.Addrs
 		}
 	}
 	old := c.view.Swap(v)

@@ -60,6 +60,13 @@ func (c *Cluster) PartitionOwner(p int32) string {
 	return ""
 }
 
+// MemberGone reports that the group, described after since, no longer has a member
+// advertising addr: a partition's previous owner that crashed will write nothing more.
+func (c *Cluster) MemberGone(addr string, since time.Time) bool {
+	v := c.view.Load()
+	return v != nil && v.At.After(since) && v.Addrs != nil && !v.Addrs[addr]
+}
+
 // Partitions is the topic's partition count in the current view, 0 before the first.
 func (c *Cluster) Partitions() int {
 	if v := c.view.Load(); v != nil {

@@ -42,6 +42,7 @@ type Group interface {
 	KeyOwner(key string) (partition int32, addr string, ok bool)
 	Assigned(p int32) bool
 	PartitionOwner(p int32) string
+	MemberGone(addr string, since time.Time) bool
 	Describe(ctx context.Context, since time.Time)
 	PostPeer(ctx context.Context, op, addr, path string, body []byte) ([]byte, error)
 	VerifyPeer(r *http.Request, body []byte) (cluster.Exchange, error)

@@ -71,6 +71,8 @@ func (g *group) PartitionOwner(p int32) string {
 	return g.view[p]
 }
 
+func (g *group) MemberGone(string, time.Time) bool { return false }
+
 func (g *group) Describe(context.Context, time.Time) {
 	g.describes.Add(1)
 	g.t.mu.Lock()

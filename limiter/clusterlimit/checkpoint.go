@@ -76,7 +76,7 @@ type ownership struct {
 // and forgets their keys; the partitions it gained are restored from their latest
 // checkpoint before they are decided. It does not block.
 func (b *Backend) OnGeneration(gen int32, assigned []int32) {
-	self := b.g.Self()
+	self, at := b.g.Self(), time.Now()
 	b.own.mu.Lock()
 	lost := []int32{}
 	for p := range b.own.owned {
@@ -86,6 +86,7 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 	now := map[int32]bool{}
 	var gained []int32
 	prev := map[int32]predecessor{} // the gained partitions' previous owners, as the view still says
+	prevAddr := map[int32]string{}
 	for _, p := range assigned {
 		now[p] = true
 		if !b.own.owned[p] {
@@ -97,7 +98,7 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 			case "":
 				prev[p] = predUnknown
 			default:
-				prev[p] = predOther
+				prev[p], prevAddr[p] = predOther, o
 			}
 		}
 	}
@@ -122,7 +123,7 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 			b.forget(lost)
 		}
 		for _, p := range gained {
-			b.restore(ctx, p, gen, prev[p])
+			b.restore(ctx, p, gen, prev[p], prevAddr[p], at)
 		}
 	})
 }
@@ -274,9 +275,10 @@ const (
 
 // restore loads partition p's latest checkpoint, then marks it ready. When p had another
 // owner, or one unknown and p has checkpoints, it waits up to Wait for that owner's final
-// checkpoint, of this or the previous generation, before it takes the latest there is (the
-// owner crashed).
-func (b *Backend) restore(ctx context.Context, p int32, gen int32, prev predecessor) {
+// checkpoint, of this or the previous generation, before it takes the latest there is:
+// the owner crashed, which the group says as soon as it is described after the generation
+// began (at) without prevAddr.
+func (b *Backend) restore(ctx context.Context, p int32, gen int32, prev predecessor, prevAddr string, at time.Time) {
 	defer func() {
 		b.own.mu.Lock()
 		if b.own.owned[p] && b.own.gen == gen {
@@ -295,7 +297,7 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, prev predeces
 		if err != nil && b.errLog() {
 			b.log.Warn("clusterlimit: reading a limiter checkpoint", "partition", p, "err", err)
 		}
-		wait := prev == predOther || (prev == predUnknown && cp != nil)
+		wait := (prev == predOther && !b.g.MemberGone(prevAddr, at)) || (prev == predUnknown && cp != nil)
 		if !wait || (cp != nil && cp.final && cp.gen >= gen-1) || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
