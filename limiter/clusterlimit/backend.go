@@ -187,13 +187,32 @@ func (b *Backend) Memory(policy string) *limiter.Memory {
 	return nil
 }
 
-// call is one decision forwarded to an owner.
+// call is one decision forwarded to an owner. done receives once, when res or err is set.
+// Calls are pooled: one goes back only after its caller received done (a caller that gave
+// up leaves its call to the collector, as the sender may still finish it).
 type call struct {
 	ctx  context.Context
 	it   item
 	res  result
 	err  error
-	done chan struct{}
+	done chan struct{} // buffered 1: finishing never blocks
+}
+
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+func newCall(ctx context.Context, it item) *call {
+	c := calls.Get().(*call)
+	c.ctx, c.it, c.res, c.err = ctx, it, result{}, nil
+	return c
+}
+
+// finished hands the call its outcome.
+func (c *call) finished() { c.done <- struct{}{} }
+
+// release returns a call whose done was received to the pool.
+func (c *call) release() {
+	c.ctx, c.it = nil, item{}
+	calls.Put(c)
 }
 
 // Decide decides reqs, each at its key's owner: here when this instance owns the key's
@@ -203,6 +222,8 @@ type call struct {
 func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out []limiter.Decision) error {
 	var calls []*call
 	var owners []string
+	var callBuf [4]*call // most requests name one policy: no slices to allocate
+	var ownerBuf [4]string
 	var at time.Time
 	for i := range reqs {
 		r := &reqs[i]
@@ -222,9 +243,14 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 			continue
 		}
 		if calls == nil {
-			calls, owners, at = make([]*call, len(reqs)), make([]string, len(reqs)), time.Now()
+			at = time.Now()
+			if len(reqs) <= len(callBuf) {
+				calls, owners = callBuf[:len(reqs)], ownerBuf[:len(reqs)]
+			} else {
+				calls, owners = make([]*call, len(reqs)), make([]string, len(reqs))
+			}
 		}
-		calls[i] = &call{ctx: ctx, it: it, done: make(chan struct{})}
+		calls[i] = newCall(ctx, it)
 		owners[i] = addr
 		b.peer(addr).submit(calls[i])
 	}
@@ -243,7 +269,9 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 			stale = append(stale, i)
 			continue
 		}
-		if err := b.finish(&reqs[i], c, &out[i]); err != nil {
+		err := b.finish(&reqs[i], c, &out[i])
+		c.release()
+		if err != nil {
 			return err
 		}
 	}
@@ -266,12 +294,14 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 			}
 			continue
 		}
-		c := &call{ctx: ctx, it: calls[i].it, done: make(chan struct{})}
+		c := newCall(ctx, calls[i].it)
 		b.peer(addr).submit(c)
 		if err := wait(ctx, c); err != nil {
 			return err
 		}
-		if err := b.finish(r, c, &out[i]); err != nil {
+		err := b.finish(r, c, &out[i])
+		c.release()
+		if err != nil {
 			return err
 		}
 	}

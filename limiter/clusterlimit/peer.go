@@ -78,7 +78,7 @@ func (p *peer) roundTrip(batch []*call) {
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
 			c.err = err
-			close(c.done)
+			c.finished()
 			continue
 		}
 		live = append(live, c)
@@ -109,6 +109,6 @@ func (p *peer) roundTrip(batch []*call) {
 		} else {
 			c.res = res[i]
 		}
-		close(c.done)
+		c.finished()
 	}
 }
