@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/internal/proctest"
 )
 
 // The limiter's backend cluster under faults (issue #30): three instances, one key of a
@@ -35,6 +38,12 @@ const limitPolicies = `policies:
 func limitGroup(t *testing.T, key string) []*slide {
 	t.Helper()
 	_, brokers := brokerProc(t)
+	return limitGroupOn(t, brokers, key)
+}
+
+// limitGroupOn is limitGroup on a broker of the caller's.
+func limitGroupOn(t *testing.T, brokers, key string) []*slide {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "policies.yaml")
 	if err := os.WriteFile(file, []byte(limitPolicies), 0o600); err != nil {
 		t.Fatal(err)
@@ -137,10 +146,12 @@ func limitLoad(t *testing.T, ctx context.Context, r *record, key string, bases .
 	wg.Wait()
 }
 
-// drain asks key on base until it is denied, and returns how many were allowed.
+// drain asks key on base until it is denied, and returns how many were allowed; a 503
+// (the key's owner not ready yet) is asked again, for up to 10 s.
 func drain(t *testing.T, base, key string) int {
 	t.Helper()
 	n := 0
+	deadline := time.Now().Add(10 * time.Second)
 	for range 3 * limitQuota {
 		code, body, err := proctest503(base, key)
 		switch {
@@ -150,6 +161,8 @@ func drain(t *testing.T, base, key string) int {
 			n++
 		case code == 429:
 			return n
+		case code == 503 && time.Now().Before(deadline):
+			time.Sleep(50 * time.Millisecond)
 		default:
 			t.Fatalf("draining %s: %d %s", key, code, body)
 		}
@@ -361,4 +374,73 @@ func TestLimitInstanceJoins(t *testing.T) {
 	}
 	t.Logf("slide-c joined: %d decisions over %d keys, none over its limit of %d, %d short in all; slide-c restored %.0f keys' state; %d answered by on_backend_error (503) while partitions moved; settled %.1f s after the join",
 		total, len(keys), limitQuota, short, restored, failed, time.Since(joined).Seconds()-1)
+}
+
+// TestLimitBrokerRestarts: the broker is SIGKILLed mid-load and restarted empty on its
+// address a second later (`slide broker` keeps its log in memory: the group, its
+// generations and the checkpoint topic are gone). Owners keep deciding from memory while
+// the broker is away (a decision needs no broker), the group forms again, and the limit
+// holds within what the new generation's handovers can lose.
+func TestLimitBrokerRestarts(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	startBroker := func(name string) *proctest.Proc {
+		p := proctest.Start(t, name, slideBin, "broker", "--addr", addr, "--partitions", "4")
+		if _, err := p.WaitOutput("broker listening on ", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := startBroker("broker-1")
+	const key = "tenant-broker"
+	g := limitGroupOn(t, addr, key)
+	owner, b, c := g[0], g[1], g[2]
+	ctx, cancel := context.WithCancel(context.Background())
+	var rec record
+	done := make(chan struct{})
+	go func() { limitLoad(t, ctx, &rec, key, b.base, c.base); close(done) }()
+	time.Sleep(3 * time.Second)
+	first.Kill()
+	killed := time.Now()
+	time.Sleep(time.Second)
+	startBroker("broker-2")
+	restarted := time.Now()
+	eventually(t, 60*time.Second, "the group did not form again", func() bool {
+		for _, s := range g {
+			if s.metric(t, "slide_cluster_members") != 3 || len(s.partitions(t)) == 0 {
+				return false
+			}
+		}
+		return rec.decidedAfter(time.Now().Add(-100 * time.Millisecond))
+	})
+	// Checkpoints resume on the new broker (the topic is created again): a later crash
+	// would lose no more than an interval.
+	written := owner.metric(t, "slide_limiter_cluster_checkpoints_total")
+	eventually(t, 10*time.Second, "the owner wrote no checkpoint to the restarted broker", func() bool {
+		return owner.metric(t, "slide_limiter_cluster_checkpoints_total") > written
+	})
+	cancel()
+	<-done
+	ds := rec.out
+	allowed, failed, lastSecond, _ := figures(ds, killed)
+	var during int
+	for _, d := range ds {
+		if d.at.After(killed) && d.at.Before(restarted) && (d.code == 200 || d.code == 429) {
+			during++
+		}
+	}
+	allowed += drain(t, b.base, key)
+	beyond := max(allowed-limitQuota, 0)
+	if during == 0 {
+		t.Error("no decision was taken while the broker was down: a decision must not need the broker")
+	}
+	if beyond > lastSecond {
+		t.Errorf("%d allowed beyond the limit of %d; a handover loses at most the last interval's %d", beyond, limitQuota, lastSecond)
+	}
+	t.Logf("broker SIGKILLed and restarted empty: %d decisions, %d taken while it was down; %d allowed in all (limit %d): %d beyond it (%d allowed in the last second before the kill); %d answered by on_backend_error (503); group whole again %.1f s after the restart",
+		len(ds), during, allowed, limitQuota, beyond, lastSecond, failed, time.Since(restarted).Seconds()-1)
 }

@@ -255,8 +255,23 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 		msgs[i] = kafka.Message{Key: []byte(b.recordKey(p)),
 			Value: appendCheckpoint(nil, gen, final, now.UnixMilli(), counts[i], bodies[i])}
 	}
-	if err := b.w.WriteMessages(ctx, msgs...); err != nil && b.errLog() {
-		b.log.Warn("clusterlimit: writing limiter checkpoints", "partitions", ps, "err", err)
+	err := b.w.WriteMessages(ctx, msgs...)
+	if errors.Is(err, kafka.UnknownTopicOrPartition) {
+		// The broker lost the topic (restarted empty, or someone deleted it): create it
+		// again and write once more.
+		b.topicMu.Lock()
+		b.cpParts = 0
+		_ = b.w.Close()
+		b.topicMu.Unlock()
+		if b.ensureTopic(ctx) {
+			err = b.w.WriteMessages(ctx, msgs...)
+		}
+	}
+	if err != nil {
+		if b.errLog() {
+			b.log.Warn("clusterlimit: writing limiter checkpoints", "partitions", ps, "err", err)
+		}
+		return
 	}
 	b.m.checkpoints.Add(float64(len(ps)))
 }
