@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -154,22 +155,35 @@ func printHelp(w io.Writer, name string, fs *flag.FlagSet) {
 			fmt.Fprintf(w, "  %s\n", e)
 		}
 	}
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n == 0 {
+	// The example names a flag of this page: --max-series where there is one, else the first
+	// with a dash, which shows the dash becoming an underscore.
+	eg := fs.Lookup("max-series")
+	fs.VisitAll(func(f *flag.Flag) {
+		if eg == nil || !strings.Contains(eg.Name, "-") && strings.Contains(f.Name, "-") {
+			eg = f
+		}
+	})
+	if eg == nil {
 		return
 	}
-	fmt.Fprint(w, "\nflags (each can also be set as SLIDE_<FLAG>, e.g. --max-series as SLIDE_MAX_SERIES):\n")
-	printFlags(w, fs)
+	fmt.Fprintf(w, "\nflags (each can also be set as SLIDE_<FLAG>, e.g. --%s as %s):\n", eg.Name, envNameOf(fs, eg.Name))
+	printFlagsByTopic(w, name, fs)
 }
 
-// printFlags is flag.PrintDefaults with --name spelling. A usage that states its default
-// itself ("(default: ...)") does not get the flag package's "(default ...)" as well.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
+// printFlags is flag.PrintDefaults with --name spelling, for the flags in names (every flag
+// when names is nil). A usage that states its default itself ("(default: ...)") does not get
+// the flag package's "(default ...)" as well.
+func printFlags(w io.Writer, fs *flag.FlagSet, names []string) {
 	fs.VisitAll(func(f *flag.Flag) {
+		if names != nil && !slices.Contains(names, f.Name) {
+			return
+		}
 		typ, usage := flag.UnquoteUsage(f)
 		if _, ok := f.Value.(windowFlag); ok && typ == "value" {
 			typ = "duration" // as the flag package names a DurationVar
+		}
+		if _, ok := f.Value.(bytesFlag); ok && typ == "value" {
+			typ = "size"
 		}
 		line := "  --" + f.Name
 		if typ != "" {
