@@ -135,7 +135,7 @@ func New(cfg Config) (*Backend, error) {
 	b := &Backend{g: cfg.Group, owned: map[string]*owned{}, inflight: cfg.MaxInflight,
 		ready: cfg.Ready, log: cfg.Logger, peers: map[string]*peer{}, cp: cfg.Checkpoint,
 		logEvery: rate.NewLimiter(rate.Every(time.Second), 5)}
-	b.own.owned, b.own.ready = map[int32]bool{}, map[int32]bool{}
+	b.own.owned, b.own.ready, b.own.epoch = map[int32]bool{}, map[int32]bool{}, map[int32]uint64{}
 	if b.cp.Wait == 0 {
 		b.cp.Wait = 2 * b.cp.Interval
 	}

@@ -69,6 +69,9 @@ type ownership struct {
 	gen     int32
 	owned   map[int32]bool
 	ready   map[int32]bool
+	// epoch counts the times each partition was gained: a restore marks its partition
+	// ready only if it was not lost and gained again meanwhile (a later restore will).
+	epoch map[int32]uint64
 }
 
 // OnGeneration is the consumer's generation hook (chain it after cluster's): this
@@ -87,11 +90,14 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 	var gained []int32
 	prev := map[int32]predecessor{} // the gained partitions' previous owners, as the view still says
 	prevAddr := map[int32]string{}
+	epochs := map[int32]uint64{}
 	for _, p := range assigned {
 		now[p] = true
 		if !b.own.owned[p] {
 			gained = append(gained, p)
 			b.own.ready[p] = false
+			b.own.epoch[p]++
+			epochs[p] = b.own.epoch[p]
 			switch o := b.g.PartitionOwner(p); o {
 			case self:
 				prev[p] = predNone
@@ -123,7 +129,7 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 			b.forget(lost)
 		}
 		for _, p := range gained {
-			b.restore(ctx, p, gen, prev[p], prevAddr[p], at)
+			b.restore(ctx, p, gen, epochs[p], prev[p], prevAddr[p], at)
 		}
 	})
 }
@@ -293,10 +299,10 @@ const (
 // checkpoint, of this or the previous generation, before it takes the latest there is:
 // the owner crashed, which the group says as soon as it is described after the generation
 // began (at) without prevAddr.
-func (b *Backend) restore(ctx context.Context, p int32, gen int32, prev predecessor, prevAddr string, at time.Time) {
+func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64, prev predecessor, prevAddr string, at time.Time) {
 	defer func() {
 		b.own.mu.Lock()
-		if b.own.owned[p] && b.own.gen == gen {
+		if b.own.owned[p] && b.own.epoch[p] == epoch {
 			b.own.ready[p] = true
 		}
 		b.own.mu.Unlock()

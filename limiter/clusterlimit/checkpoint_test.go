@@ -78,6 +78,7 @@ func TestCheckpointHandsKeysOver(t *testing.T) {
 	if _, err := b.svc.Allow(ctx, "p", keys[0]); err == nil {
 		t.Error("B decided a partition it had not restored")
 	}
+	b.b.OnGeneration(3, all) // another generation that keeps them: the restores under way still finish
 	a.b.OnGeneration(2, nil)
 	for _, q := range all {
 		waitReady(b, q)
