@@ -105,8 +105,9 @@ type Backend struct {
 	cp      CheckpointConfig
 	bg      sync.WaitGroup // handovers under way
 	jobMu   sync.Mutex
-	jobs    []func() // handovers queued, in generation order
-	working bool     // a goroutine runs jobs
+	jobs    []func()   // handovers queued, in generation order
+	working bool       // a goroutine runs jobs
+	cpMu    sync.Mutex // one checkpoint write at a time
 	topicMu sync.Mutex
 	cpParts int           // the checkpoint topic's partitions, once known
 	w       *kafka.Writer // checkpoints, once the topic is known

@@ -216,8 +216,13 @@ func (b *Backend) Close(ctx context.Context) {
 		b.checkpoint(ctx, ps, gen, true)
 	}
 	b.bg.Wait()
+	b.cpMu.Lock()
+	defer b.cpMu.Unlock()
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
 	if b.w != nil {
 		_ = b.w.Close()
+		b.w, b.cpParts = nil, 0 // a later write (none is expected) creates it again
 	}
 }
 
@@ -237,8 +242,25 @@ func (b *Backend) forget(ps []int32) {
 }
 
 // checkpoint writes one record per partition of ps: every live key of the cluster
-// policies in it.
+// policies in it. Writes are one at a time, so a final record is never followed by a
+// periodic one of the same partition: a periodic write leaves out the partitions this
+// instance no longer owns.
 func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final bool) {
+	b.cpMu.Lock()
+	defer b.cpMu.Unlock()
+	if !final {
+		b.own.mu.RLock()
+		still := ps[:0:0]
+		for _, p := range ps {
+			if b.own.owned[p] && b.own.ready[p] {
+				still = append(still, p)
+			}
+		}
+		b.own.mu.RUnlock()
+		if ps = still; len(ps) == 0 {
+			return
+		}
+	}
 	if b.cp.Interval <= 0 || !b.ensureTopic(ctx) {
 		return
 	}
@@ -410,7 +432,10 @@ func (b *Backend) readLatest(ctx context.Context, p int32) (*checkpointRecord, e
 	if d == nil {
 		d = kafka.DefaultDialer
 	}
-	conn, err := d.DialLeader(ctx, "tcp", b.cp.Brokers[0], b.cp.Topic+TopicSuffix, b.cpPartition([]byte(b.recordKey(p)), b.cpParts))
+	b.topicMu.Lock()
+	parts := b.cpParts
+	b.topicMu.Unlock()
+	conn, err := d.DialLeader(ctx, "tcp", b.cp.Brokers[0], b.cp.Topic+TopicSuffix, b.cpPartition([]byte(b.recordKey(p)), parts))
 	if err != nil {
 		return nil, err
 	}
