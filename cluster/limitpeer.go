@@ -67,6 +67,10 @@ func (c *Cluster) MemberGone(addr string, since time.Time) bool {
 	return v != nil && v.At.After(since) && v.Addrs != nil && !v.Addrs[addr]
 }
 
+// KeyPartition is the partition murmur2 routes key to among n (the Java client's default
+// partitioner, kafka-go's Murmur2Balancer), as KeyOwner computes it.
+func KeyPartition(key string, n int) int32 { return murmur2Partition(key, max(n, 1)) }
+
 // Partitions is the topic's partition count in the current view, 0 before the first.
 func (c *Cluster) Partitions() int {
 	if v := c.view.Load(); v != nil {

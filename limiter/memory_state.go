@@ -16,8 +16,9 @@ var ErrBadState = errors.New("limiter: bad key state")
 
 // Export calls fn with every key that keep accepts and whose state is not back to initial
 // at now, its expiry (unix ns: from then on the state is initial again) and its state,
-// which fn must copy to keep. Shards are visited one at a time, each locked while its
-// keys are exported.
+// which fn must copy to keep. fn is called for a key right after keep accepted it, with
+// no other call between. Shards are visited one at a time, each locked while its keys are
+// exported.
 func (m *Memory) Export(now time.Time, keep func(key string) bool, fn func(key string, expires int64, state []byte)) {
 	var buf []byte
 	switch {

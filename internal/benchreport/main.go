@@ -98,6 +98,7 @@ var goals = []goal{
 	{issue: "#27", what: "decoding an event with 3 labels (Append's layout, labels last) vs the same event without", ours: "BenchmarkDecodeShapes/labels", anchor: "BenchmarkDecodeShapes/exact", bound: 0, want: "stated, 0 allocs (TestDecodeLabelsAllocs holds it)"},
 	// #30: backend cluster, a decision forwarded to the key's owner.
 	{issue: "#30", what: "a backend cluster decision forwarded to the key's owner (signed loopback HTTP, batched, caller and owner in one process) vs a memory decision, CPU per decision, 64 goroutines per core", ours: "BenchmarkClusterDecision/ours", anchor: "BenchmarkClusterDecision/anchor", unit: "cpu_ns/op", bound: 5, want: "≤ 5× a local memory decision"},
+	{issue: "#30", what: "an owner's decisions/s with checkpoints every 1 s (100,000 live keys exported and encoded, one round charged per second) vs none", ours: "BenchmarkClusterCheckpoint/ours", anchor: "BenchmarkClusterCheckpoint/anchor", unit: "decisions/s", higherIsBetter: true, bound: 0.9, want: "≥ 0.9× without checkpoints"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.

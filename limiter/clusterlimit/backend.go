@@ -41,6 +41,7 @@ type Group interface {
 	Self() string
 	KeyOwner(key string) (partition int32, addr string, ok bool)
 	Assigned(p int32) bool
+	Partitions() int
 	PartitionOwner(p int32) string
 	MemberGone(addr string, since time.Time) bool
 	Describe(ctx context.Context, since time.Time)

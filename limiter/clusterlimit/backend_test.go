@@ -3,7 +3,6 @@ package clusterlimit
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"io"
 	"maps"
 	"net/http"
@@ -28,11 +27,7 @@ type topo struct {
 	truth map[int32]string
 }
 
-func partitionOf(key string, n int) int32 {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int32(h.Sum32() % uint32(n))
-}
+func (g *group) Partitions() int { return g.t.parts }
 
 // group is one instance's Group over real HTTP, counting its round trips and describes;
 // signed with cluster.Auth as cluster's exchanges are when auth is set.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/limiter"
 )
 
@@ -226,18 +227,17 @@ func (b *Backend) Close(ctx context.Context) {
 	}
 }
 
-func (b *Backend) partitionOf(key string) int32 {
-	p, _, _ := b.g.KeyOwner(key)
-	return p
-}
+// partitionOf is key's partition among n (Group.Partitions, read once per pass).
+func partitionOf(key string, n int) int32 { return cluster.KeyPartition(key, n) }
 
 func (b *Backend) forget(ps []int32) {
 	drop := map[int32]bool{}
 	for _, p := range ps {
 		drop[p] = true
 	}
+	n := b.g.Partitions()
 	for _, o := range b.owned {
-		o.mem.Forget(func(k string) bool { return drop[b.partitionOf(k)] })
+		o.mem.Forget(func(k string) bool { return drop[partitionOf(k, n)] })
 	}
 }
 
@@ -264,25 +264,7 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 	if b.cp.Interval <= 0 || !b.ensureTopic(ctx) {
 		return
 	}
-	want := map[int32]int{}
-	for i, p := range ps {
-		want[p] = i
-	}
-	now := time.Now()
-	bodies := make([][]byte, len(ps))
-	counts := make([]int, len(ps))
-	for name, o := range b.owned {
-		o.mem.Export(now, func(k string) bool { _, ok := want[b.partitionOf(k)]; return ok }, func(k string, exp int64, st []byte) {
-			i := want[b.partitionOf(k)]
-			bodies[i] = appendEntry(bodies[i], name, o.fp, k, exp, st)
-			counts[i]++
-		})
-	}
-	msgs := make([]kafka.Message, len(ps))
-	for i, p := range ps {
-		msgs[i] = kafka.Message{Key: []byte(b.recordKey(p)),
-			Value: appendCheckpoint(nil, gen, final, now.UnixMilli(), counts[i], bodies[i])}
-	}
+	msgs := b.records(ps, gen, final, time.Now())
 	err := b.w.WriteMessages(ctx, msgs...)
 	if errors.Is(err, kafka.UnknownTopicOrPartition) {
 		// The broker lost the topic (restarted empty, or someone deleted it): create it
@@ -302,6 +284,34 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 		return
 	}
 	b.m.checkpoints.Add(float64(len(ps)))
+}
+
+// records encodes the checkpoint records of partitions ps at now.
+func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) []kafka.Message {
+	want := map[int32]int{}
+	for i, p := range ps {
+		want[p] = i
+	}
+	bodies := make([][]byte, len(ps))
+	counts := make([]int, len(ps))
+	n := b.g.Partitions()
+	for name, o := range b.owned {
+		i := 0 // keep's verdict, for the fn call that follows it on the same key
+		o.mem.Export(now, func(k string) bool {
+			var ok bool
+			i, ok = want[partitionOf(k, n)]
+			return ok
+		}, func(k string, exp int64, st []byte) {
+			bodies[i] = appendEntry(bodies[i], name, o.fp, k, exp, st)
+			counts[i]++
+		})
+	}
+	msgs := make([]kafka.Message, len(ps))
+	for i, p := range ps {
+		msgs[i] = kafka.Message{Key: []byte(b.recordKey(p)),
+			Value: appendCheckpoint(nil, gen, final, now.UnixMilli(), counts[i], bodies[i])}
+	}
+	return msgs
 }
 
 func (b *Backend) recordKey(p int32) string { return b.cp.Group + "/" + strconv.Itoa(int(p)) }
@@ -349,11 +359,11 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 	if cp == nil {
 		return
 	}
-	now := time.Now().UnixNano()
+	now, parts := time.Now().UnixNano(), b.g.Partitions()
 	n := 0
 	for _, e := range cp.entries {
 		o := b.owned[e.policy]
-		if o == nil || o.fp != e.fp || e.expires <= now || b.partitionOf(e.key) != p {
+		if o == nil || o.fp != e.fp || e.expires <= now || partitionOf(e.key, parts) != p {
 			continue
 		}
 		if err := o.mem.Import(e.key, e.expires, e.state); err == nil {

@@ -74,3 +74,57 @@ func BenchmarkClusterDecision(b *testing.B) {
 		run(b, svc, keys)
 	})
 }
+
+// BenchmarkClusterCheckpoint is the decisions/s of an owner of 100,000 live keys (token
+// bucket) with checkpoints every second (ours) against none (anchor). A checkpoint's cost
+// is what the owner's CPU pays: exporting and encoding every key of its partitions (the
+// write is the broker's); ours measures one such round and charges it once per second of
+// decisions, as --limiter-checkpoint-interval 1s would.
+func BenchmarkClusterCheckpoint(b *testing.B) {
+	const keys = 100_000
+	// Keys stay live (a bucket of 10,000 refilling one token in 1,000 s): each is exported.
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Capacity: 10_000, RefillPerSecond: 0.001}, limiter.FailClosed, time.Second)
+	_, ins := startGroup(b, 1, p)
+	be, svc := ins[0].b, ins[0].svc
+	names := make([]string, keys)
+	ctx := context.Background()
+	for i := range names {
+		names[i] = "tenant-" + strconv.Itoa(i)
+		if _, err := svc.Allow(ctx, "p", names[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	all := make([]int32, 6)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	decide := func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := svc.Allow(ctx, "p", names[i%keys]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("anchor", func(b *testing.B) {
+		decide(b)
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+	})
+	b.Run("ours", func(b *testing.B) {
+		start := time.Now()
+		msgs := be.records(all, 1, false, time.Now())
+		round := time.Since(start)
+		n := 0
+		for _, m := range msgs {
+			n += len(m.Value)
+		}
+		if n < keys*8 {
+			b.Fatalf("a checkpoint of %d keys took %d bytes", keys, n)
+		}
+		decide(b)
+		spent := b.Elapsed()
+		charged := spent + time.Duration(float64(round)*spent.Seconds()) // one round per second of decisions
+		b.ReportMetric(float64(b.N)/charged.Seconds(), "decisions/s")
+		b.ReportMetric(float64(round.Milliseconds()), "ms/checkpoint")
+	})
+}
