@@ -28,3 +28,11 @@ type BackendRequest struct {
 type Backend interface {
 	Decide(ctx context.Context, reqs []BackendRequest, out []Decision) error
 }
+
+// LocalDecider is a Backend that can decide some requests in this process, with no call
+// and no context (backend cluster: the keys this instance owns). DecideLocal reports false
+// when the request must go through Decide; it then changed nothing. (The decision is
+// returned by value: a pointer into the caller's out would move it to the heap.)
+type LocalDecider interface {
+	DecideLocal(req BackendRequest) (Decision, bool)
+}

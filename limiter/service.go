@@ -71,6 +71,7 @@ type Service struct {
 	names   []string
 	redis   Backend
 	cluster Backend
+	local   LocalDecider // cluster, when it decides owned keys in process
 	clock   func() time.Time
 	log     *slog.Logger
 	metrics *metrics
@@ -175,6 +176,7 @@ func NewService(cfg Config) (*Service, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	s.local, _ = cfg.Cluster.(LocalDecider)
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(newMemCollector(s)); err != nil {
 			return nil, fmt.Errorf("registering limiter store metrics: %w", err)
@@ -315,6 +317,14 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 			}
 			s.count(rt, &out[i])
 		case rt.p.Backend == BackendCluster:
+			// A key this instance owns is a memory decision: no call, no deadline.
+			if s.local != nil {
+				if d, ok := s.local.DecideLocal(BackendRequest{Policy: &rt.p, Key: c.Key, Now: now, Cost: c.Cost}); ok {
+					out[i] = d
+					s.count(rt, &out[i])
+					continue
+				}
+			}
 			owners = append(owners, i)
 		default:
 			if rt.deny != nil {

@@ -310,6 +310,25 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 	return nil
 }
 
+// DecideLocal decides req here when this instance owns its key and has restored the key's
+// partition (limiter.LocalDecider: the Service then makes no call); false otherwise, with
+// nothing changed.
+func (b *Backend) DecideLocal(req limiter.BackendRequest) (limiter.Decision, bool) {
+	o := b.owned[req.Policy.Name]
+	if o == nil {
+		return limiter.Decision{}, false
+	}
+	p, addr, ok := b.g.KeyOwner(req.Key)
+	if !ok || addr != b.g.Self() {
+		return limiter.Decision{}, false
+	}
+	it := item{key: req.Key, now: req.Now.UnixNano(), cost: req.Cost}
+	res := b.take(o, p, &it)
+	return res.d, res.status == StatusOK
+}
+
+var _ limiter.LocalDecider = (*Backend)(nil)
+
 func wait(ctx context.Context, c *call) error {
 	select {
 	case <-c.done:

@@ -399,3 +399,24 @@ func TestPolicyMismatchIsRefused(t *testing.T) {
 		t.Error("the owner counted a decision of another policy")
 	}
 }
+
+// TestOwnedDecisionIsAMemoryDecision: a key this instance owns is decided in process (the
+// Service's LocalDecider path): no round trip, and no allocation once the key exists.
+func TestOwnedDecisionIsAMemoryDecision(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Capacity: 1 << 20, RefillPerSecond: 1}, limiter.FailClosed, time.Second)
+	_, ins := startGroup(t, 1, p)
+	in := ins[0]
+	ctx := context.Background()
+	now := time.Unix(1_764_489_600, 0)
+	if _, err := in.svc.AllowN(ctx, "p", "tenant-1", now, 1); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		if d, err := in.svc.AllowN(ctx, "p", "tenant-1", now, 1); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	})
+	if allocs != 0 || in.g.trips.Load() != 0 {
+		t.Errorf("an owned key's decision: %.1f allocs, %d round trips; want 0 and 0", allocs, in.g.trips.Load())
+	}
+}

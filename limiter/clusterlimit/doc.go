@@ -11,7 +11,8 @@
 // instance — as the cluster package learns it from the consumer group (each member
 // advertises its HTTP address; see cluster's doc). An instance assigned the partition in
 // the current generation decides at once: with one instance every decision is a plain
-// memory decision, with no hop.
+// memory decision, with no hop (Backend.DecideLocal, the Service's limiter.LocalDecider
+// path: no call, no deadline, nothing allocated).
 //
 // # The hop: one signed POST per batch
 //
