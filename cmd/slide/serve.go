@@ -370,6 +370,11 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 			if err := c.conn.checks.failing(); err != nil {
 				return err
 			}
+			if reader.limits != nil {
+				if err := reader.limits.Ready(); err != nil {
+					return err
+				}
+			}
 			if consumer.Ready() && cl.Known() {
 				return nil
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -167,6 +168,24 @@ func (b *Backend) ownsLocked(p int32) (owned, ready bool) {
 		return b.g.Assigned(p), b.ready(p)
 	}
 	return b.own.owned[p], b.own.ready[p]
+}
+
+// Ready reports the partitions this instance owns but has not restored yet (their keys'
+// decisions follow on_backend_error meanwhile), for readiness; nil when there are none.
+func (b *Backend) Ready() error {
+	b.own.mu.RLock()
+	defer b.own.mu.RUnlock()
+	var waiting []int32
+	for p := range b.own.owned {
+		if !b.own.ready[p] {
+			waiting = append(waiting, p)
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	slices.Sort(waiting)
+	return fmt.Errorf("restoring the limiter state of partitions %v from %s", waiting, b.cp.Topic+TopicSuffix)
 }
 
 // Run writes the owned, restored partitions' checkpoints every Interval until ctx ends.
