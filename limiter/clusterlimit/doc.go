@@ -69,8 +69,10 @@
 // it is final and of this or the previous generation (the predecessor handed it over),
 // else waits up to CheckpointConfig.Wait (two intervals) for one, then takes the latest
 // there is; it stops waiting as soon as the group, described after the generation began,
-// has no member at the predecessor's address (it crashed, and its session ran out). Meanwhile its decisions answer StatusNotReady and
-// the callers decide by on_backend_error. So a planned handover loses nothing and a
+// has no member at the predecessor's address (it crashed, and its session ran out).
+// Meanwhile its decisions answer StatusNotReady, the callers decide by on_backend_error,
+// and Backend.Ready (slide serve's /readyz) names the partitions still restoring. So a
+// planned handover loses nothing and a
 // SIGKILL loses the decisions since the last checkpoint, at most an interval's (plus the
 // write's own time): a key may then admit up to that many beyond its limit. Keys expired
 // by the time of the restore are skipped; a state that does not fit its policy (another
