@@ -71,12 +71,12 @@
 // there is; it stops waiting as soon as the group, described after the generation began,
 // has no member at the predecessor's address (it crashed, and its session ran out).
 // Meanwhile its decisions answer StatusNotReady, the callers decide by on_backend_error,
-// and Backend.Ready (slide serve's /readyz) names the partitions still restoring. So a
-// planned handover loses nothing and a
-// SIGKILL loses the decisions since the last checkpoint, at most an interval's (plus the
-// write's own time): a key may then admit up to that many beyond its limit. Keys expired
-// by the time of the restore are skipped; a state that does not fit its policy (another
-// algorithm, a log over the quota, tokens outside the bucket) is refused by
-// limiter.Memory.Import, and the records are decoded bounded (FuzzDecode), since anyone
-// who can write to the topic can write one.
+// and Backend.Ready (slide serve's /readyz) names the partitions still restoring.
+//
+// So a planned handover loses nothing, and a SIGKILL loses the decisions since the last
+// checkpoint, at most an interval's (plus the write's own time): a key may then admit up
+// to that many beyond its limit. Keys expired by the time of the restore are skipped; a
+// state that does not fit its policy (another algorithm, a log over the quota, tokens
+// outside the bucket) is refused by limiter.Memory.Import, and the records are decoded
+// bounded (FuzzDecode), since anyone who can write to the topic can write one.
 package clusterlimit
