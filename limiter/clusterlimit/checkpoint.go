@@ -3,10 +3,8 @@ package clusterlimit
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,7 +13,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slide-metrics/slide/cluster"
-	"github.com/slide-metrics/slide/limiter"
 )
 
 // DefaultCheckpointInterval is how often an owner writes its partitions' limiter state.
@@ -506,98 +503,4 @@ func (b *Backend) readLatest(ctx context.Context, p int32) (*checkpointRecord, e
 		}
 	}
 	return nil, nil
-}
-
-// The checkpoint record: version(1) gen(varint) final(1 byte) at(varint, unix ms)
-// n(uvarint) n × entry; entry: policy(string) fingerprint(8) key(string) expires(varint,
-// unix ns) state(string, limiter.Memory.Export's form).
-
-type checkpointRecord struct {
-	gen     int32
-	final   bool
-	at      int64
-	entries []checkpointEntry
-}
-
-type checkpointEntry struct {
-	policy  string
-	fp      uint64
-	key     string
-	expires int64
-	state   []byte
-}
-
-func appendEntry(b []byte, policy string, fp uint64, key string, expires int64, state []byte) []byte {
-	b = appendString(b, policy)
-	b = binary.BigEndian.AppendUint64(b, fp)
-	b = appendString(b, key)
-	b = binary.AppendVarint(b, expires)
-	b = binary.AppendUvarint(b, uint64(len(state)))
-	return append(b, state...)
-}
-
-func appendCheckpoint(b []byte, gen int32, final bool, at int64, n int, entries []byte) []byte {
-	b = append(b, version)
-	b = binary.AppendVarint(b, int64(gen))
-	f := byte(0)
-	if final {
-		f = 1
-	}
-	b = append(b, f)
-	b = binary.AppendVarint(b, at)
-	b = binary.AppendUvarint(b, uint64(n))
-	return append(b, entries...)
-}
-
-// maxStateBytes bounds one key's state in a checkpoint: a sliding log of MaxLogLimit
-// entries.
-const maxStateBytes = 2 + 20*limiter.MaxLogLimit
-
-// decodeCheckpoint reads a checkpoint record (anyone who can write to the topic can
-// write one: bounded, never a panic).
-func decodeCheckpoint(b []byte) (*checkpointRecord, error) {
-	r := reader{b: b}
-	if r.byte("version") != version {
-		return nil, fmt.Errorf("%w: checkpoint version", ErrCorrupt)
-	}
-	gen := r.varint("generation")
-	if gen < math.MinInt32 || gen > math.MaxInt32 {
-		r.fail("generation")
-	}
-	cp := &checkpointRecord{gen: int32(gen)}
-	switch r.byte("final") {
-	case 0:
-	case 1:
-		cp.final = true
-	default:
-		r.fail("final")
-	}
-	cp.at = r.varint("at")
-	n := r.uvarint("count")
-	if n > uint64(len(r.b)) { // every entry takes more than a byte
-		r.fail("count")
-	}
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		var e checkpointEntry
-		e.policy = r.string("policy", 64)
-		if len(r.b) < 8 {
-			r.fail("fingerprint")
-			break
-		}
-		e.fp = binary.BigEndian.Uint64(r.b)
-		r.b = r.b[8:]
-		e.key = r.string("key", limiter.MaxKeyLen)
-		e.expires = r.varint("expires")
-		e.state = []byte(r.string("state", maxStateBytes))
-		if r.err == nil {
-			cp.entries = append(cp.entries, e)
-		}
-	}
-	if r.err == nil && len(r.b) > 0 {
-		r.fail("trailing bytes")
-	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	return cp, nil
 }
