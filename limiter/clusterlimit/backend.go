@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -404,6 +405,12 @@ func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 	x, err := b.g.VerifyPeer(r, body)
 	if err != nil {
 		return plain(w, http.StatusUnauthorized, "peer request not authenticated: "+err.Error())
+	}
+	// Every caller of a batch that arrives past its deadline has given up (and decided by
+	// on_backend_error): counting its decisions would only charge keys for nothing, as a
+	// SIGSTOPped owner would on waking up.
+	if dl, err := strconv.ParseInt(r.Header.Get(cluster.HeaderDeadline), 10, 64); err == nil && time.Now().UnixMilli() > dl {
+		return plain(w, http.StatusGatewayTimeout, "deadline passed before the batch was decided")
 	}
 	items, err := decodeRequest(body)
 	if err != nil {

@@ -34,7 +34,12 @@
 // local: this instance's memory of the same policy) decides when the owner does not
 // answer in time, answers an error, or is unknown. A caller that gave up before its
 // decision left is not sent, so the owner does not count a decision nobody waits for; one
-// that gave up after it left may have been counted (as with Redis).
+// that gave up after it left may have been counted (as with Redis), unless the batch
+// reaches the owner past its deadline (cluster.HeaderDeadline, the latest of its callers'):
+// the owner then decides nothing and answers 504, as a SIGSTOPped owner does on waking.
+//
+// The route is signed as peer reads are (the group's key, or the one derived from
+// --auth-token-file); without either it is as open as POST /v1/allow itself.
 //
 // # Ownership moves
 //
