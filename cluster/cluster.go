@@ -193,6 +193,8 @@ type Cluster struct {
 	allLocal atomic.Bool             // assigned covers every partition of the topic
 	kick     chan struct{}           // a generation began: describe now
 
+	describeMu sync.Mutex // Describe: concurrent callers share one describe
+
 	cacheMu sync.Mutex
 	cache   map[cacheKey]*cacheEntry // usage reads' remote partials; guarded by cacheMu
 }
@@ -297,7 +299,7 @@ func (c *Cluster) refresh(ctx context.Context) {
 		// (peers say what they still serve), or none, so a lone owner of every partition
 		// still answers.
 		if old := c.view.Load(); old != nil {
-			v.Owner, v.Members = old.Owner, old.Members
+			v.Owner, v.Members, v.Addrs = old.Owner, old.Members, old.Addrs
 		}
 	}
 	old := c.view.Swap(v)

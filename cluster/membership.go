@@ -28,6 +28,7 @@ type View struct {
 	Partitions int              // partitions of the topic
 	Owner      map[int32]string // partition → advertised address; absent: unassigned
 	Members    int              // members of the group
+	Addrs      map[string]bool  // the members' advertised addresses (nil when not described)
 	At         time.Time        // when it was read
 }
 
@@ -85,6 +86,10 @@ func describe(ctx context.Context, client *kafka.Client, group, topic string) (*
 				info.Addr = "" // a member that advertises nothing (an older slide) owns unreachable partitions
 			}
 			v.Members++
+			if v.Addrs == nil {
+				v.Addrs = map[string]bool{}
+			}
+			v.Addrs[info.Addr] = true
 			for _, t := range m.MemberAssignments.Topics {
 				if t.Topic != topic {
 					continue

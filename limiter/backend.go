@@ -18,7 +18,8 @@ type BackendRequest struct {
 	Cost int64
 }
 
-// Backend decides requests whose state lives outside the process (Redis).
+// Backend decides requests whose state lives outside the process (Redis), or in another
+// instance's (backend cluster: limiter/clusterlimit).
 // Decide answers every request in one round trip (a pipelined or multi-key
 // call), writing out[i] for reqs[i]; len(out) ≥ len(reqs). An error means no
 // decision in out can be trusted: the caller applies each policy's failure
@@ -26,4 +27,12 @@ type BackendRequest struct {
 // server, since a retried decision can count a request twice.
 type Backend interface {
 	Decide(ctx context.Context, reqs []BackendRequest, out []Decision) error
+}
+
+// LocalDecider is a Backend that can decide some requests in this process, with no call
+// and no context (backend cluster: the keys this instance owns). DecideLocal reports false
+// when the request must go through Decide; it then changed nothing. (The decision is
+// returned by value: a pointer into the caller's out would move it to the heap.)
+type LocalDecider interface {
+	DecideLocal(req BackendRequest) (Decision, bool)
 }

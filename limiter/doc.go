@@ -80,7 +80,9 @@
 // frees nor freezes quota. Memory is per process: N instances behind a load
 // balancer admit up to N× the limit, silently (the scale-out test shows 1,000
 // admitted of 1,000 for 10 pods at 100/min); use it only for limits that are
-// meant per instance.
+// meant per instance. Backend cluster (limiter/clusterlimit, Config.Cluster) keeps the
+// same Memory state exact across instances without Redis: each key lives on one owner
+// instance of the consumer group and the others forward to it.
 //
 // The Redis backend runs one Lua script per algorithm (EVALSHA, and EVAL
 // only after NOSCRIPT), reading the server's TIME so every instance shares

@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"policy", "reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricBackendSeconds,
-			Help:    "Duration of one backend round trip (all the Redis policies of a request), in seconds.",
+			Help:    "Duration of one backend call (all the Redis, or all the cluster, policies of a request), in seconds.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 		}, []string{"backend"}),
 		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -58,14 +58,17 @@ const (
 	BackendMemory BackendKind = iota
 	// BackendRedis keeps state in Redis, shared by every instance.
 	BackendRedis
+	// BackendCluster keeps each key's state in the memory of one instance of the
+	// consumer group, its owner; the others forward to it (limiter/clusterlimit).
+	BackendCluster
 )
 
-var backendNames = [...]string{BackendMemory: "memory", BackendRedis: "redis"}
+var backendNames = [...]string{BackendMemory: "memory", BackendRedis: "redis", BackendCluster: "cluster"}
 
-// String returns "memory" or "redis".
+// String returns "memory", "redis" or "cluster".
 func (b BackendKind) String() string { return nameOf(backendNames[:], b, "BackendKind") }
 
-// ParseBackend maps a policy-file name ("memory", "redis") to its BackendKind;
+// ParseBackend maps a policy-file name ("memory", "redis", "cluster") to its BackendKind;
 // ok is false for any other. Callers word the error in their file's terms.
 func ParseBackend(s string) (BackendKind, bool) { return parseName[BackendKind](backendNames[:], s) }
 
@@ -156,7 +159,7 @@ type Policy struct {
 	// MaxDelay (leaky_bucket only) admits a request that would overflow with
 	// Decision.Delay up to this bound instead of denying it. Default 0: police.
 	MaxDelay time.Duration
-	// Backend is BackendMemory (default) or BackendRedis.
+	// Backend is BackendMemory (default), BackendRedis or BackendCluster.
 	Backend BackendKind
 	// OnBackendError is what a decision falls back to when the backend cannot decide:
 	// Redis down or slow, or, for a memory policy, its store's key or byte budget full of
@@ -269,8 +272,8 @@ func (p *Policy) Validate() error {
 	if !ValidName(p.Name) {
 		return bad("name", "must be 1 to 64 characters of A-Z a-z 0-9 _ . -")
 	}
-	if p.Backend > BackendRedis {
-		return bad("backend", "must be memory or redis")
+	if p.Backend > BackendCluster {
+		return bad("backend", "must be memory, redis or cluster")
 	}
 	if p.OnBackendError > FailLocal {
 		return bad("on_backend_error", "must be open, closed or local")
@@ -281,10 +284,10 @@ func (p *Policy) Validate() error {
 		return bad("timeout", "must be 0 (default 50ms) or between 1ms and 1m")
 	}
 	if p.Backend == BackendMemory && p.Timeout != 0 {
-		return bad("timeout", "applies only to backend redis")
+		return bad("timeout", "applies only to backend redis or cluster")
 	}
 	if p.Backend == BackendMemory && p.OnBackendError == FailLocal {
-		return bad("on_backend_error", "local applies only to backend redis (a memory policy is open or closed when its store is full)")
+		return bad("on_backend_error", "local applies only to backend redis or cluster (a memory policy is open or closed when its store is full)")
 	}
 	windowed := func(maxLimit int64) error {
 		if p.Limit < 1 || p.Limit > maxLimit {

@@ -241,7 +241,7 @@ func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 		case "backend":
 			var ok bool
 			if p.Backend, ok = ParseBackend(s); !ok {
-				bad(v, f, "must be memory or redis, not %q", s)
+				bad(v, f, "must be memory, redis or cluster, not %q", s)
 			}
 		case "on_backend_error":
 			var ok bool
@@ -353,7 +353,7 @@ func MarshalPolicies(ps []Policy) ([]byte, error) {
 		it := item{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Window: dur(p.Window),
 			Capacity: p.Capacity, RefillPerSecond: p.RefillPerSecond, LeakPerSecond: p.LeakPerSecond,
 			MaxDelay: dur(p.MaxDelay), Backend: p.Backend.String(), Timeout: dur(p.Timeout), Shadow: p.Shadow}
-		if p.Backend == BackendRedis {
+		if p.Backend != BackendMemory {
 			it.OnBackendError = p.OnBackendError.String()
 		}
 		doc.Policies = append(doc.Policies, it)

@@ -42,6 +42,9 @@ type Config struct {
 	// Required when one has; a nil Redis with such a policy is an error
 	// naming the policy's line.
 	Redis Backend
+	// Cluster decides the policies with backend cluster (see limiter/clusterlimit): each
+	// key at its owner instance. Required when one has.
+	Cluster Backend
 	// Checkers are extra named checks (usage rules). Names must not clash
 	// with policies.
 	Checkers []Checker
@@ -67,6 +70,8 @@ type Service struct {
 	byName  map[string]*running
 	names   []string
 	redis   Backend
+	cluster Backend
+	local   LocalDecider // cluster, when it decides owned keys in process
 	clock   func() time.Time
 	log     *slog.Logger
 	metrics *metrics
@@ -116,7 +121,7 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{byName: map[string]*running{}, redis: cfg.Redis, clock: clock, log: log, metrics: met}
+	s := &Service{byName: map[string]*running{}, redis: cfg.Redis, cluster: cfg.Cluster, clock: clock, log: log, metrics: met}
 	var errs []error
 	first := map[string]string{}
 	for _, p := range cfg.Policies {
@@ -133,6 +138,11 @@ func NewService(cfg Config) (*Service, error) {
 		if p.Backend == BackendRedis && cfg.Redis == nil {
 			errs = append(errs, &PolicyError{Source: p.Source, Policy: p.Name, Field: "backend",
 				Msg: "redis needs a Redis address (slide serve --redis ADDR)"})
+			continue
+		}
+		if p.Backend == BackendCluster && cfg.Cluster == nil {
+			errs = append(errs, &PolicyError{Source: p.Source, Policy: p.Name, Field: "backend",
+				Msg: "cluster needs the instances' consumer group (slide serve)"})
 			continue
 		}
 		rt := &running{p: p, m: met.forPolicy(p.Name)}
@@ -166,6 +176,7 @@ func NewService(cfg Config) (*Service, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	s.local, _ = cfg.Cluster.(LocalDecider)
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(newMemCollector(s)); err != nil {
 			return nil, fmt.Errorf("registering limiter store metrics: %w", err)
@@ -261,6 +272,7 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 	}
 	nowNs := now.UnixNano()
 	var remote []int      // indexes of checks that go to Redis
+	var owners []int      // indexes of checks that go to their owner instance (backend cluster)
 	var unavailable []int // closed policies whose backend failed (or whose store is full)
 	var failed error
 	// Checkers (usage rules) only read, so they go first: one that fails leaves no policy
@@ -304,6 +316,16 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 				continue
 			}
 			s.count(rt, &out[i])
+		case rt.p.Backend == BackendCluster:
+			// A key this instance owns is a memory decision: no call, no deadline.
+			if s.local != nil {
+				if d, ok := s.local.DecideLocal(BackendRequest{Policy: &rt.p, Key: c.Key, Now: now, Cost: c.Cost}); ok {
+					out[i] = d
+					s.count(rt, &out[i])
+					continue
+				}
+			}
+			owners = append(owners, i)
 		default:
 			if rt.deny != nil {
 				if e, hit := rt.deny.get(c.Key, nowNs, c.Cost); hit {
@@ -318,10 +340,15 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 			remote = append(remote, i)
 		}
 	}
-	if len(remote) > 0 {
-		var un []int
-		var err error
-		un, err = s.decideRemote(ctx, now, checks, remote, out)
+	for _, b := range [...]struct {
+		idx     []int
+		backend Backend
+		name    string
+	}{{remote, s.redis, "redis"}, {owners, s.cluster, "cluster"}} {
+		if len(b.idx) == 0 {
+			continue
+		}
+		un, err := s.decideRemote(ctx, now, checks, b.idx, out, b.backend, b.name)
 		unavailable = append(unavailable, un...)
 		if failed == nil {
 			failed = err
@@ -377,10 +404,11 @@ func (m *Memory) decide(key string, now, cost int64, d *Decision) bool {
 	return true
 }
 
-// decideRemote decides checks[idx] in one backend call. On failure it applies
-// each policy's mode and returns the indexes of the closed ones (whose out
-// entry is a denial marked Degraded) and the error to report for them.
-func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Charge, idx []int, out []Decision) ([]int, error) {
+// decideRemote decides checks[idx] in one call of backend (named for the latency
+// metric). On failure it applies each policy's mode and returns the indexes of the
+// closed ones (whose out entry is a denial marked Degraded) and the error to report for
+// them.
+func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Charge, idx []int, out []Decision, backend Backend, name string) ([]int, error) {
 	reqs := make([]BackendRequest, len(idx))
 	res := make([]Decision, len(idx))
 	timeout := time.Duration(0)
@@ -393,8 +421,8 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	start := time.Now()
-	err := s.redis.Decide(cctx, reqs, res)
-	s.metrics.latency.WithLabelValues("redis").Observe(time.Since(start).Seconds())
+	err := backend.Decide(cctx, reqs, res)
+	s.metrics.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 	cancel()
 	nowNs := now.UnixNano()
 	var failed error

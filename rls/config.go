@@ -524,7 +524,7 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 		s, _ := b.str(bk, "backend")
 		var ok bool
 		if p.Backend, ok = limiter.ParseBackend(s); !ok {
-			b.fail(bk, "backend must be memory or redis")
+			b.fail(bk, "backend must be memory, redis or cluster")
 			return nil
 		}
 		explicitBackend = true

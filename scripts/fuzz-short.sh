@@ -10,8 +10,10 @@
 # event decoder, the NDJSON reader and the /v1/allow fast path share, and the event decoder's
 # one-pass fast paths against its scanner path, with the textparse readers they stand on, and
 # the one parser of window lengths (window= of the API, policy files, rls limits), and the
-# label selectors' fast paths against the regexp (match= of the read routes), and the OTLP
-# trace readers (otlp_proto and otlp_json records, against pdata where it reads them). It stops at the first failure (go test has then
+# label selectors' fast paths against the regexp (match= of the read routes), the OTLP trace
+# readers (otlp_proto and otlp_json records, against pdata where it reads them), the PromQL
+# API, and the batches and answers of the limiter's cluster backend (decisions forwarded to a
+# key's owner) and the key states its checkpoints restore. It stops at the first failure (go test has then
 # written the failing input under the package's testdata/fuzz/<Target>/) and prints one line
 # per target; a target may name its own budget. FUZZTIME_SHORT sets the budget per target (default 50000x: executions, about
 # 10 s here); GO the go command. The budget is a count, not a duration: with a duration, Go
@@ -44,6 +46,8 @@ targets=(
 	"./event FuzzOTLPProto 20000x"
 	"./event FuzzOTLPJSON 20000x"
 	"./promapi FuzzAPI 5000x"
+	"./limiter/clusterlimit FuzzDecode 10000x"
+	"./limiter FuzzImportState 10000x"
 )
 
 for t in "${targets[@]}"; do

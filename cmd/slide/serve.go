@@ -18,6 +18,7 @@ import (
 
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/limiter/clusterlimit"
 	"github.com/slide-metrics/slide/promapi"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/sketch"
@@ -81,6 +82,7 @@ type serveConfig struct {
 	budget         budgetConfig // budget.go
 
 	snapshotInterval   time.Duration
+	limiterCheckpoint  time.Duration
 	snapshotTopic      string
 	snapshotChunkBytes int64
 
@@ -118,6 +120,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.deadLetterTopic, "dead-letter-topic", "", "topic that receives refused events with their reason (empty: none)")
 	fs.StringVar(&c.embeddedKafkaAddr, "embedded-kafka-addr", ingest.DefaultBrokerAddr, "listen address of the embedded Kafka-protocol broker")
 	fs.IntVar(&c.embeddedPartitions, "embedded-kafka-partitions", 4, "partitions of the embedded broker's topic")
+	fs.DurationVar(&c.limiterCheckpoint, "limiter-checkpoint-interval", clusterlimit.DefaultCheckpointInterval, "how often the owner of a backend cluster policy's keys writes their state to <topic>.slide-limiter, which a new owner restores (0: off, a new owner starts empty)")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", ingest.DefaultSnapshotInterval, "how often each owned partition's windows are written to the snapshot topic, so a restart or rebalance loads them and replays only the log after (0: off, full replay)")
 	fs.StringVar(&c.snapshotTopic, "snapshot-topic", "", "compacted topic of window snapshots (empty: <topic>"+ingest.DefaultSnapshotTopicSuffix+"); created when missing")
 	bytesVar(fs, &c.snapshotChunkBytes, "snapshot-chunk-bytes", ingest.DefaultSnapshotChunkBytes, "largest snapshot payload per record; keep it below the snapshot topic's max.message.bytes")
@@ -345,11 +348,22 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		Format: evFormat,
 		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: int(c.snapshotChunkBytes),
 			MaxBytes: c.snapshotMaxBytes(sc)},
-	}, store, ingest.WithGenerationHook(cl.OnGeneration))
+	}, store, ingest.WithGenerationHook(func(gen int32, assigned []int32) {
+		cl.OnGeneration(gen, assigned)
+		if reader.limits != nil {
+			reader.limits.OnGeneration(gen, assigned) // after cl's: keys route here only once they are ours
+		}
+	}))
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)
 	}
-	reader.c = cl
+	reader.c, reader.group.Cluster = cl, cl
+	if reader.limits != nil {
+		if err := reader.limits.SetCheckpoints(clusterlimit.CheckpointConfig{Interval: c.limiterCheckpoint, Brokers: brokers,
+			Topic: c.topic, Group: c.group, Dialer: c.conn.kafkaDialer}); err != nil {
+			return err
+		}
+	}
 	specs, err := query.ParseExportSpecs(c.exportWindows)
 	if err != nil {
 		return fmt.Errorf("--export-windows: %w", err)
@@ -372,6 +386,11 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	ready := func() error {
 		if err := c.conn.checks.failing(); err != nil {
 			return err
+		}
+		if reader.limits != nil {
+			if err := reader.limits.Ready(); err != nil {
+				return err
+			}
 		}
 		if consumer.Ready() && cl.Known() {
 			return nil
@@ -404,6 +423,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 
 	mux := http.NewServeMux()
 	mux.Handle(cluster.PeerPath, cl.PeerHandler())
+	if reader.limits != nil {
+		mux.Handle(clusterlimit.Path, reader.limits.Handler())
+	}
 	mux.Handle("/", qs.Handler())
 	srv := newHTTPServer(mux, c.readHeaderTimeout, log)
 	grpcSrv, err := c.rls.listen(token, reg, log)
@@ -431,6 +453,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	wg.Go(func() { evictLoop(work, store, c.evictInterval) })
 	grpcSrv.run(work, &wg, errc, c.shutdownTimeout)
 	wg.Go(func() { _ = cl.Run(work) })
+	if reader.limits != nil {
+		wg.Go(func() { reader.limits.Run(work) })
+	}
 	if c.demo {
 		wg.Go(func() {
 			if err := runDemo(work, c, brokers, log); err != nil {
@@ -445,6 +470,13 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	serving = true
 	err = serveUntilDone(ctx, srv, httpLn, c.shutdownTimeout, errc, log)
+	if reader.limits != nil {
+		// The API has drained: write the final checkpoint of the keys owned here before the
+		// consumer leaves the group, so their next owner loses nothing.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.shutdownTimeout)
+		reader.limits.Close(cctx)
+		cancel()
+	}
 	stopWork() // stop fetching, finish the batch, commit, leave the group; stop the demo
 	wg.Wait()
 	return err

@@ -17,6 +17,7 @@ import (
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/clusterlimit"
 	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/limiter/redislimit"
 	"github.com/slide-metrics/slide/limiter/usage"
@@ -30,7 +31,7 @@ import (
 var _ usage.SelectReader = (*cluster.Cluster)(nil)
 
 // limiter builds the POST /v1/allow handler, or nil when there are no policies or rules.
-func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, log *slog.Logger, reader usage.Reader) (http.Handler, func(), error) {
+func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, log *slog.Logger, reader *clusterReader) (http.Handler, func(), error) {
 	var (
 		policies []limiter.Policy
 		rules    []usage.Rule
@@ -58,11 +59,24 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	if err != nil {
 		return nil, func() {}, fmt.Errorf("usage rules: %w", err)
 	}
-	if reader != nil {
-		usage.SetReader(checkers, reader)
-	}
+	usage.SetReader(checkers, reader)
 	cfg := limiter.Config{Policies: policies, Checkers: checkers, Registerer: reg, Logger: log,
 		Memory: limiter.MemoryConfig{MaxBytes: c.budget.limiterMaxBytes}}
+	var owned []limiter.Policy
+	for _, p := range policies {
+		if p.Backend == limiter.BackendCluster {
+			owned = append(owned, p)
+		}
+	}
+	if len(owned) > 0 {
+		// Each key decided by the owner of its partition (limiter/clusterlimit); the cluster
+		// is built after the limiter, so the backend reaches it through reader.
+		if reader.limits, err = clusterlimit.New(clusterlimit.Config{Group: &reader.group, Policies: owned, Logger: log,
+			Memory: cfg.Memory, Registerer: reg}); err != nil {
+			return nil, func() {}, err
+		}
+		cfg.Cluster = reader.limits
+	}
 	closeFn := func() {}
 	// go-redis logs each failed dial to stderr; through slog, at most one a second.
 	goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
@@ -114,8 +128,17 @@ func advertiseAddr(flag, listening string) (string, error) {
 }
 
 // clusterReader hands usage rules the cluster, which is built after them (it needs the
-// listener's port); c is set before anything is served.
-type clusterReader struct{ c *cluster.Cluster }
+// listener's port); c is set before anything is served. It carries the backend of the
+// policies with backend cluster too (nil without one), which reaches the cluster through
+// group, set with c.
+type clusterReader struct {
+	c      *cluster.Cluster
+	group  lateGroup
+	limits *clusterlimit.Backend
+}
+
+// lateGroup is the cluster as clusterlimit sees it, set once the cluster is built.
+type lateGroup struct{ *cluster.Cluster }
 
 func (r *clusterReader) Local() bool { return r.c == nil || r.c.Local() }
 

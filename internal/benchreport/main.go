@@ -111,6 +111,9 @@ var goals = []goal{
 	{issue: "#29", what: "the same tiered series, absolute", ours: "BenchmarkTieredMemory/ours", unit: "B/series", fixed: 2048, bound: 1, want: "≤ 2 KB per series (TestTieredSeriesMemoryBudget holds it)"},
 	// #28: PromQL on Prometheus' engine over the rings.
 	{issue: "#28", what: "instant histogram_quantile(0.95, sum by (key) (rate(latency_ms[5m]))) over 1,000 series vs /v1/top by p95 over them, both through their handlers", ours: "BenchmarkPromQLQuantile/ours", anchor: "BenchmarkPromQLQuantile/anchor", bound: 3, want: "≤ 3× /v1/top by p95"},
+	// #30: backend cluster, a decision forwarded to the key's owner.
+	{issue: "#30", what: "a backend cluster decision forwarded to the key's owner (signed loopback HTTP, batched, caller and owner in one process) vs a memory decision, CPU per decision, 64 goroutines per core", ours: "BenchmarkClusterDecision/ours", anchor: "BenchmarkClusterDecision/anchor", unit: "cpu_ns/op", bound: 5, want: "≤ 5× a local memory decision"},
+	{issue: "#30", what: "an owner's decisions/s with checkpoints every 1 s (100,000 live keys exported and encoded, one round charged per second) vs none", ours: "BenchmarkClusterCheckpoint/ours", anchor: "BenchmarkClusterCheckpoint/anchor", unit: "decisions/s", higherIsBetter: true, bound: 0.9, want: "≥ 0.9× without checkpoints"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.

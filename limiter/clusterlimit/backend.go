@@ -1,0 +1,443 @@
+package clusterlimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
+
+	"github.com/slide-metrics/slide/cluster"
+	"github.com/slide-metrics/slide/limiter"
+)
+
+// Path is the peer route an owner decides forwarded batches on.
+const Path = "/internal/v1/limit"
+
+// DefaultMaxInflight is how many batches one instance keeps on the wire to one owner at
+// once; the decisions arriving meanwhile wait and leave together in the next.
+const DefaultMaxInflight = 4
+
+// Errors of Decide: the Service decides each policy of the call by its on_backend_error.
+var (
+	// ErrNoOwner: the group was not described yet, or the key's partition has no
+	// reachable owner in the view.
+	ErrNoOwner = errors.New("clusterlimit: the key's owner is unknown")
+	// ErrOwner wraps a status an owner answered other than ok (stale after the one
+	// retry, not ready, policy differs, store full).
+	ErrOwner = errors.New("clusterlimit: the owner did not decide")
+)
+
+// Group is what the backend needs of the consumer group; *cluster.Cluster is one.
+type Group interface {
+	Self() string
+	KeyOwner(key string) (partition int32, addr string, ok bool)
+	Assigned(p int32) bool
+	Partitions() int
+	PartitionOwner(p int32) string
+	MemberGone(addr string, since time.Time) bool
+	Describe(ctx context.Context, since time.Time)
+	PostPeer(ctx context.Context, op, addr, path string, body []byte) ([]byte, error)
+	VerifyPeer(r *http.Request, body []byte) (cluster.Exchange, error)
+	Served(code int, d time.Duration)
+}
+
+var _ Group = (*cluster.Cluster)(nil)
+
+// Config builds a Backend. Group is required; Policies are the policies with backend
+// cluster, every instance of the group configured alike.
+type Config struct {
+	Group    Group
+	Policies []limiter.Policy
+	// Memory configures the owned state of each policy (limiter.NewMemory).
+	Memory limiter.MemoryConfig
+	// MaxInflight bounds the batches on the wire to one owner; default DefaultMaxInflight.
+	MaxInflight int
+	// Ready reports whether this instance restored the state of partition p (a
+	// checkpoint) and may decide its keys; nil: always.
+	Ready func(p int32) bool
+	// Checkpoint configures the owned state's checkpoints (OnGeneration, Run, Close).
+	Checkpoint CheckpointConfig
+	// Logger receives owner errors, rate-limited; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the slide_limiter_cluster_* collectors; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// Validate reports a config New would refuse.
+func (c *Config) Validate() error {
+	if c.Group == nil {
+		return errors.New("clusterlimit: no group")
+	}
+	if c.MaxInflight < 0 {
+		return errors.New("clusterlimit: negative max inflight")
+	}
+	if err := c.Checkpoint.Validate(); err != nil {
+		return err
+	}
+	return c.Memory.Validate()
+}
+
+// Backend is limiter.Backend for the policies with backend cluster: each key is decided by
+// the owner of its partition, this instance's memory when it owns it, else the owner over
+// the peer channel (see the package doc).
+type Backend struct {
+	g Group
+
+	owned    map[string]*owned
+	inflight int
+	ready    func(int32) bool
+	log      *slog.Logger
+	logEvery *rate.Limiter
+	m        metrics
+
+	mu    sync.Mutex
+	peers map[string]*peer
+
+	own     ownership
+	cp      CheckpointConfig
+	bg      sync.WaitGroup // handovers under way
+	jobMu   sync.Mutex
+	jobs    []func()   // handovers queued, in generation order
+	working bool       // a goroutine runs jobs
+	cpMu    sync.Mutex // one checkpoint write at a time
+	topicMu sync.Mutex
+	cpParts int           // the checkpoint topic's partitions, once known
+	w       *kafka.Writer // checkpoints, once the topic is known
+}
+
+// metrics are the slide_limiter_cluster_* collectors.
+type metrics struct {
+	checkpoints prometheus.Counter
+	restored    prometheus.Counter
+}
+
+func (b *Backend) errLog() bool { return b.logEvery.Allow() }
+
+// owned is one policy's state on this instance, for the keys it owns.
+type owned struct {
+	p   limiter.Policy
+	fp  uint64
+	mem *limiter.Memory
+}
+
+// New builds a Backend. Its Handler must be served on Path.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Backend{g: cfg.Group, owned: map[string]*owned{}, inflight: cfg.MaxInflight,
+		ready: cfg.Ready, log: cfg.Logger, peers: map[string]*peer{}, cp: cfg.Checkpoint,
+		logEvery: rate.NewLimiter(rate.Every(time.Second), 5)}
+	b.own.owned, b.own.ready, b.own.epoch = map[int32]bool{}, map[int32]bool{}, map[int32]uint64{}
+	if b.cp.Wait == 0 {
+		b.cp.Wait = 2 * b.cp.Interval
+	}
+	b.m = metrics{
+		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{Name: "slide_limiter_cluster_checkpoints_total",
+			Help: "Partitions' limiter state written to the checkpoint topic (backend cluster)."}),
+		restored: prometheus.NewCounter(prometheus.CounterOpts{Name: "slide_limiter_cluster_restored_keys_total",
+			Help: "Keys' limiter state restored from checkpoints when this instance became their owner."}),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{b.m.checkpoints, b.m.restored} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if b.inflight == 0 {
+		b.inflight = DefaultMaxInflight
+	}
+	if b.ready == nil {
+		b.ready = func(int32) bool { return true }
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	for _, p := range cfg.Policies {
+		mem, err := limiter.NewMemory(p, cfg.Memory)
+		if err != nil {
+			return nil, err
+		}
+		b.owned[p.Name] = &owned{p: p, fp: Fingerprint(&p), mem: mem}
+	}
+	return b, nil
+}
+
+// Fingerprint is what an owner checks of a forwarded decision's policy: its algorithm and
+// quantities, so instances whose policy files disagree refuse rather than count alike.
+func Fingerprint(p *limiter.Policy) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d|%d|%d|%d|%g|%g|%d", p.Algorithm, p.Limit, p.Window, p.Capacity, p.RefillPerSecond, p.LeakPerSecond, p.MaxDelay)
+	return h.Sum64()
+}
+
+// Memory is the owned state of the named policy, nil when it is not a cluster policy.
+func (b *Backend) Memory(policy string) *limiter.Memory {
+	if o := b.owned[policy]; o != nil {
+		return o.mem
+	}
+	return nil
+}
+
+// call is one decision forwarded to an owner. done receives once, when res or err is set.
+// Calls are pooled: one goes back only after its caller received done (a caller that gave
+// up leaves its call to the collector, as the sender may still finish it).
+type call struct {
+	ctx  context.Context
+	it   item
+	res  result
+	err  error
+	done chan struct{} // buffered 1: finishing never blocks
+}
+
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+func newCall(ctx context.Context, it item) *call {
+	c := calls.Get().(*call)
+	c.ctx, c.it, c.res, c.err = ctx, it, result{}, nil
+	return c
+}
+
+// finished hands the call its outcome.
+func (c *call) finished() { c.done <- struct{}{} }
+
+// release returns a call whose done was received to the pool.
+func (c *call) release() {
+	c.ctx, c.it = nil, item{}
+	calls.Put(c)
+}
+
+// Decide decides reqs, each at its key's owner: here when this instance owns the key's
+// partition, else forwarded; the forwarded ones of one owner share round trips with every
+// concurrent decision for that owner. An owner that answers stale is asked again once
+// after the group is described anew.
+func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out []limiter.Decision) error {
+	var calls []*call
+	var owners []string
+	var callBuf [4]*call // most requests name one policy: no slices to allocate
+	var ownerBuf [4]string
+	var at time.Time
+	for i := range reqs {
+		r := &reqs[i]
+		o := b.owned[r.Policy.Name]
+		if o == nil {
+			return fmt.Errorf("clusterlimit: policy %q is not a cluster policy", r.Policy.Name)
+		}
+		it := item{policy: r.Policy.Name, fp: o.fp, key: r.Key, now: r.Now.UnixNano(), cost: r.Cost}
+		p, addr, ok := b.g.KeyOwner(r.Key)
+		if !ok {
+			return ErrNoOwner
+		}
+		if addr == b.g.Self() {
+			if err := b.decideOwned(o, p, &it, &out[i]); err != nil {
+				return err
+			}
+			continue
+		}
+		if calls == nil {
+			at = time.Now()
+			if len(reqs) <= len(callBuf) {
+				calls, owners = callBuf[:len(reqs)], ownerBuf[:len(reqs)]
+			} else {
+				calls, owners = make([]*call, len(reqs)), make([]string, len(reqs))
+			}
+		}
+		calls[i] = newCall(ctx, it)
+		owners[i] = addr
+		b.peer(addr).submit(calls[i])
+	}
+	if calls == nil {
+		return nil
+	}
+	var stale []int
+	for i, c := range calls {
+		if c == nil {
+			continue
+		}
+		if err := wait(ctx, c); err != nil {
+			return err
+		}
+		if c.res.status == StatusStale {
+			stale = append(stale, i)
+			continue
+		}
+		err := b.finish(&reqs[i], c, &out[i])
+		c.release()
+		if err != nil {
+			return err
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	// The owner's assignment moved: learn the new one, and ask it once.
+	b.g.Describe(ctx, at)
+	for _, i := range stale {
+		r := &reqs[i]
+		p, addr, ok := b.g.KeyOwner(r.Key)
+		switch {
+		case !ok:
+			return ErrNoOwner
+		case addr == owners[i]:
+			return fmt.Errorf("%w: %s is a stale owner of %q and the group names no other yet", ErrOwner, addr, r.Key)
+		case addr == b.g.Self():
+			if err := b.decideOwned(b.owned[r.Policy.Name], p, &calls[i].it, &out[i]); err != nil {
+				return err
+			}
+			continue
+		}
+		c := newCall(ctx, calls[i].it)
+		b.peer(addr).submit(c)
+		if err := wait(ctx, c); err != nil {
+			return err
+		}
+		err := b.finish(r, c, &out[i])
+		c.release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecideLocal decides req here when this instance owns its key and has restored the key's
+// partition (limiter.LocalDecider: the Service then makes no call); false otherwise, with
+// nothing changed.
+func (b *Backend) DecideLocal(req limiter.BackendRequest) (limiter.Decision, bool) {
+	o := b.owned[req.Policy.Name]
+	if o == nil {
+		return limiter.Decision{}, false
+	}
+	p, addr, ok := b.g.KeyOwner(req.Key)
+	if !ok || addr != b.g.Self() {
+		return limiter.Decision{}, false
+	}
+	it := item{key: req.Key, now: req.Now.UnixNano(), cost: req.Cost}
+	res := b.take(o, p, &it)
+	return res.d, res.status == StatusOK
+}
+
+var _ limiter.LocalDecider = (*Backend)(nil)
+
+func wait(ctx context.Context, c *call) error {
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return fmt.Errorf("clusterlimit: waiting for the owner: %w", ctx.Err())
+	}
+}
+
+// finish turns an owner's result into the decision of r.
+func (b *Backend) finish(r *limiter.BackendRequest, c *call, d *limiter.Decision) error {
+	if c.res.status != StatusOK {
+		return fmt.Errorf("%w: %s for %q", ErrOwner, statusNames[c.res.status], r.Key)
+	}
+	*d = c.res.d
+	d.Window, d.Policy = r.Policy.QuotaWindow(), r.Policy.Name
+	return nil
+}
+
+// decideOwned decides it here, this instance owning partition p.
+func (b *Backend) decideOwned(o *owned, p int32, it *item, d *limiter.Decision) error {
+	res := b.take(o, p, it)
+	if res.status != StatusOK {
+		return fmt.Errorf("%w: %s (this instance) for %q", ErrOwner, statusNames[res.status], it.key)
+	}
+	*d = res.d
+	return nil
+}
+
+// take decides one item as its owner: the partition must be in this generation's
+// assignment and restored. A partition leaves (OnGeneration) only between decisions.
+func (b *Backend) take(o *owned, p int32, it *item) result {
+	b.own.mu.RLock()
+	defer b.own.mu.RUnlock()
+	owned, ready := b.ownsLocked(p)
+	switch {
+	case !owned:
+		return result{status: StatusStale}
+	case !ready:
+		return result{status: StatusNotReady}
+	}
+	d, err := o.mem.AllowN(context.Background(), it.key, time.Unix(0, it.now), it.cost)
+	switch {
+	case errors.Is(err, limiter.ErrStoreFull):
+		return result{status: StatusFull}
+	case err != nil:
+		return result{status: StatusBad}
+	}
+	return result{d: d}
+}
+
+// Handler serves Path: a signed batch from a peer, decided here key by key (stale for a
+// key whose partition this instance does not own), answered signed.
+func (b *Backend) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		code := b.serve(w, r)
+		b.g.Served(code, time.Since(start))
+	})
+}
+
+func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
+	if r.Method != http.MethodPost {
+		return plain(w, http.StatusMethodNotAllowed, "POST only")
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
+	if err != nil {
+		return plain(w, http.StatusBadRequest, "reading the batch: "+err.Error())
+	}
+	if len(body) > maxRequestBytes {
+		return plain(w, http.StatusRequestEntityTooLarge, "batch too large")
+	}
+	x, err := b.g.VerifyPeer(r, body)
+	if err != nil {
+		return plain(w, http.StatusUnauthorized, "peer request not authenticated: "+err.Error())
+	}
+	// Every caller of a batch that arrives past its deadline has given up (and decided by
+	// on_backend_error): counting its decisions would only charge keys for nothing, as a
+	// SIGSTOPped owner would on waking up.
+	if dl, err := strconv.ParseInt(r.Header.Get(cluster.HeaderDeadline), 10, 64); err == nil && time.Now().UnixMilli() > dl {
+		return plain(w, http.StatusGatewayTimeout, "deadline passed before the batch was decided")
+	}
+	items, err := decodeRequest(body)
+	if err != nil {
+		return plain(w, http.StatusBadRequest, err.Error())
+	}
+	res := make([]result, len(items))
+	for i := range items {
+		it := &items[i]
+		o := b.owned[it.policy]
+		if o == nil || o.fp != it.fp {
+			res[i].status = StatusPolicy
+			continue
+		}
+		p, addr, ok := b.g.KeyOwner(it.key)
+		if !ok || addr != b.g.Self() {
+			res[i].status = StatusStale
+			continue
+		}
+		res[i] = b.take(o, p, it)
+	}
+	x.Answer(w, appendAnswer(make([]byte, 0, 16+len(res)*24), res))
+	return http.StatusOK
+}
+
+func plain(w http.ResponseWriter, code int, msg string) int {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(msg))
+	return code
+}

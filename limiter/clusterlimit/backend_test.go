@@ -1,0 +1,430 @@
+package clusterlimit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slide-metrics/slide/cluster"
+	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/limitertest"
+)
+
+// topo is the truth of who owns what: the partitions' owners as their own assignments say
+// (Assigned). Each instance's view of it (KeyOwner for others) is a copy taken at start
+// and at Describe, so a test can move a partition and leave a caller's view stale.
+type topo struct {
+	mu    sync.Mutex
+	parts int
+	truth map[int32]string
+}
+
+func (g *group) Partitions() int { return g.t.parts }
+
+// group is one instance's Group over real HTTP, counting its round trips and describes;
+// signed with cluster.Auth as cluster's exchanges are when auth is set.
+type group struct {
+	auth      *cluster.Auth
+	t         *topo
+	self      string
+	view      map[int32]string
+	trips     atomic.Int64
+	describes atomic.Int64
+	client    *http.Client
+}
+
+func (g *group) Self() string { return g.self }
+
+func (g *group) Assigned(p int32) bool {
+	g.t.mu.Lock()
+	defer g.t.mu.Unlock()
+	return g.t.truth[p] == g.self
+}
+
+func (g *group) KeyOwner(key string) (int32, string, bool) {
+	p := partitionOf(key, g.t.parts)
+	if g.Assigned(p) {
+		return p, g.self, true
+	}
+	g.t.mu.Lock()
+	defer g.t.mu.Unlock()
+	addr := g.view[p]
+	return p, addr, addr != ""
+}
+
+func (g *group) PartitionOwner(p int32) string {
+	g.t.mu.Lock()
+	defer g.t.mu.Unlock()
+	return g.view[p]
+}
+
+func (g *group) MemberGone(string, time.Time) bool { return false }
+
+func (g *group) Describe(context.Context, time.Time) {
+	g.describes.Add(1)
+	g.t.mu.Lock()
+	defer g.t.mu.Unlock()
+	g.view = maps.Clone(g.t.truth)
+}
+
+func (g *group) PostPeer(ctx context.Context, _, addr, path string, body []byte) ([]byte, error) {
+	g.trips.Add(1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, strings.NewReader(string(body)))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(cluster.HeaderPeer, g.self)
+	if dl, ok := ctx.Deadline(); ok {
+		req.Header.Set(cluster.HeaderDeadline, strconv.FormatInt(dl.UnixMilli(), 10))
+	}
+	var st cluster.Stamp
+	if g.auth != nil {
+		st = g.auth.SignRequest(cluster.Message{Method: http.MethodPost, To: addr, Path: path, Body: body})
+		st.SetHeader(req.Header)
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, errors.New(resp.Status + ": " + string(b))
+	}
+	if g.auth != nil {
+		mac, err := cluster.AnswerMACOf(resp.Header)
+		if err == nil {
+			err = g.auth.VerifyAnswer(st.Nonce, b, mac)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+type exchange struct {
+	auth  *cluster.Auth
+	nonce cluster.Nonce
+}
+
+func (x exchange) Answer(w http.ResponseWriter, b []byte) {
+	if x.auth != nil {
+		cluster.SetAnswerHeader(w.Header(), x.auth.SignAnswer(x.nonce, b))
+	}
+	_, _ = w.Write(b)
+}
+
+func (g *group) VerifyPeer(r *http.Request, body []byte) (cluster.Exchange, error) {
+	if r.Header.Get(cluster.HeaderPeer) == "" {
+		return nil, errors.New("not a peer")
+	}
+	x := exchange{auth: g.auth}
+	if g.auth != nil {
+		st, err := cluster.StampOf(r.Header)
+		if err == nil {
+			err = g.auth.VerifyRequest(cluster.Message{Method: r.Method, To: g.self, Path: r.URL.Path, Body: body}, st)
+		}
+		if err != nil {
+			return nil, err
+		}
+		x.nonce = st.Nonce
+	}
+	return x, nil
+}
+
+func (g *group) Served(int, time.Duration) {}
+
+// instance is one slide instance of a test group: its backend, the Service over it, its
+// peer server, and a gate its server waits at before answering (nil: open).
+type instance struct {
+	g    *group
+	b    *Backend
+	svc  *limiter.Service
+	gate atomic.Pointer[chan struct{}]
+}
+
+// startGroup starts n instances enforcing policies, the topic's 6 partitions dealt round
+// robin; every instance's view is the truth.
+func startGroup(t testing.TB, n int, policies ...limiter.Policy) (*topo, []*instance) {
+	t.Helper()
+	return startSigned(t, nil, n, policies...)
+}
+
+// startSigned is startGroup with the exchanges signed with auth.
+func startSigned(t testing.TB, auth *cluster.Auth, n int, policies ...limiter.Policy) (*topo, []*instance) {
+	t.Helper()
+	tp := &topo{parts: 6, truth: map[int32]string{}}
+	ins := make([]*instance, n)
+	for i := range ins {
+		in := &instance{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if g := in.gate.Load(); g != nil {
+				select {
+				case <-*g:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			in.b.Handler().ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		in.g = &group{auth: auth, t: tp, self: strings.TrimPrefix(srv.URL, "http://"), client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		ins[i] = in
+	}
+	for p := range int32(tp.parts) {
+		tp.truth[p] = ins[int(p)%n].g.self
+	}
+	for _, in := range ins {
+		in.g.view = maps.Clone(tp.truth)
+		var err error
+		if in.b, err = New(Config{Group: in.g, Policies: policies}); err != nil {
+			t.Fatal(err)
+		}
+		if in.svc, err = limiter.NewService(limiter.Config{Policies: policies, Cluster: in.b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tp, ins
+}
+
+func clusterPolicy(p limiter.Policy, mode limiter.FailureMode, timeout time.Duration) limiter.Policy {
+	p.Backend, p.OnBackendError, p.Timeout = limiter.BackendCluster, mode, timeout
+	return p
+}
+
+// rotating is a Limiter whose requests go to the instances in turn.
+type rotating struct {
+	ins    []*instance
+	policy string
+	next   atomic.Int64
+}
+
+func (r *rotating) AllowN(ctx context.Context, key string, now time.Time, cost int64) (limiter.Decision, error) {
+	in := r.ins[int(r.next.Add(1))%len(r.ins)]
+	return in.svc.AllowN(ctx, r.policy, key, now, cost)
+}
+
+// TestConformanceOverThreeInstances runs the limiter's conformance suite (exact step tables
+// and the concurrent exactness test, every algorithm) with each request sent to the next
+// of three instances: a forwarded decision equals the owner's own.
+func TestConformanceOverThreeInstances(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, p limiter.Policy) limiter.Limiter {
+		p = clusterPolicy(p, limiter.FailClosed, 10*time.Second)
+		_, ins := startGroup(t, 3, p)
+		return &rotating{ins: ins, policy: p.Name}
+	})
+}
+
+// ownerOf returns the instance owning key's partition and one that does not.
+func ownerOf(t *testing.T, tp *topo, ins []*instance, key string) (owner, other *instance) {
+	t.Helper()
+	addr := tp.truth[partitionOf(key, tp.parts)]
+	for _, in := range ins {
+		if in.g.self == addr {
+			owner = in
+		} else if other == nil {
+			other = in
+		}
+	}
+	return owner, other
+}
+
+// TestStaleOwnerRetriesAtNewOwner: the key's partition moved, the caller's view still names
+// the old owner; the old owner answers stale, the caller describes the group once and the
+// new owner decides. When the group names no owner yet, the decision follows
+// on_backend_error (closed: unavailable).
+func TestStaleOwnerRetriesAtNewOwner(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 5, Window: time.Minute}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 3, p)
+	const key = "tenant-moving"
+	old, caller := ownerOf(t, tp, ins, key)
+	var next *instance
+	for _, in := range ins {
+		if in != old && in != caller {
+			next = in
+		}
+	}
+	part := partitionOf(key, tp.parts)
+	tp.mu.Lock()
+	tp.truth[part] = next.g.self
+	tp.mu.Unlock()
+
+	ctx := context.Background()
+	d, err := caller.svc.Allow(ctx, "p", key)
+	if err != nil || !d.Allowed || d.Remaining != 4 || d.Degraded {
+		t.Fatalf("after the move: %+v, %v; want allowed by the new owner, remaining 4", d, err)
+	}
+	if n := caller.g.describes.Load(); n != 1 {
+		t.Errorf("caller described the group %d times, want once", n)
+	}
+	if next.b.Memory("p").Len() != 1 || old.b.Memory("p").Len() != 0 {
+		t.Errorf("keys held: new owner %d, old owner %d; want 1 and 0", next.b.Memory("p").Len(), old.b.Memory("p").Len())
+	}
+
+	// Nobody owns the partition now: refused, never guessed.
+	tp.mu.Lock()
+	tp.truth[part] = ""
+	tp.mu.Unlock()
+	other := old
+	if _, err := other.svc.Allow(ctx, "p", key); !errors.Is(err, limiter.ErrBackendUnavailable) {
+		t.Errorf("no owner, on_backend_error closed: %v, want ErrBackendUnavailable", err)
+	}
+}
+
+// TestHungOwnerGetsTheTimeout: an owner that does not answer (SIGSTOPped) costs the policy's
+// timeout, then on_backend_error decides: open admits degraded, closed refuses, local
+// decides in the caller's memory. Nothing waits past the timeout.
+func TestHungOwnerGetsTheTimeout(t *testing.T) {
+	base := limiter.Policy{Algorithm: limiter.SlidingLog, Limit: 2, Window: time.Minute}
+	mk := func(name string, mode limiter.FailureMode) limiter.Policy {
+		p := clusterPolicy(base, mode, 100*time.Millisecond)
+		p.Name = name
+		return p
+	}
+	tp, ins := startGroup(t, 2, mk("open", limiter.FailOpen), mk("closed", limiter.FailClosed), mk("local", limiter.FailLocal))
+	const key = "tenant-hung"
+	owner, caller := ownerOf(t, tp, ins, key)
+	gate := make(chan struct{})
+	owner.gate.Store(&gate)
+	ctx := context.Background()
+
+	d, err := caller.svc.Allow(ctx, "open", key)
+	if err != nil || !d.Allowed || !d.Degraded {
+		t.Errorf("open: %+v, %v; want allowed, degraded", d, err)
+	}
+	if _, err := caller.svc.Allow(ctx, "closed", key); !errors.Is(err, limiter.ErrBackendUnavailable) {
+		t.Errorf("closed: %v, want ErrBackendUnavailable", err)
+	}
+	var allowed int
+	for range 3 {
+		d, err := caller.svc.Allow(ctx, "local", key)
+		if err != nil || !d.Degraded {
+			t.Fatalf("local: %+v, %v; want a degraded local decision", d, err)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 2 {
+		t.Errorf("local: %d of 3 allowed by the caller's own memory, want its limit, 2", allowed)
+	}
+	// The owner wakes up (SIGCONT) with the batches its callers gave up on: past their
+	// deadline, it decides none of them.
+	owner.gate.Store(nil)
+	close(gate)
+	time.Sleep(300 * time.Millisecond)
+	if n := owner.b.Memory("open").Len() + owner.b.Memory("closed").Len() + owner.b.Memory("local").Len(); n != 0 {
+		t.Errorf("the owner, woken, counted %d decisions whose callers had given up", n)
+	}
+}
+
+// TestConcurrentDecisionsShareRoundTrips: while an owner holds the caller's four slots, 200
+// more decisions for it queue and leave in few batches; each is decided exactly (50 of 204
+// allowed).
+func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Capacity: 50, RefillPerSecond: 0.001}, limiter.FailClosed, 30*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	const key = "tenant-batched"
+	owner, caller := ownerOf(t, tp, ins, key)
+	gate := make(chan struct{})
+	owner.gate.Store(&gate)
+	var allowed, failed atomic.Int64
+	var wg sync.WaitGroup
+	decide := func() {
+		d, err := caller.svc.Allow(context.Background(), "p", key)
+		switch {
+		case err != nil:
+			failed.Add(1)
+		case d.Allowed:
+			allowed.Add(1)
+		}
+	}
+	for range DefaultMaxInflight {
+		wg.Go(decide)
+	}
+	for caller.g.trips.Load() < DefaultMaxInflight {
+		time.Sleep(time.Millisecond) // the four slots are taken, held at the owner
+	}
+	for range 200 {
+		wg.Go(decide)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for queued(caller.b, owner.g.self) < 200 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	owner.gate.Store(nil)
+	close(gate)
+	wg.Wait()
+	if allowed.Load() != 50 || failed.Load() != 0 {
+		t.Errorf("204 decisions on a 50 bucket: %d allowed, %d failed; want 50, 0", allowed.Load(), failed.Load())
+	}
+	if n := caller.g.trips.Load(); n > 2*DefaultMaxInflight {
+		t.Errorf("204 decisions took %d round trips; want at most %d (four alone, the queue in few batches)", n, 2*DefaultMaxInflight)
+	}
+}
+
+func queued(b *Backend, addr string) int {
+	p := b.peer(addr)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
+}
+
+// TestPolicyMismatchIsRefused: instances whose policy files disagree on a policy's numbers
+// do not count by the owner's: the owner answers StatusPolicy and the caller's
+// on_backend_error decides.
+func TestPolicyMismatchIsRefused(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 5, Window: time.Minute}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	const key = "tenant-mismatch"
+	owner, caller := ownerOf(t, tp, ins, key)
+	q := p
+	q.Limit = 6
+	var err error
+	if caller.b, err = New(Config{Group: caller.g, Policies: []limiter.Policy{q}}); err != nil {
+		t.Fatal(err)
+	}
+	if caller.svc, err = limiter.NewService(limiter.Config{Policies: []limiter.Policy{q}, Cluster: caller.b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := caller.svc.Allow(context.Background(), "p", key); !errors.Is(err, limiter.ErrBackendUnavailable) || !strings.Contains(err.Error(), "policy differs") {
+		t.Errorf("a policy that differs at the owner: %v; want ErrBackendUnavailable naming it", err)
+	}
+	if owner.b.Memory("p").Len() != 0 {
+		t.Error("the owner counted a decision of another policy")
+	}
+}
+
+// TestOwnedDecisionIsAMemoryDecision: a key this instance owns is decided in process (the
+// Service's LocalDecider path): no round trip, and no allocation once the key exists.
+func TestOwnedDecisionIsAMemoryDecision(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Capacity: 1 << 20, RefillPerSecond: 1}, limiter.FailClosed, time.Second)
+	_, ins := startGroup(t, 1, p)
+	in := ins[0]
+	ctx := context.Background()
+	now := time.Unix(1_764_489_600, 0)
+	if _, err := in.svc.AllowN(ctx, "p", "tenant-1", now, 1); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		if d, err := in.svc.AllowN(ctx, "p", "tenant-1", now, 1); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	})
+	if allocs != 0 || in.g.trips.Load() != 0 {
+		t.Errorf("an owned key's decision: %.1f allocs, %d round trips; want 0 and 0", allocs, in.g.trips.Load())
+	}
+}

@@ -1,0 +1,506 @@
+package clusterlimit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/cluster"
+)
+
+// DefaultCheckpointInterval is how often an owner writes its partitions' limiter state.
+const DefaultCheckpointInterval = time.Second
+
+// TopicSuffix names the checkpoint topic after the events topic: <topic>.slide-limiter.
+const TopicSuffix = ".slide-limiter"
+
+// CheckpointConfig configures checkpoints; Interval 0 turns them off (a new owner then
+// starts its partitions' keys empty).
+type CheckpointConfig struct {
+	Interval time.Duration
+	Brokers  []string
+	// Topic is the events topic (the checkpoints go to Topic + TopicSuffix); Group keys
+	// the records, so groups sharing a topic keep apart.
+	Topic, Group string
+	// Wait is how long a new owner waits for its predecessor's final checkpoint before it
+	// takes the latest one there is (the predecessor crashed); default 2 × Interval.
+	Wait   time.Duration
+	Dialer *kafka.Dialer
+}
+
+// Validate reports a config New would refuse.
+func (c *CheckpointConfig) Validate() error {
+	switch {
+	case c.Interval < 0 || c.Wait < 0:
+		return errors.New("clusterlimit: negative checkpoint interval or wait")
+	case c.Interval > 0 && (len(c.Brokers) == 0 || c.Topic == "" || c.Group == ""):
+		return errors.New("clusterlimit: checkpoints need brokers, a topic and a group")
+	}
+	return nil
+}
+
+// SetCheckpoints sets the checkpoints' config (known only once the brokers are); call it
+// before Run and the first OnGeneration.
+func (b *Backend) SetCheckpoints(c CheckpointConfig) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.Wait == 0 {
+		c.Wait = 2 * c.Interval
+	}
+	b.cp = c
+	return nil
+}
+
+// ownership is this instance's partitions as the consumer's generations hand them over,
+// once OnGeneration was called: a partition is decided here only when owned and ready
+// (restored). Decisions hold mu for reading, so a partition leaves only between them.
+type ownership struct {
+	mu      sync.RWMutex
+	tracked bool
+	gen     int32
+	owned   map[int32]bool
+	ready   map[int32]bool
+	// epoch counts the times each partition was gained: a restore marks its partition
+	// ready only if it was not lost and gained again meanwhile (a later restore will).
+	epoch map[int32]uint64
+}
+
+// OnGeneration is the consumer's generation hook (chain it after cluster's): this
+// instance stops deciding the partitions it lost at once, writes their final checkpoint
+// and forgets their keys; the partitions it gained are restored from their latest
+// checkpoint before they are decided. It does not block.
+func (b *Backend) OnGeneration(gen int32, assigned []int32) {
+	self, at := b.g.Self(), time.Now()
+	b.own.mu.Lock()
+	lost := []int32{}
+	for p := range b.own.owned {
+		lost = append(lost, p)
+	}
+	b.own.tracked, b.own.gen = true, gen
+	now := map[int32]bool{}
+	var gained []int32
+	prev := map[int32]predecessor{} // the gained partitions' previous owners, as the view still says
+	prevAddr := map[int32]string{}
+	epochs := map[int32]uint64{}
+	for _, p := range assigned {
+		now[p] = true
+		if !b.own.owned[p] {
+			gained = append(gained, p)
+			b.own.ready[p] = false
+			b.own.epoch[p]++
+			epochs[p] = b.own.epoch[p]
+			switch o := b.g.PartitionOwner(p); o {
+			case self:
+				prev[p] = predNone
+			case "":
+				prev[p] = predUnknown
+			default:
+				prev[p], prevAddr[p] = predOther, o
+			}
+		}
+	}
+	kept := lost[:0]
+	for _, p := range lost {
+		if !now[p] {
+			kept = append(kept, p)
+			delete(b.own.ready, p)
+		}
+	}
+	lost = kept
+	b.own.owned = now
+	b.own.mu.Unlock()
+	if len(lost) == 0 && len(gained) == 0 {
+		return
+	}
+	b.handover(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if len(lost) > 0 {
+			b.checkpoint(ctx, lost, gen, true)
+			b.forget(lost)
+		}
+		for _, p := range gained {
+			b.restore(ctx, p, gen, epochs[p], prev[p], prevAddr[p], at)
+		}
+	})
+}
+
+// handover runs job after the handovers queued before it, in the background: a partition
+// lost in one generation and regained in the next is forgotten before it is restored.
+func (b *Backend) handover(job func()) {
+	b.jobMu.Lock()
+	defer b.jobMu.Unlock()
+	b.jobs = append(b.jobs, job)
+	if b.working {
+		return
+	}
+	b.working = true
+	b.bg.Go(func() {
+		for {
+			b.jobMu.Lock()
+			if len(b.jobs) == 0 {
+				b.working = false
+				b.jobMu.Unlock()
+				return
+			}
+			job := b.jobs[0]
+			b.jobs = b.jobs[1:]
+			b.jobMu.Unlock()
+			job()
+		}
+	})
+}
+
+// owns reports whether partition p is decided here now; mu is held for reading.
+func (b *Backend) ownsLocked(p int32) (owned, ready bool) {
+	if !b.own.tracked {
+		return b.g.Assigned(p), b.ready(p)
+	}
+	return b.own.owned[p], b.own.ready[p]
+}
+
+// Ready reports the partitions this instance owns but has not restored yet (their keys'
+// decisions follow on_backend_error meanwhile), for readiness; nil when there are none.
+func (b *Backend) Ready() error {
+	b.own.mu.RLock()
+	defer b.own.mu.RUnlock()
+	var waiting []int32
+	for p := range b.own.owned {
+		if !b.own.ready[p] {
+			waiting = append(waiting, p)
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	slices.Sort(waiting)
+	return fmt.Errorf("restoring the limiter state of partitions %v from %s", waiting, b.cp.Topic+TopicSuffix)
+}
+
+// Run writes the owned, restored partitions' checkpoints every Interval until ctx ends.
+func (b *Backend) Run(ctx context.Context) {
+	if b.cp.Interval <= 0 {
+		return
+	}
+	t := time.NewTicker(b.cp.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b.own.mu.RLock()
+		var ps []int32
+		for p := range b.own.owned {
+			if b.own.ready[p] {
+				ps = append(ps, p)
+			}
+		}
+		gen := b.own.gen
+		b.own.mu.RUnlock()
+		if len(ps) > 0 {
+			wctx, cancel := context.WithTimeout(ctx, max(b.cp.Interval, time.Second))
+			b.checkpoint(wctx, ps, gen, false)
+			cancel()
+		}
+	}
+}
+
+// Close stops deciding, writes the final checkpoint of every partition owned here (a
+// planned handover: SIGTERM, before the consumer leaves the group, after the API has
+// drained) and waits for the handovers under way.
+func (b *Backend) Close(ctx context.Context) {
+	b.own.mu.Lock()
+	var ps []int32
+	for p := range b.own.owned {
+		if b.own.ready[p] {
+			ps = append(ps, p)
+		}
+	}
+	gen := b.own.gen
+	b.own.owned, b.own.ready, b.own.tracked = map[int32]bool{}, map[int32]bool{}, true
+	b.own.mu.Unlock()
+	if len(ps) > 0 && b.cp.Interval > 0 {
+		b.checkpoint(ctx, ps, gen, true)
+	}
+	b.bg.Wait()
+	b.cpMu.Lock()
+	defer b.cpMu.Unlock()
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	if b.w != nil {
+		_ = b.w.Close()
+		b.w, b.cpParts = nil, 0 // a later write (none is expected) creates it again
+	}
+}
+
+// partitionOf is key's partition among n (Group.Partitions, read once per pass).
+func partitionOf(key string, n int) int32 { return cluster.KeyPartition(key, n) }
+
+func (b *Backend) forget(ps []int32) {
+	drop := map[int32]bool{}
+	for _, p := range ps {
+		drop[p] = true
+	}
+	n := b.g.Partitions()
+	for _, o := range b.owned {
+		o.mem.Forget(func(k string) bool { return drop[partitionOf(k, n)] })
+	}
+}
+
+// checkpoint writes one record per partition of ps: every live key of the cluster
+// policies in it. Writes are one at a time, so a final record is never followed by a
+// periodic one of the same partition: a periodic write leaves out the partitions this
+// instance no longer owns.
+func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final bool) {
+	b.cpMu.Lock()
+	defer b.cpMu.Unlock()
+	if !final {
+		b.own.mu.RLock()
+		still := ps[:0:0]
+		for _, p := range ps {
+			if b.own.owned[p] && b.own.ready[p] {
+				still = append(still, p)
+			}
+		}
+		b.own.mu.RUnlock()
+		if ps = still; len(ps) == 0 {
+			return
+		}
+	}
+	if b.cp.Interval <= 0 || !b.ensureTopic(ctx) {
+		return
+	}
+	msgs := b.records(ps, gen, final, time.Now())
+	err := b.w.WriteMessages(ctx, msgs...)
+	if errors.Is(err, kafka.UnknownTopicOrPartition) {
+		// The broker lost the topic (restarted empty, or someone deleted it): create it
+		// again and write once more.
+		b.topicMu.Lock()
+		b.cpParts = 0
+		_ = b.w.Close()
+		b.topicMu.Unlock()
+		if b.ensureTopic(ctx) {
+			err = b.w.WriteMessages(ctx, msgs...)
+		}
+	}
+	if err != nil {
+		if b.errLog() {
+			b.log.Warn("clusterlimit: writing limiter checkpoints", "partitions", ps, "err", err)
+		}
+		return
+	}
+	b.m.checkpoints.Add(float64(len(ps)))
+}
+
+// records encodes the checkpoint records of partitions ps at now.
+func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) []kafka.Message {
+	want := map[int32]int{}
+	for i, p := range ps {
+		want[p] = i
+	}
+	bodies := make([][]byte, len(ps))
+	counts := make([]int, len(ps))
+	n := b.g.Partitions()
+	for name, o := range b.owned {
+		i := 0 // keep's verdict, for the fn call that follows it on the same key
+		o.mem.Export(now, func(k string) bool {
+			var ok bool
+			i, ok = want[partitionOf(k, n)]
+			return ok
+		}, func(k string, exp int64, st []byte) {
+			bodies[i] = appendEntry(bodies[i], name, o.fp, k, exp, st)
+			counts[i]++
+		})
+	}
+	msgs := make([]kafka.Message, len(ps))
+	for i, p := range ps {
+		msgs[i] = kafka.Message{Key: []byte(b.recordKey(p)),
+			Value: appendCheckpoint(nil, gen, final, now.UnixMilli(), counts[i], bodies[i])}
+	}
+	return msgs
+}
+
+func (b *Backend) recordKey(p int32) string { return b.cp.Group + "/" + strconv.Itoa(int(p)) }
+
+// predecessor is what the view said of a gained partition's owner at the generation's
+// start.
+type predecessor uint8
+
+const (
+	predNone    predecessor = iota // this instance: nothing to wait for
+	predOther                      // another instance: wait for its final checkpoint
+	predUnknown                    // no view yet, or no owner in it: wait when p has checkpoints
+)
+
+// restore loads partition p's latest checkpoint, then marks it ready. When p had another
+// owner, or one unknown and p has checkpoints, it waits up to Wait for that owner's final
+// checkpoint, of this or the previous generation, before it takes the latest there is:
+// the owner crashed, which the group says as soon as it is described after the generation
+// began (at) without prevAddr.
+func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64, prev predecessor, prevAddr string, at time.Time) {
+	defer func() {
+		b.own.mu.Lock()
+		if b.own.owned[p] && b.own.epoch[p] == epoch {
+			b.own.ready[p] = true
+		}
+		b.own.mu.Unlock()
+	}()
+	if b.cp.Interval <= 0 || !b.ensureTopic(ctx) {
+		return
+	}
+	deadline := time.Now().Add(b.cp.Wait)
+	var cp *checkpointRecord
+	for {
+		var err error
+		cp, err = b.readLatest(ctx, p)
+		if err != nil && b.errLog() {
+			b.log.Warn("clusterlimit: reading a limiter checkpoint", "partition", p, "err", err)
+		}
+		wait := (prev == predOther && !b.g.MemberGone(prevAddr, at)) || (prev == predUnknown && cp != nil)
+		if !wait || (cp != nil && cp.final && cp.gen >= gen-1) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if cp == nil {
+		return
+	}
+	now, parts := time.Now().UnixNano(), b.g.Partitions()
+	n := 0
+	for _, e := range cp.entries {
+		o := b.owned[e.policy]
+		if o == nil || o.fp != e.fp || e.expires <= now || partitionOf(e.key, parts) != p {
+			continue
+		}
+		if err := o.mem.Import(e.key, e.expires, e.state); err == nil {
+			n++
+		}
+	}
+	b.m.restored.Add(float64(n))
+	b.log.Info("clusterlimit: restored a partition's limiter state", "partition", p, "keys", n,
+		"checkpoint_age", time.Since(time.UnixMilli(cp.at)).Round(time.Millisecond), "final", cp.final)
+}
+
+// ensureTopic creates the compacted checkpoint topic (as many partitions as the events
+// topic) unless it exists, and the writer; false when it cannot.
+func (b *Backend) ensureTopic(ctx context.Context) bool {
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	if b.cpParts > 0 {
+		return true
+	}
+	client := &kafka.Client{Addr: kafka.TCP(b.cp.Brokers...), Timeout: 5 * time.Second, Transport: b.transport()}
+	topic := b.cp.Topic + TopicSuffix
+	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{b.cp.Topic, topic}})
+	if err != nil {
+		return false
+	}
+	events, cps := 0, 0
+	for _, t := range meta.Topics {
+		switch {
+		case t.Name == b.cp.Topic && t.Error == nil:
+			events = len(t.Partitions)
+		case t.Name == topic && t.Error == nil:
+			cps = len(t.Partitions)
+		}
+	}
+	if cps == 0 {
+		cps = max(events, 1)
+		resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+			Topic: topic, NumPartitions: cps, ReplicationFactor: -1,
+			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
+		}}})
+		if err == nil {
+			err = resp.Errors[topic]
+		}
+		if err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+			if b.errLog() {
+				b.log.Error("clusterlimit: cannot create the limiter checkpoint topic; create it with cleanup.policy=compact", "topic", topic, "err", err)
+			}
+			return false
+		}
+	}
+	b.cpParts = cps
+	b.w = &kafka.Writer{Addr: kafka.TCP(b.cp.Brokers...), Topic: topic, Transport: b.transport(),
+		Balancer:     kafka.BalancerFunc(func(m kafka.Message, parts ...int) int { return b.cpPartition(m.Key, len(parts)) }),
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, BatchBytes: 64 << 20}
+	return true
+}
+
+func (b *Backend) transport() kafka.RoundTripper {
+	if d := b.cp.Dialer; d != nil {
+		return &kafka.Transport{Dial: d.DialFunc, TLS: d.TLS, SASL: d.SASLMechanism, ClientID: d.ClientID}
+	}
+	return nil
+}
+
+// cpPartition is the checkpoint partition of a record key group/p: p mod n.
+func (b *Backend) cpPartition(key []byte, n int) int {
+	i := bytes.LastIndexByte(key, '/')
+	p, _ := strconv.Atoi(string(key[i+1:]))
+	return p % max(n, 1)
+}
+
+// readLatest is partition p's latest checkpoint record, nil when there is none. It reads
+// the checkpoint partition's tail, widening until a record of p is found.
+func (b *Backend) readLatest(ctx context.Context, p int32) (*checkpointRecord, error) {
+	d := b.cp.Dialer
+	if d == nil {
+		d = kafka.DefaultDialer
+	}
+	b.topicMu.Lock()
+	parts := b.cpParts
+	b.topicMu.Unlock()
+	conn, err := d.DialLeader(ctx, "tcp", b.cp.Brokers[0], b.cp.Topic+TopicSuffix, b.cpPartition([]byte(b.recordKey(p)), parts))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	first, last, err := conn.ReadOffsets()
+	if err != nil {
+		return nil, err
+	}
+	key := []byte(b.recordKey(p))
+	for end, window := last, int64(16); end > first; end, window = max(first, end-window), window*8 {
+		from := max(first, end-window)
+		if _, err := conn.Seek(from, kafka.SeekAbsolute); err != nil {
+			return nil, err
+		}
+		var latest []byte
+		for off := from; off < end; {
+			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: 64 << 20, MaxWait: 100 * time.Millisecond})
+			n := 0
+			for {
+				msg, err := batch.ReadMessage()
+				if err != nil {
+					break
+				}
+				n++
+				if msg.Offset < end && bytes.Equal(msg.Key, key) {
+					latest = msg.Value
+				}
+			}
+			_ = batch.Close()
+			next, _ := conn.Offset()
+			if next <= off && n == 0 {
+				break
+			}
+			off = next
+		}
+		if latest != nil {
+			return decodeCheckpoint(latest)
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,104 @@
+package clusterlimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/slide-metrics/slide/internal/kafkatest"
+	"github.com/slide-metrics/slide/limiter"
+)
+
+// TestCheckpointHandsKeysOver: over a real (embedded) broker, instance A owns every
+// partition and decides; a rebalance hands them all to B. A writes each lost partition's
+// final checkpoint and forgets its keys; B restores them before deciding and goes on
+// exactly where A stopped. A key expired by then, or of a policy that differs at B, is
+// not restored.
+func TestCheckpointHandsKeysOver(t *testing.T) {
+	broker := kafkatest.Start(t, "events", 6)
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.SlidingLog, Limit: 10, Window: time.Minute}, limiter.FailClosed, 5*time.Second)
+	short := clusterPolicy(limiter.Policy{Name: "short", Algorithm: limiter.FixedWindow, Limit: 10, Window: 50 * time.Millisecond}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 2, p, short)
+	a, b := ins[0], ins[1]
+	cfg := CheckpointConfig{Interval: time.Hour, Wait: 5 * time.Second, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}
+	for _, in := range ins {
+		if err := in.b.SetCheckpoints(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := []int32{0, 1, 2, 3, 4, 5}
+	setOwner := func(in *instance) {
+		tp.mu.Lock()
+		for _, q := range all {
+			tp.truth[q] = in.g.self
+		}
+		tp.mu.Unlock()
+	}
+	setOwner(a)
+	a.g.Describe(context.Background(), time.Time{}) // both views: A owns everything
+	b.g.Describe(context.Background(), time.Time{})
+	a.b.OnGeneration(1, all)
+	b.b.OnGeneration(1, nil)
+	waitReady := func(in *instance, q int32) {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			in.b.own.mu.RLock()
+			ok := in.b.own.ready[q]
+			in.b.own.mu.RUnlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("partition %d not ready in 10s", q)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, q := range all {
+		waitReady(a, q)
+	}
+	ctx := context.Background()
+	keys := []string{"t-1", "t-2", "t-3", "t-4", "t-5", "t-6", "t-7", "t-8"}
+	for _, k := range keys {
+		for range 7 {
+			if d, err := a.svc.Allow(ctx, "p", k); err != nil || !d.Allowed {
+				t.Fatalf("A deciding %s: %+v, %v", k, d, err)
+			}
+		}
+		if _, err := a.svc.Allow(ctx, "short", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The rebalance: B gains every partition, A loses them. B starts restoring at once and
+	// waits for A's final checkpoint (generation 2).
+	setOwner(b)
+	b.b.OnGeneration(2, all)
+	time.Sleep(100 * time.Millisecond) // B polls before A has written: it must wait, not take nothing
+	if _, err := b.svc.Allow(ctx, "p", keys[0]); err == nil {
+		t.Error("B decided a partition it had not restored")
+	}
+	b.b.OnGeneration(3, all) // another generation that keeps them: the restores under way still finish
+	a.b.OnGeneration(2, nil)
+	for _, q := range all {
+		waitReady(b, q)
+	}
+	a.b.Close(ctx)
+	for _, k := range keys {
+		for i := range 4 {
+			d, err := b.svc.Allow(ctx, "p", k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := i < 3; d.Allowed != want {
+				t.Fatalf("B, request %d of %s after the handover: allowed %v, want %v (A had admitted 7 of 10)", 8+i, k, d.Allowed, want)
+			}
+		}
+	}
+	if n := a.b.Memory("p").Len(); n != 0 {
+		t.Errorf("A still holds %d keys it handed over", n)
+	}
+	if n := b.b.Memory("short").Len(); n != 0 {
+		t.Errorf("B restored %d keys of a 50 ms window that had expired", n)
+	}
+}

@@ -1,0 +1,349 @@
+package clusterlimit
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/slide-metrics/slide/limiter"
+)
+
+// The wire format of one batch (a POST to Path and its answer): varints, versioned,
+// bounded. A request is
+//
+//	version(1) n(uvarint ≤ MaxBatch) n × item
+//	item: policy(string) fingerprint(8 bytes, big endian) key(string) now(varint, unix ns) cost(uvarint)
+//	string: length(uvarint) bytes
+//
+// and its answer is version(1) n(uvarint, the request's n) n × result, each a status byte
+// and, for StatusOK only, allowed(1 byte: 0 or 1) limit remaining retry reset delay (each a
+// uvarint; the durations in ns).
+
+const version = 1
+
+// MaxBatch bounds the decisions of one round trip; the caller splits longer queues.
+const MaxBatch = 1024
+
+// maxRequestBytes bounds one request body: MaxBatch items with the longest keys and names.
+const maxRequestBytes = MaxBatch * (limiter.MaxKeyLen + 64 + 48)
+
+// Status of one forwarded decision.
+const (
+	// StatusOK: decided; the result follows.
+	StatusOK byte = iota
+	// StatusStale: the asked instance does not own the key's partition (its assignment
+	// moved): the caller describes the group again and retries once at the new owner.
+	StatusStale
+	// StatusNotReady: the owner has the partition but has not restored its state yet.
+	StatusNotReady
+	// StatusPolicy: the owner has no policy of that name, or one that differs (the
+	// instances' policy files disagree).
+	StatusPolicy
+	// StatusFull: the owner's store holds only live state (limiter.ErrStoreFull).
+	StatusFull
+	// StatusBad: the owner refused the key or cost (a caller validates both first).
+	StatusBad
+	statusEnd
+)
+
+var statusNames = [...]string{StatusOK: "ok", StatusStale: "stale owner", StatusNotReady: "owner not ready",
+	StatusPolicy: "policy differs at the owner", StatusFull: "owner's store full", StatusBad: "refused by the owner"}
+
+// ErrCorrupt is a batch or answer that does not decode.
+var ErrCorrupt = errors.New("clusterlimit: corrupt message")
+
+// item is one decision to take at the owner.
+type item struct {
+	policy string
+	fp     uint64
+	key    string
+	now    int64
+	cost   int64
+}
+
+// result is the owner's answer to one item.
+type result struct {
+	status byte
+	d      limiter.Decision // Allowed, Limit, Remaining, RetryAfter, ResetAfter, Delay
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendRequest(b []byte, items []*call) []byte {
+	b = append(b, version)
+	b = binary.AppendUvarint(b, uint64(len(items)))
+	for _, c := range items {
+		b = appendString(b, c.it.policy)
+		b = binary.BigEndian.AppendUint64(b, c.it.fp)
+		b = appendString(b, c.it.key)
+		b = binary.AppendVarint(b, c.it.now)
+		b = binary.AppendUvarint(b, uint64(c.it.cost))
+	}
+	return b
+}
+
+// reader decodes with a sticky error.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+	r.b = nil
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint(what string) int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) byte(what string) byte {
+	if len(r.b) < 1 {
+		r.fail(what)
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) string(what string, most int) string {
+	n := r.uvarint(what)
+	if n > uint64(most) || n > uint64(len(r.b)) {
+		r.fail(what)
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *reader) duration(what string) time.Duration {
+	v := r.uvarint(what)
+	if v > math.MaxInt64 {
+		r.fail(what)
+		return 0
+	}
+	return time.Duration(v)
+}
+
+// decodeRequest reads a batch; every item's policy name and key are bounded, its cost
+// non-negative.
+func decodeRequest(b []byte) ([]item, error) {
+	r := reader{b: b}
+	if r.byte("version") != version {
+		return nil, fmt.Errorf("%w: version", ErrCorrupt)
+	}
+	n := r.uvarint("count")
+	if n > MaxBatch {
+		return nil, fmt.Errorf("%w: %d decisions in one batch (most %d)", ErrCorrupt, n, MaxBatch)
+	}
+	items := make([]item, 0, n)
+	for range n {
+		var it item
+		it.policy = r.string("policy", 64)
+		if len(r.b) < 8 {
+			r.fail("fingerprint")
+			break
+		}
+		it.fp = binary.BigEndian.Uint64(r.b)
+		r.b = r.b[8:]
+		it.key = r.string("key", limiter.MaxKeyLen)
+		it.now = r.varint("now")
+		cost := r.uvarint("cost")
+		if cost > math.MaxInt64 {
+			r.fail("cost")
+		}
+		it.cost = int64(cost)
+		if r.err != nil {
+			break
+		}
+		items = append(items, it)
+	}
+	if r.err == nil && len(r.b) > 0 {
+		r.fail("trailing bytes")
+	}
+	return items, r.err
+}
+
+func appendAnswer(b []byte, res []result) []byte {
+	b = append(b, version)
+	b = binary.AppendUvarint(b, uint64(len(res)))
+	for i := range res {
+		b = append(b, res[i].status)
+		if res[i].status != StatusOK {
+			continue
+		}
+		d := &res[i].d
+		allowed := byte(0)
+		if d.Allowed {
+			allowed = 1
+		}
+		b = append(b, allowed)
+		b = binary.AppendUvarint(b, uint64(max(d.Limit, 0)))
+		b = binary.AppendUvarint(b, uint64(max(d.Remaining, 0)))
+		b = binary.AppendUvarint(b, uint64(max(d.RetryAfter, 0)))
+		b = binary.AppendUvarint(b, uint64(max(d.ResetAfter, 0)))
+		b = binary.AppendUvarint(b, uint64(max(d.Delay, 0)))
+	}
+	return b
+}
+
+// decodeAnswer reads the answer to a batch of n decisions.
+func decodeAnswer(b []byte, n int) ([]result, error) {
+	r := reader{b: b}
+	if r.byte("version") != version {
+		return nil, fmt.Errorf("%w: version", ErrCorrupt)
+	}
+	if got := r.uvarint("count"); r.err == nil && got != uint64(n) {
+		return nil, fmt.Errorf("%w: %d results for %d decisions", ErrCorrupt, got, n)
+	}
+	res := make([]result, n)
+	for i := range res {
+		s := r.byte("status")
+		if s >= statusEnd {
+			r.fail("status")
+		}
+		res[i].status = s
+		if s == StatusOK {
+			d := &res[i].d
+			switch r.byte("allowed") {
+			case 0:
+			case 1:
+				d.Allowed = true
+			default:
+				r.fail("allowed")
+			}
+			lim, rem := r.uvarint("limit"), r.uvarint("remaining")
+			if lim > limiter.MaxQuota || rem > lim {
+				r.fail("limit or remaining")
+			}
+			d.Limit, d.Remaining = int64(lim), int64(rem)
+			d.RetryAfter, d.ResetAfter, d.Delay = r.duration("retry"), r.duration("reset"), r.duration("delay")
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	if len(r.b) > 0 {
+		r.fail("trailing bytes")
+	}
+	return res, r.err
+}
+
+// The checkpoint record: version(1) gen(varint) final(1 byte) at(varint, unix ms)
+// n(uvarint) n × entry; entry: policy(string) fingerprint(8) key(string) expires(varint,
+// unix ns) state(string, limiter.Memory.Export's form).
+
+type checkpointRecord struct {
+	gen     int32
+	final   bool
+	at      int64
+	entries []checkpointEntry
+}
+
+type checkpointEntry struct {
+	policy  string
+	fp      uint64
+	key     string
+	expires int64
+	state   []byte
+}
+
+func appendEntry(b []byte, policy string, fp uint64, key string, expires int64, state []byte) []byte {
+	b = appendString(b, policy)
+	b = binary.BigEndian.AppendUint64(b, fp)
+	b = appendString(b, key)
+	b = binary.AppendVarint(b, expires)
+	b = binary.AppendUvarint(b, uint64(len(state)))
+	return append(b, state...)
+}
+
+func appendCheckpoint(b []byte, gen int32, final bool, at int64, n int, entries []byte) []byte {
+	b = append(b, version)
+	b = binary.AppendVarint(b, int64(gen))
+	f := byte(0)
+	if final {
+		f = 1
+	}
+	b = append(b, f)
+	b = binary.AppendVarint(b, at)
+	b = binary.AppendUvarint(b, uint64(n))
+	return append(b, entries...)
+}
+
+// maxStateBytes bounds one key's state in a checkpoint: a sliding log of MaxLogLimit
+// entries.
+const maxStateBytes = 2 + 20*limiter.MaxLogLimit
+
+// decodeCheckpoint reads a checkpoint record (anyone who can write to the topic can
+// write one: bounded, never a panic).
+func decodeCheckpoint(b []byte) (*checkpointRecord, error) {
+	r := reader{b: b}
+	if r.byte("version") != version {
+		return nil, fmt.Errorf("%w: checkpoint version", ErrCorrupt)
+	}
+	gen := r.varint("generation")
+	if gen < math.MinInt32 || gen > math.MaxInt32 {
+		r.fail("generation")
+	}
+	cp := &checkpointRecord{gen: int32(gen)}
+	switch r.byte("final") {
+	case 0:
+	case 1:
+		cp.final = true
+	default:
+		r.fail("final")
+	}
+	cp.at = r.varint("at")
+	n := r.uvarint("count")
+	if n > uint64(len(r.b)) { // every entry takes more than a byte
+		r.fail("count")
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		var e checkpointEntry
+		e.policy = r.string("policy", 64)
+		if len(r.b) < 8 {
+			r.fail("fingerprint")
+			break
+		}
+		e.fp = binary.BigEndian.Uint64(r.b)
+		r.b = r.b[8:]
+		e.key = r.string("key", limiter.MaxKeyLen)
+		e.expires = r.varint("expires")
+		e.state = []byte(r.string("state", maxStateBytes))
+		if r.err == nil {
+			cp.entries = append(cp.entries, e)
+		}
+	}
+	if r.err == nil && len(r.b) > 0 {
+		r.fail("trailing bytes")
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return cp, nil
+}

@@ -1,0 +1,87 @@
+// Package clusterlimit is the limiter's backend cluster (issue #30): exact limits across the
+// instances of one consumer group without Redis. Each key's decisions are taken by one
+// instance, its owner, in its memory (limiter.Memory, the same algorithms and state as
+// backend memory); every other instance forwards to it.
+//
+// # Owner: the group's assignment, no new membership
+//
+// A key's owner is the owner of partition murmur2(key) mod the topic's partitions — the
+// partition the Java client's default partitioner, kafka-go's Murmur2Balancer and slide
+// produce write the key's events to, so a key's events and its limit live on one
+// instance — as the cluster package learns it from the consumer group (each member
+// advertises its HTTP address; see cluster's doc). An instance assigned the partition in
+// the current generation decides at once: with one instance every decision is a plain
+// memory decision, with no hop (Backend.DecideLocal, the Service's limiter.LocalDecider
+// path: no call, no deadline, nothing allocated).
+//
+// # The hop: one signed POST per batch
+//
+// A non-owner sends the decision to the owner's Path (/internal/v1/limit) on the API
+// listener, over the peers' keep-alive HTTP connections, signed with the group's key as
+// the partial reads are (cluster.Auth: an HMAC over the receiver, the path and the body's
+// hash; the answer signed with the request's nonce). Decisions for one owner are batched
+// by group commit: at most Config.MaxInflight (4) batches are on the wire to one owner; a
+// decision that finds a slot free leaves at once, and those arriving while every slot is
+// busy leave together in the next batch (at most MaxBatch). A lone decision never waits for
+// a timer, and under load one round trip carries many decisions. The body is a small binary
+// format (codec.go: varints, versioned, bounded, fuzzed by FuzzDecode).
+//
+// The decision's now is the caller's clock (the Service's), as a Redis policy in client
+// clock mode: instances' clocks agree to milliseconds under NTP, and a clock behind by d
+// decides as if d earlier.
+//
+// The policy's timeout bounds the hop (default 50 ms) and on_backend_error (open, closed,
+// local: this instance's memory of the same policy) decides when the owner does not
+// answer in time, answers an error, or is unknown. A caller that gave up before its
+// decision left is not sent, so the owner does not count a decision nobody waits for; one
+// that gave up after it left may have been counted (as with Redis), unless the batch
+// reaches the owner past its deadline (cluster.HeaderDeadline, the latest of its callers'):
+// the owner then decides nothing and answers 504, as a SIGSTOPped owner does on waking.
+//
+// The route is signed as peer reads are (the group's key, or the one derived from
+// --auth-token-file); without either it is as open as POST /v1/allow itself.
+//
+// # Ownership moves
+//
+// The owner checks each forwarded key's partition against its own assignment of the
+// current generation (cluster.Assigned, changed before the consumer revokes anything) and
+// answers StatusStale for one it no longer holds; the caller describes the group again
+// and asks the new owner once, or, when the group names no other owner yet (it is
+// rebalancing), decides by on_backend_error. Every instance must run the same policies:
+// each forwarded decision carries its policy's Fingerprint, and an owner whose policy
+// differs answers StatusPolicy rather than count by other numbers.
+//
+// A partition leaves an instance only between decisions: OnGeneration (chained after the
+// cluster's generation hook, before the consumer revokes anything) takes the ownership
+// lock every decision holds for reading. The window in which two instances could both
+// decide one key is the rebalance itself: the old owner stops at the start of its new
+// generation, the new one starts after restoring (below), which waits for the old one's
+// final checkpoint.
+//
+// # Checkpoints and handover
+//
+// Every CheckpointConfig.Interval (--limiter-checkpoint-interval, 1 s) the owner writes
+// one record per partition it owns to the compacted topic <topic>.slide-limiter (created
+// with cleanup.policy=compact and the events topic's partition count when missing), keyed
+// group/partition: every live key of the cluster policies in it, each with its policy's
+// fingerprint, its expiry and its state (limiter.Memory.Export). A partition that leaves
+// the owner gets a final record (flagged so, with the generation), then its keys are
+// dropped here; Close (SIGTERM, after the API drained and before the consumer leaves the
+// group) writes the final record of every partition owned.
+//
+// A new owner restores a gained partition before deciding it: it reads the tail of the
+// checkpoint partition for the latest record of the partition and takes it at once when
+// it is final and of this or the previous generation (the predecessor handed it over),
+// else waits up to CheckpointConfig.Wait (two intervals) for one, then takes the latest
+// there is; it stops waiting as soon as the group, described after the generation began,
+// has no member at the predecessor's address (it crashed, and its session ran out).
+// Meanwhile its decisions answer StatusNotReady, the callers decide by on_backend_error,
+// and Backend.Ready (slide serve's /readyz) names the partitions still restoring.
+//
+// So a planned handover loses nothing, and a SIGKILL loses the decisions since the last
+// checkpoint, at most an interval's (plus the write's own time): a key may then admit up
+// to that many beyond its limit. Keys expired by the time of the restore are skipped; a
+// state that does not fit its policy (another algorithm, a log over the quota, tokens
+// outside the bucket) is refused by limiter.Memory.Import, and the records are decoded
+// bounded (FuzzDecode), since anyone who can write to the topic can write one.
+package clusterlimit

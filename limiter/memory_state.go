@@ -1,0 +1,228 @@
+package limiter
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"time"
+)
+
+// A Memory's state leaves and enters it key by key, for a backend that hands keys from one
+// process to another (limiter/clusterlimit's checkpoints): Export writes each live key's
+// state in a compact binary form, Import puts it back in another Memory of the same policy.
+
+// ErrBadState is a state Import cannot read (truncated, or of another algorithm).
+var ErrBadState = errors.New("limiter: bad key state")
+
+// Export calls fn with every key that keep accepts and whose state is not back to initial
+// at now, its expiry (unix ns: from then on the state is initial again) and its state,
+// which fn must copy to keep. fn is called for a key right after keep accepted it, with
+// no other call between. Shards are visited one at a time, each locked while its keys are
+// exported.
+func (m *Memory) Export(now time.Time, keep func(key string) bool, fn func(key string, expires int64, state []byte)) {
+	var buf []byte
+	switch {
+	case m.fw != nil:
+		exportStore(m.fw, now.UnixNano(), keep, fn, buf)
+	case m.sl != nil:
+		exportStore(m.sl, now.UnixNano(), keep, fn, buf)
+	case m.sc != nil:
+		exportStore(m.sc, now.UnixNano(), keep, fn, buf)
+	case m.tb != nil:
+		exportStore(m.tb, now.UnixNano(), keep, fn, buf)
+	case m.lb != nil:
+		exportStore(m.lb, now.UnixNano(), keep, fn, buf)
+	}
+}
+
+// Import sets key's state (replacing what it held) from Export's form, expiring at
+// expires (unix ns). ErrBadState: the state does not read as this policy's algorithm's;
+// ErrStoreFull: no room; ErrInvalidKey.
+func (m *Memory) Import(key string, expires int64, state []byte) error {
+	if ValidateKey(key) != nil {
+		return ErrInvalidKey
+	}
+	switch {
+	case m.fw != nil:
+		return importStore(m.fw, &m.pr, key, expires, state)
+	case m.sl != nil:
+		return importStore(m.sl, &m.pr, key, expires, state)
+	case m.sc != nil:
+		return importStore(m.sc, &m.pr, key, expires, state)
+	case m.tb != nil:
+		return importStore(m.tb, &m.pr, key, expires, state)
+	default:
+		return importStore(m.lb, &m.pr, key, expires, state)
+	}
+}
+
+// Forget drops every key drop accepts (keys handed to another process).
+func (m *Memory) Forget(drop func(key string) bool) {
+	switch {
+	case m.fw != nil:
+		forgetStore(m.fw, drop)
+	case m.sl != nil:
+		forgetStore(m.sl, drop)
+	case m.sc != nil:
+		forgetStore(m.sc, drop)
+	case m.tb != nil:
+		forgetStore(m.tb, drop)
+	case m.lb != nil:
+		forgetStore(m.lb, drop)
+	}
+}
+
+func exportStore[S any](st *store[S], now int64, keep func(string) bool, fn func(string, int64, []byte), buf []byte) {
+	st.locked(func(sh *shard[S]) {
+		for e := sh.front; e != nil; e = e.next {
+			if e.expires > now && keep(e.key) {
+				buf = appendState(buf[:0], &e.s)
+				fn(e.key, e.expires, buf)
+			}
+		}
+	})
+}
+
+func importStore[S any](st *store[S], p *params, key string, expires int64, state []byte) error {
+	var s S
+	if !readState(&s, state, p) {
+		return ErrBadState
+	}
+	h := st.keys.hash(key)
+	sh := &st.shards[h&st.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, head := sh.lookup(h, key)
+	if e == nil {
+		if e = st.insert(sh, h, head, key, 0); e == nil {
+			st.refused.Add(1)
+			return ErrStoreFull
+		}
+	}
+	e.s, e.expires = s, expires
+	sh.hot = nil
+	if st.grows.bytes != nil {
+		size := entryOverhead[S]() + int64(len(e.key)) + st.grows.bytes(&e.s)
+		sh.bytes += size - e.size
+		e.size = size
+	}
+	return nil
+}
+
+func forgetStore[S any](st *store[S], drop func(string) bool) {
+	st.locked(func(sh *shard[S]) {
+		for e := sh.front; e != nil; {
+			next := e.next
+			if drop(e.key) {
+				st.removeLocked(sh, e)
+			}
+			e = next
+		}
+	})
+}
+
+// appendState writes one algorithm's state: varints, the token bucket's tokens as float64
+// bits, a sliding log's entries oldest first.
+func appendState(b []byte, s any) []byte {
+	switch s := s.(type) {
+	case *fixedWindow:
+		b = binary.AppendVarint(b, s.index)
+		b = binary.AppendVarint(b, s.count)
+	case *slidingCounter:
+		b = binary.AppendVarint(b, s.index)
+		b = binary.AppendVarint(b, s.cur)
+		b = binary.AppendVarint(b, s.prev)
+	case *tokenBucket:
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(s.tokens))
+		for _, v := range [...]int64{s.last, s.fullAt, s.allowAt, s.denyCost} {
+			b = binary.AppendVarint(b, v)
+		}
+		init := byte(0)
+		if s.init {
+			init = 1
+		}
+		b = append(b, init)
+	case *gcra:
+		b = binary.AppendVarint(b, s.tat)
+	case *slidingLog:
+		b = binary.AppendVarint(b, s.base)
+		b = binary.AppendUvarint(b, uint64(s.n))
+		for i := range s.n {
+			e := s.at(i)
+			b = binary.AppendVarint(b, e.t)
+			b = binary.AppendVarint(b, e.end)
+		}
+	}
+	return b
+}
+
+// maxInstant bounds an imported instant (unix ns, year 2116): differences of two stay in
+// int64.
+const maxInstant = 1 << 62
+
+// within reports 0 ≤ v ≤ most.
+func within(v, most int64) bool { return v >= 0 && v <= most }
+
+// readState reads appendState's form into s; false when it does not read exactly, or (a
+// sliding log) holds more than p's quota or entries out of order, which the algorithm's
+// arithmetic does not expect.
+func readState(s any, b []byte, p *params) bool {
+	bad := false
+	varint := func() int64 {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			bad = true
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	switch s := s.(type) {
+	case *fixedWindow:
+		s.index, s.count = varint(), varint()
+		bad = bad || !within(s.count, p.quota)
+	case *slidingCounter:
+		s.index, s.cur, s.prev = varint(), varint(), varint()
+		bad = bad || !within(s.cur, p.quota) || !within(s.prev, p.quota)
+	case *tokenBucket:
+		if len(b) < 9 {
+			return false
+		}
+		s.tokens = math.Float64frombits(binary.BigEndian.Uint64(b))
+		b = b[8:]
+		s.last, s.fullAt, s.allowAt, s.denyCost = varint(), varint(), varint(), varint()
+		// The refill arithmetic expects tokens in [0, capacity]: a wait solved from
+		// −1e300 tokens would not end.
+		if bad || len(b) != 1 || b[0] > 1 || !(s.tokens >= 0 && s.tokens <= float64(p.quota)) || !within(s.denyCost, p.quota) ||
+			!within(s.last, maxInstant) || !within(s.fullAt, maxInstant) || !within(s.allowAt, maxInstant) {
+			return false
+		}
+		s.init = b[0] == 1
+		b = b[1:]
+	case *gcra:
+		s.tat = varint()
+		bad = bad || !within(s.tat, maxInstant)
+	case *slidingLog:
+		s.base = varint()
+		n, k := binary.Uvarint(b)
+		if bad || k <= 0 || n > MaxLogLimit || n > uint64(len(b))/2 {
+			return false
+		}
+		b = b[k:]
+		if int64(n) > p.quota || !within(s.base, maxInstant) {
+			return false
+		}
+		s.e, s.head, s.n = make([]logEntry, n), 0, int(n)
+		prev := logEntry{t: math.MinInt64, end: s.base}
+		for i := range s.e {
+			e := logEntry{t: varint(), end: varint()}
+			if e.t < prev.t || e.end <= prev.end || e.end-s.base > p.quota || !within(e.t, maxInstant) {
+				return false
+			}
+			s.e[i], prev = e, e
+		}
+	default:
+		return false
+	}
+	return !bad && len(b) == 0
+}
