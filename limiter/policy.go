@@ -145,8 +145,14 @@ type Policy struct {
 	// Limit is the number of units per Window (fixed_window, sliding_log,
 	// sliding_counter). Required there, ≥ 1.
 	Limit int64
-	// Window is the counting window (same algorithms). Required, ≥ 1 ms.
+	// Window is the counting window (same algorithms). Required, ≥ 1 ms, unless
+	// Calendar is set.
 	Window time.Duration
+	// Calendar (fixed_window only) counts per calendar day, week (from Monday) or month
+	// of Location instead of per Window aligned to the epoch; Window is then 0.
+	Calendar Calendar
+	// Location is the time zone of Calendar's periods; nil is UTC.
+	Location *time.Location
 	// Capacity is the burst (token_bucket, leaky_bucket). Required, ≥ 1.
 	Capacity int64
 	// RefillPerSecond is the token_bucket refill rate. Required, > 0.
@@ -189,6 +195,9 @@ func (p *Policy) QuotaWindow() time.Duration {
 		return time.Duration(math.Ceil(float64(p.Capacity) / p.RefillPerSecond * 1e9))
 	case LeakyBucket:
 		return time.Duration(math.Ceil(float64(p.Capacity) / p.LeakPerSecond * 1e9))
+	}
+	if p.Calendar != 0 {
+		return p.Calendar.Nominal()
 	}
 	return p.Window
 }
@@ -290,7 +299,11 @@ func (p *Policy) Validate() error {
 		if p.Limit < 1 || p.Limit > maxLimit {
 			return bad("limit", "must be between 1 and %d", maxLimit)
 		}
-		if p.Window < time.Millisecond || p.Window > MaxWindow {
+		if p.Calendar != 0 {
+			if p.Window != 0 {
+				return bad("window", "is %s: a calendar window has no length", p.Calendar)
+			}
+		} else if p.Window < time.Millisecond || p.Window > MaxWindow {
 			return bad("window", "must be between 1ms and %s", MaxWindow)
 		}
 		if p.Window%time.Microsecond != 0 {
@@ -330,6 +343,15 @@ func (p *Policy) Validate() error {
 			return bad("capacity", "takes longer than %s to refill at %g per second", MaxWindow, rate)
 		}
 		return nil
+	}
+	if p.Calendar > CalendarMonth {
+		return bad("window", "calendar must be calendar_day, calendar_week or calendar_month")
+	}
+	if p.Calendar != 0 && p.Algorithm != FixedWindow {
+		return bad("window", "%s applies only to fixed_window", p.Calendar)
+	}
+	if p.Calendar == 0 && p.Location != nil && p.Location != time.UTC {
+		return bad("timezone", "applies only to a calendar window")
 	}
 	var err error
 	switch p.Algorithm {
@@ -371,10 +393,14 @@ type params struct {
 	maxDelay  int64   // ns (leaky bucket)
 	quotaWin  time.Duration
 	algorithm Algorithm
+	cal       *calendar // fixed_window with a Calendar
 }
 
 func newParams(p *Policy) params {
 	pr := params{quota: p.Quota(), window: int64(p.Window), algorithm: p.Algorithm, quotaWin: p.QuotaWindow()}
+	if p.Calendar != 0 {
+		pr.cal = &calendar{c: p.Calendar, loc: p.Location}
+	}
 	switch p.Algorithm {
 	case TokenBucket:
 		pr.rate = p.RefillPerSecond

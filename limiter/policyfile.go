@@ -70,6 +70,11 @@ func SyntaxError(source string, err error) *PolicyError {
 //	    on_backend_error: closed # open (default) | closed | local
 //	    timeout: 50ms            # default 50ms
 //	    shadow: false
+//	  - name: daily
+//	    algorithm: fixed_window
+//	    limit: 1000
+//	    window: calendar_day     # or calendar_week (from Monday), calendar_month (from the 1st)
+//	    timezone: Europe/London  # IANA name; default UTC
 //	  - name: api
 //	    algorithm: token_bucket
 //	    capacity: 10
@@ -137,7 +142,7 @@ func ParsePolicies(data []byte, source string) ([]Policy, error) {
 	return out, nil
 }
 
-var policyFields = []string{"name", "algorithm", "limit", "window", "capacity", "refill_per_second",
+var policyFields = []string{"name", "algorithm", "limit", "window", "timezone", "capacity", "refill_per_second",
 	"leak_per_second", "max_delay", "backend", "on_backend_error", "timeout", "shadow"}
 
 func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
@@ -186,7 +191,13 @@ func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 		case "capacity":
 			p.Capacity, err = parseInt(v)
 		case "window":
-			p.Window, err = window.ParseDuration(s) // Validate says which lengths an algorithm takes
+			if c, ok := ParseCalendar(s); ok {
+				p.Calendar = c
+			} else if p.Window, err = window.ParseDuration(s); err != nil { // Validate says which lengths an algorithm takes
+				err = fmt.Errorf("%w, or calendar_day, calendar_week or calendar_month", err)
+			}
+		case "timezone":
+			p.Location, err = LoadTimezone(s)
 		case "max_delay":
 			p.MaxDelay, err = parseDuration(v)
 		case "timeout":
@@ -291,6 +302,7 @@ func MarshalPolicies(ps []Policy) ([]byte, error) {
 		Algorithm       string  `yaml:"algorithm"`
 		Limit           int64   `yaml:"limit,omitempty"`
 		Window          string  `yaml:"window,omitempty"`
+		Timezone        string  `yaml:"timezone,omitempty"`
 		Capacity        int64   `yaml:"capacity,omitempty"`
 		RefillPerSecond float64 `yaml:"refill_per_second,omitempty"`
 		LeakPerSecond   float64 `yaml:"leak_per_second,omitempty"`
@@ -313,6 +325,12 @@ func MarshalPolicies(ps []Policy) ([]byte, error) {
 		it := item{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Window: dur(p.Window),
 			Capacity: p.Capacity, RefillPerSecond: p.RefillPerSecond, LeakPerSecond: p.LeakPerSecond,
 			MaxDelay: dur(p.MaxDelay), Backend: p.Backend.String(), Timeout: dur(p.Timeout), Shadow: p.Shadow}
+		if p.Calendar != 0 {
+			it.Window = p.Calendar.String()
+			if p.Location != nil && p.Location != time.UTC {
+				it.Timezone = p.Location.String()
+			}
+		}
 		if p.Backend == BackendRedis {
 			it.OnBackendError = p.OnBackendError.String()
 		}
