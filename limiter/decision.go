@@ -38,6 +38,9 @@ type Decision struct {
 	Window time.Duration
 	// Policy names the policy or rule that produced the decision.
 	Policy string
+	// Plan names the key's plan (Service.SetPlans); empty when it has none and the
+	// policy's own numbers apply.
+	Plan string
 	// Shadowed reports that a shadow policy would have denied the request.
 	Shadowed bool
 	// Degraded reports that the backend failed and the decision came from the

@@ -110,15 +110,25 @@ func NewChecker(store *window.Store, r Rule) (*Checker, error) {
 	if r.Agg.Kind == KindQuantile {
 		c.qs = []float64{r.Agg.Q}
 	}
-	switch {
-	case r.Max >= math.MaxInt64:
-		c.limit = math.MaxInt64
-	case r.Max <= 0:
-		c.limit = 0
-	default:
-		c.limit = int64(r.Max)
-	}
+	c.limit = limitOf(r.Max)
 	return c, nil
+}
+
+// limitOf is Decision.Limit for a bound: max rounded down, clamped to int64.
+func limitOf(max float64) int64 {
+	switch {
+	case max >= math.MaxInt64:
+		return math.MaxInt64
+	case max <= 0:
+		return 0
+	}
+	return int64(max)
+}
+
+// CheckMax is Check with bound in place of the rule's Max: a key's plan
+// (limiter.PlanChecker).
+func (c *Checker) CheckMax(ctx context.Context, key string, now time.Time, _ int64, bound float64) (limiter.Decision, error) {
+	return c.check(ctx, key, now, bound, limitOf(bound))
 }
 
 // NewCheckers builds one Checker per rule, as limiter.Config.Checkers wants them. Every
@@ -256,19 +266,23 @@ func (c *Checker) value(a window.Agg, now int64) float64 { return c.rule.Agg.Val
 // fresh, the others' at most the cluster's staleness old (Decision.Remote, Stale). When
 // some partitions cannot be read the rule follows OnUnavailable.
 func (c *Checker) Check(ctx context.Context, key string, now time.Time, _ int64) (limiter.Decision, error) {
+	return c.check(ctx, key, now, c.rule.Max, c.limit)
+}
+
+func (c *Checker) check(ctx context.Context, key string, now time.Time, bound float64, limit int64) (limiter.Decision, error) {
 	nowMs := now.UnixMilli()
 	series := c.seriesKey(key)
-	d := limiter.Decision{Allowed: true, Limit: c.limit, Remaining: c.limit, Window: c.rule.Window, Policy: c.rule.Name}
+	d := limiter.Decision{Allowed: true, Limit: limit, Remaining: limit, Window: c.rule.Window, Policy: c.rule.Name}
 	var st readState
 	a, _, err := c.readVia(ctx, nowMs, series, c.slots, c.qs, &st)
 	d.Remote, d.Stale = st.remote, time.Duration(st.staleMs)*time.Millisecond
 	if len(st.missing) > 0 && (err == nil || errors.Is(err, window.ErrNotFound)) {
-		if err == nil && c.lowerBound(a) && c.value(a, nowMs) > c.rule.Max {
+		if err == nil && c.lowerBound(a) && c.value(a, nowMs) > bound {
 			// What could be read is already over: the missing part can only add to a count,
 			// a non-negative sum or a max, so deny (flagged) whatever on_unavailable says.
 			c.reader.Unavailable("usage_denied_anyway")
 			d.Degraded = true
-			d, err = c.deny(d, nowMs, series, a)
+			d, err = c.deny(d, nowMs, series, a, bound)
 			return d, err
 		}
 		if c.rule.OnUnavailable == UnavailableClosed {
@@ -290,22 +304,22 @@ func (c *Checker) Check(ctx context.Context, key string, now time.Time, _ int64)
 	}
 	v := c.value(a, nowMs)
 	if c.rule.Agg.Kind == KindCount || c.rule.Agg.Kind == KindSum {
-		d.Remaining = remaining(c.rule.Max, v)
+		d.Remaining = remaining(bound, v)
 	}
-	if !(v > c.rule.Max) {
+	if !(v > bound) {
 		return d, nil
 	}
-	return c.deny(d, nowMs, series, a)
+	return c.deny(d, nowMs, series, a, bound)
 }
 
 // deny turns d into the denial of a window read as a, with its RetryAfter.
-func (c *Checker) deny(d limiter.Decision, nowMs int64, series string, a window.Agg) (limiter.Decision, error) {
+func (c *Checker) deny(d limiter.Decision, nowMs int64, series string, a window.Agg, bound float64) (limiter.Decision, error) {
 	var err error
 	if a.Count > 0 {
 		d.ResetAfter = max(d.ResetAfter, c.after(a, nowMs, 0))
 	}
 	d.Allowed, d.Remaining = false, 0
-	if d.RetryAfter, err = c.retryAfter(nowMs, series, a); err != nil {
+	if d.RetryAfter, err = c.retryAfter(nowMs, series, a, bound); err != nil {
 		return limiter.Decision{}, fmt.Errorf("reading %s of %q: %w", c.rule.Metric, series, err)
 	}
 	d.ResetAfter = max(d.ResetAfter, d.RetryAfter)
@@ -377,7 +391,7 @@ func (c *Checker) newestReader(now int64, series string) (func(j int64) (window.
 }
 
 // retryAfter finds when a denial can lift; see Check.
-func (c *Checker) retryAfter(now int64, series string, a window.Agg) (time.Duration, error) {
+func (c *Checker) retryAfter(now int64, series string, a window.Agg, max float64) (time.Duration, error) {
 	k := c.slots
 	read, err := c.newestReader(now, series)
 	if err != nil {
@@ -404,9 +418,9 @@ func (c *Checker) retryAfter(now int64, series string, a window.Agg) (time.Durat
 		return c.after(a, now, hi-1), nil
 	}
 	// count, sum, rate, max: the largest j < k whose newest j slots are within the bound.
-	bound := c.rule.Max
+	bound := max
 	if c.rule.Agg.Kind == KindRate {
-		bound = c.rule.Max * float64((k-1)*c.width) / 1000
+		bound = max * float64((k-1)*c.width) / 1000
 	}
 	within := func(j int64) bool {
 		if j == 0 {
@@ -471,3 +485,5 @@ func remaining(max, v float64) int64 {
 	}
 	return int64(r)
 }
+
+var _ limiter.PlanChecker = (*Checker)(nil)
