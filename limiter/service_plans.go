@@ -51,12 +51,27 @@ func (t *planTable) planOf(key string) int32 {
 // It counts slide_limiter_plan_updates_total{source="file"}.
 func (s *Service) SetPlans(ps *Plans) error {
 	err := s.setPlans(ps)
+	s.countPlans(err)
+	return err
+}
+
+func (s *Service) countPlans(err error) {
 	result := "applied"
 	if err != nil {
 		result = "refused"
 	}
 	s.metrics.plans.WithLabelValues("file", result).Inc()
-	return err
+}
+
+// LoadPlans reads the plans file at path and sets it (SetPlans); a file that cannot be
+// read or parsed is refused and counted the same way, the plans in use kept.
+func (s *Service) LoadPlans(path string) error {
+	ps, err := LoadPlans(path)
+	if err != nil {
+		s.countPlans(err)
+		return err
+	}
+	return s.SetPlans(ps)
 }
 
 func (s *Service) setPlans(ps *Plans) error {

@@ -54,6 +54,7 @@ type serveConfig struct {
 	embeddedPartitions int
 
 	policies string
+	plans    string // --plans: keys' plans, reloaded on change and SIGHUP (serve_plans.go)
 	redis    string
 	rls      rlsFlags // --grpc-addr, --rls-config (rls.go)
 
@@ -119,6 +120,7 @@ func (c *serveConfig) register(fs interface {
 	fs.IntVar(&c.snapshotChunkBytes, "snapshot-chunk-bytes", ingest.DefaultSnapshotChunkBytes, "largest snapshot payload per record; keep it below the snapshot topic's max.message.bytes")
 
 	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
+	fs.StringVar(&c.plans, "plans", "", "YAML file mapping keys (exact or glob) to plans and plans to each policy's and usage rule's numbers; reloaded when it changes and on SIGHUP (a bad reload keeps the old plans)")
 	fs.StringVar(&c.redis, "redis", "", "Redis address (host:port) for policies with backend: redis")
 	c.rls.register(fs)
 
