@@ -208,6 +208,9 @@ func (m *Memory) take(pr *params, key string, now, cost int64, d *Decision) int 
 	case SlidingCounter:
 		return m.sc.take(pr, key, now, cost, d)
 	default:
+		if pr.levels != nil {
+			return m.decideLevels(pr, key, now, cost, d, nil, nil)
+		}
 		return m.fw.take(pr, key, now, cost, d)
 	}
 }

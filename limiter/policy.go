@@ -153,6 +153,10 @@ type Policy struct {
 	Calendar Calendar
 	// Location is the time zone of Calendar's periods; nil is UTC.
 	Location *time.Location
+	// Levels (fixed_window only) charges every level of a key split by a separator
+	// ("org-1", "org-1/team-a", "org-1/team-a/user-7"), each against its own limit, in
+	// one decision; Limit is then 0 (Quota is the smallest level's).
+	Levels Levels
 	// Capacity is the burst (token_bucket, leaky_bucket). Required, ≥ 1.
 	Capacity int64
 	// RefillPerSecond is the token_bucket refill rate. Required, > 0.
@@ -179,10 +183,18 @@ type Policy struct {
 	Source string
 }
 
-// Quota returns the policy's quota: Limit or Capacity.
+// Quota returns the policy's quota: Limit or Capacity (with Levels, the smallest
+// level's limit: no larger cost can ever be admitted).
 func (p *Policy) Quota() int64 {
 	if p.Algorithm == TokenBucket || p.Algorithm == LeakyBucket {
 		return p.Capacity
+	}
+	if p.Levels.N > 0 {
+		q := p.Levels.Limits[0]
+		for _, l := range p.Levels.Limits[1:p.Levels.N] {
+			q = min(q, l)
+		}
+		return q
 	}
 	return p.Limit
 }
@@ -296,7 +308,11 @@ func (p *Policy) Validate() error {
 		return bad("on_backend_error", "local applies only to backend redis (a memory policy is open or closed when its store is full)")
 	}
 	windowed := func(maxLimit int64) error {
-		if p.Limit < 1 || p.Limit > maxLimit {
+		if p.Levels.N > 0 {
+			if err := p.Levels.validate(p.Algorithm, p.Limit); err != nil {
+				return bad("levels", "%v", err)
+			}
+		} else if p.Limit < 1 || p.Limit > maxLimit {
 			return bad("limit", "must be between 1 and %d", maxLimit)
 		}
 		if p.Calendar != 0 {
@@ -350,6 +366,9 @@ func (p *Policy) Validate() error {
 	if p.Calendar != 0 && p.Algorithm != FixedWindow {
 		return bad("window", "%s applies only to fixed_window", p.Calendar)
 	}
+	if p.Levels.N != 0 && p.Algorithm != FixedWindow {
+		return bad("levels", "apply only to fixed_window")
+	}
 	if p.Calendar == 0 && p.Location != nil && p.Location != time.UTC {
 		return bad("timezone", "applies only to a calendar window")
 	}
@@ -394,12 +413,20 @@ type params struct {
 	quotaWin  time.Duration
 	algorithm Algorithm
 	cal       *calendar // fixed_window with a Calendar
+	levels    []params  // with Levels: each level's (its quota the level's limit)
 }
 
 func newParams(p *Policy) params {
 	pr := params{quota: p.Quota(), window: int64(p.Window), algorithm: p.Algorithm, quotaWin: p.QuotaWindow()}
 	if p.Calendar != 0 {
 		pr.cal = &calendar{c: p.Calendar, loc: p.Location}
+	}
+	if p.Levels.N > 0 {
+		pr.levels = make([]params, p.Levels.N)
+		for i := range pr.levels {
+			pr.levels[i] = pr
+			pr.levels[i].quota, pr.levels[i].levels = p.Levels.Limits[i], nil
+		}
 	}
 	switch p.Algorithm {
 	case TokenBucket:

@@ -143,7 +143,7 @@ func ParsePolicies(data []byte, source string) ([]Policy, error) {
 }
 
 var policyFields = []string{"name", "algorithm", "limit", "window", "timezone", "capacity", "refill_per_second",
-	"leak_per_second", "max_delay", "backend", "on_backend_error", "timeout", "shadow"}
+	"leak_per_second", "max_delay", "backend", "on_backend_error", "timeout", "shadow", "levels"}
 
 func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 	p := Policy{Source: at(n)}
@@ -169,6 +169,12 @@ func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 			continue
 		}
 		seen[f] = true
+		if f == "levels" {
+			if msg := parseLevels(v, &p.Levels); msg != "" {
+				bad(v, f, "%s", msg)
+			}
+			continue
+		}
 		if v.Kind != yaml.ScalarNode {
 			if isKnown(f) {
 				bad(v, f, "must be a single value")
@@ -261,6 +267,45 @@ func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 	return p, nil
 }
 
+// parseLevels reads {separator: "/", limits: [50, 30, 20]} into l, or says what is wrong.
+func parseLevels(v *yaml.Node, l *Levels) string {
+	const want = `want {separator: "/", limits: [50, 30, 20]}`
+	if v.Kind != yaml.MappingNode {
+		return want
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := v.Content[i], v.Content[i+1]
+		switch k.Value {
+		case "separator":
+			if x.Kind != yaml.ScalarNode {
+				return "separator: " + want
+			}
+			l.Separator = x.Value
+		case "limits":
+			if x.Kind != yaml.SequenceNode || len(x.Content) == 0 || len(x.Content) > MaxLevels {
+				return fmt.Sprintf("limits: want a list of 1 to %d limits, one per level", MaxLevels)
+			}
+			for j, e := range x.Content {
+				n, err := parseInt(e)
+				if err != nil || e.Kind != yaml.ScalarNode {
+					return fmt.Sprintf("limits: level %d: must be an integer, not %q", j+1, ClipName(e.Value))
+				}
+				l.Limits[j] = n
+			}
+			l.N = len(x.Content)
+		default:
+			return fmt.Sprintf("unknown field %q; %s", ClipName(k.Value), want)
+		}
+	}
+	if l.N == 0 {
+		return "limits: missing; " + want
+	}
+	if l.Separator == "" {
+		l.Separator = "/"
+	}
+	return ""
+}
+
 func isKnown(f string) bool {
 	for _, k := range policyFields {
 		if k == f {
@@ -311,6 +356,10 @@ func MarshalPolicies(ps []Policy) ([]byte, error) {
 		OnBackendError  string  `yaml:"on_backend_error,omitempty"`
 		Timeout         string  `yaml:"timeout,omitempty"`
 		Shadow          bool    `yaml:"shadow,omitempty"`
+		Levels          *struct {
+			Separator string  `yaml:"separator"`
+			Limits    []int64 `yaml:"limits,flow"`
+		} `yaml:"levels,omitempty"`
 	}
 	dur := func(d time.Duration) string {
 		if d == 0 {
@@ -325,6 +374,12 @@ func MarshalPolicies(ps []Policy) ([]byte, error) {
 		it := item{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Window: dur(p.Window),
 			Capacity: p.Capacity, RefillPerSecond: p.RefillPerSecond, LeakPerSecond: p.LeakPerSecond,
 			MaxDelay: dur(p.MaxDelay), Backend: p.Backend.String(), Timeout: dur(p.Timeout), Shadow: p.Shadow}
+		if p.Levels.N > 0 {
+			it.Levels = &struct {
+				Separator string  `yaml:"separator"`
+				Limits    []int64 `yaml:"limits,flow"`
+			}{p.Levels.Separator, p.Levels.Limits[:p.Levels.N]}
+		}
 		if p.Calendar != 0 {
 			it.Window = p.Calendar.String()
 			if p.Location != nil && p.Location != time.UTC {

@@ -56,7 +56,7 @@ func TestParsePoliciesErrors(t *testing.T) {
 		want       []string
 	}{
 		{"unknown field", "policies:\n  - name: a\n    algorithm: fixed_window\n    limt: 3\n    window: 1s\n",
-			[]string{`p.yaml:4: policy "a": unknown field "limt" (known: name, algorithm, limit, window, timezone, capacity, refill_per_second, leak_per_second, max_delay, backend, on_backend_error, timeout, shadow)`}},
+			[]string{`p.yaml:4: policy "a": unknown field "limt" (known: name, algorithm, limit, window, timezone, capacity, refill_per_second, leak_per_second, max_delay, backend, on_backend_error, timeout, shadow, levels)`}},
 		{"missing limit", "policies:\n  - name: a\n    algorithm: fixed_window\n    window: 1s\n",
 			[]string{`p.yaml:2: policy "a": limit: missing or must be between 1 and 1099511627776`}},
 		{"invalid window", "policies:\n  - name: a\n    algorithm: sliding_log\n    limit: 3\n    window: sixty\n",

@@ -186,6 +186,8 @@ func Run(t *testing.T, f Factory) {
 	t.Run("bad_input", func(t *testing.T) { testBadInput(t, f) })
 	t.Run("keys_are_independent", func(t *testing.T) { testKeysIndependent(t, f) })
 	t.Run("concurrent_exact", func(t *testing.T) { testConcurrent(t, f) })
+	t.Run("levels", func(t *testing.T) { testLevels(t, f) })
+	t.Run("levels_concurrent", func(t *testing.T) { testLevelsConcurrent(t, f) })
 }
 
 // RunCase runs one step table on a fresh key.
