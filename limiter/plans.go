@@ -46,6 +46,8 @@ type PlanLimits struct {
 	LeakPerSecond   float64
 	Max             float64
 	HasMax          bool
+	// Levels are a policy with levels' limits, one per level (all of them).
+	Levels []int64
 	// Source is "file:line" of the entry.
 	Source string
 	fields []string // the fields given, for messages
@@ -82,7 +84,7 @@ func LoadPlans(path string) (*Plans, error) {
 	return ParsePlans(data, path)
 }
 
-var planFields = []string{"limit", "capacity", "refill_per_second", "leak_per_second", "max"}
+var planFields = []string{"limit", "capacity", "refill_per_second", "leak_per_second", "max", "levels"}
 
 // ParsePlans parses a plans file (see Plans). Every problem is reported, each as a
 // *PlanError "file:line: problem": unknown fields, a negative or non-numeric number, a plan
@@ -199,6 +201,14 @@ func parsePlan(n *yaml.Node, plan string, at func(*yaml.Node) string, bad func(*
 		}
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			f, x := v.Content[j], v.Content[j+1]
+			if f.Value == "levels" {
+				l.Levels = parsePlanLevels(x, func(format string, args ...any) {
+					bad(x, "plan %q: %q: levels: %s", plan, ClipName(k.Value), fmt.Sprintf(format, args...))
+				})
+				l.fields = append(l.fields, f.Value)
+				l.lineOf[f.Value] = at(x)
+				continue
+			}
 			num, err := strconv.ParseFloat(x.Value, 64)
 			switch {
 			case !slices.Contains(planFields, f.Value):
@@ -232,6 +242,24 @@ func parsePlan(n *yaml.Node, plan string, at func(*yaml.Node) string, bad func(*
 			l.fields = append(l.fields, f.Value)
 			l.lineOf[f.Value] = at(x)
 		}
+	}
+	return out
+}
+
+// parsePlanLevels reads a list of level limits, such as [500, 300, 200].
+func parsePlanLevels(x *yaml.Node, bad func(string, ...any)) []int64 {
+	if x.Kind != yaml.SequenceNode || len(x.Content) == 0 || len(x.Content) > MaxLevels {
+		bad("want a list of 1 to %d limits, one per level", MaxLevels)
+		return nil
+	}
+	out := make([]int64, len(x.Content))
+	for i, e := range x.Content {
+		n, err := strconv.ParseInt(e.Value, 10, 64)
+		if e.Kind != yaml.ScalarNode || e.Tag == "!!str" || err != nil || n < 1 || n > MaxQuota {
+			bad("level %d: %q must be a whole number from 1 to %d", i+1, ClipName(e.Value), int64(MaxQuota))
+			return nil
+		}
+		out[i] = n
 	}
 	return out
 }
@@ -326,6 +354,12 @@ func (l *PlanLimits) Apply(p Policy) (Policy, error) {
 	}
 	if l.LeakPerSecond != 0 {
 		p.LeakPerSecond = l.LeakPerSecond
+	}
+	if l.Levels != nil {
+		if len(l.Levels) != p.Levels.N {
+			return p, &PlanError{Source: l.lineOf["levels"], Msg: fmt.Sprintf("policy %q has %d levels, the plan gives %d limits", p.Name, p.Levels.N, len(l.Levels))}
+		}
+		copy(p.Levels.Limits[:], l.Levels)
 	}
 	if err := p.Validate(); err != nil {
 		src := l.Source

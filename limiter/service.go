@@ -343,12 +343,16 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 			}
 			s.count(rt, &out[i])
 		default:
-			if rt.deny != nil {
+			if rt.deny != nil && rt.p.Levels.N == 0 { // a level's denial names its level: not cached
 				if e, hit := rt.deny.get(c.Key, nowNs, c.Cost); hit {
 					rt.m.cacheHit.Inc()
-					out[i] = Decision{Limit: rt.p.Quota(), Remaining: e.remaining,
+					p := &rt.p
+					if ovs != nil && ovs[i] != nil {
+						p = &ovs[i].p
+					}
+					out[i] = Decision{Limit: p.Quota(), Remaining: e.remaining,
 						RetryAfter: time.Duration(e.until - nowNs), ResetAfter: time.Duration(max(e.resetAt-nowNs, e.until-nowNs)),
-						Window: rt.p.QuotaWindow(), Policy: rt.p.Name}
+						Window: p.QuotaWindow(), Policy: rt.p.Name}
 					s.count(rt, &out[i])
 					continue
 				}
@@ -452,7 +456,7 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 		rt := s.byName[checks[i].Policy]
 		if err == nil {
 			out[i] = res[j]
-			if d := &out[i]; !d.Allowed && rt.deny != nil && d.RetryAfter > 0 {
+			if d := &out[i]; !d.Allowed && rt.deny != nil && d.RetryAfter > 0 && rt.p.Levels.N == 0 {
 				rt.deny.put(checks[i].Key, denyEntry{until: nowNs + int64(d.RetryAfter), resetAt: nowNs + int64(d.ResetAfter),
 					cost: max(checks[i].Cost, 1), remaining: d.Remaining}, nowNs)
 			}

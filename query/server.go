@@ -95,6 +95,7 @@ func (s *Server) routes() http.Handler {
 	add("/v1/status", route{name: "status", methods: "GET", read: true, h: s.handleStatus})
 	add("/v1/events", route{name: "events", methods: "POST", auth: true, h: s.handleEvents})
 	add("/v1/allow", route{name: "allow", methods: "POST", auth: true, h: s.handleAllow})
+	add("/v1/quota", route{name: "quota", methods: "GET", read: true, h: s.handleQuota})
 	// Probes and the dashboard page never need a token: the page is static, its data calls
 	// go through the read routes above.
 	add("/healthz", route{name: "healthz", methods: "GET", h: handleHealthz})
@@ -315,6 +316,14 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.cfg.Allow.ServeHTTP(w, r)
+}
+
+func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Quota == nil {
+		httperr.Write(w, httperr.NotConfigured, "", "no limiter is configured on this server")
+		return
+	}
+	s.cfg.Quota.ServeHTTP(w, r)
 }
 
 // httpMetrics are the request counters and latency histograms by route and status code.

@@ -19,6 +19,7 @@ import (
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/sketch"
 	"github.com/slide-metrics/slide/window"
@@ -348,8 +349,12 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	var quota http.Handler
+	if c.rls.svc != nil && allow != nil {
+		quota = limithttp.QuotaHandler(c.rls.svc)
+	}
 	qs, err := query.New(query.Config{
-		Store: store, Cluster: cl, Events: events, Allow: allow, AuthToken: token, AuthReads: c.authReads,
+		Store: store, Cluster: cl, Events: events, Allow: allow, Quota: quota, AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Backends: c.conn.checks.states,
