@@ -61,7 +61,12 @@ func levelKeys(key, sep string, n int, out *[MaxLevels]string) int {
 	k := 0
 	from := 0
 	for k < n-1 {
-		i := strings.Index(key[from:], sep)
+		var i int
+		if len(sep) == 1 {
+			i = strings.IndexByte(key[from:], sep[0])
+		} else {
+			i = strings.Index(key[from:], sep)
+		}
 		if i < 0 {
 			break
 		}

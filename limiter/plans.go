@@ -32,7 +32,8 @@ type Plans struct {
 	names  []string                 // plan index → name
 	lines  []string                 // plan index → "file:line"
 	limits []map[string]*PlanLimits // plan index → policy or rule name → numbers
-	exact  map[string]int32         // key → plan index
+	exact  map[string]int32         // key → plan index (parsing, Lookup's reference)
+	table  planIndex                // the same, for decisions: one hash, one probe
 	globs  []planGlob               // most specific first
 }
 
@@ -177,7 +178,60 @@ func ParsePlans(data []byte, source string) (*Plans, error) {
 		return nil, errors.Join(errs...)
 	}
 	slices.SortStableFunc(ps.globs, func(a, b planGlob) int { return b.literals - a.literals })
+	ps.table = newPlanIndex(ps.exact)
 	return ps, nil
+}
+
+// planIndex is an open-addressing table of the exact keys: the store's seeded hash, a
+// linear probe and one key compare, where a Go map of a thousand string keys cost a
+// decision about twice as much (BenchmarkPlanLookup).
+type planIndex struct {
+	h     keyHasher
+	mask  uint64
+	slots []planSlot
+}
+
+type planSlot struct {
+	hash uint64
+	key  string
+	plan int32 // -1: empty
+}
+
+func newPlanIndex(exact map[string]int32) planIndex {
+	n := 8
+	for n < 2*len(exact) {
+		n *= 2
+	}
+	t := planIndex{h: newKeyHasher(), mask: uint64(n - 1), slots: make([]planSlot, n)}
+	for i := range t.slots {
+		t.slots[i].plan = -1
+	}
+	for k, j := range exact {
+		h := t.h.hash(k)
+		i := h & t.mask
+		for t.slots[i].plan >= 0 {
+			i = (i + 1) & t.mask
+		}
+		t.slots[i] = planSlot{hash: h, key: k, plan: j}
+	}
+	return t
+}
+
+// get returns key's plan index, or -1.
+func (t *planIndex) get(key string) int32 {
+	if len(t.slots) == 0 {
+		return -1
+	}
+	h := t.h.hash(key)
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		s := &t.slots[i]
+		if s.plan < 0 {
+			return -1
+		}
+		if s.hash == h && sameKey(s.key, key) {
+			return s.plan
+		}
+	}
 }
 
 // parsePlan reads one plan's mapping of policy or rule names to their numbers.
@@ -296,7 +350,7 @@ func globMatch(pattern, key string) bool {
 
 // index returns the plan index of key, or -1.
 func (ps *Plans) index(key string) int32 {
-	if j, ok := ps.exact[key]; ok {
+	if j := ps.table.get(key); j >= 0 {
 		return j
 	}
 	for i := range ps.globs {
