@@ -116,3 +116,20 @@ func (m *Memory) decideLevels(pr *params, key string, now, cost int64, d *Decisi
 	copy(keys, keyBuf[:n])
 	return takeLevels(m.fw, pr, keyBuf[:n], now, cost, d, per)
 }
+
+// Variant returns a limiter that decides with p's numbers (a plan's limit, capacity, rates
+// or level limits) on m's keys and state: p must be m's policy but for those numbers. The
+// backtest replays plans with it.
+func (m *Memory) Variant(p Policy) (*Memory, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	same := p
+	same.Limit, same.Capacity, same.RefillPerSecond, same.LeakPerSecond = m.p.Limit, m.p.Capacity, m.p.RefillPerSecond, m.p.LeakPerSecond
+	same.Levels.Limits, same.Source, same.Backend, same.OnBackendError, same.Timeout = m.p.Levels.Limits, m.p.Source, m.p.Backend, m.p.OnBackendError, m.p.Timeout
+	if same != m.p {
+		return nil, &PolicyError{Policy: p.Name, Msg: "a variant may change only the limit, capacity, rates and level limits"}
+	}
+	v := &Memory{p: p, pr: newParams(&p), clock: m.clock, fw: m.fw, sl: m.sl, sc: m.sc, tb: m.tb, lb: m.lb}
+	return v, nil
+}

@@ -375,6 +375,15 @@ func (ps *Plans) Lookup(key string) (string, bool) {
 // Names returns the plan names in file order.
 func (ps *Plans) Names() []string { return slices.Clone(ps.names) }
 
+// Listed returns the policy and rule names plan gives numbers to, sorted.
+func (ps *Plans) Listed(plan string) []string {
+	j := slices.Index(ps.names, plan)
+	if j < 0 {
+		return nil
+	}
+	return sortedKeys(ps.limits[j])
+}
+
 // Has reports whether plan is listed.
 func (ps *Plans) Has(plan string) bool { return ps != nil && slices.Contains(ps.names, plan) }
 
