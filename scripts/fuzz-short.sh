@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fuzz-short.sh runs the fuzz targets that guard hostile input briefly, one after the other:
 # the event decoder (Kafka records and POST /v1/events), the query parameter parser of the
-# read routes, the policy-file parser, the rate limit service config loader and its
+# read routes, the policy-file parser and the plans-file parser, the rate limit service config loader and its
 # ShouldRateLimit handler, the decoder of peers' partial answers and of their signature headers, the bounded decompression
 # of Kafka batches (seeded with compression bombs), the /v1/allow body parser, the batch
 # job's gzip/zstd and Parquet readers, the window snapshot decoder (snapshots are read
@@ -24,6 +24,7 @@ targets=(
 	"./event FuzzDecode"
 	"./query FuzzQueryParams"
 	"./limiter FuzzParsePolicies"
+	"./limiter FuzzParsePlans 20000x"
 	"./ingest FuzzInflate 20000x"
 	"./limiter/limithttp FuzzParseAllowFast 20000x"
 	"./rls FuzzParse 20000x"

@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/internal/kafkatest"
 )
 
 // serve --plans: decisions name the key's plan and take its limit, GET /v1/quota and
@@ -87,4 +91,54 @@ func TestServePlansReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("SIGHUP reloads", func() bool { return metric("applied") == applied+1 })
+}
+
+// --plans-topic on the embedded test broker: a record moves a key to another plan (the
+// topic wins over the file), a record naming no plan is refused and counted with the key's
+// plan kept, a tombstone gives the key back to the file.
+func TestServePlansTopic(t *testing.T) {
+	c := kafkatest.Start(t, "events", 1, "billing-plans")
+	dir := t.TempDir()
+	pol, plans := filepath.Join(dir, "policies.yaml"), filepath.Join(dir, "plans.yaml")
+	os.WriteFile(pol, []byte("policies:\n  - {name: daily, algorithm: fixed_window, limit: 3, window: calendar_day}\n"), 0o600)
+	os.WriteFile(plans, []byte("plans:\n  pro: {daily: {limit: 50}}\n  free: {daily: {limit: 5}}\nkeys:\n  tenant-1: free\n"), 0o600)
+	s := startServe(t, "--brokers", c.Addr, "--policies", pol, "--plans", plans, "--plans-topic", "billing-plans")
+	base := "http://" + s.addr
+	client := &http.Client{Timeout: 5 * time.Second}
+	get(t, client, base+"/healthz")
+	limit := func() string {
+		_, body := get(t, client, base+"/v1/quota?policy=daily&key=tenant-1")
+		m := regexp.MustCompile(`"plan":"(\w*)","limit":(\d+)`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("/v1/quota: %s", body)
+		}
+		return m[1] + " " + m[2]
+	}
+	if got := limit(); got != "free 5" {
+		t.Fatalf("before any record: %s, want the file's free 5", got)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 15 s\n%s", what, s.logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	topic := *c
+	topic.Topic = "billing-plans"
+	topic.Produce(t, kafka.Message{Key: []byte("tenant-1"), Value: []byte("pro")})
+	waitFor("the topic's plan applies", func() bool { return limit() == "pro 50" })
+	topic.Produce(t, kafka.Message{Key: []byte("tenant-1"), Value: []byte("platinum")})
+	waitFor("the bad record is counted", func() bool {
+		_, body := get(t, client, base+"/metrics")
+		return strings.Contains(body, `slide_limiter_plan_updates_total{result="refused",source="topic"} 1`)
+	})
+	if got := limit(); got != "pro 50" {
+		t.Errorf("after a record naming no plan: %s, want the key's plan kept (pro 50)", got)
+	}
+	topic.Produce(t, kafka.Message{Key: []byte("tenant-1"), Value: nil})
+	waitFor("a tombstone gives the key back to the file", func() bool { return limit() == "free 5" })
 }

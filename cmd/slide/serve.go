@@ -56,6 +56,7 @@ type serveConfig struct {
 
 	policies string
 	plans    string // --plans: keys' plans, reloaded on change and SIGHUP (serve_plans.go)
+	plansTop string // --plans-topic: keys' plans from a compacted topic (plans_topic.go)
 	redis    string
 	rls      rlsFlags // --grpc-addr, --rls-config (rls.go)
 
@@ -122,6 +123,7 @@ func (c *serveConfig) register(fs interface {
 
 	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
 	fs.StringVar(&c.plans, "plans", "", "YAML file mapping keys (exact or glob) to plans and plans to each policy's and usage rule's numbers; reloaded when it changes and on SIGHUP (a bad reload keeps the old plans)")
+	fs.StringVar(&c.plansTop, "plans-topic", "", "compacted Kafka topic of keys' plans (record key: the key, value: a plan --plans lists), read from its start; wins over the file")
 	fs.StringVar(&c.redis, "redis", "", "Redis address (host:port) for policies with backend: redis")
 	c.rls.register(fs)
 
@@ -279,6 +281,12 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	if err := c.conn.connectKafka(brokers, log); err != nil {
 		return err
+	}
+	if c.plansTop != "" {
+		if c.plans == "" || c.rls.svc == nil {
+			return errors.New("--plans-topic: needs --plans (the plans its records name)")
+		}
+		followPlansTopic(ctx, brokers, c.conn.kafkaDialer, c.plansTop, c.rls.svc, log)
 	}
 	metrics := append([]string{}, store.Metrics()...)
 	for m := range sc.Metrics {
