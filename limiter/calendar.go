@@ -66,10 +66,11 @@ func (c Calendar) Bounds(loc *time.Location, now int64) (start, end int64) {
 	return s.UnixNano(), e.UnixNano()
 }
 
-// LoadTimezone resolves an IANA zone name ("Europe/London"); "" and "UTC" are UTC.
+// LoadTimezone resolves an IANA zone name ("Europe/London"); "" and "UTC" are UTC, returned
+// as nil (Policy.Location's UTC), so a policy reads back from its file as it was.
 func LoadTimezone(name string) (*time.Location, error) {
 	if name == "" || name == "UTC" {
-		return time.UTC, nil
+		return nil, nil
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil || name == "Local" {

@@ -89,3 +89,38 @@ func TestParseCalendarPolicies(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLevelsPolicies(t *testing.T) {
+	ps, err := ParsePolicies([]byte(`policies:
+  - {name: org-budget, algorithm: fixed_window, window: calendar_day, levels: {separator: "/", limits: [50, 30, 20]}}
+  - {name: by-colon, algorithm: fixed_window, window: 1h, levels: {separator: "::", limits: [7, 3]}}
+`), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := ps[0].Levels; l.N != 3 || l.Separator != "/" || l.Limits != [MaxLevels]int64{50, 30, 20} || ps[0].Quota() != 20 {
+		t.Errorf("levels %+v quota %d", l, ps[0].Quota())
+	}
+	if got := ps[1].Levels.LevelKeys("a::b::c"); len(got) != 2 || got[0] != "a" || got[1] != "a::b::c" {
+		t.Errorf("level keys of a::b::c under two levels: %q, want [a a::b::c]", got)
+	}
+	out, err := MarshalPolicies(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := ParsePolicies(out, "back"); err != nil || back[0].Levels != ps[0].Levels || back[1].Levels != ps[1].Levels {
+		t.Fatalf("round trip: %v %+v\n%s", err, back, out)
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"  - {name: a, algorithm: sliding_log, window: 1m, levels: {limits: [3, 2]}}\n", `policy "a": levels: apply only to fixed_window`},
+		{"  - {name: a, algorithm: fixed_window, window: 1m, limit: 5, levels: {limits: [3, 2]}}\n", "takes no limit"},
+		{"  - {name: a, algorithm: fixed_window, window: 1m, levels: {limits: [1, 2, 3, 4, 5]}}\n", "a list of 1 to 4 limits"},
+		{"  - {name: a, algorithm: fixed_window, window: 1m, levels: {limits: [3, 0]}}\n", "limit 0 of level 2"},
+		{"  - {name: a, algorithm: fixed_window, window: 1m, levels: {separator: \" \", limits: [3]}}\n", "separator must be"},
+	} {
+		_, err := ParsePolicies([]byte("policies:\n"+c.yaml), "p.yaml")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.yaml, err, c.want)
+		}
+	}
+}

@@ -157,6 +157,8 @@ func FuzzParsePolicies(f *testing.F) {
 	f.Add([]byte("policies:\n  - name: a\n    algorithm: sliding_counter\n    limit: 99999999\n    window: 8760h\n"))
 	f.Add([]byte("policies:\n  - {name: x, algorithm: token_bucket, capacity: 1e3, refill_per_second: 1e-300}\n"))
 	f.Add([]byte("policies: [[], {}, 1]\nextra: 1\n"))
+	f.Add([]byte("policies:\n  - {name: u, algorithm: fixed_window, limit: 1, window: 1m, timezone: UTC}\n")) // reads back as no zone
+	f.Add([]byte("policies:\n  - {name: o, algorithm: fixed_window, window: calendar_month, timezone: Asia/Kolkata, levels: {separator: \"/\", limits: [50, 30, 20]}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ps, err := ParsePolicies(data, "fuzz.yaml")
 		if err != nil {
