@@ -166,7 +166,8 @@
 // Service.SetPlans (slide serve --plans) maps keys, exactly or by glob (the most
 // specific wins), to plans, and a plan gives a policy its own limit, capacity, rates or
 // level limits and a usage rule (a PlanChecker) its max; a key without a plan gets the
-// policy's. The plans are checked whole against the policies and rules, each problem at
+// policy's. Under levels each level's limit is that of its own key's plan (org-1's plan
+// sets org-1's limit whichever of its users asks: one counter, one limit). The plans are checked whole against the policies and rules, each problem at
 // its file:line, and swapped in atomically; a refusal keeps the plans in use
 // (slide_limiter_plan_updates_total counts both). SetKeyPlans sets single keys' plans
 // (a billing system's topic), winning over the file's. A decision costs one more atomic

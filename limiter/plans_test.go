@@ -181,3 +181,41 @@ func FuzzParsePlans(f *testing.F) {
 		}
 	})
 }
+
+// Each level's limit comes from the plan of that level's own key: org-1 on pro gets pro's
+// org limit whichever of its users asks, a user on pro pro's user limit, a team without a
+// plan the policy's team limit.
+func TestPlansPerLevel(t *testing.T) {
+	s, err := NewService(Config{Policies: []Policy{{Name: "lv", Algorithm: FixedWindow, Window: time.Minute,
+		Levels: Levels{Separator: "/", N: 3, Limits: [MaxLevels]int64{5, 3, 2}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPlans(mustPlans(t, "plans:\n  pro: {lv: {levels: [8, 6, 3]}}\nkeys:\n  org-1: pro\n  org-1/team-a/vip: pro\n")); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_764_489_600, 0)
+	ctx := context.Background()
+	for i, c := range []struct {
+		key     string
+		allowed bool
+		level   string
+	}{
+		{"org-1/team-a/vip", true, ""}, {"org-1/team-a/vip", true, ""}, {"org-1/team-a/vip", true, ""}, // pro's user 3
+		{"org-1/team-a/vip", false, "org-1/team-a"},                // team-a (no plan): the policy's 3
+		{"org-1/team-b/u", true, ""}, {"org-1/team-b/u", true, ""}, // the policy's user 2
+		{"org-1/team-b/u", false, "org-1/team-b/u"},
+		{"org-1/team-c/u", true, ""}, {"org-1/team-c/u", true, ""}, // org-1: 7 of pro's 8
+		{"org-1/team-d/u", true, ""},
+		{"org-1/team-d/u", false, "org-1"},
+	} {
+		d, err := s.AllowN(ctx, "lv", c.key, now, 1)
+		if err != nil || d.Allowed != c.allowed || d.Level != c.level {
+			t.Errorf("step %d %s: allowed=%v level=%q (%v), want %v %q", i, c.key, d.Allowed, d.Level, err, c.allowed, c.level)
+		}
+	}
+	q, err := s.Quota(ctx, "lv", "org-1/team-b/u", now)
+	if err != nil || len(q.Levels) != 3 || q.Levels[0].Limit != 8 || q.Levels[1].Limit != 3 || q.Levels[2].Limit != 2 || q.Plan != "" {
+		t.Errorf("quota %+v %v, want levels 8 (pro), 3, 2 and no plan for the key", q, err)
+	}
+}

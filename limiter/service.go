@@ -275,7 +275,10 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		if tbl != nil {
 			j := tbl.planOf(c.Key)
 			var ov *override
-			if j >= 0 {
+			switch {
+			case rt.checker == nil && rt.p.Levels.N > 0:
+				ov = tbl.levelOverride(rt, c.Key)
+			case j >= 0:
 				ov = tbl.over[j][rt.idx]
 			}
 			plans, ovs = append(plans, j), append(ovs, ov)

@@ -34,6 +34,41 @@ type override struct {
 	max float64
 }
 
+// levelOverride returns key's numbers under rt, a policy with levels: each level's limit
+// is that of the plan of the level's own key (org-1's plan sets org-1's limit, whoever of
+// its users asks), else the policy's; nil when no level's plan lists the policy. It
+// allocates (a policy with levels and plans only).
+func (t *planTable) levelOverride(rt *running, key string) *override {
+	var keys [MaxLevels]string
+	n := levelKeys(key, rt.p.Levels.Separator, rt.p.Levels.N, &keys)
+	p := rt.p
+	planned := false
+	for i := 0; i < n; i++ {
+		if j := t.planOf(keys[i]); j >= 0 {
+			if ov := t.over[j][rt.idx]; ov != nil {
+				p.Levels.Limits[i] = ov.p.Levels.Limits[i]
+				planned = true
+			}
+		}
+	}
+	if !planned {
+		return nil
+	}
+	ov := &override{p: p}
+	if rt.mem != nil {
+		ov.pr = rt.mem.pr // its calendar's cached period shared
+		ov.pr.quota = p.Quota()
+		ov.pr.levels = make([]params, len(rt.mem.pr.levels))
+		for i := range ov.pr.levels {
+			ov.pr.levels[i] = rt.mem.pr.levels[i]
+			ov.pr.levels[i].quota = p.Levels.Limits[i]
+		}
+	} else {
+		ov.pr.quota = p.Quota()
+	}
+	return ov
+}
+
 // planOf returns the plan index of key, or -1.
 func (t *planTable) planOf(key string) int32 {
 	if len(t.topic) > 0 {
@@ -200,7 +235,8 @@ func (s *Service) PlanOf(key string) string {
 	return ""
 }
 
-// EffectivePolicy returns the policy as key's plan sets it, and the plan ("" for none).
+// EffectivePolicy returns the policy as key's plan sets it (with levels, each level's own
+// plan), and key's plan ("" for none).
 func (s *Service) EffectivePolicy(name, key string) (Policy, string, bool) {
 	rt, ok := s.byName[name]
 	if !ok || rt.checker != nil {
@@ -211,13 +247,20 @@ func (s *Service) EffectivePolicy(name, key string) (Policy, string, bool) {
 		return rt.p, "", true
 	}
 	j := t.planOf(key)
-	if j < 0 {
-		return rt.p, "", true
+	plan := ""
+	if j >= 0 {
+		plan = t.ps.names[j]
 	}
-	if ov := t.over[j][rt.idx]; ov != nil {
-		return ov.p, t.ps.names[j], true
+	if rt.p.Levels.N > 0 {
+		if ov := t.levelOverride(rt, key); ov != nil {
+			return ov.p, plan, true
+		}
+		return rt.p, plan, true
 	}
-	return rt.p, t.ps.names[j], true
+	if j >= 0 && t.over[j][rt.idx] != nil {
+		return t.over[j][rt.idx].p, plan, true
+	}
+	return rt.p, plan, true
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

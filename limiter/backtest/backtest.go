@@ -128,8 +128,9 @@ type Report struct {
 type policyRun struct {
 	p       limiter.Policy
 	m       *limiter.Memory
-	plans   map[string]planRun // plan name → its variant of m or its max (Config.Plans)
-	check   limiter.Checker    // a usage rule instead of m
+	plans   map[string]planRun                           // plan name → its variant of m or its max (Config.Plans)
+	levels  map[[limiter.MaxLevels]int64]*limiter.Memory // with levels: a variant per set of level limits
+	check   limiter.Checker                              // a usage rule instead of m
 	rep     Report
 	denied  map[string]int64
 	buckets map[int64]*Bucket

@@ -59,16 +59,50 @@ func (r *Replayer) setPlans() error {
 	return errors.Join(errs...)
 }
 
-// planOf returns key's plan's numbers for run (zero: the policy's own) and the plan.
+// planOf returns key's plan's numbers for run (zero: the policy's own) and the plan. A
+// policy with levels takes each level's limit from the plan of the level's own key, as
+// the Service does.
 func (r *Replayer) planOf(run *policyRun, key string) (planRun, string) {
 	if r.cfg.Plans == nil {
 		return planRun{}, ""
 	}
-	plan, ok := r.cfg.Plans.Lookup(key)
-	if !ok {
+	plan, _ := r.cfg.Plans.Lookup(key)
+	if run.check == nil && run.p.Levels.N > 0 {
+		return r.levelsRun(run, key), plan
+	}
+	if plan == "" {
 		return planRun{}, ""
 	}
 	return run.plans[plan], plan
+}
+
+// levelsRun is the variant of run's limiter whose level limits are those of key's levels'
+// plans, one per distinct set of limits.
+func (r *Replayer) levelsRun(run *policyRun, key string) planRun {
+	p := run.p
+	keys := p.Levels.LevelKeys(key)
+	for i, lk := range keys {
+		if plan, ok := r.cfg.Plans.Lookup(lk); ok {
+			if l, ok := r.cfg.Plans.Limits(plan, p.Name); ok && l.Levels != nil {
+				p.Levels.Limits[i] = l.Levels[i]
+			}
+		}
+	}
+	if p.Levels.Limits == run.p.Levels.Limits {
+		return planRun{}
+	}
+	if run.levels == nil {
+		run.levels = map[[limiter.MaxLevels]int64]*limiter.Memory{}
+	}
+	m := run.levels[p.Levels.Limits]
+	if m == nil {
+		var err error
+		if m, err = run.m.Variant(p); err != nil {
+			return planRun{} // setPlans validated every plan's levels; not reached
+		}
+		run.levels[p.Levels.Limits] = m
+	}
+	return planRun{m: m}
 }
 
 // planName is key's plan, or "".

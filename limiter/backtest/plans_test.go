@@ -24,6 +24,7 @@ func TestReplayPlansCalendarLevels(t *testing.T) {
 keys:
   tenant-1: pro
   "trial-*": free
+  org-1: pro
   "org-1/*": pro
 `), "plans.yaml")
 	if err != nil {

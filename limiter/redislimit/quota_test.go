@@ -15,8 +15,8 @@ import (
 	"github.com/slide-metrics/slide/limiter/redislimit"
 )
 
-// Plans, levels and GET /v1/quota over memory and a real redis-server alike: a key's plan
-// sets its levels' limits, /v1/allow names the plan and the level that denied, and
+// Plans, levels and GET /v1/quota over memory and a real redis-server alike: each level's
+// own plan sets its limit (org-1 and its teams and users are on pro), /v1/allow names the plan and the level that denied, and
 // /v1/quota reports each level's numbers without charging anything.
 func TestPlansLevelsQuota(t *testing.T) {
 	srv := redistest.Start(t)
@@ -31,7 +31,7 @@ func TestPlansLevelsQuota(t *testing.T) {
 				Backend: backend, Levels: limiter.Levels{Separator: "/", N: 3, Limits: [limiter.MaxLevels]int64{5, 3, 2}}}
 			now := time.Date(2026, 3, 8, 5, 30, 0, 0, time.UTC)
 			s := newService(t, b, limiter.Config{Policies: []limiter.Policy{p}, Clock: func() time.Time { return now }})
-			ps, err := limiter.ParsePlans([]byte("plans:\n  pro: {"+p.Name+": {levels: [50, 30, 3]}}\nkeys:\n  \"org-1/*\": pro\n"), "plans.yaml")
+			ps, err := limiter.ParsePlans([]byte("plans:\n  pro: {"+p.Name+": {levels: [50, 30, 3]}}\nkeys:\n  org-1: pro\n  \"org-1/*\": pro\n"), "plans.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}
