@@ -12,7 +12,7 @@ RACE_PKGS := ./window/... ./event/... ./batch/... ./limiter/... ./ingest/... ./q
 # Pure computation: tested without -race (faster, same assertions).
 PLAIN_PKGS := ./sketch/... ./jsonenc/... ./textparse/... ./promsel/...
 
-.PHONY: all build run test vet fmt-check deps bench fuzz fuzz-short soak clean
+.PHONY: all build run test vet fmt-check deps bench fuzz fuzz-short soak clean docs
 
 all: build
 
@@ -72,6 +72,10 @@ fuzz:
 SOAK_DURATION ?= 60s
 soak: build
 	$(GO) run ./internal/soak --bin $(BIN) --duration $(SOAK_DURATION)
+
+# docs writes docs/flags.md from the flag sets (TestFlagsDoc fails in test when it drifts).
+docs:
+	SLIDE_UPDATE_DOCS=1 $(GO) test -count=1 -run '^TestFlagsDoc$$' ./cmd/slide
 
 # bench runs every benchmark pair side by side and writes BENCHMARKS.md.
 bench: deps build

@@ -41,7 +41,9 @@
 // first one wins ties. Result marshals to one JSON line with the 0-based inclusive row indices
 // of that window (and, for time windows, the timestamps of those rows in unix ms). The optional
 // series output has every window's value, one per line in input order, in the same number
-// format as encoding/json.
+// format as encoding/json. ParquetSeriesWriter writes RunAll's series (SeriesRow) as a Parquet
+// file instead, with the CSV series' columns in their order (slide batch --series X.parquet);
+// the reader takes a top-level column whose name has a dot (p99.9) before a nested path.
 //
 // # Input
 //

@@ -168,7 +168,7 @@ func (p *parquetRows) Select(cols []string) error {
 		if name == "" {
 			continue
 		}
-		leaf, ok := schema.Lookup(strings.Split(name, ".")...)
+		leaf, ok := lookupColumn(schema, name)
 		if !ok {
 			return missingColumn(name, p.cols)
 		}

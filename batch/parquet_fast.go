@@ -113,9 +113,19 @@ func newParquetFast(src *parquetRows, value, timeCol string) (*parquetFast, bool
 	return p, true
 }
 
+// lookupColumn finds a column by the name Columns gives it. A top-level column may have a dot
+// in its name (p99.9 of a series file, http.status_code): that column first, else the nested
+// path the dots spell.
+func lookupColumn(schema *parquet.Schema, name string) (parquet.LeafColumn, bool) {
+	if leaf, ok := schema.Lookup(name); ok {
+		return leaf, true
+	}
+	return schema.Lookup(strings.Split(name, ".")...)
+}
+
 // fastColumn returns how the fast reader reads column name, false when it cannot.
 func (p *parquetRows) fastColumn(name string, isTime bool) (pqNum, bool) {
-	leaf, ok := p.f.Schema().Lookup(strings.Split(name, ".")...)
+	leaf, ok := lookupColumn(p.f.Schema(), name)
 	if name == "" || !ok || leaf.MaxRepetitionLevel > 0 || leaf.MaxDefinitionLevel > 1 {
 		return pqNum{}, false
 	}

@@ -121,3 +121,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 func FormatTime(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
+
+// appendTime appends FormatTime(ms) to b.
+func appendTime(b []byte, ms int64) []byte {
+	return time.UnixMilli(ms).UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+}

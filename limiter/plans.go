@@ -94,7 +94,7 @@ var planFields = []string{"limit", "capacity", "refill_per_second", "leak_per_se
 func ParsePlans(data []byte, source string) (*Plans, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		pe := SyntaxError(source, err)
+		pe := SyntaxError(source, data, err)
 		return nil, &PlanError{Source: pe.Source, Msg: pe.Msg}
 	}
 	at := func(n *yaml.Node) string { return fmt.Sprintf("%s:%d", source, n.Line) }

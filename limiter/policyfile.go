@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -49,14 +50,53 @@ func ReadPolicyFile(path string) ([]byte, error) {
 // yamlLine matches the position yaml.v3 puts in its syntax errors.
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
 
-// SyntaxError turns a YAML parse error of source into a *PolicyError "source:line: not
-// YAML: problem", the form every other policy-file error has.
-func SyntaxError(source string, err error) *PolicyError {
+// SyntaxError turns a YAML parse error of data, the file source, into a *PolicyError
+// "source:line: not YAML: problem", the form every other policy-file error has. The line is
+// where the file stops being YAML: yaml.v3 names the line where the enclosing block began
+// (line 1 for a bad indent on line 6 of a list), so the first line whose prefix of the file
+// no longer parses is found by parsing prefixes, a file of at most maxProbeLines lines.
+func SyntaxError(source string, data []byte, err error) *PolicyError {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		return &PolicyError{Source: source + ":" + m[1], Msg: "not YAML: " + msg[len(m[0]):]}
+		line, problem := m[1], msg[len(m[0]):]
+		if at := firstBadLine(data, problem); at > 0 && strconv.Itoa(at) != line {
+			problem += " (in the block from line " + line + ")"
+			line = strconv.Itoa(at)
+		}
+		return &PolicyError{Source: source + ":" + line, Msg: "not YAML: " + problem}
 	}
 	return &PolicyError{Source: source, Msg: "not YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// maxProbeLines bounds firstBadLine's search: policy files are tens of lines, and a file far
+// larger keeps yaml.v3's own line rather than cost a parse per line.
+const maxProbeLines = 2000
+
+// firstBadLine returns the number of the first line of data at which the lines up to it stop
+// parsing as YAML with the whole file's problem, or 0 when there is none (the problem shows
+// only at the end, where yaml.v3's line is the one to trust) or data is longer than
+// maxProbeLines. The problem must match: a prefix that cuts a quoted string spanning lines
+// fails too, for a reason of its own.
+func firstBadLine(data []byte, problem string) int {
+	if bytes.Count(data, []byte{'\n'}) > maxProbeLines {
+		return 0
+	}
+	var v yaml.Node
+	end, line := 0, 0
+	for end < len(data) {
+		line++
+		if i := bytes.IndexByte(data[end:], '\n'); i >= 0 {
+			end += i + 1
+		} else {
+			end = len(data)
+		}
+		if err := yaml.Unmarshal(data[:end], &v); err != nil {
+			if m := yamlLine.FindStringSubmatch(err.Error()); m != nil && err.Error()[len(m[0]):] == problem {
+				return line
+			}
+		}
+	}
+	return 0
 }
 
 // ParsePolicies parses a policy file:
@@ -93,7 +133,7 @@ func SyntaxError(source string, err error) *PolicyError {
 func ParsePolicies(data []byte, source string) ([]Policy, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, SyntaxError(source, err)
+		return nil, SyntaxError(source, data, err)
 	}
 	at := func(n *yaml.Node) string { return fmt.Sprintf("%s:%d", source, n.Line) }
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {

@@ -223,3 +223,22 @@ func TestParseBackendAndFailureMode(t *testing.T) {
 		}
 	}
 }
+
+// TestSyntaxErrorAtItsLine: a YAML mistake is reported at the line that broke the file, not
+// at the line where yaml.v3's enclosing block began (line 1 for a bad indent on line 6).
+func TestSyntaxErrorAtItsLine(t *testing.T) {
+	for _, c := range []struct{ name, file, want string }{
+		{"indent out of the list item", "policies:\n  - name: api\n    algorithm: token_bucket\n    capacity: 10\n    refill_per_second: 5\n   backend: memory\n",
+			"p.yaml:6: not YAML: did not find expected '-' indicator (in the block from line 1)"},
+		{"tab", "policies:\n  - name: api\n    algorithm: token_bucket\n    capacity: 10\n\trefill_per_second: 5\n",
+			"p.yaml:5: not YAML: found a tab character that violates indentation (in the block from line 4)"},
+		{"indent too deep", "policies:\n  - name: api\n    limit: 3\n      window: 60s\n", "p.yaml:4: not YAML: mapping values are not allowed in this context"},
+		// A quoted string over two lines is YAML; the mistake after it is still found.
+		{"after a folded string", "policies:\n  - name: \"a\n    b\"\n    limit: 3\n   window: 60s\n", "p.yaml:5: not YAML: "},
+	} {
+		_, err := ParsePolicies([]byte(c.file), "p.yaml")
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: %v\nwant %q…", c.name, err, c.want)
+		}
+	}
+}

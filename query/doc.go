@@ -216,15 +216,30 @@
 // GET / is one self-contained page (dashboard.html, embedded in the binary: inline script
 // and style, SVG charts drawn by plain JavaScript, nothing loaded from elsewhere, a CSP that
 // allows only this server). For every metric of /v1/metrics it draws the per-slot history of
-// all keys from /v1/range (p50/p95/p99 for metrics whose name ends in a time unit, _ms or
-// _seconds; sum per slot for others; events per second for all) and a top-keys table from
-// /v1/top sorted by the chosen p50, p95, p99, sum, rate, count or max, with the unit its
-// name carries. A window typed in the box applies to each metric whose ring can give it;
-// another metric shows its own retention and says so, so one metric's limit never blanks
-// the page. The header shows readiness and restore progress, ingest lag and series from
-// /v1/status, and a panel the limiter's decisions by policy and result. ?window=1h&by=sum&k=5
-// in the page's address sets the controls. Each panel fails on its own: an error shows in
-// it. internal/looktest drives it in headless Chromium.
+// its keys from /v1/range and a top-keys table from /v1/top, with the unit its name carries.
+// A window typed in the box applies to each metric whose ring can give it; another metric
+// shows its own retention and says so, so one metric's limit never blanks the page. The
+// header shows readiness and restore progress, ingest lag and series from /v1/status, and a
+// panel the limiter's decisions by policy and result. Each panel fails on its own.
+//
+// What a metric is decides how it is drawn and ranked ("sort by auto", the default). A
+// latency — a name ending in a time unit (_ms, _seconds, _us, …) or holding latency or
+// duration as a word — is drawn as p50/p95/p99 per slot and ranked by p95. Anything else is
+// an amount (cost, tokens, bytes, requests): drawn as its sum per slot and ranked by sum,
+// since what is asked of an amount is who spends most; a p95 of cost says which key sends
+// the largest single events. The name decides, not the sketch: every ring has one, so its
+// presence tells nothing. Choosing p95, sum, rate, … in the page ranks every metric by it.
+//
+// The keys box takes a key or a glob (tenant-1*, *-eu): the charts merge and the tables
+// list only the keys it matches (key= of /v1/range and /v1/top). A key in a table links to
+// its page, ?view=key&key=tenant-1: for each metric the key has series of (from /v1/series),
+// its history (quantiles or sum, events per second), the same by one of its labels (group
+// by: a status label first, else the first name; the eight largest groups) from /v1/range
+// by=, and its errors per second and error share when its series carry a status label (code,
+// status, status_code, grpc_code, …): values 5xx, error, failed or a gRPC server error. The
+// page's state is its address (?key=tenant-2*&window=1h&by=sum&k=5, ?view=key&key=..&group=code),
+// rewritten as the controls change and offered as "link to this view". internal/looktest
+// drives it in headless Chromium.
 //
 // # Concurrency and time
 //

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/slide-metrics/slide/httperr"
+	"github.com/slide-metrics/slide/internal/suggest"
 	"github.com/slide-metrics/slide/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
@@ -479,6 +480,10 @@ func (s *Server) writeReadErr(w http.ResponseWriter, r *http.Request, err error,
 		s.writeErr(w, r, err)
 		return
 	}
+	if msg, ok := s.unknownMetric(r.Context(), metric); ok {
+		httperr.Write(w, httperr.NotFound, "", msg)
+		return
+	}
 	what := "no series"
 	if window.IsKeyPattern(sl.key) || sl.match != "" || sl.by != nil {
 		what = "no series matches"
@@ -488,4 +493,37 @@ func (s *Server) writeReadErr(w http.ResponseWriter, r *http.Request, err error,
 		msg += " match=" + quote(clip(sl.match))
 	}
 	httperr.Write(w, httperr.NotFound, "", msg)
+}
+
+// unknownMetric says, when metric has no series at all here, which metrics there are, the
+// closest to it first (metric=latency: "known metrics: latency_ms, cost"), at most 10 of
+// them; ok is false when metric has series (the key or selection found none). One pass over
+// the store's series, taken only on this 404.
+func (s *Server) unknownMetric(ctx context.Context, metric string) (msg string, ok bool) {
+	counts, err := s.store.MetricSeries(ctx)
+	if err != nil {
+		return "", false
+	}
+	names := make([]string, 0, len(counts))
+	for _, c := range counts {
+		if c.Metric == metric {
+			return "", false
+		}
+		names = append(names, c.Metric)
+	}
+	msg = "no metric " + quote(clip(metric))
+	if len(names) == 0 {
+		return msg + "; this instance holds no series yet", true
+	}
+	ordered, near := names, 0
+	if len(metric) <= 256 { // no metric is longer (event.Config.MaxKeyLen's default): no distance to take
+		ordered, near = suggest.Closest(metric, names)
+	}
+	if near > 0 {
+		msg += " (did you mean " + quote(ordered[0]) + "?)"
+	}
+	if len(ordered) > 10 {
+		ordered = append(ordered[:10], "…")
+	}
+	return msg + "; known metrics: " + strings.Join(ordered, ", "), true
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/jsonenc"
 	"github.com/slide-metrics/slide/window"
 )
@@ -171,6 +172,14 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		consider(key, a)
+	}
+	if matched == 0 {
+		// A metric with no series anywhere is a mistake to name (metric=latency for
+		// latency_ms); one that has series but none selected is an empty ranking.
+		if msg, ok := s.unknownMetric(r.Context(), metric); ok {
+			httperr.Write(w, httperr.NotFound, "", msg)
+			return
+		}
 	}
 	if !spanKnown {
 		from, to = s.store.RingConfig(metric).Span(now, win)

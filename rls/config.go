@@ -267,7 +267,7 @@ func (b *builder) file(data []byte, source string) {
 	b.src = source
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		pe := limiter.SyntaxError(source, err)
+		pe := limiter.SyntaxError(source, data, err)
 		b.errs = append(b.errs, &ConfigError{Source: pe.Source, Msg: pe.Msg})
 		return
 	}

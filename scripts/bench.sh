@@ -36,5 +36,7 @@ if [ -x testdata/duckdb/compare.sh ]; then
   testdata/duckdb/compare.sh >> "$extra" || echo "DuckDB comparison failed; see above" >&2
   go run ./internal/benchreport -extra "$extra" -cmd "make bench" < "$raw" > BENCHMARKS.md.tmp
 fi
+# The side-by-side runs make bench cannot repeat (peers built from source) are kept by hand.
+cat internal/benchreport/by-hand.md >> BENCHMARKS.md.tmp
 mv BENCHMARKS.md.tmp BENCHMARKS.md
 echo "wrote BENCHMARKS.md" >&2

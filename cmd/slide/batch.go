@@ -36,7 +36,7 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	fs.StringVar(&job.GroupBy, "group-by", "", "best window per value of `COLUMN` (as SQL PARTITION BY)")
 	fs.StringVar(&job.IDColumn, "id-column", "", "name the first and last row of each window by this `COLUMN` too")
 	fs.BoolVar(&job.SkipBad, "skip-bad", false, "skip bad rows and count them by reason (on stderr) instead of stopping")
-	fs.StringVar(&series, "series", "", "also write every window (row, line, time, values) to `FILE` (- for stdout)")
+	fs.StringVar(&series, "series", "", "also write every window (row, line, time, values) to `FILE` (- for stdout): Parquet when it ends in .parquet, else as --format (JSON lines or CSV)")
 	fs.StringVar(&sketchKind, "sketch", "", "quantile sketch for percentiles, e.g. ddsketch:0.01 or hdr:2:1:3600000 (default DDSketch 1%)")
 	path, err := parseBatchArgs(fs, args)
 	if err != nil {
@@ -118,10 +118,12 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 		bar = &progress{w: errFile, total: size, began: time.Now()}
 		job.Progress = bar.update
 	}
-	var sw *seriesWriter
+	var sw seriesSink
 	var seriesFn func(batch.SeriesRow) error
 	if seriesOut != nil {
-		sw = newSeriesWriter(seriesOut, format, job)
+		if sw, err = newSeriesSink(seriesOut, series, format, job); err != nil {
+			return err
+		}
 		seriesFn = sw.write
 	}
 	rep, err := job.RunAll(ctx, in, path, seriesFn)

@@ -77,7 +77,11 @@ func resultTable(job batch.Job, results []batch.Result) ([]string, [][]string) {
 			rows = append(rows, row)
 			continue
 		}
-		row = append(row, strconv.FormatFloat(r.Best, 'f', -1, 64),
+		best := strconv.FormatFloat(r.Best, 'f', -1, 64) // sums, maxima, minima: exact, every digit
+		if r.Agg == "avg" || strings.HasPrefix(r.Agg, "p") {
+			best = num(&r.Best) // a mean or a sketch quantile: four significant digits, as query's tables
+		}
+		row = append(row, best,
 			strconv.FormatInt(r.Start, 10), strconv.FormatInt(r.End, 10),
 			strconv.FormatInt(r.StartLine, 10), strconv.FormatInt(r.EndLine, 10))
 		if job.IDColumn != "" {

@@ -249,3 +249,46 @@ func TestBatchDataTeamFlags(t *testing.T) {
 		t.Fatalf("bad delimiter: %d %s", code, stderr)
 	}
 }
+
+// TestBatchSeriesParquet: --series FILE.parquet writes the windows the CSV series has, row
+// for row: each aggregate column, read back from the Parquet file by slide batch itself (a
+// window of one row: its max is the row's value), equals the CSV's.
+func TestBatchSeriesParquet(t *testing.T) {
+	t.Chdir("../..")
+	dir := t.TempDir()
+	csvPath, pqPath := filepath.Join(dir, "series.csv"), filepath.Join(dir, "series.PARQUET")
+	args := []string{"testdata/orders_regions.csv", "--column", "amount", "--span", "60s", "--group-by", "region", "--agg", "sum,p95", "--format", "csv"}
+	for _, out := range []string{csvPath, pqPath} {
+		if code, _, stderr := runBatch(t, "", append(args, "--series", out)...); code != 0 {
+			t.Fatalf("--series %s: exit %d %s", out, code, stderr)
+		}
+	}
+	raw, err := os.ReadFile(csvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if lines[0] != "group,row,line,ts,time,sum,p95" || len(lines) != 10001 {
+		t.Fatalf("CSV series: header %q, %d lines", lines[0], len(lines))
+	}
+	pq, err := os.ReadFile(pqPath)
+	if err != nil || !bytes.HasPrefix(pq, []byte("PAR1")) || !bytes.HasSuffix(pq, []byte("PAR1")) {
+		t.Fatalf("%s is not a Parquet file (%d bytes, %v)", pqPath, len(pq), err)
+	}
+	for col, agg := range map[int]string{5: "sum", 6: "p95"} {
+		code, out, stderr := runBatch(t, "", pqPath, "--size", "1", "--column", agg, "--agg", "max", "--series", "-", "--format", "csv")
+		if code != 0 {
+			t.Fatalf("reading %s back: exit %d %s", pqPath, code, stderr)
+		}
+		back := strings.Split(strings.TrimSpace(out), "\n")
+		if back[0] != "row,line,max" || len(back) != len(lines) {
+			t.Fatalf("%s read back: header %q, %d lines, want %d", agg, back[0], len(back), len(lines))
+		}
+		for i := 1; i < len(lines); i++ {
+			want := strings.Split(lines[i], ",")[col]
+			if got := strings.Split(back[i], ",")[2]; got != want {
+				t.Fatalf("row %d, %s: %s in the Parquet file, %s in the CSV", i-1, agg, got, want)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"time"
 
@@ -19,11 +20,11 @@ type budgetConfig struct {
 
 func (b *budgetConfig) register(fs interface {
 	DurationVar(*time.Duration, string, time.Duration, string)
-	Int64Var(*int64, string, int64, string)
+	Var(flag.Value, string, string)
 }) {
-	fs.Int64Var(&b.maxInflatedBytes, "max-inflated-bytes", ingest.DefaultMaxInflatedBytes,
+	bytesVar(fs, &b.maxInflatedBytes, "max-inflated-bytes", ingest.DefaultMaxInflatedBytes,
 		"most one compressed Kafka record batch may inflate to; a batch beyond it (a compression bomb) is refused as too_large and dead-lettered as a pointer")
-	fs.Int64Var(&b.limiterMaxBytes, "limiter-max-bytes", limiter.DefaultMaxBytes,
+	bytesVar(fs, &b.limiterMaxBytes, "limiter-max-bytes", limiter.DefaultMaxBytes,
 		"memory budget of each in-process limiter policy's keys, in bytes; when it holds only live state, new keys are decided by the policy's on_backend_error")
 	fs.DurationVar(&b.maxSkew, "max-skew", 0,
 		"how far an event may be ahead of now, how far a record's timestamp may disagree with this instance's clock before events are judged against the clock, and how far another instance's read time may (at least 1s; further off its peer read is refused) (0: one slot of each metric's ring)")

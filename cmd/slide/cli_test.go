@@ -8,12 +8,12 @@ import (
 )
 
 // subcommands lists every subcommand as its --help is asked for: each of commands(), and
-// query's own five.
+// query's own six.
 var subcommands = func() [][]string {
 	var out [][]string
 	for _, c := range commands() {
 		if c.name == "query" {
-			for _, q := range []string{"window", "range", "top", "series", "metrics"} {
+			for _, q := range []string{"window", "range", "top", "series", "metrics", "quota"} {
 				out = append(out, []string{"query", q})
 			}
 			continue
@@ -101,6 +101,19 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{map[string]string{"SLIDE_SIZE": "5"}, []string{"batch", "-", "--size", "-3"}, "slide batch: --size -3: must be 0 (no count window) or more"},
 		{map[string]string{"SLIDE_SIZE": "-5"}, []string{"batch", "-"}, "slide batch: SLIDE_SIZE=-5: must be 0 (no count window) or more"},
 		{nil, []string{"version", "--bogus"}, "slide version: unknown flag --bogus"},
+		// Near misses say what was meant: another tool's name, a slip of a letter or two.
+		{nil, []string{"serve", "--port", "8081"}, "slide serve: unknown flag --port (did you mean --addr?)"},
+		{nil, []string{"serve", "--polices", "p.yaml"}, "slide serve: unknown flag --polices (did you mean --policies?)"},
+		{nil, []string{"serve", "--max-sereis", "9"}, "slide serve: unknown flag --max-sereis (did you mean --max-series?)"},
+		{nil, []string{"query", "window", "--url", "http://x"}, "slide query window: unknown flag --url (did you mean --addr?)"},
+		{nil, []string{"batch", "--value", "amount", "-"}, "slide batch: unknown flag --value (did you mean --column?)"},
+		// Byte sizes take units everywhere; the refusal names the flag or the variable.
+		{nil, append([]string{"serve", "--max-body-bytes", "64 furlongs"}, quick...), `slide serve: --max-body-bytes "64 furlongs": unit "furlongs"`},
+		{map[string]string{"SLIDE_MAX_INFLATED_BYTES": "lots"}, append([]string{"serve"}, quick...), "slide serve: SLIDE_MAX_INFLATED_BYTES=lots: want a size such as 2GiB"},
+		// serve's SLIDE_ADDR is a listen address; a URL there is named, with query's variable.
+		{map[string]string{"SLIDE_ADDR": "http://127.0.0.1:8080"}, []string{"serve", "--embedded-kafka-addr", "127.0.0.1:0"},
+			"slide serve: SLIDE_ADDR=http://127.0.0.1:8080: serve listens on host:port such as 127.0.0.1:8080; a URL is slide query's address (its variable is SLIDE_URL)"},
+		{map[string]string{"SLIDE_URL": "ftp://x"}, []string{"query", "metrics"}, "slide query metrics: SLIDE_URL=ftp://x"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			for k, v := range c.env {

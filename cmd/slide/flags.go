@@ -48,6 +48,16 @@ func envName(flagName string) string {
 	return "SLIDE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// envNameOf is the variable that sets flag name of fs: envName, except slide query's --addr,
+// which is SLIDE_URL. serve's --addr is a listen address and query's a URL, so one exported
+// SLIDE_ADDR set for one would break the other.
+func envNameOf(fs *flag.FlagSet, name string) string {
+	if name == "addr" && strings.HasPrefix(fs.Name(), "slide query") {
+		return "SLIDE_URL"
+	}
+	return envName(name)
+}
+
 // parseFlags parses the command line, then applies SLIDE_<FLAG> environment variables to
 // the flags the command line did not set, so the command line wins. --help prints the help
 // and returns errHelp; a bad flag or value returns a usage error naming where it came from
@@ -70,12 +80,12 @@ func parseFlagsEnv(fs *flag.FlagSet, args []string, lookup func(string) (string,
 		if err != nil || cli[f.Name] {
 			return
 		}
-		v, ok := lookup(envName(f.Name))
+		v, ok := lookup(envNameOf(fs, f.Name))
 		if !ok {
 			return
 		}
 		if e := fs.Set(f.Name, v); e != nil {
-			err = usagef(fs, "%s=%s: %s", envName(f.Name), shellWord(v), setProblem(f, e))
+			err = usagef(fs, "%s=%s: %s", envNameOf(fs, f.Name), shellWord(v), setProblem(f, e))
 			return
 		}
 		setEnvOrigin(fs, f, v)
@@ -113,7 +123,7 @@ var (
 func parseProblem(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if m := reUndefined.FindStringSubmatch(msg); m != nil {
-		return "unknown flag " + shellWord("--"+m[1])
+		return "unknown flag " + shellWord("--"+m[1]) + didYouMean(fs, m[1])
 	}
 	if m := reNeedsArg.FindStringSubmatch(msg); m != nil {
 		return shellWord("--"+m[1]) + " needs a value"
@@ -133,8 +143,9 @@ func parseProblem(fs *flag.FlagSet, err error) string {
 // setProblem says what a flag wants when a value did not parse.
 func setProblem(f *flag.Flag, err error) string {
 	g, ok := f.Value.(flag.Getter)
-	if _, win := f.Value.(windowFlag); !ok || win {
-		return err.Error() // a window length says what is wrong in window's words
+	_, size := f.Value.(bytesFlag)
+	if _, win := f.Value.(windowFlag); !ok || win || size {
+		return err.Error() // a window length or a byte size says what is wrong in its own words
 	}
 	rng := strings.Contains(err.Error(), "out of range")
 	switch g.Get().(type) {
@@ -197,7 +208,7 @@ func fromEnv(fs *flag.FlagSet, name string) (string, bool) {
 // line (or by default), "SLIDE_SLOTS=0" from the environment.
 func flagRef(fs *flag.FlagSet, name string) string {
 	if v, ok := fromEnv(fs, name); ok {
-		return envName(name) + "=" + shellWord(v)
+		return envNameOf(fs, name) + "=" + shellWord(v)
 	}
 	f := fs.Lookup(name)
 	if f == nil {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -135,6 +136,16 @@ next page, and --all follows every page.`,
 		description: `Lists every metric with live series: how many, and its ring (slot width, slots, retention).`,
 		examples:    []string{"slide query metrics", "slide query metrics --addr http://10.0.0.5:8080 --json"},
 	},
+	"query quota": {
+		synopsis: "slide query quota --policy P --key K [flags]",
+		description: `How much of a key's quota under a policy or usage rule is left (GET /v1/quota): its plan,
+limit, used, remaining and when it is whole again, and a row per level for a policy with
+levels. A peek: nothing is charged.`,
+		examples: []string{
+			"slide query quota --policy daily-requests --key tenant-1",
+			"slide query quota --policy org-budget --key org-1/team-a/user-7 --json",
+		},
+	},
 }
 
 // printHelp writes the help of subcommand name: synopsis, description, examples, then
@@ -154,22 +165,35 @@ func printHelp(w io.Writer, name string, fs *flag.FlagSet) {
 			fmt.Fprintf(w, "  %s\n", e)
 		}
 	}
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n == 0 {
+	// The example names a flag of this page: --max-series where there is one, else the first
+	// with a dash, which shows the dash becoming an underscore.
+	eg := fs.Lookup("max-series")
+	fs.VisitAll(func(f *flag.Flag) {
+		if eg == nil || !strings.Contains(eg.Name, "-") && strings.Contains(f.Name, "-") {
+			eg = f
+		}
+	})
+	if eg == nil {
 		return
 	}
-	fmt.Fprint(w, "\nflags (each can also be set as SLIDE_<FLAG>, e.g. --max-series as SLIDE_MAX_SERIES):\n")
-	printFlags(w, fs)
+	fmt.Fprintf(w, "\nflags (each can also be set as SLIDE_<FLAG>, e.g. --%s as %s):\n", eg.Name, envNameOf(fs, eg.Name))
+	printFlagsByTopic(w, name, fs)
 }
 
-// printFlags is flag.PrintDefaults with --name spelling. A usage that states its default
-// itself ("(default: ...)") does not get the flag package's "(default ...)" as well.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
+// printFlags is flag.PrintDefaults with --name spelling, for the flags in names (every flag
+// when names is nil). A usage that states its default itself ("(default: ...)") does not get
+// the flag package's "(default ...)" as well.
+func printFlags(w io.Writer, fs *flag.FlagSet, names []string) {
 	fs.VisitAll(func(f *flag.Flag) {
+		if names != nil && !slices.Contains(names, f.Name) {
+			return
+		}
 		typ, usage := flag.UnquoteUsage(f)
 		if _, ok := f.Value.(windowFlag); ok && typ == "value" {
 			typ = "duration" // as the flag package names a DurationVar
+		}
+		if _, ok := f.Value.(bytesFlag); ok && typ == "value" {
+			typ = "size"
 		}
 		line := "  --" + f.Name
 		if typ != "" {

@@ -28,6 +28,9 @@ func parseByteSize(s string) (int64, error) {
 		i = len(t)
 	}
 	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	if num == "" {
+		return 0, errors.New("want a size such as 2GiB, 512MiB or 1.5GB")
+	}
 	mul, ok := byteUnits[unit]
 	if !ok {
 		return 0, fmt.Errorf("unit %q: want B, KB, MB, GB, TB, KiB, MiB, GiB or TiB", strings.TrimSpace(t[i:]))

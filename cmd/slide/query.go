@@ -141,7 +141,7 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 	}
 	base, err := normalizeAddr(c.addr)
 	if err != nil {
-		return queryUsageErr(fs, s, "--addr: "+err.Error())
+		return flagErrorf(fs, "addr", "%v", err) // names SLIDE_URL when the value came from there
 	}
 	c.addr = base
 	c.http = &http.Client{Timeout: c.timeout}

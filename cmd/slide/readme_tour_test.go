@@ -160,7 +160,7 @@ func TestREADMETour(t *testing.T) {
 		c := exec.Command("bash", "-c", cmd)
 		c.Dir = dir
 		// ./bin/slide query's --addr; curl must not send loopback requests to a proxy.
-		c.Env = append(os.Environ(), "SLIDE_ADDR="+addr, "no_proxy=127.0.0.1,localhost", "NO_PROXY=127.0.0.1,localhost")
+		c.Env = append(os.Environ(), "SLIDE_URL="+addr, "no_proxy=127.0.0.1,localhost", "NO_PROXY=127.0.0.1,localhost")
 		var stdout, stderr bytes.Buffer
 		c.Stdout, c.Stderr = &stdout, &stderr
 		if err := c.Run(); err != nil {

@@ -85,7 +85,7 @@ type serveConfig struct {
 
 	snapshotInterval   time.Duration
 	snapshotTopic      string
-	snapshotChunkBytes int
+	snapshotChunkBytes int64
 }
 
 func (c *serveConfig) register(fs interface {
@@ -119,7 +119,7 @@ func (c *serveConfig) register(fs interface {
 	fs.IntVar(&c.embeddedPartitions, "embedded-kafka-partitions", 4, "partitions of the embedded broker's topic")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", ingest.DefaultSnapshotInterval, "how often each owned partition's windows are written to the snapshot topic, so a restart or rebalance loads them and replays only the log after (0: off, full replay)")
 	fs.StringVar(&c.snapshotTopic, "snapshot-topic", "", "compacted topic of window snapshots (empty: <topic>"+ingest.DefaultSnapshotTopicSuffix+"); created when missing")
-	fs.IntVar(&c.snapshotChunkBytes, "snapshot-chunk-bytes", ingest.DefaultSnapshotChunkBytes, "largest snapshot payload per record; keep it below the snapshot topic's max.message.bytes")
+	bytesVar(fs, &c.snapshotChunkBytes, "snapshot-chunk-bytes", ingest.DefaultSnapshotChunkBytes, "largest snapshot payload per record; keep it below the snapshot topic's max.message.bytes")
 
 	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
 	fs.StringVar(&c.plans, "plans", "", "YAML file mapping keys (exact or glob) to plans and plans to each policy's and usage rule's numbers; reloaded when it changes and on SIGHUP (a bad reload keeps the old plans)")
@@ -133,7 +133,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics: METRIC:WINDOW[:AGGS] specs separated by ';', AGGS a comma list of "+window.StatNames+" and quantiles, e.g. 'latency_ms:5m:0.95,0.99;cost:1h:sum'")
 	fs.StringVar(&c.exportHistograms, "export-histograms", "", "windows exported on /metrics as Prometheus native histograms: METRIC:WINDOW specs separated by ';', e.g. latency_ms:5m; their rings get the native:5 sketch unless --rings names one")
 	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape (--export-windows and --export-histograms together)")
-	fs.Int64Var(&c.maxBodyBytes, "max-body-bytes", query.DefaultMaxBodyBytes, "largest POST /v1/events body; larger gets 413")
+	bytesVar(fs, &c.maxBodyBytes, "max-body-bytes", query.DefaultMaxBodyBytes, "largest POST /v1/events body; larger gets 413")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a connection gets to send its request header (slowloris guard)")
 	fs.IntVar(&c.maxConnsPerClient, "max-conns-per-client", defaultMaxConnsPerClient, "open HTTP connections one client IP may hold; more are closed at once (0: unlimited)")
 
@@ -336,7 +336,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
 		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
 		MemberData: cluster.MemberData(advertise), Dialer: c.conn.kafkaDialer, MaxInflatedBytes: c.budget.maxInflatedBytes,
-		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: c.snapshotChunkBytes,
+		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: int(c.snapshotChunkBytes),
 			MaxBytes: c.snapshotMaxBytes(sc)},
 	}, store, ingest.WithGenerationHook(cl.OnGeneration))
 	if err != nil {

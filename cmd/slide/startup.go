@@ -17,7 +17,7 @@ func bindError(flagName, addr string, err error) error {
 
 func bindErrorHint(flagName, addr string, err error, hint string) error {
 	if !errors.Is(err, syscall.EADDRINUSE) {
-		return err
+		return fmt.Errorf("--%s %s: %w", flagName, addr, err) // named, so a variable's value names the variable
 	}
 	return fmt.Errorf("--%s %s: address already in use (another slide, or another server, listens there): "+
 		"choose a free address with --%s or %s%s", flagName, addr, flagName, envName(flagName), hint)

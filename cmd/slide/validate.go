@@ -33,6 +33,9 @@ func (c *serveConfig) validate(fs *flag.FlagSet) error {
 	if err := checkNumbers(fs, serveZero, serveMustBePositive...); err != nil {
 		return err
 	}
+	if strings.Contains(c.addr, "://") { // SLIDE_ADDR exported for slide query, say
+		return flagErrorf(fs, "addr", "serve listens on host:port such as 127.0.0.1:8080; a URL is slide query's address (its variable is SLIDE_URL)")
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return flagErrorf(fs, "log-level", "want debug, info, warn or error")

@@ -43,8 +43,9 @@ func chromium(t *testing.T, url string, budget time.Duration, extra ...string) (
 }
 
 // dashboardServe starts slide serve with a policy and fills two metrics with history: two
-// minutes of latency_ms (10 s slots) and ten minutes of cost (1 m slots), plus a few
-// limiter decisions.
+// minutes of latency_ms (10 s slots; tenant-1's labelled code=200, or code=503 one time in
+// ten: 15 errors of 150) and ten minutes of cost (1 m slots; ranked by sum tenant-0..3, by
+// p95 tenant-2, 1, 0, 3), plus a few limiter decisions.
 func dashboardServe(t *testing.T) string {
 	t.Helper()
 	pol := filepath.Join(t.TempDir(), "policies.yaml")
@@ -56,9 +57,19 @@ func dashboardServe(t *testing.T) string {
 	var lines []string
 	for i := range 600 {
 		ts := now - int64(i)*200 // one every 200 ms over the last 2 minutes
-		lines = append(lines, fmt.Sprintf(`{"ts":%d,"key":"tenant-%d","metric":"latency_ms","value":%d}`, ts, i%4, 20+(i*37)%300))
-		if i%3 == 0 {
-			lines = append(lines, fmt.Sprintf(`{"ts":%d,"key":"tenant-%d","metric":"cost","value":%d}`, now-int64(i)*1000, i%4, 1+i%5))
+		labels := ""
+		if i%4 == 1 {
+			labels = `,"labels":{"code":"200"}`
+			if (i/4)%10 == 0 {
+				labels = `,"labels":{"code":"503"}`
+			}
+		}
+		lines = append(lines, fmt.Sprintf(`{"ts":%d,"key":"tenant-%d","metric":"latency_ms","value":%d%s}`, ts, i%4, 20+(i*37)%300, labels))
+	}
+	// cost: events of value v per key, spread over the last ten minutes.
+	for k, c := range []struct{ n, v int }{{200, 5}, {20, 30}, {4, 100}, {100, 2}} {
+		for j := range c.n {
+			lines = append(lines, fmt.Sprintf(`{"ts":%d,"key":"tenant-%d","metric":"cost","value":%d}`, now-int64(j)*590_000/int64(c.n), k, c.v))
 		}
 	}
 	post(t, base, lines)
@@ -133,13 +144,20 @@ func TestDashboardInChromium(t *testing.T) {
 	if n := drawn(cost)["sum"]; n != 60 {
 		t.Errorf("cost sum line has %d points, want 60 (%v)", n, drawn(cost))
 	}
-	for _, want := range []string{"1h is longer than the retention of latency_ms: showing 5m", "top 4 of 4 keys by p95 over 5m", "values in ms", "p95 (ms) ▼"} {
+	for _, want := range []string{"1h is longer than the retention of latency_ms: showing 5m", "top 5 of 5 keys by p95 over 5m", "values in ms", "p95 (ms) ▼"} {
 		if !strings.Contains(lat, want) {
 			t.Errorf("latency_ms panel lacks %q", want)
 		}
 	}
-	if !strings.Contains(cost, "top 4 of 4 keys by p95 over 1h") || strings.Contains(cost, "longer than the retention") {
-		t.Errorf("cost panel does not read 1h:\n%s", cost)
+	// cost is an amount: ranked by sum, not by p95 (which would put tenant-2 first).
+	if !strings.Contains(cost, "top 4 of 4 keys by sum over 1h") || strings.Contains(cost, "longer than the retention") || !strings.Contains(cost, "sum ▼") {
+		t.Errorf("cost panel does not rank by sum over 1h:\n%s", cost)
+	}
+	if got := tableKeys(cost); strings.Join(got, " ") != "tenant-0 tenant-1 tenant-2 tenant-3" {
+		t.Errorf("cost table in order %v, want tenant-0..3 (by sum)", got)
+	}
+	if !strings.Contains(lat, `href="?view=key&amp;key=tenant-1"`) || !strings.Contains(lat, `{code=503}`) {
+		t.Errorf("latency_ms table does not link keys to their page or show their labels:\n%s", lat)
 	}
 	for _, want := range []string{`class="badge ok">ready<`, "1 live", "limiter decisions by policy and result", ">api<", ">3<", ">2<", "40.0%"} {
 		if !strings.Contains(dom, want) {
@@ -184,6 +202,76 @@ func TestDashboardInChromium(t *testing.T) {
 	if dir := os.Getenv("SLIDE_SCREENSHOT_DIR"); dir != "" {
 		b, _ := os.ReadFile(shot)
 		_ = os.WriteFile(filepath.Join(dir, "dashboard.png"), b, 0o644)
+	}
+}
+
+var tableKeyRE = regexp.MustCompile(`<td class="key"><a [^>]*>([^<]*)</a>`)
+
+// tableKeys is the keys of a panel's table, in order.
+func tableKeys(panelDOM string) []string {
+	var out []string
+	for _, m := range tableKeyRE.FindAllStringSubmatch(panelDOM, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// TestDashboardKeyFilterAndKeyPage: a key glob in the address narrows every table and chart
+// to the keys it matches and stays in the view's link; a key's page draws each of its
+// metrics over time (quantiles, rate), by its code label, and its errors (the 503s).
+func TestDashboardKeyFilterAndKeyPage(t *testing.T) {
+	base := dashboardServe(t)
+	dom, console := chromium(t, base+"/?key=tenant-2*&by=p95", 5*time.Second, "--dump-dom")
+	if len(console) > 0 {
+		t.Errorf("console messages:\n%s", strings.Join(console, "\n"))
+	}
+	lat, cost := panel(dom, "latency_ms"), panel(dom, "cost")
+	for name, p := range map[string]string{"latency_ms": lat, "cost": cost} {
+		if got := tableKeys(p); len(got) != 1 || got[0] != "tenant-2" {
+			t.Errorf("%s table with key=tenant-2*: %v, want [tenant-2]", name, got)
+		}
+		if !strings.Contains(p, "top 1 of 1 keys by p95 over") || !strings.Contains(p, "keys matching tenant-2*") || !strings.Contains(p, "per 10s, keys tenant-2*") && !strings.Contains(p, "per 1m, keys tenant-2*") {
+			t.Errorf("%s panel does not say it shows keys matching tenant-2*:\n%s", name, p)
+		}
+	}
+	// tenant-2's latency: 150 events in 12 or 13 slots, every quantile line drawn.
+	if n := drawn(lat)["p95"]; n < 12 {
+		t.Errorf("latency_ms p95 of tenant-2* has %d points, want ≥ 12", n)
+	}
+	if !regexp.MustCompile(`<a id="share"[^>]* href="\?key=tenant-2\*&amp;by=p95"`).MatchString(dom) {
+		t.Errorf("the view's link does not keep the filter:\n%s", dom)
+	}
+
+	dom, console = chromium(t, base+"/?view=key&key=tenant-1", 5*time.Second, "--dump-dom")
+	if len(console) > 0 {
+		t.Errorf("console messages (key page):\n%s", strings.Join(console, "\n"))
+	}
+	if m := regexp.MustCompile(`<pre id="console-errors">([^<]*)</pre>`).FindStringSubmatch(dom); m == nil || m[1] != "" {
+		t.Errorf("page errors: %v", m)
+	}
+	lat, cost = panel(dom, "latency_ms"), panel(dom, "cost")
+	if lat == "" || cost == "" || !strings.Contains(dom, `<h2 id="keytitle">key tenant-1</h2>`) {
+		t.Fatalf("key page of tenant-1 lacks its title or panels:\n%s", dom)
+	}
+	d := drawn(lat)
+	for _, s := range []string{"p50", "p95", "p99", "code=200", "code=503", "errors/s", "error %"} {
+		if d[s] < 12 {
+			t.Errorf("tenant-1's latency_ms line %s has %d points, want ≥ 12 (%v)", s, d[s], d)
+		}
+	}
+	if d["rate/s"] != 30 {
+		t.Errorf("tenant-1's rate line has %d points, want 30", d["rate/s"])
+	}
+	for _, want := range []string{"p95 per 10s by code", "events per second by code", "errors per second (code 5xx or error)", "15 errors of 150 events over the retention (10.0%)", "labels code"} {
+		if !strings.Contains(lat, want) {
+			t.Errorf("tenant-1's latency_ms panel lacks %q", want)
+		}
+	}
+	if drawn(cost)["sum"] != 60 || !strings.Contains(cost, "carry no status label") {
+		t.Errorf("tenant-1's cost panel: lines %v, want a sum line of 60 points and no errors:\n%s", drawn(cost), cost)
+	}
+	if !strings.Contains(dom, `href="?view=key&amp;key=tenant-1&amp;group=code"`) {
+		t.Errorf("the key page's link does not keep the key and group")
 	}
 }
 

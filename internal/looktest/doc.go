@@ -2,6 +2,7 @@
 // (Debian's prometheus package, native histograms on, a scrape every second) scraping a
 // real `slide serve` and answering histogram_quantile and histogram_count, promtool check
 // metrics over /metrics with every export on, and the dashboard in headless Chromium
-// (Debian's chromium package), with data and while windows are being restored. `make deps` installs both; a test without them fails and
+// (Debian's chromium package): with data, narrowed by a key glob, a key's page, and while
+// windows are being restored. `make deps` installs both; a test without them fails and
 // says what to install. The package has no code of its own besides this comment.
 package looktest

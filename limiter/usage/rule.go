@@ -171,7 +171,7 @@ var ruleFields = []string{"name", "metric", "agg", "window", "max", "key", "matc
 func ParseRules(data []byte, source string) ([]Rule, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		pe := limiter.SyntaxError(source, err)
+		pe := limiter.SyntaxError(source, data, err)
 		return nil, &RuleError{Source: pe.Source, Msg: pe.Msg}
 	}
 	if len(doc.Content) == 0 {
