@@ -64,6 +64,36 @@ func (s *fixedWindow) takeCalendar(p *params, now, cost int64, d *Decision) int6
 	return exp
 }
 
+// window returns the window of p holding now: its index (a calendar period's start) and
+// [start, end) in ns.
+func (p *params) windowAt(now int64) (idx, start, end int64) {
+	if p.cal != nil {
+		start, end = p.cal.at(now)
+		return start, start, end
+	}
+	idx = window.FloorDiv(now, p.window)
+	return idx, idx * p.window, (idx + 1) * p.window
+}
+
+// takeIn is take with the window of now already found (p.windowAt): the levels of one
+// key share it, so it is found once per decision.
+func (s *fixedWindow) takeIn(p *params, now, idx, start, end, cost int64, d *Decision) int64 {
+	if s.count == 0 || idx > s.index {
+		s.index, s.count = idx, 0
+	} else if idx < s.index { // the clock went back: stay in the newer window
+		if p.cal != nil {
+			start, end = p.cal.c.Bounds(p.cal.loc, s.index)
+		} else {
+			start, end = s.index*p.window, (s.index+1)*p.window
+		}
+	}
+	exp := s.decide(p, now, end, cost, d)
+	if p.cal != nil {
+		d.Window = time.Duration(end - start)
+	}
+	return exp
+}
+
 // decide is take once the window [.., end) is known.
 func (s *fixedWindow) decide(p *params, now, end, cost int64, d *Decision) int64 {
 	reset := int64(0)

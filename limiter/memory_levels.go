@@ -76,25 +76,39 @@ func levelsLocked(st *store[fixedWindow], p *params, keys []string, hs *[MaxLeve
 	}
 	var tmp [MaxLevels]fixedWindow
 	var exp [MaxLevels]int64
-	var cur Decision
+	// Each level is decided into cur; the request's decision so far is in best. Swapping
+	// the two pointers keeps the better one without copying a Decision per level.
+	var spare Decision
+	best, cur := d, &spare
 	denied := -1
+	idx, start, end := p.windowAt(now) // every level's window: one division or period lookup
 	for i := 0; i < n; i++ {
 		tmp[i] = es[i].s
-		exp[i] = tmp[i].take(&p.levels[i], now, cost, &cur)
+		if i == 0 {
+			exp[0] = tmp[0].takeIn(&p.levels[0], now, idx, start, end, cost, best)
+			cur = best
+		} else {
+			exp[i] = tmp[i].takeIn(&p.levels[i], now, idx, start, end, cost, cur)
+		}
 		if per != nil {
-			per[i] = cur
+			per[i] = *cur
 		}
-		switch {
-		case !cur.Allowed && denied < 0:
+		if denied < 0 && (!cur.Allowed || cur.Remaining < best.Remaining) {
+			best, cur = cur, best
+		}
+		if i == 0 {
+			cur = &spare
+		}
+		if !best.Allowed && denied < 0 {
 			denied = i
-			*d = cur
-			d.Level = keys[i]
-		case denied < 0 && (i == 0 || cur.Remaining < d.Remaining):
-			*d = cur
+			best.Level = keys[i]
+			if cost > 0 {
+				break
+			}
 		}
-		if denied >= 0 && cost > 0 {
-			break
-		}
+	}
+	if best != d {
+		*d = *best
 	}
 	for i := 0; i < n; i++ {
 		sh := &st.shards[hs[i]&st.mask]
