@@ -88,12 +88,37 @@
 // refusal the callback hands it). Both decode, observe and map the store's error to a Reason
 // in the same function, and allocate nothing per event once its series exists.
 //
-// # Where a new format goes
+// # Formats: where a new one goes
 //
-// A new format (OTLP spans and access logs come next) is one file in this package that
-// reads its input into window.Event values by the rules above, refusing with the same
-// Reasons (a new Reason only for what the rules above cannot say), and is plugged into the
-// intake beside DecodeLines, so that every door that takes it observes and reasons as the
-// JSON events do. Its fuzz target and its differential test against a reference reader go
-// with it, and its benchmark in a *_timing_test.go file.
+// A Format (format.go) reads a body into events: DecodeLines hands each event with the part
+// of the body it came from (a line, a span's bytes) and its Reason, Explain says a refused
+// part's detail. *Decoder, slide's JSON, is the default; NewIntake's WithFormat gives the
+// intake a constructor of another, called once per goroutine (ingest keeps one per
+// partition, Intake.NewFormat; Take pools them). A new format (OTLP spans and access logs
+// come next) is one file in this package that reads its input into window.Event values by the
+// rules above, refusing with the same Reasons (a new Reason only for what the rules above
+// cannot say), so that every door that takes it observes and reasons as the JSON events do.
+// The intake calls the package's formats by their types, so that nothing per event escapes
+// to the heap; a Format of another type costs nothing per event either (its refusals are
+// handed on after its body is read). A format that is not line-based says where a part is
+// in its body by a Locator ("span 3"). Its fuzz target and its differential test against a
+// reference reader go with it, and its benchmark in a *_timing_test.go file.
+//
+// # Access logs and any JSON: maps
+//
+// A Map (map.go) names, for each event a JSON line of another shape gives, the fields that
+// hold its time (RFC 3339 text, or a number of s, ms, us or ns), value (a number, or a
+// number's text, times a scale), key and labels; nested fields by dots, several metrics a
+// line. MapDecoder is its Format: one walk over a line's members (map_scan.go: names matched
+// by first byte and length, every other member validated and skipped by the scanner's
+// SkipValue, so a line that is not one JSON object is invalid_json as slide's own are), then
+// each metric's event by the rules above: the key by Decoder.Name's rule (or a number's or a
+// boolean's text, or the map's default when absent), labels by the labels member's rules
+// (a number or a boolean as its text; absent, null or "" is no label), names and series
+// strings through the decoder's intern table, 0 allocations a line once they are interned.
+// A field absent from a line is missing_field, `no field "duration"` (the details of metrics
+// refused for different things joined by "; "); a ts absent is the door's, as for slide's
+// events. Presets (map_presets.go): envoy, Envoy Gateway's default JSON access log, and
+// nginx, the log_format docs/sre.md writes out. The YAML of --event-map is cmd/slide's (eventmap.go):
+// this package takes the struct, and Map.Validate holds it to these rules.
 package event

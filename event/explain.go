@@ -225,11 +225,11 @@ func quote(s []byte) string {
 }
 
 // Explain says why the intake refused line for r, at now (unix ms), from the record rec when
-// it came in one (ingest; nil over HTTP): the decoder's detail (Decoder.Explain) for a
-// decoder's reason, the event's time against its reference and the ring's bound for future,
-// late and expired, its metric for series_cap. Call it with a refused line only: it decodes
+// it came in one (ingest; nil over HTTP): the format's detail (Format.Explain) for a
+// format's reason, the event's time against its reference and the ring's bound for future,
+// late and expired, its metric for series_cap. Call it with a refused part only: it decodes
 // line again with d, and allocates.
-func (in *Intake) Explain(d *Decoder, line []byte, r Reason, now int64, rec *Record) string {
+func (in *Intake) Explain(d Format, line []byte, r Reason, now int64, rec *Record) string {
 	switch r {
 	case ReasonFuture, ReasonLate, ReasonExpired, ReasonSeriesCap:
 	default:
@@ -245,7 +245,14 @@ func (in *Intake) Explain(d *Decoder, line []byte, r Reason, now int64, rec *Rec
 			ref, refName = rec.TS, "the record"
 		}
 	}
-	ev, dr := d.Decode(line, def)
+	var ev window.Event
+	dr := ReasonInvalidJSON // none decoded
+	first := true
+	d.DecodeLines(line, def, func(_ []byte, e window.Event, r Reason) {
+		if first {
+			ev, dr, first = e, r, false
+		}
+	})
 	if dr != ReasonNone {
 		return r.String()
 	}

@@ -1,32 +1,34 @@
 package event
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/slide-metrics/slide/window"
 )
 
 // Intake takes bodies of events into a window.Store under the store's admission rules: each
-// line decoded by a Decoder (the rules of the package doc), each event observed, and each
-// refusal, the decoder's or the store's, named by its Reason (ReasonOf). POST /v1/events
-// gives it a request's body (Take); ingest gives it each Kafka record's value (TakeRecord),
-// so the two doors accept and refuse the same events for the same reasons.
+// body read by a Format (slide's JSON by default, a *Decoder: the rules of the package doc;
+// WithFormat picks another), each event observed, and each refusal, the format's or the
+// store's, named by its Reason (ReasonOf). POST /v1/events gives it a request's body (Take);
+// ingest gives it each Kafka record's value (TakeRecord), so the two doors accept and refuse
+// the same events for the same reasons.
 //
-// An Intake is safe for concurrent use: Take draws a Decoder from a pool, TakeRecord uses the
-// caller's. Neither allocates per event once the event's series and its names exist. The zero
-// value is not usable; call NewIntake.
+// An Intake is safe for concurrent use: Take draws a Format from a pool, TakeRecord uses the
+// caller's. Neither allocates per event once the event's series and its names exist (a Format
+// of a type outside this package costs nothing per event either, its refusals being handed
+// on after its body is read). The zero value is not usable; call NewIntake.
 type Intake struct {
-	store *window.Store
-	cfg   Config
-	decs  sync.Pool // *Decoder, for Take
+	store     *window.Store
+	cfg       Config
+	newFormat func() (Format, error)
+	formats   sync.Pool // Format, for Take
+	deferreds sync.Pool // *deferred, for a Format of another type
 }
 
-// NewIntake returns an Intake into store whose decoders follow cfg, or cfg's error.
-func NewIntake(store *window.Store, cfg Config) (*Intake, error) {
+// NewIntake returns an Intake into store whose formats follow cfg and opts, or their error.
+func NewIntake(store *window.Store, cfg Config, opts ...IntakeOption) (*Intake, error) {
 	if store == nil {
 		return nil, errors.New("event: nil store")
 	}
@@ -34,12 +36,32 @@ func NewIntake(store *window.Store, cfg Config) (*Intake, error) {
 		return nil, fmt.Errorf("intake config: %w", err)
 	}
 	in := &Intake{store: store, cfg: cfg}
-	in.decs.New = func() any { return in.NewDecoder() }
+	in.newFormat = func() (Format, error) { return NewDecoder(cfg) }
+	for _, o := range opts {
+		o(in)
+	}
+	f, err := in.newFormat()
+	if err != nil {
+		return nil, fmt.Errorf("intake format: %w", err)
+	}
+	in.formats.Put(f)
+	in.formats.New = func() any { return in.NewFormat() }
+	in.deferreds.New = func() any { return newDeferred() }
 	return in, nil
 }
 
-// NewDecoder returns a Decoder with the intake's Config, for a caller of TakeRecord (one per
-// goroutine: ingest keeps one per partition, whose names its intern table then holds).
+// NewFormat returns a Format of the intake's, for a caller of TakeRecord (one per goroutine:
+// ingest keeps one per partition, whose names its intern table then holds).
+func (in *Intake) NewFormat() Format {
+	f, err := in.newFormat()
+	if err != nil { // NewIntake made one: a constructor that fails later is broken
+		panic("event: the intake's format constructor failed after it succeeded: " + err.Error())
+	}
+	return f
+}
+
+// NewDecoder returns a Decoder (slide's JSON) with the intake's Config, whatever the intake's
+// Format.
 func (in *Intake) NewDecoder() *Decoder {
 	d, _ := NewDecoder(in.cfg) // NewIntake validated the config
 	return d
@@ -47,81 +69,81 @@ func (in *Intake) NewDecoder() *Decoder {
 
 // Result is what became of the events of one body: how many the store accepted, how many
 // were refused for each Reason (Refused[ReasonNone] is 0), and the first refusal of each
-// Reason said in full: "line N: " and its detail (Intake.Explain), N counting every line of
-// the body from 1, blank ones too; "" for a Reason nothing was refused for.
+// Reason said in full: where it is (its Format's Locator: "line N", N counting every line of
+// the body from 1, blank ones too, for a line-based format) and its detail (Intake.Explain);
+// "" for a Reason nothing was refused for.
 type Result struct {
 	Accepted int
 	Refused  [NumReasons]int
 	First    [NumReasons]string
 }
 
-// Take records the events of body, NDJSON (one event a line, blank lines skipped), at now
-// (unix ms): the ts of an event without one, and the store's now (window.Store.ObserveAt).
-// The events carry no feed, so no partition's revocation drops their series. Take does not
-// retain body.
+// Take records the events of body (NDJSON for slide's JSON: one event a line, blank lines
+// skipped) at now (unix ms): the ts of an event without one, and the store's now
+// (window.Store.ObserveAt). The events carry no feed, so no partition's revocation drops
+// their series. Take does not retain body.
 func (in *Intake) Take(body []byte, now int64) Result {
-	d := in.decs.Get().(*Decoder)
-	defer in.decs.Put(d)
+	f := in.formats.Get().(Format)
+	defer in.formats.Put(f)
 	var res Result
-	res.Accepted, _ = in.take(d, body, now, nil, 0, func(line []byte, r Reason) {
+	res.Accepted, _ = in.take(f, body, now, nil, 0, func(line []byte, r Reason) {
 		if res.Refused[r] == 0 { // the first of its reason: explained, once per reason at most
-			res.First[r] = "line " + strconv.Itoa(lineNumber(body, line)) + ": " + in.Explain(d, line, r, now, nil)
+			res.First[r] = where(f, body, line) + ": " + in.Explain(f, line, r, now, nil)
 		}
 		res.Refused[r]++
 	})
 	return res
 }
 
-// lineNumber is the number, from 1, of the line of body that line is: line is a subslice of
-// body (DecodeLines cuts it from it), so their capacities say where it starts.
-func lineNumber(body, line []byte) int {
-	return bytes.Count(body[:cap(body)-cap(line)], []byte{'\n'}) + 1
-}
-
 // Record is where a Kafka record's events come from.
 type Record struct {
-	// TS is the record's timestamp, unix ms: the ts of an event without one, and what future
-	// and late are judged against while it agrees with now (window.Source), so every replay
+	// TS is the record's timestamp, unix ms: the ts of an event without one, and what future and
+	// late are judged against while it agrees with now (window.Source), so every replay
 	// of the log refuses the same events.
 	TS int64
 	// Feed is carried by every event (window.FeedOf of the record's partition).
 	Feed window.Feed
 }
 
-// TakeRecord records the events of a Kafka record's value (one JSON object, or NDJSON) with d,
-// at now, as events of rec (window.Store.ObserveFrom), and calls refused with each line
-// refused and its Reason: ReasonExpired for an event in its window at the record's time and
-// out of it at now. It returns how many events the store accepted and how many the value
-// held (0: a tombstone, or only blank lines). refused must not retain line.
-func (in *Intake) TakeRecord(d *Decoder, value []byte, now int64, rec Record, refused func(line []byte, r Reason)) (accepted, events int) {
+// TakeRecord records the events of a Kafka record's value (for slide's JSON one object, or
+// NDJSON) with f, at now, as events of rec (window.Store.ObserveFrom), and calls refused with
+// each part refused and its Reason: ReasonExpired for an event in its window at the record's
+// time and out of it at now. It returns how many events the store accepted and how many the
+// value held (0: a tombstone, or only blank lines). refused must not retain part.
+func (in *Intake) TakeRecord(f Format, value []byte, now int64, rec Record, refused func(part []byte, r Reason)) (accepted, events int) {
 	src := window.Source{RecordTS: rec.TS}
-	return in.take(d, value, now, &src, rec.Feed, refused)
+	return in.take(f, value, now, &src, rec.Feed, refused)
 }
 
-// take is Take and TakeRecord: each line decoded by d (the default ts src's record time, else
-// now) and observed at now, against src when there is one.
-func (in *Intake) take(d *Decoder, body []byte, now int64, src *window.Source, feed window.Feed, refused func([]byte, Reason)) (accepted, events int) {
+// take is Take and TakeRecord: each event decoded by f (the default ts src's record time, else
+// now) and observed at now, against src when there is one. The package's formats are called
+// by their types, so that the callbacks stay on the stack (a func handed to an interface
+// escapes); another type goes through a pooled deferred.
+func (in *Intake) take(f Format, body []byte, now int64, src *window.Source, feed window.Feed, refused func([]byte, Reason)) (accepted, events int) {
+	obs := observer{in: in, now: now, feed: feed}
 	defaultTS := now
 	if src != nil {
 		defaultTS = src.RecordTS
+		obs.src, obs.hasSrc = *src, true
 	}
-	events = d.DecodeLines(body, defaultTS, func(line []byte, ev window.Event, r Reason) {
-		if r == ReasonNone {
-			var err error
-			if src != nil {
-				// The store judges the event's time once, in its ring, against the record.
-				ev.Feed = feed
-				err = in.store.ObserveFrom(now, *src, &ev)
-			} else {
-				err = in.store.ObserveAt(now, ev)
+	switch f := f.(type) {
+	case *Decoder:
+		events = f.DecodeLines(body, defaultTS, func(line []byte, ev window.Event, r Reason) {
+			if r = obs.event(ev, r); r != ReasonNone {
+				refused(line, r)
 			}
-			if err == nil {
-				accepted++
-				return
-			}
-			r = ReasonOf(err)
+		})
+	default:
+		d := in.deferreds.Get().(*deferred)
+		d.obs = obs
+		events = f.DecodeLines(body, defaultTS, d.fn)
+		obs.accepted = d.obs.accepted
+		for i, rf := range d.refusals {
+			refused(rf.part, rf.r)
+			d.refusals[i] = refusal{}
 		}
-		refused(line, r)
-	})
-	return accepted, events
+		d.refusals, d.obs = d.refusals[:0], observer{}
+		in.deferreds.Put(d)
+	}
+	return obs.accepted, events
 }

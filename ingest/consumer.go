@@ -55,6 +55,9 @@ type Config struct {
 	// MaxKeyLen is the longest key or metric accepted, in bytes; default
 	// event.DefaultMaxKeyLen (256).
 	MaxKeyLen int
+	// Format makes the reader of records' values, one per partition (event.WithFormat): nil is
+	// slide's JSON events (an event.Decoder with MaxKeyLen), OTLP spans another's.
+	Format func() (event.Format, error)
 	// CommitInterval is how often processed offsets are committed; default 1 s. Offsets are
 	// committed for lag monitoring and to mark what was already counted and dead-lettered;
 	// restores seek by time, not to the committed offset.
@@ -271,7 +274,11 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 		return nil, fmt.Errorf("ingest config: %w", err)
 	}
 	cfg = cfg.withDefaults(store)
-	intake, err := event.NewIntake(store, event.Config{MaxKeyLen: cfg.MaxKeyLen})
+	var intakeOpts []event.IntakeOption
+	if cfg.Format != nil {
+		intakeOpts = append(intakeOpts, event.WithFormat(cfg.Format))
+	}
+	intake, err := event.NewIntake(store, event.Config{MaxKeyLen: cfg.MaxKeyLen}, intakeOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("ingest config: %w", err)
 	}

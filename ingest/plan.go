@@ -32,7 +32,7 @@ type partition struct {
 	lastSent  int64        // last committed offset; only the committer touches it
 
 	// Owned by the partition's worker goroutine.
-	dec    *event.Decoder // the intake's, for this partition: its intern table holds the partition's names
+	dec    event.Format // the intake's, for this partition: its intern table holds the partition's names
 	events prometheus.Counter
 	bytes  prometheus.Counter
 	snap   partSnap
@@ -115,7 +115,7 @@ func (c *Consumer) partitionsFrom(ends map[int32]kafka.PartitionOffsets, starts 
 		}
 		p := &partition{
 			id: id, label: partitionLabel(id), from: from, target: po.LastOffset,
-			assigned: time.Now(), lastSent: -1, dec: c.intake.NewDecoder(),
+			assigned: time.Now(), lastSent: -1, dec: c.intake.NewFormat(),
 		}
 		p.committed.Store(committed[id])
 		p.events = c.m.events.WithLabelValues(p.label)

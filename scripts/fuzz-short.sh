@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # fuzz-short.sh runs the fuzz targets that guard hostile input briefly, one after the other:
-# the event decoder (Kafka records and POST /v1/events), the query parameter parser of the
+# the event decoder (Kafka records and POST /v1/events) and the event map's (--event-map: access
+# logs and any JSON, against encoding/json), the query parameter parser of the
 # read routes, the policy-file parser and the plans-file parser, the rate limit service config loader and its
 # ShouldRateLimit handler, the decoder of peers' partial answers and of their signature headers, the bounded decompression
 # of Kafka batches (seeded with compression bombs), the /v1/allow body parser, the batch
@@ -36,6 +37,7 @@ targets=(
 	"./window FuzzLoadSnapshot 20000x"
 	"./textparse FuzzScanner 20000x"
 	"./event FuzzDecodeFast 20000x"
+	"./event FuzzEventMap 20000x"
 	"./textparse FuzzFast 10000x"
 	"./window FuzzParseDuration 10000x"
 	"./window FuzzSelectorMatch 20000x"

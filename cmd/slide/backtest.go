@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/limiter/backtest"
 	"github.com/slide-metrics/slide/limiter/usage"
@@ -20,6 +21,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	fs := newFlagSet("backtest", s.out)
 	var (
 		policies, format, rings string
+		eventMap                string
 		plans                   string
 		slot                    time.Duration
 		slots                   int
@@ -33,6 +35,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	windowVar(fs, &slot, "slot", window.DefaultSlot, "usage rules: slot width of every metric's ring (as slide serve --slot)")
 	fs.IntVar(&slots, "slots", window.DefaultSlots, "usage rules: slots per ring (as slide serve --slots)")
 	fs.StringVar(&rings, "rings", "cost=1m:60", "usage rules: per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (as slide serve --rings)")
+	fs.StringVar(&eventMap, "event-map", "", "read the log through an event map (envoy, nginx or a YAML `FILE`, as slide serve --event-map): each line is a request of cost 1 by its key at its time, and its events are metric events")
 	path, err := parseBatchArgs(fs, args)
 	if err != nil {
 		return err
@@ -47,6 +50,18 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		return usageErr("--format %q: want text or json", format)
 	case cfg.TopKeys < 0 || cfg.Bucket < time.Millisecond:
 		return usageErr("--top must be ≥ 0 and --bucket ≥ 1ms")
+	}
+	read := backtest.ReadLog
+	if eventMap != "" {
+		newFormat, err := eventMapFormat(eventMap, event.Config{MaxKeyLen: limiter.MaxKeyLen})
+		if err != nil {
+			return err
+		}
+		f, err := newFormat()
+		if err != nil {
+			return err
+		}
+		read = func(r io.Reader, fn func(backtest.Request) error) error { return backtest.ReadFormatLog(r, f, fn) }
 	}
 	ps, rules, err := usage.LoadFile(policies)
 	if err != nil {
@@ -80,7 +95,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		in = f
 	}
 	n := 0
-	err = backtest.ReadLog(in, func(r backtest.Request) error {
+	err = read(in, func(r backtest.Request) error {
 		if n++; n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err

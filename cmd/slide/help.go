@@ -29,6 +29,7 @@ On SIGTERM it drains HTTP, commits offsets, leaves the consumer group and closes
 			"slide serve --addr 127.0.0.1:8081 --embedded-kafka-addr 127.0.0.1:19092",
 			"slide serve --brokers kafka-1:9092 --policies policies.yaml --redis redis:6379",
 			"SLIDE_ADDR=:8081 slide serve                         # every flag also as SLIDE_<FLAG>",
+			"slide serve --brokers kafka-1:9092 --topic envoy-access --event-map envoy   # Envoy Gateway's access log",
 		},
 	},
 	"batch": {
@@ -61,6 +62,7 @@ as to slide serve (--slot, --slots, --rings).`,
 		examples: []string{
 			"slide backtest --policies policies.yaml requests.csv",
 			"slide backtest --policies policies.yaml --format json --bucket 10s requests.ndjson",
+			"slide backtest --policies policies.yaml --event-map nginx access.log   # each line a request",
 		},
 	},
 	"produce": {

@@ -86,6 +86,8 @@ type serveConfig struct {
 	snapshotInterval   time.Duration
 	snapshotTopic      string
 	snapshotChunkBytes int64
+
+	eventMap string // --event-map (eventmap.go)
 }
 
 func (c *serveConfig) register(fs interface {
@@ -114,6 +116,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.topic, "topic", ingest.DefaultTopic, "topic of events")
 	fs.StringVar(&c.group, "group", ingest.DefaultGroup, "consumer group")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", ingest.DefaultSessionTimeout, "how long the group waits for a crashed instance before handing its partitions to the others (heartbeats are every 1s)")
+	fs.StringVar(&c.eventMap, "event-map", "", eventMapUsage)
 	fs.StringVar(&c.deadLetterTopic, "dead-letter-topic", "", "topic that receives refused events with their reason (empty: none)")
 	fs.StringVar(&c.embeddedKafkaAddr, "embedded-kafka-addr", ingest.DefaultBrokerAddr, "listen address of the embedded Kafka-protocol broker")
 	fs.IntVar(&c.embeddedPartitions, "embedded-kafka-partitions", 4, "partitions of the embedded broker's topic")
@@ -262,6 +265,12 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return err
 	}
 	defer closeLimiter()
+	// --event-map: the reader of Kafka records and POST /v1/events bodies, checked before
+	// anything starts too.
+	evFormat, err := eventMapFormat(c.eventMap, event.Config{})
+	if err != nil {
+		return err
+	}
 
 	// Kafka: the embedded broker unless --brokers names a cluster.
 	var brokers []string
@@ -336,6 +345,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
 		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
 		MemberData: cluster.MemberData(advertise), Dialer: c.conn.kafkaDialer, MaxInflatedBytes: c.budget.maxInflatedBytes,
+		Format: evFormat,
 		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: int(c.snapshotChunkBytes),
 			MaxBytes: c.snapshotMaxBytes(sc)},
 	}, store, ingest.WithGenerationHook(cl.OnGeneration))
@@ -353,7 +363,11 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	// POST /v1/events: straight into this instance's store, with the decoder and reasons of
 	// Kafka records (query.Config.Events says what such events are not).
-	events, err := event.NewIntake(store, event.Config{})
+	var intakeOpts []event.IntakeOption
+	if evFormat != nil {
+		intakeOpts = append(intakeOpts, event.WithFormat(evFormat))
+	}
+	events, err := event.NewIntake(store, event.Config{}, intakeOpts...)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,10 @@
 // replay with ErrUnsorted naming its line, as slide batch does. Memory is O(keys held by
 // the limiters, bounded by Config.MaxKeys, + distinct denied keys + timeline buckets).
 //
+// A log of another shape (an access log) is read through one of event's Formats instead
+// (ReadFormatLog, slide backtest --event-map): each line is a request of cost 1 by its first
+// event's key at that event's time, followed by its events as metric events.
+//
 // A report per policy has the allowed and denied counts, the most denied keys and the denial
 // timeline (buckets of Config.Bucket with at least one denial).
 //
