@@ -141,12 +141,8 @@ func (d *Decoder) readLabels(obj []byte) (int, Reason) {
 		} else {
 			l.buf = append(l.buf, obj[i+1:j]...)
 		}
-		v := l.buf[mid:]
-		if len(v) > window.MaxLabelValueLen {
-			return l.refuse(start, mid, labelTooLong, ReasonKeyTooLong)
-		}
-		if len(v) > 0 && !window.ValidNameBytes(v) {
-			return l.refuse(start, mid, labelBadValue, ReasonBadField)
+		if r, why := checkLabelValue(l.buf[mid:]); r != ReasonNone {
+			return l.refuse(start, mid, why, r)
 		}
 		l.ls[l.n] = labelSpan{int32(start), int32(mid), int32(len(l.buf))}
 		l.n++
@@ -175,13 +171,7 @@ func (d *Decoder) seriesOf(key string) string {
 	}
 	s := append(l.series[:0], key...)
 	for _, p := range l.ls[:l.n] {
-		if p.mid == p.end {
-			continue // an empty value: the label is absent, as window.AppendSeries leaves it out
-		}
-		s = append(s, window.LabelSep)
-		s = append(s, l.buf[p.start:p.mid]...)
-		s = append(s, '=')
-		s = append(s, l.buf[p.mid:p.end]...)
+		s = appendSeriesLabel(s, l.buf[p.start:p.mid], l.buf[p.mid:p.end])
 	}
 	l.series = s
 	if len(s) == len(key) {
@@ -192,4 +182,29 @@ func (d *Decoder) seriesOf(key string) string {
 		v = d.intern.add(s, h)
 	}
 	return v
+}
+
+// checkLabelValue is the rule of a label's value, after unescaping: at most
+// window.MaxLabelValueLen bytes (ReasonKeyTooLong), and window.ValidName unless empty
+// (ReasonBadField). Every format's labels are held to it.
+func checkLabelValue(v []byte) (Reason, labelWhy) {
+	if len(v) > window.MaxLabelValueLen {
+		return ReasonKeyTooLong, labelTooLong
+	}
+	if len(v) > 0 && !window.ValidNameBytes(v) {
+		return ReasonBadField, labelBadValue
+	}
+	return ReasonNone, 0
+}
+
+// appendSeriesLabel appends label name=value to the series string s in window's encoding
+// (window.AppendSeries): nothing for an empty value, which is no label.
+func appendSeriesLabel[N string | []byte](s []byte, name N, value []byte) []byte {
+	if len(value) == 0 {
+		return s
+	}
+	s = append(s, window.LabelSep)
+	s = append(s, name...)
+	s = append(s, '=')
+	return append(s, value...)
 }

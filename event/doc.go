@@ -88,13 +88,51 @@
 // refusal the callback hands it). Both decode, observe and map the store's error to a Reason
 // in the same function, and allocate nothing per event once its series exists.
 //
+// # OTLP traces
+//
+// NewOTLPProto and NewOTLPJSON read OpenTelemetry spans (otlp.go), one
+// ExportTraceServiceRequest a body, as the Collector's kafka exporter writes them (otlp_proto,
+// its default, and otlp_json). Each span is one event: metric duration_ms (SpanMetric), value
+// end − start in fractional milliseconds, ts its end in unix ms (floored); key the resource
+// attribute service.name (SpanConfig.KeyAttribute); labels span_name, span_kind
+// (SPAN_KIND_SERVER, …), status_code (STATUS_CODE_UNSET|OK|ERROR) and each attribute of
+// SpanConfig.Dimensions, the span's, else the resource's, named as Prometheus' OTLP
+// translation names it (SpanLabelName: http.route → http_route). An absent attribute, an
+// empty one, or one holding an array, a map or bytes gives no label; an integer, a boolean or
+// a double is written as pdata's AsString writes it (500, true, 0.25). Of attributes given
+// twice the first counts, as pdata's Map.Get finds it. The key and the labels are held to the
+// rules above, through the slide JSON decoder's own intern table, label scratch and series
+// encoding: a key absent or empty is missing_field, one over Config.MaxKeyLen key_too_long,
+// one failing window.ValidName bad_field, and a label value as a labels member's is. A span
+// ending before it starts is invalid_value (its duration would be negative), a kind or status
+// code OTLP does not define bad_field. A body that is not a request is refused whole as
+// bad_record (ReasonBadRecord), one refusal whose part is the body and none of its spans
+// counted: malformed protobuf (a truncated varint, a length past its message, a group, field
+// 0, a field the scan reads with another wire type), JSON that is not JSON or not a
+// request's shape, or an AnyValue nested deeper than 32. Strings the events do not use are not
+// checked for UTF-8. A refused span's part is its bytes (its field in protobuf, its object in
+// JSON); Result.First says where it is as "span N" (from 1, in the request's order) or "the
+// record", and Explain what: `resource attribute "service.name": absent`, `end before start
+// by 2.5ms`, `malformed protobuf: length past its message at byte 17`.
+//
+// Both are a scan over the body, never an object tree (otlp_proto.go, otlp_json.go): a body is
+// read in one pass into the decoder's pending spans, which are handed on after it, so 0
+// allocations per span once keys and series are interned. A span's series string is written
+// (appendSeriesLabel, window's encoding) and held to the rules once: the decoder remembers the
+// series of the parts it was written from (the key's and labels' bytes or numbers as read, at
+// most Config.MaxInterned of them), and a span of parts seen before takes that series
+// without writing any text again. They are held to pdata's unmarshalers by a differential
+// test over random pdata traces and by FuzzOTLPProto and FuzzOTLPJSON. AppendOTLP writes a
+// request of one service's spans in protobuf (slide produce --otlp), a writer of our own that
+// pdata reads back span for span.
+//
 // # Formats: where a new one goes
 //
 // A Format (format.go) reads a body into events: DecodeLines hands each event with the part
 // of the body it came from (a line, a span's bytes) and its Reason, Explain says a refused
 // part's detail. *Decoder, slide's JSON, is the default; NewIntake's WithFormat gives the
 // intake a constructor of another, called once per goroutine (ingest keeps one per
-// partition, Intake.NewFormat; Take pools them). A new format (OTLP spans and access logs
+// partition, Intake.NewFormat; Take pools them). A new format (access logs
 // come next) is one file in this package that reads its input into window.Event values by the
 // rules above, refusing with the same Reasons (a new Reason only for what the rules above
 // cannot say), so that every door that takes it observes and reasons as the JSON events do.

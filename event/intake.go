@@ -133,6 +133,12 @@ func (in *Intake) take(f Format, body []byte, now int64, src *window.Source, fee
 				refused(line, r)
 			}
 		})
+	case *SpanDecoder:
+		events = f.DecodeLines(body, defaultTS, func(span []byte, ev window.Event, r Reason) {
+			if r = obs.event(ev, r); r != ReasonNone {
+				refused(span, r)
+			}
+		})
 	default:
 		d := in.deferreds.Get().(*deferred)
 		d.obs = obs

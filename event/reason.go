@@ -27,6 +27,7 @@ const (
 	ReasonSeriesCap                  // the event's series is new and the store is at its series cap, or its metric at window.StoreConfig.MaxSeriesPerMetric
 	ReasonTooLarge                   // a Kafka record whose batch inflates beyond ingest's Config.MaxInflatedBytes (ingest's alone): dead-lettered as a pointer (headers, no value)
 	ReasonExpired                    // within its window at the record's timestamp, out of it at now (lag, a skewed producer, a replay reaching further back than the metric keeps)
+	ReasonBadRecord                  // a body that is not its format's, refused whole: OTLP protobuf that is malformed (a length past the record, a wire type its field cannot have, AnyValue nested deeper than 32), OTLP JSON that is not JSON or not a request's shape
 
 	// NumReasons is how many Reasons there are, ReasonNone included: the length of an array
 	// indexed by Reason (Result.Refused, ingest's counters).
@@ -45,6 +46,7 @@ var reasonNames = [NumReasons]string{
 	ReasonSeriesCap:    "series_cap",
 	ReasonTooLarge:     "too_large",
 	ReasonExpired:      "expired",
+	ReasonBadRecord:    "bad_record",
 }
 
 // String is the metric label of r ("invalid_json", "late", ...).

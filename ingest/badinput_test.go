@@ -126,9 +126,10 @@ func TestConsumerBadInput(t *testing.T) {
 	a.stop(t) // commits and leaves
 
 	wantCounts := `
-# HELP slide_ingest_rejected_total Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap, too_large, expired).
+# HELP slide_ingest_rejected_total Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap, too_large, expired, bad_record).
 # TYPE slide_ingest_rejected_total counter
 slide_ingest_rejected_total{reason="bad_field"} 1
+slide_ingest_rejected_total{reason="bad_record"} 0
 slide_ingest_rejected_total{reason="expired"} 1
 slide_ingest_rejected_total{reason="future"} 1
 slide_ingest_rejected_total{reason="invalid_json"} 1

@@ -7,10 +7,12 @@
 //
 //   - Consumer: a segmentio/kafka-go consumer group member (ConsumerGroup / Generation for
 //     assignments and commits; each partition fetched from its leader with kafka-go's Conn).
-//     Each record's value goes through event.Intake.TakeRecord with a decoder per partition:
-//     the decoding, the store's judgement against the record's timestamp and the refusal
-//     Reasons are package event's, as for POST /v1/events; counting, logging and
-//     dead-lettering each refusal are the consumer's.
+//     Each record's value goes through event.Intake.TakeRecord with a decoder per partition,
+//     an event.Format of Config.Format (slide's JSON by default, OTLP spans with
+//     event.NewOTLPProto or NewOTLPJSON: one ExportTraceServiceRequest a record, a refused
+//     span's dead letter the span's bytes): the decoding, the store's judgement against the
+//     record's timestamp and the refusal Reasons are package event's, as for POST
+//     /v1/events; counting, logging and dead-lettering each refusal are the consumer's.
 //   - StartBroker: an in-process Kafka-protocol broker (github.com/twmb/franz-go/pkg/kfake)
 //     for `slide serve` without --brokers, demos and tests.
 //   - Producer, Demo, DemoGen: the writing side of `slide produce` and

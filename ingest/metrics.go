@@ -57,7 +57,7 @@ func newMetrics(store *window.Store) *metrics {
 		lagSeconds: newGaugeVec("slide_ingest_lag_seconds", []string{"partition"},
 			"How far behind the log this instance reads, by partition: the age of the last record processed while records wait behind it, 0 when caught up. Alert on this one."),
 		rejected: newCounterVec("slide_ingest_rejected_total", []string{"reason"},
-			"Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap, too_large, expired)."),
+			"Events refused, by reason (invalid_json, missing_field, bad_field, invalid_value, key_too_long, future, late, series_cap, too_large, expired, bad_record)."),
 		restoreSkipped: newCounterVec("slide_ingest_restore_skipped_total", []string{"reason"},
 			"Events refused again while replaying records the group had already processed (counted and dead-lettered then), by reason."),
 		expired: newCounter("slide_ingest_expired_total",

@@ -65,6 +65,12 @@ type Config struct {
 	// durability or partitioning write to the topic instead. Nil: the route answers 501
 	// not_configured.
 	Events *event.Intake
+	// EventsByType picks the intake of a POST /v1/events body by its Content-Type's media
+	// type (parameters ignored, matched in lower case): slide serve gives
+	// "application/x-protobuf" an otlp_proto intake and "application/x-ndjson" slide's JSON,
+	// while Events, the --event-format's, takes "application/json" and every other type.
+	// Nil: Events takes every body.
+	EventsByType map[string]*event.Intake
 
 	// Allow serves POST /v1/allow: the limiter's handler, mounted behind the bearer-token
 	// check. Nil: the route answers 501 not_configured.

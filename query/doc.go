@@ -171,6 +171,16 @@
 // wrong, as event.Intake.Explain says it: "first":{"missing_field":"line 1: no field
 // \"value\""}. Refused lines do not fail the request.
 //
+// The body's Content-Type picks its format (Config.EventsByType): with slide serve,
+// application/x-protobuf is OTLP/protobuf (one ExportTraceServiceRequest, each span an
+// event, package event's otlp_proto), application/x-ndjson slide's JSON events, and
+// application/json, or any other type, the format serve reads Kafka records in
+// (--event-format): slide's JSON events by default, OTLP/JSON under --event-format
+// otlp_json. A JSON body is not sniffed: an OTLP/JSON request to a server reading slide's
+// events is refused line by line, as any JSON that is not an event is. A span's refusal says
+// "span N" (from 1, in the request's order) where a line's says "line N", and a body that is
+// not a request is one bad_record, "the record: malformed protobuf: …".
+//
 // # Metrics
 //
 // The server registers slide_http_requests_total{route,code} and

@@ -67,7 +67,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		httperr.Write(w, httperr.BadBody, "", "reading body: "+err.Error())
 		return
 	}
-	res := s.cfg.Events.Take(buf.Bytes(), s.now())
+	res := s.intakeOf(r).Take(buf.Bytes(), s.now())
 	s.metrics.events.WithLabelValues("accepted").Add(float64(res.Accepted))
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"accepted":`...)
@@ -140,4 +140,16 @@ func refuseTooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 	_ = rc.Flush()
 	_ = rc.SetReadDeadline(time.Now().Add(drainTime))
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, MaxDrainBytes))
+}
+
+// intakeOf is the intake of r's body by its Content-Type (Config.EventsByType), else Events.
+func (s *Server) intakeOf(r *http.Request) *event.Intake {
+	if len(s.cfg.EventsByType) == 0 {
+		return s.cfg.Events
+	}
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	if in, ok := s.cfg.EventsByType[strings.ToLower(strings.TrimSpace(ct))]; ok {
+		return in
+	}
+	return s.cfg.Events
 }

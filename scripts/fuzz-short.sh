@@ -10,7 +10,8 @@
 # event decoder, the NDJSON reader and the /v1/allow fast path share, and the event decoder's
 # one-pass fast paths against its scanner path, with the textparse readers they stand on, and
 # the one parser of window lengths (window= of the API, policy files, rls limits), and the
-# label selectors' fast paths against the regexp (match= of the read routes). It stops at the first failure (go test has then
+# label selectors' fast paths against the regexp (match= of the read routes), and the OTLP
+# trace readers (otlp_proto and otlp_json records, against pdata where it reads them). It stops at the first failure (go test has then
 # written the failing input under the package's testdata/fuzz/<Target>/) and prints one line
 # per target; a target may name its own budget. FUZZTIME_SHORT sets the budget per target (default 50000x: executions, about
 # 10 s here); GO the go command. The budget is a count, not a duration: with a duration, Go
@@ -41,6 +42,8 @@ targets=(
 	"./textparse FuzzFast 10000x"
 	"./window FuzzParseDuration 10000x"
 	"./window FuzzSelectorMatch 20000x"
+	"./event FuzzOTLPProto 20000x"
+	"./event FuzzOTLPJSON 20000x"
 )
 
 for t in "${targets[@]}"; do

@@ -36,6 +36,8 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	fs.IntVar(&slots, "slots", window.DefaultSlots, "usage rules: slots per ring (as slide serve --slots)")
 	fs.StringVar(&rings, "rings", "cost=1m:60", "usage rules: per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (as slide serve --rings)")
 	fs.StringVar(&eventMap, "event-map", "", "read the log through an event map (envoy, nginx or a YAML `FILE`, as slide serve --event-map): each line is a request of cost 1 by its key at its time, and its events are metric events")
+	var spans eventFormatFlags
+	spans.register(fs)
 	path, err := parseBatchArgs(fs, args)
 	if err != nil {
 		return err
@@ -52,7 +54,21 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		return usageErr("--top must be ≥ 0 and --bucket ≥ 1ms")
 	}
 	read := backtest.ReadLog
-	if eventMap != "" {
+	spanFormat, err := spans.newFormat(limiter.MaxKeyLen)
+	switch {
+	case err != nil:
+		return asFlagError(fs, err)
+	case spanFormat != nil && eventMap != "":
+		return usageErr("--event-map reads JSON lines of its own shape: not with --event-format %s", spans.format)
+	case spanFormat != nil: // OTLP spans: each a request of its key and a duration_ms event
+		f, err := spanFormat()
+		if err != nil {
+			return err
+		}
+		read = func(r io.Reader, fn func(backtest.Request) error) error {
+			return backtest.ReadSpans(r, f, spans.format == formatOTLPProto, fn)
+		}
+	case eventMap != "":
 		newFormat, err := eventMapFormat(eventMap, event.Config{MaxKeyLen: limiter.MaxKeyLen})
 		if err != nil {
 			return err

@@ -31,6 +31,7 @@ type produceConfig struct {
 	connectTimeout       time.Duration
 	brokerList           []string
 	timestamps           string
+	otlp                 bool       // --otlp: OpenTelemetry spans (produce_otlp.go)
 	kafka                kafkaFlags // TLS and SASL (connect.go)
 }
 
@@ -52,6 +53,7 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed: the same seed sends the same events")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the brokers before giving up")
 	fs.StringVar(&c.timestamps, "timestamps", "now", "record timestamps with --file: now (the time of sending) or event (each event's ts, for replaying history)")
+	fs.BoolVar(&c.otlp, "otlp", false, "write OpenTelemetry spans of three services (otlp_proto records of 50 spans, --rate spans per second) instead of slide's events: read them with slide serve --event-format otlp_proto --span-dimensions http.route,http.response.status_code")
 	c.kafka.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -75,6 +77,8 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 		return flagErrorf(fs, "topic", "empty")
 	case c.timestamps != "now" && c.timestamps != "event":
 		return flagErrorf(fs, "timestamps", "want now or event")
+	case c.otlp && c.file != "":
+		return flagErrorf(fs, "otlp", "generates spans: not with --file")
 	}
 	var g *ingest.DemoGen
 	if c.file == "" {
@@ -106,6 +110,9 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	p, err := ingest.NewProducer(ingest.ProducerConfig{Brokers: c.brokerList, Topic: c.topic, Dialer: dialer})
 	if err != nil {
 		return err
+	}
+	if c.otlp {
+		return produceOTLP(ctx, c, p, s)
 	}
 	if g == nil {
 		return produceFile(ctx, c, p, s)

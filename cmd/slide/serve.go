@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/slide-metrics/slide/cluster"
-	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/query"
@@ -87,7 +86,8 @@ type serveConfig struct {
 	snapshotTopic      string
 	snapshotChunkBytes int64
 
-	eventMap string // --event-map (eventmap.go)
+	eventMap string           // --event-map (eventmap.go)
+	events   eventFormatFlags // --event-format, --span-key, --span-dimensions (eventformat.go)
 }
 
 func (c *serveConfig) register(fs interface {
@@ -123,6 +123,7 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", ingest.DefaultSnapshotInterval, "how often each owned partition's windows are written to the snapshot topic, so a restart or rebalance loads them and replays only the log after (0: off, full replay)")
 	fs.StringVar(&c.snapshotTopic, "snapshot-topic", "", "compacted topic of window snapshots (empty: <topic>"+ingest.DefaultSnapshotTopicSuffix+"); created when missing")
 	bytesVar(fs, &c.snapshotChunkBytes, "snapshot-chunk-bytes", ingest.DefaultSnapshotChunkBytes, "largest snapshot payload per record; keep it below the snapshot topic's max.message.bytes")
+	c.events.register(fs)
 
 	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
 	fs.StringVar(&c.plans, "plans", "", "YAML file mapping keys (exact or glob) to plans and plans to each policy's and usage rule's numbers; reloaded when it changes and on SIGHUP (a bad reload keeps the old plans)")
@@ -265,9 +266,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return err
 	}
 	defer closeLimiter()
-	// --event-map: the reader of Kafka records and POST /v1/events bodies, checked before
-	// anything starts too.
-	evFormat, err := eventMapFormat(c.eventMap, event.Config{})
+	// --event-map or --event-format: the reader of Kafka records and POST /v1/events bodies,
+	// checked before anything starts too.
+	evFormat, err := c.recordFormat()
 	if err != nil {
 		return err
 	}
@@ -362,12 +363,9 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return fmt.Errorf("--export-histograms: %w", err)
 	}
 	// POST /v1/events: straight into this instance's store, with the decoder and reasons of
-	// Kafka records (query.Config.Events says what such events are not).
-	var intakeOpts []event.IntakeOption
-	if evFormat != nil {
-		intakeOpts = append(intakeOpts, event.WithFormat(evFormat))
-	}
-	events, err := event.NewIntake(store, event.Config{}, intakeOpts...)
+	// Kafka records (query.Config.Events says what such events are not), OTLP protobuf and
+	// slide's NDJSON by their Content-Type too.
+	events, eventsByType, err := c.events.intakes(store, evFormat)
 	if err != nil {
 		return err
 	}
@@ -376,7 +374,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		quota = limithttp.QuotaHandler(c.rls.svc)
 	}
 	qs, err := query.New(query.Config{
-		Store: store, Cluster: cl, Events: events, Allow: allow, Quota: quota, AuthToken: token, AuthReads: c.authReads,
+		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Allow: allow, Quota: quota, AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Backends: c.conn.checks.states,

@@ -46,6 +46,12 @@ func (c *serveConfig) validate(fs *flag.FlagSet) error {
 	if _, err := query.ParseExportSpecs(c.exportWindows); err != nil {
 		return flagErrorf(fs, "export-windows", "%v", err)
 	}
+	if _, err := c.events.newFormat(0); err != nil {
+		return asFlagError(fs, err)
+	}
+	if c.eventMap != "" && c.events.format != formatSlide {
+		return flagErrorf(fs, "event-format", "%s: --event-map reads JSON lines of its own shape, not spans", c.events.format)
+	}
 	return nil
 }
 

@@ -26,6 +26,11 @@
 // (ReadFormatLog, slide backtest --event-map): each line is a request of cost 1 by its first
 // event's key at that event's time, followed by its events as metric events.
 //
+// A log of OpenTelemetry spans (ReadSpans: OTLP/JSON requests a line, or OTLP/protobuf
+// requests each after its 4-byte length) replays each span as a request of cost 1 of its key
+// (service.name) at its end, then its duration_ms event; the spans are read whole and sorted
+// by time first, since exporters batch them out of order, so such a log needs not be sorted.
+//
 // A report per policy has the allowed and denied counts, the most denied keys and the denial
 // timeline (buckets of Config.Bucket with at least one denial).
 //

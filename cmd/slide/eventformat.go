@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/slide-metrics/slide/event"
+	"github.com/slide-metrics/slide/window"
+)
+
+// The formats --event-format names.
+const (
+	formatSlide     = "slide"
+	formatOTLPProto = "otlp_proto"
+	formatOTLPJSON  = "otlp_json"
+)
+
+// eventFormatFlags are --event-format, --span-key and --span-dimensions: what a Kafka
+// record's value (serve) or a log line (backtest) is.
+type eventFormatFlags struct {
+	format  string
+	spanKey string
+	spanDim string
+}
+
+func (f *eventFormatFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+}) {
+	fs.StringVar(&f.format, "event-format", formatSlide, "what events are: slide (slide's JSON events), otlp_proto or otlp_json (OpenTelemetry spans, one ExportTraceServiceRequest a record, as the Collector's kafka exporter writes them: each span an event of metric duration_ms)")
+	fs.StringVar(&f.spanKey, "span-key", event.DefaultSpanKey, "OTLP spans: the resource attribute that is a span's key")
+	fs.StringVar(&f.spanDim, "span-dimensions", "", "OTLP spans: span or resource attributes that become labels, comma separated, e.g. http.route,http.response.status_code (named with _ for what a label name cannot hold: http_route)")
+}
+
+// spanConfig is the span flags as an event.SpanConfig, or their error.
+func (f *eventFormatFlags) spanConfig(maxKeyLen int) (event.SpanConfig, error) {
+	cfg := event.SpanConfig{Config: event.Config{MaxKeyLen: maxKeyLen}, KeyAttribute: f.spanKey}
+	for _, d := range strings.Split(f.spanDim, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			cfg.Dimensions = append(cfg.Dimensions, d)
+		}
+	}
+	if f.spanKey == "" {
+		return cfg, &flagError{"span-key", errors.New("empty: want a resource attribute")}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, &flagError{"span-dimensions", err}
+	}
+	return cfg, nil
+}
+
+// newFormat is the constructor of the format the flags name, for event.WithFormat and
+// ingest.Config.Format: nil for slide's JSON (the default of both).
+func (f *eventFormatFlags) newFormat(maxKeyLen int) (func() (event.Format, error), error) {
+	return f.newFormatOf(f.format, maxKeyLen)
+}
+
+func (f *eventFormatFlags) newFormatOf(format string, maxKeyLen int) (func() (event.Format, error), error) {
+	var newDec func(event.SpanConfig) (*event.SpanDecoder, error)
+	switch format {
+	case formatSlide:
+		return nil, nil
+	case formatOTLPProto:
+		newDec = event.NewOTLPProto
+	case formatOTLPJSON:
+		newDec = event.NewOTLPJSON
+	default:
+		return nil, &flagError{"event-format", errors.New("want slide, otlp_proto or otlp_json")}
+	}
+	cfg, err := f.spanConfig(maxKeyLen)
+	if err != nil {
+		return nil, err
+	}
+	return func() (event.Format, error) { return newDec(cfg) }, nil
+}
+
+// recordFormat is the reader of Kafka records and POST /v1/events bodies that --event-map or
+// --event-format names (nil: slide's JSON events); the two exclude each other.
+func (c *serveConfig) recordFormat() (func() (event.Format, error), error) {
+	if c.eventMap != "" && c.events.format != formatSlide {
+		return nil, &flagError{"event-format", errors.New("--event-map reads JSON lines of its own shape: not with --event-format " + c.events.format)}
+	}
+	if c.eventMap != "" {
+		return eventMapFormat(c.eventMap, event.Config{})
+	}
+	return c.events.newFormat(0)
+}
+
+// intakes are POST /v1/events' intakes into store (query.Config.Events and EventsByType): def's
+// (the records' format, nil for slide's JSON) for application/json and any other type,
+// otlp_proto for application/x-protobuf, slide's JSON for application/x-ndjson.
+func (f *eventFormatFlags) intakes(store *window.Store, def func() (event.Format, error)) (*event.Intake, map[string]*event.Intake, error) {
+	mk := func(nf func() (event.Format, error)) (*event.Intake, error) {
+		var opts []event.IntakeOption
+		if nf != nil {
+			opts = append(opts, event.WithFormat(nf))
+		}
+		return event.NewIntake(store, event.Config{}, opts...)
+	}
+	in, err := mk(def)
+	if err != nil {
+		return nil, nil, err
+	}
+	byType := map[string]*event.Intake{"application/x-protobuf": in, "application/x-ndjson": in}
+	if f.format != formatOTLPProto {
+		proto, err := f.newFormatOf(formatOTLPProto, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		if byType["application/x-protobuf"], err = mk(proto); err != nil {
+			return nil, nil, err
+		}
+	}
+	if def != nil {
+		if byType["application/x-ndjson"], err = mk(nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	return in, byType, nil
+}

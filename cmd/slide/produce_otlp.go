@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/slide-metrics/slide/event"
+	"github.com/slide-metrics/slide/ingest"
+)
+
+// otlpService is a service produce --otlp writes spans of: its routes, its median duration
+// and how often it fails.
+type otlpService struct {
+	name     string
+	routes   []string
+	medianMs float64
+	errRate  float64
+}
+
+var otlpServices = []otlpService{
+	{"frontend", []string{"/", "/search", "/product/{id}"}, 25, 0.01},
+	{"checkout", []string{"/cart", "/checkout"}, 60, 0.02},
+	{"payments", []string{"/pay", "/refund"}, 120, 0.05},
+}
+
+// otlpPerRecord is how many spans a record of produce --otlp holds, as an exporter batches.
+const otlpPerRecord = 50
+
+// produceOTLP is `slide produce --otlp`: OpenTelemetry spans of three services, otlp_proto
+// records (event.AppendOTLP, no pdata) keyed by service, at --rate spans per second, each
+// span a SERVER span ending now with http.route and http.response.status_code attributes,
+// lognormal durations, and errors (status ERROR, code 500) at each service's rate.
+func produceOTLP(ctx context.Context, c produceConfig, p *ingest.Producer, s stdio) error {
+	runCtx := ctx
+	if c.duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, c.duration)
+		defer cancel()
+	}
+	rng := rand.New(rand.NewPCG(c.seed, 27))
+	start := time.Now()
+	var spans, records int64
+	var sendErr error
+	batch := make([]event.Span, 0, otlpPerRecord)
+	for runCtx.Err() == nil && sendErr == nil {
+		svc := otlpServices[records%int64(len(otlpServices))]
+		batch = batch[:0]
+		now := time.Now().UnixNano()
+		for range otlpPerRecord {
+			route := svc.routes[rng.IntN(len(svc.routes))]
+			dur := int64(svc.medianMs * math.Exp(0.6*rng.NormFloat64()) * 1e6)
+			code, status := int64(200), 0
+			if rng.Float64() < svc.errRate {
+				code, status = 500, 2
+			}
+			batch = append(batch, event.Span{Name: "GET " + route, Kind: 2, Status: status, Start: now - dur, End: now,
+				Attrs: []event.SpanAttr{{Key: "http.route", Str: route}, {Key: "http.response.status_code", Int: &code}}})
+		}
+		// Sends use ctx, not runCtx: the last record of the duration must not fail for being late.
+		if sendErr = p.Send(ctx, []byte(svc.name), event.AppendOTLP(nil, svc.name, batch)); sendErr == nil {
+			records++
+			spans += otlpPerRecord
+			producePace(runCtx, start, spans, c.rate)
+		}
+	}
+	closeErr := p.Close()
+	elapsed := time.Since(start)
+	st := p.Stats()
+	fmt.Fprintf(s.out, "sent %d spans (%d otlp_proto records, %d services) to %s on %s in %s: %.0f spans/s, %s\n",
+		spans, st.Sent, len(otlpServices), c.topic, c.brokers, elapsed.Round(time.Millisecond),
+		float64(spans)/elapsed.Seconds(), produceBytes(st.Bytes))
+	return produceResult(st, sendErr, closeErr)
+}

@@ -1,0 +1,474 @@
+package event
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// OTLP/protobuf is read by a wire scan over the body, never an object tree: each message is a
+// range of the body whose fields are read in place (a string is the body's bytes until it
+// becomes a label or a key, which are interned), the messages the events need entered, every
+// other field skipped by its length. The wire is checked where it is read: the request, its
+// ResourceSpans, Resource, ScopeSpans, Span and Status, every KeyValue of a resource's or a
+// span's attributes and their AnyValues down to maxAnyDepth; a field skipped (a scope, events,
+// links, ids) only for its length, which must end within its message. A tag of field 0, a group
+// (wire types 3 and 4), a varint past ten bytes or the record's end, a length past its message,
+// a field the scan reads given with another wire type, or AnyValue nesting past maxAnyDepth is
+// a malformed record: ReasonBadRecord for the body whole.
+//
+// The field numbers are opentelemetry-proto's (trace/v1/trace.proto, common/v1/common.proto,
+// resource/v1/resource.proto, collector/trace/v1/trace_service.proto).
+
+// Wire types.
+const (
+	wtVarint  = 0
+	wtFixed64 = 1
+	wtLen     = 2
+	wtFixed32 = 5
+)
+
+// pbField is one field as pbNext read it: its number and wire type; its value for a varint or
+// a fixed width; its bytes b[vs:ve] for a length-delimited one.
+type pbField struct {
+	num    uint64
+	wt     uint8
+	v      uint64
+	vs, ve int
+}
+
+// pbVarint reads the varint at b[i:end]: its value and the index after it, −1 when it is
+// truncated or longer than ten bytes. The one-byte varint (every tag of OTLP, most lengths)
+// is read inline.
+func pbVarint(b []byte, i, end int) (uint64, int) {
+	if i < end && b[i] < 0x80 {
+		return uint64(b[i]), i + 1
+	}
+	return pbVarintLong(b, i, end)
+}
+
+func pbVarintLong(b []byte, i, end int) (uint64, int) {
+	if i >= end || i < 0 {
+		return 0, -1
+	}
+	v, n := binary.Uvarint(b[i:end])
+	if n <= 0 {
+		return 0, -1
+	}
+	return v, i + n
+}
+
+// pbNext reads the field at b[i] within end into f and returns the index after it, or −1 with
+// s.bad saying what is wrong.
+func (s *SpanDecoder) pbNext(b []byte, i, end int, f *pbField) int {
+	at := i
+	tag, i := pbVarint(b, i, end)
+	if i < 0 {
+		return s.malformed("truncated tag", at)
+	}
+	f.num, f.wt = tag>>3, uint8(tag&7)
+	if f.num == 0 {
+		return s.malformed("field number 0", at)
+	}
+	switch f.wt {
+	case wtVarint:
+		if f.v, i = pbVarint(b, i, end); i < 0 {
+			return s.malformed("truncated varint", at)
+		}
+	case wtFixed64:
+		if end-i < 8 {
+			return s.malformed("fixed64 past its message", at)
+		}
+		f.v = binary.LittleEndian.Uint64(b[i:])
+		i += 8
+	case wtFixed32:
+		if end-i < 4 {
+			return s.malformed("fixed32 past its message", at)
+		}
+		f.v = uint64(binary.LittleEndian.Uint32(b[i:]))
+		i += 4
+	case wtLen:
+		var n uint64
+		if n, i = pbVarint(b, i, end); i < 0 {
+			return s.malformed("truncated length", at)
+		}
+		if n > uint64(end-i) {
+			return s.malformed("length past its message", at)
+		}
+		f.vs, f.ve = i, i+int(n)
+		i = f.ve
+	default:
+		return s.malformed("wire type "+string(rune('0'+f.wt)), at)
+	}
+	return i
+}
+
+// malformed records why the body is not a request and returns −1.
+func (s *SpanDecoder) malformed(what string, at int) int {
+	s.bad = badRecord{what: "malformed protobuf: " + what, at: at}
+	return -1
+}
+
+// wrongType records a field read with a wire type its message does not give it.
+func (s *SpanDecoder) wrongType(at int) bool {
+	s.bad = badRecord{what: "malformed protobuf: a field of the wrong wire type", at: at}
+	return false
+}
+
+// readProto reads an ExportTraceServiceRequest: resource_spans = 1.
+func (s *SpanDecoder) readProto(b []byte) bool {
+	var f pbField
+	for i := 0; i < len(b); {
+		at := i
+		if i = s.pbNext(b, i, len(b), &f); i < 0 {
+			return false
+		}
+		if f.num == 1 {
+			if f.wt != wtLen {
+				return s.wrongType(at)
+			}
+			if !s.resourceSpans(b, f.vs, f.ve) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// resourceSpans reads a ResourceSpans: resource = 1 first (wherever it is), then scope_spans = 2.
+func (s *SpanDecoder) resourceSpans(b []byte, i, end int) bool {
+	s.res = [len(s.res)]attrVal{}
+	var f pbField
+	for j := i; j < end; {
+		at := j
+		if j = s.pbNext(b, j, end, &f); j < 0 {
+			return false
+		}
+		if f.num == 1 || f.num == 2 {
+			if f.wt != wtLen {
+				return s.wrongType(at)
+			}
+			if f.num == 1 && !s.resource(b, f.vs, f.ve) {
+				return false
+			}
+		}
+	}
+	for j := i; j < end; {
+		j = s.pbNext(b, j, end, &f) // read once already: no error now
+		if f.num == 2 && !s.scopeSpans(b, f.vs, f.ve) {
+			return false
+		}
+	}
+	return true
+}
+
+// resource reads a Resource: attributes = 1.
+func (s *SpanDecoder) resource(b []byte, i, end int) bool {
+	var f pbField
+	for i < end {
+		at := i
+		if i = s.pbNext(b, i, end, &f); i < 0 {
+			return false
+		}
+		if f.num == 1 {
+			if f.wt != wtLen {
+				return s.wrongType(at)
+			}
+			if !s.keyValue(b, f.vs, f.ve, true, 0) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// keyValue reads a KeyValue (key = 1, value = 2) of a resource's attributes (res) or a span's,
+// keeping its value when the decoder keeps its key and no earlier attribute gave it (pdata's
+// Map.Get finds the first), or of a kvlist at depth, validated only.
+func (s *SpanDecoder) keyValue(b []byte, i, end int, res bool, depth int) bool {
+	if depth == 0 && s.keyValueFlat(b, i, end, res) {
+		return true
+	}
+	var f pbField
+	var key []byte
+	v := attrVal{kind: valAbsent}
+	for i < end {
+		at := i
+		if i = s.pbNext(b, i, end, &f); i < 0 {
+			return false
+		}
+		switch f.num {
+		case 1, 2:
+			if f.wt != wtLen {
+				return s.wrongType(at)
+			}
+			if f.num == 1 {
+				key = b[f.vs:f.ve]
+				continue
+			}
+			v = attrVal{kind: valOther} // an empty AnyValue: present, no label
+			if !s.anyValue(b, f.vs, f.ve, depth+1, &v) {
+				return false
+			}
+		}
+	}
+	if depth > 0 {
+		return true
+	}
+	if v.kind == valAbsent {
+		v.kind = valOther
+	}
+	s.keep(key, v, res)
+	return true
+}
+
+// keyValueFlat is keyValue for what producers write: a key (1) and a value (2), in either
+// order (pdata writes the value first), the value one string, integer, boolean or double,
+// every tag and length one byte. It reports false, having kept nothing, for any other layout,
+// which keyValue then reads.
+func (s *SpanDecoder) keyValueFlat(b []byte, i, end int, res bool) bool {
+	if end-i < 6 || b[i+1] >= 0x80 {
+		return false
+	}
+	m := i + 2 + int(b[i+1]) // the second field
+	if m+2 > end || b[m+1] >= 0x80 || m+2+int(b[m+1]) != end {
+		return false
+	}
+	var ks, ke, vs int
+	switch {
+	case b[i] == 0x0a && b[m] == 0x12:
+		ks, ke, vs = i+2, m, m+2
+	case b[i] == 0x12 && b[m] == 0x0a:
+		ks, ke, vs, end = m+2, end, i+2, m
+	default:
+		return false
+	}
+	if vs+2 > end {
+		return false
+	}
+	slot := s.attrSlot(b[ks:ke], res)
+	if slot >= 0 {
+		if res && s.res[slot].kind != valAbsent || !res && s.span.dims[slot-1].kind != valAbsent {
+			slot = -1 // an earlier attribute gave it
+		}
+	}
+	var v attrVal
+	switch tag, n := b[vs], b[vs+1]; tag {
+	case 0x0a: // string_value
+		if n >= 0x80 || vs+2+int(n) != end {
+			return false
+		}
+		v = attrVal{kind: valString, b: b[vs+2 : end]}
+	case 0x18, 0x10: // int_value, bool_value
+		x, j := pbVarint(b, vs+1, end)
+		if j != end {
+			return false
+		}
+		v = attrVal{kind: valInt, i: int64(x)}
+		if tag == 0x10 {
+			v = attrVal{kind: valBool, i: int64(min(x, 1))}
+		}
+	case 0x21: // double_value
+		if vs+9 != end {
+			return false
+		}
+		if slot >= 0 {
+			v = attrVal{kind: valDouble, f: math.Float64frombits(binary.LittleEndian.Uint64(b[vs+1:]))}
+		}
+	default:
+		return false
+	}
+	switch {
+	case slot < 0:
+	case res:
+		s.res[slot] = v
+	default:
+		s.span.dims[slot-1] = v
+	}
+	return true
+}
+
+// keep keeps v as the value of the attribute named name, when the decoder keeps that name
+// and no earlier attribute gave it (pdata's Map.Get finds the first).
+func (s *SpanDecoder) keep(name []byte, v attrVal, res bool) {
+	slot := s.attrSlot(name, res)
+	switch {
+	case slot < 0:
+	case res:
+		if s.res[slot].kind == valAbsent {
+			s.res[slot] = v
+		}
+	default:
+		if s.span.dims[slot-1].kind == valAbsent {
+			s.span.dims[slot-1] = v
+		}
+	}
+}
+
+// anyValue reads an AnyValue into v: string_value = 1, bool_value = 2, int_value = 3,
+// double_value = 4, array_value = 5, kvlist_value = 6, bytes_value = 7 (the last given wins, as
+// a oneof's does); arrays and kvlists are validated down to maxAnyDepth.
+func (s *SpanDecoder) anyValue(b []byte, i, end, depth int, v *attrVal) bool {
+	if depth > maxAnyDepth {
+		s.bad = badRecord{what: "AnyValue nested deeper than 32", at: i}
+		return false
+	}
+	var f pbField
+	for i < end {
+		at := i
+		if i = s.pbNext(b, i, end, &f); i < 0 {
+			return false
+		}
+		want := uint8(wtLen)
+		switch f.num {
+		case 2, 3:
+			want = wtVarint
+		case 4:
+			want = wtFixed64
+		case 1, 5, 6, 7:
+		default:
+			*v = attrVal{kind: valOther}
+			continue
+		}
+		if f.wt != want {
+			return s.wrongType(at)
+		}
+		switch f.num {
+		case 1:
+			*v = attrVal{kind: valString, b: b[f.vs:f.ve]}
+		case 2:
+			*v = attrVal{kind: valBool}
+			if f.v != 0 {
+				v.i = 1
+			}
+		case 3:
+			*v = attrVal{kind: valInt, i: int64(f.v)}
+		case 4:
+			*v = attrVal{kind: valDouble, f: math.Float64frombits(f.v)}
+		case 5, 6: // ArrayValue, KeyValueList: values = 1
+			*v = attrVal{kind: valOther}
+			var g pbField
+			for j := f.vs; j < f.ve; {
+				at := j
+				if j = s.pbNext(b, j, f.ve, &g); j < 0 {
+					return false
+				}
+				if g.num != 1 {
+					continue
+				}
+				if g.wt != wtLen {
+					return s.wrongType(at)
+				}
+				var inner attrVal
+				if f.num == 5 && !s.anyValue(b, g.vs, g.ve, depth+1, &inner) ||
+					f.num == 6 && !s.keyValue(b, g.vs, g.ve, false, depth) {
+					return false
+				}
+			}
+		default:
+			*v = attrVal{kind: valOther}
+		}
+	}
+	return true
+}
+
+// scopeSpans reads a ScopeSpans: spans = 2.
+func (s *SpanDecoder) scopeSpans(b []byte, i, end int) bool {
+	var f pbField
+	for i < end {
+		at := i
+		if i = s.pbNext(b, i, end, &f); i < 0 {
+			return false
+		}
+		if f.num == 2 {
+			if f.wt != wtLen {
+				return s.wrongType(at)
+			}
+			if !s.spanProto(b, at, f.vs, f.ve) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// spanProto reads a Span: name = 5, kind = 6, start_time_unix_nano = 7, end_time_unix_nano = 8,
+// attributes = 9, status = 15 (code = 3), and makes its pending event, whose part is the
+// span's field, b[start:end] (never empty).
+func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
+	sp := &s.span
+	sp.name, sp.kind, sp.status, sp.start, sp.end = attrVal{}, 0, 0, 0, 0
+	for k := range s.dims {
+		sp.dims[k] = attrVal{}
+	}
+	var f pbField
+	for i < end {
+		at := i
+		// A one-byte tag of a fixed64 or of bytes no longer than 127, the span's common
+		// fields, is read here; pbNext reads the rest.
+		quick := false
+		if t := b[i]; t >= 8 && t < 0x80 && i+1 < end {
+			switch t & 7 {
+			case wtLen:
+				if n := int(b[i+1]); n < 0x80 && i+2+n <= end {
+					f.num, f.wt, f.vs, f.ve = uint64(t>>3), wtLen, i+2, i+2+n
+					i, quick = f.ve, true
+				}
+			case wtFixed64:
+				if i+9 <= end {
+					f.num, f.wt, f.v = uint64(t>>3), wtFixed64, binary.LittleEndian.Uint64(b[i+1:])
+					i, quick = i+9, true
+				}
+			}
+		}
+		if !quick {
+			if i = s.pbNext(b, i, end, &f); i < 0 {
+				return false
+			}
+		}
+		want := uint8(255)
+		switch f.num {
+		case 5, 9, 15:
+			want = wtLen
+		case 6:
+			want = wtVarint
+		case 7, 8:
+			want = wtFixed64
+		}
+		if want == 255 {
+			continue
+		}
+		if f.wt != want {
+			return s.wrongType(at)
+		}
+		switch f.num {
+		case 5:
+			sp.name = attrVal{kind: valString, b: b[f.vs:f.ve]}
+		case 6:
+			sp.kind = int64(int32(f.v)) // an enum is an int32 on the wire
+		case 7:
+			sp.start = f.v
+		case 8:
+			sp.end = f.v
+		case 9:
+			if !s.keyValueFlat(b, f.vs, f.ve, false) && !s.keyValue(b, f.vs, f.ve, false, 0) {
+				return false
+			}
+		case 15:
+			var g pbField
+			for j := f.vs; j < f.ve; {
+				at := j
+				if j = s.pbNext(b, j, f.ve, &g); j < 0 {
+					return false
+				}
+				if g.num == 3 {
+					if g.wt != wtVarint {
+						return s.wrongType(at)
+					}
+					sp.status = int64(int32(g.v))
+				}
+			}
+		}
+	}
+	s.spanEvent(b[start:end])
+	return true
+}

@@ -1,0 +1,153 @@
+package ingest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/slide-metrics/slide/event"
+	"github.com/slide-metrics/slide/internal/kafkatest"
+	"github.com/slide-metrics/slide/window"
+)
+
+// TestConsumerOTLPSpans: records pdata's ProtoMarshaler writes, as the Collector's kafka
+// exporter does, go through the embedded broker into a consumer of --event-format otlp_proto:
+// every series' count is exact and its p95 within the sketch's 1% of the truth's, the spans
+// per status_code and the http_route groups of a service are exactly those sent, and a span
+// without service.name and a record that is not a request are refused by their reasons.
+func TestConsumerOTLPSpans(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "spans", 2)
+	t0 := time.Now()
+	rng := rand.New(rand.NewPCG(27, 2))
+	services := []string{"checkout", "payments", "frontend"}
+	routes := []string{"/pay", "/cart", "/users/{id}"}
+	truth := map[string][]float64{}          // series string → durations
+	perStatus := map[string]uint64{}         // status_code → spans
+	routesOf := map[string]map[string]bool{} // service → routes sent
+	var msgs []kafka.Message
+	for r := range 40 {
+		td := ptrace.NewTraces()
+		svc := services[r%len(services)]
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", svc)
+		ss := rs.ScopeSpans().AppendEmpty()
+		for range 20 + rng.IntN(40) {
+			sp := ss.Spans().AppendEmpty()
+			route := routes[rng.IntN(len(routes))]
+			status := ptrace.StatusCode(rng.IntN(10) / 8 * 2) // one in five an error
+			end := t0.Add(-time.Duration(rng.Int64N(int64(2 * time.Minute)))).UnixNano()
+			dur := int64(math.Exp(rng.NormFloat64()+3) * 1e6)
+			sp.SetName("GET " + route)
+			sp.SetKind(ptrace.SpanKindServer)
+			sp.Status().SetCode(status)
+			sp.SetStartTimestamp(pcommon.Timestamp(end - dur))
+			sp.SetEndTimestamp(pcommon.Timestamp(end))
+			sp.Attributes().PutStr("http.route", route)
+			sp.Attributes().PutInt("http.response.status_code", 200)
+			code := "STATUS_CODE_" + map[ptrace.StatusCode]string{ptrace.StatusCodeUnset: "UNSET", ptrace.StatusCodeError: "ERROR"}[status]
+			series, err := window.AppendSeries(nil, svc, []window.Label{{Name: "http_route", Value: route},
+				{Name: "span_kind", Value: "SPAN_KIND_SERVER"}, {Name: "span_name", Value: "GET " + route}, {Name: "status_code", Value: code}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			truth[string(series)] = append(truth[string(series)], float64(dur)/1e6)
+			perStatus[code]++
+			if routesOf[svc] == nil {
+				routesOf[svc] = map[string]bool{}
+			}
+			routesOf[svc][route] = true
+		}
+		if r == 7 { // a resource without service.name: its span is refused
+			orphan := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+			orphan.SetEndTimestamp(pcommon.Timestamp(t0.UnixNano()))
+		}
+		body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, kafka.Message{Key: []byte(svc), Value: body})
+	}
+	msgs = append(msgs, kafka.Message{Key: []byte("x"), Value: []byte{0x0a, 0x7f, 0x01}}) // a length past the record
+	c.Produce(t, msgs...)
+
+	cfg := testConfig(c, "otlp")
+	cfg.Format = func() (event.Format, error) {
+		return event.NewOTLPProto(event.SpanConfig{Dimensions: []string{"http.route"}})
+	}
+	store := newTestStore(t, 0)
+	r := start(t, cfg, store, t0)
+	eventually(t, 10*time.Second, "the spans", func() bool { return caughtUp(t, c, r) }, progress(r))
+
+	now := t0.UnixMilli()
+	var spans int
+	for series, durs := range truth {
+		a, err := store.ReadAt(now, event.SpanMetric, series, 5*time.Minute, []float64{0.95})
+		if err != nil {
+			t.Fatalf("%q: %v", series, err)
+		}
+		slices.Sort(durs)
+		spans += len(durs)
+		want := durs[int(0.95*float64(len(durs)-1))] // the rank the store's quantiles read
+		if a.Count != uint64(len(durs)) || math.Abs(a.Quantiles[0]-want) > 0.01*want {
+			t.Errorf("%q: count %d p95 %v, want %d and %v within 1%%", series, a.Count, a.Quantiles[0], len(durs), want)
+		}
+	}
+	if store.Len() != len(truth) {
+		t.Errorf("store holds %d series, the spans make %d", store.Len(), len(truth))
+	}
+	if got := sum(r.m.events); got != float64(spans) {
+		t.Errorf("slide_ingest_events_total = %v, want the %d spans", got, spans)
+	}
+	if got := sum(r.m.rejectedBy[event.ReasonMissingField]) + sum(r.m.rejectedBy[event.ReasonBadRecord]); got != 2 || sum(r.m.rejected) != 2 {
+		t.Errorf("refusals: missing_field and bad_record %v, all %v; want one each", got, sum(r.m.rejected))
+	}
+	all, err := window.CompileSelector("*", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := store.ReadGroups(now, event.SpanMetric, all, []string{"status_code"}, 5*time.Minute, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, g := range groups {
+		got[g.Labels[0].Value] = g.Agg.Count
+	}
+	if fmt.Sprint(got) != fmt.Sprint(perStatus) {
+		t.Errorf("spans by status_code %v, sent %v", got, perStatus)
+	}
+	for svc, sent := range routesOf {
+		sel, err := window.CompileSelector(svc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups, err := store.ReadGroups(now, event.SpanMetric, sel, []string{"http_route"}, 5*time.Minute, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, g := range groups {
+			if !sent[g.Labels[0].Value] {
+				t.Errorf("%s: a group of route %q, not sent", svc, g.Labels[0].Value)
+			}
+			n += g.Agg.Count
+		}
+		var want uint64
+		for series, durs := range truth {
+			if window.SeriesKeyOf(series) == svc {
+				want += uint64(len(durs))
+			}
+		}
+		if len(groups) != len(sent) || n != want {
+			t.Errorf("%s: %d route groups of %d spans, sent %d routes, %d spans", svc, len(groups), n, len(sent), want)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package ingest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/slide-metrics/slide/event"
+	"github.com/slide-metrics/slide/internal/kafkatest"
+)
+
+// BenchmarkEndToEndSpans is BenchmarkEndToEnd for OpenTelemetry spans: one op reads the whole
+// pre-produced topic, 2,000 otlp_proto records of 80 spans each (pdata's ProtoMarshaler, 4
+// services, a route dimension) over 4 partitions. "ours" is a Consumer of --event-format
+// otlp_proto into a fresh store; "anchor" the bare kafka-go fetch loop over the same records.
+// spans/s counts the spans both carried through; cpu_ms/op is as BenchmarkEndToEnd's.
+func BenchmarkEndToEndSpans(b *testing.B) {
+	const records, perRecord = 2000, 80
+	c := kafkatest.Start(b, "spans", 4)
+	t0 := time.Now()
+	clock := func() time.Time { return t0 }
+	rng := rand.New(rand.NewPCG(80, 2))
+	msgs := make([]kafka.Message, records)
+	var size int64
+	for i := range msgs {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		svc := fmt.Sprintf("service-%d", i%4)
+		rs.Resource().Attributes().PutStr("service.name", svc)
+		ss := rs.ScopeSpans().AppendEmpty()
+		for range perRecord {
+			sp := ss.Spans().AppendEmpty()
+			sp.SetTraceID(pcommon.TraceID{byte(rng.IntN(256)), 1})
+			sp.SetSpanID(pcommon.SpanID{byte(rng.IntN(256)), 2})
+			route := []string{"/pay", "/cart", "/checkout"}[rng.IntN(3)]
+			sp.SetName("GET " + route)
+			sp.SetKind(ptrace.SpanKindServer)
+			endNs := t0.Add(-time.Duration(rng.Int64N(int64(time.Minute)))).UnixNano()
+			sp.SetStartTimestamp(pcommon.Timestamp(endNs - rng.Int64N(2e9)))
+			sp.SetEndTimestamp(pcommon.Timestamp(endNs))
+			sp.Attributes().PutStr("http.route", route)
+			sp.Attributes().PutInt("http.response.status_code", 200)
+		}
+		body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs[i] = kafka.Message{Key: []byte(svc), Value: body}
+		size += int64(len(body))
+	}
+	for i := 0; i < records; i += 50 { // a batch under the broker's 1 MiB
+		c.Produce(b, msgs[i:i+50]...)
+	}
+	end := logEnd(b, c, c.Topic)
+	const maxWait = 500 * time.Millisecond
+	const spans = records * perRecord
+
+	b.Run("ours", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		var busy, cpu time.Duration
+		for i := 0; i < b.N; i++ {
+			cfg := Config{Brokers: []string{c.Addr}, Topic: c.Topic, Group: fmt.Sprintf("spans-%d", i),
+				HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 2 * time.Second, MaxWait: maxWait,
+				Format: func() (event.Format, error) {
+					return event.NewOTLPProto(event.SpanConfig{Dimensions: []string{"http.route"}})
+				}}
+			took, used := timeConsume(b, cfg, clock, end, spans)
+			busy, cpu = busy+took, cpu+used
+		}
+		b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu_ms/op")
+		b.ReportMetric(float64(spans*b.N)/busy.Seconds(), "spans/s")
+	})
+	b.Run("anchor", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		var busy, cpu time.Duration
+		for i := 0; i < b.N; i++ {
+			took, used := timeFetch(b, c, end, records, maxWait)
+			busy, cpu = busy+took, cpu+used
+		}
+		b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu_ms/op")
+		b.ReportMetric(float64(spans*b.N)/busy.Seconds(), "spans/s")
+	})
+}
