@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slide-metrics/slide/window"
 )
@@ -58,8 +59,24 @@ func seedAnswers(t testing.TB) map[string][][]byte {
 	_ = s.MergePartial(t0, "m", func(string, int32) bool { return true }, window.DefaultSlot*30, &p)
 	nb := p
 	nb.NoBins = true
+	// A partial of a tiered ring (issue #29): 40 minutes of events read over the reach, its
+	// span rounded out to the tier slot the window starts in.
+	tc := window.RingConfig{Slot: 10 * time.Second, Slots: 6, Tiers: []window.Tier{{Slot: time.Minute, Slots: 5}, {Slot: 5 * time.Minute, Slots: 4}}}
+	ts, err := window.NewStore(window.StoreConfig{Metrics: map[string]window.RingConfig{"t": tc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(240) {
+		at := t0 + i*10_000
+		_ = ts.ObserveAt(at, window.Event{TS: at, Metric: "t", Key: "k", Value: float64(i % 7), Feed: window.FeedOf(1)})
+	}
+	var tp window.Partial
+	if err := ts.MergePartial(t0+2_390_000, "t", func(string, int32) bool { return true }, tc.Reach(), &tp); err != nil || tp.Count == 0 {
+		t.Fatalf("tiered partial: %+v, %v", tp, err)
+	}
 	return map[string][][]byte{
 		opMerge: {
+			encodeAnswer(opMerge, &answer{served: []int32{1}, merged: tp}),
 			encodeAnswer(opMerge, &answer{served: []int32{1, 5}, merged: p}),
 			encodeAnswer(opMerge, &answer{served: []int32{}, merged: nb}),
 			encodeAnswer(opMerge, &answer{}),

@@ -226,7 +226,7 @@ func (g *GroupPartials) Groups(ix sketch.Indexer, qs []float64) []Group {
 // ErrTooManyGroups once the series fall in more than MaxGroups groups (the rest of the scan
 // then compares metrics only). Series are visited one shard at a time, as in ReadMerged.
 func (s *Store) MergeGroupPartials(now int64, metric string, match SeriesMatch, window time.Duration, into *GroupPartials) error {
-	k, err := slotsFor(s.RingConfig(metric), window)
+	k, err := readSlots(s.RingConfig(metric), window)
 	if err != nil {
 		return err
 	}
@@ -281,7 +281,7 @@ func (s *Store) ReadGroups(now int64, metric string, sel *Selector, by []string,
 	if err != nil {
 		return nil, err
 	}
-	k, err := slotsFor(s.RingConfig(metric), window)
+	k, err := readSlots(s.RingConfig(metric), window)
 	if err != nil {
 		return nil, err
 	}

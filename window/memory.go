@@ -15,3 +15,25 @@ package window
 // holds even when every series is busy. Slots holding far more than 1,000 values, or a
 // finer sketch, cost more bits per bin.
 func DenseSeriesBytes(slots int) int { return 1200 + 170*slots }
+
+// TieredSeriesBytes is DenseSeriesBytes for a ring of config c with its tiers, every slot
+// full (issue #29): the ring's slots at 170 bytes (48 without a sketch), and 32 bytes per
+// tier slot plus 150 for its packed bins when c has a sketch, plus 200 for the tiers' header.
+func TieredSeriesBytes(c RingConfig) int {
+	d := c.withDefaults()
+	n := DenseSeriesBytes(d.Slots)
+	if d.NoSketch {
+		n = 1200 + 48*(d.Slots+int(d.aheadSlots()))
+	}
+	if len(d.Tiers) > 0 {
+		n += 200
+	}
+	for _, t := range d.Tiers {
+		per := 32
+		if !d.NoSketch {
+			per += 150
+		}
+		n += per * t.Slots
+	}
+	return n
+}

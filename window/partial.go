@@ -30,14 +30,13 @@ func (p *Partial) Reset() {
 }
 
 // Merge adds o into p. Spans are the union: the latest To wins, as instances may read a
-// moment apart. Bins merge when both sides have them.
+// moment apart, and of equal Tos the earliest From, as reads of a tiered ring may round
+// a window's start out to different tier slots (issue #29). Bins merge when both sides have them.
 func (p *Partial) Merge(o *Partial) {
 	if o.Series == 0 && o.Count == 0 {
 		return
 	}
-	if p.Series == 0 || o.To > p.To {
-		p.From, p.To = o.From, o.To
-	}
+	p.widen(o.From, o.To)
 	p.Series += o.Series
 	p.NoBins = p.NoBins || o.NoBins
 	if o.Count == 0 {
@@ -49,9 +48,17 @@ func (p *Partial) Merge(o *Partial) {
 	}
 }
 
+// widen makes p's span [from, to) when p has none or to is later, and takes the earlier
+// from when to is p's.
+func (p *Partial) widen(from, to int64) {
+	if p.Series == 0 || to > p.To || to == p.To && from < p.From {
+		p.From, p.To = from, to
+	}
+}
+
 // add folds one series' aggregate a (count .. max) into p.
 func (p *Partial) add(a *Agg) {
-	p.From, p.To = a.From, a.To
+	p.widen(a.From, a.To)
 	p.Series++
 	if a.Count > 0 {
 		addPart(&p.Count, &p.Sum, &p.Min, &p.Max, a.Count, a.Sum, a.Min, a.Max)
@@ -89,7 +96,7 @@ type SeriesMatch func(key string, partition int32) bool
 // says how many series matched. It returns ErrBadWindow for a window the ring cannot read.
 // Series are visited one shard at a time, as in ReadMerged.
 func (s *Store) MergePartial(now int64, metric string, match SeriesMatch, window time.Duration, p *Partial) error {
-	k, err := slotsFor(s.RingConfig(metric), window)
+	k, err := readSlots(s.RingConfig(metric), window)
 	if err != nil {
 		return err
 	}
@@ -107,7 +114,9 @@ func (se *series) foldInto(now, k int64, p *Partial) {
 	} else {
 		se.ring.mergeInto(cur, k, &one, &p.Bins)
 	}
-	one.From, one.To = se.ring.span(cur, k)
+	if k <= se.ring.n {
+		one.From, one.To = se.ring.span(cur, k) // foldTiered states a tiered span itself
+	}
 	p.add(&one)
 }
 
@@ -115,7 +124,7 @@ func (se *series) foldInto(now, k int64, p *Partial) {
 // the last window at now, under its shard's lock: fn must be quick and must copy what it
 // keeps of p, which is reused. With bins false, the partials carry no bins (NoBins).
 func (s *Store) EachPartial(now int64, metric string, match SeriesMatch, window time.Duration, bins bool, fn func(key string, partition int32, p *Partial)) error {
-	k, err := slotsFor(s.RingConfig(metric), window)
+	k, err := readSlots(s.RingConfig(metric), window)
 	if err != nil {
 		return err
 	}
@@ -142,7 +151,7 @@ type SeriesID struct{ Metric, Key string }
 // accepts the partition that last fed it: MergePartial for one exact key, at the cost of
 // one lookup instead of a scan of every series.
 func (s *Store) MergeKey(now int64, metric, key string, ok func(partition int32) bool, window time.Duration, p *Partial) error {
-	k, err := slotsFor(s.RingConfig(metric), window)
+	k, err := readSlots(s.RingConfig(metric), window)
 	if err != nil {
 		return err
 	}

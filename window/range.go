@@ -212,7 +212,7 @@ func (r *Ring) ReadRange(now int64, w, step time.Duration, qs []float64) ([]Agg,
 	if err := checkQuantiles(qs); err != nil {
 		return nil, err
 	}
-	sh, err := shapeFor(r.cfg, w, step)
+	sh, err := shapeFor(*r.cfg, w, step)
 	if err != nil {
 		return nil, err
 	}

@@ -76,6 +76,8 @@ func (r *Ring) pruneRaw() {
 	for _, e := range r.raw {
 		if e.idx > r.cur-r.n {
 			keep = append(keep, e)
+		} else if r.tiered() {
+			r.retireRaw(e)
 		}
 	}
 	clear(r.raw[len(keep):])

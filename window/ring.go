@@ -34,6 +34,12 @@ type RingConfig struct {
 	Slots  int           // slots kept; retention = Slot × Slots; default 30
 	Skew   time.Duration // how far ahead of now an event may be; default one slot
 	Sketch sketch.Kind   // quantile sketch of every slot; zero = DDSketch 1%
+	// NoSketch keeps no quantile bins (a sum-only metric such as cost): count, sum, min and
+	// max as before, 48 bytes a slot and 32 a tier slot, quantiles NaN.
+	NoSketch bool
+	// Tiers are coarser rings the slots fold into as they age out (issue #29), finest
+	// first: reads of windows up to Reach use them. None by default.
+	Tiers []Tier
 }
 
 // withDefaults fills the zero fields.
@@ -64,7 +70,7 @@ func (c RingConfig) Validate() error {
 	if err := d.Sketch.Validate(); err != nil {
 		return fmt.Errorf("sketch: %w", err)
 	}
-	return nil
+	return d.validateTiers()
 }
 
 // Retention is how far back the ring keeps events: Slot × Slots.
@@ -135,9 +141,11 @@ type Ring struct {
 	// to both). Every live slot before the current one is in agg, none after it is.
 	curInAgg bool
 	// started is false until the first call fixes cur.
-	started bool
-	agg     sketch.Bins
-	cfg     RingConfig // defaults filled
+	started  bool
+	noSketch bool // cfg.NoSketch: slots open no bins
+	agg      sketch.Bins
+	cfg      *RingConfig // defaults filled; shared by the store's rings of one metric
+	tiers    *tierSet    // nil until a slot ages out of a tiered ring
 }
 
 // ringShape is what a ring's config makes of time, in ms: enough to judge an event's time
@@ -158,14 +166,17 @@ func NewRing(cfg RingConfig) (*Ring, error) {
 		return nil, err
 	}
 	r := &Ring{}
-	r.init(cfg.withDefaults())
+	c := cfg.withDefaults()
+	r.init(&c)
 	return r, nil
 }
 
-func (r *Ring) init(c RingConfig) {
+// init shapes r by c (defaults filled, validated), which r keeps and must not change.
+func (r *Ring) init(c *RingConfig) {
 	ix, _ := c.Sketch.Indexer() // validated
 	r.cfg = c
-	r.ringShape = shapeOf(c)
+	r.noSketch = c.NoSketch
+	r.ringShape = shapeOf(*c)
 	r.ix = ix
 	extra := (r.skewMs + r.width - 1) / r.width
 	r.size = r.n + extra
@@ -207,6 +218,11 @@ func (r *Ring) advance(now int64) {
 	r.cur, r.curLo, r.curPos, r.curInAgg = next, next*r.width, int32(r.pos(next)), false
 	if r.slots == nil {
 		if next-old >= r.size {
+			if r.tiered() {
+				for _, e := range r.raw {
+					r.retireRaw(e)
+				}
+			}
 			r.raw = nil // every event is older than the retention: no need to read them
 			return
 		}
@@ -219,6 +235,13 @@ func (r *Ring) advance(now int64) {
 	}
 	if next-old >= r.size {
 		// Jumped past everything the ring holds.
+		if r.tiered() {
+			for i := old - r.n + 1; i <= old+r.size-r.n; i++ { // oldest first
+				if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
+					r.retire(s)
+				}
+			}
+		}
 		for i := range r.slots {
 			if r.slots[i].count > 0 {
 				r.clear(&r.slots[i])
@@ -242,6 +265,9 @@ func (r *Ring) advance(now int64) {
 	for i := old - r.n + 1; i <= next-r.n; i++ {
 		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
 			s.bins.SubFrom(&r.agg)
+			if r.tiered() {
+				r.retire(s)
+			}
 			r.clear(s)
 		}
 	}
@@ -320,6 +346,10 @@ func (r *Ring) insert(idx int64, p int, v float64, n uint64) {
 		*s = slot{idx: idx, min: v, max: v}
 		r.live++
 	}
+	if r.noSketch {
+		s.note(v, n)
+		return
+	}
 	b := s.bins.Bins()
 	if b == nil {
 		if idx < r.cur {
@@ -346,6 +376,10 @@ func (r *Ring) addCurrent(now, ts int64, v float64, n uint64) bool {
 	s := &r.slots[r.curPos]
 	b := s.bins.Bins()
 	if s.count == 0 || b == nil {
+		if r.noSketch && s.count > 0 { // a sum-only ring's slots never open bins
+			s.note(v, max(n, 1))
+			return true
+		}
 		return false
 	}
 	if n == 0 {
@@ -363,7 +397,7 @@ func (r *Ring) addCurrent(now, ts int64, v float64, n uint64) bool {
 // call (Store.Evict), on the owner's clock, not a read.
 func (r *Ring) Empty(now int64) bool {
 	r.advance(now)
-	return r.live == 0 && len(r.raw) == 0
+	return r.live == 0 && len(r.raw) == 0 && r.tiersEmpty(now)
 }
 
 // foldCurrent makes agg cover the current slot too.
@@ -393,6 +427,16 @@ func (r *Ring) span(cur, k int64) (from, to int64) {
 	return (cur - k + 1) * r.width, (cur + 1) * r.width
 }
 
+// readSlots is slotsFor for a read that can reach into the tiers: a window longer than the
+// retention, up to Reach, is k > Slots slots of the ring's width.
+func readSlots(c RingConfig, w time.Duration) (int64, error) {
+	width, ms := c.Slot.Milliseconds(), w.Milliseconds()
+	if len(c.Tiers) > 0 && w > c.Retention() && w <= c.Reach() && w%time.Millisecond == 0 && ms%width == 0 {
+		return ms / width, nil
+	}
+	return slotsFor(c, w)
+}
+
 // slotsFor converts a window to a slot count of a ring of config c (defaults filled), or ErrBadWindow.
 func slotsFor(c RingConfig, w time.Duration) (int64, error) {
 	width, ms := c.Slot.Milliseconds(), w.Milliseconds()
@@ -407,140 +451,9 @@ func slotsFor(c RingConfig, w time.Duration) (int64, error) {
 func (r *Ring) windowSlots(w time.Duration) (int64, error) {
 	ms := w.Milliseconds()
 	if w <= 0 || w%time.Millisecond != 0 || ms%r.width != 0 || ms/r.width > r.n {
-		return slotsFor(r.cfg, w) // the error, worded once
+		return readSlots(*r.cfg, w) // a tiered window, or the error, worded once
 	}
 	return ms / r.width, nil
-}
-
-// Read aggregates the last window (current slot and the ones before it) at now into a.
-// Quantiles go to a.Quantiles, one per q, clamped to the exact [min, max].
-func (r *Ring) Read(now int64, w time.Duration, qs []float64) (Agg, error) {
-	var a Agg
-	if err := checkQuantiles(qs); err != nil {
-		return a, err
-	}
-	k, err := r.windowSlots(w)
-	if err != nil {
-		return a, err
-	}
-	cur := r.at(now)
-	if r.slots == nil {
-		return r.readRaw(cur, k, qs), nil
-	}
-	return r.read(cur, k, qs), nil
-}
-
-// foldStats is fold without the slots' bins: count, sum, min and max of the k slots up to cur.
-func (r *Ring) foldStats(a *Agg, cur, k int64) {
-	if r.slots == nil {
-		r.foldRaw(a, cur, k, nil)
-		return
-	}
-	r.fold(a, cur, k, func(*slot) {})
-}
-
-// read is Read of the k slots up to cur (at's) on a dense ring (or a view).
-func (r *Ring) read(cur, k int64, qs []float64) Agg {
-	var a Agg
-	a.From, a.To = r.span(cur, k)
-	a.Series = 1
-	a.Quantiles = make([]float64, len(qs))
-	if k == r.n && cur == r.cur {
-		r.fold(&a, cur, k, func(*slot) {})
-		if a.Count == 0 {
-			a.nanQuantiles()
-			return a
-		}
-		r.foldCurrent()
-		r.agg.Quantiles(r.ix, qs, a.Quantiles[:0]) // one pass over the kept aggregate
-		a.clampQuantiles()
-		return a
-	}
-	// Shorter windows, and a whole one at a now past the current slot: the union of their
-	// slots' bins, summed into scratch.
-	b := scratchBins.Get().(*sketch.Bins)
-	if k == r.n {
-		r.fold(&a, cur, k, func(*slot) {})
-		if a.Count > 0 {
-			r.addWindowAt(cur, b)
-		}
-	} else {
-		r.fold(&a, cur, k, func(s *slot) { s.bins.AddTo(b) })
-	}
-	a.readQuantiles(b, r.ix, qs)
-	b.Clear()
-	scratchBins.Put(b)
-	return a
-}
-
-// fold adds count, sum, min and max of the k slots up to cur into a and calls each for
-// every live one.
-func (r *Ring) fold(a *Agg, cur, k int64, each func(*slot)) {
-	if r.slots == nil {
-		if len(r.raw) > 0 {
-			t := r.view()
-			t.fold(a, cur, k, each)
-			r.release(t)
-		}
-		return
-	}
-	for i := cur - k + 1; i <= cur; i++ {
-		s := &r.slots[r.pos(i)]
-		if s.count == 0 || s.idx != i {
-			continue
-		}
-		a.add(s.count, s.sum, s.min, s.max)
-		each(s)
-	}
-}
-
-// mergeInto adds the k slots up to cur (at's) into a (count, sum, min, max) and into bins.
-func (r *Ring) mergeInto(cur, k int64, a *Agg, bins *sketch.Bins) {
-	if r.slots == nil {
-		r.foldRaw(a, cur, k, bins)
-		return
-	}
-	if k == r.n {
-		r.fold(a, cur, k, func(*slot) {})
-		if cur != r.cur {
-			r.addWindowAt(cur, bins)
-			return
-		}
-		r.foldCurrent()
-		bins.AddBins(&r.agg)
-		return
-	}
-	r.fold(a, cur, k, func(s *slot) { s.bins.AddTo(bins) })
-}
-
-// addWindowAt adds into dst the bins of the whole window (retention) of a dense ring with
-// cur current, for cur past the ring's current slot, without moving the ring: the kept
-// aggregate plus the slots an advance to cur would add and minus those it would subtract
-// (counts are integers: the same bins, bit for bit), or, when that touches more slots
-// than the window holds live, the window's live slots summed. dst may hold other series'
-// bins (a merge): the aggregate is added before any of it is subtracted.
-func (r *Ring) addWindowAt(cur int64, dst *sketch.Bins) {
-	if d := cur - r.cur; d >= r.n || 2*d+1 >= int64(r.live) {
-		for i := cur - r.n + 1; i <= cur; i++ {
-			if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
-				s.bins.AddTo(dst)
-			}
-		}
-		return
-	}
-	// agg holds every live slot of (r.cur-n, r.cur), and r.cur once curInAgg; the window at
-	// cur is (cur-n, cur]: [r.cur, cur] joins, (r.cur-n, cur-n] leaves.
-	dst.AddBins(&r.agg)
-	for i := r.cur; i <= cur; i++ {
-		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i && (i != r.cur || !r.curInAgg) {
-			s.bins.AddTo(dst)
-		}
-	}
-	for i := r.cur - r.n + 1; i <= cur-r.n; i++ {
-		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
-			s.bins.SubFrom(dst)
-		}
-	}
 }
 
 func checkQuantiles(qs []float64) error {
@@ -556,6 +469,7 @@ func checkQuantiles(qs []float64) error {
 func (r *Ring) clone() *Ring {
 	c := *r
 	c.raw = append([]rawEvent(nil), r.raw...)
+	c.tiers = r.tiers.clone()
 	if r.slots == nil {
 		c.agg = sketch.Bins{}
 		return &c
@@ -566,5 +480,6 @@ func (r *Ring) clone() *Ring {
 		c.slots[i].bins = s.bins.Clone()
 	}
 	c.agg = *r.agg.Clone()
+	c.tiers = r.tiers.clone()
 	return &c
 }

@@ -21,8 +21,10 @@ var (
 	ErrSnapshotShape   = errors.New("window: snapshot rings differ from the store's config")
 )
 
-// SnapshotVersion is the format version AppendSnapshot writes and LoadSnapshot reads.
-const SnapshotVersion = 1
+// SnapshotVersion is the format version AppendSnapshot writes. LoadSnapshot reads it and
+// version 1, the format before tiers (issue #29): a ring without tiers, restored into the
+// store's ring with its tiers empty.
+const SnapshotVersion = 2
 
 // snapshotMagic starts every snapshot, so a stray record is not mistaken for one.
 var snapshotMagic = [4]byte{'S', 'L', 'W', 'S'}
@@ -56,10 +58,53 @@ func (r *Ring) export(now int64, fn func(SlotState)) (cur int64) {
 	var scratch sketch.Bins // a packed slot's bins, decoded for fn
 	for i := r.cur - r.n + 1; i <= r.cur+r.ahead(); i++ {
 		if s := &r.slots[r.pos(i)]; s.count > 0 && s.idx == i {
-			fn(SlotState{Idx: i, Count: s.count, Sum: s.sum, Min: s.min, Max: s.max, Bins: s.bins.View(&scratch)})
+			st := SlotState{Idx: i, Count: s.count, Sum: s.sum, Min: s.min, Max: s.max}
+			if !r.noSketch {
+				st.Bins = s.bins.View(&scratch)
+			}
+			fn(st)
 		}
 	}
 	return r.cur
+}
+
+// exportTiers calls fn for every live slot of r's tiers, coarsest tier first and oldest
+// slot first in each, with the tier's current slot; the bins are r's own (nil without a
+// sketch), as export's.
+func (r *Ring) exportTiers(fn func(t int, cur int64, st SlotState)) {
+	if r.tiers == nil {
+		return
+	}
+	var scratch sketch.Bins
+	for i := len(r.tiers.t) - 1; i >= 0; i-- {
+		t := &r.tiers.t[i]
+		for k := t.cur - t.n + 1; t.stats != nil && k <= t.cur; k++ {
+			q := t.pos(k)
+			if s := &t.stats[q]; s.count > 0 {
+				st := SlotState{Idx: k, Count: s.count, Sum: s.sum, Min: s.min, Max: s.max}
+				if t.bins != nil {
+					st.Bins = t.bins[q].View(&scratch)
+				}
+				fn(i, t.cur, st)
+			}
+		}
+	}
+}
+
+// restoreTiers merges slots of r's tier t (absolute indexes of its width) into it, as the
+// slots aging out of r would fold. restore keeps the Bins it is given.
+func (r *Ring) restoreTiers(t int, slots []SlotState) {
+	if r.tiers == nil {
+		r.tiers = newTierSet(r.cfg, r.ix)
+	}
+	for _, st := range slots {
+		p := part{count: st.Count, sum: st.Sum, min: st.Min, max: st.Max}
+		if st.Bins != nil && !r.noSketch {
+			p.bins = sketch.SlotOf(st.Bins)
+			p.bins.Pack()
+		}
+		r.tiers.add(t, st.Idx*r.tiers.t[t].width, &p)
+	}
 }
 
 // exportRaw is export of a sparse ring: the slots its raw events make, exactly as a dense
@@ -79,6 +124,9 @@ func (r *Ring) exportRaw(fn func(SlotState)) {
 	for i := 0; i < len(evs); {
 		st := SlotState{Idx: evs[i].idx, Min: evs[i].v, Max: evs[i].v, Bins: b}
 		b.Clear()
+		if r.noSketch {
+			st.Bins = nil
+		}
 		for ; i < len(evs) && evs[i].idx == st.Idx; i++ {
 			e := evs[i]
 			st.Count += e.n
@@ -89,7 +137,9 @@ func (r *Ring) exportRaw(fn func(SlotState)) {
 			if e.v > st.Max {
 				st.Max = e.v
 			}
-			b.Add(r.ix, e.v, e.n)
+			if !r.noSketch {
+				b.Add(r.ix, e.v, e.n)
+			}
 		}
 		if st.Idx > r.cur-r.n && st.Idx <= r.cur+r.ahead() {
 			fn(st)
@@ -120,13 +170,18 @@ func (r *Ring) restore(cur int64, slots []SlotState) {
 		s := &r.slots[r.pos(st.Idx)]
 		switch {
 		case s.count == 0:
-			*s = slot{idx: st.Idx, count: st.Count, sum: st.Sum, min: st.Min, max: st.Max, bins: sketch.SlotOf(st.Bins)}
+			*s = slot{idx: st.Idx, count: st.Count, sum: st.Sum, min: st.Min, max: st.Max}
+			if st.Bins != nil && !r.noSketch {
+				s.bins = sketch.SlotOf(st.Bins)
+			}
 			r.live++
 		case s.idx == st.Idx:
 			s.count += st.Count
 			s.sum += st.Sum
 			s.min, s.max = min(s.min, st.Min), max(s.max, st.Max)
-			s.bins.Open().AddBins(st.Bins)
+			if st.Bins != nil && !r.noSketch {
+				s.bins.Open().AddBins(st.Bins)
+			}
 		}
 	}
 	// agg holds the completed live slots, packed; the current one joins it at its next full read.
@@ -196,8 +251,11 @@ func bitsEqual(a, b float64) bool { return math.Float64bits(a) == math.Float64bi
 // The encoding, version SnapshotVersion: "SLWS", the version byte, the series (metric,
 // key, shape, current slot and slot count as fixed 8 and 4 bytes, then each live slot: how
 // far below the ring's last slot it is, count, sum, min, max, and the length and bytes of
-// its bins as sketch.Bins.AppendBinary), the table of ring shapes they name (slot ms,
-// slots, skew ms, sketch kind as Kind.String), the table's position as 4 bytes, and a
+// its bins as sketch.Bins.AppendBinary, 0 bytes for a ring without a sketch; then the number
+// of tiers holding slots, and for each its number, current slot, slot count and slots, as
+// the ring's), the table of ring shapes they name (slot ms, slots, skew ms, sketch kind as
+// Kind.String, flags (1: no sketch), the tiers' slot ms and slots), the table's position as
+// 4 bytes, and a
 // CRC-32C (Castagnoli) of everything before it. Other integers are varints, floats their
 // IEEE bits, fixed-size fields little-endian, strings length-prefixed. Slots go straight
 // from the rings into dst: reusing dst, a snapshot allocates next to nothing.
@@ -230,24 +288,40 @@ func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 			body = append(body, make([]byte, 8+4)...) // current slot and slot count, set below
 			slots := 0
 			cur := se.ring.export(now, func(st SlotState) {
-				body = binary.AppendUvarint(body, uint64(se.ring.cur+se.ring.ahead()-st.Idx))
-				body = binary.AppendUvarint(body, st.Count)
-				body = binary.LittleEndian.AppendUint64(body, math.Float64bits(st.Sum))
-				body = binary.LittleEndian.AppendUint64(body, math.Float64bits(st.Min))
-				body = binary.LittleEndian.AppendUint64(body, math.Float64bits(st.Max))
-				lenAt := len(body)
-				body = append(body, 0, 0, 0, 0) // placeholder for the bins' length
-				body, _ = st.Bins.AppendBinary(body)
-				binary.LittleEndian.PutUint32(body[lenAt:], uint32(len(body)-lenAt-4))
+				body = appendSlot(body, uint64(se.ring.cur+se.ring.ahead()-st.Idx), st)
 				slots++
 			})
-			if slots == 0 {
+			// The tiers (version 2): how many hold slots, then for each its number, current
+			// slot and slot count as the ring's, and its slots as the ring's are written.
+			tiersAt := len(body)
+			body = append(body, 0)
+			tiers, tierSlots, last, tierCurAt := 0, 0, -1, 0
+			se.ring.exportTiers(func(t int, tcur int64, st SlotState) {
+				if t != last {
+					if last >= 0 {
+						binary.LittleEndian.PutUint32(body[tierCurAt+8:], uint32(tierSlots))
+					}
+					body = binary.AppendUvarint(body, uint64(t))
+					tierCurAt = len(body)
+					body = binary.LittleEndian.AppendUint64(body, uint64(tcur))
+					body = append(body, 0, 0, 0, 0)
+					last, tierSlots = t, 0
+					tiers++
+				}
+				body = appendSlot(body, uint64(tcur-st.Idx), st)
+				tierSlots++
+			})
+			if last >= 0 {
+				binary.LittleEndian.PutUint32(body[tierCurAt+8:], uint32(tierSlots))
+				body[tiersAt] = byte(tiers) // at most MaxTiers: one varint byte
+			}
+			if slots == 0 && tiers == 0 {
 				body = body[:mark]
 				continue
 			}
 			if !ok {
 				shapes[se.metric] = idx
-				order = append(order, se.ring.cfg)
+				order = append(order, *se.ring.cfg)
 			}
 			binary.LittleEndian.PutUint64(body[curAt:], uint64(cur))
 			binary.LittleEndian.PutUint32(body[curAt+8:], uint32(slots))
@@ -263,9 +337,39 @@ func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 		dst = binary.AppendUvarint(dst, uint64(rc.Slots))
 		dst = binary.AppendUvarint(dst, uint64(rc.Skew.Milliseconds()))
 		dst = appendString(dst, rc.Sketch.String())
+		var flags uint64
+		if rc.NoSketch {
+			flags |= shapeNoSketch
+		}
+		dst = binary.AppendUvarint(dst, flags)
+		dst = binary.AppendUvarint(dst, uint64(len(rc.Tiers)))
+		for _, t := range rc.Tiers {
+			dst = binary.AppendUvarint(dst, uint64(t.Slot.Milliseconds()))
+			dst = binary.AppendUvarint(dst, uint64(t.Slots))
+		}
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(shapesAt))
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli)), n
+}
+
+// shapeNoSketch is the shape table's flag of a ring without a sketch (version 2).
+const shapeNoSketch = 1
+
+// appendSlot appends one slot: how far below the ring's (or tier's) last slot it is, count,
+// sum, min, max, and the length and bytes of its bins, a length of 0 for none (NoSketch).
+func appendSlot(body []byte, back uint64, st SlotState) []byte {
+	body = binary.AppendUvarint(body, back)
+	body = binary.AppendUvarint(body, st.Count)
+	body = binary.LittleEndian.AppendUint64(body, math.Float64bits(st.Sum))
+	body = binary.LittleEndian.AppendUint64(body, math.Float64bits(st.Min))
+	body = binary.LittleEndian.AppendUint64(body, math.Float64bits(st.Max))
+	lenAt := len(body)
+	body = append(body, 0, 0, 0, 0) // placeholder for the bins' length
+	if st.Bins != nil {
+		body, _ = st.Bins.AppendBinary(body)
+	}
+	binary.LittleEndian.PutUint32(body[lenAt:], uint32(len(body)-lenAt-4))
+	return body
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -334,7 +438,14 @@ func (s *Store) load(l *snapLoad, p int32) (int, error) {
 				continue
 			}
 		}
-		se.ring.restore(ss.cur, ss.slots)
+		if len(ss.slots) > 0 { // a series of tiers alone moves no ring
+			se.ring.restore(ss.cur, ss.slots)
+		}
+		for _, ts := range ss.tiers {
+			if len(ts.slots) > 0 {
+				se.ring.restoreTiers(ts.t, ts.slots)
+			}
+		}
 		if se.ring.Empty(l.now) && created {
 			s.unlinkNew(sh, h, se) // nothing of it is left in the window at now
 		} else {

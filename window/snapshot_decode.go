@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/slide-metrics/slide/sketch"
 )
@@ -51,7 +52,7 @@ const (
 	// maxSnapshotBins bounds one slot's encoded bins: a DDSketch slot at 1% from 1e-9 to 1e9
 	// holds about 4,000 bins, a few KB; a side of sketch.MaxSpan one-byte counts is 8 MiB.
 	maxSnapshotBins = 32 << 20
-	minSlotBytes    = 29 // an encoded slot's least size: 2 varints, 3 floats, a length, 1 byte of bins
+	minSlotBytes    = 28 // an encoded slot's least size: 2 varints, 3 floats, a length (no bins: NoSketch)
 )
 
 // snapDecoder reads a snapshot. p is the buffered input not yet read; when r is nil it is
@@ -189,6 +190,15 @@ type snapSeries struct {
 	shape       uint64
 	cur         int64
 	slots       []SlotState
+	tiers       []snapTier
+}
+
+// snapTier is the slots of one tier of a decoded series; until resolve, each slot's Idx is
+// its distance below the tier's current slot.
+type snapTier struct {
+	t     int
+	cur   int64
+	slots []SlotState
 }
 
 // snapLoad is one load of a snapshot: the decoder, the series staged, and what resolve needs.
@@ -197,6 +207,7 @@ type snapLoad struct {
 	now     int64
 	lim     SnapshotLimits
 	d       snapDecoder
+	version byte
 	end     int64 // input offset where the series end (the shape table's), once the tail is in
 	shapes  []snapShape
 	staged  []snapSeries
@@ -214,13 +225,16 @@ func (l *snapLoad) decode() error {
 	l.seen = map[[2]string]struct{}{}
 	l.end = -1
 	head := d.bytes("header", 5)
+	if len(head) == 5 {
+		l.version = head[4]
+	}
 	switch {
 	case d.err != nil:
 		return fmt.Errorf("%w: %w", ErrSnapshotCorrupt, d.err)
 	case [4]byte(head[:4]) != snapshotMagic:
 		return fmt.Errorf("%w: not a window snapshot", ErrSnapshotCorrupt)
-	case head[4] != SnapshotVersion:
-		return fmt.Errorf("%w: version %d, this build reads %d", ErrSnapshotVersion, head[4], SnapshotVersion)
+	case head[4] != SnapshotVersion && head[4] != 1:
+		return fmt.Errorf("%w: version %d, this build reads 1 and %d", ErrSnapshotVersion, head[4], SnapshotVersion)
 	case d.size < int64(len(snapshotMagic))+1+4+4:
 		return fmt.Errorf("%w: %d bytes", ErrSnapshotCorrupt, d.size)
 	}
@@ -284,6 +298,24 @@ func (l *snapLoad) tail() {
 			break
 		}
 		rc := RingConfig{Slot: msDuration(width), Slots: int(slots), Skew: msDuration(skew), Sketch: kind}
+		if l.version >= 2 {
+			flags, nt := td.uvarint("flags"), td.uvarint("tiers")
+			if td.err == nil && (flags > shapeNoSketch || nt > MaxTiers) {
+				td.fail("ring shape flags %d, %d tiers", flags, nt)
+			}
+			rc.NoSketch = flags&shapeNoSketch != 0
+			for range nt {
+				tw, tn := td.uvarint("tier slot width"), td.uvarint("tier slots")
+				if td.err != nil || tw == 0 || tw > math.MaxInt32*1000 || tn == 0 || tn > 100_000 {
+					td.fail("tier shape %d ms × %d", tw, tn)
+					break
+				}
+				rc.Tiers = append(rc.Tiers, Tier{Slot: msDuration(tw), Slots: int(tn)})
+			}
+			if td.err != nil {
+				break
+			}
+		}
 		l.shapes = append(l.shapes, snapShape{slots: int64(slots), ahead: (int64(skew) + int64(width) - 1) / int64(width), rc: rc})
 	}
 	if td.err == nil && len(td.p) > 0 {
@@ -313,7 +345,7 @@ func (l *snapLoad) series() error {
 	if d.err != nil {
 		return nil
 	}
-	if n == 0 || n > uint64(d.size-d.pos())/minSlotBytes || cur < math.MinInt64/4 || cur > math.MaxInt64/4 {
+	if n == 0 && l.version < 2 || n > uint64(d.size-d.pos())/minSlotBytes || cur < math.MinInt64/4 || cur > math.MaxInt64/4 {
 		d.fail("series %+q/%+q: %d slots, current %d", clipName(metric), clipName(key), n, cur)
 		return nil
 	}
@@ -331,6 +363,55 @@ func (l *snapLoad) series() error {
 		ss.slots = make([]SlotState, 0, n)
 		l.seen[id] = struct{}{}
 	}
+	if ss.slots = l.slots(metric, key, n, keep, ss.slots); d.err != nil {
+		return nil
+	}
+	if l.version >= 2 {
+		nt := d.uvarint("tiers")
+		if d.err == nil && (nt > MaxTiers || nt == 0 && n == 0) {
+			d.fail("series %+q/%+q: %d tiers holding slots, %d slots", clipName(metric), clipName(key), nt, n)
+		}
+		rc := l.s.RingConfig(metric)
+		lastT := MaxTiers // coarsest first
+		for range nt {
+			t := d.uvarint("tier")
+			tcur := int64(d.u64("tier current slot"))
+			tn := d.u32("tier slots")
+			if d.err != nil {
+				return nil
+			}
+			if t >= uint64(lastT) || tn == 0 || tn > uint64(d.size-d.pos())/minSlotBytes || tcur < math.MinInt64/4 || tcur > math.MaxInt64/4 {
+				d.fail("series %+q/%+q: tier %d of %d slots, current %d", clipName(metric), clipName(key), t, tn, tcur)
+				return nil
+			}
+			if int(t) >= len(rc.Tiers) || tn > uint64(rc.Tiers[t].Slots) {
+				return fmt.Errorf("%w: %s: tier %d of %d slots, this store's rings have %d tiers", ErrSnapshotShape, clipName(metric), t+1, tn, len(rc.Tiers))
+			}
+			lastT = int(t)
+			st := snapTier{t: int(t), cur: tcur}
+			if st.slots = l.slots(metric, key, tn, keep, nil); d.err != nil {
+				return nil
+			}
+			if keep {
+				ss.tiers = append(ss.tiers, st)
+			}
+		}
+	}
+	if keep {
+		l.staged = append(l.staged, ss)
+	} else {
+		l.dropped++
+	}
+	return nil
+}
+
+// slots reads n slots of a series' ring or tier, appending them to into when keep. Each
+// slot's Idx is its distance below the last, as encoded; bins of 0 bytes are none (nil).
+func (l *snapLoad) slots(metric, key string, n uint64, keep bool, into []SlotState) []SlotState {
+	d := &l.d
+	if keep && into == nil {
+		into = make([]SlotState, 0, n)
+	}
 	lastBack := uint64(math.MaxUint64)
 	for range n {
 		back := d.uvarint("slot index")
@@ -341,32 +422,30 @@ func (l *snapLoad) series() error {
 		}
 		raw := d.bytes("bins", binsLen)
 		if d.err != nil {
-			return nil
+			return into
 		}
-		if back >= lastBack || st.Count == 0 || !finite(st.Sum, st.Min, st.Max) || st.Min > st.Max {
+		if back >= lastBack || st.Count == 0 || !finite(st.Sum, st.Min, st.Max) || st.Min > st.Max || binsLen == 0 && l.version < 2 {
 			d.fail("series %+q/%+q: slot %d below the last: bad index, count or values", clipName(metric), clipName(key), back)
-			return nil
-		}
-		bins := &l.scratch
-		if keep {
-			bins = new(sketch.Bins)
-		}
-		if err := bins.UnmarshalBinary(raw); err != nil || bins.Count() != st.Count {
-			d.fail("series %+q/%+q: slot %d below the last: bins: %v", clipName(metric), clipName(key), back, err)
-			return nil
+			return into
 		}
 		lastBack = back
-		st.Idx, st.Bins = int64(min(back, 1<<62)), bins
+		st.Idx = int64(min(back, 1<<62))
+		if binsLen > 0 {
+			bins := &l.scratch
+			if keep {
+				bins = new(sketch.Bins)
+			}
+			if err := bins.UnmarshalBinary(raw); err != nil || bins.Count() != st.Count {
+				d.fail("series %+q/%+q: slot %d below the last: bins: %v", clipName(metric), clipName(key), back, err)
+				return into
+			}
+			st.Bins = bins
+		}
 		if keep {
-			ss.slots = append(ss.slots, st)
+			into = append(into, st)
 		}
 	}
-	if keep {
-		l.staged = append(l.staged, ss)
-	} else {
-		l.dropped++
-	}
-	return nil
+	return into
 }
 
 // name reads a key or metric, held to the door's rules: at most MaxNameLen bytes (checked
@@ -405,20 +484,48 @@ func (l *snapLoad) resolve() error {
 		}
 		for j := range ss.slots {
 			st := &ss.slots[j]
-			if st.Idx >= span {
-				return fmt.Errorf("%w: series %+q/%+q: slot %d below the last of %d", ErrSnapshotCorrupt, clipName(ss.metric), clipName(ss.key), st.Idx, span)
+			if st.Idx >= span || (st.Bins == nil) != sp.rc.NoSketch {
+				return fmt.Errorf("%w: series %+q/%+q: slot %d below the last of %d, bins %v", ErrSnapshotCorrupt, clipName(ss.metric), clipName(ss.key), st.Idx, span, st.Bins != nil)
 			}
 			st.Idx = ss.cur + sp.ahead - st.Idx
 		}
 		rc := l.s.RingConfig(ss.metric)
-		if rc.Slot != sp.rc.Slot || rc.Slots != sp.rc.Slots || !rc.Sketch.Equal(sp.rc.Sketch) {
-			return fmt.Errorf("%w: %s: snapshot %v × %d %v, store %v × %d %v", ErrSnapshotShape, clipName(ss.metric),
-				sp.rc.Slot, sp.rc.Slots, sp.rc.Sketch, rc.Slot, rc.Slots, rc.Sketch)
+		if rc.Slot != sp.rc.Slot || rc.Slots != sp.rc.Slots || !rc.Sketch.Equal(sp.rc.Sketch) || rc.NoSketch != sp.rc.NoSketch ||
+			l.version >= 2 && !slices.Equal(rc.Tiers, sp.rc.Tiers) {
+			return fmt.Errorf("%w: %s: snapshot %s, store %s", ErrSnapshotShape, clipName(ss.metric), sp.rc.Spec(), rc.Spec())
 		}
 		limit := floorDiv(l.now+rc.Skew.Milliseconds(), rc.Slot.Milliseconds())
-		if newest := ss.slots[len(ss.slots)-1].Idx; ss.cur > limit || newest > limit {
-			return fmt.Errorf("%w: %+q/%+q: slot %d (current %d), at now %d the last admitted is %d", ErrSnapshotFuture,
-				clipName(ss.metric), clipName(ss.key), newest, ss.cur, l.now, limit)
+		if ss.cur > limit {
+			return fmt.Errorf("%w: %+q/%+q: current slot %d, at now %d the last admitted is %d", ErrSnapshotFuture,
+				clipName(ss.metric), clipName(ss.key), ss.cur, l.now, limit)
+		}
+		if len(ss.slots) > 0 {
+			if newest := ss.slots[len(ss.slots)-1].Idx; newest > limit {
+				return fmt.Errorf("%w: %+q/%+q: slot %d (current %d), at now %d the last admitted is %d", ErrSnapshotFuture,
+					clipName(ss.metric), clipName(ss.key), newest, ss.cur, l.now, limit)
+			}
+		}
+		for j := range ss.tiers {
+			st := &ss.tiers[j]
+			if st.t >= len(sp.rc.Tiers) {
+				return fmt.Errorf("%w: series %+q/%+q: tier %d of a ring of %d", ErrSnapshotCorrupt, clipName(ss.metric), clipName(ss.key), st.t+1, len(sp.rc.Tiers))
+			}
+			t := sp.rc.Tiers[st.t]
+			if w := t.Slot.Milliseconds(); st.cur > floorDiv(l.now+rc.Skew.Milliseconds(), w) {
+				return fmt.Errorf("%w: %+q/%+q: tier %d current slot %d, at now %d", ErrSnapshotFuture, clipName(ss.metric), clipName(ss.key), st.t+1, st.cur, l.now)
+			}
+			for k := range st.slots {
+				sl := &st.slots[k]
+				if sl.Idx >= int64(t.Slots) || (sl.Bins == nil) != sp.rc.NoSketch {
+					return fmt.Errorf("%w: series %+q/%+q: tier %d slot %d below the last of %d", ErrSnapshotCorrupt, clipName(ss.metric), clipName(ss.key), st.t+1, sl.Idx, t.Slots)
+				}
+				sl.Idx = st.cur - sl.Idx
+			}
+			// A tier whose newest slot no read at now can reach (Ring.tiersEmpty's bound) is
+			// left out, and no far past index reaches the ring's arithmetic.
+			if oldest := l.now - 2*rc.Reach().Milliseconds(); st.cur < floorDiv(oldest, t.Slot.Milliseconds()) {
+				st.slots = nil
+			}
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"runtime"
 	"strings"
@@ -22,6 +23,8 @@ func snapStore(t testing.TB) *Store {
 	s, err := NewStore(StoreConfig{Metrics: map[string]RingConfig{
 		"cost": {Slot: time.Minute, Slots: 60},
 		"hdr":  {Sketch: sketch.Kind{Name: sketch.NameHDR}},
+		"tok":  tieredCfg(),
+		"sum":  tieredSumCfg(),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +59,11 @@ func equalReads(t *testing.T, a, b *Store, now int64, p int32) {
 		}
 		n++
 		rc := a.RingConfig(se.metric)
-		for _, w := range []time.Duration{rc.Slot, 3 * rc.Slot, rc.Retention()} {
+		ws := []time.Duration{rc.Slot, 3 * rc.Slot, rc.Retention()}
+		if len(rc.Tiers) > 0 {
+			ws = append(ws, rc.Reach()-50*time.Second, rc.Reach())
+		}
+		for _, w := range ws {
 			wa, errA := se.ring.clone().Read(now, w, qs)
 			wb, errB := b.ReadAt(now, se.metric, se.key, w, qs)
 			if errB != nil && errA == nil && wa.Count == 0 {
@@ -199,6 +206,11 @@ func FuzzLoadSnapshot(f *testing.F) {
 		_ = s.ObserveAt(c.at, Event{TS: c.at, Metric: "latency_ms", Key: c.key, Value: 1})
 		bad, _ := s.AppendSnapshot(nil, c.at, 0)
 		f.Add(bad)
+	}
+	// Tiers (issue #29): a store fed for 40 minutes, and a version 1 snapshot from before them.
+	f.Add(tieredSnapshot(f, 0))
+	if v1, err := os.ReadFile("testdata/snapshot-v1.bin"); err == nil {
+		f.Add(v1)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Most mutations only break the checksum: also load the input with its checksum made

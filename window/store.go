@@ -86,8 +86,9 @@ type Store struct {
 	cfg     StoreConfig
 	ring    RingConfig
 	metrics map[string]RingConfig
-	seed    uint64 // seriesHash seed
-	seedMix uint64 // seedMix(seed), the hash's per-store constant
+	shared  map[string]*RingConfig // the configs rings keep, "" the default's
+	seed    uint64                 // seriesHash seed
+	seedMix uint64                 // seedMix(seed), the hash's per-store constant
 	mask    uint64
 	shards  []shard
 	now     func() int64
@@ -123,8 +124,11 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		now:     cfg.Now,
 	}
 	s.seedMix = seedMix(s.seed)
+	s.shared = map[string]*RingConfig{"": &s.ring}
 	for m, rc := range cfg.Metrics {
 		s.metrics[m] = rc.withDefaults()
+		c := s.metrics[m]
+		s.shared[m] = &c
 	}
 	if s.now == nil {
 		s.now = func() int64 { return time.Now().UnixMilli() }
@@ -133,6 +137,14 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		s.shards[i].series = make(map[uint64]*series)
 	}
 	return s, nil
+}
+
+// ringConfigOf is RingConfig as the pointer a ring keeps.
+func (s *Store) ringConfigOf(metric string) *RingConfig {
+	if c, ok := s.shared[metric]; ok {
+		return c
+	}
+	return s.shared[""]
 }
 
 // RingConfig is the ring config of metric's series, defaults filled in.
@@ -234,7 +246,7 @@ func (s *Store) create(sh *shard, h uint64, ev Event) (*series, error) {
 		se.labelled = true
 		s.noteLabelled(ev.Metric, 1)
 	}
-	se.ring.init(s.RingConfig(ev.Metric))
+	se.ring.init(s.ringConfigOf(ev.Metric))
 	sh.series[h] = se
 	return se, nil
 }
@@ -324,7 +336,7 @@ func (s *Store) ReadMerged(now int64, metric string, match func(key string) bool
 		return a, err
 	}
 	rc := s.RingConfig(metric)
-	k, err := slotsFor(rc, window)
+	k, err := readSlots(rc, window)
 	if err != nil {
 		return a, err
 	}
@@ -334,7 +346,12 @@ func (s *Store) ReadMerged(now int64, metric string, match func(key string) bool
 		var one Agg
 		cur := se.ring.at(now)
 		se.ring.mergeInto(cur, k, &one, &bins)
-		a.From, a.To = se.ring.span(cur, k)
+		switch {
+		case k <= se.ring.n:
+			a.From, a.To = se.ring.span(cur, k)
+		case a.Series == 0 || one.From < a.From:
+			a.From, a.To = one.From, one.To // tiered: the widest span any series covers
+		}
 		a.Series++
 		if one.Count > 0 {
 			a.add(one.Count, one.Sum, one.Min, one.Max)

@@ -19,6 +19,14 @@ func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, sc
 			return err
 		}
 		cur := se.ring.at(now)
+		if k > se.ring.n { // past the ring's own slots: the tiers too, into scratch
+			var a Agg
+			a.Series = 1
+			scratch.Reset()
+			se.ring.foldTiered(&a, cur, k*se.ring.width, scratch)
+			fn(a, scratch)
+			return nil
+		}
 		r := se.ring.view()
 		defer se.ring.release(r)
 		var a Agg

@@ -296,7 +296,9 @@ func (c RingConfig) CheckWindow(w time.Duration, text, metric string) error {
 	switch {
 	case w <= 0:
 		return &windowError{text + " must be positive"}
-	case w > d.Retention():
+	case w > d.Reach() && len(d.Tiers) > 0:
+		return &windowError{fmt.Sprintf("%s is longer than the reach %s of metric %q (rings %s)", text, FormatDuration(d.Reach()), metric, d.Spec())}
+	case w > d.Retention() && len(d.Tiers) == 0:
 		return &windowError{fmt.Sprintf("%s is longer than the retention %s of metric %q", text, FormatDuration(d.Retention()), metric)}
 	case w%d.Slot != 0:
 		return &windowError{fmt.Sprintf("%s is not a multiple of the slot width %s of metric %q", text, FormatDuration(d.Slot), metric)}
@@ -307,7 +309,8 @@ func (c RingConfig) CheckWindow(w time.Duration, text, metric string) error {
 // Span is the span [from, to) in Unix ms that a read of window w at now covers with a ring
 // of config c: the current slot and the w/slot − 1 before it, as Agg.From and Agg.To state
 // it. It is what a read of a series would answer, for answers that have no series. w is
-// assumed valid (CheckWindow).
+// assumed valid (CheckWindow). A window past the retention of a tiered ring starts where a
+// read starts it before rounding: a series' read may round it out to a tier slot (Agg.From).
 func (c RingConfig) Span(now int64, w time.Duration) (from, to int64) {
 	width := c.withDefaults().Slot.Milliseconds()
 	cur := floorDiv(now, width)

@@ -34,7 +34,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	fs.DurationVar(&cfg.Bucket, "bucket", backtest.DefaultBucket, "width of the denial timeline's buckets")
 	windowVar(fs, &slot, "slot", window.DefaultSlot, "usage rules: slot width of every metric's ring (as slide serve --slot)")
 	fs.IntVar(&slots, "slots", window.DefaultSlots, "usage rules: slots per ring (as slide serve --slots)")
-	fs.StringVar(&rings, "rings", "cost=1m:60", "usage rules: per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (as slide serve --rings)")
+	fs.StringVar(&rings, "rings", DefaultRings, "usage rules: per-metric rings METRIC=SLOT:SLOTS[:SKETCH][+SLOT:SLOTS...],... (as slide serve --rings)")
 	fs.StringVar(&eventMap, "event-map", "", "read the log through an event map (envoy, nginx or a YAML `FILE`, as slide serve --event-map): each line is a request of cost 1 by its key at its time, and its events are metric events")
 	var spans eventFormatFlags
 	spans.register(fs)

@@ -20,6 +20,8 @@ func FuzzServeFlags(f *testing.F) {
 		{"-bo\ngus", "3\n0", "a=\n"},
 		{"--max-memory\x001KiB\x00--max-series\x003", "", ""},
 		{"--max-memory\x002 parsecs", "", ""},
+		{"--rings\x00tokens=10s:360+1h:24+1d:32,cost=1m:60:none+1h:48+1d:36", "", "x=10s:30+7s:10"},
+		{"--rings\x00x=1m:60+1h:0+", "", "x=1d:1:none+2d:2"},
 	} {
 		f.Add(seed.args, seed.slots, seed.rings)
 	}

@@ -71,18 +71,18 @@ func (c *serveConfig) seriesCap() (int, error) {
 
 // snapshotMaxBytes is the most decoded bytes a snapshot may declare
 // (ingest.SnapshotConfig.MaxBytes) for a store of sc: twice the series memory, --max-memory
-// or else the series cap × window.DenseSeriesBytes of its longest ring. Twice, because a
+// or else the series cap × window.TieredSeriesBytes of its largest ring. Twice, because a
 // snapshot's bins (open, one byte a count) are wider than the store's packed ones: an hour
 // of 1,000 cost series encodes to 15 MB and is 11.4 MB by DenseSeriesBytes(60).
 func (c *serveConfig) snapshotMaxBytes(sc window.StoreConfig) int64 {
 	if b, err := parseByteSize(c.maxMemory); c.maxMemory != "" && err == nil {
 		return 2 * b
 	}
-	slots := sc.Ring.Slots
+	per := window.DenseSeriesBytes(max(sc.Ring.Slots, window.DefaultSlots))
 	for _, rc := range sc.Metrics {
-		slots = max(slots, rc.Slots)
+		per = max(per, window.TieredSeriesBytes(rc)) // a ring's tiers too (issue #29)
 	}
-	return 2 * int64(sc.MaxSeries) * int64(window.DenseSeriesBytes(max(slots, window.DefaultSlots)))
+	return 2 * int64(sc.MaxSeries) * int64(per)
 }
 
 // flagGiven reports whether the flag name was set, on the command line or from SLIDE_<FLAG>.

@@ -110,4 +110,14 @@ func TestSnapshotMaxBytes(t *testing.T) {
 	if got := (&serveConfig{maxMemory: "1GiB"}).snapshotMaxBytes(sc); got != 2<<30 {
 		t.Errorf("from --max-memory 1GiB: %d, want %d", got, 2<<30)
 	}
+	// Tiers count (issue #29): the default cost rings' 84 tier slots on top of its 60.
+	rings, err := parseMetricRings(DefaultRings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Metrics = rings
+	want := int64(2 * 1000 * window.TieredSeriesBytes(rings["cost"]))
+	if got := (&serveConfig{}).snapshotMaxBytes(sc); got != want || want <= int64(2*1000*window.DenseSeriesBytes(60)) {
+		t.Errorf("tiered cost: %d, want %d, more than its ring alone", got, want)
+	}
 }

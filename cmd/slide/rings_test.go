@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slide-metrics/slide/limiter/usage"
+	"github.com/slide-metrics/slide/window"
 )
 
 func TestParseMetricRings(t *testing.T) {
@@ -92,5 +95,66 @@ func TestExportHistogramsGetNativeRings(t *testing.T) {
 	c.exportHistograms = "latency_ms"
 	if _, err := c.storeConfig(); err == nil || !strings.Contains(err.Error(), "--export-histograms") {
 		t.Errorf("bad spec: %v", err)
+	}
+}
+
+// TestParseTieredRings: tiers after '+', the sketch none, and their refusals naming the
+// metric; DefaultRings parses and reaches 35 days.
+func TestParseTieredRings(t *testing.T) {
+	got, err := parseMetricRings("tokens=10s:360+1h:24+1d:32,cost=1m:60:none+1h:48+1d:36")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := got["tokens"]
+	if tok.Slot != 10*time.Second || tok.Slots != 360 || len(tok.Tiers) != 2 || tok.Tiers[0] != (window.Tier{Slot: time.Hour, Slots: 24}) ||
+		tok.Tiers[1] != (window.Tier{Slot: 24 * time.Hour, Slots: 32}) || tok.NoSketch {
+		t.Fatalf("tokens: %+v", tok)
+	}
+	if c := got["cost"]; !c.NoSketch || c.Spec() != "1m:60:none+1h:48+1d:36" {
+		t.Fatalf("cost: %+v (%s)", c, c.Spec())
+	}
+	for _, bad := range []string{"x=10s:30+", "x=10s:30+1h", "x=10s:30+7s:10", "x=1h:30+1m:10", "x=10s:30+1h:0", "x=10s:30+1h:24:hdr", "x=10s:30+1h:24+1h:2"} {
+		if _, err := parseMetricRings(bad); err == nil || !strings.Contains(err.Error(), "x") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	def, err := parseMetricRings(DefaultRings)
+	if err != nil || def["cost"].Reach() < 35*24*time.Hour {
+		t.Fatalf("DefaultRings: %+v, %v", def, err)
+	}
+}
+
+// TestRefusalHintServes: a usage rule the rings cannot serve is refused with a --rings value;
+// that value parses, and with it the rule is accepted (the hint once suggested the default
+// ring, which could not serve a 2 h rule).
+func TestRefusalHintServes(t *testing.T) {
+	for _, rings := range []string{"cost=1m:60", DefaultRings, "cost=10s:30"} {
+		for _, win := range []string{"2h", "90s", "24h", "7d", "30d", "40d", "calendar_month", "calendar_week"} {
+			rc, err := parseMetricRings(rings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules, err := usage.ParseRules([]byte("rules:\n  - {name: q, metric: cost, agg: sum, window: "+win+", max: 1}\n"), "p.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, _ := window.NewStore(window.StoreConfig{Metrics: rc})
+			_, err = usage.NewChecker(st, rules[0])
+			if err == nil {
+				continue
+			}
+			_, hint, ok := strings.Cut(err.Error(), "--rings ")
+			if !ok {
+				t.Fatalf("%s with %s: no hint in %v", win, rings, err)
+			}
+			served, err2 := parseMetricRings(hint)
+			if err2 != nil {
+				t.Fatalf("%s with %s: the hint %q does not parse: %v", win, rings, hint, err2)
+			}
+			st, _ = window.NewStore(window.StoreConfig{Metrics: served})
+			if _, err := usage.NewChecker(st, rules[0]); err != nil {
+				t.Errorf("%s with %s: refused (%v) and still refused with the hint %q: %v", win, rings, err, hint, err)
+			}
+		}
 	}
 }

@@ -106,7 +106,7 @@ func (c *serveConfig) register(fs interface {
 	windowVar(fs, &c.slot, "slot", window.DefaultSlot, "slot width of every metric's ring")
 	fs.IntVar(&c.slots, "slots", window.DefaultSlots, "slots per ring (retention = slot × slots)")
 	fs.StringVar(&c.sketchKind, "sketch", "ddsketch:0.01", "quantile sketch: ddsketch[:ACCURACY], hdr[:SIGFIGS:LOWEST:HIGHEST] or native[:SCHEMA] (Prometheus native-histogram buckets)")
-	fs.StringVar(&c.rings, "rings", "cost=1m:60", "per-metric rings METRIC=SLOT:SLOTS[:SKETCH],... (cost keeps an hour for usage quotas)")
+	fs.StringVar(&c.rings, "rings", DefaultRings, "per-metric rings METRIC=SLOT:SLOTS[:SKETCH][+SLOT:SLOTS...],...: coarser tiers after '+', SKETCH none for a sum-only metric (cost reaches 37 days for usage quotas)")
 	fs.IntVar(&c.maxSeries, "max-series", 1<<20, "series cap; events of new series beyond it are refused and counted")
 	fs.IntVar(&c.maxPerMetric, "max-series-per-metric", 0, "series cap of each metric, so that one noisy label cannot take the store; events of a metric's new series beyond it are refused as series_cap and counted in slide_store_series_refused_total{metric} (0: none but --max-series)")
 	fs.StringVar(&c.maxMemory, "max-memory", "", "memory for series, e.g. 2GiB: sets the series cap to it ÷ the bytes of a busy series (1,200 + 170 × --slots, 6,300 B at 30 slots); with --max-series too, the smaller cap wins")
@@ -175,6 +175,9 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 		}
 	}
 	for m, rc := range rings {
+		if rc.NoSketch && native[m] {
+			return window.StoreConfig{}, fmt.Errorf("--export-histograms: metric %s keeps no sketch (--rings %s=%s)", m, m, rc.Spec())
+		}
 		if rc.Sketch == (sketch.Kind{}) {
 			rc.Sketch = kind
 			if native[m] {

@@ -29,8 +29,11 @@ type Checker struct {
 	rule  Rule
 	store *window.Store
 	width int64 // slot width of the metric, ms
-	slots int64 // slots in Window
-	qs    []float64
+	slots int64 // slots in Window; for a Calendar rule, in the longest period and a slot
+	// tiered: Window reaches past the ring's own slots into its tiers (issue #29), so
+	// RetryAfter reads the newest j slots window by window instead of slot by slot.
+	tiered bool
+	qs     []float64
 	// keyPrefix, keySuffix: Rule.Key split at the placeholder; whole when there is none.
 	keyPrefix, keySuffix string
 	hasPlaceholder       bool
@@ -93,15 +96,22 @@ func NewChecker(store *window.Store, r Rule) (*Checker, error) {
 		return nil, err
 	}
 	rc := store.RingConfig(r.Metric)
-	if rc.CheckWindow(r.Window, "", r.Metric) != nil {
+	span, text := r.Window, window.FormatDuration(r.Window)
+	if r.Calendar != window.CalendarNone {
+		// The longest period, and a slot: its start rounds down to the slot holding it.
+		span, text = (r.Calendar.Longest()/rc.Slot+1)*rc.Slot, r.Calendar.String()
+	}
+	if err := rc.CheckWindow(span, text, r.Metric); err != nil {
+		// The hint names rings that serve the rule, from the metric's own (Serving): a 2 h
+		// rule on cost=1m:60 gets cost=1m:120, a 30-day one cost=1m:60+1h:48+1d:29.
 		return nil, &RuleError{Source: r.Source, Rule: r.Name, Field: "window",
-			Msg: fmt.Sprintf("%v must be a multiple of the slot width %v of metric %q and at most its retention %v (give the metric a longer ring, e.g. cost=1m:60)",
-				r.Window, rc.Slot, r.Metric, rc.Retention())}
+			Msg: fmt.Sprintf("%s (rings %s); give the metric rings that serve it: --rings %s=%s",
+				strings.TrimPrefix(err.Error(), "window: "), rc.Spec(), r.Metric, rc.Serving(span).Spec())}
 	}
 	if r.Key == "" {
 		r.Key = KeyPlaceholder
 	}
-	c := &Checker{rule: r, store: store, width: rc.Slot.Milliseconds(), slots: int64(r.Window / rc.Slot)}
+	c := &Checker{rule: r, store: store, width: rc.Slot.Milliseconds(), slots: int64(span / rc.Slot), tiered: span > rc.Retention()}
 	if r.Match != "" {
 		c.ms, _ = ParseMatch(r.Match) // Validate parsed it
 		c.sel, _ = window.CompileSelector("", c.ms)
@@ -273,8 +283,13 @@ func (c *Checker) check(ctx context.Context, key string, now time.Time, bound fl
 	nowMs := now.UnixMilli()
 	series := c.seriesKey(key)
 	d := limiter.Decision{Allowed: true, Limit: limit, Remaining: limit, Window: c.rule.Window, Policy: c.rule.Name}
+	n, reset := c.slots, time.Duration(0)
+	if c.rule.Calendar != window.CalendarNone {
+		n, reset, d.Window = c.period(now)
+		d.ResetAfter = reset
+	}
 	var st readState
-	a, _, err := c.readVia(ctx, nowMs, series, c.slots, c.qs, &st)
+	a, _, err := c.readVia(ctx, nowMs, series, n, c.qs, &st)
 	d.Remote, d.Stale = st.remote, time.Duration(st.staleMs)*time.Millisecond
 	if len(st.missing) > 0 && (err == nil || errors.Is(err, window.ErrNotFound)) {
 		if err == nil && c.lowerBound(a) && c.value(a, nowMs) > bound {
@@ -282,7 +297,7 @@ func (c *Checker) check(ctx context.Context, key string, now time.Time, bound fl
 			// a non-negative sum or a max, so deny (flagged) whatever on_unavailable says.
 			c.reader.Unavailable("usage_denied_anyway")
 			d.Degraded = true
-			d, err = c.deny(d, nowMs, series, a, bound)
+			d, err = c.deny(d, nowMs, series, a, reset, bound)
 			return d, err
 		}
 		if c.rule.OnUnavailable == UnavailableClosed {
@@ -299,7 +314,7 @@ func (c *Checker) check(ctx context.Context, key string, now time.Time, bound fl
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("reading %s of %q: %w", c.rule.Metric, series, err)
 	}
-	if a.Count > 0 {
+	if a.Count > 0 && reset == 0 {
 		d.ResetAfter = c.after(a, nowMs, 0)
 	}
 	v := c.value(a, nowMs)
@@ -309,11 +324,27 @@ func (c *Checker) check(ctx context.Context, key string, now time.Time, bound fl
 	if !(v > bound) {
 		return d, nil
 	}
-	return c.deny(d, nowMs, series, a, bound)
+	return c.deny(d, nowMs, series, a, reset, bound)
 }
 
-// deny turns d into the denial of a window read as a, with its RetryAfter.
-func (c *Checker) deny(d limiter.Decision, nowMs int64, series string, a window.Agg, bound float64) (limiter.Decision, error) {
+// period is a Calendar rule's window at now: the slots from the one holding the period's
+// start (in the rule's zone) to the current one, the time to the next boundary, and the
+// period's length (a day across a DST change is 23 or 25 hours).
+func (c *Checker) period(now time.Time) (n int64, reset, length time.Duration) {
+	start, next := c.rule.Calendar.Start(now, c.rule.loc), c.rule.Calendar.Next(now, c.rule.loc)
+	cur := window.FloorDiv(now.UnixMilli(), c.width)
+	n = cur - window.FloorDiv(start.UnixMilli(), c.width) + 1
+	return min(n, c.slots), next.Sub(now), next.Sub(start)
+}
+
+// deny turns d into the denial of a window read as a, with its RetryAfter. reset, when not
+// 0, is a Calendar rule's time to the next boundary, when the whole window resets: the
+// denial lifts then, exactly.
+func (c *Checker) deny(d limiter.Decision, nowMs int64, series string, a window.Agg, reset time.Duration, bound float64) (limiter.Decision, error) {
+	if reset > 0 {
+		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = false, 0, reset, reset
+		return d, nil
+	}
 	var err error
 	if a.Count > 0 {
 		d.ResetAfter = max(d.ResetAfter, c.after(a, nowMs, 0))
@@ -350,7 +381,10 @@ func (c *Checker) after(a window.Agg, now, j int64) time.Duration {
 // history, Store.ReadRangeAt with a one-slot window and step), and answers every j from
 // that; through a cluster Reader it reads the newest j slots for each j asked.
 func (c *Checker) newestReader(now int64, series string) (func(j int64) (window.Agg, error), error) {
-	if c.reader != nil && !c.reader.Local() {
+	if c.reader != nil && !c.reader.Local() || c.tiered {
+		// Through the cluster, or a window reaching into the tiers, whose slots the per-slot
+		// history does not have: a read of the newest j slots each time, which rounds out to
+		// whole tier slots, so RetryAfter errs late, never early.
 		return func(j int64) (window.Agg, error) { return c.read(now, series, j, nil) }, nil
 	}
 	slot := time.Duration(c.width) * time.Millisecond

@@ -41,9 +41,28 @@
 // until the oldest slot holding data leaves, the first instant the value can change (the
 // client may be told to wait again then). See Checker.Check for rate and negative sums.
 //
-// The window's metric must have a ring long enough for the rule: a 1 h quota on cost needs
-// cost slots whose retention is at least 1 h (StoreConfig.Metrics, slide serve's per-metric
-// rings); NewChecker refuses a window the ring cannot answer.
+// The window's metric must have rings long enough for the rule: a 1 h quota on cost needs
+// cost slots whose retention is at least 1 h, a 7d one tiers that reach 7 days
+// (StoreConfig.Metrics, slide serve's per-metric rings, window.RingConfig.Tiers); NewChecker
+// refuses a window the rings cannot answer, naming rings that would (RingConfig.Serving:
+// "--rings cost=1m:60+1h:48+1d:29" for 30d on cost=1m:60). A window past the ring's own
+// slots reads the tiers, its start rounded down to the tier slot holding it; its RetryAfter
+// comes from reads of the newest j slots, which round out too, so it errs late, never early.
+//
+// # Calendar windows
+//
+// window: calendar_day, calendar_week or calendar_month (Rule.Calendar), with timezone: an
+// IANA zone (default UTC; "Local" and unknown names are refused), reads from the zone's last
+// boundary (local midnight, Monday 00:00, the 1st at 00:00) to now, with the zone's DST rules:
+// a day is 23 or 25 hours around a change. The decision's Window is the period's length,
+// ResetAfter the time to the next boundary, and a denial's RetryAfter that exactly: the whole
+// window resets then. The read takes whole slots: a boundary inside a slot starts the read at
+// that slot's start. With cost's default rings (1m:60+1h:48+1d:36), a day's start in the last
+// hour is exact to the minute and an older one is rounded to the hour: a +05:30 zone's
+// midnight, 18:30Z, reads from 18:00Z once it is over an hour old, so the half hour before
+// midnight counts. A month's start older than two days is rounded to the UTC day: in a zone
+// other than UTC some hours of the previous month count (5 in New York, 18.5 in Kolkata); give
+// the metric hour slots that cover a month (cost=1m:60+1h:768) where that matters.
 //
 // # Several instances
 //

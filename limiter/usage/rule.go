@@ -93,9 +93,17 @@ type Rule struct {
 	Metric string
 	// Agg is the aggregate compared with Max. Required.
 	Agg Agg
-	// Window is the span read: a positive multiple of the metric's slot width, at most its
-	// retention (checked by NewChecker). Required.
+	// Window is the span read: a positive multiple of the metric's slot width, at most the
+	// reach of its rings (checked by NewChecker): "7d" reads seven days, through the ring's
+	// tiers when its own slots keep less. Required unless Calendar is set.
 	Window time.Duration
+	// Calendar, instead of Window, reads from the last boundary of the calendar in Timezone
+	// (local midnight, Monday 00:00, the 1st at 00:00) to now: "window: calendar_day" in
+	// the file. The read takes whole slots, its start rounded down to the slot (of the ring
+	// or of the tier holding it) containing the boundary; see the package doc.
+	Calendar window.Calendar
+	// Timezone is the IANA zone of Calendar's boundaries, e.g. America/New_York; default UTC.
+	Timezone string
 	// Max is the bound: the rule denies while the aggregate is strictly greater than Max.
 	// Must be finite; ≥ 0 for count and rate.
 	Max float64
@@ -121,6 +129,8 @@ type Rule struct {
 	OnUnavailable string
 	// Source is "file:line" of the rule in its file, set by ParseRules.
 	Source string
+
+	loc *time.Location // Timezone, loaded by Validate
 }
 
 // OnUnavailable modes.
@@ -143,8 +153,12 @@ func (r *Rule) Validate() error {
 		return bad("agg", "required: %s or a percentile such as p95", window.StatNames)
 	case r.Agg.Kind == KindQuantile && !(r.Agg.Q >= 0 && r.Agg.Q <= 1):
 		return bad("agg", "quantile %v outside [0, 1]", r.Agg.Q)
-	case r.Window <= 0:
-		return bad("window", "required, positive")
+	case r.Window <= 0 && r.Calendar == window.CalendarNone:
+		return bad("window", "required: a length such as 1h or 7d, or calendar_day, calendar_week or calendar_month")
+	case r.Window > 0 && r.Calendar != window.CalendarNone:
+		return bad("window", "a length or a calendar window, not both")
+	case r.Timezone != "" && r.Calendar == window.CalendarNone:
+		return bad("timezone", "only a calendar window (calendar_day, calendar_week, calendar_month) has a time zone")
 	case math.IsNaN(r.Max) || math.IsInf(r.Max, 0):
 		return bad("max", "must be a finite number")
 	case r.Max < 0 && (r.Agg.Kind == KindCount || r.Agg.Kind == KindRate):
@@ -157,11 +171,33 @@ func (r *Rule) Validate() error {
 	if _, err := ParseMatch(r.Match); err != nil {
 		return bad("match", "%s", strings.TrimPrefix(err.Error(), "window: "))
 	}
+	if r.Calendar != window.CalendarNone {
+		loc, err := loadZone(r.Timezone)
+		if err != nil {
+			return bad("timezone", "%v", err)
+		}
+		r.loc = loc
+	}
 	return nil
 }
 
+// loadZone loads an IANA zone name; "" is UTC.
+func loadZone(name string) (*time.Location, error) {
+	if name == "" {
+		return time.UTC, nil
+	}
+	if strings.EqualFold(name, "local") {
+		return nil, fmt.Errorf("%q: give an IANA zone such as Europe/Paris, not the server's local time", name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a known IANA time zone such as America/New_York or Asia/Kolkata", name)
+	}
+	return loc, nil
+}
+
 // ruleFields are the keys a rule may have in the policy file.
-var ruleFields = []string{"name", "metric", "agg", "window", "max", "key", "match", "on_unavailable"}
+var ruleFields = []string{"name", "metric", "agg", "window", "timezone", "max", "key", "match", "on_unavailable"}
 
 // ParseRules reads the top-level "rules" list of a policy file (YAML); every other
 // top-level key (the limiter's "policies") is left to its own parser. source names the file
@@ -306,9 +342,14 @@ func parseRule(n *yaml.Node, source string) (Rule, error) {
 	if err != nil {
 		return r, err
 	}
-	if win != "" {
+	if r.Timezone, err = str("timezone"); err != nil {
+		return r, err
+	}
+	if cal, ok := window.ParseCalendar(win); ok {
+		r.Calendar = cal
+	} else if win != "" {
 		if r.Window, err = window.ParseWindow(win); err != nil {
-			return r, bad("window", "%v", err)
+			return r, bad("window", "%v (or calendar_day, calendar_week, calendar_month)", err)
 		}
 	}
 	mx, err := str("max")
