@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/slide-metrics/slide/httperr"
+	"github.com/slide-metrics/slide/promapi"
 	"github.com/slide-metrics/slide/query"
 )
 
@@ -35,6 +36,8 @@ func TestAuthReadsOnEveryRoute(t *testing.T) {
 		{"GET", "/v1/range?metric=latency_ms&key=a", "", read},
 		{"GET", "/v1/status", "", read},
 		{"GET", "/metrics", "", read},
+		{"GET", "/api/v1/query?query=1", "", read},
+		{"GET", "/api/v1/labels", "", read},
 		{"HEAD", "/v1/window?metric=latency_ms&key=a", "", read},
 		{"POST", "/v1/events", event{ts: t0, key: "b", metric: "latency_ms", value: 1}.line(), write},
 		{"POST", "/v1/allow", `{"policy":"per-tenant","key":"a"}`, write},
@@ -52,7 +55,14 @@ func TestAuthReadsOnEveryRoute(t *testing.T) {
 		{"right token", "Bearer " + testToken, ""},
 	}
 	for _, authReads := range []bool{false, true} {
-		e := allowEnv(t, func(c *query.Config) { c.AuthToken, c.AuthReads = testToken, authReads })
+		e := allowEnv(t, func(c *query.Config) {
+			c.AuthToken, c.AuthReads = testToken, authReads
+			p, err := promapi.New(promapi.Config{Store: c.Store, Now: c.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.PromAPI = p.Handler()
+		})
 		e.seed(event{ts: t0, key: "a", metric: "latency_ms", value: 1})
 		for _, rt := range routes {
 			needsToken := rt.access == write || (rt.access == read && authReads)

@@ -81,6 +81,12 @@ type Config struct {
 	// tenant's usage as well). Nil: the route answers 501 not_configured.
 	Quota http.Handler
 
+	// PromAPI serves the Prometheus HTTP API under /api/v1/ (package promapi), mounted as a
+	// read route: GET and POST, the bearer token with AuthReads; its readiness is its own
+	// (promapi.Config.Ready), so that its 503 has Prometheus' shape. Nil: /api/v1/ is not
+	// served.
+	PromAPI http.Handler
+
 	// AuthToken, when not empty, is the bearer token the write routes (POST /v1/events,
 	// POST /v1/allow) require: "Authorization: Bearer <token>", compared in constant time.
 	// Missing or wrong gives 401. Empty: no authentication. See ReadTokenFile.

@@ -96,6 +96,10 @@ func (s *Server) routes() http.Handler {
 	add("/v1/events", route{name: "events", methods: "POST", auth: true, h: s.handleEvents})
 	add("/v1/allow", route{name: "allow", methods: "POST", auth: true, h: s.handleAllow})
 	add("/v1/quota", route{name: "quota", methods: "GET", read: true, h: s.handleQuota})
+	if s.cfg.PromAPI != nil {
+		// Readiness is the handler's own (promapi.Config.Ready): its 503 in Prometheus' shape.
+		add("/api/v1/", route{name: "promapi", methods: "GET POST", read: true, h: s.cfg.PromAPI.ServeHTTP})
+	}
 	// Probes and the dashboard page never need a token: the page is static, its data calls
 	// go through the read routes above.
 	add("/healthz", route{name: "healthz", methods: "GET", h: handleHealthz})

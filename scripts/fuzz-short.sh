@@ -44,6 +44,7 @@ targets=(
 	"./window FuzzSelectorMatch 20000x"
 	"./event FuzzOTLPProto 20000x"
 	"./event FuzzOTLPJSON 20000x"
+	"./promapi FuzzAPI 5000x"
 )
 
 for t in "${targets[@]}"; do

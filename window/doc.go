@@ -83,6 +83,8 @@
 //     slots decode the ones they need once into pooled scratch; no decoded copy is kept.
 //   - VisitWindowAt hands an exporter a window's bins (the kept aggregate for a full-retention
 //     window) under the series' lock, so a histogram export copies buckets, not quantiles.
+//     VisitSlots hands it every live slot of the selected series instead (count, sum, min,
+//     max and the slot's bins as kept, packed or open): promapi's one sample per slot end.
 //   - The window max is the max of the slot maxima, a scan of at most Slots values. A
 //     monotonic deque over slots would be O(1) amortized only for in-order data: an
 //     out-of-order event can raise an older slot's max, which a deque cannot absorb.

@@ -21,8 +21,9 @@ var helpTexts = map[string]helpText{
 		synopsis: "slide serve [flags]",
 		description: `Runs ingest, windows, the limiter and the HTTP API until SIGTERM. It reads events from Kafka
 (an embedded broker unless --brokers names a cluster) into per-key rings of slots, answers
-window queries on /v1/window, /v1/top, /v1/series and /v1/metrics, makes admission decisions
-on POST /v1/allow with the policies of --policies, and exports Prometheus metrics on /metrics.
+window queries on /v1/window, /v1/top, /v1/series and /v1/metrics and PromQL on /api/v1/ (a
+Prometheus data source), makes admission decisions on POST /v1/allow with the policies of
+--policies, and exports Prometheus metrics on /metrics.
 On SIGTERM it drains HTTP, commits offsets, leaves the consumer group and closes.`,
 		examples: []string{
 			"slide serve --demo                                  # embedded broker, demo traffic and policies",

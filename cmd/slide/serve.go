@@ -19,6 +19,7 @@ import (
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/limiter/limithttp"
+	"github.com/slide-metrics/slide/promapi"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/sketch"
 	"github.com/slide-metrics/slide/window"
@@ -372,29 +373,38 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	ready := func() error {
+		if err := c.conn.checks.failing(); err != nil {
+			return err
+		}
+		if consumer.Ready() && cl.Known() {
+			return nil
+		}
+		if consumer.Ready() {
+			return errors.New("learning the consumer group's members and partitions")
+		}
+		p, _ := json.Marshal(consumer.Progress())
+		return fmt.Errorf("restoring windows from Kafka: %s", p)
+	}
+	// GET|POST /api/v1/…: PromQL on Prometheus' engine over this instance's rings; while
+	// other instances hold partitions it answers 503, or with partial=allow a warning.
+	// The engine's own metrics stay unregistered: prometheus_engine_query_duration_histogram_seconds
+	// fails promtool check metrics, and the route's requests are counted as route="promapi".
+	prom, err := promapi.New(promapi.Config{Store: store, Ready: ready, Remote: cl.Remote, Logger: log})
+	if err != nil {
+		return err
+	}
 	var quota http.Handler
 	if c.rls.svc != nil && allow != nil {
 		quota = limithttp.QuotaHandler(c.rls.svc)
 	}
 	qs, err := query.New(query.Config{
-		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Allow: allow, Quota: quota, AuthToken: token, AuthReads: c.authReads,
+		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Allow: allow, Quota: quota, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Backends: c.conn.checks.states,
 		Progress: func() any { return consumer.Progress() },
-		Ready: func() error {
-			if err := c.conn.checks.failing(); err != nil {
-				return err
-			}
-			if consumer.Ready() && cl.Known() {
-				return nil
-			}
-			if consumer.Ready() {
-				return errors.New("learning the consumer group's members and partitions")
-			}
-			p, _ := json.Marshal(consumer.Progress())
-			return fmt.Errorf("restoring windows from Kafka: %s", p)
-		},
+		Ready:    ready,
 	})
 	if err != nil {
 		return err

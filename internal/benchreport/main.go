@@ -109,6 +109,8 @@ var goals = []goal{
 	// #29: long windows in little memory (rings of several resolutions).
 	{issue: "#29", what: "bytes per series holding 35 days of a sum-only metric (an event every 10 s) in the tiers 1h:6:none+1d:36 vs the same history in 10 s slots", ours: "BenchmarkTieredMemory/ours", anchor: "BenchmarkTieredMemory/anchor", unit: "B/series", bound: 0.001, want: "≤ 0.001× the 10 s slots"},
 	{issue: "#29", what: "the same tiered series, absolute", ours: "BenchmarkTieredMemory/ours", unit: "B/series", fixed: 2048, bound: 1, want: "≤ 2 KB per series (TestTieredSeriesMemoryBudget holds it)"},
+	// #28: PromQL on Prometheus' engine over the rings.
+	{issue: "#28", what: "instant histogram_quantile(0.95, sum by (key) (rate(latency_ms[5m]))) over 1,000 series vs /v1/top by p95 over them, both through their handlers", ours: "BenchmarkPromQLQuantile/ours", anchor: "BenchmarkPromQLQuantile/anchor", bound: 3, want: "≤ 3× /v1/top by p95"},
 	// #29: plans, calendar windows, levels.
 	{issue: "#29", what: "memory decision (Service) of a three-level fixed window (org/team/user) vs a one-level one, same key", ours: "BenchmarkLevels/ours", anchor: "BenchmarkLevels/anchor", unit: "cpu_ns/op", bound: 2, want: "≤ 2× (CPU per decision: the loop's thread, so a loaded machine's waits stay out)"},
 	{issue: "#29", what: "the same on the bare memory limiter, without the Service's part of a decision", ours: "BenchmarkLevelsStore/ours", anchor: "BenchmarkLevelsStore/anchor", unit: "cpu_ns/op", bound: 0, want: "stated"},

@@ -1,0 +1,578 @@
+package promapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/slide-metrics/slide/jsonenc"
+)
+
+// Error types of the Prometheus HTTP API, and the status each answers with.
+const (
+	errBadData     = "bad_data"    // 400
+	errExec        = "execution"   // 422
+	errCostLimit   = "cost_limit"  // 422
+	errCanceled    = "canceled"    // 499
+	errTimeout     = "timeout"     // 503
+	errUnavailable = "unavailable" // 503
+	errInternal    = "internal"    // 500
+	errNotFound    = "not_found"   // 404
+)
+
+var errStatus = map[string]int{
+	errBadData: http.StatusBadRequest, errExec: http.StatusUnprocessableEntity,
+	errCostLimit: http.StatusUnprocessableEntity, errCanceled: 499,
+	errTimeout: http.StatusServiceUnavailable, errUnavailable: http.StatusServiceUnavailable,
+	errInternal: http.StatusInternalServerError, errNotFound: http.StatusNotFound,
+}
+
+// apiError is an answer's error: its Prometheus type and message.
+type apiError struct {
+	typ string
+	err error
+}
+
+func badParam(name string, err error) *apiError {
+	return &apiError{errBadData, fmt.Errorf("invalid parameter %q: %w", name, err)}
+}
+
+// maxBodyBytes caps a POST form: queries and match[] lists, not data.
+const maxBodyBytes = 1 << 20
+
+// maxPoints is Prometheus' cap on a range query's points per series.
+const maxPoints = 11_000
+
+// API serves the Prometheus HTTP API (see the package doc) over a store. It is safe for
+// concurrent use; build it once with New and mount Handler under /api/v1/.
+type API struct {
+	cfg    Config
+	q      *Queryable
+	engine *promql.Engine
+	parser parser.Parser
+	mux    *http.ServeMux
+}
+
+// New builds the API and its engine. It returns Validate's error.
+func New(cfg Config) (*API, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	a := &API{cfg: cfg, q: NewQueryable(cfg.Store, cfg.Now, cfg.MaxSeries), parser: parser.NewParser(parser.Options{})}
+	a.engine = promql.NewEngine(promql.EngineOpts{
+		Logger: cfg.Logger, Reg: cfg.Registerer, MaxSamples: cfg.MaxSamples, Timeout: cfg.Timeout,
+		LookbackDelta: cfg.LookbackDelta, EnableAtModifier: true, EnableNegativeOffset: true,
+		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
+	})
+	m := http.NewServeMux()
+	m.HandleFunc("/api/v1/query", a.serve(a.query))
+	m.HandleFunc("/api/v1/query_range", a.serve(a.queryRange))
+	m.HandleFunc("/api/v1/labels", a.serve(a.labelNames))
+	m.HandleFunc("/api/v1/label/{name}/values", a.serve(a.labelValues))
+	m.HandleFunc("/api/v1/series", a.serve(a.series))
+	m.HandleFunc("/api/v1/metadata", a.serve(a.metadata))
+	m.HandleFunc("/api/v1/query_exemplars", a.serve(func(*http.Request) ([]byte, []string, *apiError) {
+		return []byte("[]"), nil, nil // slide keeps no exemplars; Grafana wants 200, not 404
+	}))
+	m.HandleFunc("/api/v1/status/buildinfo", a.serve(func(*http.Request) ([]byte, []string, *apiError) {
+		return buildInfo, nil, nil
+	}))
+	m.HandleFunc("/", a.serve(func(r *http.Request) ([]byte, []string, *apiError) {
+		return nil, nil, &apiError{errNotFound, fmt.Errorf("no route %s in slide's Prometheus API", clip(r.URL.Path))}
+	}))
+	a.mux = m
+	return a, nil
+}
+
+// Handler serves /api/v1/…; methods, authentication and readiness are the mounting
+// server's (query mounts it beside its read routes).
+func (a *API) Handler() http.Handler { return a.mux }
+
+// Queryable is the API's storage.Queryable, for callers that run the engine themselves.
+func (a *API) Queryable() *Queryable { return a.q }
+
+// serve wraps an endpoint: form parsing, the partition check, the envelope. fn returns the
+// JSON of data, the warnings, or an error.
+func (a *API) serve(fn func(r *http.Request) ([]byte, []string, *apiError)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		if err := r.ParseForm(); err != nil {
+			writeError(w, &apiError{errBadData, fmt.Errorf("error parsing form values: %w", err)})
+			return
+		}
+		if a.cfg.Ready != nil {
+			if err := a.cfg.Ready(); err != nil {
+				writeError(w, &apiError{errUnavailable, fmt.Errorf("not ready: %w", err)})
+				return
+			}
+		}
+		var warn []string
+		if a.cfg.Remote != nil {
+			if missing := a.cfg.Remote(); len(missing) > 0 {
+				if r.Form.Get("partial") != "allow" {
+					writeError(w, &apiError{errUnavailable, fmt.Errorf("this instance holds part of the partitions: %d (%s) are other instances' and a PromQL query reads this instance's rings only; pass partial=allow for an answer over its own, with a warning naming the missing partitions", len(missing), partitions(missing))})
+					return
+				}
+				warn = append(warn, "partial answer: partitions "+partitions(missing)+" are held by other instances and were not read (partial=allow)")
+			}
+		}
+		data, more, aerr := fn(r)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(appendEnvelope(make([]byte, 0, len(data)+64), data, append(warn, more...), nil))
+	}
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	w.Header().Set("Content-Type", "application/json")
+	code, ok := errStatus[e.typ]
+	if !ok {
+		code = http.StatusInternalServerError
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(appendError(nil, e.typ, e.err.Error()))
+}
+
+func partitions(ps []int32) string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if i == 20 {
+			fmt.Fprintf(&b, "… %d more", len(ps)-i)
+			break
+		}
+		b.WriteString(strconv.Itoa(int(p)))
+	}
+	return b.String()
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+// parseTime reads a time as Prometheus does: unix seconds (with a fraction) or RFC 3339.
+func parseTime(s string) (time.Time, error) {
+	if t, err := strconv.ParseFloat(s, 64); err == nil {
+		sec, frac := math.Modf(t)
+		frac = math.Round(frac*1000) / 1000
+		if math.IsNaN(t) || math.IsInf(t, 0) || math.Abs(sec) > 1<<53 {
+			return time.Time{}, fmt.Errorf("cannot parse %q to a valid timestamp", clip(s))
+		}
+		return time.Unix(int64(sec), int64(frac*float64(time.Second))).UTC(), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("cannot parse %q to a valid timestamp", clip(s))
+}
+
+// parseDuration reads a duration as Prometheus does: seconds (with a fraction) or 5m, 1h30m.
+func parseDuration(s string) (time.Duration, error) {
+	if d, err := strconv.ParseFloat(s, 64); err == nil {
+		ts := d * float64(time.Second)
+		if math.IsNaN(ts) || ts >= float64(math.MaxInt64) || ts < float64(math.MinInt64) {
+			return 0, fmt.Errorf("cannot parse %q to a valid duration. It overflows int64", clip(s))
+		}
+		return time.Duration(ts), nil
+	}
+	if d, err := model.ParseDuration(s); err == nil {
+		return time.Duration(d), nil
+	}
+	return 0, fmt.Errorf("cannot parse %q to a valid duration", clip(s))
+}
+
+func (a *API) timeParam(r *http.Request, name string, def time.Time) (time.Time, *apiError) {
+	v := r.Form.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	t, err := parseTime(v)
+	if err != nil {
+		return t, badParam(name, err)
+	}
+	return t, nil
+}
+
+// queryContext is the request's context (a client that leaves cancels the query) with the
+// request's timeout= when it is shorter than the engine's.
+func (a *API) queryContext(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	ctx := r.Context()
+	if v := r.Form.Get("timeout"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			return nil, nil, badParam("timeout", err)
+		}
+		if d <= 0 {
+			return nil, nil, badParam("timeout", fmt.Errorf("timeout must be positive, got %s", d))
+		}
+		c, cancel := context.WithTimeout(ctx, d)
+		return c, cancel, nil
+	}
+	return ctx, func() {}, nil
+}
+
+func (a *API) queryOpts(r *http.Request) (promql.QueryOpts, *apiError) {
+	var lookback time.Duration
+	if v := r.Form.Get("lookback_delta"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			return nil, &apiError{errBadData, fmt.Errorf("error parsing lookback delta duration: %w", err)}
+		}
+		lookback = d
+	}
+	return promql.NewPrometheusQueryOptsWithLimits(false, lookback, uint64(a.cfg.MaxSeries), 0, 0, nil), nil
+}
+
+func (a *API) query(r *http.Request) ([]byte, []string, *apiError) {
+	ts, aerr := a.timeParam(r, "time", a.cfg.Now())
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	ctx, cancel, aerr := a.queryContext(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	defer cancel()
+	opts, aerr := a.queryOpts(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	if aerr := a.checkSubqueries(r.Form.Get("query")); aerr != nil {
+		return nil, nil, aerr
+	}
+	qry, err := a.engine.NewInstantQuery(ctx, a.q, opts, r.Form.Get("query"), ts)
+	if err != nil {
+		return nil, nil, badParam("query", err)
+	}
+	return a.exec(ctx, qry, r.Form.Get("query"))
+}
+
+func (a *API) queryRange(r *http.Request) ([]byte, []string, *apiError) {
+	start, err := parseTime(r.Form.Get("start"))
+	if err != nil {
+		return nil, nil, badParam("start", err)
+	}
+	end, err := parseTime(r.Form.Get("end"))
+	if err != nil {
+		return nil, nil, badParam("end", err)
+	}
+	if end.Before(start) {
+		return nil, nil, badParam("end", errors.New("end timestamp must not be before start time"))
+	}
+	step, err := parseDuration(r.Form.Get("step"))
+	if err != nil {
+		return nil, nil, badParam("step", err)
+	}
+	if step <= 0 {
+		return nil, nil, badParam("step", errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"))
+	}
+	if end.Sub(start)/step > maxPoints {
+		return nil, nil, &apiError{errBadData, errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")}
+	}
+	ctx, cancel, aerr := a.queryContext(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	defer cancel()
+	opts, aerr := a.queryOpts(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	if aerr := a.checkSubqueries(r.Form.Get("query")); aerr != nil {
+		return nil, nil, aerr
+	}
+	qry, err := a.engine.NewRangeQuery(ctx, a.q, opts, r.Form.Get("query"), start, end, step)
+	if err != nil {
+		return nil, nil, badParam("query", err)
+	}
+	return a.exec(ctx, qry, r.Form.Get("query"))
+}
+
+// checkSubqueries refuses a subquery of more than maxPoints steps: the engine steps through
+// a subquery without asking the context (count_over_time(x[5y:1s]) is 158M steps, minutes
+// of CPU that the timeout does not stop), so its steps get Prometheus' own cap on a range
+// query's points. A query that does not parse is left to the engine's error.
+func (a *API) checkSubqueries(text string) *apiError {
+	expr, err := a.parser.ParseExpr(text)
+	if err != nil {
+		return nil
+	}
+	var bad *apiError
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		sq, ok := n.(*parser.SubqueryExpr)
+		if !ok || bad != nil {
+			return nil
+		}
+		step := sq.Step
+		if step <= 0 {
+			step = time.Minute // the engine's default subquery step (NoStepSubqueryIntervalFn)
+		}
+		if sq.Range/step > maxPoints {
+			bad = &apiError{errBadData, fmt.Errorf("subquery %s evaluates %d steps, more than %d: widen its step", clip(sq.String()), sq.Range/step, maxPoints)}
+		}
+		return nil
+	})
+	return bad
+}
+
+func (a *API) exec(ctx context.Context, qry promql.Query, text string) ([]byte, []string, *apiError) {
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	warn, _ := res.Warnings.AsStrings(text, 10, 0)
+	if res.Err != nil {
+		a.cfg.Logger.Debug("query failed", "query", clip(text), "err", res.Err)
+		return nil, nil, execError(res.Err)
+	}
+	return appendQueryData(nil, res.Value), warn, nil
+}
+
+// execError maps the engine's errors onto the API's types, as Prometheus does.
+func execError(err error) *apiError {
+	var (
+		canceled promql.ErrQueryCanceled
+		timeout  promql.ErrQueryTimeout
+		series   promql.ErrTooManySeries
+		read     promql.ErrTooManySamplesRead
+		st       promql.ErrStorage
+	)
+	switch {
+	case errors.As(err, &canceled), errors.Is(err, context.Canceled):
+		return &apiError{errCanceled, err}
+	case errors.As(err, &timeout), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{errTimeout, err}
+	case errors.As(err, &series), errors.As(err, &read):
+		return &apiError{errCostLimit, err}
+	case errors.As(err, &st):
+		return &apiError{errInternal, err}
+	}
+	return &apiError{errExec, err}
+}
+
+// matchers reads match[] (none: every series).
+func (a *API) matchers(r *http.Request) ([][]*labels.Matcher, *apiError) {
+	ms := r.Form["match[]"]
+	if len(ms) == 0 {
+		return [][]*labels.Matcher{nil}, nil
+	}
+	sets, err := a.parser.ParseMetricSelectors(ms)
+	if err != nil {
+		return nil, &apiError{errBadData, err}
+	}
+	return sets, nil
+}
+
+// limit is the listing cap: limit= when smaller than Config.MaxLabelValues.
+func (a *API) limit(r *http.Request) (int, *apiError) {
+	n := a.cfg.MaxLabelValues
+	if v := r.Form.Get("limit"); v != "" {
+		l, err := strconv.Atoi(v)
+		if err != nil || l < 0 {
+			return 0, badParam("limit", errors.New("limit must be a non-negative number"))
+		}
+		if l > 0 && l < n {
+			n = l
+		}
+	}
+	return n, nil
+}
+
+// listing answers a sorted, bounded list of strings gathered over each match[] set.
+func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error)) ([]byte, []string, *apiError) {
+	if _, aerr := a.timeParam(r, "start", time.Time{}); aerr != nil {
+		return nil, nil, aerr
+	}
+	if _, aerr := a.timeParam(r, "end", time.Time{}); aerr != nil {
+		return nil, nil, aerr
+	}
+	sets, aerr := a.matchers(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	limit, aerr := a.limit(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
+	var all []string
+	for _, ms := range sets {
+		vs, _, err := list(r.Context(), q, ms)
+		if err != nil {
+			return nil, nil, execError(err)
+		}
+		all = append(all, vs...)
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	var warn []string
+	if len(all) > limit {
+		all, warn = all[:limit], []string{"results truncated due to limit"}
+	}
+	return appendStrings(nil, all), warn, nil
+}
+
+func (a *API) labelNames(r *http.Request) ([]byte, []string, *apiError) {
+	return a.listing(r, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelNames(ctx, nil, ms...)
+	})
+}
+
+func (a *API) labelValues(r *http.Request) ([]byte, []string, *apiError) {
+	name := r.PathValue("name")
+	if strings.HasPrefix(name, "U__") {
+		name = model.UnescapeName(name, model.ValueEncodingEscaping)
+	}
+	if !model.UTF8Validation.IsValidLabelName(name) {
+		return nil, nil, &apiError{errBadData, fmt.Errorf("invalid label name: %q", clip(name))}
+	}
+	return a.listing(r, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelValues(ctx, name, nil, ms...)
+	})
+}
+
+func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
+	if len(r.Form["match[]"]) == 0 {
+		return nil, nil, &apiError{errBadData, errors.New("no match[] parameter provided")}
+	}
+	sets, aerr := a.matchers(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	limit, aerr := a.limit(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
+	qr := q.(*querier)
+	var all []labels.Labels
+	lb := labels.NewScratchBuilder(8)
+	for _, ms := range sets {
+		err := qr.eachLabelled(r.Context(), ms, func(name, series string) {
+			all = append(all, labelsOf(&lb, name, series))
+		})
+		if err != nil {
+			return nil, nil, execError(err)
+		}
+	}
+	slices.SortFunc(all, labels.Compare)
+	all = slices.CompactFunc(all, labels.Equal)
+	var warn []string
+	if len(all) > limit {
+		all, warn = all[:limit], []string{"results truncated due to limit"}
+	}
+	b := []byte{'['}
+	for i, ls := range all {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendLabels(b, ls)
+	}
+	return append(b, ']'), warn, nil
+}
+
+// metadata answers type, help and unit of every exposed name (metric= one of them),
+// sorted by name as Prometheus' map encodes.
+func (a *API) metadata(r *http.Request) ([]byte, []string, *apiError) {
+	limit := -1
+	if v := r.Form.Get("limit"); v != "" {
+		l, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, nil, &apiError{errBadData, errors.New("limit must be a number")}
+		}
+		limit = l
+	}
+	want := r.Form.Get("metric")
+	all := a.cfg.Store.Metrics()
+	type entry struct {
+		name string
+		k    kind
+		m    string
+	}
+	var es []entry
+	for _, m := range all {
+		for k := range kindEnd {
+			name := m + kindSuffix[k]
+			if k != kindHistogram {
+				if _, real := slices.BinarySearch(all, name); real {
+					continue
+				}
+			}
+			if want == "" || want == name {
+				es = append(es, entry{name, k, m})
+			}
+		}
+	}
+	slices.SortFunc(es, func(x, y entry) int { return strings.Compare(x.name, y.name) })
+	if limit >= 0 && len(es) > limit {
+		es = es[:limit]
+	}
+	b := []byte{'{'}
+	for i, e := range es {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonenc.AppendString(b, e.name)
+		b = append(b, `:[{"type":`...)
+		b = jsonenc.AppendString(b, kindType[e.k])
+		b = append(b, `,"help":`...)
+		b = jsonenc.AppendString(b, fmt.Sprintf(kindHelp[e.k], e.m))
+		b = append(b, `,"unit":""}]`...)
+	}
+	return append(b, '}'), nil, nil
+}
+
+// buildInfo is /api/v1/status/buildinfo: the Prometheus version whose engine answers
+// (v0.3NN.P of the Go module is Prometheus 3.NN.P), which Grafana reads to pick the
+// features it uses.
+var buildInfo = func() []byte {
+	version := "3.0.0"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/prometheus/prometheus" {
+				version = promVersion(d.Version, version)
+			}
+		}
+	}
+	b := []byte(`{"version":`)
+	b = jsonenc.AppendString(b, version)
+	b = append(b, `,"revision":"slide","branch":"slide","buildUser":"slide","buildDate":"","goVersion":`...)
+	b = jsonenc.AppendString(b, runtime.Version())
+	return append(b, '}')
+}()
+
+// promVersion maps the Go module version v0.3NN.P onto Prometheus' 3.NN.P.
+func promVersion(mod, def string) string {
+	parts := strings.Split(strings.TrimPrefix(mod, "v"), ".")
+	if len(parts) < 3 || parts[0] != "0" {
+		return def
+	}
+	minor, err := strconv.Atoi(parts[1])
+	if err != nil || minor < 300 {
+		return def
+	}
+	return "3." + strconv.Itoa(minor-300) + "." + strings.SplitN(parts[2], "-", 2)[0]
+}

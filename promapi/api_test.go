@@ -1,0 +1,284 @@
+package promapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// serveDemo serves the API over a demo store.
+func serveDemo(t *testing.T, d *demo, cfg Config) *httptest.Server {
+	t.Helper()
+	cfg.Store, cfg.Now = d.store, func() time.Time { return d.now }
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func clientOf(t *testing.T, addr string) v1.API {
+	t.Helper()
+	c, err := api.NewClient(api.Config{Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v1.NewAPI(c)
+}
+
+// TestClientGolang runs client_golang's v1 client against the API: each endpoint it has
+// answers, decoded by the client, with what the store holds.
+func TestClientGolang(t *testing.T) {
+	d := newDemo(t, "native:5", 4, 20)
+	srv := serveDemo(t, d, Config{})
+	c := clientOf(t, srv.URL)
+	ctx := context.Background()
+
+	v, warn, _, err := c.Query(ctx, `histogram_quantile(0.95, sum by (key) (rate(latency_ms[5m])))`, d.now)
+	if err != nil || len(warn) > 0 {
+		t.Fatalf("query: %v %v", err, warn)
+	}
+	vec := v.(model.Vector)
+	oracle := d.valuesBy(math.MinInt64, math.MaxInt64, func(e demoEvent) string { return e.key })
+	if len(vec) != len(oracle) {
+		t.Fatalf("%d keys, want %d", len(vec), len(oracle))
+	}
+	for _, s := range vec {
+		exact := nearestRank(oracle[string(s.Metric["key"])], 0.95)
+		if rel := math.Abs(float64(s.Value)-exact) / exact; rel > 0.025 {
+			t.Errorf("%v: p95 %v, exact %g", s.Metric, s.Value, exact)
+		}
+		if s.Timestamp.Time().UnixMilli() != d.now.UnixMilli() {
+			t.Errorf("timestamp %v, want %v", s.Timestamp, d.now)
+		}
+	}
+
+	// The native histogram itself, as the client decodes Prometheus' histogram JSON.
+	v, _, _, err = c.Query(ctx, `sum(latency_ms)`, d.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := v.(model.Vector)[0].Histogram
+	if h == nil || int(h.Count) != len(d.events) || len(h.Buckets) == 0 {
+		t.Fatalf("sum(latency_ms): %+v, want a histogram of %d values", h, len(d.events))
+	}
+	var inBuckets model.FloatString
+	for _, b := range h.Buckets {
+		inBuckets += b.Count
+	}
+	if int(inBuckets) != len(d.events) {
+		t.Errorf("buckets hold %v values, want %d", inBuckets, len(d.events))
+	}
+
+	rng := v1.Range{Start: d.now.Add(-2 * time.Minute), End: d.now, Step: 10 * time.Second}
+	v, _, _, err = c.QueryRange(ctx, `sum by (key) (rate(latency_ms_count[1m]))`, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := v.(model.Matrix)
+	if len(m) != 4 {
+		t.Fatalf("range: %d series, want 4", len(m))
+	}
+	for _, ss := range m {
+		if len(ss.Values) != 13 {
+			t.Errorf("%v: %d points, want 13", ss.Metric, len(ss.Values))
+		}
+		for _, p := range ss.Values {
+			if p.Value <= 0 {
+				t.Errorf("%v at %v: rate %v", ss.Metric, p.Timestamp, p.Value)
+			}
+		}
+	}
+
+	names, _, _, err := c.LabelNames(ctx, nil, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(toStrings(names), ","); got != "__name__,decision,key,route" {
+		t.Errorf("labels: %s", got)
+	}
+	vals, _, _, err := c.LabelValues(ctx, "__name__", []string{`{key="k0aa"}`}, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(toStrings(vals), ","); got != "errors,errors_count,errors_max,errors_sum,latency_ms,latency_ms_count,latency_ms_max,latency_ms_sum,limiter_decisions,limiter_decisions_count,limiter_decisions_max,limiter_decisions_sum" {
+		t.Errorf("__name__ values: %s", got)
+	}
+	vals, _, _, err = c.LabelValues(ctx, "key", []string{`latency_ms_count{route="/pay"}`}, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(toStrings(vals), ","); got != "k0aa,k1aa,k2aa,k3aa" {
+		t.Errorf("key values: %s", got)
+	}
+	sets, _, _, err := c.Series(ctx, []string{`latency_ms_max{key="k1aa"}`}, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sets) != 2 || sets[0]["route"] != "/pay" || sets[1]["route"] != "/search" || sets[0]["__name__"] != "latency_ms_max" {
+		t.Errorf("series: %v", sets)
+	}
+	md, err := c.Metadata(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(md) != 12 || md["latency_ms"][0].Type != v1.MetricTypeHistogram || md["latency_ms_count"][0].Type != v1.MetricTypeCounter || md["latency_ms_max"][0].Type != v1.MetricTypeGauge {
+		t.Errorf("metadata: %v", md)
+	}
+	ex, err := c.QueryExemplars(ctx, "latency_ms", d.now.Add(-time.Minute), d.now)
+	if err != nil || len(ex) != 0 {
+		t.Errorf("exemplars: %v %v", ex, err)
+	}
+	bi, err := c.Buildinfo(ctx)
+	if err != nil || !strings.HasPrefix(bi.Version, "3.") {
+		t.Errorf("buildinfo: %+v %v", bi, err)
+	}
+
+	// A bad query is a bad_data error the client surfaces with its type.
+	_, _, _, err = c.Query(ctx, `sum(`, d.now)
+	var perr *v1.Error
+	if !errors.As(err, &perr) || perr.Type != v1.ErrBadData {
+		t.Errorf("bad query: %v", err)
+	}
+}
+
+func toStrings[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// TestGrafanaRequests sends what Grafana's Prometheus data source sends: the health check
+// (POST /api/v1/query, query=1+1, a form body), the flavour probe, and an exemplar query,
+// and checks status and body byte for byte.
+func TestGrafanaRequests(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	srv := serveDemo(t, d, Config{})
+	form := url.Values{"query": {"1+1"}, "time": {"1800000004.5"}}
+	res, err := http.Post(srv.URL+"/api/v1/query", "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, res)
+	if want := `{"status":"success","data":{"resultType":"scalar","result":[1800000004.500,"2"]}}`; res.StatusCode != 200 || body != want {
+		t.Errorf("health check: %d %s, want %s", res.StatusCode, body, want)
+	}
+	for _, c := range []struct{ path, want string }{
+		{"/api/v1/query_exemplars?query=latency_ms&start=1&end=2", `{"status":"success","data":[]}`},
+		{"/api/v1/label/key/values?match[]=errors_count", `{"status":"success","data":["k0aa","k1aa"]}`},
+		{"/api/v1/query?query=" + url.QueryEscape("count_over_time(latency_ms_max[5y:1s])"), `{"status":"error","errorType":"bad_data","error":"subquery latency_ms_max[5y:1s] evaluates 157680000 steps, more than 11000: widen its step"}`},
+		{"/api/v1/nope", `{"status":"error","errorType":"not_found","error":"no route /api/v1/nope in slide's Prometheus API"}`},
+		{"/api/v1/query_range?query=1&start=10&end=1&step=1", `{"status":"error","errorType":"bad_data","error":"invalid parameter \"end\": end timestamp must not be before start time"}`},
+	} {
+		res, err := http.Get(srv.URL + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); body != c.want {
+			t.Errorf("%s: %s, want %s", c.path, body, c.want)
+		}
+	}
+	res, err = http.Get(srv.URL + "/api/v1/status/buildinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, res); res.StatusCode != 200 || !strings.Contains(body, `"version":"3.`) {
+		t.Errorf("buildinfo: %d %s", res.StatusCode, body)
+	}
+}
+
+func readAll(t *testing.T, res *http.Response) string {
+	t.Helper()
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestLimitsAndPartitions: the series cap is a cost_limit error, a query over part of the
+// partitions is a 503 naming them, or with partial=allow an answer with a warning.
+func TestLimitsAndPartitions(t *testing.T) {
+	d := newDemo(t, "native:5", 4, 5)
+	srv := serveDemo(t, d, Config{MaxSeries: 5})
+	_, _, _, err := clientOf(t, srv.URL).Query(context.Background(), `sum(latency_ms_count)`, d.now)
+	var perr *v1.Error
+	if !errors.As(err, &perr) || perr.Type != v1.ErrorType(errCostLimit) {
+		t.Errorf("over the series cap: %v", err)
+	}
+	srv = serveDemo(t, d, Config{Remote: func() []int32 { return []int32{3, 7} }})
+	res, err := http.Get(srv.URL + "/api/v1/query?query=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, res); res.StatusCode != 503 || !strings.Contains(body, `"errorType":"unavailable"`) || !strings.Contains(body, "(3,7)") {
+		t.Errorf("part of the partitions: %d %s", res.StatusCode, body)
+	}
+	_, warn, _, err := clientOf(t, srv.URL).Query(context.Background(), `count(latency_ms_count)`, d.now, v1.WithTimeout(time.Minute))
+	if err == nil || len(warn) != 0 {
+		t.Errorf("without partial=allow: %v %v", err, warn)
+	}
+	res, err = http.Get(srv.URL + "/api/v1/query?query=1&time=5&partial=allow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, res); res.StatusCode != 200 || body != `{"status":"success","data":{"resultType":"scalar","result":[5,"1"]},"warnings":["partial answer: partitions 3,7 are held by other instances and were not read (partial=allow)"]}` {
+		t.Errorf("partial=allow: %d %s", res.StatusCode, body)
+	}
+}
+
+// TestClientThatLeavesStopsTheQuery: a request whose client has gone (its context canceled)
+// is not evaluated: the engine and the store scan both ask the context, and the answer is
+// Prometheus' canceled (499); a Select under a canceled context fails with its error.
+func TestClientThatLeavesStopsTheQuery(t *testing.T) {
+	d := newDemo(t, "native:5", 200, 2)
+	a, err := New(Config{Store: d.store, Now: d.now_})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/query?query=sum(rate(latency_ms[5m]))", nil).WithContext(ctx)
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, req)
+	if rec.Code != 499 || !strings.Contains(rec.Body.String(), `"errorType":"canceled"`) {
+		t.Errorf("canceled request: %d %s", rec.Code, rec.Body.String())
+	}
+	q, _ := a.Queryable().Querier(0, d.now.UnixMilli())
+	ss := q.Select(ctx, true, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "latency_ms"))
+	for ss.Next() {
+	}
+	if !errors.Is(ss.Err(), context.Canceled) {
+		t.Errorf("Select under a canceled context: %v", ss.Err())
+	}
+}
+
+// TestNotReady: while Config.Ready fails, every route answers Prometheus' 503 unavailable.
+func TestNotReady(t *testing.T) {
+	d := newDemo(t, "native:5", 1, 1)
+	srv := serveDemo(t, d, Config{Ready: func() error { return errors.New("restoring windows from Kafka") }})
+	res, err := http.Get(srv.URL + "/api/v1/query?query=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, res); res.StatusCode != 503 || body != `{"status":"error","errorType":"unavailable","error":"not ready: restoring windows from Kafka"}` {
+		t.Errorf("not ready: %d %s", res.StatusCode, body)
+	}
+}

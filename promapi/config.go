@@ -1,0 +1,103 @@
+package promapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxSamples     = 50_000_000 // Prometheus' --query.max-samples default
+	DefaultTimeout        = 2 * time.Minute
+	DefaultMaxSeries      = 100_000
+	DefaultMaxLabelValues = 10_000
+	DefaultLookbackDelta  = 5 * time.Minute
+)
+
+// ErrConfig wraps every error of Config.Validate.
+var ErrConfig = errors.New("promapi: bad config")
+
+// Config is what New needs. Zero fields take the defaults.
+type Config struct {
+	// Store holds the rings queries read. Required.
+	Store *window.Store
+	// Now is the clock queries read at; default time.Now.
+	Now func() time.Time
+	// MaxSamples is the engine's cap on samples a query holds at once (the engine's
+	// MaxSamples); default DefaultMaxSamples.
+	MaxSamples int
+	// Timeout bounds a query's evaluation; a request's timeout= may only shorten it;
+	// default DefaultTimeout.
+	Timeout time.Duration
+	// MaxSeries caps the series one query's selectors read, all together (the engine's
+	// per-query series limit and the Queryable's); default DefaultMaxSeries.
+	MaxSeries int
+	// MaxLabelValues caps what /api/v1/labels, /api/v1/label/NAME/values and
+	// /api/v1/series list (a smaller limit= is honoured), with a warning when they cut;
+	// default DefaultMaxLabelValues.
+	MaxLabelValues int
+	// LookbackDelta is the engine's lookback for instant vectors; default 5m, Prometheus'.
+	LookbackDelta time.Duration
+	// Ready, when set, is asked before every request: an error answers 503 unavailable in
+	// Prometheus' shape, "not ready: …" (slide serve: while windows are being restored).
+	Ready func() error
+	// Remote lists the partitions this instance does not hold (a cluster member's share of
+	// the others); nil or empty: it holds every partition. When it lists any, a query would
+	// read part of the data: it answers 503 unless the request says partial=allow, and then
+	// carries a warning naming the missing partitions.
+	Remote func() []int32
+	// Registerer takes the engine's metrics (prometheus_engine_*); nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger logs failed queries; nil discards.
+	Logger *slog.Logger
+}
+
+// Validate reports a config New would refuse.
+func (c Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return fmt.Errorf("%w: no store", ErrConfig)
+	case c.MaxSamples < 0:
+		return fmt.Errorf("%w: max samples %d: must not be negative", ErrConfig, c.MaxSamples)
+	case c.Timeout < 0:
+		return fmt.Errorf("%w: timeout %s: must not be negative", ErrConfig, c.Timeout)
+	case c.MaxSeries < 0:
+		return fmt.Errorf("%w: max series %d: must not be negative", ErrConfig, c.MaxSeries)
+	case c.MaxLabelValues < 0:
+		return fmt.Errorf("%w: max label values %d: must not be negative", ErrConfig, c.MaxLabelValues)
+	case c.LookbackDelta < 0:
+		return fmt.Errorf("%w: lookback delta %s: must not be negative", ErrConfig, c.LookbackDelta)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.MaxSamples == 0 {
+		c.MaxSamples = DefaultMaxSamples
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxSeries == 0 {
+		c.MaxSeries = DefaultMaxSeries
+	}
+	if c.MaxLabelValues == 0 {
+		c.MaxLabelValues = DefaultMaxLabelValues
+	}
+	if c.LookbackDelta == 0 {
+		c.LookbackDelta = DefaultLookbackDelta
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

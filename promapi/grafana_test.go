@@ -1,0 +1,99 @@
+package promapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// TestGrafanaDashboard loads deploy/grafana's dashboard and runs every panel's query as
+// Grafana does (POST /api/v1/query_range over the dashboard's 5 minutes, $__rate_interval
+// as Grafana sets it for a 10 s scrape interval: 4 × 10 s = 40 s, here 1m) against a demo
+// store: each answers a matrix with at least one series and a finite value. The
+// provisioning file names the data source the panels use.
+func TestGrafanaDashboard(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/grafana/dashboards/slide.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title      string
+			Datasource struct{ UID string }
+			Targets    []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	prov, err := os.ReadFile("../deploy/grafana/provisioning/datasources/slide.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds struct {
+		Datasources []struct{ UID, Type string }
+	}
+	if err := yaml.Unmarshal(prov, &ds); err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.Datasources) != 1 || ds.Datasources[0].Type != "prometheus" {
+		t.Fatalf("provisioning: %+v", ds)
+	}
+	d := newDemo(t, "native:5", 4, 10)
+	srv := serveDemo(t, d, Config{})
+	queries := 0
+	for _, p := range dash.Panels {
+		if p.Datasource.UID != ds.Datasources[0].UID {
+			t.Errorf("panel %q: data source %q, provisioned %q", p.Title, p.Datasource.UID, ds.Datasources[0].UID)
+		}
+		for _, tg := range p.Targets {
+			queries++
+			expr := strings.ReplaceAll(tg.Expr, "$__rate_interval", "1m")
+			form := url.Values{"query": {expr}, "start": {ts(d.now.Add(-5 * time.Minute))}, "end": {ts(d.now)}, "step": {"10"}}
+			res, err := http.PostForm(srv.URL+"/api/v1/query_range", form)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body struct {
+				Status string
+				Data   struct {
+					ResultType string
+					Result     []struct {
+						Metric map[string]string
+						Values [][2]any
+					}
+				}
+			}
+			raw := readAll(t, res)
+			if err := json.Unmarshal([]byte(raw), &body); err != nil || body.Status != "success" || body.Data.ResultType != "matrix" || len(body.Data.Result) == 0 {
+				t.Errorf("panel %q: %s: %.300s", p.Title, expr, raw)
+				continue
+			}
+			finite := false
+			for _, s := range body.Data.Result {
+				for _, v := range s.Values {
+					f, err := strconv.ParseFloat(v[1].(string), 64)
+					if err != nil {
+						t.Errorf("panel %q: value %v", p.Title, v)
+					}
+					finite = finite || (f == f && f < 1e300 && f > -1e300)
+				}
+			}
+			if !finite {
+				t.Errorf("panel %q: %s: no finite value in %.300s", p.Title, expr, raw)
+			}
+		}
+	}
+	if queries < 6 {
+		t.Fatalf("%d queries in the dashboard, want its 6 panels' at least", queries)
+	}
+}
+
+func ts(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64) }

@@ -1,0 +1,304 @@
+package promapi
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/slide-metrics/slide/sketch"
+	"github.com/slide-metrics/slide/window"
+)
+
+// Queryable is a storage.Queryable over a window.Store: the series of the package doc,
+// built from the rings' slots when the engine selects them. It is safe for concurrent use;
+// each Querier reads at one instant, the store's clock when it was made (capped at the
+// querier's maxt), so every selector of one query sees the rings alike.
+type Queryable struct {
+	store     *window.Store
+	now       func() time.Time
+	maxSeries int
+}
+
+// NewQueryable returns the Queryable of store, reading at now() (time.Now when nil), at most
+// maxSeries series per querier (0: no cap) before a Select fails with promql.ErrTooManySeries.
+func NewQueryable(store *window.Store, now func() time.Time, maxSeries int) *Queryable {
+	if now == nil {
+		now = time.Now
+	}
+	return &Queryable{store: store, now: now, maxSeries: maxSeries}
+}
+
+// liveSkew is how far before the clock's now a query may end and still read the slot in
+// progress (stamped at its end time): a client's clock, or the time a request took to
+// arrive, is not a reason to leave out the freshest slot.
+const liveSkew = 5 * time.Second
+
+// Querier returns a querier of the samples in [mint, maxt] (ms).
+func (q *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
+	now := q.now().UnixMilli()
+	return &querier{q: q, mint: mint, maxt: maxt, now: min(now, maxt), live: maxt >= now-liveSkew.Milliseconds()}, nil
+}
+
+type querier struct {
+	q          *Queryable
+	mint, maxt int64
+	now        int64
+	live       bool         // now is the clock's: the slot in progress shows at now
+	series     atomic.Int64 // series selected so far, against q.maxSeries
+	slabs      [][]sketch.BinCount
+}
+
+// Close hands the query's bucket slabs back for the next query: the engine closes its
+// querier when the evaluation ends, and its results hold copies, never the slabs.
+func (q *querier) Close() error {
+	for _, sl := range q.slabs {
+		sl = sl[:0]
+		slabPool.Put(&sl)
+	}
+	q.slabs = nil
+	return nil
+}
+
+// slabPool keeps the slabs of finished queries, so a query's buckets land in memory a
+// previous one grew rather than in a slab grown by doubling each time.
+var slabPool = sync.Pool{New: func() any { return new([]sketch.BinCount) }}
+
+// selection is what a set of matchers selects: the exposed names (metric and kind) that the
+// __name__ matchers accept, and the compiled matchers of the other labels.
+type selection struct {
+	metrics []string
+	kinds   [][kindEnd]bool // per metric
+	sel     *window.Selector
+	none    bool // a matcher no series can satisfy
+}
+
+// selectionOf resolves matchers against the store's metrics. A name M_count, M_sum or M_max
+// that is itself a slide metric is that metric's histogram, not a derived series of M.
+func (q *querier) selectionOf(ms []*labels.Matcher) (selection, error) {
+	var names, rest []*labels.Matcher
+	for _, m := range ms {
+		if m.Name == labels.MetricName {
+			names = append(names, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	var s selection
+	wms := make([]window.Matcher, 0, len(rest))
+	for _, m := range rest {
+		wm := window.Matcher{Name: m.Name, Op: window.MatchOp(m.Type), Value: m.Value}
+		if _, err := window.CompileSelector("", []window.Matcher{wm}); err != nil {
+			// A label no series can have (a reserved or invalid name) reads as "", as an
+			// absent label does in Prometheus.
+			if !m.Matches("") {
+				s.none = true
+				return s, nil
+			}
+			continue
+		}
+		wms = append(wms, wm)
+	}
+	sel, err := window.CompileSelector("", wms)
+	if err != nil {
+		return s, err
+	}
+	s.sel = sel
+	all := q.q.store.Metrics()
+	for _, m := range all {
+		var ks [kindEnd]bool
+		any := false
+		for k := range kindEnd {
+			name := m + kindSuffix[k]
+			if k != kindHistogram {
+				if _, real := slices.BinarySearch(all, name); real {
+					continue
+				}
+			}
+			if matchesAll(names, name) {
+				ks[k], any = true, true
+			}
+		}
+		if any {
+			s.metrics, s.kinds = append(s.metrics, m), append(s.kinds, ks)
+		}
+	}
+	return s, nil
+}
+
+func matchesAll(ms []*labels.Matcher, v string) bool {
+	for _, m := range ms {
+		if !m.Matches(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// labelsOf is the label set of series string s of the exposed name.
+func labelsOf(b *labels.ScratchBuilder, name, s string) labels.Labels {
+	b.Reset()
+	b.Add(labels.MetricName, name)
+	b.Add(window.KeyLabel, window.SeriesKeyOf(s))
+	window.EachLabel(s, func(n, v string) bool { b.Add(n, v); return true })
+	b.Sort()
+	return b.Labels()
+}
+
+// stopper asks ctx once every 64 series: a scan stops soon after the client leaves.
+func stopper(ctx context.Context) func() bool {
+	n := 0
+	return func() bool {
+		n++
+		return n%64 == 0 && ctx.Err() != nil
+	}
+}
+
+// Select builds every series the matchers select, with their samples in the hints' range,
+// sorted by labels whatever sortSeries says (the engine and the API both want them so).
+func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	mint, maxt := q.mint, q.maxt
+	if hints != nil {
+		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
+	}
+	s, err := q.selectionOf(ms)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	if s.none {
+		return storage.EmptySeriesSet()
+	}
+	var out []*promSeries
+	lb := labels.NewScratchBuilder(8)
+	stop := stopper(ctx)
+	for i, m := range s.metrics {
+		ks := s.kinds[i]
+		b := builder{sh: newShape(q.q.store.RingConfig(m), q.now, q.live, mint, maxt)}
+		if ks[kindHistogram] {
+			b.slab = *slabPool.Get().(*[]sketch.BinCount)
+		}
+		q.q.store.VisitSlots(q.now, m, s.sel, stop, func(series string, cur int64, slots []window.SlotView) bool {
+			if len(slots) == 0 {
+				return true // an empty ring: nothing to show until it is evicted
+			}
+			var hs *histSeries
+			if ks[kindHistogram] {
+				hs = b.histSeries(slots)
+			}
+			for k := range kindEnd {
+				if !ks[k] {
+					continue
+				}
+				smp := b.build(k, cur, slots, hs)
+				if len(smp) == 0 {
+					continue
+				}
+				if n := q.series.Add(1); q.q.maxSeries > 0 && n > int64(q.q.maxSeries) {
+					err = fmt.Errorf("%w: more than %d series (promapi MaxSeries): narrow the selector", promql.ErrTooManySeries("selecting series"), q.q.maxSeries)
+					return false
+				}
+				out = append(out, &promSeries{lset: labelsOf(&lb, m+kindSuffix[k], series), samples: smp})
+			}
+			return true
+		})
+		if b.slab != nil {
+			q.slabs = append(q.slabs, b.slab)
+		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			return storage.ErrSeriesSet(err)
+		}
+	}
+	slices.SortFunc(out, func(a, b *promSeries) int { return labels.Compare(a.lset, b.lset) })
+	return &seriesSet{list: out, i: -1}
+}
+
+// seriesSet is a built list of series.
+type seriesSet struct {
+	list []*promSeries
+	i    int
+}
+
+func (s *seriesSet) Next() bool {
+	s.i++
+	return s.i < len(s.list)
+}
+func (s *seriesSet) At() storage.Series              { return s.list[s.i] }
+func (*seriesSet) Err() error                        { return nil }
+func (*seriesSet) Warnings() annotations.Annotations { return nil }
+
+// eachLabelled calls fn with the label set (exposed name aside) of every series the matchers
+// select, name by name as Select would list them.
+func (q *querier) eachLabelled(ctx context.Context, ms []*labels.Matcher, fn func(name, series string)) error {
+	s, err := q.selectionOf(ms)
+	if err != nil || s.none {
+		return err
+	}
+	stop := stopper(ctx)
+	for i, m := range s.metrics {
+		q.q.store.VisitSlots(q.now, m, s.sel, stop, func(series string, _ int64, slots []window.SlotView) bool {
+			if len(slots) == 0 {
+				return true
+			}
+			for k := range kindEnd {
+				if s.kinds[i][k] {
+					fn(m+kindSuffix[k], series)
+				}
+			}
+			return true
+		})
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LabelNames lists the label names of the selected series, sorted.
+func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	set := map[string]struct{}{}
+	err := q.eachLabelled(ctx, ms, func(_, series string) {
+		set[labels.MetricName], set[window.KeyLabel] = struct{}{}, struct{}{}
+		window.EachLabel(series, func(n, _ string) bool { set[n] = struct{}{}; return true })
+	})
+	return sortedLimited(set, hints), nil, err
+}
+
+// LabelValues lists the values label name takes in the selected series, sorted.
+func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	set := map[string]struct{}{}
+	err := q.eachLabelled(ctx, ms, func(exposed, series string) {
+		switch name {
+		case labels.MetricName:
+			set[exposed] = struct{}{}
+		case window.KeyLabel:
+			set[window.SeriesKeyOf(series)] = struct{}{}
+		default:
+			if v := window.LabelValue(series, name); v != "" {
+				set[v] = struct{}{}
+			}
+		}
+	})
+	return sortedLimited(set, hints), nil, err
+}
+
+func sortedLimited(set map[string]struct{}, hints *storage.LabelHints) []string {
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	if hints != nil && hints.Limit > 0 && len(out) > hints.Limit {
+		out = out[:hints.Limit]
+	}
+	return out
+}

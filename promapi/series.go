@@ -1,0 +1,219 @@
+package promapi
+
+import (
+	"math"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+
+	"github.com/slide-metrics/slide/sketch"
+	"github.com/slide-metrics/slide/window"
+)
+
+// kind is which of the series of a slide metric M a name addresses.
+type kind uint8
+
+const (
+	kindHistogram kind = iota // M: native histogram, cumulative
+	kindCount                 // M_count: counter
+	kindSum                   // M_sum: counter
+	kindMax                   // M_max: gauge, per slot
+	kindEnd
+)
+
+var kindSuffix = [kindEnd]string{"", "_count", "_sum", "_max"}
+
+// Prometheus' metadata of each kind: type and the help text /api/v1/metadata answers.
+var kindType = [kindEnd]string{"histogram", "counter", "counter", "gauge"}
+
+var kindHelp = [kindEnd]string{
+	"The values of slide metric %s as a native histogram, cumulative over the ring's slots (one sample per slot end): use rate() or increase() over it.",
+	"The number of values of slide metric %s, cumulative over the ring's slots: use rate() or increase().",
+	"The sum of the values of slide metric %s, cumulative over the ring's slots: use rate() or increase().",
+	"The largest value of slide metric %s in each slot (a gauge, one sample per slot end): max_over_time() reads a window's max.",
+}
+
+// sample is one point of a series: f for the float kinds, h for the histogram.
+type sample struct {
+	t       int64
+	f       float64
+	hs      *histSeries // the histogram kind's: the series' slots
+	through int64       // the histogram kind's: the last slot the sample covers
+	first   bool        // the histogram kind's: the series' first sample
+}
+
+// promSeries is one series PromQL sees, its samples built when it was selected (under the
+// ring's lock, so the series is a consistent copy).
+type promSeries struct {
+	lset    labels.Labels
+	samples []sample
+}
+
+func (s *promSeries) Labels() labels.Labels { return s.lset }
+
+func (s *promSeries) Iterator(chunkenc.Iterator) chunkenc.Iterator {
+	it := storage.NewListSeriesIterator(samples(s.samples))
+	if len(s.samples) > 0 && s.samples[0].hs != nil {
+		return &histIter{Iterator: it, s: s}
+	}
+	return it
+}
+
+// samples are a series' points as storage's list iterator reads them.
+type samples []sample
+
+func (s samples) Get(i int) chunks.Sample { return &s[i] }
+func (s samples) Len() int                { return len(s) }
+
+func (p *sample) T() int64                { return p.t }
+func (p *sample) ST() int64               { return 0 }
+func (p *sample) F() float64              { return p.f }
+func (p *sample) H() *histogram.Histogram { return nil }
+func (p *sample) FH() *histogram.FloatHistogram {
+	if p.hs == nil {
+		return nil
+	}
+	return p.hs.histogramAt(p)
+}
+func (p *sample) Copy() chunks.Sample { c := *p; return &c } // histSeries is read-only
+
+func (p *sample) Type() chunkenc.ValueType {
+	if p.hs != nil {
+		return chunkenc.ValFloatHistogram
+	}
+	return chunkenc.ValFloat
+}
+
+// shape is what building a metric's series needs to know of its ring and the query.
+type shape struct {
+	width, n   int64 // slot width (ms), slots of the retention
+	now        int64 // the read's now (ms)
+	live       bool  // now is the clock's now, not a past instant
+	mint, maxt int64 // samples kept: [mint, maxt]
+	ix         sketch.Indexer
+	schema     int32
+	exact      bool               // the bins are native buckets (a native:N ring)
+	keyer      sketch.NativeKeyer // re-bucketing of other kinds
+}
+
+func newShape(rc window.RingConfig, now int64, live bool, mint, maxt int64) shape {
+	ix, _ := rc.Sketch.Indexer() // validated by the store
+	sh := shape{width: rc.Slot.Milliseconds(), n: int64(rc.Slots), now: now, live: live, mint: mint, maxt: maxt, ix: ix}
+	if s, ok := sketch.NativeSchema(ix); ok {
+		sh.schema, sh.exact = int32(s), true
+	} else {
+		sh.schema, sh.keyer = sketch.DefaultSchema, sketch.NewNativeKeyer(sketch.DefaultSchema)
+	}
+	return sh
+}
+
+// points lists the instants a cumulative series has samples at, for a ring whose current
+// slot is cur: the start of the retention (every count still zero) and the end of each slot
+// of the retention up to now. A live read (now is the clock's now) adds now itself, which
+// closes the slot in progress with what it holds so far; a read at a past instant stops at
+// the last slot that ended by then, since the slot holding that instant holds later events
+// too. through[i] is the last slot index points[i] covers.
+func (sh *shape) points(cur int64, ts, through []int64) ([]int64, []int64) {
+	lo := cur - sh.n + 1
+	last := min(cur, window.FloorDiv(sh.now, sh.width))
+	if t0 := lo * sh.width; t0 < sh.now {
+		ts, through = append(ts, t0), append(through, lo-1)
+	}
+	for i := lo; i <= last; i++ {
+		if e := (i + 1) * sh.width; e < sh.now || (e == sh.now && !sh.live) {
+			ts, through = append(ts, e), append(through, i)
+		}
+	}
+	if !sh.live {
+		return ts, through
+	}
+	return append(ts, sh.now), append(through, last)
+}
+
+// buckets appends the native buckets of one side of a slot's bins: the bins themselves for
+// a native kind, else each bin's representative re-bucketed (as query's histogram export
+// does), through tmp.
+func (sh *shape) buckets(dst, tmp []sketch.BinCount, b sketch.Slot, neg bool) ([]sketch.BinCount, []sketch.BinCount) {
+	if sh.exact {
+		return b.AppendBins(dst, neg), tmp
+	}
+	tmp = b.AppendBins(tmp[:0], neg)
+	for _, bc := range tmp {
+		k := sh.keyer.Key(sh.ix.Value(bc.Index))
+		if n := len(dst); n > 0 && dst[n-1].Index == k {
+			dst[n-1].Count += bc.Count
+			continue
+		}
+		dst = append(dst, sketch.BinCount{Index: k, Count: bc.Count})
+	}
+	return dst, tmp
+}
+
+// builder turns one series' slots into the samples of the kinds asked for; its scratch is
+// reused from series to series of one Select.
+type builder struct {
+	sh          shape
+	ts, through []int64
+	slab        []sketch.BinCount // the histSeries' buckets of one Select
+	tmp         []sketch.BinCount // re-bucketing's scratch
+}
+
+// build returns the samples of kind k of one series (whose slots VisitSlots handed over),
+// inside [mint, maxt]; hs is the series' histSeries for the histogram kind.
+func (b *builder) build(k kind, cur int64, slots []window.SlotView, hs *histSeries) []sample {
+	sh := &b.sh
+	if k == kindMax {
+		return b.maxima(slots)
+	}
+	b.ts, b.through = sh.points(cur, b.ts[:0], b.through[:0])
+	out := make([]sample, 0, len(b.ts))
+	var count, sum float64
+	j := 0
+	for p, t := range b.ts {
+		for ; j < len(slots) && slots[j].Index <= b.through[p]; j++ {
+			count += float64(slots[j].Count)
+			sum += slots[j].Sum
+		}
+		if t < sh.mint || t > sh.maxt {
+			continue
+		}
+		switch k {
+		case kindCount:
+			out = append(out, sample{t: t, f: count})
+		case kindSum:
+			out = append(out, sample{t: t, f: sum})
+		case kindHistogram:
+			out = append(out, sample{t: t, hs: hs, through: b.through[p], first: len(out) == 0})
+		}
+	}
+	return out
+}
+
+// maxima is M_max: each live slot's max at its end; a live read puts the slots ending at or
+// after now in one sample at now, a read at a past instant stops at the last slot ended.
+func (b *builder) maxima(slots []window.SlotView) []sample {
+	sh := &b.sh
+	out := make([]sample, 0, len(slots))
+	last, lastIdx := math.Inf(-1), window.FloorDiv(sh.now, sh.width)
+	for _, s := range slots {
+		if s.Index > lastIdx {
+			break
+		}
+		if e := (s.Index + 1) * sh.width; e < sh.now || (e == sh.now && !sh.live) {
+			if e >= sh.mint && e <= sh.maxt {
+				out = append(out, sample{t: e, f: s.Max})
+			}
+			continue
+		}
+		if sh.live {
+			last = max(last, s.Max)
+		}
+	}
+	if !math.IsInf(last, -1) && sh.now >= sh.mint && sh.now <= sh.maxt {
+		out = append(out, sample{t: sh.now, f: last})
+	}
+	return out
+}

@@ -1,0 +1,43 @@
+package window
+
+import "github.com/slide-metrics/slide/sketch"
+
+// SlotView is one live slot of a series as VisitSlots hands it out: its absolute index
+// (floor(ts / width)), count, sum, exact min and max, and its bins as the ring keeps them
+// (open or packed: read them with sketch.Slot's methods, AppendBins without a decode).
+// Bins is the ring's own: read it inside the visit, do not keep it.
+type SlotView struct {
+	Index         int64
+	Count         uint64
+	Sum, Min, Max float64
+	Bins          sketch.Slot
+}
+
+// VisitSlots calls fn once for each series of metric that sel selects (nil: every series),
+// with its series string, the slot current at now (cur: what a read at now takes as its
+// last slot) and the live slots of the retention up to cur, oldest first; slots ahead of
+// cur (events inside the skew) are left out, as reads leave them out. fn runs under the
+// series' shard lock, so it must not call the Store, must be quick and must copy what it
+// keeps; it returns false to stop the visit. stop is asked as ReadKey asks it, once per
+// series compared. The Indexer to read the bins with is Indexer(metric)'s, the slot width
+// RingConfig(metric).Slot's.
+//
+// It is the per-slot read of exporters that show a ring slot by slot (promapi: one sample
+// per slot end). Cost: one pass over each selected series' slots; nothing is decoded.
+func (s *Store) VisitSlots(now int64, metric string, sel *Selector, stop func() bool, fn func(series string, cur int64, slots []SlotView) bool) {
+	var views []SlotView
+	s.eachSelected(metric, sel, stop, func(se *series) bool {
+		r := se.ring.view()
+		defer se.ring.release(r)
+		cur := r.at(now)
+		views = views[:0]
+		for i := cur - r.n + 1; i <= cur; i++ {
+			sl := &r.slots[r.pos(i)]
+			if sl.count == 0 || sl.idx != i {
+				continue
+			}
+			views = append(views, SlotView{Index: i, Count: sl.count, Sum: sl.sum, Min: sl.min, Max: sl.max, Bins: sl.bins})
+		}
+		return fn(se.key, cur, views)
+	})
+}
