@@ -63,7 +63,15 @@ func levelKeys(key, sep string, n int, out *[MaxLevels]string) int {
 	for k < n-1 {
 		var i int
 		if len(sep) == 1 {
-			i = strings.IndexByte(key[from:], sep[0])
+			// A plain loop: keys are short, and IndexByte's setup cost more than the scan
+			// (BenchmarkLevelsStore).
+			i = -1
+			for j := from; j < len(key); j++ {
+				if key[j] == sep[0] {
+					i = j - from
+					break
+				}
+			}
 		} else {
 			i = strings.Index(key[from:], sep)
 		}

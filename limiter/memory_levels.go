@@ -33,7 +33,11 @@ func takeLevels(st *store[fixedWindow], p *params, keys []string, now, cost int6
 			st.sweepLocked(sh, now)
 		}
 	}
-	r := levelsLocked(st, p, keys, &hs, now, cost, d, per)
+	var shs [MaxLevels]*shard[fixedWindow]
+	for i := 0; i < n; i++ {
+		shs[i] = &st.shards[hs[i]&st.mask]
+	}
+	r := levelsLocked(st, p, keys, &hs, &shs, now, cost, d, per)
 	for j := k - 1; j >= 0; j-- {
 		st.shards[order[j]].mu.Unlock()
 	}
@@ -41,12 +45,12 @@ func takeLevels(st *store[fixedWindow], p *params, keys []string, now, cost int6
 }
 
 // levelsLocked is takeLevels once the levels' shards are locked.
-func levelsLocked(st *store[fixedWindow], p *params, keys []string, hs *[MaxLevels]uint64, now, cost int64, d *Decision, per []Decision) int {
+func levelsLocked(st *store[fixedWindow], p *params, keys []string, hs *[MaxLevels]uint64, shs *[MaxLevels]*shard[fixedWindow], now, cost int64, d *Decision, per []Decision) int {
 	n := len(keys)
 	var es [MaxLevels]*entry[fixedWindow]
 	inserted := false
 	for i := 0; i < n; i++ {
-		sh := &st.shards[hs[i]&st.mask]
+		sh := shs[i]
 		e := sh.hot // each level's shard keeps its entry hot, as a one-level key's does
 		if e == nil || e.hash != hs[i] || !sameKey(e.key, keys[i]) {
 			var head *entry[fixedWindow]
@@ -68,7 +72,7 @@ func levelsLocked(st *store[fixedWindow], p *params, keys []string, hs *[MaxLeve
 		// Making room for one level's new key may have dropped another level's idle entry
 		// found before it: look them up again.
 		for i := 0; i < n; i++ {
-			if e, _ := st.shards[hs[i]&st.mask].lookup(hs[i], keys[i]); e != es[i] {
+			if e, _ := shs[i].lookup(hs[i], keys[i]); e != es[i] {
 				st.refused.Add(1)
 				return takeFull
 			}
@@ -111,7 +115,7 @@ func levelsLocked(st *store[fixedWindow], p *params, keys []string, hs *[MaxLeve
 		*d = *best
 	}
 	for i := 0; i < n; i++ {
-		sh := &st.shards[hs[i]&st.mask]
+		sh := shs[i]
 		sh.hot = es[i]
 		sh.toFront(es[i])
 		if denied < 0 && cost > 0 {
