@@ -156,8 +156,9 @@
 // decision, all or none: the first level without room denies (Decision.Level names it)
 // and no level is charged. In memory the levels' shards are locked in ascending order
 // (so two decisions never wait on each other in a cycle) and each level decided on a
-// copy of its state, written back only when all admit. In Redis one script reads every
-// level and then charges every level; its keys rl:{org-1}:policy:fwl:N:LEVEL all carry
+// copy of its state, written back only when all admit. In Redis one script charges every
+// level (an INCRBY each) and takes every charge back in the same call when one level is
+// over; its keys rl:{org-1}:policy:fwl:N:LEVEL all carry
 // the first level's hash tag, so Redis Cluster serves them from one slot (all of an
 // org's traffic lands there). A level's denial is not put in the deny cache.
 //

@@ -12,7 +12,7 @@ import (
 )
 
 // levelsScript decides a fixed-window policy with levels in one call
-// (scripts/fixed_window_levels.lua): every level read, then every level charged or none.
+// (scripts/fixed_window_levels.lua): every level charged, or none.
 var levelsScript = loadScript("fixed_window_levels")
 
 // LevelsScript returns the script of fixed-window policies with levels.

@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkLevelsRedis compares one Redis decision of a three-level fixed window
-// (fixed_window_levels.lua: three GETs, then three INCRBYs, one round trip) with a
+// (fixed_window_levels.lua: three INCRBYs, one round trip) with a
 // one-level fixed window (fixed_window.lua: one INCRBY) on the same redis-server, one
 // goroutine, every decision admitted. Goal (#29): ≤ 2×.
 func BenchmarkLevelsRedis(b *testing.B) {
