@@ -49,6 +49,9 @@ const (
 	MethodNotAllowed Code = "method_not_allowed"
 	// BodyTooLarge (413): the body is over the route's limit.
 	BodyTooLarge Code = "body_too_large"
+	// UnsupportedMediaType (415): the body's Content-Type (or Content-Encoding) is none the
+	// route reads; Accept-Post lists those it does.
+	UnsupportedMediaType Code = "unsupported_media_type"
 	// Internal (500): a failure of the server's own; the message says what.
 	Internal Code = "internal"
 	// NotConfigured (501): the route's hook (event sink, limiter) is not set.
@@ -79,6 +82,8 @@ func (c Code) Status() int {
 		return http.StatusMethodNotAllowed
 	case BodyTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case UnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
 	case NotConfigured:
 		return http.StatusNotImplemented
 	case NotReady, Unavailable:

@@ -71,6 +71,10 @@ type Config struct {
 	// while Events, the --event-format's, takes "application/json" and every other type.
 	// Nil: Events takes every body.
 	EventsByType map[string]*event.Intake
+	// Traces are the intakes of POST /v1/traces, the OTLP/HTTP traces receiver, by the
+	// body's media type: "application/x-protobuf" (otlp_proto) and "application/json"
+	// (otlp_json). Nil or empty: the route answers 501 not_configured.
+	Traces map[string]*event.Intake
 
 	// Allow serves POST /v1/allow: the limiter's handler, mounted behind the bearer-token
 	// check. Nil: the route answers 501 not_configured.

@@ -2,7 +2,6 @@ package query
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -45,29 +44,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	limit := s.cfg.MaxBodyBytes
-	if r.ContentLength > limit {
-		refuseTooLarge(w, r, limit)
+	body, ok := s.readBody(w, r)
+	if !ok {
 		return
 	}
-	buf := eventsBufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer func() {
-		if buf.Cap() <= int(limit)+bytes.MinRead {
-			eventsBufPool.Put(buf)
-		}
-	}()
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		refuseTooLarge(w, r, limit)
-		return
-	case err != nil:
-		httperr.Write(w, httperr.BadBody, "", "reading body: "+err.Error())
-		return
-	}
-	res := s.intakeOf(r).Take(buf.Bytes(), s.now())
+	defer body.release()
+	res := s.intakeOf(r).Take(body.b, s.now())
 	s.metrics.events.WithLabelValues("accepted").Add(float64(res.Accepted))
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"accepted":`...)

@@ -258,3 +258,15 @@ func TestDocsCommandsRun(t *testing.T) {
 		t.Fatalf("ran %d commands of the docs; the reader no longer finds them", ran)
 	}
 }
+
+// TestREADMEIsShort: the README stays a five-minute read (#31: at most 250 lines); what a user
+// needs beyond the tour goes to docs/ under their page.
+func TestREADMEIsShort(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(raw), "\n"); n > 250 {
+		t.Errorf("README.md has %d lines; keep it at most 250 and move the rest to docs/", n)
+	}
+}

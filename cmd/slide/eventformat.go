@@ -117,3 +117,20 @@ func (f *eventFormatFlags) intakes(store *window.Store, def func() (event.Format
 	}
 	return in, byType, nil
 }
+
+// traceIntakes are POST /v1/traces' intakes into store (query.Config.Traces): OTLP/HTTP's two
+// encodings, application/x-protobuf (otlp_proto) and application/json (otlp_json), with the
+// span flags whatever --event-format the records have.
+func (f *eventFormatFlags) traceIntakes(store *window.Store) (map[string]*event.Intake, error) {
+	out := map[string]*event.Intake{}
+	for ct, format := range map[string]string{"application/x-protobuf": formatOTLPProto, "application/json": formatOTLPJSON} {
+		nf, err := f.newFormatOf(format, 0)
+		if err != nil {
+			return nil, err
+		}
+		if out[ct], err = event.NewIntake(store, event.Config{}, event.WithFormat(nf)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -26,6 +26,23 @@ var otlpServices = []otlpService{
 	{"payments", []string{"/pay", "/refund"}, 120, 0.05},
 }
 
+// spans appends n spans of svc ending at now (unix ns): SERVER spans with http.route and
+// http.response.status_code attributes, lognormal durations around the service's median,
+// errors (status ERROR, code 500) at its rate.
+func (svc otlpService) spans(dst []event.Span, rng *rand.Rand, n int, now int64) []event.Span {
+	for range n {
+		route := svc.routes[rng.IntN(len(svc.routes))]
+		dur := int64(svc.medianMs * math.Exp(0.6*rng.NormFloat64()) * 1e6)
+		code, status := int64(200), 0
+		if rng.Float64() < svc.errRate {
+			code, status = 500, 2
+		}
+		dst = append(dst, event.Span{Name: "GET " + route, Kind: 2, Status: status, Start: now - dur, End: now,
+			Attrs: []event.SpanAttr{{Key: "http.route", Str: route}, {Key: "http.response.status_code", Int: &code}}})
+	}
+	return dst
+}
+
 // otlpPerRecord is how many spans a record of produce --otlp holds, as an exporter batches.
 const otlpPerRecord = 50
 
@@ -47,18 +64,7 @@ func produceOTLP(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 	batch := make([]event.Span, 0, otlpPerRecord)
 	for runCtx.Err() == nil && sendErr == nil {
 		svc := otlpServices[records%int64(len(otlpServices))]
-		batch = batch[:0]
-		now := time.Now().UnixNano()
-		for range otlpPerRecord {
-			route := svc.routes[rng.IntN(len(svc.routes))]
-			dur := int64(svc.medianMs * math.Exp(0.6*rng.NormFloat64()) * 1e6)
-			code, status := int64(200), 0
-			if rng.Float64() < svc.errRate {
-				code, status = 500, 2
-			}
-			batch = append(batch, event.Span{Name: "GET " + route, Kind: 2, Status: status, Start: now - dur, End: now,
-				Attrs: []event.SpanAttr{{Key: "http.route", Str: route}, {Key: "http.response.status_code", Int: &code}}})
-		}
+		batch = svc.spans(batch[:0], rng, otlpPerRecord, time.Now().UnixNano())
 		// Sends use ctx, not runCtx: the last record of the duration must not fail for being late.
 		if sendErr = p.Send(ctx, []byte(svc.name), event.AppendOTLP(nil, svc.name, batch)); sendErr == nil {
 			records++

@@ -145,11 +145,16 @@ func TestREADMETour(t *testing.T) {
 			}
 		}
 		err := proctest.GetJSON(base+"/v1/metrics", &m)
-		if err == nil && len(m.Metrics) == 2 && m.Metrics[0].Series == 20 && m.Metrics[1].Series == 20 {
+		series := map[string]int{}
+		for _, x := range m.Metrics {
+			series[x.Name] = x.Series
+		}
+		// The tenants of both metrics, and the demo's spans of every service and route.
+		if err == nil && len(m.Metrics) == 3 && series["latency_ms"] == 20 && series["cost"] == 20 && series["duration_ms"] >= 7 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("demo traffic did not reach the 20 tenants of both metrics: %+v %v", m, err)
+			t.Fatalf("demo traffic did not reach the 20 tenants of both metrics and the 7 routes of the spans: %+v %v", m, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

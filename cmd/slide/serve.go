@@ -146,7 +146,7 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.peerTimeout, "peer-timeout", cluster.DefaultTimeout, "deadline of a read fanned out to the other instances; an owner slower than this counts as missing")
 	fs.DurationVar(&c.usageStaleness, "usage-staleness", cluster.DefaultStaleness, "how old the other instances' aggregates read by usage rules may be (cached); negative: no cache")
 	fs.StringVar(&c.keyPartitioner, "key-partitioner", "", "declare that every producer partitions records by key with murmur2 (Java clients, slide produce): a one-key read then asks only its partition's owner. Empty: ask every owner (exact whatever the producers do)")
-	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N) and limit with demo policies")
+	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N), feed OTLP spans of three services (duration_ms, labelled by "+demoSpanDimensions+" unless --span-dimensions says otherwise) and limit with demo policies")
 	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")
 	fs.IntVar(&c.demoKeys, "demo-keys", 20, "demo tenants")
 	c.budget.register(fs)
@@ -214,6 +214,9 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 		return err
 	}
 	c.maxSeriesSet = flagGiven(fs, "max-series")
+	if c.demo && !flagGiven(fs, "span-dimensions") {
+		c.events.spanDim = demoSpanDimensions // the demo's spans show their route and code
+	}
 	if err := c.validate(fs); err != nil {
 		return err
 	}
@@ -373,6 +376,10 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	traces, err := c.events.traceIntakes(store) // POST /v1/traces: OTLP/HTTP
+	if err != nil {
+		return err
+	}
 	ready := func() error {
 		if err := c.conn.checks.failing(); err != nil {
 			return err
@@ -399,7 +406,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		quota = limithttp.QuotaHandler(c.rls.svc)
 	}
 	qs, err := query.New(query.Config{
-		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Allow: allow, Quota: quota, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
+		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Traces: traces, Allow: allow, Quota: quota, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Backends: c.conn.checks.states,
@@ -445,6 +452,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 				errc <- fmt.Errorf("demo traffic: %w", err)
 			}
 		})
+		wg.Go(func() { runDemoSpans(work, traces["application/x-protobuf"], log) })
 	}
 	log.Info("slide serving", "addr", ln.Addr().String(), "version", version)
 	if c.demo {

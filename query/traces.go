@@ -1,0 +1,173 @@
+package query
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/slide-metrics/slide/event"
+	"github.com/slide-metrics/slide/httperr"
+	"github.com/slide-metrics/slide/jsonenc"
+)
+
+// handleTraces serves POST /v1/traces, the OTLP/HTTP traces receiver: what an OpenTelemetry
+// Collector's otlphttp exporter (or an SDK's OTLP/HTTP exporter) sends, with slide as its
+// endpoint. The body is one ExportTraceServiceRequest, protobuf for application/x-protobuf and
+// OTLP/JSON for application/json (Config.Traces), each span an event as --event-format
+// otlp_proto and otlp_json read them from Kafka, into this instance's windows as POST
+// /v1/events' are (they are not in the log).
+//
+// The answer is OTLP/HTTP's, in the request's encoding: 200 with an ExportTraceServiceResponse,
+// whose partial_success counts the spans refused and says why the first one was (the
+// exporter logs it and does not retry them); 400 with a google.rpc.Status for a body that is
+// not a request at all (bad_record: nothing of it is recorded); 415 for another Content-Type;
+// 413 past MaxBodyBytes, as POST /v1/events. A gzip Content-Encoding (the Collector's
+// default) is inflated within MaxBodyBytes.
+func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request) {
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	ct = strings.ToLower(strings.TrimSpace(ct))
+	in := s.cfg.Traces[ct]
+	switch {
+	case len(s.cfg.Traces) == 0:
+		httperr.Write(w, httperr.NotConfigured, "", "no traces intake is configured on this server")
+		return
+	case in == nil:
+		w.Header().Set("Accept-Post", "application/x-protobuf, application/json")
+		httperr.Write(w, httperr.UnsupportedMediaType, "", "Content-Type "+strconv.Quote(ct)+": OTLP/HTTP traces are application/x-protobuf or application/json")
+		return
+	}
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	defer body.release()
+	res := in.Take(body.b, s.now())
+	s.metrics.events.WithLabelValues("accepted").Add(float64(res.Accepted))
+	refused, first := 0, ""
+	for _, reason := range rejectedOrder {
+		if n := res.Refused[reason]; n > 0 {
+			s.metrics.events.WithLabelValues(reason.String()).Add(float64(n))
+			refused += n
+			if first == "" {
+				first = reason.String() + ": " + res.First[reason]
+			}
+		}
+	}
+	proto := ct == "application/x-protobuf"
+	if res.Refused[event.ReasonBadRecord] > 0 && res.Accepted == 0 {
+		writeOTLPStatus(w, proto, http.StatusBadRequest, 3, res.First[event.ReasonBadRecord]) // 3: INVALID_ARGUMENT
+		return
+	}
+	var b []byte
+	if proto {
+		if refused > 0 { // ExportTraceServiceResponse{partial_success: {rejected_spans, error_message}}
+			var ps []byte
+			ps = binary.AppendUvarint(append(ps, 0x08), uint64(refused))
+			ps = appendProtoString(ps, 2, first)
+			b = appendProtoBytes(b, 1, ps)
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(b)
+		return
+	}
+	b = append(b, '{')
+	if refused > 0 {
+		b = append(b, `"partialSuccess":{"rejectedSpans":"`...)
+		b = strconv.AppendInt(b, int64(refused), 10)
+		b = append(b, `","errorMessage":`...)
+		b = jsonenc.AppendString(b, first)
+		b = append(b, '}')
+	}
+	writeJSON(w, http.StatusOK, append(b, "}\n"...))
+}
+
+// writeOTLPStatus answers an OTLP/HTTP failure: a google.rpc.Status {code, message} in the
+// request's encoding.
+func writeOTLPStatus(w http.ResponseWriter, proto bool, status, code int, msg string) {
+	if proto {
+		b := binary.AppendUvarint([]byte{0x08}, uint64(code))
+		b = appendProtoString(b, 2, msg)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(status)
+		_, _ = w.Write(b)
+		return
+	}
+	b := append([]byte(`{"code":`), strconv.Itoa(code)...)
+	b = append(b, `,"message":`...)
+	b = jsonenc.AppendString(b, msg)
+	writeJSON(w, status, append(b, "}\n"...))
+}
+
+func appendProtoString(b []byte, field int, s string) []byte {
+	return appendProtoBytes(b, field, []byte(s))
+}
+
+func appendProtoBytes(b []byte, field int, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(field)<<3|2)
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// body is a request body read whole from the pool; release gives its buffer back.
+type body struct {
+	b   []byte
+	buf *bytes.Buffer
+	max int64
+}
+
+func (b body) release() {
+	if b.buf.Cap() <= int(b.max)+bytes.MinRead {
+		eventsBufPool.Put(b.buf)
+	}
+}
+
+// readBody reads r's body whole into a pooled buffer, at most MaxBodyBytes of it after
+// inflating a gzip Content-Encoding (so a small bomb is refused as a large body is), and
+// answers the request itself when it cannot: 413 past the limit (refuseTooLarge), 415 for an
+// encoding other than gzip or identity, 400 when reading fails.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body, bool) {
+	limit := s.cfg.MaxBodyBytes
+	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	if enc != "" && enc != "identity" && enc != "gzip" {
+		httperr.Write(w, httperr.UnsupportedMediaType, "", "Content-Encoding "+strconv.Quote(enc)+": want gzip or none")
+		return body{}, false
+	}
+	if r.ContentLength > limit {
+		refuseTooLarge(w, r, limit)
+		return body{}, false
+	}
+	buf := eventsBufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	b := body{buf: buf, max: limit}
+	var src io.Reader = http.MaxBytesReader(w, r.Body, limit)
+	if enc == "gzip" {
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			b.release()
+			httperr.Write(w, httperr.BadBody, "", "reading gzip body: "+err.Error())
+			return body{}, false
+		}
+		defer zr.Close()
+		src = io.LimitReader(zr, limit+1) // one byte past the limit says it is over
+	}
+	_, err := buf.ReadFrom(src)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge), int64(buf.Len()) > limit:
+		b.release()
+		refuseTooLarge(w, r, limit)
+		return body{}, false
+	case err != nil:
+		b.release()
+		httperr.Write(w, httperr.BadBody, "", "reading body: "+err.Error())
+		return body{}, false
+	}
+	b.b = buf.Bytes()
+	return b, true
+}

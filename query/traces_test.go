@@ -1,0 +1,139 @@
+package query_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	slideevent "github.com/slide-metrics/slide/event"
+	"github.com/slide-metrics/slide/query"
+	"github.com/slide-metrics/slide/window"
+)
+
+// TestTracesOTLPHTTP: POST /v1/traces answers as an OTLP/HTTP receiver does, in the request's
+// encoding, so a Collector's otlphttp exporter can send to slide: the request protobuf
+// (gzip, as the exporter compresses by default) or OTLP/JSON, the answer an
+// ExportTraceServiceResponse that pdata's own decoder reads, with partial_success counting
+// the refused spans; a body that is no request is a 400 google.rpc.Status; another
+// Content-Type a 415.
+func TestTracesOTLPHTTP(t *testing.T) {
+	var st *window.Store
+	e := newEnv(t, func(c *query.Config) {
+		st = c.Store
+		c.Traces = map[string]*slideevent.Intake{}
+		for ct, mk := range map[string]func(slideevent.SpanConfig) (*slideevent.SpanDecoder, error){
+			"application/x-protobuf": slideevent.NewOTLPProto, "application/json": slideevent.NewOTLPJSON,
+		} {
+			in, err := slideevent.NewIntake(st, slideevent.Config{}, slideevent.WithFormat(func() (slideevent.Format, error) {
+				return mk(slideevent.SpanConfig{Dimensions: []string{"http.route"}})
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Traces[ct] = in
+		}
+	})
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "checkout")
+	for i := range 3 {
+		sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+		sp.SetName("GET")
+		sp.SetKind(ptrace.SpanKindServer)
+		sp.SetStartTimestamp(pcommon.Timestamp((t0 - 1000) * 1e6))
+		sp.SetEndTimestamp(pcommon.Timestamp((t0-1000)*1e6 + int64(i+1)*1e6))
+		sp.Attributes().PutStr("http.route", "/pay")
+	}
+	bad := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty() // no service.name
+	bad.SetEndTimestamp(pcommon.Timestamp(t0 * 1e6))
+	req := ptraceotlp.NewExportRequestFromTraces(td)
+
+	proto, err := req.MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(proto)
+	zw.Close()
+	code, b, hdr := e.do("POST", "/v1/traces", gz.Bytes(), "Content-Type", "application/x-protobuf", "Content-Encoding", "gzip")
+	resp := ptraceotlp.NewExportResponse()
+	if err := resp.UnmarshalProto(b); code != 200 || err != nil || hdr.Get("Content-Type") != "application/x-protobuf" {
+		t.Fatalf("protobuf: %d %q %v %q", code, hdr.Get("Content-Type"), err, b)
+	}
+	if ps := resp.PartialSuccess(); ps.RejectedSpans() != 1 || ps.ErrorMessage() != `missing_field: span 4: resource attribute "service.name": absent` {
+		t.Fatalf("protobuf partial success: %d %q", ps.RejectedSpans(), ps.ErrorMessage())
+	}
+	series := "checkout\xffhttp_route=/pay\xffspan_kind=SPAN_KIND_SERVER\xffspan_name=GET\xffstatus_code=STATUS_CODE_UNSET"
+	if agg, err := st.ReadAt(t0, slideevent.SpanMetric, series, time.Minute, nil); err != nil || agg.Count != 3 || agg.Sum != 6 {
+		t.Fatalf("the spans' series: %+v %v, want count 3, sum 6 ms", agg, err)
+	}
+
+	js, err := req.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, b, _ = e.do("POST", "/v1/traces", js, "Content-Type", "application/json")
+	resp = ptraceotlp.NewExportResponse()
+	if err := resp.UnmarshalJSON(b); code != 200 || err != nil || resp.PartialSuccess().RejectedSpans() != 1 {
+		t.Fatalf("JSON: %d %v %s", code, err, b)
+	}
+	if agg, _ := st.ReadAt(t0, slideevent.SpanMetric, series, time.Minute, nil); agg.Count != 6 {
+		t.Fatalf("after the JSON request the series holds %d spans, want 6", agg.Count)
+	}
+
+	// Nothing refused: an empty response, which the exporter reads as success.
+	good := ptrace.NewTraces()
+	good.ResourceSpans().AppendEmpty().Resource().Attributes().PutStr("service.name", "cart")
+	sp := good.ResourceSpans().At(0).ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetStartTimestamp(pcommon.Timestamp((t0 - 10) * 1e6))
+	sp.SetEndTimestamp(pcommon.Timestamp(t0 * 1e6))
+	proto, _ = ptraceotlp.NewExportRequestFromTraces(good).MarshalProto()
+	if code, b, _ := e.do("POST", "/v1/traces", proto, "Content-Type", "application/x-protobuf"); code != 200 || len(b) != 0 {
+		t.Fatalf("all accepted: %d %q, want 200 and an empty ExportTraceServiceResponse", code, b)
+	}
+
+	// Not a request: 400 with a google.rpc.Status (3, INVALID_ARGUMENT), nothing recorded.
+	if code, b, _ := e.do("POST", "/v1/traces", []byte{0x0a, 0xff}, "Content-Type", "application/x-protobuf"); code != 400 || len(b) < 3 || b[0] != 0x08 || b[1] != 3 {
+		t.Fatalf("malformed protobuf: %d %q, want 400 and a Status of code 3", code, b)
+	}
+	if code, b, _ := e.do("POST", "/v1/traces", []byte("{nope"), "Content-Type", "application/json"); code != 400 || !bytes.Contains(b, []byte(`"code":3`)) {
+		t.Fatalf("malformed JSON: %d %s", code, b)
+	}
+	if code, b, _ := e.do("POST", "/v1/traces", proto, "Content-Type", "text/plain"); code != 415 || !bytes.Contains(b, []byte("unsupported_media_type")) {
+		t.Fatalf("text/plain: %d %s", code, b)
+	}
+	if code, _, _ := e.do("POST", "/v1/traces", proto, "Content-Type", "application/x-protobuf", "Content-Encoding", "br"); code != 415 {
+		t.Fatalf("Content-Encoding br: %d, want 415", code)
+	}
+}
+
+// TestTracesGzipBomb: a gzip body is inflated within MaxBodyBytes, so a small compressed
+// body that inflates past it is a 413, as a large body is, and records nothing.
+func TestTracesGzipBomb(t *testing.T) {
+	e := newEnv(t, func(c *query.Config) {
+		in, err := slideevent.NewIntake(c.Store, slideevent.Config{}, slideevent.WithFormat(func() (slideevent.Format, error) {
+			return slideevent.NewOTLPProto(slideevent.SpanConfig{})
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Traces = map[string]*slideevent.Intake{"application/x-protobuf": in}
+		c.MaxBodyBytes = 1 << 20
+	})
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	zw.Write(make([]byte, 8<<20))
+	zw.Close()
+	if gz.Len() > 64<<10 {
+		t.Fatalf("the bomb is %d bytes compressed; the test wants a small one", gz.Len())
+	}
+	if code, b, _ := e.do("POST", "/v1/traces", gz.Bytes(), "Content-Type", "application/x-protobuf", "Content-Encoding", "gzip"); code != 413 {
+		t.Fatalf("8 MiB of zeros in %d gzip bytes: %d %s, want 413", gz.Len(), code, b)
+	}
+}
