@@ -41,11 +41,61 @@ type fixedWindow struct {
 }
 
 func (s *fixedWindow) take(p *params, now, cost int64, d *Decision) int64 {
+	if p.cal != nil {
+		return s.takeCalendar(p, now, cost, d)
+	}
 	idx := window.FloorDiv(now, p.window)
 	if s.count == 0 || idx > s.index {
 		s.index, s.count = idx, 0
 	} // idx < s.index: the clock went back; stay in the newer window.
-	end := (s.index + 1) * p.window
+	return s.decide(p, now, (s.index+1)*p.window, cost, d)
+}
+
+// takeCalendar is take for a calendar window: index is the period's start (ns).
+func (s *fixedWindow) takeCalendar(p *params, now, cost int64, d *Decision) int64 {
+	start, end := p.cal.at(now)
+	if s.count == 0 || start > s.index {
+		s.index, s.count = start, 0
+	} else if start < s.index { // the clock went back: stay in the newer period
+		start, end = p.cal.c.Bounds(p.cal.loc, s.index)
+	}
+	exp := s.decide(p, now, end, cost, d)
+	d.Window = time.Duration(end - start)
+	return exp
+}
+
+// window returns the window of p holding now: its index (a calendar period's start) and
+// [start, end) in ns.
+func (p *params) windowAt(now int64) (idx, start, end int64) {
+	if p.cal != nil {
+		start, end = p.cal.at(now)
+		return start, start, end
+	}
+	idx = window.FloorDiv(now, p.window)
+	return idx, idx * p.window, (idx + 1) * p.window
+}
+
+// takeIn is take with the window of now already found (p.windowAt): the levels of one
+// key share it, so it is found once per decision.
+func (s *fixedWindow) takeIn(p *params, now, idx, start, end, cost int64, d *Decision) int64 {
+	if s.count == 0 || idx > s.index {
+		s.index, s.count = idx, 0
+	} else if idx < s.index { // the clock went back: stay in the newer window
+		if p.cal != nil {
+			start, end = p.cal.c.Bounds(p.cal.loc, s.index)
+		} else {
+			start, end = s.index*p.window, (s.index+1)*p.window
+		}
+	}
+	exp := s.decide(p, now, end, cost, d)
+	if p.cal != nil {
+		d.Window = time.Duration(end - start)
+	}
+	return exp
+}
+
+// decide is take once the window [.., end) is known.
+func (s *fixedWindow) decide(p *params, now, end, cost int64, d *Decision) int64 {
 	reset := int64(0)
 	if s.count > 0 {
 		reset = end - now

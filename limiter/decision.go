@@ -38,6 +38,12 @@ type Decision struct {
 	Window time.Duration
 	// Policy names the policy or rule that produced the decision.
 	Policy string
+	// Plan names the key's plan (Service.SetPlans); empty when it has none and the
+	// policy's own numbers apply.
+	Plan string
+	// Level names the level of a policy with levels that denied the request (the key's
+	// prefix, "org-1/team-a"); empty when it was admitted or the policy has no levels.
+	Level string
 	// Shadowed reports that a shadow policy would have denied the request.
 	Shadowed bool
 	// Degraded reports that the backend failed and the decision came from the

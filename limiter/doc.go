@@ -8,7 +8,13 @@
 // Every algorithm is a pure state transition over a small struct that takes
 // now as an argument, shared by the memory backend and the tests; the Lua
 // scripts of limiter/redislimit mirror them, and limitertest runs one conformance
-// suite over both. Windows are aligned to the Unix epoch.
+// suite over both. Windows are aligned to the Unix epoch, but for a fixed_window with a
+// Calendar: calendar_day, calendar_week (from Monday) or calendar_month (from the 1st) in
+// its Location (IANA, default UTC), so a period starts at local midnight and a day is 23
+// or 25 hours across DST; RetryAfter and ResetAfter reach the boundary exactly and
+// Decision.Window is the period's own length. The memory backend caches the current
+// period (a decision in it compares two integers); the Redis script is told the period
+// as it is told a window (below), its counter named by the period's start.
 //
 //   - fixed_window: a counter per window floor(now/window). One integer per
 //     key, but a burst across a boundary is admitted twice: 100 requests at
@@ -144,6 +150,35 @@
 // with the longest RetryAfter, or, when all admit, the decision nearest its
 // limit (least Remaining). A real denial outranks a closed policy's backend
 // failure: 429, not 503.
+//
+// # Levels
+//
+// A fixed_window policy with Levels (levels: {separator: "/", limits: [50, 30, 20]})
+// charges every level of org-1/team-a/user-7 (org-1, org-1/team-a, the key) in one
+// decision, all or none: the first level without room denies (Decision.Level names it)
+// and no level is charged. In memory the levels' shards are locked in ascending order
+// (so two decisions never wait on each other in a cycle) and each level decided on a
+// copy of its state, written back only when all admit. In Redis one script charges every
+// level (an INCRBY each) and takes every charge back in the same call when one level is
+// over; its keys rl:{org-1}:policy:fwl:N:LEVEL all carry
+// the first level's hash tag, so Redis Cluster serves them from one slot (all of an
+// org's traffic lands there). A level's denial is not put in the deny cache.
+//
+// # Plans
+//
+// Service.SetPlans (slide serve --plans) maps keys, exactly or by glob (the most
+// specific wins), to plans, and a plan gives a policy its own limit, capacity, rates or
+// level limits and a usage rule (a PlanChecker) its max; a key without a plan gets the
+// policy's. Under levels each level's limit is that of its own key's plan (org-1's plan
+// sets org-1's limit whichever of its users asks: one counter, one limit). The plans are checked whole against the policies and rules, each problem at
+// its file:line, and swapped in atomically; a refusal keeps the plans in use
+// (slide_limiter_plan_updates_total counts both). SetKeyPlans sets single keys' plans
+// (a billing system's topic), winning over the file's. A decision costs one more atomic
+// load without plans, and a map probe (plus the globs, for a key not listed) with them;
+// Decision.Plan names the plan. A key whose plan changes keeps its state, judged by the
+// new numbers from its next decision (a token bucket's denial already solved under the
+// old rate may stand until the instant it named). Service.Quota peeks (cost 0, nothing charged) and reports
+// limit, used, remaining, reset and each level: GET /v1/quota.
 //
 // Shadow policies (shadow: true) decide and count but never deny: the
 // decision is admitted with Shadowed set, and the metric result is

@@ -177,7 +177,7 @@ func (m *Memory) AllowN(_ context.Context, key string, now time.Time, cost int64
 	if m.tb != nil {
 		r = takeTokenBucket(m.tb, &m.pr, key, now.UnixNano(), cost, &d) // one call less on the common algorithm
 	} else {
-		r = m.take(key, now.UnixNano(), cost, &d)
+		r = m.take(&m.pr, key, now.UnixNano(), cost, &d)
 	}
 	switch r {
 	case takeInvalid:
@@ -195,19 +195,23 @@ const (
 	takeFull    // refused: the budget holds only live state
 )
 
-// take decides into d and returns a take* outcome.
-func (m *Memory) take(key string, now, cost int64, d *Decision) int {
+// take decides into d with the numbers pr (the policy's, or a plan's) and returns a
+// take* outcome.
+func (m *Memory) take(pr *params, key string, now, cost int64, d *Decision) int {
 	switch m.pr.algorithm {
 	case TokenBucket:
-		return takeTokenBucket(m.tb, &m.pr, key, now, cost, d)
+		return takeTokenBucket(m.tb, pr, key, now, cost, d)
 	case LeakyBucket:
-		return m.lb.take(&m.pr, key, now, cost, d)
+		return m.lb.take(pr, key, now, cost, d)
 	case SlidingLog:
-		return m.sl.take(&m.pr, key, now, cost, d)
+		return m.sl.take(pr, key, now, cost, d)
 	case SlidingCounter:
-		return m.sc.take(&m.pr, key, now, cost, d)
+		return m.sc.take(pr, key, now, cost, d)
 	default:
-		return m.fw.take(&m.pr, key, now, cost, d)
+		if pr.levels != nil {
+			return m.decideLevels(pr, key, now, cost, d, nil, nil)
+		}
+		return m.fw.take(pr, key, now, cost, d)
 	}
 }
 

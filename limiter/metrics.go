@@ -12,6 +12,7 @@ const (
 	MetricBackendErrors  = "slide_limiter_backend_errors_total"
 	MetricBackendSeconds = "slide_limiter_backend_duration_seconds"
 	MetricDenyCacheHits  = "slide_limiter_deny_cache_hits_total"
+	MetricPlanUpdates    = "slide_limiter_plan_updates_total"
 )
 
 // Values of the result label of slide_limiter_decisions_total.
@@ -27,6 +28,7 @@ type metrics struct {
 	errors    *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	cacheHits *prometheus.CounterVec
+	plans     *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -48,9 +50,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: MetricDenyCacheHits,
 			Help: "Denials answered from the local deny cache without a backend round trip, by policy.",
 		}, []string{"policy"}),
+		plans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPlanUpdates,
+			Help: "Plan updates by source (file: a plans file loaded or reloaded; topic: a plans-topic record) and result (applied, or refused: the old plans kept).",
+		}, []string{"source", "result"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.decisions, m.errors, m.latency, m.cacheHits} {
+		for _, c := range []prometheus.Collector{m.decisions, m.errors, m.latency, m.cacheHits, m.plans} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering limiter metrics: %w", err)
 			}

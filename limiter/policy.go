@@ -148,8 +148,18 @@ type Policy struct {
 	// Limit is the number of units per Window (fixed_window, sliding_log,
 	// sliding_counter). Required there, ≥ 1.
 	Limit int64
-	// Window is the counting window (same algorithms). Required, ≥ 1 ms.
+	// Window is the counting window (same algorithms). Required, ≥ 1 ms, unless
+	// Calendar is set.
 	Window time.Duration
+	// Calendar (fixed_window only) counts per calendar day, week (from Monday) or month
+	// of Location instead of per Window aligned to the epoch; Window is then 0.
+	Calendar Calendar
+	// Location is the time zone of Calendar's periods; nil is UTC.
+	Location *time.Location
+	// Levels (fixed_window only) charges every level of a key split by a separator
+	// ("org-1", "org-1/team-a", "org-1/team-a/user-7"), each against its own limit, in
+	// one decision; Limit is then 0 (Quota is the smallest level's).
+	Levels Levels
 	// Capacity is the burst (token_bucket, leaky_bucket). Required, ≥ 1.
 	Capacity int64
 	// RefillPerSecond is the token_bucket refill rate. Required, > 0.
@@ -176,10 +186,18 @@ type Policy struct {
 	Source string
 }
 
-// Quota returns the policy's quota: Limit or Capacity.
+// Quota returns the policy's quota: Limit or Capacity (with Levels, the smallest
+// level's limit: no larger cost can ever be admitted).
 func (p *Policy) Quota() int64 {
 	if p.Algorithm == TokenBucket || p.Algorithm == LeakyBucket {
 		return p.Capacity
+	}
+	if p.Levels.N > 0 {
+		q := p.Levels.Limits[0]
+		for _, l := range p.Levels.Limits[1:p.Levels.N] {
+			q = min(q, l)
+		}
+		return q
 	}
 	return p.Limit
 }
@@ -192,6 +210,9 @@ func (p *Policy) QuotaWindow() time.Duration {
 		return time.Duration(math.Ceil(float64(p.Capacity) / p.RefillPerSecond * 1e9))
 	case LeakyBucket:
 		return time.Duration(math.Ceil(float64(p.Capacity) / p.LeakPerSecond * 1e9))
+	}
+	if p.Calendar != 0 {
+		return p.Calendar.Nominal()
 	}
 	return p.Window
 }
@@ -290,10 +311,18 @@ func (p *Policy) Validate() error {
 		return bad("on_backend_error", "local applies only to backend redis or cluster (a memory policy is open or closed when its store is full)")
 	}
 	windowed := func(maxLimit int64) error {
-		if p.Limit < 1 || p.Limit > maxLimit {
+		if p.Levels.N > 0 {
+			if err := p.Levels.validate(p.Algorithm, p.Limit); err != nil {
+				return bad("levels", "%v", err)
+			}
+		} else if p.Limit < 1 || p.Limit > maxLimit {
 			return bad("limit", "must be between 1 and %d", maxLimit)
 		}
-		if p.Window < time.Millisecond || p.Window > MaxWindow {
+		if p.Calendar != 0 {
+			if p.Window != 0 {
+				return bad("window", "is %s: a calendar window has no length", p.Calendar)
+			}
+		} else if p.Window < time.Millisecond || p.Window > MaxWindow {
 			return bad("window", "must be between 1ms and %s", MaxWindow)
 		}
 		if p.Window%time.Microsecond != 0 {
@@ -333,6 +362,18 @@ func (p *Policy) Validate() error {
 			return bad("capacity", "takes longer than %s to refill at %g per second", MaxWindow, rate)
 		}
 		return nil
+	}
+	if p.Calendar > CalendarMonth {
+		return bad("window", "calendar must be calendar_day, calendar_week or calendar_month")
+	}
+	if p.Calendar != 0 && p.Algorithm != FixedWindow {
+		return bad("window", "%s applies only to fixed_window", p.Calendar)
+	}
+	if p.Levels.N != 0 && p.Algorithm != FixedWindow {
+		return bad("levels", "apply only to fixed_window")
+	}
+	if p.Calendar == 0 && p.Location != nil && p.Location != time.UTC {
+		return bad("timezone", "applies only to a calendar window")
 	}
 	var err error
 	switch p.Algorithm {
@@ -374,10 +415,22 @@ type params struct {
 	maxDelay  int64   // ns (leaky bucket)
 	quotaWin  time.Duration
 	algorithm Algorithm
+	cal       *calendar // fixed_window with a Calendar
+	levels    []params  // with Levels: each level's (its quota the level's limit)
 }
 
 func newParams(p *Policy) params {
 	pr := params{quota: p.Quota(), window: int64(p.Window), algorithm: p.Algorithm, quotaWin: p.QuotaWindow()}
+	if p.Calendar != 0 {
+		pr.cal = &calendar{c: p.Calendar, loc: p.Location}
+	}
+	if p.Levels.N > 0 {
+		pr.levels = make([]params, p.Levels.N)
+		for i := range pr.levels {
+			pr.levels[i] = pr
+			pr.levels[i].quota, pr.levels[i].levels = p.Levels.Limits[i], nil
+		}
+	}
 	switch p.Algorithm {
 	case TokenBucket:
 		pr.rate = p.RefillPerSecond

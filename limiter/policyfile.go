@@ -110,6 +110,11 @@ func firstBadLine(data []byte, problem string) int {
 //	    on_backend_error: closed # open (default) | closed | local
 //	    timeout: 50ms            # default 50ms
 //	    shadow: false
+//	  - name: daily
+//	    algorithm: fixed_window
+//	    limit: 1000
+//	    window: calendar_day     # or calendar_week (from Monday), calendar_month (from the 1st)
+//	    timezone: Europe/London  # IANA name; default UTC
 //	  - name: api
 //	    algorithm: token_bucket
 //	    capacity: 10
@@ -177,8 +182,8 @@ func ParsePolicies(data []byte, source string) ([]Policy, error) {
 	return out, nil
 }
 
-var policyFields = []string{"name", "algorithm", "limit", "window", "capacity", "refill_per_second",
-	"leak_per_second", "max_delay", "backend", "on_backend_error", "timeout", "shadow"}
+var policyFields = []string{"name", "algorithm", "limit", "window", "timezone", "capacity", "refill_per_second",
+	"leak_per_second", "max_delay", "backend", "on_backend_error", "timeout", "shadow", "levels"}
 
 func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 	p := Policy{Source: at(n)}
@@ -204,6 +209,12 @@ func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 			continue
 		}
 		seen[f] = true
+		if f == "levels" {
+			if msg := parseLevels(v, &p.Levels); msg != "" {
+				bad(v, f, "%s", msg)
+			}
+			continue
+		}
 		if v.Kind != yaml.ScalarNode {
 			if isKnown(f) {
 				bad(v, f, "must be a single value")
@@ -226,7 +237,13 @@ func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 		case "capacity":
 			p.Capacity, err = parseInt(v)
 		case "window":
-			p.Window, err = window.ParseDuration(s) // Validate says which lengths an algorithm takes
+			if c, ok := ParseCalendar(s); ok {
+				p.Calendar = c
+			} else if p.Window, err = window.ParseDuration(s); err != nil { // Validate says which lengths an algorithm takes
+				err = fmt.Errorf("%w, or calendar_day, calendar_week or calendar_month", err)
+			}
+		case "timezone":
+			p.Location, err = LoadTimezone(s)
 		case "max_delay":
 			p.MaxDelay, err = parseDuration(v)
 		case "timeout":
@@ -290,6 +307,45 @@ func parsePolicy(n *yaml.Node, at func(*yaml.Node) string) (Policy, []error) {
 	return p, nil
 }
 
+// parseLevels reads {separator: "/", limits: [50, 30, 20]} into l, or says what is wrong.
+func parseLevels(v *yaml.Node, l *Levels) string {
+	const want = `want {separator: "/", limits: [50, 30, 20]}`
+	if v.Kind != yaml.MappingNode {
+		return want
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := v.Content[i], v.Content[i+1]
+		switch k.Value {
+		case "separator":
+			if x.Kind != yaml.ScalarNode {
+				return "separator: " + want
+			}
+			l.Separator = x.Value
+		case "limits":
+			if x.Kind != yaml.SequenceNode || len(x.Content) == 0 || len(x.Content) > MaxLevels {
+				return fmt.Sprintf("limits: want a list of 1 to %d limits, one per level", MaxLevels)
+			}
+			for j, e := range x.Content {
+				n, err := parseInt(e)
+				if err != nil || e.Kind != yaml.ScalarNode {
+					return fmt.Sprintf("limits: level %d: must be an integer, not %q", j+1, ClipName(e.Value))
+				}
+				l.Limits[j] = n
+			}
+			l.N = len(x.Content)
+		default:
+			return fmt.Sprintf("unknown field %q; %s", ClipName(k.Value), want)
+		}
+	}
+	if l.N == 0 {
+		return "limits: missing; " + want
+	}
+	if l.Separator == "" {
+		l.Separator = "/"
+	}
+	return ""
+}
+
 func isKnown(f string) bool {
 	for _, k := range policyFields {
 		if k == f {
@@ -331,6 +387,7 @@ func MarshalPolicies(ps []Policy) ([]byte, error) {
 		Algorithm       string  `yaml:"algorithm"`
 		Limit           int64   `yaml:"limit,omitempty"`
 		Window          string  `yaml:"window,omitempty"`
+		Timezone        string  `yaml:"timezone,omitempty"`
 		Capacity        int64   `yaml:"capacity,omitempty"`
 		RefillPerSecond float64 `yaml:"refill_per_second,omitempty"`
 		LeakPerSecond   float64 `yaml:"leak_per_second,omitempty"`
@@ -339,6 +396,10 @@ func MarshalPolicies(ps []Policy) ([]byte, error) {
 		OnBackendError  string  `yaml:"on_backend_error,omitempty"`
 		Timeout         string  `yaml:"timeout,omitempty"`
 		Shadow          bool    `yaml:"shadow,omitempty"`
+		Levels          *struct {
+			Separator string  `yaml:"separator"`
+			Limits    []int64 `yaml:"limits,flow"`
+		} `yaml:"levels,omitempty"`
 	}
 	dur := func(d time.Duration) string {
 		if d == 0 {
@@ -353,6 +414,18 @@ func MarshalPolicies(ps []Policy) ([]byte, error) {
 		it := item{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Window: dur(p.Window),
 			Capacity: p.Capacity, RefillPerSecond: p.RefillPerSecond, LeakPerSecond: p.LeakPerSecond,
 			MaxDelay: dur(p.MaxDelay), Backend: p.Backend.String(), Timeout: dur(p.Timeout), Shadow: p.Shadow}
+		if p.Levels.N > 0 {
+			it.Levels = &struct {
+				Separator string  `yaml:"separator"`
+				Limits    []int64 `yaml:"limits,flow"`
+			}{p.Levels.Separator, p.Levels.Limits[:p.Levels.N]}
+		}
+		if p.Calendar != 0 {
+			it.Window = p.Calendar.String()
+			if p.Location != nil && p.Location != time.UTC {
+				it.Timezone = p.Location.String()
+			}
+		}
 		if p.Backend != BackendMemory {
 			it.OnBackendError = p.OnBackendError.String()
 		}

@@ -56,7 +56,7 @@ func TestParsePoliciesErrors(t *testing.T) {
 		want       []string
 	}{
 		{"unknown field", "policies:\n  - name: a\n    algorithm: fixed_window\n    limt: 3\n    window: 1s\n",
-			[]string{`p.yaml:4: policy "a": unknown field "limt" (known: name, algorithm, limit, window, capacity, refill_per_second, leak_per_second, max_delay, backend, on_backend_error, timeout, shadow)`}},
+			[]string{`p.yaml:4: policy "a": unknown field "limt" (known: name, algorithm, limit, window, timezone, capacity, refill_per_second, leak_per_second, max_delay, backend, on_backend_error, timeout, shadow, levels)`}},
 		{"missing limit", "policies:\n  - name: a\n    algorithm: fixed_window\n    window: 1s\n",
 			[]string{`p.yaml:2: policy "a": limit: missing or must be between 1 and 1099511627776`}},
 		{"invalid window", "policies:\n  - name: a\n    algorithm: sliding_log\n    limit: 3\n    window: sixty\n",
@@ -157,6 +157,8 @@ func FuzzParsePolicies(f *testing.F) {
 	f.Add([]byte("policies:\n  - name: a\n    algorithm: sliding_counter\n    limit: 99999999\n    window: 8760h\n"))
 	f.Add([]byte("policies:\n  - {name: x, algorithm: token_bucket, capacity: 1e3, refill_per_second: 1e-300}\n"))
 	f.Add([]byte("policies: [[], {}, 1]\nextra: 1\n"))
+	f.Add([]byte("policies:\n  - {name: u, algorithm: fixed_window, limit: 1, window: 1m, timezone: UTC}\n")) // reads back as no zone
+	f.Add([]byte("policies:\n  - {name: o, algorithm: fixed_window, window: calendar_month, timezone: Asia/Kolkata, levels: {separator: \"/\", limits: [50, 30, 20]}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ps, err := ParsePolicies(data, "fuzz.yaml")
 		if err != nil {

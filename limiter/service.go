@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,11 +76,14 @@ type Service struct {
 	clock   func() time.Time
 	log     *slog.Logger
 	metrics *metrics
+	plans   atomic.Pointer[planTable] // nil: no plans
+	planMu  sync.Mutex                // serialises SetPlans and SetKeyPlans
 }
 
 // running is one policy or checker as the Service runs it.
 type running struct {
 	p       Policy // zero for a checker
+	idx     int    // position in Service.names
 	checker Checker
 	mem     *Memory // memory policy, or the local fallback of a redis one
 	deny    *denyCache
@@ -145,7 +149,7 @@ func NewService(cfg Config) (*Service, error) {
 				Msg: "cluster needs the instances' consumer group (slide serve)"})
 			continue
 		}
-		rt := &running{p: p, m: met.forPolicy(p.Name)}
+		rt := &running{p: p, idx: len(s.names), m: met.forPolicy(p.Name)}
 		if p.Backend == BackendMemory || p.OnBackendError == FailLocal {
 			if rt.mem, err = NewMemory(p, mcfg); err != nil {
 				return nil, err
@@ -170,7 +174,7 @@ func NewService(cfg Config) (*Service, error) {
 			errs = append(errs, &PolicyError{Policy: c.Name(), Msg: "checker name clashes with a policy or checker"})
 			continue
 		}
-		s.byName[c.Name()] = &running{checker: c, m: met.forPolicy(c.Name())}
+		s.byName[c.Name()] = &running{checker: c, idx: len(s.names), m: met.forPolicy(c.Name())}
 		s.names = append(s.names, c.Name())
 	}
 	if len(errs) > 0 {
@@ -253,6 +257,18 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 	if len(checks) > len(rtBuf) {
 		rts = make([]*running, 0, len(checks))
 	}
+	// With plans, each check's plan (-1: none) and its numbers (nil: the policy's own).
+	tbl := s.plans.Load()
+	var planBuf [4]int32
+	var ovBuf [4]*override
+	var plans []int32
+	var ovs []*override
+	if tbl != nil {
+		plans, ovs = planBuf[:0], ovBuf[:0]
+		if len(checks) > len(planBuf) {
+			plans, ovs = make([]int32, 0, len(checks)), make([]*override, 0, len(checks))
+		}
+	}
 	for i := range checks {
 		c := &checks[i]
 		rt := s.byName[c.Policy]
@@ -266,8 +282,23 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		if c.Cost < 0 {
 			return Decision{}, ErrInvalidCost
 		}
-		if rt.checker == nil && c.Cost > rt.p.Quota() {
-			return Decision{}, fmt.Errorf("%w: cost %d, policy %q allows at most %d", ErrCostOverLimit, c.Cost, c.Policy, rt.p.Quota())
+		quota := rt.p.Quota()
+		if tbl != nil {
+			j := tbl.planOf(c.Key)
+			var ov *override
+			switch {
+			case rt.checker == nil && rt.p.Levels.N > 0:
+				ov = tbl.levelOverride(rt, c.Key)
+			case j >= 0:
+				ov = tbl.over[j][rt.idx]
+			}
+			plans, ovs = append(plans, j), append(ovs, ov)
+			if ov != nil && rt.checker == nil {
+				quota = ov.pr.quota
+			}
+		}
+		if rt.checker == nil && c.Cost > quota {
+			return Decision{}, fmt.Errorf("%w: cost %d, policy %q allows at most %d", ErrCostOverLimit, c.Cost, c.Policy, quota)
 		}
 	}
 	nowNs := now.UnixNano()
@@ -283,7 +314,13 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		if rt.checker == nil {
 			continue
 		}
-		d, err := rt.checker.Check(ctx, c.Key, now, c.Cost)
+		var d Decision
+		var err error
+		if ovs != nil && ovs[i] != nil {
+			d, err = rt.checker.(PlanChecker).CheckMax(ctx, c.Key, now, c.Cost, ovs[i].max)
+		} else {
+			d, err = rt.checker.Check(ctx, c.Key, now, c.Cost)
+		}
 		if err != nil {
 			rt.m.failed.Inc()
 			return Decision{}, fmt.Errorf("checking rule %q: %w", c.Policy, err)
@@ -301,7 +338,11 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		case rt.checker != nil:
 			// decided above
 		case rt.p.Backend == BackendMemory:
-			if !rt.mem.decide(c.Key, nowNs, c.Cost, &out[i]) {
+			pr := &rt.mem.pr
+			if ovs != nil && ovs[i] != nil {
+				pr = &ovs[i].pr
+			}
+			if !rt.mem.decide(pr, c.Key, nowNs, c.Cost, &out[i]) {
 				// The store holds only live state: fail by the policy's mode rather than
 				// evict a live key (which would hand a denied key a fresh allowance).
 				rt.m.failed.Inc()
@@ -327,12 +368,16 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 			}
 			owners = append(owners, i)
 		default:
-			if rt.deny != nil {
+			if rt.deny != nil && rt.p.Levels.N == 0 { // a level's denial names its level: not cached
 				if e, hit := rt.deny.get(c.Key, nowNs, c.Cost); hit {
 					rt.m.cacheHit.Inc()
-					out[i] = Decision{Limit: rt.p.Quota(), Remaining: e.remaining,
+					p := &rt.p
+					if ovs != nil && ovs[i] != nil {
+						p = &ovs[i].p
+					}
+					out[i] = Decision{Limit: p.Quota(), Remaining: e.remaining,
 						RetryAfter: time.Duration(e.until - nowNs), ResetAfter: time.Duration(max(e.resetAt-nowNs, e.until-nowNs)),
-						Window: rt.p.QuotaWindow(), Policy: rt.p.Name}
+						Window: p.QuotaWindow(), Policy: rt.p.Name}
 					s.count(rt, &out[i])
 					continue
 				}
@@ -348,7 +393,7 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		if len(b.idx) == 0 {
 			continue
 		}
-		un, err := s.decideRemote(ctx, now, checks, b.idx, out, b.backend, b.name)
+		un, err := s.decideRemote(ctx, now, checks, b.idx, ovs, out, b.backend, b.name)
 		unavailable = append(unavailable, un...)
 		if failed == nil {
 			failed = err
@@ -356,6 +401,13 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		if err := ctx.Err(); err != nil && failed != nil {
 			// The caller gave up (client gone): not a backend failure to report.
 			return Decision{}, fmt.Errorf("deciding: %w", err)
+		}
+	}
+	if tbl != nil {
+		for i, j := range plans {
+			if j >= 0 {
+				out[i].Plan = tbl.ps.names[j]
+			}
 		}
 	}
 	best := -1
@@ -393,11 +445,11 @@ func contains(s []int, v int) bool {
 // decide is AllowN without input checks, for the Service's hot path. It reports false
 // when the store refused the request (ErrStoreFull); d is then an untracked admission
 // marked Degraded, for the caller to keep (on_backend_error open) or turn down.
-func (m *Memory) decide(key string, now, cost int64, d *Decision) bool {
-	r := m.take(key, now, cost, d) // the Service validated key
-	d.Policy, d.Shadowed, d.Degraded = m.p.Name, false, false
+func (m *Memory) decide(pr *params, key string, now, cost int64, d *Decision) bool {
+	r := m.take(pr, key, now, cost, d) // the Service validated key
+	d.Policy, d.Shadowed, d.Degraded, d.Plan = m.p.Name, false, false, ""
 	if r == takeFull {
-		*d = Decision{Allowed: true, Limit: m.p.Quota(), Remaining: m.p.Quota(), Window: m.p.QuotaWindow(),
+		*d = Decision{Allowed: true, Limit: pr.quota, Remaining: pr.quota, Window: pr.quotaWin,
 			Policy: m.p.Name, Degraded: true}
 		return false
 	}
@@ -408,13 +460,17 @@ func (m *Memory) decide(key string, now, cost int64, d *Decision) bool {
 // metric). On failure it applies each policy's mode and returns the indexes of the
 // closed ones (whose out entry is a denial marked Degraded) and the error to report for
 // them.
-func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Charge, idx []int, out []Decision, backend Backend, name string) ([]int, error) {
+func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Charge, idx []int, ovs []*override, out []Decision, backend Backend, name string) ([]int, error) {
 	reqs := make([]BackendRequest, len(idx))
 	res := make([]Decision, len(idx))
 	timeout := time.Duration(0)
 	for j, i := range idx {
 		rt := s.byName[checks[i].Policy]
-		reqs[j] = BackendRequest{Policy: &rt.p, Key: checks[i].Key, Now: now, Cost: checks[i].Cost}
+		p := &rt.p
+		if ovs != nil && ovs[i] != nil {
+			p = &ovs[i].p // the key's plan: its numbers, the policy's name and keys
+		}
+		reqs[j] = BackendRequest{Policy: p, Key: checks[i].Key, Now: now, Cost: checks[i].Cost}
 		if t := rt.p.EffectiveTimeout(); timeout == 0 || t < timeout {
 			timeout = t // one round trip serves all: the strictest bound wins
 		}
@@ -431,7 +487,7 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 		rt := s.byName[checks[i].Policy]
 		if err == nil {
 			out[i] = res[j]
-			if d := &out[i]; !d.Allowed && rt.deny != nil && d.RetryAfter > 0 {
+			if d := &out[i]; !d.Allowed && rt.deny != nil && d.RetryAfter > 0 && rt.p.Levels.N == 0 {
 				rt.deny.put(checks[i].Key, denyEntry{until: nowNs + int64(d.RetryAfter), resetAt: nowNs + int64(d.ResetAfter),
 					cost: max(checks[i].Cost, 1), remaining: d.Remaining}, nowNs)
 			}
@@ -461,7 +517,7 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 			out[i] = Decision{Allowed: true, Limit: rt.p.Quota(), Remaining: rt.p.Quota(), Window: rt.p.QuotaWindow(),
 				Policy: rt.p.Name, Degraded: true}
 		case FailLocal:
-			rt.mem.decide(checks[i].Key, nowNs, checks[i].Cost, &out[i])
+			rt.mem.decide(&rt.mem.pr, checks[i].Key, nowNs, checks[i].Cost, &out[i])
 			out[i].Degraded = true
 			s.shadow(rt, &out[i])
 		default: // FailClosed

@@ -80,6 +80,11 @@ type Config struct {
 	// check. Nil: the route answers 501 not_configured.
 	Allow http.Handler
 
+	// Quota serves GET /v1/quota: how much of a key's quota is left (limithttp.QuotaHandler),
+	// a read route (the bearer token with AuthReads, as GET /v1/window, which shows a
+	// tenant's usage as well). Nil: the route answers 501 not_configured.
+	Quota http.Handler
+
 	// PromAPI serves the Prometheus HTTP API under /api/v1/ (package promapi), mounted as a
 	// read route: GET and POST, the bearer token with AuthReads; its readiness is its own
 	// (promapi.Config.Ready), so that its 503 has Prometheus' shape. Nil: /api/v1/ is not
@@ -92,7 +97,7 @@ type Config struct {
 	AuthToken string
 
 	// AuthReads extends AuthToken to the read routes: GET /v1/window, /v1/range, /v1/top,
-	// /v1/series, /v1/metrics, /v1/status and /metrics then answer 401 without the bearer token, like the write
+	// /v1/series, /v1/metrics, /v1/quota, /v1/status and /metrics then answer 401 without the bearer token, like the write
 	// routes. /healthz and /readyz stay open for probes, and the dashboard page GET / stays
 	// public (it is static HTML with no data in it), but its own calls to /v1/metrics and
 	// /v1/top then get 401: a browser cannot attach the token, so with AuthReads the

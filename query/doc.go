@@ -13,6 +13,7 @@
 //	GET  /v1/status      readiness, restore progress, ingest lag, limiter decisions (answers while restoring)
 //	POST /v1/events      NDJSON body, one event a line          (bearer token when configured)
 //	POST /v1/allow       the limiter's handler (Config.Allow)     (bearer token when configured)
+//	GET  /v1/quota       a key's quota left (Config.Quota)        (bearer token with AuthReads, as the other reads)
 //	GET  /healthz        liveness: 200 while the process serves
 //	GET  /readyz         readiness: 503 while Config.Ready fails (windows being restored,
 //	                     Kafka unreachable); with Config.Backends, each backend's state too

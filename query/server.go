@@ -96,6 +96,7 @@ func (s *Server) routes() http.Handler {
 	add("/v1/events", route{name: "events", methods: "POST", auth: true, h: s.handleEvents})
 	add("/v1/traces", route{name: "traces", methods: "POST", auth: true, h: s.handleTraces})
 	add("/v1/allow", route{name: "allow", methods: "POST", auth: true, h: s.handleAllow})
+	add("/v1/quota", route{name: "quota", methods: "GET", read: true, h: s.handleQuota})
 	if s.cfg.PromAPI != nil {
 		// Readiness is the handler's own (promapi.Config.Ready): its 503 in Prometheus' shape.
 		add("/api/v1/", route{name: "promapi", methods: "GET POST", read: true, h: s.cfg.PromAPI.ServeHTTP})
@@ -320,6 +321,14 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.cfg.Allow.ServeHTTP(w, r)
+}
+
+func (s *Server) handleQuota(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Quota == nil {
+		httperr.Write(w, httperr.NotConfigured, "", "no limiter is configured on this server")
+		return
+	}
+	s.cfg.Quota.ServeHTTP(w, r)
 }
 
 // httpMetrics are the request counters and latency histograms by route and status code.

@@ -126,7 +126,7 @@ var (
 	descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode",
 		"detailed_metric", "value_to_metric", "share_threshold", "metadata", "rules"}
 	rateLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
-		"algorithm", "window", "backend", "on_backend_error", "timeout"}
+		"algorithm", "window", "timezone", "backend", "on_backend_error", "timeout"}
 )
 
 // Load reads a configuration file, or every *.yaml and *.yml file of a
@@ -469,7 +469,7 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 			b.fail(rl, "should not specify rate limit unit when unlimited")
 			return nil
 		}
-		for _, f := range []string{"requests_per_unit", "algorithm", "window", "backend", "on_backend_error", "timeout"} {
+		for _, f := range []string{"requests_per_unit", "algorithm", "window", "timezone", "backend", "on_backend_error", "timeout"} {
 			if vals[f] != nil {
 				b.fail(vals[f], "%s does not apply when unlimited", f)
 				return nil
@@ -478,12 +478,21 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 		return l
 	}
 	winNode := vals["window"]
+	loc, ok := b.timezone(vals["timezone"])
+	if !ok {
+		return nil
+	}
+	var cal limiter.Calendar
 	switch {
 	case winNode != nil && unitName != "":
 		b.fail(winNode, "give unit or window, not both")
 		return nil
 	case winNode != nil:
 		s, _ := b.str(winNode, "window")
+		if c, ok := limiter.ParseCalendar(s); ok {
+			cal, l.window = c, calendarUnits[c]
+			break
+		}
 		d, err := window.ParseWindow(s)
 		if err != nil {
 			b.fail(winNode, "window %v", err)
@@ -556,6 +565,9 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 		p.Capacity, p.LeakPerSecond = int64(rpu), float64(rpu)/l.window.Seconds()
 	default:
 		p.Limit, p.Window = int64(rpu), l.window
+	}
+	if p.Calendar, p.Location = cal, loc; cal != 0 {
+		p.Window = 0 // the zone's periods; Validate refuses them on another algorithm, a zone without them
 	}
 	if err := p.Validate(); err != nil {
 		b.errs = append(b.errs, err)

@@ -40,8 +40,14 @@
 //	      requests_per_unit: 4
 //	      replaces: [{name: per_user}]   # when both match, per_user is not checked
 //
-// Its fields keep their meaning: unit (second … year; a month is 30 days, a
-// year 365, as there), requests_per_unit (0: every request is over the limit),
+// Its fields keep their meaning: unit (second … year), counted as envoyproxy/ratelimit
+// counts it: in windows of the unit's length from the Unix epoch (its UnitToDivider), so a
+// day is the UTC day, a week starts on a Thursday (the epoch's weekday), a month is 30
+// days and a year 365 (recent envoyproxy/ratelimit has an opt-in setting for a UTC
+// calendar month; its default, kept here, is the 30 days). For calendar periods use
+// slide's window: calendar_day, calendar_week (from Monday) or calendar_month (from the
+// 1st), with timezone: (IANA, default UTC), on a fixed_window limit; the answer's
+// duration_until_reset then reaches the local boundary. requests_per_unit (0: every request is over the limit),
 // name and replaces, unlimited, shadow_mode, quota_mode (such descriptors fail
 // the request only when all of them are over), share_threshold. metadata,
 // detailed_metric and value_to_metric are accepted and have no effect: slide's

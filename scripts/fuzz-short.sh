@@ -2,7 +2,7 @@
 # fuzz-short.sh runs the fuzz targets that guard hostile input briefly, one after the other:
 # the event decoder (Kafka records and POST /v1/events) and the event map's (--event-map: access
 # logs and any JSON, against encoding/json), the query parameter parser of the
-# read routes, the policy-file parser, the rate limit service config loader and its
+# read routes, the policy-file parser and the plans-file parser, the rate limit service config loader and its
 # ShouldRateLimit handler, the decoder of peers' partial answers and of their signature headers, the bounded decompression
 # of Kafka batches (seeded with compression bombs), the /v1/allow body parser, the batch
 # job's gzip/zstd and Parquet readers, the window snapshot decoder (snapshots are read
@@ -28,6 +28,7 @@ targets=(
 	"./event FuzzDecode"
 	"./query FuzzQueryParams"
 	"./limiter FuzzParsePolicies"
+	"./limiter FuzzParsePlans 20000x"
 	"./ingest FuzzInflate 20000x"
 	"./limiter/limithttp FuzzParseAllowFast 20000x"
 	"./rls FuzzParse 20000x"

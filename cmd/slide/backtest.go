@@ -22,11 +22,13 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	var (
 		policies, format, rings string
 		eventMap                string
+		plans                   string
 		slot                    time.Duration
 		slots                   int
 		cfg                     backtest.Config
 	)
 	fs.StringVar(&policies, "policies", "", "YAML policy `FILE` (the format of slide serve --policies); required")
+	fs.StringVar(&plans, "plans", "", "YAML plans `FILE` (the format of slide serve --plans): each key replays with its plan's numbers")
 	fs.StringVar(&format, "format", "text", "output: text, or json (one object per policy)")
 	fs.IntVar(&cfg.TopKeys, "top", backtest.DefaultTopKeys, "how many of the most denied keys to list per policy")
 	fs.DurationVar(&cfg.Bucket, "bucket", backtest.DefaultBucket, "width of the denial timeline's buckets")
@@ -85,6 +87,11 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		return fmt.Errorf("%s: no policies or rules to replay", policies)
 	}
 	cfg.Policies, cfg.Rules = ps, rules
+	if plans != "" {
+		if cfg.Plans, err = limiter.LoadPlans(plans); err != nil {
+			return err
+		}
+	}
 	mr, err := parseMetricRings(rings)
 	if err != nil {
 		return usageErr("--rings: %v", err)
@@ -158,6 +165,9 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 			parts := make([]string, len(r.TopDenied))
 			for i, k := range r.TopDenied {
 				parts[i] = fmt.Sprintf("%s %d", k.Key, k.Denied)
+				if k.Plan != "" {
+					parts[i] = fmt.Sprintf("%s (%s) %d", k.Key, k.Plan, k.Denied)
+				}
 			}
 			fmt.Fprintf(s.out, "  most denied keys: %s\n", strings.Join(parts, ", "))
 		}
@@ -176,5 +186,19 @@ func describePolicy(p limiter.Policy) string {
 	case limiter.LeakyBucket:
 		return fmt.Sprintf("%s %d +%g/s", p.Algorithm, p.Capacity, p.LeakPerSecond)
 	}
-	return fmt.Sprintf("%s %d/%s", p.Algorithm, p.Limit, p.Window)
+	per := p.Window.String()
+	if p.Calendar != 0 {
+		per = p.Calendar.String()
+		if p.Location != nil && p.Location != time.UTC {
+			per += " " + p.Location.String()
+		}
+	}
+	if p.Levels.N > 0 {
+		l := make([]string, p.Levels.N)
+		for i, v := range p.Levels.Limits[:p.Levels.N] {
+			l[i] = fmt.Sprint(v)
+		}
+		return fmt.Sprintf("%s %s/%s by level", p.Algorithm, strings.Join(l, p.Levels.Separator), per)
+	}
+	return fmt.Sprintf("%s %d/%s", p.Algorithm, p.Limit, per)
 }

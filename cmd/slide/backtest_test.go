@@ -66,3 +66,26 @@ policy log (sliding_log 100/1m0s): 200 requests, 100 allowed, 100 denied
 		}
 	}
 }
+
+// --plans: each key replays with its plan's limit on a calendar day, and the most denied
+// keys name their plan; a plan naming an unknown policy is refused with its line.
+func TestBacktestPlans(t *testing.T) {
+	dir := t.TempDir()
+	pol, plans, bad := filepath.Join(dir, "p.yaml"), filepath.Join(dir, "plans.yaml"), filepath.Join(dir, "bad.yaml")
+	os.WriteFile(pol, []byte("policies:\n  - {name: daily, algorithm: fixed_window, limit: 1, window: calendar_day, timezone: Europe/London}\n"), 0o644)
+	os.WriteFile(plans, []byte("plans:\n  pro: {daily: {limit: 3}}\nkeys:\n  \"t-*\": pro\n"), 0o644)
+	os.WriteFile(bad, []byte("plans:\n  pro: {hourly: {limit: 3}}\n"), 0o644)
+	// 23:30 and 23:40 UTC on 2026-06-01 are 00:30 and 00:40 BST on the 2nd: one London day.
+	log := "ts,key\n2026-06-01T22:50:00Z,t-1\n2026-06-01T22:55:00Z,u\n2026-06-01T23:30:00Z,t-1\n2026-06-01T23:30:00Z,u\n" +
+		"2026-06-01T23:40:00Z,t-1\n2026-06-01T23:40:00Z,u\n2026-06-01T23:50:00Z,t-1\n2026-06-01T23:50:00Z,u\n2026-06-01T23:55:00Z,t-1\n"
+	code, out, stderr := runBacktest(t, log, "--policies", pol, "--plans", plans, "-")
+	// The 1st: one each. The 2nd: t-1 (pro) 3 of 4, u 1 of 3.
+	want := "policy daily (fixed_window 1/calendar_day Europe/London): 9 requests, 6 allowed, 3 denied\n" +
+		"  most denied keys: u 2, t-1 (pro) 1\n"
+	if code != 0 || !strings.HasPrefix(out, want) {
+		t.Errorf("exit %d\n got %s\nwant %s\nstderr %s", code, out, want, stderr)
+	}
+	if code, _, stderr := runBacktest(t, log, "--policies", pol, "--plans", bad, "-"); code == 0 || !strings.Contains(stderr, `bad.yaml:2: plan "pro": unknown policy or rule "hourly"`) {
+		t.Errorf("bad plans: exit %d, stderr %s", code, stderr)
+	}
+}

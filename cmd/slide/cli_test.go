@@ -8,12 +8,12 @@ import (
 )
 
 // subcommands lists every subcommand as its --help is asked for: each of commands(), and
-// query's own five.
+// query's own six.
 var subcommands = func() [][]string {
 	var out [][]string
 	for _, c := range commands() {
 		if c.name == "query" {
-			for _, q := range []string{"window", "range", "top", "series", "metrics"} {
+			for _, q := range []string{"window", "range", "top", "series", "metrics", "quota"} {
 				out = append(out, []string{"query", q})
 			}
 			continue

@@ -139,6 +139,16 @@ next page, and --all follows every page.`,
 		description: `Lists every metric with live series: how many, and its ring (slot width, slots, retention).`,
 		examples:    []string{"slide query metrics", "slide query metrics --addr http://10.0.0.5:8080 --json"},
 	},
+	"query quota": {
+		synopsis: "slide query quota --policy P --key K [flags]",
+		description: `How much of a key's quota under a policy or usage rule is left (GET /v1/quota): its plan,
+limit, used, remaining and when it is whole again, and a row per level for a policy with
+levels. A peek: nothing is charged.`,
+		examples: []string{
+			"slide query quota --policy daily-requests --key tenant-1",
+			"slide query quota --policy org-budget --key org-1/team-a/user-7 --json",
+		},
+	},
 }
 
 // printHelp writes the help of subcommand name: synopsis, description, examples, then

@@ -58,7 +58,7 @@ func commands() []command {
 		{"serve", "run ingest, windows, limiter and the HTTP API", cmdServe},
 		{"batch", "sliding-window aggregates over a CSV, NDJSON or Parquet file", cmdBatch},
 		{"backtest", "replay a recorded request log through rate-limit policies", cmdBacktest},
-		{"query", "ask a running slide serve: window, range, top, series, metrics", cmdQuery},
+		{"query", "ask a running slide serve: window, range, top, series, metrics, quota", cmdQuery},
 		{"produce", "send demo load or an NDJSON file of events to Kafka", cmdProduce},
 		{"broker", "run the embedded Kafka-protocol broker on its own (in memory; tests, demos)", cmdBroker},
 		{"version", "print the version", cmdVersion},

@@ -23,7 +23,7 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-const queryUsage = `usage: slide query <window|range|top|series|metrics> [flags]
+const queryUsage = `usage: slide query <window|range|top|series|metrics|quota> [flags]
 
 Asks a running slide serve and prints a table (--json: the API's JSON as it came).
 
@@ -33,6 +33,7 @@ Asks a running slide serve and prints a table (--json: the API's JSON as it came
   slide query top     --metric latency_ms [--by p95] [--window 5m] [--k 10] [--key 'tenant-*']
   slide query series  [--metric latency_ms] [--prefix tenant-] [--match 'code=~"5.."'] [--limit 100] [--all]
   slide query metrics
+  slide query quota   --policy daily-requests --key tenant-1
 
 A --key holding '*' merges every matching series. --match takes PromQL label matchers as
 written inside a selector's braces (route="/pay",code=~"5.."); window and range take --by
@@ -117,8 +118,17 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 		}
 	case "metrics":
 		run = func() error { return c.metrics(ctx, s.out) }
+	case "quota":
+		policy, key := str("policy", "", "policy or usage rule (required)"), str("key", "", "the key, e.g. a tenant (required)")
+		run = func() error {
+			if *policy == "" || *key == "" {
+				return queryUsageErr(fs, s, "--policy and --key are required")
+			}
+			set(v, "policy", *policy, "key", *key)
+			return c.quota(ctx, v, s.out)
+		}
 	default:
-		return &usageError{cmd: "query", msg: fmt.Sprintf("unknown command %s; want window, range, top, series or metrics", shellWord(sub))}
+		return &usageError{cmd: "query", msg: fmt.Sprintf("unknown command %s; want window, range, top, series, metrics or quota", shellWord(sub))}
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

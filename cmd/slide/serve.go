@@ -19,6 +19,7 @@ import (
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/limiter/clusterlimit"
+	"github.com/slide-metrics/slide/limiter/limithttp"
 	"github.com/slide-metrics/slide/promapi"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/sketch"
@@ -55,6 +56,8 @@ type serveConfig struct {
 	embeddedPartitions int
 
 	policies string
+	plans    string // --plans: keys' plans, reloaded on change and SIGHUP (serve_plans.go)
+	plansTop string // --plans-topic: keys' plans from a compacted topic (plans_topic.go)
 	redis    string
 	rls      rlsFlags // --grpc-addr, --rls-config (rls.go)
 
@@ -127,6 +130,8 @@ func (c *serveConfig) register(fs interface {
 	c.events.register(fs)
 
 	fs.StringVar(&c.policies, "policies", "", "YAML file of rate policies and usage rules for POST /v1/allow")
+	fs.StringVar(&c.plans, "plans", "", "YAML file mapping keys (exact or glob) to plans and plans to each policy's and usage rule's numbers; reloaded when it changes and on SIGHUP (a bad reload keeps the old plans)")
+	fs.StringVar(&c.plansTop, "plans-topic", "", "compacted Kafka topic of keys' plans (record key: the key, value: a plan --plans lists), read from its start; wins over the file")
 	fs.StringVar(&c.redis, "redis", "", "Redis address (host:port) for policies with backend: redis")
 	c.rls.register(fs)
 
@@ -297,6 +302,12 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err := c.conn.connectKafka(brokers, log); err != nil {
 		return err
 	}
+	if c.plansTop != "" {
+		if c.plans == "" || c.rls.svc == nil {
+			return errors.New("--plans-topic: needs --plans (the plans its records name)")
+		}
+		followPlansTopic(ctx, brokers, c.conn.kafkaDialer, c.plansTop, c.rls.svc, log)
+	}
 	metrics := append([]string{}, store.Metrics()...)
 	for m := range sc.Metrics {
 		metrics = append(metrics, m)
@@ -409,8 +420,12 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	var quota http.Handler
+	if c.rls.svc != nil && allow != nil {
+		quota = limithttp.QuotaHandler(c.rls.svc)
+	}
 	qs, err := query.New(query.Config{
-		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Traces: traces, Allow: allow, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
+		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Traces: traces, Allow: allow, Quota: quota, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
 		Backends: c.conn.checks.states,

@@ -53,6 +53,9 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	}
 	policies, rules = append(policies, rp...), append(rules, rr...)
 	if len(policies) == 0 && len(rules) == 0 {
+		if c.plans != "" {
+			return nil, func() {}, fmt.Errorf("--plans: needs --policies (or --rls-config): a plan sets the numbers of policies and rules")
+		}
 		return nil, func() {}, nil
 	}
 	checkers, err := usage.NewCheckers(store, rules)
@@ -97,6 +100,16 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	if err != nil {
 		closeFn()
 		return nil, func() {}, err
+	}
+	if c.plans != "" {
+		if err := svc.LoadPlans(c.plans); err != nil {
+			closeFn()
+			return nil, func() {}, fmt.Errorf("--plans: %w", err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		watchPlans(ctx, svc, c.plans, log)
+		closeRedis := closeFn
+		closeFn = func() { stop(); closeRedis() }
 	}
 	c.rls.svc = svc
 	c.rls.redis = cfg.Redis // limit overrides count there too

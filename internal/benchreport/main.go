@@ -114,6 +114,11 @@ var goals = []goal{
 	// #30: backend cluster, a decision forwarded to the key's owner.
 	{issue: "#30", what: "a backend cluster decision forwarded to the key's owner (signed loopback HTTP, batched, caller and owner in one process) vs a memory decision, CPU per decision, 64 goroutines per core", ours: "BenchmarkClusterDecision/ours", anchor: "BenchmarkClusterDecision/anchor", unit: "cpu_ns/op", bound: 5, want: "≤ 5× a local memory decision"},
 	{issue: "#30", what: "an owner's decisions/s with checkpoints every 1 s (100,000 live keys exported and encoded, one round charged per second) vs none", ours: "BenchmarkClusterCheckpoint/ours", anchor: "BenchmarkClusterCheckpoint/anchor", unit: "decisions/s", higherIsBetter: true, bound: 0.9, want: "≥ 0.9× without checkpoints"},
+	// #29: plans, calendar windows, levels.
+	{issue: "#29", what: "memory decision (Service) of a three-level fixed window (org/team/user) vs a one-level one, same key", ours: "BenchmarkLevels/ours", anchor: "BenchmarkLevels/anchor", unit: "cpu_ns/op", bound: 2, want: "≤ 2× (CPU per decision: the loop's thread, so a loaded machine's waits stay out)"},
+	{issue: "#29", what: "the same on the bare memory limiter, without the Service's part of a decision", ours: "BenchmarkLevelsStore/ours", anchor: "BenchmarkLevelsStore/anchor", unit: "cpu_ns/op", bound: 0, want: "stated"},
+	{issue: "#29", what: "Redis decision of a three-level fixed window (one script: three INCRBYs) vs a one-level one, one goroutine", ours: "BenchmarkLevelsRedis/ours", anchor: "BenchmarkLevelsRedis/anchor", bound: 2, want: "≤ 2×"},
+	{issue: "#29", what: "memory decision (Service) of a key listed in a plans file of 1,000 keys and 2 globs vs the same decision without plans", ours: "BenchmarkPlanLookup/ours", anchor: "BenchmarkPlanLookup/anchor", unit: "cpu_ns/op", bound: 1.3, want: "≤ +50 ns (the difference stated in ns with the ratio; +50 ns is 1.3× of a ~170 ns decision)"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.

@@ -59,6 +59,9 @@ type Config struct {
 	// and each request is checked against the rules as the server would at its time.
 	Rules []usage.Rule
 	Store window.StoreConfig
+	// Plans, when set, give each request's key its plan's numbers (limiter.Plans), as
+	// slide serve --plans does; every name a plan lists must be a policy or rule here.
+	Plans *limiter.Plans
 }
 
 // Validate reports a config New would refuse.
@@ -95,6 +98,7 @@ var ErrUnknownPolicy = errors.New("unknown policy")
 // KeyCount is a key and how many of its requests a policy denied.
 type KeyCount struct {
 	Key    string `json:"key"`
+	Plan   string `json:"plan,omitempty"` // the key's plan (Config.Plans)
 	Denied int64  `json:"denied"`
 }
 
@@ -124,7 +128,9 @@ type Report struct {
 type policyRun struct {
 	p       limiter.Policy
 	m       *limiter.Memory
-	check   limiter.Checker // a usage rule instead of m
+	plans   map[string]planRun                           // plan name → its variant of m or its max (Config.Plans)
+	levels  map[[limiter.MaxLevels]int64]*limiter.Memory // with levels: a variant per set of level limits
+	check   limiter.Checker                              // a usage rule instead of m
 	rep     Report
 	denied  map[string]int64
 	buckets map[int64]*Bucket
@@ -192,6 +198,9 @@ func New(cfg Config) (*Replayer, error) {
 			r.by[rule.Name] = run
 		}
 	}
+	if err := r.setPlans(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -250,11 +259,18 @@ func (r *Replayer) names() []string {
 func (r *Replayer) decide(ctx context.Context, run *policyRun, req Request) error {
 	var d limiter.Decision
 	var err error
-	if run.check != nil {
+	pr, plan := r.planOf(run, req.Key)
+	switch {
+	case pr.m != nil:
+		d, err = pr.m.AllowN(ctx, req.Key, req.Time, req.Cost)
+	case pr.hasMax:
+		d, err = run.check.(limiter.PlanChecker).CheckMax(ctx, req.Key, req.Time, req.Cost, pr.max)
+	case run.check != nil:
 		d, err = run.check.Check(ctx, req.Key, req.Time, req.Cost)
-	} else {
+	default:
 		d, err = run.m.AllowN(ctx, req.Key, req.Time, req.Cost)
 	}
+	d.Plan = plan
 	switch {
 	case err == nil:
 	case errors.Is(err, limiter.ErrCostOverLimit):
@@ -297,7 +313,7 @@ func (r *Replayer) Reports() []Report {
 		rep := run.rep
 		rep.TopDenied = []KeyCount{}
 		for k, n := range run.denied {
-			rep.TopDenied = append(rep.TopDenied, KeyCount{k, n})
+			rep.TopDenied = append(rep.TopDenied, KeyCount{Key: k, Plan: r.planName(k), Denied: n})
 		}
 		slices.SortFunc(rep.TopDenied, func(a, b KeyCount) int {
 			if c := cmp.Compare(b.Denied, a.Denied); c != 0 {

@@ -59,7 +59,7 @@ func TestBoundaryBurst(t *testing.T) {
 		lg.Timeline[0].Denied != 100 || lg.Timeline[0].Allowed != 0 {
 		t.Errorf("timeline %+v", lg.Timeline)
 	}
-	if len(lg.TopDenied) != 1 || lg.TopDenied[0] != (KeyCount{"u42", 100}) {
+	if len(lg.TopDenied) != 1 || lg.TopDenied[0] != (KeyCount{Key: "u42", Denied: 100}) {
 		t.Errorf("top denied %+v", lg.TopDenied)
 	}
 }

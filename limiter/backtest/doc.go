@@ -41,6 +41,12 @@
 // bad values) are counted in Replayer.Refused, not fatal. The rings must be the server's for
 // the answers to be its answers.
 //
+// Plans (Config.Plans, slide backtest --plans) replay as slide serve --plans decides: each
+// key with its plan's numbers, on the policy's state (a variant of its limiter, so the
+// levels of keys on different plans share their org's counter); the most denied keys name
+// their plan; a policy with levels takes each level's limit from its own key's plan, as
+// the server does. Calendar windows and levels replay as they are (the memory backend's).
+//
 // The first article's boundary burst (100 requests at 10:00:59.9 and 100 at 10:01:00.1,
 // limit 100 per minute) replays as 200 allowed by fixed_window, 101 by sliding_counter and
 // 100 by sliding_log.

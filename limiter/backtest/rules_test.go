@@ -65,7 +65,7 @@ func TestUsageRulesReplay(t *testing.T) {
 	}
 	rep := r.Reports()[0]
 	if rep.Policy != "tenant-quota" || rep.Allowed != 2 || rep.Denied != 2 || r.Events != 3 ||
-		len(rep.TopDenied) != 1 || rep.TopDenied[0] != (KeyCount{"tenant-42", 2}) {
+		len(rep.TopDenied) != 1 || rep.TopDenied[0] != (KeyCount{Key: "tenant-42", Denied: 2}) {
 		t.Fatalf("report %+v, %d events", rep, r.Events)
 	}
 

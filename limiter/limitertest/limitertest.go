@@ -38,6 +38,9 @@ type Step struct {
 	Retry     time.Duration
 	Reset     time.Duration
 	Delay     time.Duration
+	// Window is the decision's Window when it is not the policy's QuotaWindow (a
+	// calendar period's own length); 0: QuotaWindow.
+	Window time.Duration
 }
 
 // Case is a policy and a sequence of steps on one key.
@@ -45,6 +48,8 @@ type Case struct {
 	Name   string
 	Policy limiter.Policy
 	Steps  []Step
+	// Start is the instant Step.At counts from; zero: T0.
+	Start time.Time
 }
 
 const ms = time.Millisecond
@@ -52,6 +57,10 @@ const sec = time.Second
 
 // Cases returns the conformance tables, one or more per algorithm.
 func Cases() []Case {
+	return append(baseCases(), CalendarCases()...)
+}
+
+func baseCases() []Case {
 	return []Case{
 		{
 			Name:   "fixed_window",
@@ -177,6 +186,8 @@ func Run(t *testing.T, f Factory) {
 	t.Run("bad_input", func(t *testing.T) { testBadInput(t, f) })
 	t.Run("keys_are_independent", func(t *testing.T) { testKeysIndependent(t, f) })
 	t.Run("concurrent_exact", func(t *testing.T) { testConcurrent(t, f) })
+	t.Run("levels", func(t *testing.T) { testLevels(t, f) })
+	t.Run("levels_concurrent", func(t *testing.T) { testLevelsConcurrent(t, f) })
 }
 
 // RunCase runs one step table on a fresh key.
@@ -184,8 +195,12 @@ func RunCase(t *testing.T, f Factory, c Case) {
 	t.Helper()
 	l := f(t, c.Policy)
 	ctx := context.Background()
+	start := c.Start
+	if start.IsZero() {
+		start = T0
+	}
 	for i, s := range c.Steps {
-		d, err := l.AllowN(ctx, "k1", T0.Add(s.At), s.Cost)
+		d, err := l.AllowN(ctx, "k1", start.Add(s.At), s.Cost)
 		if err != nil {
 			t.Fatalf("step %d (t=%s cost %d): %v", i, s.At, s.Cost, err)
 		}
@@ -196,9 +211,13 @@ func RunCase(t *testing.T, f Factory, c Case) {
 				i, s.At, s.Cost, d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, d.Delay,
 				s.Allowed, s.Remaining, s.Retry, s.Reset, s.Delay)
 		}
-		if d.Limit != c.Policy.Quota() || d.Policy != c.Policy.Name || d.Window != c.Policy.QuotaWindow() {
+		w := s.Window
+		if w == 0 {
+			w = c.Policy.QuotaWindow()
+		}
+		if d.Limit != c.Policy.Quota() || d.Policy != c.Policy.Name || d.Window != w {
 			t.Errorf("step %d: limit=%d policy=%q window=%s, want %d %q %s", i, d.Limit, d.Policy, d.Window,
-				c.Policy.Quota(), c.Policy.Name, c.Policy.QuotaWindow())
+				c.Policy.Quota(), c.Policy.Name, w)
 		}
 	}
 }

@@ -99,6 +99,14 @@ func appendDecisionJSON(b []byte, d *DecisionJSON) []byte {
 	b = strconv.AppendBool(b, d.Allowed)
 	b = append(b, `,"policy":`...)
 	b = jsonenc.AppendString(b, d.Policy)
+	if d.Plan != "" {
+		b = append(b, `,"plan":`...)
+		b = jsonenc.AppendString(b, d.Plan)
+	}
+	if d.Level != "" {
+		b = append(b, `,"level":`...)
+		b = jsonenc.AppendString(b, d.Level)
+	}
 	b = append(b, `,"limit":`...)
 	b = strconv.AppendInt(b, d.Limit, 10)
 	b = append(b, `,"remaining":`...)

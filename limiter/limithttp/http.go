@@ -31,6 +31,8 @@ type allowRequest struct {
 type DecisionJSON struct {
 	Allowed      bool   `json:"allowed"`
 	Policy       string `json:"policy"`
+	Plan         string `json:"plan,omitempty"`  // the key's plan (limiter.Service.SetPlans)
+	Level        string `json:"level,omitempty"` // the level that denied (a policy with levels)
 	Limit        int64  `json:"limit"`
 	Remaining    int64  `json:"remaining"`
 	RetryAfterMs int64  `json:"retry_after_ms"`
@@ -60,6 +62,8 @@ func NewDecisionJSON(d limiter.Decision) DecisionJSON {
 	return DecisionJSON{
 		Allowed:      d.Allowed,
 		Policy:       d.Policy,
+		Plan:         d.Plan,
+		Level:        d.Level,
 		Limit:        d.Limit,
 		Remaining:    d.Remaining,
 		RetryAfterMs: ceilMillis(d.RetryAfter),

@@ -173,7 +173,7 @@ func (b *Backend) flush(batch []*job) {
 // allFixed reports whether every request is a fixed window's.
 func allFixed(reqs []limiter.BackendRequest) bool {
 	for i := range reqs {
-		if reqs[i].Policy.Algorithm != limiter.FixedWindow {
+		if reqs[i].Policy.Algorithm != limiter.FixedWindow || reqs[i].Policy.Levels.N > 0 {
 			return false
 		}
 	}

@@ -38,6 +38,12 @@ type fixedWin struct{ start, end int64 }
 
 // windowAt returns the fixed window of p holding now (µs).
 func windowAt(p *limiter.Policy, now int64) fixedWin {
+	if p.Calendar != 0 {
+		// A calendar period of the policy's zone (limiter.Calendar.Bounds; the memory
+		// backend caches the current one, a zone conversion is nothing beside a round trip).
+		start, end := p.Calendar.Bounds(p.Location, now*1000)
+		return fixedWin{start: start / 1000, end: end / 1000}
+	}
 	w := p.Window.Microseconds()
 	start := window.FloorDiv(now, w) * w
 	return fixedWin{start: start, end: start + w}
@@ -67,6 +73,13 @@ func (b *Backend) fixedKey(p *limiter.Policy, key string, win fixedWin) string {
 	buf := make([]byte, 0, len(base)+21)
 	buf = append(buf, base...)
 	buf = append(buf, ':')
+	if p.Calendar != 0 {
+		// A calendar period is named by its start, in seconds since the epoch, after a
+		// "c" (window numbers count windows, never that many).
+		buf = append(buf, 'c')
+		buf = strconv.AppendInt(buf, win.start/1e6, 10)
+		return string(buf)
+	}
 	buf = strconv.AppendInt(buf, win.start/p.Window.Microseconds(), 10)
 	return string(buf)
 }
@@ -85,6 +98,9 @@ func (b *Backend) fixedNow(r *limiter.BackendRequest) int64 {
 func fixedDecision(p *limiter.Policy, cost, n, now int64, win fixedWin) limiter.Decision {
 	limit, left := p.Limit, time.Duration(win.end-now)*time.Microsecond
 	d := limiter.Decision{Limit: p.Quota(), Window: p.QuotaWindow(), Policy: p.Name}
+	if p.Calendar != 0 {
+		d.Window = time.Duration(win.end-win.start) * time.Microsecond
+	}
 	switch {
 	case cost == 0 && n+1 > limit:
 		d.Remaining, d.RetryAfter, d.ResetAfter = limit-n, left, left

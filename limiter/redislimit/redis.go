@@ -376,6 +376,15 @@ func (b *Backend) args(r *limiter.BackendRequest) (*Script, []string, []any, err
 	return pr.script, []string{b.Key(p, r.Key)}, args, nil
 }
 
+func anyLevels(reqs []limiter.BackendRequest) bool {
+	for i := range reqs {
+		if p := reqs[i].Policy; p != nil && p.Levels.N > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Decide implements limiter.Backend: one EVALSHA, or one pipeline of them,
 // for all of reqs; fixed-window requests on a single server share one call
 // with the concurrent ones Config.Pipelines gathers. Only NOSCRIPT is retried (with EVAL, which cannot have run
@@ -383,6 +392,18 @@ func (b *Backend) args(r *limiter.BackendRequest) (*Script, []string, []any, err
 func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out []limiter.Decision) error {
 	if len(reqs) > 0 && b.co != nil && validPolicies(reqs) == nil && allFixed(reqs) {
 		return b.co.decide(ctx, reqs, out)
+	}
+	if anyLevels(reqs) {
+		// A policy with levels is one script call of its own: the requests go one after
+		// the other (a round trip each), the first error ending the request.
+		for i := range reqs {
+			d, err := b.decideOne(ctx, &reqs[i])
+			out[i] = d
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	switch len(reqs) {
 	case 0:
@@ -451,6 +472,13 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 }
 
 func (b *Backend) decideOne(ctx context.Context, r *limiter.BackendRequest) (limiter.Decision, error) {
+	if p := r.Policy; p != nil && p.Levels.N > 0 {
+		d, _, _, err := b.decideLevels(ctx, r)
+		if err != nil && err != limiter.ErrInvalidKey {
+			b.failed()
+		}
+		return d, err
+	}
 	if p := r.Policy; p != nil && p.Algorithm == limiter.FixedWindow {
 		d, err := b.decideFixedOne(ctx, r, b.fixedNow(r), 0)
 		if err != nil {

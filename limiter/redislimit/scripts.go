@@ -60,7 +60,7 @@ func ScriptFor(a limiter.Algorithm) *Script {
 // Load sends every script with SCRIPT LOAD, so the first decisions do not
 // pay the NOSCRIPT round trip. Optional.
 func (b *Backend) Load(ctx context.Context) error {
-	for _, s := range append(scripts[limiter.FixedWindow:], batchScript) {
+	for _, s := range append(scripts[limiter.FixedWindow:], batchScript, levelsScript) {
 		if err := b.c.ScriptLoad(ctx, s.Src).Err(); err != nil {
 			return fmt.Errorf("loading script %s: %w", s.Name, err)
 		}

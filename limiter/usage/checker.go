@@ -120,15 +120,25 @@ func NewChecker(store *window.Store, r Rule) (*Checker, error) {
 	if r.Agg.Kind == KindQuantile {
 		c.qs = []float64{r.Agg.Q}
 	}
-	switch {
-	case r.Max >= math.MaxInt64:
-		c.limit = math.MaxInt64
-	case r.Max <= 0:
-		c.limit = 0
-	default:
-		c.limit = int64(r.Max)
-	}
+	c.limit = limitOf(r.Max)
 	return c, nil
+}
+
+// limitOf is Decision.Limit for a bound: max rounded down, clamped to int64.
+func limitOf(max float64) int64 {
+	switch {
+	case max >= math.MaxInt64:
+		return math.MaxInt64
+	case max <= 0:
+		return 0
+	}
+	return int64(max)
+}
+
+// CheckMax is Check with bound in place of the rule's Max: a key's plan
+// (limiter.PlanChecker).
+func (c *Checker) CheckMax(ctx context.Context, key string, now time.Time, _ int64, bound float64) (limiter.Decision, error) {
+	return c.check(ctx, key, now, bound, limitOf(bound))
 }
 
 // NewCheckers builds one Checker per rule, as limiter.Config.Checkers wants them. Every
@@ -266,9 +276,13 @@ func (c *Checker) value(a window.Agg, now int64) float64 { return c.rule.Agg.Val
 // fresh, the others' at most the cluster's staleness old (Decision.Remote, Stale). When
 // some partitions cannot be read the rule follows OnUnavailable.
 func (c *Checker) Check(ctx context.Context, key string, now time.Time, _ int64) (limiter.Decision, error) {
+	return c.check(ctx, key, now, c.rule.Max, c.limit)
+}
+
+func (c *Checker) check(ctx context.Context, key string, now time.Time, bound float64, limit int64) (limiter.Decision, error) {
 	nowMs := now.UnixMilli()
 	series := c.seriesKey(key)
-	d := limiter.Decision{Allowed: true, Limit: c.limit, Remaining: c.limit, Window: c.rule.Window, Policy: c.rule.Name}
+	d := limiter.Decision{Allowed: true, Limit: limit, Remaining: limit, Window: c.rule.Window, Policy: c.rule.Name}
 	n, reset := c.slots, time.Duration(0)
 	if c.rule.Calendar != window.CalendarNone {
 		n, reset, d.Window = c.period(now)
@@ -278,12 +292,12 @@ func (c *Checker) Check(ctx context.Context, key string, now time.Time, _ int64)
 	a, _, err := c.readVia(ctx, nowMs, series, n, c.qs, &st)
 	d.Remote, d.Stale = st.remote, time.Duration(st.staleMs)*time.Millisecond
 	if len(st.missing) > 0 && (err == nil || errors.Is(err, window.ErrNotFound)) {
-		if err == nil && c.lowerBound(a) && c.value(a, nowMs) > c.rule.Max {
+		if err == nil && c.lowerBound(a) && c.value(a, nowMs) > bound {
 			// What could be read is already over: the missing part can only add to a count,
 			// a non-negative sum or a max, so deny (flagged) whatever on_unavailable says.
 			c.reader.Unavailable("usage_denied_anyway")
 			d.Degraded = true
-			d, err = c.deny(d, nowMs, series, a, reset)
+			d, err = c.deny(d, nowMs, series, a, reset, bound)
 			return d, err
 		}
 		if c.rule.OnUnavailable == UnavailableClosed {
@@ -305,12 +319,12 @@ func (c *Checker) Check(ctx context.Context, key string, now time.Time, _ int64)
 	}
 	v := c.value(a, nowMs)
 	if c.rule.Agg.Kind == KindCount || c.rule.Agg.Kind == KindSum {
-		d.Remaining = remaining(c.rule.Max, v)
+		d.Remaining = remaining(bound, v)
 	}
-	if !(v > c.rule.Max) {
+	if !(v > bound) {
 		return d, nil
 	}
-	return c.deny(d, nowMs, series, a, reset)
+	return c.deny(d, nowMs, series, a, reset, bound)
 }
 
 // period is a Calendar rule's window at now: the slots from the one holding the period's
@@ -326,7 +340,7 @@ func (c *Checker) period(now time.Time) (n int64, reset, length time.Duration) {
 // deny turns d into the denial of a window read as a, with its RetryAfter. reset, when not
 // 0, is a Calendar rule's time to the next boundary, when the whole window resets: the
 // denial lifts then, exactly.
-func (c *Checker) deny(d limiter.Decision, nowMs int64, series string, a window.Agg, reset time.Duration) (limiter.Decision, error) {
+func (c *Checker) deny(d limiter.Decision, nowMs int64, series string, a window.Agg, reset time.Duration, bound float64) (limiter.Decision, error) {
 	if reset > 0 {
 		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = false, 0, reset, reset
 		return d, nil
@@ -336,7 +350,7 @@ func (c *Checker) deny(d limiter.Decision, nowMs int64, series string, a window.
 		d.ResetAfter = max(d.ResetAfter, c.after(a, nowMs, 0))
 	}
 	d.Allowed, d.Remaining = false, 0
-	if d.RetryAfter, err = c.retryAfter(nowMs, series, a); err != nil {
+	if d.RetryAfter, err = c.retryAfter(nowMs, series, a, bound); err != nil {
 		return limiter.Decision{}, fmt.Errorf("reading %s of %q: %w", c.rule.Metric, series, err)
 	}
 	d.ResetAfter = max(d.ResetAfter, d.RetryAfter)
@@ -411,7 +425,7 @@ func (c *Checker) newestReader(now int64, series string) (func(j int64) (window.
 }
 
 // retryAfter finds when a denial can lift; see Check.
-func (c *Checker) retryAfter(now int64, series string, a window.Agg) (time.Duration, error) {
+func (c *Checker) retryAfter(now int64, series string, a window.Agg, max float64) (time.Duration, error) {
 	k := c.slots
 	read, err := c.newestReader(now, series)
 	if err != nil {
@@ -438,9 +452,9 @@ func (c *Checker) retryAfter(now int64, series string, a window.Agg) (time.Durat
 		return c.after(a, now, hi-1), nil
 	}
 	// count, sum, rate, max: the largest j < k whose newest j slots are within the bound.
-	bound := c.rule.Max
+	bound := max
 	if c.rule.Agg.Kind == KindRate {
-		bound = c.rule.Max * float64((k-1)*c.width) / 1000
+		bound = max * float64((k-1)*c.width) / 1000
 	}
 	within := func(j int64) bool {
 		if j == 0 {
@@ -505,3 +519,5 @@ func remaining(max, v float64) int64 {
 	}
 	return int64(r)
 }
+
+var _ limiter.PlanChecker = (*Checker)(nil)

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/internal/kafkatest"
+)
+
+// serve --plans: decisions name the key's plan and take its limit, GET /v1/quota and
+// slide query quota report it; the file is reloaded when it changes, a bad one is refused
+// (counted, the old plans kept), and SIGHUP reloads it.
+func TestServePlansReload(t *testing.T) {
+	dir := t.TempDir()
+	pol, plans := filepath.Join(dir, "policies.yaml"), filepath.Join(dir, "plans.yaml")
+	write := func(path, s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(pol, "policies:\n  - {name: daily-requests, algorithm: fixed_window, limit: 3, window: calendar_day, timezone: Europe/London}\n")
+	write(plans, "plans:\n  pro: {daily-requests: {limit: 5}}\nkeys:\n  \"tenant-*\": pro\n")
+	s := startServe(t, "--embedded-kafka-addr", "127.0.0.1:0", "--policies", pol, "--plans", plans)
+	base := "http://" + s.addr
+	client := &http.Client{Timeout: 5 * time.Second}
+	get(t, client, base+"/healthz")
+	allow := func(key string) string {
+		t.Helper()
+		resp, err := client.Post(base+"/v1/allow", "application/json", strings.NewReader(`{"policy":"daily-requests","key":"`+key+`","cost":0}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if got := allow("tenant-1"); !strings.Contains(got, `"plan":"pro"`) || !strings.Contains(got, `"limit":5`) {
+		t.Fatalf("tenant-1: %s, want plan pro, limit 5", got)
+	}
+	if got := allow("someone"); strings.Contains(got, `"plan"`) || !strings.Contains(got, `"limit":3`) {
+		t.Errorf("a key without a plan: %s, want the policy's limit 3 and no plan", got)
+	}
+	code, out, errOut := runCmd(t, context.Background(), "", "query", "quota", "--addr", base, "--policy", "daily-requests", "--key", "tenant-1")
+	if code != 0 || !strings.Contains(out, "plan pro") || !regexp.MustCompile(`\(all\)\s+5\s+0\s+5\s+20\d\d-`).MatchString(out) {
+		t.Errorf("slide query quota: exit %d\n%s%s", code, out, errOut)
+	}
+	metric := func(result string) int {
+		_, body := get(t, client, base+"/metrics")
+		m := regexp.MustCompile(`slide_limiter_plan_updates_total\{result="` + result + `",source="file"\} (\d+)`).FindStringSubmatch(body)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 10 s\n%s", what, s.logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	write(plans, "plans:\n  pro: {daily-requests: {limit: 70}}\nkeys:\n  \"tenant-*\": pro\n")
+	waitFor("the changed file is reloaded", func() bool { return strings.Contains(allow("tenant-1"), `"limit":70`) })
+	write(plans, "plans:\n  pro: {hourly: {limit: 1}}\n")
+	waitFor("the bad file is counted", func() bool { return metric("refused") == 1 })
+	if got := allow("tenant-1"); !strings.Contains(got, `"limit":70`) {
+		t.Errorf("after a bad reload: %s, want the old plans (limit 70)", got)
+	}
+	if !strings.Contains(s.logs.String(), `unknown policy or rule \"hourly\"`) {
+		t.Errorf("the refusal is not logged with its reason:\n%s", s.logs.String())
+	}
+	write(plans, "plans:\n  pro: {daily-requests: {limit: 9}}\nkeys:\n  tenant-1: pro\n")
+	waitFor("the good file is reloaded", func() bool { return strings.Contains(allow("tenant-1"), `"limit":9`) })
+	applied := metric("applied")
+	if err := syscallHUP(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("SIGHUP reloads", func() bool { return metric("applied") == applied+1 })
+}
+
+// --plans-topic on the embedded test broker: a record moves a key to another plan (the
+// topic wins over the file), a record naming no plan is refused and counted with the key's
+// plan kept, a tombstone gives the key back to the file.
+func TestServePlansTopic(t *testing.T) {
+	c := kafkatest.Start(t, "events", 1, "billing-plans")
+	dir := t.TempDir()
+	pol, plans := filepath.Join(dir, "policies.yaml"), filepath.Join(dir, "plans.yaml")
+	os.WriteFile(pol, []byte("policies:\n  - {name: daily, algorithm: fixed_window, limit: 3, window: calendar_day}\n"), 0o600)
+	os.WriteFile(plans, []byte("plans:\n  pro: {daily: {limit: 50}}\n  free: {daily: {limit: 5}}\nkeys:\n  tenant-1: free\n"), 0o600)
+	s := startServe(t, "--brokers", c.Addr, "--policies", pol, "--plans", plans, "--plans-topic", "billing-plans")
+	base := "http://" + s.addr
+	client := &http.Client{Timeout: 5 * time.Second}
+	get(t, client, base+"/healthz")
+	limit := func() string {
+		_, body := get(t, client, base+"/v1/quota?policy=daily&key=tenant-1")
+		m := regexp.MustCompile(`"plan":"(\w*)","limit":(\d+)`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("/v1/quota: %s", body)
+		}
+		return m[1] + " " + m[2]
+	}
+	if got := limit(); got != "free 5" {
+		t.Fatalf("before any record: %s, want the file's free 5", got)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 15 s\n%s", what, s.logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	topic := *c
+	topic.Topic = "billing-plans"
+	topic.Produce(t, kafka.Message{Key: []byte("tenant-1"), Value: []byte("pro")})
+	waitFor("the topic's plan applies", func() bool { return limit() == "pro 50" })
+	topic.Produce(t, kafka.Message{Key: []byte("tenant-1"), Value: []byte("platinum")})
+	waitFor("the bad record is counted", func() bool {
+		_, body := get(t, client, base+"/metrics")
+		return strings.Contains(body, `slide_limiter_plan_updates_total{result="refused",source="topic"} 1`)
+	})
+	if got := limit(); got != "pro 50" {
+		t.Errorf("after a record naming no plan: %s, want the key's plan kept (pro 50)", got)
+	}
+	topic.Produce(t, kafka.Message{Key: []byte("tenant-1"), Value: nil})
+	waitFor("a tombstone gives the key back to the file", func() bool { return limit() == "free 5" })
+}
