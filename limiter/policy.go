@@ -212,7 +212,7 @@ func (p *Policy) QuotaWindow() time.Duration {
 		return time.Duration(math.Ceil(float64(p.Capacity) / p.LeakPerSecond * 1e9))
 	}
 	if p.Calendar != 0 {
-		return p.Calendar.Nominal()
+		return p.Calendar.Longest()
 	}
 	return p.Window
 }

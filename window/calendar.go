@@ -81,6 +81,17 @@ func (c Calendar) Next(t time.Time, loc *time.Location) time.Time {
 	return midnight(y, m, d, loc)
 }
 
+// Bounds is the period of c holding now (unix ns) in loc (nil: UTC) as [start, end) in unix
+// ns: Start and Next of the instant. The limiter's calendar policies count by it, so a policy
+// and a usage rule of one zone reset at the same instant.
+func (c Calendar) Bounds(loc *time.Location, now int64) (start, end int64) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	t := time.Unix(0, now)
+	return c.Start(t, loc).UnixNano(), c.Next(t, loc).UnixNano()
+}
+
 // midnight is 00:00 of the date in loc (d and m may overflow, as time.Date takes them), or
 // the first instant of that date when a DST change skips midnight: time.Date may then answer
 // an instant of the day before, so it steps forward to the date.
