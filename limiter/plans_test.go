@@ -219,3 +219,18 @@ func TestPlansPerLevel(t *testing.T) {
 		t.Errorf("quota %+v %v, want levels 8 (pro), 3, 2 and no plan for the key", q, err)
 	}
 }
+
+// TestClusterPoliciesRefusePlansAndLevels: a backend cluster decision is made at the key's
+// owner with the owner's own policy, so neither a plan's numbers nor an org's shared levels
+// would reach it: both are refused at load, not decided by the wrong numbers.
+func TestClusterPoliciesRefusePlansAndLevels(t *testing.T) {
+	_, err := ParsePolicies([]byte("policies:\n  - {name: org, algorithm: fixed_window, limit: 5, window: 60s, backend: cluster, levels: {separator: /, limits: [50, 30]}}\n"), "p.yaml")
+	if err == nil || !strings.Contains(err.Error(), "backend cluster decides each key at its own owner") {
+		t.Errorf("levels on a cluster policy: %v", err)
+	}
+	pol := Policy{Name: "api", Algorithm: FixedWindow, Limit: 10, Window: time.Minute, Backend: BackendCluster}
+	l := PlanLimits{Limit: 100, Source: "plans.yaml:3"}
+	if _, err := l.Apply(pol); err == nil || !strings.Contains(err.Error(), "plans do not reach yet") {
+		t.Errorf("a plan for a cluster policy: %v", err)
+	}
+}
