@@ -33,11 +33,11 @@ type promCluster struct {
 	oracle *promapi.API
 }
 
-// newPromCluster fills the stores with 5 minutes of "lat" (integer values, so sums are exact
+// newPromCluster (peers signing with a key derived from token, when set) fills the stores with 5 minutes of "lat" (integer values, so sums are exact
 // in any order) over 30 keys, each series labelled code=200|500, its events spread over
 // every partition round robin, so most series live on all three instances and merge slot
 // by slot, while key k-0 is on partition 4 alone; and "only_c", a metric only C holds.
-func newPromCluster(t *testing.T) *promCluster {
+func newPromCluster(t *testing.T, token string) *promCluster {
 	t.Helper()
 	clock := func() int64 { return promNow }
 	newSt := func() *window.Store {
@@ -101,7 +101,7 @@ func newPromCluster(t *testing.T) *promCluster {
 	for i := range 3 {
 		parts := []int32{int32(2 * i), int32(2*i + 1)}
 		c, err := New(Config{Store: pc.stores[i], Brokers: []string{"127.0.0.1:1"}, Advertise: addrs[i], Now: clock,
-			Timeout: 5 * time.Second, Local: func() []int32 { return parts }})
+			Timeout: 5 * time.Second, Token: token, Local: func() []int32 { return parts }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +165,7 @@ func promQueries() []struct {
 // peers' slots merge with the local ones, slot by slot where one series lives on several
 // instances.
 func TestPromQLThroughTheCluster(t *testing.T) {
-	pc := newPromCluster(t)
+	pc := newPromCluster(t, "")
 	alone, err := promapi.New(promapi.Config{Store: pc.stores[0], Now: func() time.Time { return time.UnixMilli(promNow) }})
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestPromQLThroughTheCluster(t *testing.T) {
 // naming C's partitions, and with partial=allow the answer over A's and B's partitions with
 // a warning naming them, which equals the oracle's answer without C's events.
 func TestPromQLOwnerDown(t *testing.T) {
-	pc := newPromCluster(t)
+	pc := newPromCluster(t, "")
 	pc.srvs[2].Close()
 	q := url.Values{"query": {"sum(increase(lat_count[5m]))"}, "time": {strconv.FormatFloat(float64(promNow)/1000, 'f', 3, 64)}}
 	for _, path := range []string{"/api/v1/query", "/api/v1/label/key/values", "/api/v1/metadata"} {
@@ -218,7 +218,7 @@ func TestPromQLOwnerDown(t *testing.T) {
 		t.Errorf("partial answer %s, want A's and B's count %v", body, want)
 	}
 	// A hung owner: the read gives up at the peer timeout and names its partitions.
-	pc2 := newPromCluster(t)
+	pc2 := newPromCluster(t, "")
 	pc2.hang[1].Store(true)
 	pc2.cls[0].cfg.Timeout = 300 * time.Millisecond // --peer-timeout
 	start := time.Now()
@@ -228,5 +228,30 @@ func TestPromQLOwnerDown(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second { // slack for a loaded machine
 		t.Errorf("took %v past a 300 ms peer timeout", d)
+	}
+}
+
+// TestPromQLSignedPeers: with a group key the slot read is signed both ways like every peer
+// read: instances sharing the token answer as one store, and an instance with another
+// token is refused by its peers, so its query answers 503 naming their partitions.
+func TestPromQLSignedPeers(t *testing.T) {
+	pc := newPromCluster(t, "token-one")
+	q := promQueries()[0]
+	_, want := promGet(t, pc.oracle.Handler(), q.path, q.q)
+	if code, got := promGet(t, pc.apis[1].Handler(), q.path, q.q); code != http.StatusOK || got != want {
+		t.Errorf("signed: %d %.300s, want %.300s", code, got, want)
+	}
+	other, err := New(Config{Store: pc.stores[0], Brokers: []string{"127.0.0.1:1"}, Advertise: "127.0.0.1:1", Now: func() int64 { return promNow },
+		Timeout: 5 * time.Second, Token: "token-two", Local: func() []int32 { return []int32{0, 1} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.view.Store(pc.cls[0].view.Load())
+	api, err := promapi.New(promapi.Config{Store: pc.stores[0], Cluster: other, Now: func() time.Time { return time.UnixMilli(promNow) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, got := promGet(t, api.Handler(), q.path, q.q); code != http.StatusServiceUnavailable || !strings.Contains(got, "partitions 2,3,4,5") {
+		t.Errorf("another key: %d %.300s", code, got)
 	}
 }
