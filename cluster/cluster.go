@@ -50,10 +50,12 @@ const UnknownPartitions = -1
 
 // Peer read operations.
 const (
-	opMerge  = "merge"  // one partial of every matching series
-	opSeries = "series" // one partial per matching series
-	opKeys   = "keys"   // series names
-	opGroups = "groups" // one partial per group of the series a selector matches
+	opMerge   = "merge"   // one partial of every matching series
+	opSeries  = "series"  // one partial per matching series
+	opKeys    = "keys"    // series names
+	opGroups  = "groups"  // one partial per group of the series a selector matches
+	opSlots   = "slots"   // every live slot of each series a selector matches (promapi)
+	opMetrics = "metrics" // the store's metric names (promapi)
 )
 
 // Config configures a Cluster. Store, Brokers, Advertise and Local are required; every
@@ -357,7 +359,8 @@ type request struct {
 	metric  string
 	key     string           // exact key, glob, or "" (every key) for opSeries; prefix for opKeys
 	by      []string         // opGroups: the labels groups are made of
-	ms      []window.Matcher // opGroups: the label matchers beside key
+	ms      []window.Matcher // opGroups, opSlots: the label matchers beside key
+	at      int64            // opSlots: the instant read (unix ms, at most now)
 	winMs   int64
 	now     int64
 	bins    bool
@@ -374,9 +377,14 @@ func (r *request) query() url.Values {
 	}
 	if r.op == opGroups {
 		q.Set("by", strings.Join(r.by, ","))
+	}
+	if r.op == opGroups || r.op == opSlots {
 		for _, m := range r.ms {
 			q.Add("m", appendMatcher(nil, m))
 		}
+	}
+	if r.op == opSlots {
+		q.Set("at", strconv.FormatInt(r.at, 10))
 	}
 	ps := make([]string, len(r.parts))
 	for i, p := range r.parts {

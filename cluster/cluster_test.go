@@ -448,6 +448,14 @@ func TestBadPeerRequests(t *testing.T) {
 		{"op=groups&metric=m&key=k-*&by=" + strings.Repeat("a,", 16) + "b&window=60000&now=1796000000000&parts=2", true, 400},
 		{"op=groups&metric=m&key=k-*&by=key&m=2code%3D5..&window=60000&now=1796000000000&parts=2", true, 200},
 		{"op=groups&metric=m&window=60000&now=1796000000000&parts=2", true, 200},
+		{"op=slots&metric=m&now=1796000000000&at=1796000000000&parts=2,3", true, 200},
+		{"op=slots&metric=m&m=1key%3Dk-1&now=1796000000000&at=1795000000000&parts=2", true, 200},
+		{"op=slots&metric=m&now=1796000000000&at=1796000000001&parts=2", true, 400}, // at after now
+		{"op=slots&metric=m&now=1796000000000&at=x&parts=2", true, 400},
+		{"op=slots&metric=m&now=1796000000000&at=1796000000000&m=2code%3D(&parts=2", true, 400},
+		{"op=slots&metric=m&now=1797000000000&at=1796000000000&parts=2", true, 409}, // a clock an hour off
+		{"op=slots&metric=m&at=1796000000000&parts=2", true, 400},
+		{"op=metrics&parts=2", true, 200},
 	} {
 		req := httptest.NewRequest("GET", PeerPath+"?"+tc.query, nil)
 		if tc.header {

@@ -22,13 +22,16 @@ const maxDecodeItems = 1 << 24
 
 // answer is what a peer sends back for one internal read: the partitions it served, then
 // one of a merged partial (opMerge), one partial per series (opSeries), series names
-// (opKeys) or one partial per group (opGroups). Encoding, all integers varints:
+// (opKeys), one partial per group (opGroups), each series' slots (opSlots) or metric names
+// (opMetrics). Encoding, all integers varints:
 //
 //	version(1) nserved served...  then
 //	opMerge:  partial
 //	opSeries: n (key partial)*n
 //	opKeys:   n (metric key)*n
 //	opGroups: over(1) nby n (value*nby partial)*n   (over 1: more than window.MaxGroups, n 0)
+//	opSlots:  n (series cur nslots slot*nslots)*n   (see slots.go)
+//	opMetrics: n metric*n
 //	partial:  from to series count [sum min max (8 bytes each, little endian) hasBins (bins)]
 //	string:   len bytes; bins: len sketch.Bins.MarshalBinary
 type answer struct {
@@ -37,8 +40,10 @@ type answer struct {
 	series []keyed
 	keys   []window.SeriesID
 	groups []valued
-	nby    int  // opGroups: the number of by-labels, each group's values
-	over   bool // opGroups: the peer's series fell in too many groups
+	slots  []slotSeries // opSlots: each series' slots (see slots.go)
+	names  []string     // opMetrics: metric names
+	nby    int          // opGroups: the number of by-labels, each group's values
+	over   bool         // opGroups: the peer's series fell in too many groups
 }
 
 // valued is one group of an opGroups answer: the values of its by-labels and its partial.
@@ -311,6 +316,18 @@ func decodeAnswer(op string, b []byte) (answer, error) {
 				break
 			}
 			a.keys = append(a.keys, window.SeriesID{Metric: m, Key: k})
+		}
+	case opSlots:
+		a.slots = r.slotSeriesList()
+	case opMetrics:
+		n := r.count("metrics")
+		a.names = make([]string, 0, n)
+		for range n {
+			m := string(r.bytes("metric"))
+			if r.err != nil {
+				break
+			}
+			a.names = append(a.names, m)
 		}
 	default:
 		r.fail("unknown op %q", op)

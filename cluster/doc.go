@@ -61,6 +61,13 @@
 // may have dropped series mid-read) counts the partitions it read as missing rather than
 // short, on the peer and locally.
 //
+// PromQL (package promapi) cannot use a merged partial: its series are cumulative over the
+// slots, one sample per slot end. VisitSlots asks each owner for the live slots of its
+// series a selector matches (opSlots, see slots.go: index, count, sum, min, max and bins per
+// slot, up to the read's instant) and hands them with this instance's own, merging slot by
+// slot a series string two instances hold; Metrics lists every instance's metric names
+// (opMetrics).
+//
 // Answers are binary (see codec.go: varints, the bins' own compact encoding), versioned,
 // bounded (Config.MaxAnswerBytes) and fuzzed (FuzzDecodeAnswer).
 //

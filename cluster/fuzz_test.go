@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/slide-metrics/slide/sketch"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -36,6 +38,17 @@ func encodeAnswer(op string, a *answer) []byte {
 				b = appendString(b, v)
 			}
 			b = appendPartial(b, &a.groups[i].p)
+		}
+	case opSlots:
+		b = binary.AppendUvarint(b, uint64(len(a.slots)))
+		var scratch sketch.Bins
+		for _, s := range a.slots {
+			b = appendSlotSeries(b, s.series, s.cur, s.slots, &scratch)
+		}
+	case opMetrics:
+		b = binary.AppendUvarint(b, uint64(len(a.names)))
+		for _, m := range a.names {
+			b = appendString(b, m)
 		}
 	case opKeys:
 		b = binary.AppendUvarint(b, uint64(len(a.keys)))
@@ -74,7 +87,24 @@ func seedAnswers(t testing.TB) map[string][][]byte {
 	if err := ts.MergePartial(t0+2_390_000, "t", func(string, int32) bool { return true }, tc.Reach(), &tp); err != nil || tp.Count == 0 {
 		t.Fatalf("tiered partial: %+v, %v", tp, err)
 	}
+	// Slots as VisitSlots hands them (packed past slots, the open current one, negative
+	// values and the zero bucket), of a labelled series and a plain one.
+	var slots []slotSeries
+	s.VisitSlots(t0, "m", nil, nil, func(series string, cur int64, vs []window.SlotView) bool {
+		slots = append(slots, slotSeries{series: series, cur: cur, slots: slices.Clone(vs)})
+		return true
+	})
+	if len(slots) != 1 || len(slots[0].slots) != 5 {
+		t.Fatalf("slots seed: %+v", slots)
+	}
+	labelled, _ := window.AppendSeries(nil, "k", []window.Label{{Name: "code", Value: "500"}})
+	slots = append(slots, slotSeries{series: string(labelled), cur: slots[0].cur + 3, slots: slots[0].slots[1:3]})
 	return map[string][][]byte{
+		opSlots: {
+			encodeAnswer(opSlots, &answer{served: []int32{1}, slots: slots}),
+			encodeAnswer(opSlots, &answer{served: []int32{0, 1}}),
+		},
+		opMetrics: {encodeAnswer(opMetrics, &answer{served: []int32{3}, names: []string{"latency_ms", "é"}})},
 		opMerge: {
 			encodeAnswer(opMerge, &answer{served: []int32{1}, merged: tp}),
 			encodeAnswer(opMerge, &answer{served: []int32{1, 5}, merged: p}),
@@ -108,7 +138,7 @@ func TestAnswerRoundTrip(t *testing.T) {
 // FuzzDecodeAnswer feeds arbitrary bytes to the decoder of peer answers: it never panics,
 // and what it accepts encodes back to the same bytes.
 func FuzzDecodeAnswer(f *testing.F) {
-	ops := []string{opMerge, opSeries, opKeys, opGroups}
+	ops := []string{opMerge, opSeries, opKeys, opGroups, opSlots, opMetrics}
 	for op, seeds := range seedAnswers(f) {
 		for _, b := range seeds {
 			for i, o := range ops {

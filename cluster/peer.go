@@ -104,13 +104,15 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 	op, metric, key := q.Get("op"), q.Get("metric"), q.Get("key")
 	now, err1 := strconv.ParseInt(q.Get("now"), 10, 64)
 	winMs, err2 := strconv.ParseInt(q.Get("window"), 10, 64)
-	if op != opKeys && (err1 != nil || err2 != nil || winMs <= 0 || winMs > int64(365*24*time.Hour/time.Millisecond)) {
+	timed := op != opKeys && op != opMetrics // reads at an instant: now within the skew
+	windowed := timed && op != opSlots
+	if timed && err1 != nil || windowed && (err2 != nil || winMs <= 0 || winMs > int64(365*24*time.Hour/time.Millisecond)) {
 		return peerError(w, http.StatusBadRequest, "bad now or window")
 	}
 	if len(key) > maxPeerKey || len(metric) > maxPeerKey {
 		return peerError(w, http.StatusBadRequest, "key or metric too long")
 	}
-	if op != opKeys {
+	if timed {
 		skew := max(c.cfg.Store.RingConfig(metric).Skew, MinPeerSkew).Milliseconds()
 		if now > own+skew || now < own-skew {
 			return peerError(w, http.StatusConflict, fmt.Sprintf("read time %d is %d ms from this instance's clock %d; peers must agree within %d ms (--max-skew)", now, saturatingSub(now, own), own, skew))
@@ -191,6 +193,17 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 		})
 		b = binary.AppendUvarint(b, uint64(n))
 		b = append(b, body...)
+	case opSlots:
+		var perr error
+		if b, perr = c.appendSlots(r.Context(), b, q, now, metric, key, parts); perr != nil {
+			return peerError(w, http.StatusBadRequest, perr.Error())
+		}
+	case opMetrics:
+		ms := c.cfg.Store.Metrics()
+		b = binary.AppendUvarint(b, uint64(len(ms)))
+		for _, m := range ms {
+			b = appendString(b, m)
+		}
 	default:
 		return peerError(w, http.StatusBadRequest, "unknown op "+clip(op))
 	}
@@ -305,15 +318,7 @@ func peerGroups(q url.Values, key string, bins bool) (*window.Selector, *window.
 	if len(by) > maxPeerBy || len(q["m"]) > maxPeerMatchers {
 		return nil, nil, fmt.Errorf("more than %d by-labels or %d matchers", maxPeerBy, maxPeerMatchers)
 	}
-	ms := make([]window.Matcher, 0, len(q["m"]))
-	for _, s := range q["m"] {
-		m, ok := parseMatcher(s)
-		if !ok {
-			return nil, nil, fmt.Errorf("bad matcher %s", clip(s))
-		}
-		ms = append(ms, m)
-	}
-	sel, err := window.CompileSelector(key, ms)
+	sel, err := peerSelector(q, key)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -322,6 +327,22 @@ func peerGroups(q url.Values, key string, bins bool) (*window.Selector, *window.
 		return nil, nil, err
 	}
 	return sel, g, nil
+}
+
+// peerSelector compiles the selector of a request's key and matchers (its m parameters).
+func peerSelector(q url.Values, key string) (*window.Selector, error) {
+	if len(q["m"]) > maxPeerMatchers {
+		return nil, fmt.Errorf("more than %d matchers", maxPeerMatchers)
+	}
+	ms := make([]window.Matcher, 0, len(q["m"]))
+	for _, s := range q["m"] {
+		m, ok := parseMatcher(s)
+		if !ok {
+			return nil, fmt.Errorf("bad matcher %s", clip(s))
+		}
+		ms = append(ms, m)
+	}
+	return window.CompileSelector(key, ms)
 }
 
 // appendGroups writes an opGroups answer's body: the over flag, then each group sorted.

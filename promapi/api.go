@@ -75,6 +75,7 @@ func New(cfg Config) (*API, error) {
 	}
 	cfg = cfg.withDefaults()
 	a := &API{cfg: cfg, q: NewQueryable(cfg.Store, cfg.Now, cfg.MaxSeries), parser: parser.NewParser(parser.Options{})}
+	a.q.cluster = cfg.Cluster
 	a.engine = promql.NewEngine(promql.EngineOpts{
 		Logger: cfg.Logger, Reg: cfg.Registerer, MaxSamples: cfg.MaxSamples, Timeout: cfg.Timeout,
 		LookbackDelta: cfg.LookbackDelta, EnableAtModifier: true, EnableNegativeOffset: true,
@@ -123,7 +124,10 @@ func (a *API) serve(fn func(r *http.Request) ([]byte, []string, *apiError)) http
 			}
 		}
 		var warn []string
-		if a.cfg.Remote != nil {
+		note := &readNote{allow: r.Form.Get("partial") == "allow"}
+		if a.cfg.Cluster != nil {
+			r = r.WithContext(withNote(r.Context(), note))
+		} else if a.cfg.Remote != nil {
 			if missing := a.cfg.Remote(); len(missing) > 0 {
 				if r.Form.Get("partial") != "allow" {
 					writeError(w, &apiError{errUnavailable, fmt.Errorf("this instance holds part of the partitions: %d (%s) are other instances' and a PromQL query reads this instance's rings only; pass partial=allow for an answer over its own, with a warning naming the missing partitions", len(missing), partitions(missing))})
@@ -133,6 +137,13 @@ func (a *API) serve(fn func(r *http.Request) ([]byte, []string, *apiError)) http
 			}
 		}
 		data, more, aerr := fn(r)
+		if missing := note.partitions(); len(missing) > 0 {
+			if !note.allow {
+				writeError(w, &apiError{errUnavailable, &MissingError{Partitions: missing}})
+				return
+			}
+			warn = append(warn, "partial answer: partitions "+partitions(missing)+" were not read: their owners did not answer (partial=allow)")
+		}
 		if aerr != nil {
 			writeError(w, aerr)
 			return
@@ -360,7 +371,10 @@ func execError(err error) *apiError {
 		read     promql.ErrTooManySamplesRead
 		st       promql.ErrStorage
 	)
+	var missing *MissingError
 	switch {
+	case errors.As(err, &missing):
+		return &apiError{errUnavailable, missing}
 	case errors.As(err, &canceled), errors.Is(err, context.Canceled):
 		return &apiError{errCanceled, err}
 	case errors.As(err, &timeout), errors.Is(err, context.DeadlineExceeded):
@@ -507,6 +521,13 @@ func (a *API) metadata(r *http.Request) ([]byte, []string, *apiError) {
 	}
 	want := r.Form.Get("metric")
 	all := a.cfg.Store.Metrics()
+	if a.cfg.Cluster != nil {
+		var missing []int32
+		all, missing = a.cfg.Cluster.Metrics(r.Context())
+		if err := noteMissing(r.Context(), missing); err != nil {
+			return nil, nil, execError(err)
+		}
+	}
 	type entry struct {
 		name string
 		k    kind

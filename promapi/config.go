@@ -52,6 +52,11 @@ type Config struct {
 	// read part of the data: it answers 503 unless the request says partial=allow, and then
 	// carries a warning naming the missing partitions.
 	Remote func() []int32
+	// Cluster, when set, is how queries read every partition (cluster.Cluster): each
+	// selector's series come from this instance's store and its peers', and Remote is not
+	// asked. A partition no instance served answers 503 unavailable naming it, or with
+	// partial=allow a warning.
+	Cluster Cluster
 	// Registerer takes the engine's metrics (prometheus_engine_*); nil registers nothing.
 	Registerer prometheus.Registerer
 	// Logger logs failed queries; nil discards.

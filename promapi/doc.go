@@ -74,11 +74,28 @@
 // has at most 11,000 points, and so does a subquery (the engine steps a subquery's
 // selector without asking the context, so its steps are capped before it runs).
 //
-// Several instances: the rings of partitions another instance holds are not read by this
-// one (the per-slot read does not travel between instances yet). While Config.Remote lists
-// partitions, a request answers 503 unavailable naming them, or with partial=allow the
-// answer over this instance's own partitions with a warning naming the missing ones:
-// never silently partial.
+// Several instances (Config.Cluster, slide serve's cluster.Cluster): a query reads every
+// partition. Each Select, label listing and series listing reads its metric's series
+// through Cluster.VisitSlots, which asks every other owner, in parallel, for the live slots
+// of its selected series of the partitions it owns and has restored (the cluster's slot
+// read: the selector's matchers and the read's instant travel, each series' slots come
+// back with their sketch bins, signed as every peer answer), and hands them with this
+// instance's own. A series lives in one partition as a rule, so the owners' series are
+// disjoint; a series string two instances hold (a producer that spreads a key over
+// partitions) is merged slot by slot (counts and sums add, min and max compare, bins add),
+// so the samples equal one instance's holding every event (TestPromQLThroughTheCluster in
+// package cluster holds the JSON of quantiles, increases, ranges and listings byte for byte
+// to one store's). Metric names are every instance's too. The fan-out is bounded by
+// --peer-timeout and by the request's context. Slots after the query's end are not sent,
+// but every slot before its start is: a sample sums every slot of the retention before it.
+// A partition that no instance served (an owner down, hung past the timeout, restoring,
+// unauthenticated or answering garbage; a rebalance during the read) makes the request
+// answer 503 unavailable naming it, or with partial=allow the answer over the rest with a
+// warning naming the missing partitions: never silently partial (the read's missing
+// partitions travel in the request's context; a Querier used without the API fails its
+// Select with MissingError instead). Without Config.Cluster the store is read alone, and
+// while Config.Remote lists partitions a request answers 503 or, with partial=allow, warns
+// likewise.
 //
 // Cost: a query's Select visits the metric's series once under their shard locks
 // (window.Store.VisitSlots) and copies each selected series' slot buckets, read straight
@@ -91,4 +108,14 @@
 // about 7× /v1/top alone, which reads one kept aggregate a series; the rest is reading 30
 // slots' buckets a series. One sample a slot is what the series are; fewer samples would
 // be a different series, not a faster read of these.
+//
+// Beside Prometheus (BenchmarkQueryRangeVsPrometheus: a real Prometheus 2.42 backfilled by
+// promtool with the same hour of 1,000 series, 10 s apart, both asked over HTTP by one
+// client): a one-hour query_range at 10 s steps of sum by (key) (rate(M_count[1m])) takes
+// about 0.7× Prometheus' time, with equal answers point by point; with
+// histogram_quantile(0.95) by key beside it, 1.2× to 1.4× (3.5 s against 2.8 s), not the
+// issue's 1×. The quantile's cost is the engine's native histogram arithmetic (copy,
+// subtract, compact, add) on a couple of hundred schema-5 buckets a sample, against the 10
+// classic buckets Prometheus 2.42 is given (it cannot backfill native histograms): our
+// share of it, building the series, is about a tenth.
 package promapi

@@ -23,6 +23,7 @@ import (
 // querier's maxt), so every selector of one query sees the rings alike.
 type Queryable struct {
 	store     *window.Store
+	cluster   Cluster // nil: the store holds every partition
 	now       func() time.Time
 	maxSeries int
 }
@@ -44,16 +45,21 @@ const liveSkew = 5 * time.Second
 // Querier returns a querier of the samples in [mint, maxt] (ms).
 func (q *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
 	now := q.now().UnixMilli()
-	return &querier{q: q, mint: mint, maxt: maxt, now: min(now, maxt), live: maxt >= now-liveSkew.Milliseconds()}, nil
+	return &querier{q: q, mint: mint, maxt: maxt, wall: now, now: min(now, maxt), live: maxt >= now-liveSkew.Milliseconds()}, nil
 }
 
 type querier struct {
 	q          *Queryable
 	mint, maxt int64
 	now        int64
+	wall       int64        // the clock's now when the querier was made (now is at most it)
 	live       bool         // now is the clock's: the slot in progress shows at now
 	series     atomic.Int64 // series selected so far, against q.maxSeries
 	slabs      [][]sketch.BinCount
+
+	metricsOnce sync.Once // through a cluster: its metrics, asked once
+	metricNames []string
+	metricsErr  error
 }
 
 // Close hands the query's bucket slabs back for the next query: the engine closes its
@@ -77,12 +83,13 @@ type selection struct {
 	metrics []string
 	kinds   [][kindEnd]bool // per metric
 	sel     *window.Selector
-	none    bool // a matcher no series can satisfy
+	ms      []window.Matcher // sel's matchers, as a cluster read sends them
+	none    bool             // a matcher no series can satisfy
 }
 
 // selectionOf resolves matchers against the store's metrics. A name M_count, M_sum or M_max
 // that is itself a slide metric is that metric's histogram, not a derived series of M.
-func (q *querier) selectionOf(ms []*labels.Matcher) (selection, error) {
+func (q *querier) selectionOf(ctx context.Context, ms []*labels.Matcher) (selection, error) {
 	var names, rest []*labels.Matcher
 	for _, m := range ms {
 		if m.Name == labels.MetricName {
@@ -110,8 +117,11 @@ func (q *querier) selectionOf(ms []*labels.Matcher) (selection, error) {
 	if err != nil {
 		return s, err
 	}
-	s.sel = sel
-	all := q.q.store.Metrics()
+	s.sel, s.ms = sel, wms
+	all, err := q.metrics(ctx)
+	if err != nil {
+		return s, err
+	}
 	for _, m := range all {
 		var ks [kindEnd]bool
 		any := false
@@ -168,7 +178,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	if hints != nil {
 		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
 	}
-	s, err := q.selectionOf(ms)
+	s, err := q.selectionOf(ctx, ms)
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
@@ -184,7 +194,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		if ks[kindHistogram] {
 			b.slab = *slabPool.Get().(*[]sketch.BinCount)
 		}
-		q.q.store.VisitSlots(q.now, m, s.sel, stop, func(series string, cur int64, slots []window.SlotView) bool {
+		verr := q.visit(ctx, m, &s, stop, func(series string, cur int64, slots []window.SlotView) bool {
 			if len(slots) == 0 {
 				return true // an empty ring: nothing to show until it is evicted
 			}
@@ -210,6 +220,9 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		})
 		if b.slab != nil {
 			q.slabs = append(q.slabs, b.slab)
+		}
+		if err == nil {
+			err = verr
 		}
 		if err == nil {
 			err = ctx.Err()
@@ -239,13 +252,13 @@ func (*seriesSet) Warnings() annotations.Annotations { return nil }
 // eachLabelled calls fn with the label set (exposed name aside) of every series the matchers
 // select, name by name as Select would list them.
 func (q *querier) eachLabelled(ctx context.Context, ms []*labels.Matcher, fn func(name, series string)) error {
-	s, err := q.selectionOf(ms)
+	s, err := q.selectionOf(ctx, ms)
 	if err != nil || s.none {
 		return err
 	}
 	stop := stopper(ctx)
 	for i, m := range s.metrics {
-		q.q.store.VisitSlots(q.now, m, s.sel, stop, func(series string, _ int64, slots []window.SlotView) bool {
+		err := q.visit(ctx, m, &s, stop, func(series string, _ int64, slots []window.SlotView) bool {
 			if len(slots) == 0 {
 				return true
 			}
@@ -256,7 +269,10 @@ func (q *querier) eachLabelled(ctx context.Context, ms []*labels.Matcher, fn fun
 			}
 			return true
 		})
-		if err := ctx.Err(); err != nil {
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
 			return err
 		}
 	}

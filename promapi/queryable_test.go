@@ -151,3 +151,37 @@ func TestSelectNamesAndMatchers(t *testing.T) {
 		t.Errorf("errors_count: %v, want the one histogram of the metric errors_count", v)
 	}
 }
+
+// TestBucketsStayInTheirSlot: re-bucketed slots (ddsketch) whose buckets meet the previous
+// slot's or series' last bucket keep their own counts: every cumulative histogram's
+// buckets hold exactly its count (histogram_fraction over every value is 1), at each slot
+// end, for two series of one value a slot in the same bucket.
+func TestBucketsStayInTheirSlot(t *testing.T) {
+	now := t0.UnixMilli()
+	st, err := window.NewStore(window.StoreConfig{Now: func() int64 { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := window.FloorDiv(now, 10_000)
+	for i := cur - 29; i <= cur; i++ {
+		for _, key := range []string{"a", "b"} {
+			at := min(i*10_000+9_999, now)
+			if err := st.ObserveAt(at, window.Event{TS: min(i*10_000+1, now), Metric: "m", Key: key, Value: 100, Count: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	q := NewQueryable(st, func() time.Time { return t0 }, 0)
+	for i := cur - 29; i < cur; i++ {
+		at := time.UnixMilli((i + 1) * 10_000)
+		v := instant(t, q, `histogram_fraction(0, 1e9, m)`, at)
+		if len(v) != 2 {
+			t.Fatalf("at slot %d: %v", i, v)
+		}
+		for _, s := range v {
+			if s.F != 1 {
+				t.Errorf("at the end of slot %d, %s: buckets hold %g of the count, want 1", i, s.Metric, s.F)
+			}
+		}
+	}
+}

@@ -141,9 +141,10 @@ func (sh *shape) buckets(dst, tmp []sketch.BinCount, b sketch.Slot, neg bool) ([
 		return b.AppendBins(dst, neg), tmp
 	}
 	tmp = b.AppendBins(tmp[:0], neg)
+	start := len(dst) // dst holds earlier slots' and series' buckets: never add to those
 	for _, bc := range tmp {
 		k := sh.keyer.Key(sh.ix.Value(bc.Index))
-		if n := len(dst); n > 0 && dst[n-1].Index == k {
+		if n := len(dst); n > start && dst[n-1].Index == k {
 			dst[n-1].Count += bc.Count
 			continue
 		}

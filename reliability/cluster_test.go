@@ -119,6 +119,9 @@ func TestClusterAnswersAsOne(t *testing.T) {
 	checkAll(t, o, "5m", four...)
 	checkGlob(t, o, d)
 	checkQuota(t, d)
+	for _, s := range four {
+		checkPromCount(t, o, s)
+	}
 	t.Logf("slide-d joined: %d exact answers and %d 503s over %.1f s while ownership moved, never a wrong one; then all four exact", exact, unavailable, time.Since(joined).Seconds())
 
 	// A hung owner: reads fail (or flag) within the peer deadline, never hang.
@@ -137,6 +140,11 @@ func TestClusterAnswersAsOne(t *testing.T) {
 	}
 	if took > 3*time.Second {
 		t.Errorf("the 503 took %v; the peer deadline is 1s", took)
+	}
+	// PromQL too: 503 unavailable in Prometheus' shape, naming what slide-c holds.
+	code, body, err = proctest.Get(a.base + "/api/v1/query?query=" + url.QueryEscape("sum(increase(latency_ms_count[5m]))"))
+	if err != nil || code != 503 || !bytes.Contains(body, []byte(`"errorType":"unavailable"`)) || !bytes.Contains(body, []byte("were not read")) {
+		t.Fatalf("PromQL with slide-c stopped: %d %s %v, want 503 unavailable naming partitions", code, body, err)
 	}
 	var flagged struct {
 		Partial bool
@@ -180,6 +188,30 @@ func TestClusterAnswersAsOne(t *testing.T) {
 
 // exactOr503 reads three keys and the glob from s: each answer must be exact or a 503
 // (never a wrong count). It returns how many were exact and how many 503.
+// checkPromCount: PromQL through s reads every partition: the increase of latency_ms_count
+// over the retention, summed, is the oracle's count (exact at now: the package doc of
+// promapi says why).
+func checkPromCount(t *testing.T, o *oracle, s *slide) {
+	t.Helper()
+	var r struct {
+		Status string
+		Data   struct {
+			Result []struct {
+				Value [2]any
+			}
+		}
+	}
+	q := s.base + "/api/v1/query?query=" + url.QueryEscape("sum(increase(latency_ms_count[5m]))")
+	if err := proctest.GetJSON(q, &r); err != nil || len(r.Data.Result) != 1 {
+		t.Fatalf("%s: PromQL: %+v %v", s.Name, r, err)
+	}
+	got, want := fmt.Sprint(r.Data.Result[0].Value[1]), fmt.Sprint(o.count())
+	if got != want {
+		t.Errorf("%s: sum(increase(latency_ms_count[5m])) = %s, the oracle counts %s", s.Name, got, want)
+	}
+	t.Logf("%s: PromQL through the cluster counts %s events, the oracle %s", s.Name, got, want)
+}
+
 func exactOr503(t *testing.T, o *oracle, s *slide) (exact, unavailable int) {
 	t.Helper()
 	for _, key := range []string{"k-001", "k-017", "k-042", "k-*"} {

@@ -25,8 +25,18 @@ type SlotView struct {
 // It is the per-slot read of exporters that show a ring slot by slot (promapi: one sample
 // per slot end). Cost: one pass over each selected series' slots; nothing is decoded.
 func (s *Store) VisitSlots(now int64, metric string, sel *Selector, stop func() bool, fn func(series string, cur int64, slots []SlotView) bool) {
+	s.VisitSlotsIn(now, metric, sel, nil, stop, fn)
+}
+
+// VisitSlotsIn is VisitSlots of the series fed by the partitions part accepts (nil: every
+// series; a series fed by no partition has partition -1): a cluster member's read of the
+// partitions it serves.
+func (s *Store) VisitSlotsIn(now int64, metric string, sel *Selector, part func(p int32) bool, stop func() bool, fn func(series string, cur int64, slots []SlotView) bool) {
 	var views []SlotView
 	s.eachSelected(metric, sel, stop, func(se *series) bool {
+		if part != nil && !part(se.partition) {
+			return true
+		}
 		r := se.ring.view()
 		defer se.ring.release(r)
 		cur := r.at(now)

@@ -412,11 +412,12 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		p, _ := json.Marshal(consumer.Progress())
 		return fmt.Errorf("restoring windows from Kafka: %s", p)
 	}
-	// GET|POST /api/v1/…: PromQL on Prometheus' engine over this instance's rings; while
-	// other instances hold partitions it answers 503, or with partial=allow a warning.
+	// GET|POST /api/v1/…: PromQL on Prometheus' engine over every instance's rings (the
+	// cluster's slot read); a partition no instance served answers 503, or with
+	// partial=allow a warning.
 	// The engine's own metrics stay unregistered: prometheus_engine_query_duration_histogram_seconds
 	// fails promtool check metrics, and the route's requests are counted as route="promapi".
-	prom, err := promapi.New(promapi.Config{Store: store, Ready: ready, Remote: cl.Remote, Logger: log})
+	prom, err := promapi.New(promapi.Config{Store: store, Ready: ready, Cluster: cl, Logger: log})
 	if err != nil {
 		return err
 	}
