@@ -346,6 +346,12 @@ func (b *Backend) finish(r *limiter.BackendRequest, c *call, d *limiter.Decision
 	}
 	*d = c.res.d
 	d.Window, d.Policy = r.Policy.QuotaWindow(), r.Policy.Name
+	if cal := r.Policy.Calendar; cal != 0 {
+		// The period the owner counted in: its length at the decision's time (23 or 25 hours
+		// across a DST change), as a memory decision says it.
+		start, end := cal.Bounds(r.Policy.Location, r.Now.UnixNano())
+		d.Window = time.Duration(end - start)
+	}
 	return nil
 }
 
