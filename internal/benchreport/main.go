@@ -119,6 +119,8 @@ var goals = []goal{
 	{issue: "#29", what: "the same on the bare memory limiter, without the Service's part of a decision", ours: "BenchmarkLevelsStore/ours", anchor: "BenchmarkLevelsStore/anchor", unit: "cpu_ns/op", bound: 0, want: "stated"},
 	{issue: "#29", what: "Redis decision of a three-level fixed window (one script: three INCRBYs) vs a one-level one, one goroutine", ours: "BenchmarkLevelsRedis/ours", anchor: "BenchmarkLevelsRedis/anchor", bound: 2, want: "≤ 2×"},
 	{issue: "#29", what: "memory decision (Service) of a key listed in a plans file of 1,000 keys and 2 globs vs the same decision without plans", ours: "BenchmarkPlanLookup/ours", anchor: "BenchmarkPlanLookup/anchor", unit: "cpu_ns/op", bound: 1.3, want: "≤ +50 ns (the difference stated in ns with the ratio; +50 ns is 1.3× of a ~170 ns decision)"},
+	// #29: levels on usage rules.
+	{issue: "#29", what: "allowed decision of a three-level usage rule (sum over 1h; org and team each a merged read of their keys) vs a one-level one, same key, 300 series", ours: "BenchmarkRuleLevels/ours", anchor: "BenchmarkRuleLevels/anchor", bound: 3, want: "≤ 3×"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.
