@@ -84,6 +84,7 @@
 // sum, avg, min, max or rate. Key must be the default {key}, and the rule takes no max of its
 // own. A plan cannot set the max of a rule with levels (it has one max per level, a plan gives
 // a rule one): a plans file naming it is refused at load with its line (PlanRefusal).
+// Service.Quota (GET /v1/quota) lists every level's limit, used and remaining (CheckLevels).
 //
 // # Several instances
 //

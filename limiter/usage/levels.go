@@ -103,3 +103,27 @@ func (c *Checker) PlanRefusal() string {
 }
 
 var _ limiter.PlanRefuser = (*Checker)(nil)
+
+// CheckLevels decides key at every level of a rule with levels, org first, none stopping
+// the others: Service.Quota's levels (limiter.LevelChecker). A rule without levels has none.
+func (c *Checker) CheckLevels(ctx context.Context, key string, now time.Time) ([]limiter.Decision, []string, error) {
+	l := &c.rule.Levels
+	if l.N == 0 {
+		return nil, nil, nil
+	}
+	keys := l.Keys(key)
+	out := make([]limiter.Decision, len(keys))
+	for i, k := range keys {
+		d, err := c.checkTarget(ctx, target{key: k, under: i < l.N-1}, now, l.Max[i], limitOf(l.Max[i]))
+		if err != nil {
+			return nil, nil, err
+		}
+		if !d.Allowed {
+			d.Level = k
+		}
+		out[i] = d
+	}
+	return out, keys, nil
+}
+
+var _ limiter.LevelChecker = (*Checker)(nil)

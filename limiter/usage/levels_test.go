@@ -243,3 +243,32 @@ func TestRuleLevelsThroughTheCluster(t *testing.T) {
 		t.Fatalf("team-a's 510 of 500 (its users' 310, its own 200) is over: %+v, want denied at org-1/team-a", d)
 	}
 }
+
+// TestRuleLevelsQuota: GET /v1/quota's numbers for a rule with levels: the decision's, and
+// each level's limit, used and remaining, every level read even past one that is over.
+func TestRuleLevelsQuota(t *testing.T) {
+	st := newStore(t)
+	c := mustChecker(t, st, orgRule())
+	s, err := limiter.NewService(limiter.Config{Checkers: []limiter.Checker{c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observe(t, st, t0.Add(time.Minute), "cost", "org-1/team-a/user-7", 120, 1)
+	observe(t, st, t0.Add(time.Minute), "cost", "org-1/team-a/user-8", 300, 1)
+	observe(t, st, t0.Add(time.Minute), "cost", "org-1/team-b/user-1", 700, 1)
+	q, err := s.Quota(context.Background(), "org-quota", "org-1/team-a/user-7", t0.Add(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []limiter.LevelQuota{{Level: "org-1", Limit: 1000, Used: 1000}, {Level: "org-1/team-a", Limit: 500, Used: 420, Remaining: 80},
+		{Level: "org-1/team-a/user-7", Limit: 200, Used: 120, Remaining: 80}}
+	if q.Limit != 1000 || q.Remaining != 0 || len(q.Levels) != len(want) {
+		t.Fatalf("quota %+v; want the org's denial (limit 1000, none left) and three levels", q)
+	}
+	for i, w := range want {
+		g := q.Levels[i]
+		if g.Level != w.Level || g.Limit != w.Limit || g.Used != w.Used || g.Remaining != w.Remaining || !g.Reset.After(t0) {
+			t.Errorf("level %d: %+v, want %+v", i, g, w)
+		}
+	}
+}
