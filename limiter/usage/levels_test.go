@@ -272,3 +272,41 @@ func TestRuleLevelsQuota(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleLevelsWithMatch: a rule with levels and match: reads at each level only the
+// series its matchers select, compared by their key label: the org's /pay cost, not its
+// /search cost.
+func TestRuleLevelsWithMatch(t *testing.T) {
+	st := newStore(t)
+	series := func(key, route string) string {
+		b, err := window.AppendSeries(nil, key, []window.Label{{Name: "route", Value: route}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	r := orgRule()
+	r.Match = `route="/pay"`
+	c := mustChecker(t, st, r)
+	observe(t, st, t0, "cost", series("org-1/team-a/user-1", "/pay"), 190, 1)
+	observe(t, st, t0, "cost", series("org-1/team-b/user-1", "/pay"), 190, 1)
+	observe(t, st, t0, "cost", series("org-1/team-c/user-1", "/search"), 5000, 1)
+	observe(t, st, t0, "cost", "org-1/team-d/user-1", 5000, 1)
+	now := t0.Add(time.Second)
+	per, keys, err := c.CheckLevels(context.Background(), "org-1/team-a/user-1", now)
+	if err != nil || len(per) != 3 || keys[1] != "org-1/team-a" {
+		t.Fatalf("levels %+v %v %v", per, keys, err)
+	}
+	for i, left := range []int64{620, 310, 10} { // only /pay counts: 380, 190, 190
+		if !per[i].Allowed || per[i].Remaining != left {
+			t.Errorf("level %s: %+v, want allowed with %d left", keys[i], per[i], left)
+		}
+	}
+	observe(t, st, now, "cost", series("org-1/team-c/user-1", "/pay"), 190, 1)
+	observe(t, st, now, "cost", series("org-1/team-d/user-1", "/pay"), 190, 1)
+	observe(t, st, now, "cost", series("org-1/team-e/user-1", "/pay"), 190, 1)
+	observe(t, st, now, "cost", series("org-1/team-f/user-1", "/pay"), 190, 1)
+	if d := check(t, c, "org-1/team-a/user-2", now.Add(time.Second)); d.Allowed || d.Level != "org-1" {
+		t.Fatalf("the org's /pay at 950 + 190: %+v, want denied at org-1 (the /search 10000 never counted)", d)
+	}
+}
