@@ -232,7 +232,7 @@ func (c *Checker) readVia(ctx context.Context, now int64, t target, n int64, qs 
 func (c *Checker) readLocal(now int64, t target, w time.Duration, qs []float64) (window.Agg, error) {
 	series := t.key
 	if t.under {
-		return c.store.ReadMerged(now, c.rule.Metric, func(k string) bool { return c.selectsUnder(series, k) }, w, qs)
+		return c.readUnderLocal(now, series, w)
 	}
 	if c.store.LabelledSeries(c.rule.Metric) == 0 {
 		// No series of the metric has labels: a key is one series and a glob matches keys,

@@ -43,11 +43,28 @@ func (c *Checker) checkLevels(ctx context.Context, key string, now time.Time) (l
 // is prefix or starts with prefix + separator (what the glob prefix/* matches), and, with
 // Match, the rule's matchers accept k.
 func (c *Checker) selectsUnder(prefix, k string) bool {
+	if !strings.HasPrefix(k, prefix) {
+		return false // the series string starts with its key: most series end here, unsplit
+	}
 	kk := window.SeriesKeyOf(k)
 	if kk != prefix && !(strings.HasPrefix(kk, prefix) && strings.HasPrefix(kk[len(prefix):], c.rule.Levels.Separator)) {
 		return false
 	}
 	return c.sel == nil || c.sel.Match(k)
+}
+
+// readUnderLocal reads a level's prefix from the store: every series selectsUnder takes,
+// folded without their sketch bins (a rule with levels reads no quantile), which is most of
+// a merged read's cost.
+func (c *Checker) readUnderLocal(now int64, prefix string, w time.Duration) (window.Agg, error) {
+	p := window.Partial{NoBins: true}
+	if err := c.store.MergePartial(now, c.rule.Metric, func(k string, _ int32) bool { return c.selectsUnder(prefix, k) }, w, &p); err != nil {
+		return window.Agg{}, err
+	}
+	if p.Series == 0 {
+		return window.Agg{}, window.ErrNotFound
+	}
+	return p.Agg(c.store.Indexer(c.rule.Metric), nil), nil
 }
 
 // readUnder reads a level's prefix through the cluster Reader: the prefix's own key and
