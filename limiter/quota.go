@@ -32,6 +32,13 @@ type LevelQuota struct {
 	Reset     time.Time
 }
 
+// LevelChecker is a Checker with levels (a usage rule's): Service.Quota asks it for each
+// level's decision and key, org first.
+type LevelChecker interface {
+	Checker
+	CheckLevels(ctx context.Context, key string, now time.Time) ([]Decision, []string, error)
+}
+
 // LevelPeeker is a Backend that can report each level of a policy with levels
 // (redislimit.Backend): Service.Quota asks it for a Redis policy's levels.
 type LevelPeeker interface {
@@ -51,13 +58,18 @@ func (s *Service) Quota(ctx context.Context, policy, key string, now time.Time) 
 	q.Used = max(q.Limit-q.Remaining, 0)
 	p, _, isPolicy := s.EffectivePolicy(policy, key)
 	q.Reset = resetAt(&p, isPolicy, now, d)
-	if !isPolicy || p.Levels.N == 0 {
-		return q, nil
-	}
 	var per []Decision
 	var keys []string
 	rt := s.byName[policy]
-	if p.Backend == BackendMemory {
+	lc, isLC := rt.checker.(LevelChecker)
+	switch {
+	case !isPolicy && isLC:
+		if per, keys, err = lc.CheckLevels(ctx, key, now); err != nil {
+			return q, fmt.Errorf("rule %q: %w", policy, err)
+		}
+	case !isPolicy || p.Levels.N == 0:
+		return q, nil
+	case p.Backend == BackendMemory:
 		var perBuf [MaxLevels]Decision
 		var keyBuf [MaxLevels]string
 		pr := newParams(&p)
@@ -67,7 +79,7 @@ func (s *Service) Quota(ctx context.Context, policy, key string, now time.Time) 
 		}
 		n := len(p.Levels.LevelKeys(key))
 		per, keys = perBuf[:n], keyBuf[:n]
-	} else {
+	default:
 		lp, ok := s.redis.(LevelPeeker)
 		if !ok {
 			return q, nil
@@ -79,7 +91,7 @@ func (s *Service) Quota(ctx context.Context, policy, key string, now time.Time) 
 	for i := range per {
 		lq := LevelQuota{Level: keys[i], Limit: per[i].Limit, Remaining: per[i].Remaining}
 		lq.Used = max(lq.Limit-lq.Remaining, 0)
-		lq.Reset = resetAt(&p, true, now, per[i])
+		lq.Reset = resetAt(&p, isPolicy, now, per[i])
 		q.Levels = append(q.Levels, lq)
 	}
 	return q, nil

@@ -17,6 +17,14 @@ type PlanChecker interface {
 	CheckMax(ctx context.Context, key string, now time.Time, cost int64, max float64) (Decision, error)
 }
 
+// PlanRefuser is a PlanChecker that may refuse every plan: SetPlans refuses a plan naming
+// it with PlanRefusal's reason when that is not "" (a usage rule with levels, whose one max
+// per level a plan's one max cannot give).
+type PlanRefuser interface {
+	PlanChecker
+	PlanRefusal() string
+}
+
 // planTable is the Service's plans as it decides with them: the Plans, each plan's
 // numbers resolved per running policy, and the keys' plans set by SetKeyPlans (the
 // plans topic), which win over the file's.
@@ -132,6 +140,10 @@ func (s *Service) setPlans(ps *Plans) error {
 			if rt.checker != nil {
 				if _, ok := rt.checker.(PlanChecker); !ok || !l.HasMax || len(l.fields) != 1 {
 					errs = append(errs, &PlanError{Source: l.Source, Msg: fmt.Sprintf("plan %q: %q is a usage rule: give it max only", ps.names[j], name)})
+					continue
+				}
+				if pr, ok := rt.checker.(PlanRefuser); ok && pr.PlanRefusal() != "" {
+					errs = append(errs, &PlanError{Source: l.Source, Msg: fmt.Sprintf("plan %q: %s", ps.names[j], pr.PlanRefusal())})
 					continue
 				}
 				t.over[j][rt.idx] = &override{max: l.Max}

@@ -121,6 +121,8 @@ var goals = []goal{
 	{issue: "#29", what: "memory decision (Service) of a key listed in a plans file of 1,000 keys and 2 globs vs the same decision without plans", ours: "BenchmarkPlanLookup/ours", anchor: "BenchmarkPlanLookup/anchor", unit: "cpu_ns/op", bound: 1.3, want: "≤ +50 ns (the difference stated in ns with the ratio; +50 ns is 1.3× of a ~170 ns decision)"},
 	// #28 (r8-promcluster): a one-hour query_range beside a real Prometheus 2.42 holding the same hour.
 	{issue: "#28", what: "one-hour query_range at 10 s steps over 1,000 series (sum by (key) of rate of _count, and histogram_quantile(0.95) by key: native buckets here, classic in Prometheus) over HTTP vs Prometheus 2.42 backfilled with the same events", ours: "BenchmarkQueryRangeVsPrometheus/ours", anchor: "BenchmarkQueryRangeVsPrometheus/anchor", bound: 1, want: "≤ 1× Prometheus"},
+	// #29: levels on usage rules.
+	{issue: "#29", what: "allowed decision of a three-level usage rule (sum over 1h; org and team each a merged read of their keys) vs a one-level one, same key, 300 series", ours: "BenchmarkRuleLevels/ours", anchor: "BenchmarkRuleLevels/anchor", bound: 3, want: "≤ 3×"},
 }
 
 // result is one benchmark's metrics by unit: the median over the rounds (runs) in the input.

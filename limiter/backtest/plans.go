@@ -42,6 +42,10 @@ func (r *Replayer) setPlans() error {
 					errs = append(errs, &limiter.PlanError{Source: l.Source, Msg: fmt.Sprintf("plan %q: %q is a usage rule: give it max only", plan, name)})
 					continue
 				}
+				if pr, ok := run.check.(limiter.PlanRefuser); ok && pr.PlanRefusal() != "" {
+					errs = append(errs, &limiter.PlanError{Source: l.Source, Msg: fmt.Sprintf("plan %q: %s", plan, pr.PlanRefusal())})
+					continue
+				}
 				run.plans[plan] = planRun{max: l.Max, hasMax: true}
 				continue
 			}

@@ -138,6 +138,9 @@ func limitOf(max float64) int64 {
 // CheckMax is Check with bound in place of the rule's Max: a key's plan
 // (limiter.PlanChecker).
 func (c *Checker) CheckMax(ctx context.Context, key string, now time.Time, _ int64, bound float64) (limiter.Decision, error) {
+	if c.rule.Levels.N > 0 {
+		return limiter.Decision{}, fmt.Errorf("rule %s has levels: a plan cannot set its max (PlanRefusal)", c.rule.Name)
+	}
 	return c.check(ctx, key, now, bound, limitOf(bound))
 }
 
@@ -177,16 +180,28 @@ func (c *Checker) seriesKey(key string) string {
 	return c.keyPrefix + key + c.keySuffix
 }
 
+// target is what one read of a decision reads: the series key (exact or a glob), or, with
+// under, a level's prefix: its own key and every key under prefix + separator, merged.
+type target struct {
+	key   string
+	under bool
+}
+
 // read aggregates the newest n slots of the rule's series at now.
-func (c *Checker) read(now int64, series string, n int64, qs []float64) (window.Agg, error) {
-	a, _, err := c.readVia(context.Background(), now, series, n, qs, nil)
+func (c *Checker) read(now int64, t target, n int64, qs []float64) (window.Agg, error) {
+	a, _, err := c.readVia(context.Background(), now, t, n, qs, nil)
 	return a, err
 }
 
 // readVia is read through the Reader when this instance does not hold every partition;
 // st (when not nil) records staleness and missing partitions.
-func (c *Checker) readVia(ctx context.Context, now int64, series string, n int64, qs []float64, st *readState) (window.Agg, bool, error) {
+func (c *Checker) readVia(ctx context.Context, now int64, t target, n int64, qs []float64, st *readState) (window.Agg, bool, error) {
 	w := time.Duration(n*c.width) * time.Millisecond
+	if t.under && c.reader != nil && !c.reader.Local() {
+		a, err := c.readUnder(ctx, now, t.key, n, qs, st)
+		return a, true, err
+	}
+	series := t.key
 	if c.reader != nil && !c.reader.Local() {
 		var a window.Agg
 		var stale int64
@@ -210,11 +225,15 @@ func (c *Checker) readVia(ctx context.Context, now int64, series string, n int64
 		}
 		return a, true, err
 	}
-	a, err := c.readLocal(now, series, w, qs)
+	a, err := c.readLocal(now, t, w, qs)
 	return a, false, err
 }
 
-func (c *Checker) readLocal(now int64, series string, w time.Duration, qs []float64) (window.Agg, error) {
+func (c *Checker) readLocal(now int64, t target, w time.Duration, qs []float64) (window.Agg, error) {
+	series := t.key
+	if t.under {
+		return c.readUnderLocal(now, series, w)
+	}
 	if c.store.LabelledSeries(c.rule.Metric) == 0 {
 		// No series of the metric has labels: a key is one series and a glob matches keys,
 		// so ReadKey (one lookup for a key) reads what the key label would select.
@@ -280,8 +299,16 @@ func (c *Checker) Check(ctx context.Context, key string, now time.Time, _ int64)
 }
 
 func (c *Checker) check(ctx context.Context, key string, now time.Time, bound float64, limit int64) (limiter.Decision, error) {
+	if c.rule.Levels.N > 0 {
+		return c.checkLevels(ctx, key, now)
+	}
+	return c.checkTarget(ctx, target{key: c.seriesKey(key)}, now, bound, limit)
+}
+
+// checkTarget decides one read: the rule's series for a key, or one level's.
+func (c *Checker) checkTarget(ctx context.Context, t target, now time.Time, bound float64, limit int64) (limiter.Decision, error) {
 	nowMs := now.UnixMilli()
-	series := c.seriesKey(key)
+	series := t.key
 	d := limiter.Decision{Allowed: true, Limit: limit, Remaining: limit, Window: c.rule.Window, Policy: c.rule.Name}
 	n, reset := c.slots, time.Duration(0)
 	if c.rule.Calendar != window.CalendarNone {
@@ -289,7 +316,7 @@ func (c *Checker) check(ctx context.Context, key string, now time.Time, bound fl
 		d.ResetAfter = reset
 	}
 	var st readState
-	a, _, err := c.readVia(ctx, nowMs, series, n, c.qs, &st)
+	a, _, err := c.readVia(ctx, nowMs, t, n, c.qs, &st)
 	d.Remote, d.Stale = st.remote, time.Duration(st.staleMs)*time.Millisecond
 	if len(st.missing) > 0 && (err == nil || errors.Is(err, window.ErrNotFound)) {
 		if err == nil && c.lowerBound(a) && c.value(a, nowMs) > bound {
@@ -297,7 +324,7 @@ func (c *Checker) check(ctx context.Context, key string, now time.Time, bound fl
 			// a non-negative sum or a max, so deny (flagged) whatever on_unavailable says.
 			c.reader.Unavailable("usage_denied_anyway")
 			d.Degraded = true
-			d, err = c.deny(d, nowMs, series, a, reset, bound)
+			d, err = c.deny(d, nowMs, t, a, reset, bound)
 			return d, err
 		}
 		if c.rule.OnUnavailable == UnavailableClosed {
@@ -324,7 +351,7 @@ func (c *Checker) check(ctx context.Context, key string, now time.Time, bound fl
 	if !(v > bound) {
 		return d, nil
 	}
-	return c.deny(d, nowMs, series, a, reset, bound)
+	return c.deny(d, nowMs, t, a, reset, bound)
 }
 
 // period is a Calendar rule's window at now: the slots from the one holding the period's
@@ -340,7 +367,7 @@ func (c *Checker) period(now time.Time) (n int64, reset, length time.Duration) {
 // deny turns d into the denial of a window read as a, with its RetryAfter. reset, when not
 // 0, is a Calendar rule's time to the next boundary, when the whole window resets: the
 // denial lifts then, exactly.
-func (c *Checker) deny(d limiter.Decision, nowMs int64, series string, a window.Agg, reset time.Duration, bound float64) (limiter.Decision, error) {
+func (c *Checker) deny(d limiter.Decision, nowMs int64, t target, a window.Agg, reset time.Duration, bound float64) (limiter.Decision, error) {
 	if reset > 0 {
 		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = false, 0, reset, reset
 		return d, nil
@@ -350,8 +377,8 @@ func (c *Checker) deny(d limiter.Decision, nowMs int64, series string, a window.
 		d.ResetAfter = max(d.ResetAfter, c.after(a, nowMs, 0))
 	}
 	d.Allowed, d.Remaining = false, 0
-	if d.RetryAfter, err = c.retryAfter(nowMs, series, a, bound); err != nil {
-		return limiter.Decision{}, fmt.Errorf("reading %s of %q: %w", c.rule.Metric, series, err)
+	if d.RetryAfter, err = c.retryAfter(nowMs, t, a, bound); err != nil {
+		return limiter.Decision{}, fmt.Errorf("reading %s of %q: %w", c.rule.Metric, t.key, err)
 	}
 	d.ResetAfter = max(d.ResetAfter, d.RetryAfter)
 	return d, nil
@@ -380,13 +407,14 @@ func (c *Checker) after(a window.Agg, now, j int64) time.Duration {
 // that holds every partition it reads the window once, slot by slot (window's per-slot
 // history, Store.ReadRangeAt with a one-slot window and step), and answers every j from
 // that; through a cluster Reader it reads the newest j slots for each j asked.
-func (c *Checker) newestReader(now int64, series string) (func(j int64) (window.Agg, error), error) {
+func (c *Checker) newestReader(now int64, t target) (func(j int64) (window.Agg, error), error) {
 	if c.reader != nil && !c.reader.Local() || c.tiered {
 		// Through the cluster, or a window reaching into the tiers, whose slots the per-slot
 		// history does not have: a read of the newest j slots each time, which rounds out to
 		// whole tier slots, so RetryAfter errs late, never early.
-		return func(j int64) (window.Agg, error) { return c.read(now, series, j, nil) }, nil
+		return func(j int64) (window.Agg, error) { return c.read(now, t, j, nil) }, nil
 	}
+	series := t.key
 	slot := time.Duration(c.width) * time.Millisecond
 	var hist []window.Agg
 	var err error
@@ -394,6 +422,8 @@ func (c *Checker) newestReader(now int64, series string) (func(j int64) (window.
 	// (one lookup for a key), else a merged read that compares the key label.
 	plain := c.store.LabelledSeries(c.rule.Metric) == 0
 	switch {
+	case t.under:
+		hist, err = c.store.ReadRangeMerged(now, c.rule.Metric, func(k string) bool { return c.selectsUnder(series, k) }, slot, slot, nil)
 	case plain && c.sel == nil:
 		hist, err = c.store.ReadRangeKey(now, c.rule.Metric, series, slot, slot, nil, nil)
 	case plain && !window.IsKeyPattern(series):
@@ -425,9 +455,9 @@ func (c *Checker) newestReader(now int64, series string) (func(j int64) (window.
 }
 
 // retryAfter finds when a denial can lift; see Check.
-func (c *Checker) retryAfter(now int64, series string, a window.Agg, max float64) (time.Duration, error) {
+func (c *Checker) retryAfter(now int64, t target, a window.Agg, max float64) (time.Duration, error) {
 	k := c.slots
-	read, err := c.newestReader(now, series)
+	read, err := c.newestReader(now, t)
 	if err != nil {
 		return 0, err
 	}

@@ -64,6 +64,28 @@
 // other than UTC some hours of the previous month count (5 in New York, 18.5 in Kolkata); give
 // the metric hour slots that cover a month (cost=1m:60+1h:768) where that matters.
 //
+// # Levels
+//
+// levels: (Rule.Levels, issue #29) bounds every level of a key, as a policy's levels do:
+//
+//	rules:
+//	  - {name: org-tokens, metric: tokens, agg: sum, window: calendar_month, levels: {separator: "/", max: [50000, 20000, 5000]}}
+//
+// For org-1/team-a/user-7 the rule reads org-1 (the series of org-1 and of every key under
+// org-1/, merged), org-1/team-a (likewise) and org-1/team-a/user-7 (the key itself: the last
+// level holds the rest of the key, separators and all), and denies at the first from the top
+// whose aggregate is over its max, with Decision.Level its key ("level":"org-1/team-a") and
+// that level's RetryAfter as above; allowed, the decision is the level nearest its max (the
+// smallest Remaining). A key with fewer parts is checked at the levels it has, each over its
+// whole prefix: org-1/team-a against the team's max and the team's total. Each level above the
+// last is a merged read, a scan of the metric's series as a glob key's is, so the rule costs
+// about that many glob reads. Through the cluster a level is read as two keys, the prefix and
+// prefix/*, merged here; quantiles do not merge that way, so a rule with levels takes count,
+// sum, avg, min, max or rate. Key must be the default {key}, and the rule takes no max of its
+// own. A plan cannot set the max of a rule with levels (it has one max per level, a plan gives
+// a rule one): a plans file naming it is refused at load with its line (PlanRefusal).
+// Service.Quota (GET /v1/quota) lists every level's limit, used and remaining (CheckLevels).
+//
 // # Several instances
 //
 // When other instances of the consumer group own part of the topic, SetReader makes the

@@ -127,10 +127,64 @@ type Rule struct {
 	// denied (Degraded) in either mode, counted as caller="usage_denied_anyway": the
 	// missing part can only add to it.
 	OnUnavailable string
+	// Levels, when it has any (N > 0), splits the request's key and bounds each level with
+	// its own max instead of Max, which is then 0: see RuleLevels. Key must be "{key}".
+	Levels RuleLevels
 	// Source is "file:line" of the rule in its file, set by ParseRules.
 	Source string
 
 	loc *time.Location // Timezone, loaded by Validate
+}
+
+// RuleLevels bounds every level of a key, as limiter.Levels charges them (issue #29): with
+// Separator "/" and Max [50000, 20000, 5000], a request of org-1/team-a/user-7 is denied
+// while the aggregate of org-1 is over 50000, that of org-1/team-a over 20000 or that of
+// org-1/team-a/user-7 over 5000, the first of them from the top named in the decision
+// (Decision.Level). A level above the last reads its prefix's series and every series
+// under it (org-1 and org-1/*, merged); the last level reads the request's key, which
+// holds the rest of the key, separators and all (limiter.Levels.LevelKeys). A key with
+// fewer parts is checked at the levels it has: org-1/team-a against 50000 over org-1's
+// series and 20000 over the team's.
+//
+//	levels: {separator: "/", max: [50000, 20000, 5000]}
+type RuleLevels struct {
+	Separator string
+	Max       [limiter.MaxLevels]float64
+	N         int // levels in use: Max[:N]
+}
+
+// Keys returns the keys of key's levels, the org's first.
+func (l *RuleLevels) Keys(key string) []string {
+	ll := limiter.Levels{Separator: l.Separator, N: l.N}
+	return ll.LevelKeys(key)
+}
+
+func (l *RuleLevels) validate(r *Rule) string {
+	switch {
+	case l.N < 1 || l.N > limiter.MaxLevels:
+		return fmt.Sprintf("max: want a list of 1 to %d maxima, one per level", limiter.MaxLevels)
+	case l.Separator == "" || len(l.Separator) > 4 || !limiter.ValidateLevelSeparator(l.Separator):
+		return "separator must be 1 to 4 printable characters, such as \"/\""
+	case r.Max != 0:
+		return "a rule with levels takes no max: each level has its own (levels: {max: [...]})"
+	case r.Key != "" && r.Key != KeyPlaceholder:
+		return fmt.Sprintf("split the request's key: key must be %s (the default), not %q", KeyPlaceholder, r.Key)
+	case r.Agg.Kind == KindQuantile:
+		// A level's series are read as two keys through the cluster (the prefix and
+		// prefix/*); their counts, sums, minima and maxima merge, their quantiles do not.
+		return fmt.Sprintf("take count, sum, avg, min, max or rate, not a quantile (%s): a level's series cannot be merged into one quantile across instances", r.Agg)
+	}
+	for i, v := range l.Max[:l.N] {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Sprintf("max %v of level %d must be a finite number above 0", v, i+1)
+		}
+	}
+	for _, v := range l.Max[l.N:] {
+		if v != 0 {
+			return "max beyond N must be 0"
+		}
+	}
+	return ""
 }
 
 // OnUnavailable modes.
@@ -168,6 +222,11 @@ func (r *Rule) Validate() error {
 	case strings.Count(r.Key, KeyPlaceholder) > 1:
 		return bad("key", "%q: the placeholder %s may appear once", r.Key, KeyPlaceholder)
 	}
+	if r.Levels != (RuleLevels{}) {
+		if msg := r.Levels.validate(r); msg != "" {
+			return bad("levels", "%s", msg)
+		}
+	}
 	if _, err := ParseMatch(r.Match); err != nil {
 		return bad("match", "%s", strings.TrimPrefix(err.Error(), "window: "))
 	}
@@ -197,7 +256,7 @@ func loadZone(name string) (*time.Location, error) {
 }
 
 // ruleFields are the keys a rule may have in the policy file.
-var ruleFields = []string{"name", "metric", "agg", "window", "timezone", "max", "key", "match", "on_unavailable"}
+var ruleFields = []string{"name", "metric", "agg", "window", "timezone", "max", "key", "match", "on_unavailable", "levels"}
 
 // ParseRules reads the top-level "rules" list of a policy file (YAML); every other
 // top-level key (the limiter's "policies") is left to its own parser. source names the file
@@ -356,6 +415,22 @@ func parseRule(n *yaml.Node, source string) (Rule, error) {
 	if err != nil {
 		return r, err
 	}
+	if lv := vals["levels"]; lv != nil {
+		if msg := parseLevels(lv, &r.Levels); msg != "" {
+			return r, &RuleError{Source: at(source, lv), Rule: r.Name, Field: "levels", Msg: msg}
+		}
+		if mx != "" {
+			return r, bad("max", "a rule with levels takes no max: each level has its own (levels: {max: [...]})")
+		}
+		if err := r.Validate(); err != nil {
+			var re *RuleError
+			if errors.As(err, &re) && re.Field == "levels" {
+				re.Source = at(source, lv)
+			}
+			return r, err
+		}
+		return r, nil
+	}
 	if mx == "" {
 		return r, bad("max", "required")
 	}
@@ -363,6 +438,48 @@ func parseRule(n *yaml.Node, source string) (Rule, error) {
 		return r, bad("max", "%q is not a number", mx)
 	}
 	return r, r.Validate()
+}
+
+// parseLevels reads {separator: "/", max: [50000, 20000, 5000]} into l, or says what is
+// wrong; as limiter's policies read theirs, with max: for limits: (a separator left out
+// is "/"; one given empty is refused by Validate).
+func parseLevels(v *yaml.Node, l *RuleLevels) string {
+	const want = `want {separator: "/", max: [50000, 20000, 5000]}`
+	if v.Kind != yaml.MappingNode {
+		return want
+	}
+	sep := false
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, x := v.Content[i], v.Content[i+1]
+		switch k.Value {
+		case "separator":
+			if x.Kind != yaml.ScalarNode {
+				return "separator: " + want
+			}
+			l.Separator, sep = x.Value, true
+		case "max":
+			if x.Kind != yaml.SequenceNode || len(x.Content) == 0 || len(x.Content) > limiter.MaxLevels {
+				return fmt.Sprintf("max: want a list of 1 to %d maxima, one per level", limiter.MaxLevels)
+			}
+			for j, e := range x.Content {
+				f, err := strconv.ParseFloat(e.Value, 64)
+				if err != nil || e.Kind != yaml.ScalarNode || e.Tag == "!!str" {
+					return fmt.Sprintf("max: level %d: must be a number, not %q", j+1, limiter.ClipName(e.Value))
+				}
+				l.Max[j] = f
+			}
+			l.N = len(x.Content)
+		default:
+			return fmt.Sprintf("unknown field %q; %s", limiter.ClipName(k.Value), want)
+		}
+	}
+	if l.N == 0 {
+		return "max: missing; " + want
+	}
+	if !sep {
+		l.Separator = "/"
+	}
+	return ""
 }
 
 func contains(list []string, s string) bool {

@@ -93,6 +93,10 @@ func TestAggRoundTrip(t *testing.T) {
 
 // formatRule writes r as a policy-file rule; ParseRules must read it back unchanged.
 func formatRule(r usage.Rule) string {
+	if r.Levels.N > 0 {
+		return fmt.Sprintf("rules:\n  - {name: %q, metric: %q, agg: %q, window: %q, key: %q, levels: {separator: %q, max: %v}}\n",
+			r.Name, r.Metric, r.Agg.String(), r.Window.String(), r.Key, r.Levels.Separator, strings.ReplaceAll(fmt.Sprint(r.Levels.Max[:r.Levels.N]), " ", ", "))
+	}
 	return fmt.Sprintf("rules:\n  - {name: %q, metric: %q, agg: %q, window: %q, max: %v, key: %q}\n",
 		r.Name, r.Metric, r.Agg.String(), r.Window.String(), r.Max, r.Key)
 }
@@ -103,6 +107,7 @@ func FuzzParseRules(f *testing.F) {
 	f.Add([]byte(policyFile))
 	f.Add([]byte("rules:\n  - {name: q, metric: cost, agg: p99.9, window: 90s, max: -3.5, key: \"{key}/x\"}\n"))
 	f.Add([]byte("rules: [{name: a, metric: b, agg: rate, window: 1m, max: 1e9}]"))
+	f.Add([]byte("rules:\n  - {name: q, metric: cost, agg: sum, window: 1h, levels: {separator: \"::\", max: [5e4, 2.5, 1]}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rules, err := usage.ParseRules(data, "f.yaml")
 		if err != nil {
