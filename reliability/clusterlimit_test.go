@@ -380,7 +380,8 @@ func TestLimitInstanceJoins(t *testing.T) {
 // address a second later (`slide broker` keeps its log in memory: the group, its
 // generations and the checkpoint topic are gone). Owners keep deciding from memory while
 // the broker is away (a decision needs no broker), the group forms again, and the limit
-// holds within what the new generation's handovers can lose.
+// holds within one limit more: 0 when the key keeps its owner, up to a fresh window's worth
+// when the new group moves it (the checkpoints went with the log).
 func TestLimitBrokerRestarts(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -438,8 +439,12 @@ func TestLimitBrokerRestarts(t *testing.T) {
 	if during == 0 {
 		t.Error("no decision was taken while the broker was down: a decision must not need the broker")
 	}
-	if beyond > lastSecond {
-		t.Errorf("%d allowed beyond the limit of %d; a handover loses at most the last interval's %d", beyond, limitQuota, lastSecond)
+	// The broker came back without its log, and the checkpoints were in it. When the key keeps
+	// its owner nothing is lost (its memory holds the count); when the new group hands it to
+	// another instance, that owner starts the window afresh: at most one limit more, never
+	// more than that (a second handover in the same window would need a second loss).
+	if beyond > limitQuota {
+		t.Errorf("%d allowed beyond the limit of %d; a broker restarted empty loses at most one limit (the new owner's fresh window)", beyond, limitQuota)
 	}
 	t.Logf("broker SIGKILLed and restarted empty: %d decisions, %d taken while it was down; %d allowed in all (limit %d): %d beyond it (%d allowed in the last second before the kill); %d answered by on_backend_error (503); group whole again %.1f s after the restart",
 		len(ds), during, allowed, limitQuota, beyond, lastSecond, failed, time.Since(restarted).Seconds()-1)
