@@ -49,7 +49,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	case policies == "":
 		return usageErr("missing --policies FILE")
 	case format != "text" && format != "json":
-		return usageErr("--format %q: want text or json", format)
+		return flagErrorf(fs, "format", "want text or json") // SLIDE_FORMAT=... when it came from there
 	case cfg.TopKeys < 0 || cfg.Bucket < time.Millisecond:
 		return usageErr("--top must be ≥ 0 and --bucket ≥ 1ms")
 	}

@@ -56,7 +56,7 @@ policy log (sliding_log 100/1m0s): 200 requests, 100 allowed, 100 denied
 	}{
 		{"", []string{"-"}, 2, "missing --policies FILE"},
 		{"", []string{"--policies", pol}, 2, "missing REQUESTS"},
-		{"", []string{"--policies", pol, "--format", "xml", "-"}, 2, `--format "xml"`},
+		{"", []string{"--policies", pol, "--format", "xml", "-"}, 2, `--format xml: want text or json`},
 		{"ts,key\n2000,a\n1000,a\n", []string{"--policies", pol, "-"}, 1, "slide backtest: -: line 3: request earlier than the previous one"},
 		{"ts,key\n1,a\n", []string{"--policies", "/nonexistent.yaml", "-"}, 1, "reading policy file"},
 	} {

@@ -55,7 +55,7 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 		// --format used to name the input format; auto, ndjson and parquet still do.
 		inFmt, format = format, "json"
 	default:
-		return usageErr("--format %q: want json, table or csv", format)
+		return flagErrorf(fs, "format", "want json, table or csv") // SLIDE_FORMAT=... when it came from there
 	}
 	job.Format = inFmt
 	switch delimiter {

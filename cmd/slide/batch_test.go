@@ -241,9 +241,16 @@ func TestBatchDataTeamFlags(t *testing.T) {
 		t.Fatalf("csv %q\nparquet %q (%s)\ngzip %q", fromCSV, fromParquet, stderr, fromGzip)
 	}
 	code, _, stderr = runBatch(t, "", "--size", "2", "--format", "xml", "-")
-	if code != 2 || !strings.Contains(stderr, `--format "xml": want json, table or csv`) {
+	if code != 2 || !strings.Contains(stderr, `--format xml: want json, table or csv`) {
 		t.Fatalf("bad format: %d %s", code, stderr)
 	}
+	// From the environment, the variable is what is named (#31: SLIDE_FORMAT's error named --format).
+	t.Setenv("SLIDE_FORMAT", "xml")
+	code, _, stderr = runBatch(t, "", "--size", "2", "-")
+	if code != 2 || !strings.Contains(stderr, `SLIDE_FORMAT=xml: want json, table or csv`) {
+		t.Fatalf("bad SLIDE_FORMAT: %d %s", code, stderr)
+	}
+	os.Unsetenv("SLIDE_FORMAT")
 	code, _, stderr = runBatch(t, "", "--size", "2", "--delimiter", ";;", "-")
 	if code != 2 || !strings.Contains(stderr, `--delimiter ";;"`) {
 		t.Fatalf("bad delimiter: %d %s", code, stderr)
