@@ -415,7 +415,10 @@ func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 	// Every caller of a batch that arrives past its deadline has given up (and decided by
 	// on_backend_error): counting its decisions would only charge keys for nothing, as a
 	// SIGSTOPped owner would on waking up.
-	if dl, err := strconv.ParseInt(r.Header.Get(cluster.HeaderDeadline), 10, 64); err == nil && time.Now().UnixMilli() > dl {
+	// The header is in whole milliseconds, cut down: a batch in the deadline's own millisecond
+	// may be past it, so that millisecond is refused too (a caller still waiting then gets
+	// its on_backend_error a fraction of a millisecond early, never a decision it gave up on).
+	if dl, err := strconv.ParseInt(r.Header.Get(cluster.HeaderDeadline), 10, 64); err == nil && time.Now().UnixMilli() >= dl {
 		return plain(w, http.StatusGatewayTimeout, "deadline passed before the batch was decided")
 	}
 	items, err := decodeRequest(body)
