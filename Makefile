@@ -51,7 +51,7 @@ test: deps fmt-check vet
 	GO=$(GO) ./scripts/fuzz-short.sh
 
 # fuzz-short: the hostile-input fuzz targets (event decoder, query parameters, policy
-# files), FUZZTIME_SHORT (50000x: executions) each; part of test.
+# files), FUZZTIME_SHORT (50000x: executions) each unless the script names a smaller budget; part of test.
 fuzz-short:
 	GO=$(GO) ./scripts/fuzz-short.sh
 
