@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slide-metrics/slide/jsonenc"
 	"github.com/slide-metrics/slide/textparse"
 	"github.com/slide-metrics/slide/window"
 )
@@ -402,19 +403,7 @@ func appendES6(b []byte, f float64) []byte {
 	case math.IsInf(f, -1):
 		return append(b, "-Infinity"...)
 	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' { // clean up e-09 to e-9
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
+	return jsonenc.AppendFloat(b, f) // finite: encoding/json's form, as ECMAScript's
 }
 
 // parseSpecial is the double a JSON string "NaN", "Infinity" or "-Infinity" names.

@@ -264,23 +264,9 @@ func (a *API) query(r *http.Request) ([]byte, []string, *apiError) {
 	if aerr != nil {
 		return nil, nil, aerr
 	}
-	ctx, cancel, aerr := a.queryContext(r)
-	if aerr != nil {
-		return nil, nil, aerr
-	}
-	defer cancel()
-	opts, aerr := a.queryOpts(r)
-	if aerr != nil {
-		return nil, nil, aerr
-	}
-	if aerr := a.checkSubqueries(r.Form.Get("query")); aerr != nil {
-		return nil, nil, aerr
-	}
-	qry, err := a.engine.NewInstantQuery(ctx, a.q, opts, r.Form.Get("query"), ts)
-	if err != nil {
-		return nil, nil, badParam("query", err)
-	}
-	return a.exec(ctx, qry, r.Form.Get("query"))
+	return a.run(r, func(ctx context.Context, opts promql.QueryOpts, text string) (promql.Query, error) {
+		return a.engine.NewInstantQuery(ctx, a.q, opts, text, ts)
+	})
 }
 
 func (a *API) queryRange(r *http.Request) ([]byte, []string, *apiError) {
@@ -305,6 +291,15 @@ func (a *API) queryRange(r *http.Request) ([]byte, []string, *apiError) {
 	if end.Sub(start)/step > maxPoints {
 		return nil, nil, &apiError{errBadData, errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")}
 	}
+	return a.run(r, func(ctx context.Context, opts promql.QueryOpts, text string) (promql.Query, error) {
+		return a.engine.NewRangeQuery(ctx, a.q, opts, text, start, end, step)
+	})
+}
+
+// run is what an instant and a range query share once their times are read: the request's
+// context and timeout, the engine's options, the subquery cap, then the query newQuery makes
+// of the text, executed.
+func (a *API) run(r *http.Request, newQuery func(context.Context, promql.QueryOpts, string) (promql.Query, error)) ([]byte, []string, *apiError) {
 	ctx, cancel, aerr := a.queryContext(r)
 	if aerr != nil {
 		return nil, nil, aerr
@@ -314,14 +309,15 @@ func (a *API) queryRange(r *http.Request) ([]byte, []string, *apiError) {
 	if aerr != nil {
 		return nil, nil, aerr
 	}
-	if aerr := a.checkSubqueries(r.Form.Get("query")); aerr != nil {
+	text := r.Form.Get("query")
+	if aerr := a.checkSubqueries(text); aerr != nil {
 		return nil, nil, aerr
 	}
-	qry, err := a.engine.NewRangeQuery(ctx, a.q, opts, r.Form.Get("query"), start, end, step)
+	qry, err := newQuery(ctx, opts, text)
 	if err != nil {
 		return nil, nil, badParam("query", err)
 	}
-	return a.exec(ctx, qry, r.Form.Get("query"))
+	return a.exec(ctx, qry, text)
 }
 
 // checkSubqueries refuses a subquery of more than maxPoints steps: the engine steps through
