@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -21,13 +22,19 @@ func snapshotsFor(st *window.Store, cfg SnapshotConfig) *snapshots {
 	return &snapshots{c: c, cfg: cfg.withDefaults("events")}
 }
 
-// allocated is the bytes fn allocates.
+// allocated is the fewest bytes the process allocated over three calls of fn. TotalAlloc
+// counts every goroutine's allocations, so one call can be charged for another test's or
+// the runtime's (68 KiB once in CI); the least of three is fn's own.
 func allocated(fn func()) uint64 {
-	var a, b runtime.MemStats
-	runtime.ReadMemStats(&a)
-	fn()
-	runtime.ReadMemStats(&b)
-	return b.TotalAlloc - a.TotalAlloc
+	least := uint64(math.MaxUint64)
+	for range 3 {
+		var a, b runtime.MemStats
+		runtime.ReadMemStats(&a)
+		fn()
+		runtime.ReadMemStats(&b)
+		least = min(least, b.TotalAlloc-a.TotalAlloc)
+	}
+	return least
 }
 
 // TestAssembleChecksDeclaredSizes (issue #25, finding 3): a manifest's declared sizes are
@@ -64,7 +71,7 @@ func TestAssembleChecksDeclaredSizes(t *testing.T) {
 		var l *loaded
 		var reason string
 		n := allocated(func() { l, reason, _ = s.assemble(key, c.m.append(nil), c.chunks) })
-		if reason != c.want || (c.want == "") != (l != nil) || n > 64<<10 {
+		if reason != c.want || (c.want == "") != (l != nil) || n > 1<<20 { // before the fix: 2.1 GB
 			t.Errorf("%s: %v, reason %q, %d bytes allocated; want %q", c.name, l != nil, reason, n, c.want)
 		}
 		if l != nil && (len(l.pieces) != 1 || !bytes.Equal(l.pieces[0], payload)) {
