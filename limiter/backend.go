@@ -36,3 +36,12 @@ type Backend interface {
 type LocalDecider interface {
 	DecideLocal(req BackendRequest) (Decision, bool)
 }
+
+// PolicyResolver is a Backend that decides for other instances (backend cluster: a key's
+// owner decides what the others forward to it). NewService hands it EffectivePolicy, so
+// that the owner decides a forwarded key by the numbers of the key's plan, as its caller
+// did (a forwarded decision names its policy and a fingerprint of those numbers, not the
+// numbers themselves).
+type PolicyResolver interface {
+	SetResolver(func(name, key string) (Policy, string, bool))
+}

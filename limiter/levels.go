@@ -55,6 +55,19 @@ func ValidateLevelSeparator(s string) bool {
 	return ValidateKey(s) == nil
 }
 
+// RouteKey is the part of key that places it in a cluster (backend cluster: the owner of
+// its partition decides it): with two or more levels, the first level, the key up to its
+// first separator, so that one owner holds every level of an org and decides them in one
+// step as memory does; else the key itself.
+func (p *Policy) RouteKey(key string) string {
+	if p.Levels.N < 2 {
+		return key
+	}
+	var out [MaxLevels]string
+	levelKeys(key, p.Levels.Separator, 2, &out)
+	return out[0]
+}
+
 // levelKeys writes the keys of key's levels into out and returns how many: the prefixes
 // of key ending before each separator, then key itself, at most n.
 func levelKeys(key, sep string, n int, out *[MaxLevels]string) int {

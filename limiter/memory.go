@@ -179,6 +179,7 @@ func (m *Memory) AllowN(_ context.Context, key string, now time.Time, cost int64
 	} else {
 		r = m.take(&m.pr, key, now.UnixNano(), cost, &d)
 	}
+	d.Policy = m.p.Name // a policy with levels writes d whole
 	switch r {
 	case takeInvalid:
 		return d, ErrInvalidKey

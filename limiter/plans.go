@@ -406,12 +406,6 @@ func (l *PlanLimits) Apply(p Policy) (Policy, error) {
 	if l.HasMax {
 		return p, &PlanError{Source: l.lineOf["max"], Msg: fmt.Sprintf("max applies to usage rules; %q is a policy (limit or capacity)", p.Name)}
 	}
-	if p.Backend == BackendCluster {
-		// The owner decides with the policy its own file gives (a forwarded decision carries
-		// the policy's name and fingerprint, not a plan's numbers): refused rather than
-		// silently deciding every plan by the policy's numbers.
-		return p, &PlanError{Source: l.Source, Msg: fmt.Sprintf("policy %q has backend cluster, which plans do not reach yet: give it backend memory or redis, or no plan", p.Name)}
-	}
 	if l.Limit != 0 {
 		p.Limit = l.Limit
 	}

@@ -220,17 +220,26 @@ func TestPlansPerLevel(t *testing.T) {
 	}
 }
 
-// TestClusterPoliciesRefusePlansAndLevels: a backend cluster decision is made at the key's
-// owner with the owner's own policy, so neither a plan's numbers nor an org's shared levels
-// would reach it: both are refused at load, not decided by the wrong numbers.
-func TestClusterPoliciesRefusePlansAndLevels(t *testing.T) {
-	_, err := ParsePolicies([]byte("policies:\n  - {name: org, algorithm: fixed_window, limit: 5, window: 60s, backend: cluster, levels: {separator: /, limits: [50, 30]}}\n"), "p.yaml")
-	if err == nil || !strings.Contains(err.Error(), "backend cluster decides each key at its own owner") {
-		t.Errorf("levels on a cluster policy: %v", err)
+// TestClusterPoliciesTakePlansAndLevels (issue #30: "plans, calendar windows and levels of
+// the quota issue work here too"): a cluster policy loads with levels and takes a plan's
+// numbers; its keys are placed by their first level (RouteKey), so one owner holds an
+// org's every level.
+func TestClusterPoliciesTakePlansAndLevels(t *testing.T) {
+	ps, err := ParsePolicies([]byte("policies:\n  - {name: org, algorithm: fixed_window, window: 60s, backend: cluster, levels: {separator: /, limits: [50, 30]}}\n"), "p.yaml")
+	if err != nil {
+		t.Fatalf("levels on a cluster policy: %v", err)
 	}
-	pol := Policy{Name: "api", Algorithm: FixedWindow, Limit: 10, Window: time.Minute, Backend: BackendCluster}
+	for key, want := range map[string]string{"org-1/team-a/u": "org-1", "org-1": "org-1", "": ""} {
+		if got := ps[0].RouteKey(key); got != want {
+			t.Errorf("RouteKey(%q) = %q, want %q", key, got, want)
+		}
+	}
+	one := Policy{Name: "api", Algorithm: FixedWindow, Limit: 10, Window: time.Minute, Backend: BackendCluster}
+	if got := one.RouteKey("org-1/team-a"); got != "org-1/team-a" {
+		t.Errorf("RouteKey without levels = %q", got)
+	}
 	l := PlanLimits{Limit: 100, Source: "plans.yaml:3"}
-	if _, err := l.Apply(pol); err == nil || !strings.Contains(err.Error(), "plans do not reach yet") {
-		t.Errorf("a plan for a cluster policy: %v", err)
+	if p, err := l.Apply(one); err != nil || p.Limit != 100 {
+		t.Errorf("a plan for a cluster policy: %+v, %v", p, err)
 	}
 }

@@ -372,11 +372,6 @@ func (p *Policy) Validate() error {
 	if p.Levels.N != 0 && p.Algorithm != FixedWindow {
 		return bad("levels", "apply only to fixed_window")
 	}
-	if p.Levels.N != 0 && p.Backend == BackendCluster {
-		// Each key is decided at the owner of its own partition, so the users of one org
-		// would count the org's level at several owners: refused rather than over-admitted.
-		return bad("levels", "need backend memory or redis: backend cluster decides each key at its own owner, not one level's keys together")
-	}
 	if p.Calendar == 0 && p.Location != nil && p.Location != time.UTC {
 		return bad("timezone", "applies only to a calendar window")
 	}

@@ -181,6 +181,9 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, errors.Join(errs...)
 	}
 	s.local, _ = cfg.Cluster.(LocalDecider)
+	if r, ok := cfg.Cluster.(PolicyResolver); ok {
+		r.SetResolver(s.EffectivePolicy)
+	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(newMemCollector(s)); err != nil {
 			return nil, fmt.Errorf("registering limiter store metrics: %w", err)
@@ -360,7 +363,11 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		case rt.p.Backend == BackendCluster:
 			// A key this instance owns is a memory decision: no call, no deadline.
 			if s.local != nil {
-				if d, ok := s.local.DecideLocal(BackendRequest{Policy: &rt.p, Key: c.Key, Now: now, Cost: c.Cost}); ok {
+				p := &rt.p
+				if ovs != nil && ovs[i] != nil {
+					p = &ovs[i].p // the key's plan: the owner decides by its numbers
+				}
+				if d, ok := s.local.DecideLocal(BackendRequest{Policy: p, Key: c.Key, Now: now, Cost: c.Cost}); ok {
 					out[i] = d
 					s.count(rt, &out[i])
 					continue

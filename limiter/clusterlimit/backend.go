@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,6 +113,8 @@ type Backend struct {
 	topicMu sync.Mutex
 	cpParts int           // the checkpoint topic's partitions, once known
 	w       *kafka.Writer // checkpoints, once the topic is known
+
+	resolve atomic.Pointer[func(name, key string) (limiter.Policy, string, bool)] // SetResolver
 }
 
 // metrics are the slide_limiter_cluster_* collectors.
@@ -125,9 +127,10 @@ func (b *Backend) errLog() bool { return b.logEvery.Allow() }
 
 // owned is one policy's state on this instance, for the keys it owns.
 type owned struct {
-	p   limiter.Policy
-	fp  uint64
-	mem *limiter.Memory
+	p        limiter.Policy
+	fp       uint64
+	mem      *limiter.Memory
+	variants sync.Map // fingerprint → *limiter.Memory: the plans' numbers on mem's state (plans.go)
 }
 
 // New builds a Backend. Its Handler must be served on Path.
@@ -172,14 +175,6 @@ func New(cfg Config) (*Backend, error) {
 		b.owned[p.Name] = &owned{p: p, fp: Fingerprint(&p), mem: mem}
 	}
 	return b, nil
-}
-
-// Fingerprint is what an owner checks of a forwarded decision's policy: its algorithm and
-// quantities, so instances whose policy files disagree refuse rather than count alike.
-func Fingerprint(p *limiter.Policy) uint64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%d|%d|%d|%d|%g|%g|%d", p.Algorithm, p.Limit, p.Window, p.Capacity, p.RefillPerSecond, p.LeakPerSecond, p.MaxDelay)
-	return h.Sum64()
 }
 
 // Memory is the owned state of the named policy, nil when it is not a cluster policy.
@@ -234,13 +229,13 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 		if o == nil {
 			return fmt.Errorf("clusterlimit: policy %q is not a cluster policy", r.Policy.Name)
 		}
-		it := item{policy: r.Policy.Name, fp: o.fp, key: r.Key, now: r.Now.UnixNano(), cost: r.Cost}
-		p, addr, ok := b.g.KeyOwner(r.Key)
+		it := item{policy: r.Policy.Name, fp: o.fingerprintOf(r.Policy), key: r.Key, now: r.Now.UnixNano(), cost: r.Cost}
+		p, addr, ok := b.g.KeyOwner(o.route(r.Key))
 		if !ok {
 			return ErrNoOwner
 		}
 		if addr == b.g.Self() {
-			if err := b.decideOwned(o, p, &it, &out[i]); err != nil {
+			if err := b.decideOwned(o, o.variant(r.Policy, it.fp), p, &it, &out[i]); err != nil {
 				return err
 			}
 			continue
@@ -285,14 +280,15 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 	b.g.Describe(ctx, at)
 	for _, i := range stale {
 		r := &reqs[i]
-		p, addr, ok := b.g.KeyOwner(r.Key)
+		o := b.owned[r.Policy.Name]
+		p, addr, ok := b.g.KeyOwner(o.route(r.Key))
 		switch {
 		case !ok:
 			return ErrNoOwner
 		case addr == owners[i]:
 			return fmt.Errorf("%w: %s is a stale owner of %q and the group names no other yet", ErrOwner, addr, r.Key)
 		case addr == b.g.Self():
-			if err := b.decideOwned(b.owned[r.Policy.Name], p, &calls[i].it, &out[i]); err != nil {
+			if err := b.decideOwned(o, o.variant(r.Policy, calls[i].it.fp), p, &calls[i].it, &out[i]); err != nil {
 				return err
 			}
 			continue
@@ -319,12 +315,18 @@ func (b *Backend) DecideLocal(req limiter.BackendRequest) (limiter.Decision, boo
 	if o == nil {
 		return limiter.Decision{}, false
 	}
-	p, addr, ok := b.g.KeyOwner(req.Key)
+	p, addr, ok := b.g.KeyOwner(o.route(req.Key))
 	if !ok || addr != b.g.Self() {
 		return limiter.Decision{}, false
 	}
+	mem := o.mem
+	if !o.sameNumbers(req.Policy) {
+		if mem = o.variant(req.Policy, Fingerprint(req.Policy)); mem == nil {
+			return limiter.Decision{}, false
+		}
+	}
 	it := item{key: req.Key, now: req.Now.UnixNano(), cost: req.Cost}
-	res := b.take(o, p, &it)
+	res := b.take(mem, p, &it)
 	return res.d, res.status == StatusOK
 }
 
@@ -345,6 +347,12 @@ func (b *Backend) finish(r *limiter.BackendRequest, c *call, d *limiter.Decision
 		return fmt.Errorf("%w: %s for %q", ErrOwner, statusNames[c.res.status], r.Key)
 	}
 	*d = c.res.d
+	if n := c.res.level; n > 0 {
+		if n > len(r.Key) {
+			return fmt.Errorf("%w: a level of %d bytes for %q", ErrCorrupt, n, r.Key)
+		}
+		d.Level = r.Key[:n] // the owner's level key, a prefix of r.Key
+	}
 	d.Window, d.Policy = r.Policy.QuotaWindow(), r.Policy.Name
 	if cal := r.Policy.Calendar; cal != 0 {
 		// The period the owner counted in: its length at the decision's time (23 or 25 hours
@@ -356,8 +364,11 @@ func (b *Backend) finish(r *limiter.BackendRequest, c *call, d *limiter.Decision
 }
 
 // decideOwned decides it here, this instance owning partition p.
-func (b *Backend) decideOwned(o *owned, p int32, it *item, d *limiter.Decision) error {
-	res := b.take(o, p, it)
+func (b *Backend) decideOwned(o *owned, mem *limiter.Memory, p int32, it *item, d *limiter.Decision) error {
+	if mem == nil {
+		return fmt.Errorf("%w: %s (this instance) for %q", ErrOwner, statusNames[StatusPolicy], it.key)
+	}
+	res := b.take(mem, p, it)
 	if res.status != StatusOK {
 		return fmt.Errorf("%w: %s (this instance) for %q", ErrOwner, statusNames[res.status], it.key)
 	}
@@ -367,7 +378,7 @@ func (b *Backend) decideOwned(o *owned, p int32, it *item, d *limiter.Decision) 
 
 // take decides one item as its owner: the partition must be in this generation's
 // assignment and restored. A partition leaves (OnGeneration) only between decisions.
-func (b *Backend) take(o *owned, p int32, it *item) result {
+func (b *Backend) take(mem *limiter.Memory, p int32, it *item) result {
 	b.own.mu.RLock()
 	defer b.own.mu.RUnlock()
 	owned, ready := b.ownsLocked(p)
@@ -377,7 +388,7 @@ func (b *Backend) take(o *owned, p int32, it *item) result {
 	case !ready:
 		return result{status: StatusNotReady}
 	}
-	d, err := o.mem.AllowN(context.Background(), it.key, time.Unix(0, it.now), it.cost)
+	d, err := mem.AllowN(context.Background(), it.key, time.Unix(0, it.now), it.cost)
 	switch {
 	case errors.Is(err, limiter.ErrStoreFull):
 		return result{status: StatusFull}
@@ -429,16 +440,20 @@ func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 	for i := range items {
 		it := &items[i]
 		o := b.owned[it.policy]
-		if o == nil || o.fp != it.fp {
+		var mem *limiter.Memory
+		if o != nil {
+			mem = b.forwarded(o, it)
+		}
+		if mem == nil {
 			res[i].status = StatusPolicy
 			continue
 		}
-		p, addr, ok := b.g.KeyOwner(it.key)
+		p, addr, ok := b.g.KeyOwner(o.route(it.key))
 		if !ok || addr != b.g.Self() {
 			res[i].status = StatusStale
 			continue
 		}
-		res[i] = b.take(o, p, it)
+		res[i] = b.take(mem, p, it)
 	}
 	x.Answer(w, appendAnswer(make([]byte, 0, 16+len(res)*24), res))
 	return http.StatusOK

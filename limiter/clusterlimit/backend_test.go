@@ -218,14 +218,14 @@ func (r *rotating) AllowN(ctx context.Context, key string, now time.Time, cost i
 }
 
 // TestConformanceOverThreeInstances runs the limiter's conformance suite (exact step tables
-// and the concurrent exactness test, every algorithm) with each request sent to the next
-// of three instances: a forwarded decision equals the owner's own.
+// and the concurrent exactness test, every algorithm, levels too) with each request sent to
+// the next of three instances: a forwarded decision equals the owner's own.
 func TestConformanceOverThreeInstances(t *testing.T) {
-	limitertest.RunWith(t, func(t *testing.T, p limiter.Policy) limiter.Limiter {
+	limitertest.Run(t, func(t *testing.T, p limiter.Policy) limiter.Limiter {
 		p = clusterPolicy(p, limiter.FailClosed, 10*time.Second)
 		_, ins := startGroup(t, 3, p)
 		return &rotating{ins: ins, policy: p.Name}
-	}, limitertest.Options{NoLevels: true}) // refused at load (limiter's TestClusterPoliciesRefusePlansAndLevels)
+	})
 }
 
 // ownerOf returns the instance owning key's partition and one that does not.

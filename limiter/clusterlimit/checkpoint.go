@@ -253,7 +253,7 @@ func (b *Backend) forget(ps []int32) {
 	}
 	n := b.g.Partitions()
 	for _, o := range b.owned {
-		o.mem.Forget(func(k string) bool { return drop[partitionOf(k, n)] })
+		o.mem.Forget(func(k string) bool { return drop[partitionOf(o.route(k), n)] })
 	}
 }
 
@@ -315,7 +315,7 @@ func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) []ka
 		i := 0 // keep's verdict, for the fn call that follows it on the same key
 		o.mem.Export(now, func(k string) bool {
 			var ok bool
-			i, ok = want[partitionOf(k, n)]
+			i, ok = want[partitionOf(o.route(k), n)]
 			return ok
 		}, func(k string, exp int64, st []byte) {
 			bodies[i] = appendEntry(bodies[i], name, o.fp, k, exp, st)
@@ -379,7 +379,7 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 	n := 0
 	for _, e := range cp.entries {
 		o := b.owned[e.policy]
-		if o == nil || o.fp != e.fp || e.expires <= now || partitionOf(e.key, parts) != p {
+		if o == nil || o.fp != e.fp || e.expires <= now || partitionOf(o.route(e.key), parts) != p {
 			continue
 		}
 		if err := o.mem.Import(e.key, e.expires, e.state); err == nil {

@@ -18,8 +18,10 @@ import (
 //	string: length(uvarint) bytes
 //
 // and its answer is version(1) n(uvarint, the request's n) n × result, each a status byte
-// and, for StatusOK only, allowed(1 byte: 0 or 1) limit remaining retry reset delay (each a
-// uvarint; the durations in ns).
+// and, for StatusOK only, allowed(1 byte: 0 denied, 1 allowed, 2 denied at a level, then
+// the length of that level's key, a prefix of the item's, as a uvarint) limit remaining
+// retry reset delay (each a uvarint; the durations in ns). Value 2 is only ever sent for a
+// policy with levels, which instances before it refused to load: no older peer meets it.
 
 const version = 1
 
@@ -66,7 +68,8 @@ type item struct {
 // result is the owner's answer to one item.
 type result struct {
 	status byte
-	d      limiter.Decision // Allowed, Limit, Remaining, RetryAfter, ResetAfter, Delay
+	d      limiter.Decision // Allowed, Limit, Remaining, RetryAfter, ResetAfter, Delay; Level at the owner
+	level  int              // decoded: the length of the denying level's key (0: none)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -198,11 +201,15 @@ func appendAnswer(b []byte, res []result) []byte {
 			continue
 		}
 		d := &res[i].d
-		allowed := byte(0)
-		if d.Allowed {
-			allowed = 1
+		switch {
+		case d.Allowed:
+			b = append(b, 1)
+		case d.Level != "":
+			b = append(b, 2)
+			b = binary.AppendUvarint(b, uint64(len(d.Level)))
+		default:
+			b = append(b, 0)
 		}
-		b = append(b, allowed)
 		b = binary.AppendUvarint(b, uint64(max(d.Limit, 0)))
 		b = binary.AppendUvarint(b, uint64(max(d.Remaining, 0)))
 		b = binary.AppendUvarint(b, uint64(max(d.RetryAfter, 0)))
@@ -212,7 +219,8 @@ func appendAnswer(b []byte, res []result) []byte {
 	return b
 }
 
-// decodeAnswer reads the answer to a batch of n decisions.
+// decodeAnswer reads the answer to a batch of n decisions; a result's level is the length
+// of its denying level's key (result.level), for the caller to cut from the item's key.
 func decodeAnswer(b []byte, n int) ([]result, error) {
 	r := reader{b: b}
 	if r.byte("version") != version {
@@ -234,6 +242,12 @@ func decodeAnswer(b []byte, n int) ([]result, error) {
 			case 0:
 			case 1:
 				d.Allowed = true
+			case 2:
+				n := r.uvarint("level")
+				if n == 0 || n > limiter.MaxKeyLen {
+					r.fail("level")
+				}
+				res[i].level = int(n)
 			default:
 				r.fail("allowed")
 			}

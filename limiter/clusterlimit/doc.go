@@ -47,9 +47,21 @@
 // current generation (cluster.Assigned, changed before the consumer revokes anything) and
 // answers StatusStale for one it no longer holds; the caller describes the group again
 // and asks the new owner once, or, when the group names no other owner yet (it is
-// rebalancing), decides by on_backend_error. Every instance must run the same policies:
-// each forwarded decision carries its policy's Fingerprint, and an owner whose policy
-// differs answers StatusPolicy rather than count by other numbers.
+// rebalancing), decides by on_backend_error. Every instance must run the same policies and
+// plans: each forwarded decision carries the Fingerprint of the numbers its caller decided
+// by (its key's plan's, if any), and an owner whose policy or plans give other numbers
+// answers StatusPolicy rather than count by them.
+//
+// # Plans, calendar windows and levels
+//
+// They work as in backend memory (plans.go). An owner decides a planned key with a variant of
+// the policy's limiter (the plan's numbers on the policy's state), after resolving the key's
+// plan with its own plans (limiter.PolicyResolver) to the fingerprint the caller sent. A
+// calendar period is computed by the owner, in the policy's time zone, and the caller states
+// its length at the decision's time. A policy with levels places a key by its first level
+// (limiter.Policy.RouteKey): the owner of org-1 holds org-1, its teams and its users, and
+// decides every level of a request in one step; a denial names its level (sent as the
+// level key's length, a prefix of the key).
 //
 // A partition leaves an instance only between decisions: OnGeneration (chained after the
 // cluster's generation hook, before the consumer revokes anything) takes the ownership

@@ -176,18 +176,7 @@ func near(got, want time.Duration) bool {
 }
 
 // Run runs every conformance test against f.
-func Run(t *testing.T, f Factory) { RunWith(t, f, Options{}) }
-
-// Options narrow the suite for a backend that refuses part of what policies can say.
-type Options struct {
-	// NoLevels leaves out the levels cases, for a backend that refuses policies with levels
-	// at load (backend cluster: an org's levels would be counted at several owners); the
-	// refusal is that backend's own test.
-	NoLevels bool
-}
-
-// RunWith is Run with opts.
-func RunWith(t *testing.T, f Factory, opts Options) {
+func Run(t *testing.T, f Factory) {
 	for _, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) { RunCase(t, f, c) })
 	}
@@ -197,10 +186,8 @@ func RunWith(t *testing.T, f Factory, opts Options) {
 	t.Run("bad_input", func(t *testing.T) { testBadInput(t, f) })
 	t.Run("keys_are_independent", func(t *testing.T) { testKeysIndependent(t, f) })
 	t.Run("concurrent_exact", func(t *testing.T) { testConcurrent(t, f) })
-	if !opts.NoLevels {
-		t.Run("levels", func(t *testing.T) { testLevels(t, f) })
-		t.Run("levels_concurrent", func(t *testing.T) { testLevelsConcurrent(t, f) })
-	}
+	t.Run("levels", func(t *testing.T) { testLevels(t, f) })
+	t.Run("levels_concurrent", func(t *testing.T) { testLevelsConcurrent(t, f) })
 }
 
 // RunCase runs one step table on a fresh key.
