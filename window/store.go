@@ -67,6 +67,7 @@ type series struct {
 	metric, key string
 	partition   int32
 	labelled    bool    // key holds labels besides key (HasLabels): counted in LabelledSeries
+	watched     bool    // in a LevelIndex: its shard's refs holds its memberships (in the padding: free)
 	next        *series // another series whose key hashes the same (64-bit collisions are rare)
 	ring        Ring
 }
@@ -75,8 +76,9 @@ type series struct {
 // finding a shard is a shift, not a multiply).
 type shard struct {
 	mu     sync.Mutex
-	series map[uint64]*series // by seriesHash of metric and key: one hash per event, not two
-	_      [48]byte
+	series map[uint64]*series    // by seriesHash of metric and key: one hash per event, not two
+	refs   map[*series]*levelRef // the LevelIndex memberships of its watched series; nil without
+	_      [40]byte
 }
 
 // Store is the set of live series, (metric, key) → Ring, in shards each guarded by a mutex.
@@ -97,6 +99,9 @@ type Store struct {
 	labelled                                sync.Map // metric → *labelledCount (LabelledSeries)
 	perMetric                               sync.Map // metric → *metricSeries, kept only under MaxSeriesPerMetric
 	late, future, invalid, refused, evicted atomic.Uint64
+
+	levelsMu sync.Mutex                               // IndexLevels
+	levels   atomic.Pointer[map[string][]*LevelIndex] // by metric; copied on change, nil without
 }
 
 // NewStore returns an empty store, or the config's error.
@@ -222,6 +227,9 @@ func (s *Store) ObserveAt(now int64, ev Event) error {
 		// A refused event leaves no empty series behind to hold a place under MaxSeries.
 		s.unlinkNew(sh, h, se)
 	}
+	if se.watched { // even refused: Add may have moved the ring's time
+		sh.touch(se)
+	}
 	sh.mu.Unlock()
 	if err != nil {
 		s.countErr(err)
@@ -248,6 +256,9 @@ func (s *Store) create(sh *shard, h uint64, ev Event) (*series, error) {
 	}
 	se.ring.init(s.ringConfigOf(ev.Metric))
 	sh.series[h] = se
+	if s.levels.Load() != nil {
+		s.indexNew(sh, se)
+	}
 	return se, nil
 }
 
@@ -261,6 +272,9 @@ func (s *Store) unlinkNew(sh *shard, h uint64, se *series) {
 	}
 	if se.labelled {
 		s.noteLabelled(se.metric, -1)
+	}
+	if se.watched {
+		sh.unindex(se)
 	}
 	s.noteRemoved(se.metric)
 	s.count.Add(-1)
@@ -521,8 +535,14 @@ func (s *Store) removeIf(drop func(*series) bool) int {
 					if se.labelled {
 						s.noteLabelled(se.metric, -1)
 					}
+					if se.watched {
+						sh.unindex(se)
+					}
 					s.noteRemoved(se.metric)
 				} else {
+					if se.watched {
+						sh.touch(se) // drop may have moved its ring (Evict's sweep)
+					}
 					se.next, keep = keep, se
 				}
 				se = next
