@@ -131,6 +131,10 @@
 // feed. Every refusal is counted in Stats by reason. ReadKey and ReadRangeKey read a key or
 // a key pattern (glob.go: '*' matches any run of bytes), ReadAt and ReadRangeAt for one
 // series, ReadMerged and ReadRangeMerged for a pattern: readers make that choice there.
+// IndexLevels makes a LevelIndex of a metric (issue #29): the series under each key prefix
+// of a hierarchy (org/team/user), kept as series come and go, whose MergeUnder answers what
+// MergePartial answers for the prefix while visiting only its series, and from the prefix's
+// cached aggregate while none of them has been written, made or removed since.
 //
 // ValidName is the key rule of every door (issue #25): a key or metric is valid UTF-8
 // without C0 or C1 controls, DEL or bidi overrides and isolates. Ingest's decoder, snapshot

@@ -85,8 +85,8 @@
 // (BenchmarkRuleLevels), and with an event under the team before each check, which makes
 // both levels fold their 100 and 10 series, about 15× (BenchmarkRuleLevelsWritten). The
 // answers are the scan's (TestRuleLevelsMatchScan, window's TestLevelIndexMatchesScan). The
-// index costs the metric's series about 120 bytes each and an atomic add per level above
-// the key on each of their events. Through the cluster a level is read as two keys, the
+// index costs the metric's series about 150 bytes each and an atomic add per level above the
+// key on each of their events. Through the cluster a level is read as two keys, the
 // prefix and prefix/*, merged here; quantiles do not merge that way, so a rule with levels
 // takes count, sum, avg, min, max or rate. Key must be the default {key}, and the rule takes no max of its
 // own. A plan cannot set the max of a rule with levels (it has one max per level, a plan gives
