@@ -117,7 +117,11 @@
 // Partials of tiered windows merge to the earliest start of equal end. Calendar windows
 // (calendar.go: local midnight, Monday, the 1st, in an IANA zone) are read as windows from
 // their boundary, rounded as any start is: a +05:30 zone's midnight inside an hour slot reads
-// from the hour. Range reads (ReadRange) step through the ring's own slots only. Evict keeps a
+// from the hour. Range reads (ReadRange, ReadRangeMerged, ReadRangeGroups) reach through the
+// tiers (range_tiers.go): the reach is tiled by cells, each tier's slots (a tier's newest
+// slot ending where the finer slots begin) and then the ring's own, and a point older than
+// the retention rounds out to whole cells, so it is exact over its [From, To) and comes
+// from the finest tier that covers it (TestReadRangeTiered). Evict keeps a
 // series while its tiers hold anything a read can reach. Snapshots (version 2) carry the tiers.
 //
 // # Store
