@@ -120,7 +120,7 @@
 // from the hour. Range reads (ReadRange, ReadRangeMerged, ReadRangeGroups) reach through the
 // tiers (range_tiers.go): the reach is tiled by cells, each tier's slots (a tier's newest
 // slot ending where the finer slots begin) and then the ring's own, and a point older than
-// the retention rounds out to whole cells, so it is exact over its [From, To) and comes
+// the retention rounds its end and start down to cell boundaries, so it is exact over its [From, To) and comes
 // from the finest tier that covers it (TestReadRangeTiered). Evict keeps a
 // series while its tiers hold anything a read can reach. Snapshots (version 2) carry the tiers.
 //

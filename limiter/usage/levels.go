@@ -79,7 +79,13 @@ func (c *Checker) readUnderLocal(now int64, prefix string, w time.Duration) (win
 	if p.Series == 0 {
 		return window.Agg{}, window.ErrNotFound
 	}
-	return p.Agg(nil, nil), nil // no bins, no quantiles: no indexer to look up
+	// p.Agg without its quantiles (none: no bins, no indexer to look up), built in place:
+	// it is a level read's own cost on the index's cached path.
+	a := window.Agg{From: p.From, To: p.To, Count: p.Count, Sum: p.Sum, Min: p.Min, Max: p.Max, Series: p.Series}
+	if a.Count == 0 {
+		a.Min, a.Max = 0, 0
+	}
+	return a, nil
 }
 
 // readUnder reads a level's prefix through the cluster Reader: the prefix's own key and
