@@ -81,9 +81,9 @@
 // last is a merged read of the series under its prefix, which the store's level index
 // (window.LevelIndex, made by NewChecker) lists, so it folds the prefix's own series and not
 // the metric's, and answers from the prefix's cached aggregate while none of them has been
-// written since: on 300 series a three-level check costs about 2.5× a one-level one
+// written since: on 300 series a three-level check costs about 2.3× a one-level one (CPU)
 // (BenchmarkRuleLevels), and with an event under the team before each check, which makes
-// both levels fold their 100 and 10 series, about 15× (BenchmarkRuleLevelsWritten). The
+// both levels fold their 100 and 10 series, about 13× (BenchmarkRuleLevelsWritten). The
 // answers are the scan's (TestRuleLevelsMatchScan, window's TestLevelIndexMatchesScan). The
 // index costs the metric's series about 150 bytes each and an atomic add per level above the
 // key on each of their events. Through the cluster a level is read as two keys, the
