@@ -89,8 +89,9 @@
 // key on each of their events. Through the cluster a level is read as two keys, the prefix
 // and prefix/*, merged here; quantiles do not merge that way, so a rule with levels takes
 // count, sum, avg, min, max or rate. Key must be the default {key}, and the rule takes no
-// max of its own. A plan cannot set the max of a rule with levels (it has one max per level, a plan gives
-// a rule one): a plans file naming it is refused at load with its line (PlanRefusal).
+// max of its own. A plan cannot set the max of a rule with levels (it has one max per
+// level, a plan gives a rule one): a plans file naming it is refused at load with its line
+// (PlanRefusal).
 // Service.Quota (GET /v1/quota) lists every level's limit, used and remaining (CheckLevels).
 //
 // # Several instances
