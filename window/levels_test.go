@@ -179,3 +179,43 @@ func samePartial(a, b Partial) bool {
 	return a.From == b.From && a.To == b.To && a.Count == b.Count && a.Sum == b.Sum &&
 		a.Series == b.Series && (a.Count == 0 || a.Min == b.Min && a.Max == b.Max)
 }
+
+// A snapshot restored into a store with an index (into new series and into series a cached
+// read has seen) shows in the next level read.
+func TestLevelIndexAfterSnapshot(t *testing.T) {
+	rc := StoreConfig{Metrics: map[string]RingConfig{"cost": {Slot: time.Minute, Slots: 60, NoSketch: true}}}
+	a, _ := NewStore(rc)
+	b, _ := NewStore(rc)
+	ix := b.IndexLevels("cost", "/", 2)
+	const now = int64(1_764_489_600_000)
+	for i := range 20 {
+		if i%2 == 1 && i%3 != 1 {
+			continue // a's series are b's but for team-1's odd users
+		}
+		k := "org-1/team-" + strconv.Itoa(i%3) + "/user-" + strconv.Itoa(i)
+		_ = a.ObserveAt(now, Event{TS: now, Metric: "cost", Key: k, Value: float64(i), Count: 1, Feed: FeedOf(1)})
+		if i%2 == 0 || i == 1 { // team-1 gets new series from the snapshot; team-2 none, only restored ones
+			_ = b.ObserveAt(now, Event{TS: now, Metric: "cost", Key: k, Value: 100, Count: 1, Feed: FeedOf(1)})
+		}
+	}
+	for _, p := range []string{"org-1", "org-1/team-2"} {
+		got := Partial{NoBins: true}
+		if err := ix.MergeUnder(now, p, nil, time.Hour, &got); err != nil || got.Series == 0 {
+			t.Fatalf("before the restore, %q: %+v %v", p, got, err)
+		}
+	}
+	data, _ := a.AppendSnapshot(nil, now, 1)
+	if _, err := b.LoadSnapshot(now, 1, data); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"org-1", "org-1/team-2"} {
+		want := Partial{NoBins: true}
+		if err := b.MergePartial(now, "cost", under(p, "/"), time.Hour, &want); err != nil {
+			t.Fatal(err)
+		}
+		got := Partial{NoBins: true}
+		if err := ix.MergeUnder(now, p, nil, time.Hour, &got); err != nil || !samePartial(got, want) {
+			t.Fatalf("after the restore, %q: index %+v (%v), scan %+v", p, got, err, want)
+		}
+	}
+}
