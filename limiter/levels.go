@@ -99,6 +99,12 @@ func levelKeys(key, sep string, n int, out *[MaxLevels]string) int {
 	return k + 1
 }
 
+// KeysInto writes the keys of key's levels under l into out and returns how many:
+// LevelKeys without its allocation, for a decision's hot path.
+func (l *Levels) KeysInto(key string, out *[MaxLevels]string) int {
+	return levelKeys(key, l.Separator, l.N, out)
+}
+
 // LevelKeys returns the keys of key's levels under l (see Levels).
 func (l *Levels) LevelKeys(key string) []string {
 	var out [MaxLevels]string

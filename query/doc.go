@@ -85,11 +85,20 @@
 // max and by merging sketches for quantiles, and "series" says how many matched. An unknown
 // series (or a glob matching none) is 404.
 //
-// /v1/range is a series' history from its ring alone: the window ending at the current
+// /v1/range is a series' history from its rings alone: the window ending at the current
 // slot and at every step before it, oldest first, as far back as a whole window fits in the
 // retention ((retention − window) / step + 1 points), each point the /v1/window answer of
 // that slot with its own from and to. window and step default to the slot width, so a bare
 // /v1/range?metric=&key= gives every slot of the retention. A glob key merges slot by slot.
+// span= (default the retention, or the window when longer) reaches further back into a
+// tiered ring's tiers (--rings cost=1m:60+1h:48+1d:36), up to its reach: span=7d&window=1h&step=1h
+// gives the hours of the last week. The points for a step come from the finest tier that
+// covers them: the ring's own slots within the retention, then the hour tier, then the day
+// tier, and a point older than the retention covers whole slots of its tier (its from
+// rounds down and its to down to a tier slot boundary; a tier's newest slot ends where the
+// finer slots begin), so its count, sum, min and max are exact over its [from, to) and
+// points there are a tier slot apart at least (window's range_tiers.go states the rule).
+// A point is kept when its window, ending where it ends, lies within span.
 //
 //	{"metric":"latency_ms","key":"tenant-42","window":"1m","step":"10s","from":..,"to":..,
 //	 "series":1,"points":[{"from":..,"to":..,"count":..,"sum":..,"avg":..,"min":..,"max":..,

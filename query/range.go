@@ -10,15 +10,17 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-// handleRange serves GET /v1/range?metric=&key=&match=&by=&window=&step=&q=: the history of
-// one series (or of the merge of every series a glob key and match= select; with by=, of
-// each group of them) from its ring alone: the window
-// ending at the current slot and at every step before it, oldest first, as far back as a
-// whole window fits in the retention. window and step default to the slot width (every slot
-// of the retention, one point each). Each point is what /v1/window answered when that slot
-// was current; rate_per_s divides by the part of the point's span elapsed now.
+// handleRange serves GET /v1/range?metric=&key=&match=&by=&window=&step=&span=&q=: the
+// history of one series (or of the merge of every series a glob key and match= select; with
+// by=, of each group of them) from its rings alone: the window ending at the current slot
+// and at every step before it, oldest first, as far back as span (default the retention, or
+// the window when it is longer; at most the reach of a tiered ring). window and step default
+// to the slot width (every slot of the retention, one point each). Each point within the
+// retention is what /v1/window answered when that slot was current; older points come from
+// the tiers, rounded to their slots (window.Ring.ReadRange states the rule); rate_per_s
+// divides by the part of the point's span elapsed now.
 func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
-	v, metric, sl, allowPartial, err := seriesParams(r.URL.RawQuery, "metric", "key", "match", "by", "window", "step", "q", "partial")
+	v, metric, sl, allowPartial, err := seriesParams(r.URL.RawQuery, "metric", "key", "match", "by", "window", "step", "span", "q", "partial")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -33,6 +35,16 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
+	}
+	span := max(rc.Retention(), win)
+	if v.Get("span") != "" {
+		if span, err = parseSpan(v.Get("span"), "span", rc, metric); err == nil && span < win {
+			err = badParam("span", "%s is shorter than the window %s", clip(v.Get("span")), window.FormatDuration(win))
+		}
+		if err != nil {
+			s.writeErr(w, r, err)
+			return
+		}
 	}
 	qs, err := quantilesParam(v, s.cfg.Quantiles)
 	if err != nil {
@@ -64,6 +76,10 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeReadErr(w, r, err, metric, sl)
 		return
+	}
+	points = withinSpan(points, win, span)
+	for i := range groups {
+		groups[i].Points = withinSpan(groups[i].Points, win, span)
 	}
 	bp := bufPool.Get().(*[]byte)
 	b := appendRange((*bp)[:0], metric, sl, win, step, points, groups, now, qs)
@@ -144,4 +160,20 @@ func parseSpan(s, name string, rc window.RingConfig, metric string) (time.Durati
 		pe.name = name
 	}
 	return d, err
+}
+
+// withinSpan keeps the points whose window, ending where the point ends, lies within span
+// of the newest point's end: a tiered ring's range read reaches as far as its tiers do, and
+// span says how far to show. (A point in the tiers may start earlier than its window, as it
+// holds whole tier slots.)
+func withinSpan(points []window.Agg, win, span time.Duration) []window.Agg {
+	if len(points) == 0 {
+		return points
+	}
+	from := points[len(points)-1].To - span.Milliseconds() + win.Milliseconds()
+	i := 0
+	for i < len(points) && points[i].To < from {
+		i++
+	}
+	return points[i:]
 }

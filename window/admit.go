@@ -62,6 +62,9 @@ func (s *Store) ObserveFrom(now int64, src Source, ev *Event) error {
 		if err == nil {
 			se.partition = ev.Feed.Partition()
 		}
+		if se.watched { // even refused: addFrom may have moved the ring's time
+			sh.touch(se)
+		}
 		sh.mu.Unlock()
 	} else {
 		err = s.observeNewFrom(sh, h, now, src, *ev)
@@ -89,11 +92,14 @@ func (s *Store) observeNewFrom(sh *shard, h uint64, now int64, src Source, ev Ev
 	}
 	r := &se.ring
 	r.advance(now)
-	if err = r.addJudged(now, ev.TS, ev.Value, ev.Count); err != nil {
+	if err = r.addJudged(now, ev.TS, ev.Value, ev.Count); err != nil { // unlinkNew unindexes it
 		s.unlinkNew(sh, h, se)
 		return err
 	}
 	se.partition = ev.Feed.Partition()
+	if se.watched {
+		sh.touch(se)
+	}
 	return nil
 }
 

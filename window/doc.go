@@ -117,7 +117,11 @@
 // Partials of tiered windows merge to the earliest start of equal end. Calendar windows
 // (calendar.go: local midnight, Monday, the 1st, in an IANA zone) are read as windows from
 // their boundary, rounded as any start is: a +05:30 zone's midnight inside an hour slot reads
-// from the hour. Range reads (ReadRange) step through the ring's own slots only. Evict keeps a
+// from the hour. Range reads (ReadRange, ReadRangeMerged, ReadRangeGroups) reach through the
+// tiers (range_tiers.go): the reach is tiled by cells, each tier's slots (a tier's newest
+// slot ending where the finer slots begin) and then the ring's own, and a point older than
+// the retention rounds its end and start down to cell boundaries, so it is exact over its [From, To) and comes
+// from the finest tier that covers it (TestReadRangeTiered). Evict keeps a
 // series while its tiers hold anything a read can reach. Snapshots (version 2) carry the tiers.
 //
 // # Store
@@ -131,6 +135,10 @@
 // feed. Every refusal is counted in Stats by reason. ReadKey and ReadRangeKey read a key or
 // a key pattern (glob.go: '*' matches any run of bytes), ReadAt and ReadRangeAt for one
 // series, ReadMerged and ReadRangeMerged for a pattern: readers make that choice there.
+// IndexLevels makes a LevelIndex of a metric (issue #29): the series under each key prefix
+// of a hierarchy (org/team/user), kept as series come and go, whose MergeUnder answers what
+// MergePartial answers for the prefix while visiting only its series, and from the prefix's
+// cached aggregate while none of them has been written, made or removed since.
 //
 // ValidName is the key rule of every door (issue #25): a key or metric is valid UTF-8
 // without C0 or C1 controls, DEL or bidi overrides and isolates. Ingest's decoder, snapshot

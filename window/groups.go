@@ -313,11 +313,25 @@ func (s *Store) ReadRangeGroups(now int64, metric string, sel *Selector, by []st
 		return nil, err
 	}
 	rc := s.RingConfig(metric)
-	shp, err := shapeFor(rc, w, step)
-	if err != nil {
-		return nil, err
+	width := rc.Slot.Milliseconds()
+	cur := floorDiv(now, width)
+	var shp rangeShape
+	var cells []rangeCell // a tiered ring's (range_tiers.go); nil without tiers
+	nagg := rc.Slots
+	if len(rc.Tiers) > 0 {
+		if err := tieredShape(rc, w, step); err != nil {
+			return nil, err
+		}
+		cells = tieredCells(rc, cur)
+		nagg = len(cells)
+	} else {
+		var err error
+		if shp, err = shapeFor(rc, w, step); err != nil {
+			return nil, err
+		}
 	}
-	limit := max(1, min(MaxGroups, maxRangeCells/rc.Slots))
+	bins := len(qs) > 0 && !rc.NoSketch
+	limit := max(1, min(MaxGroups, maxRangeCells/nagg))
 	type rangeGroup struct {
 		values []string
 		aggs   []slotAgg
@@ -326,7 +340,6 @@ func (s *Store) ReadRangeGroups(now int64, metric string, sel *Selector, by []st
 	index := map[string]int{}
 	var groups []*rangeGroup
 	var buf []byte
-	cur := floorDiv(now, shp.width)
 	over := false
 	s.eachSelected(metric, sel, stop, func(se *series) bool {
 		buf = appendGroupKey(buf[:0], by, se.key)
@@ -339,16 +352,20 @@ func (s *Store) ReadRangeGroups(now int64, metric string, sel *Selector, by []st
 			k := string(buf)
 			i = len(groups)
 			index[k] = i
-			groups = append(groups, &rangeGroup{values: groupValues(k, len(by)), aggs: make([]slotAgg, rc.Slots)})
+			groups = append(groups, &rangeGroup{values: groupValues(k, len(by)), aggs: make([]slotAgg, nagg)})
 		}
 		g := groups[i]
-		se.ring.mergeSlots(now, cur, g.aggs)
+		if cells != nil {
+			se.ring.mergeCells(cells, g.aggs, bins)
+		} else {
+			se.ring.mergeSlots(now, cur, g.aggs)
+		}
 		g.series++
 		return true
 	})
 	switch {
 	case over:
-		return nil, fmt.Errorf("%w: more than %d by %s over %d slots", ErrTooManyGroups, limit, strings.Join(by, ","), rc.Slots)
+		return nil, fmt.Errorf("%w: more than %d by %s over %d slots", ErrTooManyGroups, limit, strings.Join(by, ","), nagg)
 	case len(groups) == 0:
 		return nil, ErrNotFound
 	}
@@ -356,7 +373,11 @@ func (s *Store) ReadRangeGroups(now int64, metric string, sel *Selector, by []st
 	ix, _ := rc.Sketch.Indexer() // validated by NewStore
 	out := make([]RangeGroup, len(groups))
 	for i, g := range groups {
-		out[i] = RangeGroup{Labels: labelsOf(by, g.values), Points: compose(make([]Agg, 0, shp.p), g.aggs, cur, shp, ix, qs, g.series)}
+		if cells != nil {
+			out[i] = RangeGroup{Labels: labelsOf(by, g.values), Points: composeCells(cells, g.aggs, cur, width, w.Milliseconds(), step.Milliseconds(), ix, qs, g.series)}
+		} else {
+			out[i] = RangeGroup{Labels: labelsOf(by, g.values), Points: compose(make([]Agg, 0, shp.p), g.aggs, cur, shp, ix, qs, g.series)}
+		}
 		groups[i] = nil // its slot bins can go before the next group composes
 	}
 	return out, nil

@@ -208,7 +208,19 @@ func (r *Ring) mergeSlots(now, cur int64, aggs []slotAgg) {
 // w and step must be positive multiples of the slot width, at most the retention
 // (ErrBadWindow, ErrBadStep). Cost: one pass over the retention's slots plus one union scan
 // of a window's bins per point; it allocates the points.
+//
+// A ring with tiers reads through them (range_tiers.go): w and step may reach as far as
+// Reach, and the points go back as far as the tiers hold, the points older than the
+// retention each rounded out to whole slots of the tier that holds its time, so its count,
+// sum, min and max are exact over its [From, To) and the points are as far apart as that
+// tier's slots when the step is finer. Within the retention the points are those above.
 func (r *Ring) ReadRange(now int64, w, step time.Duration, qs []float64) ([]Agg, error) {
+	if len(r.cfg.Tiers) > 0 {
+		return readRangeTiered(*r.cfg, r.at(now), w, step, qs, func(cells []rangeCell, aggs []slotAgg, bins bool) int {
+			r.mergeCells(cells, aggs, bins)
+			return 1
+		})
+	}
 	if err := checkQuantiles(qs); err != nil {
 		return nil, err
 	}
@@ -251,6 +263,16 @@ func (s *Store) ReadRangeMerged(now int64, metric string, match func(key string)
 		return nil, err
 	}
 	rc := s.RingConfig(metric)
+	if len(rc.Tiers) > 0 {
+		return readRangeTiered(rc, floorDiv(now, rc.Slot.Milliseconds()), w, step, qs, func(cells []rangeCell, aggs []slotAgg, bins bool) int {
+			matched := 0
+			s.scanMetric(metric, byKey(match), func(se *series) {
+				se.ring.mergeCells(cells, aggs, bins)
+				matched++
+			})
+			return matched
+		})
+	}
 	shp, err := shapeFor(rc, w, step)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ var (
 	ErrBadWindow    = errors.New("window: window must be a positive multiple of the slot width, at most the retention")
 	ErrBadQuantile  = errors.New("window: quantile must be in [0, 1]")
 	ErrNotFound     = errors.New("window: series not found")
+	ErrNotCovered   = errors.New("window: the level index keeps no prefix that deep")
 )
 
 // Defaults of RingConfig.

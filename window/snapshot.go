@@ -451,6 +451,9 @@ func (s *Store) load(l *snapLoad, p int32) (int, error) {
 		} else {
 			se.partition = p
 			added++
+			if se.watched {
+				sh.touch(se)
+			}
 		}
 		sh.mu.Unlock()
 	}

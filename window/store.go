@@ -1,12 +1,8 @@
 package window
 
 import (
-	"cmp"
-	"context"
 	"fmt"
 	"iter"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +63,7 @@ type series struct {
 	metric, key string
 	partition   int32
 	labelled    bool    // key holds labels besides key (HasLabels): counted in LabelledSeries
+	watched     bool    // in a LevelIndex: its shard's refs holds its memberships (in the padding: free)
 	next        *series // another series whose key hashes the same (64-bit collisions are rare)
 	ring        Ring
 }
@@ -75,8 +72,9 @@ type series struct {
 // finding a shard is a shift, not a multiply).
 type shard struct {
 	mu     sync.Mutex
-	series map[uint64]*series // by seriesHash of metric and key: one hash per event, not two
-	_      [48]byte
+	series map[uint64]*series    // by seriesHash of metric and key: one hash per event, not two
+	refs   map[*series]*levelRef // the LevelIndex memberships of its watched series; nil without
+	_      [40]byte
 }
 
 // Store is the set of live series, (metric, key) → Ring, in shards each guarded by a mutex.
@@ -97,6 +95,9 @@ type Store struct {
 	labelled                                sync.Map // metric → *labelledCount (LabelledSeries)
 	perMetric                               sync.Map // metric → *metricSeries, kept only under MaxSeriesPerMetric
 	late, future, invalid, refused, evicted atomic.Uint64
+
+	levelsMu sync.Mutex                               // IndexLevels
+	levels   atomic.Pointer[map[string][]*LevelIndex] // by metric; copied on change, nil without
 }
 
 // NewStore returns an empty store, or the config's error.
@@ -222,6 +223,9 @@ func (s *Store) ObserveAt(now int64, ev Event) error {
 		// A refused event leaves no empty series behind to hold a place under MaxSeries.
 		s.unlinkNew(sh, h, se)
 	}
+	if se.watched { // even refused: Add may have moved the ring's time
+		sh.touch(se)
+	}
 	sh.mu.Unlock()
 	if err != nil {
 		s.countErr(err)
@@ -248,6 +252,9 @@ func (s *Store) create(sh *shard, h uint64, ev Event) (*series, error) {
 	}
 	se.ring.init(s.ringConfigOf(ev.Metric))
 	sh.series[h] = se
+	if s.levels.Load() != nil {
+		s.indexNew(sh, se)
+	}
 	return se, nil
 }
 
@@ -261,6 +268,9 @@ func (s *Store) unlinkNew(sh *shard, h uint64, se *series) {
 	}
 	if se.labelled {
 		s.noteLabelled(se.metric, -1)
+	}
+	if se.watched {
+		sh.unindex(se)
 	}
 	s.noteRemoved(se.metric)
 	s.count.Add(-1)
@@ -365,105 +375,6 @@ func (s *Store) ReadMerged(now int64, metric string, match func(key string) bool
 	return a, nil
 }
 
-// Keys lists the keys of metric's series that start with prefix, sorted.
-func (s *Store) Keys(metric, prefix string) []string {
-	var out []string
-	s.each(func(se *series) {
-		if se.metric == metric && strings.HasPrefix(se.key, prefix) {
-			out = append(out, se.key)
-		}
-	})
-	sortKeys(out)
-	return out
-}
-
-// sortKeys sorts keys as slices.Sort does. Large sets are sorted by the 8 bytes after the
-// prefix they all share (tenant-…), held beside each key, and by the whole key only on a
-// tie: at a million series every key's bytes are a cache miss, and most comparisons then
-// touch none.
-func sortKeys(keys []string) {
-	if len(keys) < 1024 {
-		slices.Sort(keys)
-		return
-	}
-	lcp := len(keys[0])
-	for _, k := range keys[1:] {
-		n := min(lcp, len(k))
-		i := 0
-		for i < n && k[i] == keys[0][i] {
-			i++
-		}
-		lcp = i
-	}
-	type keyed struct {
-		p uint64 // the 8 bytes after the shared prefix, big-endian, zero-padded: ordered as the keys
-		k string
-	}
-	a := make([]keyed, len(keys))
-	for i, k := range keys {
-		var p uint64
-		for j := range 8 {
-			p <<= 8
-			if lcp+j < len(k) {
-				p |= uint64(k[lcp+j])
-			}
-		}
-		a[i] = keyed{p, k}
-	}
-	slices.SortFunc(a, func(x, y keyed) int {
-		if x.p != y.p {
-			return cmp.Compare(x.p, y.p)
-		}
-		return strings.Compare(x.k, y.k)
-	})
-	for i := range a {
-		keys[i] = a[i].k
-	}
-}
-
-// Metrics lists the metrics that have at least one series, sorted.
-func (s *Store) Metrics() []string {
-	seen := map[string]bool{}
-	s.each(func(se *series) { seen[se.metric] = true })
-	out := make([]string, 0, len(seen))
-	for m := range seen {
-		out = append(out, m)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// MetricCount is one metric of MetricSeries and how many live series it has.
-type MetricCount struct {
-	Metric string
-	Series int
-}
-
-// MetricSeries lists every metric with live series and its series count, sorted by
-// metric: one pass over the store, O(series + metrics·log metrics), where a count per
-// metric through Keys cost metrics × series. It checks ctx between shards and returns its
-// error when the caller has gone.
-func (s *Store) MetricSeries(ctx context.Context) ([]MetricCount, error) {
-	counts := map[string]int{}
-	for i := range s.shards {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for se := range sh.all() {
-			counts[se.metric]++
-		}
-		sh.mu.Unlock()
-	}
-	out := make([]MetricCount, 0, len(counts))
-	for m, n := range counts {
-		out = append(out, MetricCount{Metric: m, Series: n})
-	}
-	slices.SortFunc(out, func(a, b MetricCount) int { return strings.Compare(a.Metric, b.Metric) })
-	return out, nil
-}
-
 func (s *Store) each(fn func(*series)) {
 	var batch [sweepBatch]*series
 	flush := func(heads []*series) {
@@ -521,8 +432,14 @@ func (s *Store) removeIf(drop func(*series) bool) int {
 					if se.labelled {
 						s.noteLabelled(se.metric, -1)
 					}
+					if se.watched {
+						sh.unindex(se)
+					}
 					s.noteRemoved(se.metric)
 				} else {
+					if se.watched {
+						sh.touch(se) // drop may have moved its ring (Evict's sweep)
+					}
 					se.next, keep = keep, se
 				}
 				se = next

@@ -43,6 +43,9 @@ type Checker struct {
 	// nil when the rule has none.
 	ms  []window.Matcher
 	sel *window.Selector
+	// levels indexes the metric's series by the prefixes a rule with levels reads above
+	// the key (window.LevelIndex); nil without levels.
+	levels *window.LevelIndex
 }
 
 // Reader reads a rule's series over every instance of the consumer group (the cluster
@@ -121,6 +124,9 @@ func NewChecker(store *window.Store, r Rule) (*Checker, error) {
 		c.qs = []float64{r.Agg.Q}
 	}
 	c.limit = limitOf(r.Max)
+	if r.Levels.N > 1 {
+		c.levels = store.IndexLevels(r.Metric, r.Levels.Separator, r.Levels.N-1)
+	}
 	return c, nil
 }
 

@@ -20,7 +20,9 @@ func (c *Checker) checkLevels(ctx context.Context, key string, now time.Time) (l
 	var best limiter.Decision
 	var remote, degraded bool
 	var stale time.Duration
-	for i, k := range l.Keys(key) {
+	var keys [limiter.MaxLevels]string
+	ll := limiter.Levels{Separator: l.Separator, N: l.N}
+	for i, k := range keys[:ll.KeysInto(key, &keys)] {
 		d, err := c.checkTarget(ctx, target{key: k, under: i < l.N-1}, now, l.Max[i], limitOf(l.Max[i]))
 		if err != nil {
 			return limiter.Decision{}, err
@@ -55,16 +57,35 @@ func (c *Checker) selectsUnder(prefix, k string) bool {
 
 // readUnderLocal reads a level's prefix from the store: every series selectsUnder takes,
 // folded without their sketch bins (a rule with levels reads no quantile), which is most of
-// a merged read's cost.
+// a merged read's cost. The level index answers it from the prefix's own series, or from
+// its cached aggregate while they are quiet; a scan of the metric's series remains for a
+// prefix deeper than the index keeps (a key with more separators than the rule's levels).
 func (c *Checker) readUnderLocal(now int64, prefix string, w time.Duration) (window.Agg, error) {
 	p := window.Partial{NoBins: true}
-	if err := c.store.MergePartial(now, c.rule.Metric, func(k string, _ int32) bool { return c.selectsUnder(prefix, k) }, w, &p); err != nil {
+	err := window.ErrNotCovered
+	if c.levels != nil {
+		var match window.SeriesMatch
+		if c.sel != nil {
+			match = func(k string, _ int32) bool { return c.sel.Match(k) }
+		}
+		err = c.levels.MergeUnder(now, prefix, match, w, &p)
+	}
+	if errors.Is(err, window.ErrNotCovered) {
+		err = c.store.MergePartial(now, c.rule.Metric, func(k string, _ int32) bool { return c.selectsUnder(prefix, k) }, w, &p)
+	}
+	if err != nil {
 		return window.Agg{}, err
 	}
 	if p.Series == 0 {
 		return window.Agg{}, window.ErrNotFound
 	}
-	return p.Agg(c.store.Indexer(c.rule.Metric), nil), nil
+	// p.Agg without its quantiles (none: no bins, no indexer to look up), built in place:
+	// it is a level read's own cost on the index's cached path.
+	a := window.Agg{From: p.From, To: p.To, Count: p.Count, Sum: p.Sum, Min: p.Min, Max: p.Max, Series: p.Series}
+	if a.Count == 0 {
+		a.Min, a.Max = 0, 0
+	}
+	return a, nil
 }
 
 // readUnder reads a level's prefix through the cluster Reader: the prefix's own key and

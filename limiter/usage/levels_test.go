@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -308,5 +309,50 @@ func TestRuleLevelsWithMatch(t *testing.T) {
 	observe(t, st, now, "cost", series("org-1/team-f/user-1", "/pay"), 190, 1)
 	if d := check(t, c, "org-1/team-a/user-2", now.Add(time.Second)); d.Allowed || d.Level != "org-1" {
 		t.Fatalf("the org's /pay at 950 + 190: %+v, want denied at org-1 (the /search 10000 never counted)", d)
+	}
+}
+
+// TestRuleLevelsMatchScan: random keys of one to four levels, random events over two
+// hours; every level of CheckLevels (read through the store's level index, from its cache
+// when nothing changed) holds the usage a scan of every series of the metric finds under
+// the level's prefix.
+func TestRuleLevelsMatchScan(t *testing.T) {
+	st := newStore(t)
+	const max = 1e9
+	c := mustChecker(t, st, usage.Rule{Name: "q", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour,
+		Levels: usage.RuleLevels{Separator: "/", Max: [limiter.MaxLevels]float64{max, max, max}, N: 3}})
+	rng := rand.New(rand.NewPCG(29, 3))
+	key := func() string {
+		parts := make([]string, 1+rng.IntN(4))
+		for i := range parts {
+			parts[i] = string(rune('a' + rng.IntN(3)))
+		}
+		return strings.Join(parts, "/")
+	}
+	now := t0
+	for range 400 {
+		now = now.Add(time.Duration(rng.IntN(40)) * time.Second)
+		observe(t, st, now, "cost", key(), float64(rng.IntN(20)), 1)
+		for range 2 {
+			k := key()
+			ds, keys, err := c.CheckLevels(context.Background(), k, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, lk := range keys {
+				var p window.Partial
+				p.NoBins = true
+				err := st.MergePartial(now.UnixMilli(), "cost", func(s string, _ int32) bool {
+					kk := window.SeriesKeyOf(s)
+					return kk == lk || i < 2 && strings.HasPrefix(kk, lk+"/") // levels above the last read under
+				}, time.Hour, &p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := int64(max - p.Sum); ds[i].Remaining != want {
+					t.Fatalf("key %q level %q at %v: remaining %d, the scan's sum leaves %d", k, lk, now, ds[i].Remaining, want)
+				}
+			}
+		}
 	}
 }
