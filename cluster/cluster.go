@@ -369,29 +369,49 @@ type request struct {
 	timeout time.Duration
 }
 
-func (r *request) query() url.Values {
-	q := url.Values{"op": {r.op}, "metric": {r.metric}, "key": {r.key},
-		"window": {strconv.FormatInt(r.winMs, 10)}, "now": {strconv.FormatInt(r.now, 10)}}
+// rawQuery is r as a peer request's query string, written directly rather than through
+// url.Values (a map, its Encode sorting the keys): one string, built once per peer request.
+// The peer parses it with url.ParseQuery, so the order of its fields is free.
+func (r *request) rawQuery() string {
+	b := make([]byte, 0, 96+len(r.metric)+len(r.key))
+	field := func(name, v string) {
+		if len(b) > 0 {
+			b = append(b, '&')
+		}
+		b = append(b, name...)
+		b = append(b, '=')
+		b = append(b, url.QueryEscape(v)...) // v itself when nothing needs escaping
+	}
+	field("op", r.op)
+	field("metric", r.metric)
+	field("key", r.key)
+	b = append(b, "&window="...)
+	b = strconv.AppendInt(b, r.winMs, 10)
+	b = append(b, "&now="...)
+	b = strconv.AppendInt(b, r.now, 10)
 	if r.bins {
-		q.Set("bins", "1")
+		b = append(b, "&bins=1"...)
 	}
 	if r.op == opGroups {
-		q.Set("by", strings.Join(r.by, ","))
+		field("by", strings.Join(r.by, ","))
 	}
 	if r.op == opGroups || r.op == opSlots {
 		for _, m := range r.ms {
-			q.Add("m", appendMatcher(nil, m))
+			field("m", appendMatcher(nil, m))
 		}
 	}
 	if r.op == opSlots {
-		q.Set("at", strconv.FormatInt(r.at, 10))
+		b = append(b, "&at="...)
+		b = strconv.AppendInt(b, r.at, 10)
 	}
-	ps := make([]string, len(r.parts))
+	b = append(b, "&parts="...)
 	for i, p := range r.parts {
-		ps[i] = strconv.Itoa(int(p))
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(p), 10)
 	}
-	q.Set("parts", strings.Join(ps, ","))
-	return q
+	return string(b)
 }
 
 // fanout asks every owner of a partition this instance does not serve for r, and calls
@@ -404,20 +424,54 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 		// readiness until Known; a usage decision meanwhile is flagged, not guessed.
 		return []int32{UnknownPartitions}
 	}
+	served := make(map[int32]bool, v.Partitions)
+	for p := range local {
+		served[p] = true
+	}
+	take := func(a *answer) {
+		for _, p := range a.served {
+			served[p] = true
+		}
+		each(a)
+	}
+	timeout := c.cfg.Timeout
+	if r.timeout > 0 {
+		timeout = r.timeout
+	}
+	if len(r.only) == 1 {
+		// One partition, one owner (a routed key): the hop is a plain call on this
+		// goroutine, over the peers' keep-alive connections, with no fan-out machinery.
+		if p := r.only[0]; !local[p] {
+			if addr := v.Owner[p]; addr != "" && addr != c.cfg.Advertise {
+				ctx, cancel := context.WithTimeout(ctx, timeout)
+				defer cancel()
+				r.parts = r.only
+				if a, err := c.ask(ctx, addr, &r); err == nil {
+					take(a)
+				}
+			}
+		}
+		if !served[r.only[0]] {
+			return r.only
+		}
+		return nil
+	}
 	skip := func(p int32) bool { return local[p] }
 	if r.only != nil {
 		skip = func(p int32) bool { return local[p] || !slices.Contains(r.only, p) }
 	}
 	peers := v.peers(c.cfg.Advertise, skip)
-	served := make(map[int32]bool, v.Partitions)
-	for p := range local {
-		served[p] = true
-	}
-	if len(peers) > 0 {
-		timeout := c.cfg.Timeout
-		if r.timeout > 0 {
-			timeout = r.timeout
+	delete(peers, "") // a member that advertises no address: its partitions stay missing
+	if len(peers) == 1 {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		for addr, parts := range peers {
+			r.parts = parts
+			if a, err := c.ask(ctx, addr, &r); err == nil {
+				take(a)
+			}
 		}
+	} else if len(peers) > 1 {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		type result struct {
@@ -426,9 +480,6 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 		}
 		results := make(chan result, len(peers))
 		for addr, parts := range peers {
-			if addr == "" {
-				continue // a member that advertises no address: its partitions stay missing
-			}
 			rr := r
 			rr.parts = parts
 			go func() {
@@ -436,19 +487,10 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 				results <- result{a, err}
 			}()
 		}
-		n := len(peers)
-		if _, ok := peers[""]; ok {
-			n--
-		}
-		for range n {
-			res := <-results
-			if res.err != nil {
-				continue
+		for range peers {
+			if res := <-results; res.err == nil {
+				take(res.a)
 			}
-			for _, p := range res.a.served {
-				served[p] = true
-			}
-			each(res.a)
 		}
 	}
 	if r.only != nil {
@@ -479,7 +521,7 @@ func (c *Cluster) ask(ctx context.Context, addr string, r *request) (*answer, er
 }
 
 func (c *Cluster) askOnce(ctx context.Context, addr string, r *request) (*answer, error) {
-	query := r.query().Encode()
+	query := r.rawQuery()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+addr+PeerPath+"?"+query, nil)
 	if err != nil {
 		return nil, fmt.Errorf("building the peer request: %w", err)

@@ -41,6 +41,12 @@ var quotaRule = usage.Rule{Name: "quota", Metric: "cost", Agg: usage.Agg{Kind: u
 // series of latency_ms with 20 events each over the last 5 minutes, and one cost event per key.
 func benchCluster(b *testing.B, n, keys int, partitioner ...string) []*instance {
 	b.Helper()
+	return benchClusterWith(b, n, keys, func(c *Config) { c.KeyPartitioner = strings.Join(partitioner, "") })
+}
+
+// benchClusterWith is benchCluster with every instance's Config adjusted by mod.
+func benchClusterWith(b *testing.B, n, keys int, mod func(*Config)) []*instance {
+	b.Helper()
 	ins := make([]*instance, n)
 	owner := map[int32]string{}
 	for i := range ins {
@@ -61,8 +67,9 @@ func benchCluster(b *testing.B, n, keys int, partitioner ...string) []*instance 
 			}
 		}
 		// A generous deadline: on a loaded machine a slow answer must count, not fail.
-		in.cl, err = New(Config{Store: st, Brokers: []string{"127.0.0.1:1"}, Advertise: addr, Timeout: 30 * time.Second, Local: func() []int32 { return mine },
-			KeyPartitioner: strings.Join(partitioner, "")})
+		cfg := Config{Store: st, Brokers: []string{"127.0.0.1:1"}, Advertise: addr, Timeout: 30 * time.Second, Local: func() []int32 { return mine }}
+		mod(&cfg)
+		in.cl, err = New(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
