@@ -29,8 +29,8 @@ func BenchmarkClusterOneHop(b *testing.B) {
 		}
 	}
 	path := two[0].srv.URL + "/v1/window?metric=latency_ms&window=5m&q=0.95&key="
-	b.Run("ours", func(b *testing.B) { sequential(b, path+remote) })
-	b.Run("anchor", func(b *testing.B) { sequential(b, path+local) })
+	b.Run("ours", func(b *testing.B) { sequential(b, path+remote, two[1]) })
+	b.Run("anchor", func(b *testing.B) { sequential(b, path+local, two[1]) })
 }
 
 func cmpOr(a, b string) string {
@@ -41,8 +41,10 @@ func cmpOr(a, b string) string {
 }
 
 // sequential GETs u b.N times, one at a time over one keep-alive connection, and reports
-// the median and 99th percentile of the reads' latencies (p50_us, p99_us).
-func sequential(b *testing.B, u string) {
+// the median and 99th percentile of the reads' latencies (p50_us, p99_us), the peer
+// requests peer received per read (hops/op) and the connections it accepted while timed
+// (peer_conns: 0 when every hop rides a kept-alive connection).
+func sequential(b *testing.B, u string, peer *instance) {
 	b.Helper()
 	tr := &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, DisableCompression: true}
 	defer tr.CloseIdleConnections()
@@ -68,12 +70,15 @@ func sequential(b *testing.B, u string) {
 		do()
 	}
 	lat := make([]time.Duration, 0, b.N)
+	asked, conns := peer.asked.Load(), peer.conns.Load()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
 		lat = append(lat, do())
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(peer.asked.Load()-asked)/float64(b.N), "hops/op")
+	b.ReportMetric(float64(peer.conns.Load()-conns), "peer_conns")
 	slices.Sort(lat)
 	at := func(q float64) float64 {
 		return float64(lat[min(len(lat)-1, int(float64(len(lat))*q))].Nanoseconds()) / 1e3
