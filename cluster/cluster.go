@@ -193,6 +193,8 @@ type Cluster struct {
 	view     atomic.Pointer[View]
 	assigned atomic.Pointer[[]int32] // this member's assignment of the current generation
 	allLocal atomic.Bool             // assigned covers every partition of the topic
+	routeOff atomic.Bool             // a series contradicted the declared partitioner: fan out (keycheck.go)
+	hinted   atomic.Bool             // the --key-partitioner hint was logged (keycheck.go)
 	kick     chan struct{}           // a generation began: describe now
 
 	describeMu sync.Mutex // Describe: concurrent callers share one describe
@@ -271,10 +273,13 @@ func (c *Cluster) OnGeneration(_ int32, assigned []int32) {
 }
 
 // Run follows the group until ctx ends: it describes the group at every generation and
-// every Refresh. It returns nil when ctx ends.
+// every Refresh, and checks the store's keys against murmur2 every KeyCheckInterval
+// (CheckKeyPartitioner). It returns nil when ctx ends.
 func (c *Cluster) Run(ctx context.Context) error {
 	t := time.NewTicker(c.cfg.Refresh)
 	defer t.Stop()
+	check := time.NewTicker(KeyCheckInterval)
+	defer check.Stop()
 	for {
 		c.refresh(ctx)
 		select {
@@ -282,6 +287,8 @@ func (c *Cluster) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-c.kick:
+		case <-check.C:
+			c.CheckKeyPartitioner()
 		}
 	}
 }

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +62,51 @@ func TestKnownOwnerIsOneHop(t *testing.T) {
 		if asked, p := read("tenant-*"); asked != [3]int64{0, 1, 1} || p.Count != 60*20 {
 			t.Errorf("declared %v, a glob: peers asked %v, want [0 1 1]; count %v, want %d", declared, asked, p.Count, 60*20)
 		}
+	}
+}
+
+// A series on another partition than murmur2 gives its key contradicts a declared
+// partitioner: the check finds it and this instance's one-key reads fan out from then on.
+// Without the declaration, a store whose keyed series all agree logs the hint, once.
+func TestKeyCheck(t *testing.T) {
+	ins := benchClusterWith(t, 3, 60, func(c *Config) { c.KeyPartitioner = "murmur2" })
+	a := ins[0].cl
+	if kc := a.CheckKeyPartitioner(); kc.Off != 0 || kc.Checked == 0 || a.routeOff.Load() {
+		t.Fatalf("murmur2-keyed store: %+v, routing off %v", kc, a.routeOff.Load())
+	}
+	remote := keyOn(1, 3)
+	hops := func() int64 {
+		before := ins[1].asked.Load() + ins[2].asked.Load()
+		var p window.Partial
+		if missing, err := a.Merge(context.Background(), time.Now().UnixMilli(), "latency_ms", remote, 5*time.Minute, false, &p); err != nil || len(missing) != 0 {
+			t.Fatalf("missing %v, err %v", missing, err)
+		}
+		return ins[1].asked.Load() + ins[2].asked.Load() - before
+	}
+	if n := hops(); n != 1 {
+		t.Fatalf("routed read before the check: %d peer requests, want 1", n)
+	}
+	// Another producer writes the remote key to partition 0, which instance 0 consumes.
+	now := time.Now().UnixMilli()
+	if err := ins[0].store.ObserveAt(now, window.Event{TS: now, Metric: "latency_ms", Key: remote, Value: 1, Feed: window.FeedOf(0)}); err != nil {
+		t.Fatal(err)
+	}
+	kc := a.CheckKeyPartitioner()
+	if kc.Off != 1 || kc.Example != remote || kc.Wrong != 0 || kc.Want != partitionOf(remote) || !a.routeOff.Load() {
+		t.Errorf("one series on partition 0: %+v, routing off %v", kc, a.routeOff.Load())
+	}
+	if n := hops(); n != 2 {
+		t.Errorf("read after the check: %d peer requests, want 2 (fan-out)", n)
+	}
+
+	var log strings.Builder
+	ins = benchClusterWith(t, 3, 3000, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
+	for range 2 {
+		if kc := ins[0].cl.CheckKeyPartitioner(); kc.Off != 0 || kc.Checked < minKeyHint {
+			t.Fatalf("undeclared, murmur2-keyed store: %+v", kc)
+		}
+	}
+	if n := strings.Count(log.String(), "--key-partitioner murmur2 makes one-key reads one hop"); n != 1 {
+		t.Errorf("hint logged %d times, want once:\n%s", n, log.String())
 	}
 }
