@@ -98,7 +98,8 @@ type Config struct {
 	// "murmur2" (the Java client's default, kafka-go's Murmur2Balancer, slide produce).
 	// Empty (the default) declares nothing and every read fans out to every owner, which
 	// is exact whatever the producers do. A wrong declaration makes one-key reads miss
-	// events produced to other partitions: declare it only when it holds.
+	// events produced to other partitions: declare it only when it holds. Run checks the
+	// store against it (CheckKeyPartitioner) and stops routing when a series contradicts it.
 	KeyPartitioner string
 	// Local returns the partitions this instance has restored and serves (the consumer's
 	// restored partitions). Required.
