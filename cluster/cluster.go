@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -186,8 +185,9 @@ type Cluster struct {
 	log    *slog.Logger
 	client *kafka.Client
 	http   *http.Client
-	scheme string // "http://" or "https://" (Config.TLS)
-	auth   *Auth  // signs and checks peer requests and answers; nil: unsigned
+	rt     http.RoundTripper // the transport of c.http when this package built it: reads skip the Client's redirect and header-copy work
+	scheme string            // "http://" or "https://" (Config.TLS)
+	auth   *Auth             // signs and checks peer requests and answers; nil: unsigned
 	now    func() int64
 	m      *metrics
 
@@ -221,7 +221,7 @@ func New(cfg Config) (*Cluster, error) {
 	var err error
 	c.http = cfg.HTTPClient
 	if c.http == nil {
-		c.http = &http.Client{Transport: &http.Transport{
+		tr := &http.Transport{
 			Proxy:               nil, // peers are reached directly
 			MaxIdleConns:        256,
 			MaxIdleConnsPerHost: 64,
@@ -229,7 +229,8 @@ func New(cfg Config) (*Cluster, error) {
 			IdleConnTimeout:     90 * time.Second,
 			DialContext:         (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext,
 			TLSClientConfig:     cfg.TLS,
-		}}
+		}
+		c.http, c.rt = &http.Client{Transport: tr}, tr
 	}
 	c.scheme = "http://"
 	if cfg.TLS != nil {
@@ -515,74 +516,6 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 		}
 	}
 	return missing
-}
-
-// ask sends one peer request and decodes its answer.
-func (c *Cluster) ask(ctx context.Context, addr string, r *request) (*answer, error) {
-	start := time.Now()
-	a, err := c.askOnce(ctx, addr, r)
-	c.m.observe(r.op, err, time.Since(start))
-	if err != nil && c.m.errLog.Allow() {
-		c.log.Warn("cluster: peer read failed", "peer", addr, "op", r.op, "err", err)
-	}
-	return a, err
-}
-
-func (c *Cluster) askOnce(ctx context.Context, addr string, r *request) (*answer, error) {
-	query := r.rawQuery()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+addr+PeerPath+"?"+query, nil)
-	if err != nil {
-		return nil, fmt.Errorf("building the peer request: %w", err)
-	}
-	req.Header.Set(HeaderPeer, c.cfg.Advertise)
-	if dl, ok := ctx.Deadline(); ok {
-		req.Header.Set(HeaderDeadline, strconv.FormatInt(dl.UnixMilli(), 10))
-	}
-	// Signed for addr alone, never with the API's token: a member that is not what it
-	// claims learns nothing it could use elsewhere.
-	var stamp Stamp
-	if c.auth != nil {
-		stamp = c.auth.SignRequest(Message{Method: http.MethodGet, To: addr, Path: PeerPath, Query: query})
-		stamp.SetHeader(req.Header)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("asking %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxAnswerBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading the answer of %s: %w", addr, err)
-	}
-	if resp.StatusCode == http.StatusUnauthorized {
-		return nil, fmt.Errorf("%w: peer %s refused this instance's signature: %s", errUnauthenticated, addr, clip(string(body)))
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("peer %s answered %s: %s", addr, resp.Status, clip(string(body)))
-	}
-	if int64(len(body)) > c.cfg.MaxAnswerBytes {
-		return nil, fmt.Errorf("peer %s: answer over %d bytes", addr, c.cfg.MaxAnswerBytes)
-	}
-	if c.auth != nil {
-		mac, err := AnswerMACOf(resp.Header)
-		if err == nil {
-			err = c.auth.VerifyAnswer(stamp.Nonce, body, mac)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: the answer of %s does not prove itself: %w", errUnauthenticated, addr, err)
-		}
-	}
-	a, err := decodeAnswer(r.op, body)
-	if err != nil {
-		return nil, fmt.Errorf("peer %s: %w", addr, err)
-	}
-	// A peer serves only what it was asked: anything else would count twice.
-	for _, p := range a.served {
-		if !slices.Contains(r.parts, p) {
-			return nil, fmt.Errorf("%w: peer %s served partition %d it was not asked for", ErrCorrupt, addr, p)
-		}
-	}
-	return &a, nil
 }
 
 func clip(s string) string {
