@@ -58,6 +58,24 @@ func TestKnownOwnerIsOneHop(t *testing.T) {
 			if asked != want || p.Count != 20 {
 				t.Errorf("declared %v, key %s of instance %d: peers asked %v, want %v; count %v, want 20", declared, key, owner, asked, want, p.Count)
 			}
+			// A read by labels of the same key (match=, by=) routes alike.
+			var before [3]int64
+			for i, in := range ins {
+				before[i] = in.asked.Load()
+			}
+			g, err := window.NewGroupPartials([]string{"route"}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if missing, err := ins[0].cl.MergeGroups(context.Background(), time.Now().UnixMilli(), "latency_ms", key, nil, 5*time.Minute, false, g); err != nil || len(missing) != 0 {
+				t.Fatalf("MergeGroups %s: missing %v, err %v", key, missing, err)
+			}
+			for i, in := range ins {
+				asked[i] = in.asked.Load() - before[i]
+			}
+			if asked != want {
+				t.Errorf("declared %v, MergeGroups of key %s of instance %d: peers asked %v, want %v", declared, key, owner, asked, want)
+			}
 		}
 		if asked, p := read("tenant-*"); asked != [3]int64{0, 1, 1} || p.Count != 60*20 {
 			t.Errorf("declared %v, a glob: peers asked %v, want [0 1 1]; count %v, want %d", declared, asked, p.Count, 60*20)
