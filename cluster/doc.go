@@ -87,7 +87,9 @@
 // instance's routing off (its reads fan out again, exact) and is logged and exported in
 // slide_cluster_key_partition_mismatches, which must stay 0 on every instance; without
 // the flag, a store of at least 1,000 keyed series that all agree with murmur2 logs a
-// one-time hint naming the flag.
+// one-time hint naming the flag. Partitions added to the topic move murmur2's answer for
+// most keys while their earlier events stay where they were: the check then finds those
+// series, and routing stays off until they have left the windows and the instance restarts.
 //
 // The hop itself is one signed GET made on the reading goroutine (no goroutine, channel or
 // owner map: those are for two owners and more) over the peers' keep-alive connections,
