@@ -144,12 +144,26 @@ func (c Config) Validate() error {
 	case c.PeerKey != nil && len(c.PeerKey) < MinPeerKeyBytes:
 		return fmt.Errorf("%w (%d bytes)", ErrPeerKeyShort, len(c.PeerKey))
 	case c.KeyPartitioner != "" && c.KeyPartitioner != "murmur2":
-		return fmt.Errorf("cluster: key partitioner %q: only murmur2 (or empty: fan out)", c.KeyPartitioner)
+		return fmt.Errorf("cluster: key partitioner %q: only murmur2 (or empty: fan out)%s", c.KeyPartitioner, partitionerHint(c.KeyPartitioner))
 	}
 	if err := CheckAdvertise(c.Advertise); err != nil {
 		return err
 	}
 	return nil
+}
+
+// partitionerHint says what a producer's partitioner name given as Config.KeyPartitioner
+// means here: the names librdkafka and the Java client give murmur2, or a hash slide does
+// not route by.
+func partitionerHint(name string) string {
+	n := strings.ToLower(name)
+	switch {
+	case strings.HasPrefix(n, "murmur2"), strings.Contains(n, "defaultpartitioner"), strings.Contains(n, "builtinpartitioner"), n == "default", n == "java":
+		return "; librdkafka's murmur2 and murmur2_random and the Java client's default partition keyed records alike: declare murmur2"
+	case strings.Contains(n, "consistent"), strings.Contains(n, "crc32"), strings.Contains(n, "fnv1a"), strings.Contains(n, "random"), strings.Contains(n, "roundrobin"), strings.Contains(n, "round_robin"):
+		return "; that partitioner does not place a key by murmur2, so a key's owner cannot be known: leave it empty (every read fans out, exact)"
+	}
+	return ""
 }
 
 // CheckAdvertise reports an address peers cannot reach: empty, not host:port, or a wildcard

@@ -128,3 +128,28 @@ func TestKeyCheck(t *testing.T) {
 		t.Errorf("hint logged %d times, want once:\n%s", n, log.String())
 	}
 }
+
+// A producer's name for its partitioner, given as the declaration, is refused with what it
+// means here.
+func TestKeyPartitionerNames(t *testing.T) {
+	for name, want := range map[string]string{
+		"murmur2_random": "declare murmur2",
+		"Murmur2":        "declare murmur2",
+		"org.apache.kafka.clients.producer.internals.DefaultPartitioner": "declare murmur2",
+		"consistent_random": "leave it empty",
+		"crc32":             "leave it empty",
+		"fnv1a":             "leave it empty",
+		"sticky-ish":        "only murmur2 (or empty: fan out)",
+	} {
+		cfg := Config{Store: newStore(t), Brokers: []string{"127.0.0.1:1"}, Advertise: "127.0.0.1:1", Local: func() []int32 { return nil }}
+		cfg.KeyPartitioner = name
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), strconv.Quote(name)) {
+			t.Errorf("%s: %v, want it to say %q", name, err, want)
+		}
+	}
+	cfg := Config{Store: newStore(t), Brokers: []string{"127.0.0.1:1"}, Advertise: "127.0.0.1:1", Local: func() []int32 { return nil }, KeyPartitioner: "murmur2"}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("murmur2: %v", err)
+	}
+}
