@@ -71,9 +71,11 @@
 // usage decision go to one owner only when the owner is known, and it is known only when
 // Config.KeyPartitioner declares that every producer of the topic partitions records by
 // key with murmur2 (--key-partitioner murmur2: the Java client's default, kafka-go's
-// Murmur2Balancer, slide produce). The read then asks the owner of murmur2(key) mod
-// partitions alone, and only that partition can be missing. Globs, top-k (Each),
-// listings (Keys, Metrics) and PromQL's slots always fan out.
+// Murmur2Balancer, slide produce), keyed by the events' own keys. The read then asks the
+// owner of murmur2(key) mod partitions alone, and only that partition can be missing.
+// Globs, top-k (Each), listings (Keys, Metrics) and PromQL's slots always fan out. A
+// record whose events carry other keys than the record's (OTLP spans, an --event-map)
+// breaks the declaration for those keys.
 //
 // Nothing else makes the owner known, so the fan-out stays the default. That slide produce
 // keys by murmur2 says nothing of the topic's other producers; that the limiter's cluster
