@@ -41,9 +41,9 @@ type KeyCheck struct {
 // on another partition than murmur2 gives them, exports the count in
 // slide_cluster_key_partition_mismatches, and acts on it: with --key-partitioner murmur2
 // declared, any such series turns routing off on this instance for the rest of its life
-// (reads fan out) and is logged as a warning; without it, a store of at least 1,000 keyed
-// series all on murmur2's partition logs the hint, once. Before the topic's partitions are
-// known, or with one partition, it finds nothing.
+// (reads fan out), logged as a warning the first time; without it, a store of at least
+// 1,000 keyed series all on murmur2's partition logs the hint, once. Before the topic's
+// partitions are known, or with one partition, it finds nothing.
 func (c *Cluster) CheckKeyPartitioner() KeyCheck {
 	var kc KeyCheck
 	n := c.Partitions()
@@ -68,8 +68,7 @@ func (c *Cluster) CheckKeyPartitioner() KeyCheck {
 	})
 	c.m.keyOff.Set(float64(kc.Off))
 	switch {
-	case kc.Off > 0 && c.cfg.KeyPartitioner != "":
-		c.routeOff.Store(true)
+	case kc.Off > 0 && c.cfg.KeyPartitioner != "" && c.routeOff.CompareAndSwap(false, true): // logged once; the gauge follows
 		c.log.Warn("cluster: --key-partitioner murmur2 is declared, but series here sit on another partition than murmur2 gives their key: this instance's one-key reads fan out from now on; other instances routing such keys miss their events until the producers key by murmur2 or the flag is withdrawn",
 			"series", kc.Off, "of", kc.Checked, "key", clip(kc.Example), "partition", kc.Wrong, "murmur2_partition", kc.Want)
 	case kc.Off == 0 && kc.Checked >= minKeyHint && c.cfg.KeyPartitioner == "" && !c.Local() && c.hinted.CompareAndSwap(false, true):
