@@ -87,7 +87,11 @@ func TestKnownOwnerIsOneHop(t *testing.T) {
 // partitioner: the check finds it and this instance's one-key reads fan out from then on.
 // Without the declaration, a store whose keyed series all agree logs the hint, once.
 func TestKeyCheck(t *testing.T) {
-	ins := benchClusterWith(t, 3, 60, func(c *Config) { c.KeyPartitioner = "murmur2" })
+	var warned strings.Builder
+	ins := benchClusterWith(t, 3, 60, func(c *Config) {
+		c.KeyPartitioner = "murmur2"
+		c.Logger = slog.New(slog.NewTextHandler(&warned, nil))
+	})
 	a := ins[0].cl
 	if kc := a.CheckKeyPartitioner(); kc.Off != 0 || kc.Checked == 0 || a.routeOff.Load() {
 		t.Fatalf("murmur2-keyed store: %+v, routing off %v", kc, a.routeOff.Load())
@@ -115,6 +119,12 @@ func TestKeyCheck(t *testing.T) {
 	}
 	if n := hops(); n != 2 {
 		t.Errorf("read after the check: %d peer requests, want 2 (fan-out)", n)
+	}
+	if kc := a.CheckKeyPartitioner(); kc.Off != 1 {
+		t.Errorf("second check: %+v", kc)
+	}
+	if n := strings.Count(warned.String(), "--key-partitioner murmur2 is declared, but"); n != 1 {
+		t.Errorf("warned %d times over two checks, want once:\n%s", n, warned.String())
 	}
 
 	var log strings.Builder
