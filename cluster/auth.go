@@ -167,9 +167,10 @@ type macState struct {
 	sum [sha256.Size]byte
 }
 
-// mac is the MAC of the fields written by fields into the scratch buffer, then of tail
-// (an answer's bytes, hashed in place rather than copied).
-func (a *Auth) mac(fields func(b []byte) []byte, tail []byte) (out [sha256.Size]byte) {
+// macOf is the MAC of the fields written by fields into the scratch buffer, then of tail
+// (an answer's bytes, hashed in place rather than copied): the form of the MACs made for
+// every peer request and answer.
+func (a *Auth) macOf(fields func(b []byte) []byte, tail []byte) (out [sha256.Size]byte) {
 	st := a.macs.Get().(*macState)
 	st.h.Reset()
 	st.buf = fields(st.buf[:0])
@@ -182,6 +183,25 @@ func (a *Auth) mac(fields func(b []byte) []byte, tail []byte) (out [sha256.Size]
 	return out
 }
 
+// mac is the MAC of what fn writes to the hash with writeField: the general form, for MACs
+// made once in a while (a key derived per connection). It hashes what macOf hashes for the
+// same fields.
+func (a *Auth) mac(fn func(h hash.Hash)) (out [sha256.Size]byte) {
+	st := a.macs.Get().(*macState)
+	st.h.Reset()
+	fn(st.h)
+	copy(out[:], st.h.Sum(st.sum[:0]))
+	a.macs.Put(st)
+	return out
+}
+
+// writeField writes b to h length-prefixed, as appendField lays it out.
+func writeField(h hash.Hash, b []byte) {
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(b)))])
+	h.Write(b)
+}
+
 // appendField appends s length-prefixed, so that no two messages encode alike.
 func appendField[S string | []byte](b []byte, s S) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
@@ -190,7 +210,7 @@ func appendField[S string | []byte](b []byte, s S) []byte {
 
 func (a *Auth) requestMAC(m *Message, at int64, n *Nonce) [sha256.Size]byte {
 	body := sha256.Sum256(m.Body)
-	return a.mac(func(b []byte) []byte {
+	return a.macOf(func(b []byte) []byte {
 		b = appendField(b, labelRequest)
 		b = appendField(b, m.Method)
 		b = appendField(b, m.To)
@@ -252,7 +272,7 @@ func (a *Auth) prune(now int64) {
 }
 
 func (a *Auth) answerMAC(n *Nonce, body []byte) [sha256.Size]byte {
-	return a.mac(func(b []byte) []byte {
+	return a.macOf(func(b []byte) []byte {
 		b = appendField(b, labelAnswer)
 		b = appendField(b, n[:])
 		return binary.AppendUvarint(b, uint64(len(body))) // body's own field: its prefix here, its bytes hashed in place

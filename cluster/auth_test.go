@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"hash"
 	"net/http"
 	"strings"
 	"testing"
@@ -203,5 +204,9 @@ func TestAuthMACLayout(t *testing.T) {
 	}
 	if got, want := a.SignAnswer(n, body), mac([]byte(labelAnswer), n[:], body); got != want {
 		t.Errorf("answer MAC %x, want %x", got, want)
+	}
+	// The general form hashes the same layout.
+	if got, want := a.mac(func(h hash.Hash) { writeField(h, []byte(labelAnswer)); writeField(h, n[:]); writeField(h, body) }), mac([]byte(labelAnswer), n[:], body); got != want {
+		t.Errorf("mac with writeField %x, want %x", got, want)
 	}
 }
