@@ -95,10 +95,9 @@
 //
 // The hop itself is one signed GET made on the reading goroutine (no goroutine, channel or
 // owner map: those are for two owners and more) over the peers' keep-alive connections,
-// the same http.Client and connections that carry the limiter backend's forwarded
-// decisions (PostPeer): no TCP or TLS handshake per read once a connection to the owner
-// exists. BenchmarkClusterOneHop measures it against a local read (p50 and p99, goal: p99
-// at most 2× the local read's + 1 ms).
+// the Transport that PostPeer's signed POSTs use too: no TCP or TLS handshake per read
+// once a connection to the owner exists. BenchmarkClusterOneHop measures it against a
+// local read (p50 and p99, goal: p99 at most 2× the local read's + 1 ms).
 //
 // # Failure: never silently partial
 //
