@@ -447,6 +447,30 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 		// readiness until Known; a usage decision meanwhile is flagged, not guessed.
 		return []int32{UnknownPartitions}
 	}
+	timeout := c.cfg.Timeout
+	if r.timeout > 0 {
+		timeout = r.timeout
+	}
+	if len(r.only) == 1 {
+		// One partition, one owner (a routed key): the hop is a plain call on this
+		// goroutine, over the peers' keep-alive connections, with no fan-out machinery.
+		p := r.only[0]
+		if local[p] {
+			return nil
+		}
+		if addr := v.Owner[p]; addr != "" && addr != c.cfg.Advertise {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			r.parts = r.only
+			if a, err := c.ask(ctx, addr, &r); err == nil {
+				each(a)
+				if slices.Contains(a.served, p) {
+					return nil
+				}
+			}
+		}
+		return []int32{p}
+	}
 	served := make(map[int32]bool, v.Partitions)
 	for p := range local {
 		served[p] = true
@@ -456,28 +480,6 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 			served[p] = true
 		}
 		each(a)
-	}
-	timeout := c.cfg.Timeout
-	if r.timeout > 0 {
-		timeout = r.timeout
-	}
-	if len(r.only) == 1 {
-		// One partition, one owner (a routed key): the hop is a plain call on this
-		// goroutine, over the peers' keep-alive connections, with no fan-out machinery.
-		if p := r.only[0]; !local[p] {
-			if addr := v.Owner[p]; addr != "" && addr != c.cfg.Advertise {
-				ctx, cancel := context.WithTimeout(ctx, timeout)
-				defer cancel()
-				r.parts = r.only
-				if a, err := c.ask(ctx, addr, &r); err == nil {
-					take(a)
-				}
-			}
-		}
-		if !served[r.only[0]] {
-			return r.only
-		}
-		return nil
 	}
 	skip := func(p int32) bool { return local[p] }
 	if r.only != nil {
