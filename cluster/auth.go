@@ -120,7 +120,7 @@ type Auth struct {
 	window    int64 // ms
 	maxNonces int
 	now       func() int64
-	macs      sync.Pool // hash.Hash of HMAC-SHA256 under key
+	macs      sync.Pool // *macState: HMAC-SHA256 under key
 
 	mu        sync.Mutex
 	seen      map[Nonce]int64 // nonce → when it stops mattering (its timestamp + window), unix ms
@@ -141,7 +141,7 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 	key := append([]byte(nil), cfg.Key...)
 	a := &Auth{key: key, window: cfg.Window.Milliseconds(), maxNonces: cfg.MaxNonces, now: cfg.Now,
 		seen: map[Nonce]int64{}, pruneAt: 1024}
-	a.macs.New = func() any { return hmac.New(sha256.New, key) }
+	a.macs.New = func() any { return &macState{h: hmac.New(sha256.New, key), buf: make([]byte, 0, 256)} }
 	return a, nil
 }
 
@@ -159,36 +159,69 @@ const (
 	labelAnswer  = "slide peer answer v1"
 )
 
-func (a *Auth) mac(fn func(h hash.Hash)) (out [sha256.Size]byte) {
-	h := a.macs.Get().(hash.Hash)
-	h.Reset()
-	fn(h)
-	h.Sum(out[:0])
-	a.macs.Put(h)
+// macState is one HMAC-SHA256 under the key and a scratch buffer, pooled: a MAC's fields
+// are laid out in the buffer and hashed in one Write, so signing allocates nothing.
+type macState struct {
+	h   hash.Hash
+	buf []byte
+	sum [sha256.Size]byte
+}
+
+// macOf is the MAC of the fields written by fields into the scratch buffer, then of tail
+// (an answer's bytes, hashed in place rather than copied): the form of the MACs made for
+// every peer request and answer.
+func (a *Auth) macOf(fields func(b []byte) []byte, tail []byte) (out [sha256.Size]byte) {
+	st := a.macs.Get().(*macState)
+	st.h.Reset()
+	st.buf = fields(st.buf[:0])
+	st.h.Write(st.buf)
+	st.h.Write(tail)
+	copy(out[:], st.h.Sum(st.sum[:0]))
+	if cap(st.buf) <= 4096 {
+		a.macs.Put(st)
+	}
 	return out
 }
 
-// writeField writes b length-prefixed, so that no two messages encode alike.
+// mac is the MAC of what fn writes to the hash with writeField: the general form, for MACs
+// made once in a while (a key derived per connection). It hashes what macOf hashes for the
+// same fields.
+func (a *Auth) mac(fn func(h hash.Hash)) (out [sha256.Size]byte) {
+	st := a.macs.Get().(*macState)
+	st.h.Reset()
+	fn(st.h)
+	copy(out[:], st.h.Sum(st.sum[:0]))
+	a.macs.Put(st)
+	return out
+}
+
+// writeField writes b to h length-prefixed, as appendField lays it out.
 func writeField(h hash.Hash, b []byte) {
 	var n [binary.MaxVarintLen64]byte
 	h.Write(n[:binary.PutUvarint(n[:], uint64(len(b)))])
 	h.Write(b)
 }
 
+// appendField appends s length-prefixed, so that no two messages encode alike.
+func appendField[S string | []byte](b []byte, s S) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
 func (a *Auth) requestMAC(m *Message, at int64, n *Nonce) [sha256.Size]byte {
 	body := sha256.Sum256(m.Body)
-	return a.mac(func(h hash.Hash) {
-		writeField(h, []byte(labelRequest))
-		writeField(h, []byte(m.Method))
-		writeField(h, []byte(m.To))
-		writeField(h, []byte(m.Path))
-		writeField(h, []byte(m.Query))
-		writeField(h, body[:])
+	return a.macOf(func(b []byte) []byte {
+		b = appendField(b, labelRequest)
+		b = appendField(b, m.Method)
+		b = appendField(b, m.To)
+		b = appendField(b, m.Path)
+		b = appendField(b, m.Query)
+		b = appendField(b, body[:])
 		var ts [8]byte
 		binary.BigEndian.PutUint64(ts[:], uint64(at))
-		writeField(h, ts[:])
-		writeField(h, n[:])
-	})
+		b = appendField(b, ts[:])
+		return appendField(b, n[:])
+	}, nil)
 }
 
 // SignRequest signs m with a fresh nonce at this clock.
@@ -239,11 +272,11 @@ func (a *Auth) prune(now int64) {
 }
 
 func (a *Auth) answerMAC(n *Nonce, body []byte) [sha256.Size]byte {
-	return a.mac(func(h hash.Hash) {
-		writeField(h, []byte(labelAnswer))
-		writeField(h, n[:])
-		writeField(h, body)
-	})
+	return a.macOf(func(b []byte) []byte {
+		b = appendField(b, labelAnswer)
+		b = appendField(b, n[:])
+		return binary.AppendUvarint(b, uint64(len(body))) // body's own field: its prefix here, its bytes hashed in place
+	}, body)
 }
 
 // SignAnswer is the MAC of an answer body to the request of nonce n.

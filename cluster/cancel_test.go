@@ -72,7 +72,7 @@ func TestReadsStopWithTheirContext(t *testing.T) {
 		if op != opKeys {
 			r.key = "k-*"
 		}
-		path := "/?" + r.query().Encode()
+		path := "/?" + r.rawQuery()
 		req := httptest.NewRequestWithContext(ctx, "GET", path, nil)
 		req.Header.Set(HeaderPeer, "test")
 		w := httptest.NewRecorder()

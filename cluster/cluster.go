@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -98,7 +97,8 @@ type Config struct {
 	// "murmur2" (the Java client's default, kafka-go's Murmur2Balancer, slide produce).
 	// Empty (the default) declares nothing and every read fans out to every owner, which
 	// is exact whatever the producers do. A wrong declaration makes one-key reads miss
-	// events produced to other partitions: declare it only when it holds.
+	// events produced to other partitions: declare it only when it holds. Run checks the
+	// store against it (CheckKeyPartitioner) and stops routing when a series contradicts it.
 	KeyPartitioner string
 	// Local returns the partitions this instance has restored and serves (the consumer's
 	// restored partitions). Required.
@@ -144,12 +144,26 @@ func (c Config) Validate() error {
 	case c.PeerKey != nil && len(c.PeerKey) < MinPeerKeyBytes:
 		return fmt.Errorf("%w (%d bytes)", ErrPeerKeyShort, len(c.PeerKey))
 	case c.KeyPartitioner != "" && c.KeyPartitioner != "murmur2":
-		return fmt.Errorf("cluster: key partitioner %q: only murmur2 (or empty: fan out)", c.KeyPartitioner)
+		return fmt.Errorf("cluster: key partitioner %q: only murmur2 (or empty: fan out)%s", c.KeyPartitioner, partitionerHint(c.KeyPartitioner))
 	}
 	if err := CheckAdvertise(c.Advertise); err != nil {
 		return err
 	}
 	return nil
+}
+
+// partitionerHint says what a producer's partitioner name given as Config.KeyPartitioner
+// means here: the names librdkafka and the Java client give murmur2, or a hash slide does
+// not route by.
+func partitionerHint(name string) string {
+	n := strings.ToLower(name)
+	switch {
+	case strings.HasPrefix(n, "murmur2"), strings.Contains(n, "defaultpartitioner"), strings.Contains(n, "builtinpartitioner"), n == "default", n == "java":
+		return "; librdkafka's murmur2 and murmur2_random and the Java client's default partition keyed records alike: declare murmur2"
+	case strings.Contains(n, "consistent"), strings.Contains(n, "crc32"), strings.Contains(n, "fnv1a"), strings.Contains(n, "random"), strings.Contains(n, "roundrobin"), strings.Contains(n, "round_robin"):
+		return "; that partitioner does not place a key by murmur2, so a key's owner cannot be known: leave it empty (every read fans out, exact)"
+	}
+	return ""
 }
 
 // CheckAdvertise reports an address peers cannot reach: empty, not host:port, or a wildcard
@@ -185,14 +199,17 @@ type Cluster struct {
 	log    *slog.Logger
 	client *kafka.Client
 	http   *http.Client
-	scheme string // "http://" or "https://" (Config.TLS)
-	auth   *Auth  // signs and checks peer requests and answers; nil: unsigned
+	rt     http.RoundTripper // the transport of c.http when this package built it: reads skip the Client's redirect and header-copy work
+	scheme string            // "http://" or "https://" (Config.TLS)
+	auth   *Auth             // signs and checks peer requests and answers; nil: unsigned
 	now    func() int64
 	m      *metrics
 
 	view     atomic.Pointer[View]
 	assigned atomic.Pointer[[]int32] // this member's assignment of the current generation
 	allLocal atomic.Bool             // assigned covers every partition of the topic
+	routeOff atomic.Bool             // a series contradicted the declared partitioner: fan out (keycheck.go)
+	hinted   atomic.Bool             // the --key-partitioner hint was logged (keycheck.go)
 	kick     chan struct{}           // a generation began: describe now
 
 	describeMu sync.Mutex // Describe: concurrent callers share one describe
@@ -218,7 +235,7 @@ func New(cfg Config) (*Cluster, error) {
 	var err error
 	c.http = cfg.HTTPClient
 	if c.http == nil {
-		c.http = &http.Client{Transport: &http.Transport{
+		tr := &http.Transport{
 			Proxy:               nil, // peers are reached directly
 			MaxIdleConns:        256,
 			MaxIdleConnsPerHost: 64,
@@ -226,7 +243,8 @@ func New(cfg Config) (*Cluster, error) {
 			IdleConnTimeout:     90 * time.Second,
 			DialContext:         (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext,
 			TLSClientConfig:     cfg.TLS,
-		}}
+		}
+		c.http, c.rt = &http.Client{Transport: tr}, tr
 	}
 	c.scheme = "http://"
 	if cfg.TLS != nil {
@@ -271,10 +289,13 @@ func (c *Cluster) OnGeneration(_ int32, assigned []int32) {
 }
 
 // Run follows the group until ctx ends: it describes the group at every generation and
-// every Refresh. It returns nil when ctx ends.
+// every Refresh, and checks the store's keys against murmur2 every KeyCheckInterval
+// (CheckKeyPartitioner). It returns nil when ctx ends.
 func (c *Cluster) Run(ctx context.Context) error {
 	t := time.NewTicker(c.cfg.Refresh)
 	defer t.Stop()
+	check := time.NewTicker(KeyCheckInterval)
+	defer check.Stop()
 	for {
 		c.refresh(ctx)
 		select {
@@ -282,6 +303,8 @@ func (c *Cluster) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-c.kick:
+		case <-check.C:
+			c.CheckKeyPartitioner()
 		}
 	}
 }
@@ -369,29 +392,49 @@ type request struct {
 	timeout time.Duration
 }
 
-func (r *request) query() url.Values {
-	q := url.Values{"op": {r.op}, "metric": {r.metric}, "key": {r.key},
-		"window": {strconv.FormatInt(r.winMs, 10)}, "now": {strconv.FormatInt(r.now, 10)}}
+// rawQuery is r as a peer request's query string, written directly rather than through
+// url.Values (a map, its Encode sorting the keys): one string, built once per peer request.
+// The peer parses it with url.ParseQuery, so the order of its fields is free.
+func (r *request) rawQuery() string {
+	b := make([]byte, 0, 96+len(r.metric)+len(r.key))
+	field := func(name, v string) {
+		if len(b) > 0 {
+			b = append(b, '&')
+		}
+		b = append(b, name...)
+		b = append(b, '=')
+		b = append(b, url.QueryEscape(v)...) // v itself when nothing needs escaping
+	}
+	field("op", r.op)
+	field("metric", r.metric)
+	field("key", r.key)
+	b = append(b, "&window="...)
+	b = strconv.AppendInt(b, r.winMs, 10)
+	b = append(b, "&now="...)
+	b = strconv.AppendInt(b, r.now, 10)
 	if r.bins {
-		q.Set("bins", "1")
+		b = append(b, "&bins=1"...)
 	}
 	if r.op == opGroups {
-		q.Set("by", strings.Join(r.by, ","))
+		field("by", strings.Join(r.by, ","))
 	}
 	if r.op == opGroups || r.op == opSlots {
 		for _, m := range r.ms {
-			q.Add("m", appendMatcher(nil, m))
+			field("m", appendMatcher(nil, m))
 		}
 	}
 	if r.op == opSlots {
-		q.Set("at", strconv.FormatInt(r.at, 10))
+		b = append(b, "&at="...)
+		b = strconv.AppendInt(b, r.at, 10)
 	}
-	ps := make([]string, len(r.parts))
+	b = append(b, "&parts="...)
 	for i, p := range r.parts {
-		ps[i] = strconv.Itoa(int(p))
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(p), 10)
 	}
-	q.Set("parts", strings.Join(ps, ","))
-	return q
+	return string(b)
 }
 
 // fanout asks every owner of a partition this instance does not serve for r, and calls
@@ -404,20 +447,56 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 		// readiness until Known; a usage decision meanwhile is flagged, not guessed.
 		return []int32{UnknownPartitions}
 	}
+	timeout := c.cfg.Timeout
+	if r.timeout > 0 {
+		timeout = r.timeout
+	}
+	if len(r.only) == 1 {
+		// One partition, one owner (a routed key): the hop is a plain call on this
+		// goroutine, over the peers' keep-alive connections, with no fan-out machinery.
+		p := r.only[0]
+		if local[p] {
+			return nil
+		}
+		if addr := v.Owner[p]; addr != "" && addr != c.cfg.Advertise {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			r.parts = r.only
+			if a, err := c.ask(ctx, addr, &r); err == nil {
+				each(a)
+				if slices.Contains(a.served, p) {
+					return nil
+				}
+			}
+		}
+		return []int32{p}
+	}
+	served := make(map[int32]bool, v.Partitions)
+	for p := range local {
+		served[p] = true
+	}
+	take := func(a *answer) {
+		for _, p := range a.served {
+			served[p] = true
+		}
+		each(a)
+	}
 	skip := func(p int32) bool { return local[p] }
 	if r.only != nil {
 		skip = func(p int32) bool { return local[p] || !slices.Contains(r.only, p) }
 	}
 	peers := v.peers(c.cfg.Advertise, skip)
-	served := make(map[int32]bool, v.Partitions)
-	for p := range local {
-		served[p] = true
-	}
-	if len(peers) > 0 {
-		timeout := c.cfg.Timeout
-		if r.timeout > 0 {
-			timeout = r.timeout
+	delete(peers, "") // a member that advertises no address: its partitions stay missing
+	if len(peers) == 1 {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		for addr, parts := range peers {
+			r.parts = parts
+			if a, err := c.ask(ctx, addr, &r); err == nil {
+				take(a)
+			}
 		}
+	} else if len(peers) > 1 {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		type result struct {
@@ -426,9 +505,6 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 		}
 		results := make(chan result, len(peers))
 		for addr, parts := range peers {
-			if addr == "" {
-				continue // a member that advertises no address: its partitions stay missing
-			}
 			rr := r
 			rr.parts = parts
 			go func() {
@@ -436,19 +512,10 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 				results <- result{a, err}
 			}()
 		}
-		n := len(peers)
-		if _, ok := peers[""]; ok {
-			n--
-		}
-		for range n {
-			res := <-results
-			if res.err != nil {
-				continue
+		for range peers {
+			if res := <-results; res.err == nil {
+				take(res.a)
 			}
-			for _, p := range res.a.served {
-				served[p] = true
-			}
-			each(res.a)
 		}
 	}
 	if r.only != nil {
@@ -465,74 +532,6 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 		}
 	}
 	return missing
-}
-
-// ask sends one peer request and decodes its answer.
-func (c *Cluster) ask(ctx context.Context, addr string, r *request) (*answer, error) {
-	start := time.Now()
-	a, err := c.askOnce(ctx, addr, r)
-	c.m.observe(r.op, err, time.Since(start))
-	if err != nil && c.m.errLog.Allow() {
-		c.log.Warn("cluster: peer read failed", "peer", addr, "op", r.op, "err", err)
-	}
-	return a, err
-}
-
-func (c *Cluster) askOnce(ctx context.Context, addr string, r *request) (*answer, error) {
-	query := r.query().Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+addr+PeerPath+"?"+query, nil)
-	if err != nil {
-		return nil, fmt.Errorf("building the peer request: %w", err)
-	}
-	req.Header.Set(HeaderPeer, c.cfg.Advertise)
-	if dl, ok := ctx.Deadline(); ok {
-		req.Header.Set(HeaderDeadline, strconv.FormatInt(dl.UnixMilli(), 10))
-	}
-	// Signed for addr alone, never with the API's token: a member that is not what it
-	// claims learns nothing it could use elsewhere.
-	var stamp Stamp
-	if c.auth != nil {
-		stamp = c.auth.SignRequest(Message{Method: http.MethodGet, To: addr, Path: PeerPath, Query: query})
-		stamp.SetHeader(req.Header)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("asking %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxAnswerBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading the answer of %s: %w", addr, err)
-	}
-	if resp.StatusCode == http.StatusUnauthorized {
-		return nil, fmt.Errorf("%w: peer %s refused this instance's signature: %s", errUnauthenticated, addr, clip(string(body)))
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("peer %s answered %s: %s", addr, resp.Status, clip(string(body)))
-	}
-	if int64(len(body)) > c.cfg.MaxAnswerBytes {
-		return nil, fmt.Errorf("peer %s: answer over %d bytes", addr, c.cfg.MaxAnswerBytes)
-	}
-	if c.auth != nil {
-		mac, err := AnswerMACOf(resp.Header)
-		if err == nil {
-			err = c.auth.VerifyAnswer(stamp.Nonce, body, mac)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: the answer of %s does not prove itself: %w", errUnauthenticated, addr, err)
-		}
-	}
-	a, err := decodeAnswer(r.op, body)
-	if err != nil {
-		return nil, fmt.Errorf("peer %s: %w", addr, err)
-	}
-	// A peer serves only what it was asked: anything else would count twice.
-	for _, p := range a.served {
-		if !slices.Contains(r.parts, p) {
-			return nil, fmt.Errorf("%w: peer %s served partition %d it was not asked for", ErrCorrupt, addr, p)
-		}
-	}
-	return &a, nil
 }
 
 func clip(s string) string {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -29,6 +30,8 @@ type instance struct {
 	store *window.Store
 	cl    *Cluster
 	srv   *httptest.Server
+	asked atomic.Int64 // peer requests this instance received
+	conns atomic.Int64 // connections its server accepted
 }
 
 // partitionOf places keys as the Java client and slide produce do (murmur2).
@@ -39,7 +42,13 @@ var quotaRule = usage.Rule{Name: "quota", Metric: "cost", Agg: usage.Agg{Kind: u
 // benchCluster starts n instances splitting 8 partitions round robin (n = 1 owns them all
 // and reads locally, as one slide does) and feeds each the events of its partitions: keys
 // series of latency_ms with 20 events each over the last 5 minutes, and one cost event per key.
-func benchCluster(b *testing.B, n, keys int, partitioner ...string) []*instance {
+func benchCluster(b testing.TB, n, keys int, partitioner ...string) []*instance {
+	b.Helper()
+	return benchClusterWith(b, n, keys, func(c *Config) { c.KeyPartitioner = strings.Join(partitioner, "") })
+}
+
+// benchClusterWith is benchCluster with every instance's Config adjusted by mod.
+func benchClusterWith(b testing.TB, n, keys int, mod func(*Config)) []*instance {
 	b.Helper()
 	ins := make([]*instance, n)
 	owner := map[int32]string{}
@@ -50,7 +59,18 @@ func benchCluster(b *testing.B, n, keys int, partitioner ...string) []*instance 
 		}
 		in := &instance{store: st}
 		var h atomic.Pointer[http.Handler]
-		in.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*h.Load()).ServeHTTP(w, r) }))
+		in.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == PeerPath {
+				in.asked.Add(1)
+			}
+			(*h.Load()).ServeHTTP(w, r)
+		}))
+		in.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				in.conns.Add(1)
+			}
+		}
+		in.srv.Start()
 		b.Cleanup(in.srv.Close)
 		addr := strings.TrimPrefix(in.srv.URL, "http://")
 		var mine []int32
@@ -61,8 +81,9 @@ func benchCluster(b *testing.B, n, keys int, partitioner ...string) []*instance 
 			}
 		}
 		// A generous deadline: on a loaded machine a slow answer must count, not fail.
-		in.cl, err = New(Config{Store: st, Brokers: []string{"127.0.0.1:1"}, Advertise: addr, Timeout: 30 * time.Second, Local: func() []int32 { return mine },
-			KeyPartitioner: strings.Join(partitioner, "")})
+		cfg := Config{Store: st, Brokers: []string{"127.0.0.1:1"}, Advertise: addr, Timeout: 30 * time.Second, Local: func() []int32 { return mine }}
+		mod(&cfg)
+		in.cl, err = New(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,9 +11,10 @@ import (
 )
 
 // route is the one partition a read of key needs when Config.KeyPartitioner declares how
-// keys are partitioned, or nil (fan out): globs and unknown topologies always fan out.
+// keys are partitioned, or nil (fan out): globs, unknown topologies, and an instance whose
+// store contradicted the declaration (CheckKeyPartitioner) always fan out.
 func (c *Cluster) route(key string) []int32 {
-	if c.cfg.KeyPartitioner == "" || key == "" || window.IsKeyPattern(key) {
+	if c.cfg.KeyPartitioner == "" || key == "" || window.IsKeyPattern(key) || c.routeOff.Load() {
 		return nil
 	}
 	v := c.view.Load()

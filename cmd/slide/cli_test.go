@@ -105,6 +105,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{nil, []string{"serve", "--port", "8081"}, "slide serve: unknown flag --port (did you mean --addr?)"},
 		{nil, []string{"serve", "--polices", "p.yaml"}, "slide serve: unknown flag --polices (did you mean --policies?)"},
 		{nil, []string{"serve", "--max-sereis", "9"}, "slide serve: unknown flag --max-sereis (did you mean --max-series?)"},
+		{nil, []string{"serve", "--partitioner", "murmur2"}, "slide serve: unknown flag --partitioner (did you mean --key-partitioner?)"},
 		{nil, []string{"query", "window", "--url", "http://x"}, "slide query window: unknown flag --url (did you mean --addr?)"},
 		{nil, []string{"batch", "--value", "amount", "-"}, "slide batch: unknown flag --value (did you mean --column?)"},
 		// Byte sizes take units everywhere; the refusal names the flag or the variable.

@@ -17,6 +17,7 @@ var flagAliases = map[string]string{
 	"group-id": "group", "consumer-group": "group",
 	"token": "auth-token-file", "auth-token": "auth-token-file",
 	"value": "column", "field": "column", "value-column": "column", "window": "size",
+	"partitioner": "key-partitioner", "partitioner.class": "key-partitioner", // librdkafka's and the Java client's names
 }
 
 // didYouMean returns " (did you mean --X?)" for an unknown flag name that is another tool's

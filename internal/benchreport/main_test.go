@@ -37,6 +37,25 @@ BenchmarkDecode/ours-2   	 1000	 72.0 ns/op	 1040 MB/s	 1050 cpu_MB/s	 0 B/op	 0
 	}
 }
 
+// TestPlusGoal: a cost goal with an allowance holds while ours ≤ bound × anchor + plus.
+func TestPlusGoal(t *testing.T) {
+	out := `BenchmarkHop/ours-2   	 1000	 90 ns/op	 1300 p99_us
+BenchmarkHop/anchor-2   	 1000	 40 ns/op	 200 p99_us
+`
+	res, _, err := parse(strings.NewReader(out), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := goal{issue: "#30", what: "hop", ours: "BenchmarkHop/ours", anchor: "BenchmarkHop/anchor", unit: "p99_us", bound: 2, plus: 1000, want: "≤ 2× + 1 ms"}
+	if line, failed := g.row(res); failed || !strings.HasSuffix(line, "| 6.50× | ≤ 2× + 1 ms | yes |") {
+		t.Errorf("1300 against 2 × 200 + 1000: %q failed=%v", line, failed)
+	}
+	g.plus = 800
+	if line, failed := g.row(res); !failed || !strings.HasSuffix(line, "| **no** |") {
+		t.Errorf("1300 against 2 × 200 + 800: %q failed=%v", line, failed)
+	}
+}
+
 // TestGoalsWellFormed: every goal names its benchmarks and either an anchor or a fixed figure.
 func TestGoalsWellFormed(t *testing.T) {
 	for _, g := range goals {
