@@ -107,9 +107,10 @@ type Backend struct {
 	cp      CheckpointConfig
 	bg      sync.WaitGroup // handovers under way
 	jobMu   sync.Mutex
-	jobs    []func()   // handovers queued, in generation order
-	working bool       // a goroutine runs jobs
-	cpMu    sync.Mutex // one checkpoint write at a time
+	jobs    []func()         // handovers queued, in generation order
+	working bool             // a goroutine runs jobs
+	cpMu    sync.Mutex       // one checkpoint write at a time
+	cpBufs  map[int32][]byte // each partition's last record's buffer, reused (records)
 	topicMu sync.Mutex
 	cpParts int           // the checkpoint topic's partitions, once known
 	w       *kafka.Writer // checkpoints, once the topic is known

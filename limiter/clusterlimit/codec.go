@@ -297,6 +297,15 @@ func appendEntry(b []byte, policy string, fp uint64, key string, expires int64, 
 }
 
 func appendCheckpoint(b []byte, gen int32, final bool, at int64, n int, entries []byte) []byte {
+	b = appendCheckpointHeader(b, gen, final, at, n)
+	return append(b, entries...)
+}
+
+// maxHeaderBytes bounds a checkpoint record's header: version, gen, final, at, count.
+const maxHeaderBytes = 1 + binary.MaxVarintLen32 + 1 + 2*binary.MaxVarintLen64
+
+// appendCheckpointHeader appends the header of a record of n entries.
+func appendCheckpointHeader(b []byte, gen int32, final bool, at int64, n int) []byte {
 	b = append(b, version)
 	b = binary.AppendVarint(b, int64(gen))
 	f := byte(0)
@@ -305,8 +314,7 @@ func appendCheckpoint(b []byte, gen int32, final bool, at int64, n int, entries 
 	}
 	b = append(b, f)
 	b = binary.AppendVarint(b, at)
-	b = binary.AppendUvarint(b, uint64(n))
-	return append(b, entries...)
+	return binary.AppendUvarint(b, uint64(n))
 }
 
 // maxStateBytes bounds one key's state in a checkpoint: a sliding log of MaxLogLimit
