@@ -25,7 +25,7 @@ const Path = "/internal/v1/limit"
 
 // DefaultMaxInflight is how many batches one instance keeps on the wire to one owner at
 // once; the decisions arriving meanwhile wait and leave together in the next.
-const DefaultMaxInflight = 4
+const DefaultMaxInflight = 2
 
 // Errors of Decide: the Service decides each policy of the call by its on_backend_error.
 var (
@@ -48,6 +48,8 @@ type Group interface {
 	Describe(ctx context.Context, since time.Time)
 	PostPeer(ctx context.Context, op, addr, path string, body []byte) ([]byte, error)
 	VerifyPeer(r *http.Request, body []byte) (cluster.Exchange, error)
+	DialStream(ctx context.Context, addr, path string) (*cluster.Stream, error)
+	AcceptStream(w http.ResponseWriter, r *http.Request) (*cluster.Stream, error)
 	Served(code int, d time.Duration)
 }
 
@@ -102,6 +104,8 @@ type Backend struct {
 
 	mu    sync.Mutex
 	peers map[string]*peer
+	sent  atomic.Int64 // batches sent to owners
+	hold  func()       // tests: called before a stream's batch is decided
 
 	own     ownership
 	cp      CheckpointConfig
@@ -413,6 +417,9 @@ func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 	if r.Method != http.MethodPost {
 		return plain(w, http.StatusMethodNotAllowed, "POST only")
 	}
+	if cluster.IsUpgrade(r) {
+		return b.serveUpgrade(w, r)
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
 	if err != nil {
 		return plain(w, http.StatusBadRequest, "reading the batch: "+err.Error())
@@ -437,7 +444,16 @@ func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return plain(w, http.StatusBadRequest, err.Error())
 	}
-	res := make([]result, len(items))
+	res := b.decideBatch(items, nil)
+	x.Answer(w, appendAnswer(make([]byte, 0, 16+len(res)*24), res))
+	return http.StatusOK
+}
+
+// decideBatch decides a forwarded batch here, key by key, appending the results to res:
+// stale for a key whose partition this instance does not own, policy for one whose policy
+// differs.
+func (b *Backend) decideBatch(items []item, res []result) []result {
+	self := b.g.Self()
 	for i := range items {
 		it := &items[i]
 		o := b.owned[it.policy]
@@ -446,18 +462,17 @@ func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 			mem = b.forwarded(o, it)
 		}
 		if mem == nil {
-			res[i].status = StatusPolicy
+			res = append(res, result{status: StatusPolicy})
 			continue
 		}
 		p, addr, ok := b.g.KeyOwner(o.route(it.key))
-		if !ok || addr != b.g.Self() {
-			res[i].status = StatusStale
+		if !ok || addr != self {
+			res = append(res, result{status: StatusStale})
 			continue
 		}
-		res[i] = b.take(mem, p, it)
+		res = append(res, b.take(mem, p, it))
 	}
-	x.Answer(w, appendAnswer(make([]byte, 0, 16+len(res)*24), res))
-	return http.StatusOK
+	return res
 }
 
 func plain(w http.ResponseWriter, code int, msg string) int {

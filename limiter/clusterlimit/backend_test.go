@@ -147,6 +147,14 @@ func (g *group) VerifyPeer(r *http.Request, body []byte) (cluster.Exchange, erro
 
 func (g *group) Served(int, time.Duration) {}
 
+func (g *group) DialStream(ctx context.Context, addr, path string) (*cluster.Stream, error) {
+	return cluster.StreamDialer{Auth: g.auth, Self: g.self}.Dial(ctx, addr, path)
+}
+
+func (g *group) AcceptStream(w http.ResponseWriter, r *http.Request) (*cluster.Stream, error) {
+	return cluster.AcceptStream(w, r, g.auth, g.self)
+}
+
 // instance is one slide instance of a test group: its backend, the Service over it, its
 // peer server, and a gate its server waits at before answering (nil: open).
 type instance struct {
@@ -171,7 +179,7 @@ func startSigned(t testing.TB, auth *cluster.Auth, n int, policies ...limiter.Po
 	for i := range ins {
 		in := &instance{}
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if g := in.gate.Load(); g != nil {
+			if g := in.gate.Load(); g != nil && !cluster.IsUpgrade(r) { // a stream's batches wait in hold
 				select {
 				case <-*g:
 				case <-r.Context().Done():
@@ -192,6 +200,11 @@ func startSigned(t testing.TB, auth *cluster.Auth, n int, policies ...limiter.Po
 		var err error
 		if in.b, err = New(Config{Group: in.g, Policies: policies}); err != nil {
 			t.Fatal(err)
+		}
+		in.b.hold = func() {
+			if g := in.gate.Load(); g != nil {
+				<-*g
+			}
 		}
 		if in.svc, err = limiter.NewService(limiter.Config{Policies: policies, Cluster: in.b}); err != nil {
 			t.Fatal(err)
@@ -331,7 +344,7 @@ func TestHungOwnerGetsTheTimeout(t *testing.T) {
 	}
 }
 
-// TestConcurrentDecisionsShareRoundTrips: while an owner holds the caller's four slots, 200
+// TestConcurrentDecisionsShareRoundTrips: while an owner holds every slot of the caller, 200
 // more decisions for it queue and leave in few batches; each is decided exactly (50 of 204
 // allowed).
 func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
@@ -355,8 +368,8 @@ func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 	for range DefaultMaxInflight {
 		wg.Go(decide)
 	}
-	for caller.g.trips.Load() < DefaultMaxInflight {
-		time.Sleep(time.Millisecond) // the four slots are taken, held at the owner
+	for caller.b.sent.Load() < DefaultMaxInflight {
+		time.Sleep(time.Millisecond) // every slot is taken, held at the owner
 	}
 	for range 200 {
 		wg.Go(decide)
@@ -371,8 +384,8 @@ func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 	if allowed.Load() != 50 || failed.Load() != 0 {
 		t.Errorf("204 decisions on a 50 bucket: %d allowed, %d failed; want 50, 0", allowed.Load(), failed.Load())
 	}
-	if n := caller.g.trips.Load(); n > 2*DefaultMaxInflight {
-		t.Errorf("204 decisions took %d round trips; want at most %d (four alone, the queue in few batches)", n, 2*DefaultMaxInflight)
+	if n := caller.b.sent.Load(); n > 2*DefaultMaxInflight {
+		t.Errorf("204 decisions took %d round trips; want at most %d (the slots alone, the queue in few batches)", n, 2*DefaultMaxInflight)
 	}
 }
 
@@ -424,7 +437,38 @@ func TestOwnedDecisionIsAMemoryDecision(t *testing.T) {
 			t.Fatalf("%+v, %v", d, err)
 		}
 	})
-	if allocs != 0 || in.g.trips.Load() != 0 {
-		t.Errorf("an owned key's decision: %.1f allocs, %d round trips; want 0 and 0", allocs, in.g.trips.Load())
+	if allocs != 0 || in.b.sent.Load() != 0 {
+		t.Errorf("an owned key's decision: %.1f allocs, %d round trips; want 0 and 0", allocs, in.b.sent.Load())
+	}
+}
+
+// TestStrangerCannotOpenAStream: without the group's key nobody opens a stream to an owner
+// (its upgrade is refused 401), so nobody can make decisions or read answers on one; an
+// instance with the key can, and decides over it.
+func TestStrangerCannotOpenAStream(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 5, Window: time.Minute}, limiter.FailClosed, 5*time.Second)
+	auth, err := cluster.NewAuth(cluster.AuthConfig{Key: []byte("0123456789abcdef0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := cluster.NewAuth(cluster.AuthConfig{Key: []byte("fedcba9876543210fedcba9876543210")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, ins := startSigned(t, auth, 2, p)
+	const key = "tenant-guarded"
+	owner, caller := ownerOf(t, tp, ins, key)
+	ctx := context.Background()
+	for name, a := range map[string]*cluster.Auth{"unsigned": nil, "another key": other} {
+		s, err := cluster.StreamDialer{Auth: a, Self: "stranger:1"}.Dial(ctx, owner.g.self, Path)
+		if err == nil {
+			_ = s.Conn.Close()
+			t.Errorf("%s: a stream opened", name)
+		} else if errors.Is(err, cluster.ErrNoStream) || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if d, err := caller.svc.Allow(ctx, "p", key); err != nil || !d.Allowed || d.Remaining != 4 {
+		t.Fatalf("a member's decision over the stream: %+v, %v", d, err)
 	}
 }

@@ -65,7 +65,7 @@ func BenchmarkClusterDecision(b *testing.B) {
 			}
 		}
 		run(b, ins[0].svc, remote)
-		b.ReportMetric(float64(ins[0].g.trips.Load())/float64(b.N), "trips/op")
+		b.ReportMetric(float64(ins[0].b.sent.Load())/float64(b.N), "trips/op")
 	})
 	b.Run("anchor", func(b *testing.B) {
 		svc, err := limiter.NewService(limiter.Config{Policies: []limiter.Policy{base}})

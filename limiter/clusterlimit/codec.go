@@ -155,7 +155,10 @@ func (r *reader) duration(what string) time.Duration {
 
 // decodeRequest reads a batch; every item's policy name and key are bounded, its cost
 // non-negative.
-func decodeRequest(b []byte) ([]item, error) {
+func decodeRequest(b []byte) ([]item, error) { return decodeRequestInto(nil, b) }
+
+// decodeRequestInto is decodeRequest appending to items.
+func decodeRequestInto(items []item, b []byte) ([]item, error) {
 	r := reader{b: b}
 	if r.byte("version") != version {
 		return nil, fmt.Errorf("%w: version", ErrCorrupt)
@@ -164,7 +167,9 @@ func decodeRequest(b []byte) ([]item, error) {
 	if n > MaxBatch {
 		return nil, fmt.Errorf("%w: %d decisions in one batch (most %d)", ErrCorrupt, n, MaxBatch)
 	}
-	items := make([]item, 0, n)
+	if items == nil {
+		items = make([]item, 0, n)
+	}
 	for range n {
 		var it item
 		it.policy = r.string("policy", 64)
@@ -222,22 +227,36 @@ func appendAnswer(b []byte, res []result) []byte {
 // decodeAnswer reads the answer to a batch of n decisions; a result's level is the length
 // of its denying level's key (result.level), for the caller to cut from the item's key.
 func decodeAnswer(b []byte, n int) ([]result, error) {
+	res := make([]result, n)
+	if err := decodeAnswerTo(b, n, func(i int) *result { return &res[i] }); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// decodeAnswerCalls reads the answer to the batch of calls into their results.
+func decodeAnswerCalls(b []byte, calls []*call) error {
+	return decodeAnswerTo(b, len(calls), func(i int) *result { return &calls[i].res })
+}
+
+func decodeAnswerTo(b []byte, n int, at func(int) *result) error {
 	r := reader{b: b}
 	if r.byte("version") != version {
-		return nil, fmt.Errorf("%w: version", ErrCorrupt)
+		return fmt.Errorf("%w: version", ErrCorrupt)
 	}
 	if got := r.uvarint("count"); r.err == nil && got != uint64(n) {
-		return nil, fmt.Errorf("%w: %d results for %d decisions", ErrCorrupt, got, n)
+		return fmt.Errorf("%w: %d results for %d decisions", ErrCorrupt, got, n)
 	}
-	res := make([]result, n)
-	for i := range res {
+	for i := range n {
+		res := at(i)
+		*res = result{}
 		s := r.byte("status")
 		if s >= statusEnd {
 			r.fail("status")
 		}
-		res[i].status = s
+		res.status = s
 		if s == StatusOK {
-			d := &res[i].d
+			d := &res.d
 			switch r.byte("allowed") {
 			case 0:
 			case 1:
@@ -247,7 +266,7 @@ func decodeAnswer(b []byte, n int) ([]result, error) {
 				if n == 0 || n > limiter.MaxKeyLen {
 					r.fail("level")
 				}
-				res[i].level = int(n)
+				res.level = int(n)
 			default:
 				r.fail("allowed")
 			}
@@ -259,13 +278,13 @@ func decodeAnswer(b []byte, n int) ([]result, error) {
 			d.RetryAfter, d.ResetAfter, d.Delay = r.duration("retry"), r.duration("reset"), r.duration("delay")
 		}
 		if r.err != nil {
-			return nil, r.err
+			return r.err
 		}
 	}
 	if len(r.b) > 0 {
 		r.fail("trailing bytes")
 	}
-	return res, r.err
+	return r.err
 }
 
 // The checkpoint record: version(1) gen(varint) final(1 byte) at(varint, unix ms)

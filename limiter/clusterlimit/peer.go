@@ -2,23 +2,31 @@ package clusterlimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/slide-metrics/slide/cluster"
 )
 
 // peer is the channel to one owner: decisions queue, and at most Backend.inflight batches
-// are on the wire at once. A decision that finds a slot free leaves at once, alone; the
-// ones that arrive while every slot is busy leave together in the batch the next slot to
-// free up sends (a group commit). So a lone decision never waits for a window, and under
-// load the round trips, not the decisions, are what the wire carries.
+// are on the wire at once. A decision that finds a slot free leaves at once; the ones that
+// arrive while every slot is busy leave together in the batch the next slot to free up
+// sends (a group commit). So a lone decision never waits for a window, and under load the
+// round trips, not the decisions, are what the wire carries. Batches go as frames over one
+// stream per owner (stream.go), or as POSTs to an owner that serves no streams.
 type peer struct {
 	b    *Backend
 	addr string
 
-	mu       sync.Mutex
-	queue    []*call
-	inflight int
+	mu        sync.Mutex
+	queue     []*call
+	inflight  int       // batches taken from the queue and not yet answered
+	st        *stream   // nil: none open
+	postUntil time.Time // until then the owner is asked by POST (it refused a stream)
+
+	dialMu sync.Mutex // one dial at a time
 }
 
 func (b *Backend) peer(addr string) *peer {
@@ -46,7 +54,7 @@ func (p *peer) submit(c *call) {
 	go p.send(batch)
 }
 
-// takeLocked takes up to MaxBatch queued calls whose callers still wait.
+// takeLocked takes up to MaxBatch queued calls.
 func (p *peer) takeLocked() []*call {
 	n := min(len(p.queue), MaxBatch)
 	batch := p.queue[:n:n]
@@ -54,26 +62,24 @@ func (p *peer) takeLocked() []*call {
 	return batch
 }
 
-// send sends batch, then the batches queued meanwhile, until the queue is empty.
-func (p *peer) send(batch []*call) {
-	for {
-		p.roundTrip(batch)
-		p.mu.Lock()
-		if len(p.queue) == 0 {
-			p.inflight--
-			p.mu.Unlock()
-			return
-		}
-		batch = p.takeLocked()
+// done frees the slot of a batch answered (or failed): the queue leaves in it, if any.
+func (p *peer) done() {
+	p.mu.Lock()
+	if len(p.queue) == 0 {
+		p.inflight--
 		p.mu.Unlock()
+		return
 	}
+	batch := p.takeLocked()
+	p.mu.Unlock()
+	go p.send(batch)
 }
 
-// roundTrip sends one batch and hands every call its result. Calls whose caller gave up
-// before they left are not sent: the owner must not count a decision nobody waits for.
-// The round trip's deadline is the latest of its callers'.
-func (p *peer) roundTrip(batch []*call) {
-	live := batch[:0:0]
+// send sends one batch. Calls whose caller gave up before they left are not sent: the
+// owner must not count a decision nobody waits for. The batch's deadline is the latest of
+// its callers'.
+func (p *peer) send(batch []*call) {
+	live := batch[:0]
 	var deadline time.Time
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
@@ -87,28 +93,40 @@ func (p *peer) roundTrip(batch []*call) {
 		}
 	}
 	if len(live) == 0 {
+		p.done()
 		return
 	}
 	if deadline.IsZero() {
 		deadline = time.Now().Add(time.Second)
 	}
+	st, err := p.stream(deadline)
+	switch {
+	case err == nil:
+		st.send(live, deadline) // done when answered
+		return
+	case errors.Is(err, cluster.ErrNoStream):
+		p.roundTrip(live, deadline)
+	default:
+		failAll(live, fmt.Errorf("clusterlimit: owner %s: %w", p.addr, err))
+	}
+	p.done()
+}
+
+// roundTrip sends one batch as a POST and hands every call its result.
+func (p *peer) roundTrip(live []*call, deadline time.Time) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	body := appendRequest(make([]byte, 0, 64*len(live)), live)
+	p.b.sent.Add(1)
 	ans, err := p.b.g.PostPeer(ctx, "limit", p.addr, Path, body)
-	var res []result
 	if err == nil {
-		res, err = decodeAnswer(ans, len(live))
+		err = decodeAnswerCalls(ans, live)
 	}
 	if err != nil {
-		err = fmt.Errorf("clusterlimit: owner %s: %w", p.addr, err)
+		failAll(live, fmt.Errorf("clusterlimit: owner %s: %w", p.addr, err))
+		return
 	}
-	for i, c := range live {
-		if err != nil {
-			c.err = err
-		} else {
-			c.res = res[i]
-		}
+	for _, c := range live {
 		c.finished()
 	}
 }
