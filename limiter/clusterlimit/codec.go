@@ -144,6 +144,18 @@ func (r *reader) string(what string, most int) string {
 	return s
 }
 
+// bytes is string without the copy: the bytes are r's.
+func (r *reader) bytes(what string, most int) []byte {
+	n := r.uvarint(what)
+	if n > uint64(most) || n > uint64(len(r.b)) {
+		r.fail(what)
+		return nil
+	}
+	s := r.b[:n]
+	r.b = r.b[n:]
+	return s
+}
+
 func (r *reader) duration(what string) time.Duration {
 	v := r.uvarint(what)
 	if v > math.MaxInt64 {
@@ -155,10 +167,11 @@ func (r *reader) duration(what string) time.Duration {
 
 // decodeRequest reads a batch; every item's policy name and key are bounded, its cost
 // non-negative.
-func decodeRequest(b []byte) ([]item, error) { return decodeRequestInto(nil, b) }
+func decodeRequest(b []byte) ([]item, error) { return decodeRequestInto(nil, b, nil) }
 
-// decodeRequestInto is decodeRequest appending to items.
-func decodeRequestInto(items []item, b []byte) ([]item, error) {
+// decodeRequestInto is decodeRequest appending to items; intern, when not nil, turns a
+// policy name into its string (an owner's own, so a name costs no allocation).
+func decodeRequestInto(items []item, b []byte, intern func([]byte) string) ([]item, error) {
 	r := reader{b: b}
 	if r.byte("version") != version {
 		return nil, fmt.Errorf("%w: version", ErrCorrupt)
@@ -172,7 +185,11 @@ func decodeRequestInto(items []item, b []byte) ([]item, error) {
 	}
 	for range n {
 		var it item
-		it.policy = r.string("policy", 64)
+		if intern != nil {
+			it.policy = intern(r.bytes("policy", 64))
+		} else {
+			it.policy = r.string("policy", 64)
+		}
 		if len(r.b) < 8 {
 			r.fail("fingerprint")
 			break

@@ -54,11 +54,12 @@ func (p *peer) submit(c *call) {
 	go p.send(batch)
 }
 
-// takeLocked takes up to MaxBatch queued calls.
+// takeLocked takes up to MaxBatch queued calls. The queue starts again with room for as
+// many: the next batch is likely as large, and grows without copying.
 func (p *peer) takeLocked() []*call {
 	n := min(len(p.queue), MaxBatch)
 	batch := p.queue[:n:n]
-	p.queue = append([]*call(nil), p.queue[n:]...)
+	p.queue = append(make([]*call, 0, max(n, len(p.queue)-n)), p.queue[n:]...)
 	return batch
 }
 

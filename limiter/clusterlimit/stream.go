@@ -287,6 +287,12 @@ func (b *Backend) serveStream(s *cluster.Stream) {
 	var rbuf, wbuf []byte
 	var items []item
 	var res []result
+	intern := func(name []byte) string {
+		if o := b.owned[string(name)]; o != nil {
+			return o.p.Name
+		}
+		return string(name)
+	}
 	for {
 		body, err := r.read(s.R, rbuf)
 		if err != nil {
@@ -314,7 +320,7 @@ func (b *Backend) serveStream(s *cluster.Stream) {
 		if dl != 0 && time.Now().UnixMilli() >= dl {
 			// As the POST's deadline (see serve): a batch in the deadline's millisecond is late.
 			out, code = append(out, codeLate), http.StatusGatewayTimeout
-		} else if items, err = decodeRequestInto(items[:0], body[n:]); err != nil {
+		} else if items, err = decodeRequestInto(items[:0], body[n:], intern); err != nil {
 			out, code = append(append(out, codeBad), err.Error()...), http.StatusBadRequest
 		} else {
 			res = b.decideBatch(items, res[:0])
