@@ -29,6 +29,14 @@ type Backend interface {
 	Decide(ctx context.Context, reqs []BackendRequest, out []Decision) error
 }
 
+// DeadlineDecider is a Backend that bounds a call by a deadline itself (backend cluster:
+// its batches' timers end every caller's wait at its deadline), so the Service derives no
+// context with a timer for each call. ctx is the caller's; an answer not had by deadline
+// is an error wrapping context.DeadlineExceeded.
+type DeadlineDecider interface {
+	DecideBy(ctx context.Context, deadline time.Time, reqs []BackendRequest, out []Decision) error
+}
+
 // LocalDecider is a Backend that can decide some requests in this process, with no call
 // and no context (backend cluster: the keys this instance owns). DecideLocal reports false
 // when the request must go through Decide; it then changed nothing. (The decision is

@@ -482,11 +482,16 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 			timeout = t // one round trip serves all: the strictest bound wins
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
 	start := time.Now()
-	err := backend.Decide(cctx, reqs, res)
+	var err error
+	if dd, ok := backend.(DeadlineDecider); ok {
+		err = dd.DecideBy(ctx, start.Add(timeout), reqs, res)
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		err = backend.Decide(cctx, reqs, res)
+		cancel()
+	}
 	s.metrics.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
-	cancel()
 	nowNs := now.UnixNano()
 	var failed error
 	var unavailable []int

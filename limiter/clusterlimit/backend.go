@@ -190,29 +190,52 @@ func (b *Backend) Memory(policy string) *limiter.Memory {
 	return nil
 }
 
-// call is one decision forwarded to an owner. done receives once, when res or err is set.
-// Calls are pooled: one goes back only after its caller received done (a caller that gave
-// up leaves its call to the collector, as the sender may still finish it).
+// call is one decision forwarded to an owner. done receives once, when res or err is set
+// by whoever takes the call first (its answer, its deadline, its stream's failure; see
+// complete). Calls are pooled: one goes back only after its caller received a result (a
+// call that failed or whose caller gave up may still be in a queue or a batch in flight,
+// and is left to the collector).
 type call struct {
-	ctx  context.Context
-	it   item
-	res  result
-	err  error
-	done chan struct{} // buffered 1: finishing never blocks
+	ctx      context.Context
+	deadline int64 // unix ns: the caller waits no longer
+	it       item
+	res      result
+	err      error
+	state    atomic.Uint32 // 0 waiting, 1 taken
+	done     chan struct{} // buffered 1: finishing never blocks
 }
 
 var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
-func newCall(ctx context.Context, it item) *call {
+func newCall(ctx context.Context, deadline time.Time, it item) *call {
 	c := calls.Get().(*call)
-	c.ctx, c.it, c.res, c.err = ctx, it, result{}, nil
+	c.ctx, c.deadline, c.it, c.res, c.err = ctx, deadline.UnixNano(), it, result{}, nil
+	c.state.Store(0)
 	return c
 }
 
-// finished hands the call its outcome.
-func (c *call) finished() { c.done <- struct{}{} }
+// waiting reports whether nobody took the call yet.
+func (c *call) waiting() bool { return c.state.Load() == 0 }
 
-// release returns a call whose done was received to the pool.
+// complete hands the call its outcome (res, or err when not nil) unless another took it
+// first; it reports whether it did.
+func (c *call) complete(res *result, err error) bool {
+	if !c.state.CompareAndSwap(0, 1) {
+		return false
+	}
+	if err != nil {
+		c.err = err
+	} else {
+		c.res = *res
+	}
+	c.done <- struct{}{}
+	return true
+}
+
+// errDeadline is the outcome of a call still unanswered at its deadline.
+var errDeadline = fmt.Errorf("clusterlimit: the owner did not answer in time: %w", context.DeadlineExceeded)
+
+// release returns a call whose result was received to the pool.
 func (c *call) release() {
 	c.ctx, c.it = nil, item{}
 	calls.Put(c)
@@ -223,6 +246,19 @@ func (c *call) release() {
 // concurrent decision for that owner. An owner that answers stale is asked again once
 // after the group is described anew.
 func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out []limiter.Decision) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(time.Second)
+	}
+	return b.DecideBy(ctx, deadline, reqs, out)
+}
+
+var _ limiter.DeadlineDecider = (*Backend)(nil)
+
+// DecideBy is Decide bounded by deadline (limiter.DeadlineDecider: the Service derives no
+// context with a timer per call; a batch's timer, or its peer's queue timer, ends the
+// wait of a call at its deadline).
+func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limiter.BackendRequest, out []limiter.Decision) error {
 	var calls []*call
 	var owners []string
 	var callBuf [4]*call // most requests name one policy: no slices to allocate
@@ -253,7 +289,7 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 				calls, owners = make([]*call, len(reqs)), make([]string, len(reqs))
 			}
 		}
-		calls[i] = newCall(ctx, it)
+		calls[i] = newCall(ctx, deadline, it)
 		owners[i] = addr
 		b.peer(addr).submit(calls[i])
 	}
@@ -282,7 +318,9 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 		return nil
 	}
 	// The owner's assignment moved: learn the new one, and ask it once.
-	b.g.Describe(ctx, at)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	b.g.Describe(dctx, at)
+	cancel()
 	for _, i := range stale {
 		r := &reqs[i]
 		o := b.owned[r.Policy.Name]
@@ -298,7 +336,7 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 			}
 			continue
 		}
-		c := newCall(ctx, calls[i].it)
+		c := newCall(ctx, deadline, calls[i].it)
 		b.peer(addr).submit(c)
 		if err := wait(ctx, c); err != nil {
 			return err
@@ -337,6 +375,8 @@ func (b *Backend) DecideLocal(req limiter.BackendRequest) (limiter.Decision, boo
 
 var _ limiter.LocalDecider = (*Backend)(nil)
 
+// wait waits for c's outcome, or for ctx to end (the caller's own context: its deadline is
+// c's, which the peer enforces).
 func wait(ctx context.Context, c *call) error {
 	select {
 	case <-c.done:

@@ -472,3 +472,52 @@ func TestStrangerCannotOpenAStream(t *testing.T) {
 		t.Fatalf("a member's decision over the stream: %+v, %v", d, err)
 	}
 }
+
+// TestQueuedDecisionEndsAtItsOwnDeadline: a decision of a 50 ms policy queued behind
+// batches of a 30 s one (every slot held at the owner) ends at its own deadline, by
+// on_backend_error, while the owner still holds them; it is never sent. The held decisions
+// are decided once the owner answers.
+func TestQueuedDecisionEndsAtItsOwnDeadline(t *testing.T) {
+	slow := clusterPolicy(limiter.Policy{Name: "slow", Algorithm: limiter.FixedWindow, Limit: 100, Window: time.Minute}, limiter.FailClosed, 30*time.Second)
+	fast := clusterPolicy(limiter.Policy{Name: "fast", Algorithm: limiter.FixedWindow, Limit: 100, Window: time.Minute}, limiter.FailOpen, 50*time.Millisecond)
+	tp, ins := startGroup(t, 2, slow, fast)
+	const key = "tenant-mixed"
+	owner, caller := ownerOf(t, tp, ins, key)
+	gate := make(chan struct{})
+	owner.gate.Store(&gate)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range DefaultMaxInflight {
+		wg.Go(func() {
+			if d, err := caller.svc.Allow(ctx, "slow", key); err != nil || !d.Allowed || d.Degraded {
+				failed.Add(1)
+			}
+		})
+	}
+	for caller.b.sent.Load() < DefaultMaxInflight {
+		time.Sleep(time.Millisecond) // every slot is held at the owner
+	}
+	got := make(chan limiter.Decision, 1)
+	go func() {
+		d, _ := caller.svc.Allow(ctx, "fast", key)
+		got <- d
+	}()
+	select {
+	case d := <-got:
+		if !d.Allowed || !d.Degraded {
+			t.Errorf("the queued 50 ms decision: %+v; want on_backend_error open (allowed, degraded)", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued 50 ms decision still waits behind the held batches")
+	}
+	owner.gate.Store(nil)
+	close(gate)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Errorf("%d held decisions of the 30 s policy failed", failed.Load())
+	}
+	if n := owner.b.Memory("fast").Len(); n != 0 {
+		t.Errorf("the owner counted %d decisions of the queued call that had given up", n)
+	}
+}

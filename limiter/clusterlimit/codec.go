@@ -251,11 +251,6 @@ func decodeAnswer(b []byte, n int) ([]result, error) {
 	return res, nil
 }
 
-// decodeAnswerCalls reads the answer to the batch of calls into their results.
-func decodeAnswerCalls(b []byte, calls []*call) error {
-	return decodeAnswerTo(b, len(calls), func(i int) *result { return &calls[i].res })
-}
-
 func decodeAnswerTo(b []byte, n int, at func(int) *result) error {
 	r := reader{b: b}
 	if r.byte("version") != version {

@@ -38,7 +38,10 @@
 // clock mode: instances' clocks agree to milliseconds under NTP, and a clock behind by d
 // decides as if d earlier.
 //
-// The policy's timeout bounds the hop (default 50 ms) and on_backend_error (open, closed,
+// The policy's timeout bounds the hop (default 50 ms; the Service hands the deadline to
+// Backend.DecideBy, limiter.DeadlineDecider, rather than a context with a timer per
+// decision: each batch's timer, and each owner's queue timer, end a caller's wait at its
+// own deadline, even behind batches of a longer timeout) and on_backend_error (open, closed,
 // local: this instance's memory of the same policy) decides when the owner does not
 // answer in time, answers an error, or is unknown. A caller that gave up before its
 // decision left is not sent, so the owner does not count a decision nobody waits for; one

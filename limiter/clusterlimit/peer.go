@@ -22,9 +22,11 @@ type peer struct {
 
 	mu        sync.Mutex
 	queue     []*call
-	inflight  int       // batches taken from the queue and not yet answered
-	st        *stream   // nil: none open
-	postUntil time.Time // until then the owner is asked by POST (it refused a stream)
+	inflight  int         // batches taken from the queue and not yet answered
+	st        *stream     // nil: none open
+	postUntil time.Time   // until then the owner is asked by POST (it refused a stream)
+	qtimer    *time.Timer // ends the wait of queued calls at their deadline
+	qAt       int64       // when qtimer fires (unix ns), 0: not armed
 
 	dialMu sync.Mutex // one dial at a time
 }
@@ -45,6 +47,9 @@ func (p *peer) submit(c *call) {
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
 	if p.inflight >= p.b.inflight {
+		if p.qAt == 0 || c.deadline < p.qAt {
+			p.armLocked(c.deadline)
+		}
 		p.mu.Unlock()
 		return
 	}
@@ -52,6 +57,38 @@ func (p *peer) submit(c *call) {
 	batch := p.takeLocked()
 	p.mu.Unlock()
 	go p.send(batch)
+}
+
+// armLocked sets the queue's timer to fire at at (unix ns).
+func (p *peer) armLocked(at int64) {
+	p.qAt = at
+	d := time.Duration(at - time.Now().UnixNano())
+	if p.qtimer == nil {
+		p.qtimer = time.AfterFunc(d, p.expireQueue)
+	} else {
+		p.qtimer.Reset(d)
+	}
+}
+
+// expireQueue ends the wait of the queued calls past their deadline (they stay queued,
+// taken, and are not sent), and sets the timer for the next.
+func (p *peer) expireQueue() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now().UnixNano()
+	var next int64
+	for _, c := range p.queue {
+		switch {
+		case c.deadline <= now:
+			c.complete(nil, errDeadline)
+		case c.waiting() && (next == 0 || c.deadline < next):
+			next = c.deadline
+		}
+	}
+	p.qAt = 0
+	if next != 0 {
+		p.armLocked(next)
+	}
 }
 
 // takeLocked takes up to MaxBatch queued calls. The queue starts again with room for as
@@ -76,30 +113,32 @@ func (p *peer) done() {
 	go p.send(batch)
 }
 
-// send sends one batch. Calls whose caller gave up before they left are not sent: the
-// owner must not count a decision nobody waits for. The batch's deadline is the latest of
-// its callers'.
+// send sends one batch. Calls whose caller gave up (or whose deadline passed) before they
+// left are not sent: the owner must not count a decision nobody waits for. The batch's
+// deadline is the latest of its callers'.
 func (p *peer) send(batch []*call) {
 	live := batch[:0]
-	var deadline time.Time
+	now := time.Now().UnixNano()
+	var latest int64
 	for _, c := range batch {
-		if err := c.ctx.Err(); err != nil {
-			c.err = err
-			c.finished()
+		switch {
+		case !c.waiting():
+			continue // its deadline passed in the queue
+		case c.ctx.Err() != nil:
+			c.complete(nil, c.ctx.Err())
+			continue
+		case c.deadline <= now:
+			c.complete(nil, errDeadline)
 			continue
 		}
 		live = append(live, c)
-		if dl, ok := c.ctx.Deadline(); ok && dl.After(deadline) {
-			deadline = dl
-		}
+		latest = max(latest, c.deadline)
 	}
 	if len(live) == 0 {
 		p.done()
 		return
 	}
-	if deadline.IsZero() {
-		deadline = time.Now().Add(time.Second)
-	}
+	deadline := time.Unix(0, latest)
 	st, err := p.stream(deadline)
 	switch {
 	case err == nil:
@@ -120,14 +159,15 @@ func (p *peer) roundTrip(live []*call, deadline time.Time) {
 	body := appendRequest(make([]byte, 0, 64*len(live)), live)
 	p.b.sent.Add(1)
 	ans, err := p.b.g.PostPeer(ctx, "limit", p.addr, Path, body)
+	var res []result
 	if err == nil {
-		err = decodeAnswerCalls(ans, live)
+		res, err = decodeAnswer(ans, len(live))
 	}
 	if err != nil {
 		failAll(live, fmt.Errorf("clusterlimit: owner %s: %w", p.addr, err))
 		return
 	}
-	for _, c := range live {
-		c.finished()
+	for i, c := range live {
+		c.complete(&res[i], nil)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -135,8 +136,8 @@ type stream struct {
 	err     error // set once the connection failed: every later send fails alike
 }
 
-// flight is a batch sent and not yet answered; its timer abandons it at the batch's
-// deadline.
+// flight is a batch sent and not yet answered; its timer ends its calls' waits at their
+// deadlines (expire).
 type flight struct {
 	calls []*call
 	timer *time.Timer
@@ -162,7 +163,11 @@ func (st *stream) send(live []*call, deadline time.Time) {
 	st.next++
 	f := &flight{calls: live}
 	st.pending[id] = f
-	f.timer = time.AfterFunc(time.Until(deadline), func() { st.abandon(id) })
+	earliest := live[0].deadline
+	for _, c := range live[1:] {
+		earliest = min(earliest, c.deadline)
+	}
+	f.timer = time.AfterFunc(time.Duration(earliest-time.Now().UnixNano()), func() { st.expire(id, f) })
 	st.mu.Unlock()
 
 	st.wmu.Lock()
@@ -182,21 +187,36 @@ func (st *stream) send(live []*call, deadline time.Time) {
 	}
 }
 
-// abandon fails the batch id, unanswered at its deadline (its callers have given up), and
-// frees its slot. The stream stays: an owner that wakes up (SIGCONT) answers the batch
-// late, deciding nothing, and the answer is dropped; closing the stream instead would fail
-// the later batches on it before their own deadlines, while the owner may still decide
-// them.
-func (st *stream) abandon(id uint64) {
-	st.mu.Lock()
-	f := st.pending[id]
-	delete(st.pending, id)
-	st.mu.Unlock()
-	if f == nil {
-		return // answered meanwhile
+// expire ends the wait of the calls of batch id past their deadline (their callers decide
+// by on_backend_error) and sets the batch's timer for the next; once none waits, the batch
+// is abandoned and its slot freed. The stream stays: an owner that wakes up (SIGCONT)
+// answers the batch late, deciding nothing, and the answer is dropped; closing the stream
+// instead would fail the later batches on it before their own deadlines, while the owner
+// may still decide them.
+func (st *stream) expire(id uint64, f *flight) {
+	now := time.Now().UnixNano()
+	var next int64
+	for _, c := range f.calls {
+		switch {
+		case !c.waiting():
+		case c.deadline <= now:
+			c.complete(nil, errDeadline)
+		case next == 0 || c.deadline < next:
+			next = c.deadline
+		}
 	}
-	failAll(f.calls, fmt.Errorf("clusterlimit: owner %s did not answer by the deadline: %w", st.p.addr, context.DeadlineExceeded))
-	st.p.done()
+	st.mu.Lock()
+	still := st.pending[id] == f
+	switch {
+	case still && next != 0:
+		f.timer.Reset(time.Duration(next - now))
+	case still:
+		delete(st.pending, id)
+	}
+	st.mu.Unlock()
+	if still && next == 0 {
+		st.p.done()
+	}
 }
 
 // fail closes the stream and fails every batch in flight on it with err.
@@ -223,8 +243,7 @@ func (st *stream) fail(err error) {
 
 func failAll(calls []*call, err error) {
 	for _, c := range calls {
-		c.err = err
-		c.finished()
+		c.complete(nil, err)
 	}
 }
 
@@ -232,6 +251,7 @@ func failAll(calls []*call, err error) {
 func (st *stream) read() {
 	r := newFramer(st.s.Key, dirAnswer)
 	var buf []byte
+	var res []result
 	for {
 		body, err := r.read(st.s.R, buf)
 		if err != nil {
@@ -260,7 +280,8 @@ func (st *stream) read() {
 		f.timer.Stop()
 		switch code {
 		case codeOK:
-			err = decodeAnswerCalls(rest, f.calls)
+			res = slices.Grow(res[:0], len(f.calls))[:len(f.calls)]
+			err = decodeAnswerTo(rest, len(res), func(i int) *result { return &res[i] })
 		case codeLate:
 			err = errors.New("the batch reached the owner past its deadline")
 		case codeBad:
@@ -271,8 +292,8 @@ func (st *stream) read() {
 		if err != nil {
 			failAll(f.calls, fmt.Errorf("clusterlimit: owner %s: %w", st.p.addr, err))
 		} else {
-			for _, c := range f.calls {
-				c.finished()
+			for i, c := range f.calls {
+				c.complete(&res[i], nil)
 			}
 		}
 		st.p.done()
