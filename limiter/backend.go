@@ -32,7 +32,8 @@ type Backend interface {
 // DeadlineDecider is a Backend that bounds a call by a deadline itself (backend cluster:
 // its batches' timers end every caller's wait at its deadline), so the Service derives no
 // context with a timer for each call. ctx is the caller's; an answer not had by deadline
-// is an error wrapping context.DeadlineExceeded.
+// is an error wrapping context.DeadlineExceeded. DecideBy keeps neither reqs nor out past
+// its return (the Service reuses them).
 type DeadlineDecider interface {
 	DecideBy(ctx context.Context, deadline time.Time, reqs []BackendRequest, out []Decision) error
 }

@@ -23,7 +23,7 @@ import (
 // (Assigned). Each instance's view of it (KeyOwner for others) is a copy taken at start
 // and at Describe, so a test can move a partition and leave a caller's view stale.
 type topo struct {
-	mu    sync.Mutex
+	mu    sync.RWMutex // read as cluster's atomic view is: without blocking
 	parts int
 	truth map[int32]string
 }
@@ -45,25 +45,25 @@ type group struct {
 func (g *group) Self() string { return g.self }
 
 func (g *group) Assigned(p int32) bool {
-	g.t.mu.Lock()
-	defer g.t.mu.Unlock()
+	g.t.mu.RLock()
+	defer g.t.mu.RUnlock()
 	return g.t.truth[p] == g.self
 }
 
 func (g *group) KeyOwner(key string) (int32, string, bool) {
 	p := partitionOf(key, g.t.parts)
-	if g.Assigned(p) {
+	g.t.mu.RLock()
+	defer g.t.mu.RUnlock()
+	if g.t.truth[p] == g.self {
 		return p, g.self, true
 	}
-	g.t.mu.Lock()
-	defer g.t.mu.Unlock()
 	addr := g.view[p]
 	return p, addr, addr != ""
 }
 
 func (g *group) PartitionOwner(p int32) string {
-	g.t.mu.Lock()
-	defer g.t.mu.Unlock()
+	g.t.mu.RLock()
+	defer g.t.mu.RUnlock()
 	return g.view[p]
 }
 
