@@ -23,8 +23,8 @@ func processCPU() time.Duration {
 }
 
 // BenchmarkClusterDecision is a decision of a cluster policy whose key another instance
-// owns (ours: forwarded over loopback HTTP, signed both ways, batched with the others in
-// flight) against the same decision of a memory policy (anchor), 64 goroutines per core,
+// owns (ours: forwarded as a MACed frame over the owner's signed loopback stream, batched
+// with the others in flight) against the same decision of a memory policy (anchor), 64 goroutines per core,
 // keys spread over 10,000 tenants. Both instances run in this process, so cpu_ns/op is
 // the CPU of the caller and the owner together per decision.
 func BenchmarkClusterDecision(b *testing.B) {
