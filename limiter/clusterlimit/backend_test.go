@@ -21,11 +21,22 @@ import (
 
 // topo is the truth of who owns what: the partitions' owners as their own assignments say
 // (Assigned). Each instance's view of it (KeyOwner for others) is a copy taken at start
-// and at Describe, so a test can move a partition and leave a caller's view stale.
+// and at Describe, so a test can move a partition (set) and leave a caller's view stale.
+// Both are read as cluster's are, from an atomic snapshot, without a lock.
 type topo struct {
-	mu    sync.RWMutex // read as cluster's atomic view is: without blocking
+	mu    sync.Mutex // writers
 	parts int
-	truth map[int32]string
+	truth map[int32]string // under mu; readers load now
+	now   atomic.Pointer[map[int32]string]
+}
+
+// set makes addr the owner of partition p.
+func (t *topo) set(p int32, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.truth[p] = addr
+	snap := maps.Clone(t.truth)
+	t.now.Store(&snap)
 }
 
 func (g *group) Partitions() int { return g.t.parts }
@@ -36,7 +47,7 @@ type group struct {
 	auth      *cluster.Auth
 	t         *topo
 	self      string
-	view      map[int32]string
+	view      atomic.Pointer[map[int32]string]
 	trips     atomic.Int64
 	describes atomic.Int64
 	client    *http.Client
@@ -44,36 +55,25 @@ type group struct {
 
 func (g *group) Self() string { return g.self }
 
-func (g *group) Assigned(p int32) bool {
-	g.t.mu.RLock()
-	defer g.t.mu.RUnlock()
-	return g.t.truth[p] == g.self
-}
+func (g *group) Assigned(p int32) bool { return (*g.t.now.Load())[p] == g.self }
 
 func (g *group) KeyOwner(key string) (int32, string, bool) {
 	p := partitionOf(key, g.t.parts)
-	g.t.mu.RLock()
-	defer g.t.mu.RUnlock()
-	if g.t.truth[p] == g.self {
+	if (*g.t.now.Load())[p] == g.self {
 		return p, g.self, true
 	}
-	addr := g.view[p]
+	addr := (*g.view.Load())[p]
 	return p, addr, addr != ""
 }
 
-func (g *group) PartitionOwner(p int32) string {
-	g.t.mu.RLock()
-	defer g.t.mu.RUnlock()
-	return g.view[p]
-}
+func (g *group) PartitionOwner(p int32) string { return (*g.view.Load())[p] }
 
 func (g *group) MemberGone(string, time.Time) bool { return false }
 
 func (g *group) Describe(context.Context, time.Time) {
 	g.describes.Add(1)
-	g.t.mu.Lock()
-	defer g.t.mu.Unlock()
-	g.view = maps.Clone(g.t.truth)
+	view := maps.Clone(*g.t.now.Load())
+	g.view.Store(&view)
 }
 
 func (g *group) PostPeer(ctx context.Context, _, addr, path string, body []byte) ([]byte, error) {
@@ -193,10 +193,11 @@ func startSigned(t testing.TB, auth *cluster.Auth, n int, policies ...limiter.Po
 		ins[i] = in
 	}
 	for p := range int32(tp.parts) {
-		tp.truth[p] = ins[int(p)%n].g.self
+		tp.set(p, ins[int(p)%n].g.self)
 	}
 	for _, in := range ins {
-		in.g.view = maps.Clone(tp.truth)
+		view := maps.Clone(tp.truth)
+		in.g.view.Store(&view)
 		var err error
 		if in.b, err = New(Config{Group: in.g, Policies: policies}); err != nil {
 			t.Fatal(err)
@@ -271,9 +272,7 @@ func TestStaleOwnerRetriesAtNewOwner(t *testing.T) {
 		}
 	}
 	part := partitionOf(key, tp.parts)
-	tp.mu.Lock()
-	tp.truth[part] = next.g.self
-	tp.mu.Unlock()
+	tp.set(part, next.g.self)
 
 	ctx := context.Background()
 	d, err := caller.svc.Allow(ctx, "p", key)
@@ -288,9 +287,7 @@ func TestStaleOwnerRetriesAtNewOwner(t *testing.T) {
 	}
 
 	// Nobody owns the partition now: refused, never guessed.
-	tp.mu.Lock()
-	tp.truth[part] = ""
-	tp.mu.Unlock()
+	tp.set(part, "")
 	other := old
 	if _, err := other.svc.Allow(ctx, "p", key); !errors.Is(err, limiter.ErrBackendUnavailable) {
 		t.Errorf("no owner, on_backend_error closed: %v, want ErrBackendUnavailable", err)

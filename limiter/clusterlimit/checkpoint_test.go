@@ -29,11 +29,9 @@ func TestCheckpointHandsKeysOver(t *testing.T) {
 	}
 	all := []int32{0, 1, 2, 3, 4, 5}
 	setOwner := func(in *instance) {
-		tp.mu.Lock()
 		for _, q := range all {
-			tp.truth[q] = in.g.self
+			tp.set(q, in.g.self)
 		}
-		tp.mu.Unlock()
 	}
 	setOwner(a)
 	a.g.Describe(context.Background(), time.Time{}) // both views: A owns everything
