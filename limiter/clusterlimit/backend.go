@@ -102,10 +102,10 @@ type Backend struct {
 	logEvery *rate.Limiter
 	m        metrics
 
-	mu    sync.Mutex
-	peers map[string]*peer
-	sent  atomic.Int64 // batches sent to owners
-	hold  func()       // tests: called before a stream's batch is decided
+	mu    sync.Mutex                       // adding to peers
+	peers atomic.Pointer[map[string]*peer] // copied on write
+	sent  atomic.Int64                     // batches sent to owners
+	hold  func()                           // tests: called before a stream's batch is decided
 
 	own     ownership
 	cp      CheckpointConfig
@@ -144,9 +144,10 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{g: cfg.Group, owned: map[string]*owned{}, inflight: cfg.MaxInflight,
-		ready: cfg.Ready, log: cfg.Logger, peers: map[string]*peer{}, cp: cfg.Checkpoint,
+		ready: cfg.Ready, log: cfg.Logger, cp: cfg.Checkpoint,
 		logEvery: rate.NewLimiter(rate.Every(time.Second), 5)}
 	b.own.owned, b.own.ready, b.own.epoch = map[int32]bool{}, map[int32]bool{}, map[int32]uint64{}
+	b.peers.Store(&map[string]*peer{})
 	if b.cp.Wait == 0 {
 		b.cp.Wait = 2 * b.cp.Interval
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -31,14 +32,23 @@ type peer struct {
 	dialMu sync.Mutex // one dial at a time
 }
 
+// peer returns the channel to addr. The map is copied on write (a new owner is rare), so a
+// decision finds its peer without a lock.
 func (b *Backend) peer(addr string) *peer {
+	if p := (*b.peers.Load())[addr]; p != nil {
+		return p
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	p := b.peers[addr]
-	if p == nil {
-		p = &peer{b: b, addr: addr}
-		b.peers[addr] = p
+	peers := *b.peers.Load()
+	if p := peers[addr]; p != nil {
+		return p
 	}
+	p := &peer{b: b, addr: addr}
+	next := make(map[string]*peer, len(peers)+1)
+	maps.Copy(next, peers)
+	next[addr] = p
+	b.peers.Store(&next)
 	return p
 }
 

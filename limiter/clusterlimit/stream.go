@@ -39,6 +39,10 @@ const (
 	dirAnswer     = 'a'
 )
 
+// maxHeldAnswers bounds the answers an owner holds to write together, while whole frames
+// wait in its buffer.
+const maxHeldAnswers = 4
+
 // Answer codes of a stream frame.
 const (
 	codeOK   byte = iota // decided: the answer follows
@@ -79,14 +83,31 @@ func (f *framer) next(body []byte) []byte {
 // frameStart starts a frame in buf: room for its length.
 func frameStart(buf []byte) []byte { return append(buf[:0], 0, 0, 0, 0) }
 
-// frameEnd signs the frame built in buf since frameStart and writes it whole.
-func (f *framer) frameEnd(w io.Writer, buf []byte) ([]byte, error) {
+// seal ends the frame that starts at buf[at:] (room for its length, then its body): its
+// MAC, then its length.
+func (f *framer) seal(buf []byte, at int) []byte {
 	if f.mac != nil {
-		buf = append(buf, f.next(buf[4:])...)
+		buf = append(buf, f.next(buf[at+4:])...)
 	}
-	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
+	return buf
+}
+
+// frameEnd seals the frame built in buf since frameStart and writes it whole.
+func (f *framer) frameEnd(w io.Writer, buf []byte) ([]byte, error) {
+	buf = f.seal(buf, 0)
 	_, err := w.Write(buf)
 	return buf, err
+}
+
+// whole reports whether a whole frame waits in r's buffer: reading it will not block.
+func whole(r *bufio.Reader) bool {
+	n := r.Buffered()
+	if n < 4 {
+		return false
+	}
+	h, err := r.Peek(4)
+	return err == nil && n-4 >= int(binary.BigEndian.Uint32(h))
 }
 
 // read reads the next frame into buf and returns its body once its MAC verifies.
@@ -305,7 +326,8 @@ func (st *stream) read() {
 func (b *Backend) serveStream(s *cluster.Stream) {
 	defer s.Conn.Close()
 	r, w := newFramer(s.Key, dirRequest), newFramer(s.Key, dirAnswer)
-	var rbuf, wbuf []byte
+	var rbuf, out []byte // out: answers not yet written, held of them
+	held := 0
 	var items []item
 	var res []result
 	intern := func(name []byte) string {
@@ -335,10 +357,12 @@ func (b *Backend) serveStream(s *cluster.Stream) {
 		n += m
 		if b.hold != nil {
 			b.hold()
+			start = time.Now()
 		}
-		out := binary.AppendUvarint(frameStart(wbuf), id)
+		at := len(out)
+		out = binary.AppendUvarint(append(out, 0, 0, 0, 0), id)
 		code := http.StatusOK
-		if dl != 0 && time.Now().UnixMilli() >= dl {
+		if dl != 0 && start.UnixMilli() >= dl {
 			// As the POST's deadline (see serve): a batch in the deadline's millisecond is late.
 			out, code = append(out, codeLate), http.StatusGatewayTimeout
 		} else if items, err = decodeRequestInto(items[:0], body[n:], intern); err != nil {
@@ -347,14 +371,20 @@ func (b *Backend) serveStream(s *cluster.Stream) {
 			res = b.decideBatch(items, res[:0])
 			out = appendAnswer(append(out, codeOK), res)
 		}
-		_ = s.Conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if wbuf, err = w.frameEnd(s.Conn, out); err != nil {
-			return
-		}
-		if cap(wbuf) > 1<<20 {
-			wbuf = nil
-		}
+		out = w.seal(out, at)
 		clear(items) // the keys are the store's now, or garbage
+		if held++; !whole(s.R) || held >= maxHeldAnswers || len(out) > 64<<10 {
+			// Nothing more to answer at once (or enough held): the answers so far leave
+			// in one write.
+			held = 0
+			_ = s.Conn.SetWriteDeadline(start.Add(10 * time.Second))
+			if _, err := s.Conn.Write(out); err != nil {
+				return
+			}
+			if out = out[:0]; cap(out) > 1<<20 {
+				out = nil
+			}
+		}
 		b.g.Served(code, time.Since(start))
 	}
 }
