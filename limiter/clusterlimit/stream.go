@@ -29,8 +29,9 @@ import (
 // mac is the first macBytes of HMAC-SHA256 under the stream's key (cluster.Auth.StreamKey)
 // of direction(1 byte) sequence(8 bytes, big endian; each direction counts its frames
 // from 0) and body: a frame forged, replayed, reordered or sent the other way does not
-// verify, and the connection is closed. The owner answers a stream's frames in order; ids
-// only let the caller check which batch an answer is of.
+// verify, and the connection is closed. The owner answers a stream's frames in order (the
+// answers of frames already buffered leave in one write); ids only let the caller check
+// which batch an answer is of.
 
 const (
 	macBytes      = 16
