@@ -50,6 +50,7 @@ type Group interface {
 	VerifyPeer(r *http.Request, body []byte) (cluster.Exchange, error)
 	DialStream(ctx context.Context, addr, path string) (*cluster.Stream, error)
 	AcceptStream(w http.ResponseWriter, r *http.Request) (*cluster.Stream, error)
+	ObservePeer(op string, err error, d time.Duration)
 	Served(code int, d time.Duration)
 }
 

@@ -151,6 +151,8 @@ func (g *group) DialStream(ctx context.Context, addr, path string) (*cluster.Str
 	return cluster.StreamDialer{Auth: g.auth, Self: g.self}.Dial(ctx, addr, path)
 }
 
+func (g *group) ObservePeer(string, error, time.Duration) {}
+
 func (g *group) AcceptStream(w http.ResponseWriter, r *http.Request) (*cluster.Stream, error) {
 	return cluster.AcceptStream(w, r, g.auth, g.self)
 }

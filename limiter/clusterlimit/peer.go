@@ -149,6 +149,7 @@ func (p *peer) send(batch []*call) {
 		return
 	}
 	deadline := time.Unix(0, latest)
+	start := time.Now()
 	st, err := p.stream(deadline)
 	switch {
 	case err == nil:
@@ -157,6 +158,7 @@ func (p *peer) send(batch []*call) {
 	case errors.Is(err, cluster.ErrNoStream):
 		p.roundTrip(live, deadline)
 	default:
+		p.b.g.ObservePeer("limit", err, time.Since(start))
 		failAll(live, fmt.Errorf("clusterlimit: owner %s: %w", p.addr, err))
 	}
 	p.done()

@@ -163,7 +163,11 @@ type stream struct {
 type flight struct {
 	calls []*call
 	timer *time.Timer
+	sent  time.Time
 }
+
+// observe counts the batch's exchange (slide_cluster_peer_requests_total{op="limit"}).
+func (f *flight) observe(p *peer, err error) { p.b.g.ObservePeer("limit", err, time.Since(f.sent)) }
 
 func newStream(p *peer, s *cluster.Stream) *stream {
 	st := &stream{p: p, s: s, w: newFramer(s.Key, dirRequest), pending: map[uint64]*flight{}}
@@ -183,7 +187,7 @@ func (st *stream) send(live []*call, deadline time.Time) {
 	}
 	id := st.next
 	st.next++
-	f := &flight{calls: live}
+	f := &flight{calls: live, sent: time.Now()}
 	st.pending[id] = f
 	earliest := live[0].deadline
 	for _, c := range live[1:] {
@@ -237,6 +241,7 @@ func (st *stream) expire(id uint64, f *flight) {
 	}
 	st.mu.Unlock()
 	if still && next == 0 {
+		f.observe(st.p, errDeadline)
 		st.p.done()
 	}
 }
@@ -259,6 +264,7 @@ func (st *stream) fail(err error) {
 	for _, f := range pending {
 		f.timer.Stop()
 		failAll(f.calls, st.err)
+		f.observe(st.p, st.err)
 		st.p.done()
 	}
 }
@@ -311,6 +317,7 @@ func (st *stream) read() {
 		default:
 			err = errStreamCorrupt
 		}
+		f.observe(st.p, err)
 		if err != nil {
 			failAll(f.calls, fmt.Errorf("clusterlimit: owner %s: %w", st.p.addr, err))
 		} else {
