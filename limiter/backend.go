@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -37,6 +38,15 @@ type Backend interface {
 type DeadlineDecider interface {
 	DecideBy(ctx context.Context, deadline time.Time, reqs []BackendRequest, out []Decision) error
 }
+
+// remoteScratch holds the requests and answers of a DeadlineDecider's call of up to four
+// decisions.
+type remoteScratch struct {
+	reqs [4]BackendRequest
+	res  [4]Decision
+}
+
+var remoteScratches = sync.Pool{New: func() any { return new(remoteScratch) }}
 
 // LocalDecider is a Backend that can decide some requests in this process, with no call
 // and no context (backend cluster: the keys this instance owns). DecideLocal reports false

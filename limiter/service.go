@@ -560,15 +560,6 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 	return unavailable, failed
 }
 
-// remoteScratch holds the requests and answers of a DeadlineDecider's call of up to four
-// decisions.
-type remoteScratch struct {
-	reqs [4]BackendRequest
-	res  [4]Decision
-}
-
-var remoteScratches = sync.Pool{New: func() any { return new(remoteScratch) }}
-
 func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
