@@ -450,6 +450,10 @@ func (b *Backend) take(mem *limiter.Memory, p int32, it *item) result {
 func (b *Backend) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if r.Method == http.MethodPost && cluster.IsUpgrade(r) {
+			b.serveUpgrade(w, r, start) // counts the upgrade, then each batch, not the stream's life
+			return
+		}
 		code := b.serve(w, r)
 		b.g.Served(code, time.Since(start))
 	})
@@ -458,9 +462,6 @@ func (b *Backend) Handler() http.Handler {
 func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 	if r.Method != http.MethodPost {
 		return plain(w, http.StatusMethodNotAllowed, "POST only")
-	}
-	if cluster.IsUpgrade(r) {
-		return b.serveUpgrade(w, r)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
 	if err != nil {

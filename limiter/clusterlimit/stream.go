@@ -397,18 +397,21 @@ func (b *Backend) serveStream(s *cluster.Stream) {
 	}
 }
 
-// serveUpgrade takes a peer's stream over and serves it until it ends.
-func (b *Backend) serveUpgrade(w http.ResponseWriter, r *http.Request) int {
+// serveUpgrade takes a peer's stream over and serves it until it ends. It counts the
+// upgrade (slide_cluster_peer_served_total, by its code) and serveStream each batch, never
+// the stream's whole life as one request.
+func (b *Backend) serveUpgrade(w http.ResponseWriter, r *http.Request, start time.Time) {
 	s, err := b.g.AcceptStream(w, r)
 	switch {
 	case errors.Is(err, cluster.ErrStreamLost):
-		return http.StatusSwitchingProtocols
+		b.g.Served(http.StatusSwitchingProtocols, time.Since(start))
+		return
 	case err != nil:
-		return plain(w, http.StatusUnauthorized, "peer stream not accepted: "+err.Error())
+		b.g.Served(plain(w, http.StatusUnauthorized, "peer stream not accepted: "+err.Error()), time.Since(start))
+		return
 	}
-	b.g.Served(http.StatusSwitchingProtocols, 0)
+	b.g.Served(http.StatusSwitchingProtocols, time.Since(start))
 	b.serveStream(s)
-	return http.StatusSwitchingProtocols
 }
 
 // stream returns the peer's stream, dialing it (by deadline) when there is none. ErrNoStream:
