@@ -146,6 +146,10 @@ func (c *Cluster) postPeer(ctx context.Context, addr, path string, body []byte) 
 	return ans, nil
 }
 
+// ObservePeer counts one exchange with a peer made outside PostPeer (a batch on a peer
+// stream) in slide_cluster_peer_requests_total and its duration, as PostPeer counts its.
+func (c *Cluster) ObservePeer(op string, err error, d time.Duration) { c.m.observe(op, err, d) }
+
 // Exchange is one verified peer request on the serving side: Answer writes its answer,
 // signed for the request.
 type Exchange interface {

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -28,6 +29,24 @@ type BackendRequest struct {
 type Backend interface {
 	Decide(ctx context.Context, reqs []BackendRequest, out []Decision) error
 }
+
+// DeadlineDecider is a Backend that bounds a call by a deadline itself (backend cluster:
+// its batches' timers end every caller's wait at its deadline), so the Service derives no
+// context with a timer for each call. ctx is the caller's; an answer not had by deadline
+// is an error wrapping context.DeadlineExceeded. DecideBy keeps neither reqs nor out past
+// its return (the Service reuses them).
+type DeadlineDecider interface {
+	DecideBy(ctx context.Context, deadline time.Time, reqs []BackendRequest, out []Decision) error
+}
+
+// remoteScratch holds the requests and answers of a DeadlineDecider's call of up to four
+// decisions.
+type remoteScratch struct {
+	reqs [4]BackendRequest
+	res  [4]Decision
+}
+
+var remoteScratches = sync.Pool{New: func() any { return new(remoteScratch) }}
 
 // LocalDecider is a Backend that can decide some requests in this process, with no call
 // and no context (backend cluster: the keys this instance owns). DecideLocal reports false

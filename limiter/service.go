@@ -468,8 +468,21 @@ func (m *Memory) decide(pr *params, key string, now, cost int64, d *Decision) bo
 // closed ones (whose out entry is a denial marked Degraded) and the error to report for
 // them.
 func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Charge, idx []int, ovs []*override, out []Decision, backend Backend, name string) ([]int, error) {
-	reqs := make([]BackendRequest, len(idx))
-	res := make([]Decision, len(idx))
+	dd, _ := backend.(DeadlineDecider)
+	var reqs []BackendRequest
+	var res []Decision
+	if dd != nil && len(idx) <= len(remoteScratch{}.reqs) {
+		// It keeps neither slice past its return (a Backend on deadlines decides in the
+		// caller's goroutine): they go back to a pool, and a decision allocates none.
+		sc := remoteScratches.Get().(*remoteScratch)
+		reqs, res = sc.reqs[:len(idx)], sc.res[:len(idx)]
+		defer func() {
+			clear(reqs)
+			remoteScratches.Put(sc)
+		}()
+	} else {
+		reqs, res = make([]BackendRequest, len(idx)), make([]Decision, len(idx))
+	}
 	timeout := time.Duration(0)
 	for j, i := range idx {
 		rt := s.byName[checks[i].Policy]
@@ -482,11 +495,16 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 			timeout = t // one round trip serves all: the strictest bound wins
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
 	start := time.Now()
-	err := backend.Decide(cctx, reqs, res)
+	var err error
+	if dd != nil {
+		err = dd.DecideBy(ctx, start.Add(timeout), reqs, res)
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		err = backend.Decide(cctx, reqs, res)
+		cancel()
+	}
 	s.metrics.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
-	cancel()
 	nowNs := now.UnixNano()
 	var failed error
 	var unavailable []int

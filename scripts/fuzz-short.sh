@@ -49,6 +49,7 @@ targets=(
 	"./event FuzzOTLPJSON 20000x"
 	"./promapi FuzzAPI 5000x"
 	"./limiter/clusterlimit FuzzDecode 10000x"
+	"./limiter/clusterlimit FuzzFrame 10000x"
 	"./limiter FuzzImportState 10000x"
 )
 

@@ -25,7 +25,7 @@ const Path = "/internal/v1/limit"
 
 // DefaultMaxInflight is how many batches one instance keeps on the wire to one owner at
 // once; the decisions arriving meanwhile wait and leave together in the next.
-const DefaultMaxInflight = 4
+const DefaultMaxInflight = 2
 
 // Errors of Decide: the Service decides each policy of the call by its on_backend_error.
 var (
@@ -48,6 +48,9 @@ type Group interface {
 	Describe(ctx context.Context, since time.Time)
 	PostPeer(ctx context.Context, op, addr, path string, body []byte) ([]byte, error)
 	VerifyPeer(r *http.Request, body []byte) (cluster.Exchange, error)
+	DialStream(ctx context.Context, addr, path string) (*cluster.Stream, error)
+	AcceptStream(w http.ResponseWriter, r *http.Request) (*cluster.Stream, error)
+	ObservePeer(op string, err error, d time.Duration)
 	Served(code int, d time.Duration)
 }
 
@@ -100,16 +103,19 @@ type Backend struct {
 	logEvery *rate.Limiter
 	m        metrics
 
-	mu    sync.Mutex
-	peers map[string]*peer
+	mu    sync.Mutex                       // adding to peers
+	peers atomic.Pointer[map[string]*peer] // copied on write
+	sent  atomic.Int64                     // batches sent to owners
+	hold  func()                           // tests: called before a stream's batch is decided
 
 	own     ownership
 	cp      CheckpointConfig
 	bg      sync.WaitGroup // handovers under way
 	jobMu   sync.Mutex
-	jobs    []func()   // handovers queued, in generation order
-	working bool       // a goroutine runs jobs
-	cpMu    sync.Mutex // one checkpoint write at a time
+	jobs    []func()         // handovers queued, in generation order
+	working bool             // a goroutine runs jobs
+	cpMu    sync.Mutex       // one checkpoint write at a time
+	cpBufs  map[int32][]byte // each partition's last record's buffer, reused (records)
 	topicMu sync.Mutex
 	cpParts int           // the checkpoint topic's partitions, once known
 	w       *kafka.Writer // checkpoints, once the topic is known
@@ -139,9 +145,10 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{g: cfg.Group, owned: map[string]*owned{}, inflight: cfg.MaxInflight,
-		ready: cfg.Ready, log: cfg.Logger, peers: map[string]*peer{}, cp: cfg.Checkpoint,
+		ready: cfg.Ready, log: cfg.Logger, cp: cfg.Checkpoint,
 		logEvery: rate.NewLimiter(rate.Every(time.Second), 5)}
 	b.own.owned, b.own.ready, b.own.epoch = map[int32]bool{}, map[int32]bool{}, map[int32]uint64{}
+	b.peers.Store(&map[string]*peer{})
 	if b.cp.Wait == 0 {
 		b.cp.Wait = 2 * b.cp.Interval
 	}
@@ -185,29 +192,52 @@ func (b *Backend) Memory(policy string) *limiter.Memory {
 	return nil
 }
 
-// call is one decision forwarded to an owner. done receives once, when res or err is set.
-// Calls are pooled: one goes back only after its caller received done (a caller that gave
-// up leaves its call to the collector, as the sender may still finish it).
+// call is one decision forwarded to an owner. done receives once, when res or err is set
+// by whoever takes the call first (its answer, its deadline, its stream's failure; see
+// complete). Calls are pooled: one goes back only after its caller received a result (a
+// call that failed or whose caller gave up may still be in a queue or a batch in flight,
+// and is left to the collector).
 type call struct {
-	ctx  context.Context
-	it   item
-	res  result
-	err  error
-	done chan struct{} // buffered 1: finishing never blocks
+	ctx      context.Context
+	deadline int64 // unix ns: the caller waits no longer
+	it       item
+	res      result
+	err      error
+	state    atomic.Uint32 // 0 waiting, 1 taken
+	done     chan struct{} // buffered 1: finishing never blocks
 }
 
 var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
-func newCall(ctx context.Context, it item) *call {
+func newCall(ctx context.Context, deadline time.Time, it item) *call {
 	c := calls.Get().(*call)
-	c.ctx, c.it, c.res, c.err = ctx, it, result{}, nil
+	c.ctx, c.deadline, c.it, c.res, c.err = ctx, deadline.UnixNano(), it, result{}, nil
+	c.state.Store(0)
 	return c
 }
 
-// finished hands the call its outcome.
-func (c *call) finished() { c.done <- struct{}{} }
+// waiting reports whether nobody took the call yet.
+func (c *call) waiting() bool { return c.state.Load() == 0 }
 
-// release returns a call whose done was received to the pool.
+// complete hands the call its outcome (res, or err when not nil) unless another took it
+// first; it reports whether it did.
+func (c *call) complete(res *result, err error) bool {
+	if !c.state.CompareAndSwap(0, 1) {
+		return false
+	}
+	if err != nil {
+		c.err = err
+	} else {
+		c.res = *res
+	}
+	c.done <- struct{}{}
+	return true
+}
+
+// errDeadline is the outcome of a call still unanswered at its deadline.
+var errDeadline = fmt.Errorf("clusterlimit: the owner did not answer in time: %w", context.DeadlineExceeded)
+
+// release returns a call whose result was received to the pool.
 func (c *call) release() {
 	c.ctx, c.it = nil, item{}
 	calls.Put(c)
@@ -218,6 +248,19 @@ func (c *call) release() {
 // concurrent decision for that owner. An owner that answers stale is asked again once
 // after the group is described anew.
 func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out []limiter.Decision) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(time.Second)
+	}
+	return b.DecideBy(ctx, deadline, reqs, out)
+}
+
+var _ limiter.DeadlineDecider = (*Backend)(nil)
+
+// DecideBy is Decide bounded by deadline (limiter.DeadlineDecider: the Service derives no
+// context with a timer per call; a batch's timer, or its peer's queue timer, ends the
+// wait of a call at its deadline).
+func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limiter.BackendRequest, out []limiter.Decision) error {
 	var calls []*call
 	var owners []string
 	var callBuf [4]*call // most requests name one policy: no slices to allocate
@@ -248,7 +291,7 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 				calls, owners = make([]*call, len(reqs)), make([]string, len(reqs))
 			}
 		}
-		calls[i] = newCall(ctx, it)
+		calls[i] = newCall(ctx, deadline, it)
 		owners[i] = addr
 		b.peer(addr).submit(calls[i])
 	}
@@ -277,7 +320,9 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 		return nil
 	}
 	// The owner's assignment moved: learn the new one, and ask it once.
-	b.g.Describe(ctx, at)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	b.g.Describe(dctx, at)
+	cancel()
 	for _, i := range stale {
 		r := &reqs[i]
 		o := b.owned[r.Policy.Name]
@@ -293,7 +338,7 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 			}
 			continue
 		}
-		c := newCall(ctx, calls[i].it)
+		c := newCall(ctx, deadline, calls[i].it)
 		b.peer(addr).submit(c)
 		if err := wait(ctx, c); err != nil {
 			return err
@@ -332,6 +377,8 @@ func (b *Backend) DecideLocal(req limiter.BackendRequest) (limiter.Decision, boo
 
 var _ limiter.LocalDecider = (*Backend)(nil)
 
+// wait waits for c's outcome, or for ctx to end (the caller's own context: its deadline is
+// c's, which the peer enforces).
 func wait(ctx context.Context, c *call) error {
 	select {
 	case <-c.done:
@@ -403,6 +450,10 @@ func (b *Backend) take(mem *limiter.Memory, p int32, it *item) result {
 func (b *Backend) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if r.Method == http.MethodPost && cluster.IsUpgrade(r) {
+			b.serveUpgrade(w, r, start) // counts the upgrade, then each batch, not the stream's life
+			return
+		}
 		code := b.serve(w, r)
 		b.g.Served(code, time.Since(start))
 	})
@@ -436,7 +487,16 @@ func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return plain(w, http.StatusBadRequest, err.Error())
 	}
-	res := make([]result, len(items))
+	res := b.decideBatch(items, nil)
+	x.Answer(w, appendAnswer(make([]byte, 0, 16+len(res)*24), res))
+	return http.StatusOK
+}
+
+// decideBatch decides a forwarded batch here, key by key, appending the results to res:
+// stale for a key whose partition this instance does not own, policy for one whose policy
+// differs.
+func (b *Backend) decideBatch(items []item, res []result) []result {
+	self := b.g.Self()
 	for i := range items {
 		it := &items[i]
 		o := b.owned[it.policy]
@@ -445,18 +505,17 @@ func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 			mem = b.forwarded(o, it)
 		}
 		if mem == nil {
-			res[i].status = StatusPolicy
+			res = append(res, result{status: StatusPolicy})
 			continue
 		}
 		p, addr, ok := b.g.KeyOwner(o.route(it.key))
-		if !ok || addr != b.g.Self() {
-			res[i].status = StatusStale
+		if !ok || addr != self {
+			res = append(res, result{status: StatusStale})
 			continue
 		}
-		res[i] = b.take(mem, p, it)
+		res = append(res, b.take(mem, p, it))
 	}
-	x.Answer(w, appendAnswer(make([]byte, 0, 16+len(res)*24), res))
-	return http.StatusOK
+	return res
 }
 
 func plain(w http.ResponseWriter, code int, msg string) int {

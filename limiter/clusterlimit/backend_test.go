@@ -21,11 +21,22 @@ import (
 
 // topo is the truth of who owns what: the partitions' owners as their own assignments say
 // (Assigned). Each instance's view of it (KeyOwner for others) is a copy taken at start
-// and at Describe, so a test can move a partition and leave a caller's view stale.
+// and at Describe, so a test can move a partition (set) and leave a caller's view stale.
+// Both are read as cluster's are, from an atomic snapshot, without a lock.
 type topo struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // writers
 	parts int
-	truth map[int32]string
+	truth map[int32]string // under mu; readers load now
+	now   atomic.Pointer[map[int32]string]
+}
+
+// set makes addr the owner of partition p.
+func (t *topo) set(p int32, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.truth[p] = addr
+	snap := maps.Clone(t.truth)
+	t.now.Store(&snap)
 }
 
 func (g *group) Partitions() int { return g.t.parts }
@@ -36,7 +47,7 @@ type group struct {
 	auth      *cluster.Auth
 	t         *topo
 	self      string
-	view      map[int32]string
+	view      atomic.Pointer[map[int32]string]
 	trips     atomic.Int64
 	describes atomic.Int64
 	client    *http.Client
@@ -44,36 +55,25 @@ type group struct {
 
 func (g *group) Self() string { return g.self }
 
-func (g *group) Assigned(p int32) bool {
-	g.t.mu.Lock()
-	defer g.t.mu.Unlock()
-	return g.t.truth[p] == g.self
-}
+func (g *group) Assigned(p int32) bool { return (*g.t.now.Load())[p] == g.self }
 
 func (g *group) KeyOwner(key string) (int32, string, bool) {
 	p := partitionOf(key, g.t.parts)
-	if g.Assigned(p) {
+	if (*g.t.now.Load())[p] == g.self {
 		return p, g.self, true
 	}
-	g.t.mu.Lock()
-	defer g.t.mu.Unlock()
-	addr := g.view[p]
+	addr := (*g.view.Load())[p]
 	return p, addr, addr != ""
 }
 
-func (g *group) PartitionOwner(p int32) string {
-	g.t.mu.Lock()
-	defer g.t.mu.Unlock()
-	return g.view[p]
-}
+func (g *group) PartitionOwner(p int32) string { return (*g.view.Load())[p] }
 
 func (g *group) MemberGone(string, time.Time) bool { return false }
 
 func (g *group) Describe(context.Context, time.Time) {
 	g.describes.Add(1)
-	g.t.mu.Lock()
-	defer g.t.mu.Unlock()
-	g.view = maps.Clone(g.t.truth)
+	view := maps.Clone(*g.t.now.Load())
+	g.view.Store(&view)
 }
 
 func (g *group) PostPeer(ctx context.Context, _, addr, path string, body []byte) ([]byte, error) {
@@ -147,6 +147,16 @@ func (g *group) VerifyPeer(r *http.Request, body []byte) (cluster.Exchange, erro
 
 func (g *group) Served(int, time.Duration) {}
 
+func (g *group) DialStream(ctx context.Context, addr, path string) (*cluster.Stream, error) {
+	return cluster.StreamDialer{Auth: g.auth, Self: g.self}.Dial(ctx, addr, path)
+}
+
+func (g *group) ObservePeer(string, error, time.Duration) {}
+
+func (g *group) AcceptStream(w http.ResponseWriter, r *http.Request) (*cluster.Stream, error) {
+	return cluster.AcceptStream(w, r, g.auth, g.self)
+}
+
 // instance is one slide instance of a test group: its backend, the Service over it, its
 // peer server, and a gate its server waits at before answering (nil: open).
 type instance struct {
@@ -171,7 +181,7 @@ func startSigned(t testing.TB, auth *cluster.Auth, n int, policies ...limiter.Po
 	for i := range ins {
 		in := &instance{}
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if g := in.gate.Load(); g != nil {
+			if g := in.gate.Load(); g != nil && !cluster.IsUpgrade(r) { // a stream's batches wait in hold
 				select {
 				case <-*g:
 				case <-r.Context().Done():
@@ -185,13 +195,19 @@ func startSigned(t testing.TB, auth *cluster.Auth, n int, policies ...limiter.Po
 		ins[i] = in
 	}
 	for p := range int32(tp.parts) {
-		tp.truth[p] = ins[int(p)%n].g.self
+		tp.set(p, ins[int(p)%n].g.self)
 	}
 	for _, in := range ins {
-		in.g.view = maps.Clone(tp.truth)
+		view := maps.Clone(tp.truth)
+		in.g.view.Store(&view)
 		var err error
 		if in.b, err = New(Config{Group: in.g, Policies: policies}); err != nil {
 			t.Fatal(err)
+		}
+		in.b.hold = func() {
+			if g := in.gate.Load(); g != nil {
+				<-*g
+			}
 		}
 		if in.svc, err = limiter.NewService(limiter.Config{Policies: policies, Cluster: in.b}); err != nil {
 			t.Fatal(err)
@@ -258,9 +274,7 @@ func TestStaleOwnerRetriesAtNewOwner(t *testing.T) {
 		}
 	}
 	part := partitionOf(key, tp.parts)
-	tp.mu.Lock()
-	tp.truth[part] = next.g.self
-	tp.mu.Unlock()
+	tp.set(part, next.g.self)
 
 	ctx := context.Background()
 	d, err := caller.svc.Allow(ctx, "p", key)
@@ -275,9 +289,7 @@ func TestStaleOwnerRetriesAtNewOwner(t *testing.T) {
 	}
 
 	// Nobody owns the partition now: refused, never guessed.
-	tp.mu.Lock()
-	tp.truth[part] = ""
-	tp.mu.Unlock()
+	tp.set(part, "")
 	other := old
 	if _, err := other.svc.Allow(ctx, "p", key); !errors.Is(err, limiter.ErrBackendUnavailable) {
 		t.Errorf("no owner, on_backend_error closed: %v, want ErrBackendUnavailable", err)
@@ -331,7 +343,7 @@ func TestHungOwnerGetsTheTimeout(t *testing.T) {
 	}
 }
 
-// TestConcurrentDecisionsShareRoundTrips: while an owner holds the caller's four slots, 200
+// TestConcurrentDecisionsShareRoundTrips: while an owner holds every slot of the caller, 200
 // more decisions for it queue and leave in few batches; each is decided exactly (50 of 204
 // allowed).
 func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
@@ -355,8 +367,8 @@ func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 	for range DefaultMaxInflight {
 		wg.Go(decide)
 	}
-	for caller.g.trips.Load() < DefaultMaxInflight {
-		time.Sleep(time.Millisecond) // the four slots are taken, held at the owner
+	for caller.b.sent.Load() < DefaultMaxInflight {
+		time.Sleep(time.Millisecond) // every slot is taken, held at the owner
 	}
 	for range 200 {
 		wg.Go(decide)
@@ -371,8 +383,8 @@ func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 	if allowed.Load() != 50 || failed.Load() != 0 {
 		t.Errorf("204 decisions on a 50 bucket: %d allowed, %d failed; want 50, 0", allowed.Load(), failed.Load())
 	}
-	if n := caller.g.trips.Load(); n > 2*DefaultMaxInflight {
-		t.Errorf("204 decisions took %d round trips; want at most %d (four alone, the queue in few batches)", n, 2*DefaultMaxInflight)
+	if n := caller.b.sent.Load(); n > 2*DefaultMaxInflight {
+		t.Errorf("204 decisions took %d round trips; want at most %d (the slots alone, the queue in few batches)", n, 2*DefaultMaxInflight)
 	}
 }
 
@@ -424,7 +436,87 @@ func TestOwnedDecisionIsAMemoryDecision(t *testing.T) {
 			t.Fatalf("%+v, %v", d, err)
 		}
 	})
-	if allocs != 0 || in.g.trips.Load() != 0 {
-		t.Errorf("an owned key's decision: %.1f allocs, %d round trips; want 0 and 0", allocs, in.g.trips.Load())
+	if allocs != 0 || in.b.sent.Load() != 0 {
+		t.Errorf("an owned key's decision: %.1f allocs, %d round trips; want 0 and 0", allocs, in.b.sent.Load())
+	}
+}
+
+// TestStrangerCannotOpenAStream: without the group's key nobody opens a stream to an owner
+// (its upgrade is refused 401), so nobody can make decisions or read answers on one; an
+// instance with the key can, and decides over it.
+func TestStrangerCannotOpenAStream(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 5, Window: time.Minute}, limiter.FailClosed, 5*time.Second)
+	auth, err := cluster.NewAuth(cluster.AuthConfig{Key: []byte("0123456789abcdef0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := cluster.NewAuth(cluster.AuthConfig{Key: []byte("fedcba9876543210fedcba9876543210")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, ins := startSigned(t, auth, 2, p)
+	const key = "tenant-guarded"
+	owner, caller := ownerOf(t, tp, ins, key)
+	ctx := context.Background()
+	for name, a := range map[string]*cluster.Auth{"unsigned": nil, "another key": other} {
+		s, err := cluster.StreamDialer{Auth: a, Self: "stranger:1"}.Dial(ctx, owner.g.self, Path)
+		if err == nil {
+			_ = s.Conn.Close()
+			t.Errorf("%s: a stream opened", name)
+		} else if errors.Is(err, cluster.ErrNoStream) || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if d, err := caller.svc.Allow(ctx, "p", key); err != nil || !d.Allowed || d.Remaining != 4 {
+		t.Fatalf("a member's decision over the stream: %+v, %v", d, err)
+	}
+}
+
+// TestQueuedDecisionEndsAtItsOwnDeadline: a decision of a 50 ms policy queued behind
+// batches of a 30 s one (every slot held at the owner) ends at its own deadline, by
+// on_backend_error, while the owner still holds them; it is never sent. The held decisions
+// are decided once the owner answers.
+func TestQueuedDecisionEndsAtItsOwnDeadline(t *testing.T) {
+	slow := clusterPolicy(limiter.Policy{Name: "slow", Algorithm: limiter.FixedWindow, Limit: 100, Window: time.Minute}, limiter.FailClosed, 30*time.Second)
+	fast := clusterPolicy(limiter.Policy{Name: "fast", Algorithm: limiter.FixedWindow, Limit: 100, Window: time.Minute}, limiter.FailOpen, 50*time.Millisecond)
+	tp, ins := startGroup(t, 2, slow, fast)
+	const key = "tenant-mixed"
+	owner, caller := ownerOf(t, tp, ins, key)
+	gate := make(chan struct{})
+	owner.gate.Store(&gate)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range DefaultMaxInflight {
+		wg.Go(func() {
+			if d, err := caller.svc.Allow(ctx, "slow", key); err != nil || !d.Allowed || d.Degraded {
+				failed.Add(1)
+			}
+		})
+	}
+	for caller.b.sent.Load() < DefaultMaxInflight {
+		time.Sleep(time.Millisecond) // every slot is held at the owner
+	}
+	got := make(chan limiter.Decision, 1)
+	go func() {
+		d, _ := caller.svc.Allow(ctx, "fast", key)
+		got <- d
+	}()
+	select {
+	case d := <-got:
+		if !d.Allowed || !d.Degraded {
+			t.Errorf("the queued 50 ms decision: %+v; want on_backend_error open (allowed, degraded)", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued 50 ms decision still waits behind the held batches")
+	}
+	owner.gate.Store(nil)
+	close(gate)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Errorf("%d held decisions of the 30 s policy failed", failed.Load())
+	}
+	if n := owner.b.Memory("fast").Len(); n != 0 {
+		t.Errorf("the owner counted %d decisions of the queued call that had given up", n)
 	}
 }

@@ -294,6 +294,7 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 		}
 	}
 	if err != nil {
+		b.cpBufs = nil // the writer may still hold them (a write cut by ctx goes on)
 		if b.errLog() {
 			b.log.Warn("clusterlimit: writing limiter checkpoints", "partitions", ps, "err", err)
 		}
@@ -302,30 +303,51 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 	b.m.checkpoints.Add(float64(len(ps)))
 }
 
-// records encodes the checkpoint records of partitions ps at now.
+// records encodes the checkpoint records of partitions ps at now. A round allocates
+// nothing once the sizes settled: each partition's record is encoded into the buffer of
+// its previous one (b.cpBufs, under cpMu), its header written last into room left before
+// the entries, so the entries are copied once. The messages are valid until the next
+// records; checkpoint forgets the buffers of a write that failed, which kafka-go may
+// still hold.
 func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) []kafka.Message {
-	want := map[int32]int{}
-	for i, p := range ps {
-		want[p] = i
+	n := b.g.Partitions()
+	slot := make([]int, n) // partition → index in ps, -1: not asked
+	for i := range slot {
+		slot[i] = -1
+	}
+	if b.cpBufs == nil {
+		b.cpBufs = map[int32][]byte{}
 	}
 	bodies := make([][]byte, len(ps))
 	counts := make([]int, len(ps))
-	n := b.g.Partitions()
+	for i, p := range ps {
+		if p >= 0 && int(p) < n {
+			slot[p] = i
+		}
+		buf := b.cpBufs[p]
+		if cap(buf) > 1<<20 && cap(buf) > 4*len(buf) {
+			buf = nil // the partition shrank a lot: give the memory back
+		}
+		bodies[i] = slices.Grow(buf[:0], max(len(buf), maxHeaderBytes+64))[:maxHeaderBytes]
+	}
 	for name, o := range b.owned {
 		i := 0 // keep's verdict, for the fn call that follows it on the same key
 		o.mem.Export(now, func(k string) bool {
-			var ok bool
-			i, ok = want[partitionOf(o.route(k), n)]
-			return ok
+			i = slot[partitionOf(o.route(k), n)]
+			return i >= 0
 		}, func(k string, exp int64, st []byte) {
 			bodies[i] = appendEntry(bodies[i], name, o.fp, k, exp, st)
 			counts[i]++
 		})
 	}
 	msgs := make([]kafka.Message, len(ps))
+	var head [maxHeaderBytes]byte
 	for i, p := range ps {
-		msgs[i] = kafka.Message{Key: []byte(b.recordKey(p)),
-			Value: appendCheckpoint(nil, gen, final, now.UnixMilli(), counts[i], bodies[i])}
+		h := appendCheckpointHeader(head[:0], gen, final, now.UnixMilli(), counts[i])
+		start := maxHeaderBytes - len(h)
+		copy(bodies[i][start:], h)
+		b.cpBufs[p] = bodies[i] // its length: what the next round's will likely need
+		msgs[i] = kafka.Message{Key: []byte(b.recordKey(p)), Value: bodies[i][start:]}
 	}
 	return msgs
 }

@@ -2,6 +2,7 @@ package clusterlimit
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -28,11 +29,9 @@ func TestCheckpointHandsKeysOver(t *testing.T) {
 	}
 	all := []int32{0, 1, 2, 3, 4, 5}
 	setOwner := func(in *instance) {
-		tp.mu.Lock()
 		for _, q := range all {
-			tp.truth[q] = in.g.self
+			tp.set(q, in.g.self)
 		}
-		tp.mu.Unlock()
 	}
 	setOwner(a)
 	a.g.Describe(context.Background(), time.Time{}) // both views: A owns everything
@@ -101,4 +100,56 @@ func TestCheckpointHandsKeysOver(t *testing.T) {
 	if n := b.b.Memory("short").Len(); n != 0 {
 		t.Errorf("B restored %d keys of a 50 ms window that had expired", n)
 	}
+}
+
+// TestRecordsReuseTheirBuffers: each round encodes into the last one's buffers (the header
+// written last, before the entries); every round still decodes to exactly the live keys
+// of the partitions asked, with its own generation and final flag.
+func TestRecordsReuseTheirBuffers(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Capacity: 10, RefillPerSecond: 0.001}, limiter.FailClosed, time.Second)
+	_, ins := startGroup(t, 1, p)
+	in := ins[0]
+	ctx := context.Background()
+	decide := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := in.svc.Allow(ctx, "p", "k-"+strconv.Itoa(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(ps []int32, gen int32, final bool, want int) {
+		t.Helper()
+		keys := map[string]bool{}
+		for i, m := range in.b.records(ps, gen, final, time.Now()) {
+			cp, err := decodeCheckpoint(m.Value)
+			if err != nil {
+				t.Fatalf("partition %d: %v", ps[i], err)
+			}
+			if cp.gen != gen || cp.final != final {
+				t.Fatalf("partition %d: generation %d final %v, want %d %v", ps[i], cp.gen, cp.final, gen, final)
+			}
+			for _, e := range cp.entries {
+				if partitionOf(e.key, 6) != ps[i] || keys[e.key] {
+					t.Fatalf("key %s in the record of partition %d (or twice)", e.key, ps[i])
+				}
+				keys[e.key] = true
+			}
+		}
+		if len(keys) != want {
+			t.Fatalf("%d keys in the records of %v, want %d", len(keys), ps, want)
+		}
+	}
+	all := []int32{0, 1, 2, 3, 4, 5}
+	decide(0, 200)
+	check(all, 1, false, 200)
+	decide(200, 500) // longer records than the buffers hold
+	check(all, -2, true, 500)
+	n := 0
+	for i := range 500 {
+		if partitionOf("k-"+strconv.Itoa(i), 6) == 3 {
+			n++
+		}
+	}
+	check([]int32{3}, 3, false, n)
+	check(all, 4, false, 500)
 }

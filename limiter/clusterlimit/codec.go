@@ -144,6 +144,18 @@ func (r *reader) string(what string, most int) string {
 	return s
 }
 
+// bytes is string without the copy: the bytes are r's.
+func (r *reader) bytes(what string, most int) []byte {
+	n := r.uvarint(what)
+	if n > uint64(most) || n > uint64(len(r.b)) {
+		r.fail(what)
+		return nil
+	}
+	s := r.b[:n]
+	r.b = r.b[n:]
+	return s
+}
+
 func (r *reader) duration(what string) time.Duration {
 	v := r.uvarint(what)
 	if v > math.MaxInt64 {
@@ -155,7 +167,11 @@ func (r *reader) duration(what string) time.Duration {
 
 // decodeRequest reads a batch; every item's policy name and key are bounded, its cost
 // non-negative.
-func decodeRequest(b []byte) ([]item, error) {
+func decodeRequest(b []byte) ([]item, error) { return decodeRequestInto(nil, b, nil) }
+
+// decodeRequestInto is decodeRequest appending to items; intern, when not nil, turns a
+// policy name into its string (an owner's own, so a name costs no allocation).
+func decodeRequestInto(items []item, b []byte, intern func([]byte) string) ([]item, error) {
 	r := reader{b: b}
 	if r.byte("version") != version {
 		return nil, fmt.Errorf("%w: version", ErrCorrupt)
@@ -164,10 +180,16 @@ func decodeRequest(b []byte) ([]item, error) {
 	if n > MaxBatch {
 		return nil, fmt.Errorf("%w: %d decisions in one batch (most %d)", ErrCorrupt, n, MaxBatch)
 	}
-	items := make([]item, 0, n)
+	if items == nil {
+		items = make([]item, 0, n)
+	}
 	for range n {
 		var it item
-		it.policy = r.string("policy", 64)
+		if intern != nil {
+			it.policy = intern(r.bytes("policy", 64))
+		} else {
+			it.policy = r.string("policy", 64)
+		}
 		if len(r.b) < 8 {
 			r.fail("fingerprint")
 			break
@@ -222,22 +244,31 @@ func appendAnswer(b []byte, res []result) []byte {
 // decodeAnswer reads the answer to a batch of n decisions; a result's level is the length
 // of its denying level's key (result.level), for the caller to cut from the item's key.
 func decodeAnswer(b []byte, n int) ([]result, error) {
+	res := make([]result, n)
+	if err := decodeAnswerTo(b, n, func(i int) *result { return &res[i] }); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func decodeAnswerTo(b []byte, n int, at func(int) *result) error {
 	r := reader{b: b}
 	if r.byte("version") != version {
-		return nil, fmt.Errorf("%w: version", ErrCorrupt)
+		return fmt.Errorf("%w: version", ErrCorrupt)
 	}
 	if got := r.uvarint("count"); r.err == nil && got != uint64(n) {
-		return nil, fmt.Errorf("%w: %d results for %d decisions", ErrCorrupt, got, n)
+		return fmt.Errorf("%w: %d results for %d decisions", ErrCorrupt, got, n)
 	}
-	res := make([]result, n)
-	for i := range res {
+	for i := range n {
+		res := at(i)
+		*res = result{}
 		s := r.byte("status")
 		if s >= statusEnd {
 			r.fail("status")
 		}
-		res[i].status = s
+		res.status = s
 		if s == StatusOK {
-			d := &res[i].d
+			d := &res.d
 			switch r.byte("allowed") {
 			case 0:
 			case 1:
@@ -247,7 +278,7 @@ func decodeAnswer(b []byte, n int) ([]result, error) {
 				if n == 0 || n > limiter.MaxKeyLen {
 					r.fail("level")
 				}
-				res[i].level = int(n)
+				res.level = int(n)
 			default:
 				r.fail("allowed")
 			}
@@ -259,13 +290,13 @@ func decodeAnswer(b []byte, n int) ([]result, error) {
 			d.RetryAfter, d.ResetAfter, d.Delay = r.duration("retry"), r.duration("reset"), r.duration("delay")
 		}
 		if r.err != nil {
-			return nil, r.err
+			return r.err
 		}
 	}
 	if len(r.b) > 0 {
 		r.fail("trailing bytes")
 	}
-	return res, r.err
+	return r.err
 }
 
 // The checkpoint record: version(1) gen(varint) final(1 byte) at(varint, unix ms)
@@ -297,6 +328,15 @@ func appendEntry(b []byte, policy string, fp uint64, key string, expires int64, 
 }
 
 func appendCheckpoint(b []byte, gen int32, final bool, at int64, n int, entries []byte) []byte {
+	b = appendCheckpointHeader(b, gen, final, at, n)
+	return append(b, entries...)
+}
+
+// maxHeaderBytes bounds a checkpoint record's header: version, gen, final, at, count.
+const maxHeaderBytes = 1 + binary.MaxVarintLen32 + 1 + 2*binary.MaxVarintLen64
+
+// appendCheckpointHeader appends the header of a record of n entries.
+func appendCheckpointHeader(b []byte, gen int32, final bool, at int64, n int) []byte {
 	b = append(b, version)
 	b = binary.AppendVarint(b, int64(gen))
 	f := byte(0)
@@ -305,8 +345,7 @@ func appendCheckpoint(b []byte, gen int32, final bool, at int64, n int, entries 
 	}
 	b = append(b, f)
 	b = binary.AppendVarint(b, at)
-	b = binary.AppendUvarint(b, uint64(n))
-	return append(b, entries...)
+	return binary.AppendUvarint(b, uint64(n))
 }
 
 // maxStateBytes bounds one key's state in a checkpoint: a sliding log of MaxLogLimit

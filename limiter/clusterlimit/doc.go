@@ -14,29 +14,45 @@
 // memory decision, with no hop (Backend.DecideLocal, the Service's limiter.LocalDecider
 // path: no call, no deadline, nothing allocated).
 //
-// # The hop: one signed POST per batch
+// # The hop: batches as frames over one stream per owner
 //
-// A non-owner sends the decision to the owner's Path (/internal/v1/limit) on the API
-// listener, over the peers' keep-alive HTTP connections, signed with the group's key as
-// the partial reads are (cluster.Auth: an HMAC over the receiver, the path and the body's
-// hash; the answer signed with the request's nonce). Decisions for one owner are batched
-// by group commit: at most Config.MaxInflight (4) batches are on the wire to one owner; a
+// A non-owner sends its decisions to the owner over one persistent connection: a POST to
+// the owner's Path (/internal/v1/limit) on the API listener, signed with the group's key
+// as the partial reads are (cluster.Auth: an HMAC over the receiver, the path and a fresh
+// nonce, so a replayed upgrade is refused), upgraded to a stream (cluster's peer stream,
+// protocol slide-stream/1; answered 101 with the owner's nonce, signed). Both ends derive
+// the stream's key from the group's key and the two nonces; every frame then carries the
+// first 16 bytes of an HMAC-SHA256 under it over its direction, its sequence number and
+// its bytes, so a stranger can neither open a stream, nor inject, replay or reorder a
+// frame on one (stream.go has the frame format). Decisions for one owner are batched by
+// group commit: at most Config.MaxInflight (2) batches are on the wire to one owner; a
 // decision that finds a slot free leaves at once, and those arriving while every slot is
-// busy leave together in the next batch (at most MaxBatch). A lone decision never waits for
-// a timer, and under load one round trip carries many decisions. The body is a small binary
-// format (codec.go: varints, versioned, bounded, fuzzed by FuzzDecode).
+// busy leave together in the next batch (at most MaxBatch). A lone decision never waits
+// for a timer, and under load one frame carries many decisions. The batch is a small
+// binary format (codec.go: varints, versioned, bounded, fuzzed by FuzzDecode, as are the
+// frames by FuzzFrame). An owner that answers the upgrade with anything but 101 (a slide
+// before streams) is asked by one signed POST per batch, the same batch as body, for a
+// minute before the caller tries a stream again; the POST route stays served.
 //
 // The decision's now is the caller's clock (the Service's), as a Redis policy in client
 // clock mode: instances' clocks agree to milliseconds under NTP, and a clock behind by d
 // decides as if d earlier.
 //
-// The policy's timeout bounds the hop (default 50 ms) and on_backend_error (open, closed,
+// The policy's timeout bounds the hop (default 50 ms; the Service hands the deadline to
+// Backend.DecideBy, limiter.DeadlineDecider, rather than a context with a timer per
+// decision: each batch's timer, and each owner's queue timer, end a caller's wait at its
+// own deadline, even behind batches of a longer timeout) and on_backend_error (open, closed,
 // local: this instance's memory of the same policy) decides when the owner does not
 // answer in time, answers an error, or is unknown. A caller that gave up before its
 // decision left is not sent, so the owner does not count a decision nobody waits for; one
 // that gave up after it left may have been counted (as with Redis), unless the batch
-// reaches the owner past its deadline (cluster.HeaderDeadline, the latest of its callers'):
-// the owner then decides nothing and answers 504, as a SIGSTOPped owner does on waking.
+// reaches the owner past its deadline (each frame's, or a POST's cluster.HeaderDeadline:
+// the latest of its callers'): the owner then decides nothing and answers late (a POST:
+// 504), as a SIGSTOPped owner does on waking. A batch unanswered at its deadline is
+// abandoned, not its stream: the batches behind it keep their own deadlines, and an
+// owner that wakes answers them in order. A stream that fails (reset, a write stuck
+// past its batch's deadline, a frame that does not verify) fails the batches on it, and
+// the next batch dials a new one.
 //
 // The route is signed as peer reads are (the group's key, or the one derived from
 // --auth-token-file); without either it is as open as POST /v1/allow itself.

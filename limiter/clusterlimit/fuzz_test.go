@@ -1,11 +1,15 @@
 package clusterlimit
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
+	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/limiter"
 )
 
@@ -71,4 +75,91 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+var fuzzKey = []byte("0123456789abcdef0123456789abcdef")
+
+// frames writes bodies as one direction's frames under key (nil: unsigned).
+func frames(key []byte, dir byte, bodies ...[]byte) []byte {
+	var out bytes.Buffer
+	w := newFramer(key, dir)
+	for _, body := range bodies {
+		if _, err := w.frameEnd(&out, append(frameStart(nil), body...)); err != nil {
+			panic(err)
+		}
+	}
+	return out.Bytes()
+}
+
+// FuzzFrame holds a stream's frame reader to its word: hostile bytes on a stream, signed or
+// not, read as frames whose MAC verifies or end in an error; never a panic, never a frame
+// beyond the bound. A signed frame verifies only under its key, direction and place.
+func FuzzFrame(f *testing.F) {
+	req := binary.AppendVarint(binary.AppendUvarint(nil, 7), 1_764_489_600_000)
+	req = appendRequest(req, []*call{{it: item{policy: "login", fp: 1, key: "tenant-1", now: 5, cost: 1}}})
+	f.Add(frames(fuzzKey, dirRequest, req, req), true)
+	f.Add(frames(nil, dirRequest, req), false)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, false)
+	f.Fuzz(func(t *testing.T, b []byte, signed bool) {
+		var key []byte
+		if signed {
+			key = fuzzKey
+		}
+		r := newFramer(key, dirRequest)
+		in := bufio.NewReader(bytes.NewReader(b))
+		var buf []byte
+		for {
+			body, err := r.read(in, buf)
+			if err != nil {
+				break
+			}
+			if len(body) > maxFrameBytes {
+				t.Fatalf("a frame of %d bytes, bound %d", len(body), maxFrameBytes)
+			}
+			if _, n := binary.Uvarint(body); n > 0 {
+				if _, m := binary.Varint(body[n:]); m > 0 {
+					_, _ = decodeRequest(body[n+m:])
+				}
+			}
+			buf = body
+		}
+	})
+}
+
+func TestFrameMACs(t *testing.T) {
+	body := []byte("a batch")
+	two := frames(fuzzKey, dirRequest, body, body)
+	read := func(key []byte, dir byte, b []byte) (n int, err error) {
+		r := newFramer(key, dir)
+		in := bufio.NewReader(bytes.NewReader(b))
+		for {
+			got, err := r.read(in, nil)
+			if err != nil {
+				return n, err
+			}
+			if !bytes.Equal(got, body) {
+				t.Fatalf("frame %d read %q", n, got)
+			}
+			n++
+		}
+	}
+	if n, err := read(fuzzKey, dirRequest, two); n != 2 || !errors.Is(err, io.EOF) {
+		t.Fatalf("two signed frames: read %d, %v", n, err)
+	}
+	one := two[:len(two)/2]
+	for name, c := range map[string]struct {
+		key []byte
+		dir byte
+		b   []byte
+	}{
+		"other key":       {[]byte("fedcba9876543210fedcba9876543210"), dirRequest, one},
+		"other direction": {fuzzKey, dirAnswer, one},
+		"replayed":        {fuzzKey, dirRequest, append(append([]byte(nil), one...), one...)},
+		"flipped":         {fuzzKey, dirRequest, append(append([]byte(nil), one[:6]...), append([]byte{one[6] ^ 1}, one[7:]...)...)},
+	} {
+		n, err := read(c.key, c.dir, c.b)
+		if !errors.Is(err, cluster.ErrBadSignature) || n > 1 || name != "replayed" && n != 0 {
+			t.Errorf("%s: read %d frames, then %v; want ErrBadSignature", name, n, err)
+		}
+	}
 }

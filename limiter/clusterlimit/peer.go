@@ -2,33 +2,53 @@ package clusterlimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
+
+	"github.com/slide-metrics/slide/cluster"
 )
 
 // peer is the channel to one owner: decisions queue, and at most Backend.inflight batches
-// are on the wire at once. A decision that finds a slot free leaves at once, alone; the
-// ones that arrive while every slot is busy leave together in the batch the next slot to
-// free up sends (a group commit). So a lone decision never waits for a window, and under
-// load the round trips, not the decisions, are what the wire carries.
+// are on the wire at once. A decision that finds a slot free leaves at once; the ones that
+// arrive while every slot is busy leave together in the batch the next slot to free up
+// sends (a group commit). So a lone decision never waits for a window, and under load the
+// round trips, not the decisions, are what the wire carries. Batches go as frames over one
+// stream per owner (stream.go), or as POSTs to an owner that serves no streams.
 type peer struct {
 	b    *Backend
 	addr string
 
-	mu       sync.Mutex
-	queue    []*call
-	inflight int
+	mu        sync.Mutex
+	queue     []*call
+	inflight  int         // batches taken from the queue and not yet answered
+	st        *stream     // nil: none open
+	postUntil time.Time   // until then the owner is asked by POST (it refused a stream)
+	qtimer    *time.Timer // ends the wait of queued calls at their deadline
+	qAt       int64       // when qtimer fires (unix ns), 0: not armed
+
+	dialMu sync.Mutex // one dial at a time
 }
 
+// peer returns the channel to addr. The map is copied on write (a new owner is rare), so a
+// decision finds its peer without a lock.
 func (b *Backend) peer(addr string) *peer {
+	if p := (*b.peers.Load())[addr]; p != nil {
+		return p
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	p := b.peers[addr]
-	if p == nil {
-		p = &peer{b: b, addr: addr}
-		b.peers[addr] = p
+	peers := *b.peers.Load()
+	if p := peers[addr]; p != nil {
+		return p
 	}
+	p := &peer{b: b, addr: addr}
+	next := make(map[string]*peer, len(peers)+1)
+	maps.Copy(next, peers)
+	next[addr] = p
+	b.peers.Store(&next)
 	return p
 }
 
@@ -37,6 +57,9 @@ func (p *peer) submit(c *call) {
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
 	if p.inflight >= p.b.inflight {
+		if p.qAt == 0 || c.deadline < p.qAt {
+			p.armLocked(c.deadline)
+		}
 		p.mu.Unlock()
 		return
 	}
@@ -46,69 +69,117 @@ func (p *peer) submit(c *call) {
 	go p.send(batch)
 }
 
-// takeLocked takes up to MaxBatch queued calls whose callers still wait.
+// armLocked sets the queue's timer to fire at at (unix ns).
+func (p *peer) armLocked(at int64) {
+	p.qAt = at
+	d := time.Duration(at - time.Now().UnixNano())
+	if p.qtimer == nil {
+		p.qtimer = time.AfterFunc(d, p.expireQueue)
+	} else {
+		p.qtimer.Reset(d)
+	}
+}
+
+// expireQueue ends the wait of the queued calls past their deadline (they stay queued,
+// taken, and are not sent), and sets the timer for the next.
+func (p *peer) expireQueue() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now().UnixNano()
+	var next int64
+	for _, c := range p.queue {
+		switch {
+		case c.deadline <= now:
+			c.complete(nil, errDeadline)
+		case c.waiting() && (next == 0 || c.deadline < next):
+			next = c.deadline
+		}
+	}
+	p.qAt = 0
+	if next != 0 {
+		p.armLocked(next)
+	}
+}
+
+// takeLocked takes up to MaxBatch queued calls. The queue starts again with room for as
+// many: the next batch is likely as large, and grows without copying.
 func (p *peer) takeLocked() []*call {
 	n := min(len(p.queue), MaxBatch)
 	batch := p.queue[:n:n]
-	p.queue = append([]*call(nil), p.queue[n:]...)
+	p.queue = append(make([]*call, 0, max(n, len(p.queue)-n)), p.queue[n:]...)
 	return batch
 }
 
-// send sends batch, then the batches queued meanwhile, until the queue is empty.
-func (p *peer) send(batch []*call) {
-	for {
-		p.roundTrip(batch)
-		p.mu.Lock()
-		if len(p.queue) == 0 {
-			p.inflight--
-			p.mu.Unlock()
-			return
-		}
-		batch = p.takeLocked()
+// done frees the slot of a batch answered (or failed): the queue leaves in it, if any.
+func (p *peer) done() {
+	p.mu.Lock()
+	if len(p.queue) == 0 {
+		p.inflight--
 		p.mu.Unlock()
+		return
 	}
+	batch := p.takeLocked()
+	p.mu.Unlock()
+	go p.send(batch)
 }
 
-// roundTrip sends one batch and hands every call its result. Calls whose caller gave up
-// before they left are not sent: the owner must not count a decision nobody waits for.
-// The round trip's deadline is the latest of its callers'.
-func (p *peer) roundTrip(batch []*call) {
-	live := batch[:0:0]
-	var deadline time.Time
+// send sends one batch. Calls whose caller gave up (or whose deadline passed) before they
+// left are not sent: the owner must not count a decision nobody waits for. The batch's
+// deadline is the latest of its callers'.
+func (p *peer) send(batch []*call) {
+	live := batch[:0]
+	now := time.Now().UnixNano()
+	var latest int64
 	for _, c := range batch {
-		if err := c.ctx.Err(); err != nil {
-			c.err = err
-			c.finished()
+		switch {
+		case !c.waiting():
+			continue // its deadline passed in the queue
+		case c.ctx.Err() != nil:
+			c.complete(nil, c.ctx.Err())
+			continue
+		case c.deadline <= now:
+			c.complete(nil, errDeadline)
 			continue
 		}
 		live = append(live, c)
-		if dl, ok := c.ctx.Deadline(); ok && dl.After(deadline) {
-			deadline = dl
-		}
+		latest = max(latest, c.deadline)
 	}
 	if len(live) == 0 {
+		p.done()
 		return
 	}
-	if deadline.IsZero() {
-		deadline = time.Now().Add(time.Second)
+	deadline := time.Unix(0, latest)
+	start := time.Now()
+	st, err := p.stream(deadline)
+	switch {
+	case err == nil:
+		st.send(live, deadline) // done when answered
+		return
+	case errors.Is(err, cluster.ErrNoStream):
+		p.roundTrip(live, deadline)
+	default:
+		p.b.g.ObservePeer("limit", err, time.Since(start))
+		failAll(live, fmt.Errorf("clusterlimit: owner %s: %w", p.addr, err))
 	}
+	p.done()
+}
+
+// roundTrip sends one batch as a POST and hands every call its result.
+func (p *peer) roundTrip(live []*call, deadline time.Time) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	body := appendRequest(make([]byte, 0, 64*len(live)), live)
+	p.b.sent.Add(1)
 	ans, err := p.b.g.PostPeer(ctx, "limit", p.addr, Path, body)
 	var res []result
 	if err == nil {
 		res, err = decodeAnswer(ans, len(live))
 	}
 	if err != nil {
-		err = fmt.Errorf("clusterlimit: owner %s: %w", p.addr, err)
+		failAll(live, fmt.Errorf("clusterlimit: owner %s: %w", p.addr, err))
+		return
 	}
 	for i, c := range live {
-		if err != nil {
-			c.err = err
-		} else {
-			c.res = res[i]
-		}
-		c.finished()
+		c.complete(&res[i], nil)
 	}
 }

@@ -92,7 +92,7 @@ func TestPlansAndLevelsOverThreeInstances(t *testing.T) {
 		}
 	}
 	for _, in := range ins {
-		forwarded += in.g.trips.Load()
+		forwarded += in.b.sent.Load()
 	}
 	if forwarded == 0 {
 		t.Fatal("no decision was forwarded: the test decided everything locally")
