@@ -6,8 +6,10 @@
 -- harness: "SBS requests=… duration_us=… non2xx=… notallowed=… sockerr=… p50_us=… p99_us=…".
 
 local mode, nkeys
-local notallowed = 0
-local non2xx = 0
+-- globals, not locals: done() reads each thread's counts with thread:get, which sees only
+-- a thread's globals
+notallowed = 0
+non2xx = 0
 local threads = {}
 
 function setup(thread)
