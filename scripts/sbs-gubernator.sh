@@ -9,7 +9,7 @@
 # It builds gubernator's daemon there (go build ./cmd/gubernator, the module proxy brings its
 # dependencies) and slide from this tree, and needs wrk (apt-get install wrk).
 #
-# Both clusters stay up the whole run on 127.0.0.1:
+# Both clusters stay up the whole run, on loopback addresses:
 #   slide: `slide broker` (PARTITIONS partitions) and three `slide serve` in one consumer group,
 #     the policy {token_bucket, capacity 10^9, backend: cluster, on_backend_error: closed}: a
 #     key's owner is the partition owner of murmur2(key), the others forward over the peer
@@ -28,7 +28,7 @@
 # read from /proc, since both share the machine's cores with wrk.
 #
 # Environment: ROUNDS (3), DURATION (20s), WARMUP (3s), THREADS (1), CONNS (16), KEYS (10000),
-# PARTITIONS (12), PORT_BASE (27000: the ports PORT_BASE…PORT_BASE+30 must be free),
+# PARTITIONS (12), PORT_BASE (27000: the ports PORT_BASE…PORT_BASE+33 must be free),
 # SBS_DIR (work directory, default a new temporary one; logs are there).
 set -euo pipefail
 trap 'echo "$0: failed at line $LINENO" >&2' ERR
@@ -207,7 +207,7 @@ for r in $(seq "$rounds"); do
 done
 
 echo
-echo "slide $(git -C "$repo" describe --always --dirty 2>/dev/null) vs gubernator $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?'): 3 nodes each on 127.0.0.1, $(nproc) cores; wrk -t $threads -c $conns -d $duration per node, $keys keys; $rounds rounds"
+echo "slide $(git -C "$repo" describe --always --dirty 2>/dev/null) vs gubernator $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?'): 3 nodes each on loopback, $(nproc) cores; wrk -t $threads -c $conns -d $duration per node, $keys keys; $rounds rounds"
 echo
 echo "| round | system | decisions/s | non-2xx | 2xx not allowed | socket errors | p50 ms | p99 ms | CPU s (3 servers) | CPU s (3 wrk) | decisions per server CPU s |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
