@@ -1,11 +1,13 @@
 -- wrk script of scripts/sbs-gubernator.sh: one rate-limit decision a request, on a key drawn
 -- at random from KEYS, with the same limit for both systems (10^9 a minute: every decision
--- is allowed). Arguments after wrk's "--": MODE (slide or gubernator), KEYS, SEED.
+-- is allowed). Arguments after wrk's "--": MODE (slide or gubernator), KEYS, SEED, and
+-- "probe" to ask what must not count (slide: an unknown policy, 400; gubernator: a limit of
+-- 0 under another name, OVER_LIMIT), with which the harness checks these counts before it measures.
 -- It counts the 2xx answers that are not an allowed decision (slide: no "allowed":true;
 -- gubernator: OVER_LIMIT or an error in the body) and prints one summary line for the
 -- harness: "SBS requests=… duration_us=… non2xx=… notallowed=… sockerr=… p50_us=… p99_us=…".
 
-local mode, nkeys
+local mode, nkeys, policy, limit
 -- globals, not locals: done() reads each thread's counts with thread:get, which sees only
 -- a thread's globals
 notallowed = 0
@@ -20,6 +22,12 @@ function init(args)
   mode = args[1]
   nkeys = tonumber(args[2])
   math.randomseed(tonumber(args[3]) or os.time())
+  policy, limit = "sbs", "1000000000"
+  if args[4] == "probe" then
+    -- a name of its own: gubernator keeps a bucket asked with limit 0 over the limit
+    -- when it is later asked with a higher one
+    policy, limit = "sbs-probe", "0"
+  end
 end
 
 local headers = {["Content-Type"] = "application/json"}
@@ -36,10 +44,10 @@ function request()
   local key = keyof(math.random(nkeys))
   local body
   if mode == "slide" then
-    body = '{"policy":"sbs","key":"' .. key .. '"}'
+    body = '{"policy":"' .. policy .. '","key":"' .. key .. '"}'
   else
-    body = '{"requests":[{"name":"sbs","unique_key":"' .. key ..
-      '","hits":1,"limit":1000000000,"duration":60000}]}'
+    body = '{"requests":[{"name":"' .. policy .. '","unique_key":"' .. key ..
+      '","hits":1,"limit":' .. limit .. ',"duration":60000}]}'
   end
   return wrk.format("POST", nil, headers, body)
 end

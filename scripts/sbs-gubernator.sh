@@ -192,6 +192,20 @@ load() {
     }'
 }
 
+# The counts are checked before they are trusted: a second of answers that must not count
+# (scripts/sbs-gubernator.lua's probe) must all be counted out.
+for sys in slide gubernator; do
+  if [ "$sys" = slide ]; then url=${slide_urls[0]}/v1/allow; else url=${gub_urls[0]}/v1/GetRateLimits; fi
+  wrk -t 1 -c 2 -d 1s -s "$lua" "$url" -- "$sys" "$keys" 1 probe >"$work/probe-$sys.out" 2>&1
+  if ! awk '/^SBS / { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+      ok = f["requests"] > 0 && f["non2xx"] + f["notallowed"] == f["requests"] }
+      END { exit !ok }' "$work/probe-$sys.out"; then
+    echo "the harness counted $sys's refusals as decisions: $(grep '^SBS' "$work/probe-$sys.out")" >&2
+    exit 1
+  fi
+  echo "probe $sys: $(grep '^SBS' "$work/probe-$sys.out" | cut -d' ' -f2,4,5) (all counted out)" >&2
+done
+
 echo "warming up ($warmup each)" >&2
 load slide "$warmup" 1 >/dev/null
 load gubernator "$warmup" 1 >/dev/null
