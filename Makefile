@@ -12,7 +12,7 @@ RACE_PKGS := ./window/... ./promapi/... ./event/... ./batch/... ./limiter/... ./
 # Pure computation: tested without -race (faster, same assertions).
 PLAIN_PKGS := ./sketch/... ./jsonenc/... ./textparse/... ./promsel/...
 
-.PHONY: all build run test vet fmt-check deps bench fuzz fuzz-short soak clean docs
+.PHONY: all build run test vet fmt-check deps bench fuzz fuzz-short soak clean docs sbs-gubernator
 
 all: build
 
@@ -80,6 +80,12 @@ docs:
 # bench runs every benchmark pair side by side and writes BENCHMARKS.md.
 bench: deps build
 	./scripts/bench.sh
+
+# sbs-gubernator: decisions/s of backend: cluster through three instances against gubernator's
+# three-node cluster built from GUBERNATOR_SRC (a checkout of github.com/gubernator-io/gubernator),
+# side by side with wrk (issue #30). Not part of test or bench; ROUNDS, DURATION, CONNS… in the script.
+sbs-gubernator:
+	./scripts/sbs-gubernator.sh "$(GUBERNATOR_SRC)"
 
 clean:
 	rm -rf bin
