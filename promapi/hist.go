@@ -35,22 +35,23 @@ type slotBins struct {
 // histSeries takes the slots' native buckets from the cache, or converts them (into the
 // builder's slab, shared by the series of one Select) and caches the packed ones; it
 // notes the range of indices they span.
-func (b *builder) histSeries(slots []window.SlotView) *histSeries {
+func (b *builder) histSeries(series string, slots []window.SlotView) *histSeries {
 	sh := &b.sh
 	hs := &histSeries{schema: sh.schema, zt: sh.ix.MinIndexableValue(), slots: make([]slotBins, len(slots))}
-	b.looks = b.cache.lookup(slots, b.looks[:0])
+	var fresh bool
+	b.looks, fresh = b.cache.lookup(series, slots, b.looks[:0])
 	insert := false
 	posLo, posHi, negLo, negHi := math.MaxInt, math.MinInt, math.MaxInt, math.MinInt
 	for j := range slots {
 		s, l := &slots[j], &b.looks[j]
-		if l.state != lookHit && l.state != lookOld {
+		if l.state != lookHit {
 			start := len(b.slab)
 			b.slab, b.tmp = sh.buckets(b.slab, b.tmp, s.Bins, false)
 			neg := len(b.slab) - start
 			b.slab, b.tmp = sh.buckets(b.slab, b.tmp, s.Bins, true)
 			l.c = cachedSlot{bins: b.slab[start:len(b.slab):len(b.slab)], neg: int32(neg), zero: s.Bins.ZeroCount()}
 		}
-		insert = insert || l.state == lookMiss || l.state == lookOld
+		insert = insert || l.state == lookMiss || (l.state == lookHit && !fresh)
 		c := l.c
 		if pos := c.bins[:c.neg]; len(pos) > 0 {
 			posLo, posHi = min(posLo, pos[0].Index), max(posHi, pos[len(pos)-1].Index)
@@ -61,7 +62,7 @@ func (b *builder) histSeries(slots []window.SlotView) *histSeries {
 		hs.slots[j] = slotBins{index: s.Index, count: s.Count, sum: s.Sum, cachedSlot: c}
 	}
 	if insert {
-		b.cache.insert(slots, b.looks)
+		b.cache.insert(series, slots, b.looks)
 	}
 	if posLo <= posHi {
 		hs.posLo, hs.pw = posLo, posHi-posLo+1

@@ -87,7 +87,7 @@ func TestSlotCacheFollowsTheRing(t *testing.T) {
 	cached := len(c.cur)
 	c.mu.RUnlock()
 	if cached == 0 {
-		t.Fatal("the first query cached no slot")
+		t.Fatal("the first query cached no series")
 	}
 	if again := ask(t, a.Handler(), q, d.now); again != first {
 		t.Fatalf("the cached read differs:\n%.600s\n%.600s", again, first)

@@ -202,7 +202,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 			}
 			var hs *histSeries
 			if ks[kindHistogram] {
-				hs = b.histSeries(slots)
+				hs = b.histSeries(series, slots)
 			}
 			for k := range kindEnd {
 				if !ks[k] {

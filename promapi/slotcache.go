@@ -14,17 +14,24 @@ import (
 // histogram_quantile over 1,000 series (BenchmarkPromQLQuantile).
 //
 // A packed slot is immutable: the ring replaces it (a new pointer) rather than change it,
-// so the slot itself is the key, and the key keeps the packed bytes alive, so an address
-// is never reused for other bins while it is cached. Open slots (the slot in progress, a
-// late event's, a peer's) are never cached. The cache is bounded: two generations of at
-// most slotCacheBins buckets and slotCacheSlots slots each; a lookup promotes from the old
-// one, and the old one is dropped when the current one fills. A query larger than the
-// cache only pays the inserts.
+// so an entry is a slot's index and the slot itself, which keeps the packed bytes alive: an
+// address is never reused for other bins while it is cached. Open slots (the slot in
+// progress, a late event's, a peer's) are never cached. Entries are kept per series (one
+// map lookup a series, then a walk along its slots) in two bounded generations of at most
+// slotCacheBins buckets and slotCacheSeries series each: a lookup promotes a series from
+// the old one, and the old one is dropped when the current one fills. A query larger than
+// the cache only pays the inserts.
 type slotCache struct {
 	mu       sync.RWMutex
-	cur, old map[sketch.Slot]cachedSlot
-	bins     int               // buckets held by cur
-	arena    []sketch.BinCount // cur's buckets are carved from it, a chunk at a time
+	cur, old map[string][]cacheEntry // by series string, ascending slot index
+	bins     int                     // buckets held by cur
+	arena    []sketch.BinCount       // cur's buckets are carved from it, a chunk at a time
+}
+
+type cacheEntry struct {
+	index int64
+	slot  sketch.Slot
+	cachedSlot
 }
 
 // cachedSlot is one slot's native buckets: positive ones, then the negative from neg.
@@ -35,18 +42,17 @@ type cachedSlot struct {
 }
 
 const (
-	slotCacheBins  = 1 << 20
-	slotCacheSlots = 1 << 18
-	arenaChunk     = 1 << 14
+	slotCacheBins   = 1 << 21
+	slotCacheSeries = 1 << 17
+	arenaChunk      = 1 << 14
 )
 
 // lookState is what a lookup found of a slot.
 type lookState uint8
 
 const (
-	lookMiss lookState = iota // not cached: decode it, and insert if packed
-	lookHit                   // in the current generation
-	lookOld                   // in the old generation: promote it
+	lookMiss lookState = iota // packed, not cached: convert it, then insert
+	lookHit                   // cached
 	lookOpen                  // not cacheable
 )
 
@@ -55,39 +61,49 @@ type look struct {
 	state lookState
 }
 
-// lookup fills dst (one per slot) with what the cache holds of each slot.
-func (c *slotCache) lookup(slots []window.SlotView, dst []look) []look {
+// lookup fills dst (one per slot) with what the cache holds of series' slots; fresh says
+// the series' entry is in the current generation.
+func (c *slotCache) lookup(series string, slots []window.SlotView, dst []look) (_ []look, fresh bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	es, fresh := c.cur[series]
+	if !fresh {
+		es = c.old[series]
+	}
+	p := 0
 	for i := range slots {
-		s := slots[i].Bins
+		s := &slots[i]
 		l := look{state: lookOpen}
-		if s.IsPacked() {
+		if s.Bins.IsPacked() {
 			l.state = lookMiss
-			if e, ok := c.cur[s]; ok {
-				l = look{c: e, state: lookHit}
-			} else if e, ok := c.old[s]; ok {
-				l = look{c: e, state: lookOld}
+			for p < len(es) && es[p].index < s.Index {
+				p++
+			}
+			if p < len(es) && es[p].index == s.Index && es[p].slot == s.Bins {
+				l = look{c: es[p].cachedSlot, state: lookHit}
 			}
 		}
 		dst = append(dst, l)
 	}
-	return dst
+	return dst, fresh
 }
 
-// insert caches the slots lookup missed (whose buckets ls[i].c now holds, in memory the
-// caller may reuse: they are copied) and promotes those found in the old generation.
-func (c *slotCache) insert(slots []window.SlotView, ls []look) {
+// insert makes series' entry its packed slots (whose buckets ls[i].c holds: a miss's in
+// memory the caller may reuse, so they are copied) in the current generation.
+func (c *slotCache) insert(series string, slots []window.SlotView, ls []look) {
+	es := make([]cacheEntry, 0, len(slots))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cur == nil {
-		c.cur = map[sketch.Slot]cachedSlot{}
+		c.cur = map[string][]cacheEntry{}
+	}
+	for _, e := range c.cur[series] {
+		c.bins -= len(e.bins)
 	}
 	for i, l := range ls {
 		switch l.state {
-		case lookOld:
-			c.cur[slots[i].Bins] = l.c
-			c.bins += len(l.c.bins)
+		case lookOpen:
+			continue
 		case lookMiss:
 			n := len(l.c.bins)
 			if cap(c.arena)-len(c.arena) < n {
@@ -96,12 +112,13 @@ func (c *slotCache) insert(slots []window.SlotView, ls []look) {
 			at := len(c.arena)
 			c.arena = append(c.arena, l.c.bins...)
 			l.c.bins = c.arena[at : at+n : at+n]
-			c.cur[slots[i].Bins] = l.c
-			c.bins += n
 		}
+		es = append(es, cacheEntry{index: slots[i].Index, slot: slots[i].Bins, cachedSlot: l.c})
+		c.bins += len(l.c.bins)
 	}
-	if c.bins > slotCacheBins || len(c.cur) > slotCacheSlots {
-		c.old, c.cur, c.bins, c.arena = c.cur, map[sketch.Slot]cachedSlot{}, 0, nil
+	c.cur[series] = es
+	if c.bins > slotCacheBins || len(c.cur) > slotCacheSeries {
+		c.old, c.cur, c.bins, c.arena = c.cur, map[string][]cacheEntry{}, 0, nil
 	}
 }
 
