@@ -109,7 +109,10 @@ for round in $(seq "$ROUNDS"); do
 			url="http://$addr/api/v1/query_range?$(enc "$query")&$range"
 			out=$(wrk -t1 -c1 -d"$DURATION" --timeout 120s "$url")
 			echo "round $round $what $side: $(echo "$out" | awk '/Requests\/sec/ {print $2 " req/s"} /Latency/ {print "mean " $2}' | tr '\n' ' ')"
-			echo "$out" | grep -q 'Non-2xx' && { echo "non-2xx answers from $side" >&2; exit 1; }
+			if echo "$out" | grep -q 'Non-2xx'; then
+				echo "non-2xx answers from $side" >&2
+				exit 1
+			fi
 		done
 	done
 done
