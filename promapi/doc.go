@@ -100,8 +100,8 @@
 // Cost: a query's Select visits the metric's series once under their shard locks
 // (window.Store.VisitSlots) and takes each selected series' slot buckets: from a cache for
 // the packed slots an earlier query read (a packed slot never changes, so its native
-// buckets are kept under the slot itself, per series, in two bounded generations of 2M
-// buckets), decoded and re-bucketed for the others. A histogram sample is summed from them
+// buckets are kept under the slot itself, per series, in two generations of at most 48 MB
+// each), decoded and re-bucketed for the others. A histogram sample is summed from them
 // when the engine reads it, into the engine's own FloatHistogram, and its spans leave out
 // runs of more than 4 empty buckets: a cumulative histogram's early samples are sparse
 // over the range its later ones fill, and the engine copies every sample twice and

@@ -5,9 +5,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/slide-metrics/slide/sketch"
+	"github.com/slide-metrics/slide/window"
 )
 
 // layoutQueries read the histogram series every way whose answer could depend on its
@@ -108,5 +112,46 @@ func TestSlotCacheFollowsTheRing(t *testing.T) {
 	}
 	if after == first {
 		t.Fatal("the late events changed no answer: the test reads nothing")
+	}
+}
+
+// TestSlotCacheGenerations: past slotCacheSeries series the current generation becomes the
+// old one; a series found there is a hit (its buckets as inserted) and moves back to the
+// current one, and a generation later what was not read again is gone.
+func TestSlotCacheGenerations(t *testing.T) {
+	ix, err := sketch.Kind{Name: "native"}.Indexer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bins sketch.Bins
+	bins.Add(ix, 12.5, 3)
+	bins.Add(ix, -40, 1)
+	slot := sketch.SlotOf(&bins)
+	slot.Pack()
+	slots := []window.SlotView{{Index: 7, Count: 4, Bins: slot}}
+	want := cachedSlot{bins: append(slot.AppendBins(nil, false), slot.AppendBins(nil, true)...), neg: 1}
+	var c slotCache
+	fill := func(prefix string) {
+		for i := range slotCacheSeries + 1 {
+			ls, _ := c.lookup(prefix+strconv.Itoa(i), slots, nil)
+			ls[0].c = want
+			c.insert(prefix+strconv.Itoa(i), slots, ls)
+		}
+	}
+	fill("a")
+	ls, fresh := c.lookup("a0", slots, nil)
+	if fresh || ls[0].state != lookHit || !slices.Equal(ls[0].c.bins, want.bins) || ls[0].c.neg != 1 {
+		t.Fatalf("a0 after one rotation: fresh %v, %+v, want a hit in the old generation of %+v", fresh, ls[0], want)
+	}
+	c.insert("a0", slots, ls) // promoted
+	if _, fresh := c.lookup("a0", slots, nil); !fresh {
+		t.Fatal("a0 was not promoted")
+	}
+	fill("b")
+	if ls, _ := c.lookup("a1", slots, nil); ls[0].state != lookMiss {
+		t.Fatalf("a1 two generations later: %+v, want a miss", ls[0])
+	}
+	if ls, _ := c.lookup("a0", slots, nil); ls[0].state != lookHit {
+		t.Fatalf("a0, promoted, one generation later: %+v, want a hit", ls[0])
 	}
 }

@@ -2,6 +2,7 @@ package promapi
 
 import (
 	"sync"
+	"unsafe"
 
 	"github.com/slide-metrics/slide/sketch"
 	"github.com/slide-metrics/slide/window"
@@ -18,13 +19,13 @@ import (
 // address is never reused for other bins while it is cached. Open slots (the slot in
 // progress, a late event's, a peer's) are never cached. Entries are kept per series (one
 // map lookup a series, then a walk along its slots) in two bounded generations of at most
-// slotCacheBins buckets and slotCacheSeries series each: a lookup promotes a series from
-// the old one, and the old one is dropped when the current one fills. A query larger than
-// the cache only pays the inserts.
+// slotCacheBytes (buckets and entries) and slotCacheSeries series each: a lookup promotes a
+// series from the old one, and the old one is dropped when the current one fills, so the
+// cache holds at most about 100 MB. A query larger than the cache only pays the inserts.
 type slotCache struct {
 	mu       sync.RWMutex
 	cur, old map[string][]cacheEntry // by series string, ascending slot index
-	bins     int                     // buckets held by cur
+	bytes    int                     // what cur holds: its buckets and entries
 	arena    []sketch.BinCount       // cur's buckets are carved from it, a chunk at a time
 }
 
@@ -42,9 +43,11 @@ type cachedSlot struct {
 }
 
 const (
-	slotCacheBins   = 1 << 21
+	slotCacheBytes  = 48 << 20
 	slotCacheSeries = 1 << 17
 	arenaChunk      = 1 << 14
+	binBytes        = int(unsafe.Sizeof(sketch.BinCount{}))
+	entryBytes      = int(unsafe.Sizeof(cacheEntry{}))
 )
 
 // lookState is what a lookup found of a slot.
@@ -98,7 +101,7 @@ func (c *slotCache) insert(series string, slots []window.SlotView, ls []look) {
 		c.cur = map[string][]cacheEntry{}
 	}
 	for _, e := range c.cur[series] {
-		c.bins -= len(e.bins)
+		c.bytes -= len(e.bins)*binBytes + entryBytes
 	}
 	for i, l := range ls {
 		switch l.state {
@@ -114,11 +117,11 @@ func (c *slotCache) insert(series string, slots []window.SlotView, ls []look) {
 			l.c.bins = c.arena[at : at+n : at+n]
 		}
 		es = append(es, cacheEntry{index: slots[i].Index, slot: slots[i].Bins, cachedSlot: l.c})
-		c.bins += len(l.c.bins)
+		c.bytes += len(l.c.bins)*binBytes + entryBytes
 	}
 	c.cur[series] = es
-	if c.bins > slotCacheBins || len(c.cur) > slotCacheSeries {
-		c.old, c.cur, c.bins, c.arena = c.cur, map[string][]cacheEntry{}, 0, nil
+	if c.bytes > slotCacheBytes || len(c.cur) > slotCacheSeries {
+		c.old, c.cur, c.bytes, c.arena = c.cur, map[string][]cacheEntry{}, 0, nil
 	}
 }
 
