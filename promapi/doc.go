@@ -103,7 +103,7 @@
 // buckets are kept under the slot itself, per series, in two generations of at most 48 MB
 // each), decoded and re-bucketed for the others. A histogram sample is summed from them
 // when the engine reads it, into the engine's own FloatHistogram, and its spans leave out
-// runs of more than 4 empty buckets: a cumulative histogram's early samples are sparse
+// runs of more than 16 empty buckets: a cumulative histogram's early samples are sparse
 // over the range its later ones fill, and the engine copies every sample twice and
 // copies, subtracts and compacts the last of each rate window (the answers are the same
 // byte for byte as with one span over the range: TestSpanLayoutKeepsAnswers).
