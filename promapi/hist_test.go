@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,10 +50,17 @@ func sec(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())
 // TestSpanLayoutKeepsAnswers: the samples' spans skip runs of empty buckets (spanGap), a
 // layout the engine reads differently from one span over the series' whole range (its
 // copies, subtraction and compaction meet fewer buckets); every answer is the same, byte
-// for byte, for an exact native ring and a re-bucketed DDSketch one.
+// for byte, for an exact native ring and a re-bucketed DDSketch one, negative values and
+// zeros among them.
 func TestSpanLayoutKeepsAnswers(t *testing.T) {
 	for _, kind := range []string{"native:5", "ddsketch:0.01"} {
 		d := newDemo(t, kind, 6, 8)
+		// Negative values and zeros too, so both sides and the zero bucket have spans.
+		for i, slot := range []int64{3, 4, 9, 20, 21} {
+			ts := d.now.UnixMilli() - slot*10_000
+			d.add(t, "latency_ms", "k0aa", "/pay", ts, -float64(5+40*i))
+			d.add(t, "latency_ms", "k1aa", "/search", ts, 0)
+		}
 		answers := func(gap int32) []string {
 			defer func(g int32) { spanGap = g }(spanGap)
 			spanGap = gap
@@ -67,6 +75,9 @@ func TestSpanLayoutKeepsAnswers(t *testing.T) {
 			return out
 		}
 		compact, whole := answers(spanGap), answers(1<<30)
+		if raw := compact[len(compact)-1]; !strings.Contains(raw, `,"-`) {
+			t.Fatalf("%s: no negative bucket in the raw samples: %.300s", kind, raw)
+		}
 		for i, q := range layoutQueries {
 			if compact[i] != whole[i] {
 				t.Errorf("%s %s: with gaps skipped\n%.600s\nwith one span\n%.600s", kind, q, compact[i], whole[i])
