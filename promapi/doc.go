@@ -98,24 +98,30 @@
 // likewise.
 //
 // Cost: a query's Select visits the metric's series once under their shard locks
-// (window.Store.VisitSlots) and copies each selected series' slot buckets, read straight
-// from the packed slots; a histogram sample is summed from them when the engine reads it,
-// into the engine's own FloatHistogram. BenchmarkPromQLQuantile measures the instant p95
-// query over 1,000 series (30 slots each) against /v1/top by p95 over them: 9× to 14×
-// (38 ms against 2.8 ms on a quiet 2-core machine, 63 against 7.3 under load), not the
-// issue's 3×. The engine's own
-// share (rate over 31 histograms a series, the sum, the quantile) is over half of it,
-// about 7× /v1/top alone, which reads one kept aggregate a series; the rest is reading 30
-// slots' buckets a series. One sample a slot is what the series are; fewer samples would
-// be a different series, not a faster read of these.
+// (window.Store.VisitSlots) and takes each selected series' slot buckets: from a cache for
+// the packed slots an earlier query read (a packed slot never changes, so its native
+// buckets are kept under the slot itself, per series, in two generations of at most 48 MB
+// each), decoded and re-bucketed for the others. A histogram sample is summed from them
+// when the engine reads it, into the engine's own FloatHistogram, and its spans leave out
+// runs of more than 16 empty buckets: a cumulative histogram's early samples are sparse
+// over the range its later ones fill, and the engine copies every sample twice and
+// copies, subtracts and compacts the last of each rate window (the answers are the same
+// byte for byte as with one span over the range: TestSpanLayoutKeepsAnswers).
+// BenchmarkPromQLQuantile measures the instant p95 query over 1,000 series (30 slots
+// each) against /v1/top by p95 over them, in CPU per query: 10.9× (25 ms against 2.4 ms;
+// 15.6× before the cache and the spans), not the 3×. Most of what is left is the
+// engine's (reading 31 histograms a series into its buffers, the rate, the sum, the
+// quantile, and their garbage) against /v1/top reading one kept aggregate a series: one
+// sample a slot is what the series are, and fewer samples would be a different series.
 //
 // Beside Prometheus (BenchmarkQueryRangeVsPrometheus: a real Prometheus 2.42 backfilled by
 // promtool with the same hour of 1,000 series, 10 s apart, both asked over HTTP by one
-// client): a one-hour query_range at 10 s steps of sum by (key) (rate(M_count[1m])) takes
-// about 0.7× Prometheus' time, with equal answers point by point; with
-// histogram_quantile(0.95) by key beside it, 1.2× to 1.4× (3.5 s against 2.8 s), not the
-// issue's 1×. The quantile's cost is the engine's native histogram arithmetic (copy,
-// subtract, compact, add) on a couple of hundred schema-5 buckets a sample, against the 10
-// classic buckets Prometheus 2.42 is given (it cannot backfill native histograms): our
-// share of it, building the series, is about a tenth.
+// client; scripts/promrange-wrk.sh asks the same of slide serve with wrk): a one-hour
+// query_range at 10 s steps of sum by (key) (rate(M_count[1m])) takes about 0.6× to 0.8×
+// Prometheus' time, with equal answers point by point; with histogram_quantile(0.95) by key
+// beside it, 1.3× to 1.5× (1.65× to 1.8× before the spans and the cache), not the 1×. The
+// quantile's cost is the engine's native histogram arithmetic at each of the 360 steps
+// (copy, subtract, compact, add) on the cumulative schema-5 buckets of each series, a
+// couple of hundred by the hour's end, against the 10 classic buckets Prometheus 2.42 is
+// given (it cannot backfill native histograms): building the series is about a tenth.
 package promapi

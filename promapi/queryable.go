@@ -26,6 +26,7 @@ type Queryable struct {
 	cluster   Cluster // nil: the store holds every partition
 	now       func() time.Time
 	maxSeries int
+	caches    caches // packed slots' native buckets, kept from query to query
 }
 
 // NewQueryable returns the Queryable of store, reading at now() (time.Now when nil), at most
@@ -190,7 +191,8 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	stop := stopper(ctx)
 	for i, m := range s.metrics {
 		ks := s.kinds[i]
-		b := builder{sh: newShape(q.q.store.RingConfig(m), q.now, q.live, mint, maxt)}
+		rc := q.q.store.RingConfig(m)
+		b := builder{sh: newShape(rc, q.now, q.live, mint, maxt), cache: q.q.caches.of(rc.Sketch)}
 		if ks[kindHistogram] {
 			b.slab = *slabPool.Get().(*[]sketch.BinCount)
 		}
@@ -200,7 +202,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 			}
 			var hs *histSeries
 			if ks[kindHistogram] {
-				hs = b.histSeries(slots)
+				hs = b.histSeries(series, slots)
 			}
 			for k := range kindEnd {
 				if !ks[k] {

@@ -54,12 +54,17 @@ type promSeries struct {
 
 func (s *promSeries) Labels() labels.Labels { return s.lset }
 
-func (s *promSeries) Iterator(chunkenc.Iterator) chunkenc.Iterator {
-	it := storage.NewListSeriesIterator(samples(s.samples))
-	if len(s.samples) > 0 && s.samples[0].hs != nil {
-		return &histIter{Iterator: it, s: s}
+// Iterator reads the series' samples, reusing it when it is one of ours (the engine hands
+// back the iterator of its previous series), with its histogram scratch.
+func (s *promSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	r, ok := it.(*seriesIter)
+	if !ok {
+		r = &seriesIter{Iterator: storage.NewListSeriesIterator(samples(s.samples))}
+	} else {
+		r.Iterator.(interface{ Reset(storage.Samples) }).Reset(samples(s.samples))
 	}
-	return it
+	r.ss, r.i, r.acc.started = s.samples, -1, false
+	return r
 }
 
 // samples are a series' points as storage's list iterator reads them.
@@ -158,8 +163,10 @@ func (sh *shape) buckets(dst, tmp []sketch.BinCount, b sketch.Slot, neg bool) ([
 type builder struct {
 	sh          shape
 	ts, through []int64
-	slab        []sketch.BinCount // the histSeries' buckets of one Select
+	slab        []sketch.BinCount // the histSeries' buckets of one Select that the cache had not
 	tmp         []sketch.BinCount // re-bucketing's scratch
+	cache       *slotCache        // the metric's kind's
+	looks       []look            // what the cache held of a series' slots
 }
 
 // build returns the samples of kind k of one series (whose slots VisitSlots handed over),
