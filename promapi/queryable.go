@@ -186,6 +186,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	if s.none {
 		return storage.EmptySeriesSet()
 	}
+	lo, hi, thin := ends(hints)
 	var out []*promSeries
 	lb := labels.NewScratchBuilder(8)
 	stop := stopper(ctx)
@@ -209,6 +210,9 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 					continue
 				}
 				smp := b.build(k, cur, slots, hs)
+				if thin && k != kindMax { // a gauge's samples all count
+					smp = thinned(smp, lo, hi)
+				}
 				if len(smp) == 0 {
 					continue
 				}
