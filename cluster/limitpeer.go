@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -116,34 +115,7 @@ func (c *Cluster) postPeer(ctx context.Context, addr, path string, body []byte) 
 		stamp = c.auth.SignRequest(Message{Method: http.MethodPost, To: addr, Path: path, Body: body})
 		stamp.SetHeader(req.Header)
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("asking %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	ans, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxAnswerBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading the answer of %s: %w", addr, err)
-	}
-	if resp.StatusCode == http.StatusUnauthorized {
-		return nil, fmt.Errorf("%w: peer %s refused this instance's signature: %s", errUnauthenticated, addr, clip(string(ans)))
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("peer %s answered %s: %s", addr, resp.Status, clip(string(ans)))
-	}
-	if int64(len(ans)) > c.cfg.MaxAnswerBytes {
-		return nil, fmt.Errorf("peer %s: answer over %d bytes", addr, c.cfg.MaxAnswerBytes)
-	}
-	if c.auth != nil {
-		mac, err := AnswerMACOf(resp.Header)
-		if err == nil {
-			err = c.auth.VerifyAnswer(stamp.Nonce, ans, mac)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: the answer of %s does not prove itself: %w", errUnauthenticated, addr, err)
-		}
-	}
-	return ans, nil
+	return c.answerOf(addr, stamp, c.http.Do, req)
 }
 
 // ObservePeer counts one exchange with a peer made outside PostPeer (a batch on a peer

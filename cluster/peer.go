@@ -406,6 +406,27 @@ func (c *Cluster) askOnce(ctx context.Context, addr string, r *request) (*answer
 	if c.rt != nil {
 		do = c.rt.RoundTrip // a peer never redirects: a 3xx is an error like any status but 200
 	}
+	body, err := c.answerOf(addr, stamp, do, req)
+	if err != nil {
+		return nil, err
+	}
+	a, err := decodeAnswer(r.op, body)
+	if err != nil {
+		return nil, fmt.Errorf("peer %s: %w", addr, err)
+	}
+	// A peer serves only what it was asked: anything else would count twice.
+	for _, p := range a.served {
+		if !slices.Contains(r.parts, p) {
+			return nil, fmt.Errorf("%w: peer %s served partition %d it was not asked for", ErrCorrupt, addr, p)
+		}
+	}
+	return &a, nil
+}
+
+// answerOf sends req, a request to peer addr signed with stamp (zero when unsigned), with
+// do, and returns the answer's body once it is a 200 within MaxAnswerBytes whose signature
+// proves it answers that request: the read and the limiter's batches check answers alike.
+func (c *Cluster) answerOf(addr string, stamp Stamp, do func(*http.Request) (*http.Response, error), req *http.Request) ([]byte, error) {
 	resp, err := do(req)
 	if err != nil {
 		return nil, fmt.Errorf("asking %s: %w", addr, err)
@@ -433,15 +454,5 @@ func (c *Cluster) askOnce(ctx context.Context, addr string, r *request) (*answer
 			return nil, fmt.Errorf("%w: the answer of %s does not prove itself: %w", errUnauthenticated, addr, err)
 		}
 	}
-	a, err := decodeAnswer(r.op, body)
-	if err != nil {
-		return nil, fmt.Errorf("peer %s: %w", addr, err)
-	}
-	// A peer serves only what it was asked: anything else would count twice.
-	for _, p := range a.served {
-		if !slices.Contains(r.parts, p) {
-			return nil, fmt.Errorf("%w: peer %s served partition %d it was not asked for", ErrCorrupt, addr, p)
-		}
-	}
-	return &a, nil
+	return body, nil
 }
