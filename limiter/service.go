@@ -305,9 +305,10 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		}
 	}
 	nowNs := now.UnixNano()
-	var remote []int      // indexes of checks that go to Redis
-	var owners []int      // indexes of checks that go to their owner instance (backend cluster)
-	var unavailable []int // closed policies whose backend failed (or whose store is full)
+	var remoteBuf, ownersBuf [4]int // no allocation for ≤ 4 checks
+	remote := remoteBuf[:0]         // indexes of checks that go to Redis
+	owners := ownersBuf[:0]         // indexes of checks that go to their owner instance (backend cluster)
+	var unavailable []int           // closed policies whose backend failed (or whose store is full)
 	var failed error
 	// Checkers (usage rules) only read, so they go first: one that fails leaves no policy
 	// charged for a request that gets no decision.
@@ -392,15 +393,17 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 			remote = append(remote, i)
 		}
 	}
-	for _, b := range [...]struct {
-		idx     []int
-		backend Backend
-		name    string
-	}{{remote, s.redis, "redis"}, {owners, s.cluster, "cluster"}} {
-		if len(b.idx) == 0 {
+	for k := range 2 {
+		// Redis, then the owners (no table of the two: its backends would move the index
+		// slices to the heap).
+		idx, backend, name := remote, s.redis, "redis"
+		if k == 1 {
+			idx, backend, name = owners, s.cluster, "cluster"
+		}
+		if len(idx) == 0 {
 			continue
 		}
-		un, err := s.decideRemote(ctx, now, checks, b.idx, ovs, out, b.backend, b.name)
+		un, err := s.decideRemote(ctx, now, checks, idx, ovs, out, backend, name)
 		unavailable = append(unavailable, un...)
 		if failed == nil {
 			failed = err
@@ -504,7 +507,11 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 		err = backend.Decide(cctx, reqs, res)
 		cancel()
 	}
-	s.metrics.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	lat := &s.metrics.redisLatency
+	if name == "cluster" {
+		lat = &s.metrics.clusterLatency
+	}
+	lat.get(s.metrics.latency, name).Observe(time.Since(start).Seconds())
 	nowNs := now.UnixNano()
 	var failed error
 	var unavailable []int
