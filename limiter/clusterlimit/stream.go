@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -325,6 +326,12 @@ func (st *stream) read() {
 				c.complete(&res[i], nil)
 			}
 		}
+		// The callers just answered are runnable: let them run before the freed slot takes
+		// the queue, so that those that decide again at once (a busy caller) join the next
+		// batch instead of waiting for the one after it (batches of ~27 became ~44 in
+		// BenchmarkClusterDecision, fewer frames, syscalls and MACs per decision). When
+		// nothing else is runnable this returns at once.
+		runtime.Gosched()
 		st.p.done()
 	}
 }
