@@ -403,7 +403,7 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		if len(idx) == 0 {
 			continue
 		}
-		un, err := s.decideRemote(ctx, now, checks, idx, ovs, out, backend, name)
+		un, err := s.decideRemote(ctx, now, checks, rts, idx, ovs, out, backend, name)
 		unavailable = append(unavailable, un...)
 		if failed == nil {
 			failed = err
@@ -466,11 +466,11 @@ func (m *Memory) decide(pr *params, key string, now, cost int64, d *Decision) bo
 	return true
 }
 
-// decideRemote decides checks[idx] in one call of backend (named for the latency
-// metric). On failure it applies each policy's mode and returns the indexes of the
-// closed ones (whose out entry is a denial marked Degraded) and the error to report for
-// them.
-func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Charge, idx []int, ovs []*override, out []Decision, backend Backend, name string) ([]int, error) {
+// decideRemote decides checks[idx] (rts[i]: the policy of checks[i]) in one call of
+// backend (named for the latency metric). On failure it applies each policy's mode and
+// returns the indexes of the closed ones (whose out entry is a denial marked Degraded)
+// and the error to report for them.
+func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Charge, rts []*running, idx []int, ovs []*override, out []Decision, backend Backend, name string) ([]int, error) {
 	dd, _ := backend.(DeadlineDecider)
 	var reqs []BackendRequest
 	var res []Decision
@@ -488,7 +488,7 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 	}
 	timeout := time.Duration(0)
 	for j, i := range idx {
-		rt := s.byName[checks[i].Policy]
+		rt := rts[i]
 		p := &rt.p
 		if ovs != nil && ovs[i] != nil {
 			p = &ovs[i].p // the key's plan: its numbers, the policy's name and keys
@@ -516,7 +516,7 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 	var failed error
 	var unavailable []int
 	for j, i := range idx {
-		rt := s.byName[checks[i].Policy]
+		rt := rts[i]
 		if err == nil {
 			out[i] = res[j]
 			if d := &out[i]; !d.Allowed && rt.deny != nil && d.RetryAfter > 0 && rt.p.Levels.N == 0 {
