@@ -384,10 +384,15 @@ var _ limiter.LocalDecider = (*Backend)(nil)
 // wait waits for c's outcome, or for ctx to end (the caller's own context: its deadline is
 // c's, which the peer enforces).
 func wait(ctx context.Context, c *call) error {
+	done := ctx.Done()
+	if done == nil { // a context that never ends: no select
+		<-c.done
+		return c.err
+	}
 	select {
 	case <-c.done:
 		return c.err
-	case <-ctx.Done():
+	case <-done:
 		return fmt.Errorf("clusterlimit: waiting for the owner: %w", ctx.Err())
 	}
 }
