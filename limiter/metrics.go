@@ -42,6 +42,14 @@ type lazyObserver struct {
 	o    prometheus.Observer
 }
 
+// backendLatency is the latency child of backend (redis or cluster).
+func (m *metrics) backendLatency(backend string) prometheus.Observer {
+	if backend == "cluster" {
+		return m.clusterLatency.get(m.latency, backend)
+	}
+	return m.redisLatency.get(m.latency, backend)
+}
+
 func (l *lazyObserver) get(vec *prometheus.HistogramVec, label string) prometheus.Observer {
 	l.once.Do(func() { l.o = vec.WithLabelValues(label) })
 	return l.o

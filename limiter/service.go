@@ -394,8 +394,7 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		}
 	}
 	for k := range 2 {
-		// Redis, then the owners (no table of the two: its backends would move the index
-		// slices to the heap).
+		// Redis, then the owners (a table of the two would move the index slices to the heap).
 		idx, backend, name := remote, s.redis, "redis"
 		if k == 1 {
 			idx, backend, name = owners, s.cluster, "cluster"
@@ -507,11 +506,7 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 		err = backend.Decide(cctx, reqs, res)
 		cancel()
 	}
-	lat := &s.metrics.redisLatency
-	if name == "cluster" {
-		lat = &s.metrics.clusterLatency
-	}
-	lat.get(s.metrics.latency, name).Observe(time.Since(start).Seconds())
+	s.metrics.backendLatency(name).Observe(time.Since(start).Seconds())
 	nowNs := now.UnixNano()
 	var failed error
 	var unavailable []int
