@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -29,6 +30,29 @@ type metrics struct {
 	latency   *prometheus.HistogramVec
 	cacheHits *prometheus.CounterVec
 	plans     *prometheus.CounterVec
+
+	// The latency children of the two backends, resolved at their first call (a series
+	// appears once its backend is used) so that later calls do no label lookup.
+	redisLatency, clusterLatency lazyObserver
+}
+
+// lazyObserver is one child of a HistogramVec, looked up once.
+type lazyObserver struct {
+	once sync.Once
+	o    prometheus.Observer
+}
+
+// backendLatency is the latency child of backend (redis or cluster).
+func (m *metrics) backendLatency(backend string) prometheus.Observer {
+	if backend == "cluster" {
+		return m.clusterLatency.get(m.latency, backend)
+	}
+	return m.redisLatency.get(m.latency, backend)
+}
+
+func (l *lazyObserver) get(vec *prometheus.HistogramVec, label string) prometheus.Observer {
+	l.once.Do(func() { l.o = vec.WithLabelValues(label) })
+	return l.o
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {

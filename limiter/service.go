@@ -305,9 +305,10 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		}
 	}
 	nowNs := now.UnixNano()
-	var remote []int      // indexes of checks that go to Redis
-	var owners []int      // indexes of checks that go to their owner instance (backend cluster)
-	var unavailable []int // closed policies whose backend failed (or whose store is full)
+	var remoteBuf, ownersBuf [4]int // no allocation for ≤ 4 checks
+	remote := remoteBuf[:0]         // indexes of checks that go to Redis
+	owners := ownersBuf[:0]         // indexes of checks that go to their owner instance (backend cluster)
+	var unavailable []int           // closed policies whose backend failed (or whose store is full)
 	var failed error
 	// Checkers (usage rules) only read, so they go first: one that fails leaves no policy
 	// charged for a request that gets no decision.
@@ -392,15 +393,16 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 			remote = append(remote, i)
 		}
 	}
-	for _, b := range [...]struct {
-		idx     []int
-		backend Backend
-		name    string
-	}{{remote, s.redis, "redis"}, {owners, s.cluster, "cluster"}} {
-		if len(b.idx) == 0 {
+	for k := range 2 {
+		// Redis, then the owners (a table of the two would move the index slices to the heap).
+		idx, backend, name := remote, s.redis, "redis"
+		if k == 1 {
+			idx, backend, name = owners, s.cluster, "cluster"
+		}
+		if len(idx) == 0 {
 			continue
 		}
-		un, err := s.decideRemote(ctx, now, checks, b.idx, ovs, out, b.backend, b.name)
+		un, err := s.decideRemote(ctx, now, checks, rts, idx, ovs, out, backend, name)
 		unavailable = append(unavailable, un...)
 		if failed == nil {
 			failed = err
@@ -463,11 +465,11 @@ func (m *Memory) decide(pr *params, key string, now, cost int64, d *Decision) bo
 	return true
 }
 
-// decideRemote decides checks[idx] in one call of backend (named for the latency
-// metric). On failure it applies each policy's mode and returns the indexes of the
-// closed ones (whose out entry is a denial marked Degraded) and the error to report for
-// them.
-func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Charge, idx []int, ovs []*override, out []Decision, backend Backend, name string) ([]int, error) {
+// decideRemote decides checks[idx] (rts[i]: the policy of checks[i]) in one call of
+// backend (named for the latency metric). On failure it applies each policy's mode and
+// returns the indexes of the closed ones (whose out entry is a denial marked Degraded)
+// and the error to report for them.
+func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Charge, rts []*running, idx []int, ovs []*override, out []Decision, backend Backend, name string) ([]int, error) {
 	dd, _ := backend.(DeadlineDecider)
 	var reqs []BackendRequest
 	var res []Decision
@@ -485,7 +487,7 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 	}
 	timeout := time.Duration(0)
 	for j, i := range idx {
-		rt := s.byName[checks[i].Policy]
+		rt := rts[i]
 		p := &rt.p
 		if ovs != nil && ovs[i] != nil {
 			p = &ovs[i].p // the key's plan: its numbers, the policy's name and keys
@@ -504,12 +506,12 @@ func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Char
 		err = backend.Decide(cctx, reqs, res)
 		cancel()
 	}
-	s.metrics.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	s.metrics.backendLatency(name).Observe(time.Since(start).Seconds())
 	nowNs := now.UnixNano()
 	var failed error
 	var unavailable []int
 	for j, i := range idx {
-		rt := s.byName[checks[i].Policy]
+		rt := rts[i]
 		if err == nil {
 			out[i] = res[j]
 			if d := &out[i]; !d.Allowed && rt.deny != nil && d.RetryAfter > 0 && rt.p.Levels.N == 0 {

@@ -200,6 +200,7 @@ func (b *Backend) Memory(policy string) *limiter.Memory {
 type call struct {
 	ctx      context.Context
 	deadline int64 // unix ns: the caller waits no longer
+	sent     int64 // unix ns: when its batch left (set by peer.send before it does)
 	it       item
 	res      result
 	err      error
@@ -265,7 +266,6 @@ func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limit
 	var owners []string
 	var callBuf [4]*call // most requests name one policy: no slices to allocate
 	var ownerBuf [4]string
-	var at time.Time
 	for i := range reqs {
 		r := &reqs[i]
 		o := b.owned[r.Policy.Name]
@@ -284,7 +284,6 @@ func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limit
 			continue
 		}
 		if calls == nil {
-			at = time.Now()
 			if len(reqs) <= len(callBuf) {
 				calls, owners = callBuf[:len(reqs)], ownerBuf[:len(reqs)]
 			} else {
@@ -319,9 +318,14 @@ func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limit
 	if len(stale) == 0 {
 		return nil
 	}
-	// The owner's assignment moved: learn the new one, and ask it once.
+	// The owner's assignment moved: learn the new one (unless the view was described anew
+	// since the first of these left: it was routed by an older one), and ask it once.
+	since := calls[stale[0]].sent
+	for _, i := range stale[1:] {
+		since = min(since, calls[i].sent)
+	}
 	dctx, cancel := context.WithDeadline(ctx, deadline)
-	b.g.Describe(dctx, at)
+	b.g.Describe(dctx, time.Unix(0, since))
 	cancel()
 	for _, i := range stale {
 		r := &reqs[i]
@@ -380,10 +384,15 @@ var _ limiter.LocalDecider = (*Backend)(nil)
 // wait waits for c's outcome, or for ctx to end (the caller's own context: its deadline is
 // c's, which the peer enforces).
 func wait(ctx context.Context, c *call) error {
+	done := ctx.Done()
+	if done == nil { // a context that never ends: no select
+		<-c.done
+		return c.err
+	}
 	select {
 	case <-c.done:
 		return c.err
-	case <-ctx.Done():
+	case <-done:
 		return fmt.Errorf("clusterlimit: waiting for the owner: %w", ctx.Err())
 	}
 }

@@ -441,6 +441,37 @@ func TestOwnedDecisionIsAMemoryDecision(t *testing.T) {
 	}
 }
 
+// TestForwardedKeysOutliveTheirFrame: an owner decides a forwarded batch's keys as views of
+// the frame, which the next frame overwrites; the key it stores must be its own copy. Two
+// keys of one length leave in turn (so each overwrites the other's bytes in the owner's
+// buffer), then the owner decides the first itself, while its buffer holds the second:
+// each keeps its own count.
+func TestForwardedKeysOutliveTheirFrame(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 1, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	var keys []string // two keys ins[1] owns
+	for i := 10; len(keys) < 2; i++ {
+		if k := "k-" + strconv.Itoa(i); tp.truth[partitionOf(k, tp.parts)] == ins[1].g.self {
+			keys = append(keys, k)
+		}
+	}
+	ctx := context.Background()
+	now := time.Unix(1_764_489_600, 0)
+	for _, k := range keys {
+		if d, err := ins[0].svc.AllowN(ctx, "p", k, now, 1); err != nil || !d.Allowed {
+			t.Fatalf("forwarded %s: %+v, %v; want allowed", k, d, err)
+		}
+	}
+	if n := ins[0].b.sent.Load(); n != 2 {
+		t.Fatalf("%d frames sent, want 2 (each decision forwarded)", n)
+	}
+	for _, k := range keys {
+		if d, err := ins[1].svc.AllowN(ctx, "p", k, now, 1); err != nil || d.Allowed {
+			t.Errorf("%s at its owner after its forwarded decision: %+v, %v; want denied", k, d, err)
+		}
+	}
+}
+
 // TestStrangerCannotOpenAStream: without the group's key nobody opens a stream to an owner
 // (its upgrade is refused 401), so nobody can make decisions or read answers on one; an
 // instance with the key can, and decides over it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/slide-metrics/slide/limiter"
 )
@@ -167,11 +168,13 @@ func (r *reader) duration(what string) time.Duration {
 
 // decodeRequest reads a batch; every item's policy name and key are bounded, its cost
 // non-negative.
-func decodeRequest(b []byte) ([]item, error) { return decodeRequestInto(nil, b, nil) }
+func decodeRequest(b []byte) ([]item, error) { return decodeRequestInto(nil, b, nil, false) }
 
 // decodeRequestInto is decodeRequest appending to items; intern, when not nil, turns a
-// policy name into its string (an owner's own, so a name costs no allocation).
-func decodeRequestInto(items []item, b []byte, intern func([]byte) string) ([]item, error) {
+// policy name into its string (an owner's own, so a name costs no allocation). With view,
+// the items' keys are views of b, not copies: valid only while b is, for a caller that
+// decides them before reusing b (limiter.Memory copies a key it stores).
+func decodeRequestInto(items []item, b []byte, intern func([]byte) string, view bool) ([]item, error) {
 	r := reader{b: b}
 	if r.byte("version") != version {
 		return nil, fmt.Errorf("%w: version", ErrCorrupt)
@@ -196,7 +199,13 @@ func decodeRequestInto(items []item, b []byte, intern func([]byte) string) ([]it
 		}
 		it.fp = binary.BigEndian.Uint64(r.b)
 		r.b = r.b[8:]
-		it.key = r.string("key", limiter.MaxKeyLen)
+		if view {
+			if k := r.bytes("key", limiter.MaxKeyLen); len(k) > 0 {
+				it.key = unsafe.String(&k[0], len(k))
+			}
+		} else {
+			it.key = r.string("key", limiter.MaxKeyLen)
+		}
 		it.now = r.varint("now")
 		cost := r.uvarint("cost")
 		if cost > math.MaxInt64 {

@@ -141,6 +141,7 @@ func (p *peer) send(batch []*call) {
 			c.complete(nil, errDeadline)
 			continue
 		}
+		c.sent = now
 		live = append(live, c)
 		latest = max(latest, c.deadline)
 	}

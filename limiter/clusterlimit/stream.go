@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -59,6 +60,7 @@ type framer struct {
 	dir byte
 	seq uint64
 	sum [sha256.Size]byte
+	hdr [9]byte // direction and sequence, MACed before the body (here: no allocation)
 }
 
 func newFramer(key []byte, dir byte) framer {
@@ -71,12 +73,11 @@ func newFramer(key []byte, dir byte) framer {
 
 // next returns the MAC of the direction's next frame, body.
 func (f *framer) next(body []byte) []byte {
-	var h [9]byte
-	h[0] = f.dir
-	binary.BigEndian.PutUint64(h[1:], f.seq)
+	f.hdr[0] = f.dir
+	binary.BigEndian.PutUint64(f.hdr[1:], f.seq)
 	f.seq++
 	f.mac.Reset()
-	f.mac.Write(h[:])
+	f.mac.Write(f.hdr[:])
 	f.mac.Write(body)
 	return f.mac.Sum(f.sum[:0])[:macBytes]
 }
@@ -325,6 +326,12 @@ func (st *stream) read() {
 				c.complete(&res[i], nil)
 			}
 		}
+		// The callers just answered are runnable: let them run before the freed slot takes
+		// the queue, so that those that decide again at once (a busy caller) join the next
+		// batch instead of waiting for the one after it (batches of ~27 became ~44 in
+		// BenchmarkClusterDecision, fewer frames, syscalls and MACs per decision). When
+		// nothing else is runnable this returns at once.
+		runtime.Gosched()
 		st.p.done()
 	}
 }
@@ -373,14 +380,18 @@ func (b *Backend) serveStream(s *cluster.Stream) {
 		if dl != 0 && start.UnixMilli() >= dl {
 			// As the POST's deadline (see serve): a batch in the deadline's millisecond is late.
 			out, code = append(out, codeLate), http.StatusGatewayTimeout
-		} else if items, err = decodeRequestInto(items[:0], body[n:], intern); err != nil {
+		} else if items, err = decodeRequestInto(items[:0], body[n:], intern, true); err != nil {
 			out, code = append(append(out, codeBad), err.Error()...), http.StatusBadRequest
 		} else {
 			res = b.decideBatch(items, res[:0])
 			out = appendAnswer(append(out, codeOK), res)
 		}
 		out = w.seal(out, at)
-		clear(items) // the keys are the store's now, or garbage
+		// The keys were views of rbuf, which the next frame overwrites: the store copied
+		// the new ones, and nothing else keeps them (the answers hold only their levels'
+		// lengths).
+		clear(items)
+		clear(res)
 		if held++; !whole(s.R) || held >= maxHeldAnswers || len(out) > 64<<10 {
 			// Nothing more to answer at once (or enough held): the answers so far leave
 			// in one write.
