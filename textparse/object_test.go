@@ -178,6 +178,9 @@ func FuzzScanner(f *testing.F) {
 			return
 		}
 		for k, rv := range ref {
+			if bytes.Equal(got[k], bytes.TrimSpace(rv)) {
+				continue // the same text (1e700 among them, which no float64 holds)
+			}
 			var want any
 			_ = json.Unmarshal(rv, &want)
 			var have any
