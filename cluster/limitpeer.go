@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -101,19 +100,9 @@ func (c *Cluster) PostPeer(ctx context.Context, op, addr, path string, body []by
 }
 
 func (c *Cluster) postPeer(ctx context.Context, addr, path string, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+addr+path, bytes.NewReader(body))
+	req, stamp, err := c.peerRequest(ctx, Message{Method: http.MethodPost, To: addr, Path: path, Body: body})
 	if err != nil {
-		return nil, fmt.Errorf("building the peer request: %w", err)
-	}
-	req.Header.Set(HeaderPeer, c.cfg.Advertise)
-	req.Header.Set("Content-Type", "application/octet-stream")
-	if dl, ok := ctx.Deadline(); ok {
-		req.Header.Set(HeaderDeadline, strconv.FormatInt(dl.UnixMilli(), 10))
-	}
-	var stamp Stamp
-	if c.auth != nil {
-		stamp = c.auth.SignRequest(Message{Method: http.MethodPost, To: addr, Path: path, Body: body})
-		stamp.SetHeader(req.Header)
+		return nil, err
 	}
 	return c.answerOf(addr, stamp, c.http.Do, req)
 }

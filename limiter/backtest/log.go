@@ -111,13 +111,7 @@ func (lr *lineReader) readNDJSON(r io.Reader, fn func(Request) error) error {
 			return err
 		}
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return lineErr(line+1, "longer than %d bytes", maxLogLine)
-		}
-		return err
-	}
-	return nil
+	return scanErr(sc, line)
 }
 
 // ndjson reads one line of an NDJSON log.
@@ -373,4 +367,14 @@ func (l *recordLimit) Read(p []byte) (int, error) {
 		i++
 	}
 	return n, err
+}
+
+// scanErr is a log scanner's error after line lines: a line past maxLogLine named by its
+// number, else the reader's error, or nil.
+func scanErr(sc *bufio.Scanner, line int64) error {
+	err := sc.Err()
+	if errors.Is(err, bufio.ErrTooLong) {
+		return lineErr(line+1, "longer than %d bytes", maxLogLine)
+	}
+	return err
 }

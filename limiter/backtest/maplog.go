@@ -3,7 +3,6 @@ package backtest
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"io"
 	"math"
 
@@ -74,11 +73,5 @@ func ReadFormatLog(r io.Reader, f event.Format, fn func(Request) error) error {
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return lineErr(line+1, "longer than %d bytes", maxLogLine)
-		}
-		return err
-	}
-	return nil
+	return scanErr(sc, line)
 }
