@@ -245,44 +245,55 @@ func (s *SpanDecoder) keyValueFlat(b []byte, i, end int, res bool) bool {
 	if vs+2 > end {
 		return false
 	}
-	slot := s.attrSlot(b[ks:ke], res)
-	if slot >= 0 {
-		if res && s.res[slot].kind != valAbsent || !res && s.span.dims[slot-1].kind != valAbsent {
-			slot = -1 // an earlier attribute gave it
+	// Where the value goes: nil for an attribute the decoder does not keep or an earlier one
+	// gave (pdata's Map.Get finds the first); an absent value is the zero attrVal, so that
+	// only what the value sets is written.
+	var dst *attrVal
+	if slot := s.attrSlot(b[ks:ke], res); slot >= 0 {
+		if res {
+			dst = &s.res[slot]
+		} else {
+			dst = &s.span.dims[slot-1]
+		}
+		if dst.kind != valAbsent {
+			dst = nil
 		}
 	}
-	var v attrVal
 	switch tag, n := b[vs], b[vs+1]; tag {
 	case 0x0a: // string_value
 		if n >= 0x80 || vs+2+int(n) != end {
 			return false
 		}
-		v = attrVal{kind: valString, b: b[vs+2 : end]}
+		if dst != nil {
+			dst.kind, dst.b = valString, b[vs+2:end]
+		}
 	case 0x18, 0x10: // int_value, bool_value
-		x, j := pbVarint(b, vs+1, end)
+		x, j := uint64(n), vs+2
+		switch {
+		case n < 0x80:
+		case vs+2 < end && b[vs+2] < 0x80: // two bytes, 128 to 16383: a status code
+			x, j = uint64(n&0x7f)|uint64(b[vs+2])<<7, vs+3
+		default:
+			x, j = pbVarint(b, vs+1, end)
+		}
 		if j != end {
 			return false
 		}
-		v = attrVal{kind: valInt, i: int64(x)}
-		if tag == 0x10 {
-			v = attrVal{kind: valBool, i: int64(min(x, 1))}
+		if dst != nil {
+			dst.kind, dst.i = valInt, int64(x)
+			if tag == 0x10 {
+				dst.kind, dst.i = valBool, int64(min(x, 1))
+			}
 		}
 	case 0x21: // double_value
 		if vs+9 != end {
 			return false
 		}
-		if slot >= 0 {
-			v = attrVal{kind: valDouble, f: math.Float64frombits(binary.LittleEndian.Uint64(b[vs+1:]))}
+		if dst != nil {
+			dst.kind, dst.f = valDouble, math.Float64frombits(binary.LittleEndian.Uint64(b[vs+1:]))
 		}
 	default:
 		return false
-	}
-	switch {
-	case slot < 0:
-	case res:
-		s.res[slot] = v
-	default:
-		s.span.dims[slot-1] = v
 	}
 	return true
 }
