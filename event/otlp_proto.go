@@ -245,44 +245,55 @@ func (s *SpanDecoder) keyValueFlat(b []byte, i, end int, res bool) bool {
 	if vs+2 > end {
 		return false
 	}
-	slot := s.attrSlot(b[ks:ke], res)
-	if slot >= 0 {
-		if res && s.res[slot].kind != valAbsent || !res && s.span.dims[slot-1].kind != valAbsent {
-			slot = -1 // an earlier attribute gave it
+	// Where the value goes: nil for an attribute the decoder does not keep or an earlier one
+	// gave (pdata's Map.Get finds the first); an absent value is the zero attrVal, so that
+	// only what the value sets is written.
+	var dst *attrVal
+	if slot := s.attrSlot(b[ks:ke], res); slot >= 0 {
+		if res {
+			dst = &s.res[slot]
+		} else {
+			dst = &s.span.dims[slot-1]
+		}
+		if dst.kind != valAbsent {
+			dst = nil
 		}
 	}
-	var v attrVal
 	switch tag, n := b[vs], b[vs+1]; tag {
 	case 0x0a: // string_value
 		if n >= 0x80 || vs+2+int(n) != end {
 			return false
 		}
-		v = attrVal{kind: valString, b: b[vs+2 : end]}
+		if dst != nil {
+			dst.kind, dst.b = valString, b[vs+2:end]
+		}
 	case 0x18, 0x10: // int_value, bool_value
-		x, j := pbVarint(b, vs+1, end)
+		x, j := uint64(n), vs+2
+		switch {
+		case n < 0x80:
+		case vs+2 < end && b[vs+2] < 0x80: // two bytes, 128 to 16383: a status code
+			x, j = uint64(n&0x7f)|uint64(b[vs+2])<<7, vs+3
+		default:
+			x, j = pbVarint(b, vs+1, end)
+		}
 		if j != end {
 			return false
 		}
-		v = attrVal{kind: valInt, i: int64(x)}
-		if tag == 0x10 {
-			v = attrVal{kind: valBool, i: int64(min(x, 1))}
+		if dst != nil {
+			dst.kind, dst.i = valInt, int64(x)
+			if tag == 0x10 {
+				dst.kind, dst.i = valBool, int64(min(x, 1))
+			}
 		}
 	case 0x21: // double_value
 		if vs+9 != end {
 			return false
 		}
-		if slot >= 0 {
-			v = attrVal{kind: valDouble, f: math.Float64frombits(binary.LittleEndian.Uint64(b[vs+1:]))}
+		if dst != nil {
+			dst.kind, dst.f = valDouble, math.Float64frombits(binary.LittleEndian.Uint64(b[vs+1:]))
 		}
 	default:
 		return false
-	}
-	switch {
-	case slot < 0:
-	case res:
-		s.res[slot] = v
-	default:
-		s.span.dims[slot-1] = v
 	}
 	return true
 }
@@ -403,27 +414,54 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 	var f pbField
 	for i < end {
 		at := i
-		// A one-byte tag of a fixed64 or of bytes no longer than 127, the span's common
-		// fields, is read here; pbNext reads the rest.
-		quick := false
-		if t := b[i]; t >= 8 && t < 0x80 && i+1 < end {
-			switch t & 7 {
-			case wtLen:
-				if n := int(b[i+1]); n < 0x80 && i+2+n <= end {
-					f.num, f.wt, f.vs, f.ve = uint64(t>>3), wtLen, i+2, i+2+n
-					i, quick = f.ve, true
+		// The fields pdata writes, each with a one-byte tag and (for bytes) a one-byte length
+		// that ends within the span, are read here by their tag; pbNext reads the rest.
+		switch t := b[i]; t {
+		case 0x0a, 0x12, 0x1a, 0x22, 0x2a, 0x4a, 0x5a, 0x6a, 0x7a: // ids, trace_state, name, attributes, events, links, status
+			if i+1 >= end {
+				break
+			}
+			n := int(b[i+1])
+			if n >= 0x80 || n > end-i-2 {
+				break
+			}
+			vs, ve := i+2, i+2+n
+			i = ve
+			switch t {
+			case 0x2a:
+				sp.name = attrVal{kind: valString, b: b[vs:ve]}
+			case 0x4a:
+				if !s.keyValueFlat(b, vs, ve, false) && !s.keyValue(b, vs, ve, false, 0) {
+					return false
 				}
-			case wtFixed64:
-				if i+9 <= end {
-					f.num, f.wt, f.v = uint64(t>>3), wtFixed64, binary.LittleEndian.Uint64(b[i+1:])
-					i, quick = i+9, true
+			case 0x7a:
+				if !s.status(b, vs, ve) {
+					return false
 				}
 			}
+			continue
+		case 0x39, 0x41: // start_time_unix_nano, end_time_unix_nano
+			if end-i < 9 {
+				break
+			}
+			v := binary.LittleEndian.Uint64(b[i+1:])
+			i += 9
+			if t == 0x39 {
+				sp.start = v
+			} else {
+				sp.end = v
+			}
+			continue
+		case 0x30: // kind
+			if i+1 >= end || b[i+1] >= 0x80 {
+				break
+			}
+			sp.kind = int64(b[i+1])
+			i += 2
+			continue
 		}
-		if !quick {
-			if i = s.pbNext(b, i, end, &f); i < 0 {
-				return false
-			}
+		if i = s.pbNext(b, i, end, &f); i < 0 {
+			return false
 		}
 		want := uint8(255)
 		switch f.num {
@@ -454,21 +492,29 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 				return false
 			}
 		case 15:
-			var g pbField
-			for j := f.vs; j < f.ve; {
-				at := j
-				if j = s.pbNext(b, j, f.ve, &g); j < 0 {
-					return false
-				}
-				if g.num == 3 {
-					if g.wt != wtVarint {
-						return s.wrongType(at)
-					}
-					sp.status = int64(int32(g.v))
-				}
+			if !s.status(b, f.vs, f.ve) {
+				return false
 			}
 		}
 	}
 	s.spanEvent(b[start:end])
+	return true
+}
+
+// status reads a Status: code = 3.
+func (s *SpanDecoder) status(b []byte, i, end int) bool {
+	var g pbField
+	for i < end {
+		at := i
+		if i = s.pbNext(b, i, end, &g); i < 0 {
+			return false
+		}
+		if g.num == 3 {
+			if g.wt != wtVarint {
+				return s.wrongType(at)
+			}
+			s.span.status = int64(int32(g.v))
+		}
+	}
 	return true
 }

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -250,6 +251,91 @@ func TestOTLPDifferential(t *testing.T) {
 	if spans < 1000 {
 		t.Fatalf("only %d spans compared", spans)
 	}
+}
+
+// The protobuf scan reads what pdata writes (one-byte tags and lengths) by fast paths, and
+// anything else field by field: the same requests with every tag and length written in a
+// longer varint (as protobuf allows) give the same events, read only by the field-by-field
+// path.
+func TestOTLPProtoLongForm(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 27))
+	f, err := NewOTLPProto(SpanConfig{Dimensions: testDims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pm ptrace.ProtoMarshaler
+	for i := range 100 {
+		pb, err := pm.MarshalTraces(randomTraces(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := decodeSpans(t, f, pb)
+		long := longForm(t, nil, pb, pbRequest)
+		if len(long) <= len(pb) && len(pb) > 0 {
+			t.Fatalf("request %d: the long form is not longer", i)
+		}
+		sameEvents(t, fmt.Sprintf("request %d in long form", i), decodeSpans(t, f, long), want)
+	}
+}
+
+// The messages of an ExportTraceServiceRequest that longForm enters (not a span's events,
+// links or status, whose fields it copies as they are), and their message fields.
+const (
+	pbRequest = iota
+	pbResourceSpans
+	pbResource
+	pbScopeSpans
+	pbScope
+	pbSpan
+	pbKeyValue
+	pbAnyValue
+	pbArray
+	pbKVList
+)
+
+var pbMessages = map[[2]int]int{
+	{pbRequest, 1}: pbResourceSpans, {pbResourceSpans, 1}: pbResource, {pbResourceSpans, 2}: pbScopeSpans,
+	{pbResource, 1}: pbKeyValue, {pbScopeSpans, 1}: pbScope, {pbScopeSpans, 2}: pbSpan, {pbScope, 3}: pbKeyValue,
+	{pbSpan, 9}: pbKeyValue, {pbKeyValue, 2}: pbAnyValue, {pbAnyValue, 5}: pbArray, {pbAnyValue, 6}: pbKVList,
+	{pbArray, 1}: pbAnyValue, {pbKVList, 1}: pbKeyValue,
+}
+
+// longForm appends message b of type msg with each tag and length one byte longer than its
+// shortest varint.
+func longForm(t *testing.T, out, b []byte, msg int) []byte {
+	long := func(out []byte, v uint64) []byte {
+		out = binary.AppendUvarint(out, v)
+		out[len(out)-1] |= 0x80
+		return append(out, 0)
+	}
+	for i := 0; i < len(b); {
+		tag, n := binary.Uvarint(b[i:])
+		if n <= 0 {
+			t.Fatalf("a tag pdata wrote: %v", b[i:])
+		}
+		i += n
+		out = long(out, tag)
+		switch tag & 7 {
+		case wtVarint:
+			_, n = binary.Uvarint(b[i:])
+			out, i = append(out, b[i:i+n]...), i+n
+		case wtFixed64:
+			out, i = append(out, b[i:i+8]...), i+8
+		case wtFixed32:
+			out, i = append(out, b[i:i+4]...), i+4
+		case wtLen:
+			l, n := binary.Uvarint(b[i:])
+			v := b[i+n : i+n+int(l)]
+			i += n + int(l)
+			if sub, ok := pbMessages[[2]int{msg, int(tag >> 3)}]; ok {
+				v = longForm(t, nil, v, sub)
+			}
+			out = append(long(out, uint64(len(v))), v...)
+		default:
+			t.Fatalf("wire type %d pdata wrote", tag&7)
+		}
+	}
+	return out
 }
 
 // testRequest is a pdata request of 80 spans over 4 services, every span with a route and a
