@@ -1,0 +1,390 @@
+package promapi
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/promql/parser/posrange"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/slide-metrics/slide/sketch"
+	"github.com/slide-metrics/slide/window"
+)
+
+// The pushdown answers the quantile shape SREs type every day without the engine:
+// histogram_quantile(φ, rate|increase(M[r])), optionally under sum by (…) or
+// sum without (…), no offset, no @, M one slide metric's native histogram. The engine
+// spends most of such a query copying, subtracting, extrapolating and adding whole
+// histograms, one per sample and series (BenchmarkPromQLQuantile); the pushdown takes, per
+// series and eval instant, the two samples the engine's rate would read (the querier's own
+// samples, thinned as the engine's Select thins them), sums the slots' buckets between them
+// straight into the group's counts, scaled by the engine's extrapolation factor for that
+// series, and hands the group's histogram to Prometheus' own promql.HistogramQuantile.
+// Anything else is the engine's. TestPushdownEqualsEngine holds every answer to the
+// engine's over random stores, shapes and instants.
+
+// evalSpan is the instants a query evaluates at (ms): start to end by step; step 0 is an
+// instant query at start.
+type evalSpan struct{ start, end, step int64 }
+
+// engineMillis is t in ms as the engine reads a query's times.
+func engineMillis(t time.Time) int64 { return t.UnixNano() / int64(time.Millisecond) }
+
+// quantileShape is a recognised histogram_quantile(φ, [sum by|without (…)]
+// rate|increase(selector[range])).
+type quantileShape struct {
+	phi      float64
+	phiPos   posrange.PositionRange // of φ, for the engine's invalid-quantile warning
+	innerPos posrange.PositionRange // of the histogram argument
+	agg      bool                   // under sum
+	without  bool
+	grouping []string
+	isRate   bool
+	rng      int64   // ms
+	rangeSec float64 // as the engine divides a rate by it
+	matchers []*labels.Matcher
+}
+
+// recognise reports whether expr is the pushdown's shape, and its parts.
+func recognise(expr parser.Expr) (quantileShape, bool) {
+	var sh quantileShape
+	call, ok := expr.(*parser.Call)
+	if !ok || call.Func == nil || call.Func.Name != "histogram_quantile" || len(call.Args) != 2 {
+		return sh, false
+	}
+	num, ok := call.Args[0].(*parser.NumberLiteral)
+	if !ok {
+		return sh, false
+	}
+	sh.phi, sh.phiPos, sh.innerPos = num.Val, call.Args[0].PositionRange(), call.Args[1].PositionRange()
+	inner := call.Args[1]
+	if agg, ok := inner.(*parser.AggregateExpr); ok {
+		if agg.Op != parser.SUM || agg.Param != nil || slices.Contains(agg.Grouping, labels.MetricName) {
+			return sh, false
+		}
+		sh.agg, sh.without, sh.grouping = true, agg.Without, agg.Grouping
+		inner = agg.Expr
+	}
+	rc, ok := inner.(*parser.Call)
+	if !ok || rc.Func == nil || (rc.Func.Name != "rate" && rc.Func.Name != "increase") || len(rc.Args) != 1 {
+		return sh, false
+	}
+	sh.isRate = rc.Func.Name == "rate"
+	ms, ok := rc.Args[0].(*parser.MatrixSelector)
+	if !ok || ms.RangeExpr != nil || ms.Range <= 0 {
+		return sh, false
+	}
+	vs, ok := ms.VectorSelector.(*parser.VectorSelector)
+	if !ok || vs.OriginalOffset != 0 || vs.OriginalOffsetExpr != nil || vs.Offset != 0 || vs.Timestamp != nil ||
+		vs.StartOrEnd != 0 || vs.Anchored || vs.Smoothed {
+		return sh, false
+	}
+	sh.rng, sh.rangeSec, sh.matchers = ms.Range.Milliseconds(), ms.Range.Seconds(), vs.LabelMatchers
+	return sh, sh.rng > 0
+}
+
+// errNotPushed says the pushdown declined a query it recognised (several metrics, float
+// series, too many series, a NaN sum, a read error): the engine answers it, errors and all.
+var errNotPushed = errors.New("promapi: not pushed down")
+
+// pdSeries is one selected series: its group, slots and samples (the engine's, before
+// any window; each sample's f is its cumulative count, which the engine's rate reads).
+type pdSeries struct {
+	group int
+	hs    *histSeries
+	smp   []sample
+}
+
+// pdGroup is one output series: its labels, and at the step being evaluated the summed
+// rate (or increase) of its series as dense bucket counts.
+type pdGroup struct {
+	lset        labels.Labels
+	pos, neg    growDense
+	count, zero float64
+	has         bool // a series of the group has a rate at this step
+	floats      []promql.FPoint
+}
+
+// pushdown answers a recognised query over span, or errNotPushed (the engine's turn) or a
+// context's error. warn are the engine's warnings for it.
+func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span evalSpan) ([]byte, []string, error) {
+	sh, ok := recognise(expr)
+	if !ok {
+		return nil, nil, errNotPushed
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	mint, maxt := span.start-sh.rng, span.end
+	q, _ := a.q.Querier(mint, maxt)
+	qr := q.(*querier)
+	defer qr.Close()
+	series, groups, err := a.pdSelect(ctx, qr, &sh, mint, maxt)
+	if err != nil {
+		return nil, nil, err
+	}
+	var annos annotations.Annotations
+	if math.IsNaN(sh.phi) || sh.phi < 0 || sh.phi > 1 {
+		annos.Add(annotations.NewInvalidQuantileWarning(sh.phi, sh.phiPos))
+	}
+	instant := span.step == 0
+	var fh histogram.FloatHistogram
+	stop := stopper(ctx)
+	for t := span.start; t <= span.end; t += max(span.step, 1) {
+		lo := t - sh.rng
+		var touched []int
+		for i := range series {
+			s := &series[i]
+			smp := s.smp
+			if instant {
+				smp = thinned(smp, lo, t) // as the engine's Select hands it
+			}
+			g := &groups[s.group]
+			if addRate(g, s, smp, lo, t, sh.isRate, sh.rangeSec) && !g.has {
+				g.has = true
+				touched = append(touched, s.group)
+			}
+			if stop() {
+				return nil, nil, ctx.Err()
+			}
+		}
+		for _, gi := range touched {
+			g := &groups[gi]
+			fh = histogram.FloatHistogram{Schema: series[0].hs.schema, ZeroThreshold: series[0].hs.zt,
+				ZeroCount: g.zero, Count: g.count, CounterResetHint: histogram.GaugeType}
+			fh.PositiveSpans, fh.PositiveBuckets = g.pos.side(fh.PositiveSpans[:0])
+			fh.NegativeSpans, fh.NegativeBuckets = g.neg.side(fh.NegativeSpans[:0])
+			v, more := promql.HistogramQuantile(sh.phi, &fh, "", sh.innerPos)
+			annos.Merge(more)
+			g.floats = append(g.floats, promql.FPoint{T: t, F: v})
+			g.pos.clear()
+			g.neg.clear()
+			g.count, g.zero, g.has = 0, 0, false
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		if instant {
+			break
+		}
+	}
+	warn, _ := annos.AsStrings(text, 10, 0)
+	slices.SortFunc(groups, func(x, y pdGroup) int { return labels.Compare(x.lset, y.lset) })
+	if instant {
+		vec := promql.Vector{}
+		for _, g := range groups {
+			if len(g.floats) > 0 {
+				vec = append(vec, promql.Sample{Metric: g.lset, T: span.start, F: g.floats[0].F})
+			}
+		}
+		return appendQueryData(nil, vec), warn, nil
+	}
+	mat := promql.Matrix{}
+	for _, g := range groups {
+		if len(g.floats) > 0 {
+			mat = append(mat, promql.Series{Metric: g.lset, Floats: g.floats})
+		}
+	}
+	return appendQueryData(nil, mat), warn, nil
+}
+
+// pdSelect reads the selected series as Select would for the engine (the same builder,
+// slot cache and samples), each with its group. It declines (errNotPushed) unless the
+// selector selects one slide metric's histogram and nothing else.
+func (a *API) pdSelect(ctx context.Context, qr *querier, sh *quantileShape, mint, maxt int64) ([]pdSeries, []pdGroup, error) {
+	s, err := qr.selectionOf(ctx, sh.matchers)
+	if err != nil {
+		return nil, nil, errNotPushed
+	}
+	if s.none || len(s.metrics) == 0 {
+		return nil, nil, nil
+	}
+	if len(s.metrics) > 1 || s.kinds[0] != [kindEnd]bool{kindHistogram: true} {
+		return nil, nil, errNotPushed
+	}
+	m := s.metrics[0]
+	rc := qr.q.store.RingConfig(m)
+	b := builder{sh: newShape(rc, qr.now, qr.live, mint, maxt), cache: qr.q.caches.of(rc.Sketch)}
+	b.slab = *slabPool.Get().(*[]sketch.BinCount)
+	var (
+		series   []pdSeries
+		groups   []pdGroup
+		byKey    = map[string]int{}
+		lb       = labels.NewScratchBuilder(8)
+		gb       = labels.NewBuilder(labels.EmptyLabels())
+		key      []byte
+		declined bool
+	)
+	verr := qr.visit(ctx, m, &s, stopper(ctx), func(str string, cur int64, slots []window.SlotView) bool {
+		if len(slots) == 0 {
+			return true
+		}
+		hs := b.histSeries(str, slots)
+		smp := b.build(kindHistogram, cur, slots, hs)
+		if len(smp) == 0 {
+			return true
+		}
+		if a.cfg.MaxSeries > 0 && len(series) >= a.cfg.MaxSeries {
+			declined = true // the engine answers cost_limit
+			return false
+		}
+		gb.Reset(labelsOf(&lb, m, str))
+		gb.Del(labels.MetricName)
+		if sh.agg && sh.without {
+			gb.Del(sh.grouping...)
+		} else if sh.agg {
+			gb.Keep(sh.grouping...)
+		}
+		lset := gb.Labels()
+		key = lset.Bytes(key[:0])
+		g, ok := byKey[string(key)]
+		if !ok {
+			g = len(groups)
+			byKey[string(key)] = g
+			groups = append(groups, pdGroup{lset: lset})
+		}
+		var cnt, sum float64
+		j := 0
+		for p := range smp {
+			for ; j < len(hs.slots) && hs.slots[j].index <= smp[p].through; j++ {
+				cnt += float64(hs.slots[j].count)
+			}
+			smp[p].f = cnt
+		}
+		for _, sl := range hs.slots {
+			sum += sl.sum
+		}
+		if math.IsNaN(sum) {
+			// NaN observations: HistogramQuantile reads a histogram's sum only to take its
+			// NaN paths, which are left to the engine; any other sum answers alike.
+			declined = true
+			return false
+		}
+		series = append(series, pdSeries{group: g, hs: hs, smp: smp})
+		return true
+	})
+	qr.slabs = append(qr.slabs, b.slab)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if verr != nil || declined {
+		return nil, nil, errNotPushed
+	}
+	return series, groups, nil
+}
+
+// addRate adds series s's rate (or increase) over (lo, t] to its group, as the engine's
+// extrapolatedRate and histogramRate compute it from the window's first and last samples
+// (a series counts up within one read, so there is no reset between them), and reports
+// whether there was one (fewer than two samples in the window give none).
+func addRate(g *pdGroup, s *pdSeries, smp []sample, lo, t int64, isRate bool, rangeSec float64) bool {
+	i := sort.Search(len(smp), func(i int) bool { return smp[i].t > lo })
+	j := sort.Search(len(smp), func(j int) bool { return smp[j].t > t }) - 1
+	if j-i < 1 {
+		return false
+	}
+	firstCount := smp[i].f
+	dc := smp[j].f - firstCount
+
+	// extrapolatedRate (promql v0.316), for a counter histogram without start timestamps.
+	firstT, lastT := smp[i].t, smp[j].t
+	durationToStart := float64(firstT-lo) / 1000
+	durationToEnd := float64(t-lastT) / 1000
+	sampledInterval := float64(lastT-firstT) / 1000
+	avg := sampledInterval / float64(j-i)
+	threshold := avg * 1.1
+	if durationToStart >= threshold {
+		durationToStart = avg / 2
+	}
+	durationToZero := durationToStart
+	if dc > 0 && firstCount >= 0 {
+		durationToZero = sampledInterval * (firstCount / dc)
+	}
+	if durationToZero < durationToStart {
+		durationToStart = durationToZero
+	}
+	if durationToEnd >= threshold {
+		durationToEnd = avg / 2
+	}
+	factor := 1.0
+	if sampledInterval != 0 {
+		factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
+	}
+	if isRate {
+		factor /= rangeSec
+	}
+
+	g.count += dc * factor
+	hs := s.hs
+	from, through := smp[i].through, smp[j].through
+	a := sort.Search(len(hs.slots), func(k int) bool { return hs.slots[k].index > from })
+	var zero float64
+	if hs.pw > 0 {
+		g.pos.cover(hs.posLo, hs.pw)
+	}
+	if hs.nw > 0 {
+		g.neg.cover(hs.negLo, hs.nw)
+	}
+	for k := a; k < len(hs.slots) && hs.slots[k].index <= through; k++ {
+		sl := &hs.slots[k]
+		zero += float64(sl.zero)
+		g.pos.add(sl.bins[:sl.neg], factor)
+		g.neg.add(sl.bins[sl.neg:], factor)
+	}
+	g.zero += zero * factor
+	return true
+}
+
+// growDense is one side of a group's histogram: counts by bucket index from lo, grown to
+// cover each series' range.
+type growDense struct {
+	lo int
+	v  []float64
+}
+
+// cover makes d hold indices [lo, lo+n).
+func (d *growDense) cover(lo, n int) {
+	if len(d.v) == 0 {
+		d.lo, d.v = lo, append(d.v[:0], make([]float64, n)...)
+		return
+	}
+	if lo < d.lo {
+		d.v = append(make([]float64, d.lo-lo, d.lo-lo+len(d.v)), d.v...)
+		d.lo = lo
+	}
+	if hi := lo + n - d.lo; hi > len(d.v) {
+		d.v = append(d.v, make([]float64, hi-len(d.v))...)
+	}
+}
+
+func (d *growDense) add(bins []sketch.BinCount, factor float64) {
+	for _, bc := range bins {
+		d.v[bc.Index-d.lo] += float64(bc.Count) * factor
+	}
+}
+
+// side is the group's buckets as one span from the first non-empty bucket to the last
+// (HistogramQuantile skips the empty ones between; none at all is no span, as the
+// engine's compacted histograms have), over d's own counts.
+func (d *growDense) side(spans []histogram.Span) ([]histogram.Span, []float64) {
+	a, b := 0, len(d.v)
+	for a < b && d.v[a] == 0 {
+		a++
+	}
+	for b > a && d.v[b-1] == 0 {
+		b--
+	}
+	if a == b {
+		return spans, nil
+	}
+	return append(spans, histogram.Span{Offset: int32(d.lo + a), Length: uint32(b - a)}), d.v[a:b]
+}
+
+func (d *growDense) clear() { clear(d.v) }
