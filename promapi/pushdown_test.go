@@ -226,7 +226,7 @@ func TestPushdownEqualsEngine(t *testing.T) {
 func TestRecogniseShapes(t *testing.T) {
 	p := parser.NewParser(parser.Options{})
 	for q, want := range map[string]bool{
-		`histogram_quantile(0.95, sum by (key) (rate(latency_ms[5m])))`:        true,
+		`histogram_quantile(0.95, sum by (key) (rate(latency_ms[5m])))`:         true,
 		`histogram_quantile(-1, sum without (route) (increase(x{a="b"}[90s])))`: true,
 		`histogram_quantile(NaN, rate(x[1m]))`:                                  true,
 		`histogram_quantile(0.9, sum(rate(x[1m])))`:                             true,
