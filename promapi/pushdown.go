@@ -126,41 +126,35 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 	q, _ := a.q.Querier(mint, maxt)
 	qr := q.(*querier)
 	defer qr.Close()
-	series, groups, err := a.pdSelect(ctx, qr, &sh, mint, maxt)
-	if err != nil {
+	instant := span.step == 0
+	rd := pdRead{sh: &sh, instant: instant, t: span.start}
+	if err := a.pdSelect(ctx, qr, &rd, mint, maxt); err != nil {
 		return nil, nil, err
 	}
 	var annos annotations.Annotations
 	if math.IsNaN(sh.phi) || sh.phi < 0 || sh.phi > 1 {
 		annos.Add(annotations.NewInvalidQuantileWarning(sh.phi, sh.phiPos))
 	}
-	instant := span.step == 0
 	var fh histogram.FloatHistogram
 	stop := stopper(ctx)
 	for t := span.start; t <= span.end; t += max(span.step, 1) {
-		lo := t - sh.rng
-		var touched []int
-		for i := range series {
-			s := &series[i]
-			smp := s.smp
-			if instant {
-				smp = thinned(smp, lo, t) // as the engine's Select hands it
-			}
-			g := &groups[s.group]
-			if addRate(g, s, smp, lo, t, sh.isRate, sh.rangeSec) && !g.has {
-				g.has = true
-				touched = append(touched, s.group)
-			}
-			if stop() {
-				return nil, nil, ctx.Err()
+		if !instant { // an instant query's rates were summed as its series were read
+			lo := t - sh.rng
+			for i := range rd.series {
+				s := &rd.series[i]
+				rd.add(s.group, s.hs, s.smp, lo, t)
+				if stop() {
+					return nil, nil, ctx.Err()
+				}
 			}
 		}
-		for _, gi := range touched {
-			g := &groups[gi]
-			fh = histogram.FloatHistogram{Schema: series[0].hs.schema, ZeroThreshold: series[0].hs.zt,
-				ZeroCount: g.zero, Count: g.count, CounterResetHint: histogram.GaugeType}
-			fh.PositiveSpans, fh.PositiveBuckets = g.pos.side(fh.PositiveSpans[:0])
-			fh.NegativeSpans, fh.NegativeBuckets = g.neg.side(fh.NegativeSpans[:0])
+		for _, gi := range rd.touched {
+			g := &rd.groups[gi]
+			fh = histogram.FloatHistogram{Schema: rd.schema, ZeroThreshold: rd.zt,
+				ZeroCount: g.zero, Count: g.count, CounterResetHint: histogram.GaugeType,
+				PositiveSpans: fh.PositiveSpans[:0], NegativeSpans: fh.NegativeSpans[:0]}
+			fh.PositiveSpans, fh.PositiveBuckets = g.pos.side(fh.PositiveSpans)
+			fh.NegativeSpans, fh.NegativeBuckets = g.neg.side(fh.NegativeSpans)
 			v, more := promql.HistogramQuantile(sh.phi, &fh, "", sh.innerPos)
 			annos.Merge(more)
 			g.floats = append(g.floats, promql.FPoint{T: t, F: v})
@@ -168,6 +162,7 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 			g.neg.clear()
 			g.count, g.zero, g.has = 0, 0, false
 		}
+		rd.touched = rd.touched[:0]
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
@@ -176,15 +171,16 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 		}
 	}
 	warn, _ := annos.AsStrings(text, 10, 0)
+	groups := rd.groups
 	slices.SortFunc(groups, func(x, y pdGroup) int { return labels.Compare(x.lset, y.lset) })
 	if instant {
-		vec := promql.Vector{}
+		vec := make(promql.Vector, 0, len(groups))
 		for _, g := range groups {
 			if len(g.floats) > 0 {
 				vec = append(vec, promql.Sample{Metric: g.lset, T: span.start, F: g.floats[0].F})
 			}
 		}
-		return appendQueryData(nil, vec), warn, nil
+		return appendQueryData(make([]byte, 0, 64*len(vec)+64), vec), warn, nil
 	}
 	mat := promql.Matrix{}
 	for _, g := range groups {
@@ -195,60 +191,93 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 	return appendQueryData(nil, mat), warn, nil
 }
 
+// pdRead is a pushdown's read: its groups, and for a range query its series (an instant
+// query adds each series' rate to its group as it reads it, and keeps none).
+type pdRead struct {
+	sh      *quantileShape
+	instant bool
+	t       int64 // an instant query's eval time
+	series  []pdSeries
+	groups  []pdGroup
+	touched []int // the groups added to at the step being evaluated
+	schema  int32
+	zt      float64
+}
+
+// add adds a series' rate over (lo, t] to group gi, noting the group touched.
+func (rd *pdRead) add(gi int, hs *histSeries, smp []sample, lo, t int64) {
+	g := &rd.groups[gi]
+	if addRate(g, hs, smp, lo, t, rd.sh.isRate, rd.sh.rangeSec) && !g.has {
+		g.has = true
+		rd.touched = append(rd.touched, gi)
+	}
+}
+
 // pdSelect reads the selected series as Select would for the engine (the same builder,
 // slot cache and samples), each with its group. It declines (errNotPushed) unless the
 // selector selects one slide metric's histogram and nothing else.
-func (a *API) pdSelect(ctx context.Context, qr *querier, sh *quantileShape, mint, maxt int64) ([]pdSeries, []pdGroup, error) {
+func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt int64) error {
+	sh := rd.sh
 	s, err := qr.selectionOf(ctx, sh.matchers)
 	if err != nil {
-		return nil, nil, errNotPushed
+		return errNotPushed
 	}
 	if s.none || len(s.metrics) == 0 {
-		return nil, nil, nil
+		return nil
 	}
 	if len(s.metrics) > 1 || s.kinds[0] != [kindEnd]bool{kindHistogram: true} {
-		return nil, nil, errNotPushed
+		return errNotPushed
 	}
 	m := s.metrics[0]
 	rc := qr.q.store.RingConfig(m)
 	b := builder{sh: newShape(rc, qr.now, qr.live, mint, maxt), cache: qr.q.caches.of(rc.Sketch)}
 	b.slab = *slabPool.Get().(*[]sketch.BinCount)
+	rd.schema, rd.zt = b.sh.schema, b.sh.ix.MinIndexableValue()
 	var (
-		series   []pdSeries
-		groups   []pdGroup
 		byKey    = map[string]int{}
 		lb       = labels.NewScratchBuilder(8)
 		gb       = labels.NewBuilder(labels.EmptyLabels())
 		key      []byte
 		declined bool
+		n        int
+		scratch  histSeries // an instant query's, series after series
+		smpBuf   []sample
 	)
+	grouping := slices.Clone(sh.grouping)
+	slices.Sort(grouping)
 	verr := qr.visit(ctx, m, &s, stopper(ctx), func(str string, cur int64, slots []window.SlotView) bool {
 		if len(slots) == 0 {
 			return true
 		}
-		hs := b.histSeries(str, slots)
-		smp := b.build(kindHistogram, cur, slots, hs)
+		hs := &scratch
+		if rd.instant {
+			b.fillHistSeries(hs, str, slots)
+			smpBuf = b.appendSamples(smpBuf[:0], kindHistogram, cur, slots, hs)
+		} else {
+			hs = b.histSeries(str, slots)
+			smpBuf = b.build(kindHistogram, cur, slots, hs)
+		}
+		smp := smpBuf
 		if len(smp) == 0 {
 			return true
 		}
-		if a.cfg.MaxSeries > 0 && len(series) >= a.cfg.MaxSeries {
+		if n++; a.cfg.MaxSeries > 0 && n > a.cfg.MaxSeries {
 			declined = true // the engine answers cost_limit
 			return false
 		}
-		gb.Reset(labelsOf(&lb, m, str))
-		gb.Del(labels.MetricName)
-		if sh.agg && sh.without {
-			gb.Del(sh.grouping...)
-		} else if sh.agg {
-			gb.Keep(sh.grouping...)
-		}
-		lset := gb.Labels()
-		key = lset.Bytes(key[:0])
+		key = groupKey(key[:0], str, sh, grouping)
 		g, ok := byKey[string(key)]
 		if !ok {
-			g = len(groups)
+			gb.Reset(labelsOf(&lb, m, str))
+			gb.Del(labels.MetricName)
+			if sh.agg && sh.without {
+				gb.Del(sh.grouping...)
+			} else if sh.agg {
+				gb.Keep(sh.grouping...)
+			}
+			g = len(rd.groups)
 			byKey[string(key)] = g
-			groups = append(groups, pdGroup{lset: lset})
+			rd.groups = append(rd.groups, pdGroup{lset: gb.Labels()})
 		}
 		var cnt, sum float64
 		j := 0
@@ -267,24 +296,56 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, sh *quantileShape, mint
 			declined = true
 			return false
 		}
-		series = append(series, pdSeries{group: g, hs: hs, smp: smp})
+		if rd.instant {
+			lo := rd.t - sh.rng
+			rd.add(g, hs, thinned(smp, lo, rd.t), lo, rd.t) // thinned as the engine's Select hands it
+		} else {
+			rd.series = append(rd.series, pdSeries{group: g, hs: hs, smp: smp})
+		}
 		return true
 	})
 	qr.slabs = append(qr.slabs, b.slab)
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return err
 	}
 	if verr != nil || declined {
-		return nil, nil, errNotPushed
+		return errNotPushed
 	}
-	return series, groups, nil
+	return nil
+}
+
+// groupKey appends to dst what tells series str's group apart: the values of the by
+// labels (sorted), or every label but the without ones and the name.
+func groupKey(dst []byte, str string, sh *quantileShape, sorted []string) []byte {
+	if !sh.agg || sh.without {
+		if !slices.Contains(sh.grouping, window.KeyLabel) {
+			dst = append(append(dst, window.SeriesKeyOf(str)...), 0xff)
+		}
+		window.EachLabel(str, func(n, v string) bool {
+			if !slices.Contains(sh.grouping, n) {
+				dst = append(append(append(append(dst, n...), 0xff), v...), 0xff)
+			}
+			return true
+		})
+		return dst
+	}
+	for _, n := range sorted {
+		v := ""
+		if n == window.KeyLabel {
+			v = window.SeriesKeyOf(str)
+		} else {
+			v = window.LabelValue(str, n)
+		}
+		dst = append(append(dst, v...), 0xff)
+	}
+	return dst
 }
 
 // addRate adds series s's rate (or increase) over (lo, t] to its group, as the engine's
 // extrapolatedRate and histogramRate compute it from the window's first and last samples
 // (a series counts up within one read, so there is no reset between them), and reports
 // whether there was one (fewer than two samples in the window give none).
-func addRate(g *pdGroup, s *pdSeries, smp []sample, lo, t int64, isRate bool, rangeSec float64) bool {
+func addRate(g *pdGroup, hs *histSeries, smp []sample, lo, t int64, isRate bool, rangeSec float64) bool {
 	i := sort.Search(len(smp), func(i int) bool { return smp[i].t > lo })
 	j := sort.Search(len(smp), func(j int) bool { return smp[j].t > t }) - 1
 	if j-i < 1 {
@@ -322,7 +383,6 @@ func addRate(g *pdGroup, s *pdSeries, smp []sample, lo, t int64, isRate bool, ra
 	}
 
 	g.count += dc * factor
-	hs := s.hs
 	from, through := smp[i].through, smp[j].through
 	a := sort.Search(len(hs.slots), func(k int) bool { return hs.slots[k].index > from })
 	var zero float64
