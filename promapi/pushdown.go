@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -128,6 +129,7 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 	defer qr.Close()
 	instant := span.step == 0
 	rd := pdRead{sh: &sh, instant: instant, t: span.start}
+	defer rd.arena.free()
 	if err := a.pdSelect(ctx, qr, &rd, mint, maxt); err != nil {
 		return nil, nil, err
 	}
@@ -200,6 +202,7 @@ type pdRead struct {
 	series  []pdSeries
 	groups  []pdGroup
 	touched []int // the groups added to at the step being evaluated
+	arena   floatArena
 	schema  int32
 	zt      float64
 }
@@ -207,7 +210,7 @@ type pdRead struct {
 // add adds a series' rate over (lo, t] to group gi, noting the group touched.
 func (rd *pdRead) add(gi int, hs *histSeries, smp []sample, lo, t int64) {
 	g := &rd.groups[gi]
-	if addRate(g, hs, smp, lo, t, rd.sh.isRate, rd.sh.rangeSec) && !g.has {
+	if addRate(&rd.arena, g, hs, smp, lo, t, rd.sh.isRate, rd.sh.rangeSec) && !g.has {
 		g.has = true
 		rd.touched = append(rd.touched, gi)
 	}
@@ -345,7 +348,7 @@ func groupKey(dst []byte, str string, sh *quantileShape, sorted []string) []byte
 // extrapolatedRate and histogramRate compute it from the window's first and last samples
 // (a series counts up within one read, so there is no reset between them), and reports
 // whether there was one (fewer than two samples in the window give none).
-func addRate(g *pdGroup, hs *histSeries, smp []sample, lo, t int64, isRate bool, rangeSec float64) bool {
+func addRate(ar *floatArena, g *pdGroup, hs *histSeries, smp []sample, lo, t int64, isRate bool, rangeSec float64) bool {
 	i := sort.Search(len(smp), func(i int) bool { return smp[i].t > lo })
 	j := sort.Search(len(smp), func(j int) bool { return smp[j].t > t }) - 1
 	if j-i < 1 {
@@ -387,10 +390,10 @@ func addRate(g *pdGroup, hs *histSeries, smp []sample, lo, t int64, isRate bool,
 	a := sort.Search(len(hs.slots), func(k int) bool { return hs.slots[k].index > from })
 	var zero float64
 	if hs.pw > 0 {
-		g.pos.cover(hs.posLo, hs.pw)
+		g.pos.cover(ar, hs.posLo, hs.pw)
 	}
 	if hs.nw > 0 {
-		g.neg.cover(hs.negLo, hs.nw)
+		g.neg.cover(ar, hs.negLo, hs.nw)
 	}
 	for k := a; k < len(hs.slots) && hs.slots[k].index <= through; k++ {
 		sl := &hs.slots[k]
@@ -409,19 +412,54 @@ type growDense struct {
 	v  []float64
 }
 
-// cover makes d hold indices [lo, lo+n).
-func (d *growDense) cover(lo, n int) {
+// cover makes d hold indices [lo, lo+n), its counts in memory from ar.
+func (d *growDense) cover(ar *floatArena, lo, n int) {
 	if len(d.v) == 0 {
-		d.lo, d.v = lo, append(d.v[:0], make([]float64, n)...)
+		d.lo, d.v = lo, ar.alloc(n)
 		return
 	}
-	if lo < d.lo {
-		d.v = append(make([]float64, d.lo-lo, d.lo-lo+len(d.v)), d.v...)
-		d.lo = lo
+	from, to := min(lo, d.lo), max(lo+n, d.lo+len(d.v))
+	if from == d.lo && to == d.lo+len(d.v) {
+		return
 	}
-	if hi := lo + n - d.lo; hi > len(d.v) {
-		d.v = append(d.v, make([]float64, hi-len(d.v))...)
+	v := ar.alloc(to - from)
+	copy(v[d.lo-from:], d.v)
+	d.lo, d.v = from, v
+}
+
+// floatArena hands out zeroed counts from chunks kept from query to query: a query's
+// groups take some hundred buckets a side each, and a chunk is a cleared copy rather than
+// garbage.
+type floatArena struct {
+	chunk  []float64    // what is left of the current chunk
+	chunks []*[]float64 // every chunk taken, for free
+}
+
+const arenaFloats = 1 << 14
+
+var arenaPool = sync.Pool{New: func() any { s := make([]float64, arenaFloats); return &s }}
+
+func (ar *floatArena) alloc(n int) []float64 {
+	if n > arenaFloats/4 {
+		return make([]float64, n)
 	}
+	if len(ar.chunk) < n {
+		c := arenaPool.Get().(*[]float64)
+		ar.chunks = append(ar.chunks, c)
+		ar.chunk = *c
+		clear(ar.chunk)
+	}
+	v := ar.chunk[:n:n]
+	ar.chunk = ar.chunk[n:]
+	return v
+}
+
+// free hands every chunk back: the query is done with its groups' counts.
+func (ar *floatArena) free() {
+	for _, c := range ar.chunks {
+		arenaPool.Put(c)
+	}
+	ar.chunk, ar.chunks = nil, nil
 }
 
 func (d *growDense) add(bins []sketch.BinCount, factor float64) {
