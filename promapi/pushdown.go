@@ -154,9 +154,10 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 			g := &rd.groups[gi]
 			fh = histogram.FloatHistogram{Schema: rd.schema, ZeroThreshold: rd.zt,
 				ZeroCount: g.zero, Count: g.count, CounterResetHint: histogram.GaugeType,
-				PositiveSpans: fh.PositiveSpans[:0], NegativeSpans: fh.NegativeSpans[:0]}
-			fh.PositiveSpans, fh.PositiveBuckets = g.pos.side(fh.PositiveSpans)
-			fh.NegativeSpans, fh.NegativeBuckets = g.neg.side(fh.NegativeSpans)
+				PositiveSpans: fh.PositiveSpans[:0], NegativeSpans: fh.NegativeSpans[:0],
+				PositiveBuckets: fh.PositiveBuckets[:0], NegativeBuckets: fh.NegativeBuckets[:0]}
+			fh.PositiveSpans, fh.PositiveBuckets = g.pos.side(fh.PositiveSpans, fh.PositiveBuckets)
+			fh.NegativeSpans, fh.NegativeBuckets = g.neg.side(fh.NegativeSpans, fh.NegativeBuckets)
 			v, more := promql.HistogramQuantile(sh.phi, &fh, "", sh.innerPos)
 			annos.Merge(more)
 			g.floats = append(g.floats, promql.FPoint{T: t, F: v})
@@ -468,21 +469,30 @@ func (d *growDense) add(bins []sketch.BinCount, factor float64) {
 	}
 }
 
-// side is the group's buckets as one span from the first non-empty bucket to the last
-// (HistogramQuantile skips the empty ones between; none at all is no span, as the
-// engine's compacted histograms have), over d's own counts.
-func (d *growDense) side(spans []histogram.Span) ([]histogram.Span, []float64) {
-	a, b := 0, len(d.v)
-	for a < b && d.v[a] == 0 {
-		a++
+// side appends the group's non-empty buckets to bk and their spans to spans, as the
+// engine's compacted histograms hold them: HistogramQuantile's iterators then step over no
+// empty bucket (each costs them its bounds).
+func (d *growDense) side(spans []histogram.Span, bk []float64) ([]histogram.Span, []float64) {
+	prev := 0 // the index after the last span
+	first := true
+	for i := 0; i < len(d.v); {
+		if d.v[i] == 0 {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(d.v) && d.v[j] != 0 {
+			j++
+		}
+		off := int32(d.lo + i - prev)
+		if first {
+			off, first = int32(d.lo+i), false
+		}
+		spans = append(spans, histogram.Span{Offset: off, Length: uint32(j - i)})
+		bk = append(bk, d.v[i:j]...)
+		prev, i = d.lo+j, j
 	}
-	for b > a && d.v[b-1] == 0 {
-		b--
-	}
-	if a == b {
-		return spans, nil
-	}
-	return append(spans, histogram.Span{Offset: int32(d.lo + a), Length: uint32(b - a)}), d.v[a:b]
+	return spans, bk
 }
 
 func (d *growDense) clear() { clear(d.v) }
