@@ -109,7 +109,7 @@ type pdSeries struct {
 type pdGroup struct {
 	lset        labels.Labels
 	pos, neg    growDense
-	count, zero float64
+	count, zero exactSum
 	has         bool // a series of the group has a rate at this step
 	floats      []promql.FPoint
 }
@@ -153,7 +153,7 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 		for _, gi := range rd.touched {
 			g := &rd.groups[gi]
 			fh = histogram.FloatHistogram{Schema: rd.schema, ZeroThreshold: rd.zt,
-				ZeroCount: g.zero, Count: g.count, CounterResetHint: histogram.GaugeType,
+				ZeroCount: g.zero.value(), Count: g.count.value(), CounterResetHint: histogram.GaugeType,
 				PositiveSpans: fh.PositiveSpans[:0], NegativeSpans: fh.NegativeSpans[:0],
 				PositiveBuckets: fh.PositiveBuckets[:0], NegativeBuckets: fh.NegativeBuckets[:0]}
 			fh.PositiveSpans, fh.PositiveBuckets = g.pos.side(fh.PositiveSpans, fh.PositiveBuckets)
@@ -163,7 +163,7 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 			g.floats = append(g.floats, promql.FPoint{T: t, F: v})
 			g.pos.clear()
 			g.neg.clear()
-			g.count, g.zero, g.has = 0, 0, false
+			g.count, g.zero, g.has = exactSum{}, exactSum{}, false
 		}
 		rd.touched = rd.touched[:0]
 		if err := ctx.Err(); err != nil {
@@ -204,6 +204,7 @@ type pdRead struct {
 	groups  []pdGroup
 	touched []int // the groups added to at the step being evaluated
 	arena   floatArena
+	delta   seriesDelta // one series' difference, scratch
 	schema  int32
 	zt      float64
 }
@@ -211,7 +212,7 @@ type pdRead struct {
 // add adds a series' rate over (lo, t] to group gi, noting the group touched.
 func (rd *pdRead) add(gi int, hs *histSeries, smp []sample, lo, t int64) {
 	g := &rd.groups[gi]
-	if addRate(&rd.arena, g, hs, smp, lo, t, rd.sh.isRate, rd.sh.rangeSec) && !g.has {
+	if addRate(&rd.arena, &rd.delta, g, hs, smp, lo, t, rd.sh.isRate, rd.sh.rangeSec) && !g.has {
 		g.has = true
 		rd.touched = append(rd.touched, gi)
 	}
@@ -349,7 +350,7 @@ func groupKey(dst []byte, str string, sh *quantileShape, sorted []string) []byte
 // extrapolatedRate and histogramRate compute it from the window's first and last samples
 // (a series counts up within one read, so there is no reset between them), and reports
 // whether there was one (fewer than two samples in the window give none).
-func addRate(ar *floatArena, g *pdGroup, hs *histSeries, smp []sample, lo, t int64, isRate bool, rangeSec float64) bool {
+func addRate(ar *floatArena, d *seriesDelta, g *pdGroup, hs *histSeries, smp []sample, lo, t int64, isRate bool, rangeSec float64) bool {
 	i := sort.Search(len(smp), func(i int) bool { return smp[i].t > lo })
 	j := sort.Search(len(smp), func(j int) bool { return smp[j].t > t }) - 1
 	if j-i < 1 {
@@ -386,46 +387,115 @@ func addRate(ar *floatArena, g *pdGroup, hs *histSeries, smp []sample, lo, t int
 		factor /= rangeSec
 	}
 
-	g.count += dc * factor
+	// The engine subtracts the first histogram from the last (exact: counts are whole),
+	// multiplies by the factor (one rounding a bucket) and sums the group's series with
+	// compensation; here each series' difference is summed exactly from its slots, scaled
+	// once, and added to the group with an error-free sum, so that the group's counts are
+	// the correctly rounded sums whatever order the series came in (a quantile that lands
+	// between two buckets must not flip with the order).
+	g.count.add(float64(dc * factor))
 	from, through := smp[i].through, smp[j].through
 	a := sort.Search(len(hs.slots), func(k int) bool { return hs.slots[k].index > from })
 	var zero float64
-	if hs.pw > 0 {
-		g.pos.cover(ar, hs.posLo, hs.pw)
-	}
-	if hs.nw > 0 {
-		g.neg.cover(ar, hs.negLo, hs.nw)
-	}
+	d.pos.load(hs.posLo, hs.pw)
+	d.neg.load(hs.negLo, hs.nw)
 	for k := a; k < len(hs.slots) && hs.slots[k].index <= through; k++ {
 		sl := &hs.slots[k]
 		zero += float64(sl.zero)
-		g.pos.add(sl.bins[:sl.neg], factor)
-		g.neg.add(sl.bins[sl.neg:], factor)
+		d.pos.add(sl.bins[:sl.neg])
+		d.neg.add(sl.bins[sl.neg:])
 	}
-	g.zero += zero * factor
+	g.zero.add(float64(zero * factor))
+	if len(d.pos.touched) > 0 {
+		g.pos.cover(ar, hs.posLo, hs.pw)
+		d.pos.flush(&g.pos, factor)
+	}
+	if len(d.neg.touched) > 0 {
+		g.neg.cover(ar, hs.negLo, hs.nw)
+		d.neg.flush(&g.neg, factor)
+	}
 	return true
 }
 
-// growDense is one side of a group's histogram: counts by bucket index from lo, grown to
-// cover each series' range.
-type growDense struct {
-	lo int
-	v  []float64
+// seriesDelta is a series' difference between two samples, both sides.
+type seriesDelta struct{ pos, neg deltaSide }
+
+// exactSum is a running sum with its rounding error kept (Knuth's TwoSum): hi+lo is the
+// exact sum of a few terms, and value its correctly rounded float.
+type exactSum struct{ hi, lo float64 }
+
+func (e *exactSum) add(x float64) {
+	s := float64(e.hi + x)
+	bp := float64(s - e.hi)
+	e.lo += float64(e.hi-float64(s-bp)) + float64(x-bp)
+	e.hi = s
 }
 
-// cover makes d hold indices [lo, lo+n), its counts in memory from ar.
+func (e exactSum) value() float64 { return e.hi + e.lo }
+
+// deltaSide is one side of one series' difference between two samples: whole counts by
+// bucket index from lo, and the buckets touched (every other count is zero).
+type deltaSide struct {
+	lo      int
+	v       []float64
+	touched []int32
+}
+
+// load readies d for the buckets [lo, lo+n).
+func (d *deltaSide) load(lo, n int) {
+	d.lo = lo
+	if len(d.v) < n {
+		d.v = make([]float64, n)
+	}
+}
+
+func (d *deltaSide) add(bins []sketch.BinCount) {
+	for _, bc := range bins {
+		k := bc.Index - d.lo
+		if d.v[k] == 0 {
+			d.touched = append(d.touched, int32(k))
+		}
+		d.v[k] += float64(bc.Count)
+	}
+}
+
+// flush adds the counts, times factor, to g (which covers them) and zeroes d.
+func (d *deltaSide) flush(g *growDense, factor float64) {
+	off := d.lo - g.lo
+	for _, k := range d.touched {
+		g.add(off+int(k), float64(d.v[k]*factor))
+		d.v[k] = 0
+	}
+	d.touched = d.touched[:0]
+}
+
+// growDense is one side of a group's histogram: exact sums by bucket index from lo, grown
+// to cover each series' range.
+type growDense struct {
+	lo     int
+	hi, lc []float64 // exactSum's hi and lo of each bucket
+}
+
+// cover makes d hold indices [lo, lo+n), its sums in memory from ar.
 func (d *growDense) cover(ar *floatArena, lo, n int) {
-	if len(d.v) == 0 {
-		d.lo, d.v = lo, ar.alloc(n)
+	if len(d.hi) == 0 {
+		d.lo, d.hi, d.lc = lo, ar.alloc(n), ar.alloc(n)
 		return
 	}
-	from, to := min(lo, d.lo), max(lo+n, d.lo+len(d.v))
-	if from == d.lo && to == d.lo+len(d.v) {
+	from, to := min(lo, d.lo), max(lo+n, d.lo+len(d.hi))
+	if from == d.lo && to == d.lo+len(d.hi) {
 		return
 	}
-	v := ar.alloc(to - from)
-	copy(v[d.lo-from:], d.v)
-	d.lo, d.v = from, v
+	hi, lc := ar.alloc(to-from), ar.alloc(to-from)
+	copy(hi[d.lo-from:], d.hi)
+	copy(lc[d.lo-from:], d.lc)
+	d.lo, d.hi, d.lc = from, hi, lc
+}
+
+func (d *growDense) add(i int, x float64) {
+	e := exactSum{d.hi[i], d.lc[i]}
+	e.add(x)
+	d.hi[i], d.lc[i] = e.hi, e.lo
 }
 
 // floatArena hands out zeroed counts from chunks kept from query to query: a query's
@@ -463,25 +533,19 @@ func (ar *floatArena) free() {
 	ar.chunk, ar.chunks = nil, nil
 }
 
-func (d *growDense) add(bins []sketch.BinCount, factor float64) {
-	for _, bc := range bins {
-		d.v[bc.Index-d.lo] += float64(bc.Count) * factor
-	}
-}
-
-// side appends the group's non-empty buckets to bk and their spans to spans, as the
-// engine's compacted histograms hold them: HistogramQuantile's iterators then step over no
-// empty bucket (each costs them its bounds).
+// side appends the group's non-empty buckets (their rounded sums) to bk and their spans to
+// spans, as the engine's compacted histograms hold them: HistogramQuantile's iterators
+// then step over no empty bucket (each costs them its bounds).
 func (d *growDense) side(spans []histogram.Span, bk []float64) ([]histogram.Span, []float64) {
 	prev := 0 // the index after the last span
 	first := true
-	for i := 0; i < len(d.v); {
-		if d.v[i] == 0 {
+	for i := 0; i < len(d.hi); {
+		if d.hi[i] == 0 {
 			i++
 			continue
 		}
 		j := i + 1
-		for j < len(d.v) && d.v[j] != 0 {
+		for j < len(d.hi) && d.hi[j] != 0 {
 			j++
 		}
 		off := int32(d.lo + i - prev)
@@ -489,10 +553,15 @@ func (d *growDense) side(spans []histogram.Span, bk []float64) ([]histogram.Span
 			off, first = int32(d.lo+i), false
 		}
 		spans = append(spans, histogram.Span{Offset: off, Length: uint32(j - i)})
-		bk = append(bk, d.v[i:j]...)
+		for k := i; k < j; k++ {
+			bk = append(bk, d.hi[k]+d.lc[k])
+		}
 		prev, i = d.lo+j, j
 	}
 	return spans, bk
 }
 
-func (d *growDense) clear() { clear(d.v) }
+func (d *growDense) clear() {
+	clear(d.hi)
+	clear(d.lc)
+}
