@@ -406,11 +406,11 @@ func addRate(ar *floatArena, d *seriesDelta, g *pdGroup, hs *histSeries, smp []s
 		d.neg.add(sl.bins[sl.neg:])
 	}
 	g.zero.add(float64(zero * factor))
-	if len(d.pos.touched) > 0 {
+	if hs.pw > 0 {
 		g.pos.cover(ar, hs.posLo, hs.pw)
 		d.pos.flush(&g.pos, factor)
 	}
-	if len(d.neg.touched) > 0 {
+	if hs.nw > 0 {
 		g.neg.cover(ar, hs.negLo, hs.nw)
 		d.neg.flush(&g.neg, factor)
 	}
@@ -434,39 +434,40 @@ func (e *exactSum) add(x float64) {
 func (e exactSum) value() float64 { return e.hi + e.lo }
 
 // deltaSide is one side of one series' difference between two samples: whole counts by
-// bucket index from lo, and the buckets touched (every other count is zero).
+// bucket index from lo, the ones in [from, to) touched (every other count is zero).
 type deltaSide struct {
-	lo      int
-	v       []float64
-	touched []int32
+	lo, from, to int
+	v            []float64
 }
 
 // load readies d for the buckets [lo, lo+n).
 func (d *deltaSide) load(lo, n int) {
-	d.lo = lo
+	d.lo, d.from, d.to = lo, n, 0
 	if len(d.v) < n {
 		d.v = make([]float64, n)
 	}
 }
 
+// add adds one slot's buckets of this side (ascending indices).
 func (d *deltaSide) add(bins []sketch.BinCount) {
+	if len(bins) == 0 {
+		return
+	}
+	d.from, d.to = min(d.from, bins[0].Index-d.lo), max(d.to, bins[len(bins)-1].Index-d.lo+1)
 	for _, bc := range bins {
-		k := bc.Index - d.lo
-		if d.v[k] == 0 {
-			d.touched = append(d.touched, int32(k))
-		}
-		d.v[k] += float64(bc.Count)
+		d.v[bc.Index-d.lo] += float64(bc.Count)
 	}
 }
 
 // flush adds the counts, times factor, to g (which covers them) and zeroes d.
 func (d *deltaSide) flush(g *growDense, factor float64) {
 	off := d.lo - g.lo
-	for _, k := range d.touched {
-		g.add(off+int(k), float64(d.v[k]*factor))
-		d.v[k] = 0
+	for k := d.from; k < d.to; k++ {
+		if c := d.v[k]; c != 0 {
+			g.add(off+k, float64(c*factor))
+			d.v[k] = 0
+		}
 	}
-	d.touched = d.touched[:0]
 }
 
 // growDense is one side of a group's histogram: exact sums by bucket index from lo, grown
