@@ -128,9 +128,10 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 	qr := q.(*querier)
 	defer qr.Close()
 	instant := span.step == 0
-	rd := pdRead{sh: &sh, instant: instant, t: span.start}
-	defer rd.arena.free()
-	if err := a.pdSelect(ctx, qr, &rd, mint, maxt); err != nil {
+	rd := pdReads.Get().(*pdRead)
+	defer rd.release()
+	rd.sh, rd.instant, rd.t = &sh, instant, span.start
+	if err := a.pdSelect(ctx, qr, rd, mint, maxt); err != nil {
 		return nil, nil, err
 	}
 	var annos annotations.Annotations
@@ -138,6 +139,9 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 		annos.Add(annotations.NewInvalidQuantileWarning(sh.phi, sh.phiPos))
 	}
 	var fh histogram.FloatHistogram
+	if instant {
+		rd.points = slices.Grow(rd.points[:0], len(rd.groups))[:len(rd.groups)]
+	}
 	stop := stopper(ctx)
 	for t := span.start; t <= span.end; t += max(span.step, 1) {
 		if !instant { // an instant query's rates were summed as its series were read
@@ -160,6 +164,9 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 			fh.NegativeSpans, fh.NegativeBuckets = g.neg.side(fh.NegativeSpans, fh.NegativeBuckets)
 			v, more := promql.HistogramQuantile(sh.phi, &fh, "", sh.innerPos)
 			annos.Merge(more)
+			if instant { // one point a group, from one slice
+				g.floats = rd.points[gi : gi : gi+1]
+			}
 			g.floats = append(g.floats, promql.FPoint{T: t, F: v})
 			g.pos.clear()
 			g.neg.clear()
@@ -207,6 +214,28 @@ type pdRead struct {
 	delta   seriesDelta // one series' difference, scratch
 	schema  int32
 	zt      float64
+
+	byKey   map[string]int // groups by groupKey
+	scratch histSeries     // an instant query's series, one after the other
+	smpBuf  []sample
+	points  []promql.FPoint // an instant query's, one a group
+}
+
+// pdReads keeps reads' scratch (groups, their index, the series scratch) from query to
+// query.
+var pdReads = sync.Pool{New: func() any { return &pdRead{byKey: map[string]int{}} }}
+
+// release hands rd back once the answer is written (it holds no reference into it).
+func (rd *pdRead) release() {
+	rd.arena.free()
+	clear(rd.groups)
+	clear(rd.byKey)
+	clear(rd.series)
+	rd.sh, rd.groups, rd.series, rd.touched = nil, rd.groups[:0], rd.series[:0], rd.touched[:0]
+	if cap(rd.groups) > 1<<16 || cap(rd.series) > 1<<16 {
+		return // a huge query's: let it go
+	}
+	pdReads.Put(rd)
 }
 
 // add adds a series' rate over (lo, t] to group gi, noting the group touched.
@@ -239,14 +268,11 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 	b.slab = *slabPool.Get().(*[]sketch.BinCount)
 	rd.schema, rd.zt = b.sh.schema, b.sh.ix.MinIndexableValue()
 	var (
-		byKey    = map[string]int{}
 		lb       = labels.NewScratchBuilder(8)
 		gb       = labels.NewBuilder(labels.EmptyLabels())
 		key      []byte
 		declined bool
 		n        int
-		scratch  histSeries // an instant query's, series after series
-		smpBuf   []sample
 	)
 	grouping := slices.Clone(sh.grouping)
 	slices.Sort(grouping)
@@ -254,15 +280,15 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 		if len(slots) == 0 {
 			return true
 		}
-		hs := &scratch
+		hs, smp := &rd.scratch, rd.smpBuf
 		if rd.instant {
 			b.fillHistSeries(hs, str, slots)
-			smpBuf = b.appendSamples(smpBuf[:0], kindHistogram, cur, slots, hs)
+			smp = b.appendSamples(smp[:0], kindHistogram, cur, slots, hs)
+			rd.smpBuf = smp
 		} else {
 			hs = b.histSeries(str, slots)
-			smpBuf = b.build(kindHistogram, cur, slots, hs)
+			smp = b.build(kindHistogram, cur, slots, hs)
 		}
-		smp := smpBuf
 		if len(smp) == 0 {
 			return true
 		}
@@ -271,7 +297,7 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 			return false
 		}
 		key = groupKey(key[:0], str, sh, grouping)
-		g, ok := byKey[string(key)]
+		g, ok := rd.byKey[string(key)]
 		if !ok {
 			gb.Reset(labelsOf(&lb, m, str))
 			gb.Del(labels.MetricName)
@@ -281,7 +307,7 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 				gb.Keep(sh.grouping...)
 			}
 			g = len(rd.groups)
-			byKey[string(key)] = g
+			rd.byKey[string(key)] = g
 			rd.groups = append(rd.groups, pdGroup{lset: gb.Labels()})
 		}
 		var cnt, sum float64
