@@ -497,32 +497,34 @@ func (d *deltaSide) flush(g *growDense, factor float64) {
 }
 
 // growDense is one side of a group's histogram: exact sums by bucket index from lo, grown
-// to cover each series' range.
+// to cover each series' range; v holds each bucket's exactSum, hi then lo.
 type growDense struct {
-	lo     int
-	hi, lc []float64 // exactSum's hi and lo of each bucket
+	lo int
+	v  []float64
 }
+
+func (d *growDense) len() int { return len(d.v) / 2 }
 
 // cover makes d hold indices [lo, lo+n), its sums in memory from ar.
 func (d *growDense) cover(ar *floatArena, lo, n int) {
-	if len(d.hi) == 0 {
-		d.lo, d.hi, d.lc = lo, ar.alloc(n), ar.alloc(n)
+	if len(d.v) == 0 {
+		d.lo, d.v = lo, ar.alloc(2*n)
 		return
 	}
-	from, to := min(lo, d.lo), max(lo+n, d.lo+len(d.hi))
-	if from == d.lo && to == d.lo+len(d.hi) {
+	from, to := min(lo, d.lo), max(lo+n, d.lo+d.len())
+	if from == d.lo && to == d.lo+d.len() {
 		return
 	}
-	hi, lc := ar.alloc(to-from), ar.alloc(to-from)
-	copy(hi[d.lo-from:], d.hi)
-	copy(lc[d.lo-from:], d.lc)
-	d.lo, d.hi, d.lc = from, hi, lc
+	v := ar.alloc(2 * (to - from))
+	copy(v[2*(d.lo-from):], d.v)
+	d.lo, d.v = from, v
 }
 
 func (d *growDense) add(i int, x float64) {
-	e := exactSum{d.hi[i], d.lc[i]}
+	p := d.v[2*i : 2*i+2 : 2*i+2]
+	e := exactSum{p[0], p[1]}
 	e.add(x)
-	d.hi[i], d.lc[i] = e.hi, e.lo
+	p[0], p[1] = e.hi, e.lo
 }
 
 // floatArena hands out zeroed counts from chunks kept from query to query: a query's
@@ -564,31 +566,24 @@ func (ar *floatArena) free() {
 // spans, as the engine's compacted histograms hold them: HistogramQuantile's iterators
 // then step over no empty bucket (each costs them its bounds).
 func (d *growDense) side(spans []histogram.Span, bk []float64) ([]histogram.Span, []float64) {
-	prev := 0 // the index after the last span
-	first := true
-	for i := 0; i < len(d.hi); {
-		if d.hi[i] == 0 {
-			i++
+	next := -1 // the index after the last non-empty bucket
+	for i := 0; i < len(d.v); i += 2 {
+		h := d.v[i]
+		if h == 0 {
 			continue
 		}
-		j := i + 1
-		for j < len(d.hi) && d.hi[j] != 0 {
-			j++
+		k := d.lo + i/2
+		switch {
+		case next < 0:
+			spans = append(spans, histogram.Span{Offset: int32(k)})
+		case k != next:
+			spans = append(spans, histogram.Span{Offset: int32(k - next)})
 		}
-		off := int32(d.lo + i - prev)
-		if first {
-			off, first = int32(d.lo+i), false
-		}
-		spans = append(spans, histogram.Span{Offset: off, Length: uint32(j - i)})
-		for k := i; k < j; k++ {
-			bk = append(bk, d.hi[k]+d.lc[k])
-		}
-		prev, i = d.lo+j, j
+		spans[len(spans)-1].Length++
+		bk = append(bk, h+d.v[i+1])
+		next = k + 1
 	}
 	return spans, bk
 }
 
-func (d *growDense) clear() {
-	clear(d.hi)
-	clear(d.lc)
-}
+func (d *growDense) clear() { clear(d.v) }
