@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,7 +179,7 @@ func TestPushdownEqualsEngine(t *testing.T) {
 		return fmt.Sprintf("histogram_quantile(%s, %s)", phis[rng.IntN(len(phis))], inner)
 	}
 	sec := func(ms int64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64) }
-	points := 0
+	points, exact, warned, empty, nans, infs := 0, 0, 0, 0, 0, 0
 	before := pushed.pushed.Load()
 	for i := range 260 {
 		q := query()
@@ -202,6 +203,12 @@ func TestPushdownEqualsEngine(t *testing.T) {
 			t.Fatalf("%s %v:\npushed %d %s %s %q %d series\nengine %d %s %s %q %d series", path, v,
 				got.code, got.err, got.typ, got.warn, len(got.points), want.code, want.err, want.typ, want.warn, len(want.points))
 		}
+		if len(want.warn) > 0 {
+			warned++
+		}
+		if want.code == http.StatusOK && len(want.points) == 0 {
+			empty++
+		}
 		for m, wp := range want.points {
 			gp := got.points[m]
 			if len(gp) != len(wp) {
@@ -212,13 +219,43 @@ func TestPushdownEqualsEngine(t *testing.T) {
 					t.Fatalf("%s %v, %s: point %d pushed %v, engine %v", path, v, m, k, gp[k], wp[k])
 				}
 				points++
+				if gp[k][1] == wp[k][1] {
+					exact++
+				}
+				switch wp[k][1] {
+				case "NaN":
+					nans++
+				case "+Inf", "-Inf":
+					infs++
+				}
 			}
 		}
 	}
 	n := pushed.pushed.Load() - before
-	t.Logf("%d queries pushed down, %d points compared", n, points)
-	if n < 180 || points < 1000 {
-		t.Errorf("%d queries pushed down, %d points compared: the test compares too little", n, points)
+	t.Logf("%d queries pushed down, %d points compared (%d byte-equal, %d NaN, %d infinite), %d answers with warnings, %d empty",
+		n, points, exact, nans, infs, warned, empty)
+	if n < 180 || points < 1000 || nans == 0 || infs == 0 || warned == 0 || empty == 0 {
+		t.Errorf("%d queries pushed down, %d points, %d NaN, %d infinite, %d warned, %d empty: the test compares too little",
+			n, points, nans, infs, warned, empty)
+	}
+	if m := engine.pushed.Load(); m != 0 {
+		t.Errorf("DisablePushdown: %d queries pushed down", m)
+	}
+}
+
+// TestPushdownLeavesLimitsToTheEngine: a query of the pushdown's shape selecting more
+// series than MaxSeries is the engine's, which answers cost_limit as for any other query.
+func TestPushdownLeavesLimitsToTheEngine(t *testing.T) {
+	d := newDemo(t, "native:5", 4, 2)
+	a, err := New(Config{Store: d.store, Now: d.now_, MaxSeries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	q := url.Values{"query": {`histogram_quantile(0.95, sum by (key) (rate(latency_ms[5m])))`}}
+	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/query?"+q.Encode(), nil))
+	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), `"cost_limit"`) || a.pushed.Load() != 0 {
+		t.Errorf("8 series over MaxSeries 3: %d %s, %d pushed down", rec.Code, rec.Body.String(), a.pushed.Load())
 	}
 }
 
