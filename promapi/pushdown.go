@@ -118,8 +118,12 @@ type pdGroup struct {
 // context's error. warn are the engine's warnings for it.
 func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span evalSpan) ([]byte, []string, error) {
 	sh, ok := recognise(expr)
-	if !ok {
-		return nil, nil, errNotPushed
+	steps := int64(0) // after the first
+	if span.step > 0 {
+		steps = (span.end - span.start) / span.step
+	}
+	if !ok || span.end < span.start || steps > maxPoints || span.start-sh.rng > span.start {
+		return nil, nil, errNotPushed // times far outside int64's milliseconds: the engine's
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
@@ -143,7 +147,8 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 		rd.points = slices.Grow(rd.points[:0], len(rd.groups))[:len(rd.groups)]
 	}
 	stop := stopper(ctx)
-	for t := span.start; t <= span.end; t += max(span.step, 1) {
+	for i := range steps + 1 {
+		t := span.start + i*span.step
 		if !instant { // an instant query's rates were summed as its series were read
 			lo := t - sh.rng
 			for i := range rd.series {
@@ -175,9 +180,6 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 		rd.touched = rd.touched[:0]
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
-		}
-		if instant {
-			break
 		}
 	}
 	warn, _ := annos.AsStrings(text, 10, 0)
