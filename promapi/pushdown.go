@@ -27,8 +27,9 @@ import (
 // histograms, one per sample and series (BenchmarkPromQLQuantile); the pushdown takes, per
 // series and eval instant, the two samples the engine's rate would read (the querier's own
 // samples, thinned as the engine's Select thins them), sums the slots' buckets between them
-// straight into the group's counts, scaled by the engine's extrapolation factor for that
-// series, and hands the group's histogram to Prometheus' own promql.HistogramQuantile.
+// into the series' difference, scales it by the engine's extrapolation factor for that
+// series, adds it to its group's exact sums (pushsum.go), and hands the group's histogram
+// to Prometheus' own promql.HistogramQuantile.
 // Anything else is the engine's. TestPushdownEqualsEngine holds every answer to the
 // engine's over random stores, shapes and instants.
 
