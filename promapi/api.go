@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -66,6 +65,7 @@ type API struct {
 	engine *promql.Engine
 	parser parser.Parser
 	mux    *http.ServeMux
+	pushed atomic.Int64 // queries the pushdown answered (for tests)
 }
 
 // New builds the API and its engine. It returns Validate's error.
@@ -264,7 +264,8 @@ func (a *API) query(r *http.Request) ([]byte, []string, *apiError) {
 	if aerr != nil {
 		return nil, nil, aerr
 	}
-	return a.run(r, func(ctx context.Context, opts promql.QueryOpts, text string) (promql.Query, error) {
+	at := engineMillis(ts)
+	return a.run(r, evalSpan{start: at, end: at}, func(ctx context.Context, opts promql.QueryOpts, text string) (promql.Query, error) {
 		return a.engine.NewInstantQuery(ctx, a.q, opts, text, ts)
 	})
 }
@@ -291,15 +292,19 @@ func (a *API) queryRange(r *http.Request) ([]byte, []string, *apiError) {
 	if end.Sub(start)/step > maxPoints {
 		return nil, nil, &apiError{errBadData, errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")}
 	}
-	return a.run(r, func(ctx context.Context, opts promql.QueryOpts, text string) (promql.Query, error) {
+	span := evalSpan{start: engineMillis(start), end: engineMillis(end), step: step.Milliseconds()}
+	if span.step == 0 {
+		span.step = -1 // under a millisecond: the engine's
+	}
+	return a.run(r, span, func(ctx context.Context, opts promql.QueryOpts, text string) (promql.Query, error) {
 		return a.engine.NewRangeQuery(ctx, a.q, opts, text, start, end, step)
 	})
 }
 
 // run is what an instant and a range query share once their times are read: the request's
-// context and timeout, the engine's options, the subquery cap, then the query newQuery makes
-// of the text, executed.
-func (a *API) run(r *http.Request, newQuery func(context.Context, promql.QueryOpts, string) (promql.Query, error)) ([]byte, []string, *apiError) {
+// context and timeout, the engine's options, the subquery cap, the pushdown (when the query
+// has its shape), else the query newQuery makes of the text, executed.
+func (a *API) run(r *http.Request, span evalSpan, newQuery func(context.Context, promql.QueryOpts, string) (promql.Query, error)) ([]byte, []string, *apiError) {
 	ctx, cancel, aerr := a.queryContext(r)
 	if aerr != nil {
 		return nil, nil, aerr
@@ -310,8 +315,19 @@ func (a *API) run(r *http.Request, newQuery func(context.Context, promql.QueryOp
 		return nil, nil, aerr
 	}
 	text := r.Form.Get("query")
-	if aerr := a.checkSubqueries(text); aerr != nil {
+	expr, perr := a.parser.ParseExpr(text)
+	if aerr := checkSubqueries(expr, perr); aerr != nil {
 		return nil, nil, aerr
+	}
+	if perr == nil && !a.cfg.DisablePushdown && span.step >= 0 {
+		data, warn, err := a.pushdown(ctx, expr, text, span)
+		if !errors.Is(err, errNotPushed) {
+			if err != nil {
+				return nil, nil, execError(err)
+			}
+			a.pushed.Add(1)
+			return data, warn, nil
+		}
 	}
 	qry, err := newQuery(ctx, opts, text)
 	if err != nil {
@@ -324,8 +340,7 @@ func (a *API) run(r *http.Request, newQuery func(context.Context, promql.QueryOp
 // a subquery without asking the context (count_over_time(x[5y:1s]) is 158M steps, minutes
 // of CPU that the timeout does not stop), so its steps get Prometheus' own cap on a range
 // query's points. A query that does not parse is left to the engine's error.
-func (a *API) checkSubqueries(text string) *apiError {
-	expr, err := a.parser.ParseExpr(text)
+func checkSubqueries(expr parser.Expr, err error) *apiError {
 	if err != nil {
 		return nil
 	}
@@ -560,36 +575,4 @@ func (a *API) metadata(r *http.Request) ([]byte, []string, *apiError) {
 		b = append(b, `,"unit":""}]`...)
 	}
 	return append(b, '}'), nil, nil
-}
-
-// buildInfo is /api/v1/status/buildinfo: the Prometheus version whose engine answers
-// (v0.3NN.P of the Go module is Prometheus 3.NN.P), which Grafana reads to pick the
-// features it uses.
-var buildInfo = func() []byte {
-	version := "3.0.0"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == "github.com/prometheus/prometheus" {
-				version = promVersion(d.Version, version)
-			}
-		}
-	}
-	b := []byte(`{"version":`)
-	b = jsonenc.AppendString(b, version)
-	b = append(b, `,"revision":"slide","branch":"slide","buildUser":"slide","buildDate":"","goVersion":`...)
-	b = jsonenc.AppendString(b, runtime.Version())
-	return append(b, '}')
-}()
-
-// promVersion maps the Go module version v0.3NN.P onto Prometheus' 3.NN.P.
-func promVersion(mod, def string) string {
-	parts := strings.Split(strings.TrimPrefix(mod, "v"), ".")
-	if len(parts) < 3 || parts[0] != "0" {
-		return def
-	}
-	minor, err := strconv.Atoi(parts[1])
-	if err != nil || minor < 300 {
-		return def
-	}
-	return "3." + strconv.Itoa(minor-300) + "." + strings.SplitN(parts[2], "-", 2)[0]
 }

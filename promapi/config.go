@@ -57,6 +57,10 @@ type Config struct {
 	// asked. A partition no instance served answers 503 unavailable naming it, or with
 	// partial=allow a warning.
 	Cluster Cluster
+	// DisablePushdown sends every query to the engine: without it, the quantile shape
+	// histogram_quantile(φ, [sum by|without (…)] rate|increase(M[r])) over a slide metric's
+	// histogram is answered without the engine, equal to its answer (see the package doc).
+	DisablePushdown bool
 	// Registerer takes the engine's metrics (prometheus_engine_*); nil registers nothing.
 	Registerer prometheus.Registerer
 	// Logger logs failed queries; nil discards.

@@ -3,7 +3,8 @@
 // query_exemplars, status/buildinfo) evaluated by Prometheus' own engine
 // (github.com/prometheus/prometheus/promql) over a storage.Queryable backed by the rings
 // (issue #28). slide writes the adapter and the HTTP layer, not a query language: PromQL's
-// grammar, functions, extrapolation and histogram arithmetic are the engine's.
+// grammar, functions, extrapolation and histogram arithmetic are the engine's, except for
+// one shape of query answered without it and tested equal to it (the pushdown, below).
 //
 // # The series PromQL sees
 //
@@ -112,23 +113,56 @@
 // change (see thinned: a cumulative series that does not fall, both ends within an average
 // gap of the window's edges, so the engine extrapolates all the way with 2 samples as with
 // 31); TestThinnedRateIsExact holds every answer to the engine's over all the samples.
-// BenchmarkPromQLQuantile measures the instant p95 query over 1,000 series (30 slots
-// each) against /v1/top by p95 over them, in CPU per query: 9.4× (16.8 ms against 1.8 ms;
-// 15.6× before the cache, the spans and the thinning), not the issue's 3×. What is left is
-// mostly the engine's (the rate, the sum by key and the quantile over some 170 schema-5
-// buckets a series, and their garbage: about 7 µs a series, itself 4× /v1/top's 1.8 µs)
-// and the summing of each series' slots into its two histograms, against /v1/top reading
-// one kept aggregate a series. A coarser schema would cut the buckets fourfold and break
-// the 2.5% accuracy the issue also asks.
+// On the engine, the instant p95 query over 1,000 series (30 slots each) costs 9× /v1/top
+// by p95 over them in CPU (BenchmarkPromQLQuantile's engine row, 16 ms against 1.8 ms):
+// the rate, the sum by key and the quantile over some 170 schema-5 buckets a series copy,
+// subtract, scale and add whole histograms, with their garbage.
+//
+// # The pushdown
+//
+// The shape SREs type every day, histogram_quantile(φ, rate(M[r])) or increase, under
+// sum by (…) or sum without (…) or alone, φ a number literal, M's selector without offset
+// or @ and selecting one slide metric's histogram and nothing else, is answered without the
+// engine (as Thanos, Mimir and VictoriaMetrics answer shapes they know), for an instant
+// query and at every step of a range query. Per eval instant and series it takes the two
+// samples the engine's rate reads (the first and last in the window, from the querier's
+// own samples, thinned as Select thins them for the engine), sums the slots between them
+// into the series' difference, scales it by the engine's extrapolation factor for that
+// series (extrapolatedRate: to the window's edges, half a gap, or the counter's zero),
+// adds it to its group (the by labels, or all but the without ones and the name) with an
+// exact sum, so the group's counts are the correctly rounded sums the engine's
+// compensated sum gives whatever order the series come in, and hands the group's
+// histogram to Prometheus' own promql.HistogramQuantile. What the engine drops is dropped:
+// a series with fewer than two samples in the window gives no rate, a group without one
+// no output; a φ outside [0, 1] or NaN gives the engine's warning, and −Inf, +Inf or NaN
+// as HistogramQuantile does. The answer is the engine's JSON (a vector sorted by labels,
+// a matrix as the engine sorts it). Anything else goes to the engine unchanged: other
+// functions or aggregations, offset, @, a subquery, a φ that is not a literal, a selector
+// reaching several metrics or a float series, more series than MaxSeries (the engine's
+// cost_limit), a NaN observation in a sum, an error reading the series.
+// TestPushdownEqualsEngine holds it to the engine over random stores (two sketch kinds,
+// negative and zero values, gaps, series that start or end inside the window), random φ
+// (0, 1, negative, above 1, NaN), by and without groupings, rate and increase, windows that
+// are and are not slot multiples, instant queries at random (live and past) times and range
+// queries at random steps: the same series, timestamps and warnings, values to 1e-9
+// relative (byte-equal in practice). Config.DisablePushdown (slide serve
+// --promql-pushdown=false) sends every query to the engine. The engine's Timeout and the
+// request's context bound a pushed-down query too; its MaxSamples does not: the pushdown
+// holds one histogram a group, not one a sample.
+//
+// BenchmarkPromQLQuantile: pushed down, the instant p95 query costs 2.8× /v1/top by p95
+// (about 5 ms against 1.8 ms of CPU; 9× on the engine): reading each series' slots and
+// their cached buckets, and summing a window's buckets, against /v1/top reading one kept
+// aggregate a series. A coarser schema would cut the buckets fourfold and break the 2.5%
+// accuracy the issue also asks.
 //
 // Beside Prometheus (BenchmarkQueryRangeVsPrometheus: a real Prometheus 2.42 backfilled by
 // promtool with the same hour of 1,000 series, 10 s apart, both asked over HTTP by one
 // client; scripts/promrange-wrk.sh asks the same of slide serve with wrk): a one-hour
 // query_range at 10 s steps of sum by (key) (rate(M_count[1m])) takes about 0.6× to 0.8×
 // Prometheus' time, with equal answers point by point; with histogram_quantile(0.95) by key
-// beside it, 1.3× to 1.5× (1.65× to 1.8× before the spans and the cache), not the issue's 1×. The
-// quantile's cost is the engine's native histogram arithmetic at each of the 360 steps
-// (copy, subtract, compact, add) on the cumulative schema-5 buckets of each series, a
-// couple of hundred by the hour's end, against the 10 classic buckets Prometheus 2.42 is
-// given (it cannot backfill native histograms): building the series is about a tenth.
+// beside it, pushed down, about 0.35× (1.3× to 1.5× on the engine, whose native histogram
+// arithmetic at each of the 360 steps, copy, subtract, compact and add, ran over a couple
+// of hundred cumulative schema-5 buckets a series, against the 10 classic buckets
+// Prometheus 2.42 is given: it cannot backfill native histograms).
 package promapi

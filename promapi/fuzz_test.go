@@ -30,6 +30,9 @@ func FuzzAPI(f *testing.F) {
 		"query_exemplars?query=latency_ms",
 		"status/buildinfo",
 		"query?query=count_over_time(latency_ms_max[5m:1s])&lookback_delta=1m",
+		"query_range?query=histogram_quantile(-1,sum+without(route)(increase(latency_ms[17s])))&start=1799999700&end=1800000004&step=7",
+		"query_range?query=histogram_quantile(0.5,rate(latency_ms[1m]))&start=-9007199254740991&end=9007199254740991&step=900719925474099",
+		"query?query=histogram_quantile(NaN,sum+by(route)(rate(latency_ms{key=~\"k.*\"}[100y])))&time=1800000004.5",
 	} {
 		f.Add(s)
 	}

@@ -36,8 +36,16 @@ type slotBins struct {
 // builder's slab, shared by the series of one Select) and caches the packed ones; it
 // notes the range of indices they span.
 func (b *builder) histSeries(series string, slots []window.SlotView) *histSeries {
+	hs := &histSeries{slots: make([]slotBins, len(slots))}
+	b.fillHistSeries(hs, series, slots)
+	return hs
+}
+
+// fillHistSeries is histSeries into hs, whose slots it reuses (the pushdown's scratch,
+// for a series it is done with before the next).
+func (b *builder) fillHistSeries(hs *histSeries, series string, slots []window.SlotView) {
 	sh := &b.sh
-	hs := &histSeries{schema: sh.schema, zt: sh.ix.MinIndexableValue(), slots: make([]slotBins, len(slots))}
+	*hs = histSeries{schema: sh.schema, zt: sh.ix.MinIndexableValue(), slots: slices.Grow(hs.slots[:0], len(slots))[:len(slots)]}
 	var fresh bool
 	b.looks, fresh = b.cache.lookup(series, slots, b.looks[:0])
 	insert := false
@@ -70,7 +78,6 @@ func (b *builder) histSeries(series string, slots []window.SlotView) *histSeries
 	if negLo <= negHi {
 		hs.negLo, hs.nw = negLo, negHi-negLo+1
 	}
-	return hs
 }
 
 // histAcc is the running sum of a histSeries' slots up to through: an iterator moves it

@@ -2,6 +2,7 @@ package promapi
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -173,12 +174,18 @@ type builder struct {
 // build returns the samples of kind k of one series (whose slots VisitSlots handed over),
 // inside [mint, maxt]; hs is the series' histSeries for the histogram kind.
 func (b *builder) build(k kind, cur int64, slots []window.SlotView, hs *histSeries) []sample {
-	sh := &b.sh
 	if k == kindMax {
 		return b.maxima(slots)
 	}
+	return b.appendSamples(nil, k, cur, slots, hs)
+}
+
+// appendSamples is build for a cumulative kind, appending to out.
+func (b *builder) appendSamples(out []sample, k kind, cur int64, slots []window.SlotView, hs *histSeries) []sample {
+	sh := &b.sh
 	b.ts, b.through = sh.points(cur, b.ts[:0], b.through[:0])
-	out := make([]sample, 0, len(b.ts))
+	out = slices.Grow(out, len(b.ts))
+	start := len(out)
 	var count, sum float64
 	j := 0
 	for p, t := range b.ts {
@@ -195,7 +202,7 @@ func (b *builder) build(k kind, cur int64, slots []window.SlotView, hs *histSeri
 		case kindSum:
 			out = append(out, sample{t: t, f: sum})
 		case kindHistogram:
-			out = append(out, sample{t: t, hs: hs, through: b.through[p], first: len(out) == 0})
+			out = append(out, sample{t: t, hs: hs, through: b.through[p], first: len(out) == start})
 		}
 	}
 	return out

@@ -76,15 +76,18 @@ func (c *slotCache) lookup(series string, slots []window.SlotView, dst []look) (
 	p := 0
 	for i := range slots {
 		s := &slots[i]
+		for p < len(es) && es[p].index < s.Index {
+			p++
+		}
+		// An entry's slot is a packed one: the same pointer is a hit without reading the
+		// slot's memory (a cache miss a slot, the most of a lookup before).
+		if p < len(es) && es[p].index == s.Index && es[p].slot == s.Bins {
+			dst = append(dst, look{c: es[p].cachedSlot, state: lookHit})
+			continue
+		}
 		l := look{state: lookOpen}
 		if s.Bins.IsPacked() {
 			l.state = lookMiss
-			for p < len(es) && es[p].index < s.Index {
-				p++
-			}
-			if p < len(es) && es[p].index == s.Index && es[p].slot == s.Bins {
-				l = look{c: es[p].cachedSlot, state: lookHit}
-			}
 		}
 		dst = append(dst, l)
 	}

@@ -82,6 +82,7 @@ type serveConfig struct {
 	peerTimeout    time.Duration
 	usageStaleness time.Duration
 	keyPartitioner string
+	promPushdown   bool         // --promql-pushdown
 	budget         budgetConfig // budget.go
 
 	snapshotInterval   time.Duration
@@ -149,6 +150,7 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.peerTimeout, "peer-timeout", cluster.DefaultTimeout, "deadline of a read fanned out to the other instances; an owner slower than this counts as missing")
 	fs.DurationVar(&c.usageStaleness, "usage-staleness", cluster.DefaultStaleness, "how old the other instances' aggregates read by usage rules may be (cached); negative: no cache")
 	fs.StringVar(&c.keyPartitioner, "key-partitioner", "", "declare that every producer partitions records by key with murmur2 (Java clients, slide produce): a one-key read then asks only its partition's owner. Empty: ask every owner (exact whatever the producers do)")
+	fs.BoolVar(&c.promPushdown, "promql-pushdown", true, "answer histogram_quantile(φ, [sum by|without (…)] rate|increase(M[r])) on /api/v1/query and query_range without Prometheus' engine, equal to its answer and several times cheaper (false: every query goes to the engine)")
 	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N), feed OTLP spans of three services (duration_ms, labelled by "+demoSpanDimensions+" unless --span-dimensions says otherwise) and limit with demo policies")
 	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")
 	fs.IntVar(&c.demoKeys, "demo-keys", 20, "demo tenants")
@@ -417,7 +419,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	// partial=allow a warning.
 	// The engine's own metrics stay unregistered: prometheus_engine_query_duration_histogram_seconds
 	// fails promtool check metrics, and the route's requests are counted as route="promapi".
-	prom, err := promapi.New(promapi.Config{Store: store, Ready: ready, Cluster: cl, Logger: log})
+	prom, err := promapi.New(promapi.Config{Store: store, Ready: ready, Cluster: cl, Logger: log, DisablePushdown: !c.promPushdown})
 	if err != nil {
 		return err
 	}
