@@ -25,7 +25,7 @@
 // first 16 bytes of an HMAC-SHA256 under it over its direction, its sequence number and
 // its bytes, so a stranger can neither open a stream, nor inject, replay or reorder a
 // frame on one (stream.go has the frame format). Decisions for one owner are batched by
-// group commit: at most Config.MaxInflight (2) batches are on the wire to one owner; a
+// group commit: at most Config.MaxInflight (1) batches are on the wire to one owner; a
 // decision that finds a slot free leaves at once, and those arriving while every slot is
 // busy leave together in the next batch (at most MaxBatch). A lone decision never waits
 // for a timer, and under load one frame carries many decisions. The batch is a small
