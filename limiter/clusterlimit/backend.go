@@ -202,8 +202,9 @@ func (b *Backend) Memory(policy string) *limiter.Memory {
 // and is left to the collector).
 type call struct {
 	ctx      context.Context
-	deadline int64 // unix ns: the caller waits no longer
-	sent     int64 // unix ns: when its batch left (set by peer.send before it does)
+	deadline int64     // monotonic ns (monoOf): the caller waits no longer
+	sent     int64     // unix ns: when its batch left (set by peer.send before it does)
+	at       time.Time // when its answer arrived (answer)
 	it       item
 	res      result
 	err      error
@@ -215,7 +216,7 @@ var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1
 
 func newCall(ctx context.Context, deadline time.Time, it item) *call {
 	c := calls.Get().(*call)
-	c.ctx, c.deadline, c.it, c.res, c.err = ctx, deadline.UnixNano(), it, result{}, nil
+	c.ctx, c.deadline, c.it, c.res, c.err, c.at = ctx, monoOf(deadline), it, result{}, nil, time.Time{}
 	c.state.Store(0)
 	return c
 }
@@ -238,6 +239,27 @@ func (c *call) complete(res *result, err error) bool {
 	return true
 }
 
+// epoch anchors the backend's clock: a call's deadline is monotonic nanoseconds since it,
+// so that neither a step nor a slew of the wall clock moves one, and a deadline that
+// carries a monotonic reading (the Service's: its clock's reading plus the timeout)
+// converts without reading the clock. Only what crosses the wire is wall time.
+var epoch = time.Now()
+
+// monoOf is t on the backend's clock (a t without a monotonic reading: by its wall time).
+func monoOf(t time.Time) int64 { return int64(t.Sub(epoch)) }
+
+// monoNow is the backend's clock: one monotonic read.
+func monoNow() int64 { return int64(time.Since(epoch)) }
+
+// answer hands the call res, its answer arrived at at (read once for its whole batch),
+// unless another took the call first.
+func (c *call) answer(res *result, at time.Time) {
+	if c.state.CompareAndSwap(0, 1) {
+		c.res, c.at = *res, at
+		c.done <- struct{}{}
+	}
+}
+
 // errDeadline is the outcome of a call still unanswered at its deadline.
 var errDeadline = fmt.Errorf("clusterlimit: the owner did not answer in time: %w", context.DeadlineExceeded)
 
@@ -256,15 +278,23 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 	if !ok {
 		deadline = time.Now().Add(time.Second)
 	}
-	return b.DecideBy(ctx, deadline, reqs, out)
+	var answered time.Time
+	return b.decideBy(ctx, deadline, reqs, out, &answered)
 }
 
 var _ limiter.DeadlineDecider = (*Backend)(nil)
 
 // DecideBy is Decide bounded by deadline (limiter.DeadlineDecider: the Service derives no
 // context with a timer per call; a batch's timer, or its peer's queue timer, ends the
-// wait of a call at its deadline).
-func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limiter.BackendRequest, out []limiter.Decision) error {
+// wait of a call at its deadline). answered is when the last of the owners' answers
+// arrived (its batch's one clock read), zero when every key was decided here.
+func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limiter.BackendRequest, out []limiter.Decision) (answered time.Time, err error) {
+	err = b.decideBy(ctx, deadline, reqs, out, &answered)
+	return answered, err
+}
+
+// decideBy is DecideBy, the last answer's arrival in *answered.
+func (b *Backend) decideBy(ctx context.Context, deadline time.Time, reqs []limiter.BackendRequest, out []limiter.Decision, answered *time.Time) error {
 	var calls []*call
 	var owners []string
 	var callBuf [4]*call // most requests name one policy: no slices to allocate
@@ -312,6 +342,9 @@ func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limit
 			stale = append(stale, i)
 			continue
 		}
+		if c.at.After(*answered) {
+			*answered = c.at
+		}
 		err := b.finish(&reqs[i], c, &out[i])
 		c.release()
 		if err != nil {
@@ -349,6 +382,9 @@ func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limit
 		b.peer(addr).submit(c)
 		if err := wait(ctx, c); err != nil {
 			return err
+		}
+		if c.at.After(*answered) {
+			*answered = c.at
 		}
 		err := b.finish(r, c, &out[i])
 		c.release()

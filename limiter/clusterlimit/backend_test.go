@@ -551,3 +551,33 @@ func TestQueuedDecisionEndsAtItsOwnDeadline(t *testing.T) {
 		t.Errorf("the owner counted %d decisions of the queued call that had given up", n)
 	}
 }
+
+// TestDecideByAnswered: a forwarded decision reports when its answer arrived (the
+// Service's latency ends there, without a clock read of its own); an owned one reports
+// zero (the Service reads the clock).
+func TestDecideByAnswered(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	keyOf := func(owner string) string {
+		for i := 0; ; i++ {
+			if k := "k-" + strconv.Itoa(i); tp.truth[partitionOf(k, tp.parts)] == owner {
+				return k
+			}
+		}
+	}
+	ctx := context.Background()
+	now := time.Unix(1_764_489_600, 0)
+	out := make([]limiter.Decision, 1)
+	before := time.Now()
+	at, err := ins[0].b.DecideBy(ctx, before.Add(5*time.Second), []limiter.BackendRequest{{Policy: &p, Key: keyOf(ins[1].g.self), Now: now, Cost: 1}}, out)
+	if err != nil || !out[0].Allowed {
+		t.Fatalf("forwarded: %+v, %v; want allowed", out[0], err)
+	}
+	if at.Before(before) || at.After(time.Now()) {
+		t.Errorf("forwarded: answered at %v; want between the call's start %v and its return", at, before)
+	}
+	at, err = ins[0].b.DecideBy(ctx, time.Now().Add(5*time.Second), []limiter.BackendRequest{{Policy: &p, Key: keyOf(ins[0].g.self), Now: now, Cost: 1}}, out)
+	if err != nil || !out[0].Allowed || !at.IsZero() {
+		t.Errorf("owned: %+v, %v, answered %v; want allowed, answered zero", out[0], err, at)
+	}
+}

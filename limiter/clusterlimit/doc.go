@@ -41,7 +41,9 @@
 // The policy's timeout bounds the hop (default 50 ms; the Service hands the deadline to
 // Backend.DecideBy, limiter.DeadlineDecider, rather than a context with a timer per
 // decision: each batch's timer, and each owner's queue timer, end a caller's wait at its
-// own deadline, even behind batches of a longer timeout) and on_backend_error (open, closed,
+// own deadline, even behind batches of a longer timeout; deadlines are compared on the
+// monotonic clock, so a wall clock stepped or slewed moves none, and the Service's clock
+// reading starts them without a second read) and on_backend_error (open, closed,
 // local: this instance's memory of the same policy) decides when the owner does not
 // answer in time, answers an error, or is unknown. A caller that gave up before its
 // decision left is not sent, so the owner does not count a decision nobody waits for; one

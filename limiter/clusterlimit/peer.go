@@ -69,10 +69,10 @@ func (p *peer) submit(c *call) {
 	go p.send(batch)
 }
 
-// armLocked sets the queue's timer to fire at at (unix ns).
+// armLocked sets the queue's timer to fire at at (monoOf).
 func (p *peer) armLocked(at int64) {
 	p.qAt = at
-	d := time.Duration(at - time.Now().UnixNano())
+	d := time.Duration(at - monoNow())
 	if p.qtimer == nil {
 		p.qtimer = time.AfterFunc(d, p.expireQueue)
 	} else {
@@ -85,7 +85,7 @@ func (p *peer) armLocked(at int64) {
 func (p *peer) expireQueue() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := time.Now().UnixNano()
+	now := monoNow()
 	var next int64
 	for _, c := range p.queue {
 		switch {
@@ -128,7 +128,8 @@ func (p *peer) done() {
 // deadline is the latest of its callers'.
 func (p *peer) send(batch []*call) {
 	live := batch[:0]
-	now := time.Now().UnixNano()
+	start := time.Now() // one read: the batch's wall time (sent), and monotonic (now)
+	now, wall := monoOf(start), start.UnixNano()
 	var latest int64
 	for _, c := range batch {
 		switch {
@@ -141,7 +142,7 @@ func (p *peer) send(batch []*call) {
 			c.complete(nil, errDeadline)
 			continue
 		}
-		c.sent = now
+		c.sent = wall
 		live = append(live, c)
 		latest = max(latest, c.deadline)
 	}
@@ -149,12 +150,11 @@ func (p *peer) send(batch []*call) {
 		p.done()
 		return
 	}
-	deadline := time.Unix(0, latest)
-	start := time.Now()
+	deadline := start.Add(time.Duration(latest - now)) // its wall part the present's, for the wire
 	st, err := p.stream(deadline)
 	switch {
 	case err == nil:
-		st.send(live, deadline) // done when answered
+		st.send(live, deadline, start) // done when answered
 		return
 	case errors.Is(err, cluster.ErrNoStream):
 		p.roundTrip(live, deadline)
@@ -180,7 +180,8 @@ func (p *peer) roundTrip(live []*call, deadline time.Time) {
 		failAll(live, fmt.Errorf("clusterlimit: owner %s: %w", p.addr, err))
 		return
 	}
+	at := time.Now()
 	for i, c := range live {
-		c.complete(&res[i], nil)
+		c.answer(&res[i], at)
 	}
 }
