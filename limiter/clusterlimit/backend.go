@@ -195,80 +195,6 @@ func (b *Backend) Memory(policy string) *limiter.Memory {
 	return nil
 }
 
-// call is one decision forwarded to an owner. done receives once, when res or err is set
-// by whoever takes the call first (its answer, its deadline, its stream's failure; see
-// complete). Calls are pooled: one goes back only after its caller received a result (a
-// call that failed or whose caller gave up may still be in a queue or a batch in flight,
-// and is left to the collector).
-type call struct {
-	ctx      context.Context
-	deadline int64     // monotonic ns (monoOf): the caller waits no longer
-	sent     int64     // unix ns: when its batch left (set by peer.send before it does)
-	at       time.Time // when its answer arrived (answer)
-	it       item
-	res      result
-	err      error
-	state    atomic.Uint32 // 0 waiting, 1 taken
-	done     chan struct{} // buffered 1: finishing never blocks
-}
-
-var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
-
-func newCall(ctx context.Context, deadline time.Time, it item) *call {
-	c := calls.Get().(*call)
-	c.ctx, c.deadline, c.it, c.res, c.err, c.at = ctx, monoOf(deadline), it, result{}, nil, time.Time{}
-	c.state.Store(0)
-	return c
-}
-
-// waiting reports whether nobody took the call yet.
-func (c *call) waiting() bool { return c.state.Load() == 0 }
-
-// complete hands the call its outcome (res, or err when not nil) unless another took it
-// first; it reports whether it did.
-func (c *call) complete(res *result, err error) bool {
-	if !c.state.CompareAndSwap(0, 1) {
-		return false
-	}
-	if err != nil {
-		c.err = err
-	} else {
-		c.res = *res
-	}
-	c.done <- struct{}{}
-	return true
-}
-
-// epoch anchors the backend's clock: a call's deadline is monotonic nanoseconds since it,
-// so that neither a step nor a slew of the wall clock moves one, and a deadline that
-// carries a monotonic reading (the Service's: its clock's reading plus the timeout)
-// converts without reading the clock. Only what crosses the wire is wall time.
-var epoch = time.Now()
-
-// monoOf is t on the backend's clock (a t without a monotonic reading: by its wall time).
-func monoOf(t time.Time) int64 { return int64(t.Sub(epoch)) }
-
-// monoNow is the backend's clock: one monotonic read.
-func monoNow() int64 { return int64(time.Since(epoch)) }
-
-// answer hands the call res, its answer arrived at at (read once for its whole batch),
-// unless another took the call first.
-func (c *call) answer(res *result, at time.Time) {
-	if c.state.CompareAndSwap(0, 1) {
-		c.res, c.at = *res, at
-		c.done <- struct{}{}
-	}
-}
-
-// errDeadline is the outcome of a call still unanswered at its deadline.
-var errDeadline = fmt.Errorf("clusterlimit: the owner did not answer in time: %w", context.DeadlineExceeded)
-
-// release returns a call whose result was received to the pool.
-func (c *call) release() {
-	c.ctx, c.it = nil, item{}
-	calls.Put(c)
-}
-
 // Decide decides reqs, each at its key's owner: here when this instance owns the key's
 // partition, else forwarded; the forwarded ones of one owner share round trips with every
 // concurrent decision for that owner. An owner that answers stale is asked again once
@@ -303,15 +229,18 @@ func (b *Backend) decideBy(ctx context.Context, deadline time.Time, reqs []limit
 		r := &reqs[i]
 		o := b.owned[r.Policy.Name]
 		if o == nil {
+			abandonAll(calls) // those already submitted: none will be taken
 			return fmt.Errorf("clusterlimit: policy %q is not a cluster policy", r.Policy.Name)
 		}
 		it := item{policy: r.Policy.Name, fp: o.fingerprintOf(r.Policy), key: r.Key, now: r.Now.UnixNano(), cost: r.Cost}
 		p, addr, ok := b.g.KeyOwner(o.route(r.Key))
 		if !ok {
+			abandonAll(calls)
 			return ErrNoOwner
 		}
 		if addr == b.g.Self() {
 			if err := b.decideOwned(o, o.variant(r.Policy, it.fp), p, &it, &out[i]); err != nil {
+				abandonAll(calls)
 				return err
 			}
 			continue
@@ -336,6 +265,7 @@ func (b *Backend) decideBy(ctx context.Context, deadline time.Time, reqs []limit
 			continue
 		}
 		if err := wait(ctx, c); err != nil {
+			abandonAll(calls[i+1:])
 			return err
 		}
 		if c.res.status == StatusStale {
@@ -348,6 +278,7 @@ func (b *Backend) decideBy(ctx context.Context, deadline time.Time, reqs []limit
 		err := b.finish(&reqs[i], c, &out[i])
 		c.release()
 		if err != nil {
+			abandonAll(calls[i+1:])
 			return err
 		}
 	}
@@ -419,22 +350,6 @@ func (b *Backend) DecideLocal(req limiter.BackendRequest) (limiter.Decision, boo
 }
 
 var _ limiter.LocalDecider = (*Backend)(nil)
-
-// wait waits for c's outcome, or for ctx to end (the caller's own context: its deadline is
-// c's, which the peer enforces).
-func wait(ctx context.Context, c *call) error {
-	done := ctx.Done()
-	if done == nil { // a context that never ends: no select
-		<-c.done
-		return c.err
-	}
-	select {
-	case <-c.done:
-		return c.err
-	case <-done:
-		return fmt.Errorf("clusterlimit: waiting for the owner: %w", ctx.Err())
-	}
-}
 
 // finish turns an owner's result into the decision of r.
 func (b *Backend) finish(r *limiter.BackendRequest, c *call, d *limiter.Decision) error {

@@ -581,3 +581,45 @@ func TestDecideByAnswered(t *testing.T) {
 		t.Errorf("owned: %+v, %v, answered %v; want allowed, answered zero", out[0], err, at)
 	}
 }
+
+// TestAnswerGivenUpFreesItsSlot: a batch's slot is held until each of its callers took its
+// answer; a caller that returns before taking one (here the first of its two decisions
+// failed: the owner does not have its numbers) gives the other up, and the slot is freed
+// all the same: the next decision is answered, not left to its timeout.
+func TestAnswerGivenUpFreesItsSlot(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 100, Window: time.Minute}, limiter.FailClosed, 2*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	const key = "tenant-given-up"
+	owner, caller := ownerOf(t, tp, ins, key)
+	gate := make(chan struct{})
+	owner.gate.Store(&gate)
+	ctx := context.Background()
+	held := make(chan error, 1)
+	go func() { _, err := caller.svc.Allow(ctx, "p", key); held <- err }()
+	for caller.b.sent.Load() < 1 {
+		time.Sleep(time.Millisecond) // the slot is held at the owner
+	}
+	q := p
+	q.Limit = 101 // numbers the owner does not have: it answers StatusPolicy
+	pair := make(chan error, 1)
+	go func() {
+		now := time.Now()
+		reqs := []limiter.BackendRequest{{Policy: &q, Key: key, Now: now, Cost: 1}, {Policy: &p, Key: key, Now: now, Cost: 1}}
+		_, err := caller.b.DecideBy(ctx, now.Add(2*time.Second), reqs, make([]limiter.Decision, 2))
+		pair <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); queued(caller.b, owner.g.self) < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // both queue: they leave in one batch
+	}
+	owner.gate.Store(nil)
+	close(gate)
+	if err := <-held; err != nil {
+		t.Fatalf("the held decision: %v", err)
+	}
+	if err := <-pair; !errors.Is(err, ErrOwner) {
+		t.Fatalf("a pair whose first policy differs at the owner: %v; want ErrOwner", err)
+	}
+	if d, err := caller.svc.Allow(ctx, "p", key); err != nil || !d.Allowed || d.Degraded {
+		t.Errorf("the next decision: %+v, %v; want allowed by the owner (the slot freed)", d, err)
+	}
+}

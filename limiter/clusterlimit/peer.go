@@ -17,6 +17,14 @@ import (
 // sends (a group commit). So a lone decision never waits for a window, and under load the
 // round trips, not the decisions, are what the wire carries. Batches go as frames over one
 // stream per owner (stream.go), or as POSTs to an owner that serves no streams.
+//
+// A batch answered on a stream frees its slot only once each of its callers took its
+// answer (hold): the callers that decide again at once (a busy caller: a request loop, a
+// server's next request) then join the next batch instead of the one after it, so under
+// load one frame carries nearly every caller in flight (BenchmarkClusterDecision: ~120
+// decisions a frame against ~65 when the queue left as soon as the answer was read). The
+// wait is for callers already runnable, never for a timer or for a caller to come back.
+
 type peer struct {
 	b    *Backend
 	addr string
@@ -27,7 +35,9 @@ type peer struct {
 	st        *stream     // nil: none open
 	postUntil time.Time   // until then the owner is asked by POST (it refused a stream)
 	qtimer    *time.Timer // ends the wait of queued calls at their deadline
-	qAt       int64       // when qtimer fires (unix ns), 0: not armed
+	qAt       int64       // when qtimer fires (monoOf), 0: not armed
+	untaken   int         // answers of held batches not yet taken by their callers
+	held      int         // slots of batches answered, freed once untaken is 0
 
 	dialMu sync.Mutex // one dial at a time
 }
@@ -54,6 +64,7 @@ func (b *Backend) peer(addr string) *peer {
 
 // submit queues c; if a slot is free the queue leaves now.
 func (p *peer) submit(c *call) {
+	c.p = p
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
 	if p.inflight >= p.b.inflight {
@@ -108,6 +119,33 @@ func (p *peer) takeLocked() []*call {
 	batch := p.queue[:n:n]
 	p.queue = append(make([]*call, 0, max(n, len(p.queue)-n)), p.queue[n:]...)
 	return batch
+}
+
+// hold holds the slot of a batch of n calls about to be answered (answer): it is freed
+// once each call that took its answer (callAnswered) is taken or abandoned, and its
+// caller reports the rest (taken).
+func (p *peer) hold(n int) {
+	p.mu.Lock()
+	p.untaken += n
+	p.held++
+	p.mu.Unlock()
+}
+
+// taken accounts for n answers of held batches taken (or never given): when none is left
+// untaken, the held slots are freed.
+func (p *peer) taken(n int) {
+	p.mu.Lock()
+	p.untaken -= n
+	if p.untaken != 0 || p.held == 0 {
+		p.mu.Unlock()
+		return
+	}
+	held := p.held
+	p.held = 0
+	p.mu.Unlock()
+	for range held {
+		p.done()
+	}
 }
 
 // done frees the slot of a batch answered (or failed): the queue leaves in it, if any.
