@@ -594,10 +594,12 @@ func TestAnswerGivenUpFreesItsSlot(t *testing.T) {
 	gate := make(chan struct{})
 	owner.gate.Store(&gate)
 	ctx := context.Background()
-	held := make(chan error, 1)
-	go func() { _, err := caller.svc.Allow(ctx, "p", key); held <- err }()
-	for caller.b.sent.Load() < 1 {
-		time.Sleep(time.Millisecond) // the slot is held at the owner
+	held := make(chan error, DefaultMaxInflight)
+	for range DefaultMaxInflight {
+		go func() { _, err := caller.svc.Allow(ctx, "p", key); held <- err }()
+	}
+	for caller.b.sent.Load() < DefaultMaxInflight {
+		time.Sleep(time.Millisecond) // every slot is held at the owner
 	}
 	q := p
 	q.Limit = 101 // numbers the owner does not have: it answers StatusPolicy
@@ -613,8 +615,10 @@ func TestAnswerGivenUpFreesItsSlot(t *testing.T) {
 	}
 	owner.gate.Store(nil)
 	close(gate)
-	if err := <-held; err != nil {
-		t.Fatalf("the held decision: %v", err)
+	for range DefaultMaxInflight {
+		if err := <-held; err != nil {
+			t.Fatalf("a held decision: %v", err)
+		}
 	}
 	if err := <-pair; !errors.Is(err, ErrOwner) {
 		t.Fatalf("a pair whose first policy differs at the owner: %v; want ErrOwner", err)

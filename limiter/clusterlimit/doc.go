@@ -25,10 +25,13 @@
 // first 16 bytes of an HMAC-SHA256 under it over its direction, its sequence number and
 // its bytes, so a stranger can neither open a stream, nor inject, replay or reorder a
 // frame on one (stream.go has the frame format). Decisions for one owner are batched by
-// group commit: at most Config.MaxInflight (1) batches are on the wire to one owner; a
-// decision that finds a slot free leaves at once, and those arriving while every slot is
-// busy leave together in the next batch (at most MaxBatch). A lone decision never waits
-// for a timer, and under load one frame carries many decisions. The batch is a small
+// group commit: at most Config.MaxInflight (2) batches are on the wire to one owner, the
+// second only behind a batch of a few decisions (smallBatch); a decision that finds a slot
+// free leaves at once, and those arriving while every slot is busy leave together in the
+// next batch (at most MaxBatch). A batch answered on a stream frees its slot once each of
+// its callers took its answer, so the callers that decide again at once join the next
+// batch. A lone decision never waits for a timer, and under load one frame carries nearly
+// every decision in flight. The batch is a small
 // binary format (codec.go: varints, versioned, bounded, fuzzed by FuzzDecode, as are the
 // frames by FuzzFrame). An owner that answers the upgrade with anything but 101 (a slide
 // before streams) is asked by one signed POST per batch, the same batch as body, for a

@@ -12,9 +12,9 @@ import (
 )
 
 // peer is the channel to one owner: decisions queue, and at most Backend.inflight batches
-// are on the wire at once. A decision that finds a slot free leaves at once; the ones that
-// arrive while every slot is busy leave together in the batch the next slot to free up
-// sends (a group commit). So a lone decision never waits for a window, and under load the
+// are on the wire at once, the second only behind a small batch (smallBatch). A decision
+// that finds a slot free leaves at once; the ones that arrive while every slot is busy
+// leave together in the batch the next slot to free up sends (a group commit). So a lone decision never waits for a window, and under load the
 // round trips, not the decisions, are what the wire carries. Batches go as frames over one
 // stream per owner (stream.go), or as POSTs to an owner that serves no streams.
 //
@@ -24,7 +24,6 @@ import (
 // load one frame carries nearly every caller in flight (BenchmarkClusterDecision: ~120
 // decisions a frame against ~65 when the queue left as soon as the answer was read). The
 // wait is for callers already runnable, never for a timer or for a caller to come back.
-
 type peer struct {
 	b    *Backend
 	addr string
@@ -36,6 +35,7 @@ type peer struct {
 	postUntil time.Time   // until then the owner is asked by POST (it refused a stream)
 	qtimer    *time.Timer // ends the wait of queued calls at their deadline
 	qAt       int64       // when qtimer fires (monoOf), 0: not armed
+	lastBatch int         // the decisions of the last batch taken from the queue
 	untaken   int         // answers of held batches not yet taken by their callers
 	held      int         // slots of batches answered, freed once untaken is 0
 
@@ -62,12 +62,19 @@ func (b *Backend) peer(addr string) *peer {
 	return p
 }
 
-// submit queues c; if a slot is free the queue leaves now.
+// smallBatch is the most decisions a batch in flight may carry for the next decision to
+// leave at once in another slot: a few callers (moderate load) each keep one round trip's
+// latency, while behind a larger batch (load) the next decisions wait and gather into one
+// frame instead of a small one in every slot.
+const smallBatch = 8
+
+// submit queues c; if a slot is free the queue leaves now (a second slot only behind a
+// small batch: smallBatch).
 func (p *peer) submit(c *call) {
 	c.p = p
 	p.mu.Lock()
 	p.queue = append(p.queue, c)
-	if p.inflight >= p.b.inflight {
+	if p.inflight >= p.b.inflight || p.inflight > 0 && p.lastBatch > smallBatch {
 		if p.qAt == 0 || c.deadline < p.qAt {
 			p.armLocked(c.deadline)
 		}
@@ -116,6 +123,7 @@ func (p *peer) expireQueue() {
 // many: the next batch is likely as large, and grows without copying.
 func (p *peer) takeLocked() []*call {
 	n := min(len(p.queue), MaxBatch)
+	p.lastBatch = n
 	batch := p.queue[:n:n]
 	p.queue = append(make([]*call, 0, max(n, len(p.queue)-n)), p.queue[n:]...)
 	return batch
