@@ -76,9 +76,9 @@ type PolicyResolver interface {
 func (s *Service) nowStarts(now time.Time) bool { return s.ownClock && now != now.Round(0) }
 
 // decideRemote decides checks[idx] (rts[i]: the policy of checks[i]) in one call of
-// backend (named for the latency metric), its timeout and latency counted from start. On failure it applies each policy's mode and
-// returns the indexes of the closed ones (whose out entry is a denial marked Degraded)
-// and the error to report for them.
+// backend (named for the latency metric), its timeout and latency counted from start. On
+// failure it applies each policy's mode and returns the indexes of the closed ones (whose
+// out entry is a denial marked Degraded) and the error to report for them.
 func (s *Service) decideRemote(ctx context.Context, now, start time.Time, checks []Charge, rts []*running, idx []int, ovs []*override, out []Decision, backend Backend, name string) ([]int, error) {
 	dd, _ := backend.(DeadlineDecider)
 	var reqs []BackendRequest

@@ -158,12 +158,14 @@ func (g *group) AcceptStream(w http.ResponseWriter, r *http.Request) (*cluster.S
 }
 
 // instance is one slide instance of a test group: its backend, the Service over it, its
-// peer server, and a gate its server waits at before answering (nil: open).
+// peer server, and a gate its server waits at before answering (nil: open). noStream: its
+// server answers an upgrade 404, as a slide before streams did.
 type instance struct {
-	g    *group
-	b    *Backend
-	svc  *limiter.Service
-	gate atomic.Pointer[chan struct{}]
+	g        *group
+	b        *Backend
+	svc      *limiter.Service
+	gate     atomic.Pointer[chan struct{}]
+	noStream atomic.Bool
 }
 
 // startGroup starts n instances enforcing policies, the topic's 6 partitions dealt round
@@ -181,6 +183,10 @@ func startSigned(t testing.TB, auth *cluster.Auth, n int, policies ...limiter.Po
 	for i := range ins {
 		in := &instance{}
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if in.noStream.Load() && cluster.IsUpgrade(r) {
+				http.NotFound(w, r)
+				return
+			}
 			if g := in.gate.Load(); g != nil && !cluster.IsUpgrade(r) { // a stream's batches wait in hold
 				select {
 				case <-*g:
@@ -625,5 +631,39 @@ func TestAnswerGivenUpFreesItsSlot(t *testing.T) {
 	}
 	if d, err := caller.svc.Allow(ctx, "p", key); err != nil || !d.Allowed || d.Degraded {
 		t.Errorf("the next decision: %+v, %v; want allowed by the owner (the slot freed)", d, err)
+	}
+}
+
+// TestOwnerWithoutStreamsIsAskedByPOST: an owner that answers the upgrade 404 (a slide
+// before streams) is asked by one POST per batch; concurrent decisions are decided exactly,
+// and a POST's answers hold no slot (only a stream's are held until taken).
+func TestOwnerWithoutStreamsIsAskedByPOST(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 30, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	const key = "tenant-post"
+	owner, caller := ownerOf(t, tp, ins, key)
+	owner.noStream.Store(true)
+	var allowed, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			d, err := caller.svc.Allow(context.Background(), "p", key)
+			switch {
+			case err != nil:
+				failed.Add(1)
+			case d.Allowed:
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 30 || failed.Load() != 0 {
+		t.Errorf("40 decisions on a limit of 30 by POST: %d allowed, %d failed; want 30, 0", allowed.Load(), failed.Load())
+	}
+	pr := caller.b.peer(owner.g.self)
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.st != nil || pr.untaken != 0 || pr.held != 0 || pr.inflight != 0 {
+		t.Errorf("after the POSTs: stream %v, %d answers untaken, %d slots held, %d in flight; want none", pr.st, pr.untaken, pr.held, pr.inflight)
 	}
 }

@@ -64,11 +64,15 @@ func (c *call) complete(res *result, err error) bool {
 	return true
 }
 
-// answer hands the call its stream's answer res, arrived at at (read once for its whole
-// batch), unless another took the call first; it reports whether it did (the call then
-// holds its batch's slot until taken).
-func (c *call) answer(res *result, at time.Time) bool {
-	if !c.state.CompareAndSwap(callWaiting, callAnswered) {
+// answer hands the call its answer res, arrived at at (read once for its whole batch),
+// unless another took the call first; it reports whether it did. A call answered with held
+// (a stream's: peer.hold) holds its batch's slot until taken.
+func (c *call) answer(res *result, at time.Time, held bool) bool {
+	state := uint32(callDone)
+	if held {
+		state = callAnswered
+	}
+	if !c.state.CompareAndSwap(callWaiting, state) {
 		return false
 	}
 	c.res, c.at = *res, at

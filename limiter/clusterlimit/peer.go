@@ -14,9 +14,10 @@ import (
 // peer is the channel to one owner: decisions queue, and at most Backend.inflight batches
 // are on the wire at once, the second only behind a small batch (smallBatch). A decision
 // that finds a slot free leaves at once; the ones that arrive while every slot is busy
-// leave together in the batch the next slot to free up sends (a group commit). So a lone decision never waits for a window, and under load the
-// round trips, not the decisions, are what the wire carries. Batches go as frames over one
-// stream per owner (stream.go), or as POSTs to an owner that serves no streams.
+// leave together in the batch the next slot to free up sends (a group commit). So a lone
+// decision never waits for a window, and under load the round trips, not the decisions,
+// are what the wire carries. Batches go as frames over one stream per owner (stream.go),
+// or as POSTs to an owner that serves no streams.
 //
 // A batch answered on a stream frees its slot only once each of its callers took its
 // answer (hold): the callers that decide again at once (a busy caller: a request loop, a
@@ -228,6 +229,6 @@ func (p *peer) roundTrip(live []*call, deadline time.Time) {
 	}
 	at := time.Now()
 	for i, c := range live {
-		c.answer(&res[i], at)
+		c.answer(&res[i], at, false) // the slot is freed by send, not held
 	}
 }
