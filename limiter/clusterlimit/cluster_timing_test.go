@@ -77,11 +77,11 @@ func BenchmarkClusterDecision(b *testing.B) {
 	})
 }
 
-// BenchmarkClusterDecisionAlone is the latency of a forwarded decision at low load: one
+// BenchmarkClusterFewCallers is the latency of a forwarded decision at low load: one
 // caller deciding in a loop (1), or one per core (2), over the same signed loopback stream
 // as BenchmarkClusterDecision; ns/op is the round trip a caller waits. A slot held until
 // the answers are taken (peer.hold) must not make it longer.
-func BenchmarkClusterDecisionAlone(b *testing.B) {
+func BenchmarkClusterFewCallers(b *testing.B) {
 	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Capacity: 1 << 30, RefillPerSecond: 1000}, limiter.FailClosed, 5*time.Second)
 	auth, err := cluster.NewAuth(cluster.AuthConfig{Key: []byte("0123456789abcdef0123456789abcdef")})
 	if err != nil {
