@@ -2,6 +2,8 @@ package limiter
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -34,9 +36,11 @@ type Backend interface {
 // its batches' timers end every caller's wait at its deadline), so the Service derives no
 // context with a timer for each call. ctx is the caller's; an answer not had by deadline
 // is an error wrapping context.DeadlineExceeded. DecideBy keeps neither reqs nor out past
-// its return (the Service reuses them).
+// its return (the Service reuses them). answered is when the last answer arrived, read by
+// the backend once for all the calls one answer serves (the Service's latency then ends
+// there, without a clock read of its own); zero: the Service reads the clock.
 type DeadlineDecider interface {
-	DecideBy(ctx context.Context, deadline time.Time, reqs []BackendRequest, out []Decision) error
+	DecideBy(ctx context.Context, deadline time.Time, reqs []BackendRequest, out []Decision) (answered time.Time, err error)
 }
 
 // remoteScratch holds the requests and answers of a DeadlineDecider's call of up to four
@@ -63,4 +67,116 @@ type LocalDecider interface {
 // numbers themselves).
 type PolicyResolver interface {
 	SetResolver(func(name, key string) (Policy, string, bool))
+}
+
+// nowStarts reports whether now is the present to start a backend call's timeout at: the
+// default clock's reading (the Service's MonotonicClock: its times carry a monotonic
+// reading, and its wall part is anchored at the Service's start, so only the monotonic
+// part is the present; a backend on deadlines compares them by it, clusterlimit does).
+func (s *Service) nowStarts(now time.Time) bool { return s.ownClock && now != now.Round(0) }
+
+// decideRemote decides checks[idx] (rts[i]: the policy of checks[i]) in one call of
+// backend (named for the latency metric), its timeout and latency counted from start. On
+// failure it applies each policy's mode and returns the indexes of the closed ones (whose
+// out entry is a denial marked Degraded) and the error to report for them.
+func (s *Service) decideRemote(ctx context.Context, now, start time.Time, checks []Charge, rts []*running, idx []int, ovs []*override, out []Decision, backend Backend, name string) ([]int, error) {
+	dd, _ := backend.(DeadlineDecider)
+	var reqs []BackendRequest
+	var res []Decision
+	if dd != nil && len(idx) <= len(remoteScratch{}.reqs) {
+		// It keeps neither slice past its return (a Backend on deadlines decides in the
+		// caller's goroutine): they go back to a pool, and a decision allocates none.
+		sc := remoteScratches.Get().(*remoteScratch)
+		reqs, res = sc.reqs[:len(idx)], sc.res[:len(idx)]
+		defer func() {
+			clear(reqs)
+			remoteScratches.Put(sc)
+		}()
+	} else {
+		reqs, res = make([]BackendRequest, len(idx)), make([]Decision, len(idx))
+	}
+	timeout := time.Duration(0)
+	for j, i := range idx {
+		rt := rts[i]
+		p := &rt.p
+		if ovs != nil && ovs[i] != nil {
+			p = &ovs[i].p // the key's plan: its numbers, the policy's name and keys
+		}
+		reqs[j] = BackendRequest{Policy: p, Key: checks[i].Key, Now: now, Cost: checks[i].Cost}
+		if t := rt.p.EffectiveTimeout(); timeout == 0 || t < timeout {
+			timeout = t // one round trip serves all: the strictest bound wins
+		}
+	}
+	var err error
+	var answered time.Time
+	if dd != nil {
+		answered, err = dd.DecideBy(ctx, start.Add(timeout), reqs, res)
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		err = backend.Decide(cctx, reqs, res)
+		cancel()
+	}
+	latency := answered.Sub(start)
+	if answered.IsZero() {
+		latency = time.Since(start)
+	}
+	s.metrics.backendLatency(name).Observe(latency.Seconds())
+	nowNs := now.UnixNano()
+	var failed error
+	var unavailable []int
+	for j, i := range idx {
+		rt := rts[i]
+		if err == nil {
+			out[i] = res[j]
+			if d := &out[i]; !d.Allowed && rt.deny != nil && d.RetryAfter > 0 && rt.p.Levels.N == 0 {
+				rt.deny.put(checks[i].Key, denyEntry{until: nowNs + int64(d.RetryAfter), resetAt: nowNs + int64(d.ResetAfter),
+					cost: max(checks[i].Cost, 1), remaining: d.Remaining}, nowNs)
+			}
+			s.count(rt, &out[i])
+			continue
+		}
+		if ctx.Err() != nil {
+			// The caller's context ended, not the backend: no failure mode,
+			// no error metric (Decide returns the context's error).
+			out[i] = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name}
+			if failed == nil {
+				failed = ctx.Err()
+			}
+			unavailable = append(unavailable, i)
+			continue
+		}
+		timedOut := errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
+		if timedOut {
+			rt.m.errTimeout.Inc()
+		} else {
+			rt.m.errOther.Inc()
+		}
+		rt.m.failed.Inc()
+		s.logFailure(rt, err)
+		switch rt.p.OnBackendError {
+		case FailOpen:
+			out[i] = Decision{Allowed: true, Limit: rt.p.Quota(), Remaining: rt.p.Quota(), Window: rt.p.QuotaWindow(),
+				Policy: rt.p.Name, Degraded: true}
+		case FailLocal:
+			rt.mem.decide(&rt.mem.pr, checks[i].Key, nowNs, checks[i].Cost, &out[i])
+			out[i].Degraded = true
+			s.shadow(rt, &out[i])
+		default: // FailClosed
+			out[i] = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name, Degraded: true}
+			if rt.p.Shadow {
+				out[i].Allowed = true
+				continue
+			}
+			if failed == nil {
+				failed = fmt.Errorf("policy %q: %w: %w", rt.p.Name, ErrBackendUnavailable, err)
+			}
+			unavailable = append(unavailable, i)
+		}
+	}
+	return unavailable, failed
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
 }

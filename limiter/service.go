@@ -68,16 +68,17 @@ type Config struct {
 // Allow, AllowN, Decide and NewMiddleware. Safe for concurrent use; holds no
 // goroutines, so it needs no Close.
 type Service struct {
-	byName  map[string]*running
-	names   []string
-	redis   Backend
-	cluster Backend
-	local   LocalDecider // cluster, when it decides owned keys in process
-	clock   func() time.Time
-	log     *slog.Logger
-	metrics *metrics
-	plans   atomic.Pointer[planTable] // nil: no plans
-	planMu  sync.Mutex                // serialises SetPlans and SetKeyPlans
+	byName   map[string]*running
+	names    []string
+	redis    Backend
+	cluster  Backend
+	local    LocalDecider // cluster, when it decides owned keys in process
+	clock    func() time.Time
+	ownClock bool // clock is MonotonicClock's: a now it read that carries a monotonic reading is the present (nowStarts)
+	log      *slog.Logger
+	metrics  *metrics
+	plans    atomic.Pointer[planTable] // nil: no plans
+	planMu   sync.Mutex                // serialises SetPlans and SetKeyPlans
 }
 
 // running is one policy or checker as the Service runs it.
@@ -125,7 +126,7 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{byName: map[string]*running{}, redis: cfg.Redis, cluster: cfg.Cluster, clock: clock, log: log, metrics: met}
+	s := &Service{byName: map[string]*running{}, redis: cfg.Redis, cluster: cfg.Cluster, clock: clock, ownClock: cfg.Clock == nil, log: log, metrics: met}
 	var errs []error
 	first := map[string]string{}
 	for _, p := range cfg.Policies {
@@ -248,6 +249,11 @@ func (s *Service) AllowN(ctx context.Context, policy, key string, now time.Time,
 // least Remaining (the one nearest its limit). If nothing denies but a
 // closed policy's backend failed, the error is ErrBackendUnavailable. Input
 // errors are returned before anything is charged.
+//
+// now is the decisions' time, normally the Service clock's reading (Now). With the
+// default clock, a now read from it (it carries a monotonic reading) also starts the
+// backend's timeout and latency, sparing a clock read per decision: pass a now read just
+// before, not one kept from earlier.
 func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, out []Decision) (Decision, error) {
 	if len(checks) == 0 {
 		return Decision{}, fmt.Errorf("%w: no policy named", ErrUnknownPolicy)
@@ -402,7 +408,11 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		if len(idx) == 0 {
 			continue
 		}
-		un, err := s.decideRemote(ctx, now, checks, rts, idx, ovs, out, backend, name)
+		start := now
+		if k == 1 && len(remote) > 0 || !s.nowStarts(now) {
+			start = time.Now() // the Redis call took its time, or now is not the present
+		}
+		un, err := s.decideRemote(ctx, now, start, checks, rts, idx, ovs, out, backend, name)
 		unavailable = append(unavailable, un...)
 		if failed == nil {
 			failed = err
@@ -463,108 +473,6 @@ func (m *Memory) decide(pr *params, key string, now, cost int64, d *Decision) bo
 		return false
 	}
 	return true
-}
-
-// decideRemote decides checks[idx] (rts[i]: the policy of checks[i]) in one call of
-// backend (named for the latency metric). On failure it applies each policy's mode and
-// returns the indexes of the closed ones (whose out entry is a denial marked Degraded)
-// and the error to report for them.
-func (s *Service) decideRemote(ctx context.Context, now time.Time, checks []Charge, rts []*running, idx []int, ovs []*override, out []Decision, backend Backend, name string) ([]int, error) {
-	dd, _ := backend.(DeadlineDecider)
-	var reqs []BackendRequest
-	var res []Decision
-	if dd != nil && len(idx) <= len(remoteScratch{}.reqs) {
-		// It keeps neither slice past its return (a Backend on deadlines decides in the
-		// caller's goroutine): they go back to a pool, and a decision allocates none.
-		sc := remoteScratches.Get().(*remoteScratch)
-		reqs, res = sc.reqs[:len(idx)], sc.res[:len(idx)]
-		defer func() {
-			clear(reqs)
-			remoteScratches.Put(sc)
-		}()
-	} else {
-		reqs, res = make([]BackendRequest, len(idx)), make([]Decision, len(idx))
-	}
-	timeout := time.Duration(0)
-	for j, i := range idx {
-		rt := rts[i]
-		p := &rt.p
-		if ovs != nil && ovs[i] != nil {
-			p = &ovs[i].p // the key's plan: its numbers, the policy's name and keys
-		}
-		reqs[j] = BackendRequest{Policy: p, Key: checks[i].Key, Now: now, Cost: checks[i].Cost}
-		if t := rt.p.EffectiveTimeout(); timeout == 0 || t < timeout {
-			timeout = t // one round trip serves all: the strictest bound wins
-		}
-	}
-	start := time.Now()
-	var err error
-	if dd != nil {
-		err = dd.DecideBy(ctx, start.Add(timeout), reqs, res)
-	} else {
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		err = backend.Decide(cctx, reqs, res)
-		cancel()
-	}
-	s.metrics.backendLatency(name).Observe(time.Since(start).Seconds())
-	nowNs := now.UnixNano()
-	var failed error
-	var unavailable []int
-	for j, i := range idx {
-		rt := rts[i]
-		if err == nil {
-			out[i] = res[j]
-			if d := &out[i]; !d.Allowed && rt.deny != nil && d.RetryAfter > 0 && rt.p.Levels.N == 0 {
-				rt.deny.put(checks[i].Key, denyEntry{until: nowNs + int64(d.RetryAfter), resetAt: nowNs + int64(d.ResetAfter),
-					cost: max(checks[i].Cost, 1), remaining: d.Remaining}, nowNs)
-			}
-			s.count(rt, &out[i])
-			continue
-		}
-		if ctx.Err() != nil {
-			// The caller's context ended, not the backend: no failure mode,
-			// no error metric (Decide returns the context's error).
-			out[i] = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name}
-			if failed == nil {
-				failed = ctx.Err()
-			}
-			unavailable = append(unavailable, i)
-			continue
-		}
-		timedOut := errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
-		if timedOut {
-			rt.m.errTimeout.Inc()
-		} else {
-			rt.m.errOther.Inc()
-		}
-		rt.m.failed.Inc()
-		s.logFailure(rt, err)
-		switch rt.p.OnBackendError {
-		case FailOpen:
-			out[i] = Decision{Allowed: true, Limit: rt.p.Quota(), Remaining: rt.p.Quota(), Window: rt.p.QuotaWindow(),
-				Policy: rt.p.Name, Degraded: true}
-		case FailLocal:
-			rt.mem.decide(&rt.mem.pr, checks[i].Key, nowNs, checks[i].Cost, &out[i])
-			out[i].Degraded = true
-			s.shadow(rt, &out[i])
-		default: // FailClosed
-			out[i] = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name, Degraded: true}
-			if rt.p.Shadow {
-				out[i].Allowed = true
-				continue
-			}
-			if failed == nil {
-				failed = fmt.Errorf("policy %q: %w: %w", rt.p.Name, ErrBackendUnavailable, err)
-			}
-			unavailable = append(unavailable, i)
-		}
-	}
-	return unavailable, failed
-}
-
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
 }
 
 func (s *Service) logFailure(rt *running, err error) {

@@ -158,12 +158,14 @@ func (g *group) AcceptStream(w http.ResponseWriter, r *http.Request) (*cluster.S
 }
 
 // instance is one slide instance of a test group: its backend, the Service over it, its
-// peer server, and a gate its server waits at before answering (nil: open).
+// peer server, and a gate its server waits at before answering (nil: open). noStream: its
+// server answers an upgrade 404, as a slide before streams did.
 type instance struct {
-	g    *group
-	b    *Backend
-	svc  *limiter.Service
-	gate atomic.Pointer[chan struct{}]
+	g        *group
+	b        *Backend
+	svc      *limiter.Service
+	gate     atomic.Pointer[chan struct{}]
+	noStream atomic.Bool
 }
 
 // startGroup starts n instances enforcing policies, the topic's 6 partitions dealt round
@@ -181,6 +183,10 @@ func startSigned(t testing.TB, auth *cluster.Auth, n int, policies ...limiter.Po
 	for i := range ins {
 		in := &instance{}
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if in.noStream.Load() && cluster.IsUpgrade(r) {
+				http.NotFound(w, r)
+				return
+			}
 			if g := in.gate.Load(); g != nil && !cluster.IsUpgrade(r) { // a stream's batches wait in hold
 				select {
 				case <-*g:
@@ -549,5 +555,115 @@ func TestQueuedDecisionEndsAtItsOwnDeadline(t *testing.T) {
 	}
 	if n := owner.b.Memory("fast").Len(); n != 0 {
 		t.Errorf("the owner counted %d decisions of the queued call that had given up", n)
+	}
+}
+
+// TestDecideByAnswered: a forwarded decision reports when its answer arrived (the
+// Service's latency ends there, without a clock read of its own); an owned one reports
+// zero (the Service reads the clock).
+func TestDecideByAnswered(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	keyOf := func(owner string) string {
+		for i := 0; ; i++ {
+			if k := "k-" + strconv.Itoa(i); tp.truth[partitionOf(k, tp.parts)] == owner {
+				return k
+			}
+		}
+	}
+	ctx := context.Background()
+	now := time.Unix(1_764_489_600, 0)
+	out := make([]limiter.Decision, 1)
+	before := time.Now()
+	at, err := ins[0].b.DecideBy(ctx, before.Add(5*time.Second), []limiter.BackendRequest{{Policy: &p, Key: keyOf(ins[1].g.self), Now: now, Cost: 1}}, out)
+	if err != nil || !out[0].Allowed {
+		t.Fatalf("forwarded: %+v, %v; want allowed", out[0], err)
+	}
+	if at.Before(before) || at.After(time.Now()) {
+		t.Errorf("forwarded: answered at %v; want between the call's start %v and its return", at, before)
+	}
+	at, err = ins[0].b.DecideBy(ctx, time.Now().Add(5*time.Second), []limiter.BackendRequest{{Policy: &p, Key: keyOf(ins[0].g.self), Now: now, Cost: 1}}, out)
+	if err != nil || !out[0].Allowed || !at.IsZero() {
+		t.Errorf("owned: %+v, %v, answered %v; want allowed, answered zero", out[0], err, at)
+	}
+}
+
+// TestAnswerGivenUpFreesItsSlot: a batch's slot is held until each of its callers took its
+// answer; a caller that returns before taking one (here the first of its two decisions
+// failed: the owner does not have its numbers) gives the other up, and the slot is freed
+// all the same: the next decision is answered, not left to its timeout.
+func TestAnswerGivenUpFreesItsSlot(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 100, Window: time.Minute}, limiter.FailClosed, 2*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	const key = "tenant-given-up"
+	owner, caller := ownerOf(t, tp, ins, key)
+	gate := make(chan struct{})
+	owner.gate.Store(&gate)
+	ctx := context.Background()
+	held := make(chan error, DefaultMaxInflight)
+	for range DefaultMaxInflight {
+		go func() { _, err := caller.svc.Allow(ctx, "p", key); held <- err }()
+	}
+	for caller.b.sent.Load() < DefaultMaxInflight {
+		time.Sleep(time.Millisecond) // every slot is held at the owner
+	}
+	q := p
+	q.Limit = 101 // numbers the owner does not have: it answers StatusPolicy
+	pair := make(chan error, 1)
+	go func() {
+		now := time.Now()
+		reqs := []limiter.BackendRequest{{Policy: &q, Key: key, Now: now, Cost: 1}, {Policy: &p, Key: key, Now: now, Cost: 1}}
+		_, err := caller.b.DecideBy(ctx, now.Add(2*time.Second), reqs, make([]limiter.Decision, 2))
+		pair <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); queued(caller.b, owner.g.self) < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // both queue: they leave in one batch
+	}
+	owner.gate.Store(nil)
+	close(gate)
+	for range DefaultMaxInflight {
+		if err := <-held; err != nil {
+			t.Fatalf("a held decision: %v", err)
+		}
+	}
+	if err := <-pair; !errors.Is(err, ErrOwner) {
+		t.Fatalf("a pair whose first policy differs at the owner: %v; want ErrOwner", err)
+	}
+	if d, err := caller.svc.Allow(ctx, "p", key); err != nil || !d.Allowed || d.Degraded {
+		t.Errorf("the next decision: %+v, %v; want allowed by the owner (the slot freed)", d, err)
+	}
+}
+
+// TestOwnerWithoutStreamsIsAskedByPOST: an owner that answers the upgrade 404 (a slide
+// before streams) is asked by one POST per batch; concurrent decisions are decided exactly,
+// and a POST's answers hold no slot (only a stream's are held until taken).
+func TestOwnerWithoutStreamsIsAskedByPOST(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 30, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	const key = "tenant-post"
+	owner, caller := ownerOf(t, tp, ins, key)
+	owner.noStream.Store(true)
+	var allowed, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			d, err := caller.svc.Allow(context.Background(), "p", key)
+			switch {
+			case err != nil:
+				failed.Add(1)
+			case d.Allowed:
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 30 || failed.Load() != 0 {
+		t.Errorf("40 decisions on a limit of 30 by POST: %d allowed, %d failed; want 30, 0", allowed.Load(), failed.Load())
+	}
+	pr := caller.b.peer(owner.g.self)
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.st != nil || pr.untaken != 0 || pr.held != 0 || pr.inflight != 0 {
+		t.Errorf("after the POSTs: stream %v, %d answers untaken, %d slots held, %d in flight; want none", pr.st, pr.untaken, pr.held, pr.inflight)
 	}
 }

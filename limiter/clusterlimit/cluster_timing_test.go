@@ -77,6 +77,47 @@ func BenchmarkClusterDecision(b *testing.B) {
 	})
 }
 
+// BenchmarkClusterFewCallers is the latency of a forwarded decision at low load: one
+// caller deciding in a loop (1), or one per core (2), over the same signed loopback stream
+// as BenchmarkClusterDecision; ns/op is the round trip a caller waits. A slot held until
+// the answers are taken (peer.hold) must not make it longer.
+func BenchmarkClusterFewCallers(b *testing.B) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Capacity: 1 << 30, RefillPerSecond: 1000}, limiter.FailClosed, 5*time.Second)
+	auth, err := cluster.NewAuth(cluster.AuthConfig{Key: []byte("0123456789abcdef0123456789abcdef")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp, ins := startSigned(b, auth, 2, p)
+	var remote []string
+	for i := 0; len(remote) < 1000; i++ {
+		if k := "tenant-" + strconv.Itoa(i); tp.truth[partitionOf(k, tp.parts)] == ins[1].g.self {
+			remote = append(remote, k)
+		}
+	}
+	svc := ins[0].svc
+	decide := func(ctx context.Context, i int) {
+		if d, err := svc.Allow(ctx, "p", remote[i%len(remote)]); err != nil || !d.Allowed || d.Degraded {
+			panic(fmt.Sprintf("decision %+v, %v", d, err))
+		}
+	}
+	b.Run("1", func(b *testing.B) {
+		ctx := context.Background()
+		for i := 0; b.Loop(); i++ {
+			decide(ctx, i)
+		}
+	})
+	b.Run("2", func(b *testing.B) {
+		b.SetParallelism(1)
+		var next atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				decide(ctx, int(next.Add(1)))
+			}
+		})
+	})
+}
+
 // BenchmarkClusterCheckpoint is the decisions/s of an owner of 100,000 live keys (token
 // bucket) with checkpoints every second (ours) against none (anchor). A checkpoint's cost
 // is what the owner's CPU pays: exporting and encoding every key of its partitions (the

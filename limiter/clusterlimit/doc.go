@@ -25,10 +25,13 @@
 // first 16 bytes of an HMAC-SHA256 under it over its direction, its sequence number and
 // its bytes, so a stranger can neither open a stream, nor inject, replay or reorder a
 // frame on one (stream.go has the frame format). Decisions for one owner are batched by
-// group commit: at most Config.MaxInflight (2) batches are on the wire to one owner; a
-// decision that finds a slot free leaves at once, and those arriving while every slot is
-// busy leave together in the next batch (at most MaxBatch). A lone decision never waits
-// for a timer, and under load one frame carries many decisions. The batch is a small
+// group commit: at most Config.MaxInflight (2) batches are on the wire to one owner, the
+// second only behind a batch of a few decisions (smallBatch); a decision that finds a slot
+// free leaves at once, and those arriving while every slot is busy leave together in the
+// next batch (at most MaxBatch). A batch answered on a stream frees its slot once each of
+// its callers took its answer, so the callers that decide again at once join the next
+// batch. A lone decision never waits for a timer, and under load one frame carries nearly
+// every decision in flight. The batch is a small
 // binary format (codec.go: varints, versioned, bounded, fuzzed by FuzzDecode, as are the
 // frames by FuzzFrame). An owner that answers the upgrade with anything but 101 (a slide
 // before streams) is asked by one signed POST per batch, the same batch as body, for a
@@ -41,7 +44,9 @@
 // The policy's timeout bounds the hop (default 50 ms; the Service hands the deadline to
 // Backend.DecideBy, limiter.DeadlineDecider, rather than a context with a timer per
 // decision: each batch's timer, and each owner's queue timer, end a caller's wait at its
-// own deadline, even behind batches of a longer timeout) and on_backend_error (open, closed,
+// own deadline, even behind batches of a longer timeout; deadlines are compared on the
+// monotonic clock, so a wall clock stepped or slewed moves none, and the Service's clock
+// reading starts them without a second read) and on_backend_error (open, closed,
 // local: this instance's memory of the same policy) decides when the owner does not
 // answer in time, answers an error, or is unknown. A caller that gave up before its
 // decision left is not sent, so the owner does not count a decision nobody waits for; one
