@@ -447,6 +447,62 @@ func TestOwnedDecisionIsAMemoryDecision(t *testing.T) {
 	}
 }
 
+// TestRouteIsTheOwnerDecideLocalFound: DecideLocal hands back the route to a key's owner
+// (the Service passes it to DecideBy, which then looks nothing up again); a route that is
+// not of the request's policy (another policy's, or no index of this backend's) is not
+// believed: the owner is looked up, and each decision counts at the key's owner under its
+// own policy.
+func TestRouteIsTheOwnerDecideLocalFound(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
+	q := p
+	q.Name = "q"
+	tp, ins := startGroup(t, 2, p, q)
+	var key string // one ins[1] owns
+	for i := 0; key == ""; i++ {
+		if k := "k-" + strconv.Itoa(i); tp.truth[partitionOf(k, tp.parts)] == ins[1].g.self {
+			key = k
+		}
+	}
+	now := time.Unix(1_764_489_600, 0)
+	pp, qp := ins[0].b.owned["p"].p, ins[0].b.owned["q"].p
+	_, route, ok := ins[0].b.DecideLocal(limiter.BackendRequest{Policy: &pp, Key: key, Now: now, Cost: 1})
+	if ok || route == 0 {
+		t.Fatalf("DecideLocal of a key another instance owns: ok %v, route %#x; want false and a route", ok, route)
+	}
+	if _, mine, _ := ins[1].b.DecideLocal(limiter.BackendRequest{Policy: &pp, Key: key, Now: now, Cost: 0}); mine != 0 {
+		t.Errorf("DecideLocal of an owned key: route %#x; want none", mine)
+	}
+	for _, r := range []struct {
+		name  string
+		pol   *limiter.Policy
+		route uint64
+	}{
+		{"its own route", &pp, route},
+		{"p's route for q", &qp, route},
+		{"a route past the indexes", &pp, 99<<32 | 99},
+	} {
+		reqs := []limiter.BackendRequest{{Policy: r.pol, Key: key, Now: now, Cost: 1, Route: r.route}}
+		out := make([]limiter.Decision, 1)
+		if _, err := ins[0].b.DecideBy(context.Background(), time.Now().Add(5*time.Second), reqs, out); err != nil || !out[0].Allowed {
+			t.Fatalf("%s: %+v, %v; want allowed", r.name, out[0], err)
+		}
+	}
+	owner := ins[1].b
+	if n := owner.Memory("p").Len(); n != 1 {
+		t.Errorf("the owner holds %d keys of p; want 1", n)
+	}
+	if n := owner.Memory("q").Len(); n != 1 {
+		t.Errorf("the owner holds %d keys of q; want 1 (the route of p's decision was not q's)", n)
+	}
+	if n := ins[0].b.Memory("p").Len() + ins[0].b.Memory("q").Len(); n != 0 {
+		t.Errorf("the caller holds %d keys; want none", n)
+	}
+	d, err := ins[1].b.Memory("p").AllowN(context.Background(), key, now, 0)
+	if err != nil || d.Remaining != 8 {
+		t.Errorf("the owner's count of p for %s: %+v, %v; want 8 remaining (two decisions)", key, d, err)
+	}
+}
+
 // TestForwardedKeysOutliveTheirFrame: an owner decides a forwarded batch's keys as views of
 // the frame, which the next frame overwrites; the key it stores must be its own copy. Two
 // keys of one length leave in turn (so each overwrites the other's bytes in the owner's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 type peer struct {
 	b    *Backend
 	addr string
+	idx  int // in peers.list
 
 	mu        sync.Mutex
 	queue     []*call
@@ -43,23 +45,29 @@ type peer struct {
 	dialMu sync.Mutex // one dial at a time
 }
 
-// peer returns the channel to addr. The map is copied on write (a new owner is rare), so a
-// decision finds its peer without a lock.
+// peers are the channels to the owners, by address and by index (a decision's route,
+// Backend.DecideLocal). Copied on write: a new owner is rare.
+type peers struct {
+	byAddr map[string]*peer
+	list   []*peer // each peer at its idx
+}
+
+// peer returns the channel to addr. A decision finds its peer without a lock.
 func (b *Backend) peer(addr string) *peer {
-	if p := (*b.peers.Load())[addr]; p != nil {
+	if p := b.peers.Load().byAddr[addr]; p != nil {
 		return p
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	peers := *b.peers.Load()
-	if p := peers[addr]; p != nil {
+	ps := b.peers.Load()
+	if p := ps.byAddr[addr]; p != nil {
 		return p
 	}
-	p := &peer{b: b, addr: addr}
-	next := make(map[string]*peer, len(peers)+1)
-	maps.Copy(next, peers)
-	next[addr] = p
-	b.peers.Store(&next)
+	p := &peer{b: b, addr: addr, idx: len(ps.list)}
+	next := &peers{byAddr: make(map[string]*peer, len(ps.byAddr)+1), list: append(slices.Clip(ps.list), p)}
+	maps.Copy(next.byAddr, ps.byAddr)
+	next.byAddr[addr] = p
+	b.peers.Store(next)
 	return p
 }
 
