@@ -428,13 +428,27 @@ func (b *Backend) take(mem *limiter.Memory, p int32, it *item) result {
 
 // takeLocked is take, the ownership lock held for reading.
 func (b *Backend) takeLocked(mem *limiter.Memory, p int32, it *item) result {
+	if st := b.ownStatusLocked(p); st != StatusOK {
+		return result{status: st}
+	}
+	return decideMem(mem, it)
+}
+
+// ownStatusLocked is StatusOK when this instance owns partition p and restored it, else
+// why not (stale, not ready); the ownership lock held for reading.
+func (b *Backend) ownStatusLocked(p int32) byte {
 	owned, ready := b.ownsLocked(p)
 	switch {
 	case !owned:
-		return result{status: StatusStale}
+		return StatusStale
 	case !ready:
-		return result{status: StatusNotReady}
+		return StatusNotReady
 	}
+	return StatusOK
+}
+
+// decideMem decides it by mem, its partition's ownership checked.
+func decideMem(mem *limiter.Memory, it *item) result {
 	d, err := mem.AllowN(context.Background(), it.key, time.Unix(0, it.now), it.cost)
 	switch {
 	case errors.Is(err, limiter.ErrStoreFull):
@@ -495,11 +509,18 @@ func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 // decideBatch decides a forwarded batch here, key by key, appending the results to res:
 // stale for a key whose partition this instance does not own, policy for one whose policy
 // differs. The ownership lock is taken once for the batch (a partition leaves between
-// batches, never within one), and a run of items of one policy looks it up once.
+// batches, never within one: the batch is decided at one instant of the assignment), each
+// partition's ownership is looked up once a batch (nearly: the last few partitions seen
+// are kept), and a run of items of one policy looks it up once.
 func (b *Backend) decideBatch(items []item, res []result) []result {
 	self := b.g.Self()
 	var o *owned
 	var name string
+	var seen [16]struct { // by partition mod 16: p's ownership status, once looked up
+		p  int32
+		st byte
+		ok bool
+	}
 	b.own.mu.RLock()
 	defer b.own.mu.RUnlock()
 	for i := range items {
@@ -520,7 +541,15 @@ func (b *Backend) decideBatch(items []item, res []result) []result {
 			res = append(res, result{status: StatusStale})
 			continue
 		}
-		res = append(res, b.takeLocked(mem, p, it))
+		e := &seen[uint32(p)%uint32(len(seen))]
+		if !e.ok || e.p != p {
+			e.p, e.st, e.ok = p, b.ownStatusLocked(p), true
+		}
+		if e.st != StatusOK {
+			res = append(res, result{status: e.st})
+			continue
+		}
+		res = append(res, decideMem(mem, it))
 	}
 	return res
 }

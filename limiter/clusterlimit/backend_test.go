@@ -719,7 +719,7 @@ func TestOwnerWithoutStreamsIsAskedByPOST(t *testing.T) {
 	pr := caller.b.peer(owner.g.self)
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.st != nil || pr.untaken != 0 || pr.held != 0 || pr.inflight != 0 {
-		t.Errorf("after the POSTs: stream %v, %d answers untaken, %d slots held, %d in flight; want none", pr.st, pr.untaken, pr.held, pr.inflight)
+	if pr.st != nil || pr.untaken.Load() != 0 || pr.held != 0 || pr.inflight != 0 {
+		t.Errorf("after the POSTs: stream %v, %d answers untaken, %d slots held, %d in flight; want none", pr.st, pr.untaken.Load(), pr.held, pr.inflight)
 	}
 }

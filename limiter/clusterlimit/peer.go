@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slide-metrics/slide/cluster"
@@ -39,10 +40,12 @@ type peer struct {
 	qtimer    *time.Timer // ends the wait of queued calls at their deadline
 	qAt       int64       // when qtimer fires (monoOf), 0: not armed
 	lastBatch int         // the decisions of the last batch taken from the queue
-	untaken   int         // answers of held batches not yet taken by their callers
 	held      int         // slots of batches answered, freed once untaken is 0
 
 	dialMu sync.Mutex // one dial at a time
+
+	_       [64]byte     // untaken, which every caller counts down, off mu's cache line
+	untaken atomic.Int64 // answers of held batches not yet taken by their callers
 }
 
 // peers are the channels to the owners, by address and by index (a decision's route,
@@ -142,18 +145,21 @@ func (p *peer) takeLocked() []*call {
 // once each call that took its answer (callAnswered) is taken or abandoned, and its
 // caller reports the rest (taken).
 func (p *peer) hold(n int) {
+	p.untaken.Add(int64(n)) // first: the takers of an earlier batch cannot see 0 before held counts this one
 	p.mu.Lock()
-	p.untaken += n
 	p.held++
 	p.mu.Unlock()
 }
 
 // taken accounts for n answers of held batches taken (or never given): when none is left
-// untaken, the held slots are freed.
+// untaken, the held slots are freed. Each caller reports its own answer: only the last
+// takes the lock.
 func (p *peer) taken(n int) {
+	if p.untaken.Add(-int64(n)) != 0 {
+		return
+	}
 	p.mu.Lock()
-	p.untaken -= n
-	if p.untaken != 0 || p.held == 0 {
+	if p.untaken.Load() != 0 || p.held == 0 { // a batch answered since holds them on
 		p.mu.Unlock()
 		return
 	}
