@@ -503,6 +503,55 @@ func TestRouteIsTheOwnerDecideLocalFound(t *testing.T) {
 	}
 }
 
+// TestBatchAnswersEachPartitionByItsOwnership: an owner decides a batch looking each
+// partition's ownership up once (a small table by partition mod 16): with more partitions
+// than the table holds, interleaved, a key of a partition it owns is decided and one of a
+// partition it does not is answered stale, whatever shares its slot in the table; and a
+// partition not restored yet answers not ready.
+func TestBatchAnswersEachPartitionByItsOwnership(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 100, Window: time.Hour}, limiter.FailClosed, time.Second)
+	tp := &topo{parts: 40, truth: map[int32]string{}}
+	g := &group{t: tp, self: "self:1"}
+	for q := range int32(tp.parts) {
+		owner := "other:1"
+		if q%2 == 0 { // 2, 18 and 34 share a slot of the table: 18 is not ready
+			owner = g.self
+		}
+		tp.set(q, owner)
+	}
+	view := maps.Clone(tp.truth)
+	g.view.Store(&view)
+	b, err := New(Config{Group: g, Policies: []limiter.Policy{p}, Ready: func(q int32) bool { return q != 18 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []item
+	for i := 0; i < 400; i++ {
+		items = append(items, item{policy: "p", fp: b.owned["p"].fp, key: "k-" + strconv.Itoa(i), now: 1_764_489_600e9, cost: 1})
+	}
+	res := b.decideBatch(items, nil)
+	var decided int
+	for i, it := range items {
+		q := partitionOf(it.key, tp.parts)
+		want := StatusOK
+		switch {
+		case q%2 != 0:
+			want = StatusStale
+		case q == 18:
+			want = StatusNotReady
+		}
+		if res[i].status != want {
+			t.Fatalf("%s (partition %d): %s; want %s", it.key, q, statusNames[res[i].status], statusNames[want])
+		}
+		if want == StatusOK {
+			decided++
+		}
+	}
+	if n := b.Memory("p").Len(); n != decided || decided == 0 {
+		t.Errorf("the owner holds %d keys; want the %d it decided", n, decided)
+	}
+}
+
 // TestForwardedKeysOutliveTheirFrame: an owner decides a forwarded batch's keys as views of
 // the frame, which the next frame overwrites; the key it stores must be its own copy. Two
 // keys of one length leave in turn (so each overwrites the other's bytes in the owner's
