@@ -448,10 +448,9 @@ func TestOwnedDecisionIsAMemoryDecision(t *testing.T) {
 }
 
 // TestRouteIsTheOwnerDecideLocalFound: DecideLocal hands back the route to a key's owner
-// (the Service passes it to DecideBy, which then looks nothing up again); a route that is
-// not of the request's policy (another policy's, or no index of this backend's) is not
-// believed: the owner is looked up, and each decision counts at the key's owner under its
-// own policy.
+// (the Service passes it to DecideBy, which then looks nothing up again), and none for a
+// key this instance owns; with its own route, another policy's, or one past the indexes,
+// each decision counts at the key's owner under its own policy.
 func TestRouteIsTheOwnerDecideLocalFound(t *testing.T) {
 	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
 	q := p
