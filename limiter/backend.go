@@ -19,6 +19,10 @@ type BackendRequest struct {
 	Now time.Time
 	// Cost is 0 (peek) to Policy.Quota().
 	Cost int64
+	// Route is where a LocalDecider's DecideLocal found the request must go, its own note
+	// (opaque to the Service) handed back with the request so that the backend does not
+	// look the key's owner up again; 0: not looked up.
+	Route uint64
 }
 
 // Backend decides requests whose state lives outside the process (Redis), or in another
@@ -54,10 +58,13 @@ var remoteScratches = sync.Pool{New: func() any { return new(remoteScratch) }}
 
 // LocalDecider is a Backend that can decide some requests in this process, with no call
 // and no context (backend cluster: the keys this instance owns). DecideLocal reports false
-// when the request must go through Decide; it then changed nothing. (The decision is
-// returned by value: a pointer into the caller's out would move it to the heap.)
+// when the request must go through Decide (or DecideBy); it then changed nothing, and
+// route, when not 0, is what it found of where the request goes (backend cluster: the
+// key's owner), for the caller to hand back as the request's Route so that the backend
+// does not find it again. (The decision is returned by value: a pointer into the caller's
+// out would move it to the heap.)
 type LocalDecider interface {
-	DecideLocal(req BackendRequest) (Decision, bool)
+	DecideLocal(req BackendRequest) (d Decision, route uint64, ok bool)
 }
 
 // PolicyResolver is a Backend that decides for other instances (backend cluster: a key's
@@ -79,7 +86,7 @@ func (s *Service) nowStarts(now time.Time) bool { return s.ownClock && now != no
 // backend (named for the latency metric), its timeout and latency counted from start. On
 // failure it applies each policy's mode and returns the indexes of the closed ones (whose
 // out entry is a denial marked Degraded) and the error to report for them.
-func (s *Service) decideRemote(ctx context.Context, now, start time.Time, checks []Charge, rts []*running, idx []int, ovs []*override, out []Decision, backend Backend, name string) ([]int, error) {
+func (s *Service) decideRemote(ctx context.Context, now, start time.Time, checks []Charge, rts []*running, idx []int, routes []uint64, ovs []*override, out []Decision, backend Backend, name string) ([]int, error) {
 	dd, _ := backend.(DeadlineDecider)
 	var reqs []BackendRequest
 	var res []Decision
@@ -103,6 +110,9 @@ func (s *Service) decideRemote(ctx context.Context, now, start time.Time, checks
 			p = &ovs[i].p // the key's plan: its numbers, the policy's name and keys
 		}
 		reqs[j] = BackendRequest{Policy: p, Key: checks[i].Key, Now: now, Cost: checks[i].Cost}
+		if routes != nil {
+			reqs[j].Route = routes[j]
+		}
 		if t := rt.p.EffectiveTimeout(); timeout == 0 || t < timeout {
 			timeout = t // one round trip serves all: the strictest bound wins
 		}

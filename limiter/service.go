@@ -311,6 +311,8 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		}
 	}
 	nowNs := now.UnixNano()
+	var routesBuf [4]uint64
+	routes := routesBuf[:0]         // the owners' routes, as DecideLocal found them
 	var remoteBuf, ownersBuf [4]int // no allocation for ≤ 4 checks
 	remote := remoteBuf[:0]         // indexes of checks that go to Redis
 	owners := ownersBuf[:0]         // indexes of checks that go to their owner instance (backend cluster)
@@ -374,11 +376,15 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 				if ovs != nil && ovs[i] != nil {
 					p = &ovs[i].p // the key's plan: the owner decides by its numbers
 				}
-				if d, ok := s.local.DecideLocal(BackendRequest{Policy: p, Key: c.Key, Now: now, Cost: c.Cost}); ok {
+				d, route, ok := s.local.DecideLocal(BackendRequest{Policy: p, Key: c.Key, Now: now, Cost: c.Cost})
+				if ok {
 					out[i] = d
 					s.count(rt, &out[i])
 					continue
 				}
+				routes = append(routes, route)
+			} else {
+				routes = append(routes, 0)
 			}
 			owners = append(owners, i)
 		default:
@@ -402,8 +408,9 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 	for k := range 2 {
 		// Redis, then the owners (a table of the two would move the index slices to the heap).
 		idx, backend, name := remote, s.redis, "redis"
+		var rs []uint64
 		if k == 1 {
-			idx, backend, name = owners, s.cluster, "cluster"
+			idx, backend, name, rs = owners, s.cluster, "cluster", routes
 		}
 		if len(idx) == 0 {
 			continue
@@ -412,7 +419,7 @@ func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, ou
 		if k == 1 && len(remote) > 0 || !s.nowStarts(now) {
 			start = time.Now() // the Redis call took its time, or now is not the present
 		}
-		un, err := s.decideRemote(ctx, now, start, checks, rts, idx, ovs, out, backend, name)
+		un, err := s.decideRemote(ctx, now, start, checks, rts, idx, rs, ovs, out, backend, name)
 		unavailable = append(unavailable, un...)
 		if failed == nil {
 			failed = err

@@ -101,16 +101,17 @@ type Backend struct {
 	g Group
 
 	owned    map[string]*owned
+	byIdx    []*owned // each policy at its idx (a decision's route)
 	inflight int
 	ready    func(int32) bool
 	log      *slog.Logger
 	logEvery *rate.Limiter
 	m        metrics
 
-	mu    sync.Mutex                       // adding to peers
-	peers atomic.Pointer[map[string]*peer] // copied on write
-	sent  atomic.Int64                     // batches sent to owners
-	hold  func()                           // tests: called before a stream's batch is decided
+	mu    sync.Mutex            // adding to peers
+	peers atomic.Pointer[peers] // copied on write
+	sent  atomic.Int64          // batches sent to owners
+	hold  func()                // tests: called before a stream's batch is decided
 
 	own     ownership
 	cp      CheckpointConfig
@@ -138,6 +139,7 @@ func (b *Backend) errLog() bool { return b.logEvery.Allow() }
 // owned is one policy's state on this instance, for the keys it owns.
 type owned struct {
 	p        limiter.Policy
+	idx      int // in Backend.byIdx
 	fp       uint64
 	mem      *limiter.Memory
 	variants sync.Map // fingerprint → *limiter.Memory: the plans' numbers on mem's state (plans.go)
@@ -152,7 +154,7 @@ func New(cfg Config) (*Backend, error) {
 		ready: cfg.Ready, log: cfg.Logger, cp: cfg.Checkpoint,
 		logEvery: rate.NewLimiter(rate.Every(time.Second), 5)}
 	b.own.owned, b.own.ready, b.own.epoch = map[int32]bool{}, map[int32]bool{}, map[int32]uint64{}
-	b.peers.Store(&map[string]*peer{})
+	b.peers.Store(&peers{byAddr: map[string]*peer{}})
 	if b.cp.Wait == 0 {
 		b.cp.Wait = 2 * b.cp.Interval
 	}
@@ -183,7 +185,9 @@ func New(cfg Config) (*Backend, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.owned[p.Name] = &owned{p: p, fp: Fingerprint(&p), mem: mem}
+		o := &owned{p: p, fp: Fingerprint(&p), mem: mem, idx: len(b.byIdx)}
+		b.owned[p.Name] = o
+		b.byIdx = append(b.byIdx, o)
 	}
 	return b, nil
 }
@@ -228,23 +232,28 @@ func (b *Backend) decideBy(ctx context.Context, deadline time.Time, reqs []limit
 	var ownerBuf [4]string
 	for i := range reqs {
 		r := &reqs[i]
-		o := b.owned[r.Policy.Name]
+		o, pe := b.routed(r) // the owner DecideLocal found, if it did
 		if o == nil {
-			abandonAll(calls) // those already submitted: none will be taken
-			return fmt.Errorf("clusterlimit: policy %q is not a cluster policy", r.Policy.Name)
+			if o = b.owned[r.Policy.Name]; o == nil {
+				abandonAll(calls) // those already submitted: none will be taken
+				return fmt.Errorf("clusterlimit: policy %q is not a cluster policy", r.Policy.Name)
+			}
 		}
 		it := item{policy: r.Policy.Name, fp: o.fingerprintOf(r.Policy), key: r.Key, now: r.Now.UnixNano(), cost: r.Cost}
-		p, addr, ok := b.g.KeyOwner(o.route(r.Key))
-		if !ok {
-			abandonAll(calls)
-			return ErrNoOwner
-		}
-		if addr == b.g.Self() {
-			if err := b.decideOwned(o, o.variant(r.Policy, it.fp), p, &it, &out[i]); err != nil {
+		if pe == nil {
+			p, addr, ok := b.g.KeyOwner(o.route(r.Key))
+			if !ok {
 				abandonAll(calls)
-				return err
+				return ErrNoOwner
 			}
-			continue
+			if addr == b.g.Self() {
+				if err := b.decideOwned(o, o.variant(r.Policy, it.fp), p, &it, &out[i]); err != nil {
+					abandonAll(calls)
+					return err
+				}
+				continue
+			}
+			pe = b.peer(addr)
 		}
 		if calls == nil {
 			if len(reqs) <= len(callBuf) {
@@ -254,8 +263,8 @@ func (b *Backend) decideBy(ctx context.Context, deadline time.Time, reqs []limit
 			}
 		}
 		calls[i] = newCall(ctx, deadline, it)
-		owners[i] = addr
-		b.peer(addr).submit(calls[i])
+		owners[i] = pe.addr
+		pe.submit(calls[i])
 	}
 	if calls == nil {
 		return nil
@@ -329,25 +338,47 @@ func (b *Backend) decideBy(ctx context.Context, deadline time.Time, reqs []limit
 
 // DecideLocal decides req here when this instance owns its key and has restored the key's
 // partition (limiter.LocalDecider: the Service then makes no call); false otherwise, with
-// nothing changed.
-func (b *Backend) DecideLocal(req limiter.BackendRequest) (limiter.Decision, bool) {
+// nothing decided, and, when another instance owns the key, the route to it (its policy
+// and its owner's channel), so that DecideBy does not look the owner up again.
+func (b *Backend) DecideLocal(req limiter.BackendRequest) (limiter.Decision, uint64, bool) {
 	o := b.owned[req.Policy.Name]
 	if o == nil {
-		return limiter.Decision{}, false
+		return limiter.Decision{}, 0, false
 	}
 	p, addr, ok := b.g.KeyOwner(o.route(req.Key))
-	if !ok || addr != b.g.Self() {
-		return limiter.Decision{}, false
+	switch {
+	case !ok:
+		return limiter.Decision{}, 0, false
+	case addr != b.g.Self():
+		return limiter.Decision{}, routeOf(o, b.peer(addr)), false
 	}
 	mem := o.mem
 	if !o.sameNumbers(req.Policy) {
 		if mem = o.variant(req.Policy, Fingerprint(req.Policy)); mem == nil {
-			return limiter.Decision{}, false
+			return limiter.Decision{}, 0, false
 		}
 	}
 	it := item{key: req.Key, now: req.Now.UnixNano(), cost: req.Cost}
 	res := b.take(mem, p, &it)
-	return res.d, res.status == StatusOK
+	return res.d, 0, res.status == StatusOK
+}
+
+// routeOf is the route (limiter.BackendRequest.Route) of a decision of o's policy that pe's
+// owner takes: both indexes, each plus one.
+func routeOf(o *owned, pe *peer) uint64 { return uint64(o.idx+1)<<32 | uint64(pe.idx+1) }
+
+// routed is the policy and the owner's channel of r's route, nils when it has none (or
+// one that is not of r's policy).
+func (b *Backend) routed(r *limiter.BackendRequest) (*owned, *peer) {
+	if r.Route == 0 {
+		return nil, nil
+	}
+	oi, pi := int(r.Route>>32)-1, int(uint32(r.Route))-1
+	list := b.peers.Load().list
+	if oi < 0 || oi >= len(b.byIdx) || pi < 0 || pi >= len(list) || b.byIdx[oi].p.Name != r.Policy.Name {
+		return nil, nil
+	}
+	return b.byIdx[oi], list[pi]
 }
 
 var _ limiter.LocalDecider = (*Backend)(nil)
@@ -392,13 +423,32 @@ func (b *Backend) decideOwned(o *owned, mem *limiter.Memory, p int32, it *item, 
 func (b *Backend) take(mem *limiter.Memory, p int32, it *item) result {
 	b.own.mu.RLock()
 	defer b.own.mu.RUnlock()
+	return b.takeLocked(mem, p, it)
+}
+
+// takeLocked is take, the ownership lock held for reading.
+func (b *Backend) takeLocked(mem *limiter.Memory, p int32, it *item) result {
+	if st := b.ownStatusLocked(p); st != StatusOK {
+		return result{status: st}
+	}
+	return decideMem(mem, it)
+}
+
+// ownStatusLocked is StatusOK when this instance owns partition p and restored it, else
+// why not (stale, not ready); the ownership lock held for reading.
+func (b *Backend) ownStatusLocked(p int32) byte {
 	owned, ready := b.ownsLocked(p)
 	switch {
 	case !owned:
-		return result{status: StatusStale}
+		return StatusStale
 	case !ready:
-		return result{status: StatusNotReady}
+		return StatusNotReady
 	}
+	return StatusOK
+}
+
+// decideMem decides it by mem, its partition's ownership checked.
+func decideMem(mem *limiter.Memory, it *item) result {
 	d, err := mem.AllowN(context.Background(), it.key, time.Unix(0, it.now), it.cost)
 	switch {
 	case errors.Is(err, limiter.ErrStoreFull):
@@ -458,12 +508,26 @@ func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 
 // decideBatch decides a forwarded batch here, key by key, appending the results to res:
 // stale for a key whose partition this instance does not own, policy for one whose policy
-// differs.
+// differs. The ownership lock is taken once for the batch (a partition leaves between
+// batches, never within one: the batch is decided at one instant of the assignment), each
+// partition's ownership is looked up once a batch (nearly: the last few partitions seen
+// are kept), and a run of items of one policy looks it up once.
 func (b *Backend) decideBatch(items []item, res []result) []result {
 	self := b.g.Self()
+	var o *owned
+	var name string
+	var seen [16]struct { // by partition mod 16: p's ownership status, once looked up
+		p  int32
+		st byte
+		ok bool
+	}
+	b.own.mu.RLock()
+	defer b.own.mu.RUnlock()
 	for i := range items {
 		it := &items[i]
-		o := b.owned[it.policy]
+		if o == nil || it.policy != name {
+			o, name = b.owned[it.policy], it.policy
+		}
 		var mem *limiter.Memory
 		if o != nil {
 			mem = b.forwarded(o, it)
@@ -477,7 +541,15 @@ func (b *Backend) decideBatch(items []item, res []result) []result {
 			res = append(res, result{status: StatusStale})
 			continue
 		}
-		res = append(res, b.take(mem, p, it))
+		e := &seen[uint32(p)%uint32(len(seen))]
+		if !e.ok || e.p != p {
+			e.p, e.st, e.ok = p, b.ownStatusLocked(p), true
+		}
+		if e.st != StatusOK {
+			res = append(res, result{status: e.st})
+			continue
+		}
+		res = append(res, decideMem(mem, it))
 	}
 	return res
 }

@@ -447,6 +447,110 @@ func TestOwnedDecisionIsAMemoryDecision(t *testing.T) {
 	}
 }
 
+// TestRouteIsTheOwnerDecideLocalFound: DecideLocal hands back the route to a key's owner
+// (the Service passes it to DecideBy, which then looks nothing up again), and none for a
+// key this instance owns; with its own route, another policy's, or one past the indexes,
+// each decision counts at the key's owner under its own policy.
+func TestRouteIsTheOwnerDecideLocalFound(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
+	q := p
+	q.Name = "q"
+	tp, ins := startGroup(t, 2, p, q)
+	var key string // one ins[1] owns
+	for i := 0; key == ""; i++ {
+		if k := "k-" + strconv.Itoa(i); tp.truth[partitionOf(k, tp.parts)] == ins[1].g.self {
+			key = k
+		}
+	}
+	now := time.Unix(1_764_489_600, 0)
+	pp, qp := ins[0].b.owned["p"].p, ins[0].b.owned["q"].p
+	_, route, ok := ins[0].b.DecideLocal(limiter.BackendRequest{Policy: &pp, Key: key, Now: now, Cost: 1})
+	if ok || route == 0 {
+		t.Fatalf("DecideLocal of a key another instance owns: ok %v, route %#x; want false and a route", ok, route)
+	}
+	if _, mine, _ := ins[1].b.DecideLocal(limiter.BackendRequest{Policy: &pp, Key: key, Now: now, Cost: 0}); mine != 0 {
+		t.Errorf("DecideLocal of an owned key: route %#x; want none", mine)
+	}
+	for _, r := range []struct {
+		name  string
+		pol   *limiter.Policy
+		route uint64
+	}{
+		{"its own route", &pp, route},
+		{"p's route for q", &qp, route},
+		{"a route past the indexes", &pp, 99<<32 | 99},
+	} {
+		reqs := []limiter.BackendRequest{{Policy: r.pol, Key: key, Now: now, Cost: 1, Route: r.route}}
+		out := make([]limiter.Decision, 1)
+		if _, err := ins[0].b.DecideBy(context.Background(), time.Now().Add(5*time.Second), reqs, out); err != nil || !out[0].Allowed {
+			t.Fatalf("%s: %+v, %v; want allowed", r.name, out[0], err)
+		}
+	}
+	owner := ins[1].b
+	if n := owner.Memory("p").Len(); n != 1 {
+		t.Errorf("the owner holds %d keys of p; want 1", n)
+	}
+	if n := owner.Memory("q").Len(); n != 1 {
+		t.Errorf("the owner holds %d keys of q; want 1 (the route of p's decision was not q's)", n)
+	}
+	if n := ins[0].b.Memory("p").Len() + ins[0].b.Memory("q").Len(); n != 0 {
+		t.Errorf("the caller holds %d keys; want none", n)
+	}
+	d, err := ins[1].b.Memory("p").AllowN(context.Background(), key, now, 0)
+	if err != nil || d.Remaining != 8 {
+		t.Errorf("the owner's count of p for %s: %+v, %v; want 8 remaining (two decisions)", key, d, err)
+	}
+}
+
+// TestBatchAnswersEachPartitionByItsOwnership: an owner decides a batch looking each
+// partition's ownership up once (a small table by partition mod 16): with more partitions
+// than the table holds, interleaved, a key of a partition it owns is decided and one of a
+// partition it does not is answered stale, whatever shares its slot in the table; and a
+// partition not restored yet answers not ready.
+func TestBatchAnswersEachPartitionByItsOwnership(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 100, Window: time.Hour}, limiter.FailClosed, time.Second)
+	tp := &topo{parts: 40, truth: map[int32]string{}}
+	g := &group{t: tp, self: "self:1"}
+	for q := range int32(tp.parts) {
+		owner := "other:1"
+		if q%2 == 0 { // 2, 18 and 34 share a slot of the table: 18 is not ready
+			owner = g.self
+		}
+		tp.set(q, owner)
+	}
+	view := maps.Clone(tp.truth)
+	g.view.Store(&view)
+	b, err := New(Config{Group: g, Policies: []limiter.Policy{p}, Ready: func(q int32) bool { return q != 18 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []item
+	for i := 0; i < 400; i++ {
+		items = append(items, item{policy: "p", fp: b.owned["p"].fp, key: "k-" + strconv.Itoa(i), now: 1_764_489_600e9, cost: 1})
+	}
+	res := b.decideBatch(items, nil)
+	var decided int
+	for i, it := range items {
+		q := partitionOf(it.key, tp.parts)
+		want := StatusOK
+		switch {
+		case q%2 != 0:
+			want = StatusStale
+		case q == 18:
+			want = StatusNotReady
+		}
+		if res[i].status != want {
+			t.Fatalf("%s (partition %d): %s; want %s", it.key, q, statusNames[res[i].status], statusNames[want])
+		}
+		if want == StatusOK {
+			decided++
+		}
+	}
+	if n := b.Memory("p").Len(); n != decided || decided == 0 {
+		t.Errorf("the owner holds %d keys; want the %d it decided", n, decided)
+	}
+}
+
 // TestForwardedKeysOutliveTheirFrame: an owner decides a forwarded batch's keys as views of
 // the frame, which the next frame overwrites; the key it stores must be its own copy. Two
 // keys of one length leave in turn (so each overwrites the other's bytes in the owner's
@@ -663,7 +767,7 @@ func TestOwnerWithoutStreamsIsAskedByPOST(t *testing.T) {
 	pr := caller.b.peer(owner.g.self)
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.st != nil || pr.untaken != 0 || pr.held != 0 || pr.inflight != 0 {
-		t.Errorf("after the POSTs: stream %v, %d answers untaken, %d slots held, %d in flight; want none", pr.st, pr.untaken, pr.held, pr.inflight)
+	if pr.st != nil || pr.untaken.Load() != 0 || pr.held != 0 || pr.inflight != 0 {
+		t.Errorf("after the POSTs: stream %v, %d answers untaken, %d slots held, %d in flight; want none", pr.st, pr.untaken.Load(), pr.held, pr.inflight)
 	}
 }

@@ -12,7 +12,9 @@
 // advertises its HTTP address; see cluster's doc). An instance assigned the partition in
 // the current generation decides at once: with one instance every decision is a plain
 // memory decision, with no hop (Backend.DecideLocal, the Service's limiter.LocalDecider
-// path: no call, no deadline, nothing allocated).
+// path: no call, no deadline, nothing allocated). A key another instance owns is looked up
+// once: DecideLocal hands the route it found (the policy and the owner's channel) back to
+// the Service, which passes it to DecideBy with the request.
 //
 // # The hop: batches as frames over one stream per owner
 //
@@ -39,7 +41,12 @@
 //
 // The decision's now is the caller's clock (the Service's), as a Redis policy in client
 // clock mode: instances' clocks agree to milliseconds under NTP, and a clock behind by d
-// decides as if d earlier.
+// decides as if d earlier. A forwarded decision reads the clock once, the Service's
+// reading, which also starts its deadline; the rest are a frame's (its send, its answer's
+// arrival, which ends the callers' latency), and the owner reads none per decision. An
+// owner decides a batch at one instant of its assignment, as gubernator's owner decides a
+// batch: it takes its ownership lock once for the batch and looks each partition's
+// ownership up once.
 //
 // The policy's timeout bounds the hop (default 50 ms; the Service hands the deadline to
 // Backend.DecideBy, limiter.DeadlineDecider, rather than a context with a timer per

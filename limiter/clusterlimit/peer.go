@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slide-metrics/slide/cluster"
@@ -28,6 +30,7 @@ import (
 type peer struct {
 	b    *Backend
 	addr string
+	idx  int // in peers.list
 
 	mu        sync.Mutex
 	queue     []*call
@@ -37,29 +40,37 @@ type peer struct {
 	qtimer    *time.Timer // ends the wait of queued calls at their deadline
 	qAt       int64       // when qtimer fires (monoOf), 0: not armed
 	lastBatch int         // the decisions of the last batch taken from the queue
-	untaken   int         // answers of held batches not yet taken by their callers
 	held      int         // slots of batches answered, freed once untaken is 0
 
 	dialMu sync.Mutex // one dial at a time
+
+	_       [64]byte     // untaken, which every caller counts down, off mu's cache line
+	untaken atomic.Int64 // answers of held batches not yet taken by their callers
 }
 
-// peer returns the channel to addr. The map is copied on write (a new owner is rare), so a
-// decision finds its peer without a lock.
+// peers are the channels to the owners, by address and by index (a decision's route,
+// Backend.DecideLocal). Copied on write: a new owner is rare.
+type peers struct {
+	byAddr map[string]*peer
+	list   []*peer // each peer at its idx
+}
+
+// peer returns the channel to addr. A decision finds its peer without a lock.
 func (b *Backend) peer(addr string) *peer {
-	if p := (*b.peers.Load())[addr]; p != nil {
+	if p := b.peers.Load().byAddr[addr]; p != nil {
 		return p
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	peers := *b.peers.Load()
-	if p := peers[addr]; p != nil {
+	ps := b.peers.Load()
+	if p := ps.byAddr[addr]; p != nil {
 		return p
 	}
-	p := &peer{b: b, addr: addr}
-	next := make(map[string]*peer, len(peers)+1)
-	maps.Copy(next, peers)
-	next[addr] = p
-	b.peers.Store(&next)
+	p := &peer{b: b, addr: addr, idx: len(ps.list)}
+	next := &peers{byAddr: make(map[string]*peer, len(ps.byAddr)+1), list: append(slices.Clip(ps.list), p)}
+	maps.Copy(next.byAddr, ps.byAddr)
+	next.byAddr[addr] = p
+	b.peers.Store(next)
 	return p
 }
 
@@ -134,18 +145,21 @@ func (p *peer) takeLocked() []*call {
 // once each call that took its answer (callAnswered) is taken or abandoned, and its
 // caller reports the rest (taken).
 func (p *peer) hold(n int) {
+	p.untaken.Add(int64(n)) // first: the takers of an earlier batch cannot see 0 before held counts this one
 	p.mu.Lock()
-	p.untaken += n
 	p.held++
 	p.mu.Unlock()
 }
 
 // taken accounts for n answers of held batches taken (or never given): when none is left
-// untaken, the held slots are freed.
+// untaken, the held slots are freed. Each caller reports its own answer: only the last
+// takes the lock.
 func (p *peer) taken(n int) {
+	if p.untaken.Add(-int64(n)) != 0 {
+		return
+	}
 	p.mu.Lock()
-	p.untaken -= n
-	if p.untaken != 0 || p.held == 0 {
+	if p.untaken.Load() != 0 || p.held == 0 { // a batch answered since holds them on
 		p.mu.Unlock()
 		return
 	}

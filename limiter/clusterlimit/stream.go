@@ -346,8 +346,13 @@ func (b *Backend) serveStream(s *cluster.Stream) {
 	held := 0
 	var items []item
 	var res []result
+	var last *owned // the policy of the last item: a batch's items are mostly of one
 	intern := func(name []byte) string {
+		if last != nil && string(name) == last.p.Name {
+			return last.p.Name
+		}
 		if o := b.owned[string(name)]; o != nil {
+			last = o
 			return o.p.Name
 		}
 		return string(name)
