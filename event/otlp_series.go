@@ -52,6 +52,21 @@ func (s *SpanDecoder) event(f *spanFields, p *pendingSpan) {
 		p.r, p.why = s.check(f)
 		return
 	}
+	key, ok := s.recentKey(f)
+	if !ok {
+		var r Reason
+		if key, r, p.why = s.seenKey(f); r != ReasonNone {
+			p.r = r
+			return
+		}
+	}
+	ev := &p.ev
+	ev.Metric, ev.Key, ev.Value, ev.Count, ev.TS = SpanMetric, key, float64(f.end-f.start)/1e6, 1, int64(f.end/1e6)
+}
+
+// seenKey is span f's series string by its parts as read, written and interned by series
+// when the decoder has not seen them, or why f is refused; the span's slot of recent takes it.
+func (s *SpanDecoder) seenKey(f *spanFields) (string, Reason, spanWhy) {
 	// The span's parts as read, before any is written as text.
 	// (appendRaw's common case, a short string as read, is written inline: a call per part
 	// was a tenth of a span's decoding.)
@@ -71,20 +86,21 @@ func (s *SpanDecoder) event(f *spanFields, p *pendingSpan) {
 		raw = appendRaw(raw, v)
 	}
 	s.raw = raw
-	key, ok := s.seen[string(raw)]
+	e, ok := s.seen[string(raw)]
 	if !ok {
-		var r Reason
-		if key, r, p.why = s.series(f); r != ReasonNone {
-			p.r = r
-			return
+		key, r, w := s.series(f)
+		if r != ReasonNone {
+			return "", r, w
 		}
 		if len(s.seen) >= s.d.maxInterned {
 			clear(s.seen)
+			s.recent = [len(s.recent)]seenSeries{}
 		}
-		s.seen[string(raw)] = key
+		e = &seenSeries{raw: string(raw), key: key}
+		s.seen[e.raw] = e
 	}
-	ev := &p.ev
-	ev.Metric, ev.Key, ev.Value, ev.Count, ev.TS = SpanMetric, key, float64(f.end-f.start)/1e6, 1, int64(f.end/1e6)
+	s.recent[s.recentSlot] = *e
+	return e.key, ReasonNone, spanWhy{}
 }
 
 // appendRaw appends v as read, unambiguously: its type, then its bytes with their length or
