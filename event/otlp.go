@@ -105,26 +105,27 @@ func SpanLabelName(a string) string {
 // Decoding allocates nothing per span once its key and series are interned. Not safe for
 // concurrent use; the zero value is not usable: NewOTLPProto or NewOTLPJSON.
 type SpanDecoder struct {
-	json       bool
-	d          *Decoder
-	keyAttr    string
-	dims       []spanDim
-	pending    []pendingSpan
-	emit       bool   // handing pending spans on: a part given back is one of them
-	body       []byte // the body pending came from
-	bad        badRecord
-	res        [1 + maxSpanDims]attrVal // the resource's key attribute and dimensions
-	span       spanFields
-	order      []spanLabel                 // the labels in the order of their names
-	ser        []byte                      // the series string being written
-	raw        []byte                      // a span's parts as read (appendRaw)
-	seen       map[string]*seenSeries      // series strings by the parts they were written from, at most MaxInterned
-	recent     [1 << recentBits]seenSeries // a cache of seen (otlp_recent.go), looked at first
-	recentSlot uint                        // the slot of recent of the span being read // a cache of seen, by rawHash, looked at first
-	num        []byte                      // an attribute value as text
-	lossy      bool                        // text replaced invalid UTF-8 in an escaped JSON string
-	scratch    []byte                      // unescaped JSON strings
-	jsc        jsonScan
+	json    bool
+	d       *Decoder
+	keyAttr string
+	dims    []spanDim
+	pending []pendingSpan
+	emit    bool   // handing pending spans on: a part given back is one of them
+	body    []byte // the body pending came from
+	bad     badRecord
+	res     [1 + maxSpanDims]attrVal // the resource's key attribute and dimensions
+	span    spanFields
+	order   []spanLabel                  // the labels in the order of their names
+	ser     []byte                       // the series string being written
+	raw     []byte                       // a span's parts as read (appendRaw)
+	seen    map[string]string            // series strings by the parts they were written from, at most MaxInterned
+	recent  *[1 << recentBits]recentSlot // a cache of seen (otlp_recent.go), looked at first
+	rcur    recentSlot                   // the words of the span being read
+	rslot   int                          // its slot of recent, or −1
+	num     []byte                       // an attribute value as text
+	lossy   bool                         // text replaced invalid UTF-8 in an escaped JSON string
+	scratch []byte                       // unescaped JSON strings
+	jsc     jsonScan
 }
 
 // spanDim is a dimension: its attribute and its label's name.
@@ -210,7 +211,7 @@ func newSpanDecoder(cfg SpanConfig, json bool) (*SpanDecoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &SpanDecoder{json: json, d: d, keyAttr: cfg.KeyAttribute, seen: map[string]*seenSeries{}}
+	s := &SpanDecoder{json: json, d: d, keyAttr: cfg.KeyAttribute, seen: map[string]string{}, recent: new([1 << recentBits]recentSlot)}
 	if s.keyAttr == "" {
 		s.keyAttr = DefaultSpanKey
 	}

@@ -7,116 +7,118 @@ import (
 )
 
 // The recent series: a cache in front of SpanDecoder.seen, so that a span of a series seen
-// lately costs neither writing its parts (appendRaw) nor the map's lookup of them, which were
-// a third of a span's decoding. A span's slot is picked by a cheap hash of its parts read
-// where they lie in the body, and taken when the parts the slot's series was written from
-// equal the span's, compared part by part against the body: the same test as the map's, so a
-// span gets the series it would get from seen. A collision, whoever chose the parts, costs
-// only the map lookup the cache saves otherwise. (Hashing or comparing the written parts
-// instead reads back bytes just stored one by one, which the processor forwards slowly.)
-
-// seenSeries is a series string (key) and the parts it was written from (raw, appendRaw's).
-type seenSeries struct{ raw, key string }
+// lately costs neither writing its parts (appendRaw) nor the map's lookup of them, which
+// were a third of a span's decoding. A span's parts (its key, kind, status, name and
+// dimensions as read) are taken as words where they lie in the body, a string of up to 16
+// bytes as two words and its length, a number as its bits; the words pick the span's slot by
+// a cheap hash and are compared with those of the slot's series, word by word: equal words
+// are equal parts, the same test as the map's, so a span gets the series it would get from
+// seen. A collision, whoever chose the parts, costs only the map lookup the cache saves
+// otherwise. A span with a longer string part, or a decoder of more than maxRecentDims
+// dimensions, goes to seen alone. (Hashing or comparing the written parts instead reads
+// back bytes just stored one by one, which the processor forwards slowly: no faster.)
 
 // recentBits is log2 of the number of slots of SpanDecoder.recent.
 const recentBits = 9
 
-// recentKey is span f's series string from its slot of recent, which it sets in
-// s.recentSlot; ok false when the slot holds another series.
+// maxRecentDims is the most dimensions of a decoder whose spans the cache holds.
+const maxRecentDims = 4
+
+// recentPart is one part of a span as words: a string's first and last eight bytes (zero
+// past its end), a number's bits in lo; meta its type, escaping and length.
+type recentPart struct{ lo, hi, meta uint64 }
+
+// recentSlot is a series (key, "" for an empty slot) and the parts it was written from.
+type recentSlot struct {
+	ks  uint64 // kind and status
+	p   [2 + maxRecentDims]recentPart
+	key string
+}
+
+// recentKey is span f's series string from its slot of recent; ok false when the slot holds
+// another series. It leaves the span's words in s.rcur and its slot in s.rslot, −1 when the
+// cache does not hold such a span.
 func (s *SpanDecoder) recentKey(f *spanFields) (string, bool) {
-	h := partHash(uint64(f.kind)<<8|uint64(f.status), &s.res[0])
-	h = partHash(h, &f.name)
+	s.rslot = -1
+	if len(s.dims) > maxRecentDims {
+		return "", false
+	}
+	c := &s.rcur
+	c.ks = uint64(f.kind)<<32 | uint64(uint32(f.status))
+	ok := partWords(&c.p[0], &s.res[0])
+	ok = partWords(&c.p[1], &f.name) && ok
+	n := 2 + len(s.dims)
 	for i := range s.dims {
 		v := &f.dims[i]
 		if v.kind == valAbsent {
 			v = &s.res[1+i]
 		}
-		h = partHash(h, v)
+		ok = partWords(&c.p[2+i], v) && ok
+	}
+	if !ok {
+		return "", false
+	}
+	h := c.ks * 0x9E3779B97F4A7C15
+	for k := range n {
+		p := &c.p[k]
+		h = bits.RotateLeft64(h, 23) ^ (p.lo*0xC2B2AE3D27D4EB4F + p.hi*0x165667B19E3779F9 + p.meta)
 	}
 	h *= 0x9E3779B97F4A7C15
-	s.recentSlot = uint(h >> (64 - recentBits))
-	c := &s.recent[s.recentSlot]
-	r, ok := rawHas(c.raw, &s.res[0])
-	if !ok || len(r) < 2 || r[0] != byte(f.kind) || r[1] != byte(f.status) {
+	slot := h >> (64 - recentBits)
+	s.rslot = int(slot)
+	e := &s.recent[slot]
+	if e.key == "" || e.ks != c.ks {
 		return "", false
 	}
-	if r, ok = rawHas(r[2:], &f.name); !ok {
-		return "", false
-	}
-	for i := range s.dims {
-		v := &f.dims[i]
-		if v.kind == valAbsent {
-			v = &s.res[1+i]
-		}
-		if r, ok = rawHas(r, v); !ok {
+	for k := range n {
+		if e.p[k] != c.p[k] {
 			return "", false
 		}
 	}
-	return c.key, len(r) == 0
+	return e.key, true
 }
 
-// partHash mixes part v into h: its type, its length and, for a string, its first and last
-// eight bytes (fewer when it is shorter, read in one load where the body's bytes allow).
-func partHash(h uint64, v *attrVal) uint64 {
-	x := uint64(v.kind)<<32 | uint64(len(v.b))
-	if v.esc {
-		x |= 1 << 40
+// remember puts series key, of the span whose words recentKey left, into its slot.
+func (s *SpanDecoder) remember(key string) {
+	if s.rslot >= 0 {
+		s.rcur.key = key
+		s.recent[s.rslot&(len(s.recent)-1)] = s.rcur
 	}
+}
+
+// partWords sets p to part v's words; false for a string longer than 16 bytes.
+func partWords(p *recentPart, v *attrVal) bool {
+	p.meta = uint64(v.kind)<<32 | uint64(len(v.b))
+	if v.esc {
+		p.meta |= 1 << 40
+	}
+	p.lo, p.hi = 0, 0
 	switch v.kind {
 	case valString:
 		b := v.b
-		switch n := len(b); {
-		case n >= 8:
-			x ^= binary.LittleEndian.Uint64(b) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(b[n-8:]), 29)
-		case cap(b) >= 8:
-			x ^= binary.LittleEndian.Uint64(b[:8]) & (1<<(8*n) - 1)
-		default:
-			for _, c := range b {
-				x = x<<8 ^ uint64(c)
-			}
+		n := len(b)
+		if n > 16 {
+			return false
 		}
+		if cap(b) < 16 { // near the end of what it was read from: copied
+			var t [16]byte
+			copy(t[:], b)
+			b = t[:]
+		}
+		b = b[:16]
+		lo, hi := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+		switch {
+		case n < 8:
+			lo &= 1<<(8*n) - 1
+			hi = 0
+		case n < 16:
+			hi &= 1<<(8*(n-8)) - 1
+		}
+		p.lo, p.hi = lo, hi
 	case valInt, valBool:
-		x ^= uint64(v.i)
+		p.lo = uint64(v.i)
 	case valDouble:
-		x ^= math.Float64bits(v.f)
+		p.lo = math.Float64bits(v.f)
 	}
-	return bits.RotateLeft64(h, 23) ^ x*0xC2B2AE3D27D4EB4F
-}
-
-// rawHas reports whether r starts with part v as appendRaw writes it, and the rest of r.
-func rawHas(r string, v *attrVal) (string, bool) {
-	t := v.kind << 1
-	if v.esc {
-		t |= 1
-	}
-	if len(r) == 0 || r[0] != t {
-		return "", false
-	}
-	r = r[1:]
-	switch v.kind {
-	case valString:
-		n := len(v.b)
-		if n < 0x80 {
-			if len(r) < 1+n || r[0] != byte(n) || r[1:1+n] != string(v.b) {
-				return "", false
-			}
-			return r[1+n:], true
-		}
-		var l [binary.MaxVarintLen64]byte
-		k := binary.PutUvarint(l[:], uint64(n))
-		if len(r) < k+n || r[:k] != string(l[:k]) || r[k:k+n] != string(v.b) {
-			return "", false
-		}
-		return r[k+n:], true
-	case valInt, valBool, valDouble:
-		x := uint64(v.i)
-		if v.kind == valDouble {
-			x = math.Float64bits(v.f)
-		}
-		if len(r) < 8 || binary.LittleEndian.Uint64([]byte(r[:8])) != x {
-			return "", false
-		}
-		return r[8:], true
-	}
-	return r, true
+	return true
 }

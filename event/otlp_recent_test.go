@@ -7,56 +7,77 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// A span takes its series from the recent cache only when its parts equal those the slot's
-// series was written from: spans whose parts hash alike (names alike but in their middle), an
-// integer and a string of the same text, a dimension from the span or from its resource, all
-// alternating so that each finds the other's series in its slot, give what pdata's walk says,
-// read once and again (the second time from the cache).
-func TestOTLPRecentSeries(t *testing.T) {
-	a, b := "aaaaaaaa-X-bbbbbbbb", "aaaaaaaa-Y-bbbbbbbb"
-	va, vb := attrVal{kind: valString, b: []byte(a)}, attrVal{kind: valString, b: []byte(b)}
-	if partHash(0, &va) != partHash(0, &vb) {
-		t.Fatal("the names meant to collide hash apart: the test no longer holds a collision")
-	}
-	dims := []string{"http.route", "code"}
+// recentRequest is a request of two services' spans whose parts differ from one another by
+// little: names a prefix of one another around the lengths of the cache's words (7, 8, 15,
+// 16, 17 bytes), one attribute an integer, a string or a boolean, a dimension from the span
+// or from its resource.
+func recentRequest() ptrace.Traces {
+	names := []string{"GET /pay/12345678", "GET /pa", "GET /pay/123456", "GET /pay/1234567", "GET /pay"}
 	td := ptrace.NewTraces()
 	for _, svc := range []string{"checkout", "payments"} {
 		rs := td.ResourceSpans().AppendEmpty()
 		rs.Resource().Attributes().PutStr("service.name", svc)
 		rs.Resource().Attributes().PutStr("http.route", "/res")
 		ss := rs.ScopeSpans().AppendEmpty()
-		for i := range 24 {
+		for i := range 60 {
 			sp := ss.Spans().AppendEmpty()
-			sp.SetName([]string{a, b}[i%2])
+			sp.SetName(names[i%5])
 			sp.SetStartTimestamp(1e15)
 			sp.SetEndTimestamp(1e15 + 2_500_000)
 			switch i % 3 {
 			case 0:
-				sp.Attributes().PutInt("code", 201)
+				sp.Attributes().PutInt("code", 1)
 			case 1:
 				sp.Attributes().PutStr("code", "200")
 			default:
 				sp.Attributes().PutBool("code", true)
 			}
 			if i%4 < 2 {
-				sp.Attributes().PutStr("http.route", "/res")
+				sp.Attributes().PutStr("http.route", "/pay")
 			}
 		}
 	}
+	return td
+}
+
+// A span takes its series from the recent cache only when its parts equal those its slot's
+// series was written from: with every slot holding one span's series, the others, each of a
+// part differing from it by little, give what pdata's walk says, read once and again.
+func TestOTLPRecentSeries(t *testing.T) {
+	dims := []string{"http.route", "code"}
+	td := recentRequest()
 	want := walkSpans(td, DefaultSpanKey, dims)
 	keys := map[string]bool{}
 	for _, w := range want {
 		keys[w.ev.Key] = true
 	}
-	if len(keys) != 2*2*3 {
-		t.Fatalf("%d series in the request, want 12", len(keys))
+	if len(keys) != 2*5*3*2 {
+		t.Fatalf("%d series in the request, want 60", len(keys))
 	}
 	f, err := NewOTLPProto(SpanConfig{Dimensions: dims})
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := protoOf(t, td)
+	sameEvents(t, "read once", decodeSpans(t, f, body), want)
+	// The last span's series in every slot: each other span meets it in its own.
+	last := f.recent[f.rslot]
+	if last.key != want[len(want)-1].ev.Key {
+		t.Fatalf("the last span's slot holds %q, want %q", last.key, want[len(want)-1].ev.Key)
+	}
 	for pass := range 2 {
-		sameEvents(t, fmt.Sprintf("pass %d", pass+1), decodeSpans(t, f, body), want)
+		for i := range f.recent {
+			f.recent[i] = last
+		}
+		sameEvents(t, fmt.Sprintf("read again, pass %d", pass+1), decodeSpans(t, f, body), want)
+	}
+	// A span of the slot's parts takes the slot's series: the cache is looked at.
+	for i := range f.recent {
+		f.recent[i] = last
+		f.recent[i].key = "from the cache"
+	}
+	got := decodeSpans(t, f, body)
+	if k := got[len(got)-1].ev.Key; k != "from the cache" {
+		t.Fatalf("the last span again: series %q, not its slot's", k)
 	}
 }

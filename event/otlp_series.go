@@ -59,13 +59,14 @@ func (s *SpanDecoder) event(f *spanFields, p *pendingSpan) {
 			p.r = r
 			return
 		}
+		s.remember(key)
 	}
 	ev := &p.ev
 	ev.Metric, ev.Key, ev.Value, ev.Count, ev.TS = SpanMetric, key, float64(f.end-f.start)/1e6, 1, int64(f.end/1e6)
 }
 
 // seenKey is span f's series string by its parts as read, written and interned by series
-// when the decoder has not seen them, or why f is refused; the span's slot of recent takes it.
+// when the decoder has not seen them, or why f is refused.
 func (s *SpanDecoder) seenKey(f *spanFields) (string, Reason, spanWhy) {
 	// The span's parts as read, before any is written as text.
 	// (appendRaw's common case, a short string as read, is written inline: a call per part
@@ -86,21 +87,20 @@ func (s *SpanDecoder) seenKey(f *spanFields) (string, Reason, spanWhy) {
 		raw = appendRaw(raw, v)
 	}
 	s.raw = raw
-	e, ok := s.seen[string(raw)]
+	key, ok := s.seen[string(raw)]
 	if !ok {
-		key, r, w := s.series(f)
-		if r != ReasonNone {
+		var r Reason
+		var w spanWhy
+		if key, r, w = s.series(f); r != ReasonNone {
 			return "", r, w
 		}
 		if len(s.seen) >= s.d.maxInterned {
 			clear(s.seen)
-			s.recent = [len(s.recent)]seenSeries{}
+			*s.recent = [len(s.recent)]recentSlot{}
 		}
-		e = &seenSeries{raw: string(raw), key: key}
-		s.seen[e.raw] = e
+		s.seen[string(raw)] = key
 	}
-	s.recent[s.recentSlot] = *e
-	return e.key, ReasonNone, spanWhy{}
+	return key, ReasonNone, spanWhy{}
 }
 
 // appendRaw appends v as read, unambiguously: its type, then its bytes with their length or
