@@ -45,22 +45,32 @@ func (s *SpanDecoder) recentKey(f *spanFields) (string, bool) {
 	}
 	c := &s.rcur
 	c.ks = uint64(f.kind)<<32 | uint64(uint32(f.status))
-	ok := partWords(&c.p[0], &s.res[0])
-	ok = partWords(&c.p[1], &f.name) && ok
-	n := 2 + len(s.dims)
-	for i := range s.dims {
-		v := &f.dims[i]
-		if v.kind == valAbsent {
-			v = &s.res[1+i]
-		}
-		ok = partWords(&c.p[2+i], v) && ok
-	}
-	if !ok {
-		return "", false
-	}
 	h := c.ks * 0x9E3779B97F4A7C15
+	n := 2 + len(s.dims)
 	for k := range n {
+		v := &s.res[0]
+		switch {
+		case k == 1:
+			v = &f.name
+		case k >= 2:
+			if v = &f.dims[k-2]; v.kind == valAbsent {
+				v = &s.res[k-1]
+			}
+		}
 		p := &c.p[k]
+		if b := v.b; v.kind == valString && len(b) <= 16 && cap(b) >= 16 {
+			// The common part, a short string where 16 bytes can be read, taken here.
+			m := uint(len(b))
+			b = b[:16]
+			p.lo = binary.LittleEndian.Uint64(b) & (^uint64(0) >> (64 - 8*min(m, 8)))
+			p.hi = binary.LittleEndian.Uint64(b[8:]) & (^uint64(0) >> (64 - 8*(max(m, 8)-8)))
+			p.meta = uint64(valString)<<32 | uint64(m)
+			if v.esc {
+				p.meta |= 1 << 40
+			}
+		} else if !partWords(p, v) {
+			return "", false
+		}
 		h = bits.RotateLeft64(h, 23) ^ (p.lo*0xC2B2AE3D27D4EB4F + p.hi*0x165667B19E3779F9 + p.meta)
 	}
 	h *= 0x9E3779B97F4A7C15
