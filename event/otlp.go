@@ -109,26 +109,26 @@ type SpanDecoder struct {
 	d       *Decoder
 	keyAttr string
 	dims    []spanDim
+	pending []pendingSpan
+	emit    bool   // handing pending spans on: a part given back is one of them
+	body    []byte // the body pending came from
+	bad     badRecord
+	res     [1 + maxSpanDims]attrVal // the resource's key attribute and dimensions
+	span    spanFields
+	order   []spanLabel                  // the labels in the order of their names
+	ser     []byte                       // the series string being written
+	raw     []byte                       // a span's parts as read (appendRaw)
+	seen    map[string]string            // series strings by the parts they were written from, at most MaxInterned
+	recent  *[1 << recentBits]recentSlot // a cache of seen (otlp_recent.go), looked at first
+	rcur    recentSlot                   // the words of the span being read
+	rslot   int                          // its slot of recent, or −1
+	num     []byte                       // an attribute value as text
+	lossy   bool                         // text replaced invalid UTF-8 in an escaped JSON string
+	scratch []byte                       // unescaped JSON strings
+	jsc     jsonScan
 	// dimOfLen is by length the dimension with a name that long: 0 none, 1+i dimension i,
 	// 255 several.
 	dimOfLen [64]uint8
-	pending  []pendingSpan
-	emit     bool   // handing pending spans on: a part given back is one of them
-	body     []byte // the body pending came from
-	bad      badRecord
-	res      [1 + maxSpanDims]attrVal // the resource's key attribute and dimensions
-	span     spanFields
-	order    []spanLabel                  // the labels in the order of their names
-	ser      []byte                       // the series string being written
-	raw      []byte                       // a span's parts as read (appendRaw)
-	seen     map[string]string            // series strings by the parts they were written from, at most MaxInterned
-	recent   *[1 << recentBits]recentSlot // a cache of seen (otlp_recent.go), looked at first
-	rcur     recentSlot                   // the words of the span being read
-	rslot    int                          // its slot of recent, or −1
-	num      []byte                       // an attribute value as text
-	lossy    bool                         // text replaced invalid UTF-8 in an escaped JSON string
-	scratch  []byte                       // unescaped JSON strings
-	jsc      jsonScan
 }
 
 // spanDim is a dimension: its attribute and its label's name.

@@ -42,7 +42,8 @@ func asBytes(ss []string) [][]byte {
 // event makes p, the pending span of span f (p.part set): its event, its key the resource's
 // key attribute and its labels in the order of their names, or its refusal. The parts are
 // written into p in place (a pending span is too large to copy per span). A span whose parts
-// were seen before takes the series they were written to. Any other span's series string is
+// were seen before takes the series they were written to, from its slot of the recent cache
+// (otlp_recent.go) or else from seen. Any other span's series string is
 // written and looked up: one the decoder has interned was checked when it was added, and the
 // string says its key and labels unambiguously when no part held 0xFF (a byte no valid name
 // holds) and none was unescaped lossily, so a span of a known series costs no check of its
