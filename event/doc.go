@@ -121,7 +121,9 @@
 // (appendSeriesLabel, window's encoding) and held to the rules once: the decoder remembers the
 // series of the parts it was written from (the key's and labels' bytes or numbers as read, at
 // most Config.MaxInterned of them), and a span of parts seen before takes that series
-// without writing any text again. They are held to pdata's unmarshalers by a differential
+// without writing any text again. A small cache in front of that (otlp_recent.go) holds the
+// series of recent spans by their parts as words read in place, so a span of a series seen
+// lately is neither written nor looked up in a map. They are held to pdata's unmarshalers by a differential
 // test over random pdata traces and by FuzzOTLPProto and FuzzOTLPJSON. AppendOTLP writes a
 // request of one service's spans in protobuf (slide produce --otlp), a writer of our own that
 // pdata reads back span for span.

@@ -115,14 +115,20 @@ type SpanDecoder struct {
 	bad     badRecord
 	res     [1 + maxSpanDims]attrVal // the resource's key attribute and dimensions
 	span    spanFields
-	order   []spanLabel       // the labels in the order of their names
-	ser     []byte            // the series string being written
-	raw     []byte            // a span's parts as read (appendRaw)
-	seen    map[string]string // series strings by the parts they were written from, at most MaxInterned
-	num     []byte            // an attribute value as text
-	lossy   bool              // text replaced invalid UTF-8 in an escaped JSON string
-	scratch []byte            // unescaped JSON strings
+	order   []spanLabel                  // the labels in the order of their names
+	ser     []byte                       // the series string being written
+	raw     []byte                       // a span's parts as read (appendRaw)
+	seen    map[string]string            // series strings by the parts they were written from, at most MaxInterned
+	recent  *[1 << recentBits]recentSlot // a cache of seen (otlp_recent.go), looked at first
+	rcur    recentSlot                   // the words of the span being read
+	rslot   int                          // its slot of recent, or −1
+	num     []byte                       // an attribute value as text
+	lossy   bool                         // text replaced invalid UTF-8 in an escaped JSON string
+	scratch []byte                       // unescaped JSON strings
 	jsc     jsonScan
+	// dimOfLen is by length the dimension with a name that long: 0 none, 1+i dimension i,
+	// 255 several.
+	dimOfLen [64]uint8
 }
 
 // spanDim is a dimension: its attribute and its label's name.
@@ -208,7 +214,7 @@ func newSpanDecoder(cfg SpanConfig, json bool) (*SpanDecoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &SpanDecoder{json: json, d: d, keyAttr: cfg.KeyAttribute, seen: map[string]string{}}
+	s := &SpanDecoder{json: json, d: d, keyAttr: cfg.KeyAttribute, seen: map[string]string{}, recent: new([1 << recentBits]recentSlot)}
 	if s.keyAttr == "" {
 		s.keyAttr = DefaultSpanKey
 	}
@@ -216,6 +222,13 @@ func newSpanDecoder(cfg SpanConfig, json bool) (*SpanDecoder, error) {
 	for i, a := range cfg.Dimensions {
 		s.dims = append(s.dims, spanDim{attr: a, label: SpanLabelName(a)})
 		s.order = append(s.order, spanLabel{name: SpanLabelName(a), src: i})
+		if n := len(a); n < len(s.dimOfLen) {
+			if s.dimOfLen[n] == 0 {
+				s.dimOfLen[n] = uint8(1 + i)
+			} else {
+				s.dimOfLen[n] = 255
+			}
+		}
 	}
 	slices.SortFunc(s.order, func(a, b spanLabel) int { return strings.Compare(a.name, b.name) })
 	for i := range s.order {
@@ -353,6 +366,18 @@ func (s *SpanDecoder) labelName(about int8) string {
 func (s *SpanDecoder) attrSlot(name []byte, withKey bool) int {
 	if withKey && string(name) == s.keyAttr {
 		return 0
+	}
+	if n := len(name); n < len(s.dimOfLen) {
+		switch i := s.dimOfLen[n]; i {
+		case 0: // no dimension's name is n bytes long
+			return -1
+		case 255: // several are: the loop below
+		default:
+			if string(name) == s.dims[i-1].attr {
+				return int(i)
+			}
+			return -1
+		}
 	}
 	for i := range s.dims {
 		if string(name) == s.dims[i].attr {

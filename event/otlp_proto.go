@@ -387,6 +387,17 @@ func (s *SpanDecoder) scopeSpans(b []byte, i, end int) bool {
 	var f pbField
 	for i < end {
 		at := i
+		// A span with a one-byte tag and a two-byte length (what a span of pdata's takes) is
+		// read here; pbNext reads the rest.
+		if b[i] == 0x12 && end-i > 3 && b[i+1] >= 0x80 && b[i+2] < 0x80 {
+			n := int(b[i+1]&0x7f) | int(b[i+2])<<7
+			if vs := i + 3; n <= end-vs {
+				if i = vs + n; !s.spanProto(b, at, vs, i) {
+					return false
+				}
+				continue
+			}
+		}
 		if i = s.pbNext(b, i, end, &f); i < 0 {
 			return false
 		}
@@ -434,9 +445,19 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 				if !s.keyValueFlat(b, vs, ve, false) && !s.keyValue(b, vs, ve, false, 0) {
 					return false
 				}
-			case 0x7a:
-				if !s.status(b, vs, ve) {
-					return false
+			case 0x7a: // an empty status, or a code alone of one byte, is read here
+				switch {
+				case n == 0:
+				case n == 2 && b[vs] == 0x18 && b[vs+1] < 0x80:
+					sp.status = int64(b[vs+1])
+				default:
+					if !s.status(b, vs, ve) {
+						return false
+					}
+				}
+			case 0x22: // parent_span_id; then span_id and trace_id as pdata writes them, skipped
+				if end-i >= 28 && b[i] == 0x12 && b[i+1] == 8 && b[i+10] == 0x0a && b[i+11] == 16 {
+					i += 28
 				}
 			}
 			continue

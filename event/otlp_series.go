@@ -42,7 +42,8 @@ func asBytes(ss []string) [][]byte {
 // event makes p, the pending span of span f (p.part set): its event, its key the resource's
 // key attribute and its labels in the order of their names, or its refusal. The parts are
 // written into p in place (a pending span is too large to copy per span). A span whose parts
-// were seen before takes the series they were written to. Any other span's series string is
+// were seen before takes the series they were written to, from its slot of the recent cache
+// (otlp_recent.go) or else from seen. Any other span's series string is
 // written and looked up: one the decoder has interned was checked when it was added, and the
 // string says its key and labels unambiguously when no part held 0xFF (a byte no valid name
 // holds) and none was unescaped lossily, so a span of a known series costs no check of its
@@ -52,6 +53,22 @@ func (s *SpanDecoder) event(f *spanFields, p *pendingSpan) {
 		p.r, p.why = s.check(f)
 		return
 	}
+	key, ok := s.recentKey(f)
+	if !ok {
+		var r Reason
+		if key, r, p.why = s.seenKey(f); r != ReasonNone {
+			p.r = r
+			return
+		}
+		s.remember(key)
+	}
+	ev := &p.ev
+	ev.Metric, ev.Key, ev.Value, ev.Count, ev.TS = SpanMetric, key, float64(f.end-f.start)/1e6, 1, int64(f.end/1e6)
+}
+
+// seenKey is span f's series string by its parts as read, written and interned by series
+// when the decoder has not seen them, or why f is refused.
+func (s *SpanDecoder) seenKey(f *spanFields) (string, Reason, spanWhy) {
 	// The span's parts as read, before any is written as text.
 	// (appendRaw's common case, a short string as read, is written inline: a call per part
 	// was a tenth of a span's decoding.)
@@ -74,17 +91,17 @@ func (s *SpanDecoder) event(f *spanFields, p *pendingSpan) {
 	key, ok := s.seen[string(raw)]
 	if !ok {
 		var r Reason
-		if key, r, p.why = s.series(f); r != ReasonNone {
-			p.r = r
-			return
+		var w spanWhy
+		if key, r, w = s.series(f); r != ReasonNone {
+			return "", r, w
 		}
 		if len(s.seen) >= s.d.maxInterned {
 			clear(s.seen)
+			*s.recent = [len(s.recent)]recentSlot{}
 		}
 		s.seen[string(raw)] = key
 	}
-	ev := &p.ev
-	ev.Metric, ev.Key, ev.Value, ev.Count, ev.TS = SpanMetric, key, float64(f.end-f.start)/1e6, 1, int64(f.end/1e6)
+	return key, ReasonNone, spanWhy{}
 }
 
 // appendRaw appends v as read, unambiguously: its type, then its bytes with their length or

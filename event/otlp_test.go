@@ -431,3 +431,27 @@ func TestOTLPAllocs(t *testing.T) {
 		}
 	}
 }
+
+// attrSlot finds each dimension by its name, whether its length is its own among the
+// dimensions', shared by several, or past the table by length (64 bytes or more).
+func TestSpanAttrSlot(t *testing.T) {
+	long := strings.Repeat("x", 70)
+	dims := []string{"http.route", "code", "kind", long, "http.rout", long + "y"}
+	f, err := NewOTLPProto(SpanConfig{Dimensions: dims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range dims {
+		if got := f.attrSlot([]byte(d), false); got != 1+i {
+			t.Fatalf("attrSlot(%q) = %d, want %d", d, got, 1+i)
+		}
+	}
+	for _, name := range []string{"", "cod", "http.routx", "kine", long + "z", DefaultSpanKey} {
+		if got := f.attrSlot([]byte(name), false); got != -1 {
+			t.Fatalf("attrSlot(%q) = %d, want -1", name, got)
+		}
+	}
+	if got := f.attrSlot([]byte(DefaultSpanKey), true); got != 0 {
+		t.Fatalf("attrSlot(the key, with it) = %d, want 0", got)
+	}
+}

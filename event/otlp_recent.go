@@ -1,0 +1,134 @@
+package event
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+)
+
+// The recent series: a cache in front of SpanDecoder.seen, so that a span of a series seen
+// lately costs neither writing its parts (appendRaw) nor the map's lookup of them, which
+// were a third of a span's decoding. A span's parts (its key, kind, status, name and
+// dimensions as read) are taken as words where they lie in the body, a string of up to 16
+// bytes as two words and its length, a number as its bits; the words pick the span's slot by
+// a cheap hash and are compared with those of the slot's series, word by word: equal words
+// are equal parts, the same test as the map's, so a span gets the series it would get from
+// seen. A collision, whoever chose the parts, costs only the map lookup the cache saves
+// otherwise. A span with a longer string part, or a decoder of more than maxRecentDims
+// dimensions, goes to seen alone. (Hashing or comparing the written parts instead reads
+// back bytes just stored one by one, which the processor forwards slowly: no faster.)
+
+// recentBits is log2 of the number of slots of SpanDecoder.recent.
+const recentBits = 9
+
+// maxRecentDims is the most dimensions of a decoder whose spans the cache holds.
+const maxRecentDims = 4
+
+// recentPart is one part of a span as words: a string's first and last eight bytes (zero
+// past its end), a number's bits in lo; meta its type, escaping and length.
+type recentPart struct{ lo, hi, meta uint64 }
+
+// recentSlot is a series (key, "" for an empty slot) and the parts it was written from.
+type recentSlot struct {
+	ks  uint64 // kind and status
+	p   [2 + maxRecentDims]recentPart
+	key string
+}
+
+// recentKey is span f's series string from its slot of recent; ok false when the slot holds
+// another series. It leaves the span's words in s.rcur and its slot in s.rslot, −1 when the
+// cache does not hold such a span.
+func (s *SpanDecoder) recentKey(f *spanFields) (string, bool) {
+	s.rslot = -1
+	if len(s.dims) > maxRecentDims {
+		return "", false
+	}
+	c := &s.rcur
+	c.ks = uint64(f.kind)<<32 | uint64(uint32(f.status))
+	h := c.ks * 0x9E3779B97F4A7C15
+	n := 2 + len(s.dims)
+	for k := range n {
+		v := &s.res[0]
+		switch {
+		case k == 1:
+			v = &f.name
+		case k >= 2:
+			if v = &f.dims[k-2]; v.kind == valAbsent {
+				v = &s.res[k-1]
+			}
+		}
+		p := &c.p[k]
+		if b := v.b; v.kind == valString && len(b) <= 16 && cap(b) >= 16 {
+			// The common part, a short string where 16 bytes can be read, taken here.
+			m := uint(len(b))
+			b = b[:16]
+			p.lo = binary.LittleEndian.Uint64(b) & (^uint64(0) >> (64 - 8*min(m, 8)))
+			p.hi = binary.LittleEndian.Uint64(b[8:]) & (^uint64(0) >> (64 - 8*(max(m, 8)-8)))
+			p.meta = uint64(valString)<<32 | uint64(m)
+			if v.esc {
+				p.meta |= 1 << 40
+			}
+		} else if !partWords(p, v) {
+			return "", false
+		}
+		h = bits.RotateLeft64(h, 23) ^ (p.lo*0xC2B2AE3D27D4EB4F + p.hi*0x165667B19E3779F9 + p.meta)
+	}
+	h *= 0x9E3779B97F4A7C15
+	slot := h >> (64 - recentBits)
+	s.rslot = int(slot)
+	e := &s.recent[slot]
+	if e.key == "" || e.ks != c.ks {
+		return "", false
+	}
+	for k := range n {
+		if e.p[k] != c.p[k] {
+			return "", false
+		}
+	}
+	return e.key, true
+}
+
+// remember puts series key, of the span whose words recentKey left, into its slot.
+func (s *SpanDecoder) remember(key string) {
+	if s.rslot >= 0 {
+		s.rcur.key = key
+		s.recent[s.rslot&(len(s.recent)-1)] = s.rcur
+	}
+}
+
+// partWords sets p to part v's words; false for a string longer than 16 bytes.
+func partWords(p *recentPart, v *attrVal) bool {
+	p.meta = uint64(v.kind)<<32 | uint64(len(v.b))
+	if v.esc {
+		p.meta |= 1 << 40
+	}
+	p.lo, p.hi = 0, 0
+	switch v.kind {
+	case valString:
+		b := v.b
+		n := len(b)
+		if n > 16 {
+			return false
+		}
+		if cap(b) < 16 { // near the end of what it was read from: copied
+			var t [16]byte
+			copy(t[:], b)
+			b = t[:]
+		}
+		b = b[:16]
+		lo, hi := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+		switch {
+		case n < 8:
+			lo &= 1<<(8*n) - 1
+			hi = 0
+		case n < 16:
+			hi &= 1<<(8*(n-8)) - 1
+		}
+		p.lo, p.hi = lo, hi
+	case valInt, valBool:
+		p.lo = uint64(v.i)
+	case valDouble:
+		p.lo = math.Float64bits(v.f)
+	}
+	return true
+}

@@ -1,0 +1,83 @@
+package event
+
+import (
+	"fmt"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// recentRequest is a request of two services' spans whose parts differ from one another by
+// little: names a prefix of one another around the lengths of the cache's words (7, 8, 15,
+// 16, 17 bytes), one attribute an integer, a string or a boolean, a dimension from the span
+// or from its resource.
+func recentRequest() ptrace.Traces {
+	names := []string{"GET /pay/12345678", "GET /pa", "GET /pay/123456", "GET /pay/1234567", "GET /pay"}
+	td := ptrace.NewTraces()
+	for _, svc := range []string{"checkout", "payments"} {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", svc)
+		rs.Resource().Attributes().PutStr("http.route", "/res")
+		ss := rs.ScopeSpans().AppendEmpty()
+		for i := range 60 {
+			sp := ss.Spans().AppendEmpty()
+			sp.SetName(names[i%5])
+			sp.SetStartTimestamp(1e15)
+			sp.SetEndTimestamp(1e15 + 2_500_000)
+			switch i % 3 {
+			case 0:
+				sp.Attributes().PutInt("code", 1)
+			case 1:
+				sp.Attributes().PutStr("code", "200")
+			default:
+				sp.Attributes().PutBool("code", true)
+			}
+			if i%4 < 2 {
+				sp.Attributes().PutStr("http.route", "/pay")
+			}
+		}
+	}
+	return td
+}
+
+// A span takes its series from the recent cache only when its parts equal those its slot's
+// series was written from: with every slot holding one span's series, the others, each of a
+// part differing from it by little, give what pdata's walk says, read once and again.
+func TestOTLPRecentSeries(t *testing.T) {
+	dims := []string{"http.route", "code"}
+	td := recentRequest()
+	want := walkSpans(td, DefaultSpanKey, dims)
+	keys := map[string]bool{}
+	for _, w := range want {
+		keys[w.ev.Key] = true
+	}
+	if len(keys) != 2*5*3*2 {
+		t.Fatalf("%d series in the request, want 60", len(keys))
+	}
+	f, err := NewOTLPProto(SpanConfig{Dimensions: dims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := protoOf(t, td)
+	sameEvents(t, "read once", decodeSpans(t, f, body), want)
+	// The last span's series in every slot: each other span meets it in its own.
+	last := f.recent[f.rslot]
+	if last.key != want[len(want)-1].ev.Key {
+		t.Fatalf("the last span's slot holds %q, want %q", last.key, want[len(want)-1].ev.Key)
+	}
+	for pass := range 2 {
+		for i := range f.recent {
+			f.recent[i] = last
+		}
+		sameEvents(t, fmt.Sprintf("read again, pass %d", pass+1), decodeSpans(t, f, body), want)
+	}
+	// A span of the slot's parts takes the slot's series: the cache is looked at.
+	for i := range f.recent {
+		f.recent[i] = last
+		f.recent[i].key = "from the cache"
+	}
+	got := decodeSpans(t, f, body)
+	if k := got[len(got)-1].ev.Key; k != "from the cache" {
+		t.Fatalf("the last span again: series %q, not its slot's", k)
+	}
+}
