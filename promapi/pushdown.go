@@ -218,10 +218,8 @@ type pdRead struct {
 	schema  int32
 	zt      float64
 
-	byKey   map[string]int // groups by groupKey
-	scratch histSeries     // an instant query's series, one after the other
-	smpBuf  []sample
-	points  []promql.FPoint // an instant query's, one a group
+	byKey  map[string]int  // groups by groupKey
+	points []promql.FPoint // an instant query's, one a group
 }
 
 // pdReads keeps reads' scratch (groups, their index, the series scratch) from query to
@@ -283,17 +281,21 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 		if len(slots) == 0 {
 			return true
 		}
-		hs, smp := &rd.scratch, rd.smpBuf
+		var (
+			hs  *histSeries
+			smp []sample
+			w   instantWindow
+		)
 		if rd.instant {
-			b.fillHistSeries(hs, str, slots)
-			smp = b.appendSamples(smp[:0], kindHistogram, cur, slots, hs)
-			rd.smpBuf = smp
+			b.pointsAt(cur)
+			if w = windowOf(b.ts, rd.t-sh.rng, rd.t); !w.any {
+				return true
+			}
 		} else {
 			hs = b.histSeries(str, slots)
-			smp = b.build(kindHistogram, cur, slots, hs)
-		}
-		if len(smp) == 0 {
-			return true
+			if smp = b.build(kindHistogram, cur, slots, hs); len(smp) == 0 {
+				return true
+			}
 		}
 		if n++; a.cfg.MaxSeries > 0 && n > a.cfg.MaxSeries {
 			declined = true // the engine answers cost_limit
@@ -313,6 +315,14 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 			rd.byKey[string(key)] = g
 			rd.groups = append(rd.groups, pdGroup{lset: gb.Labels()})
 		}
+		if rd.instant {
+			if !rd.addInstant(&b, g, str, slots, w) {
+				declined = true
+				return false
+			}
+			b.slab = b.slab[:0] // the series' converted buckets are summed: reuse them
+			return true
+		}
 		var cnt, sum float64
 		j := 0
 		for p := range smp {
@@ -330,12 +340,7 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 			declined = true
 			return false
 		}
-		if rd.instant {
-			lo := rd.t - sh.rng
-			rd.add(g, hs, thinned(smp, lo, rd.t), lo, rd.t) // thinned as the engine's Select hands it
-		} else {
-			rd.series = append(rd.series, pdSeries{group: g, hs: hs, smp: smp})
-		}
+		rd.series = append(rd.series, pdSeries{group: g, hs: hs, smp: smp})
 		return true
 	})
 	qr.slabs = append(qr.slabs, b.slab)
@@ -346,6 +351,87 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 		return errNotPushed
 	}
 	return nil
+}
+
+// instantWindow is where an instant query's window (lo, t] falls among a series' points
+// (builder.pointsAt): the first point after lo and the last at or before t (a rate when
+// they are two or more), and the gaps between them as the engine's rate counts them.
+type instantWindow struct {
+	any  bool // a point lies in [lo, t]: Select would hand the engine the series
+	i, j int
+	gaps int
+}
+
+// windowOf finds the window (lo, t] among points ts (ascending). The engine's Select hands
+// it the samples thinned (see thinned): the first and the last alone when that keeps the
+// answer, which makes the rate's average gap one gap.
+func windowOf(ts []int64, lo, t int64) instantWindow {
+	k := sort.Search(len(ts), func(k int) bool { return ts[k] >= lo })
+	w := instantWindow{any: k < len(ts) && ts[k] <= t}
+	w.i = sort.Search(len(ts), func(i int) bool { return ts[i] > lo })
+	w.j = sort.Search(len(ts), func(j int) bool { return ts[j] > t }) - 1
+	w.gaps = w.j - w.i
+	if n := w.j - w.i + 1; n >= 3 {
+		first, last := ts[w.i], ts[w.j]
+		gap := float64(last-first) / float64(n-1)
+		if float64(first-lo) <= gap && float64(t-last) <= gap {
+			w.gaps = 1
+		}
+	}
+	return w
+}
+
+// addInstant adds a series' rate (or increase) over the instant query's window w to group
+// gi straight from its slots: the counts of the window's two samples, the buckets of the
+// slots between them. It reports false when the slots' sum is NaN (the engine's).
+func (rd *pdRead) addInstant(b *builder, gi int, series string, slots []window.SlotView, w instantWindow) bool {
+	rate := w.j-w.i >= 1
+	from, through := int64(math.MinInt64), int64(math.MinInt64)
+	if rate {
+		from, through = b.through[w.i], b.through[w.j]
+	}
+	var cnt, firstCount, lastCount, sum float64
+	a, e := len(slots), len(slots) // the slots in (from, through]
+	for k := range slots {
+		s := &slots[k]
+		sum += s.Sum
+		if s.Index > from && a == len(slots) {
+			firstCount, a = cnt, k
+		}
+		if s.Index > through && e == len(slots) {
+			lastCount, e = cnt, k
+		}
+		cnt += float64(s.Count)
+	}
+	if a == len(slots) {
+		firstCount = cnt
+	}
+	if e == len(slots) {
+		lastCount = cnt
+	}
+	if math.IsNaN(sum) {
+		return false // NaN observations: see pdSelect
+	}
+	if !rate {
+		return true
+	}
+	posLo, pw, negLo, nw := b.lookSlots(series, slots)
+	dc := lastCount - firstCount
+	sh := rd.sh
+	factor := extrapolation(b.ts[w.i], b.ts[w.j], rd.t-sh.rng, rd.t, w.gaps, firstCount, dc, sh.isRate, sh.rangeSec)
+	d := &rd.delta
+	d.load(posLo, pw, negLo, nw)
+	var zero float64
+	for k := a; k < e; k++ {
+		zero += d.add(&b.looks[k].c)
+	}
+	g := &rd.groups[gi]
+	d.addTo(&rd.arena, g, dc, zero, factor)
+	if !g.has {
+		g.has = true
+		rd.touched = append(rd.touched, gi)
+	}
+	return true
 }
 
 // groupKey appends to dst what tells series str's group apart: the values of the by
@@ -387,13 +473,27 @@ func addRate(ar *floatArena, d *seriesDelta, g *pdGroup, hs *histSeries, smp []s
 	}
 	firstCount := smp[i].f
 	dc := smp[j].f - firstCount
+	factor := extrapolation(smp[i].t, smp[j].t, lo, t, j-i, firstCount, dc, isRate, rangeSec)
+	from, through := smp[i].through, smp[j].through
+	a := sort.Search(len(hs.slots), func(k int) bool { return hs.slots[k].index > from })
+	d.load(hs.posLo, hs.pw, hs.negLo, hs.nw)
+	var zero float64
+	for k := a; k < len(hs.slots) && hs.slots[k].index <= through; k++ {
+		zero += d.add(&hs.slots[k].cachedSlot)
+	}
+	d.addTo(ar, g, dc, zero, factor)
+	return true
+}
 
-	// extrapolatedRate (promql v0.316), for a counter histogram without start timestamps.
-	firstT, lastT := smp[i].t, smp[j].t
+// extrapolation is the factor the engine's extrapolatedRate (promql v0.316, for a counter
+// histogram without start timestamps) scales the increase dc between the samples at
+// firstT and lastT by, gaps samples apart, over the window (lo, t]; firstCount is the
+// first sample's count.
+func extrapolation(firstT, lastT, lo, t int64, gaps int, firstCount, dc float64, isRate bool, rangeSec float64) float64 {
 	durationToStart := float64(firstT-lo) / 1000
 	durationToEnd := float64(t-lastT) / 1000
 	sampledInterval := float64(lastT-firstT) / 1000
-	avg := sampledInterval / float64(j-i)
+	avg := sampledInterval / float64(gaps)
 	threshold := avg * 1.1
 	if durationToStart >= threshold {
 		durationToStart = avg / 2
@@ -415,33 +515,39 @@ func addRate(ar *floatArena, d *seriesDelta, g *pdGroup, hs *histSeries, smp []s
 	if isRate {
 		factor /= rangeSec
 	}
+	return factor
+}
 
-	// The engine subtracts the first histogram from the last (exact: counts are whole),
-	// multiplies by the factor (one rounding a bucket) and sums the group's series with
-	// compensation; here each series' difference is summed exactly from its slots, scaled
-	// once, and added to the group with an error-free sum, so that the group's counts are
-	// the correctly rounded sums whatever order the series came in (a quantile that lands
-	// between two buckets must not flip with the order).
+// The engine subtracts the first histogram from the last (exact: counts are whole),
+// multiplies by the factor (one rounding a bucket) and sums the group's series with
+// compensation; here each series' difference is summed exactly from its slots, scaled
+// once, and added to the group with an error-free sum, so that the group's counts are
+// the correctly rounded sums whatever order the series came in (a quantile that lands
+// between two buckets must not flip with the order).
+
+// load readies d for a series whose buckets span [posLo, posLo+pw) and [negLo, negLo+nw).
+func (d *seriesDelta) load(posLo, pw, negLo, nw int) {
+	d.pos.load(posLo, pw)
+	d.neg.load(negLo, nw)
+}
+
+// add adds one slot's buckets to d and returns its zero count.
+func (d *seriesDelta) add(c *cachedSlot) float64 {
+	d.pos.add(c.bins[:c.neg])
+	d.neg.add(c.bins[c.neg:])
+	return float64(c.zero)
+}
+
+// addTo adds d (whose count is dc and zero count zero), times factor, to g and zeroes d.
+func (d *seriesDelta) addTo(ar *floatArena, g *pdGroup, dc, zero, factor float64) {
 	g.count.add(float64(dc * factor))
-	from, through := smp[i].through, smp[j].through
-	a := sort.Search(len(hs.slots), func(k int) bool { return hs.slots[k].index > from })
-	var zero float64
-	d.pos.load(hs.posLo, hs.pw)
-	d.neg.load(hs.negLo, hs.nw)
-	for k := a; k < len(hs.slots) && hs.slots[k].index <= through; k++ {
-		sl := &hs.slots[k]
-		zero += float64(sl.zero)
-		d.pos.add(sl.bins[:sl.neg])
-		d.neg.add(sl.bins[sl.neg:])
-	}
 	g.zero.add(float64(zero * factor))
-	if hs.pw > 0 {
-		g.pos.cover(ar, hs.posLo, hs.pw)
+	if d.pos.from < d.pos.to {
+		g.pos.cover(ar, d.pos.lo, d.pos.width)
 		d.pos.flush(&g.pos, factor)
 	}
-	if hs.nw > 0 {
-		g.neg.cover(ar, hs.negLo, hs.nw)
+	if d.neg.from < d.neg.to {
+		g.neg.cover(ar, d.neg.lo, d.neg.width)
 		d.neg.flush(&g.neg, factor)
 	}
-	return true
 }

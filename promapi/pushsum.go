@@ -31,13 +31,13 @@ func (e exactSum) value() float64 { return e.hi + e.lo }
 // deltaSide is one side of one series' difference between two samples: whole counts by
 // bucket index from lo, the ones in [from, to) touched (every other count is zero).
 type deltaSide struct {
-	lo, from, to int
-	v            []float64
+	lo, width, from, to int
+	v                   []float64
 }
 
 // load readies d for the buckets [lo, lo+n).
 func (d *deltaSide) load(lo, n int) {
-	d.lo, d.from, d.to = lo, n, 0
+	d.lo, d.width, d.from, d.to = lo, n, n, 0
 	if len(d.v) < n {
 		d.v = make([]float64, n)
 	}
