@@ -174,8 +174,10 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 				g.floats = rd.points[gi : gi : gi+1]
 			}
 			g.floats = append(g.floats, promql.FPoint{T: t, F: v})
-			g.pos.clear()
-			g.neg.clear()
+			if i < steps { // after the last step the arena's chunks are cleared when next taken
+				g.pos.clear()
+				g.neg.clear()
+			}
 			g.count, g.zero, g.has = exactSum{}, exactSum{}, false
 		}
 		rd.touched = rd.touched[:0]

@@ -1,6 +1,7 @@
 package promapi
 
 import (
+	"math"
 	"sync"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -54,15 +55,33 @@ func (d *deltaSide) add(bins []sketch.BinCount) {
 	}
 }
 
-// flush adds the counts, times factor, to g (which covers them) and zeroes d.
+// flush adds the counts, times factor, to g (which covers them) and zeroes d. Adding a
+// zero count's product leaves a sum as it was (exactly), so when the factor is finite
+// every count in [from, to) is added without asking which are zero: half of a series'
+// range is empty buckets, and the branch on them mispredicted about every other time.
 func (d *deltaSide) flush(g *growDense, factor float64) {
 	off := d.lo - g.lo
-	for k := d.from; k < d.to; k++ {
-		if c := d.v[k]; c != 0 {
-			g.add(off+k, float64(c*factor))
-			d.v[k] = 0
+	if math.IsInf(factor, 0) || math.IsNaN(factor) { // 0×∞ is NaN: add the non-zero ones
+		for k := d.from; k < d.to; k++ {
+			if c := d.v[k]; c != 0 {
+				g.add(off+k, float64(c*factor))
+				d.v[k] = 0
+			}
 		}
+		return
 	}
+	if d.from >= d.to {
+		return
+	}
+	v := d.v[d.from:d.to]
+	gv := g.v[2*(off+d.from) : 2*(off+d.to)]
+	for k, c := range v {
+		p := gv[2*k : 2*k+2 : 2*k+2]
+		e := exactSum{p[0], p[1]}
+		e.add(float64(c * factor))
+		p[0], p[1] = e.hi, e.lo
+	}
+	clear(v)
 }
 
 // growDense is one side of a group's histogram: exact sums by bucket index from lo, grown
