@@ -272,6 +272,7 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 	rd.schema, rd.zt = b.sh.schema, b.sh.ix.MinIndexableValue()
 	var (
 		lb       = labels.NewScratchBuilder(8)
+		base     labels.Labels
 		gb       = labels.NewBuilder(labels.EmptyLabels())
 		key      []byte
 		declined bool
@@ -306,7 +307,9 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 		key = groupKey(key[:0], str, sh, grouping)
 		g, ok := rd.byKey[string(key)]
 		if !ok {
-			gb.Reset(labelsOf(&lb, m, str))
+			fillLabels(&lb, m, str)
+			lb.Overwrite(&base) // base is read only until gb.Labels' copy
+			gb.Reset(base)
 			gb.Del(labels.MetricName)
 			if sh.agg && sh.without {
 				gb.Del(sh.grouping...)
