@@ -188,14 +188,18 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 	warn, _ := annos.AsStrings(text, 10, 0)
 	groups := rd.groups
 	slices.SortFunc(groups, func(x, y pdGroup) int { return labels.Compare(x.lset, y.lset) })
-	if instant {
-		vec := make(promql.Vector, 0, len(groups))
+	if instant { // appendQueryData of the vector, without the vector
+		b := append(make([]byte, 0, 64*len(groups)+64), `{"resultType":"vector","result":[`...)
+		n := 0
 		for _, g := range groups {
 			if len(g.floats) > 0 {
-				vec = append(vec, promql.Sample{Metric: g.lset, T: span.start, F: g.floats[0].F})
+				if n++; n > 1 {
+					b = append(b, ',')
+				}
+				b = appendSample(b, promql.Sample{Metric: g.lset, T: span.start, F: g.floats[0].F})
 			}
 		}
-		return appendQueryData(make([]byte, 0, 64*len(vec)+64), vec), warn, nil
+		return append(b, "]}"...), warn, nil
 	}
 	mat := promql.Matrix{}
 	for _, g := range groups {
