@@ -186,26 +186,27 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 		}
 	}
 	warn, _ := annos.AsStrings(text, 10, 0)
-	groups := rd.groups
-	slices.SortFunc(groups, func(x, y pdGroup) int { return labels.Compare(x.lset, y.lset) })
+	out := rd.out[:0] // the groups with points, sorted by labels (the engine's order)
+	for i := range rd.groups {
+		if len(rd.groups[i].floats) > 0 {
+			out = append(out, pdOut{lset: rd.groups[i].lset, g: i})
+		}
+	}
+	slices.SortFunc(out, func(x, y pdOut) int { return labels.Compare(x.lset, y.lset) })
+	rd.out = out
 	if instant { // appendQueryData of the vector, without the vector
-		b := append(make([]byte, 0, 64*len(groups)+64), `{"resultType":"vector","result":[`...)
-		n := 0
-		for _, g := range groups {
-			if len(g.floats) > 0 {
-				if n++; n > 1 {
-					b = append(b, ',')
-				}
-				b = appendSample(b, promql.Sample{Metric: g.lset, T: span.start, F: g.floats[0].F})
+		b := append(make([]byte, 0, 64*len(out)+64), `{"resultType":"vector","result":[`...)
+		for i, o := range out {
+			if i > 0 {
+				b = append(b, ',')
 			}
+			b = appendSample(b, promql.Sample{Metric: o.lset, T: span.start, F: rd.groups[o.g].floats[0].F})
 		}
 		return append(b, "]}"...), warn, nil
 	}
-	mat := promql.Matrix{}
-	for _, g := range groups {
-		if len(g.floats) > 0 {
-			mat = append(mat, promql.Series{Metric: g.lset, Floats: g.floats})
-		}
+	mat := make(promql.Matrix, 0, len(out))
+	for _, o := range out {
+		mat = append(mat, promql.Series{Metric: o.lset, Floats: rd.groups[o.g].floats})
 	}
 	return appendQueryData(nil, mat), warn, nil
 }
@@ -226,6 +227,13 @@ type pdRead struct {
 
 	byKey  map[string]int  // groups by groupKey
 	points []promql.FPoint // an instant query's, one a group
+	out    []pdOut         // the groups answered, in the answer's order
+}
+
+// pdOut is a group answered: its labels (sorted by, without moving the groups) and index.
+type pdOut struct {
+	lset labels.Labels
+	g    int
 }
 
 // pdReads keeps reads' scratch (groups, their index, the series scratch) from query to
@@ -238,7 +246,8 @@ func (rd *pdRead) release() {
 	clear(rd.groups)
 	clear(rd.byKey)
 	clear(rd.series)
-	rd.sh, rd.groups, rd.series, rd.touched = nil, rd.groups[:0], rd.series[:0], rd.touched[:0]
+	clear(rd.out)
+	rd.sh, rd.groups, rd.series, rd.touched, rd.out = nil, rd.groups[:0], rd.series[:0], rd.touched[:0], rd.out[:0]
 	if cap(rd.groups) > 1<<16 || cap(rd.series) > 1<<16 {
 		return // a huge query's: let it go
 	}
