@@ -154,7 +154,9 @@ func (ar *floatArena) free() {
 // spans, as the engine's compacted histograms hold them: HistogramQuantile's iterators
 // then step over no empty bucket (each costs them its bounds).
 func (d *growDense) side(spans []histogram.Span, bk []float64) ([]histogram.Span, []float64) {
-	next := -1 // the index after the last non-empty bucket
+	// next is the index after the last non-empty bucket, once there is one (an index, and
+	// so next, may be negative: buckets of values under 1).
+	next, started := 0, false
 	for i := 0; i < len(d.v); i += 2 {
 		h := d.v[i]
 		if h == 0 {
@@ -162,8 +164,9 @@ func (d *growDense) side(spans []histogram.Span, bk []float64) ([]histogram.Span
 		}
 		k := d.lo + i/2
 		switch {
-		case next < 0:
+		case !started:
 			spans = append(spans, histogram.Span{Offset: int32(k)})
+			started = true
 		case k != next:
 			spans = append(spans, histogram.Span{Offset: int32(k - next)})
 		}
