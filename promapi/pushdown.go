@@ -166,8 +166,8 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 				ZeroCount: g.zero.value(), Count: g.count.value(), CounterResetHint: histogram.GaugeType,
 				PositiveSpans: fh.PositiveSpans[:0], NegativeSpans: fh.NegativeSpans[:0],
 				PositiveBuckets: fh.PositiveBuckets[:0], NegativeBuckets: fh.NegativeBuckets[:0]}
-			fh.PositiveSpans, fh.PositiveBuckets = g.pos.side(fh.PositiveSpans, fh.PositiveBuckets)
-			fh.NegativeSpans, fh.NegativeBuckets = g.neg.side(fh.NegativeSpans, fh.NegativeBuckets)
+			fh.PositiveSpans, fh.PositiveBuckets = g.pos.side(fh.PositiveSpans, fh.PositiveBuckets, &rd.ix)
+			fh.NegativeSpans, fh.NegativeBuckets = g.neg.side(fh.NegativeSpans, fh.NegativeBuckets, &rd.ix)
 			v, more := promql.HistogramQuantile(sh.phi, &fh, "", sh.innerPos)
 			annos.Merge(more)
 			if instant { // one point a group, from one slice
@@ -221,6 +221,7 @@ type pdRead struct {
 	groups  []pdGroup
 	touched []int // the groups added to at the step being evaluated
 	arena   floatArena
+	ix      []int32     // growDense.side's scratch
 	delta   seriesDelta // one series' difference, scratch
 	schema  int32
 	zt      float64
