@@ -237,7 +237,7 @@ type pdOut struct {
 	g    int
 }
 
-// pdReads keeps reads' scratch (groups, their index, the series scratch) from query to
+// pdReads keeps reads' scratch (groups, their index, the points, the answer's order) from query to
 // query.
 var pdReads = sync.Pool{New: func() any { return &pdRead{byKey: map[string]int{}} }}
 
