@@ -237,8 +237,8 @@ type pdOut struct {
 	g    int
 }
 
-// pdReads keeps reads' scratch (groups, their index, the points, the answer's order) from query to
-// query.
+// pdReads keeps reads' scratch (groups, their index, the points, the answer's order)
+// from query to query.
 var pdReads = sync.Pool{New: func() any { return &pdRead{byKey: map[string]int{}} }}
 
 // release hands rd back once the answer is written (it holds no reference into it).
