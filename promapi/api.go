@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"slices"
@@ -150,7 +151,11 @@ func (a *API) serve(fn func(r *http.Request) ([]byte, []string, *apiError)) http
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(appendEnvelope(make([]byte, 0, len(data)+64), data, append(warn, more...), nil))
+		// Head, data and tail are written apart: data is most of a large answer (a query's
+		// result), and one buffer around it was a copy and an allocation as large.
+		_, _ = io.WriteString(w, envelopeHead)
+		_, _ = w.Write(data)
+		_, _ = w.Write(appendEnvelopeTail(nil, append(warn, more...), nil))
 	}
 }
 

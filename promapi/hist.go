@@ -46,13 +46,26 @@ func (b *builder) histSeries(series string, slots []window.SlotView) *histSeries
 func (b *builder) fillHistSeries(hs *histSeries, series string, slots []window.SlotView) {
 	sh := &b.sh
 	*hs = histSeries{schema: sh.schema, zt: sh.ix.MinIndexableValue(), slots: slices.Grow(hs.slots[:0], len(slots))[:len(slots)]}
+	hs.posLo, hs.pw, hs.negLo, hs.nw = b.lookSlots(series, slots)
+	for j := range slots {
+		s := &slots[j]
+		hs.slots[j] = slotBins{index: s.Index, count: s.Count, sum: s.Sum, cachedSlot: b.looks[j].c}
+	}
+}
+
+// lookSlots leaves the native buckets of each of the series' slots in b.looks[j].c,
+// from the cache or converted (into the builder's slab; the packed ones are cached), and
+// returns the range of indices they span on each side (a width of 0 when a side has none).
+func (b *builder) lookSlots(series string, slots []window.SlotView) (posLo, pw, negLo, nw int) {
+	sh := &b.sh
 	var fresh bool
 	b.looks, fresh = b.cache.lookup(series, slots, b.looks[:0])
 	insert := false
-	posLo, posHi, negLo, negHi := math.MaxInt, math.MinInt, math.MaxInt, math.MinInt
+	pLo, pHi, nLo, nHi := math.MaxInt, math.MinInt, math.MaxInt, math.MinInt
 	for j := range slots {
-		s, l := &slots[j], &b.looks[j]
+		l := &b.looks[j]
 		if l.state != lookHit {
+			s := &slots[j]
 			start := len(b.slab)
 			b.slab, b.tmp = sh.buckets(b.slab, b.tmp, s.Bins, false)
 			neg := len(b.slab) - start
@@ -60,24 +73,24 @@ func (b *builder) fillHistSeries(hs *histSeries, series string, slots []window.S
 			l.c = cachedSlot{bins: b.slab[start:len(b.slab):len(b.slab)], neg: int32(neg), zero: s.Bins.ZeroCount()}
 		}
 		insert = insert || l.state == lookMiss || (l.state == lookHit && !fresh)
-		c := l.c
-		if pos := c.bins[:c.neg]; len(pos) > 0 {
-			posLo, posHi = min(posLo, pos[0].Index), max(posHi, pos[len(pos)-1].Index)
+		bins, ng := l.c.bins, l.c.neg
+		if ng > 0 {
+			pLo, pHi = min(pLo, bins[0].Index), max(pHi, bins[ng-1].Index)
 		}
-		if neg := c.bins[c.neg:]; len(neg) > 0 {
-			negLo, negHi = min(negLo, neg[0].Index), max(negHi, neg[len(neg)-1].Index)
+		if int(ng) < len(bins) {
+			nLo, nHi = min(nLo, bins[ng].Index), max(nHi, bins[len(bins)-1].Index)
 		}
-		hs.slots[j] = slotBins{index: s.Index, count: s.Count, sum: s.Sum, cachedSlot: c}
 	}
 	if insert {
 		b.cache.insert(series, slots, b.looks)
 	}
-	if posLo <= posHi {
-		hs.posLo, hs.pw = posLo, posHi-posLo+1
+	if pLo <= pHi {
+		posLo, pw = pLo, pHi-pLo+1
 	}
-	if negLo <= negHi {
-		hs.negLo, hs.nw = negLo, negHi-negLo+1
+	if nLo <= nHi {
+		negLo, nw = nLo, nHi-nLo+1
 	}
+	return posLo, pw, negLo, nw
 }
 
 // histAcc is the running sum of a histSeries' slots up to through: an iterator moves it

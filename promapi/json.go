@@ -215,10 +215,18 @@ func appendStrings(b []byte, ss []string) []byte {
 }
 
 // appendEnvelope writes the success envelope around data, with warnings and infos when
-// there are any: {"status":"success","data":…,"warnings":[…],"infos":[…]}.
+// there are some.
 func appendEnvelope(b, data []byte, warnings, infos []string) []byte {
-	b = append(b, `{"status":"success","data":`...)
+	b = append(b, envelopeHead...)
 	b = append(b, data...)
+	return appendEnvelopeTail(b, warnings, infos)
+}
+
+// envelopeHead is the success envelope up to its data.
+const envelopeHead = `{"status":"success","data":`
+
+// appendEnvelopeTail is the success envelope after its data.
+func appendEnvelopeTail(b []byte, warnings, infos []string) []byte {
 	if len(warnings) > 0 {
 		b = append(b, `,"warnings":`...)
 		b = appendStrings(b, warnings)

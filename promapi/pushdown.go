@@ -166,16 +166,18 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 				ZeroCount: g.zero.value(), Count: g.count.value(), CounterResetHint: histogram.GaugeType,
 				PositiveSpans: fh.PositiveSpans[:0], NegativeSpans: fh.NegativeSpans[:0],
 				PositiveBuckets: fh.PositiveBuckets[:0], NegativeBuckets: fh.NegativeBuckets[:0]}
-			fh.PositiveSpans, fh.PositiveBuckets = g.pos.side(fh.PositiveSpans, fh.PositiveBuckets)
-			fh.NegativeSpans, fh.NegativeBuckets = g.neg.side(fh.NegativeSpans, fh.NegativeBuckets)
+			fh.PositiveSpans, fh.PositiveBuckets = g.pos.side(fh.PositiveSpans, fh.PositiveBuckets, &rd.ix)
+			fh.NegativeSpans, fh.NegativeBuckets = g.neg.side(fh.NegativeSpans, fh.NegativeBuckets, &rd.ix)
 			v, more := promql.HistogramQuantile(sh.phi, &fh, "", sh.innerPos)
 			annos.Merge(more)
 			if instant { // one point a group, from one slice
 				g.floats = rd.points[gi : gi : gi+1]
 			}
 			g.floats = append(g.floats, promql.FPoint{T: t, F: v})
-			g.pos.clear()
-			g.neg.clear()
+			if i < steps { // after the last step the arena's chunks are cleared when next taken
+				g.pos.clear()
+				g.neg.clear()
+			}
 			g.count, g.zero, g.has = exactSum{}, exactSum{}, false
 		}
 		rd.touched = rd.touched[:0]
@@ -184,22 +186,27 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 		}
 	}
 	warn, _ := annos.AsStrings(text, 10, 0)
-	groups := rd.groups
-	slices.SortFunc(groups, func(x, y pdGroup) int { return labels.Compare(x.lset, y.lset) })
-	if instant {
-		vec := make(promql.Vector, 0, len(groups))
-		for _, g := range groups {
-			if len(g.floats) > 0 {
-				vec = append(vec, promql.Sample{Metric: g.lset, T: span.start, F: g.floats[0].F})
-			}
+	out := rd.out[:0] // the groups with points, sorted by labels (the engine's order)
+	for i := range rd.groups {
+		if len(rd.groups[i].floats) > 0 {
+			out = append(out, pdOut{lset: rd.groups[i].lset, g: i})
 		}
-		return appendQueryData(make([]byte, 0, 64*len(vec)+64), vec), warn, nil
 	}
-	mat := promql.Matrix{}
-	for _, g := range groups {
-		if len(g.floats) > 0 {
-			mat = append(mat, promql.Series{Metric: g.lset, Floats: g.floats})
+	slices.SortFunc(out, func(x, y pdOut) int { return labels.Compare(x.lset, y.lset) })
+	rd.out = out
+	if instant { // appendQueryData of the vector, without the vector
+		b := append(make([]byte, 0, 64*len(out)+64), `{"resultType":"vector","result":[`...)
+		for i, o := range out {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendSample(b, promql.Sample{Metric: o.lset, T: span.start, F: rd.groups[o.g].floats[0].F})
 		}
+		return append(b, "]}"...), warn, nil
+	}
+	mat := make(promql.Matrix, 0, len(out))
+	for _, o := range out {
+		mat = append(mat, promql.Series{Metric: o.lset, Floats: rd.groups[o.g].floats})
 	}
 	return appendQueryData(nil, mat), warn, nil
 }
@@ -214,18 +221,24 @@ type pdRead struct {
 	groups  []pdGroup
 	touched []int // the groups added to at the step being evaluated
 	arena   floatArena
+	ix      []int32     // growDense.side's scratch
 	delta   seriesDelta // one series' difference, scratch
 	schema  int32
 	zt      float64
 
-	byKey   map[string]int // groups by groupKey
-	scratch histSeries     // an instant query's series, one after the other
-	smpBuf  []sample
-	points  []promql.FPoint // an instant query's, one a group
+	byKey  map[string]int  // groups by groupKey
+	points []promql.FPoint // an instant query's, one a group
+	out    []pdOut         // the groups answered, in the answer's order
 }
 
-// pdReads keeps reads' scratch (groups, their index, the series scratch) from query to
-// query.
+// pdOut is a group answered: its labels (sorted by, without moving the groups) and index.
+type pdOut struct {
+	lset labels.Labels
+	g    int
+}
+
+// pdReads keeps reads' scratch (groups, their index, the points, the answer's order)
+// from query to query.
 var pdReads = sync.Pool{New: func() any { return &pdRead{byKey: map[string]int{}} }}
 
 // release hands rd back once the answer is written (it holds no reference into it).
@@ -234,7 +247,8 @@ func (rd *pdRead) release() {
 	clear(rd.groups)
 	clear(rd.byKey)
 	clear(rd.series)
-	rd.sh, rd.groups, rd.series, rd.touched = nil, rd.groups[:0], rd.series[:0], rd.touched[:0]
+	clear(rd.out)
+	rd.sh, rd.groups, rd.series, rd.touched, rd.out = nil, rd.groups[:0], rd.series[:0], rd.touched[:0], rd.out[:0]
 	if cap(rd.groups) > 1<<16 || cap(rd.series) > 1<<16 {
 		return // a huge query's: let it go
 	}
@@ -272,6 +286,7 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 	rd.schema, rd.zt = b.sh.schema, b.sh.ix.MinIndexableValue()
 	var (
 		lb       = labels.NewScratchBuilder(8)
+		base     labels.Labels
 		gb       = labels.NewBuilder(labels.EmptyLabels())
 		key      []byte
 		declined bool
@@ -283,17 +298,21 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 		if len(slots) == 0 {
 			return true
 		}
-		hs, smp := &rd.scratch, rd.smpBuf
+		var (
+			hs  *histSeries
+			smp []sample
+			w   instantWindow
+		)
 		if rd.instant {
-			b.fillHistSeries(hs, str, slots)
-			smp = b.appendSamples(smp[:0], kindHistogram, cur, slots, hs)
-			rd.smpBuf = smp
+			b.pointsAt(cur)
+			if w = windowOf(b.ts, rd.t-sh.rng, rd.t); !w.any {
+				return true
+			}
 		} else {
 			hs = b.histSeries(str, slots)
-			smp = b.build(kindHistogram, cur, slots, hs)
-		}
-		if len(smp) == 0 {
-			return true
+			if smp = b.build(kindHistogram, cur, slots, hs); len(smp) == 0 {
+				return true
+			}
 		}
 		if n++; a.cfg.MaxSeries > 0 && n > a.cfg.MaxSeries {
 			declined = true // the engine answers cost_limit
@@ -302,7 +321,9 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 		key = groupKey(key[:0], str, sh, grouping)
 		g, ok := rd.byKey[string(key)]
 		if !ok {
-			gb.Reset(labelsOf(&lb, m, str))
+			fillLabels(&lb, m, str)
+			lb.Overwrite(&base) // base is read only until gb.Labels' copy
+			gb.Reset(base)
 			gb.Del(labels.MetricName)
 			if sh.agg && sh.without {
 				gb.Del(sh.grouping...)
@@ -312,6 +333,14 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 			g = len(rd.groups)
 			rd.byKey[string(key)] = g
 			rd.groups = append(rd.groups, pdGroup{lset: gb.Labels()})
+		}
+		if rd.instant {
+			if !rd.addInstant(&b, g, str, slots, w) {
+				declined = true
+				return false
+			}
+			b.slab = b.slab[:0] // the series' converted buckets are summed: reuse them
+			return true
 		}
 		var cnt, sum float64
 		j := 0
@@ -330,12 +359,7 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 			declined = true
 			return false
 		}
-		if rd.instant {
-			lo := rd.t - sh.rng
-			rd.add(g, hs, thinned(smp, lo, rd.t), lo, rd.t) // thinned as the engine's Select hands it
-		} else {
-			rd.series = append(rd.series, pdSeries{group: g, hs: hs, smp: smp})
-		}
+		rd.series = append(rd.series, pdSeries{group: g, hs: hs, smp: smp})
 		return true
 	})
 	qr.slabs = append(qr.slabs, b.slab)
@@ -387,13 +411,27 @@ func addRate(ar *floatArena, d *seriesDelta, g *pdGroup, hs *histSeries, smp []s
 	}
 	firstCount := smp[i].f
 	dc := smp[j].f - firstCount
+	factor := extrapolation(smp[i].t, smp[j].t, lo, t, j-i, firstCount, dc, isRate, rangeSec)
+	from, through := smp[i].through, smp[j].through
+	a := sort.Search(len(hs.slots), func(k int) bool { return hs.slots[k].index > from })
+	d.load(hs.posLo, hs.pw, hs.negLo, hs.nw)
+	var zero float64
+	for k := a; k < len(hs.slots) && hs.slots[k].index <= through; k++ {
+		zero += d.add(&hs.slots[k].cachedSlot)
+	}
+	d.addTo(ar, g, dc, zero, factor)
+	return true
+}
 
-	// extrapolatedRate (promql v0.316), for a counter histogram without start timestamps.
-	firstT, lastT := smp[i].t, smp[j].t
+// extrapolation is the factor the engine's extrapolatedRate (promql v0.316, for a counter
+// histogram without start timestamps) scales the increase dc between the samples at
+// firstT and lastT by, gaps samples apart, over the window (lo, t]; firstCount is the
+// first sample's count.
+func extrapolation(firstT, lastT, lo, t int64, gaps int, firstCount, dc float64, isRate bool, rangeSec float64) float64 {
 	durationToStart := float64(firstT-lo) / 1000
 	durationToEnd := float64(t-lastT) / 1000
 	sampledInterval := float64(lastT-firstT) / 1000
-	avg := sampledInterval / float64(j-i)
+	avg := sampledInterval / float64(gaps)
 	threshold := avg * 1.1
 	if durationToStart >= threshold {
 		durationToStart = avg / 2
@@ -415,33 +453,39 @@ func addRate(ar *floatArena, d *seriesDelta, g *pdGroup, hs *histSeries, smp []s
 	if isRate {
 		factor /= rangeSec
 	}
+	return factor
+}
 
-	// The engine subtracts the first histogram from the last (exact: counts are whole),
-	// multiplies by the factor (one rounding a bucket) and sums the group's series with
-	// compensation; here each series' difference is summed exactly from its slots, scaled
-	// once, and added to the group with an error-free sum, so that the group's counts are
-	// the correctly rounded sums whatever order the series came in (a quantile that lands
-	// between two buckets must not flip with the order).
+// The engine subtracts the first histogram from the last (exact: counts are whole),
+// multiplies by the factor (one rounding a bucket) and sums the group's series with
+// compensation; here each series' difference is summed exactly from its slots, scaled
+// once, and added to the group with an error-free sum, so that the group's counts are
+// the correctly rounded sums whatever order the series came in (a quantile that lands
+// between two buckets must not flip with the order).
+
+// load readies d for a series whose buckets span [posLo, posLo+pw) and [negLo, negLo+nw).
+func (d *seriesDelta) load(posLo, pw, negLo, nw int) {
+	d.pos.load(posLo, pw)
+	d.neg.load(negLo, nw)
+}
+
+// add adds one slot's buckets to d and returns its zero count.
+func (d *seriesDelta) add(c *cachedSlot) float64 {
+	d.pos.add(c.bins[:c.neg])
+	d.neg.add(c.bins[c.neg:])
+	return float64(c.zero)
+}
+
+// addTo adds d (whose count is dc and zero count zero), times factor, to g and zeroes d.
+func (d *seriesDelta) addTo(ar *floatArena, g *pdGroup, dc, zero, factor float64) {
 	g.count.add(float64(dc * factor))
-	from, through := smp[i].through, smp[j].through
-	a := sort.Search(len(hs.slots), func(k int) bool { return hs.slots[k].index > from })
-	var zero float64
-	d.pos.load(hs.posLo, hs.pw)
-	d.neg.load(hs.negLo, hs.nw)
-	for k := a; k < len(hs.slots) && hs.slots[k].index <= through; k++ {
-		sl := &hs.slots[k]
-		zero += float64(sl.zero)
-		d.pos.add(sl.bins[:sl.neg])
-		d.neg.add(sl.bins[sl.neg:])
-	}
 	g.zero.add(float64(zero * factor))
-	if hs.pw > 0 {
-		g.pos.cover(ar, hs.posLo, hs.pw)
+	if d.pos.from < d.pos.to {
+		g.pos.cover(ar, d.pos.lo, d.pos.width)
 		d.pos.flush(&g.pos, factor)
 	}
-	if hs.nw > 0 {
-		g.neg.cover(ar, hs.negLo, hs.nw)
+	if d.neg.from < d.neg.to {
+		g.neg.cover(ar, d.neg.lo, d.neg.width)
 		d.neg.flush(&g.neg, factor)
 	}
-	return true
 }

@@ -243,6 +243,85 @@ func TestPushdownEqualsEngine(t *testing.T) {
 	}
 }
 
+// TestPushdownBelowOne: values under 1 (latencies in seconds) fall in buckets of negative
+// index on both sides; the pushdown's spans over them answer as the engine's. (Its first
+// span was once told by a negative "next index", so a run ending at index -2 began a new
+// span whose offset was read as absolute: quantiles of 1e-30 for values near 0.05.)
+func TestPushdownBelowOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 28))
+	now := int64(1_800_000_000_000 + 4_500)
+	native, err := sketch.ParseKind("native:3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := window.NewStore(window.StoreConfig{Now: func() int64 { return now }, Metrics: map[string]window.RingConfig{
+		"lat": {Slot: 10 * time.Second, Slots: 30, Sketch: native}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := window.FloorDiv(now, 10_000)
+	for k := range 4 {
+		series, err := window.AppendSeries(nil, "k"+strconv.Itoa(k), []window.Label{{Name: "route", Value: "/a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := cur - 29; i <= cur; i++ {
+			for range 3 {
+				v := math.Exp(rng.NormFloat64()*1.5 - 2) // mostly under 1, some above
+				if rng.IntN(6) == 0 {
+					v = -v
+				}
+				ev := window.Event{TS: min(i*10_000+rng.Int64N(10_000), now), Metric: "lat", Key: string(series), Value: v, Count: 1}
+				if err := st.ObserveAt(min(i*10_000+9_999, now), ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	clock := func() time.Time { return time.UnixMilli(now) }
+	pushed, err := New(Config{Store: st, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := New(Config{Store: st, Now: clock, DisablePushdown: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	points := 0
+	for _, q := range []string{
+		"histogram_quantile(0.05, rate(lat[5m]))",
+		"histogram_quantile(0.5, sum by (route) (rate(lat[5m])))",
+		"histogram_quantile(0.95, sum by (key) (increase(lat[1m])))",
+		"histogram_quantile(0.99, sum without (route) (rate(lat[2m])))",
+	} {
+		for _, path := range []string{"/api/v1/query", "/api/v1/query_range"} {
+			v := url.Values{"query": {q}, "time": {strconv.FormatInt(now/1000, 10)}}
+			if path == "/api/v1/query_range" {
+				v = url.Values{"query": {q}, "start": {strconv.FormatInt(now/1000-120, 10)}, "end": {strconv.FormatInt(now/1000, 10)}, "step": {"15"}}
+			}
+			got, want := pdGet(t, pushed.Handler(), path, v), pdGet(t, engine.Handler(), path, v)
+			if got.code != http.StatusOK || got.code != want.code || len(got.points) != len(want.points) || len(want.points) == 0 {
+				t.Fatalf("%s %s: pushed %d, %d series; engine %d, %d series", path, q, got.code, len(got.points), want.code, len(want.points))
+			}
+			for m, wp := range want.points {
+				gp := got.points[m]
+				if len(gp) != len(wp) {
+					t.Fatalf("%s %s, %s: %d points pushed, %d by the engine", path, q, m, len(gp), len(wp))
+				}
+				for k := range wp {
+					if gp[k][0] != wp[k][0] || !closeValues(gp[k][1], wp[k][1]) {
+						t.Fatalf("%s %s, %s: point %d pushed %v, engine %v", path, q, m, k, gp[k], wp[k])
+					}
+					points++
+				}
+			}
+		}
+	}
+	if n := pushed.pushed.Load(); n != 8 || points < 40 {
+		t.Fatalf("%d queries pushed down, %d points compared: the test compares too little", n, points)
+	}
+}
+
 // TestPushdownLeavesLimitsToTheEngine: a query of the pushdown's shape selecting more
 // series than MaxSeries is the engine's, which answers cost_limit as for any other query.
 func TestPushdownLeavesLimitsToTheEngine(t *testing.T) {

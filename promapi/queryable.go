@@ -155,12 +155,18 @@ func matchesAll(ms []*labels.Matcher, v string) bool {
 
 // labelsOf is the label set of series string s of the exposed name.
 func labelsOf(b *labels.ScratchBuilder, name, s string) labels.Labels {
+	fillLabels(b, name, s)
+	return b.Labels()
+}
+
+// fillLabels readies b with series s's labels (labelsOf without the copy: Overwrite
+// reads them in b's own memory).
+func fillLabels(b *labels.ScratchBuilder, name, s string) {
 	b.Reset()
 	b.Add(labels.MetricName, name)
 	b.Add(window.KeyLabel, window.SeriesKeyOf(s))
 	window.EachLabel(s, func(n, v string) bool { b.Add(n, v); return true })
 	b.Sort()
-	return b.Labels()
 }
 
 // stopper asks ctx once every 64 series: a scan stops soon after the client leaves.

@@ -169,6 +169,19 @@ type builder struct {
 	tmp         []sketch.BinCount // re-bucketing's scratch
 	cache       *slotCache        // the metric's kind's
 	looks       []look            // what the cache held of a series' slots
+	ptsCur      int64             // the current slot ts and through were listed for
+	ptsOK       bool              // ts and through hold ptsCur's points
+}
+
+// pointsAt lists the points of a series whose current slot is cur into b.ts and
+// b.through, reusing the last list when cur is the same (every series of a read from one
+// store shares its current slot).
+func (b *builder) pointsAt(cur int64) {
+	if b.ptsOK && b.ptsCur == cur {
+		return
+	}
+	b.ts, b.through = b.sh.points(cur, b.ts[:0], b.through[:0])
+	b.ptsCur, b.ptsOK = cur, true
 }
 
 // build returns the samples of kind k of one series (whose slots VisitSlots handed over),
@@ -183,7 +196,7 @@ func (b *builder) build(k kind, cur int64, slots []window.SlotView, hs *histSeri
 // appendSamples is build for a cumulative kind, appending to out.
 func (b *builder) appendSamples(out []sample, k kind, cur int64, slots []window.SlotView, hs *histSeries) []sample {
 	sh := &b.sh
-	b.ts, b.through = sh.points(cur, b.ts[:0], b.through[:0])
+	b.pointsAt(cur)
 	out = slices.Grow(out, len(b.ts))
 	start := len(out)
 	var count, sum float64
