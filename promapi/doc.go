@@ -153,6 +153,15 @@
 // request's context bound a pushed-down query too; its MaxSamples does not: the pushdown
 // holds one histogram a group, not one a sample.
 //
+// Issue #28 asks for no PromQL evaluator of slide's own, and this is the one place slide
+// does a query's arithmetic itself: the rate's extrapolation and the group's sum (the parse
+// and the quantile stay Prometheus'). It is kept because the engine alone cannot meet the
+// issue's other ask, the instant quantile within 3× of /v1/top: its own evaluation of that
+// query over 1,000 series spends about 6 ms of CPU where /v1/top spends 1.8 ms, before
+// slide reads a slot. What keeps it from drifting is TestPushdownEqualsEngine (and
+// TestPushdownBelowOne), which compare every answer with the engine's; what lets an
+// operator do without it is --promql-pushdown=false.
+//
 // BenchmarkPromQLQuantile: pushed down, the instant p95 query costs about 1.6× /v1/top
 // by p95 (about 2.7 ms against 1.8 ms of CPU; 2.5× before r12-quantile, 9× on the
 // engine). Its CPU profile: 14% window.Store.VisitSlots walking the store's series and
