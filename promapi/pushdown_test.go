@@ -89,6 +89,24 @@ type pdAnswer struct {
 	points map[string][][2]string
 }
 
+// samePoints fails unless got has want's series, each with want's timestamps and values
+// (to closeValues), and calls each for every pair of points compared.
+func samePoints(t *testing.T, what string, got, want pdAnswer, each func(got, want [2]string)) {
+	t.Helper()
+	for m, wp := range want.points {
+		gp := got.points[m]
+		if len(gp) != len(wp) {
+			t.Fatalf("%s, %s: %d points pushed, %d by the engine", what, m, len(gp), len(wp))
+		}
+		for k := range wp {
+			if gp[k][0] != wp[k][0] || !closeValues(gp[k][1], wp[k][1]) {
+				t.Fatalf("%s, %s: point %d pushed %v, engine %v", what, m, k, gp[k], wp[k])
+			}
+			each(gp[k], wp[k])
+		}
+	}
+}
+
 func pdGet(t *testing.T, h http.Handler, path string, v url.Values) pdAnswer {
 	t.Helper()
 	rec := httptest.NewRecorder()
@@ -209,27 +227,18 @@ func TestPushdownEqualsEngine(t *testing.T) {
 		if want.code == http.StatusOK && len(want.points) == 0 {
 			empty++
 		}
-		for m, wp := range want.points {
-			gp := got.points[m]
-			if len(gp) != len(wp) {
-				t.Fatalf("%s %v, %s: %d points pushed, %d by the engine", path, v, m, len(gp), len(wp))
+		samePoints(t, fmt.Sprintf("%s %v", path, v), got, want, func(g, w [2]string) {
+			points++
+			if g[1] == w[1] {
+				exact++
 			}
-			for k := range wp {
-				if gp[k][0] != wp[k][0] || !closeValues(gp[k][1], wp[k][1]) {
-					t.Fatalf("%s %v, %s: point %d pushed %v, engine %v", path, v, m, k, gp[k], wp[k])
-				}
-				points++
-				if gp[k][1] == wp[k][1] {
-					exact++
-				}
-				switch wp[k][1] {
-				case "NaN":
-					nans++
-				case "+Inf", "-Inf":
-					infs++
-				}
+			switch w[1] {
+			case "NaN":
+				nans++
+			case "+Inf", "-Inf":
+				infs++
 			}
-		}
+		})
 	}
 	n := pushed.pushed.Load() - before
 	t.Logf("%d queries pushed down, %d points compared (%d byte-equal, %d NaN, %d infinite), %d answers with warnings, %d empty",
@@ -303,18 +312,7 @@ func TestPushdownBelowOne(t *testing.T) {
 			if got.code != http.StatusOK || got.code != want.code || len(got.points) != len(want.points) || len(want.points) == 0 {
 				t.Fatalf("%s %s: pushed %d, %d series; engine %d, %d series", path, q, got.code, len(got.points), want.code, len(want.points))
 			}
-			for m, wp := range want.points {
-				gp := got.points[m]
-				if len(gp) != len(wp) {
-					t.Fatalf("%s %s, %s: %d points pushed, %d by the engine", path, q, m, len(gp), len(wp))
-				}
-				for k := range wp {
-					if gp[k][0] != wp[k][0] || !closeValues(gp[k][1], wp[k][1]) {
-						t.Fatalf("%s %s, %s: point %d pushed %v, engine %v", path, q, m, k, gp[k], wp[k])
-					}
-					points++
-				}
-			}
+			samePoints(t, path+" "+q, got, want, func(_, _ [2]string) { points++ })
 		}
 	}
 	if n := pushed.pushed.Load(); n != 8 || points < 40 {
