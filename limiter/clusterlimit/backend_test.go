@@ -771,3 +771,49 @@ func TestOwnerWithoutStreamsIsAskedByPOST(t *testing.T) {
 		t.Errorf("after the POSTs: stream %v, %d answers untaken, %d slots held, %d in flight; want none", pr.st, pr.untaken.Load(), pr.held, pr.inflight)
 	}
 }
+
+// TestCallersGivingUpNeverStallTheStream: under load, callers whose contexts end at random
+// moments (before their batch leaves, while it is at the owner, as or after its answer
+// arrives) must leave no slot held: a held slot with nobody to take its answer would stop
+// every later decision to that owner until its timeout. After the storm, every caller with a
+// live context is decided by the owner, none degraded.
+func TestCallersGivingUpNeverStallTheStream(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Capacity: 1 << 30, RefillPerSecond: 1000}, limiter.FailClosed, 2*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	const key = "tenant-storm"
+	_, caller := ownerOf(t, tp, ins, key)
+	var wg sync.WaitGroup
+	var gaveUp, decided atomic.Int64
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 150 {
+				// 0 to ~300 µs: on loopback a round trip is tens of µs, so some contexts end
+				// before the batch leaves, some at the owner, some as the answer arrives.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((g*7919+i*104729)%300)*time.Microsecond)
+				if _, err := caller.svc.Allow(ctx, "p", key); err != nil {
+					gaveUp.Add(1)
+				} else {
+					decided.Add(1)
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d decided, %d gave up", decided.Load(), gaveUp.Load())
+	if gaveUp.Load() == 0 || decided.Load() == 0 {
+		t.Fatalf("%d decided, %d gave up: the storm should have both", decided.Load(), gaveUp.Load())
+	}
+	for range 3 { // more than the slots a stream has: each must be free again
+		var after sync.WaitGroup
+		for range 64 {
+			after.Go(func() {
+				d, err := caller.svc.Allow(context.Background(), "p", key)
+				if err != nil || !d.Allowed || d.Degraded {
+					t.Errorf("after the storm: %+v, %v; want allowed by the owner", d, err)
+				}
+			})
+		}
+		after.Wait()
+	}
+}
