@@ -2,6 +2,7 @@ package clusterlimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -83,5 +84,39 @@ func TestQuotaLevelsOverThreeInstances(t *testing.T) {
 	if err != nil || got.Levels != nil || got.Limit != want.Limit || got.Remaining != want.Remaining {
 		t.Errorf("quota at an owner from before peeks: %+v, %v; want the key's numbers (%d of %d), no levels, no error",
 			got, err, want.Remaining, want.Limit)
+	}
+}
+
+// TestQuotaLevelsWhenTheOwnerMoves: a peek at a stale owner is asked again at the new one
+// (one describe), as a decision is; with no owner at all the peek is an error the HTTP layer
+// maps to 503 (ErrBackendUnavailable), even where on_backend_error open decided the key's
+// numbers.
+func TestQuotaLevelsWhenTheOwnerMoves(t *testing.T) {
+	org := clusterPolicy(limitertest.LevelsPolicy("org", 6, 4, 2), limiter.FailOpen, 5*time.Second)
+	tp, ins := startGroup(t, 3, org)
+	const key = "org-1/team-a/u1"
+	ctx := context.Background()
+	old, caller := ownerOf(t, tp, ins, org.RouteKey(key))
+	if _, err := caller.svc.AllowN(ctx, "org", key, limitertest.T0, 2); err != nil {
+		t.Fatal(err)
+	}
+	var next *instance
+	for _, in := range ins {
+		if in != old && in != caller {
+			next = in
+		}
+	}
+	part := partitionOf(org.RouteKey(key), tp.parts)
+	tp.set(part, next.g.self)
+	per, keys, err := caller.b.PeekLevels(ctx, &org, key, limitertest.T0) // the peek alone: no decision learns the move first
+	if err != nil || len(per) != 3 || per[0].Remaining != 6 || per[2].Limit != 2 || keys[0] != "org-1" || keys[2] != key {
+		t.Fatalf("peek after the move: %+v %q, %v; want the new owner's three levels, nothing used", per, keys, err)
+	}
+	if n := caller.g.describes.Load(); n != 1 {
+		t.Errorf("caller described the group %d times, want once", n)
+	}
+	tp.set(part, "")
+	if _, err := old.svc.Quota(ctx, "org", key, limitertest.T0); !errors.Is(err, limiter.ErrBackendUnavailable) {
+		t.Errorf("quota with no owner: %v, want ErrBackendUnavailable", err)
 	}
 }
