@@ -1,5 +1,7 @@
 package limiter
 
+import "time"
+
 // takeLevels decides key under every level of p (p.levels, a fixed_window's) as one
 // decision, atomically: the shards of the levels' keys are locked in ascending order (so
 // two decisions never wait on each other in a cycle), each level's count is decided on a
@@ -150,4 +152,26 @@ func (m *Memory) Variant(p Policy) (*Memory, error) {
 	}
 	v := &Memory{p: p, pr: newParams(&p), clock: m.clock, fw: m.fw, sl: m.sl, sc: m.sc, tb: m.tb, lb: m.lb}
 	return v, nil
+}
+
+// PeekLevels is each level's decision and key for key at now, org first, charging nothing
+// (a decision of cost 0): what Service.Quota reports of a policy with levels. The cluster
+// backend's owner answers a peek with it. An error is ErrInvalidKey, ErrStoreFull, or a
+// PolicyError for a policy without levels.
+func (m *Memory) PeekLevels(key string, now time.Time) ([]Decision, []string, error) {
+	if m.p.Levels.N == 0 {
+		return nil, nil, &PolicyError{Policy: m.p.Name, Msg: "the policy has no levels"}
+	}
+	if err := ValidateKey(key); err != nil {
+		return nil, nil, ErrInvalidKey
+	}
+	keys := make([]string, MaxLevels)
+	n := levelKeys(key, m.p.Levels.Separator, len(m.pr.levels), (*[MaxLevels]string)(keys))
+	keys = keys[:n]
+	per := make([]Decision, n)
+	var agg Decision
+	if takeLevels(m.fw, &m.pr, keys, now.UnixNano(), 0, &agg, per) != takeOK {
+		return nil, nil, ErrStoreFull
+	}
+	return per, keys, nil
 }

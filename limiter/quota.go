@@ -40,7 +40,9 @@ type LevelChecker interface {
 }
 
 // LevelPeeker is a Backend that can report each level of a policy with levels
-// (redislimit.Backend): Service.Quota asks it for a Redis policy's levels.
+// (redislimit.Backend, clusterlimit.Backend): Service.Quota asks it for a Redis or
+// cluster policy's levels. No levels and no error: the backend cannot tell them (a
+// cluster owner too old to answer a peek), and the Quota carries the key's numbers only.
 type LevelPeeker interface {
 	PeekLevels(ctx context.Context, p *Policy, key string, now time.Time) ([]Decision, []string, error)
 }
@@ -80,7 +82,11 @@ func (s *Service) Quota(ctx context.Context, policy, key string, now time.Time) 
 		n := len(p.Levels.LevelKeys(key))
 		per, keys = perBuf[:n], keyBuf[:n]
 	default:
-		lp, ok := s.redis.(LevelPeeker)
+		backend := s.redis
+		if p.Backend == BackendCluster {
+			backend = s.cluster
+		}
+		lp, ok := backend.(LevelPeeker)
 		if !ok {
 			return q, nil
 		}

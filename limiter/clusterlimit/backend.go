@@ -497,6 +497,9 @@ func (b *Backend) serve(w http.ResponseWriter, r *http.Request) int {
 	if dl, err := strconv.ParseInt(r.Header.Get(cluster.HeaderDeadline), 10, 64); err == nil && time.Now().UnixMilli() >= dl {
 		return plain(w, http.StatusGatewayTimeout, "deadline passed before the batch was decided")
 	}
+	if len(body) > 0 && body[0] == kindPeek {
+		return b.servePeek(w, x, body)
+	}
 	items, err := decodeRequest(body)
 	if err != nil {
 		return plain(w, http.StatusBadRequest, err.Error())

@@ -159,13 +159,15 @@ func (g *group) AcceptStream(w http.ResponseWriter, r *http.Request) (*cluster.S
 
 // instance is one slide instance of a test group: its backend, the Service over it, its
 // peer server, and a gate its server waits at before answering (nil: open). noStream: its
-// server answers an upgrade 404, as a slide before streams did.
+// server answers an upgrade 404, as a slide before streams did; noPeek: it refuses a peek
+// (kindPeek) as a slide before peeks did, a batch of an unknown version.
 type instance struct {
 	g        *group
 	b        *Backend
 	svc      *limiter.Service
 	gate     atomic.Pointer[chan struct{}]
 	noStream atomic.Bool
+	noPeek   atomic.Bool
 }
 
 // startGroup starts n instances enforcing policies, the topic's 6 partitions dealt round
@@ -186,6 +188,14 @@ func startSigned(t testing.TB, auth *cluster.Auth, n int, policies ...limiter.Po
 			if in.noStream.Load() && cluster.IsUpgrade(r) {
 				http.NotFound(w, r)
 				return
+			}
+			if in.noPeek.Load() && !cluster.IsUpgrade(r) {
+				body, _ := io.ReadAll(r.Body)
+				if len(body) > 0 && body[0] != version {
+					http.Error(w, "clusterlimit: corrupt message: version", http.StatusBadRequest)
+					return
+				}
+				r.Body = io.NopCloser(strings.NewReader(string(body)))
 			}
 			if g := in.gate.Load(); g != nil && !cluster.IsUpgrade(r) { // a stream's batches wait in hold
 				select {

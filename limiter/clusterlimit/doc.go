@@ -35,7 +35,7 @@
 // batch. A lone decision never waits for a timer, and under load one frame carries nearly
 // every decision in flight. The batch is a small
 // binary format (codec.go: varints, versioned, bounded, fuzzed by FuzzDecode, as are the
-// frames by FuzzFrame). An owner that answers the upgrade with anything but 101 (a slide
+// frames by FuzzFrame, and a peek's request and answer, peek.go). An owner that answers the upgrade with anything but 101 (a slide
 // before streams) is asked by one signed POST per batch, the same batch as body, for a
 // minute before the caller tries a stream again; the POST route stays served.
 //
@@ -89,7 +89,16 @@
 // its length at the decision's time. A policy with levels places a key by its first level
 // (limiter.Policy.RouteKey): the owner of org-1 holds org-1, its teams and its users, and
 // decides every level of a request in one step; a denial names its level (sent as the
-// level key's length, a prefix of the key).
+// level key's length, a prefix of the key). Service.Quota (GET /v1/quota) of such a key
+// lists each level (Backend.PeekLevels, limiter.LevelPeeker): the owner peeks every level on
+// its memory (the key's plan's variant) with cost 0, charging nothing; another instance
+// asks the owner by one signed POST to Path whose first byte is a peek's kind, not the
+// batch's version (peek.go), answered with each level's numbers and key length. A stale
+// owner is asked again once at the new one, as a decision is; no owner, a timeout (the
+// policy's), or an owner that does not decide is an error (on_backend_error does not apply
+// to a peek), which Quota reports as limiter.ErrBackendUnavailable. An owner from before
+// peeks refuses one as a batch of an unknown version: Quota then gives the key's numbers
+// without levels, and the caller logs it.
 //
 // A partition leaves an instance only between decisions: OnGeneration (chained after the
 // cluster's generation hook, before the consumer revokes anything) takes the ownership

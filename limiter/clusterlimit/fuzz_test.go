@@ -28,6 +28,11 @@ func FuzzDecode(f *testing.F) {
 	entries := appendEntry(nil, "login", 7, "tenant-1", 1_764_489_660_000_000_000, []byte{2, 4})
 	entries = appendEntry(entries, "api", 8, "tenant-2", 5, nil)
 	f.Add(appendCheckpoint(nil, 12, true, 1_764_489_600_000, 2, entries))
+	peek := item{policy: "org", fp: 0xfeedface, key: "org-1/team-a/u1", now: time.Unix(1_764_489_600, 0).UnixNano()}
+	f.Add(appendPeekRequest(nil, &peek))
+	f.Add(appendPeekAnswer(nil, StatusOK, []peekLevel{{n: 5, d: limiter.Decision{Allowed: true, Limit: 50, Remaining: 41, ResetAfter: time.Hour}},
+		{n: 12, d: limiter.Decision{Limit: 30, RetryAfter: time.Second}}, {n: 15, d: limiter.Decision{Allowed: true, Limit: 20, Remaining: 20}}}))
+	f.Add(appendPeekAnswer(nil, StatusNotReady, nil))
 	f.Add([]byte{version, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -45,6 +50,25 @@ func FuzzDecode(f *testing.F) {
 				if back, err := decodeRequest(again); err != nil || len(back) != len(items) {
 					t.Fatalf("re-encoded batch does not decode alike: %v", err)
 				}
+			}
+		}
+		if it, err := decodePeekRequest(b); err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("decodePeekRequest: %v, not ErrCorrupt", err)
+		} else if err == nil {
+			if back, err := decodePeekRequest(appendPeekRequest(nil, &it)); err != nil || back != it {
+				t.Fatalf("re-encoded peek decodes as %+v, %v; want %+v", back, err, it)
+			}
+		}
+		if st, levels, err := decodePeekAnswer(b); err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("decodePeekAnswer: %v, not ErrCorrupt", err)
+		} else if err == nil {
+			for i, l := range levels {
+				if l.d.Remaining > l.d.Limit || l.d.RetryAfter < 0 || l.d.ResetAfter < 0 || i > 0 && l.n <= levels[i-1].n {
+					t.Fatalf("decoded an impossible level %+v", l)
+				}
+			}
+			if st2, back, err := decodePeekAnswer(appendPeekAnswer(nil, st, levels)); err != nil || st2 != st || len(back) != len(levels) {
+				t.Fatalf("re-encoded peek answer does not decode alike: %v", err)
 			}
 		}
 		if cp, err := decodeCheckpoint(b); err != nil && !errors.Is(err, ErrCorrupt) {
@@ -99,6 +123,10 @@ func FuzzFrame(f *testing.F) {
 	req = appendRequest(req, []*call{{it: item{policy: "login", fp: 1, key: "tenant-1", now: 5, cost: 1}}})
 	f.Add(frames(fuzzKey, dirRequest, req, req), true)
 	f.Add(frames(nil, dirRequest, req), false)
+	// A peek is a POST only: on a stream it is refused as a batch of another version.
+	peek := binary.AppendVarint(binary.AppendUvarint(nil, 8), 1_764_489_600_000)
+	peek = appendPeekRequest(peek, &item{policy: "org", fp: 1, key: "org-1/team-a/u1", now: 5})
+	f.Add(frames(fuzzKey, dirRequest, req, peek), true)
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, false)
 	f.Fuzz(func(t *testing.T, b []byte, signed bool) {
 		var key []byte

@@ -53,7 +53,8 @@ func NewQuotaJSON(q limiter.Quota) QuotaJSON {
 // QuotaHandler returns the handler of GET /v1/quota?policy=P&key=K: how much of K's
 // quota under P (a policy or usage rule) is left, charging nothing, as a QuotaJSON.
 // Errors are httperr's: 400 bad_parameter naming policy or key, 405 for a method other
-// than GET or HEAD, 503 unavailable when a closed policy's backend is down.
+// than GET or HEAD, 503 unavailable when a closed policy's backend is down, or when a
+// policy with levels cannot read them from its backend (Redis, the key's cluster owner).
 func QuotaHandler(s *limiter.Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
