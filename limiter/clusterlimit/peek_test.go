@@ -17,28 +17,8 @@ import (
 // charges nothing: asked twice, the same numbers. An owner from before peeks leaves the
 // levels out and the key's numbers in, without an error.
 func TestQuotaLevelsOverThreeInstances(t *testing.T) {
-	plans, err := limiter.ParsePlans([]byte(testPlans), "plans.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cps []limiter.Policy
-	for _, p := range testPolicies() {
-		cps = append(cps, clusterPolicy(p, limiter.FailClosed, 10*time.Second))
-	}
+	cps, tp, ins, oracle := plansOverThree(t)
 	org := cps[3] // org: levels 6, 4, 2; gold's 9, 5, 3
-	tp, ins := startGroup(t, 3, cps...)
-	for _, in := range ins {
-		if err := in.svc.SetPlans(plans); err != nil {
-			t.Fatal(err)
-		}
-	}
-	oracle, err := limiter.NewService(limiter.Config{Policies: testPolicies()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := oracle.SetPlans(plans); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	step := 0
 	at := func() time.Time { return limitertest.T0.Add(time.Duration(step) * 10 * time.Millisecond) }

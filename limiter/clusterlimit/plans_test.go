@@ -39,27 +39,7 @@ func testPolicies() []limiter.Policy {
 // same plans give the same decisions: a plan's numbers reach the owner, an org's levels are
 // decided together at the org's owner, and a denial names its level and its plan.
 func TestPlansAndLevelsOverThreeInstances(t *testing.T) {
-	plans, err := limiter.ParsePlans([]byte(testPlans), "plans.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cps []limiter.Policy
-	for _, p := range testPolicies() {
-		cps = append(cps, clusterPolicy(p, limiter.FailClosed, 10*time.Second))
-	}
-	_, ins := startGroup(t, 3, cps...)
-	for _, in := range ins {
-		if err := in.svc.SetPlans(plans); err != nil {
-			t.Fatal(err)
-		}
-	}
-	oracle, err := limiter.NewService(limiter.Config{Policies: testPolicies()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := oracle.SetPlans(plans); err != nil {
-		t.Fatal(err)
-	}
+	_, _, ins, oracle := plansOverThree(t)
 	keys := map[string][]string{
 		"api":    {"tenant-gold", "tenant-plain", "vip-1"},
 		"daily":  {"tenant-gold", "tenant-plain"},
@@ -147,4 +127,32 @@ func TestPlansThatDisagreeAreRefused(t *testing.T) {
 	if d, err := caller.svc.Allow(ctx, "bucket", key); err != nil || !d.Allowed || d.Limit != 4 || d.Plan != "gold" {
 		t.Errorf("a plan both agree on: %+v, %v; want allowed, capacity 4, plan gold", d, err)
 	}
+}
+
+// plansOverThree starts 3 instances with testPolicies as cluster policies (their order
+// kept) and testPlans, and a memory Service of the same policies and plans as the oracle.
+func plansOverThree(t *testing.T) ([]limiter.Policy, *topo, []*instance, *limiter.Service) {
+	t.Helper()
+	plans, err := limiter.ParsePlans([]byte(testPlans), "plans.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cps []limiter.Policy
+	for _, p := range testPolicies() {
+		cps = append(cps, clusterPolicy(p, limiter.FailClosed, 10*time.Second))
+	}
+	tp, ins := startGroup(t, 3, cps...)
+	for _, in := range ins {
+		if err := in.svc.SetPlans(plans); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oracle, err := limiter.NewService(limiter.Config{Policies: testPolicies()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oracle.SetPlans(plans); err != nil {
+		t.Fatal(err)
+	}
+	return cps, tp, ins, oracle
 }
