@@ -299,8 +299,8 @@ func mapWindowGroups(t *testing.T, base, metric string, by []string) []query.Win
 	var ans query.WindowResponse
 	if err := proctest.GetJSON(base+"/v1/window?"+q.Encode(), &ans); err != nil {
 		var se *proctest.StatusError
-		if errors.As(err, &se) && se.Code == http.StatusNotFound {
-			return nil // no series yet
+		if errors.As(err, &se) && (se.Code == http.StatusNotFound || se.Code == http.StatusServiceUnavailable) {
+			return nil // no series yet, or serve still joining its group (503 not_ready): the caller polls
 		}
 		t.Fatal(err)
 	}
