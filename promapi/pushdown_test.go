@@ -89,6 +89,22 @@ type pdAnswer struct {
 	points map[string][][2]string
 }
 
+// pushedAndEngine are two APIs over st at now: the default one (pushdown on) and one that
+// sends every query to the engine.
+func pushedAndEngine(t *testing.T, st *window.Store, now int64) (pushed, engine *API) {
+	t.Helper()
+	clock := func() time.Time { return time.UnixMilli(now) }
+	pushed, err := New(Config{Store: st, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err = New(Config{Store: st, Now: clock, DisablePushdown: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pushed, engine
+}
+
 // samePoints fails unless got has want's series, each with want's timestamps and values
 // (to closeValues), and calls each for every pair of points compared.
 func samePoints(t *testing.T, what string, got, want pdAnswer, each func(got, want [2]string)) {
@@ -167,15 +183,7 @@ func TestPushdownEqualsEngine(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 28))
 	now := int64(1_800_000_000_000 + 4_500)
 	st := pdStore(t, rng, now)
-	clock := func() time.Time { return time.UnixMilli(now) }
-	pushed, err := New(Config{Store: st, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := New(Config{Store: st, Now: clock, DisablePushdown: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pushed, engine := pushedAndEngine(t, st, now)
 	phis := []string{"0", "1", "0.5", "0.95", "0.99", "0.25", "0.001", "-0.5", "1.5", "NaN"}
 	ranges := []string{"10s", "17s", "30s", "45s", "1m", "95s", "5m", "7m"}
 	groupings := []string{"", "by (key)", "by (route)", "without (route)", "without (key)", "by ()", "by (key, route)", "by (nosuch)", "without ()"}
@@ -287,15 +295,7 @@ func TestPushdownBelowOne(t *testing.T) {
 			}
 		}
 	}
-	clock := func() time.Time { return time.UnixMilli(now) }
-	pushed, err := New(Config{Store: st, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := New(Config{Store: st, Now: clock, DisablePushdown: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pushed, engine := pushedAndEngine(t, st, now)
 	points := 0
 	for _, q := range []string{
 		"histogram_quantile(0.05, rate(lat[5m]))",
