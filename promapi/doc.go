@@ -150,8 +150,11 @@
 // relative (byte-equal in practice); TestPushdownBelowOne does so for values under 1
 // (latencies in seconds), whose buckets have negative indices. Config.DisablePushdown
 // (slide serve --promql-pushdown=false) sends every query to the engine. The engine's Timeout and the
-// request's context bound a pushed-down query too; its MaxSamples does not: the pushdown
-// holds one histogram a group, not one a sample.
+// request's context bound a pushed-down query too, and so does MaxSamples, counted as
+// what the pushdown holds: a range query's kept series' samples and its groups' points
+// (groups × steps). A query past it is the engine's, which answers or refuses it by its own count
+// (TestPushdownHoldsMaxSamples); the engine counts a native histogram sample as several,
+// so it refuses some queries the pushdown would have answered within the bound.
 //
 // Issue #28 asks for no PromQL evaluator of slide's own, and this is the one place slide
 // does a query's arithmetic itself: the rate's extrapolation and the group's sum (the parse

@@ -136,6 +136,7 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 	rd := pdReads.Get().(*pdRead)
 	defer rd.release()
 	rd.sh, rd.instant, rd.t = &sh, instant, span.start
+	rd.budget, rd.perGroup = int64(a.cfg.MaxSamples), steps+1
 	if err := a.pdSelect(ctx, qr, rd, mint, maxt); err != nil {
 		return nil, nil, err
 	}
@@ -225,6 +226,10 @@ type pdRead struct {
 	delta   seriesDelta // one series' difference, scratch
 	schema  int32
 	zt      float64
+	// budget is what is left of MaxSamples for the samples the read holds: each kept
+	// series' samples and each group's points (perGroup: the query's steps). Past it the
+	// query is the engine's, which refuses it by its own count (or answers it).
+	budget, perGroup int64
 
 	byKey  map[string]int  // groups by groupKey
 	points []promql.FPoint // an instant query's, one a group
@@ -330,6 +335,10 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 			} else if sh.agg {
 				gb.Keep(sh.grouping...)
 			}
+			if rd.budget -= rd.perGroup; rd.budget < 0 {
+				declined = true
+				return false
+			}
 			g = len(rd.groups)
 			rd.byKey[string(key)] = g
 			rd.groups = append(rd.groups, pdGroup{lset: gb.Labels()})
@@ -356,6 +365,10 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 		if math.IsNaN(sum) {
 			// NaN observations: HistogramQuantile reads a histogram's sum only to take its
 			// NaN paths, which are left to the engine; any other sum answers alike.
+			declined = true
+			return false
+		}
+		if rd.budget -= int64(len(smp)); rd.budget < 0 {
 			declined = true
 			return false
 		}

@@ -336,6 +336,32 @@ func TestPushdownLeavesLimitsToTheEngine(t *testing.T) {
 	}
 }
 
+// TestPushdownHoldsMaxSamples: a range query of the pushdown's shape that would hold more
+// than MaxSamples (its groups' points and its series' samples) is the engine's, which
+// refuses it; the same query over fewer steps is pushed down.
+func TestPushdownHoldsMaxSamples(t *testing.T) {
+	d := newDemo(t, "native:5", 4, 2)
+	a, err := New(Config{Store: d.store, Now: d.now_, MaxSamples: 2_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := d.now_().Unix()
+	get := func(start, step int64) *httptest.ResponseRecorder {
+		q := url.Values{"query": {`histogram_quantile(0.95, sum by (key) (rate(latency_ms[1m])))`},
+			"start": {strconv.FormatInt(start, 10)}, "end": {strconv.FormatInt(end, 10)}, "step": {strconv.FormatInt(step, 10)}}
+		rec := httptest.NewRecorder()
+		a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/query_range?"+q.Encode(), nil))
+		return rec
+	}
+	// 4 groups × 3,601 steps: 14,404 points, over 2,000.
+	if rec := get(end-3600, 1); rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), "too many samples") || a.pushed.Load() != 0 {
+		t.Errorf("14,404 points over MaxSamples 2,000: %d %s, %d pushed down", rec.Code, rec.Body.String(), a.pushed.Load())
+	}
+	if rec := get(end-120, 30); rec.Code != http.StatusOK || a.pushed.Load() != 1 {
+		t.Errorf("20 points under MaxSamples 2,000: %d %s, %d pushed down", rec.Code, rec.Body.String(), a.pushed.Load())
+	}
+}
+
 // TestRecogniseShapes: what the pushdown takes and what it leaves to the engine.
 func TestRecogniseShapes(t *testing.T) {
 	p := parser.NewParser(parser.Options{})
