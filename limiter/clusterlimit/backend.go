@@ -468,6 +468,12 @@ func (b *Backend) Handler() http.Handler {
 			b.serveUpgrade(w, r, start) // counts the upgrade, then each batch, not the stream's life
 			return
 		}
+		if cluster.IsOtherUpgrade(r) {
+			// A peer of another version: it falls back to one POST per batch (ErrNoStream).
+			b.g.Served(plain(w, http.StatusUpgradeRequired, "peer stream "+r.Header.Get("Upgrade")+
+				" not served: this instance speaks "+cluster.StreamProtocol+"; send batches as POSTs"), time.Since(start))
+			return
+		}
 		code := b.serve(w, r)
 		b.g.Served(code, time.Since(start))
 	})

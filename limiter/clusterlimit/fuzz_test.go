@@ -103,10 +103,19 @@ func FuzzDecode(f *testing.F) {
 
 var fuzzKey = []byte("0123456789abcdef0123456789abcdef")
 
+// mustFramer is newFramer for a test: a key of any length derives a framer.
+func mustFramer(key []byte, dir byte) framer {
+	f, err := newFramer(key, dir)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
 // frames writes bodies as one direction's frames under key (nil: unsigned).
 func frames(key []byte, dir byte, bodies ...[]byte) []byte {
 	var out bytes.Buffer
-	w := newFramer(key, dir)
+	w := mustFramer(key, dir)
 	for _, body := range bodies {
 		if _, err := w.frameEnd(&out, append(frameStart(nil), body...)); err != nil {
 			panic(err)
@@ -133,7 +142,7 @@ func FuzzFrame(f *testing.F) {
 		if signed {
 			key = fuzzKey
 		}
-		r := newFramer(key, dirRequest)
+		r := mustFramer(key, dirRequest)
 		in := bufio.NewReader(bytes.NewReader(b))
 		var buf []byte
 		for {
@@ -158,7 +167,7 @@ func TestFrameMACs(t *testing.T) {
 	body := []byte("a batch")
 	two := frames(fuzzKey, dirRequest, body, body)
 	read := func(key []byte, dir byte, b []byte) (n int, err error) {
-		r := newFramer(key, dir)
+		r := mustFramer(key, dir)
 		in := bufio.NewReader(bytes.NewReader(b))
 		for {
 			got, err := r.read(in, nil)
@@ -184,6 +193,8 @@ func TestFrameMACs(t *testing.T) {
 		"other direction": {fuzzKey, dirAnswer, one},
 		"replayed":        {fuzzKey, dirRequest, append(append([]byte(nil), one...), one...)},
 		"flipped":         {fuzzKey, dirRequest, append(append([]byte(nil), one[:6]...), append([]byte{one[6] ^ 1}, one[7:]...)...)},
+		"flipped mac":     {fuzzKey, dirRequest, append(append([]byte(nil), one[:len(one)-1]...), one[len(one)-1]^0x80)},
+		"reordered":       {fuzzKey, dirRequest, append(append([]byte(nil), two[len(one):]...), one...)},
 	} {
 		n, err := read(c.key, c.dir, c.b)
 		if !errors.Is(err, cluster.ErrBadSignature) || n > 1 || name != "replayed" && n != 0 {
