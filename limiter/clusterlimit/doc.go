@@ -39,7 +39,9 @@
 // batch. A lone decision never waits for a timer, and under load one frame carries nearly
 // every decision in flight. The batch is a small
 // binary format (codec.go: varints, versioned, bounded, fuzzed by FuzzDecode, as are the
-// frames by FuzzFrame, and a peek's request and answer, peek.go). An owner that answers the upgrade with anything but 101 (a slide
+// frames by FuzzFrame, and a peek's request and answer, peek.go); on a stream a batch names
+// each of its policies (and fingerprints) once and each decision's time as a difference
+// from the batch's first (versionStream: about half a POST batch's bytes a decision). An owner that answers the upgrade with anything but 101 (a slide
 // before streams, or of another stream version) is asked by one signed POST per batch, the same batch as body, for a
 // minute before the caller tries a stream again; the POST route stays served.
 //

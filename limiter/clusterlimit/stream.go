@@ -24,7 +24,8 @@ import (
 // (cluster's peer stream, upgraded from a signed POST to Path). A frame is
 //
 //	length(4 bytes, big endian: of what follows) body mac(macBytes, signed streams only)
-//	request body: id(uvarint) deadline(varint, unix ms; 0: none) batch (the POST's body)
+//	request body: id(uvarint) deadline(varint, unix ms; 0: none) batch (versionStream's
+//	              form, codec.go: each policy named once a batch)
 //	answer body:  id(uvarint) code(1 byte) then, for codeOK, the POST's answer, for
 //	              codeBad, why (text); for codeLate nothing
 //
@@ -169,6 +170,7 @@ type stream struct {
 	wmu  sync.Mutex
 	w    framer
 	wbuf []byte
+	tbl  []policyRef // a batch's policy table (appendStreamRequest)
 
 	mu      sync.Mutex
 	next    uint64
@@ -228,7 +230,7 @@ func (st *stream) send(live []*call, deadline, sent time.Time) {
 	b := frameStart(st.wbuf)
 	b = binary.AppendUvarint(b, id)
 	b = binary.AppendVarint(b, deadline.UnixMilli())
-	b = appendRequest(b, live)
+	b, st.tbl = appendStreamRequest(b, live, st.tbl)
 	b, err := st.w.frameEnd(st.s.Conn, b)
 	if cap(b) <= 1<<20 {
 		st.wbuf = b
@@ -375,6 +377,7 @@ func (b *Backend) serveStream(s *cluster.Stream) {
 	var rbuf, out []byte // out: answers not yet written, held of them
 	held := 0
 	var items []item
+	var tbl []policyRef
 	var res []result
 	var last *owned // the policy of the last item: a batch's items are mostly of one
 	intern := func(name []byte) string {
@@ -416,7 +419,7 @@ func (b *Backend) serveStream(s *cluster.Stream) {
 		if dl != 0 && start.UnixMilli() >= dl {
 			// As the POST's deadline (see serve): a batch in the deadline's millisecond is late.
 			out, code = append(out, codeLate), http.StatusGatewayTimeout
-		} else if items, err = decodeRequestInto(items[:0], body[n:], intern, true); err != nil {
+		} else if items, tbl, err = decodeStreamRequestInto(items[:0], tbl, body[n:], intern, true); err != nil {
 			out, code = append(append(out, codeBad), err.Error()...), http.StatusBadRequest
 		} else {
 			res = b.decideBatch(items, res[:0])
