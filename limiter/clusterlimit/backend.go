@@ -108,10 +108,11 @@ type Backend struct {
 	logEvery *rate.Limiter
 	m        metrics
 
-	mu    sync.Mutex            // adding to peers
-	peers atomic.Pointer[peers] // copied on write
-	sent  atomic.Int64          // batches sent to owners
-	hold  func()                // tests: called before a stream's batch is decided
+	mu     sync.Mutex            // adding to peers
+	peers  atomic.Pointer[peers] // copied on write
+	byPart peerCache             // the channel to each partition's owner last found (peerOf)
+	sent   atomic.Int64          // batches sent to owners
+	hold   func()                // tests: called before a stream's batch is decided
 
 	own     ownership
 	cp      CheckpointConfig
@@ -253,7 +254,7 @@ func (b *Backend) decideBy(ctx context.Context, deadline time.Time, reqs []limit
 				}
 				continue
 			}
-			pe = b.peer(addr)
+			pe = b.peerOf(p, addr)
 		}
 		if calls == nil {
 			if len(reqs) <= len(callBuf) {
@@ -350,7 +351,7 @@ func (b *Backend) DecideLocal(req limiter.BackendRequest) (limiter.Decision, uin
 	case !ok:
 		return limiter.Decision{}, 0, false
 	case addr != b.g.Self():
-		return limiter.Decision{}, routeOf(o, b.peer(addr)), false
+		return limiter.Decision{}, routeOf(o, b.peerOf(p, addr)), false
 	}
 	mem := o.mem
 	if !o.sameNumbers(req.Policy) {
