@@ -30,7 +30,8 @@
 // reorder a frame on one (stream.go has the frame format). slide-stream/1 bound the same
 // with a truncated HMAC-SHA256, five times the CPU per byte; an instance of the other
 // version does not take the upgrade (an owner of this one answers 426), so during a
-// rolling upgrade the two forward to each other by POST, below. Decisions for one owner are batched by
+// rolling upgrade the two forward to each other by POST, below; so does a process whose
+// GCM refuses counter nonces (GODEBUG=fips140=only). Decisions for one owner are batched by
 // group commit: at most Config.MaxInflight (2) batches are on the wire to one owner, the
 // second only behind a batch of a few decisions (smallBatch); a decision that finds a slot
 // free leaves at once, and those arriving while every slot is busy leave together in the

@@ -496,8 +496,13 @@ func (p *peer) stream(deadline time.Time) (*stream, error) {
 		return nil, err
 	}
 	if st, err = newStream(p, s); err != nil {
+		// No frame MAC here (GCM with counter nonces is refused under GODEBUG=fips140=only):
+		// batches go as POSTs, signed with HMAC-SHA256, as to an owner without streams.
 		_ = s.Conn.Close()
-		return nil, err
+		p.mu.Lock()
+		p.postUntil = time.Now().Add(time.Minute)
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", cluster.ErrNoStream, err)
 	}
 	p.mu.Lock()
 	p.st = st
