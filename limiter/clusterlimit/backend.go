@@ -450,14 +450,22 @@ func (b *Backend) ownStatusLocked(p int32) byte {
 
 // decideMem decides it by mem, its partition's ownership checked.
 func decideMem(mem *limiter.Memory, it *item) result {
-	d, err := mem.AllowN(context.Background(), it.key, time.Unix(0, it.now), it.cost)
+	var r result
+	decideMemInto(mem, it, &r)
+	return r
+}
+
+// decideMemInto is decideMem into *r, which must be zero (a batch's results are written in
+// place: a result is a Decision and more, copied twice on its way out otherwise).
+func decideMemInto(mem *limiter.Memory, it *item, r *result) {
+	var err error
+	r.d, err = mem.AllowN(context.Background(), it.key, time.Unix(0, it.now), it.cost)
 	switch {
 	case errors.Is(err, limiter.ErrStoreFull):
-		return result{status: StatusFull}
+		*r = result{status: StatusFull}
 	case err != nil:
-		return result{status: StatusBad}
+		*r = result{status: StatusBad}
 	}
-	return result{d: d}
 }
 
 // Handler serves Path: a signed batch from a peer, decided here key by key (stale for a
@@ -559,7 +567,8 @@ func (b *Backend) decideBatch(items []item, res []result) []result {
 			res = append(res, result{status: e.st})
 			continue
 		}
-		res = append(res, decideMem(mem, it))
+		res = append(res, result{})
+		decideMemInto(mem, it, &res[len(res)-1])
 	}
 	return res
 }
