@@ -73,6 +73,7 @@ type Service struct {
 	redis    Backend
 	cluster  Backend
 	local    LocalDecider // cluster, when it decides owned keys in process
+	one      OneDecider   // cluster, when it decides a lone request (allowCluster)
 	clock    func() time.Time
 	ownClock bool // clock is MonotonicClock's: a now it read that carries a monotonic reading is the present (nowStarts)
 	log      *slog.Logger
@@ -182,6 +183,9 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, errors.Join(errs...)
 	}
 	s.local, _ = cfg.Cluster.(LocalDecider)
+	if _, ok := cfg.Cluster.(DeadlineDecider); ok {
+		s.one, _ = cfg.Cluster.(OneDecider)
+	}
 	if r, ok := cfg.Cluster.(PolicyResolver); ok {
 		r.SetResolver(s.EffectivePolicy)
 	}
@@ -234,6 +238,11 @@ func (s *Service) Allow(ctx context.Context, policy, key string) (Decision, erro
 // ErrInvalidCost, ErrCostOverLimit (all wrapped, test with errors.Is), and
 // ErrBackendUnavailable when Redis fails under on_backend_error closed.
 func (s *Service) AllowN(ctx context.Context, policy, key string, now time.Time, cost int64) (Decision, error) {
+	if s.one != nil { // a cluster backend: its policies' lone checks take the short path
+		if rt := s.byName[policy]; rt != nil && rt.checker == nil && rt.p.Backend == BackendCluster && s.plans.Load() == nil {
+			return s.allowCluster(ctx, rt, key, now, cost)
+		}
+	}
 	checks := [1]Charge{{Policy: policy, Key: key, Cost: cost}}
 	var out [1]Decision
 	return s.Decide(ctx, now, checks[:], out[:])

@@ -225,6 +225,17 @@ func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limit
 	return answered, err
 }
 
+var _ limiter.OneDecider = (*Backend)(nil)
+
+// DecideOne is DecideBy of the lone request req (limiter.OneDecider), passed by value so
+// that nothing of it moves to the heap.
+func (b *Backend) DecideOne(ctx context.Context, deadline time.Time, req limiter.BackendRequest) (d limiter.Decision, answered time.Time, err error) {
+	reqs := [1]limiter.BackendRequest{req}
+	var out [1]limiter.Decision
+	err = b.decideBy(ctx, deadline, reqs[:], out[:], &answered)
+	return out[0], answered, err
+}
+
 // decideBy is DecideBy, the last answer's arrival in *answered.
 func (b *Backend) decideBy(ctx context.Context, deadline time.Time, reqs []limiter.BackendRequest, out []limiter.Decision, answered *time.Time) error {
 	var calls []*call
