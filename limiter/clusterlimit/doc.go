@@ -14,7 +14,10 @@
 // memory decision, with no hop (Backend.DecideLocal, the Service's limiter.LocalDecider
 // path: no call, no deadline, nothing allocated). A key another instance owns is looked up
 // once: DecideLocal hands the route it found (the policy and the owner's channel) back to
-// the Service, which passes it to DecideBy with the request.
+// the Service, which passes it to DecideBy with the request, or, for a request of one
+// cluster policy without plans (Service.AllowN, the common case), to DecideOne
+// (limiter.OneDecider): the request by value, the Service's and this package's short paths
+// for one decision, whose goroutine wakes to a small stack when the owner answers.
 //
 // # The hop: batches as frames over one stream per owner
 //
