@@ -37,9 +37,10 @@ func (f *scriptedCluster) DecideOne(ctx context.Context, deadline time.Time, req
 	return out[0], at, err
 }
 
-// TestLoneClusterCheckDecidesAsDecide: AllowN of a cluster policy (allowCluster, the short
-// path) answers what Decide of the same one check answers, decision and error, for every
-// failure mode, shadowed or not, whatever the backend does, and for bad input.
+// TestLoneClusterCheckDecidesAsDecide: Decide of one check of a cluster policy (allowCluster,
+// the short path, which AllowN takes too) answers what the general path (decide) answers
+// for it, decision, error and out, for every failure mode, shadowed or not, whatever the
+// backend does, and for bad input.
 func TestLoneClusterCheckDecidesAsDecide(t *testing.T) {
 	allowed := Decision{Allowed: true, Limit: 10, Remaining: 3, ResetAfter: time.Second, Window: time.Minute, Policy: "c"}
 	denied := Decision{Limit: 10, RetryAfter: time.Second, ResetAfter: time.Minute, Window: time.Minute, Policy: "c"}
@@ -70,6 +71,7 @@ func TestLoneClusterCheckDecidesAsDecide(t *testing.T) {
 					name := fmt.Sprintf("%s shadow=%v %s %s", mode, shadow, o.name, in.name)
 					var got [2]Decision
 					var errs [2]error
+					var outs [2][1]Decision
 					for i := range 2 { // a Service each: FailLocal's memory counts
 						s, err := NewService(Config{Cluster: &scriptedCluster{d: o.d, err: o.err}, Policies: []Policy{p}})
 						if err != nil {
@@ -82,16 +84,25 @@ func TestLoneClusterCheckDecidesAsDecide(t *testing.T) {
 						if o.cancel {
 							cancel()
 						}
+						checks := []Charge{{Policy: "c", Key: in.key, Cost: in.cost}}
 						if i == 0 {
-							got[i], errs[i] = s.AllowN(ctx, "c", in.key, at, in.cost)
+							got[i], errs[i] = s.Decide(ctx, at, checks, outs[i][:])
 						} else {
-							var out [1]Decision
-							got[i], errs[i] = s.Decide(ctx, at, []Charge{{Policy: "c", Key: in.key, Cost: in.cost}}, out[:])
+							got[i], errs[i] = s.decide(ctx, at, checks, outs[i][:])
 						}
 						cancel()
 					}
-					if !reflect.DeepEqual(got[0], got[1]) || fmt.Sprint(errs[0]) != fmt.Sprint(errs[1]) {
-						t.Errorf("%s: AllowN %+v, %v; Decide %+v, %v", name, got[0], errs[0], got[1], errs[1])
+					if !reflect.DeepEqual(got[0], got[1]) || fmt.Sprint(errs[0]) != fmt.Sprint(errs[1]) || outs[0] != outs[1] {
+						t.Errorf("%s: the short path %+v, %v (out %+v); the general one %+v, %v (out %+v)", name, got[0], errs[0], outs[0], got[1], errs[1], outs[1])
+					}
+					if in.name == "ok" && !o.cancel {
+						s, err := NewService(Config{Cluster: &scriptedCluster{d: o.d, err: o.err}, Policies: []Policy{p}})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if d, err := s.AllowN(context.Background(), "c", in.key, at, in.cost); !reflect.DeepEqual(d, got[0]) || fmt.Sprint(err) != fmt.Sprint(errs[0]) {
+							t.Errorf("%s: AllowN %+v, %v; Decide %+v, %v", name, d, err, got[0], errs[0])
+						}
 					}
 				}
 			}
