@@ -10,6 +10,7 @@ import (
 	"hash"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -27,8 +28,22 @@ import (
 // stream, and only a holder of the group's key can open one. Without a group key the
 // stream is as open as the route it upgrades, and Stream.Key is nil.
 
-// StreamProtocol is the Upgrade token of a peer stream.
-const StreamProtocol = "slide-stream/1"
+// StreamProtocol is the Upgrade token of a peer stream. Its version is the frames' (their
+// format and MAC are the caller's, limiter/clusterlimit's): a peer of another version does
+// not take the upgrade (IsUpgrade is false for it), and the asker falls back as it does for
+// a peer without streams (ErrNoStream). slide-stream/1 MACed frames with HMAC-SHA256,
+// slide-stream/2 with GMAC.
+const StreamProtocol = "slide-stream/2"
+
+// streamProtocols is the prefix of every version's Upgrade token.
+const streamProtocols = "slide-stream/"
+
+// IsOtherUpgrade reports whether r asks for a peer stream of a version other than
+// StreamProtocol (a peer of another slide version), to be refused clearly.
+func IsOtherUpgrade(r *http.Request) bool {
+	u := r.Header.Get("Upgrade")
+	return u != StreamProtocol && strings.HasPrefix(u, streamProtocols)
+}
 
 // HeaderStreamNonce carries the receiver's nonce in a stream's 101 answer, base64url.
 const HeaderStreamNonce = "X-Slide-Stream-Nonce"

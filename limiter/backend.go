@@ -47,6 +47,14 @@ type DeadlineDecider interface {
 	DecideBy(ctx context.Context, deadline time.Time, reqs []BackendRequest, out []Decision) (answered time.Time, err error)
 }
 
+// OneDecider is a DeadlineDecider that also decides a lone request passed by value
+// (backend cluster): the Service's path for one check of such a policy (AllowN) then
+// needs no slices, which a call through an interface would move to the heap, nor Decide's
+// for several checks. DecideOne is DecideBy of reqs = {req}, its decision returned.
+type OneDecider interface {
+	DecideOne(ctx context.Context, deadline time.Time, req BackendRequest) (d Decision, answered time.Time, err error)
+}
+
 // remoteScratch holds the requests and answers of a DeadlineDecider's call of up to four
 // decisions.
 type remoteScratch struct {
@@ -145,45 +153,50 @@ func (s *Service) decideRemote(ctx context.Context, now, start time.Time, checks
 			s.count(rt, &out[i])
 			continue
 		}
-		if ctx.Err() != nil {
-			// The caller's context ended, not the backend: no failure mode,
-			// no error metric (Decide returns the context's error).
-			out[i] = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name}
-			if failed == nil {
-				failed = ctx.Err()
-			}
+		un, f := s.onFailure(ctx, rt, &checks[i], nowNs, err, &out[i])
+		if un {
 			unavailable = append(unavailable, i)
-			continue
 		}
-		timedOut := errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
-		if timedOut {
-			rt.m.errTimeout.Inc()
-		} else {
-			rt.m.errOther.Inc()
-		}
-		rt.m.failed.Inc()
-		s.logFailure(rt, err)
-		switch rt.p.OnBackendError {
-		case FailOpen:
-			out[i] = Decision{Allowed: true, Limit: rt.p.Quota(), Remaining: rt.p.Quota(), Window: rt.p.QuotaWindow(),
-				Policy: rt.p.Name, Degraded: true}
-		case FailLocal:
-			rt.mem.decide(&rt.mem.pr, checks[i].Key, nowNs, checks[i].Cost, &out[i])
-			out[i].Degraded = true
-			s.shadow(rt, &out[i])
-		default: // FailClosed
-			out[i] = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name, Degraded: true}
-			if rt.p.Shadow {
-				out[i].Allowed = true
-				continue
-			}
-			if failed == nil {
-				failed = fmt.Errorf("policy %q: %w: %w", rt.p.Name, ErrBackendUnavailable, err)
-			}
-			unavailable = append(unavailable, i)
+		if failed == nil {
+			failed = f
 		}
 	}
 	return unavailable, failed
+}
+
+// onFailure decides check c of rt into d after its backend call failed with err: by the
+// policy's failure mode, or, when the caller's context ended, by none (no error metric:
+// Decide returns the context's error). It reports whether the check is unavailable (d a
+// denial that does not answer the request) and the error to report for it (nil: none).
+func (s *Service) onFailure(ctx context.Context, rt *running, c *Charge, nowNs int64, err error, d *Decision) (unavailable bool, failed error) {
+	if ctx.Err() != nil {
+		*d = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name}
+		return true, ctx.Err()
+	}
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		rt.m.errTimeout.Inc()
+	} else {
+		rt.m.errOther.Inc()
+	}
+	rt.m.failed.Inc()
+	s.logFailure(rt, err)
+	switch rt.p.OnBackendError {
+	case FailOpen:
+		*d = Decision{Allowed: true, Limit: rt.p.Quota(), Remaining: rt.p.Quota(), Window: rt.p.QuotaWindow(),
+			Policy: rt.p.Name, Degraded: true}
+	case FailLocal:
+		rt.mem.decide(&rt.mem.pr, c.Key, nowNs, c.Cost, d)
+		d.Degraded = true
+		s.shadow(rt, d)
+	default: // FailClosed
+		*d = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name, Degraded: true}
+		if rt.p.Shadow {
+			d.Allowed = true
+			return false, nil
+		}
+		return true, fmt.Errorf("policy %q: %w: %w", rt.p.Name, ErrBackendUnavailable, err)
+	}
+	return false, nil
 }
 
 func isTimeout(err error) bool {

@@ -73,6 +73,7 @@ type Service struct {
 	redis    Backend
 	cluster  Backend
 	local    LocalDecider // cluster, when it decides owned keys in process
+	one      OneDecider   // cluster, when it decides a lone request (allowCluster)
 	clock    func() time.Time
 	ownClock bool // clock is MonotonicClock's: a now it read that carries a monotonic reading is the present (nowStarts)
 	log      *slog.Logger
@@ -182,6 +183,9 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, errors.Join(errs...)
 	}
 	s.local, _ = cfg.Cluster.(LocalDecider)
+	if _, ok := cfg.Cluster.(DeadlineDecider); ok {
+		s.one, _ = cfg.Cluster.(OneDecider)
+	}
 	if r, ok := cfg.Cluster.(PolicyResolver); ok {
 		r.SetResolver(s.EffectivePolicy)
 	}
@@ -234,9 +238,13 @@ func (s *Service) Allow(ctx context.Context, policy, key string) (Decision, erro
 // ErrInvalidCost, ErrCostOverLimit (all wrapped, test with errors.Is), and
 // ErrBackendUnavailable when Redis fails under on_backend_error closed.
 func (s *Service) AllowN(ctx context.Context, policy, key string, now time.Time, cost int64) (Decision, error) {
+	if rt := s.loneCluster(policy); rt != nil {
+		var out Decision
+		return s.allowCluster(ctx, rt, key, now, cost, &out)
+	}
 	checks := [1]Charge{{Policy: policy, Key: key, Cost: cost}}
 	var out [1]Decision
-	return s.Decide(ctx, now, checks[:], out[:])
+	return s.decide(ctx, now, checks[:], out[:])
 }
 
 // Decide decides several charges (each a policy or checker, a key and a cost) as one
@@ -255,6 +263,16 @@ func (s *Service) AllowN(ctx context.Context, policy, key string, now time.Time,
 // backend's timeout and latency, sparing a clock read per decision: pass a now read just
 // before, not one kept from earlier.
 func (s *Service) Decide(ctx context.Context, now time.Time, checks []Charge, out []Decision) (Decision, error) {
+	if len(checks) == 1 && len(out) > 0 {
+		if rt := s.loneCluster(checks[0].Policy); rt != nil {
+			return s.allowCluster(ctx, rt, checks[0].Key, now, checks[0].Cost, &out[0])
+		}
+	}
+	return s.decide(ctx, now, checks, out)
+}
+
+// decide is Decide by its general path, for any checks.
+func (s *Service) decide(ctx context.Context, now time.Time, checks []Charge, out []Decision) (Decision, error) {
 	if len(checks) == 0 {
 		return Decision{}, fmt.Errorf("%w: no policy named", ErrUnknownPolicy)
 	}

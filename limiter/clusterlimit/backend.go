@@ -108,10 +108,11 @@ type Backend struct {
 	logEvery *rate.Limiter
 	m        metrics
 
-	mu    sync.Mutex            // adding to peers
-	peers atomic.Pointer[peers] // copied on write
-	sent  atomic.Int64          // batches sent to owners
-	hold  func()                // tests: called before a stream's batch is decided
+	mu     sync.Mutex            // adding to peers
+	peers  atomic.Pointer[peers] // copied on write
+	byPart peerCache             // the channel to each partition's owner last found (peerOf)
+	sent   atomic.Int64          // batches sent to owners
+	hold   func()                // tests: called before a stream's batch is decided
 
 	own     ownership
 	cp      CheckpointConfig
@@ -215,127 +216,6 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 
 var _ limiter.DeadlineDecider = (*Backend)(nil)
 
-// DecideBy is Decide bounded by deadline (limiter.DeadlineDecider: the Service derives no
-// context with a timer per call; a batch's timer, or its peer's queue timer, ends the
-// wait of a call at its deadline). answered is when the last of the owners' answers
-// arrived (its batch's one clock read), zero when every key was decided here.
-func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limiter.BackendRequest, out []limiter.Decision) (answered time.Time, err error) {
-	err = b.decideBy(ctx, deadline, reqs, out, &answered)
-	return answered, err
-}
-
-// decideBy is DecideBy, the last answer's arrival in *answered.
-func (b *Backend) decideBy(ctx context.Context, deadline time.Time, reqs []limiter.BackendRequest, out []limiter.Decision, answered *time.Time) error {
-	var calls []*call
-	var owners []string
-	var callBuf [4]*call // most requests name one policy: no slices to allocate
-	var ownerBuf [4]string
-	for i := range reqs {
-		r := &reqs[i]
-		o, pe := b.routed(r) // the owner DecideLocal found, if it did
-		if o == nil {
-			if o = b.owned[r.Policy.Name]; o == nil {
-				abandonAll(calls) // those already submitted: none will be taken
-				return fmt.Errorf("clusterlimit: policy %q is not a cluster policy", r.Policy.Name)
-			}
-		}
-		it := item{policy: r.Policy.Name, fp: o.fingerprintOf(r.Policy), key: r.Key, now: r.Now.UnixNano(), cost: r.Cost}
-		if pe == nil {
-			p, addr, ok := b.g.KeyOwner(o.route(r.Key))
-			if !ok {
-				abandonAll(calls)
-				return ErrNoOwner
-			}
-			if addr == b.g.Self() {
-				if err := b.decideOwned(o, o.variant(r.Policy, it.fp), p, &it, &out[i]); err != nil {
-					abandonAll(calls)
-					return err
-				}
-				continue
-			}
-			pe = b.peer(addr)
-		}
-		if calls == nil {
-			if len(reqs) <= len(callBuf) {
-				calls, owners = callBuf[:len(reqs)], ownerBuf[:len(reqs)]
-			} else {
-				calls, owners = make([]*call, len(reqs)), make([]string, len(reqs))
-			}
-		}
-		calls[i] = newCall(ctx, deadline, it)
-		owners[i] = pe.addr
-		pe.submit(calls[i])
-	}
-	if calls == nil {
-		return nil
-	}
-	var stale []int
-	for i, c := range calls {
-		if c == nil {
-			continue
-		}
-		if err := wait(ctx, c); err != nil {
-			abandonAll(calls[i+1:])
-			return err
-		}
-		if c.res.status == StatusStale {
-			stale = append(stale, i)
-			continue
-		}
-		if c.at.After(*answered) {
-			*answered = c.at
-		}
-		err := b.finish(&reqs[i], c, &out[i])
-		c.release()
-		if err != nil {
-			abandonAll(calls[i+1:])
-			return err
-		}
-	}
-	if len(stale) == 0 {
-		return nil
-	}
-	// The owner's assignment moved: learn the new one (unless the view was described anew
-	// since the first of these left: it was routed by an older one), and ask it once.
-	since := calls[stale[0]].sent
-	for _, i := range stale[1:] {
-		since = min(since, calls[i].sent)
-	}
-	dctx, cancel := context.WithDeadline(ctx, deadline)
-	b.g.Describe(dctx, time.Unix(0, since))
-	cancel()
-	for _, i := range stale {
-		r := &reqs[i]
-		o := b.owned[r.Policy.Name]
-		p, addr, ok := b.g.KeyOwner(o.route(r.Key))
-		switch {
-		case !ok:
-			return ErrNoOwner
-		case addr == owners[i]:
-			return fmt.Errorf("%w: %s is a stale owner of %q and the group names no other yet", ErrOwner, addr, r.Key)
-		case addr == b.g.Self():
-			if err := b.decideOwned(o, o.variant(r.Policy, calls[i].it.fp), p, &calls[i].it, &out[i]); err != nil {
-				return err
-			}
-			continue
-		}
-		c := newCall(ctx, deadline, calls[i].it)
-		b.peer(addr).submit(c)
-		if err := wait(ctx, c); err != nil {
-			return err
-		}
-		if c.at.After(*answered) {
-			*answered = c.at
-		}
-		err := b.finish(r, c, &out[i])
-		c.release()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // DecideLocal decides req here when this instance owns its key and has restored the key's
 // partition (limiter.LocalDecider: the Service then makes no call); false otherwise, with
 // nothing decided, and, when another instance owns the key, the route to it (its policy
@@ -350,7 +230,7 @@ func (b *Backend) DecideLocal(req limiter.BackendRequest) (limiter.Decision, uin
 	case !ok:
 		return limiter.Decision{}, 0, false
 	case addr != b.g.Self():
-		return limiter.Decision{}, routeOf(o, b.peer(addr)), false
+		return limiter.Decision{}, routeOf(o, b.peerOf(p, addr)), false
 	}
 	mem := o.mem
 	if !o.sameNumbers(req.Policy) {
@@ -449,14 +329,22 @@ func (b *Backend) ownStatusLocked(p int32) byte {
 
 // decideMem decides it by mem, its partition's ownership checked.
 func decideMem(mem *limiter.Memory, it *item) result {
-	d, err := mem.AllowN(context.Background(), it.key, time.Unix(0, it.now), it.cost)
+	var r result
+	decideMemInto(mem, it, &r)
+	return r
+}
+
+// decideMemInto is decideMem into *r, which must be zero (a batch's results are written in
+// place: a result is a Decision and more, copied twice on its way out otherwise).
+func decideMemInto(mem *limiter.Memory, it *item, r *result) {
+	var err error
+	r.d, err = mem.AllowN(context.Background(), it.key, time.Unix(0, it.now), it.cost)
 	switch {
 	case errors.Is(err, limiter.ErrStoreFull):
-		return result{status: StatusFull}
+		*r = result{status: StatusFull}
 	case err != nil:
-		return result{status: StatusBad}
+		*r = result{status: StatusBad}
 	}
-	return result{d: d}
 }
 
 // Handler serves Path: a signed batch from a peer, decided here key by key (stale for a
@@ -466,6 +354,12 @@ func (b *Backend) Handler() http.Handler {
 		start := time.Now()
 		if r.Method == http.MethodPost && cluster.IsUpgrade(r) {
 			b.serveUpgrade(w, r, start) // counts the upgrade, then each batch, not the stream's life
+			return
+		}
+		if cluster.IsOtherUpgrade(r) {
+			// A peer of another version: it falls back to one POST per batch (ErrNoStream).
+			b.g.Served(plain(w, http.StatusUpgradeRequired, "peer stream "+r.Header.Get("Upgrade")+
+				" not served: this instance speaks "+cluster.StreamProtocol+"; send batches as POSTs"), time.Since(start))
 			return
 		}
 		code := b.serve(w, r)
@@ -552,7 +446,8 @@ func (b *Backend) decideBatch(items []item, res []result) []result {
 			res = append(res, result{status: e.st})
 			continue
 		}
-		res = append(res, decideMem(mem, it))
+		res = append(res, result{})
+		decideMemInto(mem, it, &res[len(res)-1])
 	}
 	return res
 }

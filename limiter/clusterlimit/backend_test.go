@@ -782,6 +782,30 @@ func TestOwnerWithoutStreamsIsAskedByPOST(t *testing.T) {
 	}
 }
 
+// TestOtherStreamVersionIsRefusedClearly: an upgrade to another version of the stream (a
+// slide of slide-stream/1's HMAC frames, during a rolling upgrade) is answered 426 naming
+// this one, not taken: the asker falls back to POSTs (TestOwnerWithoutStreamsIsAskedByPOST).
+func TestOtherStreamVersionIsRefusedClearly(t *testing.T) {
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 5, Window: time.Minute}, limiter.FailClosed, 5*time.Second)
+	_, ins := startGroup(t, 1, p)
+	req, err := http.NewRequest(http.MethodPost, "http://"+ins[0].g.self+Path, http.NoBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "slide-stream/1")
+	req.Header.Set(cluster.HeaderPeer, "old:1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusUpgradeRequired || !strings.Contains(string(body), cluster.StreamProtocol) {
+		t.Errorf("an upgrade to slide-stream/1: %s %q; want 426 naming %s", resp.Status, body, cluster.StreamProtocol)
+	}
+}
+
 // TestCallersGivingUpNeverStallTheStream: under load, callers whose contexts end at random
 // moments (before their batch leaves, while it is at the owner, as or after its answer
 // arrives) must leave no slot held: a held slot with nobody to take its answer would stop

@@ -91,6 +91,150 @@ func appendRequest(b []byte, items []*call) []byte {
 	return b
 }
 
+// versionStream is the first byte of a batch in a stream frame (slide-stream/2), where
+// each batch names its policies once:
+//
+//	versionStream(1) np(uvarint ≤ n) np × (policy(string) fingerprint(8 bytes))
+//	base(varint, unix ns) n(uvarint ≤ MaxBatch) n × item
+//	item: policy's index in the table(uvarint < np) key(string) now(varint, less base) cost(uvarint)
+//
+// about half the bytes of version's items (a policy's name and fingerprint, and a now of 9
+// bytes, in each), and an owner looks each name up once a batch. Its answer is version's.
+// A POST's batch stays version's, which every slide since the route reads.
+const versionStream = 3
+
+// policyRef is an entry of a stream batch's policy table.
+type policyRef struct {
+	name string
+	fp   uint64
+}
+
+// appendStreamRequest appends items as a stream's batch; tbl is scratch for its policy
+// table (returned for reuse).
+func appendStreamRequest(b []byte, items []*call, tbl []policyRef) ([]byte, []policyRef) {
+	tbl = tbl[:0]
+	for _, c := range items {
+		if n := len(tbl); n == 0 || tbl[n-1].name != c.it.policy || tbl[n-1].fp != c.it.fp {
+			if refIndex(tbl, c.it.policy, c.it.fp) < 0 {
+				tbl = append(tbl, policyRef{c.it.policy, c.it.fp})
+			}
+		}
+	}
+	b = append(b, versionStream)
+	b = binary.AppendUvarint(b, uint64(len(tbl)))
+	for _, r := range tbl {
+		b = appendString(b, r.name)
+		b = binary.BigEndian.AppendUint64(b, r.fp)
+	}
+	var base int64
+	if len(items) > 0 {
+		base = items[0].it.now
+	}
+	b = binary.AppendVarint(b, base)
+	b = binary.AppendUvarint(b, uint64(len(items)))
+	last := 0
+	for _, c := range items {
+		if r := tbl[last]; r.name != c.it.policy || r.fp != c.it.fp {
+			last = refIndex(tbl, c.it.policy, c.it.fp)
+		}
+		b = binary.AppendUvarint(b, uint64(last))
+		b = appendString(b, c.it.key)
+		b = binary.AppendVarint(b, c.it.now-base) // callers' clocks of one batch: within its wait
+		b = binary.AppendUvarint(b, uint64(c.it.cost))
+	}
+	return b, tbl
+}
+
+// refIndex is the index of (name, fp) in tbl, -1 when absent.
+func refIndex(tbl []policyRef, name string, fp uint64) int {
+	for i := range tbl {
+		if tbl[i].fp == fp && tbl[i].name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// decodeStreamRequest reads a stream's batch, bounded as decodeRequest.
+func decodeStreamRequest(b []byte) ([]item, error) {
+	items, _, err := decodeStreamRequestInto(nil, nil, b, nil, false)
+	return items, err
+}
+
+// decodeStreamRequestInto is decodeRequestInto for a stream's batch; tbl is scratch for
+// its policy table (returned for reuse). intern turns each name of the table into a string
+// once a batch.
+func decodeStreamRequestInto(items []item, tbl []policyRef, b []byte, intern func([]byte) string, view bool) ([]item, []policyRef, error) {
+	r := reader{b: b}
+	if r.byte("version") != versionStream {
+		return nil, tbl, fmt.Errorf("%w: version", ErrCorrupt)
+	}
+	np := r.uvarint("policies")
+	if np > MaxBatch || np > uint64(len(r.b)) { // every entry takes 9 bytes or more
+		return nil, tbl, fmt.Errorf("%w: %d policies in one batch", ErrCorrupt, np)
+	}
+	tbl = tbl[:0]
+	for range np {
+		var ref policyRef
+		if intern != nil {
+			ref.name = intern(r.bytes("policy", 64))
+		} else {
+			ref.name = r.string("policy", 64)
+		}
+		if len(r.b) < 8 {
+			r.fail("fingerprint")
+			break
+		}
+		ref.fp = binary.BigEndian.Uint64(r.b)
+		r.b = r.b[8:]
+		tbl = append(tbl, ref)
+	}
+	base := r.varint("base")
+	n := r.uvarint("count")
+	if r.err != nil {
+		return nil, tbl, r.err
+	}
+	if n > MaxBatch {
+		return nil, tbl, fmt.Errorf("%w: %d decisions in one batch (most %d)", ErrCorrupt, n, MaxBatch)
+	}
+	if items == nil {
+		items = make([]item, 0, n)
+	}
+	for range n {
+		var it item
+		if pi := r.uvarint("policy index"); pi < uint64(len(tbl)) {
+			it.policy, it.fp = tbl[pi].name, tbl[pi].fp
+		} else {
+			r.fail("policy index")
+		}
+		if view {
+			if k := r.bytes("key", limiter.MaxKeyLen); len(k) > 0 {
+				it.key = unsafe.String(&k[0], len(k))
+			}
+		} else {
+			it.key = r.string("key", limiter.MaxKeyLen)
+		}
+		d := r.varint("now")
+		if d > 0 && base > math.MaxInt64-d || d < 0 && base < math.MinInt64-d {
+			r.fail("now")
+		}
+		it.now = base + d
+		cost := r.uvarint("cost")
+		if cost > math.MaxInt64 {
+			r.fail("cost")
+		}
+		it.cost = int64(cost)
+		if r.err != nil {
+			break
+		}
+		items = append(items, it)
+	}
+	if r.err == nil && len(r.b) > 0 {
+		r.fail("trailing bytes")
+	}
+	return items, tbl, r.err
+}
+
 // reader decodes with a sticky error.
 type reader struct {
 	b   []byte

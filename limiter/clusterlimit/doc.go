@@ -14,7 +14,11 @@
 // memory decision, with no hop (Backend.DecideLocal, the Service's limiter.LocalDecider
 // path: no call, no deadline, nothing allocated). A key another instance owns is looked up
 // once: DecideLocal hands the route it found (the policy and the owner's channel) back to
-// the Service, which passes it to DecideBy with the request.
+// the Service, which passes it to DecideBy with the request, or, for a request of one
+// check of a cluster policy without plans (AllowN, and Decide of one check, as most of
+// /v1/allow's), to DecideOne (limiter.OneDecider): the request by value, the Service's and
+// this package's short paths for one decision, whose goroutine wakes to a small stack when
+// the owner answers.
 //
 // # The hop: batches as frames over one stream per owner
 //
@@ -22,11 +26,16 @@
 // the owner's Path (/internal/v1/limit) on the API listener, signed with the group's key
 // as the partial reads are (cluster.Auth: an HMAC over the receiver, the path and a fresh
 // nonce, so a replayed upgrade is refused), upgraded to a stream (cluster's peer stream,
-// protocol slide-stream/1; answered 101 with the owner's nonce, signed). Both ends derive
-// the stream's key from the group's key and the two nonces; every frame then carries the
-// first 16 bytes of an HMAC-SHA256 under it over its direction, its sequence number and
-// its bytes, so a stranger can neither open a stream, nor inject, replay or reorder a
-// frame on one (stream.go has the frame format). Decisions for one owner are batched by
+// protocol slide-stream/2; answered 101 with the owner's nonce, signed). Both ends derive
+// the stream's key from the group's key and the two nonces, and from it (HKDF-SHA256) a
+// key per direction; every frame then carries a 16-byte GMAC (AES-256-GCM sealing no
+// plaintext) under its direction's key of its bytes, with its direction and sequence
+// number as the nonce, so a stranger can neither open a stream, nor inject, replay or
+// reorder a frame on one (stream.go has the frame format). slide-stream/1 bound the same
+// with a truncated HMAC-SHA256, five times the CPU per byte; an instance of the other
+// version does not take the upgrade (an owner of this one answers 426), so during a
+// rolling upgrade the two forward to each other by POST, below; so does a process whose
+// GCM refuses counter nonces (GODEBUG=fips140=only). Decisions for one owner are batched by
 // group commit: at most Config.MaxInflight (2) batches are on the wire to one owner, the
 // second only behind a batch of a few decisions (smallBatch); a decision that finds a slot
 // free leaves at once, and those arriving while every slot is busy leave together in the
@@ -35,8 +44,10 @@
 // batch. A lone decision never waits for a timer, and under load one frame carries nearly
 // every decision in flight. The batch is a small
 // binary format (codec.go: varints, versioned, bounded, fuzzed by FuzzDecode, as are the
-// frames by FuzzFrame, and a peek's request and answer, peek.go). An owner that answers the upgrade with anything but 101 (a slide
-// before streams) is asked by one signed POST per batch, the same batch as body, for a
+// frames by FuzzFrame, and a peek's request and answer, peek.go); on a stream a batch names
+// each of its policies (and fingerprints) once and each decision's time as a difference
+// from the batch's first (versionStream: about half a POST batch's bytes a decision). An owner that answers the upgrade with anything but 101 (a slide
+// before streams, or of another stream version) is asked by one signed POST per batch, the same batch as body, for a
 // minute before the caller tries a stream again; the POST route stays served.
 //
 // The decision's now is the caller's clock (the Service's), as a Redis policy in client

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,6 +24,8 @@ func FuzzDecode(f *testing.F) {
 		{it: item{policy: "api", fp: 1, key: "ключ", now: -5, cost: 0}},
 	}
 	f.Add(appendRequest(nil, calls))
+	stream, _ := appendStreamRequest(nil, append(calls, &call{it: item{policy: "login", fp: 0xfeedface, key: "tenant-2", now: time.Unix(1_764_489_600, 0).UnixNano() - 7, cost: 3}}), nil)
+	f.Add(stream)
 	f.Add(appendAnswer(nil, []result{{status: StatusOK, d: limiter.Decision{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: time.Minute}},
 		{status: StatusStale}, {status: StatusOK, d: limiter.Decision{Limit: 3, RetryAfter: time.Second, Delay: 5}}}))
 	entries := appendEntry(nil, "login", 7, "tenant-1", 1_764_489_660_000_000_000, []byte{2, 4})
@@ -50,6 +53,18 @@ func FuzzDecode(f *testing.F) {
 				if back, err := decodeRequest(again); err != nil || len(back) != len(items) {
 					t.Fatalf("re-encoded batch does not decode alike: %v", err)
 				}
+			}
+		}
+		if items, err := decodeStreamRequest(b); err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("decodeStreamRequest: %v, not ErrCorrupt", err)
+		} else if err == nil {
+			cs := make([]*call, len(items))
+			for i := range items {
+				cs[i] = &call{it: items[i]}
+			}
+			again, _ := appendStreamRequest(nil, cs, nil)
+			if back, err := decodeStreamRequest(again); err != nil || !slices.Equal(back, items) {
+				t.Fatalf("re-encoded stream batch decodes as %+v, %v; want %+v", back, err, items)
 			}
 		}
 		if it, err := decodePeekRequest(b); err != nil && !errors.Is(err, ErrCorrupt) {
@@ -103,10 +118,19 @@ func FuzzDecode(f *testing.F) {
 
 var fuzzKey = []byte("0123456789abcdef0123456789abcdef")
 
+// mustFramer is newFramer for a test: a key of any length derives a framer.
+func mustFramer(key []byte, dir byte) framer {
+	f, err := newFramer(key, dir)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
 // frames writes bodies as one direction's frames under key (nil: unsigned).
 func frames(key []byte, dir byte, bodies ...[]byte) []byte {
 	var out bytes.Buffer
-	w := newFramer(key, dir)
+	w := mustFramer(key, dir)
 	for _, body := range bodies {
 		if _, err := w.frameEnd(&out, append(frameStart(nil), body...)); err != nil {
 			panic(err)
@@ -120,7 +144,7 @@ func frames(key []byte, dir byte, bodies ...[]byte) []byte {
 // beyond the bound. A signed frame verifies only under its key, direction and place.
 func FuzzFrame(f *testing.F) {
 	req := binary.AppendVarint(binary.AppendUvarint(nil, 7), 1_764_489_600_000)
-	req = appendRequest(req, []*call{{it: item{policy: "login", fp: 1, key: "tenant-1", now: 5, cost: 1}}})
+	req, _ = appendStreamRequest(req, []*call{{it: item{policy: "login", fp: 1, key: "tenant-1", now: 5, cost: 1}}}, nil)
 	f.Add(frames(fuzzKey, dirRequest, req, req), true)
 	f.Add(frames(nil, dirRequest, req), false)
 	// A peek is a POST only: on a stream it is refused as a batch of another version.
@@ -133,7 +157,7 @@ func FuzzFrame(f *testing.F) {
 		if signed {
 			key = fuzzKey
 		}
-		r := newFramer(key, dirRequest)
+		r := mustFramer(key, dirRequest)
 		in := bufio.NewReader(bytes.NewReader(b))
 		var buf []byte
 		for {
@@ -146,7 +170,7 @@ func FuzzFrame(f *testing.F) {
 			}
 			if _, n := binary.Uvarint(body); n > 0 {
 				if _, m := binary.Varint(body[n:]); m > 0 {
-					_, _ = decodeRequest(body[n+m:])
+					_, _ = decodeStreamRequest(body[n+m:])
 				}
 			}
 			buf = body
@@ -158,7 +182,7 @@ func TestFrameMACs(t *testing.T) {
 	body := []byte("a batch")
 	two := frames(fuzzKey, dirRequest, body, body)
 	read := func(key []byte, dir byte, b []byte) (n int, err error) {
-		r := newFramer(key, dir)
+		r := mustFramer(key, dir)
 		in := bufio.NewReader(bytes.NewReader(b))
 		for {
 			got, err := r.read(in, nil)
@@ -184,6 +208,8 @@ func TestFrameMACs(t *testing.T) {
 		"other direction": {fuzzKey, dirAnswer, one},
 		"replayed":        {fuzzKey, dirRequest, append(append([]byte(nil), one...), one...)},
 		"flipped":         {fuzzKey, dirRequest, append(append([]byte(nil), one[:6]...), append([]byte{one[6] ^ 1}, one[7:]...)...)},
+		"flipped mac":     {fuzzKey, dirRequest, append(append([]byte(nil), one[:len(one)-1]...), one[len(one)-1]^0x80)},
+		"reordered":       {fuzzKey, dirRequest, append(append([]byte(nil), two[len(one):]...), one...)},
 	} {
 		n, err := read(c.key, c.dir, c.b)
 		if !errors.Is(err, cluster.ErrBadSignature) || n > 1 || name != "replayed" && n != 0 {

@@ -74,6 +74,23 @@ func (b *Backend) peer(addr string) *peer {
 	return p
 }
 
+// peerCache holds the channel to the owner each partition was last found at, by partition
+// (modulo its size: a collision only sends the next decision to the map).
+type peerCache [64]atomic.Pointer[peer]
+
+// peerOf is peer(addr) for addr, the owner of partition p: the channel p's owner was last
+// found at when it is still addr's (a compare of the group view's string, mostly its same
+// bytes), so that a forwarded decision hashes no address.
+func (b *Backend) peerOf(p int32, addr string) *peer {
+	slot := &b.byPart[uint32(p)%uint32(len(b.byPart))]
+	if pe := slot.Load(); pe != nil && pe.addr == addr {
+		return pe
+	}
+	pe := b.peer(addr)
+	slot.Store(pe)
+	return pe
+}
+
 // smallBatch is the most decisions a batch in flight may carry for the next decision to
 // leave at once in another slot: a few callers (moderate load) each keep one round trip's
 // latency, while behind a larger batch (load) the next decisions wait and gather into one
