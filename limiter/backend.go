@@ -50,9 +50,11 @@ type DeadlineDecider interface {
 // OneDecider is a DeadlineDecider that also decides a lone request passed by value
 // (backend cluster): the Service's path for one check of such a policy (AllowN) then
 // needs no slices, which a call through an interface would move to the heap, nor Decide's
-// for several checks. DecideOne is DecideBy of reqs = {req}, its decision returned.
+// for several checks. DecideOne is, in one call, DecideLocal of req when the backend is a
+// LocalDecider (local reports that it decided req so: d is its decision, answered zero),
+// and otherwise DecideBy of reqs = {req}, its decision returned.
 type OneDecider interface {
-	DecideOne(ctx context.Context, deadline time.Time, req BackendRequest) (d Decision, answered time.Time, err error)
+	DecideOne(ctx context.Context, deadline time.Time, req BackendRequest) (d Decision, answered time.Time, local bool, err error)
 }
 
 // remoteScratch holds the requests and answers of a DeadlineDecider's call of up to four

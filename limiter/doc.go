@@ -200,7 +200,9 @@
 // Registered on the Registerer given to NewService:
 // slide_limiter_decisions_total{policy,result} (allowed, denied,
 // shadow_denied, error), slide_limiter_backend_errors_total{policy,reason}
-// (timeout, error), slide_limiter_backend_duration_seconds{backend},
+// (timeout, error), slide_limiter_backend_duration_seconds{backend} (a
+// histogram exposed as client_golang's, whose observations go to one of a few
+// shards summed at a scrape: no count that every core writes),
 // slide_limiter_deny_cache_hits_total{policy}, and for every in-process store
 // (memory policies, local fallbacks) slide_limiter_keys{policy},
 // slide_limiter_bytes{policy}, slide_limiter_evictions_total{policy} (idle

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -27,32 +26,17 @@ const (
 type metrics struct {
 	decisions *prometheus.CounterVec
 	errors    *prometheus.CounterVec
-	latency   *prometheus.HistogramVec
+	latency   *latencyVec
 	cacheHits *prometheus.CounterVec
 	plans     *prometheus.CounterVec
-
-	// The latency children of the two backends, resolved at their first call (a series
-	// appears once its backend is used) so that later calls do no label lookup.
-	redisLatency, clusterLatency lazyObserver
 }
 
-// lazyObserver is one child of a HistogramVec, looked up once.
-type lazyObserver struct {
-	once sync.Once
-	o    prometheus.Observer
-}
-
-// backendLatency is the latency child of backend (redis or cluster).
+// backendLatency is the latency histogram of backend (redis or cluster).
 func (m *metrics) backendLatency(backend string) prometheus.Observer {
 	if backend == "cluster" {
-		return m.clusterLatency.get(m.latency, backend)
+		return &m.latency.cluster
 	}
-	return m.redisLatency.get(m.latency, backend)
-}
-
-func (l *lazyObserver) get(vec *prometheus.HistogramVec, label string) prometheus.Observer {
-	l.once.Do(func() { l.o = vec.WithLabelValues(label) })
-	return l.o
+	return &m.latency.redis
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -65,11 +49,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: MetricBackendErrors,
 			Help: "Backend calls that failed, by policy and reason (timeout or error).",
 		}, []string{"policy", "reason"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    MetricBackendSeconds,
-			Help:    "Duration of one backend call (all the Redis, or all the cluster, policies of a request), in seconds.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
-		}, []string{"backend"}),
+		latency: newLatencyVec(),
 		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricDenyCacheHits,
 			Help: "Denials answered from the local deny cache without a backend round trip, by policy.",

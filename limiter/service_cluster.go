@@ -34,22 +34,18 @@ func (s *Service) allowCluster(ctx context.Context, rt *running, key string, now
 	if quota := rt.p.Quota(); cost > quota {
 		return Decision{}, fmt.Errorf("%w: cost %d, policy %q allows at most %d", ErrCostOverLimit, cost, rt.p.Name, quota)
 	}
-	var route uint64
-	if s.local != nil {
-		d, r, ok := s.local.DecideLocal(BackendRequest{Policy: &rt.p, Key: key, Now: now, Cost: cost})
-		if ok {
-			*out = d
-			s.count(rt, out)
-			return *out, nil
-		}
-		route = r
-	}
 	start := now
 	if !s.nowStarts(now) {
 		start = time.Now() // now is not the present
 	}
-	d, answered, err := s.one.DecideOne(ctx, start.Add(rt.p.EffectiveTimeout()),
-		BackendRequest{Policy: &rt.p, Key: key, Now: now, Cost: cost, Route: route})
+	// One call: DecideLocal's steps (a key this instance owns, decided here), else the hop.
+	d, answered, local, err := s.one.DecideOne(ctx, start.Add(rt.p.EffectiveTimeout()),
+		BackendRequest{Policy: &rt.p, Key: key, Now: now, Cost: cost})
+	if local {
+		*out = d
+		s.count(rt, out)
+		return *out, nil
+	}
 	latency := answered.Sub(start)
 	if answered.IsZero() {
 		latency = time.Since(start)

@@ -31,10 +31,10 @@ func (f *scriptedCluster) DecideBy(_ context.Context, _ time.Time, reqs []Backen
 	return time.Now(), nil
 }
 
-func (f *scriptedCluster) DecideOne(ctx context.Context, deadline time.Time, req BackendRequest) (Decision, time.Time, error) {
+func (f *scriptedCluster) DecideOne(ctx context.Context, deadline time.Time, req BackendRequest) (Decision, time.Time, bool, error) {
 	var out [1]Decision
 	at, err := f.DecideBy(ctx, deadline, []BackendRequest{req}, out[:])
-	return out[0], at, err
+	return out[0], at, false, err
 }
 
 // TestLoneClusterCheckDecidesAsDecide: Decide of one check of a cluster policy (allowCluster,

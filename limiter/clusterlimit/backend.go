@@ -232,15 +232,23 @@ func (b *Backend) DecideLocal(req limiter.BackendRequest) (limiter.Decision, uin
 	case addr != b.g.Self():
 		return limiter.Decision{}, routeOf(o, b.peerOf(p, addr)), false
 	}
+	d, ok := b.decideHere(o, p, &req)
+	return d, 0, ok
+}
+
+// decideHere is DecideLocal's decision of req, of o's policy, whose key is in partition p,
+// which this instance owns: false when it cannot decide it here (the partition not yet
+// restored, a variant it does not hold), with nothing decided.
+func (b *Backend) decideHere(o *owned, p int32, req *limiter.BackendRequest) (limiter.Decision, bool) {
 	mem := o.mem
 	if !o.sameNumbers(req.Policy) {
 		if mem = o.variant(req.Policy, Fingerprint(req.Policy)); mem == nil {
-			return limiter.Decision{}, 0, false
+			return limiter.Decision{}, false
 		}
 	}
 	it := item{key: req.Key, now: req.Now.UnixNano(), cost: req.Cost}
 	res := b.take(mem, p, &it)
-	return res.d, 0, res.status == StatusOK
+	return res.d, res.status == StatusOK
 }
 
 // routeOf is the route (limiter.BackendRequest.Route) of a decision of o's policy that pe's

@@ -14,11 +14,12 @@
 // memory decision, with no hop (Backend.DecideLocal, the Service's limiter.LocalDecider
 // path: no call, no deadline, nothing allocated). A key another instance owns is looked up
 // once: DecideLocal hands the route it found (the policy and the owner's channel) back to
-// the Service, which passes it to DecideBy with the request, or, for a request of one
-// check of a cluster policy without plans (AllowN, and Decide of one check, as most of
-// /v1/allow's), to DecideOne (limiter.OneDecider): the request by value, the Service's and
-// this package's short paths for one decision, whose goroutine wakes to a small stack when
-// the owner answers.
+// the Service, which passes it to DecideBy with the request. A request of one check of a
+// cluster policy without plans (AllowN, and Decide of one check, as most of /v1/allow's)
+// makes one call instead, DecideOne (limiter.OneDecider): DecideLocal's steps, then the
+// hop, the owner looked up once and the request by value, the Service's and this
+// package's short paths for one decision, whose goroutine wakes to a small stack when the
+// owner answers.
 //
 // # The hop: batches as frames over one stream per owner
 //

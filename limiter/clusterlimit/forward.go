@@ -22,32 +22,51 @@ func (b *Backend) DecideBy(ctx context.Context, deadline time.Time, reqs []limit
 
 var _ limiter.OneDecider = (*Backend)(nil)
 
-// DecideOne is DecideBy of the lone request req (limiter.OneDecider), passed by value so
-// that nothing of it moves to the heap.
-func (b *Backend) DecideOne(ctx context.Context, deadline time.Time, req limiter.BackendRequest) (d limiter.Decision, answered time.Time, err error) {
-	o, pe := b.routed(&req)
-	if pe == nil { // not routed by DecideLocal: the general path looks the owner up
-		reqs := [1]limiter.BackendRequest{req}
-		var out [1]limiter.Decision
-		err = b.decideBy(ctx, deadline, reqs[:], out[:], &answered)
-		return out[0], answered, err
+// DecideOne is DecideLocal of the lone request req, then, when it did not decide it here,
+// DecideBy of it (limiter.OneDecider): one call that looks the key's owner up once, req
+// passed by value so that nothing of it moves to the heap.
+func (b *Backend) DecideOne(ctx context.Context, deadline time.Time, req limiter.BackendRequest) (d limiter.Decision, answered time.Time, local bool, err error) {
+	o := b.owned[req.Policy.Name]
+	if o == nil {
+		return b.decideOneBy(ctx, deadline, req)
 	}
-	// decideBy's steps for one routed request, in a frame its caller's goroutine wakes to
-	// that is a fraction of decideBy's.
+	p, addr, ok := b.g.KeyOwner(o.route(req.Key))
+	if !ok {
+		return b.decideOneBy(ctx, deadline, req)
+	}
+	if addr == b.g.Self() {
+		if d, ok = b.decideHere(o, p, &req); ok {
+			return d, answered, true, nil
+		}
+		return b.decideOneBy(ctx, deadline, req)
+	}
+	// decideBy's steps for one request forwarded, in a frame its caller's goroutine wakes
+	// to that is a fraction of decideBy's.
+	pe := b.peerOf(p, addr)
 	c := newCall(ctx, deadline, item{policy: req.Policy.Name, fp: o.fingerprintOf(req.Policy), key: req.Key, now: req.Now.UnixNano(), cost: req.Cost})
 	pe.submit(c)
 	if err = wait(ctx, c); err != nil {
-		return d, answered, err
+		return d, answered, false, err
 	}
 	if c.res.status == StatusStale {
 		reqs, out := []limiter.BackendRequest{req}, []limiter.Decision{{}}
 		err = b.retryStale(ctx, deadline, reqs, out, &answered, []*call{c}, []string{pe.addr}, []int{0})
-		return out[0], answered, err
+		return out[0], answered, false, err
 	}
 	answered = c.at
 	err = b.finish(&req, c, &d)
 	c.release()
-	return d, answered, err
+	return d, answered, false, err
+}
+
+// decideOneBy is DecideOne of req by decideBy (its rare cases: no such policy, no owner, its
+// own key it could not decide by DecideLocal's steps).
+func (b *Backend) decideOneBy(ctx context.Context, deadline time.Time, req limiter.BackendRequest) (limiter.Decision, time.Time, bool, error) {
+	reqs := [1]limiter.BackendRequest{req}
+	var out [1]limiter.Decision
+	var answered time.Time
+	err := b.decideBy(ctx, deadline, reqs[:], out[:], &answered)
+	return out[0], answered, false, err
 }
 
 // decideBy is DecideBy, the last answer's arrival in *answered.
