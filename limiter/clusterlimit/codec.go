@@ -176,17 +176,9 @@ func decodeStreamRequestInto(items []item, tbl []policyRef, b []byte, intern fun
 	tbl = tbl[:0]
 	for range np {
 		var ref policyRef
-		if intern != nil {
-			ref.name = intern(r.bytes("policy", 64))
-		} else {
-			ref.name = r.string("policy", 64)
-		}
-		if len(r.b) < 8 {
-			r.fail("fingerprint")
+		if ref.name, ref.fp = r.policy(intern); r.err != nil {
 			break
 		}
-		ref.fp = binary.BigEndian.Uint64(r.b)
-		r.b = r.b[8:]
 		tbl = append(tbl, ref)
 	}
 	base := r.varint("base")
@@ -207,38 +199,69 @@ func decodeStreamRequestInto(items []item, tbl []policyRef, b []byte, intern fun
 		} else {
 			r.fail("policy index")
 		}
-		if view {
-			if k := r.bytes("key", limiter.MaxKeyLen); len(k) > 0 {
-				it.key = unsafe.String(&k[0], len(k))
-			}
-		} else {
-			it.key = r.string("key", limiter.MaxKeyLen)
-		}
+		it.key = r.key(view)
 		d := r.varint("now")
 		if d > 0 && base > math.MaxInt64-d || d < 0 && base < math.MinInt64-d {
 			r.fail("now")
 		}
 		it.now = base + d
-		cost := r.uvarint("cost")
-		if cost > math.MaxInt64 {
-			r.fail("cost")
-		}
-		it.cost = int64(cost)
+		it.cost = r.cost()
 		if r.err != nil {
 			break
 		}
 		items = append(items, it)
 	}
-	if r.err == nil && len(r.b) > 0 {
-		r.fail("trailing bytes")
-	}
-	return items, tbl, r.err
+	return items, tbl, r.end()
 }
 
 // reader decodes with a sticky error.
 type reader struct {
 	b   []byte
 	err error
+}
+
+// policy reads a policy's name (interned by intern when not nil) and fingerprint.
+func (r *reader) policy(intern func([]byte) string) (name string, fp uint64) {
+	if intern != nil {
+		name = intern(r.bytes("policy", 64))
+	} else {
+		name = r.string("policy", 64)
+	}
+	if len(r.b) < 8 {
+		r.fail("fingerprint")
+		return name, 0
+	}
+	fp = binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return name, fp
+}
+
+// key reads a decision's key: a view of the batch's bytes when view is set.
+func (r *reader) key(view bool) string {
+	if !view {
+		return r.string("key", limiter.MaxKeyLen)
+	}
+	if k := r.bytes("key", limiter.MaxKeyLen); len(k) > 0 {
+		return unsafe.String(&k[0], len(k))
+	}
+	return ""
+}
+
+// cost reads a decision's cost, at most math.MaxInt64.
+func (r *reader) cost() int64 {
+	c := r.uvarint("cost")
+	if c > math.MaxInt64 {
+		r.fail("cost")
+	}
+	return int64(c)
+}
+
+// end is the reader's error once a message is read: bytes left over are one.
+func (r *reader) end() error {
+	if r.err == nil && len(r.b) > 0 {
+		r.fail("trailing bytes")
+	}
+	return r.err
 }
 
 func (r *reader) fail(what string) {
@@ -332,39 +355,18 @@ func decodeRequestInto(items []item, b []byte, intern func([]byte) string, view 
 	}
 	for range n {
 		var it item
-		if intern != nil {
-			it.policy = intern(r.bytes("policy", 64))
-		} else {
-			it.policy = r.string("policy", 64)
-		}
-		if len(r.b) < 8 {
-			r.fail("fingerprint")
+		if it.policy, it.fp = r.policy(intern); r.err != nil {
 			break
 		}
-		it.fp = binary.BigEndian.Uint64(r.b)
-		r.b = r.b[8:]
-		if view {
-			if k := r.bytes("key", limiter.MaxKeyLen); len(k) > 0 {
-				it.key = unsafe.String(&k[0], len(k))
-			}
-		} else {
-			it.key = r.string("key", limiter.MaxKeyLen)
-		}
+		it.key = r.key(view)
 		it.now = r.varint("now")
-		cost := r.uvarint("cost")
-		if cost > math.MaxInt64 {
-			r.fail("cost")
-		}
-		it.cost = int64(cost)
+		it.cost = r.cost()
 		if r.err != nil {
 			break
 		}
 		items = append(items, it)
 	}
-	if r.err == nil && len(r.b) > 0 {
-		r.fail("trailing bytes")
-	}
-	return items, r.err
+	return items, r.end()
 }
 
 func appendAnswer(b []byte, res []result) []byte {
@@ -446,10 +448,7 @@ func decodeAnswerTo(b []byte, n int, at func(int) *result) error {
 			return r.err
 		}
 	}
-	if len(r.b) > 0 {
-		r.fail("trailing bytes")
-	}
-	return r.err
+	return r.end()
 }
 
 // The checkpoint record: version(1) gen(varint) final(1 byte) at(varint, unix ms)
@@ -545,10 +544,7 @@ func decodeCheckpoint(b []byte) (*checkpointRecord, error) {
 			cp.entries = append(cp.entries, e)
 		}
 	}
-	if r.err == nil && len(r.b) > 0 {
-		r.fail("trailing bytes")
-	}
-	if r.err != nil {
+	if r.end() != nil {
 		return nil, r.err
 	}
 	return cp, nil

@@ -56,10 +56,7 @@ func decodePeekRequest(b []byte) (item, error) {
 	r.b = r.b[8:]
 	it.key = r.string("key", limiter.MaxKeyLen)
 	it.now = r.varint("now")
-	if r.err == nil && len(r.b) > 0 {
-		r.fail("trailing bytes")
-	}
-	return it, r.err
+	return it, r.end()
 }
 
 func appendPeekAnswer(b []byte, status byte, levels []peekLevel) []byte {
@@ -124,10 +121,7 @@ func decodePeekAnswer(b []byte) (byte, []peekLevel, error) {
 			levels = append(levels, l)
 		}
 	}
-	if r.err == nil && len(r.b) > 0 {
-		r.fail("trailing bytes")
-	}
-	if r.err != nil {
+	if r.end() != nil {
 		return 0, nil, r.err
 	}
 	return status, levels, nil
