@@ -257,6 +257,7 @@ type Consumer struct {
 	used   atomic.Bool
 
 	onGeneration func(int32, []int32) // WithGenerationHook; nil: none
+	fetchDialer  *kafka.Dialer        // Config.Dialer's, reading through a buffer (fetchDialer)
 
 	mu     sync.Mutex
 	parts  map[int32]*partition // assigned partitions; guarded by mu
@@ -301,6 +302,7 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	c.fetchDialer = fetchDialer(cfg.Dialer)
 	var transport *kafka.Transport
 	if d := cfg.Dialer; d != nil {
 		transport = &kafka.Transport{Dial: d.DialFunc, TLS: d.TLS, SASL: d.SASLMechanism, ClientID: d.ClientID}

@@ -6,7 +6,9 @@
 // # Parts
 //
 //   - Consumer: a segmentio/kafka-go consumer group member (ConsumerGroup / Generation for
-//     assignments and commits; each partition fetched from its leader with kafka-go's Conn).
+//     assignments and commits; each partition fetched from its leader with kafka-go's Conn,
+//     whose socket is read through a 256 KiB buffer: kafka-go's own 4 KiB one made two or
+//     three read syscalls a record of a few KiB, most of the consumer's reading).
 //     Each record's value goes through event.Intake.TakeRecord with a decoder per partition,
 //     an event.Format of Config.Format (slide's JSON by default, OTLP spans with
 //     event.NewOTLPProto or NewOTLPJSON: one ExportTraceServiceRequest a record, a refused

@@ -287,10 +287,7 @@ func (c *Consumer) skipOutOfRange(ctx context.Context, conn *kafka.Conn, p *part
 
 // dialLeader connects to the leader of partition id through the first broker that answers.
 func (c *Consumer) dialLeader(ctx context.Context, id int32) (*kafka.Conn, error) {
-	d := c.cfg.Dialer
-	if d == nil {
-		d = kafka.DefaultDialer
-	}
+	d := c.fetchDialer
 	var errs []error
 	for _, b := range c.cfg.Brokers {
 		conn, err := d.DialLeader(ctx, "tcp", b, c.cfg.Topic, int(id))
