@@ -172,8 +172,9 @@
 // reads, some 2 MB a query) and decoding each series' open slot; 22% summing each
 // series' window into its difference and its group's exact sums; 8% the groups' spans;
 // 10% Prometheus' HistogramQuantile (an iterator allocated a group); 6% garbage
-// collection; 3% sorting the groups by labels; 2% window.Store.Metrics (it walks every
-// series, once a query). The sums and the spans take no branch on each bucket's being
+// collection; 3% sorting the groups by labels; 2% window.Store.Metrics (it walked every
+// series, once a query: since, the store keeps its metrics' counts, 5.4 ms → 0.12 µs over
+// 100k series). The sums and the spans take no branch on each bucket's being
 // empty (adding a zero's product is exact; the non-empty buckets are kept in a pass of
 // their own): that branch mispredicted about every other bucket. /v1/top reads one kept
 // aggregate a series. A coarser schema would cut the buckets fourfold and break the 2.5%

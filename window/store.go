@@ -93,8 +93,10 @@ type Store struct {
 
 	count                                   atomic.Int64
 	labelled                                sync.Map // metric → *labelledCount (LabelledSeries)
-	perMetric                               sync.Map // metric → *metricSeries, kept only under MaxSeriesPerMetric
 	late, future, invalid, refused, evicted atomic.Uint64
+
+	metricsMu sync.Mutex
+	perMetric map[string]*metricSeries // under metricsMu: each metric's series (Metrics), refusals
 
 	levelsMu sync.Mutex                               // IndexLevels
 	levels   atomic.Pointer[map[string][]*LevelIndex] // by metric; copied on change, nil without
@@ -123,6 +125,8 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 		mask:    uint64(n - 1),
 		shards:  make([]shard, n),
 		now:     cfg.Now,
+
+		perMetric: map[string]*metricSeries{},
 	}
 	s.seedMix = seedMix(s.seed)
 	s.shared = map[string]*RingConfig{"": &s.ring}
@@ -240,7 +244,7 @@ func (s *Store) create(sh *shard, h uint64, ev Event) (*series, error) {
 		s.refused.Add(1)
 		return nil, ErrSeriesCap
 	}
-	if s.cfg.MaxSeriesPerMetric > 0 && !s.admitMetric(ev.Metric) {
+	if !s.admitMetric(ev.Metric) {
 		s.count.Add(-1)
 		s.refused.Add(1)
 		return nil, ErrSeriesCap

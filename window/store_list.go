@@ -4,7 +4,6 @@ package window
 
 import (
 	"cmp"
-	"context"
 	"slices"
 	"strings"
 )
@@ -63,47 +62,4 @@ func sortKeys(keys []string) {
 	for i := range a {
 		keys[i] = a[i].k
 	}
-}
-
-// Metrics lists the metrics that have at least one series, sorted.
-func (s *Store) Metrics() []string {
-	seen := map[string]bool{}
-	s.each(func(se *series) { seen[se.metric] = true })
-	out := make([]string, 0, len(seen))
-	for m := range seen {
-		out = append(out, m)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// MetricCount is one metric of MetricSeries and how many live series it has.
-type MetricCount struct {
-	Metric string
-	Series int
-}
-
-// MetricSeries lists every metric with live series and its series count, sorted by
-// metric: one pass over the store, O(series + metrics·log metrics), where a count per
-// metric through Keys cost metrics × series. It checks ctx between shards and returns its
-// error when the caller has gone.
-func (s *Store) MetricSeries(ctx context.Context) ([]MetricCount, error) {
-	counts := map[string]int{}
-	for i := range s.shards {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for se := range sh.all() {
-			counts[se.metric]++
-		}
-		sh.mu.Unlock()
-	}
-	out := make([]MetricCount, 0, len(counts))
-	for m, n := range counts {
-		out = append(out, MetricCount{Metric: m, Series: n})
-	}
-	slices.SortFunc(out, func(a, b MetricCount) int { return strings.Compare(a.Metric, b.Metric) })
-	return out, nil
 }

@@ -1,9 +1,15 @@
 package window
 
-// Per-metric series counts: the labelled series of each metric (LabelledSeries) and, under
-// StoreConfig.MaxSeriesPerMetric, each metric's series and the new series its cap refused.
+// Per-metric series counts: the labelled series of each metric (LabelledSeries), and each
+// metric's live series and the new series StoreConfig.MaxSeriesPerMetric refused, which
+// Metrics and MetricSeries list without walking the series.
 
-import "sync/atomic"
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+)
 
 // labelledCount is a metric's LabelledSeries.
 type labelledCount struct{ atomic.Int64 }
@@ -28,36 +34,40 @@ func (s *Store) noteLabelled(metric string, d int64) {
 	v.(*labelledCount).Add(d)
 }
 
-// metricSeries is a metric's series and the events its cap refused, under MaxSeriesPerMetric.
+// metricSeries is a metric's live series and the new series MaxSeriesPerMetric refused.
 type metricSeries struct {
-	n       atomic.Int64
-	refused atomic.Uint64
+	n       int64
+	refused uint64
 }
 
-// admitMetric counts a new series of metric against MaxSeriesPerMetric, or counts its
+// admitMetric counts a new series of metric, or, at MaxSeriesPerMetric, counts its
 // refusal and reports false. It is the new-series path's, never an existing series'.
 func (s *Store) admitMetric(metric string) bool {
-	v, ok := s.perMetric.Load(metric)
-	if !ok {
-		v, _ = s.perMetric.LoadOrStore(metric, new(metricSeries))
+	s.metricsMu.Lock()
+	defer s.metricsMu.Unlock()
+	ms := s.perMetric[metric]
+	if ms == nil {
+		ms = new(metricSeries)
+		s.perMetric[metric] = ms
 	}
-	ms := v.(*metricSeries)
-	if ms.n.Add(1) > int64(s.cfg.MaxSeriesPerMetric) {
-		ms.n.Add(-1)
-		ms.refused.Add(1)
+	if s.cfg.MaxSeriesPerMetric > 0 && ms.n >= int64(s.cfg.MaxSeriesPerMetric) {
+		ms.refused++
 		return false
 	}
+	ms.n++
 	return true
 }
 
-// noteRemoved uncounts a series of metric that goes, under MaxSeriesPerMetric.
+// noteRemoved uncounts a series of metric that goes. A metric without series and never
+// refused is forgotten, so that metric names sent once do not pile up.
 func (s *Store) noteRemoved(metric string) {
-	if s.cfg.MaxSeriesPerMetric <= 0 {
-		return
+	s.metricsMu.Lock()
+	if ms := s.perMetric[metric]; ms != nil {
+		if ms.n--; ms.n <= 0 && ms.refused == 0 {
+			delete(s.perMetric, metric)
+		}
 	}
-	if v, ok := s.perMetric.Load(metric); ok {
-		v.(*metricSeries).n.Add(-1)
-	}
+	s.metricsMu.Unlock()
 }
 
 // EachMetricRefused calls fn with each metric of which MaxSeriesPerMetric refused a new
@@ -65,10 +75,59 @@ func (s *Store) noteRemoved(metric string) {
 // what slide_store_series_refused_total{metric} exports. A metric stays listed once it has
 // been refused; metrics never at their cap are not listed.
 func (s *Store) EachMetricRefused(fn func(metric string, refused uint64)) {
-	s.perMetric.Range(func(k, v any) bool {
-		if n := v.(*metricSeries).refused.Load(); n > 0 {
-			fn(k.(string), n)
+	type refusal struct {
+		metric string
+		n      uint64
+	}
+	var rs []refusal
+	s.metricsMu.Lock()
+	for m, ms := range s.perMetric {
+		if ms.refused > 0 {
+			rs = append(rs, refusal{m, ms.refused})
 		}
-		return true
-	})
+	}
+	s.metricsMu.Unlock()
+	for _, r := range rs {
+		fn(r.metric, r.n)
+	}
+}
+
+// MetricCount is one metric of MetricSeries and how many live series it has.
+type MetricCount struct {
+	Metric string
+	Series int
+}
+
+// MetricSeries lists every metric with live series and its series count, sorted by
+// metric, from the counts the store keeps as series come and go: O(metrics·log metrics),
+// whatever the number of series. ctx is checked once.
+func (s *Store) MetricSeries(ctx context.Context) ([]MetricCount, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.metricsMu.Lock()
+	out := make([]MetricCount, 0, len(s.perMetric))
+	for m, ms := range s.perMetric {
+		if ms.n > 0 {
+			out = append(out, MetricCount{Metric: m, Series: int(ms.n)})
+		}
+	}
+	s.metricsMu.Unlock()
+	slices.SortFunc(out, func(a, b MetricCount) int { return strings.Compare(a.Metric, b.Metric) })
+	return out, nil
+}
+
+// Metrics lists the metrics that have at least one series, sorted: like MetricSeries, from
+// the store's counts, not a walk over its series (a PromQL query asks it once).
+func (s *Store) Metrics() []string {
+	s.metricsMu.Lock()
+	out := make([]string, 0, len(s.perMetric))
+	for m, ms := range s.perMetric {
+		if ms.n > 0 {
+			out = append(out, m)
+		}
+	}
+	s.metricsMu.Unlock()
+	slices.Sort(out)
+	return out
 }
