@@ -369,17 +369,9 @@ func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 	owner, caller := ownerOf(t, tp, ins, key)
 	gate := make(chan struct{})
 	owner.gate.Store(&gate)
-	var allowed, failed atomic.Int64
+	var n tally
 	var wg sync.WaitGroup
-	decide := func() {
-		d, err := caller.svc.Allow(context.Background(), "p", key)
-		switch {
-		case err != nil:
-			failed.Add(1)
-		case d.Allowed:
-			allowed.Add(1)
-		}
-	}
+	decide := func() { n.allow(caller.svc, key) }
 	for range DefaultMaxInflight {
 		wg.Go(decide)
 	}
@@ -396,8 +388,8 @@ func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 	owner.gate.Store(nil)
 	close(gate)
 	wg.Wait()
-	if allowed.Load() != 50 || failed.Load() != 0 {
-		t.Errorf("204 decisions on a 50 bucket: %d allowed, %d failed; want 50, 0", allowed.Load(), failed.Load())
+	if n.allowed.Load() != 50 || n.failed.Load() != 0 {
+		t.Errorf("204 decisions on a 50 bucket: %d allowed, %d failed; want 50, 0", n.allowed.Load(), n.failed.Load())
 	}
 	if n := caller.b.sent.Load(); n > 2*DefaultMaxInflight {
 		t.Errorf("204 decisions took %d round trips; want at most %d (the slots alone, the queue in few batches)", n, 2*DefaultMaxInflight)
@@ -757,22 +749,14 @@ func TestOwnerWithoutStreamsIsAskedByPOST(t *testing.T) {
 	const key = "tenant-post"
 	owner, caller := ownerOf(t, tp, ins, key)
 	owner.noStream.Store(true)
-	var allowed, failed atomic.Int64
+	var n tally
 	var wg sync.WaitGroup
 	for range 40 {
-		wg.Go(func() {
-			d, err := caller.svc.Allow(context.Background(), "p", key)
-			switch {
-			case err != nil:
-				failed.Add(1)
-			case d.Allowed:
-				allowed.Add(1)
-			}
-		})
+		wg.Go(func() { n.allow(caller.svc, key) })
 	}
 	wg.Wait()
-	if allowed.Load() != 30 || failed.Load() != 0 {
-		t.Errorf("40 decisions on a limit of 30 by POST: %d allowed, %d failed; want 30, 0", allowed.Load(), failed.Load())
+	if n.allowed.Load() != 30 || n.failed.Load() != 0 {
+		t.Errorf("40 decisions on a limit of 30 by POST: %d allowed, %d failed; want 30, 0", n.allowed.Load(), n.failed.Load())
 	}
 	pr := caller.b.peer(owner.g.self)
 	pr.mu.Lock()
@@ -849,5 +833,19 @@ func TestCallersGivingUpNeverStallTheStream(t *testing.T) {
 			})
 		}
 		after.Wait()
+	}
+}
+
+// tally counts decisions of policy p: those allowed, and those that failed with an error.
+type tally struct{ allowed, failed atomic.Int64 }
+
+// allow decides key of policy p on svc and counts the outcome.
+func (n *tally) allow(svc *limiter.Service, key string) {
+	d, err := svc.Allow(context.Background(), "p", key)
+	switch {
+	case err != nil:
+		n.failed.Add(1)
+	case d.Allowed:
+		n.allowed.Add(1)
 	}
 }
