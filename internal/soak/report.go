@@ -265,14 +265,19 @@ func parseProduce(out string) (produceLine, error) {
 	return p, nil
 }
 
-// logSummary counts a slog text log's lines by level and its warnings by message.
+// logSummary counts a slog text log's lines by level and its warnings by message, and keeps
+// each message's first line, whose attributes (err, partition…) say why.
 type logSummary struct {
 	warnings, errors int
-	byMsg            map[string]int // warnings and errors by msg
+	byMsg            map[string]int    // warnings and errors by msg
+	first            map[string]string // the first line of each
 }
 
+// maxFirstLine is how much of a message's first line the summary shows.
+const maxFirstLine = 400
+
 func summarizeLog(out string) logSummary {
-	s := logSummary{byMsg: map[string]int{}}
+	s := logSummary{byMsg: map[string]int{}, first: map[string]string{}}
 	for _, line := range strings.Split(out, "\n") {
 		var level string
 		switch {
@@ -295,7 +300,13 @@ func summarizeLog(out string) logSummary {
 				msg, _, _ = strings.Cut(rest, " ")
 			}
 		}
-		s.byMsg[level+" "+msg]++
+		k := level + " " + msg
+		if s.byMsg[k]++; s.byMsg[k] == 1 {
+			if len(line) > maxFirstLine {
+				line = line[:maxFirstLine] + "…"
+			}
+			s.first[k] = line
+		}
 	}
 	return s
 }
@@ -312,8 +323,10 @@ func (s logSummary) String() string {
 		return s.byMsg[keys[i]] > s.byMsg[keys[j]] || s.byMsg[keys[i]] == s.byMsg[keys[j]] && keys[i] < keys[j]
 	})
 	parts := make([]string, len(keys))
+	var firsts strings.Builder
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%d× %q", s.byMsg[k], k)
+		fmt.Fprintf(&firsts, "\n  first: %s", s.first[k])
 	}
-	return fmt.Sprintf("%d warnings, %d errors: %s", s.warnings, s.errors, strings.Join(parts, ", "))
+	return fmt.Sprintf("%d warnings, %d errors: %s%s", s.warnings, s.errors, strings.Join(parts, ", "), firsts.String())
 }

@@ -182,7 +182,8 @@ not a log line
 	if s.warnings != 2 || s.errors != 1 {
 		t.Fatalf("summarizeLog: %d warnings, %d errors; want 2, 1", s.warnings, s.errors)
 	}
-	if got, want := s.String(), `2 warnings, 1 errors: 2× "WARN ingest: fetching", 1× "ERROR stopping"`; got != want {
+	if got, want := s.String(), `2 warnings, 1 errors: 2× "WARN ingest: fetching", 1× "ERROR stopping"`+
+		"\n  first: "+strings.Split(out, "\n")[0]+"\n  first: "+strings.Split(out, "\n")[2]; got != want {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
 	if got := summarizeLog("").String(); got != "no warnings or errors" {
