@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -126,6 +127,20 @@ func TestSnapshotFinalOnShutdownAndRevocation(t *testing.T) {
 	cfg.Snapshots = SnapshotConfig{Interval: time.Hour, ChunkBytes: 1024}
 	first := start(t, cfg, newTestStore(t, 0), t0)
 	eventually(t, 20*time.Second, "first consumer caught up", func() bool { return caughtUp(t, c, first) }, progress(first))
+	// A periodic write that the stop cuts short (its context canceled) is not a failed write:
+	// slide_snapshot_write_errors_total stays 0 through a deploy, and the partition is free
+	// for the final snapshot.
+	stopping, cancel := context.WithCancel(context.Background())
+	cancel()
+	first.mu.Lock()
+	p := first.parts[0]
+	first.mu.Unlock()
+	p.snap.busy.Store(true) // as maybeTake hands a job over
+	data, n := first.store.AppendSnapshot(nil, t0.UnixMilli(), p.id)
+	first.snap.write(stopping, snapJob{p: p, offset: p.next.Load(), taken: t0.UnixMilli(), data: data, series: n})
+	if got := sum(first.sm.writeErrors); got != 0 || p.snap.busy.Load() {
+		t.Fatalf("a write cut short by the stop: %v write errors (want 0), partition still busy: %v", got, p.snap.busy.Load())
+	}
 	first.stop(t)
 	if got := sum(first.sm.writes); got != 2 || !coversEnd(first.Consumer) {
 		t.Fatalf("shutdown wrote %v snapshots (covering the end: %v), want one per partition", got, coversEnd(first.Consumer))
