@@ -190,7 +190,7 @@ func (g *DemoGen) Run(ctx context.Context, emit func([]window.Event) error) (int
 type ProducerConfig struct {
 	Brokers      []string      // bootstrap host:port addresses; required
 	Topic        string        // default "events"
-	BatchSize    int           // records per partition batch; default 1000
+	BatchSize    int           // records per partition batch, closed sooner at 1 MB of records; default 1000
 	BatchTimeout time.Duration // longest a partial batch waits; default 10 ms
 	Dialer       *kafka.Dialer // TLS and SASL settings; nil means plain TCP
 	// MaxInFlight caps the records queued but not yet acknowledged by the broker; Send and
@@ -238,6 +238,12 @@ type ProducerStats struct {
 	LastErr      error // the last write error, nil if none
 }
 
+// maxBatchBytes is the most record bytes the producer puts in one partition's batch:
+// Kafka's default largest message (message.max.bytes, 1 MB, which the embedded broker keeps
+// too) less room for the batch's framing. A broker refuses a larger batch whole, so records of
+// a few KB (an OTLP request, a long log line) would fail a thousand at a time.
+const maxBatchBytes = 1_000_000
+
 // NewProducer returns a producer of cfg.Topic. It does not connect until the first Send.
 func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
@@ -261,7 +267,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 		Topic:                  cfg.Topic,
 		Balancer:               &kafka.Murmur2Balancer{},
 		BatchSize:              cfg.BatchSize,
-		BatchBytes:             16 << 20,
+		BatchBytes:             maxBatchBytes,
 		BatchTimeout:           cfg.BatchTimeout,
 		RequiredAcks:           kafka.RequireOne,
 		Async:                  true,
