@@ -280,8 +280,8 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 	if b.cp.Interval <= 0 || !b.ensureTopic(ctx) {
 		return
 	}
-	msgs := b.records(ps, gen, final, time.Now())
-	err := b.w.WriteMessages(ctx, msgs...)
+	parts, heads := b.records(ps, gen, final, time.Now())
+	err := b.write(ctx, parts, heads)
 	if errors.Is(err, kafka.UnknownTopicOrPartition) {
 		// The broker lost the topic (restarted empty, or someone deleted it): create it
 		// again and write once more.
@@ -290,11 +290,11 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 		_ = b.w.Close()
 		b.topicMu.Unlock()
 		if b.ensureTopic(ctx) {
-			err = b.w.WriteMessages(ctx, msgs...)
+			err = b.write(ctx, parts, heads)
 		}
 	}
 	if err != nil {
-		b.cpBufs = nil // the writer may still hold them (a write cut by ctx goes on)
+		b.cpBufs, b.cpPieces = nil, nil // the writer may still hold them (a write cut by ctx goes on)
 		if b.errLog() {
 			b.log.Warn("clusterlimit: writing limiter checkpoints", "partitions", ps, "err", err)
 		}
@@ -303,23 +303,25 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 	b.m.checkpoints.Add(float64(len(ps)))
 }
 
-// records encodes the checkpoint records of partitions ps at now. A round allocates
-// nothing once the sizes settled: each partition's record is encoded into the buffer of
-// its previous one (b.cpBufs, under cpMu), its header written last into room left before
-// the entries, so the entries are copied once. The messages are valid until the next
-// records; checkpoint forgets the buffers of a write that failed, which kafka-go may
-// still hold.
-func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) []kafka.Message {
+// records encodes the checkpoint records of partitions ps at now: heads[i] is ps[i]'s
+// record, and parts the parts written before the heads of partitions whose entries pass
+// maxPartBytes (checkpoint_parts.go). A round allocates nothing once the sizes settled:
+// each partition's entries are encoded into the buffer of its previous round (b.cpBufs,
+// under cpMu), a single record's header written last into room left before the entries,
+// so the entries are copied once; a partition in parts copies each part into a buffer of
+// its own, kept as well (b.cpPieces). The messages are valid until the next records;
+// checkpoint forgets the buffers of a write that failed, which kafka-go may still hold.
+func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) (parts, heads []kafka.Message) {
 	n := b.g.Partitions()
 	slot := make([]int, n) // partition → index in ps, -1: not asked
 	for i := range slot {
 		slot[i] = -1
 	}
 	if b.cpBufs == nil {
-		b.cpBufs = map[int32][]byte{}
+		b.cpBufs, b.cpPieces = map[int32][]byte{}, map[int32][][]byte{}
 	}
 	bodies := make([][]byte, len(ps))
-	counts := make([]int, len(ps))
+	splits := make([]split, len(ps))
 	for i, p := range ps {
 		if p >= 0 && int(p) < n {
 			slot[p] = i
@@ -329,6 +331,7 @@ func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) []ka
 			buf = nil // the partition shrank a lot: give the memory back
 		}
 		bodies[i] = slices.Grow(buf[:0], max(len(buf), maxHeaderBytes+64))[:maxHeaderBytes]
+		splits[i].start = maxHeaderBytes
 	}
 	for name, o := range b.owned {
 		i := 0 // keep's verdict, for the fn call that follows it on the same key
@@ -336,20 +339,28 @@ func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) []ka
 			i = slot[partitionOf(o.route(k), n)]
 			return i >= 0
 		}, func(k string, exp int64, st []byte) {
+			splits[i].before(len(bodies[i]))
 			bodies[i] = appendEntry(bodies[i], name, o.fp, k, exp, st)
-			counts[i]++
+			splits[i].n++
 		})
 	}
-	msgs := make([]kafka.Message, len(ps))
+	heads = make([]kafka.Message, len(ps))
 	var head [maxHeaderBytes]byte
 	for i, p := range ps {
-		h := appendCheckpointHeader(head[:0], gen, final, now.UnixMilli(), counts[i])
-		start := maxHeaderBytes - len(h)
-		copy(bodies[i][start:], h)
 		b.cpBufs[p] = bodies[i] // its length: what the next round's will likely need
-		msgs[i] = kafka.Message{Key: []byte(b.recordKey(p)), Value: bodies[i][start:]}
+		sp := &splits[i]
+		if len(sp.cuts) == 0 {
+			h := appendCheckpointHeader(head[:0], gen, final, now.UnixMilli(), sp.n)
+			start := maxHeaderBytes - len(h)
+			copy(bodies[i][start:], h)
+			heads[i] = kafka.Message{Key: []byte(b.recordKey(p)), Value: bodies[i][start:]}
+			continue
+		}
+		var ms []kafka.Message
+		ms, heads[i] = b.inParts(p, bodies[i], sp, gen, final, now.UnixMilli())
+		parts = append(parts, ms...)
 	}
-	return msgs
+	return parts, heads
 }
 
 func (b *Backend) recordKey(p int32) string { return b.cp.Group + "/" + strconv.Itoa(int(p)) }
@@ -455,7 +466,7 @@ func (b *Backend) ensureTopic(ctx context.Context) bool {
 	b.cpParts = cps
 	b.w = &kafka.Writer{Addr: kafka.TCP(b.cp.Brokers...), Topic: topic, Transport: b.transport(),
 		Balancer:     kafka.BalancerFunc(func(m kafka.Message, parts ...int) int { return b.cpPartition(m.Key, len(parts)) }),
-		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, BatchBytes: 64 << 20}
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, BatchBytes: maxBatchBytes}
 	return true
 }
 
@@ -466,63 +477,13 @@ func (b *Backend) transport() kafka.RoundTripper {
 	return nil
 }
 
-// cpPartition is the checkpoint partition of a record key group/p: p mod n.
+// cpPartition is the checkpoint partition of a record key group/p, or of a part's
+// group/p#i: p mod n.
 func (b *Backend) cpPartition(key []byte, n int) int {
-	i := bytes.LastIndexByte(key, '/')
-	p, _ := strconv.Atoi(string(key[i+1:]))
+	key = key[bytes.LastIndexByte(key, '/')+1:]
+	if j := bytes.IndexByte(key, '#'); j >= 0 {
+		key = key[:j]
+	}
+	p, _ := strconv.Atoi(string(key))
 	return p % max(n, 1)
-}
-
-// readLatest is partition p's latest checkpoint record, nil when there is none. It reads
-// the checkpoint partition's tail, widening until a record of p is found.
-func (b *Backend) readLatest(ctx context.Context, p int32) (*checkpointRecord, error) {
-	d := b.cp.Dialer
-	if d == nil {
-		d = kafka.DefaultDialer
-	}
-	b.topicMu.Lock()
-	parts := b.cpParts
-	b.topicMu.Unlock()
-	conn, err := d.DialLeader(ctx, "tcp", b.cp.Brokers[0], b.cp.Topic+TopicSuffix, b.cpPartition([]byte(b.recordKey(p)), parts))
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	first, last, err := conn.ReadOffsets()
-	if err != nil {
-		return nil, err
-	}
-	key := []byte(b.recordKey(p))
-	for end, window := last, int64(16); end > first; end, window = max(first, end-window), window*8 {
-		from := max(first, end-window)
-		if _, err := conn.Seek(from, kafka.SeekAbsolute); err != nil {
-			return nil, err
-		}
-		var latest []byte
-		for off := from; off < end; {
-			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-			batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: 64 << 20, MaxWait: 100 * time.Millisecond})
-			n := 0
-			for {
-				msg, err := batch.ReadMessage()
-				if err != nil {
-					break
-				}
-				n++
-				if msg.Offset < end && bytes.Equal(msg.Key, key) {
-					latest = msg.Value
-				}
-			}
-			_ = batch.Close()
-			next, _ := conn.Offset()
-			if next <= off && n == 0 {
-				break
-			}
-			off = next
-		}
-		if latest != nil {
-			return decodeCheckpoint(latest)
-		}
-	}
-	return nil, nil
 }

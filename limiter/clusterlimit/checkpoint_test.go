@@ -2,9 +2,13 @@ package clusterlimit
 
 import (
 	"context"
+	"encoding/binary"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/slide-metrics/slide/internal/kafkatest"
 	"github.com/slide-metrics/slide/limiter"
@@ -120,7 +124,11 @@ func TestRecordsReuseTheirBuffers(t *testing.T) {
 	check := func(ps []int32, gen int32, final bool, want int) {
 		t.Helper()
 		keys := map[string]bool{}
-		for i, m := range in.b.records(ps, gen, final, time.Now()) {
+		parts, heads := in.b.records(ps, gen, final, time.Now())
+		if len(parts) > 0 {
+			t.Fatalf("%d parts for records far below maxPartBytes", len(parts))
+		}
+		for i, m := range heads {
 			cp, err := decodeCheckpoint(m.Value)
 			if err != nil {
 				t.Fatalf("partition %d: %v", ps[i], err)
@@ -152,4 +160,74 @@ func TestRecordsReuseTheirBuffers(t *testing.T) {
 	}
 	check([]int32{3}, 3, false, n)
 	check(all, 4, false, 500)
+}
+
+// TestCheckpointInParts: partitions of more keys than one record holds under the broker's
+// message.max.bytes (the embedded broker keeps Kafka's 1 MB) are checkpointed in parts, and
+// read back whole: every key once, in its partition, from the latest checkpoint alone (the
+// parts of an earlier, larger one left in the log are not taken). A record whose parts are
+// not in the log is refused, not read as a checkpoint of fewer keys. Before parts, every
+// checkpoint of such a partition failed and a new owner started its keys empty.
+func TestCheckpointInParts(t *testing.T) {
+	broker := kafkatest.Start(t, "events", 6)
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Capacity: 10, RefillPerSecond: 0.001}, limiter.FailClosed, time.Second)
+	_, ins := startGroup(t, 1, p)
+	in := ins[0]
+	if err := in.b.SetCheckpoints(CheckpointConfig{Interval: time.Hour, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	decide := func(n int) {
+		for i := range n {
+			if _, err := in.svc.Allow(ctx, "p", "tenant-"+strconv.Itoa(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	all := []int32{0, 1, 2, 3, 4, 5}
+	check := func(gen int32, want int) {
+		t.Helper()
+		seen, inParts := map[string]bool{}, 0
+		for _, q := range all {
+			cp, err := in.b.readLatest(ctx, q)
+			if err != nil || cp == nil || cp.gen != gen {
+				t.Fatalf("partition %d: checkpoint %v, %v; want one of generation %d", q, cp, err, gen)
+			}
+			if cp.parts > 0 {
+				inParts++
+			}
+			for _, e := range cp.entries {
+				if partitionOf(e.key, 6) != q || seen[e.key] {
+					t.Fatalf("key %s in the checkpoint of partition %d (or twice)", e.key, q)
+				}
+				seen[e.key] = true
+			}
+		}
+		if len(seen) != want || inParts == 0 {
+			t.Fatalf("%d keys read back in %d partitions' parts, want %d keys, some in parts", len(seen), inParts, want)
+		}
+	}
+	decide(150_000) // ~25,000 keys a partition, ~1.5 MB
+	in.b.checkpoint(ctx, all, 1, true)
+	if got := testutil.ToFloat64(in.b.m.checkpoints); got != 6 {
+		t.Fatalf("%v partitions checkpointed, want 6", got)
+	}
+	check(1, 150_000)
+
+	in.b.forget(all) // fewer keys: the earlier checkpoint's last parts stay in the log
+	decide(70_000)
+	in.b.checkpoint(ctx, all, 2, true)
+	check(2, 70_000)
+
+	// A record naming parts that were never written.
+	head := appendCheckpointHeader(nil, 3, true, time.Now().UnixMilli(), 0)
+	head[0] = versionHead
+	head = binary.BigEndian.AppendUint64(head, 42)
+	head = binary.AppendUvarint(head, 2)
+	if err := in.b.w.WriteMessages(ctx, kafka.Message{Key: []byte(in.b.recordKey(0)), Value: head}); err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := in.b.readLatest(ctx, 0); err == nil {
+		t.Fatalf("a record whose parts are missing read as %d entries of generation %d", len(cp.entries), cp.gen)
+	}
 }

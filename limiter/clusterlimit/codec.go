@@ -453,13 +453,19 @@ func decodeAnswerTo(b []byte, n int, at func(int) *result) error {
 
 // The checkpoint record: version(1) gen(varint) final(1 byte) at(varint, unix ms)
 // n(uvarint) n × entry; entry: policy(string) fingerprint(8) key(string) expires(varint,
-// unix ns) state(string, limiter.Memory.Export's form).
+// unix ns) state(string, limiter.Memory.Export's form). A partition whose entries pass
+// maxPartBytes is written in parts (checkpoint_parts.go): its record is then
+// versionHead(1) gen final at n id(8) parts(uvarint) n × entry, and each part before it
+// versionPart(1) id(8) index(uvarint) n(uvarint) n × entry.
 
 type checkpointRecord struct {
 	gen     int32
 	final   bool
 	at      int64
 	entries []checkpointEntry
+	// id and parts: a record of a checkpoint in parts names the parts written before it.
+	id    uint64
+	parts int
 }
 
 type checkpointEntry struct {
@@ -508,7 +514,8 @@ const maxStateBytes = 2 + 20*limiter.MaxLogLimit
 // write one: bounded, never a panic).
 func decodeCheckpoint(b []byte) (*checkpointRecord, error) {
 	r := reader{b: b}
-	if r.byte("version") != version {
+	v := r.byte("version")
+	if v != version && v != versionHead {
 		return nil, fmt.Errorf("%w: checkpoint version", ErrCorrupt)
 	}
 	gen := r.varint("generation")
@@ -525,6 +532,23 @@ func decodeCheckpoint(b []byte) (*checkpointRecord, error) {
 	}
 	cp.at = r.varint("at")
 	n := r.uvarint("count")
+	if v == versionHead {
+		cp.id = r.fixed64("id")
+		parts := r.uvarint("parts")
+		if parts == 0 || parts > maxParts {
+			r.fail("parts")
+		}
+		cp.parts = int(parts)
+	}
+	cp.entries = r.entries(n, nil)
+	if r.end() != nil {
+		return nil, r.err
+	}
+	return cp, nil
+}
+
+// entries reads n checkpoint entries onto es.
+func (r *reader) entries(n uint64, es []checkpointEntry) []checkpointEntry {
 	if n > uint64(len(r.b)) { // every entry takes more than a byte
 		r.fail("count")
 	}
@@ -541,11 +565,19 @@ func decodeCheckpoint(b []byte) (*checkpointRecord, error) {
 		e.expires = r.varint("expires")
 		e.state = []byte(r.string("state", maxStateBytes))
 		if r.err == nil {
-			cp.entries = append(cp.entries, e)
+			es = append(es, e)
 		}
 	}
-	if r.end() != nil {
-		return nil, r.err
+	return es
+}
+
+// fixed64 reads 8 bytes, big-endian.
+func (r *reader) fixed64(what string) uint64 {
+	if r.err != nil || len(r.b) < 8 {
+		r.fail(what)
+		return 0
 	}
-	return cp, nil
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
 }

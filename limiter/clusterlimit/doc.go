@@ -125,7 +125,11 @@
 // one record per partition it owns to the compacted topic <topic>.slide-limiter (created
 // with cleanup.policy=compact and the events topic's partition count when missing), keyed
 // group/partition: every live key of the cluster policies in it, each with its policy's
-// fingerprint, its expiry and its state (limiter.Memory.Export). A partition that leaves
+// fingerprint, its expiry and its state (limiter.Memory.Export). A partition whose keys
+// take more than 512 KiB (about 8,000 keys at ~62 bytes each) is written in parts: records
+// keyed group/partition#i, acknowledged before the partition's record, which names them,
+// since a broker refuses a record past its message.max.bytes (1 MB by default). A reader
+// takes a record with all its parts or not at all. A partition that leaves
 // the owner gets a final record (flagged so, with the generation), then its keys are
 // dropped here; Close (SIGTERM, after the API drained and before the consumer leaves the
 // group) writes the final record of every partition owned.

@@ -31,6 +31,12 @@ func FuzzDecode(f *testing.F) {
 	entries := appendEntry(nil, "login", 7, "tenant-1", 1_764_489_660_000_000_000, []byte{2, 4})
 	entries = appendEntry(entries, "api", 8, "tenant-2", 5, nil)
 	f.Add(appendCheckpoint(nil, 12, true, 1_764_489_600_000, 2, entries))
+	head := appendCheckpointHeader(nil, 12, true, 1_764_489_600_000, 2)
+	head[0] = versionHead
+	head = binary.AppendUvarint(binary.BigEndian.AppendUint64(head, 99), 1)
+	f.Add(append(head, entries...)) // a checkpoint in parts: its record, and its part
+	part := binary.AppendUvarint(binary.BigEndian.AppendUint64([]byte{versionPart}, 99), 0)
+	f.Add(append(binary.AppendUvarint(part, 2), entries...))
 	peek := item{policy: "org", fp: 0xfeedface, key: "org-1/team-a/u1", now: time.Unix(1_764_489_600, 0).UnixNano()}
 	f.Add(appendPeekRequest(nil, &peek))
 	f.Add(appendPeekAnswer(nil, StatusOK, []peekLevel{{n: 5, d: limiter.Decision{Allowed: true, Limit: 50, Remaining: 41, ResetAfter: time.Hour}},
@@ -85,6 +91,11 @@ func FuzzDecode(f *testing.F) {
 			if st2, back, err := decodePeekAnswer(appendPeekAnswer(nil, st, levels)); err != nil || st2 != st || len(back) != len(levels) {
 				t.Fatalf("re-encoded peek answer does not decode alike: %v", err)
 			}
+		}
+		if _, i, es, err := decodeCheckpointPart(b); err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("decodeCheckpointPart: %v, not ErrCorrupt", err)
+		} else if err == nil && (i < 0 || i >= maxParts || len(es) > len(b)) {
+			t.Fatalf("decodeCheckpointPart: index %d, %d entries of %d bytes", i, len(es), len(b))
 		}
 		if cp, err := decodeCheckpoint(b); err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("decodeCheckpoint: %v, not ErrCorrupt", err)

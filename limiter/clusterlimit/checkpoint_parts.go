@@ -1,0 +1,208 @@
+package clusterlimit
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// A partition's checkpoint is one record while its entries fit in maxPartBytes. Past that
+// it is written in parts, because a broker refuses a record larger than its
+// message.max.bytes (1 MB by default, the embedded broker's too): at ~62 bytes a key, one
+// record held only ~16,000 keys of a partition, and every checkpoint of a larger partition
+// failed, so a new owner started its keys empty. The parts are records keyed group/p#i,
+// written and acknowledged first; then the partition's record, keyed group/p as before,
+// names them by a random id and their count. A reader takes the latest group/p record and
+// the parts of its id, which precede it in the log; a record with parts missing (a
+// compaction that removed superseded parts) is no checkpoint. Compaction keeps the latest
+// record of each key, so a part left from an earlier, larger checkpoint stays until a
+// later one overwrites it, and is ignored for its id.
+
+// Versions of the records in parts (codec.go's version is a single record's).
+const (
+	versionHead = 4 // a partition's record that names its parts
+	versionPart = 5 // one part
+)
+
+// maxPartBytes is the most entry bytes of one record: half of the broker's default
+// message.max.bytes, so a part and its framing stay far below it.
+const maxPartBytes = 512 << 10
+
+// maxParts bounds the parts a record may name (2 GB of entries).
+const maxParts = 4096
+
+// maxBatchBytes is the checkpoint writer's batch limit: below the broker's default
+// message.max.bytes, so two parts never travel in one batch it would refuse.
+const maxBatchBytes = 1_000_000
+
+// split is where a partition's entries are cut into parts while they are encoded: each cut
+// is the end of a part, counts the entries of each part, n those since the last cut.
+type split struct {
+	start  int // where the entries of the current part begin
+	n      int
+	cuts   []int
+	counts []int
+}
+
+// before is called before an entry is appended at at: it closes the current part there
+// when it holds maxPartBytes or more.
+func (s *split) before(at int) {
+	if at-s.start >= maxPartBytes && s.n > 0 {
+		s.cuts = append(s.cuts, at)
+		s.counts = append(s.counts, s.n)
+		s.start, s.n = at, 0
+	}
+}
+
+// inParts makes the records of partition p whose entries, body[maxHeaderBytes:], sp cut
+// into parts: the parts, each copied into a buffer of b.cpPieces, and the partition's
+// record naming them, which holds the entries after the last cut.
+func (b *Backend) inParts(p int32, body []byte, sp *split, gen int32, final bool, at int64) ([]kafka.Message, kafka.Message) {
+	id := rand.Uint64()
+	pieces := b.cpPieces[p]
+	for len(pieces) < len(sp.cuts)+1 {
+		pieces = append(pieces, nil)
+	}
+	b.cpPieces[p] = pieces
+	key := b.recordKey(p)
+	msgs := make([]kafka.Message, len(sp.cuts))
+	from := maxHeaderBytes
+	for k, to := range sp.cuts {
+		v := pieces[k][:0]
+		v = append(v, versionPart)
+		v = binary.BigEndian.AppendUint64(v, id)
+		v = binary.AppendUvarint(v, uint64(k))
+		v = binary.AppendUvarint(v, uint64(sp.counts[k]))
+		v = append(v, body[from:to]...)
+		pieces[k] = v
+		msgs[k] = kafka.Message{Key: []byte(key + "#" + strconv.Itoa(k)), Value: v}
+		from = to
+	}
+	v := appendCheckpointHeader(pieces[len(sp.cuts)][:0], gen, final, at, sp.n)
+	v[0] = versionHead
+	v = binary.BigEndian.AppendUint64(v, id)
+	v = binary.AppendUvarint(v, uint64(len(sp.cuts)))
+	v = append(v, body[from:]...)
+	pieces[len(sp.cuts)] = v
+	return msgs, kafka.Message{Key: []byte(key), Value: v}
+}
+
+// write writes a round's parts, then, once the broker has them, the partitions' records
+// that name them: a record is never in the log before its parts.
+func (b *Backend) write(ctx context.Context, parts, heads []kafka.Message) error {
+	if len(parts) > 0 {
+		if err := b.w.WriteMessages(ctx, parts...); err != nil {
+			return err
+		}
+	}
+	return b.w.WriteMessages(ctx, heads...)
+}
+
+// decodeCheckpointPart reads a part: its checkpoint's id, its index and its entries.
+func decodeCheckpointPart(v []byte) (id uint64, index int, es []checkpointEntry, err error) {
+	r := reader{b: v}
+	if r.byte("version") != versionPart {
+		return 0, 0, nil, fmt.Errorf("%w: checkpoint part version", ErrCorrupt)
+	}
+	id = r.fixed64("id")
+	i := r.uvarint("index")
+	if i >= maxParts {
+		r.fail("index")
+	}
+	es = r.entries(r.uvarint("count"), nil)
+	if r.end() != nil {
+		return 0, 0, nil, r.err
+	}
+	return id, int(i), es, nil
+}
+
+// readLatest is partition p's latest checkpoint, nil when there is none. It reads the
+// checkpoint partition's tail, widening until a record of p is found, and on towards the
+// log's start until the parts that record names are found too.
+func (b *Backend) readLatest(ctx context.Context, p int32) (*checkpointRecord, error) {
+	d := b.cp.Dialer
+	if d == nil {
+		d = kafka.DefaultDialer
+	}
+	b.topicMu.Lock()
+	nparts := b.cpParts
+	b.topicMu.Unlock()
+	conn, err := d.DialLeader(ctx, "tcp", b.cp.Brokers[0], b.cp.Topic+TopicSuffix, b.cpPartition([]byte(b.recordKey(p)), nparts))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	first, last, err := conn.ReadOffsets()
+	if err != nil {
+		return nil, err
+	}
+	key := []byte(b.recordKey(p))
+	prefix := append(append([]byte(nil), key...), '#')
+	var cp *checkpointRecord
+	var got map[int][]checkpointEntry // the parts of cp found so far
+	// The ranges are read newest first; within one, records in log order.
+	for end, window := last, int64(16); end > first; end, window = max(first, end-window), window*8 {
+		from := max(first, end-window)
+		if _, err := conn.Seek(from, kafka.SeekAbsolute); err != nil {
+			return nil, err
+		}
+		var latest []byte
+		var parts [][]byte // the parts of p in this range
+		for off := from; off < end; {
+			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: 64 << 20, MaxWait: 100 * time.Millisecond})
+			n := 0
+			for {
+				msg, err := batch.ReadMessage()
+				if err != nil {
+					break
+				}
+				n++
+				switch {
+				case msg.Offset >= end:
+				case bytes.Equal(msg.Key, key):
+					latest = msg.Value
+				case bytes.HasPrefix(msg.Key, prefix):
+					parts = append(parts, msg.Value)
+				}
+			}
+			_ = batch.Close()
+			next, _ := conn.Offset()
+			if next <= off && n == 0 {
+				break
+			}
+			off = next
+		}
+		if cp == nil {
+			if latest == nil {
+				continue
+			}
+			if cp, err = decodeCheckpoint(latest); err != nil || cp.parts == 0 {
+				return cp, err
+			}
+			got = map[int][]checkpointEntry{}
+		}
+		for _, v := range parts {
+			id, i, es, err := decodeCheckpointPart(v)
+			if err == nil && id == cp.id && i < cp.parts && got[i] == nil {
+				got[i] = es
+			}
+		}
+		if len(got) == cp.parts {
+			for i := range cp.parts {
+				cp.entries = append(cp.entries, got[i]...)
+			}
+			return cp, nil
+		}
+	}
+	if cp != nil {
+		return nil, fmt.Errorf("the checkpoint of partition %d names %d parts, %d of which are in the log", p, cp.parts, len(got))
+	}
+	return nil, nil
+}
