@@ -32,6 +32,7 @@ type produceConfig struct {
 	brokerList           []string
 	timestamps           string
 	otlp                 bool       // --otlp: OpenTelemetry spans (produce_otlp.go)
+	eventMap             string     // --event-map: how --file's lines are keyed
 	kafka                kafkaFlags // TLS and SASL (connect.go)
 }
 
@@ -53,6 +54,7 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed: the same seed sends the same events")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the brokers before giving up")
 	fs.StringVar(&c.timestamps, "timestamps", "now", "record timestamps with --file: now (the time of sending) or event (each event's ts, for replaying history)")
+	fs.StringVar(&c.eventMap, "event-map", "", "with --file: read its lines through an event map (envoy, nginx or a YAML `FILE`, as slide serve --event-map), so that each record is keyed by its event's key (its series stays in one partition) and --timestamps event stamps it with its event's time")
 	fs.BoolVar(&c.otlp, "otlp", false, "write OpenTelemetry spans of three services (otlp_proto records of 50 spans, --rate spans per second) instead of slide's events: read them with slide serve --event-format otlp_proto --span-dimensions http.route,http.response.status_code")
 	c.kafka.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -79,6 +81,15 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 		return flagErrorf(fs, "timestamps", "want now or event")
 	case c.otlp && c.file != "":
 		return flagErrorf(fs, "otlp", "generates spans: not with --file")
+	case c.eventMap != "" && c.file == "":
+		return flagErrorf(fs, "event-map", "keys the lines of --file: give --file")
+	}
+	var lineKey func(line []byte) (key string, ts int64, ok bool)
+	if c.file != "" {
+		var err error
+		if lineKey, err = produceKeyer(c.eventMap); err != nil {
+			return usagef(fs, "%v", err)
+		}
 	}
 	var g *ingest.DemoGen
 	if c.file == "" {
@@ -115,7 +126,7 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 		return produceOTLP(ctx, c, p, s)
 	}
 	if g == nil {
-		return produceFile(ctx, c, p, s)
+		return produceFile(ctx, c, p, s, lineKey)
 	}
 	return produceGenerated(ctx, c, g, p, s)
 }
@@ -164,7 +175,39 @@ func produceGenerated(ctx context.Context, c produceConfig, g *ingest.DemoGen, p
 // largest record (message.max.bytes), which one event is far below.
 const maxProduceLine = 1 << 20
 
-func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s stdio) error {
+// produceKeyer returns what keys a line of --file: its event's key and time by slide's JSON,
+// or by the event map spec names (the first of its metrics that the line gives); ok false for
+// a line they refuse.
+func produceKeyer(spec string) (func(line []byte) (string, int64, bool), error) {
+	if spec == "" {
+		dec, err := event.NewDecoder(event.Config{})
+		if err != nil {
+			return nil, err
+		}
+		return func(line []byte) (string, int64, bool) {
+			ev, reason := dec.Decode(line, 0)
+			return ev.Key, ev.TS, reason == event.ReasonNone
+		}, nil
+	}
+	m, err := loadEventMap(spec)
+	if err != nil {
+		return nil, err
+	}
+	md, err := event.NewMapDecoder(m, event.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("--event-map: %w", err)
+	}
+	return func(line []byte) (key string, ts int64, ok bool) {
+		md.DecodeLines(line, 0, func(_ []byte, ev window.Event, r event.Reason) {
+			if !ok && r == event.ReasonNone {
+				key, ts, ok = window.SeriesKeyOf(ev.Key), ev.TS, true
+			}
+		})
+		return key, ts, ok
+	}, nil
+}
+
+func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s stdio, lineKey func([]byte) (string, int64, bool)) error {
 	var in io.Reader = s.in
 	name := "stdin"
 	if c.file != "-" {
@@ -175,13 +218,9 @@ func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 		defer f.Close()
 		in, name = f, c.file
 	}
-	dec, err := event.NewDecoder(event.Config{})
-	if err != nil {
-		return err
-	}
 	r := bufio.NewReaderSize(in, maxProduceLine)
 	start := time.Now()
-	var records, undecodable, lines int64
+	var records, undecodable, lines, nonBlank int64
 	var readErr error
 	for ctx.Err() == nil {
 		slice, err := r.ReadSlice('\n') // a line longer than the buffer is refused, not buffered
@@ -192,12 +231,13 @@ func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 		}
 		line := bytes.Clone(bytes.TrimRight(slice, "\r\n")) // the producer keeps it until sent
 		if len(bytes.TrimSpace(line)) > 0 {
+			nonBlank++
 			var key []byte
 			var ts time.Time // zero: the time of sending
-			if ev, reason := dec.Decode(line, 0); reason == event.ReasonNone {
-				key = []byte(ev.Key)
-				if c.timestamps == "event" && ev.TS != 0 {
-					ts = time.UnixMilli(ev.TS)
+			if k, evTS, ok := lineKey(line); ok {
+				key = []byte(k)
+				if c.timestamps == "event" && evTS != 0 {
+					ts = time.UnixMilli(evTS)
 				}
 			} else {
 				undecodable++ // sent anyway, unkeyed: the consumer counts and dead-letters it
@@ -223,7 +263,12 @@ func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 	st := p.Stats()
 	fmt.Fprintf(s.out, "sent %d records (%s) from %s to %s on %s in %s: %.0f records/s",
 		st.Sent, produceBytes(st.Bytes), name, c.topic, c.brokers, elapsed.Round(time.Millisecond), float64(st.Sent)/elapsed.Seconds())
-	if undecodable > 0 {
+	switch {
+	case undecodable > 0 && c.eventMap != "":
+		fmt.Fprintf(s.out, "; %d lines the event map refuses were sent unkeyed", undecodable)
+	case undecodable == nonBlank && undecodable > 0:
+		fmt.Fprintf(s.out, "; none of its %d lines is a slide event: they were sent unkeyed (an access log? --event-map envoy, nginx or a map file keys them)", undecodable)
+	case undecodable > 0:
 		fmt.Fprintf(s.out, "; %d lines are not valid events and were sent unkeyed", undecodable)
 	}
 	fmt.Fprintln(s.out)

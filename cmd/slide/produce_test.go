@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -158,6 +159,62 @@ not an event
 		stdio{strings.NewReader(lines), &out, &bytes.Buffer{}})
 	if err != nil || !strings.HasPrefix(out.String(), "sent 4 records (181 B) from stdin to replay") {
 		t.Fatalf("stdin replay: %v, %q", err, out.String())
+	}
+}
+
+// TestProduceFileEventMap: an access log replayed with --event-map is keyed by each line's
+// event key (Envoy's upstream cluster, "-" when null: the preset's default), so each series
+// stays in one partition, and --timestamps event stamps a record with its line's start_time;
+// a line the map refuses is sent unkeyed and counted. Without the map, a file of no slide
+// events says what to add.
+func TestProduceFileEventMap(t *testing.T) {
+	addr := startBroker(t)
+	log, err := os.ReadFile("../../testdata/envoy-access.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := string(log) + `{"start_time":"2026-12-02T09:00:09.000Z","method":"GET"}` + "\n" // no duration
+	var out bytes.Buffer
+	err = cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "envoy", "--file", "-", "--event-map", "envoy", "--timestamps", "event"},
+		stdio{strings.NewReader(in), &out, &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "sent 9 records") || !strings.HasSuffix(out.String(), "; 1 lines the event map refuses were sent unkeyed\n") {
+		t.Fatalf("output %q", out.String())
+	}
+	for _, r := range topicRecords(t, addr, "envoy") {
+		var line struct {
+			Start    time.Time `json:"start_time"`
+			Cluster  *string   `json:"upstream_cluster"`
+			Duration *float64  `json:"duration"`
+		}
+		if err := json.Unmarshal(r.Value, &line); err != nil {
+			t.Fatal(err)
+		}
+		want := "-"
+		switch {
+		case line.Duration == nil:
+			want = ""
+		case line.Cluster != nil:
+			want = *line.Cluster
+		}
+		if string(r.Key) != want || (want != "" && !r.Time.Equal(line.Start)) {
+			t.Errorf("record %.60s…: key %q at %v, want %q at %v", r.Value, r.Key, r.Time, want, line.Start)
+		}
+	}
+
+	out.Reset()
+	err = cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "raw", "--file", "-"},
+		stdio{strings.NewReader(string(log)), &out, &bytes.Buffer{}})
+	if err != nil || !strings.Contains(out.String(), "none of its 8 lines is a slide event: they were sent unkeyed (an access log? --event-map envoy, nginx or a map file keys them)") {
+		t.Fatalf("without the map: %v, %q", err, out.String())
+	}
+	if err := cmdProduce(context.Background(), []string{"--brokers", addr, "--event-map", "envoy"}, stdio{strings.NewReader(""), &out, &bytes.Buffer{}}); !errors.Is(err, errUsage) {
+		t.Errorf("--event-map without --file: %v, want a usage error", err)
+	}
+	if err := cmdProduce(context.Background(), []string{"--brokers", addr, "--file", "-", "--event-map", "nosuch.yaml"}, stdio{strings.NewReader(""), &out, &bytes.Buffer{}}); err == nil || !strings.Contains(err.Error(), "the presets are envoy, nginx") {
+		t.Errorf("a missing map: %v, want the presets named", err)
 	}
 }
 
