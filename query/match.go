@@ -7,6 +7,7 @@ package query
 
 import (
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/slide-metrics/slide/jsonenc"
@@ -139,4 +140,46 @@ func groupValues(series string, by []string) []string {
 		vs[i] = window.LabelValue(series, name)
 	}
 	return vs
+}
+
+// appendAbsentBy appends a "warnings" entry for each by= label that no group has: a name no
+// selected series carries (by=service where the service is the key) groups every series into
+// one group without it, as PromQL's sum by does, silently there; here the answer says so and
+// where the names are. has reports whether group i has a value for label name.
+func appendAbsentBy(b []byte, metric string, by []string, n int, has func(i int, name string) bool) []byte {
+	first := true
+	for _, name := range by {
+		found := false
+		for i := 0; i < n && !found; i++ {
+			found = has(i, name)
+		}
+		if found || n == 0 {
+			continue
+		}
+		if first {
+			b = append(b, `,"warnings":[`...)
+		} else {
+			b = append(b, ',')
+		}
+		first = false
+		hint := "no selected series of " + metric + " has the label " + strconv.Quote(name) + ", so it groups nothing: /v1/series?metric=" + metric + " lists the labels"
+		if name != "key" {
+			hint += ", and by=key groups by the series' key"
+		}
+		b = jsonenc.AppendString(b, hint)
+	}
+	if !first {
+		b = append(b, ']')
+	}
+	return b
+}
+
+// groupHas reports whether ls gives label name a value.
+func groupHas(ls []window.Label, name string) bool {
+	for _, l := range ls {
+		if l.Name == name && l.Value != "" {
+			return true
+		}
+	}
+	return false
 }

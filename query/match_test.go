@@ -350,6 +350,25 @@ func TestGroupsEqualMatchReads(t *testing.T) {
 	if g.Groups[0].Count != n {
 		t.Errorf("ops without code: %d, want %d", g.Groups[0].Count, n)
 	}
+	if g.Warnings != nil {
+		t.Errorf("ops by code, a label some series have: warnings %q", g.Warnings)
+	}
+	// A by= label no selected series has (the service is the key) groups nothing: one group
+	// of them all, as PromQL's sum by, and a warning that says where the names are.
+	var none groupedAnswer
+	e.getJSON("/v1/window?metric=latency_ms&key=ops&by=code,service", 200, &none)
+	if len(none.Groups) != 4 || len(none.Warnings) != 1 || !strings.Contains(none.Warnings[0], `has the label "service", so it groups nothing`) ||
+		!strings.Contains(none.Warnings[0], "by=key") {
+		t.Errorf("ops by code,service: %d groups, warnings %q", len(none.Groups), none.Warnings)
+	}
+	var rng struct {
+		Groups   []json.RawMessage `json:"groups"`
+		Warnings []string          `json:"warnings"`
+	}
+	e.getJSON("/v1/range?metric=latency_ms&window=1m&step=10s&by=service", 200, &rng)
+	if len(rng.Groups) != 1 || len(rng.Warnings) != 1 || !strings.Contains(rng.Warnings[0], `"service"`) {
+		t.Errorf("range by service: %d groups, warnings %q", len(rng.Groups), rng.Warnings)
+	}
 }
 
 // TestMatchAndByRefused answers 400 naming match or by for a matcher that does not parse or

@@ -122,7 +122,9 @@ func appendRange(b []byte, metric string, sl selection, win, step time.Duration,
 		b = appendPoints(append(b, ','), g.Points, now, qs, keys)
 		b = append(b, '}')
 	}
-	return append(b, "]}\n"...)
+	b = append(b, ']')
+	b = appendAbsentBy(b, metric, sl.by, len(groups), func(i int, name string) bool { return groupHas(groups[i].Labels, name) })
+	return append(b, "}\n"...)
 }
 
 // appendPoints writes from, to, series and "points" of a range read (no braces).

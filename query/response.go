@@ -37,9 +37,12 @@ type WindowResponse struct {
 	Match  string        `json:"match,omitempty"`
 	By     []string      `json:"by,omitempty"`
 	Groups []WindowGroup `json:"groups,omitempty"`
-	From   int64         `json:"from"`
-	To     int64         `json:"to"`
-	Series int           `json:"series"`
+	// Warnings say what a read did that its asker may not expect (a by= label no selected
+	// series has), as Prometheus' API answers do.
+	Warnings []string `json:"warnings,omitempty"`
+	From     int64    `json:"from"`
+	To       int64    `json:"to"`
+	Series   int      `json:"series"`
 	Stats
 	Flagged
 }

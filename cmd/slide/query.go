@@ -371,6 +371,7 @@ func windowGroups(w io.Writer, a *query.WindowResponse) error {
 		from, to, qs = a.Groups[0].From, a.Groups[0].To, sortedQuantiles(a.Groups[0].Quantiles)
 	}
 	fmt.Fprintf(w, "%s %s by %s over %s, %s\n", shown(a.Metric), selected(a.Key, a.Match), shown(strings.Join(a.By, ",")), a.Window, span(from, to))
+	printWarnings(w, a.Warnings)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	for _, name := range a.By {
 		fmt.Fprintf(tw, "%s\t", shown(name))
@@ -395,6 +396,13 @@ func windowGroups(w io.Writer, a *query.WindowResponse) error {
 		fmt.Fprint(tw, "\t\n")
 	}
 	return tw.Flush()
+}
+
+// printWarnings writes an answer's warnings, each on a line of its own.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, m := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", shown(m))
+	}
 }
 
 func (c *queryClient) top(ctx context.Context, v url.Values, w io.Writer) error {

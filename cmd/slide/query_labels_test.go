@@ -104,6 +104,11 @@ p99      900
   3  tenant-2{code="200",route="/pay"}      1  0.003448     30   30
   4             tenant-2{route="/pay"}      1  0.003448     15   15
 `},
+		{[]string{"window", "--match", `route="/pay"`, "--by", "service", "--window", "1m", "--q", "p50"}, `latency_ms {route="/pay"} by service over 1m, [2025-11-30T08:00:10Z, 08:01:10Z)
+warning: no selected series of latency_ms has the label "service", so it groups nothing: /v1/series?metric=latency_ms lists the labels, and by=key groups by the series' key
+  service  series  count    avg  min  max  rate/s    p50
+        -       4      4  246.2   15  900    0.08  29.89
+`},
 		{[]string{"series", "--match", `code!="200"`}, `metric      key
 latency_ms  tenant-1{code="503",route="/pay"}
 latency_ms  tenant-2{route="/pay"}

@@ -24,6 +24,7 @@ type rangeJSON struct {
 		Labels map[string]string `json:"labels"`
 		rangeSpan
 	} `json:"groups"`
+	Warnings []string `json:"warnings"`
 }
 
 // rangeSpan is the points of a range answer, or of one of its groups.
@@ -62,6 +63,7 @@ func (c *queryClient) rangeRead(ctx context.Context, v url.Values, plot string, 
 		return printPoints(w, a.Points, plot)
 	}
 	fmt.Fprintf(w, "%s %s by %s: windows of %s every %s, %d groups\n", shown(a.Metric), selected(a.Key, a.Match), shown(strings.Join(a.By, ",")), a.Window, a.Step, len(a.Groups))
+	printWarnings(w, a.Warnings)
 	for _, g := range a.Groups {
 		fmt.Fprintf(w, "\n%s: %d series, %s\n", labelSet(g.Labels, a.By), g.Series, span(g.From, g.To))
 		if err := printPoints(w, g.Points, plot); err != nil {
