@@ -114,18 +114,17 @@ type Backend struct {
 	sent   atomic.Int64          // batches sent to owners
 	hold   func()                // tests: called before a stream's batch is decided
 
-	own      ownership
-	cp       CheckpointConfig
-	bg       sync.WaitGroup // handovers under way
-	jobMu    sync.Mutex
-	jobs     []func()           // handovers queued, in generation order
-	working  bool               // a goroutine runs jobs
-	cpMu     sync.Mutex         // one checkpoint write at a time
-	cpBufs   map[int32][]byte   // each partition's last record's buffer, reused (records)
-	cpPieces map[int32][][]byte // the buffers of a partition's parts, reused (inParts)
-	topicMu  sync.Mutex
-	cpParts  int           // the checkpoint topic's partitions, once known
-	w        *kafka.Writer // checkpoints, once the topic is known
+	own     ownership
+	cp      CheckpointConfig
+	bg      sync.WaitGroup // handovers under way
+	jobMu   sync.Mutex
+	jobs    []func()         // handovers queued, in generation order
+	working bool             // a goroutine runs jobs
+	cpMu    sync.Mutex       // one checkpoint write at a time
+	cpBufs  map[int32][]byte // each partition's last record's buffer, reused (records)
+	topicMu sync.Mutex
+	cpParts int           // the checkpoint topic's partitions, once known
+	w       *kafka.Writer // checkpoints, once the topic is known
 
 	resolve atomic.Pointer[func(name, key string) (limiter.Policy, string, bool)] // SetResolver
 }

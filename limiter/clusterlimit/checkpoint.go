@@ -294,7 +294,7 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 		}
 	}
 	if err != nil {
-		b.cpBufs, b.cpPieces = nil, nil // the writer may still hold them (a write cut by ctx goes on)
+		b.cpBufs = nil // the writer may still hold them (a write cut by ctx goes on)
 		if b.errLog() {
 			b.log.Warn("clusterlimit: writing limiter checkpoints", "partitions", ps, "err", err)
 		}
@@ -307,10 +307,10 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 // record, and parts the parts written before the heads of partitions whose entries pass
 // maxPartBytes (checkpoint_parts.go). A round allocates nothing once the sizes settled:
 // each partition's entries are encoded into the buffer of its previous round (b.cpBufs,
-// under cpMu), a single record's header written last into room left before the entries,
-// so the entries are copied once; a partition in parts copies each part into a buffer of
-// its own, kept as well (b.cpPieces). The messages are valid until the next records;
-// checkpoint forgets the buffers of a write that failed, which kafka-go may still hold.
+// under cpMu), each record's header written last into room left before its entries, so
+// the entries are copied once and every record is a slice of the buffer. The messages are
+// valid until the next records; checkpoint forgets the buffers of a write that failed,
+// which kafka-go may still hold.
 func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) (parts, heads []kafka.Message) {
 	n := b.g.Partitions()
 	slot := make([]int, n) // partition → index in ps, -1: not asked
@@ -318,7 +318,7 @@ func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) (par
 		slot[i] = -1
 	}
 	if b.cpBufs == nil {
-		b.cpBufs, b.cpPieces = map[int32][]byte{}, map[int32][][]byte{}
+		b.cpBufs = map[int32][]byte{}
 	}
 	bodies := make([][]byte, len(ps))
 	splits := make([]split, len(ps))
@@ -331,7 +331,7 @@ func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) (par
 			buf = nil // the partition shrank a lot: give the memory back
 		}
 		bodies[i] = slices.Grow(buf[:0], max(len(buf), maxHeaderBytes+64))[:maxHeaderBytes]
-		splits[i].start = maxHeaderBytes
+		splits[i].start = maxHeaderBytes // a part's header fits there too
 	}
 	for name, o := range b.owned {
 		i := 0 // keep's verdict, for the fn call that follows it on the same key
@@ -339,7 +339,7 @@ func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) (par
 			i = slot[partitionOf(o.route(k), n)]
 			return i >= 0
 		}, func(k string, exp int64, st []byte) {
-			splits[i].before(len(bodies[i]))
+			bodies[i] = splits[i].before(bodies[i])
 			bodies[i] = appendEntry(bodies[i], name, o.fp, k, exp, st)
 			splits[i].n++
 		})

@@ -41,56 +41,63 @@ const maxParts = 4096
 // message.max.bytes, so two parts never travel in one batch it would refuse.
 const maxBatchBytes = 1_000_000
 
-// split is where a partition's entries are cut into parts while they are encoded: each cut
-// is the end of a part, counts the entries of each part, n those since the last cut.
+// maxHeadBytes bounds the header of a record that names its parts: a single record's, its
+// id and its count of parts. Every part's entries but the first are encoded after that much
+// room, so that whichever is last takes it, and a part's smaller header (at most 16 bytes:
+// version, id, an index under maxParts, a count) the end of it; the first part has the
+// maxHeaderBytes before every partition's entries.
+const maxHeadBytes = maxHeaderBytes + 8 + binary.MaxVarintLen64
+
+// split is where a partition's entries are cut into parts while they are encoded: each
+// cut is where a part's entries end, starts where each begins (after its room), counts the
+// entries of each, n those of the part under way, which begins at start.
 type split struct {
-	start  int // where the entries of the current part begin
+	start  int
 	n      int
 	cuts   []int
+	starts []int
 	counts []int
 }
 
-// before is called before an entry is appended at at: it closes the current part there
-// when it holds maxPartBytes or more.
-func (s *split) before(at int) {
-	if at-s.start >= maxPartBytes && s.n > 0 {
-		s.cuts = append(s.cuts, at)
-		s.counts = append(s.counts, s.n)
-		s.start, s.n = at, 0
+// before is called before an entry is appended to body: when the part under way holds
+// maxPartBytes or more, it ends there, and the next begins after room for its header.
+func (s *split) before(body []byte) []byte {
+	if len(body)-s.start < maxPartBytes || s.n == 0 {
+		return body
 	}
+	s.cuts = append(s.cuts, len(body))
+	s.starts = append(s.starts, s.start)
+	s.counts = append(s.counts, s.n)
+	var room [maxHeadBytes]byte
+	body = append(body, room[:]...)
+	s.start, s.n = len(body), 0
+	return body
 }
 
-// inParts makes the records of partition p whose entries, body[maxHeaderBytes:], sp cut
-// into parts: the parts, each copied into a buffer of b.cpPieces, and the partition's
-// record naming them, which holds the entries after the last cut.
+// inParts makes the records of partition p whose entries sp cut into parts, each written
+// with its header into the room before it in body: the parts, and the partition's record
+// naming them, which holds the entries after the last cut.
 func (b *Backend) inParts(p int32, body []byte, sp *split, gen int32, final bool, at int64) ([]kafka.Message, kafka.Message) {
 	id := rand.Uint64()
-	pieces := b.cpPieces[p]
-	for len(pieces) < len(sp.cuts)+1 {
-		pieces = append(pieces, nil)
-	}
-	b.cpPieces[p] = pieces
 	key := b.recordKey(p)
 	msgs := make([]kafka.Message, len(sp.cuts))
-	from := maxHeaderBytes
-	for k, to := range sp.cuts {
-		v := pieces[k][:0]
-		v = append(v, versionPart)
-		v = binary.BigEndian.AppendUint64(v, id)
-		v = binary.AppendUvarint(v, uint64(k))
-		v = binary.AppendUvarint(v, uint64(sp.counts[k]))
-		v = append(v, body[from:to]...)
-		pieces[k] = v
-		msgs[k] = kafka.Message{Key: []byte(key + "#" + strconv.Itoa(k)), Value: v}
-		from = to
+	var head [maxHeadBytes]byte
+	for k, end := range sp.cuts {
+		h := append(head[:0], versionPart)
+		h = binary.BigEndian.AppendUint64(h, id)
+		h = binary.AppendUvarint(h, uint64(k))
+		h = binary.AppendUvarint(h, uint64(sp.counts[k]))
+		from := sp.starts[k] - len(h)
+		copy(body[from:], h)
+		msgs[k] = kafka.Message{Key: []byte(key + "#" + strconv.Itoa(k)), Value: body[from:end]}
 	}
-	v := appendCheckpointHeader(pieces[len(sp.cuts)][:0], gen, final, at, sp.n)
-	v[0] = versionHead
-	v = binary.BigEndian.AppendUint64(v, id)
-	v = binary.AppendUvarint(v, uint64(len(sp.cuts)))
-	v = append(v, body[from:]...)
-	pieces[len(sp.cuts)] = v
-	return msgs, kafka.Message{Key: []byte(key), Value: v}
+	h := appendCheckpointHeader(head[:0], gen, final, at, sp.n)
+	h[0] = versionHead
+	h = binary.BigEndian.AppendUint64(h, id)
+	h = binary.AppendUvarint(h, uint64(len(sp.cuts)))
+	from := sp.start - len(h)
+	copy(body[from:], h)
+	return msgs, kafka.Message{Key: []byte(key), Value: body[from:]}
 }
 
 // write writes a round's parts, then, once the broker has them, the partitions' records
