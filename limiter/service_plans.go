@@ -30,9 +30,8 @@ type PlanRefuser interface {
 // plans topic), which win over the file's.
 type planTable struct {
 	ps    *Plans
-	over  [][]*override    // [plan index][running idx]; nil: the policy's own numbers
-	topic map[string]int32 // key → plan index, from SetKeyPlans
-	named map[string]string
+	over  [][]*override // [plan index][running idx]; nil: the policy's own numbers
+	topic *keyPlans     // key → plan index, from SetKeyPlans; nil: none
 }
 
 // override is one plan's numbers for one policy (p, pr) or checker (max).
@@ -79,10 +78,8 @@ func (t *planTable) levelOverride(rt *running, key string) *override {
 
 // planOf returns the plan index of key, or -1.
 func (t *planTable) planOf(key string) int32 {
-	if len(t.topic) > 0 {
-		if j, ok := t.topic[key]; ok {
-			return j
-		}
+	if j, ok := t.topic.get(key); ok {
+		return j
 	}
 	return t.ps.index(key)
 }
@@ -164,24 +161,22 @@ func (s *Service) setPlans(ps *Plans) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if old != nil {
-		t.setTopic(old.named)
+	if old != nil && old.topic.len() > 0 {
+		// The keys' plans by name, into this file's indexes; a plan no longer listed drops.
+		idx := map[string]int32{}
+		for j, n := range ps.names {
+			idx[n] = int32(j)
+		}
+		kept := map[string]int32{}
+		old.topic.each(func(key string, j int32) {
+			if nj, ok := idx[old.ps.names[j]]; ok {
+				kept[key] = nj
+			}
+		})
+		t.topic = (&keyPlans{base: kept}).with(nil)
 	}
 	s.plans.Store(t)
 	return nil
-}
-
-// setTopic sets the keys' plans named (key → plan name), dropping those whose plan is
-// not listed; requires planMu held.
-func (t *planTable) setTopic(named map[string]string) {
-	t.named, t.topic = map[string]string{}, map[string]int32{}
-	for k, plan := range named {
-		for j, n := range t.ps.names {
-			if n == plan {
-				t.named[k], t.topic[k] = plan, int32(j)
-			}
-		}
-	}
 }
 
 // ErrUnknownPlan: SetKeyPlans named a plan the plans do not list (or there are none).
@@ -197,34 +192,36 @@ func (s *Service) SetKeyPlans(keys map[string]string) error {
 	defer s.planMu.Unlock()
 	old := s.plans.Load()
 	var errs []error
-	var named map[string]string
-	if old != nil {
-		named = maps.Clone(old.named)
-	}
-	if named == nil {
-		named = map[string]string{}
-	}
-	applied := 0
+	changes := make(map[string]int32, len(keys))
 	for k, plan := range keys {
-		switch {
-		case plan == "":
-			delete(named, k)
-		case old == nil || !old.ps.Has(plan):
-			errs = append(errs, fmt.Errorf("key %q: %w %q", ClipName(k), ErrUnknownPlan, ClipName(plan)))
-			s.metrics.plans.WithLabelValues("topic", "refused").Inc()
-			continue
-		default:
-			named[k] = plan
+		j := int32(noPlan)
+		if plan != "" {
+			if j = old.indexOf(plan); j < 0 {
+				errs = append(errs, fmt.Errorf("key %q: %w %q", ClipName(k), ErrUnknownPlan, ClipName(plan)))
+				s.metrics.plans.WithLabelValues("topic", "refused").Inc()
+				continue
+			}
 		}
-		applied++
+		changes[k] = j
 	}
-	if old != nil && applied > 0 {
-		t := &planTable{ps: old.ps, over: old.over}
-		t.setTopic(named)
-		s.plans.Store(t)
-		s.metrics.plans.WithLabelValues("topic", "applied").Add(float64(applied))
+	if old != nil && len(changes) > 0 {
+		s.plans.Store(&planTable{ps: old.ps, over: old.over, topic: old.topic.with(changes)})
+		s.metrics.plans.WithLabelValues("topic", "applied").Add(float64(len(changes)))
 	}
 	return errors.Join(errs...)
+}
+
+// indexOf is the index of plan name in t's plans, or -1 (t nil: no plans).
+func (t *planTable) indexOf(name string) int32 {
+	if t == nil {
+		return -1
+	}
+	for j, n := range t.ps.names {
+		if n == name {
+			return int32(j)
+		}
+	}
+	return -1
 }
 
 // Plans returns the plans in use, or nil.

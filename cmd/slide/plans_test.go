@@ -93,11 +93,20 @@ func TestServePlansReload(t *testing.T) {
 	waitFor("SIGHUP reloads", func() bool { return metric("applied") == applied+1 })
 }
 
-// --plans-topic on the embedded test broker: a record moves a key to another plan (the
-// topic wins over the file), a record naming no plan is refused and counted with the key's
-// plan kept, a tombstone gives the key back to the file.
+// --plans-topic on the embedded test broker: the records already in the topic apply before
+// the instance is ready (a key's plan is never the file's for a moment after a restart); a
+// record moves a key to another plan (the topic wins over the file), a record naming no plan
+// is refused and counted with the key's plan kept, a tombstone gives the key back to the file.
 func TestServePlansTopic(t *testing.T) {
 	c := kafkatest.Start(t, "events", 1, "billing-plans")
+	topic := *c
+	topic.Topic = "billing-plans"
+	const before = 20_000
+	recs := make([]kafka.Message, before)
+	for i := range recs {
+		recs[i] = kafka.Message{Key: []byte("bulk-" + strconv.Itoa(i)), Value: []byte("pro")}
+	}
+	topic.ProduceRecords(t, 0, recs...)
 	dir := t.TempDir()
 	pol, plans := filepath.Join(dir, "policies.yaml"), filepath.Join(dir, "plans.yaml")
 	os.WriteFile(pol, []byte("policies:\n  - {name: daily, algorithm: fixed_window, limit: 3, window: calendar_day}\n"), 0o600)
@@ -106,6 +115,22 @@ func TestServePlansTopic(t *testing.T) {
 	base := "http://" + s.addr
 	client := &http.Client{Timeout: 5 * time.Second}
 	get(t, client, base+"/healthz")
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := client.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready after 15 s\n%s", s.logs.String())
+		}
+	}
+	for _, k := range []int{0, before / 2, before - 1} {
+		if _, body := get(t, client, base+"/v1/quota?policy=daily&key=bulk-"+strconv.Itoa(k)); !strings.Contains(body, `"plan":"pro","limit":50`) {
+			t.Fatalf("ready, and bulk-%d of the %d records before the start has no plan yet: %s", k, before, body)
+		}
+	}
 	limit := func() string {
 		_, body := get(t, client, base+"/v1/quota?policy=daily&key=tenant-1")
 		m := regexp.MustCompile(`"plan":"(\w*)","limit":(\d+)`).FindStringSubmatch(body)
@@ -127,8 +152,6 @@ func TestServePlansTopic(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	topic := *c
-	topic.Topic = "billing-plans"
 	topic.Produce(t, kafka.Message{Key: []byte("tenant-1"), Value: []byte("pro")})
 	waitFor("the topic's plan applies", func() bool { return limit() == "pro 50" })
 	topic.Produce(t, kafka.Message{Key: []byte("tenant-1"), Value: []byte("platinum")})

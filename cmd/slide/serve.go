@@ -304,11 +304,12 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err := c.conn.connectKafka(brokers, log); err != nil {
 		return err
 	}
+	var plansReady func() error // the plans topic's first reading, with --plans-topic
 	if c.plansTop != "" {
 		if c.plans == "" || c.rls.svc == nil {
 			return errors.New("--plans-topic: needs --plans (the plans its records name)")
 		}
-		followPlansTopic(ctx, brokers, c.conn.kafkaDialer, c.plansTop, c.rls.svc, log)
+		plansReady = followPlansTopic(ctx, brokers, c.conn.kafkaDialer, c.plansTop, c.rls.svc, log)
 	}
 	metrics := append([]string{}, store.Metrics()...)
 	for m := range sc.Metrics {
@@ -402,6 +403,11 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		}
 		if reader.limits != nil {
 			if err := reader.limits.Ready(); err != nil {
+				return err
+			}
+		}
+		if plansReady != nil {
+			if err := plansReady(); err != nil {
 				return err
 			}
 		}
