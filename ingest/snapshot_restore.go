@@ -11,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/internal/kafkarange"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -54,47 +55,31 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 	end, window := last, int64(4)
 	for end > first {
 		from := max(first, end-window)
-		if _, err := conn.Seek(from, kafka.SeekAbsolute); err != nil {
-			return nil, reasonReadError, fmt.Errorf("seeking to %d: %w", from, err)
-		}
 		// Within [from, end) later records win; records of a key already seen in a later
 		// window are older and ignored.
 		man0, man0Off, chunks0, held0 := []byte(nil), int64(0), map[string][]byte{}, int64(0)
-		for off := from; off < end; {
-			_ = conn.SetReadDeadline(time.Now().Add(s.c.cfg.MaxWait + fetchMargin))
-			batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: max(s.c.cfg.MaxBytes, 2*s.cfg.ChunkBytes), MaxWait: s.c.cfg.MaxWait})
-			n := 0
-			for {
-				msg, err := batch.ReadMessage()
-				if err != nil {
-					break
-				}
-				n++
-				if msg.Offset >= end {
-					continue
-				}
-				read += int64(len(msg.Value))
-				switch {
-				case bytes.Equal(msg.Key, key):
-					man0, man0Off = msg.Value, msg.Offset
-				case bytes.HasPrefix(msg.Key, prefix):
-					held0 += int64(len(msg.Value)) - int64(len(chunks0[string(msg.Key)]))
-					chunks0[string(msg.Key)] = msg.Value
-					if lim := s.cfg.MaxBytes; lim > 0 && held+held0 > 2*lim {
-						return nil, reasonTooLarge, nil // more chunks than a snapshot the store can hold
-					}
+		tooLarge := false
+		cfg := kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: max(s.c.cfg.MaxBytes, 2*s.cfg.ChunkBytes), MaxWait: s.c.cfg.MaxWait}
+		err := kafkarange.Each(conn, from, end, cfg, s.c.cfg.MaxWait+fetchMargin, func(msg kafka.Message) error {
+			read += int64(len(msg.Value))
+			switch {
+			case bytes.Equal(msg.Key, key):
+				man0, man0Off = msg.Value, msg.Offset
+			case bytes.HasPrefix(msg.Key, prefix):
+				held0 += int64(len(msg.Value)) - int64(len(chunks0[string(msg.Key)]))
+				chunks0[string(msg.Key)] = msg.Value
+				if lim := s.cfg.MaxBytes; lim > 0 && held+held0 > 2*lim {
+					tooLarge = true // more chunks than a snapshot the store can hold
+					return kafkarange.ErrStop
 				}
 			}
-			err := batch.Close()
-			next, _ := conn.Offset()
-			if err != nil && !errors.Is(err, kafka.RequestTimedOut) {
-				return nil, reasonReadError, fmt.Errorf("reading at %d: %w", next, err)
-			}
-			if next <= off && n == 0 {
-				break // nothing more below end (compaction left a gap to it)
-			}
-			off = next
-			progress(read)
+			return nil
+		}, func() { progress(read) })
+		if tooLarge {
+			return nil, reasonTooLarge, nil
+		}
+		if err != nil {
+			return nil, reasonReadError, err
 		}
 		if man == nil {
 			man, manOff = man0, man0Off

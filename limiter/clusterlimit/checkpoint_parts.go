@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/internal/kafkarange"
 )
 
 // A partition's checkpoint is one record while its entries fit in maxPartBytes. Past that
@@ -156,35 +158,19 @@ func (b *Backend) readLatest(ctx context.Context, p int32) (*checkpointRecord, e
 	// The ranges are read newest first; within one, records in log order.
 	for end, window := last, int64(16); end > first; end, window = max(first, end-window), window*8 {
 		from := max(first, end-window)
-		if _, err := conn.Seek(from, kafka.SeekAbsolute); err != nil {
-			return nil, err
-		}
 		var latest []byte
 		var parts [][]byte // the parts of p in this range
-		for off := from; off < end; {
-			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-			batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: 64 << 20, MaxWait: 100 * time.Millisecond})
-			n := 0
-			for {
-				msg, err := batch.ReadMessage()
-				if err != nil {
-					break
-				}
-				n++
-				switch {
-				case msg.Offset >= end:
-				case bytes.Equal(msg.Key, key):
-					latest = msg.Value
-				case bytes.HasPrefix(msg.Key, prefix):
-					parts = append(parts, msg.Value)
-				}
+		cfg := kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: 64 << 20, MaxWait: 100 * time.Millisecond}
+		if err := kafkarange.Each(conn, from, end, cfg, 2*time.Second, func(msg kafka.Message) error {
+			switch {
+			case bytes.Equal(msg.Key, key):
+				latest = msg.Value
+			case bytes.HasPrefix(msg.Key, prefix):
+				parts = append(parts, msg.Value)
 			}
-			_ = batch.Close()
-			next, _ := conn.Offset()
-			if next <= off && n == 0 {
-				break
-			}
-			off = next
+			return nil
+		}, nil); err != nil {
+			return nil, err
 		}
 		if cp == nil {
 			if latest == nil {
