@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/slide-metrics/slide/internal/kafkatest"
 )
@@ -164,4 +165,57 @@ func TestServePlansTopic(t *testing.T) {
 	}
 	topic.Produce(t, kafka.Message{Key: []byte("tenant-1"), Value: nil})
 	waitFor("a tombstone gives the key back to the file", func() bool { return limit() == "free 5" })
+}
+
+// --plans-topic naming a topic that does not exist yet (the billing system has not written
+// it): the instance is ready with the file's plans, and follows the topic once it appears.
+func TestServePlansTopicNotYet(t *testing.T) {
+	// A broker that creates no topic on a metadata request, as Kafka with
+	// auto.create.topics.enable=false (kafkatest's creates them).
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(0), kfake.SeedTopics(1, "events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	c := &kafkatest.Cluster{Addr: kc.ListenAddrs()[0], Topic: "events", Partitions: 1}
+	dir := t.TempDir()
+	pol, plans := filepath.Join(dir, "policies.yaml"), filepath.Join(dir, "plans.yaml")
+	os.WriteFile(pol, []byte("policies:\n  - {name: daily, algorithm: fixed_window, limit: 3, window: calendar_day}\n"), 0o600)
+	os.WriteFile(plans, []byte("plans:\n  pro: {daily: {limit: 50}}\n  free: {daily: {limit: 5}}\nkeys:\n  tenant-1: free\n"), 0o600)
+	s := startServe(t, "--brokers", c.Addr, "--policies", pol, "--plans", plans, "--plans-topic", "later-plans")
+	base := "http://" + s.addr
+	client := &http.Client{Timeout: 5 * time.Second}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 15 s\n%s", what, s.logs.String())
+			}
+		}
+	}
+	waitFor("ready without the topic", func() bool {
+		resp, err := client.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	conn, err := kafka.Dial("tcp", c.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.CreateTopics(kafka.TopicConfig{Topic: "later-plans", NumPartitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addr), Topic: "later-plans", BatchTimeout: time.Millisecond}
+	defer w.Close()
+	waitFor("a record written to the new topic", func() bool {
+		return w.WriteMessages(context.Background(), kafka.Message{Key: []byte("tenant-1"), Value: []byte("pro")}) == nil
+	})
+	waitFor("the topic is followed once it appears", func() bool {
+		_, body := get(t, client, base+"/v1/quota?policy=daily&key=tenant-1")
+		return strings.Contains(body, `"plan":"pro","limit":50`)
+	})
 }

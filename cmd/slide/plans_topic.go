@@ -36,6 +36,7 @@ type plansProgress struct {
 	topic  string
 	mu     sync.Mutex
 	listed bool
+	late   bool          // the topic did not exist at the start: nothing to wait for
 	behind map[int]int64 // partition → its end offset when the reading began
 }
 
@@ -85,7 +86,16 @@ func followPlansTopic(ctx context.Context, brokers []string, d *kafka.Dialer, to
 			if parts, err = topicPartitions(ctx, d, brokers, topic); err == nil && len(parts) > 0 {
 				break
 			}
-			if warn.Allow() {
+			if err == nil || errors.Is(err, kafka.UnknownTopicOrPartition) {
+				// No topic yet (the billing system has not written it): nothing to wait for,
+				// the file's plans apply, and it is followed once it appears.
+				pp.mu.Lock()
+				if !pp.listed {
+					pp.listed, pp.late = true, true
+					log.Warn("plans topic: it does not exist yet; keys keep the file's plans, and it is read once it appears", "topic", topic)
+				}
+				pp.mu.Unlock()
+			} else if warn.Allow() {
 				log.Warn("plans topic: listing its partitions; retrying", "topic", topic, "err", err)
 			}
 			select {
@@ -95,8 +105,10 @@ func followPlansTopic(ctx context.Context, brokers []string, d *kafka.Dialer, to
 			}
 		}
 		pp.mu.Lock()
-		for _, p := range parts {
-			pp.behind[p.ID] = -1 // its end not read yet
+		if !pp.late { // readiness waits for the topic as it was at the start, not one that came later
+			for _, p := range parts {
+				pp.behind[p.ID] = -1 // its end not read yet
+			}
 		}
 		pp.listed = true
 		pp.mu.Unlock()
@@ -176,7 +188,9 @@ func readPlansPartition(ctx context.Context, brokers []string, d *kafka.Dialer, 
 		if err == nil {
 			end = last
 			pp.mu.Lock()
-			pp.behind[id] = end
+			if _, tracked := pp.behind[id]; tracked {
+				pp.behind[id] = end
+			}
 			pp.mu.Unlock()
 			if last <= first {
 				pp.applied(id, end) // empty
