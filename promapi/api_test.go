@@ -282,3 +282,27 @@ func TestNotReady(t *testing.T) {
 		t.Errorf("not ready: %d %s", res.StatusCode, body)
 	}
 }
+
+// TestClassicBucketsWarn: the dashboards' classic form, histogram_quantile over
+// sum by (le) of M_bucket, selects nothing (slide shows M as a native histogram), and the
+// answer says what to write instead, through client_golang as Grafana would see it; a name
+// that is no slide metric's buckets stays a plain empty answer.
+func TestClassicBucketsWarn(t *testing.T) {
+	d := newDemo(t, "native:5", 4, 5)
+	for _, off := range []bool{false, true} {
+		testClassicBuckets(t, d, off)
+	}
+}
+
+func testClassicBuckets(t *testing.T, d *demo, enginesOnly bool) {
+	srv := serveDemo(t, d, Config{DisablePushdown: enginesOnly})
+	c := clientOf(t, srv.URL)
+	v, warn, _, err := c.Query(context.Background(), `histogram_quantile(0.95, sum by (le, key) (rate(latency_ms_bucket[5m])))`, d.now)
+	if err != nil || v.String() != "" || len(warn) != 1 || !strings.Contains(warn[0], "latency_ms_bucket: slide has no classic le buckets") ||
+		!strings.Contains(warn[0], "histogram_quantile(0.95, sum by (key) (rate(latency_ms[5m])))") {
+		t.Errorf("classic buckets (engine only: %v): %v %q %v", enginesOnly, v, warn, err)
+	}
+	if v, warn, _, err := c.Query(context.Background(), `rate(nosuch_bucket[5m])`, d.now); err != nil || v.String() != "" || len(warn) != 0 {
+		t.Errorf("buckets of no slide metric (engine only: %v): %v %q %v", enginesOnly, v, warn, err)
+	}
+}

@@ -278,7 +278,13 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 	if err != nil {
 		return errNotPushed
 	}
-	if s.none || len(s.metrics) == 0 {
+	if s.none {
+		return nil
+	}
+	if len(s.metrics) == 0 {
+		if qr.bucketHint(ctx, sh.matchers) != nil {
+			return errNotPushed // the engine answers it, with Select's warning
+		}
 		return nil
 	}
 	if len(s.metrics) > 1 || s.kinds[0] != [kindEnd]bool{kindHistogram: true} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,6 +193,11 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	if s.none {
 		return storage.EmptySeriesSet()
 	}
+	if len(s.metrics) == 0 {
+		if w := q.bucketHint(ctx, ms); w != nil {
+			return &seriesSet{i: -1, warn: annotations.New().Add(w)}
+		}
+	}
 	lo, hi, thin := ends(hints)
 	var out []*promSeries
 	lb := labels.NewScratchBuilder(8)
@@ -247,19 +253,39 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	return &seriesSet{list: out, i: -1}
 }
 
-// seriesSet is a built list of series.
+// seriesSet is a built list of series, and what the engine should warn of.
 type seriesSet struct {
 	list []*promSeries
 	i    int
+	warn annotations.Annotations
+}
+
+// bucketHint is the warning for a selector of a classic histogram's buckets, M_bucket, where
+// M is a slide metric: slide shows M as a native histogram, so the dashboards' usual
+// histogram_quantile(φ, sum by (le, …) (rate(M_bucket[r]))) selects nothing, which Prometheus'
+// answer (an empty result) would not explain. nil for any other selector.
+func (q *querier) bucketHint(ctx context.Context, ms []*labels.Matcher) error {
+	for _, m := range ms {
+		base, ok := strings.CutSuffix(m.Value, "_bucket")
+		if m.Name != labels.MetricName || m.Type != labels.MatchEqual || !ok {
+			continue
+		}
+		all, err := q.metrics(ctx)
+		if _, known := slices.BinarySearch(all, base); err != nil || !known {
+			return nil
+		}
+		return fmt.Errorf("%s: slide has no classic le buckets; %s is a native histogram (its sketch's bins): histogram_quantile(0.95, sum by (key) (rate(%s[5m]))), without le", m.Value, base, base)
+	}
+	return nil
 }
 
 func (s *seriesSet) Next() bool {
 	s.i++
 	return s.i < len(s.list)
 }
-func (s *seriesSet) At() storage.Series              { return s.list[s.i] }
-func (*seriesSet) Err() error                        { return nil }
-func (*seriesSet) Warnings() annotations.Annotations { return nil }
+func (s *seriesSet) At() storage.Series                { return s.list[s.i] }
+func (*seriesSet) Err() error                          { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return s.warn }
 
 // eachLabelled calls fn with the label set (exposed name aside) of every series the matchers
 // select, name by name as Select would list them.
