@@ -94,6 +94,16 @@ func TestServePlansReload(t *testing.T) {
 	waitFor("SIGHUP reloads", func() bool { return metric("applied") == applied+1 })
 }
 
+// servePlansTopic starts serve on broker with a daily policy, plans pro (50) and free (5),
+// tenant-1 on free by the file, and --plans-topic topic.
+func servePlansTopic(t *testing.T, broker, topic string) *served {
+	dir := t.TempDir()
+	pol, plans := filepath.Join(dir, "policies.yaml"), filepath.Join(dir, "plans.yaml")
+	os.WriteFile(pol, []byte("policies:\n  - {name: daily, algorithm: fixed_window, limit: 3, window: calendar_day}\n"), 0o600)
+	os.WriteFile(plans, []byte("plans:\n  pro: {daily: {limit: 50}}\n  free: {daily: {limit: 5}}\nkeys:\n  tenant-1: free\n"), 0o600)
+	return startServe(t, "--brokers", broker, "--policies", pol, "--plans", plans, "--plans-topic", topic)
+}
+
 // --plans-topic on the embedded test broker: the records already in the topic apply before
 // the instance is ready (a key's plan is never the file's for a moment after a restart); a
 // record moves a key to another plan (the topic wins over the file), a record naming no plan
@@ -108,11 +118,7 @@ func TestServePlansTopic(t *testing.T) {
 		recs[i] = kafka.Message{Key: []byte("bulk-" + strconv.Itoa(i)), Value: []byte("pro")}
 	}
 	topic.ProduceRecords(t, 0, recs...)
-	dir := t.TempDir()
-	pol, plans := filepath.Join(dir, "policies.yaml"), filepath.Join(dir, "plans.yaml")
-	os.WriteFile(pol, []byte("policies:\n  - {name: daily, algorithm: fixed_window, limit: 3, window: calendar_day}\n"), 0o600)
-	os.WriteFile(plans, []byte("plans:\n  pro: {daily: {limit: 50}}\n  free: {daily: {limit: 5}}\nkeys:\n  tenant-1: free\n"), 0o600)
-	s := startServe(t, "--brokers", c.Addr, "--policies", pol, "--plans", plans, "--plans-topic", "billing-plans")
+	s := servePlansTopic(t, c.Addr, "billing-plans")
 	base := "http://" + s.addr
 	client := &http.Client{Timeout: 5 * time.Second}
 	get(t, client, base+"/healthz")
@@ -178,11 +184,7 @@ func TestServePlansTopicNotYet(t *testing.T) {
 	}
 	t.Cleanup(kc.Close)
 	c := &kafkatest.Cluster{Addr: kc.ListenAddrs()[0], Topic: "events", Partitions: 1}
-	dir := t.TempDir()
-	pol, plans := filepath.Join(dir, "policies.yaml"), filepath.Join(dir, "plans.yaml")
-	os.WriteFile(pol, []byte("policies:\n  - {name: daily, algorithm: fixed_window, limit: 3, window: calendar_day}\n"), 0o600)
-	os.WriteFile(plans, []byte("plans:\n  pro: {daily: {limit: 50}}\n  free: {daily: {limit: 5}}\nkeys:\n  tenant-1: free\n"), 0o600)
-	s := startServe(t, "--brokers", c.Addr, "--policies", pol, "--plans", plans, "--plans-topic", "later-plans")
+	s := servePlansTopic(t, c.Addr, "later-plans")
 	base := "http://" + s.addr
 	client := &http.Client{Timeout: 5 * time.Second}
 	waitFor := func(what string, ok func() bool) {
