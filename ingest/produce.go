@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slide-metrics/slide/event"
+	"github.com/slide-metrics/slide/internal/kafkarange"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -238,12 +239,6 @@ type ProducerStats struct {
 	LastErr      error // the last write error, nil if none
 }
 
-// maxBatchBytes is the most record bytes the producer puts in one partition's batch:
-// Kafka's default largest message (message.max.bytes, 1 MB, which the embedded broker keeps
-// too) less room for the batch's framing. A broker refuses a larger batch whole, so records of
-// a few KB (an OTLP request, a long log line) would fail a thousand at a time.
-const maxBatchBytes = 1_000_000
-
 // NewProducer returns a producer of cfg.Topic. It does not connect until the first Send.
 func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
@@ -267,7 +262,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 		Topic:                  cfg.Topic,
 		Balancer:               &kafka.Murmur2Balancer{},
 		BatchSize:              cfg.BatchSize,
-		BatchBytes:             maxBatchBytes,
+		BatchBytes:             kafkarange.MaxBatchBytes, // 1,000 records of a few KB (an OTLP request, a long log line) would pass a broker's limit
 		BatchTimeout:           cfg.BatchTimeout,
 		RequiredAcks:           kafka.RequireOne,
 		Async:                  true,

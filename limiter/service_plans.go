@@ -173,7 +173,7 @@ func (s *Service) setPlans(ps *Plans) error {
 				kept[key] = nj
 			}
 		})
-		t.topic = (&keyPlans{base: kept}).with(nil)
+		t.topic = &keyPlans{base: kept}
 	}
 	s.plans.Store(t)
 	return nil

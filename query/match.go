@@ -145,13 +145,13 @@ func groupValues(series string, by []string) []string {
 // appendAbsentBy appends a "warnings" entry for each by= label that no group has: a name no
 // selected series carries (by=service where the service is the key) groups every series into
 // one group without it, as PromQL's sum by does, silently there; here the answer says so and
-// where the names are. has reports whether group i has a value for label name.
-func appendAbsentBy(b []byte, metric string, by []string, n int, has func(i int, name string) bool) []byte {
+// where the names are. labelsOf is group i's labels.
+func appendAbsentBy(b []byte, metric string, by []string, n int, labelsOf func(i int) []window.Label) []byte {
 	first := true
 	for _, name := range by {
 		found := false
 		for i := 0; i < n && !found; i++ {
-			found = has(i, name)
+			found = groupHas(labelsOf(i), name)
 		}
 		if found || n == 0 {
 			continue

@@ -123,7 +123,7 @@ func appendRange(b []byte, metric string, sl selection, win, step time.Duration,
 		b = append(b, '}')
 	}
 	b = append(b, ']')
-	b = appendAbsentBy(b, metric, sl.by, len(groups), func(i int, name string) bool { return groupHas(groups[i].Labels, name) })
+	b = appendAbsentBy(b, metric, sl.by, len(groups), func(i int) []window.Label { return groups[i].Labels })
 	return append(b, "}\n"...)
 }
 

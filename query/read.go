@@ -90,7 +90,7 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 			b = append(b, '}')
 		}
 		b = append(b, ']')
-		b = appendAbsentBy(b, metric, sl.by, len(groups), func(i int, name string) bool { return groupHas(groups[i].Labels, name) })
+		b = appendAbsentBy(b, metric, sl.by, len(groups), func(i int) []window.Label { return groups[i].Labels })
 	} else {
 		b = append(b, ',')
 		b = appendAgg(b, agg, now, qs)

@@ -211,12 +211,15 @@ func readPlansPartition(ctx context.Context, brokers []string, d *kafka.Dialer, 
 	defer r.Close()
 	caughtUp := false
 	for {
-		rctx, cancel := ctx, context.CancelFunc(func() {})
-		if !caughtUp {
-			rctx, cancel = context.WithTimeout(ctx, 4*maxWait)
+		var m kafka.Message
+		var err error
+		if caughtUp {
+			m, err = r.ReadMessage(ctx)
+		} else {
+			rctx, cancel := context.WithTimeout(ctx, 4*maxWait)
+			m, err = r.ReadMessage(rctx)
+			cancel()
 		}
-		m, err := r.ReadMessage(rctx)
-		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -1,6 +1,7 @@
 // Package kafkarange reads a range of one partition's records through a kafka-go Conn: what
 // the restores of ingest's snapshots and of clusterlimit's checkpoints do when they look back
-// from a partition's end for the latest records of their keys.
+// from a partition's end for the latest records of their keys. It also names the most record
+// bytes slide's writers put in one batch (MaxBatchBytes).
 package kafkarange
 
 import (
@@ -10,6 +11,11 @@ import (
 
 	"github.com/segmentio/kafka-go"
 )
+
+// MaxBatchBytes is the most record bytes slide's Kafka writers put in one partition's batch:
+// Kafka's default largest message (message.max.bytes, 1,048,588, which the embedded broker
+// keeps too) less room for the batch's framing. A broker refuses a larger batch whole.
+const MaxBatchBytes = 1_000_000
 
 // ErrStop, returned by Each's fn, ends the reading early without an error.
 var ErrStop = errors.New("kafkarange: stop")

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slide-metrics/slide/cluster"
+	"github.com/slide-metrics/slide/internal/kafkarange"
 )
 
 // DefaultCheckpointInterval is how often an owner writes its partitions' limiter state.
@@ -466,7 +467,7 @@ func (b *Backend) ensureTopic(ctx context.Context) bool {
 	b.cpParts = cps
 	b.w = &kafka.Writer{Addr: kafka.TCP(b.cp.Brokers...), Topic: topic, Transport: b.transport(),
 		Balancer:     kafka.BalancerFunc(func(m kafka.Message, parts ...int) int { return b.cpPartition(m.Key, len(parts)) }),
-		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, BatchBytes: maxBatchBytes}
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, BatchBytes: kafkarange.MaxBatchBytes}
 	return true
 }
 

@@ -32,16 +32,13 @@ const (
 	versionPart = 5 // one part
 )
 
-// maxPartBytes is the most entry bytes of one record: half of the broker's default
-// message.max.bytes, so a part and its framing stay far below it.
+// maxPartBytes is the most entry bytes of one record: about half of kafkarange.MaxBatchBytes,
+// so a part and its framing stay far below a broker's limit, and two parts never travel in
+// one batch.
 const maxPartBytes = 512 << 10
 
 // maxParts bounds the parts a record may name (2 GB of entries).
 const maxParts = 4096
-
-// maxBatchBytes is the checkpoint writer's batch limit: below the broker's default
-// message.max.bytes, so two parts never travel in one batch it would refuse.
-const maxBatchBytes = 1_000_000
 
 // maxHeadBytes bounds the header of a record that names its parts: a single record's, its
 // id and its count of parts. Every part's entries but the first are encoded after that much
@@ -124,7 +121,7 @@ func decodeCheckpointPart(v []byte) (id uint64, index int, es []checkpointEntry,
 	if i >= maxParts {
 		r.fail("index")
 	}
-	es = r.entries(r.uvarint("count"), nil)
+	es = r.entries(r.uvarint("count"))
 	if r.end() != nil {
 		return 0, 0, nil, r.err
 	}
@@ -155,12 +152,12 @@ func (b *Backend) readLatest(ctx context.Context, p int32) (*checkpointRecord, e
 	prefix := append(append([]byte(nil), key...), '#')
 	var cp *checkpointRecord
 	var got map[int][]checkpointEntry // the parts of cp found so far
+	cfg := kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: 64 << 20, MaxWait: 100 * time.Millisecond}
 	// The ranges are read newest first; within one, records in log order.
 	for end, window := last, int64(16); end > first; end, window = max(first, end-window), window*8 {
 		from := max(first, end-window)
 		var latest []byte
 		var parts [][]byte // the parts of p in this range
-		cfg := kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: 64 << 20, MaxWait: 100 * time.Millisecond}
 		if err := kafkarange.Each(conn, from, end, cfg, 2*time.Second, func(msg kafka.Message) error {
 			switch {
 			case bytes.Equal(msg.Key, key):

@@ -227,13 +227,7 @@ func (r *reader) policy(intern func([]byte) string) (name string, fp uint64) {
 	} else {
 		name = r.string("policy", 64)
 	}
-	if len(r.b) < 8 {
-		r.fail("fingerprint")
-		return name, 0
-	}
-	fp = binary.BigEndian.Uint64(r.b)
-	r.b = r.b[8:]
-	return name, fp
+	return name, r.fixed64("fingerprint")
 }
 
 // key reads a decision's key: a view of the batch's bytes when view is set.
@@ -540,27 +534,22 @@ func decodeCheckpoint(b []byte) (*checkpointRecord, error) {
 		}
 		cp.parts = int(parts)
 	}
-	cp.entries = r.entries(n, nil)
+	cp.entries = r.entries(n)
 	if r.end() != nil {
 		return nil, r.err
 	}
 	return cp, nil
 }
 
-// entries reads n checkpoint entries onto es.
-func (r *reader) entries(n uint64, es []checkpointEntry) []checkpointEntry {
+// entries reads n checkpoint entries.
+func (r *reader) entries(n uint64) []checkpointEntry {
 	if n > uint64(len(r.b)) { // every entry takes more than a byte
 		r.fail("count")
 	}
+	var es []checkpointEntry
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		var e checkpointEntry
-		e.policy = r.string("policy", 64)
-		if len(r.b) < 8 {
-			r.fail("fingerprint")
-			break
-		}
-		e.fp = binary.BigEndian.Uint64(r.b)
-		r.b = r.b[8:]
+		e.policy, e.fp = r.policy(nil)
 		e.key = r.string("key", limiter.MaxKeyLen)
 		e.expires = r.varint("expires")
 		e.state = []byte(r.string("state", maxStateBytes))
@@ -571,9 +560,9 @@ func (r *reader) entries(n uint64, es []checkpointEntry) []checkpointEntry {
 	return es
 }
 
-// fixed64 reads 8 bytes, big-endian.
+// fixed64 reads 8 bytes, big-endian (after a failure r.b is empty: it fails too).
 func (r *reader) fixed64(what string) uint64 {
-	if r.err != nil || len(r.b) < 8 {
+	if len(r.b) < 8 {
 		r.fail(what)
 		return 0
 	}

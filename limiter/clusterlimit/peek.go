@@ -47,13 +47,7 @@ func decodePeekRequest(b []byte) (item, error) {
 	if r.byte("kind") != kindPeek {
 		return it, fmt.Errorf("%w: not a peek", ErrCorrupt)
 	}
-	it.policy = r.string("policy", 64)
-	if len(r.b) < 8 {
-		r.fail("fingerprint")
-		return it, r.err
-	}
-	it.fp = binary.BigEndian.Uint64(r.b)
-	r.b = r.b[8:]
+	it.policy, it.fp = r.policy(nil)
 	it.key = r.string("key", limiter.MaxKeyLen)
 	it.now = r.varint("now")
 	return it, r.end()
