@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/slide-metrics/slide/event"
+	"github.com/slide-metrics/slide/internal/kafkarange"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -328,6 +329,7 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 			Balancer:               &kafka.Murmur2Balancer{},
 			RequiredAcks:           kafka.RequireAll,
 			BatchTimeout:           10 * time.Millisecond,
+			BatchBytes:             kafkarange.MaxBatchBytes, // kafka-go's 1 MiB, with the batch's framing, can pass the broker's limit
 			AllowAutoTopicCreation: true,
 			ErrorLogger:            c.kafkaLogger("dead-letter writer"),
 		}

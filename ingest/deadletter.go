@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -12,16 +13,18 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/slide-metrics/slide/event"
+	"github.com/slide-metrics/slide/internal/kafkarange"
 )
 
 // Dead-letter record headers. The record's key is the refused record's key, its value the
 // refused line (one line of an NDJSON record), its timestamp the refused record's.
 const (
-	HeaderReason    = "slide.reason"    // the Reason label, e.g. "invalid_json": the code tools filter on
-	HeaderDetail    = "slide.detail"    // what is wrong, for people: `no field "value"` (event.Intake.Explain)
-	HeaderTopic     = "slide.topic"     // topic of the refused record
-	HeaderPartition = "slide.partition" // its partition, decimal
-	HeaderOffset    = "slide.offset"    // its offset, decimal
+	HeaderReason    = "slide.reason"     // the Reason label, e.g. "invalid_json": the code tools filter on
+	HeaderDetail    = "slide.detail"     // what is wrong, for people: `no field "value"` (event.Intake.Explain)
+	HeaderTopic     = "slide.topic"      // topic of the refused record
+	HeaderPartition = "slide.partition"  // its partition, decimal
+	HeaderOffset    = "slide.offset"     // its offset, decimal
+	HeaderLineBytes = "slide.line_bytes" // on a letter that does not copy its line (too large): the line's size, decimal
 )
 
 // deadLetters writes refused lines to the dead-letter topic from one goroutine, so a slow
@@ -94,13 +97,20 @@ func (d *deadLetters) run() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := d.w.WriteMessages(ctx, batch...)
 		cancel()
-		if err != nil {
-			d.m.deadLetterErrors.Add(float64(len(batch)))
+		failed := len(batch)
+		var we kafka.WriteErrors
+		switch {
+		case err == nil:
+			failed = 0
+		case errors.As(err, &we) && len(we) == len(batch):
+			failed = we.Count() // the letters of the other partitions' batches were written
+		}
+		d.m.deadLetters.Add(float64(len(batch) - failed))
+		if failed > 0 {
+			d.m.deadLetterErrors.Add(float64(failed))
 			if d.lim.Allow() {
-				d.log.Error("ingest: writing dead letters", "topic", d.w.Topic, "letters", len(batch), "err", err)
+				d.log.Error("ingest: writing dead letters", "topic", d.w.Topic, "letters", failed, "err", err)
 			}
-		} else {
-			d.m.deadLetters.Add(float64(len(batch)))
 		}
 		d.settle(uint64(len(batch)))
 	}
@@ -139,12 +149,14 @@ func (d *deadLetters) close() error {
 	return d.w.Close()
 }
 
-// letter builds the dead letter for line of record m refused for r, as detail says.
+// letter builds the dead letter for line of record m refused for r, as detail says. A line
+// too large to copy into a record the dead-letter topic takes (a record of one line near the
+// broker's limit, whose letter the headers make larger still) is not copied: the letter
+// points at its record by its headers and gives the line's size in HeaderLineBytes.
 func letter(m *kafka.Message, line []byte, r event.Reason, detail string) kafka.Message {
-	return kafka.Message{
-		Key:   m.Key,
-		Value: append([]byte(nil), line...),
-		Time:  m.Time,
+	l := kafka.Message{
+		Key:  m.Key,
+		Time: m.Time,
 		Headers: []kafka.Header{
 			{Key: HeaderReason, Value: []byte(r.String())},
 			{Key: HeaderDetail, Value: []byte(detail)},
@@ -153,4 +165,22 @@ func letter(m *kafka.Message, line []byte, r event.Reason, detail string) kafka.
 			{Key: HeaderOffset, Value: strconv.AppendInt(nil, m.Offset, 10)},
 		},
 	}
+	if letterSize(&l)+len(line) <= kafkarange.MaxBatchBytes {
+		l.Value = append([]byte(nil), line...)
+	} else {
+		n := strconv.Itoa(len(line))
+		l.Headers[1].Value = []byte(detail + "; the line's " + n + " bytes are not copied (past the largest dead letter): read them from the record the " + HeaderTopic + ", " + HeaderPartition + " and " + HeaderOffset + " headers name")
+		l.Headers = append(l.Headers, kafka.Header{Key: HeaderLineBytes, Value: []byte(n)})
+	}
+	return l
+}
+
+// letterSize bounds what kafka-go counts a letter as against a writer's BatchBytes: its key,
+// value and headers with room for their lengths and the record's fields.
+func letterSize(l *kafka.Message) int {
+	n := 32 + len(l.Key) + len(l.Value)
+	for _, h := range l.Headers {
+		n += 10 + len(h.Key) + len(h.Value)
+	}
+	return n
 }

@@ -105,7 +105,10 @@
 //     code, as before, what tools and the metric's label filter on; its slide.detail header
 //     (HeaderDetail) says which field and what is wrong, for a person (`no field "value"`,
 //     `ts 2026-12-02T09:05:00Z is 1h0m0s ahead of the record (skew 10s)`, event.Intake.Explain;
-//     for too_large the budget). The issue asked for that text in slide.reason; it has a
+//     for too_large the budget). A line too large to copy into a dead letter the broker
+//     takes is written as a pointer to its record (HeaderLineBytes, no value), and the
+//     writer's batches stay under the broker's limit (kafkarange.MaxBatchBytes): one such
+//     letter made kafka-go refuse every letter written with it. The issue asked for that text in slide.reason; it has a
 //     header of its own so that the code stays a stable value to match. The rate-limited
 //     log line carries it as its detail attribute. It is built only for a refusal that is
 //     logged or dead-lettered, by decoding the refused line again: the accepting path is as

@@ -1,0 +1,89 @@
+package ingest
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/internal/kafkatest"
+)
+
+// TestDeadLettersOfLargeLines: a refused line as large as the broker takes (a record of one
+// line near its 1 MB limit) cannot be copied into a dead letter, whose headers make it
+// larger than that: it is written as a pointer to its record (no value, its size in
+// HeaderLineBytes), and the letters written with it are not lost. Before, kafka-go refused
+// the batch the large letter was in as a whole, and every letter of it was counted as an
+// error and never written.
+func TestDeadLettersOfLargeLines(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "events", 1, "events-dlq")
+	t0 := time.Now()
+	huge := bytes.Repeat([]byte("x"), 1_048_450) // invalid JSON, one line, within the broker's limit
+	var msgs []kafka.Message
+	for i := range 40 { // a burst, so that letters share a write with the large one
+		msgs = append(msgs, kafka.Message{Key: []byte("k"), Value: fmt.Appendf(nil, `{"bad":%d`, i), Time: t0})
+	}
+	msgs = append(msgs, kafka.Message{Key: []byte("k"), Value: huge, Time: t0})
+	for i := range 40 {
+		msgs = append(msgs, kafka.Message{Key: []byte("k"), Value: fmt.Appendf(nil, `{"bad":%d`, 40+i), Time: t0})
+	}
+	for _, m := range msgs { // one record a batch: the large one fills the broker's largest
+		c.Produce(t, m)
+	}
+
+	cfg := testConfig(c, "large-letters")
+	cfg.DeadLetterTopic = "events-dlq"
+	a := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 10*time.Second, "the consumer to catch up", func() bool { return caughtUp(t, c, a) }, progress(a))
+	a.stop(t)
+
+	if got := testutil.ToFloat64(a.m.deadLetterErrors); got != 0 {
+		t.Errorf("slide_ingest_dead_letter_errors_total = %v, want 0", got)
+	}
+	if got := testutil.ToFloat64(a.m.deadLetters); got != float64(len(msgs)) {
+		t.Errorf("slide_ingest_dead_letters_total = %v, want %d", got, len(msgs))
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.Addr}, Topic: "events-dlq", Partition: 0, MaxWait: 500 * time.Millisecond})
+	defer r.Close()
+	end := logEnd(t, c, "events-dlq")[0]
+	if end != int64(len(msgs)) {
+		t.Fatalf("%d dead letters written, want %d", end, len(msgs))
+	}
+	pointers := 0
+	for range end {
+		m, err := r.ReadMessage(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := map[string]string{}
+		for _, kv := range m.Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		if h[HeaderReason] != "invalid_json" {
+			t.Errorf("letter at %d: reason %q, want invalid_json", m.Offset, h[HeaderReason])
+		}
+		n, isPointer := h[HeaderLineBytes]
+		if !isPointer {
+			if len(m.Value) == 0 || len(m.Value) > 32 {
+				t.Errorf("letter at %d: value of %d bytes, want the small line", m.Offset, len(m.Value))
+			}
+			continue
+		}
+		pointers++
+		if n != strconv.Itoa(len(huge)) || len(m.Value) != 0 || h[HeaderOffset] != "40" {
+			t.Errorf("pointer letter at %d: %s=%q, value %d bytes, offset %q; want %d, none, 40",
+				m.Offset, HeaderLineBytes, n, len(m.Value), h[HeaderOffset], len(huge))
+		}
+		if want := "not copied"; !bytes.Contains([]byte(h[HeaderDetail]), []byte(want)) {
+			t.Errorf("pointer letter's detail %q does not say the line was %s", h[HeaderDetail], want)
+		}
+	}
+	if pointers != 1 {
+		t.Errorf("%d pointer letters, want 1", pointers)
+	}
+}
