@@ -186,7 +186,8 @@ func produceKeyer(spec string) (func(line []byte) (string, int64, bool), error) 
 		}
 		return func(line []byte) (string, int64, bool) {
 			ev, reason := dec.Decode(line, 0)
-			return ev.Key, ev.TS, reason == event.ReasonNone
+			// ev.Key is the store's series string (key and labels): the record's key is the key.
+			return window.SeriesKeyOf(ev.Key), ev.TS, reason == event.ReasonNone
 		}, nil
 	}
 	m, err := loadEventMap(spec)

@@ -162,6 +162,32 @@ not an event
 	}
 }
 
+// TestProduceFileKeysLabelledEventsByKey: an event with labels is keyed by its key alone, as
+// the map path keys and as --key-partitioner murmur2 expects (every series of a key in the
+// key's partition), never by the store's series string with its separator bytes.
+func TestProduceFileKeysLabelledEventsByKey(t *testing.T) {
+	addr := startBroker(t)
+	lines := `{"key":"tenant-42","metric":"latency_ms","value":87.5,"labels":{"route":"/pay","code":"200"}}
+{"key":"tenant-42","metric":"latency_ms","value":12,"labels":{"route":"/refund"}}
+{"key":"tenant-42","metric":"latency_ms","value":3}
+`
+	var out bytes.Buffer
+	err := cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "labelled", "--file", "-"},
+		stdio{strings.NewReader(lines), &out, &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := topicRecords(t, addr, "labelled")
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3 (%s)", len(recs), out.String())
+	}
+	for _, r := range recs {
+		if string(r.Key) != "tenant-42" {
+			t.Errorf("record %s: key %q, want \"tenant-42\"", r.Value, r.Key)
+		}
+	}
+}
+
 // TestProduceFileEventMap: an access log replayed with --event-map is keyed by each line's
 // event key (Envoy's upstream cluster, "-" when null: the preset's default), so each series
 // stays in one partition, and --timestamps event stamps a record with its line's start_time;
