@@ -2,6 +2,7 @@ package event
 
 import (
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -138,7 +139,15 @@ func (d *Decoder) explainLabel() string {
 	what := ""
 	switch l.bad.why {
 	case labelBadName:
-		what = "not a Prometheus label name"
+		// key and __* follow Prometheus' syntax and are refused for another reason: say it.
+		switch name := string(l.buf[l.bad.name:l.bad.nameEnd]); {
+		case name == window.KeyLabel:
+			what = `reserved: the series' key is the event's "key" field`
+		case strings.HasPrefix(name, "__"):
+			what = "reserved: a name starting with __ is Prometheus' own"
+		default:
+			what = "not a Prometheus label name"
+		}
 	case labelTwice:
 		what = "given twice"
 	case labelTooMany:

@@ -403,15 +403,25 @@ func execError(err error) *apiError {
 	return &apiError{errExec, err}
 }
 
-// matchers reads match[] (none: every series).
-func (a *API) matchers(r *http.Request) ([][]*labels.Matcher, *apiError) {
+// errEmptyMatchSet is Prometheus' refusal of a match[] set that every series satisfies.
+var errEmptyMatchSet = errors.New("match[] must contain at least one non-empty matcher")
+
+// matchers reads match[] (none: every series). A set whose every matcher matches "" ({code=""},
+// {route=~".*"}) would list the whole store; Prometheus refuses it, and so does this, with its
+// words (ParseMetricSelectors does not check it, the query parser does).
+func (a *API) matchers(r *http.Request) ([][]*labels.Matcher, error) {
 	ms := r.Form["match[]"]
 	if len(ms) == 0 {
 		return [][]*labels.Matcher{nil}, nil
 	}
 	sets, err := a.parser.ParseMetricSelectors(ms)
 	if err != nil {
-		return nil, &apiError{errBadData, err}
+		return nil, err
+	}
+	for _, set := range sets {
+		if !slices.ContainsFunc(set, func(m *labels.Matcher) bool { return !m.Matches("") }) {
+			return nil, errEmptyMatchSet
+		}
 	}
 	return sets, nil
 }
@@ -439,9 +449,9 @@ func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.
 	if _, aerr := a.timeParam(r, "end", time.Time{}); aerr != nil {
 		return nil, nil, aerr
 	}
-	sets, aerr := a.matchers(r)
-	if aerr != nil {
-		return nil, nil, aerr
+	sets, err := a.matchers(r)
+	if err != nil {
+		return nil, nil, &apiError{errBadData, err}
 	}
 	limit, aerr := a.limit(r)
 	if aerr != nil {
@@ -488,9 +498,10 @@ func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
 	if len(r.Form["match[]"]) == 0 {
 		return nil, nil, &apiError{errBadData, errors.New("no match[] parameter provided")}
 	}
-	sets, aerr := a.matchers(r)
-	if aerr != nil {
-		return nil, nil, aerr
+	// Prometheus names the parameter here, not in the listings.
+	sets, err := a.matchers(r)
+	if err != nil {
+		return nil, nil, badParam("match[]", err)
 	}
 	limit, aerr := a.limit(r)
 	if aerr != nil {

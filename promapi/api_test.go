@@ -306,3 +306,35 @@ func testClassicBuckets(t *testing.T, d *demo, enginesOnly bool) {
 		t.Errorf("buckets of no slide metric (engine only: %v): %v %q %v", enginesOnly, v, warn, err)
 	}
 }
+
+// TestMatchSetsAsPrometheus: a match[] set of /api/v1/series, labels and label values that
+// every series would satisfy ({route=""}, {route=~".*"}) is refused as Prometheus refuses
+// it, rather than listing the whole store; and a match[] of /api/v1/series that does not
+// parse is named as the parameter, byte for byte Prometheus' answer.
+func TestMatchSetsAsPrometheus(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	srv := serveDemo(t, d, Config{})
+	empty := `{"status":"error","errorType":"bad_data","error":"match[] must contain at least one non-empty matcher"}`
+	for _, c := range []struct{ path, want string }{
+		{"/api/v1/series?match[]=" + url.QueryEscape(`{route=""}`), `{"status":"error","errorType":"bad_data","error":"invalid parameter \"match[]\": match[] must contain at least one non-empty matcher"}`},
+		{"/api/v1/series?match[]=latency_ms&match[]=" + url.QueryEscape(`{route=~".*"}`), `{"status":"error","errorType":"bad_data","error":"invalid parameter \"match[]\": match[] must contain at least one non-empty matcher"}`},
+		{"/api/v1/labels?match[]=" + url.QueryEscape(`{route=""}`), empty},
+		{"/api/v1/label/key/values?match[]=" + url.QueryEscape(`{route!="/pay"}`), empty},
+		{"/api/v1/series?match[]=" + url.QueryEscape(`latency_ms{`), `{"status":"error","errorType":"bad_data","error":"invalid parameter \"match[]\": 1:12: parse error: unexpected end of input inside braces"}`},
+	} {
+		res, err := http.Get(srv.URL + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); res.StatusCode != 400 || body != c.want {
+			t.Errorf("%s: %d %s, want 400 %s", c.path, res.StatusCode, body, c.want)
+		}
+	}
+	res, err := http.Get(srv.URL + "/api/v1/label/key/values?match[]=" + url.QueryEscape(`{route="/pay"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, res); body != `{"status":"success","data":["k0aa","k1aa"]}` {
+		t.Errorf("a set with a non-empty matcher: %s", body)
+	}
+}

@@ -67,6 +67,17 @@ func first(v map[string][]string, name string) string {
 // covered answers 503 unavailable, with "missing_partitions", when partitions are missing and the client did not
 // allow a partial answer, and reports whether the handler may go on.
 func (s *Server) covered(w http.ResponseWriter, c Cluster, missing []int32, allowPartial bool) bool {
+	return s.coveredOr(w, c, missing, allowPartial, unreachable)
+}
+
+// unreachable is covered's message: the owners of n partitions did not answer.
+func unreachable(n int) string {
+	return strconv.Itoa(n) + " partitions have no reachable, restored owner (an instance is down, hung or restoring); retry, or pass partial=allow for an answer over the others"
+}
+
+// coveredOr is covered with the message of the 503 said by why, for a read that is partial
+// for another reason than owners that do not answer (history, which does not fan out).
+func (s *Server) coveredOr(w http.ResponseWriter, c Cluster, missing []int32, allowPartial bool, why func(n int) string) bool {
 	if len(missing) == 0 {
 		return true
 	}
@@ -75,7 +86,7 @@ func (s *Server) covered(w http.ResponseWriter, c Cluster, missing []int32, allo
 		return true
 	}
 	bp := bufPool.Get().(*[]byte)
-	b := httperr.AppendOpen((*bp)[:0], httperr.Unavailable, "", strconv.Itoa(len(missing))+" partitions have no reachable, restored owner (an instance is down, hung or restoring); retry, or pass partial=allow for an answer over the others")
+	b := httperr.AppendOpen((*bp)[:0], httperr.Unavailable, "", why(len(missing)))
 	b = append(b, ',')
 	b = appendMissing(b, missing)
 	b = append(b, "}}\n"...)

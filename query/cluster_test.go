@@ -226,12 +226,17 @@ func TestClusterRangeIsFlagged(t *testing.T) {
 	var body struct {
 		Error struct {
 			Code    string
+			Message string
 			Missing []int32 `json:"missing_partitions"`
 		}
 	}
 	if err := json.Unmarshal(b, &body); err != nil || code != 503 || body.Error.Code != string(httperr.Unavailable) ||
 		!reflect.DeepEqual(body.Error.Missing, f.Remote()) {
 		t.Fatalf("GET %s: %d %s, want 503 unavailable naming partitions [1 3]", path, code, b)
+	}
+	// Every instance is up: the message says why history is partial, not that one is down.
+	if want := "/v1/range reads this instance's own history only (history does not fan out across instances yet), and 2 partitions are held by other instances: pass partial=allow for the history of the partitions here"; body.Error.Message != want {
+		t.Errorf("GET %s: message %q, want %q", path, body.Error.Message, want)
 	}
 	var flagged struct {
 		Partial bool

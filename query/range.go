@@ -57,7 +57,7 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	var missing []int32
 	if c := s.cluster(); c != nil {
 		missing = c.Remote()
-		if !s.covered(w, c, missing, allowPartial) {
+		if !s.coveredOr(w, c, missing, allowPartial, notFannedOut) {
 			return
 		}
 	}
@@ -91,6 +91,13 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	w.Header()["Content-Length"] = []string{strconv.Itoa(len(b))}
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
+}
+
+// notFannedOut is the 503 of /v1/range on an instance holding some partitions: every
+// instance may be up, so it must not read as an outage.
+func notFannedOut(n int) string {
+	return "/v1/range reads this instance's own history only (history does not fan out across instances yet), and " +
+		strconv.Itoa(n) + " partitions are held by other instances: pass partial=allow for the history of the partitions here"
 }
 
 // appendRange writes the /v1/range answer:

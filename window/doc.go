@@ -212,8 +212,8 @@
 // from before tiers, restores the ring with its tiers empty); another format version is
 // ErrSnapshotVersion, anything malformed
 // ErrSnapshotCorrupt. A snapshot comes from a topic anyone allowed to write to it can fill,
-// so its series are admitted as events are (issue #25): a key or metric failing ValidName
-// (ErrSnapshotName) or over SnapshotLimits.MaxNameLen (ErrSnapshotNameLength), a ring or
+// so its series are admitted as events are (issue #25): a metric failing ValidName or a key
+// and labels failing CheckSeries (ErrSnapshotName) or over SnapshotLimits.MaxNameLen (ErrSnapshotNameLength), a ring or
 // slot ahead of now by more than the store's skew (ErrSnapshotFuture), a series listed
 // twice (ErrSnapshotDuplicate) each refuse the whole snapshot. The stream is decoded in
 // pieces: a 64 KiB read buffer, one slot's bins (at most 32 MiB), and the last 4 MiB,

@@ -189,6 +189,13 @@ func TestSnapshotAdmission(t *testing.T) {
 		{"20 KB key", snap(now, strings.Repeat("k", 20<<10), "latency_ms"), now, ErrSnapshotNameLength},
 		{"257-byte metric", snap(now, "k", strings.Repeat("m", 257)), now, ErrSnapshotNameLength},
 		{"256-byte key", snap(now, strings.Repeat("k", 256), "latency_ms"), now, nil},
+		{"labelled series", snap(now, "k\xffcode=200\xffroute=/pay", "latency_ms"), now, nil},
+		{"16 labels of 256-byte values", snap(now, sixteenLabels(strings.Repeat("k", 256)), "latency_ms"), now, nil},
+		{"labels out of order", snap(now, "k\xffroute=/pay\xffcode=200", "latency_ms"), now, ErrSnapshotName},
+		{"label named key", snap(now, "k\xffkey=x", "latency_ms"), now, ErrSnapshotName},
+		{"label value with a newline", snap(now, "k\xffcode=2\n00", "latency_ms"), now, ErrSnapshotName},
+		{"label without =", snap(now, "k\xffcode", "latency_ms"), now, ErrSnapshotName},
+		{"257-byte key with a label", snap(now, strings.Repeat("k", 257)+"\xffcode=200", "latency_ms"), now, ErrSnapshotNameLength},
 		{"every series twice", doubled(snap(now, "k", "latency_ms")), now, ErrSnapshotDuplicate},
 		{"a wider skew's ring", wideData, now + 60_000, ErrSnapshotShape},
 	} {
@@ -209,6 +216,18 @@ func TestSnapshotAdmission(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sixteenLabels is key with MaxLabels labels of MaxLabelValueLen-byte values: the longest
+// series string the doors admit with short label names.
+func sixteenLabels(key string) string {
+	b := []byte(key)
+	for i := range MaxLabels {
+		b = append(b, LabelSep)
+		b = append(b, fmt.Sprintf("l%02d=", i)...)
+		b = append(b, strings.Repeat("v", MaxLabelValueLen)...)
+	}
+	return string(b)
 }
 
 // TestSnapshotBeyondCapIsCounted: of a snapshot holding more series than MaxSeries, the

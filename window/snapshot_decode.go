@@ -20,7 +20,8 @@ import (
 // them (or ErrSnapshotCorrupt, ErrSnapshotVersion, ErrSnapshotShape), so a caller can
 // count why a snapshot was not used; the store is then unchanged.
 var (
-	// ErrSnapshotName: a series' key or metric fails ValidName, the rule of every door.
+	// ErrSnapshotName: a series' metric fails ValidName, the rule of every door, or its key
+	// is no series string AppendSeries writes of a valid key and labels (CheckSeries).
 	ErrSnapshotName = errors.New("window: snapshot series with a key or metric no door admits")
 	// ErrSnapshotNameLength: a series' key or metric is longer than SnapshotLimits.MaxNameLen.
 	ErrSnapshotNameLength = errors.New("window: snapshot series with a key or metric over the length limit")
@@ -331,11 +332,13 @@ func (l *snapLoad) tail() {
 // decoder's own error is a corrupt snapshot.
 func (l *snapLoad) series() error {
 	d := &l.d
-	metric, err := l.name("metric")
+	metric, err := l.name("metric", l.lim.MaxNameLen)
 	if err != nil {
 		return err
 	}
-	key, err := l.name("key")
+	// The key is a series string: the key, then its labels 0xFF-separated (a byte ValidName
+	// refuses): room for MaxLabels labels of MaxLabelValueLen-byte values, names as long as keys.
+	key, err := l.name("key", l.lim.MaxNameLen+MaxLabels*(2+l.lim.MaxNameLen+MaxLabelValueLen))
 	if err != nil {
 		return err
 	}
@@ -448,13 +451,14 @@ func (l *snapLoad) slots(metric, key string, n uint64, keep bool, into []SlotSta
 	return into
 }
 
-// name reads a key or metric, held to the door's rules: at most MaxNameLen bytes (checked
-// before they are read) and ValidName.
-func (l *snapLoad) name(what string) (string, error) {
+// name reads a metric, or a key as its series string, held to the door's rules: at most max
+// bytes (checked before they are read), a metric ValidName, a key and its labels as
+// AppendSeries writes them (CheckSeries) with the key at most MaxNameLen bytes.
+func (l *snapLoad) name(what string, max int) (string, error) {
 	d := &l.d
 	n := d.uvarint(what)
-	if d.err == nil && n > uint64(l.lim.MaxNameLen) && n <= uint64(d.size-d.pos()) {
-		return "", fmt.Errorf("%w: a %s of %d bytes, at most %d", ErrSnapshotNameLength, what, n, l.lim.MaxNameLen)
+	if d.err == nil && n > uint64(max) && n <= uint64(d.size-d.pos()) {
+		return "", fmt.Errorf("%w: a %s of %d bytes, at most %d", ErrSnapshotNameLength, what, n, max)
 	}
 	b := d.bytes(what, n)
 	switch {
@@ -463,10 +467,20 @@ func (l *snapLoad) name(what string) (string, error) {
 	case n == 0:
 		d.fail("empty %s", what)
 		return "", nil
-	case !ValidNameBytes(b):
-		return "", fmt.Errorf("%w: %s %+q", ErrSnapshotName, what, clipName(string(b)))
+	case what != "key":
+		if !ValidNameBytes(b) {
+			return "", fmt.Errorf("%w: %s %+q", ErrSnapshotName, what, clipName(string(b)))
+		}
+		return string(b), nil
 	}
-	return string(b), nil
+	s := string(b)
+	if k := SeriesKeyOf(s); len(k) > l.lim.MaxNameLen {
+		return "", fmt.Errorf("%w: a key of %d bytes, at most %d", ErrSnapshotNameLength, len(k), l.lim.MaxNameLen)
+	}
+	if CheckSeries(s, l.lim.MaxNameLen) != nil {
+		return "", fmt.Errorf("%w: %s %+q", ErrSnapshotName, what, clipName(s))
+	}
+	return s, nil
 }
 
 // resolve finishes the staged series with the shape table: each slot's index, the ring's

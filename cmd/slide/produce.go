@@ -84,10 +84,10 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	case c.eventMap != "" && c.file == "":
 		return flagErrorf(fs, "event-map", "keys the lines of --file: give --file")
 	}
-	var lineKey func(line []byte) (key string, ts int64, ok bool)
+	var lk lineKeyer
 	if c.file != "" {
 		var err error
-		if lineKey, err = produceKeyer(c.eventMap); err != nil {
+		if lk, err = produceKeyer(c.eventMap); err != nil {
 			return usagef(fs, "%v", err)
 		}
 	}
@@ -126,7 +126,7 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 		return produceOTLP(ctx, c, p, s)
 	}
 	if g == nil {
-		return produceFile(ctx, c, p, s, lineKey)
+		return produceFile(ctx, c, p, s, lk)
 	}
 	return produceGenerated(ctx, c, g, p, s)
 }
@@ -175,39 +175,55 @@ func produceGenerated(ctx context.Context, c produceConfig, g *ingest.DemoGen, p
 // largest record (message.max.bytes), which one event is far below.
 const maxProduceLine = 1 << 20
 
+// lineKeyer keys the lines of --file.
+type lineKeyer struct {
+	// key is a line's event key and time, or the reason its first event is refused.
+	key func(line []byte) (key string, ts int64, r event.Reason)
+	// explain says why key refused line (the decoder's detail), for the first such line.
+	explain func(line []byte) string
+}
+
 // produceKeyer returns what keys a line of --file: its event's key and time by slide's JSON,
-// or by the event map spec names (the first of its metrics that the line gives); ok false for
-// a line they refuse.
-func produceKeyer(spec string) (func(line []byte) (string, int64, bool), error) {
+// or by the event map spec names (the first of its metrics that the line gives).
+func produceKeyer(spec string) (lineKeyer, error) {
 	if spec == "" {
 		dec, err := event.NewDecoder(event.Config{})
 		if err != nil {
-			return nil, err
+			return lineKeyer{}, err
 		}
-		return func(line []byte) (string, int64, bool) {
+		return lineKeyer{func(line []byte) (string, int64, event.Reason) {
 			ev, reason := dec.Decode(line, 0)
-			return ev.Key, ev.TS, reason == event.ReasonNone
-		}, nil
+			// ev.Key is the store's series string (key and labels): the record's key is the key.
+			return window.SeriesKeyOf(ev.Key), ev.TS, reason
+		}, dec.Explain}, nil
 	}
 	m, err := loadEventMap(spec)
 	if err != nil {
-		return nil, err
+		return lineKeyer{}, err
 	}
 	md, err := event.NewMapDecoder(m, event.Config{})
 	if err != nil {
-		return nil, fmt.Errorf("--event-map: %w", err)
+		return lineKeyer{}, fmt.Errorf("--event-map: %w", err)
 	}
-	return func(line []byte) (key string, ts int64, ok bool) {
+	return lineKeyer{func(line []byte) (key string, ts int64, first event.Reason) {
+		first = event.ReasonInvalidJSON // no event at all
+		seen, ok := false, false
 		md.DecodeLines(line, 0, func(_ []byte, ev window.Event, r event.Reason) {
+			if !seen {
+				first, seen = r, true
+			}
 			if !ok && r == event.ReasonNone {
 				key, ts, ok = window.SeriesKeyOf(ev.Key), ev.TS, true
 			}
 		})
-		return key, ts, ok
-	}, nil
+		if ok {
+			return key, ts, event.ReasonNone
+		}
+		return "", 0, first
+	}, md.Explain}, nil
 }
 
-func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s stdio, lineKey func([]byte) (string, int64, bool)) error {
+func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s stdio, lk lineKeyer) error {
 	var in io.Reader = s.in
 	name := "stdin"
 	if c.file != "-" {
@@ -221,6 +237,8 @@ func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 	r := bufio.NewReaderSize(in, maxProduceLine)
 	start := time.Now()
 	var records, undecodable, lines, nonBlank int64
+	var firstBad string          // "line N: why" of the first line refused
+	var firstReason event.Reason // and its reason
 	var readErr error
 	for ctx.Err() == nil {
 		slice, err := r.ReadSlice('\n') // a line longer than the buffer is refused, not buffered
@@ -234,13 +252,16 @@ func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 			nonBlank++
 			var key []byte
 			var ts time.Time // zero: the time of sending
-			if k, evTS, ok := lineKey(line); ok {
+			if k, evTS, r := lk.key(line); r == event.ReasonNone {
 				key = []byte(k)
 				if c.timestamps == "event" && evTS != 0 {
 					ts = time.UnixMilli(evTS)
 				}
 			} else {
 				undecodable++ // sent anyway, unkeyed: the consumer counts and dead-letters it
+				if firstBad == "" {
+					firstBad, firstReason = fmt.Sprintf("line %d: %s", lines, lk.explain(line)), r
+				}
 			}
 			if err := p.SendAt(ctx, key, line, ts); err != nil {
 				readErr = err
@@ -265,11 +286,14 @@ func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 		st.Sent, produceBytes(st.Bytes), name, c.topic, c.brokers, elapsed.Round(time.Millisecond), float64(st.Sent)/elapsed.Seconds())
 	switch {
 	case undecodable > 0 && c.eventMap != "":
-		fmt.Fprintf(s.out, "; %d lines the event map refuses were sent unkeyed", undecodable)
+		fmt.Fprintf(s.out, "; %d lines the event map refuses were sent unkeyed (%s)", undecodable, firstBad)
+	case undecodable == nonBlank && (firstReason == event.ReasonMissingField || firstReason == event.ReasonInvalidJSON):
+		// Lines without slide's fields are likely another shape of JSON: say what reads them.
+		fmt.Fprintf(s.out, "; none of its %d lines is a slide event (%s): they were sent unkeyed (an access log? --event-map envoy, nginx or a map file keys them)", undecodable, firstBad)
 	case undecodable == nonBlank && undecodable > 0:
-		fmt.Fprintf(s.out, "; none of its %d lines is a slide event: they were sent unkeyed (an access log? --event-map envoy, nginx or a map file keys them)", undecodable)
+		fmt.Fprintf(s.out, "; none of its %d lines is a valid slide event (%s): they were sent unkeyed", undecodable, firstBad)
 	case undecodable > 0:
-		fmt.Fprintf(s.out, "; %d lines are not valid events and were sent unkeyed", undecodable)
+		fmt.Fprintf(s.out, "; %d lines are not valid events and were sent unkeyed (%s)", undecodable, firstBad)
 	}
 	fmt.Fprintln(s.out)
 	return produceResult(st, readErr, closeErr)

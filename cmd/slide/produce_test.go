@@ -109,7 +109,7 @@ not an event
 	if err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile(`^sent 4 records \(181 B\) from ` + regexp.QuoteMeta(path) + ` to replay on .* records/s; 1 lines are not valid events and were sent unkeyed\n$`)
+	re := regexp.MustCompile(`^sent 4 records \(181 B\) from ` + regexp.QuoteMeta(path) + ` to replay on .* records/s; 1 lines are not valid events and were sent unkeyed \(line 4: invalid JSON: .*\)\n$`)
 	if !re.MatchString(out.String()) {
 		t.Fatalf("output %q does not match %s", out.String(), re)
 	}
@@ -162,6 +162,32 @@ not an event
 	}
 }
 
+// TestProduceFileKeysLabelledEventsByKey: an event with labels is keyed by its key alone, as
+// the map path keys and as --key-partitioner murmur2 expects (every series of a key in the
+// key's partition), never by the store's series string with its separator bytes.
+func TestProduceFileKeysLabelledEventsByKey(t *testing.T) {
+	addr := startBroker(t)
+	lines := `{"key":"tenant-42","metric":"latency_ms","value":87.5,"labels":{"route":"/pay","code":"200"}}
+{"key":"tenant-42","metric":"latency_ms","value":12,"labels":{"route":"/refund"}}
+{"key":"tenant-42","metric":"latency_ms","value":3}
+`
+	var out bytes.Buffer
+	err := cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "labelled", "--file", "-"},
+		stdio{strings.NewReader(lines), &out, &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := topicRecords(t, addr, "labelled")
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3 (%s)", len(recs), out.String())
+	}
+	for _, r := range recs {
+		if string(r.Key) != "tenant-42" {
+			t.Errorf("record %s: key %q, want \"tenant-42\"", r.Value, r.Key)
+		}
+	}
+}
+
 // TestProduceFileEventMap: an access log replayed with --event-map is keyed by each line's
 // event key (Envoy's upstream cluster, "-" when null: the preset's default), so each series
 // stays in one partition, and --timestamps event stamps a record with its line's start_time;
@@ -180,7 +206,7 @@ func TestProduceFileEventMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(out.String(), "sent 9 records") || !strings.HasSuffix(out.String(), "; 1 lines the event map refuses were sent unkeyed\n") {
+	if !strings.HasPrefix(out.String(), "sent 9 records") || !strings.HasSuffix(out.String(), `; 1 lines the event map refuses were sent unkeyed (line 9: no field "duration"; no field "bytes_sent")`+"\n") {
 		t.Fatalf("output %q", out.String())
 	}
 	for _, r := range topicRecords(t, addr, "envoy") {
@@ -207,8 +233,16 @@ func TestProduceFileEventMap(t *testing.T) {
 	out.Reset()
 	err = cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "raw", "--file", "-"},
 		stdio{strings.NewReader(string(log)), &out, &bytes.Buffer{}})
-	if err != nil || !strings.Contains(out.String(), "none of its 8 lines is a slide event: they were sent unkeyed (an access log? --event-map envoy, nginx or a map file keys them)") {
+	if err != nil || !strings.Contains(out.String(), `none of its 8 lines is a slide event (line 1: no field "key"): they were sent unkeyed (an access log? --event-map envoy, nginx or a map file keys them)`) {
 		t.Fatalf("without the map: %v, %q", err, out.String())
+	}
+	// Slide events that the decoder refuses are no access log: the first one's refusal says why.
+	out.Reset()
+	bad := `{"key":"t-1","metric":"m","value":1,"labels":{"Bad-Name":"x"}}` + "\n" + `{"key":"t-1","metric":"m","value":2,"labels":{"Bad-Name":"y"}}` + "\n"
+	err = cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "raw", "--file", "-"},
+		stdio{strings.NewReader(bad), &out, &bytes.Buffer{}})
+	if want := `; none of its 2 lines is a valid slide event (line 1: label "Bad-Name": not a Prometheus label name): they were sent unkeyed` + "\n"; err != nil || !strings.HasSuffix(out.String(), want) {
+		t.Fatalf("slide events refused: %v, %q, want the suffix %q", err, out.String(), want)
 	}
 	if err := cmdProduce(context.Background(), []string{"--brokers", addr, "--event-map", "envoy"}, stdio{strings.NewReader(""), &out, &bytes.Buffer{}}); !errors.Is(err, errUsage) {
 		t.Errorf("--event-map without --file: %v, want a usage error", err)

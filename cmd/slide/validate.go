@@ -65,7 +65,7 @@ func sketchProblem(err error) error {
 			msg = strings.TrimPrefix(rest[len(q):], ": ")
 		}
 	}
-	return &sketchError{msg + "; want ddsketch[:ACCURACY] or hdr[:SIGFIGS:LOWEST:HIGHEST]", err}
+	return &sketchError{msg + "; want ddsketch[:ACCURACY], hdr[:SIGFIGS:LOWEST:HIGHEST] or native[:SCHEMA]", err}
 }
 
 type sketchError struct {
