@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -335,6 +336,20 @@ func TestGroupByTooFew(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// When no group has as many rows as the count window, the error says so of the groups: it
+// said "4 rows, window size 3", the file's rows, which are enough.
+func TestGroupByAllTooFew(t *testing.T) {
+	p := writeTemp(t, "g.csv", []byte("g,v\na,1\nb,2\na,3\nb,4\nc,5\n"))
+	_, err := runAllFile(t, Job{Size: 3, GroupBy: "g"}, p)
+	if !errors.Is(err, ErrTooFewRows) {
+		t.Fatalf("err %v, want ErrTooFewRows", err)
+	}
+	want := `fewer rows than the window size: no group has 3 rows (3 groups; the largest, "a", has 2)`
+	if err.Error() != want {
+		t.Fatalf("err %q\nwant %q", err, want)
 	}
 }
 
