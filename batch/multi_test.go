@@ -353,6 +353,26 @@ func TestGroupByAllTooFew(t *testing.T) {
 	}
 }
 
+// A first data row that cannot be read is reported as itself, not as "no data row to look at"
+// when the value column is guessed from it (the file has rows; the first is broken).
+func TestFirstRowBadNamed(t *testing.T) {
+	in := "ts,amount\n1000,\"1\n2000,2\n"
+	p := writeTemp(t, "bad.csv", []byte(in))
+	want := `row 0 (line 2): malformed row: unterminated quoted field`
+	for name, j := range map[string]Job{"fast": {Size: 1}, "row by row": {Size: 1, Aggs: []string{AggSum, AggMax}}} {
+		if _, err := runAllFile(t, j, p); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
+	}
+	if _, err := (Job{Size: 1}).RunAll(context.Background(), strings.NewReader(in), "-", nil); err == nil || err.Error() != want {
+		t.Errorf("stream: %v, want %q", err, want)
+	}
+	_, err := runAllFile(t, Job{Size: 1, SkipBad: true}, p)
+	if !errors.Is(err, ErrColumn) || !strings.Contains(err.Error(), "the first data row is bad (row 0 (line 2): malformed row") {
+		t.Errorf("--skip-bad: %v, want a column error naming the bad first row", err)
+	}
+}
+
 // --skip-bad counts every bad row by reason, and the windows are those of the good rows.
 func TestSkipBadCountsReasons(t *testing.T) {
 	good := "ts,amount\n1000,1\n2000,2\n3000,3\n4000,4\n5000,5\n"

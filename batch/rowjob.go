@@ -30,7 +30,7 @@ func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) 
 	valCol := j.Column
 	if valCol == "" && !j.countOnly() {
 		var err error
-		if valCol, err = j.detectColumn(cols, src.FirstRow()); err != nil {
+		if valCol, err = j.detectColumn(src); err != nil {
 			return Report{}, err
 		}
 	}
