@@ -172,11 +172,16 @@ type timeAgg struct {
 	q       float64 // the quantile of StatQuantile
 }
 
+// timeRing0 is a time window's first ring size (a power of two): grow doubles it as the window
+// fills. Small, since --group-by makes one ring per group and aggregate, and a group of a few
+// rows must not cost 16 KiB (1024 rows did).
+const timeRing0 = 8
+
 func newTimeAgg(st window.Stat, span int64, ix sketch.Indexer) *timeAgg {
 	a := &timeAgg{kind: st.Kind, span: span, q: st.Q,
-		ts: make([]int64, 1024), vals: make([]float64, 1024)}
+		ts: make([]int64, timeRing0), vals: make([]float64, timeRing0)}
 	if a.kind == window.StatQuantile {
-		a.rb, a.keys = newRankBins(ix), make([]int32, 1024)
+		a.rb, a.keys = newRankBins(ix), make([]int32, timeRing0)
 	}
 	a.mn = *window.NewMinDeque()
 	return a

@@ -497,7 +497,30 @@ func (j Job) valueColumn(rd Reader) (string, error) {
 	if j.Column != "" {
 		return j.Column, nil
 	}
-	return guessColumn(rd.Columns(), rd.FirstRow(), j.TimeColumn)
+	return j.pickColumn(rd, j.TimeColumn)
+}
+
+// firstRowErrer is a reader that peeked at the first data row and could not read it.
+type firstRowErrer interface{ firstRowErr() error }
+
+// pickColumn is guessColumn over src's first row. A first row that could not be read is not
+// "no data row": without SkipBad the job stops at it anyway, so its error (row, line, what is
+// wrong) is the answer; with SkipBad the column cannot be guessed from it, and the error says
+// why.
+func (j Job) pickColumn(src interface {
+	Columns() []string
+	FirstRow() [][]byte
+}, skip ...string) (string, error) {
+	first := src.FirstRow()
+	if fe, ok := src.(firstRowErrer); ok && first == nil {
+		if err := fe.firstRowErr(); err != nil {
+			if j.SkipBad {
+				return "", fmt.Errorf("%w: the first data row is bad (%w); set the column", ErrColumn, err)
+			}
+			return "", err
+		}
+	}
+	return guessColumn(src.Columns(), first, skip...)
 }
 
 // guessColumn is the value column of a job without Column: the only column whose value in the

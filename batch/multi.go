@@ -246,8 +246,8 @@ func (j Job) runFast(ctx context.Context, f *os.File) (Report, error) {
 
 // detectColumn is valueColumn over a row source: the only numeric column of the first row that
 // is neither the time, group nor id column.
-func (j Job) detectColumn(cols []string, first [][]byte) (string, error) {
-	return guessColumn(cols, first, j.TimeColumn, j.GroupBy, j.IDColumn)
+func (j Job) detectColumn(src rowSource) (string, error) {
+	return j.pickColumn(src, j.TimeColumn, j.GroupBy, j.IDColumn)
 }
 
 // genFixedSum is the count-window sum/avg of the row-by-row path: fixed point (see fixedSpec)

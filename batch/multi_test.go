@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -335,6 +336,40 @@ func TestGroupByTooFew(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// When no group has as many rows as the count window, the error says so of the groups: it
+// said "4 rows, window size 3", the file's rows, which are enough.
+func TestGroupByAllTooFew(t *testing.T) {
+	p := writeTemp(t, "g.csv", []byte("g,v\na,1\nb,2\na,3\nb,4\nc,5\n"))
+	_, err := runAllFile(t, Job{Size: 3, GroupBy: "g"}, p)
+	if !errors.Is(err, ErrTooFewRows) {
+		t.Fatalf("err %v, want ErrTooFewRows", err)
+	}
+	want := `fewer rows than the window size: no group has 3 rows (3 groups; the largest, "a", has 2)`
+	if err.Error() != want {
+		t.Fatalf("err %q\nwant %q", err, want)
+	}
+}
+
+// A first data row that cannot be read is reported as itself, not as "no data row to look at"
+// when the value column is guessed from it (the file has rows; the first is broken).
+func TestFirstRowBadNamed(t *testing.T) {
+	in := "ts,amount\n1000,\"1\n2000,2\n"
+	p := writeTemp(t, "bad.csv", []byte(in))
+	want := `row 0 (line 2): malformed row: unterminated quoted field`
+	for name, j := range map[string]Job{"fast": {Size: 1}, "row by row": {Size: 1, Aggs: []string{AggSum, AggMax}}} {
+		if _, err := runAllFile(t, j, p); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
+	}
+	if _, err := (Job{Size: 1}).RunAll(context.Background(), strings.NewReader(in), "-", nil); err == nil || err.Error() != want {
+		t.Errorf("stream: %v, want %q", err, want)
+	}
+	_, err := runAllFile(t, Job{Size: 1, SkipBad: true}, p)
+	if !errors.Is(err, ErrColumn) || !strings.Contains(err.Error(), "the first data row is bad (row 0 (line 2): malformed row") {
+		t.Errorf("--skip-bad: %v, want a column error naming the bad first row", err)
 	}
 }
 

@@ -417,7 +417,7 @@ func (j Job) runParquetFast(ctx context.Context, src *parquetRows, series func(S
 	}
 	col := j.Column
 	if col == "" {
-		if col, err = j.detectColumn(src.Columns(), src.FirstRow()); err != nil {
+		if col, err = j.detectColumn(src); err != nil {
 			return Report{}, false, nil
 		}
 	}

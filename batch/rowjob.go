@@ -30,7 +30,7 @@ func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) 
 	valCol := j.Column
 	if valCol == "" && !j.countOnly() {
 		var err error
-		if valCol, err = j.detectColumn(cols, src.FirstRow()); err != nil {
+		if valCol, err = j.detectColumn(src); err != nil {
 			return Report{}, err
 		}
 	}
@@ -361,6 +361,17 @@ func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) 
 			}
 			rep.Results = append(rep.Results, res)
 		}
+	}
+	if !anyFound && j.GroupBy != "" {
+		// The file's rows are not the count that fell short: each group's are.
+		big := all[0]
+		for _, g := range all {
+			if g.local > big.local {
+				big = g
+			}
+		}
+		return rep, fmt.Errorf("%w: no group has %d rows (%d groups; the largest, %q, has %d)",
+			ErrTooFewRows, j.Size, len(all), big.name, big.local)
 	}
 	if !anyFound {
 		return rep, fmt.Errorf("%w: %d rows, window size %d", ErrTooFewRows, rep.N, j.Size)

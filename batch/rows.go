@@ -247,3 +247,19 @@ func (d *ndjsonRows) Next() ([][]byte, int64, error) {
 		return d.out, at, nil
 	}
 }
+
+// firstRowErr is the error of the first data row, read ahead by newCSVRows, if it was bad.
+func (c *csvRows) firstRowErr() error {
+	if _, ok := c.pendErr.(*RowError); ok && c.pend {
+		return c.pendErr
+	}
+	return nil
+}
+
+// firstRowErr is the error of the first data row, read ahead by newCSVReader, if it was bad.
+func (c *CSVReader) firstRowErr() error {
+	if c.first == nil {
+		return c.err
+	}
+	return nil
+}

@@ -137,7 +137,8 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 			return fmt.Errorf("%s: %w (set --column)", path, err)
 		case errors.As(err, &rowErr) || errors.Is(err, batch.ErrMissingColumn) ||
 			errors.Is(err, batch.ErrParquet) || errors.Is(err, batch.ErrCompressed) ||
-			errors.Is(err, batch.ErrLineTooLong) || errors.Is(err, batch.ErrHeaderTooLarge):
+			errors.Is(err, batch.ErrLineTooLong) || errors.Is(err, batch.ErrHeaderTooLarge) ||
+			errors.Is(err, batch.ErrNoRows) || errors.Is(err, batch.ErrTooFewRows):
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		return err
