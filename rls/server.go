@@ -287,13 +287,14 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			m.synthetic, m.pending = true, true // decided below, after the limiter
 		case l.banned:
 			m.synthetic = true
-			reset := untilReset(now, l.window)
-			m.d = limiter.Decision{RetryAfter: reset, ResetAfter: reset, Window: l.window, Policy: l.label}
+			reset, w := l.period.at(now, l.window)
+			m.d = limiter.Decision{RetryAfter: reset, ResetAfter: reset, Window: w, Policy: l.label}
 		case (l.policy != "" || m.override) && m.cost > l.quota:
 			// envoyproxy/ratelimit answers such a request over limit; the limiter
 			// would refuse it as an error, so it is decided here, without charging.
 			m.synthetic = true
-			m.d = limiter.Decision{Limit: l.quota, Window: l.window, RetryAfter: l.window, ResetAfter: l.window, Policy: l.label}
+			reset, w := l.period.at(now, l.window)
+			m.d = limiter.Decision{Limit: l.quota, Window: w, RetryAfter: reset, ResetAfter: reset, Policy: l.label}
 		case l.policy != "" && !m.override:
 			sc.checks = append(sc.checks, limiter.Charge{Policy: l.policy, Key: m.key, Cost: m.cost})
 		}
