@@ -129,7 +129,9 @@
 // quota_mode is, or when every quota_mode one is. response_headers_to_add
 // carries the draft-10 RateLimit-Policy and RateLimit lists of every decided
 // descriptor and, when the request is over its limit, Retry-After (whole
-// seconds, rounded up); Envoy forwards them to the client. A response's
+// seconds, rounded up): when it would pass, once its descriptors not in
+// quota_mode free and, if every quota_mode one is over, the first of those
+// frees. Envoy forwards them to the client. A response's
 // current_limit and header values may be shared with other responses (a
 // limit reuses the headers it built last while their numbers repeat, as a hot
 // key's denials do for a second at a time): a caller of Server.ShouldRateLimit

@@ -361,6 +361,9 @@ func untilReset(now time.Time, w time.Duration) time.Duration {
 func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *pb.RateLimitResponse {
 	resp := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(sc.matched))}
 	overRate, quotaTotal, quotaOver := 0, 0, 0
+	// When the request would pass: its rate denials' longest RetryAfter and, only when
+	// every quota_mode descriptor is over, the shortest of theirs.
+	var rateRetry, quotaRetry time.Duration
 	sc.all = sc.all[:0]
 	main := -1    // index in sc.all of the request's deciding decision
 	onlyIdx := -1 // the limit.idx of the one decided descriptor (-1: an override)
@@ -417,9 +420,13 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 		if l.quotaMode {
 			quotaTotal++
 			if !d.Allowed {
+				if quotaOver == 0 || d.RetryAfter < quotaRetry {
+					quotaRetry = d.RetryAfter
+				}
 				quotaOver++
 			}
 		} else if !d.Allowed {
+			rateRetry = max(rateRetry, d.RetryAfter)
 			overRate++
 		}
 		sc.all = append(sc.all, *d)
@@ -438,6 +445,14 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 	if main >= 0 {
 		md := sc.all[main]
 		md.Allowed = resp.OverallCode == pb.RateLimitResponse_OK
+		if !md.Allowed {
+			// Not the worst denial's: a quota_mode one beside one that is not over
+			// holds nothing back.
+			md.RetryAfter = rateRetry
+			if quotaTotal > 0 && quotaTotal == quotaOver {
+				md.RetryAfter = max(md.RetryAfter, quotaRetry)
+			}
+		}
 		if len(sc.all) > 1 {
 			onlyIdx = -1
 		}
