@@ -24,6 +24,10 @@ type Decision struct {
 	// Remaining is the cost that could still be admitted at once after this
 	// decision (never negative).
 	Remaining int64
+	// Used is, for a count or sum usage rule, the usage its window holds (rounded down),
+	// which events recorded apart from admission can take past Limit; Remaining, never
+	// negative, cannot tell that. 0 for a policy: its usage is Limit − Remaining.
+	Used int64
 	// RetryAfter is, for a denied request, how long until the same request
 	// (same cost) would be admitted if nothing else happened; 0 when allowed.
 	RetryAfter time.Duration

@@ -88,9 +88,10 @@ func LoadPlans(path string) (*Plans, error) {
 var planFields = []string{"limit", "capacity", "refill_per_second", "leak_per_second", "max", "levels"}
 
 // ParsePlans parses a plans file (see Plans). Every problem is reported, each as a
-// *PlanError "file:line: problem": unknown fields, a negative or non-numeric number, a plan
-// or key given twice, a key or glob naming a plan that is not listed. Whether the policy
-// and rule names exist is Service.SetPlans's question.
+// *PlanError "file:line: problem": unknown fields, a negative or non-numeric number, a
+// limit, capacity or rate of 0 (no policy takes one, and 0 in PlanLimits keeps the
+// policy's own), a plan or key given twice, a key or glob naming a plan that is not
+// listed. Whether the policy and rule names exist is Service.SetPlans's question.
 func ParsePlans(data []byte, source string) (*Plans, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -273,6 +274,15 @@ func parsePlan(n *yaml.Node, plan string, at func(*yaml.Node) string, bad func(*
 				continue
 			case num < 0:
 				bad(x, "plan %q: %q: %s %v is negative", plan, ClipName(k.Value), f.Value, num)
+				continue
+			case num == 0 && f.Value != "max":
+				// A zero field means "the policy's own" in PlanLimits, so a 0 written
+				// here would silently give the policy's number, never "none".
+				least := "be at least 1"
+				if strings.HasSuffix(f.Value, "_per_second") {
+					least = "be above 0"
+				}
+				bad(x, "plan %q: %q: %s 0: must %s (leave it out to keep the policy's own)", plan, ClipName(k.Value), f.Value, least)
 				continue
 			}
 			whole := func() int64 {

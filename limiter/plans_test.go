@@ -91,6 +91,12 @@ func TestPlansErrors(t *testing.T) {
 		{"glob to nothing listed", "plans:\n  free: {daily-requests: {limit: 1}}\nkeys:\n  \"t-*\": gold\n", []string{`plans.yaml:4: glob "t-*" names plan "gold", which is not listed under plans: (free)`}},
 		{"unknown field", "plans:\n  free: {daily-requests: {limt: 1}}\n", []string{`plans.yaml:2: plan "free": "daily-requests": unknown field "limt"`}},
 		{"not yaml", "plans: [\n", []string{"plans.yaml:1: not YAML"}},
+		// 0 was read as "not given" and the policy's own number applied: a plan meant to
+		// block (limit: 0) admitted the policy's 100 a day.
+		{"zero limit", "plans:\n  blocked: {daily-requests: {limit: 0}}\n", []string{`plans.yaml:2: plan "blocked": "daily-requests": limit 0: must be at least 1 (leave it out to keep the policy's own)`}},
+		{"zero rate", "plans:\n  blocked:\n    burst: {capacity: 0, refill_per_second: 0}\n", []string{
+			`plans.yaml:3: plan "blocked": "burst": capacity 0: must be at least 1`,
+			`plans.yaml:3: plan "blocked": "burst": refill_per_second 0: must be above 0`}},
 	} {
 		_, err := ParsePlans([]byte(c.yaml), "plans.yaml")
 		for _, w := range c.want {

@@ -14,7 +14,7 @@ type Quota struct {
 	Key       string
 	Plan      string // the key's plan, "" for none
 	Limit     int64
-	Used      int64 // Limit − Remaining
+	Used      int64 // Limit − Remaining, or a usage rule's usage, which can pass Limit
 	Remaining int64
 	// Reset is when the key's quota is whole again; for a fixed window with nothing
 	// used, the end of the current window (a calendar period's local boundary).
@@ -57,7 +57,7 @@ func (s *Service) Quota(ctx context.Context, policy, key string, now time.Time) 
 		return Quota{}, err
 	}
 	q := Quota{Policy: policy, Key: key, Plan: d.Plan, Limit: d.Limit, Remaining: d.Remaining}
-	q.Used = max(q.Limit-q.Remaining, 0)
+	q.Used = max(q.Limit-q.Remaining, d.Used, 0)
 	p, _, isPolicy := s.EffectivePolicy(policy, key)
 	q.Reset = resetAt(&p, isPolicy, now, d)
 	var per []Decision
@@ -96,7 +96,7 @@ func (s *Service) Quota(ctx context.Context, policy, key string, now time.Time) 
 	}
 	for i := range per {
 		lq := LevelQuota{Level: keys[i], Limit: per[i].Limit, Remaining: per[i].Remaining}
-		lq.Used = max(lq.Limit-lq.Remaining, 0)
+		lq.Used = max(lq.Limit-lq.Remaining, per[i].Used, 0)
 		lq.Reset = resetAt(&p, isPolicy, now, per[i])
 		q.Levels = append(q.Levels, lq)
 	}

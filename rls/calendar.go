@@ -30,3 +30,25 @@ func (b *builder) timezone(n *yaml.Node) (*time.Location, bool) {
 	}
 	return loc, true
 }
+
+// period says where a limit's current window ends, for the answers decided without the
+// limiter (requests_per_unit 0, hits above the quota): envoyproxy/ratelimit resets them
+// with the window. The zero value is a window aligned to the Unix epoch.
+type period struct {
+	cal       limiter.Calendar // a calendar window: the zone's periods
+	loc       *time.Location
+	unaligned bool // not a fixed window: no window ends, so a full window is the answer
+}
+
+// at returns the time from now to the end of the window holding now, and that
+// window's length (a calendar period's own: 23 to 25 hours for a day across DST).
+func (p period) at(now time.Time, w time.Duration) (reset, length time.Duration) {
+	switch {
+	case p.cal != 0:
+		start, end := p.cal.Bounds(p.loc, now.UnixNano())
+		return time.Duration(end - now.UnixNano()), time.Duration(end - start)
+	case p.unaligned:
+		return w, w
+	}
+	return untilReset(now, w), w
+}

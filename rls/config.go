@@ -101,6 +101,7 @@ type limit struct {
 	quotaMode bool
 	shadow    bool
 	window    time.Duration
+	period    period // the window's periods, for answers the limiter does not give
 	current   *pb.RateLimitResponse_RateLimit
 	rules     []string // usage rule names, checked with the value of the descriptor's own entry
 }
@@ -513,7 +514,7 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 			return nil
 		}
 	}
-	l.current = currentLimit(l.name, uint32(rpu), l.window)
+	l.current, l.period = currentLimit(l.name, uint32(rpu), l.window), period{cal: cal, loc: loc}
 	if rpu == 0 {
 		l.banned = true // envoyproxy/ratelimit: every request is over the limit
 		return l
@@ -576,7 +577,7 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 	if !b.claim(p.Name, p.Source, rl) {
 		return nil
 	}
-	l.policy, l.quota = p.Name, p.Quota()
+	l.policy, l.quota, l.period.unaligned = p.Name, p.Quota(), p.Algorithm != limiter.FixedWindow
 	b.cfg.policies = append(b.cfg.policies, p)
 	return l
 }

@@ -118,7 +118,8 @@
 // ones of concurrent requests in one script call; each is charged even when another is over, as
 // in envoyproxy/ratelimit). The cost is the descriptor's hits_addend when set
 // (0 checks without charging), else the request's, else 1; a cost above the
-// quota is OVER_LIMIT without charging. Each status has its code,
+// quota is OVER_LIMIT without charging, until its window ends (for a window that is
+// not fixed, a window from now), as a requests_per_unit 0 one is. Each status has its code,
 // current_limit (requests_per_unit and the largest unit dividing the window,
 // with unit_multiplier when that is not 1: 2 per 90 s is 2 per SECOND × 90),
 // limit_remaining (MaxUint32 when unlimited) and duration_until_reset, the
@@ -128,7 +129,9 @@
 // quota_mode is, or when every quota_mode one is. response_headers_to_add
 // carries the draft-10 RateLimit-Policy and RateLimit lists of every decided
 // descriptor and, when the request is over its limit, Retry-After (whole
-// seconds, rounded up); Envoy forwards them to the client. A response's
+// seconds, rounded up): when it would pass, once its descriptors not in
+// quota_mode free and, if every quota_mode one is over, the first of those
+// frees. Envoy forwards them to the client. A response's
 // current_limit and header values may be shared with other responses (a
 // limit reuses the headers it built last while their numbers repeat, as a hot
 // key's denials do for a second at a time): a caller of Server.ShouldRateLimit

@@ -287,13 +287,14 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			m.synthetic, m.pending = true, true // decided below, after the limiter
 		case l.banned:
 			m.synthetic = true
-			reset := untilReset(now, l.window)
-			m.d = limiter.Decision{RetryAfter: reset, ResetAfter: reset, Window: l.window, Policy: l.label}
+			reset, w := l.period.at(now, l.window)
+			m.d = limiter.Decision{RetryAfter: reset, ResetAfter: reset, Window: w, Policy: l.label}
 		case (l.policy != "" || m.override) && m.cost > l.quota:
 			// envoyproxy/ratelimit answers such a request over limit; the limiter
 			// would refuse it as an error, so it is decided here, without charging.
 			m.synthetic = true
-			m.d = limiter.Decision{Limit: l.quota, Window: l.window, RetryAfter: l.window, ResetAfter: l.window, Policy: l.label}
+			reset, w := l.period.at(now, l.window)
+			m.d = limiter.Decision{Limit: l.quota, Window: w, RetryAfter: reset, ResetAfter: reset, Policy: l.label}
 		case l.policy != "" && !m.override:
 			sc.checks = append(sc.checks, limiter.Charge{Policy: l.policy, Key: m.key, Cost: m.cost})
 		}
@@ -360,6 +361,9 @@ func untilReset(now time.Time, w time.Duration) time.Duration {
 func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *pb.RateLimitResponse {
 	resp := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(sc.matched))}
 	overRate, quotaTotal, quotaOver := 0, 0, 0
+	// When the request would pass: its rate denials' longest RetryAfter and, only when
+	// every quota_mode descriptor is over, the shortest of theirs.
+	var rateRetry, quotaRetry time.Duration
 	sc.all = sc.all[:0]
 	main := -1    // index in sc.all of the request's deciding decision
 	onlyIdx := -1 // the limit.idx of the one decided descriptor (-1: an override)
@@ -416,9 +420,13 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 		if l.quotaMode {
 			quotaTotal++
 			if !d.Allowed {
+				if quotaOver == 0 || d.RetryAfter < quotaRetry {
+					quotaRetry = d.RetryAfter
+				}
 				quotaOver++
 			}
 		} else if !d.Allowed {
+			rateRetry = max(rateRetry, d.RetryAfter)
 			overRate++
 		}
 		sc.all = append(sc.all, *d)
@@ -437,6 +445,14 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 	if main >= 0 {
 		md := sc.all[main]
 		md.Allowed = resp.OverallCode == pb.RateLimitResponse_OK
+		if !md.Allowed {
+			// Not the worst denial's: a quota_mode one beside one that is not over
+			// holds nothing back.
+			md.RetryAfter = rateRetry
+			if quotaTotal > 0 && quotaTotal == quotaOver {
+				md.RetryAfter = max(md.RetryAfter, quotaRetry)
+			}
+		}
 		if len(sc.all) > 1 {
 			onlyIdx = -1
 		}

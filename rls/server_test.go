@@ -305,6 +305,49 @@ func TestResponseHeaders(t *testing.T) {
 	}
 }
 
+// A request over its limit is told to retry when it would pass: when its rate
+// descriptors free and, if every quota_mode descriptor is over, the first of those
+// frees. A quota_mode descriptor over its hourly limit beside one that is not said
+// Retry-After 3600 to a request that only a per-second limit held back.
+func TestRetryAfterWithQuotaMode(t *testing.T) {
+	cfg, err := rls.Parse([]byte(`domain: q
+descriptors:
+  - key: qa
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: qb
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: qc
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: rate
+    rate_limit: {unit: second, requests_per_unit: 1}
+`), "q.yaml", rls.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, setup{cfg: cfg})
+	// t0 is 10:00:00.25: the second's window ends in 0.75 s, the minute's in 59.75 s,
+	// the hour's in 3599.75 s.
+	for _, c := range []struct {
+		name  string
+		descs [][]string
+		code  pb.RateLimitResponse_Code
+		retry string
+	}{
+		{"first", [][]string{desc("qa", "1"), desc("qb", "1"), desc("qc", "1"), desc("rate", "1")}, ok, ""},
+		{"rate over, one quota over", [][]string{desc("qa", "1"), desc("qb", "1"), desc("rate", "1")}, over, "1"},
+		{"every quota over: the first to free", [][]string{desc("qa", "1"), desc("qc", "1")}, over, "60"},
+		{"and rate over", [][]string{desc("qa", "1"), desc("qc", "1"), desc("rate", "1")}, over, "60"},
+	} {
+		resp := h.call(t, req("q", 0, c.descs...))
+		if resp.GetOverallCode() != c.code || header(resp, "retry-after") != c.retry {
+			t.Errorf("%s: %s, retry-after %q; want %s, %q", c.name, resp.GetOverallCode(), header(resp, "retry-after"), c.code, c.retry)
+		}
+	}
+}
+
 // TestResponseHeadersFollowEachDecision: a limit reuses the headers it built
 // last while the numbers stay the same (a hot key's denials), and builds new
 // ones as soon as the remaining units, the seconds to the reset or the key change.

@@ -351,8 +351,20 @@ func kafkaBackend(brokers []string, d *kafka.Dialer) *backend {
 }
 
 func redisBackend(conn redislimit.Conn, c goredis.UniversalClient) *backend {
-	return &backend{name: "redis", addr: conn.String(),
-		check: func(ctx context.Context) error { return c.Ping(ctx).Err() }}
+	check := func(ctx context.Context) error { return c.Ping(ctx).Err() }
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		// A keyless PING reaches one node at random: a dead master, whose slots'
+		// decisions fail, would show "ok" most of the time. Ask every master.
+		check = func(ctx context.Context) error {
+			return cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
+				if err := n.Ping(ctx).Err(); err != nil {
+					return fmt.Errorf("master %s: %w", n.Options().Addr, err)
+				}
+				return nil
+			})
+		}
+	}
+	return &backend{name: "redis", addr: conn.String(), check: check}
 }
 
 // connFlags are serve's connection flags: Kafka and Redis security, HTTPS. Kept apart

@@ -18,6 +18,7 @@ import (
 	"github.com/slide-metrics/slide/internal/proctest"
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/internal/tlstest"
+	"github.com/slide-metrics/slide/limiter/redislimit"
 	"github.com/slide-metrics/slide/query"
 )
 
@@ -487,5 +488,32 @@ func TestServeRedisTLS(t *testing.T) {
 				t.Errorf("want one line %q, got %d:\n%s", want, n, s.logs.String())
 			}
 		})
+	}
+}
+
+// A Redis Cluster's check asks every master: a keyless PING went to one node picked at
+// random, so /readyz said redis "ok" (two checks in three, with three masters) while the
+// decisions of a dead master's slots answered 503.
+func TestRedisClusterCheckAsksEveryMaster(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	conn := redislimit.Conn{Cluster: c.Addrs()[:1]}
+	client, err := redislimit.NewClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	b := redisBackend(conn, client)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.check(ctx); err != nil {
+		t.Fatalf("healthy cluster: %v", err)
+	}
+	dead := c.Nodes[2]
+	dead.Stop()
+	for i := 0; i < 12; i++ {
+		err := b.check(ctx)
+		if err == nil || !strings.Contains(err.Error(), dead.Addr) {
+			t.Fatalf("check %d with master %s stopped: %v, want an error naming it", i, dead.Addr, err)
+		}
 	}
 }

@@ -352,7 +352,7 @@ func (c *Checker) checkTarget(ctx context.Context, t target, now time.Time, boun
 	}
 	v := c.value(a, nowMs)
 	if c.rule.Agg.Kind == KindCount || c.rule.Agg.Kind == KindSum {
-		d.Remaining = remaining(bound, v)
+		d.Remaining, d.Used = remaining(bound, v), remaining(v, 0) // v rounded down, clamped as Remaining
 	}
 	if !(v > bound) {
 		return d, nil

@@ -261,16 +261,27 @@ func TestRuleLevelsQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []limiter.LevelQuota{{Level: "org-1", Limit: 1000, Used: 1000}, {Level: "org-1/team-a", Limit: 500, Used: 420, Remaining: 80},
+	// Used is what the window holds, past the limit too: the org's 1,120, not 1,000.
+	want := []limiter.LevelQuota{{Level: "org-1", Limit: 1000, Used: 1120}, {Level: "org-1/team-a", Limit: 500, Used: 420, Remaining: 80},
 		{Level: "org-1/team-a/user-7", Limit: 200, Used: 120, Remaining: 80}}
-	if q.Limit != 1000 || q.Remaining != 0 || len(q.Levels) != len(want) {
-		t.Fatalf("quota %+v; want the org's denial (limit 1000, none left) and three levels", q)
+	if q.Limit != 1000 || q.Used != 1120 || q.Remaining != 0 || len(q.Levels) != len(want) {
+		t.Fatalf("quota %+v; want the org's denial (limit 1000, 1120 used, none left) and three levels", q)
 	}
 	for i, w := range want {
 		g := q.Levels[i]
 		if g.Level != w.Level || g.Limit != w.Limit || g.Used != w.Used || g.Remaining != w.Remaining || !g.Reset.After(t0) {
 			t.Errorf("level %d: %+v, want %+v", i, g, w)
 		}
+	}
+	// A rule without levels, over by 51 of 50 (slide query quota said used 50).
+	flat := mustChecker(t, st, usage.Rule{Name: "tokens", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 50})
+	s, err = limiter.NewService(limiter.Config{Checkers: []limiter.Checker{flat}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observe(t, st, t0.Add(time.Minute), "cost", "trial-x", 51, 1)
+	if q, err := s.Quota(context.Background(), "tokens", "trial-x", t0.Add(2*time.Minute)); err != nil || q.Limit != 50 || q.Used != 51 || q.Remaining != 0 {
+		t.Errorf("quota %+v, %v; want limit 50, used 51, none left", q, err)
 	}
 }
 
