@@ -72,8 +72,8 @@ func (c *Cluster) localSet() (map[int32]bool, int32) {
 	return m, gen
 }
 
-// Remote lists the partitions of the topic this instance does not hold and serve, sorted
-// (query.Cluster): what its own store alone misses.
+// Remote lists the partitions of the topic this instance does not hold and serve, sorted:
+// what its own store alone misses (promapi.Config.Remote).
 func (c *Cluster) Remote() []int32 {
 	local, _ := c.localSet()
 	n := 0

@@ -203,7 +203,14 @@ func mergeSlots(a, b []window.SlotView, cur, n int64) []window.SlotView {
 // of theirs; only slots up to the one holding at are handed. fn returns false to stop.
 // missing lists the partitions no instance served; err is the selector's or ctx's.
 func (c *Cluster) VisitSlots(ctx context.Context, wall, at int64, metric string, ms []window.Matcher, fn func(series string, cur int64, slots []window.SlotView) bool) (missing []int32, err error) {
-	sel, err := window.CompileSelector("", ms)
+	return c.VisitSlotsKey(ctx, wall, at, metric, "", ms, fn)
+}
+
+// VisitSlotsKey is VisitSlots with the key parameter of the query API beside the matchers:
+// an exact key, a glob or "" (every key), which each owner applies as window.CompileSelector
+// does (query.Cluster: /v1/range's history of every partition).
+func (c *Cluster) VisitSlotsKey(ctx context.Context, wall, at int64, metric, key string, ms []window.Matcher, fn func(series string, cur int64, slots []window.SlotView) bool) (missing []int32, err error) {
+	sel, err := window.CompileSelector(key, ms)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +220,7 @@ func (c *Cluster) VisitSlots(ctx context.Context, wall, at int64, metric string,
 	local, gen := c.localSet()
 	remote := map[string]*slotSeries{}
 	n := int64(c.cfg.Store.RingConfig(metric).Slots)
-	r := request{op: opSlots, metric: metric, ms: ms, now: wall, at: at}
+	r := request{op: opSlots, metric: metric, key: key, ms: ms, now: wall, at: at}
 	missing = c.fanout(ctx, r, local, func(a *answer) {
 		for i := range a.slots {
 			s := &a.slots[i]

@@ -30,9 +30,12 @@ type Cluster interface {
 	// Keys lists the series of metric (all metrics when empty) whose key starts with
 	// prefix, sorted by metric then key, each once.
 	Keys(ctx context.Context, metric, prefix string) (ids []window.SeriesID, missing []int32, err error)
-	// Remote lists the partitions this instance does not hold and serve, sorted: what a
-	// read of its own store alone misses (GET /v1/range, which does not fan out).
-	Remote() []int32
+	// VisitSlotsKey calls fn for each series of metric that key (exact, a glob or "", on
+	// the key label) and the label matchers ms select, held by any instance, with its live
+	// slots at the instant at (at most wall, the clock's now) as window.Store.VisitSlots
+	// hands them, a series two instances hold merged slot by slot (GET /v1/range composes
+	// its history from them). fn returns false to stop.
+	VisitSlotsKey(ctx context.Context, wall, at int64, metric, key string, ms []window.Matcher, fn func(series string, cur int64, slots []window.SlotView) bool) (missing []int32, err error)
 	// Unavailable counts a read that could not cover every partition.
 	Unavailable(caller string)
 }
@@ -67,17 +70,6 @@ func first(v map[string][]string, name string) string {
 // covered answers 503 unavailable, with "missing_partitions", when partitions are missing and the client did not
 // allow a partial answer, and reports whether the handler may go on.
 func (s *Server) covered(w http.ResponseWriter, c Cluster, missing []int32, allowPartial bool) bool {
-	return s.coveredOr(w, c, missing, allowPartial, unreachable)
-}
-
-// unreachable is covered's message: the owners of n partitions did not answer.
-func unreachable(n int) string {
-	return strconv.Itoa(n) + " partitions have no reachable, restored owner (an instance is down, hung or restoring); retry, or pass partial=allow for an answer over the others"
-}
-
-// coveredOr is covered with the message of the 503 said by why, for a read that is partial
-// for another reason than owners that do not answer (history, which does not fan out).
-func (s *Server) coveredOr(w http.ResponseWriter, c Cluster, missing []int32, allowPartial bool, why func(n int) string) bool {
 	if len(missing) == 0 {
 		return true
 	}
@@ -86,13 +78,18 @@ func (s *Server) coveredOr(w http.ResponseWriter, c Cluster, missing []int32, al
 		return true
 	}
 	bp := bufPool.Get().(*[]byte)
-	b := httperr.AppendOpen((*bp)[:0], httperr.Unavailable, "", why(len(missing)))
+	b := httperr.AppendOpen((*bp)[:0], httperr.Unavailable, "", unreachable(len(missing)))
 	b = append(b, ',')
 	b = appendMissing(b, missing)
 	b = append(b, "}}\n"...)
 	httperr.Send(w, httperr.Unavailable, b)
 	putBuf(bp, b)
 	return false
+}
+
+// unreachable is covered's message: the owners of n partitions did not answer.
+func unreachable(n int) string {
+	return strconv.Itoa(n) + " partitions have no reachable, restored owner (an instance is down, hung or restoring); retry, or pass partial=allow for an answer over the others"
 }
 
 // appendMissing writes "missing_partitions":[...].

@@ -110,8 +110,19 @@ func (f *fakeCluster) Keys(_ context.Context, metric, prefix string) ([]window.S
 
 func (f *fakeCluster) Unavailable(string) { f.unavail.Add(1) }
 
-// Remote: the fake's peer holds partitions 1 and 3.
-func (f *fakeCluster) Remote() []int32 { return []int32{1, 3} }
+// VisitSlotsKey hands the server's own series, then the peer's: a series lives on one of
+// them, as it lives in one partition.
+func (f *fakeCluster) VisitSlotsKey(_ context.Context, _, at int64, metric, key string, ms []window.Matcher, fn func(string, int64, []window.SlotView) bool) ([]int32, error) {
+	f.calls.Add(1)
+	sel, err := window.CompileSelector(key, ms)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range []*window.Store{f.local, f.remote} {
+		s.VisitSlots(at, metric, sel, nil, fn)
+	}
+	return f.missing, nil
+}
 
 // clusterEnv is a server whose store holds the even keys, a peer with the odd ones, and a
 // reference server whose store holds them all.
@@ -217,10 +228,28 @@ func TestClusterMissingPartitions(t *testing.T) {
 	}
 }
 
-// History does not fan out: on an instance holding only some partitions /v1/range is a 503
-// naming the others, or with partial=allow this instance's own history flagged partial.
-func TestClusterRangeIsFlagged(t *testing.T) {
-	e, _, f := clusterEnv(t)
+// History fans out: /v1/range through the cluster answers what one instance holding every
+// series answers, byte for byte; partitions no instance served are a 503 naming them, or
+// with partial=allow the answer flagged partial.
+func TestClusterRangeEqualsOneInstance(t *testing.T) {
+	e, ref, f := clusterEnv(t)
+	for _, path := range []string{
+		"/v1/range?metric=latency_ms&key=tenant-*&window=1m&step=10s",
+		"/v1/range?metric=latency_ms&key=tenant-3&q=0.5,0.99",
+		"/v1/range?metric=latency_ms&key=tenant-1*&window=5m&step=1m",
+		"/v1/range?metric=latency_ms&key=nobody",
+	} {
+		before := f.calls.Load()
+		code, got, _ := e.do("GET", path, nil)
+		wantCode, want, _ := ref.do("GET", path, nil)
+		if code != wantCode || string(got) != string(want) {
+			t.Errorf("GET %s:\n cluster %d %s\n one     %d %s", path, code, got, wantCode, want)
+		}
+		if f.calls.Load() == before {
+			t.Errorf("GET %s: the cluster was not asked", path)
+		}
+	}
+	f.missing = []int32{1, 3}
 	path := "/v1/range?metric=latency_ms&key=tenant-*&window=1m&step=10s"
 	code, b, _ := e.do("GET", path, nil)
 	var body struct {
@@ -231,12 +260,8 @@ func TestClusterRangeIsFlagged(t *testing.T) {
 		}
 	}
 	if err := json.Unmarshal(b, &body); err != nil || code != 503 || body.Error.Code != string(httperr.Unavailable) ||
-		!reflect.DeepEqual(body.Error.Missing, f.Remote()) {
+		!reflect.DeepEqual(body.Error.Missing, f.missing) || !strings.Contains(body.Error.Message, "no reachable, restored owner") {
 		t.Fatalf("GET %s: %d %s, want 503 unavailable naming partitions [1 3]", path, code, b)
-	}
-	// Every instance is up: the message says why history is partial, not that one is down.
-	if want := "/v1/range reads this instance's own history only (history does not fan out across instances yet), and 2 partitions are held by other instances: pass partial=allow for the history of the partitions here"; body.Error.Message != want {
-		t.Errorf("GET %s: message %q, want %q", path, body.Error.Message, want)
 	}
 	var flagged struct {
 		Partial bool
@@ -244,15 +269,16 @@ func TestClusterRangeIsFlagged(t *testing.T) {
 		Points  []struct{ Count uint64 }
 	}
 	e.getJSON(path+"&partial=allow", 200, &flagged)
-	if !flagged.Partial || !reflect.DeepEqual(flagged.Missing, f.Remote()) || len(flagged.Points) == 0 {
-		t.Fatalf("GET %s&partial=allow: %+v, want this instance's points flagged partial with [1 3]", path, flagged)
+	if !flagged.Partial || !reflect.DeepEqual(flagged.Missing, f.missing) || len(flagged.Points) == 0 {
+		t.Fatalf("GET %s&partial=allow: %+v, want the points flagged partial with [1 3]", path, flagged)
 	}
-	// Holding every partition, the answer is whole and unflagged.
-	f.isLocal = true
+	// Holding every partition, the server reads its own store: no call, and a whole answer.
+	f.isLocal, f.missing = true, nil
+	before := f.calls.Load()
 	var whole map[string]any
 	e.getJSON(path, 200, &whole)
-	if _, ok := whole["partial"]; ok {
-		t.Errorf("local range flagged partial: %v", whole)
+	if _, ok := whole["partial"]; ok || f.calls.Load() != before {
+		t.Errorf("local range flagged partial or asked the cluster: %v", whole)
 	}
 }
 
@@ -297,6 +323,10 @@ func TestClusterLabelledReadsEqualOneInstance(t *testing.T) {
 		"/v1/top?metric=requests&by=max&k=5&match=route%3D%22%2Fpay%22&q=0.5",
 		"/v1/top?metric=requests&by=count&key=tenant-2",
 		"/v1/series?metric=requests&limit=7&match=code%3D%22503%22",
+		"/v1/range?metric=requests&key=tenant-3&window=1m&step=30s&q=0.5",
+		"/v1/range?metric=requests&match=code%3D~%225..%22&window=1m&step=10s&q=0.5,0.99",
+		"/v1/range?metric=requests&key=tenant-*&by=route,code&window=30s&step=30s&q=0.9",
+		"/v1/range?metric=requests&by=service",
 	} {
 		code, got, _ := e.do("GET", path, nil)
 		wantCode, want, _ := ref.do("GET", path, nil)

@@ -98,7 +98,11 @@
 // rounds down and its to down to a tier slot boundary; a tier's newest slot ends where the
 // finer slots begin), so its count, sum, min and max are exact over its [from, to) and
 // points there are a tier slot apart at least (window's range_tiers.go states the rule).
-// A point is kept when its window, ending where it ends, lies within span.
+// A point is kept when its window, ending where it ends, lies within span. An instance
+// holding only some partitions composes the same points from every owner's slots of the
+// selected series (Cluster.VisitSlotsKey, window.RangeSlots); tiers do not travel, so there
+// a span past the retention answers the retention with a "warnings" entry, and a window past
+// it is refused.
 //
 //	{"metric":"latency_ms","key":"tenant-42","window":"1m","step":"10s","from":..,"to":..,
 //	 "series":1,"points":[{"from":..,"to":..,"count":..,"sum":..,"avg":..,"min":..,"max":..,
@@ -145,9 +149,9 @@
 // # Several instances
 //
 // With Config.Cluster set and this instance not holding every partition of the topic
-// (Cluster.Local false), /v1/window, /v1/top, /v1/series and /v1/metrics read through the
-// cluster: this instance's series merged with the partial aggregates of the partitions'
-// owners, equal to one instance holding them all. A match= or by= read of /v1/window asks
+// (Cluster.Local false), /v1/window, /v1/range, /v1/top, /v1/series and /v1/metrics read
+// through the cluster: this instance's series merged with the partial aggregates of the
+// partitions' owners (for /v1/range, their slots), equal to one instance holding them all. A match= or by= read of /v1/window asks
 // each owner for its groups (Cluster.MergeGroups: one partial per group, the matchers sent
 // along) and merges them group by group; /v1/top with match= filters the owners'
 // per-series partials with the selector here. When some partitions have no reachable,

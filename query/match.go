@@ -145,8 +145,9 @@ func groupValues(series string, by []string) []string {
 // appendAbsentBy appends a "warnings" entry for each by= label that no group has: a name no
 // selected series carries (by=service where the service is the key) groups every series into
 // one group without it, as PromQL's sum by does, silently there; here the answer says so and
-// where the names are. labelsOf is group i's labels.
-func appendAbsentBy(b []byte, metric string, by []string, n int, labelsOf func(i int) []window.Label) []byte {
+// where the names are. labelsOf is group i's labels. more are further warnings of the read,
+// written after those (one "warnings" member holds them all).
+func appendAbsentBy(b []byte, metric string, by []string, n int, labelsOf func(i int) []window.Label, more ...string) []byte {
 	first := true
 	for _, name := range by {
 		found := false
@@ -167,6 +168,15 @@ func appendAbsentBy(b []byte, metric string, by []string, n int, labelsOf func(i
 			hint += ", and by=key groups by the series' key"
 		}
 		b = jsonenc.AppendString(b, hint)
+	}
+	for _, m := range more {
+		if first {
+			b = append(b, `,"warnings":[`...)
+		} else {
+			b = append(b, ',')
+		}
+		first = false
+		b = jsonenc.AppendString(b, m)
 	}
 	if !first {
 		b = append(b, ']')

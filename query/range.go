@@ -19,6 +19,13 @@ import (
 // retention is what /v1/window answered when that slot was current; older points come from
 // the tiers, rounded to their slots (window.Ring.ReadRange states the rule); rate_per_s
 // divides by the part of the point's span elapsed now.
+//
+// An instance holding only some partitions reads every partition's slots through the
+// cluster (Cluster.VisitSlotsKey: its own and its peers', merged slot by slot, as PromQL
+// reads them) and composes them as one store holding them all would (window.RangeSlots).
+// Tiers do not travel between instances, so there the history covers the ring's own slots:
+// a window past the retention is refused, and a span past it answers the retention with a
+// warning saying so. Partitions no instance served are a 503, or flagged with partial=allow.
 func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	v, metric, sl, allowPartial, err := seriesParams(r.URL.RawQuery, "metric", "key", "match", "by", "window", "step", "span", "q", "partial")
 	if err != nil {
@@ -51,27 +58,53 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	// History does not fan out (yet): an instance holding only some partitions answers
-	// from its own rings, which is partial, so it says so (503, or flagged with
-	// partial=allow), as every other read does when it cannot cover every partition.
-	var missing []int32
-	if c := s.cluster(); c != nil {
-		missing = c.Remote()
-		if !s.coveredOr(w, c, missing, allowPartial, notFannedOut) {
-			return
-		}
-	}
 	now := s.now()
 	var points []window.Agg
 	var groups []window.RangeGroup
-	sc := s.scan(r)
-	if sl.by != nil {
-		groups, err = s.store.ReadRangeGroups(now, metric, sl.sel, sl.by, win, step, qs, sc.stop)
+	var missing []int32
+	var warnings []string
+	if c := s.cluster(); c != nil {
+		if ret := rc.Retention(); win > ret {
+			s.writeErr(w, r, badParam("window", "%s reaches past the retention %s into the tiers, which are not read across instances: on an instance holding only some partitions a range window is at most %s",
+				window.FormatDuration(win), window.FormatDuration(ret), window.FormatDuration(ret)))
+			return
+		}
+		var rs *window.RangeSlots
+		if rs, err = window.NewRangeSlots(rc, now, win, step, qs, sl.by); err == nil {
+			var addErr error
+			missing, err = c.VisitSlotsKey(r.Context(), now, now, metric, sl.key, sl.ms, func(series string, _ int64, slots []window.SlotView) bool {
+				addErr = rs.Add(series, slots)
+				return addErr == nil
+			})
+			if err == nil && !s.covered(w, c, missing, allowPartial) {
+				return
+			}
+			if err == nil {
+				groups, err = rs.Read() // addErr, if any, is Read's ErrTooManyGroups
+			}
+		}
+		if err == nil && sl.by == nil {
+			points, groups = groups[0].Points, nil
+		}
+		if ret := rc.Retention(); span > ret {
+			warnings = append(warnings, "span "+window.FormatDuration(span)+" reaches past the retention "+window.FormatDuration(ret)+
+				" into the tiers, which are not read across instances: this instance holds only some partitions, so the points cover the last "+
+				window.FormatDuration(ret)+" (ask an instance holding every partition for the tiers)")
+			span = ret
+		}
+		if r.Context().Err() != nil {
+			return // the client is gone, or the read stopped early: its answer is partial
+		}
 	} else {
-		points, err = s.store.ReadRangeSelected(now, metric, sl.sel, win, step, qs, sc.stop)
-	}
-	if sc.gone() {
-		return // the client is gone (or the server's write timeout passed): nobody reads an answer
+		sc := s.scan(r)
+		if sl.by != nil {
+			groups, err = s.store.ReadRangeGroups(now, metric, sl.sel, sl.by, win, step, qs, sc.stop)
+		} else {
+			points, err = s.store.ReadRangeSelected(now, metric, sl.sel, win, step, qs, sc.stop)
+		}
+		if sc.gone() {
+			return // the client is gone (or the server's write timeout passed): nobody reads an answer
+		}
 	}
 	if err != nil {
 		s.writeReadErr(w, r, err, metric, sl)
@@ -82,7 +115,7 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 		groups[i].Points = withinSpan(groups[i].Points, win, span)
 	}
 	bp := bufPool.Get().(*[]byte)
-	b := appendRange((*bp)[:0], metric, sl, win, step, points, groups, now, qs)
+	b := appendRange((*bp)[:0], metric, sl, win, step, points, groups, now, qs, warnings)
 	if len(missing) > 0 {
 		b = append(appendPartialFlag(b[:len(b)-2], missing), "}\n"...) // before the closing brace
 	}
@@ -93,13 +126,6 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	putBuf(bp, b)
 }
 
-// notFannedOut is the 503 of /v1/range on an instance holding some partitions: every
-// instance may be up, so it must not read as an outage.
-func notFannedOut(n int) string {
-	return "/v1/range reads this instance's own history only (history does not fan out across instances yet), and " +
-		strconv.Itoa(n) + " partitions are held by other instances: pass partial=allow for the history of the partitions here"
-}
-
 // appendRange writes the /v1/range answer:
 //
 //	{"metric":..,"key":..,"window":"1m","step":"10s","from":..,"to":..,"series":n,
@@ -108,8 +134,9 @@ func notFannedOut(n int) string {
 //
 // from and to span every point; series is how many series were merged. "match" follows
 // "step" when given; a grouped read (by=) answers "by" and "groups" instead, each group
-// {"labels":{..},"from":..,"to":..,"series":n,"points":[..]}.
-func appendRange(b []byte, metric string, sl selection, win, step time.Duration, points []window.Agg, groups []window.RangeGroup, now int64, qs []float64) []byte {
+// {"labels":{..},"from":..,"to":..,"series":n,"points":[..]}. warnings, and those of by=
+// labels no group has, close the answer as "warnings":[..].
+func appendRange(b []byte, metric string, sl selection, win, step time.Duration, points []window.Agg, groups []window.RangeGroup, now int64, qs []float64, warnings []string) []byte {
 	b = appendHead(b, metric, `,"key":`, sl.key, win)
 	b = append(b, `,"step":`...)
 	b = jsonenc.AppendString(b, window.FormatDuration(step))
@@ -118,7 +145,7 @@ func appendRange(b []byte, metric string, sl selection, win, step time.Duration,
 	keys := kbuf.keysFor(qs) // once, not once a point
 	if sl.by == nil {
 		b = appendPoints(append(b, ','), points, now, qs, keys)
-		return append(b, "}\n"...)
+		return append(appendAbsentBy(b, metric, nil, 0, nil, warnings...), "}\n"...)
 	}
 	b = append(b, `,"groups":[`...)
 	for i, g := range groups {
@@ -130,7 +157,7 @@ func appendRange(b []byte, metric string, sl selection, win, step time.Duration,
 		b = append(b, '}')
 	}
 	b = append(b, ']')
-	b = appendAbsentBy(b, metric, sl.by, len(groups), func(i int) []window.Label { return groups[i].Labels })
+	b = appendAbsentBy(b, metric, sl.by, len(groups), func(i int) []window.Label { return groups[i].Labels }, warnings...)
 	return append(b, "}\n"...)
 }
 

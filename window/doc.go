@@ -85,6 +85,8 @@
 //     window) under the series' lock, so a histogram export copies buckets, not quantiles.
 //     VisitSlots hands it every live slot of the selected series instead (count, sum, min,
 //     max and the slot's bins as kept, packed or open): promapi's one sample per slot end.
+//     RangeSlots composes a range read from slots so handed, by the same code as
+//     ReadRangeSelected and ReadRangeGroups: a cluster member's history of every partition.
 //   - The window max is the max of the slot maxima, a scan of at most Slots values. A
 //     monotonic deque over slots would be O(1) amortized only for in-order data: an
 //     out-of-order event can raise an older slot's max, which a deque cannot absorb.

@@ -331,54 +331,90 @@ func (s *Store) ReadRangeGroups(now int64, metric string, sel *Selector, by []st
 		}
 	}
 	bins := len(qs) > 0 && !rc.NoSketch
-	limit := max(1, min(MaxGroups, maxRangeCells/nagg))
-	type rangeGroup struct {
-		values []string
-		aggs   []slotAgg
-		series int
-	}
-	index := map[string]int{}
-	var groups []*rangeGroup
-	var buf []byte
-	over := false
+	g := newRangeGroups(by, nagg)
 	s.eachSelected(metric, sel, stop, func(se *series) bool {
-		buf = appendGroupKey(buf[:0], by, se.key)
-		i, ok := index[string(buf)]
-		if !ok {
-			if len(groups) >= limit {
-				over = true
-				return false
-			}
-			k := string(buf)
-			i = len(groups)
-			index[k] = i
-			groups = append(groups, &rangeGroup{values: groupValues(k, len(by)), aggs: make([]slotAgg, nagg)})
+		rg := g.of(se.key)
+		if rg == nil {
+			return false
 		}
-		g := groups[i]
 		if cells != nil {
-			se.ring.mergeCells(cells, g.aggs, bins)
+			se.ring.mergeCells(cells, rg.aggs, bins)
 		} else {
-			se.ring.mergeSlots(now, cur, g.aggs)
+			se.ring.mergeSlots(now, cur, rg.aggs)
 		}
-		g.series++
+		rg.series++
 		return true
 	})
+	ix, _ := rc.Sketch.Indexer() // validated by NewStore
+	return g.compose(func(aggs []slotAgg, series int) []Agg {
+		if cells != nil {
+			return composeCells(cells, aggs, cur, width, w.Milliseconds(), step.Milliseconds(), ix, qs, series)
+		}
+		return compose(make([]Agg, 0, shp.p), aggs, cur, shp, ix, qs, series)
+	})
+}
+
+// rangeGroup is one group of a grouped range read while the series fold into it: its
+// by-values, one aggregate per slot (or cell), and how many series it holds.
+type rangeGroup struct {
+	values []string
+	aggs   []slotAgg
+	series int
+}
+
+// rangeGroups sorts the series of a grouped range read into their groups as ReadGroups
+// groups them, each holding n aggregates, at most limit groups (MaxGroups, and
+// maxRangeCells in all). An empty by is one group of every series: the ungrouped read.
+type rangeGroups struct {
+	by       []string
+	n, limit int
+	over     bool // a series fell in one group too many
+	index    map[string]int
+	groups   []*rangeGroup
+	buf      []byte
+}
+
+func newRangeGroups(by []string, n int) *rangeGroups {
+	return &rangeGroups{by: by, n: n, limit: max(1, min(MaxGroups, maxRangeCells/n)), index: map[string]int{}}
+}
+
+// of returns the group of series string series, made if new, or nil (and over set) when it
+// would be one group past the limit.
+func (g *rangeGroups) of(series string) *rangeGroup {
+	g.buf = appendGroupKey(g.buf[:0], g.by, series)
+	if i, ok := g.index[string(g.buf)]; ok {
+		return g.groups[i]
+	}
+	if len(g.groups) >= g.limit {
+		g.over = true
+		return nil
+	}
+	k := string(g.buf)
+	g.index[k] = len(g.groups)
+	rg := &rangeGroup{values: groupValues(k, len(g.by)), aggs: make([]slotAgg, g.n)}
+	g.groups = append(g.groups, rg)
+	return rg
+}
+
+func (g *rangeGroups) tooMany() error {
+	return fmt.Errorf("%w: more than %d by %s over %d slots", ErrTooManyGroups, g.limit, strings.Join(g.by, ","), g.n)
+}
+
+// compose returns the groups sorted by their values, each with the points points composes
+// from its aggregates; ErrTooManyGroups past the limit, ErrNotFound without a group. Each
+// group's aggregates are let go once composed, before the next group composes.
+func (g *rangeGroups) compose(points func(aggs []slotAgg, series int) []Agg) ([]RangeGroup, error) {
 	switch {
-	case over:
-		return nil, fmt.Errorf("%w: more than %d by %s over %d slots", ErrTooManyGroups, limit, strings.Join(by, ","), nagg)
-	case len(groups) == 0:
+	case g.over:
+		return nil, g.tooMany()
+	case len(g.groups) == 0:
 		return nil, ErrNotFound
 	}
-	slices.SortFunc(groups, func(a, b *rangeGroup) int { return slices.Compare(a.values, b.values) })
-	ix, _ := rc.Sketch.Indexer() // validated by NewStore
-	out := make([]RangeGroup, len(groups))
-	for i, g := range groups {
-		if cells != nil {
-			out[i] = RangeGroup{Labels: labelsOf(by, g.values), Points: composeCells(cells, g.aggs, cur, width, w.Milliseconds(), step.Milliseconds(), ix, qs, g.series)}
-		} else {
-			out[i] = RangeGroup{Labels: labelsOf(by, g.values), Points: compose(make([]Agg, 0, shp.p), g.aggs, cur, shp, ix, qs, g.series)}
-		}
-		groups[i] = nil // its slot bins can go before the next group composes
+	slices.SortFunc(g.groups, func(a, b *rangeGroup) int { return slices.Compare(a.values, b.values) })
+	out := make([]RangeGroup, len(g.groups))
+	for i, rg := range g.groups {
+		out[i] = RangeGroup{Labels: labelsOf(g.by, rg.values), Points: points(rg.aggs, rg.series)}
+		g.groups[i] = nil
 	}
 	return out, nil
 }

@@ -191,13 +191,18 @@ func (r *Ring) mergeSlots(now, cur int64, aggs []slotAgg) {
 		if s.count == 0 || s.idx != i || i < base || i > cur {
 			continue
 		}
-		a := &aggs[i-base]
-		a.add(s.count, s.sum, s.min, s.max)
-		if a.bins == nil {
-			a.bins = new(sketch.Bins)
-		}
-		s.bins.AddTo(a.bins)
+		aggs[i-base].addSlot(s.count, s.sum, s.min, s.max, s.bins)
 	}
+}
+
+// addSlot adds one slot of a series into a, its bins into a's own: the slot-by-slot merge of
+// several series (mergeSlots, RangeSlots).
+func (a *slotAgg) addSlot(count uint64, sum, mn, mx float64, bins sketch.Slot) {
+	a.add(count, sum, mn, mx)
+	if a.bins == nil {
+		a.bins = new(sketch.Bins)
+	}
+	bins.AddTo(a.bins)
 }
 
 // ReadRange returns the history of the ring at now: the windows of length w ending at the
