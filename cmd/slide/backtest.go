@@ -23,7 +23,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		policies, format, rings string
 		eventMap                string
 		plans                   string
-		slot                    time.Duration
+		slot, reorder           time.Duration
 		slots                   int
 		cfg                     backtest.Config
 	)
@@ -32,6 +32,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	fs.StringVar(&format, "format", "text", "output: text, or json (one object per policy)")
 	fs.IntVar(&cfg.TopKeys, "top", backtest.DefaultTopKeys, "how many of the most denied keys to list per policy")
 	fs.DurationVar(&cfg.Bucket, "bucket", backtest.DefaultBucket, "width of the denial timeline's buckets")
+	fs.DurationVar(&reorder, "reorder", 0, "replay a log out of time order by up to this much in time order (a log written as requests end, stamped with their start: Envoy's, nginx's), holding that much of it; 0: the log must be sorted")
 	windowVar(fs, &slot, "slot", window.DefaultSlot, "usage rules: slot width of every metric's ring (as slide serve --slot)")
 	fs.IntVar(&slots, "slots", window.DefaultSlots, "usage rules: slots per ring (as slide serve --slots)")
 	fs.StringVar(&rings, "rings", DefaultRings, "usage rules: per-metric rings METRIC=SLOT:SLOTS[:SKETCH][+SLOT:SLOTS...],... (as slide serve --rings)")
@@ -52,6 +53,8 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		return flagErrorf(fs, "format", "want text or json") // SLIDE_FORMAT=... when it came from there
 	case cfg.TopKeys < 0 || cfg.Bucket < time.Millisecond:
 		return usageErr("--top must be ≥ 0 and --bucket ≥ 1ms")
+	case reorder < 0:
+		return flagErrorf(fs, "reorder", "must not be negative")
 	}
 	read := backtest.ReadLog
 	spanFormat, err := spans.newFormat(limiter.MaxKeyLen)
@@ -111,15 +114,23 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 		in = f
 	}
 	n := 0
+	inOrder := backtest.NewReorder(reorder, func(r backtest.Request) error { return rp.Replay(ctx, r) })
 	err = read(in, func(r backtest.Request) error {
 		if n++; n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		return rp.Replay(ctx, r)
+		return inOrder.Add(r)
 	})
+	if err == nil {
+		err = inOrder.Flush()
+	}
 	if err != nil {
+		if errors.Is(err, backtest.ErrUnsorted) && reorder == 0 {
+			// An access log is written as requests end: nearly sorted, which --reorder takes.
+			err = fmt.Errorf("%w; a log written as requests end (Envoy's, nginx's) replays with --reorder as long as its slowest request, e.g. --reorder 1m", err)
+		}
 		if errors.Is(err, backtest.ErrLog) || errors.Is(err, backtest.ErrUnsorted) || errors.Is(err, backtest.ErrUnknownPolicy) {
 			return fmt.Errorf("%s: %w", path, err)
 		}

@@ -364,3 +364,41 @@ func envoyAccessLine(at time.Time, cluster string, code, ms int) string {
 	return fmt.Sprintf(`{"start_time":"%s","method":"GET","x-envoy-origin-path":"/","protocol":"HTTP/1.1","response_code":%d,"response_flags":"-","bytes_received":0,"bytes_sent":120,"duration":%d,"upstream_cluster":"%s","route_name":"r"}`,
 		at.UTC().Format("2006-01-02T15:04:05.000Z"), code, ms, cluster)
 }
+
+// TestBacktestReorder: Envoy writes a line when its request ends, stamped with its start, so
+// a slow request's line follows faster ones that started after it. Replayed as written the
+// log stops at that line with the flag that takes it; with --reorder as long as the slowest
+// request it replays as the same log sorted.
+func TestBacktestReorder(t *testing.T) {
+	pol := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(pol, []byte("policies:\n  - {name: per-upstream, algorithm: sliding_log, limit: 3, window: 60s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	type req struct{ start, ms int }
+	reqs := []req{{0, 4000}, {1000, 20}, {2000, 30}, {2500, 10}, {3000, 25}, {5000, 10}}
+	line := func(r req) string { return envoyAccessLine(t0.Add(time.Duration(r.start)*time.Millisecond), "pay", 200, r.ms) + "\n" }
+	var sorted, asLogged strings.Builder
+	for _, r := range reqs {
+		sorted.WriteString(line(r))
+	}
+	for _, i := range []int{1, 2, 3, 4, 0, 5} { // by end: the first request took 4 s
+		asLogged.WriteString(line(reqs[i]))
+	}
+	code, want, stderr := runBacktest(t, sorted.String(), "--policies", pol, "--event-map", "envoy", "--format", "json", "-")
+	if code != 0 || !strings.Contains(want, `"allowed":3,"denied":3`) {
+		t.Fatalf("sorted: exit %d, %s %s", code, want, stderr)
+	}
+	code, _, stderr = runBacktest(t, asLogged.String(), "--policies", pol, "--event-map", "envoy", "-")
+	if code != 1 || !strings.Contains(stderr, "line 5: request earlier than the previous one") || !strings.Contains(stderr, "--reorder") {
+		t.Errorf("as logged, not reordered: exit %d, %s; want line 5 refused and --reorder named", code, stderr)
+	}
+	code, got, stderr := runBacktest(t, asLogged.String(), "--policies", pol, "--event-map", "envoy", "--format", "json", "--reorder", "5s", "-")
+	if code != 0 || got != want {
+		t.Errorf("--reorder 5s: exit %d\n got %s\nwant %s\nstderr %s", code, got, want, stderr)
+	}
+	code, _, stderr = runBacktest(t, asLogged.String(), "--policies", pol, "--event-map", "envoy", "--reorder", "1s", "-")
+	if code != 1 || !strings.Contains(stderr, "line 5:") || !strings.Contains(stderr, "reorder window 1s") {
+		t.Errorf("--reorder 1s, shorter than the slowest request: exit %d, %s", code, stderr)
+	}
+}

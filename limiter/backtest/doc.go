@@ -19,7 +19,9 @@
 // readers, so a log line holds what ingest and POST /v1/events would take and no more (a ts
 // of "1764489600123", a key with a NUL or invalid UTF-8 are errors naming the line). The
 // log must be sorted by time (equal times are fine): an earlier request stops the
-// replay with ErrUnsorted naming its line, as slide batch does. Memory is O(keys held by
+// replay with ErrUnsorted naming its line, as slide batch does. A log out of order by a
+// bounded time (an access log written as requests end, stamped with their starts) goes
+// through Reorder first (slide backtest --reorder), which hands it on in time order. Memory is O(keys held by
 // the limiters, bounded by Config.MaxKeys, + distinct denied keys + timeline buckets).
 //
 // A log of another shape (an access log) is read through one of event's Formats instead
