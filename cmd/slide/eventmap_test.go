@@ -377,7 +377,9 @@ func TestBacktestReorder(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
 	type req struct{ start, ms int }
 	reqs := []req{{0, 4000}, {1000, 20}, {2000, 30}, {2500, 10}, {3000, 25}, {5000, 10}}
-	line := func(r req) string { return envoyAccessLine(t0.Add(time.Duration(r.start)*time.Millisecond), "pay", 200, r.ms) + "\n" }
+	line := func(r req) string {
+		return envoyAccessLine(t0.Add(time.Duration(r.start)*time.Millisecond), "pay", 200, r.ms) + "\n"
+	}
 	var sorted, asLogged strings.Builder
 	for _, r := range reqs {
 		sorted.WriteString(line(r))
