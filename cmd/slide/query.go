@@ -29,7 +29,7 @@ Asks a running slide serve and prints a table (--json: the API's JSON as it came
 
   slide query window  --metric latency_ms --key tenant-42 [--window 5m] [--q 0.5,0.95,0.99]
   slide query window  --metric latency_ms --match 'route="/pay"' --by code
-  slide query range   --metric latency_ms --key tenant-42 [--window 10s] [--step 10s] [--plot p95]
+  slide query range   --metric latency_ms --key tenant-42 [--window 10s] [--step 10s] [--span 5m] [--plot p95]
   slide query top     --metric latency_ms [--by p95] [--window 5m] [--k 10] [--key 'tenant-*']
   slide query series  [--metric latency_ms] [--prefix tenant-] [--match 'code=~"5.."'] [--limit 100] [--all]
   slide query metrics
@@ -87,12 +87,13 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 		metric, key := str("metric", "", "metric name (required)"), str("key", "", "series key, or a glob with '*' (required unless --match or --by)")
 		match, by := str("match", "", matchHelp), str("by", "", byHelp)
 		win, step := str("window", "", "window of each point (default: one slot)"), str("step", "", "time between points (default: one slot)")
+		span := str("span", "", "how far back the points reach (default: the retention, or the window when longer; a tiered ring's tiers reach further)")
 		q, plot := str("q", "0.5,0.95,0.99", "quantiles, fractions or pNN"), str("plot", "p95", "column the chart draws: count, sum, avg, max, rate or a quantile pNN")
 		run = func() error {
 			if *metric == "" || *key == "" && *match == "" && *by == "" {
 				return queryUsageErr(fs, s, "--metric and --key (or --match or --by) are required")
 			}
-			set(v, "metric", *metric, "key", *key, "match", *match, "by", *by, "window", *win, "step", *step, "q", *q)
+			set(v, "metric", *metric, "key", *key, "match", *match, "by", *by, "window", *win, "step", *step, "span", *span, "q", *q)
 			return c.rangeRead(ctx, v, *plot, s.out)
 		}
 	case "top":

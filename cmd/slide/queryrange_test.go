@@ -32,6 +32,11 @@ func TestQueryRangeTableAndChart(t *testing.T) {
 	if _, _, err := runQuery(t, "range", "--addr", addr, "--metric", "latency_ms"); err == nil {
 		t.Error("range without --key succeeded")
 	}
+	// --span reaches back less than the retention: the points of its last minute.
+	out, _, err = runQuery(t, "range", "--addr", addr, "--metric", "latency_ms", "--key", "tenant-1", "--span", "1m", "--json")
+	if err != nil || strings.Count(out, `"count":`) != 6 {
+		t.Errorf("--span 1m: %v, %d points, want the 6 of a minute:\n%s", err, strings.Count(out, `"count":`), out)
+	}
 	out, _, err = runQuery(t, "range", "--addr", addr, "--metric", "latency_ms", "--key", "tenant-*", "--window", "1m", "--step", "1m", "--json")
 	if err != nil || !strings.Contains(out, `"series":3`) || !strings.Contains(out, `"step":"1m"`) {
 		t.Errorf("json: %v %s", err, out)
