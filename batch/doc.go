@@ -14,9 +14,10 @@
 // int64 sum of K values) the job goes on with a compensated float64 sum (window.SumWindow)
 // seeded with the window so far; the switch depends on the values alone, so every reading mode
 // and format gives the same bits. Max and min use the block algorithm of window.MaxWindow (2K
-// values of memory, no branches on the data); quantiles keep the K values in sketch bins, adding
-// the newcomer and removing the leaver, with a cursor on the answer's bin (rankBins: the answer
-// of sketch.Bins.Quantile, found by moving from the last one, not by scanning every bin).
+// values of memory once full, no branches on the data); quantiles keep the K values in sketch
+// bins, adding the newcomer and removing the leaver, with a cursor on the answer's bin
+// (rankBins: the answer of sketch.Bins.Quantile, found by moving from the last one, not by
+// scanning every bin).
 //
 // A time window of span W (Job.Span) ending at row i covers the rows whose timestamp t satisfies
 // ts_i − W < t ≤ ts_i, among rows 0 … i: the article's (now − W, now] with now = the row's own
@@ -64,7 +65,10 @@
 // digits, null an empty field) from a file, and gzip or zstd streams detected by their magic
 // bytes (never by name alone). GroupBy partitions the rows by a column's text, as SQL's
 // PARTITION BY: each group has its own count or time windows and best window, in one pass,
-// memory O(groups × window); results come sorted by group, then in the order of Aggs. Several
+// memory O(groups × window) at most, and in fact what the groups' windows hold: every ring a
+// window keeps (its rows, values, bin keys, block maxima) starts at 8 rows and doubles up to K
+// (or to the rows of a time window), so a group of a few rows costs a few hundred bytes per
+// aggregate whatever K is. Results come sorted by group, then in the order of Aggs. Several
 // Aggs share the pass. count alone needs no value column. SkipBad counts bad rows by reason
 // (Report.Skipped) instead of stopping; a skipped row keeps its row index, so row numbers are
 // those of the file. Rows must be sorted by time for a time window across the whole file, not

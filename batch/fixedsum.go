@@ -20,11 +20,13 @@ var (
 
 // fixedSum is the count-window sum (or avg) in fixed point: a ring of the last k values as
 // integers and their exact sum. Adding the newcomer and subtracting the leaver is two integer
-// operations; the best window is tracked by comparing exact sums, so ties are real ties.
+// operations; the best window is tracked by comparing exact sums, so ties are real ties. The
+// ring grows from countRing0 values to k while the window fills (fill), so a group of a few
+// rows costs a few; once full (n == k) it is the fixed ring of the hot loops.
 type fixedSum struct {
 	fx         *fixedSpec
 	ring       []int64
-	i, n       int
+	i, n, k    int
 	s          int64
 	isMax, avg bool
 	found      bool
@@ -33,14 +35,28 @@ type fixedSum struct {
 }
 
 func newFixedSum(fx *fixedSpec, k int, isMax, avg bool) *fixedSum {
-	return &fixedSum{fx: fx, ring: make([]int64, k), isMax: isMax, avg: avg}
+	return &fixedSum{fx: fx, ring: make([]int64, min(k, countRing0)), k: k, isMax: isMax, avg: avg}
+}
+
+// fill pushes v into a window that is not full yet (n < k): nothing leaves, the values sit
+// at ring[:n] and i == n.
+func (f *fixedSum) fill(v int64) {
+	if f.n == len(f.ring) {
+		f.ring = growRing(f.ring, f.k)
+	}
+	f.ring[f.i] = v
+	f.s += v
+	if f.i++; f.i == f.k {
+		f.i = 0
+	}
+	f.n++
 }
 
 // value is the window value of sum s: RN(s / 10^F), divided by k for avg (as countSum does).
 func (f *fixedSum) value(s int64) float64 {
 	v := f.fx.toFloat(s)
 	if f.avg {
-		v /= float64(len(f.ring))
+		v /= float64(f.k)
 	}
 	return v
 }
@@ -48,15 +64,10 @@ func (f *fixedSum) value(s int64) float64 {
 // consume pushes vs (rows row0, row0+1, …) and, when series is not nil, writes the value of
 // every full window.
 func (f *fixedSum) consume(vs []int64, row0 int64, series *bufio.Writer, num *[]byte) error {
-	k := len(f.ring)
+	k := f.k
 	idx := 0
 	for f.n < k && idx < len(vs) { // filling: no window yet, nothing leaves
-		f.ring[f.i] = vs[idx]
-		f.s += vs[idx]
-		if f.i++; f.i == k {
-			f.i = 0
-		}
-		f.n++
+		f.fill(vs[idx])
 		idx++
 		if f.n == k {
 			if !f.found {
@@ -142,11 +153,11 @@ func (f *fixedSum) write(series *bufio.Writer, num *[]byte) error {
 // sumWindow returns a window.SumWindow holding the same values (oldest first), as the float64
 // values they were parsed from, for the float path to go on with.
 func (f *fixedSum) sumWindow() (*window.SumWindow, error) {
-	w, err := window.NewSumWindow(len(f.ring))
+	w, err := window.NewSumWindow(f.k)
 	if err != nil {
 		return nil, err
 	}
-	k := len(f.ring)
+	k := f.k
 	start := 0
 	if f.n == k {
 		start = f.i

@@ -106,7 +106,8 @@ type Job struct {
 	Aggs []string
 	// GroupBy partitions the rows by this column's text (SQL's PARTITION BY): every group has
 	// its own windows and best window, for count and time windows alike. Memory is
-	// O(groups × window).
+	// O(groups × window) at most: a group's windows grow with its rows, so a group of a few
+	// rows costs a few, whatever Size is.
 	GroupBy string
 	// IDColumn names a column (an order id) whose values name the first and last row of each
 	// best window in the result, beside their file lines.

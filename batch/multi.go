@@ -121,7 +121,8 @@ func (j Job) countOnly() bool {
 //
 // A plain job over an uncompressed CSV or NDJSON regular file takes Run's fast path, then
 // finds the two lines of its best window by a second scan of the mapped file up to the
-// window's end. Everything else, and every stream, goes row by row: memory O(groups × window).
+// window's end. Everything else, and every stream, goes row by row: memory O(groups × window)
+// at most (each group's windows grow with the rows they hold).
 // series, when not nil, receives every window (see SeriesRow), in input order.
 func (j Job) RunAll(ctx context.Context, r io.Reader, name string, series func(SeriesRow) error) (Report, error) {
 	if err := j.Validate(); err != nil {
@@ -267,12 +268,11 @@ func (a *genFixedSum) feed(vals []float64, ts []int64, out []float64, start, sts
 		if a.fs != nil {
 			if m, ok := a.fs.fx.toFixed(v); ok {
 				f := a.fs
-				f.s += m - f.ring[f.i]
-				f.ring[f.i] = m
-				if f.i++; f.i == len(f.ring) {
-					f.i = 0
+				if f.n == f.k {
+					f.push(m)
+				} else {
+					f.fill(m)
 				}
-				f.n = min(f.n+1, len(f.ring))
 				out[i] = f.value(f.s)
 				continue
 			}

@@ -58,20 +58,9 @@ func (j Job) runRows(ctx context.Context, src rowSource, series func(SeriesRow) 
 		fx = &s
 	}
 	newGroup := func(name string) (*groupState, error) {
+		// The ring of the window's rows grows as the group's rows come (push), up to K+1 rows
+		// for a count window: a group of a few rows must not cost K of them.
 		g := &groupState{name: name, best: make([]bestWin, len(aggs)), hasTS: timeCol != "", hasID: j.IDColumn != ""}
-		if j.Size > 0 { // the ring holds K rows: size it once
-			n := 16
-			for n < j.Size+1 {
-				n *= 2
-			}
-			g.meta = make([]rowLine, n)
-			if g.hasTS {
-				g.tss = make([]int64, n)
-			}
-			if g.hasID {
-				g.ids = make([]string, n)
-			}
-		}
 		for _, a := range aggs {
 			jj := j
 			jj.Agg = a

@@ -26,21 +26,40 @@ var ErrCountSize = errors.New("window: count window size must be at least 1")
 // any number of steps the sum agrees with a fresh sum of the window to a few ulps of the
 // largest partial sum, not n·ulps.
 //
-// Memory is k float64 values. The zero value is not usable: call NewSumWindow. A SumWindow is
-// not safe for concurrent use. Push allocates nothing.
+// Memory follows the values held: the buffer starts at 8 values and doubles as the window fills,
+// up to k float64 values once full (so a million windows of size 1000 that each saw one value
+// cost 8 values each, not 1000). The zero value is not usable: call NewSumWindow. A SumWindow
+// is not safe for concurrent use. Push allocates nothing once the window is full.
 type SumWindow struct {
-	buf  []float64 // the last k values, oldest at buf[i] once full
+	buf  []float64 // the last k values, oldest at buf[i] once full; shorter until then
 	i    int       // next write position
-	n    int       // values held, ≤ k
+	n    int       // values held, ≤ k; n == len(buf) only once full (the buffer grows first)
+	k    int       // window size
 	s, c float64   // sum = s + c
 }
+
+// countWindow0 is a count window's first buffer size, in values: --group-by makes a window per
+// group and aggregate, and a group of a few rows must not pay for k of them.
+const countWindow0 = 8
 
 // NewSumWindow returns a sliding sum over the k most recent values.
 func NewSumWindow(k int) (*SumWindow, error) {
 	if k < 1 {
 		return nil, ErrCountSize
 	}
-	return &SumWindow{buf: make([]float64, k)}, nil
+	return newSumWindow(k, min(k, countWindow0)), nil
+}
+
+// newSumWindow returns a window whose buffer starts at c values (c = k: never grows).
+func newSumWindow(k, c int) *SumWindow {
+	return &SumWindow{buf: make([]float64, c), k: k}
+}
+
+// growCount returns buf doubled (at most k values long), its values copied.
+func growCount(buf []float64, k int) []float64 {
+	nb := make([]float64, min(2*len(buf), k))
+	copy(nb, buf)
+	return nb
 }
 
 // twoSum adds x to the compensated pair (s, c): the new s is the rounded sum and the exact
@@ -56,8 +75,10 @@ func twoSum(s, c, x float64) (float64, float64) {
 func (w *SumWindow) Push(v float64) (sum float64, full bool) {
 	if w.n == len(w.buf) {
 		w.s, w.c = twoSum(w.s, w.c, -w.buf[w.i])
-	} else {
-		w.n++
+	} else if w.n++; w.n == len(w.buf) && w.n < w.k {
+		// Not full yet, so nothing wraps: values sit at buf[:n] and i == n−1. Grow before the
+		// buffer is full, so that n == len(buf) keeps meaning a full window on the path above.
+		w.buf = growCount(w.buf, w.k)
 	}
 	w.s, w.c = twoSum(w.s, w.c, v)
 	w.buf[w.i] = v
@@ -75,8 +96,8 @@ func (w *SumWindow) PushAll(dst, vs []float64) []float64 {
 	for _, v := range vs {
 		if n == len(buf) {
 			s, c = twoSum(s, c, -buf[i])
-		} else {
-			n++
+		} else if n++; n == len(buf) && n < w.k { // as in Push
+			buf = growCount(buf, w.k)
 		}
 		s, c = twoSum(s, c, v)
 		buf[i] = v
@@ -85,7 +106,7 @@ func (w *SumWindow) PushAll(dst, vs []float64) []float64 {
 		}
 		dst = append(dst, s+c)
 	}
-	w.i, w.n, w.s, w.c = i, n, s, c
+	w.buf, w.i, w.n, w.s, w.c = buf, i, n, s, c
 	return dst
 }
 
@@ -104,13 +125,14 @@ func (w *SumWindow) Avg() float64 {
 func (w *SumWindow) Len() int { return w.n }
 
 // Size returns k.
-func (w *SumWindow) Size() int { return len(w.buf) }
+func (w *SumWindow) Size() int { return w.k }
 
 // Reset empties the window, keeping its size and memory.
 func (w *SumWindow) Reset() { w.i, w.n, w.s, w.c = 0, 0, 0, 0 }
 
 // MaxWindow is the sliding maximum of the k most recent values, in O(1) amortized per Push and
-// exactly 2k float64 of memory.
+// 2k float64 of memory once full (before that, twice the values held, from 8 up: the first
+// block grows by doubling, so a window that saw a few values costs a few).
 //
 // It uses the van Herk/Gil-Werman block scheme instead of the textbook monotonic deque (see
 // Deque): values are cut into blocks of k; the window ending inside block b is the suffix of
@@ -120,7 +142,8 @@ func (w *SumWindow) Reset() { w.i, w.n, w.s, w.c = 0, 0, 0, 0 }
 // on real data. The block-completing Push costs O(k); every other Push costs O(1).
 //
 // A NaN pushed makes every window that contains it NaN. The zero value is not usable: call
-// NewMaxWindow. A MaxWindow is not safe for concurrent use. Push allocates nothing.
+// NewMaxWindow. A MaxWindow is not safe for concurrent use. Push allocates nothing once the
+// window is full.
 type MaxWindow struct{ e extWindow }
 
 // MinWindow is the sliding minimum of the k most recent values; see MaxWindow for the
@@ -133,7 +156,7 @@ func NewMaxWindow(k int) (*MaxWindow, error) {
 		return nil, ErrCountSize
 	}
 	w := &MaxWindow{}
-	w.e.init(k, false)
+	w.e.init(k, min(k, countWindow0), false)
 	return w, nil
 }
 
@@ -143,7 +166,7 @@ func NewMinWindow(k int) (*MinWindow, error) {
 		return nil, ErrCountSize
 	}
 	w := &MinWindow{}
-	w.e.init(k, true)
+	w.e.init(k, min(k, countWindow0), true)
 	return w, nil
 }
 
@@ -162,10 +185,10 @@ func (w *MaxWindow) Len() int { return w.e.len() }
 func (w *MinWindow) Len() int { return w.e.len() }
 
 // Size returns k.
-func (w *MaxWindow) Size() int { return len(w.e.cur) }
+func (w *MaxWindow) Size() int { return w.e.k }
 
 // Size returns k.
-func (w *MinWindow) Size() int { return len(w.e.cur) }
+func (w *MinWindow) Size() int { return w.e.k }
 
 // Reset empties the window, keeping its size and memory.
 func (w *MaxWindow) Reset() { w.e.reset() }
@@ -174,6 +197,10 @@ func (w *MaxWindow) Reset() { w.e.reset() }
 func (w *MinWindow) Reset() { w.e.reset() }
 
 // extWindow is the block state shared by MaxWindow and MinWindow.
+//
+// Until the first block is complete (the window is full) cur and suf may be shorter than k:
+// suf holds only the identity then, so the first block can grow by doubling (grow) when it
+// fills its cur, in the block-done branch, which a full window takes once every k values.
 type extWindow struct {
 	cur  []float64 // values of the current block, cur[:j] filled
 	suf  []float64 // suffix extrema of the previous block: suf[t] = ext(prev[t:]); ±Inf before one exists
@@ -181,29 +208,47 @@ type extWindow struct {
 	run  float64   // extremum of cur[:j]
 	full bool      // k values seen
 	min  bool
+	k    int
 }
 
-func (e *extWindow) init(k int, min bool) {
-	buf := make([]float64, 2*k)
-	e.cur, e.suf, e.min = buf[:k:k], buf[k:], min
+// init makes a window of size k whose first block starts at c values (c = k: never grows).
+func (e *extWindow) init(k, c int, min bool) {
+	buf := make([]float64, 2*c)
+	e.cur, e.suf, e.min, e.k = buf[:c:c], buf[c:], min, k
 	e.reset()
+}
+
+func (e *extWindow) identity() float64 {
+	if e.min {
+		return math.Inf(1)
+	}
+	return math.Inf(-1)
 }
 
 func (e *extWindow) reset() {
 	// The identity element makes the "no previous block" case branch-free.
-	id := math.Inf(-1)
-	if e.min {
-		id = math.Inf(1)
-	}
+	id := e.identity()
 	for i := range e.suf {
 		e.suf[i] = id
 	}
 	e.j, e.run, e.full = 0, id, false
 }
 
+// grow doubles the first block (at most k), keeping cur[:j] and j, with an identity suf.
+func (e *extWindow) grow() {
+	c := min(2*len(e.cur), e.k)
+	buf := make([]float64, 2*c)
+	copy(buf, e.cur[:e.j])
+	e.cur, e.suf = buf[:c:c], buf[c:]
+	id := e.identity()
+	for i := range e.suf {
+		e.suf[i] = id
+	}
+}
+
 func (e *extWindow) len() int {
 	if e.full {
-		return len(e.cur)
+		return e.k
 	}
 	return e.j
 }
@@ -221,6 +266,10 @@ func (e *extWindow) pushMax(v float64) (float64, bool) {
 		m = max(e.suf[e.j+1], m)
 	}
 	if e.j++; e.j == k {
+		if k < e.k { // the first block is not full: give it room (rare, predictable)
+			e.grow()
+			return m, false
+		}
 		// Block done: turn it into suffix maxima in place; it becomes the previous block.
 		s := e.cur[k-1]
 		for t := k - 2; t >= 0; t-- {
@@ -242,6 +291,10 @@ func (e *extWindow) pushMin(v float64) (float64, bool) {
 		m = min(e.suf[e.j+1], m)
 	}
 	if e.j++; e.j == k {
+		if k < e.k {
+			e.grow()
+			return m, false
+		}
 		s := e.cur[k-1]
 		for t := k - 2; t >= 0; t-- {
 			s = min(s, e.cur[t])
@@ -391,7 +444,7 @@ func MaxSumK(xs []float64, k int) (best float64, ops int) {
 	if k < 1 || k > len(xs) {
 		return best, 0
 	}
-	w := &SumWindow{buf: make([]float64, k)}
+	w := newSumWindow(k, k) // k ≤ len(xs): it fills, so no growing
 	for _, x := range xs {
 		s, full := w.Push(x)
 		ops++
