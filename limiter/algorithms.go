@@ -357,6 +357,21 @@ func refill(p *params, tokens float64, elapsed int64) float64 {
 	return t
 }
 
+// tokenSlack is how far below a whole number of tokens a token bucket may be and still hold
+// it: a billionth of a token, and a few ulps of the capacity. The refills are float sums of
+// elapsed·rate, which a rate like 3/s (0.03 a 10 ms step) cannot state exactly, so a bucket
+// whose tokens are due at an instant (exactly 1 in rational arithmetic) held 0.99999999999999989
+// there and denied the request; the slack is far below a nanosecond's refill at any rate
+// above 1/s, so it admits nothing early that a clock could tell. The Redis script uses the
+// same slack (token_bucket.lua).
+func tokenSlack(capacity int64) float64 { return 1e-9 + float64(capacity)*0x1p-50 }
+
+// holds reports that a bucket of tokens holds want (tokenSlack).
+func holds(p *params, tokens, want float64) bool { return tokens >= want-p.slack }
+
+// whole is the tokens a bucket holds as a whole number (Remaining), by the slack of holds.
+func whole(p *params, tokens float64) int64 { return int64(tokens + p.slack) }
+
 // ceilNs rounds a non-negative duration in ns up; inline, unlike math.Ceil.
 func ceilNs(x float64) int64 {
 	d := int64(x)
@@ -368,16 +383,16 @@ func ceilNs(x float64) int64 {
 
 // waitFor returns the smallest wait in ns after which refill reaches want.
 func waitFor(p *params, tokens, want float64) int64 {
-	if tokens >= want {
+	if holds(p, tokens, want) {
 		return 0
 	}
 	d := ceilNs((want - tokens) * p.nsPerUnit)
 	// Float rounding can put the estimate a few ns off either way: settle on
 	// the smallest d the refill formula itself accepts.
-	for step := int64(1); refill(p, tokens, d) < want; step *= 2 {
+	for step := int64(1); !holds(p, refill(p, tokens, d), want); step *= 2 {
 		d += step
 	}
-	for i := 0; i < 64 && d > 1 && refill(p, tokens, d-1) >= want; i++ {
+	for i := 0; i < 64 && d > 1 && holds(p, refill(p, tokens, d-1), want); i++ {
 		d--
 	}
 	return d
@@ -410,27 +425,27 @@ func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 	}
 	tokens := refill(p, s.tokens, now-s.last)
 	if cost == 0 {
-		ok := tokens >= 1
+		ok := holds(p, tokens, 1)
 		retry := int64(0)
 		if !ok {
 			retry = s.admitsAt(p, 1) - now
 		}
-		set(d, p, ok, int64(tokens), retry, reset)
+		set(d, p, ok, whole(p, tokens), retry, reset)
 		return now + reset
 	}
 	c := float64(cost)
-	if tokens >= c {
-		tokens -= c
+	if holds(p, tokens, c) {
+		tokens = max(tokens-c, 0) // within the slack below c: none left
 		reset = untilFull(p, tokens)
 		s.tokens, s.last, s.fullAt, s.denyCost = tokens, now, now+reset, 0
-		set(d, p, true, int64(tokens), 0, reset)
+		set(d, p, true, whole(p, tokens), 0, reset)
 		return now + reset
 	}
 	at := s.admitsAt(p, cost)
 	if s.denyCost != cost && s.exactAt(p, at, cost) {
 		s.allowAt, s.denyCost = at, cost
 	}
-	set(d, p, false, int64(tokens), at-now, reset)
+	set(d, p, false, whole(p, tokens), at-now, reset)
 	return now + reset
 }
 
@@ -448,7 +463,7 @@ func (s *tokenBucket) admitsAt(p *params, cost int64) int64 {
 // denial fast path relies on every instant before it being short.
 func (s *tokenBucket) exactAt(p *params, at, cost int64) bool {
 	e := at - s.last
-	return e <= 1 || refill(p, s.tokens, e-1) < float64(cost)
+	return e <= 1 || !holds(p, refill(p, s.tokens, e-1), float64(cost))
 }
 
 // gcra is the leaky bucket as a meter: tat is the theoretical arrival time

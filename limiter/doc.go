@@ -33,6 +33,11 @@
 //   - token_bucket: capacity tokens, refilled lazily at refill_per_second;
 //     bursts up to capacity, long-run rate refill_per_second. Capacity 10 at
 //     5/s admits 10 of 12 at t=0 with RetryAfter 200 ms, then 5 of 6 at 1 s.
+//     Tokens are float64; a bucket within a billionth of a token (and a few
+//     ulps of its capacity) of a whole number holds it, so a request arriving
+//     as its token is due is admitted as in exact arithmetic, on memory and
+//     Redis alike (the conformance suite replays 1,500 requests a bucket
+//     against rational arithmetic).
 //   - leaky_bucket: the leaky bucket as a meter (GCRA, as nginx limit_req and
 //     redis_rate): one "theoretical arrival time" per key. With max_delay it
 //     shapes instead of policing: a request that would overflow is admitted

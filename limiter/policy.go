@@ -411,6 +411,7 @@ type params struct {
 	rate      float64 // units per second (buckets)
 	interval  float64 // ns per unit (leaky bucket emission interval)
 	nsPerUnit float64 // 1e9 / rate (token bucket): a multiply where a divide was
+	slack     float64 // tokens a token bucket may be short of a whole number and hold it (tokenSlack)
 	burstOff  int64   // ns: Capacity × interval (leaky bucket tolerance)
 	maxDelay  int64   // ns (leaky bucket)
 	quotaWin  time.Duration
@@ -435,6 +436,7 @@ func newParams(p *Policy) params {
 	case TokenBucket:
 		pr.rate = p.RefillPerSecond
 		pr.nsPerUnit = 1e9 / p.RefillPerSecond
+		pr.slack = tokenSlack(pr.quota)
 	case LeakyBucket:
 		pr.rate = p.LeakPerSecond
 		pr.interval = 1e9 / p.LeakPerSecond

@@ -182,6 +182,7 @@ func Run(t *testing.T, f Factory) {
 	}
 	t.Run("article_boundary_burst", func(t *testing.T) { testBoundaryBurst(t, f) })
 	t.Run("article_token_bucket", func(t *testing.T) { testArticleTokenBucket(t, f) })
+	t.Run("token_bucket_exact", func(t *testing.T) { testTokenBucketExact(t, f) })
 	t.Run("article_window_counter", func(t *testing.T) { testWindowCounter(t, f) })
 	t.Run("bad_input", func(t *testing.T) { testBadInput(t, f) })
 	t.Run("keys_are_independent", func(t *testing.T) { testKeysIndependent(t, f) })
