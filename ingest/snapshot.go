@@ -216,18 +216,19 @@ type snapJob struct {
 
 // snapshots writes and reads the snapshot topic for a Consumer.
 type snapshots struct {
-	c      *Consumer
-	cfg    SnapshotConfig
-	log    *slog.Logger
-	m      *snapMetrics
-	w      *kafka.Writer
-	jobs   chan snapJob
-	zenc   *zstd.Encoder // compresses payloads; EncodeAll is safe for concurrent use
-	parts  atomic.Int32  // partitions of the snapshot topic; 0 until ready
-	ready  atomic.Bool   // the topic exists: write and read it
-	done   chan struct{}
-	once   sync.Once
-	closed chan struct{}
+	c       *Consumer
+	cfg     SnapshotConfig
+	log     *slog.Logger
+	m       *snapMetrics
+	w       *kafka.Writer
+	jobs    chan snapJob
+	zenc    *zstd.Encoder // compresses payloads; EncodeAll is safe for concurrent use
+	parts   atomic.Int32  // partitions of the snapshot topic; 0 until ready
+	ready   atomic.Bool   // the topic exists: write and read it
+	recheck atomic.Bool   // a write failed: see that the topic exists before the next one
+	done    chan struct{}
+	once    sync.Once
+	closed  chan struct{}
 }
 
 func newSnapshots(c *Consumer, cfg SnapshotConfig, transport *kafka.Transport) *snapshots {
@@ -275,6 +276,14 @@ func (s *snapshots) run(ctx context.Context) {
 		case <-s.done:
 			return
 		case j := <-s.jobs:
+			if s.recheck.Swap(false) {
+				// A write failed: the topic may be gone (a broker restarted empty, a deletion),
+				// and kafka-go's writer never creates it. Create it as at start; a refusal
+				// turns snapshots off, as at start, with the same line saying what to create.
+				if ok, retry := s.ensureTopic(ctx); !ok && !retry {
+					s.ready.Store(false)
+				}
+			}
 			s.write(ctx, j)
 		}
 	}
@@ -410,6 +419,7 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 		return
 	}
 	if err != nil {
+		s.recheck.Store(true)
 		s.m.writeErrors.Inc()
 		if s.c.errLim.Allow() {
 			s.log.Warn("ingest: writing snapshot", "partition", j.p.id, "topic", s.cfg.Topic, "err", err)

@@ -276,3 +276,54 @@ func TestSnapshotAgeIsAlertable(t *testing.T) {
 		t.Errorf("snapshots off: ages %v", ages)
 	}
 }
+
+// A snapshot topic that disappears under a running instance (a broker restarted empty, the
+// topic deleted) is created again at the next failed write, as at start: snapshots resume
+// instead of failing every interval until the instance restarts.
+func TestSnapshotTopicRecreatedAfterLoss(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2)
+	t0 := time.Now()
+	produce := func(from, n int) {
+		msgs := make([]kafka.Message, n)
+		for i := range msgs {
+			ev := window.Event{TS: t0.UnixMilli() - int64(n-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", (from+i)%20), Value: float64(1 + i)}
+			msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)}
+		}
+		c.Produce(t, msgs...)
+	}
+	produce(0, 200)
+	cfg := testConfig(c, "lost")
+	cfg.MaxWait = 100 * time.Millisecond
+	cfg.Snapshots = SnapshotConfig{Interval: 50 * time.Millisecond, ChunkBytes: 1024}
+	r := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "snapshots of the end", func() bool { return caughtUp(t, c, r) && coversEnd(r.Consumer) }, progress(r))
+
+	cl := &kafka.Client{Addr: kafka.TCP(c.Addr)}
+	resp, err := cl.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{r.snap.cfg.Topic}})
+	if err == nil {
+		err = resp.Errors[r.snap.cfg.Topic]
+	}
+	if err != nil {
+		t.Fatalf("deleting the snapshot topic: %v", err)
+	}
+	produce(200, 200)
+	end := logEnd(t, c, c.Topic)
+	eventually(t, 20*time.Second, "snapshots of the new end", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, p := range r.parts {
+			if p.snap.wroteOff.Load() < end[p.id] {
+				return false
+			}
+		}
+		return len(r.parts) == 2
+	},
+		progress(r), func() string { return fmt.Sprintf("write errors: %v", sum(r.sm.writeErrors)) })
+
+	r.stop(t)
+	second := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "second caught up", func() bool { return caughtUp(t, c, second) }, progress(second))
+	if got := sum(second.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)); got != 2 {
+		t.Errorf("%v partitions loaded from a snapshot, want 2", got)
+	}
+}
