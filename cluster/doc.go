@@ -117,11 +117,11 @@
 //
 // A usage decision on an instance that does not own the key reads this instance's part
 // fresh and the peers' part from a cache at most Config.Staleness old (--usage-staleness,
-// 1 s), never from an earlier slot than now's, and dropped at every generation. A burst of
-// decisions on one key thus costs one fan-out per key and second (a read that missed
-// partitions is cached as well, so a hung peer costs one deadline per key and second, not
-// one per decision); the decision reports the
-// age of the remote part it used as "stale_ms". A quota can therefore be overshot by what
+// 1 s; the flag's 0 is no cache), never from an earlier slot than now's, and dropped at
+// every generation. A burst of decisions on one key thus costs one fan-out per key and
+// second (a read that missed partitions is cached as well, so a hung peer costs one
+// deadline per key and second, not one per decision); the decision reports the age of the
+// remote part it used as "stale_ms". A quota can therefore be overshot by what
 // peers ingested in that last second, on top of the usage still in flight that every
 // usage-based quota admits.
 //

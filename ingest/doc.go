@@ -138,8 +138,9 @@
 // bins) between two batches, so the snapshot is exactly the state after every record below
 // the partition's next offset, and hands it to one writer goroutine. The writer puts it on
 // the compacted snapshot topic (default "<topic>.slide-snapshots", created with
-// cleanup.policy=compact and the events topic's partition count when missing; partition p's
-// snapshots go to partition p mod n): chunks of at most ChunkBytes keyed
+// cleanup.policy=compact and the events topic's partition count when missing, at start and
+// after a failed write finds it gone; partition p's snapshots go to partition p mod n):
+// chunks of at most ChunkBytes keyed
 // "<group>/<p>/<set>/<i>", then, once the dead letters of the records it covers are
 // written, a manifest keyed "<group>/<p>" with the source offset, the time, the chunk
 // count, the payload's size, codec, decoded size and CRC-32C. The manifest is what makes a

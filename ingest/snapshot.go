@@ -145,7 +145,11 @@ func newSnapMetrics() *snapMetrics {
 }
 
 // ageCollector exports slide_snapshot_age_seconds{partition} for the partitions this
-// instance owns and has written a snapshot of.
+// instance owns, when snapshots are on: how long the partition's state has gone without a
+// snapshot that covers it. operating.md says to alert when it passes a few intervals, so an
+// idle partition whose last snapshot still covers every record read stays near 0, and one
+// of which no snapshot was ever written counts from its assignment (every write failing
+// would otherwise show no age at all, and the alert could not fire).
 type ageCollector struct {
 	c    *Consumer
 	desc *prometheus.Desc
@@ -154,13 +158,18 @@ type ageCollector struct {
 func (a ageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- a.desc }
 
 func (a ageCollector) Collect(ch chan<- prometheus.Metric) {
+	if a.c.snap == nil {
+		return // snapshots off: nothing is late
+	}
 	now := time.Now().UnixMilli()
 	a.c.mu.Lock()
 	defer a.c.mu.Unlock()
 	for _, p := range a.c.parts {
-		if w := p.snap.written.Load(); w > 0 {
-			ch <- prometheus.MustNewConstMetric(a.desc, prometheus.GaugeValue, float64(now-w)/1000, p.label)
+		since := p.snap.current.Load()
+		if since == 0 {
+			since = p.assigned.UnixMilli()
 		}
+		ch <- prometheus.MustNewConstMetric(a.desc, prometheus.GaugeValue, float64(max(now-since, 0))/1000, p.label)
 	}
 }
 
@@ -178,9 +187,9 @@ type partSnap struct {
 	offset   int64        // offset of the snapshot loaded; guarded by mu
 	bytes    int64        // snapshot bytes read so far; guarded by mu
 	last     time.Time    // when the last snapshot was taken; worker only
-	lastOff  int64        // the offset it covered; worker only
 	busy     atomic.Bool  // a snapshot of the partition is being written
 	written  atomic.Int64 // wall clock of the last snapshot written, unix ms
+	current  atomic.Int64 // wall clock, unix ms, when a written snapshot was last known to cover every record read
 	wroteOff atomic.Int64 // the source offset it covers
 	set      atomic.Int32 // chunk set of the next snapshot: 'a' or 'b'
 	buf      []byte       // encoding buffer, reused; owned by whoever holds busy
@@ -207,18 +216,19 @@ type snapJob struct {
 
 // snapshots writes and reads the snapshot topic for a Consumer.
 type snapshots struct {
-	c      *Consumer
-	cfg    SnapshotConfig
-	log    *slog.Logger
-	m      *snapMetrics
-	w      *kafka.Writer
-	jobs   chan snapJob
-	zenc   *zstd.Encoder // compresses payloads; EncodeAll is safe for concurrent use
-	parts  atomic.Int32  // partitions of the snapshot topic; 0 until ready
-	ready  atomic.Bool   // the topic exists: write and read it
-	done   chan struct{}
-	once   sync.Once
-	closed chan struct{}
+	c       *Consumer
+	cfg     SnapshotConfig
+	log     *slog.Logger
+	m       *snapMetrics
+	w       *kafka.Writer
+	jobs    chan snapJob
+	zenc    *zstd.Encoder // compresses payloads; EncodeAll is safe for concurrent use
+	parts   atomic.Int32  // partitions of the snapshot topic; 0 until ready
+	ready   atomic.Bool   // the topic exists: write and read it
+	recheck atomic.Bool   // a write failed: see that the topic exists before the next one
+	done    chan struct{}
+	once    sync.Once
+	closed  chan struct{}
 }
 
 func newSnapshots(c *Consumer, cfg SnapshotConfig, transport *kafka.Transport) *snapshots {
@@ -266,6 +276,14 @@ func (s *snapshots) run(ctx context.Context) {
 		case <-s.done:
 			return
 		case j := <-s.jobs:
+			if s.recheck.Swap(false) {
+				// A write failed: the topic may be gone (a broker restarted empty, a deletion),
+				// and kafka-go's writer never creates it. Create it as at start; a refusal
+				// turns snapshots off, as at start, with the same line saying what to create.
+				if ok, retry := s.ensureTopic(ctx); !ok && !retry {
+					s.ready.Store(false)
+				}
+			}
 			s.write(ctx, j)
 		}
 	}
@@ -339,12 +357,14 @@ func (s *snapshots) maybeTake(p *partition) {
 		s.m.skipped.Inc()
 		return
 	}
-	if off, w := p.next.Load(), p.snap.written.Load(); off == p.snap.lastOff && w > 0 &&
+	// Idle is judged by the snapshot written, not the one last taken: a take whose write
+	// failed covers nothing, and is retried.
+	if off, w := p.next.Load(), p.snap.written.Load(); off == p.snap.wroteOff.Load() && w > 0 &&
 		time.Since(time.UnixMilli(w)) < s.c.cfg.Restore/2 {
+		p.snap.current.Store(time.Now().UnixMilli())
 		return // an idle partition: the last snapshot still says it all, and is far from too old
 	}
 	p.snap.last = time.Now()
-	p.snap.lastOff = p.next.Load()
 	now := s.c.now().UnixMilli()
 	data, n := s.c.store.AppendSnapshot(p.snap.buf[:0], now, p.id)
 	p.snap.buf = data
@@ -399,6 +419,7 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 		return
 	}
 	if err != nil {
+		s.recheck.Store(true)
 		s.m.writeErrors.Inc()
 		if s.c.errLim.Allow() {
 			s.log.Warn("ingest: writing snapshot", "partition", j.p.id, "topic", s.cfg.Topic, "err", err)
@@ -407,7 +428,9 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 	}
 	j.p.snap.set.Store(int32('a' + 'b' - int32(set)))
 	j.p.snap.wroteOff.Store(j.offset)
-	j.p.snap.written.Store(time.Now().UnixMilli())
+	wrote := time.Now().UnixMilli()
+	j.p.snap.written.Store(wrote)
+	j.p.snap.current.Store(wrote)
 	s.m.writes.Inc()
 	s.m.written.Add(float64(len(payload)))
 	s.log.Debug("ingest: snapshot written", "partition", j.p.id, "offset", j.offset, "series", j.series,

@@ -185,3 +185,145 @@ func TestSnapshotFinalOnShutdownAndRevocation(t *testing.T) {
 		}
 	}
 }
+
+// snapshotAges is slide_snapshot_age_seconds by partition, as /metrics shows it.
+func snapshotAges(t *testing.T, r *running) map[string]float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ages := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "slide_snapshot_age_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			ages[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	return ages
+}
+
+// slide_snapshot_age_seconds is what operating.md says to alert on ("when it passes a few
+// --snapshot-intervals"), so it must pass them exactly when a partition's state goes
+// without a snapshot: not for a partition that is idle (its last snapshot still covers
+// every record read, and is rewritten only every half restore span), and yes for one of
+// which no snapshot was ever written (every write failing, the topic gone since a broker
+// restarted empty), which had no series at all.
+func TestSnapshotAgeIsAlertable(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2)
+	t0 := time.Now()
+	msgs := make([]kafka.Message, 200)
+	for i := range msgs {
+		ev := window.Event{TS: t0.UnixMilli() - int64(len(msgs)-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", i%20), Value: float64(1 + i)}
+		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)}
+	}
+	c.Produce(t, msgs...)
+
+	const interval = 100 * time.Millisecond
+	cfg := testConfig(c, "idle")
+	cfg.MaxWait = 100 * time.Millisecond
+	cfg.Snapshots = SnapshotConfig{Interval: interval, ChunkBytes: 1024}
+	idle := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "snapshots of the end", func() bool { return caughtUp(t, c, idle) && coversEnd(idle.Consumer) }, progress(idle))
+	// Nothing more arrives: the snapshots stay as they are while interval after interval passes.
+	eventually(t, 20*time.Second, "the last snapshots 20 intervals old", func() bool {
+		idle.mu.Lock()
+		defer idle.mu.Unlock()
+		for _, p := range idle.parts {
+			if time.Since(time.UnixMilli(p.snap.written.Load())) < 20*interval {
+				return false
+			}
+		}
+		return true
+	})
+	ages := snapshotAges(t, idle)
+	if len(ages) != 2 {
+		t.Fatalf("ages of %d partitions, want 2: %v", len(ages), ages)
+	}
+	for part, age := range ages {
+		if age > 10*interval.Seconds() {
+			t.Errorf("idle partition %s: snapshot age %.3fs, over 10 intervals (%v) though its snapshot covers every record", part, age, interval)
+		}
+	}
+	idle.stop(t)
+
+	// A snapshot interval longer than the test: none is written after assignment, and the
+	// age counts from the assignment.
+	cfg = testConfig(c, "never")
+	cfg.Snapshots = SnapshotConfig{Interval: time.Hour, ChunkBytes: 1024}
+	never := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "caught up", func() bool { return caughtUp(t, c, never) }, progress(never))
+	caught := time.Now()
+	ages = snapshotAges(t, never)
+	if len(ages) != 2 {
+		t.Fatalf("no snapshot written: ages of %d partitions, want 2 (the alert cannot fire): %v", len(ages), ages)
+	}
+	never.mu.Lock()
+	for _, p := range never.parts {
+		if age, most := ages[p.label], caught.Sub(p.assigned).Seconds(); age <= 0 || age > most+1 {
+			t.Errorf("partition %s, assigned %.3fs ago: snapshot age %.3fs", p.label, most, age)
+		}
+	}
+	never.mu.Unlock()
+
+	// Snapshots off: no age to alert on.
+	cfg = testConfig(c, "off")
+	off := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "caught up", func() bool { return caughtUp(t, c, off) }, progress(off))
+	if ages := snapshotAges(t, off); len(ages) != 0 {
+		t.Errorf("snapshots off: ages %v", ages)
+	}
+}
+
+// A snapshot topic that disappears under a running instance (a broker restarted empty, the
+// topic deleted) is created again at the next failed write, as at start: snapshots resume
+// instead of failing every interval until the instance restarts.
+func TestSnapshotTopicRecreatedAfterLoss(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2)
+	t0 := time.Now()
+	produce := func(from, n int) {
+		msgs := make([]kafka.Message, n)
+		for i := range msgs {
+			ev := window.Event{TS: t0.UnixMilli() - int64(n-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", (from+i)%20), Value: float64(1 + i)}
+			msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)}
+		}
+		c.Produce(t, msgs...)
+	}
+	produce(0, 200)
+	cfg := testConfig(c, "lost")
+	cfg.MaxWait = 100 * time.Millisecond
+	cfg.Snapshots = SnapshotConfig{Interval: 50 * time.Millisecond, ChunkBytes: 1024}
+	r := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "snapshots of the end", func() bool { return caughtUp(t, c, r) && coversEnd(r.Consumer) }, progress(r))
+
+	cl := &kafka.Client{Addr: kafka.TCP(c.Addr)}
+	resp, err := cl.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{r.snap.cfg.Topic}})
+	if err == nil {
+		err = resp.Errors[r.snap.cfg.Topic]
+	}
+	if err != nil {
+		t.Fatalf("deleting the snapshot topic: %v", err)
+	}
+	produce(200, 200)
+	end := logEnd(t, c, c.Topic)
+	eventually(t, 20*time.Second, "snapshots of the new end", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, p := range r.parts {
+			if p.snap.wroteOff.Load() < end[p.id] {
+				return false
+			}
+		}
+		return len(r.parts) == 2
+	},
+		progress(r), func() string { return fmt.Sprintf("write errors: %v", sum(r.sm.writeErrors)) })
+
+	r.stop(t)
+	second := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "second caught up", func() bool { return caughtUp(t, c, second) }, progress(second))
+	if got := sum(second.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)); got != 2 {
+		t.Errorf("%v partitions loaded from a snapshot, want 2", got)
+	}
+}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"flag"
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // subcommands lists every subcommand as its --help is asked for: each of commands(), and
@@ -84,6 +86,13 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{nil, append([]string{"serve", "--evict-interval", "0s"}, quick...), "slide serve: --evict-interval 0s: must be positive"},
 		{nil, append([]string{"serve", "--max-conns-per-client", "-1"}, quick...), "slide serve: --max-conns-per-client -1: must be 0 (no cap) or more"},
 		{nil, append([]string{"serve", "--max-series-per-metric", "-1"}, quick...), "slide serve: --max-series-per-metric -1: must be 0 (no cap per metric) or more"},
+		// A zero that would quietly become the default is refused (operating.md: "never
+		// silently replaced by a default").
+		{nil, append([]string{"serve", "--peer-timeout", "0"}, quick...), "slide serve: --peer-timeout 0s: must be positive"},
+		{nil, append([]string{"serve", "--snapshot-chunk-bytes", "0"}, quick...), "slide serve: --snapshot-chunk-bytes 0: must be at least 1"},
+		{nil, append([]string{"serve", "--max-inflated-bytes", "0"}, quick...), "slide serve: --max-inflated-bytes 0: must be at least 1"},
+		{nil, append([]string{"serve", "--limiter-max-bytes", "0"}, quick...), "slide serve: --limiter-max-bytes 0: must be at least 1"},
+		{nil, append([]string{"serve", "--usage-staleness", "-1s"}, quick...), "slide serve: --usage-staleness -1s: must be 0 (no cache) or more"},
 		{nil, append([]string{"serve", "--sketch", "tdigest"}, quick...),
 			`slide serve: --sketch tdigest: unknown sketch family "tdigest"; want ddsketch[:ACCURACY], hdr[:SIGFIGS:LOWEST:HIGHEST] or native[:SCHEMA]`},
 		{nil, append([]string{"serve", "--rings", "latency_ms=10s:30:native:40"}, quick...),
@@ -182,5 +191,41 @@ func TestBindErrorNamesFlagAndVariable(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "with "+c.flag+" or "+c.env) {
 			t.Errorf("%v: exit %d, stderr:\n%s\nwant %q naming %s and %s", c.args, code, errOut, want, c.flag, c.env)
 		}
+	}
+}
+
+// Every numeric serve flag either refuses 0, or says in its help what 0 means: operating.md
+// promises that 0 is "never silently replaced by a default". A new flag fails here until it
+// is listed in serveMustBePositive or its help says "0: ...".
+func TestServeZeroIsRefusedOrExplained(t *testing.T) {
+	fs := flag.NewFlagSet("slide serve", flag.ContinueOnError)
+	var c serveConfig
+	c.register(fs)
+	refused := map[string]bool{}
+	for _, name := range serveMustBePositive {
+		refused[name] = true
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		switch g.Get().(type) {
+		case int, int64, float64, time.Duration:
+		default:
+			return
+		}
+		said := serveZero[f.Name] != "" || strings.Contains(f.Usage, "(0:") || strings.Contains(f.Usage, "(0 ") || strings.Contains(f.Usage, "0 for ")
+		if !refused[f.Name] && !said {
+			t.Errorf("--%s 0 is taken without a word of what it means (%q): refuse it (serveMustBePositive) or say it in the help", f.Name, f.Usage)
+		}
+	})
+	// --usage-staleness 0 is its help's "no cache", which the cluster spells negative (its
+	// zero value is the default).
+	if got := (&serveConfig{usageStaleness: 0}).clusterStaleness(); got >= 0 {
+		t.Errorf("--usage-staleness 0 reaches the cluster as %v, its default; want a negative staleness (no cache)", got)
+	}
+	if got := (&serveConfig{usageStaleness: 3 * time.Second}).clusterStaleness(); got != 3*time.Second {
+		t.Errorf("--usage-staleness 3s reaches the cluster as %v", got)
 	}
 }

@@ -148,7 +148,7 @@ func (c *serveConfig) register(fs interface {
 
 	fs.StringVar(&c.advertiseAddr, "advertise-addr", "", "host:port other instances reach this one's HTTP API at (default: --addr, or this host's name with --addr's port when --addr is a wildcard)")
 	fs.DurationVar(&c.peerTimeout, "peer-timeout", cluster.DefaultTimeout, "deadline of a read fanned out to the other instances; an owner slower than this counts as missing")
-	fs.DurationVar(&c.usageStaleness, "usage-staleness", cluster.DefaultStaleness, "how old the other instances' aggregates read by usage rules may be (cached); negative: no cache")
+	fs.DurationVar(&c.usageStaleness, "usage-staleness", cluster.DefaultStaleness, "how old the other instances' aggregates read by usage rules may be (cached) (0: no cache)")
 	fs.StringVar(&c.keyPartitioner, "key-partitioner", "", "declare that every producer partitions records by key with murmur2 (Java clients, slide produce): a one-key read then asks only its partition's owner. Empty: ask every owner (exact whatever the producers do)")
 	fs.BoolVar(&c.promPushdown, "promql-pushdown", true, "answer histogram_quantile(φ, [sum by|without (…)] rate|increase(M[r])) on /api/v1/query and query_range without Prometheus' engine, equal to its answer and several times cheaper (false: every query goes to the engine)")
 	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N), feed OTLP spans of three services (duration_ms, labelled by "+demoSpanDimensions+" unless --span-dimensions says otherwise) and limit with demo policies")
@@ -348,7 +348,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	var consumer *ingest.Consumer
 	cl, err = cluster.New(cluster.Config{
 		Store: store, Brokers: brokers, Topic: c.topic, Group: c.group, Advertise: advertise, Token: token, PeerKey: peerKey,
-		Timeout: c.peerTimeout, Staleness: c.usageStaleness, KeyPartitioner: c.keyPartitioner, Logger: log, Registerer: reg,
+		Timeout: c.peerTimeout, Staleness: c.clusterStaleness(), KeyPartitioner: c.keyPartitioner, Logger: log, Registerer: reg,
 		Dialer: c.conn.kafkaDialer, TLS: peerTLS,
 		Local: func() []int32 { return restoredPartitions(consumer) }, Generation: func() int32 { return consumer.Generation() },
 	})
@@ -504,4 +504,13 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	stopWork() // stop fetching, finish the batch, commit, leave the group; stop the demo
 	wg.Wait()
 	return err
+}
+
+// clusterStaleness is --usage-staleness as cluster.Config takes it: the flag's 0 is "no
+// cache", which the config spells negative (its zero value is the default, 1 s).
+func (c *serveConfig) clusterStaleness() time.Duration {
+	if c.usageStaleness == 0 {
+		return -1
+	}
+	return c.usageStaleness
 }
