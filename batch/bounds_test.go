@@ -304,6 +304,20 @@ func TestTimeWindowGroupsSmall(t *testing.T) {
 	}
 	path := writeTemp(t, "users.csv", []byte(b.String()))
 	j := Job{Span: time.Minute, Column: "amount", GroupBy: "user", Aggs: []string{AggSum, "p95"}}
+	rep, per := allocatedPerGroup(t, j, path, groups)
+	if len(rep.Results) != 2*groups {
+		t.Fatalf("%d results, want %d", len(rep.Results), 2*groups)
+	}
+	// Two results a group (about 1.4 KiB with their slice's growth) and its state.
+	if per > 8<<10 {
+		t.Errorf("%d bytes allocated per group of one row, want at most 8 KiB", per)
+	}
+}
+
+// allocatedPerGroup runs j over path and returns its report and the bytes it allocated per
+// group of groups.
+func allocatedPerGroup(t *testing.T, j Job, path string, groups int) (Report, uint64) {
+	t.Helper()
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -312,13 +326,7 @@ func TestTimeWindowGroupsSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Results) != 2*groups {
-		t.Fatalf("%d results, want %d", len(rep.Results), 2*groups)
-	}
-	// Two results a group (about 1.4 KiB with their slice's growth) and its state.
-	if per := (after.TotalAlloc - before.TotalAlloc) / groups; per > 8<<10 {
-		t.Errorf("%d bytes allocated per group of one row, want at most 8 KiB", per)
-	}
+	return rep, (after.TotalAlloc - before.TotalAlloc) / uint64(groups)
 }
 
 // A count window per group costs memory for the rows it holds, not for K of them: slide batch
@@ -337,14 +345,7 @@ func TestCountWindowGroupsSmall(t *testing.T) {
 	path := writeTemp(t, "users.csv", []byte(b.String()))
 	aggs := []string{AggSum, AggMax, "p95"}
 	j := Job{Size: size, Column: "amount", GroupBy: "user", Aggs: aggs}
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	rep, err := runAllFile(t, j, path)
-	runtime.ReadMemStats(&after)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep, per := allocatedPerGroup(t, j, path, groups)
 	if len(rep.Results) != len(aggs)*(groups+1) {
 		t.Fatalf("%d results, want %d", len(rep.Results), len(aggs)*(groups+1))
 	}
@@ -354,7 +355,6 @@ func TestCountWindowGroupsSmall(t *testing.T) {
 		}
 	}
 	// Three results a group (about 2 KiB with their slice's growth) and its state.
-	per := (after.TotalAlloc - before.TotalAlloc) / groups
 	t.Logf("%d bytes allocated per group of one row", per)
 	if per > 8<<10 {
 		t.Errorf("%d bytes allocated per group of one row, want at most 8 KiB", per)
