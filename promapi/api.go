@@ -458,20 +458,17 @@ func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.
 		return nil, nil, aerr
 	}
 	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
-	var all []string
+	first := firstN[string]{n: limit, cmp: strings.Compare}
 	for _, ms := range sets {
 		vs, _, err := list(r.Context(), q, ms)
 		if err != nil {
 			return nil, nil, execError(err)
 		}
-		all = append(all, vs...)
+		for _, v := range vs {
+			first.add(v)
+		}
 	}
-	slices.Sort(all)
-	all = slices.Compact(all)
-	var warn []string
-	if len(all) > limit {
-		all, warn = all[:limit], []string{"results truncated due to limit"}
-	}
+	all, warn := first.result()
 	return appendStrings(nil, all), warn, nil
 }
 
@@ -509,22 +506,17 @@ func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
 	}
 	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
 	qr := q.(*querier)
-	var all []labels.Labels
+	first := firstN[labels.Labels]{n: limit, cmp: labels.Compare}
 	lb := labels.NewScratchBuilder(8)
 	for _, ms := range sets {
 		err := qr.eachLabelled(r.Context(), ms, func(name, series string) {
-			all = append(all, labelsOf(&lb, name, series))
+			first.add(labelsOf(&lb, name, series))
 		})
 		if err != nil {
 			return nil, nil, execError(err)
 		}
 	}
-	slices.SortFunc(all, labels.Compare)
-	all = slices.CompactFunc(all, labels.Equal)
-	var warn []string
-	if len(all) > limit {
-		all, warn = all[:limit], []string{"results truncated due to limit"}
-	}
+	all, warn := first.result()
 	b := []byte{'['}
 	for i, ls := range all {
 		if i > 0 {

@@ -425,7 +425,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	// partial=allow a warning.
 	// The engine's own metrics stay unregistered: prometheus_engine_query_duration_histogram_seconds
 	// fails promtool check metrics, and the route's requests are counted as route="promapi".
-	prom, err := promapi.New(promapi.Config{Store: store, Ready: ready, Cluster: cl, Logger: log, DisablePushdown: !c.promPushdown})
+	prom, err := promapi.New(c.promConfig(store, ready, cl, log))
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slide-metrics/slide/cluster"
+	"github.com/slide-metrics/slide/promapi"
 	"github.com/slide-metrics/slide/query"
+	"github.com/slide-metrics/slide/window"
 )
 
 // checkHTTP refuses HTTP flags that cannot work, before anything starts.
@@ -43,6 +46,22 @@ func (c *serveConfig) listen(reg prometheus.Registerer) (*query.ClientLimitListe
 	return l, nil
 }
 
+// answerTimeout is the http.Server's WriteTimeout: past it, nothing more of an answer reaches
+// its client.
+const answerTimeout = 30 * time.Second
+
+// promQLTimeout bounds a PromQL evaluation (promapi.Config.Timeout) to end 5 s before its
+// answer's write deadline, so a query too slow for it is answered with errorType "timeout"
+// and stops. At the engine's default (Prometheus' 2 min) a query of 30 s to 2 min ran to its
+// end, a core busy all along, and its client got the connection closed with no answer.
+const promQLTimeout = answerTimeout - 5*time.Second
+
+// promConfig is the PromQL API's configuration: the engine's bounds are promapi's defaults
+// but for its timeout, which must end before the answer's write deadline.
+func (c *serveConfig) promConfig(store *window.Store, ready func() error, cl *cluster.Cluster, log *slog.Logger) promapi.Config {
+	return promapi.Config{Store: store, Ready: ready, Cluster: cl, Logger: log, DisablePushdown: !c.promPushdown, Timeout: promQLTimeout}
+}
+
 // newHTTPServer sets timeouts on every server: a slow client cannot hold a connection
 // forever. readHeaderTimeout bounds the wait for a request header, counted from the accept
 // (from the first byte for a keep-alive connection's later requests), so a slowloris
@@ -53,7 +72,7 @@ func newHTTPServer(h http.Handler, readHeaderTimeout time.Duration, log *slog.Lo
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		WriteTimeout:      answerTimeout,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

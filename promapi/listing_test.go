@@ -1,0 +1,83 @@
+package promapi
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// TestListingsHoldOnlyWhatTheyAnswer: /api/v1/series, labels and label values answer at
+// most limit= (or MaxLabelValues) items, so that is all they may hold. They gathered every
+// match[] set's whole answer before cutting it: 10 copies of one broad match[] over 200,000
+// series took slide serve from 0.45 GB to 1.2 GB for a 600-byte request answering one series.
+// Here 60 copies over 20,000 series must not grow the heap by the 1.2M labels they select.
+func TestListingsHoldOnlyWhatTheyAnswer(t *testing.T) {
+	const keys, sets = 20_000, 60
+	now := t0.UnixMilli()
+	st, err := window.NewStore(window.StoreConfig{Now: func() int64 { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		s, err := window.AppendSeries(nil, fmt.Sprintf("k%05d", i), []window.Label{{Name: "route", Value: fmt.Sprintf("/r%d", i%7)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.ObserveAt(now, window.Event{TS: now, Metric: "m", Key: string(s), Value: 1, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := serveDemo(t, &demo{store: st, now: t0}, Config{})
+	match := strings.Repeat("&match[]="+url.QueryEscape(`m_count{key=~"k.*"}`), sets)
+
+	defer debug.SetGCPercent(debug.SetGCPercent(10)) // garbage collected soon: the heap is what is held
+	for _, c := range []struct{ path, prefix string }{
+		{"/api/v1/series?limit=3" + match, `{"status":"success","data":[{"__name__":"m_count","key":"k00000","route":"/r0"},{"__name__":"m_count","key":"k00001","route":"/r1"},{"__name__":"m_count","key":"k00002","route":"/r2"}],"warnings":["results truncated due to limit"]}`},
+		{"/api/v1/label/key/values?limit=2" + match, `{"status":"success","data":["k00000","k00001"],"warnings":["results truncated due to limit"]}`},
+		{"/api/v1/label/route/values?" + match, `{"status":"success","data":["/r0","/r1","/r2","/r3","/r4","/r5","/r6"]}`},
+		{"/api/v1/labels?" + match, `{"status":"success","data":["__name__","key","route"]}`},
+	} {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		base := ms.HeapAlloc
+		var peak atomic.Uint64
+		done := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			var m runtime.MemStats
+			for {
+				runtime.ReadMemStats(&m)
+				if m.HeapAlloc > peak.Load() {
+					peak.Store(m.HeapAlloc)
+				}
+				select {
+				case <-done:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+		}()
+		res, err := http.Get(srv.URL + c.path)
+		close(done)
+		<-sampled
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); res.StatusCode != 200 || body != c.prefix {
+			t.Errorf("%.60s: %d %s, want %s", c.path, res.StatusCode, body, c.prefix)
+		}
+		if grew := int64(peak.Load()) - int64(base); grew > 32<<20 {
+			t.Errorf("%.60s: heap grew by %d MB while answering at most 3 items", c.path, grew>>20)
+		}
+	}
+}
