@@ -441,6 +441,13 @@ func (a *API) limit(r *http.Request) (int, *apiError) {
 	return n, nil
 }
 
+// listingContext is the request's context bounded by a query's timeout: each match[] set of
+// a listing scans the store, and without a bound a few hundred of them ran past the server's
+// write deadline.
+func (a *API) listingContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), a.cfg.Timeout)
+}
+
 // listing answers a sorted, bounded list of strings gathered over each match[] set.
 func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error)) ([]byte, []string, *apiError) {
 	if _, aerr := a.timeParam(r, "start", time.Time{}); aerr != nil {
@@ -457,10 +464,12 @@ func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.
 	if aerr != nil {
 		return nil, nil, aerr
 	}
+	ctx, cancel := a.listingContext(r)
+	defer cancel()
 	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
 	first := firstN[string]{n: limit, cmp: strings.Compare}
 	for _, ms := range sets {
-		vs, _, err := list(r.Context(), q, ms)
+		vs, _, err := list(ctx, q, ms)
 		if err != nil {
 			return nil, nil, execError(err)
 		}
@@ -504,12 +513,14 @@ func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
 	if aerr != nil {
 		return nil, nil, aerr
 	}
+	ctx, cancel := a.listingContext(r)
+	defer cancel()
 	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
 	qr := q.(*querier)
 	first := firstN[labels.Labels]{n: limit, cmp: labels.Compare}
 	lb := labels.NewScratchBuilder(8)
 	for _, ms := range sets {
-		err := qr.eachLabelled(r.Context(), ms, func(name, series string) {
+		err := qr.eachLabelled(ctx, ms, func(name, series string) {
 			first.add(labelsOf(&lb, name, series))
 		})
 		if err != nil {
