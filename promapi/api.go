@@ -62,6 +62,7 @@ const maxPoints = 11_000
 // concurrent use; build it once with New and mount Handler under /api/v1/.
 type API struct {
 	cfg    Config
+	slots  chan struct{} // one a query or listing being evaluated (Config.MaxConcurrent)
 	q      *Queryable
 	engine *promql.Engine
 	parser parser.Parser
@@ -75,7 +76,8 @@ func New(cfg Config) (*API, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	a := &API{cfg: cfg, q: NewQueryable(cfg.Store, cfg.Now, cfg.MaxSeries), parser: parser.NewParser(parser.Options{})}
+	a := &API{cfg: cfg, q: NewQueryable(cfg.Store, cfg.Now, cfg.MaxSeries), parser: parser.NewParser(parser.Options{}),
+		slots: make(chan struct{}, cfg.MaxConcurrent)}
 	a.q.cluster = cfg.Cluster
 	a.engine = promql.NewEngine(promql.EngineOpts{
 		Logger: cfg.Logger, Reg: cfg.Registerer, MaxSamples: cfg.MaxSamples, Timeout: cfg.Timeout,
@@ -319,6 +321,11 @@ func (a *API) run(r *http.Request, span evalSpan, newQuery func(context.Context,
 	if aerr != nil {
 		return nil, nil, aerr
 	}
+	release, aerr := a.slot(ctx)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	defer release()
 	text := r.Form.Get("query")
 	expr, perr := a.parser.ParseExpr(text)
 	if aerr := checkSubqueries(expr, perr); aerr != nil {
@@ -448,6 +455,27 @@ func (a *API) listingContext(r *http.Request) (context.Context, context.CancelFu
 	return context.WithTimeout(r.Context(), a.cfg.Timeout)
 }
 
+// slot waits for one of Config.MaxConcurrent evaluations, at most a query's timeout, and
+// returns what gives it back.
+func (a *API) slot(ctx context.Context) (func(), *apiError) {
+	release := func() { <-a.slots }
+	select {
+	case a.slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	wait := time.NewTimer(a.cfg.Timeout)
+	defer wait.Stop()
+	select {
+	case a.slots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, execError(ctx.Err())
+	case <-wait.C:
+		return nil, &apiError{errTimeout, fmt.Errorf("query timed out waiting for one of %d evaluation slots (every one busy)", cap(a.slots))}
+	}
+}
+
 // listing answers a sorted, bounded list of strings gathered over each match[] set.
 func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error)) ([]byte, []string, *apiError) {
 	if _, aerr := a.timeParam(r, "start", time.Time{}); aerr != nil {
@@ -466,6 +494,11 @@ func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.
 	}
 	ctx, cancel := a.listingContext(r)
 	defer cancel()
+	release, aerr := a.slot(ctx)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	defer release()
 	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
 	first := firstN[string]{n: limit, cmp: strings.Compare}
 	for _, ms := range sets {
@@ -515,6 +548,11 @@ func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
 	}
 	ctx, cancel := a.listingContext(r)
 	defer cancel()
+	release, aerr := a.slot(ctx)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	defer release()
 	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
 	qr := q.(*querier)
 	first := firstN[labels.Labels]{n: limit, cmp: labels.Compare}

@@ -18,6 +18,7 @@ const (
 	DefaultMaxSeries      = 100_000
 	DefaultMaxLabelValues = 10_000
 	DefaultLookbackDelta  = 5 * time.Minute
+	DefaultMaxConcurrent  = 20 // Prometheus' --query.max-concurrency default
 )
 
 // ErrConfig wraps every error of Config.Validate.
@@ -44,6 +45,11 @@ type Config struct {
 	MaxLabelValues int
 	// LookbackDelta is the engine's lookback for instant vectors; default 5m, Prometheus'.
 	LookbackDelta time.Duration
+	// MaxConcurrent caps the queries and listings evaluated at once, as Prometheus'
+	// --query.max-concurrency does: each may hold up to MaxSamples and a core, so more wait
+	// for a slot, up to Timeout, and then answer errorType "timeout". Default
+	// DefaultMaxConcurrent.
+	MaxConcurrent int
 	// Ready, when set, is asked before every request: an error answers 503 unavailable in
 	// Prometheus' shape, "not ready: …" (slide serve: while windows are being restored).
 	Ready func() error
@@ -82,6 +88,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: max label values %d: must not be negative", ErrConfig, c.MaxLabelValues)
 	case c.LookbackDelta < 0:
 		return fmt.Errorf("%w: lookback delta %s: must not be negative", ErrConfig, c.LookbackDelta)
+	case c.MaxConcurrent < 0:
+		return fmt.Errorf("%w: max concurrent %d: must not be negative", ErrConfig, c.MaxConcurrent)
 	}
 	return nil
 }
@@ -104,6 +112,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LookbackDelta == 0 {
 		c.LookbackDelta = DefaultLookbackDelta
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = DefaultMaxConcurrent
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

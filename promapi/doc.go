@@ -72,7 +72,10 @@
 // evaluation and the store scan, which asks it every 64 series), and listings (labels,
 // label values, series) sorted and cut at MaxLabelValues or a smaller limit=, with the
 // warning "results truncated due to limit", holding at most twice that many items while they
-// gather however many match[] sets select the whole store, and bounded by a query's timeout. A POST body is at most 1 MiB. A range query
+// gather however many match[] sets select the whole store, and bounded by a query's timeout.
+// At most Config.MaxConcurrent queries and listings are evaluated at once (Prometheus'
+// --query.max-concurrency, 20); others wait for a slot within the timeout. A POST body is
+// at most 1 MiB. A range query
 // has at most 11,000 points, and so does a subquery (the engine steps a subquery's
 // selector without asking the context, so its steps are capped before it runs).
 //

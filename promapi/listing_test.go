@@ -3,6 +3,7 @@ package promapi
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"runtime"
 	"runtime/debug"
@@ -105,5 +106,43 @@ func TestListingsTimeOut(t *testing.T) {
 		if body := readAll(t, res); res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"errorType":"timeout"`) {
 			t.Errorf("%s with a timeout already past: %d %.200s, want 503 timeout", path, res.StatusCode, body)
 		}
+	}
+}
+
+// TestQueriesWaitForASlot: at most MaxConcurrent queries and listings are evaluated at once
+// (Prometheus' --query.max-concurrency): another waits for a slot up to the query timeout,
+// then answers errorType "timeout", and goes on as soon as one is free.
+func TestQueriesWaitForASlot(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	a, err := New(Config{Store: d.store, Now: func() time.Time { return d.now }, MaxConcurrent: 2, Timeout: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	paths := []string{"/api/v1/query?query=sum(latency_ms_count)", "/api/v1/series?match[]=latency_ms_count", "/api/v1/labels"}
+	a.slots <- struct{}{} // two evaluations running
+	a.slots <- struct{}{}
+	for _, path := range paths {
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"errorType":"timeout"`) || !strings.Contains(body, "2 evaluation slots") {
+			t.Errorf("%s with every slot busy: %d %s, want 503 timeout naming the slots", path, res.StatusCode, body)
+		}
+	}
+	go func() { time.Sleep(50 * time.Millisecond); <-a.slots }() // one ends within the wait
+	for _, path := range paths {
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); res.StatusCode != 200 {
+			t.Errorf("%s with a slot freed: %d %s", path, res.StatusCode, body)
+		}
+	}
+	if n := len(a.slots); n != 1 {
+		t.Errorf("%d slots held after the answers, want the 1 still running", n)
 	}
 }

@@ -83,6 +83,7 @@ type serveConfig struct {
 	usageStaleness time.Duration
 	keyPartitioner string
 	promPushdown   bool         // --promql-pushdown
+	promConcurrent int          // --promql-max-concurrency
 	budget         budgetConfig // budget.go
 
 	snapshotInterval   time.Duration
@@ -150,6 +151,7 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.peerTimeout, "peer-timeout", cluster.DefaultTimeout, "deadline of a read fanned out to the other instances; an owner slower than this counts as missing")
 	fs.DurationVar(&c.usageStaleness, "usage-staleness", cluster.DefaultStaleness, "how old the other instances' aggregates read by usage rules may be (cached) (0: no cache)")
 	fs.StringVar(&c.keyPartitioner, "key-partitioner", "", "declare that every producer partitions records by key with murmur2 (Java clients, slide produce): a one-key read then asks only its partition's owner. Empty: ask every owner (exact whatever the producers do)")
+	fs.IntVar(&c.promConcurrent, "promql-max-concurrency", promapi.DefaultMaxConcurrent, "PromQL queries and listings (/api/v1/) evaluated at once, as Prometheus' --query.max-concurrency; more wait for a slot up to the query timeout (25 s)")
 	fs.BoolVar(&c.promPushdown, "promql-pushdown", true, "answer histogram_quantile(φ, [sum by|without (…)] rate|increase(M[r])) on /api/v1/query and query_range without Prometheus' engine, equal to its answer and several times cheaper (false: every query goes to the engine)")
 	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N), feed OTLP spans of three services (duration_ms, labelled by "+demoSpanDimensions+" unless --span-dimensions says otherwise) and limit with demo policies")
 	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")

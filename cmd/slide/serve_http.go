@@ -59,7 +59,8 @@ const promQLTimeout = answerTimeout - 5*time.Second
 // promConfig is the PromQL API's configuration: the engine's bounds are promapi's defaults
 // but for its timeout, which must end before the answer's write deadline.
 func (c *serveConfig) promConfig(store *window.Store, ready func() error, cl *cluster.Cluster, log *slog.Logger) promapi.Config {
-	return promapi.Config{Store: store, Ready: ready, Cluster: cl, Logger: log, DisablePushdown: !c.promPushdown, Timeout: promQLTimeout}
+	return promapi.Config{Store: store, Ready: ready, Cluster: cl, Logger: log, DisablePushdown: !c.promPushdown, Timeout: promQLTimeout,
+		MaxConcurrent: c.promConcurrent}
 }
 
 // newHTTPServer sets timeouts on every server: a slow client cannot hold a connection

@@ -19,6 +19,7 @@ var (
 		"shutdown-timeout", "slot", "slots", "max-series", "evict-interval", "session-timeout",
 		"embedded-kafka-partitions", "export-max-series", "max-body-bytes", "read-header-timeout",
 		"demo-rate", "demo-keys", "peer-timeout", "snapshot-chunk-bytes", "max-inflated-bytes", "limiter-max-bytes",
+		"promql-max-concurrency",
 	}
 )
 
