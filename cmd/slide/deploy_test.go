@@ -61,6 +61,13 @@ type (
 		} `yaml:"ports"`
 		ReadinessProbe *k8sProbe `yaml:"readinessProbe"`
 		LivenessProbe  *k8sProbe `yaml:"livenessProbe"`
+		Lifecycle      *struct {
+			PreStop *struct {
+				Sleep *struct {
+					Seconds int `yaml:"seconds"`
+				} `yaml:"sleep"`
+			} `yaml:"preStop"`
+		} `yaml:"lifecycle"`
 		VolumeMounts   []struct {
 			Name      string `yaml:"name"`
 			MountPath string `yaml:"mountPath"`
@@ -409,9 +416,18 @@ func TestDeployKubernetes(t *testing.T) {
 		}
 		portOf("probe "+want, p.HTTPGet.Port)
 	}
+	// SIGTERM closes serve's listener at once, while Services and ingresses may still send
+	// it requests for a few seconds after the pod began terminating: a preStop sleep keeps
+	// it serving until they have taken it out (distroless has no shell for a sleep command).
+	var preStop time.Duration
+	if l := c.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds < 5 {
+		t.Errorf("Deployment: want lifecycle.preStop.sleep of at least 5 s, so a rolling restart drops no request")
+	} else {
+		preStop = time.Duration(l.PreStop.Sleep.Seconds) * time.Second
+	}
 	shutdown, _ := time.ParseDuration(val("shutdown-timeout"))
-	if g := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; g <= shutdown {
-		t.Errorf("Deployment: terminationGracePeriodSeconds %v must exceed --shutdown-timeout %v, or SIGKILL cuts the drain", g, shutdown)
+	if g := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; g <= preStop+shutdown {
+		t.Errorf("Deployment: terminationGracePeriodSeconds %v must exceed the preStop sleep %v and --shutdown-timeout %v, or SIGKILL cuts the drain", g, preStop, shutdown)
 	}
 
 	// --policies is a key of the ConfigMap, mounted where the flag looks.
