@@ -75,7 +75,7 @@ func newCSVReader(l *lineBuf) (*CSVReader, error) {
 		var err error
 		line, start, err = c.l.next()
 		if err == io.EOF {
-			return nil, fmt.Errorf("reading CSV header: %w", ErrNoRows)
+			return nil, fmt.Errorf("empty input: %w", ErrNoRows) // no header either: whatever the format
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading CSV header: %w", err)

@@ -48,7 +48,7 @@ func newCSVRows(r io.Reader, delim byte) (*csvRows, error) {
 	for len(line) == 0 {
 		var err error
 		if line, _, err = c.l.next(); err == io.EOF {
-			return nil, fmt.Errorf("reading CSV header: %w", ErrNoRows)
+			return nil, fmt.Errorf("empty input: %w", ErrNoRows) // no header either: whatever the format
 		} else if err != nil {
 			return nil, fmt.Errorf("reading CSV header: %w", err)
 		}

@@ -146,7 +146,7 @@ func TestBatchErrors(t *testing.T) {
 		{"missing column", "ts,amount\n1,2\n", []string{"--size", "1", "--column", "price", "-"}, 1,
 			`missing column "price" (columns: ts, amount)`},
 		// An input with no window to give names itself like any other bad input.
-		{"empty input", "", []string{"--size", "1", "-"}, 1, "slide batch: -: reading CSV header: no data rows"},
+		{"empty input", "", []string{"--size", "1", "-"}, 1, "slide batch: -: empty input: no data rows"},
 		{"header only", "ts,amount\n", []string{"--size", "1", "--column", "amount", "-"}, 1, "slide batch: -: no data rows"},
 		{"too few rows", "ts,amount\n1,2\n", []string{"--size", "3", "-"}, 1,
 			"slide batch: -: fewer rows than the window size: 1 rows, window size 3"},
