@@ -68,7 +68,7 @@ type (
 				} `yaml:"sleep"`
 			} `yaml:"preStop"`
 		} `yaml:"lifecycle"`
-		VolumeMounts   []struct {
+		VolumeMounts []struct {
 			Name      string `yaml:"name"`
 			MountPath string `yaml:"mountPath"`
 		} `yaml:"volumeMounts"`
