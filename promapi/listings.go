@@ -1,0 +1,187 @@
+package promapi
+
+// The listings (/api/v1/labels, /api/v1/label/NAME/values, /api/v1/series): their match[]
+// sets, their bounds (limit=, a query's timeout, an evaluation slot) and their answers.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// errEmptyMatchSet is Prometheus' refusal of a match[] set that every series satisfies.
+var errEmptyMatchSet = errors.New("match[] must contain at least one non-empty matcher")
+
+// matchers reads match[] (none: every series). A set whose every matcher matches "" ({code=""},
+// {route=~".*"}) would list the whole store; Prometheus refuses it, and so does this, with its
+// words (ParseMetricSelectors does not check it, the query parser does).
+func (a *API) matchers(r *http.Request) ([][]*labels.Matcher, error) {
+	ms := r.Form["match[]"]
+	if len(ms) == 0 {
+		return [][]*labels.Matcher{nil}, nil
+	}
+	sets, err := a.parser.ParseMetricSelectors(ms)
+	if err != nil {
+		return nil, err
+	}
+	for _, set := range sets {
+		if !slices.ContainsFunc(set, func(m *labels.Matcher) bool { return !m.Matches("") }) {
+			return nil, errEmptyMatchSet
+		}
+	}
+	return sets, nil
+}
+
+// limit is the listing cap: limit= when smaller than Config.MaxLabelValues.
+func (a *API) limit(r *http.Request) (int, *apiError) {
+	n := a.cfg.MaxLabelValues
+	if v := r.Form.Get("limit"); v != "" {
+		l, err := strconv.Atoi(v)
+		if err != nil || l < 0 {
+			return 0, badParam("limit", errors.New("limit must be a non-negative number"))
+		}
+		if l > 0 && l < n {
+			n = l
+		}
+	}
+	return n, nil
+}
+
+// listingContext is the request's context bounded by a query's timeout: each match[] set of
+// a listing scans the store, and without a bound a few hundred of them ran past the server's
+// write deadline.
+func (a *API) listingContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), a.cfg.Timeout)
+}
+
+// slot waits for one of Config.MaxConcurrent evaluations, at most a query's timeout, and
+// returns what gives it back.
+func (a *API) slot(ctx context.Context) (func(), *apiError) {
+	release := func() { <-a.slots }
+	select {
+	case a.slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	wait := time.NewTimer(a.cfg.Timeout)
+	defer wait.Stop()
+	select {
+	case a.slots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, execError(ctx.Err())
+	case <-wait.C:
+		return nil, &apiError{errTimeout, fmt.Errorf("query timed out waiting for one of %d evaluation slots (every one busy)", cap(a.slots))}
+	}
+}
+
+// listing answers a sorted, bounded list of strings gathered over each match[] set.
+func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error)) ([]byte, []string, *apiError) {
+	if _, aerr := a.timeParam(r, "start", time.Time{}); aerr != nil {
+		return nil, nil, aerr
+	}
+	if _, aerr := a.timeParam(r, "end", time.Time{}); aerr != nil {
+		return nil, nil, aerr
+	}
+	sets, err := a.matchers(r)
+	if err != nil {
+		return nil, nil, &apiError{errBadData, err}
+	}
+	limit, aerr := a.limit(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	ctx, cancel := a.listingContext(r)
+	defer cancel()
+	release, aerr := a.slot(ctx)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	defer release()
+	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
+	first := firstN[string]{n: limit, cmp: strings.Compare}
+	for _, ms := range sets {
+		vs, _, err := list(ctx, q, ms)
+		if err != nil {
+			return nil, nil, execError(err)
+		}
+		for _, v := range vs {
+			first.add(v)
+		}
+	}
+	all, warn := first.result()
+	return appendStrings(nil, all), warn, nil
+}
+
+func (a *API) labelNames(r *http.Request) ([]byte, []string, *apiError) {
+	return a.listing(r, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelNames(ctx, nil, ms...)
+	})
+}
+
+func (a *API) labelValues(r *http.Request) ([]byte, []string, *apiError) {
+	name := r.PathValue("name")
+	if strings.HasPrefix(name, "U__") {
+		name = model.UnescapeName(name, model.ValueEncodingEscaping)
+	}
+	if !model.UTF8Validation.IsValidLabelName(name) {
+		return nil, nil, &apiError{errBadData, fmt.Errorf("invalid label name: %q", clip(name))}
+	}
+	return a.listing(r, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelValues(ctx, name, nil, ms...)
+	})
+}
+
+func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
+	if len(r.Form["match[]"]) == 0 {
+		return nil, nil, &apiError{errBadData, errors.New("no match[] parameter provided")}
+	}
+	// Prometheus names the parameter here, not in the listings.
+	sets, err := a.matchers(r)
+	if err != nil {
+		return nil, nil, badParam("match[]", err)
+	}
+	limit, aerr := a.limit(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	ctx, cancel := a.listingContext(r)
+	defer cancel()
+	release, aerr := a.slot(ctx)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	defer release()
+	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
+	qr := q.(*querier)
+	first := firstN[labels.Labels]{n: limit, cmp: labels.Compare}
+	lb := labels.NewScratchBuilder(8)
+	for _, ms := range sets {
+		err := qr.eachLabelled(ctx, ms, func(name, series string) {
+			first.add(labelsOf(&lb, name, series))
+		})
+		if err != nil {
+			return nil, nil, execError(err)
+		}
+	}
+	all, warn := first.result()
+	b := []byte{'['}
+	for i, ls := range all {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendLabels(b, ls)
+	}
+	return append(b, ']'), warn, nil
+}
