@@ -58,11 +58,20 @@ func (a *API) limit(r *http.Request) (int, *apiError) {
 	return n, nil
 }
 
-// listingContext is the request's context bounded by a query's timeout: each match[] set of
-// a listing scans the store, and without a bound a few hundred of them ran past the server's
-// write deadline.
-func (a *API) listingContext(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), a.cfg.Timeout)
+// bounds reads a listing's limit= and takes its context, bounded by a query's timeout (each
+// match[] set scans the store, and without a bound a few hundred of them ran past the
+// server's write deadline), and an evaluation slot; done gives both back.
+func (a *API) bounds(r *http.Request) (limit int, ctx context.Context, done func(), aerr *apiError) {
+	if limit, aerr = a.limit(r); aerr != nil {
+		return 0, nil, nil, aerr
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.Timeout)
+	release, aerr := a.slot(ctx)
+	if aerr != nil {
+		cancel()
+		return 0, nil, nil, aerr
+	}
+	return limit, ctx, func() { release(); cancel() }, nil
 }
 
 // slot waits for one of Config.MaxConcurrent evaluations, at most a query's timeout, and
@@ -98,17 +107,11 @@ func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.
 	if err != nil {
 		return nil, nil, &apiError{errBadData, err}
 	}
-	limit, aerr := a.limit(r)
+	limit, ctx, done, aerr := a.bounds(r)
 	if aerr != nil {
 		return nil, nil, aerr
 	}
-	ctx, cancel := a.listingContext(r)
-	defer cancel()
-	release, aerr := a.slot(ctx)
-	if aerr != nil {
-		return nil, nil, aerr
-	}
-	defer release()
+	defer done()
 	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
 	first := firstN[string]{n: limit, cmp: strings.Compare}
 	for _, ms := range sets {
@@ -152,17 +155,11 @@ func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
 	if err != nil {
 		return nil, nil, badParam("match[]", err)
 	}
-	limit, aerr := a.limit(r)
+	limit, ctx, done, aerr := a.bounds(r)
 	if aerr != nil {
 		return nil, nil, aerr
 	}
-	ctx, cancel := a.listingContext(r)
-	defer cancel()
-	release, aerr := a.slot(ctx)
-	if aerr != nil {
-		return nil, nil, aerr
-	}
-	defer release()
+	defer done()
 	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
 	qr := q.(*querier)
 	first := firstN[labels.Labels]{n: limit, cmp: labels.Compare}
