@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/slide-metrics/slide/jsonenc"
 )
@@ -374,12 +375,26 @@ func checkSubqueries(expr parser.Expr, err error) *apiError {
 func (a *API) exec(ctx context.Context, qry promql.Query, text string) ([]byte, []string, *apiError) {
 	defer qry.Close()
 	res := qry.Exec(ctx)
-	warn, _ := res.Warnings.AsStrings(text, 10, 0)
+	warn := warnings(res.Warnings, text)
 	if res.Err != nil {
 		a.cfg.Logger.Debug("query failed", "query", clip(text), "err", res.Err)
 		return nil, nil, execError(res.Err)
 	}
 	return appendQueryData(nil, res.Value), warn, nil
+}
+
+// maxWarnings is how many warnings an answer carries, as Prometheus' API.
+const maxWarnings = 10
+
+// warnings are a query's warnings as text, sorted: the annotations are a map, and an
+// answer with two (a retention's and an invalid quantile's) came in either order.
+func warnings(annos annotations.Annotations, text string) []string {
+	warn, _ := annos.AsStrings(text, 0, 0)
+	slices.Sort(warn)
+	if n := len(warn) - maxWarnings; n > 0 {
+		warn = append(warn[:maxWarnings], fmt.Sprintf("%d more warning annotations omitted", n))
+	}
+	return warn
 }
 
 // execError maps the engine's errors onto the API's types, as Prometheus does.

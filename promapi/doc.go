@@ -50,6 +50,12 @@
 // (TestIncreaseExtrapolation). histogram_quantile is unaffected: a quantile of a rate does
 // not depend on the scale.
 //
+// A range longer than the retention (increase(M_count[$__range]) on an hour's dashboard, a
+// ring of 5 minutes) reads the retention, all there is, so its answer is the retention's;
+// the answer's warnings say so, naming the retention (the query is the engine's, which
+// takes Select's warning), where /v1/window refuses such a window. A tiered ring's tiers
+// are not PromQL's: its series are the ring's own slots.
+//
 // Names: M_count, M_sum and M_max are not shown for M when a slide metric of that name
 // exists (that metric's histogram is). /api/v1/metadata gives each name's type (histogram,
 // counter, gauge) and help; slide keeps no unit.

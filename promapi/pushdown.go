@@ -186,7 +186,7 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 			return nil, nil, err
 		}
 	}
-	warn, _ := annos.AsStrings(text, 10, 0)
+	warn := warnings(annos, text)
 	out := rd.out[:0] // the groups with points, sorted by labels (the engine's order)
 	for i := range rd.groups {
 		if len(rd.groups[i].floats) > 0 {
@@ -292,6 +292,9 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 	}
 	m := s.metrics[0]
 	rc := qr.q.store.RingConfig(m)
+	if sh.rng > rc.Retention().Milliseconds() {
+		return errNotPushed // the engine answers it, with Select's warning of the retention
+	}
 	b := builder{sh: newShape(rc, qr.now, qr.live, mint, maxt), cache: qr.q.caches.of(rc.Sketch)}
 	b.slab = *slabPool.Get().(*[]sketch.BinCount)
 	rd.schema, rd.zt = b.sh.schema, b.sh.ix.MinIndexableValue()
