@@ -70,7 +70,10 @@
 // "unavailable"|"not_found","error":…} with Prometheus' status codes (400, 422, 422, 499,
 // 503, 503, 404). /api/v1/query_exemplars answers 200 with no data (Grafana asks, and a 404
 // floods its log), /api/v1/status/buildinfo the Prometheus version of the engine (3.x), which
-// Grafana reads to pick its features.
+// Grafana reads to pick its features. The listings (labels, label values, series: Grafana's
+// template variables and metrics browser) list the series with samples in [start, end], as
+// Prometheus does: a series' counters have samples from its metric's retention start to
+// now, so a range before the retention (a dashboard of yesterday) or after now lists none.
 //
 // Bounds (Config): the engine's MaxSamples and Timeout (a request's timeout= may only
 // shorten it), a cap on series per query (the engine's, and the Queryable stops building

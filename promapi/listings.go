@@ -95,12 +95,31 @@ func (a *API) slot(ctx context.Context) (func(), *apiError) {
 	}
 }
 
+// listed is the querier of a listing: of the series with samples in [start, end] (ms; the
+// whole store without them), as Prometheus lists.
+func (a *API) listed(r *http.Request) (*querier, *apiError) {
+	mint, maxt := int64(math.MinInt64), int64(math.MaxInt64)
+	for _, p := range []struct {
+		name string
+		ms   *int64
+	}{{"start", &mint}, {"end", &maxt}} {
+		if r.Form.Get(p.name) == "" {
+			continue
+		}
+		t, aerr := a.timeParam(r, p.name, time.Time{})
+		if aerr != nil {
+			return nil, aerr
+		}
+		*p.ms = t.UnixMilli()
+	}
+	q, _ := a.q.Querier(mint, maxt)
+	return q.(*querier), nil
+}
+
 // listing answers a sorted, bounded list of strings gathered over each match[] set.
 func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error)) ([]byte, []string, *apiError) {
-	if _, aerr := a.timeParam(r, "start", time.Time{}); aerr != nil {
-		return nil, nil, aerr
-	}
-	if _, aerr := a.timeParam(r, "end", time.Time{}); aerr != nil {
+	q, aerr := a.listed(r)
+	if aerr != nil {
 		return nil, nil, aerr
 	}
 	sets, err := a.matchers(r)
@@ -112,7 +131,6 @@ func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.
 		return nil, nil, aerr
 	}
 	defer done()
-	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
 	first := firstN[string]{n: limit, cmp: strings.Compare}
 	for _, ms := range sets {
 		vs, _, err := list(ctx, q, ms)
@@ -150,6 +168,10 @@ func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
 	if len(r.Form["match[]"]) == 0 {
 		return nil, nil, &apiError{errBadData, errors.New("no match[] parameter provided")}
 	}
+	qr, aerr := a.listed(r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
 	// Prometheus names the parameter here, not in the listings.
 	sets, err := a.matchers(r)
 	if err != nil {
@@ -160,8 +182,6 @@ func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
 		return nil, nil, aerr
 	}
 	defer done()
-	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
-	qr := q.(*querier)
 	first := firstN[labels.Labels]{n: limit, cmp: labels.Compare}
 	lb := labels.NewScratchBuilder(8)
 	for _, ms := range sets {

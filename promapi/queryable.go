@@ -310,16 +310,24 @@ func (*seriesSet) Err() error                          { return nil }
 func (s *seriesSet) Warnings() annotations.Annotations { return s.warn }
 
 // eachLabelled calls fn with the label set (exposed name aside) of every series the matchers
-// select, name by name as Select would list them.
+// select that has samples in the querier's [mint, maxt] (a listing's start and end), name
+// by name as Select would list them.
 func (q *querier) eachLabelled(ctx context.Context, ms []*labels.Matcher, fn func(name, series string)) error {
 	s, err := q.selectionOf(ctx, ms)
 	if err != nil || s.none {
 		return err
 	}
 	stop := stopper(ctx)
+	var ts, through []int64
 	for i, m := range s.metrics {
-		err := q.visit(ctx, m, &s, stop, func(series string, _ int64, slots []window.SlotView) bool {
+		sh := newShape(q.q.store.RingConfig(m), q.now, q.live, q.mint, q.maxt)
+		err := q.visit(ctx, m, &s, stop, func(series string, cur int64, slots []window.SlotView) bool {
 			if len(slots) == 0 {
+				return true
+			}
+			// A series' samples (its counters') rise from the retention's start to now, at
+			// most maxt: it has one in range when the last is at mint or after.
+			if ts, through = sh.points(cur, ts[:0], through[:0]); len(ts) == 0 || ts[len(ts)-1] < q.mint {
 				return true
 			}
 			for k := range kindEnd {
