@@ -65,7 +65,8 @@
 // Requests are Prometheus': GET or POST (a form), time as unix seconds or RFC 3339,
 // durations as seconds or 5m; answers are Prometheus' JSON byte for byte where clients
 // parse it (TestJSONMatchesPrometheusCodec holds timestamps, values and histograms to
-// Prometheus' own marshalers): {"status":"success","data":…,"warnings":[…]} or
+// Prometheus' own marshalers): {"status":"success","data":…,"warnings":[…],"infos":[…]}
+// (the engine's annotations, each kind sorted and cut at 10, as Prometheus 3 answers) or
 // {"status":"error","errorType":"bad_data"|"execution"|"cost_limit"|"canceled"|"timeout"|
 // "unavailable"|"not_found","error":…} with Prometheus' status codes (400, 422, 422, 499,
 // 503, 503, 404). /api/v1/query_exemplars answers 200 with no data (Grafana asks, and a 404
