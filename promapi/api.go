@@ -115,7 +115,13 @@ func (a *API) serve(fn func(r *http.Request) ([]byte, notes, *apiError)) http.Ha
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 		if err := r.ParseForm(); err != nil {
-			writeError(w, &apiError{errBadData, fmt.Errorf("error parsing form values: %w", err)})
+			// The form's bound is this server's, not Prometheus': say it, and how to keep within it.
+			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+				err = errors.New("the request body is over 1 MiB, the bound of a form: ask with fewer or shorter parameters (several requests of fewer match[] sets)")
+			} else {
+				err = fmt.Errorf("error parsing form values: %w", err)
+			}
+			writeError(w, &apiError{errBadData, err})
 			return
 		}
 		if a.cfg.Ready != nil {

@@ -193,3 +193,20 @@ func get(t *testing.T, u string) string {
 	}
 	return b.String()
 }
+
+// TestOversizeFormSaysItsBound: a POST form over the 1 MiB bound (a metrics browser's
+// /api/v1/series with thousands of match[] sets) is refused saying the bound and what to
+// do; it said only "error parsing form values: http: request body too large".
+func TestOversizeFormSaysItsBound(t *testing.T) {
+	d := newDemo(t, "native:5", 1, 1)
+	srv := serveDemo(t, d, Config{})
+	body := "match[]=" + strings.Repeat("latency_ms_count%7Bkey%3D%22k%22%7D&match[]=", 40_000) + "latency_ms_count"
+	res, err := http.Post(srv.URL+"/api/v1/series", "application/x-www-form-urlencoded", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"status":"error","errorType":"bad_data","error":"the request body is over 1 MiB, the bound of a form: ask with fewer or shorter parameters (several requests of fewer match[] sets)"}`
+	if got := readAll(t, res); res.StatusCode != 400 || got != want {
+		t.Errorf("%d %s, want 400 %s", res.StatusCode, got, want)
+	}
+}
