@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/slide-metrics/slide/jsonenc"
 )
@@ -88,14 +89,14 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("/api/v1/label/{name}/values", a.serve(a.labelValues))
 	m.HandleFunc("/api/v1/series", a.serve(a.series))
 	m.HandleFunc("/api/v1/metadata", a.serve(a.metadata))
-	m.HandleFunc("/api/v1/query_exemplars", a.serve(func(*http.Request) ([]byte, []string, *apiError) {
-		return []byte("[]"), nil, nil // slide keeps no exemplars; Grafana wants 200, not 404
+	m.HandleFunc("/api/v1/query_exemplars", a.serve(func(*http.Request) ([]byte, notes, *apiError) {
+		return []byte("[]"), notes{}, nil // slide keeps no exemplars; Grafana wants 200, not 404
 	}))
-	m.HandleFunc("/api/v1/status/buildinfo", a.serve(func(*http.Request) ([]byte, []string, *apiError) {
-		return buildInfo, nil, nil
+	m.HandleFunc("/api/v1/status/buildinfo", a.serve(func(*http.Request) ([]byte, notes, *apiError) {
+		return buildInfo, notes{}, nil
 	}))
-	m.HandleFunc("/", a.serve(func(r *http.Request) ([]byte, []string, *apiError) {
-		return nil, nil, &apiError{errNotFound, fmt.Errorf("no route %s in slide's Prometheus API", clip(r.URL.Path))}
+	m.HandleFunc("/", a.serve(func(r *http.Request) ([]byte, notes, *apiError) {
+		return nil, notes{}, &apiError{errNotFound, fmt.Errorf("no route %s in slide's Prometheus API", clip(r.URL.Path))}
 	}))
 	a.mux = m
 	return a, nil
@@ -110,11 +111,17 @@ func (a *API) Queryable() *Queryable { return a.q }
 
 // serve wraps an endpoint: form parsing, the partition check, the envelope. fn returns the
 // JSON of data, the warnings, or an error.
-func (a *API) serve(fn func(r *http.Request) ([]byte, []string, *apiError)) http.HandlerFunc {
+func (a *API) serve(fn func(r *http.Request) ([]byte, notes, *apiError)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 		if err := r.ParseForm(); err != nil {
-			writeError(w, &apiError{errBadData, fmt.Errorf("error parsing form values: %w", err)})
+			// The form's bound is this server's, not Prometheus': say it, and how to keep within it.
+			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+				err = errors.New("the request body is over 1 MiB, the bound of a form: ask with fewer or shorter parameters (several requests of fewer match[] sets)")
+			} else {
+				err = fmt.Errorf("error parsing form values: %w", err)
+			}
+			writeError(w, &apiError{errBadData, err})
 			return
 		}
 		if a.cfg.Ready != nil {
@@ -136,7 +143,7 @@ func (a *API) serve(fn func(r *http.Request) ([]byte, []string, *apiError)) http
 				warn = append(warn, "partial answer: partitions "+partitions(missing)+" are held by other instances and were not read (partial=allow)")
 			}
 		}
-		data, more, aerr := fn(r)
+		data, n, aerr := fn(r)
 		if missing := note.partitions(); len(missing) > 0 {
 			if !note.allow {
 				writeError(w, &apiError{errUnavailable, &MissingError{Partitions: missing}})
@@ -154,7 +161,7 @@ func (a *API) serve(fn func(r *http.Request) ([]byte, []string, *apiError)) http
 		// result), and one buffer around it was a copy and an allocation as large.
 		_, _ = io.WriteString(w, envelopeHead)
 		_, _ = w.Write(data)
-		_, _ = w.Write(appendEnvelopeTail(nil, append(warn, more...), nil))
+		_, _ = w.Write(appendEnvelopeTail(nil, append(warn, n.warn...), n.info))
 	}
 }
 
@@ -263,10 +270,10 @@ func (a *API) queryOpts(r *http.Request) (promql.QueryOpts, *apiError) {
 	return promql.NewPrometheusQueryOptsWithLimits(false, lookback, uint64(a.cfg.MaxSeries), 0, 0, nil), nil
 }
 
-func (a *API) query(r *http.Request) ([]byte, []string, *apiError) {
+func (a *API) query(r *http.Request) ([]byte, notes, *apiError) {
 	ts, aerr := a.timeParam(r, "time", a.cfg.Now())
 	if aerr != nil {
-		return nil, nil, aerr
+		return nil, notes{}, aerr
 	}
 	at := engineMillis(ts)
 	return a.run(r, evalSpan{start: at, end: at}, func(ctx context.Context, opts promql.QueryOpts, text string) (promql.Query, error) {
@@ -274,27 +281,27 @@ func (a *API) query(r *http.Request) ([]byte, []string, *apiError) {
 	})
 }
 
-func (a *API) queryRange(r *http.Request) ([]byte, []string, *apiError) {
+func (a *API) queryRange(r *http.Request) ([]byte, notes, *apiError) {
 	start, err := parseTime(r.Form.Get("start"))
 	if err != nil {
-		return nil, nil, badParam("start", err)
+		return nil, notes{}, badParam("start", err)
 	}
 	end, err := parseTime(r.Form.Get("end"))
 	if err != nil {
-		return nil, nil, badParam("end", err)
+		return nil, notes{}, badParam("end", err)
 	}
 	if end.Before(start) {
-		return nil, nil, badParam("end", errors.New("end timestamp must not be before start time"))
+		return nil, notes{}, badParam("end", errors.New("end timestamp must not be before start time"))
 	}
 	step, err := parseDuration(r.Form.Get("step"))
 	if err != nil {
-		return nil, nil, badParam("step", err)
+		return nil, notes{}, badParam("step", err)
 	}
 	if step <= 0 {
-		return nil, nil, badParam("step", errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"))
+		return nil, notes{}, badParam("step", errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"))
 	}
 	if end.Sub(start)/step > maxPoints {
-		return nil, nil, &apiError{errBadData, errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")}
+		return nil, notes{}, &apiError{errBadData, errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)")}
 	}
 	span := evalSpan{start: engineMillis(start), end: engineMillis(end), step: step.Milliseconds()}
 	if span.step == 0 {
@@ -308,39 +315,39 @@ func (a *API) queryRange(r *http.Request) ([]byte, []string, *apiError) {
 // run is what an instant and a range query share once their times are read: the request's
 // context and timeout, the engine's options, the subquery cap, the pushdown (when the query
 // has its shape), else the query newQuery makes of the text, executed.
-func (a *API) run(r *http.Request, span evalSpan, newQuery func(context.Context, promql.QueryOpts, string) (promql.Query, error)) ([]byte, []string, *apiError) {
+func (a *API) run(r *http.Request, span evalSpan, newQuery func(context.Context, promql.QueryOpts, string) (promql.Query, error)) ([]byte, notes, *apiError) {
 	ctx, cancel, aerr := a.queryContext(r)
 	if aerr != nil {
-		return nil, nil, aerr
+		return nil, notes{}, aerr
 	}
 	defer cancel()
 	opts, aerr := a.queryOpts(r)
 	if aerr != nil {
-		return nil, nil, aerr
+		return nil, notes{}, aerr
 	}
 	release, aerr := a.slot(ctx)
 	if aerr != nil {
-		return nil, nil, aerr
+		return nil, notes{}, aerr
 	}
 	defer release()
 	text := r.Form.Get("query")
 	expr, perr := a.parser.ParseExpr(text)
 	if aerr := checkSubqueries(expr, perr); aerr != nil {
-		return nil, nil, aerr
+		return nil, notes{}, aerr
 	}
 	if perr == nil && !a.cfg.DisablePushdown && span.step >= 0 {
-		data, warn, err := a.pushdown(ctx, expr, text, span)
+		data, n, err := a.pushdown(ctx, expr, text, span)
 		if !errors.Is(err, errNotPushed) {
 			if err != nil {
-				return nil, nil, execError(err)
+				return nil, notes{}, execError(err)
 			}
 			a.pushed.Add(1)
-			return data, warn, nil
+			return data, n, nil
 		}
 	}
 	qry, err := newQuery(ctx, opts, text)
 	if err != nil {
-		return nil, nil, badParam("query", err)
+		return nil, notes{}, badParam("query", err)
 	}
 	return a.exec(ctx, qry, text)
 }
@@ -371,15 +378,38 @@ func checkSubqueries(expr parser.Expr, err error) *apiError {
 	return bad
 }
 
-func (a *API) exec(ctx context.Context, qry promql.Query, text string) ([]byte, []string, *apiError) {
+func (a *API) exec(ctx context.Context, qry promql.Query, text string) ([]byte, notes, *apiError) {
 	defer qry.Close()
 	res := qry.Exec(ctx)
-	warn, _ := res.Warnings.AsStrings(text, 10, 0)
+	n := notesOf(res.Warnings, text)
 	if res.Err != nil {
 		a.cfg.Logger.Debug("query failed", "query", clip(text), "err", res.Err)
-		return nil, nil, execError(res.Err)
+		return nil, notes{}, execError(res.Err)
 	}
-	return appendQueryData(nil, res.Value), warn, nil
+	return appendQueryData(nil, res.Value), n, nil
+}
+
+// notes are an answer's "warnings" and "infos", as Prometheus 3 answers them (Grafana shows
+// both).
+type notes struct{ warn, info []string }
+
+// maxNotes is how many warnings, and how many infos, an answer carries, as Prometheus' API.
+const maxNotes = 10
+
+// notesOf are a query's annotations as text, each kind sorted: the annotations are a map,
+// and an answer with two warnings (a retention's and an invalid quantile's) came in either
+// order.
+func notesOf(annos annotations.Annotations, text string) notes {
+	warn, info := annos.AsStrings(text, 0, 0)
+	return notes{warn: firstNotes(warn, "warning"), info: firstNotes(info, "info")}
+}
+
+func firstNotes(s []string, kind string) []string {
+	slices.Sort(s)
+	if n := len(s) - maxNotes; n > 0 {
+		s = append(s[:maxNotes], fmt.Sprintf("%d more %s annotations omitted", n, kind))
+	}
+	return s
 }
 
 // execError maps the engine's errors onto the API's types, as Prometheus does.
@@ -409,12 +439,12 @@ func execError(err error) *apiError {
 
 // metadata answers type, help and unit of every exposed name (metric= one of them),
 // sorted by name as Prometheus' map encodes.
-func (a *API) metadata(r *http.Request) ([]byte, []string, *apiError) {
+func (a *API) metadata(r *http.Request) ([]byte, notes, *apiError) {
 	limit := -1
 	if v := r.Form.Get("limit"); v != "" {
 		l, err := strconv.Atoi(v)
 		if err != nil {
-			return nil, nil, &apiError{errBadData, errors.New("limit must be a number")}
+			return nil, notes{}, &apiError{errBadData, errors.New("limit must be a number")}
 		}
 		limit = l
 	}
@@ -424,7 +454,7 @@ func (a *API) metadata(r *http.Request) ([]byte, []string, *apiError) {
 		var missing []int32
 		all, missing = a.cfg.Cluster.Metrics(r.Context())
 		if err := noteMissing(r.Context(), missing); err != nil {
-			return nil, nil, execError(err)
+			return nil, notes{}, execError(err)
 		}
 	}
 	type entry struct {
@@ -462,5 +492,5 @@ func (a *API) metadata(r *http.Request) ([]byte, []string, *apiError) {
 		b = jsonenc.AppendString(b, fmt.Sprintf(kindHelp[e.k], e.m))
 		b = append(b, `,"unit":""}]`...)
 	}
-	return append(b, '}'), nil, nil
+	return append(b, '}'), notes{}, nil
 }

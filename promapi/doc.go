@@ -50,6 +50,12 @@
 // (TestIncreaseExtrapolation). histogram_quantile is unaffected: a quantile of a rate does
 // not depend on the scale.
 //
+// A range longer than the retention (increase(M_count[$__range]) on an hour's dashboard, a
+// ring of 5 minutes) reads the retention, all there is, so its answer is the retention's;
+// the answer's warnings say so, naming the retention (the query is the engine's, which
+// takes Select's warning), where /v1/window refuses such a window. A tiered ring's tiers
+// are not PromQL's: its series are the ring's own slots.
+//
 // Names: M_count, M_sum and M_max are not shown for M when a slide metric of that name
 // exists (that metric's histogram is). /api/v1/metadata gives each name's type (histogram,
 // counter, gauge) and help; slide keeps no unit.
@@ -59,12 +65,16 @@
 // Requests are Prometheus': GET or POST (a form), time as unix seconds or RFC 3339,
 // durations as seconds or 5m; answers are Prometheus' JSON byte for byte where clients
 // parse it (TestJSONMatchesPrometheusCodec holds timestamps, values and histograms to
-// Prometheus' own marshalers): {"status":"success","data":…,"warnings":[…]} or
+// Prometheus' own marshalers): {"status":"success","data":…,"warnings":[…],"infos":[…]}
+// (the engine's annotations, each kind sorted and cut at 10, as Prometheus 3 answers) or
 // {"status":"error","errorType":"bad_data"|"execution"|"cost_limit"|"canceled"|"timeout"|
 // "unavailable"|"not_found","error":…} with Prometheus' status codes (400, 422, 422, 499,
 // 503, 503, 404). /api/v1/query_exemplars answers 200 with no data (Grafana asks, and a 404
 // floods its log), /api/v1/status/buildinfo the Prometheus version of the engine (3.x), which
-// Grafana reads to pick its features.
+// Grafana reads to pick its features. The listings (labels, label values, series: Grafana's
+// template variables and metrics browser) list the series with samples in [start, end], as
+// Prometheus does: a series' counters have samples from its metric's retention start to
+// now, so a range before the retention (a dashboard of yesterday) or after now lists none.
 //
 // Bounds (Config): the engine's MaxSamples and Timeout (a request's timeout= may only
 // shorten it), a cap on series per query (the engine's, and the Queryable stops building

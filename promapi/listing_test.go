@@ -2,6 +2,7 @@ package promapi
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -144,5 +145,68 @@ func TestQueriesWaitForASlot(t *testing.T) {
 	}
 	if n := len(a.slots); n != 1 {
 		t.Errorf("%d slots held after the answers, want the 1 still running", n)
+	}
+}
+
+// TestListingsHoldToStartEnd: /api/v1/labels, label values and series list the series with
+// samples in [start, end], as Prometheus does. They ignored both, so a Grafana template
+// variable over a dashboard of yesterday (label_values(latency_ms_count, key), asked with
+// the dashboard's start and end) offered today's keys, whose panels then showed nothing.
+// A series' samples span its metric's retention up to now: a range before the retention
+// or after now lists nothing, one overlapping it what no bounds list.
+func TestListingsHoldToStartEnd(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	srv := serveDemo(t, d, Config{})
+	sec := func(t time.Time) string { return fmt.Sprintf("%.3f", float64(t.UnixMilli())/1000) }
+	for _, path := range []string{"/api/v1/labels?", "/api/v1/label/key/values?", "/api/v1/series?match[]=latency_ms_count&"} {
+		all := get(t, srv.URL+path)
+		if !strings.Contains(all, `"k0aa"`) && !strings.Contains(all, `"route"`) {
+			t.Fatalf("%s without bounds: %s", path, all)
+		}
+		for _, c := range []struct {
+			bounds string
+			want   string
+		}{
+			{"start=" + sec(d.now.Add(-2*time.Hour)) + "&end=" + sec(d.now.Add(-time.Hour)), `{"status":"success","data":[]}`},
+			{"end=" + url.QueryEscape(d.now.Add(-6*time.Minute).UTC().Format(time.RFC3339)), `{"status":"success","data":[]}`},
+			{"start=" + sec(d.now.Add(time.Hour)), `{"status":"success","data":[]}`},
+			{"start=" + sec(d.now.Add(-time.Hour)) + "&end=" + sec(d.now.Add(-4*time.Minute)), all},
+			{"start=" + sec(d.now.Add(-time.Minute)) + "&end=" + sec(d.now.Add(time.Hour)), all},
+		} {
+			if got := get(t, srv.URL+path+c.bounds); got != c.want {
+				t.Errorf("%s%s: %s, want %s", path, c.bounds, got, c.want)
+			}
+		}
+	}
+}
+
+func get(t *testing.T, u string) string {
+	t.Helper()
+	res, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b := new(strings.Builder)
+	if _, err := io.Copy(b, res.Body); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestOversizeFormSaysItsBound: a POST form over the 1 MiB bound (a metrics browser's
+// /api/v1/series with thousands of match[] sets) is refused saying the bound and what to
+// do; it said only "error parsing form values: http: request body too large".
+func TestOversizeFormSaysItsBound(t *testing.T) {
+	d := newDemo(t, "native:5", 1, 1)
+	srv := serveDemo(t, d, Config{})
+	body := "match[]=" + strings.Repeat("latency_ms_count%7Bkey%3D%22k%22%7D&match[]=", 40_000) + "latency_ms_count"
+	res, err := http.Post(srv.URL+"/api/v1/series", "application/x-www-form-urlencoded", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"status":"error","errorType":"bad_data","error":"the request body is over 1 MiB, the bound of a form: ask with fewer or shorter parameters (several requests of fewer match[] sets)"}`
+	if got := readAll(t, res); res.StatusCode != 400 || got != want {
+		t.Errorf("%d %s, want 400 %s", res.StatusCode, got, want)
 	}
 }

@@ -95,73 +95,93 @@ func (a *API) slot(ctx context.Context) (func(), *apiError) {
 	}
 }
 
-// listing answers a sorted, bounded list of strings gathered over each match[] set.
-func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error)) ([]byte, []string, *apiError) {
-	if _, aerr := a.timeParam(r, "start", time.Time{}); aerr != nil {
-		return nil, nil, aerr
+// listed is the querier of a listing: of the series with samples in [start, end] (ms; the
+// whole store without them), as Prometheus lists.
+func (a *API) listed(r *http.Request) (*querier, *apiError) {
+	mint, maxt := int64(math.MinInt64), int64(math.MaxInt64)
+	for _, p := range []struct {
+		name string
+		ms   *int64
+	}{{"start", &mint}, {"end", &maxt}} {
+		if r.Form.Get(p.name) == "" {
+			continue
+		}
+		t, aerr := a.timeParam(r, p.name, time.Time{})
+		if aerr != nil {
+			return nil, aerr
+		}
+		*p.ms = t.UnixMilli()
 	}
-	if _, aerr := a.timeParam(r, "end", time.Time{}); aerr != nil {
-		return nil, nil, aerr
+	q, _ := a.q.Querier(mint, maxt)
+	return q.(*querier), nil
+}
+
+// listing answers a sorted, bounded list of strings gathered over each match[] set.
+func (a *API) listing(r *http.Request, list func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error)) ([]byte, notes, *apiError) {
+	q, aerr := a.listed(r)
+	if aerr != nil {
+		return nil, notes{}, aerr
 	}
 	sets, err := a.matchers(r)
 	if err != nil {
-		return nil, nil, &apiError{errBadData, err}
+		return nil, notes{}, &apiError{errBadData, err}
 	}
 	limit, ctx, done, aerr := a.bounds(r)
 	if aerr != nil {
-		return nil, nil, aerr
+		return nil, notes{}, aerr
 	}
 	defer done()
-	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
 	first := firstN[string]{n: limit, cmp: strings.Compare}
 	for _, ms := range sets {
 		vs, _, err := list(ctx, q, ms)
 		if err != nil {
-			return nil, nil, execError(err)
+			return nil, notes{}, execError(err)
 		}
 		for _, v := range vs {
 			first.add(v)
 		}
 	}
 	all, warn := first.result()
-	return appendStrings(nil, all), warn, nil
+	return appendStrings(nil, all), notes{warn: warn}, nil
 }
 
-func (a *API) labelNames(r *http.Request) ([]byte, []string, *apiError) {
+func (a *API) labelNames(r *http.Request) ([]byte, notes, *apiError) {
 	return a.listing(r, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
 		return q.LabelNames(ctx, nil, ms...)
 	})
 }
 
-func (a *API) labelValues(r *http.Request) ([]byte, []string, *apiError) {
+func (a *API) labelValues(r *http.Request) ([]byte, notes, *apiError) {
 	name := r.PathValue("name")
 	if strings.HasPrefix(name, "U__") {
 		name = model.UnescapeName(name, model.ValueEncodingEscaping)
 	}
 	if !model.UTF8Validation.IsValidLabelName(name) {
-		return nil, nil, &apiError{errBadData, fmt.Errorf("invalid label name: %q", clip(name))}
+		return nil, notes{}, &apiError{errBadData, fmt.Errorf("invalid label name: %q", clip(name))}
 	}
 	return a.listing(r, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
 		return q.LabelValues(ctx, name, nil, ms...)
 	})
 }
 
-func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
+func (a *API) series(r *http.Request) ([]byte, notes, *apiError) {
 	if len(r.Form["match[]"]) == 0 {
-		return nil, nil, &apiError{errBadData, errors.New("no match[] parameter provided")}
+		return nil, notes{}, &apiError{errBadData, errors.New("no match[] parameter provided")}
+	}
+	qr, aerr := a.listed(r)
+	if aerr != nil {
+		return nil, notes{}, aerr
 	}
 	// Prometheus names the parameter here, not in the listings.
 	sets, err := a.matchers(r)
 	if err != nil {
-		return nil, nil, badParam("match[]", err)
+		return nil, notes{}, badParam("match[]", err)
 	}
 	limit, ctx, done, aerr := a.bounds(r)
 	if aerr != nil {
-		return nil, nil, aerr
+		return nil, notes{}, aerr
 	}
 	defer done()
-	q, _ := a.q.Querier(math.MinInt64, math.MaxInt64)
-	qr := q.(*querier)
 	first := firstN[labels.Labels]{n: limit, cmp: labels.Compare}
 	lb := labels.NewScratchBuilder(8)
 	for _, ms := range sets {
@@ -169,7 +189,7 @@ func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
 			first.add(labelsOf(&lb, name, series))
 		})
 		if err != nil {
-			return nil, nil, execError(err)
+			return nil, notes{}, execError(err)
 		}
 	}
 	all, warn := first.result()
@@ -180,5 +200,5 @@ func (a *API) series(r *http.Request) ([]byte, []string, *apiError) {
 		}
 		b = appendLabels(b, ls)
 	}
-	return append(b, ']'), warn, nil
+	return append(b, ']'), notes{warn: warn}, nil
 }

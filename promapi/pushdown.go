@@ -116,15 +116,15 @@ type pdGroup struct {
 }
 
 // pushdown answers a recognised query over span, or errNotPushed (the engine's turn) or a
-// context's error. warn are the engine's warnings for it.
-func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span evalSpan) ([]byte, []string, error) {
+// context's error. Its notes are the engine's warnings and infos for it.
+func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span evalSpan) ([]byte, notes, error) {
 	sh, ok := recognise(expr)
 	steps := int64(0) // after the first
 	if span.step > 0 {
 		steps = (span.end - span.start) / span.step
 	}
 	if !ok || span.end < span.start || steps > maxPoints || span.start-sh.rng > span.start {
-		return nil, nil, errNotPushed // times far outside int64's milliseconds: the engine's
+		return nil, notes{}, errNotPushed // times far outside int64's milliseconds: the engine's
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
@@ -138,7 +138,7 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 	rd.sh, rd.instant, rd.t = &sh, instant, span.start
 	rd.budget, rd.perGroup = int64(a.cfg.MaxSamples), steps+1
 	if err := a.pdSelect(ctx, qr, rd, mint, maxt); err != nil {
-		return nil, nil, err
+		return nil, notes{}, err
 	}
 	var annos annotations.Annotations
 	if math.IsNaN(sh.phi) || sh.phi < 0 || sh.phi > 1 {
@@ -157,7 +157,7 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 				s := &rd.series[i]
 				rd.add(s.group, s.hs, s.smp, lo, t)
 				if stop() {
-					return nil, nil, ctx.Err()
+					return nil, notes{}, ctx.Err()
 				}
 			}
 		}
@@ -183,10 +183,10 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 		}
 		rd.touched = rd.touched[:0]
 		if err := ctx.Err(); err != nil {
-			return nil, nil, err
+			return nil, notes{}, err
 		}
 	}
-	warn, _ := annos.AsStrings(text, 10, 0)
+	n := notesOf(annos, text)
 	out := rd.out[:0] // the groups with points, sorted by labels (the engine's order)
 	for i := range rd.groups {
 		if len(rd.groups[i].floats) > 0 {
@@ -203,13 +203,13 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 			}
 			b = appendSample(b, promql.Sample{Metric: o.lset, T: span.start, F: rd.groups[o.g].floats[0].F})
 		}
-		return append(b, "]}"...), warn, nil
+		return append(b, "]}"...), n, nil
 	}
 	mat := make(promql.Matrix, 0, len(out))
 	for _, o := range out {
 		mat = append(mat, promql.Series{Metric: o.lset, Floats: rd.groups[o.g].floats})
 	}
-	return appendQueryData(nil, mat), warn, nil
+	return appendQueryData(nil, mat), n, nil
 }
 
 // pdRead is a pushdown's read: its groups, and for a range query its series (an instant
@@ -292,6 +292,9 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 	}
 	m := s.metrics[0]
 	rc := qr.q.store.RingConfig(m)
+	if sh.rng > rc.Retention().Milliseconds() {
+		return errNotPushed // the engine answers it, with Select's warning of the retention
+	}
 	b := builder{sh: newShape(rc, qr.now, qr.live, mint, maxt), cache: qr.q.caches.of(rc.Sketch)}
 	b.slab = *slabPool.Get().(*[]sketch.BinCount)
 	rd.schema, rd.zt = b.sh.schema, b.sh.ix.MinIndexableValue()

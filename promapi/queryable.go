@@ -200,11 +200,15 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	}
 	lo, hi, thin := ends(hints)
 	var out []*promSeries
+	var warn annotations.Annotations
 	lb := labels.NewScratchBuilder(8)
 	stop := stopper(ctx)
 	for i, m := range s.metrics {
 		ks := s.kinds[i]
 		rc := q.q.store.RingConfig(m)
+		if w := pastRetention(m, rc, hints); w != nil {
+			warn.Add(w)
+		}
 		b := builder{sh: newShape(rc, q.now, q.live, mint, maxt), cache: q.q.caches.of(rc.Sketch)}
 		if ks[kindHistogram] {
 			b.slab = *slabPool.Get().(*[]sketch.BinCount)
@@ -250,7 +254,25 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		}
 	}
 	slices.SortFunc(out, func(a, b *promSeries) int { return labels.Compare(a.lset, b.lset) })
-	return &seriesSet{list: out, i: -1}
+	return &seriesSet{list: out, i: -1, warn: warn}
+}
+
+// pastRetention is the warning for a range selector longer than metric m's retention
+// (increase(M_count[$__range]) over an hour, a ring of 5 minutes): the ring has nothing
+// before it, so the answer is the retention's, which nothing else in it would show
+// (/v1/window refuses such a window). nil for any other selector.
+func pastRetention(m string, rc window.RingConfig, hints *storage.SelectHints) error {
+	ret := rc.Retention()
+	if hints == nil || hints.Range <= ret.Milliseconds() {
+		return nil
+	}
+	tiers := ""
+	if len(rc.Tiers) > 0 {
+		tiers = "; its tiers, further back, are read by /v1/window and /v1/range, not PromQL"
+	}
+	return fmt.Errorf("the range [%s] is longer than the retention %s of slide metric %q (%d slots of %s): it reads the last %s only%s",
+		window.FormatDuration(time.Duration(hints.Range)*time.Millisecond), window.FormatDuration(ret), m,
+		rc.Slots, window.FormatDuration(rc.Slot), window.FormatDuration(ret), tiers)
 }
 
 // seriesSet is a built list of series, and what the engine should warn of.
@@ -288,16 +310,24 @@ func (*seriesSet) Err() error                          { return nil }
 func (s *seriesSet) Warnings() annotations.Annotations { return s.warn }
 
 // eachLabelled calls fn with the label set (exposed name aside) of every series the matchers
-// select, name by name as Select would list them.
+// select that has samples in the querier's [mint, maxt] (a listing's start and end), name
+// by name as Select would list them.
 func (q *querier) eachLabelled(ctx context.Context, ms []*labels.Matcher, fn func(name, series string)) error {
 	s, err := q.selectionOf(ctx, ms)
 	if err != nil || s.none {
 		return err
 	}
 	stop := stopper(ctx)
+	var ts, through []int64
 	for i, m := range s.metrics {
-		err := q.visit(ctx, m, &s, stop, func(series string, _ int64, slots []window.SlotView) bool {
+		sh := newShape(q.q.store.RingConfig(m), q.now, q.live, q.mint, q.maxt)
+		err := q.visit(ctx, m, &s, stop, func(series string, cur int64, slots []window.SlotView) bool {
 			if len(slots) == 0 {
+				return true
+			}
+			// A series' samples (its counters') rise from the retention's start to now, at
+			// most maxt: it has one in range when the last is at mint or after.
+			if ts, through = sh.points(cur, ts[:0], through[:0]); len(ts) == 0 || ts[len(ts)-1] < q.mint {
 				return true
 			}
 			for k := range kindEnd {
