@@ -147,9 +147,17 @@ const genChunk = 4096
 // When emit falls behind, Run drops the backlog beyond one second rather than bursting.
 // emit must not keep the batch slice.
 func (g *DemoGen) Run(ctx context.Context, emit func([]window.Event) error) (int64, error) {
-	const tick = 10 * time.Millisecond
-	t := time.NewTicker(tick)
+	t := time.NewTicker(demoTick)
 	defer t.Stop()
+	return g.run(ctx, t.C, emit)
+}
+
+// demoTick is how often DemoGen.Run sends what is due.
+const demoTick = 10 * time.Millisecond
+
+// run is Run on the ticks of ticks.
+func (g *DemoGen) run(ctx context.Context, ticks <-chan time.Time, emit func([]window.Event) error) (int64, error) {
+	const tick = demoTick
 	start := time.Now()
 	var sent int64
 	batch := make([]window.Event, 0, min(int64(g.d.Rate/50)+16, genChunk))
@@ -157,7 +165,7 @@ func (g *DemoGen) Run(ctx context.Context, emit func([]window.Event) error) (int
 		select {
 		case <-ctx.Done():
 			return sent, nil
-		case now := <-t.C:
+		case now := <-ticks:
 			due := int64(g.d.Rate*now.Sub(start).Seconds()) - sent
 			if limit := int64(g.d.Rate) + 1; due > limit {
 				// Behind by more than a second: skip ahead instead of bursting.
@@ -170,8 +178,11 @@ func (g *DemoGen) Run(ctx context.Context, emit func([]window.Event) error) (int
 			ts := now.UnixMilli()
 			// In batches of at most genChunk: a high rate must not build a second's worth of
 			// events at once, and a blocking emit (a producer at its in-flight cap) brings
-			// the loop back to the skip-ahead check above within about a tick.
-			for due > 0 && time.Since(now) < tick {
+			// the loop back to the skip-ahead check above within about a tick. The tick's
+			// budget runs from now, when the loop took the tick, not from the tick's time: on
+			// a busy machine a tick is taken late, and a budget already spent sent nothing
+			// at all (TestDemoRunLateTicks).
+			for began := time.Now(); due > 0 && time.Since(began) < tick; {
 				n := min(due, genChunk)
 				batch = batch[:0]
 				for range n {
