@@ -134,6 +134,10 @@ func (in *Intake) take(f Format, body []byte, now int64, src *window.Source, fee
 			}
 		})
 	case *SpanDecoder:
+		if src != nil && !f.emit {
+			events = f.observeAll(body, &obs, refused)
+			break
+		}
 		events = f.DecodeLines(body, defaultTS, func(span []byte, ev window.Event, r Reason) {
 			if r = obs.event(ev, r); r != ReasonNone {
 				refused(span, r)

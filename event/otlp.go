@@ -110,8 +110,10 @@ type SpanDecoder struct {
 	keyAttr string
 	dims    []spanDim
 	pending []pendingSpan
-	emit    bool   // handing pending spans on: a part given back is one of them
-	body    []byte // the body pending came from
+	evs     []*window.Event // the pending spans' events to observe (observeAll)
+	errs    []error         // their results
+	emit    bool            // handing pending spans on: a part given back is one of them
+	body    []byte          // the body pending came from
 	bad     badRecord
 	res     [1 + maxSpanDims]attrVal // the resource's key attribute and dimensions
 	span    spanFields

@@ -44,7 +44,10 @@
 // judgeCannotRefuse) takes the full path, Ring.Add or addFrom, with the same result
 // (TestAddCurrentMatchesFullPath). It allocates nothing once the slot's bins cover the value
 // (TestObserveHotPathAllocatesNothing). BenchmarkObserve measures it against a bare
-// sketches-go Add: ours (ObserveAt) and from (ObserveFrom, ingest's call).
+// sketches-go Add: ours (ObserveAt) and from (ObserveFrom, ingest's call). Ingest's spans go
+// through Store.ObserveFromAll, a record's events at once: each series hashed, locked and
+// found once for all its events, which it takes in their order, with ObserveFrom's results
+// and slots bit for bit (TestObserveFromAllMatchesOneByOne; BenchmarkObserveFromAll).
 //
 // Semantics users rely on:
 //
