@@ -35,6 +35,15 @@ type BrokerConfig struct {
 	// Partitions is the partition count of Topic and of topics created automatically (the
 	// broker creates a topic on first use, as Kafka does by default); default 4.
 	Partitions int
+	// DataDir, when set, keeps the log, the topics and the groups' committed offsets on disk
+	// in that directory (created if needed) instead of in memory, and a broker started on
+	// it again reloads them: a restarted broker keeps its records, and a long soak does not
+	// hold its log in memory. Writes go to the page cache and are synced when a segment
+	// rolls and on Close, as Kafka's default (a machine's crash may lose the last ones);
+	// SyncWrites syncs each one.
+	DataDir string
+	// SyncWrites syncs every produced batch to disk before it is acknowledged (DataDir only).
+	SyncWrites bool
 	// Logger receives the broker's warnings and errors; nil discards them.
 	Logger *slog.Logger
 }
@@ -53,6 +62,9 @@ func (c BrokerConfig) Validate() error {
 	if c.Partitions < 1 || c.Partitions > 10000 {
 		return fmt.Errorf("partitions %d: must be in [1, 10000]", c.Partitions)
 	}
+	if c.SyncWrites && c.DataDir == "" {
+		return errors.New("sync writes: only with a data directory (the log is in memory without one)")
+	}
 	return nil
 }
 
@@ -69,10 +81,11 @@ func (c BrokerConfig) withDefaults() BrokerConfig {
 	return c
 }
 
-// Broker is an in-process, in-memory Kafka-protocol broker (github.com/twmb/franz-go/pkg/kfake)
-// with one node: any Kafka client (kafka-go, franz-go, kcat) can produce to it and consume
-// from it, consumer groups included. Data lives in memory and is lost on Close. It is meant
-// for `slide serve` without --brokers, demos and tests, not for production.
+// Broker is an in-process Kafka-protocol broker (github.com/twmb/franz-go/pkg/kfake) with one
+// node: any Kafka client (kafka-go, franz-go, kcat) can produce to it and consume from it,
+// consumer groups included. Data lives in memory and is lost on Close, unless
+// BrokerConfig.DataDir keeps it on disk. It is meant for `slide serve` without --brokers,
+// demos, soaks and tests, not for production: one node, no replication.
 //
 // Its methods are safe for concurrent use.
 type Broker struct {
@@ -115,6 +128,12 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	}
 	if cfg.Logger != nil {
 		opts = append(opts, kfake.WithLogger(kfakeLogger{cfg.Logger}))
+	}
+	if cfg.DataDir != "" {
+		opts = append(opts, kfake.DataDir(cfg.DataDir))
+		if cfg.SyncWrites {
+			opts = append(opts, kfake.SyncWrites())
+		}
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {

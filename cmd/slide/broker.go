@@ -11,7 +11,8 @@ import (
 // cmdBroker runs the embedded Kafka-protocol broker on its own, until SIGTERM. It is the
 // broker `slide serve` embeds, in a process of its own, so that several slide processes can
 // share one group (a local rebalance) and a slide process can be killed and restarted
-// while the log survives (the crash tests). It keeps the log in memory: not for production.
+// while the log survives (the crash tests). It keeps the log in memory, or with --data-dir in
+// a directory that a broker started on it again reloads: one node, not for production.
 func cmdBroker(ctx context.Context, args []string, s stdio) error {
 	fs := newFlagSet("broker", s.out)
 	var cfg ingest.BrokerConfig
@@ -20,6 +21,8 @@ func cmdBroker(ctx context.Context, args []string, s stdio) error {
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port clients are told to use (default: the listen address)")
 	fs.StringVar(&cfg.Topic, "topic", ingest.DefaultTopic, "topic created at start")
 	fs.IntVar(&cfg.Partitions, "partitions", ingest.DefaultBrokerPartitions, "partitions of the topic and of topics created on first use")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "keep the log, topics and committed offsets in this directory (created if needed), reloaded by a broker started on it again; default in memory, lost at exit")
+	fs.BoolVar(&cfg.SyncWrites, "sync-writes", false, "with --data-dir, sync every produced batch to disk before acknowledging it (default: synced as segments roll and at exit, as Kafka's default)")
 	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -29,6 +32,9 @@ func cmdBroker(ctx context.Context, args []string, s stdio) error {
 	}
 	if err := checkNumbers(fs, nil, "partitions"); err != nil {
 		return err
+	}
+	if cfg.SyncWrites && cfg.DataDir == "" {
+		return flagErrorf(fs, "sync-writes", "only with --data-dir: without one the log is in memory")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
@@ -41,7 +47,11 @@ func cmdBroker(ctx context.Context, args []string, s stdio) error {
 	}
 	defer b.Close()
 	// One line on stdout, parsed by scripts and tests: the address to give --brokers.
-	fmt.Fprintf(s.out, "broker listening on %s (topic %s, %d partitions, in memory)\n", b.Addrs()[0], cfg.Topic, cfg.Partitions)
+	where := "in memory"
+	if cfg.DataDir != "" {
+		where = "log in " + cfg.DataDir
+	}
+	fmt.Fprintf(s.out, "broker listening on %s (topic %s, %d partitions, %s)\n", b.Addrs()[0], cfg.Topic, cfg.Partitions, where)
 	<-ctx.Done()
 	return nil
 }
