@@ -106,7 +106,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{nil, []string{"produce", "--heavy", "-1"}, "slide produce: --heavy -1: must be 0 (none) or more"},
 		{nil, []string{"produce", "--connect-timeout", "0s"}, "slide produce: --connect-timeout 0s: must be positive"},
 		{nil, []string{"broker", "--partitions", "0"}, "slide broker: --partitions 0: must be at least 1"},
-		{nil, []string{"broker", "--sync-writes"}, "slide broker: --sync-writes: only with --data-dir"},
+		{nil, []string{"broker", "--sync-writes"}, "slide broker: --sync-writes true: only with --data-dir"},
 		{nil, []string{"query", "top", "--k", "0"}, "slide query top: --k 0: must be at least 1"},
 		{nil, []string{"query", "frobnicate"}, "slide query: unknown command frobnicate"},
 		{nil, []string{"batch", "--size", "-3", "-"}, "slide batch: --size -3: must be 0 (no count window) or more"},
