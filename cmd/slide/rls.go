@@ -54,7 +54,7 @@ func (f *rlsFlags) policies(redis string) ([]limiter.Policy, []usage.Rule, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("--rls-config: %w", err)
 	}
-	if len(cfg.Policies()) == 0 && len(cfg.Rules()) == 0 {
+	if cfg.Limits() == 0 {
 		return nil, nil, fmt.Errorf("--rls-config %s: no descriptor has a rate limit or rules", f.config)
 	}
 	f.cfg = cfg
