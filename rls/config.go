@@ -501,7 +501,7 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 		}
 		l.window = d
 	case !validUnit:
-		b.fail(rl, "invalid rate limit unit '%s'", limiter.ClipName(unitName))
+		b.fail(rl, "%s", unitProblem(unitName))
 		return nil
 	default:
 		l.window = u.d
