@@ -221,3 +221,34 @@ func TestServeRateLimitServiceBlockOnly(t *testing.T) {
 		t.Fatal("serve did not stop")
 	}
 }
+
+// TestServeSIGHUPKeepsServing: a SIGHUP (a reload hook's `kill -HUP`) leaves
+// slide serve running without --tls-cert or --plans, and says that
+// --rls-config is read at start only. Without a handler Go's default for
+// SIGHUP ended the process at once: no drain, no log line.
+func TestServeSIGHUPKeepsServing(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "rls.yaml")
+	if err := os.WriteFile(cfgPath, []byte("domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr := freeAddr(t)
+	s := startServe(t, "--embedded-kafka-addr", "127.0.0.1:0", "--embedded-kafka-partitions", "1", "--grpc-addr", grpcAddr, "--rls-config", cfgPath)
+	get(t, http.DefaultClient, "http://"+s.addr+"/healthz")
+	if err := syscallHUP(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.logs.String(), "--rls-config is read at start only"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line for the SIGHUP:\n%s", s.logs.String())
+		}
+	}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.1.1.1"}}}}}
+	if resp, err := pb.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), r); err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OK {
+		t.Fatalf("after SIGHUP: %v, %v; want OK", resp.GetOverallCode(), err)
+	}
+}
