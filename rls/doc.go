@@ -162,8 +162,12 @@
 // descriptor has more than MaxEntries (32) entries, a domain, key or value is
 // over MaxValueBytes (4096), or a descriptor asks for is_negative_hits (not
 // supported) or for a limit override without a unit (UNKNOWN; envoyproxy/ratelimit
-// panics on it). A message that does not decode (not protobuf, truncated, a
-// string that is not UTF-8) is InvalidArgument too, "malformed rate limit
+// panics on it), or a domain that is not UTF-8. A key or value that is not
+// UTF-8 is decided as its bytes are (Envoy copies header bytes into them, obs-text
+// included, and refusing the request would let one such byte skip every limit
+// of it under failure_mode_deny: false): such a key matches no descriptor, such
+// a value counts apart (its limiter key hashed). A message that does not
+// decode (not protobuf, truncated) is InvalidArgument too, "malformed rate limit
 // request" with the decoder's reason: NewGRPC decodes requests itself, since
 // gRPC answers Internal for any decoding error and the fault is the client's.
 // gRPC refuses a message over 1 MiB (ResourceExhausted) before it is decoded.

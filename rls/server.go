@@ -573,9 +573,6 @@ func (s *Server) validate(req *pb.RateLimitRequest) error {
 			if len(e.GetKey()) > s.maxVal || len(e.GetValue()) > s.maxVal {
 				return bad("descriptor %d entry %d: key or value over %d bytes", i, j, s.maxVal)
 			}
-			if !utf8.ValidString(e.GetKey()) || !utf8.ValidString(e.GetValue()) {
-				return bad("descriptor %d entry %d: key or value is not valid UTF-8", i, j)
-			}
 		}
 	}
 	return nil
