@@ -52,14 +52,3 @@ func (p period) at(now time.Time, w time.Duration) (reset, length time.Duration)
 	}
 	return untilReset(now, w), w
 }
-
-// unitProblem says what is wrong with a rate_limit's unit and what to write:
-// envoyproxy/ratelimit's "invalid rate limit unit" alone, for a unit left out
-// too, does not say which units exist.
-func unitProblem(unit string) string {
-	const units = "second, minute, hour, day, week, month or year"
-	if unit == "" {
-		return "rate_limit needs a unit (" + units + ") or a window (e.g. 90s or calendar_month)"
-	}
-	return "invalid rate limit unit '" + limiter.ClipName(unit) + "': want " + units + " (or window:, e.g. 90s or calendar_month)"
-}

@@ -106,21 +106,6 @@ type limit struct {
 	rules     []string // usage rule names, checked with the value of the descriptor's own entry
 }
 
-// units are envoyproxy/ratelimit's units and its dividers (a month is 30 days,
-// a year 365).
-var units = map[string]struct {
-	unit pb.RateLimitResponse_RateLimit_Unit
-	d    time.Duration
-}{
-	"second": {pb.RateLimitResponse_RateLimit_SECOND, time.Second},
-	"minute": {pb.RateLimitResponse_RateLimit_MINUTE, time.Minute},
-	"hour":   {pb.RateLimitResponse_RateLimit_HOUR, time.Hour},
-	"day":    {pb.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
-	"week":   {pb.RateLimitResponse_RateLimit_WEEK, 7 * 24 * time.Hour},
-	"month":  {pb.RateLimitResponse_RateLimit_MONTH, 30 * 24 * time.Hour},
-	"year":   {pb.RateLimitResponse_RateLimit_YEAR, 365 * 24 * time.Hour},
-}
-
 // Fields a file may hold at each level: envoyproxy/ratelimit's, then slide's.
 var (
 	rootFields       = []string{"domain", "descriptors"}
@@ -580,20 +565,4 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 	l.policy, l.quota, l.period.unaligned = p.Name, p.Quota(), p.Algorithm != limiter.FixedWindow
 	b.cfg.policies = append(b.cfg.policies, p)
 	return l
-}
-
-// currentLimit describes a limit as Envoy's DescriptorStatus.current_limit: the
-// largest unit that divides the window, times unit_multiplier when it is not 1.
-func currentLimit(name string, rpu uint32, window time.Duration) *pb.RateLimitResponse_RateLimit {
-	cl := &pb.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: rpu, Unit: pb.RateLimitResponse_RateLimit_SECOND}
-	best := time.Second
-	for _, u := range units {
-		if window%u.d == 0 && u.d > best {
-			best, cl.Unit = u.d, u.unit
-		}
-	}
-	if mult := (window + best - 1) / best; mult > 1 && mult <= math.MaxUint32 {
-		cl.UnitMultiplier = wrapUint32(uint32(mult))
-	}
-	return cl
 }
