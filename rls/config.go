@@ -493,8 +493,14 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 	}
 	var rpu uint64
 	if n := vals["requests_per_unit"]; n != nil {
-		var err error
-		if rpu, err = strconv.ParseUint(n.Value, 10, 32); n.Kind != yaml.ScalarNode || err != nil {
+		err := strconv.ErrSyntax // a float, a list, null: no count of requests
+		switch n.Tag {
+		case "!!int":
+			err = n.Decode(&rpu) // as YAML reads an integer (envoyproxy/ratelimit's decoder too): 1_000, 0x10, +5
+		case "!!str":
+			rpu, err = strconv.ParseUint(n.Value, 10, 32) // quoted digits, as slide always took them
+		}
+		if n.Kind != yaml.ScalarNode || err != nil || rpu > math.MaxUint32 {
 			b.fail(n, "requests_per_unit must be a whole number from 0 to %d", uint32(math.MaxUint32))
 			return nil
 		}

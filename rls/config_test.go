@@ -167,3 +167,26 @@ func TestHealthAndReflection(t *testing.T) {
 	}
 	_ = stream.CloseSend()
 }
+
+// TestRequestsPerUnitAsYAMLReadsIt: requests_per_unit is read as YAML reads an
+// integer (envoyproxy/ratelimit's yaml decoder does): 1_000_000, 0x10 and +5
+// load; a quoted number still does. They were refused as "must be a whole
+// number", read as decimal digits only.
+func TestRequestsPerUnitAsYAMLReadsIt(t *testing.T) {
+	for in, want := range map[string]int64{"1_000_000": 1000000, "0x10": 16, "+5": 5, "'7'": 7, "4294967295": 4294967295} {
+		cfg, err := rls.Parse([]byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: "+in+"}\n"), "x.yaml", rls.LoadOptions{})
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if p := cfg.Policies(); len(p) != 1 || p[0].Limit != want {
+			t.Errorf("%s: policies %+v, want a limit of %d", in, p, want)
+		}
+	}
+	for _, in := range []string{"-3", "3.5", "4294967296", "[3]", "'3x'"} {
+		_, err := rls.Parse([]byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: "+in+"}\n"), "x.yaml", rls.LoadOptions{})
+		if err == nil || !strings.Contains(err.Error(), "x.yaml:4: requests_per_unit must be a whole number from 0 to 4294967295") {
+			t.Errorf("%s: %v, want the whole-number error", in, err)
+		}
+	}
+}
