@@ -164,11 +164,12 @@ type builder struct {
 	errs   []error
 	src    string
 	domSrc map[string]string
+	desSrc map[string]string // domain NUL path → where that descriptor was first defined
 	names  map[string]string // policy and rule names → where defined
 }
 
 func newBuilder(opt LoadOptions) *builder {
-	return &builder{opt: opt, cfg: &Config{domains: map[string]*node{}}, domSrc: map[string]string{}, names: map[string]string{}}
+	return &builder{opt: opt, cfg: &Config{domains: map[string]*node{}}, domSrc: map[string]string{}, desSrc: map[string]string{}, names: map[string]string{}}
 }
 
 func (b *builder) done() (*Config, error) {
@@ -346,9 +347,11 @@ func (b *builder) descriptor(domain string, parent *node, parentPath string, ite
 		added = addChild(&parent.exact, entryKey{key, value}, n)
 	}
 	if !added {
-		b.fail(item, "duplicate descriptor composite key '%s.%s'", domain, path)
+		b.fail(item, "duplicate descriptor composite key '%s.%s' (first at %s): merge the two, or give one another value or its own nesting",
+			domain, path, b.desSrc[domain+"\x00"+path])
 		return
 	}
+	b.desSrc[domain+"\x00"+path] = b.at(item)
 	shadow, ok1 := b.boolean(vals["shadow_mode"], "shadow_mode")
 	quotaMode, ok2 := b.boolean(vals["quota_mode"], "quota_mode")
 	share, ok3 := b.boolean(vals["share_threshold"], "share_threshold")

@@ -71,7 +71,8 @@ func TestConfigErrors(t *testing.T) {
 	for _, c := range []struct{ name, yaml, want string }{
 		{"empty domain", "domain: ''\ndescriptors: []\n", "x.yaml:1: config file cannot have empty domain"},
 		{"empty key", "domain: d\ndescriptors:\n  - value: v\n", "x.yaml:3: descriptor has empty key"},
-		{"duplicate key", "domain: d\ndescriptors:\n  - key: k\n  - key: k\n", "x.yaml:4: duplicate descriptor composite key 'd.k'"},
+		{"duplicate key", "domain: d\ndescriptors:\n  - key: k\n  - key: k\n", "x.yaml:4: duplicate descriptor composite key 'd.k' (first at x.yaml:3): merge the two, or give one another value or its own nesting"},
+		{"duplicate nested wildcard", "domain: d\ndescriptors:\n  - key: t\n    descriptors:\n      - {key: p, value: /a*}\n      - {key: p, value: /a*}\n", "x.yaml:6: duplicate descriptor composite key 'd.t.p_/a*' (first at x.yaml:5)"},
 		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", "x.yaml:4: invalid rate limit unit 'fortnight': want second, minute, hour, day, week, month or year (or window:, e.g. 90s or calendar_month)"},
 		{"no unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {requests_per_unit: 1}\n", "x.yaml:4: rate_limit needs a unit (second, minute, hour, day, week, month or year) or a window (e.g. 90s or calendar_month)"},
 		{"unlimited with unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n", "should not specify rate limit unit when unlimited"},
