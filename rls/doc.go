@@ -119,7 +119,11 @@
 // in envoyproxy/ratelimit). The cost is the descriptor's hits_addend when set
 // (0 checks without charging), else the request's, else 1; a cost above the
 // quota is OVER_LIMIT without charging, until its window ends (for a window that is
-// not fixed, a window from now), as a requests_per_unit 0 one is. Each status has its code,
+// not fixed, a window from now), as a requests_per_unit 0 one is. A cost above
+// what remains is OVER_LIMIT and charges nothing too, where envoyproxy/ratelimit
+// counts every hit: usage charged after the fact (Envoy's apply_on_stream_done
+// with an LLM's tokens as hits_addend) that does not fit is not recorded, so
+// count such usage as events and limit it with a usage rule. Each status has its code,
 // current_limit (requests_per_unit and the largest unit dividing the window,
 // with unit_multiplier when that is not 1: 2 per 90 s is 2 per SECOND × 90),
 // limit_remaining (MaxUint32 when unlimited) and duration_until_reset, the
