@@ -106,21 +106,6 @@ type limit struct {
 	rules     []string // usage rule names, checked with the value of the descriptor's own entry
 }
 
-// units are envoyproxy/ratelimit's units and its dividers (a month is 30 days,
-// a year 365).
-var units = map[string]struct {
-	unit pb.RateLimitResponse_RateLimit_Unit
-	d    time.Duration
-}{
-	"second": {pb.RateLimitResponse_RateLimit_SECOND, time.Second},
-	"minute": {pb.RateLimitResponse_RateLimit_MINUTE, time.Minute},
-	"hour":   {pb.RateLimitResponse_RateLimit_HOUR, time.Hour},
-	"day":    {pb.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
-	"week":   {pb.RateLimitResponse_RateLimit_WEEK, 7 * 24 * time.Hour},
-	"month":  {pb.RateLimitResponse_RateLimit_MONTH, 30 * 24 * time.Hour},
-	"year":   {pb.RateLimitResponse_RateLimit_YEAR, 365 * 24 * time.Hour},
-}
-
 // Fields a file may hold at each level: envoyproxy/ratelimit's, then slide's.
 var (
 	rootFields       = []string{"domain", "descriptors"}
@@ -179,11 +164,12 @@ type builder struct {
 	errs   []error
 	src    string
 	domSrc map[string]string
+	desSrc map[string]string // domain NUL path → where that descriptor was first defined
 	names  map[string]string // policy and rule names → where defined
 }
 
 func newBuilder(opt LoadOptions) *builder {
-	return &builder{opt: opt, cfg: &Config{domains: map[string]*node{}}, domSrc: map[string]string{}, names: map[string]string{}}
+	return &builder{opt: opt, cfg: &Config{domains: map[string]*node{}}, domSrc: map[string]string{}, desSrc: map[string]string{}, names: map[string]string{}}
 }
 
 func (b *builder) done() (*Config, error) {
@@ -361,9 +347,11 @@ func (b *builder) descriptor(domain string, parent *node, parentPath string, ite
 		added = addChild(&parent.exact, entryKey{key, value}, n)
 	}
 	if !added {
-		b.fail(item, "duplicate descriptor composite key '%s.%s'", domain, path)
+		b.fail(item, "duplicate descriptor composite key '%s.%s' (first at %s): merge the two, or give one another value or its own nesting",
+			domain, path, b.desSrc[domain+"\x00"+path])
 		return
 	}
+	b.desSrc[domain+"\x00"+path] = b.at(item)
 	shadow, ok1 := b.boolean(vals["shadow_mode"], "shadow_mode")
 	quotaMode, ok2 := b.boolean(vals["quota_mode"], "quota_mode")
 	share, ok3 := b.boolean(vals["share_threshold"], "share_threshold")
@@ -501,15 +489,21 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 		}
 		l.window = d
 	case !validUnit:
-		b.fail(rl, "invalid rate limit unit '%s'", limiter.ClipName(unitName))
+		b.fail(rl, "%s", unitProblem(unitName))
 		return nil
 	default:
 		l.window = u.d
 	}
 	var rpu uint64
 	if n := vals["requests_per_unit"]; n != nil {
-		var err error
-		if rpu, err = strconv.ParseUint(n.Value, 10, 32); n.Kind != yaml.ScalarNode || err != nil {
+		err := strconv.ErrSyntax // a float, a list, null: no count of requests
+		switch n.Tag {
+		case "!!int":
+			err = n.Decode(&rpu) // as YAML reads an integer (envoyproxy/ratelimit's decoder too): 1_000, 0x10, +5
+		case "!!str":
+			rpu, err = strconv.ParseUint(n.Value, 10, 32) // quoted digits, as slide always took them
+		}
+		if n.Kind != yaml.ScalarNode || err != nil || rpu > math.MaxUint32 {
 			b.fail(n, "requests_per_unit must be a whole number from 0 to %d", uint32(math.MaxUint32))
 			return nil
 		}
@@ -580,20 +574,4 @@ func (b *builder) rateLimit(domain, path string, rl *yaml.Node, shadow, quotaMod
 	l.policy, l.quota, l.period.unaligned = p.Name, p.Quota(), p.Algorithm != limiter.FixedWindow
 	b.cfg.policies = append(b.cfg.policies, p)
 	return l
-}
-
-// currentLimit describes a limit as Envoy's DescriptorStatus.current_limit: the
-// largest unit that divides the window, times unit_multiplier when it is not 1.
-func currentLimit(name string, rpu uint32, window time.Duration) *pb.RateLimitResponse_RateLimit {
-	cl := &pb.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: rpu, Unit: pb.RateLimitResponse_RateLimit_SECOND}
-	best := time.Second
-	for _, u := range units {
-		if window%u.d == 0 && u.d > best {
-			best, cl.Unit = u.d, u.unit
-		}
-	}
-	if mult := (window + best - 1) / best; mult > 1 && mult <= math.MaxUint32 {
-		cl.UnitMultiplier = wrapUint32(uint32(mult))
-	}
-	return cl
 }

@@ -71,8 +71,10 @@ func TestConfigErrors(t *testing.T) {
 	for _, c := range []struct{ name, yaml, want string }{
 		{"empty domain", "domain: ''\ndescriptors: []\n", "x.yaml:1: config file cannot have empty domain"},
 		{"empty key", "domain: d\ndescriptors:\n  - value: v\n", "x.yaml:3: descriptor has empty key"},
-		{"duplicate key", "domain: d\ndescriptors:\n  - key: k\n  - key: k\n", "x.yaml:4: duplicate descriptor composite key 'd.k'"},
-		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", "x.yaml:4: invalid rate limit unit 'fortnight'"},
+		{"duplicate key", "domain: d\ndescriptors:\n  - key: k\n  - key: k\n", "x.yaml:4: duplicate descriptor composite key 'd.k' (first at x.yaml:3): merge the two, or give one another value or its own nesting"},
+		{"duplicate nested wildcard", "domain: d\ndescriptors:\n  - key: t\n    descriptors:\n      - {key: p, value: /a*}\n      - {key: p, value: /a*}\n", "x.yaml:6: duplicate descriptor composite key 'd.t.p_/a*' (first at x.yaml:5)"},
+		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", "x.yaml:4: invalid rate limit unit 'fortnight': want second, minute, hour, day, week, month or year (or window:, e.g. 90s or calendar_month)"},
+		{"no unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {requests_per_unit: 1}\n", "x.yaml:4: rate_limit needs a unit (second, minute, hour, day, week, month or year) or a window (e.g. 90s or calendar_month)"},
 		{"unlimited with unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n", "should not specify rate limit unit when unlimited"},
 		{"replaces self", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      name: a\n      unit: second\n      requests_per_unit: 1\n      replaces: [{name: a}]\n", "x.yaml:8: replaces should not contain name of same descriptor"},
 		{"replaces empty", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces: [{name: ''}]\n", "should not have an empty replaces entry"},
@@ -165,4 +167,27 @@ func TestHealthAndReflection(t *testing.T) {
 		t.Errorf("reflection lists %v", names)
 	}
 	_ = stream.CloseSend()
+}
+
+// TestRequestsPerUnitAsYAMLReadsIt: requests_per_unit is read as YAML reads an
+// integer (envoyproxy/ratelimit's yaml decoder does): 1_000_000, 0x10 and +5
+// load; a quoted number still does. They were refused as "must be a whole
+// number", read as decimal digits only.
+func TestRequestsPerUnitAsYAMLReadsIt(t *testing.T) {
+	for in, want := range map[string]int64{"1_000_000": 1000000, "0x10": 16, "+5": 5, "'7'": 7, "4294967295": 4294967295} {
+		cfg, err := rls.Parse([]byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: "+in+"}\n"), "x.yaml", rls.LoadOptions{})
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if p := cfg.Policies(); len(p) != 1 || p[0].Limit != want {
+			t.Errorf("%s: policies %+v, want a limit of %d", in, p, want)
+		}
+	}
+	for _, in := range []string{"-3", "3.5", "4294967296", "[3]", "'3x'"} {
+		_, err := rls.Parse([]byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: "+in+"}\n"), "x.yaml", rls.LoadOptions{})
+		if err == nil || !strings.Contains(err.Error(), "x.yaml:4: requests_per_unit must be a whole number from 0 to 4294967295") {
+			t.Errorf("%s: %v, want the whole-number error", in, err)
+		}
+	}
 }

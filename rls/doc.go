@@ -119,7 +119,11 @@
 // in envoyproxy/ratelimit). The cost is the descriptor's hits_addend when set
 // (0 checks without charging), else the request's, else 1; a cost above the
 // quota is OVER_LIMIT without charging, until its window ends (for a window that is
-// not fixed, a window from now), as a requests_per_unit 0 one is. Each status has its code,
+// not fixed, a window from now), as a requests_per_unit 0 one is. A cost above
+// what remains is OVER_LIMIT and charges nothing too, where envoyproxy/ratelimit
+// counts every hit: usage charged after the fact (Envoy's apply_on_stream_done
+// with an LLM's tokens as hits_addend) that does not fit is not recorded, so
+// count such usage as events and limit it with a usage rule. Each status has its code,
 // current_limit (requests_per_unit and the largest unit dividing the window,
 // with unit_multiplier when that is not 1: 2 per 90 s is 2 per SECOND × 90),
 // limit_remaining (MaxUint32 when unlimited) and duration_until_reset, the
@@ -162,8 +166,12 @@
 // descriptor has more than MaxEntries (32) entries, a domain, key or value is
 // over MaxValueBytes (4096), or a descriptor asks for is_negative_hits (not
 // supported) or for a limit override without a unit (UNKNOWN; envoyproxy/ratelimit
-// panics on it). A message that does not decode (not protobuf, truncated, a
-// string that is not UTF-8) is InvalidArgument too, "malformed rate limit
+// panics on it), or a domain that is not UTF-8. A key or value that is not
+// UTF-8 is decided as its bytes are (Envoy copies header bytes into them, obs-text
+// included, and refusing the request would let one such byte skip every limit
+// of it under failure_mode_deny: false): such a key matches no descriptor, such
+// a value counts apart (its limiter key hashed). A message that does not
+// decode (not protobuf, truncated) is InvalidArgument too, "malformed rate limit
 // request" with the decoder's reason: NewGRPC decodes requests itself, since
 // gRPC answers Internal for any decoding error and the fault is the client's.
 // gRPC refuses a message over 1 MiB (ResourceExhausted) before it is decoded.

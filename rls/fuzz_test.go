@@ -66,12 +66,24 @@ func FuzzShouldRateLimit(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(data)
+		f.Add(data, byte(0))
+		f.Add(data, byte(0xe9))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, data []byte, junk byte) {
 		var r pb.RateLimitRequest
 		if proto.Unmarshal(data, &r) != nil {
 			return // gRPC refuses it before the handler
+		}
+		if junk >= 0x80 { // keys and values that are not UTF-8, as Envoy copies them from headers (decodeLenient)
+			for _, d := range r.GetDescriptors() {
+				for i, e := range d.GetEntries() {
+					if i%2 == 0 {
+						e.Value += string([]byte{junk})
+					} else {
+						e.Key += string([]byte{junk})
+					}
+				}
+			}
 		}
 		resp, err := s.ShouldRateLimit(context.Background(), &r)
 		if err != nil {

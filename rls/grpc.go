@@ -78,7 +78,8 @@ type request struct {
 }
 
 // requestCodec is gRPC's protobuf codec, except that a ShouldRateLimit request
-// that does not decode (not protobuf, truncated, a string that is not UTF-8)
+// whose strings are not all UTF-8 is decoded with them as they are
+// (decodeLenient), and one that does not decode (not protobuf, truncated)
 // reaches the handler as request.err instead of failing inside gRPC, which
 // answers Internal for any codec error: a malformed request is the client's
 // fault, InvalidArgument. Everything else (health, reflection, answers) goes
@@ -90,7 +91,12 @@ func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.CodecV2.Unmarshal(data, v)
 	}
-	r.err = c.CodecV2.Unmarshal(data, r.req)
+	if r.err = c.CodecV2.Unmarshal(data, r.req); r.err != nil {
+		// Strings that are not UTF-8 come from Envoy's headers: decoded as they are (decode.go).
+		if lenient, err := decodeLenient(data.Materialize()); err == nil {
+			r.req, r.err = lenient, nil
+		}
+	}
 	return nil
 }
 

@@ -17,6 +17,11 @@ import (
 
 func wrapUint32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
 
+// Limits returns how many descriptors carry a rate_limit (a quota,
+// requests_per_unit 0 or unlimited) or usage rules: a file of blocks and
+// exemptions alone has limits to serve though it maps to no policy.
+func (c *Config) Limits() int { return len(c.limits) }
+
 // match finds the limit of one request descriptor, as envoyproxy/ratelimit
 // does: each entry descends one level, trying key+value exactly, then the
 // wildcard values in file order, then the key alone; the limit is the one of

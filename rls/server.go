@@ -45,7 +45,9 @@ type ServerConfig struct {
 	// Config is the loaded configuration.
 	Config *Config
 	// Service decides. It must hold Config.Policies() and a checker for each
-	// of Config.Rules() (usage.NewCheckers); New checks that it does.
+	// of Config.Rules() (usage.NewCheckers); New checks that it does. Nil
+	// when the Config has neither (requests_per_unit 0 and unlimited
+	// descriptors only): the clock is then time.Now.
 	Service *limiter.Service
 	// Redis, when set, counts the descriptors that carry a limit override
 	// (Envoy's RateLimitDescriptor.limit) there; nil: in memory. slide serve
@@ -74,8 +76,10 @@ func (c *ServerConfig) Validate() error {
 	switch {
 	case c.Config == nil:
 		return errors.New("rls server config: no Config")
-	case c.Service == nil:
+	case c.Service == nil && (len(c.Config.policies) > 0 || len(c.Config.rules) > 0):
 		return errors.New("rls server config: no limiter Service")
+	case c.Service == nil:
+		return nil // blocks and exemptions only: nothing to decide but the overrides
 	case c.MaxDescriptors < 0 || c.MaxEntries < 0 || c.MaxValueBytes < 0:
 		return errors.New("rls server config: negative bound")
 	}
@@ -103,7 +107,8 @@ type Server struct {
 	pb.UnimplementedRateLimitServiceServer
 
 	cfg     *Config
-	svc     *limiter.Service
+	svc     *limiter.Service // nil when cfg has no policy or rule: no check reaches it
+	now     func() time.Time
 	token   *[sha256.Size]byte // of "Bearer TOKEN"; nil without a token
 	log     *slog.Logger
 	lastLog atomic.Int64
@@ -184,7 +189,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			ok: desc.WithLabelValues(dom, "override", resultOK), over: desc.WithLabelValues(dom, "override", resultOver),
 		}
 	}
-	s.ov = overrides{redis: cfg.Redis, clock: cfg.Service.Now}
+	s.now = time.Now
+	if cfg.Service != nil {
+		s.now = cfg.Service.Now
+	}
+	s.ov = overrides{redis: cfg.Redis, clock: s.now}
 	s.hdrs = make(headerCache, len(cfg.Config.limits))
 	s.scratchBuf.New = func() any { return new(scratch) }
 	return s, nil
@@ -270,7 +279,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		}
 		sc.matched = append(sc.matched, m)
 	}
-	now := s.svc.Now()
+	now := s.now()
 	for i := range sc.matched {
 		m := &sc.matched[i]
 		l := m.l
@@ -563,9 +572,6 @@ func (s *Server) validate(req *pb.RateLimitRequest) error {
 			}
 			if len(e.GetKey()) > s.maxVal || len(e.GetValue()) > s.maxVal {
 				return bad("descriptor %d entry %d: key or value over %d bytes", i, j, s.maxVal)
-			}
-			if !utf8.ValidString(e.GetKey()) || !utf8.ValidString(e.GetValue()) {
-				return bad("descriptor %d entry %d: key or value is not valid UTF-8", i, j)
 			}
 		}
 	}

@@ -445,18 +445,14 @@ func TestHostileRequests(t *testing.T) {
 		}
 	}
 	// Invalid UTF-8 cannot be sent by a Go client (it validates), so the bytes
-	// are written by hand: the server's decoder refuses them, as the client's
-	// fault (it was Internal, gRPC's answer to any codec error).
-	for _, bad := range [][]byte{
-		rawRequest("sh\xffop", "client_id", "a"),
-		rawRequest("shop", "client_id", "\xc3\x28"),
-		rawRequest("shop", "cl\xe2\x82ient", "a"),
-	} {
-		in := rawMsg(bad)
-		err := h.conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", &in, new(rawMsg), rawCodecOption())
-		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "malformed rate limit request") || !strings.Contains(err.Error(), "invalid UTF-8") {
-			t.Errorf("invalid UTF-8 %q: %v, want InvalidArgument", bad, err)
-		}
+	// are written by hand: a domain is configuration, so one that is not UTF-8
+	// is refused as the client's fault (it was Internal, gRPC's answer to any
+	// codec error); keys and values come from headers and are decided
+	// (TestNonUTF8ValuesAreDecided).
+	in := rawMsg(rawRequest("sh\xffop", "client_id", "a"))
+	err := h.conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", &in, new(rawMsg), rawCodecOption())
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "domain is not valid UTF-8") {
+		t.Errorf("invalid UTF-8 domain: %v, want InvalidArgument", err)
 	}
 	// A value over the limiter's 256-byte key bound is hashed into the key and decided.
 	long := strings.Repeat("v", 3000)
@@ -469,8 +465,8 @@ func TestHostileRequests(t *testing.T) {
 	if st := h.call(t, req("shop", 0, desc("client_id", "a\x00b\n"))).GetStatuses()[0]; st.GetCode() != ok || st.GetLimitRemaining() != 19 {
 		t.Errorf("control characters: %v", st)
 	}
-	if got := counter(t, h.reg, rls.MetricErrors, map[string]string{"reason": "invalid_request"}); got != 11 {
-		t.Errorf("invalid_request errors %v, want 11", got)
+	if got := counter(t, h.reg, rls.MetricErrors, map[string]string{"reason": "invalid_request"}); got != 9 {
+		t.Errorf("invalid_request errors %v, want 9", got)
 	}
 	// Still serving.
 	if resp := h.call(t, req("shop", 0, desc("client_id", "after"))); resp.GetOverallCode() != ok {
@@ -487,6 +483,7 @@ func TestMalformedRequests(t *testing.T) {
 	for _, token := range []string{"", "s3cret"} {
 		h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{}), token: token})
 		valid := rawRequest("shop", "client_id", "a")
+		notUTF8 := rawRequest("shop", "client_id", "\xff\xfe")
 		authed := context.Background()
 		if token != "" {
 			authed = metadata.AppendToOutgoingContext(authed, "authorization", "Bearer "+token)
@@ -501,8 +498,8 @@ func TestMalformedRequests(t *testing.T) {
 			{"truncated", valid[:len(valid)-3], "malformed rate limit request"},
 			{"length past the end", append([]byte{0x12, 0x7f}, valid...), "malformed rate limit request"},
 			{"field number 0", []byte{0x00, 0x01}, "malformed rate limit request"},
-			{"invalid UTF-8 domain", rawRequest("\xff", "client_id", "a"), "invalid UTF-8"},
-			{"invalid UTF-8 value", rawRequest("shop", "client_id", "\xed\xa0\x80"), "invalid UTF-8"},
+			{"invalid UTF-8 domain", rawRequest("\xff", "client_id", "a"), "domain is not valid UTF-8"},
+			{"a value not UTF-8, truncated", notUTF8[:len(notUTF8)-1], "malformed rate limit request"},
 		}
 		for _, c := range cases {
 			in := rawMsg(c.in)

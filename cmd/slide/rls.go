@@ -32,7 +32,7 @@ func (f *rlsFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 }) {
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "gRPC listen address of Envoy's rate limit service (ShouldRateLimit, health, reflection); empty: off")
-	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit YAML config FILE or DIR of *.yaml for the gRPC rate limit service (needs --grpc-addr)")
+	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit YAML config FILE or DIR of *.yaml for the gRPC rate limit service (needs --grpc-addr); read at start: restart to apply a change (SIGHUP says so)")
 }
 
 // policies loads --rls-config: the policies and usage rules its descriptors map
@@ -54,7 +54,7 @@ func (f *rlsFlags) policies(redis string) ([]limiter.Policy, []usage.Rule, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("--rls-config: %w", err)
 	}
-	if len(cfg.Policies()) == 0 && len(cfg.Rules()) == 0 {
+	if cfg.Limits() == 0 {
 		return nil, nil, fmt.Errorf("--rls-config %s: no descriptor has a rate limit or rules", f.config)
 	}
 	f.cfg = cfg

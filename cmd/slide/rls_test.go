@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,5 +149,106 @@ func TestServeRefusesBadRateLimitServiceFlags(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 1 with %q", c.args, code, errOut, c.want)
 		}
+	}
+}
+
+// TestServeRateLimitServiceBlockOnly: a file whose descriptors only block
+// (requests_per_unit 0) or exempt (unlimited) has limits to serve, as
+// envoyproxy/ratelimit serves it: every request of the blocked key is over its
+// limit, and a limit override from Envoy counts in --redis. It was refused at
+// start as having "no rate limit".
+func TestServeRateLimitServiceBlockOnly(t *testing.T) {
+	rs := redistest.Start(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "block.yaml")
+	if err := os.WriteFile(cfgPath, []byte("domain: web\ndescriptors:\n  - key: remote_address\n    value: 10.6.6.6\n    rate_limit: {unit: minute, requests_per_unit: 0}\n  - key: health\n    rate_limit: {unlimited: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, grpcAddr, kafkaAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	var errb proctest.Buffer
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", addr, "--embedded-kafka-addr", kafkaAddr, "--embedded-kafka-partitions", "1",
+			"--grpc-addr", grpcAddr, "--rls-config", cfgPath, "--redis", rs.Addr}, stdio{strings.NewReader(""), io.Discard, &errb})
+	}()
+	ready := time.Now().Add(20 * time.Second)
+	for {
+		if r, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			r.Body.Close()
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s", code, errb.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(ready) {
+			t.Fatalf("serve did not start: %s", errb.String())
+		}
+	}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := pb.NewRateLimitServiceClient(conn)
+	for value, want := range map[string]pb.RateLimitResponse_Code{"10.6.6.6": pb.RateLimitResponse_OVER_LIMIT, "10.1.1.1": pb.RateLimitResponse_OK} {
+		r := &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: value}}}}}
+		resp, err := client.ShouldRateLimit(context.Background(), r)
+		if err != nil || resp.GetOverallCode() != want {
+			t.Errorf("remote_address %s: %v, %v; want %v", value, resp.GetOverallCode(), err, want)
+		}
+	}
+	or := &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.1.1.1"}},
+		Limit: &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}}}}
+	for i, want := range []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT} {
+		if resp, err := client.ShouldRateLimit(context.Background(), or); err != nil || resp.GetOverallCode() != want {
+			t.Errorf("override request %d: %v, %v; want %v", i+1, resp.GetOverallCode(), err, want)
+		}
+	}
+	if keys, _ := rs.Do("KEYS", "*"); !strings.Contains(keys, "rls-override.minute") {
+		t.Errorf("Redis keys %q: the override is not counted in --redis", keys)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d: %s", code, errb.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+// TestServeSIGHUPKeepsServing: a SIGHUP (a reload hook's `kill -HUP`) leaves
+// slide serve running without --tls-cert or --plans, and says that
+// --rls-config is read at start only. Without a handler Go's default for
+// SIGHUP ended the process at once: no drain, no log line.
+func TestServeSIGHUPKeepsServing(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "rls.yaml")
+	if err := os.WriteFile(cfgPath, []byte("domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr := freeAddr(t)
+	s := startServe(t, "--embedded-kafka-addr", "127.0.0.1:0", "--embedded-kafka-partitions", "1", "--grpc-addr", grpcAddr, "--rls-config", cfgPath)
+	get(t, http.DefaultClient, "http://"+s.addr+"/healthz")
+	if err := syscallHUP(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.logs.String(), "--rls-config is read at start only"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line for the SIGHUP:\n%s", s.logs.String())
+		}
+	}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.1.1.1"}}}}}
+	if resp, err := pb.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), r); err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OK {
+		t.Fatalf("after SIGHUP: %v, %v; want OK", resp.GetOverallCode(), err)
 	}
 }

@@ -252,6 +252,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 			log.Info("stopped")
 		}
 	}()
+	defer keepOnHUP(c.rls.config, log)()
 	var peerKey []byte
 	if c.peerKeyFile != "" {
 		var err error

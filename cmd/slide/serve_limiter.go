@@ -52,11 +52,16 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 		return nil, func() {}, err
 	}
 	policies, rules = append(policies, rp...), append(rules, rr...)
-	if len(policies) == 0 && len(rules) == 0 {
+	// An --rls-config of blocks and exemptions alone maps to no policy: no limiter
+	// service, but Envoy's limit overrides still count in --redis.
+	rlsOnly := len(policies) == 0 && len(rules) == 0
+	if rlsOnly {
 		if c.plans != "" {
 			return nil, func() {}, fmt.Errorf("--plans: needs --policies (or --rls-config): a plan sets the numbers of policies and rules")
 		}
-		return nil, func() {}, nil
+		if c.rls.cfg == nil {
+			return nil, func() {}, nil
+		}
 	}
 	checkers, err := usage.NewCheckers(store, rules)
 	if err != nil {
@@ -96,6 +101,10 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 		}
 		cfg.Redis = backend
 	}
+	c.rls.redis = cfg.Redis // limit overrides count there too
+	if rlsOnly {
+		return nil, closeFn, nil
+	}
 	svc, err := limiter.NewService(cfg)
 	if err != nil {
 		closeFn()
@@ -112,7 +121,6 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 		closeFn = func() { stop(); closeRedis() }
 	}
 	c.rls.svc = svc
-	c.rls.redis = cfg.Redis // limit overrides count there too
 	return limithttp.AllowHandler(svc), closeFn, nil
 }
 
