@@ -387,15 +387,20 @@ func (s *SpanDecoder) scopeSpans(b []byte, i, end int) bool {
 	var f pbField
 	for i < end {
 		at := i
-		// A span with a one-byte tag and a two-byte length (what a span of pdata's takes) is
-		// read here; pbNext reads the rest.
-		if b[i] == 0x12 && end-i > 3 && b[i+1] >= 0x80 && b[i+2] < 0x80 {
-			n := int(b[i+1]&0x7f) | int(b[i+2])<<7
-			if vs := i + 3; n <= end-vs {
-				if i = vs + n; !s.spanProto(b, at, vs, i) {
-					return false
+		// A span with a one-byte tag and a length of one or two bytes (what a span of pdata's
+		// takes: under 128 bytes, or under 16 KiB) is read here; pbNext reads the rest.
+		if b[i] == 0x12 && end-i > 3 {
+			n, vs := int(b[i+1]), i+2
+			if n >= 0x80 && b[i+2] < 0x80 {
+				n, vs = n&0x7f|int(b[i+2])<<7, i+3
+			}
+			if n < 0x80 || vs == i+3 {
+				if n <= end-vs {
+					if i = vs + n; !s.spanProto(b, at, vs, i) {
+						return false
+					}
+					continue
 				}
-				continue
 			}
 		}
 		if i = s.pbNext(b, i, end, &f); i < 0 {
