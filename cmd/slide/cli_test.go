@@ -229,3 +229,18 @@ func TestServeZeroIsRefusedOrExplained(t *testing.T) {
 		t.Errorf("--usage-staleness 3s reaches the cluster as %v", got)
 	}
 }
+
+// TestHelpNamesACommand: slide help CMD is CMD's help, as go help and git help are, not the
+// command list with CMD ignored; slide help of a command slide lacks is the unknown command.
+func TestHelpNamesACommand(t *testing.T) {
+	for _, sub := range [][]string{{"serve"}, {"batch"}, {"query", "window"}, {"query"}} {
+		code, out, errOut := runCmd(t, context.Background(), "", append([]string{"help"}, sub...)...)
+		_, want, _ := runCmd(t, context.Background(), "", append(append([]string{}, sub...), "--help")...)
+		if name := strings.Join(sub, " "); code != 0 || errOut != "" || out != want {
+			t.Errorf("slide help %s: exit %d, stderr %q, stdout:\n%s\nwant slide %s --help's:\n%s", name, code, errOut, out, name, want)
+		}
+	}
+	if code, out, errOut := runCmd(t, context.Background(), "", "help", "serv"); code != 2 || out != "" || !strings.HasPrefix(errOut, `slide: unknown command "serv"`) {
+		t.Errorf("slide help serv: exit %d, stdout %q, stderr %q; want the unknown command, exit 2", code, out, errOut)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -80,6 +81,10 @@ func run(ctx context.Context, args []string, s stdio) int {
 		return 2
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+		if args[0] == "help" && len(args) > 1 {
+			// slide help serve is serve's help, as go help build and git help commit are.
+			return run(ctx, append(slices.Clone(args[1:]), "--help"), s)
+		}
 		printUsage(s.out)
 		return 0
 	}
@@ -112,7 +117,7 @@ func printUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'slide <command> --help' for its description, examples and flags. Every flag can also be set as SLIDE_<FLAG>.")
+	fmt.Fprintln(w, "\nRun 'slide <command> --help' (or slide help <command>) for its description, examples and flags. Every flag can also be set as SLIDE_<FLAG>.")
 }
 
 func cmdVersion(_ context.Context, args []string, s stdio) error {
