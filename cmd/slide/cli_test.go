@@ -244,3 +244,19 @@ func TestHelpNamesACommand(t *testing.T) {
 		t.Errorf("slide help serv: exit %d, stdout %q, stderr %q; want the unknown command, exit 2", code, out, errOut)
 	}
 }
+
+// TestUnknownCommandSaysWhatWasMeant: a slip of a letter in the command (slide serv, slide
+// querry) names the command meant, as an unknown flag does; a word far from every command
+// gets the list alone.
+func TestUnknownCommandSaysWhatWasMeant(t *testing.T) {
+	for arg, want := range map[string]string{
+		"serv":   `slide: unknown command "serv" (did you mean serve?)` + "\n",
+		"querry": `slide: unknown command "querry" (did you mean query?)` + "\n",
+		"frob":   `slide: unknown command "frob"` + "\n",
+	} {
+		code, out, errOut := runCmd(t, context.Background(), "", arg)
+		if first, _, _ := strings.Cut(errOut, "\n"); code != 2 || out != "" || first+"\n" != want || !strings.Contains(errOut, "commands:") {
+			t.Errorf("slide %s: exit %d, stdout %q, stderr:\n%s\nwant exit 2, %q and the commands", arg, code, out, errOut, want)
+		}
+	}
+}

@@ -29,6 +29,8 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
+
+	"github.com/slide-metrics/slide/internal/suggest"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -107,7 +109,15 @@ func run(ctx context.Context, args []string, s stdio) int {
 			return 1
 		}
 	}
-	fmt.Fprintf(s.err, "slide: unknown command %q\n\n", args[0])
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	meant := ""
+	if ordered, near := suggest.Closest(args[0], names); near > 0 {
+		meant = " (did you mean " + ordered[0] + "?)"
+	}
+	fmt.Fprintf(s.err, "slide: unknown command %q%s\n\n", args[0], meant)
 	printUsage(s.err)
 	return 2
 }
