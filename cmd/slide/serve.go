@@ -239,6 +239,9 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
 	log := newLogger(s.err, level)
+	if c.plans == "" && c.conn.https.cert == "" {
+		keepOnHUP(ctx, log, "SIGHUP: nothing reloads on it without --plans or --tls-cert; --policies and the other flags are read at start (restart to apply them)")
+	}
 	return envNamed(fs, serve(ctx, c, s, log))
 }
 
