@@ -541,10 +541,18 @@ func (c *queryClient) metrics(ctx context.Context, w io.Writer) error {
 	return tw.Flush()
 }
 
-// span formats [from, to) in UTC, as the API's unix milliseconds mean.
+// span formats [from, to) in UTC, as the API's unix milliseconds mean; to's date is left out
+// when it is from's (a window of days without it read as an empty span).
 func span(from, to int64) string {
-	return fmt.Sprintf("[%s, %s)", time.UnixMilli(from).UTC().Format("2006-01-02T15:04:05Z"), time.UnixMilli(to).UTC().Format("15:04:05Z"))
+	f, t := time.UnixMilli(from).UTC(), time.UnixMilli(to).UTC()
+	end := t.Format("15:04:05Z")
+	if !sameDay(f, t) {
+		end = t.Format("2006-01-02T15:04:05Z")
+	}
+	return fmt.Sprintf("[%s, %s)", f.Format("2006-01-02T15:04:05Z"), end)
 }
+
+func sameDay(a, b time.Time) bool { return a.Year() == b.Year() && a.YearDay() == b.YearDay() }
 
 // num prints a number for a table: whole numbers and magnitudes from 1000 up as integers,
 // others with 4 significant digits (sketch quantiles are only 1% exact anyway), null as "-".
