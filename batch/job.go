@@ -544,6 +544,9 @@ func guessColumn(cols []string, first [][]byte, skip ...string) (string, error) 
 	case 1:
 		return numeric[0], nil
 	case 0:
+		if h := delimiterHint(cols); h != nil {
+			return "", fmt.Errorf("%w: no numeric column in the first row (columns: %s: %w)", ErrColumn, cols[0], h)
+		}
 		return "", fmt.Errorf("%w: no numeric column in the first row (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
 	}
 	return "", fmt.Errorf("%w: several numeric columns (%s); choose one", ErrColumn, strings.Join(numeric, ", "))

@@ -82,7 +82,36 @@ type Reader interface {
 
 // missingColumn is the error for a name that is not among cols.
 func missingColumn(name string, cols []string) error {
+	if h := delimiterHint(cols); h != nil {
+		return fmt.Errorf("%w %q (columns: %s: %w)", ErrMissingColumn, name, cols[0], h)
+	}
 	return fmt.Errorf("%w %q (columns: %s)", ErrMissingColumn, name, strings.Join(cols, ", "))
+}
+
+// DelimiterHint is wrapped beside ErrMissingColumn or ErrColumn when a CSV header read as one
+// column holding Delim, a common delimiter (ts;amount read with ','): most likely the file's
+// own, so the caller can name its delimiter setting rather than its column.
+type DelimiterHint struct{ Delim byte }
+
+func (h *DelimiterHint) Error() string {
+	if h.Delim == '\t' {
+		return "one column holding a tab, the file's delimiter?"
+	}
+	return fmt.Sprintf("one column holding '%c', the file's delimiter?", h.Delim)
+}
+
+// delimiterHint returns the hint for cols, or nil: only a lone column holding ';', a tab or
+// '|' (a header of many columns was split right).
+func delimiterHint(cols []string) *DelimiterHint {
+	if len(cols) != 1 {
+		return nil
+	}
+	for _, d := range []byte{';', '\t', '|'} {
+		if strings.IndexByte(cols[0], d) >= 0 {
+			return &DelimiterHint{Delim: d}
+		}
+	}
+	return nil
 }
 
 func indexOf(cols []string, name string) int {

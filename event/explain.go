@@ -24,6 +24,17 @@ import (
 // maxQuoted is how many bytes of a value a detail quotes.
 const maxQuoted = 64
 
+// binaryLine reports a line holding a control byte that JSON text has none of outside strings'
+// escapes (tab, and a line end's CR, aside): protobuf's tags and lengths.
+func binaryLine(line []byte) bool {
+	for i, c := range line {
+		if c < 0x20 && c != '\t' && (c != '\r' || i != len(line)-1) {
+			return true
+		}
+	}
+	return false
+}
+
 // Explain says why d refuses line, in a short line naming the field and what is wrong with it
 // (`no field "value"`, `field "value": NaN`), or "" when d decodes it. It decodes line again by
 // the scanner path, the one source of refusals, and allocates: call it for a refused line
@@ -33,6 +44,10 @@ func (d *Decoder) Explain(line []byte) string {
 	d.f = [numFields + 1]textparse.Value{}
 	if !d.parseObject(line) {
 		if err := d.sc.Err(); err != nil {
+			if binaryLine(line) {
+				// A topic of OTLP protobuf (a Collector's kafka exporter) read as slide's JSON.
+				return "invalid JSON: " + err.Error() + " (binary, not JSON text: OTLP protobuf?)"
+			}
 			return "invalid JSON: " + err.Error()
 		}
 		return "invalid JSON: NaN or Infinity outside the value"

@@ -331,7 +331,12 @@ func (s *SpanDecoder) Explain(part []byte) string {
 	}
 	p := &s.pending[k]
 	if p.r == ReasonBadRecord {
-		return s.bad.what + " at byte " + strconv.Itoa(s.bad.at)
+		why := s.bad.what + " at byte " + strconv.Itoa(s.bad.at)
+		if !s.json && len(part) > 0 && part[0] == '{' {
+			// A topic of slide's JSON (or OTLP/JSON) read as otlp_proto.
+			why += " (the record is JSON text, not protobuf: slide's JSON events, or OTLP/JSON?)"
+		}
+		return why
 	}
 	w := p.why
 	switch w.what {

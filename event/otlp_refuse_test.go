@@ -282,3 +282,34 @@ func TestAppendOTLP(t *testing.T) {
 	d, _ := NewOTLPProto(SpanConfig{Dimensions: dims})
 	sameEvents(t, "AppendOTLP's record", decodeSpans(t, d, body[4:]), walkSpans(td, DefaultSpanKey, dims))
 }
+
+// TestRefusalNamesTheOtherFormat: a topic of the other format is the usual cause of every
+// record refused, and the refusal says so. slide's JSON read as otlp_proto was only
+// "malformed protobuf: wire type 3 at byte 0"; an OTLP protobuf record read as slide's JSON,
+// split at its 0x0a bytes, a refusal per line of "invalid JSON: no opening brace at byte 1".
+func TestRefusalNamesTheOtherFormat(t *testing.T) {
+	f, _ := newSpanDecoder(SpanConfig{}, false)
+	body := []byte(`{"ts":1764489600123,"key":"tenant-1","metric":"latency_ms","value":5}`)
+	f.DecodeLines(body, 0, func(part []byte, _ window.Event, r Reason) {
+		if why := f.Explain(part); r != ReasonBadRecord || !strings.Contains(why, "JSON text, not protobuf") {
+			t.Errorf("slide JSON as otlp_proto: %v %q; want bad_record saying it is JSON text", r, why)
+		}
+	})
+	d, err := NewDecoder(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	d.DecodeLines(protoOf(t, oneSpan("pay", func(ptrace.Span) {})), defTS, func(line []byte, _ window.Event, r Reason) {
+		if r == ReasonNone {
+			return
+		}
+		refused++
+		if why := d.Explain(line); !strings.Contains(why, "binary, not JSON text") {
+			t.Errorf("a line of OTLP protobuf as slide JSON: %q; want it called binary", why)
+		}
+	})
+	if refused == 0 {
+		t.Fatal("the protobuf record was not refused")
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slide-metrics/slide/internal/suggest"
 )
 
 // Checker is a named admission check that a Service consults like a policy:
@@ -204,6 +206,25 @@ func suffixAt(src string) string {
 	return " (first defined at " + src + ")"
 }
 
+// unknownPolicy is ErrUnknownPolicy for name, with the configured name closest to it and the
+// names known, closest first, as /v1/window answers an unknown metric: a request's policy is
+// typed by hand, and "unknown policy" alone leaves the reader to find the file.
+func (s *Service) unknownPolicy(name string) error {
+	hint, ordered, near := "", s.names, 0
+	// No policy name is longer than 64 bytes (ValidName), and past a few hundred names (an rls
+	// config's) the distances would make a refused request cost more than a decision.
+	if len(name) <= 64 && len(s.names) <= 256 {
+		ordered, near = suggest.Closest(name, s.names)
+	}
+	if near > 0 {
+		hint = fmt.Sprintf(" (did you mean %q?)", ordered[0])
+	}
+	if len(ordered) > 10 {
+		ordered = append(ordered[:10:10], "…")
+	}
+	return fmt.Errorf("%w %q%s; known: %s", ErrUnknownPolicy, name, hint, strings.Join(ordered, ", "))
+}
+
 // Names returns the policy and checker names, policies first, in
 // configuration order.
 func (s *Service) Names() []string { return append([]string(nil), s.names...) }
@@ -300,7 +321,7 @@ func (s *Service) decide(ctx context.Context, now time.Time, checks []Charge, ou
 		c := &checks[i]
 		rt := s.byName[c.Policy]
 		if rt == nil {
-			return Decision{}, fmt.Errorf("%w %q", ErrUnknownPolicy, c.Policy)
+			return Decision{}, s.unknownPolicy(c.Policy)
 		}
 		rts = append(rts, rt)
 		if err := ValidateKey(c.Key); err != nil {

@@ -347,6 +347,9 @@ func (a *API) run(r *http.Request, span evalSpan, newQuery func(context.Context,
 	}
 	qry, err := newQuery(ctx, opts, text)
 	if err != nil {
+		if name := quotedName(a.knownMetrics(ctx), text); name != "" {
+			err = fmt.Errorf("%w (%s)", err, quoteHint(name))
+		}
 		return nil, notes{}, badParam("query", err)
 	}
 	return a.exec(ctx, qry, text)
@@ -435,6 +438,19 @@ func execError(err error) *apiError {
 		return &apiError{errInternal, err}
 	}
 	return &apiError{errExec, err}
+}
+
+// knownMetrics lists the metrics of every instance, nil when they cannot be listed (for a
+// hint, which does without).
+func (a *API) knownMetrics(ctx context.Context) []string {
+	if a.cfg.Cluster == nil {
+		return a.cfg.Store.Metrics()
+	}
+	all, missing := a.cfg.Cluster.Metrics(ctx)
+	if noteMissing(ctx, missing) != nil {
+		return nil
+	}
+	return all
 }
 
 // metadata answers type, help and unit of every exposed name (metric= one of them),

@@ -338,3 +338,30 @@ func TestMatchSetsAsPrometheus(t *testing.T) {
 		t.Errorf("a set with a non-empty matcher: %s", body)
 	}
 }
+
+// TestDashedNameWarns: a slide metric may hold "-" or "." (req-latency), which PromQL reads
+// as an operator outside quotes: req-latency_count is req minus latency_count, two selectors
+// of nothing, and the answer was empty with no word of why. The answer now says how to
+// select the metric; a name that is no part of a slide metric's stays a plain empty answer.
+func TestDashedNameWarns(t *testing.T) {
+	d := newDemo(t, "native:5", 1, 2)
+	d.add(t, "req-latency", "k1", "/pay", t0.UnixMilli()-1000, 5)
+	srv := serveDemo(t, d, Config{})
+	c := clientOf(t, srv.URL)
+	for q, want := range map[string]string{`req-latency_count`: "req-latency_count", `sum(req-latency_sum)`: "req-latency_sum", `req-latency`: "req-latency"} {
+		v, warn, _, err := c.Query(context.Background(), q, d.now)
+		if hint := `{__name__="` + want + `"}`; err != nil || v.String() != "" || len(warn) != 1 || !strings.Contains(warn[0], hint) {
+			t.Errorf("%s: %v %q %v; want an empty answer whose one warning names %s", q, v, warn, err, hint)
+		}
+	}
+	// A range of it does not parse (a subtraction of a range): the error says the same.
+	if _, _, _, err := c.Query(context.Background(), `rate(req-latency_count[5m])`, d.now); err == nil || !strings.Contains(err.Error(), `{__name__="req-latency_count"}`) {
+		t.Errorf("rate(req-latency_count[5m]): %v; want the parse error to name {__name__=\"req-latency_count\"}", err)
+	}
+	if v, _, _, err := c.Query(context.Background(), `{__name__="req-latency_count"}`, d.now); err != nil || v.String() == "" {
+		t.Errorf("the quoted form selects nothing: %v %v", v, err)
+	}
+	if v, warn, _, err := c.Query(context.Background(), `nosuch-thing_count`, d.now); err != nil || v.String() != "" || len(warn) != 0 {
+		t.Errorf("no slide metric's parts: %v %q %v", v, warn, err)
+	}
+}

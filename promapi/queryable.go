@@ -194,7 +194,11 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		return storage.EmptySeriesSet()
 	}
 	if len(s.metrics) == 0 {
-		if w := q.bucketHint(ctx, ms); w != nil {
+		w := q.bucketHint(ctx, ms)
+		if w == nil {
+			w = q.operatorNameHint(ctx, ms)
+		}
+		if w != nil {
 			return &seriesSet{i: -1, warn: annotations.New().Add(w)}
 		}
 	}
@@ -299,6 +303,76 @@ func (q *querier) bucketHint(ctx context.Context, ms []*labels.Matcher) error {
 		return fmt.Errorf("%s: slide has no classic le buckets; %s is a native histogram (its sketch's bins): histogram_quantile(0.95, sum by (key) (rate(%s[5m]))), without le", m.Value, base, base)
 	}
 	return nil
+}
+
+// operatorNameHint is the warning for a selector of a part of a slide metric's name that
+// PromQL cut at an operator: a metric may hold "-" or "." (req-latency), which a bare name
+// cannot, so req-latency_count parses as req minus latency_count, two selectors of nothing,
+// and the empty answer would not say why. nil unless the name is such a part.
+func (q *querier) operatorNameHint(ctx context.Context, ms []*labels.Matcher) error {
+	for _, m := range ms {
+		if m.Name != labels.MetricName || m.Type != labels.MatchEqual {
+			continue
+		}
+		all, err := q.metrics(ctx)
+		if err != nil {
+			return nil
+		}
+		if exposed := cutFrom(all, m.Value); exposed != "" {
+			return fmt.Errorf("%s selects nothing: %s", m.Value, quoteHint(exposed))
+		}
+	}
+	return nil
+}
+
+// cutFrom returns the exposed name (a metric and its kind's suffix) whose last piece, cut at
+// a character PromQL does not take in a bare name, is part (latency_count of
+// req-latency_count); "" when there is none. Only the last piece names the exposed name whole,
+// so the first (req) is not warned of: its warning would guess the suffix.
+func cutFrom(metrics []string, part string) string {
+	if part == "" {
+		return ""
+	}
+	for _, metric := range metrics {
+		for _, suffix := range kindSuffix {
+			name := metric + suffix
+			if i := len(name) - len(part); i > 0 && strings.HasSuffix(name, part) && cutsName(name[i-1]) {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// quotedName returns the longest exposed name of metrics holding a character that cuts a
+// bare name which the query text writes unquoted (req-latency_count, not
+// {__name__="req-latency_count"}); "". The hint of a query that does not parse for it:
+// rate(req-latency_count[5m]) is a subtraction of a range, a parse error.
+func quotedName(metrics []string, text string) string {
+	best := ""
+	for _, metric := range metrics {
+		if !strings.ContainsFunc(metric, func(r rune) bool { return r < 0x80 && cutsName(byte(r)) }) {
+			continue
+		}
+		for _, suffix := range kindSuffix {
+			name := metric + suffix
+			if i := strings.Index(text, name); i >= 0 && (i == 0 || text[i-1] != '"') && len(name) > len(best) {
+				best = name
+			}
+		}
+	}
+	return best
+}
+
+// quoteHint says how to select exposed, a name PromQL cuts unquoted.
+func quoteHint(exposed string) string {
+	return fmt.Sprintf("slide's %q holds a character that PromQL reads as an operator outside quotes, which cut the name; select it quoted, as {__name__=%q}", exposed, exposed)
+}
+
+// cutsName reports a byte that ends a bare metric name in PromQL: anything but a letter,
+// digit, _ or :.
+func cutsName(c byte) bool {
+	return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == ':')
 }
 
 func (s *seriesSet) Next() bool {

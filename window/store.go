@@ -3,6 +3,8 @@ package window
 import (
 	"fmt"
 	"iter"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,6 +161,10 @@ func (s *Store) RingConfig(metric string) RingConfig {
 	}
 	return s.ring
 }
+
+// RingMetrics returns the metrics with rings of their own (StoreConfig.Metrics), sorted:
+// with RingConfig's Spec of each, the --rings value that builds these rings again.
+func (s *Store) RingMetrics() []string { return slices.Sorted(maps.Keys(s.metrics)) }
 
 func (s *Store) hash(metric, key string) uint64 {
 	return seriesHashMixed(s.seedMix, metric, key)

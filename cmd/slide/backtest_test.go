@@ -89,3 +89,32 @@ func TestBacktestPlans(t *testing.T) {
 		t.Errorf("bad plans: exit %d, stderr %s", code, stderr)
 	}
 }
+
+// A rule the rings cannot serve is refused with a --rings value that serves it; pasting that
+// value must not undo the rings the other rules read. The hint named only the refused metric
+// (--rings tokens=…), which dropped the default cost rings, so the next start refused the
+// cost rule with --rings cost=…, which dropped tokens again: the hints went round forever.
+func TestBacktestRingsHintKeepsOtherMetrics(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "p.yaml")
+	os.WriteFile(pol, []byte(`rules:
+  - {name: day, metric: cost, agg: sum, window: 24h, max: 5}
+  - {name: month, metric: tokens, agg: sum, window: calendar_month, max: 5}
+`), 0o644)
+	log := filepath.Join(dir, "log.csv")
+	os.WriteFile(log, []byte("ts,key\n1000,a\n"), 0o644)
+	args := []string{"--policies", pol, log}
+	for range 3 {
+		code, _, stderr := runBacktest(t, "", args...)
+		if code == 0 {
+			return
+		}
+		_, hint, ok := strings.Cut(stderr, "--rings ")
+		if !ok {
+			t.Fatalf("refused without a --rings hint: %s", stderr)
+		}
+		hint, _, _ = strings.Cut(strings.TrimSpace(hint), "\n")
+		args = append([]string{"--rings", hint}, args[len(args)-3:]...)
+	}
+	t.Fatalf("following the --rings hints three times still does not load: %v", args)
+}

@@ -132,7 +132,14 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	}
 	if err != nil {
 		var rowErr *batch.RowError
+		var delim *batch.DelimiterHint
 		switch {
+		case errors.As(err, &delim):
+			word := "'" + string(delim.Delim) + "'"
+			if delim.Delim == '\t' {
+				word = "tab"
+			}
+			return fmt.Errorf("%s: %w (set --delimiter %s)", path, err, word)
 		case errors.Is(err, batch.ErrColumn):
 			return fmt.Errorf("%s: %w (set --column)", path, err)
 		case errors.As(err, &rowErr) || errors.Is(err, batch.ErrMissingColumn) ||

@@ -145,6 +145,14 @@ func TestBatchErrors(t *testing.T) {
 			"several numeric columns (id, amount); choose one (set --column)"},
 		{"missing column", "ts,amount\n1,2\n", []string{"--size", "1", "--column", "price", "-"}, 1,
 			`missing column "price" (columns: ts, amount)`},
+		// A file of another delimiter reads as one column holding it: the answer says so and
+		// names the flag, instead of only "set --column" (the column was there).
+		{"semicolons, no column", "ts;amount\n1000;1\n", []string{"--size", "1", "-"}, 1,
+			`no numeric column in the first row (columns: ts;amount: one column holding ';', the file's delimiter?) (set --delimiter ';')`},
+		{"semicolons, column", "ts;amount\n1000;1\n", []string{"--size", "1", "--column", "amount", "-"}, 1,
+			`missing column "amount" (columns: ts;amount: one column holding ';', the file's delimiter?) (set --delimiter ';')`},
+		{"tabs", "ts\tamount\n1000\t1\n", []string{"--size", "1", "--column", "amount", "-"}, 1,
+			"(columns: ts\tamount: one column holding a tab, the file's delimiter?) (set --delimiter tab)"},
 		// An input with no window to give names itself like any other bad input.
 		{"empty input", "", []string{"--size", "1", "-"}, 1, "slide batch: -: empty input: no data rows"},
 		{"header only", "ts,amount\n", []string{"--size", "1", "--column", "amount", "-"}, 1, "slide batch: -: no data rows"},

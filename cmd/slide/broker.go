@@ -41,6 +41,7 @@ func cmdBroker(ctx context.Context, args []string, s stdio) error {
 		return flagErrorf(fs, "log-level", "want debug, info, warn or error")
 	}
 	cfg.Logger = newLogger(s.err, level)
+	keepOnHUP(ctx, cfg.Logger, "SIGHUP: the broker reloads nothing; it goes on (SIGTERM stops it)")
 	b, err := ingest.StartBroker(ctx, cfg)
 	if err != nil {
 		return envNamed(fs, bindErrorHint("addr", cfg.Addr, err, ""))

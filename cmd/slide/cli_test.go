@@ -230,3 +230,34 @@ func TestServeZeroIsRefusedOrExplained(t *testing.T) {
 		t.Errorf("--usage-staleness 3s reaches the cluster as %v", got)
 	}
 }
+
+// TestHelpNamesACommand: slide help CMD is CMD's help, as go help and git help are, not the
+// command list with CMD ignored; slide help of a command slide lacks is the unknown command.
+func TestHelpNamesACommand(t *testing.T) {
+	for _, sub := range [][]string{{"serve"}, {"batch"}, {"query", "window"}, {"query"}} {
+		code, out, errOut := runCmd(t, context.Background(), "", append([]string{"help"}, sub...)...)
+		_, want, _ := runCmd(t, context.Background(), "", append(append([]string{}, sub...), "--help")...)
+		if name := strings.Join(sub, " "); code != 0 || errOut != "" || out != want {
+			t.Errorf("slide help %s: exit %d, stderr %q, stdout:\n%s\nwant slide %s --help's:\n%s", name, code, errOut, out, name, want)
+		}
+	}
+	if code, out, errOut := runCmd(t, context.Background(), "", "help", "serv"); code != 2 || out != "" || !strings.HasPrefix(errOut, `slide: unknown command "serv"`) {
+		t.Errorf("slide help serv: exit %d, stdout %q, stderr %q; want the unknown command, exit 2", code, out, errOut)
+	}
+}
+
+// TestUnknownCommandSaysWhatWasMeant: a slip of a letter in the command (slide serv, slide
+// querry) names the command meant, as an unknown flag does; a word far from every command
+// gets the list alone.
+func TestUnknownCommandSaysWhatWasMeant(t *testing.T) {
+	for arg, want := range map[string]string{
+		"serv":   `slide: unknown command "serv" (did you mean serve?)` + "\n",
+		"querry": `slide: unknown command "querry" (did you mean query?)` + "\n",
+		"frob":   `slide: unknown command "frob"` + "\n",
+	} {
+		code, out, errOut := runCmd(t, context.Background(), "", arg)
+		if first, _, _ := strings.Cut(errOut, "\n"); code != 2 || out != "" || first+"\n" != want || !strings.Contains(errOut, "commands:") {
+			t.Errorf("slide %s: exit %d, stdout %q, stderr:\n%s\nwant exit 2, %q and the commands", arg, code, out, errOut, want)
+		}
+	}
+}

@@ -145,8 +145,8 @@ next page, and --all follows every page.`,
 limit, used, remaining and when it is whole again, and a row per level for a policy with
 levels. A peek: nothing is charged.`,
 		examples: []string{
-			"slide query quota --policy daily-requests --key tenant-1",
-			"slide query quota --policy org-budget --key org-1/team-a/user-7 --json",
+			"slide query quota --policy tenant-quota --key tenant-1",
+			"slide query quota --policy login --key alice --json",
 		},
 	},
 }

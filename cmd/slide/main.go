@@ -27,7 +27,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
+
+	"github.com/slide-metrics/slide/internal/suggest"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -80,6 +83,10 @@ func run(ctx context.Context, args []string, s stdio) int {
 		return 2
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+		if args[0] == "help" && len(args) > 1 {
+			// slide help serve is serve's help, as go help build and git help commit are.
+			return run(ctx, append(slices.Clone(args[1:]), "--help"), s)
+		}
 		printUsage(s.out)
 		return 0
 	}
@@ -102,7 +109,15 @@ func run(ctx context.Context, args []string, s stdio) int {
 			return 1
 		}
 	}
-	fmt.Fprintf(s.err, "slide: unknown command %q\n\n", args[0])
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	meant := ""
+	if ordered, near := suggest.Closest(args[0], names); near > 0 {
+		meant = " (did you mean " + ordered[0] + "?)"
+	}
+	fmt.Fprintf(s.err, "slide: unknown command %q%s\n\n", args[0], meant)
 	printUsage(s.err)
 	return 2
 }
@@ -112,7 +127,7 @@ func printUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'slide <command> --help' for its description, examples and flags. Every flag can also be set as SLIDE_<FLAG>.")
+	fmt.Fprintln(w, "\nRun 'slide <command> --help' (or slide help <command>) for its description, examples and flags. Every flag can also be set as SLIDE_<FLAG>.")
 }
 
 func cmdVersion(_ context.Context, args []string, s stdio) error {

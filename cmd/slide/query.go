@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,10 +48,16 @@ type queryClient struct {
 	json    bool
 	timeout time.Duration
 	http    *http.Client
+	// where says how to point slide query at another server, for a call that fails.
+	where string
 }
 
+// defaultQueryURL is --addr's default, where make run's server listens (a variable for the
+// tests, which must not dial a port another program may hold).
+var defaultQueryURL = "http://127.0.0.1:8080"
+
 func (c *queryClient) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.addr, "addr", "http://127.0.0.1:8080", "base URL of slide serve's HTTP API")
+	fs.StringVar(&c.addr, "addr", defaultQueryURL, "base URL of slide serve's HTTP API")
 	fs.BoolVar(&c.json, "json", false, "print the API's JSON instead of a table")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on a request after this long")
 }
@@ -146,7 +153,29 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 	}
 	c.addr = base
 	c.http = &http.Client{Timeout: c.timeout}
+	c.where = whereHint(fs, os.LookupEnv)
 	return run()
+}
+
+// whereHint says how to point slide query at a server: --addr or SLIDE_URL. When neither
+// was given and SLIDE_ADDR is set, it says that SLIDE_ADDR is serve's listen address, which
+// slide query does not read: a user who exported it for serve (SLIDE_ADDR=:8081 slide serve)
+// otherwise sees the default address dialled with no word of why.
+func whereHint(fs *flag.FlagSet, lookup func(string) (string, bool)) string {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "addr" })
+	if v, ok := lookup("SLIDE_ADDR"); ok && v != "" && !given {
+		return fmt.Sprintf("SLIDE_ADDR=%s is serve's listen address; slide query reads --addr or SLIDE_URL, e.g. SLIDE_URL=http://%s", v, urlHost(v))
+	}
+	return "see --addr or SLIDE_URL"
+}
+
+// urlHost is a listen address as a client dials it: ":8081" is 127.0.0.1:8081.
+func urlHost(listen string) string {
+	if strings.HasPrefix(listen, ":") {
+		return "127.0.0.1" + listen
+	}
+	return listen
 }
 
 // The help of --match and --by, which several subcommands take.
@@ -248,7 +277,7 @@ func (c *queryClient) get(ctx context.Context, path string, v url.Values) ([]byt
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("calling %s: %w (is slide serve running there? see --addr)", c.addr, err)
+		return nil, fmt.Errorf("calling %s: %w (is slide serve running there? %s)", c.addr, err, c.where)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
@@ -512,10 +541,18 @@ func (c *queryClient) metrics(ctx context.Context, w io.Writer) error {
 	return tw.Flush()
 }
 
-// span formats [from, to) in UTC, as the API's unix milliseconds mean.
+// span formats [from, to) in UTC, as the API's unix milliseconds mean; to's date is left out
+// when it is from's (a window of days without it read as an empty span).
 func span(from, to int64) string {
-	return fmt.Sprintf("[%s, %s)", time.UnixMilli(from).UTC().Format("2006-01-02T15:04:05Z"), time.UnixMilli(to).UTC().Format("15:04:05Z"))
+	f, t := time.UnixMilli(from).UTC(), time.UnixMilli(to).UTC()
+	end := t.Format("15:04:05Z")
+	if !sameDay(f, t) {
+		end = t.Format("2006-01-02T15:04:05Z")
+	}
+	return fmt.Sprintf("[%s, %s)", f.Format("2006-01-02T15:04:05Z"), end)
 }
+
+func sameDay(a, b time.Time) bool { return a.Year() == b.Year() && a.YearDay() == b.YearDay() }
 
 // num prints a number for a table: whole numbers and magnitudes from 1000 up as integers,
 // others with 4 significant digits (sketch quantiles are only 1% exact anyway), null as "-".

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -279,5 +280,26 @@ func TestLogsEscapeOddKeys(t *testing.T) {
 	}
 	if strings.ContainsAny(out[:len(out)-1], "\u009b\u202e\x1b\n\xff") {
 		t.Errorf("log line holds a raw odd character: %q", out)
+	}
+}
+
+// An exported SLIDE_ADDR (serve's listen address, SLIDE_ADDR=:8081 slide serve) is not where
+// slide query asks; when it dials the default instead and nothing answers, it says so and
+// names the variable it reads. Before, it said only "see --addr".
+func TestQueryNamesSLIDE_ADDRWhenTheDefaultFails(t *testing.T) {
+	defer func(u string) { defaultQueryURL = u }(defaultQueryURL)
+	defaultQueryURL = "http://127.0.0.1:1" // nothing listens on port 1
+	t.Setenv("SLIDE_URL", "")
+	os.Unsetenv("SLIDE_URL")
+	t.Setenv("SLIDE_ADDR", ":8081")
+	_, _, err := runQuery(t, "metrics", "--timeout", "2s")
+	want := "SLIDE_ADDR=:8081 is serve's listen address; slide query reads --addr or SLIDE_URL, e.g. SLIDE_URL=http://127.0.0.1:8081"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("default address failing with SLIDE_ADDR set: %v\nwant it to contain %q", err, want)
+	}
+	// Given --addr, SLIDE_ADDR is not what went wrong.
+	_, _, err = runQuery(t, "metrics", "--addr", "http://127.0.0.1:1", "--timeout", "2s")
+	if err == nil || strings.Contains(err.Error(), "SLIDE_ADDR") || !strings.Contains(err.Error(), "see --addr or SLIDE_URL") {
+		t.Fatalf("--addr failing: %v", err)
 	}
 }

@@ -116,8 +116,14 @@ func printPoints(w io.Writer, points []rangePoint, plot string) error {
 		fmt.Fprintf(tw, "\t%s", pname(q))
 	}
 	fmt.Fprintf(tw, "\tmax\t%s\t\n", plot)
+	// A row is named by its end's time of day, and by its date too when the rows end on
+	// different days (a history of days: each row's time alone would be the same).
+	layout := "15:04:05"
+	if len(points) > 0 && !sameDay(time.UnixMilli(points[0].To).UTC(), time.UnixMilli(points[len(points)-1].To).UTC()) {
+		layout = "2006-01-02 15:04:05"
+	}
 	for i, p := range points {
-		fmt.Fprintf(tw, "%s\t%d\t%s", time.UnixMilli(p.To).UTC().Format("15:04:05"), p.Count, num(&p.RatePerS))
+		fmt.Fprintf(tw, "%s\t%d\t%s", time.UnixMilli(p.To).UTC().Format(layout), p.Count, num(&p.RatePerS))
 		for _, q := range qs {
 			fmt.Fprintf(tw, "\t%s", num(p.Quantiles[q]))
 		}

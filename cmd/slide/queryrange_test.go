@@ -42,3 +42,39 @@ func TestQueryRangeTableAndChart(t *testing.T) {
 		t.Errorf("json: %v %s", err, out)
 	}
 }
+
+// TestDatesAcrossDays: a window or history of more than a day names the days. The title of
+// slide query window --window 2d read "[2026-12-01T06:57:00Z, 06:57:00Z)", a span that looks
+// empty, and the rows of range --step 1d each "00:00:00", the same line seven times.
+func TestDatesAcrossDays(t *testing.T) {
+	day0 := int64(1796083200000) // 2026-12-01T00:00:00Z
+	const h, d = int64(3_600_000), int64(86_400_000)
+	for _, c := range []struct {
+		from, to int64
+		want     string
+	}{
+		{day0 + 9*h, day0 + 10*h, "[2026-12-01T09:00:00Z, 10:00:00Z)"},
+		{day0 + 6*h, day0 + 2*d + 6*h, "[2026-12-01T06:00:00Z, 2026-12-03T06:00:00Z)"},
+	} {
+		if got := span(c.from, c.to); got != c.want {
+			t.Errorf("span: %s, want %s", got, c.want)
+		}
+	}
+	var points []rangePoint
+	for i := range int64(3) {
+		points = append(points, rangePoint{From: day0 + i*d, To: day0 + (i+1)*d})
+	}
+	var b strings.Builder
+	if err := printPoints(&b, points, "count"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2026-12-02 00:00:00", "2026-12-03 00:00:00", "2026-12-04 00:00:00"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("rows of days lack %s:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := printPoints(&b, points[:1:1], "count"); err != nil || strings.Contains(b.String(), "2026-12-02 ") {
+		t.Errorf("one day's point: the time alone, as before:\n%s", b.String())
+	}
+}

@@ -171,6 +171,15 @@ func TestREADMETour(t *testing.T) {
 		}
 		steps = append(steps, tourStep{cmd: r.cmd, want: want, where: r.where})
 	}
+	// The examples of slide query CMD --help run against make run too (sre.md says so), those
+	// that ask another address aside: each must succeed and answer.
+	for name, h := range helpTexts {
+		for _, e := range h.examples {
+			if strings.HasPrefix(name, "query") && !strings.Contains(e, "--addr") {
+				steps = append(steps, tourStep{cmd: "./bin/" + e, where: "slide " + name + " --help"})
+			}
+		}
+	}
 	for _, st := range steps {
 		cmd := strings.ReplaceAll(st.cmd, "127.0.0.1:8080", addr)
 		c := exec.Command("bash", "-c", cmd)

@@ -239,6 +239,12 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
 	log := newLogger(s.err, level)
+	if c.plans == "" && c.conn.https.cert == "" {
+		keepOnHUP(ctx, log, "SIGHUP: nothing reloads on it without --plans or --tls-cert; --policies and the other flags are read at start (restart to apply them)")
+	}
+	if c.rls.config != "" { // envoyproxy/ratelimit reloads its files; slide does not yet
+		keepOnHUP(ctx, log, "SIGHUP: --rls-config is read at start only; restart slide serve to apply changes to it")
+	}
 	return envNamed(fs, serve(ctx, c, s, log))
 }
 
@@ -252,7 +258,6 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 			log.Info("stopped")
 		}
 	}()
-	defer keepOnHUP(c.rls.config, log)()
 	var peerKey []byte
 	if c.peerKeyFile != "" {
 		var err error

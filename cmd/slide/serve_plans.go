@@ -56,27 +56,3 @@ func watchPlans(ctx context.Context, svc *limiter.Service, path string, log *slo
 		}
 	}()
 }
-
-// keepOnHUP keeps SIGHUP from ending serve (Go's default for a signal nobody
-// handles) until the returned stop: reload hooks (systemd's ExecReload, a config
-// reloader) send it whatever serve runs. --tls-cert and --plans reload on it
-// through their own handlers; --rls-config is read at start, so each SIGHUP says
-// that a restart applies it rather than leaving the operator to guess.
-func keepOnHUP(rlsConfig string, log *slog.Logger) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-hup:
-				if rlsConfig != "" {
-					log.Warn("SIGHUP: --rls-config is read at start only; restart slide serve to apply changes to it", "rls_config", rlsConfig)
-				}
-			}
-		}
-	}()
-	return func() { signal.Stop(hup); close(done) }
-}

@@ -160,6 +160,13 @@ func New(cfg Config) (*Replayer, error) {
 	r := &Replayer{cfg: cfg, by: map[string]*policyRun{}}
 	for _, p := range cfg.Policies {
 		p.Backend = limiter.BackendMemory
+		// What only a remote backend reads goes with it: the replay has no hop to time out,
+		// and memory refuses timeout and local. A store full of live keys then answers as
+		// the memory default, open.
+		p.Timeout = 0
+		if p.OnBackendError == limiter.FailLocal {
+			p.OnBackendError = limiter.FailOpen
+		}
 		// The clock is never read: every decision passes the request's time as now.
 		m, err := limiter.NewMemory(p, limiter.MemoryConfig{MaxKeys: cfg.MaxKeys,
 			Clock: func() time.Time { return time.Time{} }})

@@ -254,3 +254,26 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("sub-millisecond bucket accepted")
 	}
 }
+
+// A redis or cluster policy replays on the memory backend with its algorithm, so the fields
+// that only those backends read (timeout, on_backend_error: local) must not stop the replay:
+// platform.md's own policies file (login: backend redis, timeout 50ms) was refused with
+// "timeout: applies only to backend redis or cluster", about a policy that is one.
+func TestReplaysRedisAndClusterPolicyFields(t *testing.T) {
+	cfg := Config{Policies: []limiter.Policy{
+		{Name: "login", Algorithm: limiter.SlidingLog, Limit: 3, Window: time.Minute,
+			Backend: limiter.BackendRedis, OnBackendError: limiter.FailClosed, Timeout: 50 * time.Millisecond},
+		{Name: "api", Algorithm: limiter.TokenBucket, Capacity: 2, RefillPerSecond: 1,
+			Backend: limiter.BackendCluster, OnBackendError: limiter.FailLocal, Timeout: 50 * time.Millisecond},
+	}}
+	reps, err := replayLog(t, cfg, "ts,key\n1000,u\n1001,u\n1002,u\n1003,u\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]int64{"login": {3, 1}, "api": {2, 2}}
+	for _, r := range reps {
+		if got := [2]int64{r.Allowed, r.Denied}; got != want[r.Policy] {
+			t.Errorf("%s: allowed/denied %v, want %v", r.Policy, got, want[r.Policy])
+		}
+	}
+}

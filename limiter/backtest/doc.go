@@ -4,7 +4,8 @@
 // Every policy runs on the memory backend (limiter.Memory) with its clock never read:
 // AllowN gets the request's timestamp, so a replay is deterministic and runs as fast as the
 // log can be read. The Redis backend runs the same algorithms as Lua scripts (limitertest
-// checks they agree), so a Redis policy replays here with the memory backend's answers; the
+// checks they agree), so a Redis or cluster policy replays here with the memory backend's
+// answers (its timeout and on_backend_error, about a hop the replay does not make, unread); the
 // live server, given the same requests at the same instants, answers exactly as the replay
 // (tested through POST /v1/allow with a fixed clock).
 //

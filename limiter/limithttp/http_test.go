@@ -131,7 +131,9 @@ func TestAllowHandlerErrors(t *testing.T) {
 		status           int
 		code, param, msg string
 	}{
-		{"unknown policy", `{"policy":"nope","key":"u"}`, 400, "bad_parameter", "policy", `parameter "policy": unknown policy "nope"`},
+		{"unknown policy", `{"policy":"nope","key":"u"}`, 400, "bad_parameter", "policy", `parameter "policy": unknown policy "nope"; known: otp, login`},
+		// A slip of a letter names the policy meant, as an unknown metric of /v1/window does.
+		{"misspelt policy", `{"policy":"logn","key":"u"}`, 400, "bad_parameter", "policy", `parameter "policy": unknown policy "logn" (did you mean "login"?); known: login, otp`},
 		{"missing policy", `{"key":"u"}`, 400, "bad_parameter", "policy", `parameter "policy" (or "policies") is required`},
 		{"both", `{"policy":"login","policies":["login"],"key":"u"}`, 400, "bad_parameter", "policy", `give either "policy" or "policies", not both`},
 		{"duplicate", `{"policies":["login","login"],"key":"u"}`, 400, "bad_parameter", "policies", `parameter "policies": "login" named twice`},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,8 +109,8 @@ func NewChecker(store *window.Store, r Rule) (*Checker, error) {
 		// The hint names rings that serve the rule, from the metric's own (Serving): a 2 h
 		// rule on cost=1m:60 gets cost=1m:120, a 30-day one cost=1m:60+1h:48+1d:29.
 		return nil, &RuleError{Source: r.Source, Rule: r.Name, Field: "window",
-			Msg: fmt.Sprintf("%s (rings %s); give the metric rings that serve it: --rings %s=%s",
-				strings.TrimPrefix(err.Error(), "window: "), rc.Spec(), r.Metric, rc.Serving(span).Spec())}
+			Msg: fmt.Sprintf("%s (rings %s); give the metric rings that serve it: --rings %s",
+				strings.TrimPrefix(err.Error(), "window: "), rc.Spec(), ringsHint(store, r.Metric, rc.Serving(span)))}
 	}
 	if r.Key == "" {
 		r.Key = KeyPlaceholder
@@ -128,6 +129,20 @@ func NewChecker(store *window.Store, r Rule) (*Checker, error) {
 		c.levels = store.IndexLevels(r.Metric, r.Levels.Separator, r.Levels.N-1)
 	}
 	return c, nil
+}
+
+// ringsHint is a whole --rings value: the store's per-metric rings with metric's set to rc.
+// Naming metric alone replaced the others (the default cost=1m:60+1h:48+1d:36 among them),
+// so following the hint refused the next rule, whose hint dropped this metric again.
+func ringsHint(store *window.Store, metric string, rc window.RingConfig) string {
+	specs := []string{metric + "=" + rc.Spec()}
+	for _, m := range store.RingMetrics() {
+		if m != metric {
+			specs = append(specs, m+"="+store.RingConfig(m).Spec())
+		}
+	}
+	slices.Sort(specs)
+	return strings.Join(specs, ",")
 }
 
 // limitOf is Decision.Limit for a bound: max rounded down, clamped to int64.

@@ -290,7 +290,7 @@ func TestNewCheckerRefusesWindowsTheRingCannotAnswer(t *testing.T) {
 		r   usage.Rule
 		msg string
 	}{
-		{usage.Rule{Name: "q", Metric: "latency_ms", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 1}, `1h is longer than the retention 5m of metric "latency_ms" (rings 10s:30); give the metric rings that serve it: --rings latency_ms=10s:360`},
+		{usage.Rule{Name: "q", Metric: "latency_ms", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 1}, `1h is longer than the retention 5m of metric "latency_ms" (rings 10s:30); give the metric rings that serve it: --rings cost=1m:60,latency_ms=10s:360`},
 		{usage.Rule{Name: "q", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: 90 * time.Second, Max: 1}, `90s is not a multiple of the slot width 1m of metric "cost" (rings 1m:60); give the metric rings that serve it: --rings cost=30s:120`},
 		{usage.Rule{Name: "bad name!", Metric: "cost", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 1}, "name"},
 		{usage.Rule{Name: "q", Agg: usage.Agg{Kind: usage.KindSum}, Window: time.Hour, Max: 1}, "metric: required"},

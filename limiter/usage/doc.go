@@ -45,7 +45,8 @@
 // cost slots whose retention is at least 1 h, a 7d one tiers that reach 7 days
 // (StoreConfig.Metrics, slide serve's per-metric rings, window.RingConfig.Tiers); NewChecker
 // refuses a window the rings cannot answer, naming rings that would (RingConfig.Serving:
-// "--rings cost=1m:60+1h:48+1d:29" for 30d on cost=1m:60). A window past the ring's own
+// "--rings cost=1m:60+1h:48+1d:29" for 30d on cost=1m:60, with the store's other per-metric
+// rings kept in the value, so that pasting it refuses no other rule). A window past the ring's own
 // slots reads the tiers, its start rounded down to the tier slot holding it; its RetryAfter
 // comes from reads of the newest j slots, which round out too, so it errs late, never early.
 //
