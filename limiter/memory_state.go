@@ -36,7 +36,9 @@ func (m *Memory) Export(now time.Time, keep func(key string) bool, fn func(key s
 }
 
 // Import sets key's state (replacing what it held) from Export's form, expiring at
-// expires (unix ns). ErrBadState: the state does not read as this policy's algorithm's;
+// expires (unix ns). The state is checked against m's numbers (with levels, those of the
+// level key is at): import a planned key through the Variant of its plan. ErrBadState: the
+// state does not read as this policy's algorithm's, or passes its limit or capacity;
 // ErrStoreFull: no room; ErrInvalidKey.
 func (m *Memory) Import(key string, expires int64, state []byte) error {
 	if ValidateKey(key) != nil {
@@ -44,7 +46,7 @@ func (m *Memory) Import(key string, expires int64, state []byte) error {
 	}
 	switch {
 	case m.fw != nil:
-		return importStore(m.fw, &m.pr, key, expires, state)
+		return importStore(m.fw, m.importParams(key), key, expires, state)
 	case m.sl != nil:
 		return importStore(m.sl, &m.pr, key, expires, state)
 	case m.sc != nil:
@@ -54,6 +56,18 @@ func (m *Memory) Import(key string, expires int64, state []byte) error {
 	default:
 		return importStore(m.lb, &m.pr, key, expires, state)
 	}
+}
+
+// importParams is what key's state is checked against: with levels, the params of the
+// level key is the key of (org-1 the first, org-1/team-a the second), since an org's or a
+// team's counter holds up to its own level's limit, not the smallest level's.
+func (m *Memory) importParams(key string) *params {
+	if len(m.pr.levels) == 0 {
+		return &m.pr
+	}
+	var keys [MaxLevels]string
+	n := levelKeys(key, m.p.Levels.Separator, len(m.pr.levels), &keys)
+	return &m.pr.levels[n-1]
 }
 
 // Forget drops every key drop accepts (keys handed to another process).

@@ -410,18 +410,29 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 		return
 	}
 	now, parts := time.Now().UnixNano(), b.g.Partitions()
-	n := 0
+	n, refused := 0, 0
 	for _, e := range cp.entries {
 		o := b.owned[e.policy]
 		if o == nil || o.fp != e.fp || e.expires <= now || partitionOf(o.route(e.key), parts) != p {
 			continue
 		}
-		if err := o.mem.Import(e.key, e.expires, e.state); err == nil {
+		// A planned key's state is the plan's numbers' (a pro key's count past the
+		// policy's own limit): checked against the policy's, it was refused and the key
+		// started afresh, admitting its whole plan again at every handover.
+		m := o.mem
+		if ep, ok := b.effective(o, e.key); ok {
+			if v := o.variant(&ep, o.fingerprintOf(&ep)); v != nil {
+				m = v
+			}
+		}
+		if err := m.Import(e.key, e.expires, e.state); err == nil {
 			n++
+		} else {
+			refused++
 		}
 	}
 	b.m.restored.Add(float64(n))
-	b.log.Info("clusterlimit: restored a partition's limiter state", "partition", p, "keys", n,
+	b.log.Info("clusterlimit: restored a partition's limiter state", "partition", p, "keys", n, "refused", refused,
 		"checkpoint_age", time.Since(time.UnixMilli(cp.at)).Round(time.Millisecond), "final", cp.final)
 }
 

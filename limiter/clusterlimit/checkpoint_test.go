@@ -231,3 +231,116 @@ func TestCheckpointInParts(t *testing.T) {
 		t.Fatalf("a record whose parts are missing read as %d entries of generation %d", len(cp.entries), cp.gen)
 	}
 }
+
+// TestCheckpointHandsPlansAndLevelsOver: a planned handover of keys whose state passes the
+// policy's own numbers — a plan's larger limit or capacity, an org's or team's counter
+// above the user level's limit — goes on where the old owner stopped, as one memory
+// Service deciding every request does. Found with three `slide serve --plans` and a fourth
+// started mid-traffic: pro keys of a fixed window of 40 (pro: 100) admitted 164 each, and
+// orgs of levels [60, 30, 10] 100, since the new owner refused every such state as one
+// that did not fit the policy and started those keys afresh.
+func TestCheckpointHandsPlansAndLevelsOver(t *testing.T) {
+	broker := kafkatest.Start(t, "events", 6)
+	plans, err := limiter.ParsePlans([]byte(testPlans), "plans.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cps []limiter.Policy
+	for _, p := range testPolicies() {
+		cps = append(cps, clusterPolicy(p, limiter.FailClosed, 5*time.Second))
+	}
+	tp, ins := startGroup(t, 2, cps...)
+	a, b := ins[0], ins[1]
+	oracle, err := limiter.NewService(limiter.Config{Policies: testPolicies()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := CheckpointConfig{Interval: time.Hour, Wait: 5 * time.Second, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}
+	for _, svc := range []*limiter.Service{a.svc, b.svc, oracle} {
+		if err := svc.SetPlans(plans); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, in := range ins {
+		if err := in.b.SetCheckpoints(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := []int32{0, 1, 2, 3, 4, 5}
+	setOwner := func(in *instance) {
+		for _, q := range all {
+			tp.set(q, in.g.self)
+		}
+	}
+	waitReady := func(in *instance) {
+		deadline := time.Now().Add(10 * time.Second)
+		for _, q := range all {
+			for {
+				in.b.own.mu.RLock()
+				ok := in.b.own.ready[q]
+				in.b.own.mu.RUnlock()
+				if ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("partition %d not ready in 10s", q)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	setOwner(a)
+	a.g.Describe(context.Background(), time.Time{}) // both views: A owns everything, so B waits for its final checkpoint
+	b.g.Describe(context.Background(), time.Time{})
+	a.b.OnGeneration(1, all)
+	b.b.OnGeneration(1, nil)
+	waitReady(a)
+
+	// One instant for every decision, the start of the next minute: no window ends during
+	// the test, and nothing has expired when B restores it.
+	now := time.Now().Truncate(time.Minute).Add(time.Minute)
+	ctx := context.Background()
+	step := 0
+	decide := func(in *instance, policy, key string) {
+		t.Helper()
+		step++
+		got, err := in.svc.AllowN(ctx, policy, key, now, 1)
+		if err != nil {
+			t.Fatalf("step %d %s %s: %v", step, policy, key, err)
+		}
+		want, err := oracle.AllowN(ctx, policy, key, now, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Limit != want.Limit || got.Level != want.Level {
+			t.Errorf("step %d %s %s: allowed %v remaining %d of %d level %q; one memory Service: allowed %v remaining %d of %d level %q",
+				step, policy, key, got.Allowed, got.Remaining, got.Limit, got.Level, want.Allowed, want.Remaining, want.Limit, want.Level)
+		}
+	}
+	before := []struct{ policy, key string }{
+		{"api", "tenant-gold"}, {"api", "tenant-gold"}, {"api", "tenant-gold"}, {"api", "tenant-gold"}, // 4 of gold's 7 (the policy's 3)
+		{"bucket", "tenant-gold"}, // 3 of gold's 4 tokens left (the policy's capacity 2)
+		{"org", "org-plain/team-a/u1"}, {"org", "org-plain/team-a/u1"},
+		{"org", "org-plain/team-a/u2"}, {"org", "org-plain/team-a/u2"}, // team-a 4 of 4, org 4 of 6 (users' 2)
+		{"org", "org-gold/team-a/u1"}, {"org", "org-gold/team-a/u1"}, {"org", "org-gold/team-a/u1"},
+		{"org", "org-gold/team-a/u2"}, {"org", "org-gold/team-a/u2"}, // gold: team-a 5 of 5, org 5 of 9 (users' 3)
+	}
+	for _, r := range before {
+		decide(a, r.policy, r.key)
+	}
+
+	setOwner(b)
+	b.b.OnGeneration(2, all)
+	a.b.OnGeneration(2, nil)
+	waitReady(b)
+	after := []struct{ policy, key string }{
+		{"api", "tenant-gold"}, {"api", "tenant-gold"}, {"api", "tenant-gold"}, {"api", "tenant-gold"},
+		{"bucket", "tenant-gold"}, {"bucket", "tenant-gold"}, {"bucket", "tenant-gold"}, {"bucket", "tenant-gold"},
+		{"org", "org-plain/team-a/u3"}, {"org", "org-plain/team-b/u1"}, {"org", "org-plain/team-b/u1"}, {"org", "org-plain/team-b/u2"},
+		{"org", "org-gold/team-a/u3"}, {"org", "org-gold/team-b/u1"}, {"org", "org-gold/team-b/u1"}, {"org", "org-gold/team-b/u2"},
+		{"org", "org-gold/team-b/u2"}, {"org", "org-gold/team-b/u3"},
+	}
+	for _, r := range after {
+		decide(b, r.policy, r.key)
+	}
+}

@@ -147,6 +147,8 @@
 // checkpoint, at most an interval's (plus the write's own time): a key may then admit up
 // to that many beyond its limit. Keys expired by the time of the restore are skipped; a
 // state that does not fit its policy (another algorithm, a log over the quota, tokens
-// outside the bucket) is refused by limiter.Memory.Import, and the records are decoded
+// outside the bucket; judged by the key's plan's numbers and, with levels, its own
+// level's limit) is refused by limiter.Memory.Import and counted in the restore's log
+// line ("refused"), and the records are decoded
 // bounded (FuzzDecode), since anyone who can write to the topic can write one.
 package clusterlimit
