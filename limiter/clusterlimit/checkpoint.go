@@ -122,15 +122,25 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 		return
 	}
 	b.handover(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
 		if len(lost) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			b.checkpoint(ctx, lost, gen, true)
+			cancel()
 			b.forget(lost)
 		}
+		// The gained partitions restore side by side, each with its own budget: one
+		// after another, a whole group restarted (every partition waiting up to Wait
+		// for a final record of a recent generation) spent one budget on the first few,
+		// and the rest went live with nothing restored.
+		var wg sync.WaitGroup
 		for _, p := range gained {
-			b.restore(ctx, p, gen, epochs[p], prev[p], prevAddr[p], at)
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), b.cp.Wait+10*time.Second)
+				defer cancel()
+				b.restore(ctx, p, gen, epochs[p], prev[p], prevAddr[p], at)
+			})
 		}
+		wg.Wait()
 	})
 }
 
@@ -394,8 +404,8 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 	}
 	deadline := time.Now().Add(b.cp.Wait)
 	var cp *checkpointRecord
+	var err error
 	for {
-		var err error
 		cp, err = b.readLatest(ctx, p)
 		if err != nil && b.errLog() {
 			b.log.Warn("clusterlimit: reading a limiter checkpoint", "partition", p, "err", err)
@@ -407,6 +417,11 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 		time.Sleep(50 * time.Millisecond)
 	}
 	if cp == nil {
+		if err != nil {
+			// Said whatever errLog allows: the partition's keys start afresh here, and may
+			// admit up to their limits again.
+			b.log.Warn("clusterlimit: deciding a partition without its limiter checkpoint, which could not be read", "partition", p, "err", err)
+		}
 		return
 	}
 	now, parts := time.Now().UnixNano(), b.g.Partitions()

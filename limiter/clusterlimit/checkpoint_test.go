@@ -344,3 +344,96 @@ func TestCheckpointHandsPlansAndLevelsOver(t *testing.T) {
 		decide(b, r.policy, r.key)
 	}
 }
+
+// TestRestoresOfManyPartitionsOverlap: a new owner that gains many partitions whose latest
+// records are final but of an older generation (every instance of the group restarted:
+// each leave and join moved the generation on) waits up to Wait for each, then takes it.
+// The waits overlap: every partition is restored, and its keys go on where they stopped.
+// Found restarting three `slide serve` at once after a checkpoint: the restores ran one
+// after another (8 partitions × 2 s) under one 10 s budget, so the last partitions, the
+// budget spent, went live with nothing restored and admitted their keys' whole limits again.
+func TestRestoresOfManyPartitionsOverlap(t *testing.T) {
+	broker := kafkatest.Start(t, "events", 6)
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 5, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	a, b := ins[0], ins[1]
+	wait := 2 * time.Second // six partitions waiting one after another: 12 s
+	cfg := CheckpointConfig{Interval: time.Hour, Wait: wait, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}
+	for _, in := range ins {
+		if err := in.b.SetCheckpoints(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := []int32{0, 1, 2, 3, 4, 5}
+	for _, q := range all {
+		tp.set(q, a.g.self)
+	}
+	a.g.Describe(context.Background(), time.Time{}) // both views: A owns everything
+	b.g.Describe(context.Background(), time.Time{})
+	a.b.OnGeneration(1, all)
+	b.b.OnGeneration(1, nil)
+	ready := func(in *instance) bool {
+		in.b.own.mu.RLock()
+		defer in.b.own.mu.RUnlock()
+		for _, q := range all {
+			if !in.b.own.ready[q] {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(10 * time.Second); !ready(a); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A not ready in 10s")
+		}
+	}
+	// A key on every partition, each charged 3 of its 5.
+	keys := map[int32]string{}
+	for i := 0; len(keys) < len(all); i++ {
+		k := "t-" + strconv.Itoa(i)
+		if q := partitionOf(k, 6); keys[q] == "" {
+			keys[q] = k
+		}
+	}
+	ctx := context.Background()
+	for _, k := range keys {
+		for range 3 {
+			if d, err := a.svc.Allow(ctx, "p", k); err != nil || !d.Allowed {
+				t.Fatalf("A deciding %s: %+v, %v", k, d, err)
+			}
+		}
+	}
+	a.b.Close(ctx) // the final records, of generation 1
+
+	// B gains every partition generations later; the view still names A, which the group
+	// never says is gone: B waits the whole Wait for a final record of generation ≥ 4.
+	for _, q := range all {
+		tp.set(q, b.g.self)
+	}
+	start := time.Now()
+	b.b.OnGeneration(5, all)
+	for deadline := time.Now().Add(30 * time.Second); !ready(b); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("B not ready in 30s")
+		}
+	}
+	took := time.Since(start)
+	for q, k := range keys {
+		admitted := 0
+		for range 5 {
+			d, err := b.svc.Allow(ctx, "p", k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				admitted++
+			}
+		}
+		if admitted != 2 {
+			t.Errorf("partition %d, key %s: B admitted %d more, want 2 (A had admitted 3 of 5)", q, k, admitted)
+		}
+	}
+	if took > 2*wait+time.Second {
+		t.Errorf("B took %v to restore six partitions waiting %v each: the waits did not overlap", took.Round(time.Millisecond), wait)
+	}
+}

@@ -139,7 +139,10 @@
 // it is final and of this or the previous generation (the predecessor handed it over),
 // else waits up to CheckpointConfig.Wait (two intervals) for one, then takes the latest
 // there is; it stops waiting as soon as the group, described after the generation began,
-// has no member at the predecessor's address (it crashed, and its session ran out).
+// has no member at the predecessor's address (it crashed, and its session ran out). The
+// partitions gained in one generation restore side by side, so a whole group restarted
+// waits about Wait, not Wait per partition; one whose checkpoint cannot be read at all
+// starts empty, logged as a warning.
 // Meanwhile its decisions answer StatusNotReady, the callers decide by on_backend_error,
 // and Backend.Ready (slide serve's /readyz) names the partitions still restoring.
 //
