@@ -177,9 +177,11 @@ const maxInstant = 1 << 62
 // within reports 0 ≤ v ≤ most.
 func within(v, most int64) bool { return v >= 0 && v <= most }
 
-// readState reads appendState's form into s; false when it does not read exactly, or (a
-// sliding log) holds more than p's quota or entries out of order, which the algorithm's
-// arithmetic does not expect.
+// readState reads appendState's form into s; false when it does not read exactly, or holds
+// what the algorithm's arithmetic does not expect (negative counts or tokens, a sliding
+// log's entries out of order). A state past p's quota (a plan's limit or capacity cut
+// since it was written) is brought down to it, as a key over its limit in memory stays
+// denied: refused, the key would start afresh and admit its whole limit again.
 func readState(s any, b []byte, p *params) bool {
 	bad := false
 	varint := func() int64 {
@@ -194,10 +196,12 @@ func readState(s any, b []byte, p *params) bool {
 	switch s := s.(type) {
 	case *fixedWindow:
 		s.index, s.count = varint(), varint()
-		bad = bad || !within(s.count, p.quota)
+		bad = bad || s.count < 0
+		s.count = min(s.count, p.quota)
 	case *slidingCounter:
 		s.index, s.cur, s.prev = varint(), varint(), varint()
-		bad = bad || !within(s.cur, p.quota) || !within(s.prev, p.quota)
+		bad = bad || s.cur < 0 || s.prev < 0
+		s.cur, s.prev = min(s.cur, p.quota), min(s.prev, p.quota)
 	case *tokenBucket:
 		if len(b) < 9 {
 			return false
@@ -207,9 +211,16 @@ func readState(s any, b []byte, p *params) bool {
 		s.last, s.fullAt, s.allowAt, s.denyCost = varint(), varint(), varint(), varint()
 		// The refill arithmetic expects tokens in [0, capacity]: a wait solved from
 		// −1e300 tokens would not end.
-		if bad || len(b) != 1 || b[0] > 1 || !(s.tokens >= 0 && s.tokens <= float64(p.quota)) || !within(s.denyCost, p.quota) ||
+		if bad || len(b) != 1 || b[0] > 1 || !(s.tokens >= 0 && s.tokens <= math.MaxInt64) || s.denyCost < 0 ||
 			!within(s.last, maxInstant) || !within(s.fullAt, maxInstant) || !within(s.allowAt, maxInstant) {
 			return false
+		}
+		// A bucket over capacity (its plan's capacity was cut) is full, as the next
+		// refill would make it; a denial solved for a cost it can no longer hold is
+		// forgotten (such a cost is refused before it is decided).
+		s.tokens = min(s.tokens, float64(p.quota))
+		if s.denyCost > p.quota {
+			s.denyCost, s.allowAt = 0, 0
 		}
 		s.init = b[0] == 1
 		b = b[1:]
@@ -223,18 +234,28 @@ func readState(s any, b []byte, p *params) bool {
 			return false
 		}
 		b = b[k:]
-		if int64(n) > p.quota || !within(s.base, maxInstant) {
+		if !within(s.base, maxInstant) {
 			return false
 		}
-		s.e, s.head, s.n = make([]logEntry, n), 0, int(n)
+		e := make([]logEntry, n)
 		prev := logEntry{t: math.MinInt64, end: s.base}
-		for i := range s.e {
-			e := logEntry{t: varint(), end: varint()}
-			if e.t < prev.t || e.end <= prev.end || e.end-s.base > p.quota || !within(e.t, maxInstant) {
+		for i := range e {
+			e[i] = logEntry{t: varint(), end: varint()}
+			if e[i].t < prev.t || e[i].end <= prev.end || !within(e[i].t, maxInstant) || !within(e[i].end, maxInstant) {
 				return false
 			}
-			s.e[i], prev = e, e
+			prev = e[i]
 		}
+		// A log over the quota (its plan's limit was cut) keeps its newest entries up to
+		// the quota: the key is denied until they leave, as it would be with all of them
+		// for a log of single units, since the older ones leave first.
+		i := 0
+		for prev.end-s.base > p.quota {
+			s.base = e[i].end
+			i++
+		}
+		e = e[i:]
+		s.e, s.head, s.n = e, 0, len(e)
 	default:
 		return false
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -342,6 +343,29 @@ func TestCheckpointHandsPlansAndLevelsOver(t *testing.T) {
 	}
 	for _, r := range after {
 		decide(b, r.policy, r.key)
+	}
+
+	// A plan cut, then a handover back to A: keys past their new numbers stay denied, as
+	// in memory, rather than start afresh (they were refused as not fitting, and a key
+	// that had used 100 of a cut plan's 60 was admitted 60 more).
+	cut, err := limiter.ParsePlans([]byte(strings.NewReplacer("api: {limit: 7}", "api: {limit: 2}",
+		"org: {levels: [9, 5, 3]}", "org: {levels: [4, 5, 3]}").Replace(testPlans)), "plans.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range []*limiter.Service{a.svc, b.svc, oracle} {
+		if err := svc.SetPlans(cut); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setOwner(a)
+	a.b.OnGeneration(3, all)
+	b.b.OnGeneration(3, nil)
+	waitReady(a)
+	for _, r := range []struct{ policy, key string }{
+		{"api", "tenant-gold"}, {"org", "org-gold/team-c/u1"}, {"org", "org-plain/team-c/u1"},
+	} {
+		decide(a, r.policy, r.key)
 	}
 }
 

@@ -149,9 +149,10 @@
 // So a planned handover loses nothing, and a SIGKILL loses the decisions since the last
 // checkpoint, at most an interval's (plus the write's own time): a key may then admit up
 // to that many beyond its limit. Keys expired by the time of the restore are skipped; a
-// state that does not fit its policy (another algorithm, a log over the quota, tokens
-// outside the bucket; judged by the key's plan's numbers and, with levels, its own
-// level's limit) is refused by limiter.Memory.Import and counted in the restore's log
-// line ("refused"), and the records are decoded
+// state that does not fit its policy (another algorithm, negative counts or tokens) is
+// refused by limiter.Memory.Import and counted in the restore's log line ("refused"); one
+// past the key's numbers (its plan's and, with levels, its own level's limit: a plan cut
+// since it was written) is brought down to them, so the key stays denied as it would in
+// memory rather than start afresh. The records are decoded
 // bounded (FuzzDecode), since anyone who can write to the topic can write one.
 package clusterlimit
