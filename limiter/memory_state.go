@@ -36,7 +36,9 @@ func (m *Memory) Export(now time.Time, keep func(key string) bool, fn func(key s
 }
 
 // Import sets key's state (replacing what it held) from Export's form, expiring at
-// expires (unix ns). ErrBadState: the state does not read as this policy's algorithm's;
+// expires (unix ns). The state is checked against m's numbers (with levels, those of the
+// level key is at): import a planned key through the Variant of its plan. ErrBadState: the
+// state does not read as this policy's algorithm's, or passes its limit or capacity;
 // ErrStoreFull: no room; ErrInvalidKey.
 func (m *Memory) Import(key string, expires int64, state []byte) error {
 	if ValidateKey(key) != nil {
@@ -44,7 +46,7 @@ func (m *Memory) Import(key string, expires int64, state []byte) error {
 	}
 	switch {
 	case m.fw != nil:
-		return importStore(m.fw, &m.pr, key, expires, state)
+		return importStore(m.fw, m.importParams(key), key, expires, state)
 	case m.sl != nil:
 		return importStore(m.sl, &m.pr, key, expires, state)
 	case m.sc != nil:
@@ -54,6 +56,18 @@ func (m *Memory) Import(key string, expires int64, state []byte) error {
 	default:
 		return importStore(m.lb, &m.pr, key, expires, state)
 	}
+}
+
+// importParams is what key's state is checked against: with levels, the params of the
+// level key is the key of (org-1 the first, org-1/team-a the second), since an org's or a
+// team's counter holds up to its own level's limit, not the smallest level's.
+func (m *Memory) importParams(key string) *params {
+	if len(m.pr.levels) == 0 {
+		return &m.pr
+	}
+	var keys [MaxLevels]string
+	n := levelKeys(key, m.p.Levels.Separator, len(m.pr.levels), &keys)
+	return &m.pr.levels[n-1]
 }
 
 // Forget drops every key drop accepts (keys handed to another process).
@@ -163,9 +177,11 @@ const maxInstant = 1 << 62
 // within reports 0 ≤ v ≤ most.
 func within(v, most int64) bool { return v >= 0 && v <= most }
 
-// readState reads appendState's form into s; false when it does not read exactly, or (a
-// sliding log) holds more than p's quota or entries out of order, which the algorithm's
-// arithmetic does not expect.
+// readState reads appendState's form into s; false when it does not read exactly, or holds
+// what the algorithm's arithmetic does not expect (negative counts or tokens, a sliding
+// log's entries out of order). A state past p's quota (a plan's limit or capacity cut
+// since it was written) is brought down to it, as a key over its limit in memory stays
+// denied: refused, the key would start afresh and admit its whole limit again.
 func readState(s any, b []byte, p *params) bool {
 	bad := false
 	varint := func() int64 {
@@ -180,10 +196,12 @@ func readState(s any, b []byte, p *params) bool {
 	switch s := s.(type) {
 	case *fixedWindow:
 		s.index, s.count = varint(), varint()
-		bad = bad || !within(s.count, p.quota)
+		bad = bad || s.count < 0
+		s.count = min(s.count, p.quota)
 	case *slidingCounter:
 		s.index, s.cur, s.prev = varint(), varint(), varint()
-		bad = bad || !within(s.cur, p.quota) || !within(s.prev, p.quota)
+		bad = bad || s.cur < 0 || s.prev < 0
+		s.cur, s.prev = min(s.cur, p.quota), min(s.prev, p.quota)
 	case *tokenBucket:
 		if len(b) < 9 {
 			return false
@@ -193,9 +211,16 @@ func readState(s any, b []byte, p *params) bool {
 		s.last, s.fullAt, s.allowAt, s.denyCost = varint(), varint(), varint(), varint()
 		// The refill arithmetic expects tokens in [0, capacity]: a wait solved from
 		// −1e300 tokens would not end.
-		if bad || len(b) != 1 || b[0] > 1 || !(s.tokens >= 0 && s.tokens <= float64(p.quota)) || !within(s.denyCost, p.quota) ||
+		if bad || len(b) != 1 || b[0] > 1 || !(s.tokens >= 0 && s.tokens <= math.MaxInt64) || s.denyCost < 0 ||
 			!within(s.last, maxInstant) || !within(s.fullAt, maxInstant) || !within(s.allowAt, maxInstant) {
 			return false
+		}
+		// A bucket over capacity (its plan's capacity was cut) is full, as the next
+		// refill would make it; a denial solved for a cost it can no longer hold is
+		// forgotten (such a cost is refused before it is decided).
+		s.tokens = min(s.tokens, float64(p.quota))
+		if s.denyCost > p.quota {
+			s.denyCost, s.allowAt = 0, 0
 		}
 		s.init = b[0] == 1
 		b = b[1:]
@@ -209,18 +234,28 @@ func readState(s any, b []byte, p *params) bool {
 			return false
 		}
 		b = b[k:]
-		if int64(n) > p.quota || !within(s.base, maxInstant) {
+		if !within(s.base, maxInstant) {
 			return false
 		}
-		s.e, s.head, s.n = make([]logEntry, n), 0, int(n)
+		e := make([]logEntry, n)
 		prev := logEntry{t: math.MinInt64, end: s.base}
-		for i := range s.e {
-			e := logEntry{t: varint(), end: varint()}
-			if e.t < prev.t || e.end <= prev.end || e.end-s.base > p.quota || !within(e.t, maxInstant) {
+		for i := range e {
+			e[i] = logEntry{t: varint(), end: varint()}
+			if e[i].t < prev.t || e[i].end <= prev.end || !within(e[i].t, maxInstant) || !within(e[i].end, maxInstant) {
 				return false
 			}
-			s.e[i], prev = e, e
+			prev = e[i]
 		}
+		// A log over the quota (its plan's limit was cut) keeps its newest entries up to
+		// the quota: the key is denied until they leave, as it would be with all of them
+		// for a log of single units, since the older ones leave first.
+		i := 0
+		for prev.end-s.base > p.quota {
+			s.base = e[i].end
+			i++
+		}
+		e = e[i:]
+		s.e, s.head, s.n = e, 0, len(e)
 	default:
 		return false
 	}

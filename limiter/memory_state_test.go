@@ -57,18 +57,51 @@ func TestExportImportContinues(t *testing.T) {
 			}
 		})
 	}
-	// A log of more units than the quota (another policy's, or forged) is refused: its
-	// ring would outgrow what the algorithm sizes it by.
+	// A log of more units than the quota (a plan's limit cut since, or forged) keeps its
+	// newest entries up to the quota: the key stays denied until the one that had to
+	// leave with all of them leaves, the 16th of 20 for a limit of 5.
 	big, _ := NewMemory(Policy{Name: "big", Algorithm: SlidingLog, Limit: 50, Window: time.Minute}, MemoryConfig{})
 	small, _ := NewMemory(Policy{Name: "small", Algorithm: SlidingLog, Limit: 5, Window: time.Minute}, MemoryConfig{})
 	for i := range 20 {
 		_, _ = big.AllowN(context.Background(), "k", t0.Add(time.Duration(i)*time.Millisecond), 1)
 	}
 	big.Export(t0, func(string) bool { return true }, func(k string, exp int64, st []byte) {
-		if err := small.Import(k, exp, st); !errors.Is(err, ErrBadState) {
-			t.Errorf("a log of 20 into a limit of 5: %v, want ErrBadState", err)
+		if err := small.Import(k, exp, st); err != nil {
+			t.Fatalf("a log of 20 into a limit of 5: %v", err)
 		}
 	})
+	at := t0.Add(20 * time.Millisecond)
+	if d, _ := small.AllowN(context.Background(), "k", at, 1); d.Allowed || d.RetryAfter != time.Minute-5*time.Millisecond {
+		t.Errorf("a log of 20 in a limit of 5: %+v, want denied until the 16th entry (15 ms) leaves", d)
+	}
+	if d, _ := small.AllowN(context.Background(), "k", at.Add(time.Minute-5*time.Millisecond), 1); !d.Allowed {
+		t.Errorf("a log of 20 in a limit of 5, once the 16th entry left: %+v, want allowed", d)
+	}
+	// A fixed window past its quota stays denied to the window's end; a bucket past its
+	// capacity is full.
+	for _, c := range []struct {
+		from, to Policy
+		allowed  bool
+	}{
+		{Policy{Name: "fw", Algorithm: FixedWindow, Limit: 10, Window: time.Minute}, Policy{Name: "fw", Algorithm: FixedWindow, Limit: 3, Window: time.Minute}, false},
+		{Policy{Name: "sc", Algorithm: SlidingCounter, Limit: 10, Window: time.Minute}, Policy{Name: "sc", Algorithm: SlidingCounter, Limit: 3, Window: time.Minute}, false},
+		{Policy{Name: "tb", Algorithm: TokenBucket, Capacity: 10, RefillPerSecond: 0.01}, Policy{Name: "tb", Algorithm: TokenBucket, Capacity: 3, RefillPerSecond: 0.01}, true},
+	} {
+		from, _ := NewMemory(c.from, MemoryConfig{})
+		to, _ := NewMemory(c.to, MemoryConfig{})
+		for i := range 6 {
+			_, _ = from.AllowN(context.Background(), "k", t0.Add(time.Duration(i)*time.Millisecond), 1)
+		}
+		from.Export(t0, func(string) bool { return true }, func(k string, exp int64, st []byte) {
+			if err := to.Import(k, exp, st); err != nil {
+				t.Fatalf("%s: 6 of 10 into a quota of 3: %v", c.to.Name, err)
+			}
+		})
+		d, _ := to.AllowN(context.Background(), "k", t0.Add(10*time.Millisecond), 1)
+		if d.Allowed != c.allowed || d.Remaining < 0 {
+			t.Errorf("%s: 6 of 10 into a quota of 3: %+v, want allowed %v", c.to.Name, d, c.allowed)
+		}
+	}
 	fw, _ := NewMemory(Policy{Name: "fw", Algorithm: FixedWindow, Limit: 1, Window: time.Minute}, MemoryConfig{})
 	tb, _ := NewMemory(Policy{Name: "tb", Algorithm: TokenBucket, Capacity: 1, RefillPerSecond: 1}, MemoryConfig{})
 	_, _ = fw.AllowN(context.Background(), "k", t0, 1)

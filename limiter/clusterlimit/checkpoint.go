@@ -122,15 +122,25 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 		return
 	}
 	b.handover(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
 		if len(lost) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			b.checkpoint(ctx, lost, gen, true)
+			cancel()
 			b.forget(lost)
 		}
+		// The gained partitions restore side by side, each with its own budget: one
+		// after another, a whole group restarted (every partition waiting up to Wait
+		// for a final record of a recent generation) spent one budget on the first few,
+		// and the rest went live with nothing restored.
+		var wg sync.WaitGroup
 		for _, p := range gained {
-			b.restore(ctx, p, gen, epochs[p], prev[p], prevAddr[p], at)
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), b.cp.Wait+10*time.Second)
+				defer cancel()
+				b.restore(ctx, p, gen, epochs[p], prev[p], prevAddr[p], at)
+			})
 		}
+		wg.Wait()
 	})
 }
 
@@ -394,8 +404,8 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 	}
 	deadline := time.Now().Add(b.cp.Wait)
 	var cp *checkpointRecord
+	var err error
 	for {
-		var err error
 		cp, err = b.readLatest(ctx, p)
 		if err != nil && b.errLog() {
 			b.log.Warn("clusterlimit: reading a limiter checkpoint", "partition", p, "err", err)
@@ -407,21 +417,37 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 		time.Sleep(50 * time.Millisecond)
 	}
 	if cp == nil {
+		if err != nil {
+			// Said whatever errLog allows: the partition's keys start afresh here, and may
+			// admit up to their limits again.
+			b.log.Warn("clusterlimit: deciding a partition without its limiter checkpoint, which could not be read", "partition", p, "err", err)
+		}
 		return
 	}
 	now, parts := time.Now().UnixNano(), b.g.Partitions()
-	n := 0
+	n, refused := 0, 0
 	for _, e := range cp.entries {
 		o := b.owned[e.policy]
 		if o == nil || o.fp != e.fp || e.expires <= now || partitionOf(o.route(e.key), parts) != p {
 			continue
 		}
-		if err := o.mem.Import(e.key, e.expires, e.state); err == nil {
+		// A planned key's state is the plan's numbers' (a pro key's count past the
+		// policy's own limit): checked against the policy's, it was refused and the key
+		// started afresh, admitting its whole plan again at every handover.
+		m := o.mem
+		if ep, ok := b.effective(o, e.key); ok {
+			if v := o.variant(&ep, o.fingerprintOf(&ep)); v != nil {
+				m = v
+			}
+		}
+		if err := m.Import(e.key, e.expires, e.state); err == nil {
 			n++
+		} else {
+			refused++
 		}
 	}
 	b.m.restored.Add(float64(n))
-	b.log.Info("clusterlimit: restored a partition's limiter state", "partition", p, "keys", n,
+	b.log.Info("clusterlimit: restored a partition's limiter state", "partition", p, "keys", n, "refused", refused,
 		"checkpoint_age", time.Since(time.UnixMilli(cp.at)).Round(time.Millisecond), "final", cp.final)
 }
 

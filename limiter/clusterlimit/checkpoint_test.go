@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,5 +230,234 @@ func TestCheckpointInParts(t *testing.T) {
 	}
 	if cp, err := in.b.readLatest(ctx, 0); err == nil {
 		t.Fatalf("a record whose parts are missing read as %d entries of generation %d", len(cp.entries), cp.gen)
+	}
+}
+
+// TestCheckpointHandsPlansAndLevelsOver: a planned handover of keys whose state passes the
+// policy's own numbers — a plan's larger limit or capacity, an org's or team's counter
+// above the user level's limit — goes on where the old owner stopped, as one memory
+// Service deciding every request does. Found with three `slide serve --plans` and a fourth
+// started mid-traffic: pro keys of a fixed window of 40 (pro: 100) admitted 164 each, and
+// orgs of levels [60, 30, 10] 100, since the new owner refused every such state as one
+// that did not fit the policy and started those keys afresh.
+func TestCheckpointHandsPlansAndLevelsOver(t *testing.T) {
+	broker := kafkatest.Start(t, "events", 6)
+	plans, err := limiter.ParsePlans([]byte(testPlans), "plans.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cps []limiter.Policy
+	for _, p := range testPolicies() {
+		cps = append(cps, clusterPolicy(p, limiter.FailClosed, 5*time.Second))
+	}
+	tp, ins := startGroup(t, 2, cps...)
+	a, b := ins[0], ins[1]
+	oracle, err := limiter.NewService(limiter.Config{Policies: testPolicies()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := CheckpointConfig{Interval: time.Hour, Wait: 5 * time.Second, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}
+	for _, svc := range []*limiter.Service{a.svc, b.svc, oracle} {
+		if err := svc.SetPlans(plans); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, in := range ins {
+		if err := in.b.SetCheckpoints(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := []int32{0, 1, 2, 3, 4, 5}
+	setOwner := func(in *instance) {
+		for _, q := range all {
+			tp.set(q, in.g.self)
+		}
+	}
+	waitReady := func(in *instance) {
+		deadline := time.Now().Add(10 * time.Second)
+		for _, q := range all {
+			for {
+				in.b.own.mu.RLock()
+				ok := in.b.own.ready[q]
+				in.b.own.mu.RUnlock()
+				if ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("partition %d not ready in 10s", q)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	setOwner(a)
+	a.g.Describe(context.Background(), time.Time{}) // both views: A owns everything, so B waits for its final checkpoint
+	b.g.Describe(context.Background(), time.Time{})
+	a.b.OnGeneration(1, all)
+	b.b.OnGeneration(1, nil)
+	waitReady(a)
+
+	// One instant for every decision, the start of the next minute: no window ends during
+	// the test, and nothing has expired when B restores it.
+	now := time.Now().Truncate(time.Minute).Add(time.Minute)
+	ctx := context.Background()
+	step := 0
+	decide := func(in *instance, policy, key string) {
+		t.Helper()
+		step++
+		got, err := in.svc.AllowN(ctx, policy, key, now, 1)
+		if err != nil {
+			t.Fatalf("step %d %s %s: %v", step, policy, key, err)
+		}
+		want, err := oracle.AllowN(ctx, policy, key, now, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Limit != want.Limit || got.Level != want.Level {
+			t.Errorf("step %d %s %s: allowed %v remaining %d of %d level %q; one memory Service: allowed %v remaining %d of %d level %q",
+				step, policy, key, got.Allowed, got.Remaining, got.Limit, got.Level, want.Allowed, want.Remaining, want.Limit, want.Level)
+		}
+	}
+	before := []struct{ policy, key string }{
+		{"api", "tenant-gold"}, {"api", "tenant-gold"}, {"api", "tenant-gold"}, {"api", "tenant-gold"}, // 4 of gold's 7 (the policy's 3)
+		{"bucket", "tenant-gold"}, // 3 of gold's 4 tokens left (the policy's capacity 2)
+		{"org", "org-plain/team-a/u1"}, {"org", "org-plain/team-a/u1"},
+		{"org", "org-plain/team-a/u2"}, {"org", "org-plain/team-a/u2"}, // team-a 4 of 4, org 4 of 6 (users' 2)
+		{"org", "org-gold/team-a/u1"}, {"org", "org-gold/team-a/u1"}, {"org", "org-gold/team-a/u1"},
+		{"org", "org-gold/team-a/u2"}, {"org", "org-gold/team-a/u2"}, // gold: team-a 5 of 5, org 5 of 9 (users' 3)
+	}
+	for _, r := range before {
+		decide(a, r.policy, r.key)
+	}
+
+	setOwner(b)
+	b.b.OnGeneration(2, all)
+	a.b.OnGeneration(2, nil)
+	waitReady(b)
+	after := []struct{ policy, key string }{
+		{"api", "tenant-gold"}, {"api", "tenant-gold"}, {"api", "tenant-gold"}, {"api", "tenant-gold"},
+		{"bucket", "tenant-gold"}, {"bucket", "tenant-gold"}, {"bucket", "tenant-gold"}, {"bucket", "tenant-gold"},
+		{"org", "org-plain/team-a/u3"}, {"org", "org-plain/team-b/u1"}, {"org", "org-plain/team-b/u1"}, {"org", "org-plain/team-b/u2"},
+		{"org", "org-gold/team-a/u3"}, {"org", "org-gold/team-b/u1"}, {"org", "org-gold/team-b/u1"}, {"org", "org-gold/team-b/u2"},
+		{"org", "org-gold/team-b/u2"}, {"org", "org-gold/team-b/u3"},
+	}
+	for _, r := range after {
+		decide(b, r.policy, r.key)
+	}
+
+	// A plan cut, then a handover back to A: keys past their new numbers stay denied, as
+	// in memory, rather than start afresh (they were refused as not fitting, and a key
+	// that had used 100 of a cut plan's 60 was admitted 60 more).
+	cut, err := limiter.ParsePlans([]byte(strings.NewReplacer("api: {limit: 7}", "api: {limit: 2}",
+		"org: {levels: [9, 5, 3]}", "org: {levels: [4, 5, 3]}").Replace(testPlans)), "plans.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range []*limiter.Service{a.svc, b.svc, oracle} {
+		if err := svc.SetPlans(cut); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setOwner(a)
+	a.b.OnGeneration(3, all)
+	b.b.OnGeneration(3, nil)
+	waitReady(a)
+	for _, r := range []struct{ policy, key string }{
+		{"api", "tenant-gold"}, {"org", "org-gold/team-c/u1"}, {"org", "org-plain/team-c/u1"},
+	} {
+		decide(a, r.policy, r.key)
+	}
+}
+
+// TestRestoresOfManyPartitionsOverlap: a new owner that gains many partitions whose latest
+// records are final but of an older generation (every instance of the group restarted:
+// each leave and join moved the generation on) waits up to Wait for each, then takes it.
+// The waits overlap: every partition is restored, and its keys go on where they stopped.
+// Found restarting three `slide serve` at once after a checkpoint: the restores ran one
+// after another (8 partitions × 2 s) under one 10 s budget, so the last partitions, the
+// budget spent, went live with nothing restored and admitted their keys' whole limits again.
+func TestRestoresOfManyPartitionsOverlap(t *testing.T) {
+	broker := kafkatest.Start(t, "events", 6)
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 5, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	a, b := ins[0], ins[1]
+	wait := 2 * time.Second // six partitions waiting one after another: 12 s
+	cfg := CheckpointConfig{Interval: time.Hour, Wait: wait, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}
+	for _, in := range ins {
+		if err := in.b.SetCheckpoints(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := []int32{0, 1, 2, 3, 4, 5}
+	for _, q := range all {
+		tp.set(q, a.g.self)
+	}
+	a.g.Describe(context.Background(), time.Time{}) // both views: A owns everything
+	b.g.Describe(context.Background(), time.Time{})
+	a.b.OnGeneration(1, all)
+	b.b.OnGeneration(1, nil)
+	ready := func(in *instance) bool {
+		in.b.own.mu.RLock()
+		defer in.b.own.mu.RUnlock()
+		for _, q := range all {
+			if !in.b.own.ready[q] {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(10 * time.Second); !ready(a); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A not ready in 10s")
+		}
+	}
+	// A key on every partition, each charged 3 of its 5.
+	keys := map[int32]string{}
+	for i := 0; len(keys) < len(all); i++ {
+		k := "t-" + strconv.Itoa(i)
+		if q := partitionOf(k, 6); keys[q] == "" {
+			keys[q] = k
+		}
+	}
+	ctx := context.Background()
+	for _, k := range keys {
+		for range 3 {
+			if d, err := a.svc.Allow(ctx, "p", k); err != nil || !d.Allowed {
+				t.Fatalf("A deciding %s: %+v, %v", k, d, err)
+			}
+		}
+	}
+	a.b.Close(ctx) // the final records, of generation 1
+
+	// B gains every partition generations later; the view still names A, which the group
+	// never says is gone: B waits the whole Wait for a final record of generation ≥ 4.
+	for _, q := range all {
+		tp.set(q, b.g.self)
+	}
+	start := time.Now()
+	b.b.OnGeneration(5, all)
+	for deadline := time.Now().Add(30 * time.Second); !ready(b); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("B not ready in 30s")
+		}
+	}
+	took := time.Since(start)
+	for q, k := range keys {
+		admitted := 0
+		for range 5 {
+			d, err := b.svc.Allow(ctx, "p", k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				admitted++
+			}
+		}
+		if admitted != 2 {
+			t.Errorf("partition %d, key %s: B admitted %d more, want 2 (A had admitted 3 of 5)", q, k, admitted)
+		}
+	}
+	if took > 2*wait+time.Second {
+		t.Errorf("B took %v to restore six partitions waiting %v each: the waits did not overlap", took.Round(time.Millisecond), wait)
 	}
 }

@@ -139,14 +139,20 @@
 // it is final and of this or the previous generation (the predecessor handed it over),
 // else waits up to CheckpointConfig.Wait (two intervals) for one, then takes the latest
 // there is; it stops waiting as soon as the group, described after the generation began,
-// has no member at the predecessor's address (it crashed, and its session ran out).
+// has no member at the predecessor's address (it crashed, and its session ran out). The
+// partitions gained in one generation restore side by side, so a whole group restarted
+// waits about Wait, not Wait per partition; one whose checkpoint cannot be read at all
+// starts empty, logged as a warning.
 // Meanwhile its decisions answer StatusNotReady, the callers decide by on_backend_error,
 // and Backend.Ready (slide serve's /readyz) names the partitions still restoring.
 //
 // So a planned handover loses nothing, and a SIGKILL loses the decisions since the last
 // checkpoint, at most an interval's (plus the write's own time): a key may then admit up
 // to that many beyond its limit. Keys expired by the time of the restore are skipped; a
-// state that does not fit its policy (another algorithm, a log over the quota, tokens
-// outside the bucket) is refused by limiter.Memory.Import, and the records are decoded
+// state that does not fit its policy (another algorithm, negative counts or tokens) is
+// refused by limiter.Memory.Import and counted in the restore's log line ("refused"); one
+// past the key's numbers (its plan's and, with levels, its own level's limit: a plan cut
+// since it was written) is brought down to them, so the key stays denied as it would in
+// memory rather than start afresh. The records are decoded
 // bounded (FuzzDecode), since anyone who can write to the topic can write one.
 package clusterlimit
