@@ -3,6 +3,7 @@ package query
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +33,9 @@ var ErrExportSpec = errors.New("bad export spec")
 // metric:window[:aggregates] where aggregates is a comma list of quantiles (0.95, p99) and
 // count, sum, avg, min, max, rate. Without aggregates a spec exports count, 0.5, 0.95 and
 // 0.99. Example: "latency_ms:5m:0.95,0.99;cost:1h:sum,count". An empty string is no spec.
-// Whether the window fits the metric's ring is checked by New.
+// Specs of one metric and window are one spec of all their aggregates: a series has one
+// summary, so a second would be a duplicate the scrape drops. Whether the window fits the
+// metric's ring is checked by New.
 func ParseExportSpecs(s string) ([]ExportSpec, error) {
 	var out []ExportSpec
 	for part := range strings.SplitSeq(s, ";") {
@@ -44,7 +47,16 @@ func ParseExportSpecs(s string) ([]ExportSpec, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, e)
+		i := slices.IndexFunc(out, func(o ExportSpec) bool { return o.Metric == e.Metric && o.Window == e.Window })
+		if i < 0 {
+			out = append(out, e)
+			continue
+		}
+		for _, a := range e.aggs {
+			if !containsAgg(out[i].aggs, a) {
+				out[i].aggs = append(out[i].aggs, a)
+			}
+		}
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -34,8 +35,8 @@ type HistogramSpec struct {
 }
 
 // ParseHistogramSpecs reads --export-histograms: metric:window specs separated by ';' (or
-// ','), e.g. "latency_ms:5m;cost:1h". An empty string is no spec. Whether the window fits
-// the metric's ring is checked by New.
+// ','), e.g. "latency_ms:5m;cost:1h". An empty string is no spec; a repeated one is read
+// once. Whether the window fits the metric's ring is checked by New.
 func ParseHistogramSpecs(s string) ([]HistogramSpec, error) {
 	var out []HistogramSpec
 	for part := range strings.FieldsFuncSeq(s, func(r rune) bool { return r == ';' || r == ',' }) {
@@ -55,7 +56,9 @@ func ParseHistogramSpecs(s string) ([]HistogramSpec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w %q: window %v (want metric:window, e.g. latency_ms:5m)", ErrExportSpec, part, err)
 		}
-		out = append(out, HistogramSpec{Metric: metric, Window: d})
+		if h := (HistogramSpec{Metric: metric, Window: d}); !slices.Contains(out, h) {
+			out = append(out, h) // a repeated spec would export every series twice
+		}
 	}
 	return out, nil
 }
