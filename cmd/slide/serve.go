@@ -276,7 +276,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	registerStoreMetrics(reg, store)
+	registerStoreMetrics(reg, store, c.maxPerMetric > 0)
 
 	// Limiter: policies and usage rules from one file; the demo has its own. Built before
 	// anything starts, so a bad policy file fails at once with nothing to tear down.
