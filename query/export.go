@@ -168,10 +168,9 @@ func (e ExportSpec) quantiles() []float64 {
 // series. A series that cannot be exported (exportable) is left out of the scrape and counted
 // in slide_window_export_errors_total{reason}; the collector goes on with the next.
 //
-// A labelled series carries its labels besides key (export_labels.go): the families of a
-// scrape then have the base labels and the union of the exported series' label names, so
-// their descriptors are built at scrape time; Describe sends the base ones. (A pedantic
-// registry, which holds each metric to a described descriptor, would refuse them.)
+// A labelled series carries its labels besides key (export_labels.go), so the descriptors
+// of each set of label names are built at scrape time; Describe sends the base ones. (A
+// pedantic registry, which holds each metric to a described descriptor, would refuse them.)
 type exportCollector struct {
 	s       *Server
 	base    exportDescs
@@ -251,12 +250,9 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, e := range c.s.cfg.Export {
 		keys[i] = c.s.store.Keys(e.Metric, "")
 	}
-	ls := newExportLabels(keys)
-	descs := c.base
-	if len(ls.names) > 0 {
-		descs = newExportDescs(ls.exported)
-	}
+	labelled := descCache[exportDescs]{make: newExportDescs}
 	var values []string
+	var labels [][2]string
 	for i, e := range c.s.cfg.Export {
 		qs := e.quantiles()
 		win := window.FormatDuration(e.Window)
@@ -273,7 +269,14 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 			if !exportable(c.s.exportErrors, key) {
 				continue
 			}
-			values = ls.values(append(values[:0], e.Metric, key, win), series)
+			descs := c.base
+			values = append(values[:0], e.Metric, key, win)
+			if labels = seriesLabels(labels[:0], series); len(labels) > 0 {
+				descs = labelled.get(labels)
+				for _, l := range labels {
+					values = append(values, l[1])
+				}
+			}
 			a, err := c.s.store.ReadAt(now, e.Metric, series, e.Window, qs)
 			if err != nil {
 				continue // evicted since Keys; the window was checked by New

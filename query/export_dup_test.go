@@ -2,6 +2,7 @@ package query_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -70,5 +71,53 @@ func TestExportRepeatedWindowRefused(t *testing.T) {
 	_, err = query.New(query.Config{Store: st, ExportHistograms: append(h, h...), Registerer: prometheus.NewRegistry()})
 	if !errors.Is(err, query.ErrConfig) || !strings.Contains(err.Error(), "latency_ms:5m") {
 		t.Errorf("repeated histogram spec: %v, want ErrConfig naming latency_ms:5m", err)
+	}
+}
+
+// Each exported series carries its own labels only, and the same ones whatever other
+// series exist. Exporting every series with the union of the scrape's label names made a
+// scrape of a thousand series each with one distinct label name a million labels (slide
+// serve with 5,000 keys and such a POST: the scrape never finished and the process died),
+// and a series labelled window="w1" went from exported_window to exported_exported_window
+// once another series had a label exported_window: a new series in Prometheus.
+func TestExportedLabelsAreTheSeriesOwn(t *testing.T) {
+	specs, _ := query.ParseExportSpecs("latency_ms:5m:count")
+	hists, _ := query.ParseHistogramSpecs("latency_ms:5m")
+	e := newEnv(t, func(c *query.Config) { c.Export, c.ExportHistograms, c.ExportMaxSeries = specs, hists, 10_000 })
+	series := func(key string, ls ...window.Label) string {
+		b, err := window.AppendSeries(nil, key, ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	e.seed(event{ts: t0, key: series("x", window.Label{Name: "window", Value: "w1"}), metric: "latency_ms", value: 1})
+	const x = `{exported_window="w1",key="x",metric="latency_ms",window="5m"}`
+	scrape := func() string {
+		_, b, _ := e.do("GET", "/metrics", nil)
+		return string(b)
+	}
+	for _, name := range []string{"slide_window_count", "slide_window_values_count"} {
+		if text := scrape(); !strings.Contains(text, "\n"+name+x+" 1\n") {
+			t.Fatalf("scrape lacks %s%s:\n%s", name, x, grepLines(text, "slide_window"))
+		}
+	}
+	e.seed(event{ts: t0, key: series("y", window.Label{Name: "exported_window", Value: "z"}), metric: "latency_ms", value: 1})
+	for i := range 300 {
+		e.seed(event{ts: t0, key: series(fmt.Sprintf("k%d", i), window.Label{Name: fmt.Sprintf("l%d", i), Value: "v"}), metric: "latency_ms", value: 1})
+	}
+	text := scrape()
+	for _, name := range []string{"slide_window_count", "slide_window_values_count"} {
+		if !strings.Contains(text, "\n"+name+x+" 1\n") {
+			t.Errorf("after other series came, the scrape lacks %s%s:\n%s", name, x, grepLines(text, `key="x"`))
+		}
+	}
+	if n := strings.Count(text, `=""`); n != 0 {
+		t.Errorf("%d empty labels in the scrape, want none (%d bytes)", n, len(text))
+	}
+	for _, m := range scrapeProto(t, e.srv.Handler())["slide_window_values"].GetMetric() {
+		if n := len(m.GetLabel()); n > 4 {
+			t.Fatalf("protobuf histogram with %d labels, want at most key, metric, window and its own: %v", n, m.GetLabel())
+		}
 	}
 }

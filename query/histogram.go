@@ -275,7 +275,6 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 	for i, spec := range h.s.cfg.ExportHistograms {
 		keys[i] = h.s.store.Keys(spec.Metric, "")
 	}
-	ls := newExportLabels(keys)
 	var labels [][2]string
 	for i, spec := range h.s.cfg.ExportHistograms {
 		src := newHistogramSource(h.s.store.RingConfig(spec.Metric), ar)
@@ -288,7 +287,11 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 			if !exportable(h.s.exportErrors, key) {
 				continue // a protobuf string must be UTF-8: Prometheus would refuse the scrape
 			}
-			labels = ls.pairs(labels[:0], spec.Metric, key, win, series)
+			labels = append(labels[:0], [2]string{labelKey, key}, [2]string{labelMetric, spec.Metric}, [2]string{labelWindow, win})
+			if labels = seriesLabels(labels, series); len(labels) > 3 {
+				// Sorted by name, as client_golang writes them and the protobuf path copies.
+				slices.SortFunc(labels, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+			}
 			err := h.s.store.VisitWindowAt(now, spec.Metric, series, spec.Window, &scratch, func(a window.Agg, bins *sketch.Bins) {
 				src.pos = src.collect(src.pos[:0], bins, false)
 				src.neg = src.collect(src.neg[:0], bins, true)
@@ -303,27 +306,16 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 
 func (h *histogramExport) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
 
-// labelledDesc is slide_window_values with the label names of labels (a scrape exporting
-// series labels), for the text formats: the registry writes the metric's own pairs.
-func (h *histogramExport) labelledDesc(labels [][2]string) *prometheus.Desc {
-	names := make([]string, len(labels))
-	for i, l := range labels {
-		names[i] = l[0]
-	}
-	return prometheus.NewDesc(histogramName, histogramHelp, names, nil)
-}
-
 // Collect sends the histograms as client_golang metrics, for the text formats.
 func (h *histogramExport) Collect(ch chan<- prometheus.Metric) {
 	ar := new(arena)
 	var out []*nativeMetric
-	var ldesc *prometheus.Desc
+	labelled := descCache[*prometheus.Desc]{make: func(names []string) *prometheus.Desc {
+		return prometheus.NewDesc(histogramName, histogramHelp, names, nil)
+	}}
 	h.each(h.s.now(), h.budget(), ar, func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins) {
 		if len(labels) > 3 {
-			if ldesc == nil {
-				ldesc = h.labelledDesc(labels) // one set of label names a scrape
-			}
-			m := &nativeMetric{desc: ldesc}
+			m := &nativeMetric{desc: labelled.get(labels)} // one descriptor a set of label names
 			src.histogram(m, a, bins)
 			lp := make([]dto.LabelPair, len(labels))
 			m.extra = make([]*dto.LabelPair, len(labels))
