@@ -263,13 +263,13 @@ func (c *Consumer) skipOutOfRange(ctx context.Context, conn *kafka.Conn, p *part
 	if err != nil {
 		return // the next attempt asks again
 	}
-	reason := "retention"
+	reason := resetRetention
 	if next > last {
-		reason = "log_truncated"
+		reason = resetLogTruncated
 	}
 	now := c.now()
 	start := now.Add(-c.cfg.Restore)
-	if reason == "log_truncated" && p.lastTS > 0 {
+	if reason == resetLogTruncated && p.lastTS > 0 {
 		start = maxTime(start, time.UnixMilli(p.lastTS+1))
 	}
 	to, err := c.restoreStart(ctx, p.id, first, last, start, now.Add(c.skew()))
@@ -284,6 +284,14 @@ func (c *Consumer) skipOutOfRange(ctx context.Context, conn *kafka.Conn, p *part
 		"log_start", first, "log_end", last, "to", to)
 	p.next.Store(to)
 }
+
+// Reasons of slide_ingest_offset_resets_total.
+const (
+	resetRetention    = "retention"     // the next offset was deleted before it was read
+	resetLogTruncated = "log_truncated" // the log ends before the next offset
+)
+
+var offsetResetReasons = []string{resetLogTruncated, resetRetention}
 
 // dialLeader connects to the leader of partition id through the first broker that answers.
 func (c *Consumer) dialLeader(ctx context.Context, id int32) (*kafka.Conn, error) {

@@ -122,6 +122,11 @@ func (c *Consumer) partitionsFrom(ends map[int32]kafka.PartitionOffsets, starts 
 		p.bytes = c.m.bytes.WithLabelValues(p.label)
 		p.lag = c.m.lag.WithLabelValues(p.label)
 		p.lagSec = c.m.lagSeconds.WithLabelValues(p.label)
+		for _, r := range offsetResetReasons {
+			// At 0 from the assignment: increase() reads nothing from a series' first
+			// sample, so a reset that made its own child (at 1) would never be alerted on.
+			c.m.offsetResets.WithLabelValues(p.label, r)
+		}
 		p.next.Store(from)
 		p.hwm.Store(po.LastOffset)
 		p.lag.Set(float64(po.LastOffset - from))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,15 +177,22 @@ func (c Config) Validate() error {
 			return bad("default quantile %v outside [0, 1]", q)
 		}
 	}
-	for _, e := range c.Export {
+	for i, e := range c.Export {
 		rc := c.Store.RingConfig(e.Metric)
 		if err := e.validate(rc); err != nil {
 			return bad("export %s: %v", e, err)
 		}
+		// Two summaries of one series: the registry would drop the second at every scrape.
+		if slices.ContainsFunc(c.Export[:i], func(o ExportSpec) bool { return o.Metric == e.Metric && o.Window == e.Window }) {
+			return bad("export %s: metric %q and window %s are exported twice (ParseExportSpecs merges such specs)", e, e.Metric, window.FormatDuration(e.Window))
+		}
 	}
-	for _, h := range c.ExportHistograms {
+	for i, h := range c.ExportHistograms {
 		if err := h.validate(c.Store.RingConfig(h.Metric)); err != nil {
 			return bad("export histogram %s: %v", h, err)
+		}
+		if slices.Contains(c.ExportHistograms[:i], h) {
+			return bad("export histogram %s: exported twice", h)
 		}
 	}
 	return nil

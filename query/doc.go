@@ -225,14 +225,14 @@
 //
 // A labelled series (issue #27) is exported with key="<its key>" and one label per label of
 // its series: slide_window_count{key="tenant-1",metric="latency_ms",route="/pay",window="5m"}.
-// The metrics of a family must carry the same label names, so each scrape gives every series
-// of an export the union of the label names of the series it exports, a label a series has
-// not as "" (Prometheus reads an empty label as none, as slide does); a scrape of unlabelled
-// series only is what it was before labels. A series label named as one the exports set
-// themselves (metric, window, quantile, le) is exported as exported_<name> (prefixed again
-// while that is taken), Prometheus' own rule for a scraped label that collides with a target
-// label. The families' label names then vary from scrape to scrape, so their descriptors are
-// built at scrape time: register the server with a plain registry, not a pedantic one.
+// Each series carries its own labels only (the metrics of a family may differ in label
+// names), so a scrape grows with the series' labels, not with series × the names of all,
+// and a series' exported labels do not depend on which other series exist. A series label
+// named as one the exports set themselves (metric, window, quantile, le) is exported as
+// exported_<name> (prefixed again while the series has that name), Prometheus' own rule for
+// a scraped label that collides with a target label. The descriptors of each set of label
+// names are built at scrape time: register the server with a plain registry, not a
+// pedantic one.
 //
 // # Dashboard
 //

@@ -3,6 +3,7 @@ package query
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +33,9 @@ var ErrExportSpec = errors.New("bad export spec")
 // metric:window[:aggregates] where aggregates is a comma list of quantiles (0.95, p99) and
 // count, sum, avg, min, max, rate. Without aggregates a spec exports count, 0.5, 0.95 and
 // 0.99. Example: "latency_ms:5m:0.95,0.99;cost:1h:sum,count". An empty string is no spec.
-// Whether the window fits the metric's ring is checked by New.
+// Specs of one metric and window are one spec of all their aggregates: a series has one
+// summary, so a second would be a duplicate the scrape drops. Whether the window fits the
+// metric's ring is checked by New.
 func ParseExportSpecs(s string) ([]ExportSpec, error) {
 	var out []ExportSpec
 	for part := range strings.SplitSeq(s, ";") {
@@ -44,7 +47,16 @@ func ParseExportSpecs(s string) ([]ExportSpec, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, e)
+		i := slices.IndexFunc(out, func(o ExportSpec) bool { return o.Metric == e.Metric && o.Window == e.Window })
+		if i < 0 {
+			out = append(out, e)
+			continue
+		}
+		for _, a := range e.aggs {
+			if !containsAgg(out[i].aggs, a) {
+				out[i].aggs = append(out[i].aggs, a)
+			}
+		}
 	}
 	return out, nil
 }
@@ -156,10 +168,9 @@ func (e ExportSpec) quantiles() []float64 {
 // series. A series that cannot be exported (exportable) is left out of the scrape and counted
 // in slide_window_export_errors_total{reason}; the collector goes on with the next.
 //
-// A labelled series carries its labels besides key (export_labels.go): the families of a
-// scrape then have the base labels and the union of the exported series' label names, so
-// their descriptors are built at scrape time; Describe sends the base ones. (A pedantic
-// registry, which holds each metric to a described descriptor, would refuse them.)
+// A labelled series carries its labels besides key (export_labels.go), so the descriptors
+// of each set of label names are built at scrape time; Describe sends the base ones. (A
+// pedantic registry, which holds each metric to a described descriptor, would refuse them.)
 type exportCollector struct {
 	s       *Server
 	base    exportDescs
@@ -239,12 +250,9 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, e := range c.s.cfg.Export {
 		keys[i] = c.s.store.Keys(e.Metric, "")
 	}
-	ls := newExportLabels(keys)
-	descs := c.base
-	if len(ls.names) > 0 {
-		descs = newExportDescs(ls.exported)
-	}
+	labelled := descCache[exportDescs]{make: newExportDescs}
 	var values []string
+	var labels [][2]string
 	for i, e := range c.s.cfg.Export {
 		qs := e.quantiles()
 		win := window.FormatDuration(e.Window)
@@ -261,7 +269,14 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 			if !exportable(c.s.exportErrors, key) {
 				continue
 			}
-			values = ls.values(append(values[:0], e.Metric, key, win), series)
+			descs := c.base
+			values = append(values[:0], e.Metric, key, win)
+			if labels = seriesLabels(labels[:0], series); len(labels) > 0 {
+				descs = labelled.get(labels)
+				for _, l := range labels {
+					values = append(values, l[1])
+				}
+			}
 			a, err := c.s.store.ReadAt(now, e.Metric, series, e.Window, qs)
 			if err != nil {
 				continue // evicted since Keys; the window was checked by New

@@ -2,29 +2,26 @@ package query
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/slide-metrics/slide/window"
 )
 
 // Labels of exported series (issue #27). A labelled series is exported with key="<its key>"
-// and one Prometheus label per label of its series string. client_golang and Prometheus
-// want the metrics of one family to carry the same label names, so each scrape exports
-// every series of an export with the union of the label names of the series it exports,
-// a label a series has not as "" (which Prometheus reads as no label, as slide does). A
-// label whose name is one an export sets itself (exportReserved) is exported as
-// exported_<name>, prefixed again while the name is taken: Prometheus' own rule for a
-// scraped label that collides with a target label.
+// and one Prometheus label per label of its series string, and with no other: a family's
+// metrics may carry different label names (the exposition formats and client_golang's
+// plain registry allow it). Giving every series the union of the scrape's label names, as
+// before, made a scrape of n series and m distinct names n·m labels (a thousand series of
+// one distinct name each took the scrape past a minute and the process past gigabytes), and
+// made a series' exported names depend on which other series existed. A label whose name is
+// one an export sets itself (exportReserved) is exported as exported_<name>, prefixed again
+// while the series has that name: Prometheus' own rule for a scraped label that collides
+// with a target label, applied to each series alone so that its labels never change.
 
 // exportReserved are the label names the exports set themselves: the families' metric, key
 // and window, the summary's quantile, and le, which the text format writes for a histogram's
 // +Inf bucket. key is no series label (window.ValidLabelName).
 var exportReserved = []string{"le", "metric", "quantile", "window"}
-
-// exportLabels is the union of the label names of one scrape's series of an export.
-type exportLabels struct {
-	names    []string // the series' label names, sorted
-	exported []string // names[i] as exported: exported_ prefixed where it collides
-}
 
 // exportKey is the key label an exported series shows and whether its labels are
 // exported besides: a string no door could have written as a labelled series (an old
@@ -36,89 +33,61 @@ func exportKey(series string) (key string, labelled bool) {
 	return series, false
 }
 
-// newExportLabels gathers the label names of the series of keys (the series of each spec
-// of an export). Every listed series counts, also those past the export cap: a series
-// evicted between the listing and its read lets one more in, whose labels must be in the
-// union too; a name only the capped series have costs an empty label.
-func newExportLabels(keys [][]string) *exportLabels {
-	l := &exportLabels{}
-	for _, ks := range keys {
-		for _, series := range ks {
-			if _, labelled := exportKey(series); !labelled {
-				continue
-			}
-			window.EachLabel(series, func(name, _ string) bool {
-				if i, found := slices.BinarySearch(l.names, name); !found {
-					l.names = slices.Insert(l.names, i, name)
-				}
-				return true
-			})
-		}
-	}
-	if len(l.names) == 0 {
-		return l
-	}
-	taken := map[string]bool{}
-	for _, n := range exportReserved {
-		taken[n] = true
-	}
-	for _, n := range l.names {
-		taken[n] = true
-	}
-	l.exported = make([]string, len(l.names))
-	for i, n := range l.names {
-		if slices.Contains(exportReserved, n) {
-			for taken[n] {
-				n = "exported_" + n
-			}
-			taken[n] = true
-		}
-		l.exported[i] = n
-	}
-	return l
-}
-
-// values appends to dst the values of the union's labels for series, in the order of
-// names ("" for a label series has not).
-func (l *exportLabels) values(dst []string, series string) []string {
-	at := len(dst)
-	for range l.names {
-		dst = append(dst, "")
-	}
-	window.EachLabel(series, func(name, value string) bool {
-		if i, found := slices.BinarySearch(l.names, name); found {
-			dst[at+i] = value
-		}
-		return true
-	})
-	return dst
-}
-
-// pairs appends to dst every label of an exported series as name and value, sorted by name
-// as client_golang writes them: key, metric and window, then the union's labels.
-func (l *exportLabels) pairs(dst [][2]string, metric, key, win, series string) [][2]string {
-	dst = append(dst, [2]string{labelKey, key}, [2]string{labelMetric, metric}, [2]string{labelWindow, win})
-	if len(l.names) == 0 {
+// seriesLabels appends to dst the labels of series as exported, name and value, sorted by
+// exported name: nothing for an unlabelled series.
+func seriesLabels(dst [][2]string, series string) [][2]string {
+	if _, labelled := exportKey(series); !labelled {
 		return dst
 	}
 	at := len(dst)
-	for i := range l.names {
-		dst = append(dst, [2]string{l.exported[i], ""})
-	}
 	window.EachLabel(series, func(name, value string) bool {
-		if i, found := slices.BinarySearch(l.names, name); found {
-			dst[at+i][1] = value
-		}
+		dst = append(dst, [2]string{name, value})
 		return true
 	})
-	slices.SortFunc(dst[at-3:], func(a, b [2]string) int {
-		switch {
-		case a[0] < b[0]:
-			return -1
-		case a[0] > b[0]:
-			return 1
+	own := dst[at:]
+	has := func(n string) bool { return slices.ContainsFunc(own, func(l [2]string) bool { return l[0] == n }) }
+	for i := range own {
+		n := own[i][0]
+		if !slices.Contains(exportReserved, n) {
+			continue
 		}
-		return 0
-	})
+		for n = "exported_" + n; has(n) || slices.Contains(exportReserved, n); n = "exported_" + n {
+		}
+		own[i][0] = n
+	}
+	slices.SortFunc(own, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 	return dst
+}
+
+// labelNames joins the names of labels into a map key of one set of label names.
+func labelNames(labels [][2]string) string {
+	var b strings.Builder
+	for _, l := range labels {
+		b.WriteString(l[0])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// descCache builds each set of label names' descriptors once a scrape.
+type descCache[D any] struct {
+	m    map[string]D
+	make func(names []string) D
+}
+
+func (c *descCache[D]) get(labels [][2]string) D {
+	k := labelNames(labels)
+	if d, ok := c.m[k]; ok {
+		return d
+	}
+	names := make([]string, len(labels))
+	for i, l := range labels {
+		names[i] = l[0]
+	}
+	if c.m == nil {
+		c.m = map[string]D{}
+	}
+	d := c.make(names)
+	c.m[k] = d
+	return d
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -34,8 +35,8 @@ type HistogramSpec struct {
 }
 
 // ParseHistogramSpecs reads --export-histograms: metric:window specs separated by ';' (or
-// ','), e.g. "latency_ms:5m;cost:1h". An empty string is no spec. Whether the window fits
-// the metric's ring is checked by New.
+// ','), e.g. "latency_ms:5m;cost:1h". An empty string is no spec; a repeated one is read
+// once. Whether the window fits the metric's ring is checked by New.
 func ParseHistogramSpecs(s string) ([]HistogramSpec, error) {
 	var out []HistogramSpec
 	for part := range strings.FieldsFuncSeq(s, func(r rune) bool { return r == ';' || r == ',' }) {
@@ -55,7 +56,9 @@ func ParseHistogramSpecs(s string) ([]HistogramSpec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w %q: window %v (want metric:window, e.g. latency_ms:5m)", ErrExportSpec, part, err)
 		}
-		out = append(out, HistogramSpec{Metric: metric, Window: d})
+		if h := (HistogramSpec{Metric: metric, Window: d}); !slices.Contains(out, h) {
+			out = append(out, h) // a repeated spec would export every series twice
+		}
 	}
 	return out, nil
 }
@@ -272,7 +275,6 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 	for i, spec := range h.s.cfg.ExportHistograms {
 		keys[i] = h.s.store.Keys(spec.Metric, "")
 	}
-	ls := newExportLabels(keys)
 	var labels [][2]string
 	for i, spec := range h.s.cfg.ExportHistograms {
 		src := newHistogramSource(h.s.store.RingConfig(spec.Metric), ar)
@@ -285,7 +287,11 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 			if !exportable(h.s.exportErrors, key) {
 				continue // a protobuf string must be UTF-8: Prometheus would refuse the scrape
 			}
-			labels = ls.pairs(labels[:0], spec.Metric, key, win, series)
+			labels = append(labels[:0], [2]string{labelKey, key}, [2]string{labelMetric, spec.Metric}, [2]string{labelWindow, win})
+			if labels = seriesLabels(labels, series); len(labels) > 3 {
+				// Sorted by name, as client_golang writes them and the protobuf path copies.
+				slices.SortFunc(labels, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+			}
 			err := h.s.store.VisitWindowAt(now, spec.Metric, series, spec.Window, &scratch, func(a window.Agg, bins *sketch.Bins) {
 				src.pos = src.collect(src.pos[:0], bins, false)
 				src.neg = src.collect(src.neg[:0], bins, true)
@@ -300,27 +306,16 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 
 func (h *histogramExport) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
 
-// labelledDesc is slide_window_values with the label names of labels (a scrape exporting
-// series labels), for the text formats: the registry writes the metric's own pairs.
-func (h *histogramExport) labelledDesc(labels [][2]string) *prometheus.Desc {
-	names := make([]string, len(labels))
-	for i, l := range labels {
-		names[i] = l[0]
-	}
-	return prometheus.NewDesc(histogramName, histogramHelp, names, nil)
-}
-
 // Collect sends the histograms as client_golang metrics, for the text formats.
 func (h *histogramExport) Collect(ch chan<- prometheus.Metric) {
 	ar := new(arena)
 	var out []*nativeMetric
-	var ldesc *prometheus.Desc
+	labelled := descCache[*prometheus.Desc]{make: func(names []string) *prometheus.Desc {
+		return prometheus.NewDesc(histogramName, histogramHelp, names, nil)
+	}}
 	h.each(h.s.now(), h.budget(), ar, func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins) {
 		if len(labels) > 3 {
-			if ldesc == nil {
-				ldesc = h.labelledDesc(labels) // one set of label names a scrape
-			}
-			m := &nativeMetric{desc: ldesc}
+			m := &nativeMetric{desc: labelled.get(labels)} // one descriptor a set of label names
 			src.histogram(m, a, bins)
 			lp := make([]dto.LabelPair, len(labels))
 			m.extra = make([]*dto.LabelPair, len(labels))

@@ -304,9 +304,8 @@ func grepLines(text, substr string) string {
 
 // TestExportCarriesLabels (issue #27): labelled and unlabelled series of one metric, in
 // both exports, scraped in the text and protobuf formats. Each exported series shows its key
-// and its labels, every metric of a family the union of the label names ("" where a series
-// has not the label), and a label named as one the exports set (window) is exported as
-// exported_window, prefixed again past a label already named so.
+// and its own labels only, and a label named as one the exports set (window) is exported as
+// exported_window, prefixed again past a label of the series already named so.
 func TestExportCarriesLabels(t *testing.T) {
 	specs, _ := query.ParseExportSpecs("latency_ms:5m:count,max")
 	hists, _ := query.ParseHistogramSpecs("latency_ms:5m")
@@ -328,10 +327,10 @@ func TestExportCarriesLabels(t *testing.T) {
 	}
 	const rest = `metric="latency_ms",`
 	want := []string{
-		`{code="",exported_exported_window="",exported_window="",key="a",` + rest + `route="",window="5m"}`,
-		`{code="",exported_exported_window="",exported_window="",key="a",` + rest + `route="/pay",window="5m"}`,
-		`{code="500",exported_exported_window="",exported_window="",key="b",` + rest + `route="/x",window="5m"}`,
-		`{code="",exported_exported_window="w1",exported_window="z",key="c",` + rest + `route="",window="5m"}`,
+		`{key="a",` + rest + `window="5m"}`,
+		`{key="a",` + rest + `route="/pay",window="5m"}`,
+		`{code="500",key="b",` + rest + `route="/x",window="5m"}`,
+		`{exported_exported_window="w1",exported_window="z",key="c",` + rest + `window="5m"}`,
 	}
 	code, b, _ := e.do("GET", "/metrics", nil)
 	text := string(b)

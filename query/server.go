@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/window"
 )
@@ -351,8 +352,14 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 		}, []string{"route"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slide_http_events_total",
-			Help: "Event lines received by POST /v1/events, by result: accepted, or the reason they were refused (the reasons of slide_ingest_rejected_total).",
+			Help: "Events received by POST /v1/events (lines) and POST /v1/traces (spans), by result: accepted, or the reason they were refused (the reasons of slide_ingest_rejected_total, which counts only what is read from Kafka).",
 		}, []string{"result"}),
+	}
+	// Every result at 0 from the start: increase() reads nothing from a series' first
+	// sample, so a child made by the first refusal of its reason would go unalerted.
+	m.events.WithLabelValues("accepted")
+	for _, r := range event.RejectReasons() {
+		m.events.WithLabelValues(r.String())
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.requests, m.latency, m.events} {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/slide-metrics/slide/ingest"
@@ -237,9 +238,9 @@ type backend struct {
 	name, addr string
 	// gates: while the check fails and has never passed, serve is not ready (Kafka: with
 	// a refused password nothing will ever be read, and /readyz should say why). Once it
-	// has passed, a failure is shown and logged but does not gate: the windows hold what
-	// was read, and lag metrics tell how stale. Redis never gates: its decisions follow
-	// each policy's on_backend_error.
+	// has passed, a failure is shown, logged and exported (slide_backend_up) but does not
+	// gate: the windows hold what was read. Redis never gates: its decisions follow each
+	// policy's on_backend_error.
 	gates bool
 	check func(ctx context.Context) error
 
@@ -343,6 +344,31 @@ func (bs backends) failing() error {
 		}
 	}
 	return nil
+}
+
+// backendUpHelp is slide_backend_up's help: the backends' state for alerts, as /readyz
+// shows it to people.
+const backendUpHelp = "1 while the last check of a backend (kafka, redis) passed, 0 while it fails (every 5 s then); absent before the first check. With Kafka down no record waits that the consumer can see, so slide_ingest_lag_seconds stays 0: alert on this one."
+
+var backendUpDesc = prometheus.NewDesc("slide_backend_up", backendUpHelp, []string{"backend"}, nil)
+
+// Describe and Collect export slide_backend_up at scrape time.
+func (bs backends) Describe(ch chan<- *prometheus.Desc) { ch <- backendUpDesc }
+
+func (bs backends) Collect(ch chan<- prometheus.Metric) {
+	for _, b := range bs {
+		b.mu.Lock()
+		checked, up := b.checked, b.err == nil
+		b.mu.Unlock()
+		if !checked {
+			continue // not known yet: neither up nor down
+		}
+		v := 0.0
+		if up {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(backendUpDesc, prometheus.GaugeValue, v, b.name)
+	}
 }
 
 func kafkaBackend(brokers []string, d *kafka.Dialer) *backend {

@@ -276,7 +276,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	registerStoreMetrics(reg, store)
+	registerStoreMetrics(reg, store, c.maxPerMetric > 0)
 
 	// Limiter: policies and usage rules from one file; the demo has its own. Built before
 	// anything starts, so a bad policy file fails at once with nothing to tear down.
@@ -476,6 +476,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	var wg sync.WaitGroup
 	c.conn.startChecks(work, &wg, log)
+	reg.MustRegister(c.conn.checks) // slide_backend_up
 	errc := make(chan error, 3)
 	wg.Go(func() {
 		if err := consumer.Run(work); err != nil && !errors.Is(err, context.Canceled) {

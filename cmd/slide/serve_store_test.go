@@ -11,28 +11,50 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-// --max-series-per-metric's refusals are exported by metric, a metric listed from its first.
+// --max-series-per-metric's refusals are exported by metric, every metric with live series
+// listed at 0 before its first refusal: increase() reads nothing from a series' first
+// sample, so a metric listed from its first refusal (at the count of the whole burst) was
+// never alerted on for it (found with increase(slide_store_series_refused_total[1m]) > 0
+// under a real Prometheus: POST /v1/events of 80 new keys over the cap refused 31, and
+// the rule stayed silent).
 func TestSeriesRefusedByMetric(t *testing.T) {
 	store, err := window.NewStore(window.StoreConfig{MaxSeriesPerMetric: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	registerStoreMetrics(reg, store)
+	registerStoreMetrics(reg, store, true)
 	now := time.Now().UnixMilli()
-	for _, ev := range []window.Event{
-		{Metric: "latency_ms", Key: "t\xffroute=/a"}, {Metric: "latency_ms", Key: "t\xffroute=/b"},
-		{Metric: "latency_ms", Key: "t\xffroute=/c"}, {Metric: "cost", Key: "t"},
-	} {
-		ev.TS, ev.Value, ev.Count = now, 1, 1
-		_ = store.ObserveAt(now, ev)
+	observe := func(evs ...window.Event) {
+		for _, ev := range evs {
+			ev.TS, ev.Value, ev.Count = now, 1, 1
+			_ = store.ObserveAt(now, ev)
+		}
 	}
-	want := `
-# HELP slide_store_series_refused_total Events refused because their new series would pass --max-series-per-metric, by metric (a metric is listed from its first refusal).
+	compare := func(want string) {
+		t.Helper()
+		want = `
+# HELP slide_store_series_refused_total Events refused because their new series would pass --max-series-per-metric, by metric (0 for every metric with live series).
 # TYPE slide_store_series_refused_total counter
+` + want
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "slide_store_series_refused_total"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	observe(window.Event{Metric: "latency_ms", Key: "t\xffroute=/a"}, window.Event{Metric: "cost", Key: "t"})
+	compare(`slide_store_series_refused_total{metric="cost"} 0
+slide_store_series_refused_total{metric="latency_ms"} 0
+`)
+	observe(window.Event{Metric: "latency_ms", Key: "t\xffroute=/b"}, window.Event{Metric: "latency_ms", Key: "t\xffroute=/c"})
+	compare(`slide_store_series_refused_total{metric="cost"} 0
 slide_store_series_refused_total{metric="latency_ms"} 2
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "slide_store_series_refused_total"); err != nil {
-		t.Fatal(err)
+`)
+	// Without the cap nothing is refused by metric: no series of zeros.
+	store, _ = window.NewStore(window.StoreConfig{})
+	reg = prometheus.NewRegistry()
+	registerStoreMetrics(reg, store, false)
+	observe(window.Event{Metric: "cost", Key: "t"})
+	if n, err := testutil.GatherAndCount(reg, "slide_store_series_refused_total"); err != nil || n != 0 {
+		t.Errorf("without --max-series-per-metric: %d series (%v), want none", n, err)
 	}
 }
