@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 )
 
 // httpsFlags are serve's HTTPS flags.
@@ -83,26 +80,15 @@ func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 	return r.cur.Load(), nil
 }
 
-// reloadOnHUP reloads r on every SIGHUP until ctx ends. Notify is registered before it
-// returns, so a SIGHUP sent once the listener is up never kills the process.
+// reloadOnHUP reloads r on every SIGHUP until ctx ends (onHUP).
 func reloadOnHUP(ctx context.Context, r *certReloader, log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				if err := r.reload(); err != nil {
-					log.Error("SIGHUP: reloading the TLS certificate failed; serving the previous one", "cert", r.certFile, "err", err)
-				} else {
-					log.Info("SIGHUP: TLS certificate reloaded", "cert", r.certFile)
-				}
-			}
+	onHUP(ctx, func() {
+		if err := r.reload(); err != nil {
+			log.Error("SIGHUP: reloading the TLS certificate failed; serving the previous one", "cert", r.certFile, "err", err)
+		} else {
+			log.Info("SIGHUP: TLS certificate reloaded", "cert", r.certFile)
 		}
-	}()
+	})
 }
 
 // tlsListener wraps ln in TLS when HTTPS is on. Connections count against the per-client
