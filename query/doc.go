@@ -156,9 +156,9 @@
 // along) and merges them group by group; /v1/top with match= filters the owners'
 // per-series partials with the selector here. When some partitions have no reachable,
 // restored owner the read answers 503 {"error":{"code":"unavailable","message":...,
-// "missing_partitions":[5,6]}} with Retry-After: 1; with partial=allow (not on /v1/metrics,
-// which takes no parameter) it answers 200 over the others, flagged "partial":true,
-// "missing_partitions":[5,6]. partial=deny is the default. See package cluster.
+// "missing_partitions":[5,6]}} with Retry-After: 1; with partial=allow (the dashboard's
+// reads, /v1/metrics included, all ask so) it answers 200 over the others, flagged
+// "partial":true, "missing_partitions":[5,6]. partial=deny is the default. See package cluster.
 //
 // # Errors
 //
