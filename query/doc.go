@@ -243,7 +243,9 @@
 // A window typed in the box applies to each metric whose ring can give it; another metric
 // shows its own retention and says so, so one metric's limit never blanks the page. The
 // header shows readiness and restore progress, ingest lag and series from /v1/status, and a
-// panel the limiter's decisions by policy and result. Each panel fails on its own.
+// panel the limiter's decisions by policy and result. Each panel fails on its own. A
+// refresh that gets no answer leaves what is shown greyed out and dated, the badge saying
+// "unreachable": a wall screen never shows old numbers as new.
 //
 // What a metric is decides how it is drawn and ranked ("sort by auto", the default). A
 // latency — a name ending in a time unit (_ms, _seconds, _us, …) or holding latency or
