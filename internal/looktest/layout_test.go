@@ -45,10 +45,11 @@ func hostileServer(t *testing.T) string {
 	return hs.URL
 }
 
-// TestDashboardLayoutHoldsLongKeys: a 256-byte key must not push the numbers of its table
-// out of the panel (every row's count … max must stay on the screen), at a wall screen's
-// width and at a laptop's; the whole key and labels are the cell's tooltip.
-func TestDashboardLayoutHoldsLongKeys(t *testing.T) {
+// TestDashboardLayoutHoldsLongKeysAndLargeValues: a 256-byte key must not push the numbers
+// of its table out of the panel (every row's count … max must stay on the screen), and a
+// chart's axis labels (8.70e+15) must be drawn whole, inside the chart, at a wall screen's
+// width and at a laptop's.
+func TestDashboardLayoutHoldsLongKeysAndLargeValues(t *testing.T) {
 	base := hostileServer(t)
 	for _, width := range []int{1024, 1920} {
 		b := openPage(t, base+"/", width, 1000)
@@ -62,11 +63,18 @@ func TestDashboardLayoutHoldsLongKeys(t *testing.T) {
 					const r = c.getBoundingClientRect();
 					if (r.right > right + 1) out.push(p.dataset.metric + ": cell " + JSON.stringify(c.textContent.slice(0, 20)) + " ends at " + Math.round(r.right) + ", its panel at " + Math.round(right));
 				}
+				for (const s of p.querySelectorAll("svg")) {
+					const box = s.getBoundingClientRect();
+					for (const tx of s.querySelectorAll("text")) {
+						const r = tx.getBoundingClientRect();
+						if (r.left < box.left - 1 || r.right > box.right + 1) out.push(p.dataset.metric + ": axis label " + JSON.stringify(tx.textContent) + " drawn over [" + Math.round(r.left) + ", " + Math.round(r.right) + "], its chart [" + Math.round(box.left) + ", " + Math.round(box.right) + "]");
+					}
+				}
 			}
 			return out;
 		})()`, &overflow)
 		if len(overflow) > 0 {
-			t.Errorf("at %d px wide, %d things are drawn outside their panel, first ones:\n%s", width, len(overflow), strings.Join(overflow[:min(len(overflow), 8)], "\n"))
+			t.Errorf("at %d px wide, %d things are drawn outside their panel or chart, first ones:\n%s", width, len(overflow), strings.Join(overflow[:min(len(overflow), 8)], "\n"))
 		}
 		var full string
 		b.eval(`(() => { const a = [...document.querySelectorAll('td.key a')].find((a) => a.textContent.startsWith("AAAA")); return a ? a.parentElement.title : "none"; })()`, &full)
