@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,5 +83,57 @@ func TestDashboardServerGone(t *testing.T) {
 	}
 	if !regexp.MustCompile(`class="badge ok"[^>]*>ready<`).MatchString(dom) || strings.Contains(dom, `class="stale"`) || !regexp.MustCompile(`id="updated"[^>]*>updated `).MatchString(dom) {
 		t.Errorf("with its server back, the page still says it is gone:\n%s", dom[strings.Index(dom, "<header>"):strings.Index(dom, "</header>")])
+	}
+}
+
+// TestDashboardRefreshesOneAtATime: when the server answers slower than the refresh period
+// (a large store, a loaded instance), the page must wait for one refresh before it starts
+// the next: with a timer that fires regardless, refreshes queue up in the browser (which
+// sends the same GET once at a time), and a slow server gets the next /v1/metrics the
+// moment it answers the last, for ever. With a 2 s period and /v1/metrics taking 3 s, the
+// server gets the period's rest between two of them.
+func TestDashboardRefreshesOneAtATime(t *testing.T) {
+	st, err := window.NewStore(window.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Observe(window.Event{TS: time.Now().UnixMilli(), Metric: "latency_ms", Key: "tenant-1", Value: 10}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := query.New(query.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var starts, ends []time.Time
+	h := srv.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/metrics" {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			slow := len(starts) > 1
+			mu.Unlock()
+			if slow {
+				time.Sleep(3 * time.Second)
+			}
+			defer func() { mu.Lock(); ends = append(ends, time.Now()); mu.Unlock() }()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+
+	b := openPage(t, hs.URL+"/", 1280, 1000)
+	b.waitRefreshed(1, 20*time.Second)
+	b.eval(`(() => { const e = document.getElementById("every"); e.value = "2"; e.dispatchEvent(new Event("change")); return true; })()`, nil)
+	time.Sleep(11 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 2; i < len(starts) && i-1 < len(ends); i++ {
+		if rest := starts[i].Sub(ends[i-1]); rest < 1500*time.Millisecond {
+			t.Errorf("/v1/metrics number %d came %v after the last one was answered, want the 2 s period's rest (%d requests in 11 s)", i+1, rest.Round(time.Millisecond), len(starts))
+		}
+	}
+	if len(starts) < 3 {
+		t.Errorf("%d requests to /v1/metrics in 11 s, want the page to go on refreshing", len(starts))
 	}
 }
