@@ -2,6 +2,7 @@ package looktest
 
 import (
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +12,8 @@ import (
 )
 
 // hostileServer is a real query.Server over a store holding what keys and values may be:
-// a key of 256 bytes (the longest an event may have) with a label of 200, and values up to
-// 1e16.
+// a key of 256 bytes (the longest an event may have) with a label of 200, a key that looks
+// like another (tenant-1 and tenant-1 with a zero-width space), and values up to 1e16.
 func hostileServer(t *testing.T) string {
 	t.Helper()
 	st, err := window.NewStore(window.StoreConfig{})
@@ -28,6 +29,7 @@ func hostileServer(t *testing.T) string {
 		for _, ev := range []window.Event{
 			{Metric: "latency_ms", Key: string(long), Value: float64(10 + i)},
 			{Metric: "latency_ms", Key: "tenant-1", Value: float64(20 + i)},
+			{Metric: "latency_ms", Key: "tenant-1\u200b", Value: float64(20 + i)},
 			{Metric: "size_bytes", Key: "tenant-1", Value: float64(i) * 3e14},
 		} {
 			ev.TS = now - int64(i)*1000
@@ -81,5 +83,25 @@ func TestDashboardLayoutHoldsLongKeysAndLargeValues(t *testing.T) {
 		if want := strings.Repeat("A", 256) + " {route=" + strings.Repeat("/v1/x", 40) + "}"; full != want {
 			t.Errorf("the long key's cell does not hold the whole key in its tooltip: %q", full)
 		}
+	}
+}
+
+// TestDashboardShowsInvisibleCharacters: tenant-1 and tenant-1 followed by a zero-width
+// space are two keys (ingest takes both); the dashboard must not show them as two rows of
+// the same "tenant-1". The invisible character is shown as its code point, in the table and
+// on the key's page, while the link still names the key itself.
+func TestDashboardShowsInvisibleCharacters(t *testing.T) {
+	base := hostileServer(t)
+	dom, _ := chromium(t, base+"/", 3*time.Second, "--dump-dom")
+	keys := tableKeys(panel(dom, "latency_ms"))
+	if !slices.Contains(keys, "tenant-1") || !slices.Contains(keys, "tenant-1⟨U+200B⟩") {
+		t.Errorf("latency_ms table keys %q, want tenant-1 and tenant-1⟨U+200B⟩ told apart", keys)
+	}
+	if !strings.Contains(dom, `href="?view=key&amp;key=tenant-1%E2%80%8B"`) {
+		t.Errorf("the zero-width key's link does not name it")
+	}
+	dom, _ = chromium(t, base+"/?view=key&key=tenant-1%E2%80%8B", 3*time.Second, "--dump-dom")
+	if !strings.Contains(dom, `<h2 id="keytitle">key tenant-1⟨U+200B⟩</h2>`) || panel(dom, "latency_ms") == "" {
+		t.Errorf("the zero-width key's page does not show it apart or lacks its panel:\n%s", dom)
 	}
 }
