@@ -3,6 +3,7 @@ package looktest
 import (
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,37 @@ func TestDashboardShowsInvisibleCharacters(t *testing.T) {
 	dom, _ = chromium(t, base+"/?view=key&key=tenant-1%E2%80%8B", 3*time.Second, "--dump-dom")
 	if !strings.Contains(dom, `<h2 id="keytitle">key tenant-1⟨U+200B⟩</h2>`) || panel(dom, "latency_ms") == "" {
 		t.Errorf("the zero-width key's page does not show it apart or lacks its panel:\n%s", dom)
+	}
+}
+
+// TestDashboardKeyPageAmongManyKeys: the page of tenant-1 lists its series. With 1,200 other
+// keys starting with tenant-1 (tenant-10000 …) in a metric sorted before latency_ms, a
+// listing by prefix alone fills its page of 1,000 with theirs, and tenant-1's own
+// latency_ms series went missing from its page without a word.
+func TestDashboardKeyPageAmongManyKeys(t *testing.T) {
+	st, err := window.NewStore(window.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	evs := []window.Event{{Metric: "cost", Key: "tenant-1", Value: 1}, {Metric: "latency_ms", Key: "tenant-1", Value: 20}}
+	for i := range 1200 {
+		evs = append(evs, window.Event{Metric: "cost", Key: "tenant-1" + strconv.Itoa(10000+i), Value: 1})
+	}
+	for _, ev := range evs {
+		ev.TS = now
+		if err := st.Observe(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := query.New(query.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	dom, _ := chromium(t, hs.URL+"/?view=key&key=tenant-1", 3*time.Second, "--dump-dom")
+	if panel(dom, "cost") == "" || panel(dom, "latency_ms") == "" {
+		t.Errorf("tenant-1's page lacks its cost or latency_ms panel (has cost: %v, latency_ms: %v)", panel(dom, "cost") != "", panel(dom, "latency_ms") != "")
 	}
 }
