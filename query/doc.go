@@ -156,9 +156,9 @@
 // along) and merges them group by group; /v1/top with match= filters the owners'
 // per-series partials with the selector here. When some partitions have no reachable,
 // restored owner the read answers 503 {"error":{"code":"unavailable","message":...,
-// "missing_partitions":[5,6]}} with Retry-After: 1; with partial=allow (not on /v1/metrics,
-// which takes no parameter) it answers 200 over the others, flagged "partial":true,
-// "missing_partitions":[5,6]. partial=deny is the default. See package cluster.
+// "missing_partitions":[5,6]}} with Retry-After: 1; with partial=allow (the dashboard's
+// reads, /v1/metrics included, all ask so) it answers 200 over the others, flagged
+// "partial":true, "missing_partitions":[5,6]. partial=deny is the default. See package cluster.
 //
 // # Errors
 //
@@ -243,7 +243,9 @@
 // A window typed in the box applies to each metric whose ring can give it; another metric
 // shows its own retention and says so, so one metric's limit never blanks the page. The
 // header shows readiness and restore progress, ingest lag and series from /v1/status, and a
-// panel the limiter's decisions by policy and result. Each panel fails on its own.
+// panel the limiter's decisions by policy and result. Each panel fails on its own. A
+// refresh that gets no answer leaves what is shown greyed out and dated, the badge saying
+// "unreachable": a wall screen never shows old numbers as new.
 //
 // What a metric is decides how it is drawn and ranked ("sort by auto", the default). A
 // latency — a name ending in a time unit (_ms, _seconds, _us, …) or holding latency or

@@ -397,24 +397,32 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 	putBuf(bp, b)
 }
 
-// handleMetrics serves GET /v1/metrics: every metric with live series, its series count
-// and its ring (slot width, slots, retention). The dashboard starts here, every 5 s. It
-// costs one pass over the series (window.Store.MetricSeries), not one per metric (8.1 s at
-// 20,000 metrics before), and stops when the client goes.
+// handleMetrics serves GET /v1/metrics?partial=: every metric with live series, its series
+// count and its ring (slot width, slots, retention). The dashboard starts here, every 5 s,
+// with partial=allow: an instance of the group down must not blank the page of the others.
+// It costs one pass over the series (window.Store.MetricSeries), not one per metric (8.1 s
+// at 20,000 metrics before), and stops when the client goes.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	// No parameters, so no partial=allow: in a cluster a missing partition is a 503.
-	if _, err := parseParams(r.URL.RawQuery); err != nil {
+	v, err := parseParams(r.URL.RawQuery, "partial")
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	allowPartial, err := parsePartial(v)
+	if err != nil {
 		s.writeErr(w, r, err)
 		return
 	}
 	var list []window.MetricCount
+	var missing []int32
 	if c := s.cluster(); c != nil {
-		ids, missing, err := c.Keys(r.Context(), "", "")
+		var ids []window.SeriesID
+		ids, missing, err = c.Keys(r.Context(), "", "")
 		if err != nil {
 			s.writeErr(w, r, err)
 			return
 		}
-		if !s.covered(w, c, missing, false) {
+		if !s.covered(w, c, missing, allowPartial) {
 			return
 		}
 		counts := map[string]int{}
@@ -425,11 +433,8 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			list = append(list, window.MetricCount{Metric: m, Series: n})
 		}
 		slices.SortFunc(list, func(a, b window.MetricCount) int { return strings.Compare(a.Metric, b.Metric) })
-	} else {
-		var err error
-		if list, err = s.store.MetricSeries(r.Context()); err != nil {
-			return // the client has gone: nobody reads an answer
-		}
+	} else if list, err = s.store.MetricSeries(r.Context()); err != nil {
+		return // the client has gone: nobody reads an answer
 	}
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"metrics":[`...)
@@ -461,7 +466,9 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 		b = append(b, ring...)
 	}
-	b = append(b, "]}\n"...)
+	b = append(b, ']')
+	b = appendPartialFlag(b, missing)
+	b = append(b, "}\n"...)
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
 }

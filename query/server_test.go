@@ -77,7 +77,9 @@ func TestBadParametersAre400NamingTheParameter(t *testing.T) {
 		{"/v1/series?cursor=!!", "cursor", "not a cursor"},
 		{"/v1/series?cursor=" + url.QueryEscape("bm9udWw"), "cursor", "not a cursor"},
 		{"/v1/series?sort=key", "sort", "unknown parameter"},
-		{"/v1/metrics?x=1", "x", "takes none"},
+		{"/v1/metrics?x=1", "x", "takes partial"},
+		{"/v1/metrics?partial=maybe", "partial", "not allow or deny"},
+		{"/v1/status?x=1", "x", "takes none"},
 	} {
 		a := e.wantError("GET", c.path, nil, 400, httperr.BadParameter, c.param)
 		if !strings.Contains(a.Error.Message, fmt.Sprintf("%q", c.param)) || !strings.Contains(a.Error.Message, c.msg) {

@@ -205,7 +205,7 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 }
 
-var tableKeyRE = regexp.MustCompile(`<td class="key"><a [^>]*>([^<]*)</a>`)
+var tableKeyRE = regexp.MustCompile(`<td class="key"[^>]*><a [^>]*>([^<]*)</a>`)
 
 // tableKeys is the keys of a panel's table, in order.
 func tableKeys(panelDOM string) []string {
