@@ -365,3 +365,38 @@ func TestDashedNameWarns(t *testing.T) {
 		t.Errorf("no slide metric's parts: %v %q %v", v, warn, err)
 	}
 }
+
+// TestExemplarsRefuseWhatPrometheusRefuses: slide keeps no exemplars, but a request
+// Prometheus refuses (a query that does not parse, a bad start or end, end before start) is
+// refused with its 400 bad_data, not answered with an empty success that tells Grafana's
+// user the query was fine.
+func TestExemplarsRefuseWhatPrometheusRefuses(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	srv := serveDemo(t, d, Config{})
+	for _, c := range []struct {
+		query url.Values
+		code  int
+		want  string
+	}{
+		{url.Values{"query": {"sum("}}, 400, `{"status":"error","errorType":"bad_data","error":"1:5: parse error: unclosed left parenthesis"}`},
+		{url.Values{"query": {"latency_ms"}, "start": {"yesterday"}}, 400, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"start\": cannot parse \"yesterday\" to a valid timestamp"}`},
+		{url.Values{"query": {"latency_ms"}, "end": {"NaN"}}, 400, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"end\": cannot parse \"NaN\" to a valid timestamp"}`},
+		{url.Values{"query": {"latency_ms"}, "start": {"10"}, "end": {"1"}}, 400, `{"status":"error","errorType":"bad_data","error":"end timestamp must not be before start timestamp"}`},
+		{url.Values{"query": {"latency_ms"}}, 200, `{"status":"success","data":[]}`},
+		{url.Values{"query": {"latency_ms"}, "start": {"1"}, "end": {"1"}}, 200, `{"status":"success","data":[]}`},
+	} {
+		res, err := http.Get(srv.URL + "/api/v1/query_exemplars?" + c.query.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); res.StatusCode != c.code || body != c.want {
+			t.Errorf("%v: %d %s, want %d %s", c.query, res.StatusCode, body, c.code, c.want)
+		}
+	}
+	// The client surfaces the refusal with its type.
+	_, err := clientOf(t, srv.URL).QueryExemplars(context.Background(), "rate(", d.now.Add(-time.Minute), d.now)
+	var perr *v1.Error
+	if !errors.As(err, &perr) || perr.Type != v1.ErrBadData {
+		t.Errorf("bad exemplar query through client_golang: %v", err)
+	}
+}

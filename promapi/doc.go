@@ -70,7 +70,8 @@
 // {"status":"error","errorType":"bad_data"|"execution"|"cost_limit"|"canceled"|"timeout"|
 // "unavailable"|"not_found","error":…} with Prometheus' status codes (400, 422, 422, 499,
 // 503, 503, 404). /api/v1/query_exemplars answers 200 with no data (Grafana asks, and a 404
-// floods its log), /api/v1/status/buildinfo the Prometheus version of the engine (3.x), which
+// floods its log), or Prometheus' 400 bad_data to a query, start or end that does not
+// parse (or an end before the start), /api/v1/status/buildinfo the Prometheus version of the engine (3.x), which
 // Grafana reads to pick its features. The listings (labels, label values, series: Grafana's
 // template variables and metrics browser) list the series with samples in [start, end], as
 // Prometheus does: a series' counters have samples from its metric's retention start to
