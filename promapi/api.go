@@ -90,6 +90,7 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("/api/v1/series", a.serve(a.series))
 	m.HandleFunc("/api/v1/metadata", a.serve(a.metadata))
 	m.HandleFunc("/api/v1/query_exemplars", a.serve(a.queryExemplars))
+	m.HandleFunc("/api/v1/format_query", a.serve(a.formatQuery))
 	m.HandleFunc("/api/v1/status/buildinfo", a.serve(func(*http.Request) ([]byte, notes, *apiError) {
 		return buildInfo, notes{}, nil
 	}))
@@ -332,6 +333,16 @@ func (a *API) queryExemplars(r *http.Request) ([]byte, notes, *apiError) {
 		return nil, notes{}, &apiError{errBadData, err}
 	}
 	return []byte("[]"), notes{}, nil
+}
+
+// formatQuery is /api/v1/format_query: the expression as Prometheus' parser prints it
+// pretty (Grafana's query editor asks to format a query), or the parse error.
+func (a *API) formatQuery(r *http.Request) ([]byte, notes, *apiError) {
+	expr, err := a.parser.ParseExpr(r.Form.Get("query"))
+	if err != nil {
+		return nil, notes{}, badParam("query", err)
+	}
+	return jsonenc.AppendString(nil, expr.Pretty(0)), notes{}, nil
 }
 
 // run is what an instant and a range query share once their times are read: the request's

@@ -2,6 +2,7 @@ package promapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -398,5 +399,50 @@ func TestExemplarsRefuseWhatPrometheusRefuses(t *testing.T) {
 	var perr *v1.Error
 	if !errors.As(err, &perr) || perr.Type != v1.ErrBadData {
 		t.Errorf("bad exemplar query through client_golang: %v", err)
+	}
+}
+
+// TestFormatQuery: /api/v1/format_query (Grafana's query editor, client_golang's
+// FormatQuery) answers Prometheus' own pretty-printing of the expression, by GET and by
+// POST, and a query that does not parse is a 400 bad_data naming the parameter.
+func TestFormatQuery(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	srv := serveDemo(t, d, Config{})
+	long := `histogram_quantile(0.95, sum by (key, route) (rate(latency_ms{route=~"/pay|/search", key!="k0aa"}[5m]))) > on (key) group_left () max by (key) (latency_ms_max)`
+	want := "  histogram_quantile(\n    0.95,\n    sum by (key, route) (rate(latency_ms{key!=\"k0aa\",route=~\"/pay|/search\"}[5m]))\n  )\n" +
+		"> on (key) group_left ()\n  max by (key) (latency_ms_max)"
+	// client_golang hands back data's raw JSON (against Prometheus too): a JSON string,
+	// with Prometheus' codec's HTML escapes (\u003e for >).
+	raw, err := clientOf(t, srv.URL).FormatQuery(context.Background(), long)
+	var got string
+	if err == nil {
+		err = json.Unmarshal([]byte(raw), &got)
+	}
+	if err != nil || got != want || !strings.Contains(raw, `\u003e on`) {
+		t.Errorf("client_golang FormatQuery: %s %v, want %q", raw, err, want)
+	}
+	for _, c := range []struct {
+		method, query string
+		code          int
+		want          string
+	}{
+		{"GET", "sum(rate(latency_ms_count[5m]))by(key)", 200, `{"status":"success","data":"sum by (key) (rate(latency_ms_count[5m]))"}`},
+		{"POST", "sum(rate(latency_ms_count[5m]))by(key)", 200, `{"status":"success","data":"sum by (key) (rate(latency_ms_count[5m]))"}`},
+		{"GET", "sum(", 400, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:5: parse error: unclosed left parenthesis"}`},
+		{"POST", "", 400, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": unknown position: parse error: no expression found in input"}`},
+	} {
+		form := url.Values{"query": {c.query}}.Encode()
+		var res *http.Response
+		if c.method == "GET" {
+			res, err = http.Get(srv.URL + "/api/v1/format_query?" + form)
+		} else {
+			res, err = http.Post(srv.URL+"/api/v1/format_query", "application/x-www-form-urlencoded", strings.NewReader(form))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); res.StatusCode != c.code || body != c.want {
+			t.Errorf("%s %q: %d %s, want %d %s", c.method, c.query, res.StatusCode, body, c.code, c.want)
+		}
 	}
 }
