@@ -446,3 +446,43 @@ func TestFormatQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestNoRules: slide evaluates no rules, and says so as a Prometheus without rules does:
+// /api/v1/rules an empty list of groups, /api/v1/alerts an empty list of alerts. Grafana
+// asks for the rules of a Prometheus data source (its alert list, with "manage alerts" on
+// by default, and its query editor's recording rules), and a 404 there was an error on
+// Grafana's alerting page ("404 from rule state endpoint. Perhaps ruler API is not
+// enabled?").
+func TestNoRules(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	srv := serveDemo(t, d, Config{})
+	for _, c := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/api/v1/rules", 200, `{"status":"success","data":{"groups":[]}}`},
+		{"/api/v1/rules?type=alert&rule_name[]=x&exclude_alerts=true", 200, `{"status":"success","data":{"groups":[]}}`},
+		{"/api/v1/rules?type=RECORD", 200, `{"status":"success","data":{"groups":[]}}`},
+		{"/api/v1/rules?type=bogus", 400, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"type\": not supported value \"bogus\""}`},
+		{"/api/v1/rules?match[]=" + url.QueryEscape(`{x=""}`), 400, `{"status":"error","errorType":"bad_data","error":"match[] must contain at least one non-empty matcher"}`},
+		{"/api/v1/alerts", 200, `{"status":"success","data":{"alerts":[]}}`},
+	} {
+		res, err := http.Get(srv.URL + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); res.StatusCode != c.code || body != c.want {
+			t.Errorf("%s: %d %s, want %d %s", c.path, res.StatusCode, body, c.code, c.want)
+		}
+	}
+	c := clientOf(t, srv.URL)
+	rules, err := c.Rules(context.Background(), nil)
+	if err != nil || rules.Groups == nil || len(rules.Groups) != 0 {
+		t.Errorf("client_golang Rules: %+v %v", rules, err)
+	}
+	alerts, err := c.Alerts(context.Background())
+	if err != nil || alerts.Alerts == nil || len(alerts.Alerts) != 0 {
+		t.Errorf("client_golang Alerts: %+v %v", alerts, err)
+	}
+}
