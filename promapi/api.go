@@ -89,9 +89,10 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("/api/v1/label/{name}/values", a.serve(a.labelValues))
 	m.HandleFunc("/api/v1/series", a.serve(a.series))
 	m.HandleFunc("/api/v1/metadata", a.serve(a.metadata))
-	m.HandleFunc("/api/v1/query_exemplars", a.serve(func(*http.Request) ([]byte, notes, *apiError) {
-		return []byte("[]"), notes{}, nil // slide keeps no exemplars; Grafana wants 200, not 404
-	}))
+	m.HandleFunc("/api/v1/query_exemplars", a.serve(a.queryExemplars))
+	m.HandleFunc("/api/v1/format_query", a.serve(a.formatQuery))
+	m.HandleFunc("/api/v1/rules", a.serve(a.rules))
+	m.HandleFunc("/api/v1/alerts", a.serve(a.alerts))
 	m.HandleFunc("/api/v1/status/buildinfo", a.serve(func(*http.Request) ([]byte, notes, *apiError) {
 		return buildInfo, notes{}, nil
 	}))
@@ -310,6 +311,40 @@ func (a *API) queryRange(r *http.Request) ([]byte, notes, *apiError) {
 	return a.run(r, span, func(ctx context.Context, opts promql.QueryOpts, text string) (promql.Query, error) {
 		return a.engine.NewRangeQuery(ctx, a.q, opts, text, start, end, step)
 	})
+}
+
+// queryExemplars answers no exemplars (slide keeps none; Grafana asks beside its queries
+// and wants 200, not 404), once the request is one Prometheus answers: start and end that
+// parse, in order, and a query that parses, else Prometheus' 400 bad_data, so that a typo
+// is not met with a success.
+func (a *API) queryExemplars(r *http.Request) ([]byte, notes, *apiError) {
+	start, aerr := a.timeParam(r, "start", time.Time{})
+	if aerr != nil {
+		return nil, notes{}, aerr
+	}
+	end, aerr := a.timeParam(r, "end", time.Time{})
+	if aerr != nil {
+		return nil, notes{}, aerr
+	}
+	// An absent bound is Prometheus' MinTime or MaxTime: only two given bounds can be out
+	// of order.
+	if r.Form.Get("start") != "" && r.Form.Get("end") != "" && end.Before(start) {
+		return nil, notes{}, &apiError{errBadData, errors.New("end timestamp must not be before start timestamp")}
+	}
+	if _, err := a.parser.ParseExpr(r.Form.Get("query")); err != nil {
+		return nil, notes{}, &apiError{errBadData, err}
+	}
+	return []byte("[]"), notes{}, nil
+}
+
+// formatQuery is /api/v1/format_query: the expression as Prometheus' parser prints it
+// pretty (Grafana's query editor asks to format a query), or the parse error.
+func (a *API) formatQuery(r *http.Request) ([]byte, notes, *apiError) {
+	expr, err := a.parser.ParseExpr(r.Form.Get("query"))
+	if err != nil {
+		return nil, notes{}, badParam("query", err)
+	}
+	return jsonenc.AppendString(nil, expr.Pretty(0)), notes{}, nil
 }
 
 // run is what an instant and a range query share once their times are read: the request's

@@ -2,6 +2,7 @@ package promapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -363,5 +364,125 @@ func TestDashedNameWarns(t *testing.T) {
 	}
 	if v, warn, _, err := c.Query(context.Background(), `nosuch-thing_count`, d.now); err != nil || v.String() != "" || len(warn) != 0 {
 		t.Errorf("no slide metric's parts: %v %q %v", v, warn, err)
+	}
+}
+
+// TestExemplarsRefuseWhatPrometheusRefuses: slide keeps no exemplars, but a request
+// Prometheus refuses (a query that does not parse, a bad start or end, end before start) is
+// refused with its 400 bad_data, not answered with an empty success that tells Grafana's
+// user the query was fine.
+func TestExemplarsRefuseWhatPrometheusRefuses(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	srv := serveDemo(t, d, Config{})
+	for _, c := range []struct {
+		query url.Values
+		code  int
+		want  string
+	}{
+		{url.Values{"query": {"sum("}}, 400, `{"status":"error","errorType":"bad_data","error":"1:5: parse error: unclosed left parenthesis"}`},
+		{url.Values{"query": {"latency_ms"}, "start": {"yesterday"}}, 400, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"start\": cannot parse \"yesterday\" to a valid timestamp"}`},
+		{url.Values{"query": {"latency_ms"}, "end": {"NaN"}}, 400, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"end\": cannot parse \"NaN\" to a valid timestamp"}`},
+		{url.Values{"query": {"latency_ms"}, "start": {"10"}, "end": {"1"}}, 400, `{"status":"error","errorType":"bad_data","error":"end timestamp must not be before start timestamp"}`},
+		{url.Values{"query": {"latency_ms"}}, 200, `{"status":"success","data":[]}`},
+		{url.Values{"query": {"latency_ms"}, "start": {"1"}, "end": {"1"}}, 200, `{"status":"success","data":[]}`},
+	} {
+		res, err := http.Get(srv.URL + "/api/v1/query_exemplars?" + c.query.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); res.StatusCode != c.code || body != c.want {
+			t.Errorf("%v: %d %s, want %d %s", c.query, res.StatusCode, body, c.code, c.want)
+		}
+	}
+	// The client surfaces the refusal with its type.
+	_, err := clientOf(t, srv.URL).QueryExemplars(context.Background(), "rate(", d.now.Add(-time.Minute), d.now)
+	var perr *v1.Error
+	if !errors.As(err, &perr) || perr.Type != v1.ErrBadData {
+		t.Errorf("bad exemplar query through client_golang: %v", err)
+	}
+}
+
+// TestFormatQuery: /api/v1/format_query (Grafana's query editor, client_golang's
+// FormatQuery) answers Prometheus' own pretty-printing of the expression, by GET and by
+// POST, and a query that does not parse is a 400 bad_data naming the parameter.
+func TestFormatQuery(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	srv := serveDemo(t, d, Config{})
+	long := `histogram_quantile(0.95, sum by (key, route) (rate(latency_ms{route=~"/pay|/search", key!="k0aa"}[5m]))) > on (key) group_left () max by (key) (latency_ms_max)`
+	want := "  histogram_quantile(\n    0.95,\n    sum by (key, route) (rate(latency_ms{key!=\"k0aa\",route=~\"/pay|/search\"}[5m]))\n  )\n" +
+		"> on (key) group_left ()\n  max by (key) (latency_ms_max)"
+	// client_golang hands back data's raw JSON (against Prometheus too): a JSON string,
+	// with Prometheus' codec's HTML escapes (\u003e for >).
+	raw, err := clientOf(t, srv.URL).FormatQuery(context.Background(), long)
+	var got string
+	if err == nil {
+		err = json.Unmarshal([]byte(raw), &got)
+	}
+	if err != nil || got != want || !strings.Contains(raw, `\u003e on`) {
+		t.Errorf("client_golang FormatQuery: %s %v, want %q", raw, err, want)
+	}
+	for _, c := range []struct {
+		method, query string
+		code          int
+		want          string
+	}{
+		{"GET", "sum(rate(latency_ms_count[5m]))by(key)", 200, `{"status":"success","data":"sum by (key) (rate(latency_ms_count[5m]))"}`},
+		{"POST", "sum(rate(latency_ms_count[5m]))by(key)", 200, `{"status":"success","data":"sum by (key) (rate(latency_ms_count[5m]))"}`},
+		{"GET", "sum(", 400, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:5: parse error: unclosed left parenthesis"}`},
+		{"POST", "", 400, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": unknown position: parse error: no expression found in input"}`},
+	} {
+		form := url.Values{"query": {c.query}}.Encode()
+		var res *http.Response
+		if c.method == "GET" {
+			res, err = http.Get(srv.URL + "/api/v1/format_query?" + form)
+		} else {
+			res, err = http.Post(srv.URL+"/api/v1/format_query", "application/x-www-form-urlencoded", strings.NewReader(form))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); res.StatusCode != c.code || body != c.want {
+			t.Errorf("%s %q: %d %s, want %d %s", c.method, c.query, res.StatusCode, body, c.code, c.want)
+		}
+	}
+}
+
+// TestNoRules: slide evaluates no rules, and says so as a Prometheus without rules does:
+// /api/v1/rules an empty list of groups, /api/v1/alerts an empty list of alerts. Grafana
+// asks for the rules of a Prometheus data source (its alert list, with "manage alerts" on
+// by default, and its query editor's recording rules), and a 404 there was an error on
+// Grafana's alerting page ("404 from rule state endpoint. Perhaps ruler API is not
+// enabled?").
+func TestNoRules(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	srv := serveDemo(t, d, Config{})
+	for _, c := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/api/v1/rules", 200, `{"status":"success","data":{"groups":[]}}`},
+		{"/api/v1/rules?type=alert&rule_name[]=x&exclude_alerts=true", 200, `{"status":"success","data":{"groups":[]}}`},
+		{"/api/v1/rules?type=RECORD", 200, `{"status":"success","data":{"groups":[]}}`},
+		{"/api/v1/rules?type=bogus", 400, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"type\": not supported value \"bogus\""}`},
+		{"/api/v1/rules?match[]=" + url.QueryEscape(`{x=""}`), 400, `{"status":"error","errorType":"bad_data","error":"match[] must contain at least one non-empty matcher"}`},
+		{"/api/v1/alerts", 200, `{"status":"success","data":{"alerts":[]}}`},
+	} {
+		res, err := http.Get(srv.URL + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); res.StatusCode != c.code || body != c.want {
+			t.Errorf("%s: %d %s, want %d %s", c.path, res.StatusCode, body, c.code, c.want)
+		}
+	}
+	c := clientOf(t, srv.URL)
+	rules, err := c.Rules(context.Background(), nil)
+	if err != nil || rules.Groups == nil || len(rules.Groups) != 0 {
+		t.Errorf("client_golang Rules: %+v %v", rules, err)
+	}
+	alerts, err := c.Alerts(context.Background())
+	if err != nil || alerts.Alerts == nil || len(alerts.Alerts) != 0 {
+		t.Errorf("client_golang Alerts: %+v %v", alerts, err)
 	}
 }

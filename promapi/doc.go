@@ -1,10 +1,11 @@
 // Package promapi serves slide's windows as a Prometheus data source: the Prometheus HTTP
 // API (/api/v1/query, query_range, labels, label/NAME/values, series, metadata,
-// query_exemplars, status/buildinfo) evaluated by Prometheus' own engine
-// (github.com/prometheus/prometheus/promql) over a storage.Queryable backed by the rings
-// (issue #28). slide writes the adapter and the HTTP layer, not a query language: PromQL's
-// grammar, functions, extrapolation and histogram arithmetic are the engine's, except for
-// one shape of query answered without it and tested equal to it (the pushdown, below).
+// query_exemplars, format_query, rules, alerts, status/buildinfo) evaluated by Prometheus'
+// own engine (github.com/prometheus/prometheus/promql) over a storage.Queryable backed by
+// the rings (issue #28). slide writes the adapter and the HTTP layer, not a query
+// language: PromQL's grammar, functions, extrapolation and histogram arithmetic are the
+// engine's, except for one shape of query answered without it and tested equal to it (the
+// pushdown, below).
 //
 // # The series PromQL sees
 //
@@ -70,7 +71,11 @@
 // {"status":"error","errorType":"bad_data"|"execution"|"cost_limit"|"canceled"|"timeout"|
 // "unavailable"|"not_found","error":…} with Prometheus' status codes (400, 422, 422, 499,
 // 503, 503, 404). /api/v1/query_exemplars answers 200 with no data (Grafana asks, and a 404
-// floods its log), /api/v1/status/buildinfo the Prometheus version of the engine (3.x), which
+// floods its log), or Prometheus' 400 bad_data to a query, start or end that does not
+// parse (or an end before the start), /api/v1/format_query the expression as Prometheus'
+// parser prints it pretty (Grafana's query editor asks), /api/v1/rules and /api/v1/alerts
+// none (slide evaluates no rules; Grafana's alerting page asks, and shows a 404 as an
+// error), /api/v1/status/buildinfo the Prometheus version of the engine (3.x), which
 // Grafana reads to pick its features. The listings (labels, label values, series: Grafana's
 // template variables and metrics browser) list the series with samples in [start, end], as
 // Prometheus does: a series' counters have samples from its metric's retention start to
