@@ -74,3 +74,13 @@ func (c *denyCache) put(key string, e denyEntry, now int64) {
 	sh.m[key] = e
 	sh.mu.Unlock()
 }
+
+// clear drops every cached denial (their policy's numbers changed).
+func (c *denyCache) clear() {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		clear(sh.m)
+		sh.mu.Unlock()
+	}
+}

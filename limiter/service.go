@@ -235,7 +235,7 @@ func (s *Service) Policy(name string) (Policy, bool) {
 	if !ok || rt.checker != nil {
 		return Policy{}, false
 	}
-	return rt.p, true
+	return s.plans.Load().own(rt).p, true
 }
 
 // Now returns the Service clock's reading.
@@ -339,6 +339,9 @@ func (s *Service) decide(ctx context.Context, now time.Time, checks []Charge, ou
 				ov = tbl.levelOverride(rt, c.Key)
 			case j >= 0:
 				ov = tbl.over[j][rt.idx]
+			}
+			if ov == nil && tbl.base != nil && rt.checker == nil {
+				ov = tbl.base[rt.idx] // SetLimits's numbers
 			}
 			plans, ovs = append(plans, j), append(ovs, ov)
 			if ov != nil && rt.checker == nil {

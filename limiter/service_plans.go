@@ -32,6 +32,7 @@ type planTable struct {
 	ps    *Plans
 	over  [][]*override // [plan index][running idx]; nil: the policy's own numbers
 	topic *keyPlans     // key → plan index, from SetKeyPlans; nil: none
+	base  []*override   // [running idx]: the numbers SetLimits gave; nil (or a nil entry): the policy's own
 }
 
 // override is one plan's numbers for one policy (p, pr) or checker (max).
@@ -48,7 +49,8 @@ type override struct {
 func (t *planTable) levelOverride(rt *running, key string) *override {
 	var keys [MaxLevels]string
 	n := levelKeys(key, rt.p.Levels.Separator, rt.p.Levels.N, &keys)
-	p := rt.p
+	own := t.own(rt)
+	p := own.p
 	planned := false
 	for i := 0; i < n; i++ {
 		if j := t.planOf(keys[i]); j >= 0 {
@@ -63,11 +65,11 @@ func (t *planTable) levelOverride(rt *running, key string) *override {
 	}
 	ov := &override{p: p}
 	if rt.mem != nil {
-		ov.pr = rt.mem.pr // its calendar's cached period shared
+		ov.pr = own.pr // its calendar's cached period shared
 		ov.pr.quota = p.Quota()
-		ov.pr.levels = make([]params, len(rt.mem.pr.levels))
+		ov.pr.levels = make([]params, len(own.pr.levels))
 		for i := range ov.pr.levels {
-			ov.pr.levels[i] = rt.mem.pr.levels[i]
+			ov.pr.levels[i] = own.pr.levels[i]
 			ov.pr.levels[i].quota = p.Levels.Limits[i]
 		}
 	} else {
@@ -80,6 +82,9 @@ func (t *planTable) levelOverride(rt *running, key string) *override {
 func (t *planTable) planOf(key string) int32 {
 	if j, ok := t.topic.get(key); ok {
 		return j
+	}
+	if t.ps == nil {
+		return -1 // numbers from SetLimits only
 	}
 	return t.ps.index(key)
 }
@@ -118,11 +123,28 @@ func (s *Service) setPlans(ps *Plans) error {
 	s.planMu.Lock()
 	defer s.planMu.Unlock()
 	old := s.plans.Load()
-	if ps == nil {
-		s.plans.Store(nil)
-		return nil
+	var base []*override
+	if old != nil {
+		base = old.base
 	}
-	t := &planTable{ps: ps, over: make([][]*override, len(ps.names))}
+	t, err := s.planTable(ps, base, old)
+	if err != nil {
+		return err
+	}
+	s.plans.Store(t)
+	return nil
+}
+
+// planTable resolves ps over the policies' numbers (base: SetLimits's), keeping old's keys'
+// plans that ps still lists; nil when there is nothing to resolve. s.planMu must be held.
+func (s *Service) planTable(ps *Plans, base []*override, old *planTable) (*planTable, error) {
+	if ps == nil {
+		if base == nil {
+			return nil, nil
+		}
+		return &planTable{base: base}, nil
+	}
+	t := &planTable{ps: ps, over: make([][]*override, len(ps.names)), base: base}
 	var errs []error
 	for j := range ps.names {
 		t.over[j] = make([]*override, len(s.names))
@@ -146,7 +168,7 @@ func (s *Service) setPlans(ps *Plans) error {
 				t.over[j][rt.idx] = &override{max: l.Max}
 				continue
 			}
-			p, err := l.Apply(rt.p)
+			p, err := l.Apply(t.own(rt).p)
 			if err != nil {
 				var pe *PlanError
 				if errors.As(err, &pe) {
@@ -159,9 +181,9 @@ func (s *Service) setPlans(ps *Plans) error {
 		}
 	}
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return nil, errors.Join(errs...)
 	}
-	if old != nil && old.topic.len() > 0 {
+	if old != nil && old.ps != nil && old.topic.len() > 0 {
 		// The keys' plans by name, into this file's indexes; a plan no longer listed drops.
 		idx := map[string]int32{}
 		for j, n := range ps.names {
@@ -175,8 +197,7 @@ func (s *Service) setPlans(ps *Plans) error {
 		})
 		t.topic = &keyPlans{base: kept}
 	}
-	s.plans.Store(t)
-	return nil
+	return t, nil
 }
 
 // ErrUnknownPlan: SetKeyPlans named a plan the plans do not list (or there are none).
@@ -205,7 +226,7 @@ func (s *Service) SetKeyPlans(keys map[string]string) error {
 		changes[k] = j
 	}
 	if old != nil && len(changes) > 0 {
-		s.plans.Store(&planTable{ps: old.ps, over: old.over, topic: old.topic.with(changes)})
+		s.plans.Store(&planTable{ps: old.ps, over: old.over, topic: old.topic.with(changes), base: old.base})
 		s.metrics.plans.WithLabelValues("topic", "applied").Add(float64(len(changes)))
 	}
 	return errors.Join(errs...)
@@ -213,7 +234,7 @@ func (s *Service) SetKeyPlans(keys map[string]string) error {
 
 // indexOf is the index of plan name in t's plans, or -1 (t nil: no plans).
 func (t *planTable) indexOf(name string) int32 {
-	if t == nil {
+	if t == nil || t.ps == nil {
 		return -1
 	}
 	for j, n := range t.ps.names {
@@ -264,12 +285,12 @@ func (s *Service) EffectivePolicy(name, key string) (Policy, string, bool) {
 		if ov := t.levelOverride(rt, key); ov != nil {
 			return ov.p, plan, true
 		}
-		return rt.p, plan, true
+		return t.own(rt).p, plan, true
 	}
 	if j >= 0 && t.over[j][rt.idx] != nil {
 		return t.over[j][rt.idx].p, plan, true
 	}
-	return rt.p, plan, true
+	return t.own(rt).p, plan, true
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -57,6 +57,14 @@
 // unit with unlimited, bad units, empty or self replaces); a domain in two
 // files is an error (no merging).
 //
+// Server.ReloadFile (slide serve's SIGHUP) loads the config again and swaps it in for the
+// requests that start from then on (Server.Reload says what may change): the trees, the
+// limits the Server decides itself, and the numbers of the policies the limiter Service
+// runs, whose counters are kept (limiter.Service.SetLimits), as envoyproxy/ratelimit keeps
+// its Redis counters. A descriptor that maps to a policy the Service lacks, or runs with
+// another window, algorithm or backend, or with other usage rules, is ErrNeedsRestart: the
+// config in use stays, as it does for a file that does not load.
+//
 // slide's own fields extend a rate_limit: algorithm (fixed_window by default,
 // as envoyproxy/ratelimit counts; sliding_log, sliding_counter, token_bucket,
 // leaky_bucket), window (a duration instead of unit, e.g. 90s), backend
@@ -190,8 +198,9 @@
 // and descriptor (result ok, over_limit, shadow_over_limit, unlimited,
 // replaced, no_limit; an unmatched descriptor has descriptor "" and, for an
 // unknown domain, domain ""), slide_rls_errors_total{reason}
-// (unauthenticated, invalid_request, unavailable, canceled, internal), next to
-// the limiter's own metrics per policy.
+// (unauthenticated, invalid_request, unavailable, canceled, internal),
+// slide_rls_config_reloads_total{result} (applied, refused), next to the limiter's own
+// metrics per policy.
 //
 // NewGRPC serves a Server with the standard health service (SERVING for "" and
 // ServiceName until Shutdown) and server reflection, on 16 stream workers per

@@ -51,12 +51,12 @@ func keyOf(d *limiter.Decision, allowed bool) headerKey {
 // (idx >= 0) with the numbers of the last, else formatted from the decisions'
 // numbers by limithttp, the values /v1/allow sends, in one string. The values
 // returned may be shared by other responses: never modify them.
-func (s *Server) headers(idx int, md limiter.Decision, all []limiter.Decision) []*corev3.HeaderValue {
+func (cur *served) headers(idx int, md limiter.Decision, all []limiter.Decision) []*corev3.HeaderValue {
 	var k headerKey
-	cacheable := idx >= 0 && idx < len(s.hdrs) && len(all) == 1
+	cacheable := idx >= 0 && idx < len(cur.hdrs) && len(all) == 1
 	if cacheable {
 		k = keyOf(&all[0], md.Allowed)
-		if e := s.hdrs[idx].Load(); e != nil && e.k == k {
+		if e := cur.hdrs[idx].Load(); e != nil && e.k == k {
 			return e.hv
 		}
 	}
@@ -76,7 +76,7 @@ func (s *Server) headers(idx int, md limiter.Decision, all []limiter.Decision) [
 		hv = append(hv, &corev3.HeaderValue{Key: headerRetryAfter, Value: v[stateEnd:]})
 	}
 	if cacheable {
-		s.hdrs[idx].Store(&headerEntry{k: k, hv: hv})
+		cur.hdrs[idx].Store(&headerEntry{k: k, hv: hv})
 	}
 	return hv
 }

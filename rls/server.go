@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/slide-metrics/slide/limiter"
+	"github.com/slide-metrics/slide/limiter/usage"
 )
 
 // Defaults of the request bounds (ServerConfig).
@@ -38,6 +39,7 @@ const (
 	MetricRequests    = "slide_rls_requests_total"
 	MetricDescriptors = "slide_rls_descriptors_total"
 	MetricErrors      = "slide_rls_errors_total"
+	MetricReloads     = "slide_rls_config_reloads_total"
 )
 
 // ServerConfig builds a Server. Config and Service are required.
@@ -106,8 +108,8 @@ func (c *ServerConfig) Validate() error {
 type Server struct {
 	pb.UnimplementedRateLimitServiceServer
 
-	cfg     *Config
-	svc     *limiter.Service // nil when cfg has no policy or rule: no check reaches it
+	cur     atomic.Pointer[served] // swapped by Reload
+	svc     *limiter.Service       // nil when the config has no policy or rule: no check reaches it
 	now     func() time.Time
 	token   *[sha256.Size]byte // of "Bearer TOKEN"; nil without a token
 	log     *slog.Logger
@@ -117,13 +119,13 @@ type Server struct {
 	maxVal  int
 
 	requests   map[pb.RateLimitResponse_Code]prometheus.Counter
-	perLimit   []limitMetrics           // by limit.idx
-	overridden map[string]*limitMetrics // by configured domain: descriptors with a limit override
 	ov         overrides
-	noLimit    *prometheus.CounterVec
+	noLimit    *prometheus.CounterVec // slide_rls_descriptors_total
 	errs       *prometheus.CounterVec
+	reloads    *prometheus.CounterVec
 	scratchBuf sync.Pool
-	hdrs       headerCache // by limit.idx
+	reloadMu   sync.Mutex            // serialises Reload
+	rules      map[string]usage.Rule // the usage rules the Service checks, by name
 }
 
 type limitMetrics struct {
@@ -149,7 +151,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{cfg: cfg.Config, svc: cfg.Service, log: log,
+	s := &Server{svc: cfg.Service, log: log,
 		maxDesc: orDefault(cfg.MaxDescriptors, DefaultMaxDescriptors),
 		maxEnt:  orDefault(cfg.MaxEntries, DefaultMaxEntries),
 		maxVal:  orDefault(cfg.MaxValueBytes, DefaultMaxValueBytes)}
@@ -164,9 +166,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		[]string{"domain", "descriptor", "result"})
 	s.errs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricErrors,
 		Help: "ShouldRateLimit calls that failed, by reason: unauthenticated, invalid_request, unavailable, canceled, internal."}, []string{"reason"})
+	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricReloads,
+		Help: "Reloads of the config (ReloadFile: slide serve's SIGHUP) by result: applied, refused (the config in use stays)."}, []string{"result"})
 	s.noLimit = desc
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{reqs, desc, s.errs} {
+		for _, c := range []prometheus.Collector{reqs, desc, s.errs, s.reloads} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("registering rls metrics: %w", err)
 			}
@@ -176,25 +180,16 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		pb.RateLimitResponse_OK:         reqs.WithLabelValues("OK"),
 		pb.RateLimitResponse_OVER_LIMIT: reqs.WithLabelValues("OVER_LIMIT"),
 	}
-	for _, l := range cfg.Config.limits {
-		s.perLimit = append(s.perLimit, limitMetrics{
-			ok: desc.WithLabelValues(l.domain, l.path, resultOK), over: desc.WithLabelValues(l.domain, l.path, resultOver),
-			shadowOver: desc.WithLabelValues(l.domain, l.path, resultShadowOver), unlimited: desc.WithLabelValues(l.domain, l.path, resultUnlimited),
-			replaced: desc.WithLabelValues(l.domain, l.path, resultReplaced),
-		})
-	}
-	s.overridden = map[string]*limitMetrics{}
-	for dom := range cfg.Config.domains {
-		s.overridden[dom] = &limitMetrics{
-			ok: desc.WithLabelValues(dom, "override", resultOK), over: desc.WithLabelValues(dom, "override", resultOver),
-		}
+	s.cur.Store(s.serve(cfg.Config))
+	s.rules = map[string]usage.Rule{}
+	for _, r := range cfg.Config.rules {
+		s.rules[r.Name] = ruleShape(r)
 	}
 	s.now = time.Now
 	if cfg.Service != nil {
 		s.now = cfg.Service.Now
 	}
 	s.ov = overrides{redis: cfg.Redis, clock: s.now}
-	s.hdrs = make(headerCache, len(cfg.Config.limits))
 	s.scratchBuf.New = func() any { return new(scratch) }
 	return s, nil
 }
@@ -247,10 +242,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 	sc := s.scratchBuf.Get().(*scratch)
 	defer s.scratchBuf.Put(sc)
 	sc.matched, sc.checks = sc.matched[:0], sc.checks[:0]
+	cur := s.cur.Load() // this request's config from start to answer, whatever Reload does meanwhile
 
 	replacing := map[string]bool(nil)
 	for _, d := range req.GetDescriptors() {
-		if o := d.GetLimit(); o != nil && s.overridden[req.GetDomain()] != nil {
+		if o := d.GetLimit(); o != nil && cur.overridden[req.GetDomain()] != nil {
 			// As envoyproxy/ratelimit: in a configured domain, the descriptor's own
 			// limit replaces whatever the file says for it.
 			sc.matched = append(sc.matched, matched{l: overrideLimit(req.GetDomain(), o), cost: cost(req, d),
@@ -258,7 +254,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			continue
 		}
 		var l *limit
-		l, sc.path = s.cfg.match(req.GetDomain(), d, sc.path[:0])
+		l, sc.path = cur.cfg.match(req.GetDomain(), d, sc.path[:0])
 		m := matched{l: l, cost: cost(req, d)}
 		if l != nil {
 			for _, r := range l.replaces {
@@ -335,7 +331,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			m.d = d
 		}
 	}
-	return s.answer(req, now, sc), nil
+	return s.answer(cur, req, now, sc), nil
 }
 
 // cost is the descriptor's hits_addend when set (0 allowed: a peek), else the
@@ -367,7 +363,7 @@ func untilReset(now time.Time, w time.Duration) time.Duration {
 }
 
 // answer builds the response from the decisions.
-func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *pb.RateLimitResponse {
+func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc *scratch) *pb.RateLimitResponse {
 	resp := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(sc.matched))}
 	overRate, quotaTotal, quotaOver := 0, 0, 0
 	// When the request would pass: its rate denials' longest RetryAfter and, only when
@@ -383,14 +379,14 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 		resp.Statuses[i] = st
 		switch {
 		case l == nil:
-			s.noLimit.WithLabelValues(s.domainLabel(req), "", resultNoLimit).Inc()
+			s.noLimit.WithLabelValues(cur.domainLabel(req), "", resultNoLimit).Inc()
 			continue
 		case l.unlimited:
 			st.LimitRemaining = math.MaxUint32
-			s.perLimit[l.idx].unlimited.Inc()
+			cur.perLimit[l.idx].unlimited.Inc()
 			continue
 		case m.replaced:
-			s.perLimit[l.idx].replaced.Inc()
+			cur.perLimit[l.idx].replaced.Inc()
 			continue
 		}
 		if !m.synthetic {
@@ -413,9 +409,9 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 		st.DurationUntilReset = durationpb.New(max(d.ResetAfter, d.RetryAfter))
 		var lm *limitMetrics
 		if m.override {
-			lm = s.overridden[l.domain]
+			lm = cur.overridden[l.domain]
 		} else {
-			lm = &s.perLimit[l.idx]
+			lm = &cur.perLimit[l.idx]
 		}
 		switch {
 		case !d.Allowed:
@@ -465,7 +461,7 @@ func (s *Server) answer(req *pb.RateLimitRequest, now time.Time, sc *scratch) *p
 		if len(sc.all) > 1 {
 			onlyIdx = -1
 		}
-		resp.ResponseHeadersToAdd = s.headers(onlyIdx, md, sc.all)
+		resp.ResponseHeadersToAdd = cur.headers(onlyIdx, md, sc.all)
 	}
 	return resp
 }
@@ -487,8 +483,8 @@ func worse(a, b *limiter.Decision) bool {
 // domainLabel is the domain label of an unmatched descriptor: the request's
 // domain when it is configured, "" otherwise (a label from the request alone
 // would let clients create series without bound).
-func (s *Server) domainLabel(req *pb.RateLimitRequest) string {
-	if _, ok := s.cfg.domains[req.GetDomain()]; ok {
+func (cur *served) domainLabel(req *pb.RateLimitRequest) string {
+	if _, ok := cur.cfg.domains[req.GetDomain()]; ok {
 		return req.GetDomain()
 	}
 	return ""

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,13 +27,45 @@ type rlsFlags struct {
 	cfg   *rls.Config      // set by policies
 	svc   *limiter.Service // set by serve's limiter
 	redis limiter.Backend  // set by serve's limiter with --redis
+	live  *rlsLive         // shared by the copies of the flags: what SIGHUP reloads
+}
+
+// rlsLive is the running rate limit service, for SIGHUP to reload: nil until it listens.
+type rlsLive struct {
+	srv atomic.Pointer[rls.Server]
+	opt rls.LoadOptions // as at start; set before srv
 }
 
 func (f *rlsFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 }) {
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "gRPC listen address of Envoy's rate limit service (ShouldRateLimit, health, reflection); empty: off")
-	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit YAML config FILE or DIR of *.yaml for the gRPC rate limit service (needs --grpc-addr); read at start: restart to apply a change (SIGHUP says so)")
+	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit YAML config FILE or DIR of *.yaml for the gRPC rate limit service (needs --grpc-addr); reloaded on SIGHUP (a bad reload keeps the old config; a new descriptor or a new unit/algorithm needs a restart)")
+	f.live = new(rlsLive)
+}
+
+// reloadOnHUP reloads --rls-config into the rate limit service at every SIGHUP until ctx
+// ends (onHUP): registered before serve builds anything, so an early SIGHUP never kills it.
+// A config that does not load or needs a restart keeps the one in use, logged with the
+// loader's file:line and counted in slide_rls_config_reloads_total{result="refused"}.
+func (f *rlsFlags) reloadOnHUP(ctx context.Context, log *slog.Logger) {
+	onHUP(ctx, func() {
+		srv := f.live.srv.Load()
+		if srv == nil {
+			log.Warn("SIGHUP: the rate limit service is not up yet; --rls-config not reloaded", "rls_config", f.config)
+			return
+		}
+		c, err := srv.ReloadFile(f.config, f.live.opt)
+		if errors.Is(err, rls.ErrNeedsRestart) {
+			log.Error("SIGHUP: --rls-config not reloaded: serving the previous config; restart slide serve to apply this one", "rls_config", f.config, "err", err)
+			return
+		}
+		if err != nil {
+			log.Error("SIGHUP: reloading --rls-config failed; serving the previous config", "rls_config", f.config, "err", err)
+			return
+		}
+		log.Info("SIGHUP: --rls-config reloaded: "+c.String(), "rls_config", f.config)
+	})
 }
 
 // policies loads --rls-config: the policies and usage rules its descriptors map
@@ -57,7 +90,7 @@ func (f *rlsFlags) policies(redis string) ([]limiter.Policy, []usage.Rule, error
 	if cfg.Limits() == 0 {
 		return nil, nil, fmt.Errorf("--rls-config %s: no descriptor has a rate limit or rules", f.config)
 	}
-	f.cfg = cfg
+	f.cfg, f.live.opt = cfg, opt
 	return cfg.Policies(), cfg.Rules(), nil
 }
 
@@ -81,6 +114,7 @@ func (f *rlsFlags) listen(token string, reg prometheus.Registerer, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("--grpc-addr: listening on %s: %w", f.grpcAddr, err)
 	}
+	f.live.srv.Store(srv)
 	log.Info("rate limit service (gRPC)", "addr", ln.Addr().String(), "domains", f.cfg.Domains(), "policies", len(f.cfg.Policies()))
 	return &rlsServer{g: rls.NewGRPC(srv), ln: ln}, nil
 }

@@ -222,33 +222,62 @@ func TestServeRateLimitServiceBlockOnly(t *testing.T) {
 	}
 }
 
-// TestServeSIGHUPKeepsServing: a SIGHUP (a reload hook's `kill -HUP`) leaves
-// slide serve running without --tls-cert or --plans, and says that
-// --rls-config is read at start only. Without a handler Go's default for
-// SIGHUP ended the process at once: no drain, no log line.
+// TestServeSIGHUPKeepsServing: a SIGHUP (a reload hook's `kill -HUP`) leaves slide serve
+// running and reloads --rls-config: a raised limit applies to the next request over gRPC,
+// and a broken file keeps the config in use, logged with its line and counted. Without a
+// handler Go's default for SIGHUP ended the process at once: no drain, no log line.
 func TestServeSIGHUPKeepsServing(t *testing.T) {
 	cfgPath := filepath.Join(t.TempDir(), "rls.yaml")
-	if err := os.WriteFile(cfgPath, []byte("domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"), 0o600); err != nil {
-		t.Fatal(err)
+	write := func(limit string) {
+		t.Helper()
+		body := "domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: " + limit + "}\n"
+		if err := os.WriteFile(cfgPath, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
+	write("1")
 	grpcAddr := freeAddr(t)
 	s := startServe(t, "--embedded-kafka-addr", "127.0.0.1:0", "--embedded-kafka-partitions", "1", "--grpc-addr", grpcAddr, "--rls-config", cfgPath)
 	get(t, http.DefaultClient, "http://"+s.addr+"/healthz")
-	if err := syscallHUP(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.logs.String(), "--rls-config is read at start only"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line for the SIGHUP:\n%s", s.logs.String())
-		}
-	}
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	client := pb.NewRateLimitServiceClient(conn)
 	r := &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.1.1.1"}}}}}
-	if resp, err := pb.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), r); err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OK {
-		t.Fatalf("after SIGHUP: %v, %v; want OK", resp.GetOverallCode(), err)
+	decide := func(want pb.RateLimitResponse_Code, when string) {
+		t.Helper()
+		if resp, err := client.ShouldRateLimit(context.Background(), r); err != nil || resp.GetOverallCode() != want {
+			t.Fatalf("%s: %v, %v; want %v", when, resp.GetOverallCode(), err, want)
+		}
+	}
+	hup := func(logLine string) {
+		t.Helper()
+		if err := syscallHUP(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); !strings.Contains(s.logs.String(), logLine); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no log line %q for the SIGHUP:\n%s", logLine, s.logs.String())
+			}
+		}
+	}
+	decide(pb.RateLimitResponse_OK, "1 of 1")
+	decide(pb.RateLimitResponse_OVER_LIMIT, "2 of 1")
+	write("3")
+	hup("--rls-config reloaded: domains 1 → 1, descriptors 1 → 1; changed: web.remote_address")
+	decide(pb.RateLimitResponse_OK, "2 of 3 after SIGHUP")
+	if err := os.WriteFile(cfgPath, []byte("domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: fortnight}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup("rls.yaml:4: invalid rate limit unit")
+	decide(pb.RateLimitResponse_OK, "3 of 3 after a broken file")
+	decide(pb.RateLimitResponse_OVER_LIMIT, "4 of 3 after a broken file")
+	_, metrics := get(t, http.DefaultClient, "http://"+s.addr+"/metrics")
+	for _, want := range []string{`slide_rls_config_reloads_total{result="applied"} 1`, `slide_rls_config_reloads_total{result="refused"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

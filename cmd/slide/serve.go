@@ -239,11 +239,11 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
 	log := newLogger(s.err, level)
-	if c.plans == "" && c.conn.https.cert == "" {
-		keepOnHUP(ctx, log, "SIGHUP: nothing reloads on it without --plans or --tls-cert; --policies and the other flags are read at start (restart to apply them)")
+	if c.plans == "" && c.conn.https.cert == "" && c.rls.config == "" {
+		keepOnHUP(ctx, log, "SIGHUP: nothing reloads on it without --plans, --tls-cert or --rls-config; --policies and the other flags are read at start (restart to apply them)")
 	}
-	if c.rls.config != "" { // envoyproxy/ratelimit reloads its files; slide does not yet
-		keepOnHUP(ctx, log, "SIGHUP: --rls-config is read at start only; restart slide serve to apply changes to it")
+	if c.rls.config != "" && c.rls.grpcAddr != "" {
+		c.rls.reloadOnHUP(ctx, log)
 	}
 	return envNamed(fs, serve(ctx, c, s, log))
 }
