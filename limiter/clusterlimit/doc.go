@@ -128,7 +128,9 @@
 // fingerprint, its expiry and its state (limiter.Memory.Export). A partition whose keys
 // take more than 512 KiB (about 8,000 keys at ~62 bytes each) is written in parts: records
 // keyed group/partition#i, acknowledged before the partition's record, which names them,
-// since a broker refuses a record past its message.max.bytes (1 MB by default). A reader
+// since a broker refuses a record past its message.max.bytes (1 MB by default). A part ends
+// before an entry that would carry it past 512 KiB, so a key larger than that goes alone
+// in one. A reader
 // takes a record with all its parts or not at all. A partition that leaves
 // the owner gets a final record (flagged so, with the generation), then its keys are
 // dropped here; Close (SIGTERM, after the API drained and before the consumer leaves the
