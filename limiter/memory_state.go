@@ -136,7 +136,7 @@ func forgetStore[S any](st *store[S], drop func(string) bool) {
 }
 
 // appendState writes one algorithm's state: varints, the token bucket's tokens as float64
-// bits, a sliding log's entries oldest first.
+// bits, a sliding log's entries oldest first (past logCompactFrom entries, as differences).
 func appendState(b []byte, s any) []byte {
 	switch s := s.(type) {
 	case *fixedWindow:
@@ -159,6 +159,9 @@ func appendState(b []byte, s any) []byte {
 	case *gcra:
 		b = binary.AppendVarint(b, s.tat)
 	case *slidingLog:
+		if s.n > logCompactFrom {
+			return appendLogCompact(b, s)
+		}
 		b = binary.AppendVarint(b, s.base)
 		b = binary.AppendUvarint(b, uint64(s.n))
 		for i := range s.n {
@@ -168,6 +171,72 @@ func appendState(b []byte, s any) []byte {
 		}
 	}
 	return b
+}
+
+// A sliding log's entries written absolute take ~12 bytes each (t, unix ns, 9; end, a
+// running total of units, 3): a log of MaxLogLimit entries took 1.2 MB, more than a
+// broker's record (message.max.bytes, 1 MB by default), so its partition's checkpoint
+// failed and a new owner admitted the key's whole limit again. Past logCompactFrom entries
+// a log is written compact instead: the marker logCompact, base, n, then each entry as
+// its differences from the one before (t from the previous t, the first from 0; end from
+// the previous end, the first from base) as uvarints: ~5 bytes an entry for a limit of
+// 100,000 an hour, at most ~8 for any log of MaxLogLimit entries within maxInstant. A
+// smaller log keeps the absolute form, which a slide from before the compact form reads
+// too, so a rolling upgrade hands it over either way.
+const (
+	logCompactFrom = 1024
+	// logCompact opens the compact form: a byte the absolute form never begins with,
+	// since its first varint, base, is never negative (and 1 is the varint of −1).
+	logCompact = 1
+)
+
+func appendLogCompact(b []byte, s *slidingLog) []byte {
+	b = append(b, logCompact)
+	b = binary.AppendUvarint(b, uint64(s.base))
+	b = binary.AppendUvarint(b, uint64(s.n))
+	prev := logEntry{end: s.base}
+	for i := range s.n {
+		e := s.at(i)
+		b = binary.AppendUvarint(b, uint64(e.t-prev.t))
+		b = binary.AppendUvarint(b, uint64(e.end-prev.end))
+		prev = *e
+	}
+	return b
+}
+
+// readLogCompact reads appendLogCompact's form (after its marker) into s, as readState
+// reads the absolute one: false when it does not read exactly, or an entry is out of order
+// or past maxInstant.
+func readLogCompact(s *slidingLog, b []byte) bool {
+	uvarint := func() (uint64, bool) {
+		v, k := binary.Uvarint(b)
+		if k <= 0 {
+			return 0, false
+		}
+		b = b[k:]
+		return v, true
+	}
+	base, ok := uvarint()
+	if !ok || base > maxInstant {
+		return false
+	}
+	n, ok := uvarint()
+	if !ok || n > MaxLogLimit || n > uint64(len(b))/2 { // every entry takes 2 bytes or more
+		return false
+	}
+	e := make([]logEntry, n)
+	prev := logEntry{end: int64(base)}
+	for i := range e {
+		dt, ok1 := uvarint()
+		de, ok2 := uvarint()
+		if !ok1 || !ok2 || dt > uint64(maxInstant-prev.t) || de == 0 || de > uint64(maxInstant-prev.end) {
+			return false
+		}
+		e[i] = logEntry{t: prev.t + int64(dt), end: prev.end + int64(de)}
+		prev = e[i]
+	}
+	s.base, s.e, s.head, s.n = int64(base), e, 0, len(e)
+	return len(b) == 0
 }
 
 // maxInstant bounds an imported instant (unix ns, year 2116): differences of two stay in
@@ -228,23 +297,18 @@ func readState(s any, b []byte, p *params) bool {
 		s.tat = varint()
 		bad = bad || !within(s.tat, maxInstant)
 	case *slidingLog:
-		s.base = varint()
-		n, k := binary.Uvarint(b)
-		if bad || k <= 0 || n > MaxLogLimit || n > uint64(len(b))/2 {
-			return false
-		}
-		b = b[k:]
-		if !within(s.base, maxInstant) {
-			return false
-		}
-		e := make([]logEntry, n)
-		prev := logEntry{t: math.MinInt64, end: s.base}
-		for i := range e {
-			e[i] = logEntry{t: varint(), end: varint()}
-			if e[i].t < prev.t || e[i].end <= prev.end || !within(e[i].t, maxInstant) || !within(e[i].end, maxInstant) {
+		if len(b) > 0 && b[0] == logCompact {
+			if !readLogCompact(s, b[1:]) {
 				return false
 			}
-			prev = e[i]
+			b = nil
+		} else if !readLogAbsolute(s, &b) {
+			return false
+		}
+		e := s.e[:s.n]
+		prev := logEntry{end: s.base}
+		if s.n > 0 {
+			prev = e[s.n-1]
 		}
 		// A log over the quota (its plan's limit was cut) keeps its newest entries up to
 		// the quota: the key is denied until they leave, as it would be with all of them
@@ -260,4 +324,38 @@ func readState(s any, b []byte, p *params) bool {
 		return false
 	}
 	return !bad && len(b) == 0
+}
+
+// readLogAbsolute reads a sliding log's absolute form into s, taking it from *b.
+func readLogAbsolute(s *slidingLog, b *[]byte) bool {
+	bad := false
+	varint := func() int64 {
+		v, n := binary.Varint(*b)
+		if n <= 0 {
+			bad = true
+			return 0
+		}
+		*b = (*b)[n:]
+		return v
+	}
+	s.base = varint()
+	n, k := binary.Uvarint(*b)
+	if bad || k <= 0 || n > MaxLogLimit || n > uint64(len(*b))/2 {
+		return false
+	}
+	*b = (*b)[k:]
+	if !within(s.base, maxInstant) {
+		return false
+	}
+	e := make([]logEntry, n)
+	prev := logEntry{t: math.MinInt64, end: s.base}
+	for i := range e {
+		e[i] = logEntry{t: varint(), end: varint()}
+		if bad || e[i].t < prev.t || e[i].end <= prev.end || !within(e[i].t, maxInstant) || !within(e[i].end, maxInstant) {
+			return false
+		}
+		prev = e[i]
+	}
+	s.e, s.head, s.n = e, 0, len(e)
+	return true
 }

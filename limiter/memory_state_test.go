@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -131,6 +132,8 @@ func FuzzImportState(f *testing.F) {
 		}
 		m.Export(t0, func(string) bool { return true }, func(_ string, _ int64, st []byte) { f.Add(append([]byte(nil), st...)) })
 	}
+	// A sliding log's compact form (written past logCompactFrom entries).
+	f.Add(appendLogCompact(nil, &slidingLog{e: []logEntry{{t: t0.UnixNano(), end: 2}, {t: t0.UnixNano() + 5, end: 3}}, n: 2}))
 	f.Fuzz(func(t *testing.T, state []byte) {
 		for _, p := range policies {
 			m, _ := NewMemory(p, MemoryConfig{})
@@ -151,4 +154,93 @@ func FuzzImportState(f *testing.F) {
 			}
 		}
 	})
+}
+
+// appendLogAbsolute is a sliding log's state as every slide wrote it before the compact
+// form (and as it still writes a log of logCompactFrom entries or fewer).
+func appendLogAbsolute(b []byte, s *slidingLog) []byte {
+	b = binary.AppendVarint(b, s.base)
+	b = binary.AppendUvarint(b, uint64(s.n))
+	for i := range s.n {
+		b = binary.AppendVarint(b, s.at(i).t)
+		b = binary.AppendVarint(b, s.at(i).end)
+	}
+	return b
+}
+
+// TestLongLogStateIsCompact: a sliding log past logCompactFrom entries is exported in the
+// compact form, at ~5 bytes an entry (the absolute form's ~12 made a log of 100,000 entries
+// 1.2 MB, past a Kafka record, so clusterlimit's checkpoint of it failed and a new owner
+// admitted the key's limit again), and imported it decides on as the original does; so
+// does its absolute form (a checkpoint of a slide before the compact form), and a small
+// log keeps the absolute form, which such a slide reads. A compact state cut short or out
+// of order is refused. A log of MaxLogLimit entries spread over MaxWindow, the largest an
+// honest log gets, stays under 800 KB, below a broker's 1 MB record.
+func TestLongLogStateIsCompact(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Unix(1_764_489_600, 0)
+	p := Policy{Name: "sl", Algorithm: SlidingLog, Limit: 5000, Window: time.Hour}
+	fill := func(m *Memory, n int, every time.Duration, cost int64) {
+		for i := range n {
+			if d, _ := m.AllowN(ctx, "k", t0.Add(time.Duration(i)*every), cost); !d.Allowed {
+				t.Fatalf("unit %d: %+v", i, d)
+			}
+		}
+	}
+	export := func(m *Memory) (exp int64, st []byte) {
+		m.Export(t0, func(string) bool { return true }, func(_ string, e int64, s []byte) { exp, st = e, append([]byte(nil), s...) })
+		return exp, st
+	}
+	small, _ := NewMemory(p, MemoryConfig{})
+	fill(small, logCompactFrom, 30*time.Millisecond, 1)
+	if _, st := export(small); st[0] == logCompact {
+		t.Errorf("a log of %d entries in the compact form: a slide before it would refuse it", logCompactFrom)
+	}
+
+	a, _ := NewMemory(p, MemoryConfig{})
+	fill(a, 3000, 30*time.Millisecond, 1)
+	_, _ = a.AllowN(ctx, "k", t0.Add(3000*30*time.Millisecond), 7) // an entry of 7 units
+	exp, st := export(a)
+	if st[0] != logCompact || len(st) > 5*3001+16 {
+		t.Fatalf("a log of 3001 entries: %d bytes, marker %d; want the compact form, ~5 bytes an entry", len(st), st[0])
+	}
+	var abs []byte
+	a.sl.locked(func(sh *shard[slidingLog]) {
+		for e := sh.front; e != nil; e = e.next {
+			abs = appendLogAbsolute(nil, &e.s)
+		}
+	})
+	t.Logf("3001 entries 30 ms apart: %d bytes compact, %d absolute", len(st), len(abs))
+	var ms []*Memory
+	for _, form := range [][]byte{st, abs} {
+		m, _ := NewMemory(p, MemoryConfig{})
+		if err := m.Import("k", exp, form); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	for i := range 40 {
+		at := t0.Add(3000*30*time.Millisecond + time.Duration(i)*97*time.Second)
+		want, _ := a.AllowN(ctx, "k", at, 1000)
+		for j, m := range ms {
+			if got, _ := m.AllowN(ctx, "k", at, 1000); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("form %d, request %d after the import: %+v, want %+v", j, i, got, want)
+			}
+		}
+	}
+	m, _ := NewMemory(p, MemoryConfig{})
+	for _, bad := range [][]byte{st[:len(st)-1], append(append([]byte(nil), st[:len(st)-1]...), 0)} {
+		if err := m.Import("k", exp, bad); !errors.Is(err, ErrBadState) {
+			t.Errorf("a compact state cut short, or with an entry of no units: %v, want ErrBadState", err)
+		}
+	}
+
+	// The largest honest log: MaxLogLimit entries, the window's span apart.
+	big, _ := NewMemory(Policy{Name: "sl", Algorithm: SlidingLog, Limit: MaxLogLimit, Window: MaxWindow}, MemoryConfig{})
+	fill(big, MaxLogLimit, MaxWindow/MaxLogLimit, 1)
+	if _, st := export(big); len(st) > 800_000 {
+		t.Errorf("a log of %d entries over %s: %d bytes, want under 800 KB", MaxLogLimit, MaxWindow, len(st))
+	} else {
+		t.Logf("%d entries over %s: %d bytes", MaxLogLimit, MaxWindow, len(st))
+	}
 }

@@ -350,7 +350,7 @@ func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) (par
 			i = slot[partitionOf(o.route(k), n)]
 			return i >= 0
 		}, func(k string, exp int64, st []byte) {
-			bodies[i] = splits[i].before(bodies[i])
+			bodies[i] = splits[i].before(bodies[i], entrySize(name, k, st))
 			bodies[i] = appendEntry(bodies[i], name, o.fp, k, exp, st)
 			splits[i].n++
 		})

@@ -58,10 +58,13 @@ type split struct {
 	counts []int
 }
 
-// before is called before an entry is appended to body: when the part under way holds
-// maxPartBytes or more, it ends there, and the next begins after room for its header.
-func (s *split) before(body []byte) []byte {
-	if len(body)-s.start < maxPartBytes || s.n == 0 {
+// before is called before an entry of size bytes is appended to body: when the part under
+// way would then pass maxPartBytes, it ends there, and the next begins after room for its
+// header. A part so holds at most maxPartBytes, or one entry alone: ending a part only once
+// it held maxPartBytes made a part of 512 KiB of small keys and a long sliding log after
+// them (~700 KB at 60,000 entries), which a broker refused.
+func (s *split) before(body []byte, size int) []byte {
+	if len(body)-s.start+size <= maxPartBytes || s.n == 0 {
 		return body
 	}
 	s.cuts = append(s.cuts, len(body))

@@ -479,6 +479,11 @@ func appendEntry(b []byte, policy string, fp uint64, key string, expires int64, 
 	return append(b, state...)
 }
 
+// entrySize bounds the bytes appendEntry writes for an entry.
+func entrySize(policy, key string, state []byte) int {
+	return len(policy) + len(key) + len(state) + 8 + 4*binary.MaxVarintLen64
+}
+
 func appendCheckpoint(b []byte, gen int32, final bool, at int64, n int, entries []byte) []byte {
 	b = appendCheckpointHeader(b, gen, final, at, n)
 	return append(b, entries...)

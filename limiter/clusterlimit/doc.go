@@ -128,7 +128,17 @@
 // fingerprint, its expiry and its state (limiter.Memory.Export). A partition whose keys
 // take more than 512 KiB (about 8,000 keys at ~62 bytes each) is written in parts: records
 // keyed group/partition#i, acknowledged before the partition's record, which names them,
-// since a broker refuses a record past its message.max.bytes (1 MB by default). A reader
+// since a broker refuses a record past its message.max.bytes (1 MB by default). A part ends
+// before an entry that would carry it past 512 KiB, so a key larger than that goes alone
+// in one. The largest key, a sliding log of MaxLogLimit (100,000) entries, fits one record:
+// limiter.Memory.Export writes a log of more than 1,024 entries as differences (~5 bytes
+// an entry for 100,000 an hour; 700 KB for 100,000 spread over the longest window), where
+// absolute instants took ~12 bytes an entry and 1.2 MB for 100,000, and every checkpoint of
+// the key's partition failed, so a new owner admitted the key's whole limit again. So one
+// key's entries are never split across parts, and no sliding_log limit is refused for its
+// checkpoint's size. A slide from before this refuses such a log's state (its restore
+// counts it refused) and reads a smaller log's, which keeps the absolute form for it:
+// during a rolling upgrade only logs of more than 1,024 entries can start afresh. A reader
 // takes a record with all its parts or not at all. A partition that leaves
 // the owner gets a final record (flagged so, with the generation), then its keys are
 // dropped here; Close (SIGTERM, after the API drained and before the consumer leaves the
