@@ -200,7 +200,13 @@
 // unknown domain, domain ""), slide_rls_errors_total{reason}
 // (unauthenticated, invalid_request, unavailable, canceled, internal),
 // slide_rls_config_reloads_total{result} (applied, refused), next to the limiter's own
-// metrics per policy.
+// metrics per policy. slide_limiter_decisions_total{policy,result}
+// counts every decided descriptor, also those the Server decides without the
+// limiter Service: a requests_per_unit 0 block (denied, or shadow_denied),
+// an unlimited descriptor (allowed) and a cost above the quota (denied), under
+// the policy name of the mapping, and a limit override under rls-override.UNIT
+// (error when Redis failed and it was admitted). A descriptor without a limit,
+// or replaced, is no decision.
 //
 // NewGRPC serves a Server with the standard health service (SERVING for "" and
 // ServiceName until Shutdown) and server reflection, on 16 stream workers per

@@ -34,14 +34,6 @@ const (
 	DefaultMaxValueBytes  = 4096
 )
 
-// Metric names exported by a Server.
-const (
-	MetricRequests    = "slide_rls_requests_total"
-	MetricDescriptors = "slide_rls_descriptors_total"
-	MetricErrors      = "slide_rls_errors_total"
-	MetricReloads     = "slide_rls_config_reloads_total"
-)
-
 // ServerConfig builds a Server. Config and Service are required.
 type ServerConfig struct {
 	// Config is the loaded configuration.
@@ -123,24 +115,12 @@ type Server struct {
 	noLimit    *prometheus.CounterVec // slide_rls_descriptors_total
 	errs       *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
+	decisions  *prometheus.CounterVec // the limiter's slide_limiter_decisions_total
+	ovDec      sync.Map               // policy name → *decisionMetrics, of the overrides' units
 	scratchBuf sync.Pool
 	reloadMu   sync.Mutex            // serialises Reload
 	rules      map[string]usage.Rule // the usage rules the Service checks, by name
 }
-
-type limitMetrics struct {
-	ok, over, shadowOver, unlimited, replaced prometheus.Counter
-}
-
-// Results of slide_rls_descriptors_total.
-const (
-	resultOK         = "ok"
-	resultOver       = "over_limit"
-	resultShadowOver = "shadow_over_limit"
-	resultUnlimited  = "unlimited"
-	resultReplaced   = "replaced"
-	resultNoLimit    = "no_limit"
-)
 
 // NewServer validates cfg and builds a Server.
 func NewServer(cfg ServerConfig) (*Server, error) {
@@ -169,6 +149,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricReloads,
 		Help: "Reloads of the config (ReloadFile: slide serve's SIGHUP) by result: applied, refused (the config in use stays)."}, []string{"result"})
 	s.noLimit = desc
+	var err error
+	if s.decisions, err = limiter.DecisionCounter(cfg.Registerer); err != nil {
+		return nil, err
+	}
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{reqs, desc, s.errs, s.reloads} {
 			if err := cfg.Registerer.Register(c); err != nil {
@@ -384,6 +368,7 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 		case l.unlimited:
 			st.LimitRemaining = math.MaxUint32
 			cur.perLimit[l.idx].unlimited.Inc()
+			cur.perLimit[l.idx].dec.allowed.Inc()
 			continue
 		case m.replaced:
 			cur.perLimit[l.idx].replaced.Inc()
@@ -402,6 +387,12 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 			}
 		}
 		d := &m.d
+		switch {
+		case m.override:
+			s.overrideDecisions(l.policy).count(d)
+		case m.synthetic:
+			cur.perLimit[l.idx].dec.count(d)
+		}
 		if l.current != nil {
 			st.CurrentLimit = l.current // shared, never modified: concurrent marshals only read it
 		}
@@ -478,16 +469,6 @@ func worse(a, b *limiter.Decision) bool {
 		return a.RetryAfter > b.RetryAfter
 	}
 	return a.Remaining < b.Remaining
-}
-
-// domainLabel is the domain label of an unmatched descriptor: the request's
-// domain when it is configured, "" otherwise (a label from the request alone
-// would let clients create series without bound).
-func (cur *served) domainLabel(req *pb.RateLimitRequest) string {
-	if _, ok := cur.cfg.domains[req.GetDomain()]; ok {
-		return req.GetDomain()
-	}
-	return ""
 }
 
 // decideError maps a limiter error to a gRPC status.
