@@ -143,7 +143,14 @@
 // descriptor and, when the request is over its limit, Retry-After (whole
 // seconds, rounded up): when it would pass, once its descriptors not in
 // quota_mode free and, if every quota_mode one is over, the first of those
-// frees. Envoy forwards them to the client. A response's
+// frees. Envoy forwards them to the client. With ServerConfig.LimitHeaders
+// (slide serve --rls-response-headers) three more follow, as envoyproxy/ratelimit
+// sends them with LIMIT_RESPONSE_HEADERS_ENABLED (named RateLimit-Limit,
+// RateLimit-Remaining and RateLimit-Reset by default, as there): the
+// requests_per_unit, limit_remaining and duration_until_reset in whole seconds
+// (rounded up) of one descriptor: the last one over its limit that is not in
+// quota_mode, else the first with the least limit_remaining; none when no
+// descriptor has a current_limit (unknown, unlimited). A response's
 // current_limit and header values may be shared with other responses (a
 // limit reuses the headers it built last while their numbers repeat, as a hot
 // key's denials do for a second at a time): a caller of Server.ShouldRateLimit

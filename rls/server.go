@@ -63,10 +63,20 @@ type ServerConfig struct {
 	MaxEntries int
 	// MaxValueBytes bounds the domain and each entry's key and value. Default 4096.
 	MaxValueBytes int
+	// LimitHeaders, when set, adds envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED
+	// headers, so named, to response_headers_to_add, after slide's own: the
+	// limit, remaining and reset of the descriptor nearest its limit
+	// (appendLimitHeaders). Nil: not sent, envoyproxy/ratelimit's default too.
+	LimitHeaders *LimitHeaderNames
 }
 
 // Validate checks the configuration.
 func (c *ServerConfig) Validate() error {
+	if c.LimitHeaders != nil {
+		if err := c.LimitHeaders.Validate(); err != nil {
+			return fmt.Errorf("rls server config: %w", err)
+		}
+	}
 	switch {
 	case c.Config == nil:
 		return errors.New("rls server config: no Config")
@@ -120,6 +130,7 @@ type Server struct {
 	scratchBuf sync.Pool
 	reloadMu   sync.Mutex            // serialises Reload
 	rules      map[string]usage.Rule // the usage rules the Service checks, by name
+	limitHdr   *LimitHeaderNames     // nil: none; for every config Reload swaps in
 }
 
 // NewServer validates cfg and builds a Server.
@@ -174,6 +185,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.now = cfg.Service.Now
 	}
 	s.ov = overrides{redis: cfg.Redis, clock: s.now}
+	if cfg.LimitHeaders != nil {
+		n := *cfg.LimitHeaders
+		s.limitHdr = &n
+	}
 	s.scratchBuf.New = func() any { return new(scratch) }
 	return s, nil
 }
@@ -453,6 +468,9 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 			onlyIdx = -1
 		}
 		resp.ResponseHeadersToAdd = cur.headers(onlyIdx, md, sc.all)
+	}
+	if s.limitHdr != nil {
+		resp.ResponseHeadersToAdd = s.appendLimitHeaders(resp.ResponseHeadersToAdd, resp, sc)
 	}
 	return resp
 }
