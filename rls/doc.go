@@ -196,7 +196,12 @@
 // subtle.ConstantTimeCompare, so a wrong one takes the same time whatever its
 // content and length. A
 // Redis failure follows each limit's on_backend_error; under closed the call
-// fails with Unavailable, and Envoy's failure_mode_deny then decides.
+// fails with Unavailable, and Envoy's failure_mode_deny then decides. Under
+// open (a limit override too) the descriptor is OK but claims no quota, since
+// none was counted: no current_limit, limit_remaining or duration_until_reset,
+// and no RateLimit entry or LimitHeaders from it (envoyproxy/ratelimit's call
+// fails on a Redis error, so Envoy sends no rate limit headers either); under
+// local the in-memory count's numbers are reported.
 //
 // # Metrics
 //

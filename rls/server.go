@@ -408,11 +408,20 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 		case m.synthetic:
 			cur.perLimit[l.idx].dec.count(d)
 		}
-		if l.current != nil {
-			st.CurrentLimit = l.current // shared, never modified: concurrent marshals only read it
+		// Admitted uncounted (the backend failed, on_backend_error open): nothing is
+		// known of the key's quota, so its status claims none (no current_limit, which
+		// Envoy's x-ratelimit headers and LimitHeaders skip) and it adds no RateLimit
+		// entry, as envoyproxy/ratelimit claims none when Redis fails (its call fails
+		// and Envoy lets the request through without headers). A full quota would
+		// invite a client that paces itself by the headers to spend it at once.
+		untracked := d.Degraded && d.Allowed && d.Remaining == d.Limit
+		if !untracked {
+			if l.current != nil {
+				st.CurrentLimit = l.current // shared, never modified: concurrent marshals only read it
+			}
+			st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
+			st.DurationUntilReset = durationpb.New(max(d.ResetAfter, d.RetryAfter))
 		}
-		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
-		st.DurationUntilReset = durationpb.New(max(d.ResetAfter, d.RetryAfter))
 		var lm *limitMetrics
 		if m.override {
 			lm = cur.overridden[l.domain]
@@ -439,6 +448,9 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 		} else if !d.Allowed {
 			rateRetry = max(rateRetry, d.RetryAfter)
 			overRate++
+		}
+		if untracked {
+			continue
 		}
 		sc.all = append(sc.all, *d)
 		if !m.override {
