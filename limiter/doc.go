@@ -212,4 +212,7 @@
 // (memory policies, local fallbacks) slide_limiter_keys{policy},
 // slide_limiter_bytes{policy}, slide_limiter_evictions_total{policy} (idle
 // keys dropped to make room) and slide_limiter_store_full_total{policy}.
+// DecisionCounter hands the decisions counter to code that decides without a
+// Service (package rls's blocks and limit overrides), so it counts in the same
+// series; a Service registered on the same Registerer shares it.
 package limiter

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,12 +40,38 @@ func (m *metrics) backendLatency(backend string) prometheus.Observer {
 	return &m.latency.redis
 }
 
+// DecisionCounter returns slide_limiter_decisions_total{policy,result} as registered
+// with reg: the vector a Service (or an earlier call) registered there, else a new one
+// registered now; nil reg: a new one registered nowhere. Decisions taken outside a
+// Service count in it beside the Service's own, so that one series answers "how many
+// denials" (package rls decides blocks, exemptions and Envoy's limit overrides itself).
+func DecisionCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricDecisions,
+		Help: "Admission decisions by policy and result (allowed, denied, shadow_denied; error when the backend failed and the failure mode decided).",
+	}, []string{"policy", "result"})
+	if reg == nil {
+		return v, nil
+	}
+	if err := reg.Register(v); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if old, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				return old, nil
+			}
+		}
+		return nil, fmt.Errorf("registering %s: %w", MetricDecisions, err)
+	}
+	return v, nil
+}
+
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	decisions, err := DecisionCounter(reg)
+	if err != nil {
+		return nil, err
+	}
 	m := &metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricDecisions,
-			Help: "Admission decisions by policy and result (allowed, denied, shadow_denied; error when the backend failed and the failure mode decided).",
-		}, []string{"policy", "result"}),
+		decisions: decisions,
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricBackendErrors,
 			Help: "Backend calls that failed, by policy and reason (timeout or error).",
@@ -60,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"source", "result"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.decisions, m.errors, m.latency, m.cacheHits, m.plans} {
+		for _, c := range []prometheus.Collector{m.errors, m.latency, m.cacheHits, m.plans} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering limiter metrics: %w", err)
 			}

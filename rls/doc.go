@@ -143,7 +143,14 @@
 // descriptor and, when the request is over its limit, Retry-After (whole
 // seconds, rounded up): when it would pass, once its descriptors not in
 // quota_mode free and, if every quota_mode one is over, the first of those
-// frees. Envoy forwards them to the client. A response's
+// frees. Envoy forwards them to the client. With ServerConfig.LimitHeaders
+// (slide serve --rls-response-headers) three more follow, as envoyproxy/ratelimit
+// sends them with LIMIT_RESPONSE_HEADERS_ENABLED (named RateLimit-Limit,
+// RateLimit-Remaining and RateLimit-Reset by default, as there): the
+// requests_per_unit, limit_remaining and duration_until_reset in whole seconds
+// (rounded up) of one descriptor: the last one over its limit that is not in
+// quota_mode, else the first with the least limit_remaining; none when no
+// descriptor has a current_limit (unknown, unlimited). A response's
 // current_limit and header values may be shared with other responses (a
 // limit reuses the headers it built last while their numbers repeat, as a hot
 // key's denials do for a second at a time): a caller of Server.ShouldRateLimit
@@ -189,7 +196,12 @@
 // subtle.ConstantTimeCompare, so a wrong one takes the same time whatever its
 // content and length. A
 // Redis failure follows each limit's on_backend_error; under closed the call
-// fails with Unavailable, and Envoy's failure_mode_deny then decides.
+// fails with Unavailable, and Envoy's failure_mode_deny then decides. Under
+// open (a limit override too) the descriptor is OK but claims no quota, since
+// none was counted: no current_limit, limit_remaining or duration_until_reset,
+// and no RateLimit entry or LimitHeaders from it (envoyproxy/ratelimit's call
+// fails on a Redis error, so Envoy sends no rate limit headers either); under
+// local the in-memory count's numbers are reported.
 //
 // # Metrics
 //
@@ -200,7 +212,13 @@
 // unknown domain, domain ""), slide_rls_errors_total{reason}
 // (unauthenticated, invalid_request, unavailable, canceled, internal),
 // slide_rls_config_reloads_total{result} (applied, refused), next to the limiter's own
-// metrics per policy.
+// metrics per policy. slide_limiter_decisions_total{policy,result}
+// counts every decided descriptor, also those the Server decides without the
+// limiter Service: a requests_per_unit 0 block (denied, or shadow_denied),
+// an unlimited descriptor (allowed) and a cost above the quota (denied), under
+// the policy name of the mapping, and a limit override under rls-override.UNIT
+// (error when Redis failed and it was admitted). A descriptor without a limit,
+// or replaced, is no decision.
 //
 // NewGRPC serves a Server with the standard health service (SERVING for "" and
 // ServiceName until Shutdown) and server reflection, on 16 stream workers per

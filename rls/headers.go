@@ -1,11 +1,14 @@
 package rls
 
 import (
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/limiter/limithttp"
@@ -87,3 +90,78 @@ var (
 	headerRateLimit  = strings.ToLower(limithttp.HeaderRateLimit)
 	headerRetryAfter = strings.ToLower(limithttp.HeaderRetryAfter)
 )
+
+// LimitHeaderNames name the three response headers of envoyproxy/ratelimit's
+// LIMIT_RESPONSE_HEADERS_ENABLED (ServerConfig.LimitHeaders): the limit, the
+// remaining requests and the seconds to the reset, of one descriptor.
+type LimitHeaderNames struct {
+	Limit, Remaining, Reset string
+}
+
+// DefaultLimitHeaderNames are envoyproxy/ratelimit's defaults (its
+// LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and LIMIT_RESET_HEADER).
+var DefaultLimitHeaderNames = LimitHeaderNames{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}
+
+// Validate checks that the names are HTTP header names, distinct from each
+// other and from the headers every answer carries (RateLimit-Policy,
+// RateLimit, Retry-After): Envoy would send a name twice.
+func (n LimitHeaderNames) Validate() error {
+	seen := map[string]bool{headerPolicy: true, headerRateLimit: true, headerRetryAfter: true}
+	for _, name := range []string{n.Limit, n.Remaining, n.Reset} {
+		if !validHeaderName(name) {
+			return fmt.Errorf("rate limit header name %q: want an HTTP header name (letters, digits, and !#$%%&'*+-.^_`|~)", name)
+		}
+		lower := strings.ToLower(name)
+		if seen[lower] {
+			return fmt.Errorf("rate limit header name %q is used twice (RateLimit-Policy, RateLimit and Retry-After are always sent)", name)
+		}
+		seen[lower] = true
+	}
+	return nil
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// appendLimitHeaders returns hv (which may be shared: never appended to in
+// place) followed by the three LimitHeaders of the status envoyproxy/ratelimit
+// picks: of those with a current_limit, the first with the least
+// limit_remaining, unless a descriptor not in quota_mode is over its limit,
+// when it is the last of those. Limit is its requests_per_unit, Remaining its
+// limit_remaining, Reset its duration_until_reset in seconds, rounded up (on a
+// fixed window of a unit, what envoyproxy/ratelimit computes from the clock).
+// hv as it is when no status has a current_limit, as envoyproxy/ratelimit adds
+// none then.
+func (s *Server) appendLimitHeaders(hv []*corev3.HeaderValue, resp *pb.RateLimitResponse, sc *scratch) []*corev3.HeaderValue {
+	var pick *pb.RateLimitResponse_DescriptorStatus
+	least := uint32(math.MaxUint32)
+	for i, st := range resp.GetStatuses() {
+		if st.GetCurrentLimit() != nil && st.GetLimitRemaining() < least {
+			pick, least = st, st.GetLimitRemaining()
+		}
+		if st.GetCode() == pb.RateLimitResponse_OVER_LIMIT && !sc.matched[i].l.quotaMode {
+			pick, least = st, 0
+		}
+	}
+	if pick == nil {
+		return hv
+	}
+	out := make([]*corev3.HeaderValue, len(hv), len(hv)+3)
+	copy(out, hv)
+	n := s.limitHdr
+	return append(out,
+		&corev3.HeaderValue{Key: n.Limit, Value: strconv.FormatUint(uint64(pick.GetCurrentLimit().GetRequestsPerUnit()), 10)},
+		&corev3.HeaderValue{Key: n.Remaining, Value: strconv.FormatUint(uint64(pick.GetLimitRemaining()), 10)},
+		&corev3.HeaderValue{Key: n.Reset, Value: strconv.FormatInt(limithttp.CeilSeconds(pick.GetDurationUntilReset().AsDuration()), 10)})
+}

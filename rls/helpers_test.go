@@ -41,6 +41,7 @@ type setup struct {
 	redis     limiter.Backend
 	token     string
 	realClock bool
+	limitHdr  *rls.LimitHeaderNames
 }
 
 func loadTestConfig(t testing.TB, opt rls.LoadOptions) *rls.Config {
@@ -76,7 +77,7 @@ func start(t testing.TB, s setup) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := rls.NewServer(rls.ServerConfig{Config: s.cfg, Service: svc, Redis: s.redis, AuthToken: s.token, Registerer: h.reg})
+	srv, err := rls.NewServer(rls.ServerConfig{Config: s.cfg, Service: svc, Redis: s.redis, AuthToken: s.token, Registerer: h.reg, LimitHeaders: s.limitHdr})
 	if err != nil {
 		t.Fatal(err)
 	}

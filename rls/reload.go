@@ -24,17 +24,22 @@ type served struct {
 	hdrs       headerCache              // by limit.idx
 }
 
-// serve builds what a Server answers cfg with; the metric series are shared with any
-// config that names the same descriptors, so their counts go on across a reload.
+// serve builds what a Server answers cfg with; the metric series (per descriptor, and
+// per policy for the decisions the Server takes itself) are shared with any config that
+// names the same descriptors, so their counts go on across a reload.
 func (s *Server) serve(cfg *Config) *served {
 	desc := s.noLimit
 	v := &served{cfg: cfg, overridden: map[string]*limitMetrics{}, hdrs: make(headerCache, len(cfg.limits))}
 	for _, l := range cfg.limits {
-		v.perLimit = append(v.perLimit, limitMetrics{
+		lm := limitMetrics{
 			ok: desc.WithLabelValues(l.domain, l.path, resultOK), over: desc.WithLabelValues(l.domain, l.path, resultOver),
 			shadowOver: desc.WithLabelValues(l.domain, l.path, resultShadowOver), unlimited: desc.WithLabelValues(l.domain, l.path, resultUnlimited),
 			replaced: desc.WithLabelValues(l.domain, l.path, resultReplaced),
-		})
+		}
+		if l.unlimited || l.banned || l.policy != "" {
+			lm.dec = newDecisionMetrics(s.decisions, l.label) // l.label is l.policy when it has one: the Service's series
+		}
+		v.perLimit = append(v.perLimit, lm)
 	}
 	for dom := range cfg.domains {
 		v.overridden[dom] = &limitMetrics{

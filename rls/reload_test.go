@@ -157,3 +157,55 @@ func TestReloadRace(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestReloadLimitHeaders: after a reload that changes a limit's number, and one that moves
+// the limits (a block added before it, then removed again), LimitHeaders and slide's own
+// RateLimit-Policy show the new config's limit, and a block added by the reload counts in
+// slide_limiter_decisions_total: what hangs off a config's limits (header cache, decision
+// metrics) is built for each config the Server swaps in, not kept from the first.
+func TestReloadLimitHeaders(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "shop.yaml")
+	writeReload(t, file, reloadConfig("5"))
+	opt := rls.LoadOptions{DefaultBackend: limiter.BackendMemory}
+	cfg, err := rls.Load(file, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := rls.DefaultLimitHeaderNames
+	h := start(t, setup{cfg: cfg, limitHdr: &names})
+	check := func(what string, r *pb.RateLimitRequest, want [3]string, policy string) {
+		t.Helper()
+		resp := h.call(t, r)
+		if got, n := limitHeaders(resp.GetResponseHeadersToAdd(), names); got != want || n != 3 {
+			t.Errorf("%s: limit, remaining, reset %q (%d headers), want %q", what, got, n, want)
+		}
+		if got := header(resp, "ratelimit-policy"); got != policy {
+			t.Errorf("%s: RateLimit-Policy %q, want %q", what, got, policy)
+		}
+	}
+	reload := func(body string) {
+		t.Helper()
+		writeReload(t, file, body)
+		if _, err := h.server.ReloadFile(file, opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := req("shop", 0, desc("client_id", "c1"))
+	// t0 is a quarter second into the hour: the minute resets in 60 s, rounded up.
+	check("at 5", client, [3]string{"5", "4", "60"}, `"rls.shop.client_id";q=5;w=60`)
+	check("at 5", client, [3]string{"5", "3", "60"}, `"rls.shop.client_id";q=5;w=60`)
+
+	// 5 → 3, with a block added first: client_id moves from limit 0 to limit 1.
+	reload("domain: shop\ndescriptors:\n  - key: ip\n    rate_limit: {unit: minute, requests_per_unit: 0}\n" +
+		strings.TrimPrefix(reloadConfig("3"), "domain: shop\ndescriptors:\n"))
+	check("5 → 3", client, [3]string{"3", "0", "60"}, `"rls.shop.client_id";q=3;w=60`)
+	check("block added", req("shop", 0, desc("ip", "1.2.3.4")), [3]string{"0", "0", "60"}, `"rls.shop.ip";q=0;w=60`)
+	if got := decisions(t, h.reg, "rls.shop.ip", limiter.ResultDenied); got != 1 {
+		t.Errorf("the block added by the reload: %v denials counted, want 1", got)
+	}
+
+	// 3 → 10, the block removed: client_id is limit 0 again, path limit 1.
+	reload(reloadConfig("10"))
+	check("3 → 10", client, [3]string{"10", "6", "60"}, `"rls.shop.client_id";q=10;w=60`)
+	check("path", req("shop", 0, desc("path", "/")), [3]string{"1", "0", "60"}, `"rls.shop.path";q=1;w=60`)
+}

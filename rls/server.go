@@ -34,14 +34,6 @@ const (
 	DefaultMaxValueBytes  = 4096
 )
 
-// Metric names exported by a Server.
-const (
-	MetricRequests    = "slide_rls_requests_total"
-	MetricDescriptors = "slide_rls_descriptors_total"
-	MetricErrors      = "slide_rls_errors_total"
-	MetricReloads     = "slide_rls_config_reloads_total"
-)
-
 // ServerConfig builds a Server. Config and Service are required.
 type ServerConfig struct {
 	// Config is the loaded configuration.
@@ -71,10 +63,20 @@ type ServerConfig struct {
 	MaxEntries int
 	// MaxValueBytes bounds the domain and each entry's key and value. Default 4096.
 	MaxValueBytes int
+	// LimitHeaders, when set, adds envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED
+	// headers, so named, to response_headers_to_add, after slide's own: the
+	// limit, remaining and reset of the descriptor nearest its limit
+	// (appendLimitHeaders). Nil: not sent, envoyproxy/ratelimit's default too.
+	LimitHeaders *LimitHeaderNames
 }
 
 // Validate checks the configuration.
 func (c *ServerConfig) Validate() error {
+	if c.LimitHeaders != nil {
+		if err := c.LimitHeaders.Validate(); err != nil {
+			return fmt.Errorf("rls server config: %w", err)
+		}
+	}
 	switch {
 	case c.Config == nil:
 		return errors.New("rls server config: no Config")
@@ -123,24 +125,13 @@ type Server struct {
 	noLimit    *prometheus.CounterVec // slide_rls_descriptors_total
 	errs       *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
+	decisions  *prometheus.CounterVec // the limiter's slide_limiter_decisions_total
+	ovDec      sync.Map               // policy name → *decisionMetrics, of the overrides' units
 	scratchBuf sync.Pool
 	reloadMu   sync.Mutex            // serialises Reload
 	rules      map[string]usage.Rule // the usage rules the Service checks, by name
+	limitHdr   *LimitHeaderNames     // nil: none; for every config Reload swaps in
 }
-
-type limitMetrics struct {
-	ok, over, shadowOver, unlimited, replaced prometheus.Counter
-}
-
-// Results of slide_rls_descriptors_total.
-const (
-	resultOK         = "ok"
-	resultOver       = "over_limit"
-	resultShadowOver = "shadow_over_limit"
-	resultUnlimited  = "unlimited"
-	resultReplaced   = "replaced"
-	resultNoLimit    = "no_limit"
-)
 
 // NewServer validates cfg and builds a Server.
 func NewServer(cfg ServerConfig) (*Server, error) {
@@ -169,6 +160,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricReloads,
 		Help: "Reloads of the config (ReloadFile: slide serve's SIGHUP) by result: applied, refused (the config in use stays)."}, []string{"result"})
 	s.noLimit = desc
+	var err error
+	if s.decisions, err = limiter.DecisionCounter(cfg.Registerer); err != nil {
+		return nil, err
+	}
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{reqs, desc, s.errs, s.reloads} {
 			if err := cfg.Registerer.Register(c); err != nil {
@@ -190,6 +185,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.now = cfg.Service.Now
 	}
 	s.ov = overrides{redis: cfg.Redis, clock: s.now}
+	if cfg.LimitHeaders != nil {
+		n := *cfg.LimitHeaders
+		s.limitHdr = &n
+	}
 	s.scratchBuf.New = func() any { return new(scratch) }
 	return s, nil
 }
@@ -384,6 +383,7 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 		case l.unlimited:
 			st.LimitRemaining = math.MaxUint32
 			cur.perLimit[l.idx].unlimited.Inc()
+			cur.perLimit[l.idx].dec.allowed.Inc()
 			continue
 		case m.replaced:
 			cur.perLimit[l.idx].replaced.Inc()
@@ -402,11 +402,26 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 			}
 		}
 		d := &m.d
-		if l.current != nil {
-			st.CurrentLimit = l.current // shared, never modified: concurrent marshals only read it
+		switch {
+		case m.override:
+			s.overrideDecisions(l.policy).count(d)
+		case m.synthetic:
+			cur.perLimit[l.idx].dec.count(d)
 		}
-		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
-		st.DurationUntilReset = durationpb.New(max(d.ResetAfter, d.RetryAfter))
+		// Admitted uncounted (the backend failed, on_backend_error open): nothing is
+		// known of the key's quota, so its status claims none (no current_limit, which
+		// Envoy's x-ratelimit headers and LimitHeaders skip) and it adds no RateLimit
+		// entry, as envoyproxy/ratelimit claims none when Redis fails (its call fails
+		// and Envoy lets the request through without headers). A full quota would
+		// invite a client that paces itself by the headers to spend it at once.
+		untracked := d.Degraded && d.Allowed && d.Remaining == d.Limit
+		if !untracked {
+			if l.current != nil {
+				st.CurrentLimit = l.current // shared, never modified: concurrent marshals only read it
+			}
+			st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
+			st.DurationUntilReset = durationpb.New(max(d.ResetAfter, d.RetryAfter))
+		}
 		var lm *limitMetrics
 		if m.override {
 			lm = cur.overridden[l.domain]
@@ -433,6 +448,9 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 		} else if !d.Allowed {
 			rateRetry = max(rateRetry, d.RetryAfter)
 			overRate++
+		}
+		if untracked {
+			continue
 		}
 		sc.all = append(sc.all, *d)
 		if !m.override {
@@ -463,6 +481,9 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 		}
 		resp.ResponseHeadersToAdd = cur.headers(onlyIdx, md, sc.all)
 	}
+	if s.limitHdr != nil {
+		resp.ResponseHeadersToAdd = s.appendLimitHeaders(resp.ResponseHeadersToAdd, resp, sc)
+	}
 	return resp
 }
 
@@ -478,16 +499,6 @@ func worse(a, b *limiter.Decision) bool {
 		return a.RetryAfter > b.RetryAfter
 	}
 	return a.Remaining < b.Remaining
-}
-
-// domainLabel is the domain label of an unmatched descriptor: the request's
-// domain when it is configured, "" otherwise (a label from the request alone
-// would let clients create series without bound).
-func (cur *served) domainLabel(req *pb.RateLimitRequest) string {
-	if _, ok := cur.cfg.domains[req.GetDomain()]; ok {
-		return req.GetDomain()
-	}
-	return ""
 }
 
 // decideError maps a limiter error to a gRPC status.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +22,12 @@ import (
 // builds from them: the loaded config, then the limiter service it shares with
 // POST /v1/allow.
 type rlsFlags struct {
-	grpcAddr string
-	config   string
+	grpcAddr    string
+	config      string
+	respHeaders bool   // --rls-response-headers
+	headerNames string // --rls-response-header-names
+
+	limitHdr *rls.LimitHeaderNames // set by policies when respHeaders
 
 	cfg   *rls.Config      // set by policies
 	svc   *limiter.Service // set by serve's limiter
@@ -38,9 +43,12 @@ type rlsLive struct {
 
 func (f *rlsFlags) register(fs interface {
 	StringVar(*string, string, string, string)
+	BoolVar(*bool, string, bool, string)
 }) {
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "gRPC listen address of Envoy's rate limit service (ShouldRateLimit, health, reflection); empty: off")
 	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit YAML config FILE or DIR of *.yaml for the gRPC rate limit service (needs --grpc-addr); reloaded on SIGHUP (a bad reload keeps the old config; a new descriptor or a new unit/algorithm needs a restart)")
+	fs.BoolVar(&f.respHeaders, "rls-response-headers", false, "add envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED headers to every answer with a limited descriptor: the limit, remaining and seconds to reset of the descriptor nearest its limit (the one over it, when one is), named by --rls-response-header-names")
+	fs.StringVar(&f.headerNames, "rls-response-header-names", defaultHeaderNames, "the names of --rls-response-headers' limit, remaining and reset headers, comma-separated (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER)")
 	f.live = new(rlsLive)
 }
 
@@ -68,10 +76,37 @@ func (f *rlsFlags) reloadOnHUP(ctx context.Context, log *slog.Logger) {
 	})
 }
 
+var defaultHeaderNames = rls.DefaultLimitHeaderNames.Limit + "," + rls.DefaultLimitHeaderNames.Remaining + "," + rls.DefaultLimitHeaderNames.Reset
+
+// limitHeaders parses --rls-response-headers and --rls-response-header-names.
+func (f *rlsFlags) limitHeaders() (*rls.LimitHeaderNames, error) {
+	if !f.respHeaders {
+		if f.headerNames != defaultHeaderNames {
+			return nil, errors.New("--rls-response-header-names needs --rls-response-headers: no such header is sent without it")
+		}
+		return nil, nil
+	}
+	parts := strings.Split(f.headerNames, ",")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("--rls-response-header-names %q: want three names, LIMIT,REMAINING,RESET", f.headerNames)
+	}
+	n := rls.LimitHeaderNames{Limit: strings.TrimSpace(parts[0]), Remaining: strings.TrimSpace(parts[1]), Reset: strings.TrimSpace(parts[2])}
+	if err := n.Validate(); err != nil {
+		return nil, fmt.Errorf("--rls-response-header-names: %w", err)
+	}
+	return &n, nil
+}
+
 // policies loads --rls-config: the policies and usage rules its descriptors map
 // to, counted in Redis when --redis is set and in memory otherwise.
 func (f *rlsFlags) policies(redis string) ([]limiter.Policy, []usage.Rule, error) {
+	var err error
+	if f.limitHdr, err = f.limitHeaders(); err != nil {
+		return nil, nil, err
+	}
 	switch {
+	case f.respHeaders && f.config == "":
+		return nil, nil, errors.New("--rls-response-headers needs --rls-config and --grpc-addr: only the rate limit service sends them")
 	case f.config == "" && f.grpcAddr == "":
 		return nil, nil, nil
 	case f.config == "":
@@ -106,7 +141,8 @@ func (f *rlsFlags) listen(token string, reg prometheus.Registerer, log *slog.Log
 	if f.grpcAddr == "" {
 		return nil, nil
 	}
-	srv, err := rls.NewServer(rls.ServerConfig{Config: f.cfg, Service: f.svc, Redis: f.redis, AuthToken: token, Registerer: reg, Logger: log})
+	srv, err := rls.NewServer(rls.ServerConfig{Config: f.cfg, Service: f.svc, Redis: f.redis, AuthToken: token, Registerer: reg, Logger: log,
+		LimitHeaders: f.limitHdr})
 	if err != nil {
 		return nil, fmt.Errorf("rate limit service: %w", err)
 	}

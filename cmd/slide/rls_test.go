@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,10 @@ func TestServeRefusesBadRateLimitServiceFlags(t *testing.T) {
 		{[]string{"--grpc-addr", "127.0.0.1:0"}, "--grpc-addr needs --rls-config"},
 		{[]string{"--grpc-addr", "127.0.0.1:0", "--rls-config", bad}, "bad.yaml:4: invalid rate limit unit 'fortnight'"},
 		{[]string{"--grpc-addr", "127.0.0.1:0", "--rls-config", "/nonexistent"}, "--rls-config"},
+		{[]string{"--rls-response-headers"}, "--rls-response-headers needs --rls-config"},
+		{[]string{"--rls-response-header-names", "A,B,C"}, "--rls-response-header-names needs --rls-response-headers"},
+		{[]string{"--grpc-addr", "127.0.0.1:0", "--rls-config", bad, "--rls-response-headers", "--rls-response-header-names", "A,B"}, "want three names"},
+		{[]string{"--grpc-addr", "127.0.0.1:0", "--rls-config", bad, "--rls-response-headers", "--rls-response-header-names", "A,RateLimit,C"}, "used twice"},
 	} {
 		code, _, errOut := runCmd(t, context.Background(), "", append([]string{"serve", "--addr", "127.0.0.1:0", "--embedded-kafka-addr", "127.0.0.1:0"}, c.args...)...)
 		if code != 1 || !strings.Contains(errOut, c.want) {
@@ -278,6 +283,40 @@ func TestServeSIGHUPKeepsServing(t *testing.T) {
 	for _, want := range []string{`slide_rls_config_reloads_total{result="applied"} 1`, `slide_rls_config_reloads_total{result="refused"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestServeRLSResponseHeaders: --rls-response-headers adds envoyproxy/ratelimit's
+// limit, remaining and reset headers, named by --rls-response-header-names, to
+// the answers of slide serve's rate limit service.
+func TestServeRLSResponseHeaders(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "rls.yaml")
+	if err := os.WriteFile(cfgPath, []byte("domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr := freeAddr(t)
+	s := startServe(t, "--embedded-kafka-addr", "127.0.0.1:0", "--embedded-kafka-partitions", "1", "--grpc-addr", grpcAddr, "--rls-config", cfgPath,
+		"--rls-response-headers", "--rls-response-header-names", "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset")
+	get(t, http.DefaultClient, "http://"+s.addr+"/healthz")
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.1.1.1"}}}}}
+	for i, code := range []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT} {
+		resp, err := pb.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(), r)
+		if err != nil || resp.GetOverallCode() != code {
+			t.Fatalf("request %d: %v, %v; want %v", i+1, resp.GetOverallCode(), err, code)
+		}
+		got := map[string]string{}
+		for _, h := range resp.GetResponseHeadersToAdd() {
+			got[h.GetKey()] = h.GetValue()
+		}
+		reset, err := strconv.Atoi(got["X-RateLimit-Reset"])
+		if got["X-RateLimit-Limit"] != "1" || got["X-RateLimit-Remaining"] != "0" || err != nil || reset < 1 || reset > 3600 {
+			t.Errorf("request %d: headers %v, want X-RateLimit-Limit 1, X-RateLimit-Remaining 0, X-RateLimit-Reset 1 to 3600", i+1, got)
 		}
 	}
 }
