@@ -414,7 +414,7 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 		// entry, as envoyproxy/ratelimit claims none when Redis fails (its call fails
 		// and Envoy lets the request through without headers). A full quota would
 		// invite a client that paces itself by the headers to spend it at once.
-		untracked := d.Degraded && d.Allowed && d.Remaining == d.Limit
+		untracked := d.Untracked()
 		if !untracked {
 			if l.current != nil {
 				st.CurrentLimit = l.current // shared, never modified: concurrent marshals only read it
