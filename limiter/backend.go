@@ -175,7 +175,7 @@ func (s *Service) onFailure(ctx context.Context, rt *running, c *Charge, nowNs i
 		*d = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name}
 		return true, ctx.Err()
 	}
-	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+	if BackendErrorReason(err) == ReasonTimeout {
 		rt.m.errTimeout.Inc()
 	} else {
 		rt.m.errOther.Inc()

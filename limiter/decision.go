@@ -59,6 +59,14 @@ type Decision struct {
 	Stale  time.Duration
 }
 
+// Untracked reports that d admitted a request nothing counted: the backend failed (or a
+// memory store was full, or a usage rule's window could not be read) and the failure mode
+// let it through at full quota. Nothing is then known of the key's quota, so the faces
+// (rls, limithttp's headers) claim none for d rather than Remaining, which would invite a
+// client pacing itself by it to spend the whole quota at once. A local fallback's peek
+// (cost 0) of a fresh key looks the same and is treated alike.
+func (d *Decision) Untracked() bool { return d.Degraded && d.Allowed && d.Remaining == d.Limit }
+
 // Limiter decides admission for one policy. Memory and the Redis backend both
 // implement it; the conformance suite in limitertest runs over any Limiter.
 type Limiter interface {

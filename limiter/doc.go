@@ -125,7 +125,8 @@
 // open or closed only):
 //
 //   - open: admit (Decision.Degraded; the outage of the limiter does not
-//     become an outage of the service);
+//     become an outage of the service), uncounted, so the answer claims no
+//     quota (Decision.Untracked: no RateLimit headers from it, "remaining":0);
 //   - closed: refuse with ErrBackendUnavailable, HTTP 503 (login, OTP, where
 //     failing open invites brute force);
 //   - local: decide with an in-process limiter of the same policy (each

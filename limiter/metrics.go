@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -46,10 +47,40 @@ func (m *metrics) backendLatency(backend string) prometheus.Observer {
 // Service count in it beside the Service's own, so that one series answers "how many
 // denials" (package rls decides blocks, exemptions and Envoy's limit overrides itself).
 func DecisionCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+	return sharedCounter(reg, prometheus.CounterOpts{
 		Name: MetricDecisions,
 		Help: "Admission decisions by policy and result (allowed, denied, shadow_denied; error when the backend failed and the failure mode decided).",
-	}, []string{"policy", "result"})
+	}, "policy", "result")
+}
+
+// Values of the reason label of slide_limiter_backend_errors_total.
+const (
+	ReasonTimeout = "timeout"
+	ReasonError   = "error"
+)
+
+// BackendErrorCounter returns slide_limiter_backend_errors_total{policy,reason} as
+// registered with reg, as DecisionCounter does, for backend calls made outside a
+// Service (package rls's limit overrides) to count beside the Service's own.
+func BackendErrorCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	return sharedCounter(reg, prometheus.CounterOpts{
+		Name: MetricBackendErrors,
+		Help: "Backend calls that failed, by policy and reason (timeout or error).",
+	}, "policy", "reason")
+}
+
+// BackendErrorReason is the reason label of a failed backend call's err.
+func BackendErrorReason(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		return ReasonTimeout
+	}
+	return ReasonError
+}
+
+// sharedCounter returns the counter vector opts names as registered with reg: the one
+// registered there already, else a new one registered now (nil reg: registered nowhere).
+func sharedCounter(reg prometheus.Registerer, opts prometheus.CounterOpts, labels ...string) (*prometheus.CounterVec, error) {
+	v := prometheus.NewCounterVec(opts, labels)
 	if reg == nil {
 		return v, nil
 	}
@@ -60,7 +91,7 @@ func DecisionCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) 
 				return old, nil
 			}
 		}
-		return nil, fmt.Errorf("registering %s: %w", MetricDecisions, err)
+		return nil, fmt.Errorf("registering %s: %w", opts.Name, err)
 	}
 	return v, nil
 }
@@ -70,13 +101,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	errs, err := BackendErrorCounter(reg)
+	if err != nil {
+		return nil, err
+	}
 	m := &metrics{
 		decisions: decisions,
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricBackendErrors,
-			Help: "Backend calls that failed, by policy and reason (timeout or error).",
-		}, []string{"policy", "reason"}),
-		latency: newLatencyVec(),
+		errors:    errs,
+		latency:   newLatencyVec(),
 		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricDenyCacheHits,
 			Help: "Denials answered from the local deny cache without a backend round trip, by policy.",
@@ -87,7 +119,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"source", "result"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.errors, m.latency, m.cacheHits, m.plans} {
+		for _, c := range []prometheus.Collector{m.latency, m.cacheHits, m.plans} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("registering limiter metrics: %w", err)
 			}
@@ -109,8 +141,8 @@ func (m *metrics) forPolicy(name string) policyMetrics {
 		denied:       m.decisions.WithLabelValues(name, ResultDenied),
 		shadowDenied: m.decisions.WithLabelValues(name, ResultShadowDenied),
 		failed:       m.decisions.WithLabelValues(name, ResultError),
-		errTimeout:   m.errors.WithLabelValues(name, "timeout"),
-		errOther:     m.errors.WithLabelValues(name, "error"),
+		errTimeout:   m.errors.WithLabelValues(name, ReasonTimeout),
+		errOther:     m.errors.WithLabelValues(name, ReasonError),
 		cacheHit:     m.cacheHits.WithLabelValues(name),
 	}
 }

@@ -217,7 +217,9 @@
 // limiter Service: a requests_per_unit 0 block (denied, or shadow_denied),
 // an unlimited descriptor (allowed) and a cost above the quota (denied), under
 // the policy name of the mapping, and a limit override under rls-override.UNIT
-// (error when Redis failed and it was admitted). A descriptor without a limit,
+// (error when Redis failed and it was admitted; the failure itself counts in
+// slide_limiter_backend_errors_total{policy="rls-override.UNIT",reason}, timeout
+// or error, as a configured descriptor's does). A descriptor without a limit,
 // or replaced, is no decision.
 //
 // NewGRPC serves a Server with the standard health service (SERVING for "" and

@@ -12,6 +12,7 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slide-metrics/slide/limiter"
 )
@@ -38,6 +39,7 @@ var overrideUnits = map[typev3.RateLimitUnit]string{
 // when the server has it, else in memory.
 type overrides struct {
 	redis limiter.Backend
+	errs  *prometheus.CounterVec // the limiter's slide_limiter_backend_errors_total
 	clock func() time.Time
 	mu    sync.Mutex
 	mem   map[limiter.Policy]*limiter.Memory
@@ -116,6 +118,9 @@ func (o *overrides) decide(ctx context.Context, now time.Time, l *limit, key str
 			if ctx.Err() != nil {
 				return limiter.Decision{}, ctx.Err()
 			}
+			// Counted as the Service counts its own policies' failures, so an alert on
+			// backend errors sees an outage that only override traffic meets.
+			o.errs.WithLabelValues(l.policy, limiter.BackendErrorReason(err)).Inc()
 			return open, nil
 		}
 		return out[0], nil

@@ -164,6 +164,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if s.decisions, err = limiter.DecisionCounter(cfg.Registerer); err != nil {
 		return nil, err
 	}
+	ovErrs, err := limiter.BackendErrorCounter(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{reqs, desc, s.errs, s.reloads} {
 			if err := cfg.Registerer.Register(c); err != nil {
@@ -184,7 +188,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Service != nil {
 		s.now = cfg.Service.Now
 	}
-	s.ov = overrides{redis: cfg.Redis, clock: s.now}
+	s.ov = overrides{redis: cfg.Redis, errs: ovErrs, clock: s.now}
 	if cfg.LimitHeaders != nil {
 		n := *cfg.LimitHeaders
 		s.limitHdr = &n
@@ -414,7 +418,7 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 		// entry, as envoyproxy/ratelimit claims none when Redis fails (its call fails
 		// and Envoy lets the request through without headers). A full quota would
 		// invite a client that paces itself by the headers to spend it at once.
-		untracked := d.Degraded && d.Allowed && d.Remaining == d.Limit
+		untracked := d.Untracked()
 		if !untracked {
 			if l.current != nil {
 				st.CurrentLimit = l.current // shared, never modified: concurrent marshals only read it

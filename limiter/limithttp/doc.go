@@ -41,6 +41,17 @@
 // headers describe the deciding one. For the buckets, w is capacity/rate,
 // the time to refill from empty.
 //
+// A decision admitted uncounted (limiter.Decision.Untracked: the backend
+// failed and on_backend_error is open) claims no quota, as rls's answer for
+// such a descriptor: it has no entry in RateLimit-Policy and RateLimit, the X-
+// headers describe the tracked decision with the least remaining instead, and
+// a request no policy counted gets none of these headers. Its JSON keeps
+// "degraded":true and "limit" (the policy's quota) and says "remaining":0,
+// since nothing vouches for more. The IETF draft's server sends no quota it
+// cannot vouch for; the full quota it sent before told a client pacing itself
+// by the headers to spend it all while nothing counted. A local fallback
+// counts in memory, so its numbers are sent.
+//
 // The values come from a Decision's numbers alone (AppendPolicyValue,
 // AppendRateLimitValue, RetryAfterSeconds, each seconds value rounded up by
 // CeilSeconds), so a face that is not an http.Header (rls, whose gRPC answer

@@ -106,9 +106,19 @@ var (
 // per-policy decisions listed in RateLimit-Policy and RateLimit (nil: just
 // main). Retry-After is set only when main denies. t and X-RateLimit-Reset
 // come from ResetAfter, the time until the policy is back to full quota.
+// An untracked decision (limiter.Decision.Untracked: admitted uncounted while
+// its backend is down) is left out, as rls leaves out such a descriptor: the
+// X- headers then describe the tracked decision with the least remaining, and
+// none is set when no decision is tracked.
 func WriteHeaders(h http.Header, now time.Time, main limiter.Decision, all []limiter.Decision) {
 	if all == nil {
 		all = []limiter.Decision{main}
+	}
+	if main.Untracked() || anyUntracked(all) {
+		var ok bool
+		if main, all, ok = tracked(main, all); !ok {
+			return
+		}
 	}
 	// Every value goes into one buffer and one string, sliced per header: two allocations
 	// for all six headers instead of two each.
@@ -145,4 +155,39 @@ func WriteHeaders(h http.Header, now time.Time, main limiter.Decision, all []lim
 		h[keys[i]] = vals[i : i+1 : i+1]
 		start = ends[i]
 	}
+}
+
+func anyUntracked(all []limiter.Decision) bool {
+	for i := range all {
+		if all[i].Untracked() {
+			return true
+		}
+	}
+	return false
+}
+
+// tracked returns all without its untracked decisions, and main, or when main is
+// untracked the decision the X- headers describe in its place: the one
+// limiter.Service.Decide would pick among the rest. An untracked main was admitted,
+// so every decision was (a denial would have been main): the least remaining wins.
+// ok is false when no decision is tracked.
+func tracked(main limiter.Decision, all []limiter.Decision) (limiter.Decision, []limiter.Decision, bool) {
+	kept := make([]limiter.Decision, 0, len(all))
+	for i := range all {
+		if !all[i].Untracked() {
+			kept = append(kept, all[i])
+		}
+	}
+	if len(kept) == 0 {
+		return main, nil, false
+	}
+	if main.Untracked() {
+		main = kept[0]
+		for _, d := range kept[1:] {
+			if d.Remaining < main.Remaining {
+				main = d
+			}
+		}
+	}
+	return main, kept, true
 }

@@ -58,7 +58,13 @@ func ceilMillis(d time.Duration) int64 {
 }
 
 // NewDecisionJSON returns d in the wire form (durations in milliseconds, rounded up).
+// An untracked decision (limiter.Decision.Untracked) says "remaining":0: nothing
+// counted it, so no quota can be vouched for, and 0 (as rls's limit_remaining)
+// never invites a client to spend what it reads.
 func NewDecisionJSON(d limiter.Decision) DecisionJSON {
+	if d.Untracked() {
+		d.Remaining = 0
+	}
 	return DecisionJSON{
 		Allowed:      d.Allowed,
 		Policy:       d.Policy,
