@@ -3,6 +3,7 @@ package ingest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"net"
 
 	"github.com/segmentio/kafka-go"
@@ -16,8 +17,11 @@ import (
 // MiB and one copy more, in memory.
 const readBufferSize = 256 << 10
 
-// fetchDialer is d (nil: kafka.DefaultDialer) whose connections read their socket through a
-// buffer of readBufferSize. TLS, if d has it, sits above the buffer.
+// fetchDialer is d (nil: kafka.DefaultDialer) whose connections read through a buffer of
+// readBufferSize, above TLS when d has it (the dialer's own TLS moves into its DialFunc, as
+// kafka-go does it: the server name from the address unless the config names one). The
+// connection a dial made is also left in the fetchConnSlot of its context, if any: the
+// consumer's own fetch (fetch_raw.go) writes and reads it under kafka-go's Conn.
 func fetchDialer(d *kafka.Dialer) *kafka.Dialer {
 	if d == nil {
 		d = kafka.DefaultDialer
@@ -27,20 +31,48 @@ func fetchDialer(d *kafka.Dialer) *kafka.Dialer {
 	if dial == nil {
 		dial = (&net.Dialer{LocalAddr: d.LocalAddr, DualStack: d.DualStack, FallbackDelay: d.FallbackDelay, KeepAlive: d.KeepAlive}).DialContext
 	}
+	tlsConfig := d.TLS
+	fd.TLS = nil
 	fd.DialFunc = func(ctx context.Context, network, address string) (net.Conn, error) {
 		conn, err := dial(ctx, network, address)
 		if err != nil {
 			return nil, err
 		}
-		return &bufferedConn{Conn: conn, r: bufio.NewReaderSize(conn, readBufferSize)}, nil
+		if tlsConfig != nil {
+			cfg := tlsConfig
+			if cfg.ServerName == "" {
+				cfg = cfg.Clone()
+				cfg.ServerName = address
+				if host, _, err := net.SplitHostPort(address); err == nil {
+					cfg.ServerName = host
+				}
+			}
+			tc := tls.Client(conn, cfg)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			conn = tc
+		}
+		fc := &fetchConn{Conn: conn, r: bufio.NewReaderSize(conn, readBufferSize)}
+		if slot, ok := ctx.Value(fetchConnKey{}).(*fetchConnSlot); ok {
+			slot.fc = fc // DialLeader dials the leader last
+		}
+		return fc, nil
 	}
 	return &fd
 }
 
-// bufferedConn is a net.Conn whose reads go through r.
-type bufferedConn struct {
+// fetchConn is a net.Conn whose reads go through r.
+type fetchConn struct {
 	net.Conn
 	r *bufio.Reader
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *fetchConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// fetchConnKey is the context key of a *fetchConnSlot.
+type fetchConnKey struct{}
+
+// fetchConnSlot receives the connection a dial made.
+type fetchConnSlot struct{ fc *fetchConn }

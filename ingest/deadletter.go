@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -155,7 +156,7 @@ func (d *deadLetters) close() error {
 // points at its record by its headers and gives the line's size in HeaderLineBytes.
 func letter(m *kafka.Message, line []byte, r event.Reason, detail string) kafka.Message {
 	l := kafka.Message{
-		Key:  m.Key,
+		Key:  bytes.Clone(m.Key), // m's bytes are its chunk's, reused once the chunk is applied
 		Time: m.Time,
 		Headers: []kafka.Header{
 			{Key: HeaderReason, Value: []byte(r.String())},

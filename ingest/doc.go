@@ -6,9 +6,12 @@
 // # Parts
 //
 //   - Consumer: a segmentio/kafka-go consumer group member (ConsumerGroup / Generation for
-//     assignments and commits; each partition fetched from its leader with kafka-go's Conn,
+//     assignments and commits; each partition dialled at its leader with kafka-go's Conn,
 //     whose socket is read through a 256 KiB buffer: kafka-go's own 4 KiB one made two or
-//     three read syscalls a record of a few KiB, most of the consumer's reading).
+//     three read syscalls a record of a few KiB, most of the consumer's reading; and read
+//     with the consumer's own Fetch v4, record batches parsed in place and each record's key
+//     and value copied into a reused arena, not allocated anew as kafka-go's Batch does:
+//     fetch_raw.go).
 //     Each record's value goes through event.Intake.TakeRecord with a decoder per partition,
 //     an event.Format of Config.Format (slide's JSON by default, OTLP spans with
 //     event.NewOTLPProto or NewOTLPJSON: one ExportTraceServiceRequest a record, a refused
@@ -81,7 +84,7 @@
 //     zstd frame's window (kafka-go's decoder allocated up to 512 MiB for a 300-byte frame),
 //     and a snappy xerial chunk's or block's length (up to 4 GiB from a header).
 //   - Reading and applying overlap. Each partition has a reader goroutine (fetch, and
-//     kafka-go's parse and copy of each record) and an applier (decode, checks, observe,
+//     the parse and copy of each record) and an applier (decode, checks, observe,
 //     refusals), handed chunks of up to 128 records over a channel four chunks deep, so a
 //     partition costs the slower of the two rather than their sum, and a lone restoring
 //     partition uses two cores. Everything that names an offset (p.next, /readyz

@@ -46,9 +46,10 @@ const progressEvery = 1024
 const fetchMargin = 10 * time.Second
 
 // fetch reads partition p from its leader, one fetch response (a batch) at a time, until
-// ctx ends or an error. It uses kafka-go's Conn directly rather than a Reader: a Reader
-// hands records over a channel one at a time and sets a socket deadline per record, which
-// costs more CPU than decoding and observing the event. A fetch on an idle partition
+// ctx ends or an error. It dials through kafka-go's Conn and reads with its own fetch
+// (fetch_raw.go) rather than a Reader: a Reader hands records over a channel one at a time
+// and sets a socket deadline per record, and kafka-go's Batch allocates every record anew,
+// which together cost more CPU than decoding and observing the event. A fetch on an idle partition
 // waits up to MaxWait, which bounds how long a stop takes; a batch in hand is finished.
 //
 // Reading and applying overlap: this goroutine reads records off the connection (kafka-go
@@ -60,7 +61,7 @@ const fetchMargin = 10 * time.Second
 // only ever name applied records; fetch waits for the applier before it returns, so an
 // error, a reconnect or a stop finds every record read applied.
 func (c *Consumer) fetch(ctx context.Context, p *partition) error {
-	conn, err := c.dialLeader(ctx, p.id)
+	conn, fc, err := c.dialLeader(ctx, p.id)
 	if err != nil {
 		return err
 	}
@@ -75,9 +76,22 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 	}
 	ap := newApplier()
 	go c.apply(ctx, p, ap)
-	next, err := c.read(ctx, conn, ap)
+	var next int64
+	if p.legacy || fc == nil {
+		next, err = c.read(ctx, conn, ap)
+	} else {
+		rf := &rawFetch{fc: fc, clientID: c.fetchDialer.ClientID, topic: c.cfg.Topic, id: p.id}
+		next, err = c.readRaw(ctx, rf, p.next.Load(), ap)
+	}
 	close(ap.full)
 	<-ap.done
+	if errors.Is(err, errLegacyFormat) {
+		// Records of the message format before Kafka 0.11: read through kafka-go from
+		// here on, from the first record not yet applied.
+		p.legacy = true
+		c.log.Info("ingest: partition holds the message format before record batch v2, read through kafka-go's reader", "partition", p.id, "offset", next)
+		return fmt.Errorf("offset %d: %w", next, errSkipped{err})
+	}
 	if err != nil {
 		if errors.Is(err, ErrInflateBudget) {
 			// A compression bomb at next: refused as a pointer to its offset, never
@@ -107,11 +121,12 @@ const chunkDepth = 4
 // chunk is a run of records of one batch, read and not yet applied.
 type chunk struct {
 	msgs  []kafka.Message
-	first bool  // the batch's first chunk
-	now   int64 // the clock when the batch was fetched, unix ms: what its events are observed at
-	hwm   int64 // the batch's high watermark; < 0 unknown
-	end   bool  // the batch's last chunk: next is set
-	next  int64 // the connection's offset after the batch: past its last record and compacted gaps
+	arena []byte // the keys and values of msgs the consumer's own fetch read (fetch_raw.go)
+	first bool   // the batch's first chunk
+	now   int64  // the clock when the batch was fetched, unix ms: what its events are observed at
+	hwm   int64  // the batch's high watermark; < 0 unknown
+	end   bool   // the batch's last chunk: next is set
+	next  int64  // the connection's offset after the batch: past its last record and compacted gaps
 }
 
 // applier is the hand-over between a partition's reader and its applier goroutine: full
@@ -135,7 +150,7 @@ func newApplier() *applier {
 // first says it is the batch's first.
 func (a *applier) take(first bool, now, hwm int64) *chunk {
 	ch := <-a.free
-	*ch = chunk{msgs: ch.msgs[:0], first: first, now: now, hwm: hwm}
+	*ch = chunk{msgs: ch.msgs[:0], arena: ch.arena[:0], first: first, now: now, hwm: hwm}
 	return ch
 }
 
@@ -294,17 +309,20 @@ const (
 var offsetResetReasons = []string{resetLogTruncated, resetRetention}
 
 // dialLeader connects to the leader of partition id through the first broker that answers.
-func (c *Consumer) dialLeader(ctx context.Context, id int32) (*kafka.Conn, error) {
+// The connection it returns beside kafka-go's Conn is the one the Conn reads and writes,
+// for the consumer's own fetch (nil if the dial did not leave it).
+func (c *Consumer) dialLeader(ctx context.Context, id int32) (*kafka.Conn, *fetchConn, error) {
 	d := c.fetchDialer
 	var errs []error
 	for _, b := range c.cfg.Brokers {
-		conn, err := d.DialLeader(ctx, "tcp", b, c.cfg.Topic, int(id))
+		slot := &fetchConnSlot{}
+		conn, err := d.DialLeader(context.WithValue(ctx, fetchConnKey{}, slot), "tcp", b, c.cfg.Topic, int(id))
 		if err == nil {
-			return conn, nil
+			return conn, slot.fc, nil
 		}
 		errs = append(errs, err)
 	}
-	return nil, fmt.Errorf("dialing the leader of partition %d: %w", id, errors.Join(errs...))
+	return nil, nil, fmt.Errorf("dialing the leader of partition %d: %w", id, errors.Join(errs...))
 }
 
 // record observes every event of record m at now (unix ms) through the intake and returns

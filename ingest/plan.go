@@ -28,6 +28,7 @@ type partition struct {
 	restored  atomic.Bool
 	next      atomic.Int64 // next offset to process
 	hwm       atomic.Int64 // high watermark at the last fetch
+	legacy    bool         // the log holds messages before record batch v2: read through kafka-go (fetch_raw.go)
 	lastTS    int64        // timestamp of the last record processed, unix ms (0: none); the worker's
 	lastSent  int64        // last committed offset; only the committer touches it
 

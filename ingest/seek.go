@@ -106,7 +106,7 @@ func (p *prober) probe(ctx context.Context, from, end int64, start, maxTS time.T
 	p.got = p.got[:0]
 	for off, passed := from, 0; off < end && passed < probeScan; {
 		if p.conn == nil {
-			conn, err := p.c.dialLeader(ctx, p.id)
+			conn, _, err := p.c.dialLeader(ctx, p.id)
 			if err != nil {
 				return nil, err
 			}

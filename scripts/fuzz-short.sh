@@ -4,7 +4,7 @@
 # logs and any JSON, against encoding/json), the query parameter parser of the
 # read routes, the policy-file parser and the plans-file parser, the rate limit service config loader and its
 # ShouldRateLimit handler, the decoder of peers' partial answers and of their signature headers, the bounded decompression
-# of Kafka batches (seeded with compression bombs), the /v1/allow body parser, the batch
+# of Kafka batches (seeded with compression bombs) and the consumer's own reading of fetch responses, the /v1/allow body parser, the batch
 # job's gzip/zstd and Parquet readers, the window snapshot decoder (snapshots are read
 # back from a topic anyone with write access can fill), and textparse's JSON scanner that the
 # event decoder, the NDJSON reader and the /v1/allow fast path share, and the event decoder's
@@ -31,6 +31,7 @@ targets=(
 	"./limiter FuzzParsePolicies"
 	"./limiter FuzzParsePlans 20000x"
 	"./ingest FuzzInflate 20000x"
+	"./ingest FuzzOwnFetch 3000x"
 	"./limiter/limithttp FuzzParseAllowFast 20000x"
 	"./rls FuzzParse 10000x"
 	"./rls FuzzShouldRateLimit 20000x"
