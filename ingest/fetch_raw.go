@@ -195,6 +195,9 @@ func (f *rawFetch) response(rr *respReader) (fetchPart, error) {
 	// A count is bounded by what is left of the response (a topic takes at least 6 bytes, a
 	// partition 30), so a count read from garbage ends the loop with an error, at once.
 	for range min(max(rr.int32(), 0), int32(rr.left/6)) { // topics
+		if rr.err != nil { // the bound is the size declared, not what came: stop at the first failed read
+			return fetchPart{}, rr.err
+		}
 		rr.skip(int(rr.int16()))
 		for range min(max(rr.int32(), 0), int32(rr.left/30)) { // partitions
 			if rr.err != nil {
