@@ -155,6 +155,7 @@ func New(cfg Config) (*Backend, error) {
 		ready: cfg.Ready, log: cfg.Logger, cp: cfg.Checkpoint,
 		logEvery: rate.NewLimiter(rate.Every(time.Second), 5)}
 	b.own.owned, b.own.ready, b.own.epoch = map[int32]bool{}, map[int32]bool{}, map[int32]uint64{}
+	b.own.finals = map[int32]finalMark{}
 	b.peers.Store(&peers{byAddr: map[string]*peer{}})
 	if b.cp.Wait == 0 {
 		b.cp.Wait = 2 * b.cp.Interval

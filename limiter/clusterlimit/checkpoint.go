@@ -72,6 +72,15 @@ type ownership struct {
 	// epoch counts the times each partition was gained: a restore marks its partition
 	// ready only if it was not lost and gained again meanwhile (a later restore will).
 	epoch map[int32]uint64
+	// finals is the last final checkpoint this instance wrote of each partition: gaining
+	// it back, a restore waits for its predecessor's final record rather than take its own.
+	finals map[int32]finalMark
+}
+
+// finalMark names a final checkpoint record by its generation and its time.
+type finalMark struct {
+	gen int32
+	at  int64
 }
 
 // OnGeneration is the consumer's generation hook (chain it after cluster's): this
@@ -291,7 +300,8 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 	if b.cp.Interval <= 0 || !b.ensureTopic(ctx) {
 		return
 	}
-	parts, heads := b.records(ps, gen, final, time.Now())
+	now := time.Now()
+	parts, heads := b.records(ps, gen, final, now)
 	err := b.write(ctx, parts, heads)
 	if errors.Is(err, kafka.UnknownTopicOrPartition) {
 		// The broker lost the topic (restarted empty, or someone deleted it): create it
@@ -312,6 +322,13 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 		return
 	}
 	b.m.checkpoints.Add(float64(len(ps)))
+	if final {
+		b.own.mu.Lock()
+		for _, p := range ps {
+			b.own.finals[p] = finalMark{gen, now.UnixMilli()}
+		}
+		b.own.mu.Unlock()
+	}
 }
 
 // records encodes the checkpoint records of partitions ps at now: heads[i] is ps[i]'s
@@ -411,7 +428,7 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 			b.log.Warn("clusterlimit: reading a limiter checkpoint", "partition", p, "err", err)
 		}
 		wait := (prev == predOther && !b.g.MemberGone(prevAddr, at)) || (prev == predUnknown && cp != nil)
-		if !wait || (cp != nil && cp.final && cp.gen >= gen-1) || time.Now().After(deadline) || ctx.Err() != nil {
+		if !wait || (cp != nil && cp.final && cp.gen >= gen-1 && !b.ownFinal(p, cp)) || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -449,6 +466,17 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 	b.m.restored.Add(float64(n))
 	b.log.Info("clusterlimit: restored a partition's limiter state", "partition", p, "keys", n, "refused", refused,
 		"checkpoint_age", time.Since(time.UnixMilli(cp.at)).Round(time.Millisecond), "final", cp.final)
+}
+
+// ownFinal reports that cp is the final checkpoint this instance wrote when it last lost p.
+// Without it, a partition handed back within a generation (A to B, then B to A) was
+// restored from A's own older final record whenever it was read before B's: of the
+// previous generation, it passed for B's, and the keys lost what B had decided.
+func (b *Backend) ownFinal(p int32, cp *checkpointRecord) bool {
+	b.own.mu.RLock()
+	defer b.own.mu.RUnlock()
+	m, ok := b.own.finals[p]
+	return ok && m.gen == cp.gen && m.at == cp.at
 }
 
 // ensureTopic creates the compacted checkpoint topic (as many partitions as the events

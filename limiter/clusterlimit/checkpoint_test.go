@@ -358,6 +358,11 @@ func TestCheckpointHandsPlansAndLevelsOver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Described again after generation 2, as the group is: the views name B, so A waits
+	// for B's final checkpoint. (Without it A's view still named A, A waited for nothing
+	// and sometimes restored its own older checkpoint before B wrote its final one.)
+	a.g.Describe(context.Background(), time.Now())
+	b.g.Describe(context.Background(), time.Now())
 	setOwner(a)
 	a.b.OnGeneration(3, all)
 	b.b.OnGeneration(3, nil)

@@ -146,7 +146,9 @@
 //
 // A new owner restores a gained partition before deciding it: it reads the tail of the
 // checkpoint partition for the latest record of the partition and takes it at once when
-// it is final and of this or the previous generation (the predecessor handed it over),
+// it is final and of this or the previous generation (the predecessor handed it over)
+// and not the final record this instance itself wrote when it last lost the partition
+// (handed back a generation later, its own record is older than the predecessor's),
 // else waits up to CheckpointConfig.Wait (two intervals) for one, then takes the latest
 // there is; it stops waiting as soon as the group, described after the generation began,
 // has no member at the predecessor's address (it crashed, and its session ran out). The
