@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -385,5 +386,35 @@ func TestPromQLTimeoutEndsBeforeTheAnswerDeadline(t *testing.T) {
 	const margin = 5 * time.Second // to write the error answer in
 	if timeout+margin > srv.WriteTimeout {
 		t.Fatalf("PromQL timeout %s + %s margin passes the write deadline %s: a slow query's answer is never written", timeout, margin, srv.WriteTimeout)
+	}
+}
+
+// TestEveryAnswerSaysNosniff: JSON answers, errors and the metrics page all carry
+// X-Content-Type-Options: nosniff (only the dashboard's page did): a JSON answer holds
+// keys as a client sent them, and no browser may guess it is a page.
+func TestEveryAnswerSaysNosniff(t *testing.T) {
+	store, err := window.NewStore(window.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.ObserveAt(time.Now().UnixMilli(), window.Event{TS: time.Now().UnixMilli(), Metric: "latency_ms", Key: "<script>x</script>", Value: 5}); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	qs, err := query.New(query.Config{Store: store, Registerer: reg, Gatherer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(newHTTPServer(qs.Handler(), time.Second, slog.New(slog.DiscardHandler)).Handler)
+	defer srv.Close()
+	for _, path := range []string{"/v1/window?metric=latency_ms&key=*", "/v1/window?metric=nope", "/v1/top?metric=latency_ms", "/metrics", "/no-such-path", "/"} {
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if got := res.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("GET %s (%d, %s): X-Content-Type-Options %q, want nosniff", path, res.StatusCode, res.Header.Get("Content-Type"), got)
+		}
 	}
 }

@@ -70,7 +70,7 @@ func (c *serveConfig) promConfig(store *window.Store, ready func() error, cl *cl
 // idle keep-alive connection 120 s.
 func newHTTPServer(h http.Handler, readHeaderTimeout time.Duration, log *slog.Logger) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           nosniff{h},
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      answerTimeout,
@@ -103,4 +103,16 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, grac
 	}
 	log.Info("HTTP stopped; stopping ingest")
 	return failed
+}
+
+// nosniff says X-Content-Type-Options: nosniff on every answer, as the dashboard's page did
+// alone: a browser pointed at a JSON answer (which carries keys and label values as sent)
+// or at a text error never guesses it is a page and runs what is in it.
+type nosniff struct{ h http.Handler }
+
+var nosniffValue = []string{"nosniff"}
+
+func (n nosniff) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header()["X-Content-Type-Options"] = nosniffValue // assigned, not Set: no allocation
+	n.h.ServeHTTP(w, r)
 }
