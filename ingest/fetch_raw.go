@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -354,7 +355,8 @@ func makeTime(ms int64) time.Time {
 }
 
 // inflate decompresses a batch's records through kafka-go's codecs (with the inflate budget's
-// bounds) into f.inflated.
+// bounds) into f.inflated, which it keeps for the next batch only when small: a bomb refused
+// at the budget, or one rare large batch, does not stay allocated with its fetcher.
 func (f *rawFetch) inflate(codec compress.Compression, b []byte) ([]byte, error) {
 	cd := codec.Codec()
 	if cd == nil {
@@ -362,10 +364,47 @@ func (f *rawFetch) inflate(codec compress.Compression, b []byte) ([]byte, error)
 	}
 	r := cd.NewReader(bytes.NewReader(b))
 	defer r.Close()
-	buf := bytes.NewBuffer(f.inflated[:0])
-	_, err := buf.ReadFrom(r)
-	f.inflated = buf.Bytes()
-	return f.inflated, err
+	out, err := readBounded(r, f.inflated, inflateBudget.Load())
+	if f.inflated = nil; err == nil && cap(out) <= keepInflated {
+		f.inflated = out[:0]
+	}
+	return out, err
+}
+
+// keepInflated is the largest inflated buffer a fetcher keeps for its next batch.
+const keepInflated = 8 << 20
+
+// readBounded reads r to its end into dst[:0], growing it to at most budget+1 bytes (the
+// budget's bounded reader fails past the budget, and the one byte more tells a stream ending
+// exactly at it from a bomb). bytes.Buffer.ReadFrom doubled past the budget: a refused bomb
+// held 64 MiB at a budget of 32, and the 32 before it, where this holds 32 and 16.
+func readBounded(r io.Reader, dst []byte, budget int64) ([]byte, error) {
+	dst = dst[:0]
+	limit := int(min(budget, math.MaxInt32)) + 1
+	for empty := 0; ; {
+		if len(dst) == cap(dst) {
+			if len(dst) >= limit {
+				return dst, fmt.Errorf("%w (%d bytes)", ErrInflateBudget, budget)
+			}
+			grown := make([]byte, len(dst), min(max(2*cap(dst), 64<<10), limit)) // not append's growth: it passes limit
+			copy(grown, dst)
+			dst = grown
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		switch {
+		case err == io.EOF:
+			return dst, nil
+		case err != nil:
+			return dst, err
+		case n > 0:
+			empty = 0
+		default:
+			if empty++; empty == 100 {
+				return dst, io.ErrNoProgress
+			}
+		}
+	}
 }
 
 // rawRecord is one record of a batch as read: its bytes alias the batch's.

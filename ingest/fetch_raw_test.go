@@ -3,6 +3,7 @@ package ingest
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/compress"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/slide-metrics/slide/internal/kafkatest"
@@ -289,4 +291,46 @@ func FuzzOwnFetch(f *testing.F) {
 			t.Fatalf("next %d at or before the last record's offset %d", next, prev)
 		}
 	})
+}
+
+// TestInflateHoldsTheBudgetOnce: a batch that inflates past the budget is refused having
+// held at most the budget (bytes.Buffer's doubling held twice it), and its fetcher keeps
+// no buffer of it; a batch ending exactly at the budget passes, and a small one's buffer
+// is kept for the next batch. Found as CI's TestConsumerRefusesCompressionBombs passing
+// its RSS bound under -race (1,001 MiB against 768) after the own fetch came in.
+func TestInflateHoldsTheBudgetOnce(t *testing.T) {
+	const budget = 1 << 20
+	setInflateBudget(budget)
+	t.Cleanup(func() { setInflateBudget(DefaultMaxInflatedBytes) })
+	gz := func(n int) []byte {
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		if _, err := w.Write(make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	var f rawFetch
+	out, err := f.inflate(compress.Gzip, gz(8*budget))
+	if !errors.Is(err, ErrInflateBudget) {
+		t.Fatalf("8 MiB into a budget of 1: %v, want ErrInflateBudget", err)
+	}
+	if c := cap(out); c > budget+64<<10 {
+		t.Errorf("a refused bomb held a buffer of %d bytes, budget %d", c, budget)
+	}
+	if f.inflated != nil {
+		t.Errorf("the fetcher keeps the refused bomb's buffer (%d bytes)", cap(f.inflated))
+	}
+	if out, err = f.inflate(compress.Gzip, gz(budget)); err != nil || len(out) != budget {
+		t.Fatalf("exactly the budget: %d bytes, %v", len(out), err)
+	}
+	if out, err = f.inflate(compress.Gzip, gz(1000)); err != nil || len(out) != 1000 || cap(f.inflated) == 0 {
+		t.Fatalf("a small batch: %d bytes, %v, kept %d", len(out), err, cap(f.inflated))
+	}
+	if out, err = Inflate(kafkatest.Gzip, gz(2*budget), budget); !errors.Is(err, ErrInflateBudget) || cap(out) > budget+64<<10 {
+		t.Errorf("Inflate of 2 MiB into 1: %v, held %d bytes", err, cap(out))
+	}
 }
