@@ -61,7 +61,8 @@ func (c Config) withDefaults() Config {
 // default 1; labels is an optional object of string values ({"route":"/pay","code":"200"}),
 // which makes the event's Key its series string (window.AppendSeries). Other fields are
 // ignored. Field names match exactly (unlike encoding/json's case-insensitive struct
-// matching) and the last of duplicate fields wins. Strings are unescaped as encoding/json
+// matching), and a line giving one of the six twice is refused as ReasonBadField (encoding/json
+// would take the last; POST /v1/allow refuses it too). Strings are unescaped as encoding/json
 // does, invalid UTF-8 replaced by U+FFFD, except in key, metric and label values: keys are
 // bytes, so a key, metric or label value that is not valid UTF-8 (or escapes a lone
 // surrogate) is refused as ReasonBadField rather than rewritten, as is one holding a C0 or
@@ -93,6 +94,7 @@ type Decoder struct {
 	scratch     []byte     // unescaped strings
 	restAt      int        // where the scanner path goes on after a fast path gave up (0: from the start)
 	restSeen    uint8      // the fields the fast path recorded in f
+	dup         uint8      // the known fields the scanner path found given twice (1<<fKey, …)
 	pre         prefixEnds // where exact's prefix members end, when it hands a line on
 	sc          textparse.Scanner
 	f           [numFields + 1]textparse.Value
@@ -151,8 +153,11 @@ func (d *Decoder) rest(line []byte, at int, seen uint8, defaultTS int64) (window
 	sc.Resume(line, at)
 	sc.Into(d.f[:])
 	nan := false
+	d.dup = 0
+	seen &= 1<<numFields - 1
 	for sc.Next() {
 		nan = nan || sc.Value.Kind == textparse.NaN
+		d.noteField(&seen)
 	}
 	if !sc.Done() || (nan && d.f[fValue].Kind != textparse.NaN) || d.f[fOther].Kind == textparse.NaN {
 		return window.Event{}, ReasonInvalidJSON
@@ -222,26 +227,43 @@ const (
 )
 
 // parseObject scans b as one JSON object (surrounded by optional whitespace) and records
-// the values of the known fields in d.f, the last of repeated names winning. Numbers are
+// the values of the known fields in d.f, and in d.dup those given more than once. Numbers are
 // converted later and only for the fields that are kept.
 func (d *Decoder) parseObject(b []byte) bool {
 	sc := &d.sc
 	sc.Reset(b)
 	nan := false    // a NaN token is tolerated only as the value that decides the event
 	sc.Into(d.f[:]) // d.f[Field], in eventFields' order fKey … fLabels; fOther for the rest
+	d.dup = 0
+	var seen uint8
 	for sc.Next() {
 		nan = nan || sc.Value.Kind == textparse.NaN
+		d.noteField(&seen)
 	}
 	// NaN anywhere but in the deciding value is not JSON.
 	return sc.Done() && (!nan || d.f[fValue].Kind == textparse.NaN) && d.f[fOther].Kind != textparse.NaN
 }
 
+// noteField records the scanner's current member in seen, and in d.dup when seen had it: a
+// known field given twice.
+func (d *Decoder) noteField(seen *uint8) {
+	if f := d.sc.Field; f >= 0 && f < numFields {
+		bit := uint8(1) << f
+		d.dup |= *seen & bit
+		*seen |= bit
+	}
+}
+
 // eventFields are the names of fKey … fLabels, in that order.
 var eventFields = []string{"key", "metric", "value", "ts", "count", "labels"}
 
-// event interprets the recorded fields, in the order key, metric, value, ts, count, labels.
+// event interprets the recorded fields, in the order key, metric, value, ts, count, labels,
+// after refusing a line that gives one of them twice.
 // ev arrives with the defaults filled in.
 func (d *Decoder) event(b []byte, ev *window.Event) Reason {
+	if d.dup != 0 { // which member counts would be a guess: refused, as /v1/allow refuses it
+		return ReasonBadField
+	}
 	var r Reason
 	if ev.Key, r = d.name(b, d.f[fKey], false); r != ReasonNone {
 		return r

@@ -19,8 +19,8 @@ import (
 // time; where a compact prefix of that layout is followed by a comma and anything else (an
 // extra member, the rest out of order) it hands the position it reached to fast's member
 // loop, so that the line is still read once. fast takes any object of the six members in
-// any order, with whitespace between tokens, repeats (the last wins) and other members among
-// them: a name it does not match by one compare is read by the scanner's own MemberName
+// any order, with whitespace between tokens and other members among them (a known member
+// given twice makes them give up, and the scanner path refuses the line): a name it does not match by one compare is read by the scanner's own MemberName
 // (which unescapes it and matches it as the scanner path does), and an unknown member's value
 // is validated and skipped by its SkipValue, so extra strings, numbers, nested objects and
 // arrays cost a skip, not a second pass. exact takes key and metric only as printable ASCII
@@ -291,8 +291,8 @@ func (d *Decoder) quickName(b []byte, i int, metric bool) (string, int) {
 // next); any other name (an unknown member, an escaped name) is read by the scanner's own
 // MemberName, which matches it against the event's names as the scanner path does, and an
 // unknown member's value is validated and skipped by its SkipValue, so such a line still
-// decodes in this one pass. A repeated member overwrites the one before it: the last wins,
-// the scanner path's rule.
+// decodes in this one pass. A known member given twice makes it give up before its value:
+// the scanner path refuses the line.
 func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 	n := len(b)
 	if n < 8 || b[0] != '{' || n >= math.MaxInt32 { // the scanner refuses 2 GiB and more
@@ -345,6 +345,9 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 				f = fOther
 			}
 			named = true // MemberName read the colon too
+		}
+		if f != fOther && seen&(1<<f) != 0 {
+			return false, at, own // a known member given twice: the scanner path refuses the line
 		}
 		if named {
 			named = false

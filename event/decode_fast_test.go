@@ -117,7 +117,7 @@ func genFastLine(rng *rand.Rand) []byte {
 		if !good {
 			ms = ms[:rng.IntN(len(ms))] // a field missing
 		}
-	case 1: // a field repeated, as it was or with another value (the last wins)
+	case 1: // a field repeated, as it was or with another value (refused)
 		m := ms[rng.IntN(len(ms))]
 		if rng.IntN(2) == 0 {
 			m.val = map[string]string{"ts": ts(), "key": name(), "metric": name(), "value": num(), "count": "2", "labels": labelsValue(rng)}[m.name]

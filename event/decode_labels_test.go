@@ -80,9 +80,9 @@ func TestDecodeLabels(t *testing.T) {
 		{`{"key":"k","metric":"m","value":1,"labels":{"a":""}}`, "k", ReasonNone, "fast"},
 		{`{"key":"k","metric":"m","value":1,"labels":{}}`, "k", ReasonNone, "fast"},
 		{`{"key":"k","metric":"m","value":1,"labels":null}`, "k", ReasonNone, "fast"},
-		{`{"key":"k","metric":"m","value":1,"labels":{"a":"1"},"labels":{"b":"2"}}`, series(t, "k", "b", "2"), ReasonNone, "fast"}, // the last wins
-		{`{"key":"k","metric":"m","value":1,"labels":{"a":"1"},"labels":null}`, "k", ReasonNone, "fast"},
-		{`{"key":"k","metric":"m","value":1,"labels":{"a":1},"labels":{"b":"2"}}`, series(t, "k", "b", "2"), ReasonNone, ""}, // the scanner path's
+		{`{"key":"k","metric":"m","value":1,"labels":{"a":"1"},"labels":{"b":"2"}}`, "", ReasonBadField, ""}, // given twice
+		{`{"key":"k","metric":"m","value":1,"labels":{"a":"1"},"labels":null}`, "", ReasonBadField, ""},
+		{`{"key":"k","metric":"m","value":1,"labels":{"a":1},"labels":{"b":"2"}}`, "", ReasonBadField, ""}, // the scanner path's
 		{`{"key":"k","metric":"m","value":1,"labels":{"a":"` + long + `"}}`, series(t, "k", "a", long), ReasonNone, "fast"},
 		{`{"key":"k","metric":"m","value":1,"labels":` + manyLabels(16) + `}`, "", ReasonNone, "fast"},
 		// Refusals.

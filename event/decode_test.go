@@ -45,7 +45,10 @@ func TestDecode(t *testing.T) {
 		{`{"key":"a","metric":"m","value":1,"ts":"2025-11-30T10:00:00.1239+02:00"}`, ok(1764489600123, "a", "m", 1, 1), ReasonNone},
 		{`{"key":"a","metric":"m","value":1,"ts":null,"count":null}`, ok(defTS, "a", "m", 1, 1), ReasonNone},
 		{`{"key":"t\u00e9\"x","metric":"m","value":1}`, ok(defTS, "a", "m", 1, 1), ReasonNone}, // want.Key fixed below
-		{`{"key":"a","key":"b","metric":"m","value":1}`, ok(defTS, "b", "m", 1, 1), ReasonNone},
+		{`{"key":"a","key":"b","metric":"m","value":1}`, window.Event{}, ReasonBadField},       // which key? refused
+		{`{"key":"a","metric":"m","value":1,"value":2}`, window.Event{}, ReasonBadField},
+		{`{"key":"a","metric":"m","value":1,"k\u0065y":"a"}`, window.Event{}, ReasonBadField},             // the same name, escaped
+		{`{"key":"a","metric":"m","value":1,"extra":1,"extra":2}`, ok(defTS, "a", "m", 1, 1), ReasonNone}, // skipped members may repeat
 		{`{"k\u0065y":"a","metric":"m","value":1}`, ok(defTS, "a", "m", 1, 1), ReasonNone},
 		{`{"key":"nbsp\u00a0 \u202f\u2065\u206a","metric":"m","value":1}`, ok(defTS, "nbsp\u00a0 \u202f\u2065\u206a", "m", 1, 1), ReasonNone}, // the neighbours of C1 and bidi
 		// Refusals, one per reason.
@@ -190,6 +193,9 @@ func refDecode(line []byte, maxKey int, defaultTS int64) (window.Event, Reason) 
 	if err := json.Unmarshal(line, &m); err != nil || m == nil {
 		return none, ReasonInvalidJSON
 	}
+	if refRepeats(line) {
+		return none, ReasonBadField
+	}
 	present := func(f string) (json.RawMessage, bool) {
 		raw, ok := m[f]
 		return raw, ok && string(raw) != "null"
@@ -257,6 +263,35 @@ func refDecode(line []byte, maxKey int, defaultTS int64) (window.Event, Reason) 
 		}
 	}
 	return ev, ReasonNone
+}
+
+// refRepeats reports an object (valid JSON) that gives one of the event's members twice, its
+// names unescaped as encoding/json unescapes them.
+func refRepeats(line []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if _, err := dec.Token(); err != nil {
+		panic(err) // json.Unmarshal took the line
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			panic(err)
+		}
+		name := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			panic(err)
+		}
+		switch name {
+		case "key", "metric", "value", "ts", "count", "labels":
+			if seen[name] {
+				return true
+			}
+			seen[name] = true
+		}
+	}
+	return false
 }
 
 // refRefusedChars reports a key, metric or label value holding a C0 or C1 control, DEL, or a

@@ -19,7 +19,11 @@
 // Every door holds an event to these, in this order, and names a refusal by its Reason:
 //
 //   - The line is one JSON object (invalid_json otherwise), field names matched exactly,
-//     the last of repeated members winning, other members validated and skipped.
+//     other members validated and skipped. A line giving key, metric, value, ts, count or
+//     labels twice (escaped or not) is bad_field, `field "key": given twice`, before any
+//     other check: which one counts would be a guess (encoding/json takes the last, other
+//     readers the first), and POST /v1/allow refuses such a body too. Other members may
+//     repeat.
 //   - key and metric are strings, present and not empty (missing_field), at most
 //     Config.MaxKeyLen bytes (256 by default; key_too_long), and pass window.ValidName, the
 //     key rule of every door: valid UTF-8, never rewritten to U+FFFD, without C0 or C1

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +52,9 @@ func (d *Decoder) Explain(line []byte) string {
 			return "invalid JSON: " + err.Error()
 		}
 		return "invalid JSON: NaN or Infinity outside the value"
+	}
+	if d.dup != 0 {
+		return `field "` + eventFields[bits.TrailingZeros8(d.dup)] + `": given twice (a field appears at most once)`
 	}
 	b := line
 	if s := d.explainName(b, "key", fKey, false); s != "" {

@@ -44,6 +44,8 @@ func TestExplain(t *testing.T) {
 		{`{"key":"a","metric":"m","value":1,"labels":{"__name__":"x"}}`, `label "__name__": reserved: a name starting with __ is Prometheus' own`},
 		{`{"key":"a","metric":"m","value":1,"labels":{"":"x"}}`, `label "": not a Prometheus label name`},
 		{`{"key":"a","metric":"m","value":1,"labels":{"a":"x","a":"y"}}`, `label "a": given twice`},
+		{`{"key":"a","metric":"m","key":"b","value":1}`, `field "key": given twice (a field appears at most once)`},
+		{`{"key":"a","metric":"m","value":1,"ts":1,"value":2,"ts":2}`, `field "value": given twice (a field appears at most once)`},
 		{`{"key":"a","metric":"m","value":1,"labels":{"code":200}}`, `label "code": value not a string`},
 		{`{"key":"a","metric":"m","value":1,"labels":{"code":"\u0000"}}`, `label "code": value holds a control character`},
 		{`{"key":"a","metric":"m","value":1,"labels":{"code":"` + long + `"}}`, `label "code": value of 300 bytes, more than 256`},

@@ -134,7 +134,7 @@ func (in *Intake) take(f Format, body []byte, now int64, src *window.Source, fee
 			}
 		})
 	case *SpanDecoder:
-		if src != nil && !f.emit {
+		if !f.emit { // (a part given back while refused runs is DecodeLines')
 			events = f.observeAll(body, &obs, refused)
 			break
 		}

@@ -1,10 +1,10 @@
 package event
 
-// observeAll is Intake.TakeRecord's path for a record of spans: the record read whole, its
-// spans' events observed together (window.Store.ObserveFromAll: a series locked and found
-// once for all its spans), then each refusal handed to refused in the spans' order, as
-// DecodeLines and ObserveFrom one span at a time would. It returns the number of spans (or 1
-// for a record refused whole).
+// observeAll is the intake's path for a body of spans: the body read whole, its spans' events
+// observed together (window.Store.ObserveFromAll for a Kafka record, ObserveAtAll for an
+// HTTP request's body: a series locked and found once for all its spans), then each refusal
+// handed to refused in the spans' order, as DecodeLines and ObserveFrom (ObserveAt) one span
+// at a time would. It returns the number of spans (or 1 for a body refused whole).
 func (s *SpanDecoder) observeAll(body []byte, o *observer, refused func([]byte, Reason)) int {
 	if len(body) == 0 {
 		return 0
@@ -22,7 +22,11 @@ func (s *SpanDecoder) observeAll(body []byte, o *observer, refused func([]byte, 
 	}
 	errs := s.errs[:len(evs)]
 	clear(errs)
-	o.in.store.ObserveFromAll(o.now, o.src, evs, errs)
+	if o.hasSrc {
+		o.in.store.ObserveFromAll(o.now, o.src, evs, errs)
+	} else {
+		o.in.store.ObserveAtAll(o.now, evs, errs)
+	}
 	s.emit = true // a part handed to refused may be given back (Intake.Explain)
 	j := 0
 	for k := range s.pending {

@@ -289,6 +289,11 @@ func TestEventsRefusalsSayWhat(t *testing.T) {
 	if want := `line 1: label "Bad-Name": not a Prometheus label name`; a.First["bad_field"] != want {
 		t.Errorf("first bad_field %q, want %q", a.First["bad_field"], want)
 	}
+	// A field given twice is refused as /v1/allow refuses it, not read as the last of them.
+	a = e.post([]byte("{\"key\":\"a\",\"metric\":\"latency_ms\",\"value\":5}\n{\"key\":\"a\",\"key\":\"b\",\"metric\":\"latency_ms\",\"value\":5}"))
+	if want := `line 2: field "key": given twice (a field appears at most once)`; a.Accepted != 1 || a.First["bad_field"] != want {
+		t.Errorf("a key given twice: %+v, want 1 accepted and bad_field %q", a, want)
+	}
 	code, b, _ = e.do("POST", "/v1/events", []byte(`{"key":"a","metric":"latency_ms","value":5}`))
 	if want := `{"accepted":1,"rejected":{}}` + "\n"; code != 200 || string(b) != want {
 		t.Fatalf("POST = %d %s, want %s", code, b, want)

@@ -10,8 +10,9 @@
 // can refuse them by name), and converts nothing: a caller converts the members it keeps.
 // Strings decode with Unquote as encoding/json decodes them; Lossy tells a caller for whom a
 // string is an identity that encoding/json would rewrite it to U+FFFD, so that it can refuse
-// it instead (the event decoder and the limiter refuse such keys). Repeated names are reported each
-// time; the event decoder and batch keep the last (as encoding/json), the limiter refuses a repeat.
+// it instead (the event decoder and the limiter refuse such keys). Repeated names are reported
+// each time; batch keeps the last (as encoding/json), the event decoder and the limiter refuse a
+// repeat of a field they read.
 //
 // Numbers. ParseFloat has strconv.ParseFloat's semantics and a fast path for the common
 // shapes (Clinger's: an exact mantissa times an exact power of ten, the package's one pow10

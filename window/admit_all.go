@@ -16,11 +16,26 @@ import "unsafe"
 // from there on are observed one at a time, in order.
 func (s *Store) ObserveFromAll(now int64, src Source, evs []*Event, errs []error) {
 	for base := 0; base < len(evs); {
-		base += s.observeBlock(now, src, evs[base:], errs[base:])
+		base += s.observeBlock(now, &src, evs[base:], errs[base:])
 	}
 	for i, err := range errs[:len(evs)] {
 		if err != nil && err != ErrEmptyKey { // ObserveFrom returns it as it is
 			errs[i] = s.fromErr(err)
+		}
+	}
+}
+
+// ObserveAtAll is ObserveAt of each event of evs in turn, with the same results (errs[i] is
+// evs[i]'s; errs must be at least as long as evs), the same Stats and the same store after
+// it, grouped by series as ObserveFromAll groups a record's: the spans of one OTLP request
+// over HTTP (POST /v1/events, POST /v1/traces), which has no Kafka record to judge them by.
+func (s *Store) ObserveAtAll(now int64, evs []*Event, errs []error) {
+	for base := 0; base < len(evs); {
+		base += s.observeBlock(now, nil, evs[base:], errs[base:])
+	}
+	for _, err := range errs[:len(evs)] {
+		if err != nil {
+			s.countErr(err) // as ObserveAt counts it
 		}
 	}
 }
@@ -34,8 +49,8 @@ const groupsMax = 32
 // compared by its bytes with the others, so two copies of one key are still one series), then
 // each series, in the order of its first event, is locked and found once and takes its
 // events down the links. It returns how many events it observed, and leaves the errors
-// unconverted (fromErr).
-func (s *Store) observeBlock(now int64, src Source, evs []*Event, out []error) int {
+// unconverted (fromErr). A nil src is ObserveAt's judgement (ObserveAtAll), else ObserveFrom's.
+func (s *Store) observeBlock(now int64, src *Source, evs []*Event, out []error) int {
 	const tableLen = 2 * groupsMax // at most half full
 	type group struct {
 		key, metric string
@@ -95,7 +110,11 @@ func (s *Store) observeBlock(now int64, src Source, evs []*Event, out []error) i
 		sh.mu.Lock()
 		se := sh.lookup(h, ev.Metric, ev.Key)
 		if se == nil {
-			out[i] = s.observeNewFrom(sh, h, now, src, *ev)
+			if src == nil {
+				out[i] = s.observeNewAt(sh, h, now, ev)
+			} else {
+				out[i] = s.observeNewFrom(sh, h, now, *src, *ev)
+			}
 			done[i>>6] |= 1 << (i & 63)
 			if se = sh.lookup(h, ev.Metric, ev.Key); se == nil {
 				sh.mu.Unlock()
@@ -109,7 +128,11 @@ func (s *Store) observeBlock(now int64, src Source, evs []*Event, out []error) i
 			i = int(next[i])
 		}
 		for ; i >= 0; i = int(next[i]) {
-			out[i] = observeSeries(sh, se, now, src, evs[i])
+			if src == nil {
+				out[i] = observeSeriesAt(sh, se, now, evs[i])
+			} else {
+				out[i] = observeSeries(sh, se, now, *src, evs[i])
+			}
 			done[i>>6] |= 1 << (i & 63)
 		}
 		sh.mu.Unlock()
@@ -117,8 +140,9 @@ func (s *Store) observeBlock(now int64, src Source, evs []*Event, out []error) i
 	return n
 }
 
-// observeOne is ObserveFrom without its conversion of the error (fromErr).
-func (s *Store) observeOne(now int64, src Source, ev *Event) error {
+// observeOne is ObserveFrom (ObserveAt for a nil src) without its counting or conversion of
+// the error (fromErr, countErr).
+func (s *Store) observeOne(now int64, src *Source, ev *Event) error {
 	if ev.Metric == "" || ev.Key == "" {
 		return ErrEmptyKey
 	}
@@ -126,10 +150,55 @@ func (s *Store) observeOne(now int64, src Source, ev *Event) error {
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if se := sh.lookup(h, ev.Metric, ev.Key); se != nil {
-		return observeSeries(sh, se, now, src, ev)
+	se := sh.lookup(h, ev.Metric, ev.Key)
+	switch {
+	case src == nil && se != nil:
+		return observeSeriesAt(sh, se, now, ev)
+	case src == nil:
+		return s.observeNewAt(sh, h, now, ev)
+	case se != nil:
+		return observeSeries(sh, se, now, *src, ev)
 	}
-	return s.observeNewFrom(sh, h, now, src, *ev)
+	return s.observeNewFrom(sh, h, now, *src, *ev)
+}
+
+// observeSeriesAt is ObserveAt's observation of ev into its existing series se, under sh.mu,
+// without counting a refusal. ObserveAt keeps its own copy of these lines: its hot path
+// makes no call for them.
+func observeSeriesAt(sh *shard, se *series, now int64, ev *Event) error {
+	var err error
+	if ev.Value-ev.Value != 0 || !se.ring.addCurrent(now, ev.TS, ev.Value, ev.Count) { // NaN and ±Inf give NaN
+		err = se.ring.Add(now, ev.TS, ev.Value, ev.Count)
+	}
+	if err == nil {
+		se.partition = ev.Feed.Partition()
+	}
+	if se.watched { // even refused: Add may have moved the ring's time
+		sh.touch(se)
+	}
+	return err
+}
+
+// observeNewAt is ObserveAt's new series, under sh.mu, without counting a refusal: created,
+// then taken out again when its first event is refused, so that it holds no place under the
+// caps.
+func (s *Store) observeNewAt(sh *shard, h uint64, now int64, ev *Event) error {
+	se, err := s.create(sh, h, *ev)
+	if err != nil {
+		return err
+	}
+	if ev.Value-ev.Value != 0 || !se.ring.addCurrent(now, ev.TS, ev.Value, ev.Count) {
+		err = se.ring.Add(now, ev.TS, ev.Value, ev.Count)
+	}
+	if err != nil {
+		s.unlinkNew(sh, h, se)
+		return err
+	}
+	se.partition = ev.Feed.Partition()
+	if se.watched {
+		sh.touch(se)
+	}
+	return nil
 }
 
 // observeSeries is ObserveFrom's observation of ev into its existing series se, under sh.mu.

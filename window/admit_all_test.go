@@ -35,7 +35,13 @@ func seriesStates(s *Store, now int64) map[string]string {
 // late, expired and ahead, and new series whose first event is refused while both caps are
 // nearly full, so that a later event creates the series after others were (the cases where
 // grouping by series could change which series a cap refuses).
-func TestObserveFromAllMatchesOneByOne(t *testing.T) {
+func TestObserveFromAllMatchesOneByOne(t *testing.T) { testObserveAllMatchesOneByOne(t, false) }
+
+// TestObserveAtAllMatchesOneByOne is TestObserveFromAllMatchesOneByOne for ObserveAtAll
+// against ObserveAt (the spans of a request over HTTP): the same records, judged by now.
+func TestObserveAtAllMatchesOneByOne(t *testing.T) { testObserveAllMatchesOneByOne(t, true) }
+
+func testObserveAllMatchesOneByOne(t *testing.T, at bool) {
 	for _, caps := range []StoreConfig{{}, {MaxSeries: 30}, {MaxSeriesPerMetric: 12}} {
 		t.Run(fmt.Sprintf("max%d_per_metric%d", caps.MaxSeries, caps.MaxSeriesPerMetric), func(t *testing.T) {
 			cfg := caps
@@ -86,24 +92,34 @@ func TestObserveFromAllMatchesOneByOne(t *testing.T) {
 					ptrs = append(ptrs, &evs[i])
 				}
 				got := make([]error, n)
-				all.ObserveFromAll(now, src, ptrs, got)
+				if at {
+					all.ObserveAtAll(now, ptrs, got)
+				} else {
+					all.ObserveFromAll(now, src, ptrs, got)
+				}
 				for i := range evs {
 					ev := evs[i]
-					if want := one.ObserveFrom(now, src, &ev); want != got[i] {
-						t.Fatalf("record %d, event %d (%s %q ts %d): ObserveFromAll %v, ObserveFrom %v", rec, i, ev.Metric, ev.Key, ev.TS, got[i], want)
+					var want error
+					if at {
+						want = one.ObserveAt(now, ev)
+					} else {
+						want = one.ObserveFrom(now, src, &ev)
+					}
+					if want != got[i] {
+						t.Fatalf("record %d, event %d (%s %q ts %d): all at once %v, one by one %v", rec, i, ev.Metric, ev.Key, ev.TS, got[i], want)
 					}
 				}
 			}
 			if a, b := all.Stats(), one.Stats(); a != b {
-				t.Fatalf("stats: ObserveFromAll %+v, ObserveFrom %+v", a, b)
+				t.Fatalf("stats: all at once %+v, one by one %+v", a, b)
 			}
 			a, b := seriesStates(all, now), seriesStates(one, now)
 			if len(a) != len(b) || len(a) < 10 {
-				t.Fatalf("ObserveFromAll made %d series, ObserveFrom %d (want the same, at least 10)", len(a), len(b))
+				t.Fatalf("all at once made %d series, one by one %d (want the same, at least 10)", len(a), len(b))
 			}
 			for k, st := range b {
 				if a[k] != st {
-					t.Fatalf("series %q: ObserveFromAll's slots differ from ObserveFrom's", k)
+					t.Fatalf("series %q: the slots of all at once differ from one by one's", k)
 				}
 			}
 		})

@@ -47,7 +47,9 @@
 // sketches-go Add: ours (ObserveAt) and from (ObserveFrom, ingest's call). Ingest's spans go
 // through Store.ObserveFromAll, a record's events at once: each series hashed, locked and
 // found once for all its events, which it takes in their order, with ObserveFrom's results
-// and slots bit for bit (TestObserveFromAllMatchesOneByOne; BenchmarkObserveFromAll).
+// and slots bit for bit (TestObserveFromAllMatchesOneByOne; BenchmarkObserveFromAll); the
+// spans of a request over HTTP through Store.ObserveAtAll, the same grouping with ObserveAt's
+// results (TestObserveAtAllMatchesOneByOne).
 //
 // Semantics users rely on:
 //
