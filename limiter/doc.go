@@ -142,7 +142,9 @@
 // one round trip per admitted request plus one, not one per request. The
 // cache is exact, not a guess: scripts never count denials and other
 // instances can only consume more, so nothing but a reset of the Redis state
-// could admit the request earlier.
+// could admit the request earlier. A denial answers only decisions by the
+// numbers it was made by: a key moved to a bigger plan (plans file or topic)
+// or given a raised limit (SetLimits) asks Redis again at once.
 //
 // # Several policies in one request
 //

@@ -431,12 +431,12 @@ func (s *Service) decide(ctx context.Context, now time.Time, checks []Charge, ou
 			owners = append(owners, i)
 		default:
 			if rt.deny != nil && rt.p.Levels.N == 0 { // a level's denial names its level: not cached
-				if e, hit := rt.deny.get(c.Key, nowNs, c.Cost); hit {
+				p := &rt.p
+				if ovs != nil && ovs[i] != nil {
+					p = &ovs[i].p
+				}
+				if e, hit := rt.deny.get(c.Key, nowNs, c.Cost, p); hit {
 					rt.m.cacheHit.Inc()
-					p := &rt.p
-					if ovs != nil && ovs[i] != nil {
-						p = &ovs[i].p
-					}
 					out[i] = Decision{Limit: p.Quota(), Remaining: e.remaining,
 						RetryAfter: time.Duration(e.until - nowNs), ResetAfter: time.Duration(max(e.resetAt-nowNs, e.until-nowNs)),
 						Window: p.QuotaWindow(), Policy: rt.p.Name}
