@@ -187,7 +187,9 @@ func (s *Service) onFailure(ctx context.Context, rt *running, c *Charge, nowNs i
 		*d = Decision{Allowed: true, Limit: rt.p.Quota(), Remaining: rt.p.Quota(), Window: rt.p.QuotaWindow(),
 			Policy: rt.p.Name, Degraded: true}
 	case FailLocal:
-		rt.mem.decide(&rt.mem.pr, c.Key, nowNs, c.Cost, d)
+		if rt.mem.decide(&rt.mem.pr, c.Key, nowNs, c.Cost, d) {
+			d.local = true // counted in memory (unless the store was full: untracked then)
+		}
 		d.Degraded = true
 		s.shadow(rt, d)
 	default: // FailClosed

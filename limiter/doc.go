@@ -60,7 +60,11 @@
 //
 // A request spends cost units (default 1). Cost 0 peeks: the decision
 // reports whether a request of cost 1 would be admitted now, with the current
-// Remaining, and changes nothing (no Redis write either). A cost above the
+// Remaining, and changes nothing (no Redis write either). While Redis is down,
+// a peek of a policy whose on_backend_error is local reads the in-memory count
+// like its other requests (a fresh key: the full quota, not Untracked), as
+// envoyproxy/ratelimit answers hits_addend 0 with its counter; under open it
+// is Untracked, as any admission nothing counted. A cost above the
 // policy's quota (limit or capacity) can never be admitted and is refused
 // with ErrCostOverLimit (HTTP 400) rather than denied with a meaningless
 // RetryAfter.

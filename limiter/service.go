@@ -515,7 +515,7 @@ func contains(s []int, v int) bool {
 // marked Degraded, for the caller to keep (on_backend_error open) or turn down.
 func (m *Memory) decide(pr *params, key string, now, cost int64, d *Decision) bool {
 	r := m.take(pr, key, now, cost, d) // the Service validated key
-	d.Policy, d.Shadowed, d.Degraded, d.Plan = m.p.Name, false, false, ""
+	d.Policy, d.Shadowed, d.Degraded, d.Plan, d.local = m.p.Name, false, false, "", false
 	if r == takeFull {
 		*d = Decision{Allowed: true, Limit: pr.quota, Remaining: pr.quota, Window: pr.quotaWin,
 			Policy: m.p.Name, Degraded: true}

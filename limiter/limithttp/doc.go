@@ -50,7 +50,7 @@
 // since nothing vouches for more. The IETF draft's server sends no quota it
 // cannot vouch for; the full quota it sent before told a client pacing itself
 // by the headers to spend it all while nothing counted. A local fallback
-// counts in memory, so its numbers are sent.
+// counts in memory, so its numbers are sent, a peek's (cost 0) too.
 //
 // The values come from a Decision's numbers alone (AppendPolicyValue,
 // AppendRateLimitValue, RetryAfterSeconds, each seconds value rounded up by
