@@ -160,8 +160,9 @@
 // a request the per-tenant limit refused; all-or-nothing would need a second
 // round trip or a single-slot script). The request's decision is the denial
 // with the longest RetryAfter, or, when all admit, the decision nearest its
-// limit (least Remaining). A real denial outranks a closed policy's backend
-// failure: 429, not 503.
+// limit (least Remaining; an admission nothing counted, Decision.Untracked,
+// only when none was counted: its Remaining vouches for nothing). A real
+// denial outranks a closed policy's backend failure: 429, not 503.
 //
 // # Levels
 //
