@@ -134,7 +134,8 @@
 //   - closed: refuse with ErrBackendUnavailable, HTTP 503 (login, OTP, where
 //     failing open invites brute force);
 //   - local: decide with an in-process limiter of the same policy (each
-//     instance then enforces the limit on its own share).
+//     instance then enforces the limit on its own share), by the key's
+//     numbers as Redis would: its plan's, or those SetLimits gave.
 //
 // A failed call is never retried: it may have run, and a second run would
 // count the request twice (limiter/redislimit refuses go-redis clients that
