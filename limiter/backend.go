@@ -149,13 +149,17 @@ func (s *Service) decideRemote(ctx context.Context, now, start time.Time, checks
 		if err == nil {
 			out[i] = res[j]
 			if d := &out[i]; !d.Allowed && rt.deny != nil && d.RetryAfter > 0 && rt.p.Levels.N == 0 {
-				rt.deny.put(checks[i].Key, denyEntry{until: nowNs + int64(d.RetryAfter), resetAt: nowNs + int64(d.ResetAfter),
+				rt.deny.put(checks[i].Key, denyEntry{p: reqs[j].Policy, until: nowNs + int64(d.RetryAfter), resetAt: nowNs + int64(d.ResetAfter),
 					cost: max(checks[i].Cost, 1), remaining: d.Remaining}, nowNs)
 			}
 			s.count(rt, &out[i])
 			continue
 		}
-		un, f := s.onFailure(ctx, rt, &checks[i], nowNs, err, &out[i])
+		var ov *override
+		if ovs != nil {
+			ov = ovs[i]
+		}
+		un, f := s.onFailure(ctx, rt, ov, &checks[i], nowNs, err, &out[i])
 		if un {
 			unavailable = append(unavailable, i)
 		}
@@ -168,11 +172,17 @@ func (s *Service) decideRemote(ctx context.Context, now, start time.Time, checks
 
 // onFailure decides check c of rt into d after its backend call failed with err: by the
 // policy's failure mode, or, when the caller's context ended, by none (no error metric:
-// Decide returns the context's error). It reports whether the check is unavailable (d a
-// denial that does not answer the request) and the error to report for it (nil: none).
-func (s *Service) onFailure(ctx context.Context, rt *running, c *Charge, nowNs int64, err error, d *Decision) (unavailable bool, failed error) {
+// Decide returns the context's error). ov is the key's numbers (its plan's, or
+// SetLimits's; nil: the policy's own), which the local fallback counts by, as the backend
+// did. It reports whether the check is unavailable (d a denial that does not answer the
+// request) and the error to report for it (nil: none).
+func (s *Service) onFailure(ctx context.Context, rt *running, ov *override, c *Charge, nowNs int64, err error, d *Decision) (unavailable bool, failed error) {
+	p, pr := &rt.p, (*params)(nil)
+	if ov != nil {
+		p, pr = &ov.p, &ov.pr
+	}
 	if ctx.Err() != nil {
-		*d = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name}
+		*d = Decision{Limit: p.Quota(), Window: p.QuotaWindow(), Policy: rt.p.Name}
 		return true, ctx.Err()
 	}
 	if BackendErrorReason(err) == ReasonTimeout {
@@ -184,14 +194,19 @@ func (s *Service) onFailure(ctx context.Context, rt *running, c *Charge, nowNs i
 	s.logFailure(rt, err)
 	switch rt.p.OnBackendError {
 	case FailOpen:
-		*d = Decision{Allowed: true, Limit: rt.p.Quota(), Remaining: rt.p.Quota(), Window: rt.p.QuotaWindow(),
+		*d = Decision{Allowed: true, Limit: p.Quota(), Remaining: p.Quota(), Window: p.QuotaWindow(),
 			Policy: rt.p.Name, Degraded: true}
 	case FailLocal:
-		rt.mem.decide(&rt.mem.pr, c.Key, nowNs, c.Cost, d)
+		if pr == nil {
+			pr = &rt.mem.pr
+		}
+		if rt.mem.decide(pr, c.Key, nowNs, c.Cost, d) {
+			d.local = true // counted in memory (unless the store was full: untracked then)
+		}
 		d.Degraded = true
 		s.shadow(rt, d)
 	default: // FailClosed
-		*d = Decision{Limit: rt.p.Quota(), Window: rt.p.QuotaWindow(), Policy: rt.p.Name, Degraded: true}
+		*d = Decision{Limit: p.Quota(), Window: p.QuotaWindow(), Policy: rt.p.Name, Degraded: true}
 		if rt.p.Shadow {
 			d.Allowed = true
 			return false, nil

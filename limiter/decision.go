@@ -57,15 +57,21 @@ type Decision struct {
 	// instances in one consumer group); Stale is then the age of the oldest of them.
 	Remote bool
 	Stale  time.Duration
+
+	// local: on_backend_error local decided it from the in-process count (Degraded too).
+	local bool
 }
 
 // Untracked reports that d admitted a request nothing counted: the backend failed (or a
 // memory store was full, or a usage rule's window could not be read) and the failure mode
 // let it through at full quota. Nothing is then known of the key's quota, so the faces
 // (rls, limithttp's headers) claim none for d rather than Remaining, which would invite a
-// client pacing itself by it to spend the whole quota at once. A local fallback's peek
-// (cost 0) of a fresh key looks the same and is treated alike.
-func (d *Decision) Untracked() bool { return d.Degraded && d.Allowed && d.Remaining == d.Limit }
+// client pacing itself by it to spend the whole quota at once. A local fallback (on_backend_error
+// local) counts in memory, so its decisions are tracked, a peek (cost 0) of a fresh key too: it
+// reports the full local quota, which the local count then holds the key to.
+func (d *Decision) Untracked() bool {
+	return d.Degraded && d.Allowed && d.Remaining == d.Limit && !d.local
+}
 
 // Limiter decides admission for one policy. Memory and the Redis backend both
 // implement it; the conformance suite in limitertest runs over any Limiter.

@@ -10,8 +10,11 @@ import (
 //
 // A cached denial is exact, not a guess: the scripts never count denied
 // requests, and other instances can only consume more, so nothing but a
-// state reset in Redis can make a request admissible before RetryAfter. An
-// entry answers only requests of at least the cost it was computed for.
+// state reset in Redis can make a request admissible before RetryAfter, or
+// other numbers: an entry answers only requests of at least the cost it was
+// computed for, decided by the same numbers (the same *Policy: the policy's
+// own, a plan's, or SetLimits's; each change of plans or limits makes new
+// ones, so a key moved to a bigger plan or given a raised limit asks Redis).
 type denyCache struct {
 	seed    maphash.Seed
 	perShrd int
@@ -25,8 +28,9 @@ type denyShard struct {
 }
 
 type denyEntry struct {
-	until     int64 // ns: denied before this instant
-	resetAt   int64 // ns
+	p         *Policy // the numbers it was decided by; kept alive by the entry, so never reused
+	until     int64   // ns: denied before this instant
+	resetAt   int64   // ns
 	cost      int64
 	remaining int64
 }
@@ -44,8 +48,8 @@ func (c *denyCache) shard(key string) *denyShard {
 }
 
 // get returns the cached denial for a request of cost (0 = peek, treated
-// as 1) at now, if any.
-func (c *denyCache) get(key string, now, cost int64) (denyEntry, bool) {
+// as 1) at now decided by p, if any.
+func (c *denyCache) get(key string, now, cost int64, p *Policy) (denyEntry, bool) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	e, ok := sh.m[key]
@@ -54,7 +58,7 @@ func (c *denyCache) get(key string, now, cost int64) (denyEntry, bool) {
 		ok = false
 	}
 	sh.mu.Unlock()
-	return e, ok && max(cost, 1) >= e.cost
+	return e, ok && max(cost, 1) >= e.cost && e.p == p
 }
 
 func (c *denyCache) put(key string, e denyEntry, now int64) {
@@ -73,14 +77,4 @@ func (c *denyCache) put(key string, e denyEntry, now int64) {
 	}
 	sh.m[key] = e
 	sh.mu.Unlock()
-}
-
-// clear drops every cached denial (their policy's numbers changed).
-func (c *denyCache) clear() {
-	for i := range c.shards {
-		sh := &c.shards[i]
-		sh.mu.Lock()
-		clear(sh.m)
-		sh.mu.Unlock()
-	}
 }

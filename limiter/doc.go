@@ -60,7 +60,11 @@
 //
 // A request spends cost units (default 1). Cost 0 peeks: the decision
 // reports whether a request of cost 1 would be admitted now, with the current
-// Remaining, and changes nothing (no Redis write either). A cost above the
+// Remaining, and changes nothing (no Redis write either). While Redis is down,
+// a peek of a policy whose on_backend_error is local reads the in-memory count
+// like its other requests (a fresh key: the full quota, not Untracked), as
+// envoyproxy/ratelimit answers hits_addend 0 with its counter; under open it
+// is Untracked, as any admission nothing counted. A cost above the
 // policy's quota (limit or capacity) can never be admitted and is refused
 // with ErrCostOverLimit (HTTP 400) rather than denied with a meaningless
 // RetryAfter.
@@ -130,7 +134,8 @@
 //   - closed: refuse with ErrBackendUnavailable, HTTP 503 (login, OTP, where
 //     failing open invites brute force);
 //   - local: decide with an in-process limiter of the same policy (each
-//     instance then enforces the limit on its own share).
+//     instance then enforces the limit on its own share), by the key's
+//     numbers as Redis would: its plan's, or those SetLimits gave.
 //
 // A failed call is never retried: it may have run, and a second run would
 // count the request twice (limiter/redislimit refuses go-redis clients that
@@ -142,7 +147,9 @@
 // one round trip per admitted request plus one, not one per request. The
 // cache is exact, not a guess: scripts never count denials and other
 // instances can only consume more, so nothing but a reset of the Redis state
-// could admit the request earlier.
+// could admit the request earlier. A denial answers only decisions by the
+// numbers it was made by: a key moved to a bigger plan (plans file or topic)
+// or given a raised limit (SetLimits) asks Redis again at once.
 //
 // # Several policies in one request
 //
@@ -154,8 +161,9 @@
 // a request the per-tenant limit refused; all-or-nothing would need a second
 // round trip or a single-slot script). The request's decision is the denial
 // with the longest RetryAfter, or, when all admit, the decision nearest its
-// limit (least Remaining). A real denial outranks a closed policy's backend
-// failure: 429, not 503.
+// limit (least Remaining; an admission nothing counted, Decision.Untracked,
+// only when none was counted: its Remaining vouches for nothing). A real
+// denial outranks a closed policy's backend failure: 429, not 503.
 //
 // # Levels
 //

@@ -275,7 +275,8 @@ func (s *Service) AllowN(ctx context.Context, policy, key string, now time.Time,
 //
 // The returned decision is the request's: the denial with the longest
 // RetryAfter if any check denies, otherwise the allowed decision with the
-// least Remaining (the one nearest its limit). If nothing denies but a
+// least Remaining (the one nearest its limit), an admission nothing counted
+// (Decision.Untracked) only when no other was counted. If nothing denies but a
 // closed policy's backend failed, the error is ErrBackendUnavailable. Input
 // errors are returned before anything is charged.
 //
@@ -431,12 +432,12 @@ func (s *Service) decide(ctx context.Context, now time.Time, checks []Charge, ou
 			owners = append(owners, i)
 		default:
 			if rt.deny != nil && rt.p.Levels.N == 0 { // a level's denial names its level: not cached
-				if e, hit := rt.deny.get(c.Key, nowNs, c.Cost); hit {
+				p := &rt.p
+				if ovs != nil && ovs[i] != nil {
+					p = &ovs[i].p
+				}
+				if e, hit := rt.deny.get(c.Key, nowNs, c.Cost, p); hit {
 					rt.m.cacheHit.Inc()
-					p := &rt.p
-					if ovs != nil && ovs[i] != nil {
-						p = &ovs[i].p
-					}
 					out[i] = Decision{Limit: p.Quota(), Remaining: e.remaining,
 						RetryAfter: time.Duration(e.until - nowNs), ResetAfter: time.Duration(max(e.resetAt-nowNs, e.until-nowNs)),
 						Window: p.QuotaWindow(), Policy: rt.p.Name}
@@ -489,7 +490,7 @@ func (s *Service) decide(ctx context.Context, now time.Time, checks []Charge, ou
 			best = i
 		case !d.Allowed && (out[best].Allowed || d.RetryAfter > out[best].RetryAfter):
 			best = i
-		case d.Allowed && out[best].Allowed && d.Remaining < out[best].Remaining:
+		case d.Allowed && out[best].Allowed && lessRemaining(d, &out[best]):
 			best = i
 		}
 	}
@@ -499,6 +500,17 @@ func (s *Service) decide(ctx context.Context, now time.Time, checks []Charge, ou
 		return out[unavailable[0]], failed
 	}
 	return out[best], nil
+}
+
+// lessRemaining reports whether admission a is nearer its limit than b. One nothing
+// counted (Untracked: its Remaining, the full quota, vouches for nothing) ranks after any
+// that was counted, so the request's decision, its JSON and its X-RateLimit-* headers
+// describe a counted policy whenever there is one.
+func lessRemaining(a, b *Decision) bool {
+	if ua, ub := a.Untracked(), b.Untracked(); ua != ub {
+		return ub
+	}
+	return a.Remaining < b.Remaining
 }
 
 func contains(s []int, v int) bool {
@@ -515,7 +527,7 @@ func contains(s []int, v int) bool {
 // marked Degraded, for the caller to keep (on_backend_error open) or turn down.
 func (m *Memory) decide(pr *params, key string, now, cost int64, d *Decision) bool {
 	r := m.take(pr, key, now, cost, d) // the Service validated key
-	d.Policy, d.Shadowed, d.Degraded, d.Plan = m.p.Name, false, false, ""
+	d.Policy, d.Shadowed, d.Degraded, d.Plan, d.local = m.p.Name, false, false, "", false
 	if r == takeFull {
 		*d = Decision{Allowed: true, Limit: pr.quota, Remaining: pr.quota, Window: pr.quotaWin,
 			Policy: m.p.Name, Degraded: true}

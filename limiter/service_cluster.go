@@ -62,7 +62,7 @@ func (s *Service) allowCluster(ctx context.Context, rt *running, key string, now
 // clusterFailed is allowCluster's answer when the backend failed with err: the general
 // path's, by the policy's failure mode.
 func (s *Service) clusterFailed(ctx context.Context, rt *running, key string, now time.Time, cost int64, err error, out *Decision) (Decision, error) {
-	unavailable, failed := s.onFailure(ctx, rt, &Charge{Policy: rt.p.Name, Key: key, Cost: cost}, now.UnixNano(), err, out)
+	unavailable, failed := s.onFailure(ctx, rt, nil, &Charge{Policy: rt.p.Name, Key: key, Cost: cost}, now.UnixNano(), err, out)
 	if cerr := ctx.Err(); cerr != nil && failed != nil {
 		return Decision{}, fmt.Errorf("deciding: %w", cerr)
 	}

@@ -49,8 +49,8 @@ func sameNumbers(a, b Policy) bool {
 //
 // Every policy in ps must be running and validate, and differ from the running one in
 // its numbers alone (ErrNotNumbers otherwise: a new algorithm, window, backend or failure
-// mode needs a new Service). On error nothing changes. The denials cached for a Redis
-// policy whose numbers change are dropped, so a raised limit admits at once.
+// mode needs a new Service). On error nothing changes. A raised limit admits at once: the
+// denials cached for a Redis policy answer only decisions by the numbers they were made by.
 func (s *Service) SetLimits(ps []Policy) error {
 	s.planMu.Lock()
 	defer s.planMu.Unlock()
@@ -60,7 +60,6 @@ func (s *Service) SetLimits(ps []Policy) error {
 		copy(base, old.base)
 	}
 	var errs []error
-	var changed []*running
 	for _, p := range ps {
 		rt := s.byName[p.Name]
 		if rt == nil || rt.checker != nil {
@@ -77,9 +76,6 @@ func (s *Service) SetLimits(ps []Policy) error {
 			continue
 		}
 		p.Location = rt.p.Location
-		if !sameNumbers(old.own(rt).p, p) {
-			changed = append(changed, rt)
-		}
 		if sameNumbers(rt.p, p) {
 			base[rt.idx] = nil // back to the policy's own numbers
 			continue
@@ -105,10 +101,5 @@ func (s *Service) SetLimits(ps []Policy) error {
 		t.topic = old.topic // the same plans: every key's plan stays
 	}
 	s.plans.Store(t)
-	for _, rt := range changed {
-		if rt.deny != nil {
-			rt.deny.clear()
-		}
-	}
 	return nil
 }

@@ -63,7 +63,10 @@
 // runs, whose counters are kept (limiter.Service.SetLimits), as envoyproxy/ratelimit keeps
 // its Redis counters. A descriptor that maps to a policy the Service lacks, or runs with
 // another window, algorithm or backend, or with other usage rules, is ErrNeedsRestart: the
-// config in use stays, as it does for a file that does not load.
+// config in use stays, as it does for a file that does not load. The swap is one to a
+// request: one whose cost the old limit held but the new numbers do not (it matched with
+// the old config, the limiter had the new numbers when it decided) is started again, with
+// nothing charged, under the new config, rather than answered InvalidArgument.
 //
 // slide's own fields extend a rate_limit: algorithm (fixed_window by default,
 // as envoyproxy/ratelimit counts; sliding_log, sliding_counter, token_bucket,

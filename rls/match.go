@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strings"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/slide-metrics/slide/limiter"
@@ -164,4 +166,23 @@ func nameWithSuffix(name, suffix string) string {
 		return name + suffix
 	}
 	return name[:64-len(suffix)] + suffix
+}
+
+// cost is the descriptor's hits_addend when set (0 allowed: a peek), else the
+// request's, else 1.
+func cost(req *pb.RateLimitRequest, d *rlv3.RateLimitDescriptor) int64 {
+	if h := d.GetHitsAddend(); h != nil {
+		return clampCost(h.GetValue())
+	}
+	if h := req.GetHitsAddend(); h != 0 {
+		return int64(h)
+	}
+	return 1
+}
+
+func clampCost(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
 }

@@ -82,7 +82,10 @@ func (c Change) String() string {
 }
 
 // Reload swaps in cfg for the requests that start from now on; those under way finish
-// with the config they began with. What cfg may change:
+// with the config they began with, except one whose cost the old limit held and the new
+// numbers do not: the limiter refuses it uncharged and it starts again with cfg, so no
+// request is refused for a cost that the config it is answered by allows. What cfg may
+// change:
 //
 //   - the descriptor trees, anything the Server itself decides (unlimited,
 //     requests_per_unit 0, replaces, quota_mode, shadow_mode of a descriptor
@@ -128,6 +131,18 @@ func (s *Server) Reload(cfg *Config) (Change, error) {
 	}
 	s.cur.Store(s.serve(cfg))
 	return diff(old.cfg, cfg), nil
+}
+
+// maxReloadRetries bounds how often a request starts again because reloads kept swapping
+// the config under it (each start needs another reload).
+const maxReloadRetries = 8
+
+// reloaded waits for a Reload under way to finish and reports whether the config changed
+// from cur.
+func (s *Server) reloaded(cur *served) bool {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	return s.cur.Load() != cur
 }
 
 // ReloadFile loads path with opt (Load) and swaps it in (Reload), counting the outcome in

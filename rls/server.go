@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -244,9 +243,28 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 	}
 	sc := s.scratchBuf.Get().(*scratch)
 	defer s.scratchBuf.Put(sc)
-	sc.matched, sc.checks = sc.matched[:0], sc.checks[:0]
-	cur := s.cur.Load() // this request's config from start to answer, whatever Reload does meanwhile
+	now := s.now()
+	for tries := 1; ; tries++ {
+		cur := s.cur.Load() // this request's config from start to answer, whatever Reload does meanwhile
+		err := s.decide(ctx, cur, req, now, sc)
+		if err == nil {
+			return s.answer(cur, req, now, sc), nil
+		}
+		// Reload sets the limiter's numbers, then swaps the config: a request that matched
+		// with the old config can meet the new numbers, which may not hold a cost the old
+		// limit did. The limiter charged nothing, so the request starts again with the new
+		// config, as if it had arrived after the swap.
+		if !errors.Is(err, limiter.ErrCostOverLimit) || tries == maxReloadRetries || !s.reloaded(cur) {
+			return nil, s.decideError(ctx, err)
+		}
+	}
+}
 
+// decide matches req's descriptors in cur and decides them into sc.matched (sc.out for
+// the limiter's checks). On error nothing is charged by the limiter; overrides decided
+// before it may be.
+func (s *Server) decide(ctx context.Context, cur *served, req *pb.RateLimitRequest, now time.Time, sc *scratch) error {
+	sc.matched, sc.checks = sc.matched[:0], sc.checks[:0]
 	replacing := map[string]bool(nil)
 	for _, d := range req.GetDescriptors() {
 		if o := d.GetLimit(); o != nil && cur.overridden[req.GetDomain()] != nil {
@@ -278,7 +296,6 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		}
 		sc.matched = append(sc.matched, m)
 	}
-	now := s.now()
 	for i := range sc.matched {
 		m := &sc.matched[i]
 		l := m.l
@@ -322,38 +339,19 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		}
 		sc.out = sc.out[:len(sc.checks)]
 		if _, err := s.svc.Decide(ctx, now, sc.checks, sc.out); err != nil {
-			return nil, s.decideError(ctx, err)
+			return err
 		}
 	}
 	for i := range sc.matched {
 		if m := &sc.matched[i]; m.pending {
 			d, err := s.ov.decide(ctx, now, m.l, m.key, m.cost)
 			if err != nil {
-				return nil, s.decideError(ctx, err)
+				return err
 			}
 			m.d = d
 		}
 	}
-	return s.answer(cur, req, now, sc), nil
-}
-
-// cost is the descriptor's hits_addend when set (0 allowed: a peek), else the
-// request's, else 1.
-func cost(req *pb.RateLimitRequest, d *rlv3.RateLimitDescriptor) int64 {
-	if h := d.GetHitsAddend(); h != nil {
-		return clampCost(h.GetValue())
-	}
-	if h := req.GetHitsAddend(); h != 0 {
-		return int64(h)
-	}
-	return 1
-}
-
-func clampCost(v uint64) int64 {
-	if v > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(v)
+	return nil
 }
 
 // untilReset is the time from now to the end of the epoch-aligned window.

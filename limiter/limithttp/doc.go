@@ -47,10 +47,14 @@
 // headers describe the tracked decision with the least remaining instead, and
 // a request no policy counted gets none of these headers. Its JSON keeps
 // "degraded":true and "limit" (the policy's quota) and says "remaining":0,
-// since nothing vouches for more. The IETF draft's server sends no quota it
+// since nothing vouches for more. The top level of the JSON is always the
+// decision the X- headers describe: limiter.Service.Decide ranks an untracked
+// admission after every counted one, so it decides a request only when no
+// policy of it counted (then without X- headers); its own entry stays under
+// "decisions". The IETF draft's server sends no quota it
 // cannot vouch for; the full quota it sent before told a client pacing itself
 // by the headers to spend it all while nothing counted. A local fallback
-// counts in memory, so its numbers are sent.
+// counts in memory, so its numbers are sent, a peek's (cost 0) too.
 //
 // The values come from a Decision's numbers alone (AppendPolicyValue,
 // AppendRateLimitValue, RetryAfterSeconds, each seconds value rounded up by
