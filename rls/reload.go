@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/slide-metrics/slide/limiter/usage"
 )
@@ -19,9 +22,10 @@ var ErrNeedsRestart = errors.New("needs a restart")
 // config even while Reload swaps in another.
 type served struct {
 	cfg        *Config
-	perLimit   []limitMetrics           // by limit.idx
-	overridden map[string]*limitMetrics // by configured domain: descriptors with a limit override
-	hdrs       headerCache              // by limit.idx
+	perLimit   []limitMetrics                                   // by limit.idx
+	overridden map[string]*limitMetrics                         // by configured domain: descriptors with a limit override
+	hdrs       headerCache                                      // by limit.idx
+	held       []atomic.Pointer[pb.RateLimitResponse_RateLimit] // by limit.idx: the last current_limit of other numbers than its own
 }
 
 // serve builds what a Server answers cfg with; the metric series (per descriptor, and
@@ -29,7 +33,8 @@ type served struct {
 // names the same descriptors, so their counts go on across a reload.
 func (s *Server) serve(cfg *Config) *served {
 	desc := s.noLimit
-	v := &served{cfg: cfg, overridden: map[string]*limitMetrics{}, hdrs: make(headerCache, len(cfg.limits))}
+	v := &served{cfg: cfg, overridden: map[string]*limitMetrics{}, hdrs: make(headerCache, len(cfg.limits)),
+		held: make([]atomic.Pointer[pb.RateLimitResponse_RateLimit], len(cfg.limits))}
 	for _, l := range cfg.limits {
 		lm := limitMetrics{
 			ok: desc.WithLabelValues(l.domain, l.path, resultOK), over: desc.WithLabelValues(l.domain, l.path, resultOver),

@@ -418,8 +418,8 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 		// invite a client that paces itself by the headers to spend it at once.
 		untracked := d.Untracked()
 		if !untracked {
-			if l.current != nil {
-				st.CurrentLimit = l.current // shared, never modified: concurrent marshals only read it
+			if c := cur.currentLimit(l, d); c != nil {
+				st.CurrentLimit = c // shared, never modified: concurrent marshals only read it
 			}
 			st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
 			st.DurationUntilReset = durationpb.New(max(d.ResetAfter, d.RetryAfter))
