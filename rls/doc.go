@@ -129,7 +129,8 @@
 // ones of concurrent requests in one script call; each is charged even when another is over, as
 // in envoyproxy/ratelimit). The cost is the descriptor's hits_addend when set
 // (0 checks without charging), else the request's, else 1; a cost above the
-// quota is OVER_LIMIT without charging, until its window ends (for a window that is
+// quota (requests_per_unit, or the limit the key's plan gives the policy, above or
+// below it) is OVER_LIMIT without charging, until its window ends (for a window that is
 // not fixed, a window from now), as a requests_per_unit 0 one is. A cost above
 // what remains is OVER_LIMIT and charges nothing too, where envoyproxy/ratelimit
 // counts every hit: usage charged after the fact (Envoy's apply_on_stream_done

@@ -1,8 +1,12 @@
 package rls_test
 
 import (
+	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/rls"
@@ -33,6 +37,44 @@ keys:
 		t.Fatal(err)
 	}
 	return h
+}
+
+// TestPlanCostOverLimit: a hits_addend above the limit a key's plan gives it is
+// OVER_LIMIT charging nothing, as one above requests_per_unit is (and as
+// envoyproxy/ratelimit answers), and one the plan holds is decided by the plan even
+// above requests_per_unit. Before, the Server compared the cost with requests_per_unit
+// alone: a plan of 2 answered hits_addend 3 with InvalidArgument ("cost 3, policy …
+// allows at most 2"), and a plan of 10 answered hits_addend 7 OVER_LIMIT.
+func TestPlanCostOverLimit(t *testing.T) {
+	h := startPlanned(t, nil)
+	for _, tc := range []struct {
+		key   string
+		hits  uint32
+		want  pb.RateLimitResponse_Code
+		limit uint32 // current_limit and RateLimit-Policy's q
+	}{
+		{"c-small", 3, pb.RateLimitResponse_OVER_LIMIT, 2}, // under requests_per_unit, over the plan
+		{"c-small", 6, pb.RateLimitResponse_OVER_LIMIT, 2}, // over both
+		{"c-small", 2, pb.RateLimitResponse_OK, 2},         // nothing charged before: the plan's 2 fit
+		{"c-big", 7, pb.RateLimitResponse_OK, 10},          // over requests_per_unit, under the plan
+		{"c-big", 4, pb.RateLimitResponse_OVER_LIMIT, 10},  // 7 + 4 > 10
+		{"c-big", 3, pb.RateLimitResponse_OK, 10},
+		{"c-big", 11, pb.RateLimitResponse_OVER_LIMIT, 10},
+		{"c-other", 6, pb.RateLimitResponse_OVER_LIMIT, 5}, // no plan: requests_per_unit
+	} {
+		resp, err := h.client.ShouldRateLimit(context.Background(), req("shop", tc.hits, desc("client_id", tc.key)))
+		if err != nil {
+			t.Errorf("%s hits_addend %d: %v, want %v", tc.key, tc.hits, err, tc.want)
+			continue
+		}
+		if got := resp.GetOverallCode(); got != tc.want {
+			t.Errorf("%s hits_addend %d: %v, want %v", tc.key, tc.hits, got, tc.want)
+		}
+		q := fmt.Sprintf(`"rls.shop.client_id";q=%d;w=60`, tc.limit)
+		if got := resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit(); got != tc.limit || header(resp, "ratelimit-policy") != q {
+			t.Errorf("%s hits_addend %d: current_limit %d, RateLimit-Policy %q; want %d, %q", tc.key, tc.hits, got, header(resp, "ratelimit-policy"), tc.limit, q)
+		}
+	}
 }
 
 // TestPlanCurrentLimit: a key on a plan is told the limit it is held to, in current_limit

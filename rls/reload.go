@@ -138,16 +138,26 @@ func (s *Server) Reload(cfg *Config) (Change, error) {
 	return diff(old.cfg, cfg), nil
 }
 
-// maxReloadRetries bounds how often a request starts again because reloads kept swapping
-// the config under it (each start needs another reload).
-const maxReloadRetries = 8
+// maxCostRetries bounds how often a request starts again because the limiter refused a
+// cost: once to compare its costs with the keys' own quotas, then only while reloads or
+// plan changes keep moving those under it.
+const maxCostRetries = 8
 
-// reloaded waits for a Reload under way to finish and reports whether the config changed
-// from cur.
-func (s *Server) reloaded(cur *served) bool {
+// keyQuota is the quota the limiter holds key to under policy: its plan's, or the numbers
+// a Reload gave the policy (limiter.Service.EffectivePolicy); def when the Service lacks
+// the policy. It looks the plan up, so it is asked only when the cost is in question.
+func (s *Server) keyQuota(policy, key string, def int64) int64 {
+	if p, _, ok := s.svc.EffectivePolicy(policy, key); ok {
+		return p.Quota()
+	}
+	return def
+}
+
+// awaitReload waits for a Reload under way to finish, so that the next s.cur.Load() is
+// the config that goes with the limiter's numbers.
+func (s *Server) awaitReload() {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	return s.cur.Load() != cur
 }
 
 // ReloadFile loads path with opt (Load) and swaps it in (Reload), counting the outcome in
