@@ -129,14 +129,18 @@
 // ones of concurrent requests in one script call; each is charged even when another is over, as
 // in envoyproxy/ratelimit). The cost is the descriptor's hits_addend when set
 // (0 checks without charging), else the request's, else 1; a cost above the
-// quota is OVER_LIMIT without charging, until its window ends (for a window that is
+// quota (requests_per_unit, or the limit the key's plan gives the policy, above or
+// below it) is OVER_LIMIT without charging, until its window ends (for a window that is
 // not fixed, a window from now), as a requests_per_unit 0 one is. A cost above
 // what remains is OVER_LIMIT and charges nothing too, where envoyproxy/ratelimit
 // counts every hit: usage charged after the fact (Envoy's apply_on_stream_done
 // with an LLM's tokens as hits_addend) that does not fit is not recorded, so
 // count such usage as events and limit it with a usage rule. Each status has its code,
 // current_limit (requests_per_unit and the largest unit dividing the window,
-// with unit_multiplier when that is not 1: 2 per 90 s is 2 per SECOND × 90),
+// with unit_multiplier when that is not 1: 2 per 90 s is 2 per SECOND × 90;
+// for a key whose plan (limiter.Service.SetPlans, slide serve --plans) gives the
+// descriptor's policy another limit, that limit in the same unit, the one its
+// limit_remaining and headers count from),
 // limit_remaining (MaxUint32 when unlimited) and duration_until_reset, the
 // time until the key is back to its full quota (at least the time until the
 // request would be admitted). A descriptor with usage rules takes the worst of
@@ -150,7 +154,7 @@
 // (slide serve --rls-response-headers) three more follow, as envoyproxy/ratelimit
 // sends them with LIMIT_RESPONSE_HEADERS_ENABLED (named RateLimit-Limit,
 // RateLimit-Remaining and RateLimit-Reset by default, as there): the
-// requests_per_unit, limit_remaining and duration_until_reset in whole seconds
+// current_limit's requests_per_unit, limit_remaining and duration_until_reset in whole seconds
 // (rounded up) of one descriptor: the last one over its limit that is not in
 // quota_mode, else the first with the least limit_remaining; none when no
 // descriptor has a current_limit (unknown, unlimited). A response's

@@ -84,6 +84,29 @@ func (cur *served) headers(idx int, md limiter.Decision, all []limiter.Decision)
 	return hv
 }
 
+// currentLimit is the current_limit of a descriptor of l decided by d: l's own, unless
+// l's policy decided it by another limit than requests_per_unit (the key's plan, or the
+// numbers of a Reload swapping in as the request ran), when it is that limit in l's unit,
+// so that current_limit tells the limit that limit_remaining and the headers count from.
+// Such a current_limit is kept per limit while its number repeats, as a planned hot key's
+// answers do.
+func (cur *served) currentLimit(l *limit, d *limiter.Decision) *pb.RateLimitResponse_RateLimit {
+	c := l.current
+	// A usage rule's decision (d.Policy the rule's) keeps l's own: its max is no count of
+	// requests a unit.
+	if c == nil || l.policy == "" || d.Policy != l.policy || d.Limit == int64(c.GetRequestsPerUnit()) ||
+		d.Limit < 0 || d.Limit > math.MaxUint32 {
+		return c
+	}
+	if h := cur.held[l.idx].Load(); h != nil && int64(h.GetRequestsPerUnit()) == d.Limit {
+		return h
+	}
+	h := &pb.RateLimitResponse_RateLimit{Name: c.GetName(), RequestsPerUnit: uint32(d.Limit), Unit: c.GetUnit(),
+		UnitMultiplier: c.GetUnitMultiplier()}
+	cur.held[l.idx].Store(h)
+	return h
+}
+
 // The header names as HTTP/2 sends them.
 var (
 	headerPolicy     = strings.ToLower(limithttp.HeaderRateLimitPolicy)

@@ -29,6 +29,7 @@ var t0 = time.Date(2026, 12, 1, 10, 0, 0, 250_000_000, time.UTC)
 type harness struct {
 	client pb.RateLimitServiceClient
 	server *rls.Server
+	svc    *limiter.Service
 	conn   *grpc.ClientConn
 	addr   string
 	reg    *prometheus.Registry
@@ -81,7 +82,7 @@ func start(t testing.TB, s setup) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.server = srv
+	h.server, h.svc = srv, svc
 	g := rls.NewGRPC(srv)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/slide-metrics/slide/limiter/usage"
 )
@@ -19,9 +22,10 @@ var ErrNeedsRestart = errors.New("needs a restart")
 // config even while Reload swaps in another.
 type served struct {
 	cfg        *Config
-	perLimit   []limitMetrics           // by limit.idx
-	overridden map[string]*limitMetrics // by configured domain: descriptors with a limit override
-	hdrs       headerCache              // by limit.idx
+	perLimit   []limitMetrics                                   // by limit.idx
+	overridden map[string]*limitMetrics                         // by configured domain: descriptors with a limit override
+	hdrs       headerCache                                      // by limit.idx
+	held       []atomic.Pointer[pb.RateLimitResponse_RateLimit] // by limit.idx: the last current_limit of other numbers than its own
 }
 
 // serve builds what a Server answers cfg with; the metric series (per descriptor, and
@@ -29,7 +33,8 @@ type served struct {
 // names the same descriptors, so their counts go on across a reload.
 func (s *Server) serve(cfg *Config) *served {
 	desc := s.noLimit
-	v := &served{cfg: cfg, overridden: map[string]*limitMetrics{}, hdrs: make(headerCache, len(cfg.limits))}
+	v := &served{cfg: cfg, overridden: map[string]*limitMetrics{}, hdrs: make(headerCache, len(cfg.limits)),
+		held: make([]atomic.Pointer[pb.RateLimitResponse_RateLimit], len(cfg.limits))}
 	for _, l := range cfg.limits {
 		lm := limitMetrics{
 			ok: desc.WithLabelValues(l.domain, l.path, resultOK), over: desc.WithLabelValues(l.domain, l.path, resultOver),
@@ -133,16 +138,26 @@ func (s *Server) Reload(cfg *Config) (Change, error) {
 	return diff(old.cfg, cfg), nil
 }
 
-// maxReloadRetries bounds how often a request starts again because reloads kept swapping
-// the config under it (each start needs another reload).
-const maxReloadRetries = 8
+// maxCostRetries bounds how often a request starts again because the limiter refused a
+// cost: once to compare its costs with the keys' own quotas, then only while reloads or
+// plan changes keep moving those under it.
+const maxCostRetries = 8
 
-// reloaded waits for a Reload under way to finish and reports whether the config changed
-// from cur.
-func (s *Server) reloaded(cur *served) bool {
+// keyQuota is the quota the limiter holds key to under policy: its plan's, or the numbers
+// a Reload gave the policy (limiter.Service.EffectivePolicy); def when the Service lacks
+// the policy. It looks the plan up, so it is asked only when the cost is in question.
+func (s *Server) keyQuota(policy, key string, def int64) int64 {
+	if p, _, ok := s.svc.EffectivePolicy(policy, key); ok {
+		return p.Quota()
+	}
+	return def
+}
+
+// awaitReload waits for a Reload under way to finish, so that the next s.cur.Load() is
+// the config that goes with the limiter's numbers.
+func (s *Server) awaitReload() {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	return s.cur.Load() != cur
 }
 
 // ReloadFile loads path with opt (Load) and swaps it in (Reload), counting the outcome in

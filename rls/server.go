@@ -244,26 +244,32 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 	sc := s.scratchBuf.Get().(*scratch)
 	defer s.scratchBuf.Put(sc)
 	now := s.now()
+	recheck := false
 	for tries := 1; ; tries++ {
 		cur := s.cur.Load() // this request's config from start to answer, whatever Reload does meanwhile
-		err := s.decide(ctx, cur, req, now, sc)
+		err := s.decide(ctx, cur, req, now, sc, recheck)
 		if err == nil {
 			return s.answer(cur, req, now, sc), nil
 		}
-		// Reload sets the limiter's numbers, then swaps the config: a request that matched
-		// with the old config can meet the new numbers, which may not hold a cost the old
-		// limit did. The limiter charged nothing, so the request starts again with the new
-		// config, as if it had arrived after the swap.
-		if !errors.Is(err, limiter.ErrCostOverLimit) || tries == maxReloadRetries || !s.reloaded(cur) {
+		// The limiter held a key to fewer than requests_per_unit: the key's plan, or a
+		// Reload's numbers (Reload sets them, then swaps the config, so a request that
+		// matched with the old config can meet them). The limiter charged nothing, so the
+		// request starts again, after the swap of a Reload under way, with every cost
+		// compared with the key's own quota: one over it is OVER_LIMIT, not an error.
+		if !errors.Is(err, limiter.ErrCostOverLimit) || tries == maxCostRetries {
 			return nil, s.decideError(ctx, err)
 		}
+		s.awaitReload()
+		recheck = true
 	}
 }
 
 // decide matches req's descriptors in cur and decides them into sc.matched (sc.out for
-// the limiter's checks). On error nothing is charged by the limiter; overrides decided
+// the limiter's checks). A cost over requests_per_unit, or any cost when recheck is set,
+// is compared with the key's own quota (keyQuota), which a plan may set above or below
+// requests_per_unit. On error nothing is charged by the limiter; overrides decided
 // before it may be.
-func (s *Server) decide(ctx context.Context, cur *served, req *pb.RateLimitRequest, now time.Time, sc *scratch) error {
+func (s *Server) decide(ctx context.Context, cur *served, req *pb.RateLimitRequest, now time.Time, sc *scratch, recheck bool) error {
 	sc.matched, sc.checks = sc.matched[:0], sc.checks[:0]
 	replacing := map[string]bool(nil)
 	for _, d := range req.GetDescriptors() {
@@ -307,6 +313,10 @@ func (s *Server) decide(ctx context.Context, cur *served, req *pb.RateLimitReque
 			continue
 		}
 		m.first = len(sc.checks)
+		quota := l.quota
+		if l.policy != "" && !m.override && (recheck || m.cost > quota) {
+			quota = s.keyQuota(l.policy, m.key, quota)
+		}
 		switch {
 		case m.override && !l.banned && m.cost <= l.quota:
 			m.synthetic, m.pending = true, true // decided below, after the limiter
@@ -314,12 +324,12 @@ func (s *Server) decide(ctx context.Context, cur *served, req *pb.RateLimitReque
 			m.synthetic = true
 			reset, w := l.period.at(now, l.window)
 			m.d = limiter.Decision{RetryAfter: reset, ResetAfter: reset, Window: w, Policy: l.label}
-		case (l.policy != "" || m.override) && m.cost > l.quota:
+		case (l.policy != "" || m.override) && m.cost > quota:
 			// envoyproxy/ratelimit answers such a request over limit; the limiter
 			// would refuse it as an error, so it is decided here, without charging.
 			m.synthetic = true
 			reset, w := l.period.at(now, l.window)
-			m.d = limiter.Decision{Limit: l.quota, Window: w, RetryAfter: reset, ResetAfter: reset, Policy: l.label}
+			m.d = limiter.Decision{Limit: quota, Window: w, RetryAfter: reset, ResetAfter: reset, Policy: l.label}
 		case l.policy != "" && !m.override:
 			sc.checks = append(sc.checks, limiter.Charge{Policy: l.policy, Key: m.key, Cost: m.cost})
 		}
@@ -418,8 +428,8 @@ func (s *Server) answer(cur *served, req *pb.RateLimitRequest, now time.Time, sc
 		// invite a client that paces itself by the headers to spend it at once.
 		untracked := d.Untracked()
 		if !untracked {
-			if l.current != nil {
-				st.CurrentLimit = l.current // shared, never modified: concurrent marshals only read it
+			if c := cur.currentLimit(l, d); c != nil {
+				st.CurrentLimit = c // shared, never modified: concurrent marshals only read it
 			}
 			st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
 			st.DurationUntilReset = durationpb.New(max(d.ResetAfter, d.RetryAfter))
