@@ -14,8 +14,9 @@
 // the labels it was recorded with (issue #27).
 //
 //   - M: a native histogram, cumulative over the ring's slots. It is 0 at the start of the
-//     retention, then has one sample at the end of every slot (count, sum and buckets of
-//     every slot up to it), so it is a counter histogram as a client_golang native histogram
+//     retention (or of the series' first slot, when that is later: a series has no sample
+//     before it, as a Prometheus series has none before its first), then has one sample at
+//     the end of every slot (count, sum and buckets of every slot up to it), so it is a counter histogram as a client_golang native histogram
 //     scraped once a slot would be, and histogram_quantile(0.95, sum by (key)
 //     (rate(M[5m]))) is what users write. The sketch's bins are the buckets: exactly, for a
 //     native:N ring (schema N, the buckets a client_golang native histogram of the raw values
@@ -29,7 +30,10 @@
 // Why cumulative from the retention's start: rate and increase are what PromQL offers over
 // counters, and the ring holds exactly what a counter's increments over its retention are.
 // The zero sample at the retention's start is the counter's creation (Prometheus'
-// created-timestamp zero): with it, and the sample at now, increase(M_count[R]) for R the
+// created-timestamp zero), and for a series whose first event is later, at the start of
+// that event's slot: before it the series has no sample, so an instant query there answers
+// nothing for it and a range query has no point there, rate and sum alike, as Prometheus
+// answers of a series that starts then (TestInstantEqualsRangeOverSeriesStart). With it, and the sample at now, increase(M_count[R]) for R the
 // retention at now is exactly the number of events the ring holds, with nothing to
 // extrapolate (the zero bounds the start, the sample at now the end). A query's series are
 // built at one instant, so the counters only grow inside it (every histogram after the
@@ -78,8 +82,8 @@
 // error), /api/v1/status/buildinfo the Prometheus version of the engine (3.x), which
 // Grafana reads to pick its features. The listings (labels, label values, series: Grafana's
 // template variables and metrics browser) list the series with samples in [start, end], as
-// Prometheus does: a series' counters have samples from its metric's retention start to
-// now, so a range before the retention (a dashboard of yesterday) or after now lists none.
+// Prometheus does: a series' counters have samples from its metric's retention start (or
+// its first slot's) to now, so a range before the retention (a dashboard of yesterday) or after now lists none.
 //
 // Bounds (Config): the engine's MaxSamples and Timeout (a request's timeout= may only
 // shorten it), a cap on series per query (the engine's, and the Queryable stops building

@@ -318,7 +318,7 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 			w   instantWindow
 		)
 		if rd.instant {
-			b.pointsAt(cur)
+			b.pointsAt(cur, slots)
 			if w = windowOf(b.ts, rd.t-sh.rng, rd.t); !w.any {
 				return true
 			}

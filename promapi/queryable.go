@@ -399,9 +399,10 @@ func (q *querier) eachLabelled(ctx context.Context, ms []*labels.Matcher, fn fun
 			if len(slots) == 0 {
 				return true
 			}
-			// A series' samples (its counters') rise from the retention's start to now, at
-			// most maxt: it has one in range when the last is at mint or after.
-			if ts, through = sh.points(cur, ts[:0], through[:0]); len(ts) == 0 || ts[len(ts)-1] < q.mint {
+			// A series' samples (its counters') rise from its first slot's start (or the
+			// retention's) to now, at most maxt: it has one in range when there is one and
+			// the last is at mint or after.
+			if ts, through = sh.points(cur, slots[0].Index, ts[:0], through[:0]); len(ts) == 0 || ts[len(ts)-1] < q.mint {
 				return true
 			}
 			for k := range kindEnd {

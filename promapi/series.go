@@ -118,14 +118,21 @@ func newShape(rc window.RingConfig, now int64, live bool, mint, maxt int64) shap
 }
 
 // points lists the instants a cumulative series has samples at, for a ring whose current
-// slot is cur: the start of the retention (every count still zero) and the end of each slot
-// of the retention up to now. A live read (now is the clock's now) adds now itself, which
-// closes the slot in progress with what it holds so far; a read at a past instant stops at
-// the last slot that ended by then, since the slot holding that instant holds later events
-// too. through[i] is the last slot index points[i] covers.
-func (sh *shape) points(cur int64, ts, through []int64) ([]int64, []int64) {
-	lo := cur - sh.n + 1
+// slot is cur and whose first live slot is first: the start of the retention or of the
+// first slot, whichever is later (every count still zero: the counter's creation, as a
+// Prometheus series starts at its first sample, or at its created-timestamp zero), and the
+// end of each slot from there up to now. A series whose first slot is later than now has
+// none, so an instant query before a series' first event and a range query's steps there
+// alike answer nothing for it. A live read (now is the clock's now) adds now itself,
+// which closes the slot in progress with what it holds so far; a read at a past instant
+// stops at the last slot that ended by then, since the slot holding that instant holds
+// later events too. through[i] is the last slot index points[i] covers.
+func (sh *shape) points(cur, first int64, ts, through []int64) ([]int64, []int64) {
+	lo := max(cur-sh.n+1, first)
 	last := min(cur, window.FloorDiv(sh.now, sh.width))
+	if lo > last {
+		return ts, through
+	}
 	if t0 := lo * sh.width; t0 < sh.now {
 		ts, through = append(ts, t0), append(through, lo-1)
 	}
@@ -170,18 +177,24 @@ type builder struct {
 	cache       *slotCache        // the metric's kind's
 	looks       []look            // what the cache held of a series' slots
 	ptsCur      int64             // the current slot ts and through were listed for
-	ptsOK       bool              // ts and through hold ptsCur's points
+	ptsFirst    int64             // and the first live slot
+	ptsOK       bool              // ts and through hold ptsCur's and ptsFirst's points
 }
 
-// pointsAt lists the points of a series whose current slot is cur into b.ts and
-// b.through, reusing the last list when cur is the same (every series of a read from one
-// store shares its current slot).
-func (b *builder) pointsAt(cur int64) {
-	if b.ptsOK && b.ptsCur == cur {
+// pointsAt lists the points of a series whose current slot is cur and whose live slots
+// are slots into b.ts and b.through, reusing the last list when cur and the first slot are
+// the same (every series of a read from one store shares its current slot, and most a
+// first slot at the retention's start).
+func (b *builder) pointsAt(cur int64, slots []window.SlotView) {
+	first := cur + 1 // no live slot: no point
+	if len(slots) > 0 {
+		first = slots[0].Index
+	}
+	if b.ptsOK && b.ptsCur == cur && b.ptsFirst == first {
 		return
 	}
-	b.ts, b.through = b.sh.points(cur, b.ts[:0], b.through[:0])
-	b.ptsCur, b.ptsOK = cur, true
+	b.ts, b.through = b.sh.points(cur, first, b.ts[:0], b.through[:0])
+	b.ptsCur, b.ptsFirst, b.ptsOK = cur, first, true
 }
 
 // build returns the samples of kind k of one series (whose slots VisitSlots handed over),
@@ -196,7 +209,7 @@ func (b *builder) build(k kind, cur int64, slots []window.SlotView, hs *histSeri
 // appendSamples is build for a cumulative kind, appending to out.
 func (b *builder) appendSamples(out []sample, k kind, cur int64, slots []window.SlotView, hs *histSeries) []sample {
 	sh := &b.sh
-	b.pointsAt(cur)
+	b.pointsAt(cur, slots)
 	out = slices.Grow(out, len(b.ts))
 	start := len(out)
 	var count, sum float64
