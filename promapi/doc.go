@@ -44,7 +44,10 @@
 // Time: the sample at a slot's end holds that slot's events. A live read (a query ending
 // within 5 s of the clock) adds a sample at its end time holding the slot in progress, so
 // the freshest events count; a read at a past instant stops at the last slot that had
-// ended by then, since the slot holding the instant holds later events too. Slots ahead of
+// ended by then, since the slot holding the instant holds later events too. Either reads
+// the rings as they stand at now: what the retention at now has evicted is gone for a past
+// instant too (a ring no event has moved since still holds it), so an instant query at t
+// answers what a range query's step at t does. Slots ahead of
 // now (events inside the skew) never show.
 //
 // Extrapolation: over a range shorter than the retention, or at a past instant,

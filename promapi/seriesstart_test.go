@@ -11,7 +11,8 @@ import (
 
 // seriesStartStore is a store at t0 of metric m (10 s slots, 30 kept) with three series:
 // "old" with events in every slot of the retention, "new" whose first event is in slot
-// cur−10, and "idle" whose events stop at slot cur−15 (its ring not moved since).
+// cur−10, and "idle" whose events run from before the retention (cur−40) to slot cur−15,
+// its ring not moved since: slots before the retention's start are still in it.
 func seriesStartStore(t *testing.T) (st *window.Store, cur int64) {
 	t.Helper()
 	now := t0.UnixMilli()
@@ -20,9 +21,9 @@ func seriesStartStore(t *testing.T) (st *window.Store, cur int64) {
 		t.Fatal(err)
 	}
 	cur = window.FloorDiv(now, 10_000)
-	for i := cur - 29; i <= cur; i++ {
+	for i := cur - 40; i <= cur; i++ {
 		for _, key := range []string{"old", "new", "idle"} {
-			if key == "new" && i < cur-10 || key == "idle" && i > cur-15 {
+			if key == "old" && i < cur-29 || key == "new" && i < cur-10 || key == "idle" && i > cur-15 {
 				continue
 			}
 			ts := i*10_000 + 3_000
