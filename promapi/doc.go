@@ -64,6 +64,18 @@
 // takes Select's warning), where /v1/window refuses such a window. A tiered ring's tiers
 // are not PromQL's: its series are the ring's own slots.
 //
+// A window within the retention's length can still reach back past what the rings hold:
+// increase(M_count[5m]) at an instant 2 minutes ago on a ring of 5 minutes, or the early
+// steps of a range query. A series with events in the oldest slot kept starts at zero
+// there (its earlier events are evicted), so such a window counts only its part after it:
+// less than its range held. Prometheus, whose data is what it is, would say nothing; slide
+// knows what it dropped, so the answer's warnings name the retention's start and the
+// windows it cuts (slide metric "latency_ms" keeps 5m (30 slots of 10s), from …: a [5m]
+// window ending before … reaches back past it and reads only its part after it), on the
+// engine and the pushdown alike (TestPastWindowPartlyEvictedWarns). The retention's own
+// window at now (within the live skew) is not warned of, nor a series that began inside the
+// retention, whose zero is its true start.
+//
 // Names: M_count, M_sum and M_max are not shown for M when a slide metric of that name
 // exists (that metric's histogram is). /api/v1/metadata gives each name's type (histogram,
 // counter, gauge) and help; slide keeps no unit.
