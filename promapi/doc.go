@@ -1,6 +1,6 @@
 // Package promapi serves slide's windows as a Prometheus data source: the Prometheus HTTP
 // API (/api/v1/query, query_range, labels, label/NAME/values, series, metadata,
-// query_exemplars, format_query, rules, alerts, status/buildinfo) evaluated by Prometheus'
+// query_exemplars, format_query, parse_query, rules, alerts, status/buildinfo) evaluated by Prometheus'
 // own engine (github.com/prometheus/prometheus/promql) over a storage.Queryable backed by
 // the rings (issue #28). slide writes the adapter and the HTTP layer, not a query
 // language: PromQL's grammar, functions, extrapolation and histogram arithmetic are the
@@ -92,7 +92,8 @@
 // 503, 503, 404). /api/v1/query_exemplars answers 200 with no data (Grafana asks, and a 404
 // floods its log), or Prometheus' 400 bad_data to a query, start or end that does not
 // parse (or an end before the start), /api/v1/format_query the expression as Prometheus'
-// parser prints it pretty (Grafana's query editor asks), /api/v1/rules and /api/v1/alerts
+// parser prints it pretty (Grafana's query editor asks), /api/v1/parse_query its syntax
+// tree in Prometheus 3's JSON (its UI's tree view and explain pane ask), /api/v1/rules and /api/v1/alerts
 // none (slide evaluates no rules; Grafana's alerting page asks, and shows a 404 as an
 // error), /api/v1/status/buildinfo the Prometheus version of the engine (3.x), which
 // Grafana reads to pick its features. The listings (labels, label values, series: Grafana's
