@@ -133,7 +133,9 @@ func (sh *shape) points(cur, first int64, ts, through []int64) ([]int64, []int64
 	if lo > last {
 		return ts, through
 	}
-	if t0 := lo * sh.width; t0 < sh.now {
+	// The zero at a past instant that is its very time is a sample there, as a slot end
+	// is (a range query's step on a slot boundary reads it); a live read's now is its own.
+	if t0 := lo * sh.width; t0 < sh.now || (t0 == sh.now && !sh.live) {
 		ts, through = append(ts, t0), append(through, lo-1)
 	}
 	for i := lo; i <= last; i++ {

@@ -62,8 +62,12 @@ func TestInstantEqualsRangeOverSeriesStart(t *testing.T) {
 	}
 	for _, api := range []*API{pushed, engine} {
 		for _, q := range exprs {
-			for _, step := range []int64{10_000, 7_000} {
-				start := now - 280_000
+			for _, c := range []struct{ start, step int64 }{
+				{now - 280_000, 10_000}, {now - 280_000, 7_000},
+				// Grafana's steps, aligned to slot boundaries: one falls on the first slot's start.
+				{window.FloorDiv(now-280_000, 10_000) * 10_000, 5_000},
+			} {
+				start, step := c.start, c.step
 				rv := url.Values{"query": {q}, "start": {secs(start)}, "end": {secs(now)}, "step": {secs(step)}}
 				rng := pdGet(t, api.Handler(), "/api/v1/query_range", rv)
 				if rng.code != 200 {
