@@ -173,30 +173,39 @@ func (sh *shape) buckets(dst, tmp []sketch.BinCount, b sketch.Slot, neg bool) ([
 // reused from series to series of one Select.
 type builder struct {
 	sh          shape
-	ts, through []int64
+	ts, through []int64           // the points of the series being built (a part of allTs, allThrough)
 	slab        []sketch.BinCount // the histSeries' buckets of one Select that the cache had not
 	tmp         []sketch.BinCount // re-bucketing's scratch
 	cache       *slotCache        // the metric's kind's
 	looks       []look            // what the cache held of a series' slots
-	ptsCur      int64             // the current slot ts and through were listed for
-	ptsFirst    int64             // and the first live slot
-	ptsOK       bool              // ts and through hold ptsCur's and ptsFirst's points
+	allTs       []int64           // the metric's points at ptsCur, from the retention's start
+	allThrough  []int64
+	ptsCur      int64 // the current slot allTs and allThrough were listed for
+	ptsOK       bool  // they hold ptsCur's points
 }
 
-// pointsAt lists the points of a series whose current slot is cur and whose live slots
-// are slots into b.ts and b.through, reusing the last list when cur and the first slot are
-// the same (every series of a read from one store shares its current slot, and most a
-// first slot at the retention's start).
+// pointsAt readies b.ts and b.through with the points of a series whose current slot is
+// cur and whose live slots are slots: the metric's points (from the retention's start),
+// listed once per current slot (every series of a read from one store shares it), from
+// the series' first slot on. Their through values run lo−1, lo, lo+1, … one by one (a live
+// read's now closes the last slot, which has no end of its own before now), so the
+// series' points start at index first−lo: the same as points(cur, first), in O(1).
 func (b *builder) pointsAt(cur int64, slots []window.SlotView) {
-	first := cur + 1 // no live slot: no point
-	if len(slots) > 0 {
-		first = slots[0].Index
+	if !b.ptsOK || b.ptsCur != cur {
+		b.allTs, b.allThrough = b.sh.points(cur, math.MinInt64, b.allTs[:0], b.allThrough[:0])
+		b.ptsCur, b.ptsOK = cur, true
 	}
-	if b.ptsOK && b.ptsCur == cur && b.ptsFirst == first {
+	b.ts, b.through = b.allTs[:0], b.allThrough[:0]
+	if len(slots) == 0 || len(b.allTs) == 0 {
 		return
 	}
-	b.ts, b.through = b.sh.points(cur, first, b.ts[:0], b.through[:0])
-	b.ptsCur, b.ptsFirst, b.ptsOK = cur, first, true
+	first := slots[0].Index
+	if last := min(cur, window.FloorDiv(b.sh.now, b.sh.width)); first > last {
+		return // the series' first slot is after the read's instant
+	}
+	if k := max(first-(cur-b.sh.n+1), 0); k < int64(len(b.allTs)) {
+		b.ts, b.through = b.allTs[k:], b.allThrough[k:]
+	}
 }
 
 // build returns the samples of kind k of one series (whose slots VisitSlots handed over),

@@ -2,7 +2,9 @@ package promapi
 
 import (
 	"fmt"
+	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -101,6 +103,37 @@ func TestInstantEqualsRangeOverSeriesStart(t *testing.T) {
 						ms, _ := strconv.ParseFloat(p[0], 64)
 						if int64(ms*1000) < first && (m == `{"__name__":"m_count","key":"new"}` || m == `{}` && q != `m_count`) {
 							t.Errorf("%s: %s has a point at %s, before the series' first slot (%s)", q, m, p[0], secs(first))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPointsAtSlicesTheMetricsPoints: a series' points, sliced from the metric's listed
+// once a read, are the points(cur, first) of its first slot, for every first slot (before,
+// at and after the retention's start, the read's instant), ring length, instant (slot
+// boundaries among them), live or past, and current slot.
+func TestPointsAtSlicesTheMetricsPoints(t *testing.T) {
+	for _, live := range []bool{false, true} {
+		for _, n := range []int64{1, 2, 5} {
+			for now := int64(100_000); now <= 160_000; now += 2_500 {
+				for cur := now / 10_000; cur <= now/10_000+1; cur++ {
+					sh := shape{width: 10_000, n: n, now: now, live: live, mint: math.MinInt64, maxt: math.MaxInt64}
+					b := builder{sh: sh}
+					for first := cur - n - 1; first <= cur+1; first++ {
+						var slots []window.SlotView
+						if first >= cur-n+1 {
+							slots = []window.SlotView{{Index: first, Count: 1}}
+						}
+						b.pointsAt(cur, slots)
+						wt, wth := sh.points(cur, first, nil, nil)
+						if len(slots) == 0 {
+							wt, wth = nil, nil
+						}
+						if !slices.Equal(b.ts, wt) || !slices.Equal(b.through, wth) {
+							t.Errorf("live %v n %d now %d cur %d first %d: %v %v, want %v %v", live, n, now, cur, first, b.ts, b.through, wt, wth)
 						}
 					}
 				}
