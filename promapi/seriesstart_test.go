@@ -3,6 +3,7 @@ package promapi
 import (
 	"fmt"
 	"math"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -138,6 +139,29 @@ func TestPointsAtSlicesTheMetricsPoints(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestListingsHoldToASeriesStart: the listings (series, label values) hold to start and
+// end by a series' samples, which begin at its first slot: a range that ends before it
+// does not list the series, one that reaches it does.
+func TestListingsHoldToASeriesStart(t *testing.T) {
+	st, cur := seriesStartStore(t)
+	pushed, _ := pushedAndEngine(t, st, t0.UnixMilli())
+	first := (cur - 10) * 10_000
+	for _, c := range []struct {
+		end  int64
+		want string
+	}{
+		{first - 1_000, `["idle","old"]`},
+		{first, `["idle","new","old"]`},
+	} {
+		v := url.Values{"match[]": {"m_count"}, "start": {secs(first - 60_000)}, "end": {secs(c.end)}}
+		rec := httptest.NewRecorder()
+		pushed.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/label/key/values?"+v.Encode(), nil))
+		if want := `{"status":"success","data":` + c.want + `}`; rec.Body.String() != want {
+			t.Errorf("key values to %s (first slot of new at %s): %s, want %s", secs(c.end), secs(first), rec.Body.String(), want)
 		}
 	}
 }
