@@ -64,6 +64,12 @@
 // takes Select's warning), where /v1/window refuses such a window. A tiered ring's tiers
 // are not PromQL's: its series are the ring's own slots.
 //
+// A metric's samples are a slot apart, so rate, increase, irate, delta, idelta, deriv and
+// predict_linear over a range shorter than two slots answer nothing wherever the window holds
+// one sample (at a past instant, a range shorter than a slot always): Grafana's
+// $__rate_interval of 40 s over a ring of 1m slots draws an empty panel. The answer's
+// warnings say so and name the range to use, two slots (TestRangeShorterThanTwoSlotsWarns).
+//
 // A window within the retention's length can still reach back past what the rings hold:
 // increase(M_count[5m]) at an instant 2 minutes ago on a ring of 5 minutes, or the early
 // steps of a range query. A series with events in the oldest slot kept starts at zero

@@ -141,8 +141,10 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 		return nil, notes{}, err
 	}
 	var annos annotations.Annotations
-	if rd.evicted != nil {
-		annos.Add(rd.evicted) // Select's warning on the engine
+	for _, w := range []error{rd.evicted, rd.short} {
+		if w != nil {
+			annos.Add(w) // Select's warnings on the engine
+		}
 	}
 	if math.IsNaN(sh.phi) || sh.phi < 0 || sh.phi > 1 {
 		annos.Add(annotations.NewInvalidQuantileWarning(sh.phi, sh.phiPos))
@@ -223,6 +225,7 @@ type pdRead struct {
 	t       int64 // an instant query's eval time
 	mint    int64 // the first window's start (exclusive)
 	evicted error // the windows read a series from an evicted start (see evicted)
+	short   error // the range is shorter than two slots (see shortRange)
 	series  []pdSeries
 	groups  []pdGroup
 	touched []int // the groups added to at the step being evaluated
@@ -258,7 +261,7 @@ func (rd *pdRead) release() {
 	clear(rd.byKey)
 	clear(rd.series)
 	clear(rd.out)
-	rd.evicted = nil
+	rd.evicted, rd.short = nil, nil
 	rd.sh, rd.groups, rd.series, rd.touched, rd.out = nil, rd.groups[:0], rd.series[:0], rd.touched[:0], rd.out[:0]
 	if cap(rd.groups) > 1<<16 || cap(rd.series) > 1<<16 {
 		return // a huge query's: let it go
@@ -400,6 +403,11 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 		return errNotPushed
 	}
 	rd.evicted = ev.warning(m, rc)
+	fn := "increase"
+	if sh.isRate {
+		fn = "rate"
+	}
+	rd.short = shortRange(m, rc, fn, sh.rng)
 	return nil
 }
 

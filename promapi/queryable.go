@@ -213,6 +213,11 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		if w := pastRetention(m, rc, hints); w != nil {
 			warn.Add(w)
 		}
+		if hints != nil {
+			if w := shortRange(m, rc, hints.Func, hints.Range); w != nil {
+				warn.Add(w)
+			}
+		}
 		b := builder{sh: newShape(rc, q.now, q.live, mint, maxt), cache: q.q.caches.of(rc.Sketch)}
 		if ks[kindHistogram] {
 			b.slab = *slabPool.Get().(*[]sketch.BinCount)
@@ -285,6 +290,21 @@ func pastRetention(m string, rc window.RingConfig, hints *storage.SelectHints) e
 	return fmt.Errorf("the range [%s] is longer than the retention %s of slide metric %q (%d slots of %s): it reads the last %s only%s",
 		window.FormatDuration(time.Duration(hints.Range)*time.Millisecond), window.FormatDuration(ret), m,
 		rc.Slots, window.FormatDuration(rc.Slot), window.FormatDuration(ret), tiers)
+}
+
+// twoSamples are the functions of a range that answer nothing over fewer than two samples.
+var twoSamples = map[string]bool{"rate": true, "increase": true, "irate": true, "delta": true, "idelta": true, "deriv": true, "predict_linear": true}
+
+// shortRange is the warning for such a function over a range shorter than two of metric
+// m's slots (rate(cost_count[40s]), Grafana's $__rate_interval, on a ring of 1m slots): its
+// samples are a slot apart, so a window that holds one has no answer (at a past instant, every
+// window shorter than a slot), and the empty answer would not say why. nil otherwise.
+func shortRange(m string, rc window.RingConfig, fn string, rng int64) error {
+	if rng <= 0 || rng >= 2*rc.Slot.Milliseconds() || !twoSamples[fn] {
+		return nil
+	}
+	return fmt.Errorf("the range [%s] of %s over slide metric %q is shorter than two of its slots (%s), one sample each: a window holding one sample has no answer; use at least [%s]",
+		window.FormatDuration(time.Duration(rng)*time.Millisecond), fn, m, window.FormatDuration(rc.Slot), window.FormatDuration(2*rc.Slot))
 }
 
 // evicted finds whether a range selector's windows, which reach back past what the rings

@@ -102,3 +102,41 @@ func TestPastWindowPartlyEvictedWarns(t *testing.T) {
 		t.Errorf("a series with events from the retention's start: %q %v, want a warning", warn, err)
 	}
 }
+
+// TestRangeShorterThanTwoSlotsWarns: a metric's samples are a slot apart, so rate, increase
+// and the like over a range shorter than two slots have no answer wherever the window holds
+// one sample (a 1m ring under Grafana's $__rate_interval of 40 s: every past step), and the
+// empty panel would not say why; the answer's warnings name the slot and the range to use,
+// on the engine and the pushdown alike. Two slots or more, or a function that reads one
+// sample (max_over_time), give none.
+func TestRangeShorterThanTwoSlotsWarns(t *testing.T) {
+	d := newDemo(t, "native:5", 3, 5)
+	ctx := context.Background()
+	want := func(f, r string) string {
+		return "the range [" + r + "] of " + f + ` over slide metric "latency_ms" is shorter than two of its slots (10s), one sample each: a window holding one sample has no answer; use at least [20s]`
+	}
+	for _, off := range []bool{false, true} {
+		c := clientOf(t, serveDemo(t, d, Config{DisablePushdown: off}).URL)
+		for _, q := range []struct{ q, f, r string }{
+			{`sum(rate(latency_ms_count[15s]))`, "rate", "15s"},
+			{`increase(latency_ms_sum{key="k0aa"}[10s])`, "increase", "10s"},
+			{`histogram_quantile(0.95, sum by (key) (rate(latency_ms[15s])))`, "rate", "15s"},
+			{`histogram_quantile(0.95, increase(latency_ms[5s]))`, "increase", "5s"},
+			{`irate(latency_ms_count[19s])`, "irate", "19s"},
+		} {
+			_, warn, _, err := c.QueryRange(ctx, q.q, v1.Range{Start: d.now.Add(-2 * time.Minute), End: d.now, Step: 10 * time.Second})
+			if err != nil || len(warn) != 1 || warn[0] != want(q.f, q.r) {
+				t.Errorf("%s (engine only: %v): %q %v, want %q", q.q, off, warn, err, want(q.f, q.r))
+			}
+		}
+		for _, q := range []string{
+			`sum(rate(latency_ms_count[20s]))`,
+			`histogram_quantile(0.95, sum by (key) (rate(latency_ms[30s])))`,
+			`max_over_time(latency_ms_max[5s])`,
+		} {
+			if _, warn, _, err := c.QueryRange(ctx, q, v1.Range{Start: d.now.Add(-2 * time.Minute), End: d.now, Step: 10 * time.Second}); err != nil || len(warn) != 0 {
+				t.Errorf("%s (engine only: %v): %q %v, want no warning", q, off, warn, err)
+			}
+		}
+	}
+}
