@@ -59,7 +59,7 @@
 // slots, one sample per slot end; nor can /v1/range, whose points are windows at every step.
 // VisitSlots (VisitSlotsKey with the query API's key beside the matchers) asks each owner for the live slots of its
 // series a selector matches (opSlots, see slots.go: index, count, sum, min, max and bins per
-// slot, up to the read's instant) and hands them with this instance's own, merging slot by
+// slot of the rings as they stand at the asker's now, up to the read's instant) and hands them with this instance's own, merging slot by
 // slot a series string two instances hold; Metrics lists every instance's metric names
 // (opMetrics).
 //

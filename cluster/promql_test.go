@@ -79,6 +79,11 @@ func newPromCluster(t *testing.T, token string) *promCluster {
 		}
 		add("only_c", "c", "200", 5, i*10_000, 7)
 	}
+	// "idle", on B's partition 2 alone: events from before the retention to slot cur−15,
+	// its ring not moved since, so it still holds slots the retention at now has evicted.
+	for i := cur - 40; i <= cur-15; i++ {
+		add("idle", "i", "200", 2, i*10_000+1, 1)
+	}
 	addrs := make([]string, 3)
 	handlers := make([]http.Handler, 3)
 	for i := range 3 {
@@ -253,5 +258,22 @@ func TestPromQLSignedPeers(t *testing.T) {
 	}
 	if code, got := promGet(t, api.Handler(), q.path, q.q); code != http.StatusServiceUnavailable || !strings.Contains(got, "partitions 2,3,4,5") {
 		t.Errorf("another key: %d %.300s", code, got)
+	}
+}
+
+// TestPromQLPastInstantOfIdleSeries: a past instant reads a series as its ring stands at
+// now, through the cluster and on one store alike: an idle series' ring, which no event
+// moved since its last slot, still holds slots older than the retention, and an instant
+// query counted them where the range query's step at the same instant did not.
+func TestPromQLPastInstantOfIdleSeries(t *testing.T) {
+	pc := newPromCluster(t, "")
+	at := promNow - 60_000
+	q := url.Values{"query": {"idle_count"}, "time": {strconv.FormatFloat(float64(at)/1000, 'f', 3, 64)}}
+	// The retention at now holds slots cur−29 … cur−15 of it: 15 events.
+	want := `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"idle_count","code":"200","key":"i"},"value":[1799999944.500,"15"]}]}}`
+	for i, h := range []http.Handler{pc.oracle.Handler(), pc.apis[0].Handler(), pc.apis[1].Handler()} {
+		if code, got := promGet(t, h, "/api/v1/query", q); code != http.StatusOK || got != want {
+			t.Errorf("API %d (0 one store, 1 through a peer, 2 the owner): %d %s, want %s", i, code, got, want)
+		}
 	}
 }

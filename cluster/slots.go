@@ -22,7 +22,7 @@ import (
 //
 //	n (series cur nslots (back count sum min max bins)*nslots)*n
 //
-// series a string, cur a varint (the slot current at the read's instant), back a uvarint
+// series a string, cur a varint (the slot current at the read's now, the asker's clock), back a uvarint
 // (cur − the slot's index; strictly decreasing, so indices ascend), count a uvarint (never
 // 0: VisitSlots hands live slots only), sum, min and max 8 bytes each little endian, bins a
 // length-prefixed sketch.Bins encoding (the slot's bins, unpacked: the encoding every other
@@ -44,8 +44,9 @@ type slotSeries struct {
 	slots  []window.SlotView
 }
 
-// appendSlots serves an opSlots request: the slots at the request's at (an instant at most
-// its now) of the series of metric that key and the m parameters select, fed by parts.
+// appendSlots serves an opSlots request: the slots up to the request's at (an instant at
+// most its now) of the rings as they stand at its now (a ring no event moved since still
+// holds slots the retention at now has evicted, which a past instant must not read) of the series of metric that key and the m parameters select, fed by parts.
 func (c *Cluster) appendSlots(ctx context.Context, b []byte, q url.Values, now int64, metric, key string, parts map[int32]bool) ([]byte, error) {
 	at, err := strconv.ParseInt(q.Get("at"), 10, 64)
 	if err != nil || at > now {
@@ -60,7 +61,7 @@ func (c *Cluster) appendSlots(ctx context.Context, b []byte, q url.Values, now i
 	var body []byte
 	var scratch sketch.Bins
 	n := 0
-	c.cfg.Store.VisitSlotsIn(at, metric, sel, func(p int32) bool { return p >= 0 && parts[p] }, ctxStop(ctx), func(series string, cur int64, slots []window.SlotView) bool {
+	c.cfg.Store.VisitSlotsIn(now, metric, sel, func(p int32) bool { return p >= 0 && parts[p] }, ctxStop(ctx), func(series string, cur int64, slots []window.SlotView) bool {
 		k := 0
 		for k < len(slots) && slots[k].Index <= last {
 			k++
@@ -195,7 +196,8 @@ func mergeSlots(a, b []window.SlotView, cur, n int64) []window.SlotView {
 
 // VisitSlots calls fn once for each series of metric that the label matchers ms select
 // (the key label among them), held by any instance, with its live slots at the instant at
-// (unix ms, at most wall) as window.Store.VisitSlots hands them: this instance's series of
+// (unix ms, at most wall) as window.Store.VisitSlots hands them at wall, cut after the
+// slot holding at: this instance's series of
 // the partitions it serves (and those fed by no partition) straight from its store, under
 // the series' lock (fn must copy what it keeps), and the peers' series of the others
 // (opSlots), asked in parallel before the local visit. A series string two sources hold is
@@ -238,7 +240,7 @@ func (c *Cluster) VisitSlotsKey(ctx context.Context, wall, at int64, metric, key
 	width := c.cfg.Store.RingConfig(metric).Slot.Milliseconds()
 	last := window.FloorDiv(at, width)
 	stopped := false
-	c.cfg.Store.VisitSlotsIn(at, metric, sel, func(p int32) bool { return p < 0 || local[p] }, ctxStop(ctx), func(series string, cur int64, slots []window.SlotView) bool {
+	c.cfg.Store.VisitSlotsIn(wall, metric, sel, func(p int32) bool { return p < 0 || local[p] }, ctxStop(ctx), func(series string, cur int64, slots []window.SlotView) bool {
 		k := len(slots)
 		for k > 0 && slots[k-1].Index > last {
 			k--

@@ -91,6 +91,7 @@ func New(cfg Config) (*API, error) {
 	m.HandleFunc("/api/v1/metadata", a.serve(a.metadata))
 	m.HandleFunc("/api/v1/query_exemplars", a.serve(a.queryExemplars))
 	m.HandleFunc("/api/v1/format_query", a.serve(a.formatQuery))
+	m.HandleFunc("/api/v1/parse_query", a.serve(a.parseQuery))
 	m.HandleFunc("/api/v1/rules", a.serve(a.rules))
 	m.HandleFunc("/api/v1/alerts", a.serve(a.alerts))
 	m.HandleFunc("/api/v1/status/buildinfo", a.serve(func(*http.Request) ([]byte, notes, *apiError) {

@@ -80,7 +80,11 @@ func (n *readNote) partitions() []int32 {
 func (q *querier) visit(ctx context.Context, metric string, s *selection, stop func() bool, fn func(series string, cur int64, slots []window.SlotView) bool) error {
 	c := q.q.cluster
 	if c == nil {
-		q.q.store.VisitSlots(q.now, metric, s.sel, stop, fn)
+		// The ring as it stands at the clock's now, whatever the read's instant: a ring
+		// no event has moved since (an idle series) still holds slots its retention at now
+		// has evicted, which an instant query must not count where a range query's step at
+		// the same instant does not (the points stop at q.now either way).
+		q.q.store.VisitSlots(q.wall, metric, s.sel, stop, fn)
 		return nil
 	}
 	missing, err := c.VisitSlots(ctx, q.wall, q.now, metric, s.ms, fn)

@@ -1,6 +1,6 @@
 // Package promapi serves slide's windows as a Prometheus data source: the Prometheus HTTP
 // API (/api/v1/query, query_range, labels, label/NAME/values, series, metadata,
-// query_exemplars, format_query, rules, alerts, status/buildinfo) evaluated by Prometheus'
+// query_exemplars, format_query, parse_query, rules, alerts, status/buildinfo) evaluated by Prometheus'
 // own engine (github.com/prometheus/prometheus/promql) over a storage.Queryable backed by
 // the rings (issue #28). slide writes the adapter and the HTTP layer, not a query
 // language: PromQL's grammar, functions, extrapolation and histogram arithmetic are the
@@ -14,8 +14,9 @@
 // the labels it was recorded with (issue #27).
 //
 //   - M: a native histogram, cumulative over the ring's slots. It is 0 at the start of the
-//     retention, then has one sample at the end of every slot (count, sum and buckets of
-//     every slot up to it), so it is a counter histogram as a client_golang native histogram
+//     retention (or of the series' first slot, when that is later: a series has no sample
+//     before it, as a Prometheus series has none before its first), then has one sample at
+//     the end of every slot (count, sum and buckets of every slot up to it), so it is a counter histogram as a client_golang native histogram
 //     scraped once a slot would be, and histogram_quantile(0.95, sum by (key)
 //     (rate(M[5m]))) is what users write. The sketch's bins are the buckets: exactly, for a
 //     native:N ring (schema N, the buckets a client_golang native histogram of the raw values
@@ -29,7 +30,10 @@
 // Why cumulative from the retention's start: rate and increase are what PromQL offers over
 // counters, and the ring holds exactly what a counter's increments over its retention are.
 // The zero sample at the retention's start is the counter's creation (Prometheus'
-// created-timestamp zero): with it, and the sample at now, increase(M_count[R]) for R the
+// created-timestamp zero), and for a series whose first event is later, at the start of
+// that event's slot: before it the series has no sample, so an instant query there answers
+// nothing for it and a range query has no point there, rate and sum alike, as Prometheus
+// answers of a series that starts then (TestInstantEqualsRangeOverSeriesStart). With it, and the sample at now, increase(M_count[R]) for R the
 // retention at now is exactly the number of events the ring holds, with nothing to
 // extrapolate (the zero bounds the start, the sample at now the end). A query's series are
 // built at one instant, so the counters only grow inside it (every histogram after the
@@ -40,7 +44,10 @@
 // Time: the sample at a slot's end holds that slot's events. A live read (a query ending
 // within 5 s of the clock) adds a sample at its end time holding the slot in progress, so
 // the freshest events count; a read at a past instant stops at the last slot that had
-// ended by then, since the slot holding the instant holds later events too. Slots ahead of
+// ended by then, since the slot holding the instant holds later events too. Either reads
+// the rings as they stand at now: what the retention at now has evicted is gone for a past
+// instant too (a ring no event has moved since still holds it), so an instant query at t
+// answers what a range query's step at t does. Slots ahead of
 // now (events inside the skew) never show.
 //
 // Extrapolation: over a range shorter than the retention, or at a past instant,
@@ -56,6 +63,24 @@
 // the answer's warnings say so, naming the retention (the query is the engine's, which
 // takes Select's warning), where /v1/window refuses such a window. A tiered ring's tiers
 // are not PromQL's: its series are the ring's own slots.
+//
+// A metric's samples are a slot apart, so rate, increase, irate, delta, idelta, deriv and
+// predict_linear over a range shorter than two slots answer nothing wherever the window holds
+// one sample (at a past instant, a range shorter than a slot always): Grafana's
+// $__rate_interval of 40 s over a ring of 1m slots draws an empty panel. The answer's
+// warnings say so and name the range to use, two slots (TestRangeShorterThanTwoSlotsWarns).
+//
+// A window within the retention's length can still reach back past what the rings hold:
+// increase(M_count[5m]) at an instant 2 minutes ago on a ring of 5 minutes, or the early
+// steps of a range query. A series with events in the oldest slot kept starts at zero
+// there (its earlier events are evicted), so such a window counts only its part after it:
+// less than its range held. Prometheus, whose data is what it is, would say nothing; slide
+// knows what it dropped, so the answer's warnings name the retention's start and the
+// windows it cuts (slide metric "latency_ms" keeps 5m (30 slots of 10s), from …: a [5m]
+// window ending before … reaches back past it and reads only its part after it), on the
+// engine and the pushdown alike (TestPastWindowPartlyEvictedWarns). The retention's own
+// window at now (within the live skew) is not warned of, nor a series that began inside the
+// retention, whose zero is its true start.
 //
 // Names: M_count, M_sum and M_max are not shown for M when a slide metric of that name
 // exists (that metric's histogram is). /api/v1/metadata gives each name's type (histogram,
@@ -73,13 +98,14 @@
 // 503, 503, 404). /api/v1/query_exemplars answers 200 with no data (Grafana asks, and a 404
 // floods its log), or Prometheus' 400 bad_data to a query, start or end that does not
 // parse (or an end before the start), /api/v1/format_query the expression as Prometheus'
-// parser prints it pretty (Grafana's query editor asks), /api/v1/rules and /api/v1/alerts
+// parser prints it pretty (Grafana's query editor asks), /api/v1/parse_query its syntax
+// tree in Prometheus 3's JSON (its UI's tree view and explain pane ask), /api/v1/rules and /api/v1/alerts
 // none (slide evaluates no rules; Grafana's alerting page asks, and shows a 404 as an
 // error), /api/v1/status/buildinfo the Prometheus version of the engine (3.x), which
 // Grafana reads to pick its features. The listings (labels, label values, series: Grafana's
 // template variables and metrics browser) list the series with samples in [start, end], as
-// Prometheus does: a series' counters have samples from its metric's retention start to
-// now, so a range before the retention (a dashboard of yesterday) or after now lists none.
+// Prometheus does: a series' counters have samples from its metric's retention start (or
+// its first slot's) to now, so a range before the retention (a dashboard of yesterday) or after now lists none.
 //
 // Bounds (Config): the engine's MaxSamples and Timeout (a request's timeout= may only
 // shorten it), a cap on series per query (the engine's, and the Queryable stops building

@@ -30,6 +30,7 @@ func FuzzAPI(f *testing.F) {
 		"query_exemplars?query=latency_ms",
 		"query_exemplars?query=sum(&start=2&end=1",
 		"format_query?query=sum(rate(latency_ms[5m]))by(key)>0",
+		"parse_query?query=-sum_over_time(x[5m%2B1m]@start())[10m:1m]>bool+on(a)group_left(b)(y@1)",
 		"status/buildinfo",
 		"query?query=count_over_time(latency_ms_max[5m:1s])&lookback_delta=1m",
 		"query_range?query=histogram_quantile(-1,sum+without(route)(increase(latency_ms[17s])))&start=1799999700&end=1800000004&step=7",

@@ -135,12 +135,17 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 	instant := span.step == 0
 	rd := pdReads.Get().(*pdRead)
 	defer rd.release()
-	rd.sh, rd.instant, rd.t = &sh, instant, span.start
+	rd.sh, rd.instant, rd.t, rd.mint = &sh, instant, span.start, mint
 	rd.budget, rd.perGroup = int64(a.cfg.MaxSamples), steps+1
 	if err := a.pdSelect(ctx, qr, rd, mint, maxt); err != nil {
 		return nil, notes{}, err
 	}
 	var annos annotations.Annotations
+	for _, w := range []error{rd.evicted, rd.short} {
+		if w != nil {
+			annos.Add(w) // Select's warnings on the engine
+		}
+	}
 	if math.IsNaN(sh.phi) || sh.phi < 0 || sh.phi > 1 {
 		annos.Add(annotations.NewInvalidQuantileWarning(sh.phi, sh.phiPos))
 	}
@@ -218,6 +223,9 @@ type pdRead struct {
 	sh      *quantileShape
 	instant bool
 	t       int64 // an instant query's eval time
+	mint    int64 // the first window's start (exclusive)
+	evicted error // the windows read a series from an evicted start (see evicted)
+	short   error // the range is shorter than two slots (see shortRange)
 	series  []pdSeries
 	groups  []pdGroup
 	touched []int // the groups added to at the step being evaluated
@@ -253,6 +261,7 @@ func (rd *pdRead) release() {
 	clear(rd.byKey)
 	clear(rd.series)
 	clear(rd.out)
+	rd.evicted, rd.short = nil, nil
 	rd.sh, rd.groups, rd.series, rd.touched, rd.out = nil, rd.groups[:0], rd.series[:0], rd.touched[:0], rd.out[:0]
 	if cap(rd.groups) > 1<<16 || cap(rd.series) > 1<<16 {
 		return // a huge query's: let it go
@@ -308,17 +317,19 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 	)
 	grouping := slices.Clone(sh.grouping)
 	slices.Sort(grouping)
+	ev := qr.evictedFor(rc, rd.mint, maxt, sh.rng)
 	verr := qr.visit(ctx, m, &s, stopper(ctx), func(str string, cur int64, slots []window.SlotView) bool {
 		if len(slots) == 0 {
 			return true
 		}
+		ev.note(cur, slots)
 		var (
 			hs  *histSeries
 			smp []sample
 			w   instantWindow
 		)
 		if rd.instant {
-			b.pointsAt(cur)
+			b.pointsAt(cur, slots)
 			if w = windowOf(b.ts, rd.t-sh.rng, rd.t); !w.any {
 				return true
 			}
@@ -391,6 +402,12 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 	if verr != nil || declined {
 		return errNotPushed
 	}
+	rd.evicted = ev.warning(m, rc)
+	fn := "increase"
+	if sh.isRate {
+		fn = "rate"
+	}
+	rd.short = shortRange(m, rc, fn, sh.rng)
 	return nil
 }
 

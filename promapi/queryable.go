@@ -213,14 +213,24 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		if w := pastRetention(m, rc, hints); w != nil {
 			warn.Add(w)
 		}
+		if hints != nil {
+			if w := shortRange(m, rc, hints.Func, hints.Range); w != nil {
+				warn.Add(w)
+			}
+		}
 		b := builder{sh: newShape(rc, q.now, q.live, mint, maxt), cache: q.q.caches.of(rc.Sketch)}
 		if ks[kindHistogram] {
 			b.slab = *slabPool.Get().(*[]sketch.BinCount)
+		}
+		var ev evicted
+		if hints != nil {
+			ev = q.evictedFor(rc, hints.Start-1, hints.End, hints.Range)
 		}
 		verr := q.visit(ctx, m, &s, stop, func(series string, cur int64, slots []window.SlotView) bool {
 			if len(slots) == 0 {
 				return true // an empty ring: nothing to show until it is evicted
 			}
+			ev.note(cur, slots)
 			var hs *histSeries
 			if ks[kindHistogram] {
 				hs = b.histSeries(series, slots)
@@ -246,6 +256,9 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		})
 		if b.slab != nil {
 			q.slabs = append(q.slabs, b.slab)
+		}
+		if w := ev.warning(m, rc); w != nil {
+			warn.Add(w)
 		}
 		if err == nil {
 			err = verr
@@ -277,6 +290,70 @@ func pastRetention(m string, rc window.RingConfig, hints *storage.SelectHints) e
 	return fmt.Errorf("the range [%s] is longer than the retention %s of slide metric %q (%d slots of %s): it reads the last %s only%s",
 		window.FormatDuration(time.Duration(hints.Range)*time.Millisecond), window.FormatDuration(ret), m,
 		rc.Slots, window.FormatDuration(rc.Slot), window.FormatDuration(ret), tiers)
+}
+
+// twoSamples are the functions of a range that answer nothing over fewer than two samples.
+var twoSamples = map[string]bool{"rate": true, "increase": true, "irate": true, "delta": true, "idelta": true, "deriv": true, "predict_linear": true}
+
+// shortRange is the warning for such a function over a range shorter than two of metric
+// m's slots (rate(cost_count[40s]), Grafana's $__rate_interval, on a ring of 1m slots): its
+// samples are a slot apart, so a window that holds one has no answer (at a past instant, every
+// window shorter than a slot), and the empty answer would not say why. nil otherwise.
+func shortRange(m string, rc window.RingConfig, fn string, rng int64) error {
+	if rng <= 0 || rng >= 2*rc.Slot.Milliseconds() || !twoSamples[fn] {
+		return nil
+	}
+	return fmt.Errorf("the range [%s] of %s over slide metric %q is shorter than two of its slots (%s), one sample each: a window holding one sample has no answer; use at least [%s]",
+		window.FormatDuration(time.Duration(rng)*time.Millisecond), fn, m, window.FormatDuration(rc.Slot), window.FormatDuration(2*rc.Slot))
+}
+
+// evicted finds whether a range selector's windows, which reach back past what the rings
+// hold, read a series whose zero sample is the retention's start rather than its first
+// event: such a series may have had events before it, which are gone, so its rate or
+// increase over a window holding that zero counts only the part after it, less than the
+// range held (a past instant's increase(M_count[5m]) on a ring of 5 minutes). A window
+// within the retention, or the retention's own at now (a window of it within liveSkew of
+// the clock: the slot being evicted is the accepted slack of a live read), is whole, and
+// so is one over a series that began inside the retention (its zero is its start).
+type evicted struct {
+	check     bool  // the windows reach back past the retention
+	lo, end   int64 // the windows' span: (lo, end]
+	rng       int64 // a window's length (ms)
+	width, n  int64 // the ring's slot (ms) and slots kept
+	hit       bool  // a series starts at the oldest slot kept, inside some window
+	zero, cur int64 // that slot's start; the current slot then
+}
+
+// evictedFor readies the check for windows of length rng ending in [lo+rng, end] (the
+// span (lo, end] a selector reads; rng 0 for an instant vector selector, never partial).
+func (q *querier) evictedFor(rc window.RingConfig, lo, end, rng int64) evicted {
+	ret := rc.Retention().Milliseconds()
+	return evicted{check: rng > 0 && rng <= ret && lo < q.wall-ret-liveSkew.Milliseconds(),
+		lo: lo, end: end, rng: rng, width: rc.Slot.Milliseconds(), n: int64(rc.Slots)}
+}
+
+// note looks at one series' live slots (cur the current slot): whether it starts at the
+// oldest slot kept, and a window (t−rng, t] with t in [lo+rng, end] holds that slot's start
+// (the series' zero sample): lo < zero ≤ end.
+func (e *evicted) note(cur int64, slots []window.SlotView) {
+	if !e.check || e.hit {
+		return
+	}
+	oldest := cur - e.n + 1
+	if z := oldest * e.width; slots[0].Index == oldest && e.lo < z && z <= e.end {
+		e.hit, e.zero = true, z
+	}
+}
+
+// warning is the answer's warning when a window read a series from an evicted start.
+func (e *evicted) warning(m string, rc window.RingConfig) error {
+	if !e.hit {
+		return nil
+	}
+	at := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
+	return fmt.Errorf("slide metric %q keeps %s (%d slots of %s), from %s: a [%s] window ending before %s reaches back past it and reads only its part after it",
+		m, window.FormatDuration(rc.Retention()), rc.Slots, window.FormatDuration(rc.Slot), at(e.zero),
+		window.FormatDuration(time.Duration(e.rng)*time.Millisecond), at(e.zero+e.rng))
 }
 
 // seriesSet is a built list of series, and what the engine should warn of.
@@ -399,9 +476,10 @@ func (q *querier) eachLabelled(ctx context.Context, ms []*labels.Matcher, fn fun
 			if len(slots) == 0 {
 				return true
 			}
-			// A series' samples (its counters') rise from the retention's start to now, at
-			// most maxt: it has one in range when the last is at mint or after.
-			if ts, through = sh.points(cur, ts[:0], through[:0]); len(ts) == 0 || ts[len(ts)-1] < q.mint {
+			// A series' samples (its counters') rise from its first slot's start (or the
+			// retention's) to now, at most maxt: it has one in range when there is one and
+			// the last is at mint or after.
+			if ts, through = sh.points(cur, slots[0].Index, ts[:0], through[:0]); len(ts) == 0 || ts[len(ts)-1] < q.mint {
 				return true
 			}
 			for k := range kindEnd {

@@ -118,15 +118,24 @@ func newShape(rc window.RingConfig, now int64, live bool, mint, maxt int64) shap
 }
 
 // points lists the instants a cumulative series has samples at, for a ring whose current
-// slot is cur: the start of the retention (every count still zero) and the end of each slot
-// of the retention up to now. A live read (now is the clock's now) adds now itself, which
-// closes the slot in progress with what it holds so far; a read at a past instant stops at
-// the last slot that ended by then, since the slot holding that instant holds later events
-// too. through[i] is the last slot index points[i] covers.
-func (sh *shape) points(cur int64, ts, through []int64) ([]int64, []int64) {
-	lo := cur - sh.n + 1
+// slot is cur and whose first live slot is first: the start of the retention or of the
+// first slot, whichever is later (every count still zero: the counter's creation, as a
+// Prometheus series starts at its first sample, or at its created-timestamp zero), and the
+// end of each slot from there up to now. A series whose first slot is later than now has
+// none, so an instant query before a series' first event and a range query's steps there
+// alike answer nothing for it. A live read (now is the clock's now) adds now itself,
+// which closes the slot in progress with what it holds so far; a read at a past instant
+// stops at the last slot that ended by then, since the slot holding that instant holds
+// later events too. through[i] is the last slot index points[i] covers.
+func (sh *shape) points(cur, first int64, ts, through []int64) ([]int64, []int64) {
+	lo := max(cur-sh.n+1, first)
 	last := min(cur, window.FloorDiv(sh.now, sh.width))
-	if t0 := lo * sh.width; t0 < sh.now {
+	if lo > last {
+		return ts, through
+	}
+	// The zero at a past instant that is its very time is a sample there, as a slot end
+	// is (a range query's step on a slot boundary reads it); a live read's now is its own.
+	if t0 := lo * sh.width; t0 < sh.now || (t0 == sh.now && !sh.live) {
 		ts, through = append(ts, t0), append(through, lo-1)
 	}
 	for i := lo; i <= last; i++ {
@@ -164,24 +173,39 @@ func (sh *shape) buckets(dst, tmp []sketch.BinCount, b sketch.Slot, neg bool) ([
 // reused from series to series of one Select.
 type builder struct {
 	sh          shape
-	ts, through []int64
+	ts, through []int64           // the points of the series being built (a part of allTs, allThrough)
 	slab        []sketch.BinCount // the histSeries' buckets of one Select that the cache had not
 	tmp         []sketch.BinCount // re-bucketing's scratch
 	cache       *slotCache        // the metric's kind's
 	looks       []look            // what the cache held of a series' slots
-	ptsCur      int64             // the current slot ts and through were listed for
-	ptsOK       bool              // ts and through hold ptsCur's points
+	allTs       []int64           // the metric's points at ptsCur, from the retention's start
+	allThrough  []int64
+	ptsCur      int64 // the current slot allTs and allThrough were listed for
+	ptsOK       bool  // they hold ptsCur's points
 }
 
-// pointsAt lists the points of a series whose current slot is cur into b.ts and
-// b.through, reusing the last list when cur is the same (every series of a read from one
-// store shares its current slot).
-func (b *builder) pointsAt(cur int64) {
-	if b.ptsOK && b.ptsCur == cur {
+// pointsAt readies b.ts and b.through with the points of a series whose current slot is
+// cur and whose live slots are slots: the metric's points (from the retention's start),
+// listed once per current slot (every series of a read from one store shares it), from
+// the series' first slot on. Their through values run lo−1, lo, lo+1, … one by one (a live
+// read's now closes the last slot, which has no end of its own before now), so the
+// series' points start at index first−lo: the same as points(cur, first), in O(1).
+func (b *builder) pointsAt(cur int64, slots []window.SlotView) {
+	if !b.ptsOK || b.ptsCur != cur {
+		b.allTs, b.allThrough = b.sh.points(cur, math.MinInt64, b.allTs[:0], b.allThrough[:0])
+		b.ptsCur, b.ptsOK = cur, true
+	}
+	b.ts, b.through = b.allTs[:0], b.allThrough[:0]
+	if len(slots) == 0 || len(b.allTs) == 0 {
 		return
 	}
-	b.ts, b.through = b.sh.points(cur, b.ts[:0], b.through[:0])
-	b.ptsCur, b.ptsOK = cur, true
+	first := slots[0].Index
+	if last := min(cur, window.FloorDiv(b.sh.now, b.sh.width)); first > last {
+		return // the series' first slot is after the read's instant
+	}
+	if k := max(first-(cur-b.sh.n+1), 0); k < int64(len(b.allTs)) {
+		b.ts, b.through = b.allTs[k:], b.allThrough[k:]
+	}
 }
 
 // build returns the samples of kind k of one series (whose slots VisitSlots handed over),
@@ -196,7 +220,7 @@ func (b *builder) build(k kind, cur int64, slots []window.SlotView, hs *histSeri
 // appendSamples is build for a cumulative kind, appending to out.
 func (b *builder) appendSamples(out []sample, k kind, cur int64, slots []window.SlotView, hs *histSeries) []sample {
 	sh := &b.sh
-	b.pointsAt(cur)
+	b.pointsAt(cur, slots)
 	out = slices.Grow(out, len(b.ts))
 	start := len(out)
 	var count, sum float64
