@@ -71,8 +71,7 @@
 // warnings say so and name the range to use, two slots (TestRangeShorterThanTwoSlotsWarns).
 //
 // A window within the retention's length can still reach back past what the rings hold:
-// increase(M_count[5m]) at an instant 2 minutes ago on a ring of 5 minutes, or the early
-// steps of a range query. A series with events in the oldest slot kept starts at zero
+// increase(M_count[5m]) at an instant 2 minutes ago on a ring of 5 minutes. A series with events in the oldest slot kept starts at zero
 // there (its earlier events are evicted), so such a window counts only its part after it:
 // less than its range held. Prometheus, whose data is what it is, would say nothing; slide
 // knows what it dropped, so the answer's warnings name the retention's start and the
@@ -80,7 +79,9 @@
 // window ending before … reaches back past it and reads only its part after it), on the
 // engine and the pushdown alike (TestPastWindowPartlyEvictedWarns). The retention's own
 // window at now (within the live skew) is not warned of, nor a series that began inside the
-// retention, whose zero is its true start.
+// retention, whose zero is its true start, nor a range query's early steps: its graph shows
+// the ramp from the ring's start, and on a dashboard wider than the ring every panel would
+// carry the warning.
 //
 // Names: M_count, M_sum and M_max are not shown for M when a slide metric of that name
 // exists (that metric's histogram is). /api/v1/metadata gives each name's type (histogram,

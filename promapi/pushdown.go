@@ -317,7 +317,10 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 	)
 	grouping := slices.Clone(sh.grouping)
 	slices.Sort(grouping)
-	ev := qr.evictedFor(rc, rd.mint, maxt, sh.rng)
+	var ev evicted // an instant query's only, as on the engine (evicted)
+	if rd.instant {
+		ev = qr.evictedFor(rc, rd.mint, maxt, sh.rng)
+	}
 	verr := qr.visit(ctx, m, &s, stopper(ctx), func(str string, cur int64, slots []window.SlotView) bool {
 		if len(slots) == 0 {
 			return true
