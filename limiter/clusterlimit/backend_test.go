@@ -28,6 +28,17 @@ type topo struct {
 	parts int
 	truth map[int32]string // under mu; readers load now
 	now   atomic.Pointer[map[int32]string]
+	gone  map[string]time.Time // under mu: members the group described without, and when
+}
+
+// leave has the group described without the member at addr from now on (its session ran out).
+func (t *topo) leave(addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.gone == nil {
+		t.gone = map[string]time.Time{}
+	}
+	t.gone[addr] = time.Now()
 }
 
 // set makes addr the owner of partition p.
@@ -68,7 +79,12 @@ func (g *group) KeyOwner(key string) (int32, string, bool) {
 
 func (g *group) PartitionOwner(p int32) string { return (*g.view.Load())[p] }
 
-func (g *group) MemberGone(string, time.Time) bool { return false }
+func (g *group) MemberGone(addr string, since time.Time) bool {
+	g.t.mu.Lock()
+	defer g.t.mu.Unlock()
+	at, ok := g.t.gone[addr]
+	return ok && at.After(since)
+}
 
 func (g *group) Describe(context.Context, time.Time) {
 	g.describes.Add(1)

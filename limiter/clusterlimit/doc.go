@@ -158,6 +158,17 @@
 // Meanwhile its decisions answer StatusNotReady, the callers decide by on_backend_error,
 // and Backend.Ready (slide serve's /readyz) names the partitions still restoring.
 //
+// An owner stopped past its session (SIGSTOP, a long pause, a starved machine) is
+// expelled: the group goes on without it and its partitions' new owners restore its last
+// checkpoint. Once it wakes and its view of the group, described after its generation
+// began, has no member at its address, it stops deciding its partitions (checked every 100
+// ms; its own requests for their keys follow on_backend_error until it rejoins) and
+// forgets their keys, writing no final record; the generation in which it rejoins restores
+// every partition it is assigned, even one it held before, from the latest owner's
+// checkpoint. Before, it went on deciding from its stale memory until its consumer
+// rejoined and, handed the same partitions, never restored them: the others' decisions
+// while it was out were lost.
+//
 // So a planned handover loses nothing, and a SIGKILL loses the decisions since the last
 // checkpoint, at most an interval's (plus the write's own time): a key may then admit up
 // to that many beyond its limit. Keys expired by the time of the restore are skipped; a
