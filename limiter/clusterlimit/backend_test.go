@@ -50,7 +50,12 @@ func (t *topo) set(p int32, addr string) {
 	t.now.Store(&snap)
 }
 
-func (g *group) Partitions() int { return g.t.parts }
+func (g *group) Partitions() int {
+	if g.blind.Load() {
+		return 0
+	}
+	return g.t.parts
+}
 
 // group is one instance's Group over real HTTP, counting its round trips and describes;
 // signed with cluster.Auth as cluster's exchanges are when auth is set.
@@ -62,6 +67,7 @@ type group struct {
 	trips     atomic.Int64
 	describes atomic.Int64
 	client    *http.Client
+	blind     atomic.Bool // the group not described yet: the topic's partitions unknown
 }
 
 func (g *group) Self() string { return g.self }

@@ -471,7 +471,12 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 		}
 		return
 	}
-	now, parts := time.Now().UnixNano(), b.g.Partitions()
+	parts := b.partitions(ctx)
+	if parts == 0 {
+		b.log.Warn("clusterlimit: deciding a partition without its limiter checkpoint: the topic's partition count is still unknown", "partition", p)
+		return
+	}
+	now := time.Now().UnixNano()
 	n, refused := 0, 0
 	for _, e := range cp.entries {
 		o := b.owned[e.policy]
@@ -496,6 +501,23 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 	b.m.restored.Add(float64(n))
 	b.log.Info("clusterlimit: restored a partition's limiter state", "partition", p, "keys", n, "refused", refused,
 		"checkpoint_age", time.Since(time.UnixMilli(cp.at)).Round(time.Millisecond), "final", cp.final)
+}
+
+// partitions is the topic's partition count once the group was described, 0 if ctx ends
+// first. An instance just started gains partitions before its first describe: checked
+// against a count of none, every restored key looked like another partition's and was
+// dropped, and the partition started afresh.
+func (b *Backend) partitions(ctx context.Context) int {
+	for {
+		if n := b.g.Partitions(); n > 0 || ctx.Err() != nil {
+			return n
+		}
+		b.g.Describe(ctx, time.Time{}) // describes only while there is no view
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // ownFinal reports that cp is the final checkpoint this instance wrote when it last lost p.

@@ -154,7 +154,9 @@
 // has no member at the predecessor's address (it crashed, and its session ran out). The
 // partitions gained in one generation restore side by side, so a whole group restarted
 // waits about Wait, not Wait per partition; one whose checkpoint cannot be read at all
-// starts empty, logged as a warning.
+// starts empty, logged as a warning. A restore takes a record's keys only once the group
+// was described (each key is checked against the topic's partition count, which an
+// instance just started may not know yet at its first generation).
 // Meanwhile its decisions answer StatusNotReady, the callers decide by on_backend_error,
 // and Backend.Ready (slide serve's /readyz) names the partitions still restoring.
 //
