@@ -353,6 +353,8 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 	}
 	b.m.checkpoints.Add(float64(len(ps)))
 	if final {
+		// What the next owners restore ("keys" in their log line) is checked against it.
+		b.log.Info("clusterlimit: wrote the final limiter checkpoint", "partitions", ps, "generation", gen, "keys", b.cpKeys)
 		b.own.mu.Lock()
 		for _, p := range ps {
 			b.own.finals[p] = finalMark{gen, now.UnixMilli()}
@@ -404,7 +406,12 @@ func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) (par
 	}
 	heads = make([]kafka.Message, len(ps))
 	var head [maxHeaderBytes]byte
+	b.cpKeys = 0
 	for i, p := range ps {
+		b.cpKeys += splits[i].n
+		for _, c := range splits[i].counts {
+			b.cpKeys += c
+		}
 		b.cpBufs[p] = bodies[i] // its length: what the next round's will likely need
 		sp := &splits[i]
 		if len(sp.cuts) == 0 {
@@ -501,23 +508,6 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 	b.m.restored.Add(float64(n))
 	b.log.Info("clusterlimit: restored a partition's limiter state", "partition", p, "keys", n, "refused", refused,
 		"checkpoint_age", time.Since(time.UnixMilli(cp.at)).Round(time.Millisecond), "final", cp.final)
-}
-
-// partitions is the topic's partition count once the group was described, 0 if ctx ends
-// first. An instance just started gains partitions before its first describe: checked
-// against a count of none, every restored key looked like another partition's and was
-// dropped, and the partition started afresh.
-func (b *Backend) partitions(ctx context.Context) int {
-	for {
-		if n := b.g.Partitions(); n > 0 || ctx.Err() != nil {
-			return n
-		}
-		b.g.Describe(ctx, time.Time{}) // describes only while there is no view
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // ownFinal reports that cp is the final checkpoint this instance wrote when it last lost p.

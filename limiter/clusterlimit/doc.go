@@ -142,7 +142,9 @@
 // takes a record with all its parts or not at all. A partition that leaves
 // the owner gets a final record (flagged so, with the generation), then its keys are
 // dropped here; Close (SIGTERM, after the API drained and before the consumer leaves the
-// group) writes the final record of every partition owned.
+// group) writes the final record of every partition owned. A final write is logged with
+// its partitions and their keys in all, to set against the next owners' restore lines
+// ("keys", one a partition, less the keys expired meanwhile).
 //
 // A new owner restores a gained partition before deciding it: it reads the tail of the
 // checkpoint partition for the latest record of the partition and takes it at once when

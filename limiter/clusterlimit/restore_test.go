@@ -1,8 +1,12 @@
 package clusterlimit
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,4 +86,63 @@ func TestRestoreWaitsForThePartitionCount(t *testing.T) {
 	if admitted != 7 {
 		t.Errorf("B admitted %d more of a limit of 10, want 7: A's 3 were not restored", admitted)
 	}
+}
+
+// TestFinalCheckpointIsLogged: the final checkpoint an owner writes (SIGTERM, a partition
+// lost) is logged with its partitions and keys, so an operator can set what the next owner
+// restored ("keys" in its line) against what was handed over. Without it, a restore of
+// "keys=0 final=true" (TestRestoreWaitsForThePartitionCount) read as an empty final
+// checkpoint, and nothing on the writing side said otherwise.
+func TestFinalCheckpointIsLogged(t *testing.T) {
+	broker := kafkatest.Start(t, "events", 6)
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 1, p)
+	a := ins[0]
+	var buf syncBuffer
+	a.b.log = slog.New(slog.NewTextHandler(&buf, nil))
+	if err := a.b.SetCheckpoints(CheckpointConfig{Interval: time.Hour, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	all := []int32{0, 1, 2, 3, 4, 5}
+	for _, q := range all {
+		tp.set(q, a.g.self)
+	}
+	a.g.Describe(context.Background(), time.Now())
+	a.b.OnGeneration(1, all)
+	for deadline := time.Now().Add(10 * time.Second); a.b.Ready() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not ready in 10s")
+		}
+	}
+	ctx := context.Background()
+	for i := range 3 {
+		if d, err := a.svc.Allow(ctx, "p", "key-"+strconv.Itoa(i)); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	}
+	a.b.Close(ctx)
+	want := `msg="clusterlimit: wrote the final limiter checkpoint" partitions="`
+	out := buf.String()
+	i := strings.Index(out, want)
+	if i < 0 || !strings.Contains(out[i:], " generation=1 keys=3\n") {
+		t.Errorf("no final checkpoint of 3 keys logged:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's writes and the test's read.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

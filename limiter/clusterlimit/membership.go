@@ -1,6 +1,10 @@
 package clusterlimit
 
-import "slices"
+import (
+	"context"
+	"slices"
+	"time"
+)
 
 // stopIfExpelled stops deciding every partition once the group, described since this
 // generation began, has no member at this instance's address: its session ran out (the
@@ -29,4 +33,21 @@ func (b *Backend) stopIfExpelled() {
 	b.log.Warn("clusterlimit: the consumer group goes on without this instance (its session ran out); it stops deciding its partitions until it rejoins",
 		"partitions", ps)
 	b.handover(func() { b.forget(ps) })
+}
+
+// partitions is the topic's partition count once the group was described, 0 if ctx ends
+// first. An instance just started gains partitions before its first describe: checked
+// against a count of none, every restored key looked like another partition's and was
+// dropped, and the partition started afresh.
+func (b *Backend) partitions(ctx context.Context) int {
+	for {
+		if n := b.g.Partitions(); n > 0 || ctx.Err() != nil {
+			return n
+		}
+		b.g.Describe(ctx, time.Time{}) // describes only while there is no view
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
