@@ -119,10 +119,13 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 			b.own.ready[p] = false
 			b.own.epoch[p]++
 			epochs[p] = b.own.epoch[p]
+			// A view naming this instance for a partition it did not hold is already this
+			// generation's (a describe came first: stale answers from an old owner that
+			// began it earlier) or names a process before this one at its address: the
+			// predecessor is not known. Taken for "nothing to wait for", the restore
+			// read the old owner's periodic checkpoint before its final one.
 			switch o := b.g.PartitionOwner(p); o {
-			case self:
-				prev[p] = predNone
-			case "":
+			case self, "":
 				prev[p] = predUnknown
 			default:
 				prev[p], prevAddr[p] = predOther, o
@@ -435,9 +438,8 @@ func (b *Backend) recordKey(p int32) string { return b.cp.Group + "/" + strconv.
 type predecessor uint8
 
 const (
-	predNone    predecessor = iota // this instance: nothing to wait for
-	predOther                      // another instance: wait for its final checkpoint
-	predUnknown                    // no view yet, or no owner in it: wait when p has checkpoints
+	predOther   predecessor = iota // another instance: wait for its final checkpoint
+	predUnknown                    // no view yet, none in it, or this instance: wait when p has checkpoints
 )
 
 // restore loads partition p's latest checkpoint, then marks it ready. When p had another

@@ -154,7 +154,12 @@
 // else waits up to CheckpointConfig.Wait (two intervals) for one, then takes the latest
 // there is; it stops waiting as soon as the group, described after the generation began,
 // has no member at the predecessor's address (it crashed, and its session ran out). The
-// partitions gained in one generation restore side by side, so a whole group restarted
+// predecessor is the owner the view names when the generation begins; a view naming this
+// instance itself (already the new generation's, or a process that ran before this one at
+// its address) names none: the restore then waits for a final record whenever the
+// partition has checkpoints, so a process restarted at the address of one that crashed
+// waits the whole Wait (taking that one's "nothing to wait for" let a restore read the old
+// owner's periodic record before its final one). The partitions gained in one generation restore side by side, so a whole group restarted
 // waits about Wait, not Wait per partition; one whose checkpoint cannot be read at all
 // starts empty, logged as a warning. A restore takes a record's keys only once the group
 // was described (each key is checked against the topic's partition count, which an

@@ -146,3 +146,73 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestGainedWaitsWhenTheViewIsAlreadyNew: B gains A's partitions, and its view already
+// names B when its generation's hook runs (a describe landed first: B's stale answers from
+// A, which began the generation earlier, make B describe the group at once). A has not
+// written its final checkpoint yet. B must wait for it, not take the view's "B" for "this
+// instance owned them" and restore A's older periodic checkpoint.
+func TestGainedWaitsWhenTheViewIsAlreadyNew(t *testing.T) {
+	broker := kafkatest.Start(t, "events", 6)
+	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
+	tp, ins := startGroup(t, 2, p)
+	a, b := ins[0], ins[1]
+	cfg := CheckpointConfig{Interval: time.Hour, Wait: 5 * time.Second, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}
+	for _, in := range ins {
+		if err := in.b.SetCheckpoints(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := []int32{0, 1, 2, 3, 4, 5}
+	handTo := func(in *instance) {
+		for _, q := range all {
+			tp.set(q, in.g.self)
+		}
+		a.g.Describe(context.Background(), time.Now())
+		b.g.Describe(context.Background(), time.Now())
+	}
+	waitReady := func(in *instance) {
+		for deadline := time.Now().Add(10 * time.Second); in.b.Ready() != nil; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("partitions not ready in 10s")
+			}
+		}
+	}
+	ctx := context.Background()
+	allowed := 0
+	decide := func(in *instance) bool {
+		d, err := in.svc.Allow(ctx, "p", "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			allowed++
+		}
+		return d.Allowed
+	}
+	handTo(a)
+	a.b.OnGeneration(1, all)
+	b.b.OnGeneration(1, nil)
+	waitReady(a)
+	for range 3 {
+		decide(a)
+	}
+	a.b.checkpoint(ctx, all, 1, false) // a periodic checkpoint: 3
+	for range 2 {
+		decide(a) // 5, in A's memory only
+	}
+
+	handTo(b) // B's view names B before its hook runs
+	b.b.OnGeneration(2, all)
+	time.Sleep(300 * time.Millisecond) // A has not begun generation 2 yet
+	if b.b.Ready() == nil {
+		t.Error("B restored before A's final checkpoint (from A's older periodic one)")
+	}
+	a.b.OnGeneration(2, nil)
+	waitReady(b)
+	for decide(b) && allowed <= 20 {
+	}
+	if allowed != 10 {
+		t.Errorf("%d admitted in all under a limit of 10", allowed)
+	}
+}
