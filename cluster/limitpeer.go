@@ -49,8 +49,9 @@ func (c *Cluster) KeyOwner(key string) (p int32, addr string, ok bool) {
 }
 
 // PartitionOwner is the advertised address of partition p's owner in the current view, ""
-// when the view names none (or before the first). At the start of a generation it is the
-// previous generation's owner: the view is described again after it.
+// when the view names none (or before the first). At the start of a generation it is
+// mostly the previous generation's owner (the view is described again after it), but a
+// describe begun meanwhile may already have brought the new generation's.
 func (c *Cluster) PartitionOwner(p int32) string {
 	if v := c.view.Load(); v != nil {
 		return v.Owner[p]

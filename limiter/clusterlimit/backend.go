@@ -122,6 +122,7 @@ type Backend struct {
 	working bool             // a goroutine runs jobs
 	cpMu    sync.Mutex       // one checkpoint write at a time
 	cpBufs  map[int32][]byte // each partition's last record's buffer, reused (records)
+	cpKeys  int              // the keys in the last records, for the final write's log line
 	topicMu sync.Mutex
 	cpParts int           // the checkpoint topic's partitions, once known
 	w       *kafka.Writer // checkpoints, once the topic is known

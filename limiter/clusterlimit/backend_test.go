@@ -28,6 +28,17 @@ type topo struct {
 	parts int
 	truth map[int32]string // under mu; readers load now
 	now   atomic.Pointer[map[int32]string]
+	gone  map[string]time.Time // under mu: members the group described without, and when
+}
+
+// leave has the group described without the member at addr from now on (its session ran out).
+func (t *topo) leave(addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.gone == nil {
+		t.gone = map[string]time.Time{}
+	}
+	t.gone[addr] = time.Now()
 }
 
 // set makes addr the owner of partition p.
@@ -39,7 +50,12 @@ func (t *topo) set(p int32, addr string) {
 	t.now.Store(&snap)
 }
 
-func (g *group) Partitions() int { return g.t.parts }
+func (g *group) Partitions() int {
+	if g.blind.Load() {
+		return 0
+	}
+	return g.t.parts
+}
 
 // group is one instance's Group over real HTTP, counting its round trips and describes;
 // signed with cluster.Auth as cluster's exchanges are when auth is set.
@@ -51,6 +67,7 @@ type group struct {
 	trips     atomic.Int64
 	describes atomic.Int64
 	client    *http.Client
+	blind     atomic.Bool // the group not described yet: the topic's partitions unknown
 }
 
 func (g *group) Self() string { return g.self }
@@ -68,7 +85,12 @@ func (g *group) KeyOwner(key string) (int32, string, bool) {
 
 func (g *group) PartitionOwner(p int32) string { return (*g.view.Load())[p] }
 
-func (g *group) MemberGone(string, time.Time) bool { return false }
+func (g *group) MemberGone(addr string, since time.Time) bool {
+	g.t.mu.Lock()
+	defer g.t.mu.Unlock()
+	at, ok := g.t.gone[addr]
+	return ok && at.After(since)
+}
 
 func (g *group) Describe(context.Context, time.Time) {
 	g.describes.Add(1)

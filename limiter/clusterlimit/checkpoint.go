@@ -75,6 +75,9 @@ type ownership struct {
 	// finals is the last final checkpoint this instance wrote of each partition: gaining
 	// it back, a restore waits for its predecessor's final record rather than take its own.
 	finals map[int32]finalMark
+	// since is when the current generation began here: a group described after it
+	// without this instance expelled it (stopIfExpelled, OnGeneration).
+	since time.Time
 }
 
 // finalMark names a final checkpoint record by its generation and its time.
@@ -90,27 +93,39 @@ type finalMark struct {
 func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 	self, at := b.g.Self(), time.Now()
 	b.own.mu.Lock()
+	// Expelled meanwhile (its session ran out), this instance missed generations in which
+	// others decided its partitions: what it holds of them is stale. Those it keeps are
+	// restored again, those it lost get no final record (their last owner writes it).
+	// Without checkpoints there is nothing to restore: the stale state beats none.
+	expelled := b.cp.Interval > 0 && b.own.tracked && b.g.MemberGone(self, b.own.since)
+	b.own.since = at
 	lost := []int32{}
 	for p := range b.own.owned {
 		lost = append(lost, p)
 	}
 	b.own.tracked, b.own.gen = true, gen
 	now := map[int32]bool{}
-	var gained []int32
+	var gained, stale []int32
 	prev := map[int32]predecessor{} // the gained partitions' previous owners, as the view still says
 	prevAddr := map[int32]string{}
 	epochs := map[int32]uint64{}
 	for _, p := range assigned {
 		now[p] = true
-		if !b.own.owned[p] {
+		if !b.own.owned[p] || expelled {
+			if b.own.owned[p] {
+				stale = append(stale, p)
+			}
 			gained = append(gained, p)
 			b.own.ready[p] = false
 			b.own.epoch[p]++
 			epochs[p] = b.own.epoch[p]
+			// A view naming this instance for a partition it did not hold is already this
+			// generation's (a describe came first: stale answers from an old owner that
+			// began it earlier) or names a process before this one at its address: the
+			// predecessor is not known. Taken for "nothing to wait for", the restore
+			// read the old owner's periodic checkpoint before its final one.
 			switch o := b.g.PartitionOwner(p); o {
-			case self:
-				prev[p] = predNone
-			case "":
+			case self, "":
 				prev[p] = predUnknown
 			default:
 				prev[p], prevAddr[p] = predOther, o
@@ -127,15 +142,24 @@ func (b *Backend) OnGeneration(gen int32, assigned []int32) {
 	lost = kept
 	b.own.owned = now
 	b.own.mu.Unlock()
+	if expelled && len(lost)+len(stale) > 0 {
+		b.log.Warn("clusterlimit: this instance was out of the consumer group (its session ran out); the state it held is stale",
+			"generation", gen, "restoring", stale, "dropped", lost)
+	}
 	if len(lost) == 0 && len(gained) == 0 {
 		return
 	}
 	b.handover(func() {
 		if len(lost) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			b.checkpoint(ctx, lost, gen, true)
-			cancel()
+			if !expelled {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				b.checkpoint(ctx, lost, gen, true)
+				cancel()
+			}
 			b.forget(lost)
+		}
+		if len(stale) > 0 {
+			b.forget(stale) // restored below from their last owner's checkpoint
 		}
 		// The gained partitions restore side by side, each with its own budget: one
 		// after another, a whole group restarted (every partition waiting up to Wait
@@ -205,19 +229,28 @@ func (b *Backend) Ready() error {
 	return fmt.Errorf("restoring the limiter state of partitions %v from %s", waiting, b.cp.Topic+TopicSuffix)
 }
 
-// Run writes the owned, restored partitions' checkpoints every Interval until ctx ends.
+// Run writes the owned, restored partitions' checkpoints every Interval until ctx ends,
+// and stops deciding them once the group goes on without this instance (stopIfExpelled).
 func (b *Backend) Run(ctx context.Context) {
 	if b.cp.Interval <= 0 {
 		return
 	}
 	t := time.NewTicker(b.cp.Interval)
 	defer t.Stop()
+	// The membership check is a lock and a load: often, so an expelled instance stops
+	// deciding within a tenth of a second of the describe that shows it gone.
+	m := time.NewTicker(min(b.cp.Interval, 100*time.Millisecond))
+	defer m.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-m.C:
+			b.stopIfExpelled()
+			continue
 		case <-t.C:
 		}
+		b.stopIfExpelled()
 		b.own.mu.RLock()
 		var ps []int32
 		for p := range b.own.owned {
@@ -323,6 +356,8 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 	}
 	b.m.checkpoints.Add(float64(len(ps)))
 	if final {
+		// What the next owners restore ("keys" in their log line) is checked against it.
+		b.log.Info("clusterlimit: wrote the final limiter checkpoint", "partitions", ps, "generation", gen, "keys", b.cpKeys)
 		b.own.mu.Lock()
 		for _, p := range ps {
 			b.own.finals[p] = finalMark{gen, now.UnixMilli()}
@@ -374,7 +409,12 @@ func (b *Backend) records(ps []int32, gen int32, final bool, now time.Time) (par
 	}
 	heads = make([]kafka.Message, len(ps))
 	var head [maxHeaderBytes]byte
+	b.cpKeys = 0
 	for i, p := range ps {
+		b.cpKeys += splits[i].n
+		for _, c := range splits[i].counts {
+			b.cpKeys += c
+		}
 		b.cpBufs[p] = bodies[i] // its length: what the next round's will likely need
 		sp := &splits[i]
 		if len(sp.cuts) == 0 {
@@ -398,9 +438,8 @@ func (b *Backend) recordKey(p int32) string { return b.cp.Group + "/" + strconv.
 type predecessor uint8
 
 const (
-	predNone    predecessor = iota // this instance: nothing to wait for
-	predOther                      // another instance: wait for its final checkpoint
-	predUnknown                    // no view yet, or no owner in it: wait when p has checkpoints
+	predOther   predecessor = iota // another instance: wait for its final checkpoint
+	predUnknown                    // no view yet, none in it, or this instance: wait when p has checkpoints
 )
 
 // restore loads partition p's latest checkpoint, then marks it ready. When p had another
@@ -441,7 +480,12 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 		}
 		return
 	}
-	now, parts := time.Now().UnixNano(), b.g.Partitions()
+	parts := b.partitions(ctx)
+	if parts == 0 {
+		b.log.Warn("clusterlimit: deciding a partition without its limiter checkpoint: the topic's partition count is still unknown", "partition", p)
+		return
+	}
+	now := time.Now().UnixNano()
 	n, refused := 0, 0
 	for _, e := range cp.entries {
 		o := b.owned[e.policy]

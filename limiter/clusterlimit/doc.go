@@ -142,7 +142,9 @@
 // takes a record with all its parts or not at all. A partition that leaves
 // the owner gets a final record (flagged so, with the generation), then its keys are
 // dropped here; Close (SIGTERM, after the API drained and before the consumer leaves the
-// group) writes the final record of every partition owned.
+// group) writes the final record of every partition owned. A final write is logged with
+// its partitions and their keys in all, to set against the next owners' restore lines
+// ("keys", one a partition, less the keys expired meanwhile).
 //
 // A new owner restores a gained partition before deciding it: it reads the tail of the
 // checkpoint partition for the latest record of the partition and takes it at once when
@@ -152,11 +154,29 @@
 // else waits up to CheckpointConfig.Wait (two intervals) for one, then takes the latest
 // there is; it stops waiting as soon as the group, described after the generation began,
 // has no member at the predecessor's address (it crashed, and its session ran out). The
-// partitions gained in one generation restore side by side, so a whole group restarted
+// predecessor is the owner the view names when the generation begins; a view naming this
+// instance itself (already the new generation's, or a process that ran before this one at
+// its address) names none: the restore then waits for a final record whenever the
+// partition has checkpoints, so a process restarted at the address of one that crashed
+// waits the whole Wait (taking that one's "nothing to wait for" let a restore read the old
+// owner's periodic record before its final one). The partitions gained in one generation restore side by side, so a whole group restarted
 // waits about Wait, not Wait per partition; one whose checkpoint cannot be read at all
-// starts empty, logged as a warning.
+// starts empty, logged as a warning. A restore takes a record's keys only once the group
+// was described (each key is checked against the topic's partition count, which an
+// instance just started may not know yet at its first generation).
 // Meanwhile its decisions answer StatusNotReady, the callers decide by on_backend_error,
 // and Backend.Ready (slide serve's /readyz) names the partitions still restoring.
+//
+// An owner stopped past its session (SIGSTOP, a long pause, a starved machine) is
+// expelled: the group goes on without it and its partitions' new owners restore its last
+// checkpoint. Once it wakes and its view of the group, described after its generation
+// began, has no member at its address, it stops deciding its partitions (checked every 100
+// ms; its own requests for their keys follow on_backend_error until it rejoins) and
+// forgets their keys, writing no final record; the generation in which it rejoins restores
+// every partition it is assigned, even one it held before, from the latest owner's
+// checkpoint. Before, it went on deciding from its stale memory until its consumer
+// rejoined and, handed the same partitions, never restored them: the others' decisions
+// while it was out were lost.
 //
 // So a planned handover loses nothing, and a SIGKILL loses the decisions since the last
 // checkpoint, at most an interval's (plus the write's own time): a key may then admit up
