@@ -426,7 +426,7 @@ func MarshalPolicies(ps []Policy) ([]byte, error) {
 				it.Timezone = p.Location.String()
 			}
 		}
-		if p.Backend != BackendMemory {
+		if p.Backend != BackendMemory || p.OnBackendError != FailOpen { // a memory policy's is kept as written too
 			it.OnBackendError = p.OnBackendError.String()
 		}
 		doc.Policies = append(doc.Policies, it)
