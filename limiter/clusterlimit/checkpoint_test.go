@@ -473,45 +473,8 @@ func TestRestoresOfManyPartitionsOverlap(t *testing.T) {
 // B's, not go on from what it had decided itself (found as a flaky CI run of
 // TestCheckpointHandsPlansAndLevelsOver: an org at its limit admitted again).
 func TestHandedBackWaitsForThePredecessor(t *testing.T) {
-	broker := kafkatest.Start(t, "events", 6)
-	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
-	tp, ins := startGroup(t, 2, p)
-	a, b := ins[0], ins[1]
-	cfg := CheckpointConfig{Interval: time.Hour, Wait: 5 * time.Second, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}
-	for _, in := range ins {
-		if err := in.b.SetCheckpoints(cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	all := []int32{0, 1, 2, 3, 4, 5}
-	handTo := func(in *instance) {
-		for _, q := range all {
-			tp.set(q, in.g.self)
-		}
-	}
-	describe := func() {
-		a.g.Describe(context.Background(), time.Now())
-		b.g.Describe(context.Background(), time.Now())
-	}
-	ready := func(in *instance) bool {
-		in.b.own.mu.RLock()
-		defer in.b.own.mu.RUnlock()
-		for _, q := range all {
-			if !in.b.own.ready[q] {
-				return false
-			}
-		}
-		return true
-	}
-	waitReady := func(in *instance) {
-		deadline := time.Now().Add(10 * time.Second)
-		for !ready(in) {
-			if time.Now().After(deadline) {
-				t.Fatal("partitions not ready in 10s")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	h := startHandover(t, 2, 5*time.Second, limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour})
+	a, b := h.ins[0], h.ins[1]
 	ctx := context.Background()
 	decide := func(in *instance, n int) {
 		for i := range n {
@@ -520,28 +483,28 @@ func TestHandedBackWaitsForThePredecessor(t *testing.T) {
 			}
 		}
 	}
-	handTo(a)
-	describe()
-	a.b.OnGeneration(1, all)
+	h.handTo(a)
+	h.describe()
+	a.b.OnGeneration(1, allParts)
 	b.b.OnGeneration(1, nil)
-	waitReady(a)
+	h.waitReady(a)
 	decide(a, 3)
 
-	b.b.OnGeneration(2, all)
-	handTo(b)
+	b.b.OnGeneration(2, allParts)
+	h.handTo(b)
 	a.b.OnGeneration(2, nil)
-	waitReady(b)
+	h.waitReady(b)
 	decide(b, 4)
-	describe() // the group after generation 2: B owns everything
+	h.describe() // the group after generation 2: B owns everything
 
-	handTo(a)
-	a.b.OnGeneration(3, all)
+	h.handTo(a)
+	a.b.OnGeneration(3, allParts)
 	time.Sleep(300 * time.Millisecond) // B has not written its final record yet
-	if ready(a) {
+	if a.b.Ready() == nil {
 		t.Fatal("A took its partitions back before B's final checkpoint (from its own older one)")
 	}
 	b.b.OnGeneration(3, nil)
-	waitReady(a)
+	h.waitReady(a)
 	decide(a, 3) // 3 at A, 4 at B, 3 more: 10 of 10
 	if d, err := a.svc.Allow(ctx, "p", "k"); err != nil || d.Allowed {
 		t.Fatalf("the 11th request of a limit of 10: %+v, %v", d, err)

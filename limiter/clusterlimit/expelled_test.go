@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slide-metrics/slide/internal/kafkatest"
 	"github.com/slide-metrics/slide/limiter"
 )
 
@@ -31,43 +30,9 @@ func TestExpelledOwnerRestoresAgain(t *testing.T) {
 }
 
 func testExpelledOwner(t *testing.T, ticked bool) {
-	broker := kafkatest.Start(t, "events", 6)
-	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
-	tp, ins := startGroup(t, 2, p)
-	a, b := ins[0], ins[1]
-	cfg := CheckpointConfig{Interval: time.Hour, Wait: 5 * time.Second, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}
-	for _, in := range ins {
-		if err := in.b.SetCheckpoints(cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	all := []int32{0, 1, 2, 3, 4, 5}
-	handTo := func(in *instance) {
-		for _, q := range all {
-			tp.set(q, in.g.self)
-		}
-	}
-	describe := func() {
-		a.g.Describe(context.Background(), time.Now())
-		b.g.Describe(context.Background(), time.Now())
-	}
-	waitReady := func(in *instance) {
-		ready := func() bool {
-			in.b.own.mu.RLock()
-			defer in.b.own.mu.RUnlock()
-			for _, q := range all {
-				if !in.b.own.ready[q] {
-					return false
-				}
-			}
-			return true
-		}
-		for deadline := time.Now().Add(10 * time.Second); !ready(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("partitions not ready in 10s")
-			}
-		}
-	}
+	h := startHandover(t, 2, 5*time.Second, limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour})
+	a, b, all, tp := h.ins[0], h.ins[1], allParts, h.tp
+	handTo, describe, waitReady := h.handTo, h.describe, h.waitReady
 	ctx := context.Background()
 	allowed := 0
 	decide := func(in *instance, n int) {

@@ -22,17 +22,8 @@ import (
 // /readyz answered 200), a fixed window of 1,000 an hour: four keys of one partition
 // admitted 1,090, restored "keys=0" from a final checkpoint that held them.
 func TestRestoreWaitsForThePartitionCount(t *testing.T) {
-	broker := kafkatest.Start(t, "events", 6)
-	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
-	tp, ins := startGroup(t, 2, p)
-	a, b := ins[0], ins[1]
-	cfg := CheckpointConfig{Interval: time.Hour, Wait: 5 * time.Second, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}
-	for _, in := range ins {
-		if err := in.b.SetCheckpoints(cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	all := []int32{0, 1, 2, 3, 4, 5}
+	h := startHandover(t, 2, 5*time.Second, limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour})
+	a, b, all, tp := h.ins[0], h.ins[1], allParts, h.tp
 	key := ""
 	for i := 0; key == ""; i++ {
 		if k := "key-" + strconv.Itoa(i); partitionOf(k, 6) != 0 {
@@ -47,13 +38,7 @@ func TestRestoreWaitsForThePartitionCount(t *testing.T) {
 	a.b.OnGeneration(1, all)
 	b.b.OnGeneration(1, nil)
 	ctx := context.Background()
-	deadline := time.Now().Add(10 * time.Second)
-	for a.b.Ready() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("A not ready in 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	h.waitReady(a)
 	for i := range 3 {
 		if d, err := a.svc.Allow(ctx, "p", key); err != nil || !d.Allowed {
 			t.Fatalf("request %d: %+v, %v", i, d, err)
@@ -68,11 +53,7 @@ func TestRestoreWaitsForThePartitionCount(t *testing.T) {
 	}
 	b.b.OnGeneration(2, all)
 	time.AfterFunc(300*time.Millisecond, func() { b.g.blind.Store(false) })
-	for deadline := time.Now().Add(10 * time.Second); b.b.Ready() != nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("B not ready in 10s")
-		}
-	}
+	h.waitReady(b)
 	admitted := 0
 	for range 10 {
 		d, err := b.svc.Allow(ctx, "p", key)
@@ -153,31 +134,10 @@ func (s *syncBuffer) String() string {
 // written its final checkpoint yet. B must wait for it, not take the view's "B" for "this
 // instance owned them" and restore A's older periodic checkpoint.
 func TestGainedWaitsWhenTheViewIsAlreadyNew(t *testing.T) {
-	broker := kafkatest.Start(t, "events", 6)
-	p := clusterPolicy(limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour}, limiter.FailClosed, 5*time.Second)
-	tp, ins := startGroup(t, 2, p)
-	a, b := ins[0], ins[1]
-	cfg := CheckpointConfig{Interval: time.Hour, Wait: 5 * time.Second, Brokers: []string{broker.Addr}, Topic: "events", Group: "g"}
-	for _, in := range ins {
-		if err := in.b.SetCheckpoints(cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	all := []int32{0, 1, 2, 3, 4, 5}
-	handTo := func(in *instance) {
-		for _, q := range all {
-			tp.set(q, in.g.self)
-		}
-		a.g.Describe(context.Background(), time.Now())
-		b.g.Describe(context.Background(), time.Now())
-	}
-	waitReady := func(in *instance) {
-		for deadline := time.Now().Add(10 * time.Second); in.b.Ready() != nil; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("partitions not ready in 10s")
-			}
-		}
-	}
+	h := startHandover(t, 2, 5*time.Second, limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 10, Window: time.Hour})
+	a, b, all := h.ins[0], h.ins[1], allParts
+	handTo := func(in *instance) { h.handTo(in); h.describe() }
+	waitReady := h.waitReady
 	ctx := context.Background()
 	allowed := 0
 	decide := func(in *instance) bool {
