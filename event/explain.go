@@ -57,6 +57,10 @@ func (d *Decoder) Explain(line []byte) string {
 		return `field "` + eventFields[bits.TrailingZeros8(d.dup)] + `": given twice (a field appears at most once)`
 	}
 	b := line
+	if d.f[fKey].Kind == textparse.Absent && d.f[fMetric].Kind == textparse.Absent && d.f[fValue].Kind == textparse.Absent {
+		// A topic of access logs (or any JSON of another shape) read as slide's events.
+		return `no field "key", "metric" or "value": a JSON line of another shape (an access log? --event-map reads it)`
+	}
 	if s := d.explainName(b, "key", fKey, false); s != "" {
 		return s
 	}

@@ -75,3 +75,21 @@ func checkExplain(t *testing.T, d *Decoder, line []byte, r Reason) {
 		t.Fatalf("%q refused as %v, explained as %q: not one short printable line", line, r, why)
 	}
 }
+
+// TestExplainOtherShape: a JSON line with none of slide's key, metric and value (an Envoy
+// access log read without --event-map) was refused as `no field "key"`, as if one field
+// were missing; the refusal now says the line is of another shape and how to read it.
+func TestExplainOtherShape(t *testing.T) {
+	d, err := NewDecoder(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envoy := `{"start_time":"2026-12-03T12:30:00.000Z","method":"GET","response_code":200,"duration":7,"upstream_cluster":"pay"}`
+	if got := d.Explain([]byte(envoy)); !strings.HasPrefix(got, `no field "key", "metric" or "value"`) || !strings.Contains(got, "--event-map") {
+		t.Errorf("an access log line: %q; want it to say it has none of slide's fields and name --event-map", got)
+	}
+	// One field missing stays that field's refusal.
+	if got := d.Explain([]byte(`{"metric":"m","value":1}`)); got != `no field "key"` {
+		t.Errorf("no key: %q", got)
+	}
+}

@@ -287,7 +287,7 @@ func TestNotReady(t *testing.T) {
 // TestClassicBucketsWarn: the dashboards' classic form, histogram_quantile over
 // sum by (le) of M_bucket, selects nothing (slide shows M as a native histogram), and the
 // answer says what to write instead, through client_golang as Grafana would see it; a name
-// that is no slide metric's buckets stays a plain empty answer.
+// that is no slide metric's buckets gets the warning of any unknown name, not this one.
 func TestClassicBucketsWarn(t *testing.T) {
 	d := newDemo(t, "native:5", 4, 5)
 	for _, off := range []bool{false, true} {
@@ -303,7 +303,7 @@ func testClassicBuckets(t *testing.T, d *demo, enginesOnly bool) {
 		!strings.Contains(warn[0], "histogram_quantile(0.95, sum by (key) (rate(latency_ms[5m])))") {
 		t.Errorf("classic buckets (engine only: %v): %v %q %v", enginesOnly, v, warn, err)
 	}
-	if v, warn, _, err := c.Query(context.Background(), `rate(nosuch_bucket[5m])`, d.now); err != nil || v.String() != "" || len(warn) != 0 {
+	if v, warn, _, err := c.Query(context.Background(), `rate(nosuch_bucket[5m])`, d.now); err != nil || v.String() != "" || len(warn) != 1 || !strings.Contains(warn[0], "nosuch_bucket is no name slide has") {
 		t.Errorf("buckets of no slide metric (engine only: %v): %v %q %v", enginesOnly, v, warn, err)
 	}
 }
@@ -343,7 +343,8 @@ func TestMatchSetsAsPrometheus(t *testing.T) {
 // TestDashedNameWarns: a slide metric may hold "-" or "." (req-latency), which PromQL reads
 // as an operator outside quotes: req-latency_count is req minus latency_count, two selectors
 // of nothing, and the answer was empty with no word of why. The answer now says how to
-// select the metric; a name that is no part of a slide metric's stays a plain empty answer.
+// select the metric; the parts of a name that is no slide metric's are warned of as unknown
+// names (TestUnknownNameWarns), with no quoting hint.
 func TestDashedNameWarns(t *testing.T) {
 	d := newDemo(t, "native:5", 1, 2)
 	d.add(t, "req-latency", "k1", "/pay", t0.UnixMilli()-1000, 5)
@@ -362,7 +363,7 @@ func TestDashedNameWarns(t *testing.T) {
 	if v, _, _, err := c.Query(context.Background(), `{__name__="req-latency_count"}`, d.now); err != nil || v.String() == "" {
 		t.Errorf("the quoted form selects nothing: %v %v", v, err)
 	}
-	if v, warn, _, err := c.Query(context.Background(), `nosuch-thing_count`, d.now); err != nil || v.String() != "" || len(warn) != 0 {
+	if v, warn, _, err := c.Query(context.Background(), `nosuch-thing_count`, d.now); err != nil || v.String() != "" || len(warn) != 2 || strings.Contains(strings.Join(warn, " "), "__name__") {
 		t.Errorf("no slide metric's parts: %v %q %v", v, warn, err)
 	}
 }
@@ -484,5 +485,31 @@ func TestNoRules(t *testing.T) {
 	alerts, err := c.Alerts(context.Background())
 	if err != nil || alerts.Alerts == nil || len(alerts.Alerts) != 0 {
 		t.Errorf("client_golang Alerts: %+v %v", alerts, err)
+	}
+}
+
+// TestUnknownNameWarns: a selector of a name slide does not expose (latency_count for
+// latency_ms_count, a Prometheus exporter's http_requests_total) answered an empty result
+// with no word of why, as Prometheus does, though slide knows every name it has; a
+// newcomer's Grafana panel stayed blank. The answer now says the name is none of slide's,
+// the nearest one, and how slide names its metrics, with the quantile pushdown on or off.
+func TestUnknownNameWarns(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	for _, off := range []bool{false, true} {
+		c := clientOf(t, serveDemo(t, d, Config{DisablePushdown: off}).URL)
+		for _, tc := range []struct{ query, want string }{
+			{`rate(latency_count[5m])`, `did you mean latency_ms_count?`},
+			{`histogram_quantile(0.95, sum by (key) (rate(latency_seconds[5m])))`, `slide metrics: latency_ms`},
+			{`sum(rate(http_requests_total[5m]))`, `; slide metrics: `},
+		} {
+			v, warn, _, err := c.Query(context.Background(), tc.query, d.now)
+			if err != nil || v.String() != "" || len(warn) != 1 || !strings.Contains(warn[0], "is no name slide has") || !strings.Contains(warn[0], tc.want) {
+				t.Errorf("%s (engine only: %v): %v %q %v; want an empty answer whose one warning says %q", tc.query, off, v, warn, err, tc.want)
+			}
+		}
+		// A name slide has, with no series in the answer, is not warned of.
+		if v, warn, _, err := c.Query(context.Background(), `latency_ms_count{key="nobody"}`, d.now); err != nil || v.String() != "" || len(warn) != 0 {
+			t.Errorf("a known name selecting nothing (engine only: %v): %v %q %v", off, v, warn, err)
+		}
 	}
 }

@@ -141,7 +141,7 @@ func (a *API) pushdown(ctx context.Context, expr parser.Expr, text string, span 
 		return nil, notes{}, err
 	}
 	var annos annotations.Annotations
-	for _, w := range []error{rd.evicted, rd.short} {
+	for _, w := range []error{rd.evicted, rd.short, rd.empty} {
 		if w != nil {
 			annos.Add(w) // Select's warnings on the engine
 		}
@@ -226,6 +226,7 @@ type pdRead struct {
 	mint    int64 // the first window's start (exclusive)
 	evicted error // the windows read a series from an evicted start (see evicted)
 	short   error // the range is shorter than two slots (see shortRange)
+	empty   error // the selector selects no slide name (see emptyHint)
 	series  []pdSeries
 	groups  []pdGroup
 	touched []int // the groups added to at the step being evaluated
@@ -261,7 +262,7 @@ func (rd *pdRead) release() {
 	clear(rd.byKey)
 	clear(rd.series)
 	clear(rd.out)
-	rd.evicted, rd.short = nil, nil
+	rd.evicted, rd.short, rd.empty = nil, nil, nil
 	rd.sh, rd.groups, rd.series, rd.touched, rd.out = nil, rd.groups[:0], rd.series[:0], rd.touched[:0], rd.out[:0]
 	if cap(rd.groups) > 1<<16 || cap(rd.series) > 1<<16 {
 		return // a huge query's: let it go
@@ -291,9 +292,7 @@ func (a *API) pdSelect(ctx context.Context, qr *querier, rd *pdRead, mint, maxt 
 		return nil
 	}
 	if len(s.metrics) == 0 {
-		if qr.bucketHint(ctx, sh.matchers) != nil {
-			return errNotPushed // the engine answers it, with Select's warning
-		}
+		rd.empty = qr.emptyHint(ctx, sh.matchers) // Select's warning on the engine
 		return nil
 	}
 	if len(s.metrics) > 1 || s.kinds[0] != [kindEnd]bool{kindHistogram: true} {

@@ -194,11 +194,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		return storage.EmptySeriesSet()
 	}
 	if len(s.metrics) == 0 {
-		w := q.bucketHint(ctx, ms)
-		if w == nil {
-			w = q.operatorNameHint(ctx, ms)
-		}
-		if w != nil {
+		if w := q.emptyHint(ctx, ms); w != nil {
 			return &seriesSet{i: -1, warn: annotations.New().Add(w)}
 		}
 	}

@@ -6,10 +6,14 @@ package query
 // a grouped read (/v1/window, /v1/range) answers one aggregate per group of.
 
 import (
+	"context"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/slide-metrics/slide/internal/suggest"
 	"github.com/slide-metrics/slide/jsonenc"
 	"github.com/slide-metrics/slide/promsel"
 	"github.com/slide-metrics/slide/window"
@@ -192,4 +196,57 @@ func groupHas(ls []window.Label, name string) bool {
 		}
 	}
 	return false
+}
+
+// absentLabel says, for a read of metric that match= left empty, which matcher names a
+// label no series of metric has where a value is required (http_rout="/cart" for
+// http_route, or an attribute --span-dimensions does not name): ": no series of M has the
+// label …", with the nearest label and the labels there are; "" when every such label is
+// found. One pass over the metric's series (every instance's in a cluster), taken only on
+// this 404.
+func (s *Server) absentLabel(ctx context.Context, metric string, ms []window.Matcher) string {
+	var need []string
+	for _, m := range ms {
+		sel, err := window.CompileSelector("", []window.Matcher{m})
+		if m.Name != window.KeyLabel && err == nil && !sel.Match("k") { // "k": a series without the label
+			need = append(need, m.Name)
+		}
+	}
+	if len(need) == 0 {
+		return ""
+	}
+	var series []string
+	if c := s.cluster(); c != nil {
+		ids, missing, err := c.Keys(ctx, metric, "")
+		if err != nil || len(missing) > 0 {
+			return "" // a partition unread may hold the label
+		}
+		for _, id := range ids {
+			series = append(series, id.Key)
+		}
+	} else {
+		series = s.store.Keys(metric, "")
+	}
+	have := map[string]bool{}
+	for _, sr := range series {
+		window.EachLabel(sr, func(n, _ string) bool { have[n] = true; return true })
+	}
+	for _, name := range need {
+		if have[name] {
+			continue
+		}
+		names := slices.Sorted(maps.Keys(have))
+		msg := ": no series of " + metric + " has the label " + quote(clip(name))
+		if len(names) == 0 {
+			return msg + "; its series have no labels but key"
+		}
+		if ordered, near := suggest.Closest(name, names); near > 0 {
+			msg += " (did you mean " + quote(ordered[0]) + "?)"
+		}
+		if len(names) > 20 {
+			names = append(names[:20], "…")
+		}
+		return msg + "; its labels: " + strings.Join(names, ", ") + " (/v1/series?metric=" + metric + " lists them)"
+	}
+	return ""
 }

@@ -498,7 +498,7 @@ func (s *Server) writeReadErr(w http.ResponseWriter, r *http.Request, err error,
 	}
 	msg := what + " metric=" + quote(clip(metric)) + " key=" + quote(clip(sl.key))
 	if sl.match != "" {
-		msg += " match=" + quote(clip(sl.match))
+		msg += " match=" + quote(clip(sl.match)) + s.absentLabel(r.Context(), metric, sl.ms)
 	}
 	httperr.Write(w, httperr.NotFound, "", msg)
 }

@@ -1,6 +1,7 @@
 package query_test
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 
@@ -33,6 +34,33 @@ func TestUnknownMetricNamesTheKnownOnes(t *testing.T) {
 		status, body, _ := e.do("GET", c.path, nil)
 		if status != c.status || !strings.Contains(string(body), c.want) {
 			t.Errorf("GET %s = %d %s\nwant %d containing %s", c.path, status, body, c.status, c.want)
+		}
+	}
+}
+
+// TestMatchOfAbsentLabelSaysSo: a match= of a label no series of the metric has (a typo,
+// http_rout for http_route, or a span attribute --span-dimensions does not name) was a 404
+// "no series matches" with no word of why, where by= of such a label warns; the 404 now
+// names the label, the nearest label the series have, and where they are listed. A label
+// the series have, with a value none has, stays the plain 404.
+func TestMatchOfAbsentLabelSaysSo(t *testing.T) {
+	e := newEnv(t, nil)
+	s, err := window.AppendSeries(nil, "checkout", []window.Label{{Name: "http_route", Value: "/cart"}, {Name: "span_kind", Value: "SPAN_KIND_SERVER"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.ObserveAt(t0, window.Event{TS: t0, Metric: "duration_ms", Key: string(s), Value: 1, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	hint := `no series of duration_ms has the label \"http_rout\" (did you mean \"http_route\"?); its labels: http_route, span_kind (/v1/series?metric=duration_ms lists them)`
+	for _, c := range []struct{ path, want, not string }{
+		{"/v1/window?metric=duration_ms&key=checkout&match=" + url.QueryEscape(`http_rout="/cart"`), hint, ""},
+		{"/v1/range?metric=duration_ms&key=checkout&window=1m&step=10s&match=" + url.QueryEscape(`http_rout=~"/c.*"`), hint, ""},
+		{"/v1/window?metric=duration_ms&match=" + url.QueryEscape(`http_route="/nope"`), `no series matches metric=\"duration_ms\"`, "has the label"},
+	} {
+		status, body, _ := e.do("GET", c.path, nil)
+		if status != 404 || !strings.Contains(string(body), c.want) || c.not != "" && strings.Contains(string(body), c.not) {
+			t.Errorf("GET %s = %d %s\nwant 404 containing %s", c.path, status, body, c.want)
 		}
 	}
 }

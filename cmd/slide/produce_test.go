@@ -233,7 +233,7 @@ func TestProduceFileEventMap(t *testing.T) {
 	out.Reset()
 	err = cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "raw", "--file", "-"},
 		stdio{strings.NewReader(string(log)), &out, &bytes.Buffer{}})
-	if err != nil || !strings.Contains(out.String(), `none of its 8 lines is a slide event (line 1: no field "key"): they were sent unkeyed (an access log? --event-map envoy, nginx or a map file keys them)`) {
+	if err != nil || !strings.Contains(out.String(), `none of its 8 lines is a slide event (line 1: no field "key", "metric" or "value": a JSON line of another shape (an access log? --event-map reads it)): they were sent unkeyed (an access log? --event-map envoy, nginx or a map file keys them)`) {
 		t.Fatalf("without the map: %v, %q", err, out.String())
 	}
 	// Slide events that the decoder refuses are no access log: the first one's refusal says why.
