@@ -57,6 +57,14 @@ const (
 	opMetrics = "metrics" // the store's metric names (promapi)
 )
 
+// peerOps are the op labels of slide_cluster_peer_requests_total: the reads above and
+// package clusterlimit's "limit" (PostPeer, ObservePeer).
+var peerOps = []string{opMerge, opSeries, opKeys, opGroups, opSlots, opMetrics, "limit"}
+
+// unavailableCallers are the caller labels of slide_cluster_unavailable_total: package
+// query's reads and the three outcomes of package usage's rules (Checker.checkTarget).
+var unavailableCallers = []string{"query", "usage_open", "usage_closed", "usage_denied_anyway"}
+
 // Config configures a Cluster. Store, Brokers, Advertise and Local are required; every
 // other zero field takes the default documented on it.
 type Config struct {

@@ -275,13 +275,24 @@ func newMetrics(reg prometheus.Registerer, c *Cluster) (*metrics, error) {
 		}),
 		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slide_cluster_unavailable_total",
-			Help: "Reads that could not cover every partition (an owner unreachable or restoring), by caller: query or usage.",
+			Help: "Reads that could not cover every partition (an owner unreachable or restoring), by caller: query, or a usage rule's outcome (usage_open, usage_closed, usage_denied_anyway).",
 		}, []string{"caller"}),
 		keyOff: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "slide_cluster_key_partition_mismatches",
 			Help: "Series this instance held at the last check (every minute, at most 100,000 looked at) whose partition is not the one murmur2 gives their key. With --key-partitioner murmur2 it must be 0 on every instance: else one-key reads routed to murmur2's owner miss events.",
 		}),
 		errLog: rate.NewLimiter(rate.Every(time.Second), 5),
+	}
+	// Every known label combination is exported at 0 from the start: a counter that
+	// appears at its first increment has no sample to rise from, so increase() and rate()
+	// (and an alert on them) miss that first failure.
+	for _, op := range peerOps {
+		for _, result := range []string{"ok", "unauthenticated", "error"} {
+			m.requests.WithLabelValues(op, result)
+		}
+	}
+	for _, caller := range unavailableCallers {
+		m.unavailable.WithLabelValues(caller)
 	}
 	if reg == nil {
 		return m, nil

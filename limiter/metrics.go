@@ -118,6 +118,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Plan updates by source (file: a plans file loaded or reloaded; topic: a plans-topic record) and result (applied, or refused: the old plans kept).",
 		}, []string{"source", "result"}),
 	}
+	// At 0 from the start, so increase() sees the first refused plans reload.
+	for _, source := range []string{"file", "topic"} {
+		m.plans.WithLabelValues(source, "applied")
+		m.plans.WithLabelValues(source, "refused")
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.latency, m.cacheHits, m.plans} {
 			if err := reg.Register(c); err != nil {

@@ -249,3 +249,21 @@ func TestClusterPoliciesTakePlansAndLevels(t *testing.T) {
 		t.Errorf("a plan for a cluster policy: %+v, %v", p, err)
 	}
 }
+
+// TestPlanUpdatesStartAtZero: slide_limiter_plan_updates_total has every source and result
+// at 0 from the start, so increase(…{result="refused"}[10m]) > 0 sees the first refused
+// reload of a plans file, which would otherwise appear at 1 with nothing to rise from.
+func TestPlanUpdatesStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	plansService(t, reg)
+	want := strings.NewReader(`# HELP slide_limiter_plan_updates_total Plan updates by source (file: a plans file loaded or reloaded; topic: a plans-topic record) and result (applied, or refused: the old plans kept).
+# TYPE slide_limiter_plan_updates_total counter
+slide_limiter_plan_updates_total{result="applied",source="file"} 0
+slide_limiter_plan_updates_total{result="applied",source="topic"} 0
+slide_limiter_plan_updates_total{result="refused",source="file"} 0
+slide_limiter_plan_updates_total{result="refused",source="topic"} 0
+`)
+	if err := testutil.GatherAndCompare(reg, want, MetricPlanUpdates); err != nil {
+		t.Error(err)
+	}
+}

@@ -3,13 +3,17 @@ package query
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/slide-metrics/slide/window"
 )
@@ -339,9 +343,39 @@ func (c *exportCollector) Collect(ch chan<- prometheus.Metric) {
 	c.s.exportErrors.Collect(ch)
 }
 
-// promLogger sends promhttp's errors to slog.
+// promLogger sends promhttp's errors to slog. promhttp logs a failed write once for every
+// metric family left to send, so a scraper that goes away mid-scrape (its timeout, a
+// restart) made a hundred warnings; sending errors are logged at most once in 10 s, and at
+// debug when the scraper closed the connection, which is no fault of slide's.
 type promLogger struct {
-	log interface{ Warn(string, ...any) }
+	log  *slog.Logger
+	sent *rate.Limiter
 }
 
-func (l promLogger) Println(v ...any) { l.log.Warn("serving metrics", "err", fmt.Sprint(v...)) }
+func newPromLogger(log *slog.Logger) promLogger {
+	return promLogger{log: log, sent: rate.NewLimiter(rate.Every(10*time.Second), 1)}
+}
+
+func (l promLogger) Println(v ...any) {
+	msg := fmt.Sprint(v...)
+	// client_golang's words for an error writing a family (promhttp.HandlerFor).
+	if !strings.HasPrefix(msg, "error encoding and sending") {
+		l.log.Warn("serving metrics", "err", msg)
+		return
+	}
+	if !l.sent.Allow() {
+		return
+	}
+	for _, a := range v {
+		if err, ok := a.(error); ok && scraperGone(err) {
+			l.log.Debug("serving metrics: the scraper closed the connection mid-scrape (further such errors within 10s are not logged)", "err", err)
+			return
+		}
+	}
+	l.log.Warn("serving metrics (further sending errors within 10s are not logged)", "err", msg)
+}
+
+// scraperGone reports whether err is a write to a connection the scraper closed.
+func scraperGone(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
+}

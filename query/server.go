@@ -292,7 +292,7 @@ func (s *Server) metricsHandler() http.HandlerFunc {
 	// OpenMetrics when the scraper asks for it; protobuf (which carries native histograms)
 	// and the classic text format are negotiated as before.
 	opts := promhttp.HandlerOpts{
-		ErrorLog:          promLogger{s.cfg.Logger},
+		ErrorLog:          newPromLogger(s.cfg.Logger),
 		ErrorHandling:     promhttp.ContinueOnError,
 		EnableOpenMetrics: true,
 	}

@@ -77,3 +77,15 @@ func (cur *served) domainLabel(req *pb.RateLimitRequest) string {
 	}
 	return ""
 }
+
+// initFailures creates every result of reloads and every reason of errs at 0: an alert on
+// increase() then sees the first refused reload or failed call, which would otherwise
+// appear at 1 with no earlier sample to rise from.
+func initFailures(reloads, errs *prometheus.CounterVec) {
+	for _, r := range []string{"applied", "refused"} {
+		reloads.WithLabelValues(r)
+	}
+	for _, r := range []string{"unauthenticated", "invalid_request", "unavailable", "canceled", "internal"} {
+		errs.WithLabelValues(r)
+	}
+}

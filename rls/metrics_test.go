@@ -84,3 +84,32 @@ descriptors:
 		}
 	}
 }
+
+// TestFailureCountersStartAtZero: the reloads and errors an alert watches are exported at 0
+// for every result and reason from the start, so increase() sees the first refused reload
+// (a SIGHUP with a bad file) or the first failed call: a series that appears at 1 has no
+// earlier sample to rise from.
+func TestFailureCountersStartAtZero(t *testing.T) {
+	h := start(t, setup{cfg: loadTestConfig(t, rls.LoadOptions{})})
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				have[mf.GetName()+","+l.GetName()+"="+l.GetValue()] = true
+			}
+		}
+	}
+	for _, id := range []string{
+		rls.MetricReloads + ",result=applied", rls.MetricReloads + ",result=refused",
+		rls.MetricErrors + ",reason=unauthenticated", rls.MetricErrors + ",reason=invalid_request",
+		rls.MetricErrors + ",reason=unavailable", rls.MetricErrors + ",reason=canceled", rls.MetricErrors + ",reason=internal",
+	} {
+		if !have[id] {
+			t.Errorf("%s is not exported at start", id)
+		}
+	}
+}

@@ -159,6 +159,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricReloads,
 		Help: "Reloads of the config (ReloadFile: slide serve's SIGHUP) by result: applied, refused (the config in use stays)."}, []string{"result"})
 	s.noLimit = desc
+	initFailures(s.reloads, s.errs)
 	var err error
 	if s.decisions, err = limiter.DecisionCounter(cfg.Registerer); err != nil {
 		return nil, err

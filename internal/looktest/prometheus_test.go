@@ -93,7 +93,12 @@ func TestPrometheusReadsNativeHistograms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: slide\n    static_configs:\n      - targets: ['%s']\n", strings.TrimPrefix(base, "http://"))
+	rules, err := filepath.Abs(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shipped rules, evaluated every second: the recording rule over the histograms too.
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files: [%q]\nscrape_configs:\n  - job_name: slide\n    static_configs:\n      - targets: ['%s']\n", rules, strings.TrimPrefix(base, "http://"))
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +132,12 @@ func TestPrometheusReadsNativeHistograms(t *testing.T) {
 	check(`histogram_quantile(0.5, slide_window_values{metric="latency_ms",key="tenant-1"})`, exactQuantile(one, 0.5), 0.025)
 	check(`histogram_quantile(0.95, sum by (metric) (slide_window_values{metric="latency_ms"}))`, exactQuantile(both, 0.95), 0.025)
 	check(`histogram_count(sum by (metric) (slide_window_values{metric="latency_ms"}))`, 5000, 0)
+	// deploy/prometheus/slide-rules.yml records the p95 over keys for its latency alert.
+	eventually(t, 10*time.Second, func() string { return "metric:slide_window_values:p95 was never recorded" }, func() bool {
+		v, err := promQuery(pbase, `metric:slide_window_values:p95{metric="latency_ms",window="5m"}`)
+		return err == nil && len(v) == 1
+	})
+	check(`metric:slide_window_values:p95{metric="latency_ms",window="5m"}`, exactQuantile(both, 0.95), 0.025)
 	sum := 0.0
 	for _, v := range one {
 		sum += v
