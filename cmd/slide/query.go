@@ -20,6 +20,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/slide-metrics/slide/internal/suggest"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
 )
@@ -136,7 +137,11 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 			return c.quota(ctx, v, s.out)
 		}
 	default:
-		return &usageError{cmd: "query", msg: fmt.Sprintf("unknown command %s; want window, range, top, series, metrics or quota", shellWord(sub))}
+		meant := ""
+		if ordered, near := suggest.Closest(sub, []string{"window", "range", "top", "series", "metrics", "quota"}); near > 0 {
+			meant = " (did you mean " + ordered[0] + "?)"
+		}
+		return &usageError{cmd: "query", msg: fmt.Sprintf("unknown command %s%s; want window, range, top, series, metrics or quota", shellWord(sub), meant)}
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
