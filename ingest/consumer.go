@@ -75,7 +75,8 @@ type Config struct {
 	// JoinGroupBackoff is the wait before rejoining after a failed join; default 1 s.
 	JoinGroupBackoff time.Duration
 	// MaxWait is the longest a fetch waits for new records on an idle partition; default 1 s.
-	// It also bounds how long a reader takes to close on shutdown or revocation. kafka-go
+	// A shutdown or revocation interrupts the wait (records of the pre-0.11 message format,
+	// read through kafka-go's reader, still wait it out). kafka-go
 	// asks the broker to answer a quarter of it early, so very small values time out on a
 	// loaded broker and reconnect.
 	MaxWait time.Duration

@@ -796,3 +796,24 @@ func TestProgressNamesOnlyAppliedRecords(t *testing.T) {
 	}
 	t.Logf("%d polls, %d ahead of the windows", polls, ahead)
 }
+
+// TestStopDoesNotWaitForAnIdleFetch: a stop or a rebalance ends a partition's fetch at once
+// instead of waiting for the broker to answer a fetch on an idle partition (up to MaxWait).
+// Before, each SIGTERM or rebalance held the partitions up to MaxWait (1 s in slide serve)
+// before the final snapshot and the rejoin, all of it 503s for cluster reads of them
+// (measured with two `slide serve` on `slide broker`: about 2 s of 503s for each SIGTERM).
+func TestStopDoesNotWaitForAnIdleFetch(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "events", 2)
+	t0 := time.Now()
+	c.Produce(t, kafka.Message{Key: []byte("k"), Value: fmt.Appendf(nil, `{"ts":%d,"key":"k","metric":"latency_ms","value":1}`, t0.UnixMilli()), Time: t0})
+	cfg := testConfig(c, "idle-stop")
+	cfg.MaxWait = 10 * time.Second // far longer than a stop may take
+	a := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 10*time.Second, "the consumer to catch up", func() bool { return caughtUp(t, c, a) }, progress(a))
+	began := time.Now()
+	a.stop(t)
+	if took := time.Since(began); took > 3*time.Second {
+		t.Errorf("stopping a caught-up consumer took %v; its idle fetches (MaxWait %v) should end at once", took, cfg.MaxWait)
+	}
+}

@@ -64,14 +64,25 @@ func newDeadLetters(w *kafka.Writer, log *slog.Logger, m *metrics) *deadLetters 
 	return d
 }
 
-// send queues one dead letter, blocking while the queue is full. If ctx ends first the
-// letter is dropped and counted as an error.
+// send queues one dead letter, blocking while the queue is full. If ctx ends while it waits
+// the letter is dropped, counted as an error and logged. A letter the queue has room for is
+// queued even when ctx has ended: a partition's worker finishes the batch in hand after a
+// revocation or a stop, and those records are in its final snapshot and commit, so no later
+// owner refuses them again (a select on both dropped about half of them).
 func (d *deadLetters) send(ctx context.Context, msg kafka.Message) {
 	d.queued.Add(1)
 	select {
 	case d.ch <- msg:
+		return
+	default:
+	}
+	select {
+	case d.ch <- msg:
 	case <-ctx.Done():
 		d.m.deadLetterErrors.Inc()
+		if d.lim.Allow() {
+			d.log.Error("ingest: dead letter dropped: the queue was full when the partition stopped", "topic", d.w.Topic, "queue", deadLetterQueue)
+		}
 		d.settle(1)
 	}
 }

@@ -50,7 +50,8 @@ const fetchMargin = 10 * time.Second
 // (fetch_raw.go) rather than a Reader: a Reader hands records over a channel one at a time
 // and sets a socket deadline per record, and kafka-go's Batch allocates every record anew,
 // which together cost more CPU than decoding and observing the event. A fetch on an idle partition
-// waits up to MaxWait, which bounds how long a stop takes; a batch in hand is finished.
+// waits up to MaxWait; a stop or a rebalance interrupts it (readRaw), and the batches read
+// whole are finished, so a stop takes the applier's work in hand, not MaxWait.
 //
 // Reading and applying overlap: this goroutine reads records off the connection (kafka-go
 // parses and copies each) while an applier goroutine (apply) decodes and observes the

@@ -491,9 +491,18 @@ func (k *chunk) keep(b []byte) []byte {
 // error (nil when ctx ended) and the offset after the records read.
 func (c *Consumer) readRaw(ctx context.Context, f *rawFetch, offset int64, ap *applier) (int64, error) {
 	var rr respReader
+	// A fetch on an idle partition waits up to MaxWait for records; a stop or a rebalance
+	// does not wait for it: the deadline is moved to now, and the fetch fails. Nothing is
+	// lost: a batch is handed to the applier only once it has been read whole, so the offset
+	// returned still follows the last record handed over.
+	stop := context.AfterFunc(ctx, func() { _ = f.fc.Conn.SetDeadline(time.Now()) })
+	defer stop()
 	for ctx.Err() == nil {
 		if err := f.fc.Conn.SetDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin)); err != nil {
 			return offset, fmt.Errorf("setting the fetch deadline: %w", err)
+		}
+		if ctx.Err() != nil {
+			break // ended while the deadline was set: the interruption may have been undone
 		}
 		if err := f.request(offset, 1, int32(c.cfg.MaxBytes), c.cfg.MaxWait); err != nil {
 			return offset, fmt.Errorf("sending a fetch: %w", err)
@@ -521,6 +530,9 @@ func (c *Consumer) readRaw(ctx context.Context, f *rawFetch, offset int64, ap *a
 		ch.next, ch.end = next, true
 		ap.full <- ch
 		offset = next
+		if err != nil && ctx.Err() != nil {
+			return offset, nil // the fetch interrupted by the stop, not a failure
+		}
 		if err != nil {
 			return offset, err
 		}
