@@ -332,6 +332,9 @@ func (a *API) queryExemplars(r *http.Request) ([]byte, notes, *apiError) {
 	if r.Form.Get("start") != "" && r.Form.Get("end") != "" && end.Before(start) {
 		return nil, notes{}, &apiError{errBadData, errors.New("end timestamp must not be before start timestamp")}
 	}
+	if aerr := checkQueryText(r.Form.Get("query")); aerr != nil {
+		return nil, notes{}, aerr
+	}
 	if _, err := a.parser.ParseExpr(r.Form.Get("query")); err != nil {
 		return nil, notes{}, &apiError{errBadData, err}
 	}
@@ -341,9 +344,12 @@ func (a *API) queryExemplars(r *http.Request) ([]byte, notes, *apiError) {
 // formatQuery is /api/v1/format_query: the expression as Prometheus' parser prints it
 // pretty (Grafana's query editor asks to format a query), or the parse error.
 func (a *API) formatQuery(r *http.Request) ([]byte, notes, *apiError) {
-	expr, err := a.parser.ParseExpr(r.Form.Get("query"))
-	if err != nil {
-		return nil, notes{}, badParam("query", err)
+	expr, aerr := a.parseExpr(r.Form.Get("query"))
+	if aerr == nil {
+		aerr = checkFormatDepth(expr)
+	}
+	if aerr != nil {
+		return nil, notes{}, aerr
 	}
 	return jsonenc.AppendString(nil, expr.Pretty(0)), notes{}, nil
 }
@@ -352,6 +358,10 @@ func (a *API) formatQuery(r *http.Request) ([]byte, notes, *apiError) {
 // context and timeout, the engine's options, the subquery cap, the pushdown (when the query
 // has its shape), else the query newQuery makes of the text, executed.
 func (a *API) run(r *http.Request, span evalSpan, newQuery func(context.Context, promql.QueryOpts, string) (promql.Query, error)) ([]byte, notes, *apiError) {
+	text := r.Form.Get("query")
+	if aerr := checkQueryText(text); aerr != nil {
+		return nil, notes{}, aerr
+	}
 	ctx, cancel, aerr := a.queryContext(r)
 	if aerr != nil {
 		return nil, notes{}, aerr
@@ -366,7 +376,6 @@ func (a *API) run(r *http.Request, span evalSpan, newQuery func(context.Context,
 		return nil, notes{}, aerr
 	}
 	defer release()
-	text := r.Form.Get("query")
 	expr, perr := a.parser.ParseExpr(text)
 	if aerr := checkSubqueries(expr, perr); aerr != nil {
 		return nil, notes{}, aerr

@@ -103,7 +103,10 @@
 // tree in Prometheus 3's JSON (its UI's tree view and explain pane ask), /api/v1/rules and /api/v1/alerts
 // none (slide evaluates no rules; Grafana's alerting page asks, and shows a 404 as an
 // error), /api/v1/status/buildinfo the Prometheus version of the engine (3.x), which
-// Grafana reads to pick its features. The listings (labels, label values, series: Grafana's
+// Grafana reads to pick its features. A query of more than 10,000 tokens (strings and
+// comments aside), and for format_query one over 200 levels deep, is a 400 bad_data naming
+// query, before the parser reads it: Prometheus' parser and printer take time growing with
+// the square of a query's depth or more (maxQueryTokens). The listings (labels, label values, series: Grafana's
 // template variables and metrics browser) list the series with samples in [start, end], as
 // Prometheus does: a series' counters have samples from its metric's retention start (or
 // its first slot's) to now, so a range before the retention (a dashboard of yesterday) or after now lists none.

@@ -15,9 +15,9 @@ import (
 // format_query gives it. Prometheus marshals the tree as maps, so every object's keys
 // come sorted: the node types below declare their fields in that order.
 func (a *API) parseQuery(r *http.Request) ([]byte, notes, *apiError) {
-	expr, err := a.parser.ParseExpr(r.Form.Get("query"))
-	if err != nil {
-		return nil, notes{}, badParam("query", err)
+	expr, aerr := a.parseExpr(r.Form.Get("query"))
+	if aerr != nil {
+		return nil, notes{}, aerr
 	}
 	node, err := astNode(expr)
 	if err == nil {

@@ -59,6 +59,8 @@ type querier struct {
 	series     atomic.Int64 // series selected so far, against q.maxSeries
 	slabs      [][]sketch.BinCount
 
+	suggested atomic.Int32 // unknown names given a nearest name so far (maxSuggestions)
+
 	metricsOnce sync.Once // through a cluster: its metrics, asked once
 	metricNames []string
 	metricsErr  error
