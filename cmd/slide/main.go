@@ -30,7 +30,6 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/slide-metrics/slide/internal/suggest"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -113,11 +112,7 @@ func run(ctx context.Context, args []string, s stdio) int {
 	for _, c := range commands() {
 		names = append(names, c.name)
 	}
-	meant := ""
-	if ordered, near := suggest.Closest(args[0], names); near > 0 {
-		meant = " (did you mean " + ordered[0] + "?)"
-	}
-	fmt.Fprintf(s.err, "slide: unknown command %q%s\n\n", args[0], meant)
+	fmt.Fprintf(s.err, "slide: unknown command %q%s\n\n", args[0], meantCommand(args[0], names...))
 	printUsage(s.err)
 	return 2
 }

@@ -20,7 +20,6 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/slide-metrics/slide/internal/suggest"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
 )
@@ -137,10 +136,7 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 			return c.quota(ctx, v, s.out)
 		}
 	default:
-		meant := ""
-		if ordered, near := suggest.Closest(sub, []string{"window", "range", "top", "series", "metrics", "quota"}); near > 0 {
-			meant = " (did you mean " + ordered[0] + "?)"
-		}
+		meant := meantCommand(sub, "window", "range", "top", "series", "metrics", "quota")
 		return &usageError{cmd: "query", msg: fmt.Sprintf("unknown command %s%s; want window, range, top, series, metrics or quota", shellWord(sub), meant)}
 	}
 	if err := parseFlags(fs, args); err != nil {

@@ -35,3 +35,12 @@ func didYouMean(fs *flag.FlagSet, name string) string {
 	}
 	return ""
 }
+
+// meantCommand returns " (did you mean X?)" for an unknown command near one of names, or ""
+// when nothing is close.
+func meantCommand(name string, names ...string) string {
+	if ordered, near := suggest.Closest(name, names); near > 0 {
+		return " (did you mean " + ordered[0] + "?)"
+	}
+	return ""
+}
