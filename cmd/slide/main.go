@@ -29,7 +29,6 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
-
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
