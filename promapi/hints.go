@@ -30,6 +30,9 @@ func (q *querier) emptyHint(ctx context.Context, ms []*labels.Matcher) error {
 // answer. The answer shows 10 warnings; later names are still warned of, without a guess.
 const maxSuggestions = 10
 
+// closest is suggest.Closest, which TestUnknownNameHintsBounded counts.
+var closest = suggest.Closest
+
 // unknownNameHint is the warning for a selector of a name slide does not expose
 // (latency_count for latency_ms_count, an exporter's http_requests_total): a panel of it
 // stays blank, and slide knows every name it has, so the warning names the nearest and how
@@ -65,10 +68,10 @@ func (q *querier) unknownNameHint(ctx context.Context, ms []*labels.Matcher) err
 			}
 			slices.Sort(names)
 			names = slices.Compact(names)
-			if ordered, near := suggest.Closest(m.Value, names); near > 0 {
+			if ordered, near := closest(m.Value, names); near > 0 {
 				msg += fmt.Sprintf(" (did you mean %s?)", ordered[0])
 			}
-			shown, _ = suggest.Closest(m.Value, all) // the nearest first
+			shown, _ = closest(m.Value, all) // the nearest first
 		}
 		if len(shown) > 10 {
 			shown = append(shown[:10:10], "…")
