@@ -212,29 +212,20 @@ func (s *Store) ObserveAt(now int64, ev Event) error {
 	h := s.hash(ev.Metric, ev.Key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	se := sh.lookup(h, ev.Metric, ev.Key)
-	created := false
-	if se == nil {
-		var err error
-		if se, err = s.create(sh, h, ev); err != nil {
-			sh.mu.Unlock()
-			return err
-		}
-		created = true
-	}
 	var err error
-	if ev.Value-ev.Value != 0 || !se.ring.addCurrent(now, ev.TS, ev.Value, ev.Count) { // NaN and ±Inf give NaN
-		err = se.ring.Add(now, ev.TS, ev.Value, ev.Count)
-	}
-	switch {
-	case err == nil:
-		se.partition = ev.Feed.Partition()
-	case created:
+	if se := sh.lookup(h, ev.Metric, ev.Key); se == nil {
 		// A refused event leaves no empty series behind to hold a place under MaxSeries.
-		s.unlinkNew(sh, h, se)
-	}
-	if se.watched { // even refused: Add may have moved the ring's time
-		sh.touch(se)
+		err = s.observeNewAt(sh, h, now, &ev)
+	} else { // observeSeriesAt's lines, kept here: the hot path makes no call for them
+		if ev.Value-ev.Value != 0 || !se.ring.addCurrent(now, ev.TS, ev.Value, ev.Count) { // NaN and ±Inf give NaN
+			err = se.ring.Add(now, ev.TS, ev.Value, ev.Count)
+		}
+		if err == nil {
+			se.partition = ev.Feed.Partition()
+		}
+		if se.watched { // even refused: Add may have moved the ring's time
+			sh.touch(se)
+		}
 	}
 	sh.mu.Unlock()
 	if err != nil {
