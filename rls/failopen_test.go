@@ -1,7 +1,6 @@
 package rls_test
 
 import (
-	"net"
 	"testing"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -20,12 +19,7 @@ import (
 // invites a client that paces itself by the headers to spend it all at once.
 // A local fallback counts, so its numbers stay.
 func TestFailOpenClaimsNoQuota(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := ln.Addr().String()
-	ln.Close() // nothing listens there: every Redis call fails at once
+	down := downAddr(t)
 	cfg, err := rls.Parse([]byte(`domain: f
 descriptors:
   - key: open

@@ -214,3 +214,14 @@ func counter(t testing.TB, reg *prometheus.Registry, name string, labels map[str
 	}
 	return 0
 }
+
+// downAddr is a loopback address nothing listens on: every Redis call to it fails at once.
+func downAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

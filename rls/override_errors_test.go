@@ -16,12 +16,7 @@ import (
 // (only as a decision result="error"), so an alert on backend errors missed
 // an outage that only override traffic met.
 func TestOverrideBackendErrorsCounted(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := ln.Addr().String()
-	ln.Close() // nothing listens there: every Redis call fails at once
+	down := downAddr(t)
 	cfg, err := rls.Parse([]byte(`domain: f
 descriptors:
   - key: open
