@@ -7,7 +7,8 @@ import (
 )
 
 // TestCountersStartAtZero: every label combination of the peer-request and unavailability
-// counters is exported at 0 from the start, so increase() and rate() see their first
+// counters (and the peer-served codes an alert reads, and the request timings by op) is
+// exported at 0 from the start, so increase() and rate() see their first
 // increment: a series that appears at 1 has no earlier sample to rise from, and an alert on
 // increase(slide_cluster_unavailable_total[5m]) > 0 missed the first unavailable read.
 func TestCountersStartAtZero(t *testing.T) {
@@ -40,6 +41,12 @@ func TestCountersStartAtZero(t *testing.T) {
 	}
 	for _, c := range []string{"query", "usage_closed", "usage_denied_anyway", "usage_open"} {
 		want = append(want, "slide_cluster_unavailable_total,caller="+c)
+	}
+	for _, code := range []string{"200", "401", "409"} { // SlidePeerUnauthenticated reads 401
+		want = append(want, "slide_cluster_peer_served_total,code="+code)
+	}
+	for _, op := range []string{"groups", "keys", "limit", "merge", "metrics", "series", "slots"} {
+		want = append(want, "slide_cluster_peer_request_duration_seconds,op="+op)
 	}
 	for _, id := range want {
 		if !have[id] {

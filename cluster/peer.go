@@ -294,6 +294,14 @@ func newMetrics(reg prometheus.Registerer, c *Cluster) (*metrics, error) {
 	for _, caller := range unavailableCallers {
 		m.unavailable.WithLabelValues(caller)
 	}
+	for _, op := range peerOps {
+		m.latency.WithLabelValues(op)
+	}
+	// The codes an alert reads: 401, a peer without the group's key (or a stranger) on the
+	// peer route; 409, an asker's clock beyond the skew.
+	for _, code := range []string{"200", "401", "409"} {
+		m.served.WithLabelValues(code)
+	}
 	if reg == nil {
 		return m, nil
 	}
