@@ -68,7 +68,7 @@ func newMetrics(store *window.Store) *metrics {
 			"Records that carry no event: a null value (a Kafka tombstone) or only blank lines. Skipped, not refused and not dead-lettered; counted once, not again when a restore replays them."),
 		restoreDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "slide_ingest_restore_duration_seconds",
-			Help:    "Time from a partition's assignment until its windows are rebuilt from the log.",
+			Help:    "Time from a partition's assignment until its windows are restored (from a snapshot and the log after it, or from the log alone) and it is live; slide_snapshot_restore_duration_seconds{source} says which.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 9), // 10 ms … 11 min
 		}),
 		partitions: newGaugeVec("slide_ingest_partitions", []string{"state"},
