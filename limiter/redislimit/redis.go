@@ -35,6 +35,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"strconv"
 	"strings"
@@ -302,13 +303,30 @@ func New(c Client, cfg Config) (*Backend, error) {
 // prefix + "{" + key + "}:" + name + ":" + algorithm tag (for a fixed window,
 // the prefix of its per-window counters Key:N). The hash tag is the caller's
 // key, so all policies of one key share a Cluster slot.
+//
+// A key starting with '}' would leave the tag empty, and Redis then hashes the
+// whole name: the keys of one levels script would land in different slots
+// (CROSSSLOT on every decision). Such a key gets its FNV-1a hash as the tag,
+// prefix + "}{" + 8 hex digits + "}" + key + ":" + name + ":" + algorithm tag;
+// the '}' after the prefix keeps these names apart from every other key's.
 func (b *Backend) Key(p *limiter.Policy, key string) string {
 	var sb strings.Builder
-	sb.Grow(len(b.prefix) + len(key) + len(p.Name) + 7)
+	sb.Grow(len(b.prefix) + len(key) + len(p.Name) + 17)
 	sb.WriteString(b.prefix)
-	sb.WriteByte('{')
-	sb.WriteString(key)
-	sb.WriteString("}:")
+	if len(key) > 0 && key[0] == '}' {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(key))
+		var tag [4]byte
+		sb.WriteString("}{")
+		sb.WriteString(hex.EncodeToString(h.Sum(tag[:0])))
+		sb.WriteByte('}')
+		sb.WriteString(key)
+		sb.WriteByte(':')
+	} else {
+		sb.WriteByte('{')
+		sb.WriteString(key)
+		sb.WriteString("}:")
+	}
 	sb.WriteString(p.Name)
 	sb.WriteByte(':')
 	sb.WriteString(algTag[p.Algorithm])
