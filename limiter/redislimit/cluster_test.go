@@ -32,6 +32,7 @@ func TestCluster(t *testing.T) {
 			t.Errorf("30 keys land on %d masters, want all 3", len(seen))
 		}
 	})
+	t.Run("slot_migration", func(t *testing.T) { migrateSlot(t, c, conn) })
 	t.Run("manual_failover", func(t *testing.T) {
 		const key = "tenant-failover"
 		old := c.MasterOf(t, "{"+key+"}")

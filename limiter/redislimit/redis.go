@@ -23,9 +23,10 @@
 // NewClient (conn.go) reaches one server by host:port or URL (redis://, rediss://, an
 // ACL user), a Redis Cluster or a Sentinel-managed master, with the backend's safety
 // options in every mode. Every per-algorithm script touches the keys of one hash slot,
-// so a decision never spans slots. A Cluster client follows no redirects (go-redis's redirect loop also retries
-// timeouts, which could count a decision twice): a decision that meets a failover fails,
-// follows on_backend_error, and reloads the slot map for the next one.
+// so a decision never spans slots. A Cluster client runs without go-redis's redirect loop
+// (it also retries timeouts, which could count a decision twice): the backend itself sends
+// a call answered with MOVED or ASK once to the node named (redirect.go), and a decision
+// that fails otherwise follows on_backend_error and reloads the slot map for the next one.
 package redislimit
 
 import (
@@ -231,7 +232,9 @@ type Backend struct {
 	prefix   string
 	client   bool
 	onCall   func(string)
-	reload   func() // a Cluster client's slot map reload, after a failed decision
+	reload   func()                 // a Cluster client's slot map reload, after a failed decision
+	cluster  *goredis.ClusterClient // nil unless a Cluster's: MOVED and ASK are followed once (redirect.go)
+	nodes    sync.Map               // Cluster node address → go-redis's client for it
 	idPrefix string
 	seq      atomic.Uint64
 	prep     sync.Map // limiter.Policy → *prepared
@@ -274,7 +277,8 @@ func New(c Client, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("creating redis limiter backend: reading random id: %w", err)
 	}
 	var reload func()
-	if cl, ok := c.(*goredis.ClusterClient); ok {
+	cluster, _ := c.(*goredis.ClusterClient)
+	if cl := cluster; cl != nil {
 		// Without redirects (see NewClient) go-redis reloads its slot map only on a MOVED
 		// reply or once a minute: a crashed master's slots would stay mapped to it until
 		// then. Any failed decision asks for a reload (coalesced, at most every 200 ms).
@@ -282,6 +286,7 @@ func New(c Client, cfg Config) (*Backend, error) {
 	}
 	b := &Backend{
 		reload:   reload,
+		cluster:  cluster,
 		c:        c,
 		prefix:   prefix,
 		client:   cfg.ClientClock,
@@ -467,6 +472,10 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 	}
 	if retry != nil {
 		_, _ = retry.Exec(ctx)
+	}
+	for i := range calls {
+		c := &calls[i]
+		c.cmd = b.follow(ctx, c.cmd, c.s, c.keys, c.args) // MOVED or ASK: once to the node named
 	}
 	for i := range calls {
 		var d limiter.Decision
