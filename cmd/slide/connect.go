@@ -377,13 +377,25 @@ func kafkaBackend(brokers []string, d *kafka.Dialer) *backend {
 }
 
 func redisBackend(conn redislimit.Conn, c goredis.UniversalClient) *backend {
-	check := func(ctx context.Context) error { return c.Ping(ctx).Err() }
+	// PING, then the limiter's scripts as its ACL user may run them: a user without EVAL,
+	// a command the scripts call or the rl:* keys answered PING, so /readyz said "ok"
+	// while every decision failed (or, without EVAL, would fail after Redis restarts).
+	check := func(ctx context.Context) error {
+		if err := c.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		return redislimit.CheckAccess(ctx, c, "")
+	}
 	if cc, ok := c.(*goredis.ClusterClient); ok {
 		// A keyless PING reaches one node at random: a dead master, whose slots'
 		// decisions fail, would show "ok" most of the time. Ask every master.
 		check = func(ctx context.Context) error {
 			return cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
-				if err := n.Ping(ctx).Err(); err != nil {
+				err := n.Ping(ctx).Err()
+				if err == nil {
+					err = redislimit.CheckAccess(ctx, n, "")
+				}
+				if err != nil {
 					return fmt.Errorf("master %s: %w", n.Options().Addr, err)
 				}
 				return nil

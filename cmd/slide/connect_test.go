@@ -517,3 +517,32 @@ func TestRedisClusterCheckAsksEveryMaster(t *testing.T) {
 		}
 	}
 }
+
+// The check runs the limiter's scripts as its ACL user would: a user refused EVAL (the
+// NOSCRIPT fallback, needed after every Redis restart) or a command the scripts call
+// answered PING, so /readyz said redis "ok" while decisions failed.
+func TestRedisCheckNamesMissingPermission(t *testing.T) {
+	srv := redistest.Start(t)
+	if _, err := srv.Do("ACL", "SETUSER", "slide", "on", ">pw", "~*", "+@all", "-eval"); err != nil {
+		t.Fatal(err)
+	}
+	conn := redislimit.Conn{Addr: srv.Addr, Username: "slide", Password: "pw"}
+	client, err := redislimit.NewClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	b := redisBackend(conn, client)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = b.check(ctx)
+	if err == nil || !strings.Contains(err.Error(), "'eval' command") || !strings.Contains(err.Error(), "needs +eval +evalsha") {
+		t.Fatalf("check as a user without EVAL: %v, want NOPERM for eval and what to grant", err)
+	}
+	if _, err := srv.Do("ACL", "SETUSER", "slide", "+eval"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.check(ctx); err != nil {
+		t.Fatalf("check once EVAL is granted: %v", err)
+	}
+}

@@ -15,3 +15,6 @@ func SetClockSkew(b *Backend, d time.Duration) { b.skew.Store(d.Microseconds()) 
 func LevelKeys(b *Backend, p *limiter.Policy, key string, now time.Time) []string {
 	return b.levelKeys(p, p.Levels.LevelKeys(key), windowAt(p, now.UnixMicro()))
 }
+
+// ScriptCommands are the commands CheckAccess asks about, with their arguments.
+var ScriptCommands = scriptCommands
