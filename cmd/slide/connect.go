@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -243,6 +244,10 @@ type backend struct {
 	// policy's on_backend_error.
 	gates bool
 	check func(ctx context.Context) error
+	// warn, when set, is asked after a check passes: a setting that works but loses
+	// something (Redis evicting limiter keys), logged once per distinct warning.
+	warn   func(ctx context.Context) string
+	warned string
 
 	mu      sync.Mutex
 	checked bool
@@ -262,11 +267,21 @@ func (b *backend) run(ctx context.Context, log *slog.Logger) {
 	for {
 		cctx, cancel := context.WithTimeout(ctx, backendTimeout)
 		err := b.check(cctx)
+		warning := ""
+		if err == nil && b.warn != nil {
+			warning = b.warn(cctx)
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		b.set(err, log)
+		if warning != "" && warning != b.warned {
+			log.Warn(b.describe(errors.New(warning)), "backend", b.name)
+		}
+		if err == nil {
+			b.warned = warning
+		}
 		wait := backendRecheck
 		if err != nil {
 			wait = backendRetry
@@ -402,7 +417,24 @@ func redisBackend(conn redislimit.Conn, c goredis.UniversalClient) *backend {
 			})
 		}
 	}
-	return &backend{name: "redis", addr: conn.String(), check: check}
+	warn := func(ctx context.Context) string { return redislimit.EvictionWarning(ctx, c) }
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		warn = func(ctx context.Context) string {
+			var mu sync.Mutex
+			var w []string
+			_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
+				if s := redislimit.EvictionWarning(ctx, n); s != "" {
+					mu.Lock()
+					w = append(w, "master "+n.Options().Addr+": "+s)
+					mu.Unlock()
+				}
+				return nil
+			})
+			slices.Sort(w)
+			return strings.Join(w, "; ")
+		}
+	}
+	return &backend{name: "redis", addr: conn.String(), check: check, warn: warn}
 }
 
 // connFlags are serve's connection flags: Kafka and Redis security, HTTPS. Kept apart

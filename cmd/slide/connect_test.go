@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -544,5 +545,45 @@ func TestRedisCheckNamesMissingPermission(t *testing.T) {
 	}
 	if err := b.check(ctx); err != nil {
 		t.Fatalf("check once EVAL is granted: %v", err)
+	}
+}
+
+// A Redis that evicts keys when full (maxmemory with an LRU policy) drops limiter keys
+// silently, each a tenant's count started afresh: the check logs it once, naming the
+// policy, and stays quiet about a Redis that does not evict.
+func TestRedisCheckWarnsOfEviction(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		warns  bool
+	}{{"volatile-lru", true}, {"noeviction", false}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			srv := redistest.Start(t, "--maxmemory", "64mb", "--maxmemory-policy", tc.policy)
+			conn := redislimit.Conn{Addr: srv.Addr}
+			client, err := redislimit.NewClient(conn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			logs := new(proctest.Buffer)
+			log := slog.New(slog.NewTextHandler(logs, nil))
+			b := redisBackend(conn, client)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); b.run(ctx, log) }()
+			deadline := time.Now().Add(20 * time.Second)
+			for !strings.Contains(logs.String(), "connected") && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			<-done
+			got := logs.String()
+			want := "level=WARN msg=\"redis " + srv.Addr + ": maxmemory-policy volatile-lru evicts keys"
+			if tc.warns && strings.Count(got, want) != 1 {
+				t.Errorf("want one line %q, got:\n%s", want, got)
+			}
+			if !tc.warns && strings.Contains(got, "WARN") {
+				t.Errorf("a Redis that does not evict warned:\n%s", got)
+			}
+		})
 	}
 }

@@ -66,3 +66,30 @@ func CheckAccess(ctx context.Context, c Client, keyPrefix string) error {
 	}
 	return nil
 }
+
+// EvictionWarning reads INFO memory from c (one server, or one Cluster master) and
+// returns a warning when Redis evicts keys once it is full (maxmemory set and
+// maxmemory-policy other than noeviction): every limiter key has a TTL, so the volatile-*
+// policies evict them too, and an evicted key starts afresh, admitting a tenant its
+// policy was denying. Nothing is logged by Redis or counted by slide when that happens.
+// It returns "" when Redis does not evict, or when the user may not run INFO.
+func EvictionWarning(ctx context.Context, c goredis.Cmdable) string {
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		return ""
+	}
+	var maxmem, policy string
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "maxmemory":
+			maxmem = v
+		case "maxmemory_policy":
+			policy = v
+		}
+	}
+	if maxmem == "" || maxmem == "0" || policy == "" || policy == "noeviction" {
+		return ""
+	}
+	return "maxmemory-policy " + policy + " evicts keys once Redis holds maxmemory: an evicted limiter key starts afresh, admitting requests its policy was denying (Redis counts them in INFO stats evicted_keys); noeviction instead fails decisions over maxmemory by on_backend_error"
+}
