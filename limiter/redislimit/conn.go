@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,7 +179,10 @@ func NewClient(c Conn) (goredis.UniversalClient, error) {
 		// return, so no probe keeps dialing it (go-redis's own, once a second, does).
 		d.noProbe = true
 		return goredis.NewClusterClient(&goredis.ClusterOptions{
-			Addrs: c.Cluster, Username: user, Password: pass, PoolSize: c.PoolSize,
+			// A copy: go-redis appends the nodes it discovers to the seed slice, which
+			// wrote into the caller's array past len (Cluster: addrs[:3]) and raced
+			// between clients built from one Conn.
+			Addrs: slices.Clone(c.Cluster), Username: user, Password: pass, PoolSize: c.PoolSize,
 			MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1,
 			// No redirects: go-redis's redirect loop also retries timeouts and dropped
 			// connections on the same node, which could run a decision twice. The
