@@ -104,7 +104,8 @@
 // one clock, with unique members in the log, fractional tokens kept as
 // strings, the TTL set in the same script, and keys rl:{key}:policy:alg
 // whose hash tag is the caller's key, so Redis Cluster works and all the
-// policies of one key share a slot. The same 10 pods admit exactly 100.
+// policies of one key share a slot (a key starting with '}', which would make
+// the tag empty, is tagged with its hash instead: rl:}{H}key:policy:alg). The same 10 pods admit exactly 100.
 // A fixed window is one INCRBY in its script, on an integer string per window,
 // rl:{key}:policy:fw:N for window number N, which expires when the window ends
 // (a denial is taken back in the same script, so it counts nothing); on a

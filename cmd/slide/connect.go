@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -243,6 +244,10 @@ type backend struct {
 	// policy's on_backend_error.
 	gates bool
 	check func(ctx context.Context) error
+	// warn, when set, is asked after a check passes: a setting that works but loses
+	// something (Redis evicting limiter keys), logged once per distinct warning.
+	warn   func(ctx context.Context) string
+	warned string
 
 	mu      sync.Mutex
 	checked bool
@@ -262,11 +267,21 @@ func (b *backend) run(ctx context.Context, log *slog.Logger) {
 	for {
 		cctx, cancel := context.WithTimeout(ctx, backendTimeout)
 		err := b.check(cctx)
+		warning := ""
+		if err == nil && b.warn != nil {
+			warning = b.warn(cctx)
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		b.set(err, log)
+		if warning != "" && warning != b.warned {
+			log.Warn(b.describe(errors.New(warning)), "backend", b.name)
+		}
+		if err == nil {
+			b.warned = warning
+		}
 		wait := backendRecheck
 		if err != nil {
 			wait = backendRetry
@@ -377,20 +392,49 @@ func kafkaBackend(brokers []string, d *kafka.Dialer) *backend {
 }
 
 func redisBackend(conn redislimit.Conn, c goredis.UniversalClient) *backend {
-	check := func(ctx context.Context) error { return c.Ping(ctx).Err() }
+	// PING, then the limiter's scripts as its ACL user may run them: a user without EVAL,
+	// a command the scripts call or the rl:* keys answered PING, so /readyz said "ok"
+	// while every decision failed (or, without EVAL, would fail after Redis restarts).
+	check := func(ctx context.Context) error {
+		if err := c.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		return redislimit.CheckAccess(ctx, c, "")
+	}
 	if cc, ok := c.(*goredis.ClusterClient); ok {
 		// A keyless PING reaches one node at random: a dead master, whose slots'
 		// decisions fail, would show "ok" most of the time. Ask every master.
 		check = func(ctx context.Context) error {
 			return cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
-				if err := n.Ping(ctx).Err(); err != nil {
+				err := n.Ping(ctx).Err()
+				if err == nil {
+					err = redislimit.CheckAccess(ctx, n, "")
+				}
+				if err != nil {
 					return fmt.Errorf("master %s: %w", n.Options().Addr, err)
 				}
 				return nil
 			})
 		}
 	}
-	return &backend{name: "redis", addr: conn.String(), check: check}
+	warn := func(ctx context.Context) string { return redislimit.EvictionWarning(ctx, c) }
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		warn = func(ctx context.Context) string {
+			var mu sync.Mutex
+			var w []string
+			_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
+				if s := redislimit.EvictionWarning(ctx, n); s != "" {
+					mu.Lock()
+					w = append(w, "master "+n.Options().Addr+": "+s)
+					mu.Unlock()
+				}
+				return nil
+			})
+			slices.Sort(w)
+			return strings.Join(w, "; ")
+		}
+	}
+	return &backend{name: "redis", addr: conn.String(), check: check, warn: warn}
 }
 
 // connFlags are serve's connection flags: Kafka and Redis security, HTTPS. Kept apart

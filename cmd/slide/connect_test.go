@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -515,5 +516,74 @@ func TestRedisClusterCheckAsksEveryMaster(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), dead.Addr) {
 			t.Fatalf("check %d with master %s stopped: %v, want an error naming it", i, dead.Addr, err)
 		}
+	}
+}
+
+// The check runs the limiter's scripts as its ACL user would: a user refused EVAL (the
+// NOSCRIPT fallback, needed after every Redis restart) or a command the scripts call
+// answered PING, so /readyz said redis "ok" while decisions failed.
+func TestRedisCheckNamesMissingPermission(t *testing.T) {
+	srv := redistest.Start(t)
+	if _, err := srv.Do("ACL", "SETUSER", "slide", "on", ">pw", "~*", "+@all", "-eval"); err != nil {
+		t.Fatal(err)
+	}
+	conn := redislimit.Conn{Addr: srv.Addr, Username: "slide", Password: "pw"}
+	client, err := redislimit.NewClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	b := redisBackend(conn, client)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = b.check(ctx)
+	if err == nil || !strings.Contains(err.Error(), "'eval' command") || !strings.Contains(err.Error(), "needs +eval +evalsha") {
+		t.Fatalf("check as a user without EVAL: %v, want NOPERM for eval and what to grant", err)
+	}
+	if _, err := srv.Do("ACL", "SETUSER", "slide", "+eval"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.check(ctx); err != nil {
+		t.Fatalf("check once EVAL is granted: %v", err)
+	}
+}
+
+// A Redis that evicts keys when full (maxmemory with an LRU policy) drops limiter keys
+// silently, each a tenant's count started afresh: the check logs it once, naming the
+// policy, and stays quiet about a Redis that does not evict.
+func TestRedisCheckWarnsOfEviction(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		warns  bool
+	}{{"volatile-lru", true}, {"noeviction", false}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			srv := redistest.Start(t, "--maxmemory", "64mb", "--maxmemory-policy", tc.policy)
+			conn := redislimit.Conn{Addr: srv.Addr}
+			client, err := redislimit.NewClient(conn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			logs := new(proctest.Buffer)
+			log := slog.New(slog.NewTextHandler(logs, nil))
+			b := redisBackend(conn, client)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); b.run(ctx, log) }()
+			deadline := time.Now().Add(20 * time.Second)
+			for !strings.Contains(logs.String(), "connected") && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			<-done
+			got := logs.String()
+			want := "level=WARN msg=\"redis " + srv.Addr + ": maxmemory-policy volatile-lru evicts keys"
+			if tc.warns && strings.Count(got, want) != 1 {
+				t.Errorf("want one line %q, got:\n%s", want, got)
+			}
+			if !tc.warns && strings.Contains(got, "WARN") {
+				t.Errorf("a Redis that does not evict warned:\n%s", got)
+			}
+		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/slide-metrics/slide/internal/redistest"
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/limiter/redislimit"
@@ -32,6 +34,22 @@ func TestCluster(t *testing.T) {
 			t.Errorf("30 keys land on %d masters, want all 3", len(seen))
 		}
 	})
+	t.Run("seeds_untouched", func(t *testing.T) {
+		// go-redis appends the nodes it finds to its seed list: given the caller's slice,
+		// it wrote past len into the caller's array (and raced between two clients).
+		seeds := append(c.Addrs()[:1:1], "not-a-node:1")
+		cl := connClient(t, redislimit.Conn{Cluster: seeds[:1]})
+		if err := ping(cl); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.(*goredis.ClusterClient).ForEachShard(context.Background(), func(context.Context, *goredis.Client) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if seeds[1] != "not-a-node:1" {
+			t.Errorf("the client wrote %q into the caller's seed array", seeds[1])
+		}
+	})
+	t.Run("slot_migration", func(t *testing.T) { migrateSlot(t, c, conn) })
 	t.Run("manual_failover", func(t *testing.T) {
 		const key = "tenant-failover"
 		old := c.MasterOf(t, "{"+key+"}")

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,12 +179,14 @@ func NewClient(c Conn) (goredis.UniversalClient, error) {
 		// return, so no probe keeps dialing it (go-redis's own, once a second, does).
 		d.noProbe = true
 		return goredis.NewClusterClient(&goredis.ClusterOptions{
-			Addrs: c.Cluster, Username: user, Password: pass, PoolSize: c.PoolSize,
+			// A copy: go-redis appends the nodes it discovers to the seed slice, which
+			// wrote into the caller's array past len (Cluster: addrs[:3]) and raced
+			// between clients built from one Conn.
+			Addrs: slices.Clone(c.Cluster), Username: user, Password: pass, PoolSize: c.PoolSize,
 			MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1,
 			// No redirects: go-redis's redirect loop also retries timeouts and dropped
-			// connections on the same node, which could run a decision twice. A MOVED
-			// reply (failover, resharding) fails that one decision, which follows
-			// on_backend_error, and reloads the slot map for the next.
+			// connections on the same node, which could run a decision twice. The
+			// backend follows a MOVED or ASK reply itself, once (redirect.go).
 			MaxRedirects: -1,
 			// The legacy routing: a script with keys goes to its slot's master either
 			// way, and the request-policy layer costs allocations per call.

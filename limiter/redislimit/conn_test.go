@@ -180,9 +180,8 @@ func TestConnValidate(t *testing.T) {
 
 // Every script touches exactly one key, KEYS[1], and Key puts the caller's key in the
 // hash tag: all state of one decision, and of every policy of one key, is in one slot.
-// (A key that starts with '}' makes an empty tag, so Redis hashes the whole key: each
-// decision is still one key in one slot, and go-redis splits a multi-policy pipeline by
-// slot.)
+// A key that starts with '}' would make an empty tag (Redis then hashes the whole name):
+// Key gives it a tag of its own.
 func TestOneSlotPerDecision(t *testing.T) {
 	b, err := redislimit.New(newClient(t, "127.0.0.1:1"), redislimit.Config{})
 	if err != nil {
@@ -201,10 +200,38 @@ func TestOneSlotPerDecision(t *testing.T) {
 	}
 	p1 := &limiter.Policy{Name: "a", Algorithm: limiter.SlidingLog}
 	p2 := &limiter.Policy{Name: "b", Algorithm: limiter.TokenBucket}
-	for _, key := range []string{"tenant-1", "x", "a{b}c", "a}b", "{}", "{"} {
+	for _, key := range []string{"tenant-1", "x", "a{b}c", "a}b", "{}", "{", "}x", "}", "}}{a}"} {
 		s1, s2 := slot(b.Key(p1, key)), slot(b.Key(p2, key))
 		if s1 != s2 {
 			t.Errorf("key %q: policies land in slots %d and %d", key, s1, s2)
+		}
+	}
+}
+
+// The levels of a key are one script call, so their counters must share a slot whatever
+// the key: a first level starting with '}' made an empty hash tag, each counter hashed
+// whole, and Redis Cluster refused every decision of such a key with CROSSSLOT.
+func TestLevelKeysShareOneSlot(t *testing.T) {
+	b, err := redislimit.New(newClient(t, "127.0.0.1:1"), redislimit.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &limiter.Policy{Name: "org", Algorithm: limiter.FixedWindow, Window: time.Minute,
+		Levels: limiter.Levels{Separator: "/", N: 3, Limits: [limiter.MaxLevels]int64{30, 20, 10}}}
+	names := map[string]string{}
+	for _, key := range []string{"org-1/team-a/user-7", "}x/team/user", "}/a/b", "}}{a}/b/c", "a}b/c/d", "{a}/b/c"} {
+		keys := redislimit.LevelKeys(b, p, key, time.Unix(1e9, 0))
+		if len(keys) != 3 {
+			t.Fatalf("key %q: %d level keys, want 3", key, len(keys))
+		}
+		for _, k := range keys {
+			if slot(k) != slot(keys[0]) {
+				t.Errorf("key %q: level keys %q in slot %d and %q in slot %d: CROSSSLOT in Redis Cluster", key, keys[0], slot(keys[0]), k, slot(k))
+			}
+			if other, ok := names[k]; ok {
+				t.Errorf("keys %q and %q share the counter %q", other, key, k)
+			}
+			names[k] = key
 		}
 	}
 }

@@ -23,9 +23,10 @@
 // NewClient (conn.go) reaches one server by host:port or URL (redis://, rediss://, an
 // ACL user), a Redis Cluster or a Sentinel-managed master, with the backend's safety
 // options in every mode. Every per-algorithm script touches the keys of one hash slot,
-// so a decision never spans slots. A Cluster client follows no redirects (go-redis's redirect loop also retries
-// timeouts, which could count a decision twice): a decision that meets a failover fails,
-// follows on_backend_error, and reloads the slot map for the next one.
+// so a decision never spans slots. A Cluster client runs without go-redis's redirect loop
+// (it also retries timeouts, which could count a decision twice): the backend itself sends
+// a call answered with MOVED or ASK once to the node named (redirect.go), and a decision
+// that fails otherwise follows on_backend_error and reloads the slot map for the next one.
 package redislimit
 
 import (
@@ -35,6 +36,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"strconv"
 	"strings"
@@ -230,7 +232,9 @@ type Backend struct {
 	prefix   string
 	client   bool
 	onCall   func(string)
-	reload   func() // a Cluster client's slot map reload, after a failed decision
+	reload   func()                 // a Cluster client's slot map reload, after a failed decision
+	cluster  *goredis.ClusterClient // nil unless a Cluster's: MOVED and ASK are followed once (redirect.go)
+	nodes    sync.Map               // Cluster node address → go-redis's client for it
 	idPrefix string
 	seq      atomic.Uint64
 	prep     sync.Map // limiter.Policy → *prepared
@@ -273,7 +277,8 @@ func New(c Client, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("creating redis limiter backend: reading random id: %w", err)
 	}
 	var reload func()
-	if cl, ok := c.(*goredis.ClusterClient); ok {
+	cluster, _ := c.(*goredis.ClusterClient)
+	if cl := cluster; cl != nil {
 		// Without redirects (see NewClient) go-redis reloads its slot map only on a MOVED
 		// reply or once a minute: a crashed master's slots would stay mapped to it until
 		// then. Any failed decision asks for a reload (coalesced, at most every 200 ms).
@@ -281,6 +286,7 @@ func New(c Client, cfg Config) (*Backend, error) {
 	}
 	b := &Backend{
 		reload:   reload,
+		cluster:  cluster,
 		c:        c,
 		prefix:   prefix,
 		client:   cfg.ClientClock,
@@ -302,13 +308,30 @@ func New(c Client, cfg Config) (*Backend, error) {
 // prefix + "{" + key + "}:" + name + ":" + algorithm tag (for a fixed window,
 // the prefix of its per-window counters Key:N). The hash tag is the caller's
 // key, so all policies of one key share a Cluster slot.
+//
+// A key starting with '}' would leave the tag empty, and Redis then hashes the
+// whole name: the keys of one levels script would land in different slots
+// (CROSSSLOT on every decision). Such a key gets its FNV-1a hash as the tag,
+// prefix + "}{" + 8 hex digits + "}" + key + ":" + name + ":" + algorithm tag;
+// the '}' after the prefix keeps these names apart from every other key's.
 func (b *Backend) Key(p *limiter.Policy, key string) string {
 	var sb strings.Builder
-	sb.Grow(len(b.prefix) + len(key) + len(p.Name) + 7)
+	sb.Grow(len(b.prefix) + len(key) + len(p.Name) + 17)
 	sb.WriteString(b.prefix)
-	sb.WriteByte('{')
-	sb.WriteString(key)
-	sb.WriteString("}:")
+	if len(key) > 0 && key[0] == '}' {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(key))
+		var tag [4]byte
+		sb.WriteString("}{")
+		sb.WriteString(hex.EncodeToString(h.Sum(tag[:0])))
+		sb.WriteByte('}')
+		sb.WriteString(key)
+		sb.WriteByte(':')
+	} else {
+		sb.WriteByte('{')
+		sb.WriteString(key)
+		sb.WriteString("}:")
+	}
 	sb.WriteString(p.Name)
 	sb.WriteByte(':')
 	sb.WriteString(algTag[p.Algorithm])
@@ -449,6 +472,10 @@ func (b *Backend) Decide(ctx context.Context, reqs []limiter.BackendRequest, out
 	}
 	if retry != nil {
 		_, _ = retry.Exec(ctx)
+	}
+	for i := range calls {
+		c := &calls[i]
+		c.cmd = b.follow(ctx, c.cmd, c.s, c.keys, c.args) // MOVED or ASK: once to the node named
 	}
 	for i := range calls {
 		var d limiter.Decision

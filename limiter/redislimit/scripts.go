@@ -36,9 +36,13 @@ func loadScript(name string) *Script {
 	if err != nil {
 		panic("limiter/redis: embedded script missing: " + name) // build-time invariant
 	}
-	src := append(prelude, body...)
-	sum := sha1.Sum(src)
-	return &Script{Name: name, Src: string(src), SHA: hex.EncodeToString(sum[:])}
+	return newScript(name, string(append(prelude, body...)))
+}
+
+// newScript returns the Script of src, with its SHA1.
+func newScript(name, src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	return &Script{Name: name, Src: src, SHA: hex.EncodeToString(sum[:])}
 }
 
 var scripts = func() [6]*Script {
@@ -77,7 +81,8 @@ func (b *Backend) called(cmd string) {
 }
 
 // run calls s with EVALSHA, and with EVAL after NOSCRIPT (which cannot have
-// run the script).
+// run the script); in a Cluster, once more at the node a MOVED or ASK reply
+// names (which cannot have run it either: redirect.go).
 func (b *Backend) run(ctx context.Context, s *Script, keys []string, args []any) *goredis.Cmd {
 	cmd := b.c.EvalSha(ctx, s.SHA, keys, args...)
 	b.called("evalsha")
@@ -85,5 +90,5 @@ func (b *Backend) run(ctx context.Context, s *Script, keys []string, args []any)
 		cmd = b.c.Eval(ctx, s.Src, keys, args...)
 		b.called("eval")
 	}
-	return cmd
+	return b.follow(ctx, cmd, s, keys, args)
 }
