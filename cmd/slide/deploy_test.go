@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -38,7 +39,9 @@ type (
 		MatchLabels map[string]string `yaml:"matchLabels"`
 	}
 	k8sProbe struct {
-		HTTPGet *struct {
+		PeriodSeconds    int `yaml:"periodSeconds"`
+		FailureThreshold int `yaml:"failureThreshold"`
+		HTTPGet          *struct {
 			Path string `yaml:"path"`
 			Port string `yaml:"port"` // a number or a port's name
 		} `yaml:"httpGet"`
@@ -416,6 +419,14 @@ func TestDeployKubernetes(t *testing.T) {
 			t.Fatalf("Deployment: want an HTTP probe on %s", want)
 		}
 		portOf("probe "+want, p.HTTPGet.Port)
+	}
+	// After a rebalance every instance that gained partitions answers /readyz 503 while it
+	// restores them, all at once (measured: both survivors of three when one left). Taken out
+	// after 10 s of it, they left the Service without an endpoint, and POST /v1/allow, which
+	// needs no window, down with them, whenever a restore took longer than that.
+	if r := c.ReadinessProbe; cmp.Or(r.PeriodSeconds, 10)*cmp.Or(r.FailureThreshold, 3) < 30 {
+		t.Errorf("Deployment: the readiness probe takes a pod out after %d s × %d failures; want at least 30 s, so that the restores of a rebalance do not empty the Service",
+			cmp.Or(r.PeriodSeconds, 10), cmp.Or(r.FailureThreshold, 3))
 	}
 	// Services and ingresses may still send a terminating pod requests for a few seconds,
 	// over new connections and kept-alive ones: --shutdown-delay keeps serve answering
