@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -98,5 +99,57 @@ func TestShutdownDelayDrainsBeforeClosing(t *testing.T) {
 	}
 	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
 		t.Error("still listening after the drain ended")
+	}
+}
+
+// TestShutdownTimeoutNamesTheCut: a request still running when --shutdown-timeout ends is
+// cut, and the error says so and names the flag, not a bare "context deadline exceeded".
+func TestShutdownTimeoutNamesTheCut(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &drain{}
+	srv := newHTTPServer(d.handler(mux), time.Second, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serveUntilDone(ctx, srv, ln, d, 50*time.Millisecond, nil, slog.New(slog.DiscardHandler))
+	}()
+	cut := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/slow")
+		if err == nil {
+			resp.Body.Close()
+		}
+		cut <- err
+	}()
+	<-started
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "still running after --shutdown-timeout 50ms were cut") {
+			t.Errorf("serveUntilDone: %v; want the cut requests and the flag named", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("shutdown did not end after its timeout")
+	}
+	select {
+	case err := <-cut:
+		if err == nil {
+			t.Error("the request still running was answered, want it cut")
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("the request still running was left open after the shutdown")
 	}
 }

@@ -148,6 +148,10 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, d *d
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			_ = srv.Close() // the connections still open are cut, not left to run on
+			err = fmt.Errorf("requests still running after --shutdown-timeout %v were cut", grace)
+		}
 		return errors.Join(failed, fmt.Errorf("shutting down HTTP: %w", err))
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
