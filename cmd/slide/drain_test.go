@@ -21,14 +21,10 @@ import (
 func TestShutdownDelayDrainsBeforeClosing(t *testing.T) {
 	d := &drain{delay: time.Hour}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := d.ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ready")
-	})
+	// The engine's routes: ready, and answering.
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ready") })
 	mux.HandleFunc("/v1/allow", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "allowed") })
+	mux.HandleFunc("/v1/window", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "window") })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +74,12 @@ func TestShutdownDelayDrainsBeforeClosing(t *testing.T) {
 			t.Fatalf("request %d after SIGTERM: %d %q, Connection: close %v; want answered with Connection: close", i, code, body, closed)
 		}
 	}
-	if code, body, _ := get("/readyz"); code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz after SIGTERM: %d %q; want 503 while draining", code, body)
+	if code, body, _ := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
+		t.Errorf("/readyz after SIGTERM: %d %q; want 503 shutting down while draining", code, body)
+	}
+	// Only /readyz says so: reads are answered until the listener closes.
+	if code, body, _ := get("/v1/window"); code != 200 || body != "window" {
+		t.Errorf("a read after SIGTERM: %d %q; want it answered while draining", code, body)
 	}
 	select {
 	case err := <-done:

@@ -407,11 +407,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	drain := &drain{delay: c.shutdownDelay}
 	ready := func() error {
-		if err := drain.ready(); err != nil {
-			return err
-		}
 		if err := c.conn.checks.failing(); err != nil {
 			return err
 		}
@@ -465,6 +461,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		mux.Handle(clusterlimit.Path, reader.limits.Handler())
 	}
 	mux.Handle("/", qs.Handler())
+	drain := &drain{delay: c.shutdownDelay}
 	srv := newHTTPServer(drain.handler(mux), c.readHeaderTimeout, log)
 	grpcSrv, err := c.rls.listen(token, reg, log)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slide-metrics/slide/cluster"
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/promapi"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
@@ -92,19 +93,16 @@ type drain struct {
 	on    atomic.Bool
 }
 
-// ready is nil until the drain began.
-func (d *drain) ready() error {
-	if d.on.Load() {
-		return errors.New("shutting down")
-	}
-	return nil
-}
-
-// handler makes h's answers close their connection once the drain began.
+// handler makes h's answers close their connection once the drain began, and /readyz
+// answer 503: only /readyz, as the reads go on answering until the listener closes.
 func (d *drain) handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.on.Load() {
 			w.Header().Set("Connection", "close") // net/http closes the connection after this answer
+			if r.URL.Path == "/readyz" {
+				httperr.Write(w, httperr.NotReady, "", "not ready: shutting down")
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
