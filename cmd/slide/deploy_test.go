@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -21,6 +22,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/slide-metrics/slide/ingest"
 	"github.com/slide-metrics/slide/internal/kafkatest"
 	"github.com/slide-metrics/slide/internal/proctest"
 )
@@ -37,7 +39,9 @@ type (
 		MatchLabels map[string]string `yaml:"matchLabels"`
 	}
 	k8sProbe struct {
-		HTTPGet *struct {
+		PeriodSeconds    int `yaml:"periodSeconds"`
+		FailureThreshold int `yaml:"failureThreshold"`
+		HTTPGet          *struct {
 			Path string `yaml:"path"`
 			Port string `yaml:"port"` // a number or a port's name
 		} `yaml:"httpGet"`
@@ -416,18 +420,31 @@ func TestDeployKubernetes(t *testing.T) {
 		}
 		portOf("probe "+want, p.HTTPGet.Port)
 	}
-	// SIGTERM closes serve's listener at once, while Services and ingresses may still send
-	// it requests for a few seconds after the pod began terminating: a preStop sleep keeps
-	// it serving until they have taken it out (distroless has no shell for a sleep command).
+	// After a rebalance every instance that gained partitions answers /readyz 503 while it
+	// restores them, all at once (measured: both survivors of three when one left). Taken out
+	// after 10 s of it, they left the Service without an endpoint, and POST /v1/allow, which
+	// needs no window, down with them, whenever a restore took longer than that.
+	if r := c.ReadinessProbe; cmp.Or(r.PeriodSeconds, 10)*cmp.Or(r.FailureThreshold, 3) < 30 {
+		t.Errorf("Deployment: the readiness probe takes a pod out after %d s × %d failures; want at least 30 s, so that the restores of a rebalance do not empty the Service",
+			cmp.Or(r.PeriodSeconds, 10), cmp.Or(r.FailureThreshold, 3))
+	}
+	// Services and ingresses may still send a terminating pod requests for a few seconds,
+	// over new connections and kept-alive ones: --shutdown-delay keeps serve answering
+	// meanwhile, /readyz 503 and every answer closing its connection (TestShutdownDelayDrainsBeforeClosing).
+	// A preStop sleep alone kept the listener open but not the clients' kept-alive
+	// connections moving: at SIGTERM serve closed them under requests sent on them.
+	delay, _ := time.ParseDuration(val("shutdown-delay"))
+	if delay < 5*time.Second {
+		t.Errorf("Deployment: --shutdown-delay %v; want at least 5s, so a rolling restart drops no request", delay)
+	}
 	var preStop time.Duration
-	if l := c.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds < 5 {
-		t.Errorf("Deployment: want lifecycle.preStop.sleep of at least 5 s, so a rolling restart drops no request")
-	} else {
+	if l := c.Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
 		preStop = time.Duration(l.PreStop.Sleep.Seconds) * time.Second
 	}
 	shutdown, _ := time.ParseDuration(val("shutdown-timeout"))
-	if g := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; g <= preStop+shutdown {
-		t.Errorf("Deployment: terminationGracePeriodSeconds %v must exceed the preStop sleep %v and --shutdown-timeout %v, or SIGKILL cuts the drain", g, preStop, shutdown)
+	if g, need := time.Duration(pod.TerminationGracePeriodSeconds)*time.Second, preStop+delay+shutdown+ingest.DefaultSnapshotFinal; g <= need {
+		t.Errorf("Deployment: terminationGracePeriodSeconds %v must exceed the preStop sleep %v, --shutdown-delay %v, --shutdown-timeout %v and the final snapshot's %v, or SIGKILL cuts the drain",
+			g, preStop, delay, shutdown, ingest.DefaultSnapshotFinal)
 	}
 
 	// --policies is a key of the ConfigMap, mounted where the flag looks.
@@ -453,7 +470,8 @@ func TestDeployKubernetes(t *testing.T) {
 	}
 	broker := kafkatest.Start(t, val("topic"), spec.Replicas)
 	addr := freeAddr(t)
-	local := map[string]string{"addr": addr, "advertise-addr": addr, "brokers": broker.Addr, "policies": policyFile}
+	// The drain stays in the run, shortened: this test's stop need not wait 5 s.
+	local := map[string]string{"addr": addr, "advertise-addr": addr, "brokers": broker.Addr, "policies": policyFile, "shutdown-delay": "100ms"}
 	var runArgs []string
 	fs.Visit(func(f *flag.Flag) {
 		v := f.Value.String()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,34 +48,89 @@ func (f *rlsFlags) register(fs interface {
 	BoolVar(*bool, string, bool, string)
 }) {
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "gRPC listen address of Envoy's rate limit service (ShouldRateLimit, health, reflection); empty: off")
-	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit YAML config FILE or DIR of *.yaml for the gRPC rate limit service (needs --grpc-addr); reloaded on SIGHUP (a bad reload keeps the old config; a new descriptor or a new unit/algorithm needs a restart)")
+	fs.StringVar(&f.config, "rls-config", "", "envoyproxy/ratelimit YAML config FILE or DIR of *.yaml for the gRPC rate limit service (needs --grpc-addr); reloaded when it changes and on SIGHUP (a bad reload keeps the old config; a new descriptor or a new unit/algorithm needs a restart)")
 	fs.BoolVar(&f.respHeaders, "rls-response-headers", false, "add envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED headers to every answer with a limited descriptor: the limit, remaining and seconds to reset of the descriptor nearest its limit (the one over it, when one is), named by --rls-response-header-names")
 	fs.StringVar(&f.headerNames, "rls-response-header-names", defaultHeaderNames, "the names of --rls-response-headers' limit, remaining and reset headers, comma-separated (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER)")
 	f.live = new(rlsLive)
 }
 
-// reloadOnHUP reloads --rls-config into the rate limit service at every SIGHUP until ctx
-// ends (onHUP): registered before serve builds anything, so an early SIGHUP never kills it.
-// A config that does not load or needs a restart keeps the one in use, logged with the
-// loader's file:line and counted in slide_rls_config_reloads_total{result="refused"}.
+// reloadOnHUP reloads --rls-config into the rate limit service at every SIGHUP and when
+// the file, or a *.yaml of the directory, changes (checked every configPoll, following
+// symlinks: a Kubernetes ConfigMap is updated by swapping its ..data link, and in the
+// distroless image nobody can send a SIGHUP), until ctx ends. Registered before serve
+// builds anything (onHUP), so an early SIGHUP never kills it. A config that does not load
+// or needs a restart keeps the one in use, logged with the loader's file:line and counted
+// in slide_rls_config_reloads_total{result="refused"}.
 func (f *rlsFlags) reloadOnHUP(ctx context.Context, log *slog.Logger) {
-	onHUP(ctx, func() {
+	var mu sync.Mutex // one reload at a time; guards last
+	last := configStamp(f.config)
+	reload := func(why string) {
 		srv := f.live.srv.Load()
 		if srv == nil {
-			log.Warn("SIGHUP: the rate limit service is not up yet; --rls-config not reloaded", "rls_config", f.config)
+			log.Warn(why+": the rate limit service is not up yet; --rls-config not reloaded", "rls_config", f.config)
 			return
 		}
 		c, err := srv.ReloadFile(f.config, f.live.opt)
 		if errors.Is(err, rls.ErrNeedsRestart) {
-			log.Error("SIGHUP: --rls-config not reloaded: serving the previous config; restart slide serve to apply this one", "rls_config", f.config, "err", err)
+			log.Error(why+": --rls-config not reloaded: serving the previous config; restart slide serve to apply this one", "rls_config", f.config, "err", err)
 			return
 		}
 		if err != nil {
-			log.Error("SIGHUP: reloading --rls-config failed; serving the previous config", "rls_config", f.config, "err", err)
+			log.Error(why+": reloading --rls-config failed; serving the previous config", "rls_config", f.config, "err", err)
 			return
 		}
-		log.Info("SIGHUP: --rls-config reloaded: "+c.String(), "rls_config", f.config)
+		log.Info(why+": --rls-config reloaded: "+c.String(), "rls_config", f.config)
+	}
+	onHUP(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		last = configStamp(f.config)
+		reload("SIGHUP")
 	})
+	go func() {
+		tick := time.NewTicker(configPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			// Gone (a ConfigMap between two links) is no change: it is read once it is back.
+			if st := configStamp(f.config); st != "" && st != last && f.live.srv.Load() != nil {
+				last = st
+				reload("--rls-config changed")
+			}
+			mu.Unlock()
+		}
+	}()
+}
+
+// configStamp is the names, sizes and modification times of path, or of the *.yaml and
+// *.yml files of the directory path, as rls.Load reads them (symlinks followed); "" when
+// path cannot be read.
+func configStamp(path string) string {
+	st, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	if !st.IsDir() {
+		return fmt.Sprint(st.Size(), " ", st.ModTime().UnixNano())
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		if n := e.Name(); !e.IsDir() && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			if fi, err := os.Stat(filepath.Join(path, n)); err == nil {
+				fmt.Fprint(&b, n, " ", fi.Size(), " ", fi.ModTime().UnixNano(), "\n")
+			}
+		}
+	}
+	return "dir\n" + b.String()
 }
 
 var defaultHeaderNames = rls.DefaultLimitHeaderNames.Limit + "," + rls.DefaultLimitHeaderNames.Remaining + "," + rls.DefaultLimitHeaderNames.Reset

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -279,6 +280,94 @@ func TestServeSIGHUPKeepsServing(t *testing.T) {
 	hup("rls.yaml:4: invalid rate limit unit")
 	decide(pb.RateLimitResponse_OK, "3 of 3 after a broken file")
 	decide(pb.RateLimitResponse_OVER_LIMIT, "4 of 3 after a broken file")
+	// The edits are seen by the change check too, so each may be counted twice.
+	_, metrics := get(t, http.DefaultClient, "http://"+s.addr+"/metrics")
+	for _, want := range []string{`slide_rls_config_reloads_total{result="applied"} [12]\n`, `slide_rls_config_reloads_total{result="refused"} [12]\n`} {
+		if !regexp.MustCompile(want).MatchString(metrics) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestServeReloadsRLSConfigOnConfigMapSwap: --rls-config as Kubernetes mounts a ConfigMap
+// (a directory whose files link through ..data to a timestamped directory, updated by
+// swapping ..data) is reloaded when it changes, without a SIGHUP, which nobody can send in
+// the distroless image: a raised limit applies, then a broken version keeps the config in
+// use, logged with its line and counted. Before, only SIGHUP reloaded it: an edited
+// ConfigMap never applied until a restart.
+func TestServeReloadsRLSConfigOnConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	version := func(name, body string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "web.yaml"), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// As the kubelet does: a new link renamed over ..data, atomically.
+		if err := os.Symlink(name, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limit := func(n int) string {
+		return "domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: " + strconv.Itoa(n) + "}\n"
+	}
+	version("..2026_12_03_10_00_00.1", limit(1))
+	if err := os.Symlink("..data/web.yaml", filepath.Join(dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr := freeAddr(t)
+	s := startServe(t, "--embedded-kafka-addr", "127.0.0.1:0", "--embedded-kafka-partitions", "1", "--grpc-addr", grpcAddr, "--rls-config", dir)
+	get(t, http.DefaultClient, "http://"+s.addr+"/healthz")
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := pb.NewRateLimitServiceClient(conn)
+	ask := func(addr string) pb.RateLimitResponse_Code {
+		t.Helper()
+		r := &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: addr}}}}}
+		resp, err := client.ShouldRateLimit(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetOverallCode()
+	}
+	// limited: whether a fresh key gets over the limit at its second request.
+	fresh := 0
+	limited := func() bool {
+		fresh++
+		addr := "10.0.0." + strconv.Itoa(fresh)
+		return ask(addr) == pb.RateLimitResponse_OK && ask(addr) == pb.RateLimitResponse_OVER_LIMIT
+	}
+	if !limited() {
+		t.Fatal("want 1 of 1 OK, 2 of 1 over the limit")
+	}
+
+	version("..2026_12_03_10_05_00.2", limit(1000))
+	for deadline := time.Now().Add(20 * time.Second); limited(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the ConfigMap's new limit never applied without a SIGHUP:\n%s", s.logs.String())
+		}
+	}
+	if !strings.Contains(s.logs.String(), "--rls-config changed: --rls-config reloaded") {
+		t.Errorf("no log line for the reload:\n%s", s.logs.String())
+	}
+
+	version("..2026_12_03_10_10_00.3", "domain: web\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: fortnight}\n")
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(s.logs.String(), "web.yaml:4: invalid rate limit unit"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a broken ConfigMap was not reported:\n%s", s.logs.String())
+		}
+	}
+	if limited() {
+		t.Error("a broken ConfigMap replaced the limit in use")
+	}
 	_, metrics := get(t, http.DefaultClient, "http://"+s.addr+"/metrics")
 	for _, want := range []string{`slide_rls_config_reloads_total{result="applied"} 1`, `slide_rls_config_reloads_total{result="refused"} 1`} {
 		if !strings.Contains(metrics, want) {

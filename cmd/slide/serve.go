@@ -35,6 +35,7 @@ var demoPolicies []byte
 type serveConfig struct {
 	addr            string
 	shutdownTimeout time.Duration
+	shutdownDelay   time.Duration
 	logLevel        string
 
 	slot          time.Duration
@@ -106,6 +107,7 @@ func (c *serveConfig) register(fs interface {
 }) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight work gets on SIGTERM")
+	fs.DurationVar(&c.shutdownDelay, "shutdown-delay", 0, "how long serve goes on answering after SIGTERM before it closes its listener, /readyz answering 503 and every answer closing its connection meanwhile, so that load balancers and Kubernetes take the instance out and clients move their kept-alive connections without losing a request (0: close at once)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 
 	windowVar(fs, &c.slot, "slot", window.DefaultSlot, "slot width of every metric's ring")
@@ -459,7 +461,8 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		mux.Handle(clusterlimit.Path, reader.limits.Handler())
 	}
 	mux.Handle("/", qs.Handler())
-	srv := newHTTPServer(mux, c.readHeaderTimeout, log)
+	drain := &drain{delay: c.shutdownDelay}
+	srv := newHTTPServer(drain.handler(mux), c.readHeaderTimeout, log)
 	grpcSrv, err := c.rls.listen(token, reg, log)
 	if err != nil {
 		return err
@@ -502,7 +505,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		wg.Go(func() { printBannerWhenReady(work, s.out, ln.Addr().String(), consumer.Ready) })
 	}
 	serving = true
-	err = serveUntilDone(ctx, srv, httpLn, c.shutdownTimeout, errc, log)
+	err = serveUntilDone(ctx, srv, httpLn, drain, c.shutdownTimeout, errc, log)
 	if reader.limits != nil {
 		// The API has drained: write the final checkpoint of the keys owned here before the
 		// consumer leaves the group, so their next owner loses nothing.

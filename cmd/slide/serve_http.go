@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slide-metrics/slide/cluster"
+	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/promapi"
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
@@ -79,9 +81,56 @@ func newHTTPServer(h http.Handler, readHeaderTimeout time.Duration, log *slog.Lo
 	}
 }
 
+// drain is what serve does between SIGTERM and closing its listener, for --shutdown-delay:
+// it goes on answering, /readyz answers 503 (shutting down) so that load balancers and
+// Kubernetes' endpoints take the instance out, and every answer says Connection: close, so
+// a client holding kept-alive connections (which a Service keeps routing to a terminating
+// pod) opens its next one elsewhere. Without a delay the listener and the idle connections
+// close at SIGTERM: a request a client sent on one of them at that moment is lost (EOF),
+// and clients do not retry a POST. The zero value has no delay. Safe for concurrent use.
+type drain struct {
+	delay time.Duration
+	on    atomic.Bool
+}
+
+// handler makes h's answers close their connection once the drain began, and /readyz
+// answer 503: only /readyz, as the reads go on answering until the listener closes.
+func (d *drain) handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.on.Load() {
+			w.Header().Set("Connection", "close") // net/http closes the connection after this answer
+			if r.URL.Path == "/readyz" {
+				httperr.Write(w, httperr.NotReady, "", "not ready: shutting down")
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// wait begins the drain and returns after the delay, or with the first error of background
+// work, which ends it early.
+func (d *drain) wait(background <-chan error, log *slog.Logger) error {
+	if d.delay <= 0 {
+		return nil
+	}
+	d.on.Store(true)
+	log.Info("shutting down: /readyz answers 503 and connections close after their next answer; still serving until the delay ends", "delay", d.delay)
+	t := time.NewTimer(d.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case err := <-background:
+		log.Error("stopping", "err", err)
+		return err
+	}
+}
+
 // serveUntilDone serves on ln until ctx ends (SIGTERM) or background work fails, then shuts
-// down gracefully: the listener closes at once and in-flight requests get up to grace.
-func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration, background <-chan error, log *slog.Logger) error {
+// down gracefully: after d's delay (SIGTERM only) the listener closes and in-flight requests
+// get up to grace.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, d *drain, grace time.Duration, background <-chan error, log *slog.Logger) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	var failed error
@@ -91,11 +140,16 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, grac
 	case failed = <-background:
 		log.Error("stopping", "err", failed)
 	case <-ctx.Done():
+		failed = d.wait(background, log)
 	}
 	log.Info("shutting down", "grace", grace)
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			_ = srv.Close() // the connections still open are cut, not left to run on
+			err = fmt.Errorf("requests still running after --shutdown-timeout %v were cut", grace)
+		}
 		return errors.Join(failed, fmt.Errorf("shutting down HTTP: %w", err))
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {

@@ -11,8 +11,9 @@ import (
 	"github.com/slide-metrics/slide/limiter"
 )
 
-// plansPoll is how often --plans is checked for a change (its size or modification time).
-const plansPoll = time.Second
+// configPoll is how often --plans and --rls-config are checked for a change (their size or
+// modification time).
+const configPoll = time.Second
 
 // watchPlans reloads the plans file into svc when it changes on disk and on every SIGHUP,
 // until ctx ends. A file that does not load keeps the plans in use: logged, and counted in
@@ -38,7 +39,7 @@ func watchPlans(ctx context.Context, svc *limiter.Service, path string, log *slo
 	}
 	go func() {
 		defer signal.Stop(hup)
-		tick := time.NewTicker(plansPoll)
+		tick := time.NewTicker(configPoll)
 		defer tick.Stop()
 		for {
 			select {
