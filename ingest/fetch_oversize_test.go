@@ -7,7 +7,9 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,5 +120,77 @@ func TestOwnFetchKeepsNoOversizedBuffer(t *testing.T) {
 		if k := ap.take(false, 0, 0); cap(k.arena) > keepInflated {
 			t.Fatalf("a chunk taken anew keeps an arena of %d bytes", cap(k.arena))
 		}
+	}
+}
+
+// slowConn is a link that brings 256 KiB a second on a clock of its own: each Read of up to
+// 256 KiB costs a second of it, and a read past the deadline last set (measured from when it
+// was set) times out, as a socket's would.
+type slowConn struct {
+	net.Conn
+	mu            sync.Mutex // a stop sets the deadline from another goroutine
+	budget, spent time.Duration
+}
+
+func (s *slowConn) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	s.spent += time.Second
+	late := s.spent > s.budget
+	s.mu.Unlock()
+	if late {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return s.Conn.Read(p[:min(len(p), 256<<10)])
+}
+
+func (s *slowConn) SetDeadline(t time.Time) error {
+	s.mu.Lock()
+	s.budget, s.spent = time.Until(t), 0
+	s.mu.Unlock()
+	return s.Conn.SetDeadline(t)
+}
+
+func (s *slowConn) SetReadDeadline(t time.Time) error {
+	s.mu.Lock()
+	s.budget, s.spent = time.Until(t), 0
+	s.mu.Unlock()
+	return s.Conn.SetReadDeadline(t)
+}
+
+// TestOwnFetchReadsABatchSlowerThanTheDeadline: a record batch that takes longer to arrive
+// than the fetch's deadline (MaxWait + fetchMargin, 11 s; here 4 MiB at 256 KiB/s) is read as
+// long as it keeps arriving. The deadline moved on only between batches, so one batch past
+// MaxBytes over a slow link timed out at every attempt: a 16 MB record at 1 MB/s through a
+// proxy stopped its partition for good ("i/o timeout" every 12 s, lag 2).
+func TestOwnFetchReadsABatchSlowerThanTheDeadline(t *testing.T) {
+	value := strings.Repeat("s", 4<<20)
+	records := recordBatch(0, 0, value)
+	client, server := net.Pipe()
+	defer client.Close()
+	var fetches atomic.Int32
+	go serveFetches(server, records, func(size, _ int) int { return size }, &fetches)
+	defer server.Close()
+	conn := &slowConn{Conn: client}
+	c := &Consumer{cfg: Config{MaxWait: time.Second, MaxBytes: 1000}, now: time.Now}
+	f := &rawFetch{fc: &fetchConn{Conn: conn, r: bufio.NewReaderSize(conn, 256<<10)}, topic: "t", id: 0}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ap := newApplier()
+	var got int
+	go func() {
+		for ch := range ap.full {
+			for _, m := range ch.msgs {
+				got = len(m.Value)
+				cancel()
+			}
+			ap.free <- ch
+		}
+		close(ap.done)
+	}()
+	_, err := c.readRaw(ctx, f, 0, ap)
+	close(ap.full)
+	<-ap.done
+	if err != nil || got != len(value) {
+		t.Fatalf("a 4 MiB record at 256 KiB/s: %d bytes read, %v; want it read", got, err)
 	}
 }

@@ -100,7 +100,14 @@ type respReader struct {
 	left int
 	err  error
 	tmp  [8]byte
+	// more, when set, is called after each fillStep bytes of a batch arrive: it moves the
+	// read deadline on, so a batch that takes longer than the deadline to arrive whole (one
+	// past MaxBytes over a slow link) is read as long as it keeps arriving.
+	more func()
 }
+
+// fillStep is how many bytes of a batch are read between calls of respReader.more.
+const fillStep = 1 << 20
 
 func (r *respReader) fixed(n int) []byte {
 	if r.err == nil && n > r.left {
@@ -149,27 +156,42 @@ func (r *respReader) fill(b *[]byte, n int) []byte {
 	}
 	if cap(*b) >= n {
 		buf := (*b)[:n]
-		if _, err := io.ReadFull(r.r, buf); err != nil {
-			r.err = err
-			return nil
+		for read := 0; read < n; {
+			m, err := io.ReadFull(r.r, buf[read:min(n, read+fillStep)])
+			read += m
+			if err != nil {
+				r.err = err
+				return nil
+			}
+			r.arrived(m)
 		}
-		r.left -= n
 		return buf
 	}
 	// Grown with what arrives, not with what the response declares: a length of garbage
 	// (up to 2 GiB) costs only the bytes that really come.
 	buf := bytes.NewBuffer((*b)[:0])
-	m, err := buf.ReadFrom(io.LimitReader(r.r, int64(n)))
-	*b = buf.Bytes()
-	r.left -= int(m)
-	if err == nil && int(m) < n {
-		err = io.ErrUnexpectedEOF
-	}
-	if err != nil {
-		r.err = err
-		return nil
+	for buf.Len() < n {
+		want := min(fillStep, n-buf.Len())
+		m, err := buf.ReadFrom(io.LimitReader(r.r, int64(want)))
+		*b = buf.Bytes()
+		if err == nil && int(m) < want {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			r.err = err
+			return nil
+		}
+		r.arrived(int(m))
 	}
 	return *b
+}
+
+// arrived counts n bytes of the response read and tells more.
+func (r *respReader) arrived(n int) {
+	r.left -= n
+	if r.more != nil {
+		r.more()
+	}
 }
 
 // fetchPart is a response's partition header: its error, high watermark and records' length.
@@ -503,7 +525,11 @@ func (k *chunk) keep(b []byte) []byte {
 // chunks for the applier until ctx ends or a fetch fails, and returns the failed fetch's
 // error (nil when ctx ended) and the offset after the records read.
 func (c *Consumer) readRaw(ctx context.Context, f *rawFetch, offset int64, ap *applier) (int64, error) {
-	var rr respReader
+	rr := respReader{more: func() {
+		if ctx.Err() == nil { // a stop's deadline stays
+			_ = f.fc.Conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin))
+		}
+	}}
 	// A fetch on an idle partition waits up to MaxWait for records; a stop or a rebalance
 	// does not wait for it: the deadline is moved to now, and the fetch fails. Nothing is
 	// lost: a batch is handed to the applier only once it has been read whole, so the offset
