@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -13,6 +14,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/slide-metrics/slide/internal/kafkatest"
 )
 
 // serveFetches answers the consumer's own fetches on conn as a broker holding one record
@@ -123,11 +128,12 @@ func TestOwnFetchKeepsNoOversizedBuffer(t *testing.T) {
 	}
 }
 
-// slowConn is a link that brings 256 KiB a second on a clock of its own: each Read of up to
-// 256 KiB costs a second of it, and a read past the deadline last set (measured from when it
-// was set) times out, as a socket's would.
+// slowConn is a link that brings chunk bytes (default 256 KiB) a second on a clock of its
+// own: each Read of up to chunk bytes costs a second of it, and a read past the deadline last
+// set (measured from when it was set) times out, as a socket's would.
 type slowConn struct {
 	net.Conn
+	chunk         int
 	mu            sync.Mutex // a stop sets the deadline from another goroutine
 	budget, spent time.Duration
 }
@@ -140,21 +146,30 @@ func (s *slowConn) Read(p []byte) (int, error) {
 	if late {
 		return 0, os.ErrDeadlineExceeded
 	}
-	return s.Conn.Read(p[:min(len(p), 256<<10)])
+	chunk := s.chunk
+	if chunk == 0 {
+		chunk = 256 << 10
+	}
+	return s.Conn.Read(p[:min(len(p), chunk)])
 }
 
 func (s *slowConn) SetDeadline(t time.Time) error {
-	s.mu.Lock()
-	s.budget, s.spent = time.Until(t), 0
-	s.mu.Unlock()
+	s.setBudget(t)
 	return s.Conn.SetDeadline(t)
 }
 
 func (s *slowConn) SetReadDeadline(t time.Time) error {
-	s.mu.Lock()
-	s.budget, s.spent = time.Until(t), 0
-	s.mu.Unlock()
+	s.setBudget(t)
 	return s.Conn.SetReadDeadline(t)
+}
+
+func (s *slowConn) setBudget(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.budget, s.spent = time.Until(t), 0
+	if t.IsZero() {
+		s.budget = math.MaxInt64
+	}
 }
 
 // TestOwnFetchReadsABatchSlowerThanTheDeadline: a record batch that takes longer to arrive
@@ -192,5 +207,37 @@ func TestOwnFetchReadsABatchSlowerThanTheDeadline(t *testing.T) {
 	<-ap.done
 	if err != nil || got != len(value) {
 		t.Fatalf("a 4 MiB record at 256 KiB/s: %d bytes read, %v; want it read", got, err)
+	}
+}
+
+// TestRestoreSearchReadsABatchSlowerThanTheDeadline: the restore search's probe, which reads
+// through kafka-go, reads a record batch that takes longer than the fetch's deadline to
+// arrive (here a record of 1 MB at 64 KiB/s against MaxWait + fetchMargin) as long as it keeps arriving.
+// Behind a 1 MB/s proxy, a partition holding a 16 MB record never became ready: "searching
+// the restore start: reading offset 0: i/o timeout" every 12 s, /readyz 503 for good.
+func TestRestoreSearchReadsABatchSlowerThanTheDeadline(t *testing.T) {
+	t.Parallel()
+	cl := kafkatest.Start(t, "events", 1)
+	now := time.Now()
+	cl.ProduceTo(t, 0, kafka.Message{Time: now, Value: []byte(strings.Repeat("v", 1_000_000))})
+	cfg := testConfig(cl, "slow-probe")
+	cfg.Dialer = &kafka.Dialer{Timeout: 10 * time.Second, DialFunc: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &slowConn{Conn: conn, chunk: 64 << 10}, nil
+	}}
+	c, err := New(cfg, newTestStore(t, 0), WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := &prober{c: c, id: 0}
+	defer pr.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got, err := pr.search(ctx, 0, logEnd(t, cl, cl.Topic)[0], now.Add(-time.Hour), now.Add(time.Minute))
+	if err != nil || got != 0 {
+		t.Fatalf("restore start %d, %v; want 0", got, err)
 	}
 }
