@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -67,9 +68,20 @@ func fetchDialer(d *kafka.Dialer) *kafka.Dialer {
 type fetchConn struct {
 	net.Conn
 	r *bufio.Reader
+	// follow, when set before the connection is used, moves the read deadline to follow
+	// from now whenever bytes arrive: kafka-go sets it once a fetch, so a record batch taking
+	// longer than that to arrive whole (one past MaxBytes over a slow link) timed out at
+	// every attempt.
+	follow time.Duration
 }
 
-func (c *fetchConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *fetchConn) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 && c.follow > 0 {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.follow))
+	}
+	return n, err
+}
 
 // fetchConnKey is the context key of a *fetchConnSlot.
 type fetchConnKey struct{}

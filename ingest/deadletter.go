@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +19,10 @@ import (
 )
 
 // Dead-letter record headers. The record's key is the refused record's key, its value the
-// refused line (one line of an NDJSON record), its timestamp the refused record's.
+// refused line (one line of an NDJSON record), its timestamp the refused record's; after
+// these headers come the refused record's own (a trace id, a producer's name), but for any
+// named slide.* (a dead letter produced again: its old reason is not this refusal's) and any
+// that would take the letter past half the largest batch.
 const (
 	HeaderReason    = "slide.reason"     // the Reason label, e.g. "invalid_json": the code tools filter on
 	HeaderDetail    = "slide.detail"     // what is wrong, for people: `no field "value"` (event.Intake.Explain)
@@ -176,6 +180,12 @@ func letter(m *kafka.Message, line []byte, r event.Reason, detail string) kafka.
 			{Key: HeaderPartition, Value: strconv.AppendInt(nil, int64(m.Partition), 10)},
 			{Key: HeaderOffset, Value: strconv.AppendInt(nil, m.Offset, 10)},
 		},
+	}
+	for _, h := range m.Headers {
+		if strings.HasPrefix(h.Key, "slide.") || letterSize(&l)+10+len(h.Key)+len(h.Value) > kafkarange.MaxBatchBytes/2 {
+			continue
+		}
+		l.Headers = append(l.Headers, kafka.Header{Key: h.Key, Value: bytes.Clone(h.Value)}) // m's bytes are its chunk's
 	}
 	if letterSize(&l)+len(line) <= kafkarange.MaxBatchBytes {
 		l.Value = append([]byte(nil), line...)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/slide-metrics/slide/event"
+	"github.com/slide-metrics/slide/internal/kafkarange"
 	"github.com/slide-metrics/slide/internal/kafkatest"
 )
 
@@ -119,5 +122,30 @@ func TestDeadLettersOfRecordsAppliedAfterRevocation(t *testing.T) {
 	}
 	if got := logEnd(t, c, "events-dlq")[0]; got != n {
 		t.Errorf("%d dead letters written, want %d", got, n)
+	}
+}
+
+// TestDeadLetterKeepsTheRecordsHeaders: a dead letter carries the refused record's headers
+// after slide's own (an operator finds the trace id or producer that sent it), copied out of
+// the chunk that is reused, except a slide.* header of a letter produced again (its reason is
+// not this refusal's) and one too large for a letter. Before, every record header was lost.
+func TestDeadLetterKeepsTheRecordsHeaders(t *testing.T) {
+	trace := []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	m := &kafka.Message{Topic: "events", Partition: 1, Offset: 7, Key: []byte{0xff, 0xfe}, Headers: []kafka.Header{
+		{Key: "traceparent", Value: trace},
+		{Key: HeaderReason, Value: []byte("late")},
+		{Key: "empty", Value: nil},
+		{Key: "huge", Value: bytes.Repeat([]byte("h"), kafkarange.MaxBatchBytes)},
+	}}
+	l := letter(m, []byte(`{"key":"a"}`), event.ReasonMissingField, `no field "value"`)
+	copy(trace, "xx") // the chunk's bytes, reused for the next records
+	var got []string
+	for _, h := range l.Headers {
+		got = append(got, h.Key+"="+string(h.Value))
+	}
+	want := []string{HeaderReason + "=missing_field", HeaderDetail + `=no field "value"`, HeaderTopic + "=events",
+		HeaderPartition + "=1", HeaderOffset + "=7", "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "empty="}
+	if !slices.Equal(got, want) {
+		t.Fatalf("letter headers\n%q\nwant\n%q", got, want)
 	}
 }

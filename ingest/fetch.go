@@ -151,7 +151,11 @@ func newApplier() *applier {
 // first says it is the batch's first.
 func (a *applier) take(first bool, now, hwm int64) *chunk {
 	ch := <-a.free
-	*ch = chunk{msgs: ch.msgs[:0], arena: ch.arena[:0], first: first, now: now, hwm: hwm}
+	arena := ch.arena[:0]
+	if cap(arena) > keepInflated {
+		arena = nil // an oversized record's copy is not kept for the records after it
+	}
+	*ch = chunk{msgs: ch.msgs[:0], arena: arena, first: first, now: now, hwm: hwm}
 	return ch
 }
 

@@ -31,9 +31,11 @@ import (
 // wrappers), and its behaviour: records before the fetch offset in a batch are skipped, control
 // batches (transaction markers) are skipped, a partial batch at the end of a response is left
 // for the next fetch, the next offset is past a batch's last offset (compaction gaps), and
-// RequestTimedOut is an empty response. Record batches of magic 0 and 1 (the message format of
-// Kafka before 0.11, which Kafka 4 no longer serves) are read through kafka-go instead, from the
-// first such batch on. What a broker would never send is refused with the offset it is at: a
+// RequestTimedOut is an empty response. Beyond kafka-go: a batch cut before any whole one (by a
+// broker that does not send an oversized first batch whole, as KIP-74 has Kafka do) is asked for
+// whole by the next fetch rather than the same fetch asked again (and answered alike) for ever.
+// Record batches of magic 0 and 1 (the message format of Kafka before 0.11, which Kafka 4 no
+// longer serves) are read through kafka-go instead, from the first such batch on. What a broker would never send is refused with the offset it is at: a
 // length past the response, a record past its batch, offsets out of order (TestOwnFetchBatches,
 // FuzzOwnFetch; TestOwnFetchMatchesKafkaGo holds it equal to kafka-go's reading for every codec).
 
@@ -55,6 +57,7 @@ type rawFetch struct {
 	id       int32
 	corr     int32
 	last     int64  // the offset of the last record handed on from the response being read
+	cut      int    // the size of a record batch the last response cut before any whole one: the next fetch asks for it all
 	req      []byte // the request being written, reused
 	batch    []byte // the batch being read, reused
 	inflated []byte // its records inflated, reused
@@ -97,7 +100,14 @@ type respReader struct {
 	left int
 	err  error
 	tmp  [8]byte
+	// more, when set, is called after each fillStep bytes of a batch arrive: it moves the
+	// read deadline on, so a batch that takes longer than the deadline to arrive whole (one
+	// past MaxBytes over a slow link) is read as long as it keeps arriving.
+	more func()
 }
+
+// fillStep is how many bytes of a batch are read between calls of respReader.more.
+const fillStep = 1 << 20
 
 func (r *respReader) fixed(n int) []byte {
 	if r.err == nil && n > r.left {
@@ -146,27 +156,42 @@ func (r *respReader) fill(b *[]byte, n int) []byte {
 	}
 	if cap(*b) >= n {
 		buf := (*b)[:n]
-		if _, err := io.ReadFull(r.r, buf); err != nil {
-			r.err = err
-			return nil
+		for read := 0; read < n; {
+			m, err := io.ReadFull(r.r, buf[read:min(n, read+fillStep)])
+			read += m
+			if err != nil {
+				r.err = err
+				return nil
+			}
+			r.arrived(m)
 		}
-		r.left -= n
 		return buf
 	}
 	// Grown with what arrives, not with what the response declares: a length of garbage
 	// (up to 2 GiB) costs only the bytes that really come.
 	buf := bytes.NewBuffer((*b)[:0])
-	m, err := buf.ReadFrom(io.LimitReader(r.r, int64(n)))
-	*b = buf.Bytes()
-	r.left -= int(m)
-	if err == nil && int(m) < n {
-		err = io.ErrUnexpectedEOF
-	}
-	if err != nil {
-		r.err = err
-		return nil
+	for buf.Len() < n {
+		want := min(fillStep, n-buf.Len())
+		m, err := buf.ReadFrom(io.LimitReader(r.r, int64(want)))
+		*b = buf.Bytes()
+		if err == nil && int(m) < want {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			r.err = err
+			return nil
+		}
+		r.arrived(int(m))
 	}
 	return *b
+}
+
+// arrived counts n bytes of the response read and tells more.
+func (r *respReader) arrived(n int) {
+	r.left -= n
+	if r.more != nil {
+		r.more()
+	}
 }
 
 // fetchPart is a response's partition header: its error, high watermark and records' length.
@@ -241,6 +266,7 @@ const batchHeader = 49 // leader epoch 4, magic 1, crc 4, attributes 2, last off
 func (c *Consumer) readBatches(f *rawFetch, rr *respReader, n int, offset int64, ch **chunk, ap *applier, now, hwm int64) (int64, error) {
 	next := offset
 	f.last = offset - 1
+	f.cut = 0
 	for n > 0 {
 		if n < 12 {
 			rr.skip(n) // a partial batch: the next fetch asks for it again
@@ -254,6 +280,11 @@ func (c *Consumer) readBatches(f *rawFetch, rr *respReader, n int, offset int64,
 		}
 		if length < 0 || length > n {
 			rr.skip(n) // a partial batch, as the broker cut the response at MaxBytes
+			if next == offset && length > n {
+				// Cut before any whole batch: a broker that does not hand over an oversized
+				// first batch whole (KIP-74) would answer the same fetch the same way forever.
+				f.cut = 12 + length
+			}
 			break
 		}
 		body := rr.fill(&f.batch, length)
@@ -262,6 +293,9 @@ func (c *Consumer) readBatches(f *rawFetch, rr *respReader, n int, offset int64,
 			return next, rr.err
 		}
 		after, err := c.batchRecords(f, body, base, offset, ch, ap, now, hwm)
+		if cap(f.batch) > keepInflated {
+			f.batch = nil // one oversized batch (KIP-74 hands it over past MaxBytes) is not kept with its fetcher
+		}
 		if err != nil {
 			return next, err
 		}
@@ -371,7 +405,8 @@ func (f *rawFetch) inflate(codec compress.Compression, b []byte) ([]byte, error)
 	return out, err
 }
 
-// keepInflated is the largest inflated buffer a fetcher keeps for its next batch.
+// keepInflated is the largest buffer (a batch inflated, a batch as read, a chunk's arena) a
+// fetcher keeps for its next batch: a record past MaxBytes is not held as long as the connection.
 const keepInflated = 8 << 20
 
 // readBounded reads r to its end into dst[:0], growing it to at most budget+1 bytes (the
@@ -490,7 +525,11 @@ func (k *chunk) keep(b []byte) []byte {
 // chunks for the applier until ctx ends or a fetch fails, and returns the failed fetch's
 // error (nil when ctx ended) and the offset after the records read.
 func (c *Consumer) readRaw(ctx context.Context, f *rawFetch, offset int64, ap *applier) (int64, error) {
-	var rr respReader
+	rr := respReader{more: func() {
+		if ctx.Err() == nil { // a stop's deadline stays
+			_ = f.fc.Conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin))
+		}
+	}}
 	// A fetch on an idle partition waits up to MaxWait for records; a stop or a rebalance
 	// does not wait for it: the deadline is moved to now, and the fetch fails. Nothing is
 	// lost: a batch is handed to the applier only once it has been read whole, so the offset
@@ -504,7 +543,15 @@ func (c *Consumer) readRaw(ctx context.Context, f *rawFetch, offset int64, ap *a
 		if ctx.Err() != nil {
 			break // ended while the deadline was set: the interruption may have been undone
 		}
-		if err := f.request(offset, 1, int32(c.cfg.MaxBytes), c.cfg.MaxWait); err != nil {
+		// A batch the last response cut before any whole one is asked for whole: Kafka sends
+		// an oversized first batch past MaxBytes (KIP-74), a broker that does not would
+		// otherwise be asked the same fetch in a loop, for ever.
+		asked := f.cut
+		maxBytes := int32(min(max(c.cfg.MaxBytes, asked), math.MaxInt32))
+		if err := f.request(offset, 1, maxBytes, c.cfg.MaxWait); err != nil {
+			if ctx.Err() != nil {
+				return offset, nil // the stop moved the deadline while the fetch was written
+			}
 			return offset, fmt.Errorf("sending a fetch: %w", err)
 		}
 		part, err := f.response(&rr)
@@ -521,6 +568,9 @@ func (c *Consumer) readRaw(ctx context.Context, f *rawFetch, offset int64, ap *a
 		if err == nil {
 			rr.skip(rr.left) // the rest of the response: nothing asked for
 			err = rr.err
+		}
+		if err == nil && f.cut > 0 && asked > 0 {
+			err = fmt.Errorf("record batch at offset %d: %d bytes, cut short by the broker although the fetch asked for %d bytes", offset, f.cut, maxBytes)
 		}
 		if err == nil && part.err != nil && !errors.Is(part.err, kafka.RequestTimedOut) {
 			// RequestTimedOut is the broker's answer to a fetch that waited MaxWait without

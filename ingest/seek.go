@@ -106,9 +106,12 @@ func (p *prober) probe(ctx context.Context, from, end int64, start, maxTS time.T
 	p.got = p.got[:0]
 	for off, passed := from, 0; off < end && passed < probeScan; {
 		if p.conn == nil {
-			conn, _, err := p.c.dialLeader(ctx, p.id)
+			conn, fc, err := p.c.dialLeader(ctx, p.id)
 			if err != nil {
 				return nil, err
+			}
+			if fc != nil {
+				fc.follow = p.c.cfg.MaxWait + fetchMargin // a probe's batch may be one record past MaxBytes, over a slow link
 			}
 			p.conn = conn
 		}
