@@ -528,6 +528,9 @@ func (c *Consumer) readRaw(ctx context.Context, f *rawFetch, offset int64, ap *a
 	rr := respReader{more: func() {
 		if ctx.Err() == nil { // a stop's deadline stays
 			_ = f.fc.Conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin))
+			if ctx.Err() != nil { // the stop came between: its deadline again
+				_ = f.fc.Conn.SetDeadline(time.Now())
+			}
 		}
 	}}
 	// A fetch on an idle partition waits up to MaxWait for records; a stop or a rebalance
