@@ -198,7 +198,9 @@
 // (corrupt), the format version is another (unknown_version), the snapshot was taken
 // before now − Restore or the log no longer holds its offset (too_old), the rings have
 // another shape than the store's config (config_changed), its offset is past the log end
-// (ahead_of_log), the topic cannot be read (read_error), or it is not admitted (too_large,
+// (ahead_of_log), the topic cannot be read (read_error), its manifest's slide-topic header
+// names another events topic (other_topic: two deployments of one group name sharing a
+// snapshot topic), or it is not admitted (too_large,
 // future, duplicate, bad_field, key_too_long: above). Each choice is counted in
 // slide_snapshot_restore_total{source,reason} and logged. Progress says per partition
 // whether it restores from a snapshot or the log and how far it is.

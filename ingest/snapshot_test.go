@@ -327,3 +327,52 @@ func TestSnapshotTopicRecreatedAfterLoss(t *testing.T) {
 		t.Errorf("%v partitions loaded from a snapshot, want 2", got)
 	}
 }
+
+// Two deployments of one group name (the default, slide) reading different topics, given one
+// --snapshot-topic by mistake: snapshot keys name the group and partition only, so the one
+// restarting found the other's snapshots and loaded them, its windows holding the other
+// topic's series and missing its own records below the other's offsets, without a word.
+// The snapshot is refused as other_topic instead, and the windows are a full replay's.
+func TestSnapshotOfAnotherTopicIsNotLoaded(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2, "payments")
+	other := *c
+	other.Topic = "payments"
+	t0 := time.Now()
+	produce := func(to *kafkatest.Cluster, prefix string, n int) {
+		msgs := make([]kafka.Message, n)
+		for i := range msgs {
+			ev := window.Event{TS: t0.UnixMilli() - int64(n-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("%s%d", prefix, i%10), Value: float64(1 + i%300)}
+			msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)}
+		}
+		to.Produce(t, msgs...)
+	}
+	produce(&other, "pay", 300)
+	produce(c, "ev", 900)
+	snaps := SnapshotConfig{Interval: 20 * time.Millisecond, ChunkBytes: 1024, Topic: "shared-snapshots"}
+
+	cfg := testConfig(&other, "slide")
+	cfg.Snapshots = snaps
+	payments := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "payments caught up and snapshotted", func() bool {
+		return caughtUp(t, &other, payments) && coversEnd(payments.Consumer)
+	}, progress(payments))
+	payments.stop(t)
+
+	cfg = testConfig(c, "slide")
+	cfg.Snapshots = snaps
+	events := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "events caught up", func() bool { return caughtUp(t, c, events) }, progress(events))
+	if got := sum(events.sm.restores.WithLabelValues(sourceLog, reasonOtherTopic)); got != 2 {
+		t.Errorf("%v partitions refused another topic's snapshot, want 2 (loaded: %v)", got, sum(events.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)))
+	}
+	now := t0.UnixMilli()
+	for _, k := range []string{"pay0", "pay9"} {
+		if a, err := events.store.ReadAt(now, "latency_ms", k, 5*time.Minute, nil); err == nil {
+			t.Errorf("topic events holds %s of topic payments: %+v", k, a)
+		}
+	}
+	a, err := events.store.ReadMerged(now, "latency_ms", func(k string) bool { return strings.HasPrefix(k, "ev") }, 5*time.Minute, nil)
+	if err != nil || a.Count != 900 {
+		t.Errorf("topic events: %+v (%v), want the 900 events produced", a, err)
+	}
+}
