@@ -197,7 +197,8 @@
 // a chunk is missing or was overwritten (incomplete), a checksum or the encoding fails
 // (corrupt), the format version is another (unknown_version), the snapshot was taken
 // before now − Restore or the log no longer holds its offset (too_old), the rings have
-// another shape than the store's config (config_changed), its offset is past the log end
+// another shape than the store's config or its events were made by other rules
+// (SnapshotConfig.Events) than this instance's (config_changed), its offset is past the log end
 // (ahead_of_log), the topic cannot be read (read_error), its manifest's slide-topic header
 // names another events topic (other_topic: two deployments of one group name sharing a
 // snapshot topic), or it is not admitted (too_large,

@@ -51,6 +51,12 @@ type SnapshotConfig struct {
 	// own, which streams (see the package documentation). slide serve sets it to twice the
 	// series memory (--max-memory, or the series cap × window.DenseSeriesBytes).
 	MaxBytes int64
+	// Events names how this instance makes events of records (the format and its settings,
+	// e.g. "otlp_proto span-key=service.name span-dimensions=http.route"). It is written with
+	// every snapshot, and a snapshot written under another is not loaded (config_changed):
+	// its series' metrics, keys and labels were made by other rules than a replay of the log
+	// makes now. A snapshot without one (written before) is loaded.
+	Events string
 }
 
 func (c SnapshotConfig) withDefaults(topic string) SnapshotConfig {
@@ -352,6 +358,9 @@ func keyOf(group string, id int32) string { return group + "/" + strconv.Itoa(in
 // during a rolling upgrade; a manifest without one (written before) is taken as before.
 const topicHeader = "slide-topic"
 
+// eventsHeader is the manifest record's header holding SnapshotConfig.Events.
+const eventsHeader = "slide-events"
+
 // maybeTake encodes p's series when a snapshot is due and hands them to the writer. The
 // partition's worker calls it between batches, so the encoding is exactly the state after
 // every record below p.next.
@@ -419,7 +428,7 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 	}
 	if err == nil {
 		err = s.w.WriteMessages(ctx, kafka.Message{Key: []byte(key), Value: m.append(nil), Partition: part,
-			Headers: []kafka.Header{{Key: topicHeader, Value: []byte(s.c.cfg.Topic)}}})
+			Headers: []kafka.Header{{Key: topicHeader, Value: []byte(s.c.cfg.Topic)}, {Key: eventsHeader, Value: []byte(s.cfg.Events)}}})
 	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// The consumer is stopping (a periodic write's context) or its final writes were cut

@@ -59,17 +59,20 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 		// Within [from, end) later records win; records of a key already seen in a later
 		// window are older and ignored.
 		man0, man0Off, chunks0, held0 := []byte(nil), int64(0), map[string][]byte{}, int64(0)
-		topic0 := ""
+		topic0, events0 := "", s.cfg.Events
 		tooLarge := false
 		cfg := kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: max(s.c.cfg.MaxBytes, 2*s.cfg.ChunkBytes), MaxWait: s.c.cfg.MaxWait}
 		err := kafkarange.Each(conn, from, end, cfg, s.c.cfg.MaxWait+fetchMargin, func(msg kafka.Message) error {
 			read += int64(len(msg.Value))
 			switch {
 			case bytes.Equal(msg.Key, key):
-				man0, man0Off, topic0 = msg.Value, msg.Offset, s.c.cfg.Topic
+				man0, man0Off, topic0, events0 = msg.Value, msg.Offset, s.c.cfg.Topic, s.cfg.Events
 				for _, h := range msg.Headers {
-					if h.Key == topicHeader {
+					switch h.Key {
+					case topicHeader:
 						topic0 = string(h.Value)
+					case eventsHeader:
+						events0 = string(h.Value)
 					}
 				}
 			case bytes.HasPrefix(msg.Key, prefix):
@@ -93,6 +96,10 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 			if man != nil && topic0 != s.c.cfg.Topic {
 				return nil, reasonOtherTopic, fmt.Errorf("the latest snapshot of %s in %s is of events topic %q, this instance reads %q: "+
 					"give each deployment its own --snapshot-topic or --group", key, s.cfg.Topic, topic0, s.c.cfg.Topic)
+			}
+			if man != nil && events0 != s.cfg.Events {
+				return nil, reasonConfigChanged, fmt.Errorf("the latest snapshot of %s was made of events read as %q, this instance reads them as %q",
+					key, events0, s.cfg.Events)
 			}
 		}
 		for k, v := range chunks0 {

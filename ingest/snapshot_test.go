@@ -376,3 +376,35 @@ func TestSnapshotOfAnotherTopicIsNotLoaded(t *testing.T) {
 		t.Errorf("topic events: %+v (%v), want the 900 events produced", a, err)
 	}
 }
+
+// A restart that changes how records become events (a span dimension dropped, a metric
+// renamed in an event map) loaded the snapshot of series the log no longer makes, and kept
+// them for the restore span beside the new ones. SnapshotConfig.Events is written with each
+// snapshot: the same rules load it, other rules replay the log (config_changed).
+func TestSnapshotOfOtherEventRulesIsReplayed(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2)
+	t0 := time.Now()
+	msgs := make([]kafka.Message, 400)
+	for i := range msgs {
+		ev := window.Event{TS: t0.UnixMilli() - int64(len(msgs)-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", i%10), Value: float64(1 + i)}
+		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)}
+	}
+	c.Produce(t, msgs...)
+	const before, after = "otlp_proto span-key=service.name span-dimensions=http.route", "otlp_proto span-key=service.name span-dimensions="
+	run := func(events string) *running {
+		cfg := testConfig(c, "rules")
+		cfg.Snapshots = SnapshotConfig{Interval: 20 * time.Millisecond, ChunkBytes: 1024, Events: events}
+		r := start(t, cfg, newTestStore(t, 0), t0)
+		eventually(t, 20*time.Second, "caught up and snapshotted", func() bool { return caughtUp(t, c, r) && coversEnd(r.Consumer) }, progress(r))
+		r.stop(t)
+		return r
+	}
+	run(before)
+	if same := run(before); sum(same.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)) != 2 {
+		t.Errorf("the same rules: %v partitions loaded their snapshot, want 2", sum(same.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)))
+	}
+	other := run(after)
+	if got := sum(other.sm.restores.WithLabelValues(sourceLog, reasonConfigChanged)); got != 2 {
+		t.Errorf("other rules: %v partitions replayed the log as config_changed, want 2 (loaded: %v)", got, sum(other.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)))
+	}
+}
