@@ -164,7 +164,8 @@
 // both; beyond it too_large), in 64 KiB reads. The store holds every series to an event's
 // rules: window.ValidName and Config.MaxKeyLen for its key and metric (bad_field,
 // key_too_long, the event refusals' names), no ring or slot ahead of now by more than the
-// ring's skew (future), no series listed twice (duplicate), the store's ring shape
+// ring's skew (future; so is a manifest taken more than the skew ahead of now: its clock
+// was ahead, and what had left its windows is inside them now), no series listed twice (duplicate), the store's ring shape
 // (config_changed). One failing series refuses the whole snapshot. A series the store
 // already holds when a partition's snapshot loads was fed by another feed (the
 // partition's own series were dropped at assignment): it sums both parts, as their events

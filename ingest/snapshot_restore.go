@@ -304,6 +304,12 @@ func (s *snapshots) usable(ctx context.Context, p *partition, m manifest, now ti
 	if time.UnixMilli(m.taken).Before(now.Add(-s.c.cfg.Restore)) {
 		return reasonTooOld
 	}
+	if time.UnixMilli(m.taken).After(now.Add(s.c.skew())) {
+		// Taken at a clock ahead of this one (a wall clock that jumped, then was corrected):
+		// what had left the windows then is inside them now, and a snapshot with no ring to
+		// be refused as future would move the replay past it.
+		return reasonFuture
+	}
 	offs, err := s.c.listOffsets(ctx, []int32{p.id}, func(id int32) kafka.OffsetRequest { return kafka.FirstOffsetOf(int(id)) })
 	if err != nil {
 		return reasonReadError

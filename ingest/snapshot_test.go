@@ -408,3 +408,32 @@ func TestSnapshotOfOtherEventRulesIsReplayed(t *testing.T) {
 		t.Errorf("other rules: %v partitions replayed the log as config_changed, want 2 (loaded: %v)", got, sum(other.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)))
 	}
 }
+
+// A snapshot taken while the instance's clock was far ahead (a wall clock that jumped, then
+// was corrected) holds nothing: every event had left the windows at that clock. Loaded at the
+// corrected clock, it moved the replay past records that are inside the windows again, and
+// the windows stayed empty. A snapshot taken ahead of now by more than the skew is refused
+// (future), as its rings would be, and the log is replayed.
+func TestSnapshotTakenAheadOfTheClockIsReplayed(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2)
+	t0 := time.Now()
+	msgs := make([]kafka.Message, 200)
+	for i := range msgs {
+		ev := window.Event{TS: t0.UnixMilli() - int64(len(msgs)-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", i%10), Value: float64(1 + i)}
+		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev), Time: t0}
+	}
+	c.Produce(t, msgs...)
+	cfg := testConfig(c, "clock")
+	cfg.Snapshots = SnapshotConfig{Interval: 20 * time.Millisecond, ChunkBytes: 1024}
+	ahead := start(t, cfg, newTestStore(t, 0), t0.Add(time.Hour))
+	eventually(t, 20*time.Second, "caught up and snapshotted an hour ahead", func() bool { return caughtUp(t, c, ahead) && coversEnd(ahead.Consumer) }, progress(ahead))
+	ahead.stop(t)
+
+	back := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "caught up at the corrected clock", func() bool { return caughtUp(t, c, back) }, progress(back))
+	a, err := back.store.ReadMerged(t0.UnixMilli(), "latency_ms", func(string) bool { return true }, 5*time.Minute, nil)
+	if err != nil || a.Count != 200 {
+		t.Errorf("windows at the corrected clock: %+v (%v), want the 200 events of the last 2 s (restores: %v from a snapshot, %v future)", a, err,
+			sum(back.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)), sum(back.sm.restores.WithLabelValues(sourceLog, reasonFuture)))
+	}
+}
