@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -40,7 +42,8 @@ type BrokerConfig struct {
 	// it again reloads them: a restarted broker keeps its records, and a long soak does not
 	// hold its log in memory. Writes go to the page cache and are synced when a segment
 	// rolls and on Close, as Kafka's default (a machine's crash may lose the last ones);
-	// SyncWrites syncs each one.
+	// SyncWrites syncs each one. A running broker holds the directory locked: a second one
+	// started on it is refused (a DataDirError), as is a directory that cannot be written.
 	DataDir string
 	// SyncWrites syncs every produced batch to disk before it is acknowledged (DataDir only).
 	SyncWrites bool
@@ -92,6 +95,8 @@ type Broker struct {
 	c     *kfake.Cluster
 	addrs []string
 	topic string
+	lock  *os.File // holds BrokerConfig.DataDir's lock until Close; nil in memory
+	once  sync.Once
 }
 
 // StartBroker starts a broker on cfg.Addr with cfg.Topic created, and returns once it
@@ -129,7 +134,12 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	if cfg.Logger != nil {
 		opts = append(opts, kfake.WithLogger(kfakeLogger{cfg.Logger}))
 	}
+	var lock *os.File
 	if cfg.DataDir != "" {
+		var err error
+		if lock, err = lockDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
 		if cfg.SyncWrites {
 			opts = append(opts, kfake.SyncWrites())
@@ -137,11 +147,14 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
 		return nil, fmt.Errorf("starting embedded broker on %s: %w", cfg.Addr, err)
 	}
-	b := &Broker{c: c, addrs: c.ListenAddrs(), topic: cfg.Topic}
+	b := &Broker{c: c, addrs: c.ListenAddrs(), topic: cfg.Topic, lock: lock}
 	if err := b.waitReady(ctx, bound); err != nil {
-		c.Close()
+		b.Close()
 		return nil, err
 	}
 	return b, nil
@@ -171,7 +184,12 @@ func (b *Broker) Addrs() []string { return append([]string(nil), b.addrs...) }
 
 // Close stops the broker and drops its data. It is safe to call more than once.
 func (b *Broker) Close() error {
-	b.c.Close()
+	b.once.Do(func() {
+		b.c.Close() // persists the log: the directory is released after
+		if b.lock != nil {
+			b.lock.Close()
+		}
+	})
 	return nil
 }
 

@@ -2,6 +2,11 @@ package ingest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +82,43 @@ func TestBrokerDataDirSurvivesRestart(t *testing.T) {
 		case !keep && (records != 0 || committed == 7):
 			t.Fatalf("restarted in memory: %d records and offset %d committed, want an empty broker (the control)", records, committed)
 		}
+	}
+}
+
+// Two brokers started on one data directory both ran and both acknowledged writes into the
+// same segment files; a broker started on it afterwards held a log of both with offsets
+// given twice. The second is refused while the first holds the directory, naming it and the
+// holder, and the directory is free again once the first is closed.
+func TestBrokerDataDirHeldByOne(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	cfg := BrokerConfig{Addr: "127.0.0.1:0", Partitions: 1, DataDir: dir}
+	first, err := StartBroker(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := StartBroker(ctx, cfg)
+	var de *DataDirError
+	if err == nil || !errors.As(err, &de) || de.Dir != dir || !strings.Contains(err.Error(), fmt.Sprintf("in use by another broker (pid %d)", os.Getpid())) {
+		if second != nil {
+			second.Close()
+		}
+		t.Fatalf("a second broker on the directory of a running one: %v, want a DataDirError naming the holder", err)
+	}
+	first.Close()
+	second, err = StartBroker(ctx, cfg)
+	if err != nil {
+		t.Fatalf("the directory after its broker closed: %v", err)
+	}
+	second.Close()
+
+	// A directory that cannot be made is one error about it, before the broker starts.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StartBroker(ctx, BrokerConfig{Addr: "127.0.0.1:0", DataDir: filepath.Join(file, "d")}); !errors.As(err, &de) {
+		t.Errorf("a data directory under a file: %v, want a DataDirError", err)
 	}
 }

@@ -164,7 +164,8 @@
 // both; beyond it too_large), in 64 KiB reads. The store holds every series to an event's
 // rules: window.ValidName and Config.MaxKeyLen for its key and metric (bad_field,
 // key_too_long, the event refusals' names), no ring or slot ahead of now by more than the
-// ring's skew (future), no series listed twice (duplicate), the store's ring shape
+// ring's skew (future; so is a manifest taken more than the skew ahead of now: its clock
+// was ahead, and what had left its windows is inside them now), no series listed twice (duplicate), the store's ring shape
 // (config_changed). One failing series refuses the whole snapshot. A series the store
 // already holds when a partition's snapshot loads was fed by another feed (the
 // partition's own series were dropped at assignment): it sums both parts, as their events
@@ -197,8 +198,11 @@
 // a chunk is missing or was overwritten (incomplete), a checksum or the encoding fails
 // (corrupt), the format version is another (unknown_version), the snapshot was taken
 // before now − Restore or the log no longer holds its offset (too_old), the rings have
-// another shape than the store's config (config_changed), its offset is past the log end
-// (ahead_of_log), the topic cannot be read (read_error), or it is not admitted (too_large,
+// another shape than the store's config or its events were made by other rules
+// (SnapshotConfig.Events) than this instance's (config_changed), its offset is past the log end
+// (ahead_of_log), the topic cannot be read (read_error), its manifest's slide-topic header
+// names another events topic (other_topic: two deployments of one group name sharing a
+// snapshot topic), or it is not admitted (too_large,
 // future, duplicate, bad_field, key_too_long: above). Each choice is counted in
 // slide_snapshot_restore_total{source,reason} and logged. Progress says per partition
 // whether it restores from a snapshot or the log and how far it is.

@@ -51,6 +51,12 @@ type SnapshotConfig struct {
 	// own, which streams (see the package documentation). slide serve sets it to twice the
 	// series memory (--max-memory, or the series cap × window.DenseSeriesBytes).
 	MaxBytes int64
+	// Events names how this instance makes events of records (the format and its settings,
+	// e.g. "otlp_proto span-key=service.name span-dimensions=http.route"). It is written with
+	// every snapshot, and a snapshot written under another is not loaded (config_changed):
+	// its series' metrics, keys and labels were made by other rules than a replay of the log
+	// makes now. A snapshot without one (written before) is loaded.
+	Events string
 }
 
 func (c SnapshotConfig) withDefaults(topic string) SnapshotConfig {
@@ -96,6 +102,7 @@ const (
 	reasonConfigChanged  = "config_changed"  // rings of another shape than the store's
 	reasonAheadOfLog     = "ahead_of_log"    // its offset is past the log's end (truncated log)
 	reasonReadError      = "read_error"      // the snapshot topic could not be read
+	reasonOtherTopic     = "other_topic"     // written by an instance of the same group reading another events topic
 	// Admitted like events (issue #25): the reasons are the event refusals' where the rule is
 	// the same.
 	reasonTooLarge   = "too_large"    // declares or holds more than SnapshotConfig.MaxBytes, or inflates past the budget
@@ -106,7 +113,7 @@ const (
 )
 
 var snapshotReasons = []string{reasonMissing, reasonIncomplete, reasonCorrupt, reasonUnknownVersion,
-	reasonTooOld, reasonConfigChanged, reasonAheadOfLog, reasonReadError,
+	reasonTooOld, reasonConfigChanged, reasonAheadOfLog, reasonReadError, reasonOtherTopic,
 	reasonTooLarge, reasonFuture, reasonDuplicate, reasonBadField, reasonKeyTooLong}
 
 // snapMetrics are the slide_snapshot_* collectors.
@@ -122,7 +129,7 @@ type snapMetrics struct {
 func newSnapMetrics() *snapMetrics {
 	m := &snapMetrics{
 		restores: newCounterVec("slide_snapshot_restore_total", []string{"source", "reason"},
-			"Partition restores by source (snapshot, log) and reason: loaded, or why no snapshot was used (missing, incomplete, corrupt, unknown_version, too_old, config_changed, ahead_of_log, read_error; and, admitted like events, too_large, future, duplicate, bad_field, key_too_long)."),
+			"Partition restores by source (snapshot, log) and reason: loaded, or why no snapshot was used (missing, incomplete, corrupt, unknown_version, too_old, config_changed, ahead_of_log, read_error, other_topic; and, admitted like events, too_large, future, duplicate, bad_field, key_too_long)."),
 		restoreDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "slide_snapshot_restore_duration_seconds",
 			Help:    "Time from a partition's assignment until its windows are rebuilt, by source: snapshot (load, then the log after it) or log (full replay).",
@@ -343,6 +350,17 @@ func (s *snapshots) snapPartition(id int32) int { return int(id) % int(max(s.par
 
 func keyOf(group string, id int32) string { return group + "/" + strconv.Itoa(int(id)) }
 
+// topicHeader is the manifest record's header naming the events topic the snapshot is of.
+// Keys name the group and partition only, so two deployments of one group name (the
+// default, slide) reading different topics into one --snapshot-topic would otherwise load
+// each other's windows and skip their own records below the other's offset. A header, not
+// a manifest field, so that builds before it still read the manifests written after it
+// during a rolling upgrade; a manifest without one (written before) is taken as before.
+const topicHeader = "slide-topic"
+
+// eventsHeader is the manifest record's header holding SnapshotConfig.Events.
+const eventsHeader = "slide-events"
+
 // maybeTake encodes p's series when a snapshot is due and hands them to the writer. The
 // partition's worker calls it between batches, so the encoding is exactly the state after
 // every record below p.next.
@@ -409,7 +427,8 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 		err = s.c.dlq.flush(ctx)
 	}
 	if err == nil {
-		err = s.w.WriteMessages(ctx, kafka.Message{Key: []byte(key), Value: m.append(nil), Partition: part})
+		err = s.w.WriteMessages(ctx, kafka.Message{Key: []byte(key), Value: m.append(nil), Partition: part,
+			Headers: []kafka.Header{{Key: topicHeader, Value: []byte(s.c.cfg.Topic)}, {Key: eventsHeader, Value: []byte(s.cfg.Events)}}})
 	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// The consumer is stopping (a periodic write's context) or its final writes were cut

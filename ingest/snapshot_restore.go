@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -58,13 +59,22 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 		// Within [from, end) later records win; records of a key already seen in a later
 		// window are older and ignored.
 		man0, man0Off, chunks0, held0 := []byte(nil), int64(0), map[string][]byte{}, int64(0)
+		topic0, events0 := "", s.cfg.Events
 		tooLarge := false
 		cfg := kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: max(s.c.cfg.MaxBytes, 2*s.cfg.ChunkBytes), MaxWait: s.c.cfg.MaxWait}
 		err := kafkarange.Each(conn, from, end, cfg, s.c.cfg.MaxWait+fetchMargin, func(msg kafka.Message) error {
 			read += int64(len(msg.Value))
 			switch {
 			case bytes.Equal(msg.Key, key):
-				man0, man0Off = msg.Value, msg.Offset
+				man0, man0Off, topic0, events0 = msg.Value, msg.Offset, s.c.cfg.Topic, s.cfg.Events
+				for _, h := range msg.Headers {
+					switch h.Key {
+					case topicHeader:
+						topic0 = string(h.Value)
+					case eventsHeader:
+						events0 = string(h.Value)
+					}
+				}
 			case bytes.HasPrefix(msg.Key, prefix):
 				held0 += int64(len(msg.Value)) - int64(len(chunks0[string(msg.Key)]))
 				chunks0[string(msg.Key)] = msg.Value
@@ -83,6 +93,14 @@ func (s *snapshots) read(ctx context.Context, id int32, progress func(int64)) (*
 		}
 		if man == nil {
 			man, manOff = man0, man0Off
+			if man != nil && topic0 != s.c.cfg.Topic {
+				return nil, reasonOtherTopic, fmt.Errorf("the latest snapshot of %s in %s is of events topic %q, this instance reads %q: "+
+					"give each deployment its own --snapshot-topic or --group", key, s.cfg.Topic, topic0, s.c.cfg.Topic)
+			}
+			if man != nil && events0 != s.cfg.Events {
+				return nil, reasonConfigChanged, fmt.Errorf("the latest snapshot of %s was made of events read as %q, this instance reads them as %q",
+					key, events0, s.cfg.Events)
+			}
 		}
 		for k, v := range chunks0 {
 			if _, seen := chunks[k]; !seen {
@@ -254,7 +272,11 @@ func (s *snapshots) restore(ctx context.Context, p *partition) {
 	if reason != "" {
 		s.m.restores.WithLabelValues(sourceLog, reason).Inc()
 		p.snap.state(sourceLog, "replaying")
-		s.log.Info("ingest: no usable snapshot, replaying the log", "partition", p.id, "reason", reason, "from", p.from, "err", err)
+		level := slog.LevelInfo
+		if reason == reasonOtherTopic {
+			level = slog.LevelWarn // a misconfiguration: every restore replays until it is fixed
+		}
+		s.log.Log(ctx, level, "ingest: no usable snapshot, replaying the log", "partition", p.id, "reason", reason, "from", p.from, "err", err)
 		return
 	}
 	s.m.restores.WithLabelValues(sourceSnapshot, reasonLoaded).Inc()
@@ -281,6 +303,12 @@ func (s *snapshots) restore(ctx context.Context, p *partition) {
 func (s *snapshots) usable(ctx context.Context, p *partition, m manifest, now time.Time) string {
 	if time.UnixMilli(m.taken).Before(now.Add(-s.c.cfg.Restore)) {
 		return reasonTooOld
+	}
+	if time.UnixMilli(m.taken).After(now.Add(s.c.skew())) {
+		// Taken at a clock ahead of this one (a wall clock that jumped, then was corrected):
+		// what had left the windows then is inside them now, and a snapshot with no ring to
+		// be refused as future would move the replay past it.
+		return reasonFuture
 	}
 	offs, err := s.c.listOffsets(ctx, []int32{p.id}, func(id int32) kafka.OffsetRequest { return kafka.FirstOffsetOf(int(id)) })
 	if err != nil {

@@ -327,3 +327,113 @@ func TestSnapshotTopicRecreatedAfterLoss(t *testing.T) {
 		t.Errorf("%v partitions loaded from a snapshot, want 2", got)
 	}
 }
+
+// Two deployments of one group name (the default, slide) reading different topics, given one
+// --snapshot-topic by mistake: snapshot keys name the group and partition only, so the one
+// restarting found the other's snapshots and loaded them, its windows holding the other
+// topic's series and missing its own records below the other's offsets, without a word.
+// The snapshot is refused as other_topic instead, and the windows are a full replay's.
+func TestSnapshotOfAnotherTopicIsNotLoaded(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2, "payments")
+	other := *c
+	other.Topic = "payments"
+	t0 := time.Now()
+	produce := func(to *kafkatest.Cluster, prefix string, n int) {
+		msgs := make([]kafka.Message, n)
+		for i := range msgs {
+			ev := window.Event{TS: t0.UnixMilli() - int64(n-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("%s%d", prefix, i%10), Value: float64(1 + i%300)}
+			msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)}
+		}
+		to.Produce(t, msgs...)
+	}
+	produce(&other, "pay", 300)
+	produce(c, "ev", 900)
+	snaps := SnapshotConfig{Interval: 20 * time.Millisecond, ChunkBytes: 1024, Topic: "shared-snapshots"}
+
+	cfg := testConfig(&other, "slide")
+	cfg.Snapshots = snaps
+	payments := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "payments caught up and snapshotted", func() bool {
+		return caughtUp(t, &other, payments) && coversEnd(payments.Consumer)
+	}, progress(payments))
+	payments.stop(t)
+
+	cfg = testConfig(c, "slide")
+	cfg.Snapshots = snaps
+	events := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "events caught up", func() bool { return caughtUp(t, c, events) }, progress(events))
+	if got := sum(events.sm.restores.WithLabelValues(sourceLog, reasonOtherTopic)); got != 2 {
+		t.Errorf("%v partitions refused another topic's snapshot, want 2 (loaded: %v)", got, sum(events.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)))
+	}
+	now := t0.UnixMilli()
+	for _, k := range []string{"pay0", "pay9"} {
+		if a, err := events.store.ReadAt(now, "latency_ms", k, 5*time.Minute, nil); err == nil {
+			t.Errorf("topic events holds %s of topic payments: %+v", k, a)
+		}
+	}
+	a, err := events.store.ReadMerged(now, "latency_ms", func(k string) bool { return strings.HasPrefix(k, "ev") }, 5*time.Minute, nil)
+	if err != nil || a.Count != 900 {
+		t.Errorf("topic events: %+v (%v), want the 900 events produced", a, err)
+	}
+}
+
+// A restart that changes how records become events (a span dimension dropped, a metric
+// renamed in an event map) loaded the snapshot of series the log no longer makes, and kept
+// them for the restore span beside the new ones. SnapshotConfig.Events is written with each
+// snapshot: the same rules load it, other rules replay the log (config_changed).
+func TestSnapshotOfOtherEventRulesIsReplayed(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2)
+	t0 := time.Now()
+	msgs := make([]kafka.Message, 400)
+	for i := range msgs {
+		ev := window.Event{TS: t0.UnixMilli() - int64(len(msgs)-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", i%10), Value: float64(1 + i)}
+		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)}
+	}
+	c.Produce(t, msgs...)
+	const before, after = "otlp_proto span-key=service.name span-dimensions=http.route", "otlp_proto span-key=service.name span-dimensions="
+	run := func(events string) *running {
+		cfg := testConfig(c, "rules")
+		cfg.Snapshots = SnapshotConfig{Interval: 20 * time.Millisecond, ChunkBytes: 1024, Events: events}
+		r := start(t, cfg, newTestStore(t, 0), t0)
+		eventually(t, 20*time.Second, "caught up and snapshotted", func() bool { return caughtUp(t, c, r) && coversEnd(r.Consumer) }, progress(r))
+		r.stop(t)
+		return r
+	}
+	run(before)
+	if same := run(before); sum(same.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)) != 2 {
+		t.Errorf("the same rules: %v partitions loaded their snapshot, want 2", sum(same.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)))
+	}
+	other := run(after)
+	if got := sum(other.sm.restores.WithLabelValues(sourceLog, reasonConfigChanged)); got != 2 {
+		t.Errorf("other rules: %v partitions replayed the log as config_changed, want 2 (loaded: %v)", got, sum(other.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)))
+	}
+}
+
+// A snapshot taken while the instance's clock was far ahead (a wall clock that jumped, then
+// was corrected) holds nothing: every event had left the windows at that clock. Loaded at the
+// corrected clock, it moved the replay past records that are inside the windows again, and
+// the windows stayed empty. A snapshot taken ahead of now by more than the skew is refused
+// (future), as its rings would be, and the log is replayed.
+func TestSnapshotTakenAheadOfTheClockIsReplayed(t *testing.T) {
+	c := kafkatest.Start(t, "events", 2)
+	t0 := time.Now()
+	msgs := make([]kafka.Message, 200)
+	for i := range msgs {
+		ev := window.Event{TS: t0.UnixMilli() - int64(len(msgs)-i)*10, Metric: "latency_ms", Key: fmt.Sprintf("k%d", i%10), Value: float64(1 + i)}
+		msgs[i] = kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev), Time: t0}
+	}
+	c.Produce(t, msgs...)
+	cfg := testConfig(c, "clock")
+	cfg.Snapshots = SnapshotConfig{Interval: 20 * time.Millisecond, ChunkBytes: 1024}
+	ahead := start(t, cfg, newTestStore(t, 0), t0.Add(time.Hour))
+	eventually(t, 20*time.Second, "caught up and snapshotted an hour ahead", func() bool { return caughtUp(t, c, ahead) && coversEnd(ahead.Consumer) }, progress(ahead))
+	ahead.stop(t)
+
+	back := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "caught up at the corrected clock", func() bool { return caughtUp(t, c, back) }, progress(back))
+	a, err := back.store.ReadMerged(t0.UnixMilli(), "latency_ms", func(string) bool { return true }, 5*time.Minute, nil)
+	if err != nil || a.Count != 200 {
+		t.Errorf("windows at the corrected clock: %+v (%v), want the 200 events of the last 2 s (restores: %v from a snapshot, %v future)", a, err,
+			sum(back.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)), sum(back.sm.restores.WithLabelValues(sourceLog, reasonFuture)))
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -21,7 +22,7 @@ func cmdBroker(ctx context.Context, args []string, s stdio) error {
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port clients are told to use (default: the listen address)")
 	fs.StringVar(&cfg.Topic, "topic", ingest.DefaultTopic, "topic created at start")
 	fs.IntVar(&cfg.Partitions, "partitions", ingest.DefaultBrokerPartitions, "partitions of the topic and of topics created on first use")
-	fs.StringVar(&cfg.DataDir, "data-dir", "", "keep the log, topics and committed offsets in this directory (created if needed), reloaded by a broker started on it again; default in memory, lost at exit")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "keep the log, topics and committed offsets in this directory (created if needed; one broker at a time), reloaded by a broker started on it again; default in memory, lost at exit")
 	fs.BoolVar(&cfg.SyncWrites, "sync-writes", false, "with --data-dir, sync every produced batch to disk before acknowledging it (default: synced as segments roll and at exit, as Kafka's default)")
 	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -43,6 +44,10 @@ func cmdBroker(ctx context.Context, args []string, s stdio) error {
 	cfg.Logger = newLogger(s.err, level)
 	keepOnHUP(ctx, cfg.Logger, "SIGHUP: the broker reloads nothing; it goes on (SIGTERM stops it)")
 	b, err := ingest.StartBroker(ctx, cfg)
+	if de := (*ingest.DataDirError)(nil); errors.As(err, &de) {
+		// Not the address's fault: a read-only or shared --data-dir was blamed on --addr.
+		return envNamed(fs, fmt.Errorf("--data-dir %s: %w", cfg.DataDir, de.Err))
+	}
 	if err != nil {
 		return envNamed(fs, bindErrorHint("addr", cfg.Addr, err, ""))
 	}

@@ -4,9 +4,13 @@ import (
 	"context"
 	"flag"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slide-metrics/slide/ingest"
 )
 
 // subcommands lists every subcommand as its --help is asked for: each of commands(), and
@@ -259,6 +263,32 @@ func TestUnknownCommandSaysWhatWasMeant(t *testing.T) {
 		code, out, errOut := runCmd(t, context.Background(), "", arg)
 		if first, _, _ := strings.Cut(errOut, "\n"); code != 2 || out != "" || first+"\n" != want || !strings.Contains(errOut, "commands:") {
 			t.Errorf("slide %s: exit %d, stdout %q, stderr:\n%s\nwant exit 2, %q and the commands", arg, code, out, errOut, want)
+		}
+	}
+}
+
+// A --data-dir that cannot be written, or that another broker holds, is named as
+// --data-dir; it was blamed on --addr, with one line per file the broker tried to write.
+func TestBrokerDataDirErrorNamesDataDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	held := t.TempDir()
+	b, err := ingest.StartBroker(context.Background(), ingest.BrokerConfig{Addr: "127.0.0.1:0", DataDir: held})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, c := range []struct{ dir, want string }{
+		{filepath.Join(file, "d"), "slide broker: --data-dir " + filepath.Join(file, "d") + ": mkdir "},
+		{held, "slide broker: --data-dir " + held + ": in use by another broker (pid "},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a broker that starts runs until then
+		code, _, errOut := runCmd(t, ctx, "", "broker", "--addr", "127.0.0.1:0", "--data-dir", c.dir)
+		cancel()
+		if code != 1 || !strings.HasPrefix(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("--data-dir %s: exit %d, stderr:\n%s\nwant exit 1 and one line: %q…", c.dir, code, errOut, c.want)
 		}
 	}
 }

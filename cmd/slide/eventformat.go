@@ -1,7 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/slide-metrics/slide/event"
@@ -83,6 +86,32 @@ func (c *serveConfig) recordFormat() (func() (event.Format, error), error) {
 		return eventMapFormat(c.eventMap, event.Config{})
 	}
 	return c.events.newFormat(0)
+}
+
+// eventsIdentity names how records become events (--event-format and its span flags, or the
+// rules of --event-map), for ingest.SnapshotConfig.Events: a snapshot written under another
+// is replayed from the log instead of loaded, so that dropping a span dimension or renaming
+// a metric in the map does not leave the restore span in series the log no longer makes.
+func (c *serveConfig) eventsIdentity() (string, error) {
+	if c.eventMap != "" {
+		m, err := loadEventMap(c.eventMap)
+		if err != nil {
+			return "", err
+		}
+		for i := range m.Metrics {
+			m.Metrics[i].Source = "" // where a block was read, not what it does
+		}
+		sum := sha256.Sum256(fmt.Appendf(nil, "%+v", m))
+		return "event-map " + hex.EncodeToString(sum[:8]), nil
+	}
+	if c.events.format == formatSlide {
+		return formatSlide, nil
+	}
+	cfg, err := c.events.spanConfig(0)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s span-key=%s span-dimensions=%s", c.events.format, cfg.KeyAttribute, strings.Join(cfg.Dimensions, ",")), nil
 }
 
 // intakes are POST /v1/events' intakes into store (query.Config.Events and EventsByType): def's

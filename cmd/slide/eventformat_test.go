@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -23,5 +25,38 @@ func TestServeEventFormatFlags(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("serve %v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr.String(), c.want)
 		}
+	}
+}
+
+// eventsIdentity changes with what makes series of records (the span flags, a map's rules)
+// and not with where a map was read from: a restart under other rules replays the log
+// instead of loading a snapshot of series the log no longer makes.
+func TestEventsIdentity(t *testing.T) {
+	dir := t.TempDir()
+	mapFile := func(name, metric string) string {
+		p := filepath.Join(dir, name)
+		body := "metric: " + metric + "\nvalue: {field: ms}\nkey: {field: tenant}\n"
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	id := func(c serveConfig) string {
+		t.Helper()
+		s, err := c.eventsIdentity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	slide := id(serveConfig{events: eventFormatFlags{format: formatSlide, spanKey: "service.name"}})
+	withRoute := id(serveConfig{events: eventFormatFlags{format: formatOTLPProto, spanKey: "service.name", spanDim: "http.route"}})
+	without := id(serveConfig{events: eventFormatFlags{format: formatOTLPProto, spanKey: "service.name"}})
+	mapA := id(serveConfig{eventMap: mapFile("a.yaml", "latency_ms"), events: eventFormatFlags{format: formatSlide}})
+	mapMoved := id(serveConfig{eventMap: mapFile("b.yaml", "latency_ms"), events: eventFormatFlags{format: formatSlide}})
+	mapRenamed := id(serveConfig{eventMap: mapFile("c.yaml", "latency"), events: eventFormatFlags{format: formatSlide}})
+	if slide != "slide" || withRoute == without || mapA != mapMoved || mapA == mapRenamed || mapA == slide {
+		t.Errorf("identities: slide %q, spans with a route %q and without %q, a map %q, moved %q, its metric renamed %q",
+			slide, withRoute, without, mapA, mapMoved, mapRenamed)
 	}
 }

@@ -294,6 +294,10 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	evIdentity, err := c.eventsIdentity()
+	if err != nil {
+		return err
+	}
 
 	// Kafka: the embedded broker unless --brokers names a cluster.
 	var brokers []string
@@ -371,7 +375,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		MemberData: cluster.MemberData(advertise), Dialer: c.conn.kafkaDialer, MaxInflatedBytes: c.budget.maxInflatedBytes,
 		Format: evFormat,
 		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: int(c.snapshotChunkBytes),
-			MaxBytes: c.snapshotMaxBytes(sc)},
+			MaxBytes: c.snapshotMaxBytes(sc), Events: evIdentity},
 	}, store, ingest.WithGenerationHook(func(gen int32, assigned []int32) {
 		cl.OnGeneration(gen, assigned)
 		if reader.limits != nil {
