@@ -12,7 +12,7 @@ RACE_PKGS := ./window/... ./promapi/... ./event/... ./batch/... ./limiter/... ./
 # Pure computation: tested without -race (faster, same assertions).
 PLAIN_PKGS := ./sketch/... ./jsonenc/... ./textparse/... ./promsel/...
 
-.PHONY: all build run test vet fmt-check deps bench fuzz fuzz-short soak clean docs sbs-gubernator
+.PHONY: all build run test vet fmt-check deps bench fuzz fuzz-short soak clean docs sbs-gubernator cross
 
 all: build
 
@@ -86,6 +86,13 @@ bench: deps build
 # side by side with wrk (issue #30). Not part of test or bench; ROUNDS, DURATION, CONNS… in the script.
 sbs-gubernator:
 	./scripts/sbs-gubernator.sh "$(GUBERNATOR_SRC)"
+
+# cross builds slide for the other platforms users run it on (macOS on Apple silicon and
+# Intel, Linux on arm64, FreeBSD, Windows), so a syscall only Linux has fails here and not on
+# a user's laptop. Not part of test: a cold cross build takes minutes on two cores.
+CROSS := darwin/arm64 darwin/amd64 linux/arm64 freebsd/amd64 windows/amd64
+cross:
+	@for p in $(CROSS); do echo "== $$p"; GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -o /dev/null ./cmd/slide || exit 1; done
 
 clean:
 	rm -rf bin

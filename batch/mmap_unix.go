@@ -19,6 +19,6 @@ func mapFile(f *os.File) (data []byte, unmap func(), ok bool) {
 	if err != nil {
 		return nil, nil, false
 	}
-	_ = syscall.Madvise(data, syscall.MADV_SEQUENTIAL) // a hint; read-ahead for files not cached
+	adviseSequential(data) // a hint; read-ahead for files not cached
 	return data, func() { _ = syscall.Munmap(data) }, true
 }
