@@ -1,10 +1,13 @@
 package batch
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/parquet-go/parquet-go"
 )
 
 // runWithin runs f in a goroutine and fails the test if it has not returned within a
@@ -43,6 +46,41 @@ func TestTimeWindowNearMinInt64(t *testing.T) {
 			if v, err := strconv.ParseFloat(s, 64); err != nil || math.Abs(v-want[i]) > 0.02*want[i] {
 				t.Errorf("%v: windows %q, want %v (best %v)", agg, series, want, res.Best)
 				break
+			}
+		}
+	}
+}
+
+// DuckDB's UINTEGER and UBIGINT are Parquet UINT_32 and UINT_64, stored in INT32 and INT64:
+// slide batch read their bits as signed, so 4,000,000,000 summed as −294,967,296, with no
+// error, on the fast path and row by row alike.
+func TestParquetUnsignedIntegers(t *testing.T) {
+	type urow struct {
+		TS  int64  `parquet:"ts"`
+		U32 uint32 `parquet:"u32"`
+		U64 uint64 `parquet:"u64"`
+	}
+	rows := []urow{{1000, 4_000_000_000, 1 << 63}, {2000, 3_000_000_000, 1<<63 + 2048}, {3000, 1, 5}}
+	var b bytes.Buffer
+	w := parquet.NewGenericWriter[urow](&b)
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := writeTemp(t, "unsigned.parquet", b.Bytes())
+	for _, c := range []struct {
+		col  string
+		want float64
+	}{{"u32", 7_000_000_000}, {"u64", 1<<64 + 2048}} {
+		for _, skip := range []bool{false, true} { // SkipBad takes the row-by-row path
+			rep, err := runAllFile(t, Job{Size: 2, Column: c.col, SkipBad: skip}, path)
+			if err != nil {
+				t.Fatalf("%s: %v", c.col, err)
+			}
+			if r := rep.Results[0]; r.Best != c.want || r.Start != 0 {
+				t.Errorf("%s (skip-bad %v): best %v from row %d, want %v from row 0", c.col, skip, r.Best, r.Start, c.want)
 			}
 		}
 	}
