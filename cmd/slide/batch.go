@@ -106,11 +106,11 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	case "-":
 		seriesOut, resultOut = s.out, s.err
 	default:
-		f, err := os.Create(series)
+		f, err := createSeriesFile(series)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		defer f.discard()
 		seriesOut = f
 	}
 	var bar *progress
@@ -155,8 +155,8 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 			return fmt.Errorf("writing series: %w", err)
 		}
 	}
-	if c, ok := seriesOut.(io.Closer); ok && series != "-" {
-		if err := c.Close(); err != nil {
+	if f, ok := seriesOut.(*seriesFile); ok {
+		if err := f.commit(); err != nil {
 			return fmt.Errorf("writing %s: %w", series, err)
 		}
 	}
