@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +84,15 @@ func TestParquetUnsignedIntegers(t *testing.T) {
 				t.Errorf("%s (skip-bad %v): best %v from row %d, want %v from row 0", c.col, skip, r.Best, r.Start, c.want)
 			}
 		}
+	}
+}
+
+// An empty CSV field or a Parquet null in the value column said only `column "amount": not a
+// number`, which reads as if the exporter wrote text there; the message now says the field
+// is empty (the reason stays not_a_number).
+func TestEmptyValueSaysEmpty(t *testing.T) {
+	_, _, err := runJob(t, Job{Size: 1, Column: "amount"}, "ts,amount\n1,10\n2,\n")
+	if err == nil || !strings.Contains(err.Error(), `row 1 (line 3), column "amount": not a number: empty (a missing value or null)`) {
+		t.Fatalf("error %v", err)
 	}
 }

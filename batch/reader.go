@@ -45,6 +45,8 @@ func (e *RowError) Error() string {
 	b.WriteString(e.Err.Error())
 	if e.Value != "" {
 		fmt.Fprintf(&b, ": %q", e.Value)
+	} else if errors.Is(e.Err, ErrNotNumber) {
+		b.WriteString(": empty (a missing value or null)")
 	}
 	return b.String()
 }
