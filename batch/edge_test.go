@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -94,5 +95,34 @@ func TestEmptyValueSaysEmpty(t *testing.T) {
 	_, _, err := runJob(t, Job{Size: 1, Column: "amount"}, "ts,amount\n1,10\n2,\n")
 	if err == nil || !strings.Contains(err.Error(), `row 1 (line 3), column "amount": not a number: empty (a missing value or null)`) {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// A join's export can name two columns alike (amount of the order, amount of the refund):
+// slide batch --column amount read the first one with no word, the wrong answer half the
+// time. It now refuses, as SQL refuses an ambiguous column, on both paths.
+func TestDuplicateColumnRefused(t *testing.T) {
+	in := "ts,amount,amount,key,key\n1000,1,5,a,b\n2000,2,6,a,b\n"
+	path := writeTemp(t, "dup.csv", []byte(in))
+	for _, c := range []struct {
+		j    Job
+		want string
+	}{
+		{Job{Size: 1, Column: "amount"}, `"amount" is columns 2 and 3`},
+		{Job{Span: time.Second, Column: "amount"}, `"amount" is columns 2 and 3`},
+		{Job{Size: 1, Column: "amount", SkipBad: true}, `"amount" is columns 2 and 3`},
+		{Job{Size: 1, Column: "ts", GroupBy: "key"}, `"key" is columns 4 and 5`},
+	} {
+		_, err := runAllFile(t, c.j, path)
+		if !errors.Is(err, ErrDuplicateColumn) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v", c.j, err)
+		}
+	}
+	if _, _, err := runJob(t, Job{Size: 1, Column: "amount"}, in); !errors.Is(err, ErrDuplicateColumn) {
+		t.Errorf("Run: %v", err)
+	}
+	// Columns the job does not read may repeat.
+	if rep, err := runAllFile(t, Job{Size: 1, Column: "ts"}, path); err != nil || rep.Results[0].Best != 2000 {
+		t.Errorf("ts: %+v %v", rep, err)
 	}
 }

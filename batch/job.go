@@ -333,6 +333,9 @@ func (j Job) RunReader(ctx context.Context, rd Reader, seriesOut io.Writer) (Res
 			c.fixed = fx
 		}
 	}
+	if err := uniqueColumns(rd.Columns(), col, timeCol); err != nil {
+		return Result{}, err
+	}
 	if err := rd.Select(col, timeCol); err != nil {
 		return Result{}, err
 	}

@@ -18,6 +18,8 @@ var (
 	// ErrHeaderTooLarge: a CSV header (or NDJSON's first object) past its limits.
 	ErrHeaderTooLarge = errors.New("header too large")
 	ErrNoRows         = errors.New("no data rows")
+	// ErrDuplicateColumn: the job names a column the CSV header has twice (a join's export).
+	ErrDuplicateColumn = errors.New("column named twice in the header")
 )
 
 // RowError is a problem with one input row. Row is the 0-based data row index (the header is
@@ -111,6 +113,19 @@ func delimiterHint(cols []string) *DelimiterHint {
 	for _, d := range []byte{';', '\t', '|'} {
 		if strings.IndexByte(cols[0], d) >= 0 {
 			return &DelimiterHint{Delim: d}
+		}
+	}
+	return nil
+}
+
+// uniqueColumns refuses a job column that the header names more than once: reading either
+// one would be a guess, as SQL refuses an ambiguous column.
+func uniqueColumns(cols []string, names ...string) error {
+	for _, name := range names {
+		if i := indexOf(cols, name); name != "" && i >= 0 {
+			if j := indexOf(cols[i+1:], name); j >= 0 {
+				return fmt.Errorf("%w: %q is columns %d and %d (rename one in the header)", ErrDuplicateColumn, name, i+1, i+j+2)
+			}
 		}
 	}
 	return nil

@@ -145,7 +145,8 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 		case errors.As(err, &rowErr) || errors.Is(err, batch.ErrMissingColumn) ||
 			errors.Is(err, batch.ErrParquet) || errors.Is(err, batch.ErrCompressed) ||
 			errors.Is(err, batch.ErrLineTooLong) || errors.Is(err, batch.ErrHeaderTooLarge) ||
-			errors.Is(err, batch.ErrNoRows) || errors.Is(err, batch.ErrTooFewRows):
+			errors.Is(err, batch.ErrNoRows) || errors.Is(err, batch.ErrTooFewRows) ||
+			errors.Is(err, batch.ErrDuplicateColumn):
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		return err
