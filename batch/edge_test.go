@@ -126,3 +126,16 @@ func TestDuplicateColumnRefused(t *testing.T) {
 		t.Errorf("ts: %+v %v", rep, err)
 	}
 }
+
+// Excel for Mac's "CSV (Macintosh)" ends lines with CR alone: the whole file is the header,
+// and the error listed its columns with the raw CRs, which a terminal turns into an
+// overwritten, unreadable line. The list is cut at the first CR and the cause named.
+func TestCROnlyLinesNamed(t *testing.T) {
+	in := "ts,amount\r1000,1\r2000,2\r"
+	for _, j := range []Job{{Size: 1, Column: "amount"}, {Size: 1}, {Span: time.Second}} {
+		_, _, err := runJob(t, j, in)
+		if err == nil || strings.ContainsRune(err.Error(), '\r') || !strings.Contains(err.Error(), "carriage return") {
+			t.Errorf("%+v: %q", j, err)
+		}
+	}
+}

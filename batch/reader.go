@@ -89,7 +89,20 @@ func missingColumn(name string, cols []string) error {
 	if h := delimiterHint(cols); h != nil {
 		return fmt.Errorf("%w %q (columns: %s: %w)", ErrMissingColumn, name, cols[0], h)
 	}
-	return fmt.Errorf("%w %q (columns: %s)", ErrMissingColumn, name, strings.Join(cols, ", "))
+	return fmt.Errorf("%w %q (columns: %s)", ErrMissingColumn, name, columnList(cols))
+}
+
+// columnList is the header's columns for an error message. A header that runs on past a
+// carriage return is a file whose lines end in CR alone (Excel for Mac's "CSV (Macintosh)"):
+// its whole text would be one line that a terminal overwrites at every CR, so it is cut there
+// and named.
+func columnList(cols []string) string {
+	s := strings.Join(cols, ", ")
+	if i := strings.IndexByte(s, '\r'); i >= 0 {
+		return s[:i] + "…; the header runs on past a carriage return: lines ended by CR alone " +
+			"(an old Mac export)? convert them with tr '\\r' '\\n'"
+	}
+	return s
 }
 
 // DelimiterHint is wrapped beside ErrMissingColumn or ErrColumn when a CSV header read as one
