@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -138,4 +139,33 @@ func TestCROnlyLinesNamed(t *testing.T) {
 			t.Errorf("%+v: %q", j, err)
 		}
 	}
+}
+
+// FuzzJobTimeWindow: a time window job over any CSV gives the same result, series and error
+// read sequentially or in tiny parallel chunks, and returns (timestamps near the ends of
+// int64 once made it spin forever: the seed below).
+func FuzzJobTimeWindow(f *testing.F) {
+	for _, s := range []string{
+		"ts,amount\n-9223372036854775800,1\n-9223372036854775700,2\n-9223372036854775000,4\n0,8\n",
+		"ts,amount\n9223372036854775000,1\n9223372036854775807,2\n",
+		"ts,amount\n1000,1\n1000,2\n2999,3\n3000,-4\n",
+		"ts,amount\n2000,1\n1000,2\n",
+		"ts,amount\n2025-11-30T08:00:00Z,1\n1764489600500,2.5\n",
+	} {
+		f.Add(s, uint16(1000), uint8(0))
+	}
+	aggs := []string{AggSum, AggCount, AggMax, AggMin, AggP50, AggAvg, AggRate}
+	defer func(seq bool, size int) { sequentialOnly, chunkSize = seq, size }(sequentialOnly, chunkSize)
+	f.Fuzz(func(t *testing.T, in string, spanMs uint16, agg uint8) {
+		j := Job{Span: time.Duration(1+int(spanMs)) * time.Millisecond, Column: "amount",
+			Agg: aggs[int(agg)%len(aggs)], Format: FormatCSV}
+		run := func(seq bool, size int) string {
+			sequentialOnly, chunkSize = seq, size
+			res, series, err := runJob(t, j, in)
+			return fmt.Sprint(res, series, err)
+		}
+		if a, b := run(true, 1<<20), run(false, 16); a != b {
+			t.Fatalf("sequential %s\nchunks     %s", a, b)
+		}
+	})
 }
