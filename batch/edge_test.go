@@ -97,6 +97,10 @@ func TestEmptyValueSaysEmpty(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `row 1 (line 3), column "amount": not a number: empty (a missing value or null)`) {
 		t.Fatalf("error %v", err)
 	}
+	_, _, err = runJob(t, Job{Span: time.Second, Column: "amount"}, "ts,amount\n1,10\n,2\n")
+	if err == nil || !strings.Contains(err.Error(), `row 1 (line 3), column "ts": not a timestamp (want unix milliseconds or RFC 3339): empty`) {
+		t.Fatalf("error %v", err)
+	}
 }
 
 // A join's export can name two columns alike (amount of the order, amount of the refund):

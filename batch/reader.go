@@ -47,7 +47,7 @@ func (e *RowError) Error() string {
 	b.WriteString(e.Err.Error())
 	if e.Value != "" {
 		fmt.Fprintf(&b, ": %q", e.Value)
-	} else if errors.Is(e.Err, ErrNotNumber) {
+	} else if errors.Is(e.Err, ErrNotNumber) || errors.Is(e.Err, ErrTime) {
 		b.WriteString(": empty (a missing value or null)")
 	}
 	return b.String()
