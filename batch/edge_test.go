@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,25 +28,22 @@ func runWithin(t *testing.T, f func()) {
 // Timestamps within one span of the earliest int64 (a corrupt or sentinel value in an
 // export) once made now − span wrap around to the far future: every row "left" its window
 // over and over and slide batch spun forever with no output. Nothing has left such a window.
+// (The text readers now refuse such times, ErrTimeRange; the arithmetic must hold anyway.)
 func TestTimeWindowNearMinInt64(t *testing.T) {
-	in := "ts,amount\n-9223372036854775800,1\n-9223372036854775700,2\n-9223372036854775000,4\n0,8\n"
-	for _, agg := range []string{AggSum, AggCount, AggMax, AggMin, AggP50} {
-		var res Result
-		var series []string
-		var err error
-		runWithin(t, func() { res, series, err = runJob(t, Job{Span: time.Second, Agg: agg}, in) })
+	ts := []int64{math.MinInt64 + 200, math.MinInt64 + 300, math.MinInt64 + 1000, 0}
+	vals := []float64{1, 2, 4, 8}
+	for agg, want := range map[string][]float64{AggSum: {1, 3, 7, 8}, AggCount: {1, 2, 3, 1},
+		AggMax: {1, 2, 4, 8}, AggMin: {1, 1, 1, 8}, AggP50: {1, 1, 2, 8}} {
+		a, err := Job{Span: time.Second, Agg: agg}.aggregator()
 		if err != nil {
-			t.Fatalf("%v: %v", agg, err)
+			t.Fatal(err)
 		}
-		want := map[string][]float64{"sum": {1, 3, 7, 8}, "count": {1, 2, 3, 1}, "max": {1, 2, 4, 8},
-			"min": {1, 1, 1, 8}, "p50": {1, 1, 2, 8}}[agg]
-		if len(series) != len(want) {
-			t.Fatalf("%v: windows %q, want %v", agg, series, want)
-		}
-		for i, s := range series {
+		out, start, startTS := make([]float64, 4), make([]int64, 4), make([]int64, 4)
+		runWithin(t, func() { a.feed(vals, ts, out, start, startTS) })
+		for i := range out {
 			// p50 is within the sketch's accuracy (and clamped to min and max); the others exact.
-			if v, err := strconv.ParseFloat(s, 64); err != nil || math.Abs(v-want[i]) > 0.02*want[i] {
-				t.Errorf("%v: windows %q, want %v (best %v)", agg, series, want, res.Best)
+			if math.Abs(out[i]-want[i]) > 0.02*want[i] {
+				t.Errorf("%v: windows %v, want %v", agg, out, want)
 				break
 			}
 		}
@@ -172,4 +168,28 @@ func FuzzJobTimeWindow(f *testing.F) {
 			t.Fatalf("sequential %s\nchunks     %s", a, b)
 		}
 	})
+}
+
+// A ts column of unix microseconds (or nanoseconds), read as milliseconds, put every row
+// some 55,000 years ahead and each 60 s window a row or two wide: "best":20 instead of 1342,
+// exit 0. Times outside RFC 3339's years 0000-9999 are refused, naming the likely cause.
+func TestMicrosecondTimestampsRefused(t *testing.T) {
+	for _, in := range []string{
+		"ts,amount\n1764489600040000,1\n1764489600041000,2\n",
+		"ts,amount\n1764489600040000000,1\n",
+		"ts,amount\n-62167219200001,1\n",
+	} {
+		_, _, err := runJob(t, Job{Span: time.Minute, Column: "amount"}, in)
+		if !errors.Is(err, ErrTimeRange) || !errors.Is(err, ErrTime) || !strings.Contains(err.Error(), "microseconds or nanoseconds?") {
+			t.Errorf("%q: %v", in, err)
+		}
+		path := writeTemp(t, "us.csv", []byte(in))
+		if _, err := runAllFile(t, Job{Span: time.Minute, Column: "amount", GroupBy: "amount"}, path); !errors.Is(err, ErrTimeRange) {
+			t.Errorf("%q row by row: %v", in, err)
+		}
+	}
+	ok := "ts,amount\n-62167219200000,1\n0000-01-01T00:00:00.001Z,1\n253402300799999,1\n"
+	if res, _, err := runJob(t, Job{Span: time.Minute, Column: "amount"}, ok); err != nil || res.N != 3 {
+		t.Errorf("years 0000 and 9999: %+v %v", res, err)
+	}
 }
