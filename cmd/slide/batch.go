@@ -130,6 +130,10 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	if bar != nil {
 		bar.clear()
 	}
+	if n := rep.SkippedTotal(); err != nil && n > 0 {
+		// What --skip-bad set aside explains the failure ("no data rows": all 100,000 bad).
+		fmt.Fprintf(s.err, "slide batch: %s: skipped %d bad %s: %s\n", path, n, plural(n, "row", "rows"), skipSummary(rep))
+	}
 	if err != nil {
 		var rowErr *batch.RowError
 		var delim *batch.DelimiterHint

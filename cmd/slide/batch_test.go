@@ -217,6 +217,16 @@ func TestBatchSeriesFileOnlyOnSuccess(t *testing.T) {
 	}
 }
 
+// With --skip-bad, a file whose every row is bad (a ts column of microseconds) failed with
+// "no data rows" alone: the 100,000 rows skipped, and why, went unsaid.
+func TestBatchSkipBadReportsOnFailure(t *testing.T) {
+	code, _, stderr := runBatch(t, "ts,amount\n1764489600040000,1\n1764489600041000,2\n", "--span", "1m", "--skip-bad", "-")
+	if code != 1 || !strings.Contains(stderr, "skipped 2 bad rows: 2 bad_timestamp (first at line 2)") ||
+		!strings.Contains(stderr, "no data rows") {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+}
+
 func TestProgressBar(t *testing.T) {
 	var screen bytes.Buffer
 	p := &progress{w: &screen, total: 1000 << 20, began: time.Now().Add(-2 * time.Second)}
