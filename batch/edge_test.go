@@ -193,3 +193,32 @@ func TestMicrosecondTimestampsRefused(t *testing.T) {
 		t.Errorf("years 0000 and 9999: %+v %v", res, err)
 	}
 }
+
+// The same for a Parquet INT64 column of unix microseconds (no TIMESTAMP type to say so), on
+// the fast path and row by row.
+func TestParquetMicrosecondColumnRefused(t *testing.T) {
+	type row struct {
+		TS     int64   `parquet:"ts"`
+		Amount float64 `parquet:"amount"`
+	}
+	var b bytes.Buffer
+	w := parquet.NewGenericWriter[row](&b)
+	if _, err := w.Write([]row{{1_764_489_600_040_000, 1}, {1_764_489_600_041_000, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := writeTemp(t, "us.parquet", b.Bytes())
+	for _, j := range []Job{{Span: time.Minute, Column: "amount"}, {Span: time.Minute, Column: "amount", SkipBad: true},
+		{Span: time.Minute, Column: "amount", Aggs: []string{"sum", "count"}}} {
+		rep, err := runAllFile(t, j, path)
+		if j.SkipBad {
+			if !errors.Is(err, ErrNoRows) || rep.Skipped[SkipBadTime] != 2 {
+				t.Errorf("skip-bad: %v, skipped %v", err, rep.Skipped)
+			}
+		} else if !errors.Is(err, ErrTimeRange) || !strings.Contains(err.Error(), `"1764489600040000"`) {
+			t.Errorf("%v: %v", j.Aggs, err)
+		}
+	}
+}
