@@ -242,8 +242,11 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 			a.rb.add(k, 1)
 			a.keys[j] = int32(k)
 		}
-		// Rows at or before now − span have left the window (it is (now − span, now]).
-		for a.ts[a.head] <= now-a.span {
+		// Rows at or before now − span have left the window (it is (now − span, now]). Within
+		// span of the earliest int64 time, now − span would wrap around to the far future and
+		// every row, the new one too, would "leave" forever: there nothing has left yet.
+		cut, leaves := now-a.span, now >= math.MinInt64+a.span
+		for leaves && a.ts[a.head] <= cut {
 			old := a.vals[a.head]
 			if needSum {
 				a.s, a.c = twoSum(a.s, a.c, -old)
@@ -257,9 +260,11 @@ func (a *timeAgg) feed(vals []float64, ts []int64, out []float64, start, startTS
 		}
 		if needExt {
 			a.mx.Push(now, v)
-			a.mx.Expire(now - a.span)
 			a.mn.Push(now, v)
-			a.mn.Expire(now - a.span)
+			if leaves {
+				a.mx.Expire(cut)
+				a.mn.Expire(cut)
+			}
 		}
 		var w float64
 		switch a.kind {

@@ -55,7 +55,8 @@
 // CSV needs a header row; NDJSON takes its columns from the first object. The value column is
 // Job.Column or, by default, the only column (other than the time column) whose first value is
 // a number. Values must be finite numbers; timestamps are unix milliseconds or RFC 3339, by
-// textparse's one rule (no time.Parse fallback, as the event decoder). Every bad row stops the
+// textparse's one rule (no time.Parse fallback, as the event decoder), within the years 0000 to
+// 9999 (ErrTimeRange: unix micro- or nanoseconds read as milliseconds would lie beyond). Every bad row stops the
 // job with a *RowError that names the row, line and column.
 //
 // # RunAll: every input, groups, several aggregates, rows named by line

@@ -333,6 +333,9 @@ func (j Job) RunReader(ctx context.Context, rd Reader, seriesOut io.Writer) (Res
 			c.fixed = fx
 		}
 	}
+	if err := uniqueColumns(rd.Columns(), col, timeCol); err != nil {
+		return Result{}, err
+	}
 	if err := rd.Select(col, timeCol); err != nil {
 		return Result{}, err
 	}
@@ -529,7 +532,7 @@ func (j Job) pickColumn(src interface {
 // ErrColumn, naming them.
 func guessColumn(cols []string, first [][]byte, skip ...string) (string, error) {
 	if first == nil {
-		return "", fmt.Errorf("%w: no data row to look at (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
+		return "", fmt.Errorf("%w: no data row to look at (columns: %s); set the column", ErrColumn, columnList(cols))
 	}
 	var numeric []string
 	for i, c := range cols {
@@ -547,7 +550,7 @@ func guessColumn(cols []string, first [][]byte, skip ...string) (string, error) 
 		if h := delimiterHint(cols); h != nil {
 			return "", fmt.Errorf("%w: no numeric column in the first row (columns: %s: %w)", ErrColumn, cols[0], h)
 		}
-		return "", fmt.Errorf("%w: no numeric column in the first row (columns: %s); set the column", ErrColumn, strings.Join(cols, ", "))
+		return "", fmt.Errorf("%w: no numeric column in the first row (columns: %s); set the column", ErrColumn, columnList(cols))
 	}
 	return "", fmt.Errorf("%w: several numeric columns (%s); choose one", ErrColumn, strings.Join(numeric, ", "))
 }

@@ -225,6 +225,12 @@ func parquetConverter(n parquet.Node) (func([]byte, parquet.Value) []byte, error
 			return func(b []byte, v parquet.Value) []byte { return appendDecimal(b, v.Int64(), scale) }, nil
 		}
 		return nil, fmt.Errorf("unsupported DECIMAL encoding %v (want INT32 or INT64)", kind)
+	case *format.IntType: // UINT_32/64 (DuckDB's UINTEGER, UBIGINT) sit in INT32/64's bits
+		if !t.IsSigned && kind == parquet.Int32 {
+			return func(b []byte, v parquet.Value) []byte { return strconv.AppendUint(b, uint64(v.Uint32()), 10) }, nil
+		} else if !t.IsSigned && kind == parquet.Int64 {
+			return func(b []byte, v parquet.Value) []byte { return strconv.AppendUint(b, v.Uint64(), 10) }, nil
+		}
 	}
 	switch kind {
 	case parquet.Boolean:

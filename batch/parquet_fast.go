@@ -132,7 +132,10 @@ func (p *parquetRows) fastColumn(name string, isTime bool) (pqNum, bool) {
 	lt, kind := parquetType(leaf.Node)
 	n := pqNum{leaf: leaf.ColumnIndex, name: name, kind: kind, scale: -1, per: 1}
 	switch t := lt.(type) {
-	case nil, *format.IntType: // INT(bits, signed) is written as the signed integer's text
+	case nil, *format.IntType: // signed INT(bits) only: the pages hold the signed integers
+		if it, ok := t.(*format.IntType); ok && !it.IsSigned {
+			return pqNum{}, false // UINT_32/64 read as text (parquetConverter), row by row
+		}
 		switch n.kind {
 		case parquet.Int32, parquet.Int64:
 			return n, true

@@ -314,6 +314,12 @@ func (c *pqColReader) millis(dst []int64, row int64) (n int, err error) {
 				out[i] = x
 			}
 		}
+		for i, x := range out { // as ParseTime: unix micro- or nanoseconds are not ms
+			if x < minMillis || x > maxMillis {
+				return n + i, &RowError{Row: row + int64(n+i), Line: row + int64(n+i) + 1, Column: s.name,
+					Value: strconv.FormatInt(x, 10), Err: ErrTimeRange}
+			}
+		}
 		c.pos += k
 		c.vpos += k
 		n += k

@@ -18,6 +18,8 @@ var (
 	// ErrHeaderTooLarge: a CSV header (or NDJSON's first object) past its limits.
 	ErrHeaderTooLarge = errors.New("header too large")
 	ErrNoRows         = errors.New("no data rows")
+	// ErrDuplicateColumn: the job names a column the CSV header has twice (a join's export).
+	ErrDuplicateColumn = errors.New("column named twice in the header")
 )
 
 // RowError is a problem with one input row. Row is the 0-based data row index (the header is
@@ -45,6 +47,8 @@ func (e *RowError) Error() string {
 	b.WriteString(e.Err.Error())
 	if e.Value != "" {
 		fmt.Fprintf(&b, ": %q", e.Value)
+	} else if errors.Is(e.Err, ErrNotNumber) || errors.Is(e.Err, ErrTime) {
+		b.WriteString(": empty (a missing value or null)")
 	}
 	return b.String()
 }
@@ -85,7 +89,20 @@ func missingColumn(name string, cols []string) error {
 	if h := delimiterHint(cols); h != nil {
 		return fmt.Errorf("%w %q (columns: %s: %w)", ErrMissingColumn, name, cols[0], h)
 	}
-	return fmt.Errorf("%w %q (columns: %s)", ErrMissingColumn, name, strings.Join(cols, ", "))
+	return fmt.Errorf("%w %q (columns: %s)", ErrMissingColumn, name, columnList(cols))
+}
+
+// columnList is the header's columns for an error message. A header that runs on past a
+// carriage return is a file whose lines end in CR alone (Excel for Mac's "CSV (Macintosh)"):
+// its whole text would be one line that a terminal overwrites at every CR, so it is cut there
+// and named.
+func columnList(cols []string) string {
+	s := strings.Join(cols, ", ")
+	if i := strings.IndexByte(s, '\r'); i >= 0 {
+		return s[:i] + "…; the header runs on past a carriage return: lines ended by CR alone " +
+			"(an old Mac export)? convert them with tr '\\r' '\\n'"
+	}
+	return s
 }
 
 // DelimiterHint is wrapped beside ErrMissingColumn or ErrColumn when a CSV header read as one
@@ -109,6 +126,19 @@ func delimiterHint(cols []string) *DelimiterHint {
 	for _, d := range []byte{';', '\t', '|'} {
 		if strings.IndexByte(cols[0], d) >= 0 {
 			return &DelimiterHint{Delim: d}
+		}
+	}
+	return nil
+}
+
+// uniqueColumns refuses a job column that the header names more than once: reading either
+// one would be a guess, as SQL refuses an ambiguous column.
+func uniqueColumns(cols []string, names ...string) error {
+	for _, name := range names {
+		if i := indexOf(cols, name); name != "" && i >= 0 {
+			if j := indexOf(cols[i+1:], name); j >= 0 {
+				return fmt.Errorf("%w: %q is columns %d and %d (rename one in the header)", ErrDuplicateColumn, name, i+1, i+j+2)
+			}
 		}
 	}
 	return nil

@@ -88,7 +88,7 @@ func (c *csvRows) Select(cols []string) error {
 			return missingColumn(name, c.cols)
 		}
 	}
-	return nil
+	return uniqueColumns(c.cols, cols...)
 }
 
 func selectIndexes(want, have []string) ([]int, [][]byte) {

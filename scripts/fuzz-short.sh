@@ -5,7 +5,7 @@
 # read routes, the policy-file parser and the plans-file parser, the rate limit service config loader and its
 # ShouldRateLimit handler, the decoder of peers' partial answers and of their signature headers, the bounded decompression
 # of Kafka batches (seeded with compression bombs) and the consumer's own reading of fetch responses, the /v1/allow body parser, the batch
-# job's gzip/zstd and Parquet readers, the window snapshot decoder (snapshots are read
+# job's gzip/zstd and Parquet readers and its time windows over any timestamps, the window snapshot decoder (snapshots are read
 # back from a topic anyone with write access can fill), and textparse's JSON scanner that the
 # event decoder, the NDJSON reader and the /v1/allow fast path share, and the event decoder's
 # one-pass fast paths against its scanner path, with the textparse readers they stand on, and
@@ -39,6 +39,7 @@ targets=(
 	"./cluster FuzzPeerStamp 20000x"
 	"./batch FuzzCompressed 20000x"
 	"./batch FuzzParquet 10000x"
+	"./batch FuzzJobTimeWindow 10000x"
 	"./window FuzzLoadSnapshot 20000x"
 	"./textparse FuzzScanner 20000x"
 	"./event FuzzDecodeFast 20000x"

@@ -126,6 +126,11 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	if err == nil {
 		err = inOrder.Flush()
 	}
+	if err == nil && n == 0 {
+		// As slide batch: an export that came out empty is a failure upstream, not a week
+		// in which nothing was denied.
+		return fmt.Errorf("%s: no requests in the log", path)
+	}
 	if err != nil {
 		if errors.Is(err, backtest.ErrUnsorted) && reorder == 0 {
 			// An access log is written as requests end: nearly sorted, which --reorder takes.

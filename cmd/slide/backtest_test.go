@@ -59,6 +59,10 @@ policy log (sliding_log 100/1m0s): 200 requests, 100 allowed, 100 denied
 		{"", []string{"--policies", pol, "--format", "xml", "-"}, 2, `--format xml: want text or json`},
 		{"ts,key\n2000,a\n1000,a\n", []string{"--policies", pol, "-"}, 1, "slide backtest: -: line 3: request earlier than the previous one"},
 		{"ts,key\n1,a\n", []string{"--policies", "/nonexistent.yaml", "-"}, 1, "reading policy file"},
+		// An empty export (none, a header, blank lines) fails rather than reporting 0 denied.
+		{"", []string{"--policies", pol, "-"}, 1, "slide backtest: -: no requests in the log"},
+		{"ts,key\r\n", []string{"--policies", pol, "-"}, 1, "slide backtest: -: no requests in the log"},
+		{"\n\n", []string{"--policies", pol, "-"}, 1, "slide backtest: -: no requests in the log"},
 	} {
 		code, _, stderr := runBacktest(t, c.stdin, c.args...)
 		if code != c.code || !strings.Contains(stderr, c.want) {

@@ -106,11 +106,11 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	case "-":
 		seriesOut, resultOut = s.out, s.err
 	default:
-		f, err := os.Create(series)
+		f, err := createSeriesFile(series)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		defer f.discard()
 		seriesOut = f
 	}
 	var bar *progress
@@ -130,6 +130,10 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 	if bar != nil {
 		bar.clear()
 	}
+	if n := rep.SkippedTotal(); err != nil && n > 0 {
+		// What --skip-bad set aside explains the failure ("no data rows": all 100,000 bad).
+		fmt.Fprintf(s.err, "slide batch: %s: skipped %d bad %s: %s\n", path, n, plural(n, "row", "rows"), skipSummary(rep))
+	}
 	if err != nil {
 		var rowErr *batch.RowError
 		var delim *batch.DelimiterHint
@@ -145,7 +149,8 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 		case errors.As(err, &rowErr) || errors.Is(err, batch.ErrMissingColumn) ||
 			errors.Is(err, batch.ErrParquet) || errors.Is(err, batch.ErrCompressed) ||
 			errors.Is(err, batch.ErrLineTooLong) || errors.Is(err, batch.ErrHeaderTooLarge) ||
-			errors.Is(err, batch.ErrNoRows) || errors.Is(err, batch.ErrTooFewRows):
+			errors.Is(err, batch.ErrNoRows) || errors.Is(err, batch.ErrTooFewRows) ||
+			errors.Is(err, batch.ErrDuplicateColumn):
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		return err
@@ -155,8 +160,8 @@ func cmdBatch(ctx context.Context, args []string, s stdio) error {
 			return fmt.Errorf("writing series: %w", err)
 		}
 	}
-	if c, ok := seriesOut.(io.Closer); ok && series != "-" {
-		if err := c.Close(); err != nil {
+	if f, ok := seriesOut.(*seriesFile); ok {
+		if err := f.commit(); err != nil {
 			return fmt.Errorf("writing %s: %w", series, err)
 		}
 	}

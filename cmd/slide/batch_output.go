@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -245,4 +248,53 @@ func plural(n int64, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// seriesFile is a --series FILE being written. A regular (or new) FILE is written under a
+// temporary name beside it and renamed over FILE only when the job succeeds, so a failed job
+// leaves FILE as it was: a pipeline sees the failure and no fresh partial output (make takes
+// a new file, even a partial one, for an up-to-date target). Anything else (a FIFO,
+// /dev/stdout) is written in place.
+type seriesFile struct {
+	*os.File
+	path, tmp string
+}
+
+func createSeriesFile(path string) (*seriesFile, error) {
+	s := &seriesFile{path: path}
+	var err error
+	if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
+		s.File, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	} else {
+		s.tmp = fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+		s.File, err = os.OpenFile(s.tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	}
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		pe.Path = path // name the file the user asked for, not its temporary name
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// commit closes the file and renames it to its path when it was written under another.
+func (s *seriesFile) commit() error {
+	if err := s.File.Close(); err != nil {
+		return err
+	}
+	tmp := s.tmp
+	s.tmp = ""
+	if tmp == "" {
+		return nil
+	}
+	return os.Rename(tmp, s.path)
+}
+
+// discard closes the file and removes its temporary copy; after commit it does nothing.
+func (s *seriesFile) discard() {
+	s.File.Close()
+	if s.tmp != "" {
+		os.Remove(s.tmp)
+	}
 }

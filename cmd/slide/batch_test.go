@@ -184,6 +184,49 @@ func TestBatchSeriesFile(t *testing.T) {
 	}
 }
 
+// A job that fails on a bad row (exit 1) once left the windows before it in --series FILE,
+// a fresh file that make takes for an up-to-date target and a later step for the answer.
+// FILE is replaced only when the job succeeds; a failed one leaves it as it was.
+func TestBatchSeriesFileOnlyOnSuccess(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"series.csv", "series.parquet"} {
+		path := filepath.Join(dir, name)
+		code, _, stderr := runBatch(t, "amount\n1\n2\n3\nx\n4\n", "--size", "2", "--series", path, "-")
+		if code != 1 || !strings.Contains(stderr, "line 5") {
+			t.Fatalf("%s: exit %d, %s", name, code, stderr)
+		}
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Errorf("%s: a failed job left the series file (%v)", name, err)
+		}
+		if err := os.WriteFile(path, []byte("previous\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		runBatch(t, "amount\n1\n2\n3\nx\n4\n", "--size", "2", "--series", path, "-")
+		if got, err := os.ReadFile(path); err != nil || string(got) != "previous\n" {
+			t.Errorf("%s: a failed job overwrote the series file: %.40q %v", name, got, err)
+		}
+		if code, _, stderr := runBatch(t, "amount\n1\n2\n", "--size", "2", "--series", path, "-"); code != 0 {
+			t.Fatalf("%s: exit %d, %s", name, code, stderr)
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) == "previous\n" {
+			t.Errorf("%s: a good job did not replace the series file: %.40q %v", name, got, err)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 2 {
+		t.Errorf("files left in the directory: %v", left)
+	}
+}
+
+// With --skip-bad, a file whose every row is bad (a ts column of microseconds) failed with
+// "no data rows" alone: the 100,000 rows skipped, and why, went unsaid.
+func TestBatchSkipBadReportsOnFailure(t *testing.T) {
+	code, _, stderr := runBatch(t, "ts,amount\n1764489600040000,1\n1764489600041000,2\n", "--span", "1m", "--skip-bad", "-")
+	if code != 1 || !strings.Contains(stderr, "skipped 2 bad rows: 2 bad_timestamp (first at line 2)") ||
+		!strings.Contains(stderr, "no data rows") {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+}
+
 func TestProgressBar(t *testing.T) {
 	var screen bytes.Buffer
 	p := &progress{w: &screen, total: 1000 << 20, began: time.Now().Add(-2 * time.Second)}

@@ -64,7 +64,8 @@ func TestDocsConfigsLoad(t *testing.T) {
 	backtest := func(b docYAML, log string, args ...string) {
 		t.Helper()
 		args = append(append([]string{"--rings", docRings}, args...), log)
-		if code, _, stderr := runBacktest(t, "", args...); code != 0 {
+		// An empty log fails after every file has loaded: that failure is a config that loads.
+		if code, _, stderr := runBacktest(t, "", args...); code != 0 && !strings.HasSuffix(stderr, ": no requests in the log\n") {
 			t.Errorf("%s: the page's config does not load:\n%s\n%s", b.where, b.text, stderr)
 		}
 	}

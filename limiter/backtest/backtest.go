@@ -213,6 +213,12 @@ func New(cfg Config) (*Replayer, error) {
 
 // Replay decides req under its policy (or every policy) with req.Time as now.
 func (r *Replayer) Replay(ctx context.Context, req Request) error {
+	if y := req.Time.Year(); y < 0 || y > 9999 {
+		// A log of unix micro- or nanoseconds read as ms: seconds apart become hours apart,
+		// and every limit looks generous. RFC 3339's years bound every format's times.
+		return fmt.Errorf("%w: %s: ts %d ms is outside the years 0000-9999 (unix microseconds or nanoseconds? want unix ms)",
+			ErrLog, where(req), req.Time.UnixMilli())
+	}
 	if req.Time.Before(r.last) {
 		return fmt.Errorf("%s: %w (%s < %s)", where(req), ErrUnsorted,
 			req.Time.UTC().Format(time.RFC3339Nano), r.last.UTC().Format(time.RFC3339Nano))
