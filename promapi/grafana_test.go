@@ -101,3 +101,66 @@ func TestGrafanaDashboard(t *testing.T) {
 }
 
 func ts(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64) }
+
+// TestGrafanaDashboardAllKeysPastListingCap: with more keys than the label values listing
+// holds (MaxLabelValues, 10,000 by default), the dashboard's key variable set to All still
+// selects every key. Grafana builds All from the values it listed unless the variable has
+// an allValue, so without one the keys past the cap vanish from every panel.
+func TestGrafanaDashboardAllKeysPastListingCap(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/grafana/dashboards/slide.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Templating struct {
+			List []struct {
+				Name, AllValue string
+				IncludeAll     bool
+			}
+		}
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	d := newDemo(t, "native:5", 4, 10)
+	srv := serveDemo(t, d, Config{MaxLabelValues: 2})
+	q := url.Values{"match[]": {"latency_ms_count"}, "start": {ts(d.now.Add(-5 * time.Minute))}, "end": {ts(d.now)}}
+	res, err := http.Get(srv.URL + "/api/v1/label/key/values?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed struct{ Data []string }
+	if err := json.Unmarshal([]byte(readAll(t, res)), &listed); err != nil || len(listed.Data) != 2 {
+		t.Fatalf("key values: %v %v, want the cap's 2", listed.Data, err)
+	}
+	all := "(" + strings.Join(listed.Data, "|") + ")" // Grafana's All without an allValue
+	for _, v := range dash.Templating.List {
+		if v.Name == "key" && v.IncludeAll && v.AllValue != "" {
+			all = v.AllValue
+		}
+	}
+	expr := ""
+	for _, p := range dash.Panels {
+		if p.Title == "requests per second per key" {
+			expr = strings.NewReplacer("$__rate_interval", "1m", "${metric}", "latency_ms", "$key", all).Replace(p.Targets[0].Expr)
+		}
+	}
+	form := url.Values{"query": {expr}, "start": {ts(d.now.Add(-5 * time.Minute))}, "end": {ts(d.now)}, "step": {"10"}}
+	res, err = http.PostForm(srv.URL+"/api/v1/query_range", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Data struct {
+			Result []struct{ Metric map[string]string }
+		}
+	}
+	out := readAll(t, res)
+	if err := json.Unmarshal([]byte(out), &body); err != nil || len(body.Data.Result) != 4 {
+		t.Errorf("key=All with 4 keys and a listing of 2: %d series, want 4: %s: %.300s", len(body.Data.Result), expr, out)
+	}
+}
