@@ -17,18 +17,30 @@ import (
 // Grafana does (POST /api/v1/query_range over the dashboard's 5 minutes, $__rate_interval
 // as Grafana sets it for a 10 s scrape interval: 4 × 10 s = 40 s, here 1m) against a demo
 // store: each answers a matrix with at least one series and a finite value. The
-// provisioning file names the data source the panels use. (internal/looktest's
+// panels use the dashboard's datasource variable, whose default the provisioning file names. (internal/looktest's
 // checkDashboards runs them against slide serve --demo, variables resolved as Grafana does.)
 func TestGrafanaDashboard(t *testing.T) {
 	raw, err := os.ReadFile("../deploy/grafana/dashboards/slide.json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	type dsRef struct{ Type, UID string }
 	var dash struct {
+		Templating struct {
+			List []struct {
+				Name, Type string
+				Query      any
+				Datasource *dsRef
+				Current    struct{ Value any }
+			}
+		}
 		Panels []struct {
 			Title      string
-			Datasource struct{ UID string }
-			Targets    []struct{ Expr string }
+			Datasource dsRef
+			Targets    []struct {
+				Expr       string
+				Datasource dsRef
+			}
 		}
 	}
 	if err := json.Unmarshal(raw, &dash); err != nil {
@@ -47,12 +59,36 @@ func TestGrafanaDashboard(t *testing.T) {
 	if len(ds.Datasources) != 1 || ds.Datasources[0].Type != "prometheus" {
 		t.Fatalf("provisioning: %+v", ds)
 	}
+	// Every query names the data source through the dashboard's datasource variable, whose
+	// default is the provisioned one: imported by hand into a Grafana whose slide data source
+	// has another uid, a fixed uid would leave every panel "Datasource slide was not found".
+	const dsVar = "${datasource}"
+	found := false
+	for _, v := range dash.Templating.List {
+		switch {
+		case v.Type == "datasource":
+			found = v.Name == "datasource" && v.Query == "prometheus" && v.Current.Value == ds.Datasources[0].UID
+			if !found {
+				t.Errorf("datasource variable %+v: want name datasource, query prometheus, current %q", v, ds.Datasources[0].UID)
+			}
+		case v.Datasource == nil || v.Datasource.UID != dsVar:
+			t.Errorf("variable %s: data source %+v, want uid %s", v.Name, v.Datasource, dsVar)
+		}
+	}
+	if !found {
+		t.Errorf("no datasource variable in the dashboard's templating")
+	}
 	d := newDemo(t, "native:5", 4, 10)
 	srv := serveDemo(t, d, Config{})
 	queries := 0
 	for _, p := range dash.Panels {
-		if p.Datasource.UID != ds.Datasources[0].UID {
-			t.Errorf("panel %q: data source %q, provisioned %q", p.Title, p.Datasource.UID, ds.Datasources[0].UID)
+		if p.Datasource != (dsRef{"prometheus", dsVar}) {
+			t.Errorf("panel %q: data source %+v, want uid %s", p.Title, p.Datasource, dsVar)
+		}
+		for _, tg := range p.Targets {
+			if tg.Datasource != (dsRef{"prometheus", dsVar}) {
+				t.Errorf("panel %q: query data source %+v, want uid %s", p.Title, tg.Datasource, dsVar)
+			}
 		}
 		for _, tg := range p.Targets {
 			queries++

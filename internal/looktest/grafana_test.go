@@ -26,7 +26,7 @@ type dashboard struct {
 		List []struct {
 			Name, Type, Regex string
 			IncludeAll        bool
-			Query             struct{ Query string }
+			Query             any // {"query": "label_values(…)"}; a datasource variable's is a string
 			Current           struct{ Value any }
 		}
 	}
@@ -102,9 +102,10 @@ func checkDashboards(t *testing.T, base string) {
 			if v.Type != "query" {
 				continue
 			}
-			m := labelValuesQuery.FindStringSubmatch(strings.TrimSpace(v.Query.Query))
+			query, _ := v.Query.(map[string]any)["query"].(string)
+			m := labelValuesQuery.FindStringSubmatch(strings.TrimSpace(query))
 			if m == nil {
-				t.Errorf("%s: variable %s: %q is no label_values query", name, v.Name, v.Query.Query)
+				t.Errorf("%s: variable %s: %q is no label_values query", name, v.Name, query)
 				continue
 			}
 			q := url.Values{"start": span["start"], "end": span["end"]}
@@ -123,7 +124,7 @@ func checkDashboards(t *testing.T, base string) {
 				values = kept
 			}
 			if len(values) == 0 {
-				t.Errorf("%s: variable %s (%s) has no values", name, v.Name, v.Query.Query)
+				t.Errorf("%s: variable %s (%s) has no values", name, v.Name, query)
 				continue
 			}
 			switch cur := fmt.Sprint(v.Current.Value); {
