@@ -45,7 +45,8 @@ var ruleMetric = regexp.MustCompile(`(slide_[a-z_]+)(?:\{([^}]*)\})?`)
 // TestDocsMetricsInScrape: every metric the "What to alert on" table names, with the labels
 // it names, and every metric and matched label of the shipped alert rules, is in a real
 // scrape of slide serve --demo (with the flags that add the optional families), so the
-// docs and the rules cannot drift from the code.
+// docs and the rules cannot drift from the code; and the Grafana dashboards' queries
+// against its PromQL API (checkDashboards).
 func TestDocsMetricsInScrape(t *testing.T) {
 	base := serve(t, "--demo", "--max-series-per-metric", "100000",
 		"--export-windows", "latency_ms:5m:0.95", "--export-histograms", "latency_ms:5m")
@@ -132,6 +133,8 @@ func TestDocsMetricsInScrape(t *testing.T) {
 			check(rulesFile, m[1], want)
 		}
 	}
+	// The same demo server serves the Grafana dashboards' checks: one start, not two.
+	t.Run("GrafanaDashboards", func(t *testing.T) { checkDashboards(t, base) })
 }
 
 func errString(err error) string {
