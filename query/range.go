@@ -103,7 +103,7 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 			points, err = s.store.ReadRangeSelected(now, metric, sl.sel, win, step, qs, sc.stop)
 		}
 		if sc.gone() {
-			return // the client is gone (or the server's write timeout passed): nobody reads an answer
+			return // the client is gone, or Config.ReadTimeout passed (wrap answers that)
 		}
 	}
 	if err != nil {
