@@ -62,6 +62,9 @@ const (
 	// owners of some partitions ("missing_partitions" lists them), or the backend of a
 	// closed limiter policy.
 	Unavailable Code = "unavailable"
+	// Timeout (503, no Retry-After): the read took longer than the server lets one take
+	// (query.Config.ReadTimeout) and stopped; the same read would stop again, so narrow it.
+	Timeout Code = "timeout"
 )
 
 // RetryAfter is the Retry-After every 503 carries: one second, the usual time for an
@@ -86,7 +89,7 @@ func (c Code) Status() int {
 		return http.StatusUnsupportedMediaType
 	case NotConfigured:
 		return http.StatusNotImplemented
-	case NotReady, Unavailable:
+	case NotReady, Unavailable, Timeout:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -121,7 +124,7 @@ var (
 
 // Send answers body, a complete error body (Append, or AppendOpen and the caller's
 // members), with c's status, Content-Type application/json, Cache-Control no-store, and
-// Retry-After on a 503.
+// Retry-After on a 503 but a timeout's (asking again would time out again).
 func Send(w http.ResponseWriter, c Code, body []byte) {
 	h := w.Header()
 	// Assigned, not Set: the names are canonical already, and this neither canonicalizes
@@ -129,7 +132,7 @@ func Send(w http.ResponseWriter, c Code, body []byte) {
 	h["Content-Type"] = jsonContentType
 	h["Cache-Control"] = noStore
 	status := c.Status()
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable && c != Timeout {
 		h["Retry-After"] = retryAfter
 	}
 	w.WriteHeader(status)

@@ -41,7 +41,7 @@ func TestWrite(t *testing.T) {
 		{httperr.BadParameter, 400}, {httperr.BadBody, 400}, {httperr.Unauthorized, 401},
 		{httperr.NotFound, 404}, {httperr.MethodNotAllowed, 405}, {httperr.BodyTooLarge, 413},
 		{httperr.Internal, 500}, {httperr.NotConfigured, 501}, {httperr.NotReady, 503},
-		{httperr.Unavailable, 503}, {httperr.Code("no_such_code"), 500},
+		{httperr.Unavailable, 503}, {httperr.Timeout, 503}, {httperr.Code("no_such_code"), 500},
 	} {
 		w := httptest.NewRecorder()
 		httperr.Write(w, c.code, "p", "m")
@@ -58,7 +58,8 @@ func TestWrite(t *testing.T) {
 		if h.Get("Content-Type") != "application/json" || h.Get("Cache-Control") != "no-store" {
 			t.Errorf("%s: headers %v", c.code, h)
 		}
-		if ra := h.Get("Retry-After"); (c.status == 503) != (ra == httperr.RetryAfter) || (c.status != 503 && ra != "") {
+		retry := c.status == 503 && c.code != httperr.Timeout // a timeout would time out again
+		if ra := h.Get("Retry-After"); retry != (ra == httperr.RetryAfter) || (!retry && ra != "") {
 			t.Errorf("%s: Retry-After %q on a %d", c.code, ra, c.status)
 		}
 	}

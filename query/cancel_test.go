@@ -2,10 +2,13 @@ package query_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
@@ -116,5 +119,48 @@ func TestClusterTopStopsWhenTheClientGoes(t *testing.T) {
 	code, n, visits := c.serve(t, path, 1)
 	if visits != 1 || (code == 200 && n > 0) {
 		t.Fatalf("cancelled at the first series: %d visits, status %d with %d bytes; want 1 and no answer", visits, code, n)
+	}
+}
+
+// A read that takes longer than Config.ReadTimeout stops and says so with a 503 timeout,
+// while its client still waits: an http.Server's WriteTimeout neither ends the handler nor
+// cancels its context, so a costly match= over many series (key=~"(.*){1000}" costs about
+// 1 ms a series) went on for minutes after its answer could no longer be sent. The hook
+// stalls the scan at series 1,000 past the deadline.
+func TestReadsStopAtTheReadTimeout(t *testing.T) {
+	const series, stallAt, timeout = 5_000, 1_000, 50 * time.Millisecond
+	e := newEnv(t, func(c *query.Config) { c.ReadTimeout = timeout })
+	visits := 0
+	query.SetVisitHook(e.srv, func() {
+		if visits++; visits == stallAt {
+			time.Sleep(4 * timeout) // a slow regexp, or a slow machine
+		}
+	})
+	for i := range series {
+		if err := e.store.ObserveAt(t0, window.Event{TS: t0, Metric: "latency_ms", Key: fmt.Sprintf("tenant-%05d", i), Value: 1, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, path := range []string{
+		"/v1/window?metric=latency_ms&key=tenant-*",
+		"/v1/window?metric=latency_ms&by=key&key=tenant-0*",
+		"/v1/range?metric=latency_ms&key=tenant-*",
+		"/v1/top?metric=latency_ms&by=p95",
+		"/v1/series?prefix=tenant-",
+	} {
+		visits = 0
+		code, b, h := e.do("GET", path, nil)
+		var a errorAnswer
+		_ = json.Unmarshal(b, &a)
+		if code != http.StatusServiceUnavailable || a.Error.Code != "timeout" || !strings.Contains(a.Error.Message, "50ms") || h.Get("Retry-After") != "" {
+			t.Errorf("%s: %d %.200s (Retry-After %q), want 503 timeout after 50ms without Retry-After", path, code, b, h.Get("Retry-After"))
+		}
+		if visits > stallAt+scanSlack {
+			t.Errorf("%s: %d series visited after the deadline at %d", path, visits, stallAt)
+		}
+	}
+	// A read of one series, which scans nothing, answers.
+	if code, b, _ := e.do("GET", "/v1/window?metric=latency_ms&key=tenant-00001", nil); code != 200 {
+		t.Errorf("a read within the timeout: %d %.200s", code, b)
 	}
 }

@@ -26,6 +26,10 @@ const (
 	DefaultSeriesLimit     = 100     // /v1/series page size when absent
 	DefaultMaxSeriesLimit  = 10000   // largest page /v1/series accepts
 	DefaultExportMaxSeries = 1000    // window series exported as gauges per scrape, all specs together
+
+	// DefaultReadTimeout bounds a read that scans series: 25 s, five seconds under slide
+	// serve's write timeout of 30 s, so that its 503 still reaches the client.
+	DefaultReadTimeout = 25 * time.Second
 )
 
 // defaultQuantiles are the quantiles /v1/window answers when the request names none.
@@ -118,6 +122,14 @@ type Config struct {
 	// MaxSeriesLimit is the largest page /v1/series returns. Default DefaultMaxSeriesLimit.
 	MaxSeriesLimit int
 
+	// ReadTimeout bounds the reads that scan series (/v1/window, /v1/range, /v1/top,
+	// /v1/series, /v1/metrics): past it the scan stops and the read answers 503 timeout.
+	// An http.Server's WriteTimeout does not end a handler, nor cancel its request's context
+	// while the client waits, so without it a read of a costly match= over many series
+	// (key=~"(.*){1000}" costs about 1 ms a series) went on computing long after its
+	// answer could no longer be sent. Default DefaultReadTimeout (25 s); negative: none.
+	ReadTimeout time.Duration
+
 	// Export lists window aggregates published as gauges on /metrics, read from the store
 	// at scrape time (see ParseExportSpecs). Requires Registerer.
 	Export []ExportSpec
@@ -208,6 +220,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.MaxTopK = cmp.Or(c.MaxTopK, DefaultMaxTopK)
 	c.MaxSeriesLimit = cmp.Or(c.MaxSeriesLimit, DefaultMaxSeriesLimit)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, DefaultReadTimeout)
 	c.ExportMaxSeries = cmp.Or(c.ExportMaxSeries, DefaultExportMaxSeries)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -103,7 +103,7 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 			points, err = s.store.ReadRangeSelected(now, metric, sl.sel, win, step, qs, sc.stop)
 		}
 		if sc.gone() {
-			return // the client is gone (or the server's write timeout passed): nobody reads an answer
+			return // the client is gone, or Config.ReadTimeout passed (wrap answers that)
 		}
 	}
 	if err != nil {
@@ -111,8 +111,15 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	points = withinSpan(points, win, span)
+	n := len(points)
 	for i := range groups {
 		groups[i].Points = withinSpan(groups[i].Points, win, span)
+		n += len(groups[i].Points)
+	}
+	if n*len(qs) > maxRangeQuantiles {
+		s.writeErr(w, r, badParam("q", "%d points × %d quantiles is %d quantile values, at most %d in one answer: ask for fewer quantiles, a longer step, or fewer groups (narrow the series with key= or match=)",
+			n, len(qs), n*len(qs), maxRangeQuantiles))
+		return
 	}
 	bp := bufPool.Get().(*[]byte)
 	b := appendRange((*bp)[:0], metric, sl, win, step, points, groups, now, qs, warnings)
@@ -125,6 +132,13 @@ func (s *Server) handleRange(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
 }
+
+// maxRangeQuantiles bounds the quantile values (points × quantiles) of one /v1/range answer.
+// The store bounds a grouped read's points (groups × slots, 2^18 at most), and each quantile
+// adds about 30 bytes to every point: 32 quantiles over that many points made a 120 MB
+// answer, built in memory whole. The bound lets the default 3 quantiles over the most points
+// the store answers, and about 25 MB of JSON at any count of quantiles.
+const maxRangeQuantiles = 3 << 18
 
 // appendRange writes the /v1/range answer:
 //

@@ -1,10 +1,13 @@
 package query_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -155,4 +158,40 @@ func TestRangeParameters(t *testing.T) {
 	var a errorAnswer
 	e.getJSON("/v1/range?metric=latency_ms&key=nobody", 404, &a)
 	e.getJSON("/v1/range?metric=latency_ms&key=x*", 404, &a)
+}
+
+// TestRangeBoundsQuantileValues: a grouped range read's points are bounded by the store
+// (groups × slots), but each quantile asked for adds to every point. 820 groups of 30 points
+// with 32 quantiles is 787,200 quantile values, past the bound: a 400 naming q, where the
+// server used to build the whole answer in memory (120 MB at the store's most groups). The
+// same groups with one point each, or with the default quantiles, are answered.
+func TestRangeBoundsQuantileValues(t *testing.T) {
+	e := newEnv(t, nil)
+	for i := range 820 {
+		e.seed(event{ts: t0, key: fmt.Sprintf("tenant-%d", i), metric: "latency_ms", value: float64(i)})
+	}
+	var qs []string
+	for i := range 32 {
+		qs = append(qs, fmt.Sprintf("0.%02d", i+50))
+	}
+	q := "&q=" + strings.Join(qs, ",")
+	code, b, _ := e.do("GET", "/v1/range?metric=latency_ms&by=key&step=10s"+q, nil)
+	var a errorAnswer
+	_ = json.Unmarshal(b, &a)
+	if code != 400 || a.Error.Param != "q" || !strings.Contains(a.Error.Message, "24600 points × 32 quantiles") {
+		t.Errorf("32 quantiles over 820 groups of 30 points: %d, a %d-byte answer %.200s", code, len(b), b)
+	}
+	var r struct {
+		Groups []struct {
+			Points []struct{ Quantiles map[string]*float64 }
+		}
+	}
+	e.getJSON("/v1/range?metric=latency_ms&by=key&window=5m&step=5m"+q, 200, &r)
+	if len(r.Groups) != 820 || len(r.Groups[0].Points) != 1 || len(r.Groups[0].Points[0].Quantiles) != 32 {
+		t.Errorf("one point per group: %d groups", len(r.Groups))
+	}
+	e.getJSON("/v1/range?metric=latency_ms&by=key&step=10s&q=0.5,0.95,0.99", 200, &r)
+	if len(r.Groups) != 820 || len(r.Groups[0].Points) != 30 {
+		t.Errorf("3 quantiles: %d groups", len(r.Groups))
+	}
 }

@@ -66,7 +66,7 @@ func (s *Server) handleWindow(w http.ResponseWriter, r *http.Request) {
 			agg, err = s.store.ReadSelected(now, metric, sl.sel, win, qs, sc.stop)
 		}
 		if sc.gone() {
-			return // the client is gone (or the server's write timeout passed): nobody reads an answer
+			return // the client is gone, or Config.ReadTimeout passed (wrap answers that)
 		}
 	}
 	if r.Context().Err() != nil {

@@ -11,9 +11,9 @@ import (
 const scanCheck = 256
 
 // scan counts the series one read visits and tells the read to stop once the request's
-// context is done (the client left, or the server's write timeout passed): nobody reads
-// the answer, so finishing it is wasted work a client could repeat at will. Not safe for
-// concurrent use: one per request.
+// context is done: the client left, so nobody reads the answer and finishing it is wasted
+// work a client could repeat at will; or Config.ReadTimeout passed, which the route
+// wrapper answers with a 503 timeout. Not safe for concurrent use: one per request.
 type scan struct {
 	ctx   context.Context
 	n     int

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -82,17 +83,18 @@ type route struct {
 	auth    bool   // a write route: bearer token required when configured
 	read    bool   // a data read: bearer token required when configured with Config.AuthReads
 	ready   bool   // a read route: 503 while Config.Ready fails
+	scans   bool   // a read over many series: stopped after Config.ReadTimeout
 	h       http.HandlerFunc
 }
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	add := func(pattern string, rt route) { mux.Handle(pattern, s.wrap(rt)) }
-	add("/v1/window", route{name: "window", methods: "GET", read: true, ready: true, h: s.handleWindow})
-	add("/v1/range", route{name: "range", methods: "GET", read: true, ready: true, h: s.handleRange})
-	add("/v1/top", route{name: "top", methods: "GET", read: true, ready: true, h: s.handleTop})
-	add("/v1/series", route{name: "series", methods: "GET", read: true, ready: true, h: s.handleSeries})
-	add("/v1/metrics", route{name: "metrics_list", methods: "GET", read: true, ready: true, h: s.handleMetrics})
+	add("/v1/window", route{name: "window", methods: "GET", read: true, ready: true, scans: true, h: s.handleWindow})
+	add("/v1/range", route{name: "range", methods: "GET", read: true, ready: true, scans: true, h: s.handleRange})
+	add("/v1/top", route{name: "top", methods: "GET", read: true, ready: true, scans: true, h: s.handleTop})
+	add("/v1/series", route{name: "series", methods: "GET", read: true, ready: true, scans: true, h: s.handleSeries})
+	add("/v1/metrics", route{name: "metrics_list", methods: "GET", read: true, ready: true, scans: true, h: s.handleMetrics})
 	add("/v1/status", route{name: "status", methods: "GET", read: true, h: s.handleStatus})
 	add("/v1/events", route{name: "events", methods: "POST", auth: true, h: s.handleEvents})
 	add("/v1/traces", route{name: "traces", methods: "POST", auth: true, h: s.handleTraces})
@@ -145,9 +147,22 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 		}
+		if rt.scans && s.cfg.ReadTimeout > 0 {
+			ctx, cancel := context.WithTimeoutCause(r.Context(), s.cfg.ReadTimeout, errReadTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
 		rt.h(rw, r)
+		// A read stopped by its context answers nothing (its client is gone); stopped by
+		// ReadTimeout, its client is still there and is told why.
+		if rw.status == 0 && context.Cause(r.Context()) == errReadTimeout {
+			httperr.Write(rw, httperr.Timeout, "", fmt.Sprintf("the read stopped after %s: narrow the series it reads with key= or match= (a costly match= regexp costs every series of the metric)", s.cfg.ReadTimeout))
+		}
 	})
 }
+
+// errReadTimeout is the cause of a read's context past Config.ReadTimeout.
+var errReadTimeout = errors.New("query: read timeout")
 
 func methodAllowed(methods, m string) bool {
 	if m == http.MethodHead {

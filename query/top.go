@@ -158,7 +158,7 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, key := range keys {
 		if sc.stop() {
-			return // the client is gone (or the server's write timeout passed): stop reading
+			return // the client is gone, or Config.ReadTimeout passed (wrap answers that)
 		}
 		if !sel.Match(key) {
 			continue
