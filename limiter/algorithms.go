@@ -424,6 +424,9 @@ func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 		return now + reset
 	}
 	tokens := refill(p, s.tokens, now-s.last)
+	// From the tokens, not fullAt: a plan or SetLimits may have changed capacity or rate
+	// since fullAt was solved (the Redis script does the same).
+	reset = untilFull(p, tokens)
 	if cost == 0 {
 		ok := holds(p, tokens, 1)
 		retry := int64(0)
