@@ -39,3 +39,31 @@ func TestSetLimitsTokenBucketReset(t *testing.T) {
 		t.Fatalf("cost 2 with 1.5 tokens at 1/s: %+v, want denied, 1 left, retry and reset 500ms", d)
 	}
 }
+
+// A leaky bucket's state is a time (docs/platform.md): 4 requests of capacity 5 at 0.1/s
+// are 40 s of backlog, and still are at 1/s with capacity 2, so the next request waits
+// 39 s (40 s plus its own 1 s, less the 2 s burst), never reporting remaining above 2.
+func TestSetLimitsLeakyBucketKeepsTime(t *testing.T) {
+	lb := Policy{Name: "lb", Algorithm: LeakyBucket, Capacity: 5, LeakPerSecond: 0.1}
+	s, err := NewService(Config{Policies: []Policy{lb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t0 := time.Unix(1_700_000_000, 0)
+	if d, _ := s.AllowN(ctx, "lb", "k", t0, 4); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("cost 4 of 5: %+v", d)
+	}
+	p := lb
+	p.Capacity, p.LeakPerSecond = 2, 1
+	if err := s.SetLimits([]Policy{p}); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := s.AllowN(ctx, "lb", "k", t0, 1)
+	if d.Allowed || d.Limit != 2 || d.Remaining != 0 || d.RetryAfter != 39*time.Second || d.ResetAfter != 40*time.Second {
+		t.Fatalf("after 2 at 1/s: %+v, want denied, limit 2, remaining 0, retry 39s, reset 40s", d)
+	}
+	if d, _ := s.AllowN(ctx, "lb", "k", t0.Add(39*time.Second), 1); !d.Allowed || d.Remaining > 2 {
+		t.Fatalf("39 s on: %+v, want admitted", d)
+	}
+}
