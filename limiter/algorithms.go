@@ -416,10 +416,10 @@ func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 		now = s.last
 	}
 	reset := max(s.fullAt-now, 0)
-	if cost == 1 && s.denyCost == 1 && now < s.allowAt {
+	if cost == 1 && s.denyCost == 1 && now < s.allowAt && s.kept(p) {
 		// Denied again before the next unit is due: refill is monotonic in the elapsed
 		// time and allowAt the first instant it reaches 1, so the bucket holds less than a
-		// token (Remaining 0) and nothing needs computing.
+		// token (Remaining 0) and no wait needs solving.
 		set(d, p, false, 0, s.allowAt-now, reset)
 		return now + reset
 	}
@@ -445,7 +445,7 @@ func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 		return now + reset
 	}
 	at := s.admitsAt(p, cost)
-	if s.denyCost != cost && s.exactAt(p, at, cost) {
+	if (s.denyCost != cost || at != s.allowAt) && s.exactAt(p, at, cost) {
 		s.allowAt, s.denyCost = at, cost
 	}
 	set(d, p, false, whole(p, tokens), at-now, reset)
@@ -455,10 +455,19 @@ func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 // admitsAt is the first instant (ns) at which a request of cost is admitted if nothing
 // else is spent before: the kept allowAt when it was solved for cost, else solved now.
 func (s *tokenBucket) admitsAt(p *params, cost int64) int64 {
-	if s.denyCost == cost {
+	if s.denyCost == cost && s.kept(p) {
 		return s.allowAt
 	}
 	return s.last + waitFor(p, s.tokens, float64(cost))
+}
+
+// kept reports that the kept allowAt is still the first instant refill reaches denyCost
+// under p: a plan or SetLimits may have changed the rate since it was solved, and an
+// instant solved at 1/s, kept at 0.1/s, answered a denial with a RetryAfter of 0 (it had
+// passed) and, kept at 10/s, denied what the new rate admits. Two refills, no solve.
+func (s *tokenBucket) kept(p *params) bool {
+	e := s.allowAt - s.last
+	return holds(p, refill(p, s.tokens, e), float64(s.denyCost)) && s.exactAt(p, s.allowAt, s.denyCost)
 }
 
 // exactAt reports that at is the first instant refill reaches cost, not only one at which

@@ -34,8 +34,7 @@ func TestSetLimitsTokenBucketReset(t *testing.T) {
 		t.Fatalf("peek 3 s after 2 at 1/s: limit %d remaining %d reset %v, want 2, 2 and 0 (full)", d.Limit, d.Remaining, d.ResetAfter)
 	}
 	d, _ = s.AllowN(ctx, "tb", "deny", t0.Add(500*time.Millisecond), 2)
-	// RetryAfter may be a few ns short of 500 ms: the token slack (tokenSlack) holds it.
-	if d.Allowed || d.Remaining != 1 || d.RetryAfter < 499*time.Millisecond || d.RetryAfter > 500*time.Millisecond || d.ResetAfter != 500*time.Millisecond {
+	if d.Allowed || d.Remaining != 1 || !nearly(d.RetryAfter, 500*time.Millisecond) || d.ResetAfter != 500*time.Millisecond {
 		t.Fatalf("cost 2 with 1.5 tokens at 1/s: %+v, want denied, 1 left, retry and reset 500ms", d)
 	}
 }
@@ -67,3 +66,49 @@ func TestSetLimitsLeakyBucketKeepsTime(t *testing.T) {
 		t.Fatalf("39 s on: %+v, want admitted", d)
 	}
 }
+
+// A token bucket's denial solved under one rate is not the answer under another: cut from
+// 1/s to 0.1/s after a denial named t0+1s, a request at t0+1.5s (0.15 tokens) is denied
+// with the 8.5 s the new rate needs, not with a RetryAfter of 0 (the old instant, past);
+// raised to 10/s, a request at t0+0.2s (2 tokens at the new rate) is admitted, not held
+// to the old rate's t0+1s.
+func TestSetLimitsTokenBucketDenial(t *testing.T) {
+	tb := Policy{Name: "tb", Algorithm: TokenBucket, Capacity: 5, RefillPerSecond: 1}
+	s, err := NewService(Config{Policies: []Policy{tb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, k := range []string{"cut", "raised"} {
+		if d, _ := s.AllowN(ctx, "tb", k, t0, 5); !d.Allowed {
+			t.Fatalf("%s: cost 5 of 5: %+v", k, d)
+		}
+		if d, _ := s.AllowN(ctx, "tb", k, t0, 1); d.Allowed || !nearly(d.RetryAfter, time.Second) {
+			t.Fatalf("%s: empty bucket: %+v, want denied for 1s", k, d)
+		}
+	}
+	set := func(rate float64) {
+		t.Helper()
+		p := tb
+		p.RefillPerSecond = rate
+		if err := s.SetLimits([]Policy{p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(0.1)
+	for _, cost := range []int64{1, 0} {
+		d, _ := s.AllowN(ctx, "tb", "cut", t0.Add(1500*time.Millisecond), cost)
+		if d.Allowed || !nearly(d.RetryAfter, 8500*time.Millisecond) {
+			t.Fatalf("cost %d at 0.1/s with 0.15 tokens: %+v, want denied for 8.5s", cost, d)
+		}
+	}
+	set(10)
+	if d, _ := s.AllowN(ctx, "tb", "raised", t0.Add(200*time.Millisecond), 1); !d.Allowed {
+		t.Fatalf("at 10/s 200ms after empty: %+v, want admitted", d)
+	}
+}
+
+// nearly reports that got is want or up to a microsecond short of it: a bucket within the
+// token slack (tokenSlack) of a whole token holds it, a few ns early at these rates.
+func nearly(got, want time.Duration) bool { return got <= want && got > want-time.Microsecond }
