@@ -112,3 +112,31 @@ func TestSetLimitsTokenBucketDenial(t *testing.T) {
 // nearly reports that got is want or up to a microsecond short of it: a bucket within the
 // token slack (tokenSlack) of a whole token holds it, a few ns early at these rates.
 func nearly(got, want time.Duration) bool { return got <= want && got > want-time.Microsecond }
+
+// The flood fast path (a cost-1 denial before the kept instant) answers by the numbers in
+// force too: capacity cut from 5 to 2 at the same 1/s, an emptied bucket half a second
+// on is full 1.5 s later, not 4.5 s (the old capacity's).
+func TestSetLimitsTokenBucketFloodReset(t *testing.T) {
+	tb := Policy{Name: "tb", Algorithm: TokenBucket, Capacity: 5, RefillPerSecond: 1}
+	s, err := NewService(Config{Policies: []Policy{tb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t0 := time.Unix(1_700_000_000, 0)
+	s.AllowN(ctx, "tb", "k", t0, 5)
+	if d, _ := s.AllowN(ctx, "tb", "k", t0, 1); d.Allowed {
+		t.Fatalf("empty bucket: %+v, want denied", d)
+	}
+	p := tb
+	p.Capacity = 2
+	if err := s.SetLimits([]Policy{p}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the first denial under the new numbers, and the next from what it kept
+		d, _ := s.AllowN(ctx, "tb", "k", t0.Add(500*time.Millisecond), 1)
+		if d.Allowed || !nearly(d.RetryAfter, 500*time.Millisecond) || d.ResetAfter != 1500*time.Millisecond {
+			t.Fatalf("capacity 2 at 1/s with 0.5 tokens: %+v, want denied, retry 500ms, reset 1.5s", d)
+		}
+	}
+}
