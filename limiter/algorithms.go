@@ -334,7 +334,8 @@ func (s *slidingCounter) take(p *params, now, cost int64, d *Decision) int64 {
 // that cost (a key held past its limit, the hot path of a flood) read it instead of
 // solving waitFor again, and read the instant the bucket is full again (fullAt, set
 // whenever tokens are spent) instead of solving untilFull: that was most of a denial's
-// arithmetic. The Redis script rebases tokens at a denial; both answer the same up to
+// arithmetic. Both are read only while they are what p gives (kept): a plan or SetLimits
+// changes p under a key's state. The Redis script rebases tokens at a denial; both answer the same up to
 // float rounding (it counts in µs anyway).
 type tokenBucket struct {
 	tokens   float64
@@ -415,15 +416,18 @@ func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 	if now < s.last {
 		now = s.last
 	}
-	reset := max(s.fullAt-now, 0)
-	if cost == 1 && s.denyCost == 1 && now < s.allowAt {
+	if cost == 1 && s.denyCost == 1 && now < s.allowAt && s.kept(p) {
 		// Denied again before the next unit is due: refill is monotonic in the elapsed
 		// time and allowAt the first instant it reaches 1, so the bucket holds less than a
-		// token (Remaining 0) and nothing needs computing.
+		// token (Remaining 0) and no wait needs solving.
+		reset := max(s.fullAt-now, 0)
 		set(d, p, false, 0, s.allowAt-now, reset)
 		return now + reset
 	}
 	tokens := refill(p, s.tokens, now-s.last)
+	// From the tokens, not fullAt: a plan or SetLimits may have changed capacity or rate
+	// since fullAt was solved (the Redis script does the same).
+	reset := untilFull(p, tokens)
 	if cost == 0 {
 		ok := holds(p, tokens, 1)
 		retry := int64(0)
@@ -442,9 +446,10 @@ func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 		return now + reset
 	}
 	at := s.admitsAt(p, cost)
-	if s.denyCost != cost && s.exactAt(p, at, cost) {
+	if (s.denyCost != cost || at != s.allowAt) && s.exactAt(p, at, cost) {
 		s.allowAt, s.denyCost = at, cost
 	}
+	s.fullAt = s.last + untilFull(p, s.tokens) // as an admission sets it, under p (kept)
 	set(d, p, false, whole(p, tokens), at-now, reset)
 	return now + reset
 }
@@ -452,10 +457,21 @@ func (s *tokenBucket) take(p *params, now, cost int64, d *Decision) int64 {
 // admitsAt is the first instant (ns) at which a request of cost is admitted if nothing
 // else is spent before: the kept allowAt when it was solved for cost, else solved now.
 func (s *tokenBucket) admitsAt(p *params, cost int64) int64 {
-	if s.denyCost == cost {
+	if s.denyCost == cost && s.kept(p) {
 		return s.allowAt
 	}
 	return s.last + waitFor(p, s.tokens, float64(cost))
+}
+
+// kept reports that what the bucket keeps besides tokens and last was solved under p:
+// allowAt is still the first instant refill reaches denyCost, and fullAt the instant it
+// is full. A plan or SetLimits may have changed the rate or capacity since: an instant
+// solved at 1/s, kept at 0.1/s, answered a denial with a RetryAfter of 0 (it had passed)
+// and, kept at 10/s, denied what the new rate admits. Two refills, no solve.
+func (s *tokenBucket) kept(p *params) bool {
+	e := s.allowAt - s.last
+	return s.fullAt == s.last+untilFull(p, s.tokens) &&
+		holds(p, refill(p, s.tokens, e), float64(s.denyCost)) && s.exactAt(p, s.allowAt, s.denyCost)
 }
 
 // exactAt reports that at is the first instant refill reaches cost, not only one at which

@@ -191,8 +191,8 @@
 // (a billing system's topic), winning over the file's. A decision costs one more atomic
 // load without plans, and a map probe (plus the globs, for a key not listed) with them;
 // Decision.Plan names the plan. A key whose plan changes keeps its state, judged by the
-// new numbers from its next decision (a token bucket's denial already solved under the
-// old rate may stand until the instant it named). Service.Quota peeks (cost 0, nothing charged) and reports
+// new numbers from its next decision (a leaky bucket's state is a time, its theoretical
+// arrival time, so its backlog keeps its length in time, not in requests). Service.Quota peeks (cost 0, nothing charged) and reports
 // limit, used, remaining, reset and each level: GET /v1/quota.
 //
 // Shadow policies (shadow: true) decide and count but never deny: the
