@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,9 +60,8 @@ func (f *rlsFlags) register(fs interface {
 // or needs a restart keeps the one in use, logged with the loader's file:line and counted
 // in slide_rls_config_reloads_total{result="refused"}.
 func (f *rlsFlags) reloadOnHUP(ctx context.Context, log *slog.Logger) {
-	var mu sync.Mutex // one reload at a time; guards last
-	last := configStamp(f.config)
-	reload := func(why string) {
+	up := func() bool { return f.live.srv.Load() != nil }
+	watchConfig(ctx, f.config, "--rls-config changed", up, func(why string) {
 		srv := f.live.srv.Load()
 		if srv == nil {
 			log.Warn(why+": the rate limit service is not up yet; --rls-config not reloaded", "rls_config", f.config)
@@ -80,57 +77,7 @@ func (f *rlsFlags) reloadOnHUP(ctx context.Context, log *slog.Logger) {
 			return
 		}
 		log.Info(why+": --rls-config reloaded: "+c.String(), "rls_config", f.config)
-	}
-	onHUP(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		last = configStamp(f.config)
-		reload("SIGHUP")
 	})
-	go func() {
-		tick := time.NewTicker(configPoll)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			mu.Lock()
-			// Gone (a ConfigMap between two links) is no change: it is read once it is back.
-			if st := configStamp(f.config); st != "" && st != last && f.live.srv.Load() != nil {
-				last = st
-				reload("--rls-config changed")
-			}
-			mu.Unlock()
-		}
-	}()
-}
-
-// configStamp is the names, sizes and modification times of path, or of the *.yaml and
-// *.yml files of the directory path, as rls.Load reads them (symlinks followed); "" when
-// path cannot be read.
-func configStamp(path string) string {
-	st, err := os.Stat(path)
-	if err != nil {
-		return ""
-	}
-	if !st.IsDir() {
-		return fmt.Sprint(st.Size(), " ", st.ModTime().UnixNano())
-	}
-	ents, err := os.ReadDir(path)
-	if err != nil {
-		return ""
-	}
-	var b strings.Builder
-	for _, e := range ents {
-		if n := e.Name(); !e.IsDir() && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
-			if fi, err := os.Stat(filepath.Join(path, n)); err == nil {
-				fmt.Fprint(&b, n, " ", fi.Size(), " ", fi.ModTime().UnixNano(), "\n")
-			}
-		}
-	}
-	return "dir\n" + b.String()
 }
 
 var defaultHeaderNames = rls.DefaultLimitHeaderNames.Limit + "," + rls.DefaultLimitHeaderNames.Remaining + "," + rls.DefaultLimitHeaderNames.Reset
