@@ -112,6 +112,17 @@ const (
 	reasonKeyTooLong = "key_too_long" // a key or metric over Config.MaxKeyLen
 )
 
+// reasonText says what a refusal found when no error says it (the log line of a replay).
+var reasonText = map[string]string{
+	reasonMissing:        "no snapshot of this partition and group in the snapshot topic",
+	reasonIncomplete:     "the latest snapshot was not written whole: a chunk is missing, deleted or of a later snapshot cut short",
+	reasonCorrupt:        "a checksum or the encoding of the latest snapshot does not hold",
+	reasonUnknownVersion: "the latest snapshot was written by a build with another format",
+	reasonTooOld:         "the latest snapshot was taken before the restore span, or its offset is deleted",
+	reasonAheadOfLog:     "the latest snapshot's offset is past the log's end (a truncated log)",
+	reasonTooLarge:       "the latest snapshot is larger than the snapshot budget",
+}
+
 var snapshotReasons = []string{reasonMissing, reasonIncomplete, reasonCorrupt, reasonUnknownVersion,
 	reasonTooOld, reasonConfigChanged, reasonAheadOfLog, reasonReadError, reasonOtherTopic,
 	reasonTooLarge, reasonFuture, reasonDuplicate, reasonBadField, reasonKeyTooLong}

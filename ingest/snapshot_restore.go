@@ -276,7 +276,13 @@ func (s *snapshots) restore(ctx context.Context, p *partition) {
 		if reason == reasonOtherTopic {
 			level = slog.LevelWarn // a misconfiguration: every restore replays until it is fixed
 		}
-		s.log.Log(ctx, level, "ingest: no usable snapshot, replaying the log", "partition", p.id, "reason", reason, "from", p.from, "err", err)
+		attrs := []any{"partition", p.id, "reason", reason, "from", p.from}
+		if err != nil {
+			attrs = append(attrs, "err", err)
+		} else if why := reasonText[reason]; why != "" {
+			attrs = append(attrs, "why", why) // not "err=<nil>": a refusal found by looking, not an error
+		}
+		s.log.Log(ctx, level, "ingest: no usable snapshot, replaying the log", attrs...)
 		return
 	}
 	s.m.restores.WithLabelValues(sourceSnapshot, reasonLoaded).Inc()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/internal/kafkatest"
+	"github.com/slide-metrics/slide/internal/proctest"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -435,5 +437,29 @@ func TestSnapshotTakenAheadOfTheClockIsReplayed(t *testing.T) {
 	if err != nil || a.Count != 200 {
 		t.Errorf("windows at the corrected clock: %+v (%v), want the 200 events of the last 2 s (restores: %v from a snapshot, %v future)", a, err,
 			sum(back.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)), sum(back.sm.restores.WithLabelValues(sourceLog, reasonFuture)))
+	}
+}
+
+// A partition with no snapshot (or one refused without an error) logged its replay with
+// err=<nil>, which reads like a failure that lost its message: the line says why instead.
+func TestSnapshotReplayLogSaysWhy(t *testing.T) {
+	c := kafkatest.Start(t, "events", 1)
+	t0 := time.Now()
+	ev := window.Event{TS: t0.UnixMilli() - 10, Metric: "latency_ms", Key: "k", Value: 1}
+	c.Produce(t, kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)})
+	var logs proctest.Buffer
+	cfg := testConfig(c, "why")
+	cfg.Snapshots = SnapshotConfig{Interval: time.Hour}
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	r := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "caught up", func() bool { return caughtUp(t, c, r) }, progress(r))
+	line := ""
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, "no usable snapshot") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "reason=missing") || !strings.Contains(line, `why="no snapshot of this partition`) || strings.Contains(line, "err=") {
+		t.Errorf("the replay's log line: %q; want reason=missing with why=\"no snapshot of this partition…\" and no err", line)
 	}
 }
