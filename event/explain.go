@@ -1,6 +1,7 @@
 package event
 
 import (
+	"math"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -294,9 +295,38 @@ func (in *Intake) Explain(d Format, line []byte, r Reason, now int64, rec *Recor
 	rc := in.store.RingConfig(ev.Metric)
 	ts := "ts " + time.UnixMilli(ev.TS).UTC().Format(time.RFC3339Nano)
 	if r == ReasonFuture {
-		return ts + " is " + ms(ev.TS-ref).String() + " ahead of " + refName + " (skew " + rc.Skew.String() + ")"
+		return ts + " is " + gap(ev.TS-ref) + " ahead of " + refName + " (skew " + rc.Skew.String() + ")" + unitHint(ev.TS, ref)
 	}
-	return ts + " is " + ms(ref-ev.TS).String() + " behind " + refName + " (retention " + rc.Retention().String() + ")"
+	return ts + " is " + gap(ref-ev.TS) + " behind " + refName + " (retention " + rc.Retention().String() + ")" + unitHint(ev.TS, ref)
 }
 
-func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+// gap says n milliseconds as a duration up to two days, in days up to ten years, then in
+// years: a ts in the wrong unit is decades off, beyond what a time.Duration holds.
+func gap(n int64) string {
+	const day = 24 * 3600 * 1000
+	switch {
+	case n < 2*day:
+		return (time.Duration(n) * time.Millisecond).String()
+	case n < 3653*day:
+		return strconv.FormatInt((n+day/2)/day, 10) + " days"
+	}
+	return strconv.FormatInt(int64(math.Round(float64(n)/(365.25*day))), 10) + " years"
+}
+
+// unitHint names the likely mistake when ts is off from ref by a factor of 1,000 or 1,000,000
+// (to within a year): a timestamp in seconds, microseconds or nanoseconds where milliseconds
+// are read (slide's JSON takes unix ms; an --event-map's ts says its unit). "" otherwise.
+func unitHint(ts, ref int64) string {
+	const year = 365.25 * 24 * 3600 * 1000
+	near := func(f float64) bool { return math.Abs(float64(ts)*f-float64(ref)) < year }
+	switch {
+	case ts <= 0 || ref <= 0:
+	case near(1e3):
+		return ": 1000× too small, a ts in seconds where milliseconds are read?"
+	case near(1e-3):
+		return ": 1000× too large, a ts in microseconds where milliseconds are read?"
+	case near(1e-6):
+		return ": 1,000,000× too large, a ts in nanoseconds where milliseconds are read?"
+	}
+	return ""
+}

@@ -147,3 +147,26 @@ func TestNewIntake(t *testing.T) {
 		t.Error("a negative key length accepted")
 	}
 }
+
+// A ts in the wrong unit is decades off: the refusal says by how much without overflowing a
+// time.Duration, and names the likely unit.
+func TestIntakeExplainsTheWrongUnit(t *testing.T) {
+	in, _ := newTestIntake(t)
+	now := defTS // 2025-11-30T08:00:00Z
+	for _, c := range []struct {
+		ts   int64
+		r    Reason
+		want string
+	}{
+		{now / 1000, ReasonLate, "ts 1970-01-21T10:08:09.6Z is 56 years behind now (retention 1m0s): 1000× too small, a ts in seconds where milliseconds are read?"},
+		{now * 1000, ReasonFuture, "ts 57884-06-13T08:00:00Z is 55857 years ahead of now (skew 10s): 1000× too large, a ts in microseconds where milliseconds are read?"},
+		{now * 1000000, ReasonFuture, "ts 55916419-07-14T08:00:00Z is 55913245 years ahead of now (skew 10s): 1,000,000× too large, a ts in nanoseconds where milliseconds are read?"},
+		{now - 3*24*3600*1000, ReasonLate, "ts 2025-11-27T08:00:00Z is 3 days behind now (retention 1m0s)"},
+		{now - 47*3600*1000, ReasonLate, "ts 2025-11-28T09:00:00Z is 47h0m0s behind now (retention 1m0s)"},
+	} {
+		res := in.Take(fmt.Appendf(nil, `{"ts":%d,"key":"a","metric":"m","value":1}`, c.ts), now)
+		if got := res.First[c.r]; got != "line 1: "+c.want {
+			t.Errorf("ts %d: refusal %q,\n want %q", c.ts, got, "line 1: "+c.want)
+		}
+	}
+}
