@@ -322,8 +322,8 @@ func (c *Cluster) refresh(ctx context.Context) {
 	defer cancel()
 	v, err := describe(rctx, c.client, c.cfg.Group, c.cfg.Topic)
 	if err != nil {
-		if !errors.Is(err, errNotStable) && ctx.Err() == nil && c.m.errLog.Allow() {
-			c.log.Warn("cluster: describing the group (other instances' partitions are unreachable until it works)", "err", err)
+		if !errors.Is(err, errNotStable) && ctx.Err() == nil {
+			c.warn("cluster: describing the group (other instances' partitions are unreachable until it works)", "err", err)
 		}
 		if v == nil || v.Partitions == 0 || errors.Is(err, errNotStable) {
 			return

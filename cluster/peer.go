@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/slide-metrics/slide/internal/logrepeat"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -255,6 +256,7 @@ type metrics struct {
 	unavailable   *prometheus.CounterVec // reads that could not cover every partition, by caller
 	keyOff        prometheus.Gauge       // series on another partition than murmur2 gives their key (keycheck.go)
 	errLog        *rate.Limiter
+	errRep        *logrepeat.Log // the same warning at most once a minute (Cluster.warn)
 }
 
 func newMetrics(reg prometheus.Registerer, c *Cluster) (*metrics, error) {
@@ -282,6 +284,7 @@ func newMetrics(reg prometheus.Registerer, c *Cluster) (*metrics, error) {
 			Help: "Series this instance held at the last check (every minute, at most 100,000 looked at) whose partition is not the one murmur2 gives their key. With --key-partitioner murmur2 it must be 0 on every instance: else one-key reads routed to murmur2's owner miss events.",
 		}),
 		errLog: rate.NewLimiter(rate.Every(time.Second), 5),
+		errRep: logrepeat.New(time.Minute),
 	}
 	// Every known label combination is exported at 0 from the start: a counter that
 	// appears at its first increment has no sample to rise from, so increase() and rate()
@@ -399,8 +402,8 @@ func (c *Cluster) ask(ctx context.Context, addr string, r *request) (*answer, er
 	start := time.Now()
 	a, err := c.askOnce(ctx, addr, r)
 	c.m.observe(r.op, err, time.Since(start))
-	if err != nil && c.m.errLog.Allow() {
-		c.log.Warn("cluster: peer read failed", "peer", addr, "op", r.op, "err", err)
+	if err != nil {
+		c.warn("cluster: peer read failed", "peer", addr, "op", r.op, "err", err)
 	}
 	return a, err
 }
@@ -495,4 +498,14 @@ func (c *Cluster) peerRequest(ctx context.Context, m Message) (*http.Request, St
 		stamp.SetHeader(req.Header)
 	}
 	return req, stamp, nil
+}
+
+// warn logs a warning of the cluster's: the same line at most once a minute, the next one
+// saying how many were held back (a peer or the broker down fails every retry alike:
+// logrepeat), and at most a few lines a second in all.
+func (c *Cluster) warn(msg string, args ...any) {
+	ok, held := c.m.errRep.Allow(msg + fmt.Sprint(args...))
+	if ok && c.m.errLog.Allow() {
+		c.log.Warn(msg, append(args, c.m.errRep.Attrs(held)...)...)
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/internal/kafkarange"
+	"github.com/slide-metrics/slide/internal/logrepeat"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -255,7 +256,8 @@ type Consumer struct {
 	client *kafka.Client
 	rejLim *rate.Limiter
 	errLim *rate.Limiter
-	hidden atomic.Uint64 // refusals not logged since the last logged one
+	errRep *logrepeat.Log // the same warning at most once a minute (warn)
+	hidden atomic.Uint64  // refusals not logged since the last logged one
 	used   atomic.Bool
 
 	onGeneration func(int32, []int32) // WithGenerationHook; nil: none
@@ -296,6 +298,7 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 		sm:     newSnapMetrics(),
 		rejLim: rate.NewLimiter(rate.Every(cfg.RejectLogInterval), 10),
 		errLim: rate.NewLimiter(rate.Every(time.Second), 5),
+		errRep: logrepeat.New(time.Minute),
 		parts:  make(map[int32]*partition),
 	}
 	if c.log == nil {
@@ -345,11 +348,19 @@ func New(cfg Config, store *window.Store, opts ...Option) (*Consumer, error) {
 	return c, nil
 }
 
-// kafkaLogger adapts kafka-go's error logs to slog, at most a few lines a second.
+// kafkaLogger adapts kafka-go's error logs to slog, as warn does its own.
 func (c *Consumer) kafkaLogger(component string) kafka.Logger {
 	return kafka.LoggerFunc(func(msg string, args ...any) {
-		if c.errLim.Allow() {
-			c.log.Warn("ingest: "+component+": "+fmt.Sprintf(msg, args...), "group", c.cfg.Group)
-		}
+		c.warn("ingest: "+component+": "+fmt.Sprintf(msg, args...), "group", c.cfg.Group)
 	})
+}
+
+// warn logs a warning of the consumer's: the same line (message and attributes) at most once
+// a minute, the next one saying how many were held back meanwhile (a broker that is down
+// fails every retry alike: logrepeat), and at most a few lines a second in all.
+func (c *Consumer) warn(msg string, args ...any) {
+	ok, held := c.errRep.Allow(msg + fmt.Sprint(args...))
+	if ok && c.errLim.Allow() {
+		c.log.Warn(msg, append(args, c.errRep.Attrs(held)...)...)
+	}
 }

@@ -29,9 +29,7 @@ func (c *Consumer) consume(gctx context.Context, p *partition) {
 		if errors.As(err, new(errSkipped)) {
 			continue // counted and dead-lettered already; no backoff
 		}
-		if c.errLim.Allow() {
-			c.log.Warn("ingest: fetching", "partition", p.id, "offset", p.next.Load(), "err", err)
-		}
+		c.warn("ingest: fetching", "partition", p.id, "offset", p.next.Load(), "err", err)
 		select {
 		case <-gctx.Done():
 		case <-time.After(c.cfg.JoinGroupBackoff):

@@ -53,9 +53,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 				break
 			}
-			if c.errLim.Allow() {
-				c.log.Warn("ingest: joining consumer group", "group", c.cfg.Group, "err", err)
-			}
+			c.warn("ingest: joining consumer group", "group", c.cfg.Group, "err", err)
 			continue
 		}
 		done := make(chan struct{})

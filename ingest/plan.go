@@ -70,9 +70,7 @@ func (c *Consumer) plan(gctx context.Context, ids []int32, committed map[int32]i
 			}
 			err = perr
 		}
-		if c.errLim.Allow() {
-			c.log.Warn("ingest: listing offsets to restore", "partitions", ids, "err", err)
-		}
+		c.warn("ingest: listing offsets to restore", "partitions", ids, "err", err)
 		select {
 		case <-gctx.Done():
 			return nil, gctx.Err()

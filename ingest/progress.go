@@ -58,9 +58,7 @@ func (c *Consumer) commit(ctx context.Context, gen *kafka.Generation, parts []*p
 	}
 	if err := gen.CommitOffsets(map[string]map[int]int64{c.cfg.Topic: offsets}); err != nil {
 		c.m.commitErrors.Inc()
-		if c.errLim.Allow() {
-			c.log.Warn("ingest: committing offsets", "generation", gen.ID, "err", err)
-		}
+		c.warn("ingest: committing offsets", "generation", gen.ID, "err", err)
 		return
 	}
 	for _, p := range parts {

@@ -320,7 +320,7 @@ func (s *snapshots) ensureTopic(ctx context.Context) (ok, retry bool) {
 	defer cancel()
 	meta, err := s.c.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.c.cfg.Topic, s.cfg.Topic}})
 	if err != nil {
-		s.log.Warn("ingest: snapshots: reading topic metadata", "err", err)
+		s.c.warn("ingest: snapshots: reading topic metadata", "err", err)
 		return false, true
 	}
 	events, snaps := 0, -1
@@ -451,9 +451,7 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 	if err != nil {
 		s.recheck.Store(true)
 		s.m.writeErrors.Inc()
-		if s.c.errLim.Allow() {
-			s.log.Warn("ingest: writing snapshot", "partition", j.p.id, "topic", s.cfg.Topic, "err", err)
-		}
+		s.c.warn("ingest: writing snapshot", "partition", j.p.id, "topic", s.cfg.Topic, "err", err)
 		return
 	}
 	j.p.snap.set.Store(int32('a' + 'b' - int32(set)))
