@@ -16,6 +16,7 @@ import (
 
 	"github.com/slide-metrics/slide/cluster"
 	"github.com/slide-metrics/slide/ingest"
+	"github.com/slide-metrics/slide/internal/logrepeat"
 	"github.com/slide-metrics/slide/limiter"
 	"github.com/slide-metrics/slide/limiter/clusterlimit"
 	"github.com/slide-metrics/slide/limiter/limithttp"
@@ -87,7 +88,7 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	}
 	closeFn := func() {}
 	// go-redis logs each failed dial to stderr; through slog, at most one a second.
-	goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1)})
+	goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1), rep: logrepeat.New(time.Minute)})
 	client, err := c.conn.connectRedis(c.redis)
 	if err != nil {
 		return nil, func() {}, err
@@ -184,14 +185,17 @@ func restoredPartitions(consumer *ingest.Consumer) []int32 {
 }
 
 // redisLogger carries go-redis's own messages (failed dials during an outage) into slog
-// at warn level, rate-limited: the limiter's metrics count every failed decision already.
+// at warn level, rate-limited, the same line at most once a minute (logrepeat: a Redis that
+// is down fails every dial alike): the limiter's metrics count every failed decision already.
 type redisLogger struct {
 	log   *slog.Logger
 	every *rate.Limiter
+	rep   *logrepeat.Log
 }
 
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
-	if l.every.Allow() {
-		l.log.Warn("redis: " + strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
+	msg := "redis: " + strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: ")
+	if ok, held := l.rep.Allow(msg); ok && l.every.Allow() {
+		l.log.Warn(msg, l.rep.Attrs(held)...)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/slide-metrics/slide/cluster"
+	"github.com/slide-metrics/slide/internal/logrepeat"
 	"github.com/slide-metrics/slide/limiter"
 )
 
@@ -106,6 +107,7 @@ type Backend struct {
 	ready    func(int32) bool
 	log      *slog.Logger
 	logEvery *rate.Limiter
+	logRep   *logrepeat.Log
 	m        metrics
 
 	mu     sync.Mutex            // adding to peers
@@ -136,7 +138,14 @@ type metrics struct {
 	restored    prometheus.Counter
 }
 
-func (b *Backend) errLog() bool { return b.logEvery.Allow() }
+// warnf logs at level: the same line at most once a minute, the next one saying how many were
+// held back (a peer or the broker down fails every retry alike: logrepeat), and at most a
+// few lines a second in all.
+func (b *Backend) warnf(level slog.Level, msg string, args ...any) {
+	if ok, held := b.logRep.Allow(msg + fmt.Sprint(args...)); ok && b.logEvery.Allow() {
+		b.log.Log(context.Background(), level, msg, append(args, b.logRep.Attrs(held)...)...)
+	}
+}
 
 // owned is one policy's state on this instance, for the keys it owns.
 type owned struct {
@@ -154,7 +163,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	b := &Backend{g: cfg.Group, owned: map[string]*owned{}, inflight: cfg.MaxInflight,
 		ready: cfg.Ready, log: cfg.Logger, cp: cfg.Checkpoint,
-		logEvery: rate.NewLimiter(rate.Every(time.Second), 5)}
+		logEvery: rate.NewLimiter(rate.Every(time.Second), 5), logRep: logrepeat.New(time.Minute)}
 	b.own.owned, b.own.ready, b.own.epoch = map[int32]bool{}, map[int32]bool{}, map[int32]uint64{}
 	b.own.finals = map[int32]finalMark{}
 	b.peers.Store(&peers{byAddr: map[string]*peer{}})

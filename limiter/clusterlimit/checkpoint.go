@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -349,9 +350,7 @@ func (b *Backend) checkpoint(ctx context.Context, ps []int32, gen int32, final b
 	}
 	if err != nil {
 		b.cpBufs = nil // the writer may still hold them (a write cut by ctx goes on)
-		if b.errLog() {
-			b.log.Warn("clusterlimit: writing limiter checkpoints", "partitions", ps, "err", err)
-		}
+		b.warnf(slog.LevelWarn, "clusterlimit: writing limiter checkpoints", "partitions", ps, "err", err)
 		return
 	}
 	b.m.checkpoints.Add(float64(len(ps)))
@@ -463,8 +462,8 @@ func (b *Backend) restore(ctx context.Context, p int32, gen int32, epoch uint64,
 	var err error
 	for {
 		cp, err = b.readLatest(ctx, p)
-		if err != nil && b.errLog() {
-			b.log.Warn("clusterlimit: reading a limiter checkpoint", "partition", p, "err", err)
+		if err != nil {
+			b.warnf(slog.LevelWarn, "clusterlimit: reading a limiter checkpoint", "partition", p, "err", err)
 		}
 		wait := (prev == predOther && !b.g.MemberGone(prevAddr, at)) || (prev == predUnknown && cp != nil)
 		if !wait || (cp != nil && cp.final && cp.gen >= gen-1 && !b.ownFinal(p, cp)) || time.Now().After(deadline) || ctx.Err() != nil {
@@ -556,9 +555,7 @@ func (b *Backend) ensureTopic(ctx context.Context) bool {
 			err = resp.Errors[topic]
 		}
 		if err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
-			if b.errLog() {
-				b.log.Error("clusterlimit: cannot create the limiter checkpoint topic; create it with cleanup.policy=compact", "topic", topic, "err", err)
-			}
+			b.warnf(slog.LevelError, "clusterlimit: cannot create the limiter checkpoint topic; create it with cleanup.policy=compact", "topic", topic, "err", err)
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -158,10 +159,8 @@ func (b *Backend) PeekLevels(ctx context.Context, p *limiter.Policy, key string,
 		status, levels, err := b.askPeek(ctx, deadline, addr, &it)
 		switch {
 		case err != nil && olderOwner(err):
-			if b.errLog() {
-				b.log.Warn("the owner cannot report a key's levels (an older slide): GET /v1/quota gives the key's numbers alone",
-					"owner", addr, "policy", p.Name)
-			}
+			b.warnf(slog.LevelWarn, "the owner cannot report a key's levels (an older slide): GET /v1/quota gives the key's numbers alone",
+				"owner", addr, "policy", p.Name)
 			return nil, nil, nil
 		case err != nil:
 			return nil, nil, fmt.Errorf("clusterlimit: owner %s: %w", addr, err)

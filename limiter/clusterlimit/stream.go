@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
@@ -393,8 +394,8 @@ func (b *Backend) serveStream(s *cluster.Stream) {
 	for {
 		body, err := r.read(s.R, rbuf)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && b.errLog() {
-				b.log.Warn("clusterlimit: a peer's stream failed", "err", err)
+			if !errors.Is(err, io.EOF) {
+				b.warnf(slog.LevelWarn, "clusterlimit: a peer's stream failed", "err", err)
 			}
 			return
 		}
