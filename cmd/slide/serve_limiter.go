@@ -95,7 +95,7 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	}
 	if client != nil {
 		closeFn = func() { _ = client.Close() }
-		backend, err := redislimit.New(client, redislimit.Config{})
+		backend, err := redislimit.New(client, redislimit.Config{OnRedirect: redirectCounter(reg)})
 		if err != nil {
 			closeFn()
 			return nil, func() {}, fmt.Errorf("--redis: %w", err)
@@ -197,5 +197,25 @@ func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	msg := "redis: " + strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: ")
 	if ok, held := l.rep.Allow(msg); ok && l.every.Allow() {
 		l.log.Warn(msg, l.rep.Attrs(held)...)
+	}
+}
+
+// redirectCounter exports slide_limiter_redis_redirects_total{kind}: the MOVED and ASK replies
+// of Redis Cluster nodes the backend followed, each kind at 0 from the start (so that an alert
+// on increase() sees the first). A steady rate is a slot migration (ask) or a failover (moved)
+// in progress; a decision that met one still counted once (limiter/redislimit's redirect.go).
+func redirectCounter(reg prometheus.Registerer) func(kind string) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "slide_limiter_redis_redirects_total",
+		Help: "MOVED and ASK replies of Redis Cluster nodes that the limiter followed to the node they named, by kind (moved: a failover or a finished slot migration; ask: a slot being migrated).",
+	}, []string{"kind"})
+	ask, moved := c.WithLabelValues("ask"), c.WithLabelValues("moved")
+	reg.MustRegister(c)
+	return func(kind string) {
+		if kind == "ask" {
+			ask.Inc()
+		} else {
+			moved.Inc()
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +22,20 @@ import (
 // backend sends the call once to the node named: no decision fails, none counts twice.
 func migrateSlot(t *testing.T, c *redistest.Cluster, conn redislimit.Conn) {
 	const key = "tenant-migrating"
-	b := connBackend(t, conn)
+	var redirects sync.Map // kind → *atomic.Int64, from Config.OnRedirect
+	b, err := redislimit.New(connClient(t, conn), redislimit.Config{OnRedirect: func(kind string) {
+		n, _ := redirects.LoadOrStore(kind, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := func(kind string) int64 {
+		if n, ok := redirects.Load(kind); ok {
+			return n.(*atomic.Int64).Load()
+		}
+		return 0
+	}
 	ctx := context.Background()
 	name := "mig" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	log := limiter.Policy{Name: name, Algorithm: limiter.SlidingLog, Limit: 1000, Window: time.Hour}
@@ -83,11 +98,17 @@ func migrateSlot(t *testing.T, c *redistest.Cluster, conn redislimit.Conn) {
 	keys := splitLines(do(src, "CLUSTER", "GETKEYSINSLOT", slot, "100"))
 	do(src, append([]string{"MIGRATE", "127.0.0.1", dport, "", "0", "5000", "KEYS"}, keys...)...)
 	decide("slot migrating, keys on the target")
+	if seen("ask") == 0 {
+		t.Error("the decisions the source answered with ASK were not reported to OnRedirect")
+	}
 
 	for _, n := range []*redistest.Server{dst, src} {
 		do(n, "CLUSTER", "SETSLOT", slot, "NODE", dstID)
 	}
 	decide("slot moved")
+	if seen("moved") == 0 {
+		t.Error("the decisions the old master answered with MOVED were not reported to OnRedirect")
+	}
 
 	n, _ := strconv.Atoi(do(dst, "ZCARD", b.Key(&log, key)))
 	if want := admitted; n != want {

@@ -45,6 +45,13 @@ func (b *Backend) follow(ctx context.Context, cmd *goredis.Cmd, s *Script, keys 
 	if node == nil {
 		return cmd
 	}
+	if b.onRedir != nil {
+		if ask {
+			b.onRedir("ask")
+		} else {
+			b.onRedir("moved")
+		}
+	}
 	send := func(eval bool) *goredis.Cmd {
 		pipe := node.Pipeline()
 		if ask {

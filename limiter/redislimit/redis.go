@@ -82,6 +82,10 @@ type Config struct {
 	// OnScriptCall, if set, is called once per script invocation sent to
 	// Redis (EVALSHA or EVAL), with the command name. For tests and metrics.
 	OnScriptCall func(cmd string)
+	// OnRedirect, if set, is called once per MOVED or ASK reply of a Cluster node that
+	// the backend followed (redirect.go), with "moved" or "ask": a slot migration
+	// (ask) or a failover (moved) in progress. For metrics.
+	OnRedirect func(kind string)
 	// Pipelines bounds the fixed-window Decide calls in flight at once on a
 	// single server (*goredis.Client; a Cluster's script keys must share a
 	// slot, so there each call goes on its own). Calls that arrive while that
@@ -232,6 +236,7 @@ type Backend struct {
 	prefix   string
 	client   bool
 	onCall   func(string)
+	onRedir  func(string)           // Config.OnRedirect; nil: none
 	reload   func()                 // a Cluster client's slot map reload, after a failed decision
 	cluster  *goredis.ClusterClient // nil unless a Cluster's: MOVED and ASK are followed once (redirect.go)
 	nodes    sync.Map               // Cluster node address → go-redis's client for it
@@ -291,6 +296,7 @@ func New(c Client, cfg Config) (*Backend, error) {
 		prefix:   prefix,
 		client:   cfg.ClientClock,
 		onCall:   cfg.OnScriptCall,
+		onRedir:  cfg.OnRedirect,
 		idPrefix: hex.EncodeToString(id[:]) + "-",
 	}
 	_, single := c.(*goredis.Client) // one server: fixed_window_batch may touch keys of any slot
