@@ -241,6 +241,7 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.logLevel)) // checked by validate
 	log := newLogger(s.err, level)
+	setMemLimit(log)
 	if c.plans == "" && c.conn.https.cert == "" && c.rls.config == "" {
 		keepOnHUP(ctx, log, "SIGHUP: nothing reloads on it without --plans, --tls-cert or --rls-config; --policies and the other flags are read at start (restart to apply them)")
 	}
