@@ -111,6 +111,12 @@ type Config struct {
 	// Local returns the partitions this instance has restored and serves (the consumer's
 	// restored partitions). Required.
 	Local func() []int32
+	// Restored reports whether every partition assigned to this instance is restored
+	// (ingest.Consumer.Ready). Local is false while it is not, so that an instance gaining
+	// partitions in a rebalance, even all of them, reads through the cluster and reports
+	// the ones still restoring as missing instead of reading them short. It must be cheap:
+	// every read asks it. Nil: always restored.
+	Restored func() bool
 	// Generation returns the consumer's group generation (ingest.Consumer.Generation). A
 	// read whose generation changed while it ran counts this instance's partitions as
 	// missing, since a revocation may have dropped part of them mid-read. Nil: no check.
@@ -194,8 +200,8 @@ func CheckAdvertise(addr string) error {
 // owns which partition from the group (each member advertises its HTTP address in its join
 // metadata; every instance describes the group at every generation and every Refresh),
 // fans reads out to the owners of the partitions it does not serve itself, and merges
-// their partial aggregates. When this instance holds every partition, Local is true and
-// callers read the store directly: one instance works as it always did.
+// their partial aggregates. When this instance holds every partition, restored, Local is
+// true and callers read the store directly: one instance works as it always did.
 //
 // A read names what it could not cover: the partitions whose owner did not answer in time,
 // is restoring, or is unknown. Callers turn them into a 503 or a flagged partial answer;
@@ -371,9 +377,11 @@ func ownersString(o map[int32]string) string {
 	return b.String()
 }
 
-// Local reports whether this instance holds every partition of the topic: reads need no
-// peer. It is one atomic load.
-func (c *Cluster) Local() bool { return c.allLocal.Load() }
+// Local reports whether this instance holds every partition of the topic, each restored
+// (Config.Restored): reads need no peer. It is an atomic load and Config.Restored.
+func (c *Cluster) Local() bool {
+	return c.allLocal.Load() && (c.cfg.Restored == nil || c.cfg.Restored())
+}
 
 // Known reports whether the topic's partitions are known (the group was described once).
 func (c *Cluster) Known() bool {

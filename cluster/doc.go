@@ -23,8 +23,10 @@
 //
 // An instance assigned every partition answers from its store exactly as before: Local is
 // one atomic load, true once the group was described and this member's assignment covers
-// every partition. OnGeneration clears it before the consumer revokes anything, so a read
-// never comes from this instance alone once others own part of the topic.
+// every partition, each restored (Config.Restored). OnGeneration clears it before the
+// consumer revokes anything, so a read never comes from this instance alone once others
+// own part of the topic; and an instance that gains the last partitions in a rebalance
+// reads through the cluster until they are restored, so they are missing, not short.
 //
 // # Routing and merging
 //

@@ -263,10 +263,15 @@ type Consumer struct {
 	onGeneration func(int32, []int32) // WithGenerationHook; nil: none
 	fetchDialer  *kafka.Dialer        // Config.Dialer's, reading through a buffer (fetchDialer)
 
-	mu     sync.Mutex
-	parts  map[int32]*partition // assigned partitions; guarded by mu
-	gen    int32                // current generation; guarded by mu
-	joined bool                 // a generation has been set up; guarded by mu
+	mu       sync.Mutex
+	parts    map[int32]*partition // assigned partitions; guarded by mu
+	planning []int32              // assigned in this generation, not in parts yet (being planned); guarded by mu
+	gen      int32                // current generation; guarded by mu
+	joined   bool                 // a generation has been set up; guarded by mu
+
+	// whole is Ready, kept by setPartitionGaugesLocked so that Ready is one atomic load
+	// (cluster.Cluster.Local asks it on every read); wasReady is WasReady.
+	whole, wasReady atomic.Bool
 }
 
 // New returns a consumer of cfg.Topic feeding store. It checks cfg and registers the

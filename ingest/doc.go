@@ -46,7 +46,11 @@
 // replayed, never less). Config.Restore must cover the longest retention plus
 // skew of any metric (RestoreSpan). The partition counts as restored once it has been read
 // up to the log end seen at assignment; until every assigned partition is restored, Ready
-// is false and /readyz answers 503 with Progress. A revoked partition's series are dropped;
+// is false (a partition counts as restoring from the generation that assigns it, while its
+// restore is planned too), Restoring names them and Progress shows how far each is.
+// WasReady stays true once Ready was: slide serve's /readyz answers 503 only until the
+// first restore, and a read over a partition restoring later is refused or flagged by the
+// cluster read, which takes only restored partitions. A revoked partition's series are dropped;
 // a partition kept across a rebalance carries on from where it was, without a replay.
 // Because the windows are rebuilt from the log, or from a snapshot of exactly the state at
 // an offset and the log after it (Snapshots, below), a crash, a restart or a rebalance

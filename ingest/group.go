@@ -102,6 +102,17 @@ func (c *Consumer) runGeneration(gctx context.Context, gen *kafka.Generation) {
 	for _, a := range gen.Assignments[c.cfg.Topic] {
 		assigned[int32(a.ID)] = a.Offset
 	}
+	// The partitions gained count as restoring from now, before the hook: a read that the
+	// hook's new assignment sends to this instance alone must not find them empty.
+	c.mu.Lock()
+	c.planning = c.planning[:0]
+	for id := range assigned {
+		if _, ok := c.parts[id]; !ok {
+			c.planning = append(c.planning, id)
+		}
+	}
+	c.setPartitionGaugesLocked()
+	c.mu.Unlock()
 	if c.onGeneration != nil {
 		ids := make([]int32, 0, len(assigned))
 		for id := range assigned {
@@ -145,6 +156,7 @@ func (c *Consumer) runGeneration(gctx context.Context, gen *kafka.Generation) {
 	for _, p := range parts {
 		c.parts[p.id] = p
 	}
+	c.planning = c.planning[:0]
 	owned := make([]*partition, 0, len(c.parts))
 	for _, p := range c.parts {
 		owned = append(owned, p)

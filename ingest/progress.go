@@ -9,7 +9,7 @@ import (
 )
 
 // This file is commit and progress: committing offsets, marking partitions restored,
-// and Ready, Generation and Progress for /readyz.
+// and Ready, WasReady, Restoring, Generation and Progress for /readyz.
 
 func (c *Consumer) markRestored(p *partition) {
 	if p.restored.Swap(true) {
@@ -25,7 +25,7 @@ func (c *Consumer) markRestored(p *partition) {
 	c.log.Info("ingest: partition restored", "partition", p.id, "records", p.target-p.from, "duration", d.Round(time.Millisecond))
 }
 
-// setPartitionGaugesLocked requires c.mu.
+// setPartitionGaugesLocked sets the partition gauges, Ready and WasReady; it requires c.mu.
 func (c *Consumer) setPartitionGaugesLocked() {
 	restoring := 0
 	for _, p := range c.parts {
@@ -33,8 +33,15 @@ func (c *Consumer) setPartitionGaugesLocked() {
 			restoring++
 		}
 	}
+	live := len(c.parts) - restoring
+	restoring += len(c.planning)
 	c.m.partitions.WithLabelValues("restoring").Set(float64(restoring))
-	c.m.partitions.WithLabelValues("live").Set(float64(len(c.parts) - restoring))
+	c.m.partitions.WithLabelValues("live").Set(float64(live))
+	whole := c.joined && restoring == 0
+	c.whole.Store(whole)
+	if whole {
+		c.wasReady.Store(true)
+	}
 }
 
 // commit commits the next offset of every partition that moved since its last commit,
@@ -70,19 +77,30 @@ func (c *Consumer) commit(ctx context.Context, gen *kafka.Generation, parts []*p
 
 // Ready reports whether this instance serves complete windows: it has joined the group and
 // every partition assigned to it has been replayed up to the end of the log as it was at
-// assignment. An instance assigned no partition is ready once it has joined.
-func (c *Consumer) Ready() bool {
+// assignment. An instance assigned no partition is ready once it has joined. It is one
+// atomic load.
+func (c *Consumer) Ready() bool { return c.whole.Load() }
+
+// WasReady reports whether Ready has been true once since Run began: the first restore of
+// every assigned partition is done. A rebalance that assigns more partitions makes Ready
+// false again while they restore, not WasReady: slide serve stays ready for traffic then,
+// and reads over the partitions still restoring (Restoring) answer for themselves.
+func (c *Consumer) WasReady() bool { return c.wasReady.Load() }
+
+// Restoring lists the partitions assigned to this instance whose windows are not restored
+// yet, sorted; nil when there are none.
+func (c *Consumer) Restoring() []int32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.joined {
-		return false
-	}
+	var out []int32
+	out = append(out, c.planning...)
 	for _, p := range c.parts {
 		if !p.restored.Load() {
-			return false
+			out = append(out, p.id)
 		}
 	}
-	return true
+	slices.Sort(out)
+	return out
 }
 
 // Generation is the consumer group generation this consumer is in (0 before the first
@@ -123,7 +141,7 @@ type PartitionProgress struct {
 func (c *Consumer) Progress() Progress {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pr := Progress{Ready: c.joined, Generation: c.gen}
+	pr := Progress{Ready: c.joined && len(c.planning) == 0, Generation: c.gen}
 	for _, p := range c.parts {
 		pp := PartitionProgress{
 			Partition: p.id, Restored: p.restored.Load(), Done: 1, From: p.from, Target: p.target,

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -78,7 +79,7 @@ func (s *Server) covered(w http.ResponseWriter, c Cluster, missing []int32, allo
 		return true
 	}
 	bp := bufPool.Get().(*[]byte)
-	b := httperr.AppendOpen((*bp)[:0], httperr.Unavailable, "", unreachable(len(missing)))
+	b := httperr.AppendOpen((*bp)[:0], httperr.Unavailable, "", unreachable(len(missing))+s.restoringHere(missing))
 	b = append(b, ',')
 	b = appendMissing(b, missing)
 	b = append(b, "}}\n"...)
@@ -92,16 +93,28 @@ func unreachable(n int) string {
 	return strconv.Itoa(n) + " partitions have no reachable, restored owner (an instance is down, hung or restoring); retry, or pass partial=allow for an answer over the others"
 }
 
+// restoringHere is covered's word on the missing partitions this instance is restoring
+// itself (Config.Restoring), "" when none: the client learns the wait is a restore.
+func (s *Server) restoringHere(missing []int32) string {
+	if s.cfg.Restoring == nil {
+		return ""
+	}
+	var b []byte
+	for _, p := range s.cfg.Restoring() {
+		if slices.Contains(missing, p) {
+			b = append(b, ' ')
+			b = strconv.AppendInt(b, int64(p), 10)
+		}
+	}
+	if b == nil {
+		return ""
+	}
+	return "; this instance is restoring partitions" + string(b) + " from Kafka (a rebalance assigned them): /v1/status shows its progress"
+}
+
 // appendMissing writes "missing_partitions":[...].
 func appendMissing(b []byte, missing []int32) []byte {
-	b = append(b, `"missing_partitions":[`...)
-	for i, p := range missing {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, int64(p), 10)
-	}
-	return append(b, ']')
+	return appendPartitions(append(b, `"missing_partitions":`...), missing)
 }
 
 // appendPartialFlag writes ,"partial":true,"missing_partitions":[...] for a flagged answer.

@@ -46,11 +46,17 @@ type Config struct {
 	Now func() time.Time
 
 	// Ready reports whether the engine can answer: an error while ingest restores windows
-	// after a start or a rebalance. /readyz and the read routes (/v1/window, /v1/range,
-	// /v1/top, /v1/series, /v1/metrics) answer 503 with its message while it fails, since a
-	// window being replayed would give wrong answers; /v1/status reports it. Nil means
-	// always ready.
+	// at the start (slide serve: until its first restore is done). /readyz and the read
+	// routes (/v1/window, /v1/range, /v1/top, /v1/series, /v1/metrics) answer 503 with its
+	// message while it fails, since a window being replayed would give wrong answers;
+	// /v1/status reports it. Nil means always ready.
 	Ready func() error
+	// Restoring, when set, lists the partitions this instance owns whose windows are being
+	// restored while it is ready (gained in a rebalance after its first restore): /readyz's
+	// 200 and /v1/status name them ("restoring_partitions"), and a read's 503 over missing
+	// partitions says which of them are restoring here. Reads do not cover them: Cluster
+	// reports them missing. Nil: none.
+	Restoring func() []int32
 
 	// Backends, when set, lists the external systems (Kafka, Redis) and their last checked
 	// state; /readyz shows them in its answer, ready or not. Nil: none shown.

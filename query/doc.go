@@ -15,8 +15,9 @@
 //	POST /v1/allow       the limiter's handler (Config.Allow)     (bearer token when configured)
 //	GET  /v1/quota       a key's quota left (Config.Quota)        (bearer token with AuthReads, as the other reads)
 //	GET  /healthz        liveness: 200 while the process serves
-//	GET  /readyz         readiness: 503 while Config.Ready fails (windows being restored,
-//	                     Kafka unreachable); with Config.Backends, each backend's state too
+//	GET  /readyz         readiness: 503 while Config.Ready fails (windows being restored at
+//	                     the start, Kafka unreachable); with Config.Backends, each backend's
+//	                     state too; a 200 names Config.Restoring's partitions
 //	GET  /metrics        Prometheus exposition of Config.Gatherer
 //	GET  /               the dashboard (below)
 //

@@ -3,6 +3,7 @@ package query
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/slide-metrics/slide/httperr"
 )
@@ -21,10 +22,37 @@ func (s *Server) readyzBackends(w http.ResponseWriter) {
 		ready = s.cfg.Ready()
 	}
 	if ready == nil {
-		writeJSON(w, http.StatusOK, append(append([]byte(`{"status":"ready","backends":`), backends...), "}\n"...))
+		b := s.appendRestoring([]byte(`{"status":"ready"`))
+		writeJSON(w, http.StatusOK, append(append(append(b, `,"backends":`...), backends...), "}\n"...))
 		return
 	}
 	b := httperr.AppendOpen(nil, httperr.NotReady, "", "not ready: "+ready.Error())
 	b = append(append(append(b, `},"backends":`...), backends...), "}\n"...)
 	httperr.Send(w, httperr.NotReady, b)
+}
+
+// appendRestoring adds ,"restoring_partitions":[…] to a ready answer when this instance is
+// restoring partitions while it serves (Config.Restoring): a rebalance assigned them after
+// its first restore, and reads over them answer 503 or partial until they are done.
+func (s *Server) appendRestoring(b []byte) []byte {
+	if s.cfg.Restoring == nil {
+		return b
+	}
+	ps := s.cfg.Restoring()
+	if len(ps) == 0 {
+		return b
+	}
+	return appendPartitions(append(b, `,"restoring_partitions":`...), ps)
+}
+
+// appendPartitions writes ps as a JSON array.
+func appendPartitions(b []byte, ps []int32) []byte {
+	b = append(b, '[')
+	for i, p := range ps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(p), 10)
+	}
+	return append(b, ']')
 }

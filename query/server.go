@@ -295,7 +295,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
+	writeJSON(w, http.StatusOK, append(s.appendRestoring([]byte(`{"status":"ready"`)), "}\n"...))
 }
 
 func (s *Server) metricsHandler() http.HandlerFunc {

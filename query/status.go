@@ -16,11 +16,12 @@ import (
 // read from the server's own metrics (Config.Gatherer) and hooks, and answered while
 // windows are being restored (it is how one watches the restore):
 //
-//	{"ready":false,"not_ready":"restoring windows from Kafka: ...","progress":{...},
+//	{"ready":false,"not_ready":"restoring windows from Kafka: ...","restoring_partitions":[3],"progress":{...},
 //	 "ingest":{"lag_seconds":0.4,"lag_records":120,"series":40,"partitions":{"live":3,"restoring":1}},
 //	 "limiter":[{"policy":"api","result":"allowed","count":12},...]}
 //
-// progress is Config.Progress's value (null without one); lag_seconds is the largest
+// restoring_partitions (with Config.Restoring) lists the partitions being restored while
+// the instance is ready ([] when none); progress is Config.Progress's value (null without one); lag_seconds is the largest
 // slide_ingest_lag_seconds over partitions, lag_records the sum of slide_ingest_lag;
 // limiter is slide_limiter_decisions_total by policy and result. Families the process does
 // not have are absent. Its cost is one gather of the registry, exported windows included.
@@ -39,6 +40,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	} else {
 		b = append(b, `false,"not_ready":`...)
 		b = jsonenc.AppendString(b, notReady.Error())
+	}
+	if s.cfg.Restoring != nil {
+		b = appendPartitions(append(b, `,"restoring_partitions":`...), s.cfg.Restoring())
 	}
 	b = append(b, `,"progress":`...)
 	if s.cfg.Progress != nil {

@@ -102,7 +102,8 @@ func (s *slide) metric(t *testing.T, name string, labels ...string) float64 {
 	return v
 }
 
-// caughtUp reports whether the instance is ready and has read every partition it owns to
+// caughtUp reports whether the instance is ready, has restored every partition it owns
+// (once ready, /readyz stays 200 while a rebalance's gains restore) and has read each to
 // the end of the log (lag 0 everywhere).
 func (s *slide) caughtUp(t *testing.T) bool {
 	t.Helper()
@@ -110,7 +111,8 @@ func (s *slide) caughtUp(t *testing.T) bool {
 	if err != nil || code != 200 {
 		return false
 	}
-	return len(s.partitions(t)) > 0 && s.metric(t, "slide_ingest_lag") == 0
+	return len(s.partitions(t)) > 0 && s.metric(t, "slide_ingest_partitions", `state="restoring"`) == 0 &&
+		s.metric(t, "slide_ingest_lag") == 0
 }
 
 // eventually polls cond every 50 ms until it holds or timeout passes, then fails with what.

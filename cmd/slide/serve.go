@@ -366,6 +366,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		Timeout: c.peerTimeout, Staleness: c.clusterStaleness(), KeyPartitioner: c.keyPartitioner, Logger: log, Registerer: reg,
 		Dialer: c.conn.kafkaDialer, TLS: peerTLS,
 		Local: func() []int32 { return restoredPartitions(consumer) }, Generation: func() int32 { return consumer.Generation() },
+		Restored: func() bool { return consumer != nil && consumer.Ready() },
 	})
 	if err != nil {
 		return err
@@ -426,14 +427,19 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 				return err
 			}
 		}
-		if consumer.Ready() && cl.Known() {
-			return nil
+		// Only the first restore holds traffic back. Partitions a later rebalance assigns
+		// restore while the instance stays in its Service: the reads over them answer 503
+		// or partial=allow's flag (cluster.Config.Restored), the others answer as before.
+		// Pulling every instance that gained partitions, as a scale-up or a rolling update
+		// does to all at once, emptied the Service.
+		if !consumer.WasReady() {
+			p, _ := json.Marshal(consumer.Progress())
+			return fmt.Errorf("restoring windows from Kafka: %s", p)
 		}
-		if consumer.Ready() {
+		if !cl.Known() {
 			return errors.New("learning the consumer group's members and partitions")
 		}
-		p, _ := json.Marshal(consumer.Progress())
-		return fmt.Errorf("restoring windows from Kafka: %s", p)
+		return nil
 	}
 	// GET|POST /api/v1/…: PromQL on Prometheus' engine over every instance's rings (the
 	// cluster's slot read); a partition no instance served answers 503, or with
@@ -452,9 +458,10 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Traces: traces, Allow: allow, Quota: quota, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log,
-		Backends: c.conn.checks.states,
-		Progress: func() any { return consumer.Progress() },
-		Ready:    ready,
+		Backends:  c.conn.checks.states,
+		Progress:  func() any { return consumer.Progress() },
+		Restoring: consumer.Restoring,
+		Ready:     ready,
 	})
 	if err != nil {
 		return err

@@ -120,7 +120,8 @@ type Rule struct {
 	Match string
 	// OnUnavailable is what the rule decides when its window cannot be read whole: with
 	// several instances, an owner of some of the topic's partitions is down, hung or
-	// restoring. "open" (the default, as Envoy's failure mode) allows, marked Degraded;
+	// restoring, this instance included (partitions a rebalance gave it, even every one,
+	// are not read until restored). "open" (the default, as Envoy's failure mode) allows, marked Degraded;
 	// "closed" fails the decision with limiter.ErrBackendUnavailable (503). Both are
 	// counted in slide_cluster_unavailable_total{caller="usage_open"|"usage_closed"}. A
 	// count, max or non-negative sum already over Max in the part that could be read is
