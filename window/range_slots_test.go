@@ -55,7 +55,7 @@ func TestRangeSlotsEqualReadRange(t *testing.T) {
 						t.Fatal(err)
 					}
 					want = []RangeGroup{{Labels: []Label{}, Points: pts}}
-				} else if want, err = s.ReadRangeGroups(now, "latency_ms", sel, by, shape[0], shape[1], qs, nil); err != nil {
+				} else if want, err = s.ReadRangeGroups(now, "latency_ms", sel, by, shape[0], shape[1], qs, 0, nil); err != nil {
 					t.Fatal(err)
 				}
 				if len(got) != len(want) {
