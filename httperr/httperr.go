@@ -59,8 +59,9 @@ const (
 	// NotReady (503, Retry-After): this instance is restoring its windows.
 	NotReady Code = "not_ready"
 	// Unavailable (503, Retry-After): something the answer needs cannot be reached: the
-	// owners of some partitions ("missing_partitions" lists them), or the backend of a
-	// closed limiter policy.
+	// owners of some partitions ("missing_partitions" lists them), the backend of a
+	// closed limiter policy, or a read slot: every one stayed busy with other reads for
+	// the read's whole timeout (query.Config.Reads, slide serve --read-max-concurrency).
 	Unavailable Code = "unavailable"
 	// Timeout (503, no Retry-After): the read took longer than the server lets one take
 	// (query.Config.ReadTimeout) and stopped; the same read would stop again, so narrow it.

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/slide-metrics/slide/jsonenc"
+	"github.com/slide-metrics/slide/readgate"
 )
 
 // Error types of the Prometheus HTTP API, and the status each answers with.
@@ -60,7 +61,7 @@ const maxPoints = 11_000
 // concurrent use; build it once with New and mount Handler under /api/v1/.
 type API struct {
 	cfg    Config
-	slots  chan struct{} // one a query or listing being evaluated (Config.MaxConcurrent)
+	gate   *readgate.Gate // the queries and listings evaluated at once (Config.Gate, MaxConcurrent)
 	q      *Queryable
 	engine *promql.Engine
 	parser parser.Parser
@@ -74,8 +75,13 @@ func New(cfg Config) (*API, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	a := &API{cfg: cfg, q: NewQueryable(cfg.Store, cfg.Now, cfg.MaxSeries), parser: parser.NewParser(parser.Options{}),
-		slots: make(chan struct{}, cfg.MaxConcurrent)}
+	a := &API{cfg: cfg, q: NewQueryable(cfg.Store, cfg.Now, cfg.MaxSeries), parser: parser.NewParser(parser.Options{}), gate: cfg.Gate}
+	if a.gate == nil {
+		var err error
+		if a.gate, err = readgate.New(readgate.Config{Max: cfg.MaxConcurrent, Setting: "promapi.Config.MaxConcurrent"}); err != nil {
+			return nil, err
+		}
+	}
 	a.q.cluster = cfg.Cluster
 	a.engine = promql.NewEngine(promql.EngineOpts{
 		Logger: cfg.Logger, Reg: cfg.Registerer, MaxSamples: cfg.MaxSamples, Timeout: cfg.Timeout,
@@ -169,6 +175,11 @@ func (a *API) serve(fn func(r *http.Request) ([]byte, notes, *apiError)) http.Ha
 
 func writeError(w http.ResponseWriter, e *apiError) {
 	w.Header().Set("Content-Type", "application/json")
+	if errors.Is(e.err, readgate.ErrBusy) {
+		// Unlike a query that ran out of time, a query that found no slot may well find
+		// one in a moment.
+		w.Header().Set("Retry-After", "1")
+	}
 	code, ok := errStatus[e.typ]
 	if !ok {
 		code = http.StatusInternalServerError
@@ -371,15 +382,16 @@ func (a *API) run(r *http.Request, span evalSpan, newQuery func(context.Context,
 	if aerr != nil {
 		return nil, notes{}, aerr
 	}
+	expr, perr := a.parser.ParseExpr(text)
+	if aerr := checkSubqueries(expr, perr); aerr != nil {
+		return nil, notes{}, aerr
+	}
+	// A slot once the query is known to be one to run: a refused subquery never waits.
 	release, aerr := a.slot(ctx)
 	if aerr != nil {
 		return nil, notes{}, aerr
 	}
 	defer release()
-	expr, perr := a.parser.ParseExpr(text)
-	if aerr := checkSubqueries(expr, perr); aerr != nil {
-		return nil, notes{}, aerr
-	}
 	if perr == nil && !a.cfg.DisablePushdown && span.step >= 0 {
 		data, n, err := a.pushdown(ctx, expr, text, span)
 		if !errors.Is(err, errNotPushed) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slide-metrics/slide/readgate"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -50,6 +51,12 @@ type Config struct {
 	// for a slot, up to Timeout, and then answer errorType "timeout". Default
 	// DefaultMaxConcurrent.
 	MaxConcurrent int
+	// Gate, when set, is the cap on concurrent reads this API shares with the server's other
+	// reads (slide serve shares one with its /v1 reads: --read-max-concurrency), and
+	// MaxConcurrent is not used. A query or listing waits for a slot as above; a wait that
+	// reaches the timeout answers errorType "timeout" with Retry-After, naming the gate's
+	// setting. Nil: a gate of MaxConcurrent of this API's own.
+	Gate *readgate.Gate
 	// Ready, when set, is asked before every request: an error answers 503 unavailable in
 	// Prometheus' shape, "not ready: …" (slide serve: while windows are being restored).
 	Ready func() error

@@ -119,7 +119,10 @@
 // warning "results truncated due to limit", holding at most twice that many items while they
 // gather however many match[] sets select the whole store, and bounded by a query's timeout.
 // At most Config.MaxConcurrent queries and listings are evaluated at once (Prometheus'
-// --query.max-concurrency, 20); others wait for a slot within the timeout. A POST body is
+// --query.max-concurrency, 20), or as many as Config.Gate admits, a cap shared with the
+// server's other reads (slide serve --read-max-concurrency); others wait for a slot within
+// the timeout, and one that waited all of it answers errorType "timeout" with Retry-After:
+// 1 (unlike a query that ran out of time, it may find a slot in a moment). A POST body is
 // at most 1 MiB. A range query
 // has at most 11,000 points, and so does a subquery (the engine steps a subquery's
 // selector without asking the context, so its steps are capped before it runs).

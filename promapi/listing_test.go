@@ -1,6 +1,7 @@
 package promapi
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -122,18 +123,24 @@ func TestQueriesWaitForASlot(t *testing.T) {
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
 	paths := []string{"/api/v1/query?query=sum(latency_ms_count)", "/api/v1/series?match[]=latency_ms_count", "/api/v1/labels"}
-	a.slots <- struct{}{} // two evaluations running
-	a.slots <- struct{}{}
+	var running []func()
+	for range 2 { // two evaluations running
+		done, err := a.gate.Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		running = append(running, done)
+	}
 	for _, path := range paths {
 		res, err := http.Get(srv.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if body := readAll(t, res); res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"errorType":"timeout"`) || !strings.Contains(body, "2 evaluation slots") {
-			t.Errorf("%s with every slot busy: %d %s, want 503 timeout naming the slots", path, res.StatusCode, body)
+		if body := readAll(t, res); res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"errorType":"timeout"`) || !strings.Contains(body, "all 2 read slots") || res.Header.Get("Retry-After") != "1" {
+			t.Errorf("%s with every slot busy: %d %s (Retry-After %q), want 503 timeout naming the slots, with Retry-After", path, res.StatusCode, body, res.Header.Get("Retry-After"))
 		}
 	}
-	go func() { time.Sleep(50 * time.Millisecond); <-a.slots }() // one ends within the wait
+	go func() { time.Sleep(50 * time.Millisecond); running[0]() }() // one ends within the wait
 	for _, path := range paths {
 		res, err := http.Get(srv.URL + path)
 		if err != nil {
@@ -143,9 +150,18 @@ func TestQueriesWaitForASlot(t *testing.T) {
 			t.Errorf("%s with a slot freed: %d %s", path, res.StatusCode, body)
 		}
 	}
-	if n := len(a.slots); n != 1 {
-		t.Errorf("%d slots held after the answers, want the 1 still running", n)
+	// The 1 still running holds its slot: one more starts, a second would wait.
+	done, err := a.gate.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
+	past, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	if _, err := a.gate.Start(past); err == nil {
+		t.Error("a third evaluation started beside the 2 held: the answers kept no slot or freed one twice")
+	}
+	done()
+	running[1]()
 }
 
 // TestListingsHoldToStartEnd: /api/v1/labels, label values and series list the series with

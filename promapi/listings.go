@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/slide-metrics/slide/readgate"
 )
 
 // errEmptyMatchSet is Prometheus' refusal of a match[] set that every series satisfies.
@@ -74,25 +76,20 @@ func (a *API) bounds(r *http.Request) (limit int, ctx context.Context, done func
 	return limit, ctx, func() { release(); cancel() }, nil
 }
 
-// slot waits for one of Config.MaxConcurrent evaluations, at most a query's timeout, and
-// returns what gives it back.
+// slot waits for one of the gate's slots (Config.Gate, MaxConcurrent), at most a query's
+// timeout, and returns what gives it back. A wait that reaches the timeout is errorType
+// "timeout" (with Retry-After: writeError), as Prometheus answers it.
 func (a *API) slot(ctx context.Context) (func(), *apiError) {
-	release := func() { <-a.slots }
-	select {
-	case a.slots <- struct{}{}:
-		return release, nil
-	default:
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	done, err := a.gate.Start(ctx)
+	switch {
+	case errors.Is(err, readgate.ErrBusy):
+		return nil, &apiError{errTimeout, fmt.Errorf("query timed out waiting for a slot: %w", err)}
+	case err != nil:
+		return nil, execError(err)
 	}
-	wait := time.NewTimer(a.cfg.Timeout)
-	defer wait.Stop()
-	select {
-	case a.slots <- struct{}{}:
-		return release, nil
-	case <-ctx.Done():
-		return nil, execError(ctx.Err())
-	case <-wait.C:
-		return nil, &apiError{errTimeout, fmt.Errorf("query timed out waiting for one of %d evaluation slots (every one busy)", cap(a.slots))}
-	}
+	return done, nil
 }
 
 // listed is the querier of a listing: of the series with samples in [start, end] (ms; the

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slide-metrics/slide/event"
+	"github.com/slide-metrics/slide/readgate"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -135,6 +136,14 @@ type Config struct {
 	// (key=~"(.*){1000}" costs about 1 ms a series) went on computing long after its
 	// answer could no longer be sent. Default DefaultReadTimeout (25 s); negative: none.
 	ReadTimeout time.Duration
+
+	// Reads, when set, caps the reads that scan series running at once (those ReadTimeout
+	// bounds): more wait in line, within their ReadTimeout, and a read that waited all of it
+	// answers 503 unavailable with Retry-After, naming the gate's setting. Share one gate
+	// with the Prometheus API mounted at PromAPI (promapi.Config.Gate), so that the cap is
+	// the process's. Probes, /metrics, /v1/status, the intake and the limiter's routes never
+	// wait. Nil: no cap.
+	Reads *readgate.Gate
 
 	// Export lists window aggregates published as gauges on /metrics, read from the store
 	// at scrape time (see ParseExportSpecs). Requires Registerer.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/httperr"
+	"github.com/slide-metrics/slide/readgate"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -35,6 +36,7 @@ type Server struct {
 	hist      *histogramExport     // nil without Config.ExportHistograms
 	histReg   *prometheus.Registry // hist's collector, for the text formats
 	visit     func()               // a test hook: called for every series a read visits (scan)
+	reading   func()               // a test hook: called as a scanning read begins, holding its slot
 	// exportErrors counts the series the exports leave out; collected by exportCollector.
 	exportErrors *prometheus.CounterVec
 }
@@ -152,13 +154,50 @@ func (s *Server) wrap(rt route) http.Handler {
 			defer cancel()
 			r = r.WithContext(ctx)
 		}
+		var waited time.Duration
+		if rt.scans && s.cfg.Reads != nil {
+			done, ok := s.startRead(rw, r)
+			if !ok {
+				return
+			}
+			defer done()
+			waited = time.Since(start)
+		}
+		if rt.scans && s.reading != nil {
+			s.reading()
+		}
 		rt.h(rw, r)
 		// A read stopped by its context answers nothing (its client is gone); stopped by
 		// ReadTimeout, its client is still there and is told why.
 		if rw.status == 0 && context.Cause(r.Context()) == errReadTimeout {
-			httperr.Write(rw, httperr.Timeout, "", fmt.Sprintf("the read stopped after %s: narrow the series it reads with key= or match= (a costly match= regexp costs every series of the metric)", s.cfg.ReadTimeout))
+			httperr.Write(rw, httperr.Timeout, "", s.timeoutMessage(waited))
 		}
 	})
+}
+
+// startRead waits for a read slot (Config.Reads) within the read's context, and returns
+// what gives it back; when the wait fails it answers (503 unavailable when the deadline
+// passed, nothing when the client left) and reports false.
+func (s *Server) startRead(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
+	done, err := s.cfg.Reads.Start(r.Context())
+	if err != nil {
+		if errors.Is(err, readgate.ErrBusy) { // else the client is gone: nobody reads an answer
+			httperr.Write(w, httperr.Unavailable, "", err.Error())
+		}
+		return nil, false
+	}
+	return done, true
+}
+
+// timeoutMessage says why a read stopped at ReadTimeout: its cost, or, when it spent most
+// of the timeout waiting for a slot behind other reads, that wait (it ran too briefly to
+// tell its cost; the same read may well answer when the server is less busy).
+func (s *Server) timeoutMessage(waited time.Duration) string {
+	if waited > s.cfg.ReadTimeout/2 {
+		return fmt.Sprintf("the read stopped after %s, %s of it waiting for one of the %d read slots, every one busy with other reads: retry later, narrow the series it reads with key= or match=, or raise %s",
+			s.cfg.ReadTimeout, waited.Round(time.Millisecond), s.cfg.Reads.Max(), s.cfg.Reads.Setting())
+	}
+	return fmt.Sprintf("the read stopped after %s: narrow the series it reads with key= or match= (a costly match= regexp costs every series of the metric)", s.cfg.ReadTimeout)
 }
 
 // errReadTimeout is the cause of a read's context past Config.ReadTimeout.

@@ -303,9 +303,10 @@ func (s *Store) ReadGroups(now int64, metric string, sel *Selector, by []string,
 // series of metric that sel matches, as ReadGroups groups them. Each group holds one
 // aggregate per slot of the retention while the scan runs, so the groups are bounded by
 // MaxGroups and by 262,144 slots in all (8,738 groups of the default 30-slot ring, 72 of a
-// 3,600-slot one): ErrTooManyGroups past them. Its other errors are ReadRangeMerged's and
-// CheckBy's.
-func (s *Store) ReadRangeGroups(now int64, metric string, sel *Selector, by []string, w, step time.Duration, qs []float64, stop func() bool) ([]RangeGroup, error) {
+// 3,600-slot one): ErrTooManyGroups past them. maxGroups, when positive and below those
+// bounds, is the caller's own: the scan stops at the first series of a group past it, with
+// ErrGroupLimit. Its other errors are ReadRangeMerged's and CheckBy's.
+func (s *Store) ReadRangeGroups(now int64, metric string, sel *Selector, by []string, w, step time.Duration, qs []float64, maxGroups int, stop func() bool) ([]RangeGroup, error) {
 	if err := checkQuantiles(qs); err != nil {
 		return nil, err
 	}
@@ -332,6 +333,7 @@ func (s *Store) ReadRangeGroups(now int64, metric string, sel *Selector, by []st
 	}
 	bins := len(qs) > 0 && !rc.NoSketch
 	g := newRangeGroups(by, nagg)
+	g.limitTo(maxGroups)
 	s.eachSelected(metric, sel, stop, func(se *series) bool {
 		rg := g.of(se.key)
 		if rg == nil {
@@ -369,6 +371,7 @@ type rangeGroups struct {
 	by       []string
 	n, limit int
 	over     bool // a series fell in one group too many
+	capped   bool // limit is the caller's (limitTo), not the read's own bound
 	index    map[string]int
 	groups   []*rangeGroup
 	buf      []byte
@@ -396,9 +399,7 @@ func (g *rangeGroups) of(series string) *rangeGroup {
 	return rg
 }
 
-func (g *rangeGroups) tooMany() error {
-	return fmt.Errorf("%w: more than %d by %s over %d slots", ErrTooManyGroups, g.limit, strings.Join(g.by, ","), g.n)
-}
+func joinBy(by []string) string { return strings.Join(by, ",") }
 
 // compose returns the groups sorted by their values, each with the points points composes
 // from its aggregates; ErrTooManyGroups past the limit, ErrNotFound without a group. Each

@@ -195,7 +195,7 @@ func TestReadGroupsRefusals(t *testing.T) {
 		if _, err := s.ReadGroups(now, "latency_ms", nil, c.by, time.Minute, nil, nil); !errors.Is(err, c.want) {
 			t.Errorf("by %q: %v, want %v", c.by, err, c.want)
 		}
-		if _, err := s.ReadRangeGroups(now, "latency_ms", nil, c.by, time.Minute, time.Minute, nil, nil); !errors.Is(err, c.want) {
+		if _, err := s.ReadRangeGroups(now, "latency_ms", nil, c.by, time.Minute, time.Minute, nil, 0, nil); !errors.Is(err, c.want) {
 			t.Errorf("range by %q: %v, want %v", c.by, err, c.want)
 		}
 	}
@@ -240,12 +240,26 @@ func TestReadGroupsTooMany(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.ReadRangeGroups(now, "fine", nil, []string{"id"}, time.Minute, time.Minute, nil, nil); !errors.Is(err, ErrTooManyGroups) {
+	if _, err := s.ReadRangeGroups(now, "fine", nil, []string{"id"}, time.Minute, time.Minute, nil, 0, nil); !errors.Is(err, ErrTooManyGroups) {
 		t.Errorf("range, %d groups of 10,000 slots: %v, want ErrTooManyGroups", limit+1, err)
 	}
 	if _, err := s.ReadGroups(now, "fine", nil, []string{"id"}, time.Minute, nil, nil); err != nil {
 		t.Errorf("window read, %d groups of 10,000 slots: %v", limit+1, err)
 	}
+	// A caller's cap below the read's own bound stops the scan at the first group past it.
+	visited := 0
+	if _, err := s.ReadRangeGroups(now, "fine", nil, []string{"id"}, time.Minute, time.Minute, nil, 3, func() bool { visited++; return false }); !errors.Is(err, ErrGroupLimit) || visited != 4 {
+		t.Errorf("range capped at 3 groups of %d: %v after %d series, want ErrGroupLimit after 4", limit+1, err, visited)
+	}
+}
+
+// pointEnds returns the ends (To) of points.
+func pointEnds(points []Agg) []int64 {
+	ends := make([]int64, len(points))
+	for i, p := range points {
+		ends[i] = p.To
+	}
+	return ends
 }
 
 // Each group of ReadRangeGroups is exactly ReadRangeMerged of the group's own selector.
@@ -255,9 +269,12 @@ func TestReadRangeGroupsEqualReadRangeMerged(t *testing.T) {
 	sel, _ := CompileSelector("tenant-*", []Matcher{{"route", MatchNotEqual, "/search"}})
 	by := []string{"route", "code"}
 	for _, shape := range [][2]time.Duration{{time.Minute, 10 * time.Second}, {10 * time.Second, 10 * time.Second}, {5 * time.Minute, time.Minute}} {
-		groups, err := s.ReadRangeGroups(now, "latency_ms", sel, by, shape[0], shape[1], qs, nil)
+		groups, err := s.ReadRangeGroups(now, "latency_ms", sel, by, shape[0], shape[1], qs, 0, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if ends, err := RangeEnds(s.RingConfig("latency_ms"), now, shape[0], shape[1]); err != nil || !slices.Equal(ends, pointEnds(groups[0].Points)) {
+			t.Fatalf("%v: RangeEnds %v (%v), the points end at %v", shape, ends, err, pointEnds(groups[0].Points))
 		}
 		flat, err := s.ReadGroups(now, "latency_ms", sel, by, shape[0], qs, nil)
 		if err != nil || len(flat) != len(groups) {

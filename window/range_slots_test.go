@@ -3,6 +3,7 @@ package window
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -55,11 +56,29 @@ func TestRangeSlotsEqualReadRange(t *testing.T) {
 						t.Fatal(err)
 					}
 					want = []RangeGroup{{Labels: []Label{}, Points: pts}}
-				} else if want, err = s.ReadRangeGroups(now, "latency_ms", sel, by, shape[0], shape[1], qs, nil); err != nil {
+				} else if want, err = s.ReadRangeGroups(now, "latency_ms", sel, by, shape[0], shape[1], qs, 0, nil); err != nil {
 					t.Fatal(err)
 				}
 				if len(got) != len(want) {
 					t.Fatalf("%v %s by %v: %d groups, want %d", shape, name, by, len(got), len(want))
+				}
+				if ends := rs.Ends(); !slices.Equal(ends, pointEnds(got[0].Points)) {
+					t.Fatalf("%v %s by %v: Ends %v, the points end at %v", shape, name, by, ends, pointEnds(got[0].Points))
+				}
+				if by != nil && len(want) > 1 { // capped below its groups, the read stops at the first group past the cap
+					capped, err := NewRangeSlots(rc, now, shape[0], shape[1], qs, by)
+					if err != nil {
+						t.Fatal(err)
+					}
+					capped.LimitGroups(len(want) - 1)
+					var addErr error
+					s.VisitSlots(now, "latency_ms", sel, nil, func(series string, _ int64, slots []SlotView) bool {
+						addErr = capped.Add(series, slots)
+						return addErr == nil
+					})
+					if _, err := capped.Read(); !errors.Is(addErr, ErrGroupLimit) || !errors.Is(err, ErrGroupLimit) {
+						t.Fatalf("%v %s by %v capped at %d of %d groups: Add %v, Read %v, want ErrGroupLimit", shape, name, by, len(want)-1, len(want), addErr, err)
+					}
 				}
 				for i := range want {
 					if !reflect.DeepEqual(got[i].Labels, want[i].Labels) || len(got[i].Points) != len(want[i].Points) {

@@ -132,28 +132,7 @@ func composeCells(cells []rangeCell, aggs []slotAgg, cur, width, w, step int64, 
 	if len(cells) == 0 {
 		return nil
 	}
-	e0 := (cur + 1) * width
-	start := cells[0].from
-	// boundary is the cell boundary at or before ms, or -1 before the cells.
-	boundary := func(ms int64) int {
-		if ms >= cells[len(cells)-1].to {
-			return len(cells) // the end of the last cell
-		}
-		return cellAt(cells, ms)
-	}
-	var spans [][2]int // cell index ranges [lo, hi) of the points, newest first
-	for e := e0; e-w >= start; {
-		hi, lo := boundary(e), boundary(e-w) // the point's end and start, rounded down to cells
-		if hi <= 0 || lo < 0 {
-			break
-		}
-		if lo >= hi {
-			lo = hi - 1 // a window shorter than the cell before its end: that cell
-		}
-		spans = append(spans, [2]int{lo, hi})
-		// The next end that rounds to another boundary is the first before this point's end.
-		e -= step * ((e-cells[hi-1].to)/step + 1)
-	}
+	spans := tieredSpans(cells, cur, width, w, step)
 	ix = sketch.ReadIndexer(ix)
 	out := make([]Agg, 0, len(spans))
 	qbuf := make([]float64, 0, len(spans)*len(qs))
@@ -184,6 +163,35 @@ func composeCells(cells []rangeCell, aggs []slotAgg, cur, width, w, step int64, 
 		out = append(out, a)
 	}
 	return out
+}
+
+// tieredSpans returns the cell index ranges [lo, hi) of a tiered range read's points,
+// newest first (the rule above): cur is the read's slot, w and step in ms. It reads no
+// slot, so the size of an answer is known before any series is read.
+func tieredSpans(cells []rangeCell, cur, width, w, step int64) [][2]int {
+	e0 := (cur + 1) * width
+	start := cells[0].from
+	// boundary is the cell boundary at or before ms, or -1 before the cells.
+	boundary := func(ms int64) int {
+		if ms >= cells[len(cells)-1].to {
+			return len(cells) // the end of the last cell
+		}
+		return cellAt(cells, ms)
+	}
+	var spans [][2]int // cell index ranges [lo, hi) of the points, newest first
+	for e := e0; e-w >= start; {
+		hi, lo := boundary(e), boundary(e-w) // the point's end and start, rounded down to cells
+		if hi <= 0 || lo < 0 {
+			break
+		}
+		if lo >= hi {
+			lo = hi - 1 // a window shorter than the cell before its end: that cell
+		}
+		spans = append(spans, [2]int{lo, hi})
+		// The next end that rounds to another boundary is the first before this point's end.
+		e -= step * ((e-cells[hi-1].to)/step + 1)
+	}
+	return spans
 }
 
 // readRangeTiered is a tiered range read at slot cur: fold adds every series read into the

@@ -2,6 +2,7 @@ package window
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -81,9 +82,13 @@ func TestReadRangeTiered(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			groups, err := s.ReadRangeGroups(now, "cost", nil, []string{"key"}, c.w, c.step, []float64{0.5}, nil)
+			groups, err := s.ReadRangeGroups(now, "cost", nil, []string{"key"}, c.w, c.step, []float64{0.5}, 0, nil)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The size of the answer is known before the read: RangeEnds are the points' ends.
+			if ends, err := RangeEnds(s.RingConfig("cost"), now, c.w, c.step); err != nil || !slices.Equal(ends, pointEnds(pts)) {
+				t.Fatalf("window %v step %v: RangeEnds %v (%v), the points end at %v", c.w, c.step, ends, err, pointEnds(pts))
 			}
 			for _, other := range [][]Agg{merged, groups[0].Points} {
 				if len(other) != len(pts) {

@@ -25,7 +25,7 @@ var helpTopics = map[string][]helpTopic{
 			"event-*", "span-*", "max-inflated-bytes", "kafka-*"}},
 		{"windows", []string{"slot", "slots", "rings", "sketch", "max-series", "max-series-per-metric", "max-memory", "evict-interval", "max-skew"}},
 		{"limiter", []string{"policies", "plans", "plans-*", "limiter-*", "usage-staleness", "redis", "redis-*", "rls-*", "grpc-addr"}},
-		{"HTTP API", []string{"auth-*", "tls-*", "client-ca", "max-body-bytes", "max-conns-per-client", "read-header-timeout", "shutdown-timeout", "shutdown-delay", "export-*", "promql-*"}},
+		{"HTTP API", []string{"auth-*", "tls-*", "client-ca", "max-body-bytes", "max-conns-per-client", "read-header-timeout", "read-max-concurrency", "shutdown-timeout", "shutdown-delay", "export-*", "promql-*"}},
 		{"several instances", []string{"advertise-addr", "peer-*", "snapshot-*"}},
 	},
 	"produce": {

@@ -84,7 +84,8 @@ type serveConfig struct {
 	usageStaleness time.Duration
 	keyPartitioner string
 	promPushdown   bool         // --promql-pushdown
-	promConcurrent int          // --promql-max-concurrency
+	promConcurrent int          // --promql-max-concurrency (deprecated: readMax)
+	readMax        int          // --read-max-concurrency
 	budget         budgetConfig // budget.go
 
 	snapshotInterval   time.Duration
@@ -153,7 +154,8 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.peerTimeout, "peer-timeout", cluster.DefaultTimeout, "deadline of a read fanned out to the other instances; an owner slower than this counts as missing")
 	fs.DurationVar(&c.usageStaleness, "usage-staleness", cluster.DefaultStaleness, "how old the other instances' aggregates read by usage rules may be (cached) (0: no cache)")
 	fs.StringVar(&c.keyPartitioner, "key-partitioner", "", "declare that every producer partitions records by key with murmur2 (Java clients, slide produce): a one-key read then asks only its partition's owner. Empty: ask every owner (exact whatever the producers do)")
-	fs.IntVar(&c.promConcurrent, "promql-max-concurrency", promapi.DefaultMaxConcurrent, "PromQL queries and listings (/api/v1/) evaluated at once, as Prometheus' --query.max-concurrency; more wait for a slot up to the query timeout (25 s)")
+	fs.IntVar(&c.readMax, "read-max-concurrency", 0, "reads that scan series running at once, one cap shared by /v1/window, /v1/range, /v1/top, /v1/series, /v1/metrics and the PromQL API's queries and listings, as Prometheus' --query.max-concurrency; more wait in line up to the read timeout (25 s), then answer 503 with Retry-After. 0: twice GOMAXPROCS (4 on 2 cores): a scanning read is CPU-bound, so twice the cores keeps every core busy while some reads wait on a shard lock or a peer, and leaves ingestion, the limiter's decisions and the probes (never queued) their share of the CPU however many clients read at once")
+	fs.IntVar(&c.promConcurrent, "promql-max-concurrency", 0, "deprecated: --read-max-concurrency, which caps PromQL queries and the /v1 reads together; given alone, it sets that cap (0: not given)")
 	fs.BoolVar(&c.promPushdown, "promql-pushdown", true, "answer histogram_quantile(φ, [sum by|without (…)] rate|increase(M[r])) on /api/v1/query and query_range without Prometheus' engine, equal to its answer and several times cheaper (false: every query goes to the engine)")
 	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N), feed OTLP spans of three services (duration_ms, labelled by "+demoSpanDimensions+" unless --span-dimensions says otherwise) and limit with demo policies")
 	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")
@@ -446,7 +448,13 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	// partial=allow a warning.
 	// The engine's own metrics stay unregistered: prometheus_engine_query_duration_histogram_seconds
 	// fails promtool check metrics, and the route's requests are counted as route="promapi".
-	prom, err := promapi.New(c.promConfig(store, ready, cl, log))
+	reads, err := c.readGate(reg, log)
+	if err != nil {
+		return err
+	}
+	pc := c.promConfig(store, ready, cl, log)
+	pc.Gate = reads // one cap on the reads that scan, for both APIs
+	prom, err := promapi.New(pc)
 	if err != nil {
 		return err
 	}
@@ -457,7 +465,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	qs, err := query.New(query.Config{
 		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Traces: traces, Allow: allow, Quota: quota, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
-		Registerer: reg, Gatherer: reg, Logger: log,
+		Registerer: reg, Gatherer: reg, Logger: log, Reads: reads,
 		Backends:  c.conn.checks.states,
 		Progress:  func() any { return consumer.Progress() },
 		Restoring: consumer.Restoring,

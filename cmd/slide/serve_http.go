@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/slide-metrics/slide/httperr"
 	"github.com/slide-metrics/slide/promapi"
 	"github.com/slide-metrics/slide/query"
+	"github.com/slide-metrics/slide/readgate"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -61,8 +63,24 @@ const promQLTimeout = answerTimeout - 5*time.Second
 // promConfig is the PromQL API's configuration: the engine's bounds are promapi's defaults
 // but for its timeout, which must end before the answer's write deadline.
 func (c *serveConfig) promConfig(store *window.Store, ready func() error, cl *cluster.Cluster, log *slog.Logger) promapi.Config {
-	return promapi.Config{Store: store, Ready: ready, Cluster: cl, Logger: log, DisablePushdown: !c.promPushdown, Timeout: promQLTimeout,
-		MaxConcurrent: c.promConcurrent}
+	return promapi.Config{Store: store, Ready: ready, Cluster: cl, Logger: log, DisablePushdown: !c.promPushdown, Timeout: promQLTimeout}
+}
+
+// readGate is the one cap on the reads that scan series, shared by the /v1 reads and the
+// PromQL API (--read-max-concurrency; the deprecated --promql-max-concurrency when given
+// alone), its metrics (slide_http_reads_*) registered with reg.
+func (c *serveConfig) readGate(reg prometheus.Registerer, log *slog.Logger) (*readgate.Gate, error) {
+	n, setting := c.readMax, "--read-max-concurrency"
+	if c.promConcurrent > 0 {
+		log.Warn("--promql-max-concurrency is deprecated: --read-max-concurrency caps PromQL queries and the /v1 reads together")
+		if n == 0 {
+			n, setting = c.promConcurrent, "--read-max-concurrency (given as the deprecated --promql-max-concurrency)"
+		}
+	}
+	if n == 0 {
+		n = 2 * runtime.GOMAXPROCS(0)
+	}
+	return readgate.New(readgate.Config{Max: n, Setting: setting, Registerer: reg})
 }
 
 // newHTTPServer sets timeouts on every server: a slow client cannot hold a connection

@@ -14,12 +14,11 @@ import (
 // those for which 0 is as wrong as a negative value (a zero would otherwise fall back to a
 // default without a word). A new numeric flag not listed is refused only when negative.
 var (
-	serveZero           = zeroMeans{"max-conns-per-client": "no cap", "max-series-per-metric": "no cap per metric", "usage-staleness": "no cache", "shutdown-delay": "close at once"}
+	serveZero           = zeroMeans{"max-conns-per-client": "no cap", "max-series-per-metric": "no cap per metric", "usage-staleness": "no cache", "shutdown-delay": "close at once", "read-max-concurrency": "twice GOMAXPROCS", "promql-max-concurrency": "not given"}
 	serveMustBePositive = []string{
 		"shutdown-timeout", "slot", "slots", "max-series", "evict-interval", "session-timeout",
 		"embedded-kafka-partitions", "export-max-series", "max-body-bytes", "read-header-timeout",
 		"demo-rate", "demo-keys", "peer-timeout", "snapshot-chunk-bytes", "max-inflated-bytes", "limiter-max-bytes",
-		"promql-max-concurrency",
 	}
 )
 
