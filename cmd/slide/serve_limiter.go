@@ -89,13 +89,16 @@ func (c *serveConfig) limiter(store *window.Store, reg prometheus.Registerer, lo
 	closeFn := func() {}
 	// go-redis logs each failed dial to stderr; through slog, at most one a second.
 	goredis.SetLogger(redisLogger{log: log, every: rate.NewLimiter(1, 1), rep: logrepeat.New(time.Minute)})
+	// Exported whatever the backend, as the limiter's other metrics are: 0 without a
+	// Redis Cluster (alerts and the docs' table name it on every instance).
+	onRedirect := redirectCounter(reg)
 	client, err := c.conn.connectRedis(c.redis)
 	if err != nil {
 		return nil, func() {}, err
 	}
 	if client != nil {
 		closeFn = func() { _ = client.Close() }
-		backend, err := redislimit.New(client, redislimit.Config{OnRedirect: redirectCounter(reg)})
+		backend, err := redislimit.New(client, redislimit.Config{OnRedirect: onRedirect})
 		if err != nil {
 			closeFn()
 			return nil, func() {}, fmt.Errorf("--redis: %w", err)
