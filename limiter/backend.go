@@ -150,7 +150,7 @@ func (s *Service) decideRemote(ctx context.Context, now, start time.Time, checks
 			out[i] = res[j]
 			if d := &out[i]; !d.Allowed && rt.deny != nil && d.RetryAfter > 0 && rt.p.Levels.N == 0 {
 				rt.deny.put(checks[i].Key, denyEntry{p: reqs[j].Policy, until: nowNs + int64(d.RetryAfter), resetAt: nowNs + int64(d.ResetAfter),
-					cost: max(checks[i].Cost, 1), remaining: d.Remaining}, nowNs)
+					cost: max(checks[i].Cost, 1), remaining: d.Remaining, window: d.Window}, nowNs)
 			}
 			s.count(rt, &out[i])
 			continue

@@ -3,6 +3,7 @@ package limiter
 import (
 	"hash/maphash"
 	"sync"
+	"time"
 )
 
 // denyCache remembers "key is denied until T" for one Redis policy, so a key
@@ -33,6 +34,7 @@ type denyEntry struct {
 	resetAt   int64   // ns
 	cost      int64
 	remaining int64
+	window    time.Duration // the denial's Window: a calendar period's own length, not its longest
 }
 
 func newDenyCache(maxKeys int) *denyCache {

@@ -440,7 +440,7 @@ func (s *Service) decide(ctx context.Context, now time.Time, checks []Charge, ou
 					rt.m.cacheHit.Inc()
 					out[i] = Decision{Limit: p.Quota(), Remaining: e.remaining,
 						RetryAfter: time.Duration(e.until - nowNs), ResetAfter: time.Duration(max(e.resetAt-nowNs, e.until-nowNs)),
-						Window: p.QuotaWindow(), Policy: rt.p.Name}
+						Window: e.window, Policy: rt.p.Name}
 					s.count(rt, &out[i])
 					continue
 				}

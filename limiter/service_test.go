@@ -440,3 +440,31 @@ slide_limiter_store_full_total{policy="open"} 1
 		t.Error(err)
 	}
 }
+
+// A calendar-day Redis policy's cached denial (the deny cache answers the second 429)
+// reports the day's own length as its Window, as Redis's first denial does: not the
+// calendar's longest span (25 h), which made RateLimit-Policy's w flip from 86400 to 90000
+// between two 429s of the same day.
+func TestDenyCacheCalendarWindow(t *testing.T) {
+	fb := &fakeBackend{}
+	s := newTestService(t, Config{Redis: fb, Policies: []Policy{
+		{Name: "daily", Algorithm: FixedWindow, Limit: 1, Calendar: CalendarDay, Backend: BackendRedis},
+		{Name: "monthly", Algorithm: FixedWindow, Limit: 1, Calendar: CalendarMonth, Backend: BackendRedis},
+	}})
+	ctx := context.Background()
+	now := time.Date(2027, 2, 10, 12, 0, 0, 0, time.UTC)
+	for name, want := range map[string]time.Duration{"daily": 24 * time.Hour, "monthly": 28 * 24 * time.Hour} {
+		for i := range 3 {
+			d, err := s.AllowN(ctx, name, "t1", now.Add(time.Duration(i)*time.Second), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Window != want {
+				t.Errorf("%s request %d (allowed %v): Window %s, want %s", name, i, d.Allowed, d.Window, want)
+			}
+		}
+	}
+	if hits := testutil.ToFloat64(s.metrics.cacheHits.WithLabelValues("daily")); hits != 1 {
+		t.Errorf("deny cache hits = %v, want 1 (the third request)", hits)
+	}
+}
