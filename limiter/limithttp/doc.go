@@ -32,14 +32,16 @@
 //
 //	Retry-After: 58                      seconds, rounded up, on 429 only
 //	RateLimit-Policy: "login";q=3;w=60   IETF httpapi ratelimit-headers draft-10
-//	RateLimit: "login";r=0;t=60          r remaining, t seconds to full quota
+//	RateLimit: "login";r=0;t=58          r remaining, t seconds until more quota
 //	X-RateLimit-Limit: 3
 //	X-RateLimit-Remaining: 0
 //	X-RateLimit-Reset: 1764489662        Unix seconds, as GitHub sends it
 //
 // Several policies are listed in one structured-field list each; the X-
 // headers describe the deciding one. For the buckets, w is capacity/rate,
-// the time to refill from empty.
+// the time to refill from empty. t is the draft's "seconds until additional quota is
+// made available": a denied policy's Retry-After (so Retry-After is never earlier than
+// t, as the draft asks), an admitted one's time to full quota (X-RateLimit-Reset's).
 //
 // A decision admitted uncounted (limiter.Decision.Untracked: the backend
 // failed and on_backend_error is open) claims no quota, as rls's answer for

@@ -46,7 +46,7 @@ policies:
 	// 429 {"allowed":false,"policy":"login","limit":3,"remaining":0,"retry_after_ms":57000,"reset_after_ms":59000}
 	// Retry-After: 57
 	// RateLimit-Policy: "login";q=3;w=60
-	// RateLimit: "login";r=0;t=59
+	// RateLimit: "login";r=0;t=57
 }
 
 func ExampleNewMiddleware() {

@@ -15,7 +15,8 @@ const (
 	// HeaderRateLimitPolicy lists each policy as an IETF httpapi
 	// ratelimit-headers (draft-10) structured-field item: "name";q=quota;w=window_seconds.
 	HeaderRateLimitPolicy = "RateLimit-Policy"
-	// HeaderRateLimit lists each policy's state: "name";r=remaining;t=reset_seconds.
+	// HeaderRateLimit lists each policy's state: "name";r=remaining;t=seconds, t the
+	// draft's time until more quota is made available (see AppendRateLimitValue).
 	HeaderRateLimit = "RateLimit"
 	// HeaderXRateLimitLimit is the quota of the deciding policy (GitHub style).
 	HeaderXRateLimitLimit = "X-RateLimit-Limit"
@@ -45,7 +46,11 @@ func RetryAfterSeconds(d time.Duration) int64 { return max(1, CeilSeconds(d)) }
 func AppendPolicyValue(b []byte, all []limiter.Decision) []byte { return appendList(b, all, false) }
 
 // AppendRateLimitValue appends the RateLimit value of the decisions all, one
-// list member per policy: "name";r=remaining;t=seconds_to_full_quota.
+// list member per policy: "name";r=remaining;t=seconds. Draft-10 defines t as the time
+// until additional quota is made available, and a Retry-After never earlier than it: for
+// a denial that is its Retry-After (RetryAfterSeconds; for a token bucket the next tokens,
+// for a sliding log the oldest entries' expiry), for an admission the time until the
+// policy is back to full quota (exact for a fixed window, a bound for the others).
 func AppendRateLimitValue(b []byte, all []limiter.Decision) []byte { return appendList(b, all, true) }
 
 // appendList appends the structured-field list of RateLimit (state) or
@@ -61,7 +66,11 @@ func appendList(b []byte, all []limiter.Decision, state bool) []byte {
 			b = append(b, ";r="...)
 			b = strconv.AppendInt(b, d.Remaining, 10)
 			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, CeilSeconds(d.ResetAfter), 10)
+			if d.Allowed {
+				b = strconv.AppendInt(b, CeilSeconds(d.ResetAfter), 10)
+			} else {
+				b = strconv.AppendInt(b, RetryAfterSeconds(d.RetryAfter), 10)
+			}
 			continue
 		}
 		b = append(b, ";q="...)
@@ -104,8 +113,9 @@ var (
 // WriteHeaders sets the rate-limit headers of a request decided at now.
 // main is the request's decision (as returned by limiter.Service.Decide), all the
 // per-policy decisions listed in RateLimit-Policy and RateLimit (nil: just
-// main). Retry-After is set only when main denies. t and X-RateLimit-Reset
-// come from ResetAfter, the time until the policy is back to full quota.
+// main). Retry-After is set only when main denies. X-RateLimit-Reset comes from
+// ResetAfter, the time until the policy is back to full quota; t from ResetAfter too,
+// but from RetryAfter for a denied policy (AppendRateLimitValue).
 // An untracked decision (limiter.Decision.Untracked: admitted uncounted while
 // its backend is down) is left out, as rls leaves out such a descriptor: the
 // X- headers then describe the tracked decision with the least remaining, and

@@ -66,7 +66,7 @@ func TestAllowHandlerLogin(t *testing.T) {
 		"Content-Type":            "application/json",
 		HeaderRetryAfter:          "58",
 		HeaderRateLimitPolicy:     `"login";q=3;w=60`,
-		HeaderRateLimit:           `"login";r=0;t=60`,
+		HeaderRateLimit:           `"login";r=0;t=58`, // its Retry-After (draft-10)
 		HeaderXRateLimitLimit:     "3",
 		HeaderXRateLimitRemaining: "0",
 		HeaderXRateLimitReset:     "1764489662", // t0 + 2 s + 60 s
@@ -89,7 +89,7 @@ func TestAllowHandlerHeadersRoundUp(t *testing.T) {
 	w := post(h, `{"policy":"api","key":"k"}`)
 	// RetryAfter 200 ms → Retry-After 1 s; reset 2 s from t0+0.3 s → Unix second rounded up.
 	if w.Code != 429 || w.Header().Get(HeaderRetryAfter) != "1" || w.Header().Get(HeaderXRateLimitReset) != "1764489603" ||
-		w.Header().Get(HeaderRateLimitPolicy) != `"api";q=10;w=2` || w.Header().Get(HeaderRateLimit) != `"api";r=0;t=2` {
+		w.Header().Get(HeaderRateLimitPolicy) != `"api";q=10;w=2` || w.Header().Get(HeaderRateLimit) != `"api";r=0;t=1` {
 		t.Errorf("status %d headers %v", w.Code, w.Header())
 	}
 	var resp AllowResponse
