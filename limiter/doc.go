@@ -171,7 +171,8 @@
 // A fixed_window policy with Levels (levels: {separator: "/", limits: [50, 30, 20]})
 // charges every level of org-1/team-a/user-7 (org-1, org-1/team-a, the key) in one
 // decision, all or none: the first level without room denies (Decision.Level names it)
-// and no level is charged. In memory the levels' shards are locked in ascending order
+// and no level is charged. A key starting with the separator, whose first level would be
+// empty, is refused with ErrEmptyLevel (an ErrInvalidKey). In memory the levels' shards are locked in ascending order
 // (so two decisions never wait on each other in a cycle) and each level decided on a
 // copy of its state, written back only when all admit. In Redis one script charges every
 // level (an INCRBY each) and takes every charge back in the same call when one level is

@@ -45,6 +45,19 @@ func (l *Levels) validate(a Algorithm, limit int64) error {
 	return nil
 }
 
+// ErrEmptyLevel is the ErrInvalidKey of a key that starts with its policy's level
+// separator ("/u1", a user of an empty org): its first level would be the empty key, which
+// no backend can count.
+var ErrEmptyLevel = fmt.Errorf("%w: it starts with the level separator, so its first level is empty", ErrInvalidKey)
+
+// checkKey returns ErrEmptyLevel for a key whose first level is empty under l.
+func (l *Levels) checkKey(key string) error {
+	if l.N >= 2 && strings.HasPrefix(key, l.Separator) {
+		return ErrEmptyLevel
+	}
+	return nil
+}
+
 // ValidateLevelSeparator reports a separator a key may be split at: no spaces or controls.
 func ValidateLevelSeparator(s string) bool {
 	for _, r := range s {

@@ -328,6 +328,9 @@ func (s *Service) decide(ctx context.Context, now time.Time, checks []Charge, ou
 		if err := ValidateKey(c.Key); err != nil {
 			return Decision{}, err
 		}
+		if err := rt.p.Levels.checkKey(c.Key); err != nil {
+			return Decision{}, err
+		}
 		if c.Cost < 0 {
 			return Decision{}, ErrInvalidCost
 		}

@@ -28,6 +28,9 @@ func (s *Service) allowCluster(ctx context.Context, rt *running, key string, now
 	if err := ValidateKey(key); err != nil {
 		return Decision{}, err
 	}
+	if err := rt.p.Levels.checkKey(key); err != nil {
+		return Decision{}, err
+	}
 	if cost < 0 {
 		return Decision{}, ErrInvalidCost
 	}

@@ -94,6 +94,8 @@ func writeDecideError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, limiter.ErrUnknownPolicy):
 		httperr.Write(w, httperr.BadParameter, "policy", `parameter "policy": `+err.Error())
+	case errors.Is(err, limiter.ErrEmptyLevel):
+		httperr.Write(w, httperr.BadParameter, "key", `parameter "key": `+limiter.ErrEmptyLevel.Error())
 	case errors.Is(err, limiter.ErrInvalidKey):
 		httperr.Write(w, httperr.BadParameter, "key",
 			fmt.Sprintf(`parameter "key": must be 1 to %d bytes of UTF-8 without control characters`, limiter.MaxKeyLen))
