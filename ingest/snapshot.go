@@ -332,8 +332,16 @@ func (s *snapshots) ensureTopic(ctx context.Context) (ok, retry bool) {
 			snaps = len(t.Partitions)
 		}
 	}
+	if snaps <= 0 && events == 0 {
+		// The events topic is not there yet (serve started before anything produced to
+		// it). A snapshot topic made now would have one partition, every source
+		// partition's snapshots in it, and each restore reading the others' too (80 MB
+		// for a 20 MB snapshot); wait for the events topic to know how many.
+		s.c.warn("ingest: snapshots: waiting for the events topic before creating the snapshot topic", "topic", s.c.cfg.Topic, "snapshot_topic", s.cfg.Topic)
+		return false, true
+	}
 	if snaps <= 0 {
-		n := max(events, 1)
+		n := events
 		resp, err := s.c.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
 			Topic: s.cfg.Topic, NumPartitions: n, ReplicationFactor: -1,
 			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},

@@ -463,3 +463,36 @@ func TestSnapshotReplayLogSaysWhy(t *testing.T) {
 		t.Errorf("the replay's log line: %q; want reason=missing with why=\"no snapshot of this partition…\" and no err", line)
 	}
 }
+
+// Serve started before anything produced to its events topic: the snapshot topic was
+// created at once with one partition (the events topic had none), so every partition's
+// snapshots shared it and each restore read the others' (80 MB read for a 20 MB snapshot
+// of 100,000 series). It waits for the events topic and takes its partition count.
+func TestSnapshotTopicWaitsForTheEventsTopic(t *testing.T) {
+	c := kafkatest.Start(t, "other", 1)
+	cfg := testConfig(c, "early")
+	cfg.Topic = "late-events"
+	cfg.Snapshots = SnapshotConfig{Interval: time.Minute}
+	cons, err := New(cfg, newTestStore(t, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cons.snap.w.Close() })
+	if ok, retry := cons.snap.ensureTopic(context.Background()); ok || !retry {
+		t.Fatalf("no events topic yet: ensureTopic ok %v retry %v, want false true (%d snapshot partitions)", ok, retry, cons.snap.parts.Load())
+	}
+	cl := &kafka.Client{Addr: kafka.TCP(c.Addr)}
+	resp, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: cfg.Topic, NumPartitions: 3, ReplicationFactor: 1}}})
+	if err == nil {
+		err = resp.Errors[cfg.Topic]
+	}
+	if err != nil {
+		t.Fatalf("creating the events topic: %v", err)
+	}
+	if ok, _ := cons.snap.ensureTopic(context.Background()); !ok {
+		t.Fatal("events topic there: no snapshot topic")
+	}
+	if got := cons.snap.parts.Load(); got != 3 {
+		t.Errorf("snapshot topic of %d partitions, want 3 as the events topic", got)
+	}
+}

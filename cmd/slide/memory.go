@@ -46,10 +46,11 @@ func parseByteSize(s string) (int64, error) {
 	return int64(b), nil
 }
 
-// seriesCap is the store's series cap: --max-series, or, with --max-memory, the series that
-// fit in it at window.DenseSeriesBytes(--slots) each, the cost of a busy series; when both
-// are given (--max-series on the command line or in SLIDE_MAX_SERIES), the smaller cap.
-func (c *serveConfig) seriesCap() (int, error) {
+// seriesCap is the store's series cap: --max-memory ÷ busySeriesBytes(rings), the series
+// that fit in it when each is as costly as the costliest ring can make it, else --max-series;
+// when both are given (--max-series on the command line or in SLIDE_MAX_SERIES), the
+// smaller cap.
+func (c *serveConfig) seriesCap(rings map[string]window.RingConfig) (int, error) {
 	if c.maxMemory == "" {
 		return c.maxSeries, nil
 	}
@@ -57,16 +58,29 @@ func (c *serveConfig) seriesCap() (int, error) {
 	if err != nil {
 		return 0, &flagError{"max-memory", err}
 	}
-	per := int64(window.DenseSeriesBytes(c.slots))
+	per := int64(c.busySeriesBytes(rings))
 	n := b / per
 	if n < 1 {
-		return 0, &flagError{"max-memory", fmt.Errorf("too small for one series (%d bytes each with %d slots)", per, c.slots)}
+		return 0, &flagError{"max-memory", fmt.Errorf("too small for one series (%d bytes each with --slots %d and --rings %q)", per, c.slots, c.rings)}
 	}
 	n = min(n, math.MaxInt32)
 	if c.maxSeriesSet {
 		n = min(n, int64(c.maxSeries))
 	}
 	return int(n), nil
+}
+
+// busySeriesBytes is the most one busy series may take: window.DenseSeriesBytes(--slots)
+// for the default ring, window.TieredSeriesBytes of each ring of --rings (their slots and
+// tiers). The store's cap counts series, not bytes, so --max-memory holds only if every
+// series may be the costliest: the default cost ring (60 slots and 84 tier slots, 26,888 B)
+// filled past a cap of --max-memory ÷ 6,300 B 4.3 times over.
+func (c *serveConfig) busySeriesBytes(rings map[string]window.RingConfig) int {
+	per := window.DenseSeriesBytes(c.slots)
+	for _, rc := range rings {
+		per = max(per, window.TieredSeriesBytes(rc))
+	}
+	return per
 }
 
 // snapshotMaxBytes is the most decoded bytes a snapshot may declare

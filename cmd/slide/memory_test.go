@@ -44,20 +44,32 @@ func TestParseByteSize(t *testing.T) {
 // TestMaxMemoryDerivesSeriesCap: --max-memory alone sets the cap to the busy series that fit
 // (DenseSeriesBytes of --slots each); with --max-series too the smaller wins, whichever it
 // is, and --max-series given in the environment counts as given.
+// TestMaxMemoryDerivesSeriesCap: --max-memory ÷ the bytes of the costliest busy series any
+// ring may hold. A cap at --max-memory ÷ DenseSeriesBytes(--slots) alone let 5,326 busy
+// cost series (default --rings, 60 one-minute slots of 50 values) hold 50 MB of live heap
+// under --max-memory 32MiB, and once their tiers fill each takes up to 26,888 B.
 func TestMaxMemoryDerivesSeriesCap(t *testing.T) {
 	gib := int64(1 << 30)
+	rings, err := parseMetricRings(DefaultRings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost := int64(window.TieredSeriesBytes(rings["cost"])) // 26,888 B
 	for _, c := range []struct {
 		args []string
 		env  map[string]string
 		want int
 	}{
 		{nil, nil, 1 << 20},
-		{[]string{"--max-memory", "2GiB"}, nil, int(2 * gib / int64(window.DenseSeriesBytes(30)))},
-		{[]string{"--max-memory", "2GiB", "--slots", "60"}, nil, int(2 * gib / int64(window.DenseSeriesBytes(60)))},
+		{[]string{"--max-memory", "2GiB"}, nil, int(2 * gib / cost)},
+		{[]string{"--max-memory", "2GiB", "--rings", ""}, nil, int(2 * gib / int64(window.DenseSeriesBytes(30)))},
+		{[]string{"--max-memory", "2GiB", "--rings", "", "--slots", "60"}, nil, int(2 * gib / int64(window.DenseSeriesBytes(60)))},
+		{[]string{"--max-memory", "2GiB", "--rings", "tokens=10s:90"}, nil, int(2 * gib / int64(window.DenseSeriesBytes(90)))},
+		{[]string{"--max-memory", "2GiB", "--rings", "hits=1m:5:none"}, nil, int(2 * gib / int64(window.DenseSeriesBytes(30)))},
 		{[]string{"--max-memory", "2GiB", "--max-series", "1000"}, nil, 1000},
-		{[]string{"--max-memory", "64MiB", "--max-series", "1000000"}, nil, int(64 << 20 / int64(window.DenseSeriesBytes(30)))},
+		{[]string{"--max-memory", "64MiB", "--max-series", "1000000"}, nil, int(64 << 20 / cost)},
 		{[]string{"--max-memory", "2GiB"}, map[string]string{"SLIDE_MAX_SERIES": "5000"}, 5000},
-		{nil, map[string]string{"SLIDE_MAX_MEMORY": "100GB"}, int(100e9 / float64(window.DenseSeriesBytes(30)))},
+		{nil, map[string]string{"SLIDE_MAX_MEMORY": "100GB"}, int(100e9 / float64(cost))},
 	} {
 		fs := newFlagSet("serve", discard{})
 		var sc serveConfig
