@@ -30,7 +30,8 @@
 // (sketch.Slot: lossless, about 100 bytes for 1,000 latencies against 280 open); a late
 // event reopens its slot, which the next advance packs again. A series of 30 full slots of
 // 1,000 latencies costs 6.1 KB, 0.097× 30 sketches-go sketches (TestDenseSeriesMemoryBudget);
-// DenseSeriesBytes is the rule for sizing MaxSeries from memory. The store hashes metric and key in place (seeded
+// DenseSeriesBytes is the rule for sizing MaxSeries from memory (TieredSeriesBytes, a ring's
+// with its tiers, is what MaxBytes weighs each series by). The store hashes metric and key in place (seeded
 // wyhash-style mix), and Store.ObserveFrom judges an event's time once, in the ring, against
 // its record (Source) and now: ingest's hot path.
 //
@@ -134,8 +135,9 @@
 // # Store
 //
 // Store shards series over mutex-guarded maps; it is safe for concurrent use and allocates
-// nothing per event once a series exists. MaxSeries caps memory: events that would create a
-// series beyond it are refused (ErrSeriesCap) and counted. Evict removes series whose ring
+// nothing per event once a series exists. MaxSeries caps memory, and MaxBytes by what each
+// series' ring may take busy (TieredSeriesBytes): events that would create a series beyond
+// either are refused (ErrSeriesCap) and counted. Evict removes series whose ring
 // is empty (call it periodically), DropPartition removes the series last fed by one feed
 // (ingest: a revoked Kafka partition). Event.Feed names the feed; its zero value is no feed,
 // so an event from the API, a file or a test needs nothing set and is never dropped with a

@@ -1,6 +1,7 @@
 package window
 
-// Bytes per series, for sizing StoreConfig.MaxSeries from a memory budget (issue #19). Heap
+// Bytes per series, for sizing StoreConfig.MaxSeries from a memory budget (issue #19), and
+// what StoreConfig.MaxBytes weighs each series by (TieredSeriesBytes of its ring). Heap
 // after GC, key, index entry and series header included, DDSketch at 1%:
 //
 //   - a sparse series (at most RawEvents events in its retention) keeps them raw: about

@@ -26,6 +26,14 @@ type StoreConfig struct {
 	// many is refused with ErrSeriesCap and counted by metric (EachMetricRefused), so that one
 	// noisy label cannot take the store. 0, the default, caps only the store (MaxSeries).
 	MaxSeriesPerMetric int
+
+	// MaxBytes, when positive, caps the series by what they may take when busy: each weighs
+	// TieredSeriesBytes of its metric's ring (6,300 bytes for 30 slots; 26,888 for an hour of
+	// minutes with a day's tiers), and a new series that would take their sum past MaxBytes
+	// is refused with ErrSeriesCap, as past MaxSeries. A store of many short rings and a few
+	// long ones thus holds as many series as fit, not as many as fit were each the longest.
+	// slide serve's --max-memory. 0, the default: no byte cap.
+	MaxBytes int64
 }
 
 // Validate reports a config NewStore would refuse.
@@ -50,13 +58,16 @@ func (c StoreConfig) Validate() error {
 	if c.MaxSeriesPerMetric < 0 {
 		return fmt.Errorf("max series per metric %d: must not be negative", c.MaxSeriesPerMetric)
 	}
+	if c.MaxBytes < 0 {
+		return fmt.Errorf("max bytes %d: must not be negative", c.MaxBytes)
+	}
 	return nil
 }
 
 // StoreStats are the Store's counters since it was made.
 type StoreStats struct {
 	Late, Future, Invalid uint64 // events refused, by reason
-	Refused               uint64 // events refused because their new series would pass MaxSeries or MaxSeriesPerMetric
+	Refused               uint64 // events refused because their new series would pass MaxSeries, MaxSeriesPerMetric or MaxBytes
 	Evicted               uint64 // idle series removed
 	Series                int    // live series now
 }
@@ -99,6 +110,7 @@ type Store struct {
 
 	metricsMu sync.Mutex
 	perMetric map[string]*metricSeries // under metricsMu: each metric's series (Metrics), refusals
+	busyBytes int64                    // under metricsMu: the series' weights (MaxBytes)
 
 	levelsMu sync.Mutex                               // IndexLevels
 	levels   atomic.Pointer[map[string][]*LevelIndex] // by metric; copied on change, nil without

@@ -38,23 +38,32 @@ func (s *Store) noteLabelled(metric string, d int64) {
 type metricSeries struct {
 	n       int64
 	refused uint64
+	weight  int64 // a series' bytes when busy (TieredSeriesBytes of the metric's ring), for MaxBytes
 }
 
-// admitMetric counts a new series of metric, or, at MaxSeriesPerMetric, counts its
-// refusal and reports false. It is the new-series path's, never an existing series'.
+// admitMetric counts a new series of metric, or, at MaxSeriesPerMetric (counting its
+// refusal) or past MaxBytes, reports false. It is the new-series path's, never an existing
+// series'.
 func (s *Store) admitMetric(metric string) bool {
 	s.metricsMu.Lock()
 	defer s.metricsMu.Unlock()
 	ms := s.perMetric[metric]
 	if ms == nil {
-		ms = new(metricSeries)
+		ms = &metricSeries{weight: int64(TieredSeriesBytes(*s.ringConfigOf(metric)))}
 		s.perMetric[metric] = ms
 	}
 	if s.cfg.MaxSeriesPerMetric > 0 && ms.n >= int64(s.cfg.MaxSeriesPerMetric) {
 		ms.refused++
 		return false
 	}
+	if s.cfg.MaxBytes > 0 && s.busyBytes+ms.weight > s.cfg.MaxBytes {
+		if ms.n == 0 && ms.refused == 0 {
+			delete(s.perMetric, metric) // as noteRemoved forgets it
+		}
+		return false
+	}
 	ms.n++
+	s.busyBytes += ms.weight
 	return true
 }
 
@@ -63,11 +72,20 @@ func (s *Store) admitMetric(metric string) bool {
 func (s *Store) noteRemoved(metric string) {
 	s.metricsMu.Lock()
 	if ms := s.perMetric[metric]; ms != nil {
+		s.busyBytes -= ms.weight
 		if ms.n--; ms.n <= 0 && ms.refused == 0 {
 			delete(s.perMetric, metric)
 		}
 	}
 	s.metricsMu.Unlock()
+}
+
+// BusyBytes is what the store's series may take when busy, each at TieredSeriesBytes of its
+// ring: the sum MaxBytes bounds.
+func (s *Store) BusyBytes() int64 {
+	s.metricsMu.Lock()
+	defer s.metricsMu.Unlock()
+	return s.busyBytes
 }
 
 // EachMetricRefused calls fn with each metric of which MaxSeriesPerMetric refused a new

@@ -85,7 +85,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{nil, append([]string{"serve", "--slots", "0"}, quick...), "slide serve: --slots 0: must be at least 1"},
 		{nil, append([]string{"serve", "--slots", "-1"}, quick...), "slide serve: --slots -1: must be at least 1"},
 		{nil, append([]string{"serve", "--max-series", "0"}, quick...), "slide serve: --max-series 0: must be at least 1"},
-		{nil, append([]string{"serve", "--max-memory", "1KiB"}, quick...), "slide serve: --max-memory 1KiB: too small for one series (26888 bytes each with --slots 30 and --rings \"cost=1m:60+1h:48+1d:36\")"},
+		{nil, append([]string{"serve", "--max-memory", "1KiB"}, quick...), "slide serve: --max-memory 1KiB: too small for one series (6300 bytes each with 30 slots)"},
 		{map[string]string{"SLIDE_MAX_MEMORY": "2 parsecs"}, append([]string{"serve"}, quick...), `slide serve: SLIDE_MAX_MEMORY="2 parsecs": unit "parsecs": want B, KB, MB, GB, TB, KiB, MiB, GiB or TiB`},
 		{nil, append([]string{"serve", "--evict-interval", "0s"}, quick...), "slide serve: --evict-interval 0s: must be positive"},
 		{nil, append([]string{"serve", "--max-conns-per-client", "-1"}, quick...), "slide serve: --max-conns-per-client -1: must be 0 (no cap) or more"},

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,41 +48,46 @@ func parseByteSize(s string) (int64, error) {
 	return int64(b), nil
 }
 
-// seriesCap is the store's series cap: --max-memory ÷ busySeriesBytes(rings), the series
-// that fit in it when each is as costly as the costliest ring can make it, else --max-series;
-// when both are given (--max-series on the command line or in SLIDE_MAX_SERIES), the
-// smaller cap.
-func (c *serveConfig) seriesCap(rings map[string]window.RingConfig) (int, error) {
+// seriesCap is the store's caps: with --max-memory, its bytes (window.StoreConfig.MaxBytes:
+// each series weighs what its ring may take busy, DenseSeriesBytes(--slots) for the default
+// ring, TieredSeriesBytes for a --rings ring) and a series count that never binds before
+// them (the bytes ÷ the cheapest ring's series); else --max-series. When both are given
+// (--max-series on the command line or in SLIDE_MAX_SERIES), the smaller series count.
+// Weighing by ring, not by the costliest: the default cost ring's busy series takes 26,888 B,
+// and a cap of --max-memory ÷ that for every series would keep a store of latency series
+// (6,300 B) at a quarter of what fits.
+func (c *serveConfig) seriesCap(rings map[string]window.RingConfig) (maxSeries int, maxBytes int64, err error) {
 	if c.maxMemory == "" {
-		return c.maxSeries, nil
+		return c.maxSeries, 0, nil
 	}
 	b, err := parseByteSize(c.maxMemory)
 	if err != nil {
-		return 0, &flagError{"max-memory", err}
+		return 0, 0, &flagError{"max-memory", err}
 	}
-	per := int64(c.busySeriesBytes(rings))
-	n := b / per
-	if n < 1 {
-		return 0, &flagError{"max-memory", fmt.Errorf("too small for one series (%d bytes each with --slots %d and --rings %q)", per, c.slots, c.rings)}
+	per := int64(window.DenseSeriesBytes(c.slots))
+	if b < per {
+		return 0, 0, &flagError{"max-memory", fmt.Errorf("too small for one series (%d bytes each with %d slots)", per, c.slots)}
 	}
-	n = min(n, math.MaxInt32)
+	least := per
+	for _, rc := range rings {
+		least = min(least, int64(window.TieredSeriesBytes(rc)))
+	}
+	n := min(b/least, math.MaxInt32)
 	if c.maxSeriesSet {
 		n = min(n, int64(c.maxSeries))
 	}
-	return int(n), nil
+	return int(n), b, nil
 }
 
-// busySeriesBytes is the most one busy series may take: window.DenseSeriesBytes(--slots)
-// for the default ring, window.TieredSeriesBytes of each ring of --rings (their slots and
-// tiers). The store's cap counts series, not bytes, so --max-memory holds only if every
-// series may be the costliest: the default cost ring (60 slots and 84 tier slots, 26,888 B)
-// filled past a cap of --max-memory ÷ 6,300 B 4.3 times over.
-func (c *serveConfig) busySeriesBytes(rings map[string]window.RingConfig) int {
-	per := window.DenseSeriesBytes(c.slots)
-	for _, rc := range rings {
-		per = max(per, window.TieredSeriesBytes(rc))
+// busySeriesBytes says what a busy series of each ring weighs against --max-memory, for
+// serve's start line: "default=6300 cost=26888".
+func (c *serveConfig) busySeriesBytes(rings map[string]window.RingConfig) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "default=%d", window.DenseSeriesBytes(c.slots))
+	for _, m := range slices.Sorted(maps.Keys(rings)) {
+		fmt.Fprintf(&sb, " %s=%d", m, window.TieredSeriesBytes(rings[m]))
 	}
-	return per
+	return sb.String()
 }
 
 // snapshotMaxBytes is the most decoded bytes a snapshot may declare

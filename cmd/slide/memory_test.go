@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slide-metrics/slide/window"
 )
@@ -41,35 +42,33 @@ func TestParseByteSize(t *testing.T) {
 	}
 }
 
-// TestMaxMemoryDerivesSeriesCap: --max-memory alone sets the cap to the busy series that fit
-// (DenseSeriesBytes of --slots each); with --max-series too the smaller wins, whichever it
-// is, and --max-series given in the environment counts as given.
-// TestMaxMemoryDerivesSeriesCap: --max-memory ÷ the bytes of the costliest busy series any
-// ring may hold. A cap at --max-memory ÷ DenseSeriesBytes(--slots) alone let 5,326 busy
-// cost series (default --rings, 60 one-minute slots of 50 values) hold 50 MB of live heap
-// under --max-memory 32MiB, and once their tiers fill each takes up to 26,888 B.
+// TestMaxMemoryDerivesSeriesCap: --max-memory is the store's byte cap (each series weighs
+// its own ring's busy bytes: window.StoreConfig.MaxBytes) and a series count that never binds
+// before it (the bytes ÷ the cheapest ring's series); with --max-series too the smaller count
+// wins, and --max-series given in the environment counts as given. A count of --max-memory ÷
+// the costliest ring (26,888 B, the default cost ring) kept a store of 6,300-byte latency
+// series at a quarter of what fits; one of ÷ 6,300 B alone let 5,326 busy cost series hold
+// 50 MB under --max-memory 32MiB.
 func TestMaxMemoryDerivesSeriesCap(t *testing.T) {
 	gib := int64(1 << 30)
-	rings, err := parseMetricRings(DefaultRings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cost := int64(window.TieredSeriesBytes(rings["cost"])) // 26,888 B
+	dense := func(slots int) int64 { return int64(window.DenseSeriesBytes(slots)) }
+	hits := int64(window.TieredSeriesBytes(window.RingConfig{Slot: time.Minute, Slots: 5, NoSketch: true}))
 	for _, c := range []struct {
-		args []string
-		env  map[string]string
-		want int
+		args      []string
+		env       map[string]string
+		want      int
+		wantBytes int64
 	}{
-		{nil, nil, 1 << 20},
-		{[]string{"--max-memory", "2GiB"}, nil, int(2 * gib / cost)},
-		{[]string{"--max-memory", "2GiB", "--rings", ""}, nil, int(2 * gib / int64(window.DenseSeriesBytes(30)))},
-		{[]string{"--max-memory", "2GiB", "--rings", "", "--slots", "60"}, nil, int(2 * gib / int64(window.DenseSeriesBytes(60)))},
-		{[]string{"--max-memory", "2GiB", "--rings", "tokens=10s:90"}, nil, int(2 * gib / int64(window.DenseSeriesBytes(90)))},
-		{[]string{"--max-memory", "2GiB", "--rings", "hits=1m:5:none"}, nil, int(2 * gib / int64(window.DenseSeriesBytes(30)))},
-		{[]string{"--max-memory", "2GiB", "--max-series", "1000"}, nil, 1000},
-		{[]string{"--max-memory", "64MiB", "--max-series", "1000000"}, nil, int(64 << 20 / cost)},
-		{[]string{"--max-memory", "2GiB"}, map[string]string{"SLIDE_MAX_SERIES": "5000"}, 5000},
-		{nil, map[string]string{"SLIDE_MAX_MEMORY": "100GB"}, int(100e9 / float64(cost))},
+		{nil, nil, 1 << 20, 0},
+		{[]string{"--max-memory", "2GiB"}, nil, int(2 * gib / dense(30)), 2 * gib},
+		{[]string{"--max-memory", "2GiB", "--rings", ""}, nil, int(2 * gib / dense(30)), 2 * gib},
+		{[]string{"--max-memory", "2GiB", "--rings", "", "--slots", "60"}, nil, int(2 * gib / dense(60)), 2 * gib},
+		{[]string{"--max-memory", "2GiB", "--rings", "tokens=10s:90"}, nil, int(2 * gib / dense(30)), 2 * gib},
+		{[]string{"--max-memory", "2GiB", "--rings", "hits=1m:5:none"}, nil, int(2 * gib / hits), 2 * gib},
+		{[]string{"--max-memory", "2GiB", "--max-series", "1000"}, nil, 1000, 2 * gib},
+		{[]string{"--max-memory", "64MiB", "--max-series", "1000000"}, nil, int(64 << 20 / dense(30)), 64 << 20},
+		{[]string{"--max-memory", "2GiB"}, map[string]string{"SLIDE_MAX_SERIES": "5000"}, 5000, 2 * gib},
+		{nil, map[string]string{"SLIDE_MAX_MEMORY": "100GB"}, int(100e9 / float64(dense(30))), 100e9},
 	} {
 		fs := newFlagSet("serve", discard{})
 		var sc serveConfig
@@ -86,8 +85,8 @@ func TestMaxMemoryDerivesSeriesCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.MaxSeries != c.want {
-			t.Errorf("%v %v: series cap %d, want %d", c.args, c.env, cfg.MaxSeries, c.want)
+		if cfg.MaxSeries != c.want || cfg.MaxBytes != c.wantBytes {
+			t.Errorf("%v %v: series cap %d and byte cap %d, want %d and %d", c.args, c.env, cfg.MaxSeries, cfg.MaxBytes, c.want, c.wantBytes)
 		}
 	}
 }

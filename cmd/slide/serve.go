@@ -117,7 +117,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.rings, "rings", DefaultRings, "per-metric rings METRIC=SLOT:SLOTS[:SKETCH][+SLOT:SLOTS...],...: coarser tiers after '+', SKETCH none for a sum-only metric (cost reaches 37 days for usage quotas)")
 	fs.IntVar(&c.maxSeries, "max-series", 1<<20, "series cap; events of new series beyond it are refused and counted")
 	fs.IntVar(&c.maxPerMetric, "max-series-per-metric", 0, "series cap of each metric, so that one noisy label cannot take the store; events of a metric's new series beyond it are refused as series_cap and counted in slide_store_series_refused_total{metric} (0: none but --max-series)")
-	fs.StringVar(&c.maxMemory, "max-memory", "", "memory for series, e.g. 2GiB: sets the series cap to it ÷ the bytes of the costliest busy series a ring may hold (1,200 + 170 × slots, 6,300 B at 30; a --rings ring's tiers 182 B a slot more: 26,888 B for the default cost ring, so 2GiB caps 79,867 series; logged at start); with --max-series too, the smaller cap wins")
+	fs.StringVar(&c.maxMemory, "max-memory", "", "memory for series, e.g. 2GiB: each series weighs what its ring may take busy (1,200 + 170 × slots, 6,300 B at 30; a --rings ring's tier slots 182 B each more: 26,888 B for the default cost ring), and a new series that would take the sum past it is refused as series_cap (2GiB holds 340,870 busy latency series, or 79,867 cost series; logged at start); with --max-series too, both caps hold")
 	fs.DurationVar(&c.evictInterval, "evict-interval", 30*time.Second, "how often series with an empty ring are removed")
 
 	fs.StringVar(&c.brokers, "brokers", "", "Kafka bootstrap brokers, comma separated; empty starts the embedded broker")
@@ -198,7 +198,7 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 			rings[m] = rc
 		}
 	}
-	maxSeries, err := c.seriesCap(rings)
+	maxSeries, maxBytes, err := c.seriesCap(rings)
 	if err != nil {
 		return window.StoreConfig{}, err
 	}
@@ -206,6 +206,7 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 		Ring:      window.RingConfig{Slot: c.slot, Slots: c.slots, Sketch: kind},
 		Metrics:   rings,
 		MaxSeries: maxSeries,
+		MaxBytes:  maxBytes,
 
 		MaxSeriesPerMetric: c.maxPerMetric,
 	}
@@ -278,7 +279,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		return err
 	}
 	if c.maxMemory != "" {
-		log.Info("series cap from --max-memory", "max_memory", c.maxMemory, "series_cap", sc.MaxSeries, "bytes_per_busy_series", c.busySeriesBytes(sc.Metrics))
+		log.Info("series capped by --max-memory: each weighs what its ring may take busy", "max_memory", c.maxMemory, "max_bytes", sc.MaxBytes, "bytes_per_busy_series", c.busySeriesBytes(sc.Metrics), "max_series", sc.MaxSeries)
 	}
 	store, err := window.NewStore(sc)
 	if err != nil {
