@@ -41,6 +41,31 @@ type SlotState struct {
 	Count         uint64
 	Sum, Min, Max float64
 	Bins          *sketch.Bins
+
+	// packed holds the bins instead of Bins in a slot a snapshot's decoder staged: packed
+	// as the store keeps a past slot, so a restore holds them once at their stored size,
+	// not open (about 3× as large) until the whole snapshot is in.
+	packed sketch.Slot
+}
+
+// hasBins reports whether st carries bins, open or packed.
+func (st *SlotState) hasBins() bool { return st.Bins != nil || !st.packed.Empty() }
+
+// slot returns st's bins as a sketch.Slot, taking them over.
+func (st *SlotState) slot() sketch.Slot {
+	if st.Bins != nil {
+		return sketch.SlotOf(st.Bins)
+	}
+	return st.packed
+}
+
+// addTo adds st's bins to b.
+func (st *SlotState) addTo(b *sketch.Bins) {
+	if st.Bins != nil {
+		b.AddBins(st.Bins)
+		return
+	}
+	st.packed.AddTo(b)
 }
 
 // export advances r to now and calls fn for every live slot, oldest first; it returns the
@@ -99,8 +124,8 @@ func (r *Ring) restoreTiers(t int, slots []SlotState) {
 	}
 	for _, st := range slots {
 		p := part{count: st.Count, sum: st.Sum, min: st.Min, max: st.Max}
-		if st.Bins != nil && !r.noSketch {
-			p.bins = sketch.SlotOf(st.Bins)
+		if st.hasBins() && !r.noSketch {
+			p.bins = st.slot()
 			p.bins.Pack()
 		}
 		r.tiers.add(t, st.Idx*r.tiers.t[t].width, &p)
@@ -171,16 +196,16 @@ func (r *Ring) restore(cur int64, slots []SlotState) {
 		switch {
 		case s.count == 0:
 			*s = slot{idx: st.Idx, count: st.Count, sum: st.Sum, min: st.Min, max: st.Max}
-			if st.Bins != nil && !r.noSketch {
-				s.bins = sketch.SlotOf(st.Bins)
+			if st.hasBins() && !r.noSketch {
+				s.bins = st.slot()
 			}
 			r.live++
 		case s.idx == st.Idx:
 			s.count += st.Count
 			s.sum += st.Sum
 			s.min, s.max = min(s.min, st.Min), max(s.max, st.Max)
-			if st.Bins != nil && !r.noSketch {
-				s.bins.Open().AddBins(st.Bins)
+			if st.hasBins() && !r.noSketch {
+				st.addTo(s.bins.Open())
 			}
 		}
 	}
@@ -188,9 +213,12 @@ func (r *Ring) restore(cur int64, slots []SlotState) {
 	r.agg.Reset()
 	r.curInAgg, r.openPast = false, 0
 	for i := range r.slots {
-		if s := &r.slots[i]; s.count > 0 && s.idx < r.cur {
+		switch s := &r.slots[i]; {
+		case s.count > 0 && s.idx < r.cur:
 			s.bins.AddTo(&r.agg)
 			s.bins.Pack()
+		case s.count > 0 && s.bins.IsPacked():
+			s.bins.Open() // the current slot and those ahead stay open, to take events
 		}
 	}
 }
@@ -423,6 +451,12 @@ func (s *Store) load(l *snapLoad, p int32) (int, error) {
 	if err := l.decode(); err != nil {
 		return 0, err
 	}
+	return s.apply(l, p), nil
+}
+
+// apply adds the series l decoded and staged to the store, as fed by partition p, and
+// returns how many it added.
+func (s *Store) apply(l *snapLoad, p int32) int {
 	added := 0
 	for i := range l.staged {
 		ss := &l.staged[i]
@@ -456,9 +490,10 @@ func (s *Store) load(l *snapLoad, p int32) (int, error) {
 			}
 		}
 		sh.mu.Unlock()
+		*ss = snapSeries{} // the ring holds its bins now; its staged slots can go
 	}
 	s.refused.Add(uint64(l.dropped))
-	return added, nil
+	return added
 }
 
 func msDuration(ms uint64) time.Duration { return time.Duration(ms) * time.Millisecond }

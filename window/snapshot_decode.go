@@ -435,14 +435,17 @@ func (l *snapLoad) slots(metric, key string, n uint64, keep bool, into []SlotSta
 		st.Idx = int64(min(back, 1<<62))
 		if binsLen > 0 {
 			bins := &l.scratch
-			if keep {
-				bins = new(sketch.Bins)
-			}
 			if err := bins.UnmarshalBinary(raw); err != nil || bins.Count() != st.Count {
 				d.fail("series %+q/%+q: slot %d below the last: bins: %v", clipName(metric), clipName(key), back, err)
 				return into
 			}
-			st.Bins = bins
+			if keep {
+				// Packed now, as the store keeps a past slot: staged open, every slot of
+				// the snapshot held about 3× its stored size until the last was read.
+				b := *bins
+				st.packed = sketch.SlotOf(&b)
+				st.packed.Pack()
+			}
 		}
 		if keep {
 			into = append(into, st)
@@ -498,8 +501,8 @@ func (l *snapLoad) resolve() error {
 		}
 		for j := range ss.slots {
 			st := &ss.slots[j]
-			if st.Idx >= span || (st.Bins == nil) != sp.rc.NoSketch {
-				return fmt.Errorf("%w: series %+q/%+q: slot %d below the last of %d, bins %v", ErrSnapshotCorrupt, clipName(ss.metric), clipName(ss.key), st.Idx, span, st.Bins != nil)
+			if st.Idx >= span || !st.hasBins() != sp.rc.NoSketch {
+				return fmt.Errorf("%w: series %+q/%+q: slot %d below the last of %d, bins %v", ErrSnapshotCorrupt, clipName(ss.metric), clipName(ss.key), st.Idx, span, st.hasBins())
 			}
 			st.Idx = ss.cur + sp.ahead - st.Idx
 		}
@@ -530,7 +533,7 @@ func (l *snapLoad) resolve() error {
 			}
 			for k := range st.slots {
 				sl := &st.slots[k]
-				if sl.Idx >= int64(t.Slots) || (sl.Bins == nil) != sp.rc.NoSketch {
+				if sl.Idx >= int64(t.Slots) || !sl.hasBins() != sp.rc.NoSketch {
 					return fmt.Errorf("%w: series %+q/%+q: tier %d slot %d below the last of %d", ErrSnapshotCorrupt, clipName(ss.metric), clipName(ss.key), st.t+1, sl.Idx, t.Slots)
 				}
 				sl.Idx = st.cur - sl.Idx
