@@ -247,11 +247,22 @@ type snapshots struct {
 	done    chan struct{}
 	once    sync.Once
 	closed  chan struct{}
+	// settled closes once the start's topic check is decided (ready, or snapshots off) or
+	// run ends: a restore waits for it (at most settleWait) before it looks for a snapshot.
+	settled    chan struct{}
+	settleOnce sync.Once
 }
+
+// settleWait is how long a partition's restore waits for the start's check of the snapshot
+// topic (a metadata read, and a creation when it is missing) before it replays the log
+// without a snapshot.
+const settleWait = 10 * time.Second
+
+func (s *snapshots) settle() { s.settleOnce.Do(func() { close(s.settled) }) }
 
 func newSnapshots(c *Consumer, cfg SnapshotConfig, transport *kafka.Transport) *snapshots {
 	s := &snapshots{c: c, cfg: cfg, log: c.log, m: c.sm, jobs: make(chan snapJob, 64),
-		done: make(chan struct{}), closed: make(chan struct{})}
+		done: make(chan struct{}), closed: make(chan struct{}), settled: make(chan struct{})}
 	s.zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1)) // valid options
 	s.w = &kafka.Writer{
 		Addr:  kafka.TCP(c.cfg.Brokers...),
@@ -275,9 +286,11 @@ func newSnapshots(c *Consumer, cfg SnapshotConfig, transport *kafka.Transport) *
 // run makes sure the topic exists, then writes snapshots until close.
 func (s *snapshots) run(ctx context.Context) {
 	defer close(s.closed)
+	defer s.settle()
 	for {
 		ok, retry := s.ensureTopic(ctx)
 		if ok {
+			s.settle()
 			break
 		}
 		if !retry {

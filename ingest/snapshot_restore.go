@@ -248,6 +248,24 @@ func (s *snapshots) restore(ctx context.Context, p *partition) {
 	p.snap.restored = true
 	p.snap.last = time.Now() // the first snapshot one interval after assignment, not during the load
 	if !s.ready.Load() {
+		// Serve just started and the snapshot topic is still being checked: a restore that
+		// did not wait replayed the whole log without looking for a snapshot, and said
+		// nothing (a race with the group's join, lost more often on a loaded machine).
+		t := time.NewTimer(settleWait)
+		select {
+		case <-s.settled:
+		case <-ctx.Done():
+		case <-t.C:
+			// Said once per partition: the check goes on, and a later restore waits again.
+			s.log.Warn("ingest: no usable snapshot, replaying the log", "partition", p.id, "from", p.from,
+				"why", "the snapshot topic was not checked within "+settleWait.String()+" (the broker did not answer)")
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+	if !s.ready.Load() { // snapshots off (said once when the topic was refused), or not checked in time
 		p.snap.state(sourceLog, "replaying")
 		return
 	}

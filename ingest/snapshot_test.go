@@ -8,13 +8,16 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/internal/kafkatest"
+	"github.com/slide-metrics/slide/internal/polltest"
 	"github.com/slide-metrics/slide/internal/proctest"
 	"github.com/slide-metrics/slide/window"
 )
@@ -494,5 +497,36 @@ func TestSnapshotTopicWaitsForTheEventsTopic(t *testing.T) {
 	}
 	if got := cons.snap.parts.Load(); got != 3 {
 		t.Errorf("snapshot topic of %d partitions, want 3 as the events topic", got)
+	}
+}
+
+// A partition restored before the start's check of the snapshot topic was done (the topic's
+// creation slow to answer) replayed its whole log without looking for a snapshot, and said
+// nothing. The broker here holds the snapshot topic's creation until the partition is
+// restored, or a second at most: the restore must wait for the check, then look.
+func TestRestoreWaitsForTheSnapshotTopicCheck(t *testing.T) {
+	c := kafkatest.Start(t, "events", 1)
+	t0 := time.Now()
+	ev := window.Event{TS: t0.UnixMilli() - 10, Metric: "latency_ms", Key: "k", Value: 1}
+	c.Produce(t, kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)})
+	var logs proctest.Buffer
+	cfg := testConfig(c, "slowcheck")
+	cfg.Snapshots = SnapshotConfig{Interval: time.Hour}
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var r *running
+	var ready atomic.Bool
+	k := c.Kfake()
+	k.ControlKey(kmsg.CreateTopics.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		k.SleepControl(func() { // the broker serves the consumer meanwhile
+			polltest.Until(time.Second, time.Millisecond, func() bool { return ready.Load() && r.Progress().Ready })
+		})
+		return nil, nil, false // then the broker creates it
+	})
+	r = start(t, cfg, newTestStore(t, 0), t0)
+	ready.Store(true)
+	eventually(t, 20*time.Second, "caught up", func() bool { return caughtUp(t, c, r) }, progress(r))
+	if !strings.Contains(logs.String(), `no usable snapshot, replaying the log" partition=0 reason=missing`) {
+		t.Errorf("the partition did not look for a snapshot; the log:\n%s", logs.String())
 	}
 }
