@@ -87,7 +87,7 @@ func newMetrics(store *window.Store) *metrics {
 		}, func() float64 { return float64(store.Len()) }),
 		seriesRefused: prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "slide_ingest_series_refused_total",
-			Help: "Events refused by the window store because their new series would pass the series cap.",
+			Help: "Events refused by the window store because their new series would pass a series cap (--max-series, --max-memory or a metric's --max-series-per-metric).",
 		}, func() float64 { return float64(store.Stats().Refused) }),
 	}
 	for _, r := range event.RejectReasons() {
