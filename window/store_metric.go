@@ -88,6 +88,10 @@ func (s *Store) BusyBytes() int64 {
 	return s.busyBytes
 }
 
+// Caps returns the store's series cap (MaxSeries, its default when unset) and its byte
+// budget (MaxBytes, 0: none): what Len and BusyBytes are held against.
+func (s *Store) Caps() (maxSeries int, maxBytes int64) { return s.cfg.MaxSeries, s.cfg.MaxBytes }
+
 // EachMetricRefused calls fn with each metric of which MaxSeriesPerMetric refused a new
 // series, and how many events it refused so (also counted in Stats' Refused), in no order:
 // what slide_store_series_refused_total{metric} exports. A metric stays listed once it has

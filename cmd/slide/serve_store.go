@@ -26,13 +26,23 @@ func evictLoop(ctx context.Context, store *window.Store, every time.Duration) {
 	}
 }
 
-// registerStoreMetrics exports the store's refusal counters; perMetricCap says that
-// --max-series-per-metric is set.
+// registerStoreMetrics exports the store's refusal counters and its fill against its caps;
+// perMetricCap says that --max-series-per-metric is set.
 func registerStoreMetrics(reg prometheus.Registerer, store *window.Store, perMetricCap bool) {
 	counter := func(name, help string, f func(window.StoreStats) uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(store.Stats())) })
 	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	maxSeries, maxBytes := store.Caps()
 	reg.MustRegister(
+		gauge("slide_store_max_series", "The store's series cap (--max-series, or what --max-memory sets): slide_ingest_series is held under it.",
+			func() float64 { return float64(maxSeries) }),
+		gauge("slide_store_busy_bytes", "What the live series may take when busy, each weighed by its metric's ring with its tiers: the sum --max-memory bounds.",
+			func() float64 { return float64(store.BusyBytes()) }),
+		gauge("slide_store_max_bytes", "The byte budget of the store's series (from --max-memory; 0: none): a new series that would take slide_store_busy_bytes past it is refused.",
+			func() float64 { return float64(maxBytes) }),
 		counter("slide_store_evicted_series_total", "Idle series removed from the window store.", func(s window.StoreStats) uint64 { return s.Evicted }),
 		seriesRefusedByMetric{store, perMetricCap, prometheus.NewDesc("slide_store_series_refused_total",
 			"Events refused because their new series would pass --max-series-per-metric, by metric (0 for every metric with live series).",

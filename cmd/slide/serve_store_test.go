@@ -58,3 +58,47 @@ slide_store_series_refused_total{metric="latency_ms"} 2
 		t.Errorf("without --max-series-per-metric: %d series (%v), want none", n, err)
 	}
 }
+
+// The store's fill against its caps is exported, so that an SRE can warn before refusals:
+// slide_store_busy_bytes moves by each new series' weight and back as series go, against
+// slide_store_max_bytes (from --max-memory) and slide_store_max_series.
+func TestStoreFillMetrics(t *testing.T) {
+	per := int64(window.DenseSeriesBytes(window.DefaultSlots))
+	store, err := window.NewStore(window.StoreConfig{MaxSeries: 7, MaxBytes: 2 * per})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	registerStoreMetrics(reg, store, false)
+	read := func(name string) float64 {
+		t.Helper()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() == name {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("%s not exported", name)
+		return 0
+	}
+	now := time.Now().UnixMilli()
+	for _, k := range []string{"a", "b", "c"} {
+		_ = store.ObserveAt(now, window.Event{Metric: "latency_ms", Key: k, TS: now, Value: 1, Count: 1})
+	}
+	if got := read("slide_store_busy_bytes"); got != float64(2*per) {
+		t.Errorf("slide_store_busy_bytes %v after two series admitted and a third refused, want %d", got, 2*per)
+	}
+	if got := read("slide_store_max_bytes"); got != float64(2*per) {
+		t.Errorf("slide_store_max_bytes %v, want %d", got, 2*per)
+	}
+	if got := read("slide_store_max_series"); got != 7 {
+		t.Errorf("slide_store_max_series %v, want 7", got)
+	}
+	store.Evict(now + int64(time.Hour/time.Millisecond))
+	if got := read("slide_store_busy_bytes"); got != 0 {
+		t.Errorf("slide_store_busy_bytes %v once every series went, want 0", got)
+	}
+}
