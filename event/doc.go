@@ -134,6 +134,17 @@
 // request of one service's spans in protobuf (slide produce --otlp), a writer of our own that
 // pdata reads back span for span.
 //
+// # Zipkin spans
+//
+// NewZipkinJSON reads Zipkin's v2 JSON (zipkin.go), a list of spans a body, as
+// zipkin-reporter's Kafka sender and the Collector's kafka exporter (zipkin_json) write it,
+// through the OTLP/JSON reader's walk and into the same span events: each span is the event
+// it makes through the Collector's zipkin receiver (contrib's zipkinv2 translator) and
+// NewOTLPProto, its key localEndpoint.serviceName, its dimensions tags. A span without a
+// timestamp or a duration is missing_field, where the receiver makes it 0 ms at 1970. A
+// differential test over random pdata traces written by the Collector's zipkin_json marshaler,
+// and FuzzZipkinJSON, hold it to the receiver.
+//
 // # Formats: where a new one goes
 //
 // A Format (format.go) reads a body into events: DecodeLines hands each event with the part

@@ -105,7 +105,8 @@ func SpanLabelName(a string) string {
 // Decoding allocates nothing per span once its key and series are interned. Not safe for
 // concurrent use; the zero value is not usable: NewOTLPProto or NewOTLPJSON.
 type SpanDecoder struct {
-	json    bool
+	json    bool // OTLP/JSON, or Zipkin's JSON with zipkin
+	zipkin  bool // Zipkin's JSON v2 (zipkin.go)
 	d       *Decoder
 	keyAttr string
 	dims    []spanDim
@@ -163,6 +164,9 @@ const (
 	whyValueBad
 	whyKind
 	whyStatus
+	whyNoTimestamp // Zipkin: a span without its timestamp
+	whyNoDuration  // Zipkin: a span without its duration
+	whyTimeRange   // Zipkin: timestamp + duration past what nanoseconds since 1970 hold
 )
 
 // badRecord is why a body was refused whole: what and where (a byte offset).
@@ -198,6 +202,7 @@ type spanFields struct {
 	status     int64
 	start, end uint64
 	dims       [maxSpanDims]attrVal // from the span's attributes
+	miss       uint8                // a why that refuses the span whatever its key (Zipkin's timing), or whyNone
 }
 
 // NewOTLPProto returns a decoder of OTLP/protobuf: each body one ExportTraceServiceRequest in
@@ -272,7 +277,9 @@ func (s *SpanDecoder) DecodeLines(body []byte, defaultTS int64, fn func(part []b
 func (s *SpanDecoder) read(body []byte) {
 	s.pending, s.body, s.bad = s.pending[:0], body, badRecord{}
 	var ok bool
-	if s.json {
+	if s.zipkin {
+		ok = s.readZipkin(body)
+	} else if s.json {
 		ok = s.readJSON(body)
 	} else {
 		ok = s.readProto(body)
@@ -331,7 +338,7 @@ func (s *SpanDecoder) Explain(part []byte) string {
 	}
 	p := &s.pending[k]
 	if p.r == ReasonBadRecord {
-		why := s.bad.what + " at byte " + strconv.Itoa(s.bad.at)
+		why := s.bad.what + " at byte " + strconv.Itoa(s.bad.at) + s.otherJSON(part)
 		if !s.json && len(part) > 0 && part[0] == '{' {
 			// A topic of slide's JSON (or OTLP/JSON) read as otlp_proto.
 			why += " (the record is JSON text, not protobuf: slide's JSON events, or OTLP/JSON?)"
@@ -356,6 +363,12 @@ func (s *SpanDecoder) Explain(part []byte) string {
 		return "span kind " + strconv.Itoa(w.n) + ": not an OTLP SpanKind"
 	case whyStatus:
 		return "status code " + strconv.Itoa(w.n) + ": not an OTLP StatusCode"
+	case whyNoTimestamp:
+		return `no "timestamp" (µs since 1970): a span without its start cannot be placed in a window`
+	case whyNoDuration:
+		return `no "duration": an unfinished span, or the half of a shared span that its other half measures`
+	case whyTimeRange:
+		return `"timestamp" + "duration" past year 2262 (µs since 1970 are read)`
 	}
 	return ""
 }

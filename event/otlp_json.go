@@ -1,6 +1,8 @@
 package event
 
 import (
+	"strings"
+
 	"github.com/slide-metrics/slide/textparse"
 )
 
@@ -19,6 +21,7 @@ import (
 type jsonScan struct {
 	sc       textparse.Scanner // SkipValue
 	deferred []int
+	name     []byte // the name of the member jObj's fn is called with, unescaped (Zipkin's tags)
 }
 
 // The member names the walk reads (jsonField), lowerCamelCase and protobuf's names.
@@ -53,11 +56,21 @@ const (
 	jKvlistValue
 	jKvlistValuePB
 	jValues
+	// Zipkin's (zipkin.go)
+	jTimestamp
+	jDuration
+	jLocalEndpoint
+	jServiceName
+	jTags
+	jBinaryAnnotations
 )
 
 // jBad records why the body is not an OTLP/JSON request, the innermost reason first, and
 // returns −1.
 func (s *SpanDecoder) jBad(what string, at int) int {
+	if s.zipkin && strings.HasPrefix(what, "OTLP JSON") {
+		what = "Zipkin JSON" + what[len("OTLP JSON"):]
+	}
 	if s.bad.what == "" {
 		s.bad = badRecord{what: what, at: at}
 	}
@@ -114,6 +127,7 @@ func (s *SpanDecoder) jMember(b []byte, i int) (field, at int) {
 	if i = textparse.SkipSpace(b, j+1); i >= len(b) || b[i] != ':' {
 		return -1, -1
 	}
+	s.jsc.name = name
 	return jsonField(name), textparse.SkipSpace(b, i+1)
 }
 
@@ -180,6 +194,18 @@ func jsonField(name []byte) int {
 		return jKvlistValuePB
 	case "values":
 		return jValues
+	case "timestamp":
+		return jTimestamp
+	case "duration":
+		return jDuration
+	case "localEndpoint":
+		return jLocalEndpoint
+	case "serviceName":
+		return jServiceName
+	case "tags":
+		return jTags
+	case "binaryAnnotations":
+		return jBinaryAnnotations
 	}
 	return -1
 }

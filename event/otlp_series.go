@@ -49,7 +49,7 @@ func asBytes(ss []string) [][]byte {
 // holds) and none was unescaped lossily, so a span of a known series costs no check of its
 // parts. Any other span is held to the rules by check, in their order.
 func (s *SpanDecoder) event(f *spanFields, p *pendingSpan) {
-	if f.end < f.start || uint64(f.kind) >= uint64(len(spanKinds)) || uint64(f.status) >= uint64(len(statusCodes)) {
+	if f.end < f.start || uint64(f.kind) >= uint64(len(spanKinds)) || uint64(f.status) >= uint64(len(statusCodes)) || f.miss != whyNone {
 		p.r, p.why = s.check(f)
 		return
 	}
@@ -189,6 +189,10 @@ func (s *SpanDecoder) check(f *spanFields) (Reason, spanWhy) {
 		return ReasonBadField, spanWhy{what: whyKeyBad}
 	}
 	switch {
+	case f.miss == whyTimeRange:
+		return ReasonInvalidValue, spanWhy{what: f.miss}
+	case f.miss != whyNone:
+		return ReasonMissingField, spanWhy{what: f.miss}
 	case f.end < f.start:
 		return ReasonInvalidValue, spanWhy{what: whyEndBeforeStart, n: int(min(f.start-f.end, math.MaxInt64))}
 	case uint64(f.kind) >= uint64(len(spanKinds)):

@@ -11,7 +11,8 @@
 # one-pass fast paths against its scanner path, with the textparse readers they stand on, and
 # the one parser of window lengths (window= of the API, policy files, rls limits), and the
 # label selectors' fast paths against the regexp (match= of the read routes), the OTLP trace
-# readers (otlp_proto and otlp_json records, against pdata where it reads them), the PromQL
+# readers (otlp_proto and otlp_json records, against pdata where it reads them) and the Zipkin one
+# (against the Collector's zipkin receiver), the PromQL
 # API, and the batches and answers of the limiter's cluster backend (decisions forwarded to a
 # key's owner) and the key states its checkpoints restore. It stops at the first failure (go test has then
 # written the failing input under the package's testdata/fuzz/<Target>/) and prints one line
@@ -49,6 +50,7 @@ targets=(
 	"./window FuzzSelectorMatch 20000x"
 	"./event FuzzOTLPProto 20000x"
 	"./event FuzzOTLPJSON 20000x"
+	"./event FuzzZipkinJSON 20000x"
 	"./promapi FuzzAPI 5000x"
 	"./limiter/clusterlimit FuzzDecode 10000x"
 	"./limiter/clusterlimit FuzzFrame 10000x"

@@ -1,0 +1,201 @@
+package event
+
+import (
+	"bytes"
+	"math"
+
+	"github.com/slide-metrics/slide/textparse"
+)
+
+// Zipkin's JSON v2 (zipkin_json): a record is a list of spans, as zipkin-reporter's Kafka
+// sender and the Collector's kafka exporter (encoding zipkin_json) write them, or one span.
+// Each span is one event, the one the same span makes through the Collector's zipkin receiver
+// (contrib's zipkinv2 translator) and otlp_proto:
+//   - key: localEndpoint.serviceName, the Collector's service.name (a service.name tag
+//     overrides it, as there; a span without serviceName has no key); --span-key another
+//     attribute names a tag;
+//   - span_name: name, as written (Zipkin's reporters write it lower-cased);
+//   - span_kind: CLIENT, SERVER, PRODUCER, CONSUMER as SPAN_KIND_*; any other or none is
+//     SPAN_KIND_UNSPECIFIED, or SPAN_KIND_INTERNAL with the tag span.kind=internal;
+//   - status_code: the tag otel.status_code (STATUS_CODE_OK or Ok, …), and STATUS_CODE_ERROR
+//     for any span with an error tag (Zipkin's mark of a failed span, whatever its value);
+//   - dimensions: tags of those names (a tag given twice: its last value, as a JSON map's);
+//   - value: duration (µs) in fractional milliseconds; ts: the end, timestamp + duration.
+//
+// Tags hold strings; a number or boolean is taken as its text, an object or array gives no
+// label. A span without a timestamp or a duration (0 is none, as Zipkin's reporters write it)
+// is refused, missing_field: it is unfinished, or the half of a shared span that its other
+// half measures (the Collector would make it 0 ms at 1970). Zipkin's v1 JSON (with
+// binaryAnnotations) is refused whole, as is any body that is not JSON.
+
+// NewZipkinJSON returns a decoder of Zipkin's JSON v2: each body a list of spans (zipkin_json).
+func NewZipkinJSON(cfg SpanConfig) (*SpanDecoder, error) {
+	s, err := newSpanDecoder(cfg, true)
+	if s != nil {
+		s.zipkin = true
+	}
+	return s, err
+}
+
+// readZipkin reads a list of Zipkin spans (one span not in a list is refused, as Zipkin's
+// collector and the Collector's receiver refuse it).
+func (s *SpanDecoder) readZipkin(b []byte) bool {
+	i := s.jArr(b, textparse.SkipSpace(b, 0), func(at int) int { return s.zSpan(b, at) })
+	if i < 0 {
+		return false
+	}
+	if textparse.SkipSpace(b, i) != len(b) {
+		s.jBad("invalid JSON: bytes after the spans", i)
+		return false
+	}
+	return true
+}
+
+// Zipkin's span kinds, by their index in spanKinds.
+var zipkinKinds = [...]struct {
+	name string
+	kind int64
+}{{"SERVER", 2}, {"CLIENT", 3}, {"PRODUCER", 4}, {"CONSUMER", 5}}
+
+// The values of the tag otel.status_code the Collector's zipkin receiver reads, by code.
+var zipkinStatus = [...]string{"STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR", "Unset", "Ok", "Error"}
+
+// zSpan reads a span and makes its pending event, whose part is the span's object.
+func (s *SpanDecoder) zSpan(b []byte, i int) int {
+	sp := &s.span
+	sp.name, sp.kind, sp.status, sp.start, sp.end, sp.miss = attrVal{}, 0, 0, 0, 0, whyNone
+	for k := range s.dims {
+		sp.dims[k] = attrVal{} // a tag is kept as a resource attribute: a span has no other
+	}
+	s.res = [len(s.res)]attrVal{}
+	var svc, kind, status, kindTag attrVal
+	var ts, dur uint64
+	errTag := false
+	end := s.jObj(b, i, func(field, at int) int {
+		if j, ok := s.jNull(b, at); ok {
+			return j
+		}
+		switch field {
+		case jName:
+			return s.jString(b, at, &sp.name)
+		case jKind:
+			return s.jString(b, at, &kind)
+		case jTimestamp:
+			return s.jUint(b, at, &ts)
+		case jDuration:
+			return s.jUint(b, at, &dur)
+		case jLocalEndpoint:
+			return s.jObj(b, at, func(field, at int) int {
+				if field != jServiceName {
+					return s.jSkip(b, at)
+				}
+				if j, ok := s.jNull(b, at); ok {
+					return j
+				}
+				return s.jString(b, at, &svc)
+			})
+		case jTags:
+			return s.jObj(b, at, func(_, at int) int {
+				name := s.jsc.name
+				var v attrVal
+				j := s.zTag(b, at, &v)
+				switch {
+				case j < 0:
+					return -1
+				case string(name) == "error":
+					errTag = true
+				case string(name) == "otel.status_code":
+					status = v
+				case string(name) == "span.kind":
+					kindTag = v
+				}
+				if slot := s.attrSlot(name, true); slot >= 0 {
+					s.res[slot] = v // the last of a name, as a JSON map keeps
+				}
+				return j
+			})
+		case jBinaryAnnotations:
+			return s.jBad("Zipkin v1 JSON (binaryAnnotations): zipkin_json reads Zipkin's v2 spans", at)
+		}
+		return s.jSkip(b, at)
+	})
+	if end < 0 {
+		return -1
+	}
+	if s.keyAttr == DefaultSpanKey {
+		switch {
+		case svc.kind != valString || len(svc.b) == 0:
+			s.res[0] = attrVal{} // no service: the Collector keeps no resource, not even a tag's
+		case s.res[0].kind == valAbsent:
+			s.res[0] = svc
+		}
+	}
+	sp.kind = zipkinKind(&kind, &kindTag)
+	if status.kind == valString && !status.esc {
+		for k, n := range zipkinStatus {
+			if string(status.b) == n {
+				sp.status = int64(k % 3)
+			}
+		}
+	}
+	if errTag {
+		sp.status = 2
+	}
+	switch {
+	case ts == 0:
+		sp.miss = whyNoTimestamp
+	case dur == 0:
+		sp.miss = whyNoDuration
+	case ts > math.MaxInt64/1000 || dur > math.MaxInt64/1000-ts:
+		sp.miss = whyTimeRange
+	default:
+		sp.start, sp.end = ts*1000, (ts+dur)*1000
+	}
+	s.spanEvent(b[i:end])
+	return end
+}
+
+// zipkinKind is the OTLP span kind of Zipkin's kind, or of the tag span.kind without one.
+func zipkinKind(kind, tag *attrVal) int64 {
+	if kind.kind == valString && !kind.esc {
+		for _, k := range zipkinKinds {
+			if string(kind.b) == k.name {
+				return k.kind
+			}
+		}
+	}
+	if tag.kind == valString && !tag.esc && string(tag.b) == "internal" {
+		return 1
+	}
+	return 0
+}
+
+// zTag reads a tag's value: a string; a number or boolean as its text; anything else
+// validated and skipped (no label).
+func (s *SpanDecoder) zTag(b []byte, i int, v *attrVal) int {
+	if i < len(b) && b[i] == '"' {
+		return s.jString(b, i, v)
+	}
+	j := s.jSkip(b, i)
+	if j >= 0 && (b[i] == '-' || b[i] >= '0' && b[i] <= '9' || b[i] == 't' || b[i] == 'f') {
+		*v = attrVal{kind: valString, b: b[i:j]}
+	} else {
+		*v = attrVal{kind: valOther}
+	}
+	return j
+}
+
+// otherJSON is a hint for a body refused whole that is the other JSON span format's.
+func (s *SpanDecoder) otherJSON(body []byte) string {
+	if !s.json {
+		return ""
+	}
+	t := bytes.TrimLeft(body, " \t\r\n")
+	switch {
+	case s.zipkin && len(t) > 0 && t[0] == '{' && (bytes.Contains(t, []byte(`"resourceSpans"`)) || bytes.Contains(t, []byte(`"resource_spans"`))):
+		return " (an OTLP/JSON request: --event-format otlp_json)"
+	case !s.zipkin && len(t) > 0 && t[0] == '[':
+		return " (a JSON list: Zipkin's spans? --event-format zipkin_json)"
+	}
+	return ""
+}
