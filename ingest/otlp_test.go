@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/translator/zipkin/zipkinv2"
 	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -17,13 +18,23 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-// TestConsumerOTLPSpans: records pdata's ProtoMarshaler writes, as the Collector's kafka
-// exporter does, go through the embedded broker into a consumer of --event-format otlp_proto:
-// every series' count is exact and its p95 within the sketch's 1% of the truth's, the spans
-// per status_code and the http_route groups of a service are exactly those sent, and a span
-// without service.name and a record that is not a request are refused by their reasons.
+// TestConsumerOTLPSpans: records the Collector's kafka exporter writes (pdata's ProtoMarshaler,
+// otlp_proto; contrib's zipkinv2 marshaler, zipkin_json) go through the embedded broker into a
+// consumer of that --event-format: every series' count is exact and its p95 within the
+// sketch's 1% of the truth's, the spans per status_code and the http_route groups of a service
+// are exactly those sent, and a span that cannot be measured (without service.name; Zipkin's
+// without duration) and a record that is not a request are refused by their reasons.
 func TestConsumerOTLPSpans(t *testing.T) {
-	t.Parallel()
+	for _, format := range []string{"otlp_proto", "zipkin_json"} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel()
+			consumeSpans(t, format)
+		})
+	}
+}
+
+func consumeSpans(t *testing.T, format string) {
+	zipkin := format == "zipkin_json"
 	c := kafkatest.Start(t, "spans", 2)
 	t0 := time.Now()
 	rng := rand.New(rand.NewPCG(27, 2))
@@ -46,6 +57,8 @@ func TestConsumerOTLPSpans(t *testing.T) {
 			end := t0.Add(-time.Duration(rng.Int64N(int64(2 * time.Minute)))).UnixNano()
 			dur := int64(math.Exp(rng.NormFloat64()+3) * 1e6)
 			sp.SetName("GET " + route)
+			sp.SetTraceID(pcommon.TraceID{0: byte(r), 15: 1})
+			sp.SetSpanID(pcommon.SpanID{0: byte(len(truth)), 7: 1})
 			sp.SetKind(ptrace.SpanKindServer)
 			sp.Status().SetCode(status)
 			sp.SetStartTimestamp(pcommon.Timestamp(end - dur))
@@ -53,33 +66,50 @@ func TestConsumerOTLPSpans(t *testing.T) {
 			sp.Attributes().PutStr("http.route", route)
 			sp.Attributes().PutInt("http.response.status_code", 200)
 			code := "STATUS_CODE_" + map[ptrace.StatusCode]string{ptrace.StatusCodeUnset: "UNSET", ptrace.StatusCodeError: "ERROR"}[status]
+			name, ms := "GET "+route, float64(dur)/1e6
+			if zipkin { // Zipkin's reporters write names lower-cased and times in µs
+				name, ms = "get "+route, float64((dur+500)/1000)/1e3
+			}
 			series, err := window.AppendSeries(nil, svc, []window.Label{{Name: "http_route", Value: route},
-				{Name: "span_kind", Value: "SPAN_KIND_SERVER"}, {Name: "span_name", Value: "GET " + route}, {Name: "status_code", Value: code}})
+				{Name: "span_kind", Value: "SPAN_KIND_SERVER"}, {Name: "span_name", Value: name}, {Name: "status_code", Value: code}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			truth[string(series)] = append(truth[string(series)], float64(dur)/1e6)
+			truth[string(series)] = append(truth[string(series)], ms)
 			perStatus[code]++
 			if routesOf[svc] == nil {
 				routesOf[svc] = map[string]bool{}
 			}
 			routesOf[svc][route] = true
 		}
-		if r == 7 { // a resource without service.name: its span is refused
+		if r == 7 && !zipkin { // a resource without service.name: its span is refused
 			orphan := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
 			orphan.SetEndTimestamp(pcommon.Timestamp(t0.UnixNano()))
 		}
-		body, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		var body []byte
+		var err error
+		if zipkin {
+			body, err = zipkinv2.NewJSONTracesMarshaler().MarshalTraces(td)
+		} else {
+			body, err = (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		msgs = append(msgs, kafka.Message{Key: []byte(svc), Value: body})
+	}
+	if zipkin { // a span without its duration: refused
+		msgs = append(msgs, kafka.Message{Key: []byte("x"), Value: fmt.Appendf(nil,
+			`[{"traceId":"1","id":"2","name":"x","timestamp":%d,"localEndpoint":{"serviceName":"checkout"}}]`, t0.UnixMicro())})
 	}
 	msgs = append(msgs, kafka.Message{Key: []byte("x"), Value: []byte{0x0a, 0x7f, 0x01}}) // a length past the record
 	c.Produce(t, msgs...)
 
 	cfg := testConfig(c, "otlp")
 	cfg.Format = func() (event.Format, error) {
+		if zipkin {
+			return event.NewZipkinJSON(event.SpanConfig{Dimensions: []string{"http.route"}})
+		}
 		return event.NewOTLPProto(event.SpanConfig{Dimensions: []string{"http.route"}})
 	}
 	store := newTestStore(t, 0)

@@ -87,6 +87,9 @@ type Config struct {
 	// body's media type: "application/x-protobuf" (otlp_proto) and "application/json"
 	// (otlp_json). Nil or empty: the route answers 501 not_configured.
 	Traces map[string]*event.Intake
+	// Zipkin is the intake of POST /api/v2/spans, Zipkin's span API: a JSON list of v2 spans
+	// (zipkin_json). Nil: the route answers 501 not_configured.
+	Zipkin *event.Intake
 
 	// Allow serves POST /v1/allow: the limiter's handler, mounted behind the bearer-token
 	// check. Nil: the route answers 501 not_configured.

@@ -49,7 +49,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.release()
-	res := s.intakeOf(r).Take(body.b, s.now())
+	s.answerTaken(w, http.StatusOK, s.intakeOf(r).Take(body.b, s.now()))
+}
+
+// answerTaken counts what became of a body's events (slide_http_events_total) and answers
+// with it: how many were accepted, how many refused by reason, and each reason's first case.
+func (s *Server) answerTaken(w http.ResponseWriter, status int, res event.Result) {
 	s.metrics.events.WithLabelValues("accepted").Add(float64(res.Accepted))
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"accepted":`...)
@@ -89,7 +94,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		b = append(b, '}')
 	}
 	b = append(b, "}\n"...)
-	writeJSON(w, http.StatusOK, b)
+	writeJSON(w, status, b)
 	putBuf(bp, b)
 }
 

@@ -3,8 +3,12 @@ package query_test
 import (
 	"bytes"
 	"compress/gzip"
+	"log"
 	"testing"
 	"time"
+
+	zipkinmodel "github.com/openzipkin/zipkin-go/model"
+	zipkinhttp "github.com/openzipkin/zipkin-go/reporter/http"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -135,5 +139,59 @@ func TestTracesGzipBomb(t *testing.T) {
 	}
 	if code, b, _ := e.do("POST", "/v1/traces", gz.Bytes(), "Content-Type", "application/x-protobuf", "Content-Encoding", "gzip"); code != 413 {
 		t.Fatalf("8 MiB of zeros in %d gzip bytes: %d %s, want 413", gz.Len(), code, b)
+	}
+}
+
+// TestZipkinSpansAPI: POST /api/v2/spans is Zipkin's span API, so a Zipkin reporter's HTTP
+// sender pointed at slide records its spans: zipkin-go's own reporter sends three (the
+// Collector's zipkin receiver would make the same events), answered 202 as Zipkin's server
+// answers; a span without duration is refused by reason with the body still accepted; a body
+// that is not a span list is a 400 and records nothing; proto3 spans a 415.
+func TestZipkinSpansAPI(t *testing.T) {
+	var st *window.Store
+	e := newEnv(t, func(c *query.Config) {
+		st = c.Store
+		in, err := slideevent.NewIntake(st, slideevent.Config{}, slideevent.WithFormat(func() (slideevent.Format, error) {
+			return slideevent.NewZipkinJSON(slideevent.SpanConfig{Dimensions: []string{"http.route"}})
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Zipkin = in
+	})
+	var logged bytes.Buffer
+	rep := zipkinhttp.NewReporter(e.http.URL+"/api/v2/spans", zipkinhttp.Logger(log.New(&logged, "", 0)))
+	for i := range 3 {
+		rep.Send(zipkinmodel.SpanModel{
+			SpanContext:   zipkinmodel.SpanContext{TraceID: zipkinmodel.TraceID{Low: 1}, ID: zipkinmodel.ID(i + 1)},
+			Name:          "GET /pay",
+			Kind:          zipkinmodel.Server,
+			Timestamp:     time.UnixMilli(t0 - 1000),
+			Duration:      time.Duration(i+1) * time.Millisecond,
+			LocalEndpoint: &zipkinmodel.Endpoint{ServiceName: "checkout"},
+			Tags:          map[string]string{"http.route": "/pay"},
+		})
+	}
+	if err := rep.Close(); err != nil || logged.Len() > 0 {
+		t.Fatalf("zipkin-go's reporter: %v, logged %q", err, logged.String())
+	}
+	series := "checkout\xffhttp_route=/pay\xffspan_kind=SPAN_KIND_SERVER\xffspan_name=get /pay\xffstatus_code=STATUS_CODE_UNSET"
+	if agg, err := st.ReadAt(t0, slideevent.SpanMetric, series, time.Minute, nil); err != nil || agg.Count != 3 || agg.Sum != 6 {
+		t.Fatalf("the reporter's spans: %+v %v, want count 3, sum 6 ms", agg, err)
+	}
+
+	noDur := []byte(`[{"traceId":"1","id":"5","name":"x","timestamp":1764489599000000,"localEndpoint":{"serviceName":"checkout"}},` +
+		`{"traceId":"1","id":"6","name":"x","timestamp":1764489599000000,"duration":500,"localEndpoint":{"serviceName":"checkout"}}]`)
+	code, b, _ := e.do("POST", "/api/v2/spans", noDur, "Content-Type", "application/json")
+	if want := `{"accepted":1,"rejected":{"missing_field":1},"first":{"missing_field":"span 1: no \"duration\": an unfinished span, or the half of a shared span that its other half measures"}}` + "\n"; code != 202 || string(b) != want {
+		t.Fatalf("a span without duration: %d %s\nwant 202 %s", code, b, want)
+	}
+	before := st.Len()
+	if code, b, _ := e.do("POST", "/api/v2/spans", []byte(`{"resourceSpans":[]}`), "Content-Type", "application/json"); code != 400 ||
+		!bytes.Contains(b, []byte("--event-format otlp_json")) || st.Len() != before {
+		t.Fatalf("an OTLP/JSON body: %d %s (series %d, were %d)", code, b, st.Len(), before)
+	}
+	if code, b, hdr := e.do("POST", "/api/v2/spans", []byte{0x0a}, "Content-Type", "application/x-protobuf"); code != 415 || hdr.Get("Accept-Post") != "application/json" {
+		t.Fatalf("proto3 spans: %d %s", code, b)
 	}
 }

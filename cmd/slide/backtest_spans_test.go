@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/translator/zipkin/zipkinv2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -24,9 +25,11 @@ func spanRequests() []ptrace.Traces {
 		rs := td.ResourceSpans().AppendEmpty()
 		rs.Resource().Attributes().PutStr("service.name", "checkout")
 		ss := rs.ScopeSpans().AppendEmpty()
-		for range 150 {
+		for i := range 150 {
 			sp := ss.Spans().AppendEmpty()
 			sp.SetName("GET /pay")
+			sp.SetTraceID(pcommon.TraceID{15: byte(1 + i)}) // ids, which Zipkin's JSON needs
+			sp.SetSpanID(pcommon.SpanID{7: byte(1 + i)})
 			sp.SetStartTimestamp(pcommon.NewTimestampFromTime(at.Add(-5 * time.Millisecond)))
 			sp.SetEndTimestamp(pcommon.NewTimestampFromTime(at))
 		}
@@ -36,16 +39,21 @@ func spanRequests() []ptrace.Traces {
 }
 
 // slide backtest --event-format replays spans: each a request of its service at its end, in
-// time order whatever the batching, through otlp_json lines and length-framed otlp_proto
-// alike; a refused span stops the replay naming
+// time order whatever the batching, through otlp_json lines, length-framed otlp_proto and
+// zipkin_json lines (the Collector's zipkin_json marshaler's) alike; a refused span stops the replay naming
 // its request and span.
 func TestBacktestSpans(t *testing.T) {
 	pol := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(pol, []byte(`policies:
   - {name: log, algorithm: sliding_log, limit: 100, window: 60s}
 `), 0o644)
-	var jsonLog, protoLog bytes.Buffer
+	var jsonLog, protoLog, zipkinLog bytes.Buffer
 	for _, td := range spanRequests() {
+		z, err := zipkinv2.NewJSONTracesMarshaler().MarshalTraces(td)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zipkinLog.Write(append(z, '\n'))
 		j, err := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +71,7 @@ func TestBacktestSpans(t *testing.T) {
   2025-11-30T10:00:00Z  50 denied, 100 allowed
   2025-11-30T10:01:00Z  150 denied, 0 allowed
 `
-	for format, log := range map[string]string{"otlp_json": jsonLog.String(), "otlp_proto": protoLog.String()} {
+	for format, log := range map[string]string{"otlp_json": jsonLog.String(), "otlp_proto": protoLog.String(), "zipkin_json": zipkinLog.String()} {
 		code, out, stderr := runBacktest(t, log, "--policies", pol, "--event-format", format, "-")
 		if code != 0 || out != want {
 			t.Errorf("%s: exit %d\n got %s\nwant %s\nstderr %s", format, code, out, want, stderr)

@@ -16,6 +16,7 @@ const (
 	formatSlide     = "slide"
 	formatOTLPProto = "otlp_proto"
 	formatOTLPJSON  = "otlp_json"
+	formatZipkin    = "zipkin_json"
 )
 
 // eventFormatFlags are --event-format, --span-key and --span-dimensions: what a Kafka
@@ -29,9 +30,9 @@ type eventFormatFlags struct {
 func (f *eventFormatFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 }) {
-	fs.StringVar(&f.format, "event-format", formatSlide, "what events are: slide (slide's JSON events), otlp_proto or otlp_json (OpenTelemetry spans, one ExportTraceServiceRequest a record, as the Collector's kafka exporter writes them: each span an event of metric duration_ms)")
-	fs.StringVar(&f.spanKey, "span-key", event.DefaultSpanKey, "OTLP spans: the resource attribute that is a span's key")
-	fs.StringVar(&f.spanDim, "span-dimensions", "", "OTLP spans: span or resource attributes that become labels, comma separated, e.g. http.route,http.response.status_code (named with _ for what a label name cannot hold: http_route)")
+	fs.StringVar(&f.format, "event-format", formatSlide, "what events are: slide (slide's JSON events), otlp_proto or otlp_json (OpenTelemetry spans, one ExportTraceServiceRequest a record, as the Collector's kafka exporter writes them: each span an event of metric duration_ms), or zipkin_json (Zipkin's v2 JSON span lists, as zipkin-reporter's Kafka sender writes them)")
+	fs.StringVar(&f.spanKey, "span-key", event.DefaultSpanKey, "spans: the resource attribute that is a span's key (Zipkin: service.name is localEndpoint.serviceName, another names a tag)")
+	fs.StringVar(&f.spanDim, "span-dimensions", "", "spans: span or resource attributes (Zipkin: tags) that become labels, comma separated, e.g. http.route,http.response.status_code (named with _ for what a label name cannot hold: http_route)")
 }
 
 // spanConfig is the span flags as an event.SpanConfig, or their error.
@@ -66,8 +67,10 @@ func (f *eventFormatFlags) newFormatOf(format string, maxKeyLen int) (func() (ev
 		newDec = event.NewOTLPProto
 	case formatOTLPJSON:
 		newDec = event.NewOTLPJSON
+	case formatZipkin:
+		newDec = event.NewZipkinJSON
 	default:
-		return nil, &flagError{"event-format", errors.New("want slide, otlp_proto or otlp_json")}
+		return nil, &flagError{"event-format", errors.New("want slide, otlp_proto, otlp_json or zipkin_json")}
 	}
 	cfg, err := f.spanConfig(maxKeyLen)
 	if err != nil {
@@ -145,6 +148,16 @@ func (f *eventFormatFlags) intakes(store *window.Store, def func() (event.Format
 		}
 	}
 	return in, byType, nil
+}
+
+// zipkinIntake is POST /api/v2/spans' intake into store (query.Config.Zipkin): Zipkin's JSON
+// spans, with the span flags whatever --event-format the records have.
+func (f *eventFormatFlags) zipkinIntake(store *window.Store) (*event.Intake, error) {
+	nf, err := f.newFormatOf(formatZipkin, 0)
+	if err != nil {
+		return nil, err
+	}
+	return event.NewIntake(store, event.Config{}, event.WithFormat(nf))
 }
 
 // traceIntakes are POST /v1/traces' intakes into store (query.Config.Traces): OTLP/HTTP's two

@@ -419,6 +419,10 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	zipkin, err := c.events.zipkinIntake(store) // POST /api/v2/spans: Zipkin's API
+	if err != nil {
+		return err
+	}
 	ready := func() error {
 		if err := c.conn.checks.failing(); err != nil {
 			return err
@@ -467,7 +471,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		quota = limithttp.QuotaHandler(c.rls.svc)
 	}
 	qs, err := query.New(query.Config{
-		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Traces: traces, Allow: allow, Quota: quota, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
+		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Traces: traces, Zipkin: zipkin, Allow: allow, Quota: quota, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log, Reads: reads,
 		Backends:  c.conn.checks.states,
