@@ -294,9 +294,12 @@ func (in *Intake) Explain(d Format, line []byte, r Reason, now int64, rec *Recor
 	}
 	rc := in.store.RingConfig(ev.Metric)
 	ts := "ts " + time.UnixMilli(ev.TS).UTC().Format(time.RFC3339Nano)
-	read := 0 // slide's JSON reads unix ms; an --event-map's ts the unit it says
-	if md, ok := d.(*MapDecoder); ok {
-		read = md.tsUnit(ev.Metric)
+	read := 0 // slide's JSON reads unix ms; an --event-map's ts the unit it says; OTLP ns
+	switch f := d.(type) {
+	case *MapDecoder:
+		read = f.tsUnit(ev.Metric)
+	case *SpanDecoder:
+		read = -6
 	}
 	if r == ReasonFuture {
 		return ts + " is " + gap(ev.TS-ref) + " ahead of " + refName + " (skew " + rc.Skew.String() + ")" + unitHint(ev.TS, ref, read)
