@@ -504,8 +504,7 @@ func (c *Cluster) peerRequest(ctx context.Context, m Message) (*http.Request, St
 // saying how many were held back (a peer or the broker down fails every retry alike:
 // logrepeat), and at most a few lines a second in all.
 func (c *Cluster) warn(msg string, args ...any) {
-	ok, held := c.m.errRep.Allow(msg + fmt.Sprint(args...))
-	if ok && c.m.errLog.Allow() {
+	if ok, held := c.m.errRep.AllowIf(msg+fmt.Sprint(args...), c.m.errLog.Allow); ok {
 		c.log.Warn(msg, append(args, c.m.errRep.Attrs(held)...)...)
 	}
 }

@@ -59,7 +59,9 @@
 // name`, `ts 2026-12-02T09:05:00Z is 5m0s ahead of the record (skew 10s)`, `invalid JSON:
 // no opening brace at byte 0`. Decoder.Explain says the decoder's, Intake.Explain the
 // store's too (the event's time against its reference and the ring's skew or retention, and
-// for a ts 1,000 or 1,000,000 times off its reference the unit it was likely written in:
+// for a ts 1,000, 1,000,000 or 1,000,000,000 times off its reference the unit it was likely
+// written in, against the unit read (an --event-map's ts unit, OTLP's nanoseconds, else
+// milliseconds):
 // `ts 1970-01-21T10:08:09.6Z is 56 years behind now (retention 5m0s): 1000× too small, a ts
 // in seconds where milliseconds are read?`), and Result.First carries the first of each Reason of a body with its line. A detail is
 // built only for a refused line, by decoding it again with the scanner path's checks

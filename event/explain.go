@@ -294,10 +294,17 @@ func (in *Intake) Explain(d Format, line []byte, r Reason, now int64, rec *Recor
 	}
 	rc := in.store.RingConfig(ev.Metric)
 	ts := "ts " + time.UnixMilli(ev.TS).UTC().Format(time.RFC3339Nano)
-	if r == ReasonFuture {
-		return ts + " is " + gap(ev.TS-ref) + " ahead of " + refName + " (skew " + rc.Skew.String() + ")" + unitHint(ev.TS, ref)
+	read := 0 // slide's JSON reads unix ms; an --event-map's ts the unit it says; OTLP ns
+	switch f := d.(type) {
+	case *MapDecoder:
+		read = f.tsUnit(ev.Metric)
+	case *SpanDecoder:
+		read = -6
 	}
-	return ts + " is " + gap(ref-ev.TS) + " behind " + refName + " (retention " + rc.Retention().String() + ")" + unitHint(ev.TS, ref)
+	if r == ReasonFuture {
+		return ts + " is " + gap(ev.TS-ref) + " ahead of " + refName + " (skew " + rc.Skew.String() + ")" + unitHint(ev.TS, ref, read)
+	}
+	return ts + " is " + gap(ref-ev.TS) + " behind " + refName + " (retention " + rc.Retention().String() + ")" + unitHint(ev.TS, ref, read)
 }
 
 // gap says n milliseconds as a duration up to two days, in days up to ten years, then in
@@ -313,20 +320,38 @@ func gap(n int64) string {
 	return strconv.FormatInt(int64(math.Round(float64(n)/(365.25*day))), 10) + " years"
 }
 
-// unitHint names the likely mistake when ts is off from ref by a factor of 1,000 or 1,000,000
-// (to within a year): a timestamp in seconds, microseconds or nanoseconds where milliseconds
-// are read (slide's JSON takes unix ms; an --event-map's ts says its unit). "" otherwise.
-func unitHint(ts, ref int64) string {
+// unitNames are the units a ts is read or written in, by their power of ten to milliseconds.
+var unitNames = map[int]string{3: "seconds", 0: "milliseconds", -3: "microseconds", -6: "nanoseconds"}
+
+// unitHint names the likely mistake when ts is off from ref by a factor of 1,000, 1,000,000
+// or 1,000,000,000 (to within a year): a timestamp written in another unit than the one read,
+// read being that unit's power of ten to milliseconds (slide's JSON takes unix ms, 0; an
+// --event-map's ts says its unit). "" otherwise.
+func unitHint(ts, ref int64, read int) string {
 	const year = 365.25 * 24 * 3600 * 1000
-	near := func(f float64) bool { return math.Abs(float64(ts)*f-float64(ref)) < year }
-	switch {
-	case ts <= 0 || ref <= 0:
-	case near(1e3):
-		return ": 1000× too small, a ts in seconds where milliseconds are read?"
-	case near(1e-3):
-		return ": 1000× too large, a ts in microseconds where milliseconds are read?"
-	case near(1e-6):
-		return ": 1,000,000× too large, a ts in nanoseconds where milliseconds are read?"
+	if ts <= 0 || ref <= 0 {
+		return ""
+	}
+	for _, k := range []int{3, -3, 6, -6, 9} { // ts × 10^k is ref: written in units 10^k × those read
+		if math.Abs(float64(ts)*math.Pow10(k)-float64(ref)) >= year {
+			continue
+		}
+		written, ok := unitNames[read+k]
+		if !ok {
+			return ""
+		}
+		f, how := "1000", "small"
+		switch k {
+		case -3:
+			how = "large"
+		case 6:
+			f = "1,000,000"
+		case -6:
+			f, how = "1,000,000", "large"
+		case 9:
+			f = "1,000,000,000"
+		}
+		return ": " + f + "× too " + how + ", a ts in " + written + " where " + unitNames[read] + " are read?"
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package event
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,6 +168,46 @@ func TestIntakeExplainsTheWrongUnit(t *testing.T) {
 		res := in.Take(fmt.Appendf(nil, `{"ts":%d,"key":"a","metric":"m","value":1}`, c.ts), now)
 		if got := res.First[c.r]; got != "line 1: "+c.want {
 			t.Errorf("ts %d: refusal %q,\n want %q", c.ts, got, "line 1: "+c.want)
+		}
+	}
+}
+
+// The unit hint names the unit the format reads: an --event-map reading its ts in seconds
+// (nginx's msec) or microseconds said of a ts in milliseconds that it was "in microseconds
+// where milliseconds are read", or "in seconds", sending the user to fix the wrong side.
+func TestIntakeExplainsTheWrongUnitOfAMap(t *testing.T) {
+	st, err := window.NewStore(window.StoreConfig{Ring: window.RingConfig{Slot: 10 * time.Second, Slots: 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := defTS // 2025-11-30T08:00:00Z
+	for _, c := range []struct {
+		unit string
+		ts   int64
+		want string
+	}{
+		{"s", now, "1000× too large, a ts in milliseconds where seconds are read?"},
+		{"us", now, "1000× too small, a ts in milliseconds where microseconds are read?"},
+		{"ns", now, "1,000,000× too small, a ts in milliseconds where nanoseconds are read?"},
+		{"ns", now / 1000, "1,000,000,000× too small, a ts in seconds where nanoseconds are read?"},
+		{"us", now * 1000, ""}, // right
+		{"", now * 1000, "1000× too large, a ts in microseconds where milliseconds are read?"},
+	} {
+		m := Map{Metrics: []MapMetric{{Metric: "m", TS: MapTS{Field: "t", Unit: c.unit}, Value: MapValue{Field: "v"}, Key: MapKey{Field: "k"}}}}
+		in, err := NewIntake(st, Config{}, WithFormat(func() (Format, error) { return NewMapDecoder(m, Config{}) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := in.Take(fmt.Appendf(nil, `{"t":%d,"k":"a","v":1}`, c.ts), now)
+		got := res.First[ReasonFuture] + res.First[ReasonLate]
+		if c.want == "" {
+			if got != "" {
+				t.Errorf("unit %s, ts %d: refused %q", c.unit, c.ts, got)
+			}
+			continue
+		}
+		if !strings.HasSuffix(got, ": "+c.want) {
+			t.Errorf("unit %s, ts %d: refusal %q,\n want it to end %q", c.unit, c.ts, got, c.want)
 		}
 	}
 }

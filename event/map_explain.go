@@ -131,3 +131,14 @@ func (md *MapDecoder) explain(line []byte, r Reason) string {
 	}
 	return r.String()
 }
+
+// tsUnit is the unit, as a power of ten to milliseconds, in which the map reads the ts of
+// metric's events (the first metric of that name), for Intake.Explain's unit hint.
+func (md *MapDecoder) tsUnit(metric string) int {
+	for i := range md.ms {
+		if md.ms[i].metric == metric {
+			return md.ms[i].unit
+		}
+	}
+	return 0
+}

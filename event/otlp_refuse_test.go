@@ -168,6 +168,16 @@ func TestOTLPIntakeFirst(t *testing.T) {
 	if got := res.First[ReasonInvalidValue]; got != "span 3: end before start by 2.5ms" {
 		t.Errorf("invalid_value: %q", got)
 	}
+	// A span whose times were written in microseconds, not OTLP's nanoseconds: the hint
+	// says so (it said "a ts in seconds where milliseconds are read").
+	micro := func(sp ptrace.Span) {
+		sp.SetStartTimestamp(pcommon.Timestamp(defTS * 1e3))
+		sp.SetEndTimestamp(pcommon.Timestamp(defTS * 1e3))
+	}
+	res = in.Take(protoOf(t, oneSpan("pay", micro)), defTS+1000)
+	if got := res.First[ReasonLate]; !strings.HasSuffix(got, ": 1000× too small, a ts in microseconds where nanoseconds are read?") {
+		t.Errorf("a span in µs: %q", got)
+	}
 	res = in.Take([]byte("not a request"), defTS)
 	if res.Refused[ReasonBadRecord] != 1 || !strings.HasPrefix(res.First[ReasonBadRecord], "the record: malformed protobuf: ") {
 		t.Errorf("bad record: %+v", res)

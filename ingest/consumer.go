@@ -364,8 +364,7 @@ func (c *Consumer) kafkaLogger(component string) kafka.Logger {
 // a minute, the next one saying how many were held back meanwhile (a broker that is down
 // fails every retry alike: logrepeat), and at most a few lines a second in all.
 func (c *Consumer) warn(msg string, args ...any) {
-	ok, held := c.errRep.Allow(msg + fmt.Sprint(args...))
-	if ok && c.errLim.Allow() {
+	if ok, held := c.errRep.AllowIf(msg+fmt.Sprint(args...), c.errLim.Allow); ok {
 		c.log.Warn(msg, append(args, c.errRep.Attrs(held)...)...)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/slide-metrics/slide/internal/proctest"
 )
 
@@ -61,5 +63,28 @@ func TestBrokerDownWarnsOnce(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("the log:\n%s", logs.String())
+	}
+}
+
+// A line the rate limit over all lines refused (a burst of other failures took the second's
+// lines) was lost, and its text silenced for a whole minute after: the next retry's line
+// must be written as soon as the rate limit lets one through, saying one was held.
+func TestWarnRefusedByTheRateLimitIsWrittenNext(t *testing.T) {
+	var logs proctest.Buffer
+	cfg := Config{Brokers: []string{"127.0.0.1:1"}, Topic: "events", Group: "burst",
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	c, err := New(cfg, newTestStore(t, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.errLim = rate.NewLimiter(0, 0) // every line of this second taken by other failures
+	c.warn("ingest: joining consumer group", "group", "burst", "err", "EOF")
+	if logs.String() != "" {
+		t.Fatalf("written past the rate limit: %s", logs.String())
+	}
+	c.errLim = rate.NewLimiter(rate.Inf, 0) // the next second
+	c.warn("ingest: joining consumer group", "group", "burst", "err", "EOF")
+	if got := logs.String(); !strings.Contains(got, `msg="ingest: joining consumer group" group=burst err=EOF repeated=1`) {
+		t.Errorf("the retry's line after the rate limit's refusal: %q; want it written, repeated=1", got)
 	}
 }

@@ -262,6 +262,7 @@ func (s *snapshots) restore(ctx context.Context, p *partition) {
 		}
 		t.Stop()
 		if ctx.Err() != nil {
+			p.snap.restored = false // the generation ended: the next one's worker looks again
 			return
 		}
 	}
@@ -276,6 +277,9 @@ func (s *snapshots) restore(ctx context.Context, p *partition) {
 		p.snap.mu.Unlock()
 	})
 	if ctx.Err() != nil {
+		// Nothing was loaded: a next generation keeping p looks for its snapshot again,
+		// rather than replay its whole log.
+		p.snap.restored = false
 		return
 	}
 	now := s.c.now()

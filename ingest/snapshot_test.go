@@ -530,3 +530,54 @@ func TestRestoreWaitsForTheSnapshotTopicCheck(t *testing.T) {
 		t.Errorf("the partition did not look for a snapshot; the log:\n%s", logs.String())
 	}
 }
+
+// A generation that ended while a partition's restore waited for the snapshot topic's check
+// (or read its snapshot) left the partition marked as having tried one: kept by the next
+// generation, as a partition still assigned is, it replayed its whole log without looking
+// for its snapshot, and its status stayed at the phase it was cut in. The next generation's
+// worker must look again.
+func TestRestoreCutByTheGenerationLooksAgain(t *testing.T) {
+	c := kafkatest.Start(t, "events", 1)
+	t0 := time.Now()
+	ev := window.Event{TS: t0.UnixMilli() - 10, Metric: "latency_ms", Key: "k", Value: 1}
+	c.Produce(t, kafka.Message{Key: []byte(ev.Key), Value: event.Append(nil, ev)})
+	var logs proctest.Buffer
+	cfg := testConfig(c, "cut")
+	cfg.Snapshots = SnapshotConfig{Interval: time.Hour}
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cons, err := New(cfg, newTestStore(t, 0), WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cons.snap.w.Close() })
+	dec, err := event.NewDecoder(event.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &partition{id: 0, label: "0", from: 0, target: 1, assigned: time.Now(), lastSent: -1, dec: dec,
+		events: cons.m.events.WithLabelValues("0"), bytes: cons.m.bytes.WithLabelValues("0"),
+		lag: cons.m.lag.WithLabelValues("0"), lagSec: cons.m.lagSeconds.WithLabelValues("0")}
+
+	// The first generation ends while the start's check of the snapshot topic is not done.
+	ended, end := context.WithCancel(context.Background())
+	end()
+	cons.consume(ended, p)
+
+	// The check is done; the next generation keeps the partition and runs its worker again.
+	if ok, _ := cons.snap.ensureTopic(context.Background()); !ok {
+		t.Fatal("no snapshot topic")
+	}
+	cons.snap.settle()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cons.consume(ctx, p) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !p.restored.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(logs.String(), `no usable snapshot, replaying the log" partition=0 reason=missing`) {
+		t.Errorf("the next generation did not look for the partition's snapshot (restored %v); the log:\n%s", p.restored.Load(), logs.String())
+	}
+}

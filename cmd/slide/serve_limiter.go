@@ -198,7 +198,7 @@ type redisLogger struct {
 
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	msg := "redis: " + strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: ")
-	if ok, held := l.rep.Allow(msg); ok && l.every.Allow() {
+	if ok, held := l.rep.AllowIf(msg, l.every.Allow); ok {
 		l.log.Warn(msg, l.rep.Attrs(held)...)
 	}
 }

@@ -47,13 +47,20 @@ var localAddr = regexp.MustCompile(`[^ ]+->`)
 // Allow reports whether a line of text may be written now and, when it may, how many lines
 // of the same text were held back since it was last written. Texts that differ only in a
 // connection's local address (localAddr) are the same.
-func (l *Log) Allow(text string) (ok bool, held int) {
+func (l *Log) Allow(text string) (ok bool, held int) { return l.AllowIf(text, nil) }
+
+// AllowIf is Allow for a caller that writes a line only when write (a rate limit over all
+// its lines) agrees too; nil write always does. A line Allow would let through but write
+// refuses counts as held back, and its text stays due: the next line of it is written as
+// soon as write agrees, saying how many were held. (Checked apart, a refusal of the rate
+// limit after Allow lost the line and silenced its text for a whole Every.)
+func (l *Log) AllowIf(text string, write func() bool) (ok bool, held int) {
 	text = localAddr.ReplaceAllLiteralString(text, "->")
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	if e := l.seen[text]; e != nil {
-		if now.Sub(e.last) < l.every {
+		if now.Sub(e.last) < l.every || write != nil && !write() {
 			e.held++
 			return false, 0
 		}
@@ -72,6 +79,10 @@ func (l *Log) Allow(text string) (ok bool, held int) {
 			}
 			delete(l.seen, k)
 		}
+	}
+	if write != nil && !write() {
+		l.seen[text] = &entry{held: 1} // never written: due at once, saying it was held
+		return false, 0
 	}
 	l.seen[text] = &entry{last: now}
 	return true, 0

@@ -60,3 +60,29 @@ func TestRepeatsIgnoreTheLocalPort(t *testing.T) {
 		t.Error("another broker's failure was held back")
 	}
 }
+
+// A line the caller's other limit refuses is held back, not lost: its text stays due, and
+// the next line written says it.
+func TestAllowIfRefusedStaysDue(t *testing.T) {
+	l := New(time.Minute)
+	t0 := time.Unix(1_700_000_000, 0)
+	l.now = func() time.Time { return t0 }
+	no := func() bool { return false }
+	yes := func() bool { return true }
+	if ok, _ := l.AllowIf("dial refused", no); ok {
+		t.Fatal("written though write refused")
+	}
+	if ok, held := l.AllowIf("dial refused", yes); !ok || held != 1 {
+		t.Fatalf("after a refused first line: AllowIf = %v, %d; want true, 1", ok, held)
+	}
+	l.now = func() time.Time { return t0.Add(time.Minute) }
+	if ok, _ := l.AllowIf("dial refused", no); ok {
+		t.Fatal("written though write refused")
+	}
+	if ok, held := l.AllowIf("dial refused", yes); !ok || held != 1 {
+		t.Fatalf("after a refused due line: AllowIf = %v, %d; want true, 1", ok, held)
+	}
+	if ok, _ := l.AllowIf("dial refused", yes); ok {
+		t.Fatal("written twice within a minute")
+	}
+}

@@ -142,7 +142,7 @@ type metrics struct {
 // held back (a peer or the broker down fails every retry alike: logrepeat), and at most a
 // few lines a second in all.
 func (b *Backend) warnf(level slog.Level, msg string, args ...any) {
-	if ok, held := b.logRep.Allow(msg + fmt.Sprint(args...)); ok && b.logEvery.Allow() {
+	if ok, held := b.logRep.AllowIf(msg+fmt.Sprint(args...), b.logEvery.Allow); ok {
 		b.log.Log(context.Background(), level, msg, append(args, b.logRep.Attrs(held)...)...)
 	}
 }
