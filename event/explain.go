@@ -294,12 +294,15 @@ func (in *Intake) Explain(d Format, line []byte, r Reason, now int64, rec *Recor
 	}
 	rc := in.store.RingConfig(ev.Metric)
 	ts := "ts " + time.UnixMilli(ev.TS).UTC().Format(time.RFC3339Nano)
-	read := 0 // slide's JSON reads unix ms; an --event-map's ts the unit it says; OTLP ns
+	read := 0 // slide's JSON reads unix ms; an --event-map's ts the unit it says; OTLP ns, Zipkin µs
 	switch f := d.(type) {
 	case *MapDecoder:
 		read = f.tsUnit(ev.Metric)
 	case *SpanDecoder:
 		read = -6
+		if f.zipkin {
+			read = -3 // Zipkin's µs
+		}
 	}
 	if r == ReasonFuture {
 		return ts + " is " + gap(ev.TS-ref) + " ahead of " + refName + " (skew " + rc.Skew.String() + ")" + unitHint(ev.TS, ref, read)

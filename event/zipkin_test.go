@@ -237,3 +237,18 @@ func TestZipkinAllocs(t *testing.T) {
 		t.Fatalf("%v allocations a body of 2 known spans (%d accepted)", allocs, n)
 	}
 }
+
+// TestZipkinUnitHint: a Zipkin span whose timestamp was written in milliseconds (Zipkin reads
+// microseconds) is refused as late with a hint naming both units.
+func TestZipkinUnitHint(t *testing.T) {
+	st, _ := window.NewStore(window.StoreConfig{})
+	in, err := NewIntake(st, Config{}, WithFormat(func() (Format, error) { return NewZipkinJSON(SpanConfig{}) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Appendf(nil, `[{"name":"x","timestamp":%d,"duration":5,"localEndpoint":{"serviceName":"a"}}]`, defTS)
+	res := in.Take(body, defTS+1000)
+	if got := res.First[ReasonLate]; res.Refused[ReasonLate] != 1 || !strings.HasSuffix(got, ": 1000× too small, a ts in milliseconds where microseconds are read?") {
+		t.Errorf("a Zipkin timestamp in ms: %+v %q", res, got)
+	}
+}
