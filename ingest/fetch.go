@@ -79,7 +79,7 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 	if p.legacy || fc == nil {
 		next, err = c.read(ctx, conn, ap)
 	} else {
-		rf := &rawFetch{fc: fc, clientID: c.fetchDialer.ClientID, topic: c.cfg.Topic, id: p.id}
+		rf := &rawFetch{fc: fc, clientID: c.fetchDialer.ClientID, topic: c.cfg.Topic, id: p.id, level: c.isolation()}
 		next, err = c.readRaw(ctx, rf, p.next.Load(), ap)
 	}
 	close(ap.full)
@@ -165,7 +165,7 @@ func (c *Consumer) read(ctx context.Context, conn *kafka.Conn, ap *applier) (int
 		if err := conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin)); err != nil {
 			return 0, fmt.Errorf("setting the fetch deadline: %w", err)
 		}
-		batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: c.cfg.MaxBytes, MaxWait: c.cfg.MaxWait})
+		batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: c.cfg.MaxBytes, MaxWait: c.cfg.MaxWait, IsolationLevel: c.isolation()})
 		now, hwm := c.now().UnixMilli(), batch.HighWaterMark()
 		ch := ap.take(true, now, hwm)
 		for n := 1; ; n++ {
