@@ -122,7 +122,8 @@ type Progress struct {
 
 // PartitionProgress is the restore and lag state of one assigned partition. Offsets are
 // Kafka offsets: From is the first replayed, Target the end of the log at assignment, Next
-// the next to process, HighWaterMark the end of the log at the last fetch.
+// the next to process, HighWaterMark the end of the log at the last fetch. Under read_committed
+// (the default) Target and HighWaterMark are the last stable offset, the end a consumer reads to.
 type PartitionProgress struct {
 	Partition      int32   `json:"partition"`
 	Restored       bool    `json:"restored"`

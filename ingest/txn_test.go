@@ -198,3 +198,35 @@ func TestOwnFetchAbortedTransactions(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenTransactionDoesNotHoldReadiness: a transaction left open (a Streams task that
+// stalls, a Flink checkpoint that takes minutes) holds a read_committed consumer at its first
+// record. The restore ends there (the last stable offset), so the instance becomes ready and
+// its lag reads 0 rather than waiting for the transaction; once it commits, its records and
+// the plain ones written after it are counted.
+func TestOpenTransactionDoesNotHoldReadiness(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "events", 1)
+	t0 := time.Now()
+	a, plain := txnProducer(t, c, "task-a"), txnProducer(t, c, "")
+	produceEvents(t, plain, "plain", t0, 2)
+	begin(t, a)
+	produceEvents(t, a, "pending", t0, 2)
+	produceEvents(t, plain, "plain", t0, 1)
+
+	r := start(t, testConfig(c, "open"), newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "readiness with a transaction open", r.Ready, progress(r))
+	if p := r.Progress().Partitions[0]; p.Target != 2 || p.Next != 2 {
+		t.Errorf("progress %+v: want target and next at the open transaction's first offset, 2", p)
+	}
+	if got := sum(r.m.lag); got != 0 {
+		t.Errorf("slide_ingest_lag = %v with everything readable read, want 0", got)
+	}
+	if got := counted(r, "plain", t0); got != 2 {
+		t.Errorf("plain: counted %d before the transaction ends, want 2", got)
+	}
+	end(t, a, kgo.TryCommit)
+	eventually(t, 20*time.Second, "the committed transaction and the records after it", func() bool {
+		return counted(r, "pending", t0) == 2 && counted(r, "plain", t0) == 3
+	}, progress(r))
+}
