@@ -46,6 +46,9 @@ func (d *Decoder) Explain(line []byte) string {
 	d.f = [numFields + 1]textparse.Value{}
 	if !d.parseObject(line) {
 		if err := d.sc.Err(); err != nil {
+			if len(line) >= schemaFrame && line[0] == 0 {
+				return schemaFrameOnly(line)
+			}
 			if binaryLine(line) {
 				// A topic of OTLP protobuf (a Collector's kafka exporter) read as slide's JSON.
 				return "invalid JSON: " + err.Error() + " (binary, not JSON text: OTLP protobuf?)"
@@ -329,4 +332,12 @@ func unitHint(ts, ref int64) string {
 		return ": 1,000,000× too large, a ts in nanoseconds where milliseconds are read?"
 	}
 	return ""
+}
+
+// schemaFrameOnly explains a line that starts as Confluent Schema Registry frames a value and
+// holds no JSON object after the frame (a framed JSON value is read past its frame).
+func schemaFrameOnly(line []byte) string {
+	id := uint32(line[1])<<24 | uint32(line[2])<<16 | uint32(line[3])<<8 | uint32(line[4])
+	return "invalid JSON: starts with Confluent Schema Registry framing (magic 0, schema id " + strconv.FormatUint(uint64(id), 10) +
+		") and no JSON object after it: an Avro or Protobuf serializer's? slide reads JSON, framed (KafkaJsonSchemaSerializer, JsonSchemaConverter) or not"
 }
