@@ -55,3 +55,31 @@ func TestTakeRecordReadsSchemaRegistryFrame(t *testing.T) {
 		}
 	}
 }
+
+// A value of Kafka Connect's JsonConverter with schemas.enable=true (its default) is refused
+// with a detail that says so and what to change, not as "an access log?".
+func TestExplainConnectEnvelope(t *testing.T) {
+	d, err := NewDecoder(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := []byte(`{"schema":{"type":"struct","fields":[{"type":"string","optional":false,"field":"key"},` +
+		`{"type":"double","optional":false,"field":"value"}],"optional":false},"payload":{"key":"tenant-1","metric":"latency_ms","value":12}}`)
+	const want = `no field "key", "metric" or "value": a Kafka Connect JsonConverter envelope`
+	if got := d.Explain(line); !strings.HasPrefix(got, want) || !strings.Contains(got, "schemas.enable=false") {
+		t.Errorf("Explain = %q, want %q… naming schemas.enable=false", got, want)
+	}
+}
+
+// What the detail above offers works: an --event-map naming the payload's fields reads the
+// envelope.
+func TestMapReadsConnectEnvelope(t *testing.T) {
+	md, err := NewMapDecoder(Map{Metrics: []MapMetric{{Metric: "latency_ms", Value: MapValue{Field: "payload.value"}, Key: MapKey{Field: "payload.key"}}}}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decodeAll(md, `{"schema":{"type":"struct","optional":false},"payload":{"key":"tenant-1","value":12}}`, defTS)
+	if len(got) != 1 || got[0].r != ReasonNone || got[0].ev.Value != 12 {
+		t.Fatalf("decoded %+v, want one event of value 12", got)
+	}
+}
