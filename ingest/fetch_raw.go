@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -57,12 +58,13 @@ type rawFetch struct {
 	id       int32
 	corr     int32
 	level    kafka.IsolationLevel
-	txns     abortedTxns // the response's aborted transactions, read_committed (fetch_txn.go)
-	last     int64       // the offset of the last record handed on from the response being read
-	cut      int         // the size of a record batch the last response cut before any whole one: the next fetch asks for it all
-	req      []byte      // the request being written, reused
-	batch    []byte      // the batch being read, reused
-	inflated []byte      // its records inflated, reused
+	top      *atomic.Int64 // the partition's high watermark, set as each response is read (nil: not kept)
+	txns     abortedTxns   // the response's aborted transactions, read_committed (fetch_txn.go)
+	last     int64         // the offset of the last record handed on from the response being read
+	cut      int           // the size of a record batch the last response cut before any whole one: the next fetch asks for it all
+	req      []byte        // the request being written, reused
+	batch    []byte        // the batch being read, reused
+	inflated []byte        // its records inflated, reused
 }
 
 // request writes a Fetch v4 request for the partition at offset.
@@ -562,10 +564,7 @@ func (c *Consumer) readRaw(ctx context.Context, f *rawFetch, offset int64, ap *a
 		}
 		part, err := f.response(&rr)
 		now := c.now().UnixMilli()
-		hwm := part.hwm
-		if f.level == kafka.ReadCommitted && part.lso >= 0 {
-			hwm = part.lso // as far as a read_committed fetch reaches: the lag and restore's end
-		}
+		hwm := f.end(part, err)
 		if err != nil || part.err != nil {
 			hwm = -1
 		}

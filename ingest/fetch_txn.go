@@ -31,6 +31,19 @@ func (c *Consumer) isolation() kafka.IsolationLevel {
 	return kafka.ReadCommitted
 }
 
+// end returns how far the consumer can read by part, a response's partition read with error
+// err: its last stable offset under read_committed, else its high watermark. It keeps the
+// high watermark in f.top.
+func (f *rawFetch) end(part fetchPart, err error) int64 {
+	if err == nil && part.err == nil && f.top != nil {
+		f.top.Store(part.hwm)
+	}
+	if f.level == kafka.ReadCommitted && part.lso >= 0 {
+		return part.lso // as far as a read_committed fetch reaches: the lag and restore's end
+	}
+	return part.hwm
+}
+
 // Record batch attributes (the Kafka protocol's).
 const (
 	attrTransactional = 0x10

@@ -27,7 +27,8 @@ type partition struct {
 	restoreMs atomic.Int64 // restore duration, ms; set once restored
 	restored  atomic.Bool
 	next      atomic.Int64 // next offset to process
-	hwm       atomic.Int64 // end of the log at the last fetch: the high watermark, or the LSO under read_committed
+	hwm       atomic.Int64 // end of the log read to at the last fetch: the high watermark, or the LSO under read_committed
+	top       atomic.Int64 // high watermark at the last fetch
 	legacy    bool         // the log holds messages before record batch v2: read through kafka-go (fetch_raw.go)
 	lastTS    int64        // timestamp of the last record processed, unix ms (0: none); the worker's
 	lastSent  int64        // last committed offset; only the committer touches it
@@ -131,6 +132,7 @@ func (c *Consumer) partitionsFrom(ends map[int32]kafka.PartitionOffsets, starts 
 		}
 		p.next.Store(from)
 		p.hwm.Store(po.LastOffset)
+		p.top.Store(po.LastOffset) // the LSO under read_committed, until the first fetch tells the high watermark
 		p.lag.Set(float64(po.LastOffset - from))
 		n := c.store.DropPartition(id)
 		c.log.Info("ingest: partition assigned, restoring", "partition", id, "from", from, "to", po.LastOffset,

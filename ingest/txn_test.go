@@ -216,8 +216,9 @@ func TestOpenTransactionDoesNotHoldReadiness(t *testing.T) {
 
 	r := start(t, testConfig(c, "open"), newTestStore(t, 0), t0)
 	eventually(t, 20*time.Second, "readiness with a transaction open", r.Ready, progress(r))
-	if p := r.Progress().Partitions[0]; p.Target != 2 || p.Next != 2 {
-		t.Errorf("progress %+v: want target and next at the open transaction's first offset, 2", p)
+	// The high watermark is past the open transaction (two of its records, one plain after).
+	if p := r.Progress().Partitions[0]; p.Target != 2 || p.Next != 2 || p.LastStableOffset == nil || *p.LastStableOffset != 2 || p.HighWaterMark != 5 {
+		t.Errorf("progress %+v: want target, next and last stable offset at the open transaction's first offset, 2, and the high watermark at 5", p)
 	}
 	if got := sum(r.m.lag); got != 0 {
 		t.Errorf("slide_ingest_lag = %v with everything readable read, want 0", got)
