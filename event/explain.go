@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"math"
 	"math/bits"
 	"strconv"
@@ -46,6 +47,9 @@ func (d *Decoder) Explain(line []byte) string {
 	d.f = [numFields + 1]textparse.Value{}
 	if !d.parseObject(line) {
 		if err := d.sc.Err(); err != nil {
+			if len(line) >= schemaFrame && line[0] == 0 {
+				return schemaFrameOnly(line)
+			}
 			if binaryLine(line) {
 				// A topic of OTLP protobuf (a Collector's kafka exporter) read as slide's JSON.
 				return "invalid JSON: " + err.Error() + " (binary, not JSON text: OTLP protobuf?)"
@@ -59,6 +63,10 @@ func (d *Decoder) Explain(line []byte) string {
 	}
 	b := line
 	if d.f[fKey].Kind == textparse.Absent && d.f[fMetric].Kind == textparse.Absent && d.f[fValue].Kind == textparse.Absent {
+		if connectEnvelope(line) {
+			return `no field "key", "metric" or "value": a Kafka Connect JsonConverter envelope ({"schema":…,"payload":…}); ` +
+				`set value.converter.schemas.enable=false on the connector, or name payload.key, payload.value… in an --event-map`
+		}
 		// A topic of access logs (or any JSON of another shape) read as slide's events.
 		return `no field "key", "metric" or "value": a JSON line of another shape (an access log? --event-map reads it)`
 	}
@@ -357,4 +365,18 @@ func unitHint(ts, ref int64, read int) string {
 		return ": " + f + "× too " + how + ", a ts in " + written + " where " + unitNames[read] + " are read?"
 	}
 	return ""
+}
+
+// schemaFrameOnly explains a line that starts as Confluent Schema Registry frames a value and
+// holds no JSON object after the frame (a framed JSON value is read past its frame).
+func schemaFrameOnly(line []byte) string {
+	id := uint32(line[1])<<24 | uint32(line[2])<<16 | uint32(line[3])<<8 | uint32(line[4])
+	return "invalid JSON: starts with Confluent Schema Registry framing (magic 0, schema id " + strconv.FormatUint(uint64(id), 10) +
+		") and no JSON object after it: an Avro or Protobuf serializer's? slide reads JSON, framed (KafkaJsonSchemaSerializer, JsonSchemaConverter) or not"
+}
+
+// connectEnvelope reports whether line looks like what Kafka Connect's JsonConverter writes
+// with schemas.enable=true (its default): {"schema":…,"payload":…}, the schema first.
+func connectEnvelope(line []byte) bool {
+	return bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte(`{"schema":`)) && bytes.Contains(line, []byte(`"payload":`))
 }

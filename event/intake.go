@@ -110,7 +110,17 @@ type Record struct {
 // each part refused and its Reason: ReasonExpired for an event in its window at the record's
 // time and out of it at now. It returns how many events the store accepted and how many the
 // value held (0: a tombstone, or only blank lines). refused must not retain part.
+//
+// A JSON value framed for Confluent Schema Registry (magic byte 0 and a 4-byte schema id
+// before the JSON, as KafkaJsonSchemaSerializer and Connect's JsonSchemaConverter write it) is
+// read past its frame, for slide's JSON and an --event-map's: JSON text never starts with a
+// 0 byte, so the frame cannot be mistaken. The schema is not fetched: the fields are read by
+// name, as for an unframed record. A frame before something else (Avro or Protobuf through
+// the registry) stays, and the refusal's detail names it.
 func (in *Intake) TakeRecord(f Format, value []byte, now int64, rec Record, refused func(part []byte, r Reason)) (accepted, events int) {
+	if len(value) > schemaFrame && value[0] == 0 && jsonAfterFrame(value[schemaFrame]) && readsJSON(f) { // a branch a record
+		value = value[schemaFrame:]
+	}
 	src := window.Source{RecordTS: rec.TS}
 	return in.take(f, value, now, &src, rec.Feed, refused)
 }
@@ -157,3 +167,20 @@ func (in *Intake) take(f Format, body []byte, now int64, src *window.Source, fee
 	}
 	return obs.accepted, events
 }
+
+// schemaFrame is the length of Confluent Schema Registry's wire-format header: magic byte 0,
+// then the schema id, a big-endian int32.
+const schemaFrame = 5
+
+// readsJSON reports whether f reads JSON text: slide's events or an --event-map's.
+func readsJSON(f Format) bool {
+	switch f.(type) {
+	case *Decoder, *MapDecoder:
+		return true
+	}
+	return false
+}
+
+// jsonAfterFrame reports whether c can start the JSON text after a frame: an object, or the
+// whitespace before one.
+func jsonAfterFrame(c byte) bool { return c == '{' || c == ' ' || c == '\n' || c == '\r' || c == '\t' }

@@ -24,6 +24,9 @@ func (md *MapDecoder) Explain(line []byte) string {
 		for sc.Reset(line); sc.Next(); {
 		}
 		if err := sc.Err(); err != nil {
+			if len(line) >= schemaFrame && line[0] == 0 {
+				return schemaFrameOnly(line)
+			}
 			return "invalid JSON: " + err.Error()
 		}
 		return "invalid JSON"

@@ -83,6 +83,13 @@ type Config struct {
 	MaxWait time.Duration
 	// MaxBytes is the most a fetch returns per partition; default 10 MiB.
 	MaxBytes int
+	// ReadUncommitted makes the consumer read with isolation level read_uncommitted: the
+	// records of aborted transactions are counted, and reading goes on to the high watermark
+	// past open transactions. The default (false) is read_committed, as librdkafka, Kafka
+	// Streams under exactly-once and ClickHouse read: only committed and non-transactional
+	// records are counted, and reading stops at the last stable offset (LSO) until the oldest
+	// open transaction ends, so restores, readiness and slide_ingest_lag measure to the LSO.
+	ReadUncommitted bool
 	// MaxInflatedBytes is the most one compressed record batch may inflate to; default
 	// DefaultMaxInflatedBytes (32 MiB). A batch beyond it (a compression bomb) is never
 	// inflated whole: each of its records is refused as event.ReasonTooLarge, dead-lettered as

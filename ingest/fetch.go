@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -77,9 +78,9 @@ func (c *Consumer) fetch(ctx context.Context, p *partition) error {
 	go c.apply(ctx, p, ap)
 	var next int64
 	if p.legacy || fc == nil {
-		next, err = c.read(ctx, conn, ap)
+		next, err = c.read(ctx, conn, ap, &p.top)
 	} else {
-		rf := &rawFetch{fc: fc, clientID: c.fetchDialer.ClientID, topic: c.cfg.Topic, id: p.id}
+		rf := &rawFetch{fc: fc, clientID: c.fetchDialer.ClientID, topic: c.cfg.Topic, id: p.id, level: c.isolation(), top: &p.top}
 		next, err = c.readRaw(ctx, rf, p.next.Load(), ap)
 	}
 	close(ap.full)
@@ -160,13 +161,14 @@ func (a *applier) take(first bool, now, hwm int64) *chunk {
 // read reads batches from conn into chunks for the applier until ctx ends or a batch
 // fails; it returns the failed batch's error (nil when ctx ended) and the connection's
 // offset after it.
-func (c *Consumer) read(ctx context.Context, conn *kafka.Conn, ap *applier) (int64, error) {
+func (c *Consumer) read(ctx context.Context, conn *kafka.Conn, ap *applier, top *atomic.Int64) (int64, error) {
 	for ctx.Err() == nil {
 		if err := conn.SetReadDeadline(time.Now().Add(c.cfg.MaxWait + fetchMargin)); err != nil {
 			return 0, fmt.Errorf("setting the fetch deadline: %w", err)
 		}
-		batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: c.cfg.MaxBytes, MaxWait: c.cfg.MaxWait})
+		batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: c.cfg.MaxBytes, MaxWait: c.cfg.MaxWait, IsolationLevel: c.isolation()})
 		now, hwm := c.now().UnixMilli(), batch.HighWaterMark()
+		top.Store(hwm) // no transactions in this message format: the high watermark is the end read to
 		ch := ap.take(true, now, hwm)
 		for n := 1; ; n++ {
 			m, err := batch.ReadMessage()

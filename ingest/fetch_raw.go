@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -56,18 +57,20 @@ type rawFetch struct {
 	topic    string
 	id       int32
 	corr     int32
-	last     int64  // the offset of the last record handed on from the response being read
-	cut      int    // the size of a record batch the last response cut before any whole one: the next fetch asks for it all
-	req      []byte // the request being written, reused
-	batch    []byte // the batch being read, reused
-	inflated []byte // its records inflated, reused
+	level    kafka.IsolationLevel
+	top      *atomic.Int64 // the partition's high watermark, set as each response is read (nil: not kept)
+	txns     abortedTxns   // the response's aborted transactions, read_committed (fetch_txn.go)
+	last     int64         // the offset of the last record handed on from the response being read
+	cut      int           // the size of a record batch the last response cut before any whole one: the next fetch asks for it all
+	req      []byte        // the request being written, reused
+	batch    []byte        // the batch being read, reused
+	inflated []byte        // its records inflated, reused
 }
 
 // request writes a Fetch v4 request for the partition at offset.
 func (f *rawFetch) request(offset int64, minBytes, maxBytes int32, maxWait time.Duration) error {
 	f.corr++
-	b := f.req[:0]
-	b = append(b, 0, 0, 0, 0) // size, set below
+	b := append(f.req[:0], 0, 0, 0, 0) // size, set below
 	b = binary.BigEndian.AppendUint16(b, 1)
 	b = binary.BigEndian.AppendUint16(b, fetchVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(rawCorrelation+f.corr))
@@ -75,8 +78,10 @@ func (f *rawFetch) request(offset int64, minBytes, maxBytes int32, maxWait time.
 	b = binary.BigEndian.AppendUint32(b, ^uint32(0)) // replica_id −1: a consumer
 	b = binary.BigEndian.AppendUint32(b, uint32(maxWait.Milliseconds()))
 	b = binary.BigEndian.AppendUint32(b, uint32(minBytes))
-	b = binary.BigEndian.AppendUint32(b, uint32(maxBytes))
-	b = append(b, 0)                        // read_uncommitted, as kafka-go's Conn reads
+	// The response's max_bytes: the partition's bounds it (one partition is asked), and the
+	// embedded broker (kfake) lists no aborted transactions of a response cut at this one.
+	b = binary.BigEndian.AppendUint32(b, math.MaxInt32)
+	b = append(b, byte(f.level))
 	b = binary.BigEndian.AppendUint32(b, 1) // one topic
 	b = appendString(b, f.topic)
 	b = binary.BigEndian.AppendUint32(b, 1) // one partition
@@ -194,11 +199,11 @@ func (r *respReader) arrived(n int) {
 	}
 }
 
-// fetchPart is a response's partition header: its error, high watermark and records' length.
+// fetchPart is a response's partition header: error, high watermark, LSO, records' length.
 type fetchPart struct {
-	err     error
-	hwm     int64
-	records int
+	err      error
+	hwm, lso int64
+	records  int
 }
 
 // response reads a Fetch v4 response's header down to its partition's records, leaving the
@@ -230,11 +235,8 @@ func (f *rawFetch) response(rr *respReader) (fetchPart, error) {
 				return fetchPart{}, rr.err
 			}
 			id, code := rr.int32(), rr.int16()
-			hwm := rr.int64()
-			rr.int64() // last_stable_offset
-			if n := rr.int32(); n > 0 {
-				rr.skip(16 * int(n)) // aborted transactions: read_uncommitted delivers them, as kafka-go's Conn does
-			}
+			hwm, lso := rr.int64(), rr.int64()
+			f.txns.read(rr, rr.int32(), id == f.id && !found && f.level == kafka.ReadCommitted)
 			n := int(rr.int32())
 			if rr.err != nil {
 				return fetchPart{}, rr.err
@@ -244,7 +246,7 @@ func (f *rawFetch) response(rr *respReader) (fetchPart, error) {
 				continue
 			}
 			found = true
-			part = fetchPart{hwm: hwm, records: max(n, 0)}
+			part = fetchPart{hwm: hwm, lso: lso, records: max(n, 0)}
 			if code != 0 {
 				part.err = kafka.Error(code)
 			}
@@ -322,7 +324,10 @@ func (c *Consumer) batchRecords(f *rawFetch, body []byte, base, offset int64, ch
 	maxTS := int64(binary.BigEndian.Uint64(body[23:]))
 	count := int(int32(binary.BigEndian.Uint32(body[45:])))
 	after := base + lastDelta + 1
-	if attrs&0x20 != 0 || after <= offset { // a control batch, or every record before offset
+	if len(f.txns.list) > 0 && attrs&attrTransactional != 0 && f.txns.skip(f, body, base, after-1) {
+		return after, nil // a write of an aborted transaction
+	}
+	if attrs&attrControl != 0 || after <= offset { // a control batch, or every record before offset
 		return after, nil
 	}
 	recs := body[batchHeader:]
@@ -559,7 +564,7 @@ func (c *Consumer) readRaw(ctx context.Context, f *rawFetch, offset int64, ap *a
 		}
 		part, err := f.response(&rr)
 		now := c.now().UnixMilli()
-		hwm := part.hwm
+		hwm := f.end(part, err)
 		if err != nil || part.err != nil {
 			hwm = -1
 		}

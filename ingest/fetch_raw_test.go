@@ -166,13 +166,16 @@ func (nopDeadlines) SetReadDeadline(time.Time) error { return nil }
 
 // fetchResponse is a Fetch v4 response of correlation id rawCorrelation+1 for partition 0 of
 // topic "t", holding records (raw record batches).
-func fetchResponse(records []byte) []byte {
+func fetchResponse(records []byte, aborted ...abortedTxn) []byte {
 	r := kmsg.NewFetchResponse()
 	r.Version = fetchVersion
 	tp := kmsg.NewFetchResponseTopic()
 	tp.Topic = "t"
 	p := kmsg.NewFetchResponseTopicPartition()
 	p.HighWatermark, p.LastStableOffset, p.RecordBatches = 100, 100, records
+	for _, at := range aborted {
+		p.AbortedTransactions = append(p.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: at.producer, FirstOffset: at.first})
+	}
 	tp.Partitions = append(tp.Partitions, p)
 	r.Topics = append(r.Topics, tp)
 	body := r.AppendTo(nil)
@@ -210,7 +213,7 @@ func recordBatch(base int64, attrs int16, values ...string) []byte {
 // returns its records and the offset after them.
 func readResponse(data []byte, from int64) ([]kafka.Message, int64, error) {
 	c := &Consumer{cfg: Config{MaxWait: time.Second}, now: time.Now}
-	f := &rawFetch{fc: &fetchConn{Conn: nopDeadlines{}, r: bufio.NewReader(bytes.NewReader(data))}, topic: "t", id: 0, corr: 1}
+	f := &rawFetch{fc: &fetchConn{Conn: nopDeadlines{}, r: bufio.NewReader(bytes.NewReader(data))}, topic: "t", id: 0, corr: 1, level: kafka.ReadCommitted}
 	var rr respReader
 	part, err := f.response(&rr)
 	if err != nil {
@@ -275,6 +278,7 @@ func FuzzOwnFetch(f *testing.F) {
 	f.Cleanup(func() { setInflateBudget(DefaultMaxInflatedBytes) })
 	f.Add(fetchResponse(slices.Concat(recordBatch(10, 0, "a", "b", "c"), recordBatch(13, 0x20, "m"), recordBatch(14, 0, "d"))), int64(11))
 	f.Add(fetchResponse(recordBatch(0, 0, "x")), int64(0))
+	f.Add(fetchResponse(txnLog(), abortedTxn{7, 10}, abortedTxn{8, 12}, abortedTxn{7, 15}), int64(10))
 	f.Add(fetchResponse(nil), int64(0))
 	// Counts of garbage, past what the response holds: once a loop of two billion reads.
 	f.Add([]byte("\x00\x00\x01\x10@\x00\x00\x01\x00\x01\x00\x01t\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00d\x00\x00\x00\x00\x00\x00\x00d\xff\x00"), int64(11))

@@ -53,7 +53,7 @@ func newMetrics(store *window.Store) *metrics {
 		bytes: newCounterVec("slide_ingest_bytes_total", []string{"partition"},
 			"Record value bytes fetched, by partition."),
 		lag: newGaugeVec("slide_ingest_lag", []string{"partition"},
-			"Records between the last processed offset and the partition's high watermark at the last fetch, updated within a batch as it is processed."),
+			"Records between the last processed offset and the end the consumer can read at the last fetch (the last stable offset under read_committed, else the high watermark), updated within a batch as it is processed."),
 		lagSeconds: newGaugeVec("slide_ingest_lag_seconds", []string{"partition"},
 			"How far behind the log this instance reads, by partition: the age of the last record processed while records wait behind it, 0 when caught up. Alert on this one."),
 		rejected: newCounterVec("slide_ingest_rejected_total", []string{"reason"},

@@ -21,13 +21,14 @@ type partition struct {
 	id        int32
 	label     string
 	from      int64        // first offset replayed
-	target    int64        // end of the log at assignment: restored once next reaches it
+	target    int64        // end of the log at assignment (the LSO under read_committed): restored once next reaches it
 	committed atomic.Int64 // group's committed offset at assignment (lowered by an offset reset): records below it were processed before
 	assigned  time.Time    // wall clock at assignment, for the restore duration
 	restoreMs atomic.Int64 // restore duration, ms; set once restored
 	restored  atomic.Bool
 	next      atomic.Int64 // next offset to process
-	hwm       atomic.Int64 // high watermark at the last fetch
+	hwm       atomic.Int64 // end of the log read to at the last fetch: the high watermark, or the LSO under read_committed
+	top       atomic.Int64 // high watermark at the last fetch
 	legacy    bool         // the log holds messages before record batch v2: read through kafka-go (fetch_raw.go)
 	lastTS    int64        // timestamp of the last record processed, unix ms (0: none); the worker's
 	lastSent  int64        // last committed offset; only the committer touches it
@@ -81,7 +82,10 @@ func (c *Consumer) plan(gctx context.Context, ids []int32, committed map[int32]i
 
 // listOffsets asks for one offset of each partition in ids, as req makes it.
 func (c *Consumer) listOffsets(ctx context.Context, ids []int32, req func(int32) kafka.OffsetRequest) (map[int32]kafka.PartitionOffsets, error) {
-	r := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	// Under read_committed the end is the last stable offset: a fetch reads no further until
+	// the oldest open transaction ends, so a restore waiting for the high watermark (and
+	// /readyz with it) would wait for a producer's transaction, however long it stays open.
+	r := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}, IsolationLevel: c.isolation()}
 	for _, id := range ids {
 		r.Topics[c.cfg.Topic] = append(r.Topics[c.cfg.Topic], req(id))
 	}
@@ -128,6 +132,7 @@ func (c *Consumer) partitionsFrom(ends map[int32]kafka.PartitionOffsets, starts 
 		}
 		p.next.Store(from)
 		p.hwm.Store(po.LastOffset)
+		p.top.Store(po.LastOffset) // the LSO under read_committed, until the first fetch tells the high watermark
 		p.lag.Set(float64(po.LastOffset - from))
 		n := c.store.DropPartition(id)
 		c.log.Info("ingest: partition assigned, restoring", "partition", id, "from", from, "to", po.LastOffset,

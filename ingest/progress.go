@@ -122,16 +122,21 @@ type Progress struct {
 
 // PartitionProgress is the restore and lag state of one assigned partition. Offsets are
 // Kafka offsets: From is the first replayed, Target the end of the log at assignment, Next
-// the next to process, HighWaterMark the end of the log at the last fetch.
+// the next to process, HighWaterMark the end of the log at the last fetch. Under read_committed
+// (the default) Target is the last stable offset, the end a consumer reads to, and
+// LastStableOffset the one at the last fetch: records between it and HighWaterMark wait for
+// the transaction open at it to end.
 type PartitionProgress struct {
-	Partition      int32   `json:"partition"`
-	Restored       bool    `json:"restored"`
-	Done           float64 `json:"done"` // share of the replay done, in [0, 1]; 1 once restored
-	From           int64   `json:"from"`
-	Target         int64   `json:"target"`
-	Next           int64   `json:"next"`
-	HighWaterMark  int64   `json:"high_water_mark"`
-	RestoreSeconds float64 `json:"restore_seconds"` // time the replay took; 0 until restored
+	Partition     int32   `json:"partition"`
+	Restored      bool    `json:"restored"`
+	Done          float64 `json:"done"` // share of the replay done, in [0, 1]; 1 once restored
+	From          int64   `json:"from"`
+	Target        int64   `json:"target"`
+	Next          int64   `json:"next"`
+	HighWaterMark int64   `json:"high_water_mark"`
+	// LastStableOffset is set under read_committed only.
+	LastStableOffset *int64  `json:"last_stable_offset,omitempty"`
+	RestoreSeconds   float64 `json:"restore_seconds"` // time the replay took; 0 until restored
 	// Snapshot says whether the restore starts from a snapshot or the log, and how far it is;
 	// nil with snapshots off.
 	Snapshot *SnapshotProgress `json:"snapshot,omitempty"`
@@ -145,8 +150,12 @@ func (c *Consumer) Progress() Progress {
 	for _, p := range c.parts {
 		pp := PartitionProgress{
 			Partition: p.id, Restored: p.restored.Load(), Done: 1, From: p.from, Target: p.target,
-			Next: p.next.Load(), HighWaterMark: p.hwm.Load(),
+			Next: p.next.Load(), HighWaterMark: p.top.Load(),
 			RestoreSeconds: float64(p.restoreMs.Load()) / 1000,
+		}
+		if !c.cfg.ReadUncommitted {
+			lso := p.hwm.Load()
+			pp.LastStableOffset = &lso
 		}
 		if c.snap != nil {
 			pp.Snapshot = p.snap.progress(pp.Restored)

@@ -421,6 +421,7 @@ func TestConnectFlagsRefused(t *testing.T) {
 		want string
 	}{
 		{[]string{"--kafka-tls"}, "need --brokers"},
+		{[]string{"--kafka-isolation", "committed"}, "want read_committed or read_uncommitted"},
 		{[]string{"--brokers", "127.0.0.1:1", "--kafka-sasl", "gssapi", "--kafka-sasl-user", "u", "--kafka-sasl-password-file", pw}, "want plain"},
 		{[]string{"--brokers", "127.0.0.1:1", "--kafka-sasl", "plain", "--kafka-sasl-user", "u"}, "needs a password"},
 		{[]string{"--brokers", "127.0.0.1:1", "--kafka-sasl-user", "u"}, "need --kafka-sasl"},

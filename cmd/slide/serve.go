@@ -53,6 +53,7 @@ type serveConfig struct {
 	topic              string
 	group              string
 	deadLetterTopic    string
+	kafkaIsolation     string
 	embeddedKafkaAddr  string
 	embeddedPartitions int
 
@@ -126,6 +127,7 @@ func (c *serveConfig) register(fs interface {
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", ingest.DefaultSessionTimeout, "how long the group waits for a crashed instance before handing its partitions to the others (heartbeats are every 1s)")
 	fs.StringVar(&c.eventMap, "event-map", "", eventMapUsage)
 	fs.StringVar(&c.deadLetterTopic, "dead-letter-topic", "", "topic that receives refused events with their reason (empty: none)")
+	fs.StringVar(&c.kafkaIsolation, "kafka-isolation", isolationCommitted, "read_committed: count only committed and non-transactional records, as Kafka Streams, Flink and librdkafka read exactly-once topics (an open transaction holds reading at its first record until it ends; readiness and lag measure to there); read_uncommitted: count aborted transactions' records too, never wait")
 	fs.StringVar(&c.embeddedKafkaAddr, "embedded-kafka-addr", ingest.DefaultBrokerAddr, "listen address of the embedded Kafka-protocol broker")
 	fs.IntVar(&c.embeddedPartitions, "embedded-kafka-partitions", 4, "partitions of the embedded broker's topic")
 	fs.DurationVar(&c.limiterCheckpoint, "limiter-checkpoint-interval", clusterlimit.DefaultCheckpointInterval, "how often the owner of a backend cluster policy's keys writes their state to <topic>.slide-limiter, which a new owner restores (0: off, a new owner starts empty)")
@@ -381,7 +383,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		Brokers: brokers, Topic: c.topic, Group: c.group, DeadLetterTopic: c.deadLetterTopic, SessionTimeout: c.sessionTimeout,
 		Restore: ingest.RestoreSpan(store, metrics...), Logger: log, Registerer: reg,
 		MemberData: cluster.MemberData(advertise), Dialer: c.conn.kafkaDialer, MaxInflatedBytes: c.budget.maxInflatedBytes,
-		Format: evFormat,
+		Format: evFormat, ReadUncommitted: c.kafkaIsolation == isolationUncommitted,
 		Snapshots: ingest.SnapshotConfig{Interval: c.snapshotInterval, Topic: c.snapshotTopic, ChunkBytes: int(c.snapshotChunkBytes),
 			MaxBytes: c.snapshotMaxBytes(sc), Events: evIdentity},
 	}, store, ingest.WithGenerationHook(func(gen int32, assigned []int32) {

@@ -22,6 +22,12 @@ var (
 	}
 )
 
+// Values of --kafka-isolation, the Kafka consumers' names of isolation.level.
+const (
+	isolationCommitted   = "read_committed"
+	isolationUncommitted = "read_uncommitted"
+)
+
 // validate checks the parsed serve flags before anything starts, naming each bad value as
 // it was given (--slots 0, SLIDE_RINGS=...). It runs after parsing, apart from register,
 // so flags can be added without touching it; checkHTTP and the engine's own config checks
@@ -35,6 +41,9 @@ func (c *serveConfig) validate(fs *flag.FlagSet) error {
 	}
 	if strings.Contains(c.addr, "://") { // SLIDE_ADDR exported for slide query, say
 		return flagErrorf(fs, "addr", "serve listens on host:port such as 127.0.0.1:8080; a URL is slide query's address (its variable is SLIDE_URL)")
+	}
+	if c.kafkaIsolation != isolationCommitted && c.kafkaIsolation != isolationUncommitted {
+		return flagErrorf(fs, "kafka-isolation", "want %s or %s", isolationCommitted, isolationUncommitted)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
