@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/translator/zipkin/zipkinv2"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/slide-metrics/slide/window"
@@ -164,4 +165,13 @@ func BenchmarkOTLPProtoInterleaved(b *testing.B) {
 	b.ReportMetric(a, "anchor_ns/span")
 	b.ReportMetric(o/a, "ours/anchor")
 	_ = sink
+}
+
+// BenchmarkZipkinJSON: the same requests as Zipkin's JSON (written by the Collector's
+// zipkin_json marshaler), ours against what the Collector's kafka receiver does with them
+// (contrib's zipkinv2 JSON unmarshaler, into pdata) and the same walk.
+func BenchmarkZipkinJSON(b *testing.B) {
+	zm := zipkinv2.NewJSONTracesMarshaler()
+	marshal := func(td ptrace.Traces) ([]byte, error) { return zm.MarshalTraces(measurable(td)) }
+	benchOTLP(b, benchRequests(b, marshal), NewZipkinJSON, zipkinv2.NewJSONTracesUnmarshaler(false).UnmarshalTraces)
 }
