@@ -107,6 +107,8 @@ func SpanLabelName(a string) string {
 type SpanDecoder struct {
 	json    bool // OTLP/JSON, or Zipkin's JSON with zipkin
 	zipkin  bool // Zipkin's JSON v2 (zipkin.go)
+	zCode   int  // Zipkin: the slot of http.response.status_code, which the tag http.status_code fills, or −1
+	zPeer   int  // Zipkin: the slot of service.peer.name, which remoteEndpoint.serviceName fills, or −1
 	d       *Decoder
 	keyAttr string
 	dims    []spanDim

@@ -63,6 +63,7 @@ const (
 	jServiceName
 	jTags
 	jBinaryAnnotations
+	jRemoteEndpoint
 )
 
 // jBad records why the body is not an OTLP/JSON request, the innermost reason first, and
@@ -206,6 +207,8 @@ func jsonField(name []byte) int {
 		return jTags
 	case "binaryAnnotations":
 		return jBinaryAnnotations
+	case "remoteEndpoint":
+		return jRemoteEndpoint
 	}
 	return -1
 }

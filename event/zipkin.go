@@ -20,6 +20,8 @@ import (
 //   - status_code: the tag otel.status_code (STATUS_CODE_OK or Ok, …), and STATUS_CODE_ERROR
 //     for any span with an error tag (Zipkin's mark of a failed span, whatever its value);
 //   - dimensions: tags of those names (a tag given twice: its last value, as a JSON map's);
+//     as the receiver names them, the tag http.status_code is also http.response.status_code
+//     (unless that tag is given) and remoteEndpoint.serviceName is service.peer.name;
 //   - value: duration (µs) in fractional milliseconds; ts: the end, timestamp + duration.
 //
 // Tags hold strings; a number or boolean is taken as its text, an object or array gives no
@@ -33,9 +35,18 @@ func NewZipkinJSON(cfg SpanConfig) (*SpanDecoder, error) {
 	s, err := newSpanDecoder(cfg, true)
 	if s != nil {
 		s.zipkin = true
+		s.zCode, s.zPeer = s.attrSlot([]byte(attrHTTPCode), false), s.attrSlot([]byte(attrPeer), false)
 	}
 	return s, err
 }
+
+// The attributes the Collector's zipkin receiver makes of a tag and an endpoint (semconv v1,
+// its feature gates' defaults): the tag http.status_code is http.response.status_code there,
+// and remoteEndpoint.serviceName is service.peer.name.
+const (
+	attrHTTPCode = "http.response.status_code"
+	attrPeer     = "service.peer.name"
+)
 
 // readZipkin reads a list of Zipkin spans (one span not in a list is refused, as Zipkin's
 // collector and the Collector's receiver refuse it).
@@ -68,9 +79,9 @@ func (s *SpanDecoder) zSpan(b []byte, i int) int {
 		sp.dims[k] = attrVal{} // a tag is kept as a resource attribute: a span has no other
 	}
 	s.res = [len(s.res)]attrVal{}
-	var svc, kind, status, kindTag attrVal
+	var svc, peer, kind, status, kindTag attrVal
 	var ts, dur uint64
-	errTag := false
+	errTag, codeTag := false, false
 	end := s.jObj(b, i, func(field, at int) int {
 		if j, ok := s.jNull(b, at); ok {
 			return j
@@ -85,29 +96,30 @@ func (s *SpanDecoder) zSpan(b []byte, i int) int {
 		case jDuration:
 			return s.jUint(b, at, &dur)
 		case jLocalEndpoint:
-			return s.jObj(b, at, func(field, at int) int {
-				if field != jServiceName {
-					return s.jSkip(b, at)
-				}
-				if j, ok := s.jNull(b, at); ok {
-					return j
-				}
-				return s.jString(b, at, &svc)
-			})
+			return s.zEndpoint(b, at, &svc)
+		case jRemoteEndpoint:
+			return s.zEndpoint(b, at, &peer)
 		case jTags:
 			return s.jObj(b, at, func(_, at int) int {
 				name := s.jsc.name
 				var v attrVal
 				j := s.zTag(b, at, &v)
-				switch {
-				case j < 0:
+				if j < 0 {
 					return -1
-				case string(name) == "error":
+				}
+				switch string(name) {
+				case "error":
 					errTag = true
-				case string(name) == "otel.status_code":
+				case "otel.status_code":
 					status = v
-				case string(name) == "span.kind":
+				case "span.kind":
 					kindTag = v
+				case attrHTTPCode:
+					codeTag = true
+				case "http.status_code": // the receiver's http.response.status_code, unless given
+					if s.zCode >= 0 && !codeTag {
+						s.res[s.zCode] = v
+					}
 				}
 				if slot := s.attrSlot(name, true); slot >= 0 {
 					s.res[slot] = v // the last of a name, as a JSON map keeps
@@ -129,6 +141,9 @@ func (s *SpanDecoder) zSpan(b []byte, i int) int {
 		case s.res[0].kind == valAbsent:
 			s.res[0] = svc
 		}
+	}
+	if s.zPeer >= 0 && peer.kind == valString && len(peer.b) > 0 {
+		s.res[s.zPeer] = peer // the endpoint's, over a tag of the name, as the receiver writes it
 	}
 	sp.kind = zipkinKind(&kind, &kindTag)
 	if status.kind == valString && !status.esc {
@@ -153,6 +168,19 @@ func (s *SpanDecoder) zSpan(b []byte, i int) int {
 	}
 	s.spanEvent(b[i:end])
 	return end
+}
+
+// zEndpoint reads an endpoint's serviceName into v.
+func (s *SpanDecoder) zEndpoint(b []byte, i int, v *attrVal) int {
+	return s.jObj(b, i, func(field, at int) int {
+		if field != jServiceName {
+			return s.jSkip(b, at)
+		}
+		if j, ok := s.jNull(b, at); ok {
+			return j
+		}
+		return s.jString(b, at, v)
+	})
 }
 
 // zipkinKind is the OTLP span kind of Zipkin's kind, or of the tag span.kind without one.

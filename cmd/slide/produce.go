@@ -32,6 +32,7 @@ type produceConfig struct {
 	brokerList           []string
 	timestamps           string
 	otlp                 bool       // --otlp: OpenTelemetry spans (produce_otlp.go)
+	zipkin               bool       // --zipkin: the same spans as Zipkin's JSON
 	eventMap             string     // --event-map: how --file's lines are keyed
 	kafka                kafkaFlags // TLS and SASL (connect.go)
 }
@@ -56,6 +57,7 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	fs.StringVar(&c.timestamps, "timestamps", "now", "record timestamps with --file: now (the time of sending) or event (each event's ts, for replaying history)")
 	fs.StringVar(&c.eventMap, "event-map", "", "with --file: read its lines through an event map (envoy, nginx or a YAML `FILE`, as slide serve --event-map), so that each record is keyed by its event's key (its series stays in one partition) and --timestamps event stamps it with its event's time")
 	fs.BoolVar(&c.otlp, "otlp", false, "write OpenTelemetry spans of three services (otlp_proto records of 50 spans, --rate spans per second) instead of slide's events: read them with slide serve --event-format otlp_proto --span-dimensions http.route,http.response.status_code")
+	fs.BoolVar(&c.zipkin, "zipkin", false, "write the spans of --otlp as Zipkin's v2 JSON (zipkin_json records of 50 spans, the status code as the tag http.status_code): read them with slide serve --event-format zipkin_json and the same --span-dimensions")
 	c.kafka.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -81,6 +83,8 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 		return flagErrorf(fs, "timestamps", "want now or event")
 	case c.otlp && c.file != "":
 		return flagErrorf(fs, "otlp", "generates spans: not with --file")
+	case c.zipkin && (c.file != "" || c.otlp):
+		return flagErrorf(fs, "zipkin", "generates spans as Zipkin's JSON: not with --file or --otlp")
 	case c.eventMap != "" && c.file == "":
 		return flagErrorf(fs, "event-map", "keys the lines of --file: give --file")
 	}
@@ -122,7 +126,7 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	if err != nil {
 		return err
 	}
-	if c.otlp {
+	if c.otlp || c.zipkin {
 		return produceOTLP(ctx, c, p, s)
 	}
 	if g == nil {

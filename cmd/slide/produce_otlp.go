@@ -49,7 +49,9 @@ const otlpPerRecord = 50
 // produceOTLP is `slide produce --otlp`: OpenTelemetry spans of three services, otlp_proto
 // records (event.AppendOTLP, no pdata) keyed by service, at --rate spans per second, each
 // span a SERVER span ending now with http.route and http.response.status_code attributes,
-// lognormal durations, and errors (status ERROR, code 500) at each service's rate.
+// lognormal durations, and errors (status ERROR, code 500) at each service's rate. With
+// --zipkin the same spans as zipkin_json records (event.AppendZipkin), the status code as
+// Zipkin's tag http.status_code.
 func produceOTLP(ctx context.Context, c produceConfig, p *ingest.Producer, s stdio) error {
 	runCtx := ctx
 	if c.duration > 0 {
@@ -62,11 +64,24 @@ func produceOTLP(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 	var spans, records int64
 	var sendErr error
 	batch := make([]event.Span, 0, otlpPerRecord)
+	format := "otlp_proto"
+	if c.zipkin {
+		format = "zipkin_json"
+	}
 	for runCtx.Err() == nil && sendErr == nil {
 		svc := otlpServices[records%int64(len(otlpServices))]
 		batch = svc.spans(batch[:0], rng, otlpPerRecord, time.Now().UnixNano())
+		var body []byte
+		if c.zipkin {
+			for i := range batch {
+				batch[i].Attrs[1].Key = "http.status_code" // Zipkin's tag
+			}
+			body = event.AppendZipkin(nil, svc.name, batch, rng.Uint64())
+		} else {
+			body = event.AppendOTLP(nil, svc.name, batch)
+		}
 		// Sends use ctx, not runCtx: the last record of the duration must not fail for being late.
-		if sendErr = p.Send(ctx, []byte(svc.name), event.AppendOTLP(nil, svc.name, batch)); sendErr == nil {
+		if sendErr = p.Send(ctx, []byte(svc.name), body); sendErr == nil {
 			records++
 			spans += otlpPerRecord
 			producePace(runCtx, start, spans, c.rate)
@@ -75,8 +90,8 @@ func produceOTLP(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 	closeErr := p.Close()
 	elapsed := time.Since(start)
 	st := p.Stats()
-	fmt.Fprintf(s.out, "sent %d spans (%d otlp_proto records, %d services) to %s on %s in %s: %.0f spans/s, %s\n",
-		spans, st.Sent, len(otlpServices), c.topic, c.brokers, elapsed.Round(time.Millisecond),
+	fmt.Fprintf(s.out, "sent %d spans (%d %s records, %d services) to %s on %s in %s: %.0f spans/s, %s\n",
+		spans, st.Sent, format, len(otlpServices), c.topic, c.brokers, elapsed.Round(time.Millisecond),
 		float64(spans)/elapsed.Seconds(), produceBytes(st.Bytes))
 	return produceResult(st, sendErr, closeErr)
 }

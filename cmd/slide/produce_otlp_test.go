@@ -13,25 +13,35 @@ import (
 )
 
 // slide produce --otlp writes otlp_proto records of three services that the OTLP reader
-// takes whole: every span an event of its record's service, with its route and status code.
+// takes whole: every span an event of its record's service, with its route and status code;
+// --zipkin the same as zipkin_json records, read with the same --span-dimensions.
 func TestProduceOTLP(t *testing.T) {
 	addr := startBroker(t)
+	for _, c := range []struct {
+		flag, format string
+		newDec       func(event.SpanConfig) (*event.SpanDecoder, error)
+	}{{"--otlp", "otlp_proto", event.NewOTLPProto}, {"--zipkin", "zipkin_json", event.NewZipkinJSON}} {
+		produceSpans(t, addr, c.flag, c.format, c.newDec)
+	}
+}
+
+func produceSpans(t *testing.T, addr, flag, format string, newDec func(event.SpanConfig) (*event.SpanDecoder, error)) {
 	var out, errb bytes.Buffer
-	err := cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", "spans", "--otlp", "--rate", "2000", "--duration", "300ms"},
+	err := cmdProduce(context.Background(), []string{"--brokers", addr, "--topic", format, flag, "--rate", "2000", "--duration", "300ms"},
 		stdio{strings.NewReader(""), &out, &errb})
 	if err != nil {
-		t.Fatalf("produce: %v\n%s", err, errb.String())
+		t.Fatalf("produce %s: %v\n%s", flag, err, errb.String())
 	}
-	m := regexp.MustCompile(`^sent (\d+) spans \((\d+) otlp_proto records, 3 services\) to spans on `).FindStringSubmatch(out.String())
+	m := regexp.MustCompile(`^sent (\d+) spans \((\d+) ` + format + ` records, 3 services\) to ` + format + ` on `).FindStringSubmatch(out.String())
 	if m == nil {
 		t.Fatalf("output %q", out.String())
 	}
 	spans, _ := strconv.Atoi(m[1])
-	recs := topicRecords(t, addr, "spans")
+	recs := topicRecords(t, addr, format)
 	if n, _ := strconv.Atoi(m[2]); n != len(recs) || spans != 50*len(recs) || spans == 0 {
 		t.Fatalf("the topic holds %d records, the command says %s records and %d spans", len(recs), m[2], spans)
 	}
-	d, err := event.NewOTLPProto(event.SpanConfig{Dimensions: []string{"http.route", "http.response.status_code"}})
+	d, err := newDec(event.SpanConfig{Dimensions: []string{"http.route", "http.response.status_code"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +56,6 @@ func TestProduceOTLP(t *testing.T) {
 		})
 	}
 	if len(services) != 3 {
-		t.Errorf("spans by service %v, want three services", services)
+		t.Errorf("%s: spans by service %v, want three services", flag, services)
 	}
 }
