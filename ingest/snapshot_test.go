@@ -141,8 +141,11 @@ func TestSnapshotFinalOnShutdownAndRevocation(t *testing.T) {
 	p := first.parts[0]
 	first.mu.Unlock()
 	p.snap.busy.Store(true) // as maybeTake hands a job over
-	data, n := first.store.AppendSnapshot(nil, t0.UnixMilli(), p.id)
-	first.snap.write(stopping, snapJob{p: p, offset: p.next.Load(), taken: t0.UnixMilli(), data: data, series: n})
+	j, err := first.snap.encode(p, p.next.Load(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.snap.write(stopping, j)
 	if got := sum(first.sm.writeErrors); got != 0 || p.snap.busy.Load() {
 		t.Fatalf("a write cut short by the stop: %v write errors (want 0), partition still busy: %v", got, p.snap.busy.Load())
 	}
