@@ -18,17 +18,17 @@ import (
 func TestSnapshotTakeHoldsNoEncoding(t *testing.T) {
 	t0 := time.UnixMilli(1_764_489_600_000)
 	store := newTestStore(t, 0)
-	// 600 busy latency series of partition 0 (every slot of 30, 4 lognormal values with
-	// three decimals each, as the measured ones), 30 of partition 1.
+	// 400 busy latency series of partition 0 (every slot of 30, 3 lognormal values with
+	// three decimals each, as the measured ones), 20 of partition 1.
 	rnd := rand.New(rand.NewPCG(1, 2))
-	for k := range 630 {
+	for k := range 420 {
 		feed := window.FeedOf(0)
-		if k >= 600 {
+		if k >= 400 {
 			feed = window.FeedOf(1)
 		}
 		key := "k-" + string(rune('a'+k%26)) + time.Duration(k).String()
 		for s := range 30 {
-			for range 4 {
+			for range 3 {
 				v := math.Round(math.Exp(4+rnd.NormFloat64())*1000) / 1000
 				ev := window.Event{TS: t0.UnixMilli() - int64(s)*10_000, Metric: "latency_ms", Key: key, Value: v, Feed: feed}
 				if err := store.ObserveFrom(t0.UnixMilli(), window.Source{RecordTS: t0.UnixMilli()}, &ev); err != nil {

@@ -122,11 +122,6 @@ func parseManifest(v []byte) (manifest, string) {
 	return m, ""
 }
 
-func chunkValue(id uint64, i int, data []byte) []byte {
-	v := appendChunkHeader(make([]byte, 0, chunkHeaderLen+len(data)), id, i)
-	return append(v, data...)
-}
-
 // chunkHeaderLen is the most bytes a chunk's header takes.
 const chunkHeaderLen = 4 + 1 + 8 + binary.MaxVarintLen64
 
