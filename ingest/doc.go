@@ -141,9 +141,12 @@
 //
 // A full replay costs retention × rate. With SnapshotConfig.Interval set (`slide serve`:
 // --snapshot-interval, 30 s), each partition's worker encodes the series it feeds
-// (window.Store.AppendSnapshot: every ring's slots with count, sum, min, max and sketch
+// (window.Store.WriteSnapshot: every ring's slots with count, sum, min, max and sketch
 // bins) between two batches, so the snapshot is exactly the state after every record below
-// the partition's next offset, and hands it to one writer goroutine. The writer puts it on
+// the partition's next offset, zstd-compresses it (fastest level) as it is encoded and cuts
+// it into chunk records as it is compressed, and hands those to one writer goroutine: what
+// a snapshot holds is its compressed size, never the encoding whole (4-20 times as large;
+// TestSnapshotTakeHoldsNoEncoding). The writer puts it on
 // the compacted snapshot topic (default "<topic>.slide-snapshots", created with
 // cleanup.policy=compact and the events topic's partition count when missing, at start and
 // after a failed write finds it gone; partition p's snapshots go to partition p mod n):
@@ -151,10 +154,9 @@
 // "<group>/<p>/<set>/<i>", then, once the dead letters of the records it covers are
 // written, a manifest keyed "<group>/<p>" with the source offset, the time, the chunk
 // count, the payload's size, codec, decoded size and CRC-32C. The manifest is what makes a
-// snapshot complete. The payload is zstd-compressed (fastest level) by the writer, off the
-// worker: an hour of 1,000 cost series, 14.9–15.1 MB encoded (mostly one-byte bin counts),
-// is written as 0.33–0.44 MB (BenchmarkSnapshotRestore logs both). Manifests of format version 1 (uncompressed)
-// are still read.
+// snapshot complete. An hour of 1,000 cost series, 14.9–15.1 MB encoded (mostly one-byte
+// bin counts), is written as 0.33–0.44 MB (BenchmarkSnapshotRestore logs both). Manifests
+// of format version 1 (uncompressed) are still read.
 //
 // Snapshots are admitted like events (issue #25): anyone who can write to the topic can
 // make every checksum valid, so nothing in a snapshot is trusted for its cost. A manifest

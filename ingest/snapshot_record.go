@@ -122,13 +122,67 @@ func parseManifest(v []byte) (manifest, string) {
 	return m, ""
 }
 
-func chunkValue(id uint64, i int, data []byte) []byte {
-	v := make([]byte, 0, 4+1+8+binary.MaxVarintLen64+len(data))
+// chunkHeaderLen is the most bytes a chunk's header takes.
+const chunkHeaderLen = 4 + 1 + 8 + binary.MaxVarintLen64
+
+func appendChunkHeader(v []byte, id uint64, i int) []byte {
 	v = append(v, chunkMagic[:]...)
 	v = append(v, snapRecordVersion)
 	v = binary.LittleEndian.AppendUint64(v, id)
-	v = binary.AppendUvarint(v, uint64(i))
-	return append(v, data...)
+	return binary.AppendUvarint(v, uint64(i))
+}
+
+// chunker cuts a snapshot's payload into the values of its chunk records as it is written
+// (the compressor writes into it), keeping the payload's size and CRC, so a snapshot is
+// held once, compressed, in the records that carry it: never whole before it is cut.
+type chunker struct {
+	id     uint64
+	size   int      // payload bytes a chunk carries (SnapshotConfig.ChunkBytes)
+	chunks [][]byte // record values, each a header and up to size bytes of payload
+	fill   int      // payload bytes in the last chunk
+	total  int64
+	crc    uint32
+	stop   func() error // when it returns an error, Write fails with it (a final snapshot's deadline)
+}
+
+func (c *chunker) Write(p []byte) (int, error) {
+	if c.stop != nil {
+		if err := c.stop(); err != nil {
+			return 0, err
+		}
+	}
+	c.crc = crc32.Update(c.crc, castagnoli, p)
+	c.total += int64(len(p))
+	n := len(p)
+	for len(p) > 0 {
+		if len(c.chunks) == 0 || c.fill == c.size {
+			// The first chunk starts small (most snapshots are), the next whole: a chunk is
+			// allocated at most twice, never grown by append's steps.
+			room := c.size
+			if len(c.chunks) == 0 {
+				room = min(c.size, 4<<10)
+			}
+			c.chunks = append(c.chunks, appendChunkHeader(make([]byte, 0, chunkHeaderLen+room), c.id, len(c.chunks)))
+			c.fill = 0
+		}
+		last := &c.chunks[len(c.chunks)-1]
+		k := min(len(p), c.size-c.fill)
+		if len(*last)+k > cap(*last) {
+			*last = append(make([]byte, 0, chunkHeaderLen+c.size), *last...)
+		}
+		*last = append(*last, p[:k]...)
+		c.fill += k
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// values returns the chunk record values: at least one, empty for an empty payload.
+func (c *chunker) values() [][]byte {
+	if len(c.chunks) == 0 {
+		c.chunks = append(c.chunks, appendChunkHeader(nil, c.id, 0))
+	}
+	return c.chunks
 }
 
 // parseChunk returns a chunk's snapshot id, index and data, or a reason.

@@ -1,9 +1,11 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -141,8 +143,11 @@ func TestSnapshotFinalOnShutdownAndRevocation(t *testing.T) {
 	p := first.parts[0]
 	first.mu.Unlock()
 	p.snap.busy.Store(true) // as maybeTake hands a job over
-	data, n := first.store.AppendSnapshot(nil, t0.UnixMilli(), p.id)
-	first.snap.write(stopping, snapJob{p: p, offset: p.next.Load(), taken: t0.UnixMilli(), data: data, series: n})
+	j, err := first.snap.encode(p, p.next.Load(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.snap.write(stopping, j)
 	if got := sum(first.sm.writeErrors); got != 0 || p.snap.busy.Load() {
 		t.Fatalf("a write cut short by the stop: %v write errors (want 0), partition still busy: %v", got, p.snap.busy.Load())
 	}
@@ -579,5 +584,49 @@ func TestRestoreCutByTheGenerationLooksAgain(t *testing.T) {
 	<-done
 	if !strings.Contains(logs.String(), `no usable snapshot, replaying the log" partition=0 reason=missing`) {
 		t.Errorf("the next generation did not look for the partition's snapshot (restored %v); the log:\n%s", p.restored.Load(), logs.String())
+	}
+}
+
+// chunkValue is the value of chunk i of snapshot id carrying data, as the writer's chunker cuts it.
+func chunkValue(id uint64, i int, data []byte) []byte {
+	v := appendChunkHeader(make([]byte, 0, chunkHeaderLen+len(data)), id, i)
+	return append(v, data...)
+}
+
+// TestChunkerCutsAsThePayloadComes: the chunker cuts what it is written into chunks of
+// exactly size payload bytes (the last fewer) whatever the writes' sizes, each parsing back
+// with its id and index, and keeps the payload's size and CRC; an empty payload is one
+// empty chunk, and a stop error fails the write.
+func TestChunkerCutsAsThePayloadComes(t *testing.T) {
+	payload := make([]byte, 1000)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	for _, step := range []int{1, 33, 100, 250, 1000} {
+		c := &chunker{id: 9, size: 100}
+		for at := 0; at < len(payload); at += step {
+			if n, err := c.Write(payload[at:min(at+step, len(payload))]); err != nil || n != min(step, len(payload)-at) {
+				t.Fatalf("write of %d: %d, %v", step, n, err)
+			}
+		}
+		var got []byte
+		for i, v := range c.values() {
+			id, idx, data, reason := parseChunk(v)
+			if reason != "" || id != 9 || idx != uint64(i) || len(data) != 100 {
+				t.Fatalf("writes of %d: chunk %d parses as id %d, index %d, %d bytes, %q", step, i, id, idx, len(data), reason)
+			}
+			got = append(got, data...)
+		}
+		if !bytes.Equal(got, payload) || c.total != int64(len(payload)) || c.crc != crc32.Checksum(payload, castagnoli) {
+			t.Fatalf("writes of %d: the chunks carry %d bytes (equal %v), total %d, crc ok %v", step, len(got), bytes.Equal(got, payload), c.total, c.crc == crc32.Checksum(payload, castagnoli))
+		}
+	}
+	empty := (&chunker{id: 1, size: 100}).values()
+	if _, idx, data, reason := parseChunk(empty[0]); len(empty) != 1 || idx != 0 || len(data) != 0 || reason != "" {
+		t.Fatalf("an empty payload: %d chunks, the first index %d with %d bytes (%q)", len(empty), idx, len(data), reason)
+	}
+	stopped := &chunker{id: 1, size: 100, stop: func() error { return context.DeadlineExceeded }}
+	if _, err := stopped.Write(payload); !errors.Is(err, context.DeadlineExceeded) || len(stopped.chunks) != 0 {
+		t.Fatalf("a stopped chunker: %v, %d chunks", err, len(stopped.chunks))
 	}
 }

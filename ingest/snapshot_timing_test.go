@@ -78,14 +78,18 @@ func writeSnapshot(b *testing.B, cons *Consumer, id int32, end int64, t0 time.Ti
 	cons.mu.Lock()
 	cons.parts[id] = p
 	cons.mu.Unlock()
-	data, n := cons.store.AppendSnapshot(nil, t0.UnixMilli(), id)
+	cons.now = func() time.Time { return t0 }
 	before := sum(cons.sm.written)
 	p.snap.busy.Store(true)
-	cons.snap.write(context.Background(), snapJob{p: p, offset: end, taken: t0.UnixMilli(), data: data, series: n})
-	if p.snap.wroteOff.Load() != end {
-		b.Fatalf("writing the snapshot of %d series of partition %d failed", n, id)
+	j, err := cons.snap.encode(p, end, nil)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return len(data), int(sum(cons.sm.written) - before)
+	cons.snap.write(context.Background(), j)
+	if p.snap.wroteOff.Load() != end {
+		b.Fatalf("writing the snapshot of %d series of partition %d failed", j.series, id)
+	}
+	return int(j.raw), int(sum(cons.sm.written) - before)
 }
 
 // seedSnapshot writes the snapshot a consumer of group would have written of store (the

@@ -211,7 +211,8 @@
 //
 // AppendSnapshot encodes the series of one source partition (every live slot of every ring:
 // index, count, sum, min, max and sketch bins, with a table of ring shapes) in a versioned
-// format with a CRC-32C trailer; LoadSnapshot (in memory) and LoadSnapshotFrom (streamed
+// format with a CRC-32C trailer, and WriteSnapshot writes the same to an io.Writer in pieces
+// of about SnapshotFlushBytes (ingest's compressor), never holding it whole; LoadSnapshot (in memory) and LoadSnapshotFrom (streamed
 // from a reader: ingest's decompressor) decode one, all or nothing, and merge its rings
 // into the store, so a restore costs the size of the state rather than the length of the
 // history. Reads of a loaded ring equal reads of the ring it was taken from, and later

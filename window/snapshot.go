@@ -274,7 +274,7 @@ func bitsEqual(a, b float64) bool { return math.Float64bits(a) == math.Float64bi
 // of now (unix ms), and returns it with the number of series written. Series whose ring is
 // empty at now are left out. It locks one shard at a time, so a snapshot is consistent for
 // p only while nothing else feeds p's series: ingest calls it from the partition's worker,
-// between batches.
+// between batches. WriteSnapshot writes the same bytes to an io.Writer, in pieces.
 //
 // The encoding, version SnapshotVersion: "SLWS", the version byte, the series (metric,
 // key, shape, current slot and slot count as fixed 8 and 4 bytes, then each live slot: how
@@ -288,22 +288,76 @@ func bitsEqual(a, b float64) bool { return math.Float64bits(a) == math.Float64bi
 // IEEE bits, fixed-size fields little-endian, strings length-prefixed. Slots go straight
 // from the rings into dst: reusing dst, a snapshot allocates next to nothing.
 func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
-	start := len(dst)
-	dst = append(dst, snapshotMagic[:]...)
-	dst = append(dst, SnapshotVersion)
-	// The series go straight into dst; the table of the shapes they use follows them, with
-	// its position at the end, so the encoding needs no second buffer.
+	e := snapEncoder{buf: dst, start: len(dst)}
+	n := s.encodeSnapshot(&e, now, p)
+	return e.buf, n
+}
+
+// SnapshotFlushBytes is about the most encoded bytes WriteSnapshot holds before it writes
+// them: it writes after each shard's series and, within a shard, once this many are pending
+// (at a series' end, so one series more).
+const SnapshotFlushBytes = 256 << 10
+
+// WriteSnapshot writes to w the encoding AppendSnapshot appends, byte for byte, and returns
+// the number of series and of bytes written. It never holds the whole encoding: it writes
+// what it encoded after each shard (outside the shard's lock), and within a shard once
+// SnapshotFlushBytes are pending, so what it holds is about SnapshotFlushBytes and one
+// series, whatever the partition's size (ingest writes into its compressor, and a snapshot
+// of a partition then costs its compressed size, not its encoded one). The consistency rule
+// is AppendSnapshot's. An error of w stops it and is returned.
+func (s *Store) WriteSnapshot(w io.Writer, now int64, p int32) (series int, size int64, err error) {
+	e := snapEncoder{w: w, buf: make([]byte, 0, 64<<10)}
+	series = s.encodeSnapshot(&e, now, p)
+	return series, e.written, e.err
+}
+
+// snapEncoder holds a snapshot's pending bytes: with w, it writes them out as they pass
+// SnapshotFlushBytes (flush) and keeps the running CRC; without, they all stay in buf.
+type snapEncoder struct {
+	w       io.Writer
+	buf     []byte
+	start   int    // where the snapshot starts in buf (AppendSnapshot's len(dst))
+	crc     uint32 // of what was written
+	written int64
+	err     error
+}
+
+// flush writes the pending bytes when there is a writer and force or they pass
+// SnapshotFlushBytes; it is called between series only (a series patches its own bytes).
+func (e *snapEncoder) flush(force bool) {
+	if e.w == nil || e.err != nil || (!force && len(e.buf) < SnapshotFlushBytes) || len(e.buf) == 0 {
+		return
+	}
+	e.crc = crc32.Update(e.crc, castagnoli, e.buf)
+	_, e.err = e.w.Write(e.buf)
+	e.written += int64(len(e.buf))
+	e.buf = e.buf[:0]
+}
+
+// encodeSnapshot encodes partition p's series as of now into e (see AppendSnapshot) and
+// returns how many it encoded.
+func (s *Store) encodeSnapshot(e *snapEncoder, now int64, p int32) int {
+	e.buf = append(e.buf, snapshotMagic[:]...)
+	e.buf = append(e.buf, SnapshotVersion)
+	// The series go straight into the buffer; the table of the shapes they use follows them,
+	// with its position at the end, so the encoding needs no second buffer.
 	shapes := map[string]uint64{}
 	var order []RingConfig
-	body := dst
 	n := 0
 	for i := range s.shards {
+		if e.err != nil {
+			break
+		}
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for se := range sh.all() {
 			if se.partition != p {
 				continue
 			}
+			if e.err != nil {
+				break
+			}
+			body := e.buf
 			mark := len(body)
 			idx, ok := shapes[se.metric]
 			if !ok {
@@ -344,7 +398,7 @@ func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 				body[tiersAt] = byte(tiers) // at most MaxTiers: one varint byte
 			}
 			if slots == 0 && tiers == 0 {
-				body = body[:mark]
+				e.buf = body[:mark]
 				continue
 			}
 			if !ok {
@@ -353,12 +407,15 @@ func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 			}
 			binary.LittleEndian.PutUint64(body[curAt:], uint64(cur))
 			binary.LittleEndian.PutUint32(body[curAt+8:], uint32(slots))
+			e.buf = body
 			n++
+			e.flush(false) // under the lock, but only past SnapshotFlushBytes: a huge shard's share
 		}
 		sh.mu.Unlock()
+		e.flush(true) // the shard's series, outside its lock
 	}
-	dst = body
-	shapesAt := len(dst) - start
+	dst := e.buf
+	shapesAt := e.written + int64(len(dst)-e.start)
 	dst = binary.AppendUvarint(dst, uint64(len(order)))
 	for _, rc := range order {
 		dst = binary.AppendUvarint(dst, uint64(rc.Slot.Milliseconds()))
@@ -377,7 +434,9 @@ func (s *Store) AppendSnapshot(dst []byte, now int64, p int32) ([]byte, int) {
 		}
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(shapesAt))
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli)), n
+	e.buf = binary.LittleEndian.AppendUint32(dst, crc32.Update(e.crc, castagnoli, dst[e.start:]))
+	e.flush(true)
+	return n
 }
 
 // shapeNoSketch is the shape table's flag of a ring without a sketch (version 2).
