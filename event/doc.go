@@ -145,7 +145,9 @@
 // NewOTLPProto, its key localEndpoint.serviceName, its dimensions tags. A span without a
 // timestamp or a duration is missing_field, where the receiver makes it 0 ms at 1970. A
 // differential test over random pdata traces written by the Collector's zipkin_json marshaler,
-// and FuzzZipkinJSON, hold it to the receiver.
+// and FuzzZipkinJSON, hold it to the receiver. NewZipkinProto reads the same lists in Zipkin's
+// proto3 encoding (zipkin_proto.go: the OTLP wire scan's pbNext over zipkin.proto's fields)
+// into the same events, held to the receiver's proto3 unmarshaler the same ways.
 //
 // # Formats: where a new one goes
 //

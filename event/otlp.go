@@ -279,8 +279,10 @@ func (s *SpanDecoder) DecodeLines(body []byte, defaultTS int64, fn func(part []b
 func (s *SpanDecoder) read(body []byte) {
 	s.pending, s.body, s.bad = s.pending[:0], body, badRecord{}
 	var ok bool
-	if s.zipkin {
+	if s.zipkin && s.json {
 		ok = s.readZipkin(body)
+	} else if s.zipkin {
+		ok = s.readZipkinProto(body)
 	} else if s.json {
 		ok = s.readJSON(body)
 	} else {
@@ -341,7 +343,10 @@ func (s *SpanDecoder) Explain(part []byte) string {
 	p := &s.pending[k]
 	if p.r == ReasonBadRecord {
 		why := s.bad.what + " at byte " + strconv.Itoa(s.bad.at) + s.otherJSON(part)
-		if !s.json && len(part) > 0 && part[0] == '{' {
+		switch {
+		case !s.json && s.zipkin && len(part) > 0 && (part[0] == '[' || part[0] == '{'):
+			why += " (the record is JSON text, not protobuf: Zipkin's JSON? --event-format zipkin_json)"
+		case !s.json && len(part) > 0 && part[0] == '{':
 			// A topic of slide's JSON (or OTLP/JSON) read as otlp_proto.
 			why += " (the record is JSON text, not protobuf: slide's JSON events, or OTLP/JSON?)"
 		}

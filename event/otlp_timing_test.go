@@ -175,3 +175,12 @@ func BenchmarkZipkinJSON(b *testing.B) {
 	marshal := func(td ptrace.Traces) ([]byte, error) { return zm.MarshalTraces(measurable(td)) }
 	benchOTLP(b, benchRequests(b, marshal), NewZipkinJSON, zipkinv2.NewJSONTracesUnmarshaler(false).UnmarshalTraces)
 }
+
+// BenchmarkZipkinProto: the same as Zipkin's proto3 (the Collector's zipkin_proto marshaler),
+// ours against the Collector's zipkin receiver (contrib's zipkinv2 proto3 unmarshaler) and
+// the same walk.
+func BenchmarkZipkinProto(b *testing.B) {
+	zm := zipkinv2.NewProtobufTracesMarshaler()
+	marshal := func(td ptrace.Traces) ([]byte, error) { return zm.MarshalTraces(measurable(td)) }
+	benchOTLP(b, benchRequests(b, marshal), NewZipkinProto, zipkinv2.NewProtobufTracesUnmarshaler(false, false).UnmarshalTraces)
+}

@@ -48,6 +48,10 @@ const (
 	attrPeer     = "service.peer.name"
 )
 
+// noServiceName is the service the Collector's zipkin exporter names a resource without
+// service.name, and its receiver reads as none.
+const noServiceName = "OTLPResourceNoServiceName"
+
 // readZipkin reads a list of Zipkin spans (one span not in a list is refused, as Zipkin's
 // collector and the Collector's receiver refuse it).
 func (s *SpanDecoder) readZipkin(b []byte) bool {
@@ -71,58 +75,75 @@ var zipkinKinds = [...]struct {
 // The values of the tag otel.status_code the Collector's zipkin receiver reads, by code.
 var zipkinStatus = [...]string{"STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR", "Unset", "Ok", "Error"}
 
-// zSpan reads a span and makes its pending event, whose part is the span's object.
-func (s *SpanDecoder) zSpan(b []byte, i int) int {
+// zFields is what a Zipkin span's event is made of besides s.span's name and s.res's
+// tags, as either encoding reads it.
+type zFields struct {
+	svc, peer, kind, status, kindTag attrVal // kind: JSON's name; proto's enum is kindNum
+	kindNum                          int64   // proto3's Kind (1 CLIENT … 4 CONSUMER), or 0
+	ts, dur                          uint64  // µs
+	errTag, codeTag                  bool
+}
+
+// zBegin clears the decoder's span and tags for the next Zipkin span.
+func (s *SpanDecoder) zBegin() {
 	sp := &s.span
 	sp.name, sp.kind, sp.status, sp.start, sp.end, sp.miss = attrVal{}, 0, 0, 0, 0, whyNone
 	for k := range s.dims {
 		sp.dims[k] = attrVal{} // a tag is kept as a resource attribute: a span has no other
 	}
 	s.res = [len(s.res)]attrVal{}
-	var svc, peer, kind, status, kindTag attrVal
-	var ts, dur uint64
-	errTag, codeTag := false, false
+}
+
+// zKeep keeps the tag name = v of z's span: the tags the receiver reads besides keeping
+// them, and a dimension or key of that name.
+func (s *SpanDecoder) zKeep(z *zFields, name []byte, v attrVal) {
+	switch string(name) {
+	case "error":
+		z.errTag = true
+	case "otel.status_code":
+		z.status = v
+	case "span.kind":
+		z.kindTag = v
+	case attrHTTPCode:
+		z.codeTag = true
+	case "http.status_code": // the receiver's http.response.status_code, unless given
+		if s.zCode >= 0 && !z.codeTag {
+			s.res[s.zCode] = v
+		}
+	}
+	if slot := s.attrSlot(name, true); slot >= 0 {
+		s.res[slot] = v // the last of a name, as a map keeps
+	}
+}
+
+// zSpan reads a JSON span and makes its pending event, whose part is the span's object.
+func (s *SpanDecoder) zSpan(b []byte, i int) int {
+	s.zBegin()
+	var z zFields
 	end := s.jObj(b, i, func(field, at int) int {
 		if j, ok := s.jNull(b, at); ok {
 			return j
 		}
 		switch field {
 		case jName:
-			return s.jString(b, at, &sp.name)
+			return s.jString(b, at, &s.span.name)
 		case jKind:
-			return s.jString(b, at, &kind)
+			return s.jString(b, at, &z.kind)
 		case jTimestamp:
-			return s.jUint(b, at, &ts)
+			return s.jUint(b, at, &z.ts)
 		case jDuration:
-			return s.jUint(b, at, &dur)
+			return s.jUint(b, at, &z.dur)
 		case jLocalEndpoint:
-			return s.zEndpoint(b, at, &svc)
+			return s.zEndpoint(b, at, &z.svc)
 		case jRemoteEndpoint:
-			return s.zEndpoint(b, at, &peer)
+			return s.zEndpoint(b, at, &z.peer)
 		case jTags:
 			return s.jObj(b, at, func(_, at int) int {
 				name := s.jsc.name
 				var v attrVal
 				j := s.zTag(b, at, &v)
-				if j < 0 {
-					return -1
-				}
-				switch string(name) {
-				case "error":
-					errTag = true
-				case "otel.status_code":
-					status = v
-				case "span.kind":
-					kindTag = v
-				case attrHTTPCode:
-					codeTag = true
-				case "http.status_code": // the receiver's http.response.status_code, unless given
-					if s.zCode >= 0 && !codeTag {
-						s.res[s.zCode] = v
-					}
-				}
-				if slot := s.attrSlot(name, true); slot >= 0 {
-					s.res[slot] = v // the last of a name, as a JSON map keeps
+				if j >= 0 {
+					s.zKeep(&z, name, v)
 				}
 				return j
 			})
@@ -134,29 +155,36 @@ func (s *SpanDecoder) zSpan(b []byte, i int) int {
 	if end < 0 {
 		return -1
 	}
+	s.zFinish(&z, b[i:end])
+	return end
+}
+
+// zFinish makes the pending event of the span read into s and z, whose bytes are part.
+func (s *SpanDecoder) zFinish(z *zFields, part []byte) {
+	sp := &s.span
 	if s.keyAttr == DefaultSpanKey {
 		switch {
-		case svc.kind != valString || len(svc.b) == 0:
+		case z.svc.kind != valString || len(z.svc.b) == 0 || string(z.svc.b) == noServiceName:
 			s.res[0] = attrVal{} // no service: the Collector keeps no resource, not even a tag's
 		case s.res[0].kind == valAbsent:
-			s.res[0] = svc
+			s.res[0] = z.svc
 		}
 	}
-	if s.zPeer >= 0 && peer.kind == valString && len(peer.b) > 0 {
-		s.res[s.zPeer] = peer // the endpoint's, over a tag of the name, as the receiver writes it
+	if s.zPeer >= 0 && z.peer.kind == valString && len(z.peer.b) > 0 {
+		s.res[s.zPeer] = z.peer // the endpoint's, over a tag of the name, as the receiver writes it
 	}
-	sp.kind = zipkinKind(&kind, &kindTag)
-	if status.kind == valString && !status.esc {
+	sp.kind = zipkinKind(z)
+	if z.status.kind == valString && !z.status.esc {
 		for k, n := range zipkinStatus {
-			if string(status.b) == n {
+			if string(z.status.b) == n {
 				sp.status = int64(k % 3)
 			}
 		}
 	}
-	if errTag {
+	if z.errTag {
 		sp.status = 2
 	}
-	switch {
+	switch ts, dur := z.ts, z.dur; {
 	case ts == 0:
 		sp.miss = whyNoTimestamp
 	case dur == 0:
@@ -166,8 +194,7 @@ func (s *SpanDecoder) zSpan(b []byte, i int) int {
 	default:
 		sp.start, sp.end = ts*1000, (ts+dur)*1000
 	}
-	s.spanEvent(b[i:end])
-	return end
+	s.spanEvent(part)
 }
 
 // zEndpoint reads an endpoint's serviceName into v.
@@ -183,16 +210,20 @@ func (s *SpanDecoder) zEndpoint(b []byte, i int, v *attrVal) int {
 	})
 }
 
-// zipkinKind is the OTLP span kind of Zipkin's kind, or of the tag span.kind without one.
-func zipkinKind(kind, tag *attrVal) int64 {
-	if kind.kind == valString && !kind.esc {
+// zipkinKind is the OTLP span kind of z's kind (JSON's name or proto3's enum), or of the tag
+// span.kind without one.
+func zipkinKind(z *zFields) int64 {
+	if z.kind.kind == valString && !z.kind.esc {
 		for _, k := range zipkinKinds {
-			if string(kind.b) == k.name {
+			if string(z.kind.b) == k.name {
 				return k.kind
 			}
 		}
 	}
-	if tag.kind == valString && !tag.esc && string(tag.b) == "internal" {
+	if z.kindNum >= 1 && z.kindNum <= 4 {
+		return [...]int64{3, 2, 4, 5}[z.kindNum-1] // CLIENT, SERVER, PRODUCER, CONSUMER
+	}
+	if z.kindTag.kind == valString && !z.kindTag.esc && string(z.kindTag.b) == "internal" {
 		return 1
 	}
 	return 0

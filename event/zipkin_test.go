@@ -3,6 +3,7 @@ package event
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -35,7 +36,12 @@ func sortEvents(evs []gotEvent) []gotEvent {
 // that, or ok false where the receiver refuses the body or gives a span without a timestamp
 // or duration, which slide refuses (TestZipkinRefusals) and the receiver places at 1970.
 func zipkinWant(body []byte, dims []string) (want []gotEvent, ok bool) {
-	td, err := zipkinv2.NewJSONTracesUnmarshaler(false).UnmarshalTraces(body)
+	return zipkinWantOf(zipkinv2.NewJSONTracesUnmarshaler(false), body, dims)
+}
+
+// zipkinWantOf is zipkinWant through the receiver's unmarshaler u (JSON's or proto3's).
+func zipkinWantOf(u ptrace.Unmarshaler, body []byte, dims []string) (want []gotEvent, ok bool) {
+	td, err := u.UnmarshalTraces(body)
 	if err != nil {
 		return nil, false
 	}
@@ -51,31 +57,40 @@ func zipkinWant(body []byte, dims []string) (want []gotEvent, ok bool) {
 	return walkSpans(td, DefaultSpanKey, dims), true
 }
 
-// TestZipkinDifferential: random traces written by the Collector's zipkin_json marshaler (the
-// kafka exporter's, through zipkin-go's JSON) give each span the event the Collector's zipkin
-// receiver and the OTLP walk give it, refusals included.
+// TestZipkinDifferential: random traces written by the Collector's zipkin_json and
+// zipkin_proto marshalers (the kafka exporter's, through zipkin-go's encoders) give each span
+// the event the Collector's zipkin receiver and the OTLP walk give it, refusals included.
 func TestZipkinDifferential(t *testing.T) {
-	r := rand.New(rand.NewPCG(9, 411))
-	d, err := NewZipkinJSON(SpanConfig{Dimensions: zipkinDims})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := zipkinv2.NewJSONTracesMarshaler()
-	bodies, spans := 0, 0
-	for i := range 400 {
-		body, err := m.MarshalTraces(measurable(randomTraces(r)))
+	for _, c := range []struct {
+		format string
+		newDec func(SpanConfig) (*SpanDecoder, error)
+		m      ptrace.Marshaler
+		u      ptrace.Unmarshaler
+	}{
+		{"zipkin_json", NewZipkinJSON, zipkinv2.NewJSONTracesMarshaler(), zipkinv2.NewJSONTracesUnmarshaler(false)},
+		{"zipkin_proto", NewZipkinProto, zipkinv2.NewProtobufTracesMarshaler(), zipkinv2.NewProtobufTracesUnmarshaler(false, false)},
+	} {
+		r := rand.New(rand.NewPCG(9, 411))
+		d, err := c.newDec(SpanConfig{Dimensions: zipkinDims})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, ok := zipkinWant(body, zipkinDims)
-		if !ok {
-			continue
+		bodies, spans := 0, 0
+		for i := range 400 {
+			body, err := c.m.MarshalTraces(measurable(randomTraces(r)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, ok := zipkinWantOf(c.u, body, zipkinDims)
+			if !ok {
+				continue
+			}
+			bodies, spans = bodies+1, spans+len(want)
+			sameEvents(t, fmt.Sprintf("%s record %d", c.format, i), sortEvents(decodeSpans(t, d, body)), sortEvents(want))
 		}
-		bodies, spans = bodies+1, spans+len(want)
-		sameEvents(t, fmt.Sprintf("record %d", i), sortEvents(decodeSpans(t, d, body)), sortEvents(want))
-	}
-	if bodies < 300 || spans < 3000 {
-		t.Fatalf("only %d records of %d spans compared", bodies, spans)
+		if bodies < 300 || spans < 3000 {
+			t.Fatalf("%s: only %d records of %d spans compared", c.format, bodies, spans)
+		}
 	}
 }
 
@@ -224,24 +239,37 @@ func FuzzZipkinJSON(f *testing.F) {
 	})
 }
 
-// TestZipkinAllocs: a known span allocates nothing, as the OTLP readers' do.
+// TestZipkinAllocs: a known span allocates nothing, as the OTLP readers' do, in JSON and in
+// proto3.
 func TestZipkinAllocs(t *testing.T) {
-	d, err := NewZipkinJSON(SpanConfig{Dimensions: []string{"http.route"}})
+	jd, err := NewZipkinJSON(SpanConfig{Dimensions: []string{"http.route"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := []byte(`[` + zipkinSpan + `,` + zipkinSpan + `]`)
-	decodeSpans(t, d, body)
-	n := 0
-	allocs := testing.AllocsPerRun(100, func() {
-		d.DecodeLines(body, 0, func(_ []byte, _ window.Event, r Reason) {
-			if r == ReasonNone {
-				n++
-			}
+	pd, err := NewZipkinProto(SpanConfig{Dimensions: []string{"http.route"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := zipkinv2.NewProtobufTracesMarshaler().MarshalTraces(measurable(testRequest(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		d    *SpanDecoder
+		body []byte
+	}{{jd, []byte(`[` + zipkinSpan + `,` + zipkinSpan + `]`)}, {pd, pb}} {
+		decodeSpans(t, c.d, c.body)
+		n := 0
+		allocs := testing.AllocsPerRun(100, func() {
+			c.d.DecodeLines(c.body, 0, func(_ []byte, _ window.Event, r Reason) {
+				if r == ReasonNone {
+					n++
+				}
+			})
 		})
-	})
-	if allocs != 0 || n == 0 {
-		t.Fatalf("%v allocations a body of 2 known spans (%d accepted)", allocs, n)
+		if allocs != 0 || n == 0 {
+			t.Fatalf("%v allocations a body of known spans (%d accepted)", allocs, n)
+		}
 	}
 }
 
@@ -303,4 +331,53 @@ func TestAppendZipkin(t *testing.T) {
 		t.Fatal("the receiver's spans are not measurable")
 	}
 	sameEvents(t, "AppendZipkin's record", sortEvents(decodeSpans(t, d, body[4:])), sortEvents(want))
+}
+
+// FuzzZipkinProto: no input panics the proto3 reader or breaks checkSpans, and a body the
+// Collector's zipkin receiver reads gives its spans' events.
+func FuzzZipkinProto(f *testing.F) {
+	r := rand.New(rand.NewPCG(3, 6))
+	m := zipkinv2.NewProtobufTracesMarshaler()
+	for range 8 {
+		if b, err := m.MarshalTraces(measurable(randomTraces(r))); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		d, _ := NewZipkinProto(SpanConfig{Dimensions: zipkinDims})
+		got := checkSpans(t, d, body)
+		if len(got) == 1 && got[0].r == ReasonBadRecord || !utf8.Valid(body) ||
+			bytes.Contains(body, []byte("http.status_code")) && bytes.Contains(body, []byte("http.response.status_code")) {
+			return
+		}
+		want, ok := zipkinWantOf(zipkinv2.NewProtobufTracesUnmarshaler(false, false), body, zipkinDims)
+		if !ok {
+			return
+		}
+		sameEvents(t, "fuzzed Zipkin proto3 as the Collector reads it", sortEvents(got), sortEvents(want))
+	})
+}
+
+// TestZipkinProtoRefusals: a JSON record on a zipkin_proto topic says which format reads it;
+// a span without duration is refused as in JSON.
+func TestZipkinProtoRefusals(t *testing.T) {
+	d, err := NewZipkinProto(SpanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("[" + zipkinSpan + "]")
+	got := checkSpans(t, d, body)
+	if why := d.Explain(body); len(got) != 1 || got[0].r != ReasonBadRecord || !strings.Contains(why, "--event-format zipkin_json") {
+		t.Errorf("Zipkin JSON read as zipkin_proto: %+v %q", got, why)
+	}
+	// ListOfSpans{spans: [Span{name: "x", timestamp: 1764489600123000, local_endpoint: {service_name: "a"}}]}
+	sp := []byte{0x2a, 1, 'x', 0x31}
+	sp = binary.LittleEndian.AppendUint64(sp, 1764489600123000)
+	sp = append(sp, 0x42, 3, 0x0a, 1, 'a')
+	body = append([]byte{0x0a, byte(len(sp))}, sp...)
+	got = checkSpans(t, d, body)
+	if len(got) != 1 || got[0].r != ReasonMissingField {
+		t.Fatalf("a proto3 span without duration: %+v", got)
+	}
 }

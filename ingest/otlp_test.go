@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +27,7 @@ import (
 // are exactly those sent, and a span that cannot be measured (without service.name; Zipkin's
 // without duration) and a record that is not a request are refused by their reasons.
 func TestConsumerOTLPSpans(t *testing.T) {
-	for _, format := range []string{"otlp_proto", "zipkin_json"} {
+	for _, format := range []string{"otlp_proto", "zipkin_json", "zipkin_proto"} {
 		t.Run(format, func(t *testing.T) {
 			t.Parallel()
 			consumeSpans(t, format)
@@ -34,7 +36,7 @@ func TestConsumerOTLPSpans(t *testing.T) {
 }
 
 func consumeSpans(t *testing.T, format string) {
-	zipkin := format == "zipkin_json"
+	zipkin := strings.HasPrefix(format, "zipkin")
 	c := kafkatest.Start(t, "spans", 2)
 	t0 := time.Now()
 	rng := rand.New(rand.NewPCG(27, 2))
@@ -67,8 +69,11 @@ func consumeSpans(t *testing.T, format string) {
 			sp.Attributes().PutInt("http.response.status_code", 200)
 			code := "STATUS_CODE_" + map[ptrace.StatusCode]string{ptrace.StatusCodeUnset: "UNSET", ptrace.StatusCodeError: "ERROR"}[status]
 			name, ms := "GET "+route, float64(dur)/1e6
-			if zipkin { // Zipkin's reporters write names lower-cased and times in µs
+			switch format { // Zipkin's times are µs; its JSON reporters write names lower-cased
+			case "zipkin_json":
 				name, ms = "get "+route, float64((dur+500)/1000)/1e3
+			case "zipkin_proto":
+				ms = float64(dur/1000) / 1e3
 			}
 			series, err := window.AppendSeries(nil, svc, []window.Label{{Name: "http_route", Value: route},
 				{Name: "span_kind", Value: "SPAN_KIND_SERVER"}, {Name: "span_name", Value: name}, {Name: "status_code", Value: code}})
@@ -88,9 +93,12 @@ func consumeSpans(t *testing.T, format string) {
 		}
 		var body []byte
 		var err error
-		if zipkin {
+		switch format {
+		case "zipkin_json":
 			body, err = zipkinv2.NewJSONTracesMarshaler().MarshalTraces(td)
-		} else {
+		case "zipkin_proto":
+			body, err = zipkinv2.NewProtobufTracesMarshaler().MarshalTraces(td)
+		default:
 			body, err = (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
 		}
 		if err != nil {
@@ -98,17 +106,25 @@ func consumeSpans(t *testing.T, format string) {
 		}
 		msgs = append(msgs, kafka.Message{Key: []byte(svc), Value: body})
 	}
-	if zipkin { // a span without its duration: refused
+	switch format { // a span without its duration: refused
+	case "zipkin_json":
 		msgs = append(msgs, kafka.Message{Key: []byte("x"), Value: fmt.Appendf(nil,
 			`[{"traceId":"1","id":"2","name":"x","timestamp":%d,"localEndpoint":{"serviceName":"checkout"}}]`, t0.UnixMicro())})
+	case "zipkin_proto": // ListOfSpans{spans: [{name: "x", timestamp, local_endpoint: {service_name: "checkout"}}]}
+		sp := binary.LittleEndian.AppendUint64([]byte{0x2a, 1, 'x', 0x31}, uint64(t0.UnixMicro()))
+		sp = append(sp, 0x42, 10, 0x0a, 8, 'c', 'h', 'e', 'c', 'k', 'o', 'u', 't')
+		msgs = append(msgs, kafka.Message{Key: []byte("x"), Value: append([]byte{0x0a, byte(len(sp))}, sp...)})
 	}
 	msgs = append(msgs, kafka.Message{Key: []byte("x"), Value: []byte{0x0a, 0x7f, 0x01}}) // a length past the record
 	c.Produce(t, msgs...)
 
 	cfg := testConfig(c, "otlp")
 	cfg.Format = func() (event.Format, error) {
-		if zipkin {
+		switch format {
+		case "zipkin_json":
 			return event.NewZipkinJSON(event.SpanConfig{Dimensions: []string{"http.route"}})
+		case "zipkin_proto":
+			return event.NewZipkinProto(event.SpanConfig{Dimensions: []string{"http.route"}})
 		}
 		return event.NewOTLPProto(event.SpanConfig{Dimensions: []string{"http.route"}})
 	}

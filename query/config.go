@@ -87,9 +87,10 @@ type Config struct {
 	// body's media type: "application/x-protobuf" (otlp_proto) and "application/json"
 	// (otlp_json). Nil or empty: the route answers 501 not_configured.
 	Traces map[string]*event.Intake
-	// Zipkin is the intake of POST /api/v2/spans, Zipkin's span API: a JSON list of v2 spans
-	// (zipkin_json). Nil: the route answers 501 not_configured.
-	Zipkin *event.Intake
+	// Zipkin are the intakes of POST /api/v2/spans, Zipkin's span API, by the body's media
+	// type: "application/json" (zipkin_json) and "application/x-protobuf" (zipkin_proto).
+	// Nil or empty: the route answers 501 not_configured.
+	Zipkin map[string]*event.Intake
 
 	// Allow serves POST /v1/allow: the limiter's handler, mounted behind the bearer-token
 	// check. Nil: the route answers 501 not_configured.

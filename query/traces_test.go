@@ -8,6 +8,7 @@ import (
 	"time"
 
 	zipkinmodel "github.com/openzipkin/zipkin-go/model"
+	zipkin_proto3 "github.com/openzipkin/zipkin-go/proto/zipkin_proto3"
 	zipkinhttp "github.com/openzipkin/zipkin-go/reporter/http"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -144,40 +145,52 @@ func TestTracesGzipBomb(t *testing.T) {
 
 // TestZipkinSpansAPI: POST /api/v2/spans is Zipkin's span API, so a Zipkin reporter's HTTP
 // sender pointed at slide records its spans: zipkin-go's own reporter sends three (the
-// Collector's zipkin receiver would make the same events), answered 202 as Zipkin's server
-// answers; a span without duration is refused by reason with the body still accepted; a body
-// that is not a span list is a 400 and records nothing; proto3 spans a 415.
+// Collector's zipkin receiver would make the same events), in JSON and in proto3, answered
+// 202 as Zipkin's server answers; a span without duration is refused by reason with the body still accepted; a body
+// that is not a span list is a 400 and records nothing; another Content-Type than JSON or
+// proto3 a 415.
 func TestZipkinSpansAPI(t *testing.T) {
 	var st *window.Store
 	e := newEnv(t, func(c *query.Config) {
 		st = c.Store
-		in, err := slideevent.NewIntake(st, slideevent.Config{}, slideevent.WithFormat(func() (slideevent.Format, error) {
-			return slideevent.NewZipkinJSON(slideevent.SpanConfig{Dimensions: []string{"http.route"}})
-		}))
-		if err != nil {
-			t.Fatal(err)
+		c.Zipkin = map[string]*slideevent.Intake{}
+		for ct, mk := range map[string]func(slideevent.SpanConfig) (*slideevent.SpanDecoder, error){
+			"application/json": slideevent.NewZipkinJSON, "application/x-protobuf": slideevent.NewZipkinProto,
+		} {
+			in, err := slideevent.NewIntake(st, slideevent.Config{}, slideevent.WithFormat(func() (slideevent.Format, error) {
+				return mk(slideevent.SpanConfig{Dimensions: []string{"http.route"}})
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Zipkin[ct] = in
 		}
-		c.Zipkin = in
 	})
-	var logged bytes.Buffer
-	rep := zipkinhttp.NewReporter(e.http.URL+"/api/v2/spans", zipkinhttp.Logger(log.New(&logged, "", 0)))
-	for i := range 3 {
-		rep.Send(zipkinmodel.SpanModel{
-			SpanContext:   zipkinmodel.SpanContext{TraceID: zipkinmodel.TraceID{Low: 1}, ID: zipkinmodel.ID(i + 1)},
-			Name:          "GET /pay",
-			Kind:          zipkinmodel.Server,
-			Timestamp:     time.UnixMilli(t0 - 1000),
-			Duration:      time.Duration(i+1) * time.Millisecond,
-			LocalEndpoint: &zipkinmodel.Endpoint{ServiceName: "checkout"},
-			Tags:          map[string]string{"http.route": "/pay"},
-		})
-	}
-	if err := rep.Close(); err != nil || logged.Len() > 0 {
-		t.Fatalf("zipkin-go's reporter: %v, logged %q", err, logged.String())
-	}
-	series := "checkout\xffhttp_route=/pay\xffspan_kind=SPAN_KIND_SERVER\xffspan_name=get /pay\xffstatus_code=STATUS_CODE_UNSET"
-	if agg, err := st.ReadAt(t0, slideevent.SpanMetric, series, time.Minute, nil); err != nil || agg.Count != 3 || agg.Sum != 6 {
-		t.Fatalf("the reporter's spans: %+v %v, want count 3, sum 6 ms", agg, err)
+	// zipkin-go's reporter, in JSON (its default, which lower-cases names) and in proto3.
+	for _, c := range []struct {
+		name string
+		opts []zipkinhttp.ReporterOption
+	}{{"get /pay", nil}, {"GET /pay", []zipkinhttp.ReporterOption{zipkinhttp.Serializer(zipkin_proto3.SpanSerializer{})}}} {
+		var logged bytes.Buffer
+		rep := zipkinhttp.NewReporter(e.http.URL+"/api/v2/spans", append(c.opts, zipkinhttp.Logger(log.New(&logged, "", 0)))...)
+		for i := range 3 {
+			rep.Send(zipkinmodel.SpanModel{
+				SpanContext:   zipkinmodel.SpanContext{TraceID: zipkinmodel.TraceID{Low: 1}, ID: zipkinmodel.ID(i + 1)},
+				Name:          "GET /pay",
+				Kind:          zipkinmodel.Server,
+				Timestamp:     time.UnixMilli(t0 - 1000),
+				Duration:      time.Duration(i+1) * time.Millisecond,
+				LocalEndpoint: &zipkinmodel.Endpoint{ServiceName: "checkout"},
+				Tags:          map[string]string{"http.route": "/pay"},
+			})
+		}
+		if err := rep.Close(); err != nil || logged.Len() > 0 {
+			t.Fatalf("zipkin-go's reporter of %q: %v, logged %q", c.name, err, logged.String())
+		}
+		series := "checkout\xffhttp_route=/pay\xffspan_kind=SPAN_KIND_SERVER\xffspan_name=" + c.name + "\xffstatus_code=STATUS_CODE_UNSET"
+		if agg, err := st.ReadAt(t0, slideevent.SpanMetric, series, time.Minute, nil); err != nil || agg.Count != 3 || agg.Sum != 6 {
+			t.Fatalf("the reporter's spans %q: %+v %v, want count 3, sum 6 ms", c.name, agg, err)
+		}
 	}
 
 	noDur := []byte(`[{"traceId":"1","id":"5","name":"x","timestamp":1764489599000000,"localEndpoint":{"serviceName":"checkout"}},` +
@@ -191,7 +204,7 @@ func TestZipkinSpansAPI(t *testing.T) {
 		!bytes.Contains(b, []byte("--event-format otlp_json")) || st.Len() != before {
 		t.Fatalf("an OTLP/JSON body: %d %s (series %d, were %d)", code, b, st.Len(), before)
 	}
-	if code, b, hdr := e.do("POST", "/api/v2/spans", []byte{0x0a}, "Content-Type", "application/x-protobuf"); code != 415 || hdr.Get("Accept-Post") != "application/json" {
-		t.Fatalf("proto3 spans: %d %s", code, b)
+	if code, b, hdr := e.do("POST", "/api/v2/spans", []byte("x"), "Content-Type", "text/plain"); code != 415 || hdr.Get("Accept-Post") != "application/json, application/x-protobuf" {
+		t.Fatalf("a text body: %d %s", code, b)
 	}
 }

@@ -10,22 +10,28 @@ import (
 )
 
 // handleZipkinSpans serves POST /api/v2/spans, Zipkin's span API: what a Zipkin reporter's HTTP
-// sender posts (Brave's and Spring's with zipkin's endpoint set to slide, zipkin-go's), a JSON
-// list of v2 spans, gzip-compressed or not, each span an event as --event-format zipkin_json
-// reads them from Kafka, into this instance's windows as POST /v1/events' are (they are not in
-// the log). The answer is 202 Accepted, as Zipkin's server answers, with POST /v1/events' body
-// (accepted, refused by reason, the first of each: reporters ignore it, curl shows it); 400 for
-// a body that is not a span list (nothing of it recorded); 415 for another Content-Type than
-// application/json (Zipkin's proto3 encoding is not read); 413 past MaxBodyBytes.
+// sender posts (Brave's and Spring's with zipkin's endpoint set to slide, zipkin-go's), a list
+// of v2 spans in JSON (application/json) or proto3 (application/x-protobuf), gzip-compressed
+// or not, each span an event as --event-format zipkin_json and zipkin_proto read them from
+// Kafka, into this instance's windows as POST /v1/events' are (they are not in the log). The
+// answer is 202 Accepted, as Zipkin's server answers, with POST /v1/events' body (accepted,
+// refused by reason, the first of each: reporters ignore it, curl shows it); 400 for a body
+// that is not a span list (nothing of it recorded); 415 for another Content-Type; 413 past
+// MaxBodyBytes.
 func (s *Server) handleZipkinSpans(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Zipkin == nil {
+	if len(s.cfg.Zipkin) == 0 {
 		httperr.Write(w, httperr.NotConfigured, "", "no Zipkin intake is configured on this server")
 		return
 	}
 	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
-	if ct = strings.ToLower(strings.TrimSpace(ct)); ct != "application/json" && ct != "" {
-		w.Header().Set("Accept-Post", "application/json")
-		httperr.Write(w, httperr.UnsupportedMediaType, "", "Content-Type "+strconv.Quote(ct)+": Zipkin's spans are read as JSON (application/json), not proto3")
+	ct = strings.ToLower(strings.TrimSpace(ct))
+	if ct == "" {
+		ct = "application/json" // zipkin's server takes a body without a type as JSON
+	}
+	in := s.cfg.Zipkin[ct]
+	if in == nil {
+		w.Header().Set("Accept-Post", "application/json, application/x-protobuf")
+		httperr.Write(w, httperr.UnsupportedMediaType, "", "Content-Type "+strconv.Quote(ct)+": Zipkin's spans are application/json or application/x-protobuf (proto3)")
 		return
 	}
 	body, ok := s.readBody(w, r)
@@ -33,7 +39,7 @@ func (s *Server) handleZipkinSpans(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.release()
-	res := s.cfg.Zipkin.Take(body.b, s.now())
+	res := in.Take(body.b, s.now())
 	if res.Refused[event.ReasonBadRecord] > 0 && res.Accepted == 0 {
 		s.metrics.events.WithLabelValues(event.ReasonBadRecord.String()).Add(float64(res.Refused[event.ReasonBadRecord]))
 		httperr.Write(w, httperr.BadBody, "", "not a list of Zipkin v2 spans: "+res.First[event.ReasonBadRecord])

@@ -51,6 +51,7 @@ targets=(
 	"./event FuzzOTLPProto 20000x"
 	"./event FuzzOTLPJSON 20000x"
 	"./event FuzzZipkinJSON 20000x"
+	"./event FuzzZipkinProto 20000x"
 	"./promapi FuzzAPI 5000x"
 	"./limiter/clusterlimit FuzzDecode 10000x"
 	"./limiter/clusterlimit FuzzFrame 10000x"

@@ -69,7 +69,7 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 			return err
 		}
 		read = func(r io.Reader, fn func(backtest.Request) error) error {
-			return backtest.ReadSpans(r, f, spans.format == formatOTLPProto, fn)
+			return backtest.ReadSpans(r, f, spans.format == formatOTLPProto || spans.format == formatZipkinPB, fn)
 		}
 	case eventMap != "":
 		newFormat, err := eventMapFormat(eventMap, event.Config{MaxKeyLen: limiter.MaxKeyLen})

@@ -39,21 +39,26 @@ func spanRequests() []ptrace.Traces {
 }
 
 // slide backtest --event-format replays spans: each a request of its service at its end, in
-// time order whatever the batching, through otlp_json lines, length-framed otlp_proto and
-// zipkin_json lines (the Collector's zipkin_json marshaler's) alike; a refused span stops the replay naming
+// time order whatever the batching, through otlp_json lines, length-framed otlp_proto,
+// zipkin_json lines and length-framed zipkin_proto (the Collector's marshalers') alike; a refused span stops the replay naming
 // its request and span.
 func TestBacktestSpans(t *testing.T) {
 	pol := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(pol, []byte(`policies:
   - {name: log, algorithm: sliding_log, limit: 100, window: 60s}
 `), 0o644)
-	var jsonLog, protoLog, zipkinLog bytes.Buffer
+	var jsonLog, protoLog, zipkinLog, zipkinProtoLog bytes.Buffer
 	for _, td := range spanRequests() {
 		z, err := zipkinv2.NewJSONTracesMarshaler().MarshalTraces(td)
 		if err != nil {
 			t.Fatal(err)
 		}
 		zipkinLog.Write(append(z, '\n'))
+		if z, err = zipkinv2.NewProtobufTracesMarshaler().MarshalTraces(td); err != nil {
+			t.Fatal(err)
+		}
+		zipkinProtoLog.Write(binary.BigEndian.AppendUint32(nil, uint32(len(z))))
+		zipkinProtoLog.Write(z)
 		j, err := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +76,7 @@ func TestBacktestSpans(t *testing.T) {
   2025-11-30T10:00:00Z  50 denied, 100 allowed
   2025-11-30T10:01:00Z  150 denied, 0 allowed
 `
-	for format, log := range map[string]string{"otlp_json": jsonLog.String(), "otlp_proto": protoLog.String(), "zipkin_json": zipkinLog.String()} {
+	for format, log := range map[string]string{"otlp_json": jsonLog.String(), "otlp_proto": protoLog.String(), "zipkin_json": zipkinLog.String(), "zipkin_proto": zipkinProtoLog.String()} {
 		code, out, stderr := runBacktest(t, log, "--policies", pol, "--event-format", format, "-")
 		if code != 0 || out != want {
 			t.Errorf("%s: exit %d\n got %s\nwant %s\nstderr %s", format, code, out, want, stderr)

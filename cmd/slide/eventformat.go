@@ -17,6 +17,7 @@ const (
 	formatOTLPProto = "otlp_proto"
 	formatOTLPJSON  = "otlp_json"
 	formatZipkin    = "zipkin_json"
+	formatZipkinPB  = "zipkin_proto"
 )
 
 // eventFormatFlags are --event-format, --span-key and --span-dimensions: what a Kafka
@@ -30,7 +31,7 @@ type eventFormatFlags struct {
 func (f *eventFormatFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 }) {
-	fs.StringVar(&f.format, "event-format", formatSlide, "what events are: slide (slide's JSON events), otlp_proto or otlp_json (OpenTelemetry spans, one ExportTraceServiceRequest a record, as the Collector's kafka exporter writes them: each span an event of metric duration_ms), or zipkin_json (Zipkin's v2 JSON span lists, as zipkin-reporter's Kafka sender writes them)")
+	fs.StringVar(&f.format, "event-format", formatSlide, "what events are: slide (slide's JSON events), otlp_proto or otlp_json (OpenTelemetry spans, one ExportTraceServiceRequest a record, as the Collector's kafka exporter writes them: each span an event of metric duration_ms), or zipkin_json and zipkin_proto (Zipkin's v2 span lists in JSON or proto3, as zipkin-reporter's Kafka sender writes them)")
 	fs.StringVar(&f.spanKey, "span-key", event.DefaultSpanKey, "spans: the resource attribute that is a span's key (Zipkin: service.name is localEndpoint.serviceName, another names a tag)")
 	fs.StringVar(&f.spanDim, "span-dimensions", "", "spans: span or resource attributes (Zipkin: tags) that become labels, comma separated, e.g. http.route,http.response.status_code (named with _ for what a label name cannot hold: http_route)")
 }
@@ -69,8 +70,10 @@ func (f *eventFormatFlags) newFormatOf(format string, maxKeyLen int) (func() (ev
 		newDec = event.NewOTLPJSON
 	case formatZipkin:
 		newDec = event.NewZipkinJSON
+	case formatZipkinPB:
+		newDec = event.NewZipkinProto
 	default:
-		return nil, &flagError{"event-format", errors.New("want slide, otlp_proto, otlp_json or zipkin_json")}
+		return nil, &flagError{"event-format", errors.New("want slide, otlp_proto, otlp_json, zipkin_json or zipkin_proto")}
 	}
 	cfg, err := f.spanConfig(maxKeyLen)
 	if err != nil {
@@ -150,14 +153,21 @@ func (f *eventFormatFlags) intakes(store *window.Store, def func() (event.Format
 	return in, byType, nil
 }
 
-// zipkinIntake is POST /api/v2/spans' intake into store (query.Config.Zipkin): Zipkin's JSON
-// spans, with the span flags whatever --event-format the records have.
-func (f *eventFormatFlags) zipkinIntake(store *window.Store) (*event.Intake, error) {
-	nf, err := f.newFormatOf(formatZipkin, 0)
-	if err != nil {
-		return nil, err
+// zipkinIntakes are POST /api/v2/spans' intakes into store (query.Config.Zipkin): Zipkin's
+// JSON (application/json) and proto3 (application/x-protobuf) span lists, with the span
+// flags whatever --event-format the records have.
+func (f *eventFormatFlags) zipkinIntakes(store *window.Store) (map[string]*event.Intake, error) {
+	out := map[string]*event.Intake{}
+	for ct, format := range map[string]string{"application/json": formatZipkin, "application/x-protobuf": formatZipkinPB} {
+		nf, err := f.newFormatOf(format, 0)
+		if err != nil {
+			return nil, err
+		}
+		if out[ct], err = event.NewIntake(store, event.Config{}, event.WithFormat(nf)); err != nil {
+			return nil, err
+		}
 	}
-	return event.NewIntake(store, event.Config{}, event.WithFormat(nf))
+	return out, nil
 }
 
 // traceIntakes are POST /v1/traces' intakes into store (query.Config.Traces): OTLP/HTTP's two

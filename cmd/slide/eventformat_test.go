@@ -14,7 +14,7 @@ func TestServeEventFormatFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--event-format", "otlp"}, "--event-format otlp: want slide, otlp_proto, otlp_json or zipkin_json"},
+		{[]string{"--event-format", "otlp"}, "--event-format otlp: want slide, otlp_proto, otlp_json, zipkin_json or zipkin_proto"},
 		{[]string{"--event-format", "otlp_proto", "--event-map", "envoy"}, "--event-map reads JSON lines of its own shape"},
 		{[]string{"--event-format", "otlp_json", "--span-dimensions", "http.route,http_route"}, `both are label "http_route"`},
 		{[]string{"--event-format", "otlp_proto", "--span-dimensions", "span.name"}, `label "span_name" is one of a span's own`},

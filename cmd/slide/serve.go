@@ -421,7 +421,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	zipkin, err := c.events.zipkinIntake(store) // POST /api/v2/spans: Zipkin's API
+	zipkin, err := c.events.zipkinIntakes(store) // POST /api/v2/spans: Zipkin's API
 	if err != nil {
 		return err
 	}
