@@ -29,19 +29,7 @@ import (
 // 413 past MaxBodyBytes, as POST /v1/events. A gzip Content-Encoding (the Collector's
 // default) is inflated within MaxBodyBytes.
 func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request) {
-	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
-	ct = strings.ToLower(strings.TrimSpace(ct))
-	in := s.cfg.Traces[ct]
-	switch {
-	case len(s.cfg.Traces) == 0:
-		httperr.Write(w, httperr.NotConfigured, "", "no traces intake is configured on this server")
-		return
-	case in == nil:
-		w.Header().Set("Accept-Post", "application/x-protobuf, application/json")
-		httperr.Write(w, httperr.UnsupportedMediaType, "", "Content-Type "+strconv.Quote(ct)+": OTLP/HTTP traces are application/x-protobuf or application/json")
-		return
-	}
-	body, ok := s.readBody(w, r)
+	ct, in, body, ok := s.spansBody(w, r, s.cfg.Traces, "", "OTLP/HTTP traces are application/x-protobuf or application/json")
 	if !ok {
 		return
 	}
@@ -112,6 +100,28 @@ func appendProtoBytes(b []byte, field int, v []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(field)<<3|2)
 	b = binary.AppendUvarint(b, uint64(len(v)))
 	return append(b, v...)
+}
+
+// spansBody picks the intake of r's media type among intakes (a missing type is
+// missing's) and reads r's body whole (readBody), or answers r itself: 501 without intakes,
+// 415 for a type none takes (want says which do; Accept-Post lists them), as readBody does.
+func (s *Server) spansBody(w http.ResponseWriter, r *http.Request, intakes map[string]*event.Intake, missing, want string) (string, *event.Intake, body, bool) {
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	if ct = strings.ToLower(strings.TrimSpace(ct)); ct == "" {
+		ct = missing
+	}
+	in := intakes[ct]
+	switch {
+	case len(intakes) == 0:
+		httperr.Write(w, httperr.NotConfigured, "", "no intake of spans is configured on this server for "+r.URL.Path)
+		return ct, nil, body{}, false
+	case in == nil:
+		w.Header().Set("Accept-Post", "application/x-protobuf, application/json")
+		httperr.Write(w, httperr.UnsupportedMediaType, "", "Content-Type "+strconv.Quote(ct)+": "+want)
+		return ct, nil, body{}, false
+	}
+	b, ok := s.readBody(w, r)
+	return ct, in, b, ok
 }
 
 // body is a request body read whole from the pool; release gives its buffer back.

@@ -204,7 +204,7 @@ func TestZipkinSpansAPI(t *testing.T) {
 		!bytes.Contains(b, []byte("--event-format otlp_json")) || st.Len() != before {
 		t.Fatalf("an OTLP/JSON body: %d %s (series %d, were %d)", code, b, st.Len(), before)
 	}
-	if code, b, hdr := e.do("POST", "/api/v2/spans", []byte("x"), "Content-Type", "text/plain"); code != 415 || hdr.Get("Accept-Post") != "application/json, application/x-protobuf" {
+	if code, b, hdr := e.do("POST", "/api/v2/spans", []byte("x"), "Content-Type", "text/plain"); code != 415 || hdr.Get("Accept-Post") != "application/x-protobuf, application/json" {
 		t.Fatalf("a text body: %d %s", code, b)
 	}
 }

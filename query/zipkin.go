@@ -2,8 +2,6 @@ package query
 
 import (
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/httperr"
@@ -19,22 +17,8 @@ import (
 // that is not a span list (nothing of it recorded); 415 for another Content-Type; 413 past
 // MaxBodyBytes.
 func (s *Server) handleZipkinSpans(w http.ResponseWriter, r *http.Request) {
-	if len(s.cfg.Zipkin) == 0 {
-		httperr.Write(w, httperr.NotConfigured, "", "no Zipkin intake is configured on this server")
-		return
-	}
-	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
-	ct = strings.ToLower(strings.TrimSpace(ct))
-	if ct == "" {
-		ct = "application/json" // zipkin's server takes a body without a type as JSON
-	}
-	in := s.cfg.Zipkin[ct]
-	if in == nil {
-		w.Header().Set("Accept-Post", "application/json, application/x-protobuf")
-		httperr.Write(w, httperr.UnsupportedMediaType, "", "Content-Type "+strconv.Quote(ct)+": Zipkin's spans are application/json or application/x-protobuf (proto3)")
-		return
-	}
-	body, ok := s.readBody(w, r)
+	// Zipkin's server takes a body without a type as JSON.
+	_, in, body, ok := s.spansBody(w, r, s.cfg.Zipkin, "application/json", "Zipkin's spans are application/json or application/x-protobuf (proto3)")
 	if !ok {
 		return
 	}

@@ -153,29 +153,19 @@ func (f *eventFormatFlags) intakes(store *window.Store, def func() (event.Format
 	return in, byType, nil
 }
 
-// zipkinIntakes are POST /api/v2/spans' intakes into store (query.Config.Zipkin): Zipkin's
-// JSON (application/json) and proto3 (application/x-protobuf) span lists, with the span
-// flags whatever --event-format the records have.
-func (f *eventFormatFlags) zipkinIntakes(store *window.Store) (map[string]*event.Intake, error) {
-	out := map[string]*event.Intake{}
-	for ct, format := range map[string]string{"application/json": formatZipkin, "application/x-protobuf": formatZipkinPB} {
-		nf, err := f.newFormatOf(format, 0)
-		if err != nil {
-			return nil, err
-		}
-		if out[ct], err = event.NewIntake(store, event.Config{}, event.WithFormat(nf)); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
+// Span intakes by media type: POST /v1/traces' (OTLP/HTTP's two encodings) and POST
+// /api/v2/spans' (Zipkin's span API, JSON and proto3).
+var (
+	traceFormats  = map[string]string{"application/x-protobuf": formatOTLPProto, "application/json": formatOTLPJSON}
+	zipkinFormats = map[string]string{"application/json": formatZipkin, "application/x-protobuf": formatZipkinPB}
+)
 
-// traceIntakes are POST /v1/traces' intakes into store (query.Config.Traces): OTLP/HTTP's two
-// encodings, application/x-protobuf (otlp_proto) and application/json (otlp_json), with the
-// span flags whatever --event-format the records have.
-func (f *eventFormatFlags) traceIntakes(store *window.Store) (map[string]*event.Intake, error) {
+// spanIntakes are intakes into store of the span formats a body's media type names
+// (formats: traceFormats for query.Config.Traces, zipkinFormats for query.Config.Zipkin), with
+// the span flags whatever --event-format the records have.
+func (f *eventFormatFlags) spanIntakes(store *window.Store, formats map[string]string) (map[string]*event.Intake, error) {
 	out := map[string]*event.Intake{}
-	for ct, format := range map[string]string{"application/x-protobuf": formatOTLPProto, "application/json": formatOTLPJSON} {
+	for ct, format := range formats {
 		nf, err := f.newFormatOf(format, 0)
 		if err != nil {
 			return nil, err

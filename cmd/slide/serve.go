@@ -417,11 +417,11 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	traces, err := c.events.traceIntakes(store) // POST /v1/traces: OTLP/HTTP
+	traces, err := c.events.spanIntakes(store, traceFormats) // POST /v1/traces: OTLP/HTTP
 	if err != nil {
 		return err
 	}
-	zipkin, err := c.events.zipkinIntakes(store) // POST /api/v2/spans: Zipkin's API
+	zipkin, err := c.events.spanIntakes(store, zipkinFormats) // POST /api/v2/spans: Zipkin's API
 	if err != nil {
 		return err
 	}
