@@ -83,3 +83,23 @@ func TestMapReadsConnectEnvelope(t *testing.T) {
 		t.Fatalf("decoded %+v, want one event of value 12", got)
 	}
 }
+
+// Framed gives back a refused part with its record's frame only when the part is where the
+// framed JSON starts in that very record.
+func TestFramed(t *testing.T) {
+	v := confluentFrame(9, ` {"a":1}`)
+	for _, tc := range []struct {
+		name       string
+		value, got []byte
+		want       string
+	}{
+		{"the body", v, v[6:], string(v)},
+		{"a later part", v, v[7:], string(v[7:])},
+		{"a copy", v, []byte(`{"a":1}`), `{"a":1}`},
+		{"not framed", []byte(`{"a":1}`), []byte(`{"a":1}`)[0:], `{"a":1}`},
+	} {
+		if got := Framed(tc.value, tc.got); string(got) != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
