@@ -103,3 +103,16 @@ func TestFramed(t *testing.T) {
 		}
 	}
 }
+
+// A framed JSON value posted to POST /v1/events (a dead letter, which keeps its frame, sent
+// back over HTTP) is not read past its frame, as only a Kafka record's is; the refusal says
+// so, not that no JSON object follows the frame.
+func TestTakeRefusesAFramedBodySayingWhy(t *testing.T) {
+	in, _ := newTestIntake(t)
+	body := confluentFrame(7, fmt.Sprintf(`{"ts":%d,"key":"tenant-1","metric":"latency_ms","value":12}`, defTS))
+	res := in.Take(body, defTS)
+	got := res.First[ReasonInvalidJSON]
+	if res.Refused[ReasonInvalidJSON] != 1 || strings.Contains(got, "no JSON object") || !strings.Contains(got, "without the frame") {
+		t.Errorf("a framed JSON body: %+v, detail %q; want it refused saying to send the JSON without the frame", res, got)
+	}
+}
