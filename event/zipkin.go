@@ -20,7 +20,9 @@ import (
 //     SPAN_KIND_UNSPECIFIED, or SPAN_KIND_INTERNAL with the tag span.kind=internal;
 //   - status_code: the tag otel.status_code (STATUS_CODE_OK or Ok, …), and STATUS_CODE_ERROR
 //     for any span with an error tag (Zipkin's mark of a failed span, whatever its value);
-//   - dimensions: tags of those names (a tag given twice: its last value, as a JSON map's);
+//   - dimensions: tags of those names (a tag given twice: its last value, as a JSON map's),
+//     as Zipkin wrote them: unlike the Collector, http.status_code is not renamed
+//     http.response.status_code, and the endpoints give no attribute (service.peer.name…);
 //   - value: duration (µs) in fractional milliseconds; ts: the end, timestamp + duration.
 //
 // Tags hold strings; a number or boolean is taken as its text, an object or array gives no
