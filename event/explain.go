@@ -368,9 +368,14 @@ func unitHint(ts, ref int64, read int) string {
 }
 
 // schemaFrameOnly explains a line that starts as Confluent Schema Registry frames a value and
-// holds no JSON object after the frame (a framed JSON value is read past its frame).
+// holds no JSON object after the frame (a Kafka record's framed JSON is read past its frame),
+// or one with JSON after it, which only a Kafka record is read past (POST /v1/events).
 func schemaFrameOnly(line []byte) string {
 	id := uint32(line[1])<<24 | uint32(line[2])<<16 | uint32(line[3])<<8 | uint32(line[4])
+	if len(line) > schemaFrame && jsonAfterFrame(line[schemaFrame]) {
+		return "invalid JSON: starts with Confluent Schema Registry framing (magic 0, schema id " + strconv.FormatUint(uint64(id), 10) +
+			"): a Kafka record is read past it, a body over HTTP is not; send the JSON without the frame"
+	}
 	return "invalid JSON: starts with Confluent Schema Registry framing (magic 0, schema id " + strconv.FormatUint(uint64(id), 10) +
 		") and no JSON object after it: an Avro or Protobuf serializer's? slide reads JSON, framed (KafkaJsonSchemaSerializer, JsonSchemaConverter) or not"
 }

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -166,6 +167,22 @@ func (in *Intake) take(f Format, body []byte, now int64, src *window.Source, fee
 		in.deferreds.Put(d)
 	}
 	return obs.accepted, events
+}
+
+// Framed returns part, a part TakeRecord refused of record value, with the bytes before it
+// back to the start of value when value is framed for Confluent Schema Registry and only
+// whitespace lies between the frame and part: the record as its producer wrote it (schema id
+// included), for a dead letter. Any other part is returned as it is.
+func Framed(value, part []byte) []byte {
+	if len(value) <= schemaFrame || len(part) == 0 || value[0] != 0 || !jsonAfterFrame(value[schemaFrame]) {
+		return part
+	}
+	body := value[schemaFrame:]
+	at := cap(body) - cap(part) // part's offset in body, when it shares body's backing array
+	if at < 0 || at >= len(body) || &body[at] != &part[0] || at+len(part) > len(body) || len(bytes.TrimLeft(body[:at], " \t\r\n")) > 0 {
+		return part
+	}
+	return value[:schemaFrame+at+len(part)]
 }
 
 // schemaFrame is the length of Confluent Schema Registry's wire-format header: magic byte 0,

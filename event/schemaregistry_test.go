@@ -83,3 +83,36 @@ func TestMapReadsConnectEnvelope(t *testing.T) {
 		t.Fatalf("decoded %+v, want one event of value 12", got)
 	}
 }
+
+// Framed gives back a refused part with its record's frame only when the part is where the
+// framed JSON starts in that very record.
+func TestFramed(t *testing.T) {
+	v := confluentFrame(9, ` {"a":1}`)
+	for _, tc := range []struct {
+		name       string
+		value, got []byte
+		want       string
+	}{
+		{"the body", v, v[6:], string(v)},
+		{"a later part", v, v[7:], string(v[7:])},
+		{"a copy", v, []byte(`{"a":1}`), `{"a":1}`},
+		{"not framed", []byte(`{"a":1}`), []byte(`{"a":1}`)[0:], `{"a":1}`},
+	} {
+		if got := Framed(tc.value, tc.got); string(got) != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A framed JSON value posted to POST /v1/events (a dead letter, which keeps its frame, sent
+// back over HTTP) is not read past its frame, as only a Kafka record's is; the refusal says
+// so, not that no JSON object follows the frame.
+func TestTakeRefusesAFramedBodySayingWhy(t *testing.T) {
+	in, _ := newTestIntake(t)
+	body := confluentFrame(7, fmt.Sprintf(`{"ts":%d,"key":"tenant-1","metric":"latency_ms","value":12}`, defTS))
+	res := in.Take(body, defTS)
+	got := res.First[ReasonInvalidJSON]
+	if res.Refused[ReasonInvalidJSON] != 1 || strings.Contains(got, "no JSON object") || !strings.Contains(got, "without the frame") {
+		t.Errorf("a framed JSON body: %+v, detail %q; want it refused saying to send the JSON without the frame", res, got)
+	}
+}

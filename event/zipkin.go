@@ -8,7 +8,8 @@ import (
 )
 
 // Zipkin's JSON v2 (zipkin_json): a record is a list of spans, as zipkin-reporter's Kafka
-// sender and the Collector's kafka exporter (encoding zipkin_json) write them, or one span.
+// sender and the Collector's kafka exporter (encoding zipkin_json) write them (one span not
+// in a list is refused, see readZipkin).
 // Each span is one event, the one the same span makes through the Collector's zipkin receiver
 // (contrib's zipkinv2 translator) and otlp_proto:
 //   - key: localEndpoint.serviceName, the Collector's service.name (a service.name tag

@@ -19,7 +19,7 @@ import (
 )
 
 // Dead-letter record headers. The record's key is the refused record's key, its value the
-// refused line (one line of an NDJSON record), its timestamp the refused record's; after
+// refused line (one line of an NDJSON record; with its Schema Registry frame, if it had one), its timestamp the refused record's; after
 // these headers come the refused record's own (a trace id, a producer's name), but for any
 // named slide.* (a dead letter produced again: its old reason is not this refusal's) and any
 // that would take the letter past half the largest batch.

@@ -149,3 +149,42 @@ func TestDeadLetterKeepsTheRecordsHeaders(t *testing.T) {
 		t.Fatalf("letter headers\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestDeadLetterOfAFramedRecordKeepsItsFrame: a record framed for Confluent Schema Registry
+// (magic byte 0 and a schema id before the JSON) is read past its frame, and a refused one
+// is dead-lettered as it was written, frame included: a consumer of the dead-letter topic
+// with the serializer's deserializer (or a re-drive to the events topic) reads it, and the
+// schema id is not lost. Before, the letter held the JSON alone.
+func TestDeadLetterOfAFramedRecordKeepsItsFrame(t *testing.T) {
+	t.Parallel()
+	c := kafkatest.Start(t, "events", 1, "events-dlq")
+	t0 := time.Now()
+	values := [][]byte{
+		append([]byte{0, 0, 0, 0, 42}, `{"key":"tenant-1","metric":"latency_ms"}`...),     // no value: missing_field
+		append([]byte{0, 0, 0, 1, 7}, "\n"+`{"key":"tenant-1","metric":"latency_ms"}`...), // whitespace after the frame
+		[]byte(`{"key":"tenant-1","metric":"latency_ms"}`),                                // not framed
+	}
+	for _, v := range values {
+		c.Produce(t, kafka.Message{Key: []byte("k"), Value: v, Time: t0})
+	}
+	cfg := testConfig(c, "framed-letters")
+	cfg.DeadLetterTopic = "events-dlq"
+	a := start(t, cfg, newTestStore(t, 0), t0)
+	eventually(t, 20*time.Second, "the consumer to catch up", func() bool { return caughtUp(t, c, a) }, progress(a))
+	a.stop(t)
+
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.Addr}, Topic: "events-dlq", Partition: 0, MaxWait: 500 * time.Millisecond})
+	defer r.Close()
+	if end := logEnd(t, c, "events-dlq")[0]; end != int64(len(values)) {
+		t.Fatalf("%d dead letters written, want %d", end, len(values))
+	}
+	for i, want := range values {
+		m, err := r.ReadMessage(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(m.Value, want) {
+			t.Errorf("letter %d: value %q, want the record's %q", i, m.Value, want)
+		}
+	}
+}

@@ -380,7 +380,7 @@ func (c *Consumer) refuse(ctx context.Context, p *partition, m *kafka.Message, l
 		c.hidden.Add(1)
 	}
 	if c.dlq != nil {
-		c.dlq.send(ctx, letter(m, line, r, detail))
+		c.dlq.send(ctx, letter(m, event.Framed(m.Value, line), r, detail)) // as written, a frame included
 	}
 }
 
