@@ -14,7 +14,8 @@ func TestServeEventFormatFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--event-format", "otlp"}, "--event-format otlp: want slide, otlp_proto, otlp_json, zipkin_json or zipkin_proto"},
+		{[]string{"--event-format", "otlp"}, "--event-format otlp: want slide, otlp_proto, otlp_json, zipkin_json, zipkin_proto or otlp_logs"},
+		{[]string{"--event-format", "otlp_logs"}, "--event-format otlp_logs: otlp_logs reads each log record's body (an access log's JSON line) through --event-map: give one"},
 		{[]string{"--event-format", "otlp_proto", "--event-map", "envoy"}, "--event-map reads JSON lines of its own shape"},
 		{[]string{"--event-format", "otlp_json", "--span-dimensions", "http.route,http_route"}, `both are label "http_route"`},
 		{[]string{"--event-format", "otlp_proto", "--span-dimensions", "span.name"}, `label "span_name" is one of a span's own`},
@@ -55,6 +56,10 @@ func TestEventsIdentity(t *testing.T) {
 	mapA := id(serveConfig{eventMap: mapFile("a.yaml", "latency_ms"), events: eventFormatFlags{format: formatSlide}})
 	mapMoved := id(serveConfig{eventMap: mapFile("b.yaml", "latency_ms"), events: eventFormatFlags{format: formatSlide}})
 	mapRenamed := id(serveConfig{eventMap: mapFile("c.yaml", "latency"), events: eventFormatFlags{format: formatSlide}})
+	logsA := id(serveConfig{eventMap: mapFile("a.yaml", "latency_ms"), events: eventFormatFlags{format: formatOTLPLogs}})
+	if logsA == mapA || !strings.HasPrefix(logsA, "otlp_logs event-map ") {
+		t.Errorf("a map's identity read from OTLP logs %q, from lines %q", logsA, mapA)
+	}
 	if slide != "slide" || withRoute == without || mapA != mapMoved || mapA == mapRenamed || mapA == slide {
 		t.Errorf("identities: slide %q, spans with a route %q and without %q, a map %q, moved %q, its metric renamed %q",
 			slide, withRoute, without, mapA, mapMoved, mapRenamed)
