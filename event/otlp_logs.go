@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/slide-metrics/slide/window"
@@ -312,6 +313,9 @@ func (l *LogsDecoder) Explain(part []byte) string {
 	case logBodyScalar:
 		return "log record body is a number or a boolean, not the JSON line as a string"
 	default:
+		if len(bytes.TrimSpace(rc.line)) == 0 { // a blank line is skipped; a log record is refused
+			return "log record body is an empty or blank string, not a JSON line"
+		}
 		return l.md.Explain(rc.line)
 	}
 }
@@ -320,7 +324,7 @@ func (l *LogsDecoder) Explain(part []byte) string {
 func (l *LogsDecoder) explainBad(part []byte) string {
 	why := l.bad.what + " at byte " + strconv.Itoa(l.bad.at)
 	if len(part) > 0 && part[0] == '{' {
-		return why + " (the record is JSON text, not protobuf: raw JSON lines are read with --event-map alone; the kafka exporter's encoding: otlp_json is otlp_logs_json)"
+		return why + " (the record is JSON text, not protobuf: raw JSON lines are read with --event-map alone; OTLP/JSON logs, the kafka exporter's encoding: otlp_json, are not read: set encoding: otlp_proto, its default)"
 	}
 	if l.traces == nil {
 		l.traces, _ = NewOTLPProto(SpanConfig{})

@@ -277,3 +277,12 @@ func FuzzOTLPLogs(f *testing.F) {
 		}
 	})
 }
+
+// An empty or blank body is refused, not skipped as a blank line is: a log record is never
+// dropped without a word.
+func TestOTLPLogsEmptyString(t *testing.T) {
+	got := decodeFormat(envoyLogs(t), marshalLogs(t, logsOf(strBody(""), strBody("  "))), 0)
+	if len(got) != 2 || got[0].r != ReasonInvalidJSON || got[1].r != ReasonInvalidJSON || !strings.Contains(got[1].detail, "empty or blank string") {
+		t.Fatalf("%+v", got)
+	}
+}
