@@ -9,7 +9,8 @@ import (
 
 // OTLP logs (otlp_logs): access logs as the OpenTelemetry Collector ships them, its filelog
 // receiver reading the proxy's JSON lines and its kafka exporter writing one
-// ExportLogsServiceRequest a record in protobuf (its default encoding, otlp_proto). Each
+// ExportLogsServiceRequest a record in protobuf (its default encoding, otlp_proto; OTLP/JSON,
+// otlp_json, is otlp_logs_json.go). Each
 // LogRecord whose body is a string is one JSON line read by a MapDecoder, exactly as the raw
 // line would be (the same events, refusals and details); the record's time_unix_nano, else its
 // observed_time_unix_nano, else the Kafka record's time, is the default ts the map uses when
@@ -35,15 +36,19 @@ type LogsDecoder struct {
 	pending []pendingLog // their events
 	body    []byte       // the last body read
 	traces  *SpanDecoder // Explain's: is a refused record OTLP traces?
+	js      *SpanDecoder // OTLP/JSON (otlp_logs_json.go): its walk; nil for protobuf
+	arena   []byte       // OTLP/JSON: the unescaped string bodies of the last body
 }
 
 // logRec is one LogRecord as read: its bytes, its body string (line), its default ts (ms)
 // and what its body is.
 type logRec struct {
-	part []byte
-	line []byte
-	ts   int64
-	body uint8
+	part     []byte
+	line     []byte
+	ts       int64
+	body     uint8
+	esc      bool // OTLP/JSON: line is arena[off:end], set once the body is read
+	off, end int
 }
 
 // What a LogRecord's body is.
@@ -111,7 +116,7 @@ func (l *LogsDecoder) read(body []byte, defaultTS int64) {
 	l.recs = l.recs[:0]
 	clear(l.pending)
 	l.pending = l.pending[:0]
-	if !l.request(body) {
+	if ok := l.js == nil && l.request(body) || l.js != nil && l.readJSON(body); !ok {
 		l.recs = l.recs[:0]
 		l.pending = append(l.pending, pendingLog{rec: -1, r: ReasonBadRecord})
 		return
@@ -323,8 +328,20 @@ func (l *LogsDecoder) Explain(part []byte) string {
 // explainBad says why part is not a request, with a hint when it is JSON text or OTLP traces.
 func (l *LogsDecoder) explainBad(part []byte) string {
 	why := l.bad.what + " at byte " + strconv.Itoa(l.bad.at)
+	if l.js != nil {
+		t := bytes.TrimLeft(part, " \t\r\n")
+		switch {
+		case len(t) > 0 && t[0] != '{' && t[0] != '[':
+			why += " (not JSON text: OTLP/protobuf logs, the kafka exporter's default? --event-format otlp_logs)"
+		case bytes.Contains(t, []byte(`"resourceSpans"`)) || bytes.Contains(t, []byte(`"resource_spans"`)):
+			why += " (an OTLP/JSON traces request: --event-format otlp_json without --event-map)"
+		case len(t) > 0 && t[0] == '{' && !bytes.Contains(t, []byte(`"resourceLogs"`)) && !bytes.Contains(t, []byte(`"resource_logs"`)):
+			why += " (a JSON object of another shape: raw JSON lines are read with --event-map alone)"
+		}
+		return why
+	}
 	if len(part) > 0 && part[0] == '{' {
-		return why + " (the record is JSON text, not protobuf: raw JSON lines are read with --event-map alone; OTLP/JSON logs, the kafka exporter's encoding: otlp_json, are not read: set encoding: otlp_proto, its default)"
+		return why + " (the record is JSON text, not protobuf: raw JSON lines are read with --event-map alone; OTLP/JSON logs, the kafka exporter's encoding: otlp_json, are --event-format otlp_logs_json)"
 	}
 	if l.traces == nil {
 		l.traces, _ = NewOTLPProto(SpanConfig{})

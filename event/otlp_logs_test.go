@@ -43,6 +43,16 @@ func marshalLogs(t testing.TB, ld plog.Logs) []byte {
 	return b
 }
 
+// logsEncodings are the kafka exporter's two encodings of logs and their decoders.
+var logsEncodings = []struct {
+	name    string
+	marshal plog.Marshaler
+	decoder func(Map, Config) (*LogsDecoder, error)
+}{
+	{"otlp_logs", &plog.ProtoMarshaler{}, NewOTLPLogs},
+	{"otlp_logs_json", &plog.JSONMarshaler{}, NewOTLPLogsJSON},
+}
+
 func strBody(line string) func(plog.LogRecord) {
 	return func(lr plog.LogRecord) { lr.Body().SetStr(line) }
 }
@@ -92,25 +102,35 @@ func TestOTLPLogsMatchLines(t *testing.T) {
 	for _, l := range lines {
 		sets = append(sets, strBody(l))
 	}
-	body := marshalLogs(t, logsOf(sets...))
 	const def = 1_764_666_000_000 // the Kafka record's ms: the observed time is these ms too
-	got := decodeFormat(envoyLogs(t), body, def+5000)
 	md := presetDecoder(t, "envoy")
 	want := decodeFormat(md, []byte(strings.Join(lines, "\n")), def)
-	if len(got) != len(want) || len(got) != 2*len(lines)-1 {
-		t.Fatalf("%d events, want %d (%d lines)", len(got), len(want), len(lines))
-	}
-	refused := 0
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("event %d: %+v, want %+v", i, got[i], want[i])
+	m, _ := Preset("envoy")
+	for _, enc := range logsEncodings {
+		body, err := enc.marshal.MarshalLogs(logsOf(sets...))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if want[i].r != ReasonNone {
-			refused++
+		l, err := enc.decoder(m, Config{})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if refused < 4 {
-		t.Errorf("%d refused: the test lines should refuse several", refused)
+		got := decodeFormat(l, body, def+5000)
+		if len(got) != len(want) || len(got) != 2*len(lines)-1 {
+			t.Fatalf("%s: %d events, want %d (%d lines)", enc.name, len(got), len(want), len(lines))
+		}
+		refused := 0
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("%s: event %d: %+v, want %+v", enc.name, i, got[i], want[i])
+			}
+			if want[i].r != ReasonNone {
+				refused++
+			}
+		}
+		if refused < 4 {
+			t.Errorf("%d refused: the test lines should refuse several", refused)
+		}
 	}
 }
 
@@ -138,8 +158,14 @@ func TestOTLPLogsDefaultTS(t *testing.T) {
 
 // A body that is not a string is one refusal that says what it is and what to configure.
 func TestOTLPLogsBodyNotString(t *testing.T) {
+	for _, enc := range logsEncodings {
+		testBodyNotString(t, enc.marshal, enc.decoder)
+	}
+}
+
+func testBodyNotString(t *testing.T, marshal plog.Marshaler, decoder func(Map, Config) (*LogsDecoder, error)) {
 	line := `{"start_time":"2026-12-02T09:05:00Z","duration":3,"bytes_sent":10,"upstream_cluster":"c"}`
-	body := marshalLogs(t, logsOf(
+	body, err := marshal.MarshalLogs(logsOf(
 		strBody(line),
 		func(lr plog.LogRecord) { lr.Body().SetEmptyMap().PutStr("duration", "3") },
 		func(lr plog.LogRecord) { lr.Body().SetEmptyBytes().FromRaw([]byte(line)) },
@@ -147,7 +173,14 @@ func TestOTLPLogsBodyNotString(t *testing.T) {
 		func(lr plog.LogRecord) { lr.Body().SetInt(3) },
 		func(lr plog.LogRecord) { lr.Body().SetEmptySlice().AppendEmpty().SetStr(line) },
 	))
-	l := envoyLogs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := Preset("envoy")
+	l, err := decoder(m, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []struct {
 		r      Reason
 		detail string
@@ -211,6 +244,37 @@ func TestOTLPLogsBadRecord(t *testing.T) {
 	}
 }
 
+// otlp_logs_json refuses what is not a logs request whole, with a hint, never as no event:
+// a raw line or a traces request is a JSON object too.
+func TestOTLPLogsJSONBadRecord(t *testing.T) {
+	td := ptrace.NewTraces()
+	td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("GET /pay")
+	traces, err := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := Preset("envoy")
+	for _, c := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"line", []byte(`{"start_time":"2026-12-02T09:05:00Z","duration":3}`), "no resourceLogs: not a logs request at byte 0 (a JSON object of another shape"},
+		{"traces", traces, "OTLP/JSON traces request"},
+		{"protobuf", marshalLogs(t, logsOf(strBody(`{"duration":1}`))), "not JSON text: OTLP/protobuf logs"},
+		{"string body", []byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":3}}]}]}]}`), "not a string"},
+	} {
+		l, err := NewOTLPLogsJSON(m, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := decodeFormat(l, c.body, 0)
+		if len(got) != 1 || got[0].r != ReasonBadRecord || !strings.Contains(got[0].detail, c.want) {
+			t.Errorf("%s: %+v, want one bad_record saying %q", c.name, got, c.want)
+		}
+	}
+}
+
 // Through an intake, as ingest and POST /v1/events read it: counts, where and why.
 func TestOTLPLogsIntake(t *testing.T) {
 	store, err := window.NewStore(window.StoreConfig{})
@@ -242,9 +306,20 @@ func FuzzOTLPLogs(f *testing.F) {
 	f.Add(marshalLogs(f, logsOf(strBody(line), func(lr plog.LogRecord) { lr.Body().SetEmptyMap().PutStr("a", "b") })))
 	f.Add(marshalLogs(f, logsOf(strBody(`{"duration":"x"}`), func(plog.LogRecord) {})))
 	f.Add([]byte{0x0a, 0x04, 0x12, 0x02, 0x12, 0x00}) // one empty LogRecord
+	f.Add([]byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"5","body":{"stringValue":"{\"duration\":3}"}},{"body":null}]}]}]}`))
 	m, _ := Preset("envoy")
 	f.Fuzz(func(t *testing.T, body []byte) {
-		l, err := NewOTLPLogs(m, Config{})
+		for _, dec := range []func(Map, Config) (*LogsDecoder, error){NewOTLPLogs, NewOTLPLogsJSON} {
+			fuzzLogs(t, dec, m, body)
+		}
+	})
+}
+
+// fuzzLogs: whatever body holds, a decoder of dec never panics, returns the events it handed
+// on, and a part given back decodes to its first event again.
+func fuzzLogs(t *testing.T, dec func(Map, Config) (*LogsDecoder, error), m Map, body []byte) {
+	{
+		l, err := dec(m, Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +350,7 @@ func FuzzOTLPLogs(f *testing.F) {
 				t.Fatalf("part %d: %+v again, was %+v", i, again[0], evs[j])
 			}
 		}
-	})
+	}
 }
 
 // An empty or blank body is refused, not skipped as a blank line is: a log record is never

@@ -55,7 +55,7 @@ func (c *serveConfig) validate(fs *flag.FlagSet) error {
 	if _, err := query.ParseExportSpecs(c.exportWindows); err != nil {
 		return flagErrorf(fs, "export-windows", "%v", err)
 	}
-	if c.events.format == formatOTLPLogs {
+	if _, ok := logsFormats[c.events.format]; ok {
 		if c.eventMap == "" {
 			return asFlagError(fs, errLogsWithoutMap)
 		}
