@@ -291,13 +291,17 @@ func TestOTLPLogsIntake(t *testing.T) {
 	at := func(line string) func(plog.LogRecord) {
 		return func(lr plog.LogRecord) { lr.Body().SetStr(line); lr.SetTimestamp(pcommon.Timestamp(now * 1e6)) }
 	}
-	body := marshalLogs(t, logsOf(at(line), at(`{"bytes_sent":1}`), at(line)))
+	old := `{"start_time":"2024-12-02T09:05:00Z","duration":3,"bytes_sent":10,"upstream_cluster":"c"}`
+	body := marshalLogs(t, logsOf(at(line), at(`{"bytes_sent":1}`), at(line), at(old)))
 	res := in.Take(body, now)
-	if res.Accepted != 5 || res.Refused[ReasonMissingField] != 1 {
+	if res.Accepted != 5 || res.Refused[ReasonMissingField] != 1 || res.Refused[ReasonLate] != 2 {
 		t.Fatalf("%+v", res)
 	}
 	if f := res.First[ReasonMissingField]; f != `log record 2: no field "duration"` {
 		t.Errorf("first refusal: %q", f)
+	}
+	if f := res.First[ReasonLate]; !strings.HasPrefix(f, "log record 4: ts 2024-12-02T09:05:00Z is ") {
+		t.Errorf("first late: %q", f)
 	}
 }
 
