@@ -155,8 +155,8 @@
 // of the body it came from (a line, a span's bytes) and its Reason, Explain says a refused
 // part's detail. *Decoder, slide's JSON, is the default; NewIntake's WithFormat gives the
 // intake a constructor of another, called once per goroutine (ingest keeps one per
-// partition, Intake.NewFormat; Take pools them). A new format (access logs
-// come next) is one file in this package that reads its input into window.Event values by the
+// partition, Intake.NewFormat; Take pools them). A new format (otlp_logs.go: access logs
+// shipped as OTLP logs, their lines read by a map) is one file in this package that reads its input into window.Event values by the
 // rules above, refusing with the same Reasons (a new Reason only for what the rules above
 // cannot say), so that every door that takes it observes and reasons as the JSON events do.
 // The intake calls the package's formats by their types, so that nothing per event escapes

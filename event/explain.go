@@ -306,6 +306,8 @@ func (in *Intake) Explain(d Format, line []byte, r Reason, now int64, rec *Recor
 	switch f := d.(type) {
 	case *MapDecoder:
 		read = f.tsUnit(ev.Metric)
+	case *LogsDecoder: // a line's ts is the map's; one from the LogRecord's time is right in any unit
+		read = f.md.tsUnit(ev.Metric)
 	case *SpanDecoder:
 		read = -6
 		if f.zipkin {

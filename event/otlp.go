@@ -113,11 +113,11 @@ type SpanDecoder struct {
 	keyAttr string
 	dims    []spanDim
 	pending []pendingSpan
-	evs     []*window.Event // the pending spans' events to observe (observeAll)
-	errs    []error         // their results
-	emit    bool            // handing pending spans on: a part given back is one of them
-	body    []byte          // the body pending came from
-	bad     badRecord
+	evs     []*window.Event          // the pending spans' events to observe (observeAll)
+	errs    []error                  // their results
+	emit    bool                     // handing pending spans on: a part given back is one of them
+	body    []byte                   // the body pending came from
+	pbScan                           // why the body is not a request (bad)
 	res     [1 + maxSpanDims]attrVal // the resource's key attribute and dimensions
 	span    spanFields
 	order   []spanLabel                  // the labels in the order of their names

@@ -57,9 +57,15 @@ func pbVarintLong(b []byte, i, end int) (uint64, int) {
 	return v, i + n
 }
 
+// pbScan is the state of a wire scan: why the body is not its message (bad). SpanDecoder and
+// LogsDecoder (otlp_logs.go) read with it.
+type pbScan struct {
+	bad badRecord
+}
+
 // pbNext reads the field at b[i] within end into f and returns the index after it, or −1 with
 // s.bad saying what is wrong.
-func (s *SpanDecoder) pbNext(b []byte, i, end int, f *pbField) int {
+func (s *pbScan) pbNext(b []byte, i, end int, f *pbField) int {
 	at := i
 	tag, i := pbVarint(b, i, end)
 	if i < 0 {
@@ -103,13 +109,13 @@ func (s *SpanDecoder) pbNext(b []byte, i, end int, f *pbField) int {
 }
 
 // malformed records why the body is not a request and returns −1.
-func (s *SpanDecoder) malformed(what string, at int) int {
+func (s *pbScan) malformed(what string, at int) int {
 	s.bad = badRecord{what: "malformed protobuf: " + what, at: at}
 	return -1
 }
 
 // wrongType records a field read with a wire type its message does not give it.
-func (s *SpanDecoder) wrongType(at int) bool {
+func (s *pbScan) wrongType(at int) bool {
 	s.bad = badRecord{what: "malformed protobuf: a field of the wrong wire type", at: at}
 	return false
 }

@@ -11,7 +11,7 @@
 # one-pass fast paths against its scanner path, with the textparse readers they stand on, and
 # the one parser of window lengths (window= of the API, policy files, rls limits), and the
 # label selectors' fast paths against the regexp (match= of the read routes), the OTLP trace
-# readers (otlp_proto and otlp_json records, against pdata where it reads them) and the Zipkin one
+# readers (otlp_proto and otlp_json records, against pdata where it reads them), the OTLP logs one (otlp_logs) and the Zipkin one
 # (against the Collector's zipkin receiver), the PromQL
 # API, and the batches and answers of the limiter's cluster backend (decisions forwarded to a
 # key's owner) and the key states its checkpoints restore. It stops at the first failure (go test has then
@@ -45,6 +45,7 @@ targets=(
 	"./textparse FuzzScanner 20000x"
 	"./event FuzzDecodeFast 20000x"
 	"./event FuzzEventMap 20000x"
+	"./event FuzzOTLPLogs 10000x"
 	"./textparse FuzzFast 10000x"
 	"./window FuzzParseDuration 10000x"
 	"./window FuzzSelectorMatch 20000x"

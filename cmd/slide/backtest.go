@@ -59,6 +59,8 @@ func cmdBacktest(ctx context.Context, args []string, s stdio) error {
 	read := backtest.ReadLog
 	spanFormat, err := spans.newFormat(limiter.MaxKeyLen)
 	switch {
+	case logsFormats[spans.format] != nil:
+		return flagErrorf(fs, "event-format", "%s is read by slide serve; replay the access log's JSON lines themselves with --event-map alone", spans.format)
 	case err != nil:
 		return asFlagError(fs, err)
 	case spanFormat != nil && eventMap != "":

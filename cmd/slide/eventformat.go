@@ -18,7 +18,20 @@ const (
 	formatOTLPJSON  = "otlp_json"
 	formatZipkin    = "zipkin_json"
 	formatZipkinPB  = "zipkin_proto"
+	formatOTLPLogs  = "otlp_logs"
+	formatLogsJSON  = "otlp_logs_json"
 )
+
+// logsFormats are the formats of OTLP logs, whose log records' bodies --event-map reads: their
+// decoders by name.
+var logsFormats = map[string]func(event.Map, event.Config) (*event.LogsDecoder, error){
+	formatOTLPLogs: event.NewOTLPLogs,
+	formatLogsJSON: event.NewOTLPLogsJSON,
+}
+
+// errLogsWithoutMap refuses --event-format otlp_logs without the --event-map that reads its
+// log records' bodies.
+var errLogsWithoutMap = &flagError{"event-format", errors.New("otlp_logs and otlp_logs_json read each log record's body (an access log's JSON line) through --event-map: give one (envoy, nginx or a YAML FILE)")}
 
 // eventFormatFlags are --event-format, --span-key and --span-dimensions: what a Kafka
 // record's value (serve) or a log line (backtest) is.
@@ -31,7 +44,7 @@ type eventFormatFlags struct {
 func (f *eventFormatFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 }) {
-	fs.StringVar(&f.format, "event-format", formatSlide, "what events are: slide (slide's JSON events), otlp_proto or otlp_json (OpenTelemetry spans, one ExportTraceServiceRequest a record, as the Collector's kafka exporter writes them: each span an event of metric duration_ms), or zipkin_json and zipkin_proto (Zipkin's v2 span lists in JSON or proto3, as zipkin-reporter's Kafka sender writes them)")
+	fs.StringVar(&f.format, "event-format", formatSlide, "what events are: slide (slide's JSON events), otlp_proto or otlp_json (OpenTelemetry spans, one ExportTraceServiceRequest a record, as the Collector's kafka exporter writes them: each span an event of metric duration_ms), zipkin_json and zipkin_proto (Zipkin's v2 span lists in JSON or proto3, as zipkin-reporter's Kafka sender writes them), or otlp_logs and otlp_logs_json (serve: OpenTelemetry logs in protobuf or JSON, one ExportLogsServiceRequest a record, each log record's string body a JSON line read through --event-map, which they require)")
 	fs.StringVar(&f.spanKey, "span-key", event.DefaultSpanKey, "spans: the resource attribute that is a span's key (Zipkin: service.name is localEndpoint.serviceName, another names a tag)")
 	fs.StringVar(&f.spanDim, "span-dimensions", "", "spans: span or resource attributes (Zipkin: tags) that become labels, comma separated, e.g. http.route,http.response.status_code (named with _ for what a label name cannot hold: http_route)")
 }
@@ -72,8 +85,10 @@ func (f *eventFormatFlags) newFormatOf(format string, maxKeyLen int) (func() (ev
 		newDec = event.NewZipkinJSON
 	case formatZipkinPB:
 		newDec = event.NewZipkinProto
+	case formatOTLPLogs, formatLogsJSON: // their constructor is recordFormat's, which has the map
+		return nil, errLogsWithoutMap
 	default:
-		return nil, &flagError{"event-format", errors.New("want slide, otlp_proto, otlp_json, zipkin_json or zipkin_proto")}
+		return nil, &flagError{"event-format", errors.New("want slide, otlp_proto, otlp_json, zipkin_json, zipkin_proto, otlp_logs or otlp_logs_json")}
 	}
 	cfg, err := f.spanConfig(maxKeyLen)
 	if err != nil {
@@ -83,8 +98,22 @@ func (f *eventFormatFlags) newFormatOf(format string, maxKeyLen int) (func() (ev
 }
 
 // recordFormat is the reader of Kafka records and POST /v1/events bodies that --event-map or
-// --event-format names (nil: slide's JSON events); the two exclude each other.
+// --event-format names (nil: slide's JSON events); the two exclude each other but for
+// the OTLP logs formats, whose log records' bodies the map reads, and which require it.
 func (c *serveConfig) recordFormat() (func() (event.Format, error), error) {
+	if newLogs, ok := logsFormats[c.events.format]; ok {
+		if c.eventMap == "" {
+			return nil, errLogsWithoutMap
+		}
+		m, err := loadEventMap(c.eventMap)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := newLogs(m, event.Config{}); err != nil {
+			return nil, fmt.Errorf("--event-map: %w", err)
+		}
+		return func() (event.Format, error) { return newLogs(m, event.Config{}) }, nil
+	}
 	if c.eventMap != "" && c.events.format != formatSlide {
 		return nil, &flagError{"event-format", errors.New("--event-map reads JSON lines of its own shape: not with --event-format " + c.events.format)}
 	}
@@ -108,7 +137,11 @@ func (c *serveConfig) eventsIdentity() (string, error) {
 			m.Metrics[i].Source = "" // where a block was read, not what it does
 		}
 		sum := sha256.Sum256(fmt.Appendf(nil, "%+v", m))
-		return "event-map " + hex.EncodeToString(sum[:8]), nil
+		id := "event-map " + hex.EncodeToString(sum[:8])
+		if _, ok := logsFormats[c.events.format]; ok {
+			id = c.events.format + " " + id
+		}
+		return id, nil
 	}
 	if c.events.format == formatSlide {
 		return formatSlide, nil
@@ -122,7 +155,8 @@ func (c *serveConfig) eventsIdentity() (string, error) {
 
 // intakes are POST /v1/events' intakes into store (query.Config.Events and EventsByType): def's
 // (the records' format, nil for slide's JSON) for application/json and any other type,
-// otlp_proto for application/x-protobuf, slide's JSON for application/x-ndjson.
+// otlp_proto for application/x-protobuf (def's when it is otlp_logs), slide's JSON for
+// application/x-ndjson.
 func (f *eventFormatFlags) intakes(store *window.Store, def func() (event.Format, error)) (*event.Intake, map[string]*event.Intake, error) {
 	mk := func(nf func() (event.Format, error)) (*event.Intake, error) {
 		var opts []event.IntakeOption
@@ -136,7 +170,7 @@ func (f *eventFormatFlags) intakes(store *window.Store, def func() (event.Format
 		return nil, nil, err
 	}
 	byType := map[string]*event.Intake{"application/x-protobuf": in, "application/x-ndjson": in}
-	if f.format != formatOTLPProto {
+	if f.format != formatOTLPProto && f.format != formatOTLPLogs { // otlp_logs: protobuf too
 		proto, err := f.newFormatOf(formatOTLPProto, 0)
 		if err != nil {
 			return nil, nil, err

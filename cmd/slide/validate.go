@@ -55,6 +55,12 @@ func (c *serveConfig) validate(fs *flag.FlagSet) error {
 	if _, err := query.ParseExportSpecs(c.exportWindows); err != nil {
 		return flagErrorf(fs, "export-windows", "%v", err)
 	}
+	if _, ok := logsFormats[c.events.format]; ok {
+		if c.eventMap == "" {
+			return asFlagError(fs, errLogsWithoutMap)
+		}
+		return nil
+	}
 	if _, err := c.events.newFormat(0); err != nil {
 		return asFlagError(fs, err)
 	}
