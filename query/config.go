@@ -87,6 +87,10 @@ type Config struct {
 	// body's media type: "application/x-protobuf" (otlp_proto) and "application/json"
 	// (otlp_json). Nil or empty: the route answers 501 not_configured.
 	Traces map[string]*event.Intake
+	// Logs are the intakes of POST /v1/logs, the OTLP/HTTP logs receiver, by the body's media
+	// type: "application/x-protobuf" (otlp_logs) and "application/json" (otlp_logs_json), each
+	// log record's body read through an event map. Nil or empty: the route answers 501.
+	Logs map[string]*event.Intake
 	// Zipkin are the intakes of POST /api/v2/spans, Zipkin's span API, by the body's media
 	// type: "application/json" (zipkin_json) and "application/x-protobuf" (zipkin_proto).
 	// Nil or empty: the route answers 501 not_configured.

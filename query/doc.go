@@ -13,6 +13,7 @@
 //	GET  /v1/status      readiness, restore progress, ingest lag, limiter decisions (answers while restoring)
 //	POST /v1/events      NDJSON body, one event a line          (bearer token when configured)
 //	POST /v1/traces      OTLP/HTTP traces (Config.Traces)         (bearer token when configured)
+//	POST /v1/logs        OTLP/HTTP logs (Config.Logs)             (bearer token when configured)
 //	POST /api/v2/spans   Zipkin's span API (Config.Zipkin)        (bearer token when configured)
 //	POST /v1/allow       the limiter's handler (Config.Allow)     (bearer token when configured)
 //	GET  /v1/quota       a key's quota left (Config.Quota)        (bearer token with AuthReads, as the other reads)

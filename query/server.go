@@ -100,6 +100,7 @@ func (s *Server) routes() http.Handler {
 	add("/v1/status", route{name: "status", methods: "GET", read: true, h: s.handleStatus})
 	add("/v1/events", route{name: "events", methods: "POST", auth: true, h: s.handleEvents})
 	add("/v1/traces", route{name: "traces", methods: "POST", auth: true, h: s.handleTraces})
+	add("/v1/logs", route{name: "logs", methods: "POST", auth: true, h: s.handleLogs})
 	add("/api/v2/spans", route{name: "zipkin_spans", methods: "POST", auth: true, h: s.handleZipkinSpans})
 	add("/v1/allow", route{name: "allow", methods: "POST", auth: true, h: s.handleAllow})
 	add("/v1/quota", route{name: "quota", methods: "GET", read: true, h: s.handleQuota})

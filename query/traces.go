@@ -29,7 +29,23 @@ import (
 // 413 past MaxBodyBytes, as POST /v1/events. A gzip Content-Encoding (the Collector's
 // default) is inflated within MaxBodyBytes.
 func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request) {
-	ct, in, body, ok := s.spansBody(w, r, s.cfg.Traces, "", "OTLP/HTTP traces are application/x-protobuf or application/json")
+	s.handleOTLP(w, r, s.cfg.Traces, "OTLP/HTTP traces are application/x-protobuf or application/json", "rejectedSpans")
+}
+
+// handleLogs serves POST /v1/logs, the OTLP/HTTP logs receiver: an ExportLogsServiceRequest
+// (protobuf or OTLP/JSON, Config.Logs), each log record's body a line of the --event-map, as
+// --event-format otlp_logs reads them from Kafka; answered as POST /v1/traces is, its
+// ExportLogsServiceResponse counting the log records refused. Without an event map the route
+// answers 501.
+func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
+	s.handleOTLP(w, r, s.cfg.Logs, "OTLP/HTTP logs are application/x-protobuf or application/json", "rejectedLogRecords")
+}
+
+// handleOTLP is an OTLP/HTTP receiver over intakes by media type: want says the types it
+// takes, rejected names the JSON answer's count of refusals (the protobuf's is field 1 of
+// partial_success in every signal's response).
+func (s *Server) handleOTLP(w http.ResponseWriter, r *http.Request, intakes map[string]*event.Intake, want, rejected string) {
+	ct, in, body, ok := s.spansBody(w, r, intakes, "", want)
 	if !ok {
 		return
 	}
@@ -53,7 +69,7 @@ func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request) {
 	}
 	var b []byte
 	if proto {
-		if refused > 0 { // ExportTraceServiceResponse{partial_success: {rejected_spans, error_message}}
+		if refused > 0 { // Export…ServiceResponse{partial_success: {rejected_spans|_log_records, error_message}}
 			var ps []byte
 			ps = binary.AppendUvarint(append(ps, 0x08), uint64(refused))
 			ps = appendProtoString(ps, 2, first)
@@ -66,7 +82,7 @@ func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request) {
 	}
 	b = append(b, '{')
 	if refused > 0 {
-		b = append(b, `"partialSuccess":{"rejectedSpans":"`...)
+		b = append(append(append(b, `"partialSuccess":{"`...), rejected...), `":"`...)
 		b = strconv.AppendInt(b, int64(refused), 10)
 		b = append(b, `","errorMessage":`...)
 		b = jsonenc.AppendString(b, first)
@@ -113,7 +129,7 @@ func (s *Server) spansBody(w http.ResponseWriter, r *http.Request, intakes map[s
 	in := intakes[ct]
 	switch {
 	case len(intakes) == 0:
-		httperr.Write(w, httperr.NotConfigured, "", "no intake of spans is configured on this server for "+r.URL.Path)
+		httperr.Write(w, httperr.NotConfigured, "", "no intake is configured on this server for "+r.URL.Path)
 		return ct, nil, body{}, false
 	case in == nil:
 		w.Header().Set("Accept-Post", "application/x-protobuf, application/json")

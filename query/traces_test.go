@@ -12,6 +12,8 @@ import (
 	zipkinhttp "github.com/openzipkin/zipkin-go/reporter/http"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
@@ -206,5 +208,60 @@ func TestZipkinSpansAPI(t *testing.T) {
 	}
 	if code, b, hdr := e.do("POST", "/api/v2/spans", []byte("x"), "Content-Type", "text/plain"); code != 415 || hdr.Get("Accept-Post") != "application/x-protobuf, application/json" {
 		t.Fatalf("a text body: %d %s", code, b)
+	}
+}
+
+// TestLogsOTLPHTTP: POST /v1/logs answers as an OTLP/HTTP logs receiver does, so a Collector's
+// otlphttp exporter can send its access logs to slide: each log record's body a line of the
+// event map, the answer an ExportLogsServiceResponse that pdata reads, partial_success counting
+// the refused log records, in protobuf and in OTLP/JSON; without an event map, 501.
+func TestLogsOTLPHTTP(t *testing.T) {
+	var st *window.Store
+	e := newEnv(t, func(c *query.Config) {
+		st = c.Store
+		m, _ := slideevent.Preset("envoy")
+		c.Logs = map[string]*slideevent.Intake{}
+		for ct, mk := range map[string]func(slideevent.Map, slideevent.Config) (*slideevent.LogsDecoder, error){
+			"application/x-protobuf": slideevent.NewOTLPLogs, "application/json": slideevent.NewOTLPLogsJSON,
+		} {
+			in, err := slideevent.NewIntake(st, slideevent.Config{}, slideevent.WithFormat(func() (slideevent.Format, error) { return mk(m, slideevent.Config{}) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Logs[ct] = in
+		}
+	})
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	for _, line := range []string{`{"duration":3,"bytes_sent":10,"upstream_cluster":"c","response_code":200}`, `{"bytes_sent":1}`} {
+		lr := lrs.AppendEmpty()
+		lr.Body().SetStr(line)
+		lr.SetTimestamp(pcommon.Timestamp((t0 - 1000) * 1e6))
+	}
+	req := plogotlp.NewExportRequestFromLogs(ld)
+	proto, err := req.MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, b, hdr := e.do("POST", "/v1/logs", proto, "Content-Type", "application/x-protobuf")
+	resp := plogotlp.NewExportResponse()
+	if err := resp.UnmarshalProto(b); code != 200 || err != nil || hdr.Get("Content-Type") != "application/x-protobuf" {
+		t.Fatalf("protobuf: %d %q %v %q", code, hdr.Get("Content-Type"), err, b)
+	}
+	if ps := resp.PartialSuccess(); ps.RejectedLogRecords() != 1 || ps.ErrorMessage() != `missing_field: log record 2: no field "duration"` {
+		t.Fatalf("protobuf partial success: %d %q", ps.RejectedLogRecords(), ps.ErrorMessage())
+	}
+	if agg, err := st.ReadMerged(t0, "latency_ms", func(string) bool { return true }, time.Minute, nil); err != nil || agg.Count != 1 || agg.Sum != 3 {
+		t.Fatalf("the access line's latency: %+v %v, want count 1, sum 3", agg, err)
+	}
+	js, err := req.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, b, _ := e.do("POST", "/v1/logs", js, "Content-Type", "application/json"); code != 200 || !bytes.Contains(b, []byte(`"rejectedLogRecords":"1"`)) {
+		t.Fatalf("OTLP/JSON: %d %s", code, b)
+	}
+	if code, b, _ := newEnv(t, nil).do("POST", "/v1/logs", proto, "Content-Type", "application/x-protobuf"); code != 501 {
+		t.Fatalf("without an event map: %d %s", code, b)
 	}
 }

@@ -97,6 +97,27 @@ func (f *eventFormatFlags) newFormatOf(format string, maxKeyLen int) (func() (ev
 	return func() (event.Format, error) { return newDec(cfg) }, nil
 }
 
+// logsIntakes are POST /v1/logs' intakes into store (query.Config.Logs): OTLP/HTTP logs in
+// protobuf and JSON whose log records' bodies --event-map reads, whatever --event-format the
+// records have; none without an event map (the route then answers 501).
+func (c *serveConfig) logsIntakes(store *window.Store) (map[string]*event.Intake, error) {
+	if c.eventMap == "" {
+		return nil, nil
+	}
+	m, err := loadEventMap(c.eventMap)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*event.Intake{}
+	for ct, format := range map[string]string{"application/x-protobuf": formatOTLPLogs, "application/json": formatLogsJSON} {
+		newLogs := logsFormats[format]
+		if out[ct], err = event.NewIntake(store, event.Config{}, event.WithFormat(func() (event.Format, error) { return newLogs(m, event.Config{}) })); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // recordFormat is the reader of Kafka records and POST /v1/events bodies that --event-map or
 // --event-format names (nil: slide's JSON events); the two exclude each other but for
 // the OTLP logs formats, whose log records' bodies the map reads, and which require it.

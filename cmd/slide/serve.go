@@ -425,6 +425,10 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
+	logs, err := c.logsIntakes(store) // POST /v1/logs: OTLP/HTTP logs through --event-map
+	if err != nil {
+		return err
+	}
 	ready := func() error {
 		if err := c.conn.checks.failing(); err != nil {
 			return err
@@ -473,7 +477,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		quota = limithttp.QuotaHandler(c.rls.svc)
 	}
 	qs, err := query.New(query.Config{
-		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Traces: traces, Zipkin: zipkin, Allow: allow, Quota: quota, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
+		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Traces: traces, Logs: logs, Zipkin: zipkin, Allow: allow, Quota: quota, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
 		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log, Reads: reads,
 		Backends:  c.conn.checks.states,
