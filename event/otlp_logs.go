@@ -229,14 +229,8 @@ func (l *LogsDecoder) readBody(b []byte, i, end int, rc *logRec) bool {
 		if i = l.pbNext(b, i, end, &f); i < 0 {
 			return false
 		}
-		want := uint8(wtLen)
-		switch f.num {
-		case 2, 3:
-			want = wtVarint
-		case 4:
-			want = wtFixed64
-		case 1, 5, 6, 7:
-		default:
+		want, ok := anyValueWire(f.num)
+		if !ok {
 			continue
 		}
 		if f.wt != want {

@@ -321,6 +321,21 @@ func (s *SpanDecoder) keep(name []byte, v attrVal, res bool) {
 	}
 }
 
+// anyValueWire is the wire type of AnyValue's field num (string_value = 1, bool_value = 2,
+// int_value = 3, double_value = 4, array_value = 5, kvlist_value = 6, bytes_value = 7); ok false
+// for a field AnyValue does not have.
+func anyValueWire(num uint64) (wt uint8, ok bool) {
+	switch num {
+	case 2, 3:
+		return wtVarint, true
+	case 4:
+		return wtFixed64, true
+	case 1, 5, 6, 7:
+		return wtLen, true
+	}
+	return 0, false
+}
+
 // anyValue reads an AnyValue into v: string_value = 1, bool_value = 2, int_value = 3,
 // double_value = 4, array_value = 5, kvlist_value = 6, bytes_value = 7 (the last given wins, as
 // a oneof's does); arrays and kvlists are validated down to maxAnyDepth.
@@ -335,14 +350,8 @@ func (s *SpanDecoder) anyValue(b []byte, i, end, depth int, v *attrVal) bool {
 		if i = s.pbNext(b, i, end, &f); i < 0 {
 			return false
 		}
-		want := uint8(wtLen)
-		switch f.num {
-		case 2, 3:
-			want = wtVarint
-		case 4:
-			want = wtFixed64
-		case 1, 5, 6, 7:
-		default:
+		want, ok := anyValueWire(f.num)
+		if !ok {
 			*v = attrVal{kind: valOther}
 			continue
 		}
