@@ -29,7 +29,7 @@ targets=(
 	"./event FuzzDecode"
 	# 20000 for query parameters: each input builds and serves whole requests (58 s at 50000).
 	"./query FuzzQueryParams 20000x"
-	"./limiter FuzzParsePolicies"
+	"./limiter FuzzParsePolicies 20000x"
 	"./limiter FuzzParsePlans 20000x"
 	"./ingest FuzzInflate 20000x"
 	"./ingest FuzzOwnFetch 3000x"
