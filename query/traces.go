@@ -45,7 +45,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 // takes, rejected names the JSON answer's count of refusals (the protobuf's is field 1 of
 // partial_success in every signal's response).
 func (s *Server) handleOTLP(w http.ResponseWriter, r *http.Request, intakes map[string]*event.Intake, want, rejected string) {
-	ct, in, body, ok := s.spansBody(w, r, intakes, "", want)
+	ct, in, body, ok := s.intakeBody(w, r, intakes, "", want)
 	if !ok {
 		return
 	}
@@ -118,10 +118,10 @@ func appendProtoBytes(b []byte, field int, v []byte) []byte {
 	return append(b, v...)
 }
 
-// spansBody picks the intake of r's media type among intakes (a missing type is
+// intakeBody picks the intake of r's media type among intakes (a missing type is
 // missing's) and reads r's body whole (readBody), or answers r itself: 501 without intakes,
 // 415 for a type none takes (want says which do; Accept-Post lists them), as readBody does.
-func (s *Server) spansBody(w http.ResponseWriter, r *http.Request, intakes map[string]*event.Intake, missing, want string) (string, *event.Intake, body, bool) {
+func (s *Server) intakeBody(w http.ResponseWriter, r *http.Request, intakes map[string]*event.Intake, missing, want string) (string, *event.Intake, body, bool) {
 	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
 	if ct = strings.ToLower(strings.TrimSpace(ct)); ct == "" {
 		ct = missing
