@@ -61,6 +61,9 @@ func (s *Store) ObserveFrom(now int64, src Source, ev *Event) error {
 		}
 		if err == nil {
 			se.partition = ev.Feed.Partition()
+			if sh.exOn {
+				sh.exemplar(se, ev)
+			}
 		}
 		if se.watched { // even refused: addFrom may have moved the ring's time
 			sh.touch(se)
@@ -97,6 +100,9 @@ func (s *Store) observeNewFrom(sh *shard, h uint64, now int64, src Source, ev Ev
 		return err
 	}
 	se.partition = ev.Feed.Partition()
+	if sh.exOn {
+		sh.exemplar(se, &ev)
+	}
 	if se.watched {
 		sh.touch(se)
 	}

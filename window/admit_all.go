@@ -172,6 +172,9 @@ func observeSeriesAt(sh *shard, se *series, now int64, ev *Event) error {
 	}
 	if err == nil {
 		se.partition = ev.Feed.Partition()
+		if sh.exOn {
+			sh.exemplar(se, ev)
+		}
 	}
 	if se.watched { // even refused: Add may have moved the ring's time
 		sh.touch(se)
@@ -195,6 +198,9 @@ func (s *Store) observeNewAt(sh *shard, h uint64, now int64, ev *Event) error {
 		return err
 	}
 	se.partition = ev.Feed.Partition()
+	if sh.exOn {
+		sh.exemplar(se, ev)
+	}
 	if se.watched {
 		sh.touch(se)
 	}
@@ -210,6 +216,9 @@ func observeSeries(sh *shard, se *series, now int64, src Source, ev *Event) erro
 	}
 	if err == nil {
 		se.partition = ev.Feed.Partition()
+		if sh.exOn {
+			sh.exemplar(se, ev)
+		}
 	}
 	if se.watched {
 		sh.touch(se)

@@ -9,6 +9,13 @@ type Event struct {
 	Value  float64
 	Count  uint64
 	Feed   Feed // the feed that carried it (FeedOf); a series remembers that of the last event it accepted
+
+	// TraceID and SpanID name the span the event was read from (a span format's decoder
+	// fills them; all zero: none). A store with StoreConfig.Exemplars keeps, per slot, the
+	// accepted event of the largest value that has a trace id (VisitExemplars); otherwise
+	// they are ignored.
+	TraceID [16]byte
+	SpanID  [8]byte
 }
 
 // Feed names what carried an event in, so that what one feed built can be dropped

@@ -34,6 +34,12 @@ type StoreConfig struct {
 	// long ones thus holds as many series as fit, not as many as fit were each the longest.
 	// slide serve's --max-memory. 0, the default: no byte cap.
 	MaxBytes int64
+
+	// Exemplars keeps, for each slot of a series' ring, the accepted event of the largest
+	// value that carried a trace id (Event.TraceID): the slot's slowest span, which
+	// VisitExemplars hands out (Prometheus' query_exemplars). It costs ExemplarBytes a series
+	// that has one, counted in MaxBytes' weight. Off by default.
+	Exemplars bool
 }
 
 // Validate reports a config NewStore would refuse.
@@ -77,6 +83,7 @@ type series struct {
 	partition   int32
 	labelled    bool    // key holds labels besides key (HasLabels): counted in LabelledSeries
 	watched     bool    // in a LevelIndex: its shard's refs holds its memberships (in the padding: free)
+	exemplar    bool    // its shard's ex holds its exemplars (in the padding too)
 	next        *series // another series whose key hashes the same (64-bit collisions are rare)
 	ring        Ring
 }
@@ -85,9 +92,11 @@ type series struct {
 // finding a shard is a shift, not a multiply).
 type shard struct {
 	mu     sync.Mutex
-	series map[uint64]*series    // by seriesHash of metric and key: one hash per event, not two
-	refs   map[*series]*levelRef // the LevelIndex memberships of its watched series; nil without
-	_      [40]byte
+	series map[uint64]*series         // by seriesHash of metric and key: one hash per event, not two
+	refs   map[*series]*levelRef      // the LevelIndex memberships of its watched series; nil without
+	ex     map[*series][]exemplarSlot // the exemplars of its series that have one (StoreConfig.Exemplars)
+	exOn   bool                       // StoreConfig.Exemplars, where the hot path has the line already
+	_      [31]byte
 }
 
 // Store is the set of live series, (metric, key) → Ring, in shards each guarded by a mutex.
@@ -154,6 +163,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	}
 	for i := range s.shards {
 		s.shards[i].series = make(map[uint64]*series)
+		s.shards[i].exOn = cfg.Exemplars
 	}
 	return s, nil
 }
@@ -234,6 +244,9 @@ func (s *Store) ObserveAt(now int64, ev Event) error {
 		}
 		if err == nil {
 			se.partition = ev.Feed.Partition()
+			if sh.exOn {
+				sh.exemplar(se, &ev)
+			}
 		}
 		if se.watched { // even refused: Add may have moved the ring's time
 			sh.touch(se)
@@ -284,6 +297,9 @@ func (s *Store) unlinkNew(sh *shard, h uint64, se *series) {
 	}
 	if se.watched {
 		sh.unindex(se)
+	}
+	if se.exemplar {
+		delete(sh.ex, se)
 	}
 	s.noteRemoved(se.metric)
 	s.count.Add(-1)
@@ -447,6 +463,9 @@ func (s *Store) removeIf(drop func(*series) bool) int {
 					}
 					if se.watched {
 						sh.unindex(se)
+					}
+					if se.exemplar {
+						delete(sh.ex, se)
 					}
 					s.noteRemoved(se.metric)
 				} else {

@@ -50,6 +50,9 @@ func (s *Store) admitMetric(metric string) bool {
 	ms := s.perMetric[metric]
 	if ms == nil {
 		ms = &metricSeries{weight: int64(TieredSeriesBytes(*s.ringConfigOf(metric)))}
+		if s.cfg.Exemplars {
+			ms.weight += int64(ExemplarBytes(*s.ringConfigOf(metric)))
+		}
 		s.perMetric[metric] = ms
 	}
 	if s.cfg.MaxSeriesPerMetric > 0 && ms.n >= int64(s.cfg.MaxSeriesPerMetric) {

@@ -1,0 +1,104 @@
+package window
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// Exemplars (StoreConfig.Exemplars): for each slot of a series' ring, the accepted event of
+// the largest value that carried a trace id, the slot's slowest span. An SRE who sees a p95
+// or a peak rise in a window follows one of them to its trace: what Prometheus calls an
+// exemplar, and what Grafana draws as a point on a latency panel that links to Tempo or
+// Jaeger. The largest, not a random one (as client_golang keeps the last and the
+// Collector's spanmetrics connector every span): a slot's max is its one value a window
+// reports exactly (max, and the peaks of /v1/top), and the span behind it is the one worth
+// opening. One exemplar a slot, kept beside the ring in slots of their own indexed as the
+// ring's (slot index = floor(ts / width)), so the exemplars of a slot go when the slot
+// goes. The tiers of a long ring keep none.
+
+// Exemplar is one span kept as an example of a series' values: the event's time (unix ms)
+// and value, and the trace and span it was read from.
+type Exemplar struct {
+	TS      int64
+	Value   float64
+	TraceID [16]byte
+	SpanID  [8]byte
+}
+
+// exemplarSlot is the exemplar of the slot idx; idx is math.MinInt64 while it holds none.
+type exemplarSlot struct {
+	idx int64
+	Exemplar
+}
+
+// ExemplarBytes is what a series' exemplars take with config c (StoreConfig.Exemplars):
+// one per slot the ring keeps (the retention and the skew's slots ahead), 48 bytes each,
+// and the shard's map entry and slice header. MaxBytes weighs each series this much more
+// when exemplars are on.
+func ExemplarBytes(c RingConfig) int {
+	d := c.withDefaults()
+	return 96 + 48*(d.Slots+int(d.aheadSlots()))
+}
+
+// exemplar keeps ev as the exemplar of its slot in se when it has a trace id and a larger
+// value than the slot's exemplar (or the slot has none); ev has been accepted. The caller
+// holds sh.mu.
+func (sh *shard) exemplar(se *series, ev *Event) {
+	if ev.TraceID == [16]byte{} {
+		return
+	}
+	r := &se.ring
+	ex := sh.ex[se]
+	if !se.exemplar {
+		ex = make([]exemplarSlot, r.size)
+		for i := range ex {
+			ex[i].idx = math.MinInt64
+		}
+		if sh.ex == nil {
+			sh.ex = map[*series][]exemplarSlot{}
+		}
+		sh.ex[se] = ex
+		se.exemplar = true
+	}
+	idx := floorDiv(ev.TS, r.width)
+	e := &ex[r.pos(idx)]
+	if e.idx > idx || e.idx == idx && !(ev.Value > e.Value) {
+		return
+	}
+	*e = exemplarSlot{idx: idx, Exemplar: Exemplar{TS: ev.TS, Value: ev.Value, TraceID: ev.TraceID, SpanID: ev.SpanID}}
+}
+
+// VisitExemplars calls fn once for each series of metric that sel selects (nil: every
+// series) and that part accepts (nil: every partition; a series fed by no partition has
+// partition -1), if it holds exemplars in the retention at now: its series string and its
+// exemplars, one per slot of the retention up to the slot current at now, oldest first
+// (slots ahead of it, inside the skew, are left out, as reads leave them out). fn runs
+// under the series' shard lock: it must be quick, must not call the Store, and must copy
+// what it keeps of ex. It returns false to stop the visit; stop is asked as ReadKey asks
+// it. A store without StoreConfig.Exemplars holds none.
+func (s *Store) VisitExemplars(now int64, metric string, sel *Selector, part func(p int32) bool, stop func() bool, fn func(series string, ex []Exemplar) bool) {
+	if !s.cfg.Exemplars {
+		return
+	}
+	var out []Exemplar
+	s.eachSelected(metric, sel, stop, func(se *series) bool {
+		if !se.exemplar || part != nil && !part(se.partition) {
+			return true
+		}
+		sh := &s.shards[s.hash(se.metric, se.key)&s.mask] // held by eachSelected
+		r := &se.ring
+		cur := r.at(now)
+		out = out[:0]
+		for _, e := range sh.ex[se] {
+			if e.idx > cur-r.n && e.idx <= cur {
+				out = append(out, e.Exemplar)
+			}
+		}
+		if len(out) == 0 {
+			return true
+		}
+		slices.SortFunc(out, func(a, b Exemplar) int { return cmp.Compare(a.TS, b.TS) })
+		return fn(se.key, out)
+	})
+}
