@@ -55,11 +55,13 @@ const (
 	opGroups  = "groups"  // one partial per group of the series a selector matches
 	opSlots   = "slots"   // every live slot of each series a selector matches (promapi)
 	opMetrics = "metrics" // the store's metric names (promapi)
+	// opExemplars: each series a selector matches with its exemplars (promapi's query_exemplars)
+	opExemplars = "exemplars"
 )
 
 // peerOps are the op labels of slide_cluster_peer_requests_total: the reads above and
 // package clusterlimit's "limit" (PostPeer, ObservePeer).
-var peerOps = []string{opMerge, opSeries, opKeys, opGroups, opSlots, opMetrics, "limit"}
+var peerOps = []string{opMerge, opSeries, opKeys, opGroups, opSlots, opMetrics, opExemplars, "limit"}
 
 // unavailableCallers are the caller labels of slide_cluster_unavailable_total: package
 // query's reads and the three outcomes of package usage's rules (Checker.checkTarget).
@@ -398,7 +400,7 @@ type request struct {
 	metric  string
 	key     string           // exact key, glob, or "" (every key) for opSeries; prefix for opKeys
 	by      []string         // opGroups: the labels groups are made of
-	ms      []window.Matcher // opGroups, opSlots: the label matchers beside key
+	ms      []window.Matcher // opGroups, opSlots, opExemplars: the label matchers beside key
 	at      int64            // opSlots: the instant read (unix ms, at most now)
 	winMs   int64
 	now     int64
@@ -434,7 +436,7 @@ func (r *request) rawQuery() string {
 	if r.op == opGroups {
 		field("by", strings.Join(r.by, ","))
 	}
-	if r.op == opGroups || r.op == opSlots {
+	if r.op == opGroups || r.op == opSlots || r.op == opExemplars {
 		for _, m := range r.ms {
 			field("m", appendMatcher(nil, m))
 		}

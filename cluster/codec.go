@@ -22,8 +22,8 @@ const maxDecodeItems = 1 << 24
 
 // answer is what a peer sends back for one internal read: the partitions it served, then
 // one of a merged partial (opMerge), one partial per series (opSeries), series names
-// (opKeys), one partial per group (opGroups), each series' slots (opSlots) or metric names
-// (opMetrics). Encoding, all integers varints:
+// (opKeys), one partial per group (opGroups), each series' slots (opSlots), metric names
+// (opMetrics) or each series' exemplars (opExemplars). Encoding, all integers varints:
 //
 //	version(1) nserved served...  then
 //	opMerge:  partial
@@ -32,18 +32,20 @@ const maxDecodeItems = 1 << 24
 //	opGroups: over(1) nby n (value*nby partial)*n   (over 1: more than window.MaxGroups, n 0)
 //	opSlots:  n (series cur nslots slot*nslots)*n   (see slots.go)
 //	opMetrics: n metric*n
+//	opExemplars: n (series nex exemplar*nex)*n   (see exemplars.go)
 //	partial:  from to series count [sum min max (8 bytes each, little endian) hasBins (bins)]
 //	string:   len bytes; bins: len sketch.Bins.MarshalBinary
 type answer struct {
-	served []int32
-	merged window.Partial
-	series []keyed
-	keys   []window.SeriesID
-	groups []valued
-	slots  []slotSeries // opSlots: each series' slots (see slots.go)
-	names  []string     // opMetrics: metric names
-	nby    int          // opGroups: the number of by-labels, each group's values
-	over   bool         // opGroups: the peer's series fell in too many groups
+	served    []int32
+	merged    window.Partial
+	series    []keyed
+	keys      []window.SeriesID
+	groups    []valued
+	slots     []slotSeries     // opSlots: each series' slots (see slots.go)
+	names     []string         // opMetrics: metric names
+	exemplars []exemplarSeries // opExemplars: each series' exemplars (see exemplars.go)
+	nby       int              // opGroups: the number of by-labels, each group's values
+	over      bool             // opGroups: the peer's series fell in too many groups
 }
 
 // valued is one group of an opGroups answer: the values of its by-labels and its partial.
@@ -319,6 +321,8 @@ func decodeAnswer(op string, b []byte) (answer, error) {
 		}
 	case opSlots:
 		a.slots = r.slotSeriesList()
+	case opExemplars:
+		a.exemplars = r.exemplarSeriesList()
 	case opMetrics:
 		n := r.count("metrics")
 		a.names = make([]string, 0, n)

@@ -45,6 +45,11 @@ func encodeAnswer(op string, a *answer) []byte {
 		for _, s := range a.slots {
 			b = appendSlotSeries(b, s.series, s.cur, s.slots, &scratch)
 		}
+	case opExemplars:
+		b = binary.AppendUvarint(b, uint64(len(a.exemplars)))
+		for _, s := range a.exemplars {
+			b = appendExemplarSeries(b, s.series, s.ex)
+		}
 	case opMetrics:
 		b = binary.AppendUvarint(b, uint64(len(a.names)))
 		for _, m := range a.names {
@@ -105,6 +110,13 @@ func seedAnswers(t testing.TB) map[string][][]byte {
 			encodeAnswer(opSlots, &answer{served: []int32{0, 1}}),
 		},
 		opMetrics: {encodeAnswer(opMetrics, &answer{served: []int32{3}, names: []string{"latency_ms", "é"}})},
+		opExemplars: {
+			encodeAnswer(opExemplars, &answer{served: []int32{1}, exemplars: []exemplarSeries{
+				{series: "k", ex: []window.Exemplar{{TS: t0 - 9_000, Value: 87, TraceID: [16]byte{1, 2}, SpanID: [8]byte{3}}, {TS: t0, Value: -3, TraceID: [16]byte{15: 9}}}},
+				{series: string(labelled), ex: []window.Exemplar{{TS: t0, Value: 1e9, TraceID: [16]byte{7}}}},
+			}}),
+			encodeAnswer(opExemplars, &answer{served: []int32{0, 1}}),
+		},
 		opMerge: {
 			encodeAnswer(opMerge, &answer{served: []int32{1}, merged: tp}),
 			encodeAnswer(opMerge, &answer{served: []int32{1, 5}, merged: p}),
@@ -138,7 +150,7 @@ func TestAnswerRoundTrip(t *testing.T) {
 // FuzzDecodeAnswer feeds arbitrary bytes to the decoder of peer answers: it never panics,
 // and what it accepts encodes back to the same bytes.
 func FuzzDecodeAnswer(f *testing.F) {
-	ops := []string{opMerge, opSeries, opKeys, opGroups, opSlots, opMetrics}
+	ops := []string{opMerge, opSeries, opKeys, opGroups, opSlots, opMetrics, opExemplars}
 	for op, seeds := range seedAnswers(f) {
 		for _, b := range seeds {
 			for i, o := range ops {

@@ -110,7 +110,7 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 	now, err1 := strconv.ParseInt(q.Get("now"), 10, 64)
 	winMs, err2 := strconv.ParseInt(q.Get("window"), 10, 64)
 	timed := op != opKeys && op != opMetrics // reads at an instant: now within the skew
-	windowed := timed && op != opSlots
+	windowed := timed && op != opSlots && op != opExemplars
 	if timed && err1 != nil || windowed && (err2 != nil || winMs <= 0 || winMs > int64(365*24*time.Hour/time.Millisecond)) {
 		return peerError(w, http.StatusBadRequest, "bad now or window")
 	}
@@ -202,6 +202,11 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 	case opSlots:
 		var perr error
 		if b, perr = c.appendSlots(r.Context(), b, q, now, metric, key, parts); perr != nil {
+			return peerError(w, http.StatusBadRequest, perr.Error())
+		}
+	case opExemplars:
+		var perr error
+		if b, perr = c.appendExemplars(r.Context(), b, q, now, metric, key, parts); perr != nil {
 			return peerError(w, http.StatusBadRequest, perr.Error())
 		}
 	case opMetrics:

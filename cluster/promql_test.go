@@ -41,7 +41,7 @@ func newPromCluster(t *testing.T, token string) *promCluster {
 	t.Helper()
 	clock := func() int64 { return promNow }
 	newSt := func() *window.Store {
-		s, err := window.NewStore(window.StoreConfig{Now: clock})
+		s, err := window.NewStore(window.StoreConfig{Now: clock, Exemplars: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,13 +53,16 @@ func newPromCluster(t *testing.T, token string) *promCluster {
 		pc.stores = append(pc.stores, newSt())
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
+	var spans uint32 // each event a span of its own trace, for the exemplars
 	add := func(metric, key, code string, part int32, ts int64, v float64) {
 		s, err := window.AppendSeries(nil, key, []window.Label{{Name: "code", Value: code}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		at := min(window.FloorDiv(ts, 10_000)*10_000+9_999, promNow) // as they arrive: slots pack
-		ev := window.Event{TS: ts, Metric: metric, Key: string(s), Value: v, Feed: window.FeedOf(part)}
+		spans++
+		ev := window.Event{TS: ts, Metric: metric, Key: string(s), Value: v, Feed: window.FeedOf(part),
+			TraceID: [16]byte{0: byte(spans >> 8), 1: byte(spans), 15: 1}, SpanID: [8]byte{0: byte(spans)}}
 		for _, st := range []*window.Store{pc.stores[part/2], all} {
 			if err := st.ObserveAt(at, ev); err != nil {
 				t.Fatal(err)
@@ -161,6 +164,9 @@ func promQueries() []struct {
 		{"/api/v1/labels", nil},
 		{"/api/v1/series", url.Values{"match[]": {`lat_max{code="500",key=~"k-0|k-1.*"}`}}},
 		{"/api/v1/metadata", nil},
+		// Each slot's slowest span of a series spread over the three instances: the
+		// slowest of the three instances' (window.Exemplar.Before), as the oracle keeps it.
+		{"/api/v1/query_exemplars", url.Values{"query": {`histogram_quantile(0.9, rate(lat{key=~"k-[0-3]"}[1m])) or lat_max{code="500"}`}, "start": {start}, "end": {at}}},
 	}
 }
 

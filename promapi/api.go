@@ -325,33 +325,6 @@ func (a *API) queryRange(r *http.Request) ([]byte, notes, *apiError) {
 	})
 }
 
-// queryExemplars answers no exemplars (slide keeps none; Grafana asks beside its queries
-// and wants 200, not 404), once the request is one Prometheus answers: start and end that
-// parse, in order, and a query that parses, else Prometheus' 400 bad_data, so that a typo
-// is not met with a success.
-func (a *API) queryExemplars(r *http.Request) ([]byte, notes, *apiError) {
-	start, aerr := a.timeParam(r, "start", time.Time{})
-	if aerr != nil {
-		return nil, notes{}, aerr
-	}
-	end, aerr := a.timeParam(r, "end", time.Time{})
-	if aerr != nil {
-		return nil, notes{}, aerr
-	}
-	// An absent bound is Prometheus' MinTime or MaxTime: only two given bounds can be out
-	// of order.
-	if r.Form.Get("start") != "" && r.Form.Get("end") != "" && end.Before(start) {
-		return nil, notes{}, &apiError{errBadData, errors.New("end timestamp must not be before start timestamp")}
-	}
-	if aerr := checkQueryText(r.Form.Get("query")); aerr != nil {
-		return nil, notes{}, aerr
-	}
-	if _, err := a.parser.ParseExpr(r.Form.Get("query")); err != nil {
-		return nil, notes{}, &apiError{errBadData, err}
-	}
-	return []byte("[]"), notes{}, nil
-}
-
 // formatQuery is /api/v1/format_query: the expression as Prometheus' parser prints it
 // pretty (Grafana's query editor asks to format a query), or the parse error.
 func (a *API) formatQuery(r *http.Request) ([]byte, notes, *apiError) {

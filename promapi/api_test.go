@@ -368,7 +368,7 @@ func TestDashedNameWarns(t *testing.T) {
 	}
 }
 
-// TestExemplarsRefuseWhatPrometheusRefuses: slide keeps no exemplars, but a request
+// TestExemplarsRefuseWhatPrometheusRefuses: with or without exemplars, a request
 // Prometheus refuses (a query that does not parse, a bad start or end, end before start) is
 // refused with its 400 bad_data, not answered with an empty success that tells Grafana's
 // user the query was fine.

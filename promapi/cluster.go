@@ -16,6 +16,10 @@ type Cluster interface {
 	// by any instance, with its live slots at the instant at (at most wall, the clock's now),
 	// as window.Store.VisitSlots does; missing lists the partitions no instance served.
 	VisitSlots(ctx context.Context, wall, at int64, metric string, ms []window.Matcher, fn func(series string, cur int64, slots []window.SlotView) bool) (missing []int32, err error)
+	// VisitExemplars calls fn for each series of metric that the label matchers ms select,
+	// held by any instance, with its exemplars at wall (the clock's now), oldest first, as
+	// window.Store.VisitExemplars does; missing lists the partitions no instance served.
+	VisitExemplars(ctx context.Context, wall int64, metric string, ms []window.Matcher, fn func(series string, ex []window.Exemplar) bool) (missing []int32, err error)
 	// Metrics lists the metrics any instance holds, sorted, and the partitions no instance
 	// answered for.
 	Metrics(ctx context.Context) (metrics []string, missing []int32)

@@ -1,13 +1,15 @@
 package window
 
 import (
+	"bytes"
 	"cmp"
 	"math"
 	"slices"
 )
 
 // Exemplars (StoreConfig.Exemplars): for each slot of a series' ring, the accepted event of
-// the largest value that carried a trace id, the slot's slowest span. An SRE who sees a p95
+// the largest value that carried a trace id, the slot's slowest span (of equal values, the
+// earliest: Exemplar.Before). An SRE who sees a p95
 // or a peak rise in a window follows one of them to its trace: what Prometheus calls an
 // exemplar, and what Grafana draws as a point on a latency panel that links to Tempo or
 // Jaeger. The largest, not a random one (as client_golang keeps the last and the
@@ -63,10 +65,25 @@ func (sh *shard) exemplar(se *series, ev *Event) {
 	}
 	idx := floorDiv(ev.TS, r.width)
 	e := &ex[r.pos(idx)]
-	if e.idx > idx || e.idx == idx && !(ev.Value > e.Value) {
+	x := Exemplar{TS: ev.TS, Value: ev.Value, TraceID: ev.TraceID, SpanID: ev.SpanID}
+	if e.idx > idx || e.idx == idx && !x.Before(e.Exemplar) {
 		return
 	}
-	*e = exemplarSlot{idx: idx, Exemplar: Exemplar{TS: ev.TS, Value: ev.Value, TraceID: ev.TraceID, SpanID: ev.SpanID}}
+	*e = exemplarSlot{idx: idx, Exemplar: x}
+}
+
+// Before reports whether x is kept before y as a slot's exemplar: the larger value, then
+// the earlier time, then the smaller trace id. A total order, so a slot's exemplar does not
+// depend on the order its events came in: a replay keeps the same one, and the cluster's
+// merge of two instances' exemplars of a slot keeps what one store holding both would.
+func (x Exemplar) Before(y Exemplar) bool {
+	switch {
+	case x.Value != y.Value:
+		return x.Value > y.Value
+	case x.TS != y.TS:
+		return x.TS < y.TS
+	}
+	return bytes.Compare(x.TraceID[:], y.TraceID[:]) < 0
 }
 
 // VisitExemplars calls fn once for each series of metric that sel selects (nil: every

@@ -23,7 +23,7 @@ var helpTopics = map[string][]helpTopic{
 		{"start", []string{"addr", "demo", "demo-*", "log-level", "embedded-kafka-*"}},
 		{"events in (Kafka and their formats)", []string{"brokers", "topic", "group", "session-timeout", "dead-letter-topic", "key-partitioner",
 			"event-*", "span-*", "max-inflated-bytes", "kafka-*"}},
-		{"windows", []string{"slot", "slots", "rings", "sketch", "max-series", "max-series-per-metric", "max-memory", "evict-interval", "max-skew"}},
+		{"windows", []string{"slot", "slots", "rings", "sketch", "max-series", "max-series-per-metric", "max-memory", "evict-interval", "max-skew", "exemplars"}},
 		{"limiter", []string{"policies", "plans", "plans-*", "limiter-*", "usage-staleness", "redis", "redis-*", "rls-*", "grpc-addr"}},
 		{"HTTP API", []string{"auth-*", "tls-*", "client-ca", "max-body-bytes", "max-conns-per-client", "read-header-timeout", "read-max-concurrency", "shutdown-timeout", "shutdown-delay", "export-*", "promql-*"}},
 		{"several instances", []string{"advertise-addr", "peer-*", "snapshot-*"}},

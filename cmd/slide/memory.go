@@ -82,10 +82,16 @@ func (c *serveConfig) seriesCap(rings map[string]window.RingConfig) (maxSeries i
 // busySeriesBytes says what a busy series of each ring weighs against --max-memory, for
 // serve's start line: "default=6300 cost=26888".
 func (c *serveConfig) busySeriesBytes(rings map[string]window.RingConfig) string {
+	ex := func(rc window.RingConfig) int { // --exemplars weighs a series more (window.StoreConfig.Exemplars)
+		if !c.exemplars {
+			return 0
+		}
+		return window.ExemplarBytes(rc)
+	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "default=%d", window.DenseSeriesBytes(c.slots))
+	fmt.Fprintf(&sb, "default=%d", window.DenseSeriesBytes(c.slots)+ex(window.RingConfig{Slot: c.slot, Slots: c.slots}))
 	for _, m := range slices.Sorted(maps.Keys(rings)) {
-		fmt.Fprintf(&sb, " %s=%d", m, window.TieredSeriesBytes(rings[m]))
+		fmt.Fprintf(&sb, " %s=%d", m, window.TieredSeriesBytes(rings[m])+ex(rings[m]))
 	}
 	return sb.String()
 }

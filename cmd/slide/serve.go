@@ -47,6 +47,7 @@ type serveConfig struct {
 	maxMemory     string // --max-memory: derives the series cap (seriesCap)
 	maxSeriesSet  bool   // --max-series was given, on the command line or in the environment
 	maxPerMetric  int    // --max-series-per-metric
+	exemplars     bool   // --exemplars
 
 	brokers            string
 	sessionTimeout     time.Duration
@@ -118,6 +119,7 @@ func (c *serveConfig) register(fs interface {
 	fs.StringVar(&c.rings, "rings", DefaultRings, "per-metric rings METRIC=SLOT:SLOTS[:SKETCH][+SLOT:SLOTS...],...: coarser tiers after '+', SKETCH none for a sum-only metric (cost reaches 37 days for usage quotas)")
 	fs.IntVar(&c.maxSeries, "max-series", 1<<20, "series cap; events of new series beyond it are refused and counted")
 	fs.IntVar(&c.maxPerMetric, "max-series-per-metric", 0, "series cap of each metric, so that one noisy label cannot take the store; events of a metric's new series beyond it are refused as series_cap and counted in slide_store_series_refused_total{metric} (0: none but --max-series)")
+	fs.BoolVar(&c.exemplars, "exemplars", false, "keep each slot's slowest span (its trace_id and span_id, from otlp_* and zipkin_* events) as the slot's exemplar, for /api/v1/query_exemplars and Grafana's exemplars; about 1.5 KB more per series that has one, counted in --max-memory")
 	fs.StringVar(&c.maxMemory, "max-memory", "", "memory for series, e.g. 2GiB: each series weighs what its ring may take busy (1,200 + 170 × slots, 6,300 B at 30; a --rings ring's tier slots 182 B each more: 26,888 B for the default cost ring), and a new series that would take the sum past it is refused as series_cap (2GiB holds 340,870 busy latency series, or 79,867 cost series; logged at start); with --max-series too, both caps hold")
 	fs.DurationVar(&c.evictInterval, "evict-interval", 30*time.Second, "how often series with an empty ring are removed")
 
@@ -211,6 +213,7 @@ func (c *serveConfig) storeConfig() (window.StoreConfig, error) {
 		MaxBytes:  maxBytes,
 
 		MaxSeriesPerMetric: c.maxPerMetric,
+		Exemplars:          c.exemplars,
 	}
 	c.budget.applySkew(&sc)
 	if err := sc.Validate(); err != nil {
