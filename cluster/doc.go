@@ -63,7 +63,10 @@
 // series a selector matches (opSlots, see slots.go: index, count, sum, min, max and bins per
 // slot of the rings as they stand at the asker's now, up to the read's instant) and hands them with this instance's own, merging slot by
 // slot a series string two instances hold; Metrics lists every instance's metric names
-// (opMetrics).
+// (opMetrics); VisitExemplars (query_exemplars) asks each owner for the exemplars of its
+// series a selector matches (opExemplars, see exemplars.go) and keeps, per slot of a series
+// two instances hold, the one window.Exemplar.Before puts first, as one store would. A peer
+// of an older version answers "unknown op", and its partitions count as missing.
 //
 // Answers are binary (see codec.go: varints, the bins' own compact encoding), versioned,
 // bounded (Config.MaxAnswerBytes) and fuzzed (FuzzDecodeAnswer).

@@ -96,9 +96,10 @@
 // (the engine's annotations, each kind sorted and cut at 10, as Prometheus 3 answers) or
 // {"status":"error","errorType":"bad_data"|"execution"|"cost_limit"|"canceled"|"timeout"|
 // "unavailable"|"not_found","error":…} with Prometheus' status codes (400, 422, 422, 499,
-// 503, 503, 404). /api/v1/query_exemplars answers 200 with no data (Grafana asks, and a 404
-// floods its log), or Prometheus' 400 bad_data to a query, start or end that does not
-// parse (or an end before the start), /api/v1/format_query the expression as Prometheus'
+// 503, 503, 404). /api/v1/query_exemplars answers the exemplars of the series the query's selectors
+// select (see Exemplars below; none when the store keeps none, still a 200: Grafana asks
+// beside every panel query, and a 404 floods its log), or Prometheus' 400 bad_data to a
+// query, start or end that does not parse (or an end before the start), /api/v1/format_query the expression as Prometheus'
 // parser prints it pretty (Grafana's query editor asks), /api/v1/parse_query its syntax
 // tree in Prometheus 3's JSON (its UI's tree view and explain pane ask), /api/v1/rules and /api/v1/alerts
 // none (slide evaluates no rules; Grafana's alerting page asks, and shows a 404 as an
@@ -169,6 +170,25 @@
 // by p95 over them in CPU (BenchmarkPromQLQuantile's engine row, 16 ms against 1.8 ms):
 // the rate, the sum by key and the quantile over some 170 schema-5 buckets a series copy,
 // subtract, scale and add whole histograms, with their garbage.
+//
+// # Exemplars
+//
+// With window.StoreConfig.Exemplars (slide serve --exemplars), each slot of a series keeps
+// its slowest span: the accepted event of the largest value that carried a trace id (the
+// span formats' decoders fill it). /api/v1/query_exemplars answers them as Prometheus does
+// ([{"seriesLabels":{…},"exemplars":[{"labels":{"span_id":…,"trace_id":…},"value":…,
+// "timestamp":…}]}], sorted by series), for each series of the query's selectors named M (the
+// histogram, where Grafana draws them on a histogram_quantile panel) or M_max (a slot's
+// exemplar is the span behind its max); M_count and M_sum carry none. Times outside
+// [start, end] are left out; ids are lower-case hex, as OpenTelemetry's SDKs and
+// Prometheus' OTLP receiver write them, so Grafana's data source links trace_id to Tempo
+// or Jaeger (deploy/grafana/provisioning/datasources/slide.yaml). Through a cluster, the
+// owners' exemplars come by a peer read of their own, and a series spread over instances
+// keeps per slot the one exemplar one store would have kept (window.Exemplar.Before:
+// largest value, then earliest time, then smallest trace id): TestPromQLThroughTheCluster
+// holds the answer byte for byte to one store's. Only the ring's own slots keep exemplars,
+// not its tiers; a snapshot does not carry them (a restart keeps those of the events it
+// replays after the snapshot).
 //
 // # The pushdown
 //
