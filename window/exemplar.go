@@ -43,13 +43,19 @@ func ExemplarBytes(c RingConfig) int {
 	return 96 + 48*(d.Slots+int(d.aheadSlots()))
 }
 
-// exemplar keeps ev as the exemplar of its slot in se when it has a trace id and a larger
-// value than the slot's exemplar (or the slot has none); ev has been accepted. The caller
-// holds sh.mu.
+// exemplar keeps ev as the exemplar of its slot in se when it has a trace id and goes
+// before the slot's exemplar (or the slot has none); ev has been accepted. The caller holds
+// sh.mu.
 func (sh *shard) exemplar(se *series, ev *Event) {
 	if ev.TraceID == [16]byte{} {
 		return
 	}
+	sh.keepExemplar(se, floorDiv(ev.TS, se.ring.width), Exemplar{TS: ev.TS, Value: ev.Value, TraceID: ev.TraceID, SpanID: ev.SpanID})
+}
+
+// keepExemplar keeps x as the exemplar of se's slot idx when it goes before the slot's
+// (Exemplar.Before) or the slot has none. The caller holds sh.mu.
+func (sh *shard) keepExemplar(se *series, idx int64, x Exemplar) {
 	r := &se.ring
 	ex := sh.ex[se]
 	if !se.exemplar {
@@ -63,9 +69,7 @@ func (sh *shard) exemplar(se *series, ev *Event) {
 		sh.ex[se] = ex
 		se.exemplar = true
 	}
-	idx := floorDiv(ev.TS, r.width)
 	e := &ex[r.pos(idx)]
-	x := Exemplar{TS: ev.TS, Value: ev.Value, TraceID: ev.TraceID, SpanID: ev.SpanID}
 	if e.idx > idx || e.idx == idx && !x.Before(e.Exemplar) {
 		return
 	}

@@ -21,10 +21,11 @@ var (
 	ErrSnapshotShape   = errors.New("window: snapshot rings differ from the store's config")
 )
 
-// SnapshotVersion is the format version AppendSnapshot writes. LoadSnapshot reads it and
-// version 1, the format before tiers (issue #29): a ring without tiers, restored into the
-// store's ring with its tiers empty.
-const SnapshotVersion = 2
+// SnapshotVersion is the format version AppendSnapshot writes. LoadSnapshot reads it,
+// version 2, the format before exemplars (restored without them), and version 1, the format
+// before tiers (issue #29): a ring without tiers, restored into the store's ring with its
+// tiers empty.
+const SnapshotVersion = 3
 
 // snapshotMagic starts every snapshot, so a stray record is not mistaken for one.
 var snapshotMagic = [4]byte{'S', 'L', 'W', 'S'}
@@ -281,7 +282,7 @@ func bitsEqual(a, b float64) bool { return math.Float64bits(a) == math.Float64bi
 // far below the ring's last slot it is, count, sum, min, max, and the length and bytes of
 // its bins as sketch.Bins.AppendBinary, 0 bytes for a ring without a sketch; then the number
 // of tiers holding slots, and for each its number, current slot, slot count and slots, as
-// the ring's), the table of ring shapes they name (slot ms, slots, skew ms, sketch kind as
+// the ring's; then its exemplars, see snapshot_exemplar.go), the table of ring shapes they name (slot ms, slots, skew ms, sketch kind as
 // Kind.String, flags (1: no sketch), the tiers' slot ms and slots), the table's position as
 // 4 bytes, and a
 // CRC-32C (Castagnoli) of everything before it. Other integers are varints, floats their
@@ -397,6 +398,7 @@ func (s *Store) encodeSnapshot(e *snapEncoder, now int64, p int32) int {
 				binary.LittleEndian.PutUint32(body[tierCurAt+8:], uint32(tierSlots))
 				body[tiersAt] = byte(tiers) // at most MaxTiers: one varint byte
 			}
+			body = sh.appendSnapExemplars(body, se) // version 3 (snapshot_exemplar.go)
 			if slots == 0 && tiers == 0 {
 				e.buf = body[:mark]
 				continue
@@ -542,6 +544,9 @@ func (s *Store) apply(l *snapLoad, p int32) int {
 		if se.ring.Empty(l.now) && created {
 			s.unlinkNew(sh, h, se) // nothing of it is left in the window at now
 		} else {
+			for _, e := range ss.ex {
+				sh.keepExemplar(se, e.idx, e.Exemplar)
+			}
 			se.partition = p
 			added++
 			if se.watched {

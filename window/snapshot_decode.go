@@ -192,6 +192,7 @@ type snapSeries struct {
 	cur         int64
 	slots       []SlotState
 	tiers       []snapTier
+	ex          []exemplarSlot // version 3, when the store keeps exemplars (snapshot_exemplar.go)
 }
 
 // snapTier is the slots of one tier of a decoded series; until resolve, each slot's Idx is
@@ -234,8 +235,8 @@ func (l *snapLoad) decode() error {
 		return fmt.Errorf("%w: %w", ErrSnapshotCorrupt, d.err)
 	case [4]byte(head[:4]) != snapshotMagic:
 		return fmt.Errorf("%w: not a window snapshot", ErrSnapshotCorrupt)
-	case head[4] != SnapshotVersion && head[4] != 1:
-		return fmt.Errorf("%w: version %d, this build reads 1 and %d", ErrSnapshotVersion, head[4], SnapshotVersion)
+	case head[4] < 1 || head[4] > SnapshotVersion:
+		return fmt.Errorf("%w: version %d, this build reads 1 to %d", ErrSnapshotVersion, head[4], SnapshotVersion)
 	case d.size < int64(len(snapshotMagic))+1+4+4:
 		return fmt.Errorf("%w: %d bytes", ErrSnapshotCorrupt, d.size)
 	}
@@ -400,6 +401,11 @@ func (l *snapLoad) series() error {
 			}
 		}
 	}
+	if l.version >= 3 {
+		if err := l.exemplars(&ss, keep); err != nil || d.err != nil {
+			return err
+		}
+	}
 	if keep {
 		l.staged = append(l.staged, ss)
 	} else {
@@ -505,6 +511,9 @@ func (l *snapLoad) resolve() error {
 				return fmt.Errorf("%w: series %+q/%+q: slot %d below the last of %d, bins %v", ErrSnapshotCorrupt, clipName(ss.metric), clipName(ss.key), st.Idx, span, st.hasBins())
 			}
 			st.Idx = ss.cur + sp.ahead - st.Idx
+		}
+		if err := l.resolveExemplars(ss, sp, span); err != nil {
+			return err
 		}
 		rc := l.s.RingConfig(ss.metric)
 		if rc.Slot != sp.rc.Slot || rc.Slots != sp.rc.Slots || !rc.Sketch.Equal(sp.rc.Sketch) || rc.NoSketch != sp.rc.NoSketch ||

@@ -304,34 +304,41 @@ func TestTieredSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
-// TestSnapshotVersion1Loads: a snapshot written before tiers (testdata/snapshot-v1.bin: 50
-// events of values 1..50, 30 s apart from t0, of cost and latency_ms for tenant-1, taken at
-// t0 + 25 m) loads into a store whose cost ring has tiers, which start empty; a version 3 is
-// refused as ErrSnapshotVersion.
+// TestSnapshotVersion1Loads: snapshots written before tiers (testdata/snapshot-v1.bin) and
+// before exemplars (testdata/snapshot-v2.bin), each of 50 events of values 1..50, 30 s apart
+// from t0, of cost and latency_ms for tenant-1, taken at t0 + 25 m, load into a store whose
+// cost ring has tiers, which start empty, and that keeps exemplars (none restored); a
+// version past SnapshotVersion is refused as ErrSnapshotVersion.
 func TestSnapshotVersion1Loads(t *testing.T) {
-	data, err := os.ReadFile("testdata/snapshot-v1.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if data[4] != 1 {
-		t.Fatalf("version %d", data[4])
-	}
-	s, _ := NewStore(StoreConfig{Metrics: map[string]RingConfig{"cost": {Slot: time.Minute, Slots: 60, Tiers: []Tier{{Slot: time.Hour, Slots: 48}, {Slot: 24 * time.Hour, Slots: 36}}}}})
-	now := t0 + 25*60_000
-	if n, err := s.LoadSnapshot(now, 0, data); err != nil || n != 2 {
-		t.Fatalf("LoadSnapshot: %d, %v", n, err)
-	}
-	a, err := s.ReadAt(now, "cost", "tenant-1", time.Hour, nil)
-	if err != nil || a.Count != 50 || a.Sum != 50*51/2 || a.Min != 1 || a.Max != 50 {
-		t.Fatalf("cost over 1h: %+v, %v", a, err)
-	}
-	if a, err := s.ReadAt(now+2*3600_000, "cost", "tenant-1", 24*time.Hour, nil); err != nil || a.Count != 50 {
-		t.Fatalf("cost over 24h two hours later, from the tiers: %+v, %v", a, err)
-	}
-	v3 := append([]byte(nil), data...)
-	v3[4] = 3
-	if _, err := s.LoadSnapshot(now, 0, v3); !errors.Is(err, ErrSnapshotVersion) {
-		t.Fatalf("version 3: %v", err)
+	for v, file := range []string{1: "testdata/snapshot-v1.bin", 2: "testdata/snapshot-v2.bin"} {
+		if file == "" {
+			continue
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data[4] != byte(v) {
+			t.Fatalf("%s: version %d", file, data[4])
+		}
+		s, _ := NewStore(StoreConfig{Exemplars: true, Metrics: map[string]RingConfig{"cost": {Slot: time.Minute, Slots: 60, Tiers: []Tier{{Slot: time.Hour, Slots: 48}, {Slot: 24 * time.Hour, Slots: 36}}}}})
+		now := t0 + 25*60_000
+		if n, err := s.LoadSnapshot(now, 0, data); err != nil || n != 2 {
+			t.Fatalf("%s: LoadSnapshot: %d, %v", file, n, err)
+		}
+		a, err := s.ReadAt(now, "cost", "tenant-1", time.Hour, nil)
+		if err != nil || a.Count != 50 || a.Sum != 50*51/2 || a.Min != 1 || a.Max != 50 {
+			t.Fatalf("%s: cost over 1h: %+v, %v", file, a, err)
+		}
+		if a, err := s.ReadAt(now+2*3600_000, "cost", "tenant-1", 24*time.Hour, nil); err != nil || a.Count != 50 {
+			t.Fatalf("%s: cost over 24h two hours later, from the tiers: %+v, %v", file, a, err)
+		}
+		s.VisitExemplars(now, "cost", nil, nil, nil, func(string, []Exemplar) bool { t.Fatalf("%s: exemplars restored", file); return false })
+		next := append([]byte(nil), data...)
+		next[4] = SnapshotVersion + 1
+		if _, err := s.LoadSnapshot(now, 0, next); !errors.Is(err, ErrSnapshotVersion) {
+			t.Fatalf("version %d: %v", next[4], err)
+		}
 	}
 }
 
