@@ -89,6 +89,7 @@ type zFields struct {
 func (s *SpanDecoder) zBegin() {
 	sp := &s.span
 	sp.name, sp.kind, sp.status, sp.start, sp.end, sp.miss = attrVal{}, 0, 0, 0, 0, whyNone
+	sp.clearIDs()
 	for k := range s.dims {
 		sp.dims[k] = attrVal{} // a tag is kept as a resource attribute: a span has no other
 	}
@@ -128,6 +129,8 @@ func (s *SpanDecoder) zSpan(b []byte, i int) int {
 		switch field {
 		case jName:
 			return s.jString(b, at, &s.span.name)
+		case jTraceID, jID: // hex; an invalid id leaves the event without ids
+			return s.jID(b, at, field)
 		case jKind:
 			return s.jString(b, at, &z.kind)
 		case jTimestamp:
