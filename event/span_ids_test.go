@@ -204,20 +204,33 @@ func TestZipkinSpanIDs(t *testing.T) {
 	}
 }
 
+// otlpRequest is an ExportTraceServiceRequest of service "pay", one span of name x, 1 ms long,
+// for each of spanIDs, which are its id fields (protobuf).
+func otlpRequest(spanIDs ...[]byte) []byte {
+	kv := []byte{0x0a, 12, 's', 'e', 'r', 'v', 'i', 'c', 'e', '.', 'n', 'a', 'm', 'e', 0x12, 5, 0x0a, 3, 'p', 'a', 'y'}
+	rs := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), protowire.AppendBytes([]byte{0x0a}, kv))
+	var ss []byte
+	for _, ids := range spanIDs {
+		sp := append([]byte{0x2a, 1, 'x', 0x39}, binary.LittleEndian.AppendUint64(nil, uint64(defTS)*1e6)...)
+		sp = append(append(append(sp, 0x41), binary.LittleEndian.AppendUint64(nil, uint64(defTS)*1e6+1e6)...), ids...)
+		ss = protowire.AppendBytes(append(ss, 0x12), sp)
+	}
+	rs = protowire.AppendBytes(protowire.AppendTag(rs, 2, protowire.BytesType), ss)
+	return protowire.AppendBytes([]byte{0x0a}, rs)
+}
+
+// TestOTLPSpanIDsAbsent: a span without id fields (pdata writes empty ones) after a span with
+// ids has none.
+func TestOTLPSpanIDsAbsent(t *testing.T) {
+	d, _ := NewOTLPProto(SpanConfig{})
+	ids := append(protowire.AppendBytes([]byte{0x0a}, tidA[:]), protowire.AppendBytes([]byte{0x12}, sidA[:])...)
+	sameIDs(t, "otlp_proto, the second span without id fields", decodeSpans(t, d, otlpRequest(ids, nil)), []wantIDs{{tidA, sidA}, {}})
+}
+
 // TestSpanIDsInvalid: an id of another length, type or text leaves the span's event without
 // ids (an empty span id only the span id), and never refuses the span.
 func TestSpanIDsInvalid(t *testing.T) {
 	tid, sid := [16]byte(tidA), [8]byte(sidA)
-	// otlpReq is an ExportTraceServiceRequest of one span of service "pay" with fields ids.
-	otlpReq := func(ids []byte) []byte {
-		sp := append([]byte{0x2a, 1, 'x', 0x39}, binary.LittleEndian.AppendUint64(nil, uint64(defTS)*1e6)...)
-		sp = append(append(append(sp, 0x41), binary.LittleEndian.AppendUint64(nil, uint64(defTS)*1e6+1e6)...), ids...)
-		kv := []byte{0x0a, 12, 's', 'e', 'r', 'v', 'i', 'c', 'e', '.', 'n', 'a', 'm', 'e', 0x12, 5, 0x0a, 3, 'p', 'a', 'y'}
-		res := protowire.AppendBytes([]byte{0x0a}, kv)
-		rs := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), res)
-		rs = protowire.AppendBytes(protowire.AppendTag(rs, 2, protowire.BytesType), protowire.AppendBytes([]byte{0x12}, sp))
-		return protowire.AppendBytes([]byte{0x0a}, rs)
-	}
 	bytesField := func(num protowire.Number, v []byte) []byte {
 		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), v)
 	}
@@ -245,14 +258,14 @@ func TestSpanIDsInvalid(t *testing.T) {
 		body []byte
 		want wantIDs
 	}{
-		{"otlp_proto: valid ids", op, otlpReq(cat(bytesField(1, tid[:]), bytesField(2, sid[:]))), wantIDs{tid, sid}},
-		{"otlp_proto: a trace id of 5 bytes", op, otlpReq(cat(bytesField(1, tid[:5]), bytesField(2, sid[:]))), wantIDs{}},
-		{"otlp_proto: a span id of 9 bytes", op, otlpReq(cat(bytesField(2, append(sid[:], 1)), bytesField(1, tid[:]))), wantIDs{}},
-		{"otlp_proto: a trace id of 200 bytes (the field-by-field path)", op, otlpReq(cat(bytesField(1, make([]byte, 200)), bytesField(2, sid[:]))), wantIDs{}},
-		{"otlp_proto: a trace id that is a varint", op, otlpReq(cat([]byte{0x08, 7}, bytesField(2, sid[:]))), wantIDs{}},
-		{"otlp_proto: a span id that is a fixed64", op, otlpReq(cat(bytesField(1, tid[:]), []byte{0x11, 1, 2, 3, 4, 5, 6, 7, 8})), wantIDs{}},
-		{"otlp_proto: an all-zero trace id", op, otlpReq(cat(bytesField(1, make([]byte, 16)), bytesField(2, sid[:]))), wantIDs{}},
-		{"otlp_proto: an empty span id", op, otlpReq(cat(bytesField(1, tid[:]), bytesField(2, nil))), wantIDs{trace: tid}},
+		{"otlp_proto: valid ids", op, otlpRequest(cat(bytesField(1, tid[:]), bytesField(2, sid[:]))), wantIDs{tid, sid}},
+		{"otlp_proto: a trace id of 5 bytes", op, otlpRequest(cat(bytesField(1, tid[:5]), bytesField(2, sid[:]))), wantIDs{}},
+		{"otlp_proto: a span id of 9 bytes", op, otlpRequest(cat(bytesField(2, append(sid[:], 1)), bytesField(1, tid[:]))), wantIDs{}},
+		{"otlp_proto: a trace id of 200 bytes (the field-by-field path)", op, otlpRequest(cat(bytesField(1, make([]byte, 200)), bytesField(2, sid[:]))), wantIDs{}},
+		{"otlp_proto: a trace id that is a varint", op, otlpRequest(cat([]byte{0x08, 7}, bytesField(2, sid[:]))), wantIDs{}},
+		{"otlp_proto: a span id that is a fixed64", op, otlpRequest(cat(bytesField(1, tid[:]), []byte{0x11, 1, 2, 3, 4, 5, 6, 7, 8})), wantIDs{}},
+		{"otlp_proto: an all-zero trace id", op, otlpRequest(cat(bytesField(1, make([]byte, 16)), bytesField(2, sid[:]))), wantIDs{}},
+		{"otlp_proto: an empty span id", op, otlpRequest(cat(bytesField(1, tid[:]), bytesField(2, nil))), wantIDs{trace: tid}},
 		{"otlp_json: valid ids, upper case", oj, otlpJSON(`"traceId":"4BF92F3577B34DA6A3CE929D0E0E4736","spanId":"00F067AA0BA902B7",`), wantIDs{tid, sid}},
 		{"otlp_json: protobuf's names", oj, otlpJSON(`"trace_id":"` + tidHex + `","span_id":"` + sidHex + `",`), wantIDs{tid, sid}},
 		{"otlp_json: a trace id of 31 digits", oj, otlpJSON(`"traceId":"` + tidHex[1:] + `","spanId":"` + sidHex + `",`), wantIDs{}},
