@@ -277,6 +277,7 @@ func TestSpanIDsInvalid(t *testing.T) {
 		{"zipkin_json: a 128-bit trace id", zj, zipkinJSON(`"traceId":"` + tidHex + `","id":"` + sidHex + `",`), wantIDs{tid, sid}},
 		{"zipkin_json: a 64-bit trace id", zj, zipkinJSON(`"traceId":"a3ce929d0e0e4736","id":"` + sidHex + `",`), wantIDs{[16]byte{8: 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}, sid}},
 		{"zipkin_json: ids without their leading zeros, as zipkin-go reads them", zj, zipkinJSON(`"traceId":"1","id":"f067aa0ba902b7",`), wantIDs{[16]byte{15: 1}, sid}},
+		{"zipkin_json: a trace id of 34 digits, two of them leading zeros", zj, zipkinJSON(`"traceId":"00` + tidHex + `","id":"` + sidHex + `",`), wantIDs{tid, sid}},
 		{"zipkin_json: a trace id of 33 digits", zj, zipkinJSON(`"traceId":"1` + tidHex + `","id":"` + sidHex + `",`), wantIDs{}},
 		{"zipkin_json: a span id not hex", zj, zipkinJSON(`"traceId":"` + tidHex + `","id":"x",`), wantIDs{}},
 		{"zipkin_proto: a 64-bit trace id", zp, zipkinProto(cat(bytesField(1, tid[8:]), bytesField(3, sid[:]))), wantIDs{[16]byte{8: 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}, sid}},
