@@ -17,7 +17,9 @@ import (
 // record). Each span is one event of metric SpanMetric, its value the span's duration in
 // fractional milliseconds, its ts the span's end (unix ms); its key the resource attribute
 // SpanConfig.KeyAttribute (service.name), its labels span_name, span_kind, status_code and the
-// SpanConfig.Dimensions attributes (the span's first, then the resource's). A body is read in
+// SpanConfig.Dimensions attributes (the span's first, then the resource's); its TraceID and
+// SpanID the span's ids (none for an all-zero trace id or an invalid id, which never refuses
+// the span: the store's exemplars, window.StoreConfig.Exemplars). A body is read in
 // one pass into the decoder's pending spans, then handed on span by span: a body that is not
 // its format's is refused whole, one ReasonBadRecord, and none of its spans counted.
 

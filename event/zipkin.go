@@ -23,7 +23,9 @@ import (
 //   - dimensions: tags of those names (a tag given twice: its last value, as a JSON map's);
 //     as the receiver names them, the tag http.status_code is also http.response.status_code
 //     (unless that tag is given) and remoteEndpoint.serviceName is service.peer.name;
-//   - value: duration (µs) in fractional milliseconds; ts: the end, timestamp + duration.
+//   - value: duration (µs) in fractional milliseconds; ts: the end, timestamp + duration;
+//   - ids: traceId (hex: a 64-bit id is the last 8 bytes of TraceID) and id, read as the
+//     receiver reads them; an invalid one leaves the event without ids, the span kept.
 //
 // Tags hold strings; a number or boolean is taken as its text, an object or array gives no
 // label. A span without a timestamp or a duration (0 is none, as Zipkin's reporters write it)
