@@ -201,18 +201,18 @@ const (
 
 // spanFields is what a span's event is made of, as read from either wire format.
 type spanFields struct {
+	// The span's ids as read (setID, setHexID, setZipkinID): its event's TraceID and SpanID
+	// when its trace id is not all zero and no id was invalid (badID). An invalid id never
+	// refuses a span (OTLP reads one as empty): its event carries no ids.
+	traceID    [16]byte
+	spanID     [8]byte
+	badID      bool
 	name       attrVal // a string
 	kind       int64
 	status     int64
 	start, end uint64
 	dims       [maxSpanDims]attrVal // from the span's attributes
 	miss       uint8                // a why that refuses the span whatever its key (Zipkin's timing), or whyNone
-	// The span's ids as read (setID, setHexID, setZipkinID): its event's TraceID and SpanID
-	// when its trace id is not all zero and no id was invalid (badID). An invalid id never
-	// refuses a span (OTLP reads one as empty): its event carries no ids.
-	traceID [16]byte
-	spanID  [8]byte
-	badID   bool
 }
 
 // clearIDs forgets the ids of the span read before: a span without ids has none.

@@ -462,10 +462,12 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 			vs, ve := i+2, i+2+n
 			i = ve
 			switch t {
-			case 0x0a:
-				sp.setID(sp.traceID[:], b[vs:ve])
-			case 0x12:
-				sp.setID(sp.spanID[:], b[vs:ve])
+			default: // ids not as pdata writes them (see 0x22); trace_state, events, links skipped
+				if t == 0x0a {
+					sp.setID(sp.traceID[:], b[vs:ve])
+				} else if t == 0x12 {
+					sp.setID(sp.spanID[:], b[vs:ve])
+				}
 			case 0x2a:
 				sp.name = attrVal{kind: valString, b: b[vs:ve]}
 			case 0x4a:
