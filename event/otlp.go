@@ -17,7 +17,9 @@ import (
 // record). Each span is one event of metric SpanMetric, its value the span's duration in
 // fractional milliseconds, its ts the span's end (unix ms); its key the resource attribute
 // SpanConfig.KeyAttribute (service.name), its labels span_name, span_kind, status_code and the
-// SpanConfig.Dimensions attributes (the span's first, then the resource's). A body is read in
+// SpanConfig.Dimensions attributes (the span's first, then the resource's); its TraceID and
+// SpanID the span's ids (none for an all-zero trace id or an invalid id, which never refuses
+// the span: the store's exemplars, window.StoreConfig.Exemplars). A body is read in
 // one pass into the decoder's pending spans, then handed on span by span: a body that is not
 // its format's is refused whole, one ReasonBadRecord, and none of its spans counted.
 
@@ -199,12 +201,87 @@ const (
 
 // spanFields is what a span's event is made of, as read from either wire format.
 type spanFields struct {
+	// The span's ids as read (setID, setHexID, setZipkinID): its event's TraceID and SpanID
+	// when its trace id is not all zero and no id was invalid (badID). An invalid id never
+	// refuses a span (OTLP reads one as empty): its event carries no ids.
+	traceID    [16]byte
+	spanID     [8]byte
+	badID      bool
 	name       attrVal // a string
 	kind       int64
 	status     int64
 	start, end uint64
 	dims       [maxSpanDims]attrVal // from the span's attributes
 	miss       uint8                // a why that refuses the span whatever its key (Zipkin's timing), or whyNone
+}
+
+// clearIDs forgets the ids of the span read before: a span without ids has none.
+func (sp *spanFields) clearIDs() {
+	sp.traceID, sp.spanID, sp.badID = [16]byte{}, [8]byte{}, false
+}
+
+// setID reads id, a trace or span id as protobuf's bytes, into dst (sp.traceID or
+// sp.spanID): an id of dst's length, or none (empty: zero, as OTLP's empty id); an id of
+// any other length makes the span's ids invalid.
+func (sp *spanFields) setID(dst, id []byte) {
+	switch len(id) {
+	case len(dst):
+		copy(dst, id)
+	case 0:
+		clear(dst)
+	default:
+		sp.badID = true
+	}
+}
+
+// setHexID reads v, an id as OTLP/JSON's hex string (either case), into dst: 2·len(dst)
+// digits, or "" for none; anything else (another length or byte, an escape, not a string)
+// makes the span's ids invalid.
+func (sp *spanFields) setHexID(dst []byte, v attrVal) {
+	switch {
+	case v.kind == valString && !v.esc && len(v.b) == 0:
+		clear(dst)
+	case v.kind != valString || v.esc || len(v.b) != 2*len(dst) || !hexID(dst, v.b):
+		sp.badID = true
+	}
+}
+
+// setZipkinID reads v, an id as Zipkin's JSON hex string, into dst as the Collector's zipkin
+// receiver (zipkin-go) reads it: a hex number that fits dst, right-aligned (a 64-bit trace id
+// of 16 digits is the last 8 bytes of the trace id, as the receiver places it), leading
+// zeros allowed; anything else makes the span's ids invalid.
+func (sp *spanFields) setZipkinID(dst []byte, v attrVal) {
+	t := v.b
+	for len(t) > 1 && t[0] == '0' {
+		t = t[1:]
+	}
+	if v.kind != valString || v.esc || len(t) == 0 || !hexID(dst, t) {
+		sp.badID = true
+	}
+}
+
+// hexID decodes t, hex digits of either case, right-aligned into dst, its high bytes zero;
+// false when t holds another byte or more digits than dst holds.
+func hexID(dst, t []byte) bool {
+	if len(t) > 2*len(dst) {
+		return false
+	}
+	clear(dst)
+	for k := range len(t) {
+		c := t[len(t)-1-k]
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return false
+		}
+		dst[len(dst)-1-k/2] |= c << (4 * (k % 2))
+	}
+	return true
 }
 
 // NewOTLPProto returns a decoder of OTLP/protobuf: each body one ExportTraceServiceRequest in

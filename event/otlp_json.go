@@ -56,6 +56,10 @@ const (
 	jKvlistValue
 	jKvlistValuePB
 	jValues
+	jTraceID
+	jTraceIDPB
+	jSpanID
+	jSpanIDPB
 	// Zipkin's (zipkin.go)
 	jTimestamp
 	jDuration
@@ -64,6 +68,7 @@ const (
 	jTags
 	jBinaryAnnotations
 	jRemoteEndpoint
+	jID
 )
 
 // jBad records why the body is not an OTLP/JSON request, the innermost reason first, and
@@ -195,6 +200,16 @@ func jsonField(name []byte) int {
 		return jKvlistValuePB
 	case "values":
 		return jValues
+	case "traceId":
+		return jTraceID
+	case "trace_id":
+		return jTraceIDPB
+	case "spanId":
+		return jSpanID
+	case "span_id":
+		return jSpanIDPB
+	case "id":
+		return jID
 	case "timestamp":
 		return jTimestamp
 	case "duration":
@@ -327,10 +342,12 @@ func (s *SpanDecoder) jScopeSpans(b []byte, i int) int {
 	})
 }
 
-// jSpan reads a Span and makes its pending event, whose part is the span's object.
+// jSpan reads a Span and makes its pending event, whose part is the span's object. Its ids
+// (traceId, spanId: hex) never refuse it: an invalid one leaves its event without ids.
 func (s *SpanDecoder) jSpan(b []byte, i int) int {
 	sp := &s.span
 	sp.name, sp.kind, sp.status, sp.start, sp.end = attrVal{}, 0, 0, 0, 0
+	sp.clearIDs()
 	for k := range s.dims {
 		sp.dims[k] = attrVal{}
 	}
@@ -341,6 +358,8 @@ func (s *SpanDecoder) jSpan(b []byte, i int) int {
 		switch field {
 		case jName:
 			return s.jString(b, at, &sp.name)
+		case jTraceID, jTraceIDPB, jSpanID, jSpanIDPB:
+			return s.jID(b, at, field)
 		case jKind:
 			return s.jEnum(b, at, spanKinds[:], &sp.kind)
 		case jStart, jStartPB:
@@ -367,6 +386,33 @@ func (s *SpanDecoder) jSpan(b []byte, i int) int {
 	}
 	s.spanEvent(b[i:end])
 	return end
+}
+
+// jID reads the span's id of member field (jTraceID … jSpanIDPB, Zipkin's jTraceID, jID) at
+// b[i]: a string, hex, or any other value (validated and skipped) as an invalid id.
+func (s *SpanDecoder) jID(b []byte, i, field int) int {
+	var v attrVal
+	j := -1
+	if i < len(b) && b[i] == '"' {
+		j = s.jString(b, i, &v)
+	} else {
+		j = s.jSkip(b, i)
+	}
+	if j < 0 {
+		return -1
+	}
+	sp := &s.span
+	switch {
+	case s.zipkin && field == jTraceID:
+		sp.setZipkinID(sp.traceID[:], v)
+	case s.zipkin:
+		sp.setZipkinID(sp.spanID[:], v)
+	case field == jTraceID || field == jTraceIDPB:
+		sp.setHexID(sp.traceID[:], v)
+	default:
+		sp.setHexID(sp.spanID[:], v)
+	}
+	return j
 }
 
 // jKeyValue reads a KeyValue of a resource's attributes (res) or a span's, as keyValue does

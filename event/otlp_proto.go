@@ -11,7 +11,9 @@ import (
 // other field skipped by its length. The wire is checked where it is read: the request, its
 // ResourceSpans, Resource, ScopeSpans, Span and Status, every KeyValue of a resource's or a
 // span's attributes and their AnyValues down to maxAnyDepth; a field skipped (a scope, events,
-// links, ids) only for its length, which must end within its message. A tag of field 0, a group
+// links) only for its length, which must end within its message. A span's ids are read, but
+// never refuse it: an id of another length or wire type is an invalid id, and the span's event
+// carries no ids (OTLP reads an invalid id as empty; the span's duration is still good data). A tag of field 0, a group
 // (wire types 3 and 4), a varint past ten bytes or the record's end, a length past its message,
 // a field the scan reads given with another wire type, or AnyValue nesting past maxAnyDepth is
 // a malformed record: ReasonBadRecord for the body whole.
@@ -433,12 +435,13 @@ func (s *SpanDecoder) scopeSpans(b []byte, i, end int) bool {
 	return true
 }
 
-// spanProto reads a Span: name = 5, kind = 6, start_time_unix_nano = 7, end_time_unix_nano = 8,
-// attributes = 9, status = 15 (code = 3), and makes its pending event, whose part is the
-// span's field, b[start:end] (never empty).
+// spanProto reads a Span: trace_id = 1, span_id = 2, name = 5, kind = 6,
+// start_time_unix_nano = 7, end_time_unix_nano = 8, attributes = 9, status = 15 (code = 3),
+// and makes its pending event, whose part is the span's field, b[start:end] (never empty).
 func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 	sp := &s.span
 	sp.name, sp.kind, sp.status, sp.start, sp.end = attrVal{}, 0, 0, 0, 0
+	sp.clearIDs()
 	for k := range s.dims {
 		sp.dims[k] = attrVal{}
 	}
@@ -459,6 +462,12 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 			vs, ve := i+2, i+2+n
 			i = ve
 			switch t {
+			default: // ids not as pdata writes them (see 0x22); trace_state, events, links skipped
+				if t == 0x0a {
+					sp.setID(sp.traceID[:], b[vs:ve])
+				} else if t == 0x12 {
+					sp.setID(sp.spanID[:], b[vs:ve])
+				}
 			case 0x2a:
 				sp.name = attrVal{kind: valString, b: b[vs:ve]}
 			case 0x4a:
@@ -475,8 +484,9 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 						return false
 					}
 				}
-			case 0x22: // parent_span_id; then span_id and trace_id as pdata writes them, skipped
+			case 0x22: // parent_span_id; then span_id and trace_id as pdata writes them, read here
 				if end-i >= 28 && b[i] == 0x12 && b[i+1] == 8 && b[i+10] == 0x0a && b[i+11] == 16 {
+					sp.spanID, sp.traceID = [8]byte(b[i+2:i+10]), [16]byte(b[i+12:i+28])
 					i += 28
 				}
 			}
@@ -506,6 +516,12 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 		}
 		want := uint8(255)
 		switch f.num {
+		case 1, 2:
+			if f.wt != wtLen { // an id of another wire type: invalid, not a malformed record
+				sp.badID = true
+				continue
+			}
+			want = wtLen
 		case 5, 9, 15:
 			want = wtLen
 		case 6:
@@ -520,6 +536,10 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 			return s.wrongType(at)
 		}
 		switch f.num {
+		case 1:
+			sp.setID(sp.traceID[:], b[f.vs:f.ve])
+		case 2:
+			sp.setID(sp.spanID[:], b[f.vs:f.ve])
 		case 5:
 			sp.name = attrVal{kind: valString, b: b[f.vs:f.ve]}
 		case 6:

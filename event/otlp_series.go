@@ -64,6 +64,9 @@ func (s *SpanDecoder) event(f *spanFields, p *pendingSpan) {
 	}
 	ev := &p.ev
 	ev.Metric, ev.Key, ev.Value, ev.Count, ev.TS = SpanMetric, key, float64(f.end-f.start)/1e6, 1, int64(f.end/1e6)
+	if !f.badID && f.traceID != [16]byte{} { // p.ev is new and zero: no other span's ids
+		ev.TraceID, ev.SpanID = f.traceID, f.spanID
+	}
 }
 
 // seenKey is span f's series string by its parts as read, written and interned by series

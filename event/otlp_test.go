@@ -179,8 +179,12 @@ func walkSpan(ra pcommon.Map, sp ptrace.Span, keyAttr string, dims []string) got
 	if err != nil {
 		panic(err)
 	}
-	return gotEvent{ev: window.Event{Metric: "duration_ms", Key: string(series), Value: float64(end-start) / 1e6,
-		Count: 1, TS: int64(end / 1e6)}}
+	ev := window.Event{Metric: "duration_ms", Key: string(series), Value: float64(end-start) / 1e6,
+		Count: 1, TS: int64(end / 1e6)}
+	if !sp.TraceID().IsEmpty() { // a span's ids, unless its trace id is none (all zero)
+		ev.TraceID, ev.SpanID = sp.TraceID(), sp.SpanID()
+	}
+	return gotEvent{ev: ev}
 }
 
 func kvType(v pcommon.Value, ok bool) pcommon.ValueType {

@@ -23,7 +23,9 @@ import (
 //   - dimensions: tags of those names (a tag given twice: its last value, as a JSON map's);
 //     as the receiver names them, the tag http.status_code is also http.response.status_code
 //     (unless that tag is given) and remoteEndpoint.serviceName is service.peer.name;
-//   - value: duration (µs) in fractional milliseconds; ts: the end, timestamp + duration.
+//   - value: duration (µs) in fractional milliseconds; ts: the end, timestamp + duration;
+//   - ids: traceId (hex: a 64-bit id is the last 8 bytes of TraceID) and id, read as the
+//     receiver reads them; an invalid one leaves the event without ids, the span kept.
 //
 // Tags hold strings; a number or boolean is taken as its text, an object or array gives no
 // label. A span without a timestamp or a duration (0 is none, as Zipkin's reporters write it)
@@ -89,6 +91,7 @@ type zFields struct {
 func (s *SpanDecoder) zBegin() {
 	sp := &s.span
 	sp.name, sp.kind, sp.status, sp.start, sp.end, sp.miss = attrVal{}, 0, 0, 0, 0, whyNone
+	sp.clearIDs()
 	for k := range s.dims {
 		sp.dims[k] = attrVal{} // a tag is kept as a resource attribute: a span has no other
 	}
@@ -128,6 +131,8 @@ func (s *SpanDecoder) zSpan(b []byte, i int) int {
 		switch field {
 		case jName:
 			return s.jString(b, at, &s.span.name)
+		case jTraceID, jID: // hex; an invalid id leaves the event without ids
+			return s.jID(b, at, field)
 		case jKind:
 			return s.jString(b, at, &z.kind)
 		case jTimestamp:

@@ -4,11 +4,13 @@ package event
 // openzipkin/zipkin-api: spans = 1), as Brave's and zipkin-reporter's senders write it with
 // Encoding.PROTO3 and the Collector's kafka exporter with encoding zipkin_proto. Each span is
 // read by the same wire scan as OTLP's (otlp_proto.go) into the same event as its JSON
-// (zipkin.go): kind = 4 (1 CLIENT, 2 SERVER, 3 PRODUCER, 4 CONSUMER), name = 5, timestamp = 6
-// (fixed64 µs), duration = 7 (µs), local_endpoint = 8 and remote_endpoint = 9 (service_name
-// = 1), tags = 11 (map entries: key = 1, value = 2); ids, annotations and the rest are skipped
-// by their length. A malformed record, or a field read with another wire type, is refused
-// whole, as OTLP's.
+// (zipkin.go): trace_id = 1 (8 or 16 bytes: 8 are the trace id's last, as the Collector's
+// zipkin receiver places them), id = 3 (8 bytes), kind = 4 (1 CLIENT, 2 SERVER, 3 PRODUCER,
+// 4 CONSUMER), name = 5, timestamp = 6 (fixed64 µs), duration = 7 (µs), local_endpoint = 8
+// and remote_endpoint = 9 (service_name = 1), tags = 11 (map entries: key = 1, value = 2);
+// annotations and the rest are skipped by their length. A malformed record, or a field read
+// with another wire type, is refused whole, as OTLP's; an invalid id (another length or wire
+// type) only leaves the event without ids.
 
 // NewZipkinProto returns a decoder of Zipkin's proto3 encoding: each body a ListOfSpans
 // (zipkin_proto).
@@ -54,6 +56,9 @@ func (s *SpanDecoder) zSpanProto(b []byte, field, start, end int) bool {
 		}
 		want := uint8(wtLen)
 		switch f.num {
+		case 1, 3:
+			s.zIDProto(f, b)
+			continue
 		case 4, 7:
 			want = wtVarint
 		case 6:
@@ -90,6 +95,23 @@ func (s *SpanDecoder) zSpanProto(b []byte, field, start, end int) bool {
 	}
 	s.zFinish(&z, b[field:end])
 	return true
+}
+
+// zIDProto reads the span's trace_id (f.num 1: 8 or 16 bytes) or id (3: 8 bytes) from f; an
+// id of another length or wire type leaves the span's event without ids.
+func (s *SpanDecoder) zIDProto(f pbField, b []byte) {
+	sp, id := &s.span, b[f.vs:f.ve]
+	switch {
+	case f.wt != wtLen:
+		sp.badID = true
+	case f.num == 3:
+		sp.setID(sp.spanID[:], id)
+	case len(id) == 8: // a 64-bit trace id: the last 8 bytes
+		sp.traceID = [16]byte{}
+		copy(sp.traceID[8:], id)
+	default:
+		sp.setID(sp.traceID[:], id)
+	}
 }
 
 // zEndpointProto reads an Endpoint's service_name = 1 into v.

@@ -145,7 +145,8 @@ func TestZipkinSpan(t *testing.T) {
 		want       window.Event
 	}{
 		{"a server span", zipkinSpan, window.Event{Metric: SpanMetric, Value: 1.5, Count: 1, TS: 1764489600124,
-			Key: series("checkout", "span_name", "get /pay", "span_kind", "SPAN_KIND_SERVER", "status_code", "STATUS_CODE_UNSET", "http_route", "/pay")}},
+			Key:     series("checkout", "span_name", "get /pay", "span_kind", "SPAN_KIND_SERVER", "status_code", "STATUS_CODE_UNSET", "http_route", "/pay"),
+			TraceID: [16]byte{8: 0x5a, 0xf7, 0x18, 0x3f, 0xb1, 0xd4, 0xcf, 0x5f}, SpanID: [8]byte{0x35, 0x2b, 0xff, 0x9a, 0x74, 0xca, 0x9a, 0xd2}}},
 		{"no kind, an error tag of any value, a number tag (also http.response.status_code), a tag given twice, a remote service",
 			`{"name":"db","timestamp":1764489600123000,"duration":250,"localEndpoint":{"serviceName":"payments"},"remoteEndpoint":{"serviceName":"postgres"},"tags":{"error":"timeout","http.status_code":503,"tenant":"a","tenant":"b"}}`,
 			window.Event{Metric: SpanMetric, Value: 0.25, Count: 1, TS: 1764489600123,
