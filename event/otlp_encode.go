@@ -9,6 +9,8 @@ type Span struct {
 	Status     int   // STATUS_CODE_*: 0 unset, 1 ok, 2 error
 	Start, End int64 // unix ns
 	Attrs      []SpanAttr
+	TraceID    [16]byte // all zero: none (not written)
+	SpanID     [8]byte  // all zero: none (not written)
 }
 
 // SpanAttr is a span attribute: a string, or an integer when Int is set.
@@ -20,8 +22,8 @@ type SpanAttr struct {
 
 // AppendOTLP appends to dst an ExportTraceServiceRequest in protobuf's binary encoding (what
 // NewOTLPProto reads, and the Collector's kafka exporter writes as otlp_proto): one resource
-// of attribute service.name = service, one scope, spans. Ids are left empty. slide produce
-// --otlp writes its records with it.
+// of attribute service.name = service, one scope, spans, each with its ids when it has
+// them. slide produce --otlp writes its records with it.
 func AppendOTLP(dst []byte, service string, spans []Span) []byte {
 	var scope []byte // ScopeSpans: spans = 2
 	for i := range spans {
@@ -34,9 +36,15 @@ func AppendOTLP(dst []byte, service string, spans []Span) []byte {
 	return pbMessage(dst, 1, rs) // ExportTraceServiceRequest: resource_spans = 1
 }
 
-// appendSpan appends sp's fields: name = 5, kind = 6, start = 7, end = 8, attributes = 9,
-// status = 15 (code = 3).
+// appendSpan appends sp's fields: trace_id = 1 and span_id = 2 (when not zero), name = 5,
+// kind = 6, start = 7, end = 8, attributes = 9, status = 15 (code = 3).
 func appendSpan(b []byte, sp *Span) []byte {
+	if sp.TraceID != [16]byte{} {
+		b = pbMessage(b, 1, sp.TraceID[:])
+	}
+	if sp.SpanID != [8]byte{} {
+		b = pbMessage(b, 2, sp.SpanID[:])
+	}
 	b = pbMessage(b, 5, []byte(sp.Name))
 	b = binary.AppendUvarint(append(b, 6<<3|wtVarint), uint64(sp.Kind))
 	b = binary.LittleEndian.AppendUint64(append(b, 7<<3|wtFixed64), uint64(sp.Start))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -26,9 +27,10 @@ var otlpServices = []otlpService{
 	{"payments", []string{"/pay", "/refund"}, 120, 0.05},
 }
 
-// spans appends n spans of svc ending at now (unix ns): SERVER spans with http.route and
-// http.response.status_code attributes, lognormal durations around the service's median,
-// errors (status ERROR, code 500) at its rate.
+// spans appends n spans of svc ending at now (unix ns): SERVER spans, each the root of a
+// trace of its own (random ids), with http.route and http.response.status_code attributes,
+// lognormal durations around the service's median, errors (status ERROR, code 500) at its
+// rate.
 func (svc otlpService) spans(dst []event.Span, rng *rand.Rand, n int, now int64) []event.Span {
 	for range n {
 		route := svc.routes[rng.IntN(len(svc.routes))]
@@ -37,8 +39,12 @@ func (svc otlpService) spans(dst []event.Span, rng *rand.Rand, n int, now int64)
 		if rng.Float64() < svc.errRate {
 			code, status = 500, 2
 		}
-		dst = append(dst, event.Span{Name: "GET " + route, Kind: 2, Status: status, Start: now - dur, End: now,
-			Attrs: []event.SpanAttr{{Key: "http.route", Str: route}, {Key: "http.response.status_code", Int: &code}}})
+		sp := event.Span{Name: "GET " + route, Kind: 2, Status: status, Start: now - dur, End: now,
+			Attrs: []event.SpanAttr{{Key: "http.route", Str: route}, {Key: "http.response.status_code", Int: &code}}}
+		binary.LittleEndian.PutUint64(sp.TraceID[:], rng.Uint64()|1) // never all zero
+		binary.LittleEndian.PutUint64(sp.TraceID[8:], rng.Uint64())
+		binary.LittleEndian.PutUint64(sp.SpanID[:], rng.Uint64()|1)
+		dst = append(dst, sp)
 	}
 	return dst
 }

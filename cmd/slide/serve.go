@@ -161,7 +161,7 @@ func (c *serveConfig) register(fs interface {
 	fs.IntVar(&c.readMax, "read-max-concurrency", 0, "reads that scan series running at once, one cap shared by /v1/window, /v1/range, /v1/top, /v1/series, /v1/metrics and the PromQL API's queries and listings, as Prometheus' --query.max-concurrency; more wait in line up to the read timeout (25 s), then answer 503 with Retry-After. 0: twice GOMAXPROCS (4 on 2 cores): a scanning read is CPU-bound, so twice the cores keeps every core busy while some reads wait on a shard lock or a peer, and leaves ingestion, the limiter's decisions and the probes (never queued) their share of the CPU however many clients read at once")
 	fs.IntVar(&c.promConcurrent, "promql-max-concurrency", 0, "deprecated: --read-max-concurrency, which caps PromQL queries and the /v1 reads together; given alone, it sets that cap (0: not given)")
 	fs.BoolVar(&c.promPushdown, "promql-pushdown", true, "answer histogram_quantile(φ, [sum by|without (…)] rate|increase(M[r])) on /api/v1/query and query_range without Prometheus' engine, equal to its answer and several times cheaper (false: every query goes to the engine)")
-	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N), feed OTLP spans of three services (duration_ms, labelled by "+demoSpanDimensions+" unless --span-dimensions says otherwise) and limit with demo policies")
+	fs.BoolVar(&c.demo, "demo", false, "produce synthetic traffic (latency_ms and cost for tenant-1…N), feed OTLP spans of three services (duration_ms, labelled by "+demoSpanDimensions+" unless --span-dimensions says otherwise, with --exemplars unless it is set) and limit with demo policies")
 	fs.Float64Var(&c.demoRate, "demo-rate", 200, "demo requests per second")
 	fs.IntVar(&c.demoKeys, "demo-keys", 20, "demo tenants")
 	c.budget.register(fs)
@@ -233,6 +233,9 @@ func cmdServe(ctx context.Context, args []string, s stdio) error {
 	c.maxSeriesSet = flagGiven(fs, "max-series")
 	if c.demo && !flagGiven(fs, "span-dimensions") {
 		c.events.spanDim = demoSpanDimensions // the demo's spans show their route and code
+	}
+	if c.demo && !flagGiven(fs, "exemplars") {
+		c.exemplars = true // the demo's spans link their latency panels to their traces
 	}
 	if err := c.validate(fs); err != nil {
 		return err
