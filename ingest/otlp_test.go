@@ -45,6 +45,7 @@ func consumeSpans(t *testing.T, format string) {
 	truth := map[string][]float64{}          // series string → durations
 	perStatus := map[string]uint64{}         // status_code → spans
 	routesOf := map[string]map[string]bool{} // service → routes sent
+	spansOf := map[string][]sentSpan{}       // series string → its spans, for the exemplars
 	var msgs []kafka.Message
 	for r := range 40 {
 		td := ptrace.NewTraces()
@@ -59,8 +60,10 @@ func consumeSpans(t *testing.T, format string) {
 			end := t0.Add(-time.Duration(rng.Int64N(int64(2 * time.Minute)))).UnixNano()
 			dur := int64(math.Exp(rng.NormFloat64()+3) * 1e6)
 			sp.SetName("GET " + route)
-			sp.SetTraceID(pcommon.TraceID{0: byte(r), 15: 1})
-			sp.SetSpanID(pcommon.SpanID{0: byte(len(truth)), 7: 1})
+			n := len(spansOf) + 1000*r + rng.IntN(1000) // ids of its own, high bytes set: 128-bit in Zipkin too
+			trace, spanID := pcommon.TraceID{0: byte(r), 1: byte(n), 2: byte(n >> 8), 15: 1}, pcommon.SpanID{0: byte(n), 1: byte(n >> 8), 7: 1}
+			sp.SetTraceID(trace)
+			sp.SetSpanID(spanID)
 			sp.SetKind(ptrace.SpanKindServer)
 			sp.Status().SetCode(status)
 			sp.SetStartTimestamp(pcommon.Timestamp(end - dur))
@@ -81,6 +84,7 @@ func consumeSpans(t *testing.T, format string) {
 				t.Fatal(err)
 			}
 			truth[string(series)] = append(truth[string(series)], ms)
+			spansOf[string(series)] = append(spansOf[string(series)], sentSpan{ms, trace, spanID})
 			perStatus[code]++
 			if routesOf[svc] == nil {
 				routesOf[svc] = map[string]bool{}
@@ -128,9 +132,13 @@ func consumeSpans(t *testing.T, format string) {
 		}
 		return event.NewOTLPProto(event.SpanConfig{Dimensions: []string{"http.route"}})
 	}
-	store := newTestStore(t, 0)
+	store, err := window.NewStore(window.StoreConfig{Exemplars: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := start(t, cfg, store, t0)
 	eventually(t, 10*time.Second, "the spans", func() bool { return caughtUp(t, c, r) }, progress(r))
+	checkSpanExemplars(t, store, t0.UnixMilli(), spansOf)
 
 	now := t0.UnixMilli()
 	var spans int
@@ -194,6 +202,50 @@ func consumeSpans(t *testing.T, format string) {
 		}
 		if len(groups) != len(sent) || n != want {
 			t.Errorf("%s: %d route groups of %d spans, sent %d routes, %d spans", svc, len(groups), n, len(sent), want)
+		}
+	}
+}
+
+// sentSpan is a span a test sent: its duration in ms as slide reads it, and its ids.
+type sentSpan struct {
+	ms    float64
+	trace [16]byte
+	span  [8]byte
+}
+
+// checkSpanExemplars: every series of spans has exemplars (--exemplars), each the trace and
+// span ids of one of its spans, with that span's duration, and the series' slowest span is
+// among them (it is the slowest of its slot): the decoder carried each span's ids into its
+// event, and no span's ids went to another's.
+func checkSpanExemplars(t *testing.T, store *window.Store, now int64, spansOf map[string][]sentSpan) {
+	t.Helper()
+	got := map[string][]window.Exemplar{}
+	store.VisitExemplars(now, event.SpanMetric, nil, nil, nil, func(series string, ex []window.Exemplar) bool {
+		got[series] = slices.Clone(ex)
+		return true
+	})
+	if len(got) != len(spansOf) {
+		t.Errorf("%d series with exemplars, %d sent", len(got), len(spansOf))
+	}
+	for series, spans := range spansOf {
+		ex := got[series]
+		slowest := 0.0
+		for _, sp := range spans {
+			slowest = max(slowest, sp.ms)
+		}
+		top := 0.0
+		for _, e := range ex {
+			found := false
+			for _, sp := range spans {
+				found = found || sp.trace == e.TraceID && sp.span == e.SpanID && sp.ms == e.Value
+			}
+			if !found {
+				t.Errorf("%q: exemplar %x/%x of %v ms is none of its spans", series, e.TraceID, e.SpanID, e.Value)
+			}
+			top = max(top, e.Value)
+		}
+		if len(ex) == 0 || top != slowest {
+			t.Errorf("%q: exemplars %v, want its slowest span (%v ms) among them", series, ex, slowest)
 		}
 	}
 }

@@ -32,7 +32,10 @@ type dashboard struct {
 	}
 	Panels []struct {
 		Title   string
-		Targets []struct{ Expr, LegendFormat string }
+		Targets []struct {
+			Expr, LegendFormat string
+			Exemplar           bool // Grafana also asks /api/v1/query_exemplars
+		}
 	}
 }
 
@@ -168,6 +171,9 @@ func checkDashboards(t *testing.T, base string) {
 				if err := json.Unmarshal(body, &ans); err != nil || res.StatusCode != 200 || ans.Status != "success" || len(ans.Warnings) > 0 {
 					t.Errorf("%s: %d %.400s", where, res.StatusCode, body)
 				}
+				if tg.Exemplar {
+					checkExemplars(t, base, where, expr, span)
+				}
 			}
 		}
 		if queries == 0 {
@@ -249,5 +255,37 @@ func getJSON(t *testing.T, u string, v any) {
 	}
 	if err := json.Unmarshal(ans.Data, v); err != nil {
 		t.Fatalf("GET %s: %v", u, err)
+	}
+}
+
+// traceID is how a trace id reaches Grafana: 32 lower-case hex digits, not all zero.
+var traceID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// checkExemplars asks /api/v1/query_exemplars what Grafana asks beside a panel query with
+// exemplars on, and fails unless the demo's spans (slide serve --demo keeps exemplars) give
+// it at least one series, each exemplar with a trace id Grafana can link and a span id.
+func checkExemplars(t *testing.T, base, where, expr string, span url.Values) {
+	t.Helper()
+	var res []struct {
+		SeriesLabels map[string]string
+		Exemplars    []struct {
+			Labels    map[string]string
+			Value     string
+			Timestamp float64
+		}
+	}
+	// Until now, as Grafana's "last 5 minutes" asks: the demo's first spans may be younger
+	// than the listing's end, which is in whole seconds.
+	eventually(t, 15*time.Second, func() string { return where + ": no exemplars" }, func() bool {
+		q := url.Values{"query": {expr}, "start": span["start"], "end": {strconv.FormatInt(time.Now().Unix()+1, 10)}}
+		getJSON(t, base+"/api/v1/query_exemplars?"+q.Encode(), &res)
+		return len(res) > 0
+	})
+	for _, r := range res {
+		for _, e := range r.Exemplars {
+			if !traceID.MatchString(e.Labels["trace_id"]) || strings.Trim(e.Labels["trace_id"], "0") == "" || len(e.Labels["span_id"]) != 16 {
+				t.Errorf("%s: %v: exemplar %+v has no trace_id and span_id Grafana can link", where, r.SeriesLabels, e)
+			}
+		}
 	}
 }
