@@ -187,8 +187,8 @@
 // keeps per slot the one exemplar one store would have kept (window.Exemplar.Before:
 // largest value, then earliest time, then smallest trace id): TestPromQLThroughTheCluster
 // holds the answer byte for byte to one store's. Only the ring's own slots keep exemplars,
-// not its tiers; a snapshot does not carry them (a restart keeps those of the events it
-// replays after the snapshot).
+// not its tiers; snapshots carry them (window's format version 3), so a restart or a
+// handover keeps them.
 //
 // # The pushdown
 //
