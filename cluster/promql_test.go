@@ -205,11 +205,20 @@ func TestPromQLOwnerDown(t *testing.T) {
 	pc := newPromCluster(t, "")
 	pc.srvs[2].Close()
 	q := url.Values{"query": {"sum(increase(lat_count[5m]))"}, "time": {strconv.FormatFloat(float64(promNow)/1000, 'f', 3, 64)}}
-	for _, path := range []string{"/api/v1/query", "/api/v1/label/key/values", "/api/v1/metadata"} {
+	for _, path := range []string{"/api/v1/query", "/api/v1/label/key/values", "/api/v1/metadata", "/api/v1/query_exemplars"} {
 		code, body := promGet(t, pc.apis[0].Handler(), path, q)
 		if code != http.StatusServiceUnavailable || !strings.Contains(body, `"errorType":"unavailable"`) || !strings.Contains(body, "partitions 4,5") {
 			t.Errorf("%s with C down: %d %s", path, code, body)
 		}
+	}
+	// The exemplars of k-0, which lives on C's partition 4 alone: none, and never silently.
+	ex := url.Values{"query": {`lat{key="k-0"}`}}
+	if code, body := promGet(t, pc.apis[0].Handler(), "/api/v1/query_exemplars", ex); code != http.StatusServiceUnavailable || !strings.Contains(body, "partitions 4,5") {
+		t.Errorf("exemplars of k-0 (partition 4) with C down: %d %s", code, body)
+	}
+	ex.Set("partial", "allow")
+	if code, body := promGet(t, pc.apis[0].Handler(), "/api/v1/query_exemplars", ex); code != http.StatusOK || !strings.Contains(body, `"data":[]`) || !strings.Contains(body, "partitions 4,5 were not read") {
+		t.Errorf("exemplars of k-0 with C down, partial=allow: %d %s", code, body)
 	}
 	q.Set("partial", "allow")
 	code, body := promGet(t, pc.apis[0].Handler(), "/api/v1/query", q)
