@@ -184,3 +184,25 @@ func TestExemplarsWeighInMaxBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestExemplarBytesHoldTheirMemory: what a series' exemplars take on the heap (every slot of
+// the default ring holding one) is at most ExemplarBytes, the weight MaxBytes adds.
+func TestExemplarBytesHoldTheirMemory(t *testing.T) {
+	const n, t0 = 2_000, int64(1_700_000_000_000)
+	fill := func(on bool) float64 {
+		return heapPerItem(1, func(keep []any) {
+			s, _ := NewStore(StoreConfig{Exemplars: on})
+			for i := range n {
+				for k := range int64(31) { // the retention's 30 slots and the skew's one
+					ts := t0 + k*10_000
+					_ = s.ObserveAt(t0+300_000, Event{TS: ts, Metric: "m", Key: fmt.Sprint(i), Value: 1, TraceID: trace(1)})
+				}
+			}
+			keep[0] = s
+		}) / n
+	}
+	off, on := fill(false), fill(true)
+	if per := on - off; per > float64(ExemplarBytes(RingConfig{})) || per < 0.8*float64(ExemplarBytes(RingConfig{})) {
+		t.Fatalf("exemplars take %.0f B a series, ExemplarBytes says %d", per, ExemplarBytes(RingConfig{}))
+	}
+}
