@@ -249,3 +249,60 @@ func checkSpanExemplars(t *testing.T, store *window.Store, now int64, spansOf ma
 		}
 	}
 }
+
+// TestSnapshotKeepsExemplars: a consumer of OTLP spans with exemplars writes snapshots; a
+// second of the same group restores from them (not from the log) and holds the exemplars a
+// full replay of the log holds: the slots' slowest spans of before the snapshot too.
+func TestSnapshotKeepsExemplars(t *testing.T) {
+	c := kafkatest.Start(t, "spans", 2)
+	t0 := time.Now()
+	rng := rand.New(rand.NewPCG(27, 3))
+	var msgs []kafka.Message
+	for r := range 60 {
+		svc := []string{"checkout", "payments", "frontend"}[r%3]
+		spans := make([]event.Span, 20)
+		for i := range spans {
+			end := t0.Add(-time.Duration(rng.Int64N(int64(4 * time.Minute)))).UnixNano()
+			spans[i] = event.Span{Name: "GET /pay", Kind: 2, Start: end - rng.Int64N(int64(time.Second)), End: end}
+			binary.LittleEndian.PutUint64(spans[i].TraceID[:], rng.Uint64()|1)
+			binary.LittleEndian.PutUint64(spans[i].SpanID[:], rng.Uint64()|1)
+		}
+		msgs = append(msgs, kafka.Message{Key: []byte(svc), Value: event.AppendOTLP(nil, svc, spans)})
+	}
+	c.Produce(t, msgs...)
+	newStore := func() *window.Store {
+		s, err := window.NewStore(window.StoreConfig{Exemplars: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	cfg := testConfig(c, "snap")
+	cfg.Format = func() (event.Format, error) { return event.NewOTLPProto(event.SpanConfig{}) }
+	cfg.Snapshots = SnapshotConfig{Interval: 20 * time.Millisecond, ChunkBytes: 256}
+	first := start(t, cfg, newStore(), t0)
+	eventually(t, 20*time.Second, "first consumer caught up", func() bool { return caughtUp(t, c, first) }, progress(first))
+	eventually(t, 20*time.Second, "snapshots of the end", func() bool { return coversEnd(first.Consumer) })
+	first.stop(t)
+	second := start(t, cfg, newStore(), t0)
+	eventually(t, 20*time.Second, "second consumer caught up", func() bool { return caughtUp(t, c, second) }, progress(second))
+	if got := sum(second.sm.restores.WithLabelValues(sourceSnapshot, reasonLoaded)); got != 2 {
+		t.Fatalf("%v partitions loaded from a snapshot, want 2", got)
+	}
+	replayCfg := testConfig(c, "reference")
+	replayCfg.Format = cfg.Format
+	reference := start(t, replayCfg, newStore(), t0)
+	eventually(t, 20*time.Second, "reference caught up", func() bool { return caughtUp(t, c, reference) }, progress(reference))
+	exemplars := func(s *window.Store) map[string][]window.Exemplar {
+		out := map[string][]window.Exemplar{}
+		s.VisitExemplars(t0.UnixMilli(), event.SpanMetric, nil, nil, nil, func(series string, ex []window.Exemplar) bool {
+			out[series] = slices.Clone(ex)
+			return true
+		})
+		return out
+	}
+	want, got := exemplars(reference.store), exemplars(second.store)
+	if len(want) != 3 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("restored exemplars\n%v\nfull replay's\n%v", got, want)
+	}
+}
