@@ -367,12 +367,13 @@ func TestOTLPLogsEmptyString(t *testing.T) {
 }
 
 // Once its slices and the map's intern table have grown, a body costs no allocation, in
-// either encoding (the JSON one unescapes its string bodies into a reused arena).
+// either encoding (the JSON one unescapes its string bodies into a reused arena), its ids
+// included.
 func TestOTLPLogsAllocs(t *testing.T) {
 	line := `{"start_time":"2026-12-02T09:05:00Z","duration":3,"bytes_sent":10,"upstream_cluster":"c","method":"GET","response_code":200}`
 	m, _ := Preset("envoy")
 	for _, enc := range logsEncodings {
-		body, err := enc.marshal.MarshalLogs(logsOf(strBody(line), strBody(line), strBody(`{"duration":"x"}`)))
+		body, err := enc.marshal.MarshalLogs(logsOf(strBody(line), withIDs(line, recTrace, recSpan), strBody(`{"duration":"x"}`)))
 		if err != nil {
 			t.Fatal(err)
 		}
