@@ -18,10 +18,8 @@ func (md *MapDecoder) traceIDs(line []byte, m *mapMetric, ev *window.Event) {
 	var trace [16]byte
 	var span [8]byte
 	switch len(t) {
-	case 32:
+	case 32, 16: // a 64-bit id right-aligned: the last 8 bytes
 		ok = hexID(trace[:], t)
-	case 16: // a 64-bit id: the last 8 bytes
-		ok = hexID(trace[8:], t)
 	default:
 		ok = traceparent(t, &trace, &span)
 	}

@@ -64,6 +64,7 @@ func TestMapTrace(t *testing.T) {
 		{q(tp), q(sid2), tid, sid2},              // the span field wins
 		{q(tp), q("xyz"), tid, sid},              // an invalid span: the traceparent's
 		{q(tid), q("0000000000000000"), tid, ""}, // a span of zeros is none
+		{q(tp), q("0000000000000000"), tid, sid}, // a span of zeros is none: the traceparent's
 		{q(tid), q(sid2 + "0"), tid, ""},         // 17 digits
 		{q(tid), "12", tid, ""},                  // not a string
 		{"null", q(sid2), "", ""},                // a span without a trace: none
