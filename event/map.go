@@ -83,15 +83,16 @@ type MapLabel struct {
 	Name, Field string
 }
 
-// MapTrace is where an event's trace and span ids (window.Event.TraceID, SpanID) are read.
-// Field's value is a JSON string holding a W3C traceparent header's value
-// (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>: both ids), a trace id of 32 hex
-// digits, or one of 16 (a 64-bit B3 or Zipkin id, placed in the last 8 bytes, as the
-// Collector's zipkin receiver places it); Span's, a span id of 16 hex digits, which wins over
-// a traceparent's. Hex digits of either case. A trace never refuses a line: a value absent,
-// null, "", of another shape or with an escape, or an all-zero trace id, leaves the event
-// without ids (a span invalid or absent: with its trace id and no span id, or a
-// traceparent's). Through OTLP logs, ids from Field win over the LogRecord's own.
+// MapTrace is where an event's trace and span ids (window.Event.TraceID, SpanID: the link of
+// its exemplar to its trace) are read. Field's value is a JSON string holding a W3C
+// traceparent header's value (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>: both ids),
+// a trace id of 32 hex digits, or one of 16 (a 64-bit B3 or Zipkin id, placed in the last 8
+// bytes, as the Collector's zipkin receiver places it); Span's, a span id of 16 hex digits,
+// which wins over a traceparent's. Hex digits of either case, JSON escapes decoded. A trace
+// never refuses a line: a value absent, null, "", not a string or of another shape, or an
+// all-zero trace id leaves the event without ids; a span absent, invalid or of zeros leaves
+// it the traceparent's span id, or none. Through OTLP logs, ids from Field win over the
+// LogRecord's own.
 type MapTrace struct {
 	Field string
 	// Span is the field of the span id, only with Field.

@@ -11,7 +11,7 @@ import (
 // traceIDs sets ev's TraceID and SpanID from metric m's trace fields by MapTrace's rules, or
 // leaves them zero.
 func (md *MapDecoder) traceIDs(line []byte, m *mapMetric, ev *window.Event) {
-	t, ok := plainString(line, md.vals[m.trace])
+	t, ok := md.idText(line, md.vals[m.trace])
 	if !ok {
 		return
 	}
@@ -27,7 +27,7 @@ func (md *MapDecoder) traceIDs(line []byte, m *mapMetric, ev *window.Event) {
 		return
 	}
 	if m.span >= 0 {
-		if s, ok := plainString(line, md.vals[m.span]); ok && len(s) == 16 {
+		if s, ok := md.idText(line, md.vals[m.span]); ok && len(s) == 16 { // (t is read: the scratch may be reused)
 			var id [8]byte
 			if hexID(id[:], s) && id != [8]byte{} {
 				span = id
@@ -37,13 +37,18 @@ func (md *MapDecoder) traceIDs(line []byte, m *mapMetric, ev *window.Event) {
 	ev.TraceID, ev.SpanID = trace, span
 }
 
-// plainString is v's bytes in line when v is a string without escapes (nor bytes beyond
-// ASCII), which an id's hex or a traceparent is.
-func plainString(line []byte, v textparse.Value) ([]byte, bool) {
-	if v.Kind != textparse.String || v.Escaped {
+// idText is the text of v, a string in line (unescaped into the decoder's scratch when it has
+// escapes), or false when v is not a string.
+func (md *MapDecoder) idText(line []byte, v textparse.Value) ([]byte, bool) {
+	if v.Kind != textparse.String {
 		return nil, false
 	}
-	return v.Bytes(line), true
+	s := v.Bytes(line)
+	if !v.Escaped {
+		return s, true
+	}
+	s, lossy := md.d.unquote(s)
+	return s, !lossy
 }
 
 // traceparent reads t, a W3C traceparent header's value, version-traceid-parentid-flags in

@@ -75,7 +75,7 @@ func TestMapTrace(t *testing.T) {
 		{q(tid + "0"), "", "", ""},                                            // 33
 		{q(tid[:31] + "g"), "", "", ""},                                       // not hex
 		{q("a3ce929d0e0e473-"), "", "", ""},                                   // not hex, 16 bytes
-		{q("\\u0034" + tid[1:]), "", "", ""},                                  // an escape: none
+		{q("\\u0034" + tid[1:]), q("\\u0062" + sid2[1:]), tid, sid2},          // escapes decoded
 		{"1234", "", "", ""},                                                  // a number
 		{`{"id":"` + tid + `"}`, "", "", ""},                                  // an object
 		{q("ff-" + tid + "-" + sid + "-01"), "", "", ""},                      // version ff
