@@ -416,3 +416,38 @@ func TestBacktestReorder(t *testing.T) {
 		t.Errorf("--reorder 1s, shorter than the slowest request: exit %d, %s", code, stderr)
 	}
 }
+
+// TestEventMapDocTrace: docs/sre.md's map of Envoy's log with a traceparent is the envoy
+// preset with a trace field, block for block.
+func TestEventMapDocTrace(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/sre.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const head = "```yaml\n# envoy-traced.yaml"
+	_, after, ok := strings.Cut(string(doc), head)
+	block, _, ok2 := strings.Cut(after, "```")
+	if !ok || !ok2 {
+		t.Fatalf("docs/sre.md: no %q block", head)
+	}
+	m, err := parseEventMap([]byte("#"+block), "envoy-traced.yaml") // the rest of the head comment
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := event.Preset("envoy")
+	if len(m.Metrics) != len(want.Metrics) {
+		t.Fatalf("%d blocks, the preset has %d", len(m.Metrics), len(want.Metrics))
+	}
+	for i, mm := range m.Metrics {
+		if mm.Trace != (event.MapTrace{Field: "traceparent"}) {
+			t.Errorf("block %d: trace %+v", i, mm.Trace)
+		}
+		w := want.Metrics[i]
+		mm.Trace, mm.Source, w.Source = event.MapTrace{}, "", ""
+		sort.Slice(mm.Labels, func(a, b int) bool { return mm.Labels[a].Name < mm.Labels[b].Name })
+		sort.Slice(w.Labels, func(a, b int) bool { return w.Labels[a].Name < w.Labels[b].Name })
+		if fmt.Sprintf("%+v", mm) != fmt.Sprintf("%+v", w) {
+			t.Errorf("block %d:\n got %+v\nwant %+v", i, mm, w)
+		}
+	}
+}
