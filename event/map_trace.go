@@ -18,7 +18,7 @@ func (md *MapDecoder) traceIDs(line []byte, m *mapMetric, ev *window.Event) {
 	var trace [16]byte
 	var span [8]byte
 	switch len(t) {
-	case 32, 16: // a 64-bit id right-aligned: the last 8 bytes
+	case 32, 16: // 128 bits, or 64 right-aligned into the last 8 bytes
 		ok = hexID(trace[:], t)
 	default:
 		ok = traceparent(t, &trace, &span)

@@ -18,8 +18,9 @@ import (
 // the Collector parsed the line into the body, bytes, none) gives one refused event: it says
 // what the body is and what to configure. A LogRecord's trace_id and span_id are the ids
 // (window.Event.TraceID, SpanID) of the events its line gives, unless the map's trace field
-// gives some (MapTrace); an invalid id (another length, not hex in OTLP/JSON) is no ids. The wire is scanned as OTLP traces are
-// (otlp_proto.go): the request, its ResourceLogs, ScopeLogs and LogRecords read in place,
+// gives some (MapTrace); an invalid id (another length, not hex in OTLP/JSON) is no ids,
+// never a refusal, and a record's ids are never another's. The wire is scanned as OTLP
+// traces are (otlp_proto.go): the request, its ResourceLogs, ScopeLogs and LogRecords read in place,
 // every other field (the resource, the scope, attributes, a body that is not a string)
 // checked only for its length; a malformed request is refused whole (ReasonBadRecord).
 // A refused event's part is its LogRecord's bytes; Where says "log record N", N counting the
