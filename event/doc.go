@@ -179,7 +179,10 @@
 // strings through the decoder's intern table, 0 allocations a line once they are interned.
 // A field absent from a line is missing_field, `no field "duration"` (the details of metrics
 // refused for different things joined by "; "); a ts absent is the door's, as for slide's
-// events. Presets (map_presets.go): envoy, Envoy Gateway's default JSON access log, and
-// nginx, the log_format docs/sre.md writes out. The YAML of --event-map is cmd/slide's (eventmap.go):
+// events. A block's trace field (MapTrace: a traceparent, a 128- or 64-bit trace id, and a
+// span id field) gives its events their TraceID and SpanID for exemplars (map_trace.go), read
+// after the rest of the event, never refusing it: absent or invalid, no ids. Presets
+// (map_presets.go): envoy, Envoy Gateway's default JSON access log, and nginx, the
+// log_format docs/sre.md writes out; neither format logs a trace, so neither reads one. The YAML of --event-map is cmd/slide's (eventmap.go):
 // this package takes the struct, and Map.Validate holds it to these rules.
 package event

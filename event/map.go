@@ -40,6 +40,9 @@ type MapMetric struct {
 	// Labels are the event's labels, each read from a field: at most window.MaxLabels, names
 	// by window.ValidLabelName, each once.
 	Labels []MapLabel
+	// Trace is where the event's trace and span ids are read (its exemplar's link to the
+	// trace); Field "" means none.
+	Trace MapTrace
 	// Source is where the block was written ("file:line"), the prefix of Validate's errors;
 	// "" for none.
 	Source string
@@ -78,6 +81,22 @@ type MapKey struct {
 // events), a number or a boolean its text; absent, null or "" gives no label.
 type MapLabel struct {
 	Name, Field string
+}
+
+// MapTrace is where an event's trace and span ids (window.Event.TraceID, SpanID: the link of
+// its exemplar to its trace) are read. Field's value is a JSON string holding a W3C
+// traceparent header's value (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>: both ids),
+// a trace id of 32 hex digits, or one of 16 (a 64-bit B3 or Zipkin id, placed in the last 8
+// bytes, as the Collector's zipkin receiver places it); Span's, a span id of 16 hex digits,
+// which wins over a traceparent's. Hex digits of either case, JSON escapes decoded. A trace
+// never refuses a line: a value absent, null, "", not a string or of another shape, or an
+// all-zero trace id leaves the event without ids; a span absent, invalid or of zeros leaves
+// it the traceparent's span id, or none. Through OTLP logs, ids from Field win over the
+// LogRecord's own.
+type MapTrace struct {
+	Field string
+	// Span is the field of the span id, only with Field.
+	Span string
 }
 
 // Time units of MapTS.
@@ -144,6 +163,11 @@ func (mm MapMetric) validate(maxKey int) []error {
 	if d := mm.Key.Default; d != "" && (len(d) > maxKey || !window.ValidName(d)) {
 		bad("key: default %q: not a valid key (1 to %d bytes of UTF-8 without control characters)", d, maxKey)
 	}
+	field("trace", mm.Trace.Field, false)
+	if mm.Trace.Span != "" && mm.Trace.Field == "" {
+		bad("trace: span without field (trace: {field: traceparent, span: NAME})")
+	}
+	field("trace: span", mm.Trace.Span, false)
 	if len(mm.Labels) > window.MaxLabels {
 		bad("%d labels, at most %d", len(mm.Labels), window.MaxLabels)
 	}

@@ -45,6 +45,8 @@ type mapMetric struct {
 	labels     []mapLabel // sorted by name
 	sameAs     int        // an earlier metric with the same key and labels, whose series this one reuses; −1
 	sameTS     int        // an earlier metric with the same ts field and unit, whose time this one reuses; −1
+	trace      int        // leaves of MapTrace's fields; −1 for none
+	span       int
 }
 
 type mapLabel struct {
@@ -76,9 +78,16 @@ func NewMapDecoder(m Map, cfg Config) (*MapDecoder, error) {
 		c := mapMetric{
 			metric: mm.Metric, ts: -1, value: leaf(mm.Value.Field), key: leaf(mm.Key.Field),
 			unit: mapUnits[mm.TS.Unit], scale: mm.Value.Scale, keyDefault: mm.Key.Default, sameAs: -1, sameTS: -1,
+			trace: -1, span: -1,
 		}
 		if mm.TS.Field != "" {
 			c.ts = leaf(mm.TS.Field)
+		}
+		if mm.Trace.Field != "" {
+			c.trace = leaf(mm.Trace.Field)
+		}
+		if mm.Trace.Span != "" {
+			c.span = leaf(mm.Trace.Span)
 		}
 		if c.scale == 0 {
 			c.scale = 1
@@ -192,6 +201,9 @@ func (md *MapDecoder) event(line []byte, i int, defaultTS int64) (window.Event, 
 			return md.refuse(i, badTS, m.ts, "", r)
 		}
 		md.times[i], md.timed[i] = ev.TS, true
+	}
+	if m.trace >= 0 {
+		md.traceIDs(line, m, &ev)
 	}
 	return ev, ReasonNone
 }

@@ -2,6 +2,7 @@ package event
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -28,6 +29,8 @@ func FuzzEventMap(f *testing.F) {
 	f.Add([]byte(envoyLine("2026-12-02T09:05:00.123Z", "GET", "/", "200", "-", 1, 2, "c") + "\n" +
 		strings.Replace(envoyLine("2026-12-02T09:06:00Z", "GET", "/", "200", "-", 1, 2, "d"), `"duration":2,`, ``, 1)))
 	f.Add([]byte("{\"duration\":1,\n\"upstream_cluster\":\"c\"}\r\n  \n {\"duration\": 2, \"upstream_cluster\": \"c\", \"x\": {\"y\":\n[1]}}\n{}{}"))
+	f.Add([]byte(`{"svc":"a","req":{"timing":{"total":1},"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},"span":"B7AD6B7169203331"}` + "\n" +
+		`{"svc":"a","req":{"timing":{"total":1},"traceparent":"a3ce929d0e0e4736"}}` + "\n" + `{"svc":"a","req":{"timing":{"total":1},"traceparent":"\u0034bf92f3577b34da6a3ce929d0e0e4736"}}`))
 	f.Add([]byte(`{"duration":NaN,"upstream_cluster":"c","start_time":"2026-13-01T00:00:00Z"}`))
 	nested := Map{Metrics: []MapMetric{{
 		Metric: "latency_ms",
@@ -35,6 +38,7 @@ func FuzzEventMap(f *testing.F) {
 		Value:  MapValue{Field: "req.timing.total", Scale: 0.001},
 		Key:    MapKey{Field: "svc", Default: "unknown"},
 		Labels: []MapLabel{{Name: "ok", Field: "ok"}, {Name: "code", Field: "res.code"}},
+		Trace:  MapTrace{Field: "req.traceparent", Span: "span"},
 	}}}
 	maps := []Map{presets["envoy"], presets["nginx"], nested}
 	var decs []*MapDecoder
@@ -144,6 +148,9 @@ func FuzzEventMap(f *testing.F) {
 					if e.ev.Value != want {
 						t.Fatalf("%q: value %v, encoding/json's %v", line, e.ev.Value, want)
 					}
+					if tr, sp := refTraceIDs(doc, mm.Trace); e.ev.TraceID != tr || e.ev.SpanID != sp {
+						t.Fatalf("%q: ids %x %x, want %x %x", line, e.ev.TraceID, e.ev.SpanID, tr, sp)
+					}
 				}
 			}
 			if i != len(evs) {
@@ -160,6 +167,56 @@ func checkDetail(t *testing.T, md *MapDecoder, line []byte) {
 	if s == "" || !utf8.ValidString(s) || strings.ContainsAny(s, "\n\r") || len(s) > 400 {
 		t.Fatalf("%q: detail %q", line, s)
 	}
+}
+
+// refTraceIDs is MapTrace's rule over encoding/json's strings at its fields in doc, written
+// apart from the decoder's (by split and encoding/hex).
+func refTraceIDs(doc map[string]any, mt MapTrace) (trace [16]byte, span [8]byte) {
+	if mt.Field == "" {
+		return
+	}
+	str, ok := jsonAt(doc, mt.Field).(string)
+	if !ok {
+		return
+	}
+	decode := func(dst []byte, s string) bool {
+		b, err := hex.DecodeString(s)
+		return err == nil && len(b) == len(dst) && copy(dst, b) > 0
+	}
+	switch len(str) {
+	case 32:
+		ok = decode(trace[:], str)
+	case 16:
+		ok = decode(trace[8:], str)
+	default:
+		p := strings.Split(str, "-")
+		var v, fl [1]byte
+		ok = len(p) >= 4 && decode(v[:], p[0]) && v[0] != 0xff && (len(p) == 4 || v[0] != 0) &&
+			decode(trace[:], p[1]) && decode(span[:], p[2]) && span != [8]byte{} && decode(fl[:], p[3])
+	}
+	if !ok || trace == [16]byte{} {
+		return [16]byte{}, [8]byte{}
+	}
+	if s, isStr := jsonAt(doc, mt.Span).(string); mt.Span != "" && isStr {
+		var id [8]byte
+		if decode(id[:], s) && id != [8]byte{} {
+			span = id
+		}
+	}
+	return trace, span
+}
+
+// jsonAt is encoding/json's value at the dotted path of doc, nil when there is none.
+func jsonAt(doc map[string]any, path string) any {
+	var v any = doc
+	for _, name := range strings.Split(path, ".") {
+		o, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = o[name]
+	}
+	return v
 }
 
 // jsonNumber is encoding/json's number at the dotted path of doc: a JSON number, or a string

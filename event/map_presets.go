@@ -32,6 +32,9 @@ import (
 // latency_ms is request_time × 1000 (nginx writes seconds with a millisecond resolution) and
 // bytes_sent bytes_sent, at msec (seconds, with milliseconds), keyed by host, with labels
 // code (status) and method.
+//
+// Neither reads a trace (MapTrace): neither format logs one. docs/sre.md shows the field to
+// add to each (%REQ(TRACEPARENT)%, $http_traceparent) and the map that reads it.
 var presets = map[string]Map{
 	"envoy": {Metrics: []MapMetric{
 		envoyMetric("latency_ms", "duration"),

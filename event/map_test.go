@@ -281,6 +281,9 @@ func TestMapValidate(t *testing.T) {
 		{func(m *MapMetric) { m.Labels = []MapLabel{{Name: "a", Field: "x"}, {Name: "a", Field: "y"}} }, `f.yaml:3: metric "m": label "a": given twice`},
 		{func(m *MapMetric) { m.Labels = []MapLabel{{Name: "a"}} }, `f.yaml:3: metric "m": label "a": no field`},
 		{func(m *MapMetric) { m.Key.Default = "x\ny" }, `f.yaml:3: metric "m": key: default "x\ny": not a valid key`},
+		{func(m *MapMetric) { m.Trace = MapTrace{Span: "span_id"} }, `f.yaml:3: metric "m": trace: span without field`},
+		{func(m *MapMetric) { m.Trace = MapTrace{Field: "a."} }, `f.yaml:3: metric "m": trace: field "a.": an empty member name`},
+		{func(m *MapMetric) { m.Trace = MapTrace{Field: "tp", Span: ".s"} }, `f.yaml:3: metric "m": trace: span: field ".s": an empty member name`},
 	} {
 		mm := good
 		c.edit(&mm)

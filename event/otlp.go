@@ -201,12 +201,7 @@ const (
 
 // spanFields is what a span's event is made of, as read from either wire format.
 type spanFields struct {
-	// The span's ids as read (setID, setHexID, setZipkinID): its event's TraceID and SpanID
-	// when its trace id is not all zero and no id was invalid (badID). An invalid id never
-	// refuses a span (OTLP reads one as empty): its event carries no ids.
-	traceID    [16]byte
-	spanID     [8]byte
-	badID      bool
+	idFields
 	name       attrVal // a string
 	kind       int64
 	status     int64
@@ -215,15 +210,34 @@ type spanFields struct {
 	miss       uint8                // a why that refuses the span whatever its key (Zipkin's timing), or whyNone
 }
 
+// idFields are a span's or a log record's ids as read (setID, setHexID, setZipkinID): its
+// events' TraceID and SpanID when its trace id is not all zero and no id was invalid (badID;
+// ids). An invalid id never refuses a span or a record (OTLP reads one as empty): its events
+// carry no ids.
+type idFields struct {
+	traceID [16]byte
+	spanID  [8]byte
+	badID   bool
+}
+
+// ids are the ids the events take, and whether there are any: none when the trace id is all
+// zero or an id was invalid.
+func (sp *idFields) ids() ([16]byte, [8]byte, bool) {
+	if sp.badID || sp.traceID == [16]byte{} {
+		return [16]byte{}, [8]byte{}, false
+	}
+	return sp.traceID, sp.spanID, true
+}
+
 // clearIDs forgets the ids of the span read before: a span without ids has none.
-func (sp *spanFields) clearIDs() {
+func (sp *idFields) clearIDs() {
 	sp.traceID, sp.spanID, sp.badID = [16]byte{}, [8]byte{}, false
 }
 
 // setID reads id, a trace or span id as protobuf's bytes, into dst (sp.traceID or
 // sp.spanID): an id of dst's length, or none (empty: zero, as OTLP's empty id); an id of
 // any other length makes the span's ids invalid.
-func (sp *spanFields) setID(dst, id []byte) {
+func (sp *idFields) setID(dst, id []byte) {
 	switch len(id) {
 	case len(dst):
 		copy(dst, id)
@@ -237,7 +251,7 @@ func (sp *spanFields) setID(dst, id []byte) {
 // setHexID reads v, an id as OTLP/JSON's hex string (either case), into dst: 2·len(dst)
 // digits, or "" for none; anything else (another length or byte, an escape, not a string)
 // makes the span's ids invalid.
-func (sp *spanFields) setHexID(dst []byte, v attrVal) {
+func (sp *idFields) setHexID(dst []byte, v attrVal) {
 	switch {
 	case v.kind == valString && !v.esc && len(v.b) == 0:
 		clear(dst)
@@ -250,7 +264,7 @@ func (sp *spanFields) setHexID(dst []byte, v attrVal) {
 // receiver (zipkin-go) reads it: a hex number that fits dst, right-aligned (a 64-bit trace id
 // of 16 digits is the last 8 bytes of the trace id, as the receiver places it), leading
 // zeros allowed; anything else makes the span's ids invalid.
-func (sp *spanFields) setZipkinID(dst []byte, v attrVal) {
+func (sp *idFields) setZipkinID(dst []byte, v attrVal) {
 	t := v.b
 	for len(t) > 1 && t[0] == '0' {
 		t = t[1:]

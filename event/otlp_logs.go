@@ -16,8 +16,11 @@ import (
 // observed_time_unix_nano, else the Kafka record's time, is the default ts the map uses when
 // the line has no ts field of its own. A LogRecord whose body is not a string (a kvlist when
 // the Collector parsed the line into the body, bytes, none) gives one refused event: it says
-// what the body is and what to configure. The wire is scanned as OTLP traces are
-// (otlp_proto.go): the request, its ResourceLogs, ScopeLogs and LogRecords read in place,
+// what the body is and what to configure. A LogRecord's trace_id and span_id are the ids
+// (window.Event.TraceID, SpanID) of the events its line gives, unless the map's trace field
+// gives some (MapTrace); an invalid id (another length, not hex in OTLP/JSON) is no ids,
+// never a refusal, and a record's ids are never another's. The wire is scanned as OTLP
+// traces are (otlp_proto.go): the request, its ResourceLogs, ScopeLogs and LogRecords read in place,
 // every other field (the resource, the scope, attributes, a body that is not a string)
 // checked only for its length; a malformed request is refused whole (ReasonBadRecord).
 // A refused event's part is its LogRecord's bytes; Where says "log record N", N counting the
@@ -49,6 +52,7 @@ type logRec struct {
 	body     uint8
 	esc      bool // OTLP/JSON: line is arena[off:end], set once the body is read
 	off, end int
+	ids      idFields // trace_id, span_id: its events' ids unless the map's trace gives some
 }
 
 // What a LogRecord's body is.
@@ -136,8 +140,12 @@ func (l *LogsDecoder) read(body []byte, defaultTS int64) {
 		case !md.scan(rc.line): // as MapDecoder.DecodeLines reads a line
 			l.pending = append(l.pending, pendingLog{rec: k, r: ReasonInvalidJSON})
 		default:
+			trace, span, ok := rc.ids.ids()
 			for i := range md.ms {
 				ev, r := md.event(rc.line, i, ts)
+				if ok && r == ReasonNone && ev.TraceID == [16]byte{} { // the map's trace wins
+					ev.TraceID, ev.SpanID = trace, span
+				}
 				l.pending = append(l.pending, pendingLog{rec: k, ev: ev, r: r})
 			}
 		}
@@ -180,8 +188,11 @@ func (l *LogsDecoder) repeated(b []byte, i, end int, num uint64, each func(b []b
 	return true
 }
 
-// logRecord reads a LogRecord: time_unix_nano = 1, body = 5, observed_time_unix_nano = 11.
-// Its part is its field, b[start:end], tag and length included: never empty.
+// logRecord reads a LogRecord: time_unix_nano = 1, body = 5, trace_id = 9, span_id = 10,
+// observed_time_unix_nano = 11. Its part is its field, b[start:end], tag and length included:
+// never empty. An id of another length or wire type is invalid: the record's events have no
+// ids from it, and it is not refused (pdata would refuse another wire type; an access log's
+// latency is good data without its trace).
 func (l *LogsDecoder) logRecord(b []byte, start, i, end int) bool {
 	rc := logRec{part: b[start:end:end]}
 	var t, observed uint64
@@ -207,6 +218,16 @@ func (l *LogsDecoder) logRecord(b []byte, start, i, end int) bool {
 			}
 			if !l.readBody(b, f.vs, f.ve, &rc) {
 				return false
+			}
+		case 9, 10:
+			dst := rc.ids.traceID[:]
+			if f.num == 10 {
+				dst = rc.ids.spanID[:]
+			}
+			if f.wt != wtLen {
+				rc.ids.badID = true
+			} else {
+				rc.ids.setID(dst, b[f.vs:f.ve])
 			}
 		}
 	}

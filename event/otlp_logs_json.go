@@ -73,7 +73,7 @@ func (l *LogsDecoder) jMessages(b []byte, at int, camel, pb string, each func(b 
 	})
 }
 
-// jLogRecord reads a LogRecord: timeUnixNano, observedTimeUnixNano and body.
+// jLogRecord reads a LogRecord: timeUnixNano, observedTimeUnixNano, body, traceId and spanId.
 func (l *LogsDecoder) jLogRecord(b []byte, start int) int {
 	j := l.js
 	var rc logRec
@@ -89,6 +89,10 @@ func (l *LogsDecoder) jLogRecord(b []byte, start int) int {
 			return j.jUint(b, at, &observed)
 		case "body":
 			return l.jBody(b, at, &rc)
+		case "traceId", "trace_id":
+			return l.jID(b, at, &rc.ids, rc.ids.traceID[:])
+		case "spanId", "span_id":
+			return l.jID(b, at, &rc.ids, rc.ids.spanID[:])
 		}
 		return j.jSkip(b, at)
 	})
@@ -140,4 +144,20 @@ func (l *LogsDecoder) jBody(b []byte, at int, rc *logRec) int {
 		}
 		return j.jSkip(b, at)
 	})
+}
+
+// jID reads a LogRecord's id at b[at] into dst, one of ids' arrays: a hex string of its
+// length, "" for none; any other value (validated and skipped) makes ids invalid.
+func (l *LogsDecoder) jID(b []byte, at int, ids *idFields, dst []byte) int {
+	j := l.js
+	if at < len(b) && b[at] == '"' {
+		var v attrVal
+		k := j.jString(b, at, &v)
+		if k >= 0 {
+			ids.setHexID(dst, v)
+		}
+		return k
+	}
+	ids.badID = true
+	return j.jSkip(b, at)
 }

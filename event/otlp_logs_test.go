@@ -311,7 +311,13 @@ func FuzzOTLPLogs(f *testing.F) {
 	f.Add(marshalLogs(f, logsOf(strBody(`{"duration":"x"}`), func(plog.LogRecord) {})))
 	f.Add([]byte{0x0a, 0x04, 0x12, 0x02, 0x12, 0x00}) // one empty LogRecord
 	f.Add([]byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"5","body":{"stringValue":"{\"duration\":3}"}},{"body":null}]}]}]}`))
+	traced := `{"duration":3,"bytes_sent":10,"upstream_cluster":"c","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`
+	f.Add(marshalLogs(f, logsOf(withIDs(line, recTrace, recSpan), strBody(line), withIDs(traced, recTrace, recSpan))))
+	f.Add([]byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"traceId":"` + recTraceHex + `","spanId":"` + recSpanHex + `","body":{"stringValue":"{\"duration\":3}"}},{"traceId":"x","body":{"stringValue":"{}"}}]}]}]}`))
 	m, _ := Preset("envoy")
+	for i := range m.Metrics { // the map's trace as well as the records'
+		m.Metrics[i].Trace = MapTrace{Field: "traceparent"}
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, dec := range []func(Map, Config) (*LogsDecoder, error){NewOTLPLogs, NewOTLPLogsJSON} {
 			fuzzLogs(t, dec, m, body)
@@ -367,12 +373,13 @@ func TestOTLPLogsEmptyString(t *testing.T) {
 }
 
 // Once its slices and the map's intern table have grown, a body costs no allocation, in
-// either encoding (the JSON one unescapes its string bodies into a reused arena).
+// either encoding (the JSON one unescapes its string bodies into a reused arena), its ids
+// included.
 func TestOTLPLogsAllocs(t *testing.T) {
 	line := `{"start_time":"2026-12-02T09:05:00Z","duration":3,"bytes_sent":10,"upstream_cluster":"c","method":"GET","response_code":200}`
 	m, _ := Preset("envoy")
 	for _, enc := range logsEncodings {
-		body, err := enc.marshal.MarshalLogs(logsOf(strBody(line), strBody(line), strBody(`{"duration":"x"}`)))
+		body, err := enc.marshal.MarshalLogs(logsOf(strBody(line), withIDs(line, recTrace, recSpan), strBody(`{"duration":"x"}`)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -149,8 +149,8 @@
 // MergePartial answers for the prefix while visiting only its series, and from the prefix's
 // cached aggregate while none of them has been written, made or removed since.
 // StoreConfig.Exemplars keeps, beside each ring, one exemplar per slot: the accepted event
-// of the largest value that carried a trace id (Event.TraceID, filled by the span formats),
-// read by VisitExemplars (promapi's query_exemplars); see exemplar.go.
+// of the largest value that carried a trace id (Event.TraceID, filled by the span formats and
+// by access logs' trace ids), read by VisitExemplars (promapi's query_exemplars); see exemplar.go.
 //
 // ValidName is the key rule of every door (issue #25): a key or metric is valid UTF-8
 // without C0 or C1 controls, DEL or bidi overrides and isolates. Ingest's decoder, snapshot

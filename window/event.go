@@ -10,8 +10,9 @@ type Event struct {
 	Count  uint64
 	Feed   Feed // the feed that carried it (FeedOf); a series remembers that of the last event it accepted
 
-	// TraceID and SpanID name the span the event was read from (a span format's decoder
-	// fills them; all zero: none). A store with StoreConfig.Exemplars keeps, per slot, the
+	// TraceID and SpanID name the span the event was read from, or the trace of the request
+	// an access-log line records (a span format's decoder fills them, an event map's trace
+	// field or an OTLP log record's ids; all zero: none). A store with StoreConfig.Exemplars keeps, per slot, the
 	// accepted event of the largest value that has a trace id (VisitExemplars); otherwise
 	// they are ignored.
 	TraceID [16]byte

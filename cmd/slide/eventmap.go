@@ -21,8 +21,9 @@ import (
 //	value: {field: duration, scale: 1}   # scale multiplies
 //	key: {field: upstream_cluster, default: "-"}
 //	labels: {code: response_code, method: method}   # label name: field
+//	trace: {field: traceparent, span: span_id}      # optional: the exemplar's trace (event.MapTrace)
 //
-// ts, value and key also take the field alone (value: duration). The file is parsed here,
+// ts, value, key and trace also take the field alone (value: duration). The file is parsed here,
 // with its lines, and held to the event package's rules by event.Map.Validate; a bad file
 // stops the command at start, each problem with file:line.
 
@@ -194,11 +195,46 @@ func (p *mapParser) block(n *yaml.Node) (event.MapMetric, bool) {
 				}
 				mm.Labels = append(mm.Labels, event.MapLabel{Name: k.Value, Field: f})
 			})
+		case "trace":
+			mm.Trace = p.trace(v)
 		default:
-			p.bad(k, "unknown field %q (a metric has metric, ts, value, key, labels)", k.Value)
+			p.bad(k, "unknown field %q (a metric has metric, ts, value, key, labels, trace)", k.Value)
 		}
 	})
 	return mm, len(p.errs) == before
+}
+
+// trace reads a trace spec: the field alone, or a mapping of field and span (span only with
+// field).
+func (p *mapParser) trace(v *yaml.Node) event.MapTrace {
+	var t event.MapTrace
+	if v.Kind == yaml.ScalarNode {
+		if t.Field = v.Value; t.Field == "" {
+			p.bad(v, "trace: no field")
+		}
+		return t
+	}
+	p.members(v, "trace", func(k, v *yaml.Node) {
+		var dst *string
+		switch k.Value {
+		case "field":
+			dst = &t.Field
+		case "span":
+			dst = &t.Span
+		default:
+			p.bad(k, "trace: unknown field %q (trace has field, span)", k.Value)
+			return
+		}
+		if s, ok := p.scalar(v, "trace: "+k.Value); ok && s == "" {
+			p.bad(v, "trace: %s: empty", k.Value)
+		} else {
+			*dst = s
+		}
+	})
+	if t.Span != "" && t.Field == "" {
+		p.bad(v, "trace: span without field (trace: {field: traceparent, span: %s})", t.Span)
+	}
+	return t
 }
 
 // field reads a field spec: the field's path alone, or a mapping of field and what other

@@ -38,6 +38,11 @@ func TestEventMapFile(t *testing.T) {
   ts: {field: at, unit: us}
   value: bytes.sent
   key: upstream_cluster
+  trace: {field: http.traceparent, span: span_id}
+- metric: errors
+  value: e
+  key: k
+  trace: trace_id
 `), "m.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +52,8 @@ func TestEventMapFile(t *testing.T) {
 			Key: event.MapKey{Field: "upstream_cluster", Default: "-"}, Labels: []event.MapLabel{{Name: "code", Field: "response_code"}, {Name: "method", Field: "method"}},
 			Source: "m.yaml:2"},
 		{Metric: "bytes_sent", TS: event.MapTS{Field: "at", Unit: "us"}, Value: event.MapValue{Field: "bytes.sent"},
-			Key: event.MapKey{Field: "upstream_cluster"}, Source: "m.yaml:7"},
+			Key: event.MapKey{Field: "upstream_cluster"}, Trace: event.MapTrace{Field: "http.traceparent", Span: "span_id"}, Source: "m.yaml:7"},
+		{Metric: "errors", Value: event.MapValue{Field: "e"}, Key: event.MapKey{Field: "k"}, Trace: event.MapTrace{Field: "trace_id"}, Source: "m.yaml:12"},
 	}}
 	if fmt.Sprintf("%+v", m) != fmt.Sprintf("%+v", want) {
 		t.Errorf("got  %+v\nwant %+v", m, want)
@@ -65,7 +71,13 @@ func TestEventMapFileErrors(t *testing.T) {
 		want []string
 	}{
 		{"", []string{"m.yaml:1: empty file"}},
-		{"metric: m\nvalue: v\nkey: k\nlabel: {a: b}\n", []string{`m.yaml:4: unknown field "label" (a metric has metric, ts, value, key, labels)`}},
+		{"metric: m\nvalue: v\nkey: k\nlabel: {a: b}\n", []string{`m.yaml:4: unknown field "label" (a metric has metric, ts, value, key, labels, trace)`}},
+		{"metric: m\nvalue: v\nkey: k\ntrace: {span: span_id}\n", []string{`m.yaml:4: trace: span without field (trace: {field: traceparent, span: span_id})`}},
+		{"metric: m\nvalue: v\nkey: k\ntrace: {field: tp, parent: p}\n", []string{`m.yaml:4: trace: unknown field "parent" (trace has field, span)`}},
+		{"metric: m\nvalue: v\nkey: k\ntrace: {field: \"\", span: s}\n", []string{`m.yaml:4: trace: field: empty`}},
+		{"metric: m\nvalue: v\nkey: k\ntrace: \"\"\n", []string{`m.yaml:4: trace: no field`}},
+		{"metric: m\nvalue: v\nkey: k\ntrace: {field: [a]}\n", []string{`m.yaml:4: trace: field must be a single value`}},
+		{"metric: m\nvalue: v\nkey: k\ntrace: {field: a..b}\n", []string{`m.yaml:1: metric "m": trace: field "a..b": an empty member name`}},
 		{"metric: m\nvalue: {field: v, scale: fast}\nkey: k\n", []string{`m.yaml:2: value: scale "fast": want a number, not 0`}},
 		{"metric: m\nvalue: {scale: 2}\nkey: k\n", []string{`m.yaml:2: value: no field (value: {field: NAME})`}},
 		{"metric: m\nvalue: v\nkey: {field: k, fallback: x}\n", []string{`m.yaml:3: key: unknown field "fallback" (key has field, default)`}},
@@ -402,5 +414,40 @@ func TestBacktestReorder(t *testing.T) {
 	code, _, stderr = runBacktest(t, asLogged.String(), "--policies", pol, "--event-map", "envoy", "--reorder", "1s", "-")
 	if code != 1 || !strings.Contains(stderr, "line 5:") || !strings.Contains(stderr, "reorder window 1s") {
 		t.Errorf("--reorder 1s, shorter than the slowest request: exit %d, %s", code, stderr)
+	}
+}
+
+// TestEventMapDocTrace: docs/sre.md's map of Envoy's log with a traceparent is the envoy
+// preset with a trace field, block for block.
+func TestEventMapDocTrace(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/sre.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const head = "```yaml\n# envoy-traced.yaml"
+	_, after, ok := strings.Cut(string(doc), head)
+	block, _, ok2 := strings.Cut(after, "```")
+	if !ok || !ok2 {
+		t.Fatalf("docs/sre.md: no %q block", head)
+	}
+	m, err := parseEventMap([]byte("#"+block), "envoy-traced.yaml") // the rest of the head comment
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := event.Preset("envoy")
+	if len(m.Metrics) != len(want.Metrics) {
+		t.Fatalf("%d blocks, the preset has %d", len(m.Metrics), len(want.Metrics))
+	}
+	for i, mm := range m.Metrics {
+		if mm.Trace != (event.MapTrace{Field: "traceparent"}) {
+			t.Errorf("block %d: trace %+v", i, mm.Trace)
+		}
+		w := want.Metrics[i]
+		mm.Trace, mm.Source, w.Source = event.MapTrace{}, "", ""
+		sort.Slice(mm.Labels, func(a, b int) bool { return mm.Labels[a].Name < mm.Labels[b].Name })
+		sort.Slice(w.Labels, func(a, b int) bool { return w.Labels[a].Name < w.Labels[b].Name })
+		if fmt.Sprintf("%+v", mm) != fmt.Sprintf("%+v", w) {
+			t.Errorf("block %d:\n got %+v\nwant %+v", i, mm, w)
+		}
 	}
 }
