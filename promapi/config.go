@@ -19,7 +19,8 @@ const (
 	DefaultMaxSeries      = 100_000
 	DefaultMaxLabelValues = 10_000
 	DefaultLookbackDelta  = 5 * time.Minute
-	DefaultMaxConcurrent  = 20 // Prometheus' --query.max-concurrency default
+	DefaultMaxConcurrent  = 20      // Prometheus' --query.max-concurrency default
+	DefaultMaxExemplars   = 100_000 // Prometheus' --storage.exemplars.exemplars-limit default
 )
 
 // ErrConfig wraps every error of Config.Validate.
@@ -44,6 +45,9 @@ type Config struct {
 	// /api/v1/series list (a smaller limit= is honoured), with a warning when they cut;
 	// default DefaultMaxLabelValues.
 	MaxLabelValues int
+	// MaxExemplars caps the exemplars one /api/v1/query_exemplars answers, with a warning
+	// when it cuts; default DefaultMaxExemplars (what Prometheus keeps at all by default).
+	MaxExemplars int
 	// LookbackDelta is the engine's lookback for instant vectors; default 5m, Prometheus'.
 	LookbackDelta time.Duration
 	// MaxConcurrent caps the queries and listings evaluated at once, as Prometheus'
@@ -93,6 +97,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: max series %d: must not be negative", ErrConfig, c.MaxSeries)
 	case c.MaxLabelValues < 0:
 		return fmt.Errorf("%w: max label values %d: must not be negative", ErrConfig, c.MaxLabelValues)
+	case c.MaxExemplars < 0:
+		return fmt.Errorf("%w: max exemplars %d: must not be negative", ErrConfig, c.MaxExemplars)
 	case c.LookbackDelta < 0:
 		return fmt.Errorf("%w: lookback delta %s: must not be negative", ErrConfig, c.LookbackDelta)
 	case c.MaxConcurrent < 0:
@@ -116,6 +122,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxLabelValues == 0 {
 		c.MaxLabelValues = DefaultMaxLabelValues
+	}
+	if c.MaxExemplars == 0 {
+		c.MaxExemplars = DefaultMaxExemplars
 	}
 	if c.LookbackDelta == 0 {
 		c.LookbackDelta = DefaultLookbackDelta

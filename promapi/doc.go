@@ -180,7 +180,8 @@
 // "timestamp":…}]}], sorted by series), for each series of the query's selectors named M (the
 // histogram, where Grafana draws them on a histogram_quantile panel) or M_max (a slot's
 // exemplar is the span behind its max); M_count and M_sum carry none. Times outside
-// [start, end] are left out; ids are lower-case hex, as OpenTelemetry's SDKs and
+// [start, end] are left out; an answer holds at most Config.MaxExemplars (100,000, what
+// Prometheus keeps at all by default), with a warning when it cuts; ids are lower-case hex, as OpenTelemetry's SDKs and
 // Prometheus' OTLP receiver write them, so Grafana's data source links trace_id to Tempo
 // or Jaeger (deploy/grafana/provisioning/datasources/slide.yaml). Through a cluster, the
 // owners' exemplars come by a peer read of their own, and a series spread over instances

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"slices"
@@ -29,7 +30,8 @@ type exemplarResult struct {
 // metric's histogram M and its peak M_max (a slot's exemplar is the span behind its max);
 // M_count and M_sum carry none, as a classic histogram's _count and _sum carry none.
 // Through a cluster, every instance's (Cluster.VisitExemplars), a missing partition as any
-// read's. Start, end and query are checked as Prometheus checks them (400 bad_data).
+// read's. At most Config.MaxExemplars exemplars, with a warning when it cuts. Start, end and
+// query are checked as Prometheus checks them (400 bad_data).
 func (a *API) queryExemplars(r *http.Request) ([]byte, notes, *apiError) {
 	start, aerr := a.timeParam(r, "start", time.Time{})
 	if aerr != nil {
@@ -67,11 +69,13 @@ func (a *API) queryExemplars(r *http.Request) ([]byte, notes, *apiError) {
 	q := qr.(*querier)
 	seen := map[string]bool{}
 	var out []exemplarResult
+	var warn []string
+	total, limit := 0, a.cfg.MaxExemplars
 	for _, ms := range parser.ExtractSelectors(expr) {
-		err := q.eachExemplars(ctx, ms, func(lset labels.Labels, ex []window.Exemplar) {
+		err := q.eachExemplars(ctx, ms, func(lset labels.Labels, ex []window.Exemplar) bool {
 			k := lset.String()
 			if seen[k] {
-				return // another selector's series too: listed once, as Prometheus lists it
+				return true // another selector's series too: listed once, as Prometheus lists it
 			}
 			var in []window.Exemplar
 			for _, e := range ex {
@@ -79,23 +83,32 @@ func (a *API) queryExemplars(r *http.Request) ([]byte, notes, *apiError) {
 					in = append(in, e)
 				}
 			}
+			if total+len(in) > limit {
+				in = in[:limit-total]
+				warn = []string{fmt.Sprintf("exemplars truncated at %d (promapi MaxExemplars): narrow the selectors or the range", limit)}
+			}
 			if len(in) > 0 {
 				seen[k] = true
+				total += len(in)
 				out = append(out, exemplarResult{lset: lset, ex: in})
 			}
+			return warn == nil
 		})
 		if err != nil {
 			return nil, notes{}, execError(err)
 		}
+		if warn != nil {
+			break
+		}
 	}
 	slices.SortFunc(out, func(x, y exemplarResult) int { return labels.Compare(x.lset, y.lset) })
-	return appendExemplarResults(nil, out), notes{}, nil
+	return appendExemplarResults(nil, out), notes{warn: warn}, nil
 }
 
 // eachExemplars calls fn with each series that ms select among the names that carry
 // exemplars (a metric's histogram and its _max), with its label set and exemplars (fn must
-// copy what it keeps of ex).
-func (q *querier) eachExemplars(ctx context.Context, ms []*labels.Matcher, fn func(lset labels.Labels, ex []window.Exemplar)) error {
+// copy what it keeps of ex), until fn returns false.
+func (q *querier) eachExemplars(ctx context.Context, ms []*labels.Matcher, fn func(lset labels.Labels, ex []window.Exemplar) bool) error {
 	s, err := q.selectionOf(ctx, ms)
 	if err != nil || s.none {
 		return err
@@ -106,14 +119,19 @@ func (q *querier) eachExemplars(ctx context.Context, ms []*labels.Matcher, fn fu
 		if !s.kinds[i][kindHistogram] && !s.kinds[i][kindMax] {
 			continue
 		}
+		stopped := false
 		err := q.visitExemplars(ctx, m, &s, stop, func(series string, ex []window.Exemplar) bool {
 			for _, k := range []kind{kindHistogram, kindMax} {
-				if s.kinds[i][k] {
-					fn(labelsOf(&lb, m+kindSuffix[k], series), ex)
+				if s.kinds[i][k] && !fn(labelsOf(&lb, m+kindSuffix[k], series), ex) {
+					stopped = true
+					return false
 				}
 			}
 			return true
 		})
+		if stopped {
+			return err
+		}
 		if err == nil {
 			err = ctx.Err()
 		}

@@ -3,6 +3,7 @@ package promapi
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -148,5 +149,33 @@ func TestQueryExemplars(t *testing.T) {
 		if tr := fmt.Sprintf(`"trace_id":"%x"`, ev.TraceID); !strings.Contains(body, tr) {
 			t.Fatalf("the whole range lacks %s: %s", tr, body)
 		}
+	}
+}
+
+// TestQueryExemplarsCapped: past Config.MaxExemplars the answer stops, says so in a warning,
+// and holds exactly the cap.
+func TestQueryExemplarsCapped(t *testing.T) {
+	d, _ := exemplarDemo(t)
+	srv := serveDemo(t, d, Config{MaxExemplars: 7})
+	res, err := http.Get(srv.URL + "/api/v1/query_exemplars?" + url.Values{"query": {"duration_ms"}}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Data []struct {
+			Exemplars []json.RawMessage
+		}
+		Warnings []string
+	}
+	raw := readAll(t, res)
+	if err := json.Unmarshal([]byte(raw), &body); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range body.Data {
+		n += len(r.Exemplars)
+	}
+	if n != 7 || len(body.Warnings) != 1 || !strings.Contains(body.Warnings[0], "exemplars truncated at 7") {
+		t.Fatalf("%d exemplars, warnings %q, want 7 and the truncation's: %.300s", n, body.Warnings, raw)
 	}
 }
