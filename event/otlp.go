@@ -248,6 +248,16 @@ func (sp *idFields) setID(dst, id []byte) {
 	}
 }
 
+// setWireID reads the id of protobuf field f of b into dst as setID does; a field of another
+// wire type is an invalid id, not a malformed record.
+func (sp *idFields) setWireID(dst, b []byte, f pbField) {
+	if f.wt != wtLen {
+		sp.badID = true
+		return
+	}
+	sp.setID(dst, b[f.vs:f.ve])
+}
+
 // setHexID reads v, an id as OTLP/JSON's hex string (either case), into dst: 2·len(dst)
 // digits, or "" for none; anything else (another length or byte, an escape, not a string)
 // makes the span's ids invalid.

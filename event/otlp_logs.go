@@ -224,11 +224,7 @@ func (l *LogsDecoder) logRecord(b []byte, start, i, end int) bool {
 			if f.num == 10 {
 				dst = rc.ids.spanID[:]
 			}
-			if f.wt != wtLen {
-				rc.ids.badID = true
-			} else {
-				rc.ids.setID(dst, b[f.vs:f.ve])
-			}
+			rc.ids.setWireID(dst, b, f)
 		}
 	}
 	if t == 0 {

@@ -516,12 +516,13 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 		}
 		want := uint8(255)
 		switch f.num {
-		case 1, 2:
-			if f.wt != wtLen { // an id of another wire type: invalid, not a malformed record
-				sp.badID = true
-				continue
+		case 1, 2: // an id of another wire type: invalid, not a malformed record
+			dst := sp.traceID[:]
+			if f.num == 2 {
+				dst = sp.spanID[:]
 			}
-			want = wtLen
+			sp.setWireID(dst, b, f)
+			continue
 		case 5, 9, 15:
 			want = wtLen
 		case 6:
@@ -536,10 +537,6 @@ func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 			return s.wrongType(at)
 		}
 		switch f.num {
-		case 1:
-			sp.setID(sp.traceID[:], b[f.vs:f.ve])
-		case 2:
-			sp.setID(sp.spanID[:], b[f.vs:f.ve])
 		case 5:
 			sp.name = attrVal{kind: valString, b: b[f.vs:f.ve]}
 		case 6:

@@ -100,17 +100,15 @@ func (s *SpanDecoder) zSpanProto(b []byte, field, start, end int) bool {
 // zIDProto reads the span's trace_id (f.num 1: 8 or 16 bytes) or id (3: 8 bytes) from f; an
 // id of another length or wire type leaves the span's event without ids.
 func (s *SpanDecoder) zIDProto(f pbField, b []byte) {
-	sp, id := &s.span, b[f.vs:f.ve]
+	sp := &s.span
 	switch {
-	case f.wt != wtLen:
-		sp.badID = true
 	case f.num == 3:
-		sp.setID(sp.spanID[:], id)
-	case len(id) == 8: // a 64-bit trace id: the last 8 bytes
+		sp.setWireID(sp.spanID[:], b, f)
+	case f.wt == wtLen && f.ve-f.vs == 8: // a 64-bit trace id: the last 8 bytes
 		sp.traceID = [16]byte{}
-		copy(sp.traceID[8:], id)
+		copy(sp.traceID[8:], b[f.vs:f.ve])
 	default:
-		sp.setID(sp.traceID[:], id)
+		sp.setWireID(sp.traceID[:], b, f)
 	}
 }
 

@@ -5,10 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -33,23 +31,13 @@ type exemplarResult struct {
 // read's. At most Config.MaxExemplars exemplars, with a warning when it cuts. Start, end and
 // query are checked as Prometheus checks them (400 bad_data).
 func (a *API) queryExemplars(r *http.Request) ([]byte, notes, *apiError) {
-	start, aerr := a.timeParam(r, "start", time.Time{})
+	// listed reads start and end as a listing does: an absent bound is Prometheus' MinTime
+	// or MaxTime, so only two given bounds can be out of order.
+	q, aerr := a.listed(r)
 	if aerr != nil {
 		return nil, notes{}, aerr
 	}
-	end, aerr := a.timeParam(r, "end", time.Time{})
-	if aerr != nil {
-		return nil, notes{}, aerr
-	}
-	// An absent bound is Prometheus' MinTime or MaxTime: only two given bounds can be out
-	// of order.
-	mint, maxt := int64(math.MinInt64), int64(math.MaxInt64)
-	if r.Form.Get("start") != "" {
-		mint = start.UnixMilli()
-	}
-	if r.Form.Get("end") != "" {
-		maxt = end.UnixMilli()
-	}
+	mint, maxt := q.mint, q.maxt
 	if mint > maxt {
 		return nil, notes{}, &apiError{errBadData, errors.New("end timestamp must not be before start timestamp")}
 	}
@@ -65,8 +53,6 @@ func (a *API) queryExemplars(r *http.Request) ([]byte, notes, *apiError) {
 		return nil, notes{}, aerr
 	}
 	defer done()
-	qr, _ := a.q.Querier(mint, maxt)
-	q := qr.(*querier)
 	seen := map[string]bool{}
 	var out []exemplarResult
 	var warn []string
