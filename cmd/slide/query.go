@@ -166,17 +166,21 @@ func whereHint(fs *flag.FlagSet, lookup func(string) (string, bool)) string {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "addr" })
 	if v, ok := lookup("SLIDE_ADDR"); ok && v != "" && !given {
-		return fmt.Sprintf("SLIDE_ADDR=%s is serve's listen address; slide query reads --addr or SLIDE_URL, e.g. SLIDE_URL=http://%s", v, urlHost(v))
+		return fmt.Sprintf("SLIDE_ADDR=%s is serve's listen address; slide query reads --addr or SLIDE_URL, e.g. SLIDE_URL=%s", v, urlOf(v))
 	}
 	return "see --addr or SLIDE_URL"
 }
 
-// urlHost is a listen address as a client dials it: ":8081" is 127.0.0.1:8081.
-func urlHost(listen string) string {
-	if strings.HasPrefix(listen, ":") {
-		return "127.0.0.1" + listen
+// urlOf is a listen address as a client's URL: ":8081" is http://127.0.0.1:8081, and a value
+// that is already a URL (SLIDE_ADDR set to what SLIDE_URL takes) is itself.
+func urlOf(listen string) string {
+	if strings.Contains(listen, "://") {
+		return listen
 	}
-	return listen
+	if strings.HasPrefix(listen, ":") {
+		return "http://127.0.0.1" + listen
+	}
+	return "http://" + listen
 }
 
 // The help of --match and --by, which several subcommands take.

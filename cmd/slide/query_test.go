@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -280,6 +281,24 @@ func TestLogsEscapeOddKeys(t *testing.T) {
 	}
 	if strings.ContainsAny(out[:len(out)-1], "\u009b\u202e\x1b\n\xff") {
 		t.Errorf("log line holds a raw odd character: %q", out)
+	}
+}
+
+// A SLIDE_ADDR that is already a URL (meant for slide query, which reads SLIDE_URL) is
+// suggested as SLIDE_URL as it is: before, the hint read SLIDE_URL=http://http://x:1.
+func TestWhereHintKeepsAURLsScheme(t *testing.T) {
+	for _, tc := range []struct{ addr, want string }{
+		{":8081", "e.g. SLIDE_URL=http://127.0.0.1:8081"},
+		{"10.0.0.5:8080", "e.g. SLIDE_URL=http://10.0.0.5:8080"},
+		{"http://slide:8080", "e.g. SLIDE_URL=http://slide:8080"},
+		{"https://slide.example", "e.g. SLIDE_URL=https://slide.example"},
+	} {
+		fs := flag.NewFlagSet("query", flag.ContinueOnError)
+		fs.String("addr", "", "")
+		got := whereHint(fs, func(k string) (string, bool) { return tc.addr, k == "SLIDE_ADDR" })
+		if !strings.HasSuffix(got, tc.want) {
+			t.Errorf("SLIDE_ADDR=%s: hint %q, want it to end in %q", tc.addr, got, tc.want)
+		}
 	}
 }
 
