@@ -54,6 +54,9 @@ func (d *Decoder) Explain(line []byte) string {
 				// A topic of OTLP protobuf (a Collector's kafka exporter) read as slide's JSON.
 				return "invalid JSON: " + err.Error() + " (binary, not JSON text: OTLP protobuf?)"
 			}
+			if t := bytes.TrimLeft(line, " \t"); len(t) > 0 && t[0] == '[' && bytes.Contains(t, []byte(`"traceId"`)) {
+				return "invalid JSON: " + err.Error() + " (a JSON list: Zipkin's spans? --event-format zipkin_json reads them, POST /api/v2/spans takes them)"
+			}
 			return "invalid JSON: " + err.Error()
 		}
 		return "invalid JSON: NaN or Infinity outside the value"
@@ -66,6 +69,9 @@ func (d *Decoder) Explain(line []byte) string {
 		if connectEnvelope(line) {
 			return `no field "key", "metric" or "value": a Kafka Connect JsonConverter envelope ({"schema":…,"payload":…}); ` +
 				`set value.converter.schemas.enable=false on the connector, or name payload.key, payload.value… in an --event-map`
+		}
+		if hint := otlpJSONRequest(line); hint != "" {
+			return `no field "key", "metric" or "value": ` + hint
 		}
 		// A topic of access logs (or any JSON of another shape) read as slide's events.
 		return `no field "key", "metric" or "value": a JSON line of another shape (an access log? --event-map reads it)`
@@ -384,6 +390,19 @@ func schemaFrameOnly(line []byte) string {
 
 // connectEnvelope reports whether line looks like what Kafka Connect's JsonConverter writes
 // with schemas.enable=true (its default): {"schema":…,"payload":…}, the schema first.
+// otlpJSONRequest says which flag reads line when it is an OTLP/JSON request read as slide's
+// events (a Collector's kafka exporter with encoding: otlp_json, or such a body posted to
+// POST /v1/events), else "".
+func otlpJSONRequest(line []byte) string {
+	switch {
+	case bytes.Contains(line, []byte(`"resourceSpans"`)) || bytes.Contains(line, []byte(`"resource_spans"`)):
+		return "an OTLP/JSON traces request (--event-format otlp_json reads it; POST /v1/traces takes it whatever the format)"
+	case bytes.Contains(line, []byte(`"resourceLogs"`)) || bytes.Contains(line, []byte(`"resource_logs"`)):
+		return "an OTLP/JSON logs request (--event-format otlp_logs_json with --event-map reads it; POST /v1/logs takes it with --event-map)"
+	}
+	return ""
+}
+
 func connectEnvelope(line []byte) bool {
 	return bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte(`{"schema":`)) && bytes.Contains(line, []byte(`"payload":`))
 }

@@ -93,3 +93,35 @@ func TestExplainOtherShape(t *testing.T) {
 		t.Errorf("no key: %q", got)
 	}
 }
+
+// TestExplainOTLPAndZipkinJSON: an OTLP/JSON request or a Zipkin span list posted to
+// POST /v1/events (or on a topic) read as slide's JSON was explained as an access log
+// (`--event-map reads it`) or as a bare `no opening brace`; the refusal now names the
+// --event-format that reads it.
+func TestExplainOTLPAndZipkinJSON(t *testing.T) {
+	d, err := NewDecoder(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ line, want string }{
+		{`{"resourceSpans":[{"resource":{},"scopeSpans":[]}]}`, "--event-format otlp_json"},
+		{`{"resource_spans":[]}`, "--event-format otlp_json"},
+		{`{"resourceLogs":[{"scopeLogs":[]}]}`, "--event-format otlp_logs_json"},
+		{` [{"traceId":"5b8efff798038103","id":"eee19b7ec3c1b174","name":"get /x"}]`, "--event-format zipkin_json"},
+	} {
+		got := d.Explain([]byte(tc.line))
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("Explain(%.60s) = %q; want it to name %s", tc.line, got, tc.want)
+		}
+		if strings.Contains(got, "access log") {
+			t.Errorf("Explain(%.60s) = %q; it is no access log", tc.line, got)
+		}
+		if _, r := d.Decode([]byte(tc.line), defTS); r == ReasonNone {
+			t.Errorf("Decode(%.60s) accepted it", tc.line)
+		}
+	}
+	// A list that is no span list keeps the plain parse error.
+	if got := d.Explain([]byte(`[1,2]`)); strings.Contains(got, "zipkin") {
+		t.Errorf("Explain([1,2]) = %q; not a span list", got)
+	}
+}
