@@ -38,6 +38,10 @@ func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request) {
 // ExportLogsServiceResponse counting the log records refused. Without an event map the route
 // answers 501.
 func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
+	if len(s.cfg.Logs) == 0 {
+		httperr.Write(w, httperr.NotConfigured, "", "POST /v1/logs reads each log record's body through an event map, and this server has none: start slide serve with --event-map (envoy, nginx or a YAML file)")
+		return
+	}
 	s.handleOTLP(w, r, s.cfg.Logs, "OTLP/HTTP logs are application/x-protobuf or application/json", "rejectedLogRecords")
 }
 
