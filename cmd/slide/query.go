@@ -189,13 +189,17 @@ const (
 	byHelp    = "one answer per group of these labels, such as code or route,code (key groups by key)"
 )
 
-// selected is how a title names the series a read selected: the key, then {match} when
-// given.
-func selected(key, match string) string {
-	if match == "" {
-		return shown(key)
+// selected is how a title names the metric and the series a read selected: the metric, the
+// key, then {match} when given; a read of neither (--by alone) is the metric alone.
+func selected(metric, key, match string) string {
+	s := shown(metric)
+	if key != "" {
+		s += " " + shown(key)
 	}
-	return strings.TrimSpace(shown(key) + " {" + shown(match) + "}")
+	if match != "" {
+		s += " {" + shown(match) + "}"
+	}
+	return s
 }
 
 // labelSet writes a group's labels as PromQL does, {code="503",route="/pay"}, in the order
@@ -381,7 +385,7 @@ func (c *queryClient) window(ctx context.Context, v url.Values, w io.Writer) err
 	if a.By != nil {
 		return windowGroups(w, &a)
 	}
-	fmt.Fprintf(w, "%s %s over %s, %s\n", shown(a.Metric), selected(a.Key, a.Match), a.Window, span(a.From, a.To))
+	fmt.Fprintf(w, "%s over %s, %s\n", selected(a.Metric, a.Key, a.Match), a.Window, span(a.From, a.To))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if strings.Contains(a.Key, "*") || a.Match != "" {
 		fmt.Fprintf(tw, "series\t%d\n", a.Series)
@@ -405,7 +409,7 @@ func windowGroups(w io.Writer, a *query.WindowResponse) error {
 	if len(a.Groups) > 0 {
 		from, to, qs = a.Groups[0].From, a.Groups[0].To, sortedQuantiles(a.Groups[0].Quantiles)
 	}
-	fmt.Fprintf(w, "%s %s by %s over %s, %s\n", shown(a.Metric), selected(a.Key, a.Match), shown(strings.Join(a.By, ",")), a.Window, span(from, to))
+	fmt.Fprintf(w, "%s by %s over %s, %s\n", selected(a.Metric, a.Key, a.Match), shown(strings.Join(a.By, ",")), a.Window, span(from, to))
 	printWarnings(w, a.Warnings)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	for _, name := range a.By {

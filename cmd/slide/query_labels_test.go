@@ -109,6 +109,14 @@ warning: no selected series of latency_ms has the label "service", so it groups 
   service  series  count    avg  min  max  rate/s    p50
         -       4      4  246.2   15  900    0.08  29.89
 `},
+		// --by alone (sre.md: slide query window --metric latency_ms --by code): the title
+		// names no selection, without the double space it had ("latency_ms  by code").
+		{[]string{"window", "--by", "code", "--window", "1m", "--q", "p50"}, `latency_ms by code over 1m, [2025-11-30T08:00:10Z, 08:01:10Z)
+  code  series  count  avg  min  max  rate/s    p50
+     -       1      1   15   15   15    0.02     15
+   200       3      3   25    5   40    0.06  29.89
+   503       1      1  900  900  900    0.02    900
+`},
 		{[]string{"series", "--match", `code!="200"`}, `metric      key
 latency_ms  tenant-1{code="503",route="/pay"}
 latency_ms  tenant-2{route="/pay"}

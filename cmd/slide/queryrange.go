@@ -59,10 +59,10 @@ func (c *queryClient) rangeRead(ctx context.Context, v url.Values, plot string, 
 		plot = pname(plot)
 	}
 	if a.By == nil {
-		fmt.Fprintf(w, "%s %s: windows of %s every %s, %s\n", shown(a.Metric), selected(a.Key, a.Match), a.Window, a.Step, span(a.From, a.To))
+		fmt.Fprintf(w, "%s: windows of %s every %s, %s\n", selected(a.Metric, a.Key, a.Match), a.Window, a.Step, span(a.From, a.To))
 		return printPoints(w, a.Points, plot)
 	}
-	fmt.Fprintf(w, "%s %s by %s: windows of %s every %s, %d groups\n", shown(a.Metric), selected(a.Key, a.Match), shown(strings.Join(a.By, ",")), a.Window, a.Step, len(a.Groups))
+	fmt.Fprintf(w, "%s by %s: windows of %s every %s, %d groups\n", selected(a.Metric, a.Key, a.Match), shown(strings.Join(a.By, ",")), a.Window, a.Step, len(a.Groups))
 	printWarnings(w, a.Warnings)
 	for _, g := range a.Groups {
 		fmt.Fprintf(w, "\n%s: %d series, %s\n", labelSet(g.Labels, a.By), g.Series, span(g.From, g.To))
