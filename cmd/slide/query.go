@@ -270,6 +270,20 @@ func (e *apiError) Error() string {
 	return fmt.Sprintf("%s (HTTP %d %s)", shown(e.message), e.status, shown(e.code))
 }
 
+// notSlide is the error of an answer that is not the API's: u answered status with body,
+// which holds no slide error (a proxy's empty 404, an HTML error page, another service on the
+// port). It names the URL, the status and at most 120 bytes of the body, quoted on one line.
+func notSlide(u string, status int, body []byte, where string) error {
+	msg := fmt.Sprintf("%s answered HTTP %d %s, and not slide's JSON error", u, status, http.StatusText(status))
+	if b := bytes.TrimSpace(body); len(b) > 0 {
+		if len(b) > 120 {
+			b = append(bytes.ToValidUTF8(b[:120], nil), "…"...)
+		}
+		msg += fmt.Sprintf(" (body %q)", b)
+	}
+	return fmt.Errorf("%s: is slide serve there? %s", msg, where)
+}
+
 // maxAnswerBytes bounds an answer slide query reads: far above any table it prints.
 const maxAnswerBytes = 64 << 20
 
@@ -301,7 +315,7 @@ func (c *queryClient) get(ctx context.Context, path string, v url.Values) ([]byt
 		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
 			return nil, &apiError{resp.StatusCode, e.Error.Code, e.Error.Message}
 		}
-		return nil, &apiError{resp.StatusCode, "http", strings.TrimSpace(string(body))}
+		return nil, notSlide(c.addr+path, resp.StatusCode, body, c.where)
 	}
 	return body, nil
 }

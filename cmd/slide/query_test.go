@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -320,5 +321,31 @@ func TestQueryNamesSLIDE_ADDRWhenTheDefaultFails(t *testing.T) {
 	_, _, err = runQuery(t, "metrics", "--addr", "http://127.0.0.1:1", "--timeout", "2s")
 	if err == nil || strings.Contains(err.Error(), "SLIDE_ADDR") || !strings.Contains(err.Error(), "see --addr or SLIDE_URL") {
 		t.Fatalf("--addr failing: %v", err)
+	}
+}
+
+// A server that is not slide (a proxy's empty 404, an HTML error page) answered
+// `slide query:  (HTTP 404 http)`: nothing to act on. The error now says which URL answered
+// what, that it is no slide error, and where slide query is pointed from.
+func TestQueryNonSlideAnswer(t *testing.T) {
+	for _, body := range []string{"", "<html><body><h1>502 Bad Gateway</h1>" + strings.Repeat("x", 500) + "</body></html>"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, body)
+		}))
+		_, _, err := runQuery(t, "metrics", "--addr", srv.URL)
+		srv.Close()
+		if err == nil {
+			t.Fatal("a 404 of another server: no error")
+		}
+		msg := err.Error()
+		for _, want := range []string{srv.URL + "/v1/metrics", "404 Not Found", "not slide's", "--addr or SLIDE_URL"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("body %.20q: %q; want it to contain %q", body, msg, want)
+			}
+		}
+		if len(msg) > 400 {
+			t.Errorf("body %.20q: an error of %d bytes; want the body clipped", body, len(msg))
+		}
 	}
 }
