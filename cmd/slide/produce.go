@@ -290,14 +290,16 @@ func produceFile(ctx context.Context, c produceConfig, p *ingest.Producer, s std
 		st.Sent, produceBytes(st.Bytes), name, c.topic, c.brokers, elapsed.Round(time.Millisecond), float64(st.Sent)/elapsed.Seconds())
 	switch {
 	case undecodable > 0 && c.eventMap != "":
-		fmt.Fprintf(s.out, "; %d lines the event map refuses were sent unkeyed (%s)", undecodable, firstBad)
+		n := int64(undecodable)
+		fmt.Fprintf(s.out, "; %d %s the event map refuses %s sent unkeyed (%s)", n, plural(n, "line", "lines"), plural(n, "was", "were"), firstBad)
 	case undecodable == nonBlank && (firstReason == event.ReasonMissingField || firstReason == event.ReasonInvalidJSON):
 		// Lines without slide's fields are likely another shape of JSON: say what reads them.
 		fmt.Fprintf(s.out, "; none of its %d lines is a slide event (%s): they were sent unkeyed (an access log? --event-map envoy, nginx or a map file keys them)", undecodable, firstBad)
 	case undecodable == nonBlank && undecodable > 0:
 		fmt.Fprintf(s.out, "; none of its %d lines is a valid slide event (%s): they were sent unkeyed", undecodable, firstBad)
 	case undecodable > 0:
-		fmt.Fprintf(s.out, "; %d lines are not valid events and were sent unkeyed (%s)", undecodable, firstBad)
+		n := int64(undecodable)
+		fmt.Fprintf(s.out, "; %d %s sent unkeyed (%s)", n, plural(n, "line is not a valid event and was", "lines are not valid events and were"), firstBad)
 	}
 	fmt.Fprintln(s.out)
 	return produceResult(st, readErr, closeErr)

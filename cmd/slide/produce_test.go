@@ -114,7 +114,7 @@ not an event
 	if err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile(`^sent 4 records \(181 B\) from ` + regexp.QuoteMeta(path) + ` to replay on .* records/s; 1 lines are not valid events and were sent unkeyed \(line 4: invalid JSON: .*\)\n$`)
+	re := regexp.MustCompile(`^sent 4 records \(181 B\) from ` + regexp.QuoteMeta(path) + ` to replay on .* records/s; 1 line is not a valid event and was sent unkeyed \(line 4: invalid JSON: .*\)\n$`)
 	if !re.MatchString(out.String()) {
 		t.Fatalf("output %q does not match %s", out.String(), re)
 	}
@@ -211,7 +211,7 @@ func TestProduceFileEventMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(out.String(), "sent 9 records") || !strings.HasSuffix(out.String(), `; 1 lines the event map refuses were sent unkeyed (line 9: no field "duration"; no field "bytes_sent")`+"\n") {
+	if !strings.HasPrefix(out.String(), "sent 9 records") || !strings.HasSuffix(out.String(), `; 1 line the event map refuses was sent unkeyed (line 9: no field "duration"; no field "bytes_sent")`+"\n") {
 		t.Fatalf("output %q", out.String())
 	}
 	for _, r := range topicRecords(t, addr, "envoy") {
