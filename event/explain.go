@@ -388,8 +388,6 @@ func schemaFrameOnly(line []byte) string {
 		") and no JSON object after it: an Avro or Protobuf serializer's? slide reads JSON, framed (KafkaJsonSchemaSerializer, JsonSchemaConverter) or not"
 }
 
-// connectEnvelope reports whether line looks like what Kafka Connect's JsonConverter writes
-// with schemas.enable=true (its default): {"schema":…,"payload":…}, the schema first.
 // otlpJSONRequest says which flag reads line when it is an OTLP/JSON request read as slide's
 // events (a Collector's kafka exporter with encoding: otlp_json, or such a body posted to
 // POST /v1/events), else "".
@@ -403,6 +401,8 @@ func otlpJSONRequest(line []byte) string {
 	return ""
 }
 
+// connectEnvelope reports whether line looks like what Kafka Connect's JsonConverter writes
+// with schemas.enable=true (its default): {"schema":…,"payload":…}, the schema first.
 func connectEnvelope(line []byte) bool {
 	return bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte(`{"schema":`)) && bytes.Contains(line, []byte(`"payload":`))
 }
