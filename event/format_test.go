@@ -34,7 +34,7 @@ func TestIntakeWithFormat(t *testing.T) {
 	now := defTS
 	body := fmt.Appendf(nil, "{\"key\":\"a\",\"metric\":\"m\",\"value\":1}\nnot json\n{\"ts\":%d,\"key\":\"a\",\"metric\":\"m\",\"value\":1}\n", now+time.Hour.Milliseconds())
 	res := in.Take(body, now)
-	want := Result{Accepted: 1}
+	want := Result{Accepted: 1, Parts: 2}
 	want.Refused[ReasonInvalidJSON] = 1
 	want.Refused[ReasonFuture] = 1
 	want.First[ReasonInvalidJSON] = "line 2: invalid JSON: no opening brace at byte 0"

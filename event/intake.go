@@ -72,11 +72,14 @@ func (in *Intake) NewDecoder() *Decoder {
 // were refused for each Reason (Refused[ReasonNone] is 0), and the first refusal of each
 // Reason said in full: where it is (its Format's Locator: "line N", N counting every line of
 // the body from 1, blank ones too, for a line-based format) and its detail (Intake.Explain);
-// "" for a Reason nothing was refused for.
+// "" for a Reason nothing was refused for. Parts counts the parts of the body that had an
+// event refused, each once: a line, a span, or a log record (whose line may give several
+// events, as an event map's list of blocks does): what an OTLP partial success counts.
 type Result struct {
 	Accepted int
 	Refused  [NumReasons]int
 	First    [NumReasons]string
+	Parts    int
 }
 
 // Take records the events of body (NDJSON for slide's JSON: one event a line, blank lines
@@ -87,11 +90,16 @@ func (in *Intake) Take(body []byte, now int64) Result {
 	f := in.formats.Get().(Format)
 	defer in.formats.Put(f)
 	var res Result
+	var last []byte // the part refused last: a part's events are handed over one after another
 	res.Accepted, _ = in.take(f, body, now, nil, 0, func(line []byte, r Reason) {
 		if res.Refused[r] == 0 { // the first of its reason: explained, once per reason at most
 			res.First[r] = where(f, body, line) + ": " + in.Explain(f, line, r, now, nil)
 		}
 		res.Refused[r]++
+		if res.Parts == 0 || len(line) != len(last) || len(line) > 0 && &line[0] != &last[0] {
+			res.Parts++
+		}
+		last = line
 	})
 	return res
 }

@@ -37,7 +37,7 @@ not json
 {"key":"a","metric":"m","value":NaN}
 `, now-1000, now-time.Hour.Milliseconds(), now+time.Hour.Milliseconds())
 	res := in.Take(body, now)
-	want := Result{Accepted: 2}
+	want := Result{Accepted: 2, Parts: 4} // a line each
 	want.Refused[ReasonInvalidJSON] = 1
 	want.Refused[ReasonLate] = 1
 	want.Refused[ReasonFuture] = 1

@@ -57,6 +57,7 @@ func TestOTLPTakeMatchesOneByOne(t *testing.T) {
 						want.First[r] = where(one, body, part) + ": " + ref.Explain(one, part, r, now, nil)
 					}
 					want.Refused[r]++
+					want.Parts++ // a span is a part
 				})
 				if got != want {
 					t.Fatalf("request %d: Take %+v, one span at a time %+v", req, got, want)

@@ -56,11 +56,10 @@ func (s *Server) handleOTLP(w http.ResponseWriter, r *http.Request, intakes map[
 	defer body.release()
 	res := in.Take(body.b, s.now())
 	s.metrics.events.WithLabelValues("accepted").Add(float64(res.Accepted))
-	refused, first := 0, ""
+	refused, first := res.Parts, "" // spans or log records, as partial_success counts them
 	for _, reason := range rejectedOrder {
 		if n := res.Refused[reason]; n > 0 {
 			s.metrics.events.WithLabelValues(reason.String()).Add(float64(n))
-			refused += n
 			if first == "" {
 				first = reason.String() + ": " + res.First[reason]
 			}

@@ -214,7 +214,8 @@ func TestZipkinSpansAPI(t *testing.T) {
 // TestLogsOTLPHTTP: POST /v1/logs answers as an OTLP/HTTP logs receiver does, so a Collector's
 // otlphttp exporter can send its access logs to slide: each log record's body a line of the
 // event map, the answer an ExportLogsServiceResponse that pdata reads, partial_success counting
-// the refused log records, in protobuf and in OTLP/JSON; without an event map, 501.
+// the refused log records (a record whose line gives two refused events, latency and bytes,
+// counts once), in protobuf and in OTLP/JSON; without an event map, 501.
 func TestLogsOTLPHTTP(t *testing.T) {
 	var st *window.Store
 	e := newEnv(t, func(c *query.Config) {
@@ -233,7 +234,7 @@ func TestLogsOTLPHTTP(t *testing.T) {
 	})
 	ld := plog.NewLogs()
 	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
-	for _, line := range []string{`{"duration":3,"bytes_sent":10,"upstream_cluster":"c","response_code":200}`, `{"bytes_sent":1}`} {
+	for _, line := range []string{`{"duration":3,"bytes_sent":10,"upstream_cluster":"c","response_code":200}`, `{"bytes_sent":1}`, `{"response_code":503}`} {
 		lr := lrs.AppendEmpty()
 		lr.Body().SetStr(line)
 		lr.SetTimestamp(pcommon.Timestamp((t0 - 1000) * 1e6))
@@ -248,7 +249,7 @@ func TestLogsOTLPHTTP(t *testing.T) {
 	if err := resp.UnmarshalProto(b); code != 200 || err != nil || hdr.Get("Content-Type") != "application/x-protobuf" {
 		t.Fatalf("protobuf: %d %q %v %q", code, hdr.Get("Content-Type"), err, b)
 	}
-	if ps := resp.PartialSuccess(); ps.RejectedLogRecords() != 1 || ps.ErrorMessage() != `missing_field: log record 2: no field "duration"` {
+	if ps := resp.PartialSuccess(); ps.RejectedLogRecords() != 2 || ps.ErrorMessage() != `missing_field: log record 2: no field "duration"` {
 		t.Fatalf("protobuf partial success: %d %q", ps.RejectedLogRecords(), ps.ErrorMessage())
 	}
 	if agg, err := st.ReadMerged(t0, "latency_ms", func(string) bool { return true }, time.Minute, nil); err != nil || agg.Count != 1 || agg.Sum != 3 {
@@ -258,7 +259,7 @@ func TestLogsOTLPHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, b, _ := e.do("POST", "/v1/logs", js, "Content-Type", "application/json"); code != 200 || !bytes.Contains(b, []byte(`"rejectedLogRecords":"1"`)) {
+	if code, b, _ := e.do("POST", "/v1/logs", js, "Content-Type", "application/json"); code != 200 || !bytes.Contains(b, []byte(`"rejectedLogRecords":"2"`)) {
 		t.Fatalf("OTLP/JSON: %d %s", code, b)
 	}
 	// Without an event map, 501 naming the flag that configures the route (it said only
