@@ -64,12 +64,12 @@ func (f *rlsFlags) reloadOnHUP(ctx context.Context, log *slog.Logger) {
 	watchConfig(ctx, f.config, "--rls-config changed", up, func(why string) {
 		srv := f.live.srv.Load()
 		if srv == nil {
-			log.Warn(why+": the rate limit service is not up yet; --rls-config not reloaded", "rls_config", f.config)
+			log.Warn(why+": the rate limit service is not up yet; not reloaded", "rls_config", f.config)
 			return
 		}
 		c, err := srv.ReloadFile(f.config, f.live.opt)
 		if errors.Is(err, rls.ErrNeedsRestart) {
-			log.Error(why+": --rls-config not reloaded: serving the previous config; restart slide serve to apply this one", "rls_config", f.config, "err", err)
+			log.Error(why+": not reloaded: serving the previous config; restart slide serve to apply this one", "rls_config", f.config, "err", err)
 			return
 		}
 		if err != nil {
