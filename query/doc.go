@@ -145,8 +145,8 @@
 // "key" followed by "labels":{name:value,...}; an unlabelled series as before.
 //
 // /v1/top ranks the series of a metric by count, sum, avg, min, max, rate or a quantile
-// (pNN) over the window, largest first, ties by key; series with an empty window are left
-// out. It reads every series of the metric, so it costs one window read per series.
+// (pNN) over the window (by=, count when absent; `slide query top` asks for p95 unless told),
+// largest first, ties by key; series with an empty window are left out. It reads every series of the metric, so it costs one window read per series.
 // /v1/series pages through series sorted by metric and key; "next" is an opaque cursor that
 // continues after the last series returned, stable while series come and go.
 //
