@@ -231,7 +231,8 @@ func (src *histogramSource) histogram(m *nativeMetric, a window.Agg, bins *sketc
 // format (what a Prometheus with native histograms asks for) gets them encoded straight
 // from the bins by appendProto, one family appended to the registry's output; the text
 // formats go through the client_golang collector (Collect), registered in the server's own
-// registry beside Config.Gatherer. Both give the same buckets (TestHistogramProtoEqualsCollector).
+// registry beside Config.Gatherer. Both give the same buckets and exemplars
+// (histogram_exemplar.go; TestHistogramProtoEqualsCollector).
 const (
 	histogramName = "slide_window_values"
 	histogramHelp = "The values in the window of a series as a native histogram (--export-histograms): histogram_quantile and histogram_count read the window; sum by merges keys and instances. Not cumulative: the window slides."
@@ -266,11 +267,13 @@ func (h *histogramExport) skipped(budget int) int {
 }
 
 // each visits the exported histograms at now, up to budget series, in spec and key order:
-// fn gets the source (with the series' buckets in src.pos and src.neg) and the series'
-// labels, sorted by name (valid until fn returns), under the series' lock and must copy
-// what it keeps.
-func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins)) {
+// fn gets the source (with the series' buckets in src.pos and src.neg), the series'
+// labels, sorted by name, and the exemplars of the window's slots, oldest first (none
+// unless the store keeps exemplars), all valid until fn returns: fn runs under the series'
+// lock and must copy what it keeps.
+func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins, ex []window.Exemplar)) {
 	var scratch sketch.Bins
+	var ex []window.Exemplar
 	keys := make([][]string, len(h.s.cfg.ExportHistograms))
 	for i, spec := range h.s.cfg.ExportHistograms {
 		keys[i] = h.s.store.Keys(spec.Metric, "")
@@ -292,10 +295,10 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 				// Sorted by name, as client_golang writes them and the protobuf path copies.
 				slices.SortFunc(labels, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 			}
-			err := h.s.store.VisitWindowAt(now, spec.Metric, series, spec.Window, &scratch, func(a window.Agg, bins *sketch.Bins) {
+			err := h.s.store.VisitWindowExemplarsAt(now, spec.Metric, series, spec.Window, &scratch, &ex, func(a window.Agg, bins *sketch.Bins) {
 				src.pos = src.collect(src.pos[:0], bins, false)
 				src.neg = src.collect(src.neg[:0], bins, true)
-				fn(src, labels, a, bins)
+				fn(src, labels, a, bins, ex)
 			})
 			if err == nil {
 				budget--
@@ -313,10 +316,11 @@ func (h *histogramExport) Collect(ch chan<- prometheus.Metric) {
 	labelled := descCache[*prometheus.Desc]{make: func(names []string) *prometheus.Desc {
 		return prometheus.NewDesc(histogramName, histogramHelp, names, nil)
 	}}
-	h.each(h.s.now(), h.budget(), ar, func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins) {
+	h.each(h.s.now(), h.budget(), ar, func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins, ex []window.Exemplar) {
 		if len(labels) > 3 {
 			m := &nativeMetric{desc: labelled.get(labels)} // one descriptor a set of label names
 			src.histogram(m, a, bins)
+			m.h.Exemplars = dtoExemplars(ex)
 			lp := make([]dto.LabelPair, len(labels))
 			m.extra = make([]*dto.LabelPair, len(labels))
 			for i, l := range labels {
@@ -328,6 +332,7 @@ func (h *histogramExport) Collect(ch chan<- prometheus.Metric) {
 		}
 		m := &nativeMetric{desc: h.desc, key: labels[0][1], metric: labels[1][1], win: labels[2][1]}
 		src.histogram(m, a, bins)
+		m.h.Exemplars = dtoExemplars(ex)
 		m.lp = [3]dto.LabelPair{{Name: &labelKey, Value: &m.key}, {Name: &labelMetric, Value: &m.metric}, {Name: &labelWindow, Value: &m.win}}
 		m.labels = [3]*dto.LabelPair{&m.lp[0], &m.lp[1], &m.lp[2]}
 		out = append(out, m) // sent after the series' lock is released
@@ -360,7 +365,7 @@ func (h *histogramExport) appendProto(out []byte, now int64) []byte {
 	fam = protowire.AppendString(fam, histogramHelp)
 	fam = protowire.AppendTag(fam, fFamilyType, protowire.VarintType)
 	fam = protowire.AppendVarint(fam, metricTypeHistogram)
-	h.each(now, h.budget(), nil, func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins) {
+	h.each(now, h.budget(), nil, func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins, ex []window.Exemplar) {
 		hist = hist[:0]
 		hist = protowire.AppendTag(hist, fHistCount, protowire.VarintType)
 		hist = protowire.AppendVarint(hist, a.Count)
@@ -374,6 +379,7 @@ func (h *histogramExport) appendProto(out []byte, now int64) []byte {
 		hist = protowire.AppendVarint(hist, bins.ZeroCount())
 		hist = appendSpans(hist, src.neg, fHistNegSpan, fHistNegDelta)
 		hist = appendSpans(hist, src.pos, fHistPosSpan, fHistPosDelta)
+		hist = appendExemplars(hist, ex)
 		met = met[:0]
 		for _, l := range labels {
 			met = protowire.AppendTag(met, fMetricLabel, protowire.BytesType)

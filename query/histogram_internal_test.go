@@ -20,11 +20,13 @@ import (
 // TestHistogramProtoEqualsCollector: the protobuf family appendProto writes straight from
 // the bins decodes to exactly the metrics the client_golang collector builds for the text
 // formats, over a native ring (sparse and dense buckets, negatives, zeros, an empty window)
-// and a re-bucketed ddsketch ring, and the cap cuts both at the same series.
+// and a re-bucketed ddsketch ring, with the exemplars of the window's slots (some without
+// a span id, some of a slot outside the 1m window), and the cap cuts both at the same series.
 func TestHistogramProtoEqualsCollector(t *testing.T) {
 	const t0 = int64(1764489600000)
 	st, err := window.NewStore(window.StoreConfig{
-		Metrics: map[string]window.RingConfig{"latency_ms": {Sketch: sketch.Kind{Name: sketch.NameNative}}},
+		Metrics:   map[string]window.RingConfig{"latency_ms": {Sketch: sketch.Kind{Name: sketch.NameNative}}},
+		Exemplars: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -40,8 +42,16 @@ func TestHistogramProtoEqualsCollector(t *testing.T) {
 			if i%23 == 0 {
 				v = 0
 			}
+			ev := window.Event{TS: t0 + int64(i%90)*1000, Key: "k" + string(rune('a'+k)), Value: v}
+			if i%3 == 0 {
+				ev.TraceID = [16]byte{byte(k), byte(i), byte(i >> 8), 15: 1}
+			}
+			if i%6 == 0 {
+				ev.SpanID = [8]byte{7: byte(i)}
+			}
 			for _, m := range []string{"latency_ms", "other"} {
-				if err := st.ObserveAt(now, window.Event{TS: t0 + int64(i%90)*1000, Metric: m, Key: "k" + string(rune('a'+k)), Value: v}); err != nil {
+				ev.Metric = m
+				if err := st.ObserveAt(now, ev); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -88,10 +98,15 @@ func TestHistogramProtoEqualsCollector(t *testing.T) {
 			return out
 		}
 		g, w := byLabels(got.Metric), byLabels(want[0].Metric)
+		exemplars := 0
 		for k, m := range w {
 			if !proto.Equal(g[k], m) {
 				t.Errorf("cap %d, series %s: the protobuf path and the collector differ", max, k)
 			}
+			exemplars += len(g[k].GetHistogram().GetExemplars())
+		}
+		if max == 1000 && exemplars < 20 {
+			t.Errorf("%d exemplars in the scrape: the fixture means to compare many", exemplars)
 		}
 	}
 }

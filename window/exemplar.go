@@ -123,3 +123,16 @@ func (s *Store) VisitExemplars(now int64, metric string, sel *Selector, part fun
 		return fn(se.key, out)
 	})
 }
+
+// appendExemplars appends the exemplars se holds of its slots lo to hi, oldest first: the
+// exemplars of a window whose aggregate read those slots of the ring. The caller holds sh.mu.
+func (sh *shard) appendExemplars(dst []Exemplar, se *series, lo, hi int64) []Exemplar {
+	ex := sh.ex[se]
+	lo = max(lo, hi-int64(len(ex))+1) // older slots share positions with these, held no longer
+	for i := lo; i <= hi; i++ {
+		if e := &ex[se.ring.pos(i)]; e.idx == i {
+			dst = append(dst, e.Exemplar)
+		}
+	}
+	return dst
+}

@@ -237,7 +237,8 @@ func (r *Ring) tiersEmpty(now int64) bool {
 // and sets a.From and a.To to the span it covers: the window's start, rounded down to the
 // start of a tier slot holding it when one does (a tier slot is read whole), so [From, To)
 // holds every event counted and no event of it is left out. bins (nil: none) gets the bins.
-func (r *Ring) foldTiered(a *Agg, cur, wms int64, bins *sketch.Bins) {
+// It returns the slots [lo, hi] it read from the ring's own slots (none when lo > hi).
+func (r *Ring) foldTiered(a *Agg, cur, wms int64, bins *sketch.Bins) (lo, hi int64) {
 	to := (cur + 1) * r.width
 	from := r.roundFrom(cur, to-wms)
 	if ts := r.tiers; ts != nil {
@@ -259,8 +260,9 @@ func (r *Ring) foldTiered(a *Agg, cur, wms int64, bins *sketch.Bins) {
 	}
 	a.From, a.To = from, to
 	v := r.view()
+	lo, hi = max(-floorDiv(-from, v.width), v.cur-v.n+1), min(cur, v.cur+v.size-v.n)
 	if v.slots != nil {
-		for i := max(-floorDiv(-from, v.width), v.cur-v.n+1); i <= min(cur, v.cur+v.size-v.n); i++ {
+		for i := lo; i <= hi; i++ {
 			if s := &v.slots[v.pos(i)]; s.count > 0 && s.idx == i {
 				a.add(s.count, s.sum, s.min, s.max)
 				if bins != nil {
@@ -270,6 +272,7 @@ func (r *Ring) foldTiered(a *Agg, cur, wms int64, bins *sketch.Bins) {
 		}
 	}
 	r.release(v)
+	return lo, hi
 }
 
 // roundFrom rounds the start of a window ending with slot cur down to the start of the tier

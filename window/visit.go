@@ -14,38 +14,68 @@ import (
 // Exporters use it to publish a window as a histogram without re-reading it per quantile.
 func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, scratch *sketch.Bins, fn func(a Agg, bins *sketch.Bins)) error {
 	return s.withSeries(metric, key, func(se *series) error {
-		k, err := se.ring.windowSlots(w)
-		if err != nil {
-			return err
-		}
-		cur := se.ring.at(now)
-		if k > se.ring.n { // past the ring's own slots: the tiers too, into scratch
-			var a Agg
-			a.Series = 1
-			scratch.Reset()
-			se.ring.foldTiered(&a, cur, k*se.ring.width, scratch)
-			fn(a, scratch)
-			return nil
-		}
-		r := se.ring.view()
-		defer se.ring.release(r)
-		var a Agg
-		a.From, a.To = r.span(cur, k)
-		a.Series = 1
-		if k == r.n && cur == r.cur {
-			r.fold(&a, cur, k, func(*slot) {})
-			r.foldCurrent()
-			fn(a, &r.agg)
-			return nil
-		}
-		scratch.Reset()
-		if k == r.n {
-			r.fold(&a, cur, k, func(*slot) {})
-			r.addWindowAt(cur, scratch) // a now past the current slot: as if advanced, unmoved
-		} else {
-			r.fold(&a, cur, k, func(sl *slot) { sl.bins.AddTo(scratch) })
-		}
-		fn(a, scratch)
-		return nil
+		return se.ring.visitWindow(now, w, scratch, func(a Agg, bins *sketch.Bins, _, _ int64) { fn(a, bins) })
 	})
+}
+
+// VisitWindowExemplarsAt is VisitWindowAt that also reads the window's exemplars under the
+// same lock: when fn runs, *ex (its storage reused) holds the exemplars the series keeps
+// (StoreConfig.Exemplars) of the slots the window's aggregate reads from the ring, at most
+// one a slot, oldest first. The slots a window past the retention reads from the tiers
+// give none (tiers keep none). *ex is empty for a store without exemplars.
+func (s *Store) VisitWindowExemplarsAt(now int64, metric, key string, w time.Duration, scratch *sketch.Bins, ex *[]Exemplar, fn func(a Agg, bins *sketch.Bins)) error {
+	h := s.hash(metric, key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	se := sh.lookup(h, metric, key)
+	if se == nil {
+		return ErrNotFound
+	}
+	return se.ring.visitWindow(now, w, scratch, func(a Agg, bins *sketch.Bins, lo, hi int64) {
+		*ex = (*ex)[:0]
+		if se.exemplar {
+			*ex = sh.appendExemplars(*ex, se, lo, hi)
+		}
+		fn(a, bins)
+	})
+}
+
+// visitWindow calls fn with the window w at now as VisitWindowAt hands it, and with the
+// slots [lo, hi] it read from r's own slots (the rest of a tiered window is the tiers').
+func (r *Ring) visitWindow(now int64, w time.Duration, scratch *sketch.Bins, fn func(a Agg, bins *sketch.Bins, lo, hi int64)) error {
+	k, err := r.windowSlots(w)
+	if err != nil {
+		return err
+	}
+	cur := r.at(now)
+	if k > r.n { // past the ring's own slots: the tiers too, into scratch
+		var a Agg
+		a.Series = 1
+		scratch.Reset()
+		lo, hi := r.foldTiered(&a, cur, k*r.width, scratch)
+		fn(a, scratch, lo, hi)
+		return nil
+	}
+	v := r.view()
+	defer r.release(v)
+	var a Agg
+	a.From, a.To = v.span(cur, k)
+	a.Series = 1
+	lo := cur - k + 1
+	if k == v.n && cur == v.cur {
+		v.fold(&a, cur, k, func(*slot) {})
+		v.foldCurrent()
+		fn(a, &v.agg, lo, cur)
+		return nil
+	}
+	scratch.Reset()
+	if k == v.n {
+		v.fold(&a, cur, k, func(*slot) {})
+		v.addWindowAt(cur, scratch) // a now past the current slot: as if advanced, unmoved
+	} else {
+		v.fold(&a, cur, k, func(sl *slot) { sl.bins.AddTo(scratch) })
+	}
+	fn(a, scratch, lo, cur)
+	return nil
 }
