@@ -162,6 +162,12 @@ type Config struct {
 	// ParseHistogramSpecs and HistogramSpec). Requires Registerer.
 	ExportHistograms []HistogramSpec
 
+	// ExportExemplars: each ExportHistograms histogram carries the exemplars of its window's
+	// slots (histogram_exemplar.go), which the store keeps with window.StoreConfig.Exemplars.
+	// Off, the histograms carry none whatever the store keeps: each exemplar adds ~100 bytes
+	// to a scrape, every scrape while its slot is in the window.
+	ExportExemplars bool
+
 	// ExportMaxSeries caps the series exported per scrape over all of Export and
 	// ExportHistograms; the rest are
 	// skipped in key order and counted in slide_window_export_skipped_series.

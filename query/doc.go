@@ -225,9 +225,9 @@
 // series that cannot be exported (a key that is not UTF-8, which no door admits but a store
 // fed around them can hold, and which client_golang panics on and Prometheus refuses a whole
 // protobuf scrape for) is left out and counted in slide_window_export_errors_total{reason},
-// and the scrape goes on with the others. When the store keeps exemplars
-// (window.StoreConfig.Exemplars), each histogram carries those of the slots its window reads,
-// in the protobuf format only (histogram_exemplar.go).
+// and the scrape goes on with the others. With Config.ExportExemplars and a store
+// that keeps exemplars (window.StoreConfig.Exemplars), each histogram carries those of the
+// slots its window reads, in the protobuf format only (histogram_exemplar.go).
 //
 // A labelled series (issue #27) is exported with key="<its key>" and one label per label of
 // its series: slide_window_count{key="tenant-1",metric="latency_ms",route="/pay",window="5m"}.

@@ -269,7 +269,7 @@ func (h *histogramExport) skipped(budget int) int {
 // each visits the exported histograms at now, up to budget series, in spec and key order:
 // fn gets the source (with the series' buckets in src.pos and src.neg), the series'
 // labels, sorted by name, and the exemplars of the window's slots, oldest first (none
-// unless the store keeps exemplars), all valid until fn returns: fn runs under the series'
+// unless Config.ExportExemplars and the store keeps exemplars), all valid until fn returns: fn runs under the series'
 // lock and must copy what it keeps.
 func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *histogramSource, labels [][2]string, a window.Agg, bins *sketch.Bins, ex []window.Exemplar)) {
 	var scratch sketch.Bins
@@ -295,11 +295,17 @@ func (h *histogramExport) each(now int64, budget int, ar *arena, fn func(src *hi
 				// Sorted by name, as client_golang writes them and the protobuf path copies.
 				slices.SortFunc(labels, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 			}
-			err := h.s.store.VisitWindowExemplarsAt(now, spec.Metric, series, spec.Window, &scratch, &ex, func(a window.Agg, bins *sketch.Bins) {
+			visit := func(a window.Agg, bins *sketch.Bins) {
 				src.pos = src.collect(src.pos[:0], bins, false)
 				src.neg = src.collect(src.neg[:0], bins, true)
 				fn(src, labels, a, bins, ex)
-			})
+			}
+			var err error
+			if h.s.cfg.ExportExemplars {
+				err = h.s.store.VisitWindowExemplarsAt(now, spec.Metric, series, spec.Window, &scratch, &ex, visit)
+			} else {
+				err = h.s.store.VisitWindowAt(now, spec.Metric, series, spec.Window, &scratch, visit)
+			}
 			if err == nil {
 				budget--
 			} // else evicted since Keys; the window was checked by New

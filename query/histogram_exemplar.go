@@ -11,10 +11,11 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
-// The exemplars of an exported native histogram (Histogram.exemplars, field 16): those the
-// store keeps (window.StoreConfig.Exemplars) of the slots the window reads, oldest first,
-// each with the labels trace_id and span_id as /api/v1/query_exemplars writes them
-// (lower-case hex; span_id left out when the span had none), its value and its time.
+// The exemplars of an exported native histogram (Histogram.exemplars, field 16), with
+// Config.ExportExemplars (--export-exemplars): those the store keeps
+// (window.StoreConfig.Exemplars) of the slots the window reads, oldest first, each with
+// the labels trace_id and span_id as /api/v1/query_exemplars writes them (lower-case hex;
+// span_id left out when the span had none), its value and its time.
 // Prometheus (2.50 and later, with exemplar storage) ingests them from a protobuf scrape
 // and drops a native histogram's exemplar that has no timestamp, so each carries one. The
 // text formats (classic, OpenMetrics 1.0) have no place for them: there a native

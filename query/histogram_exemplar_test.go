@@ -22,9 +22,10 @@ import (
 // promAccept is Prometheus' Accept header when it scrapes native histograms.
 const promAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.6,application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3"
 
-// exemplarServer serves --export-histograms latency_ms:1m over a store that keeps
-// exemplars (10 s slots) and holds evs, at now; it returns the server's URL.
-func exemplarServer(t *testing.T, now int64, evs ...window.Event) string {
+// exemplarServer serves --export-histograms latency_ms:1m, with --export-exemplars when
+// export, over a store that keeps exemplars (10 s slots) and holds evs, at now; it returns
+// the server's URL.
+func exemplarServer(t *testing.T, now int64, export bool, evs ...window.Event) string {
 	t.Helper()
 	st, err := window.NewStore(window.StoreConfig{Exemplars: true})
 	if err != nil {
@@ -38,7 +39,7 @@ func exemplarServer(t *testing.T, now int64, evs ...window.Event) string {
 	}
 	specs, _ := query.ParseHistogramSpecs("latency_ms:1m")
 	reg := prometheus.NewRegistry()
-	srv, err := query.New(query.Config{Store: st, Now: func() time.Time { return time.UnixMilli(now) }, ExportHistograms: specs, Registerer: reg, Gatherer: reg})
+	srv, err := query.New(query.Config{Store: st, Now: func() time.Time { return time.UnixMilli(now) }, ExportHistograms: specs, ExportExemplars: export, Registerer: reg, Gatherer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,19 +111,21 @@ func traceID(b byte) [16]byte { return [16]byte{0: 0xab, 1: b, 15: 0x0f} }
 // with their trace_id and span_id (lower-case hex; no span_id for a span without one),
 // value and time (ms, a fraction of a second kept): the exemplar of a slot older than the
 // window is left out, and the series around it, which have no traced events, get none.
-// The text formats (classic, OpenMetrics 1.0) carry none.
+// The text formats (classic, OpenMetrics 1.0) carry none, nor a scrape without
+// Config.ExportExemplars (--export-exemplars).
 func TestExportedHistogramsCarryTheWindowsExemplars(t *testing.T) {
 	now := t0 + 125_000 // slot 12: the 1m window reads slots 7 to 12
-	url := exemplarServer(t, now,
-		window.Event{TS: t0 + 5_000, Key: "checkout", Value: 900, TraceID: traceID(1), SpanID: [8]byte{0: 1, 7: 0xfe}}, // slot 0: outside
-		window.Event{TS: t0 + 70_001, Key: "checkout", Value: 10, TraceID: traceID(2), SpanID: [8]byte{0: 2}},
-		window.Event{TS: t0 + 80_250, Key: "checkout", Value: 120, TraceID: traceID(3), SpanID: [8]byte{0: 3, 7: 0xfe}},
-		window.Event{TS: t0 + 81_000, Key: "checkout", Value: 300},                     // slower, but no trace
-		window.Event{TS: t0 + 84_000, Key: "checkout", Value: 60, TraceID: traceID(4)}, // faster than slot 8's
-		window.Event{TS: t0 + 121_007, Key: "checkout", Value: 45, TraceID: traceID(5)},
-		window.Event{TS: t0 + 100_000, Key: "cart", Value: 3},
-		window.Event{TS: t0 + 110_000, Key: "search", Value: 4},
-	)
+	evs := []window.Event{
+		{TS: t0 + 5_000, Key: "checkout", Value: 900, TraceID: traceID(1), SpanID: [8]byte{0: 1, 7: 0xfe}}, // slot 0: outside
+		{TS: t0 + 70_001, Key: "checkout", Value: 10, TraceID: traceID(2), SpanID: [8]byte{0: 2}},
+		{TS: t0 + 80_250, Key: "checkout", Value: 120, TraceID: traceID(3), SpanID: [8]byte{0: 3, 7: 0xfe}},
+		{TS: t0 + 81_000, Key: "checkout", Value: 300},                     // slower, but no trace
+		{TS: t0 + 84_000, Key: "checkout", Value: 60, TraceID: traceID(4)}, // faster than slot 8's
+		{TS: t0 + 121_007, Key: "checkout", Value: 45, TraceID: traceID(5)},
+		{TS: t0 + 100_000, Key: "cart", Value: 3},
+		{TS: t0 + 110_000, Key: "search", Value: 4},
+	}
+	url := exemplarServer(t, now, true, evs...)
 	body, ctype := scrapeBody(t, url, promAccept)
 	if !strings.HasPrefix(ctype, "application/vnd.google.protobuf") {
 		t.Fatalf("scrape answered %s", ctype)
@@ -139,6 +142,11 @@ func TestExportedHistogramsCarryTheWindowsExemplars(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("exemplars Prometheus reads:\n got %q\nwant %q", got, want)
+	}
+	// Without --export-exemplars the same store's histograms carry none.
+	off, _ := scrapeBody(t, exemplarServer(t, now, false, evs...), promAccept)
+	if got := promExemplars(t, off); fmt.Sprint(got) != fmt.Sprint(map[string][]string{"cart": {}, "checkout": {}, "search": {}}) {
+		t.Errorf("without --export-exemplars Prometheus reads %q", got)
 	}
 	for _, accept := range []string{"text/plain;version=0.0.4", "application/openmetrics-text;version=1.0.0"} {
 		if text, _ := scrapeBody(t, url, accept); strings.Contains(string(text), "trace_id") ||
@@ -157,7 +165,7 @@ func TestExportedHistogramsCarryTheWindowsExemplars(t *testing.T) {
 // now: drop the caveat from docs/sre.md.
 func TestPrometheusParserReadsTheFirstHistogramsExemplarsOnly(t *testing.T) {
 	now := t0 + 125_000
-	url := exemplarServer(t, now,
+	url := exemplarServer(t, now, true,
 		window.Event{TS: t0 + 80_000, Key: "a", Value: 1, TraceID: traceID(1)},
 		window.Event{TS: t0 + 90_000, Key: "a", Value: 2, TraceID: traceID(2)},
 		window.Event{TS: t0 + 80_000, Key: "b", Value: 3, TraceID: traceID(3)},

@@ -64,7 +64,7 @@ func TestHistogramProtoEqualsCollector(t *testing.T) {
 	for _, max := range []int{1000, 9} {
 		specs, _ := ParseHistogramSpecs("latency_ms:5m;other:1m")
 		reg := prometheus.NewRegistry()
-		s, err := New(Config{Store: st, Now: func() time.Time { return time.UnixMilli(now) }, ExportHistograms: specs, ExportMaxSeries: max, Registerer: reg, Gatherer: reg})
+		s, err := New(Config{Store: st, Now: func() time.Time { return time.UnixMilli(now) }, ExportHistograms: specs, ExportExemplars: true, ExportMaxSeries: max, Registerer: reg, Gatherer: reg})
 		if err != nil {
 			t.Fatal(err)
 		}

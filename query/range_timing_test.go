@@ -60,14 +60,14 @@ func BenchmarkScrapeHistograms(b *testing.B) {
 }
 
 // BenchmarkScrapeHistogramsExemplars: BenchmarkScrapeHistograms' ours over a store that
-// keeps exemplars (--exemplars), every event traced: each histogram carries the 25
+// keeps exemplars (--exemplars), exported (--export-exemplars), every event traced: each histogram carries the 25
 // exemplars of its window's slots. Compare with BenchmarkScrapeHistograms/ours for the
 // exemplars' cost.
 func BenchmarkScrapeHistogramsExemplars(b *testing.B) {
 	const series = 10_000
 	st, now := scrapeStore(b, series, true)
 	hists, _ := query.ParseHistogramSpecs("latency_ms:5m")
-	h := scrapeHandler(b, st, now, series, func(c *query.Config) { c.ExportHistograms = hists })
+	h := scrapeHandler(b, st, now, series, func(c *query.Config) { c.ExportHistograms, c.ExportExemplars = hists, true })
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
 	benchScrape(b, h)
 }

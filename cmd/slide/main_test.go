@@ -179,6 +179,8 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"serve", "--rings", "cost=1m"}, 2},
 		{[]string{"serve", "--policies", "/nonexistent/policies.yaml"}, 1},
 		{[]string{"serve", "--export-windows", "latency_ms:7"}, 2},
+		{[]string{"serve", "--export-exemplars", "--export-histograms", "latency_ms:5m"}, 2}, // without --exemplars
+		{[]string{"serve", "--export-exemplars", "--exemplars"}, 2},                          // without --export-histograms
 	} {
 		args := c.args
 		code, _, errOut := runCmd(t, context.Background(), "", append(args, "--addr", "127.0.0.1:0", "--embedded-kafka-addr", "127.0.0.1:0")...)

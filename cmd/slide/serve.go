@@ -72,6 +72,7 @@ type serveConfig struct {
 	maxBodyBytes    int64
 
 	exportHistograms string // --export-histograms: windows exported as native histograms
+	exportExemplars  bool   // --export-exemplars: those histograms carry their slots' exemplars
 
 	readHeaderTimeout time.Duration
 	maxConnsPerClient int
@@ -149,6 +150,7 @@ func (c *serveConfig) register(fs interface {
 	fs.BoolVar(&c.authReads, "auth-reads", false, "also require the token on reads (/v1/window, /v1/range, /v1/top, /v1/series, /v1/metrics, /v1/status, /metrics); /healthz, /readyz and the dashboard page stay open. Needs --auth-token-file")
 	fs.StringVar(&c.exportWindows, "export-windows", "", "window aggregates exported on /metrics: METRIC:WINDOW[:AGGS] specs separated by ';', AGGS a comma list of "+window.StatNames+" and quantiles, e.g. 'latency_ms:5m:0.95,0.99;cost:1h:sum'")
 	fs.StringVar(&c.exportHistograms, "export-histograms", "", "windows exported on /metrics as Prometheus native histograms: METRIC:WINDOW specs separated by ';', e.g. latency_ms:5m; their rings get the native:5 sketch unless --rings names one")
+	fs.BoolVar(&c.exportExemplars, "export-exemplars", false, "the --export-histograms histograms carry the exemplars (--exemplars) of their window's slots, in protobuf scrapes, for a Prometheus 2.50 or later with exemplar storage; a scrape grows ~100 bytes an exemplar, and Prometheus 3.16's parser keeps only the first series' of the family (docs/sre.md)")
 	fs.IntVar(&c.exportMaxSeries, "export-max-series", query.DefaultExportMaxSeries, "cap on series exported per scrape (--export-windows and --export-histograms together)")
 	bytesVar(fs, &c.maxBodyBytes, "max-body-bytes", query.DefaultMaxBodyBytes, "largest POST /v1/events body; larger gets 413")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a connection gets to send its request header (slowloris guard)")
@@ -484,7 +486,7 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	}
 	qs, err := query.New(query.Config{
 		Store: store, Cluster: cl, Events: events, EventsByType: eventsByType, Traces: traces, Logs: logs, Zipkin: zipkin, Allow: allow, Quota: quota, PromAPI: prom.Handler(), AuthToken: token, AuthReads: c.authReads,
-		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportMaxSeries: c.exportMaxSeries,
+		MaxBodyBytes: c.maxBodyBytes, Export: specs, ExportHistograms: hists, ExportExemplars: c.exportExemplars, ExportMaxSeries: c.exportMaxSeries,
 		Registerer: reg, Gatherer: reg, Logger: log, Reads: reads,
 		Backends:  c.conn.checks.states,
 		Progress:  func() any { return consumer.Progress() },

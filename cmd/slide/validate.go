@@ -55,6 +55,9 @@ func (c *serveConfig) validate(fs *flag.FlagSet) error {
 	if _, err := query.ParseExportSpecs(c.exportWindows); err != nil {
 		return flagErrorf(fs, "export-windows", "%v", err)
 	}
+	if c.exportExemplars && (!c.exemplars || c.exportHistograms == "") {
+		return flagErrorf(fs, "export-exemplars", "exports the exemplars of the --export-histograms histograms, which --exemplars keeps: give both")
+	}
 	if _, ok := logsFormats[c.events.format]; ok {
 		if c.eventMap == "" {
 			return asFlagError(fs, errLogsWithoutMap)
