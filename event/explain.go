@@ -54,7 +54,7 @@ func (d *Decoder) Explain(line []byte) string {
 				// A topic of OTLP protobuf (a Collector's kafka exporter) read as slide's JSON.
 				return "invalid JSON: " + err.Error() + " (binary, not JSON text: OTLP protobuf?)"
 			}
-			if t := bytes.TrimLeft(line, " \t"); len(t) > 0 && t[0] == '[' && bytes.Contains(t, []byte(`"traceId"`)) {
+			if FormatOf(line) == "zipkin_json" {
 				return "invalid JSON: " + err.Error() + " (a JSON list: Zipkin's spans? --event-format zipkin_json reads them, POST /api/v2/spans takes them)"
 			}
 			return "invalid JSON: " + err.Error()
@@ -388,14 +388,31 @@ func schemaFrameOnly(line []byte) string {
 		") and no JSON object after it: an Avro or Protobuf serializer's? slide reads JSON, framed (KafkaJsonSchemaSerializer, JsonSchemaConverter) or not"
 }
 
+// FormatOf names the --event-format of JSON text slide reads that is not slide's own
+// event, by a look at line (its members, not a parse): "otlp_json" for an OTLP/JSON traces
+// request, "otlp_logs_json" for a logs one, "zipkin_json" for a list of Zipkin spans; ""
+// for anything else. A refusal of such a line read as slide's events (Explain, a backtest's
+// log) names the flag that reads it.
+func FormatOf(line []byte) string {
+	switch t := bytes.TrimLeft(line, " \t"); {
+	case len(t) > 0 && t[0] == '[' && bytes.Contains(t, []byte(`"traceId"`)):
+		return "zipkin_json"
+	case bytes.Contains(line, []byte(`"resourceSpans"`)) || bytes.Contains(line, []byte(`"resource_spans"`)):
+		return "otlp_json"
+	case bytes.Contains(line, []byte(`"resourceLogs"`)) || bytes.Contains(line, []byte(`"resource_logs"`)):
+		return "otlp_logs_json"
+	}
+	return ""
+}
+
 // otlpJSONRequest says which flag reads line when it is an OTLP/JSON request read as slide's
 // events (a Collector's kafka exporter with encoding: otlp_json, or such a body posted to
 // POST /v1/events), else "".
 func otlpJSONRequest(line []byte) string {
-	switch {
-	case bytes.Contains(line, []byte(`"resourceSpans"`)) || bytes.Contains(line, []byte(`"resource_spans"`)):
+	switch FormatOf(line) {
+	case "otlp_json":
 		return "an OTLP/JSON traces request (--event-format otlp_json reads it; POST /v1/traces takes it whatever the format)"
-	case bytes.Contains(line, []byte(`"resourceLogs"`)) || bytes.Contains(line, []byte(`"resource_logs"`)):
+	case "otlp_logs_json":
 		return "an OTLP/JSON logs request (--event-format otlp_logs_json with --event-map reads it; POST /v1/logs takes it with --event-map)"
 	}
 	return ""

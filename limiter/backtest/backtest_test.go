@@ -106,6 +106,11 @@ func TestReadLogErrors(t *testing.T) {
 		{"bad cost", "ts,key,cost\n1,a,x\n", `line 2: cost "x" is not an integer`},
 		{"ndjson no key", `{"ts":1}` + "\n", `line 1: no "key"`},
 		{"ndjson broken", `{"ts":1,"key":"a"}` + "\n{\n", "line 2:"},
+		// Spans, OTLP logs or an access log replayed as a request log: the refusal names the flag.
+		{"otlp_json spans", `{"resourceSpans":[{"resource":{},"scopeSpans":[]}]}` + "\n", `line 1: no "ts" (spans? replay them with --event-format otlp_json)`},
+		{"zipkin_json spans", `[{"traceId":"5b8efff798038103","id":"eee19b7ec3c1b174"}]` + "\n", `(spans? replay them with --event-format zipkin_json)`},
+		{"otlp logs", `{"resourceLogs":[]}` + "\n", `line 1: no "ts" (OTLP logs? replay the access log's JSON lines themselves with --event-map)`},
+		{"access log", `{"start_time":"2026-12-02T09:05:00.123Z","duration":3}` + "\n", `line 1: no "ts" (an access log? --event-map reads it)`},
 		{"ndjson long line", `{"ts":1,"key":"a"}` + "\n" + `{"ts":2,"key":"` + strings.Repeat("k", maxLogLine) + "\"}\n", "line 2: longer than 1048576 bytes"},
 		{"long line", "ts,key\n1,a\n2," + strings.Repeat("k", maxLogLine) + "\n", "line 3: longer than 1048576 bytes"},
 		{"long header", "ts,key," + strings.Repeat("x", maxLogLine) + "\n", "header: line 1: longer than 1048576 bytes"},

@@ -56,6 +56,11 @@ func ReadLog(r io.Reader, fn func(Request) error) error {
 		if b[0] == '{' {
 			return newLineReader().readNDJSON(br, fn)
 		}
+		if b[0] == '[' { // no CSV header starts so; Zipkin's span lists do
+			if first, _ := br.Peek(min(br.Buffered(), 4096)); event.FormatOf(first) == "zipkin_json" {
+				return lineErr(1, "a JSON list, not a request log%s", otherShape(first))
+			}
+		}
 		return newLineReader().readCSV(br, fn)
 	}
 }
@@ -114,6 +119,18 @@ func (lr *lineReader) readNDJSON(r io.Reader, fn func(Request) error) error {
 	return scanErr(sc, line)
 }
 
+// otherShape is what a refusal of text adds when text is spans or logs that a flag of
+// slide backtest reads, else "".
+func otherShape(text []byte) string {
+	switch f := event.FormatOf(text); f {
+	case "otlp_json", "zipkin_json":
+		return " (spans? replay them with --event-format " + f + ")"
+	case "otlp_logs_json":
+		return " (OTLP logs? replay the access log's JSON lines themselves with --event-map)"
+	}
+	return ""
+}
+
 // ndjson reads one line of an NDJSON log.
 func (lr *lineReader) ndjson(line int64, text []byte) (Request, error) {
 	v := &lr.vals
@@ -126,7 +143,7 @@ func (lr *lineReader) ndjson(line int64, text []byte) (Request, error) {
 		nan = nan || sc.Value.Kind == textparse.NaN
 	}
 	if !sc.Done() {
-		return Request{}, lineErr(line, "%s: %v", event.ReasonInvalidJSON, sc.Err())
+		return Request{}, lineErr(line, "%s: %v%s", event.ReasonInvalidJSON, sc.Err(), otherShape(text))
 	}
 	if m := v[lMetric]; !absent(m) && !(m.Kind == textparse.String && m.End == m.Start) {
 		return lr.metricEvent(line, text) // a metric event, the decoder's
@@ -135,7 +152,11 @@ func (lr *lineReader) ndjson(line int64, text []byte) (Request, error) {
 		return Request{}, lineErr(line, "%s: NaN or Infinity is not JSON", event.ReasonInvalidJSON)
 	}
 	if absent(v[lTS]) {
-		return Request{}, lineErr(line, `no "ts"`)
+		hint := otherShape(text)
+		if hint == "" && absent(v[lKey]) {
+			hint = " (an access log? --event-map reads it)"
+		}
+		return Request{}, lineErr(line, `no "ts"%s`, hint)
 	}
 	ms, r := lr.dec.TS(text, v[lTS], 0)
 	if r != event.ReasonNone {
