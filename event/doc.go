@@ -76,8 +76,8 @@
 //
 // Decoder is a hand-written parser, 0 allocations per event once its key, metric and series
 // string are interned, checked against encoding/json by a differential test and a fuzz
-// target. Three paths (decode_fast.go): Append's exact layout read word by word, a member
-// loop for the same members in any order, spaced, repeated or among other members (skipped
+// target. Three paths (decode_fast.go, and decode_names.go for the names they read):
+// Append's exact layout read word by word, a member loop for the same members in any order, spaced, repeated or among other members (skipped
 // by the scanner's own MemberName and SkipValue, in the same pass), to which the first hands
 // its position, and the scanner path for the rest, the one source of refusals, which goes
 // on from the last member the others read; FuzzDecodeFast holds the first two to the third.
