@@ -6,9 +6,17 @@ import "strings"
 type nameSet struct {
 	names []string
 	pats  []namePat
-	first [256]uint8 // 1 + the index in pats of the one name starting with this byte; 255: several
-	unpat bool       // a name has no pattern (long, empty, or not plain): field must search
+	// first is, by a member's first byte, 1 + the index in pats of the one short name
+	// starting with it, several, longOnly, or 0 when no name starts with it.
+	first [256]uint8
+	unpat bool // a name the first byte cannot rule out (empty, or not plain): field must search
 }
+
+// nameSet.first's entries past a pattern's index.
+const (
+	longOnly = 254 // only names without a pattern (long) start with this byte: Next scans them
+	several  = 255 // several short names start with this byte: Next tries each pattern
+)
 
 // namePat is `"name"` as the first bytes of a little-endian word, for names of up to six
 // bytes: one masked compare finds the name without scanning it.
@@ -21,7 +29,9 @@ type namePat struct {
 // SetNames gives the names whose index Next reports in Field. Names of up to six bytes
 // (the event decoder's ts, key, metric, value and count) are recognised by one masked
 // compare of the eight bytes at the member's quote, so that the common member costs no name
-// scan at all.
+// scan at all. A longer name is scanned and searched for, but only when a name given starts
+// with the member's first byte: a member no name starts as (most unknown ones) costs no
+// search, however long the names given are.
 func (s *Scanner) SetNames(names ...string) {
 	if len(names) == 0 {
 		s.ns = nil
@@ -30,8 +40,14 @@ func (s *Scanner) SetNames(names ...string) {
 	ns := &nameSet{names: names}
 	s.ns = ns
 	for k, n := range names {
-		if len(n) == 0 || len(n) > 6 || strings.ContainsAny(n, "\"\\") || !isPlain(n) {
+		if len(n) == 0 || strings.ContainsAny(n, "\"\\") || !isPlain(n) {
 			ns.unpat = true
+			continue
+		}
+		if c := n[0]; len(n) > 6 || len(ns.pats) >= longOnly-1 { // no pattern: scanned
+			if ns.first[c] == 0 {
+				ns.first[c] = longOnly
+			}
 			continue
 		}
 		var w uint64
@@ -40,10 +56,11 @@ func (s *Scanner) SetNames(names ...string) {
 			w = w<<8 | uint64(p[j])
 		}
 		ns.pats = append(ns.pats, namePat{w: w, mask: 1<<(8*len(p)) - 1, n: len(p), field: k})
-		if c := n[0]; ns.first[c] == 0 {
+		switch c := n[0]; ns.first[c] {
+		case 0, longOnly:
 			ns.first[c] = uint8(len(ns.pats))
-		} else {
-			ns.first[c] = 255
+		default:
+			ns.first[c] = several
 		}
 	}
 }
