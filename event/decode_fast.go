@@ -17,7 +17,7 @@ import (
 // with an optional "count" last, compact, comparing the text between the values a word at a
 // time; where a compact prefix of that layout is followed by a comma and anything else (an
 // extra member, the rest out of order) it hands the position it reached to fast's member
-// loop, so that the line is still read once. fast takes any object of the six members in
+// loop, so that the line is still read once. fast takes any object of the eight members in
 // any order, with whitespace between tokens and other members among them (a known member
 // given twice makes them give up, and the scanner path refuses the line): a name it does not match by one compare is read by the scanner's own MemberName
 // (which unescapes it and matches it as the scanner path does), and an unknown member's value
@@ -25,9 +25,11 @@ import (
 // arrays cost a skip, not a second pass. exact takes key and metric only as printable ASCII
 // without escapes and ts and count as integer literals; fast also takes escaped or non-ASCII
 // names (through the scanner path's own name checks), ts as RFC 3339 text, and null ts and
-// count, and fast reads labels (exact hands a labels member to its loop, as any member not in
-// its layout). value is any JSON number for both (converted as the general path converts
-// it, by textparse.ParseFloat's rules, bit for bit). Every line they take decodes to what the
+// count, and fast reads labels and trace_id and span_id as strings or null (exact hands such
+// a member to its loop, as any member not in its layout; an id of another type is the
+// scanner path's, which reads it as no id). value is any JSON number for both (converted
+// as the general path converts it, by textparse.ParseFloat's rules, bit for bit). Every
+// line they take decodes to what the
 // general path (parseObject and event) returns for it, and they take only lines that the
 // general path accepts; on anything else (a NaN, a string value, a missing member, an error
 // of any kind) they give up and the general path decodes the line, going on from the end of
@@ -371,6 +373,10 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 			if i = d.memberLabels(b, i); i < 0 {
 				return false, at, own
 			}
+		case fTraceID, fSpanID: // a string or null, read after the loop; another type is the scanner path's
+			if i = d.memberID(b, i, f); i < 0 {
+				return false, at, own
+			}
 		case fOther: // validated and skipped, as the scanner path skips it
 			if i = d.sc.SkipValue(b, i); i < 0 {
 				return false, at, own
@@ -437,6 +443,13 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 		if seen&(1<<fLabels) != 0 && d.lab.n > 0 { // exact never reads labels: they are this loop's
 			ev.Key = d.seriesOf(ev.Key)
 		}
+		if seen&(1<<fTraceID) != 0 { // (as are the ids; a span id alone is none)
+			var sv textparse.Value
+			if seen&(1<<fSpanID) != 0 {
+				sv = d.f[fSpanID]
+			}
+			d.traceIDs(b, d.f[fTraceID], sv, ev)
+		}
 		return true, at, own
 	}
 }
@@ -458,6 +471,28 @@ func colon(b []byte, i int) int {
 		return i + 1
 	}
 	return -1
+}
+
+// memberID records in d.f[f], as the scanner would, the trace_id or span_id member's value at
+// b[i] when it is a string or null, and returns the index after it, or −1 where the member
+// loop gives up (another type: the scanner path's, which reads it as no id).
+func (d *Decoder) memberID(b []byte, i, f int) int {
+	if b[i] == 'n' {
+		j := nullEnd(b, i)
+		if j >= 0 {
+			d.f[f] = textparse.Value{Start: int32(i), End: int32(j), Kind: textparse.Null}
+		}
+		return j
+	}
+	if b[i] != '"' {
+		return -1
+	}
+	j, esc := textparse.ScanString(b, i+1)
+	if j < 0 {
+		return -1
+	}
+	d.f[f] = textparse.Value{Start: int32(i + 1), End: int32(j), Kind: textparse.String, Escaped: esc}
+	return j + 1
 }
 
 // nullEnd returns the index after the literal null at b[i], or −1.
