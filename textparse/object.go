@@ -125,7 +125,7 @@ func (s *Scanner) Next() bool {
 	if ns != nil && i+8 <= len(b) { // a known short name: one compare, no scan
 		w := binary.LittleEndian.Uint64(b[i:])
 		switch c := ns.first[byte(w>>8)]; c {
-		case 0, longOnly:
+		case 0:
 		case several:
 			k = ns.pattern(w)
 		default:
