@@ -191,6 +191,9 @@ func (d *Decoder) handOff(b []byte, i int, seen uint8, defaultTS int64, ev *wind
 	}
 	ok, at, own := d.members(b, i+1, seen, i, defaultTS, ev)
 	if ok {
+		if own&(1<<fTraceID) != 0 {
+			d.memberIDs(b, own, ev)
+		}
 		return exactTook
 	}
 	d.prefixSpans(b, seen&^own)
@@ -249,6 +252,9 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 	}
 	ev.TS, ev.Count = defaultTS, 1
 	ok, at, own := d.members(b, 1, 0, 0, defaultTS, ev)
+	if ok && own&(1<<fTraceID) != 0 {
+		d.memberIDs(b, own, ev)
+	}
 	d.restAt, d.restSeen = at, own
 	return ok
 }
@@ -257,6 +263,9 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 // before it) to the end of the line, the members in seen already read into ev. On false it
 // returns where the scanner path can go on (rest): at, the end of the last member read (the
 // caller's at when it read none; 0 for none at all), and own, the fields it recorded in d.f.
+// On true ev is complete but for its ids: trace_id and span_id are only recorded in d.f, and
+// the caller reads them (memberIDs) when own has trace_id, out of this loop, whose other
+// members are the hot path.
 func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, ev *window.Event) (ok bool, _ int, own uint8) {
 	n := len(b)
 	named := false
@@ -373,12 +382,13 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 			if i = d.memberLabels(b, i); i < 0 {
 				return false, at, own
 			}
-		case fTraceID, fSpanID: // a string or null, read after the loop; another type is the scanner path's
-			if i = d.memberID(b, i, f); i < 0 {
-				return false, at, own
+		case fOther, fTraceID, fSpanID: // skipped as the scanner path skips it; ids recorded (memberID)
+			if f == fOther {
+				i = d.sc.SkipValue(b, i)
+			} else {
+				i = d.memberID(b, i, f)
 			}
-		case fOther: // validated and skipped, as the scanner path skips it
-			if i = d.sc.SkipValue(b, i); i < 0 {
+			if i < 0 {
 				return false, at, own
 			}
 		default: // key, metric
@@ -443,13 +453,6 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 		if seen&(1<<fLabels) != 0 && d.lab.n > 0 { // exact never reads labels: they are this loop's
 			ev.Key = d.seriesOf(ev.Key)
 		}
-		if seen&(1<<fTraceID) != 0 { // (as are the ids; a span id alone is none)
-			var sv textparse.Value
-			if seen&(1<<fSpanID) != 0 {
-				sv = d.f[fSpanID]
-			}
-			d.traceIDs(b, d.f[fTraceID], sv, ev)
-		}
 		return true, at, own
 	}
 }
@@ -493,6 +496,17 @@ func (d *Decoder) memberID(b []byte, i, f int) int {
 	}
 	d.f[f] = textparse.Value{Start: int32(i + 1), End: int32(j), Kind: textparse.String, Escaped: esc}
 	return j + 1
+}
+
+// memberIDs sets ev's ids from the trace_id and span_id members (those in own) that members
+// recorded, when it took the line: after the rest of the event, as the scanner path reads
+// them (a span id alone is none).
+func (d *Decoder) memberIDs(b []byte, own uint8, ev *window.Event) {
+	var sv textparse.Value
+	if own&(1<<fSpanID) != 0 {
+		sv = d.f[fSpanID]
+	}
+	d.traceIDs(b, d.f[fTraceID], sv, ev)
 }
 
 // nullEnd returns the index after the literal null at b[i], or −1.
