@@ -59,10 +59,11 @@ func (c Config) withDefaults() Config {
 // string ("2026-11-30T08:00:00.123Z", "…+02:00"), and defaults to the caller's default
 // (the Kafka record's timestamp, or the request time over HTTP); count is an integer ≥ 1,
 // default 1; labels is an optional object of string values ({"route":"/pay","code":"200"}),
-// which makes the event's Key its series string (window.AppendSeries). Other fields are
-// ignored. Field names match exactly (unlike encoding/json's case-insensitive struct
-// matching), and a line giving one of the six twice is refused as ReasonBadField (encoding/json
-// would take the last; POST /v1/allow refuses it too). Strings are unescaped as encoding/json
+// which makes the event's Key its series string (window.AppendSeries); trace_id and span_id
+// are the optional trace context of an exemplar (below). Other fields are ignored. Field
+// names match exactly (unlike encoding/json's case-insensitive struct matching), and a line
+// giving one of the eight twice is refused as ReasonBadField (encoding/json would take the
+// last; POST /v1/allow refuses it too). Strings are unescaped as encoding/json
 // does, invalid UTF-8 replaced by U+FFFD, except in key, metric and label values: keys are
 // bytes, so a key, metric or label value that is not valid UTF-8 (or escapes a lone
 // surrogate) is refused as ReasonBadField rather than rewritten, as is one holding a C0 or
@@ -70,6 +71,20 @@ func (c Config) withDefaults() Config {
 // courtesy to producers that write them (Python's json module does), the bare tokens NaN,
 // Infinity and -Infinity as the value are refused as ReasonInvalidValue rather than
 // ReasonInvalidJSON.
+//
+// trace_id and span_id fill the event's TraceID and SpanID, which a store keeping exemplars
+// (window.StoreConfig.Exemplars) links the slot's slowest event to:
+//
+//	{"key":"tenant-42","metric":"latency_ms","value":87.5,"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"}
+//
+// trace_id is a string of 32 hex digits, as W3C Trace Context and OTLP/JSON write a trace
+// id, or of 16, a 64-bit id as Zipkin and Jaeger write it, which is the last 8 bytes of
+// TraceID as the span decoders place it; span_id a string of 16; either case, escapes
+// unescaped as encoding/json does. Absent, null or "" is no id. The ids never refuse an
+// event (a malformed trace context must not lose its metric): an id that is not a string,
+// not hex of those lengths, or all zeros, in either member, gives the event no ids at all;
+// a span_id without a valid trace_id gives none, and a trace_id without a span_id gives
+// the trace id alone. Given twice, either is ReasonBadField, as every known field is.
 //
 // The common layouts, extra members among them, take a one-pass fast path (decode_fast.go);
 // every other line, and every refusal, is decided by textparse's scanner with this one
@@ -222,6 +237,8 @@ const (
 	fTS
 	fCount
 	fLabels
+	fTraceID
+	fSpanID
 	numFields
 	fOther = numFields // d.f's last entry is a sink for the fields we skip
 )
@@ -254,11 +271,12 @@ func (d *Decoder) noteField(seen *uint8) {
 	}
 }
 
-// eventFields are the names of fKey … fLabels, in that order.
-var eventFields = []string{"key", "metric", "value", "ts", "count", "labels"}
+// eventFields are the names of fKey … fSpanID, in that order.
+var eventFields = []string{"key", "metric", "value", "ts", "count", "labels", "trace_id", "span_id"}
 
 // event interprets the recorded fields, in the order key, metric, value, ts, count, labels,
-// after refusing a line that gives one of them twice.
+// after refusing a line that gives one of them twice, and then the trace ids, which refuse
+// nothing.
 // ev arrives with the defaults filled in.
 func (d *Decoder) event(b []byte, ev *window.Event) Reason {
 	if d.dup != 0 { // which member counts would be a guess: refused, as /v1/allow refuses it
@@ -309,7 +327,44 @@ func (d *Decoder) event(b []byte, ev *window.Event) Reason {
 	default:
 		return ReasonBadField
 	}
+	d.traceIDs(b, d.f[fTraceID], d.f[fSpanID], ev)
 	return ReasonNone
+}
+
+// traceIDs sets ev's TraceID and SpanID from tv and sv, the trace_id and span_id members of
+// line as the scanner records them, by the rule Decoder states: a trace id of 32 hex digits,
+// or 16 right-aligned (hexID, the span decoders' reader), not all zero, and a span id of 16
+// hex digits, not all zero, or none. Absent, null or "" is no id; anything else in either
+// member leaves the event without ids, and never refuses it.
+func (d *Decoder) traceIDs(line []byte, tv, sv textparse.Value, ev *window.Event) {
+	var trace [16]byte
+	t, ok := d.idText(line, tv)
+	if !ok || len(t) != 32 && len(t) != 16 || !hexID(trace[:], t) || trace == [16]byte{} {
+		return // (an absent trace id is the empty text: none)
+	}
+	var span [8]byte
+	s, ok := d.idText(line, sv) // (t is read: the scratch may be reused)
+	if !ok || len(s) != 0 && (len(s) != 16 || !hexID(span[:], s) || span == [8]byte{}) {
+		return
+	}
+	ev.TraceID, ev.SpanID = trace, span
+}
+
+// idText is the text of v, an id member's value in line: a string's, unescaped into the
+// decoder's scratch when it has escapes, or empty for absent or null; false for another type.
+func (d *Decoder) idText(line []byte, v textparse.Value) ([]byte, bool) {
+	switch v.Kind {
+	case textparse.Absent, textparse.Null:
+		return nil, true
+	case textparse.String:
+	default:
+		return nil, false
+	}
+	s := v.Bytes(line)
+	if v.Escaped {
+		s, _ = d.unquote(s) // a lossy string holds U+FFFD: not hex
+	}
+	return s, true
 }
 
 // TS reads v, the value of a ts member of line as a textparse.Scanner recorded it, by the

@@ -3,7 +3,6 @@ package event
 import (
 	"encoding/binary"
 	"math"
-	"math/bits"
 
 	"github.com/slide-metrics/slide/textparse"
 	"github.com/slide-metrics/slide/window"
@@ -18,7 +17,7 @@ import (
 // with an optional "count" last, compact, comparing the text between the values a word at a
 // time; where a compact prefix of that layout is followed by a comma and anything else (an
 // extra member, the rest out of order) it hands the position it reached to fast's member
-// loop, so that the line is still read once. fast takes any object of the six members in
+// loop, so that the line is still read once. fast takes any object of the eight members in
 // any order, with whitespace between tokens and other members among them (a known member
 // given twice makes them give up, and the scanner path refuses the line): a name it does not match by one compare is read by the scanner's own MemberName
 // (which unescapes it and matches it as the scanner path does), and an unknown member's value
@@ -26,9 +25,11 @@ import (
 // arrays cost a skip, not a second pass. exact takes key and metric only as printable ASCII
 // without escapes and ts and count as integer literals; fast also takes escaped or non-ASCII
 // names (through the scanner path's own name checks), ts as RFC 3339 text, and null ts and
-// count, and fast reads labels (exact hands a labels member to its loop, as any member not in
-// its layout). value is any JSON number for both (converted as the general path converts
-// it, by textparse.ParseFloat's rules, bit for bit). Every line they take decodes to what the
+// count, and fast reads labels and trace_id and span_id as strings or null (exact hands such
+// a member to its loop, as any member not in its layout; an id of another type is the
+// scanner path's, which reads it as no id). value is any JSON number for both (converted
+// as the general path converts it, by textparse.ParseFloat's rules, bit for bit). Every
+// line they take decodes to what the
 // general path (parseObject and event) returns for it, and they take only lines that the
 // general path accepts; on anything else (a NaN, a string value, a missing member, an error
 // of any kind) they give up and the general path decodes the line, going on from the end of
@@ -190,6 +191,9 @@ func (d *Decoder) handOff(b []byte, i int, seen uint8, defaultTS int64, ev *wind
 	}
 	ok, at, own := d.members(b, i+1, seen, i, defaultTS, ev)
 	if ok {
+		if own&(1<<fTraceID) != 0 {
+			d.memberIDs(b, own, ev)
+		}
 		return exactTook
 	}
 	d.prefixSpans(b, seen&^own)
@@ -231,59 +235,6 @@ func (d *Decoder) prefixSpans(b []byte, seen uint8) {
 	}
 }
 
-// quickName reads the key or metric whose contents start at b[i] for exact, and returns it
-// and the index of its closing quote, or −1. A short name is found by its closing quote
-// alone and looked up by its words: one that the table holds with its plain flag is a name
-// whose bytes were checked (printable ASCII, so valid UTF-8 without control bytes, and
-// without backslash, so the first quote closes it) when it entered the table; only a name
-// not there is scanned by textparse.PlainString before it enters. A long one goes through
-// PlainString and fastName.
-func (d *Decoder) quickName(b []byte, i int, metric bool) (string, int) {
-	if i+16 > len(b) {
-		return "", -1
-	}
-	w := (*[16]byte)(b[i : i+16])
-	lo, hi := binary.LittleEndian.Uint64(w[:8]), binary.LittleEndian.Uint64(w[8:])
-	var n int
-	if q := textparse.Quotes(lo); q != 0 {
-		n = bits.TrailingZeros64(q) >> 3
-		lo, hi = lo&(1<<(8*n&63)-1), 0
-	} else if q := textparse.Quotes(hi); q != 0 {
-		n = bits.TrailingZeros64(q) >> 3
-		hi &= 1<<(8*n&63) - 1
-		n += 8
-	} else { // longer than 16 bytes
-		j := textparse.PlainString(b, i)
-		if j < 0 || j-i > d.maxKey {
-			return "", -1
-		}
-		return d.fastName(b[i:j], 0, 0, metric), j
-	}
-	if n == 0 || n > d.maxKey {
-		return "", -1
-	}
-	if metric && n == d.lastN && lo == d.lastLo && hi == d.lastHi {
-		return d.lastMetric, i + n
-	}
-	h := d.intern.shortHash(lo, hi, n)
-	if e := d.intern.first(h); e.lo == lo && e.hi == hi && len(e.s) == n && e.plain && !metric {
-		return e.s, i + n // a known key in its first slot: the common case, without a call
-	}
-	v, h, ok, plain := d.intern.lookupHashed(lo, hi, n, h)
-	if !ok {
-		if textparse.PlainString(b, i) != i+n {
-			return "", -1 // not a plain string: the general path's
-		}
-		v = d.intern.add(b[i:i+n], h)
-	} else if !plain {
-		return "", -1 // the same bytes as a name that came escaped, or not ASCII
-	}
-	if metric {
-		d.setLastShort(v, lo, hi, n)
-	}
-	return v, i + n
-}
-
 // fast decodes b into ev when b is one object of the event's members in any order, spaced
 // or not, with other members among them, and reports whether it did; ev is then complete.
 // On false ev holds nothing of use, and d.restAt says where the scanner path can go on. A
@@ -301,6 +252,9 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 	}
 	ev.TS, ev.Count = defaultTS, 1
 	ok, at, own := d.members(b, 1, 0, 0, defaultTS, ev)
+	if ok && own&(1<<fTraceID) != 0 {
+		d.memberIDs(b, own, ev)
+	}
 	d.restAt, d.restSeen = at, own
 	return ok
 }
@@ -309,6 +263,9 @@ func (d *Decoder) fast(b []byte, defaultTS int64, ev *window.Event) bool {
 // before it) to the end of the line, the members in seen already read into ev. On false it
 // returns where the scanner path can go on (rest): at, the end of the last member read (the
 // caller's at when it read none; 0 for none at all), and own, the fields it recorded in d.f.
+// On true ev is complete but for its ids: trace_id and span_id are only recorded in d.f, and
+// the caller reads them (memberIDs) when own has trace_id, out of this loop, whose other
+// members are the hot path.
 func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, ev *window.Event) (ok bool, _ int, own uint8) {
 	n := len(b)
 	named := false
@@ -425,8 +382,13 @@ func (d *Decoder) members(b []byte, i int, seen uint8, at int, defaultTS int64, 
 			if i = d.memberLabels(b, i); i < 0 {
 				return false, at, own
 			}
-		case fOther: // validated and skipped, as the scanner path skips it
-			if i = d.sc.SkipValue(b, i); i < 0 {
+		case fOther, fTraceID, fSpanID: // skipped as the scanner path skips it; ids recorded (memberID)
+			if f == fOther {
+				i = d.sc.SkipValue(b, i)
+			} else {
+				i = d.memberID(b, i, f)
+			}
+			if i < 0 {
 				return false, at, own
 			}
 		default: // key, metric
@@ -514,81 +476,43 @@ func colon(b []byte, i int) int {
 	return -1
 }
 
+// memberID records in d.f[f], as the scanner would, the trace_id or span_id member's value at
+// b[i] when it is a string or null, and returns the index after it, or −1 where the member
+// loop gives up (another type: the scanner path's, which reads it as no id).
+func (d *Decoder) memberID(b []byte, i, f int) int {
+	if b[i] == 'n' {
+		j := nullEnd(b, i)
+		if j >= 0 {
+			d.f[f] = textparse.Value{Start: int32(i), End: int32(j), Kind: textparse.Null}
+		}
+		return j
+	}
+	if b[i] != '"' {
+		return -1
+	}
+	j, esc := textparse.ScanString(b, i+1)
+	if j < 0 {
+		return -1
+	}
+	d.f[f] = textparse.Value{Start: int32(i + 1), End: int32(j), Kind: textparse.String, Escaped: esc}
+	return j + 1
+}
+
+// memberIDs sets ev's ids from the trace_id and span_id members (those in own) that members
+// recorded, when it took the line: after the rest of the event, as the scanner path reads
+// them (a span id alone is none).
+func (d *Decoder) memberIDs(b []byte, own uint8, ev *window.Event) {
+	var sv textparse.Value
+	if own&(1<<fSpanID) != 0 {
+		sv = d.f[fSpanID]
+	}
+	d.traceIDs(b, d.f[fTraceID], sv, ev)
+}
+
 // nullEnd returns the index after the literal null at b[i], or −1.
 func nullEnd(b []byte, i int) int {
 	if i+4 > len(b) || string(b[i:i+4]) != "null" {
 		return -1
 	}
 	return i + 4
-}
-
-// fastName interns a key or metric that PlainName passed (lo and hi its words, lo zero when
-// it did not read them): printable ASCII is valid UTF-8 without control bytes, so a new
-// name needs none of name's checks.
-func (d *Decoder) fastName(s []byte, lo, hi uint64, metric bool) string {
-	if lo == 0 { // long, or at the end of the line
-		if metric && string(s) == d.lastMetric {
-			return d.lastMetric
-		}
-		v, h, ok := d.intern.lookup(s)
-		if !ok {
-			v = d.intern.add(s, h)
-		}
-		if metric {
-			d.setLastMetric(v)
-		}
-		return v
-	}
-	if metric && len(s) == d.lastN && lo == d.lastLo && hi == d.lastHi {
-		return d.lastMetric
-	}
-	v, h, ok, _ := d.intern.lookupShort(lo, hi, len(s))
-	if !ok {
-		v = d.intern.add(s, h)
-	}
-	if metric {
-		d.setLastShort(v, lo, hi, len(s))
-	}
-	return v
-}
-
-// setLastMetric sets the one-entry metric cache, with its words when it is short and plain.
-func (d *Decoder) setLastMetric(v string) {
-	d.lastMetric, d.lastN, d.lastQMask = v, -1, [2]uint64{}
-	if len(v) <= maxShortName && isPlainName(v) {
-		var buf [2 * 8]byte
-		copy(buf[:], v)
-		lo, hi := words16(buf[:])
-		d.setLastShort(v, lo, hi, len(v))
-	}
-}
-
-// setLastShort sets the metric cache to v, a plain name of n ≤ 16 bytes whose words are lo
-// and hi, and, when n ≤ 15, the words of v and its closing quote that sameMetric compares.
-func (d *Decoder) setLastShort(v string, lo, hi uint64, n int) {
-	d.lastMetric, d.lastLo, d.lastHi, d.lastN = v, lo, hi, n
-	d.lastQMask = [2]uint64{}
-	if n <= 15 {
-		var buf [2 * 8]byte
-		copy(buf[:], v)
-		buf[n] = '"'
-		d.lastQ[0], d.lastQ[1] = words16(buf[:])
-		d.lastQMask[0], d.lastQMask[1] = maskBytes(n+1), maskBytes(n+1-8)
-	}
-}
-
-// maskBytes is a word's mask of its k lowest bytes (none for k ≤ 0, all for k ≥ 8).
-func maskBytes(k int) uint64 {
-	if k <= 0 {
-		return 0
-	}
-	return 1<<(8*uint(k)) - 1 // all ones for k ≥ 8: the shift gives 0
-}
-
-// sameMetric reports that w, the sixteen bytes at a metric's contents, start with the
-// previous metric and its closing quote: the metric is that one, with no scan or lookup (a
-// plain name has no quote or backslash, so the quote compared is the closing one).
-func (d *Decoder) sameMetric(w *[16]byte) bool {
-	lo, hi := binary.LittleEndian.Uint64(w[:8]), binary.LittleEndian.Uint64(w[8:])
-	return d.lastQMask[0] != 0 && lo&d.lastQMask[0] == d.lastQ[0] && hi&d.lastQMask[1] == d.lastQ[1]
 }

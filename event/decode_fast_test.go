@@ -28,7 +28,8 @@ func checkFastPaths(t *testing.T, line []byte, shared *Decoder) (took string) {
 	gen, gr := decoder().decodeGeneral(line, defTS)
 	same := func(ev window.Event) bool {
 		return ev.TS == gen.TS && ev.Key == gen.Key && ev.Metric == gen.Metric && ev.Count == gen.Count &&
-			math.Float64bits(ev.Value) == math.Float64bits(gen.Value) && ev.Feed == gen.Feed
+			math.Float64bits(ev.Value) == math.Float64bits(gen.Value) && ev.Feed == gen.Feed &&
+			ev.TraceID == gen.TraceID && ev.SpanID == gen.SpanID
 	}
 	for _, p := range []struct {
 		name string
@@ -109,6 +110,16 @@ func genFastLine(rng *rand.Rand) []byte {
 		}
 		ms = append(ms, member{"labels", l})
 	}
+	if rng.IntN(3) == 0 { // the ids last, as Append writes them, unless shuffled below
+		t, s := idValue(rng, 32), idValue(rng, 16)
+		if good {
+			t, s = `"`+randHex(rng, []int{32, 32, 16}[rng.IntN(3)])+`"`, pick(`"`+randHex(rng, 16)+`"`, "null", `""`)
+		}
+		ms = append(ms, member{"trace_id", t})
+		if rng.IntN(4) > 0 {
+			ms = append(ms, member{"span_id", s})
+		}
+	}
 	if rng.IntN(4) == 0 {
 		rng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
 	}
@@ -120,11 +131,13 @@ func genFastLine(rng *rand.Rand) []byte {
 	case 1: // a field repeated, as it was or with another value (refused)
 		m := ms[rng.IntN(len(ms))]
 		if rng.IntN(2) == 0 {
-			m.val = map[string]string{"ts": ts(), "key": name(), "metric": name(), "value": num(), "count": "2", "labels": labelsValue(rng)}[m.name]
+			m.val = map[string]string{"ts": ts(), "key": name(), "metric": name(), "value": num(), "count": "2", "labels": labelsValue(rng),
+				"trace_id": idValue(rng, 32), "span_id": idValue(rng, 16)}[m.name]
 		}
 		ms = append(ms, m)
 		if rng.IntN(2) == 0 { // then a member that only the scanner path takes, so that it goes on from the fast path's position
-			late := []member{{"ts", "1234567890123456789"}, {"count", "12345678901234567"}, {"key", `"\u0000"`}, {"value", "1"}, {"labels", `{"a":1}`}}
+			late := []member{{"ts", "1234567890123456789"}, {"count", "12345678901234567"}, {"key", `"\u0000"`}, {"value", "1"}, {"labels", `{"a":1}`},
+				{"trace_id", "1"}, {"span_id", "[]"}}
 			ms = append(ms, late[rng.IntN(len(late))])
 		}
 	case 2:
@@ -182,6 +195,7 @@ func genFastLine(rng *rand.Rand) []byte {
 // the fast path must match each as the scanner path does.
 func extraName(rng *rand.Rand) string {
 	names := []string{"host", "region", "extra", "Key", "keys", "t", "tss", "valu", "metrics", "count_", "", "label", "labelss", `l\u0061bels`,
+		"trace", "trace_idx", "span", "span_i", `tr\u0061ce_id`, `sp\u0061n_id`, "trace_id", "span_id",
 		`h\u006fst`, `k\u0065y`, `m\u0065tric`, `\u0074s`, `valu\u0065`, `c\u006funt`, `a\"b`, `\ud800`, "h\u00e9", "t\xffs", "ts", "value", "key"}
 	return names[rng.IntN(len(names))]
 }
@@ -211,9 +225,15 @@ func TestDecodeFastDifferential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ids := map[string]int{} // lines whose event has ids, by the path that took them
 	for range 20000 {
-		took[checkFastPaths(t, genFastLine(rng), shared)]++
-		took[checkFastPaths(t, genLine(rng), shared)]++
+		for _, line := range [][]byte{genFastLine(rng), genLine(rng)} {
+			p := checkFastPaths(t, line, shared)
+			took[p]++
+			if ev, _ := shared.Decode(line, defTS); ev.TraceID != [16]byte{} {
+				ids[p]++
+			}
+		}
 	}
 	for _, l := range benchLines(100) {
 		if p := checkFastPaths(t, l, shared); p != "exact" {
@@ -231,7 +251,12 @@ func TestDecodeFastDifferential(t *testing.T) {
 			t.Errorf("the %s path took %d of 40000 lines", p, took[p])
 		}
 	}
-	t.Logf("taken: %v", took)
+	for _, p := range []string{"exact", "fast", ""} {
+		if ids[p] < 50 {
+			t.Errorf("the %q path took %d lines with trace ids", p, ids[p])
+		}
+	}
+	t.Logf("taken: %v, with ids: %v", took, ids)
 }
 
 var fastFuzzSeeds = []string{
@@ -261,6 +286,11 @@ var fastFuzzSeeds = []string{
 	`{"ts":1,"key":"k","metric":"m","value":1,"labels":{"a":"` + strings.Repeat("v", 257) + `"}}`,
 	`{"ts":1,"key":"k","metric":"m","value":1,"labels":` + manyLabels(17) + `}`,
 	"{\"ts\":1,\"key\":\"k\",\"metric\":\"m\",\"value\":1,\"labels\":{\"a\":\"x\xff\"}}",
+	`{"ts":1,"key":"k","metric":"m","value":1,"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"trace_id":"4bf92f3577b34da6","span_id":null,"x":1}`,
+	`{"trace_id":"4BF92F3577B34DA6A3CE929D0E0E4736","ts":1,"key":"k","metric":"m","value":1,"trace_id":null}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"trace_id":{"a":1},"span_id":"00f067aa0ba902b7"}`,
+	`{"ts":1,"key":"k","metric":"m","value":1,"span_id":"00f067aa0ba902b7"}`,
 }
 
 // FuzzDecodeFast holds the fast paths to the general path (and Decode to both) on any
@@ -294,6 +324,7 @@ var decodeShapes = []struct{ name, path, line string }{
 	{"escaped-key", "fast", `{"ts":1700000000123,"key":"tenant-\u0034\u0032","metric":"latency_ms","value":27.431}`}, // the scanner path's
 	{"labels", "exact", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"labels":{"route":"/pay","code":"200","method":"POST"}}`},
 	{"labels-first", "fast", `{"labels":{"route":"/pay","code":"200","method":"POST"},"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431}`},
+	{"trace", "exact", `{"ts":1700000000123,"key":"tenant-42","metric":"latency_ms","value":27.431,"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"}`},
 }
 
 // BenchmarkDecodeShapes times Decode per shape (decodeShapes: Append's layout on the

@@ -2,6 +2,7 @@ package event
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -147,6 +148,8 @@ func TestDecodeAllocs(t *testing.T) {
 	lines := [][]byte{
 		[]byte(`{"ts": 1764489600123, "key": "tenant-42", "metric": "latency_ms", "value": 87.5}`),
 		[]byte(`{"ts":"2025-11-30T08:00:00.123+01:00","key":"t\u00e9","metric":"latency_ms","value":0.001,"count":3,"x":[{}]}`),
+		[]byte(`{"ts":1764489600123,"key":"tenant-42","metric":"latency_ms","value":87.5,"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"}`),
+		[]byte(`{"span_id":"00F067AA0BA902B7","trace_id":"\u0034bf92f3577b34da6","key":"tenant-42","metric":"latency_ms","value":87.5}`),
 	}
 	ndjson := bytes.Join(lines, []byte("\n"))
 	for _, l := range lines {
@@ -262,6 +265,7 @@ func refDecode(line []byte, maxKey int, defaultTS int64) (window.Event, Reason) 
 			return none, r
 		}
 	}
+	ev.TraceID, ev.SpanID = refIDs(m)
 	return ev, ReasonNone
 }
 
@@ -284,7 +288,7 @@ func refRepeats(line []byte) bool {
 			panic(err)
 		}
 		switch name {
-		case "key", "metric", "value", "ts", "count", "labels":
+		case "key", "metric", "value", "ts", "count", "labels", "trace_id", "span_id":
 			if seen[name] {
 				return true
 			}
@@ -409,7 +413,7 @@ func checkAgainstRef(t *testing.T, d *Decoder, line []byte) {
 		return
 	}
 	if r != rr || ev.Key != rev.Key || ev.Metric != rev.Metric || ev.TS != rev.TS || ev.Count != rev.Count ||
-		math.Float64bits(ev.Value) != math.Float64bits(rev.Value) || ev.Feed != rev.Feed {
+		math.Float64bits(ev.Value) != math.Float64bits(rev.Value) || ev.Feed != rev.Feed || ev.TraceID != rev.TraceID || ev.SpanID != rev.SpanID {
 		t.Fatalf("input %q:\n ours           %+v %v\n encoding/json  %+v %v", line, ev, r, rev, rr)
 	}
 }
@@ -460,8 +464,14 @@ func genLine(rng *rand.Rand) []byte {
 	if rng.IntN(3) == 0 {
 		fs = append(fs, field{pick(`"labels"`, `"labels"`, `"l\u0061bels"`), pick(labelsValue(rng), labelsValue(rng), any())})
 	}
+	if rng.IntN(2) == 0 {
+		fs = append(fs, field{pick(`"trace_id"`, `"trace_id"`, `"tr\u0061ce_id"`, `"Trace_id"`), pick(idValue(rng, 32), idValue(rng, 32), idValue(rng, 16), any())})
+	}
+	if rng.IntN(3) == 0 {
+		fs = append(fs, field{pick(`"span_id"`, `"span_id"`, `"sp\u0061n_id"`), pick(idValue(rng, 16), idValue(rng, 16), any())})
+	}
 	for range rng.IntN(3) {
-		fs = append(fs, field{pick(`"extra"`, `"Key"`, `"k\u0065y"`, `"value"`, `"ts"`, `"\u00e9"`, `"labels"`), any()})
+		fs = append(fs, field{pick(`"extra"`, `"Key"`, `"k\u0065y"`, `"value"`, `"ts"`, `"\u00e9"`, `"labels"`, `"trace_id"`, `"span_id"`), any()})
 	}
 	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
 	var b strings.Builder
@@ -492,11 +502,18 @@ func TestDecodeDifferential(t *testing.T) {
 	d := newTestDecoder(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	counts := map[Reason]int{}
+	withIDs := 0
 	for range 30000 {
 		line := genLine(rng)
 		checkAgainstRef(t, d, line)
-		_, r := d.Decode(line, defTS)
+		ev, r := d.Decode(line, defTS)
 		counts[r]++
+		if ev.TraceID != [16]byte{} {
+			withIDs++
+		}
+	}
+	if withIDs < 30 {
+		t.Errorf("only %d of 30000 events had trace ids (%v)", withIDs, counts)
 	}
 	// The generator must exercise every decoder reason, or the comparison proves little.
 	for _, r := range []Reason{ReasonNone, ReasonInvalidJSON, ReasonMissingField, ReasonBadField, ReasonInvalidValue, ReasonKeyTooLong} {
@@ -523,6 +540,11 @@ var fuzzSeeds = []string{
 	`{"key":"a","metric":"m","value":1,"labels":{"a":1}}`,
 	`{"key":"a","metric":"m","value":1,"labels":{"a":"\ud800"}}`,
 	`{"key":"a","metric":"m","value":1,"labels":"route"}`,
+	`{"key":"a","metric":"m","value":1,"trace_id":"4BF92F3577B34DA6A3CE929D0E0E4736","span_id":"00f067aa0ba902b7"}`,
+	`{"span_id":"00f067aa0ba902b7","trace_id":"\u0034bf92f3577b34da6","key":"a","metric":"m","value":1}`,
+	`{"key":"a","metric":"m","value":1,"trace_id":"00000000000000000000000000000000","span_id":null}`,
+	`{"key":"a","metric":"m","value":1,"trace_id":"4bf92f3577b34da6a3ce929d0e0e473","span_id":7}`,
+	`{"key":"a","metric":"m","value":1,"trace_id":"4bf92f3577b34da6","trace_id":"4bf92f3577b34da6"}`,
 }
 
 // FuzzDecode checks that no input panics, that the decoder agrees with encoding/json, and
@@ -548,14 +570,23 @@ func FuzzDecode(f *testing.F) {
 		}
 		labels := map[string]string{}
 		window.EachLabel(ev.Key, func(n, v string) bool { labels[n] = v; return true })
+		var traceID, spanID string // none, or both (an event has no span id without a trace id)
+		if ev.TraceID != [16]byte{} {
+			traceID = strings.ToUpper(hex.EncodeToString(ev.TraceID[:]))
+			if ev.SpanID != [8]byte{} {
+				spanID = hex.EncodeToString(ev.SpanID[:])
+			}
+		}
 		out, err := json.Marshal(struct {
-			TS     int64             `json:"ts"`
-			Key    string            `json:"key"`
-			Metric string            `json:"metric"`
-			Value  float64           `json:"value"`
-			Count  uint64            `json:"count"`
-			Labels map[string]string `json:"labels,omitempty"`
-		}{ev.TS, window.SeriesKeyOf(ev.Key), ev.Metric, ev.Value, ev.Count, labels})
+			TS      int64             `json:"ts"`
+			Key     string            `json:"key"`
+			Metric  string            `json:"metric"`
+			Value   float64           `json:"value"`
+			Count   uint64            `json:"count"`
+			Labels  map[string]string `json:"labels,omitempty"`
+			TraceID string            `json:"trace_id,omitempty"`
+			SpanID  string            `json:"span_id,omitempty"`
+		}{ev.TS, window.SeriesKeyOf(ev.Key), ev.Metric, ev.Value, ev.Count, labels, traceID, spanID})
 		if err != nil {
 			t.Fatalf("re-encoding %+v: %v", ev, err)
 		}

@@ -19,11 +19,11 @@
 // Every door holds an event to these, in this order, and names a refusal by its Reason:
 //
 //   - The line is one JSON object (invalid_json otherwise), field names matched exactly,
-//     other members validated and skipped. A line giving key, metric, value, ts, count or
-//     labels twice (escaped or not) is bad_field, `field "key": given twice`, before any
-//     other check: which one counts would be a guess (encoding/json takes the last, other
-//     readers the first), and POST /v1/allow refuses such a body too. Other members may
-//     repeat.
+//     other members validated and skipped. A line giving key, metric, value, ts, count,
+//     labels, trace_id or span_id twice (escaped or not) is bad_field, `field "key": given
+//     twice`, before any other check: which one counts would be a guess (encoding/json takes
+//     the last, other readers the first), and POST /v1/allow refuses such a body too. Other
+//     members may repeat.
 //   - key and metric are strings, present and not empty (missing_field), at most
 //     Config.MaxKeyLen bytes (256 by default; key_too_long), and pass window.ValidName, the
 //     key rule of every door: valid UTF-8, never rewritten to U+FFFD, without C0 or C1
@@ -44,6 +44,9 @@
 //     not UTF-8 or holds what window.ValidName refuses, are bad_field; a value longer than
 //     256 bytes (window.MaxLabelValueLen) is key_too_long, as an over-long key is. An empty
 //     value is no label (Prometheus' rule): {"code":""} is the series without code.
+//   - trace_id (32 hex digits, or 16 for a 64-bit id) and span_id (16) are optional and
+//     refuse nothing: an id that is not one, or all zeros, gives the event no TraceID and
+//     SpanID, and a span_id without a trace_id none (Decoder says the rule whole).
 //   - Then the store judges the event's time and series (Intake, ReasonOf): future when ts
 //     is beyond the ring's skew ahead of its reference, late when older than the metric's
 //     retention, expired when in its window at its Kafka record's time but out of it at now
@@ -76,8 +79,8 @@
 //
 // Decoder is a hand-written parser, 0 allocations per event once its key, metric and series
 // string are interned, checked against encoding/json by a differential test and a fuzz
-// target. Three paths (decode_fast.go): Append's exact layout read word by word, a member
-// loop for the same members in any order, spaced, repeated or among other members (skipped
+// target. Three paths (decode_fast.go, and decode_names.go for the names they read):
+// Append's exact layout read word by word, a member loop for the same members in any order, spaced, repeated or among other members (skipped
 // by the scanner's own MemberName and SkipValue, in the same pass), to which the first hands
 // its position, and the scanner path for the rest, the one source of refusals, which goes
 // on from the last member the others read; FuzzDecodeFast holds the first two to the third.

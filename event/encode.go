@@ -1,6 +1,7 @@
 package event
 
 import (
+	"encoding/hex"
 	"math"
 	"strconv"
 
@@ -14,7 +15,9 @@ import (
 //
 // with ,"count":n added when Count > 1, and ,"labels":{"name":"value",…} last when Key is a
 // series string with labels (window.AppendSeries; window.CheckSeries passes it), its key as
-// "key" and its labels in the series string's order (by name). Strings are escaped as JSON
+// "key" and its labels in the series string's order (by name), and then, when TraceID is not
+// all zero, ,"trace_id":"…" in 32 lowercase hex digits and ,"span_id":"…" in 16 unless SpanID
+// is all zero, so that Decode reads back the ids an event has. Strings are escaped as JSON
 // requires (invalid UTF-8 becomes \ufffd); the value is the shortest decimal that reads back
 // as the same float64.
 // A NaN or infinite value is written as the bare token NaN, Infinity or -Infinity, which
@@ -62,6 +65,15 @@ func Append(dst []byte, ev window.Event) []byte {
 			return true
 		})
 		dst = append(dst, '}')
+	}
+	if ev.TraceID != [16]byte{} {
+		dst = append(dst, `,"trace_id":"`...)
+		dst = hex.AppendEncode(dst, ev.TraceID[:])
+		if ev.SpanID != [8]byte{} {
+			dst = append(dst, `","span_id":"`...)
+			dst = hex.AppendEncode(dst, ev.SpanID[:])
+		}
+		dst = append(dst, '"')
 	}
 	return append(dst, '}')
 }

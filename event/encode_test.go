@@ -17,6 +17,8 @@ func TestAppendRoundTrip(t *testing.T) {
 		{TS: math.MaxInt64, Key: "k", Metric: "m", Value: 5e-324, Count: 1},
 		{TS: 1, Key: "k\xffcode=200\xffroute=/pay", Metric: "m", Value: 1, Count: 1},
 		{TS: 1, Key: "a\"b\xffZ=1\xff_=\u00e9\"\\\xffa=x y", Metric: "m", Value: 2, Count: 3},
+		{TS: 1, Key: "k", Metric: "m", Value: 3, Count: 1, TraceID: [16]byte{0: 0x4b, 15: 0x36}, SpanID: [8]byte{0xff, 7: 1}},
+		{TS: 1, Key: "k\xffa=1", Metric: "m", Value: 3, Count: 2, TraceID: [16]byte{8: 0x46, 15: 0xad}}, // a 64-bit id, no span id
 	}
 	for _, ev := range evs {
 		line := Append(nil, ev)
@@ -41,6 +43,14 @@ func TestAppendRoundTrip(t *testing.T) {
 	}
 	if got := string(Append(nil, window.Event{TS: 1, Key: "k\xffa=1\xffb=2", Metric: "m", Value: 2, Count: 3})); got != `{"ts":1,"key":"k","metric":"m","value":2,"count":3,"labels":{"a":"1","b":"2"}}` {
 		t.Errorf("Append = %s", got)
+	}
+	ids := window.Event{TS: 1, Key: "k\xffa=1", Metric: "m", Value: 2, Count: 3, TraceID: [16]byte{0: 0x4b, 15: 0xAB}, SpanID: [8]byte{0: 0xc0, 7: 1}}
+	if got := string(Append(nil, ids)); got != `{"ts":1,"key":"k","metric":"m","value":2,"count":3,"labels":{"a":"1"},"trace_id":"4b0000000000000000000000000000ab","span_id":"c000000000000001"}` {
+		t.Errorf("Append = %s", got) // the ids last, in lowercase hex
+	}
+	ids.SpanID = [8]byte{}
+	if got := string(Append(nil, ids)); got != `{"ts":1,"key":"k","metric":"m","value":2,"count":3,"labels":{"a":"1"},"trace_id":"4b0000000000000000000000000000ab"}` {
+		t.Errorf("Append = %s", got) // no span id: none written (zeros would make Decode drop the trace id)
 	}
 	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 		line := Append(nil, window.Event{TS: 1, Key: "k", Metric: "m", Value: v})

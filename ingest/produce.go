@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -41,6 +42,11 @@ type Demo struct {
 	Metric     string  // latency metric; default "latency_ms"
 	CostMetric string  // cost metric; default "cost"
 	Seed       uint64  // random seed; the same seed gives the same events
+	// Traces gives each latency event a random trace and span id (window.Event.TraceID,
+	// SpanID), as a traced service's request would carry, so that a store keeping exemplars
+	// links its slowest requests to them; cost events carry none. Off, the events (and the
+	// random draws of a seed) are those of before.
+	Traces bool
 }
 
 func (d Demo) withDefaults() Demo {
@@ -91,6 +97,7 @@ func (d Demo) Validate() error {
 type DemoGen struct {
 	d       Demo
 	rng     *rand.Rand
+	ids     *rand.Rand // Traces' ids, drawn apart so that a seed's events stay what they were
 	keys    []string
 	pending window.Event // the cost event of the last request, sent next
 	hasCost bool
@@ -102,7 +109,7 @@ func NewDemoGen(d Demo) (*DemoGen, error) {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	d = d.withDefaults()
-	g := &DemoGen{d: d, rng: rand.New(rand.NewPCG(d.Seed, 0x5eed)), keys: make([]string, d.Keys)}
+	g := &DemoGen{d: d, rng: rand.New(rand.NewPCG(d.Seed, 0x5eed)), ids: rand.New(rand.NewPCG(d.Seed, 0x7ace)), keys: make([]string, d.Keys)}
 	for i := range g.keys {
 		g.keys[i] = "tenant-" + strconv.Itoa(i+1)
 	}
@@ -136,7 +143,13 @@ func (g *DemoGen) Next(ts int64) window.Event {
 	lat := math.Round(math.Exp(mu+sigma*g.rng.NormFloat64())*1000) / 1000
 	g.pending = window.Event{Metric: g.d.CostMetric, Key: g.keys[i], Value: 1 + math.Floor(lat/100), Count: 1}
 	g.hasCost = true
-	return window.Event{TS: ts, Metric: g.d.Metric, Key: g.keys[i], Value: lat, Count: 1}
+	ev := window.Event{TS: ts, Metric: g.d.Metric, Key: g.keys[i], Value: lat, Count: 1}
+	if g.d.Traces {
+		binary.BigEndian.PutUint64(ev.TraceID[:8], g.ids.Uint64())
+		binary.BigEndian.PutUint64(ev.TraceID[8:], g.ids.Uint64()|1) // never all zero
+		binary.BigEndian.PutUint64(ev.SpanID[:], g.ids.Uint64()|1)
+	}
+	return ev
 }
 
 // genChunk is the most events DemoGen.Run hands to emit at once.
@@ -361,7 +374,7 @@ func (p *Producer) SendAt(ctx context.Context, key, value []byte, ts time.Time) 
 // line event.Append writes.
 func (p *Producer) SendEvents(ctx context.Context, evs []window.Event) error {
 	msgs := make([]kafka.Message, len(evs))
-	buf := make([]byte, 0, 96*len(evs)) // one allocation for the batch's values
+	buf := make([]byte, 0, 128*len(evs)) // one allocation for the batch's values (a demo latency with its ids is ~150 bytes, a cost ~70)
 	for i, ev := range evs {
 		start := len(buf)
 		buf = event.Append(buf, ev)

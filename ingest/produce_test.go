@@ -15,6 +15,40 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
+// TestDemoTraces: with Traces, each latency event carries a trace and span id of its own (so
+// that slide serve --demo shows exemplars on latency_ms), which slide's JSON keeps; cost
+// events carry none, and the events are otherwise those of the same seed without it.
+func TestDemoTraces(t *testing.T) {
+	g, err := NewDemoGen(Demo{Keys: 20, Seed: 9, Traces: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := NewDemoGen(Demo{Keys: 20, Seed: 9})
+	d, err := event.NewDecoder(event.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces := map[[16]byte]bool{}
+	for i := range 2000 {
+		ev, want := g.Next(int64(i)), plain.Next(int64(i))
+		if ev.Metric == "cost" {
+			if ev.TraceID != [16]byte{} || ev.SpanID != [8]byte{} {
+				t.Fatalf("event %d, a cost, has ids: %+v", i, ev)
+			}
+		} else if ev.TraceID == [16]byte{} || ev.SpanID == [8]byte{} || traces[ev.TraceID] {
+			t.Fatalf("event %d, a latency, has ids %x %x: want its own", i, ev.TraceID, ev.SpanID)
+		}
+		traces[ev.TraceID] = true
+		if got, r := d.Decode(event.Append(nil, ev), 0); r != event.ReasonNone || got != ev {
+			t.Fatalf("event %+v read back as %+v %v", ev, got, r)
+		}
+		ev.TraceID, ev.SpanID = [16]byte{}, [8]byte{}
+		if ev != want {
+			t.Fatalf("event %d: %+v, without traces %+v", i, ev, want)
+		}
+	}
+}
+
 func TestDemoGen(t *testing.T) {
 	for name, d := range map[string]Demo{
 		"no keys":         {Keys: -1},

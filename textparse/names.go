@@ -6,9 +6,18 @@ import "strings"
 type nameSet struct {
 	names []string
 	pats  []namePat
-	first [256]uint8 // 1 + the index in pats of the one name starting with this byte; 255: several
-	unpat bool       // a name has no pattern (long, empty, or not plain): field must search
+	// first is, by a member's first byte, 1 + the index in pats of the one short name
+	// starting with it, several, or 0.
+	first [256]uint8
+	// lens says, by a name's first byte, the lengths of the names starting with it: bit l for
+	// a length l < 31, bit 31 for any longer one. A name whose bit is clear is none of them.
+	lens  [256]uint32
+	unpat bool // a name lens cannot rule out (empty, or not plain): field must search
 }
+
+// several in nameSet.first: several short names start with this byte, and Next tries each
+// pattern.
+const several = 255
 
 // namePat is `"name"` as the first bytes of a little-endian word, for names of up to six
 // bytes: one masked compare finds the name without scanning it.
@@ -21,7 +30,9 @@ type namePat struct {
 // SetNames gives the names whose index Next reports in Field. Names of up to six bytes
 // (the event decoder's ts, key, metric, value and count) are recognised by one masked
 // compare of the eight bytes at the member's quote, so that the common member costs no name
-// scan at all.
+// scan at all. A longer name is scanned and searched for, but only when a name given has the
+// member's first byte and length: a member that none has (most unknown ones) costs no search,
+// however long the names given are.
 func (s *Scanner) SetNames(names ...string) {
 	if len(names) == 0 {
 		s.ns = nil
@@ -30,8 +41,12 @@ func (s *Scanner) SetNames(names ...string) {
 	ns := &nameSet{names: names}
 	s.ns = ns
 	for k, n := range names {
-		if len(n) == 0 || len(n) > 6 || strings.ContainsAny(n, "\"\\") || !isPlain(n) {
+		if len(n) == 0 || strings.ContainsAny(n, "\"\\") || !isPlain(n) {
 			ns.unpat = true
+			continue
+		}
+		ns.lens[n[0]] |= 1 << min(len(n), 31)
+		if len(n) > 6 || len(ns.pats) >= several-1 { // no pattern: scanned
 			continue
 		}
 		var w uint64
@@ -43,7 +58,7 @@ func (s *Scanner) SetNames(names ...string) {
 		if c := n[0]; ns.first[c] == 0 {
 			ns.first[c] = uint8(len(ns.pats))
 		} else {
-			ns.first[c] = 255
+			ns.first[c] = several
 		}
 	}
 }
@@ -83,8 +98,8 @@ func (s *Scanner) field(b []byte) int {
 		return -1
 	}
 	name := s.Name.Bytes(b)
-	if !ns.unpat && !s.Name.Escaped && (len(name) == 0 || ns.first[name[0]] == 0) {
-		return -1 // every name has a pattern, and none starts so: an unknown member
+	if !ns.unpat && !s.Name.Escaped && (len(name) == 0 || ns.lens[name[0]]&(1<<min(len(name), 31)) == 0) {
+		return -1 // no name has this first byte and length: an unknown member
 	}
 	if s.Name.Escaped {
 		s.scratch, _ = Unquote(s.scratch[:0], name)

@@ -126,7 +126,7 @@ func (s *Scanner) Next() bool {
 		w := binary.LittleEndian.Uint64(b[i:])
 		switch c := ns.first[byte(w>>8)]; c {
 		case 0:
-		case 255:
+		case several:
 			k = ns.pattern(w)
 		default:
 			if p := &ns.pats[c-1]; w&p.mask == p.w {

@@ -116,8 +116,9 @@ var objectSeeds = []string{
 }
 
 // fuzzNames are FuzzScanner's SetNames: short ones (one compare), one sharing a first byte,
-// a long one (scanned), one a prefix of another.
-var fuzzNames = []string{"key", "metric", "ts", "value", "count", "kind", "timestamp", "k"}
+// a long one (scanned), one a prefix of another, a long one alone with its first byte, one
+// past lens' lengths.
+var fuzzNames = []string{"key", "metric", "ts", "value", "count", "kind", "timestamp", "k", "sampled", strings.Repeat("n", 40)}
 
 // FuzzScanner holds the scanner to encoding/json: it accepts exactly the objects that
 // json.Unmarshal accepts, Field names every member as SetNames says, every member's last value is encoding/json's (strings decoded by
@@ -202,6 +203,8 @@ func TestScannerField(t *testing.T) {
 		{`{"k\u0065y":1, "ts" :2,"timestamp":3,"kind":4,"k":5,"ke":6,"keys":7,"":8}`, "0 2 6 5 7 -1 -1 -1"},
 		{`{"x":1,"ts":2}`, "-1 2"}, // "ts" within the last eight bytes: scanned, not compared
 		{`{"Key":1,"metricx":2,"metri":3}`, "-1 -1 -1"},
+		{`{"sampled":1,"s":2,"sampledx":3,"s\u0061mpled":4,"timestamp":5,"time":6}`, "8 -1 -1 8 6 -1"}, // long names, one alone with its first byte
+		{`{"` + strings.Repeat("n", 40) + `":1,"` + strings.Repeat("n", 41) + `":2,"` + strings.Repeat("n", 31) + `":3}`, "9 -1 -1"},
 	} {
 		b := []byte(c.in)
 		s.Reset(b)

@@ -18,7 +18,7 @@ import (
 
 // runDemo produces synthetic traffic to the topic until ctx ends.
 func runDemo(ctx context.Context, c serveConfig, brokers []string, log *slog.Logger) error {
-	gen, err := ingest.NewDemoGen(ingest.Demo{Keys: c.demoKeys, Rate: c.demoRate})
+	gen, err := ingest.NewDemoGen(ingest.Demo{Keys: c.demoKeys, Rate: c.demoRate, Traces: true}) // exemplars on latency_ms too
 	if err != nil {
 		return err
 	}

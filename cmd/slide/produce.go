@@ -102,7 +102,7 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 			heavy = -1 // the flag's 0 means none; Demo's zero means the default
 		}
 		var err error
-		g, err = ingest.NewDemoGen(ingest.Demo{Keys: c.keys, Rate: c.rate, Heavy: heavy, Metric: c.metric, CostMetric: c.costMetric, Seed: c.seed})
+		g, err = ingest.NewDemoGen(ingest.Demo{Keys: c.keys, Rate: c.rate, Heavy: heavy, Metric: c.metric, CostMetric: c.costMetric, Seed: c.seed, Traces: true})
 		if err != nil {
 			return usagef(fs, "generator flags: %v", err)
 		}
