@@ -355,6 +355,12 @@ func byKey(match func(key string) bool) SeriesMatch {
 // ErrNotFound: the reads of one series find it so. (Observe's hot paths do not: they
 // unlock without a defer.)
 func (s *Store) withSeries(metric, key string, fn func(se *series) error) error {
+	return s.withShardSeries(metric, key, func(_ *shard, se *series) error { return fn(se) })
+}
+
+// withShardSeries is withSeries for a read that also needs the series' shard (what the
+// shard keeps beside its series: exemplars).
+func (s *Store) withShardSeries(metric, key string, fn func(sh *shard, se *series) error) error {
 	h := s.hash(metric, key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
@@ -363,7 +369,7 @@ func (s *Store) withSeries(metric, key string, fn func(se *series) error) error 
 	if se == nil {
 		return ErrNotFound
 	}
-	return fn(se)
+	return fn(sh, se)
 }
 
 // ReadMerged merges every series of metric whose key satisfies match into one answer over the

@@ -24,20 +24,14 @@ func (s *Store) VisitWindowAt(now int64, metric, key string, w time.Duration, sc
 // one a slot, oldest first. The slots a window past the retention reads from the tiers
 // give none (tiers keep none). *ex is empty for a store without exemplars.
 func (s *Store) VisitWindowExemplarsAt(now int64, metric, key string, w time.Duration, scratch *sketch.Bins, ex *[]Exemplar, fn func(a Agg, bins *sketch.Bins)) error {
-	h := s.hash(metric, key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	se := sh.lookup(h, metric, key)
-	if se == nil {
-		return ErrNotFound
-	}
-	return se.ring.visitWindow(now, w, scratch, func(a Agg, bins *sketch.Bins, lo, hi int64) {
-		*ex = (*ex)[:0]
-		if se.exemplar {
-			*ex = sh.appendExemplars(*ex, se, lo, hi)
-		}
-		fn(a, bins)
+	return s.withShardSeries(metric, key, func(sh *shard, se *series) error {
+		return se.ring.visitWindow(now, w, scratch, func(a Agg, bins *sketch.Bins, lo, hi int64) {
+			*ex = (*ex)[:0]
+			if se.exemplar {
+				*ex = sh.appendExemplars(*ex, se, lo, hi)
+			}
+			fn(a, bins)
+		})
 	})
 }
 
