@@ -29,7 +29,7 @@ var helpTopics = map[string][]helpTopic{
 		{"several instances", []string{"advertise-addr", "peer-*", "snapshot-*"}},
 	},
 	"produce": {
-		{"what to send", []string{"rate", "keys", "heavy", "duration", "file", "event-map", "timestamps", "metric", "cost-metric", "seed", "otlp", "otlp-*", "zipkin"}},
+		{"what to send", []string{"rate", "keys", "heavy", "duration", "file", "event-map", "timestamps", "metric", "cost-metric", "seed", "trace-ids", "otlp", "otlp-*", "zipkin"}},
 		{"where", []string{"brokers", "topic", "connect-timeout", "kafka-*"}},
 	},
 	"batch": {

@@ -28,6 +28,7 @@ type produceConfig struct {
 	duration             time.Duration
 	metric, costMetric   string
 	seed                 uint64
+	traceIDs             bool // --trace-ids: the latency events carry random trace and span ids
 	connectTimeout       time.Duration
 	brokerList           []string
 	timestamps           string
@@ -53,6 +54,7 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 	fs.StringVar(&c.metric, "metric", ingest.DefaultDemoMetric, "name of the latency metric")
 	fs.StringVar(&c.costMetric, "cost-metric", ingest.DefaultDemoCostMetric, "name of the cost metric")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed: the same seed sends the same events")
+	fs.BoolVar(&c.traceIDs, "trace-ids", false, "give each latency event a random trace_id and span_id, for slide serve --exemplars (about 80 bytes more a latency event; the seed's events are otherwise the same)")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the brokers before giving up")
 	fs.StringVar(&c.timestamps, "timestamps", "now", "record timestamps with --file: now (the time of sending) or event (each event's ts, for replaying history)")
 	fs.StringVar(&c.eventMap, "event-map", "", "with --file: read its lines through an event map (envoy, nginx or a YAML `FILE`, as slide serve --event-map), so that each record is keyed by its event's key (its series stays in one partition) and --timestamps event stamps it with its event's time")
@@ -102,7 +104,7 @@ func cmdProduce(ctx context.Context, args []string, s stdio) error {
 			heavy = -1 // the flag's 0 means none; Demo's zero means the default
 		}
 		var err error
-		g, err = ingest.NewDemoGen(ingest.Demo{Keys: c.keys, Rate: c.rate, Heavy: heavy, Metric: c.metric, CostMetric: c.costMetric, Seed: c.seed, Traces: true})
+		g, err = ingest.NewDemoGen(ingest.Demo{Keys: c.keys, Rate: c.rate, Heavy: heavy, Metric: c.metric, CostMetric: c.costMetric, Seed: c.seed, Traces: c.traceIDs})
 		if err != nil {
 			return usagef(fs, "generator flags: %v", err)
 		}

@@ -95,6 +95,49 @@ func TestProduceGenerates(t *testing.T) {
 	if metrics["latency_ms"] == 0 || metrics["cost"] == 0 || metrics["latency_ms"]+metrics["cost"] != sent {
 		t.Errorf("metrics %v", metrics)
 	}
+	if traced := tracedEvents(t, recs); traced != 0 {
+		t.Errorf("%d events carry trace ids without --trace-ids", traced)
+	}
+}
+
+// tracedEvents counts the events of recs that carry a trace id.
+func tracedEvents(t *testing.T, recs []kafka.Message) int {
+	t.Helper()
+	dec, _ := event.NewDecoder(event.Config{})
+	n := 0
+	for _, r := range recs {
+		if ev, _ := dec.Decode(r.Value, 0); ev.TraceID != [16]byte{} {
+			n++
+		}
+	}
+	return n
+}
+
+// TestProduceTraceIDs: with --trace-ids every latency event carries a trace and a span id
+// (for slide serve --exemplars), and no cost event does.
+func TestProduceTraceIDs(t *testing.T) {
+	addr := startBroker(t)
+	var out, errb bytes.Buffer
+	if err := cmdProduce(context.Background(), []string{"--brokers", addr, "--rate", "2000", "--keys", "5", "--duration", "200ms", "--trace-ids"},
+		stdio{strings.NewReader(""), &out, &errb}); err != nil {
+		t.Fatalf("produce: %v\n%s", err, errb.String())
+	}
+	recs := topicRecords(t, addr, "events")
+	dec, _ := event.NewDecoder(event.Config{})
+	latency := 0
+	for _, r := range recs {
+		ev, _ := dec.Decode(r.Value, 0)
+		isLatency := ev.Metric == "latency_ms"
+		if traced := ev.TraceID != [16]byte{} && ev.SpanID != [8]byte{}; traced != isLatency {
+			t.Fatalf("record %s: traced %v", r.Value, traced)
+		}
+		if isLatency {
+			latency++
+		}
+	}
+	if latency == 0 {
+		t.Fatalf("no latency event among %d records", len(recs))
+	}
 }
 
 func TestProduceFile(t *testing.T) {
