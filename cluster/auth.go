@@ -61,6 +61,32 @@ var (
 	errUnauthenticated = errors.New("unauthenticated")
 )
 
+// keyAdvice ends the errors of a peer that does not share this instance's group key: what
+// an operator changes so that the group reads itself again.
+const keyAdvice = "every instance of a group needs the same --peer-key-file (or, without one, the same --auth-token-file)"
+
+// refusedErr is the error of peer addr's 401 to a request of this instance, keyed or not
+// (signed), with the peer's reason: a peer with no key never refuses, so the peer holds a
+// key and this instance none, or another one (or its clock is off by more than the window).
+func refusedErr(addr string, signed bool, reason string) error {
+	if !signed {
+		return fmt.Errorf("%w: peer %s refuses unsigned requests: it holds a group key and this instance has none; %s", errUnauthenticated, addr, keyAdvice)
+	}
+	if reason != "" {
+		reason = " (" + reason + ")"
+	}
+	return fmt.Errorf("%w: peer %s refused this instance's signature%s: it holds another group key, or its clock is more than %v off; %s", errUnauthenticated, addr, reason, DefaultAuthWindow, keyAdvice)
+}
+
+// unprovenErr is the error of an answer (what) of peer addr that does not verify with this
+// instance's key: an unsigned one comes from a peer with no group key.
+func unprovenErr(what, addr string, err error) error {
+	if errors.Is(err, ErrUnsigned) {
+		return fmt.Errorf("%w: %s of %s is not signed: %s has no group key and this instance has one (%w); %s", errUnauthenticated, what, addr, addr, err, keyAdvice)
+	}
+	return fmt.Errorf("%w: %s of %s does not prove itself: %w", errUnauthenticated, what, addr, err)
+}
+
 // Nonce makes one signed request unique; its answer is signed together with it.
 type Nonce [16]byte
 

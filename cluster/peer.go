@@ -453,7 +453,7 @@ func (c *Cluster) answerOf(addr string, stamp Stamp, do func(*http.Request) (*ht
 		return nil, fmt.Errorf("reading the answer of %s: %w", addr, err)
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
-		return nil, fmt.Errorf("%w: peer %s refused this instance's signature: %s", errUnauthenticated, addr, clip(string(body)))
+		return nil, refusedErr(addr, c.auth != nil, clip(string(body)))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("peer %s answered %s: %s", addr, resp.Status, clip(string(body)))
@@ -467,7 +467,7 @@ func (c *Cluster) answerOf(addr string, stamp Stamp, do func(*http.Request) (*ht
 			err = c.auth.VerifyAnswer(stamp.Nonce, body, mac)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: the answer of %s does not prove itself: %w", errUnauthenticated, addr, err)
+			return nil, unprovenErr("the answer", addr, err)
 		}
 	}
 	return body, nil

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -220,4 +222,60 @@ func TestWrongPeerKeyIsRefused(t *testing.T) {
 	if got := testutil.ToFloat64(ti.b.m.served.WithLabelValues("401")); got != 1 {
 		t.Errorf("the peer served %v 401s, want 1", got)
 	}
+}
+
+// An operator who started one member with another --peer-key-file, or none, learns from
+// the asker's warning what to change: each way round, it names the peer and the flag, and
+// an asker without a key is not told its signature was refused (it sent none).
+func TestPeerKeyMismatchSaysWhatToChange(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		keyA, keyB []byte
+		want       string
+	}{
+		{"asker keyed, peer not", testKey, nil, "no group key"},
+		{"peer keyed, asker not", nil, testKey, "this instance has none"},
+		{"other keys", testKey, otherKey, "another group key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			var mu sync.Mutex
+			ti := newTwoConfig(t, func(c *Config) {
+				c.PeerKey = tc.keyB
+				if c.Advertise == "127.0.0.1:1" {
+					c.PeerKey = tc.keyA
+					c.Registerer = prometheus.NewRegistry()
+					c.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+				}
+			}, nil, false)
+			var p window.Partial
+			missing, err := ti.a.Merge(context.Background(), t0, "m", "k-*", 5*time.Minute, false, &p)
+			if err != nil || !reflect.DeepEqual(missing, []int32{2, 3}) {
+				t.Fatalf("missing %v, %v", missing, err)
+			}
+			mu.Lock()
+			got := logs.String()
+			mu.Unlock()
+			for _, w := range []string{tc.want, "--peer-key-file", ti.b.cfg.Advertise} {
+				if !strings.Contains(got, w) {
+					t.Errorf("the warning does not say %q:\n%s", w, got)
+				}
+			}
+			if tc.keyA == nil && strings.Contains(got, "refused this instance's signature") {
+				t.Errorf("an asker without a key is told its signature was refused:\n%s", got)
+			}
+		})
+	}
+}
+
+// lockedWriter serializes writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

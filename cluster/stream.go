@@ -145,7 +145,7 @@ func (d StreamDialer) upgrade(ctx context.Context, conn net.Conn, addr, path str
 	_ = resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
-		return nil, fmt.Errorf("%w: peer %s refused this instance's signature", errUnauthenticated, addr)
+		return nil, refusedErr(addr, d.Auth != nil, "")
 	case resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != StreamProtocol:
 		return nil, fmt.Errorf("%w: %s answered %s", ErrNoStream, addr, resp.Status)
 	}
@@ -160,7 +160,7 @@ func (d StreamDialer) upgrade(ctx context.Context, conn net.Conn, addr, path str
 			err = d.Auth.VerifyAnswer(stamp.Nonce, answered[:], mac)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: the upgrade of %s does not prove itself: %w", errUnauthenticated, addr, err)
+			return nil, unprovenErr("the upgrade", addr, err)
 		}
 		s.Key = d.Auth.StreamKey(stamp.Nonce, answered)
 	}

@@ -304,7 +304,7 @@ func (in *Intake) Explain(d Format, line []byte, r Reason, now int64, rec *Recor
 		return r.String()
 	}
 	if r == ReasonSeriesCap {
-		return "a new series of metric " + quote([]byte(ev.Metric)) + " over the series cap"
+		return "a new series of metric " + quote([]byte(ev.Metric)) + " over the series cap" + in.capHint(ev.Metric)
 	}
 	rc := in.store.RingConfig(ev.Metric)
 	ts := "ts " + time.UnixMilli(ev.TS).UTC().Format(time.RFC3339Nano)
@@ -324,6 +324,20 @@ func (in *Intake) Explain(d Format, line []byte, r Reason, now int64, rec *Recor
 		return ts + " is " + gap(ev.TS-ref) + " ahead of " + refName + " (skew " + rc.Skew.String() + ")" + unitHint(ev.TS, ref, read)
 	}
 	return ts + " is " + gap(ref-ev.TS) + " behind " + refName + " (retention " + rc.Retention().String() + ")" + unitHint(ev.TS, ref, read)
+}
+
+// capHint names the cap a new series of metric meets, and the flag that sets it: what an
+// operator raises. "" when none is met any more (series went since the refusal).
+func (in *Intake) capHint(metric string) string {
+	switch which, limit, weight := in.store.CapFor(metric); which {
+	case window.CapSeries:
+		return ": the store holds its " + strconv.FormatInt(limit, 10) + " series (--max-series, or what --max-memory sets)"
+	case window.CapMetric:
+		return ": the metric holds its " + strconv.FormatInt(limit, 10) + " series (--max-series-per-metric)"
+	case window.CapBytes:
+		return ": its " + strconv.FormatInt(weight, 10) + " bytes when busy would take the store's series past " + strconv.FormatInt(limit, 10) + " (--max-memory)"
+	}
+	return ""
 }
 
 // gap says n milliseconds as a duration up to two days, in days up to ten years, then in

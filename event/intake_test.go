@@ -2,6 +2,7 @@ package event
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +210,50 @@ func TestIntakeExplainsTheWrongUnitOfAMap(t *testing.T) {
 		if !strings.HasSuffix(got, ": "+c.want) {
 			t.Errorf("unit %s, ts %d: refusal %q,\n want it to end %q", c.unit, c.ts, got, c.want)
 		}
+	}
+}
+
+// A series_cap refusal names the cap it met, so that an operator knows which flag to
+// raise: the store's series (--max-series, or what --max-memory sets), the metric's
+// (--max-series-per-metric), or --max-memory's bytes.
+func TestExplainSeriesCapNamesTheCap(t *testing.T) {
+	ring := window.RingConfig{Slot: 10 * time.Second, Slots: 6}
+	for _, tc := range []struct {
+		name string
+		cfg  window.StoreConfig
+		want string
+	}{
+		{"max series", window.StoreConfig{MaxSeries: 2}, `a new series of metric "m" over the series cap: the store holds its 2 series (--max-series, or what --max-memory sets)`},
+		{"per metric", window.StoreConfig{MaxSeriesPerMetric: 2}, `a new series of metric "m" over the series cap: the metric holds its 2 series (--max-series-per-metric)`},
+		{"bytes", window.StoreConfig{MaxBytes: int64(2.5 * float64(window.TieredSeriesBytes(ring)))},
+			fmt.Sprintf(`a new series of metric "m" over the series cap: its %d bytes when busy would take the store's series past %d (--max-memory)`,
+				window.TieredSeriesBytes(ring), int64(2.5*float64(window.TieredSeriesBytes(ring))))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Ring = ring
+			st, err := window.NewStore(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := NewIntake(st, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := in.NewDecoder()
+			var refused [][]byte
+			for _, k := range []string{"a", "b", "c"} {
+				in.TakeRecord(d, fmt.Appendf(nil, `{"key":%q,"metric":"m","value":1}`, k), defTS, Record{TS: defTS}, func(line []byte, r Reason) {
+					if r == ReasonSeriesCap {
+						refused = append(refused, slices.Clone(line))
+					}
+				})
+			}
+			if len(refused) != 1 {
+				t.Fatalf("%d refused at the cap, want 1", len(refused))
+			}
+			if got := in.Explain(d, refused[0], ReasonSeriesCap, defTS, nil); got != tc.want {
+				t.Errorf("explained as\n%q, want\n%q", got, tc.want)
+			}
+		})
 	}
 }

@@ -74,7 +74,7 @@ func TestConsumerBadInput(t *testing.T) {
 		{"key_too_long", `{"key":"` + strings.Repeat("k", 300) + `","metric":"latency_ms","value":1}`, `field "key": 300 bytes, more than 256`},
 		{"future", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, ms+time.Hour.Milliseconds()), " is 1h0m0s ahead of the record (skew 10s)"},
 		{"late", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"latency_ms","value":1}`, ms-time.Hour.Milliseconds()), " is 1h0m0s behind the record (retention 5m0s)"},
-		{"series_cap", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"one_too_many","value":1}`, ms), `a new series of metric "one_too_many" over the series cap`},
+		{"series_cap", fmt.Sprintf(`{"ts":%d,"key":"good","metric":"one_too_many","value":1}`, ms), `a new series of metric "one_too_many" over the series cap: the store holds its 1 series (--max-series, or what --max-memory sets)`},
 	}
 	// Everything is keyed "good", so it all lands in one partition, in this order.
 	var msgs []kafka.Message

@@ -95,6 +95,48 @@ func (s *Store) BusyBytes() int64 {
 // budget (MaxBytes, 0: none): what Len and BusyBytes are held against.
 func (s *Store) Caps() (maxSeries int, maxBytes int64) { return s.cfg.MaxSeries, s.cfg.MaxBytes }
 
+// SeriesCap names the cap a new series meets (CapFor).
+type SeriesCap uint8
+
+// The caps of a store, in the order a new series meets them.
+const (
+	CapNone   SeriesCap = iota // a new series would be admitted
+	CapSeries                  // MaxSeries: the store holds that many series
+	CapMetric                  // MaxSeriesPerMetric: the metric holds that many
+	CapBytes                   // MaxBytes: the series' busy weight would take BusyBytes past it
+)
+
+// CapFor says which cap a new series of metric would meet now, in the order ObserveAt
+// checks them, with its limit (series, or bytes for CapBytes) and, for CapBytes, the
+// series' weight; CapNone when it would be admitted. It explains a refusal after the fact,
+// so series that came or went since may make it CapNone.
+func (s *Store) CapFor(metric string) (which SeriesCap, limit, weight int64) {
+	if s.count.Load() >= int64(s.cfg.MaxSeries) {
+		return CapSeries, int64(s.cfg.MaxSeries), 0
+	}
+	s.metricsMu.Lock()
+	defer s.metricsMu.Unlock()
+	ms := s.perMetric[metric]
+	if ms != nil && s.cfg.MaxSeriesPerMetric > 0 && ms.n >= int64(s.cfg.MaxSeriesPerMetric) {
+		return CapMetric, int64(s.cfg.MaxSeriesPerMetric), 0
+	}
+	if s.cfg.MaxBytes <= 0 {
+		return CapNone, 0, 0
+	}
+	if ms != nil {
+		weight = ms.weight
+	} else {
+		weight = int64(TieredSeriesBytes(*s.ringConfigOf(metric)))
+		if s.cfg.Exemplars {
+			weight += int64(ExemplarBytes(*s.ringConfigOf(metric)))
+		}
+	}
+	if s.busyBytes+weight > s.cfg.MaxBytes {
+		return CapBytes, s.cfg.MaxBytes, weight
+	}
+	return CapNone, 0, 0
+}
+
 // EachMetricRefused calls fn with each metric of which MaxSeriesPerMetric refused a new
 // series, and how many events it refused so (also counted in Stats' Refused), in no order:
 // what slide_store_series_refused_total{metric} exports. A metric stays listed once it has

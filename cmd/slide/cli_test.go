@@ -114,6 +114,8 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{nil, []string{"query", "top", "--k", "0"}, "slide query top: --k 0: must be at least 1"},
 		{nil, []string{"query", "frobnicate"}, "slide query: unknown command frobnicate; want window"},
 		{nil, []string{"query", "windw"}, "slide query: unknown command windw (did you mean window?); want window"},
+		// Flags before the command, as kubectl and docker take them: say where they go.
+		{nil, []string{"query", "--addr", "http://x", "window"}, "slide query: --addr before the command: flags go after it, e.g. slide query window --addr URL; want window"},
 		{nil, []string{"batch", "--size", "-3", "-"}, "slide batch: --size -3: must be 0 (no count window) or more"},
 		{map[string]string{"SLIDE_SIZE": "5"}, []string{"batch", "-", "--size", "-3"}, "slide batch: --size -3: must be 0 (no count window) or more"},
 		{map[string]string{"SLIDE_SIZE": "-5"}, []string{"batch", "-"}, "slide batch: SLIDE_SIZE=-5: must be 0 (no count window) or more"},

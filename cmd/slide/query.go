@@ -134,6 +134,9 @@ func cmdQuery(ctx context.Context, args []string, s stdio) error {
 			return c.quota(ctx, v, s.out)
 		}
 	default:
+		if strings.HasPrefix(sub, "-") {
+			return &usageError{cmd: "query", msg: fmt.Sprintf("%s before the command: flags go after it, e.g. slide query window --addr URL; want window, range, top, series, metrics or quota", shellWord(sub))}
+		}
 		meant := meantCommand(sub, "window", "range", "top", "series", "metrics", "quota")
 		return &usageError{cmd: "query", msg: fmt.Sprintf("unknown command %s%s; want window, range, top, series, metrics or quota", shellWord(sub), meant)}
 	}
