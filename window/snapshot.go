@@ -21,11 +21,21 @@ var (
 	ErrSnapshotShape   = errors.New("window: snapshot rings differ from the store's config")
 )
 
-// SnapshotVersion is the format version AppendSnapshot writes. LoadSnapshot reads it,
-// version 2, the format before exemplars (restored without them), and version 1, the format
-// before tiers (issue #29): a ring without tiers, restored into the store's ring with its
-// tiers empty.
+// SnapshotVersion is the newest format version: AppendSnapshot writes it for a store that
+// keeps exemplars (StoreConfig.Exemplars), and version 2, the format before exemplars, for
+// one that keeps none, so that a slide that reads only versions 1 and 2 (a rollback) can
+// still restore what a store without exemplars wrote. LoadSnapshot reads all three: version
+// 2 restored without exemplars, and version 1, the format before tiers (issue #29): a ring
+// without tiers, restored into the store's ring with its tiers empty.
 const SnapshotVersion = 3
+
+// snapshotVersion is the version AppendSnapshot writes for s (SnapshotVersion).
+func (s *Store) snapshotVersion() byte {
+	if s.cfg.Exemplars {
+		return SnapshotVersion
+	}
+	return 2
+}
 
 // snapshotMagic starts every snapshot, so a stray record is not mistaken for one.
 var snapshotMagic = [4]byte{'S', 'L', 'W', 'S'}
@@ -339,7 +349,7 @@ func (e *snapEncoder) flush(force bool) {
 // returns how many it encoded.
 func (s *Store) encodeSnapshot(e *snapEncoder, now int64, p int32) int {
 	e.buf = append(e.buf, snapshotMagic[:]...)
-	e.buf = append(e.buf, SnapshotVersion)
+	e.buf = append(e.buf, s.snapshotVersion())
 	// The series go straight into the buffer; the table of the shapes they use follows them,
 	// with its position at the end, so the encoding needs no second buffer.
 	shapes := map[string]uint64{}
@@ -398,7 +408,9 @@ func (s *Store) encodeSnapshot(e *snapEncoder, now int64, p int32) int {
 				binary.LittleEndian.PutUint32(body[tierCurAt+8:], uint32(tierSlots))
 				body[tiersAt] = byte(tiers) // at most MaxTiers: one varint byte
 			}
-			body = sh.appendSnapExemplars(body, se) // version 3 (snapshot_exemplar.go)
+			if s.cfg.Exemplars {
+				body = sh.appendSnapExemplars(body, se) // version 3 (snapshot_exemplar.go)
+			}
 			if slots == 0 && tiers == 0 {
 				e.buf = body[:mark]
 				continue

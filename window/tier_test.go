@@ -464,3 +464,41 @@ func TestTieredVisitWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotWithoutExemplarsIsVersion2: a store that keeps no exemplars writes version 2,
+// the format a slide from before exemplars reads (a rollback restores instead of replaying),
+// and it loads whole through the version 2 path, into a store with exemplars or without;
+// one that keeps them writes SnapshotVersion, one byte more a series (its exemplar count).
+func TestSnapshotWithoutExemplarsIsVersion2(t *testing.T) {
+	now := t0 + 25*60_000
+	snap := func(exemplars bool) []byte {
+		s, err := NewStore(StoreConfig{Exemplars: exemplars, Metrics: map[string]RingConfig{"cost": {Slot: time.Minute, Slots: 60, Tiers: []Tier{{Slot: time.Hour, Slots: 48}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 {
+			ts := t0 + int64(i)*30_000
+			for _, m := range []string{"cost", "latency_ms"} {
+				_ = s.ObserveAt(ts, Event{TS: ts, Metric: m, Key: "tenant-1", Value: float64(i + 1), Feed: FeedOf(0)})
+			}
+		}
+		b, n := s.AppendSnapshot(nil, now, 0)
+		if n != 2 {
+			t.Fatalf("exemplars %v: %d series in the snapshot, want 2", exemplars, n)
+		}
+		return b
+	}
+	v2, v3 := snap(false), snap(true)
+	if v2[4] != 2 || v3[4] != SnapshotVersion || len(v3) != len(v2)+2 {
+		t.Fatalf("versions %d and %d, %d and %d bytes: want 2 and %d, the second 2 bytes longer", v2[4], v3[4], len(v2), len(v3), SnapshotVersion)
+	}
+	for _, exemplars := range []bool{false, true} {
+		s, _ := NewStore(StoreConfig{Exemplars: exemplars, Metrics: map[string]RingConfig{"cost": {Slot: time.Minute, Slots: 60, Tiers: []Tier{{Slot: time.Hour, Slots: 48}}}}})
+		if n, err := s.LoadSnapshot(now, 0, v2); err != nil || n != 2 {
+			t.Fatalf("exemplars %v: LoadSnapshot of version 2: %d, %v", exemplars, n, err)
+		}
+		if a, err := s.ReadAt(now, "cost", "tenant-1", time.Hour, nil); err != nil || a.Count != 50 || a.Sum != 50*51/2 {
+			t.Fatalf("exemplars %v: cost over 1h: %+v, %v", exemplars, a, err)
+		}
+	}
+}
