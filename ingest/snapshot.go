@@ -506,11 +506,13 @@ func (s *snapshots) write(ctx context.Context, j snapJob) {
 		err = s.w.WriteMessages(ctx, kafka.Message{Key: []byte(key), Value: m.append(nil), Partition: part,
 			Headers: []kafka.Header{{Key: topicHeader, Value: []byte(s.c.cfg.Topic)}, {Key: eventsHeader, Value: []byte(s.cfg.Events)}}})
 	}
-	if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	if err != nil && ctx.Err() != nil {
 		// The consumer is stopping (a periodic write's context), or a final snapshot (a stop's or
 		// a handover's) was cut by its stop or its 5 s deadline: not a failure of the topic, which
 		// the write-error alert pages for. A deadline's cut is skipped, as final's log says.
-		if errors.Is(err, context.DeadlineExceeded) {
+		// Whatever the writer's error: with its context done, kafka-go may answer with the
+		// dial's or the broker's error rather than the context's.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			s.m.skipped.Inc()
 		}
 		s.log.Debug("ingest: snapshot write abandoned", "partition", j.p.id, "offset", j.offset, "err", err)
