@@ -269,6 +269,9 @@ func (s *SpanDecoder) jNull(b []byte, i int) (int, bool) {
 // jSkip validates and skips the value at b[i].
 func (s *SpanDecoder) jSkip(b []byte, i int) int {
 	j := s.jsc.sc.SkipValue(b, i)
+	if j < 0 && s.jsc.sc.TooDeep() {
+		return s.jBad("JSON objects and arrays nested deeper than 10000 levels", i)
+	}
 	if j < 0 {
 		return s.jBad("invalid JSON", i)
 	}

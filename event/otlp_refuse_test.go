@@ -126,6 +126,7 @@ func TestOTLPRefusals(t *testing.T) {
 		"array":       `[]`,
 		"kind name":   `{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":"SERVER"}]}]}]}`,
 		"string attr": `{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":5}}]}}]}`,
+		"deep":        `{"resourceSpans":[{"bogus":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}]}`,
 	} {
 		f, _ := NewOTLPJSON(SpanConfig{})
 		got := decodeSpans(t, f, []byte(body))
@@ -133,9 +134,15 @@ func TestOTLPRefusals(t *testing.T) {
 			t.Errorf("%s: %+v (%q), want one bad_record", name, got, f.Explain([]byte(body)))
 		}
 	}
+	// Valid JSON nested past what any reader of slide's takes is refused as that, not as
+	// invalid JSON.
+	deep := `{"resourceSpans":[{"bogus":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}]}`
+	f, _ := NewOTLPJSON(SpanConfig{})
+	if why := f.Explain([]byte(deep)); why != "JSON objects and arrays nested deeper than 10000 levels at byte 27" {
+		t.Errorf("nested past 10000: Explain = %q", why)
+	}
 	// What pdata's reader takes beside what its writer writes: protobuf names, numbers for
 	// times, enums by name, members in any order, null.
-	f, _ := NewOTLPJSON(SpanConfig{})
 	got := decodeSpans(t, f, []byte(`{"resource_spans":[{"scope_spans":[{"spans":[{"name":"x","kind":"SPAN_KIND_CLIENT","start_time_unix_nano":1764489600000000000,
 		"endTimeUnixNano":"1764489600002000000","status":{"code":"STATUS_CODE_ERROR"},"events":null}]}],
 		"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"a\u00e9"}}]}}]}`))

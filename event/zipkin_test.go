@@ -194,6 +194,7 @@ func TestZipkinRefusals(t *testing.T) {
 		{"a float duration", `[{"name":"x","timestamp":1764489600123000,"duration":1.5}]`, ReasonBadRecord, "Zipkin JSON: not a uint64"},
 		{"OTLP/JSON", `{"resourceSpans":[]}`, ReasonBadRecord, "--event-format otlp_json"},
 		{"not JSON", "\x0a\x02\x08\x01", ReasonBadRecord, "Zipkin JSON: not an array"},
+		{"nested past 10000", `[{"name":"x","bogus":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}]`, ReasonBadRecord, "JSON objects and arrays nested deeper than 10000 levels at byte 21"},
 	} {
 		got := checkSpans(t, d, []byte(c.body))
 		if len(got) != 1 || got[0].r != c.r {

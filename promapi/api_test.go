@@ -204,6 +204,41 @@ func TestGrafanaRequests(t *testing.T) {
 	}
 }
 
+// TestNestedSubqueriesCapped: a subquery inside others is evaluated over their ranges and
+// its own, so nesting subqueries that each pass the 11,000-step cap alone is refused as one
+// of their sum (twenty max_over_time((…)[3h:1s]) held 3 GB and a core for a minute), while
+// a nesting within the cap and a lone subquery as long as the cap still run.
+func TestNestedSubqueriesCapped(t *testing.T) {
+	d := newDemo(t, "native:5", 2, 5)
+	srv := serveDemo(t, d, Config{})
+	nest := func(n int, sub string) string {
+		e := "vector(1)"
+		for range n {
+			e = "max_over_time((" + e + ")" + sub + ")"
+		}
+		return e
+	}
+	for _, c := range []struct {
+		query  string
+		status int
+		want   string
+	}{
+		{nest(20, "[3h:1s]"), 400, `evaluates 21600 steps over its range and those of the 1 subqueries around it, more than 11000: widen its step or nest fewer"}`},
+		{nest(2, "[3h:1s]"), 400, `{"status":"error","errorType":"bad_data","error":"subquery (vector(1))[3h:1s] evaluates 21600 steps over its range and those of the 1 subqueries around it, more than 11000: widen its step or nest fewer"}`},
+		{nest(2, "[3h:2s]"), 200, `"value":[1800000000,"1"]`},
+		{nest(3, "[1h:1s]"), 200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1800000000,"1"]}]}}`},
+		{"max_over_time(vector(1)[11000s:1s])", 200, `"value":[1800000000,"1"]`},
+	} {
+		res, err := http.Get(srv.URL + "/api/v1/query?time=1800000000&query=" + url.QueryEscape(c.query))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); res.StatusCode != c.status || !strings.Contains(body, c.want) {
+			t.Errorf("%.60s: %d %s, want %d %s", c.query, res.StatusCode, body, c.status, c.want)
+		}
+	}
+}
+
 func readAll(t *testing.T, res *http.Response) string {
 	t.Helper()
 	defer res.Body.Close()

@@ -125,8 +125,9 @@
 // the timeout, and one that waited all of it answers errorType "timeout" with Retry-After:
 // 1 (unlike a query that ran out of time, it may find a slot in a moment). A POST body is
 // at most 1 MiB. A range query
-// has at most 11,000 points, and so does a subquery (the engine steps a subquery's
-// selector without asking the context, so its steps are capped before it runs).
+// has at most 11,000 points, and so does a subquery, counting the ranges of the subqueries
+// it sits in, over which the engine evaluates it (the engine steps a subquery's selector
+// without asking the context, so its steps are capped before it runs).
 //
 // Several instances (Config.Cluster, slide serve's cluster.Cluster): a query reads every
 // partition. Each Select, label listing and series listing reads its metric's series

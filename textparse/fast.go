@@ -333,6 +333,7 @@ func (s *Scanner) MemberName(b []byte, i int) (field, end int) {
 // being walked counted as one level) and returns the index after it, or −1 for anything
 // that is not a JSON value; the NaN and Infinity tokens are refused whatever AllowNaN says.
 func (s *Scanner) SkipValue(b []byte, i int) int {
+	s.tooDeep = false
 	if i < 0 || i >= len(b) || len(b) >= math.MaxInt32 {
 		return -1
 	}

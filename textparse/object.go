@@ -73,6 +73,8 @@ type Scanner struct {
 	state uint8
 	what  string // why the input was refused, at offset i
 	deep  []bool // open containers below the 64th level (skipNested)
+	// tooDeep: the last skipNested refused its value for nesting past MaxNesting (TooDeep)
+	tooDeep bool
 
 	ns      *nameSet // SetNames's, nil for none: a Scanner stays small to create per line
 	vals    []Value  // Into's
@@ -88,7 +90,7 @@ const (
 
 // Reset starts scanning b, one JSON object surrounded by optional whitespace.
 func (s *Scanner) Reset(b []byte) {
-	s.b, s.i, s.state, s.what = b, 0, stStart, ""
+	s.b, s.i, s.state, s.what, s.tooDeep = b, 0, stStart, "", false
 	s.Name, s.Value, s.Field = Value{}, Value{}, -1
 }
 
@@ -265,6 +267,9 @@ func (s *Scanner) value(b []byte, i int, nan bool) (Value, int, string) {
 		return token(b, i, "Infinity", NaN)
 	case c == '{' || c == '[':
 		j := s.skipNested(b, i)
+		if j < 0 && s.tooDeep {
+			return Value{}, -1, tooDeepWhat
+		}
 		if j < 0 {
 			return Value{}, -1, "invalid nested value"
 		}
@@ -402,6 +407,15 @@ func scanNumber(b []byte, i int) (int, bool) {
 	return i, integer
 }
 
+// tooDeepWhat is why a value nested past MaxNesting is refused: it may be valid JSON, but
+// no reader of slide's takes it (encoding/json refuses it too).
+const tooDeepWhat = "objects and arrays nested deeper than 10000 levels"
+
+// TooDeep reports whether the last value SkipValue refused (or the last one Next refused)
+// was refused for nesting deeper than MaxNesting rather than as invalid JSON, so that its
+// caller can say so.
+func (s *Scanner) TooDeep() bool { return s.tooDeep }
+
 // skipNested validates the object or array at b[i] without recursion and returns the index
 // after it or −1. The object being scanned is one level of nesting. The open containers are
 // a stack of bits (1 for an object): the first 64 levels in a word, deeper ones in s.deep, so
@@ -409,6 +423,7 @@ func scanNumber(b []byte, i int) (int, bool) {
 func (s *Scanner) skipNested(b []byte, i int) int {
 	var lo uint64 // bit k: level k is an object
 	depth := 0
+	s.tooDeep = false
 	isObj := func(k int) bool {
 		if k < 64 {
 			return lo>>k&1 != 0
@@ -423,6 +438,7 @@ func (s *Scanner) skipNested(b []byte, i int) int {
 		switch c := b[i]; {
 		case c == '{' || c == '[':
 			if depth+1 >= MaxNesting {
+				s.tooDeep = true
 				return -1
 			}
 			if depth < 64 {

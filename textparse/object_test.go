@@ -47,6 +47,7 @@ func TestScanner(t *testing.T) {
 		{"{\"a\":\"tab\there\"}", ``, `invalid string at byte 5`},
 		{`{"a":[1,]}`, ``, `invalid nested value at byte 5`},
 		{`{"a":[}`, ``, `invalid nested value at byte 5`},
+		{`{"a":` + strings.Repeat("[", MaxNesting) + strings.Repeat("]", MaxNesting) + `}`, ``, `objects and arrays nested deeper than 10000 levels at byte 5`},
 		{`{"a":1 "b":2}`, `a=1(4)`, `expected , or } at byte 7`},
 	} {
 		got, err := members(c.in, false)
