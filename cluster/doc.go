@@ -134,9 +134,10 @@
 //
 // GET PeerPath (/internal/v1/partial, on the same listener as the API) carries HeaderPeer
 // with the sender's address and HeaderDeadline; the peer does not start a read whose
-// deadline has passed, and stops one whose asker has gone (it looks at the request's
-// context every 256 series, as the asking side's local scan does with its client's; it
-// then writes nothing and counts code 499). The peer handler reads its local store only
+// deadline has passed, and stops one whose asker has gone or whose deadline passes, or
+// after 30 s whatever the request says (it looks at the request's context every 256
+// series, as the asking side's local scan does with its client's; it then writes nothing
+// and counts code 499). The peer handler reads its local store only
 // and never asks another peer, so a request cannot loop.
 //
 // A peer read is a read (issue #25): it changes nothing. window's reads never move a ring

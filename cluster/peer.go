@@ -33,6 +33,10 @@ const (
 	maxPeerMatchers = 256
 )
 
+// maxPeerRead bounds how long a peer read runs, as the read routes' timeout (25 s) bounds
+// theirs: a request without HeaderDeadline, or with one far off, stops there.
+const maxPeerRead = 30 * time.Second
+
 // MinPeerSkew is the least disagreement between a peer's read time and this instance's
 // clock that a peer read tolerates, whatever the ring's skew: a request lives up to
 // --peer-timeout (1 s) on its way.
@@ -79,7 +83,8 @@ func peerError(w http.ResponseWriter, code int, msg string) int {
 
 // servePeer answers one peer request, and returns the status it wrote. In order: GET only
 // (405); with a group key, the request's signature for this instance (401, before
-// anything else is read); HeaderPeer (400); the deadline (504); the parameters (400); and
+// anything else is read); HeaderPeer (400); the deadline (504; a read stops at it, and at
+// maxPeerRead, with 499); the parameters (400); and
 // the read time: a peer's now must lie within the metric's ring skew (--max-skew, one slot
 // by default, at least MinPeerSkew) of this instance's clock, either way (409). The read
 // is at the peer's now, so that every owner of one fan-out covers the same slots; being a
@@ -102,9 +107,20 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 		return peerError(w, http.StatusBadRequest, "not a peer request: "+HeaderPeer+" missing")
 	}
 	own := c.now()
-	if dl, err := strconv.ParseInt(r.Header.Get(HeaderDeadline), 10, 64); err == nil && time.Now().UnixMilli() > dl {
-		return peerError(w, http.StatusGatewayTimeout, "deadline passed before the read began")
+	// The read stops at the asker's deadline, which nobody waits past, and at maxPeerRead
+	// whatever the request says (one without a deadline, or with a far one).
+	deadline := time.Now().Add(maxPeerRead)
+	if dl, err := strconv.ParseInt(r.Header.Get(HeaderDeadline), 10, 64); err == nil {
+		if time.Now().UnixMilli() > dl {
+			return peerError(w, http.StatusGatewayTimeout, "deadline passed before the read began")
+		}
+		if t := time.UnixMilli(dl); t.Before(deadline) {
+			deadline = t
+		}
 	}
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	defer cancel()
+	r = r.WithContext(ctx)
 	q := r.URL.Query()
 	op, metric, key := q.Get("op"), q.Get("metric"), q.Get("key")
 	now, err1 := strconv.ParseInt(q.Get("now"), 10, 64)
