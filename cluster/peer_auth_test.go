@@ -21,6 +21,15 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
+// withRegistryB gives instance B (the one serving peer reads) a registry of its own.
+func withRegistryB(reg *prometheus.Registry) func(*Config) {
+	return func(c *Config) {
+		if c.Advertise != "127.0.0.1:1" {
+			c.Registerer = reg
+		}
+	}
+}
+
 // withRegistry gives instance A (advertising 127.0.0.1:1) a registry of its own.
 func withRegistry(reg *prometheus.Registry, more func(*Config)) func(*Config) {
 	return func(c *Config) {
@@ -37,12 +46,7 @@ func withRegistry(reg *prometheus.Registry, more func(*Config)) func(*Config) {
 // receiver's clock; further ahead or behind (30 minutes, the int64 extremes) is a 409,
 // counted, and the receiver's windows answer as before.
 func TestPeerReadTimeWithinSkew(t *testing.T) {
-	regB := prometheus.NewRegistry()
-	ti := newTwoConfig(t, func(c *Config) {
-		if c.Advertise != "127.0.0.1:1" {
-			c.Registerer = regB
-		}
-	}, nil, false)
+	ti := newTwoConfig(t, withRegistryB(prometheus.NewRegistry()), nil, false)
 	all := func(string) bool { return true }
 	before, err := ti.storeB.ReadMerged(t0, "m", all, 5*time.Minute, qs)
 	if err != nil {

@@ -18,12 +18,7 @@ import (
 // 200,000 series asked with a deadline 5 ms ahead is cut (served 499, nothing written),
 // while the same read without a deadline answers 200. It ran to its end, however long.
 func TestPeerReadStopsAtTheAskersDeadline(t *testing.T) {
-	regB := prometheus.NewRegistry()
-	ti := newTwoConfig(t, func(c *Config) {
-		if c.Advertise != "127.0.0.1:1" {
-			c.Registerer = regB
-		}
-	}, nil, false)
+	ti := newTwoConfig(t, withRegistryB(prometheus.NewRegistry()), nil, false)
 	for i := range 200_000 {
 		ev := window.Event{TS: t0 - 1000, Metric: "m", Key: "x-" + strconv.Itoa(i), Value: 1, Feed: window.FeedOf(2)}
 		if err := ti.storeB.ObserveAt(t0, ev); err != nil {
