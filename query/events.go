@@ -44,7 +44,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	body, ok := s.readBody(w, r)
+	body, ok := s.readBody(w, r, slideFail)
 	if !ok {
 		return
 	}
@@ -113,14 +113,13 @@ const (
 // MaxDrainBytes and drainTime) and closes the connection. The answer goes first and is
 // flushed, so a client that reads while it writes sees it early; full duplex lets the
 // handler read the body after answering.
-func refuseTooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+func refuseTooLarge(w http.ResponseWriter, r *http.Request, limit int64, fail failFunc) {
 	rc := http.NewResponseController(w)
 	drain := !strings.EqualFold(r.Header.Get("Expect"), "100-continue") &&
 		(r.ContentLength < 0 || r.ContentLength <= limit+MaxDrainBytes) &&
 		rc.EnableFullDuplex() == nil
 	w.Header().Set("Connection", "close")
-	httperr.Write(w, httperr.BodyTooLarge, "",
-		"body larger than "+strconv.FormatInt(limit, 10)+" bytes; split the events over several requests")
+	fail(w, httperr.BodyTooLarge, "body larger than "+strconv.FormatInt(limit, 10)+" bytes; split the events over several requests")
 	if !drain {
 		return
 	}

@@ -26,8 +26,9 @@ import (
 // whose partial_success counts the spans refused and says why the first one was (the
 // exporter logs it and does not retry them); 400 with a google.rpc.Status for a body that is
 // not a request at all (bad_record: nothing of it is recorded); 415 for another Content-Type;
-// 413 past MaxBodyBytes, as POST /v1/events. A gzip Content-Encoding (the Collector's
-// default) is inflated within MaxBodyBytes.
+// 413 past MaxBodyBytes, as POST /v1/events; every failure's body a google.rpc.Status, as
+// OTLP/HTTP requires (otlpFail). A gzip Content-Encoding (the Collector's default) is
+// inflated within MaxBodyBytes.
 func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request) {
 	s.handleOTLP(w, r, s.cfg.Traces, "OTLP/HTTP traces are application/x-protobuf or application/json", "rejectedSpans")
 }
@@ -39,7 +40,7 @@ func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request) {
 // answers 501.
 func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	if len(s.cfg.Logs) == 0 {
-		httperr.Write(w, httperr.NotConfigured, "", "POST /v1/logs reads each log record's body through an event map, and this server has none: start slide serve with --event-map (envoy, nginx or a YAML file)")
+		otlpFail(r)(w, httperr.NotConfigured, "POST /v1/logs reads each log record's body through an event map, and this server has none: start slide serve with --event-map (envoy, nginx or a YAML file)")
 		return
 	}
 	s.handleOTLP(w, r, s.cfg.Logs, "OTLP/HTTP logs are application/x-protobuf or application/json", "rejectedLogRecords")
@@ -49,7 +50,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 // takes, rejected names the JSON answer's count of refusals (the protobuf's is field 1 of
 // partial_success in every signal's response).
 func (s *Server) handleOTLP(w http.ResponseWriter, r *http.Request, intakes map[string]*event.Intake, want, rejected string) {
-	ct, in, body, ok := s.intakeBody(w, r, intakes, "", want)
+	ct, in, body, ok := s.intakeBody(w, r, intakes, "", want, otlpFail(r))
 	if !ok {
 		return
 	}
@@ -124,23 +125,50 @@ func appendProtoBytes(b []byte, field int, v []byte) []byte {
 // intakeBody picks the intake of r's media type among intakes (a missing type is
 // missing's) and reads r's body whole (readBody), or answers r itself: 501 without intakes,
 // 415 for a type none takes (want says which do; Accept-Post lists them), as readBody does.
-func (s *Server) intakeBody(w http.ResponseWriter, r *http.Request, intakes map[string]*event.Intake, missing, want string) (string, *event.Intake, body, bool) {
+func (s *Server) intakeBody(w http.ResponseWriter, r *http.Request, intakes map[string]*event.Intake, missing, want string, fail failFunc) (string, *event.Intake, body, bool) {
+	ct := mediaType(r, missing)
+	in := intakes[ct]
+	switch {
+	case len(intakes) == 0:
+		fail(w, httperr.NotConfigured, "no intake is configured on this server for "+r.URL.Path)
+		return ct, nil, body{}, false
+	case in == nil:
+		w.Header().Set("Accept-Post", "application/x-protobuf, application/json")
+		fail(w, httperr.UnsupportedMediaType, "Content-Type "+strconv.Quote(ct)+": "+want)
+		return ct, nil, body{}, false
+	}
+	b, ok := s.readBody(w, r, fail)
+	return ct, in, b, ok
+}
+
+// mediaType is r's Content-Type without parameters, lower case; missing when it has none.
+func mediaType(r *http.Request, missing string) string {
 	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
 	if ct = strings.ToLower(strings.TrimSpace(ct)); ct == "" {
 		ct = missing
 	}
-	in := intakes[ct]
-	switch {
-	case len(intakes) == 0:
-		httperr.Write(w, httperr.NotConfigured, "", "no intake is configured on this server for "+r.URL.Path)
-		return ct, nil, body{}, false
-	case in == nil:
-		w.Header().Set("Accept-Post", "application/x-protobuf, application/json")
-		httperr.Write(w, httperr.UnsupportedMediaType, "", "Content-Type "+strconv.Quote(ct)+": "+want)
-		return ct, nil, body{}, false
+	return ct
+}
+
+// failFunc answers a request that fails before its body is taken, with the status of c:
+// slide's error body (httperr) on slide's routes, a google.rpc.Status on OTLP's.
+type failFunc func(w http.ResponseWriter, c httperr.Code, msg string)
+
+// slideFail answers as every slide route does: {"error":{"code","message"}}.
+func slideFail(w http.ResponseWriter, c httperr.Code, msg string) { httperr.Write(w, c, "", msg) }
+
+// otlpFail answers as OTLP/HTTP requires of every 4xx and 5xx: a google.rpc.Status in the
+// request's encoding (OTLP/JSON for application/json, else protobuf), with c's status;
+// its code is INVALID_ARGUMENT (3), UNIMPLEMENTED (12) for a route not configured.
+func otlpFail(r *http.Request) failFunc {
+	proto := mediaType(r, "") != "application/json"
+	return func(w http.ResponseWriter, c httperr.Code, msg string) {
+		code := 3
+		if c == httperr.NotConfigured {
+			code = 12
+		}
+		writeOTLPStatus(w, proto, c.Status(), code, msg)
 	}
-	b, ok := s.readBody(w, r)
-	return ct, in, b, ok
 }
 
 // body is a request body read whole from the pool; release gives its buffer back.
@@ -160,15 +188,15 @@ func (b body) release() {
 // inflating a gzip Content-Encoding (so a small bomb is refused as a large body is), and
 // answers the request itself when it cannot: 413 past the limit (refuseTooLarge), 415 for an
 // encoding other than gzip or identity, 400 when reading fails.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body, bool) {
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, fail failFunc) (body, bool) {
 	limit := s.cfg.MaxBodyBytes
 	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
 	if enc != "" && enc != "identity" && enc != "gzip" {
-		httperr.Write(w, httperr.UnsupportedMediaType, "", "Content-Encoding "+strconv.Quote(enc)+": want gzip or none")
+		fail(w, httperr.UnsupportedMediaType, "Content-Encoding "+strconv.Quote(enc)+": want gzip or none")
 		return body{}, false
 	}
 	if r.ContentLength > limit {
-		refuseTooLarge(w, r, limit)
+		refuseTooLarge(w, r, limit, fail)
 		return body{}, false
 	}
 	buf := eventsBufPool.Get().(*bytes.Buffer)
@@ -179,7 +207,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body, bool) {
 		zr, err := gzip.NewReader(src)
 		if err != nil {
 			b.release()
-			httperr.Write(w, httperr.BadBody, "", "reading gzip body: "+err.Error())
+			fail(w, httperr.BadBody, "reading gzip body: "+err.Error())
 			return body{}, false
 		}
 		defer zr.Close()
@@ -190,11 +218,11 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body, bool) {
 	switch {
 	case errors.As(err, &tooLarge), int64(buf.Len()) > limit:
 		b.release()
-		refuseTooLarge(w, r, limit)
+		refuseTooLarge(w, r, limit, fail)
 		return body{}, false
 	case err != nil:
 		b.release()
-		httperr.Write(w, httperr.BadBody, "", "reading body: "+err.Error())
+		fail(w, httperr.BadBody, "reading body: "+err.Error())
 		return body{}, false
 	}
 	b.b = buf.Bytes()

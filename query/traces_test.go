@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"log"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	slideevent "github.com/slide-metrics/slide/event"
 	"github.com/slide-metrics/slide/query"
@@ -112,12 +116,34 @@ func TestTracesOTLPHTTP(t *testing.T) {
 	if code, b, _ := e.do("POST", "/v1/traces", []byte("{nope"), "Content-Type", "application/json"); code != 400 || !bytes.Contains(b, []byte(`"code":3`)) {
 		t.Fatalf("malformed JSON: %d %s", code, b)
 	}
-	if code, b, _ := e.do("POST", "/v1/traces", proto, "Content-Type", "text/plain"); code != 415 || !bytes.Contains(b, []byte("unsupported_media_type")) {
+	// Every failure's body is a google.rpc.Status, as OTLP/HTTP requires of 4xx and 5xx (it
+	// was slide's {"error":…} for a wrong type, encoding or size), protobuf unless the
+	// request was JSON.
+	if code, b, _ := e.do("POST", "/v1/traces", proto, "Content-Type", "text/plain"); code != 415 {
 		t.Fatalf("text/plain: %d %s", code, b)
+	} else if c, msg := otlpStatus(t, b, false); c != 3 || !strings.Contains(msg, `Content-Type "text/plain"`) {
+		t.Fatalf("text/plain: Status %d %q", c, msg)
 	}
-	if code, _, _ := e.do("POST", "/v1/traces", proto, "Content-Type", "application/x-protobuf", "Content-Encoding", "br"); code != 415 {
+	if code, b, _ := e.do("POST", "/v1/traces", []byte("{}"), "Content-Type", "application/json", "Content-Encoding", "br"); code != 415 {
 		t.Fatalf("Content-Encoding br: %d, want 415", code)
+	} else if c, msg := otlpStatus(t, b, true); c != 3 || !strings.Contains(msg, "Content-Encoding") {
+		t.Fatalf("Content-Encoding br: Status %d %q", c, msg)
 	}
+}
+
+// otlpStatus reads b, an OTLP/HTTP failure's body, as a google.rpc.Status (genproto's own
+// type, protobuf or protojson), and returns its code and message.
+func otlpStatus(t *testing.T, b []byte, json bool) (int32, string) {
+	t.Helper()
+	var st spb.Status
+	unmarshal := proto.Unmarshal
+	if json {
+		unmarshal = protojson.Unmarshal
+	}
+	if err := unmarshal(b, &st); err != nil {
+		t.Fatalf("not a google.rpc.Status: %v: %q", err, b)
+	}
+	return st.GetCode(), st.GetMessage()
 }
 
 // TestTracesGzipBomb: a gzip body is inflated within MaxBodyBytes, so a small compressed
@@ -142,6 +168,8 @@ func TestTracesGzipBomb(t *testing.T) {
 	}
 	if code, b, _ := e.do("POST", "/v1/traces", gz.Bytes(), "Content-Type", "application/x-protobuf", "Content-Encoding", "gzip"); code != 413 {
 		t.Fatalf("8 MiB of zeros in %d gzip bytes: %d %s, want 413", gz.Len(), code, b)
+	} else if c, msg := otlpStatus(t, b, false); c != 3 || !strings.Contains(msg, "body larger than") {
+		t.Fatalf("the bomb's 413: Status %d %q", c, msg)
 	}
 }
 
@@ -264,7 +292,9 @@ func TestLogsOTLPHTTP(t *testing.T) {
 	}
 	// Without an event map, 501 naming the flag that configures the route (it said only
 	// "no intake is configured on this server for /v1/logs").
-	if code, b, _ := newEnv(t, nil).do("POST", "/v1/logs", proto, "Content-Type", "application/x-protobuf"); code != 501 || !bytes.Contains(b, []byte(`"code":"not_configured"`)) || !bytes.Contains(b, []byte("--event-map")) {
-		t.Fatalf("without an event map: %d %s; want 501 not_configured naming --event-map", code, b)
+	if code, b, _ := newEnv(t, nil).do("POST", "/v1/logs", proto, "Content-Type", "application/x-protobuf"); code != 501 {
+		t.Fatalf("without an event map: %d %s; want 501", code, b)
+	} else if c, msg := otlpStatus(t, b, false); c != 12 || !strings.Contains(msg, "--event-map") {
+		t.Fatalf("without an event map: Status %d %q; want UNIMPLEMENTED naming --event-map", c, msg)
 	}
 }

@@ -18,7 +18,7 @@ import (
 // MaxBodyBytes.
 func (s *Server) handleZipkinSpans(w http.ResponseWriter, r *http.Request) {
 	// Zipkin's server takes a body without a type as JSON.
-	_, in, body, ok := s.intakeBody(w, r, s.cfg.Zipkin, "application/json", "Zipkin's spans are application/json or application/x-protobuf (proto3)")
+	_, in, body, ok := s.intakeBody(w, r, s.cfg.Zipkin, "application/json", "Zipkin's spans are application/json or application/x-protobuf (proto3)", slideFail)
 	if !ok {
 		return
 	}
