@@ -44,13 +44,31 @@ func marshalLogs(t testing.TB, ld plog.Logs) []byte {
 }
 
 // logsEncodings are the kafka exporter's two encodings of logs and their decoders.
-var logsEncodings = []struct {
+var logsEncodings = []logsEncoding{
+	{"otlp_logs", &plog.ProtoMarshaler{}, NewOTLPLogs},
+	{"otlp_logs_json", &plog.JSONMarshaler{}, NewOTLPLogsJSON},
+}
+
+// logsEncoding is an OTLP logs encoding: pdata's marshaler and slide's decoder of it.
+type logsEncoding struct {
 	name    string
 	marshal plog.Marshaler
 	decoder func(Map, Config) (*LogsDecoder, error)
-}{
-	{"otlp_logs", &plog.ProtoMarshaler{}, NewOTLPLogs},
-	{"otlp_logs_json", &plog.JSONMarshaler{}, NewOTLPLogsJSON},
+}
+
+// body marshals one request of log records set by sets, and returns it with a decoder of
+// map m for the encoding.
+func (enc logsEncoding) body(t *testing.T, m Map, sets ...func(plog.LogRecord)) ([]byte, *LogsDecoder) {
+	t.Helper()
+	body, err := enc.marshal.MarshalLogs(logsOf(sets...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := enc.decoder(m, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body, l
 }
 
 func strBody(line string) func(plog.LogRecord) {
@@ -107,14 +125,7 @@ func TestOTLPLogsMatchLines(t *testing.T) {
 	want := decodeFormat(md, []byte(strings.Join(lines, "\n")), def)
 	m, _ := Preset("envoy")
 	for _, enc := range logsEncodings {
-		body, err := enc.marshal.MarshalLogs(logsOf(sets...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := enc.decoder(m, Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		body, l := enc.body(t, m, sets...)
 		got := decodeFormat(l, body, def+5000)
 		if len(got) != len(want) || len(got) != 2*len(lines)-1 {
 			t.Fatalf("%s: %d events, want %d (%d lines)", enc.name, len(got), len(want), len(lines))
@@ -379,14 +390,7 @@ func TestOTLPLogsAllocs(t *testing.T) {
 	line := `{"start_time":"2026-12-02T09:05:00Z","duration":3,"bytes_sent":10,"upstream_cluster":"c","method":"GET","response_code":200}`
 	m, _ := Preset("envoy")
 	for _, enc := range logsEncodings {
-		body, err := enc.marshal.MarshalLogs(logsOf(strBody(line), withIDs(line, recTrace, recSpan), strBody(`{"duration":"x"}`)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := enc.decoder(m, Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		body, l := enc.body(t, m, strBody(line), withIDs(line, recTrace, recSpan), strBody(`{"duration":"x"}`))
 		n := 0
 		fn := func([]byte, window.Event, Reason) { n++ }
 		l.DecodeLines(body, 0, fn)

@@ -59,14 +59,7 @@ func TestOTLPLogsTraceIDs(t *testing.T) {
 		sets = append(sets, r.set)
 	}
 	for _, enc := range logsEncodings {
-		body, err := enc.marshal.MarshalLogs(logsOf(sets...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := enc.decoder(m, Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		body, l := enc.body(t, m, sets...)
 		got := decodeFormat(l, body, 0)
 		if len(got) != 2*len(recs) {
 			t.Fatalf("%s: %d events, want %d", enc.name, len(got), 2*len(recs))
