@@ -58,6 +58,11 @@ type Config struct {
 	// partitions says which of them are restoring here. Reads do not cover them: Cluster
 	// reports them missing. Nil: none.
 	Restoring func() []int32
+	// RestoringLimits, when set, lists the partitions whose limiter state (cluster
+	// policies, limiter/clusterlimit) this instance restores while it is ready: their keys'
+	// decisions follow on_backend_error meanwhile. /readyz's 200 and /v1/status name them
+	// ("restoring_limits"). Nil: none.
+	RestoringLimits func() []int32
 
 	// Backends, when set, lists the external systems (Kafka, Redis) and their last checked
 	// state; /readyz shows them in its answer, ready or not. Nil: none shown.

@@ -33,16 +33,24 @@ func (s *Server) readyzBackends(w http.ResponseWriter) {
 
 // appendRestoring adds ,"restoring_partitions":[…] to a ready answer when this instance is
 // restoring partitions while it serves (Config.Restoring): a rebalance assigned them after
-// its first restore, and reads over them answer 503 or partial until they are done.
+// its first restore, and reads over them answer 503 or partial until they are done. And
+// ,"restoring_limits":[…] for the partitions whose limiter state it restores meanwhile
+// (Config.RestoringLimits).
 func (s *Server) appendRestoring(b []byte) []byte {
-	if s.cfg.Restoring == nil {
+	b = appendSome(b, `,"restoring_partitions":`, s.cfg.Restoring)
+	return appendSome(b, `,"restoring_limits":`, s.cfg.RestoringLimits)
+}
+
+// appendSome adds name and list's partitions when list is set and names any.
+func appendSome(b []byte, name string, list func() []int32) []byte {
+	if list == nil {
 		return b
 	}
-	ps := s.cfg.Restoring()
+	ps := list()
 	if len(ps) == 0 {
 		return b
 	}
-	return appendPartitions(append(b, `,"restoring_partitions":`...), ps)
+	return appendPartitions(append(b, name...), ps)
 }
 
 // appendPartitions writes ps as a JSON array.

@@ -34,3 +34,34 @@ func TestReadyzBackends(t *testing.T) {
 		t.Errorf("ready: %d %s, want 200 %s", code, body, want)
 	}
 }
+
+// A ready instance names what it restores meanwhile: the partitions whose windows
+// (Config.Restoring) and whose limiter state (Config.RestoringLimits) it has not restored,
+// in /readyz's 200 and in /v1/status; neither list when there is nothing to name.
+func TestReadyzNamesWhatItRestores(t *testing.T) {
+	var windows, limits atomic.Pointer[[]int32]
+	windows.Store(&[]int32{4})
+	limits.Store(&[]int32{4, 5})
+	e := newEnv(t, func(c *query.Config) {
+		c.Restoring = func() []int32 { return *windows.Load() }
+		c.RestoringLimits = func() []int32 { return *limits.Load() }
+	})
+	code, body, _ := e.do("GET", "/readyz", nil)
+	if want := `{"status":"ready","restoring_partitions":[4],"restoring_limits":[4,5]}` + "\n"; code != 200 || string(body) != want {
+		t.Errorf("restoring: %d %s, want 200 %s", code, body, want)
+	}
+	var st struct {
+		Ready  bool    `json:"ready"`
+		Limits []int32 `json:"restoring_limits"`
+	}
+	e.getJSON("/v1/status", 200, &st)
+	if !st.Ready || len(st.Limits) != 2 || st.Limits[1] != 5 {
+		t.Errorf("status: %+v", st)
+	}
+	windows.Store(&[]int32{})
+	limits.Store(&[]int32{})
+	code, body, _ = e.do("GET", "/readyz", nil)
+	if want := `{"status":"ready"}` + "\n"; code != 200 || string(body) != want {
+		t.Errorf("restored: %d %s, want 200 %s", code, body, want)
+	}
+}

@@ -21,7 +21,8 @@ import (
 //	 "limiter":[{"policy":"api","result":"allowed","count":12},...]}
 //
 // restoring_partitions (with Config.Restoring) lists the partitions being restored while
-// the instance is ready ([] when none); progress is Config.Progress's value (null without one); lag_seconds is the largest
+// the instance is ready ([] when none), restoring_limits (with Config.RestoringLimits) those
+// whose limiter state is; progress is Config.Progress's value (null without one); lag_seconds is the largest
 // slide_ingest_lag_seconds over partitions, lag_records the sum of slide_ingest_lag;
 // limiter is slide_limiter_decisions_total by policy and result. Families the process does
 // not have are absent. Its cost is one gather of the registry, exported windows included.
@@ -43,6 +44,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.cfg.Restoring != nil {
 		b = appendPartitions(append(b, `,"restoring_partitions":`...), s.cfg.Restoring())
+	}
+	if s.cfg.RestoringLimits != nil {
+		b = appendPartitions(append(b, `,"restoring_limits":`...), s.cfg.RestoringLimits())
 	}
 	b = append(b, `,"progress":`...)
 	if s.cfg.Progress != nil {

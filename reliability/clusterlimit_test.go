@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -61,7 +62,7 @@ func limitGroupOn(t *testing.T, brokers, key string) []*slide {
 			if s.metric(t, "slide_cluster_members") != 3 {
 				return false
 			}
-			if code, _, _ := getStatus(s.base + "/readyz"); code != 200 {
+			if !limitsReady(s) {
 				return false
 			}
 			for _, p := range s.partitions(t) {
@@ -79,6 +80,14 @@ func limitGroupOn(t *testing.T, brokers, key string) []*slide {
 		}
 	}
 	return out
+}
+
+// limitsReady reports whether s is ready and restores no partition's limiter state: once
+// ready, /readyz stays 200 while a rebalance's gains restore ("restoring_limits"), their
+// keys deciding by on_backend_error meanwhile.
+func limitsReady(s *slide) bool {
+	code, body, _ := getStatus(s.base + "/readyz")
+	return code == 200 && !bytes.Contains(body, []byte("restoring_limits"))
 }
 
 func getStatus(url string) (int, []byte, error) {
@@ -331,7 +340,7 @@ func TestLimitInstanceJoins(t *testing.T) {
 		return func() bool {
 			owned := 0
 			for _, s := range all {
-				if code, _, _ := getStatus(s.base + "/readyz"); code != 200 || s.metric(t, "slide_cluster_members") != float64(n) {
+				if !limitsReady(s) || s.metric(t, "slide_cluster_members") != float64(n) {
 					return false
 				}
 				owned += len(s.partitions(t))

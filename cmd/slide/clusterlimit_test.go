@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -58,9 +59,9 @@ func startGroup(t *testing.T, n int, policies string) []string {
 	deadline := time.Now().Add(60 * time.Second)
 	for _, base := range bases {
 		for {
-			code, _, _ := proctest.Get(base + "/readyz")
+			code, body, _ := proctest.Get(base + "/readyz") // once ready, it stays 200 while limiter state restores
 			text, _ := proctest.Scrape(base)
-			if members, _ := proctest.Metric(text, "slide_cluster_members"); code == 200 && members == float64(n) {
+			if members, _ := proctest.Metric(text, "slide_cluster_members"); code == 200 && !bytes.Contains(body, []byte("restoring_limits")) && members == float64(n) {
 				break
 			}
 			if time.Now().After(deadline) {

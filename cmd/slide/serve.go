@@ -437,34 +437,35 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	ready := func() error {
-		if err := c.conn.checks.failing(); err != nil {
-			return err
-		}
-		if reader.limits != nil {
-			if err := reader.limits.Ready(); err != nil {
-				return err
-			}
-		}
-		if plansReady != nil {
-			if err := plansReady(); err != nil {
-				return err
-			}
-		}
-		// Only the first restore holds traffic back. Partitions a later rebalance assigns
-		// restore while the instance stays in its Service: the reads over them answer 503
-		// or partial=allow's flag (cluster.Config.Restored), the others answer as before.
-		// Pulling every instance that gained partitions, as a scale-up or a rolling update
-		// does to all at once, emptied the Service.
-		if !consumer.WasReady() {
-			p, _ := json.Marshal(consumer.Progress())
-			return fmt.Errorf("restoring windows from Kafka: %s", p)
-		}
-		if !cl.Known() {
-			return errors.New("learning the consumer group's members and partitions")
-		}
-		return nil
+	// Only the first restore holds traffic back. Partitions a later rebalance assigns
+	// restore while the instance stays in its Service: the reads over them answer 503 or
+	// partial=allow's flag (cluster.Config.Restored), the others answer as before, and
+	// cluster policies' keys of a partition whose limiter state is restoring follow
+	// on_backend_error, as they do at every other instance that forwards them here.
+	// Pulling every instance that gained partitions, as a scale-up or a rolling update
+	// does to all at once, emptied the Service.
+	var limitsReady func() error
+	if reader.limits != nil {
+		limitsReady = reader.limits.Ready
 	}
+	ready := readiness(
+		gate{check: c.conn.checks.failing},
+		gate{check: limitsReady, untilReady: true},
+		gate{check: plansReady},
+		gate{check: func() error {
+			if !consumer.WasReady() {
+				p, _ := json.Marshal(consumer.Progress())
+				return fmt.Errorf("restoring windows from Kafka: %s", p)
+			}
+			return nil
+		}},
+		gate{check: func() error {
+			if !cl.Known() {
+				return errors.New("learning the consumer group's members and partitions")
+			}
+			return nil
+		}},
+	)
 	// GET|POST /api/v1/…: PromQL on Prometheus' engine over every instance's rings (the
 	// cluster's slot read); a partition no instance served answers 503, or with
 	// partial=allow a warning.
@@ -491,7 +492,13 @@ func serve(ctx context.Context, c serveConfig, s stdio, log *slog.Logger) error 
 		Backends:  c.conn.checks.states,
 		Progress:  func() any { return consumer.Progress() },
 		Restoring: consumer.Restoring,
-		Ready:     ready,
+		RestoringLimits: func() []int32 {
+			if reader.limits == nil {
+				return nil
+			}
+			return reader.limits.Restoring()
+		},
+		Ready: ready,
 	})
 	if err != nil {
 		return err

@@ -215,6 +215,16 @@ func (b *Backend) ownsLocked(p int32) (owned, ready bool) {
 // Ready reports the partitions this instance owns but has not restored yet (their keys'
 // decisions follow on_backend_error meanwhile), for readiness; nil when there are none.
 func (b *Backend) Ready() error {
+	waiting := b.Restoring()
+	if len(waiting) == 0 {
+		return nil
+	}
+	return fmt.Errorf("restoring the limiter state of partitions %v from %s", waiting, b.cp.Topic+TopicSuffix)
+}
+
+// Restoring lists, in order, the partitions this instance owns whose limiter state it
+// has not restored yet; empty when none.
+func (b *Backend) Restoring() []int32 {
 	b.own.mu.RLock()
 	defer b.own.mu.RUnlock()
 	var waiting []int32
@@ -223,11 +233,8 @@ func (b *Backend) Ready() error {
 			waiting = append(waiting, p)
 		}
 	}
-	if len(waiting) == 0 {
-		return nil
-	}
 	slices.Sort(waiting)
-	return fmt.Errorf("restoring the limiter state of partitions %v from %s", waiting, b.cp.Topic+TopicSuffix)
+	return waiting
 }
 
 // Run writes the owned, restored partitions' checkpoints every Interval until ctx ends,

@@ -165,7 +165,8 @@
 // was described (each key is checked against the topic's partition count, which an
 // instance just started may not know yet at its first generation).
 // Meanwhile its decisions answer StatusNotReady, the callers decide by on_backend_error,
-// and Backend.Ready (slide serve's /readyz) names the partitions still restoring.
+// and Backend.Restoring names the partitions still restoring (slide serve's /readyz:
+// Backend.Ready holds an instance's first readiness, later restores are named in its 200).
 //
 // An owner stopped past its session (SIGSTOP, a long pause, a starved machine) is
 // expelled: the group goes on without it and its partitions' new owners restore its last

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,8 +169,14 @@ func TestGainedWaitsWhenTheViewIsAlreadyNew(t *testing.T) {
 	if b.b.Ready() == nil {
 		t.Error("B restored before A's final checkpoint (from A's older periodic one)")
 	}
+	if got := b.b.Restoring(); !slices.Equal(got, all) {
+		t.Errorf("B restoring %v, want %v", got, all)
+	}
 	a.b.OnGeneration(2, nil)
 	waitReady(b)
+	if got := b.b.Restoring(); len(got) != 0 {
+		t.Errorf("B restored, still restoring %v", got)
+	}
 	for decide(b) && allowed <= 20 {
 	}
 	if allowed != 10 {
