@@ -20,6 +20,7 @@ import (
 	"github.com/slide-metrics/slide/internal/kafkatest"
 	"github.com/slide-metrics/slide/internal/polltest"
 	"github.com/slide-metrics/slide/internal/proctest"
+	"github.com/slide-metrics/slide/limiter/clusterlimit"
 )
 
 // TestRebalanceKeepsReadyWhileGainedPartitionsRestore is a scale-down (or a rolling update)
@@ -80,7 +81,9 @@ func TestRebalanceKeepsReadyWhileGainedPartitionsRestore(t *testing.T) {
 
 	// A usage rule over the whole metric: 8 events are over its 7, either partition alone is not.
 	policies := filepath.Join(t.TempDir(), "policies.yaml")
-	if err := os.WriteFile(policies, []byte("rules:\n  - {name: cap, metric: latency_ms, agg: count, window: 5m, max: 7, key: '*', on_unavailable: closed}\n"), 0o600); err != nil {
+	// And a cluster policy: its limiter state of a gained partition restores beside the windows.
+	if err := os.WriteFile(policies, []byte("rules:\n  - {name: cap, metric: latency_ms, agg: count, window: 5m, max: 7, key: '*', on_unavailable: closed}\n"+
+		"policies:\n  - {name: fw, algorithm: fixed_window, limit: 100, window: 1m, backend: cluster, on_backend_error: closed, timeout: 2s}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
@@ -127,12 +130,30 @@ func TestRebalanceKeepsReadyWhileGainedPartitionsRestore(t *testing.T) {
 		return nil, nil, false
 	})
 
+	// The broker holds the limiter restore's offset listing of the gained partition's
+	// checkpoints until the end: readiness must not wait for it once the instance was ready.
+	limits := make(chan struct{})
+	var limitsOnce sync.Once
+	freeLimits := func() { limitsOnce.Do(func() { close(limits) }) }
+	defer freeLimits()
+	k.ControlKey(kmsg.ListOffsets.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		for _, tp := range req.(*kmsg.ListOffsetsRequest).Topics {
+			for _, p := range tp.Partitions {
+				if tp.Topic == "events"+clusterlimit.TopicSuffix && p.Partition == gained {
+					k.SleepControl(func() { <-limits })
+				}
+			}
+		}
+		return nil, nil, false
+	})
+
 	read := base + "/v1/window?metric=latency_ms&key=*&window=5m"
 	restoring := func(phase string) {
 		t.Helper()
 		code, body, _ := proctest.Get(base + "/readyz")
-		if code != 200 || !strings.Contains(string(body), fmt.Sprintf(`"restoring_partitions":[%d]`, gained)) {
-			t.Errorf("%s: /readyz while the gained partition %d restores: %d %s; want 200 naming it", phase, gained, code, body)
+		if code != 200 || !strings.Contains(string(body), fmt.Sprintf(`"restoring_partitions":[%d],"restoring_limits":[%d]`, gained, gained)) {
+			t.Errorf("%s: /readyz while the gained partition %d restores its windows and limiter state: %d %s; want 200 naming it twice", phase, gained, code, body)
 		}
 		if err := proctest.GetJSON(base+"/v1/status", &st); err != nil || !slices.Equal(st.Restoring, []int32{gained}) {
 			t.Errorf("%s: /v1/status restoring_partitions %v (%v), want [%d]", phase, st.Restoring, err, gained)
@@ -179,9 +200,15 @@ func TestRebalanceKeepsReadyWhileGainedPartitionsRestore(t *testing.T) {
 		code, body, _ = proctest.Get(read)
 		return code == 200 && strings.Contains(string(body), want)
 	}, func() string { return fmt.Sprintf("the whole window once restored (%s): %d %s", want, code, body) })
-	if code, body, _ := proctest.Get(base + "/readyz"); code != 200 || strings.Contains(string(body), "restoring_partitions") {
-		t.Errorf("/readyz once restored: %d %s", code, body)
+	if code, body, _ := proctest.Get(base + "/readyz"); code != 200 || strings.Contains(string(body), "restoring_partitions") ||
+		!strings.Contains(string(body), fmt.Sprintf(`"restoring_limits":[%d]`, gained)) {
+		t.Errorf("/readyz with the windows restored, the limiter state not: %d %s", code, body)
 	}
+	freeLimits()
+	polltest.Eventually(t, 20*time.Second, 20*time.Millisecond, func() bool {
+		code, body, _ = proctest.Get(base + "/readyz")
+		return code == 200 && !strings.Contains(string(body), "restoring")
+	}, func() string { return fmt.Sprintf("/readyz once the limiter state is restored: %d %s", code, body) })
 	if code, body, _ := allow(http.DefaultClient, base, "cap", "any"); code != 429 {
 		t.Errorf("the usage rule once restored: %d %s; want 429 (8 events, max 7)", code, body)
 	}
