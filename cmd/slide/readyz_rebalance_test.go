@@ -204,6 +204,9 @@ func TestRebalanceKeepsReadyWhileGainedPartitionsRestore(t *testing.T) {
 		!strings.Contains(string(body), fmt.Sprintf(`"restoring_limits":[%d]`, gained)) {
 		t.Errorf("/readyz with the windows restored, the limiter state not: %d %s", code, body)
 	}
+	if text, _ := proctest.Scrape(base); !strings.Contains(text, "\nslide_limiter_cluster_partitions_restoring 1\n") {
+		t.Errorf("slide_limiter_cluster_partitions_restoring while the gained partition's limiter state restores: not 1 in\n%s", text)
+	}
 	freeLimits()
 	polltest.Eventually(t, 20*time.Second, 20*time.Millisecond, func() bool {
 		code, body, _ = proctest.Get(base + "/readyz")

@@ -176,8 +176,13 @@ func New(cfg Config) (*Backend, error) {
 		restored: prometheus.NewCounter(prometheus.CounterOpts{Name: "slide_limiter_cluster_restored_keys_total",
 			Help: "Keys' limiter state restored from checkpoints when this instance became their owner."}),
 	}
+	// Once the instance is ready a restore no longer holds its readiness, so the gauge is
+	// how one sees a restore that does not end.
+	restoring := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "slide_limiter_cluster_partitions_restoring",
+		Help: "Partitions this instance owns whose limiter state (backend cluster) it is restoring from the checkpoint topic; their keys decide by on_backend_error meanwhile."},
+		func() float64 { return float64(len(b.Restoring())) })
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{b.m.checkpoints, b.m.restored} {
+		for _, c := range []prometheus.Collector{b.m.checkpoints, b.m.restored, restoring} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, err
 			}
