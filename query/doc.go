@@ -20,7 +20,8 @@
 //	GET  /healthz        liveness: 200 while the process serves
 //	GET  /readyz         readiness: 503 while Config.Ready fails (windows being restored at
 //	                     the start, Kafka unreachable); with Config.Backends, each backend's
-//	                     state too; a 200 names Config.Restoring's partitions
+//	                     state too; a 200 names Config.Restoring's partitions and
+//	                     Config.RestoringLimits'
 //	GET  /metrics        Prometheus exposition of Config.Gatherer
 //	GET  /               the dashboard (below)
 //
