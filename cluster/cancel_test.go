@@ -56,7 +56,7 @@ func TestReadsStopWithTheirContext(t *testing.T) {
 	if _, err := ti.a.MergeGroups(ctx, t0, "m", "k-*", nil, 5*time.Minute, true, g); !errors.Is(err, context.Canceled) || g.Len() != 0 {
 		t.Errorf("MergeGroups: %v with %d groups, want context.Canceled and none", err, g.Len())
 	}
-	if ids, _, err := ti.a.Keys(ctx, "", ""); !errors.Is(err, context.Canceled) || len(ids) != 0 {
+	if ids, _, err := ti.a.Keys(ctx, "", "", nil, nil, 0); !errors.Is(err, context.Canceled) || len(ids) != 0 {
 		t.Errorf("Keys: %v with %d ids, want context.Canceled and none", err, len(ids))
 	}
 	if hits := ti.peerHit.Load(); hits != 0 {

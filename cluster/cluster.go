@@ -400,7 +400,9 @@ type request struct {
 	metric  string
 	key     string           // exact key, glob, or "" (every key) for opSeries; prefix for opKeys
 	by      []string         // opGroups: the labels groups are made of
-	ms      []window.Matcher // opGroups, opSlots, opExemplars: the label matchers beside key
+	ms      []window.Matcher // opGroups, opSlots, opExemplars, opKeys: the label matchers beside key
+	after   *window.SeriesID // opKeys: list the series after this one (nil: from the first)
+	limit   int              // opKeys: list at most this many (0: every one)
 	at      int64            // opSlots: the instant read (unix ms, at most now)
 	winMs   int64
 	now     int64
@@ -440,6 +442,9 @@ func (r *request) rawQuery() string {
 		for _, m := range r.ms {
 			field("m", appendMatcher(nil, m))
 		}
+	}
+	if r.op == opKeys {
+		b = appendKeyFields(b, r)
 	}
 	if r.op == opSlots {
 		b = append(b, "&at="...)

@@ -197,7 +197,7 @@ func TestEachEqualsOneInstancePerKey(t *testing.T) {
 	if want := len(ti.all.Keys("m", "")); n != want {
 		t.Errorf("%d series, want %d", n, want)
 	}
-	ids, missing, err := ti.a.Keys(context.Background(), "", "k-1")
+	ids, missing, err := ti.a.Keys(context.Background(), "", "k-1", nil, nil, 0)
 	if err != nil || len(missing) != 0 {
 		t.Fatalf("keys: missing %v, err %v", missing, err)
 	}

@@ -203,18 +203,10 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 		}
 		b = appendGroups(b, g, over)
 	case opKeys:
-		var n int
-		var body []byte
-		keep := stopping(r.Context(), func(k string, p int32) bool { return p >= 0 && parts[p] && strings.HasPrefix(k, key) })
-		c.cfg.Store.EachSeries(func(m, k string, p int32) {
-			if (metric == "" || m == metric) && keep(k, p) {
-				n++
-				body = appendString(body, m)
-				body = appendString(body, k)
-			}
-		})
-		b = binary.AppendUvarint(b, uint64(n))
-		b = append(b, body...)
+		var perr error
+		if b, perr = c.appendKeys(r.Context(), b, q, metric, key, parts); perr != nil {
+			return peerError(w, http.StatusBadRequest, perr.Error())
+		}
 	case opSlots:
 		var perr error
 		if b, perr = c.appendSlots(r.Context(), b, q, now, metric, key, parts); perr != nil {

@@ -259,37 +259,3 @@ func (c *Cluster) Each(ctx context.Context, now int64, metric, pattern string, w
 	}
 	return c.settle(gen, local, missing), nil
 }
-
-// Keys lists the series of metric (every metric when empty) whose key starts with prefix,
-// held by any instance, sorted by metric then key, each once.
-func (c *Cluster) Keys(ctx context.Context, metric, prefix string) (ids []window.SeriesID, missing []int32, err error) {
-	local, gen := c.localSet()
-	seen := map[window.SeriesID]bool{}
-	match := stopping(ctx, func(k string, p int32) bool { return strings.HasPrefix(k, prefix) && (p < 0 || local[p]) })
-	c.cfg.Store.EachSeries(func(m, k string, p int32) {
-		if (metric == "" || m == metric) && match(k, p) {
-			seen[window.SeriesID{Metric: m, Key: k}] = true
-		}
-	})
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
-	}
-	r := request{op: opKeys, metric: metric, key: prefix}
-	missing = c.fanout(ctx, r, local, func(a *answer) {
-		for _, id := range a.keys {
-			seen[id] = true
-		}
-	})
-	missing = c.settle(gen, local, missing)
-	ids = make([]window.SeriesID, 0, len(seen))
-	for id := range seen {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b window.SeriesID) int {
-		if c := strings.Compare(a.Metric, b.Metric); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Key, b.Key)
-	})
-	return ids, missing, nil
-}

@@ -28,9 +28,12 @@ type Cluster interface {
 	MergeGroups(ctx context.Context, now int64, metric, key string, ms []window.Matcher, win time.Duration, bins bool, g *window.GroupPartials) (missing []int32, err error)
 	// Each calls fn once per series of metric matching pattern ("" for all), merged.
 	Each(ctx context.Context, now int64, metric, pattern string, win time.Duration, bins bool, fn func(key string, p *window.Partial)) (missing []int32, err error)
-	// Keys lists the series of metric (all metrics when empty) whose key starts with
-	// prefix, sorted by metric then key, each once.
-	Keys(ctx context.Context, metric, prefix string) (ids []window.SeriesID, missing []int32, err error)
+	// Keys lists the series of metric (all metrics when empty) whose key (series string)
+	// starts with prefix and that the label matchers ms select, sorted by metric then key,
+	// each once: the first limit of them strictly after after (nil: from the first), or all
+	// when limit ≤ 0. /v1/series asks for a page and one more, so that a page costs the
+	// other instances a page each, not every series.
+	Keys(ctx context.Context, metric, prefix string, ms []window.Matcher, after *window.SeriesID, limit int) (ids []window.SeriesID, missing []int32, err error)
 	// VisitSlotsKey calls fn for each series of metric that key (exact, a glob or "", on
 	// the key label) and the label matchers ms select, held by any instance, with its live
 	// slots at the instant at (at most wall, the clock's now) as window.Store.VisitSlots

@@ -88,23 +88,32 @@ func (f *fakeCluster) Each(_ context.Context, now int64, metric, pattern string,
 	return f.missing, nil
 }
 
-func (f *fakeCluster) Keys(_ context.Context, metric, prefix string) ([]window.SeriesID, []int32, error) {
+func (f *fakeCluster) Keys(_ context.Context, metric, prefix string, ms []window.Matcher, after *window.SeriesID, limit int) ([]window.SeriesID, []int32, error) {
 	f.calls.Add(1)
+	sel, err := window.CompileSelector("", ms)
+	if err != nil {
+		return nil, nil, err
+	}
 	seen := map[window.SeriesID]bool{}
 	for _, s := range []*window.Store{f.local, f.remote} {
 		s.EachSeries(func(m, k string, _ int32) {
-			if (metric == "" || m == metric) && strings.HasPrefix(k, prefix) {
+			if (metric == "" || m == metric) && strings.HasPrefix(k, prefix) && sel.Match(k) {
 				seen[window.SeriesID{Metric: m, Key: k}] = true
 			}
 		})
 	}
 	var ids []window.SeriesID
 	for id := range seen {
-		ids = append(ids, id)
+		if after == nil || id.Metric > after.Metric || id.Metric == after.Metric && id.Key > after.Key {
+			ids = append(ids, id)
+		}
 	}
 	slices.SortFunc(ids, func(a, b window.SeriesID) int {
 		return strings.Compare(a.Metric+"\x00"+a.Key, b.Metric+"\x00"+b.Key)
 	})
+	if limit > 0 && len(ids) > limit {
+		ids = ids[:limit]
+	}
 	return ids, f.missing, nil
 }
 

@@ -217,7 +217,7 @@ func (s *Server) absentLabel(ctx context.Context, metric string, ms []window.Mat
 	}
 	var series []string
 	if c := s.cluster(); c != nil {
-		ids, missing, err := c.Keys(ctx, metric, "")
+		ids, missing, err := c.Keys(ctx, metric, "", nil, nil, 0)
 		if err != nil || len(missing) > 0 {
 			return "" // a partition unread may hold the label
 		}

@@ -272,7 +272,7 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	sel, _, err := selectorParam(v, "")
+	sel, ms, err := selectorParam(v, "")
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -302,7 +302,13 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 	if c != nil || metric == "" {
 		var ids []window.SeriesID
 		if c != nil {
-			ids, missing, err = c.Keys(r.Context(), metric, prefix)
+			// The page and one more (to know whether another follows), strictly after the
+			// cursor: each instance sends at most that many.
+			var after *window.SeriesID
+			if hasCursor {
+				after = &window.SeriesID{Metric: afterM, Key: afterK}
+			}
+			ids, missing, err = c.Keys(r.Context(), metric, prefix, ms, after, limit+1)
 		} else {
 			// Every metric: one pass over the store and a sort, where a key list per
 			// metric cost metrics × series.
@@ -417,7 +423,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	var missing []int32
 	if c := s.cluster(); c != nil {
 		var ids []window.SeriesID
-		ids, missing, err = c.Keys(r.Context(), "", "")
+		ids, missing, err = c.Keys(r.Context(), "", "", nil, nil, 0)
 		if err != nil {
 			s.writeErr(w, r, err)
 			return

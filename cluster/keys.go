@@ -1,0 +1,241 @@
+package cluster
+
+// Listing series a page at a time: Keys on the asking side, opKeys on the peer's.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/slide-metrics/slide/window"
+)
+
+// maxPeerCursor bounds an opKeys request's after_key: a series string, its key and labels.
+const maxPeerCursor = 1 << 16
+
+// compareIDs orders series ids by metric, then key (series string), as /v1/series lists
+// them.
+func compareIDs(a, b window.SeriesID) int {
+	if c := strings.Compare(a.Metric, b.Metric); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key, b.Key)
+}
+
+// keyPage selects, from the series ids offered to it in any order and with repeats, the
+// first limit distinct ones in (metric, key) order strictly after after (when hasAfter),
+// or every distinct one when limit ≤ 0. With a limit it holds at most limit ids: a
+// max-heap of them (the greatest at the root, each offer past it rejected by one
+// comparison) and the set of those it holds (a series two instances hold is offered
+// twice). A scan of n series costs O(n log limit), with no sort of the n.
+type keyPage struct {
+	limit    int
+	after    window.SeriesID
+	hasAfter bool
+	heap     []window.SeriesID            // limit > 0: a max-heap by compareIDs
+	in       map[window.SeriesID]struct{} // the ids held
+}
+
+func newKeyPage(after *window.SeriesID, limit int) *keyPage {
+	k := &keyPage{limit: limit, in: map[window.SeriesID]struct{}{}}
+	if after != nil {
+		k.after, k.hasAfter = *after, true
+	}
+	if limit > 0 {
+		k.heap = make([]window.SeriesID, 0, min(limit, 4096))
+	}
+	return k
+}
+
+// offer considers the series (metric, key).
+func (k *keyPage) offer(metric, key string) {
+	id := window.SeriesID{Metric: metric, Key: key}
+	if k.hasAfter && compareIDs(id, k.after) <= 0 {
+		return
+	}
+	full := k.limit > 0 && len(k.heap) == k.limit
+	if full && compareIDs(id, k.heap[0]) >= 0 {
+		return
+	}
+	if _, ok := k.in[id]; ok {
+		return
+	}
+	k.in[id] = struct{}{}
+	switch {
+	case k.limit <= 0:
+	case full:
+		delete(k.in, k.heap[0])
+		k.heap[0] = id
+		k.down(0)
+	default:
+		k.heap = append(k.heap, id)
+		k.up(len(k.heap) - 1)
+	}
+}
+
+func (k *keyPage) up(i int) {
+	h := k.heap
+	for i > 0 {
+		parent := (i - 1) / 2
+		if compareIDs(h[i], h[parent]) <= 0 {
+			return
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+func (k *keyPage) down(i int) {
+	h := k.heap
+	for {
+		big := i
+		for _, c := range [2]int{2*i + 1, 2*i + 2} {
+			if c < len(h) && compareIDs(h[c], h[big]) > 0 {
+				big = c
+			}
+		}
+		if big == i {
+			return
+		}
+		h[i], h[big] = h[big], h[i]
+		i = big
+	}
+}
+
+// ids returns the selection, sorted by metric then key.
+func (k *keyPage) ids() []window.SeriesID {
+	var out []window.SeriesID
+	if k.limit > 0 {
+		out = k.heap
+	} else {
+		out = make([]window.SeriesID, 0, len(k.in))
+		for id := range k.in {
+			out = append(out, id)
+		}
+	}
+	slices.SortFunc(out, compareIDs)
+	return out
+}
+
+// Keys lists the series of metric (every metric when empty) whose key (series string)
+// starts with prefix and that the label matchers ms select, held by any instance, sorted
+// by metric then key, each once: the first limit of them strictly after after (from the
+// first when after is nil), or all of them when limit ≤ 0. Ask for one more than a page
+// to learn whether another follows. missing lists the partitions no instance served; the
+// error is ctx's when it ended the read, or the matchers'.
+//
+// Each owner is sent the cursor, the limit and the matchers, and answers only its own
+// first limit ids (opKeys), so a page costs at most limit ids per instance on the wire and
+// in memory, whatever the number of series; each instance still scans its own series
+// once. An owner of an older version ignores those fields and answers every series of the
+// metric with the prefix: this side cuts every answer, its own included, by the same
+// cursor, matchers and limit, so the page is the same.
+func (c *Cluster) Keys(ctx context.Context, metric, prefix string, ms []window.Matcher, after *window.SeriesID, limit int) (ids []window.SeriesID, missing []int32, err error) {
+	sel, err := window.CompileSelector("", ms)
+	if err != nil {
+		return nil, nil, err
+	}
+	local, gen := c.localSet()
+	page := newKeyPage(after, limit)
+	match := stopping(ctx, func(k string, p int32) bool {
+		return (p < 0 || local[p]) && strings.HasPrefix(k, prefix) && sel.Match(k)
+	})
+	c.cfg.Store.EachSeries(func(m, k string, p int32) {
+		if (metric == "" || m == metric) && match(k, p) {
+			page.offer(m, k)
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	r := request{op: opKeys, metric: metric, key: prefix, ms: ms, after: after, limit: max(limit, 0)}
+	missing = c.fanout(ctx, r, local, func(a *answer) {
+		for _, id := range a.keys {
+			if (metric == "" || id.Metric == metric) && strings.HasPrefix(id.Key, prefix) && sel.Match(id.Key) {
+				page.offer(id.Metric, id.Key)
+			}
+		}
+	})
+	return page.ids(), c.settle(gen, local, missing), nil
+}
+
+// appendKeyFields writes an opKeys request's page fields: m (the matchers), after_metric
+// and after_key (the cursor, when after is set) and limit (when above 0).
+func appendKeyFields(b []byte, r *request) []byte {
+	for _, m := range r.ms {
+		b = append(b, "&m="...)
+		b = append(b, url.QueryEscape(appendMatcher(nil, m))...)
+	}
+	if r.after != nil {
+		b = append(b, "&after_metric="...)
+		b = append(b, url.QueryEscape(r.after.Metric)...)
+		b = append(b, "&after_key="...)
+		b = append(b, url.QueryEscape(r.after.Key)...)
+	}
+	if r.limit > 0 {
+		b = append(b, "&limit="...)
+		b = strconv.AppendInt(b, int64(r.limit), 10)
+	}
+	return b
+}
+
+// appendKeys writes the body of an opKeys answer: the series of metric (every metric when
+// empty) fed by the partitions in parts whose key starts with prefix and that the request's
+// matchers (m) select, strictly after its cursor (after_metric, after_key) when it has
+// one; with limit=N only the first N of them, sorted, else every one, in no order (an
+// asker of an older version sends neither cursor nor limit, and gets what it always got).
+func (c *Cluster) appendKeys(ctx context.Context, b []byte, q url.Values, metric, prefix string, parts map[int32]bool) ([]byte, error) {
+	sel, err := peerSelector(q, "")
+	if err != nil {
+		return b, err
+	}
+	var after *window.SeriesID
+	if q.Has("after_metric") {
+		after = &window.SeriesID{Metric: q.Get("after_metric"), Key: q.Get("after_key")}
+		if len(after.Metric) > maxPeerKey || len(after.Key) > maxPeerCursor {
+			return b, fmt.Errorf("cursor over %d bytes", maxPeerCursor)
+		}
+	}
+	limit := 0
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxDecodeItems {
+			return b, fmt.Errorf("bad limit %s: want 1 to %d", clip(s), maxDecodeItems)
+		}
+		limit = n
+	}
+	page := newKeyPage(after, limit)
+	keep := stopping(ctx, func(k string, p int32) bool {
+		return p >= 0 && parts[p] && strings.HasPrefix(k, prefix) && sel.Match(k)
+	})
+	if after == nil && limit == 0 {
+		// Every series: written as found, as before the page existed (no set, no sort).
+		var n int
+		var body []byte
+		c.cfg.Store.EachSeries(func(m, k string, p int32) {
+			if (metric == "" || m == metric) && keep(k, p) {
+				n++
+				body = appendString(body, m)
+				body = appendString(body, k)
+			}
+		})
+		b = binary.AppendUvarint(b, uint64(n))
+		return append(b, body...), nil
+	}
+	c.cfg.Store.EachSeries(func(m, k string, p int32) {
+		if (metric == "" || m == metric) && keep(k, p) {
+			page.offer(m, k)
+		}
+	})
+	ids := page.ids()
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = appendString(b, id.Metric)
+		b = appendString(b, id.Key)
+	}
+	return b, nil
+}
