@@ -456,6 +456,14 @@ func TestBadPeerRequests(t *testing.T) {
 		{"op=slots&metric=m&now=1797000000000&at=1796000000000&parts=2", true, 409}, // a clock an hour off
 		{"op=slots&metric=m&at=1796000000000&parts=2", true, 400},
 		{"op=metrics&parts=2", true, 200},
+		{"op=keys&metric=m&parts=2", true, 200},
+		{"op=keys&metric=m&key=k-&m=1key%3Dk-1&after_metric=m&after_key=k-0&limit=5&parts=2", true, 200},
+		{"op=keys&metric=m&limit=0&parts=2", true, 400},
+		{"op=keys&metric=m&limit=-1&parts=2", true, 400},
+		{"op=keys&metric=m&limit=x&parts=2", true, 400},
+		{"op=keys&metric=m&limit=99999999999&parts=2", true, 400},
+		{"op=keys&metric=m&m=2code%3D(&parts=2", true, 400},
+		{"op=keys&metric=m&after_metric=m&after_key=" + strings.Repeat("x", maxPeerCursor+1) + "&parts=2", true, 400},
 	} {
 		req := httptest.NewRequest("GET", PeerPath+"?"+tc.query, nil)
 		if tc.header {

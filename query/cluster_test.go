@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +26,14 @@ type fakeCluster struct {
 	missing []int32
 	calls   atomic.Int64
 	unavail atomic.Int64
+	mu      sync.Mutex
+	asked   []keysAsk // each Keys call's page, under mu
+}
+
+// keysAsk is the page one Keys call asked for.
+type keysAsk struct {
+	after *window.SeriesID
+	limit int
 }
 
 func (f *fakeCluster) Local() bool { return f.isLocal }
@@ -90,6 +99,9 @@ func (f *fakeCluster) Each(_ context.Context, now int64, metric, pattern string,
 
 func (f *fakeCluster) Keys(_ context.Context, metric, prefix string, ms []window.Matcher, after *window.SeriesID, limit int) ([]window.SeriesID, []int32, error) {
 	f.calls.Add(1)
+	f.mu.Lock()
+	f.asked = append(f.asked, keysAsk{after, limit})
+	f.mu.Unlock()
 	sel, err := window.CompileSelector("", ms)
 	if err != nil {
 		return nil, nil, err
@@ -191,6 +203,33 @@ func TestClusterReadsEqualOneInstance(t *testing.T) {
 	e.do("GET", "/v1/window?metric=latency_ms&key=tenant-*&window=5m", nil)
 	if f.calls.Load() != before {
 		t.Error("a local cluster was still asked")
+	}
+}
+
+// /v1/series asks the cluster for a page and one more after the cursor, never for every
+// series (each instance then answers a page, not all it holds); /v1/metrics counts them all.
+func TestClusterSeriesAsksForAPage(t *testing.T) {
+	e, _, f := clusterEnv(t)
+	for _, tc := range []struct {
+		path string
+		want keysAsk
+	}{
+		{"/v1/series?metric=latency_ms&limit=7", keysAsk{nil, 8}},
+		{"/v1/series?limit=3&cursor=bGF0ZW5jeV9tcwB0ZW5hbnQtMTE", keysAsk{&window.SeriesID{Metric: "latency_ms", Key: "tenant-11"}, 4}},
+		{"/v1/metrics", keysAsk{nil, 0}},
+	} {
+		f.mu.Lock()
+		f.asked = nil
+		f.mu.Unlock()
+		if code, body, _ := e.do("GET", tc.path, nil); code != 200 {
+			t.Fatalf("GET %s: %d %s", tc.path, code, body)
+		}
+		f.mu.Lock()
+		asked := f.asked
+		f.mu.Unlock()
+		if len(asked) != 1 || !reflect.DeepEqual(asked[0], tc.want) {
+			t.Errorf("GET %s asked Keys for %+v, want one call for %+v", tc.path, asked, tc.want)
+		}
 	}
 }
 
