@@ -32,6 +32,18 @@ type instance struct {
 	srv   *httptest.Server
 	asked atomic.Int64 // peer requests this instance received
 	conns atomic.Int64 // connections its server accepted
+	sent  atomic.Int64 // bytes of the answers its peer route wrote
+}
+
+// countingWriter counts the bytes written through it into n.
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w countingWriter) Write(b []byte) (int, error) {
+	w.n.Add(int64(len(b)))
+	return w.ResponseWriter.Write(b)
 }
 
 // partitionOf places keys as the Java client and slide produce do (murmur2).
@@ -62,6 +74,7 @@ func benchClusterWith(b testing.TB, n, keys int, mod func(*Config)) []*instance 
 		in.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == PeerPath {
 				in.asked.Add(1)
+				w = countingWriter{w, &in.sent}
 			}
 			(*h.Load()).ServeHTTP(w, r)
 		}))

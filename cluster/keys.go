@@ -121,6 +121,15 @@ func (k *keyPage) ids() []window.SeriesID {
 	return out
 }
 
+// listSelector is the selector of a listing's matchers: nil (every series, without looking
+// at their strings) when there are none.
+func listSelector(ms []window.Matcher) (*window.Selector, error) {
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	return window.CompileSelector("", ms)
+}
+
 // Keys lists the series of metric (every metric when empty) whose key (series string)
 // starts with prefix and that the label matchers ms select, held by any instance, sorted
 // by metric then key, each once: the first limit of them strictly after after (from the
@@ -135,7 +144,7 @@ func (k *keyPage) ids() []window.SeriesID {
 // metric with the prefix: this side cuts every answer, its own included, by the same
 // cursor, matchers and limit, so the page is the same.
 func (c *Cluster) Keys(ctx context.Context, metric, prefix string, ms []window.Matcher, after *window.SeriesID, limit int) (ids []window.SeriesID, missing []int32, err error) {
-	sel, err := window.CompileSelector("", ms)
+	sel, err := listSelector(ms)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,9 +198,12 @@ func appendKeyFields(b []byte, r *request) []byte {
 // one; with limit=N only the first N of them, sorted, else every one, in no order (an
 // asker of an older version sends neither cursor nor limit, and gets what it always got).
 func (c *Cluster) appendKeys(ctx context.Context, b []byte, q url.Values, metric, prefix string, parts map[int32]bool) ([]byte, error) {
-	sel, err := peerSelector(q, "")
-	if err != nil {
-		return b, err
+	var sel *window.Selector
+	if len(q["m"]) > 0 {
+		var err error
+		if sel, err = peerSelector(q, ""); err != nil {
+			return b, err
+		}
 	}
 	var after *window.SeriesID
 	if q.Has("after_metric") {
