@@ -28,7 +28,7 @@ const maxDecodeItems = 1 << 24
 //	version(1) nserved served...  then
 //	opMerge:  partial
 //	opSeries: n (key partial)*n
-//	opKeys:   n (metric key)*n
+//	opKeys:   n (metric key)*n   (sorted when the request had a cursor or limit)
 //	opGroups: over(1) nby n (value*nby partial)*n   (over 1: more than window.MaxGroups, n 0)
 //	opSlots:  n (series cur nslots slot*nslots)*n   (see slots.go)
 //	opMetrics: n metric*n

@@ -40,8 +40,8 @@
 // and quantiles come from the same merged bins, within the same 1%. A glob merges into one
 // partial on each owner (one small answer per owner, whatever the number of series);
 // /v1/top asks each owner for one partial per series (bins only when a quantile is
-// wanted), merges them by key and ranks; /v1/series and /v1/metrics merge the owners'
-// sorted key lists. A key matches the key label of a series string (window.Selector), so
+// wanted), merges them by key and ranks; /v1/series asks each owner for one page of its
+// series (below) and /v1/metrics for every series, to count them. A key matches the key label of a series string (window.Selector), so
 // an exact key merges every series of that key, labelled or not. A read with label matchers
 // or by-labels (match=, by=) asks each owner for one partial per group (MergeGroups, the
 // groups op: the matchers and labels travel with the request, window.GroupPartials come
@@ -67,6 +67,24 @@
 // series a selector matches (opExemplars, see exemplars.go) and keeps, per slot of a series
 // two instances hold, the one window.Exemplar.Before puts first, as one store would. A peer
 // of an older version answers "unknown op", and its partitions count as missing.
+//
+// # Listing series a page at a time
+//
+// Keys (GET /v1/series) sends each owner the page it wants beside the op's metric and key
+// (the prefix): m, the label matchers (as opGroups writes them); after_metric and
+// after_key, the cursor (the last series of the page before; the page starts strictly
+// after it); and limit, the most series to answer (the page and one more, so the asker
+// knows whether another follows). The owner scans its series once, keeps the first limit
+// in (metric, series string) order in a bounded max-heap (no sort of all it holds) and
+// answers them sorted; the asker merges its own page and the owners', drops the series
+// two instances hold twice, and keeps the first limit. A page of 100 thus moves at most
+// 101 series from each owner, whatever the number it holds (measured: 2.4 KB against
+// 2.1 MB, and about a sixth of the time, at 200,000 series, internal/benchreport/by-hand.md). A
+// request without limit answers every series, as before (an asker of an older version,
+// and /v1/metrics). An owner of an older version never reads these fields (the peer
+// route reads its parameters by name and ignores others; a signed request signs its raw
+// query, fields and all) and answers every series of the metric with the prefix: the
+// asker cuts each answer by the same cursor, matchers and limit, so the page is the same.
 //
 // Answers are binary (see codec.go: varints, the bins' own compact encoding), versioned,
 // bounded (Config.MaxAnswerBytes) and fuzzed (FuzzDecodeAnswer).
