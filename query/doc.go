@@ -159,7 +159,9 @@
 // partitions' owners (for /v1/range, their slots), equal to one instance holding them all. A match= or by= read of /v1/window asks
 // each owner for its groups (Cluster.MergeGroups: one partial per group, the matchers sent
 // along) and merges them group by group; /v1/top with match= filters the owners'
-// per-series partials with the selector here. When some partitions have no reachable,
+// per-series partials with the selector here; /v1/series asks for one page and one more
+// after the cursor (Cluster.Keys, match= sent along), and each owner answers that many at
+// most. When some partitions have no reachable,
 // restored owner the read answers 503 {"error":{"code":"unavailable","message":...,
 // "missing_partitions":[5,6]}} with Retry-After: 1; with partial=allow (the dashboard's
 // reads, /v1/metrics included, all ask so) it answers 200 over the others, flagged
