@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -16,110 +15,6 @@ import (
 
 // maxPeerCursor bounds an opKeys request's after_key: a series string, its key and labels.
 const maxPeerCursor = 1 << 16
-
-// compareIDs orders series ids by metric, then key (series string), as /v1/series lists
-// them.
-func compareIDs(a, b window.SeriesID) int {
-	if c := strings.Compare(a.Metric, b.Metric); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Key, b.Key)
-}
-
-// keyPage selects, from the series ids offered to it in any order and with repeats, the
-// first limit distinct ones in (metric, key) order strictly after after (when hasAfter),
-// or every distinct one when limit ≤ 0. With a limit it holds at most limit ids: a
-// max-heap of them (the greatest at the root, each offer past it rejected by one
-// comparison) and the set of those it holds (a series two instances hold is offered
-// twice). A scan of n series costs O(n log limit), with no sort of the n.
-type keyPage struct {
-	limit    int
-	after    window.SeriesID
-	hasAfter bool
-	heap     []window.SeriesID            // limit > 0: a max-heap by compareIDs
-	in       map[window.SeriesID]struct{} // the ids held
-}
-
-func newKeyPage(after *window.SeriesID, limit int) *keyPage {
-	k := &keyPage{limit: limit, in: map[window.SeriesID]struct{}{}}
-	if after != nil {
-		k.after, k.hasAfter = *after, true
-	}
-	if limit > 0 {
-		k.heap = make([]window.SeriesID, 0, min(limit, 4096))
-	}
-	return k
-}
-
-// offer considers the series (metric, key).
-func (k *keyPage) offer(metric, key string) {
-	id := window.SeriesID{Metric: metric, Key: key}
-	if k.hasAfter && compareIDs(id, k.after) <= 0 {
-		return
-	}
-	full := k.limit > 0 && len(k.heap) == k.limit
-	if full && compareIDs(id, k.heap[0]) >= 0 {
-		return
-	}
-	if _, ok := k.in[id]; ok {
-		return
-	}
-	k.in[id] = struct{}{}
-	switch {
-	case k.limit <= 0:
-	case full:
-		delete(k.in, k.heap[0])
-		k.heap[0] = id
-		k.down(0)
-	default:
-		k.heap = append(k.heap, id)
-		k.up(len(k.heap) - 1)
-	}
-}
-
-func (k *keyPage) up(i int) {
-	h := k.heap
-	for i > 0 {
-		parent := (i - 1) / 2
-		if compareIDs(h[i], h[parent]) <= 0 {
-			return
-		}
-		h[i], h[parent] = h[parent], h[i]
-		i = parent
-	}
-}
-
-func (k *keyPage) down(i int) {
-	h := k.heap
-	for {
-		big := i
-		for _, c := range [2]int{2*i + 1, 2*i + 2} {
-			if c < len(h) && compareIDs(h[c], h[big]) > 0 {
-				big = c
-			}
-		}
-		if big == i {
-			return
-		}
-		h[i], h[big] = h[big], h[i]
-		i = big
-	}
-}
-
-// ids returns the selection, sorted by metric then key.
-func (k *keyPage) ids() []window.SeriesID {
-	var out []window.SeriesID
-	if k.limit > 0 {
-		out = k.heap
-	} else {
-		out = make([]window.SeriesID, 0, len(k.in))
-		for id := range k.in {
-			out = append(out, id)
-		}
-	}
-	slices.SortFunc(out, compareIDs)
-	return out
-}
 
 // listSelector is the selector of a listing's matchers: nil (every series, without looking
 // at their strings) when there are none.
@@ -149,13 +44,13 @@ func (c *Cluster) Keys(ctx context.Context, metric, prefix string, ms []window.M
 		return nil, nil, err
 	}
 	local, gen := c.localSet()
-	page := newKeyPage(after, limit)
+	page := window.NewSeriesPage(after, limit)
 	match := stopping(ctx, func(k string, p int32) bool {
 		return (p < 0 || local[p]) && strings.HasPrefix(k, prefix) && sel.Match(k)
 	})
 	c.cfg.Store.EachSeries(func(m, k string, p int32) {
 		if (metric == "" || m == metric) && match(k, p) {
-			page.offer(m, k)
+			page.Offer(m, k)
 		}
 	})
 	if err := ctx.Err(); err != nil {
@@ -165,11 +60,11 @@ func (c *Cluster) Keys(ctx context.Context, metric, prefix string, ms []window.M
 	missing = c.fanout(ctx, r, local, func(a *answer) {
 		for _, id := range a.keys {
 			if (metric == "" || id.Metric == metric) && strings.HasPrefix(id.Key, prefix) && sel.Match(id.Key) {
-				page.offer(id.Metric, id.Key)
+				page.Offer(id.Metric, id.Key)
 			}
 		}
 	})
-	return page.ids(), c.settle(gen, local, missing), nil
+	return page.IDs(), c.settle(gen, local, missing), nil
 }
 
 // appendKeyFields writes an opKeys request's page fields: m (the matchers), after_metric
@@ -220,7 +115,7 @@ func (c *Cluster) appendKeys(ctx context.Context, b []byte, q url.Values, metric
 		}
 		limit = n
 	}
-	page := newKeyPage(after, limit)
+	page := window.NewSeriesPage(after, limit)
 	keep := stopping(ctx, func(k string, p int32) bool {
 		return p >= 0 && parts[p] && strings.HasPrefix(k, prefix) && sel.Match(k)
 	})
@@ -240,10 +135,10 @@ func (c *Cluster) appendKeys(ctx context.Context, b []byte, q url.Values, metric
 	}
 	c.cfg.Store.EachSeries(func(m, k string, p int32) {
 		if (metric == "" || m == metric) && keep(k, p) {
-			page.offer(m, k)
+			page.Offer(m, k)
 		}
 	})
-	ids := page.ids()
+	ids := page.IDs()
 	b = binary.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
 		b = appendString(b, id.Metric)

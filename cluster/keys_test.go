@@ -67,7 +67,7 @@ func oneStoreListing(t *testing.T, st *window.Store, metric, prefix string, ms [
 			ids = append(ids, window.SeriesID{Metric: m, Key: k})
 		}
 	})
-	slices.SortFunc(ids, compareIDs)
+	slices.SortFunc(ids, window.CompareSeriesIDs)
 	return ids
 }
 
@@ -254,39 +254,5 @@ func TestKeysPeerDownIsMissing(t *testing.T) {
 	}
 	if !reflect.DeepEqual(ids, local[5:13]) {
 		t.Errorf("%v, want this instance's %v", ids, local[5:13])
-	}
-}
-
-// keyPage keeps the first limit distinct ids after the cursor, whatever the order and
-// repeats it is offered them in.
-func TestKeyPageSelects(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 200 {
-		var offered []window.SeriesID
-		for range rng.IntN(300) {
-			offered = append(offered, window.SeriesID{Metric: string(rune('a' + rng.IntN(3))), Key: fmt.Sprint(rng.IntN(60))})
-		}
-		var after *window.SeriesID
-		if rng.IntN(2) == 0 {
-			after = &window.SeriesID{Metric: string(rune('a' + rng.IntN(3))), Key: fmt.Sprint(rng.IntN(60))}
-		}
-		limit := rng.IntN(40) - 5
-		var want []window.SeriesID
-		for _, id := range offered {
-			if (after == nil || compareIDs(id, *after) > 0) && !slices.Contains(want, id) {
-				want = append(want, id)
-			}
-		}
-		slices.SortFunc(want, compareIDs)
-		if limit > 0 && len(want) > limit {
-			want = want[:limit]
-		}
-		k := newKeyPage(after, limit)
-		for _, id := range offered {
-			k.offer(id.Metric, id.Key)
-		}
-		if got := k.ids(); !reflect.DeepEqual(got, want) && len(got)+len(want) > 0 {
-			t.Fatalf("limit %d after %v: %v, want %v", limit, after, got, want)
-		}
 	}
 }

@@ -296,84 +296,43 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 	page := make([]entry, 0, min(limit, 256))
 	more := false
 	var missing []int32
-	var metrics []string
+	// The page and one more (to know whether another follows), strictly after the cursor:
+	// chosen while the series are scanned (window.SeriesPage), not by sorting them all; in
+	// a cluster each instance sends at most that many.
+	var after *window.SeriesID
+	if hasCursor {
+		after = &window.SeriesID{Metric: afterM, Key: afterK}
+	}
+	var ids []window.SeriesID
 	sc := s.scan(r)
 	c := s.cluster()
-	if c != nil || metric == "" {
-		var ids []window.SeriesID
-		if c != nil {
-			// The page and one more (to know whether another follows), strictly after the
-			// cursor: each instance sends at most that many.
-			var after *window.SeriesID
-			if hasCursor {
-				after = &window.SeriesID{Metric: afterM, Key: afterK}
-			}
-			ids, missing, err = c.Keys(r.Context(), metric, prefix, ms, after, limit+1)
-		} else {
-			// Every metric: one pass over the store and a sort, where a key list per
-			// metric cost metrics × series.
-			s.store.EachSeries(func(m, k string, _ int32) {
-				if !sc.stop() && strings.HasPrefix(k, prefix) && sel.Match(k) {
-					ids = append(ids, window.SeriesID{Metric: m, Key: k})
-				}
-			})
-			slices.SortFunc(ids, compareIDs)
-		}
-		if sc.gone() {
-			return // the client is gone: nobody reads an answer
-		}
-		if err != nil {
-			s.writeErr(w, r, err)
-			return
-		}
-		if c != nil && !s.covered(w, c, missing, allowPartial) {
-			return
-		}
-		i := 0
-		if hasCursor {
-			i, _ = slices.BinarySearchFunc(ids, window.SeriesID{Metric: afterM, Key: afterK}, compareIDs)
-			if i < len(ids) && ids[i] == (window.SeriesID{Metric: afterM, Key: afterK}) {
-				i++
-			}
-		}
-		for _, id := range ids[i:] {
-			if !sel.Match(id.Key) {
-				continue
-			}
-			if len(page) == limit {
-				more = true
-				break
-			}
-			page = append(page, entry{id.Metric, id.Key})
-		}
+	if c != nil {
+		ids, missing, err = c.Keys(r.Context(), metric, prefix, ms, after, limit+1)
 	} else {
-		metrics = []string{metric}
+		sp := window.NewSeriesPage(after, limit+1)
+		s.store.EachSeries(func(m, k string, _ int32) {
+			if !sc.stop() && (metric == "" || m == metric) && strings.HasPrefix(k, prefix) && sel.Match(k) {
+				sp.Offer(m, k)
+			}
+		})
+		ids = sp.IDs()
 	}
-	for _, m := range metrics {
-		if hasCursor && m < afterM {
-			continue
-		}
-		keys := s.store.Keys(m, prefix)
-		if hasCursor && m == afterM {
-			i, found := slices.BinarySearch(keys, afterK)
-			if found {
-				i++
-			}
-			keys = keys[i:]
-		}
-		for _, k := range keys {
-			if !sel.Match(k) {
-				continue
-			}
-			if len(page) == limit {
-				more = true
-				break
-			}
-			page = append(page, entry{m, k})
-		}
-		if more {
+	if sc.gone() {
+		return // the client is gone: nobody reads an answer
+	}
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	if c != nil && !s.covered(w, c, missing, allowPartial) {
+		return
+	}
+	for _, id := range ids {
+		if len(page) == limit {
+			more = true
 			break
 		}
+		page = append(page, entry{id.Metric, id.Key})
 	}
 	bp := bufPool.Get().(*[]byte)
 	b := append((*bp)[:0], `{"metric":`...)
@@ -477,13 +436,6 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	b = append(b, "}\n"...)
 	writeJSON(w, http.StatusOK, b)
 	putBuf(bp, b)
-}
-
-func compareIDs(a, b window.SeriesID) int {
-	if c := strings.Compare(a.Metric, b.Metric); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Key, b.Key)
 }
 
 // writeReadErr answers the error of a read of metric and the selection sl: 404 when it found
