@@ -58,20 +58,23 @@ func (s *SpanDecoder) recentKey(f *spanFields) (string, bool) {
 			}
 		}
 		p := &c.p[k]
+		var lo, hi, meta uint64
 		if b := v.b; v.kind == valString && len(b) <= 16 && cap(b) >= 16 {
-			// The common part, a short string where 16 bytes can be read, taken here.
-			m := uint(len(b))
+			// The common part, a short string where 16 bytes can be read, taken here: its
+			// words masked to its length (recentMasks), in registers until stored.
+			l := len(b)
+			m := &recentMasks[l&31]
 			b = b[:16]
-			p.lo = binary.LittleEndian.Uint64(b) & (^uint64(0) >> (64 - 8*min(m, 8)))
-			p.hi = binary.LittleEndian.Uint64(b[8:]) & (^uint64(0) >> (64 - 8*(max(m, 8)-8)))
-			p.meta = uint64(valString)<<32 | uint64(m)
-			if v.esc {
-				p.meta |= 1 << 40
-			}
+			lo = binary.LittleEndian.Uint64(b) & m[0]
+			hi = binary.LittleEndian.Uint64(b[8:]) & m[1]
+			meta = uint64(valString)<<32 | uint64(l) | boolBit(v.esc)<<40
+			p.lo, p.hi, p.meta = lo, hi, meta
 		} else if !partWords(p, v) {
 			return "", false
+		} else {
+			lo, hi, meta = p.lo, p.hi, p.meta
 		}
-		h = bits.RotateLeft64(h, 23) ^ (p.lo*0xC2B2AE3D27D4EB4F + p.hi*0x165667B19E3779F9 + p.meta)
+		h = bits.RotateLeft64(h, 23) ^ (lo*0xC2B2AE3D27D4EB4F + hi*0x165667B19E3779F9 + meta)
 	}
 	h *= 0x9E3779B97F4A7C15
 	slot := h >> (64 - recentBits)
@@ -87,6 +90,24 @@ func (s *SpanDecoder) recentKey(f *spanFields) (string, bool) {
 	}
 	return e.key, true
 }
+
+// boolBit is 1 for true, 0 for false (without a branch).
+func boolBit(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// recentMasks are by a string's length (to 16) the masks of its two words' bytes.
+var recentMasks = func() (m [32][2]uint64) {
+	for n := range 17 {
+		for i := range n {
+			m[n][i/8] |= 0xFF << (8 * (i % 8))
+		}
+	}
+	return m
+}()
 
 // remember puts series key, of the span whose words recentKey left, into its slot.
 func (s *SpanDecoder) remember(key string) {

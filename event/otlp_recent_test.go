@@ -81,3 +81,32 @@ func TestOTLPRecentSeries(t *testing.T) {
 		t.Fatalf("the last span again: series %q, not its slot's", k)
 	}
 }
+
+// A part's length is one of its words: strings equal but for trailing zero bytes (which the
+// words' masks leave as they are) are different parts, so a span named "GET /pay\x00" after
+// one named "GET /pay" is refused (a control character), not given its series; and the
+// other way round.
+func TestOTLPRecentLength(t *testing.T) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "checkout")
+	ss := rs.ScopeSpans().AppendEmpty()
+	for _, name := range []string{"GET /pay", "GET /pay\x00", "GET /pay", "", "\x00", "", "GET /pay/12345678\x00", "GET /pay/1234567\x00", "GET /pay/1234567"} {
+		sp := ss.Spans().AppendEmpty()
+		sp.SetName(name)
+		sp.SetStartTimestamp(1e15)
+		sp.SetEndTimestamp(1e15 + 2_500_000)
+	}
+	want := walkSpans(td, DefaultSpanKey, nil)
+	if want[1].r == ReasonNone || want[0].r != ReasonNone {
+		t.Fatalf("pdata's walk: %v and %v, want the second span refused", want[0].r, want[1].r)
+	}
+	f, err := NewOTLPProto(SpanConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := protoOf(t, td)
+	for pass := range 2 {
+		sameEvents(t, fmt.Sprintf("pass %d", pass+1), decodeSpans(t, f, body), want)
+	}
+}
