@@ -181,7 +181,8 @@ type badRecord struct {
 
 // attrVal is an attribute's value as read: absent, a string (its bytes in the body, escaped
 // in JSON or not), an integer, a boolean, a double, or another type (an array, a map, bytes),
-// which gives no label.
+// which gives no label. Only the fields of its kind are read (b and esc for a string, i for
+// an integer or boolean, f for a double): the others may hold an earlier value's.
 type attrVal struct {
 	kind uint8
 	esc  bool
@@ -516,9 +517,18 @@ func (s *SpanDecoder) attrSlot(name []byte, withKey bool) int {
 }
 
 // spanEvent makes the pending span of f, the span's bytes part, under the resource's values.
+// The pending span is written in place, field by field (event writes its event's): a
+// pendingSpan literal appended is built on the stack and copied whole, with the write
+// barrier's bulk pass over its pointers while the collector marks.
 func (s *SpanDecoder) spanEvent(part []byte) {
-	s.pending = append(s.pending, pendingSpan{part: part})
-	s.event(&s.span, &s.pending[len(s.pending)-1])
+	n := len(s.pending)
+	if n == cap(s.pending) {
+		s.pending = append(s.pending, pendingSpan{})
+	}
+	s.pending = s.pending[:n+1]
+	p := &s.pending[n]
+	p.part, p.r, p.why = part, ReasonNone, spanWhy{}
+	s.event(&s.span, p)
 }
 
 // text is v as a label's text: a string's bytes (unescaped, s.lossy set when that replaced

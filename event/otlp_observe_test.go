@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -122,4 +124,35 @@ func spansRequest(t *testing.T, rng *rand.Rand, now int64, json bool) []byte {
 		return jsonOf(t, td)
 	}
 	return protoOf(t, td)
+}
+
+// A pending span's event is written field by field into the slot an earlier body's span
+// held (spanEvent, event): every field of window.Event must be among those written, and a
+// slot left dirty (a feed set by observeAll, ids, a refused span's zero) gives the same
+// events as a new decoder's.
+func TestOTLPPendingEventWhole(t *testing.T) {
+	written := []string{"TS", "Metric", "Key", "Value", "Count", "Feed", "TraceID", "SpanID"}
+	var names []string
+	for f := range reflect.TypeFor[window.Event]().Fields() {
+		names = append(names, f.Name)
+	}
+	if !slices.Equal(names, written) {
+		t.Fatalf("window.Event's fields %v, event writes %v: write the new ones", names, written)
+	}
+	td := testRequest(3)
+	rs := td.ResourceSpans().At(0)
+	rs.ScopeSpans().At(0).Spans().At(1).SetEndTimestamp(1) // refused: end before start
+	rs.ScopeSpans().At(0).Spans().At(2).SetTraceID(pcommon.TraceID{})
+	body := protoOf(t, td)
+	fresh, _ := NewOTLPProto(SpanConfig{Dimensions: benchDims})
+	want := decodeSpans(t, fresh, body)
+	if want[1].r == ReasonNone || want[2].ev.TraceID != ([16]byte{}) {
+		t.Fatalf("span 2 %v, span 3's trace id %x: not the request meant", want[1].r, want[2].ev.TraceID)
+	}
+	f, _ := NewOTLPProto(SpanConfig{Dimensions: benchDims})
+	decodeSpans(t, f, body)
+	for k := range f.pending {
+		f.pending[k].ev = window.Event{TS: 9, Metric: "m", Key: "k", Value: 9, Count: 9, Feed: 9, TraceID: [16]byte{9}, SpanID: [8]byte{9}}
+	}
+	sameEvents(t, "dirty slots", decodeSpans(t, f, body), want)
 }

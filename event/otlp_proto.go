@@ -440,10 +440,13 @@ func (s *SpanDecoder) scopeSpans(b []byte, i, end int) bool {
 // and makes its pending event, whose part is the span's field, b[start:end] (never empty).
 func (s *SpanDecoder) spanProto(b []byte, start, i, end int) bool {
 	sp := &s.span
-	sp.name, sp.kind, sp.status, sp.start, sp.end = attrVal{}, 0, 0, 0, 0
+	// The span before's values are forgotten by their kind alone (a value is read by its
+	// kind): zeroing an attrVal whole, a pointer in it, takes the write barrier's bulk pass
+	// while the collector marks.
+	sp.name.kind, sp.name.esc, sp.kind, sp.status, sp.start, sp.end = valAbsent, false, 0, 0, 0, 0
 	sp.clearIDs()
 	for k := range s.dims {
-		sp.dims[k] = attrVal{}
+		sp.dims[k].kind, sp.dims[k].esc = valAbsent, false
 	}
 	var f pbField
 	for i < end {

@@ -119,15 +119,13 @@ func (s *SpanDecoder) remember(key string) {
 
 // partWords sets p to part v's words; false for a string longer than 16 bytes.
 func partWords(p *recentPart, v *attrVal) bool {
-	p.meta = uint64(v.kind)<<32 | uint64(len(v.b))
-	if v.esc {
-		p.meta |= 1 << 40
-	}
+	p.meta = uint64(v.kind) << 32 // and a string's length and escaping, below
 	p.lo, p.hi = 0, 0
 	switch v.kind {
 	case valString:
 		b := v.b
 		n := len(b)
+		p.meta |= uint64(n) | boolBit(v.esc)<<40
 		if n > 16 {
 			return false
 		}

@@ -50,6 +50,7 @@ func asBytes(ss []string) [][]byte {
 // parts. Any other span is held to the rules by check, in their order.
 func (s *SpanDecoder) event(f *spanFields, p *pendingSpan) {
 	if f.end < f.start || uint64(f.kind) >= uint64(len(spanKinds)) || uint64(f.status) >= uint64(len(statusCodes)) || f.miss != whyNone {
+		p.ev = window.Event{}
 		p.r, p.why = s.check(f)
 		return
 	}
@@ -57,14 +58,18 @@ func (s *SpanDecoder) event(f *spanFields, p *pendingSpan) {
 	if !ok {
 		var r Reason
 		if key, r, p.why = s.seenKey(f); r != ReasonNone {
+			p.ev = window.Event{}
 			p.r = r
 			return
 		}
 		s.remember(key)
 	}
+	// Every field of the event is written (p.ev holds an earlier body's span): field by
+	// field, as a literal would be built on the stack and copied (spanEvent).
 	ev := &p.ev
-	ev.Metric, ev.Key, ev.Value, ev.Count, ev.TS = SpanMetric, key, float64(f.end-f.start)/1e6, 1, int64(f.end/1e6)
-	if !f.badID && f.traceID != [16]byte{} { // p.ev is new and zero: no other span's ids
+	ev.Metric, ev.Key, ev.Value, ev.Count, ev.TS, ev.Feed = SpanMetric, key, float64(f.end-f.start)/1e6, 1, int64(f.end/1e6), 0
+	ev.TraceID, ev.SpanID = [16]byte{}, [8]byte{}
+	if !f.badID && f.traceID != [16]byte{} {
 		ev.TraceID, ev.SpanID = f.traceID, f.spanID
 	}
 }
