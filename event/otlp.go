@@ -129,6 +129,7 @@ type SpanDecoder struct {
 	recent  *[1 << recentBits]recentSlot // a cache of seen (otlp_recent.go), looked at first
 	rcur    recentSlot                   // the words of the span being read
 	rslot   int                          // its slot of recent, or −1
+	rres    recentRes                    // the resource's words, while its spans are read
 	num     []byte                       // an attribute value as text
 	lossy   bool                         // text replaced invalid UTF-8 in an escaped JSON string
 	scratch []byte                       // unescaped JSON strings
@@ -380,6 +381,7 @@ func (s *SpanDecoder) DecodeLines(body []byte, defaultTS int64, fn func(part []b
 // read reads body into s.pending.
 func (s *SpanDecoder) read(body []byte) {
 	s.pending, s.body, s.bad = s.pending[:0], body, badRecord{}
+	s.rres.on = false
 	var ok bool
 	if s.zipkin && s.json {
 		ok = s.readZipkin(body)

@@ -160,13 +160,14 @@ func (s *SpanDecoder) resourceSpans(b []byte, i, end int) bool {
 			}
 		}
 	}
-	for j := i; j < end; {
+	s.takeRes() // the resource's values are all read: its spans' words (otlp_recent.go)
+	ok := true
+	for j := i; j < end && ok; {
 		j = s.pbNext(b, j, end, &f) // read once already: no error now
-		if f.num == 2 && !s.scopeSpans(b, f.vs, f.ve) {
-			return false
-		}
+		ok = f.num != 2 || s.scopeSpans(b, f.vs, f.ve)
 	}
-	return true
+	s.rres.on = false
+	return ok
 }
 
 // resource reads a Resource: attributes = 1.

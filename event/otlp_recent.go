@@ -48,17 +48,28 @@ func (s *SpanDecoder) recentKey(f *spanFields) (string, bool) {
 	h := c.ks * 0x9E3779B97F4A7C15
 	n := 2 + len(s.dims)
 	for k := range n {
-		v := &s.res[0]
+		v, res := &s.res[0], 0 // res: 1 + the resource's part, or 0 for the span's
 		switch {
+		case k == 0:
+			res = 1
 		case k == 1:
 			v = &f.name
-		case k >= 2:
+		default:
 			if v = &f.dims[k-2]; v.kind == valAbsent {
-				v = &s.res[k-1]
+				v, res = &s.res[k-1], k
 			}
 		}
 		p := &c.p[k]
 		var lo, hi, meta uint64
+		if r := &s.rres; res > 0 && r.on {
+			// A part of the resource's, its words taken once for its spans (takeRes).
+			if r.ok&(1<<(res-1)) == 0 {
+				return "", false
+			}
+			*p = r.p[res-1]
+			h = bits.RotateLeft64(h, 23) ^ r.term[res-1]
+			continue
+		}
 		if b := v.b; v.kind == valString && len(b) <= 16 && cap(b) >= 16 {
 			// The common part, a short string where 16 bytes can be read, taken here: its
 			// words masked to its length (recentMasks), in registers until stored.
@@ -108,6 +119,32 @@ var recentMasks = func() (m [32][2]uint64) {
 	}
 	return m
 }()
+
+// recentRes is the resource's parts as words (the key attribute's, then each dimension's),
+// taken once for the spans of a ResourceSpans of otlp_proto (takeRes): on while they are
+// s.res's, which nothing writes while its spans are read.
+type recentRes struct {
+	on   bool
+	ok   uint8                         // bit k: part k has words (partWords)
+	p    [1 + maxRecentDims]recentPart // the words
+	term [1 + maxRecentDims]uint64     // what each adds to recentKey's hash
+}
+
+// takeRes takes the words of the resource's parts, s.res, for recentKey, until s.rres.on is
+// cleared: when the resource's values are all read and before its spans are.
+func (s *SpanDecoder) takeRes() {
+	r := &s.rres
+	r.on, r.ok = len(s.dims) <= maxRecentDims, 0
+	if !r.on {
+		return
+	}
+	for k := range 1 + len(s.dims) {
+		if p := &r.p[k]; partWords(p, &s.res[k]) {
+			r.ok |= 1 << k
+			r.term[k] = p.lo*0xC2B2AE3D27D4EB4F + p.hi*0x165667B19E3779F9 + p.meta
+		}
+	}
+}
 
 // remember puts series key, of the span whose words recentKey left, into its slot.
 func (s *SpanDecoder) remember(key string) {
