@@ -25,14 +25,28 @@ const recentBits = 9
 const maxRecentDims = 4
 
 // recentPart is one part of a span as words: a string's first and last eight bytes (zero
-// past its end), a number's bits in lo; meta its type, escaping and length.
-type recentPart struct{ lo, hi, meta uint64 }
+// past its end), a number's bits in lo. Its type, escaping and length are its meta in
+// recentHead (partMeta).
+type recentPart struct{ lo, hi uint64 }
 
-// recentSlot is a series (key, "" for an empty slot) and the parts it was written from.
+// recentHead is what a slot's parts are besides their words: the span's kind and status,
+// and each part's meta.
+type recentHead struct {
+	ks   uint32 // kind<<8 | status (event checked both before recentKey: they fit)
+	meta [2 + maxRecentDims]uint16
+}
+
+// recentSlot is a series (key, "" for an empty slot) and the parts it was written from,
+// 128 bytes: the key, the head and the first two parts in its first 64.
 type recentSlot struct {
-	ks  uint64 // kind and status
-	p   [2 + maxRecentDims]recentPart
-	key string
+	key  string
+	head recentHead
+	p    [2 + maxRecentDims]recentPart
+}
+
+// partMeta is a part's meta: its type, a string's escaping and length (at most 16).
+func partMeta(kind uint8, esc bool, n int) uint16 {
+	return uint16(kind)<<8 | uint16(boolBit(esc))<<7 | uint16(n)
 }
 
 // recentKey is span f's series string from its slot of recent; ok false when the slot holds
@@ -44,8 +58,8 @@ func (s *SpanDecoder) recentKey(f *spanFields) (string, bool) {
 		return "", false
 	}
 	c := &s.rcur
-	c.ks = uint64(f.kind)<<32 | uint64(uint32(f.status))
-	h := c.ks * 0x9E3779B97F4A7C15
+	c.head.ks = uint32(f.kind)<<8 | uint32(f.status)
+	h := uint64(c.head.ks) * 0x9E3779B97F4A7C15
 	n := 2 + len(s.dims)
 	for k := range n {
 		v, res := &s.res[0], 0 // res: 1 + the resource's part, or 0 for the span's
@@ -59,14 +73,14 @@ func (s *SpanDecoder) recentKey(f *spanFields) (string, bool) {
 				v, res = &s.res[k-1], k
 			}
 		}
-		p := &c.p[k]
-		var lo, hi, meta uint64
+		var lo, hi uint64
+		var meta uint16
 		if r := &s.rres; res > 0 && r.on {
 			// A part of the resource's, its words taken once for its spans (takeRes).
 			if r.ok&(1<<(res-1)) == 0 {
 				return "", false
 			}
-			*p = r.p[res-1]
+			c.p[k], c.head.meta[k] = r.p[res-1], r.meta[res-1]
 			h = bits.RotateLeft64(h, 23) ^ r.term[res-1]
 			continue
 		}
@@ -78,20 +92,23 @@ func (s *SpanDecoder) recentKey(f *spanFields) (string, bool) {
 			b = b[:16]
 			lo = binary.LittleEndian.Uint64(b) & m[0]
 			hi = binary.LittleEndian.Uint64(b[8:]) & m[1]
-			meta = uint64(valString)<<32 | uint64(l) | boolBit(v.esc)<<40
-			p.lo, p.hi, p.meta = lo, hi, meta
-		} else if !partWords(p, v) {
-			return "", false
+			meta = partMeta(valString, v.esc, l)
+		} else if v.kind == valInt {
+			lo, meta = uint64(v.i), partMeta(valInt, false, 0)
 		} else {
-			lo, hi, meta = p.lo, p.hi, p.meta
+			var ok bool
+			if lo, hi, meta, ok = partWords(v); !ok {
+				return "", false
+			}
 		}
-		h = bits.RotateLeft64(h, 23) ^ (lo*0xC2B2AE3D27D4EB4F + hi*0x165667B19E3779F9 + meta)
+		c.p[k], c.head.meta[k] = recentPart{lo, hi}, meta
+		h = bits.RotateLeft64(h, 23) ^ partTerm(lo, hi, meta)
 	}
 	h *= 0x9E3779B97F4A7C15
 	slot := h >> (64 - recentBits)
 	s.rslot = int(slot)
 	e := &s.recent[slot]
-	if e.key == "" || e.ks != c.ks {
+	if e.head != c.head || e.key == "" {
 		return "", false
 	}
 	for k := range n {
@@ -100,6 +117,11 @@ func (s *SpanDecoder) recentKey(f *spanFields) (string, bool) {
 		}
 	}
 	return e.key, true
+}
+
+// partTerm is what a part's words add to recentKey's hash.
+func partTerm(lo, hi uint64, meta uint16) uint64 {
+	return lo*0xC2B2AE3D27D4EB4F + hi*0x165667B19E3779F9 + uint64(meta)
 }
 
 // boolBit is 1 for true, 0 for false (without a branch).
@@ -125,9 +147,10 @@ var recentMasks = func() (m [32][2]uint64) {
 // s.res's, which nothing writes while its spans are read.
 type recentRes struct {
 	on   bool
-	ok   uint8                         // bit k: part k has words (partWords)
-	p    [1 + maxRecentDims]recentPart // the words
-	term [1 + maxRecentDims]uint64     // what each adds to recentKey's hash
+	ok   uint8 // bit k: part k has words (partWords)
+	p    [1 + maxRecentDims]recentPart
+	meta [1 + maxRecentDims]uint16
+	term [1 + maxRecentDims]uint64 // what each adds to recentKey's hash
 }
 
 // takeRes takes the words of the resource's parts, s.res, for recentKey, until s.rres.on is
@@ -139,9 +162,9 @@ func (s *SpanDecoder) takeRes() {
 		return
 	}
 	for k := range 1 + len(s.dims) {
-		if p := &r.p[k]; partWords(p, &s.res[k]) {
+		if lo, hi, meta, ok := partWords(&s.res[k]); ok {
 			r.ok |= 1 << k
-			r.term[k] = p.lo*0xC2B2AE3D27D4EB4F + p.hi*0x165667B19E3779F9 + p.meta
+			r.p[k], r.meta[k], r.term[k] = recentPart{lo, hi}, meta, partTerm(lo, hi, meta)
 		}
 	}
 }
@@ -154,17 +177,14 @@ func (s *SpanDecoder) remember(key string) {
 	}
 }
 
-// partWords sets p to part v's words; false for a string longer than 16 bytes.
-func partWords(p *recentPart, v *attrVal) bool {
-	p.meta = uint64(v.kind) << 32 // and a string's length and escaping, below
-	p.lo, p.hi = 0, 0
+// partWords is part v's words and meta; ok false for a string longer than 16 bytes.
+func partWords(v *attrVal) (lo, hi uint64, meta uint16, ok bool) {
 	switch v.kind {
 	case valString:
 		b := v.b
 		n := len(b)
-		p.meta |= uint64(n) | boolBit(v.esc)<<40
 		if n > 16 {
-			return false
+			return 0, 0, 0, false
 		}
 		if cap(b) < 16 { // near the end of what it was read from: copied
 			var t [16]byte
@@ -172,19 +192,12 @@ func partWords(p *recentPart, v *attrVal) bool {
 			b = t[:]
 		}
 		b = b[:16]
-		lo, hi := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
-		switch {
-		case n < 8:
-			lo &= 1<<(8*n) - 1
-			hi = 0
-		case n < 16:
-			hi &= 1<<(8*(n-8)) - 1
-		}
-		p.lo, p.hi = lo, hi
+		m := &recentMasks[n]
+		return binary.LittleEndian.Uint64(b) & m[0], binary.LittleEndian.Uint64(b[8:]) & m[1], partMeta(valString, v.esc, n), true
 	case valInt, valBool:
-		p.lo = uint64(v.i)
+		lo = uint64(v.i)
 	case valDouble:
-		p.lo = math.Float64bits(v.f)
+		lo = math.Float64bits(v.f)
 	}
-	return true
+	return lo, 0, partMeta(v.kind, false, 0), true
 }
