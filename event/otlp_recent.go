@@ -1,6 +1,7 @@
 package event
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math"
 	"math/bits"
@@ -14,8 +15,9 @@ import (
 // a cheap hash and are compared with those of the slot's series, word by word: equal words
 // are equal parts, the same test as the map's, so a span gets the series it would get from
 // seen. A collision, whoever chose the parts, costs only the map lookup the cache saves
-// otherwise. A span with a longer string part, or a decoder of more than maxRecentDims
-// dimensions, goes to seen alone. (Hashing or comparing the written parts instead reads
+// otherwise. A resource's string part longer than 16 bytes is taken as a number given to its
+// bytes (longPart). A span with another longer string part, or a decoder of more than
+// maxRecentDims dimensions, goes to seen alone. (Hashing or comparing the written parts instead reads
 // back bytes just stored one by one, which the processor forwards slowly: no faster.)
 
 // recentBits is log2 of the number of slots of SpanDecoder.recent.
@@ -147,10 +149,42 @@ var recentMasks = func() (m [32][2]uint64) {
 // s.res's, which nothing writes while its spans are read.
 type recentRes struct {
 	on   bool
-	ok   uint8 // bit k: part k has words (partWords)
+	ok   uint8 // bit k: part k has words (partWords, longPart)
 	p    [1 + maxRecentDims]recentPart
 	meta [1 + maxRecentDims]uint16
 	term [1 + maxRecentDims]uint64 // what each adds to recentKey's hash
+
+	long     map[string]uint64 // the numbers longPart gave, by the bytes given them
+	longLast uint64            // the last number given: never given again
+	longMax  int               // how many long holds at most (maxLongParts; tests lower it)
+}
+
+// A resource's string part of 17 to maxLongPart bytes (a service.name of more than 16, as
+// many are) is taken as a number given to its bytes (longPart), at most maxLongParts of
+// them remembered; longer parts leave the resource's spans to seen.
+const (
+	maxLongPart  = 256
+	maxLongParts = 1024
+	longPartLen  = 0x7F // partMeta's length of a part taken as a number, no string's
+)
+
+// longPart is the words of v, a resource's string part of 17 to maxLongPart bytes: lo the
+// number given to its bytes, which no other bytes are ever given (a forgotten part gets a new
+// one), and a meta no string's words have; ok false for any other part.
+func (r *recentRes) longPart(v *attrVal) (lo uint64, meta uint16, ok bool) {
+	if v.kind != valString || len(v.b) <= 16 || len(v.b) > maxLongPart {
+		return 0, 0, false
+	}
+	lo, ok = r.long[string(v.b)]
+	if !ok {
+		if r.long == nil || len(r.long) >= cmp.Or(r.longMax, maxLongParts) {
+			r.long = make(map[string]uint64)
+		}
+		r.longLast++
+		lo = r.longLast
+		r.long[string(v.b)] = lo
+	}
+	return lo, partMeta(valString, v.esc, longPartLen), true
 }
 
 // takeRes takes the words of the resource's parts, s.res, for recentKey, until s.rres.on is
@@ -162,7 +196,11 @@ func (s *SpanDecoder) takeRes() {
 		return
 	}
 	for k := range 1 + len(s.dims) {
-		if lo, hi, meta, ok := partWords(&s.res[k]); ok {
+		lo, hi, meta, ok := partWords(&s.res[k])
+		if !ok {
+			lo, meta, ok = r.longPart(&s.res[k])
+		}
+		if ok {
 			r.ok |= 1 << k
 			r.p[k], r.meta[k], r.term[k] = recentPart{lo, hi}, meta, partTerm(lo, hi, meta)
 		}

@@ -110,3 +110,50 @@ func TestOTLPRecentLength(t *testing.T) {
 		sameEvents(t, fmt.Sprintf("pass %d", pass+1), decodeSpans(t, f, body), want)
 	}
 }
+
+// A resource's string part of more than 16 bytes is taken as a number given to its bytes:
+// spans of services named alike past their 16th byte, and of more services than the
+// numbers remembered, get what pdata's walk says, read once and again; and a span of a long
+// service's takes its series from the cache.
+func TestOTLPRecentLongResource(t *testing.T) {
+	td := ptrace.NewTraces()
+	for i := range 7 {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", fmt.Sprintf("checkout-service-production-%d", i%5))
+		rs.Resource().Attributes().PutStr("deployment.environment", []string{"production-eu-west-1", "prod"}[i%2])
+		ss := rs.ScopeSpans().AppendEmpty()
+		for j := range 6 {
+			sp := ss.Spans().AppendEmpty()
+			sp.SetName([]string{"GET /pay", "GET /cart"}[j%2])
+			sp.SetStartTimestamp(1e15)
+			sp.SetEndTimestamp(1e15 + 2_500_000)
+			if j%3 == 0 {
+				sp.Attributes().PutStr("deployment.environment", "staging-eu-west-1-a")
+			}
+		}
+	}
+	dims := []string{"deployment.environment"}
+	want := walkSpans(td, DefaultSpanKey, dims)
+	body := protoOf(t, td)
+	for _, longMax := range []int{0, 2} { // the default, and fewer than the request's names
+		f, err := NewOTLPProto(SpanConfig{Dimensions: dims})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.rres.longMax = longMax
+		for pass := range 3 {
+			sameEvents(t, fmt.Sprintf("at most %d long parts, pass %d", longMax, pass+1), decodeSpans(t, f, body), want)
+		}
+		if longMax != 0 {
+			continue
+		}
+		last := f.rslot
+		if last < 0 {
+			t.Fatal("the last span, of a long service name, was not looked up in the cache")
+		}
+		f.recent[last].key = "from the cache"
+		if got := decodeSpans(t, f, body); got[len(got)-1].ev.Key != "from the cache" {
+			t.Fatalf("the last span again: series %q, not its slot's", got[len(got)-1].ev.Key)
+		}
+	}
+}
