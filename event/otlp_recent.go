@@ -170,7 +170,9 @@ const (
 
 // longPart is the words of v, a resource's string part of 17 to maxLongPart bytes: lo the
 // number given to its bytes, which no other bytes are ever given (a forgotten part gets a new
-// one), and a meta no string's words have; ok false for any other part.
+// one), and a meta no string's words have; ok false for any other part. Giving a number
+// allocates (the bytes' copy, and a new map when maxLongParts are remembered): once for a
+// resource's part while it is remembered, never per span.
 func (r *recentRes) longPart(v *attrVal) (lo uint64, meta uint16, ok bool) {
 	if v.kind != valString || len(v.b) <= 16 || len(v.b) > maxLongPart {
 		return 0, 0, false
