@@ -51,3 +51,43 @@ func (s *Store) VisitSlotsIn(now int64, metric string, sel *Selector, part func(
 		return fn(se.key, cur, views)
 	})
 }
+
+// VisitFirstSlots is VisitSlotsIn without the slots: fn gets each selected series' cur and
+// the index of its first live slot (live false, first 0, when it has none up to cur),
+// which is slots[0].Index of what VisitSlotsIn would hand. It is the read of listings,
+// which need no more to tell whether a series has samples in a range (promapi's label and
+// series listings). Nothing is built: a sparse ring's raw events are looked at, not made
+// into a ring of slots. part is as VisitSlotsIn takes it (nil: every series); fn runs
+// under the series' shard lock. Cost: at most one pass over each selected series' slots,
+// stopping at its first live one.
+func (s *Store) VisitFirstSlots(now int64, metric string, sel *Selector, part func(p int32) bool, stop func() bool, fn func(series string, cur, first int64, live bool) bool) {
+	s.eachSelected(metric, sel, stop, func(se *series) bool {
+		if part != nil && !part(se.partition) {
+			return true
+		}
+		cur, first, live := se.ring.firstLive(now)
+		return fn(se.key, cur, first, live)
+	})
+}
+
+// firstLive returns the slot current at now and the first live slot of the retention up
+// to it, as the ring view() gives would hold it (live false when there is none).
+func (r *Ring) firstLive(now int64) (cur, first int64, live bool) {
+	cur = r.at(now)
+	lo := cur - r.n + 1
+	if r.slots == nil {
+		// A raw event's slot is live when its count is: the view sums the events' counts.
+		for _, e := range r.raw {
+			if e.n > 0 && e.idx >= lo && e.idx <= cur && (!live || e.idx < first) {
+				first, live = e.idx, true
+			}
+		}
+		return cur, first, live
+	}
+	for i := lo; i <= cur; i++ {
+		if sl := &r.slots[r.pos(i)]; sl.count > 0 && sl.idx == i {
+			return cur, i, true
+		}
+	}
+	return cur, 0, false
+}

@@ -1,7 +1,9 @@
 package window
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -98,5 +100,62 @@ func TestVisitSlotsEqualsOneSlotRange(t *testing.T) {
 	})
 	if n != 1 {
 		t.Fatalf("selector visited %d series, want 1", n)
+	}
+}
+
+// VisitFirstSlots hands each series the cur and first live slot VisitSlots would, for
+// dense and sparse rings, rings with an event ahead of now inside the skew, rings whose
+// oldest events the retention at a later now has evicted, and rings with no live slot
+// left, at every now from before the events to past the retention.
+func TestVisitFirstSlotsEqualsVisitSlots(t *testing.T) {
+	s := newTestStore(t, StoreConfig{})
+	rng := rand.New(rand.NewPCG(28, 2))
+	now := int64(1_000_000_000)
+	for i := range 400 {
+		key := fmt.Sprintf("d-%d", i/2%5) // 40 events each: dense rings
+		if i%2 == 1 {
+			key = fmt.Sprintf("s-%d", i/2%15) // 13 or 14 each: sparse rings
+		}
+		ts := now - int64(rng.IntN(290_000))
+		if err := s.ObserveAt(now, Event{TS: ts, Metric: "m", Key: key, Value: float64(i), Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, key := range []string{"s-3", "s-5", "d-3"} {
+		if err := s.ObserveAt(now, Event{TS: now + 10_000, Metric: "m", Key: key, Value: 1, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type ext struct {
+		cur, first int64
+		live       bool
+	}
+	checked := 0
+	for at := now - 600_000; at <= now+600_000; at += 7_000 {
+		want := map[string]ext{}
+		s.VisitSlots(at, "m", nil, nil, func(series string, cur int64, slots []SlotView) bool {
+			e := ext{cur: cur}
+			if len(slots) > 0 {
+				e.first, e.live = slots[0].Index, true
+			}
+			want[series] = e
+			return true
+		})
+		got := map[string]ext{}
+		s.VisitFirstSlots(at, "m", nil, nil, nil, func(series string, cur, first int64, live bool) bool {
+			got[series] = ext{cur, first, live}
+			return true
+		})
+		if len(want) != 20 || !reflect.DeepEqual(got, want) {
+			t.Fatalf("at %d: %v, want %v", at, got, want)
+		}
+		for _, e := range want {
+			if e.live {
+				checked++
+			}
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("%d live series checked: too few", checked)
 	}
 }
