@@ -1,0 +1,245 @@
+package cluster
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slide-metrics/slide/promapi"
+	"github.com/slide-metrics/slide/window"
+)
+
+// promPair is two instances, A (partitions 0, 1) and B (2, 3), each with its peer route
+// (behind wrap) and its Prometheus API on one HTTP server, and the API of one store
+// holding every event, the oracle. Every clock stands at promNow.
+type promPair struct {
+	apis   [2]*promapi.API
+	cls    [2]*Cluster
+	stores [2]*window.Store
+	all    *window.Store
+	oracle *promapi.API
+}
+
+// newPromPair fills the pair with listings' material: series of "lat" interleaved between
+// the instances by key (a third on A, a third on B, a third on both, each instance's copy
+// starting at another slot), their first slots spread over the retention so a listing's
+// end decides which are in range; "req", on B alone; and "idle", whose events are all
+// older than the retention at now (listed by nothing).
+func newPromPair(t *testing.T, wrap func(http.Handler) http.Handler) *promPair {
+	t.Helper()
+	clock := func() int64 { return promNow }
+	newSt := func() *window.Store {
+		s, err := window.NewStore(window.StoreConfig{Now: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	pp := &promPair{all: newSt()}
+	for i := range pp.stores {
+		pp.stores[i] = newSt()
+	}
+	add := func(metric, key string, ls []window.Label, part int32, slot int64) {
+		s, err := window.AppendSeries(nil, key, ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := min(slot*10_000+3_000, promNow)
+		ev := window.Event{TS: ts, Metric: metric, Key: string(s), Value: 5, Feed: window.FeedOf(part)}
+		for _, st := range []*window.Store{pp.stores[part/2], pp.all} {
+			if err := st.ObserveAt(max(ts, promNow-300_000+1), ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cur := window.FloorDiv(promNow, 10_000)
+	for i := range 60 {
+		key := fmt.Sprintf("k-%02d", i)
+		ls := []window.Label{{Name: "code", Value: []string{"200", "500"}[i%2]}}
+		if i%4 == 0 {
+			ls = append(ls, window.Label{Name: "env", Value: "prod"})
+		}
+		first := cur - int64(i*7%30) // every slot of the retention, over the keys
+		switch i % 3 {
+		case 0:
+			add("lat", key, ls, int32(i/3%2), first)
+		case 1:
+			add("lat", key, ls, 2+int32(i/3%2), first)
+		default: // both: B's copy begins later than A's, or earlier
+			add("lat", key, ls, 0, first)
+			add("lat", key, ls, 2, min(cur, first+int64(i%5)-1))
+		}
+		add("lat", key, ls, int32(i%4), cur) // every series has the current slot too, on some partition
+		if i%5 == 0 {
+			add("req", fmt.Sprintf("r-%d", i), []window.Label{{Name: "route", Value: "/" + strconv.Itoa(i)}}, 3, first)
+		}
+	}
+	for i := range 5 {
+		add("idle", "i", nil, 1, cur-45+int64(i)) // observed when they happened: evicted at now
+	}
+	addrs := make([]string, 2)
+	handlers := make([]http.Handler, 2)
+	for i := range 2 {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handlers[i].ServeHTTP(w, r) }))
+		t.Cleanup(srv.Close)
+		addrs[i] = strings.TrimPrefix(srv.URL, "http://")
+	}
+	owner := map[int32]string{0: addrs[0], 1: addrs[0], 2: addrs[1], 3: addrs[1]}
+	now := func() time.Time { return time.UnixMilli(promNow) }
+	for i := range 2 {
+		parts := []int32{int32(2 * i), int32(2*i + 1)}
+		c, err := New(Config{Store: pp.stores[i], Brokers: []string{"127.0.0.1:1"}, Advertise: addrs[i], Now: clock,
+			Timeout: 5 * time.Second, Local: func() []int32 { return parts }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.view.Store(&View{Partitions: 4, Members: 2, Owner: owner})
+		api, err := promapi.New(promapi.Config{Store: pp.stores[i], Cluster: c, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle(PeerPath, wrap(c.PeerHandler()))
+		mux.Handle("/api/v1/", api.Handler())
+		handlers[i] = mux
+		pp.apis[i], pp.cls[i] = api, c
+	}
+	var err error
+	if pp.oracle, err = promapi.New(promapi.Config{Store: pp.all, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	return pp
+}
+
+// opCounter wraps a peer handler, counting the requests of each op; refuse lists the ops it
+// answers as a peer of the version before them does: 400 "unknown op".
+type opCounter struct {
+	mu     sync.Mutex
+	asked  map[string]int
+	bytes  map[string]int
+	refuse []string
+}
+
+func (oc *opCounter) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := r.URL.Query().Get("op")
+		oc.mu.Lock()
+		if oc.asked == nil {
+			oc.asked, oc.bytes = map[string]int{}, map[string]int{}
+		}
+		oc.asked[op]++
+		oc.mu.Unlock()
+		for _, no := range oc.refuse {
+			if op == no {
+				peerError(w, http.StatusBadRequest, "unknown op "+op)
+				return
+			}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		oc.mu.Lock()
+		oc.bytes[op] += rec.Body.Len()
+		oc.mu.Unlock()
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	})
+}
+
+// listingQueries are the listings of the pair's tests: label names, a label's values and
+// series, with and without match[], over ranges ending now and earlier (a series whose
+// first slot is after a range's end is not in it), as Grafana's variables ask them.
+func listingQueries() []struct {
+	path string
+	q    url.Values
+} {
+	sec := func(ms int64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64) }
+	type lq = struct {
+		path string
+		q    url.Values
+	}
+	var out []lq
+	for _, r := range [][2]int64{{0, 0}, {promNow - 3_600_000, promNow}, {promNow - 300_000, promNow - 60_000}, {promNow - 120_000, promNow - 150_000 + 120_000 - 30_000}, {promNow - 290_000, promNow - 200_000}, {promNow - 280_000, promNow - 275_000}} {
+		rng := url.Values{}
+		if r[1] != 0 {
+			rng = url.Values{"start": {sec(r[0])}, "end": {sec(r[1])}}
+		}
+		with := func(kv ...string) url.Values {
+			q := url.Values{}
+			for k, v := range rng {
+				q[k] = v
+			}
+			for i := 0; i < len(kv); i += 2 {
+				q.Add(kv[i], kv[i+1])
+			}
+			return q
+		}
+		out = append(out,
+			lq{"/api/v1/labels", with()},
+			lq{"/api/v1/labels", with("match[]", "req_count")},
+			lq{"/api/v1/label/key/values", with("match[]", "lat_count")},
+			lq{"/api/v1/label/key/values", with("match[]", `lat{env="prod"}`)},
+			lq{"/api/v1/label/key/values", with("match[]", `{__name__=~"lat|req_sum",code!="500"}`)},
+			lq{"/api/v1/label/code/values", with()},
+			lq{"/api/v1/label/__name__/values", with()},
+			lq{"/api/v1/series", with("match[]", `lat_max{code="500"}`)},
+			lq{"/api/v1/series", with("match[]", `lat_count{key=~"k-[0-2].*"}`, "match[]", "req")},
+		)
+	}
+	return out
+}
+
+// PromQL's listings through either instance of a pair answer byte for byte what one store
+// holding every event answers, for every range and matcher; and so they do when the peer
+// is of the version before the extent read and refuses it.
+func TestPromListingsThroughTheCluster(t *testing.T) {
+	for _, peer := range []struct {
+		name   string
+		refuse []string
+	}{{"new_peer", nil}, {"old_peer", []string{"extents"}}} {
+		t.Run(peer.name, func(t *testing.T) {
+			oc := &opCounter{refuse: peer.refuse}
+			pp := newPromPair(t, oc.wrap)
+			alone, err := promapi.New(promapi.Config{Store: pp.stores[0], Now: func() time.Time { return time.UnixMilli(promNow) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			differ, nonEmpty := 0, 0
+			qs := listingQueries()
+			for _, c := range qs {
+				code, want := promGet(t, pp.oracle.Handler(), c.path, c.q)
+				if code != http.StatusOK {
+					t.Fatalf("oracle %s %v: %d %s", c.path, c.q, code, want)
+				}
+				if !strings.Contains(want, `"data":[]`) {
+					nonEmpty++
+				}
+				if _, local := promGet(t, alone.Handler(), c.path, c.q); local != want {
+					differ++
+				}
+				for i, api := range pp.apis {
+					code, got := promGet(t, api.Handler(), c.path, c.q)
+					if code != http.StatusOK || got != want {
+						t.Errorf("instance %d %s %v: %d\n got %.600s\nwant %.600s", i, c.path, c.q, code, got, want)
+					}
+				}
+			}
+			// The listings show something: most list series, and A's store alone lists
+			// otherwise than the two instances do.
+			if nonEmpty < len(qs)*2/3 || differ < len(qs)/2 {
+				t.Errorf("%d of %d listings list something, %d differ from A's store alone: the test shows little", nonEmpty, len(qs), differ)
+			}
+			if oc.asked["slots"]+oc.asked["extents"] == 0 {
+				t.Errorf("no peer read: %v", oc.asked)
+			}
+		})
+	}
+}
