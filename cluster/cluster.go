@@ -57,11 +57,13 @@ const (
 	opMetrics = "metrics" // the store's metric names (promapi)
 	// opExemplars: each series a selector matches with its exemplars (promapi's query_exemplars)
 	opExemplars = "exemplars"
+	// opExtents: each series a selector matches with its current and first live slot (promapi's listings)
+	opExtents = "extents"
 )
 
 // peerOps are the op labels of slide_cluster_peer_requests_total: the reads above and
 // package clusterlimit's "limit" (PostPeer, ObservePeer).
-var peerOps = []string{opMerge, opSeries, opKeys, opGroups, opSlots, opMetrics, opExemplars, "limit"}
+var peerOps = []string{opMerge, opSeries, opKeys, opGroups, opSlots, opMetrics, opExemplars, opExtents, "limit"}
 
 // unavailableCallers are the caller labels of slide_cluster_unavailable_total: package
 // query's reads and the three outcomes of package usage's rules (Checker.checkTarget).
@@ -232,6 +234,8 @@ type Cluster struct {
 
 	cacheMu sync.Mutex
 	cache   map[cacheKey]*cacheEntry // usage reads' remote partials; guarded by cacheMu
+
+	older sync.Map // peer address → unix ms until which it is asked a refused op's older one (extents.go)
 }
 
 // New builds a Cluster. It does not connect: Run does.
@@ -400,10 +404,11 @@ type request struct {
 	metric  string
 	key     string           // exact key, glob, or "" (every key) for opSeries; prefix for opKeys
 	by      []string         // opGroups: the labels groups are made of
-	ms      []window.Matcher // opGroups, opSlots, opExemplars, opKeys: the label matchers beside key
+	ms      []window.Matcher // opGroups, opSlots, opExemplars, opKeys, opExtents: the label matchers beside key
 	after   *window.SeriesID // opKeys: list the series after this one (nil: from the first)
 	limit   int              // opKeys: list at most this many (0: every one)
-	at      int64            // opSlots: the instant read (unix ms, at most now)
+	at      int64            // opSlots, opExtents: the instant read (unix ms, at most now)
+	older   string           // the op to ask instead of op a peer that does not know it ("": none; extents.go)
 	winMs   int64
 	now     int64
 	bins    bool
@@ -438,7 +443,7 @@ func (r *request) rawQuery() string {
 	if r.op == opGroups {
 		field("by", strings.Join(r.by, ","))
 	}
-	if r.op == opGroups || r.op == opSlots || r.op == opExemplars {
+	if r.op == opGroups || r.op == opSlots || r.op == opExemplars || r.op == opExtents {
 		for _, m := range r.ms {
 			field("m", appendMatcher(nil, m))
 		}
@@ -446,7 +451,7 @@ func (r *request) rawQuery() string {
 	if r.op == opKeys {
 		b = appendKeyFields(b, r)
 	}
-	if r.op == opSlots {
+	if r.op == opSlots || r.op == opExtents {
 		b = append(b, "&at="...)
 		b = strconv.AppendInt(b, r.at, 10)
 	}
@@ -485,7 +490,7 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			r.parts = r.only
-			if a, err := c.ask(ctx, addr, &r); err == nil {
+			if a, err := c.askOlder(ctx, addr, &r); err == nil {
 				each(a)
 				if slices.Contains(a.served, p) {
 					return nil
@@ -515,7 +520,7 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 		defer cancel()
 		for addr, parts := range peers {
 			r.parts = parts
-			if a, err := c.ask(ctx, addr, &r); err == nil {
+			if a, err := c.askOlder(ctx, addr, &r); err == nil {
 				take(a)
 			}
 		}
@@ -531,7 +536,7 @@ func (c *Cluster) fanout(ctx context.Context, r request, local map[int32]bool, e
 			rr := r
 			rr.parts = parts
 			go func() {
-				a, err := c.ask(ctx, addr, &rr)
+				a, err := c.askOlder(ctx, addr, &rr)
 				results <- result{a, err}
 			}()
 		}

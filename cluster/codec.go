@@ -23,7 +23,8 @@ const maxDecodeItems = 1 << 24
 // answer is what a peer sends back for one internal read: the partitions it served, then
 // one of a merged partial (opMerge), one partial per series (opSeries), series names
 // (opKeys), one partial per group (opGroups), each series' slots (opSlots), metric names
-// (opMetrics) or each series' exemplars (opExemplars). Encoding, all integers varints:
+// (opMetrics), each series' exemplars (opExemplars) or each series' current and first
+// slot (opExtents). Encoding, all integers varints:
 //
 //	version(1) nserved served...  then
 //	opMerge:  partial
@@ -33,6 +34,7 @@ const maxDecodeItems = 1 << 24
 //	opSlots:  n (series cur nslots slot*nslots)*n   (see slots.go)
 //	opMetrics: n metric*n
 //	opExemplars: n (series nex exemplar*nex)*n   (see exemplars.go)
+//	opExtents: n (series cur back)*n   (see extents.go)
 //	partial:  from to series count [sum min max (8 bytes each, little endian) hasBins (bins)]
 //	string:   len bytes; bins: len sketch.Bins.MarshalBinary
 type answer struct {
@@ -44,6 +46,7 @@ type answer struct {
 	slots     []slotSeries     // opSlots: each series' slots (see slots.go)
 	names     []string         // opMetrics: metric names
 	exemplars []exemplarSeries // opExemplars: each series' exemplars (see exemplars.go)
+	extents   []extentSeries   // opExtents: each series' current and first slot (see extents.go)
 	nby       int              // opGroups: the number of by-labels, each group's values
 	over      bool             // opGroups: the peer's series fell in too many groups
 }
@@ -323,6 +326,8 @@ func decodeAnswer(op string, b []byte) (answer, error) {
 		a.slots = r.slotSeriesList()
 	case opExemplars:
 		a.exemplars = r.exemplarSeriesList()
+	case opExtents:
+		a.extents = r.extentList()
 	case opMetrics:
 		n := r.count("metrics")
 		a.names = make([]string, 0, n)

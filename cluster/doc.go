@@ -65,8 +65,12 @@
 // slot a series string two instances hold; Metrics lists every instance's metric names
 // (opMetrics); VisitExemplars (query_exemplars) asks each owner for the exemplars of its
 // series a selector matches (opExemplars, see exemplars.go) and keeps, per slot of a series
-// two instances hold, the one window.Exemplar.Before puts first, as one store would. A peer
-// of an older version answers "unknown op", and its partitions count as missing.
+// two instances hold, the one window.Exemplar.Before puts first, as one store would.
+// VisitExtents (promapi's listings: label names and values, series) asks each owner for
+// the current and first live slot of its series a selector matches (opExtents, see
+// extents.go), all a listing needs, instead of their slots. A peer of an older version
+// answers "unknown op", and its partitions count as missing; but one that does not know
+// opExtents is asked opSlots instead, so listings answer alike during a rolling upgrade.
 //
 // # Listing series a page at a time
 //

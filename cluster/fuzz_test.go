@@ -50,6 +50,11 @@ func encodeAnswer(op string, a *answer) []byte {
 		for _, s := range a.exemplars {
 			b = appendExemplarSeries(b, s.series, s.ex)
 		}
+	case opExtents:
+		b = binary.AppendUvarint(b, uint64(len(a.extents)))
+		for _, s := range a.extents {
+			b = appendExtent(b, s.series, s.cur, s.first)
+		}
 	case opMetrics:
 		b = binary.AppendUvarint(b, uint64(len(a.names)))
 		for _, m := range a.names {
@@ -109,6 +114,13 @@ func seedAnswers(t testing.TB) map[string][][]byte {
 			encodeAnswer(opSlots, &answer{served: []int32{1}, slots: slots}),
 			encodeAnswer(opSlots, &answer{served: []int32{0, 1}}),
 		},
+		opExtents: {
+			encodeAnswer(opExtents, &answer{served: []int32{1}, extents: []extentSeries{
+				{series: "k", cur: slots[0].cur, first: slots[0].slots[0].Index},
+				{series: string(labelled), cur: -7, first: -7 - maxSlotBack},
+			}}),
+			encodeAnswer(opExtents, &answer{served: []int32{0, 1}}),
+		},
 		opMetrics: {encodeAnswer(opMetrics, &answer{served: []int32{3}, names: []string{"latency_ms", "é"}})},
 		opExemplars: {
 			encodeAnswer(opExemplars, &answer{served: []int32{1}, exemplars: []exemplarSeries{
@@ -150,7 +162,7 @@ func TestAnswerRoundTrip(t *testing.T) {
 // FuzzDecodeAnswer feeds arbitrary bytes to the decoder of peer answers: it never panics,
 // and what it accepts encodes back to the same bytes.
 func FuzzDecodeAnswer(f *testing.F) {
-	ops := []string{opMerge, opSeries, opKeys, opGroups, opSlots, opMetrics, opExemplars}
+	ops := []string{opMerge, opSeries, opKeys, opGroups, opSlots, opMetrics, opExemplars, opExtents}
 	for op, seeds := range seedAnswers(f) {
 		for _, b := range seeds {
 			for i, o := range ops {

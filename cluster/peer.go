@@ -126,7 +126,7 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 	now, err1 := strconv.ParseInt(q.Get("now"), 10, 64)
 	winMs, err2 := strconv.ParseInt(q.Get("window"), 10, 64)
 	timed := op != opKeys && op != opMetrics // reads at an instant: now within the skew
-	windowed := timed && op != opSlots && op != opExemplars
+	windowed := timed && op != opSlots && op != opExemplars && op != opExtents
 	if timed && err1 != nil || windowed && (err2 != nil || winMs <= 0 || winMs > int64(365*24*time.Hour/time.Millisecond)) {
 		return peerError(w, http.StatusBadRequest, "bad now or window")
 	}
@@ -210,6 +210,11 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 	case opSlots:
 		var perr error
 		if b, perr = c.appendSlots(r.Context(), b, q, now, metric, key, parts); perr != nil {
+			return peerError(w, http.StatusBadRequest, perr.Error())
+		}
+	case opExtents:
+		var perr error
+		if b, perr = c.appendExtents(r.Context(), b, q, now, metric, key, parts); perr != nil {
 			return peerError(w, http.StatusBadRequest, perr.Error())
 		}
 	case opExemplars:
@@ -462,6 +467,9 @@ func (c *Cluster) answerOf(addr string, stamp Stamp, do func(*http.Request) (*ht
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		return nil, refusedErr(addr, c.auth != nil, clip(string(body)))
+	}
+	if resp.StatusCode == http.StatusBadRequest && bytes.HasPrefix(body, []byte("unknown op ")) {
+		return nil, fmt.Errorf("peer %s answered %s: %s: %w", addr, resp.Status, clip(string(body)), errUnknownOp)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("peer %s answered %s: %s", addr, resp.Status, clip(string(body)))

@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,7 +203,8 @@ func listingQueries() []struct {
 
 // PromQL's listings through either instance of a pair answer byte for byte what one store
 // holding every event answers, for every range and matcher; and so they do when the peer
-// is of the version before the extent read and refuses it.
+// is of the version before the extent read and refuses it (the asker then reads its slots,
+// as before).
 func TestPromListingsThroughTheCluster(t *testing.T) {
 	for _, peer := range []struct {
 		name   string
@@ -237,9 +242,139 @@ func TestPromListingsThroughTheCluster(t *testing.T) {
 			if nonEmpty < len(qs)*2/3 || differ < len(qs)/2 {
 				t.Errorf("%d of %d listings list something, %d differ from A's store alone: the test shows little", nonEmpty, len(qs), differ)
 			}
-			if oc.asked["slots"]+oc.asked["extents"] == 0 {
-				t.Errorf("no peer read: %v", oc.asked)
+			// A new peer is asked extents, never slots; an old one refuses extents once
+			// per asker, which remembers it and asks it slots from then on.
+			if peer.refuse == nil && (oc.asked["extents"] == 0 || oc.asked["slots"] != 0) {
+				t.Errorf("new peer asked %v: want extents only", oc.asked)
+			}
+			if peer.refuse != nil && (oc.asked["extents"] != 2 || oc.asked["slots"] < len(qs)) {
+				t.Errorf("old peer asked %v: want extents twice (once by each instance), then slots", oc.asked)
 			}
 		})
+	}
+}
+
+// extentsOf is what c's VisitExtents hands for metric, and what VisitSlots hands (its cur
+// and first slot, of the series it hands with one), at the instant at.
+func extentsOf(t *testing.T, c *Cluster, metric string, at int64) (got, want map[string][2]int64) {
+	t.Helper()
+	got, want = map[string][2]int64{}, map[string][2]int64{}
+	missing, err := c.VisitExtents(context.Background(), promNow, at, metric, nil, func(series string, cur, first int64) bool {
+		if _, twice := got[series]; twice {
+			t.Errorf("%s visited twice", series)
+		}
+		got[series] = [2]int64{cur, first}
+		return true
+	})
+	if err != nil || len(missing) != 0 {
+		t.Fatalf("VisitExtents: missing %v, err %v", missing, err)
+	}
+	missing, err = c.VisitSlots(context.Background(), promNow, at, metric, nil, func(series string, cur int64, slots []window.SlotView) bool {
+		if len(slots) > 0 {
+			want[series] = [2]int64{cur, slots[0].Index}
+		}
+		return true
+	})
+	if err != nil || len(missing) != 0 {
+		t.Fatalf("VisitSlots: missing %v, err %v", missing, err)
+	}
+	return got, want
+}
+
+// VisitExtents hands, of every series, the cur and first slot VisitSlots does, through
+// either instance, at now and at past instants, from new and old peers; and so it does
+// when one instance's rings stand a slot ahead of the other's (its clock ahead): a series
+// both hold whose copy on the other begins at the oldest slot of the retention loses that
+// slot in the merge, and the extents alone cannot tell the next one, so it is read again;
+// and through three instances, whose two peers' copies of a series merge too.
+func TestVisitExtentsEqualsVisitSlots(t *testing.T) {
+	for _, peer := range []struct {
+		name   string
+		refuse []string
+	}{{"new_peer", nil}, {"old_peer", []string{"extents"}}} {
+		t.Run(peer.name, func(t *testing.T) {
+			oc := &opCounter{refuse: peer.refuse}
+			pp := newPromPair(t, oc.wrap)
+			cur := window.FloorDiv(promNow, 10_000)
+			for _, at := range []int64{promNow, promNow - 60_000, promNow - 200_000, promNow - 285_000} {
+				for i, c := range pp.cls {
+					got, want := extentsOf(t, c, "lat", at)
+					if len(want) == 0 || !reflect.DeepEqual(got, want) {
+						t.Errorf("instance %d at %d: %v, want %v", i, at, got, want)
+					}
+				}
+			}
+			// Series on both, each instance's copy from the oldest slot of the retention
+			// (B's with a later one too, A's not), then A's rings a slot ahead: the merged
+			// retention drops the oldest slot.
+			for i := range 6 {
+				s, err := window.AppendSeries(nil, fmt.Sprintf("x-%d", i), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j, st := range pp.stores {
+					for _, slot := range []int64{cur - 29, cur - 29 + int64(j*(i+1))} {
+						ev := window.Event{TS: slot*10_000 + 1, Metric: "skew", Key: string(s), Value: 1, Feed: window.FeedOf(int32(2 * j))}
+						if err := st.ObserveAt(ev.TS, ev); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				ahead := window.Event{TS: (cur+1)*10_000 + 1, Metric: "skew", Key: string(s), Value: 1, Feed: window.FeedOf(0)}
+				if err := pp.stores[0].ObserveAt(ahead.TS, ahead); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := oc.asked["slots"]
+			for i, c := range pp.cls {
+				got, want := extentsOf(t, c, "skew", promNow)
+				if len(want) < 5 || !reflect.DeepEqual(got, want) {
+					t.Errorf("instance %d, A's rings ahead: %v, want %v", i, got, want)
+				}
+			}
+			if peer.refuse == nil && oc.asked["slots"] == before+2 {
+				t.Errorf("A's rings ahead: no series read again (%d slot reads, all VisitSlots')", oc.asked["slots"]-before)
+			}
+		})
+	}
+	// Three instances, most series on all three: two peers' copies merge too.
+	pc := newPromCluster(t, "")
+	for _, at := range []int64{promNow, promNow - 100_000} {
+		for i, c := range pc.cls {
+			got, want := extentsOf(t, c, "lat", at)
+			if len(want) < 20 || !reflect.DeepEqual(got, want) {
+				t.Errorf("three instances, through %d at %d: %v, want %v", i, at, got, want)
+			}
+		}
+	}
+}
+
+// An opExtents answer whose slots lie outside the bounds index arithmetic keeps clear of,
+// or that announces more series than it holds, is corrupt; a request whose instant is
+// after its now, or missing, is refused.
+func TestExtentsBounds(t *testing.T) {
+	for name, body := range map[string][]byte{
+		"first too far back": appendExtent(binary.AppendUvarint(appendServed(nil, nil), 1), "k", 5, 5-maxSlotBack-1),
+		"cur too late":       appendExtent(binary.AppendUvarint(appendServed(nil, nil), 1), "k", maxSlotIndex+1, maxSlotIndex),
+		"cur too early":      appendExtent(binary.AppendUvarint(appendServed(nil, nil), 1), "k", -maxSlotIndex-1, -maxSlotIndex-1),
+		"short":              appendExtent(binary.AppendUvarint(appendServed(nil, nil), 3), "k", 5, 4),
+	} {
+		if _, err := decodeAnswer(opExtents, body); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v, want ErrCorrupt", name, err)
+		}
+	}
+	if a, err := decodeAnswer(opExtents, appendExtent(binary.AppendUvarint(appendServed(nil, nil), 1), "k", 5, 5-maxSlotBack)); err != nil || a.extents[0].first != 5-maxSlotBack {
+		t.Errorf("the furthest first slot: %+v, %v", a.extents, err)
+	}
+	ti := newTwo(t, "", func(h http.Handler) http.Handler { return h })
+	for _, at := range []string{strconv.FormatInt(t0+1, 10), ""} {
+		q := url.Values{"op": {opExtents}, "metric": {"m"}, "key": {""}, "now": {strconv.FormatInt(t0, 10)}, "at": {at}, "parts": {"2,3"}}
+		req := httptest.NewRequest("GET", PeerPath+"?"+q.Encode(), nil)
+		req.Header.Set(HeaderPeer, "x:1")
+		w := httptest.NewRecorder()
+		ti.b.PeerHandler().ServeHTTP(w, req)
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "bad at") {
+			t.Errorf("at %q: %d %s", at, w.Code, w.Body)
+		}
 	}
 }
