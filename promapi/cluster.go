@@ -16,6 +16,9 @@ type Cluster interface {
 	// by any instance, with its live slots at the instant at (at most wall, the clock's now),
 	// as window.Store.VisitSlots does; missing lists the partitions no instance served.
 	VisitSlots(ctx context.Context, wall, at int64, metric string, ms []window.Matcher, fn func(series string, cur int64, slots []window.SlotView) bool) (missing []int32, err error)
+	// VisitExtents is VisitSlots for listings: fn gets, of each series VisitSlots would
+	// hand with a slot, its cur and slots[0].Index, and no slot is read or sent.
+	VisitExtents(ctx context.Context, wall, at int64, metric string, ms []window.Matcher, fn func(series string, cur, first int64) bool) (missing []int32, err error)
 	// VisitExemplars calls fn for each series of metric that the label matchers ms select,
 	// held by any instance, with its exemplars at wall (the clock's now), oldest first, as
 	// window.Store.VisitExemplars does; missing lists the partitions no instance served.
@@ -92,6 +95,24 @@ func (q *querier) visit(ctx context.Context, metric string, s *selection, stop f
 		return nil
 	}
 	missing, err := c.VisitSlots(ctx, q.wall, q.now, metric, s.ms, fn)
+	if err != nil {
+		return err
+	}
+	return noteMissing(ctx, missing)
+}
+
+// visitFirst is visit for listings: fn gets, of each series visit would hand with a slot,
+// its cur and first slot's index (window.Store.VisitFirstSlots, Cluster.VisitExtents),
+// without the slots being built, sent or merged.
+func (q *querier) visitFirst(ctx context.Context, metric string, s *selection, stop func() bool, fn func(series string, cur, first int64) bool) error {
+	c := q.q.cluster
+	if c == nil {
+		q.q.store.VisitFirstSlots(q.wall, metric, s.sel, nil, stop, func(series string, cur, first int64, live bool) bool {
+			return !live || fn(series, cur, first)
+		})
+		return nil
+	}
+	missing, err := c.VisitExtents(ctx, q.wall, q.now, metric, s.ms, fn)
 	if err != nil {
 		return err
 	}

@@ -473,14 +473,12 @@ func (q *querier) eachLabelled(ctx context.Context, ms []*labels.Matcher, fn fun
 	var ts, through []int64
 	for i, m := range s.metrics {
 		sh := newShape(q.q.store.RingConfig(m), q.now, q.live, q.mint, q.maxt)
-		err := q.visit(ctx, m, &s, stop, func(series string, cur int64, slots []window.SlotView) bool {
-			if len(slots) == 0 {
-				return true
-			}
+		err := q.visitFirst(ctx, m, &s, stop, func(series string, cur, first int64) bool {
 			// A series' samples (its counters') rise from its first slot's start (or the
 			// retention's) to now, at most maxt: it has one in range when there is one and
-			// the last is at mint or after.
-			if ts, through = sh.points(cur, slots[0].Index, ts[:0], through[:0]); len(ts) == 0 || ts[len(ts)-1] < q.mint {
+			// the last is at mint or after. Its first slot and cur tell it: a listing reads
+			// no more (visitFirst).
+			if ts, through = sh.points(cur, first, ts[:0], through[:0]); len(ts) == 0 || ts[len(ts)-1] < q.mint {
 				return true
 			}
 			for k := range kindEnd {
