@@ -130,8 +130,8 @@
 // without asking the context, so its steps are capped before it runs).
 //
 // Several instances (Config.Cluster, slide serve's cluster.Cluster): a query reads every
-// partition. Each Select, label listing and series listing reads its metric's series
-// through Cluster.VisitSlots, which asks every other owner, in parallel, for the live slots
+// partition. Each Select reads its metric's series through Cluster.VisitSlots, which asks
+// every other owner, in parallel, for the live slots
 // of its selected series of the partitions it owns and has restored (the cluster's slot
 // read: the selector's matchers and the read's instant travel, each series' slots come
 // back with their sketch bins, signed as every peer answer), and hands them with this
@@ -143,6 +143,12 @@
 // to one store's). Metric names are every instance's too. The fan-out is bounded by
 // --peer-timeout and by the request's context. Slots after the query's end are not sent,
 // but every slot before its start is: a sample sums every slot of the retention before it.
+// A label listing or series listing needs of a series only whether it has samples in the
+// range, which its current and first live slot tell: it reads them through
+// Cluster.VisitExtents (the owners send those two numbers per series, not the slots; an
+// owner of an older version is read through its slots) and, on one store, through
+// window.Store.VisitFirstSlots, which builds no slot view (TestPromListingsThroughTheCluster
+// in package cluster holds them to one store's, over ranges that leave series out).
 // A partition that no instance served (an owner down, hung past the timeout, restoring,
 // unauthenticated or answering garbage; a rebalance during the read) makes the request
 // answer 503 unavailable naming it, or with partial=allow the answer over the rest with a
