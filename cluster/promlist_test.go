@@ -138,8 +138,9 @@ func (oc *opCounter) wrap(h http.Handler) http.Handler {
 			oc.asked, oc.bytes = map[string]int{}, map[string]int{}
 		}
 		oc.asked[op]++
+		refuse := oc.refuse
 		oc.mu.Unlock()
-		for _, no := range oc.refuse {
+		for _, no := range refuse {
 			if op == no {
 				peerError(w, http.StatusBadRequest, "unknown op "+op)
 				return
@@ -377,4 +378,35 @@ func TestExtentsBounds(t *testing.T) {
 			t.Errorf("at %q: %d %s", at, w.Code, w.Body)
 		}
 	}
+}
+
+// An asker remembers a peer's refusal of opExtents for olderFor, asking it opSlots straight
+// away meanwhile, and asks it opExtents again after: an old peer costs one refused request
+// a minute, and one upgraded since is read through extents again.
+func TestOlderPeerRemembered(t *testing.T) {
+	oc := &opCounter{refuse: []string{opExtents}}
+	pp := newPromPair(t, oc.wrap)
+	c := pp.cls[0]
+	list := func(clock int64, extents, slots int) {
+		t.Helper()
+		c.now = func() int64 { return clock }
+		if _, err := c.VisitExtents(context.Background(), promNow, promNow, "lat", nil, func(string, int64, int64) bool { return true }); err != nil {
+			t.Fatal(err)
+		}
+		oc.mu.Lock()
+		defer oc.mu.Unlock()
+		if oc.asked[opExtents] != extents || oc.asked[opSlots] != slots {
+			t.Errorf("at %+d ms: asked %v, want %d extents and %d slots", clock-promNow, oc.asked, extents, slots)
+		}
+	}
+	list(promNow, 1, 1)
+	list(promNow, 1, 2)
+	list(promNow+olderFor.Milliseconds()-1, 1, 3)
+	list(promNow+olderFor.Milliseconds(), 2, 4) // refused again
+	oc.mu.Lock()
+	oc.refuse = nil // the peer is upgraded
+	oc.mu.Unlock()
+	list(promNow+olderFor.Milliseconds()+1, 2, 5)
+	list(promNow+2*olderFor.Milliseconds(), 3, 5)
+	list(promNow+2*olderFor.Milliseconds(), 4, 5)
 }
