@@ -17,8 +17,9 @@ import (
 // /api/v1/series) read through the cluster: of each series a selector matches, only what
 // tells whether it has samples in a range, its series string, the slot current at the
 // read's now and its first live slot up to the read's instant, never the slots themselves
-// (opSlots' counts, sums and bins). The request is opSlots' (m, at); the answer (after the
-// served partitions):
+// (opSlots' counts, sums and bins). The request is opSlots' (m, at), with a window (the
+// retention, which an older peer checks before it finds the op unknown; see VisitExtents);
+// the answer (after the served partitions):
 //
 //	n (series cur back)*n
 //
@@ -162,7 +163,10 @@ func (c *Cluster) VisitExtents(ctx context.Context, wall, at int64, metric strin
 		}
 		remote[series] = &extent{cur: cur, first: first, live: true}
 	}
-	r := request{op: opExtents, older: opSlots, metric: metric, ms: ms, now: wall, at: at}
+	// The window is for a peer of the version before opExtents, which asks one of every op
+	// it does not exempt before it finds the op unknown: without it, its answer would be
+	// "bad now or window", not "unknown op". The peers of today do not read it.
+	r := request{op: opExtents, older: opSlots, metric: metric, ms: ms, now: wall, at: at, winMs: rc.Retention().Milliseconds()}
 	missing = c.fanout(ctx, r, local, func(a *answer) {
 		for _, s := range a.extents {
 			add(s.series, s.cur, s.first)

@@ -122,7 +122,9 @@ func newPromPair(t *testing.T, wrap func(http.Handler) http.Handler) *promPair {
 }
 
 // opCounter wraps a peer handler, counting the requests of each op; refuse lists the ops it
-// answers as a peer of the version before them does: 400 "unknown op".
+// answers as a peer of the version before them does: the request goes to the handler with
+// its op renamed to one it does not know, so every check an old peer makes of it before
+// the op's (the window, the clock, the signature) answers as the old peer would.
 type opCounter struct {
 	mu     sync.Mutex
 	asked  map[string]int
@@ -142,8 +144,9 @@ func (oc *opCounter) wrap(h http.Handler) http.Handler {
 		oc.mu.Unlock()
 		for _, no := range refuse {
 			if op == no {
-				peerError(w, http.StatusBadRequest, "unknown op "+op)
-				return
+				q := r.URL.Query()
+				q.Set("op", op+"-unknown")
+				r.URL.RawQuery = q.Encode()
 			}
 		}
 		rec := httptest.NewRecorder()
