@@ -124,10 +124,7 @@ func (c *Cluster) askOlder(ctx context.Context, addr string, r *request) (*answe
 }
 
 // extent is a series' cur and first live slot, merged over the instances that hold it.
-type extent struct {
-	cur, first int64
-	live       bool
-}
+type extent struct{ cur, first int64 }
 
 // VisitExtents calls fn once for each series of metric that the label matchers ms select,
 // held by any instance, that has a live slot up to the instant at (unix ms, at most wall,
@@ -142,7 +139,8 @@ type extent struct {
 // merge would drop it, and which later slot is then the first only the slots tell: the
 // series held by a peer are then read again with VisitSlots, so the answer stays exact.
 // This instance's series that no peer holds are visited first, under the series' lock
-// (fn must not call the store); the others after, in no particular order. fn returns false
+// (fn must not call the store; a series read again is handed under it too); the others
+// after, in no particular order. fn returns false
 // to stop. missing lists the partitions no instance served; err is the selector's or ctx's.
 func (c *Cluster) VisitExtents(ctx context.Context, wall, at int64, metric string, ms []window.Matcher, fn func(series string, cur, first int64) bool) (missing []int32, err error) {
 	sel, err := window.CompileSelector("", ms)
@@ -161,7 +159,7 @@ func (c *Cluster) VisitExtents(ctx context.Context, wall, at int64, metric strin
 			e.cur, e.first = max(e.cur, cur), min(e.first, first)
 			return
 		}
-		remote[series] = &extent{cur: cur, first: first, live: true}
+		remote[series] = &extent{cur: cur, first: first}
 	}
 	// The window is for a peer of the version before opExtents, which asks one of every op
 	// it does not exempt before it finds the op unknown: without it, its answer would be
