@@ -59,6 +59,10 @@ func TestReadsStopWithTheirContext(t *testing.T) {
 	if ids, _, err := ti.a.Keys(ctx, "", "", nil, nil, 0); !errors.Is(err, context.Canceled) || len(ids) != 0 {
 		t.Errorf("Keys: %v with %d ids, want context.Canceled and none", err, len(ids))
 	}
+	visited := 0
+	if _, err := ti.a.VisitExtents(ctx, t0, t0, "m", nil, func(string, int64, int64) bool { visited++; return true }); !errors.Is(err, context.Canceled) || visited != 0 {
+		t.Errorf("VisitExtents: %v with %d series, want context.Canceled and none", err, visited)
+	}
 	if hits := ti.peerHit.Load(); hits != 0 {
 		t.Errorf("%d peer requests for reads whose client had gone", hits)
 	}
@@ -67,8 +71,8 @@ func TestReadsStopWithTheirContext(t *testing.T) {
 		t.Fatalf("uncancelled Merge: %v with %d series", err, p.Series)
 	}
 
-	for _, op := range []string{opMerge, opSeries, opKeys, opGroups} {
-		r := request{op: op, metric: "m", key: "k-", winMs: 300_000, now: t0, bins: true, parts: []int32{2, 3}}
+	for _, op := range []string{opMerge, opSeries, opKeys, opGroups, opExtents} {
+		r := request{op: op, metric: "m", key: "k-", winMs: 300_000, now: t0, at: t0, bins: true, parts: []int32{2, 3}}
 		if op != opKeys {
 			r.key = "k-*"
 		}
