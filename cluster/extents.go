@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/slide-metrics/slide/window"
@@ -51,11 +50,7 @@ type extentSeries struct {
 // most its now), the slot current at its now and the first live slot, of the rings as they
 // stand at its now (as appendSlots reads them).
 func (c *Cluster) appendExtents(ctx context.Context, b []byte, q url.Values, now int64, metric, key string, parts map[int32]bool) ([]byte, error) {
-	at, err := strconv.ParseInt(q.Get("at"), 10, 64)
-	if err != nil || at > now {
-		return b, errors.New("bad at: an instant (unix ms) at most now")
-	}
-	sel, err := peerSelector(q, key)
+	at, sel, err := peerInstant(q, now, key)
 	if err != nil {
 		return b, err
 	}

@@ -205,15 +205,19 @@ func listingQueries() []struct {
 	return out
 }
 
+// peerVersions are the peers the listing tests read through: one of this version, and one of
+// the version before the extent read, which refuses it.
+var peerVersions = []struct {
+	name   string
+	refuse []string
+}{{"new_peer", nil}, {"old_peer", []string{"extents"}}}
+
 // PromQL's listings through either instance of a pair answer byte for byte what one store
 // holding every event answers, for every range and matcher; and so they do when the peer
 // is of the version before the extent read and refuses it (the asker then reads its slots,
 // as before).
 func TestPromListingsThroughTheCluster(t *testing.T) {
-	for _, peer := range []struct {
-		name   string
-		refuse []string
-	}{{"new_peer", nil}, {"old_peer", []string{"extents"}}} {
+	for _, peer := range peerVersions {
 		t.Run(peer.name, func(t *testing.T) {
 			oc := &opCounter{refuse: peer.refuse}
 			pp := newPromPair(t, oc.wrap)
@@ -292,10 +296,7 @@ func extentsOf(t *testing.T, c *Cluster, metric string, at int64) (got, want map
 // slot in the merge, and the extents alone cannot tell the next one, so it is read again;
 // and through three instances, whose two peers' copies of a series merge too.
 func TestVisitExtentsEqualsVisitSlots(t *testing.T) {
-	for _, peer := range []struct {
-		name   string
-		refuse []string
-	}{{"new_peer", nil}, {"old_peer", []string{"extents"}}} {
+	for _, peer := range peerVersions {
 		t.Run(peer.name, func(t *testing.T) {
 			oc := &opCounter{refuse: peer.refuse}
 			pp := newPromPair(t, oc.wrap)

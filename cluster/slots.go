@@ -44,15 +44,22 @@ type slotSeries struct {
 	slots  []window.SlotView
 }
 
+// peerInstant reads a slot read's instant (at, unix ms, at most now) and its selector (key
+// and the m parameters), for opSlots and opExtents.
+func peerInstant(q url.Values, now int64, key string) (int64, *window.Selector, error) {
+	at, err := strconv.ParseInt(q.Get("at"), 10, 64)
+	if err != nil || at > now {
+		return 0, nil, errors.New("bad at: an instant (unix ms) at most now")
+	}
+	sel, err := peerSelector(q, key)
+	return at, sel, err
+}
+
 // appendSlots serves an opSlots request: the slots up to the request's at (an instant at
 // most its now) of the rings as they stand at its now (a ring no event moved since still
 // holds slots the retention at now has evicted, which a past instant must not read) of the series of metric that key and the m parameters select, fed by parts.
 func (c *Cluster) appendSlots(ctx context.Context, b []byte, q url.Values, now int64, metric, key string, parts map[int32]bool) ([]byte, error) {
-	at, err := strconv.ParseInt(q.Get("at"), 10, 64)
-	if err != nil || at > now {
-		return b, errors.New("bad at: an instant (unix ms) at most now")
-	}
-	sel, err := peerSelector(q, key)
+	at, sel, err := peerInstant(q, now, key)
 	if err != nil {
 		return b, err
 	}
