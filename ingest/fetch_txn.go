@@ -35,13 +35,19 @@ func (c *Consumer) isolation() kafka.IsolationLevel {
 // err: its last stable offset under read_committed, else its high watermark. It keeps the
 // high watermark in f.top.
 func (f *rawFetch) end(part fetchPart, err error) int64 {
-	if err == nil && part.err == nil && f.top != nil {
-		f.top.Store(part.hwm)
-	}
+	end := part.hwm
 	if f.level == kafka.ReadCommitted && part.lso >= 0 {
-		return part.lso // as far as a read_committed fetch reaches: the lag and restore's end
+		end = part.lso // as far as a read_committed fetch reaches: the lag and restore's end
 	}
-	return part.hwm
+	if err == nil && part.err == nil {
+		if f.top != nil {
+			f.top.Store(part.hwm)
+		}
+		if f.seen != nil {
+			f.seen(end)
+		}
+	}
+	return end
 }
 
 // Record batch attributes (the Kafka protocol's).
