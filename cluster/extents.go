@@ -100,7 +100,8 @@ func (r *reader) extentList() []extentSeries {
 }
 
 // askOlder is ask, except that a peer which does not know r.op (errUnknownOp), or refused
-// it less than olderFor ago, is asked r.older instead when r names one.
+// it less than olderFor ago, is asked r.older instead when r names one. Only the refusals
+// of the last olderFor are kept (c.older), whatever the addresses peers came and went by.
 func (c *Cluster) askOlder(ctx context.Context, addr string, r *request) (*answer, error) {
 	if r.older == "" {
 		return c.ask(ctx, addr, r)
@@ -112,7 +113,18 @@ func (c *Cluster) askOlder(ctx context.Context, addr string, r *request) (*answe
 	}
 	a, err := c.ask(ctx, addr, r)
 	if errors.Is(err, errUnknownOp) {
-		c.older.Store(addr, c.now()+olderFor.Milliseconds())
+		now := c.now()
+		// The refusals past olderFor are forgotten as one is remembered, so the map holds
+		// the peers that refused within the last olderFor, not every address that ever did
+		// (old members come and go under new addresses). At most one store per peer a
+		// minute, each a pass over those few.
+		c.older.Range(func(k, v any) bool {
+			if now >= v.(int64) {
+				c.older.CompareAndDelete(k, v)
+			}
+			return true
+		})
+		c.older.Store(addr, now+olderFor.Milliseconds())
 		return c.ask(ctx, addr, &older)
 	}
 	return a, err
