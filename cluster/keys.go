@@ -13,6 +13,10 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
+// MaxKeysLimit is the largest page Keys lists: an opKeys request's limit, which a peer
+// refuses past it (its answer could not announce more).
+const MaxKeysLimit = maxDecodeItems
+
 // maxPeerCursor bounds an opKeys request's after_key: a series string, its key and labels.
 const maxPeerCursor = 1 << 16
 
@@ -29,8 +33,9 @@ func listSelector(ms []window.Matcher) (*window.Selector, error) {
 // starts with prefix and that the label matchers ms select, held by any instance, sorted
 // by metric then key, each once: the first limit of them strictly after after (from the
 // first when after is nil), or all of them when limit ≤ 0. Ask for one more than a page
-// to learn whether another follows. missing lists the partitions no instance served; the
-// error is ctx's when it ended the read, or the matchers'.
+// to learn whether another follows; limit is at most MaxKeysLimit (the most a peer
+// answers), a larger one an error. missing lists the partitions no instance served; the
+// error is ctx's when it ended the read, the limit's, or the matchers'.
 //
 // Each owner is sent the cursor, the limit and the matchers, and answers only its own
 // first limit ids (opKeys), so a page costs at most limit ids per instance on the wire and
@@ -39,6 +44,10 @@ func listSelector(ms []window.Matcher) (*window.Selector, error) {
 // metric with the prefix: this side cuts every answer, its own included, by the same
 // cursor, matchers and limit, so the page is the same.
 func (c *Cluster) Keys(ctx context.Context, metric, prefix string, ms []window.Matcher, after *window.SeriesID, limit int) (ids []window.SeriesID, missing []int32, err error) {
+	if limit > MaxKeysLimit {
+		// Every peer would refuse it (400), the page then missing their partitions.
+		return nil, nil, fmt.Errorf("cluster: a page of %d series: at most %d", limit, MaxKeysLimit)
+	}
 	sel, err := listSelector(ms)
 	if err != nil {
 		return nil, nil, err
@@ -110,8 +119,8 @@ func (c *Cluster) appendKeys(ctx context.Context, b []byte, q url.Values, metric
 	limit := 0
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxDecodeItems {
-			return b, fmt.Errorf("bad limit %s: want 1 to %d", clip(s), maxDecodeItems)
+		if err != nil || n < 1 || n > MaxKeysLimit {
+			return b, fmt.Errorf("bad limit %s: want 1 to %d", clip(s), MaxKeysLimit)
 		}
 		limit = n
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -254,5 +255,22 @@ func TestKeysPeerDownIsMissing(t *testing.T) {
 	}
 	if !reflect.DeepEqual(ids, local[5:13]) {
 		t.Errorf("%v, want this instance's %v", ids, local[5:13])
+	}
+}
+
+// A page larger than a peer answers (maxDecodeItems) is refused with an error of its own:
+// every peer refused it with a 400, so the listing came back with their partitions missing,
+// as if they were down.
+func TestKeysPageOverThePeersBound(t *testing.T) {
+	ti := newTwo(t, "", nil)
+	for _, limit := range []int{maxDecodeItems + 1, math.MaxInt} {
+		_, missing, err := ti.a.Keys(context.Background(), "m", "", nil, nil, limit)
+		if err == nil || !strings.Contains(err.Error(), "at most") {
+			t.Errorf("limit %d: missing %v, err %v; want the page refused", limit, missing, err)
+		}
+	}
+	ids, missing, err := ti.a.Keys(context.Background(), "m", "", nil, nil, maxDecodeItems)
+	if err != nil || len(missing) != 0 || len(ids) == 0 {
+		t.Errorf("limit %d: %d ids, missing %v, err %v", maxDecodeItems, len(ids), missing, err)
 	}
 }

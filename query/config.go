@@ -19,6 +19,11 @@ import (
 	"github.com/slide-metrics/slide/window"
 )
 
+// MaxMaxSeriesLimit bounds Config.MaxSeriesLimit: a cluster's /v1/series asks each owner
+// for a page and one more, and an owner answers at most 1<<24 series (cluster.MaxKeysLimit)
+// and refuses a larger page.
+const MaxMaxSeriesLimit = 1<<24 - 1
+
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes    = 1 << 20 // POST /v1/events body cap: 1 MiB
@@ -139,7 +144,8 @@ type Config struct {
 	// MaxTopK is the largest k /v1/top accepts. Default DefaultMaxTopK (1000).
 	MaxTopK int
 
-	// MaxSeriesLimit is the largest page /v1/series returns. Default DefaultMaxSeriesLimit.
+	// MaxSeriesLimit is the largest page /v1/series returns, at most MaxMaxSeriesLimit.
+	// Default DefaultMaxSeriesLimit.
 	MaxSeriesLimit int
 
 	// ReadTimeout bounds the reads that scan series (/v1/window, /v1/range, /v1/top,
@@ -205,8 +211,8 @@ func (c Config) Validate() error {
 		return bad("max body bytes %d: must not be negative", c.MaxBodyBytes)
 	case c.MaxTopK < 0:
 		return bad("max top k %d: must not be negative", c.MaxTopK)
-	case c.MaxSeriesLimit < 0:
-		return bad("max series limit %d: must not be negative", c.MaxSeriesLimit)
+	case c.MaxSeriesLimit < 0 || c.MaxSeriesLimit > MaxMaxSeriesLimit:
+		return bad("max series limit %d: want 0 (the default) to %d", c.MaxSeriesLimit, MaxMaxSeriesLimit)
 	case c.ExportMaxSeries < 0:
 		return bad("export max series %d: must not be negative", c.ExportMaxSeries)
 	case (len(c.Export) > 0 || len(c.ExportHistograms) > 0) && c.Registerer == nil:

@@ -2,7 +2,9 @@ package query_test
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http/httptest"
 	"net/url"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slide-metrics/slide/query"
 	"github.com/slide-metrics/slide/window"
 )
 
@@ -117,5 +120,23 @@ func BenchmarkSeriesPage(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A largest page past what a cluster's owners answer (a page and one more) is refused at
+// New: every /v1/series of that size came back with the peers' partitions missing, and a
+// limit of math.MaxInt made the page and one more negative (every series).
+func TestMaxSeriesLimitBounded(t *testing.T) {
+	s, err := window.NewStore(window.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, max := range []int{query.MaxMaxSeriesLimit + 1, math.MaxInt} {
+		if _, err := query.New(query.Config{Store: s, MaxSeriesLimit: max}); !errors.Is(err, query.ErrConfig) {
+			t.Errorf("MaxSeriesLimit %d: %v, want ErrConfig", max, err)
+		}
+	}
+	if _, err := query.New(query.Config{Store: s, MaxSeriesLimit: query.MaxMaxSeriesLimit}); err != nil {
+		t.Errorf("MaxSeriesLimit %d: %v", query.MaxMaxSeriesLimit, err)
 	}
 }
