@@ -168,10 +168,11 @@ func (c *Cluster) VisitExtents(ctx context.Context, wall, at int64, metric strin
 		}
 		remote[series] = &extent{cur: cur, first: first}
 	}
-	// The window is for a peer of the version before opExtents, which asks one of every op
-	// it does not exempt before it finds the op unknown: without it, its answer would be
-	// "bad now or window", not "unknown op". The peers of today do not read it.
-	r := request{op: opExtents, older: opSlots, metric: metric, ms: ms, now: wall, at: at, winMs: rc.Retention().Milliseconds()}
+	// The window (the retention, at most maxPeerWindow) is for a peer of the version before
+	// opExtents, which asks a valid one of every op it does not exempt before it finds the
+	// op unknown: without it, or with a retention past a year, its answer would be "bad now
+	// or window", not "unknown op". The peers of today do not read it.
+	r := request{op: opExtents, older: opSlots, metric: metric, ms: ms, now: wall, at: at, winMs: min(rc.Retention(), maxPeerWindow).Milliseconds()}
 	missing = c.fanout(ctx, r, local, func(a *answer) {
 		for _, s := range a.extents {
 			add(s.series, s.cur, s.first)

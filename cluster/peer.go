@@ -33,6 +33,9 @@ const (
 	maxPeerMatchers = 256
 )
 
+// maxPeerWindow is the longest window a peer request may carry.
+const maxPeerWindow = 365 * 24 * time.Hour
+
 // maxPeerRead bounds how long a peer read runs, as the read routes' timeout (25 s) bounds
 // theirs: a request without HeaderDeadline, or with one far off, stops there.
 const maxPeerRead = 30 * time.Second
@@ -127,7 +130,7 @@ func (c *Cluster) servePeer(w http.ResponseWriter, r *http.Request, bufs *sync.P
 	winMs, err2 := strconv.ParseInt(q.Get("window"), 10, 64)
 	timed := op != opKeys && op != opMetrics // reads at an instant: now within the skew
 	windowed := timed && op != opSlots && op != opExemplars && op != opExtents
-	if timed && err1 != nil || windowed && (err2 != nil || winMs <= 0 || winMs > int64(365*24*time.Hour/time.Millisecond)) {
+	if timed && err1 != nil || windowed && (err2 != nil || winMs <= 0 || winMs > maxPeerWindow.Milliseconds()) {
 		return peerError(w, http.StatusBadRequest, "bad now or window")
 	}
 	if len(key) > maxPeerKey || len(metric) > maxPeerKey {

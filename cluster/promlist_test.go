@@ -414,3 +414,51 @@ func TestOlderPeerRemembered(t *testing.T) {
 	list(promNow+2*olderFor.Milliseconds(), 3, 5)
 	list(promNow+2*olderFor.Milliseconds(), 4, 5)
 }
+
+// A listing of a metric whose retention is past a year (the longest window a peer takes)
+// reads an old peer through opSlots too: the window opExtents carries for such a peer was
+// the retention, which it refused as "bad now or window" before finding the op unknown, so
+// the listing lost that peer's partitions (missing) for the whole upgrade.
+func TestExtentsOldPeerLongRetention(t *testing.T) {
+	cfg := window.StoreConfig{Now: func() int64 { return promNow }, Metrics: map[string]window.RingConfig{"year": {Slot: time.Hour, Slots: 9000}}}
+	stores := [2]*window.Store{}
+	for i := range stores {
+		var err error
+		if stores[i], err = window.NewStore(cfg); err != nil {
+			t.Fatal(err)
+		}
+		ev := window.Event{TS: promNow - int64(i)*3_600_000, Metric: "year", Key: "k-" + strconv.Itoa(i), Value: 1, Feed: window.FeedOf(int32(2 * i))}
+		if err := stores[i].ObserveAt(promNow, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oc := &opCounter{refuse: []string{opExtents}}
+	bc, err := New(Config{Store: stores[1], Brokers: []string{"127.0.0.1:1"}, Advertise: "b:1", Now: func() int64 { return promNow },
+		Local: func() []int32 { return []int32{2, 3} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(oc.wrap(bc.PeerHandler()))
+	t.Cleanup(srv.Close)
+	peer := strings.TrimPrefix(srv.URL, "http://")
+	ac, err := New(Config{Store: stores[0], Brokers: []string{"127.0.0.1:1"}, Advertise: "a:1", Now: func() int64 { return promNow },
+		Timeout: 5 * time.Second, Local: func() []int32 { return []int32{0, 1} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac.view.Store(&View{Partitions: 4, Members: 2, Owner: map[int32]string{0: "a:1", 1: "a:1", 2: peer, 3: peer}})
+	got := map[string]int64{}
+	missing, err := ac.VisitExtents(context.Background(), promNow, promNow, "year", nil, func(series string, _, first int64) bool {
+		got[series] = first
+		return true
+	})
+	cur := window.FloorDiv(promNow, 3_600_000)
+	if want := map[string]int64{"k-0": cur, "k-1": cur - 1}; err != nil || len(missing) != 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("missing %v, err %v, visited %v; want %v", missing, err, got, want)
+	}
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if oc.asked[opSlots] != 1 {
+		t.Errorf("asked %v, want opSlots once after the refusal", oc.asked)
+	}
+}
