@@ -113,7 +113,7 @@ func (c *Cluster) appendKeys(ctx context.Context, b []byte, q url.Values, metric
 	if q.Has("after_metric") {
 		after = &window.SeriesID{Metric: q.Get("after_metric"), Key: q.Get("after_key")}
 		if len(after.Metric) > maxPeerKey || len(after.Key) > maxPeerCursor {
-			return b, fmt.Errorf("cursor over %d bytes", maxPeerCursor)
+			return b, fmt.Errorf("cursor's metric over %d bytes or key over %d", maxPeerKey, maxPeerCursor)
 		}
 	}
 	limit := 0

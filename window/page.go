@@ -99,7 +99,8 @@ func (k *SeriesPage) down(i int) {
 	}
 }
 
-// IDs returns the selection, sorted by metric then key.
+// IDs returns the selection, sorted by metric then key. It ends the page: the sort undoes
+// the heap, so an id offered after it may be wrongly kept or dropped.
 func (k *SeriesPage) IDs() []SeriesID {
 	var out []SeriesID
 	if k.limit > 0 {
