@@ -41,11 +41,15 @@ func TestLagIsKnownWhenTheHeaderIs(t *testing.T) {
 	var fetches atomic.Int32
 	go serveFetches(server, records, func(size, _ int) int { return size }, &fetches)
 	conn := &gateConn{Conn: client, open: header + 100, release: make(chan struct{})}
-	var seen atomic.Int64
-	seen.Store(-1)
+	seen := make(chan int64, 1) // the first end told
 	c := &Consumer{cfg: Config{MaxWait: time.Second, MaxBytes: 1000}, now: time.Now}
 	f := &rawFetch{fc: &fetchConn{Conn: conn, r: bufio.NewReaderSize(conn, 256<<10)}, topic: "t", id: 0,
-		seen: func(end int64) { seen.CompareAndSwap(-1, end) }}
+		seen: func(end int64) {
+			select {
+			case seen <- end:
+			default:
+			}
+		}}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ap := newApplier()
@@ -66,10 +70,12 @@ func TestLagIsKnownWhenTheHeaderIs(t *testing.T) {
 		close(ap.full)
 		done <- err
 	}()
-	for seen.Load() < 0 && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
+	got := int64(-1)
+	select {
+	case got = <-seen:
+	case <-ctx.Done():
 	}
-	if got, n := seen.Load(), applied.Load(); got != 100 || n != 0 {
+	if n := applied.Load(); got != 100 || n != 0 {
 		t.Errorf("with the header read and the records not: the end told %d (want the high watermark, 100), %d records applied (want 0)", got, n)
 	}
 	close(conn.release)
