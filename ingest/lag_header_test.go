@@ -3,11 +3,14 @@ package ingest
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // gateConn lets the first open bytes of what it reads through, then holds every read until
@@ -85,5 +88,33 @@ func TestLagIsKnownWhenTheHeaderIs(t *testing.T) {
 	<-ap.done
 	if applied.Load() != 1 {
 		t.Errorf("%d records applied once released, want 1", applied.Load())
+	}
+}
+
+// The end a response tells (rawFetch.seen, the lag gauge) is its last stable offset under
+// read_committed, its high watermark else, and nothing for a response that failed or whose
+// partition carries an error; f.top keeps the high watermark either way.
+func TestLagEndTold(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		level     kafka.IsolationLevel
+		part      fetchPart
+		err       error
+		told, top int64 // -1: none
+	}{
+		{"read_uncommitted", kafka.ReadUncommitted, fetchPart{hwm: 100, lso: 80}, nil, 100, 100},
+		{"read_committed", kafka.ReadCommitted, fetchPart{hwm: 100, lso: 80}, nil, 80, 100},
+		{"read_committed without an lso", kafka.ReadCommitted, fetchPart{hwm: 100, lso: -1}, nil, 100, 100},
+		{"partition error", kafka.ReadCommitted, fetchPart{hwm: 100, lso: 80, err: kafka.NotLeaderForPartition}, nil, -1, -1},
+		{"response error", kafka.ReadUncommitted, fetchPart{hwm: 100, lso: 80}, io.ErrUnexpectedEOF, -1, -1},
+	} {
+		var top atomic.Int64
+		top.Store(-1)
+		told := int64(-1)
+		f := &rawFetch{level: tc.level, top: &top, seen: func(end int64) { told = end }}
+		f.end(tc.part, tc.err)
+		if told != tc.told || top.Load() != tc.top {
+			t.Errorf("%s: told %d, top %d; want %d, %d", tc.name, told, top.Load(), tc.told, tc.top)
+		}
 	}
 }
