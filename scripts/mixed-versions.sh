@@ -105,7 +105,7 @@ check() {
   "$@" "$old_url" >"$f.old"
   "$@" "$new_url" >"$f.new"
   if cmp -s "$f.old" "$f.new"; then
-    printf 'ok         %-58s (%s lines, %s bytes)\n' "$name" "$(wc -l <"$f.old")" "$(wc -c <"$f.old")"
+    printf 'ok         %-62s (%s bytes, %s lines)\n' "$name" "$(wc -c <"$f.old")" "$(grep -c '' "$f.old")"
   else
     differ=1
     printf 'DIFFERENT  %s (old < > new)\n' "$name"
