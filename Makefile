@@ -15,7 +15,7 @@ RACE_PKGS := ./reliability/... ./cmd/... ./promapi/... ./window/... ./batch/... 
 # Pure computation: tested without -race (faster, same assertions).
 PLAIN_PKGS := ./sketch/... ./jsonenc/... ./textparse/... ./promsel/...
 
-.PHONY: all build run test vet fmt-check deps bench fuzz fuzz-short soak clean docs sbs-gubernator cross
+.PHONY: all build run test vet fmt-check deps bench fuzz fuzz-short soak clean docs sbs-gubernator mixed-versions cross
 
 all: build
 
@@ -89,6 +89,14 @@ bench: deps build
 # side by side with wrk (issue #30). Not part of test or bench; ROUNDS, DURATION, CONNS… in the script.
 sbs-gubernator:
 	./scripts/sbs-gubernator.sh "$(GUBERNATOR_SRC)"
+
+# mixed-versions: a rolling upgrade half done, one slide serve built from OLD_REF (default
+# ed71e12) and one from this tree in one group, unsigned and with --peer-key-file; their
+# /v1/series pages, PromQL listings and two controls must be equal. Not part of test: it
+# builds the old version.
+OLD_REF ?= ed71e12
+mixed-versions:
+	./scripts/mixed-versions.sh "$(OLD_REF)"
 
 # cross builds slide for the other platforms users run it on (macOS on Apple silicon and
 # Intel, Linux on arm64, FreeBSD, Windows), so a syscall only Linux has fails here and not on
