@@ -109,8 +109,18 @@ check() {
   else
     differ=1
     printf 'DIFFERENT  %s (old < > new)\n' "$name"
-    diff "$f.old" "$f.new" | head -6 | cut -c1-200 | sed 's/^/    /' || true
+    diff <(lines_view "$f.old") <(lines_view "$f.new") | head -6 | cut -c1-200 | sed 's/^/    /' || true
+    if diff -q <(lines_view "$f.old") <(lines_view "$f.new") >/dev/null; then
+      echo "    (equal as JSON, different bytes: $(cmp "$f.old" "$f.new" 2>&1 | head -1))"
+    fi
   fi
+}
+# lines_view FILE: an answer as a diff should show it: a PromQL answer's data (or result)
+# one element a line.
+lines_view() {
+  jq -c 'if type == "object" and (.data | type) == "array" then del(.data), .data[]
+    elif type == "object" and (.data | type) == "object" and (.data.result | type) == "array" then del(.data.result), .data.result[]
+    else . end' "$1" 2>/dev/null || cat "$1"
 }
 
 # series_pages [PARAM…] URL: every page of /v1/series at limit=7, one series a line.
