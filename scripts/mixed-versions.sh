@@ -20,7 +20,10 @@
 #   - a /v1/window glob read (its time fields from, to, elapsed_s and rate_per_s left out: the
 #     route takes no instant, and the two are asked a few ms apart) and two PromQL instant
 #     queries (histogram_quantile of a rate, answered by the pushdown, and an increase of
-#     M_count, by the engine) at a fixed time=, as controls that the two agree at all.
+#     M_count, by the engine) at a fixed time=, as controls that the two agree at all;
+#   - decisions of a backend: cluster policy (both instances run it, so both became ready
+#     with a cluster limiter to restore): 20 keys, each decided at the instance asked, then
+#     at the other, must give the same answers (the same buckets, whichever owns the key).
 # It prints one line per check, "ok" or "DIFFERENT" with the first lines of a diff, and exits
 # 1 if any differ (2 on bad usage, other non-zero codes when the setup fails).
 #
@@ -46,9 +49,13 @@ mkdir -p "$work"
 
 pids=()
 old_src=$work/old-src
+# stop_all stops the instances, then the broker (pids[0]): they write their last limiter
+# checkpoints and snapshots to it as they stop.
 stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  local p
+  for p in "${pids[@]:1}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]:1}"; do wait "$p" 2>/dev/null || true; done
+  for p in "${pids[@]:0:1}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   pids=()
 }
 cleanup() {
@@ -90,8 +97,18 @@ awk -v n="$events" -v k="$keys" 'BEGIN {
     }
   }
 }' >"$work/events.ndjson"
+cat >"$work/policies.yaml" <<'EOF'
+policies:
+  - {name: mixed, algorithm: token_bucket, capacity: 100, refill_per_second: 1, backend: cluster, on_backend_error: closed, timeout: 500ms}
+EOF
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/peer.key"
 
+for p in "$base" $((base + 1)) $((base + 2)); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    echo "port $p is in use (PORT_BASE=$base): a slide of an earlier run?" >&2
+    exit 3
+  fi
+done
 old_url=http://127.0.0.1:$((base + 1))
 new_url=http://127.0.0.1:$((base + 2))
 differ=0
@@ -102,8 +119,9 @@ check() {
   local name=$1 f
   shift
   f=$run_dir/$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.-' '_')
-  "$@" "$old_url" >"$f.old"
-  "$@" "$new_url" >"$f.new"
+  # a read that fails is an answer too: its error body and exit status are compared
+  "$@" "$old_url" >"$f.old" 2>&1 || echo "FAILED (exit $?)" >>"$f.old"
+  "$@" "$new_url" >"$f.new" 2>&1 || echo "FAILED (exit $?)" >>"$f.new"
   if cmp -s "$f.old" "$f.new"; then
     printf 'ok         %-62s (%s bytes, %s lines)\n' "$name" "$(wc -c <"$f.old")" "$(grep -c '' "$f.old")"
   else
@@ -116,18 +134,24 @@ check() {
   fi
 }
 # lines_view FILE: an answer as a diff should show it: a PromQL answer's data (or result)
-# one element a line.
+# one element a line; a line that is not JSON (curl's error, FAILED) as it is.
 lines_view() {
-  jq -c 'if type == "object" and (.data | type) == "array" then del(.data), .data[]
+  jq -rcR '. as $raw | try (fromjson |
+    if type == "object" and (.data | type) == "array" then del(.data), .data[]
     elif type == "object" and (.data | type) == "object" and (.data.result | type) == "array" then del(.data.result), .data.result[]
-    else . end' "$1" 2>/dev/null || cat "$1"
+    else . end) catch $raw' "$1"
 }
 
+# ask CURL_ARG…: curl that fails on an HTTP error but writes its body (slide's error JSON).
+ask() { curl -sS --fail-with-body "$@"; }
 # series_pages [PARAM…] URL: every page of /v1/series at limit=7, one series a line.
 series_pages() {
   local url=${*: -1} args=("${@:1:$#-1}") cursor='' page n=0
   while :; do
-    page=$(curl -fsS -G "$url/v1/series" -d limit=7 "${args[@]}" ${cursor:+--data-urlencode "cursor=$cursor"})
+    page=$(ask -G "$url/v1/series" -d limit=7 "${args[@]}" ${cursor:+--data-urlencode "cursor=$cursor"}) || {
+      printf '%s\n' "$page"
+      return 1
+    }
     jq -c '.series[]' <<<"$page"
     cursor=$(jq -r '.next // empty' <<<"$page")
     [ -n "$cursor" ] || break
@@ -138,15 +162,43 @@ series_pages() {
 # prom PATH [PARAM…] URL: a PromQL API answer, as it came.
 prom() {
   local url=${*: -1} path=$1
-  curl -fsS -G "$url$path" "${@:2:$#-2}"
+  ask -G "$url$path" "${@:2:$#-2}"
 }
 # prom_sorted PATH [PARAM…] URL: the same with its data sorted (a series listing's order is
 # not Prometheus' contract).
-prom_sorted() { prom "$@" | jq -cS '.data |= sort_by(tostring)'; }
+prom_sorted() {
+  local out
+  out=$(prom "$@") || { printf '%s\n' "$out"; return 1; }
+  jq -cS '.data |= sort_by(tostring)' <<<"$out"
+}
 # window_glob URL: a /v1/window glob read without its time fields.
 window_glob() {
-  curl -fsS -G "$1/v1/window" -d metric=latency_ms -d 'key=tenant-*' -d window=5m -d q=0.5,0.99 |
-    jq -cS 'del(.from, .to, .elapsed_s, .rate_per_s)'
+  local out
+  out=$(ask -G "$1/v1/window" -d metric=latency_ms -d 'key=tenant-*' -d window=5m -d q=0.5,0.99) || {
+    printf '%s\n' "$out"
+    return 1
+  }
+  jq -cS 'del(.from, .to, .elapsed_s, .rate_per_s)' <<<"$out"
+}
+# decisions URL: 20 keys of the cluster policy, each decided at URL (cost 1) then at the
+# other instance (cost 2), whichever owns it; what a decision says but its times. Both
+# instances print the same when they share each key's bucket (99 then 97).
+decisions() {
+  local url=$1 other=$old_url i
+  [ "$url" = "$old_url" ] && other=$new_url
+  for i in $(seq 20); do
+    decide "$url" "k$i-via-${url##*:}" 1 || return 1
+    decide "$other" "k$i-via-${url##*:}" 2 || return 1
+  done
+}
+# decide URL KEY COST: one decision of the cluster policy, without its times.
+decide() {
+  local out
+  out=$(ask -X POST -d '{"policy":"mixed","key":"'"$2"'","cost":'"$3"'}' "$1/v1/allow") || {
+    printf '%s\n' "$out"
+    return 1
+  }
+  jq -c '{allowed, policy, limit, remaining}' <<<"$out"
 }
 past() { [ "$(date +%s)" -gt "$1" ]; }
 members2() { curl -fsS "$1/metrics" | grep -q '^slide_cluster_members 2$'; }
@@ -169,7 +221,7 @@ for mode in unsigned signed; do
   for v in old new; do
     if [ "$v" = old ]; then port=$((base + 1)); else port=$((base + 2)); fi
     "$work/slide-$v" serve --brokers "127.0.0.1:$base" --group mixed --addr "127.0.0.1:$port" \
-      --advertise-addr "127.0.0.1:$port" "${keyflag[@]}" --log-level warn >"$run_dir/serve-$v.log" 2>&1 &
+      --advertise-addr "127.0.0.1:$port" --policies "$work/policies.yaml" "${keyflag[@]}" --log-level warn >"$run_dir/serve-$v.log" 2>&1 &
     pids+=($!)
   done
   for u in "$old_url" "$new_url"; do
@@ -201,6 +253,7 @@ for mode in unsigned signed; do
   check "/v1/window latency_ms key=tenant-* (time fields left out)" window_glob
   check "/api/v1/query histogram_quantile by route" prom /api/v1/query -d "time=$at" --data-urlencode 'query=histogram_quantile(0.9, sum by (route) (rate(latency_ms[5m])))'
   check "/api/v1/query sum by (code) (increase(latency_ms_count[5m]))" prom /api/v1/query -d "time=$at" --data-urlencode 'query=sum by (code) (increase(latency_ms_count[5m]))'
+  check "/v1/allow, a cluster policy's key decided at each instance in turn" decisions
   stop_all
 done
 
