@@ -14,7 +14,8 @@
 # key, so both instances own some), waits until both are ready, see 2 members and read every
 # event, and asks BOTH:
 #   - /v1/series paged with limit=7 to the end (all, metric=, metric= with match=, match=
-#     alone), each page's series concatenated;
+#     alone), each page's series concatenated; and paged asking old and new in turn, each
+#     with the other's cursor (as behind a load balancer), which must equal the plain pages;
 #   - the PromQL listings /api/v1/labels, /api/v1/label/{key,route,code}/values and
 #     /api/v1/series?match[]=latency_ms (its data sorted), at one fixed start= and end=;
 #   - a /v1/window glob read (its time fields from, to, elapsed_s and rate_per_s left out: the
@@ -118,18 +119,24 @@ differ=0
 check() {
   local name=$1 f
   shift
-  f=$run_dir/$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.-' '_')
+  f=$(answer_file "$name")
   # a read that fails is an answer too: its error body and exit status are compared
   "$@" "$old_url" >"$f.old" 2>&1 || echo "FAILED (exit $?)" >>"$f.old"
   "$@" "$new_url" >"$f.new" 2>&1 || echo "FAILED (exit $?)" >>"$f.new"
-  if cmp -s "$f.old" "$f.new"; then
-    printf 'ok         %-62s (%s bytes, %s lines)\n' "$name" "$(wc -c <"$f.old")" "$(grep -c '' "$f.old")"
+  compare "$name" "$f.old" "$f.new" "old < > new"
+}
+# answer_file NAME: where check keeps NAME's answers (.old and .new appended).
+answer_file() { printf '%s/%s' "$run_dir" "$(printf '%s' "$1" | tr -c 'A-Za-z0-9_.-' '_')"; }
+# compare NAME FILE FILE WHAT: prints ok, or DIFFERENT with the first lines of the diff.
+compare() {
+  if cmp -s "$2" "$3"; then
+    printf 'ok         %-62s (%s bytes, %s lines)\n' "$1" "$(wc -c <"$2")" "$(grep -c '' "$2")"
   else
     differ=1
-    printf 'DIFFERENT  %s (old < > new)\n' "$name"
-    diff <(lines_view "$f.old") <(lines_view "$f.new") | head -6 | cut -c1-200 | sed 's/^/    /' || true
-    if diff -q <(lines_view "$f.old") <(lines_view "$f.new") >/dev/null; then
-      echo "    (equal as JSON, different bytes: $(cmp "$f.old" "$f.new" 2>&1 | head -1))"
+    printf 'DIFFERENT  %s (%s)\n' "$1" "$4"
+    diff <(lines_view "$2") <(lines_view "$3") | head -6 | cut -c1-200 | sed 's/^/    /' || true
+    if diff -q <(lines_view "$2") <(lines_view "$3") >/dev/null; then
+      echo "    (equal as JSON, different bytes: $(cmp "$2" "$3" 2>&1 | head -1))"
     fi
   fi
 }
@@ -144,9 +151,14 @@ lines_view() {
 
 # ask CURL_ARG…: curl that fails on an HTTP error but writes its body (slide's error JSON).
 ask() { curl -sS --fail-with-body "$@"; }
-# series_pages [PARAM…] URL: every page of /v1/series at limit=7, one series a line.
+# series_pages [PARAM…] URL: every page of /v1/series at limit=7, one series a line. With
+# TURNS set, the pages are asked of URL and the other instance in turn, each page with the
+# cursor the other gave, as a client behind a load balancer pages during an upgrade.
 series_pages() {
-  local url=${*: -1} args=("${@:1:$#-1}") cursor='' page n=0
+  local url=${*: -1} args=("${@:1:$#-1}") cursor='' page n=0 next=${*: -1}
+  if [ -n "${TURNS:-}" ]; then
+    if [ "$url" = "$old_url" ]; then next=$new_url; else next=$old_url; fi
+  fi
   while :; do
     page=$(ask -G "$url/v1/series" -d limit=7 "${args[@]}" ${cursor:+--data-urlencode "cursor=$cursor"}) || {
       printf '%s\n' "$page"
@@ -155,10 +167,12 @@ series_pages() {
     jq -c '.series[]' <<<"$page"
     cursor=$(jq -r '.next // empty' <<<"$page")
     [ -n "$cursor" ] || break
+    set -- "$next" && next=$url && url=$1
     n=$((n + 1))
     if [ "$n" -gt 10000 ]; then echo "over 10000 pages" >&2; exit 3; fi
   done
 }
+series_in_turn() { TURNS=1 series_pages "$@"; }
 # prom PATH [PARAM…] URL: a PromQL API answer, as it came.
 prom() {
   local url=${*: -1} path=$1
@@ -242,6 +256,9 @@ for mode in unsigned signed; do
   echo "== $mode peer reads$([ "$mode" = signed ] && echo ' (--peer-key-file, the same file for both)'): old $old_url, new $new_url, partitions owned $parts of 4; $latency latency_ms and $cost cost events; time=$at"
 
   check "/v1/series limit=7, all pages" series_pages
+  check "/v1/series limit=7, pages asked of old and new in turn" series_in_turn
+  compare "/v1/series limit=7, in turn from old = old's own pages" "$(answer_file "/v1/series limit=7, all pages").old" \
+    "$(answer_file "/v1/series limit=7, pages asked of old and new in turn").old" "one instance < > in turn"
   check "/v1/series limit=7 metric=latency_ms" series_pages -d metric=latency_ms
   check "/v1/series limit=7 metric=latency_ms match=route=\"/r2\"" series_pages -d metric=latency_ms --data-urlencode 'match=route="/r2"'
   check "/v1/series limit=7 match=code=\"500\",key=~\"tenant-1.*\"" series_pages --data-urlencode 'match=code="500",key=~"tenant-1.*"'
