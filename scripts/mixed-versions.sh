@@ -214,6 +214,13 @@ decide() {
   }
   jq -c '{allowed, policy, limit, remaining}' <<<"$out"
 }
+# peer_reads URL: the peer reads the instance asked, by result, and its served 401s.
+peer_reads() {
+  curl -fsS "$1/metrics" | awk '
+    /^slide_cluster_peer_requests_total\{/ { match($0, /result="[^"]*"/); r[substr($0, RSTART + 8, RLENGTH - 9)] += $NF }
+    /^slide_cluster_peer_served_total\{code="401"\}/ { u = $NF }
+    END { printf "ok %d, error %d, unauthenticated %d; served 401 %d", r["ok"], r["error"], r["unauthenticated"], u }'
+}
 past() { [ "$(date +%s)" -gt "$1" ]; }
 members2() { curl -fsS "$1/metrics" | grep -q '^slide_cluster_members 2$'; }
 # has_all URL: the instance reads every produced event through the group.
@@ -271,6 +278,7 @@ for mode in unsigned signed; do
   check "/api/v1/query histogram_quantile by route" prom /api/v1/query -d "time=$at" --data-urlencode 'query=histogram_quantile(0.9, sum by (route) (rate(latency_ms[5m])))'
   check "/api/v1/query sum by (code) (increase(latency_ms_count[5m]))" prom /api/v1/query -d "time=$at" --data-urlencode 'query=sum by (code) (increase(latency_ms_count[5m]))'
   check "/v1/allow, a cluster policy's key decided at each instance in turn" decisions
+  echo "peer reads asked by old: $(peer_reads "$old_url"); by new: $(peer_reads "$new_url")"
   stop_all
 done
 
