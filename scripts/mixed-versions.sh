@@ -254,9 +254,9 @@ for mode in unsigned signed; do
     until_ok 60 "$u to read all $latency+$cost events" has_all "$u"
   done
   parts=$(for u in "$old_url" "$new_url"; do curl -fsS "$u/metrics" | grep -c '^slide_ingest_lag{partition=' || true; done | paste -sd/ -)
-  # One instant for every PromQL read: the end of the 10 s slot (latency_ms's default ring)
-  # the events are in, waited for, since a native histogram's sample is at its slot's end and
-  # a rate over a slot not yet ended has nothing to read.
+  # One instant for every PromQL read: the end of the current 10 s slot (latency_ms's default
+  # ring), after every event was read, waited for: a native histogram's sample is at its
+  # slot's end, so a rate at an instant inside the events' slot has nothing to read.
   at=$((($(date +%s) / 10 + 1) * 10))
   until_ok 15 "the clock to pass $at" past "$at"
   echo
