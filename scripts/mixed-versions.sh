@@ -71,18 +71,8 @@ git -C "$repo" worktree add --detach --quiet "$old_src" "$old_sha"
 git -C "$repo" worktree remove --force "$old_src"
 (cd "$repo" && go build -o "$work/slide-new" ./cmd/slide)
 
-# until_ok SECONDS WHAT CMD… retries CMD every 0.2 s for SECONDS, then fails naming WHAT.
-until_ok() {
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      echo "timed out waiting for $what (logs in $work)" >&2
-      exit 3
-    fi
-    sleep 0.2
-  done
-}
+# until_ok (lib.sh) retries a command until it succeeds or its seconds run out.
+. "$(dirname "$0")/lib.sh"
 
 # The events: KEYS keys × 5 routes of latency_ms (code 200 or 500 by route) and one cost
 # series per key, values and order fixed, stamped now (the record's time) so that every
@@ -238,7 +228,7 @@ for mode in unsigned signed; do
   if [ "$mode" = signed ]; then keyflag=(--peer-key-file "$work/peer.key"); fi
   "$work/slide-new" broker --addr "127.0.0.1:$base" --partitions 4 >"$run_dir/broker.log" 2>&1 &
   pids+=($!)
-  until_ok 15 "the broker" grep -q "broker listening on" "$run_dir/broker.log"
+  until_ok 15 "the broker" grep -q "broker listening on" "$run_dir/broker.log" || exit 3
   for v in old new; do
     if [ "$v" = old ]; then port=$((base + 1)); else port=$((base + 2)); fi
     "$work/slide-$v" serve --brokers "127.0.0.1:$base" --group mixed --addr "127.0.0.1:$port" \
@@ -246,19 +236,19 @@ for mode in unsigned signed; do
     pids+=($!)
   done
   for u in "$old_url" "$new_url"; do
-    until_ok 60 "$u to be ready" curl -fsS "$u/readyz"
-    until_ok 60 "$u to see two members" members2 "$u"
+    until_ok 60 "$u to be ready" curl -fsS "$u/readyz" || exit 3
+    until_ok 60 "$u to see two members" members2 "$u" || exit 3
   done
   "$work/slide-new" produce --brokers "127.0.0.1:$base" --file "$work/events.ndjson" >"$run_dir/produce.log" 2>&1
   for u in "$old_url" "$new_url"; do
-    until_ok 60 "$u to read all $latency+$cost events" has_all "$u"
+    until_ok 60 "$u to read all $latency+$cost events" has_all "$u" || exit 3
   done
   parts=$(for u in "$old_url" "$new_url"; do curl -fsS "$u/metrics" | grep -c '^slide_ingest_lag{partition=' || true; done | paste -sd/ -)
   # One instant for every PromQL read: the end of the current 10 s slot (latency_ms's default
   # ring), after every event was read, waited for: a native histogram's sample is at its
   # slot's end, so a rate at an instant inside the events' slot has nothing to read.
   at=$((($(date +%s) / 10 + 1) * 10))
-  until_ok 15 "the clock to pass $at" past "$at"
+  until_ok 15 "the clock to pass $at" past "$at" || exit 3
   echo
   echo "== $mode peer reads$([ "$mode" = signed ] && echo ' (--peer-key-file, the same file for both)'): old $old_url, new $new_url, partitions owned $parts of 4; $latency latency_ms and $cost cost events; time=$at"
 

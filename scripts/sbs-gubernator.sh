@@ -77,18 +77,8 @@ cpu() {
   awk -v t="$total" -v hz="$tck" 'BEGIN { printf "%.2f", t / hz }'
 }
 
-# until SECONDS WHAT CMD… retries CMD every 0.2 s for SECONDS, then fails naming WHAT.
-until_ok() {
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      echo "timed out waiting for $what (logs in $work)" >&2
-      exit 1
-    fi
-    sleep 0.2
-  done
-}
+# until_ok (lib.sh) retries a command until it succeeds or its seconds run out.
+. "$(dirname "$0")/lib.sh"
 
 # ---- slide: a broker and three instances in one group ----
 "$work/slide" broker --addr "127.0.0.1:$base" --partitions "$partitions" >"$work/broker.log" 2>&1 &

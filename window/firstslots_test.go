@@ -29,24 +29,7 @@ func TestVisitFirstSlotsTieredSkewedIdle(t *testing.T) {
 		}
 		for _, m := range []string{"tiered", "skewed", "one", "m"} {
 			for _, at := range []int64{now - 70_000, now - 10_000, now, now + 5_000, now + 30_000, now + 400_000} {
-				type ext struct {
-					cur, first int64
-					live       bool
-				}
-				want := map[string]ext{}
-				s.VisitSlots(at, m, nil, nil, func(series string, cur int64, slots []SlotView) bool {
-					e := ext{cur: cur}
-					if len(slots) > 0 {
-						e.first, e.live = slots[0].Index, true
-					}
-					want[series] = e
-					return true
-				})
-				got := map[string]ext{}
-				s.VisitFirstSlots(at, m, nil, nil, nil, func(series string, cur, first int64, live bool) bool {
-					got[series] = ext{cur, first, live}
-					return true
-				})
+				got, want := firstSlotsBothWays(s, at, m)
 				if fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Fatalf("round %d %s at %d (now %d): %v, want %v", round, m, at, now, got, want)
 				}

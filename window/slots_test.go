@@ -126,26 +126,9 @@ func TestVisitFirstSlotsEqualsVisitSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	type ext struct {
-		cur, first int64
-		live       bool
-	}
 	checked := 0
 	for at := now - 600_000; at <= now+600_000; at += 7_000 {
-		want := map[string]ext{}
-		s.VisitSlots(at, "m", nil, nil, func(series string, cur int64, slots []SlotView) bool {
-			e := ext{cur: cur}
-			if len(slots) > 0 {
-				e.first, e.live = slots[0].Index, true
-			}
-			want[series] = e
-			return true
-		})
-		got := map[string]ext{}
-		s.VisitFirstSlots(at, "m", nil, nil, nil, func(series string, cur, first int64, live bool) bool {
-			got[series] = ext{cur, first, live}
-			return true
-		})
+		got, want := firstSlotsBothWays(s, at, "m")
 		if len(want) != 20 || !reflect.DeepEqual(got, want) {
 			t.Fatalf("at %d: %v, want %v", at, got, want)
 		}
@@ -158,4 +141,30 @@ func TestVisitFirstSlotsEqualsVisitSlots(t *testing.T) {
 	if checked < 100 {
 		t.Fatalf("%d live series checked: too few", checked)
 	}
+}
+
+// extent is what VisitFirstSlots tells of a series: its cur and first live slot.
+type extent struct {
+	cur, first int64
+	live       bool
+}
+
+// firstSlotsBothWays reads metric's series at now through VisitFirstSlots (got) and, from
+// their slots, through VisitSlots (want).
+func firstSlotsBothWays(s *Store, now int64, metric string) (got, want map[string]extent) {
+	want = map[string]extent{}
+	s.VisitSlots(now, metric, nil, nil, func(series string, cur int64, slots []SlotView) bool {
+		e := extent{cur: cur}
+		if len(slots) > 0 {
+			e.first, e.live = slots[0].Index, true
+		}
+		want[series] = e
+		return true
+	})
+	got = map[string]extent{}
+	s.VisitFirstSlots(now, metric, nil, nil, nil, func(series string, cur, first int64, live bool) bool {
+		got[series] = extent{cur, first, live}
+		return true
+	})
+	return got, want
 }
