@@ -58,16 +58,14 @@ type rawFetch struct {
 	id       int32
 	corr     int32
 	level    kafka.IsolationLevel
-	top      *atomic.Int64 // the partition's high watermark, set as each response is read (nil: not kept)
-	// seen, when set, is told the end a response can be read to (end) as soon as its
-	// partition's header is read, before its records arrive (the consumer's lag gauge).
-	seen     func(end int64)
-	txns     abortedTxns // the response's aborted transactions, read_committed (fetch_txn.go)
-	last     int64       // the offset of the last record handed on from the response being read
-	cut      int         // the size of a record batch the last response cut before any whole one: the next fetch asks for it all
-	req      []byte      // the request being written, reused
-	batch    []byte      // the batch being read, reused
-	inflated []byte      // its records inflated, reused
+	top      *atomic.Int64   // the partition's high watermark, set as each response is read (nil: not kept)
+	seen     func(end int64) // told the end a response reads to once its partition header is read, before its records (nil: none)
+	txns     abortedTxns     // the response's aborted transactions, read_committed (fetch_txn.go)
+	last     int64           // the offset of the last record handed on from the response being read
+	cut      int             // the size of a record batch the last response cut before any whole one: the next fetch asks for it all
+	req      []byte          // the request being written, reused
+	batch    []byte          // the batch being read, reused
+	inflated []byte          // its records inflated, reused
 }
 
 // request writes a Fetch v4 request for the partition at offset.
