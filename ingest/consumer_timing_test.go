@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"syscall"
 	"testing"
@@ -76,6 +77,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 // until each partition is read to end (records in all); it returns the time that took and
 // the CPU time the process spent meanwhile, with the timer stopped for the closing.
 func timeFetch(b *testing.B, c *kafkatest.Cluster, end map[int32]int64, records int, maxWait time.Duration) (took, cpu time.Duration) {
+	var conns connSet
 	start := time.Now()
 	c0 := cpuNow()
 	var wg sync.WaitGroup
@@ -83,7 +85,8 @@ func timeFetch(b *testing.B, c *kafkatest.Cluster, end map[int32]int64, records 
 	counts := make([]int, c.Partitions)
 	for p := range c.Partitions {
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.Addr}, Topic: c.Topic, Partition: p,
-			MinBytes: 1, MaxBytes: DefaultMaxBytes, MaxWait: maxWait, QueueCapacity: 1024, ReadLagInterval: -1})
+			MinBytes: 1, MaxBytes: DefaultMaxBytes, MaxWait: maxWait, QueueCapacity: 1024, ReadLagInterval: -1,
+			Dialer: &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, DialFunc: conns.dial}})
 		readers[p] = r
 		wg.Add(1)
 		go func() {
@@ -100,24 +103,58 @@ func timeFetch(b *testing.B, c *kafkatest.Cluster, end map[int32]int64, records 
 	wg.Wait()
 	took, cpu = time.Since(start), cpuNow()-c0
 	b.StopTimer()
+	// kafka-go's Close waits out an idle fetch (MaxWait, ~0.5 s here), where the consumer's
+	// stop interrupts it (readRaw). The readers' connections are closed first, so that their
+	// idle fetches end at once and Close returns as ours' stop does: no idle gap before the
+	// next op (an op after half a second idle runs 10–15 ms slower on either side), and no
+	// closing readers left holding the heap while the next op runs (closed in the
+	// background, they held ~200 MB, and a heap that large halved the collections the
+	// loop's ops paid against ours': by-hand.md, "Spans end to end: round 11").
+	conns.closeAll()
 	total := 0
-	// The readers close in the background, so that the loop's ops follow each other as
-	// ours' do: kafka-go's Close waits out an idle fetch (MaxWait, ~0.5 s here), where the
-	// consumer's stop interrupts it (readRaw), and an op after half a second idle runs
-	// 10–15 ms slower on either side. Closed in line, the loop's ops each came after that
-	// idle and ours' did not: ours ÷ loop read ~0.97× where both back to back, or both
-	// idle, read ~0.75× (by-hand.md, "Spans end to end: round 7").
-	var closing sync.WaitGroup
 	for p, r := range readers {
-		closing.Go(func() { r.Close() })
+		if err := r.Close(); err != nil {
+			b.Fatal(err)
+		}
 		total += counts[p]
 	}
-	b.Cleanup(closing.Wait)
 	if total != records {
 		b.Fatalf("anchor read %d records, want %d", total, records)
 	}
 	b.StartTimer()
 	return took, cpu
+}
+
+// connSet is a dialer's connections, so that a test can close them all at once; a dial
+// after that fails.
+type connSet struct {
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed bool
+}
+
+func (s *connSet) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		conn.Close()
+		return nil, net.ErrClosed
+	}
+	s.conns = append(s.conns, conn)
+	return conn, nil
+}
+
+func (s *connSet) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, conn := range s.conns {
+		conn.Close()
+	}
 }
 
 // cpuNow is the CPU time (user and system) this process has used: ours and the anchor
