@@ -132,6 +132,25 @@ type chunk struct {
 	next  int64  // the connection's offset after the batch: past its last record and compacted gaps
 }
 
+// keep copies b into the chunk's arena and returns the copy (nil for nil).
+func (k *chunk) keep(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	if len(k.arena)+len(b) > cap(k.arena) {
+		k.grow(len(b))
+	}
+	s := len(k.arena)
+	k.arena = append(k.arena, b...)
+	return k.arena[s:len(k.arena):len(k.arena)]
+}
+
+// grow gives the chunk a new arena block of at least n bytes: the records already kept
+// point into the old one, which lives as long as they do.
+func (k *chunk) grow(n int) {
+	k.arena = make([]byte, 0, max(2*cap(k.arena), n, 64<<10))
+}
+
 // applier is the hand-over between a partition's reader and its applier goroutine: full
 // carries chunks in log order, free brings them back for reuse (so the reader never runs
 // more than chunkDepth chunks ahead), done closes when the applier has applied them all.

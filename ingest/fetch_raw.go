@@ -360,6 +360,16 @@ func (c *Consumer) batchRecords(f *rawFetch, body []byte, base, offset int64, ch
 			ts = maxTS
 		}
 		k := *ch
+		if need := len(r.key) + len(r.value) + len(r.headerBytes); len(k.arena)+need > cap(k.arena) {
+			// A new block sized for the chunk's records still to come, each judged by the
+			// batch's records after this one (doubling from small blocks allocated about
+			// twice what a chunk holds).
+			avg := need
+			if left := count - i - 1; left > 0 {
+				avg = len(recs) / left
+			}
+			k.grow(min(need+avg*(chunkLen-len(k.msgs)-1), max(need, keepInflated)))
+		}
 		m := kafka.Message{Topic: f.topic, Partition: int(f.id), Offset: off, Time: makeTime(ts)}
 		m.Key = k.keep(r.key)
 		m.Value = k.keep(r.value)
@@ -510,21 +520,6 @@ func varBytes(b []byte) ([]byte, []byte, error) {
 		return nil, nil, errRecordFormat
 	}
 	return b[:l:l], b[l:], nil
-}
-
-// keep copies b into the chunk's arena and returns the copy (nil for nil).
-func (k *chunk) keep(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	if len(k.arena)+len(b) > cap(k.arena) {
-		// A new block: the records already kept point into the old one, which lives as long
-		// as they do.
-		k.arena = make([]byte, 0, max(2*cap(k.arena), len(b), 64<<10))
-	}
-	s := len(k.arena)
-	k.arena = append(k.arena, b...)
-	return k.arena[s:len(k.arena):len(k.arena)]
 }
 
 // readRaw is read through the consumer's own fetch: it reads partition f.id from offset into
