@@ -11,7 +11,11 @@
 //     three read syscalls a record of a few KiB, most of the consumer's reading; and read
 //     with the consumer's own Fetch v4, record batches parsed in place and each record's key
 //     and value copied into a reused arena, not allocated anew as kafka-go's Batch does:
-//     fetch_raw.go).
+//     fetch_raw.go). A chunk's arena is sized for its records at once (judged by the batch's),
+//     and an ended fetch session's chunks go through a sync.Pool to the next, so a reconnect
+//     or a rebalance reads into arenas already grown. A session's seek to its planned offset
+//     asks the broker nothing (an offset retention passed meanwhile is the fetch's
+//     OffsetOutOfRange, which resets as a checked seek's would).
 //     Each record's value goes through event.Intake.TakeRecord with a decoder per partition,
 //     an event.Format of Config.Format (slide's JSON by default, OTLP spans with
 //     event.NewOTLPProto or NewOTLPJSON: one ExportTraceServiceRequest a record, a refused
