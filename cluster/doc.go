@@ -70,7 +70,9 @@
 // the current and first live slot of its series a selector matches (opExtents, see
 // extents.go), all a listing needs, instead of their slots. A peer of an older version
 // answers "unknown op", and its partitions count as missing; but one that does not know
-// opExtents is asked opSlots instead, so listings answer alike during a rolling upgrade.
+// opExtents is asked opSlots instead, so listings answer alike during a rolling upgrade
+// (counted as result="older_version" and said at INFO once per peer a minute: expected
+// then, not a failed read).
 //
 // # Listing series a page at a time
 //

@@ -39,6 +39,10 @@ const olderFor = time.Minute
 // errUnknownOp is a peer's refusal of an op it does not know (a peer of an older version).
 var errUnknownOp = errors.New("cluster: the peer does not know the op")
 
+// errOlderVersion counts a refusal of an op that has an older one to ask instead
+// (result="older_version"): a rolling upgrade half done, not a failed read.
+var errOlderVersion = errors.New("cluster: the peer runs an older version")
+
 // extentSeries is one series of an opExtents answer.
 type extentSeries struct {
 	series     string
@@ -125,6 +129,9 @@ func (c *Cluster) askOlder(ctx context.Context, addr string, r *request) (*answe
 			return true
 		})
 		c.older.Store(addr, now+olderFor.Milliseconds())
+		// Expected while a rolling upgrade is half done: said once per peer a minute, and
+		// counted as result="older_version", not as a failed read.
+		c.log.Info("cluster: peer runs an older version; reading its partitions with the op it knows", "peer", addr, "op", r.op, "instead", r.older, "for", olderFor)
 		return c.ask(ctx, addr, &older)
 	}
 	return a, err

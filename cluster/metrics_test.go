@@ -35,7 +35,7 @@ func TestCountersStartAtZero(t *testing.T) {
 	}
 	var want []string
 	for _, op := range []string{"groups", "keys", "limit", "merge", "metrics", "series", "slots"} {
-		for _, r := range []string{"error", "ok", "unauthenticated"} {
+		for _, r := range []string{"error", "ok", "older_version", "unauthenticated"} {
 			want = append(want, "slide_cluster_peer_requests_total,op="+op+",result="+r)
 		}
 	}

@@ -285,7 +285,7 @@ func newMetrics(reg prometheus.Registerer, c *Cluster) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slide_cluster_peer_requests_total",
-			Help: "Partial reads sent to peers, by operation and result (ok; unauthenticated: the answer did not prove itself with the group's key, or the peer refused this instance's signature; error: unreachable, timed out, refused or corrupt).",
+			Help: "Partial reads sent to peers, by operation and result (ok; unauthenticated: the answer did not prove itself with the group's key, or the peer refused this instance's signature; older_version: the peer, of an older version, does not know the operation and is asked the older one; error: unreachable, timed out, refused or corrupt).",
 		}, []string{"op", "result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "slide_cluster_peer_request_duration_seconds", Help: "Time a partial read sent to a peer took, by operation.", Buckets: buckets,
@@ -311,7 +311,7 @@ func newMetrics(reg prometheus.Registerer, c *Cluster) (*metrics, error) {
 	// appears at its first increment has no sample to rise from, so increase() and rate()
 	// (and an alert on them) miss that first failure.
 	for _, op := range peerOps {
-		for _, result := range []string{"ok", "unauthenticated", "error"} {
+		for _, result := range []string{"ok", "unauthenticated", "older_version", "error"} {
 			m.requests.WithLabelValues(op, result)
 		}
 	}
@@ -350,6 +350,8 @@ func (m *metrics) observe(op string, err error, d time.Duration) {
 	switch {
 	case errors.Is(err, errUnauthenticated):
 		result = "unauthenticated"
+	case errors.Is(err, errOlderVersion):
+		result = "older_version" // asked again with the op it knows (askOlder): not a failure
 	case err != nil:
 		result = "error"
 	}
@@ -422,6 +424,11 @@ func appendGroups(b []byte, g *window.GroupPartials, over bool) []byte {
 func (c *Cluster) ask(ctx context.Context, addr string, r *request) (*answer, error) {
 	start := time.Now()
 	a, err := c.askOnce(ctx, addr, r)
+	if r.older != "" && errors.Is(err, errUnknownOp) {
+		// askOlder asks again with the op the peer knows: counted, not warned of.
+		c.m.observe(r.op, errOlderVersion, time.Since(start))
+		return a, err
+	}
 	c.m.observe(r.op, err, time.Since(start))
 	if err != nil {
 		c.warn("cluster: peer read failed", "peer", addr, "op", r.op, "err", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/slide-metrics/slide/promapi"
 	"github.com/slide-metrics/slide/window"
@@ -386,11 +389,29 @@ func TestExtentsBounds(t *testing.T) {
 
 // An asker remembers a peer's refusal of opExtents for olderFor, asking it opSlots straight
 // away meanwhile, and asks it opExtents again after: an old peer costs one refused request
-// a minute, and one upgraded since is read through extents again.
+// a minute, and one upgraded since is read through extents again. A refusal is expected
+// while a rolling upgrade is half done: counted as result="older_version" and said at
+// INFO, not counted as a failed read and warned of (an alert on result="error" fired for
+// every upgrade).
 func TestOlderPeerRemembered(t *testing.T) {
 	oc := &opCounter{refuse: []string{opExtents}}
 	pp := newPromPair(t, oc.wrap)
 	c := pp.cls[0]
+	var logs strings.Builder
+	var logMu sync.Mutex
+	c.log = slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
+	defer func() {
+		refused := testutil.ToFloat64(c.m.requests.WithLabelValues(opExtents, "older_version"))
+		failed := testutil.ToFloat64(c.m.requests.WithLabelValues(opExtents, "error"))
+		if refused != 2 || failed != 0 {
+			t.Errorf("extents refused %v times as older_version, %v as error; want 2 and 0", refused, failed)
+		}
+		logMu.Lock()
+		defer logMu.Unlock()
+		if n := strings.Count(logs.String(), "level=INFO msg=\"cluster: peer runs an older version"); n != 2 || strings.Contains(logs.String(), "level=WARN") {
+			t.Errorf("%d INFO lines of an older peer, want 2, and no WARN:\n%s", n, logs.String())
+		}
+	}()
 	list := func(clock int64, extents, slots int) {
 		t.Helper()
 		c.now = func() int64 { return clock }

@@ -209,7 +209,7 @@ peer_reads() {
   curl -fsS "$1/metrics" | awk '
     /^slide_cluster_peer_requests_total\{/ { match($0, /result="[^"]*"/); r[substr($0, RSTART + 8, RLENGTH - 9)] += $NF }
     /^slide_cluster_peer_served_total\{code="401"\}/ { u = $NF }
-    END { printf "ok %d, error %d, unauthenticated %d; served 401 %d", r["ok"], r["error"], r["unauthenticated"], u }'
+    END { printf "ok %d, older_version %d, error %d, unauthenticated %d; served 401 %d", r["ok"], r["older_version"], r["error"], r["unauthenticated"], u }'
 }
 past() { [ "$(date +%s)" -gt "$1" ]; }
 members2() { curl -fsS "$1/metrics" | grep -q '^slide_cluster_members 2$'; }
