@@ -1,8 +1,10 @@
 package looktest
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -48,10 +50,23 @@ var ruleMetric = regexp.MustCompile(`(slide_[a-z_]+)(?:\{([^}]*)\})?`)
 // docs and the rules cannot drift from the code; and the Grafana dashboards' queries
 // against its PromQL API (checkDashboards).
 func TestDocsMetricsInScrape(t *testing.T) {
-	base := serve(t, "--demo", "--max-series-per-metric", "100000",
+	// The demo's policies and one of backend: cluster, whose limiter exports its own gauges.
+	demo, err := os.ReadFile("../../cmd/slide/demo-policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies, ok := bytes.CutPrefix(demo, []byte("# Policies `slide serve --demo` uses when no --policies file is given.\npolicies:\n"))
+	if !ok {
+		t.Fatal("cmd/slide/demo-policies.yaml does not begin as this test expects")
+	}
+	file := filepath.Join(t.TempDir(), "policies.yaml")
+	policies = append([]byte("policies:\n  - {name: global, algorithm: fixed_window, limit: 100, window: 1m, backend: cluster}\n"), policies...)
+	if err := os.WriteFile(file, policies, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := serve(t, "--demo", "--policies", file, "--max-series-per-metric", "100000",
 		"--export-windows", "latency_ms:5m:0.95", "--export-histograms", "latency_ms:5m")
 	var fams map[string]*dto.MetricFamily
-	var err error
 	eventually(t, 30*time.Second, func() string { return "no demo series in /metrics: " + errString(err) }, func() bool {
 		var text string
 		if text, err = proctest.Scrape(base); err != nil {
