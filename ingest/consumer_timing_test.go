@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	rtmetrics "runtime/metrics"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,7 +23,9 @@ import (
 // per partition with the same fetch settings, doing nothing with the records. Joining and
 // reader creation are timed for both; closing (which waits out an idle fetch) for neither.
 // Both also report cpu_ms/op, the process's CPU time over the timed part (the embedded
-// broker's included), which a loaded machine's noise moves far less than the rate.
+// broker's included), which a loaded machine's noise moves far less than the rate, and
+// gc/op, the collections that ran in it: the two sides share one heap with the broker, so
+// a side that keeps more of it live collects less often (by-hand.md, "round 11").
 func BenchmarkEndToEnd(b *testing.B) {
 	const events = 100_000
 	c := kafkatest.Start(b, "events", 4)
@@ -48,27 +51,23 @@ func BenchmarkEndToEnd(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		b.SetBytes(size)
 		b.ReportAllocs()
-		var busy, cpu time.Duration
+		var sum opCost
 		for i := 0; i < b.N; i++ {
 			cfg := Config{Brokers: []string{c.Addr}, Topic: c.Topic, Group: fmt.Sprintf("bench-%d", i),
 				HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 2 * time.Second, MaxWait: maxWait}
-			took, used := timeConsume(b, cfg, clock, end, events)
-			busy, cpu = busy+took, cpu+used
+			sum.add(timeConsume(b, cfg, clock, end, events))
 		}
-		b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu_ms/op")
-		b.ReportMetric(float64(events*b.N)/busy.Seconds(), "events/s")
+		sum.report(b, events, "events/s")
 	})
 
 	b.Run("anchor", func(b *testing.B) {
 		b.SetBytes(size)
 		b.ReportAllocs()
-		var busy, cpu time.Duration
+		var sum opCost
 		for i := 0; i < b.N; i++ {
-			took, used := timeFetch(b, c, end, events, maxWait)
-			busy, cpu = busy+took, cpu+used
+			sum.add(timeFetch(b, c, end, events, maxWait))
 		}
-		b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu_ms/op")
-		b.ReportMetric(float64(events*b.N)/busy.Seconds(), "events/s")
+		sum.report(b, events, "events/s")
 	})
 }
 
@@ -76,10 +75,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 // Reader per partition of c with a consumer's fetch settings, doing nothing with the records,
 // until each partition is read to end (records in all); it returns the time that took and
 // the CPU time the process spent meanwhile, with the timer stopped for the closing.
-func timeFetch(b *testing.B, c *kafkatest.Cluster, end map[int32]int64, records int, maxWait time.Duration) (took, cpu time.Duration) {
+func timeFetch(b *testing.B, c *kafkatest.Cluster, end map[int32]int64, records int, maxWait time.Duration) opCost {
 	var conns connSet
-	start := time.Now()
-	c0 := cpuNow()
+	start := startCost()
 	var wg sync.WaitGroup
 	readers := make([]*kafka.Reader, c.Partitions)
 	counts := make([]int, c.Partitions)
@@ -101,7 +99,7 @@ func timeFetch(b *testing.B, c *kafkatest.Cluster, end map[int32]int64, records 
 		}()
 	}
 	wg.Wait()
-	took, cpu = time.Since(start), cpuNow()-c0
+	cost := start.since()
 	b.StopTimer()
 	// kafka-go's Close waits out an idle fetch (MaxWait, ~0.5 s here), where the consumer's
 	// stop interrupts it (readRaw). The readers' connections are closed first, so that their
@@ -122,7 +120,7 @@ func timeFetch(b *testing.B, c *kafkatest.Cluster, end map[int32]int64, records 
 		b.Fatalf("anchor read %d records, want %d", total, records)
 	}
 	b.StartTimer()
-	return took, cpu
+	return cost
 }
 
 // connSet is a dialer's connections, so that a test can close them all at once; a dial
@@ -165,12 +163,45 @@ func cpuNow() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// opCost is what timed ops took: wall time, the process's CPU time and its collections.
+type opCost struct {
+	took, cpu time.Duration
+	gcs       uint64
+}
+
+// startCost is an op's start: its wall and CPU time and the collections so far.
+func startCost() opCost {
+	return opCost{took: time.Duration(time.Now().UnixNano()), cpu: cpuNow(), gcs: gcCycles()}
+}
+
+// since is what passed from the start o to now.
+func (o opCost) since() opCost {
+	return opCost{took: time.Duration(time.Now().UnixNano()) - o.took, cpu: cpuNow() - o.cpu, gcs: gcCycles() - o.gcs}
+}
+
+func (o *opCost) add(p opCost) { o.took, o.cpu, o.gcs = o.took+p.took, o.cpu+p.cpu, o.gcs+p.gcs }
+
+// report reports the b.N ops' CPU per op, items (of each op) per second as unit, and the
+// collections per op.
+func (o opCost) report(b *testing.B, items int, unit string) {
+	b.ReportMetric(o.cpu.Seconds()*1000/float64(b.N), "cpu_ms/op")
+	b.ReportMetric(float64(items*b.N)/o.took.Seconds(), unit)
+	b.ReportMetric(float64(o.gcs)/float64(b.N), "gc/op")
+}
+
+// gcCycles is the number of collections the process has completed.
+func gcCycles() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
 // consumedAll reports whether every partition in end is processed to its end offset.
 // timeConsume runs a consumer of cfg into a fresh store until it has consumed every
 // partition up to end, with the timer stopped for what follows, checks that it accepted
 // events, and returns the time the consuming took and the CPU time the process spent
 // meanwhile.
-func timeConsume(b *testing.B, cfg Config, clock func() time.Time, end map[int32]int64, events int) (took, cpu time.Duration) {
+func timeConsume(b *testing.B, cfg Config, clock func() time.Time, end map[int32]int64, events int) opCost {
 	b.Helper()
 	cons, err := New(cfg, newTestStore(b, 0), WithClock(clock))
 	if err != nil {
@@ -178,12 +209,12 @@ func timeConsume(b *testing.B, cfg Config, clock func() time.Time, end map[int32
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	start, c0 := time.Now(), cpuNow()
+	start := startCost()
 	go func() { done <- cons.Run(ctx) }()
 	for !consumedAll(cons.Progress(), end) {
 		time.Sleep(200 * time.Microsecond)
 	}
-	took, cpu = time.Since(start), cpuNow()-c0
+	cost := start.since()
 	b.StopTimer()
 	cancel()
 	if err := <-done; err != nil {
@@ -193,7 +224,7 @@ func timeConsume(b *testing.B, cfg Config, clock func() time.Time, end map[int32
 		b.Fatalf("consumer accepted %v events, want %d", got, events)
 	}
 	b.StartTimer()
-	return took, cpu
+	return cost
 }
 
 func consumedAll(pr Progress, end map[int32]int64) bool {

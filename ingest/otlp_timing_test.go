@@ -18,7 +18,7 @@ import (
 // pre-produced topic, 2,000 otlp_proto records of 80 spans each (pdata's ProtoMarshaler, 4
 // services, a route dimension) over 4 partitions. "ours" is a Consumer of --event-format
 // otlp_proto into a fresh store; "anchor" the bare kafka-go fetch loop over the same records.
-// spans/s counts the spans both carried through; cpu_ms/op is as BenchmarkEndToEnd's.
+// spans/s counts the spans both carried through; cpu_ms/op and gc/op are as BenchmarkEndToEnd's.
 func BenchmarkEndToEndSpans(b *testing.B) {
 	const records, perRecord = 2000, 80
 	c := kafkatest.Start(b, "spans", 4)
@@ -63,28 +63,24 @@ func BenchmarkEndToEndSpans(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		b.SetBytes(size)
 		b.ReportAllocs()
-		var busy, cpu time.Duration
+		var sum opCost
 		for i := 0; i < b.N; i++ {
 			cfg := Config{Brokers: []string{c.Addr}, Topic: c.Topic, Group: fmt.Sprintf("spans-%d", i),
 				HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 2 * time.Second, MaxWait: maxWait,
 				Format: func() (event.Format, error) {
 					return event.NewOTLPProto(event.SpanConfig{Dimensions: []string{"http.route"}})
 				}}
-			took, used := timeConsume(b, cfg, clock, end, spans)
-			busy, cpu = busy+took, cpu+used
+			sum.add(timeConsume(b, cfg, clock, end, spans))
 		}
-		b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu_ms/op")
-		b.ReportMetric(float64(spans*b.N)/busy.Seconds(), "spans/s")
+		sum.report(b, spans, "spans/s")
 	})
 	b.Run("anchor", func(b *testing.B) {
 		b.SetBytes(size)
 		b.ReportAllocs()
-		var busy, cpu time.Duration
+		var sum opCost
 		for i := 0; i < b.N; i++ {
-			took, used := timeFetch(b, c, end, records, maxWait)
-			busy, cpu = busy+took, cpu+used
+			sum.add(timeFetch(b, c, end, records, maxWait))
 		}
-		b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu_ms/op")
-		b.ReportMetric(float64(spans*b.N)/busy.Seconds(), "spans/s")
+		sum.report(b, spans, "spans/s")
 	})
 }
