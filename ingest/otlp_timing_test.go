@@ -3,6 +3,7 @@ package ingest
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 
@@ -19,9 +20,14 @@ import (
 // services, a route dimension) over 4 partitions. "ours" is a Consumer of --event-format
 // otlp_proto into a fresh store; "anchor" the bare kafka-go fetch loop over the same records.
 // spans/s counts the spans both carried through; cpu_ms/op and gc/op are as BenchmarkEndToEnd's.
+//
+// The broker runs in the test's process, so its garbage (~150 MB an op) sets how often both
+// sides collect. SLIDE_BENCH_BROKER=host:port runs the pair against a broker of its own
+// (`slide broker --addr host:port`) instead, a topic of its own per run: cpu_ms/op and gc/op
+// are then the two sides' own (by-hand.md, "Spans end to end: round 11").
 func BenchmarkEndToEndSpans(b *testing.B) {
 	const records, perRecord = 2000, 80
-	c := kafkatest.Start(b, "spans", 4)
+	c := benchBroker(b, "spans", 4)
 	t0 := time.Now()
 	clock := func() time.Time { return t0 }
 	rng := rand.New(rand.NewPCG(80, 2))
@@ -83,4 +89,23 @@ func BenchmarkEndToEndSpans(b *testing.B) {
 		}
 		sum.report(b, spans, "spans/s")
 	})
+}
+
+// benchBroker is kafkatest.Start's broker in process, or with SLIDE_BENCH_BROKER set the
+// broker at that address, with a new topic of partitions named after topic.
+func benchBroker(b *testing.B, topic string, partitions int) *kafkatest.Cluster {
+	addr := os.Getenv("SLIDE_BENCH_BROKER")
+	if addr == "" {
+		return kafkatest.Start(b, topic, partitions)
+	}
+	conn, err := kafka.Dial("tcp", addr)
+	if err != nil {
+		b.Fatalf("SLIDE_BENCH_BROKER=%s: %v", addr, err)
+	}
+	defer conn.Close()
+	topic = fmt.Sprintf("%s-%d", topic, time.Now().UnixNano())
+	if err := conn.CreateTopics(kafka.TopicConfig{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1}); err != nil {
+		b.Fatalf("SLIDE_BENCH_BROKER=%s: creating topic %s: %v", addr, topic, err)
+	}
+	return &kafkatest.Cluster{Addr: addr, Topic: topic, Partitions: partitions}
 }
