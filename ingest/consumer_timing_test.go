@@ -169,14 +169,18 @@ type opCost struct {
 	gcs       uint64
 }
 
-// startCost is an op's start: its wall and CPU time and the collections so far.
-func startCost() opCost {
-	return opCost{took: time.Duration(time.Now().UnixNano()), cpu: cpuNow(), gcs: gcCycles()}
+// opStart is when an op began: the wall clock, the process's CPU time and its collections.
+type opStart struct {
+	at  time.Time
+	cpu time.Duration
+	gcs uint64
 }
 
-// since is what passed from the start o to now.
-func (o opCost) since() opCost {
-	return opCost{took: time.Duration(time.Now().UnixNano()) - o.took, cpu: cpuNow() - o.cpu, gcs: gcCycles() - o.gcs}
+func startCost() opStart { return opStart{at: time.Now(), cpu: cpuNow(), gcs: gcCycles()} }
+
+// since is what passed from s to now.
+func (s opStart) since() opCost {
+	return opCost{took: time.Since(s.at), cpu: cpuNow() - s.cpu, gcs: gcCycles() - s.gcs}
 }
 
 func (o *opCost) add(p opCost) { o.took, o.cpu, o.gcs = o.took+p.took, o.cpu+p.cpu, o.gcs+p.gcs }
